@@ -1,0 +1,156 @@
+/* Fast CPU Conv2D: im2col + sgemm, in chunks of images that fit the scratch.
+ *
+ * In NHWC a patch row (KH*KW*C values) times the kernel matrix (KH*KW*C, O)
+ * is one output pixel's O channels, so
+ *   forward:  y (n*OH*OW, O)   = col (n*OH*OW, K) x w (K, O) + b
+ *   backward: dw (K, O)       += col^T x dy
+ *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
+ * A 1x1 stride-1 unpadded conv uses x as col directly. */
+#include "kernels/conv2d.h"
+#include "kernels/cpu/cpu.h"
+
+#include <string.h>
+
+static int is_pointwise(const mw_conv2d_geom *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0;
+}
+
+/* memcpy for the short runs of a thin input (C = 1: three floats). */
+static inline void copy_run(float *restrict dst, const float *restrict src, int count)
+{
+    if (count >= 16) {
+        memcpy(dst, src, sizeof(float) * count);
+        return;
+    }
+    for (int i = 0; i < count; i++)
+        dst[i] = src[i];
+}
+
+/* col rows for images [0, n) of x; rows are output pixels, zero where padded. */
+static void im2col(float *col, const float *x, const mw_conv2d_geom *g, int n, int nt)
+{
+    const int K = g->KH * g->KW * g->C;
+    const size_t img = (size_t)g->H * g->W * g->C;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int i = 0; i < n * g->OH; i++) {
+        int b = i / g->OH, oh = i % g->OH;
+        const float *xb = x + (size_t)b * img;
+        for (int ow = 0; ow < g->OW; ow++) {
+            float *row = col + ((size_t)i * g->OW + ow) * K;
+            for (int kh = 0; kh < g->KH; kh++) {
+                int ih = oh * g->SH + kh - g->PT;
+                float *dst = row + (size_t)kh * g->KW * g->C;
+                if (ih < 0 || ih >= g->H) {
+                    memset(dst, 0, sizeof(float) * g->KW * g->C);
+                    continue;
+                }
+                int iw0 = ow * g->SW - g->PL;
+                if (iw0 >= 0 && iw0 + g->KW <= g->W) { /* whole window row inside */
+                    copy_run(dst, xb + ((size_t)ih * g->W + iw0) * g->C, g->KW * g->C);
+                    continue;
+                }
+                for (int kw = 0; kw < g->KW; kw++) {
+                    int iw = iw0 + kw;
+                    if (iw < 0 || iw >= g->W)
+                        memset(dst + kw * g->C, 0, sizeof(float) * g->C);
+                    else
+                        copy_run(dst + kw * g->C, xb + ((size_t)ih * g->W + iw) * g->C, g->C);
+                }
+            }
+        }
+    }
+}
+
+/* dx[images 0..n) += col2im(dcol). Parallel over images: windows of one image
+ * overlap, different images never do. */
+static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt)
+{
+    const int K = g->KH * g->KW * g->C;
+    const size_t img = (size_t)g->H * g->W * g->C;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int b = 0; b < n; b++) {
+        float *dxb = dx + (size_t)b * img;
+        for (int oh = 0; oh < g->OH; oh++)
+            for (int ow = 0; ow < g->OW; ow++) {
+                const float *row = dcol + (((size_t)b * g->OH + oh) * g->OW + ow) * K;
+                for (int kh = 0; kh < g->KH; kh++) {
+                    int ih = oh * g->SH + kh - g->PT;
+                    if (ih < 0 || ih >= g->H)
+                        continue;
+                    for (int kw = 0; kw < g->KW; kw++) {
+                        int iw = ow * g->SW + kw - g->PL;
+                        if (iw < 0 || iw >= g->W)
+                            continue;
+                        float *d = dxb + ((size_t)ih * g->W + iw) * g->C;
+                        const float *s = row + ((size_t)kh * g->KW + kw) * g->C;
+                        for (int c = 0; c < g->C; c++)
+                            d[c] += s[c];
+                    }
+                }
+            }
+    }
+}
+
+static int chunk_images(const mw_kctx *k, const mw_conv2d_geom *g, int N)
+{
+    size_t per = mw_conv2d_ws_min(g);
+    size_t fit = k->ws_count / per;
+    if (fit < 1)
+        fit = 1; /* the model guarantees ws >= mw_conv2d_ws_min */
+    return fit < (size_t)N ? (int)fit : N;
+}
+
+void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w,
+                       const float *b, const mw_conv2d_geom *g, int N)
+{
+    const int K = g->KH * g->KW * g->C, P = g->OH * g->OW;
+    const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;
+    int step = is_pointwise(g) ? N : chunk_images(k, g, N);
+    for (int n0 = 0; n0 < N; n0 += step) {
+        int n = N - n0 < step ? N - n0 : step;
+        const float *col = x + n0 * in_img;
+        if (!is_pointwise(g)) {
+            im2col(k->ws, col, g, n, MW_NT(k));
+            col = k->ws;
+        }
+        float *yc = y + n0 * out_img;
+        float beta = 0.0f;
+        if (b) {
+            for (size_t r = 0; r < (size_t)n * P; r++)
+                memcpy(yc + r * g->O, b, sizeof(float) * g->O);
+            beta = 1.0f;
+        }
+        mw_sgemm_cpu('N', 'N', n * P, g->O, K, 1.0f, col, K, w, g->O, beta, yc, g->O);
+    }
+}
+
+void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
+                       const float *x, const float *w, const mw_conv2d_geom *g, int N)
+{
+    const int K = g->KH * g->KW * g->C, P = g->OH * g->OW;
+    const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;
+    if (db) {
+        const size_t rows = (size_t)N * P;
+        for (size_t r = 0; r < rows; r++)
+            for (int o = 0; o < g->O; o++)
+                db[o] += dy[r * g->O + o];
+    }
+    if (is_pointwise(g)) {
+        mw_sgemm_cpu('T', 'N', K, g->O, N * P, 1.0f, x, K, dy, g->O, 1.0f, dw, g->O);
+        if (dx)
+            mw_sgemm_cpu('N', 'T', N * P, K, g->O, 1.0f, dy, g->O, w, g->O, 1.0f, dx, K);
+        return;
+    }
+    int step = chunk_images(k, g, N);
+    for (int n0 = 0; n0 < N; n0 += step) {
+        int n = N - n0 < step ? N - n0 : step;
+        const float *dyc = dy + n0 * out_img;
+        im2col(k->ws, x + n0 * in_img, g, n, MW_NT(k));
+        mw_sgemm_cpu('T', 'N', K, g->O, n * P, 1.0f, k->ws, K, dyc, g->O, 1.0f, dw, g->O);
+        if (dx) {
+            mw_sgemm_cpu('N', 'T', n * P, K, g->O, 1.0f, dyc, g->O, w, g->O, 0.0f, k->ws, K);
+            col2im(dx + n0 * in_img, k->ws, g, n, MW_NT(k));
+        }
+    }
+}

@@ -1,0 +1,22 @@
+/* The fast CPU path: the reference table with the fast entries overriding. */
+#include "kernels/activation.h"
+#include "kernels/conv2d.h"
+#include "kernels/dense.h"
+#include "kernels/maxpool.h"
+#include "kernels/optim.h"
+
+void mw_kernels_init_cpu(mw_kernels *t)
+{
+    mw_kernels_init_ref(t);
+    t->name = "cpu";
+    t->conv2d_fwd = mw_conv2d_fwd_cpu;
+    t->conv2d_bwd = mw_conv2d_bwd_cpu;
+    t->maxpool_fwd = mw_maxpool_fwd_cpu;
+    t->maxpool_bwd = mw_maxpool_bwd_cpu;
+    t->dense_fwd = mw_dense_fwd_cpu;
+    t->dense_bwd = mw_dense_bwd_cpu;
+    t->relu_fwd = mw_relu_fwd_cpu;
+    t->relu_bwd = mw_relu_bwd_cpu;
+    t->adam = mw_adam_cpu;
+    t->sgd = mw_sgd_cpu;
+}

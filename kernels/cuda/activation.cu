@@ -1,0 +1,126 @@
+/* CUDA ReLU and sparse softmax cross-entropy from logits (see kernels.h).
+ *
+ * ReLU and the cross-entropy backward are element-wise grid-stride loops. The
+ * cross-entropy forward gives each row (example) one warp: lanes stride over
+ * the K classes, the max and the sum of exp(z - max) are reduced with shuffles
+ * in a fixed order (reproducible), and the sum is kept in double like the
+ * reference. A label outside [0, K) gives a NaN loss instead of a stray read,
+ * so a bad label cannot pass unnoticed (the host validates labels on load). */
+#include <math.h>
+
+#include "kernels/cuda/dev.cuh"
+
+extern "C" {
+#include "kernels/activation.h"
+}
+
+static __global__ void relu_fwd_kernel(float *y, const float *x, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+static __global__ void relu_bwd_kernel(float *dx, const float *dy, const float *y, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (y[i] > 0.0f)
+            dx[i] += dy[i];
+}
+
+extern "C" void mw_relu_fwd_cuda(const mw_kctx *k, float *y, const float *x, size_t count)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_relu_fwd_cuda");
+    if (!d || count == 0)
+        return;
+    relu_fwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(y, x, count);
+    MW_LAUNCHED_K(d, "relu_fwd_kernel");
+    mw_cuda_end(d, "mw_relu_fwd_cuda");
+}
+
+extern "C" void mw_relu_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, const float *y,
+                                 size_t count)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_relu_bwd_cuda");
+    if (!d || count == 0)
+        return;
+    relu_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dx, dy, y, count);
+    MW_LAUNCHED_K(d, "relu_bwd_kernel");
+    mw_cuda_end(d, "mw_relu_bwd_cuda");
+}
+
+#define XENT_WARPS 8 /* rows per block */
+
+static __global__ void xent_fwd_kernel(float *loss, float *prob, const float *logits,
+                                       const int32_t *labels, int N, int K)
+{
+    const unsigned full = 0xffffffffu;
+    int lane = threadIdx.x & 31;
+    int n = blockIdx.x * XENT_WARPS + (threadIdx.x >> 5);
+    if (n >= N) /* the whole warp leaves together */
+        return;
+    const float *z = logits + (size_t)n * K;
+    float *p = prob + (size_t)n * K;
+
+    float mx = -INFINITY;
+    for (int j = lane; j < K; j += 32)
+        mx = fmaxf(mx, z[j]);
+    for (int s = 16; s > 0; s >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(full, mx, s));
+
+    double sum = 0.0;
+    for (int j = lane; j < K; j += 32) {
+        float e = expf(z[j] - mx);
+        p[j] = e;
+        sum += e;
+    }
+    for (int s = 16; s > 0; s >>= 1)
+        sum += __shfl_xor_sync(full, sum, s);
+
+    float inv = (float)(1.0 / sum);
+    for (int j = lane; j < K; j += 32)
+        p[j] *= inv;
+    if (lane == 0) {
+        int32_t t = labels[n];
+        loss[n] = t >= 0 && t < K ? (float)(log(sum) + (double)mx - (double)z[t]) : NAN;
+    }
+}
+
+static __global__ void xent_bwd_kernel(float *dlogits, const float *prob, const int32_t *labels,
+                                       float scale, size_t count, int K)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int j = (int)(i % (size_t)K);
+        float t = j == labels[i / (size_t)K] ? 1.0f : 0.0f;
+        dlogits[i] += scale * (prob[i] - t);
+    }
+}
+
+extern "C" void mw_xent_fwd_cuda(const mw_kctx *k, float *loss, float *prob, const float *logits,
+                                 const int32_t *labels, int N, int K)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_xent_fwd_cuda");
+    if (!d || N <= 0 || K <= 0)
+        return;
+    unsigned grid = (unsigned)((N + XENT_WARPS - 1) / XENT_WARPS);
+    xent_fwd_kernel<<<grid, XENT_WARPS * 32, 0, d->stream>>>(loss, prob, logits, labels, N, K);
+    MW_LAUNCHED_K(d, "xent_fwd_kernel");
+    mw_cuda_end(d, "mw_xent_fwd_cuda");
+}
+
+extern "C" void mw_xent_bwd_cuda(const mw_kctx *k, float *dlogits, const float *prob,
+                                 const int32_t *labels, float scale, int N, int K)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_xent_bwd_cuda");
+    if (!d || N <= 0 || K <= 0)
+        return;
+    size_t count = (size_t)N * K;
+    xent_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dlogits, prob, labels,
+                                                                          scale, count, K);
+    MW_LAUNCHED_K(d, "xent_bwd_kernel");
+    mw_cuda_end(d, "mw_xent_bwd_cuda");
+}

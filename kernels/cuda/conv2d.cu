@@ -1,0 +1,220 @@
+/* CUDA Conv2D: im2col + cuBLAS SGEMM (see kernels.h for the contract).
+ *
+ * For a chunk of nb images, with M = nb*OH*OW rows and Kc = KH*KW*C columns:
+ *   im2col:  col (M, Kc), row (n,oh,ow), column (kh,kw,c); padding reads as 0
+ *   forward: y (M, O)    = col (M, Kc) w (Kc, O) + b
+ *   dw:      dw (Kc, O) += col^T dy (M, O)
+ *   dx:      dcol (M, Kc) = dy w^T, then col2im adds dcol back onto dx
+ *   db:      db (O)     += column sums of dy (all N images at once)
+ * All row-major like the reference; mw_cuda_gemm_rm maps them onto cuBLAS.
+ *
+ * col lives in k->ws (device), so the batch is cut into chunks of as many
+ * images as fit; at least mw_conv2d_ws_min floats are needed. A 1x1 kernel
+ * with stride 1 and no padding needs no im2col at all: col is x itself, and
+ * dcol is dx itself. col2im is a gather (one thread per dx element, summing the
+ * dcol cells that came from it in a fixed order): no atomics, reproducible.
+ *
+ * The per-element work lives in __host__ __device__ functions so it can be
+ * checked against the reference on a machine without a GPU. */
+#include <limits.h>
+
+#include "kernels/cuda/dev.cuh"
+
+extern "C" {
+#include "kernels/conv2d.h"
+}
+
+/* col[e], e = r*Kc + j, r = (n*OH + oh)*OW + ow, j = (kh*KW + kw)*C + c; x
+ * points at the chunk's first image. */
+__host__ __device__ static inline void im2col_one(float *col, const float *x,
+                                                  mw_conv2d_geom g, size_t e)
+{
+    size_t kc = (size_t)g.KH * g.KW * g.C;
+    size_t r = e / kc, j = e % kc;
+    int c = (int)(j % g.C);
+    j /= g.C;
+    int kw = (int)(j % g.KW), kh = (int)(j / g.KW);
+    int ow = (int)(r % g.OW);
+    r /= g.OW;
+    int oh = (int)(r % g.OH);
+    size_t n = r / g.OH;
+    int ih = oh * g.SH + kh - g.PT, iw = ow * g.SW + kw - g.PL;
+    float v = 0.0f;
+    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+        v = x[((n * g.H + ih) * g.W + iw) * g.C + c];
+    col[e] = v;
+}
+
+/* dx[i] += sum of dcol over every (oh, ow, kh, kw) that read x[i], with
+ * i = ((n*H + ih)*W + iw)*C + c; dx and dcol point at the chunk's first image. */
+__host__ __device__ static inline void col2im_one(float *dx, const float *dcol,
+                                                  mw_conv2d_geom g, size_t i)
+{
+    size_t kc = (size_t)g.KH * g.KW * g.C;
+    int c = (int)(i % g.C);
+    size_t r = i / g.C;
+    int iw = (int)(r % g.W);
+    r /= g.W;
+    int ih = (int)(r % g.H);
+    size_t n = r / g.H;
+    float acc = 0.0f;
+    for (int kh = 0; kh < g.KH; kh++) {
+        int t = ih + g.PT - kh; /* = oh * SH */
+        if (t < 0 || t % g.SH)
+            continue;
+        int oh = t / g.SH;
+        if (oh >= g.OH)
+            continue;
+        for (int kw = 0; kw < g.KW; kw++) {
+            int u = iw + g.PL - kw; /* = ow * SW */
+            if (u < 0 || u % g.SW)
+                continue;
+            int ow = u / g.SW;
+            if (ow >= g.OW)
+                continue;
+            size_t row = (n * g.OH + oh) * g.OW + ow;
+            acc += dcol[row * kc + ((size_t)kh * g.KW + kw) * g.C + c];
+        }
+    }
+    dx[i] += acc;
+}
+
+static __global__ void im2col_kernel(float *col, const float *x, mw_conv2d_geom g, size_t count)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count;
+         e += (size_t)gridDim.x * blockDim.x)
+        im2col_one(col, x, g, e);
+}
+
+static __global__ void col2im_kernel(float *dx, const float *dcol, mw_conv2d_geom g, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        col2im_one(dx, dcol, g, i);
+}
+
+/* 1x1, stride 1, no padding: the image rows are already the col rows. */
+static bool is_pointwise(const mw_conv2d_geom *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->SH == 1 && g->SW == 1 && g->PT == 0 && g->PL == 0 &&
+           g->OH == g->H && g->OW == g->W;
+}
+
+/* Images per chunk: as many as fit in the scratch (and in cuBLAS's int
+ * dimensions), at least 1; 0 with an error recorded when not even one fits. */
+static int chunk_images(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *g, int N,
+                        const char *op)
+{
+    size_t rows = (size_t)g->OH * g->OW;
+    size_t per = mw_conv2d_ws_min(g);
+    if (is_pointwise(g)) /* no scratch; only the int limit */
+        per = 0;
+    if (per > 0 && (!k->ws || k->ws_count < per)) {
+        mw_cuda_note(d, mw_err(MW_EINVAL,
+                               "%s: device workspace %zu floats, one image needs %zu "
+                               "(mw_cuda_ws_reserve)",
+                               op, k->ws ? k->ws_count : (size_t)0, per));
+        return 0;
+    }
+    size_t nb = per > 0 ? k->ws_count / per : (size_t)N;
+    size_t int_cap = (size_t)INT_MAX / rows;
+    if (nb > int_cap)
+        nb = int_cap;
+    if (nb > (size_t)N)
+        nb = (size_t)N;
+    if (nb == 0) {
+        mw_cuda_note(d, mw_err(MW_EINVAL, "%s: %zu output pixels per image is too many", op,
+                               rows));
+        return 0;
+    }
+    return (int)nb;
+}
+
+extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, const float *w,
+                                   const float *b, const mw_conv2d_geom *g, int N)
+{
+    const char *op = "mw_conv2d_fwd_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || N <= 0)
+        return;
+    int nb = chunk_images(d, k, g, N, op);
+    if (nb == 0)
+        return;
+    int kc = g->KH * g->KW * g->C;
+    size_t in_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
+    bool pw = is_pointwise(g);
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        int cnt = N - n0 < nb ? N - n0 : nb;
+        int M = (int)(rows * cnt);
+        const float *xc = x + (size_t)n0 * in_img;
+        float *yc = y + (size_t)n0 * rows * g->O;
+        const float *col = xc;
+        if (!pw) {
+            size_t count = (size_t)M * kc;
+            im2col_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(k->ws, xc, *g,
+                                                                                count);
+            MW_LAUNCHED_K(d, "im2col_kernel");
+            col = k->ws;
+        }
+        float beta = 0.0f;
+        if (b) {
+            MW_TRY_K(d, mw_cuda_bias_fill(d, yc, b, (size_t)M, g->O));
+            beta = 1.0f;
+        }
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, false, false, M, g->O, kc, 1.0f, col, kc, w, g->O, beta,
+                                    yc, g->O));
+    }
+    mw_cuda_end(d, op);
+}
+
+extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float *db,
+                                   const float *dy, const float *x, const float *w,
+                                   const mw_conv2d_geom *g, int N)
+{
+    const char *op = "mw_conv2d_bwd_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || N <= 0)
+        return;
+    size_t in_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
+    if (db)
+        MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, rows * N, g->O));
+    int nb = chunk_images(d, k, g, N, op);
+    if (nb == 0)
+        return;
+    int kc = g->KH * g->KW * g->C;
+    bool pw = is_pointwise(g);
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        int cnt = N - n0 < nb ? N - n0 : nb;
+        int M = (int)(rows * cnt);
+        const float *xc = x + (size_t)n0 * in_img;
+        const float *dyc = dy + (size_t)n0 * rows * g->O;
+        const float *col = xc;
+        if (!pw) {
+            size_t count = (size_t)M * kc;
+            im2col_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(k->ws, xc, *g,
+                                                                                count);
+            MW_LAUNCHED_K(d, "im2col_kernel");
+            col = k->ws;
+        }
+        /* dw (Kc,O) += col^T (Kc,M) dy (M,O) */
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, true, false, kc, g->O, M, 1.0f, col, kc, dyc, g->O, 1.0f,
+                                    dw, g->O));
+        if (!dx)
+            continue;
+        float *dxc = dx + (size_t)n0 * in_img;
+        if (pw) { /* dx (M,C) += dy (M,O) w^T (O,C) */
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, false, true, M, kc, g->O, 1.0f, dyc, g->O, w, g->O,
+                                        1.0f, dxc, kc));
+            continue;
+        }
+        /* dcol (M,Kc) = dy (M,O) w^T (O,Kc), over col (stream order keeps the
+         * dw GEMM's reads ahead of these writes), then gathered onto dx. */
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, false, true, M, kc, g->O, 1.0f, dyc, g->O, w, g->O, 0.0f,
+                                    k->ws, kc));
+        size_t count = (size_t)cnt * in_img;
+        col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dxc, k->ws, *g,
+                                                                            count);
+        MW_LAUNCHED_K(d, "col2im_kernel");
+    }
+    mw_cuda_end(d, op);
+}

@@ -1,0 +1,94 @@
+/* The CUDA backend: device discovery, the CUDA kernel context, device memory
+ * helpers and the table init. Plain C with no CUDA types, so the worker and the
+ * tests include it in every build; kernels/cuda/stub.c supplies the same
+ * functions when the project is built without CUDA (no device, every open fails).
+ *
+ * A CUDA context is an mw_kctx whose dev points at the backend state (device,
+ * stream, cuBLAS handle bound to that stream) and whose ws is DEVICE scratch.
+ * The CUDA twins (mw_*_cuda in conv2d.h, maxpool.h, ...) take device pointers
+ * and only enqueue work on the context's stream; they return nothing, so a
+ * failure (launch error, cuBLAS error, workspace too small, no context) is
+ * recorded twice: with mw_err() (first message wins) and in the context's
+ * sticky status. Once a context has failed, later kernels on it do nothing.
+ * Callers check once per step:
+ *
+ *     t.conv2d_fwd(&k, y, x, w, b, &g, n);  ...  t.adam(&k, ...);
+ *     MW_TRY(mw_cuda_sync(&k));   // waits, returns the first failure
+ *
+ * Errors raised while the device runs a kernel (an illegal address) surface at
+ * the next synchronizing call. Setting MW_CUDA_SYNC=1 in the environment when
+ * the context is opened synchronizes after every kernel, so the message names
+ * the op that failed (slow; for debugging). */
+#ifndef MW_KERNELS_CUDA_CUDA_H
+#define MW_KERNELS_CUDA_CUDA_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device scratch floats a new context gets (16 MiB): enough for the default
+ * CNN's convolutions at 64 images per replica without chunking. */
+#define MW_CUDA_WS_DEFAULT ((size_t)1 << 22)
+
+/* Override the table entries with the CUDA twins, and name it "cuda", when at
+ * least one device is usable; otherwise (no driver, no device, or built
+ * without CUDA) leave the table unchanged, so it keeps working on the host. */
+void mw_kernels_init_cuda(mw_kernels *t);
+
+/* Number of usable CUDA devices: 0 when built without CUDA or when there is no
+ * driver or device. Never aborts and records no error. */
+int mw_cuda_device_count(void);
+
+/* Make k a CUDA context on device (0-based): a non-blocking stream, a cuBLAS
+ * handle on it, MW_CUDA_WS_DEFAULT floats of device scratch in k->ws, and
+ * k->nthreads = 1. Every field of k is overwritten. MW_EDEVICE with a message
+ * naming the cause (built without CUDA, no device, bad index, a failed CUDA
+ * call); on failure k is left closed (mw_cuda_ctx_close is still safe). */
+mw_status mw_cuda_ctx_open(mw_kctx *k, int device);
+/* Wait for the stream, release everything and zero k. Safe on a zeroed,
+ * half-opened or already closed context. */
+void mw_cuda_ctx_close(mw_kctx *k);
+/* Grow k's device scratch to at least ws_count floats (waits for the stream
+ * first). The conv kernels chunk the batch to fit, but need at least
+ * mw_conv2d_ws_min floats; mw_conv2d_ws_count is the no-chunking size. */
+mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count);
+/* Wait for everything enqueued on k's stream. Returns the context's first
+ * failure: one recorded by a kernel, a copy, or this wait. */
+mw_status mw_cuda_sync(const mw_kctx *k);
+/* The context's first recorded failure so far, without waiting (MW_OK when
+ * none; MW_EDEVICE when k is not an open CUDA context). */
+mw_status mw_cuda_last_status(const mw_kctx *k);
+
+/* Device memory (on the current device: open the context first). nbytes 0
+ * gives NULL and MW_OK. Free accepts NULL. */
+mw_status mw_cuda_alloc(void **p, size_t nbytes);
+void mw_cuda_free(void *p);
+/* Pinned (page-locked) host memory, so uploads and downloads are truly
+ * asynchronous. nbytes 0 gives NULL and MW_OK. Free accepts NULL. */
+mw_status mw_cuda_host_alloc(void **p, size_t nbytes);
+void mw_cuda_host_free(void *p);
+
+/* Enqueue a copy on k's stream and return without waiting: the host buffer
+ * must stay untouched (upload) or unread (download) until mw_cuda_sync(k).
+ * From pageable host memory the copies still work, only less asynchronously. */
+mw_status mw_cuda_upload(void *dst_dev, const void *src_host, size_t nbytes, const mw_kctx *k);
+mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_t nbytes, const mw_kctx *k);
+/* Enqueue dst_dev[0..nbytes) = 0 on k's stream (gradients before a step). */
+mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k);
+
+/* One line for logs and --version, e.g. "CUDA runtime 13.0, driver 13.0,
+ * cuBLAS 13.0.2, 1 device (0: NVIDIA H100 80GB HBM3, sm_90)" or "CUDA runtime
+ * 13.0, cuBLAS 13.0.2, no device (cudaGetDeviceCount: ...)"; "CUDA: not built"
+ * without CUDA. Static storage; never NULL. */
+const char *mw_cuda_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

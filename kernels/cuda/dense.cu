@@ -1,0 +1,47 @@
+/* CUDA Dense: y = x W + b and its gradients, all on cuBLAS (see kernels.h for
+ * the contract; x (N,I), W (I,O), row-major like the reference). */
+#include "kernels/cuda/dev.cuh"
+
+extern "C" {
+#include "kernels/dense.h"
+}
+
+extern "C" void mw_dense_fwd_cuda(const mw_kctx *k, float *y, const float *x, const float *w,
+                                  const float *b, int N, int I, int O)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_dense_fwd_cuda");
+    if (!d || N <= 0 || O <= 0)
+        return;
+    float beta = 0.0f;
+    if (b) {
+        MW_TRY_K(d, mw_cuda_bias_fill(d, y, b, (size_t)N, O));
+        beta = 1.0f;
+    }
+    if (I > 0) {
+        /* y (N,O) = x (N,I) w (I,O) + beta y */
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, false, false, N, O, I, 1.0f, x, I, w, O, beta, y, O));
+    } else if (!b) {
+        MW_CUDA_K(d, cudaMemsetAsync(y, 0, (size_t)N * O * sizeof(float), d->stream));
+    }
+    mw_cuda_end(d, "mw_dense_fwd_cuda");
+}
+
+extern "C" void mw_dense_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float *db,
+                                  const float *dy, const float *x, const float *w, int N, int I,
+                                  int O)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_dense_bwd_cuda");
+    if (!d || N <= 0 || O <= 0)
+        return;
+    if (db)
+        MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, (size_t)N, O));
+    if (I > 0) {
+        /* dw (I,O) += x^T (I,N) dy (N,O) */
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, true, false, I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O));
+        /* dx (N,I) += dy (N,O) w^T (O,I) */
+        if (dx)
+            MW_TRY_K(d,
+                     mw_cuda_gemm_rm(d, false, true, N, I, O, 1.0f, dy, O, w, O, 1.0f, dx, I));
+    }
+    mw_cuda_end(d, "mw_dense_bwd_cuda");
+}

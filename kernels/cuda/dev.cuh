@@ -1,0 +1,122 @@
+/* Internal to kernels/cuda: the backend state behind mw_kctx.dev, the check
+ * macros that turn CUDA and cuBLAS codes into mw_err(MW_EDEVICE, ...), launch
+ * helpers, and the row-major GEMM / column-sum / bias helpers the conv and
+ * dense twins share. Included only by the .cu files (CUDA types are fine here,
+ * never in kernels/cuda/cuda.h). */
+#ifndef MW_KERNELS_CUDA_DEV_CUH
+#define MW_KERNELS_CUDA_DEV_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+extern "C" {
+#include "common/status.h"
+#include "kernels/kernels.h"
+}
+#include "kernels/cuda/cuda.h"
+
+/* Length of the all-ones vector column sums use (rows are summed in chunks of
+ * this many, always in the same order, so the result is reproducible). */
+#define MW_CUDA_ONES_COUNT (1 << 16)
+
+/* What k->dev points at. */
+struct mw_cuda_dev {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas; /* bound to stream */
+    float *ones;         /* MW_CUDA_ONES_COUNT ones, device */
+    int sync_each;       /* MW_CUDA_SYNC=1: wait after every kernel */
+    mw_status status;    /* first failure on this context */
+};
+
+/* Translate a code into mw_err(MW_EDEVICE, "file:line: cudaXxx: reason");
+ * return MW_OK or MW_EDEVICE. */
+mw_status mw_cuda_check_(cudaError_t e, const char *call, const char *file, int line);
+mw_status mw_cublas_check_(cublasStatus_t s, const char *call, const char *file, int line);
+/* After a <<<>>> launch: cudaGetLastError, reported as "file:line: name<<<>>>: reason". */
+mw_status mw_cuda_launched_(const char *name, const char *file, int line);
+
+#define MW_CUDA(call) mw_cuda_check_((call), #call, __FILE__, __LINE__)
+#define MW_CUBLAS(call) mw_cublas_check_((call), #call, __FILE__, __LINE__)
+
+/* The state behind k with its device made current, or NULL when the op must
+ * not run: k is not an open CUDA context (an error is recorded), or the
+ * context already failed (nothing new is recorded). op names the kernel. */
+mw_cuda_dev *mw_cuda_begin(const mw_kctx *k, const char *op);
+/* Record rc as the context's failure if it is the first; return rc == MW_OK. */
+bool mw_cuda_note(mw_cuda_dev *d, mw_status rc);
+/* End of a kernel wrapper: with MW_CUDA_SYNC=1, wait and name op on failure. */
+void mw_cuda_end(mw_cuda_dev *d, const char *op);
+
+/* Inside a void kernel wrapper: record a failure on the context and return. */
+#define MW_CUDA_K(d, call)                                                                  \
+    do {                                                                                    \
+        if (!mw_cuda_note((d), MW_CUDA(call)))                                              \
+            return;                                                                         \
+    } while (0)
+#define MW_CUBLAS_K(d, call)                                                                \
+    do {                                                                                    \
+        if (!mw_cuda_note((d), MW_CUBLAS(call)))                                            \
+            return;                                                                         \
+    } while (0)
+#define MW_LAUNCHED_K(d, name)                                                              \
+    do {                                                                                    \
+        if (!mw_cuda_note((d), mw_cuda_launched_((name), __FILE__, __LINE__)))              \
+            return;                                                                         \
+    } while (0)
+#define MW_TRY_K(d, expr)                                                                   \
+    do {                                                                                    \
+        if (!mw_cuda_note((d), (expr)))                                                     \
+            return;                                                                         \
+    } while (0)
+
+/* Threads per block for element-wise kernels, and the grid for count items
+ * with grid-stride loops (capped; count > 0). */
+#define MW_CUDA_BLOCK 256
+static inline unsigned mw_cuda_grid(size_t count)
+{
+    size_t g = (count + MW_CUDA_BLOCK - 1) / MW_CUDA_BLOCK;
+    return (unsigned)(g < 65536 ? g : 65536);
+}
+
+/* Row-major GEMM on k's stream: C (M,N) = alpha op(A) op(B) + beta C, where
+ * op(A) is (M,K) and op(B) is (K,N); ta/tb say whether A/B are stored
+ * transposed; lda/ldb/ldc are row strides. Returns MW_OK or MW_EDEVICE. */
+mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, bool ta, bool tb, int M, int N, int K, float alpha,
+                          const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                          int ldc);
+
+/* The column-major cuBLAS call that mw_cuda_gemm_rm makes (pure arithmetic,
+ * split out so it can be checked on the host): C^T = op(B)^T op(A)^T. */
+struct mw_cuda_gemm_cm {
+    cublasOperation_t opa, opb;
+    int m, n, k;
+    const float *a;
+    int lda;
+    const float *b;
+    int ldb;
+    float *c;
+    int ldc;
+};
+static inline mw_cuda_gemm_cm mw_cuda_gemm_rm_to_cm(bool ta, bool tb, int M, int N, int K,
+                                                    const float *A, int lda, const float *B,
+                                                    int ldb, float *C, int ldc)
+{
+    mw_cuda_gemm_cm g;
+    g.opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    g.opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    g.m = N, g.n = M, g.k = K;
+    g.a = B, g.lda = ldb;
+    g.b = A, g.ldb = lda;
+    g.c = C, g.ldc = ldc;
+    return g;
+}
+
+/* sum[o] += sum over rows r < M of X[r*O + o] (X row-major (M,O)), with cuBLAS
+ * gemv against the ones vector in fixed chunks: reproducible, no atomics. */
+mw_status mw_cuda_colsum_add(mw_cuda_dev *d, float *sum, const float *X, size_t M, int O);
+/* Y[r*O + o] = b[o] for r < M (row-major (M,O)). */
+mw_status mw_cuda_bias_fill(mw_cuda_dev *d, float *Y, const float *b, size_t M, int O);
+
+#endif

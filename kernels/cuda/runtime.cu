@@ -1,0 +1,342 @@
+/* The CUDA runtime side of the backend: device discovery, opening and closing
+ * contexts (stream + cuBLAS handle + device scratch), memory and copies, the
+ * per-context sticky status, and the check helpers every .cu file uses.
+ *
+ * Nothing here aborts: a missing driver or device is an ordinary answer (no
+ * devices), and every CUDA/cuBLAS failure becomes mw_err(MW_EDEVICE, ...). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/dev.cuh"
+
+/* Short form of __FILE__ (from "kernels/" on), so messages read the same
+ * however nvcc was given the path. */
+static const char *short_file(const char *file)
+{
+    const char *p = strstr(file, "kernels/cuda/");
+    return p ? p : file;
+}
+
+/* "cudaMemcpyAsync(dst, ...)" -> length of "cudaMemcpyAsync". */
+static int call_name_len(const char *call)
+{
+    return (int)strcspn(call, "( ");
+}
+
+mw_status mw_cuda_check_(cudaError_t e, const char *call, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        return MW_OK;
+    return mw_err(MW_EDEVICE, "%s:%d: %.*s: %s", short_file(file), line, call_name_len(call),
+                  call, cudaGetErrorString(e));
+}
+
+mw_status mw_cublas_check_(cublasStatus_t s, const char *call, const char *file, int line)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return MW_OK;
+    return mw_err(MW_EDEVICE, "%s:%d: %.*s: %s (%s)", short_file(file), line,
+                  call_name_len(call), call, cublasGetStatusString(s), cublasGetStatusName(s));
+}
+
+mw_status mw_cuda_launched_(const char *name, const char *file, int line)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return MW_OK;
+    return mw_err(MW_EDEVICE, "%s:%d: %s<<<>>>: %s", short_file(file), line, name,
+                  cudaGetErrorString(e));
+}
+
+bool mw_cuda_note(mw_cuda_dev *d, mw_status rc)
+{
+    if (rc != MW_OK && d->status == MW_OK)
+        d->status = rc;
+    return rc == MW_OK;
+}
+
+mw_cuda_dev *mw_cuda_begin(const mw_kctx *k, const char *op)
+{
+    if (!k || !k->dev) {
+        mw_err(MW_EDEVICE, "%s: not a CUDA context (open it with mw_cuda_ctx_open)", op);
+        return NULL;
+    }
+    mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
+    if (d->status != MW_OK)
+        return NULL;
+    int cur = -1;
+    if (!mw_cuda_note(d, MW_CUDA(cudaGetDevice(&cur))))
+        return NULL;
+    if (cur != d->device && !mw_cuda_note(d, MW_CUDA(cudaSetDevice(d->device))))
+        return NULL;
+    return d;
+}
+
+void mw_cuda_end(mw_cuda_dev *d, const char *op)
+{
+    if (!d->sync_each || d->status != MW_OK)
+        return;
+    cudaError_t e = cudaStreamSynchronize(d->stream);
+    if (e != cudaSuccess)
+        mw_cuda_note(d, mw_err(MW_EDEVICE, "%s (MW_CUDA_SYNC): cudaStreamSynchronize: %s", op,
+                               cudaGetErrorString(e)));
+}
+
+extern "C" int mw_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess)
+        n = 0;
+    (void)cudaGetLastError(); /* leave no pending error behind */
+    return n;
+}
+
+static __global__ void fill_kernel(float *p, size_t count, float v)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = v;
+}
+
+extern "C" void mw_cuda_ctx_close(mw_kctx *k)
+{
+    if (!k)
+        return;
+    mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
+    if (d) {
+        /* Best effort: report failures but release everything regardless. */
+        if (cudaSetDevice(d->device) == cudaSuccess) {
+            if (d->stream)
+                MW_CUDA(cudaStreamSynchronize(d->stream));
+            if (d->blas)
+                MW_CUBLAS(cublasDestroy(d->blas));
+            MW_CUDA(cudaFree(d->ones));
+            MW_CUDA(cudaFree(k->ws));
+            if (d->stream)
+                MW_CUDA(cudaStreamDestroy(d->stream));
+        }
+        free(d);
+    }
+    memset(k, 0, sizeof *k);
+}
+
+extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
+{
+    memset(k, 0, sizeof *k);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return mw_err(MW_EDEVICE, "no usable CUDA device: cudaGetDeviceCount: %s",
+                      cudaGetErrorString(e));
+    }
+    if (n == 0)
+        return mw_err(MW_EDEVICE, "no CUDA device found");
+    if (device < 0 || device >= n)
+        return mw_err(MW_EDEVICE, "CUDA device %d: only %d device%s (0..%d)", device, n,
+                      n == 1 ? "" : "s", n - 1);
+
+    mw_cuda_dev *d = (mw_cuda_dev *)calloc(1, sizeof *d);
+    if (!d)
+        return mw_err(MW_ENOMEM, "CUDA context: out of host memory");
+    d->device = device;
+    d->status = MW_OK;
+    const char *env = getenv("MW_CUDA_SYNC");
+    d->sync_each = env && *env && strcmp(env, "0") != 0;
+    k->dev = d;
+    k->nthreads = 1;
+
+    mw_status rc;
+    MW_TRY_GOTO(MW_CUDA(cudaSetDevice(device)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)), rc, fail);
+    MW_TRY_GOTO(MW_CUBLAS(cublasCreate(&d->blas)), rc, fail);
+    MW_TRY_GOTO(MW_CUBLAS(cublasSetStream(d->blas, d->stream)), rc, fail);
+    /* Plain FP32 (no TF32 tensor cores): results stay within float rounding
+     * of the reference, and cuBLAS stays bitwise reproducible run to run. */
+    MW_TRY_GOTO(MW_CUBLAS(cublasSetMathMode(d->blas, CUBLAS_DEFAULT_MATH)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&d->ones, MW_CUDA_ONES_COUNT * sizeof(float))), rc,
+                fail);
+    fill_kernel<<<mw_cuda_grid(MW_CUDA_ONES_COUNT), MW_CUDA_BLOCK, 0, d->stream>>>(
+        d->ones, MW_CUDA_ONES_COUNT, 1.0f);
+    MW_TRY_GOTO(mw_cuda_launched_("fill_kernel", __FILE__, __LINE__), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&k->ws, MW_CUDA_WS_DEFAULT * sizeof(float))), rc,
+                fail);
+    k->ws_count = MW_CUDA_WS_DEFAULT;
+    MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail);
+    return MW_OK;
+fail:
+    mw_cuda_ctx_close(k);
+    return rc;
+}
+
+/* The state behind k for a helper that returns a status. */
+static mw_status ctx_of(const mw_kctx *k, const char *what, mw_cuda_dev **out)
+{
+    if (!k || !k->dev)
+        return mw_err(MW_EDEVICE, "%s: not a CUDA context (open it with mw_cuda_ctx_open)",
+                      what);
+    mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
+    if (d->status != MW_OK)
+        return d->status;
+    int cur = -1;
+    if (!mw_cuda_note(d, MW_CUDA(cudaGetDevice(&cur))))
+        return d->status;
+    if (cur != d->device && !mw_cuda_note(d, MW_CUDA(cudaSetDevice(d->device))))
+        return d->status;
+    *out = d;
+    return MW_OK;
+}
+
+extern "C" mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_ws_reserve", &d));
+    if (ws_count <= k->ws_count)
+        return MW_OK;
+    if (!mw_cuda_note(d, MW_CUDA(cudaStreamSynchronize(d->stream))))
+        return d->status;
+    if (!mw_cuda_note(d, MW_CUDA(cudaFree(k->ws))))
+        return d->status;
+    k->ws = NULL;
+    k->ws_count = 0;
+    /* An allocation failure leaves the context usable (with no scratch). */
+    MW_TRY(MW_CUDA(cudaMalloc((void **)&k->ws, ws_count * sizeof(float))));
+    k->ws_count = ws_count;
+    return MW_OK;
+}
+
+extern "C" mw_status mw_cuda_sync(const mw_kctx *k)
+{
+    if (!k || !k->dev)
+        return mw_err(MW_EDEVICE, "mw_cuda_sync: not a CUDA context");
+    mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
+    /* Wait even after a failure, so no work is left in flight. */
+    if (cudaSetDevice(d->device) == cudaSuccess)
+        mw_cuda_note(d, MW_CUDA(cudaStreamSynchronize(d->stream)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_last_status(const mw_kctx *k)
+{
+    if (!k || !k->dev)
+        return MW_EDEVICE;
+    return ((mw_cuda_dev *)k->dev)->status;
+}
+
+extern "C" mw_status mw_cuda_alloc(void **p, size_t nbytes)
+{
+    *p = NULL;
+    if (nbytes == 0)
+        return MW_OK;
+    mw_status rc = MW_CUDA(cudaMalloc(p, nbytes));
+    if (rc != MW_OK)
+        *p = NULL;
+    return rc;
+}
+
+extern "C" void mw_cuda_free(void *p)
+{
+    if (p)
+        MW_CUDA(cudaFree(p));
+}
+
+extern "C" mw_status mw_cuda_host_alloc(void **p, size_t nbytes)
+{
+    *p = NULL;
+    if (nbytes == 0)
+        return MW_OK;
+    mw_status rc = MW_CUDA(cudaMallocHost(p, nbytes));
+    if (rc != MW_OK)
+        *p = NULL;
+    return rc;
+}
+
+extern "C" void mw_cuda_host_free(void *p)
+{
+    if (p)
+        MW_CUDA(cudaFreeHost(p));
+}
+
+extern "C" mw_status mw_cuda_upload(void *dst_dev, const void *src_host, size_t nbytes,
+                                    const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_upload", &d));
+    if (nbytes == 0)
+        return MW_OK;
+    mw_cuda_note(d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_host, nbytes, cudaMemcpyHostToDevice,
+                                            d->stream)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_t nbytes,
+                                      const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_download", &d));
+    if (nbytes == 0)
+        return MW_OK;
+    mw_cuda_note(d, MW_CUDA(cudaMemcpyAsync(dst_host, src_dev, nbytes, cudaMemcpyDeviceToHost,
+                                            d->stream)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_zero", &d));
+    if (nbytes == 0)
+        return MW_OK;
+    mw_cuda_note(d, MW_CUDA(cudaMemsetAsync(dst_dev, 0, nbytes, d->stream)));
+    return d->status;
+}
+
+static char version[512];
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void version_init(void)
+{
+    size_t len = 0;
+    int rt = 0, drv = 0;
+#define APPEND(...)                                                                          \
+    do {                                                                                     \
+        if (len < sizeof version)                                                            \
+            len += (size_t)snprintf(version + len, sizeof version - len, __VA_ARGS__);       \
+    } while (0)
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
+        APPEND("CUDA runtime %d.%d", rt / 1000, rt % 1000 / 10);
+    else
+        APPEND("CUDA runtime ?");
+    if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0)
+        APPEND(", driver %d.%d", drv / 1000, drv % 1000 / 10);
+    int maj = 0, min = 0, pat = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &maj) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(MINOR_VERSION, &min) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(PATCH_LEVEL, &pat) == CUBLAS_STATUS_SUCCESS)
+        APPEND(", cuBLAS %d.%d.%d", maj, min, pat);
+    else
+        APPEND(", cuBLAS %d.%d.%d (headers)", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR,
+               CUBLAS_VER_PATCH);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        APPEND(", no device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+    } else if (n == 0) {
+        APPEND(", no device");
+    } else {
+        cudaDeviceProp p;
+        APPEND(", %d device%s", n, n == 1 ? "" : "s");
+        if (cudaGetDeviceProperties(&p, 0) == cudaSuccess)
+            APPEND(" (0: %s, sm_%d%d)", p.name, p.major, p.minor);
+    }
+    (void)cudaGetLastError();
+#undef APPEND
+}
+
+extern "C" const char *mw_cuda_version_string(void)
+{
+    pthread_once(&version_once, version_init);
+    return version;
+}

@@ -1,0 +1,30 @@
+/* The CUDA backend table: every entry becomes its CUDA twin, but only when a
+ * device is usable, so a host without one keeps its reference/CPU table. */
+#include "kernels/cuda/dev.cuh"
+
+extern "C" {
+#include "kernels/activation.h"
+#include "kernels/conv2d.h"
+#include "kernels/dense.h"
+#include "kernels/maxpool.h"
+#include "kernels/optim.h"
+}
+
+extern "C" void mw_kernels_init_cuda(mw_kernels *t)
+{
+    if (mw_cuda_device_count() <= 0)
+        return;
+    t->name = "cuda";
+    t->conv2d_fwd = mw_conv2d_fwd_cuda;
+    t->conv2d_bwd = mw_conv2d_bwd_cuda;
+    t->maxpool_fwd = mw_maxpool_fwd_cuda;
+    t->maxpool_bwd = mw_maxpool_bwd_cuda;
+    t->dense_fwd = mw_dense_fwd_cuda;
+    t->dense_bwd = mw_dense_bwd_cuda;
+    t->relu_fwd = mw_relu_fwd_cuda;
+    t->relu_bwd = mw_relu_bwd_cuda;
+    t->xent_fwd = mw_xent_fwd_cuda;
+    t->xent_bwd = mw_xent_bwd_cuda;
+    t->adam = mw_adam_cuda;
+    t->sgd = mw_sgd_cuda;
+}

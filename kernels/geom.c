@@ -1,0 +1,52 @@
+/* Output-shape arithmetic shared by every backend (TensorFlow's padding rules). */
+#include "kernels/kernels.h"
+
+/* TF: valid -> ceil((in - k + 1) / s); same -> ceil(in / s), total padding
+ * max((out-1)*s + k - in, 0), the smaller half before. */
+static int out_size(int in, int k, int s, int same, int *pad_before)
+{
+    int out;
+    if (same) {
+        out = (in + s - 1) / s;
+        int total = (out - 1) * s + k - in;
+        if (total < 0)
+            total = 0;
+        *pad_before = total / 2;
+    } else {
+        out = in >= k ? (in - k) / s + 1 : 0;
+        *pad_before = 0;
+    }
+    return out;
+}
+
+int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, int KW, int SH,
+                        int SW, int same)
+{
+    g->H = H, g->W = W, g->C = C, g->O = O, g->KH = KH, g->KW = KW, g->SH = SH, g->SW = SW;
+    if (H <= 0 || W <= 0 || C <= 0 || O <= 0 || KH <= 0 || KW <= 0 || SH <= 0 || SW <= 0)
+        return -1;
+    g->OH = out_size(H, KH, SH, same, &g->PT);
+    g->OW = out_size(W, KW, SW, same, &g->PL);
+    return g->OH > 0 && g->OW > 0 ? 0 : -1;
+}
+
+int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW,
+                      int same)
+{
+    g->H = H, g->W = W, g->C = C, g->PH = PH, g->PW = PW, g->SH = SH, g->SW = SW;
+    if (H <= 0 || W <= 0 || C <= 0 || PH <= 0 || PW <= 0 || SH <= 0 || SW <= 0)
+        return -1;
+    g->OH = out_size(H, PH, SH, same, &g->PT);
+    g->OW = out_size(W, PW, SW, same, &g->PL);
+    return g->OH > 0 && g->OW > 0 ? 0 : -1;
+}
+
+size_t mw_conv2d_ws_min(const mw_conv2d_geom *g)
+{
+    return (size_t)g->OH * g->OW * g->KH * g->KW * g->C;
+}
+
+size_t mw_conv2d_ws_count(const mw_conv2d_geom *g, int N)
+{
+    return mw_conv2d_ws_min(g) * (size_t)(N > 0 ? N : 1);
+}

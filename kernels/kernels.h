@@ -1,0 +1,126 @@
+/* The kernel context and the backend function table.
+ *
+ * Every op has a reference twin in kernels/ref (plain loops: the spec), a fast
+ * CPU twin in kernels/cpu, and a CUDA twin in kernels/cuda, all with the same
+ * signature. mw_kernels_init_ref fills the table with the reference; the fast
+ * inits override the entries they implement. Kernels allocate nothing and
+ * return no status: shapes are checked when the model is built, and scratch
+ * memory comes from the caller through mw_kctx.
+ *
+ * Layouts are Keras' channels_last: activations (N,H,W,C), conv kernels
+ * (KH,KW,C,O), dense kernels (I,O). Layer backward functions ACCUMULATE into
+ * every gradient output (dx, dw, db); the caller zeroes them once per step.
+ * Elementwise backward (ReLU, cross-entropy) OVERWRITES its output and may run
+ * in place, since nothing else contributes to those gradients. */
+#ifndef MW_KERNELS_KERNELS_H
+#define MW_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int nthreads;    /* threads the fast path may use (>= 1) */
+    float *ws;       /* scratch, at least ws_count floats, 64-byte aligned */
+    size_t ws_count; /* kernels chunk their work to fit */
+    void *dev;       /* backend state (CUDA: stream and cuBLAS handle); NULL on CPU */
+} mw_kctx;
+
+/* Conv2D geometry for one layer (the batch size N is passed per call). */
+typedef struct {
+    int H, W, C;  /* input */
+    int KH, KW, O; /* kernel, filters */
+    int SH, SW;   /* strides */
+    int PT, PL;   /* zero padding before the first row / column */
+    int OH, OW;   /* output */
+} mw_conv2d_geom;
+
+/* Fill g for padding 'valid' (same = 0) or 'same' (same = 1, TF's rule:
+ * out = ceil(in / stride), the odd pixel of padding goes after). Returns 0, or
+ * -1 when the output would be empty. */
+int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, int KW, int SH,
+                        int SW, int same);
+
+/* MaxPooling2D geometry ('valid' or 'same' padding, padded cells never win). */
+typedef struct {
+    int H, W, C;
+    int PH, PW; /* pool size */
+    int SH, SW;
+    int PT, PL;
+    int OH, OW;
+} mw_pool_geom;
+
+int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW,
+                      int same);
+
+/* Scratch floats the fast conv path wants for N images (the ref needs none);
+ * callers give at least mw_conv2d_ws_min and at most this. */
+size_t mw_conv2d_ws_count(const mw_conv2d_geom *g, int N);
+size_t mw_conv2d_ws_min(const mw_conv2d_geom *g);
+
+/* y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C,O)) + b (O). */
+typedef void (*mw_conv2d_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,
+                                 const float *b, const mw_conv2d_geom *g, int N);
+/* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). */
+typedef void (*mw_conv2d_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db,
+                                 const float *dy, const float *x, const float *w,
+                                 const mw_conv2d_geom *g, int N);
+/* y (N,OH,OW,C) = max over each window; argmax (N,OH,OW,C) keeps the winning
+ * input offset within one image (h*W + w)*C + c, for backward. */
+typedef void (*mw_pool_fwd_fn)(const mw_kctx *k, float *y, int32_t *argmax, const float *x,
+                               const mw_pool_geom *g, int N);
+/* dx[argmax] += dy. */
+typedef void (*mw_pool_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
+                               const int32_t *argmax, const mw_pool_geom *g, int N);
+/* y (N,O) = x (N,I) * w (I,O) + b (O). */
+typedef void (*mw_dense_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,
+                                const float *b, int N, int I, int O);
+/* dx += dy w^T (dx may be NULL), dw += x^T dy, db += sum dy. */
+typedef void (*mw_dense_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db,
+                                const float *dy, const float *x, const float *w, int N, int I,
+                                int O);
+/* y = max(x, 0); y may equal x. */
+typedef void (*mw_relu_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t count);
+/* dx = dy * (y > 0), from the forward OUTPUT y; dx may equal dy. */
+typedef void (*mw_relu_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *y,
+                               size_t count);
+/* Sparse softmax cross-entropy from logits (N,K): prob = softmax(logits),
+ * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). */
+typedef void (*mw_xent_fwd_fn)(const mw_kctx *k, float *loss, float *prob, const float *logits,
+                               const int32_t *labels, int N, int K);
+/* dlogits = scale * (prob - onehot(label)). */
+typedef void (*mw_xent_bwd_fn)(const mw_kctx *k, float *dlogits, const float *prob,
+                               const int32_t *labels, float scale, int N, int K);
+/* Keras Adam, with lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) precomputed:
+ * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr_t m / (sqrt(v) + eps). */
+typedef void (*mw_adam_fn)(const mw_kctx *k, float *p, float *m, float *v, const float *g,
+                           size_t count, float lr_t, float b1, float b2, float eps);
+/* Keras SGD with momentum: vel = mu vel - lr g; p += vel (mu = 0: p -= lr g). */
+typedef void (*mw_sgd_fn)(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,
+                          float lr, float mu);
+
+typedef struct {
+    const char *name; /* "ref", "cpu", "cuda" */
+    mw_conv2d_fwd_fn conv2d_fwd;
+    mw_conv2d_bwd_fn conv2d_bwd;
+    mw_pool_fwd_fn maxpool_fwd;
+    mw_pool_bwd_fn maxpool_bwd;
+    mw_dense_fwd_fn dense_fwd;
+    mw_dense_bwd_fn dense_bwd;
+    mw_relu_fwd_fn relu_fwd;
+    mw_relu_bwd_fn relu_bwd;
+    mw_xent_fwd_fn xent_fwd;
+    mw_xent_bwd_fn xent_bwd;
+    mw_adam_fn adam;
+    mw_sgd_fn sgd;
+} mw_kernels;
+
+void mw_kernels_init_ref(mw_kernels *t);
+/* The reference, overridden by the fast CPU path. */
+void mw_kernels_init_cpu(mw_kernels *t);
+
+/* Name of the matrix library behind the fast CPU path ("OpenBLAS", "oneDNN"). */
+const char *mw_kernels_cpu_blas(void);
+/* Tell the matrix library how many threads it may use. */
+void mw_kernels_cpu_set_threads(int n);
+
+#endif

@@ -1,0 +1,36 @@
+/* Reference Dense: y = x W + b with plain loops. */
+#include "kernels/dense.h"
+
+void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w,
+                      const float *b, int N, int I, int O)
+{
+    (void)k;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            float s = b ? b[o] : 0.0f;
+            for (int i = 0; i < I; i++)
+                s += x[(size_t)n * I + i] * w[(size_t)i * O + o];
+            y[(size_t)n * O + o] = s;
+        }
+}
+
+void mw_dense_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
+                      const float *x, const float *w, int N, int I, int O)
+{
+    (void)k;
+    for (int n = 0; n < N; n++) {
+        const float *dyn = dy + (size_t)n * O;
+        if (db)
+            for (int o = 0; o < O; o++)
+                db[o] += dyn[o];
+        for (int i = 0; i < I; i++) {
+            float xi = x[(size_t)n * I + i], s = 0.0f;
+            for (int o = 0; o < O; o++) {
+                dw[(size_t)i * O + o] += xi * dyn[o];
+                s += w[(size_t)i * O + o] * dyn[o];
+            }
+            if (dx)
+                dx[(size_t)n * I + i] += s;
+        }
+    }
+}

@@ -1,0 +1,23 @@
+/* The reference fills every entry of the backend table. */
+#include "kernels/activation.h"
+#include "kernels/conv2d.h"
+#include "kernels/dense.h"
+#include "kernels/maxpool.h"
+#include "kernels/optim.h"
+
+void mw_kernels_init_ref(mw_kernels *t)
+{
+    t->name = "ref";
+    t->conv2d_fwd = mw_conv2d_fwd_ref;
+    t->conv2d_bwd = mw_conv2d_bwd_ref;
+    t->maxpool_fwd = mw_maxpool_fwd_ref;
+    t->maxpool_bwd = mw_maxpool_bwd_ref;
+    t->dense_fwd = mw_dense_fwd_ref;
+    t->dense_bwd = mw_dense_bwd_ref;
+    t->relu_fwd = mw_relu_fwd_ref;
+    t->relu_bwd = mw_relu_bwd_ref;
+    t->xent_fwd = mw_xent_fwd_ref;
+    t->xent_bwd = mw_xent_bwd_ref;
+    t->adam = mw_adam_ref;
+    t->sgd = mw_sgd_ref;
+}

@@ -1,0 +1,142 @@
+/* common/: status table and first-error rule, RNG determinism and ranges,
+ * arena layout and alignment. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/arena.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "tests/util.h"
+
+static void status_table(void **state)
+{
+    (void)state;
+    assert_string_equal(mw_status_str(MW_OK), "MW_OK");
+    assert_string_equal(mw_status_str(MW_EDATA), "MW_EDATA");
+    assert_string_equal(mw_status_str((mw_status)999), "MW_E?");
+    assert_int_equal(mw_status_exit_code(MW_OK), 0);
+    assert_int_equal(mw_status_exit_code(MW_ECONFIG), 2);
+    assert_int_equal(mw_status_exit_code(MW_EINVAL), 2);
+    /* restartable failures are >= 128, the rest are not */
+    for (int s = 0; s < MW_STATUS_COUNT; s++) {
+        int code = mw_status_exit_code((mw_status)s);
+        int retry = s == MW_EMPI || s == MW_EPEER || s == MW_ETIMEOUT;
+        assert_true(retry ? code >= 128 : code < 128);
+        assert_true(s == MW_OK ? code == 0 : code != 0);
+    }
+}
+
+static void first_error_wins(void **state)
+{
+    (void)state;
+    mw_err_clear();
+    assert_string_equal(mw_err_msg(), "");
+    assert_int_equal(mw_err_status(), MW_OK);
+    assert_int_equal(mw_err(MW_EDATA, "file %s: bad %d", "a.idx", 7), MW_EDATA);
+    assert_int_equal(mw_err(MW_EIO, "later"), MW_EIO);
+    assert_string_equal(mw_err_msg(), "file a.idx: bad 7");
+    assert_int_equal(mw_err_status(), MW_EDATA);
+    mw_err_clear();
+    assert_int_equal(mw_err(MW_OK, "not an error"), MW_OK);
+    assert_string_equal(mw_err_msg(), "");
+    /* long messages are truncated, never overflow */
+    char big[4000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    mw_err(MW_EINVAL, "%s", big);
+    assert_true(strlen(mw_err_msg()) < 1024);
+    mw_err_clear();
+}
+
+static void rng_deterministic(void **state)
+{
+    (void)state;
+    mw_rng a, b;
+    mw_rng_seed(&a, 42, 1);
+    mw_rng_seed(&b, 42, 1);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(mw_rng_u32(&a), mw_rng_u32(&b));
+    mw_rng_seed(&b, 42, 2);
+    int same = 0;
+    for (int i = 0; i < 100; i++)
+        same += mw_rng_u32(&a) == mw_rng_u32(&b);
+    assert_true(same < 3);
+    /* Known first output of PCG32 (seed 42, stream 54) from the reference implementation */
+    mw_rng_seed(&a, 42, 54);
+    assert_int_equal(mw_rng_u32(&a), 0xa15c02b7u);
+}
+
+static void rng_ranges(void **state)
+{
+    (void)state;
+    mw_rng r;
+    mw_rng_seed(&r, 1, 1);
+    double sum = 0, sq = 0;
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) {
+        float u = mw_rng_uniform(&r);
+        assert_true(u >= 0.0f && u < 1.0f);
+        uint32_t k = mw_rng_below(&r, 7);
+        assert_true(k < 7);
+        counts[k]++;
+        float z = mw_rng_normal(&r);
+        sum += z, sq += (double)z * z;
+    }
+    for (int k = 0; k < 7; k++)
+        assert_true(counts[k] > 9000 && counts[k] < 11000);
+    assert_true(sum / 70000 > -0.03 && sum / 70000 < 0.03);
+    assert_true(sq / 70000 > 0.95 && sq / 70000 < 1.05);
+}
+
+static void shuffle_is_permutation(void **state)
+{
+    (void)state;
+    for (uint32_t n = 0; n < 50; n += 7) {
+        uint32_t ids[64];
+        for (uint32_t i = 0; i < n; i++)
+            ids[i] = i;
+        mw_rng r;
+        mw_rng_seed(&r, 5, n);
+        mw_rng_shuffle(&r, ids, n);
+        int seen[64] = {0};
+        for (uint32_t i = 0; i < n; i++) {
+            assert_true(ids[i] < n);
+            seen[ids[i]]++;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            assert_int_equal(seen[i], 1);
+    }
+    assert_int_equal(mw_rng_hash(1, 2, 3), mw_rng_hash(1, 2, 3));
+    assert_true(mw_rng_hash(1, 2, 3) != mw_rng_hash(1, 2, 4));
+}
+
+static void arena_layout(void **state)
+{
+    (void)state;
+    mw_arena a;
+    mw_arena_init(&a);
+    size_t o1 = mw_arena_reserve(&a, 3), o2 = mw_arena_reserve(&a, 17), o3 = mw_arena_reserve(&a, 0);
+    assert_int_equal(o1, 0);
+    assert_int_equal(o2, MW_ARENA_ALIGN);
+    assert_int_equal(o3, 3 * MW_ARENA_ALIGN);
+    mw_arena_pad_to(&a, 5 * MW_ARENA_ALIGN);
+    assert_int_equal(a.count, 5 * MW_ARENA_ALIGN);
+    assert_int_equal(mw_arena_alloc(&a), MW_OK);
+    assert_int_equal((uintptr_t)a.data % 64, 0);
+    for (size_t i = 0; i < a.count; i++)
+        assert_true(a.data[i] == 0.0f);
+    mw_arena_free(&a);
+    assert_null(a.data);
+    mw_arena_free(&a); /* twice is safe */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_table),     cmocka_unit_test(first_error_wins),
+        cmocka_unit_test(rng_deterministic), cmocka_unit_test(rng_ranges),
+        cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
+    };
+    return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+}

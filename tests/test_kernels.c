@@ -1,0 +1,1316 @@
+/* Suite 'unit': every kernel of the reference table (kernels/ref) and the fast
+ * CPU table (kernels/cpu).
+ *
+ * - Every backward, in both tables, passes a central-difference check in double
+ *   precision against L = sum_i r_i y_i with a fixed random projection r, so
+ *   the analytic gradient is bwd(dy = r).
+ * - Layer backward accumulates (a second call adds again, onto non-zero
+ *   starting values); ReLU and cross-entropy backward work in place.
+ * - cpu == ref on odd shapes, padding and strides, with conv scratch of exactly
+ *   mw_conv2d_ws_min (one image per chunk), an uneven chunking, and the full
+ *   mw_conv2d_ws_count. Scratch has a guard band checked after every call.
+ * - Adam and SGD against steps written out by hand.
+ * - TF's padding arithmetic for conv and pool geometry.
+ * - An empty batch (N = 0, count = 0) leaves every output untouched. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/arena.h"
+#include "common/rng.h"
+#include "kernels/activation.h"
+#include "kernels/conv2d.h"
+#include "kernels/dense.h"
+#include "kernels/maxpool.h"
+#include "kernels/optim.h"
+#include "tests/util.h"
+
+/* ---- helpers ---- */
+
+#define SENTINEL 12345.0f
+
+/* Buffers of one test, freed together (a failed assert leaks them; fine in a test). */
+typedef struct {
+    void *p[64];
+    int n;
+} pool;
+
+static void *keep(pool *P, void *p)
+{
+    assert_non_null(p);
+    assert_true(P->n < 64);
+    return P->p[P->n++] = p;
+}
+
+static void pool_free(pool *P)
+{
+    while (P->n > 0)
+        free(P->p[--P->n]);
+}
+
+/* Exactly count floats (malloc'ed, not rounded up, so ASan sees overruns), zeroed. */
+static float *fzero(pool *P, size_t count)
+{
+    return keep(P, calloc(count ? count : 1, sizeof(float)));
+}
+
+static float *frand(pool *P, size_t count, uint64_t seed, float lo, float hi)
+{
+    float *p = fzero(P, count);
+    mw_test_fill_uniform(p, count, seed, lo, hi);
+    return p;
+}
+
+static float *fcopy(pool *P, const float *src, size_t count)
+{
+    float *p = fzero(P, count);
+    memcpy(p, src, count * sizeof(float));
+    return p;
+}
+
+static void fill_const(float *x, size_t count, float v)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = v;
+}
+
+/* A shuffled arithmetic sequence: all values distinct, spaced by `step`, centered on 0. */
+static float *fdistinct(pool *P, size_t count, uint64_t seed, float step)
+{
+    uint32_t *ids = keep(P, malloc((count ? count : 1) * sizeof(uint32_t)));
+    for (size_t i = 0; i < count; i++)
+        ids[i] = (uint32_t)i;
+    mw_rng r;
+    mw_rng_seed(&r, seed, 3);
+    mw_rng_shuffle(&r, ids, (uint32_t)count);
+    float *x = fzero(P, count);
+    for (size_t i = 0; i < count; i++)
+        x[i] = ((float)ids[i] - (float)count / 2) * step;
+    return x;
+}
+
+static void table(mw_kernels *t, int cpu)
+{
+    if (cpu)
+        mw_kernels_init_cpu(t);
+    else
+        mw_kernels_init_ref(t);
+}
+
+/* A kernel context with ws_count floats of 64-byte-aligned scratch, then a
+ * guard band as long again (so a chunk one image too large lands in it
+ * rather than in the heap) that no kernel may write. */
+typedef struct {
+    mw_kctx k;
+    float *mem;
+    size_t guard;
+} ctx;
+
+static void ctx_open(ctx *c, size_t ws_count, int nthreads)
+{
+    c->guard = ws_count + 16;
+    c->mem = mw_alloc_aligned((ws_count + c->guard) * sizeof(float));
+    assert_non_null(c->mem);
+    fill_const(c->mem + ws_count, c->guard, SENTINEL);
+    c->k = (mw_kctx){.nthreads = nthreads, .ws = c->mem, .ws_count = ws_count, .dev = NULL};
+}
+
+/* Fail if a kernel wrote past k->ws_count. */
+static void ctx_check(const ctx *c, const char *what)
+{
+    for (size_t i = 0; i < c->guard; i++)
+        if (c->mem[c->k.ws_count + i] != SENTINEL)
+            fail_msg("%s: scratch written past ws_count %zu (guard float %zu)", what, c->k.ws_count,
+                     i);
+}
+
+static void ctx_close(ctx *c)
+{
+    free(c->mem);
+    c->mem = NULL;
+}
+
+static double dot_r(const float *r, const float *y, size_t count)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += (double)r[i] * (double)y[i];
+    return s;
+}
+
+/* Fail unless |got - want| <= tol, printing both. */
+#define expect_near(got, want, tol) expect_near_(got, want, tol, #got, __LINE__)
+static void expect_near_(double got, double want, double tol, const char *what, int line)
+{
+    if (!(fabs(got - want) <= tol))
+        fail_msg("line %d: %s: got %.9g, want %.9g (|err| %.3g > %.3g)", line, what, got, want,
+                 fabs(got - want), tol);
+}
+
+/* ---- central differences ---- */
+
+/* Recompute the forward from the current inputs; return L in double. */
+typedef double (*loss_fn)(void *env);
+
+#define GC_ALL 256   /* tensors up to this size: perturb every element */
+#define GC_SAMPLE 64 /* larger ones: this many distinct random elements */
+
+/* Compare ana[i] with (L(v+h) - L(v-h)) / (2h) for the elements of v.
+ *
+ * Tolerance |num - ana| <= 1e-3 + 1e-2 |ana|. The forward runs in float, so L
+ * carries rounding of about 6e-8 |y| for each output the element feeds (the
+ * others cancel exactly between L+ and L-); with a few dozen outputs of size
+ * ~1 and 2h = 2e-2 (conv, dense) that is below ~2e-4 in the quotient. ReLU and
+ * maxpool select floats exactly, so their L differences are exact; for
+ * cross-entropy only the perturbed example's float loss changes (~2e-7 / 2e-3
+ * = 1e-4). The 1e-2 relative part covers float accumulation in the analytic
+ * sums and the O(h^2) curvature of softmax. The step is the float-rounded one,
+ * (v+h) - (v-h) as stored, not 2h. */
+static void grad_check(loss_fn f, void *env, float *v, size_t count, const float *ana, float h,
+                       uint64_t seed, const char *what)
+{
+    uint32_t *ids = malloc((count ? count : 1) * sizeof(uint32_t));
+    assert_non_null(ids);
+    for (size_t i = 0; i < count; i++)
+        ids[i] = (uint32_t)i;
+    size_t m = count;
+    if (count > GC_ALL) {
+        mw_rng r;
+        mw_rng_seed(&r, seed, 11);
+        mw_rng_shuffle(&r, ids, (uint32_t)count);
+        m = GC_SAMPLE;
+    }
+    size_t bad = 0, first = 0;
+    double first_num = 0.0, maxerr = 0.0;
+    for (size_t j = 0; j < m; j++) {
+        size_t i = ids[j];
+        float save = v[i], hi = save + h, lo = save - h;
+        v[i] = hi;
+        double lp = f(env);
+        v[i] = lo;
+        double lm = f(env);
+        v[i] = save;
+        double num = (lp - lm) / ((double)hi - (double)lo);
+        double err = fabs(num - (double)ana[i]);
+        if (!(err <= 1e-3 + 1e-2 * fabs((double)ana[i]))) {
+            if (!bad)
+                first = i, first_num = num;
+            bad++;
+        }
+        if (err > maxerr || isnan(err))
+            maxerr = err;
+    }
+    free(ids);
+    if (bad)
+        fail_msg("%s: %zu of %zu gradients off; first at [%zu]: numeric %.9g, analytic %.9g; "
+                 "max |err| %.3g",
+                 what, bad, m, first, first_num, (double)ana[first], maxerr);
+}
+
+/* ---- geometry ---- */
+
+typedef struct {
+    int in, k, s, same;
+    int out, pad; /* out 0: the init must fail */
+} dim_case;
+
+/* TF: same -> out = ceil(in/s), total = max((out-1)s + k - in, 0), before = total/2;
+ * valid -> out = floor((in-k)/s) + 1, empty when k > in. Worked by hand. */
+static const dim_case dim_cases[] = {
+    {6, 3, 1, 0, 4, 0}, {5, 3, 1, 0, 3, 0}, {9, 5, 2, 0, 3, 0}, {7, 5, 2, 0, 2, 0},
+    {7, 2, 2, 0, 3, 0}, {8, 3, 3, 0, 2, 0}, {6, 2, 2, 0, 3, 0}, {5, 2, 2, 0, 2, 0},
+    {3, 3, 1, 0, 1, 0}, {2, 3, 1, 0, 0, 0}, {1, 5, 2, 0, 0, 0}, {4, 1, 3, 0, 2, 0},
+    {9, 5, 2, 1, 5, 2}, {7, 5, 2, 1, 4, 2}, {5, 3, 1, 1, 5, 1}, {8, 3, 2, 1, 4, 0},
+    {6, 4, 1, 1, 6, 1}, {7, 3, 2, 1, 4, 1}, {5, 2, 2, 1, 3, 0}, {12, 1, 5, 1, 3, 0},
+    {7, 1, 3, 1, 3, 0}, {2, 5, 1, 1, 2, 2}, {1, 3, 2, 1, 1, 1}, {28, 5, 1, 1, 28, 2},
+};
+
+static void test_conv_geom(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof dim_cases / sizeof dim_cases[0]; i++) {
+        const dim_case *d = &dim_cases[i];
+        mw_conv2d_geom g;
+        /* The case on H with W fixed (10, k 1, s 1), then on W with H fixed. */
+        int rc = mw_conv2d_geom_init(&g, d->in, 10, 3, 4, d->k, 1, d->s, 1, d->same);
+        if (!d->out) {
+            assert_int_equal(rc, -1);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(g.OH, d->out);
+            assert_int_equal(g.PT, d->pad);
+            assert_int_equal(g.OW, 10);
+            assert_int_equal(g.PL, 0);
+            assert_int_equal(g.C, 3);
+            assert_int_equal(g.O, 4);
+        }
+        rc = mw_conv2d_geom_init(&g, 10, d->in, 2, 5, 1, d->k, 1, d->s, d->same);
+        if (!d->out) {
+            assert_int_equal(rc, -1);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(g.OW, d->out);
+            assert_int_equal(g.PL, d->pad);
+            assert_int_equal(g.OH, 10);
+            assert_int_equal(g.PT, 0);
+        }
+    }
+    /* Both dimensions at once (the 'same' 5x5/2 on 9x7 used below). */
+    mw_conv2d_geom g;
+    assert_int_equal(mw_conv2d_geom_init(&g, 9, 7, 2, 3, 5, 5, 2, 2, 1), 0);
+    assert_int_equal(g.OH, 5);
+    assert_int_equal(g.OW, 4);
+    assert_int_equal(g.PT, 2);
+    assert_int_equal(g.PL, 2);
+    assert_int_equal(mw_conv2d_geom_init(&g, 7, 6, 2, 3, 2, 3, 2, 1, 0), 0);
+    assert_int_equal(g.OH, 3);
+    assert_int_equal(g.OW, 4);
+    /* A kernel larger than a 'valid' input, and non-positive sizes. */
+    assert_int_equal(mw_conv2d_geom_init(&g, 2, 7, 1, 1, 3, 3, 1, 1, 0), -1);
+    assert_int_equal(mw_conv2d_geom_init(&g, 7, 2, 1, 1, 3, 3, 1, 1, 0), -1);
+    assert_int_equal(mw_conv2d_geom_init(&g, 0, 7, 1, 1, 3, 3, 1, 1, 1), -1);
+    assert_int_equal(mw_conv2d_geom_init(&g, 7, 7, 0, 1, 3, 3, 1, 1, 1), -1);
+    assert_int_equal(mw_conv2d_geom_init(&g, 7, 7, 1, 0, 3, 3, 1, 1, 1), -1);
+    assert_int_equal(mw_conv2d_geom_init(&g, 7, 7, 1, 1, 3, 3, 0, 1, 1), -1);
+    /* Scratch sizes: one image's im2col matrix, times N. */
+    assert_int_equal(mw_conv2d_geom_init(&g, 9, 7, 2, 3, 5, 5, 2, 2, 1), 0);
+    assert_int_equal(mw_conv2d_ws_min(&g), (size_t)5 * 4 * 5 * 5 * 2);
+    assert_int_equal(mw_conv2d_ws_count(&g, 3), (size_t)3 * 5 * 4 * 5 * 5 * 2);
+}
+
+static void test_pool_geom(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof dim_cases / sizeof dim_cases[0]; i++) {
+        const dim_case *d = &dim_cases[i];
+        mw_pool_geom g;
+        int rc = mw_pool_geom_init(&g, d->in, 6, 2, d->k, 2, d->s, 2, d->same);
+        if (!d->out) {
+            assert_int_equal(rc, -1);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(g.OH, d->out);
+            assert_int_equal(g.PT, d->pad);
+            assert_int_equal(g.OW, 3);
+            assert_int_equal(g.PL, 0);
+        }
+        rc = mw_pool_geom_init(&g, 6, d->in, 2, 2, d->k, 2, d->s, d->same);
+        if (!d->out) {
+            assert_int_equal(rc, -1);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_int_equal(g.OW, d->out);
+            assert_int_equal(g.PL, d->pad);
+            assert_int_equal(g.OH, 3);
+            assert_int_equal(g.PT, 0);
+        }
+    }
+    mw_pool_geom g;
+    assert_int_equal(mw_pool_geom_init(&g, 28, 28, 32, 2, 2, 2, 2, 0), 0); /* MNIST-sized */
+    assert_int_equal(g.OH, 14);
+    assert_int_equal(g.OW, 14);
+    assert_int_equal(mw_pool_geom_init(&g, 7, 5, 2, 3, 3, 2, 2, 1), 0);
+    assert_int_equal(g.OH, 4);
+    assert_int_equal(g.OW, 3);
+    assert_int_equal(g.PT, 1);
+    assert_int_equal(g.PL, 1);
+    assert_int_equal(mw_pool_geom_init(&g, 1, 5, 2, 2, 2, 2, 2, 0), -1);
+    assert_int_equal(mw_pool_geom_init(&g, 5, 5, 2, 0, 2, 2, 2, 0), -1);
+}
+
+/* ---- conv2d ---- */
+
+typedef struct {
+    const char *name;
+    int H, W, C, O, KH, KW, SH, SW, same, N;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"valid 3x3/1 C=1", 6, 5, 1, 4, 3, 3, 1, 1, 0, 2},
+    {"valid 3x3/1 C=3", 5, 6, 3, 4, 3, 3, 1, 1, 0, 2},
+    {"same 3x3/1", 5, 4, 2, 3, 3, 3, 1, 1, 1, 2},
+    {"same 5x5/2 on 9x7", 9, 7, 2, 3, 5, 5, 2, 2, 1, 3},
+    {"same 3x3/2 on 8x6", 8, 6, 2, 3, 3, 3, 2, 2, 1, 2},
+    {"same 4x4/1 (pad 1 before, 2 after)", 5, 6, 2, 2, 4, 4, 1, 1, 1, 2},
+    {"valid 2x3/(2,1)", 7, 6, 2, 3, 2, 3, 2, 1, 0, 2},
+    {"pointwise 1x1", 4, 5, 3, 4, 1, 1, 1, 1, 0, 3},
+    {"1x1/2 (strided, im2col)", 5, 5, 3, 2, 1, 1, 2, 2, 0, 2},
+    {"same 5x5/1 C=4 (long rows)", 12, 10, 4, 6, 5, 5, 1, 1, 1, 2},
+};
+#define N_CONV (sizeof conv_cases / sizeof conv_cases[0])
+
+static void conv_geom(mw_conv2d_geom *g, const conv_case *c)
+{
+    assert_int_equal(
+        mw_conv2d_geom_init(g, c->H, c->W, c->C, c->O, c->KH, c->KW, c->SH, c->SW, c->same), 0);
+}
+
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    const mw_conv2d_geom *g;
+    int N;
+    float *y;
+    const float *x, *w, *b, *r;
+    size_t ny;
+} conv_env;
+
+static double conv_loss(void *env)
+{
+    conv_env *e = env;
+    e->t->conv2d_fwd(e->k, e->y, e->x, e->w, e->b, e->g, e->N);
+    return dot_r(e->r, e->y, e->ny);
+}
+
+static void conv_grad(int cpu)
+{
+    mw_kernels t;
+    table(&t, cpu);
+    for (size_t ci = 0; ci < N_CONV; ci++) {
+        const conv_case *c = &conv_cases[ci];
+        mw_conv2d_geom g;
+        conv_geom(&g, c);
+        const int N = c->N;
+        size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+        size_t ny = (size_t)N * g.OH * g.OW * g.O;
+        pool P = {0};
+        float *x = frand(&P, nx, 100 + ci, -1.0f, 1.0f);
+        float *w = frand(&P, nw, 200 + ci, -0.5f, 0.5f);
+        float *b = frand(&P, g.O, 300 + ci, -0.5f, 0.5f);
+        float *r = frand(&P, ny, 400 + ci, -1.0f, 1.0f);
+        float *y = fzero(&P, ny), *dx = fzero(&P, nx), *dw = fzero(&P, nw);
+        float *db = fzero(&P, g.O), *dw2 = fzero(&P, nw), *db2 = fzero(&P, g.O);
+        ctx C;
+        ctx_open(&C, mw_conv2d_ws_count(&g, N), 1 + (int)(ci % 2));
+        t.conv2d_bwd(&C.k, dx, dw, db, r, x, w, &g, N);
+        conv_env e = {&t, &C.k, &g, N, y, x, w, b, r, ny};
+        char what[160];
+        snprintf(what, sizeof what, "%s conv %s dx", t.name, c->name);
+        grad_check(conv_loss, &e, x, nx, dx, 1e-2f, 1, what);
+        snprintf(what, sizeof what, "%s conv %s dw", t.name, c->name);
+        grad_check(conv_loss, &e, w, nw, dw, 1e-2f, 2, what);
+        snprintf(what, sizeof what, "%s conv %s db", t.name, c->name);
+        grad_check(conv_loss, &e, b, g.O, db, 1e-2f, 3, what);
+        /* dx = NULL (first layer): the same dw and db. */
+        t.conv2d_bwd(&C.k, NULL, dw2, db2, r, x, w, &g, N);
+        expect_close(dw2, dw, nw, 1e-5f, 1e-4f);
+        expect_close(db2, db, g.O, 1e-5f, 1e-4f);
+        ctx_check(&C, what);
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+static void test_conv_grad_ref(void **state)
+{
+    (void)state;
+    conv_grad(0);
+}
+
+static void test_conv_grad_cpu(void **state)
+{
+    (void)state;
+    conv_grad(1);
+}
+
+/* A second backward call adds again: start from random dx/dw/db = s, call twice,
+ * expect s + 2 * (one call from zero). Run with chunked scratch on the cpu. */
+static void test_conv_accumulate(void **state)
+{
+    (void)state;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        for (size_t ci = 0; ci < N_CONV; ci++) {
+            const conv_case *c = &conv_cases[ci];
+            mw_conv2d_geom g;
+            conv_geom(&g, c);
+            const int N = 3;
+            size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+            size_t ny = (size_t)N * g.OH * g.OW * g.O;
+            pool P = {0};
+            float *x = frand(&P, nx, 10 + ci, -1.0f, 1.0f);
+            float *w = frand(&P, nw, 20 + ci, -0.5f, 0.5f);
+            float *dy = frand(&P, ny, 30 + ci, -1.0f, 1.0f);
+            float *dx1 = fzero(&P, nx), *dw1 = fzero(&P, nw), *db1 = fzero(&P, g.O);
+            float *dx = frand(&P, nx, 40 + ci, -1.0f, 1.0f);
+            float *dw = frand(&P, nw, 50 + ci, -1.0f, 1.0f);
+            float *db = frand(&P, g.O, 60 + ci, -1.0f, 1.0f);
+            float *ex = fcopy(&P, dx, nx), *ew = fcopy(&P, dw, nw), *eb = fcopy(&P, db, g.O);
+            ctx C;
+            ctx_open(&C, mw_conv2d_ws_min(&g), 2);
+            t.conv2d_bwd(&C.k, dx1, dw1, db1, dy, x, w, &g, N);
+            t.conv2d_bwd(&C.k, dx, dw, db, dy, x, w, &g, N);
+            t.conv2d_bwd(&C.k, dx, dw, db, dy, x, w, &g, N);
+            for (size_t i = 0; i < nx; i++)
+                ex[i] += 2.0f * dx1[i];
+            for (size_t i = 0; i < nw; i++)
+                ew[i] += 2.0f * dw1[i];
+            for (int i = 0; i < g.O; i++)
+                eb[i] += 2.0f * db1[i];
+            expect_close(dx, ex, nx, 1e-5f, 1e-4f);
+            expect_close(dw, ew, nw, 1e-5f, 1e-4f);
+            expect_close(db, eb, g.O, 1e-5f, 1e-4f);
+            ctx_check(&C, c->name);
+            ctx_close(&C);
+            pool_free(&P);
+        }
+    }
+}
+
+/* cpu == ref for fwd and bwd (bwd from non-zero starting gradients), at batch
+ * N with scratch ws. */
+static void conv_compare(const conv_case *c, int N, size_t ws, int nt, uint64_t seed)
+{
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    mw_conv2d_geom g;
+    conv_geom(&g, c);
+    size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+    size_t ny = (size_t)N * g.OH * g.OW * g.O;
+    pool P = {0};
+    float *x = frand(&P, nx, seed, -1.0f, 1.0f);
+    float *w = frand(&P, nw, seed + 1, -0.5f, 0.5f);
+    float *b = frand(&P, g.O, seed + 2, -0.5f, 0.5f);
+    /* dw and db sum over all N*OH*OW output pixels, which the two paths add in
+     * different orders; scale dy like a mean loss would, so those sums stay
+     * O(1) and the float rounding stays well inside the tolerance. */
+    float dys = fminf(1.0f, 8.0f / sqrtf((float)N * g.OH * g.OW));
+    float *dy = frand(&P, ny, seed + 3, -dys, dys);
+    float *y_ref = fzero(&P, ny), *y_cpu = fzero(&P, ny);
+    float *dx_ref = frand(&P, nx, seed + 4, -1.0f, 1.0f), *dx_cpu = fcopy(&P, dx_ref, nx);
+    float *dw_ref = frand(&P, nw, seed + 5, -1.0f, 1.0f), *dw_cpu = fcopy(&P, dw_ref, nw);
+    float *db_ref = frand(&P, g.O, seed + 6, -1.0f, 1.0f), *db_cpu = fcopy(&P, db_ref, g.O);
+    ctx R, C;
+    ctx_open(&R, 0, 1);
+    ctx_open(&C, ws, nt);
+    char what[160];
+    snprintf(what, sizeof what, "conv %s N=%d ws=%zu", c->name, N, ws);
+
+    ref.conv2d_fwd(&R.k, y_ref, x, w, b, &g, N);
+    fill_const(y_cpu, ny, SENTINEL); /* fwd overwrites every output */
+    cpu.conv2d_fwd(&C.k, y_cpu, x, w, b, &g, N);
+    expect_close(y_cpu, y_ref, ny, 1e-5f, 1e-4f);
+    /* Without a bias. */
+    ref.conv2d_fwd(&R.k, y_ref, x, w, NULL, &g, N);
+    cpu.conv2d_fwd(&C.k, y_cpu, x, w, NULL, &g, N);
+    expect_close(y_cpu, y_ref, ny, 1e-5f, 1e-4f);
+
+    ref.conv2d_bwd(&R.k, dx_ref, dw_ref, db_ref, dy, x, w, &g, N);
+    cpu.conv2d_bwd(&C.k, dx_cpu, dw_cpu, db_cpu, dy, x, w, &g, N);
+    expect_close(dx_cpu, dx_ref, nx, 1e-5f, 1e-4f);
+    expect_close(dw_cpu, dw_ref, nw, 1e-5f, 1e-4f);
+    expect_close(db_cpu, db_ref, g.O, 1e-5f, 1e-4f);
+    /* dx = NULL: the same dw, db again. */
+    ref.conv2d_bwd(&R.k, NULL, dw_ref, db_ref, dy, x, w, &g, N);
+    cpu.conv2d_bwd(&C.k, NULL, dw_cpu, db_cpu, dy, x, w, &g, N);
+    expect_close(dw_cpu, dw_ref, nw, 1e-5f, 1e-4f);
+    expect_close(db_cpu, db_ref, g.O, 1e-5f, 1e-4f);
+    ctx_check(&C, what);
+    ctx_close(&R);
+    ctx_close(&C);
+    pool_free(&P);
+}
+
+static void test_conv_cpu_vs_ref(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < N_CONV; ci++) {
+        const conv_case *c = &conv_cases[ci];
+        mw_conv2d_geom g;
+        conv_geom(&g, c);
+        conv_compare(c, c->N, mw_conv2d_ws_count(&g, c->N), 1 + (int)(ci % 2), 1000 + 10 * ci);
+    }
+}
+
+/* N = 5 with scratch for exactly one image (five chunks), for two images and a
+ * bit (chunks 2, 2, 1), and for all five. */
+static void test_conv_chunking(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < N_CONV; ci++) {
+        const conv_case *c = &conv_cases[ci];
+        mw_conv2d_geom g;
+        conv_geom(&g, c);
+        size_t min = mw_conv2d_ws_min(&g);
+        conv_compare(c, 5, min, 2, 2000 + 10 * ci);
+        conv_compare(c, 5, 2 * min + 1, 1, 3000 + 10 * ci);
+        conv_compare(c, 5, mw_conv2d_ws_count(&g, 5), 2, 4000 + 10 * ci);
+    }
+}
+
+/* ---- maxpool ---- */
+
+typedef struct {
+    const char *name;
+    int H, W, C, PH, PW, SH, SW, same, N;
+} pool_case;
+
+static const pool_case pool_cases[] = {
+    {"valid 2x2/2 on 6x6", 6, 6, 3, 2, 2, 2, 2, 0, 2},
+    {"valid 2x2/2 on 7x5 (floor)", 7, 5, 2, 2, 2, 2, 2, 0, 2},
+    {"same 3x3/2 on 7x5", 7, 5, 2, 3, 3, 2, 2, 1, 2},
+    {"valid 3x3/1 (overlapping)", 6, 5, 2, 3, 3, 1, 1, 0, 2},
+    {"same 2x2/2 on 5x7", 5, 7, 3, 2, 2, 2, 2, 1, 2},
+    {"same 3x3/1 (overlapping, padded)", 5, 4, 2, 3, 3, 1, 1, 1, 3},
+    {"valid 2x3/(1,2)", 5, 8, 1, 2, 3, 1, 2, 0, 2},
+};
+#define N_POOL (sizeof pool_cases / sizeof pool_cases[0])
+
+static void pool_geom(mw_pool_geom *g, const pool_case *c)
+{
+    assert_int_equal(mw_pool_geom_init(g, c->H, c->W, c->C, c->PH, c->PW, c->SH, c->SW, c->same),
+                     0);
+}
+
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    const mw_pool_geom *g;
+    int N;
+    float *y;
+    int32_t *arg;
+    const float *x, *r;
+    size_t ny;
+} pool_env;
+
+static double pool_loss(void *env)
+{
+    pool_env *e = env;
+    e->t->maxpool_fwd(e->k, e->y, e->arg, e->x, e->g, e->N);
+    return dot_r(e->r, e->y, e->ny);
+}
+
+/* Inputs are a shuffled sequence spaced 1e-2 > 4h, so no window's winner
+ * changes under the +-h perturbation. With stride < window a value can win
+ * several windows, and its gradient is the sum. */
+static void pool_grad(int cpu)
+{
+    mw_kernels t;
+    table(&t, cpu);
+    for (size_t pi = 0; pi < N_POOL; pi++) {
+        const pool_case *c = &pool_cases[pi];
+        mw_pool_geom g;
+        pool_geom(&g, c);
+        const int N = c->N;
+        size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
+        pool P = {0};
+        float *x = fdistinct(&P, nx, 500 + pi, 1e-2f);
+        float *r = frand(&P, ny, 600 + pi, -1.0f, 1.0f);
+        float *y = fzero(&P, ny), *dx = fzero(&P, nx);
+        int32_t *arg = keep(&P, calloc(ny, sizeof(int32_t)));
+        ctx C;
+        ctx_open(&C, 0, 1 + (int)(pi % 2));
+        t.maxpool_fwd(&C.k, y, arg, x, &g, N);
+        t.maxpool_bwd(&C.k, dx, r, arg, &g, N);
+        pool_env e = {&t, &C.k, &g, N, y, arg, x, r, ny};
+        char what[160];
+        snprintf(what, sizeof what, "%s maxpool %s dx", t.name, c->name);
+        grad_check(pool_loss, &e, x, nx, dx, 1e-3f, 4, what);
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+static void test_maxpool_grad_ref(void **state)
+{
+    (void)state;
+    pool_grad(0);
+}
+
+static void test_maxpool_grad_cpu(void **state)
+{
+    (void)state;
+    pool_grad(1);
+}
+
+/* Fail unless two maxpool outputs agree exactly, printing the first bad output. */
+static void expect_same_pool(const float *y, const int32_t *arg, const float *y_ref,
+                             const int32_t *arg_ref, size_t count, const char *what)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(&y[i], &y_ref[i], sizeof(float)) || arg[i] != arg_ref[i])
+            if (!bad++)
+                first = i;
+    if (bad)
+        fail_msg("%s: %zu of %zu outputs differ; first at [%zu]: got %.9g at %d, want %.9g at %d",
+                 what, bad, count, first, (double)y[first], (int)arg[first], (double)y_ref[first],
+                 (int)arg_ref[first]);
+}
+
+/* Check a forward against the definition: each argmax is a cell of its own
+ * window inside the image (padding never wins), same channel, y = x there,
+ * and no cell of the window is larger. */
+static void check_pool_def(const float *y, const int32_t *arg, const float *x,
+                           const mw_pool_geom *g, int N, const char *what)
+{
+    const size_t img = (size_t)g->H * g->W * g->C;
+    for (int n = 0; n < N; n++)
+        for (int oh = 0; oh < g->OH; oh++)
+            for (int ow = 0; ow < g->OW; ow++)
+                for (int c = 0; c < g->C; c++) {
+                    size_t o = (((size_t)n * g->OH + oh) * g->OW + ow) * g->C + c;
+                    const float *xi = x + (size_t)n * img;
+                    int h0 = oh * g->SH - g->PT, w0 = ow * g->SW - g->PL;
+                    int32_t a = arg[o];
+                    int ah = a >= 0 ? a / g->C / g->W : -1, aw = a >= 0 ? a / g->C % g->W : -1;
+                    if (a < 0 || (size_t)a >= img || a % g->C != c || ah < h0 || ah >= h0 + g->PH ||
+                        aw < w0 || aw >= w0 + g->PW)
+                        fail_msg("%s: out %zu (n %d, oh %d, ow %d, c %d): argmax %d (row %d, "
+                                 "col %d) is outside the window rows [%d,%d) cols [%d,%d) or "
+                                 "the image",
+                                 what, o, n, oh, ow, c, (int)a, ah, aw, h0, h0 + g->PH, w0,
+                                 w0 + g->PW);
+                    if (y[o] != xi[a])
+                        fail_msg("%s: out %zu: y %.9g but x[argmax %d] = %.9g", what, o,
+                                 (double)y[o], (int)a, (double)xi[a]);
+                    for (int ih = h0 < 0 ? 0 : h0; ih < h0 + g->PH && ih < g->H; ih++)
+                        for (int iw = w0 < 0 ? 0 : w0; iw < w0 + g->PW && iw < g->W; iw++)
+                            if (xi[((size_t)ih * g->W + iw) * g->C + c] > y[o])
+                                fail_msg("%s: out %zu: y %.9g < x at row %d col %d = %.9g", what, o,
+                                         (double)y[o], ih, iw,
+                                         (double)xi[((size_t)ih * g->W + iw) * g->C + c]);
+                }
+}
+
+/* Values and argmax match exactly (inputs without ties); bwd adds onto a
+ * non-zero dx. */
+static void test_maxpool_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    for (size_t pi = 0; pi < N_POOL; pi++) {
+        const pool_case *c = &pool_cases[pi];
+        mw_pool_geom g;
+        pool_geom(&g, c);
+        for (int ni = 0; ni < 2; ni++) {
+            const int N = ni ? 5 : c->N;
+            size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
+            pool P = {0};
+            float *x = fdistinct(&P, nx, 700 + pi + N, 1e-3f);
+            float *dy = frand(&P, ny, 800 + pi + N, -1.0f, 1.0f);
+            float *y_ref = fzero(&P, ny), *y_cpu = fzero(&P, ny);
+            int32_t *a_ref = keep(&P, calloc(ny, sizeof(int32_t)));
+            int32_t *a_cpu = keep(&P, calloc(ny, sizeof(int32_t)));
+            float *dx_ref = frand(&P, nx, 900 + pi + N, -1.0f, 1.0f);
+            float *dx_cpu = fcopy(&P, dx_ref, nx);
+            ctx R, C;
+            ctx_open(&R, 0, 1);
+            ctx_open(&C, 0, 2);
+            fill_const(y_cpu, ny, SENTINEL);
+            ref.maxpool_fwd(&R.k, y_ref, a_ref, x, &g, N);
+            cpu.maxpool_fwd(&C.k, y_cpu, a_cpu, x, &g, N);
+            char what[128];
+            snprintf(what, sizeof what, "maxpool %s N=%d", c->name, N);
+            expect_same_pool(y_cpu, a_cpu, y_ref, a_ref, ny, what);
+            ref.maxpool_bwd(&R.k, dx_ref, dy, a_ref, &g, N);
+            cpu.maxpool_bwd(&C.k, dx_cpu, dy, a_cpu, &g, N);
+            expect_close(dx_cpu, dx_ref, nx, 1e-5f, 1e-4f);
+            ctx_close(&R);
+            ctx_close(&C);
+            pool_free(&P);
+        }
+    }
+}
+
+/* The definition (random all-negative inputs, so zero padding would win if
+ * it were counted) and the tie rule, in both tables: on a constant input each
+ * window's winner is its first valid cell in row-major window order. */
+static void test_maxpool_definition(void **state)
+{
+    (void)state;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        for (size_t pi = 0; pi < N_POOL; pi++) {
+            const pool_case *c = &pool_cases[pi];
+            mw_pool_geom g;
+            pool_geom(&g, c);
+            const int N = c->N;
+            size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
+            pool P = {0};
+            float *x = frand(&P, nx, 77 + pi, -2.0f, -1.0f), *y = fzero(&P, ny);
+            int32_t *arg = keep(&P, calloc(ny, sizeof(int32_t)));
+            char what[128];
+            snprintf(what, sizeof what, "%s maxpool %s", t.name, c->name);
+            ctx C;
+            ctx_open(&C, 0, 2);
+            t.maxpool_fwd(&C.k, y, arg, x, &g, N);
+            check_pool_def(y, arg, x, &g, N, what);
+
+            fill_const(x, nx, 0.5f);
+            t.maxpool_fwd(&C.k, y, arg, x, &g, N);
+            for (int n = 0; n < N; n++)
+                for (int oh = 0; oh < g.OH; oh++)
+                    for (int ow = 0; ow < g.OW; ow++)
+                        for (int ch = 0; ch < g.C; ch++) {
+                            int ih = oh * g.SH - g.PT, iw = ow * g.SW - g.PL;
+                            ih = ih < 0 ? 0 : ih;
+                            iw = iw < 0 ? 0 : iw;
+                            size_t o = (((size_t)n * g.OH + oh) * g.OW + ow) * g.C + ch;
+                            int32_t want = (ih * g.W + iw) * g.C + ch;
+                            if (arg[o] != want || y[o] != 0.5f)
+                                fail_msg("%s, tie at out %zu: argmax %d (want %d), y %g", what, o,
+                                         (int)arg[o], (int)want, (double)y[o]);
+                        }
+            ctx_close(&C);
+            pool_free(&P);
+        }
+    }
+}
+
+/* ---- dense ---- */
+
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    int N, I, O;
+    float *y;
+    const float *x, *w, *b, *r;
+} dense_env;
+
+static double dense_loss(void *env)
+{
+    dense_env *e = env;
+    e->t->dense_fwd(e->k, e->y, e->x, e->w, e->b, e->N, e->I, e->O);
+    return dot_r(e->r, e->y, (size_t)e->N * e->O);
+}
+
+/* N=3, I=7, O=5 with a bias, then without (b = db = NULL), then dx = NULL. */
+static void dense_grad(int cpu)
+{
+    mw_kernels t;
+    table(&t, cpu);
+    const int N = 3, I = 7, O = 5;
+    for (int bias = 1; bias >= 0; bias--) {
+        pool P = {0};
+        float *x = frand(&P, (size_t)N * I, 31 + bias, -1.0f, 1.0f);
+        float *w = frand(&P, (size_t)I * O, 32 + bias, -0.5f, 0.5f);
+        float *b = bias ? frand(&P, O, 33, -0.5f, 0.5f) : NULL;
+        float *r = frand(&P, (size_t)N * O, 34 + bias, -1.0f, 1.0f);
+        float *y = fzero(&P, (size_t)N * O), *dx = fzero(&P, (size_t)N * I);
+        float *dw = fzero(&P, (size_t)I * O), *db = bias ? fzero(&P, O) : NULL;
+        float *dw2 = fzero(&P, (size_t)I * O), *db2 = bias ? fzero(&P, O) : NULL;
+        ctx C;
+        ctx_open(&C, 0, 2 - bias);
+        t.dense_bwd(&C.k, dx, dw, db, r, x, w, N, I, O);
+        dense_env e = {&t, &C.k, N, I, O, y, x, w, b, r};
+        char what[96];
+        snprintf(what, sizeof what, "%s dense bias=%d dx", t.name, bias);
+        grad_check(dense_loss, &e, x, (size_t)N * I, dx, 1e-2f, 5, what);
+        snprintf(what, sizeof what, "%s dense bias=%d dw", t.name, bias);
+        grad_check(dense_loss, &e, w, (size_t)I * O, dw, 1e-2f, 6, what);
+        if (bias) {
+            snprintf(what, sizeof what, "%s dense db", t.name);
+            grad_check(dense_loss, &e, b, O, db, 1e-2f, 7, what);
+        }
+        t.dense_bwd(&C.k, NULL, dw2, db2, r, x, w, N, I, O);
+        expect_close(dw2, dw, (size_t)I * O, 1e-5f, 1e-4f);
+        if (bias)
+            expect_close(db2, db, O, 1e-5f, 1e-4f);
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+static void test_dense_grad_ref(void **state)
+{
+    (void)state;
+    dense_grad(0);
+}
+
+static void test_dense_grad_cpu(void **state)
+{
+    (void)state;
+    dense_grad(1);
+}
+
+/* Start from random gradients s, call twice: s + 2 * (one call from zero). */
+static void test_dense_accumulate(void **state)
+{
+    (void)state;
+    const int N = 4, I = 9, O = 6;
+    const size_t nx = (size_t)N * I, nw = (size_t)I * O;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        float *x = frand(&P, nx, 41, -1.0f, 1.0f), *w = frand(&P, nw, 42, -0.5f, 0.5f);
+        float *dy = frand(&P, (size_t)N * O, 43, -1.0f, 1.0f);
+        float *dx1 = fzero(&P, nx), *dw1 = fzero(&P, nw), *db1 = fzero(&P, O);
+        float *dx = frand(&P, nx, 44, -1.0f, 1.0f), *dw = frand(&P, nw, 45, -1.0f, 1.0f);
+        float *db = frand(&P, O, 46, -1.0f, 1.0f);
+        float *ex = fcopy(&P, dx, nx), *ew = fcopy(&P, dw, nw), *eb = fcopy(&P, db, O);
+        ctx C;
+        ctx_open(&C, 0, 2);
+        t.dense_bwd(&C.k, dx1, dw1, db1, dy, x, w, N, I, O);
+        t.dense_bwd(&C.k, dx, dw, db, dy, x, w, N, I, O);
+        t.dense_bwd(&C.k, dx, dw, db, dy, x, w, N, I, O);
+        for (size_t i = 0; i < nx; i++)
+            ex[i] += 2.0f * dx1[i];
+        for (size_t i = 0; i < nw; i++)
+            ew[i] += 2.0f * dw1[i];
+        for (int i = 0; i < O; i++)
+            eb[i] += 2.0f * db1[i];
+        expect_close(dx, ex, nx, 1e-5f, 1e-4f);
+        expect_close(dw, ew, nw, 1e-5f, 1e-4f);
+        expect_close(db, eb, O, 1e-5f, 1e-4f);
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+static void test_dense_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    static const int shapes[][3] = {{3, 7, 5}, {1, 1, 1}, {13, 37, 11}, {32, 200, 10}, {5, 3, 64}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int bias = 0; bias < 2; bias++) {
+            const int N = shapes[si][0], I = shapes[si][1], O = shapes[si][2];
+            const size_t nx = (size_t)N * I, nw = (size_t)I * O, ny = (size_t)N * O;
+            uint64_t s = 60 + 10 * si + bias;
+            pool P = {0};
+            float *x = frand(&P, nx, s, -1.0f, 1.0f), *w = frand(&P, nw, s + 1, -0.5f, 0.5f);
+            float *b = bias ? frand(&P, O, s + 2, -0.5f, 0.5f) : NULL;
+            float *dy = frand(&P, ny, s + 3, -1.0f, 1.0f);
+            float *y_ref = fzero(&P, ny), *y_cpu = fzero(&P, ny);
+            float *dx_ref = frand(&P, nx, s + 4, -1.0f, 1.0f), *dx_cpu = fcopy(&P, dx_ref, nx);
+            float *dw_ref = frand(&P, nw, s + 5, -1.0f, 1.0f), *dw_cpu = fcopy(&P, dw_ref, nw);
+            float *db_ref = bias ? frand(&P, O, s + 6, -1.0f, 1.0f) : NULL;
+            float *db_cpu = bias ? fcopy(&P, db_ref, O) : NULL;
+            ctx R, C;
+            ctx_open(&R, 0, 1);
+            ctx_open(&C, 0, 2);
+            fill_const(y_cpu, ny, SENTINEL);
+            ref.dense_fwd(&R.k, y_ref, x, w, b, N, I, O);
+            cpu.dense_fwd(&C.k, y_cpu, x, w, b, N, I, O);
+            expect_close(y_cpu, y_ref, ny, 1e-5f, 1e-4f);
+            ref.dense_bwd(&R.k, dx_ref, dw_ref, db_ref, dy, x, w, N, I, O);
+            cpu.dense_bwd(&C.k, dx_cpu, dw_cpu, db_cpu, dy, x, w, N, I, O);
+            expect_close(dx_cpu, dx_ref, nx, 1e-5f, 1e-4f);
+            expect_close(dw_cpu, dw_ref, nw, 1e-5f, 1e-4f);
+            if (bias)
+                expect_close(db_cpu, db_ref, O, 1e-5f, 1e-4f);
+            ref.dense_bwd(&R.k, NULL, dw_ref, db_ref, dy, x, w, N, I, O);
+            cpu.dense_bwd(&C.k, NULL, dw_cpu, db_cpu, dy, x, w, N, I, O);
+            expect_close(dw_cpu, dw_ref, nw, 1e-5f, 1e-4f);
+            if (bias)
+                expect_close(db_cpu, db_ref, O, 1e-5f, 1e-4f);
+            ctx_close(&R);
+            ctx_close(&C);
+            pool_free(&P);
+        }
+}
+
+/* ---- ReLU ---- */
+
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *y;
+    const float *x, *r;
+    size_t count;
+} relu_env;
+
+static double relu_loss(void *env)
+{
+    relu_env *e = env;
+    e->t->relu_fwd(e->k, e->y, e->x, e->count);
+    return dot_r(e->r, e->y, e->count);
+}
+
+/* Inputs with 0.05 <= |x| <= 1 and h = 1e-3: no perturbation crosses the kink.
+ * The analytic gradient comes from the forward OUTPUT; then the same backward
+ * in place (dx == dy) and the forward in place (y == x). */
+static void test_relu_grad(void **state)
+{
+    (void)state;
+    const size_t n = 121;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        float *x = frand(&P, n, 51, 0.05f, 1.0f), *sign = frand(&P, n, 52, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i++)
+            x[i] = sign[i] < 0.0f ? -x[i] : x[i];
+        float *r = frand(&P, n, 53, -1.0f, 1.0f), *y = fzero(&P, n), *dx = fzero(&P, n);
+        ctx C;
+        ctx_open(&C, 0, 2);
+        t.relu_fwd(&C.k, y, x, n);
+        fill_const(dx, n, SENTINEL); /* bwd overwrites */
+        t.relu_bwd(&C.k, dx, r, y, n);
+        relu_env e = {&t, &C.k, y, x, r, n};
+        char what[64];
+        snprintf(what, sizeof what, "%s relu dx", t.name);
+        grad_check(relu_loss, &e, x, n, dx, 1e-3f, 8, what);
+
+        t.relu_fwd(&C.k, y, x, n);
+        float *d = fcopy(&P, r, n);
+        t.relu_bwd(&C.k, d, d, y, n);
+        expect_close(d, dx, n, 0.0f, 0.0f); /* exactly */
+        float *xi = fcopy(&P, x, n);
+        t.relu_fwd(&C.k, xi, xi, n);
+        expect_close(xi, y, n, 0.0f, 0.0f);
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+static void test_relu_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    const size_t n = 1037; /* odd: vector tails */
+    pool P = {0};
+    float *x = frand(&P, n, 61, -1.0f, 1.0f), *dy = frand(&P, n, 62, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i += 7)
+        x[i] = (i / 7) % 2 ? 0.0f : -0.0f; /* zeros of both signs do not pass gradient */
+    float *y_ref = fzero(&P, n), *y_cpu = fzero(&P, n);
+    float *dx_ref = fzero(&P, n), *dx_cpu = fzero(&P, n);
+    ctx R, C;
+    ctx_open(&R, 0, 1);
+    ctx_open(&C, 0, 2);
+    fill_const(y_cpu, n, SENTINEL);
+    fill_const(dx_cpu, n, SENTINEL);
+    ref.relu_fwd(&R.k, y_ref, x, n);
+    cpu.relu_fwd(&C.k, y_cpu, x, n);
+    expect_close(y_cpu, y_ref, n, 1e-5f, 1e-4f);
+    ref.relu_bwd(&R.k, dx_ref, dy, y_ref, n);
+    cpu.relu_bwd(&C.k, dx_cpu, dy, y_cpu, n);
+    expect_close(dx_cpu, dx_ref, n, 1e-5f, 1e-4f);
+    for (size_t i = 0; i < n; i += 7) {
+        expect_near(dx_cpu[i], 0.0, 0.0);
+        expect_near(dx_ref[i], 0.0, 0.0);
+    }
+    ctx_close(&R);
+    ctx_close(&C);
+    pool_free(&P);
+}
+
+/* ---- softmax cross-entropy ---- */
+
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *loss, *prob;
+    const float *z;
+    const int32_t *labels;
+    int N, K;
+    float scale;
+} xent_env;
+
+static double xent_loss(void *env)
+{
+    xent_env *e = env;
+    e->t->xent_fwd(e->k, e->loss, e->prob, e->z, e->labels, e->N, e->K);
+    double s = 0.0;
+    for (int n = 0; n < e->N; n++)
+        s += e->loss[n];
+    return e->scale * s;
+}
+
+/* L = scale * sum of per-example losses, h = 1e-3 on the logits; then the
+ * forward's own definitions, in-place backward, and a large logit offset. */
+static void test_xent(void **state)
+{
+    (void)state;
+    const int N = 4, K = 7;
+    const size_t nz = (size_t)N * K;
+    const int32_t labels[] = {0, 6, 3, 3};
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        float *z = frand(&P, nz, 71, -3.0f, 3.0f);
+        float *loss = fzero(&P, N), *prob = fzero(&P, nz), *dz = fzero(&P, nz);
+        const float scale = 1.0f / (float)N;
+        ctx C;
+        ctx_open(&C, 0, 2);
+        t.xent_fwd(&C.k, loss, prob, z, labels, N, K);
+        fill_const(dz, nz, SENTINEL); /* bwd overwrites */
+        t.xent_bwd(&C.k, dz, prob, labels, scale, N, K);
+        xent_env e = {&t, &C.k, fzero(&P, N), fzero(&P, nz), z, labels, N, K, scale};
+        char what[64];
+        snprintf(what, sizeof what, "%s xent dlogits", t.name);
+        grad_check(xent_loss, &e, z, nz, dz, 1e-3f, 9, what);
+
+        /* prob = softmax(z) sums to 1; loss = -log prob[label] = logsumexp(z) - z[label]. */
+        for (int n = 0; n < N; n++) {
+            double sum = 0.0, lse = 0.0;
+            for (int j = 0; j < K; j++) {
+                sum += prob[(size_t)n * K + j];
+                lse += exp((double)z[(size_t)n * K + j]);
+            }
+            lse = log(lse);
+            expect_near(sum, 1.0, 1e-6);
+            expect_near(loss[n], lse - z[(size_t)n * K + labels[n]], 1e-5);
+            expect_near(loss[n], -log(prob[(size_t)n * K + labels[n]]), 1e-5);
+        }
+        /* In place: dlogits == prob. */
+        float *d = fcopy(&P, prob, nz);
+        t.xent_bwd(&C.k, d, d, labels, scale, N, K);
+        expect_close(d, dz, nz, 0.0f, 0.0f);
+        /* Stable for large logits: shift by 80 (exp overflows float at ~88.7) and by 1e4. */
+        for (int s = 0; s < 2; s++) {
+            float shift = s ? 1e4f : 80.0f;
+            float *zs = fcopy(&P, z, nz), *ls = fzero(&P, N), *ps = fzero(&P, nz);
+            for (size_t i = 0; i < nz; i++)
+                zs[i] += shift;
+            t.xent_fwd(&C.k, ls, ps, zs, labels, N, K);
+            /* The shifted logits lose low bits: 1e4 has an ulp of ~1e-3. */
+            expect_close(ls, loss, N, s ? 5e-3f : 1e-5f, 1e-4f);
+            expect_close(ps, prob, nz, s ? 5e-3f : 1e-5f, 1e-4f);
+        }
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+/* ---- optimizers ---- */
+
+/* Keras Adam, written out in double: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+ * lr_t = lr sqrt(1 - b2^t) / (1 - b1^t), p -= lr_t m / (sqrt(v) + eps).
+ * Element 0 is the worked example p = 1, g = 0.5, t = 1: m = 0.05,
+ * v = 0.00025, p1 = 1 - lr_t 0.05 / (sqrt(0.00025) + 1e-7). Element 2 has
+ * |g| ~ eps, where eps inside the sqrt would change the step ~2400x.
+ * The kernel gets float hyperparameters (0.999f is 0.99899995, so 1 - b2 is
+ * off by 5e-5 relative), so the exact expectation uses those same values. */
+static void test_adam_by_hand(void **state)
+{
+    (void)state;
+    enum { n = 5 };
+    const float b1f = 0.9f, b2f = 0.999f, epsf = 1e-7f;
+    const double b1 = b1f, b2 = b2f, eps = epsf;
+    const double p0[n] = {1.0, 0.0, 0.0, -2.0, 0.5};
+    const double g1[n] = {0.5, -0.25, 1e-6, 0.0, 3.0};
+    const double g2[n] = {-0.25, 0.5, 1e-6, 0.0, -3.0};
+    /* The worked example, element 0 at step 1, with the decimal constants. */
+    const double lr_t = 1e-3 * sqrt(1.0 - 0.999) / (1.0 - 0.9);
+    const double p1_hand = 1.0 - lr_t * 0.05 / (sqrt(0.00025) + 1e-7);
+    const float lr_t1 = (float)lr_t;
+    const float lr_t2 = (float)(1e-3 * sqrt(1.0 - 0.999 * 0.999) / (1.0 - 0.9 * 0.9));
+
+    double em[n], ev[n], ep1[n], ep2[n];
+    for (int i = 0; i < n; i++) {
+        double m = (1 - b1) * (float)g1[i], v = (1 - b2) * (float)g1[i] * (float)g1[i];
+        ep1[i] = (float)p0[i] - (double)lr_t1 * m / (sqrt(v) + eps);
+        m = b1 * m + (1 - b1) * (float)g2[i];
+        v = b2 * v + (1 - b2) * (float)g2[i] * (float)g2[i];
+        ep2[i] = ep1[i] - (double)lr_t2 * m / (sqrt(v) + eps);
+        em[i] = m, ev[i] = v;
+    }
+
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        float p[n], m[n] = {0}, v[n] = {0}, g[n], want[n];
+        for (int i = 0; i < n; i++)
+            p[i] = (float)p0[i], g[i] = (float)g1[i];
+        ctx C;
+        ctx_open(&C, 0, 2);
+        t.adam(&C.k, p, m, v, g, n, lr_t1, b1f, b2f, epsf);
+        /* The worked example (float hyperparameters move v by 5e-5 relative). */
+        expect_near(m[0], 0.05, 1e-7);
+        expect_near(v[0], 0.00025, 1e-4 * 0.00025);
+        expect_near(p[0], p1_hand, 1e-7);
+        for (int i = 0; i < n; i++)
+            want[i] = (float)ep1[i];
+        expect_close(p, want, n, 1e-7f, 1e-5f);
+        for (int i = 0; i < n; i++)
+            g[i] = (float)g2[i];
+        t.adam(&C.k, p, m, v, g, n, lr_t2, b1f, b2f, epsf);
+        for (int i = 0; i < n; i++)
+            want[i] = (float)ep2[i];
+        expect_close(p, want, n, 1e-7f, 1e-5f);
+        for (int i = 0; i < n; i++)
+            want[i] = (float)em[i];
+        expect_close(m, want, n, 0.0f, 1e-5f);
+        for (int i = 0; i < n; i++)
+            want[i] = (float)ev[i];
+        expect_close(v, want, n, 0.0f, 1e-5f);
+        ctx_close(&C);
+    }
+}
+
+/* Keras SGD: vel = mu vel - lr g; p += vel. mu = 0.9, lr = 0.1 from p = 1, 0, -1:
+ *   g1 = 0.5, -1, 0:    vel = -0.05, 0.1, 0;          p = 0.95, 0.1, -1
+ *   g2 = -0.2, 0.3, 2:  vel = -0.025, 0.06, -0.2;     p = 0.925, 0.16, -1.2
+ * and mu = 0 is plain p -= lr g. */
+static void test_sgd_by_hand(void **state)
+{
+    (void)state;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        ctx C;
+        ctx_open(&C, 0, 2);
+        float p[3] = {1.0f, 0.0f, -1.0f}, vel[3] = {0}, g1[3] = {0.5f, -1.0f, 0.0f};
+        float g2[3] = {-0.2f, 0.3f, 2.0f};
+        t.sgd(&C.k, p, vel, g1, 3, 0.1f, 0.9f);
+        expect_close(vel, ((float[]){-0.05f, 0.1f, 0.0f}), 3, 1e-7f, 1e-6f);
+        expect_close(p, ((float[]){0.95f, 0.1f, -1.0f}), 3, 1e-7f, 1e-6f);
+        t.sgd(&C.k, p, vel, g2, 3, 0.1f, 0.9f);
+        expect_close(vel, ((float[]){-0.025f, 0.06f, -0.2f}), 3, 1e-7f, 1e-6f);
+        expect_close(p, ((float[]){0.925f, 0.16f, -1.2f}), 3, 1e-7f, 1e-6f);
+        float q[3] = {1.0f, 0.0f, -1.0f}, qv[3] = {7.0f, 7.0f, 7.0f};
+        t.sgd(&C.k, q, qv, g1, 3, 0.1f, 0.0f);
+        expect_close(q, ((float[]){0.95f, 0.1f, -1.0f}), 3, 1e-7f, 1e-6f);
+        ctx_close(&C);
+    }
+}
+
+static void test_optim_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    const size_t n = 1031;
+    pool P = {0};
+    float *p_ref = frand(&P, n, 81, -1.0f, 1.0f), *p_cpu = fcopy(&P, p_ref, n);
+    float *m_ref = frand(&P, n, 82, -0.1f, 0.1f), *m_cpu = fcopy(&P, m_ref, n);
+    float *v_ref = frand(&P, n, 83, 0.0f, 0.01f), *v_cpu = fcopy(&P, v_ref, n);
+    float *s_ref = fcopy(&P, p_ref, n), *s_cpu = fcopy(&P, p_ref, n);
+    float *vel_ref = frand(&P, n, 84, -0.1f, 0.1f), *vel_cpu = fcopy(&P, vel_ref, n);
+    float *g = fzero(&P, n);
+    ctx R, C;
+    ctx_open(&R, 0, 1);
+    ctx_open(&C, 0, 2);
+    for (int step = 1; step <= 3; step++) {
+        mw_test_fill_uniform(g, n, 90 + step, -1.0f, 1.0f);
+        float lr_t = (float)(1e-3 * sqrt(1.0 - pow(0.999, step)) / (1.0 - pow(0.9, step)));
+        ref.adam(&R.k, p_ref, m_ref, v_ref, g, n, lr_t, 0.9f, 0.999f, 1e-7f);
+        cpu.adam(&C.k, p_cpu, m_cpu, v_cpu, g, n, lr_t, 0.9f, 0.999f, 1e-7f);
+        ref.sgd(&R.k, s_ref, vel_ref, g, n, 0.01f, 0.9f);
+        cpu.sgd(&C.k, s_cpu, vel_cpu, g, n, 0.01f, 0.9f);
+    }
+    expect_close(p_cpu, p_ref, n, 1e-5f, 1e-4f);
+    expect_close(m_cpu, m_ref, n, 1e-5f, 1e-4f);
+    expect_close(v_cpu, v_ref, n, 1e-5f, 1e-4f);
+    expect_close(s_cpu, s_ref, n, 1e-5f, 1e-4f);
+    expect_close(vel_cpu, vel_ref, n, 1e-5f, 1e-4f);
+    ctx_close(&R);
+    ctx_close(&C);
+    pool_free(&P);
+}
+
+/* ---- empty batch ---- */
+
+/* N = 0 (count = 0): no kernel touches any output, scratch included. */
+static void test_empty_batch(void **state)
+{
+    (void)state;
+    enum { n = 256 };
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        float *in = frand(&P, n, 99, -1.0f, 1.0f), *out = fzero(&P, n), *out2 = fzero(&P, n);
+        float *out3 = fzero(&P, n), *want = fzero(&P, n);
+        int32_t *arg = keep(&P, calloc(n, sizeof(int32_t)));
+        int32_t labels[4] = {0};
+        fill_const(want, n, SENTINEL);
+#define RESET()                                                                                    \
+    do {                                                                                           \
+        fill_const(out, n, SENTINEL);                                                              \
+        fill_const(out2, n, SENTINEL);                                                             \
+        fill_const(out3, n, SENTINEL);                                                             \
+        memset(arg, 0x5a, n * sizeof(int32_t));                                                    \
+    } while (0)
+#define UNTOUCHED(what)                                                                            \
+    do {                                                                                           \
+        if (memcmp(out, want, n * sizeof(float)) || memcmp(out2, want, n * sizeof(float)) ||       \
+            memcmp(out3, want, n * sizeof(float)))                                                 \
+            fail_msg("%s %s with an empty batch wrote an output", t.name, what);                   \
+        for (int i = 0; i < n; i++)                                                                \
+            if (arg[i] != 0x5a5a5a5a)                                                              \
+                fail_msg("%s %s with an empty batch wrote argmax", t.name, what);                  \
+        ctx_check(&C, what);                                                                       \
+    } while (0)
+        for (size_t ci = 0; ci < N_CONV; ci++) {
+            mw_conv2d_geom g;
+            conv_geom(&g, &conv_cases[ci]);
+            ctx C;
+            ctx_open(&C, mw_conv2d_ws_min(&g), 2);
+            fill_const(C.k.ws, C.k.ws_count, SENTINEL);
+            RESET();
+            t.conv2d_fwd(&C.k, out, in, in, in, &g, 0);
+            t.conv2d_bwd(&C.k, out, out2, out3, in, in, in, &g, 0);
+            t.conv2d_bwd(&C.k, NULL, out2, out3, in, in, in, &g, 0);
+            UNTOUCHED(conv_cases[ci].name);
+            for (size_t i = 0; i < C.k.ws_count; i++)
+                if (C.k.ws[i] != SENTINEL)
+                    fail_msg("%s conv %s with an empty batch wrote scratch", t.name,
+                             conv_cases[ci].name);
+            ctx_close(&C);
+        }
+        ctx C;
+        ctx_open(&C, 0, 2);
+        for (size_t pi = 0; pi < N_POOL; pi++) {
+            mw_pool_geom g;
+            pool_geom(&g, &pool_cases[pi]);
+            RESET();
+            t.maxpool_fwd(&C.k, out, arg, in, &g, 0);
+            t.maxpool_bwd(&C.k, out2, in, arg, &g, 0);
+            UNTOUCHED(pool_cases[pi].name);
+        }
+        RESET();
+        t.dense_fwd(&C.k, out, in, in, in, 0, 7, 5);
+        t.dense_fwd(&C.k, out, in, in, NULL, 0, 7, 5);
+        t.dense_bwd(&C.k, out, out2, out3, in, in, in, 0, 7, 5);
+        t.dense_bwd(&C.k, NULL, out2, NULL, in, in, in, 0, 7, 5);
+        UNTOUCHED("dense");
+        t.relu_fwd(&C.k, out, in, 0);
+        t.relu_bwd(&C.k, out, in, in, 0);
+        UNTOUCHED("relu");
+        t.xent_fwd(&C.k, out, out2, in, labels, 0, 7);
+        t.xent_bwd(&C.k, out, in, labels, 0.5f, 0, 7);
+        UNTOUCHED("xent");
+        t.adam(&C.k, out, out2, out3, in, 0, 1e-3f, 0.9f, 0.999f, 1e-7f);
+        t.sgd(&C.k, out, out2, in, 0, 0.1f, 0.9f);
+        UNTOUCHED("optimizers");
+#undef RESET
+#undef UNTOUCHED
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_geom),
+        cmocka_unit_test(test_pool_geom),
+        cmocka_unit_test(test_conv_grad_ref),
+        cmocka_unit_test(test_conv_grad_cpu),
+        cmocka_unit_test(test_conv_accumulate),
+        cmocka_unit_test(test_conv_cpu_vs_ref),
+        cmocka_unit_test(test_conv_chunking),
+        cmocka_unit_test(test_maxpool_grad_ref),
+        cmocka_unit_test(test_maxpool_grad_cpu),
+        cmocka_unit_test(test_maxpool_cpu_vs_ref),
+        cmocka_unit_test(test_maxpool_definition),
+        cmocka_unit_test(test_dense_grad_ref),
+        cmocka_unit_test(test_dense_grad_cpu),
+        cmocka_unit_test(test_dense_accumulate),
+        cmocka_unit_test(test_dense_cpu_vs_ref),
+        cmocka_unit_test(test_relu_grad),
+        cmocka_unit_test(test_relu_cpu_vs_ref),
+        cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_adam_by_hand),
+        cmocka_unit_test(test_sgd_by_hand),
+        cmocka_unit_test(test_optim_cpu_vs_ref),
+        cmocka_unit_test(test_empty_batch),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
+}
