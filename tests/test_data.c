@@ -1,0 +1,894 @@
+/* Tests for worker/data: the IDX reader on small generated files (plain and gzip), one test
+ * per kind of bad input with its message checked, the directory loader, batch scaling, the
+ * epoch order, and the real Fashion-MNIST files when the Debian package is installed. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* nftw */
+#endif
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/rng.h"
+#include "common/status.h"
+#include "tests/util.h"
+#include "worker/data.h"
+
+/* ---- helpers ---- */
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    assert_non_null(p);
+    return p;
+}
+
+static int setup_dir(void **state)
+{
+    *state = xstrdup(mw_test_tmpdir("data"));
+    mw_err_clear();
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int teardown_dir(void **state)
+{
+    nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(*state);
+    mw_err_clear();
+    return 0;
+}
+
+/* An IDX file in memory: big-endian magic and dims, then body. Returns malloc'ed bytes. */
+static uint8_t *idx_bytes(uint32_t magic, const uint32_t *dims, int ndims, const void *body,
+                          size_t body_nbytes, size_t *nbytes)
+{
+    size_t hdr = 4 + 4 * (size_t)ndims;
+    uint8_t *buf = malloc(hdr + body_nbytes + 1);
+    assert_non_null(buf);
+    for (int i = 0; i <= ndims; i++) {
+        uint32_t v = i == 0 ? magic : dims[i - 1];
+        buf[4 * i] = (uint8_t)(v >> 24);
+        buf[4 * i + 1] = (uint8_t)(v >> 16);
+        buf[4 * i + 2] = (uint8_t)(v >> 8);
+        buf[4 * i + 3] = (uint8_t)v;
+    }
+    if (body_nbytes)
+        memcpy(buf + hdr, body, body_nbytes);
+    *nbytes = hdr + body_nbytes;
+    return buf;
+}
+
+/* Write an IDX file (gzip when gz) with the given header and body; returns the path. */
+static char *write_idx(const char *dir, const char *name, int gz, uint32_t magic,
+                       const uint32_t *dims, int ndims, const void *body, size_t body_nbytes)
+{
+    size_t nbytes;
+    uint8_t *buf = idx_bytes(magic, dims, ndims, body, body_nbytes, &nbytes);
+    char *path = gz ? mw_test_write_gz(dir, name, buf, nbytes)
+                    : mw_test_write_file(dir, name, buf, nbytes);
+    free(buf);
+    return path;
+}
+
+static char *write_images(const char *dir, const char *name, int gz, uint32_t count,
+                          uint32_t rows, uint32_t cols, const uint8_t *pixels)
+{
+    uint32_t dims[3] = {count, rows, cols};
+    return write_idx(dir, name, gz, MW_IDX_IMAGES_MAGIC, dims, 3, pixels,
+                     (size_t)count * rows * cols);
+}
+
+static char *write_labels(const char *dir, const char *name, int gz, uint32_t count,
+                          const uint8_t *labels)
+{
+    uint32_t dims[1] = {count};
+    return write_idx(dir, name, gz, MW_IDX_LABELS_MAGIC, dims, 1, labels, count);
+}
+
+static uint8_t *slurp(const char *path, size_t *nbytes)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *nbytes = (size_t)n;
+    return buf;
+}
+
+/* Check the recorded message contains every string in the NULL-terminated list, then clear. */
+static void expect_msg_(mw_status rc, mw_status want, const char *file, int line, ...)
+{
+    const char *msg = mw_err_msg();
+    if (rc != want) {
+        fprintf(stderr, "%s:%d: status %s, want %s; message: %s\n", file, line,
+                mw_status_str(rc), mw_status_str(want), msg);
+        fail();
+    }
+    va_list ap;
+    va_start(ap, line);
+    for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *)) {
+        if (!strstr(msg, s)) {
+            fprintf(stderr, "%s:%d: message lacks \"%s\": %s\n", file, line, s, msg);
+            va_end(ap);
+            fail();
+        }
+    }
+    va_end(ap);
+    mw_err_clear();
+}
+#define expect_msg(rc, want, ...) expect_msg_(rc, want, __FILE__, __LINE__, __VA_ARGS__, NULL)
+
+/* Load that must fail with status want and a message holding the strings; the set must be
+ * left as it was (empty). */
+#define expect_load_fails(img, lbl, ncls, want, ...)                                              \
+    do {                                                                                          \
+        mw_dataset d_;                                                                            \
+        mw_dataset_init(&d_);                                                                     \
+        mw_status rc_ = mw_dataset_load(&d_, img, lbl, ncls);                                     \
+        assert_null(d_.images);                                                                   \
+        assert_null(d_.labels);                                                                   \
+        assert_int_equal(d_.count, 0);                                                            \
+        expect_msg(rc_, want, __VA_ARGS__);                                                       \
+    } while (0)
+
+/* 3 images of 2x3 (non-square, so rows and cols cannot be swapped unnoticed). */
+enum { N3 = 3, R3 = 2, C3 = 3 };
+static const uint8_t labels3[N3] = {2, 0, 1};
+
+static void pixels3(uint8_t *px)
+{
+    for (int i = 0; i < N3 * R3 * C3; i++)
+        px[i] = (uint8_t)(i * 15); /* 0, 15, ..., 255 */
+}
+
+/* Good image/label files named img/lbl in dir; paths returned malloc'ed. */
+static void write_good(const char *dir, const char *img, const char *lbl, int gz, char **ip,
+                       char **lp)
+{
+    uint8_t px[N3 * R3 * C3];
+    pixels3(px);
+    *ip = write_images(dir, img, gz, N3, R3, C3, px);
+    *lp = write_labels(dir, lbl, gz, N3, labels3);
+}
+
+static void check_good(const mw_dataset *d)
+{
+    uint8_t px[N3 * R3 * C3];
+    pixels3(px);
+    assert_int_equal(d->count, N3);
+    assert_int_equal(d->rows, R3);
+    assert_int_equal(d->cols, C3);
+    assert_int_equal(d->num_classes, 3);
+    assert_memory_equal(d->images, px, sizeof px);
+    for (int i = 0; i < N3; i++)
+        assert_int_equal(d->labels[i], labels3[i]);
+
+    /* The batch in order: pixel / 255, so 255 -> 1.0 and 0 -> 0.0 exactly. */
+    uint32_t ids[N3] = {0, 1, 2};
+    float x[N3 * R3 * C3], ref[N3 * R3 * C3];
+    int32_t y[N3];
+    mw_dataset_batch(d, x, y, ids, N3);
+    for (int i = 0; i < N3 * R3 * C3; i++)
+        ref[i] = (float)px[i] / 255.0f;
+    expect_close(x, ref, N3 * R3 * C3, 0.0f, 0.0f);
+    assert_true(x[0] == 0.0f);
+    assert_true(x[N3 * R3 * C3 - 1] == 1.0f);
+    for (int i = 0; i < N3; i++)
+        assert_int_equal(y[i], labels3[i]);
+}
+
+/* ---- good files ---- */
+
+static void test_init_free(void **state)
+{
+    (void)state;
+    mw_dataset d;
+    mw_dataset_init(&d);
+    mw_dataset_free(&d);
+    mw_dataset_free(&d); /* twice is fine */
+    assert_null(d.images);
+    assert_int_equal(d.count, 0);
+}
+
+static void load_good(const char *dir, int gz)
+{
+    char *ip, *lp;
+    write_good(dir, gz ? "img.gz" : "img", gz ? "lbl.gz" : "lbl", gz, &ip, &lp);
+    mw_dataset d;
+    mw_dataset_init(&d);
+    mw_status rc = mw_dataset_load(&d, ip, lp, 3);
+    expect_msg(rc, MW_OK, "");
+    check_good(&d);
+    mw_dataset_free(&d);
+    free(ip);
+    free(lp);
+}
+
+static void test_load_plain(void **state)
+{
+    load_good(*state, 0);
+}
+
+static void test_load_gz(void **state)
+{
+    load_good(*state, 1);
+}
+
+static void test_batch_ids(void **state)
+{
+    /* 4 images of 1x2 with distinct values; ids out of order and repeated, y NULL. */
+    const uint8_t px[8] = {0, 255, 1, 254, 128, 64, 255, 0};
+    const uint8_t lb[4] = {3, 1, 2, 0};
+    char *ip = write_images(*state, "img", 0, 4, 1, 2, px);
+    char *lp = write_labels(*state, "lbl", 0, 4, lb);
+    mw_dataset d;
+    mw_dataset_init(&d);
+    assert_int_equal(mw_dataset_load(&d, ip, lp, 4), MW_OK);
+
+    const uint32_t ids[3] = {3, 0, 3};
+    float x[6];
+    int32_t y[3];
+    mw_dataset_batch(&d, x, y, ids, 3);
+    const float want[6] = {1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f};
+    expect_close(x, want, 6, 0.0f, 0.0f);
+    assert_int_equal(y[0], 0);
+    assert_int_equal(y[1], 3);
+    assert_int_equal(y[2], 0);
+
+    const uint32_t one[1] = {2};
+    mw_dataset_batch(&d, x, NULL, one, 1);
+    assert_true(x[0] == 128.0f / 255.0f);
+    assert_true(x[1] == 64.0f / 255.0f);
+    mw_dataset_batch(&d, x, y, one, 0); /* n = 0 touches nothing */
+
+    mw_dataset_free(&d);
+    free(ip);
+    free(lp);
+}
+
+static void test_failed_load_keeps_set(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    char *missing = xstrdup("/nonexistent/mwtrain/labels");
+    mw_dataset d;
+    mw_dataset_init(&d);
+    assert_int_equal(mw_dataset_load(&d, ip, lp, 3), MW_OK);
+    expect_msg(mw_dataset_load(&d, ip, missing, 3), MW_EIO, missing);
+    check_good(&d); /* unchanged */
+    assert_int_equal(mw_dataset_load(&d, ip, lp, 3), MW_OK); /* replaces, leaks nothing */
+    check_good(&d);
+    mw_dataset_free(&d);
+    free(ip);
+    free(lp);
+    free(missing);
+}
+
+/* ---- bad files: one test per kind ---- */
+
+static void test_missing_images(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    char path[600];
+    snprintf(path, sizeof path, "%s/no-such-images", (const char *)*state);
+    expect_load_fails(path, lp, 3, MW_EIO, path, "cannot open", "No such file");
+    free(ip);
+    free(lp);
+}
+
+static void test_missing_labels(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 1, &ip, &lp);
+    char path[600];
+    snprintf(path, sizeof path, "%s/no-such-labels.gz", (const char *)*state);
+    expect_load_fails(ip, path, 3, MW_EIO, path, "cannot open", "No such file");
+    free(ip);
+    free(lp);
+}
+
+static void test_unreadable(void **state)
+{
+    /* A directory opens but cannot be read (root may read any file, so no chmod test). */
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    expect_load_fails(*state, lp, 3, MW_EIO, (const char *)*state, "read error",
+                      "Is a directory");
+    free(ip);
+    free(lp);
+}
+
+static void test_bad_image_magic(void **state)
+{
+    uint32_t dims[3] = {1, 1, 1};
+    uint8_t px = 7;
+    char *ip = write_idx(*state, "img", 0, 0x12345678u, dims, 3, &px, 1);
+    char *lp = write_labels(*state, "lbl", 0, 1, (const uint8_t[]){0});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "0x12345678", "0x00000803",
+                      "not an IDX image file");
+    free(ip);
+    free(lp);
+}
+
+static void test_bad_label_magic(void **state)
+{
+    uint8_t px = 7;
+    char *ip = write_images(*state, "img", 1, 1, 1, 1, &px);
+    uint32_t dims[1] = {1};
+    /* Float data (type 0x0d) is IDX but not what a label file holds. */
+    char *lp = write_idx(*state, "lbl", 1, 0x00000d01u, dims, 1, "\0\0\0\0", 4);
+    expect_load_fails(ip, lp, 3, MW_EDATA, lp, "0x00000d01", "0x00000801",
+                      "not an IDX label file");
+    free(ip);
+    free(lp);
+}
+
+static void test_image_ndims(void **state)
+{
+    uint32_t dims[2] = {1, 4};
+    uint8_t px[4] = {0};
+    char *ip = write_idx(*state, "img", 0, 0x00000802u, dims, 2, px, 4);
+    char *lp = write_labels(*state, "lbl", 0, 1, (const uint8_t[]){0});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "0x00000802", "2 dimensions", "expected 3",
+                      "not an IDX image file");
+    free(ip);
+    free(lp);
+}
+
+static void test_labels_as_images(void **state)
+{
+    /* The two files swapped: the label file's magic says 1 dimension. */
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    expect_load_fails(lp, ip, 3, MW_EDATA, lp, "0x00000801", "declares 1 dimension,", "expected 3",
+                      "not an IDX image file");
+    free(ip);
+    free(lp);
+}
+
+static void test_label_ndims(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    char *ip2 = write_images(*state, "img2", 0, N3, R3, C3, (uint8_t[N3 * R3 * C3]){0});
+    expect_load_fails(ip, ip2, 3, MW_EDATA, ip2, "0x00000803", "3 dimensions", "expected 1",
+                      "not an IDX label file");
+    free(ip);
+    free(lp);
+    free(ip2);
+}
+
+static void test_zero_rows(void **state)
+{
+    uint32_t dims[3] = {2, 0, 5};
+    char *ip = write_idx(*state, "img", 0, MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0);
+    char *lp = write_labels(*state, "lbl", 0, 2, (const uint8_t[]){0, 1});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "bad image size 0x5", "1..4096");
+    free(ip);
+    free(lp);
+}
+
+static void test_zero_cols(void **state)
+{
+    uint32_t dims[3] = {2, 5, 0};
+    char *ip = write_idx(*state, "img", 1, MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0);
+    char *lp = write_labels(*state, "lbl", 1, 2, (const uint8_t[]){0, 1});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "bad image size 5x0", "1..4096");
+    free(ip);
+    free(lp);
+}
+
+static void test_dim_too_large(void **state)
+{
+    uint32_t dims[3] = {1, 28, 4097};
+    char *ip = write_idx(*state, "img", 0, MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0);
+    char *lp = write_labels(*state, "lbl", 0, 1, (const uint8_t[]){0});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "bad image size 28x4097", "1..4096");
+    free(ip);
+    free(lp);
+}
+
+static void test_too_many_bytes(void **state)
+{
+    /* 65537 * 256 * 256 = 2^32 + 65536 bytes: refused from the header alone (the file
+     * holds no data, so a reader that allocated first would report truncation instead). */
+    uint32_t dims[3] = {65537, 256, 256};
+    char *ip = write_idx(*state, "img", 0, MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0);
+    char *lp = write_labels(*state, "lbl", 0, 1, (const uint8_t[]){0});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "65537 images of 256x256", "4295032832 bytes",
+                      "limit 4294967296");
+    free(ip);
+    free(lp);
+}
+
+static void test_overflowing_dims(void **state)
+{
+    /* 2^32-1 images of 4096x4096: the product overflows 32 and 48 bits, not 64. */
+    uint32_t dims[3] = {0xffffffffu, 4096, 4096};
+    char *ip = write_idx(*state, "img", 0, MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0);
+    char *lp = write_labels(*state, "lbl", 0, 1, (const uint8_t[]){0});
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "4294967295 images of 4096x4096",
+                      "72057594021150720 bytes", "limit");
+    free(ip);
+    free(lp);
+}
+
+static void test_empty_set(void **state)
+{
+    uint32_t dims[3] = {0, 28, 28};
+    char *ip = write_idx(*state, "img", 1, MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0);
+    char *lp = write_labels(*state, "lbl", 1, 0, NULL);
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "0 images", "empty");
+    free(ip);
+    free(lp);
+}
+
+static void test_truncated_header(void **state)
+{
+    size_t nbytes;
+    uint32_t dims[3] = {N3, R3, C3};
+    uint8_t *buf = idx_bytes(MW_IDX_IMAGES_MAGIC, dims, 3, NULL, 0, &nbytes);
+    char *ip = mw_test_write_file(*state, "img", buf, 10);
+    char *lp = write_labels(*state, "lbl", 0, N3, labels3);
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "truncated header", "expected 16 bytes",
+                      "read 10");
+    free(ip);
+    /* Shorter than the magic: still a truncated header, not a bad magic. */
+    ip = mw_test_write_gz(*state, "img2", buf, 2);
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "truncated header", "expected 16 bytes",
+                      "read 2");
+    free(ip);
+    free(buf);
+    free(lp);
+}
+
+static void test_truncated_image_body(void **state)
+{
+    uint32_t dims[3] = {N3, R3, C3};
+    uint8_t px[10] = {0};
+    char *ip = write_idx(*state, "img", 0, MW_IDX_IMAGES_MAGIC, dims, 3, px, sizeof px);
+    char *lp = write_labels(*state, "lbl", 0, N3, labels3);
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "truncated image data", "expected 18 bytes",
+                      "read 10");
+    free(ip);
+    free(lp);
+}
+
+static void test_truncated_label_body(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 1, &ip, &lp);
+    uint32_t dims[1] = {N3};
+    char *lp2 = write_idx(*state, "lbl2", 1, MW_IDX_LABELS_MAGIC, dims, 1, labels3, 1);
+    expect_load_fails(ip, lp2, 3, MW_EDATA, lp2, "truncated label data", "expected 3 bytes",
+                      "read 1");
+    free(ip);
+    free(lp);
+    free(lp2);
+}
+
+/* 64 images of 8x8 with noise, so the deflate stream is long enough to cut in the middle. */
+enum { NB = 64, RB = 8, CB = 8 };
+
+static void write_big(const char *dir, char **ip, char **lp)
+{
+    uint8_t px[NB * RB * CB], lb[NB];
+    uint32_t s = 12345;
+    for (int i = 0; i < NB * RB * CB; i++) {
+        s = s * 1103515245u + 12345u;
+        px[i] = (uint8_t)(s >> 24);
+    }
+    for (int i = 0; i < NB; i++)
+        lb[i] = (uint8_t)(i % 10);
+    *ip = write_images(dir, "big.gz", 1, NB, RB, CB, px);
+    *lp = write_labels(dir, "biglbl.gz", 1, NB, lb);
+}
+
+static void test_truncated_gzip(void **state)
+{
+    char *ip, *lp;
+    write_big(*state, &ip, &lp);
+    size_t nbytes;
+    uint8_t *gz = slurp(ip, &nbytes);
+    assert_true(nbytes > 1000); /* noise does not compress */
+    char *cut = mw_test_write_file(*state, "cut.gz", gz, nbytes / 2);
+    expect_load_fails(cut, lp, 10, MW_EDATA, cut, "truncated gzip stream", "image data",
+                      "expected 4096 bytes", "read ");
+    free(cut);
+    free(gz);
+    free(ip);
+    free(lp);
+}
+
+static void test_truncated_gzip_trailer(void **state)
+{
+    /* All data present, the 8-byte CRC/length trailer cut off. */
+    char *ip, *lp;
+    write_big(*state, &ip, &lp);
+    size_t nbytes;
+    uint8_t *gz = slurp(lp, &nbytes);
+    char *cut = mw_test_write_file(*state, "cut.gz", gz, nbytes - 8);
+    expect_load_fails(ip, cut, 10, MW_EDATA, cut, "truncated gzip stream", "trailer");
+    free(cut);
+    free(gz);
+    free(ip);
+    free(lp);
+}
+
+static void test_corrupt_gzip_crc(void **state)
+{
+    char *ip, *lp;
+    write_big(*state, &ip, &lp);
+    size_t nbytes;
+    uint8_t *gz = slurp(ip, &nbytes);
+    gz[nbytes - 8] ^= 0xff; /* first CRC byte */
+    char *bad = mw_test_write_file(*state, "bad.gz", gz, nbytes);
+    expect_load_fails(bad, lp, 10, MW_EDATA, bad, "corrupt gzip stream",
+                      "incorrect data check");
+    free(bad);
+    free(gz);
+    free(ip);
+    free(lp);
+}
+
+static void test_trailing_data(void **state)
+{
+    uint32_t dims[3] = {N3, R3, C3};
+    uint8_t px[N3 * R3 * C3 + 5] = {0};
+    char *ip = write_idx(*state, "img", 0, MW_IDX_IMAGES_MAGIC, dims, 3, px, sizeof px);
+    char *lp = write_labels(*state, "lbl", 0, N3, labels3);
+    expect_load_fails(ip, lp, 3, MW_EDATA, ip, "unexpected data after",
+                      "16 header + 18 data bytes");
+    free(ip);
+    free(lp);
+}
+
+static void test_count_mismatch(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    char *lp2 = write_labels(*state, "lbl2", 0, 2, labels3);
+    expect_load_fails(ip, lp2, 3, MW_EDATA, ip, lp2, "3 images", "2 labels", "must match");
+    free(ip);
+    free(lp);
+    free(lp2);
+}
+
+static void test_label_out_of_range(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    char *lp2 = write_labels(*state, "lbl2", 0, N3, (const uint8_t[]){0, 1, 10});
+    expect_load_fails(ip, lp2, 10, MW_EDATA, lp2, "example 2", "label 10", "0..9");
+    /* labels3 holds a 2: fine for 3 classes, not for 2. */
+    expect_load_fails(ip, lp, 2, MW_EDATA, lp, "example 0", "label 2", "num_classes 2");
+    free(ip);
+    free(lp);
+    free(lp2);
+}
+
+static void test_bad_num_classes(void **state)
+{
+    char *ip, *lp;
+    write_good(*state, "img", "lbl", 0, &ip, &lp);
+    expect_load_fails(ip, lp, 0, MW_EINVAL, "num_classes is 0");
+    free(ip);
+    free(lp);
+}
+
+/* ---- directories ---- */
+
+static void write_dir(const char *dir, int gz)
+{
+    char names[4][64];
+    for (int i = 0; i < 4; i++)
+        snprintf(names[i], sizeof names[i], "%s-%s%s", i < 2 ? "train" : "t10k",
+                 i % 2 ? "labels-idx1-ubyte" : "images-idx3-ubyte", gz ? ".gz" : "");
+    char *p[4];
+    write_good(dir, names[0], names[1], gz, &p[0], &p[1]);
+    uint8_t px[2 * R3 * C3] = {255, 0};
+    p[2] = write_images(dir, names[2], gz, 2, R3, C3, px);
+    p[3] = write_labels(dir, names[3], gz, 2, (const uint8_t[]){1, 1});
+    for (int i = 0; i < 4; i++)
+        free(p[i]);
+}
+
+static void check_dir(const mw_dataset *train, const mw_dataset *test)
+{
+    check_good(train);
+    assert_int_equal(test->count, 2);
+    assert_int_equal(test->rows, R3);
+    assert_int_equal(test->cols, C3);
+    assert_int_equal(test->images[0], 255);
+    assert_int_equal(test->labels[1], 1);
+}
+
+static void load_dir(const char *dir, int gz)
+{
+    write_dir(dir, gz);
+    mw_dataset train, test;
+    mw_dataset_init(&train);
+    mw_dataset_init(&test);
+    expect_msg(mw_dataset_load_dir(&train, &test, dir, 3), MW_OK, "");
+    check_dir(&train, &test);
+    mw_dataset_free(&train);
+    mw_dataset_free(&test);
+}
+
+static void test_load_dir_gz(void **state)
+{
+    load_dir(*state, 1);
+}
+
+static void test_load_dir_plain(void **state)
+{
+    load_dir(*state, 0);
+}
+
+static void test_load_dir_prefers_gz(void **state)
+{
+    /* Good .gz files beside plain files that would fail (labels out of range). */
+    write_dir(*state, 1);
+    const char *plain[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                            "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    for (int i = 0; i < 4; i++)
+        free(write_labels(*state, plain[i], 0, 1, (const uint8_t[]){200}));
+    char with_slash[600];
+    snprintf(with_slash, sizeof with_slash, "%s/", (const char *)*state);
+    mw_dataset train, test;
+    mw_dataset_init(&train);
+    mw_dataset_init(&test);
+    expect_msg(mw_dataset_load_dir(&train, &test, with_slash, 3), MW_OK, "");
+    check_dir(&train, &test);
+    mw_dataset_free(&train);
+    mw_dataset_free(&test);
+}
+
+static void test_load_dir_mixed(void **state)
+{
+    /* Each file may independently be compressed or not. */
+    write_dir(*state, 0);
+    char old[600], new[600];
+    snprintf(old, sizeof old, "%s/t10k-images-idx3-ubyte", (const char *)*state);
+    snprintf(new, sizeof new, "%s/t10k-images-idx3-ubyte.gz", (const char *)*state);
+    assert_int_equal(rename(old, new), 0); /* plain bytes under a .gz name: zlib reads it */
+    mw_dataset train, test;
+    mw_dataset_init(&train);
+    mw_dataset_init(&test);
+    expect_msg(mw_dataset_load_dir(&train, &test, *state, 3), MW_OK, "");
+    check_dir(&train, &test);
+    mw_dataset_free(&train);
+    mw_dataset_free(&test);
+}
+
+static void expect_dir_fails(const char *dir, mw_status want, const char *s1, const char *s2,
+                             const char *s3)
+{
+    mw_dataset train, test;
+    mw_dataset_init(&train);
+    mw_dataset_init(&test);
+    mw_status rc = mw_dataset_load_dir(&train, &test, dir, 3);
+    assert_null(train.images);
+    assert_null(test.images);
+    assert_null(train.labels);
+    assert_null(test.labels);
+    expect_msg(rc, want, s1, s2, s3);
+}
+
+static void test_load_dir_missing_dir(void **state)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/no-such-dir", (const char *)*state);
+    expect_dir_fails(path, MW_EIO, "data directory", path, "No such file");
+}
+
+static void test_load_dir_not_a_dir(void **state)
+{
+    char *p = mw_test_write_file(*state, "file", "x", 1);
+    expect_dir_fails(p, MW_EIO, "data directory", p, "not a directory");
+    free(p);
+}
+
+static void test_load_dir_missing_file(void **state)
+{
+    write_dir(*state, 1);
+    char path[600];
+    snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", (const char *)*state);
+    assert_int_equal(unlink(path), 0);
+    expect_dir_fails(*state, MW_EIO, (const char *)*state, "t10k-labels-idx1-ubyte.gz",
+                     "nor t10k-labels-idx1-ubyte");
+}
+
+static void test_load_dir_bad_test_set(void **state)
+{
+    /* The train set loads, the test set fails: neither output is touched, nothing leaks. */
+    write_dir(*state, 1);
+    free(write_labels(*state, "t10k-labels-idx1-ubyte.gz", 1, 2, (const uint8_t[]){0, 7}));
+    expect_dir_fails(*state, MW_EDATA, "t10k-labels-idx1-ubyte.gz", "example 1", "label 7");
+}
+
+static void test_load_dir_size_mismatch(void **state)
+{
+    write_dir(*state, 1);
+    uint8_t px[2 * C3 * R3] = {0};
+    free(write_images(*state, "t10k-images-idx3-ubyte.gz", 1, 2, C3, R3, px)); /* 3x2 */
+    expect_dir_fails(*state, MW_EDATA, "test images are 3x2",
+                     "train images in", "are 2x3");
+}
+
+/* ---- epoch order ---- */
+
+static void test_epoch_order_permutation(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    uint32_t ids[N];
+    uint8_t seen[N] = {0};
+    mw_dataset_epoch_order(ids, N, 42, 0);
+    int moved = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        assert_true(ids[i] < N);
+        assert_int_equal(seen[ids[i]], 0);
+        seen[ids[i]] = 1;
+        moved += ids[i] != i;
+    }
+    assert_true(moved > N / 2); /* actually shuffled */
+
+    uint32_t one = 99;
+    mw_dataset_epoch_order(&one, 1, 42, 3);
+    assert_int_equal(one, 0);
+    mw_dataset_epoch_order(NULL, 0, 42, 3); /* n = 0 touches nothing */
+}
+
+static void test_epoch_order_deterministic(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    uint32_t a[N], b[N];
+    mw_dataset_epoch_order(a, N, 7, 5);
+    mw_dataset_epoch_order(b, N, 7, 5);
+    assert_memory_equal(a, b, sizeof a);
+
+    /* Pinned: the order is part of the layout-independence contract, so a change to it (or
+     * to the generator) must be deliberate. */
+    mw_dataset_epoch_order(a, 10, 1, 0);
+    uint32_t c[10];
+    mw_rng r;
+    mw_rng_seed(&r, 1, 0x5eed0000u);
+    for (uint32_t i = 0; i < 10; i++)
+        c[i] = i;
+    mw_rng_shuffle(&r, c, 10);
+    assert_memory_equal(a, c, sizeof c);
+}
+
+static void test_epoch_order_differs(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    uint32_t a[N], b[N], c[N];
+    mw_dataset_epoch_order(a, N, 7, 0);
+    mw_dataset_epoch_order(b, N, 7, 1);
+    mw_dataset_epoch_order(c, N, 8, 0);
+    assert_memory_not_equal(a, b, sizeof a); /* epochs */
+    assert_memory_not_equal(a, c, sizeof a); /* seeds */
+}
+
+/* ---- the real data set ---- */
+
+static void test_fashion_mnist(void **state)
+{
+    (void)state;
+    struct stat st;
+    if (stat(MW_DATA_DEFAULT_DIR, &st) != 0) {
+        fprintf(stderr, "%s absent (Debian package dataset-fashion-mnist): skipped\n",
+                MW_DATA_DEFAULT_DIR);
+        skip();
+    }
+    mw_dataset train, test;
+    mw_dataset_init(&train);
+    mw_dataset_init(&test);
+    expect_msg(mw_dataset_load_dir(&train, &test, MW_DATA_DEFAULT_DIR, 10), MW_OK, "");
+    assert_int_equal(train.count, 60000);
+    assert_int_equal(test.count, 10000);
+    assert_int_equal(train.rows, 28);
+    assert_int_equal(train.cols, 28);
+    assert_int_equal(test.rows, 28);
+    assert_int_equal(test.cols, 28);
+
+    /* Balanced classes (6000 / 1000 each) and the known first labels. */
+    int train_hist[10] = {0}, test_hist[10] = {0};
+    for (uint32_t i = 0; i < train.count; i++)
+        train_hist[train.labels[i]]++;
+    for (uint32_t i = 0; i < test.count; i++)
+        test_hist[test.labels[i]]++;
+    for (int c = 0; c < 10; c++) {
+        assert_int_equal(train_hist[c], 6000);
+        assert_int_equal(test_hist[c], 1000);
+    }
+    const int32_t train_first[4] = {9, 0, 0, 3}, test_first[4] = {9, 2, 1, 1};
+    assert_memory_equal(train.labels, train_first, sizeof train_first);
+    assert_memory_equal(test.labels, test_first, sizeof test_first);
+
+    /* The first image (an ankle boot) scales into [0, 1] and is not blank. */
+    float x[28 * 28];
+    int32_t y;
+    const uint32_t id0 = 0;
+    mw_dataset_batch(&train, x, &y, &id0, 1);
+    float mx = 0.0f;
+    for (int i = 0; i < 28 * 28; i++) {
+        assert_true(x[i] >= 0.0f && x[i] <= 1.0f);
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    assert_true(mx > 0.5f);
+    assert_int_equal(y, 9);
+
+    mw_dataset_free(&train);
+    mw_dataset_free(&test);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup_dir, teardown_dir)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_init_free),
+        T(test_load_plain),
+        T(test_load_gz),
+        T(test_batch_ids),
+        T(test_failed_load_keeps_set),
+        T(test_missing_images),
+        T(test_missing_labels),
+        T(test_unreadable),
+        T(test_bad_image_magic),
+        T(test_bad_label_magic),
+        T(test_image_ndims),
+        T(test_labels_as_images),
+        T(test_label_ndims),
+        T(test_zero_rows),
+        T(test_zero_cols),
+        T(test_dim_too_large),
+        T(test_too_many_bytes),
+        T(test_overflowing_dims),
+        T(test_empty_set),
+        T(test_truncated_header),
+        T(test_truncated_image_body),
+        T(test_truncated_label_body),
+        T(test_truncated_gzip),
+        T(test_truncated_gzip_trailer),
+        T(test_corrupt_gzip_crc),
+        T(test_trailing_data),
+        T(test_count_mismatch),
+        T(test_label_out_of_range),
+        T(test_bad_num_classes),
+        T(test_load_dir_gz),
+        T(test_load_dir_plain),
+        T(test_load_dir_prefers_gz),
+        T(test_load_dir_mixed),
+        T(test_load_dir_missing_dir),
+        T(test_load_dir_not_a_dir),
+        T(test_load_dir_missing_file),
+        T(test_load_dir_bad_test_set),
+        T(test_load_dir_size_mismatch),
+        T(test_epoch_order_permutation),
+        T(test_epoch_order_deterministic),
+        T(test_epoch_order_differs),
+        T(test_fashion_mnist),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
