@@ -1,0 +1,360 @@
+/* The whole model against an external oracle: tests/data/cnn_fixture.bin,
+ * written by tests/gen_fixture.py with PyTorch (float64). Fixed weights and 16
+ * Fashion-MNIST images must give PyTorch's logits, losses, every gradient and
+ * the weights after one Keras Adam and one SGD step, with both the reference
+ * and the fast CPU kernels. Also: model-building errors and Keras parameter
+ * counts. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/util.h"
+#include "worker/model.h"
+
+typedef struct {
+    char name[64];
+    int ndim, dims[8];
+    size_t count;
+    float *data;
+} record;
+
+typedef struct {
+    record *r;
+    int n;
+} fixture;
+
+static fixture fx;
+
+static int read_u32(FILE *f, unsigned *v)
+{
+    unsigned char b[4];
+    if (fread(b, 1, 4, f) != 4)
+        return -1;
+    *v = b[0] | b[1] << 8 | b[2] << 16 | (unsigned)b[3] << 24;
+    return 0;
+}
+
+static int load_fixture(void **state)
+{
+    (void)state;
+    char *path = mw_test_srcpath("tests/data/cnn_fixture.bin");
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s (set MW_SRCDIR to the source root)\n", path);
+        free(path);
+        return -1;
+    }
+    free(path);
+    char magic[4];
+    unsigned version, n;
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "MWFX", 4) || read_u32(f, &version) ||
+        version != 1 || read_u32(f, &n) || n > 1000)
+        goto bad;
+    fx.r = calloc(n, sizeof *fx.r);
+    fx.n = (int)n;
+    for (unsigned i = 0; i < n; i++) {
+        record *r = &fx.r[i];
+        unsigned len, nd, d;
+        if (read_u32(f, &len) || len >= sizeof r->name || fread(r->name, 1, len, f) != len ||
+            read_u32(f, &nd) || nd > 8)
+            goto bad;
+        r->ndim = (int)nd;
+        r->count = 1;
+        for (unsigned j = 0; j < nd; j++) {
+            if (read_u32(f, &d))
+                goto bad;
+            r->dims[j] = (int)d;
+            r->count *= d;
+        }
+        r->data = malloc(r->count * sizeof(float) + 1);
+        if (fread(r->data, sizeof(float), r->count, f) != r->count)
+            goto bad;
+    }
+    fclose(f);
+    return 0;
+bad:
+    fprintf(stderr, "cnn_fixture.bin: malformed\n");
+    fclose(f);
+    return -1;
+}
+
+static int free_fixture(void **state)
+{
+    (void)state;
+    for (int i = 0; i < fx.n; i++)
+        free(fx.r[i].data);
+    free(fx.r);
+    return 0;
+}
+
+static const record *get(const char *name)
+{
+    for (int i = 0; i < fx.n; i++)
+        if (!strcmp(fx.r[i].name, name))
+            return &fx.r[i];
+    fprintf(stderr, "fixture has no record '%s'\n", name);
+    fail();
+    return NULL;
+}
+
+static const char *const pnames[] = {"conv2d/kernel",   "conv2d/bias", "conv2d_1/kernel",
+                                     "conv2d_1/bias",   "dense/kernel", "dense/bias",
+                                     "dense_1/kernel", "dense_1/bias"};
+
+/* View of parameter p (index into pnames) in an arena with the model's layout. */
+static float *pview(const mw_model *m, float *base, int p, size_t *count)
+{
+    int seen = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (!l->w_count)
+            continue;
+        if (seen == p / 2) {
+            *count = p % 2 ? l->b_count : l->w_count;
+            return base + (p % 2 ? l->b_off : l->w_off);
+        }
+        seen++;
+    }
+    fail();
+    return NULL;
+}
+
+/* Largest |x| of a record, to scale the tolerance per tensor. */
+static float absmax(const record *r)
+{
+    float m = 0;
+    for (size_t i = 0; i < r->count; i++)
+        m = fabsf(r->data[i]) > m ? fabsf(r->data[i]) : m;
+    return m;
+}
+
+static void run_fixture(int fast)
+{
+    mw_kernels kt;
+    if (fast)
+        mw_kernels_init_cpu(&kt);
+    else
+        mw_kernels_init_ref(&kt);
+    mw_model m;
+    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&m, 64), MW_OK);
+    for (int p = 0; p < 8; p++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "w/%s", pnames[p]);
+        const record *r = get(nm);
+        size_t count = 0;
+        float *v = pview(&m, m.params.data, p, &count);
+        assert_int_equal(count, r->count);
+        memcpy(v, r->data, count * sizeof(float));
+    }
+    const record *img = get("images"), *lab = get("labels");
+    const int N = img->dims[0];
+    mw_model_ws ws;
+    mw_model_ws_init(&ws);
+    assert_int_equal(mw_model_ws_alloc(&ws, &m, N), MW_OK);
+    memcpy(ws.act[0], img->data, img->count * sizeof(float));
+    for (int i = 0; i < N; i++)
+        ws.labels[i] = (int32_t)lab->data[i];
+    mw_kctx k = {.nthreads = 2, .ws = ws.scratch, .ws_count = ws.scratch_count};
+
+    mw_model_forward(&m, &kt, &k, &ws, N);
+    const record *logits = get("logits"), *losses = get("losses");
+    expect_close(ws.act[m.nlayers], logits->data, logits->count, 1e-4f * absmax(logits), 1e-4f);
+    expect_close(ws.loss, losses->data, (size_t)N, 1e-5f, 1e-4f);
+    double mean = 0;
+    for (int i = 0; i < N; i++)
+        mean += ws.loss[i];
+    mean /= N;
+    float meanf = (float)mean;
+    expect_close(&meanf, get("loss")->data, 1, 1e-6f, 1e-4f);
+
+    float *grads = mw_alloc_aligned(m.params.count * sizeof(float));
+    mw_model_backward(&m, &kt, &k, &ws, grads, N, 1.0f / (float)N);
+    for (int p = 0; p < 8; p++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "g/%s", pnames[p]);
+        const record *r = get(nm);
+        size_t count = 0;
+        float *g = pview(&m, grads, p, &count);
+        /* 1e-4 of the tensor's largest gradient: float32 summation of up to
+         * 10816 terms against a float64 oracle */
+        if (!mw_test_close_(g, r->data, count, 1e-4f * absmax(r), 1e-4f, nm, __FILE__,
+                            __LINE__))
+            fail_msg("gradient %s differs from PyTorch (%s kernels)", nm, kt.name);
+    }
+
+    /* One Keras Adam step and one SGD step from the fixture's gradients */
+    float *pw = malloc(m.params.count * sizeof(float)), *mm = calloc(m.params.count, 4),
+          *vv = calloc(m.params.count, 4);
+    memcpy(pw, m.params.data, m.params.count * sizeof(float));
+    double lr_t = 1e-3 * sqrt(1.0 - 0.999) / (1.0 - 0.9);
+    kt.adam(&k, pw, mm, vv, grads, m.params.count, (float)lr_t, 0.9f, 0.999f, 1e-7f);
+    for (int p = 0; p < 8; p++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "adam/%s", pnames[p]);
+        size_t count = 0;
+        float *v = pview(&m, pw, p, &count);
+        if (!mw_test_close_(v, get(nm)->data, count, 2e-5f, 0, nm, __FILE__, __LINE__))
+            fail_msg("Adam step differs for %s", nm);
+    }
+    memcpy(pw, m.params.data, m.params.count * sizeof(float));
+    memset(mm, 0, m.params.count * sizeof(float));
+    kt.sgd(&k, pw, mm, grads, m.params.count, 0.01f, 0.9f);
+    for (int p = 0; p < 8; p++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "sgd/%s", pnames[p]);
+        size_t count = 0;
+        float *v = pview(&m, pw, p, &count);
+        if (!mw_test_close_(v, get(nm)->data, count, 1e-6f, 1e-5f, nm, __FILE__, __LINE__))
+            fail_msg("SGD step differs for %s", nm);
+    }
+    free(pw), free(mm), free(vv), free(grads);
+    mw_model_ws_free(&ws);
+    mw_model_free(&m);
+}
+
+static void fixture_ref(void **state)
+{
+    (void)state;
+    run_fixture(0);
+}
+
+static void fixture_cpu(void **state)
+{
+    (void)state;
+    run_fixture(1);
+}
+
+/* Parameter counts Keras reports for the tutorial model. */
+static void tutorial_counts(void **state)
+{
+    (void)state;
+    mw_model m;
+    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
+    assert_int_equal(m.nparams, 121930);
+    size_t expect[][2] = {{288, 32}, {18432, 64}, {102400, 64}, {640, 10}};
+    int j = 0;
+    for (int i = 0; i < m.nlayers; i++)
+        if (m.layers[i].w_count) {
+            assert_int_equal(m.layers[i].w_count, expect[j][0]);
+            assert_int_equal(m.layers[i].b_count, expect[j][1]);
+            j++;
+        }
+    assert_string_equal(m.layers[0].name, "conv2d");
+    assert_string_equal(m.layers[2].name, "conv2d/relu"); /* after its pool */
+    assert_string_equal(m.layers[3].name, "conv2d_1");
+    assert_string_equal(m.layers[9].name, "dense_1");
+    /* padded for equal shards: 4 ranks x 16 floats */
+    mw_model_free(&m);
+    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&m, 64), MW_OK);
+    assert_int_equal(m.params.count % 64, 0);
+    mw_model_free(&m);
+}
+
+/* Same seed, same weights; different seed, different weights; Glorot range. */
+static void init_deterministic(void **state)
+{
+    (void)state;
+    mw_model a, b;
+    assert_int_equal(mw_model_build_tutorial(&a, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&a, 1), MW_OK);
+    assert_int_equal(mw_model_build_tutorial(&b, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&b, 1), MW_OK);
+    mw_model_init_params(&a, 7);
+    mw_model_init_params(&b, 7);
+    assert_memory_equal(a.params.data, b.params.data, a.params.count * sizeof(float));
+    mw_model_init_params(&b, 8);
+    assert_true(memcmp(a.params.data, b.params.data, a.params.count * sizeof(float)) != 0);
+    const mw_layer *l = &a.layers[7]; /* dense: 1600 -> 64 */
+    double limit = sqrt(6.0 / (1600 + 64)), sum = 0;
+    for (size_t i = 0; i < l->w_count; i++) {
+        float v = a.params.data[l->w_off + i];
+        assert_true(fabs(v) <= limit);
+        sum += v;
+    }
+    assert_true(fabs(sum / (double)l->w_count) < 0.01 * limit);
+    for (size_t i = 0; i < l->b_count; i++)
+        assert_true(a.params.data[l->b_off + i] == 0.0f);
+    mw_model_free(&a);
+    mw_model_free(&b);
+}
+
+static void build_errors(void **state)
+{
+    (void)state;
+    mw_model m;
+    mw_err_clear();
+    mw_model_init(&m, 4, 4, 1);
+    assert_int_equal(mw_model_add_conv2d(&m, NULL, 8, 5, 5, 1, 1, 0, 1), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "layer 'conv2d' (Conv2D): a 5x5 kernel with padding "
+                                         "'valid' does not fit its 4x4x1 input"));
+    mw_err_clear();
+    assert_int_equal(mw_model_add_dense(&m, NULL, 3, 1), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "needs a flat input (add a Flatten layer"));
+    mw_err_clear();
+    assert_int_equal(mw_model_add_flatten(&m, NULL), MW_OK);
+    assert_int_equal(mw_model_add_dense(&m, "head", 0, 1), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "layer 'head' (Dense): units 0: expected > 0"));
+    mw_err_clear();
+    assert_int_equal(mw_model_add_maxpool(&m, NULL, 2, 2, 2, 2, 0), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "(MaxPooling2D): pool 2x2"));
+    mw_model_free(&m);
+
+    mw_err_clear();
+    mw_model_init(&m, 4, 4, 1);
+    assert_int_equal(mw_model_add_conv2d(&m, NULL, 2, 3, 3, 1, 1, 1, 1), MW_OK);
+    assert_int_equal(mw_model_finalize(&m, 1), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "model output is 4x4x2 after layer 'conv2d'"));
+    mw_model_free(&m);
+    mw_err_clear();
+    mw_model_init(&m, 4, 4, 1);
+    assert_int_equal(mw_model_finalize(&m, 1), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "model has no layers"));
+    mw_model_free(&m);
+    mw_err_clear();
+}
+
+/* A batch of 0 examples (a replica with an empty slice) touches nothing. */
+static void empty_batch(void **state)
+{
+    (void)state;
+    mw_kernels kt;
+    mw_kernels_init_cpu(&kt);
+    mw_model m;
+    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
+    mw_model_init_params(&m, 1);
+    mw_model_ws ws;
+    mw_model_ws_init(&ws);
+    assert_int_equal(mw_model_ws_alloc(&ws, &m, 4), MW_OK);
+    mw_kctx k = {.nthreads = 1, .ws = ws.scratch, .ws_count = ws.scratch_count};
+    float *g = mw_alloc_aligned(m.params.count * sizeof(float));
+    mw_model_forward(&m, &kt, &k, &ws, 0);
+    mw_model_backward(&m, &kt, &k, &ws, g, 0, 1.0f);
+    for (size_t i = 0; i < m.params.count; i++)
+        assert_true(g[i] == 0.0f);
+    free(g);
+    mw_model_ws_free(&ws);
+    mw_model_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest fixture_tests[] = {
+        cmocka_unit_test(fixture_ref),
+        cmocka_unit_test(fixture_cpu),
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tutorial_counts),
+        cmocka_unit_test(init_deterministic),
+        cmocka_unit_test(build_errors),
+        cmocka_unit_test(empty_batch),
+    };
+    int bad = cmocka_run_group_tests_name("model_fixture", fixture_tests, load_fixture,
+                                          free_fixture);
+    bad += cmocka_run_group_tests_name("model", tests, NULL, NULL);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,496 @@
+/* Sequential model: layer shapes, the parameter arena, forward and backward
+ * through the backend table. See model.h. */
+#include "worker/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rng.h"
+
+void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
+{
+    memset(m, 0, sizeof *m);
+    m->in_h = in_h, m->in_w = in_w, m->in_c = in_c;
+    mw_arena_init(&m->params);
+}
+
+void mw_model_free(mw_model *m)
+{
+    free(m->layers);
+    mw_arena_free(&m->params);
+    memset(m, 0, sizeof *m);
+}
+
+static size_t out_count(const mw_layer *l)
+{
+    return (size_t)l->out_h * l->out_w * l->out_c;
+}
+
+/* Append a layer whose input is the current output shape; NULL on OOM. */
+static mw_layer *push(mw_model *m, mw_layer_kind kind, const char *name, const char *auto_base)
+{
+    if (m->finalized) {
+        mw_err(MW_EINTERNAL, "model: layer added after finalize");
+        return NULL;
+    }
+    if (m->nlayers == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 16;
+        mw_layer *p = realloc(m->layers, sizeof *p * cap);
+        if (!p) {
+            mw_err(MW_ENOMEM, "model: out of memory");
+            return NULL;
+        }
+        m->layers = p, m->cap = cap;
+    }
+    mw_layer *l = &m->layers[m->nlayers];
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    if (m->nlayers == 0) {
+        l->in_h = m->in_h, l->in_w = m->in_w, l->in_c = m->in_c;
+    } else {
+        const mw_layer *p = &m->layers[m->nlayers - 1];
+        l->in_h = p->out_h, l->in_w = p->out_w, l->in_c = p->out_c;
+    }
+    if (name && *name) {
+        snprintf(l->name, sizeof l->name, "%s", name);
+    } else { /* Keras: base, base_1, base_2, ... counted per kind */
+        int same = 0;
+        for (int i = 0; i < m->nlayers; i++)
+            if (m->layers[i].kind == kind && !m->layers[i].folded)
+                same++;
+        if (same == 0)
+            snprintf(l->name, sizeof l->name, "%s", auto_base);
+        else
+            snprintf(l->name, sizeof l->name, "%s_%d", auto_base, same);
+    }
+    m->nlayers++;
+    return l;
+}
+
+static mw_status reject(mw_model *m, mw_status s)
+{
+    m->nlayers--;
+    return s;
+}
+
+mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
+                              int sw, int same, int use_bias)
+{
+    mw_layer *l = push(m, MW_LAYER_CONV2D, name, "conv2d");
+    if (!l)
+        return mw_err_status();
+    if (filters <= 0 || kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (Conv2D): filters %d, kernel %dx%d, strides %dx%d: "
+                                "expected positive values",
+                                l->name, filters, kh, kw, sh, sw));
+    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, filters, kh, kw, sh, sw,
+                            same) != 0)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (Conv2D): a %dx%d kernel with padding '%s' does not "
+                                "fit its %dx%dx%d input",
+                                l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w,
+                                l->in_c));
+    l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
+    l->w_count = (size_t)kh * kw * l->in_c * filters;
+    l->has_bias = use_bias;
+    l->b_count = use_bias ? (size_t)filters : 0;
+    l->fan_in = kh * kw * l->in_c, l->fan_out = kh * kw * filters;
+    l->kernel_init = MW_INIT_GLOROT_UNIFORM, l->bias_init = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
+                               int same)
+{
+    mw_layer *l = push(m, MW_LAYER_MAXPOOL, name, "max_pooling2d");
+    if (!l)
+        return mw_err_status();
+    if (mw_pool_geom_init(&l->pool, l->in_h, l->in_w, l->in_c, ph, pw, sh, sw, same) != 0)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (MaxPooling2D): pool %dx%d, strides %dx%d, padding "
+                                "'%s' does not fit its %dx%dx%d input",
+                                l->name, ph, pw, sh, sw, same ? "same" : "valid", l->in_h,
+                                l->in_w, l->in_c));
+    l->out_h = l->pool.OH, l->out_w = l->pool.OW, l->out_c = l->in_c;
+    return MW_OK;
+}
+
+mw_status mw_model_add_flatten(mw_model *m, const char *name)
+{
+    mw_layer *l = push(m, MW_LAYER_FLATTEN, name, "flatten");
+    if (!l)
+        return mw_err_status();
+    l->out_h = 1, l->out_w = 1, l->out_c = l->in_h * l->in_w * l->in_c;
+    l->in_place = 1;
+    return MW_OK;
+}
+
+mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_bias)
+{
+    mw_layer *l = push(m, MW_LAYER_DENSE, name, "dense");
+    if (!l)
+        return mw_err_status();
+    if (units <= 0)
+        return reject(m, mw_err(MW_EMODEL, "layer '%s' (Dense): units %d: expected > 0",
+                                l->name, units));
+    if (l->in_h != 1 || l->in_w != 1)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (Dense): input is %dx%dx%d; Dense needs a flat "
+                                "input (add a Flatten layer before it)",
+                                l->name, l->in_h, l->in_w, l->in_c));
+    l->out_h = 1, l->out_w = 1, l->out_c = units;
+    l->w_count = (size_t)l->in_c * units;
+    l->has_bias = use_bias;
+    l->b_count = use_bias ? (size_t)units : 0;
+    l->fan_in = l->in_c, l->fan_out = units;
+    l->kernel_init = MW_INIT_GLOROT_UNIFORM, l->bias_init = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
+{
+    char nm[80] = "";
+    if (folded && m->nlayers > 0)
+        snprintf(nm, sizeof nm, "%s/relu", m->layers[m->nlayers - 1].name);
+    mw_layer *l = push(m, MW_LAYER_RELU, folded ? nm : name, "re_lu");
+    if (!l)
+        return mw_err_status();
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->in_place = 1;
+    l->folded = folded;
+    return MW_OK;
+}
+
+/* ReLU then MaxPool equals MaxPool then ReLU (ReLU is monotonic, so it
+ * commutes with max), and the gradients agree too: where a window's max is
+ * <= 0 both give 0, elsewhere both route dy to the same first maximum. After
+ * the pool the ReLU touches a quarter of the values, forward and backward. */
+static void pool_before_relu(mw_model *m)
+{
+    for (int i = 0; i + 1 < m->nlayers; i++) {
+        mw_layer *r = &m->layers[i], *p = &m->layers[i + 1];
+        if (r->kind != MW_LAYER_RELU || !r->folded || p->kind != MW_LAYER_MAXPOOL)
+            continue;
+        mw_layer relu = *r, pool = *p;
+        pool.in_h = relu.in_h, pool.in_w = relu.in_w, pool.in_c = relu.in_c;
+        relu.in_h = relu.out_h = pool.out_h;
+        relu.in_w = relu.out_w = pool.out_w;
+        relu.in_c = relu.out_c = pool.out_c;
+        *r = pool, *p = relu;
+        i++;
+    }
+}
+
+mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
+{
+    if (m->nlayers == 0)
+        return mw_err(MW_EMODEL, "model has no layers");
+    pool_before_relu(m);
+    const mw_layer *last = &m->layers[m->nlayers - 1];
+    if (last->out_h != 1 || last->out_w != 1)
+        return mw_err(MW_EMODEL,
+                      "model output is %dx%dx%d after layer '%s'; the classifier needs a flat "
+                      "output (end with Flatten and Dense)",
+                      last->out_h, last->out_w, last->out_c, last->name);
+    m->nclasses = last->out_c;
+    mw_arena_init(&m->params);
+    m->nparams = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        if (l->w_count) {
+            l->w_off = mw_arena_reserve(&m->params, l->w_count);
+            m->nparams += l->w_count;
+        }
+        if (l->b_count) {
+            l->b_off = mw_arena_reserve(&m->params, l->b_count);
+            m->nparams += l->b_count;
+        }
+    }
+    mw_arena_pad_to(&m->params, pad_multiple);
+    MW_TRY(mw_arena_alloc(&m->params));
+    m->finalized = 1;
+    return MW_OK;
+}
+
+static void init_tensor(float *p, size_t count, mw_init_kind kind, int fan_in, int fan_out,
+                        mw_rng *r)
+{
+    double limit, stddev;
+    switch (kind) {
+    case MW_INIT_ZEROS:
+        memset(p, 0, count * sizeof *p);
+        return;
+    case MW_INIT_ONES:
+        for (size_t i = 0; i < count; i++)
+            p[i] = 1.0f;
+        return;
+    case MW_INIT_GLOROT_UNIFORM:
+    case MW_INIT_HE_UNIFORM:
+        limit = kind == MW_INIT_GLOROT_UNIFORM ? sqrt(6.0 / (fan_in + fan_out))
+                                               : sqrt(6.0 / fan_in);
+        for (size_t i = 0; i < count; i++)
+            p[i] = (float)((2.0 * mw_rng_uniform(r) - 1.0) * limit);
+        return;
+    case MW_INIT_GLOROT_NORMAL:
+    case MW_INIT_HE_NORMAL:
+        /* Keras: truncated normal (|z| < 2), stddev / 0.8796 to keep the variance */
+        stddev = (kind == MW_INIT_GLOROT_NORMAL ? sqrt(2.0 / (fan_in + fan_out))
+                                                : sqrt(2.0 / fan_in)) /
+                 0.87962566103423978;
+        for (size_t i = 0; i < count; i++) {
+            float z;
+            do
+                z = mw_rng_normal(r);
+            while (fabsf(z) >= 2.0f);
+            p[i] = (float)(z * stddev);
+        }
+        return;
+    }
+}
+
+void mw_model_init_params(mw_model *m, uint64_t seed)
+{
+    memset(m->params.data, 0, m->params.count * sizeof(float));
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        mw_rng r;
+        mw_rng_seed(&r, seed, 1000 + (uint64_t)i);
+        if (l->w_count)
+            init_tensor(m->params.data + l->w_off, l->w_count, l->kernel_init, l->fan_in,
+                        l->fan_out, &r);
+        if (l->b_count)
+            init_tensor(m->params.data + l->b_off, l->b_count, l->bias_init, l->fan_in,
+                        l->fan_out, &r);
+    }
+}
+
+mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses)
+{
+    mw_model_init(m, h, w, c);
+    MW_TRY(mw_model_add_conv2d(m, NULL, 32, 3, 3, 1, 1, 0, 1));
+    MW_TRY(mw_model_add_relu(m, NULL, 1));
+    MW_TRY(mw_model_add_maxpool(m, NULL, 2, 2, 2, 2, 0));
+    MW_TRY(mw_model_add_conv2d(m, NULL, 64, 3, 3, 1, 1, 0, 1));
+    MW_TRY(mw_model_add_relu(m, NULL, 1));
+    MW_TRY(mw_model_add_maxpool(m, NULL, 2, 2, 2, 2, 0));
+    MW_TRY(mw_model_add_flatten(m, NULL));
+    MW_TRY(mw_model_add_dense(m, NULL, 64, 1));
+    MW_TRY(mw_model_add_relu(m, NULL, 1));
+    MW_TRY(mw_model_add_dense(m, NULL, nclasses, 1));
+    return MW_OK;
+}
+
+/* ---- workspace ---- */
+
+void mw_model_ws_init(mw_model_ws *ws)
+{
+    memset(ws, 0, sizeof *ws);
+}
+
+void mw_model_ws_free(mw_model_ws *ws)
+{
+    free(ws->act);
+    free(ws->grad);
+    free(ws->argmax);
+    free(ws->block);
+    memset(ws, 0, sizeof *ws);
+}
+
+static size_t up64(size_t nbytes)
+{
+    return (nbytes + 63) / 64 * 64;
+}
+
+mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
+{
+    mw_model_ws_free(ws);
+    const int L = m->nlayers;
+    const size_t n = (size_t)(max_n > 0 ? max_n : 1);
+    ws->max_n = (int)n;
+    ws->act = calloc((size_t)L + 1, sizeof *ws->act);
+    ws->grad = calloc((size_t)L + 1, sizeof *ws->grad);
+    ws->argmax = calloc((size_t)L, sizeof *ws->argmax);
+    if (!ws->act || !ws->grad || !ws->argmax)
+        goto oom;
+
+    /* Plan offsets in one block: act[0], then each non-aliased output and its
+     * gradient, argmax buffers, prob, loss, labels, scratch. */
+    size_t off = 0, in0 = n * m->in_h * m->in_w * m->in_c * sizeof(float);
+    size_t *act_off = calloc((size_t)L + 1, sizeof *act_off);
+    size_t *grad_off = calloc((size_t)L + 1, sizeof *grad_off);
+    size_t *arg_off = calloc((size_t)L, sizeof *arg_off);
+    if (!act_off || !grad_off || !arg_off) {
+        free(act_off), free(grad_off), free(arg_off);
+        goto oom;
+    }
+    act_off[0] = off, off += up64(in0);
+    grad_off[0] = off, off += up64(in0);
+    size_t scratch = 0;
+    for (int i = 0; i < L; i++) {
+        const mw_layer *l = &m->layers[i];
+        size_t bytes = n * out_count(l) * sizeof(float);
+        if (l->in_place) {
+            act_off[i + 1] = act_off[i];
+            grad_off[i + 1] = grad_off[i];
+        } else {
+            act_off[i + 1] = off, off += up64(bytes);
+            grad_off[i + 1] = off, off += up64(bytes);
+        }
+        if (l->kind == MW_LAYER_MAXPOOL)
+            arg_off[i] = off, off += up64(n * out_count(l) * sizeof(int32_t));
+        if (l->kind == MW_LAYER_CONV2D) {
+            size_t s = mw_conv2d_ws_count(&l->conv, (int)n);
+            scratch = s > scratch ? s : scratch;
+        }
+    }
+    size_t prob_off = off;
+    off += up64(n * m->nclasses * sizeof(float));
+    size_t loss_off = off;
+    off += up64(n * sizeof(float));
+    size_t lab_off = off;
+    off += up64(n * sizeof(int32_t));
+    size_t scr_off = off;
+    off += up64(scratch * sizeof(float));
+
+    ws->block = mw_alloc_aligned(off);
+    if (!ws->block) {
+        free(act_off), free(grad_off), free(arg_off);
+        goto oom;
+    }
+    char *base = ws->block;
+    for (int i = 0; i <= L; i++) {
+        ws->act[i] = (float *)(base + act_off[i]);
+        ws->grad[i] = (float *)(base + grad_off[i]);
+    }
+    for (int i = 0; i < L; i++)
+        ws->argmax[i] = m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + arg_off[i])
+                                                               : NULL;
+    ws->prob = (float *)(base + prob_off);
+    ws->loss = (float *)(base + loss_off);
+    ws->labels = (int32_t *)(base + lab_off);
+    ws->scratch = (float *)(base + scr_off);
+    ws->scratch_count = scratch;
+    free(act_off), free(grad_off), free(arg_off);
+    return MW_OK;
+oom:
+    mw_model_ws_free(ws);
+    return mw_err(MW_ENOMEM, "model workspace for batch %zu: out of memory", n);
+}
+
+/* ---- forward / backward ---- */
+
+void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                      mw_model_ws *ws, int n)
+{
+    const float *P = m->params.data;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        float *x = ws->act[i], *y = ws->act[i + 1];
+        switch (l->kind) {
+        case MW_LAYER_CONV2D:
+            kt->conv2d_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, &l->conv,
+                           n);
+            break;
+        case MW_LAYER_MAXPOOL:
+            kt->maxpool_fwd(k, y, ws->argmax[i], x, &l->pool, n);
+            break;
+        case MW_LAYER_FLATTEN:
+            break;
+        case MW_LAYER_DENSE:
+            kt->dense_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, n, l->in_c,
+                          l->out_c);
+            break;
+        case MW_LAYER_RELU:
+            kt->relu_fwd(k, y, x, (size_t)n * out_count(l));
+            break;
+        }
+    }
+    if (n > 0)
+        kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
+}
+
+void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                       mw_model_ws *ws, float *grads, int n, float scale)
+{
+    const float *P = m->params.data;
+    const int L = m->nlayers;
+    if (n <= 0)
+        return;
+    /* Zero the input gradients that layer backward functions accumulate into. */
+    for (int i = 1; i < L; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_MAXPOOL ||
+            l->kind == MW_LAYER_DENSE)
+            memset(ws->grad[i], 0, (size_t)n * l->in_h * l->in_w * l->in_c * sizeof(float));
+    }
+    kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale, n, m->nclasses);
+    for (int i = L - 1; i >= 0; i--) {
+        const mw_layer *l = &m->layers[i];
+        float *dx = i > 0 ? ws->grad[i] : NULL;
+        const float *dy = ws->grad[i + 1];
+        switch (l->kind) {
+        case MW_LAYER_CONV2D:
+            kt->conv2d_bwd(k, dx, grads + l->w_off, l->has_bias ? grads + l->b_off : NULL, dy,
+                           ws->act[i], P + l->w_off, &l->conv, n);
+            break;
+        case MW_LAYER_MAXPOOL:
+            if (dx)
+                kt->maxpool_bwd(k, dx, dy, ws->argmax[i], &l->pool, n);
+            break;
+        case MW_LAYER_FLATTEN:
+            break;
+        case MW_LAYER_DENSE:
+            kt->dense_bwd(k, dx, grads + l->w_off, l->has_bias ? grads + l->b_off : NULL, dy,
+                          ws->act[i], P + l->w_off, n, l->in_c, l->out_c);
+            break;
+        case MW_LAYER_RELU:
+            if (dx)
+                kt->relu_bwd(k, dx, dy, ws->act[i + 1], (size_t)n * out_count(l));
+            break;
+        }
+    }
+}
+
+int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
+{
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *p = ws->prob + (size_t)i * m->nclasses;
+        int best = 0;
+        for (int j = 1; j < m->nclasses; j++)
+            if (p[j] > p[best])
+                best = j;
+        correct += best == ws->labels[i];
+    }
+    return correct;
+}
+
+void mw_model_summary(const mw_model *m, FILE *f)
+{
+    static const char *kinds[] = {"Conv2D", "MaxPooling2D", "Flatten", "Dense", "ReLU"};
+    fprintf(f, "Model: \"sequential\"\n");
+    fprintf(f, "%-32s %-22s %10s\n", "Layer (type)", "Output Shape", "Param #");
+    fprintf(f, "=================================================================\n");
+    size_t total = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->folded)
+            continue;
+        char label[96], shape[48];
+        snprintf(label, sizeof label, "%s (%s)", l->name, kinds[l->kind]);
+        if (l->out_h == 1 && l->out_w == 1 && (l->kind == MW_LAYER_DENSE ||
+                                               l->kind == MW_LAYER_FLATTEN ||
+                                               l->in_h == 1))
+            snprintf(shape, sizeof shape, "(None, %d)", l->out_c);
+        else
+            snprintf(shape, sizeof shape, "(None, %d, %d, %d)", l->out_h, l->out_w, l->out_c);
+        size_t np = l->w_count + l->b_count;
+        total += np;
+        fprintf(f, "%-32s %-22s %10zu\n", label, shape, np);
+    }
+    fprintf(f, "=================================================================\n");
+    fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: 0\n", total,
+            total);
+}
