@@ -1,0 +1,154 @@
+/* Command-line parsing: defaults, every flag, and a table of bad command
+ * lines, each with the message it must produce. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/util.h"
+#include "worker/cli.h"
+
+static mw_status parse(mw_cli *c, const char *line)
+{
+    char buf[512], *argv[32];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    argv[argc++] = "mwtrain";
+    for (char *tok = strtok(buf, " "); tok && argc < 31; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    argv[argc] = NULL;
+    mw_err_clear();
+    return mw_cli_parse(c, argc, argv);
+}
+
+static void defaults(void **state)
+{
+    (void)state;
+    mw_cli c;
+    assert_int_equal(parse(&c, "train"), MW_OK);
+    assert_int_equal(c.cmd, MW_CMD_TRAIN);
+    assert_int_equal(c.train.epochs, 10);
+    assert_int_equal(c.train.batch_per_replica, 64);
+    assert_int_equal(c.train.replicas_per_worker, 1);
+    assert_true(c.train.learning_rate == 1e-3);
+    assert_int_equal(c.train.optimizer, MW_OPT_ADAM);
+    assert_string_equal(c.train.data_dir, "/usr/share/datasets/fashion-mnist");
+    assert_int_equal(c.train.steps_per_epoch, 0);
+}
+
+static void all_flags(void **state)
+{
+    (void)state;
+    mw_cli c;
+    assert_int_equal(parse(&c, "train --epochs 3 --batch-per-replica 32 --replicas-per-worker 2 "
+                               "--steps-per-epoch 5 --learning-rate 0.01 --optimizer sgd "
+                               "--momentum 0.5 --seed 9 --data-dir /d --threads 2 --backend ref "
+                               "--progress lines --progress-interval 2.5 --dump-weights w.bin "
+                               "--quiet"),
+                     MW_OK);
+    assert_int_equal(c.train.epochs, 3);
+    assert_int_equal(c.train.batch_per_replica, 32);
+    assert_int_equal(c.train.replicas_per_worker, 2);
+    assert_int_equal(c.train.steps_per_epoch, 5);
+    assert_true(c.train.learning_rate == 0.01);
+    assert_int_equal(c.train.optimizer, MW_OPT_SGD);
+    assert_true(c.train.momentum == 0.5);
+    assert_int_equal(c.train.seed, 9);
+    assert_string_equal(c.train.data_dir, "/d");
+    assert_int_equal(c.train.threads, 2);
+    assert_string_equal(c.train.backend, "ref");
+    assert_int_equal(c.train.progress, MW_PROGRESS_LINES);
+    assert_true(c.train.progress_interval == 2.5);
+    assert_string_equal(c.train.dump_weights, "w.bin");
+    assert_int_equal(c.log_level, 0 + 1); /* MW_LOG_WARN */
+    assert_int_equal(parse(&c, "train --epochs=4"), MW_OK);
+    assert_int_equal(c.train.epochs, 4);
+}
+
+static void help_and_version(void **state)
+{
+    (void)state;
+    mw_cli c;
+    assert_int_equal(parse(&c, "--help"), MW_OK);
+    assert_int_equal(c.cmd, MW_CMD_HELP);
+    assert_int_equal(parse(&c, "train --help"), MW_OK);
+    assert_true(c.help && c.cmd == MW_CMD_TRAIN);
+    assert_int_equal(parse(&c, "help train"), MW_OK);
+    assert_true(c.help && c.cmd == MW_CMD_TRAIN);
+    assert_int_equal(parse(&c, "--version"), MW_OK);
+    assert_int_equal(c.cmd, MW_CMD_VERSION);
+    assert_int_equal(parse(&c, "summary"), MW_OK);
+    assert_int_equal(c.cmd, MW_CMD_SUMMARY);
+}
+
+/* The help text documents every flag the parser accepts. */
+static void help_lists_every_flag(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mw_cli_help(f, MW_CMD_TRAIN);
+    fclose(f);
+    const char *flags[] = {"--epochs",       "--batch-per-replica", "--replicas-per-worker",
+                           "--steps-per-epoch", "--learning-rate",  "--optimizer",
+                           "--momentum",     "--seed",              "--data-dir",
+                           "--threads",      "--backend",           "--progress ",
+                           "--progress-interval", "--dump-weights", "--quiet",
+                           "--verbose",      "--help"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if (!strstr(buf, flags[i]))
+            fail_msg("train --help does not document %s", flags[i]);
+    free(buf);
+}
+
+static const struct {
+    const char *line, *expect;
+} bad[] = {
+    {"", "no command given"},
+    {"fly", "unknown command 'fly'"},
+    {"--epochs 3", "flag '--epochs' before the command"},
+    {"train --epoch 3", "unknown flag '--epoch'"},
+    {"train -x", "unknown flag '-x'"},
+    {"train --epochs", "flag '--epochs' needs a value"},
+    {"train --epochs ten", "--epochs 'ten': expected an integer"},
+    {"train --epochs 3x", "--epochs '3x': expected an integer"},
+    {"train --epochs -1", "--epochs -1: expected a value from 0 to 1000000"},
+    {"train --batch-per-replica 0", "--batch-per-replica 0: expected a value from 1 to 65536"},
+    {"train --replicas-per-worker 0", "--replicas-per-worker 0: expected a value from 1"},
+    {"train --steps-per-epoch 0", "--steps-per-epoch 0: expected a value from 1"},
+    {"train --learning-rate abc", "--learning-rate 'abc': expected a number"},
+    {"train --learning-rate 0", "--learning-rate 0: expected a value > 0"},
+    {"train --learning-rate -1", "--learning-rate -1: expected a value in [0, 1e+06]"},
+    {"train --optimizer rmsprop", "--optimizer 'rmsprop': expected one of adam, sgd"},
+    {"train --momentum 1", "--momentum 1: expected a value in [0, 1)"},
+    {"train --seed -5", "--seed '-5': expected a non-negative integer"},
+    {"train --threads 0", "--threads 0: expected a value from 1 to 1024"},
+    {"train --backend gpu", "--backend 'gpu': expected one of cpu, ref"},
+    {"train --progress fancy", "--progress 'fancy': expected one of auto, bar, lines, none"},
+    {"train --progress-interval 0", "--progress-interval 0: expected a value in [0.01, 86400]"},
+    {"train extra", "unexpected argument 'extra'"},
+    {"summary --model", "unexpected argument '--model'"},
+};
+
+static void bad_command_lines(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        mw_cli c;
+        mw_status s = parse(&c, bad[i].line);
+        if (s != MW_EINVAL || !strstr(mw_err_msg(), bad[i].expect))
+            fail_msg("`mwtrain %s`: got status %s and message \"%s\"; expected MW_EINVAL and "
+                     "\"%s\"",
+                     bad[i].line, mw_status_str(s), mw_err_msg(), bad[i].expect);
+    }
+    mw_err_clear();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults),          cmocka_unit_test(all_flags),
+        cmocka_unit_test(help_and_version),  cmocka_unit_test(help_lists_every_flag),
+        cmocka_unit_test(bad_command_lines),
+    };
+    return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+}

@@ -1,0 +1,130 @@
+/* mwtrain's entry point: MPI up, parse, dispatch, and the one place that ends
+ * the job.
+ *   - Failures every rank can reach an agreement on (flags, TF_CONFIG, data,
+ *     set-up) end with one message, printed once by the lowest failing rank,
+ *     and the same non-zero exit code on every rank.
+ *   - A failure in the middle of training (a collective timeout, a lost
+ *     peer) cannot be agreed, since the peer may be gone: the rank prints it
+ *     and MPI_Abort ends the whole job with the failure's exit code. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "cluster/topology.h"
+#include "common/status.h"
+#include "kernels/cuda/cuda.h"
+#include "kernels/kernels.h"
+#include "worker/cli.h"
+#include "worker/model.h"
+#include "worker/train.h"
+
+#ifndef MW_VERSION
+#define MW_VERSION "unknown"
+#endif
+
+static void print_version(void)
+{
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    char *nl = strchr(mpi, '\n');
+    if (nl)
+        *nl = '\0';
+    printf("mwtrain %s\n", MW_VERSION);
+    printf("CPU kernels: im2col + %s sgemm\n", mw_kernels_cpu_blas());
+    printf("%s\n", mw_cuda_version_string());
+    printf("MPI: %s\n", mpi);
+}
+
+static mw_status run_summary(void)
+{
+    mw_model m;
+    MW_TRY(mw_model_build_tutorial(&m, 28, 28, 1, 10));
+    mw_status rc = mw_model_finalize(&m, 1);
+    if (rc == MW_OK)
+        mw_model_summary(&m, stdout);
+    mw_model_free(&m);
+    return rc;
+}
+
+/* Agree on the outcome over the world: returns the worst status; the lowest
+ * failing rank prints its message once. */
+static mw_status finish(mw_status rc, int already_printed)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int mine[2] = {(int)rc, rc == MW_OK ? -1 : -rank}, all[2];
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!already_printed && all[0] != MW_OK && rc != MW_OK && -rank == all[1]) {
+        const char *msg = mw_err_msg();
+        fprintf(stderr, "mwtrain: error: %s\n", *msg ? msg : mw_status_desc(rc));
+    }
+    return (mw_status)all[0];
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    /* Errors from MPI calls come back as codes we translate, never a silent abort. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    mw_log_init_from_env();
+    mw_log_set_rank(rank, world);
+
+    mw_cli cli;
+    mw_topology topo;
+    mw_topology_init(&topo);
+    int printed = 0;
+    mw_status rc = mw_cli_parse(&cli, argc, argv);
+    if (rc == MW_OK && cli.log_level >= 0)
+        mw_log_set_level((mw_log_level)cli.log_level);
+    if (rc != MW_OK || cli.help || cli.cmd == MW_CMD_HELP) {
+        if (rc == MW_OK && rank == 0)
+            mw_cli_help(stdout, cli.cmd);
+    } else if (cli.cmd == MW_CMD_VERSION) {
+        if (rank == 0)
+            print_version();
+    } else if (cli.cmd == MW_CMD_SUMMARY) {
+        if (rank == 0)
+            rc = run_summary();
+    } else {
+        /* cluster and train: the topology is resolved and agreed by every rank;
+         * on failure every rank holds the failing rank's message */
+        rc = mw_topology_resolve(&topo, cli.train.tf_config);
+        if (rc != MW_OK) {
+            if (rank == 0)
+                fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+            printed = 1;
+        } else {
+            mw_log_set_rank(topo.rank, topo.world_size);
+            if (cli.cmd == MW_CMD_CLUSTER) {
+                if (topo.rank == 0)
+                    mw_topology_print(&topo, stdout, cli.json);
+            } else {
+                int mid_run = 0;
+                rc = mw_train_run(&cli.train, &topo, NULL, &mid_run);
+                if (mid_run) {
+                    mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
+                    mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
+                    fflush(stderr);
+                    MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
+                }
+                /* training's own failures were agreed: every rank has the message */
+                if (rc != MW_OK) {
+                    if (topo.rank == 0)
+                        fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                    printed = 1;
+                }
+            }
+        }
+    }
+    mw_status all = finish(rc, printed);
+    mw_topology_free(&topo);
+    MPI_Finalize();
+    return mw_status_exit_code(all);
+}

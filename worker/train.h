@@ -1,0 +1,59 @@
+/* The training and evaluation loops of `mwtrain train`.
+ *
+ * One step: the global batch of step k (the same example ids for any layout)
+ * is cut into contiguous per-replica slices; each local replica runs forward
+ * and backward on its slice with the loss scaled by 1/|global batch|, adding
+ * into one gradient arena; the arena is all-reduced (SUM) across ranks; every
+ * rank applies the same optimizer update. Metrics are kept as sums and counts
+ * and reduced once per epoch (sums commute with the per-step mean). */
+#ifndef MW_WORKER_TRAIN_H
+#define MW_WORKER_TRAIN_H
+
+#include <stdint.h>
+
+#include "cluster/allreduce.h"
+#include "cluster/topology.h"
+#include "common/status.h"
+
+typedef enum { MW_OPT_ADAM, MW_OPT_SGD } mw_optimizer;
+typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
+
+typedef struct {
+    int epochs;            /* 10 */
+    int batch_per_replica; /* 64 */
+    int replicas_per_worker;
+    int steps_per_epoch; /* 0: the whole training set */
+    int micro_batch;     /* examples per forward/backward pass in a thread (16) */
+    double learning_rate;
+    mw_optimizer optimizer;
+    double momentum; /* SGD */
+    double beta1, beta2, epsilon;
+    uint64_t seed;
+    const char *data_dir;
+    int threads;         /* 0: cores / ranks on the node */
+    const char *backend; /* "cpu" or "ref" */
+    mw_progress progress;
+    double progress_interval; /* seconds between progress lines (non-TTY) */
+    int eval_batch;           /* examples per evaluation batch */
+    const char *dump_weights; /* write final raw float32 params here (tests) */
+    const char *tf_config;    /* --tf-config PATH, or NULL for $TF_CONFIG */
+    mw_ar_algo allreduce;
+    double collective_timeout; /* seconds (300) */
+} mw_train_opts;
+
+void mw_train_opts_default(mw_train_opts *o);
+
+typedef struct {
+    double train_loss, train_acc, test_loss, test_acc;
+    double images_per_sec, seconds;
+} mw_epoch_metrics;
+
+/* Run the whole training over the topology's training ranks; prints the
+ * per-epoch lines on the chief. Failures before the first step are agreed by
+ * every rank (the same status everywhere). A failure inside a step (a
+ * collective timeout, a lost peer) cannot be agreed: *mid_run is set and the
+ * caller must abort the job. */
+mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch_metrics *last,
+                       int *mid_run);
+
+#endif
