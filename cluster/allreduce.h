@@ -1,0 +1,68 @@
+/* Sum-all-reduce of one flat float buffer across the training ranks.
+ *
+ * Algorithms (--allreduce):
+ *   ring          reduce-scatter then all-gather around a ring over MPI
+ *                 point-to-point, in segments so transfers overlap the adds;
+ *                 bandwidth-optimal, any count (0, fewer than ranks, ...).
+ *   hierarchical  node-local reduce-scatter through MPI-3 shared memory, a
+ *                 ring across nodes among the ranks with the same local rank
+ *                 (each on its own shard), then a node-local all-gather.
+ *                 Needs the same number of ranks on every node.
+ *   mpi           MPI_Allreduce, the baseline.
+ *   auto          hierarchical when every node has the same number of ranks
+ *                 and some node has more than one and the node's ranks really
+ *                 share memory; otherwise ring for buffers >= 64 KiB and mpi
+ *                 below (latency-bound sizes, where MPI's tree wins).
+ *
+ * Every algorithm adds in an order fixed by the layout, so the same layout
+ * run twice gives bitwise equal sums. Every wait has the collective timeout.
+ *
+ * Zero copy: mw_allreduce_buffer returns this rank's shared-memory slot when
+ * the hierarchical path is active; a caller that keeps its gradients there
+ * skips the copy in. */
+#ifndef MW_CLUSTER_ALLREDUCE_H
+#define MW_CLUSTER_ALLREDUCE_H
+
+#include <stddef.h>
+
+#include <mpi.h>
+
+#include "common/status.h"
+
+typedef enum { MW_AR_AUTO, MW_AR_RING, MW_AR_HIER, MW_AR_MPI } mw_ar_algo;
+
+typedef struct {
+    mw_ar_algo requested, algo; /* algo: what runs (auto resolved per call) */
+    MPI_Comm comm, node, cross; /* borrowed */
+    int rank, size, local_rank, local_size, node_index, nnodes;
+    int hier_ok;     /* the hierarchical path is set up */
+    size_t max_count;
+    float *tmp;      /* ring receive scratch (owned) */
+    MPI_Win win;
+    float *slot;     /* my shared slot (max_count floats) */
+    float **slots;   /* every local rank's slot (owned array) */
+    volatile long *flags; /* shared barrier counters, one cache line per local rank */
+    long epoch;
+    int *node_peer;  /* train rank of each local rank, for messages (owned) */
+    double timeout;
+    long step;       /* for timeout messages; set by the caller */
+} mw_allreduce;
+
+void mw_allreduce_init(mw_allreduce *ar);
+/* Collective over train. node/cross are the topology's node and cross-node
+ * communicators (MPI_COMM_NULL: treat every rank as its own node). */
+mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI_Comm cross,
+                            size_t max_count, mw_ar_algo algo, double timeout);
+/* This rank's shared slot (max_count floats) when hierarchical, else NULL. */
+float *mw_allreduce_buffer(const mw_allreduce *ar);
+/* buf = sum over ranks of buf, in place; count <= max_count. Collective. */
+mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count);
+/* Run a specific algorithm (benchmarks and tests). */
+mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count);
+void mw_allreduce_close(mw_allreduce *ar);
+
+const char *mw_ar_algo_name(mw_ar_algo a);
+/* "auto", "ring", "hierarchical", "mpi"; MW_EINVAL naming the value otherwise. */
+mw_status mw_ar_algo_parse(const char *s, mw_ar_algo *out);
+
+#endif

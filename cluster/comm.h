@@ -1,0 +1,39 @@
+/* Waiting on MPI requests with a deadline, so no rank sits blocked forever.
+ *
+ * Every wait in the collectives goes through mw_comm_wait: it polls the
+ * requests and, past the collective timeout, records an MW_ETIMEOUT message
+ * naming the operation, the step and the peer being waited for. The caller
+ * returns the status up to main, which aborts the job (a peer that stopped
+ * cannot join an agreement) with the retryable exit code. */
+#ifndef MW_CLUSTER_COMM_H
+#define MW_CLUSTER_COMM_H
+
+#include <mpi.h>
+
+#include "common/status.h"
+
+typedef struct {
+    const char *op;  /* "ring all-reduce", ... */
+    long step;       /* training step, -1 when not in a step */
+    double timeout;  /* seconds; <= 0: wait forever */
+} mw_wait_ctx;
+
+/* Wait for all n requests. peer_of(i) for the message: the rank request i
+ * waits on (peers[i]), or -1. On timeout the requests stay pending. */
+mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int *peers);
+
+/* MPI_Bcast from root with the timeout of w. */
+mw_status mw_comm_bcast(const mw_wait_ctx *w, void *buf, int count, MPI_Datatype type, int root,
+                        MPI_Comm comm);
+
+/* Turn an MPI error code into MW_EMPI with the MPI error string. */
+mw_status mw_mpi_err(int code, const char *what);
+
+#define MW_MPI(call, what)                                                                    \
+    do {                                                                                      \
+        int mw_mpi_rc_ = (call);                                                              \
+        if (mw_mpi_rc_ != MPI_SUCCESS)                                                        \
+            return mw_mpi_err(mw_mpi_rc_, what);                                              \
+    } while (0)
+
+#endif

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""PyTorch peer for mwtrain's training-throughput benchmark.
+
+The tutorial CNN written the way a PyTorch user would (NCHW, nn.Conv2d,
+nn.MaxPool2d, nn.Linear, float32), trained with Adam(lr=1e-3, eps=1e-7) and
+CrossEntropyLoss on Fashion-MNIST, in one process on the CPU.
+
+  /usr/bin/python3 tests/bench/peer_torch.py --threads 2 [--batch 64]
+      [--steps 200] [--warmup 20] [--data-dir DIR] [--profile]
+
+A timed step is: gather the batch (uint8 -> float32 /255, like mwtrain's batch
+assembly), forward, loss, backward, Adam step. Steps walk consecutive batches
+of one fixed random permutation of the training set (wrapping around). After
+--warmup untimed steps, --steps steps are timed in windows of 20; the result
+is the median images/sec over the windows. The last line printed is always
+
+  peer_torch images_per_sec=<median> threads=<T> batch=<B> steps=<S> mkldnn=<bool>
+
+--profile additionally profiles a few extra steps (after the timed run, so
+the number above is unaffected) and prints the top-15 ops by self CPU time
+plus a per-layer forward/backward table.
+"""
+import argparse
+import gzip
+import os
+import statistics
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+WINDOW = 20
+SEED = 1234
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description="PyTorch peer: CNN training throughput")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=200, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    ap.add_argument("--data-dir", default=DEFAULT_DATA)
+    ap.add_argument("--profile", action="store_true",
+                    help="print a per-op / per-layer profile (extra steps, untimed)")
+    ap.add_argument("--profile-steps", type=int, default=10)
+    a = ap.parse_args()
+    if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 0:
+        ap.error("--threads, --batch and --steps must be >= 1, --warmup >= 0")
+    return a
+
+
+def read_idx_gz(path, magic_expected):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    magic = struct.unpack(">I", raw[:4])[0]
+    if magic != magic_expected:
+        raise ValueError(f"{path}: bad IDX magic {magic:#x}")
+    ndim = magic & 0xFF
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load_train(data_dir):
+    """uint8 images (N,1,28,28) and int64 labels (N), as torch tensors."""
+    try:
+        x = read_idx_gz(os.path.join(data_dir, "train-images-idx3-ubyte.gz"), 0x803)
+        y = read_idx_gz(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"), 0x801)
+        if x.shape[0] != y.shape[0]:
+            raise ValueError("image/label count mismatch")
+        src = f"{data_dir} ({x.shape[0]} images)"
+        x = torch.from_numpy(x.copy()).unsqueeze(1)
+        y = torch.from_numpy(y.astype(np.int64))
+    except (OSError, ValueError, EOFError) as e:
+        print(f"warning: {e}; using random data", file=sys.stderr)
+        g = torch.Generator().manual_seed(SEED)
+        x = torch.randint(0, 256, (60000, 1, 28, 28), generator=g, dtype=torch.uint8)
+        y = torch.randint(0, 10, (60000,), generator=g)
+        src = "random (60000 images)"
+    return x, y, src
+
+
+def build_model():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 5 * 5, 64), nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+
+
+class Trainer:
+    def __init__(self, model, x, y, batch):
+        self.model, self.x, self.y, self.batch = model, x, y, batch
+        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.perm = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(SEED))
+        self.pos = 0
+
+    def next_batch(self):
+        n = self.perm.numel()
+        if self.pos + self.batch > n:
+            self.pos = 0
+        idx = self.perm[self.pos:self.pos + self.batch]
+        self.pos += self.batch
+        return self.x[idx].float().div_(255.0), self.y[idx]
+
+    def step(self):
+        xb, yb = self.next_batch()
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(xb), yb)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+def profile(trainer, steps):
+    from torch.autograd import profiler
+    model = trainer.model
+    kinds = {nn.Conv2d: "conv", nn.ReLU: "relu", nn.MaxPool2d: "pool",
+             nn.Flatten: "flatten", nn.Linear: "dense"}
+    names = [f"{i}:{kinds.get(type(m), type(m).__name__)}" for i, m in enumerate(model)]
+    index = {m: i for i, m in enumerate(model)}
+    # Forward: one profiler range per layer. Backward: remember which autograd
+    # node each layer's output came from; the engine runs the nodes of one
+    # name in reverse layer order, so the k-th such node of a step is the
+    # k-th layer (from the top) that produced one.
+    ctxs, node_of = {}, {}
+
+    def pre(m, inp):
+        ctxs[m] = profiler.record_function("fwd " + names[index[m]])
+        ctxs[m].__enter__()
+
+    def post(m, inp, out):
+        ctxs.pop(m).__exit__(None, None, None)
+        if out.grad_fn is not None:
+            node_of[index[m]] = out.grad_fn.name()
+
+    hooks = [m.register_forward_pre_hook(pre) for m in model]
+    hooks += [m.register_forward_hook(post) for m in model]
+    with profiler.profile() as prof:
+        for _ in range(steps):
+            with profiler.record_function("step"):
+                trainer.step()
+    for h in hooks:
+        h.remove()
+
+    ev = prof.key_averages()
+    print(f"# profile over {steps} steps: top 15 ops by self CPU time")
+    print(ev.table(sort_by="self_cpu_time_total", row_limit=15))
+
+    layers_of = {}  # node name -> layer indices in backward order
+    for i in sorted(node_of, reverse=True):
+        layers_of.setdefault(node_of[i], []).append(i)
+    fwd = [0.0] * len(model)
+    bwd = [0.0] * len(model)
+    other, seen = {}, {}
+    prefix = "autograd::engine::evaluate_function: "
+    for e in sorted(prof.function_events, key=lambda e: e.time_range.start):
+        if e.name.startswith("fwd "):
+            fwd[names.index(e.name[4:])] += e.cpu_time_total
+        elif e.name.startswith(prefix):
+            node = e.name[len(prefix):]
+            if node in layers_of:
+                k = seen.get(node, 0)
+                seen[node] = k + 1
+                bwd[layers_of[node][k % len(layers_of[node])]] += e.cpu_time_total
+            else:
+                other["bwd " + node] = other.get("bwd " + node, 0.0) + e.cpu_time_total
+        elif e.name.startswith("Optimizer.step"):
+            other["optimizer step"] = other.get("optimizer step", 0.0) + e.cpu_time_total
+        elif e.name == "step":
+            other["whole step"] = other.get("whole step", 0.0) + e.cpu_time_total
+    whole = other.pop("whole step", 0.0)
+    ms = lambda t: t / steps / 1000.0
+    print(f"# per-layer CPU time per step (inclusive; whole step {ms(whole):.3f} ms; "
+          f"bwd = the layer's autograd node)")
+    print(f"#   {'layer':<12} {'fwd ms':>8} {'bwd ms':>8} {'sum ms':>8} {'share':>6}")
+    for i, name in enumerate(names):
+        t = fwd[i] + bwd[i]
+        print(f"#   {name:<12} {ms(fwd[i]):8.3f} {ms(bwd[i]):8.3f} {ms(t):8.3f} "
+              f"{100.0 * t / max(whole, 1):5.1f}%")
+    for key, t in sorted(other.items(), key=lambda kv: -kv[1]):
+        print(f"#   {key.replace('torch::autograd::', ''):<30} {ms(t):8.3f} {100.0 * t / max(whole, 1):5.1f}%")
+
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(SEED)
+
+    x, y, src = load_train(a.data_dir)
+    model = build_model()
+    trainer = Trainer(model, x, y, a.batch)
+    nparam = sum(p.numel() for p in model.parameters())
+    print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
+          f"interop={torch.get_num_interop_threads()} params={nparam} data={src}")
+
+    for _ in range(a.warmup):
+        trainer.step()
+
+    rates, done, last_loss = [], 0, float("nan")
+    while done < a.steps:
+        n = min(WINDOW, a.steps - done)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            loss = trainer.step()
+        last_loss = loss.item()  # sync point outside the step loop is fine on CPU
+        dt = time.perf_counter() - t0
+        rates.append(n * a.batch / dt)
+        done += n
+    med = statistics.median(rates)
+    print(f"# windows of {WINDOW} steps, images/sec: " + " ".join(f"{r:.0f}" for r in rates))
+    print(f"# min {min(rates):.0f} max {max(rates):.0f} median {med:.0f}; "
+          f"ms/step {1000.0 * a.batch / med:.2f}; last loss {last_loss:.4f}")
+
+    if a.profile:
+        profile(trainer, a.profile_steps)
+
+    print(f"peer_torch images_per_sec={med:.1f} threads={a.threads} batch={a.batch} "
+          f"steps={a.steps} mkldnn={torch.backends.mkldnn.is_available()}")
+
+
+if __name__ == "__main__":
+    main()
