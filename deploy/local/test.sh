@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# README command 2: set up, build (warnings are errors), and run every test
+# suite (unit, headers, cuda, mpi), then a short bounded libFuzzer run of the
+# TF_CONFIG parser. Extra arguments go to `meson test` (e.g. --suite unit).
+# Ends with one line: "tests: N passed, N failed, N skipped".
+set -euo pipefail
+MW_BUILD=${MW_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build-test}
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+bash "$MW_ROOT/deploy/setup.sh"
+mw_build -Dwerror=true -Dbuildtype=debugoptimized
+
+set +e
+meson test -C "$MW_BUILD" --print-errorlogs --num-processes 2 "$@" 2>&1 | tee "$MW_BUILD/test-output.txt"
+meson_rc=${PIPESTATUS[0]}
+count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$MW_BUILD/test-output.txt" | tail -n 1; }
+ok=$(count Ok) fail=$(count Fail) skip=$(count Skipped) timeouts=$(count Timeout)
+ok=${ok:-0} fail=$((${fail:-0} + ${timeouts:-0})) skip=${skip:-0}
+((meson_rc != 0 && fail == 0)) && fail=1 # a build or harness failure counts too
+
+echo "fuzz: TF_CONFIG parser, ${MW_FUZZ_SECONDS:-20} s"
+if bash "$MW_ROOT/tests/fuzz/run.sh" "${MW_FUZZ_SECONDS:-20}"; then
+    ok=$((ok + 1))
+else
+    fail=$((fail + 1))
+fi
+echo "tests: $ok passed, $fail failed, $skip skipped"
+((fail == 0))

@@ -1,0 +1,614 @@
+/* Suite 'cuda': every CUDA kernel twin against the reference (kernels/ref).
+ *
+ * Each test draws random inputs (odd sizes, padding, strides, chunked scratch,
+ * ties, empty batches), runs the reference on the host and the CUDA twin on the
+ * device from the same starting buffers (backward passes accumulate, so the
+ * outputs start non-zero), and compares with expect_close. Without a device
+ * (or in a build without CUDA) those tests skip with the reason printed; one
+ * test always runs and checks that the missing device is reported clearly and
+ * that the kernel table keeps working on the host. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rng.h"
+#include "common/status.h"
+#include "kernels/activation.h"
+#include "kernels/conv2d.h"
+#include "kernels/cuda/cuda.h"
+#include "kernels/dense.h"
+#include "kernels/maxpool.h"
+#include "kernels/optim.h"
+#include "tests/util.h"
+
+static mw_kctx ctx; /* the suite's CUDA context; ctx.dev == NULL without a device */
+static mw_kernels cuda; /* the table after mw_kernels_init_cuda */
+
+#define NEED_DEVICE()                                                                        \
+    do {                                                                                     \
+        if (!ctx.dev) {                                                                      \
+            print_message("skipped: no CUDA device (%s)\n", mw_cuda_version_string());       \
+            skip();                                                                          \
+        }                                                                                    \
+        mw_err_clear();                                                                      \
+    } while (0)
+
+static void check_rc(mw_status rc, const char *what)
+{
+    if (rc != MW_OK)
+        fail_msg("%s: %s: %s", what, mw_status_str(rc), mw_err_msg());
+}
+
+/* Wait for the stream and fail on any recorded error. */
+static void check_sync(void)
+{
+    check_rc(mw_cuda_sync(&ctx), "mw_cuda_sync");
+}
+
+/* Host and device buffers of one test, freed together. */
+typedef struct {
+    void *host[64], *dev[64];
+    int nh, nd;
+} pool;
+
+static void *h_keep(pool *P, void *p)
+{
+    assert_non_null(p);
+    assert_true(P->nh < 64);
+    return P->host[P->nh++] = p;
+}
+
+static float *h_rand(pool *P, size_t count, uint64_t seed, float lo, float hi)
+{
+    float *p = h_keep(P, malloc((count ? count : 1) * sizeof(float)));
+    mw_test_fill_uniform(p, count, seed, lo, hi);
+    return p;
+}
+
+/* Values on a coarse grid (ties for maxpool). */
+static float *h_grid(pool *P, size_t count, uint64_t seed, int levels)
+{
+    float *p = h_rand(P, count, seed, 0.0f, (float)levels);
+    for (size_t i = 0; i < count; i++)
+        p[i] = floorf(p[i]);
+    return p;
+}
+
+static float *h_copy(pool *P, const void *src, size_t nbytes)
+{
+    void *p = h_keep(P, malloc(nbytes ? nbytes : 1));
+    memcpy(p, src, nbytes);
+    return p;
+}
+
+static int32_t *h_labels(pool *P, int N, int K, uint64_t seed)
+{
+    int32_t *p = h_keep(P, malloc((N ? N : 1) * sizeof(int32_t)));
+    mw_rng r;
+    mw_rng_seed(&r, seed, 3);
+    for (int i = 0; i < N; i++)
+        p[i] = (int32_t)mw_rng_below(&r, (uint32_t)K);
+    return p;
+}
+
+/* A device copy of nbytes of host memory (src NULL: uninitialized). */
+static void *d_put(pool *P, const void *src, size_t nbytes)
+{
+    void *p = NULL;
+    check_rc(mw_cuda_alloc(&p, nbytes ? nbytes : 4), "mw_cuda_alloc");
+    assert_true(P->nd < 64);
+    P->dev[P->nd++] = p;
+    if (src)
+        check_rc(mw_cuda_upload(p, src, nbytes, &ctx), "mw_cuda_upload");
+    return p;
+}
+
+/* Download into a new host buffer, after waiting for every kernel before it. */
+static void *d_get(pool *P, const void *dev, size_t nbytes)
+{
+    void *p = h_keep(P, malloc(nbytes ? nbytes : 1));
+    check_rc(mw_cuda_download(p, dev, nbytes, &ctx), "mw_cuda_download");
+    check_sync();
+    return p;
+}
+
+static void pool_free(pool *P)
+{
+    for (int i = 0; i < P->nd; i++)
+        mw_cuda_free(P->dev[i]);
+    for (int i = 0; i < P->nh; i++)
+        free(P->host[i]);
+    P->nd = P->nh = 0;
+}
+
+/* Absolute tolerance for outputs that sum `terms` products of values in
+ * [-1, 1]: cuBLAS sums in another order than the reference's loops. */
+static float tol(size_t terms)
+{
+    return 2e-6f * (float)terms + 1e-6f;
+}
+
+/* --- always runs ------------------------------------------------------- */
+
+static void test_no_device_fallback(void **state)
+{
+    (void)state;
+    mw_err_clear();
+    const char *ver = mw_cuda_version_string();
+    assert_non_null(ver);
+    assert_true(strlen(ver) > 0);
+    assert_non_null(strstr(ver, "CUDA"));
+    int n = mw_cuda_device_count();
+    assert_true(n >= 0);
+    print_message("%s; %d device(s)\n", ver, n);
+
+    /* Opening a device that does not exist fails with one clear message. */
+    mw_kctx k;
+    memset(&k, 0x5a, sizeof k);
+    mw_status rc = mw_cuda_ctx_open(&k, n); /* n is one past the last device */
+    assert_int_equal(rc, MW_EDEVICE);
+    assert_int_equal(mw_err_status(), MW_EDEVICE);
+    print_message("ctx_open(%d): %s\n", n, mw_err_msg());
+    assert_non_null(strstr(mw_err_msg(), n ? "only" : "CUDA"));
+    assert_null(k.dev);
+    assert_null(k.ws);
+    mw_cuda_ctx_close(&k); /* safe after a failed open */
+    mw_cuda_ctx_close(&k);
+    mw_err_clear();
+    assert_int_equal(mw_cuda_ctx_open(&k, -1), MW_EDEVICE);
+    mw_cuda_ctx_close(&k);
+
+    /* A CUDA twin given a host context records an error and touches nothing. */
+    mw_err_clear();
+    mw_kctx host = {.nthreads = 1};
+    float x[4] = {-1, 2, -3, 4}, y[4] = {9, 9, 9, 9};
+    mw_relu_fwd_cuda(&host, y, x, 4);
+    assert_int_equal(mw_err_status(), MW_EDEVICE);
+    assert_true(y[0] == 9 && y[3] == 9);
+    assert_int_equal(mw_cuda_last_status(&host), MW_EDEVICE);
+    mw_err_clear();
+
+    /* The table: init_cuda overrides it only when a device is usable. */
+    mw_kernels t;
+    mw_kernels_init_ref(&t);
+    mw_kernels_init_cuda(&t);
+    if (n > 0) {
+        assert_string_equal(t.name, "cuda");
+        assert_ptr_equal(t.conv2d_fwd, mw_conv2d_fwd_cuda);
+        assert_ptr_equal(t.sgd, mw_sgd_cuda);
+        return;
+    }
+    assert_string_equal(t.name, "ref");
+    pool P = {0};
+    int N = 3, I = 5, O = 4;
+    float *xh = h_rand(&P, (size_t)N * I, 1, -1, 1), *w = h_rand(&P, (size_t)I * O, 2, -1, 1);
+    float *b = h_rand(&P, O, 3, -1, 1);
+    float *got = h_rand(&P, (size_t)N * O, 4, 0, 1), *want = h_rand(&P, (size_t)N * O, 5, 0, 1);
+    t.dense_fwd(&host, got, xh, w, b, N, I, O);
+    mw_dense_fwd_ref(&host, want, xh, w, b, N, I, O);
+    expect_close(got, want, (size_t)N * O, 0.0f, 0.0f);
+    assert_int_equal(mw_err_status(), MW_OK);
+    pool_free(&P);
+}
+
+/* --- runtime helpers ----------------------------------------------------- */
+
+static void test_memory(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    pool P = {0};
+    size_t count = 100003;
+    float *pinned = NULL;
+    check_rc(mw_cuda_host_alloc((void **)&pinned, count * sizeof(float)), "mw_cuda_host_alloc");
+    mw_test_fill_uniform(pinned, count, 11, -1, 1);
+    float *want = h_copy(&P, pinned, count * sizeof(float));
+    float *d = d_put(&P, pinned, count * sizeof(float));
+    memset(pinned, 0, count * sizeof(float));
+    check_rc(mw_cuda_download(pinned, d, count * sizeof(float), &ctx), "mw_cuda_download");
+    check_sync();
+    assert_memory_equal(pinned, want, count * sizeof(float));
+
+    /* zero a middle range */
+    check_rc(mw_cuda_zero(d + 10, 77 * sizeof(float), &ctx), "mw_cuda_zero");
+    float *got = d_get(&P, d, count * sizeof(float));
+    memset(want + 10, 0, 77 * sizeof(float));
+    assert_memory_equal(got, want, count * sizeof(float));
+    mw_cuda_host_free(pinned);
+
+    /* zero bytes: fine, NULL */
+    void *z = (void *)1;
+    check_rc(mw_cuda_alloc(&z, 0), "mw_cuda_alloc(0)");
+    assert_null(z);
+    mw_cuda_free(NULL);
+    mw_cuda_host_free(NULL);
+    check_rc(mw_cuda_upload(NULL, NULL, 0, &ctx), "mw_cuda_upload(0)");
+
+    /* growing the scratch keeps the context working; shrinking is a no-op */
+    size_t before = ctx.ws_count;
+    check_rc(mw_cuda_ws_reserve(&ctx, before / 2), "ws_reserve smaller");
+    assert_int_equal(ctx.ws_count, before);
+    check_rc(mw_cuda_ws_reserve(&ctx, before + 1000), "ws_reserve larger");
+    assert_true(ctx.ws_count >= before + 1000);
+    assert_non_null(ctx.ws);
+    check_rc(mw_cuda_last_status(&ctx), "last_status");
+    pool_free(&P);
+}
+
+/* A context whose first kernel fails stays failed, reports the first error,
+ * and runs nothing after it. */
+static void test_sticky_error(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    mw_kctx k;
+    check_rc(mw_cuda_ctx_open(&k, 0), "mw_cuda_ctx_open");
+    mw_conv2d_geom g;
+    assert_int_equal(mw_conv2d_geom_init(&g, 8, 8, 3, 4, 3, 3, 1, 1, 0), 0);
+    mw_kctx small = k;
+    small.ws_count = mw_conv2d_ws_min(&g) - 1; /* not even one image fits */
+    float *y = NULL, *x = NULL, *w = NULL;
+    check_rc(mw_cuda_alloc((void **)&y, 2 * 6 * 6 * 4 * sizeof(float)), "alloc");
+    check_rc(mw_cuda_alloc((void **)&x, 2 * 8 * 8 * 3 * sizeof(float)), "alloc");
+    check_rc(mw_cuda_alloc((void **)&w, 3 * 3 * 3 * 4 * sizeof(float)), "alloc");
+    cuda.conv2d_fwd(&small, y, x, w, NULL, &g, 2);
+    assert_int_equal(mw_cuda_last_status(&k), MW_EINVAL);
+    print_message("expected failure: %s\n", mw_err_msg());
+    assert_non_null(strstr(mw_err_msg(), "workspace"));
+    cuda.relu_fwd(&k, y, y, 10); /* skipped: the context already failed */
+    assert_int_equal(mw_cuda_sync(&k), MW_EINVAL);
+    assert_non_null(strstr(mw_err_msg(), "workspace"));
+    mw_cuda_free(y);
+    mw_cuda_free(x);
+    mw_cuda_free(w);
+    mw_cuda_ctx_close(&k);
+    assert_null(k.dev);
+    mw_err_clear();
+}
+
+/* --- element-wise ops ---------------------------------------------------- */
+
+static void test_relu(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const size_t counts[] = {1, 7, 1000, 65537};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        pool P = {0};
+        size_t n = counts[c], nb = n * sizeof(float);
+        float *x = h_rand(&P, n, 20 + c, -1, 1), *dy = h_rand(&P, n, 30 + c, -1, 1);
+        float *dx = h_rand(&P, n, 40 + c, -1, 1);
+        float *y = h_copy(&P, x, nb), *dxr = h_copy(&P, dx, nb);
+        float *dX = d_put(&P, x, nb), *dY = d_put(&P, NULL, nb), *dDY = d_put(&P, dy, nb);
+        float *dDX = d_put(&P, dx, nb);
+
+        mw_relu_fwd_ref(NULL, y, x, n);
+        cuda.relu_fwd(&ctx, dY, dX, n);
+        expect_close((float *)d_get(&P, dY, nb), y, n, 0.0f, 0.0f);
+        mw_relu_bwd_ref(NULL, dxr, dy, y, n);
+        cuda.relu_bwd(&ctx, dDX, dDY, dY, n);
+        expect_close((float *)d_get(&P, dDX, nb), dxr, n, 0.0f, 0.0f);
+        cuda.relu_fwd(&ctx, dX, dX, n); /* in place */
+        expect_close((float *)d_get(&P, dX, nb), y, n, 0.0f, 0.0f);
+        pool_free(&P);
+    }
+    cuda.relu_fwd(&ctx, NULL, NULL, 0);
+    cuda.relu_bwd(&ctx, NULL, NULL, NULL, 0);
+    check_sync();
+}
+
+static void test_xent(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const struct {
+        int N, K;
+        float lo, hi;
+    } cs[] = {{1, 1, -1, 1},   {5, 10, -5, 5},   {33, 10, -5, 5},     {3, 37, -3, 3},
+              {2, 1000, -8, 8}, {9, 10, 80, 120}, {4, 33, -120, -80}, {64, 10, -1, 1}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+        pool P = {0};
+        int N = cs[c].N, K = cs[c].K;
+        size_t nk = (size_t)N * K;
+        float *z = h_rand(&P, nk, 50 + c, cs[c].lo, cs[c].hi);
+        int32_t *lab = h_labels(&P, N, K, 60 + c);
+        float *loss = h_rand(&P, N, 1, 0, 1), *prob = h_rand(&P, nk, 2, 0, 1);
+        float *dz = h_rand(&P, nk, 70 + c, -1, 1), *dzr = h_copy(&P, dz, nk * sizeof(float));
+        float *dZ = d_put(&P, z, nk * sizeof(float)), *dL = d_put(&P, NULL, N * sizeof(float));
+        float *dP = d_put(&P, NULL, nk * sizeof(float));
+        int32_t *dLab = d_put(&P, lab, N * sizeof(int32_t));
+        float *dDZ = d_put(&P, dz, nk * sizeof(float));
+
+        mw_xent_fwd_ref(NULL, loss, prob, z, lab, N, K);
+        cuda.xent_fwd(&ctx, dL, dP, dZ, dLab, N, K);
+        expect_close((float *)d_get(&P, dL, N * sizeof(float)), loss, N, 1e-5f, 1e-5f);
+        expect_close((float *)d_get(&P, dP, nk * sizeof(float)), prob, nk, 1e-7f, 1e-5f);
+        float scale = 1.0f / 64;
+        mw_xent_bwd_ref(NULL, dzr, prob, lab, scale, N, K);
+        cuda.xent_bwd(&ctx, dDZ, dP, dLab, scale, N, K);
+        expect_close((float *)d_get(&P, dDZ, nk * sizeof(float)), dzr, nk, 1e-7f, 1e-5f);
+        pool_free(&P);
+    }
+    cuda.xent_fwd(&ctx, NULL, NULL, NULL, NULL, 0, 10);
+    cuda.xent_bwd(&ctx, NULL, NULL, NULL, 1.0f, 0, 10);
+    check_sync();
+}
+
+static void test_optim(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const size_t counts[] = {1, 1000, 100003};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        pool P = {0};
+        size_t n = counts[c], nb = n * sizeof(float);
+        float *p = h_rand(&P, n, 80 + c, -1, 1), *m = h_rand(&P, n, 81 + c, -0.1f, 0.1f);
+        float *v = h_rand(&P, n, 82 + c, 0, 0.01f), *vel = h_rand(&P, n, 83 + c, -0.1f, 0.1f);
+        float *q = h_copy(&P, p, nb);
+        float *dP = d_put(&P, p, nb), *dM = d_put(&P, m, nb), *dV = d_put(&P, v, nb);
+        float *dQ = d_put(&P, q, nb), *dVel = d_put(&P, vel, nb), *dG = d_put(&P, NULL, nb);
+        for (int step = 1; step <= 3; step++) {
+            float *g = h_rand(&P, n, 90 + 10 * c + step, -1, 1);
+            check_rc(mw_cuda_upload(dG, g, nb, &ctx), "upload g");
+            float lr_t = 1e-3f * sqrtf(1.0f - powf(0.999f, step)) / (1.0f - powf(0.9f, step));
+            mw_adam_ref(NULL, p, m, v, g, n, lr_t, 0.9f, 0.999f, 1e-7f);
+            cuda.adam(&ctx, dP, dM, dV, dG, n, lr_t, 0.9f, 0.999f, 1e-7f);
+            mw_sgd_ref(NULL, q, vel, g, n, 0.01f, step == 2 ? 0.0f : 0.9f);
+            cuda.sgd(&ctx, dQ, dVel, dG, n, 0.01f, step == 2 ? 0.0f : 0.9f);
+            check_sync(); /* g is reused by the next step's upload */
+        }
+        expect_close((float *)d_get(&P, dM, nb), m, n, 1e-7f, 1e-6f);
+        expect_close((float *)d_get(&P, dV, nb), v, n, 1e-9f, 1e-6f);
+        expect_close((float *)d_get(&P, dP, nb), p, n, 1e-6f, 1e-6f);
+        expect_close((float *)d_get(&P, dVel, nb), vel, n, 1e-7f, 1e-6f);
+        expect_close((float *)d_get(&P, dQ, nb), q, n, 1e-6f, 1e-6f);
+        pool_free(&P);
+    }
+    cuda.adam(&ctx, NULL, NULL, NULL, NULL, 0, 1e-3f, 0.9f, 0.999f, 1e-7f);
+    cuda.sgd(&ctx, NULL, NULL, NULL, 0, 0.01f, 0.9f);
+    check_sync();
+}
+
+/* --- dense --------------------------------------------------------------- */
+
+static void test_dense(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int cs[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 64, 10}, {64, 1600, 64}, {33, 7, 129}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+        for (int variant = 0; variant < 2; variant++) { /* 1: no bias, dx, db */
+            pool P = {0};
+            int N = cs[c][0], I = cs[c][1], O = cs[c][2];
+            size_t nx = (size_t)N * I, nw = (size_t)I * O, ny = (size_t)N * O;
+            uint64_t s = 100 + 10 * c + variant;
+            float *x = h_rand(&P, nx, s, -1, 1), *w = h_rand(&P, nw, s + 1, -1, 1);
+            float *b = variant ? NULL : h_rand(&P, O, s + 2, -1, 1);
+            float *dy = h_rand(&P, ny, s + 3, -1, 1), *y = h_rand(&P, ny, s + 4, -1, 1);
+            float *dx = h_rand(&P, nx, s + 5, -1, 1), *dw = h_rand(&P, nw, s + 6, -1, 1);
+            float *db = h_rand(&P, O, s + 7, -1, 1);
+            float *dX = d_put(&P, x, nx * 4), *dW = d_put(&P, w, nw * 4);
+            float *dB = b ? d_put(&P, b, O * 4) : NULL, *dY = d_put(&P, y, ny * 4);
+            float *dDY = d_put(&P, dy, ny * 4), *dDX = d_put(&P, dx, nx * 4);
+            float *dDW = d_put(&P, dw, nw * 4), *dDB = d_put(&P, db, O * 4);
+
+            mw_dense_fwd_ref(NULL, y, x, w, b, N, I, O);
+            cuda.dense_fwd(&ctx, dY, dX, dW, dB, N, I, O);
+            expect_close((float *)d_get(&P, dY, ny * 4), y, ny, tol(I), 1e-5f);
+
+            mw_dense_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, N, I,
+                             O);
+            cuda.dense_bwd(&ctx, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, N,
+                           I, O);
+            expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol(O), 1e-5f);
+            expect_close((float *)d_get(&P, dDW, nw * 4), dw, nw, tol(N), 1e-5f);
+            expect_close((float *)d_get(&P, dDB, O * 4), db, O, tol(N), 1e-5f);
+            pool_free(&P);
+        }
+    cuda.dense_fwd(&ctx, NULL, NULL, NULL, NULL, 0, 5, 3);
+    cuda.dense_bwd(&ctx, NULL, NULL, NULL, NULL, NULL, NULL, 0, 5, 3);
+    check_sync();
+}
+
+/* --- conv2d -------------------------------------------------------------- */
+
+typedef struct {
+    int H, W, C, O, KH, KW, SH, SW, same, N;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {28, 28, 1, 32, 3, 3, 1, 1, 0, 3}, /* the tutorial CNN's layers */
+    {13, 13, 32, 64, 3, 3, 1, 1, 0, 2},
+    {7, 5, 3, 5, 3, 2, 2, 1, 1, 3}, /* odd sizes, 'same', strides */
+    {9, 8, 4, 6, 5, 5, 3, 2, 1, 2}, /* mostly padding */
+    {6, 7, 5, 3, 1, 1, 1, 1, 0, 2}, /* pointwise: no im2col */
+    {6, 7, 5, 3, 1, 1, 2, 2, 1, 2}, /* 1x1 strided: im2col */
+    {1, 1, 3, 2, 1, 1, 1, 1, 1, 1},
+    {4, 4, 2, 3, 4, 4, 1, 1, 0, 5}, /* kernel covers the image */
+};
+
+/* chunk: 0 = the context's full scratch; else scratch for about that many
+ * images (so the batch is cut into chunks). */
+static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
+{
+    mw_conv2d_geom g;
+    assert_int_equal(mw_conv2d_geom_init(&g, cc->H, cc->W, cc->C, cc->O, cc->KH, cc->KW, cc->SH,
+                                         cc->SW, cc->same),
+                     0);
+    int N = cc->N;
+    size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+    size_t ny = (size_t)N * g.OH * g.OW * g.O;
+    size_t kc = (size_t)g.KH * g.KW * g.C;
+    mw_kctx k = ctx;
+    if (chunk > 0)
+        k.ws_count = (size_t)(chunk * (double)mw_conv2d_ws_min(&g));
+    assert_true(k.ws_count <= ctx.ws_count);
+
+    pool P = {0};
+    float *x = h_rand(&P, nx, s, -1, 1), *w = h_rand(&P, nw, s + 1, -1, 1);
+    float *b = variant ? NULL : h_rand(&P, g.O, s + 2, -1, 1);
+    float *dy = h_rand(&P, ny, s + 3, -1, 1), *y = h_rand(&P, ny, s + 4, -1, 1);
+    float *dx = h_rand(&P, nx, s + 5, -1, 1), *dw = h_rand(&P, nw, s + 6, -1, 1);
+    float *db = h_rand(&P, g.O, s + 7, -1, 1);
+    float *dX = d_put(&P, x, nx * 4), *dW = d_put(&P, w, nw * 4);
+    float *dB = b ? d_put(&P, b, g.O * 4) : NULL, *dY = d_put(&P, y, ny * 4);
+    float *dDY = d_put(&P, dy, ny * 4), *dDX = d_put(&P, dx, nx * 4);
+    float *dDW = d_put(&P, dw, nw * 4), *dDB = d_put(&P, db, g.O * 4);
+
+    mw_conv2d_fwd_ref(NULL, y, x, w, b, &g, N);
+    cuda.conv2d_fwd(&k, dY, dX, dW, dB, &g, N);
+    expect_close((float *)d_get(&P, dY, ny * 4), y, ny, tol(kc), 1e-5f);
+
+    mw_conv2d_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, &g, N);
+    cuda.conv2d_bwd(&k, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, &g, N);
+    size_t rows = (size_t)N * g.OH * g.OW;
+    expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol((size_t)g.KH * g.KW * g.O),
+                 1e-5f);
+    expect_close((float *)d_get(&P, dDW, nw * 4), dw, nw, tol(rows), 1e-5f);
+    expect_close((float *)d_get(&P, dDB, g.O * 4), db, g.O, tol(rows), 1e-5f);
+    pool_free(&P);
+}
+
+static void test_conv2d(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    for (size_t c = 0; c < sizeof conv_cases / sizeof *conv_cases; c++) {
+        const conv_case *cc = &conv_cases[c];
+        print_message("conv2d %dx%dx%d -> %d, kernel %dx%d, stride %dx%d, %s, N=%d\n", cc->H,
+                      cc->W, cc->C, cc->O, cc->KH, cc->KW, cc->SH, cc->SW,
+                      cc->same ? "same" : "valid", cc->N);
+        run_conv(cc, 0, 0, 200 + 20 * c);
+        run_conv(cc, 1, 0, 201 + 20 * c);      /* no bias, no dx, no db */
+        run_conv(cc, 0, 1.0, 202 + 20 * c);    /* one image per chunk */
+        run_conv(cc, 0, 2.5, 203 + 20 * c);    /* chunks of 2 and a remainder */
+    }
+    mw_conv2d_geom g;
+    assert_int_equal(mw_conv2d_geom_init(&g, 5, 5, 2, 3, 3, 3, 1, 1, 0), 0);
+    cuda.conv2d_fwd(&ctx, NULL, NULL, NULL, NULL, &g, 0);
+    cuda.conv2d_bwd(&ctx, NULL, NULL, NULL, NULL, NULL, NULL, &g, 0);
+    check_sync();
+}
+
+/* Same inputs twice give the same bits (no atomics, fixed reduction order). */
+static void test_conv2d_reproducible(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    const conv_case *cc = &conv_cases[1];
+    mw_conv2d_geom g;
+    assert_int_equal(mw_conv2d_geom_init(&g, cc->H, cc->W, cc->C, cc->O, cc->KH, cc->KW, cc->SH,
+                                         cc->SW, cc->same),
+                     0);
+    int N = 8;
+    size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+    size_t ny = (size_t)N * g.OH * g.OW * g.O;
+    pool P = {0};
+    float *x = h_rand(&P, nx, 300, -1, 1), *w = h_rand(&P, nw, 301, -1, 1);
+    float *dy = h_rand(&P, ny, 302, -1, 1);
+    float *dX = d_put(&P, x, nx * 4), *dW = d_put(&P, w, nw * 4), *dDY = d_put(&P, dy, ny * 4);
+    float *out[2][3];
+    for (int r = 0; r < 2; r++) {
+        float *dDX = d_put(&P, NULL, nx * 4), *dDW = d_put(&P, NULL, nw * 4);
+        float *dDB = d_put(&P, NULL, g.O * 4);
+        check_rc(mw_cuda_zero(dDX, nx * 4, &ctx), "zero");
+        check_rc(mw_cuda_zero(dDW, nw * 4, &ctx), "zero");
+        check_rc(mw_cuda_zero(dDB, g.O * 4, &ctx), "zero");
+        cuda.conv2d_bwd(&ctx, dDX, dDW, dDB, dDY, dX, dW, &g, N);
+        out[r][0] = d_get(&P, dDX, nx * 4);
+        out[r][1] = d_get(&P, dDW, nw * 4);
+        out[r][2] = d_get(&P, dDB, g.O * 4);
+    }
+    assert_memory_equal(out[0][0], out[1][0], nx * 4);
+    assert_memory_equal(out[0][1], out[1][1], nw * 4);
+    assert_memory_equal(out[0][2], out[1][2], g.O * 4);
+    pool_free(&P);
+}
+
+/* --- maxpool ------------------------------------------------------------- */
+
+static void test_maxpool(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int cs[][9] = {
+        /* H, W, C, PH, PW, SH, SW, same, N */
+        {26, 26, 32, 2, 2, 2, 2, 0, 2}, {11, 11, 64, 2, 2, 2, 2, 0, 3}, /* odd: edge dropped */
+        {7, 9, 3, 3, 3, 2, 2, 1, 2},    {6, 5, 2, 3, 3, 1, 1, 1, 2},    /* overlapping */
+        {5, 8, 4, 2, 3, 1, 2, 0, 3},    {1, 1, 1, 1, 1, 1, 1, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+        for (int ties = 0; ties < 2; ties++) {
+            const int *p = cs[c];
+            mw_pool_geom g;
+            assert_int_equal(
+                mw_pool_geom_init(&g, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]), 0);
+            int N = p[8];
+            size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
+            uint64_t s = 400 + 10 * c + ties;
+            pool P = {0};
+            float *x = ties ? h_grid(&P, nx, s, 3) : h_rand(&P, nx, s, -1, 1);
+            float *y = h_rand(&P, ny, s + 1, 0, 1), *dy = h_rand(&P, ny, s + 2, -1, 1);
+            float *dx = h_rand(&P, nx, s + 3, -1, 1);
+            int32_t *arg = h_keep(&P, malloc(ny * sizeof(int32_t)));
+            float *dX = d_put(&P, x, nx * 4), *dY = d_put(&P, NULL, ny * 4);
+            int32_t *dArg = d_put(&P, NULL, ny * sizeof(int32_t));
+            float *dDY = d_put(&P, dy, ny * 4), *dDX = d_put(&P, dx, nx * 4);
+
+            mw_maxpool_fwd_ref(NULL, y, arg, x, &g, N);
+            cuda.maxpool_fwd(&ctx, dY, dArg, dX, &g, N);
+            expect_close((float *)d_get(&P, dY, ny * 4), y, ny, 0.0f, 0.0f);
+            assert_memory_equal(d_get(&P, dArg, ny * sizeof(int32_t)), arg,
+                                ny * sizeof(int32_t));
+            /* the gather adds in the reference's order: bitwise equal */
+            mw_maxpool_bwd_ref(NULL, dx, dy, arg, &g, N);
+            cuda.maxpool_bwd(&ctx, dDX, dDY, dArg, &g, N);
+            expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, 0.0f, 0.0f);
+            pool_free(&P);
+        }
+    mw_pool_geom g;
+    assert_int_equal(mw_pool_geom_init(&g, 4, 4, 1, 2, 2, 2, 2, 0), 0);
+    cuda.maxpool_fwd(&ctx, NULL, NULL, NULL, &g, 0);
+    cuda.maxpool_bwd(&ctx, NULL, NULL, NULL, &g, 0);
+    check_sync();
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    mw_kernels_init_ref(&cuda);
+    if (mw_cuda_device_count() == 0)
+        return 0; /* the device tests skip */
+    if (mw_cuda_ctx_open(&ctx, 0) != MW_OK) {
+        fprintf(stderr, "a CUDA device is present but mw_cuda_ctx_open failed: %s\n",
+                mw_err_msg());
+        return -1;
+    }
+    mw_kernels_init_cuda(&cuda);
+    return strcmp(cuda.name, "cuda") == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    mw_cuda_ctx_close(&ctx);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_device_fallback),
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_sticky_error),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_optim),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_conv2d_reproducible),
+        cmocka_unit_test(test_maxpool),
+    };
+    return cmocka_run_group_tests_name("cuda", tests, group_setup, group_teardown);
+}
