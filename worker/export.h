@@ -1,0 +1,26 @@
+/* Export trained weights as safetensors, the format PyTorch, NumPy and JAX
+ * users load without TensorFlow (https://github.com/huggingface/safetensors).
+ *
+ * File: uint64 N (little-endian) | N bytes of JSON header, padded with spaces
+ * to a multiple of 8 | the tensors' raw little-endian float32 data back to back
+ * in model order. The header maps each tensor name to
+ * {"dtype":"F32","shape":[...],"data_offsets":[begin,end]} (byte offsets into
+ * the data that follows the header) and carries
+ * "__metadata__":{"format":"mwtrain"}. Names and layouts are Keras':
+ *   <layer>/kernel   Conv2D [KH, KW, Cin, Cout], Dense [in, out]
+ *   <layer>/bias     [units]
+ * with Keras layer names (conv2d, conv2d_1, dense, dense_1). docs/formats.md
+ * has the full description and a NumPy reader. */
+#ifndef MW_WORKER_EXPORT_H
+#define MW_WORKER_EXPORT_H
+
+#include "common/status.h"
+#include "worker/model.h"
+
+/* Write m's parameters, taken from params (the layout of m's arena: the
+ * model's own m->params.data or a restored copy; borrowed), to path. The
+ * write is atomic: a temp file in the same directory, fsync, rename, fsync of
+ * the directory; on failure path is untouched. MW_EIO naming the path. */
+mw_status mw_export_safetensors(const mw_model *m, const float *params, const char *path);
+
+#endif
