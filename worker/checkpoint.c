@@ -1,0 +1,1040 @@
+/* Checkpoint files and directories; the format is specified in docs/checkpoint.md.
+ *
+ * File: a 16-byte header (magic "MWCKPT\0\1", uint32 version, uint32 section count), then
+ * sections, each a 28-byte header (8-byte NUL-padded tag, uint64 compressed size, uint64 raw
+ * size, uint32 CRC32 of the raw bytes) and a zlib stream. Everything is little-endian. The
+ * first section is always "meta": it fixes the size of every other section, so the reader
+ * knows what to expect before it allocates anything.
+ *
+ * Reading never trusts a size: each one is checked against the format's limits, against the
+ * meta record, against the bytes actually left in the file, and against deflate's maximum
+ * expansion (1032:1) before memory is allocated, so a small file cannot make us allocate a
+ * lot. Decompression must fill the declared raw size exactly and consume the whole stream.
+ *
+ * Directory writes follow one order so that a crash or an error at any point leaves a
+ * consistent directory: the new ckpt-N is made durable, then the index is replaced, then old
+ * checkpoints are deleted. */
+#include "worker/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/log.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "worker/checkpoint.c copies float arrays as they are: it needs a little-endian host"
+#endif
+
+static const unsigned char MAGIC[8] = {'M', 'W', 'C', 'K', 'P', 'T', 0, 1};
+
+enum {
+    HDR_NBYTES = 16,      /* magic, version, section count */
+    SEC_HDR_NBYTES = 28,  /* tag[8], u64 compressed, u64 raw, u32 crc */
+    META_NBYTES = 104,    /* the fixed meta record, see docs/checkpoint.md */
+    MAX_SECTIONS = 16,
+    MAX_EXPANSION = 1032, /* deflate's largest raw/compressed ratio */
+    ZLEVEL = 1,           /* parameters barely compress; favour speed */
+};
+#define MAX_RAW ((uint64_t)1 << 30) /* 1 GiB per section */
+#define MAX_INDEX_NBYTES (1u << 20)
+
+enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, NSEC };
+static const char *const SEC_NAMES[NSEC] = {"meta", "model", "params", "slot1", "slot2"};
+
+/* ---- little-endian fields ---- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- the state ---- */
+
+void mw_ckpt_init(mw_ckpt *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+void mw_ckpt_free(mw_ckpt *c)
+{
+    free(c->model_json);
+    free(c->params);
+    free(c->slot1);
+    free(c->slot2);
+    mw_ckpt_init(c);
+}
+
+/* Copy up to n bytes of possibly binary text into out (size >= n + 1) for a message. */
+static const char *printable(char *out, const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i < n && s[i]; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+    return out;
+}
+
+/* The consistency rules every checkpoint obeys; shared by the writer (MW_EINVAL) and the
+ * reader (MW_ECKPT). nslot_arrays: how many optimizer slots are present. */
+static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code,
+                             const char *name)
+{
+    char opt[sizeof c->optimizer + 1];
+    printable(opt, c->optimizer, sizeof c->optimizer);
+    if (!memchr(c->optimizer, '\0', sizeof c->optimizer) ||
+        (strcmp(c->optimizer, "adam") != 0 && strcmp(c->optimizer, "sgd") != 0))
+        return mw_err(code, "%s: unknown optimizer '%s' (expected adam or sgd)", name, opt);
+    int adam = strcmp(c->optimizer, "adam") == 0;
+    if (adam ? nslot_arrays != 2 : nslot_arrays > 1)
+        return mw_err(code, "%s: optimizer %s with %d slot(s) (expected %s)", name, opt,
+                      nslot_arrays, adam ? "2: m and v" : "0 or 1: the velocity");
+    if (c->nparams > MAX_RAW / sizeof(float))
+        return mw_err(code, "%s: %zu parameters (expected at most %llu: 1 GiB)", name,
+                      c->nparams, (unsigned long long)(MAX_RAW / sizeof(float)));
+    size_t want_slots = nslot_arrays ? c->nparams : 0;
+    if (c->nslots != want_slots)
+        return mw_err(code, "%s: %zu floats per optimizer slot (expected %zu: %s)", name,
+                      c->nslots, want_slots, nslot_arrays ? "one per parameter" : "no slots");
+    if (c->opt_step < 0 || c->epoch < 0 || c->step_in_epoch < 0 || c->global_step < 0)
+        return mw_err(code,
+                      "%s: negative counter: optimizer step %ld, epoch %d, step in epoch %ld, "
+                      "global step %ld (expected all >= 0)",
+                      name, c->opt_step, c->epoch, c->step_in_epoch, c->global_step);
+    if (c->step_in_epoch > c->global_step)
+        return mw_err(code, "%s: step in epoch %ld is beyond the global step %ld (expected <=)",
+                      name, c->step_in_epoch, c->global_step);
+    if (c->global_batch < 1)
+        return mw_err(code, "%s: global batch %ld (expected >= 1)", name, c->global_batch);
+    if (!isfinite(c->learning_rate) || c->learning_rate < 0)
+        return mw_err(code, "%s: learning rate %g (expected a finite value >= 0)", name,
+                      c->learning_rate);
+    return MW_OK;
+}
+
+/* ---- serialize ---- */
+
+static void meta_encode(unsigned char *m, const mw_ckpt *c, int nslot_arrays, size_t model_nbytes)
+{
+    memset(m, 0, META_NBYTES);
+    memcpy(m, c->optimizer, strnlen(c->optimizer, sizeof c->optimizer)); /* NUL-padded */
+    put_u64(m + 16, c->nparams);
+    put_u64(m + 24, c->nslots);
+    put_u32(m + 32, (uint32_t)nslot_arrays);
+    put_u32(m + 36, 0);
+    put_u64(m + 40, (uint64_t)c->opt_step);
+    put_u64(m + 48, (uint64_t)c->epoch);
+    put_u64(m + 56, (uint64_t)c->step_in_epoch);
+    put_u64(m + 64, (uint64_t)c->global_step);
+    put_u64(m + 72, c->seed);
+    put_u64(m + 80, (uint64_t)c->global_batch);
+    uint64_t lr;
+    memcpy(&lr, &c->learning_rate, sizeof lr);
+    put_u64(m + 88, lr);
+    put_u64(m + 96, model_nbytes);
+}
+
+mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
+{
+    *data = NULL;
+    *nbytes = 0;
+    if (c->slot2 && !c->slot1)
+        return mw_err(MW_EINVAL, "checkpoint: optimizer slot2 without slot1");
+    int nslot_arrays = c->slot1 ? (c->slot2 ? 2 : 1) : 0;
+    MW_TRY(check_state(c, nslot_arrays, MW_EINVAL, "checkpoint"));
+    if (c->nparams && !c->params)
+        return mw_err(MW_EINVAL, "checkpoint: %zu parameters but no parameter array",
+                      c->nparams);
+    const char *model = c->model_json ? c->model_json : "";
+    size_t model_nbytes = strlen(model);
+    if (model_nbytes > MAX_RAW)
+        return mw_err(MW_EINVAL, "checkpoint: model description of %zu bytes (expected at most "
+                      "1 GiB)", model_nbytes);
+
+    unsigned char meta[META_NBYTES];
+    meta_encode(meta, c, nslot_arrays, model_nbytes);
+    static const unsigned char empty[1] = {0};
+    struct {
+        int id;
+        const void *raw;
+        size_t nbytes;
+    } sec[NSEC] = {
+        {SEC_META, meta, META_NBYTES},
+        {SEC_MODEL, model, model_nbytes},
+        {SEC_PARAMS, c->params ? (const void *)c->params : empty, c->nparams * sizeof(float)},
+        {SEC_SLOT1, c->slot1, c->nslots * sizeof(float)},
+        {SEC_SLOT2, c->slot2, c->nslots * sizeof(float)},
+    };
+    int nsec = 3 + nslot_arrays;
+    size_t cap = HDR_NBYTES;
+    for (int i = 0; i < nsec; i++)
+        cap += SEC_HDR_NBYTES + compressBound((uLong)sec[i].nbytes);
+    unsigned char *buf = malloc(cap);
+    if (!buf)
+        return mw_err(MW_ENOMEM, "checkpoint: cannot allocate %zu bytes to serialize", cap);
+    memcpy(buf, MAGIC, sizeof MAGIC);
+    put_u32(buf + 8, MW_CKPT_VERSION);
+    put_u32(buf + 12, (uint32_t)nsec);
+    size_t off = HDR_NBYTES;
+    for (int i = 0; i < nsec; i++) {
+        unsigned char *h = buf + off;
+        const unsigned char *raw = sec[i].raw ? sec[i].raw : empty;
+        memset(h, 0, 8);
+        memcpy(h, SEC_NAMES[sec[i].id], strlen(SEC_NAMES[sec[i].id]));
+        uLongf comp = (uLongf)(cap - off - SEC_HDR_NBYTES);
+        int zrc = compress2(h + SEC_HDR_NBYTES, &comp, raw, (uLong)sec[i].nbytes, ZLEVEL);
+        if (zrc != Z_OK) {
+            free(buf);
+            return mw_err(zrc == Z_MEM_ERROR ? MW_ENOMEM : MW_EINTERNAL,
+                          "checkpoint: cannot compress section %s (zlib: %s)",
+                          SEC_NAMES[sec[i].id], zError(zrc));
+        }
+        put_u64(h + 8, comp);
+        put_u64(h + 16, sec[i].nbytes);
+        put_u32(h + 24, (uint32_t)crc32(0L, raw, (uInt)sec[i].nbytes));
+        off += SEC_HDR_NBYTES + comp;
+    }
+    unsigned char *shrunk = realloc(buf, off);
+    *data = shrunk ? shrunk : buf;
+    *nbytes = off;
+    return MW_OK;
+}
+
+/* ---- parse ---- */
+
+static mw_status bad(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static mw_status bad(const char *name, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return mw_err(MW_ECKPT, "%s: %s", name, msg);
+}
+
+/* Which section a tag names, or -1. A tag is a name padded with NULs to 8 bytes. */
+static int tag_id(const unsigned char *tag)
+{
+    for (int i = 0; i < NSEC; i++) {
+        size_t n = strlen(SEC_NAMES[i]);
+        if (memcmp(tag, SEC_NAMES[i], n) == 0) {
+            size_t j = n;
+            while (j < 8 && tag[j] == 0)
+                j++;
+            if (j == 8)
+                return i;
+        }
+    }
+    return -1;
+}
+
+/* Inflate exactly comp bytes of zlib stream into exactly raw bytes. Returns Z_OK, Z_MEM_ERROR,
+ * or Z_DATA_ERROR with the reason in why. */
+static int inflate_exact(unsigned char *dst, size_t raw, const unsigned char *src, size_t comp,
+                         char *why, size_t why_cap)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    int zrc = inflateInit(&z);
+    if (zrc != Z_OK) {
+        snprintf(why, why_cap, "zlib: %s", zError(zrc));
+        return zrc == Z_MEM_ERROR ? Z_MEM_ERROR : Z_DATA_ERROR;
+    }
+    z.next_in = (Bytef *)src; /* zlib's API is not const-correct; it does not write here */
+    z.avail_in = (uInt)comp;
+    unsigned char spare;
+    z.next_out = raw ? dst : &spare; /* one spare byte to notice output beyond raw */
+    z.avail_out = raw ? (uInt)raw : 1;
+    zrc = inflate(&z, Z_FINISH);
+    size_t out = raw ? raw - z.avail_out : 1 - z.avail_out;
+    if (zrc == Z_STREAM_END && out == raw && z.avail_in == 0)
+        zrc = Z_OK;
+    else if (zrc == Z_MEM_ERROR)
+        snprintf(why, why_cap, "zlib: out of memory");
+    else if (zrc == Z_STREAM_END && out != raw)
+        snprintf(why, why_cap, "inflates to %s%zu bytes", out > raw ? "at least " : "", out);
+    else if (zrc == Z_STREAM_END)
+        snprintf(why, why_cap, "%u bytes after the stream", z.avail_in);
+    else if (zrc == Z_DATA_ERROR || zrc == Z_NEED_DICT)
+        snprintf(why, why_cap, "zlib: %s", z.msg ? z.msg : "data error");
+    else if (z.avail_out == 0)
+        snprintf(why, why_cap, "inflates to more than declared");
+    else
+        snprintf(why, why_cap, "stream ends early");
+    inflateEnd(&z);
+    return zrc == Z_OK ? Z_OK : zrc == Z_MEM_ERROR ? Z_MEM_ERROR : Z_DATA_ERROR;
+}
+
+static mw_status meta_decode(mw_ckpt *t, const unsigned char *m, int *nslot_arrays,
+                             uint64_t *model_nbytes, const char *name)
+{
+    memcpy(t->optimizer, m, sizeof t->optimizer);
+    uint64_t np = get_u64(m + 16), ns = get_u64(m + 24), ep = get_u64(m + 48);
+    uint32_t arrays = get_u32(m + 32), reserved = get_u32(m + 36);
+    if (np > MAX_RAW / sizeof(float) || ns > MAX_RAW / sizeof(float))
+        return bad(name, "meta lists %llu parameters and %llu floats per slot (expected at most "
+                   "%llu: 1 GiB)", (unsigned long long)np, (unsigned long long)ns,
+                   (unsigned long long)(MAX_RAW / sizeof(float)));
+    if (arrays > 2 || reserved != 0)
+        return bad(name, "meta lists %u optimizer slots, reserved field %u (expected 0 to 2, "
+                   "and 0)", arrays, reserved);
+    if (ep > INT_MAX)
+        return bad(name, "meta epoch %llu is out of range (expected at most %d)",
+                   (unsigned long long)ep, INT_MAX);
+    t->nparams = (size_t)np;
+    t->nslots = (size_t)ns;
+    t->opt_step = (long)(int64_t)get_u64(m + 40);
+    t->epoch = (int)ep;
+    t->step_in_epoch = (long)(int64_t)get_u64(m + 56);
+    t->global_step = (long)(int64_t)get_u64(m + 64);
+    t->seed = get_u64(m + 72);
+    t->global_batch = (long)(int64_t)get_u64(m + 80);
+    uint64_t lr = get_u64(m + 88);
+    memcpy(&t->learning_rate, &lr, sizeof lr);
+    *model_nbytes = get_u64(m + 96);
+    *nslot_arrays = (int)arrays;
+    if (*model_nbytes > MAX_RAW)
+        return bad(name, "meta lists a model description of %llu bytes (expected at most 1 GiB)",
+                   (unsigned long long)*model_nbytes);
+    return check_state(t, (int)arrays, MW_ECKPT, name);
+}
+
+static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const char *name)
+{
+    if (nbytes < HDR_NBYTES)
+        return bad(name, "file is %zu bytes, shorter than the %d-byte header (truncated?)",
+                   nbytes, HDR_NBYTES);
+    if (memcmp(p, MAGIC, sizeof MAGIC) != 0)
+        return bad(name, "not a checkpoint: bad magic (expected \"MWCKPT\\0\\1\")");
+    uint32_t version = get_u32(p + 8), count = get_u32(p + 12);
+    if (version != MW_CKPT_VERSION)
+        return bad(name, "unsupported format version %u (expected %d)", version,
+                   MW_CKPT_VERSION);
+    if (count < 3 || count > MAX_SECTIONS)
+        return bad(name, "section count %u is out of range (expected 3 to %d)", count,
+                   MAX_SECTIONS);
+
+    int seen[NSEC] = {0};
+    uint64_t want[NSEC] = {META_NBYTES, 0, 0, 0, 0}; /* raw sizes, known once meta is read */
+    int nslot_arrays = 0;
+    size_t off = HDR_NBYTES;
+    for (uint32_t i = 0; i < count; i++) {
+        if (nbytes - off < SEC_HDR_NBYTES)
+            return bad(name, "truncated: section %u of %u starts at byte %zu but the file ends "
+                       "at %zu (expected a %d-byte section header)",
+                       i + 1, count, off, nbytes, SEC_HDR_NBYTES);
+        const unsigned char *h = p + off;
+        uint64_t comp = get_u64(h + 8), raw = get_u64(h + 16);
+        uint32_t crc = get_u32(h + 24);
+        int id = tag_id(h);
+        if (id < 0) {
+            char tag[9];
+            return bad(name, "unknown section tag '%s' at byte %zu (expected meta, model, "
+                       "params, slot1 or slot2)", printable(tag, (const char *)h, 8), off);
+        }
+        const char *sn = SEC_NAMES[id];
+        if (i == 0 && id != SEC_META)
+            return bad(name, "first section is %s (expected meta)", sn);
+        if (seen[id])
+            return bad(name, "duplicate section %s at byte %zu (expected each once)", sn, off);
+        if (id >= SEC_SLOT1 && id - SEC_SLOT1 >= nslot_arrays)
+            return bad(name, "unexpected section %s (meta lists %d optimizer slot(s))", sn,
+                       nslot_arrays);
+        if (raw > MAX_RAW)
+            return bad(name, "section %s claims %llu bytes (expected at most 1 GiB)", sn,
+                       (unsigned long long)raw);
+        if (raw != want[id])
+            return bad(name, "section %s holds %llu bytes (expected %llu from the meta section)",
+                       sn, (unsigned long long)raw, (unsigned long long)want[id]);
+        if (comp > compressBound((uLong)raw) || raw > comp * MAX_EXPANSION)
+            return bad(name, "section %s: %llu compressed bytes cannot hold %llu raw bytes "
+                       "(expected %llu to %llu)", sn, (unsigned long long)comp,
+                       (unsigned long long)raw,
+                       (unsigned long long)((raw + MAX_EXPANSION - 1) / MAX_EXPANSION),
+                       (unsigned long long)compressBound((uLong)raw));
+        off += SEC_HDR_NBYTES;
+        if (comp > nbytes - off)
+            return bad(name, "truncated in section %s: %llu compressed bytes at byte %zu but "
+                       "only %zu left", sn, (unsigned long long)comp, off, nbytes - off);
+
+        /* The sizes are now known to be sane and present in the input: allocate. */
+        unsigned char *dst = malloc(raw ? (size_t)raw + (id == SEC_MODEL) : 1);
+        if (!dst)
+            return mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes for section %s", name,
+                          (unsigned long long)raw, sn);
+        char why[128];
+        int zrc = inflate_exact(dst, (size_t)raw, p + off, (size_t)comp, why, sizeof why);
+        if (zrc != Z_OK) {
+            free(dst);
+            if (zrc == Z_MEM_ERROR)
+                return mw_err(MW_ENOMEM, "%s: out of memory decompressing section %s", name, sn);
+            return bad(name, "bad compressed data in section %s (%s; expected %llu compressed "
+                       "bytes inflating to %llu)", sn, why, (unsigned long long)comp,
+                       (unsigned long long)raw);
+        }
+        uint32_t got = (uint32_t)crc32(0L, dst, (uInt)raw);
+        if (got != crc) {
+            free(dst);
+            return bad(name, "bad CRC in section %s (computed 0x%08x, stored 0x%08x)", sn,
+                       (unsigned)got, (unsigned)crc);
+        }
+        off += comp;
+        seen[id] = 1;
+
+        if (id == SEC_META) {
+            uint64_t model_nbytes = 0;
+            mw_status rc = meta_decode(t, dst, &nslot_arrays, &model_nbytes, name);
+            free(dst);
+            MW_TRY(rc);
+            want[SEC_MODEL] = model_nbytes;
+            want[SEC_PARAMS] = t->nparams * sizeof(float);
+            want[SEC_SLOT1] = want[SEC_SLOT2] = t->nslots * sizeof(float);
+        } else if (id == SEC_MODEL) {
+            const void *nul = memchr(dst, '\0', (size_t)raw);
+            if (nul) {
+                size_t at = (size_t)((const unsigned char *)nul - dst);
+                free(dst);
+                return bad(name, "model description has a NUL byte at offset %zu (expected "
+                           "JSON text)", at);
+            }
+            dst[raw] = '\0';
+            t->model_json = (char *)dst;
+        } else {
+            float **slot[NSEC] = {NULL, NULL, &t->params, &t->slot1, &t->slot2};
+            *slot[id] = (float *)dst;
+        }
+    }
+    if (off != nbytes)
+        return bad(name, "%zu trailing bytes after the last section (expected the file to end "
+                   "at byte %zu)", nbytes - off, off);
+    for (int id = 0; id < 3 + nslot_arrays; id++)
+        if (!seen[id])
+            return bad(name, "missing section %s", SEC_NAMES[id]);
+    return MW_OK;
+}
+
+mw_status mw_ckpt_read_buffer(mw_ckpt *c, const void *data, size_t nbytes, const char *name)
+{
+    mw_ckpt t;
+    mw_ckpt_init(&t);
+    mw_status rc = parse(&t, data, nbytes, name);
+    if (rc != MW_OK) {
+        mw_ckpt_free(&t);
+        return rc;
+    }
+    mw_ckpt_free(c);
+    *c = t;
+    return MW_OK;
+}
+
+/* The largest file the format allows: the header and five sections at their limits. */
+static uint64_t max_file_nbytes(void)
+{
+    return HDR_NBYTES + NSEC * (SEC_HDR_NBYTES + (uint64_t)compressBound((uLong)MAX_RAW));
+}
+
+mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return mw_err(MW_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return mw_err(MW_EIO, "%s: cannot stat (%s)", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return mw_err(MW_EIO, "%s: %s (expected a checkpoint file)", path,
+                      S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    }
+    if ((uint64_t)st.st_size > max_file_nbytes() || (uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return mw_err(MW_ECKPT, "%s: file is %lld bytes (expected at most %llu)", path,
+                      (long long)st.st_size, (unsigned long long)max_file_nbytes());
+    }
+    size_t nbytes = (size_t)st.st_size;
+    unsigned char *buf = malloc(nbytes ? nbytes : 1);
+    if (!buf) {
+        close(fd);
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, nbytes);
+    }
+    size_t got = 0;
+    while (got < nbytes) {
+        ssize_t n = read(fd, buf + got, nbytes - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            if (n == 0)
+                return mw_err(MW_ECKPT, "%s: file shrank while reading (%zu of %zu bytes)",
+                              path, got, nbytes);
+            return mw_err(MW_EIO, "%s: cannot read (%s)", path, strerror(e));
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    mw_status rc = mw_ckpt_read_buffer(c, buf, nbytes, path);
+    free(buf);
+    return rc;
+}
+
+/* ---- atomic files ---- */
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int e = 0;
+    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
+        e = errno; /* some file systems cannot sync a directory: nothing more to do there */
+    close(fd);
+    return e;
+}
+
+/* Write data to path atomically. Returns 0 or an errno, with *stage naming the step that
+ * failed ("create", "write", "sync", "close", "rename", "sync the directory of"); the
+ * temporary file is gone after a failure. ENOMEM stands for a failed path allocation. */
+static int write_atomic(const char *path, const void *data, size_t nbytes, const char **stage)
+{
+    char tmp[PATH_MAX];
+    *stage = "create";
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    const unsigned char *p = data;
+    size_t done = 0;
+    int e = 0;
+    *stage = "write";
+    while (done < nbytes) {
+        ssize_t n = write(fd, p + done, nbytes - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            e = n < 0 ? errno : ENOSPC;
+            break;
+        }
+        done += (size_t)n;
+    }
+    if (!e && fsync(fd) != 0)
+        *stage = "sync", e = errno;
+    if (close(fd) != 0 && !e)
+        *stage = "close", e = errno;
+    if (!e && rename(tmp, path) != 0)
+        *stage = "rename", e = errno;
+    if (e) {
+        unlink(tmp);
+        return e;
+    }
+    /* The directory entry must be durable too, or a crash could bring back the old file. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    *stage = "sync the directory of";
+    return fsync_dir(dir);
+}
+
+mw_status mw_ckpt_write(const mw_ckpt *c, const char *path)
+{
+    void *data;
+    size_t nbytes;
+    MW_TRY(mw_ckpt_serialize(c, &data, &nbytes));
+    const char *stage;
+    int e = write_atomic(path, data, nbytes, &stage);
+    free(data);
+    if (e)
+        return mw_err(MW_EIO, "%s: cannot %s the checkpoint (%s)", path, stage, strerror(e));
+    return MW_OK;
+}
+
+/* ---- the directory ---- */
+
+typedef struct {
+    char **names; /* owned strings, as the index writes them */
+    int count, cap;
+} name_list;
+
+static void names_free(name_list *l)
+{
+    for (int i = 0; i < l->count; i++)
+        free(l->names[i]);
+    free(l->names);
+    memset(l, 0, sizeof *l);
+}
+
+static int names_has(const name_list *l, const char *s)
+{
+    for (int i = 0; i < l->count; i++)
+        if (strcmp(l->names[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+static mw_status names_add(name_list *l, const char *s, size_t n)
+{
+    if (l->count == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 8;
+        char **p = realloc(l->names, sizeof *p * (size_t)cap);
+        if (!p)
+            return mw_err(MW_ENOMEM, "out of memory listing checkpoints");
+        l->names = p;
+        l->cap = cap;
+    }
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return mw_err(MW_ENOMEM, "out of memory listing checkpoints");
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    l->names[l->count++] = copy;
+    return MW_OK;
+}
+
+/* N for a name "ckpt-N" (N in 1..INT_MAX-1, no leading zeros, after an optional directory), or
+ * 0 for any other name. */
+static int ckpt_number(const char *name)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strncmp(base, "ckpt-", 5) != 0 || base[5] < '1' || base[5] > '9')
+        return 0;
+    long v = 0;
+    for (const char *s = base + 5; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (INT_MAX - 1) / 10)
+            return 0;
+        v = v * 10 + (*s - '0');
+    }
+    return v < INT_MAX ? (int)v : 0;
+}
+
+/* Parse the index text. Keys other than the two path keys (TensorFlow also writes
+ * timestamps) are skipped. Returns 0, or the 1-based number of the first line that is not
+ * `key: value`, or -1 for a path value that is not a plain quoted string. */
+static int index_parse(const char *text, size_t n, name_list *all, char **latest)
+{
+    int line = 0;
+    const char *s = text, *end = text + n;
+    while (s < end) {
+        line++;
+        const char *eol = memchr(s, '\n', (size_t)(end - s));
+        if (!eol)
+            eol = end;
+        const char *k = s;
+        s = eol + 1;
+        while (k < eol && (*k == ' ' || *k == '\t' || *k == '\r'))
+            k++;
+        if (k == eol)
+            continue;
+        const char *colon = memchr(k, ':', (size_t)(eol - k));
+        if (!colon)
+            return line;
+        size_t klen = (size_t)(colon - k);
+        while (klen && (k[klen - 1] == ' ' || k[klen - 1] == '\t'))
+            klen--;
+        int is_latest = klen == 21 && memcmp(k, "model_checkpoint_path", 21) == 0;
+        int is_all = klen == 26 && memcmp(k, "all_model_checkpoint_paths", 26) == 0;
+        if (!is_latest && !is_all)
+            continue;
+        const char *v = colon + 1, *ve = eol;
+        while (v < ve && (*v == ' ' || *v == '\t'))
+            v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r'))
+            ve--;
+        if (ve - v < 3 || *v != '"' || ve[-1] != '"')
+            return line;
+        v++, ve--;
+        for (const char *q = v; q < ve; q++)
+            if (*q == '"' || *q == '\\' || *q == '\0')
+                return line;
+        if (is_latest) {
+            free(*latest);
+            if (!(*latest = malloc((size_t)(ve - v) + 1)))
+                return -1;
+            memcpy(*latest, v, (size_t)(ve - v));
+            (*latest)[ve - v] = '\0';
+        } else if (names_add(all, v, (size_t)(ve - v)) != MW_OK) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Read dir's index into all (oldest first) and *latest. Returns 1 when it was read, 0 when
+ * there is none or it is unusable (a warning says why). */
+static int index_read(const char *dir, name_list *all, char **latest)
+{
+    char *path = path_join(dir, MW_CKPT_INDEX);
+    if (!path)
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno != ENOENT)
+            mw_log_warn("checkpoint index %s: cannot open (%s); looking at the ckpt-N files",
+                        path, strerror(errno));
+        free(path);
+        return 0;
+    }
+    char *text = malloc(MAX_INDEX_NBYTES);
+    size_t n = text ? fread(text, 1, MAX_INDEX_NBYTES, f) : 0;
+    int too_big = text && n == MAX_INDEX_NBYTES;
+    int err = ferror(f);
+    fclose(f);
+    int line = !text || err ? -1 : too_big ? -2 : index_parse(text, n, all, latest);
+    free(text);
+    if (line != 0) {
+        if (line == -2)
+            mw_log_warn("checkpoint index %s: larger than %u bytes; looking at the ckpt-N files",
+                        path, MAX_INDEX_NBYTES);
+        else if (line == -1)
+            mw_log_warn("checkpoint index %s: cannot read it; looking at the ckpt-N files", path);
+        else
+            mw_log_warn("checkpoint index %s: line %d is not `key: \"value\"`; looking at the "
+                        "ckpt-N files", path, line);
+        names_free(all);
+        free(*latest);
+        *latest = NULL;
+    }
+    free(path);
+    return line == 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The numbers of the ckpt-N entries of dir, ascending, into *nums (malloc'ed). Returns 0 or an
+ * errno from opendir. */
+static int scan_dir(const char *dir, int **nums, int *count)
+{
+    *nums = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int n = ckpt_number(e->d_name);
+        if (!n)
+            continue;
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 16;
+            int *p = realloc(*nums, sizeof *p * (size_t)cap);
+            if (!p) {
+                closedir(d);
+                return ENOMEM;
+            }
+            *nums = p;
+        }
+        (*nums)[(*count)++] = n;
+    }
+    closedir(d);
+    if (*count > 1)
+        qsort(*nums, (size_t)*count, sizeof **nums, cmp_int);
+    return 0;
+}
+
+/* mkdir -p. Returns 0 or an errno. */
+static int make_dirs(const char *dir)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return ENAMETOOLONG;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return errno;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return errno;
+    struct stat st;
+    if (stat(p, &st) != 0)
+        return errno;
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_out)
+{
+    mw_status rc = MW_OK;
+    void *data = NULL;
+    size_t nbytes = 0;
+    int *nums = NULL, count = 0, n = 0;
+    name_list idx = {0};
+    char *latest = NULL, *path = NULL, *text = NULL;
+
+    MW_TRY_GOTO(mw_ckpt_serialize(c, &data, &nbytes), rc, done);
+    int e = make_dirs(dir);
+    if (e) {
+        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot create it (%s)", dir, strerror(e));
+        goto done;
+    }
+    if ((e = scan_dir(dir, &nums, &count))) {
+        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot list it (%s)", dir, strerror(e));
+        goto done;
+    }
+    /* The number: above everything in the directory and the index. */
+    int highest = count ? nums[count - 1] : 0;
+    index_read(dir, &idx, &latest);
+    for (int i = 0; i < idx.count; i++)
+        if (ckpt_number(idx.names[i]) > highest)
+            highest = ckpt_number(idx.names[i]);
+    if (latest && ckpt_number(latest) > highest)
+        highest = ckpt_number(latest);
+    if (highest >= INT_MAX - 1) {
+        rc = mw_err(MW_EIO, "checkpoint directory %s: ckpt-%d is the highest number possible",
+                    dir, highest);
+        goto done;
+    }
+    n = highest + 1;
+
+    char name[32];
+    snprintf(name, sizeof name, "ckpt-%d", n);
+    if (!(path = path_join(dir, name))) {
+        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
+        goto done;
+    }
+    const char *stage;
+    if ((e = write_atomic(path, data, nbytes, &stage))) {
+        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s %s (%s)", dir, stage, name,
+                    strerror(e));
+        goto done;
+    }
+
+    /* Kept: the newest `keep` of the existing checkpoints and the new one. */
+    int *kept = realloc(nums, sizeof *kept * (size_t)(count + 1));
+    if (!kept) {
+        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
+        goto done;
+    }
+    nums = kept;
+    nums[count++] = n;
+    int first = keep > 0 && count > keep ? count - keep : 0;
+    size_t cap = 64 + (size_t)(count - first) * 64;
+    if (!(text = malloc(cap))) {
+        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
+        goto done;
+    }
+    size_t len = (size_t)snprintf(text, cap, "model_checkpoint_path: \"ckpt-%d\"\n", n);
+    for (int i = first; i < count; i++)
+        len += (size_t)snprintf(text + len, cap - len, "all_model_checkpoint_paths: \"ckpt-%d\"\n",
+                                nums[i]);
+    free(path);
+    if (!(path = path_join(dir, MW_CKPT_INDEX))) {
+        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
+        goto done;
+    }
+    if ((e = write_atomic(path, text, len, &stage))) {
+        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s the index '%s' (%s); %s was "
+                    "written but is not listed", dir, stage, MW_CKPT_INDEX, strerror(e), name);
+        goto done;
+    }
+    /* Only now that the index no longer names them: delete the oldest. */
+    for (int i = 0; i < first; i++) {
+        char old[32];
+        snprintf(old, sizeof old, "ckpt-%d", nums[i]);
+        char *p = path_join(dir, old);
+        if (p && unlink(p) != 0 && errno != ENOENT)
+            mw_log_warn("checkpoint directory %s: cannot delete the old %s (%s)", dir, old,
+                        strerror(errno));
+        free(p);
+    }
+    if (number_out)
+        *number_out = n;
+done:
+    free(data);
+    free(nums);
+    names_free(&idx);
+    free(latest);
+    free(path);
+    free(text);
+    return rc;
+}
+
+/* Append "name (reason)" to the tried list, stopping before it gets too long for a message. */
+static void tried_add(char *buf, size_t cap, int *shown, int *more, const char *name,
+                      const char *reason)
+{
+    size_t len = strlen(buf);
+    size_t need = strlen(name) + strlen(reason) + 6;
+    if (*more || len + need > cap - 32) {
+        (*more)++;
+        return;
+    }
+    snprintf(buf + len, cap - len, "%s%s (%s)", *shown ? ", " : "", name, reason);
+    (*shown)++;
+}
+
+mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
+{
+    if (path_out)
+        *path_out = NULL;
+    mw_status rc = MW_OK;
+    name_list cand = {0}, idx = {0};
+    char *latest = NULL;
+    int *nums = NULL, count = 0;
+
+    /* Candidates, newest first: the index's latest, its list backwards, then the rest. */
+    index_read(dir, &idx, &latest);
+    if (latest)
+        MW_TRY_GOTO(names_add(&cand, latest, strlen(latest)), rc, done);
+    for (int i = idx.count - 1; i >= 0; i--)
+        if (!names_has(&cand, idx.names[i]))
+            MW_TRY_GOTO(names_add(&cand, idx.names[i], strlen(idx.names[i])), rc, done);
+    int e = scan_dir(dir, &nums, &count);
+    if (e == ENOMEM) {
+        rc = mw_err(MW_ENOMEM, "out of memory listing checkpoints");
+        goto done;
+    }
+    if (e && e != ENOENT && e != ENOTDIR) {
+        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot list it (%s)", dir, strerror(e));
+        goto done;
+    }
+    for (int i = count - 1; i >= 0; i--) {
+        char name[32];
+        snprintf(name, sizeof name, "ckpt-%d", nums[i]);
+        if (!names_has(&cand, name))
+            MW_TRY_GOTO(names_add(&cand, name, strlen(name)), rc, done);
+    }
+    if (cand.count == 0) {
+        rc = mw_err(MW_ECKPT, "no checkpoint in %s%s", dir,
+                    e == ENOENT ? " (the directory does not exist)"
+                    : e         ? " (not a directory)"
+                                : "");
+        goto done;
+    }
+
+    char tried[900] = "";
+    int shown = 0, more = 0;
+    for (int i = 0; i < cand.count; i++) {
+        const char *name = cand.names[i];
+        char *path = name[0] == '/' ? strdup(name) : path_join(dir, name);
+        if (!path) {
+            rc = mw_err(MW_ENOMEM, "out of memory loading a checkpoint");
+            goto done;
+        }
+        mw_ckpt t;
+        mw_ckpt_init(&t);
+        rc = mw_ckpt_read(&t, path);
+        if (rc == MW_OK) {
+            mw_ckpt_free(c);
+            *c = t;
+            if (path_out)
+                *path_out = path;
+            else
+                free(path);
+            goto done;
+        }
+        if (rc == MW_ENOMEM) {
+            free(path);
+            goto done;
+        }
+        /* Unusable: say so, remember why without the path prefix, and try the previous one. */
+        const char *msg = mw_err_msg();
+        size_t plen = strlen(path);
+        const char *reason = strncmp(msg, path, plen) == 0 && msg[plen] == ':' ? msg + plen + 2
+                                                                                 : msg;
+        mw_log_warn("checkpoint %s is unusable: %s; %s", path, reason,
+                    i + 1 < cand.count ? "trying the previous one" : "none left to try");
+        tried_add(tried, sizeof tried, &shown, &more, name, reason);
+        mw_err_clear();
+        free(path);
+    }
+    if (more)
+        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), ", and %d more", more);
+    rc = mw_err(MW_ECKPT, "no valid checkpoint in %s (tried: %s)", dir, tried);
+done:
+    names_free(&cand);
+    names_free(&idx);
+    free(latest);
+    free(nums);
+    return rc;
+}
+
+/* ---- packing ---- */
+
+void mw_ckpt_pack(const mw_model *m, float *packed, const float *arena)
+{
+    size_t k = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->w_count)
+            memcpy(packed + k, arena + l->w_off, l->w_count * sizeof(float));
+        k += l->w_count;
+        if (l->b_count)
+            memcpy(packed + k, arena + l->b_off, l->b_count * sizeof(float));
+        k += l->b_count;
+    }
+}
+
+void mw_ckpt_unpack(const mw_model *m, float *arena, const float *packed)
+{
+    size_t k = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->w_count)
+            memcpy(arena + l->w_off, packed + k, l->w_count * sizeof(float));
+        k += l->w_count;
+        if (l->b_count)
+            memcpy(arena + l->b_off, packed + k, l->b_count * sizeof(float));
+        k += l->b_count;
+    }
+}
