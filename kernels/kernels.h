@@ -97,6 +97,17 @@ typedef void (*mw_adam_fn)(const mw_kctx *k, float *p, float *m, float *v, const
 /* Keras SGD with momentum: vel = mu vel - lr g; p += vel (mu = 0: p -= lr g). */
 typedef void (*mw_sgd_fn)(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,
                           float lr, float mu);
+/* Inverted dropout while training, x and y (N, D): element e of example n is
+ * kept when mw_rng_hash(seed, stream, ids[n] * D + e) >> 40 (24 uniform bits)
+ * is at least ceil(rate * 2^24), so a mask depends on the example's global id
+ * and never on its batch position; mask = kept ? 1 / (1 - rate) : 0 and
+ * y = x * mask. ids NULL: example n has id n. y may equal x. 0 <= rate < 1. */
+typedef void (*mw_dropout_fwd_fn)(const mw_kctx *k, float *y, float *mask, const float *x,
+                                  const uint32_t *ids, uint64_t seed, uint64_t stream,
+                                  float rate, int N, size_t D);
+/* dx = dy * mask, count elements (overwrites; dx may equal dy). */
+typedef void (*mw_dropout_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
+                                  const float *mask, size_t count);
 
 typedef struct {
     const char *name; /* "ref", "cpu", "cuda" */
@@ -112,6 +123,8 @@ typedef struct {
     mw_xent_bwd_fn xent_bwd;
     mw_adam_fn adam;
     mw_sgd_fn sgd;
+    mw_dropout_fwd_fn dropout_fwd;
+    mw_dropout_bwd_fn dropout_bwd;
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

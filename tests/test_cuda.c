@@ -18,6 +18,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/dense.h"
+#include "kernels/dropout.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 #include "tests/util.h"
@@ -177,6 +178,7 @@ static void test_no_device_fallback(void **state)
         assert_string_equal(t.name, "cuda");
         assert_ptr_equal(t.conv2d_fwd, mw_conv2d_fwd_cuda);
         assert_ptr_equal(t.sgd, mw_sgd_cuda);
+        assert_ptr_equal(t.dropout_fwd, mw_dropout_fwd_cuda);
         return;
     }
     assert_string_equal(t.name, "ref");
@@ -295,6 +297,50 @@ static void test_relu(void **state)
     }
     cuda.relu_fwd(&ctx, NULL, NULL, 0);
     cuda.relu_bwd(&ctx, NULL, NULL, NULL, 0);
+    check_sync();
+}
+
+/* The mask is a hash of (seed, layer, example id, element): the device's must equal the
+ * reference's bit for bit, with ids (a device array) and without, in place too. */
+static void test_dropout(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const struct {
+        int N;
+        size_t D;
+        float rate;
+    } cases[] = {{1, 1, 0.5f}, {3, 1001, 0.25f}, {7, 4096, 0.9f}, {2, 70000, 0.0f}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        pool P = {0};
+        const int N = cases[c].N;
+        const size_t D = cases[c].D, n = (size_t)N * D, nb = n * sizeof(float);
+        uint32_t *ids = h_keep(&P, malloc(N * sizeof(uint32_t)));
+        for (int i = 0; i < N; i++)
+            ids[i] = (uint32_t)(1000003u * (unsigned)i + 17u * (unsigned)c);
+        float *x = h_rand(&P, n, 50 + c, -1, 1), *dy = h_rand(&P, n, 60 + c, -1, 1);
+        float *y = h_rand(&P, n, 70 + c, 0, 1), *mask = h_rand(&P, n, 80 + c, 0, 1);
+        float *dx = h_rand(&P, n, 90 + c, 0, 1);
+        float *dX = d_put(&P, x, nb), *dY = d_put(&P, NULL, nb), *dM = d_put(&P, NULL, nb);
+        float *dDY = d_put(&P, dy, nb), *dDX = d_put(&P, NULL, nb);
+        uint32_t *dI = d_put(&P, ids, N * sizeof(uint32_t));
+
+        mw_dropout_fwd_ref(NULL, y, mask, x, ids, 1234, 5, cases[c].rate, N, D);
+        cuda.dropout_fwd(&ctx, dY, dM, dX, dI, 1234, 5, cases[c].rate, N, D);
+        expect_close((float *)d_get(&P, dM, nb), mask, n, 0.0f, 0.0f);
+        expect_close((float *)d_get(&P, dY, nb), y, n, 0.0f, 0.0f);
+        mw_dropout_bwd_ref(NULL, dx, dy, mask, n);
+        cuda.dropout_bwd(&ctx, dDX, dDY, dM, n);
+        expect_close((float *)d_get(&P, dDX, nb), dx, n, 0.0f, 0.0f);
+        cuda.dropout_fwd(&ctx, dX, dM, dX, dI, 1234, 5, cases[c].rate, N, D); /* in place */
+        expect_close((float *)d_get(&P, dX, nb), y, n, 0.0f, 0.0f);
+        mw_dropout_fwd_ref(NULL, y, mask, x, NULL, 9, 2, cases[c].rate, N, D); /* ids NULL */
+        cuda.dropout_fwd(&ctx, dY, dM, dX, NULL, 9, 2, cases[c].rate, N, D);
+        expect_close((float *)d_get(&P, dM, nb), mask, n, 0.0f, 0.0f);
+        pool_free(&P);
+    }
+    cuda.dropout_fwd(&ctx, NULL, NULL, NULL, NULL, 1, 1, 0.5f, 0, 10);
+    cuda.dropout_bwd(&ctx, NULL, NULL, NULL, 0);
     check_sync();
 }
 
@@ -603,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_sticky_error),
         cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_optim),
         cmocka_unit_test(test_dense),

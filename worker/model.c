@@ -7,17 +7,20 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "worker/keras.h"
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
 {
     memset(m, 0, sizeof *m);
     m->in_h = in_h, m->in_w = in_w, m->in_c = in_c;
+    snprintf(m->name, sizeof m->name, "sequential");
     mw_arena_init(&m->params);
 }
 
 void mw_model_free(mw_model *m)
 {
     free(m->layers);
+    free(m->source);
     mw_arena_free(&m->params);
     memset(m, 0, sizeof *m);
 }
@@ -27,8 +30,11 @@ static size_t out_count(const mw_layer *l)
     return (size_t)l->out_h * l->out_w * l->out_c;
 }
 
-/* Append a layer whose input is the current output shape; NULL on OOM. */
-static mw_layer *push(mw_model *m, mw_layer_kind kind, const char *name, const char *auto_base)
+/* Append a layer of Keras class cls whose input is the current output shape;
+ * NULL on OOM. An empty name gets Keras' automatic one: auto_base, then
+ * auto_base_1, ... counted over the shown layers of the same class. */
+static mw_layer *push(mw_model *m, mw_layer_kind kind, const char *name, const char *cls,
+                      const char *auto_base)
 {
     if (m->finalized) {
         mw_err(MW_EINTERNAL, "model: layer added after finalize");
@@ -46,18 +52,21 @@ static mw_layer *push(mw_model *m, mw_layer_kind kind, const char *name, const c
     mw_layer *l = &m->layers[m->nlayers];
     memset(l, 0, sizeof *l);
     l->kind = kind;
+    l->cls = cls;
     if (m->nlayers == 0) {
         l->in_h = m->in_h, l->in_w = m->in_w, l->in_c = m->in_c;
+        l->flat = m->flat_input;
     } else {
         const mw_layer *p = &m->layers[m->nlayers - 1];
         l->in_h = p->out_h, l->in_w = p->out_w, l->in_c = p->out_c;
+        l->flat = p->flat;
     }
     if (name && *name) {
         snprintf(l->name, sizeof l->name, "%s", name);
-    } else { /* Keras: base, base_1, base_2, ... counted per kind */
+    } else { /* Keras: base, base_1, base_2, ... counted per class */
         int same = 0;
         for (int i = 0; i < m->nlayers; i++)
-            if (m->layers[i].kind == kind && !m->layers[i].folded)
+            if (!m->layers[i].folded && strcmp(m->layers[i].cls, cls) == 0)
                 same++;
         if (same == 0)
             snprintf(l->name, sizeof l->name, "%s", auto_base);
@@ -77,7 +86,7 @@ static mw_status reject(mw_model *m, mw_status s)
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
                               int sw, int same, int use_bias)
 {
-    mw_layer *l = push(m, MW_LAYER_CONV2D, name, "conv2d");
+    mw_layer *l = push(m, MW_LAYER_CONV2D, name, "Conv2D", "conv2d");
     if (!l)
         return mw_err_status();
     if (filters <= 0 || kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0)
@@ -93,18 +102,19 @@ mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh
                                 l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w,
                                 l->in_c));
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
+    l->flat = 0;
     l->w_count = (size_t)kh * kw * l->in_c * filters;
     l->has_bias = use_bias;
     l->b_count = use_bias ? (size_t)filters : 0;
     l->fan_in = kh * kw * l->in_c, l->fan_out = kh * kw * filters;
-    l->kernel_init = MW_INIT_GLOROT_UNIFORM, l->bias_init = MW_INIT_ZEROS;
+    l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
     return MW_OK;
 }
 
 mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
                                int same)
 {
-    mw_layer *l = push(m, MW_LAYER_MAXPOOL, name, "max_pooling2d");
+    mw_layer *l = push(m, MW_LAYER_MAXPOOL, name, "MaxPooling2D", "max_pooling2d");
     if (!l)
         return mw_err_status();
     if (mw_pool_geom_init(&l->pool, l->in_h, l->in_w, l->in_c, ph, pw, sh, sw, same) != 0)
@@ -114,22 +124,24 @@ mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, in
                                 l->name, ph, pw, sh, sw, same ? "same" : "valid", l->in_h,
                                 l->in_w, l->in_c));
     l->out_h = l->pool.OH, l->out_w = l->pool.OW, l->out_c = l->in_c;
+    l->flat = 0;
     return MW_OK;
 }
 
 mw_status mw_model_add_flatten(mw_model *m, const char *name)
 {
-    mw_layer *l = push(m, MW_LAYER_FLATTEN, name, "flatten");
+    mw_layer *l = push(m, MW_LAYER_FLATTEN, name, "Flatten", "flatten");
     if (!l)
         return mw_err_status();
     l->out_h = 1, l->out_w = 1, l->out_c = l->in_h * l->in_w * l->in_c;
     l->in_place = 1;
+    l->flat = 1;
     return MW_OK;
 }
 
 mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_bias)
 {
-    mw_layer *l = push(m, MW_LAYER_DENSE, name, "dense");
+    mw_layer *l = push(m, MW_LAYER_DENSE, name, "Dense", "dense");
     if (!l)
         return mw_err_status();
     if (units <= 0)
@@ -141,11 +153,12 @@ mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_b
                                 "input (add a Flatten layer before it)",
                                 l->name, l->in_h, l->in_w, l->in_c));
     l->out_h = 1, l->out_w = 1, l->out_c = units;
+    l->flat = 1;
     l->w_count = (size_t)l->in_c * units;
     l->has_bias = use_bias;
     l->b_count = use_bias ? (size_t)units : 0;
     l->fan_in = l->in_c, l->fan_out = units;
-    l->kernel_init = MW_INIT_GLOROT_UNIFORM, l->bias_init = MW_INIT_ZEROS;
+    l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
     return MW_OK;
 }
 
@@ -154,12 +167,93 @@ mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
     char nm[80] = "";
     if (folded && m->nlayers > 0)
         snprintf(nm, sizeof nm, "%s/relu", m->layers[m->nlayers - 1].name);
-    mw_layer *l = push(m, MW_LAYER_RELU, folded ? nm : name, "re_lu");
+    mw_layer *l = push(m, MW_LAYER_RELU, folded ? nm : name, "ReLU", "re_lu");
     if (!l)
         return mw_err_status();
     l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
     l->in_place = 1;
     l->folded = folded;
+    return MW_OK;
+}
+
+/* A parameter-free layer that keeps its input's shape and runs in place. */
+static mw_layer *push_same(mw_model *m, mw_layer_kind kind, const char *name, const char *cls,
+                           const char *auto_base)
+{
+    mw_layer *l = push(m, kind, name, cls, auto_base);
+    if (l) {
+        l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+        l->in_place = 1;
+    }
+    return l;
+}
+
+mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate)
+{
+    mw_layer *l = push_same(m, MW_LAYER_DROPOUT, name, "Dropout", "dropout");
+    if (!l)
+        return mw_err_status();
+    if (!(rate >= 0.0f && rate < 1.0f))
+        return reject(m, mw_err(MW_EMODEL, "layer '%s' (Dropout): rate %g: expected 0 <= rate < 1",
+                                l->name, (double)rate));
+    l->rate = rate;
+    return MW_OK;
+}
+
+mw_status mw_model_add_activation(mw_model *m, const char *name, mw_activation act)
+{
+    mw_layer *l = push_same(m, act == MW_ACT_RELU ? MW_LAYER_RELU : MW_LAYER_IDENTITY, name,
+                            "Activation", "activation");
+    if (!l)
+        return mw_err_status();
+    l->softmax = act == MW_ACT_SOFTMAX;
+    return MW_OK;
+}
+
+mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded)
+{
+    char nm[80] = "";
+    if (folded && m->nlayers > 0)
+        snprintf(nm, sizeof nm, "%s/softmax", m->layers[m->nlayers - 1].name);
+    mw_layer *l = push_same(m, MW_LAYER_IDENTITY, folded ? nm : name, "Softmax", "softmax");
+    if (!l)
+        return mw_err_status();
+    l->softmax = 1;
+    l->folded = folded;
+    return MW_OK;
+}
+
+static mw_layer *last_with_weights(mw_model *m)
+{
+    if (m->nlayers == 0 || m->finalized || !m->layers[m->nlayers - 1].w_count) {
+        mw_err(MW_EINTERNAL, "model: initializer or regularizer set on a layer without weights");
+        return NULL;
+    }
+    return &m->layers[m->nlayers - 1];
+}
+
+mw_status mw_model_set_init(mw_model *m, const mw_init *kernel, const mw_init *bias)
+{
+    mw_layer *l = last_with_weights(m);
+    if (!l)
+        return MW_EINTERNAL;
+    if (kernel)
+        l->kernel_init = *kernel;
+    if (bias)
+        l->bias_init = *bias;
+    return MW_OK;
+}
+
+mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
+                                   const mw_regularizer *bias)
+{
+    mw_layer *l = last_with_weights(m);
+    if (!l)
+        return MW_EINTERNAL;
+    if (kernel)
+        l->kernel_reg = *kernel;
+    if (bias)
+        l->bias_reg = *bias;
     return MW_OK;
 }
 
@@ -187,6 +281,12 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
 {
     if (m->nlayers == 0)
         return mw_err(MW_EMODEL, "model has no layers");
+    for (int i = 0; i + 1 < m->nlayers; i++)
+        if (m->layers[i].softmax)
+            return mw_err(MW_EMODEL,
+                          "layer '%s': softmax is supported only at the end of the model, where "
+                          "it is folded into the cross-entropy loss",
+                          m->layers[i].name);
     pool_before_relu(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
     if (last->out_h != 1 || last->out_w != 1)
@@ -214,10 +314,21 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     return MW_OK;
 }
 
-static void init_tensor(float *p, size_t count, mw_init_kind kind, int fan_in, int fan_out,
+/* Standard normal truncated to |z| < 2 (Keras' truncated_normal: redraw). */
+static float truncated_z(mw_rng *r)
+{
+    float z;
+    do
+        z = mw_rng_normal(r);
+    while (fabsf(z) >= 2.0f);
+    return z;
+}
+
+static void init_tensor(float *p, size_t count, const mw_init *in, int fan_in, int fan_out,
                         mw_rng *r)
 {
-    double limit, stddev;
+    const mw_init_kind kind = in->kind;
+    double limit, stddev, n;
     switch (kind) {
     case MW_INIT_ZEROS:
         memset(p, 0, count * sizeof *p);
@@ -240,12 +351,45 @@ static void init_tensor(float *p, size_t count, mw_init_kind kind, int fan_in, i
                                                 : sqrt(2.0 / fan_in)) /
                  0.87962566103423978;
         for (size_t i = 0; i < count; i++) {
-            float z;
-            do
-                z = mw_rng_normal(r);
-            while (fabsf(z) >= 2.0f);
+            float z = truncated_z(r);
             p[i] = (float)(z * stddev);
         }
+        return;
+    case MW_INIT_VARIANCE_SCALING:
+        /* Keras: n = fan_in, fan_out or their mean, at least 1 */
+        n = in->mode == MW_FAN_IN    ? fan_in
+            : in->mode == MW_FAN_OUT ? fan_out
+                                     : (fan_in + fan_out) / 2.0;
+        n = n < 1.0 ? 1.0 : n;
+        if (in->dist == MW_DIST_UNIFORM) {
+            limit = sqrt(3.0 * in->scale / n);
+            for (size_t i = 0; i < count; i++)
+                p[i] = (float)((2.0 * mw_rng_uniform(r) - 1.0) * limit);
+        } else if (in->dist == MW_DIST_UNTRUNCATED_NORMAL) {
+            stddev = sqrt(in->scale / n);
+            for (size_t i = 0; i < count; i++)
+                p[i] = (float)(mw_rng_normal(r) * stddev);
+        } else {
+            stddev = sqrt(in->scale / n) / 0.87962566103423978;
+            for (size_t i = 0; i < count; i++)
+                p[i] = (float)(truncated_z(r) * stddev);
+        }
+        return;
+    case MW_INIT_RANDOM_UNIFORM:
+        for (size_t i = 0; i < count; i++)
+            p[i] = (float)(in->a + (in->b - in->a) * mw_rng_uniform(r));
+        return;
+    case MW_INIT_RANDOM_NORMAL:
+        for (size_t i = 0; i < count; i++)
+            p[i] = (float)(in->a + in->b * mw_rng_normal(r));
+        return;
+    case MW_INIT_TRUNCATED_NORMAL:
+        for (size_t i = 0; i < count; i++)
+            p[i] = (float)(in->a + in->b * truncated_z(r));
+        return;
+    case MW_INIT_CONSTANT:
+        for (size_t i = 0; i < count; i++)
+            p[i] = (float)in->a;
         return;
     }
 }
@@ -258,28 +402,48 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
         mw_rng r;
         mw_rng_seed(&r, seed, 1000 + (uint64_t)i);
         if (l->w_count)
-            init_tensor(m->params.data + l->w_off, l->w_count, l->kernel_init, l->fan_in,
+            init_tensor(m->params.data + l->w_off, l->w_count, &l->kernel_init, l->fan_in,
                         l->fan_out, &r);
-        if (l->b_count)
-            init_tensor(m->params.data + l->b_off, l->b_count, l->bias_init, l->fan_in,
-                        l->fan_out, &r);
+        if (l->b_count) /* Keras: a 1-D shape (n) has fan_in = fan_out = n */
+            init_tensor(m->params.data + l->b_off, l->b_count, &l->bias_init, (int)l->b_count,
+                        (int)l->b_count, &r);
     }
 }
 
 mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses)
 {
-    mw_model_init(m, h, w, c);
-    MW_TRY(mw_model_add_conv2d(m, NULL, 32, 3, 3, 1, 1, 0, 1));
-    MW_TRY(mw_model_add_relu(m, NULL, 1));
-    MW_TRY(mw_model_add_maxpool(m, NULL, 2, 2, 2, 2, 0));
-    MW_TRY(mw_model_add_conv2d(m, NULL, 64, 3, 3, 1, 1, 0, 1));
-    MW_TRY(mw_model_add_relu(m, NULL, 1));
-    MW_TRY(mw_model_add_maxpool(m, NULL, 2, 2, 2, 2, 0));
-    MW_TRY(mw_model_add_flatten(m, NULL));
-    MW_TRY(mw_model_add_dense(m, NULL, 64, 1));
-    MW_TRY(mw_model_add_relu(m, NULL, 1));
-    MW_TRY(mw_model_add_dense(m, NULL, nclasses, 1));
-    return MW_OK;
+    return mw_keras_load(m, mw_keras_tutorial_json, mw_keras_tutorial_json_nbytes,
+                         "built-in model (worker/models/tutorial_cnn.json)", h, w, c, nclasses);
+}
+
+double mw_model_regularization(const mw_model *m, float *grads, float scale)
+{
+    double total = 0.0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        for (int t = 0; t < 2; t++) {
+            const mw_regularizer *rg = t ? &l->bias_reg : &l->kernel_reg;
+            size_t off = t ? l->b_off : l->w_off, count = t ? l->b_count : l->w_count;
+            if (count == 0 || (rg->l1 == 0.0 && rg->l2 == 0.0))
+                continue;
+            const float *w = m->params.data + off;
+            const float l1 = (float)rg->l1, two_l2 = (float)(2.0 * rg->l2);
+            double s1 = 0.0, s2 = 0.0;
+            for (size_t j = 0; j < count; j++) {
+                s1 += fabs((double)w[j]);
+                s2 += (double)w[j] * w[j];
+            }
+            total += rg->l1 * s1 + rg->l2 * s2;
+            if (!grads)
+                continue;
+            float *g = grads + off;
+            for (size_t j = 0; j < count; j++) {
+                float sgn = (float)((w[j] > 0.0f) - (w[j] < 0.0f));
+                g[j] += scale * (l1 * sgn + two_l2 * w[j]);
+            }
+        }
+    }
+    return (double)scale * total;
 }
 
 /* ---- workspace ---- */
@@ -294,6 +458,7 @@ void mw_model_ws_free(mw_model_ws *ws)
     free(ws->act);
     free(ws->grad);
     free(ws->argmax);
+    free(ws->mask);
     free(ws->block);
     memset(ws, 0, sizeof *ws);
 }
@@ -312,11 +477,13 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
     ws->act = calloc((size_t)L + 1, sizeof *ws->act);
     ws->grad = calloc((size_t)L + 1, sizeof *ws->grad);
     ws->argmax = calloc((size_t)L, sizeof *ws->argmax);
-    if (!ws->act || !ws->grad || !ws->argmax)
+    ws->mask = calloc((size_t)L, sizeof *ws->mask);
+    if (!ws->act || !ws->grad || !ws->argmax || !ws->mask)
         goto oom;
 
     /* Plan offsets in one block: act[0], then each non-aliased output and its
-     * gradient, argmax buffers, prob, loss, labels, scratch. */
+     * gradient, argmax and dropout mask buffers, prob, loss, labels, scratch.
+     * (arg_off doubles as the mask offset: a layer has at most one.) */
     size_t off = 0, in0 = n * m->in_h * m->in_w * m->in_c * sizeof(float);
     size_t *act_off = calloc((size_t)L + 1, sizeof *act_off);
     size_t *grad_off = calloc((size_t)L + 1, sizeof *grad_off);
@@ -340,6 +507,8 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
         }
         if (l->kind == MW_LAYER_MAXPOOL)
             arg_off[i] = off, off += up64(n * out_count(l) * sizeof(int32_t));
+        if (l->kind == MW_LAYER_DROPOUT)
+            arg_off[i] = off, off += up64(n * out_count(l) * sizeof(float));
         if (l->kind == MW_LAYER_CONV2D) {
             size_t s = mw_conv2d_ws_count(&l->conv, (int)n);
             scratch = s > scratch ? s : scratch;
@@ -364,9 +533,11 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
         ws->act[i] = (float *)(base + act_off[i]);
         ws->grad[i] = (float *)(base + grad_off[i]);
     }
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < L; i++) {
         ws->argmax[i] = m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + arg_off[i])
                                                                : NULL;
+        ws->mask[i] = m->layers[i].kind == MW_LAYER_DROPOUT ? (float *)(base + arg_off[i]) : NULL;
+    }
     ws->prob = (float *)(base + prob_off);
     ws->loss = (float *)(base + loss_off);
     ws->labels = (int32_t *)(base + lab_off);
@@ -404,6 +575,13 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
             break;
         case MW_LAYER_RELU:
             kt->relu_fwd(k, y, x, (size_t)n * out_count(l));
+            break;
+        case MW_LAYER_DROPOUT: /* in place; the layer index keys the mask */
+            if (ws->training && l->rate > 0.0f)
+                kt->dropout_fwd(k, y, ws->mask[i], x, ws->example_ids, ws->dropout_seed,
+                                (uint64_t)i, l->rate, n, out_count(l));
+            break;
+        case MW_LAYER_IDENTITY:
             break;
         }
     }
@@ -449,6 +627,12 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
             if (dx)
                 kt->relu_bwd(k, dx, dy, ws->act[i + 1], (size_t)n * out_count(l));
             break;
+        case MW_LAYER_DROPOUT:
+            if (dx && ws->training && l->rate > 0.0f)
+                kt->dropout_bwd(k, dx, dy, ws->mask[i], (size_t)n * out_count(l));
+            break;
+        case MW_LAYER_IDENTITY:
+            break;
         }
     }
 }
@@ -469,8 +653,7 @@ int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
 
 void mw_model_summary(const mw_model *m, FILE *f)
 {
-    static const char *kinds[] = {"Conv2D", "MaxPooling2D", "Flatten", "Dense", "ReLU"};
-    fprintf(f, "Model: \"sequential\"\n");
+    fprintf(f, "Model: \"%s\"\n", m->name);
     fprintf(f, "%-32s %-22s %10s\n", "Layer (type)", "Output Shape", "Param #");
     fprintf(f, "=================================================================\n");
     size_t total = 0;
@@ -479,10 +662,8 @@ void mw_model_summary(const mw_model *m, FILE *f)
         if (l->folded)
             continue;
         char label[96], shape[48];
-        snprintf(label, sizeof label, "%s (%s)", l->name, kinds[l->kind]);
-        if (l->out_h == 1 && l->out_w == 1 && (l->kind == MW_LAYER_DENSE ||
-                                               l->kind == MW_LAYER_FLATTEN ||
-                                               l->in_h == 1))
+        snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
+        if (l->flat)
             snprintf(shape, sizeof shape, "(None, %d)", l->out_c);
         else
             snprintf(shape, sizeof shape, "(None, %d, %d, %d)", l->out_h, l->out_w, l->out_c);

@@ -7,7 +7,12 @@
  * maximum batch, one per replica.
  *
  * Shapes are per example, Keras' channels_last: (H, W, C); Dense and Flatten
- * outputs are (1, 1, units). */
+ * outputs are (1, 1, units).
+ *
+ * Models usually come from a Keras Sequential config (worker/keras.h); the
+ * built-in tutorial CNN is one too (worker/models/tutorial_cnn.json). A final
+ * softmax is never computed as a layer: it is folded into the cross-entropy,
+ * so the model's output stays logits. */
 #ifndef MW_WORKER_MODEL_H
 #define MW_WORKER_MODEL_H
 
@@ -25,6 +30,8 @@ typedef enum {
     MW_LAYER_FLATTEN,
     MW_LAYER_DENSE,
     MW_LAYER_RELU,
+    MW_LAYER_DROPOUT,  /* inverted dropout while training, identity otherwise */
+    MW_LAYER_IDENTITY, /* Activation('linear'), or the final softmax folded into the loss */
 } mw_layer_kind;
 
 typedef enum {
@@ -34,10 +41,36 @@ typedef enum {
     MW_INIT_GLOROT_NORMAL,
     MW_INIT_HE_UNIFORM,
     MW_INIT_HE_NORMAL,
+    MW_INIT_VARIANCE_SCALING, /* scale, mode, dist */
+    MW_INIT_RANDOM_UNIFORM,   /* a = minval, b = maxval */
+    MW_INIT_RANDOM_NORMAL,    /* a = mean, b = stddev */
+    MW_INIT_TRUNCATED_NORMAL, /* a = mean, b = stddev, redrawn beyond 2 stddev */
+    MW_INIT_CONSTANT,         /* a = value */
 } mw_init_kind;
+
+typedef enum { MW_FAN_IN, MW_FAN_OUT, MW_FAN_AVG } mw_fan_mode;
+typedef enum { MW_DIST_TRUNCATED_NORMAL, MW_DIST_UNTRUNCATED_NORMAL, MW_DIST_UNIFORM } mw_dist;
+
+/* A Keras initializer with its config values. The named kinds (Glorot, He)
+ * ignore the other fields; {kind} alone is a valid initializer for them. */
+typedef struct {
+    mw_init_kind kind;
+    double scale;     /* VarianceScaling: > 0 */
+    mw_fan_mode mode; /* VarianceScaling */
+    mw_dist dist;     /* VarianceScaling */
+    double a, b;      /* see mw_init_kind */
+} mw_init;
+
+/* Keras L1L2: loss l1 * sum |w| + l2 * sum w^2 (L2 and L1 are the special cases). */
+typedef struct {
+    double l1, l2;
+} mw_regularizer;
+
+typedef enum { MW_ACT_LINEAR, MW_ACT_RELU, MW_ACT_SOFTMAX } mw_activation;
 
 typedef struct {
     mw_layer_kind kind;
+    const char *cls;      /* Keras class shown by the summary ("Conv2D", "Activation"); static */
     char name[64];        /* Keras-style: conv2d, conv2d_1, dense, ... */
     int in_h, in_w, in_c; /* per-example input shape */
     int out_h, out_w, out_c;
@@ -47,15 +80,23 @@ typedef struct {
     size_t w_off, w_count, b_off, b_count;
     int has_bias;
     int fan_in, fan_out;
-    mw_init_kind kernel_init, bias_init;
-    int in_place; /* output aliases input (relu, flatten) */
+    mw_init kernel_init, bias_init;
+    mw_regularizer kernel_reg, bias_reg;
+    float rate;   /* dropout */
+    int softmax;  /* identity standing for the final softmax (folded into the loss) */
+    int in_place; /* output aliases input (relu, flatten, dropout, identity) */
     int folded;   /* a Keras layer's `activation`, shown with that layer */
+    int flat;     /* the output is (batch, units) in Keras terms */
 } mw_layer;
 
 typedef struct {
     mw_layer *layers; /* owned */
     int nlayers, cap;
     int in_h, in_w, in_c;
+    int flat_input; /* the Keras input is (None, in_c) with in_h = in_w = 1 */
+    char name[64];  /* the Keras model name, "sequential" by default */
+    char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
+    size_t source_nbytes;
     int nclasses;   /* width of the last layer */
     mw_arena params; /* allocated by finalize */
     size_t nparams;  /* real parameters (without padding) */
@@ -76,22 +117,66 @@ mw_status mw_model_add_flatten(mw_model *m, const char *name);
 mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_bias);
 /* folded = 1: the activation of the previous layer (Conv2D(..., activation='relu')). */
 mw_status mw_model_add_relu(mw_model *m, const char *name, int folded);
+/* Keras Dropout(rate), 0 <= rate < 1: inverted dropout while the workspace
+ * says training (see mw_model_ws), the identity otherwise. */
+mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate);
+/* A Keras Activation layer: relu, linear (the identity) or softmax. */
+mw_status mw_model_add_activation(mw_model *m, const char *name, mw_activation act);
+/* The final softmax: folded = 1 for the previous layer's activation='softmax'
+ * (hidden in the summary), 0 for a Keras Softmax layer. Computes nothing: the
+ * cross-entropy applies it. Finalize fails unless it is the last layer. */
+mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded);
+/* Initializers of the last added layer's kernel and bias (NULL: keep Keras'
+ * defaults, Glorot-uniform and zeros); MW_EINTERNAL when it has no weights. */
+mw_status mw_model_set_init(mw_model *m, const mw_init *kernel, const mw_init *bias);
+/* Regularizers of the last added layer's kernel and bias (NULL: none). */
+mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
+                                   const mw_regularizer *bias);
 /* Allocate the parameter arena; padded to a multiple of pad_multiple floats so
  * collectives can cut it into equal shards. */
 mw_status mw_model_finalize(mw_model *m, size_t pad_multiple);
 /* Keras' initializers from the seed (each layer its own stream, so adding a
- * layer does not change the others' values). */
+ * layer does not change the others' values). Fans as Keras computes them:
+ * Conv2D kernel fan_in = KH*KW*C, fan_out = KH*KW*O; Dense (I, O); a bias of
+ * n values has fan_in = fan_out = n. */
 void mw_model_init_params(mw_model *m, uint64_t seed);
 
-/* The tutorial CNN (DESIGN.md) for (h, w, c) inputs and nclasses outputs. */
+/* Weight regularization (Keras kernel_regularizer / bias_regularizer):
+ * adds scale * d(reg)/dw into grads (same layout as params; NULL: loss only)
+ * and returns scale * reg, where reg = sum over tensors of
+ * l1 * sum |w| + l2 * sum w^2 (d|w|/dw = sign(w), 0 at 0, as TensorFlow).
+ *
+ * Distributed training calls it once per replica per step with
+ * scale = 1 / (total replicas), as tf.nn.scale_regularization_loss does: the
+ * all-reduce SUM of the gradients then holds exactly one regularization
+ * gradient, and the step loss (the sum of the replicas' losses) holds exactly
+ * one regularization loss. A rank with R local replicas may instead call it
+ * once with scale = R / (total replicas). 0 and no work without regularizers. */
+double mw_model_regularization(const mw_model *m, float *grads, float scale);
+
+/* The tutorial CNN (DESIGN.md): mw_keras_load of the built-in
+ * worker/models/tutorial_cnn.json, written for 28x28x1 inputs and 10 classes;
+ * other shapes fail with the loader's message. */
 mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses);
 
-/* Per-replica activation workspace for batches of up to max_n examples. */
+/* Per-replica activation workspace for batches of up to max_n examples.
+ *
+ * Dropout: the caller sets training, dropout_seed and example_ids before a
+ * training forward (mw_model_ws_alloc leaves inference: 0, 0, NULL). The mask
+ * of example j is keyed by (dropout_seed, layer index, example_ids[j]), so the
+ * same global example gets the same mask in any batch position, micro-batch
+ * or cluster layout; use one dropout_seed per step on every replica.
+ * example_ids NULL numbers the batch 0..n-1. A backward must follow its own
+ * forward with the same settings (it uses the saved mask). */
 typedef struct {
     int max_n;
+    int training;                 /* 1: dropout active */
+    uint64_t dropout_seed;        /* per step, the same on every replica */
+    const uint32_t *example_ids;  /* n global example ids of act[0] (borrowed), or NULL */
     float **act;      /* nlayers + 1 views: act[0] input, act[i+1] output of layer i */
     float **grad;     /* same shapes; grad[0] unused */
     int32_t **argmax; /* per maxpool layer, else NULL */
+    float **mask;     /* per dropout layer (max_n x its size), else NULL */
     float *prob;      /* (max_n, nclasses) softmax */
     float *loss;      /* (max_n) per-example losses */
     int32_t *labels;  /* (max_n) */
@@ -115,7 +200,9 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
 /* After a forward: how many of the n examples have argmax(prob) == label. */
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n);
 
-/* Print a Keras-like summary table (layer, output shape, params, total). */
+/* Print a Keras-like summary table (layer (class), output shape, params, total):
+ * a layer's folded activation is part of its row; Dropout, Activation, ReLU
+ * and Softmax layers get their own rows with 0 parameters. */
 void mw_model_summary(const mw_model *m, FILE *f);
 
 #endif

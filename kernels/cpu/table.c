@@ -2,6 +2,7 @@
 #include "kernels/activation.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
+#include "kernels/dropout.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
@@ -19,4 +20,6 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->relu_bwd = mw_relu_bwd_cpu;
     t->adam = mw_adam_cpu;
     t->sgd = mw_sgd_cpu;
+    t->dropout_fwd = mw_dropout_fwd_cpu;
+    t->dropout_bwd = mw_dropout_bwd_cpu;
 }

@@ -6,6 +6,7 @@ extern "C" {
 #include "kernels/activation.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
+#include "kernels/dropout.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 }
@@ -27,4 +28,6 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->xent_bwd = mw_xent_bwd_cuda;
     t->adam = mw_adam_cuda;
     t->sgd = mw_sgd_cuda;
+    t->dropout_fwd = mw_dropout_fwd_cuda;
+    t->dropout_bwd = mw_dropout_bwd_cuda;
 }

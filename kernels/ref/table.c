@@ -2,6 +2,7 @@
 #include "kernels/activation.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
+#include "kernels/dropout.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
@@ -20,4 +21,6 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->xent_bwd = mw_xent_bwd_ref;
     t->adam = mw_adam_ref;
     t->sgd = mw_sgd_ref;
+    t->dropout_fwd = mw_dropout_fwd_ref;
+    t->dropout_bwd = mw_dropout_bwd_ref;
 }

@@ -31,7 +31,8 @@ static double median(double *v, int n)
 
 static const char *kind_name(mw_layer_kind k)
 {
-    static const char *names[] = {"Conv2D", "MaxPool2D", "Flatten", "Dense", "ReLU"};
+    static const char *names[] = {"Conv2D", "MaxPool2D", "Flatten", "Dense", "ReLU", "Dropout",
+                                  "Identity"};
     return names[k];
 }
 
@@ -71,6 +72,8 @@ static void run_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
         else if (dx)
             kt->relu_bwd(k, dx, ws->grad[i + 1], ws->act[i + 1], outc);
         break;
+    case MW_LAYER_DROPOUT: /* the benchmarks run inference: identity */
+    case MW_LAYER_IDENTITY:
     case MW_LAYER_FLATTEN:
         break;
     }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Keras models through the command line (issue 6): every good config in tests/data/keras trains
+# a few steps under mpiexec -n 2 with a finite loss; the Dropout CNN gives the same weights on
+# 1 rank and on 2 ranks x 1 and 1 rank x 2 replicas (the masks follow the global example id,
+# and the regularization loss is scaled by 1/replicas); `summary --model` prints the table; a
+# bad model and a model that does not fit the data fail on every rank before training with
+# one message and exit 2.
+#   test_keras.sh MWTRAIN CMP_WEIGHTS
+set -uo pipefail
+mw=$1 cmp=$2
+src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+pass=0 fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+quick=(--epochs 1 --progress none --summary-dir "" --checkpoint-every-epochs 0
+       --collective-timeout 120)
+
+for cfg in "$src"/tests/data/keras/*.json; do
+    name=$(basename "$cfg" .json)
+    timeout 300 mpiexec -n 2 "$mw" train --model "$cfg" "${quick[@]}" --steps-per-epoch 5 \
+        --batch-per-replica 16 >"$tmp/$name.out" 2>&1
+    rc=$?
+    check '[[ $rc -eq 0 ]] && grep -Eq "^Epoch 1, Loss: [0-9]+\.[0-9]+" "$tmp/$name.out"' \
+        "$name trains under mpiexec -n 2 (exit $rc: $(tail -n 2 "$tmp/$name.out" | tr '\n' ' '))"
+done
+
+# layout independence with dropout and an L2 regularizer: global batch 32 in every layout, and
+# every example at another batch position in each (one micro-batch of 32; 2 threads x 16 per
+# rank; 2 replicas x 2 threads x 8), so masks keyed by position would differ
+cnn=$src/tests/data/keras/cnn_dropout_k2.json
+run() { # name ranks replicas-per-worker [flags...]
+    local name=$1 n=$2 rpw=$3
+    shift 3
+    timeout 300 mpiexec -n "$n" "$mw" train --model "$cnn" "${quick[@]}" --steps-per-epoch 8 \
+        --batch-per-replica $((32 / (n * rpw))) --replicas-per-worker "$rpw" "$@" \
+        --dump-weights "$tmp/$name.bin" >"$tmp/$name.log" 2>&1
+}
+run 1x1 1 1 --threads 1 --micro-batch 32 && run 2x1 2 1 --threads 2 --micro-batch 8 &&
+    run 1x2rep 1 2 --threads 2 --micro-batch 4
+check '"$cmp" "$tmp/1x1.bin" "$tmp/2x1.bin" 1e-4' "dropout CNN: 2 ranks = 1 rank"
+check '"$cmp" "$tmp/1x1.bin" "$tmp/1x2rep.bin" 1e-4' "dropout CNN: 2 replicas = 1 rank"
+
+"$mw" summary --model "$cnn" >"$tmp/summary.out" 2>&1
+check '[[ $? -eq 0 ]] && grep -q "^dropout_2 (Dropout) *(None, 128) *0$" "$tmp/summary.out" &&
+       grep -q "^Total params: 225034$" "$tmp/summary.out"' "summary --model"
+
+bad=$src/tests/data/keras/bad/channels_first/input.json
+timeout 60 mpiexec -n 2 "$mw" train --model "$bad" "${quick[@]}" >"$tmp/bad.out" 2>&1
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "data_format \"channels_first\" is not supported" \
+           "$tmp/bad.out" && ! grep -q "^Epoch" "$tmp/bad.out"' \
+    "unsupported model: exit 2 before training (got $rc)"
+wrong=$src/tests/data/keras/bad/input_mismatch/input.json
+timeout 60 mpiexec -n 2 "$mw" train --model "$wrong" "${quick[@]}" >"$tmp/wrong.out" 2>&1
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "(None, 150, 150, 3)" "$tmp/wrong.out"' \
+    "input shape mismatch: exit 2 (got $rc)"
+
+echo "$pass passed, $fail failed"
+((fail == 0))

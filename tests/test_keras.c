@@ -1,0 +1,1052 @@
+/* Models from Keras JSON (worker/keras.c) and what they brought into the model: Dropout,
+ * Activation layers, initializers with their config values, regularizers.
+ *
+ * - Good configs under tests/data/keras/ (Keras 2, older Keras 2 with the layer list as
+ *   config, Keras 3, both TensorFlow.js wrappers): every layer's parameter count against the
+ *   formulas Keras uses (Conv2D kh*kw*cin*filters + filters, Dense in*units + units), the
+ *   total, output shapes in the summary; then a few Adam steps each, with a falling loss.
+ * - A table of unsupported or malformed configs, tests/data/keras/bad/<case>/input.json,
+ *   each failing with the message in its `expected` file.
+ * - The built-in tutorial model equals the same network built layer by layer (names, shapes,
+ *   initial weights bit for bit).
+ * - Initializer statistics, regularization loss and gradient against central differences,
+ *   the dropout kernels (ref == cpu, keep rate, scaling, identity at inference), masks that
+ *   follow the global example id whatever the batch position or micro-batch, and a
+ *   central-difference check of a whole model with Dropout and 'same' padding. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/arena.h"
+#include "common/rng.h"
+#include "kernels/dropout.h"
+#include "tests/util.h"
+#include "worker/keras.h"
+#include "worker/model.h"
+
+/* ---- helpers ---- */
+
+static char *slurp(const char *path, size_t *nbytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *nbytes = n;
+    return buf;
+}
+
+static void check_rc(mw_status rc, const char *what)
+{
+    if (rc != MW_OK)
+        fail_msg("%s: %s: %s", what, mw_status_str(rc), mw_err_msg());
+}
+
+/* Load tests/data/keras/<file> for 28x28x1 images and 10 classes. */
+static void load_data_file(mw_model *m, const char *file)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/data/keras/%s", file);
+    char *path = mw_test_srcpath(rel);
+    mw_err_clear();
+    check_rc(mw_keras_load_file(m, path, 28, 28, 1, 10), path);
+    free(path);
+}
+
+static mw_status load_text(mw_model *m, const char *text, int h, int w, int c, int k)
+{
+    mw_err_clear();
+    return mw_keras_load(m, text, strlen(text), "test.json", h, w, c, k);
+}
+
+/* The model's summary as a string (malloc'ed). */
+static char *summary_of(const mw_model *m)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    assert_non_null(f);
+    mw_model_summary(m, f);
+    fclose(f);
+    return buf;
+}
+
+static size_t conv_p(int kh, int kw, int cin, int filters)
+{
+    return (size_t)kh * kw * cin * filters + (size_t)filters;
+}
+
+static size_t dense_p(int in, int units)
+{
+    return (size_t)in * units + (size_t)units;
+}
+
+/* ---- good configs ---- */
+
+typedef struct {
+    const char *name, *cls, *shape; /* as the summary prints them */
+    size_t params;
+} layer_expect;
+
+typedef struct {
+    const char *file, *model_name;
+    layer_expect layers[12];
+} config_expect;
+
+static const config_expect *good_configs(size_t *n)
+{
+    static config_expect c[6];
+    static int done = 0;
+    if (!done) {
+        c[0] = (config_expect){"cnn_dropout_k2.json", "dropout_cnn", {
+            {"conv2d", "Conv2D", "(None, 26, 26, 32)", conv_p(3, 3, 1, 32)},
+            {"max_pooling2d", "MaxPooling2D", "(None, 13, 13, 32)", 0},
+            {"dropout", "Dropout", "(None, 13, 13, 32)", 0},
+            {"conv2d_1", "Conv2D", "(None, 11, 11, 64)", conv_p(3, 3, 32, 64)},
+            {"max_pooling2d_1", "MaxPooling2D", "(None, 5, 5, 64)", 0},
+            {"dropout_1", "Dropout", "(None, 5, 5, 64)", 0},
+            {"flatten", "Flatten", "(None, 1600)", 0},
+            {"dense", "Dense", "(None, 128)", dense_p(1600, 128)},
+            {"dropout_2", "Dropout", "(None, 128)", 0},
+            {"dense_1", "Dense", "(None, 10)", dense_p(128, 10)},
+        }};
+        c[1] = (config_expect){"legacy_list_k2.json", "sequential", {
+            {"flatten", "Flatten", "(None, 784)", 0},
+            {"dense", "Dense", "(None, 32)", dense_p(784, 32)},
+            {"dense_1", "Dense", "(None, 10)", dense_p(32, 10)},
+        }};
+        c[2] = (config_expect){"mlp_k3.json", "mlp", {
+            {"flatten", "Flatten", "(None, 784)", 0},
+            {"dense", "Dense", "(None, 128)", dense_p(784, 128)},
+            {"dropout", "Dropout", "(None, 128)", 0},
+            {"dense_1", "Dense", "(None, 10)", dense_p(128, 10)},
+        }};
+        c[3] = (config_expect){"same5x5_k3.json", "same5x5", {
+            {"conv2d", "Conv2D", "(None, 28, 28, 16)", conv_p(5, 5, 1, 16)},
+            {"max_pooling2d", "MaxPooling2D", "(None, 14, 14, 16)", 0},
+            {"conv2d_1", "Conv2D", "(None, 14, 14, 32)", conv_p(5, 5, 16, 32)},
+            {"re_lu", "ReLU", "(None, 14, 14, 32)", 0},
+            {"max_pooling2d_1", "MaxPooling2D", "(None, 7, 7, 32)", 0},
+            {"flatten", "Flatten", "(None, 1568)", 0},
+            {"dense", "Dense", "(None, 10)", dense_p(1568, 10)},
+            {"activation", "Activation", "(None, 10)", 0},
+        }};
+        c[4] = (config_expect){"tfjs_wrapper.json", "sequential_1", {
+            {"conv2d", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 1, 8)},
+            {"flatten", "Flatten", "(None, 1352)", 0},
+            {"dense", "Dense", "(None, 10)", dense_p(1352, 10)},
+        }};
+        c[5] = (config_expect){"tfjs_topology.json", "flat_input", {
+            {"logits", "Dense", "(None, 10)", (size_t)784 * 10}, /* use_bias false */
+        }};
+        done = 1;
+    }
+    *n = sizeof c / sizeof *c;
+    return c;
+}
+
+/* Each config's layers, parameter counts, total and summary rows. */
+static void test_good_configs(void **state)
+{
+    (void)state;
+    size_t nc;
+    const config_expect *cs = good_configs(&nc);
+    for (size_t ci = 0; ci < nc; ci++) {
+        const config_expect *c = &cs[ci];
+        mw_model m;
+        load_data_file(&m, c->file);
+        check_rc(mw_model_finalize(&m, 1), c->file);
+        assert_string_equal(m.name, c->model_name);
+        assert_int_equal(m.nclasses, 10);
+        size_t total = 0;
+        int j = 0;
+        for (int i = 0; i < m.nlayers; i++) {
+            const mw_layer *l = &m.layers[i];
+            if (l->folded) {
+                assert_int_equal(l->w_count + l->b_count, 0);
+                continue;
+            }
+            const layer_expect *e = &c->layers[j++];
+            if (!e->name)
+                fail_msg("%s: more layers than expected (%s)", c->file, l->name);
+            if (strcmp(l->name, e->name) || strcmp(l->cls, e->cls) ||
+                l->w_count + l->b_count != e->params)
+                fail_msg("%s: layer %d is %s (%s) with %zu parameters; want %s (%s) with %zu",
+                         c->file, j - 1, l->name, l->cls, l->w_count + l->b_count, e->name,
+                         e->cls, e->params);
+            total += e->params;
+        }
+        assert_null(c->layers[j].name);
+        assert_int_equal(m.nparams, total);
+        char *s = summary_of(&m);
+        char line[160], head[64], tot[64];
+        snprintf(head, sizeof head, "Model: \"%s\"", c->model_name);
+        assert_non_null(strstr(s, head));
+        for (int k = 0; k < j; k++) {
+            const layer_expect *e = &c->layers[k];
+            char label[96];
+            snprintf(label, sizeof label, "%s (%s)", e->name, e->cls);
+            snprintf(line, sizeof line, "%-32s %-22s %10zu\n", label, e->shape, e->params);
+            if (!strstr(s, line))
+                fail_msg("%s: summary has no row \"%s\":\n%s", c->file, line, s);
+        }
+        snprintf(tot, sizeof tot, "Total params: %zu\n", total);
+        assert_non_null(strstr(s, tot));
+        free(s);
+        assert_non_null(m.source);
+        assert_true(m.source_nbytes > 0 && strlen(m.source) == m.source_nbytes);
+        mw_model_free(&m);
+    }
+}
+
+/* What the configs carry besides shapes: folded activations, initializers, regularizers,
+ * dropout rates, the flat input. */
+static void test_config_details(void **state)
+{
+    (void)state;
+    mw_model m;
+    load_data_file(&m, "cnn_dropout_k2.json");
+    const mw_layer *L = m.layers;
+    /* conv2d conv2d/relu max_pooling2d dropout ...; finalize moves the relu behind the pool */
+    assert_int_equal(L[1].kind, MW_LAYER_RELU);
+    assert_true(L[1].folded);
+    assert_int_equal(L[3].kind, MW_LAYER_DROPOUT);
+    assert_true(L[3].rate == 0.25f);
+    const mw_layer *last = &L[m.nlayers - 1];
+    assert_int_equal(last->kind, MW_LAYER_IDENTITY); /* dense_1/softmax, folded into the loss */
+    assert_true(last->softmax && last->folded);
+    assert_string_equal(last->name, "dense_1/softmax");
+    int found = 0;
+    for (int i = 0; i < m.nlayers; i++)
+        if (!strcmp(L[i].name, "dense")) {
+            assert_true(fabs(L[i].kernel_reg.l2 - 0.001) < 1e-9);
+            assert_true(L[i].kernel_reg.l1 == 0.0 && L[i].bias_reg.l2 == 0.0);
+            found = 1;
+        }
+    assert_true(found);
+    mw_model_free(&m);
+
+    load_data_file(&m, "same5x5_k3.json");
+    L = m.layers;
+    assert_int_equal(L[0].kernel_init.kind, MW_INIT_HE_NORMAL);
+    assert_true(L[0].conv.PT == 2 && L[0].conv.PL == 2 && L[0].conv.OH == 28);
+    assert_int_equal(L[3].kernel_init.kind, MW_INIT_VARIANCE_SCALING); /* conv2d_1 */
+    assert_true(L[3].kernel_init.scale == 2.0);
+    assert_int_equal(L[3].kernel_init.mode, MW_FAN_OUT);
+    assert_int_equal(L[3].kernel_init.dist, MW_DIST_UNTRUNCATED_NORMAL);
+    assert_true(L[3].kernel_reg.l1 == 1e-5 && L[3].kernel_reg.l2 == 1e-4);
+    assert_int_equal(L[4].kind, MW_LAYER_RELU);
+    assert_false(L[4].folded);
+    assert_int_equal(L[5].pool.PT, 0); /* 14 -> 7 'same': no padding needed */
+    assert_int_equal(L[7].kernel_init.kind, MW_INIT_RANDOM_NORMAL);
+    assert_true(L[7].kernel_init.b == 0.02);
+    assert_true(L[8].kind == MW_LAYER_IDENTITY && L[8].softmax && !L[8].folded);
+    mw_model_free(&m);
+
+    load_data_file(&m, "tfjs_wrapper.json");
+    assert_int_equal(m.layers[0].kernel_init.kind, MW_INIT_VARIANCE_SCALING);
+    assert_int_equal(m.layers[0].kernel_init.mode, MW_FAN_AVG);
+    assert_int_equal(m.layers[0].kernel_init.dist, MW_DIST_UNIFORM);
+    assert_int_equal(m.layers[0].conv.SH, 2);
+    mw_model_free(&m);
+
+    load_data_file(&m, "tfjs_topology.json"); /* (None, 784) input: the model starts flat */
+    assert_true(m.in_h == 1 && m.in_w == 1 && m.in_c == 784 && m.flat_input);
+    assert_false(m.layers[0].has_bias);
+    mw_model_free(&m);
+
+    load_data_file(&m, "legacy_list_k2.json");
+    assert_int_equal(m.layers[1].kernel_init.kind, MW_INIT_HE_NORMAL);
+    assert_true(m.layers[1].bias_reg.l1 == 0.0005 && m.layers[1].bias_reg.l2 == 0.0);
+    mw_model_free(&m);
+}
+
+/* Input shapes: from the file when the caller has no data, from the data when the file has
+ * none; build_input_shape; load errors. */
+static void test_input_shapes(void **state)
+{
+    (void)state;
+    mw_model m;
+    const char *noinput = "{\"class_name\": \"Sequential\", \"config\": {\"layers\": ["
+                          "{\"class_name\": \"Flatten\", \"config\": {}},"
+                          "{\"class_name\": \"Dense\", \"config\": {\"units\": 3}}]}}";
+    check_rc(load_text(&m, noinput, 4, 5, 2, 3), "no input shape, data given");
+    assert_true(m.in_h == 4 && m.in_w == 5 && m.in_c == 2);
+    assert_string_equal(m.layers[0].name, "flatten");
+    assert_int_equal(m.layers[1].w_count, 40 * 3);
+    mw_model_free(&m);
+    assert_int_equal(load_text(&m, noinput, 0, 0, 0, 0), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "test.json: the model has no input shape"));
+    mw_model_free(&m);
+
+    /* Keras 2 build_input_shape, taken from the file (summary without data) */
+    const char *built = "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", "
+                        "\"layers\": [{\"class_name\": \"Conv2D\", \"config\": {\"filters\": 2,"
+                        " \"kernel_size\": 3, \"padding\": \"SAME\"}}, {\"class_name\": "
+                        "\"Flatten\", \"config\": {}}, {\"class_name\": \"Dense\", \"config\": "
+                        "{\"units\": 4}}], \"build_input_shape\": [null, 6, 7, 3]}}";
+    check_rc(load_text(&m, built, 0, 0, 0, 0), "build_input_shape");
+    assert_true(m.in_h == 6 && m.in_w == 7 && m.in_c == 3);
+    assert_int_equal(m.layers[0].out_h, 6); /* padding is case-insensitive, as in Keras */
+    assert_string_equal(m.layers[0].name, "conv2d");
+    mw_model_free(&m);
+    assert_int_equal(load_text(&m, built, 6, 7, 1, 4), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "the model's input is (None, 6, 7, 3) (model config "
+                                         "build_input_shape) but the data are 6x7x1 images"));
+    mw_model_free(&m);
+
+    /* (None, H, W) input for 1-channel data, flat for Dense */
+    char *path = mw_test_srcpath("tests/data/keras/mlp_k3.json");
+    check_rc(mw_keras_load_file(&m, path, 0, 0, 0, 0), "mlp from the file alone");
+    assert_true(m.in_h == 28 && m.in_w == 28 && m.in_c == 1 && m.nlayers == 6);
+    mw_model_free(&m);
+    mw_err_clear();
+    assert_int_equal(mw_keras_load_file(&m, path, 28, 28, 3, 10), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "mlp_k3.json: the model's input is (None, 28, 28) "
+                                         "(layer 'input_layer' (InputLayer) batch_shape) but "
+                                         "the data are 28x28x3 images"));
+    mw_model_free(&m);
+    free(path);
+
+    mw_err_clear();
+    assert_int_equal(mw_keras_load_file(&m, "/nonexistent/model.json", 28, 28, 1, 10), MW_EIO);
+    assert_non_null(strstr(mw_err_msg(), "/nonexistent/model.json: cannot open the model"));
+    mw_model_free(&m);
+    assert_int_equal(load_text(&m, "", 28, 28, 1, 10), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "test.json: empty; expected a Keras model JSON"));
+    mw_err_clear();
+    size_t big = MW_KERAS_MAX_BYTES + 1;
+    char *text = malloc(big);
+    memset(text, ' ', big);
+    assert_int_equal(mw_keras_load(&m, text, big, "big.json", 28, 28, 1, 10), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "big.json: 4194305 bytes; expected at most"));
+    free(text);
+    mw_model_free(&m);
+    /* the text needs no terminator: a prefix of a longer buffer */
+    const char *two = "{\"class_name\": \"Sequential\", \"config\": [{\"class_name\": \"Dense\","
+                      " \"config\": {\"units\": 2, \"batch_input_shape\": [null, 3]}}]}GARBAGE";
+    mw_err_clear();
+    check_rc(mw_keras_load(&m, two, strlen(two) - 7, "prefix", 1, 1, 3, 2), "prefix");
+    mw_model_free(&m);
+    mw_err_clear();
+}
+
+/* ---- bad configs ---- */
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every tests/data/keras/bad/<case>/input.json fails (for 28x28x1 data and 10 classes) with
+ * MW_EMODEL or MW_EUNSUPPORTED and a message "input.json: <expected...>", leaving the model
+ * empty. */
+static void test_bad_configs(void **state)
+{
+    (void)state;
+    char *root = mw_test_srcpath("tests/data/keras/bad");
+    DIR *d = opendir(root);
+    if (!d)
+        fail_msg("cannot open %s (is MW_SRCDIR set to the source root?)", root);
+    char *names[512];
+    int n = 0, bad = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 512)
+        if (e->d_name[0] != '.')
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, name_cmp);
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        size_t nin = 0, nexp = 0;
+        snprintf(path, sizeof path, "%s/%s/input.json", root, names[i]);
+        char *in = slurp(path, &nin);
+        snprintf(path, sizeof path, "%s/%s/expected", root, names[i]);
+        char *exp = slurp(path, &nexp);
+        if (!in || !exp || nexp == 0) {
+            fprintf(stderr, "case %s: missing input.json or expected\n", names[i]);
+            bad++;
+        } else {
+            while (nexp > 0 && (exp[nexp - 1] == '\n' || exp[nexp - 1] == '\r'))
+                exp[--nexp] = '\0';
+            mw_model m;
+            mw_err_clear();
+            mw_status rc = mw_keras_load(&m, in, nin, "input.json", 28, 28, 1, 10);
+            const char *msg = mw_err_msg();
+            int ok = (rc == MW_EMODEL || rc == MW_EUNSUPPORTED) && mw_err_status() == rc &&
+                     strncmp(msg, "input.json: ", 12) == 0 && strstr(msg, exp) &&
+                     m.nlayers == 0 && m.layers == NULL && m.source == NULL;
+            if (!ok) {
+                fprintf(stderr, "case %s: got %s \"%s\"\n  want \"%s\"\n", names[i],
+                        mw_status_str(rc), msg, exp);
+                bad++;
+            }
+            mw_model_free(&m);
+        }
+        free(in);
+        free(exp);
+        free(names[i]);
+    }
+    free(root);
+    mw_err_clear();
+    printf("%d bad Keras configs, %d failed\n", n, bad);
+    assert_true(n >= 15);
+    assert_int_equal(bad, 0);
+}
+
+/* ---- the built-in model ---- */
+
+static mw_status build_by_hand(mw_model *m)
+{
+    mw_model_init(m, 28, 28, 1);
+    MW_TRY(mw_model_add_conv2d(m, NULL, 32, 3, 3, 1, 1, 0, 1));
+    MW_TRY(mw_model_add_relu(m, NULL, 1));
+    MW_TRY(mw_model_add_maxpool(m, NULL, 2, 2, 2, 2, 0));
+    MW_TRY(mw_model_add_conv2d(m, NULL, 64, 3, 3, 1, 1, 0, 1));
+    MW_TRY(mw_model_add_relu(m, NULL, 1));
+    MW_TRY(mw_model_add_maxpool(m, NULL, 2, 2, 2, 2, 0));
+    MW_TRY(mw_model_add_flatten(m, NULL));
+    MW_TRY(mw_model_add_dense(m, NULL, 64, 1));
+    MW_TRY(mw_model_add_relu(m, NULL, 1));
+    return mw_model_add_dense(m, NULL, 10, 1);
+}
+
+/* The embedded JSON gives the network the add API gives: names, shapes, parameters and the
+ * initial weights bit for bit (so the tutorial results stay what they were). */
+static void test_builtin_tutorial(void **state)
+{
+    (void)state;
+    mw_model a, b;
+    check_rc(mw_model_build_tutorial(&a, 28, 28, 1, 10), "tutorial");
+    check_rc(build_by_hand(&b), "by hand");
+    check_rc(mw_model_finalize(&a, 64), "finalize");
+    check_rc(mw_model_finalize(&b, 64), "finalize");
+    assert_int_equal(a.nlayers, b.nlayers);
+    for (int i = 0; i < a.nlayers; i++) {
+        const mw_layer *x = &a.layers[i], *y = &b.layers[i];
+        assert_string_equal(x->name, y->name);
+        assert_string_equal(x->cls, y->cls);
+        assert_int_equal(x->kind, y->kind);
+        assert_true(x->out_h == y->out_h && x->out_w == y->out_w && x->out_c == y->out_c);
+        assert_true(x->w_off == y->w_off && x->b_off == y->b_off && x->w_count == y->w_count);
+    }
+    assert_int_equal(a.nparams, 121930);
+    assert_int_equal(a.params.count, b.params.count);
+    mw_model_init_params(&a, 42);
+    mw_model_init_params(&b, 42);
+    assert_memory_equal(a.params.data, b.params.data, a.params.count * sizeof(float));
+    char *sa = summary_of(&a), *sb = summary_of(&b);
+    assert_string_equal(sa, sb);
+    free(sa), free(sb);
+    assert_int_equal(a.source_nbytes, mw_keras_tutorial_json_nbytes);
+    assert_null(b.source);
+    mw_model_free(&a);
+    mw_model_free(&b);
+
+    mw_err_clear();
+    assert_int_equal(mw_model_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL);
+    assert_non_null(strstr(mw_err_msg(), "built-in model (worker/models/tutorial_cnn.json): the "
+                                         "model's input is (None, 28, 28, 1)"));
+    mw_model_free(&a);
+    mw_err_clear();
+}
+
+/* ---- initializers ---- */
+
+/* A Dense(units) on a flat input of `in` with the given initializer JSON for kernel and bias. */
+static void dense_with_init(mw_model *m, int in, int units, const char *kinit, const char *binit)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"class_name\": \"Sequential\", \"config\": {\"layers\": [{\"class_name\": "
+             "\"Dense\", \"config\": {\"units\": %d, \"batch_input_shape\": [null, %d], "
+             "\"kernel_initializer\": %s, \"bias_initializer\": %s}}]}}",
+             units, in, kinit, binit);
+    check_rc(load_text(m, text, 1, 1, in, units), text);
+    check_rc(mw_model_finalize(m, 1), "finalize");
+    mw_model_init_params(m, 1234);
+}
+
+static void stats(const float *x, size_t n, double *mean, double *sd, double *lo, double *hi)
+{
+    double s = 0, s2 = 0;
+    *lo = INFINITY, *hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        s += x[i];
+        *lo = x[i] < *lo ? x[i] : *lo;
+        *hi = x[i] > *hi ? x[i] : *hi;
+    }
+    *mean = s / (double)n;
+    for (size_t i = 0; i < n; i++)
+        s2 += (x[i] - *mean) * (x[i] - *mean);
+    *sd = sqrt(s2 / (double)n);
+}
+
+typedef struct {
+    const char *json;
+    double mean, sd;   /* expected; sd < 0: not checked */
+    double lo, hi;     /* every value within [lo, hi] */
+} init_case;
+
+/* Sample statistics of 400x300 = 120000 draws (fan_in 400, fan_out 300): the standard
+ * deviation within 10% of Keras' formula, the mean near its value, the range respected. */
+static void test_initializers(void **state)
+{
+    (void)state;
+    const double fi = 400, fo = 300;
+    const init_case cases[] = {
+        {"{\"class_name\": \"HeNormal\", \"config\": {\"seed\": 7}}", 0, sqrt(2 / fi),
+         -2 * sqrt(2 / fi) / 0.8796, 2 * sqrt(2 / fi) / 0.8796},
+        {"\"he_uniform\"", 0, sqrt(6 / fi) / sqrt(3), -sqrt(6 / fi), sqrt(6 / fi)},
+        {"{\"class_name\": \"GlorotNormal\", \"config\": {}}", 0, sqrt(2 / (fi + fo)), -1, 1},
+        {"{\"class_name\": \"GlorotUniform\", \"config\": {\"seed\": null}}", 0,
+         sqrt(6 / (fi + fo)) / sqrt(3), -sqrt(6 / (fi + fo)), sqrt(6 / (fi + fo))},
+        {"{\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 2.0, \"mode\": "
+         "\"fan_out\", \"distribution\": \"untruncated_normal\"}}", 0, sqrt(2 / fo), -1, 1},
+        {"{\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 0.5, \"mode\": "
+         "\"fan_avg\", \"distribution\": \"uniform\"}}", 0, sqrt(0.5 / 350),
+         -sqrt(1.5 / 350), sqrt(1.5 / 350)},
+        {"{\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 3.0, \"mode\": "
+         "\"fan_in\", \"distribution\": \"truncated_normal\"}}", 0, sqrt(3 / fi), -1, 1},
+        {"{\"class_name\": \"LecunNormal\", \"config\": {}}", 0, sqrt(1 / fi), -1, 1},
+        {"{\"class_name\": \"RandomUniform\", \"config\": {\"minval\": 1.0, \"maxval\": 3.0}}",
+         2.0, 2 / sqrt(12), 1.0, 3.0},
+        {"{\"class_name\": \"RandomNormal\", \"config\": {\"mean\": -1.0, \"stddev\": 0.5}}",
+         -1.0, 0.5, -5, 3},
+        {"{\"class_name\": \"TruncatedNormal\", \"config\": {\"mean\": 0.5, \"stddev\": 0.1}}",
+         0.5, 0.1 * 0.8796, 0.3, 0.7},
+        {"{\"class_name\": \"Ones\", \"config\": {}}", 1, 0, 1, 1},
+        {"{\"class_name\": \"Constant\", \"config\": {\"value\": -0.25}}", -0.25, 0, -0.25,
+         -0.25},
+        {"\"zeros\"", 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const init_case *c = &cases[i];
+        mw_model m;
+        dense_with_init(&m, 400, 300, c->json, "{\"class_name\": \"Ones\", \"config\": {}}");
+        const mw_layer *l = &m.layers[0];
+        double mean, sd, lo, hi;
+        stats(m.params.data + l->w_off, l->w_count, &mean, &sd, &lo, &hi);
+        int ok = fabs(mean - c->mean) <= 0.02 * (c->sd > 0 ? c->sd : 1) * 5 &&
+                 (c->sd == 0 ? sd == 0 : fabs(sd - c->sd) <= 0.1 * c->sd) && lo >= c->lo &&
+                 hi <= c->hi;
+        if (!ok)
+            fail_msg("%s: mean %.5g sd %.5g range [%.5g, %.5g]; want mean %.5g sd %.5g within "
+                     "[%.5g, %.5g]", c->json, mean, sd, lo, hi, c->mean, c->sd, c->lo, c->hi);
+        for (size_t j = 0; j < l->b_count; j++)
+            assert_true(m.params.data[l->b_off + j] == 1.0f);
+        mw_model_free(&m);
+    }
+    /* A bias with a variance-scaling initializer: Keras' fans of a 1-D shape are (n, n). */
+    mw_model m;
+    dense_with_init(&m, 400, 5000, "\"zeros\"", "\"he_normal\"");
+    double mean, sd, lo, hi;
+    stats(m.params.data + m.layers[0].b_off, 5000, &mean, &sd, &lo, &hi);
+    assert_true(fabs(sd - sqrt(2.0 / 5000)) <= 0.1 * sqrt(2.0 / 5000));
+    mw_model_free(&m);
+}
+
+/* ---- regularization ---- */
+
+static const char *reg_model =
+    "{\"class_name\": \"Sequential\", \"config\": {\"layers\": ["
+    "{\"class_name\": \"Conv2D\", \"config\": {\"filters\": 3, \"kernel_size\": 3, "
+    " \"batch_input_shape\": [null, 5, 5, 2], \"bias_initializer\": \"ones\","
+    " \"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.03}},"
+    " \"bias_regularizer\": {\"class_name\": \"L1\", \"config\": {\"l1\": 0.02}}}},"
+    "{\"class_name\": \"Flatten\", \"config\": {}},"
+    "{\"class_name\": \"Dense\", \"config\": {\"units\": 4, \"kernel_regularizer\": "
+    " {\"class_name\": \"L1L2\", \"config\": {\"l1\": 0.01, \"l2\": 0.05}}}},"
+    "{\"class_name\": \"Dense\", \"config\": {\"units\": 2}}]}}";
+
+/* Loss = scale * sum(l1 |w| + l2 w^2); the gradient it adds against central differences of
+ * the loss (double), on weights kept away from 0 where |w| has its kink. */
+static void test_regularization(void **state)
+{
+    (void)state;
+    mw_model m;
+    check_rc(load_text(&m, reg_model, 5, 5, 2, 2), "reg model");
+    check_rc(mw_model_finalize(&m, 16), "finalize");
+    mw_model_init_params(&m, 5);
+    float *p = m.params.data;
+    for (size_t i = 0; i < m.params.count; i++)
+        if (fabsf(p[i]) < 0.05f && p[i] != 0.0f)
+            p[i] = p[i] < 0 ? -0.05f : 0.05f;
+    /* by hand */
+    double want = 0;
+    for (int i = 0; i < m.nlayers; i++) {
+        const mw_layer *l = &m.layers[i];
+        for (size_t j = 0; j < l->w_count; j++) {
+            double w = p[l->w_off + j];
+            want += l->kernel_reg.l1 * fabs(w) + l->kernel_reg.l2 * w * w;
+        }
+        for (size_t j = 0; j < l->b_count; j++) {
+            double w = p[l->b_off + j];
+            want += l->bias_reg.l1 * fabs(w) + l->bias_reg.l2 * w * w;
+        }
+    }
+    assert_true(want > 0);
+    assert_true(fabs(mw_model_regularization(&m, NULL, 1.0f) - want) <= 1e-9 * want + 1e-12);
+    const float scale = 0.25f; /* 4 replicas */
+    float *g = calloc(m.params.count, sizeof(float));
+    for (size_t i = 0; i < m.params.count; i++)
+        g[i] = 1.0f; /* it accumulates */
+    double got = mw_model_regularization(&m, g, scale);
+    assert_true(fabs(got - 0.25 * want) <= 1e-9 * want);
+    const float h = 1e-3f;
+    size_t bad = 0;
+    for (size_t i = 0; i < m.params.count; i++) {
+        float save = p[i];
+        p[i] = save + h;
+        double lp = mw_model_regularization(&m, NULL, 1.0f);
+        p[i] = save - h;
+        double lm = mw_model_regularization(&m, NULL, 1.0f);
+        p[i] = save;
+        double num = (lp - lm) / ((double)(save + h) - (double)(save - h));
+        double ana = (g[i] - 1.0) / scale;
+        if (fabs(num - ana) > 1e-4 + 1e-3 * fabs(ana)) {
+            if (!bad)
+                fprintf(stderr, "reg gradient [%zu]: numeric %.9g analytic %.9g\n", i, num, ana);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+    /* the last Dense has no regularizer: its gradient is untouched */
+    const mw_layer *l = &m.layers[m.nlayers - 1];
+    for (size_t j = 0; j < l->w_count; j++)
+        assert_true(g[l->w_off + j] == 1.0f);
+    free(g);
+    mw_model_free(&m);
+
+    /* no regularizers: 0, and no work */
+    check_rc(mw_model_build_tutorial(&m, 28, 28, 1, 10), "tutorial");
+    check_rc(mw_model_finalize(&m, 1), "finalize");
+    assert_true(mw_model_regularization(&m, NULL, 1.0f) == 0.0);
+    mw_model_free(&m);
+}
+
+/* ---- dropout ---- */
+
+/* The kernels: ref == cpu bitwise (masks and outputs), in place, kept fraction ~ 1 - rate,
+ * kept values scaled by 1 / (1 - rate), ids select the mask rows, backward = dy * mask. */
+static void test_dropout_kernels(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    const int N = 6;
+    const size_t D = 1001, count = (size_t)N * D;
+    const float rates[] = {0.0f, 0.1f, 0.5f, 0.9f};
+    float *x = malloc(count * sizeof(float)), *y1 = malloc(count * sizeof(float));
+    float *y2 = malloc(count * sizeof(float)), *m1 = malloc(count * sizeof(float));
+    float *m2 = malloc(count * sizeof(float)), *dx = malloc(count * sizeof(float));
+    float *dy = malloc(count * sizeof(float));
+    mw_test_fill_uniform(x, count, 1, 0.5f, 1.5f);
+    mw_test_fill_uniform(dy, count, 2, -1.0f, 1.0f);
+    const uint32_t ids[6] = {7, 3, 1000000, 0, 42, 7};
+    mw_kctx k1 = {.nthreads = 1}, k3 = {.nthreads = 3};
+    for (size_t r = 0; r < sizeof rates / sizeof *rates; r++) {
+        float rate = rates[r], keep = 1.0f / (1.0f - rate);
+        ref.dropout_fwd(&k1, y1, m1, x, ids, 99, 4, rate, N, D);
+        cpu.dropout_fwd(&k3, y2, m2, x, ids, 99, 4, rate, N, D);
+        assert_memory_equal(m1, m2, count * sizeof(float));
+        assert_memory_equal(y1, y2, count * sizeof(float));
+        size_t kept = 0;
+        for (size_t i = 0; i < count; i++) {
+            assert_true(m1[i] == 0.0f || m1[i] == keep);
+            assert_true(y1[i] == x[i] * m1[i]);
+            kept += m1[i] != 0.0f;
+        }
+        double frac = (double)kept / (double)count;
+        if (fabs(frac - (1.0 - rate)) > 0.03)
+            fail_msg("rate %g: kept %.4f of the elements", (double)rate, frac);
+        /* ids[0] == ids[5]: the same example id, the same mask row */
+        assert_memory_equal(m1, m1 + 5 * D, D * sizeof(float));
+        if (rate > 0)
+            assert_true(memcmp(m1, m1 + D, D * sizeof(float)) != 0);
+        /* in place */
+        memcpy(y2, x, count * sizeof(float));
+        cpu.dropout_fwd(&k3, y2, m2, y2, ids, 99, 4, rate, N, D);
+        assert_memory_equal(y1, y2, count * sizeof(float));
+        /* backward, out of place and in place */
+        ref.dropout_bwd(&k1, dx, dy, m1, count);
+        for (size_t i = 0; i < count; i++)
+            assert_true(dx[i] == dy[i] * m1[i]);
+        memcpy(y2, dy, count * sizeof(float));
+        cpu.dropout_bwd(&k3, y2, y2, m1, count);
+        assert_memory_equal(dx, y2, count * sizeof(float));
+    }
+    /* another seed or another stream (layer): another mask */
+    ref.dropout_fwd(&k1, y1, m1, x, ids, 99, 4, 0.5f, N, D);
+    ref.dropout_fwd(&k1, y2, m2, x, ids, 100, 4, 0.5f, N, D);
+    assert_true(memcmp(m1, m2, count * sizeof(float)) != 0);
+    ref.dropout_fwd(&k1, y2, m2, x, ids, 99, 5, 0.5f, N, D);
+    assert_true(memcmp(m1, m2, count * sizeof(float)) != 0);
+    /* ids NULL: example n has id n */
+    const uint32_t seq[6] = {0, 1, 2, 3, 4, 5};
+    ref.dropout_fwd(&k1, y1, m1, x, seq, 9, 1, 0.3f, N, D);
+    cpu.dropout_fwd(&k3, y2, m2, x, NULL, 9, 1, 0.3f, N, D);
+    assert_memory_equal(m1, m2, count * sizeof(float));
+    /* empty batch: nothing touched */
+    y1[0] = 12345.0f;
+    cpu.dropout_fwd(&k3, y1, m1, x, NULL, 9, 1, 0.3f, 0, D);
+    cpu.dropout_bwd(&k3, y1, dy, m1, 0);
+    assert_true(y1[0] == 12345.0f);
+    assert_int_equal(mw_dropout_threshold(0.0f), 0);
+    assert_int_equal(mw_dropout_threshold(0.5f), 1u << 23);
+    free(x), free(y1), free(y2), free(m1), free(m2), free(dx), free(dy);
+}
+
+/* In a model: the mask of an example follows its global id, not its batch position or the
+ * micro-batch it lands in; inference (the default) is the identity; ref and cpu agree. */
+static void test_dropout_layout(void **state)
+{
+    (void)state;
+    mw_model m;
+    load_data_file(&m, "mlp_k3.json");
+    check_rc(mw_model_finalize(&m, 1), "finalize");
+    mw_model_init_params(&m, 3);
+    int di = -1;
+    for (int i = 0; i < m.nlayers; i++)
+        if (m.layers[i].kind == MW_LAYER_DROPOUT)
+            di = i;
+    assert_true(di > 0);
+    const size_t D = 128;
+    mw_kernels kt;
+    mw_kernels_init_cpu(&kt);
+    mw_model_ws ws;
+    mw_model_ws_init(&ws);
+    check_rc(mw_model_ws_alloc(&ws, &m, 8), "ws");
+    assert_int_equal(ws.training, 0);
+    assert_null(ws.example_ids);
+    mw_kctx k = {.nthreads = 1, .ws = ws.scratch, .ws_count = ws.scratch_count};
+    const size_t img = 28 * 28;
+    float *images = malloc(20 * img * sizeof(float));
+    mw_test_fill_uniform(images, 20 * img, 8, 0.0f, 1.0f);
+
+    /* inference: the dropout output equals its input (the dense relu output) */
+    for (int j = 0; j < 4; j++) {
+        memcpy(ws.act[0] + j * img, images + j * img, img * sizeof(float));
+        ws.labels[j] = j;
+    }
+    mw_model_forward(&m, &kt, &k, &ws, 4);
+    float *before = malloc(4 * D * sizeof(float));
+    /* act[di] is the input of the dropout layer, act[di + 1] aliases it (in place) */
+    assert_ptr_equal(ws.act[di], ws.act[di + 1]);
+    memcpy(before, ws.act[di + 1], 4 * D * sizeof(float));
+    float loss_inf = ws.loss[0];
+
+    /* training, batch A: ids {5, 9, 2, 7} at positions 0..3 */
+    const uint32_t a[4] = {5, 9, 2, 7};
+    float maskA[4][128];
+    ws.training = 1;
+    ws.dropout_seed = 77;
+    ws.example_ids = a;
+    for (int j = 0; j < 4; j++)
+        memcpy(ws.act[0] + j * img, images + a[j] * img, img * sizeof(float));
+    mw_model_forward(&m, &kt, &k, &ws, 4);
+    memcpy(maskA, ws.mask[di], sizeof maskA);
+    for (int j = 0; j < 4; j++) {
+        int zeros = 0;
+        for (size_t e = 0; e < D; e++)
+            zeros += maskA[j][e] == 0.0f;
+        assert_true(zeros > 0 && zeros < (int)D); /* rate 0.2 of 128 */
+    }
+    assert_true(loss_inf == loss_inf); /* computed */
+
+    /* batch B: ids {7, 100, 5} (7 and 5 moved), then micro-batches of 1 and 2 with ref */
+    const uint32_t b[3] = {7, 100, 5};
+    for (int j = 0; j < 3; j++)
+        memcpy(ws.act[0] + j * img, images + (b[j] % 20) * img, img * sizeof(float));
+    ws.example_ids = b;
+    mw_model_forward(&m, &kt, &k, &ws, 3);
+    assert_memory_equal(ws.mask[di] + 0 * D, maskA[3], D * sizeof(float));
+    assert_memory_equal(ws.mask[di] + 2 * D, maskA[0], D * sizeof(float));
+    mw_kernels ref;
+    mw_kernels_init_ref(&ref);
+    ws.example_ids = a + 2; /* ids 2, 7 as a micro-batch of two */
+    mw_model_forward(&m, &ref, &k, &ws, 2);
+    assert_memory_equal(ws.mask[di], maskA[2], 2 * D * sizeof(float));
+    ws.example_ids = a + 1; /* id 9 alone */
+    mw_model_forward(&m, &ref, &k, &ws, 1);
+    assert_memory_equal(ws.mask[di], maskA[1], D * sizeof(float));
+    /* the next step's seed: a new mask */
+    ws.dropout_seed = 78;
+    ws.example_ids = a;
+    mw_model_forward(&m, &kt, &k, &ws, 1);
+    assert_true(memcmp(ws.mask[di], maskA[0], D * sizeof(float)) != 0);
+
+    /* back to inference: identity again, same outputs as before */
+    ws.training = 0;
+    for (int j = 0; j < 4; j++)
+        memcpy(ws.act[0] + j * img, images + j * img, img * sizeof(float));
+    mw_model_forward(&m, &kt, &k, &ws, 4);
+    assert_memory_equal(ws.act[di + 1], before, 4 * D * sizeof(float));
+    assert_true(ws.loss[0] == loss_inf);
+    free(before);
+    free(images);
+    mw_model_ws_free(&ws);
+    mw_model_free(&m);
+}
+
+/* ---- central differences through a whole model ---- */
+
+typedef struct {
+    const mw_model *m;
+    const mw_kernels *kt;
+    mw_kctx *k;
+    mw_model_ws *ws;
+    const float *input;
+    size_t in_count;
+    int n;
+    uint64_t choices; /* hash of every maxpool argmax of the last forward */
+} fwd_env;
+
+/* Forward from the saved input (in-place layers may overwrite act[0]); sum of losses. */
+static double model_loss(fwd_env *e)
+{
+    memcpy(e->ws->act[0], e->input, e->in_count * sizeof(float));
+    mw_model_forward(e->m, e->kt, e->k, e->ws, e->n);
+    double s = 0;
+    for (int i = 0; i < e->n; i++)
+        s += e->ws->loss[i];
+    e->choices = 0;
+    for (int i = 0; i < e->m->nlayers; i++) {
+        const mw_layer *l = &e->m->layers[i];
+        if (l->kind != MW_LAYER_MAXPOOL)
+            continue;
+        size_t cnt = (size_t)e->n * l->out_h * l->out_w * l->out_c;
+        for (size_t j = 0; j < cnt; j++)
+            e->choices = mw_rng_hash(e->choices, (uint64_t)i, (uint64_t)e->ws->argmax[i][j]);
+    }
+    return s;
+}
+
+/* Conv2D 5x5 'same' (stride 1 and 2), MaxPooling2D 'same' on an odd size, Dropout (mask fixed
+ * by seed and ids), Dense, Dropout at the input: analytic gradients of every parameter
+ * against central differences (double), with both kernel tables. A step that changes a
+ * pool's choice crosses a kink of the loss, where a difference quotient means nothing; such
+ * parameters are skipped (a few percent at h = 1e-3) and the rest must all agree. */
+static const char *gc_model =
+    "{\"class_name\": \"Sequential\", \"config\": {\"layers\": ["
+    "{\"class_name\": \"InputLayer\", \"config\": {\"batch_input_shape\": [null, 7, 7, 2]}},"
+    "{\"class_name\": \"Dropout\", \"config\": {\"rate\": 0.3}},"
+    "{\"class_name\": \"Conv2D\", \"config\": {\"filters\": 3, \"kernel_size\": 5, "
+    " \"padding\": \"same\"}},"
+    "{\"class_name\": \"MaxPooling2D\", \"config\": {\"pool_size\": 2, \"padding\": \"same\"}},"
+    "{\"class_name\": \"Dropout\", \"config\": {\"rate\": 0.5}},"
+    "{\"class_name\": \"Conv2D\", \"config\": {\"filters\": 4, \"kernel_size\": [5, 3], "
+    " \"strides\": 2, \"padding\": \"same\", \"bias_initializer\": {\"class_name\": "
+    " \"RandomNormal\", \"config\": {\"stddev\": 0.1}}}},"
+    "{\"class_name\": \"Flatten\", \"config\": {}},"
+    "{\"class_name\": \"Dropout\", \"config\": {\"rate\": 0.25}},"
+    "{\"class_name\": \"Dense\", \"config\": {\"units\": 5, \"activation\": \"softmax\"}}]}}";
+
+static void gradcheck(int fast)
+{
+    mw_model m;
+    check_rc(load_text(&m, gc_model, 7, 7, 2, 5), "gradcheck model");
+    check_rc(mw_model_finalize(&m, 1), "finalize");
+    mw_model_init_params(&m, 11);
+    assert_int_equal(m.layers[1].conv.PT, 2);
+    assert_int_equal(m.layers[2].pool.OH, 4); /* 7 -> 4 */
+    const int N = 3;
+    mw_kernels kt;
+    if (fast)
+        mw_kernels_init_cpu(&kt);
+    else
+        mw_kernels_init_ref(&kt);
+    mw_model_ws ws;
+    mw_model_ws_init(&ws);
+    check_rc(mw_model_ws_alloc(&ws, &m, N), "ws");
+    mw_kctx k = {.nthreads = 2, .ws = ws.scratch, .ws_count = ws.scratch_count};
+    const size_t in_count = (size_t)N * 7 * 7 * 2;
+    float *input = malloc(in_count * sizeof(float));
+    mw_test_fill_uniform(input, in_count, 21, -1.0f, 1.0f);
+    const uint32_t ids[3] = {4, 17, 9};
+    ws.labels[0] = 1, ws.labels[1] = 4, ws.labels[2] = 0;
+    ws.training = 1;
+    ws.dropout_seed = 5;
+    ws.example_ids = ids;
+    fwd_env e = {&m, &kt, &k, &ws, input, in_count, N, 0};
+    model_loss(&e);
+    float *g = mw_alloc_aligned(m.params.count * sizeof(float));
+    mw_model_backward(&m, &kt, &k, &ws, g, N, 1.0f);
+    int dropped = 0;
+    for (size_t i = 0; i < (size_t)N * 7 * 7 * 2; i++)
+        dropped += ws.mask[0][i] == 0.0f;
+    assert_true(dropped > 0);
+
+    float *p = m.params.data;
+    const float h = 1e-3f;
+    size_t bad = 0, checked = 0, kinks = 0;
+    double maxerr = 0;
+    for (size_t i = 0; i < m.params.count; i++) {
+        int real = 0;
+        for (int l = 0; l < m.nlayers; l++) {
+            const mw_layer *L = &m.layers[l];
+            real |= (i >= L->w_off && i < L->w_off + L->w_count) ||
+                    (i >= L->b_off && i < L->b_off + L->b_count);
+        }
+        if (!real)
+            continue;
+        float save = p[i], hi = save + h, lo = save - h;
+        p[i] = hi;
+        double lp = model_loss(&e);
+        uint64_t choices = e.choices;
+        p[i] = lo;
+        double lm = model_loss(&e);
+        p[i] = save;
+        if (e.choices != choices) {
+            kinks++;
+            continue;
+        }
+        double num = (lp - lm) / ((double)hi - (double)lo);
+        double err = fabs(num - g[i]);
+        maxerr = err > maxerr ? err : maxerr;
+        checked++;
+        if (err > 1e-3 + 1e-2 * fabs(g[i])) {
+            if (!bad)
+                fprintf(stderr, "%s: param %zu: numeric %.9g analytic %.9g\n", kt.name, i, num,
+                        (double)g[i]);
+            bad++;
+        }
+    }
+    printf("%s: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name,
+           checked, kinks, maxerr);
+    assert_int_equal(checked + kinks, m.nparams);
+    assert_true(kinks <= m.nparams / 10);
+    assert_int_equal(bad, 0);
+    free(g);
+    free(input);
+    mw_model_ws_free(&ws);
+    mw_model_free(&m);
+}
+
+static void test_gradcheck_ref(void **state)
+{
+    (void)state;
+    gradcheck(0);
+}
+
+static void test_gradcheck_cpu(void **state)
+{
+    (void)state;
+    gradcheck(1);
+}
+
+/* ---- a few training steps per config ---- */
+
+/* Class k: a bright 6x6 patch at a place of its own, on uniform noise. */
+static void synth(float *x, int32_t *labels, int n, uint64_t seed)
+{
+    mw_rng r;
+    mw_rng_seed(&r, seed, 1);
+    for (int i = 0; i < n; i++) {
+        int k = i % 10;
+        float *im = x + (size_t)i * 784;
+        for (int j = 0; j < 784; j++)
+            im[j] = 0.3f * mw_rng_uniform(&r);
+        int r0 = 2 + (k / 5) * 13, c0 = 1 + (k % 5) * 5;
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 6 && c0 + b < 28; b++)
+                im[(r0 + a) * 28 + c0 + b] = 1.0f;
+        labels[i] = k;
+    }
+}
+
+/* Adam on a fixed batch of 40 with dropout and regularization on: the mean loss of the last
+ * 3 of 25 steps is well below that of the first 3. */
+static void test_training(void **state)
+{
+    (void)state;
+    size_t nc;
+    const config_expect *cs = good_configs(&nc);
+    const int N = 40, steps = 25;
+    float *x = malloc((size_t)N * 784 * sizeof(float));
+    int32_t *labels = malloc(N * sizeof(int32_t));
+    uint32_t ids[40];
+    synth(x, labels, N, 3);
+    for (int i = 0; i < N; i++)
+        ids[i] = (uint32_t)(1000 + i);
+    mw_kernels kt;
+    mw_kernels_init_cpu(&kt);
+    for (size_t ci = 0; ci < nc; ci++) {
+        mw_model m;
+        load_data_file(&m, cs[ci].file);
+        check_rc(mw_model_finalize(&m, 16), "finalize");
+        mw_model_init_params(&m, 42);
+        const size_t count = m.params.count;
+        mw_model_ws ws;
+        mw_model_ws_init(&ws);
+        check_rc(mw_model_ws_alloc(&ws, &m, N), "ws");
+        mw_kctx k = {.nthreads = 2, .ws = ws.scratch, .ws_count = ws.scratch_count};
+        float *g = mw_alloc_aligned(count * sizeof(float));
+        float *m1 = mw_alloc_aligned(count * sizeof(float));
+        float *m2 = mw_alloc_aligned(count * sizeof(float));
+        double first = 0, last = 0;
+        ws.training = 1;
+        ws.example_ids = ids;
+        for (int s = 0; s < steps; s++) {
+            memcpy(ws.act[0], x, (size_t)N * 784 * sizeof(float));
+            memcpy(ws.labels, labels, N * sizeof(int32_t));
+            ws.dropout_seed = mw_rng_hash(42, 0xd1, (uint64_t)s);
+            memset(g, 0, count * sizeof(float));
+            mw_model_forward(&m, &kt, &k, &ws, N);
+            mw_model_backward(&m, &kt, &k, &ws, g, N, 1.0f / N);
+            double loss = mw_model_regularization(&m, g, 1.0f);
+            for (int i = 0; i < N; i++)
+                loss += ws.loss[i] / N;
+            if (s < 3)
+                first += loss / 3;
+            if (s >= steps - 3)
+                last += loss / 3;
+            double lr_t = 3e-3 * sqrt(1.0 - pow(0.999, s + 1)) / (1.0 - pow(0.9, s + 1));
+            kt.adam(&k, m.params.data, m1, m2, g, count, (float)lr_t, 0.9f, 0.999f, 1e-7f);
+        }
+        printf("%-22s loss %.4f -> %.4f\n", cs[ci].file, first, last);
+        if (!(last < 0.6 * first))
+            fail_msg("%s: loss %.4f over the first steps, %.4f over the last: not falling",
+                     cs[ci].file, first, last);
+        free(g), free(m1), free(m2);
+        mw_model_ws_free(&ws);
+        mw_model_free(&m);
+    }
+    free(x);
+    free(labels);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_configs),
+        cmocka_unit_test(test_config_details),
+        cmocka_unit_test(test_input_shapes),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_builtin_tutorial),
+        cmocka_unit_test(test_initializers),
+        cmocka_unit_test(test_regularization),
+        cmocka_unit_test(test_dropout_kernels),
+        cmocka_unit_test(test_dropout_layout),
+        cmocka_unit_test(test_gradcheck_ref),
+        cmocka_unit_test(test_gradcheck_cpu),
+        cmocka_unit_test(test_training),
+    };
+    return cmocka_run_group_tests_name("keras", tests, NULL, NULL);
+}

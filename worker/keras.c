@@ -1,0 +1,1103 @@
+/* Keras Sequential JSON -> mw_model; see keras.h.
+ *
+ * Steps: parse with jansson (JSON_REJECT_DUPLICATES, so a key written twice is an error, not
+ * a silent choice), unwrap the TensorFlow.js wrapper, find the layer list and the input shape,
+ * then one pass over the layers: read every config field that changes what the layer
+ * computes, reject the values this program does not implement, and call mw_model_add_* (the
+ * model checks the shapes). Fields that do not change the math (a seed, "module", build
+ * configs) are ignored. User text that reaches a message is escaped and shortened first, so
+ * odd bytes cannot garble a terminal or overflow the message slot. */
+#include "worker/keras.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+#define QUOTE_MAX 48       /* longest piece of user text quoted in a message */
+#define NAME_MAX_LEN 55    /* layer names: room for "/softmax" in mw_layer.name */
+#define MAX_LAYERS 1000
+#define MAX_DIM 65536      /* an input dimension, filters, units */
+#define MAX_WINDOW 1024    /* kernel, pool and stride sizes */
+#define MAX_TENSOR (1 << 28) /* floats in one weight tensor or one example's activation */
+
+static const char *const layer_list = "InputLayer, Conv2D, MaxPooling2D, Flatten, Dense, "
+                                      "Dropout, Activation, ReLU, Softmax";
+static const char *const act_list = "\"relu\", \"linear\", \"softmax\" (last layer only)";
+
+/* ---- messages ------------------------------------------------------------------------- */
+
+/* s escaped (\n, \t, \xNN for control bytes; \" and \\ when quotes) and cut after max source
+ * bytes with "...". jansson has checked the UTF-8, so bytes >= 0x80 pass through except in
+ * jansson's own messages (quotes = 0), which may quote undecodable input. */
+static void escape(char *buf, size_t n, const char *s, size_t max, int quotes)
+{
+    size_t o = 0, i = 0;
+    for (; s[i] && i < max && o + 5 < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (quotes && (ch == '"' || ch == '\\')) {
+            buf[o++] = '\\';
+            buf[o++] = (char)ch;
+        } else if (ch == '\n' || ch == '\t') {
+            buf[o++] = '\\';
+            buf[o++] = ch == '\n' ? 'n' : 't';
+        } else if (ch < 0x20 || ch == 0x7f || (!quotes && ch >= 0x80)) {
+            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", ch);
+        } else {
+            buf[o++] = (char)ch;
+        }
+    }
+    if (s[i] && o + 4 <= n) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o < n ? o : n - 1] = '\0';
+}
+
+typedef char qbuf[QUOTE_MAX * 4 + 8];
+
+/* "s", escaped and shortened. */
+static const char *quote(qbuf q, const char *s)
+{
+    char tmp[sizeof(qbuf) - 2];
+    escape(tmp, sizeof tmp - 1, s, QUOTE_MAX, 1);
+    size_t len = strlen(tmp);
+    q[0] = '"';
+    memcpy(q + 1, tmp, len);
+    q[len + 1] = '"';
+    q[len + 2] = '\0';
+    return q;
+}
+
+/* What a JSON value is, for "found ...". */
+static const char *describe(char *buf, size_t n, const json_t *v)
+{
+    qbuf q;
+    if (!v) {
+        snprintf(buf, n, "nothing");
+        return buf;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        snprintf(buf, n, "an object");
+        break;
+    case JSON_ARRAY:
+        snprintf(buf, n, "an array of %zu", json_array_size(v));
+        break;
+    case JSON_STRING:
+        snprintf(buf, n, "a string (%s)", quote(q, json_string_value(v)));
+        break;
+    case JSON_INTEGER:
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        snprintf(buf, n, "%g", json_real_value(v));
+        break;
+    case JSON_TRUE:
+        snprintf(buf, n, "true");
+        break;
+    case JSON_FALSE:
+        snprintf(buf, n, "false");
+        break;
+    default:
+        snprintf(buf, n, "null");
+        break;
+    }
+    return buf;
+}
+
+/* "origin: message" */
+static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return mw_err(s, "%s: %s", origin, msg);
+}
+
+/* The layer being read, for messages: "layer 'conv2d' (Conv2D)" or "layers[3] (Conv2D)". */
+typedef struct {
+    const char *origin;
+    char where[QUOTE_MAX * 8 + 96]; /* holds an escaped name and class */
+} lctx;
+
+static mw_status lfail(const lctx *L, mw_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mw_status lfail(const lctx *L, mw_status s, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return mw_err(s, "%s: %s: %s", L->origin, L->where, msg);
+}
+
+/* A failed mw_model_add_* recorded its own message; give it the origin prefix. */
+static mw_status from_model(const char *origin, mw_status rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mw_err_msg());
+    mw_err_clear();
+    return mw_err(rc, "%s: %s", origin, msg);
+}
+
+/* ---- typed fields ------------------------------------------------------------------------ */
+
+/* An integral JSON number in [lo, hi] (reals such as 3.0 too); 0 when it is not one. */
+static int as_int(const json_t *v, long long lo, long long hi, int *out)
+{
+    double d;
+    if (json_is_integer(v))
+        d = (double)json_integer_value(v);
+    else if (json_is_real(v))
+        d = json_real_value(v);
+    else
+        return 0;
+    if (!(d >= (double)lo && d <= (double)hi) || d != floor(d))
+        return 0;
+    *out = (int)d;
+    return 1;
+}
+
+/* cfg[key]: an integer in [lo, hi]; absent gives def, unless required. */
+static mw_status get_int(const lctx *L, const json_t *cfg, const char *key, int def,
+                         int required, int lo, int hi, int *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[QUOTE_MAX * 4 + 64];
+    if (!v) {
+        if (required)
+            return lfail(L, MW_EMODEL, "%s is missing; expected an integer from %d to %d", key,
+                         lo, hi);
+        *out = def;
+        return MW_OK;
+    }
+    if (!as_int(v, lo, hi, out))
+        return lfail(L, MW_EMODEL, "%s: found %s; expected an integer from %d to %d", key,
+                     describe(d, sizeof d, v), lo, hi);
+    return MW_OK;
+}
+
+/* cfg[key]: n or [a, b] (Keras normalizes both to a pair), each in [lo, hi]. Absent (or
+ * null) gives (def, def); def 0 makes it required. */
+static mw_status get_pair(const lctx *L, const json_t *cfg, const char *key, int def, int lo,
+                          int hi, int out[2])
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[QUOTE_MAX * 4 + 64];
+    if (!v || json_is_null(v)) {
+        if (!def)
+            return lfail(L, MW_EMODEL, "%s is missing; expected an integer or a list of 2 "
+                         "integers from %d to %d", key, lo, hi);
+        out[0] = out[1] = def;
+        return MW_OK;
+    }
+    if (as_int(v, lo, hi, &out[0])) {
+        out[1] = out[0];
+        return MW_OK;
+    }
+    if (json_is_array(v) && json_array_size(v) == 2 &&
+        as_int(json_array_get(v, 0), lo, hi, &out[0]) &&
+        as_int(json_array_get(v, 1), lo, hi, &out[1]))
+        return MW_OK;
+    if (json_is_array(v) && json_array_size(v) == 2) {
+        const json_t *bad = as_int(json_array_get(v, 0), lo, hi, &out[0]) ? json_array_get(v, 1)
+                                                                          : json_array_get(v, 0);
+        return lfail(L, MW_EMODEL, "%s: found %s in the list; expected integers from %d to %d",
+                     key, describe(d, sizeof d, bad), lo, hi);
+    }
+    return lfail(L, MW_EMODEL, "%s: found %s; expected an integer or a list of 2 integers from "
+                 "%d to %d", key, describe(d, sizeof d, v), lo, hi);
+}
+
+static mw_status get_bool(const lctx *L, const json_t *cfg, const char *key, int def, int *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[QUOTE_MAX * 4 + 64];
+    if (!v) {
+        *out = def;
+        return MW_OK;
+    }
+    if (!json_is_boolean(v))
+        return lfail(L, MW_EMODEL, "%s: found %s; expected true or false", key,
+                     describe(d, sizeof d, v));
+    *out = json_is_true(v);
+    return MW_OK;
+}
+
+/* obj[key]: a finite number; absent gives def. */
+static mw_status get_num(const lctx *L, const char *path, const json_t *obj, const char *key,
+                         double def, double *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    char d[QUOTE_MAX * 4 + 64];
+    if (!v) {
+        *out = def;
+        return MW_OK;
+    }
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return lfail(L, MW_EMODEL, "%s%s: found %s; expected a number", path, key,
+                     describe(d, sizeof d, v));
+    *out = json_number_value(v);
+    return MW_OK;
+}
+
+/* cfg[key] absent or null: the fields this program does not implement. */
+static mw_status need_null(const lctx *L, const json_t *cfg, const char *key, const char *why)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[QUOTE_MAX * 4 + 64];
+    if (v && !json_is_null(v))
+        return lfail(L, MW_EUNSUPPORTED, "%s: found %s; %s are not supported (supported: null)",
+                     key, describe(d, sizeof d, v), why);
+    return MW_OK;
+}
+
+/* cfg[key]: one of names[] (case-insensitive, as Keras lower-cases these); absent or null
+ * gives def. */
+static mw_status get_choice(const lctx *L, const json_t *cfg, const char *key,
+                            const char *const *names, int n, int def, const char *supported,
+                            int *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return MW_OK;
+    }
+    if (!json_is_string(v))
+        return lfail(L, MW_EMODEL, "%s: found %s; expected one of %s", key,
+                     describe(d, sizeof d, v), supported);
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(json_string_value(v), names[i]) == 0) {
+            *out = i;
+            return MW_OK;
+        }
+    return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                 quote(q, json_string_value(v)), supported);
+}
+
+static mw_status get_padding(const lctx *L, const json_t *cfg, int *same)
+{
+    static const char *const names[] = {"valid", "same"};
+    return get_choice(L, cfg, "padding", names, 2, 0, "\"valid\", \"same\"", same);
+}
+
+static mw_status check_data_format(const lctx *L, const json_t *cfg)
+{
+    static const char *const names[] = {"channels_last"};
+    int dummy;
+    return get_choice(L, cfg, "data_format", names, 1, 0, "\"channels_last\"", &dummy);
+}
+
+/* "float32", {"class_name": "DTypePolicy", "config": {"name": "float32"}} (Keras 3, and
+ * Keras 2's mixed-precision Policy), or absent / null. */
+static mw_status check_dtype(const lctx *L, const json_t *cfg)
+{
+    const json_t *v = json_object_get(cfg, "dtype");
+    const char *name = NULL;
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (json_is_string(v))
+        name = json_string_value(v);
+    else if (json_is_object(v))
+        name = json_string_value(json_object_get(json_object_get(v, "config"), "name"));
+    if (!name)
+        return lfail(L, MW_EMODEL, "dtype: found %s; expected \"float32\" or a dtype policy "
+                     "object", describe(d, sizeof d, v));
+    if (strcmp(name, "float32") != 0)
+        return lfail(L, MW_EUNSUPPORTED, "dtype %s is not supported; supported: \"float32\"",
+                     quote(q, name));
+    return MW_OK;
+}
+
+/* A layer or model name: 1..max printable ASCII bytes without '/'. */
+static int name_ok(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e || s[i] == '/')
+            return 0;
+    return 1;
+}
+
+/* ---- activations, initializers, regularizers --------------------------------------------- */
+
+static mw_status get_activation(const lctx *L, const json_t *cfg, const char *key, int is_last,
+                                int required, mw_activation *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    *out = MW_ACT_LINEAR;
+    if (!v && required)
+        return lfail(L, MW_EMODEL, "%s is missing; expected one of %s", key, act_list);
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (!json_is_string(v))
+        return lfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s",
+                     key, describe(d, sizeof d, v), act_list);
+    const char *s = json_string_value(v);
+    if (!strcmp(s, "linear"))
+        *out = MW_ACT_LINEAR;
+    else if (!strcmp(s, "relu"))
+        *out = MW_ACT_RELU;
+    else if (!strcmp(s, "softmax"))
+        *out = MW_ACT_SOFTMAX;
+    else
+        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                     quote(q, s), act_list);
+    if (*out == MW_ACT_SOFTMAX && !is_last)
+        return lfail(L, MW_EUNSUPPORTED, "%s \"softmax\" is supported only on the last layer, "
+                     "where it is folded into the cross-entropy loss; use \"relu\" or "
+                     "\"linear\" here", key);
+    return MW_OK;
+}
+
+typedef struct {
+    const char *cls, *id; /* Keras class name and its string identifier */
+    mw_init_kind kind;
+    double scale;
+    mw_fan_mode mode;
+    mw_dist dist;
+    double a, b;
+} init_entry;
+
+static const init_entry init_table[] = {
+    {"GlorotUniform", "glorot_uniform", MW_INIT_GLOROT_UNIFORM, 0, 0, 0, 0, 0},
+    {"GlorotNormal", "glorot_normal", MW_INIT_GLOROT_NORMAL, 0, 0, 0, 0, 0},
+    {"HeNormal", "he_normal", MW_INIT_HE_NORMAL, 0, 0, 0, 0, 0},
+    {"HeUniform", "he_uniform", MW_INIT_HE_UNIFORM, 0, 0, 0, 0, 0},
+    {"LecunNormal", "lecun_normal", MW_INIT_VARIANCE_SCALING, 1, MW_FAN_IN,
+     MW_DIST_TRUNCATED_NORMAL, 0, 0},
+    {"LecunUniform", "lecun_uniform", MW_INIT_VARIANCE_SCALING, 1, MW_FAN_IN, MW_DIST_UNIFORM, 0,
+     0},
+    {"VarianceScaling", "variance_scaling", MW_INIT_VARIANCE_SCALING, 1, MW_FAN_IN,
+     MW_DIST_TRUNCATED_NORMAL, 0, 0},
+    {"RandomUniform", "random_uniform", MW_INIT_RANDOM_UNIFORM, 0, 0, 0, -0.05, 0.05},
+    {"RandomNormal", "random_normal", MW_INIT_RANDOM_NORMAL, 0, 0, 0, 0.0, 0.05},
+    {"TruncatedNormal", "truncated_normal", MW_INIT_TRUNCATED_NORMAL, 0, 0, 0, 0.0, 0.05},
+    {"Zeros", "zeros", MW_INIT_ZEROS, 0, 0, 0, 0, 0},
+    {"Ones", "ones", MW_INIT_ONES, 0, 0, 0, 0, 0},
+    {"Constant", "constant", MW_INIT_CONSTANT, 0, 0, 0, 0, 0},
+};
+
+static const char *const init_list =
+    "GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
+    "VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones, Constant";
+
+/* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
+ * absent / null for the default. */
+static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_init_kind def,
+                          mw_init *out)
+{
+    const json_t *v = json_object_get(cfg, key), *c = NULL;
+    const char *cls = NULL;
+    char d[QUOTE_MAX * 4 + 64], path[96];
+    qbuf q;
+    memset(out, 0, sizeof *out);
+    out->kind = def;
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (json_is_string(v)) {
+        cls = json_string_value(v);
+    } else if (json_is_object(v)) {
+        cls = json_string_value(json_object_get(v, "class_name"));
+        c = json_object_get(v, "config");
+        if (!cls)
+            return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected an initializer class "
+                         "name", key, describe(d, sizeof d, json_object_get(v, "class_name")));
+        if (c && !json_is_null(c) && !json_is_object(c))
+            return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
+                         describe(d, sizeof d, c));
+    } else {
+        return lfail(L, MW_EMODEL, "%s: found %s; expected an initializer object or null", key,
+                     describe(d, sizeof d, v));
+    }
+    const init_entry *e = NULL;
+    for (size_t i = 0; i < sizeof init_table / sizeof *init_table; i++)
+        if (!strcmp(cls, init_table[i].cls) || !strcmp(cls, init_table[i].id))
+            e = &init_table[i];
+    if (!e)
+        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                     quote(q, cls), init_list);
+    out->kind = e->kind, out->scale = e->scale, out->mode = e->mode, out->dist = e->dist;
+    out->a = e->a, out->b = e->b;
+    if (!json_is_object(c))
+        return MW_OK;
+    snprintf(path, sizeof path, "%s.config.", key);
+    const json_t *seed = json_object_get(c, "seed");
+    if (seed && !json_is_null(seed) && !json_is_integer(seed))
+        return lfail(L, MW_EMODEL, "%sseed: found %s; expected an integer or null", path,
+                     describe(d, sizeof d, seed));
+    switch (e->kind) {
+    case MW_INIT_VARIANCE_SCALING: {
+        static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
+        static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform",
+                                            "normal"};
+        int mode = (int)out->mode, dist = (int)out->dist;
+        lctx sub = *L;
+        snprintf(sub.where + strlen(sub.where), sizeof sub.where - strlen(sub.where), ": %s",
+                 key);
+        MW_TRY(get_num(L, path, c, "scale", out->scale, &out->scale));
+        if (!(out->scale > 0.0))
+            return lfail(L, MW_EMODEL, "%sscale: %g; expected a number > 0", path, out->scale);
+        MW_TRY(get_choice(&sub, c, "mode", modes, 3, mode, "\"fan_in\", \"fan_out\", \"fan_avg\"",
+                          &mode));
+        MW_TRY(get_choice(&sub, c, "distribution", dists, 4, dist,
+                          "\"truncated_normal\", \"untruncated_normal\", \"uniform\"", &dist));
+        out->mode = (mw_fan_mode)mode;
+        out->dist = dist == 3 ? MW_DIST_TRUNCATED_NORMAL : (mw_dist)dist; /* Keras 2: "normal" */
+        break;
+    }
+    case MW_INIT_RANDOM_UNIFORM:
+        MW_TRY(get_num(L, path, c, "minval", out->a, &out->a));
+        MW_TRY(get_num(L, path, c, "maxval", out->b, &out->b));
+        break;
+    case MW_INIT_RANDOM_NORMAL:
+    case MW_INIT_TRUNCATED_NORMAL:
+        MW_TRY(get_num(L, path, c, "mean", out->a, &out->a));
+        MW_TRY(get_num(L, path, c, "stddev", out->b, &out->b));
+        if (!(out->b >= 0.0))
+            return lfail(L, MW_EMODEL, "%sstddev: %g; expected a number >= 0", path, out->b);
+        break;
+    case MW_INIT_CONSTANT:
+        MW_TRY(get_num(L, path, c, "value", out->a, &out->a));
+        break;
+    default:
+        break;
+    }
+    return MW_OK;
+}
+
+/* cfg[key]: null, {"class_name": "L2" | "L1" | "L1L2", "config": {...}} or "l2" / "l1" /
+ * "l1_l2". Missing config values take Keras' defaults. */
+static mw_status get_reg(const lctx *L, const json_t *cfg, const char *key, mw_regularizer *out)
+{
+    const json_t *v = json_object_get(cfg, key), *c = NULL;
+    const char *cls = NULL;
+    char d[QUOTE_MAX * 4 + 64], path[96];
+    qbuf q;
+    memset(out, 0, sizeof *out);
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (json_is_string(v)) {
+        cls = json_string_value(v);
+    } else if (json_is_object(v)) {
+        cls = json_string_value(json_object_get(v, "class_name"));
+        c = json_object_get(v, "config");
+        if (!cls)
+            return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected L2, L1 or L1L2", key,
+                         describe(d, sizeof d, json_object_get(v, "class_name")));
+        if (c && !json_is_null(c) && !json_is_object(c))
+            return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
+                         describe(d, sizeof d, c));
+    } else {
+        return lfail(L, MW_EMODEL, "%s: found %s; expected a regularizer object or null", key,
+                     describe(d, sizeof d, v));
+    }
+    int has1, has2;
+    if (!strcmp(cls, "L2") || !strcmp(cls, "l2"))
+        has1 = 0, has2 = 1, out->l2 = 0.01;
+    else if (!strcmp(cls, "L1") || !strcmp(cls, "l1"))
+        has1 = 1, has2 = 0, out->l1 = 0.01;
+    else if (!strcmp(cls, "L1L2"))
+        has1 = has2 = 1;
+    else if (!strcmp(cls, "l1_l2"))
+        has1 = has2 = 1, out->l1 = out->l2 = 0.01;
+    else
+        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: L2, L1, L1L2 or "
+                     "null", key, quote(q, cls));
+    if (json_is_object(c)) {
+        snprintf(path, sizeof path, "%s.config.", key);
+        if (has1)
+            MW_TRY(get_num(L, path, c, "l1", out->l1, &out->l1));
+        if (has2)
+            MW_TRY(get_num(L, path, c, "l2", out->l2, &out->l2));
+    }
+    if (!(out->l1 >= 0.0 && out->l2 >= 0.0))
+        return lfail(L, MW_EMODEL, "%s: l1 %g, l2 %g; expected factors >= 0", key, out->l1,
+                     out->l2);
+    return MW_OK;
+}
+
+/* ---- input shape ------------------------------------------------------------------------- */
+
+typedef struct {
+    int rank;       /* 3: (H, W, C); 2: (H, W); 1: (D); 0: none given */
+    int d[3];
+    char from[QUOTE_MAX * 8 + 160]; /* where it was found, for messages */
+} kshape;
+
+static void shape_str(char *buf, size_t n, const kshape *s)
+{
+    if (s->rank == 3)
+        snprintf(buf, n, "(None, %d, %d, %d)", s->d[0], s->d[1], s->d[2]);
+    else if (s->rank == 2)
+        snprintf(buf, n, "(None, %d, %d)", s->d[0], s->d[1]);
+    else
+        snprintf(buf, n, "(None, %d)", s->d[0]);
+}
+
+/* [batch, dims...] with batch null or a positive integer (ignored), 1 to 3 dims. */
+static mw_status parse_shape(const lctx *L, const json_t *v, const char *key, kshape *s)
+{
+    char d[QUOTE_MAX * 4 + 64];
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n < 2 || n > 4)
+        return lfail(L, n > 4 ? MW_EUNSUPPORTED : MW_EMODEL,
+                     "%s: found %s; expected [null, height, width, channels], [null, height, "
+                     "width] or [null, features]", key, describe(d, sizeof d, v));
+    const json_t *b = json_array_get(v, 0);
+    int bv;
+    if (!json_is_null(b) && !as_int(b, 1, INT32_MAX, &bv))
+        return lfail(L, MW_EMODEL, "%s[0] (the batch size): found %s; expected null or a "
+                     "positive integer", key, describe(d, sizeof d, b));
+    s->rank = (int)n - 1;
+    for (size_t i = 1; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (json_is_null(e))
+            return lfail(L, MW_EUNSUPPORTED, "%s[%zu] is null: inputs of variable size are not "
+                         "supported; give every dimension", key, i);
+        if (!as_int(e, 1, MAX_DIM, &s->d[i - 1]))
+            return lfail(L, MW_EMODEL, "%s[%zu]: found %s; expected an integer from 1 to %d",
+                         key, i, describe(d, sizeof d, e), MAX_DIM);
+    }
+    long long total = 1;
+    for (int i = 0; i < s->rank; i++)
+        total *= s->d[i];
+    if (total > MAX_TENSOR)
+        return lfail(L, MW_EUNSUPPORTED, "%s: %lld values per example; at most %d are "
+                     "supported", key, total, MAX_TENSOR);
+    snprintf(s->from, sizeof s->from, "%s %s", L->where, key);
+    return MW_OK;
+}
+
+/* ---- the layers -------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *origin;
+    mw_model *m;
+    int no_channels; /* (None, H, W) input not yet flattened: no Conv2D / MaxPooling2D */
+} builder;
+
+static size_t last_out(const mw_model *m)
+{
+    const mw_layer *l = &m->layers[m->nlayers - 1];
+    return (size_t)l->out_h * l->out_w * l->out_c;
+}
+
+static int cur_c(const mw_model *m)
+{
+    return m->nlayers ? m->layers[m->nlayers - 1].out_c : m->in_c;
+}
+
+/* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'
+ * settings after the layer itself was added. */
+typedef struct {
+    mw_init kinit, binit;
+    mw_regularizer kreg, breg;
+    mw_activation act;
+    int use_bias;
+} weights_cfg;
+
+static mw_status read_weights(const lctx *L, const json_t *cfg, int is_last, weights_cfg *w)
+{
+    MW_TRY(get_activation(L, cfg, "activation", is_last, 0, &w->act));
+    MW_TRY(get_bool(L, cfg, "use_bias", 1, &w->use_bias));
+    MW_TRY(get_init(L, cfg, "kernel_initializer", MW_INIT_GLOROT_UNIFORM, &w->kinit));
+    MW_TRY(get_init(L, cfg, "bias_initializer", MW_INIT_ZEROS, &w->binit));
+    MW_TRY(get_reg(L, cfg, "kernel_regularizer", &w->kreg));
+    MW_TRY(get_reg(L, cfg, "bias_regularizer", &w->breg));
+    MW_TRY(need_null(L, cfg, "activity_regularizer", "activity regularizers"));
+    MW_TRY(need_null(L, cfg, "kernel_constraint", "weight constraints"));
+    MW_TRY(need_null(L, cfg, "bias_constraint", "weight constraints"));
+    MW_TRY(need_null(L, cfg, "lora_rank", "LoRA adapters"));
+    return MW_OK;
+}
+
+static mw_status apply_weights(builder *B, const weights_cfg *w)
+{
+    MW_TRY(mw_model_set_init(B->m, &w->kinit, &w->binit));
+    MW_TRY(mw_model_set_regularizer(B->m, &w->kreg, &w->breg));
+    if (w->act == MW_ACT_RELU)
+        MW_TRY(mw_model_add_relu(B->m, NULL, 1));
+    else if (w->act == MW_ACT_SOFTMAX)
+        MW_TRY(mw_model_add_softmax(B->m, NULL, 1));
+    return MW_OK;
+}
+
+static mw_status need_channels(const builder *B, const lctx *L)
+{
+    if (!B->no_channels)
+        return MW_OK;
+    const mw_model *m = B->m;
+    return lfail(L, MW_EMODEL, "needs a 4-D input (batch, height, width, channels), but the "
+                 "model's input is (None, %d, %d); give the input shape as (None, %d, %d, 1)",
+                 m->in_h, m->in_w, m->in_h, m->in_w);
+}
+
+static mw_status add_conv2d(builder *B, const lctx *L, const json_t *cfg, const char *name,
+                            int is_last)
+{
+    int filters = 0, groups = 0, same = 0;
+    int ks[2] = {0, 0}, st[2] = {0, 0}, dil[2] = {0, 0};
+    weights_cfg w;
+    MW_TRY(get_int(L, cfg, "filters", 0, 1, 1, MAX_DIM, &filters));
+    MW_TRY(get_pair(L, cfg, "kernel_size", 0, 1, MAX_WINDOW, ks));
+    MW_TRY(get_pair(L, cfg, "strides", 1, 1, MAX_WINDOW, st));
+    MW_TRY(get_padding(L, cfg, &same));
+    MW_TRY(check_data_format(L, cfg));
+    MW_TRY(get_pair(L, cfg, "dilation_rate", 1, 1, MAX_WINDOW, dil));
+    if (dil[0] != 1 || dil[1] != 1)
+        return lfail(L, MW_EUNSUPPORTED, "dilation_rate [%d, %d] is not supported; supported: "
+                     "1 (no dilation)", dil[0], dil[1]);
+    MW_TRY(get_int(L, cfg, "groups", 1, 0, 1, MAX_DIM, &groups));
+    if (groups != 1)
+        return lfail(L, MW_EUNSUPPORTED, "groups %d is not supported; supported: 1", groups);
+    MW_TRY(read_weights(L, cfg, is_last, &w));
+    MW_TRY(need_channels(B, L));
+    if ((long long)ks[0] * ks[1] * cur_c(B->m) * filters > MAX_TENSOR)
+        return lfail(L, MW_EUNSUPPORTED, "a %dx%dx%dx%d kernel is larger than the %d values "
+                     "supported per tensor", ks[0], ks[1], cur_c(B->m), filters, MAX_TENSOR);
+    mw_status rc = mw_model_add_conv2d(B->m, name, filters, ks[0], ks[1], st[0], st[1], same,
+                                       w.use_bias);
+    if (rc != MW_OK)
+        return from_model(B->origin, rc);
+    if (last_out(B->m) > MAX_TENSOR)
+        return lfail(L, MW_EUNSUPPORTED, "its output has %zu values per example; at most %d are "
+                     "supported", last_out(B->m), MAX_TENSOR);
+    return apply_weights(B, &w);
+}
+
+static mw_status add_dense(builder *B, const lctx *L, const json_t *cfg, const char *name,
+                           int is_last)
+{
+    int units = 0;
+    weights_cfg w;
+    MW_TRY(get_int(L, cfg, "units", 0, 1, 1, MAX_DIM, &units));
+    MW_TRY(read_weights(L, cfg, is_last, &w));
+    if ((long long)cur_c(B->m) * units > MAX_TENSOR)
+        return lfail(L, MW_EUNSUPPORTED, "a %dx%d kernel is larger than the %d values supported "
+                     "per tensor", cur_c(B->m), units, MAX_TENSOR);
+    mw_status rc = mw_model_add_dense(B->m, name, units, w.use_bias);
+    if (rc != MW_OK)
+        return from_model(B->origin, rc);
+    return apply_weights(B, &w);
+}
+
+static mw_status add_maxpool(builder *B, const lctx *L, const json_t *cfg, const char *name)
+{
+    int ps[2] = {0, 0}, st[2] = {0, 0}, same = 0;
+    const json_t *strides = json_object_get(cfg, "strides");
+    MW_TRY(get_pair(L, cfg, "pool_size", 2, 1, MAX_WINDOW, ps));
+    st[0] = ps[0], st[1] = ps[1]; /* strides absent or null: the pool size */
+    if (strides && !json_is_null(strides))
+        MW_TRY(get_pair(L, cfg, "strides", 1, 1, MAX_WINDOW, st));
+    MW_TRY(get_padding(L, cfg, &same));
+    MW_TRY(check_data_format(L, cfg));
+    MW_TRY(need_channels(B, L));
+    mw_status rc = mw_model_add_maxpool(B->m, name, ps[0], ps[1], st[0], st[1], same);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+static mw_status add_dropout(builder *B, const lctx *L, const json_t *cfg, const char *name)
+{
+    double rate = 0.0;
+    char d[QUOTE_MAX * 4 + 64];
+    if (!json_object_get(cfg, "rate"))
+        return lfail(L, MW_EMODEL, "rate is missing; expected a number from 0 up to 1");
+    MW_TRY(get_num(L, "", cfg, "rate", 0.0, &rate));
+    if (!(rate >= 0.0 && rate < 1.0))
+        return lfail(L, MW_EMODEL, "rate %g: expected 0 <= rate < 1", rate);
+    MW_TRY(need_null(L, cfg, "noise_shape", "noise shapes (masks shared across axes)"));
+    const json_t *seed = json_object_get(cfg, "seed");
+    if (seed && !json_is_null(seed) && !json_is_integer(seed))
+        return lfail(L, MW_EMODEL, "seed: found %s; expected an integer or null",
+                     describe(d, sizeof d, seed));
+    mw_status rc = mw_model_add_dropout(B->m, name, (float)rate);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+static mw_status add_relu_layer(builder *B, const lctx *L, const json_t *cfg, const char *name)
+{
+    static const char *const keys[] = {"max_value", "negative_slope", "threshold"};
+    char d[QUOTE_MAX * 4 + 64];
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(cfg, keys[i]);
+        if (!v || json_is_null(v) || (i > 0 && json_is_number(v) && json_number_value(v) == 0.0))
+            continue;
+        return lfail(L, MW_EUNSUPPORTED, "%s: found %s; supported: the plain ReLU (max_value "
+                     "null, negative_slope 0, threshold 0)", keys[i], describe(d, sizeof d, v));
+    }
+    mw_status rc = mw_model_add_relu(B->m, name, 0);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+static mw_status add_activation_layer(builder *B, const lctx *L, const json_t *cfg,
+                                      const char *name, int is_last)
+{
+    mw_activation act;
+    MW_TRY(get_activation(L, cfg, "activation", is_last, 1, &act));
+    mw_status rc = mw_model_add_activation(B->m, name, act);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+static mw_status add_softmax_layer(builder *B, const lctx *L, const json_t *cfg,
+                                   const char *name, int is_last)
+{
+    const json_t *axis = json_object_get(cfg, "axis");
+    char d[QUOTE_MAX * 4 + 64];
+    int a = -1;
+    if (axis && json_is_array(axis) && json_array_size(axis) == 1)
+        axis = json_array_get(axis, 0);
+    if (axis && !json_is_null(axis) && (!as_int(axis, -8, 8, &a) || a != -1))
+        return lfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the class axis)",
+                     describe(d, sizeof d, axis));
+    if (!is_last)
+        return lfail(L, MW_EUNSUPPORTED, "softmax is supported only as the last layer, where it "
+                     "is folded into the cross-entropy loss");
+    mw_status rc = mw_model_add_softmax(B->m, name, 0);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+/* ---- the model --------------------------------------------------------------------------- */
+
+/* The model config: the document itself, or a TensorFlow.js wrapper's modelTopology (its
+ * model_config member, or modelTopology itself). */
+static mw_status find_model(const char *origin, const json_t *root, const json_t **out)
+{
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    const json_t *cfg = root;
+    if (!json_is_object(root))
+        return gfail(origin, MW_EMODEL, "found %s; expected a Keras model object "
+                     "({\"class_name\": \"Sequential\", ...})", describe(d, sizeof d, root));
+    const json_t *topo = json_object_get(root, "modelTopology");
+    if (topo) {
+        if (!json_is_object(topo))
+            return gfail(origin, MW_EMODEL, "modelTopology: found %s; expected an object",
+                         describe(d, sizeof d, topo));
+        const json_t *mc = json_object_get(topo, "model_config");
+        cfg = mc ? mc : topo;
+        if (!json_is_object(cfg))
+            return gfail(origin, MW_EMODEL, "modelTopology.model_config: found %s; expected an "
+                         "object", describe(d, sizeof d, cfg));
+    }
+    const json_t *cls = json_object_get(cfg, "class_name");
+    if (!json_is_string(cls))
+        return gfail(origin, MW_EMODEL, "class_name: found %s; expected \"Sequential\" (a Keras "
+                     "model from model.to_json())", describe(d, sizeof d, cls));
+    const char *c = json_string_value(cls);
+    if (strcmp(c, "Sequential") != 0)
+        return gfail(origin, MW_EUNSUPPORTED, "class_name %s is not supported; supported: "
+                     "\"Sequential\" (functional and subclassed models are not)", quote(q, c));
+    *out = cfg;
+    return MW_OK;
+}
+
+/* The input shape, from the first layer (an InputLayer's batch_input_shape or batch_shape,
+ * or another layer's batch_input_shape) or the model's build_input_shape / build_config. */
+static mw_status find_input(const char *origin, const json_t *model, const json_t *conf,
+                            const json_t *layers, kshape *s)
+{
+    lctx L = {origin, ""};
+    memset(s, 0, sizeof *s);
+    const json_t *first = json_array_get(layers, 0);
+    const json_t *fcfg = json_object_get(first, "config");
+    const char *fcls = json_string_value(json_object_get(first, "class_name"));
+    const char *fname = json_string_value(json_object_get(fcfg, "name"));
+    static const char *const keys[] = {"batch_input_shape", "batch_shape"};
+    if (json_is_object(fcfg)) {
+        char en[QUOTE_MAX * 4 + 8], ec[QUOTE_MAX * 2 + 8];
+        escape(en, sizeof en, fname ? fname : "", QUOTE_MAX, 0);
+        escape(ec, sizeof ec, fcls ? fcls : "?", QUOTE_MAX, 0);
+        if (fname)
+            snprintf(L.where, sizeof L.where, "layer '%s' (%s)", en, ec);
+        else
+            snprintf(L.where, sizeof L.where, "layers[0] (%s)", ec);
+        for (int k = 0; k < 2; k++) {
+            const json_t *v = json_object_get(fcfg, keys[k]);
+            if (v && !json_is_null(v))
+                return parse_shape(&L, v, keys[k], s);
+        }
+        if (fcls && !strcmp(fcls, "InputLayer"))
+            return lfail(&L, MW_EMODEL, "has no batch_input_shape or batch_shape; expected "
+                         "[null, height, width, channels]");
+    }
+    const json_t *v = json_object_get(conf, "build_input_shape");
+    snprintf(L.where, sizeof L.where, "model config");
+    if (v && !json_is_null(v))
+        return parse_shape(&L, v, "build_input_shape", s);
+    v = json_object_get(json_object_get(model, "build_config"), "input_shape");
+    if (v && !json_is_null(v))
+        return parse_shape(&L, v, "build_config.input_shape", s);
+    return MW_OK;
+}
+
+/* Check the Keras input shape against the data (h, w, c; all 0: take the file's) and start
+ * the model with the matching per-example layout. */
+static mw_status start_model(builder *B, const kshape *s, int h, int w, int c)
+{
+    char ks[96];
+    const char *origin = B->origin;
+    if (s->rank == 0) {
+        if (h == 0)
+            return gfail(origin, MW_EMODEL, "the model has no input shape (no InputLayer or "
+                         "batch_input_shape) and no data set gives one");
+        mw_model_init(B->m, h, w, c);
+        return MW_OK;
+    }
+    shape_str(ks, sizeof ks, s);
+    if (h == 0) { /* from the file */
+        h = s->rank == 1 ? 1 : s->d[0];
+        w = s->rank == 1 ? 1 : s->d[1];
+        c = s->rank == 3 ? s->d[2] : s->rank == 2 ? 1 : s->d[0];
+    }
+    int ok;
+    if (s->rank == 3)
+        ok = s->d[0] == h && s->d[1] == w && s->d[2] == c;
+    else if (s->rank == 2)
+        ok = s->d[0] == h && s->d[1] == w && c == 1;
+    else
+        ok = (long long)s->d[0] == (long long)h * w * c;
+    if (!ok) {
+        char alt[64] = "";
+        if (c == 1)
+            snprintf(alt, sizeof alt, ", (None, %d, %d)", h, w);
+        return gfail(origin, MW_EMODEL, "the model's input is %s (%s) but the data are %dx%dx%d "
+                     "images; expected (None, %d, %d, %d)%s or (None, %lld)", ks, s->from, h, w,
+                     c, h, w, c, alt, (long long)h * w * c);
+    }
+    if (s->rank == 1) {
+        mw_model_init(B->m, 1, 1, s->d[0]);
+        B->m->flat_input = 1;
+    } else {
+        mw_model_init(B->m, h, w, c);
+        B->no_channels = s->rank == 2;
+    }
+    return MW_OK;
+}
+
+static mw_status build(builder *B, const json_t *root, int h, int w, int c, int nclasses)
+{
+    const char *origin = B->origin;
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    const json_t *model = NULL, *conf, *layers;
+    MW_TRY(find_model(origin, root, &model));
+    conf = json_object_get(model, "config");
+    if (json_is_array(conf)) { /* older Keras 2: config is the layer list */
+        layers = conf;
+    } else if (json_is_object(conf)) {
+        layers = json_object_get(conf, "layers");
+        if (!json_is_array(layers))
+            return gfail(origin, MW_EMODEL, "config.layers: found %s; expected the list of "
+                         "layers", describe(d, sizeof d, layers));
+    } else {
+        return gfail(origin, MW_EMODEL, "config: found %s; expected an object with \"layers\"",
+                     describe(d, sizeof d, conf));
+    }
+    size_t n = json_array_size(layers);
+    if (n > MAX_LAYERS)
+        return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
+                     MAX_LAYERS);
+    kshape s;
+    MW_TRY(find_input(origin, model, conf, layers, &s));
+    MW_TRY(start_model(B, &s, h, w, c));
+    const json_t *mname = json_object_get(conf, "name");
+    if (mname && !json_is_null(mname)) {
+        if (!json_is_string(mname) || !name_ok(json_string_value(mname), sizeof B->m->name - 1))
+            return gfail(origin, MW_EMODEL, "config.name: found %s; expected 1 to %zu printable "
+                         "characters without '/'", describe(d, sizeof d, mname),
+                         sizeof B->m->name - 1);
+        snprintf(B->m->name, sizeof B->m->name, "%s", json_string_value(mname));
+    }
+
+    size_t nreal = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(layers, i), *cfg;
+        lctx L = {origin, ""};
+        snprintf(L.where, sizeof L.where, "layers[%zu]", i);
+        if (!json_is_object(e))
+            return lfail(&L, MW_EMODEL, "found %s; expected a layer object with class_name and "
+                         "config", describe(d, sizeof d, e));
+        const json_t *jc = json_object_get(e, "class_name");
+        if (!json_is_string(jc))
+            return lfail(&L, MW_EMODEL, "class_name: found %s; expected a layer class name",
+                         describe(d, sizeof d, jc));
+        const char *cls = json_string_value(jc);
+        char ecls[QUOTE_MAX * 4 + 8];
+        escape(ecls, sizeof ecls, cls, QUOTE_MAX, 0);
+        snprintf(L.where, sizeof L.where, "layers[%zu] (%s)", i, ecls);
+        cfg = json_object_get(e, "config");
+        if (!json_is_object(cfg))
+            return lfail(&L, MW_EMODEL, "config: found %s; expected an object",
+                         describe(d, sizeof d, cfg));
+        const json_t *jn = json_object_get(cfg, "name");
+        const char *name = NULL;
+        if (jn && !json_is_null(jn)) {
+            if (!json_is_string(jn) || !name_ok(json_string_value(jn), NAME_MAX_LEN))
+                return lfail(&L, MW_EMODEL, "name: found %s; expected 1 to %d printable "
+                             "characters without '/'", describe(d, sizeof d, jn), NAME_MAX_LEN);
+            name = json_string_value(jn);
+            snprintf(L.where, sizeof L.where, "layer '%s' (%s)", name, ecls);
+        }
+        const json_t *reg = json_object_get(e, "registered_name");
+        if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0)
+            return lfail(&L, MW_EUNSUPPORTED, "registered_name %s names a custom layer; "
+                         "supported: the built-in layers %s", quote(q, json_string_value(reg)),
+                         layer_list);
+        int trainable = 1;
+        MW_TRY(get_bool(&L, cfg, "trainable", 1, &trainable));
+        if (!trainable)
+            return lfail(&L, MW_EUNSUPPORTED, "trainable false (a frozen layer) is not "
+                         "supported; supported: true");
+        MW_TRY(check_dtype(&L, cfg));
+
+        if (!strcmp(cls, "InputLayer")) {
+            if (i != 0)
+                return lfail(&L, MW_EMODEL, "an InputLayer must be the first layer");
+            int sparse = 0, ragged = 0;
+            MW_TRY(get_bool(&L, cfg, "sparse", 0, &sparse));
+            MW_TRY(get_bool(&L, cfg, "ragged", 0, &ragged));
+            if (sparse || ragged)
+                return lfail(&L, MW_EUNSUPPORTED, "%s inputs are not supported; supported: "
+                             "dense float32 inputs", sparse ? "sparse" : "ragged");
+            continue;
+        }
+        if (name) /* Keras needs unique names; the summary and checkpoints do too */
+            for (int j = 0; j < B->m->nlayers; j++)
+                if (!B->m->layers[j].folded && !strcmp(B->m->layers[j].name, name))
+                    return lfail(&L, MW_EMODEL, "the name is already used by an earlier layer; "
+                                 "expected unique layer names");
+        const int is_last = i + 1 == n;
+        mw_status rc;
+        if (!strcmp(cls, "Conv2D"))
+            rc = add_conv2d(B, &L, cfg, name, is_last);
+        else if (!strcmp(cls, "Dense"))
+            rc = add_dense(B, &L, cfg, name, is_last);
+        else if (!strcmp(cls, "MaxPooling2D") || !strcmp(cls, "MaxPool2D"))
+            rc = add_maxpool(B, &L, cfg, name);
+        else if (!strcmp(cls, "Flatten")) {
+            rc = check_data_format(&L, cfg);
+            if (rc == MW_OK && (rc = mw_model_add_flatten(B->m, name)) != MW_OK)
+                rc = from_model(origin, rc);
+            B->no_channels = 0;
+        } else if (!strcmp(cls, "Dropout"))
+            rc = add_dropout(B, &L, cfg, name);
+        else if (!strcmp(cls, "Activation"))
+            rc = add_activation_layer(B, &L, cfg, name, is_last);
+        else if (!strcmp(cls, "ReLU"))
+            rc = add_relu_layer(B, &L, cfg, name);
+        else if (!strcmp(cls, "Softmax"))
+            rc = add_softmax_layer(B, &L, cfg, name, is_last);
+        else
+            rc = lfail(&L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
+                       quote(q, cls), layer_list);
+        MW_TRY(rc);
+        nreal++;
+    }
+    if (nreal == 0)
+        return gfail(origin, MW_EMODEL, "the model has no layers besides its input");
+
+    const mw_model *m = B->m;
+    const mw_layer *last = &m->layers[m->nlayers - 1], *shown = last;
+    while (shown->folded && shown > m->layers) /* name the Keras layer, not "dense/softmax" */
+        shown--;
+    char want[32] = "classes";
+    if (nclasses > 0)
+        snprintf(want, sizeof want, "%d", nclasses);
+    if (!last->flat)
+        return gfail(origin, MW_EMODEL, "the model's output is (None, %d, %d, %d) after layer "
+                     "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",
+                     last->out_h, last->out_w, last->out_c, shown->name, want, want);
+    if (nclasses > 0 && last->out_c != nclasses)
+        return gfail(origin, MW_EMODEL, "the model's output has %d units (layer '%s') but the "
+                     "data set has %d classes; expected a last Dense(%d)", last->out_c,
+                     shown->name, nclasses, nclasses);
+    return MW_OK;
+}
+
+mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const char *origin,
+                        int in_h, int in_w, int in_c, int nclasses)
+{
+    mw_model_init(m, 0, 0, 0);
+    if (!origin || !*origin)
+        origin = "model";
+    if (in_h < 0 || in_w < 0 || in_c < 0 || nclasses < 0 ||
+        ((in_h == 0) != (in_w == 0) || (in_h == 0) != (in_c == 0)))
+        return gfail(origin, MW_EINVAL, "data shape %dx%dx%d, %d classes: expected positive "
+                     "sizes (or all 0)", in_h, in_w, in_c, nclasses);
+    if (!json_text || nbytes == 0)
+        return gfail(origin, MW_EMODEL, "empty; expected a Keras model JSON (model.to_json())");
+    if (nbytes > MW_KERAS_MAX_BYTES)
+        return gfail(origin, MW_EMODEL, "%zu bytes; expected at most %u (4 MiB)", nbytes,
+                     MW_KERAS_MAX_BYTES);
+    json_error_t je;
+    json_t *root = json_loadb(json_text, nbytes, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        char t[sizeof je.text * 4 + 8];
+        escape(t, sizeof t, je.text, sizeof je.text, 0);
+        return gfail(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)", je.line,
+                     je.column, t);
+    }
+    builder B = {origin, m, 0};
+    mw_status rc = build(&B, root, in_h, in_w, in_c, nclasses);
+    json_decref(root);
+    if (rc == MW_OK) {
+        m->source = malloc(nbytes + 1);
+        if (!m->source) {
+            rc = gfail(origin, MW_ENOMEM, "out of memory");
+        } else {
+            memcpy(m->source, json_text, nbytes);
+            m->source[nbytes] = '\0';
+            m->source_nbytes = nbytes;
+        }
+    }
+    if (rc != MW_OK) {
+        mw_model_free(m);
+        mw_model_init(m, 0, 0, 0);
+    }
+    return rc;
+}
+
+mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                             int nclasses)
+{
+    mw_model_init(m, 0, 0, 0);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mw_err(MW_EIO, "%s: cannot open the model: %s", path, strerror(errno));
+    char *buf = malloc((size_t)MW_KERAS_MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        return mw_err(MW_ENOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, (size_t)MW_KERAS_MAX_BYTES + 1, f);
+    int err = ferror(f);
+    fclose(f);
+    mw_status rc;
+    if (err)
+        rc = mw_err(MW_EIO, "%s: cannot read the model", path);
+    else
+        rc = mw_keras_load(m, buf, n, path, in_h, in_w, in_c, nclasses);
+    free(buf);
+    return rc;
+}
