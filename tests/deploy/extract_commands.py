@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Find every mwtrain command line shipped in deploy/ and rewrite it to run on this machine.
+
+Why: the scripts, manifests and READMEs in deploy/ are what users copy; a renamed or removed
+flag must fail a test, not a user's 64-GPU job. test_commands.sh runs what this prints.
+
+Marking. A shipped command is the line after a `# mwtrain-command` line (a shell or YAML
+comment, or a line in a Markdown code block) plus its backslash continuations. Any other
+mwtrain invocation in a command position (a non-comment line of a script or manifest, a
+Markdown code block) is an error, so a command cannot escape the test by lacking its marker.
+`$(mwtrain ...)` substitutions are not commands of their own and are not checked.
+
+Rewriting, per command (words split as the shell would, without expanding anything):
+  - cut at the first control operator or redirection (`||`, `&&`, `;`, `|`, `>`, `2>` ...);
+  - the binary is the first word named mwtrain (any path) or $MWTRAIN / ${MWTRAIN...};
+    the words before it (mpirun/srun and their options, exec, timeout, env settings) become
+    `mpirun -n 2 --oversubscribe` when they launch MPI ranks, else nothing;
+  - --epochs N -> min(N, 2); --steps-per-epoch -> 2 (added to train when absent);
+    --threads -> 1; --data-dir -> the local data directory; --hostfile -> a local hostfile;
+    --checkpoint-dir, --summary-dir, --dump-weights, --tf-config -> under the temporary
+    directory, one folder per source file, the same value mapping to the same place (so a
+    train, its resume and its eval share a checkpoint directory); a --tf-config file is
+    written there with a 2-worker cluster on localhost;
+  - "$@" is dropped; ${VAR:-default} becomes default; any other $ left in a word that is
+    not one of the values replaced above is an error (the command could not be checked).
+
+Output, one line per command: FILE:LINE <tab> shell-quoted argv; or FILE:LINE <tab> ERROR
+<tab> message. Usage: extract_commands.py DEPLOY_DIR MWTRAIN TMPDIR DATA_DIR HOSTFILE
+"""
+import os
+import re
+import shlex
+import sys
+
+MARKER = "# mwtrain-command"
+SUBCOMMANDS = ("train", "eval", "cluster", "tf-config", "summary", "version", "help")
+PATH_FLAGS = ("--checkpoint-dir", "--summary-dir", "--dump-weights", "--tf-config")
+CONTROL = {"||", "&&", ";", "|", "&", "|&", ";;"}
+LAUNCHERS = ("mpirun", "mpiexec", "srun", "orterun", "prterun")
+BINARY_VAR = re.compile(r"^\$\{?MWTRAIN(:-[^}]*)?\}?$")
+DEFAULT_VAR = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}$]*)\}")
+# An invocation in command position: the binary (a path ending in mwtrain, or $MWTRAIN)
+# followed by a subcommand, not preceded by "$(" (a substitution).
+INVOCATION = re.compile(
+    r"(?<![\[(\w/.\"'-])[\"']?(?:[\w./-]*/)?(?:mwtrain|\$\{?MWTRAIN[^\s\"']*)[\"']?\s+(%s)\b"
+    % "|".join(re.escape(s) for s in SUBCOMMANDS))
+TF_CONFIG_2 = ('{"cluster":{"worker":["localhost:2222","localhost:2223"]},'
+               '"task":{"type":"worker","index":0}}')
+
+
+class Bad(Exception):
+    pass
+
+
+def is_binary(word):
+    return os.path.basename(word) == "mwtrain" or BINARY_VAR.match(word) is not None
+
+
+def sanitize(s):
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "_"
+
+
+def commands(path):
+    """Yield (line number, joined command text, None) for each marked command, and
+    (line number, None, message) for an unmarked invocation or a marker with nothing after
+    it."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    markdown = path.endswith(".md")
+    in_code = False
+    i = 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if markdown and stripped.startswith("```"):
+            in_code = not in_code
+            i += 1
+            continue
+        if stripped == MARKER:
+            j = i + 1
+            if j >= len(lines) or not lines[j].strip():
+                yield i + 1, None, "'%s' with no command on the next line" % MARKER
+                i += 1
+                continue
+            parts = []
+            while j < len(lines):
+                text = lines[j].rstrip()
+                if text.endswith("\\"):
+                    parts.append(text[:-1])
+                    j += 1
+                    continue
+                parts.append(text)
+                break
+            yield i + 2, " ".join(p.strip() for p in parts), None
+            i = j + 1
+            continue
+        checked = in_code if markdown else not stripped.startswith("#")
+        if checked and INVOCATION.search(lines[i]):
+            yield i + 1, None, ("mwtrain command without a '%s' line before it (the deploy "
+                                "test runs marked commands only)" % MARKER)
+        i += 1
+
+
+def expand(word):
+    """${VAR:-default} -> default; raise Bad if a $ is left."""
+    out = DEFAULT_VAR.sub(lambda m: m.group(1), word)
+    if "$" in out:
+        raise Bad("cannot check %r: it needs a shell variable; write ${VAR:-default}, a "
+                  "literal, or use the variable only as a path flag's value" % word)
+    return out
+
+
+def rewrite(text, folder, mwtrain, data_dir, hostfile):
+    words = shlex.split(text, comments=True)
+    for k, w in enumerate(words):
+        if w in CONTROL or re.match(r"^\d*[<>]", w):
+            words = words[:k]
+            break
+    b = next((k for k, w in enumerate(words) if is_binary(w)), None)
+    if b is None:
+        raise Bad("no mwtrain binary (mwtrain, a path ending in /mwtrain, or $MWTRAIN) in: "
+                  + text)
+    launcher = words[:b]
+    mpi = any(os.path.basename(w) in LAUNCHERS for w in launcher)
+    args = words[b + 1:]
+    if not args:
+        raise Bad("mwtrain without a subcommand in: " + text)
+    sub = expand(args[0])
+    out = ["mpirun", "-n", "2", "--oversubscribe"] if mpi else []
+    out += [mwtrain, sub]
+    have_steps = False
+    k = 1
+    while k < len(args):
+        w = args[k]
+        k += 1
+        if w in ("$@", "$*"):
+            continue
+        name, eq, value = w.partition("=")
+        if not name.startswith("--") or name in ("--",):
+            out.append(expand(w))
+            continue
+        takes = name in PATH_FLAGS or name in ("--epochs", "--steps-per-epoch", "--threads",
+                                               "--data-dir", "--hostfile")
+        if not takes:
+            out.append(expand(w))
+            continue
+        if not eq:
+            if k >= len(args):
+                out.append(name)  # mwtrain will report the missing value
+                break
+            value = args[k]
+            k += 1
+        if name == "--epochs":
+            try:
+                n = int(expand(value))
+            except (Bad, ValueError):
+                n = 2
+            out += [name, str(min(max(n, 1), 2))]
+        elif name == "--steps-per-epoch":
+            out += [name, "2"]
+            have_steps = True
+        elif name == "--threads":
+            out += [name, "1"]
+        elif name == "--data-dir":
+            out += [name, data_dir]
+        elif name == "--hostfile":
+            out += [name, hostfile]
+        else:
+            local = os.path.join(folder, sanitize(value))
+            if name == "--tf-config":
+                os.makedirs(folder, exist_ok=True)
+                with open(local, "w", encoding="utf-8") as f:
+                    f.write(TF_CONFIG_2)
+            out += [name, local]
+    if sub == "train" and not have_steps:
+        out += ["--steps-per-epoch", "2"]
+    return out
+
+
+def main():
+    deploy, mwtrain, tmp, data_dir, hostfile = sys.argv[1:6]
+    root = os.path.dirname(os.path.abspath(deploy))
+    files = []
+    for d, dirs, names in os.walk(deploy):
+        dirs.sort()
+        files += [os.path.join(d, n) for n in sorted(names)]
+    for path in files:
+        rel = os.path.relpath(path, root)
+        folder = os.path.join(tmp, sanitize(rel))
+        try:
+            found = list(commands(path))
+        except UnicodeDecodeError:
+            continue  # not text
+        for line, text, error in found:
+            if error:
+                print("%s:%d\tERROR\t%s" % (rel, line, error))
+                continue
+            try:
+                argv = rewrite(text, folder, mwtrain, data_dir, hostfile)
+                print("%s:%d\t%s" % (rel, line, shlex.join(argv)))
+            except (Bad, ValueError) as e:
+                print("%s:%d\tERROR\t%s" % (rel, line, e))
+
+
+if __name__ == "__main__":
+    main()
