@@ -15,6 +15,7 @@ pkgs=(
     python3 python3-numpy                          # test helpers (safetensors read-back)
     clang libclang-rt-14-dev                       # libFuzzer targets (fuzzer runtime)
     valgrind                                       # memory checks in tests
+    yamllint                                       # deploy/ manifests (tests/deploy)
 )
 if [[ ${1:-} == --peer ]]; then
     pkgs+=(python3-torch)

@@ -77,6 +77,26 @@ static void help_and_version(void **state)
     assert_int_equal(c.cmd, MW_CMD_VERSION);
     assert_int_equal(parse(&c, "summary"), MW_OK);
     assert_int_equal(c.cmd, MW_CMD_SUMMARY);
+    assert_int_equal(parse(&c, "help eval"), MW_OK);
+    assert_true(c.help && c.cmd == MW_CMD_EVAL);
+    assert_int_equal(parse(&c, "cluster --json --tf-config t.json"), MW_OK);
+    assert_true(c.cmd == MW_CMD_CLUSTER && c.json);
+    assert_string_equal(c.train.tf_config, "t.json");
+    assert_int_equal(parse(&c, "eval --checkpoint-dir d --test-examples 5"), MW_OK);
+    assert_true(c.cmd == MW_CMD_EVAL && c.train.test_examples == 5);
+    assert_string_equal(c.train.checkpoint_dir, "d");
+    assert_int_equal(parse(&c, "export --checkpoint-dir d --output m.safetensors"), MW_OK);
+    assert_string_equal(c.train.export_path, "m.safetensors");
+    assert_int_equal(parse(&c, "tf-config --hostfile h --task worker:1 --port 3000"), MW_OK);
+    assert_true(c.cmd == MW_CMD_TFCONFIG && c.port == 3000);
+    assert_string_equal(c.hostfile, "h");
+    assert_string_equal(c.task, "worker:1");
+    assert_int_equal(parse(&c, "train --resume --checkpoint-every-steps 7 --keep-checkpoints 0 "
+                               "--summary-dir s --checkpoint-every-epochs 3"),
+                     MW_OK);
+    assert_true(c.train.resume && c.train.checkpoint_every_steps == 7 &&
+                c.train.keep_checkpoints == 0 && c.train.checkpoint_every_epochs == 3);
+    assert_string_equal(c.train.summary_dir, "s");
 }
 
 /* The help text documents every flag the parser accepts. */
@@ -93,7 +113,11 @@ static void help_lists_every_flag(void **state)
                            "--momentum",     "--seed",              "--data-dir",
                            "--threads",      "--backend",           "--progress ",
                            "--progress-interval", "--dump-weights", "--quiet",
-                           "--verbose",      "--help"};
+                           "--verbose",      "--help",              "--tf-config",
+                           "--allreduce",    "--collective-timeout", "--checkpoint-dir",
+                           "--checkpoint-every-epochs", "--checkpoint-every-steps",
+                           "--keep-checkpoints", "--resume",        "--summary-dir",
+                           "--test-examples", "--micro-batch",      "--model"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (!strstr(buf, flags[i]))
             fail_msg("train --help does not document %s", flags[i]);
@@ -126,7 +150,24 @@ static const struct {
     {"train --progress fancy", "--progress 'fancy': expected one of auto, bar, lines, none"},
     {"train --progress-interval 0", "--progress-interval 0: expected a value in [0.01, 86400]"},
     {"train extra", "unexpected argument 'extra'"},
-    {"summary --model", "unexpected argument '--model'"},
+    {"summary --model", "flag '--model' needs a value"},
+    {"summary --epochs 3", "unknown flag '--epochs'"},
+    {"cluster --epochs 3", "unknown flag '--epochs'"},
+    {"cluster extra", "unexpected argument 'extra'"},
+    {"eval --resume", "unknown flag '--resume'"},
+    {"export", "export needs --output FILE"},
+    {"export --output", "flag '--output' needs a value"},
+    {"tf-config", "tf-config needs --hostfile FILE"},
+    {"tf-config --hostfile h --port 0", "--port 0: expected a value from 1 to 65535"},
+    {"train --checkpoint-every-epochs -1", "--checkpoint-every-epochs -1: expected a value"},
+    {"train --keep-checkpoints x", "--keep-checkpoints 'x': expected an integer"},
+    {"train --test-examples 0", "--test-examples 0: expected a value from 1"},
+    {"train --allreduce tree", "--allreduce 'tree': expected one of auto, ring, hierarchical"},
+    {"train --collective-timeout 0", "--collective-timeout 0: expected a value in [0.1"},
+    {"train --micro-batch 0", "--micro-batch 0: expected a value from 1 to 65536"},
+    {"train --checkpoint-dir=", "--checkpoint-dir: expected a directory, got an empty value"},
+    {"train --tf-config=", "--tf-config: expected a file, got an empty value"},
+    {"train --epoch 3", "did you mean '--epochs'?"},
 };
 
 static void bad_command_lines(void **state)

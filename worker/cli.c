@@ -10,6 +10,9 @@
 #include "common/log.h"
 #include "worker/data.h"
 
+/* which commands take a flag */
+enum { C_TRAIN = 1, C_EVAL = 2, C_EXPORT = 4, C_CLUSTER = 8, C_SUMMARY = 16, C_TFCONF = 32 };
+
 typedef struct {
     const char *name;
     const char *metavar; /* NULL: no argument */
@@ -35,13 +38,26 @@ enum {
     F_TF_CONFIG,
     F_ALLREDUCE,
     F_TIMEOUT,
+    F_CKPT_DIR,
+    F_CKPT_EPOCHS,
+    F_CKPT_STEPS,
+    F_KEEP,
+    F_RESUME,
+    F_SUMMARY_DIR,
+    F_TEST_EXAMPLES,
+    F_OUTPUT,
+    F_JSON,
+    F_HOSTFILE,
+    F_TASK,
+    F_PORT,
+    F_MODEL,
     F_QUIET,
     F_VERBOSE,
     F_HELP,
     F_COUNT
 };
 
-static const flag train_flags[F_COUNT] = {
+static const flag flags[F_COUNT] = {
     [F_EPOCHS] = {"epochs", "N", "passes over the training set (default 10)"},
     [F_BATCH] = {"batch-per-replica", "N",
                  "examples per replica per step; global batch = N x replicas (default 64)"},
@@ -74,10 +90,95 @@ static const flag train_flags[F_COUNT] = {
                      "several ranks, else ring, MPI below 64 KiB)"},
     [F_TIMEOUT] = {"collective-timeout", "SECONDS",
                    "abort the job (exit 131) when a collective waits longer (default 300)"},
+    [F_CKPT_DIR] = {"checkpoint-dir", "DIR",
+                    "checkpoints (ckpt-N and a `checkpoint` index), written by the chief only "
+                    "(default ./training_checkpoints)"},
+    [F_CKPT_EPOCHS] = {"checkpoint-every-epochs", "N",
+                       "save after epochs 1, 1+N, 1+2N, ... and after the last; 0: never "
+                       "(default 2, as the tutorial)"},
+    [F_CKPT_STEPS] = {"checkpoint-every-steps", "N", "also save every N steps (default 0: off)"},
+    [F_KEEP] = {"keep-checkpoints", "N", "keep the newest N checkpoints; 0 keeps all (default 5)"},
+    [F_RESUME] = {"resume", NULL,
+                  "continue from the latest valid checkpoint (read by the chief, broadcast); "
+                  "starts from scratch when the directory has none yet"},
+    [F_SUMMARY_DIR] = {"summary-dir", "DIR",
+                       "TensorBoard event file and metrics.csv, written by the chief; \"\" "
+                       "disables (default ./logs)"},
+    [F_TEST_EXAMPLES] = {"test-examples", "N",
+                         "evaluate on the first N test examples only (default: all)"},
+    [F_OUTPUT] = {"output", "FILE", "where to write the safetensors file (required)"},
+    [F_JSON] = {"json", NULL, "one JSON object instead of the table"},
+    [F_HOSTFILE] = {"hostfile", "FILE", "Open MPI hostfile: one worker task per slot (required)"},
+    [F_TASK] = {"task", "worker:I", "print only this task's TF_CONFIG"},
+    [F_PORT] = {"port", "P", "first port of each host's tasks (default 2222)"},
+    [F_MODEL] = {"model", "FILE", "Keras Sequential model JSON (model.to_json()); default: "
+                 "the tutorial CNN"},
     [F_QUIET] = {"quiet", NULL, "only warnings and errors on stderr"},
     [F_VERBOSE] = {"verbose", NULL, "debug messages on stderr"},
     [F_HELP] = {"help", NULL, "show this help"},
 };
+
+/* Which command takes which flag. */
+static unsigned flag_cmds(int f)
+{
+    switch (f) {
+    case F_TF_CONFIG:
+        return C_TRAIN | C_EVAL | C_EXPORT | C_CLUSTER;
+    case F_CKPT_DIR:
+        return C_TRAIN | C_EVAL | C_EXPORT;
+    case F_DATA:
+    case F_THREADS:
+    case F_BACKEND:
+    case F_TEST_EXAMPLES:
+    case F_BATCH:
+    case F_MICRO:
+    case F_TIMEOUT:
+        return C_TRAIN | C_EVAL;
+    case F_OUTPUT:
+        return C_EXPORT;
+    case F_JSON:
+        return C_CLUSTER;
+    case F_HOSTFILE:
+    case F_TASK:
+    case F_PORT:
+        return C_TFCONF;
+    case F_MODEL:
+        return C_TRAIN | C_SUMMARY;
+    case F_QUIET:
+    case F_VERBOSE:
+    case F_HELP:
+        return ~0u;
+    default:
+        return C_TRAIN;
+    }
+}
+
+static const struct {
+    const char *name;
+    mw_cmd cmd;
+    unsigned mask;
+    const char *usage, *about;
+} commands[] = {
+    {"train", MW_CMD_TRAIN, C_TRAIN, "[mpirun -n N] mwtrain train [flags]",
+     "Train the model; prints one line per epoch:\n"
+     "  Epoch 1, Loss: L, Accuracy: A, Test Loss: L, Test Accuracy: A, Time: S s, Images/s: R"},
+    {"eval", MW_CMD_EVAL, C_EVAL, "[mpirun -n N] mwtrain eval [flags]",
+     "Restore the latest checkpoint (no cluster needed) and evaluate the test set,\n"
+     "sharded over the ranks. In one process it prints, as the tutorial does:\n"
+     "  Accuracy after restoring the saved model without strategy: X"},
+    {"export", MW_CMD_EXPORT, C_EXPORT, "mwtrain export --output FILE [flags]",
+     "Write the latest checkpoint's weights as safetensors (Keras names and layouts,\n"
+     "see docs/formats.md)."},
+    {"cluster", MW_CMD_CLUSTER, C_CLUSTER, "[mpirun -n N] mwtrain cluster [flags]",
+     "Resolve the cluster exactly as `train` would (TF_CONFIG or the MPI world) and\n"
+     "print one row per rank: rank, task, host, node, local rank, role."},
+    {"summary", MW_CMD_SUMMARY, C_SUMMARY, "mwtrain summary [flags]",
+     "Print the model as a Keras-like table: layers, output shapes, parameter counts."},
+    {"tf-config", MW_CMD_TFCONFIG, C_TFCONF, "mwtrain tf-config --hostfile FILE [flags]",
+     "Print the TF_CONFIG of every task of an Open MPI hostfile (one worker per slot),\n"
+     "one line `worker:I JSON` each, or only the JSON of --task."},
+};
+enum { NCOMMANDS = sizeof commands / sizeof *commands };
 
 void mw_cli_usage(FILE *f)
 {
@@ -89,8 +190,11 @@ void mw_cli_usage(FILE *f)
             "\n"
             "commands:\n"
             "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
-            "  summary    print the model's layers, output shapes and parameter counts\n"
+            "  eval       evaluate the latest checkpoint on the test set\n"
+            "  export     write the latest checkpoint's weights as safetensors\n"
             "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
+            "  summary    print the model's layers, output shapes and parameter counts\n"
+            "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
             "  help       show this help, or `mwtrain help <command>`\n"
             "  version    print the version and the compiled-in backends\n"
             "\n"
@@ -100,47 +204,32 @@ void mw_cli_usage(FILE *f)
             ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
 }
 
-static void print_flags(FILE *f, const flag *fl, int n)
+static void print_flags(FILE *f, unsigned mask)
 {
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < F_COUNT; i++) {
+        if (!(flag_cmds(i) & mask))
+            continue;
         char left[64];
-        if (fl[i].metavar)
-            snprintf(left, sizeof left, "--%s %s", fl[i].name, fl[i].metavar);
+        if (flags[i].metavar)
+            snprintf(left, sizeof left, "--%s %s", flags[i].name, flags[i].metavar);
         else
-            snprintf(left, sizeof left, "--%s", fl[i].name);
+            snprintf(left, sizeof left, "--%s", flags[i].name);
         if (strlen(left) > 28)
-            fprintf(f, "  %s\n  %-28s %s\n", left, "", fl[i].help);
+            fprintf(f, "  %s\n  %-28s %s\n", left, "", flags[i].help);
         else
-            fprintf(f, "  %-28s %s\n", left, fl[i].help);
+            fprintf(f, "  %-28s %s\n", left, flags[i].help);
     }
 }
 
 void mw_cli_help(FILE *f, mw_cmd cmd)
 {
-    switch (cmd) {
-    case MW_CMD_TRAIN:
-        fprintf(f, "usage: mwtrain train [flags]\n"
-                   "       mpirun -n N mwtrain train [flags]\n\n"
-                   "Train the tutorial CNN; prints one line per epoch:\n"
-                   "  Epoch 1, Loss: L, Accuracy: A, Test Loss: L, Test Accuracy: A, Time: S s, "
-                   "Images/s: R\n\nflags:\n");
-        print_flags(f, train_flags, F_COUNT);
-        break;
-    case MW_CMD_SUMMARY:
-        fprintf(f, "usage: mwtrain summary\n\nPrint the built-in model as a Keras-like table.\n");
-        break;
-    case MW_CMD_CLUSTER:
-        fprintf(f, "usage: [mpirun -n N] mwtrain cluster [--json] [--tf-config FILE]\n\n"
-                   "Resolve the cluster exactly as `train` would (TF_CONFIG or the MPI world)\n"
-                   "and print one row per rank: rank, task, host, node, local rank, role.\n\n"
-                   "flags:\n"
-                   "  --json                       one JSON object instead of the table\n"
-                   "  --tf-config FILE             TF_CONFIG JSON file (default: $TF_CONFIG)\n"
-                   "  --help                       show this help\n");
-        break;
-    default:
-        mw_cli_usage(f);
-    }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (commands[i].cmd == cmd) {
+            fprintf(f, "usage: %s\n\n%s\n\nflags:\n", commands[i].usage, commands[i].about);
+            print_flags(f, commands[i].mask);
+            return;
+        }
+    mw_cli_usage(f);
 }
 
 /* ---- value parsing: every error names the flag and the value ---- */
@@ -191,14 +280,16 @@ static mw_status parse_choice(const char *flagname, const char *s, const char *c
     return mw_err(MW_EINVAL, "--%s '%s': expected one of %s", flagname, s, list);
 }
 
-static mw_status parse_train(mw_cli *c, int argc, char **argv)
+static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
 {
     struct option lo[F_COUNT + 1];
+    int nlo = 0;
     for (int i = 0; i < F_COUNT; i++)
-        lo[i] = (struct option){train_flags[i].name,
-                                train_flags[i].metavar ? required_argument : no_argument, NULL,
-                                1000 + i};
-    lo[F_COUNT] = (struct option){0, 0, 0, 0};
+        if (flag_cmds(i) & mask)
+            lo[nlo++] = (struct option){flags[i].name,
+                                        flags[i].metavar ? required_argument : no_argument, NULL,
+                                        1000 + i};
+    lo[nlo] = (struct option){0, 0, 0, 0};
     mw_train_opts *o = &c->train;
     optind = 0; /* 0, not 1: glibc then also resets its internal state */
     opterr = 0;
@@ -218,7 +309,7 @@ static mw_status parse_train(mw_cli *c, int argc, char **argv)
             continue;
         }
         int f = id - 1000;
-        const char *name = train_flags[f].name, *v = optarg;
+        const char *name = flags[f].name, *v = optarg;
         /* getopt_long accepts unique prefixes (--epoch for --epochs); we do
          * not, so scripts never depend on an abbreviation a new flag breaks */
         const char *tok = argv[optind - 1];
@@ -305,6 +396,53 @@ static mw_status parse_train(mw_cli *c, int argc, char **argv)
         case F_TIMEOUT:
             MW_TRY(parse_double(name, v, 0.1, 1e7, 0, &o->collective_timeout));
             break;
+        case F_CKPT_DIR:
+            if (!*v)
+                return mw_err(MW_EINVAL, "--%s: expected a directory, got an empty value", name);
+            o->checkpoint_dir = v;
+            break;
+        case F_CKPT_EPOCHS:
+            MW_TRY(parse_int(name, v, 0, 1000000, &o->checkpoint_every_epochs));
+            break;
+        case F_CKPT_STEPS:
+            MW_TRY(parse_int(name, v, 0, INT_MAX, &o->checkpoint_every_steps));
+            break;
+        case F_KEEP:
+            MW_TRY(parse_int(name, v, 0, 1000000, &o->keep_checkpoints));
+            break;
+        case F_RESUME:
+            o->resume = 1;
+            break;
+        case F_SUMMARY_DIR:
+            o->summary_dir = v;
+            break;
+        case F_TEST_EXAMPLES:
+            MW_TRY(parse_int(name, v, 1, INT_MAX, &o->test_examples));
+            break;
+        case F_OUTPUT:
+            if (!*v)
+                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
+            o->export_path = v;
+            break;
+        case F_JSON:
+            c->json = 1;
+            break;
+        case F_HOSTFILE:
+            if (!*v)
+                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
+            c->hostfile = v;
+            break;
+        case F_TASK:
+            c->task = v;
+            break;
+        case F_PORT:
+            MW_TRY(parse_int(name, v, 1, 65535, &c->port));
+            break;
+        case F_MODEL:
+            if (!*v)
+                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
+            o->model_path = v;
+            break;
         case F_QUIET:
             c->log_level = MW_LOG_WARN;
             break;
@@ -326,6 +464,7 @@ mw_status mw_cli_parse(mw_cli *c, int argc, char **argv)
 {
     memset(c, 0, sizeof *c);
     c->log_level = -1;
+    c->port = 2222;
     mw_train_opts_default(&c->train);
     if (argc < 2) {
         c->cmd = MW_CMD_NONE;
@@ -334,58 +473,32 @@ mw_status mw_cli_parse(mw_cli *c, int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         c->cmd = MW_CMD_HELP;
-        if (argc > 2) {
-            if (!strcmp(argv[2], "train"))
-                c->cmd = MW_CMD_TRAIN, c->help = 1;
-            else if (!strcmp(argv[2], "summary"))
-                c->cmd = MW_CMD_SUMMARY, c->help = 1;
-            else if (!strcmp(argv[2], "cluster"))
-                c->cmd = MW_CMD_CLUSTER, c->help = 1;
-        }
+        for (int i = 0; argc > 2 && i < NCOMMANDS; i++)
+            if (!strcmp(argv[2], commands[i].name))
+                c->cmd = commands[i].cmd, c->help = 1;
         return MW_OK;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         c->cmd = MW_CMD_VERSION;
         return MW_OK;
     }
-    if (!strcmp(cmd, "train")) {
-        c->cmd = MW_CMD_TRAIN;
-        return parse_train(c, argc - 1, argv + 1);
-    }
-    if (!strcmp(cmd, "summary")) {
-        c->cmd = MW_CMD_SUMMARY;
-        for (int i = 2; i < argc; i++) {
-            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-                c->help = 1;
-            else
-                return mw_err(MW_EINVAL, "unexpected argument '%s' (see `mwtrain summary --help`)",
-                              argv[i]);
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(cmd, commands[i].name)) {
+            c->cmd = commands[i].cmd;
+            MW_TRY(parse_flags(c, commands[i].mask, argc - 1, argv + 1));
+            if (c->help)
+                return MW_OK;
+            if (c->cmd == MW_CMD_EXPORT && !c->train.export_path)
+                return mw_err(MW_EINVAL, "export needs --output FILE (see `mwtrain export "
+                              "--help`)");
+            if (c->cmd == MW_CMD_TFCONFIG && !c->hostfile)
+                return mw_err(MW_EINVAL, "tf-config needs --hostfile FILE (see `mwtrain "
+                              "tf-config --help`)");
+            return MW_OK;
         }
-        return MW_OK;
-    }
-    if (!strcmp(cmd, "cluster")) {
-        c->cmd = MW_CMD_CLUSTER;
-        for (int i = 2; i < argc; i++) {
-            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-                c->help = 1;
-            else if (!strcmp(argv[i], "--json"))
-                c->json = 1;
-            else if (!strcmp(argv[i], "--tf-config")) {
-                if (i + 1 >= argc || !*argv[i + 1])
-                    return mw_err(MW_EINVAL, "flag '--tf-config' needs a value (see `mwtrain "
-                                  "cluster --help`)");
-                c->train.tf_config = argv[++i];
-            } else if (!strncmp(argv[i], "--tf-config=", 12) && argv[i][12])
-                c->train.tf_config = argv[i] + 12;
-            else
-                return mw_err(MW_EINVAL, "unexpected argument '%s' (see `mwtrain cluster --help`)",
-                              argv[i]);
-        }
-        return MW_OK;
-    }
     if (cmd[0] == '-')
         return mw_err(MW_EINVAL, "flag '%s' before the command; usage: mwtrain <command> [flags]",
                       cmd);
-    return mw_err(MW_EINVAL,
-                  "unknown command '%s'; commands: train, summary, cluster, help, version", cmd);
+    return mw_err(MW_EINVAL, "unknown command '%s'; commands: train, eval, export, cluster, "
+                  "summary, tf-config, help, version", cmd);
 }

@@ -13,6 +13,9 @@ typedef enum {
     MW_CMD_TRAIN,
     MW_CMD_SUMMARY,
     MW_CMD_CLUSTER,
+    MW_CMD_EVAL,
+    MW_CMD_EXPORT,
+    MW_CMD_TFCONFIG,
     MW_CMD_HELP,
     MW_CMD_VERSION
 } mw_cmd;
@@ -22,6 +25,8 @@ typedef struct {
     int help;       /* --help given for the subcommand */
     int log_level;  /* -1: unchanged; else mw_log_level */
     int json;       /* cluster --json */
+    const char *hostfile, *task; /* tf-config */
+    int port;
     mw_train_opts train; /* train flags; tf_config also for `cluster` */
 } mw_cli;
 

@@ -12,11 +12,13 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "cluster/hostfile.h"
 #include "cluster/topology.h"
 #include "common/status.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/kernels.h"
 #include "worker/cli.h"
+#include "worker/keras.h"
 #include "worker/model.h"
 #include "worker/train.h"
 
@@ -38,10 +40,13 @@ static void print_version(void)
     printf("MPI: %s\n", mpi);
 }
 
-static mw_status run_summary(void)
+static mw_status run_summary(const char *model_path)
 {
     mw_model m;
-    MW_TRY(mw_model_build_tutorial(&m, 28, 28, 1, 10));
+    if (model_path)
+        MW_TRY(mw_keras_load_file(&m, model_path, 0, 0, 0, 0));
+    else
+        MW_TRY(mw_model_build_tutorial(&m, 28, 28, 1, 10));
     mw_status rc = mw_model_finalize(&m, 1);
     if (rc == MW_OK)
         mw_model_summary(&m, stdout);
@@ -89,9 +94,18 @@ int main(int argc, char **argv)
     } else if (cli.cmd == MW_CMD_VERSION) {
         if (rank == 0)
             print_version();
+    } else if (cli.cmd == MW_CMD_TFCONFIG) {
+        /* a local tool: no cluster to resolve */
+        if (rank == 0) {
+            int task = -1;
+            if (cli.task)
+                rc = mw_hostfile_parse_task(cli.task, &task);
+            if (rc == MW_OK)
+                rc = mw_hostfile_print(stdout, cli.hostfile, cli.port, task);
+        }
     } else if (cli.cmd == MW_CMD_SUMMARY) {
         if (rank == 0)
-            rc = run_summary();
+            rc = run_summary(cli.train.model_path);
     } else {
         /* cluster and train: the topology is resolved and agreed by every rank;
          * on failure every rank holds the failing rank's message */
@@ -105,6 +119,15 @@ int main(int argc, char **argv)
             if (cli.cmd == MW_CMD_CLUSTER) {
                 if (topo.rank == 0)
                     mw_topology_print(&topo, stdout, cli.json);
+            } else if (cli.cmd == MW_CMD_EVAL || cli.cmd == MW_CMD_EXPORT) {
+                /* agreed failures: every rank holds the message */
+                rc = cli.cmd == MW_CMD_EVAL ? mw_eval_run(&cli.train, &topo)
+                                            : mw_export_run(&cli.train, &topo);
+                if (rc != MW_OK) {
+                    if (topo.rank == 0)
+                        fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                    printed = 1;
+                }
             } else {
                 int mid_run = 0;
                 rc = mw_train_run(&cli.train, &topo, NULL, &mid_run);

@@ -17,6 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -26,9 +31,15 @@
 #include "common/arena.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "common/log.h"
+#include "common/rng.h"
+#include "worker/checkpoint.h"
 #include "worker/data.h"
+#include "worker/export.h"
+#include "worker/keras.h"
 #include "worker/model.h"
 #include "worker/progress.h"
+#include "worker/summary.h"
 
 void mw_train_opts_default(mw_train_opts *o)
 {
@@ -47,6 +58,10 @@ void mw_train_opts_default(mw_train_opts *o)
     o->progress_interval = 5.0;
     o->allreduce = MW_AR_AUTO;
     o->micro_batch = 16;
+    o->checkpoint_dir = "./training_checkpoints";
+    o->checkpoint_every_epochs = 2;
+    o->keep_checkpoints = 5;
+    o->summary_dir = "./logs";
     o->collective_timeout = 300.0;
 }
 
@@ -78,6 +93,17 @@ typedef struct {
     mw_dataset train, test;
     uint32_t *order;
     long adam_t;
+    int start_epoch;    /* first epoch to run (0, or from a checkpoint) */
+    long start_step;    /* steps of start_epoch already done */
+    long global_step;   /* steps done in all */
+    long saved_step;    /* global_step of the last checkpoint, -1 when none */
+    uint64_t seed;      /* shuffle seed: the flag's, or the checkpoint's */
+    mw_summary sum;     /* chief only; the evaluator's own eval summaries */
+    int eval_rank;      /* rank of the evaluator task in topo->world, -1 when none */
+    void *eval_buf;     /* chief: the checkpoint bytes in flight to the evaluator */
+    long eval_hdr[2];   /* chief: checkpoint number (-1: done), bytes */
+    MPI_Request eval_req[2];
+    const char *model_json;
 } trainer;
 
 static int cpu_count(void)
@@ -95,6 +121,9 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     t->rank = topo->rank;
     t->world = topo->ntrain;
     t->local_size = topo->local_size > 0 ? topo->local_size : 1;
+    t->seed = o->seed;
+    t->saved_step = -1;
+    t->model_json = "";
 
     int threads = o->threads > 0 ? o->threads : cpu_count() / t->local_size;
     if (threads < 1)
@@ -115,9 +144,20 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     omp_set_max_active_levels(1); /* kernels inside a thread's slice stay sequential */
 #endif
 
-    MW_TRY(mw_dataset_load_dir(&t->train, &t->test, o->data_dir, 10));
-    MW_TRY(mw_model_build_tutorial(&t->model, (int)t->train.rows, (int)t->train.cols, 1, 10));
+    /* export needs no data: the model's input is Fashion-MNIST's 28x28x1 */
+    int rows = 28, cols = 28;
+    if (!o->export_path) {
+        MW_TRY(mw_dataset_load_dir(&t->train, &t->test, o->data_dir, 10));
+        rows = (int)t->train.rows, cols = (int)t->train.cols;
+    }
+    if (o->model_path)
+        MW_TRY(mw_keras_load_file(&t->model, o->model_path, o->export_path ? 0 : rows,
+                                  o->export_path ? 0 : cols, o->export_path ? 0 : 1, 10));
+    else
+        MW_TRY(mw_model_build_tutorial(&t->model, rows, cols, 1, 10));
     MW_TRY(mw_model_finalize(&t->model, (size_t)t->world * MW_ARENA_ALIGN));
+    if (t->model.source) /* the model description travels in every checkpoint */
+        t->model_json = t->model.source;
     mw_model_init_params(&t->model, o->seed);
     size_t count = t->model.params.count;
     mw_arena *as[2] = {&t->m1, &t->m2};
@@ -137,7 +177,7 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
         if (i > 0 && !(t->tgrads[i] = mw_alloc_aligned(count * sizeof(float))))
             return mw_err(MW_ENOMEM, "cannot allocate per-thread gradients");
     }
-    t->order = malloc(sizeof *t->order * t->train.count);
+    t->order = malloc(sizeof *t->order * (t->train.count ? t->train.count : 1));
     if (!t->order)
         return mw_err(MW_ENOMEM, "cannot allocate the epoch order");
     return MW_OK;
@@ -152,6 +192,258 @@ static long steps_per_epoch(const trainer *t)
     if (t->o->steps_per_epoch > 0 && t->o->steps_per_epoch < steps)
         steps = t->o->steps_per_epoch;
     return steps;
+}
+
+
+/* ---- checkpoints ---- */
+
+static int checkpointing(const mw_train_opts *o)
+{
+    return o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
+}
+
+/* mkdir -p */
+static mw_status make_dirs(const char *dir, const char *what)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return mw_err(MW_EIO, "%s %s: path too long", what, dir);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return mw_err(MW_EIO, "%s %s: cannot create %s: %s", what, dir, path,
+                              strerror(errno));
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return MW_OK;
+}
+
+/* The chief checks the checkpoint directory before training, so an
+ * unwritable one is an error at start-up instead of after the first epoch. */
+static mw_status check_writable(const char *dir)
+{
+    MW_TRY(make_dirs(dir, "--checkpoint-dir"));
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.mwtrain-probe-%d", dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return MW_OK;
+}
+
+static int dir_has_checkpoints(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = !strcmp(e->d_name, MW_CKPT_INDEX) || !strncmp(e->d_name, "ckpt-", 5);
+    closedir(d);
+    return found;
+}
+
+enum { TAG_EVAL_HDR = 71, TAG_EVAL_DATA = 72 };
+
+/* Chief: wait until the evaluator has taken the previous message. */
+static mw_status eval_wait(trainer *t)
+{
+    if (t->eval_req[0] == MPI_REQUEST_NULL && t->eval_req[1] == MPI_REQUEST_NULL)
+        return MW_OK;
+    mw_wait_ctx w = {"sending a checkpoint to the evaluator", t->global_step,
+                     t->o->collective_timeout};
+    int peers[2] = {t->eval_rank, t->eval_rank};
+    MW_TRY(mw_comm_wait(&w, t->eval_req, 2, peers));
+    free(t->eval_buf);
+    t->eval_buf = NULL;
+    return MW_OK;
+}
+
+/* Chief: hand a checkpoint (number >= 1, its bytes; owned from here on) or
+ * the end of training (number -1) to the evaluator task, over MPI: the
+ * evaluator needs no shared filesystem either. */
+static mw_status eval_send(trainer *t, long number, void *bytes, size_t nbytes)
+{
+    MW_TRY(eval_wait(t));
+    if (nbytes > (size_t)INT_MAX) {
+        free(bytes);
+        return mw_err(MW_EINTERNAL, "checkpoint of %zu bytes: too large to send", nbytes);
+    }
+    t->eval_buf = bytes;
+    t->eval_hdr[0] = number, t->eval_hdr[1] = (long)nbytes;
+    MW_MPI(MPI_Isend(t->eval_hdr, 2, MPI_LONG, t->eval_rank, TAG_EVAL_HDR, t->topo->world,
+                     &t->eval_req[0]), "sending to the evaluator");
+    MW_MPI(MPI_Isend(bytes ? bytes : t->eval_hdr, (int)nbytes, MPI_BYTE, t->eval_rank,
+                     TAG_EVAL_DATA, t->topo->world, &t->eval_req[1]), "sending to the evaluator");
+    return MW_OK;
+}
+
+/* Chief only, no collective: every rank holds the same weights. */
+static mw_status save_checkpoint(trainer *t, int epochs_done, long step_in_epoch)
+{
+    const mw_train_opts *o = t->o;
+    const size_t n = t->model.nparams;
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    mw_status rc = MW_OK;
+    c.params = malloc(n * sizeof(float));
+    c.slot1 = malloc(n * sizeof(float));
+    c.slot2 = o->optimizer == MW_OPT_ADAM ? malloc(n * sizeof(float)) : NULL;
+    c.model_json = strdup(t->model_json);
+    if (!c.params || !c.slot1 || (o->optimizer == MW_OPT_ADAM && !c.slot2) || !c.model_json) {
+        rc = mw_err(MW_ENOMEM, "checkpoint: out of memory");
+        goto done;
+    }
+    c.nparams = c.nslots = n;
+    mw_ckpt_pack(&t->model, c.params, t->model.params.data);
+    mw_ckpt_pack(&t->model, c.slot1, t->m1.data);
+    if (c.slot2)
+        mw_ckpt_pack(&t->model, c.slot2, t->m2.data);
+    snprintf(c.optimizer, sizeof c.optimizer, "%s", o->optimizer == MW_OPT_ADAM ? "adam" : "sgd");
+    c.opt_step = t->adam_t;
+    c.epoch = epochs_done;
+    c.step_in_epoch = step_in_epoch;
+    c.global_step = t->global_step;
+    c.seed = t->seed;
+    c.global_batch = (long)o->batch_per_replica * o->replicas_per_worker * t->world;
+    c.learning_rate = o->learning_rate;
+    int number = 0;
+    rc = mw_ckpt_save(o->checkpoint_dir, &c, o->keep_checkpoints, &number);
+    if (rc == MW_OK) {
+        t->saved_step = t->global_step;
+        mw_log_info("saved checkpoint %s/ckpt-%d (epoch %d, step %ld)", o->checkpoint_dir, number,
+                    epochs_done + (step_in_epoch > 0), t->global_step);
+    }
+    if (rc == MW_OK && t->eval_rank >= 0) {
+        void *bytes = NULL;
+        size_t nbytes = 0;
+        rc = mw_ckpt_serialize(&c, &bytes, &nbytes);
+        if (rc == MW_OK)
+            rc = eval_send(t, number, bytes, nbytes);
+    }
+done:
+    mw_ckpt_free(&c);
+    return rc;
+}
+
+/* Broadcast n bytes from rank 0 in pieces MPI's int counts can hold. */
+static mw_status bcast_bytes(trainer *t, void *buf, size_t n)
+{
+    mw_wait_ctx w = {"checkpoint broadcast", -1, t->o->collective_timeout};
+    for (size_t off = 0; off < n; off += (size_t)1 << 30) {
+        size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
+        MW_TRY(mw_comm_bcast(&w, (char *)buf + off, (int)k, MPI_BYTE, 0, t->comm));
+    }
+    return MW_OK;
+}
+
+/* Take over a checkpoint's state; every rank runs this on the same bytes. */
+static mw_status apply_checkpoint(trainer *t, const mw_ckpt *c, const char *name,
+                                  int weights_only)
+{
+    const mw_train_opts *o = t->o;
+    const long gb = (long)o->batch_per_replica * o->replicas_per_worker * t->world;
+    if (c->nparams != t->model.nparams)
+        return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)",
+                      name, c->nparams, t->model.nparams);
+    if (weights_only) {
+        mw_ckpt_unpack(&t->model, t->model.params.data, c->params);
+        t->start_epoch = c->epoch;
+        t->global_step = c->global_step;
+        return MW_OK;
+    }
+    const char *opt = o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
+    if (strcmp(c->optimizer, opt) != 0)
+        return mw_err(MW_ECKPT, "%s was written with --optimizer %s; this run uses %s", name,
+                      c->optimizer, opt);
+    if (c->step_in_epoch > 0 && c->global_batch != gb)
+        return mw_err(MW_ECKPT,
+                      "%s was saved in the middle of an epoch with a global batch of %ld; this "
+                      "run's global batch is %ld (batch per replica x replicas): use the same "
+                      "global batch, or resume from an epoch-boundary checkpoint",
+                      name, c->global_batch, gb);
+    if (!c->slot1 || c->nslots != c->nparams || (o->optimizer == MW_OPT_ADAM && !c->slot2))
+        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name, opt);
+    mw_ckpt_unpack(&t->model, t->model.params.data, c->params);
+    mw_ckpt_unpack(&t->model, t->m1.data, c->slot1);
+    if (c->slot2)
+        mw_ckpt_unpack(&t->model, t->m2.data, c->slot2);
+    t->adam_t = c->opt_step;
+    t->start_epoch = c->epoch;
+    t->start_step = c->step_in_epoch;
+    t->global_step = c->global_step;
+    t->saved_step = c->global_step;
+    t->seed = c->seed;
+    return MW_OK;
+}
+
+/* Restore the latest checkpoint: read on the chief, broadcast, applied by
+ * every rank; no shared filesystem needed. required = 0 (train --resume):
+ * a directory without any checkpoint starts from scratch; a directory whose
+ * checkpoints are all bad is an error either way. Collective over t->comm. */
+static mw_status restore(trainer *t, int required, int weights_only, int *restored)
+{
+    const char *dir = t->o->checkpoint_dir;
+    *restored = 0;
+    long hdr[2] = {0, 0}; /* bytes, found */
+    void *buf = NULL;
+    mw_status rc = MW_OK;
+    if (t->rank == 0) {
+        if (!dir_has_checkpoints(dir)) {
+            if (required)
+                rc = mw_err(MW_ECKPT, "no checkpoint in %s (train with --checkpoint-dir %s "
+                            "first)", dir, dir);
+            else
+                mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
+        } else {
+            mw_ckpt c;
+            mw_ckpt_init(&c);
+            char *path = NULL;
+            size_t n = 0;
+            rc = mw_ckpt_load_latest(dir, &c, &path);
+            if (rc == MW_OK)
+                rc = mw_ckpt_serialize(&c, &buf, &n);
+            if (rc == MW_OK) {
+                mw_log_info("restoring %s (epoch %d, step %ld of it, %ld steps in all)", path,
+                            c.epoch, c.step_in_epoch, c.global_step);
+                hdr[0] = (long)n, hdr[1] = 1;
+            }
+            free(path);
+            mw_ckpt_free(&c);
+        }
+    }
+    rc = mw_agree(t->comm, rc, NULL);
+    mw_wait_ctx w = {"checkpoint broadcast", -1, t->o->collective_timeout};
+    if (rc == MW_OK)
+        rc = mw_comm_bcast(&w, hdr, 2, MPI_LONG, 0, t->comm);
+    if (rc != MW_OK || !hdr[1]) {
+        free(buf);
+        return rc;
+    }
+    if (t->rank != 0 && !(buf = malloc((size_t)hdr[0])))
+        rc = mw_err(MW_ENOMEM, "checkpoint of %ld bytes: out of memory", hdr[0]);
+    rc = mw_agree(t->comm, rc, NULL);
+    if (rc == MW_OK)
+        rc = bcast_bytes(t, buf, (size_t)hdr[0]);
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    if (rc == MW_OK)
+        rc = mw_ckpt_read_buffer(&c, buf, (size_t)hdr[0], "checkpoint");
+    if (rc == MW_OK)
+        rc = apply_checkpoint(t, &c, "the latest checkpoint", weights_only);
+    mw_ckpt_free(&c);
+    free(buf);
+    rc = mw_agree(t->comm, rc, NULL);
+    *restored = rc == MW_OK;
+    return rc;
 }
 
 /* The collective half of set-up, entered by every training rank after the
@@ -213,6 +505,7 @@ static void teardown(trainer *t)
             free(t->tgrads[i]);
         t->tgrads[i] = NULL;
     }
+    mw_summary_close(&t->sum);
     mw_allreduce_close(&t->ar);
     free(t->own_grads);
     t->grads.data = NULL;
@@ -242,10 +535,13 @@ static void apply_update(trainer *t)
 static mw_status evaluate(trainer *t, double *loss, double *acc)
 {
     const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw, T = t->nthreads;
+    long ntest = t->test.count;
+    if (t->o->test_examples > 0 && t->o->test_examples < ntest)
+        ntest = t->o->test_examples;
     double sums[3] = {0, 0, 0}; /* loss, correct, count */
     for (int lr = 0; lr < rpw; lr++) {
         long off, cnt;
-        slice(t->test.count, nrep, t->rank * rpw + lr, &off, &cnt);
+        slice(ntest, nrep, t->rank * rpw + lr, &off, &cnt);
 #pragma omp parallel num_threads(T)
         {
             int th = 0;
@@ -264,6 +560,8 @@ static mw_status evaluate(trainer *t, double *loss, double *acc)
                 for (int j = 0; j < n; j++)
                     ids[j] = (uint32_t)(off + toff + i + j);
                 mw_dataset_batch(&t->test, ws->act[0], ws->labels, ids, n);
+                ws->training = 0; /* no dropout */
+                ws->example_ids = NULL;
                 mw_model_forward(&t->model, &t->kt, &t->tk[th], ws, n);
                 for (int j = 0; j < n; j++)
                     ls += ws->loss[j];
@@ -287,7 +585,8 @@ static mw_status evaluate(trainer *t, double *loss, double *acc)
 /* Forward and backward of one replica's slice (ids, cnt examples) of a global
  * batch of gb, split among the threads; adds into the per-thread gradients
  * and the local metric sums. */
-static void run_slice(trainer *t, const uint32_t *ids, long cnt, long gb, double sums[3])
+static void run_slice(trainer *t, const uint32_t *ids, long cnt, long gb, uint64_t dseed,
+                      double sums[3])
 {
     const int T = t->nthreads;
 #pragma omp parallel num_threads(T)
@@ -304,6 +603,10 @@ static void run_slice(trainer *t, const uint32_t *ids, long cnt, long gb, double
         for (long i = 0; i < tcnt; i += ws->max_n) {
             int n = tcnt - i < ws->max_n ? (int)(tcnt - i) : ws->max_n;
             mw_dataset_batch(&t->train, ws->act[0], ws->labels, ids + toff + i, n);
+            /* Dropout masks are keyed by example id: the same for any layout */
+            ws->training = 1;
+            ws->dropout_seed = dseed;
+            ws->example_ids = ids + toff + i;
             mw_model_forward(&t->model, &t->kt, &t->tk[th], ws, n);
             mw_model_backward(&t->model, &t->kt, &t->tk[th], ws, t->tgrads[th], n,
                               1.0f / (float)gb);
@@ -356,6 +659,21 @@ static mw_status dump_weights(const trainer *t, const char *path)
     return MW_OK;
 }
 
+/* Chief: the epoch's scalars to TensorBoard and metrics.csv. */
+static mw_status write_summaries(trainer *t, int epoch, const mw_epoch_metrics *em)
+{
+    if (t->rank != 0 || !t->o->summary_dir[0])
+        return MW_OK;
+    static const char *const names[] = {"train/loss", "train/accuracy", "test/loss",
+                                        "test/accuracy", "images_per_sec", "learning_rate"};
+    const double v[] = {em->train_loss, em->train_acc, em->test_loss, em->test_acc,
+                        em->images_per_sec, t->o->learning_rate};
+    for (int i = 0; i < 6; i++)
+        MW_TRY(mw_summary_scalar(&t->sum, names[i], t->global_step, v[i]));
+    MW_TRY(mw_summary_row(&t->sum, t->global_step, epoch + 1, names, v, 6));
+    return mw_summary_flush(&t->sum);
+}
+
 static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
 {
     const mw_train_opts *o = t->o;
@@ -364,45 +682,55 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
     const long steps = steps_per_epoch(t);
     const size_t count = t->model.params.count;
     mw_progress_state prog;
-    long global_step = 0;
 
-    for (int epoch = 0; epoch < o->epochs; epoch++) {
-        mw_dataset_epoch_order(t->order, (uint32_t)N, o->seed, epoch);
+    for (int epoch = t->start_epoch; epoch < o->epochs; epoch++) {
+        mw_dataset_epoch_order(t->order, (uint32_t)N, t->seed, epoch);
+        long first = epoch == t->start_epoch ? t->start_step : 0;
         double sums[3] = {0, 0, 0}; /* scaled loss, correct, examples (local) */
         double t0 = mw_now(), seen_local = 0;
         if (t->rank == 0)
             mw_progress_begin(&prog, stderr, (int)o->progress, o->progress_interval,
                               epoch + 1, o->epochs, (int)steps);
-        for (long s = 0; s < steps; s++) {
+        for (long s = first; s < steps; s++) {
             long start = s * GB, gb = N - start < GB ? N - start : GB;
             for (int th = 0; th < t->nthreads; th++)
                 memset(t->tgrads[th], 0, count * sizeof(float));
+            const uint64_t dseed = mw_rng_hash(t->seed, 0x64726f70, (uint64_t)t->global_step);
             for (int lr = 0; lr < rpw; lr++) {
                 long off, cnt;
                 slice(gb, nrep, t->rank * rpw + lr, &off, &cnt);
-                run_slice(t, t->order + start + off, cnt, gb, sums);
+                run_slice(t, t->order + start + off, cnt, gb, dseed, sums);
             }
             reduce_threads(t);
-            t->ar.step = global_step++;
+            /* regularization scaled by 1/replicas per replica (this rank's share),
+             * as tf.nn.scale_regularization_loss: the SUM holds it once */
+            sums[0] += mw_model_regularization(&t->model, t->grads.data, (float)rpw / (float)nrep);
+            t->ar.step = t->global_step;
             MW_TRY(mw_allreduce_sum(&t->ar, t->grads.data, count));
             apply_update(t);
+            t->global_step++;
             seen_local += (double)gb;
             if (t->rank == 0) {
                 double el = mw_now() - t0;
                 /* local replicas' share, scaled to an estimate of the global step loss */
-                double est = sums[0] * nrep / rpw / (double)(s + 1);
+                double est = sums[0] * nrep / rpw / (double)(s + 1 - first);
                 mw_progress_update(&prog, (int)(s + 1), est, el > 0 ? seen_local / el : 0);
+                if (o->checkpoint_every_steps > 0 && s + 1 < steps &&
+                    t->global_step % o->checkpoint_every_steps == 0) {
+                    mw_progress_end(&prog);
+                    MW_TRY(save_checkpoint(t, epoch, s + 1));
+                }
             }
         }
         double train_time = mw_now() - t0;
         if (t->rank == 0)
             mw_progress_end(&prog);
-        mw_wait_ctx w = {"training metrics all-reduce", global_step, o->collective_timeout};
+        mw_wait_ctx w = {"training metrics all-reduce", t->global_step, o->collective_timeout};
         MPI_Request req;
         MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, t->comm, &req), w.op);
         MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
         mw_epoch_metrics em;
-        em.train_loss = sums[0] / (double)steps;
+        em.train_loss = steps > first ? sums[0] / (double)(steps - first) : 0;
         em.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
         em.seconds = train_time;
         em.images_per_sec = train_time > 0 ? sums[2] / train_time : 0;
@@ -413,6 +741,12 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
                    epoch + 1, em.train_loss, 100 * em.train_acc, em.test_loss,
                    100 * em.test_acc, em.seconds, em.images_per_sec);
             fflush(stdout);
+            MW_TRY(write_summaries(t, epoch, &em));
+            /* the tutorial: after epochs 1, 3, 5, ... (zero-based epoch % 2 == 0), and
+             * always after the last one, so a finished run can be evaluated and resumed */
+            int every = o->checkpoint_every_epochs;
+            if (checkpointing(o) && ((every > 0 && epoch % every == 0) || epoch + 1 == o->epochs))
+                MW_TRY(save_checkpoint(t, epoch + 1, 0));
         }
         if (last)
             *last = em;
@@ -422,14 +756,104 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
     return MW_OK;
 }
 
+
+/* The evaluator task (TF_CONFIG `evaluator`): outside the training
+ * communicator, it receives each checkpoint from the chief, evaluates it on
+ * the whole test set (or --test-examples), prints the result and writes eval
+ * summaries (<summary-dir>/eval), until the chief says training has finished. */
+static mw_status run_evaluator(const mw_train_opts *o, const mw_topology *topo, int *mid_run)
+{
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return mw_err(MW_ENOMEM, "out of memory");
+    mw_dataset_init(&t->train);
+    mw_dataset_init(&t->test);
+    mw_allreduce_init(&t->ar);
+    mw_summary_init(&t->sum);
+    for (int i = 0; i < MAX_THREADS; i++)
+        mw_model_ws_init(&t->ws[i]);
+    t->eval_rank = -1;
+    mw_status rc = setup_local(t, o, topo);
+    /* evaluation here is a world of one */
+    t->comm = MPI_COMM_SELF, t->rank = 0, t->world = 1;
+    char dir[4200] = "";
+    if (rc == MW_OK && o->summary_dir[0]) {
+        snprintf(dir, sizeof dir, "%s/eval", o->summary_dir);
+        rc = mw_summary_open(&t->sum, dir, o->resume);
+    }
+    rc = mw_agree(topo->world, rc, NULL); /* the trainers' set-up agreement */
+    if (rc == MW_OK)
+        rc = mw_agree(topo->world, MW_OK, NULL); /* does training start? */
+    if (rc == MW_OK)
+        mw_log_info("evaluator: waiting for checkpoints from the chief");
+    while (rc == MW_OK) {
+        long hdr[2];
+        MPI_Status st;
+        MW_TRY_GOTO(MPI_Recv(hdr, 2, MPI_LONG, 0, TAG_EVAL_HDR, topo->world, &st) == MPI_SUCCESS
+                        ? MW_OK
+                        : mw_err(MW_EMPI, "evaluator: receiving from the chief failed"),
+                    rc, failed);
+        char *buf = malloc(hdr[1] > 0 ? (size_t)hdr[1] : 1);
+        if (!buf) {
+            rc = mw_err(MW_ENOMEM, "evaluator: out of memory");
+            goto failed;
+        }
+        if (MPI_Recv(buf, (int)hdr[1], MPI_BYTE, 0, TAG_EVAL_DATA, topo->world, &st) !=
+            MPI_SUCCESS) {
+            free(buf);
+            rc = mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
+            goto failed;
+        }
+        if (hdr[0] < 0) {
+            free(buf);
+            mw_log_info("evaluator: training has finished");
+            break;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "ckpt-%ld", hdr[0]);
+        mw_ckpt c;
+        mw_ckpt_init(&c);
+        rc = mw_ckpt_read_buffer(&c, buf, (size_t)hdr[1], name);
+        free(buf);
+        if (rc == MW_OK)
+            rc = apply_checkpoint(t, &c, name, 1);
+        mw_ckpt_free(&c);
+        double loss = 0, acc = 0;
+        if (rc == MW_OK)
+            rc = evaluate(t, &loss, &acc);
+        if (rc != MW_OK)
+            goto failed;
+        printf("Evaluator: %s (epoch %d, step %ld), Test Loss: %.4f, Test Accuracy: %.2f\n",
+               name, t->start_epoch, t->global_step, loss, 100 * acc);
+        fflush(stdout);
+        if (dir[0]) {
+            static const char *const names[] = {"eval/loss", "eval/accuracy"};
+            const double v[] = {loss, acc};
+            for (int i = 0; i < 2 && rc == MW_OK; i++)
+                rc = mw_summary_scalar(&t->sum, names[i], t->global_step, v[i]);
+            if (rc == MW_OK)
+                rc = mw_summary_row(&t->sum, t->global_step, t->start_epoch, names, v, 2);
+            if (rc == MW_OK)
+                rc = mw_summary_flush(&t->sum);
+            if (rc != MW_OK)
+                goto failed;
+        }
+    }
+    teardown(t);
+    free(t);
+    return rc;
+failed:
+    *mid_run = 1; /* the trainers are past their agreements: end the job */
+    return rc;
+}
+
 mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch_metrics *last,
                        int *mid_run)
 {
     *mid_run = 0;
-    /* Every rank sees the same table, so every rank returns this together. */
-    if (topo->ntrain != topo->world_size)
-        return mw_err(MW_EUNSUPPORTED, "the TF_CONFIG names an evaluator task; the evaluator "
-                      "role is not supported yet: remove cluster.evaluator");
+    if (topo->is_evaluator)
+        return run_evaluator(o, topo, mid_run);
+    const int has_eval = topo->ntrain < topo->world_size;
     trainer *t = calloc(1, sizeof *t);
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");
@@ -441,16 +865,104 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
     /* Local failures (data, memory) are agreed before the first collective,
      * so a failing rank never leaves the others blocked in it; then the
      * collective set-up, agreed the same way. */
-    mw_status rc = mw_agree(topo->train, setup_local(t, o, topo), NULL);
+    mw_summary_init(&t->sum);
+    t->eval_rank = has_eval ? topo->ntrain : -1;
+    t->eval_req[0] = t->eval_req[1] = MPI_REQUEST_NULL;
+    mw_status rc = setup_local(t, o, topo);
+    if (rc == MW_OK && t->rank == 0 && (checkpointing(o) || o->resume))
+        rc = check_writable(o->checkpoint_dir);
+    /* over the world: an evaluator task agrees on its own set-up too */
+    rc = mw_agree(topo->world, rc, NULL);
+    const int set_up = rc == MW_OK;
     if (rc == MW_OK)
         rc = mw_agree(topo->train, setup_collective(t), NULL);
+    int restored = 0;
+    if (rc == MW_OK && o->resume)
+        rc = restore(t, 0, 0, &restored);
+    if (rc == MW_OK) { /* every rank agrees on the chief's summary writer */
+        mw_status mine = MW_OK;
+        if (t->rank == 0 && o->summary_dir[0])
+            mine = mw_summary_open(&t->sum, o->summary_dir, restored);
+        rc = mw_agree(topo->train, mine, NULL);
+    }
+    if (has_eval && set_up) /* tell the evaluator whether training starts */
+        rc = mw_agree(topo->world, rc, NULL);
+    if (rc == MW_OK && restored && t->start_epoch >= o->epochs && t->rank == 0)
+        mw_log_info("the checkpoint is at epoch %d of %d: nothing left to train", t->start_epoch,
+                    o->epochs);
     if (rc == MW_OK) {
         rc = train_epochs(t, last);
+        if (rc == MW_OK && t->rank == 0 && has_eval) {
+            rc = eval_send(t, -1, NULL, 0); /* training has finished */
+            if (rc == MW_OK)
+                rc = eval_wait(t);
+        }
         *mid_run = rc != MW_OK;
         /* Freeing the shared window is collective: with a peer gone it would
          * block. The caller aborts the job right away; leave it all. */
         if (*mid_run)
             return rc;
+    }
+    teardown(t);
+    free(t);
+    return rc;
+}
+
+/* Set-up shared by eval and export: data, model and the restored weights. */
+static mw_status open_restored(trainer *t, const mw_train_opts *o, const mw_topology *topo)
+{
+    mw_dataset_init(&t->train);
+    mw_dataset_init(&t->test);
+    mw_allreduce_init(&t->ar);
+    mw_summary_init(&t->sum);
+    for (int i = 0; i < MAX_THREADS; i++)
+        mw_model_ws_init(&t->ws[i]);
+    if (topo->ntrain != topo->world_size)
+        return mw_err(MW_EUNSUPPORTED, "eval and export run on training tasks only; remove "
+                      "cluster.evaluator from the TF_CONFIG");
+    MW_TRY(mw_agree(topo->train, setup_local(t, o, topo), NULL));
+    int restored = 0;
+    return restore(t, 1, 1, &restored);
+}
+
+mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
+{
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return mw_err(MW_ENOMEM, "out of memory");
+    mw_status rc = open_restored(t, o, topo);
+    double loss = 0, acc = 0;
+    if (rc == MW_OK)
+        rc = mw_agree(topo->train, evaluate(t, &loss, &acc), NULL);
+    if (rc == MW_OK && t->rank == 0) {
+        printf("Restored the checkpoint of epoch %d (step %ld) from %s\n", t->start_epoch,
+               t->global_step, o->checkpoint_dir);
+        printf("Test Loss: %.4f, Test Accuracy: %.2f\n", loss, 100 * acc);
+        if (t->world == 1)
+            printf("Accuracy after restoring the saved model without strategy: %.2f\n",
+                   100 * acc);
+        fflush(stdout);
+    }
+    teardown(t);
+    free(t);
+    return rc;
+}
+
+mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo)
+{
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return mw_err(MW_ENOMEM, "out of memory");
+    mw_status rc = open_restored(t, o, topo);
+    if (rc == MW_OK) {
+        mw_status mine = MW_OK;
+        if (t->rank == 0) {
+            mine = mw_export_safetensors(&t->model, t->model.params.data, o->export_path);
+            if (mine == MW_OK)
+                printf("Exported %zu parameters (epoch %d, step %ld) to %s\n", t->model.nparams,
+                       t->start_epoch, t->global_step, o->export_path);
+        }
+        rc = mw_agree(topo->train, mine, NULL);
     }
     teardown(t);
     free(t);

@@ -37,6 +37,15 @@ typedef struct {
     int eval_batch;           /* examples per evaluation batch */
     const char *dump_weights; /* write final raw float32 params here (tests) */
     const char *tf_config;    /* --tf-config PATH, or NULL for $TF_CONFIG */
+    const char *checkpoint_dir;   /* ./training_checkpoints */
+    int checkpoint_every_epochs;  /* 2: after epochs 1, 3, 5, ... (zero-based epoch % N == 0) */
+    int checkpoint_every_steps;   /* 0: off */
+    int keep_checkpoints;         /* 5; <= 0 keeps all */
+    int resume;                   /* continue from the latest valid checkpoint */
+    const char *summary_dir;      /* ./logs; "" disables */
+    int test_examples;            /* evaluate on the first N test examples (0: all) */
+    const char *export_path;      /* `export --output` */
+    const char *model_path;       /* --model: Keras JSON (NULL: the tutorial CNN) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (300) */
 } mw_train_opts;
@@ -47,6 +56,12 @@ typedef struct {
     double train_loss, train_acc, test_loss, test_acc;
     double images_per_sec, seconds;
 } mw_epoch_metrics;
+
+/* `mwtrain eval`: restore the latest checkpoint of o->checkpoint_dir (read on
+ * the chief, broadcast) and evaluate the test set, sharded over the ranks. */
+mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo);
+/* `mwtrain export`: the latest checkpoint's weights as safetensors (chief). */
+mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo);
 
 /* Run the whole training over the topology's training ranks; prints the
  * per-epoch lines on the chief. Failures before the first step are agreed by

@@ -27,8 +27,7 @@ static __global__ void relu_bwd_kernel(float *dx, const float *dy, const float *
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x)
-        if (y[i] > 0.0f)
-            dx[i] += dy[i];
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; /* overwrite, may run in place (kernels.h) */
 }
 
 extern "C" void mw_relu_fwd_cuda(const mw_kctx *k, float *y, const float *x, size_t count)
@@ -96,7 +95,7 @@ static __global__ void xent_bwd_kernel(float *dlogits, const float *prob, const 
          i += (size_t)gridDim.x * blockDim.x) {
         int j = (int)(i % (size_t)K);
         float t = j == labels[i / (size_t)K] ? 1.0f : 0.0f;
-        dlogits[i] += scale * (prob[i] - t);
+        dlogits[i] = scale * (prob[i] - t);
     }
 }
 

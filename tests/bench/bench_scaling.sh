@@ -11,8 +11,8 @@ ips() { sed -n 's/.*Images\/s: \([0-9.]*\).*/\1/p' | tail -n 1; }
 one=() two=()
 for ((r = 1; r <= rounds; r++)); do
     # epoch 2 of 2 is steady state
-    one+=("$(mpiexec -n 1 "$mw" train --epochs 2 --steps-per-epoch "$steps" --threads 1 --progress none --quiet | ips)")
-    two+=("$(mpiexec -n 2 "$mw" train --epochs 2 --steps-per-epoch "$steps" --threads 1 --progress none --quiet | ips)")
+    one+=("$(mpiexec -n 1 "$mw" train --epochs 2 --steps-per-epoch "$steps" --threads 1 --progress none --quiet --checkpoint-every-epochs 0 --summary-dir "" | ips)")
+    two+=("$(mpiexec -n 2 "$mw" train --epochs 2 --steps-per-epoch "$steps" --threads 1 --progress none --quiet --checkpoint-every-epochs 0 --summary-dir "" | ips)")
     echo "round $r: 1 rank ${one[-1]} images/s, 2 ranks ${two[-1]} images/s"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

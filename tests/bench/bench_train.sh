@@ -17,7 +17,7 @@ mw=() pt=()
 for ((r = 1; r <= rounds; r++)); do
     # epoch 2 of 2 is steady state (epoch 1 includes warm-up and page faults)
     line=$("$mwtrain" train --epochs 2 --steps-per-epoch "$steps" --threads "$threads" \
-        --progress none --quiet | tail -n 1)
+        --progress none --quiet --checkpoint-every-epochs 0 --summary-dir "" | tail -n 1)
     v=$(sed -n 's/.*Images\/s: \([0-9.]*\).*/\1/p' <<<"$line")
     mw+=("$v")
     v=$($py "$peer" --threads "$threads" --steps "$steps" | sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p')

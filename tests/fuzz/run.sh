@@ -1,17 +1,20 @@
 #!/bin/sh
-# Build the TF_CONFIG fuzz target with clang and run a short, bounded libFuzzer session.
+# Build the fuzz targets with clang and run a short, bounded libFuzzer session on each: the
+# TF_CONFIG parser, then the checkpoint reader, each for half of the time, then the Keras model
+# reader for FUZZ_KERAS_SECONDS (default 10).
 #
-#   tests/fuzz/run.sh [SECONDS]      (default 20; FUZZ_RUNS caps the executions, default 2000000)
+#   tests/fuzz/run.sh [SECONDS]      (default 16 in all; FUZZ_RUNS caps the executions of each
+#                                     target, default 2000000)
 #
-# Works without meson: one clang command line over the parser and common/status.c. New inputs
-# go to a scratch corpus, so the seed corpus in tests/fuzz/corpus/tfconfig stays as committed.
-# Exits non-zero when the build fails or the fuzzer finds a crash, leak, timeout or failed
-# invariant; the reproducer is then left in the output directory (FUZZ_OUT, or a temporary one,
-# removed after a clean run).
+# Works without meson: one clang command line per target over the code under test and common/.
+# New inputs go to scratch corpora, so the seed corpora in tests/fuzz/corpus/ stay as committed.
+# Exits non-zero when a build fails or the fuzzer finds a crash, leak, timeout, out-of-memory or
+# failed invariant; the reproducer is then left in the output directory (FUZZ_OUT, or a
+# temporary one, removed after a clean run).
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-SECONDS_MAX=${1:-20}
+SECONDS_MAX=${1:-16}
 RUNS=${FUZZ_RUNS:-2000000}
 OUT=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mwfuzz-XXXXXX")}
 CLANG=${CLANG:-}
@@ -21,12 +24,28 @@ if [ -z "$CLANG" ]; then
     done
 fi
 [ -n "$CLANG" ] || { echo "run.sh: clang not found (set CLANG=...)" >&2; exit 2; }
+HALF=$(( SECONDS_MAX > 1 ? SECONDS_MAX / 2 : 1 ))
 
-mkdir -p "$OUT/corpus"
-"$CLANG" -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
+# shellcheck disable=SC2086
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
     "$ROOT/common/status.c" -ljansson -o "$OUT/fuzz_tfconfig"
+# shellcheck disable=SC2086
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
+    "$ROOT/common/status.c" "$ROOT/common/log.c" -lz -o "$OUT/fuzz_checkpoint"
+# The Keras model reader: worker/keras.c and model.c, the reference kernels, the embedded
+# built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
+KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}
+mkdir -p "$OUT/corpus-keras"
+python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
+    "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
+# shellcheck disable=SC2086
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras.c" \
+    "$ROOT/worker/model.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
+    "$ROOT/common/arena.c" -ljansson -lm -o "$OUT/fuzz_keras"
 
 # Tokens that reach the validator's branches quickly.
 cat > "$OUT/tfconfig.dict" <<'DICT'
@@ -53,16 +72,87 @@ cat > "$OUT/tfconfig.dict" <<'DICT'
 "1e999"
 DICT
 
-echo "run.sh: fuzzing for at most ${SECONDS_MAX}s / ${RUNS} runs in $OUT"
-set +e
-"$OUT/fuzz_tfconfig" -max_total_time="$SECONDS_MAX" -runs="$RUNS" -max_len=4096 -timeout=10 \
-    -rss_limit_mb=2048 -dict="$OUT/tfconfig.dict" -artifact_prefix="$OUT/" \
-    -print_final_stats=1 "$OUT/corpus" "$ROOT/tests/fuzz/corpus/tfconfig"
-rc=$?
-set -e
-if [ "$rc" -ne 0 ]; then
-    echo "run.sh: fuzzer failed (exit $rc); reproducers in $OUT:" >&2
-    ls "$OUT" | grep -E '^(crash|leak|timeout|oom)-' >&2 || true
+# The checkpoint format's magic, section tags and optimizer names (docs/checkpoint.md).
+cat > "$OUT/checkpoint.dict" <<'DICT'
+"MWCKPT\x00\x01"
+"meta\x00\x00\x00\x00"
+"model\x00\x00\x00"
+"params\x00\x00"
+"slot1\x00\x00\x00"
+"slot2\x00\x00\x00"
+"adam"
+"sgd"
+"\x01\x00\x00\x00"
+"\x00\x00\x00\x40\x00\x00\x00\x00"
+"\xff\xff\xff\xff\xff\xff\xff\xff"
+DICT
+
+# Keras config keys and values (worker/keras.h).
+cat > "$OUT/keras.dict" <<'DICT'
+"\"class_name\""
+"\"config\""
+"\"layers\""
+"\"Sequential\""
+"\"modelTopology\""
+"\"model_config\""
+"\"batch_input_shape\""
+"\"batch_shape\""
+"\"InputLayer\""
+"\"Conv2D\""
+"\"MaxPooling2D\""
+"\"Flatten\""
+"\"Dense\""
+"\"Dropout\""
+"\"Activation\""
+"\"ReLU\""
+"\"Softmax\""
+"\"filters\""
+"\"kernel_size\""
+"\"strides\""
+"\"padding\""
+"\"same\""
+"\"units\""
+"\"rate\""
+"\"activation\""
+"\"relu\""
+"\"softmax\""
+"\"kernel_initializer\""
+"\"VarianceScaling\""
+"\"mode\""
+"\"distribution\""
+"\"kernel_regularizer\""
+"\"L1L2\""
+"\"use_bias\""
+"\"pool_size\""
+"[null, 28, 28, 1]"
+"[null, 784]"
+DICT
+
+# run NAME MAX_LEN MALLOC_LIMIT_MB [SECONDS]: fuzz one target for SECONDS (default HALF);
+# remember a failure.
+failed=0
+run() {
+    echo "run.sh: fuzzing $1 for at most ${4:-$HALF}s / ${RUNS} runs in $OUT"
+    set +e
+    "$OUT/fuzz_$1" -max_total_time="${4:-$HALF}" -runs="$RUNS" -max_len="$2" -timeout=10 \
+        -rss_limit_mb=2048 -malloc_limit_mb="$3" -dict="$OUT/$1.dict" \
+        -artifact_prefix="$OUT/$1-" -print_final_stats=1 \
+        "$OUT/corpus-$1" "$ROOT/tests/fuzz/corpus/$1"
+    rc=$?
+    set -e
+    if [ "$rc" -ne 0 ]; then
+        echo "run.sh: fuzzing $1 failed (exit $rc)" >&2
+        failed=1
+    fi
+}
+run tfconfig 4096 2048
+# A checkpoint may only allocate what its bytes can inflate to (1032:1): 64 MiB is plenty here.
+run checkpoint 8192 64
+run keras 8192 512 "$KERAS_SECONDS"
+
+if [ "$failed" -ne 0 ]; then
+    echo "run.sh: reproducers in $OUT:" >&2
+    ls "$OUT" | grep -E -- '-(crash|leak|timeout|oom)-' >&2 || true
     exit 1
 fi
 echo "run.sh: no crash"

@@ -10,7 +10,8 @@ tmp=$(mktemp -d)
 trap "rm -rf $tmp" EXIT; [[ -n ${KEEP:-} ]] && trap - EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # global batch 64 in every layout: 16 per replica x 4 replicas
-common=(train --epochs 1 --steps-per-epoch 20 --progress none --quiet --collective-timeout 120)
+common=(train --epochs 1 --steps-per-epoch 20 --progress none --quiet --collective-timeout 120
+        --checkpoint-every-epochs 0 --summary-dir "")
 run() { # name ranks replicas-per-worker [env...]
     local name=$1 n=$2 rpw=$3
     shift 3

@@ -11,7 +11,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 timeout=3
 start=$(date +%s)
 mpiexec -n 2 "$mw" train --epochs 1 --steps-per-epoch 100000 --progress lines \
-    --progress-interval 0.2 --collective-timeout $timeout --threads 1 >"$tmp/out" 2>"$tmp/err" &
+    --progress-interval 0.2 --collective-timeout $timeout --threads 1 --checkpoint-every-epochs 0 \
+    --summary-dir "" >"$tmp/out" 2>"$tmp/err" &
 job=$!
 cleanup() { pkill -CONT -f "$mw train --epochs 1 --steps-per-epoch 100000" 2>/dev/null; kill "$job" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -1,0 +1,668 @@
+/* The GPU hierarchical all-reduce with NCCL inside the node and the MPI ring between nodes; see
+ * nccl.h. Compiled only when the build has CUDA and NCCL (cluster/meson.build); nccl_stub.c
+ * stands in otherwise.
+ *
+ * Non-blocking NCCL in brief: any NCCL call may return ncclInProgress, meaning the work is still
+ * being set up or enqueued in the background; the communicator's state (ncclCommGetAsyncError)
+ * turns ncclSuccess once that is done, and only then is the work on the stream. So every wait
+ * here (wait_idle) polls the state of each communicator and then its stream, checks the clock,
+ * and on an error or past the timeout aborts the communicators and returns one message. */
+#include "cluster/nccl.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "cluster/comm.h"
+#include "cluster/ring.h"
+#include "cluster/topology.h"
+#include "common/timer.h"
+
+#define PCI_LEN 32 /* "0000:3b:00.0" and room to spare */
+
+struct mw_nccl {
+    int ndev;                   /* GPUs this process drives */
+    int *devices;               /* their CUDA ordinals (owned) */
+    int local_rank, local_size; /* in the node communicator */
+    int G;                      /* NCCL ranks (GPUs) per node */
+    int nnodes;                 /* ranks of the cross communicator */
+    ncclConfig_t *cfg;          /* one per device, alive as long as the communicators */
+    ncclComm_t *comms;          /* one per device; NULL once aborted or destroyed */
+    cudaStream_t *own;          /* the object's streams, one per device */
+    cudaStream_t *cur;          /* the streams of the call in progress */
+    float *host;                /* pinned staging for my shards (+ the tail on local rank 0) */
+    size_t host_count;
+    mw_ring ring;               /* over cross, when nnodes > 1 */
+    double timeout;
+    int failed;                 /* aborted: every later call fails */
+};
+
+/* " at step N", or "" outside a step. */
+static const char *at_step(char *buf, size_t len, long step)
+{
+    buf[0] = '\0';
+    if (step >= 0)
+        snprintf(buf, len, " at step %ld", step);
+    return buf;
+}
+
+/* Abort every communicator (this also stops kernels stuck waiting for a dead peer) and mark
+ * the object failed. */
+static void abort_all(mw_nccl *n)
+{
+    n->failed = 1;
+    for (int d = 0; n->comms && d < n->ndev; d++) {
+        if (!n->comms[d])
+            continue;
+        ncclResult_t r = ncclCommAbort(n->comms[d]);
+        n->comms[d] = NULL;
+        if (r != ncclSuccess) /* recorded only if nothing came first: the cause matters more */
+            mw_err(MW_EDEVICE, "ncclCommAbort on CUDA device %d: %s", n->devices[d],
+                   ncclGetErrorString(r));
+    }
+}
+
+/* Record "<op><at step> on CUDA device D: <detail>", abort, and return s. */
+static mw_status fail(mw_nccl *n, mw_status s, const char *op, long step, int d, const char *fmt,
+                      ...) __attribute__((format(printf, 6, 7)));
+static mw_status fail(mw_nccl *n, mw_status s, const char *op, long step, int d, const char *fmt,
+                      ...)
+{
+    char detail[384], at[48];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    mw_err(s, "%s%s on CUDA device %d: %s", op, at_step(at, sizeof at, step),
+           n->devices ? n->devices[d] : d, detail);
+    abort_all(n);
+    return s;
+}
+
+/* A failed NCCL call: its code and NCCL's own last message, which often names the cause. */
+static mw_status nccl_fail(mw_nccl *n, const char *op, long step, int d, const char *call,
+                           ncclResult_t r)
+{
+    const char *last = ncclGetLastError(n->comms ? n->comms[d] : NULL);
+    int has = last && *last;
+    return fail(n, MW_EDEVICE, op, step, d, "%s: %s%s%s%s", call, ncclGetErrorString(r),
+                has ? " (" : "", has ? last : "", has ? ")" : "");
+}
+
+static mw_status cuda_fail(mw_nccl *n, const char *op, long step, int d, const char *call,
+                           cudaError_t e)
+{
+    return fail(n, MW_EDEVICE, op, step, d, "%s: %s", call, cudaGetErrorString(e));
+}
+
+/* ncclInProgress is not a failure in non-blocking mode: wait_idle waits it out. */
+static int nccl_ok(ncclResult_t r)
+{
+    return r == ncclSuccess || r == ncclInProgress;
+}
+
+static mw_status set_device(mw_nccl *n, const char *op, long step, int d)
+{
+    cudaError_t e = cudaSetDevice(n->devices[d]);
+    return e == cudaSuccess ? MW_OK : cuda_fail(n, op, step, d, "cudaSetDevice", e);
+}
+
+/* Wait until every communicator has finished its background work (state no longer
+ * ncclInProgress) and, with streams, every stream of the call is idle. Polls with the timeout;
+ * any error or the timeout aborts the communicators. */
+static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
+{
+    const struct timespec nap = {0, 20000}; /* 20 us between polls once the first spins fail */
+    double t0 = mw_now();
+    for (unsigned long spin = 0;; spin++) {
+        int busy = -1;
+        for (int d = 0; d < n->ndev; d++) {
+            ncclResult_t state = ncclSuccess;
+            ncclResult_t r = ncclCommGetAsyncError(n->comms[d], &state);
+            if (r != ncclSuccess)
+                return nccl_fail(n, op, step, d, "ncclCommGetAsyncError", r);
+            if (state == ncclInProgress) {
+                busy = busy < 0 ? d : busy;
+                continue;
+            }
+            if (state != ncclSuccess)
+                return nccl_fail(n, op, step, d, "NCCL reported an asynchronous error", state);
+            if (!streams)
+                continue;
+            MW_TRY(set_device(n, op, step, d));
+            cudaError_t e = cudaStreamQuery(n->cur[d]);
+            if (e == cudaErrorNotReady) {
+                /* not an error, but do not leave it behind for a later cudaGetLastError */
+                if (cudaPeekAtLastError() == cudaErrorNotReady)
+                    (void)cudaGetLastError();
+                busy = busy < 0 ? d : busy;
+                continue;
+            }
+            if (e != cudaSuccess)
+                return cuda_fail(n, op, step, d, "cudaStreamQuery", e);
+        }
+        if (busy < 0)
+            return MW_OK;
+        if (spin % 64 != 63)
+            continue;
+        double now = mw_now();
+        if (n->timeout > 0 && now - t0 > n->timeout) {
+            char at[48];
+            mw_err(MW_ETIMEOUT,
+                   "collective timeout: %s%s waited %.0f s for CUDA device %d "
+                   "(--collective-timeout %.0f); a GPU of this node or a rank of its NCCL "
+                   "communicator is stopped, dead or unreachable; the communicator was aborted",
+                   op, at_step(at, sizeof at, step), now - t0, n->devices[busy], n->timeout);
+            abort_all(n);
+            return MW_ETIMEOUT;
+        }
+        if (spin > 4096)
+            nanosleep(&nap, NULL);
+        else
+            sched_yield();
+    }
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+static mw_status comm_place(MPI_Comm comm, int *rank, int *size)
+{
+    MW_MPI(MPI_Comm_rank(comm, rank), "NCCL set-up: MPI_Comm_rank");
+    MW_MPI(MPI_Comm_size(comm, size), "NCCL set-up: MPI_Comm_size");
+    return MW_OK;
+}
+
+/* This process's own checks: arguments, device ordinals, and each device's PCI bus id (pci:
+ * ndev x PCI_LEN bytes). Fills n->devices and the per-device arrays. */
+static mw_status check_local(mw_nccl *n, int ndev, const int *devices, char *pci)
+{
+    if (ndev < 1 || !devices)
+        return mw_err(MW_EINVAL, "NCCL set-up, local rank %d: %d CUDA devices given; need at "
+                      "least one", n->local_rank, ndev);
+    n->ndev = ndev;
+    n->devices = calloc((size_t)ndev, sizeof *n->devices);
+    n->cfg = calloc((size_t)ndev, sizeof *n->cfg);
+    n->comms = calloc((size_t)ndev, sizeof *n->comms);
+    n->own = calloc((size_t)ndev, sizeof *n->own);
+    n->cur = calloc((size_t)ndev, sizeof *n->cur);
+    if (!n->devices || !n->cfg || !n->comms || !n->own || !n->cur)
+        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
+    memcpy(n->devices, devices, (size_t)ndev * sizeof *devices);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: no usable CUDA device "
+                      "(cudaGetDeviceCount: %s)", n->local_rank, cudaGetErrorString(e));
+    for (int d = 0; d < ndev; d++) {
+        if (devices[d] < 0 || devices[d] >= count)
+            return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: CUDA device %d does not "
+                          "exist (%d device%s: 0..%d)", n->local_rank, devices[d], count,
+                          count == 1 ? "" : "s", count - 1);
+        for (int j = 0; j < d; j++)
+            if (devices[j] == devices[d])
+                return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: CUDA device %d is "
+                              "listed twice", n->local_rank, devices[d]);
+        e = cudaDeviceGetPCIBusId(pci + (size_t)d * PCI_LEN, PCI_LEN, devices[d]);
+        if (e != cudaSuccess)
+            return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: CUDA device %d: "
+                          "cudaDeviceGetPCIBusId: %s", n->local_rank, devices[d],
+                          cudaGetErrorString(e));
+        pci[(size_t)d * PCI_LEN + PCI_LEN - 1] = '\0';
+    }
+    return MW_OK;
+}
+
+/* The node's checks, the same outcome on every rank of the node: every rank drives the same
+ * number of GPUs, and no GPU (by PCI bus id: CUDA_VISIBLE_DEVICES may renumber them per rank)
+ * is driven twice. Collective over node. */
+static mw_status check_node(mw_nccl *n, MPI_Comm node, int ndev, const char *pci)
+{
+    const int L = n->local_size;
+    int *nd = calloc((size_t)L, sizeof *nd);
+    if (!nd)
+        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
+    mw_status rc = MW_OK;
+    int mpi = MPI_Allgather(&ndev, 1, MPI_INT, nd, 1, MPI_INT, node);
+    if (mpi != MPI_SUCCESS) {
+        free(nd);
+        return mw_mpi_err(mpi, "NCCL set-up: MPI_Allgather");
+    }
+    for (int i = 1; i < L && rc == MW_OK; i++)
+        if (nd[i] != nd[0])
+            rc = mw_err(MW_EDEVICE, "NCCL set-up: local rank %d drives %d GPU%s but local rank "
+                        "0 drives %d; every rank of a node must drive the same number", i,
+                        nd[i], nd[i] == 1 ? "" : "s", nd[0]);
+    free(nd);
+    if (rc != MW_OK || L == 1)
+        return rc;
+
+    size_t per = (size_t)ndev * PCI_LEN;
+    char *all = calloc((size_t)L, per);
+    if (!all)
+        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
+    mpi = MPI_Allgather(pci, (int)per, MPI_CHAR, all, (int)per, MPI_CHAR, node);
+    if (mpi != MPI_SUCCESS) {
+        free(all);
+        return mw_mpi_err(mpi, "NCCL set-up: MPI_Allgather");
+    }
+    size_t total = (size_t)L * (size_t)ndev;
+    for (size_t i = 0; i < total && rc == MW_OK; i++)
+        for (size_t j = i + 1; j < total && rc == MW_OK; j++) {
+            const char *a = all + i * PCI_LEN, *b = all + j * PCI_LEN;
+            if (*a && strcmp(a, b) == 0)
+                rc = mw_err(MW_EDEVICE, "NCCL set-up: local ranks %d and %d both drive the GPU "
+                            "at PCI %s; NCCL needs every GPU of a node driven by one rank only: "
+                            "start at most as many ranks per node as it has GPUs, or use "
+                            "--device cpu", (int)(i / (size_t)ndev), (int)(j / (size_t)ndev), a);
+        }
+    free(all);
+    return rc;
+}
+
+/* Every node the same number of GPUs (the shards of the cross-node rings must line up), and
+ * no node failed its own checks. Collective over cross: every node's local rank 0 is in the
+ * same cross communicator, so with the node agreement that follows every rank learns. */
+static mw_status check_cross(mw_nccl *n, MPI_Comm cross, mw_status mine)
+{
+    if (cross == MPI_COMM_NULL || n->nnodes <= 1)
+        return mine;
+    int v[3] = {n->G, -n->G, -(mine != MW_OK)}, m[3];
+    int mpi = MPI_Allreduce(v, m, 3, MPI_INT, MPI_MIN, cross);
+    if (mine != MW_OK)
+        return mine;
+    if (mpi != MPI_SUCCESS)
+        return mw_mpi_err(mpi, "NCCL set-up: MPI_Allreduce");
+    if (m[2])
+        return mw_err(MW_EDEVICE, "NCCL set-up failed on another node (see its message)");
+    if (m[0] != -m[1])
+        return mw_err(MW_EDEVICE, "NCCL set-up: the nodes have different numbers of GPUs in use "
+                      "(%d to %d); the hierarchical all-reduce needs the same number of ranks "
+                      "and GPUs per rank on every node", m[0], -m[1]);
+    return MW_OK;
+}
+
+/* Local rank 0 creates the NCCL id; everyone on the node receives it (or local rank 0's
+ * failure) with the timeout. */
+static mw_status share_id(mw_nccl *n, MPI_Comm node, ncclUniqueId *id)
+{
+    struct {
+        int ok;
+        char msg[200];
+        ncclUniqueId id;
+    } h;
+    memset(&h, 0, sizeof h);
+    if (n->local_rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&h.id);
+        h.ok = r == ncclSuccess;
+        if (!h.ok) {
+            const char *last = ncclGetLastError(NULL);
+            snprintf(h.msg, sizeof h.msg, "ncclGetUniqueId on local rank 0: %s%s%s%s",
+                     ncclGetErrorString(r), last && *last ? " (" : "", last ? last : "",
+                     last && *last ? ")" : "");
+        }
+    }
+    if (node != MPI_COMM_NULL && n->local_size > 1) {
+        mw_wait_ctx w = {"NCCL set-up (broadcast of the NCCL id over the node)", -1, n->timeout};
+        MW_TRY(mw_comm_bcast(&w, &h, (int)sizeof h, MPI_BYTE, 0, node));
+    }
+    if (!h.ok) {
+        h.msg[sizeof h.msg - 1] = '\0';
+        return mw_err(MW_EDEVICE, "NCCL set-up: %s; check NCCL_SOCKET_IFNAME and that the "
+                      "node's network interface is up", h.msg);
+    }
+    *id = h.id;
+    return MW_OK;
+}
+
+/* Join the node's communicator: NCCL rank local rank x ndev + d for device d, non-blocking, in
+ * one group when this process drives several GPUs. */
+static mw_status init_comms(mw_nccl *n, ncclUniqueId id)
+{
+    static const char op[] = "NCCL set-up (communicator)";
+    ncclResult_t r;
+    int grouped = n->ndev > 1;
+    if (grouped && (r = ncclGroupStart()) != ncclSuccess)
+        return nccl_fail(n, op, -1, 0, "ncclGroupStart", r);
+    ncclResult_t bad = ncclSuccess;
+    cudaError_t cbad = cudaSuccess;
+    int bad_d = 0;
+    for (int d = 0; d < n->ndev && bad == ncclSuccess && cbad == cudaSuccess; d++) {
+        bad_d = d;
+        cbad = cudaSetDevice(n->devices[d]);
+        if (cbad != cudaSuccess)
+            break;
+        ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+        n->cfg[d] = init;
+        n->cfg[d].blocking = 0;
+        r = ncclCommInitRankConfig(&n->comms[d], n->G, id, n->local_rank * n->ndev + d,
+                                   &n->cfg[d]);
+        if (!nccl_ok(r))
+            bad = r;
+    }
+    if (grouped) {
+        r = ncclGroupEnd();
+        if (!nccl_ok(r) && bad == ncclSuccess && cbad == cudaSuccess) {
+            bad = r;
+            bad_d = 0;
+        }
+    }
+    if (cbad != cudaSuccess)
+        return cuda_fail(n, op, -1, bad_d, "cudaSetDevice", cbad);
+    if (bad != ncclSuccess)
+        return nccl_fail(n, op, -1, bad_d, grouped ? "ncclCommInitRankConfig (grouped)"
+                                                   : "ncclCommInitRankConfig", bad);
+    return wait_idle(n, op, -1, 0);
+}
+
+mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
+                       const int *devices, double timeout)
+{
+    *out = NULL;
+    mw_nccl *n = calloc(1, sizeof *n);
+    if (!n)
+        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
+    mw_ring_init(&n->ring);
+    n->timeout = timeout;
+    n->local_size = n->nnodes = 1;
+    mw_status rc = MW_OK;
+    char *pci = calloc(ndev_local > 0 ? (size_t)ndev_local : 1, PCI_LEN);
+    if (!pci) {
+        rc = mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
+        goto fail;
+    }
+    int cross_rank = 0;
+    if (node != MPI_COMM_NULL)
+        MW_TRY_GOTO(comm_place(node, &n->local_rank, &n->local_size), rc, fail);
+    if (cross != MPI_COMM_NULL)
+        MW_TRY_GOTO(comm_place(cross, &cross_rank, &n->nnodes), rc, fail);
+
+    /* 1. Checks, agreed so that every rank of the node returns the same status (and every
+     *    node learns of a failed one), before anything waits on a peer. */
+    rc = check_local(n, ndev_local, devices, pci);
+    if (node != MPI_COMM_NULL)
+        rc = mw_agree(node, rc, NULL);
+    if (rc == MW_OK && node != MPI_COMM_NULL)
+        rc = check_node(n, node, ndev_local, pci);
+    n->G = n->local_size * (n->ndev > 0 ? n->ndev : 1);
+    rc = check_cross(n, cross, rc);
+    if (node != MPI_COMM_NULL)
+        rc = mw_agree(node, rc, NULL);
+    if (rc != MW_OK)
+        goto fail;
+
+    /* 2. The NCCL id from local rank 0, our streams, then the communicator. */
+    ncclUniqueId id;
+    MW_TRY_GOTO(share_id(n, node, &id), rc, fail);
+    for (int d = 0; d < n->ndev; d++) {
+        MW_TRY_GOTO(set_device(n, "NCCL set-up", -1, d), rc, fail);
+        cudaError_t e = cudaStreamCreateWithFlags(&n->own[d], cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            rc = cuda_fail(n, "NCCL set-up", -1, d, "cudaStreamCreateWithFlags", e);
+            goto fail;
+        }
+    }
+    MW_TRY_GOTO(init_comms(n, id), rc, fail);
+
+    /* 3. The cross-node ring, when there are other nodes. */
+    if (n->nnodes > 1)
+        MW_TRY_GOTO(mw_ring_open(&n->ring, cross, "NCCL all-reduce (cross-node ring)", timeout),
+                    rc, fail);
+    free(pci);
+    *out = n;
+    return MW_OK;
+fail:
+    free(pci);
+    abort_all(n);
+    mw_nccl_close(&n);
+    return rc;
+}
+
+/* ---- the all-reduce ---------------------------------------------------------------------- */
+
+typedef enum { ENQ_ALLREDUCE, ENQ_SCATTER, ENQ_GATHER } enq_kind;
+
+/* Enqueue one collective step on every device of this process in one NCCL group, then wait
+ * until NCCL has put it on the streams (not until it has run):
+ *   ENQ_ALLREDUCE  ncclAllReduce of count floats, in place.
+ *   ENQ_SCATTER    ncclReduceScatter in place (GPU g keeps shard g, `shard` floats at
+ *                  g x shard) and ncclReduce of the `tail` floats after G x shard to GPU 0.
+ *   ENQ_GATHER     the inverse: ncclAllGather in place and ncclBroadcast of the tail. */
+static mw_status enqueue(mw_nccl *n, const char *op, long step, enq_kind kind, float **bufs,
+                         size_t count, size_t shard, size_t tail)
+{
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return nccl_fail(n, op, step, 0, "ncclGroupStart", r);
+    const char *call = NULL;
+    ncclResult_t bad = ncclSuccess;
+    cudaError_t cbad = cudaSuccess;
+    int bad_d = 0;
+    const size_t main_count = (size_t)n->G * shard;
+    for (int d = 0; d < n->ndev && !call; d++) {
+        bad_d = d;
+        if ((cbad = cudaSetDevice(n->devices[d])) != cudaSuccess) {
+            call = "cudaSetDevice";
+            break;
+        }
+        float *b = bufs[d];
+        size_t g = (size_t)n->local_rank * (size_t)n->ndev + (size_t)d;
+        ncclComm_t c = n->comms[d];
+        cudaStream_t s = n->cur[d];
+        switch (kind) {
+        case ENQ_ALLREDUCE:
+            if (!nccl_ok(r = ncclAllReduce(b, b, count, ncclFloat, ncclSum, c, s)))
+                call = "ncclAllReduce";
+            break;
+        case ENQ_SCATTER:
+            if (shard && !nccl_ok(r = ncclReduceScatter(b, b + g * shard, shard, ncclFloat,
+                                                        ncclSum, c, s)))
+                call = "ncclReduceScatter";
+            else if (tail && !nccl_ok(r = ncclReduce(b + main_count, b + main_count, tail,
+                                                     ncclFloat, ncclSum, 0, c, s)))
+                call = "ncclReduce";
+            break;
+        case ENQ_GATHER:
+            if (shard && !nccl_ok(r = ncclAllGather(b + g * shard, b, shard, ncclFloat, c, s)))
+                call = "ncclAllGather";
+            else if (tail && !nccl_ok(r = ncclBroadcast(b + main_count, b + main_count, tail,
+                                                        ncclFloat, 0, c, s)))
+                call = "ncclBroadcast";
+            break;
+        }
+        if (call && cbad == cudaSuccess)
+            bad = r;
+    }
+    /* End the group even after a failure, so this thread's NCCL state stays consistent. */
+    r = ncclGroupEnd();
+    if (cbad != cudaSuccess)
+        return cuda_fail(n, op, step, bad_d, call, cbad);
+    if (call)
+        return nccl_fail(n, op, step, bad_d, call, bad);
+    if (!nccl_ok(r))
+        return nccl_fail(n, op, step, 0, "ncclGroupEnd", r);
+    return wait_idle(n, op, step, 0);
+}
+
+/* Copy count floats between each device buffer (at element dev_off(d)) and the host staging
+ * buffer (at d x shard), plus the tail on local rank 0's first device; enqueued on the streams. */
+static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size_t shard,
+                       size_t tail, int to_host)
+{
+    const size_t main_count = (size_t)n->G * shard;
+    for (int d = 0; d < n->ndev; d++) {
+        MW_TRY(set_device(n, op, step, d));
+        size_t g = (size_t)n->local_rank * (size_t)n->ndev + (size_t)d;
+        float *dev = bufs[d] + g * shard, *host = n->host + (size_t)d * shard;
+        size_t len = shard;
+        cudaError_t e = cudaSuccess;
+        if (len)
+            e = to_host ? cudaMemcpyAsync(host, dev, len * sizeof(float), cudaMemcpyDeviceToHost,
+                                          n->cur[d])
+                        : cudaMemcpyAsync(dev, host, len * sizeof(float), cudaMemcpyHostToDevice,
+                                          n->cur[d]);
+        if (e == cudaSuccess && tail && n->local_rank == 0 && d == 0) {
+            float *tdev = bufs[0] + main_count, *thost = n->host + (size_t)n->ndev * shard;
+            e = to_host ? cudaMemcpyAsync(thost, tdev, tail * sizeof(float),
+                                          cudaMemcpyDeviceToHost, n->cur[0])
+                        : cudaMemcpyAsync(tdev, thost, tail * sizeof(float),
+                                          cudaMemcpyHostToDevice, n->cur[0]);
+        }
+        if (e != cudaSuccess)
+            return cuda_fail(n, op, step, d, "cudaMemcpyAsync", e);
+    }
+    return MW_OK;
+}
+
+/* Grow the pinned staging buffer to count floats (portable: any of our devices may copy). */
+static mw_status reserve_host(mw_nccl *n, const char *op, long step, size_t count)
+{
+    if (count <= n->host_count)
+        return MW_OK;
+    if (n->host) {
+        cudaError_t e = cudaFreeHost(n->host);
+        n->host = NULL;
+        n->host_count = 0;
+        if (e != cudaSuccess)
+            return cuda_fail(n, op, step, 0, "cudaFreeHost", e);
+    }
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, count * sizeof(float), cudaHostAllocPortable);
+    if (e != cudaSuccess)
+        return fail(n, MW_ENOMEM, op, step, 0, "cudaHostAlloc of %zu bytes of pinned memory: %s",
+                    count * sizeof(float), cudaGetErrorString(e));
+    n->host = p;
+    n->host_count = count;
+    return MW_OK;
+}
+
+mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+{
+    char at[48];
+    if (!n)
+        return mw_err(MW_EINTERNAL, "NCCL all-reduce: the NCCL communicator is not open");
+    if (n->failed)
+        return mw_err(MW_EDEVICE, "NCCL all-reduce%s: the NCCL communicator was aborted after "
+                      "an earlier failure", at_step(at, sizeof at, step));
+    if (count == 0)
+        return MW_OK;
+    for (int d = 0; d < n->ndev; d++)
+        n->cur[d] = streams ? (cudaStream_t)streams[d] : n->own[d];
+
+    if (n->nnodes == 1) {
+        static const char op[] = "NCCL all-reduce";
+        MW_TRY(enqueue(n, op, step, ENQ_ALLREDUCE, bufs, count, 0, 0));
+        return wait_idle(n, op, step, 1);
+    }
+
+    /* Several nodes: shard g of count / G on GPU g of each node, the rest (the tail, fewer than
+     * G floats) on GPU 0; this process stages its ndev shards (+ the tail on local rank 0),
+     * which are contiguous in the host buffer and the same length on every node. */
+    const size_t shard = count / (size_t)n->G, tail = count % (size_t)n->G;
+    const size_t staged = (size_t)n->ndev * shard + (n->local_rank == 0 ? tail : 0);
+    if (n->G > 1)
+        MW_TRY(enqueue(n, "NCCL all-reduce (reduce-scatter inside the node)", step, ENQ_SCATTER,
+                       bufs, count, shard, tail));
+    if (staged > 0) {
+        static const char down[] = "NCCL all-reduce (copy of the shards to the host)";
+        MW_TRY(reserve_host(n, down, step, staged));
+        MW_TRY(stage(n, down, step, bufs, shard, tail, 1));
+        MW_TRY(wait_idle(n, down, step, 1));
+    }
+    /* Every rank runs its ring, even with nothing staged: the ring returns at once then, on
+     * every rank of it alike (same local rank, so same length). */
+    mw_status rc = mw_ring_sum(&n->ring, n->host, staged, step);
+    if (rc != MW_OK) {
+        abort_all(n); /* the peers' NCCL work will not be matched any more */
+        return rc;
+    }
+    if (staged > 0)
+        MW_TRY(stage(n, "NCCL all-reduce (copy of the sums to the devices)", step, bufs, shard,
+                     tail, 0));
+    if (n->G > 1)
+        MW_TRY(enqueue(n, "NCCL all-reduce (all-gather inside the node)", step, ENQ_GATHER, bufs,
+                       count, shard, tail));
+    return wait_idle(n, "NCCL all-reduce (all-gather inside the node)", step, 1);
+}
+
+/* ---- the rest ---------------------------------------------------------------------------- */
+
+void mw_nccl_close(mw_nccl **pn)
+{
+    mw_nccl *n = pn ? *pn : NULL;
+    if (!n)
+        return;
+    *pn = NULL;
+    static const char op[] = "NCCL shutdown";
+    /* Finalize (flushes, and waits for the peers under the timeout), then destroy; any
+     * failure on the way aborts instead. */
+    for (int d = 0; d < n->ndev && n->comms && !n->failed; d++) {
+        ncclResult_t r = ncclCommFinalize(n->comms[d]);
+        if (!nccl_ok(r))
+            nccl_fail(n, op, -1, d, "ncclCommFinalize", r);
+    }
+    if (n->comms && !n->failed && wait_idle(n, op, -1, 0) == MW_OK) {
+        for (int d = 0; d < n->ndev; d++) {
+            ncclResult_t r = ncclCommDestroy(n->comms[d]);
+            n->comms[d] = NULL;
+            if (r != ncclSuccess)
+                mw_err(MW_EDEVICE, "%s on CUDA device %d: ncclCommDestroy: %s", op,
+                       n->devices[d], ncclGetErrorString(r));
+        }
+    }
+    abort_all(n); /* whatever is left after a failure */
+    for (int d = 0; n->own && d < n->ndev; d++) {
+        if (!n->own[d])
+            continue;
+        cudaError_t e = cudaSetDevice(n->devices[d]);
+        if (e == cudaSuccess)
+            e = cudaStreamDestroy(n->own[d]);
+        if (e != cudaSuccess)
+            mw_err(MW_EDEVICE, "%s on CUDA device %d: cudaStreamDestroy: %s", op, n->devices[d],
+                   cudaGetErrorString(e));
+    }
+    if (n->host) {
+        cudaError_t e = cudaFreeHost(n->host);
+        if (e != cudaSuccess)
+            mw_err(MW_EDEVICE, "%s: cudaFreeHost: %s", op, cudaGetErrorString(e));
+    }
+    mw_ring_close(&n->ring);
+    free(n->devices);
+    free(n->cfg);
+    free(n->comms);
+    free(n->own);
+    free(n->cur);
+    free(n);
+}
+
+int mw_nccl_node_gpus(const mw_nccl *n)
+{
+    return n ? n->G : 0;
+}
+
+int mw_nccl_nodes(const mw_nccl *n)
+{
+    return n ? n->nnodes : 0;
+}
+
+const char *mw_nccl_version_string(void)
+{
+    static char buf[64];
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) {
+        snprintf(buf, sizeof buf, "NCCL %d.%d.%d (headers; ncclGetVersion failed)", NCCL_MAJOR,
+                 NCCL_MINOR, NCCL_PATCH);
+        return buf;
+    }
+    /* NCCL_VERSION(X, Y, Z): X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z after. */
+    if (v >= 10000)
+        snprintf(buf, sizeof buf, "NCCL %d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
+    else
+        snprintf(buf, sizeof buf, "NCCL %d.%d.%d", v / 1000, v % 1000 / 100, v % 100);
+    return buf;
+}

@@ -1,0 +1,71 @@
+/* The hierarchical all-reduce on GPUs: NCCL among the GPUs of a node, the MPI ring between
+ * nodes (Horovod's pattern). Plain C with no CUDA or NCCL types, so the worker and the tests
+ * include it in every build; cluster/nccl_stub.c gives the same functions in a build without
+ * CUDA/NCCL, each failing with MW_EDEVICE.
+ *
+ * One NCCL communicator spans every GPU of the node. Its ranks are numbered
+ * local rank x ndev_local + d, where a process drives ndev_local GPUs (1: one rank per GPU; more:
+ * one rank driving several GPUs as replicas, with ncclGroupStart/End around its per-device
+ * calls). Every node must have the same number of ranks and each the same ndev_local.
+ *
+ * A sum over every GPU of the cluster, in place on each device buffer:
+ *   one node     ncclAllReduce.
+ *   several      ncclReduceScatter inside the node (GPU g keeps shard g of count / G, G = GPUs
+ *                per node), each process copies its shards to pinned host memory, runs the MPI
+ *                ring (cluster/ring.h) over `cross` with the ranks of its local rank on the
+ *                other nodes (every local rank its own shards, in parallel), copies back, and
+ *                ncclAllGather rebuilds the buffer. The count % G floats that do not fill a
+ *                shard go with local rank 0's shards: ncclReduce to GPU 0 of the node, the ring,
+ *                ncclBroadcast back.
+ *
+ * Failing loudly, never hanging: NCCL runs in non-blocking mode (config.blocking = 0). Every
+ * wait on NCCL work polls ncclCommGetAsyncError and cudaStreamQuery under the collective
+ * timeout; on an error or past the timeout the communicator is aborted (ncclCommAbort, which
+ * also stops kernels stuck waiting for a dead peer) and the call returns MW_EDEVICE or
+ * MW_ETIMEOUT with a message naming the operation, the step, the device and what failed. An
+ * aborted object only fails from then on; close it. */
+#ifndef MW_CLUSTER_NCCL_H
+#define MW_CLUSTER_NCCL_H
+
+#include <stddef.h>
+
+#include <mpi.h>
+
+#include "common/status.h"
+
+typedef struct mw_nccl mw_nccl;
+
+/* Collective over node (the topology's node_comm; MPI_COMM_NULL: this process alone) and, for
+ * the checks, cross (the topology's cross; MPI_COMM_NULL: one node). devices: the ndev_local
+ * CUDA device ordinals this process drives (copied). Local rank 0 creates the NCCL id
+ * (ncclGetUniqueId) and broadcasts it over node with the timeout; then every process joins the
+ * communicator and waits for it under the timeout (seconds; <= 0: forever).
+ *
+ * Checked first and agreed by every rank, so all return the same status: equal ndev_local on
+ * the node, no GPU (by PCI bus id) driven twice on a node (NCCL needs one rank per GPU: ranks
+ * sharing GPUs round-robin cannot use it), and the same number of GPUs on every node.
+ * MW_EDEVICE (or MW_ETIMEOUT) with one message; *out is NULL then. */
+mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
+                       const int *devices, double timeout);
+
+/* bufs[d] (device memory on devices[d], count floats) = the sum over every GPU of the cluster
+ * of its bufs[d], in place. Collective: every process calls it with the same count. streams:
+ * NULL (the object's own streams; the caller must have finished writing bufs) or ndev_local
+ * cudaStream_t values, one per device (e.g. mw_cuda_stream of the compute context, so the
+ * reduction follows the backward pass in stream order). Returns when the sums are in bufs and
+ * the streams are idle. step (>= 0) is named in messages; -1 when not in a step. */
+mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step);
+
+/* Finalize and destroy the communicator (ncclCommFinalize polled under the timeout, then
+ * ncclCommDestroy), or ncclCommAbort after a failure; free everything; *n = NULL. Safe on
+ * NULL. */
+void mw_nccl_close(mw_nccl **n);
+
+/* GPUs per node (NCCL ranks of the node's communicator) and nodes of the ring. */
+int mw_nccl_node_gpus(const mw_nccl *n);
+int mw_nccl_nodes(const mw_nccl *n);
+
+/* "NCCL 2.28.9" (the library linked), or "NCCL: not built". Static storage; never NULL. */
+const char *mw_nccl_version_string(void);
+
+#endif
