@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster/comm.h"
 #include "common/timer.h"
@@ -145,6 +146,9 @@ static mw_status shm_barrier(mw_allreduce *ar, const char *op)
     for (int j = 0; j < ar->local_size; j++) {
         for (unsigned long spin = 0;
              __atomic_load_n(&ar->flags[j * FLAG_STRIDE], __ATOMIC_ACQUIRE) < e; spin++) {
+            /* more ranks than cores: the rank we wait for needs our core */
+            if (spin >= ar->yield_after)
+                sched_yield();
             if (spin % 1024 != 1023)
                 continue;
             double now = mw_now();
@@ -160,8 +164,6 @@ static mw_status shm_barrier(mw_allreduce *ar, const char *op)
                               "stopped, dead or unreachable",
                               op, at, now - t0, ar->node_peer[j], j, ar->timeout);
             }
-            if (spin > 65536)
-                sched_yield();
         }
     }
     return MW_OK;
@@ -348,6 +350,12 @@ mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI
     }
     free(ids);
     MPI_Group_free(&tg);
+    /* Spin while waiting, unless the node has more ranks than cores: then
+     * give the core away almost at once, or we spin on the waited-for
+     * rank's time slice. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    ar->yield_after = ncpu > 0 && ar->local_size > ncpu ? 8 : 65536;
+    mw_comm_set_yield_after(ar->yield_after);
     int ok = 0;
     MW_TRY(setup_shared(ar, &ok));
     ar->hier_ok = ok;

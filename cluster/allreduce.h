@@ -46,6 +46,7 @@ typedef struct {
     int *node_peer;  /* train rank of each local rank, for messages (owned) */
     double timeout;
     long step;       /* for timeout messages; set by the caller */
+    unsigned long yield_after; /* spins before sched_yield in waits */
 } mw_allreduce;
 
 void mw_allreduce_init(mw_allreduce *ar);

@@ -6,6 +6,13 @@
 
 #include "common/timer.h"
 
+static unsigned long yield_after = 4096;
+
+void mw_comm_set_yield_after(unsigned long polls)
+{
+    yield_after = polls;
+}
+
 mw_status mw_mpi_err(int code, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
@@ -24,6 +31,8 @@ mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int
             return mw_mpi_err(rc, w->op);
         if (done)
             return MW_OK;
+        if (spin >= yield_after)
+            sched_yield();
         if (spin % 256 != 255)
             continue;
         /* Past the first few microseconds, check the clock and let others run. */
@@ -52,8 +61,6 @@ mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int
             return mw_err(MW_ETIMEOUT, "collective timeout: %s%s waited %.0f s "
                           "(--collective-timeout %.0f)", w->op, at, now - t0, w->timeout);
         }
-        if (spin > 4096)
-            sched_yield();
     }
 }
 

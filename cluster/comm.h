@@ -26,6 +26,10 @@ mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int
 mw_status mw_comm_bcast(const mw_wait_ctx *w, void *buf, int count, MPI_Datatype type, int root,
                         MPI_Comm comm);
 
+/* Polls before a wait starts yielding the core (default 4096; the
+ * all-reduce lowers it when a node has more ranks than cores). */
+void mw_comm_set_yield_after(unsigned long polls);
+
 /* Turn an MPI error code into MW_EMPI with the MPI error string. */
 mw_status mw_mpi_err(int code, const char *what);
 

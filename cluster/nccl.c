@@ -265,25 +265,26 @@ static mw_status check_node(mw_nccl *n, MPI_Comm node, int ndev, const char *pci
     return rc;
 }
 
-/* Every node the same number of GPUs (the shards of the cross-node rings must line up), and
- * no node failed its own checks. Collective over cross: every node's local rank 0 is in the
- * same cross communicator, so with the node agreement that follows every rank learns. */
+/* Every node the same number of ranks and GPUs per rank (so the shards of the cross-node rings
+ * line up), and no node failed its own checks. Collective over cross: every node's local rank
+ * 0 is in the same cross communicator, so with the node agreement that follows every rank of
+ * every node learns the outcome. */
 static mw_status check_cross(mw_nccl *n, MPI_Comm cross, mw_status mine)
 {
     if (cross == MPI_COMM_NULL || n->nnodes <= 1)
         return mine;
-    int v[3] = {n->G, -n->G, -(mine != MW_OK)}, m[3];
-    int mpi = MPI_Allreduce(v, m, 3, MPI_INT, MPI_MIN, cross);
+    int v[5] = {n->local_size, -n->local_size, n->ndev, -n->ndev, -(mine != MW_OK)}, m[5];
+    int mpi = MPI_Allreduce(v, m, 5, MPI_INT, MPI_MIN, cross);
     if (mine != MW_OK)
         return mine;
     if (mpi != MPI_SUCCESS)
         return mw_mpi_err(mpi, "NCCL set-up: MPI_Allreduce");
-    if (m[2])
+    if (m[4])
         return mw_err(MW_EDEVICE, "NCCL set-up failed on another node (see its message)");
-    if (m[0] != -m[1])
-        return mw_err(MW_EDEVICE, "NCCL set-up: the nodes have different numbers of GPUs in use "
-                      "(%d to %d); the hierarchical all-reduce needs the same number of ranks "
-                      "and GPUs per rank on every node", m[0], -m[1]);
+    if (m[0] != -m[1] || m[2] != -m[3])
+        return mw_err(MW_EDEVICE, "NCCL set-up: the nodes differ: %d to %d ranks per node, %d to "
+                      "%d GPUs per rank; the hierarchical all-reduce needs the same on every "
+                      "node", m[0], -m[1], m[2], -m[3]);
     return MW_OK;
 }
 

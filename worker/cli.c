@@ -51,6 +51,7 @@ enum {
     F_TASK,
     F_PORT,
     F_MODEL,
+    F_DEVICE,
     F_QUIET,
     F_VERBOSE,
     F_HELP,
@@ -113,6 +114,9 @@ static const flag flags[F_COUNT] = {
     [F_PORT] = {"port", "P", "first port of each host's tasks (default 2222)"},
     [F_MODEL] = {"model", "FILE", "Keras Sequential model JSON (model.to_json()); default: "
                  "the tutorial CNN"},
+    [F_DEVICE] = {"device", "auto|cpu|gpu",
+                  "where to train: auto uses the CPU when no CUDA device is found and says "
+                  "so; gpu without a device is an error (default auto)"},
     [F_QUIET] = {"quiet", NULL, "only warnings and errors on stderr"},
     [F_VERBOSE] = {"verbose", NULL, "debug messages on stderr"},
     [F_HELP] = {"help", NULL, "show this help"},
@@ -133,6 +137,7 @@ static unsigned flag_cmds(int f)
     case F_BATCH:
     case F_MICRO:
     case F_TIMEOUT:
+    case F_DEVICE:
         return C_TRAIN | C_EVAL;
     case F_OUTPUT:
         return C_EXPORT;
@@ -443,6 +448,12 @@ static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
                 return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
             o->model_path = v;
             break;
+        case F_DEVICE: {
+            static const char *const names[] = {"auto", "cpu", "gpu"};
+            MW_TRY(parse_choice(name, v, names, 3, &tmp));
+            o->device = names[tmp];
+            break;
+        }
         case F_QUIET:
             c->log_level = MW_LOG_WARN;
             break;

@@ -31,6 +31,7 @@
 #include "common/arena.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "kernels/cuda/cuda.h"
 #include "common/log.h"
 #include "common/rng.h"
 #include "worker/checkpoint.h"
@@ -62,6 +63,7 @@ void mw_train_opts_default(mw_train_opts *o)
     o->checkpoint_every_epochs = 2;
     o->keep_checkpoints = 5;
     o->summary_dir = "./logs";
+    o->device = "auto";
     o->collective_timeout = 300.0;
 }
 
@@ -125,6 +127,22 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     t->saved_step = -1;
     t->model_json = "";
 
+    /* --device: the GPU training loop is not wired yet, so a rank that would
+     * get GPUs says so; auto without a device trains on the CPU and says why */
+    int use_gpu = 0, first_dev = 0, ndev = 0;
+    char why[256] = "";
+    MW_TRY(mw_cuda_select(o->device, topo->local_rank, topo->local_size > 0 ? topo->local_size : 1,
+                          &use_gpu, &first_dev, &ndev, why, sizeof why));
+    if (use_gpu && strcmp(o->device, "gpu") == 0)
+        return mw_err(MW_EUNSUPPORTED,
+                      "--device gpu: found CUDA device(s) %d..%d for this rank, but training on "
+                      "GPUs is not implemented yet (the CUDA kernels and NCCL collectives are "
+                      "built and tested separately); use --device cpu",
+                      first_dev, first_dev + ndev - 1);
+    if (t->rank == 0 && (why[0] || use_gpu))
+        mw_log_info("%s", use_gpu ? "CUDA devices found, but training on GPUs is not "
+                                    "implemented yet: training on the CPU"
+                                  : why);
     int threads = o->threads > 0 ? o->threads : cpu_count() / t->local_size;
     if (threads < 1)
         threads = 1;
@@ -514,6 +532,23 @@ static void teardown(trainer *t)
     mw_model_free(&t->model);
 }
 
+/* A zeroed trainer whose parts are all in their init state (teardown-safe). */
+static trainer *trainer_new(void)
+{
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    mw_dataset_init(&t->train);
+    mw_dataset_init(&t->test);
+    mw_allreduce_init(&t->ar);
+    mw_summary_init(&t->sum);
+    for (int i = 0; i < MAX_THREADS; i++)
+        mw_model_ws_init(&t->ws[i]);
+    t->eval_rank = -1;
+    t->eval_req[0] = t->eval_req[1] = MPI_REQUEST_NULL;
+    return t;
+}
+
 static void apply_update(trainer *t)
 {
     const mw_train_opts *o = t->o;
@@ -763,16 +798,9 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
  * summaries (<summary-dir>/eval), until the chief says training has finished. */
 static mw_status run_evaluator(const mw_train_opts *o, const mw_topology *topo, int *mid_run)
 {
-    trainer *t = calloc(1, sizeof *t);
+    trainer *t = trainer_new();
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");
-    mw_dataset_init(&t->train);
-    mw_dataset_init(&t->test);
-    mw_allreduce_init(&t->ar);
-    mw_summary_init(&t->sum);
-    for (int i = 0; i < MAX_THREADS; i++)
-        mw_model_ws_init(&t->ws[i]);
-    t->eval_rank = -1;
     mw_status rc = setup_local(t, o, topo);
     /* evaluation here is a world of one */
     t->comm = MPI_COMM_SELF, t->rank = 0, t->world = 1;
@@ -854,20 +882,13 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
     if (topo->is_evaluator)
         return run_evaluator(o, topo, mid_run);
     const int has_eval = topo->ntrain < topo->world_size;
-    trainer *t = calloc(1, sizeof *t);
+    trainer *t = trainer_new();
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");
-    mw_dataset_init(&t->train);
-    mw_dataset_init(&t->test);
-    mw_allreduce_init(&t->ar);
-    for (int i = 0; i < MAX_THREADS; i++)
-        mw_model_ws_init(&t->ws[i]);
     /* Local failures (data, memory) are agreed before the first collective,
      * so a failing rank never leaves the others blocked in it; then the
      * collective set-up, agreed the same way. */
-    mw_summary_init(&t->sum);
     t->eval_rank = has_eval ? topo->ntrain : -1;
-    t->eval_req[0] = t->eval_req[1] = MPI_REQUEST_NULL;
     mw_status rc = setup_local(t, o, topo);
     if (rc == MW_OK && t->rank == 0 && (checkpointing(o) || o->resume))
         rc = check_writable(o->checkpoint_dir);
@@ -911,12 +932,6 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
 /* Set-up shared by eval and export: data, model and the restored weights. */
 static mw_status open_restored(trainer *t, const mw_train_opts *o, const mw_topology *topo)
 {
-    mw_dataset_init(&t->train);
-    mw_dataset_init(&t->test);
-    mw_allreduce_init(&t->ar);
-    mw_summary_init(&t->sum);
-    for (int i = 0; i < MAX_THREADS; i++)
-        mw_model_ws_init(&t->ws[i]);
     if (topo->ntrain != topo->world_size)
         return mw_err(MW_EUNSUPPORTED, "eval and export run on training tasks only; remove "
                       "cluster.evaluator from the TF_CONFIG");
@@ -927,7 +942,7 @@ static mw_status open_restored(trainer *t, const mw_train_opts *o, const mw_topo
 
 mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
 {
-    trainer *t = calloc(1, sizeof *t);
+    trainer *t = trainer_new();
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");
     mw_status rc = open_restored(t, o, topo);
@@ -950,7 +965,7 @@ mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
 
 mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo)
 {
-    trainer *t = calloc(1, sizeof *t);
+    trainer *t = trainer_new();
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");
     mw_status rc = open_restored(t, o, topo);

@@ -46,6 +46,7 @@ typedef struct {
     int test_examples;            /* evaluate on the first N test examples (0: all) */
     const char *export_path;      /* `export --output` */
     const char *model_path;       /* --model: Keras JSON (NULL: the tutorial CNN) */
+    const char *device;           /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (300) */
 } mw_train_opts;

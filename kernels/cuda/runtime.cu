@@ -93,6 +93,29 @@ extern "C" int mw_cuda_device_count(void)
     return n;
 }
 
+extern "C" int mw_cuda_probe(char *reason, size_t reason_len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    (void)cudaGetLastError(); /* leave no pending error behind */
+    if (e != cudaSuccess)
+        n = 0;
+    if (n <= 0 && reason && reason_len) {
+        if (e != cudaSuccess)
+            snprintf(reason, reason_len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        else
+            snprintf(reason, reason_len, "cudaGetDeviceCount found 0 devices");
+    }
+    return n;
+}
+
+extern "C" void *mw_cuda_stream(const mw_kctx *k)
+{
+    if (!k || !k->dev)
+        return NULL;
+    return (void *)((const mw_cuda_dev *)k->dev)->stream;
+}
+
 static __global__ void fill_kernel(float *p, size_t count, float v)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;

@@ -66,27 +66,28 @@ mw_status mw_cuda_select_with(const char *mode, int count, const char *reason, i
     }
 
     int first = 0, n = 0;
-    int sharing = mw_cuda_divide(local_rank, local_size, count, &first, &n);
+    mw_cuda_divide(local_rank, local_size, count, &first, &n);
     *use_gpu = 1;
     *first_device = first;
     *ndevices = n;
     char mine[48];
     device_range(mine, sizeof mine, first, n);
-    if (sharing > 1)
+    if (local_size > count) {
         snprintf(why, why_len,
                  "warning: %d ranks on this node share its %d CUDA device%s round-robin (local "
-                 "rank %d on %s, with %d rank%s in all): slower, and NCCL cannot run with two "
-                 "ranks on one GPU; start at most %d rank%s per node", local_size, count,
-                 count == 1 ? "" : "s", local_rank, mine, sharing, sharing == 1 ? "" : "s",
-                 count, count == 1 ? "" : "s");
-    else if (count % local_size)
+                 "rank %d on %s): slower, and NCCL cannot run with two ranks on one GPU; start "
+                 "at most %d rank%s per node", local_size, count, count == 1 ? "" : "s",
+                 local_rank, mine, count, count == 1 ? "" : "s");
+    } else if (count % local_size) {
+        int idle = count % local_size;
         snprintf(why, why_len,
-                 "warning: local rank %d of %d drives %s; %d of the node's %d CUDA devices stay "
-                 "idle (%d devices do not divide among %d ranks)", local_rank, local_size, mine,
-                 count % local_size, count, count, local_size);
-    else
+                 "warning: local rank %d of %d drives %s; the node's %d CUDA devices do not "
+                 "divide among %d ranks, so %d stay%s idle", local_rank, local_size, mine, count,
+                 local_size, idle, idle == 1 ? "s" : "");
+    } else {
         snprintf(why, why_len, "local rank %d of %d drives %s (of %d on the node)", local_rank,
                  local_size, mine, count);
+    }
     return MW_OK;
 }
 

@@ -3,6 +3,7 @@
  * "no device" and fail cleanly, so the worker and the tests need no #ifdef and
  * fall back to the host. The CUDA kernel twins exist too, so anything naming
  * them still links; calling one only records an error (no context can exist). */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/activation.h"
@@ -99,6 +100,19 @@ mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k)
 const char *mw_cuda_version_string(void)
 {
     return "CUDA: not built";
+}
+
+int mw_cuda_probe(char *reason, size_t reason_len)
+{
+    if (reason && reason_len)
+        snprintf(reason, reason_len, "%s", NOT_BUILT);
+    return -1;
+}
+
+void *mw_cuda_stream(const mw_kctx *k)
+{
+    (void)k;
+    return NULL;
 }
 
 /* The kernel twins: unreachable without a context, but linkable. */

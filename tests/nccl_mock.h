@@ -1,0 +1,42 @@
+/* A host-only stand-in for the CUDA runtime and NCCL calls that cluster/nccl.c makes, linked
+ * into tests/test_nccl_mock.c in place of libcudart and libnccl. It lets the GPU all-reduce's
+ * control flow run on a machine without a GPU: the non-blocking protocol (ncclInProgress, state
+ * polling, streams that are busy for a while), the shard, tail and staging arithmetic, and the
+ * failure paths (asynchronous errors, hangs, aborts), with every device access checked against
+ * the fake device allocations.
+ *
+ * Fake devices are numbered 0..ndev-1 with PCI bus ids "0000:<d>:00.0"; "device memory" is host
+ * memory registered per device (mock_dev_alloc). All NCCL ranks of a communicator must live in
+ * this process (one process per node in the tests); a collective runs when every rank has
+ * posted it, on host memory, summing in rank order. */
+#ifndef MW_TESTS_NCCL_MOCK_H
+#define MW_TESTS_NCCL_MOCK_H
+
+#include <stddef.h>
+
+typedef enum {
+    MOCK_OK,
+    MOCK_ASYNC_ERROR, /* after collective number `at`, the communicators report ncclRemoteError */
+    MOCK_HANG,        /* from collective number `at` on, the streams never become idle */
+    MOCK_COPY_HANG,   /* from copy number `at` on, the streams never become idle */
+    MOCK_INIT_HANG,   /* new communicators never finish their set-up */
+} mock_fault;
+
+/* Reset everything but the misuse count: ndev fake devices, no fault, counters zeroed,
+ * allocations and communicators freed. */
+void mock_reset(int ndev);
+void mock_inject(mock_fault fault, int at);
+/* Fake device memory of nbytes on device dev (host memory, zero-filled); NULL on bad input. */
+void *mock_dev_alloc(int dev, size_t nbytes);
+void mock_dev_free(void *p);
+
+/* Counters since mock_reset. */
+int mock_aborts(void);      /* ncclCommAbort calls */
+int mock_destroys(void);    /* ncclCommDestroy calls */
+int mock_live_comms(void);  /* communicators neither aborted nor destroyed */
+int mock_collectives(void); /* collectives run */
+int mock_violations(void);  /* misuses found since the start (bad pointer, blocking config,
+                               ...); each is printed */
+int mock_pending_error(void); /* a CUDA error left behind for cudaGetLastError (0: none) */
+
+#endif

@@ -1,0 +1,337 @@
+/* Suite 'cuda', under mpiexec -n 2, no GPU needed: cluster/nccl.c linked against the host-only
+ * CUDA/NCCL stand-in (tests/nccl_mock.h) instead of libcudart and libnccl.
+ *
+ * What it proves without a device: the non-blocking protocol is followed (config.blocking = 0,
+ * state polled to ncclSuccess before the next step, busy streams waited out, no stale
+ * cudaErrorNotReady left behind); the shard, tail and staging arithmetic gives the exact sum
+ * on one node (ncclAllReduce, 1 and 3 fake GPUs in one process) and across two fake nodes
+ * (reduce-scatter, host ring, all-gather; 1, 2 and 3 fake GPUs per rank; counts 0, 1, fewer
+ * than the GPUs, 7, a prime, 1M and the largest tail; the callers' streams and the object's
+ * own), with every device access inside the right fake device's memory; the set-up checks
+ * (bad or repeated devices, two ranks on one GPU, unequal ranks of a node, unequal nodes) give
+ * one message on every rank; and an asynchronous NCCL error, a stuck collective and a stuck
+ * set-up end in MW_EDEVICE / MW_ETIMEOUT with the operation, step and device named, every
+ * communicator aborted, and later calls refused.
+ * What it cannot prove: that real NCCL and CUDA behave as the stand-in does (tests/test_nccl.c
+ * checks that on a machine with GPUs). Prints "N passed, M failed"; exits 1 on any failure. */
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cluster/nccl.h"
+#include "cluster/topology.h"
+#include "common/status.h"
+#include "tests/nccl_mock.h"
+
+#define MAX_DEV 4
+#define FAKE_DEVICES 8 /* per process; a node's ranks use disjoint ones */
+#define MAX_COUNT ((size_t)1 << 21)
+
+static int passed, failed, rank, world;
+
+/* Every rank calls check in the same order; all get the verdict of all. */
+static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int check(int ok, const char *fmt, ...)
+{
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) {
+        passed++;
+        return 1;
+    }
+    failed++;
+    if (rank == 0 || !ok) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "FAIL (rank %d): ", rank);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    return 0;
+}
+
+static float value(int q, size_t i)
+{
+    return (float)((q + 1) * (int)(i % 13) - (int)(i % 7));
+}
+
+/* This rank's fake GPUs 0..ndev-1: a buffer of MAX_COUNT floats and a stream on each. */
+typedef struct {
+    int ndev, devs[MAX_DEV];
+    float *buf[MAX_DEV];
+    void *streams[MAX_DEV];
+} gpus;
+
+static void gpus_open(gpus *g, int ndev, int first)
+{
+    memset(g, 0, sizeof *g);
+    g->ndev = ndev;
+    for (int d = 0; d < ndev; d++) {
+        g->devs[d] = first + d;
+        g->buf[d] = mock_dev_alloc(first + d, MAX_COUNT * sizeof(float));
+        cudaStream_t s = NULL;
+        cudaSetDevice(first + d);
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        g->streams[d] = s;
+    }
+}
+
+static void gpus_close(gpus *g)
+{
+    for (int d = 0; d < g->ndev; d++) {
+        mock_dev_free(g->buf[d]);
+        cudaStreamDestroy(g->streams[d]);
+    }
+}
+
+/* Fill, all-reduce, compare with the sequential sum over the nq GPUs of the cluster. */
+static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0, int nq,
+                     const char *layout)
+{
+    for (int d = 0; d < g->ndev; d++)
+        for (size_t i = 0; i < count; i++)
+            g->buf[d][i] = value(q0 + d, i);
+    float guard = 12345.0f; /* the element after count must stay untouched */
+    for (int d = 0; d < g->ndev; d++)
+        g->buf[d][count] = guard;
+    mw_err_clear();
+    mw_status st = mw_nccl_allreduce(n, g->buf, count, own_streams ? NULL : g->streams, 7);
+    int ok = st == MW_OK && mock_pending_error() == 0, bad_d = -1;
+    size_t bad_i = 0;
+    for (int d = 0; d < g->ndev && ok; d++) {
+        for (size_t i = 0; i < count && ok; i++) {
+            float s = 0;
+            for (int q = 0; q < nq; q++)
+                s += value(q, i);
+            if (g->buf[d][i] != s)
+                ok = 0, bad_d = d, bad_i = i;
+        }
+        if (ok && g->buf[d][count] != guard)
+            ok = 0, bad_d = d, bad_i = count;
+    }
+    if (bad_d >= 0)
+        fprintf(stderr, "rank %d: %s count %zu: device %d element %zu wrong\n", rank, layout,
+                count, bad_d, bad_i);
+    check(ok, "%s: count %zu (%s streams): %s %s", layout, count,
+          own_streams ? "its own" : "the callers'", mw_status_str(st), mw_err_msg());
+}
+
+static void sums(mw_nccl *n, gpus *g, int q0, int nq, const char *layout)
+{
+    int G = mw_nccl_node_gpus(n);
+    const size_t counts[] = {0, 1, (size_t)(G > 1 ? G - 1 : 2), 7, 65537, 1048576,
+                             (size_t)G * 4099 + (size_t)(G - 1)};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+        sum_case(n, g, counts[c], 0, q0, nq, layout);
+    sum_case(n, g, 1048579, 1, q0, nq, layout);
+    sum_case(n, g, MAX_COUNT - 1, 0, q0, nq, layout);
+}
+
+/* A TF_CONFIG file with the ranks on two fake nodes (first half node-a). Malloc'ed path. */
+static char *two_node_config(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *path = malloc(512);
+    snprintf(path, 512, "%s/mw_test_nccl_mock_%d_%d.json", tmp && *tmp ? tmp : "/tmp",
+             (int)getpid(), rank);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    fprintf(f, "{\"cluster\": {\"worker\": [");
+    for (int r = 0; r < world; r++)
+        fprintf(f, "%s\"node-%c:%d\"", r ? ", " : "", r < world / 2 ? 'a' : 'b', 2222 + r);
+    fprintf(f, "]}, \"task\": {\"type\": \"worker\", \"index\": 0}}\n");
+    fclose(f);
+    return path;
+}
+
+/* One process alone (no node or cross communicator): ncclAllReduce over its fake GPUs. */
+static void alone(int ndev)
+{
+    mock_reset(FAKE_DEVICES);
+    gpus g;
+    gpus_open(&g, ndev, 0);
+    mw_nccl *n = NULL;
+    char layout[64];
+    snprintf(layout, sizeof layout, "alone, %d GPU(s)", ndev);
+    mw_err_clear();
+    mw_status st = mw_nccl_open(&n, MPI_COMM_NULL, MPI_COMM_NULL, ndev, g.devs, 30);
+    if (check(st == MW_OK && n && mw_nccl_node_gpus(n) == ndev && mw_nccl_nodes(n) == 1,
+              "%s: open: %s", layout, mw_err_msg())) {
+        sums(n, &g, 0, ndev, layout);
+        mw_nccl_close(&n);
+    }
+    check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev && mock_aborts() == 0,
+          "%s: closed cleanly (%d destroyed, %d aborted, %d live)", layout, mock_destroys(),
+          mock_aborts(), mock_live_comms());
+    gpus_close(&g);
+}
+
+/* The ranks of a topology, ndev fake GPUs each (disjoint on a node): one node is
+ * ncclAllReduce across processes, several nodes the hierarchical path. */
+static void layout_sums(const mw_topology *t, int ndev, const char *name)
+{
+    mock_reset(FAKE_DEVICES);
+    gpus g;
+    gpus_open(&g, ndev, t->local_rank * ndev);
+    mw_nccl *n = NULL;
+    char layout[96];
+    snprintf(layout, sizeof layout, "%s, %d x %d GPU(s) per node", name, t->local_size, ndev);
+    mw_err_clear();
+    mw_status st = mw_nccl_open(&n, t->node_comm, t->cross, ndev, g.devs, 30);
+    if (check(st == MW_OK && n && mw_nccl_node_gpus(n) == t->local_size * ndev &&
+                  mw_nccl_nodes(n) == t->nnodes,
+              "%s: open: %s", layout, mw_err_msg())) {
+        sums(n, &g, t->rank * ndev, t->ntrain * ndev, layout);
+        mw_nccl_close(&n);
+    }
+    check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev,
+          "%s: closed cleanly", layout);
+    gpus_close(&g);
+}
+
+/* A fault injected at the same collective on every rank: one message, all aborted. */
+static void fault(const mw_topology *t, mock_fault kind, int at, int ndev, const char *layout,
+                  mw_status want, const char *want_msg)
+{
+    mock_reset(FAKE_DEVICES);
+    mock_inject(kind, at);
+    gpus g;
+    gpus_open(&g, ndev, t ? t->local_rank * ndev : 0);
+    mw_nccl *n = NULL;
+    MPI_Comm node = t ? t->node_comm : MPI_COMM_NULL, cross = t ? t->cross : MPI_COMM_NULL;
+    mw_err_clear();
+    mw_status st = mw_nccl_open(&n, node, cross, ndev, g.devs, 1.0);
+    if (kind == MOCK_INIT_HANG) {
+        int ok = st == want && n == NULL && strstr(mw_err_msg(), want_msg) &&
+                 mock_aborts() == ndev && mock_live_comms() == 0;
+        check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(),
+              mock_aborts());
+        if (rank == 0)
+            printf("%s: %s\n", layout, mw_err_msg());
+        gpus_close(&g);
+        return;
+    }
+    if (!check(st == MW_OK, "%s: open: %s", layout, mw_err_msg())) {
+        gpus_close(&g);
+        return;
+    }
+    for (int d = 0; d < ndev; d++)
+        for (size_t i = 0; i < 1000; i++)
+            g.buf[d][i] = 1;
+    mw_err_clear();
+    st = mw_nccl_allreduce(n, g.buf, 1000, g.streams, 7);
+    int ok = st == want && strstr(mw_err_msg(), want_msg) && mock_aborts() == ndev &&
+             mock_live_comms() == 0;
+    check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(), mock_aborts());
+    if (rank == 0)
+        printf("%s: %s\n", layout, mw_err_msg());
+    mw_err_clear();
+    st = mw_nccl_allreduce(n, g.buf, 1000, g.streams, 8);
+    check(st == MW_EDEVICE && strstr(mw_err_msg(), "NCCL all-reduce at step 8: the NCCL "
+                                                   "communicator was aborted after an earlier "
+                                                   "failure"),
+          "%s: later call: %s", layout, mw_err_msg());
+    mw_nccl_close(&n);
+    check(n == NULL && mock_live_comms() == 0 && mock_destroys() == 0, "%s: close", layout);
+    gpus_close(&g);
+}
+
+/* Set-up checks that fail before NCCL is touched: the same status and message everywhere. */
+static void refused(MPI_Comm node, MPI_Comm cross, int ndev, const int *devs, const char *layout,
+                    const char *want_msg)
+{
+    mock_reset(FAKE_DEVICES);
+    mw_nccl *n = (mw_nccl *)&n;
+    mw_err_clear();
+    mw_status st = mw_nccl_open(&n, node, cross, ndev, devs, 30);
+    int ok = st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), want_msg) &&
+             mock_live_comms() == 0;
+    check(ok, "%s: %s %s", layout, mw_status_str(st), mw_err_msg());
+    if (rank == 0)
+        printf("%s: %s\n", layout, mw_err_msg());
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    unsetenv("TF_CONFIG");
+    mock_reset(FAKE_DEVICES);
+    if (rank == 0)
+        printf("%s (the stand-in)\n", mw_nccl_version_string());
+
+    /* One process, its own node. */
+    alone(1);
+    alone(3);
+    fault(NULL, MOCK_HANG, 1, 2, "alone, stuck all-reduce", MW_ETIMEOUT,
+          "collective timeout: NCCL all-reduce at step 7 waited 1 s for CUDA device 0 "
+          "(--collective-timeout 1)");
+    fault(NULL, MOCK_ASYNC_ERROR, 1, 2, "alone, asynchronous error", MW_EDEVICE,
+          "NCCL all-reduce at step 7 on CUDA device 0: NCCL reported an asynchronous error: "
+          "remote process exited or there was a network error (mock: injected remote error)");
+    fault(NULL, MOCK_INIT_HANG, 0, 2, "alone, stuck set-up", MW_ETIMEOUT,
+          "collective timeout: NCCL set-up (communicator) waited 1 s for CUDA device 0");
+    int bad[2] = {9, 1}, twice[2] = {1, 1};
+    refused(MPI_COMM_NULL, MPI_COMM_NULL, 1, bad, "alone, no such device",
+            "NCCL set-up, local rank 0: CUDA device 9 does not exist (8 devices: 0..7)");
+    refused(MPI_COMM_NULL, MPI_COMM_NULL, 2, twice, "alone, a device twice",
+            "NCCL set-up, local rank 0: CUDA device 1 is listed twice");
+
+    /* All ranks on one node (no TF_CONFIG): the checks among the node's ranks. */
+    mw_topology t;
+    if (world > 1 && check(mw_topology_resolve(&t, NULL) == MW_OK, "topology: %s",
+                           mw_err_msg())) {
+        for (int ndev = 1; ndev * t.local_size <= FAKE_DEVICES && ndev <= 2; ndev++)
+            layout_sums(&t, ndev, "one node");
+        int zero = 0, mine[2] = {2 * rank, 2 * rank + 1};
+        refused(t.node_comm, t.cross, 1, &zero, "one node, every rank on GPU 0",
+                "NCCL set-up: local ranks 0 and 1 both drive the GPU at PCI 0000:01:00.0");
+        refused(t.node_comm, t.cross, rank ? 2 : 1, mine, "one node, unequal ranks",
+                "NCCL set-up: local rank 1 drives 2 GPUs but local rank 0 drives 1");
+        int bad_here = rank == world - 1 ? 9 : rank;
+        refused(t.node_comm, t.cross, 1, &bad_here, "one node, a bad device on the last rank",
+                "does not exist");
+        mw_topology_free(&t);
+    }
+
+    /* Two fake nodes. */
+    char *two = world % 2 == 0 ? two_node_config() : NULL;
+    if (two && check(mw_topology_resolve(&t, two) == MW_OK, "two fake nodes: topology: %s",
+                     mw_err_msg())) {
+        for (int ndev = 1; ndev <= 3 && ndev * t.local_size <= FAKE_DEVICES; ndev++)
+            layout_sums(&t, ndev, "two fake nodes");
+        int nd = rank < world / 2 ? 1 : 2, devs[2] = {t.local_rank * nd, t.local_rank * nd + 1};
+        refused(t.node_comm, t.cross, nd, devs, "two fake nodes, unequal GPUs",
+                "NCCL set-up: the nodes differ");
+        if (world == 2) {
+            int d = rank ? 11 : 0;
+            refused(t.node_comm, t.cross, 1, &d, "two fake nodes, a bad device on one",
+                    rank ? "does not exist" : "NCCL set-up failed on another node");
+        }
+        fault(&t, MOCK_ASYNC_ERROR, 1, 3, "two fake nodes, asynchronous error", MW_EDEVICE,
+              "NCCL all-reduce (reduce-scatter inside the node) at step 7 on CUDA device ");
+        fault(&t, MOCK_HANG, 2, 2, "two fake nodes, stuck all-gather", MW_ETIMEOUT,
+              "collective timeout: NCCL all-reduce (all-gather inside the node) at step 7");
+        fault(&t, MOCK_COPY_HANG, 1, 1, "two fake nodes, stuck copy", MW_ETIMEOUT,
+              "collective timeout: NCCL all-reduce (copy of the shards to the host) at step 7");
+        mw_topology_free(&t);
+    }
+    if (two) {
+        remove(two);
+        free(two);
+    }
+    check(mock_violations() == 0, "the stand-in found %d misuse(s) (printed above)",
+          mock_violations());
+    if (rank == 0)
+        printf("%d passed, %d failed\n", passed, failed);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
