@@ -490,8 +490,9 @@ static mw_status enqueue(mw_nccl *n, const char *op, long step, enq_kind kind, f
     return wait_idle(n, op, step, 0);
 }
 
-/* Copy count floats between each device buffer (at element dev_off(d)) and the host staging
- * buffer (at d x shard), plus the tail on local rank 0's first device; enqueued on the streams. */
+/* Enqueue the copies between my shards (shard g = local rank x ndev + d of device d's buffer)
+ * and the host staging buffer (at d x shard), plus the tail on local rank 0's first device:
+ * down to the host (to_host) or back up. */
 static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size_t shard,
                        size_t tail, int to_host)
 {
