@@ -28,28 +28,6 @@
 
 /* ---- helpers ---- */
 
-static char *slurp(const char *path, size_t *nbytes)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        if (got == 0)
-            break;
-        n += got;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *nbytes = n;
-    return buf;
-}
 
 static void check_rc(mw_status rc, const char *what)
 {
@@ -375,9 +353,9 @@ static void test_bad_configs(void **state)
         char path[4096];
         size_t nin = 0, nexp = 0;
         snprintf(path, sizeof path, "%s/%s/input.json", root, names[i]);
-        char *in = slurp(path, &nin);
+        char *in = mw_test_read_file(path, &nin);
         snprintf(path, sizeof path, "%s/%s/expected", root, names[i]);
-        char *exp = slurp(path, &nexp);
+        char *exp = mw_test_read_file(path, &nexp);
         if (!in || !exp || nexp == 0) {
             fprintf(stderr, "case %s: missing input.json or expected\n", names[i]);
             bad++;

@@ -93,3 +93,32 @@ char *mw_test_srcpath(const char *rel)
     const char *src = getenv("MW_SRCDIR");
     return join(src && *src ? src : ".", rel);
 }
+
+char *mw_test_read_file(const char *path, size_t *nbytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            char *p = realloc(buf, cap + 1);
+            if (!p) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = p;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *nbytes = n;
+    return buf;
+}

@@ -24,6 +24,9 @@ char *mw_test_write_file(const char *dir, const char *name, const void *data, si
 char *mw_test_write_gz(const char *dir, const char *name, const void *data, size_t nbytes);
 /* Fill with uniform values in [lo, hi) from a seeded generator. */
 void mw_test_fill_uniform(float *x, size_t count, uint64_t seed, float lo, float hi);
+/* The whole file, NUL-terminated (malloc'ed); *nbytes its size; NULL when it
+ * cannot be read. */
+char *mw_test_read_file(const char *path, size_t *nbytes);
 /* Path of a source-tree file: $MW_SRCDIR/rel (malloc'ed). */
 char *mw_test_srcpath(const char *rel);
 
