@@ -108,6 +108,10 @@ typedef void (*mw_dropout_fwd_fn)(const mw_kctx *k, float *y, float *mask, const
 /* dx = dy * mask, count elements (overwrites; dx may equal dy). */
 typedef void (*mw_dropout_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
                                   const float *mask, size_t count);
+/* p[0..nbytes) = 0 in the backend's memory (host: memset; CUDA: enqueued on
+ * k's stream). The model zeroes the gradient buffers it accumulates into with
+ * it; a table without it (NULL) means memset. */
+typedef void (*mw_zero_fn)(const mw_kctx *k, void *p, size_t nbytes);
 
 typedef struct {
     const char *name; /* "ref", "cpu", "cuda" */
@@ -125,6 +129,7 @@ typedef struct {
     mw_sgd_fn sgd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
+    mw_zero_fn zero;
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

@@ -341,6 +341,78 @@ static void empty_batch(void **state)
     mw_model_free(&m);
 }
 
+/* mw_model_ws_alloc_with: the same layout from another allocator (as the GPU
+ * path does with mw_cuda_alloc), scratch left to the caller, parameters from
+ * ws->params: results bitwise equal to the plain workspace. */
+static int with_allocs, with_frees;
+static mw_status with_alloc(void **p, size_t nbytes)
+{
+    with_allocs++;
+    *p = mw_alloc_aligned(nbytes);
+    return *p ? MW_OK : MW_ENOMEM;
+}
+static void with_free(void *p)
+{
+    with_frees += p != NULL;
+    free(p);
+}
+
+static void ws_alloc_with(void **state)
+{
+    (void)state;
+    mw_kernels kt;
+    mw_kernels_init_cpu(&kt);
+    mw_model m;
+    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
+    mw_model_init_params(&m, 7);
+    const int N = 5;
+    const size_t count = m.params.count, in = (size_t)N * 28 * 28;
+    mw_model_ws a, b;
+    mw_model_ws_init(&a);
+    mw_model_ws_init(&b);
+    assert_int_equal(mw_model_ws_alloc(&a, &m, N), MW_OK);
+    assert_int_equal(mw_model_ws_alloc_with(&b, &m, N, with_alloc, with_free), MW_OK);
+    assert_int_equal(with_allocs, 1);
+    assert_null(b.scratch);
+    assert_true(b.scratch_count == a.scratch_count);
+    for (size_t i = 0; i < in; i++)
+        a.act[0][i] = b.act[0][i] = (float)((i * 37) % 101) / 101.0f;
+    for (int i = 0; i < N; i++)
+        a.labels[i] = b.labels[i] = (int32_t)(i * 3 % 10);
+    mw_kctx ka = {.nthreads = 1, .ws = a.scratch, .ws_count = a.scratch_count};
+    float *scr = mw_alloc_aligned(b.scratch_count * sizeof(float) + 64);
+    mw_kctx kb = {.nthreads = 1, .ws = scr, .ws_count = b.scratch_count};
+    float *ga = mw_alloc_aligned(count * sizeof(float)), *gb = mw_alloc_aligned(count * 4);
+    memset(ga, 0, count * sizeof(float));
+    memset(gb, 0, count * sizeof(float));
+    mw_model_forward(&m, &kt, &ka, &a, N);
+    mw_model_backward(&m, &kt, &ka, &a, ga, N, 1.0f / N);
+    /* b reads a copy of the parameters; the model's own are scrambled */
+    float *pcopy = mw_alloc_aligned(count * sizeof(float));
+    memcpy(pcopy, m.params.data, count * sizeof(float));
+    memset(m.params.data, 0, count * sizeof(float));
+    b.params = pcopy;
+    mw_model_forward(&m, &kt, &kb, &b, N);
+    mw_model_backward(&m, &kt, &kb, &b, gb, N, 1.0f / N);
+    assert_memory_equal(a.loss, b.loss, N * sizeof(float));
+    assert_memory_equal(a.prob, b.prob, (size_t)N * m.nclasses * sizeof(float));
+    assert_memory_equal(ga, gb, count * sizeof(float));
+    assert_int_equal(mw_model_correct(&m, &a, N),
+                     mw_model_correct_host(&m, b.prob, b.labels, N));
+    /* a table without the zero entry still zeroes (memset) */
+    kt.zero = NULL;
+    memset(gb, 0, count * sizeof(float));
+    mw_model_forward(&m, &kt, &kb, &b, N);
+    mw_model_backward(&m, &kt, &kb, &b, gb, N, 1.0f / N);
+    assert_memory_equal(ga, gb, count * sizeof(float));
+    mw_model_ws_free(&b);
+    assert_int_equal(with_frees, 1);
+    mw_model_ws_free(&a);
+    free(pcopy), free(scr), free(ga), free(gb);
+    mw_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest fixture_tests[] = {
@@ -352,6 +424,7 @@ int main(void)
         cmocka_unit_test(init_deterministic),
         cmocka_unit_test(build_errors),
         cmocka_unit_test(empty_batch),
+        cmocka_unit_test(ws_alloc_with),
     };
     int bad = cmocka_run_group_tests_name("model_fixture", fixture_tests, load_fixture,
                                           free_fixture);

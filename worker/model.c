@@ -459,7 +459,10 @@ void mw_model_ws_free(mw_model_ws *ws)
     free(ws->grad);
     free(ws->argmax);
     free(ws->mask);
-    free(ws->block);
+    if (ws->block_free)
+        ws->block_free(ws->block);
+    else
+        free(ws->block);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -469,6 +472,13 @@ static size_t up64(size_t nbytes)
 }
 
 mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
+{
+    return mw_model_ws_alloc_with(ws, m, max_n, NULL, NULL);
+}
+
+mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
+                                 mw_status (*alloc_fn)(void **p, size_t nbytes),
+                                 void (*free_fn)(void *p))
 {
     mw_model_ws_free(ws);
     const int L = m->nlayers;
@@ -521,9 +531,22 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
     size_t lab_off = off;
     off += up64(n * sizeof(int32_t));
     size_t scr_off = off;
-    off += up64(scratch * sizeof(float));
+    if (!alloc_fn)
+        off += up64(scratch * sizeof(float));
 
-    ws->block = mw_alloc_aligned(off);
+    if (alloc_fn) {
+        void *blk = NULL;
+        mw_status rc = alloc_fn(&blk, off);
+        if (rc != MW_OK) {
+            free(act_off), free(grad_off), free(arg_off);
+            mw_model_ws_free(ws);
+            return rc;
+        }
+        ws->block = blk;
+        ws->block_free = free_fn;
+    } else {
+        ws->block = mw_alloc_aligned(off);
+    }
     if (!ws->block) {
         free(act_off), free(grad_off), free(arg_off);
         goto oom;
@@ -541,7 +564,7 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
     ws->prob = (float *)(base + prob_off);
     ws->loss = (float *)(base + loss_off);
     ws->labels = (int32_t *)(base + lab_off);
-    ws->scratch = (float *)(base + scr_off);
+    ws->scratch = alloc_fn ? NULL : (float *)(base + scr_off);
     ws->scratch_count = scratch;
     free(act_off), free(grad_off), free(arg_off);
     return MW_OK;
@@ -555,7 +578,7 @@ oom:
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                       mw_model_ws *ws, int n)
 {
-    const float *P = m->params.data;
+    const float *P = ws->params ? ws->params : m->params.data;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         float *x = ws->act[i], *y = ws->act[i + 1];
@@ -592,7 +615,7 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
 void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                        mw_model_ws *ws, float *grads, int n, float scale)
 {
-    const float *P = m->params.data;
+    const float *P = ws->params ? ws->params : m->params.data;
     const int L = m->nlayers;
     if (n <= 0)
         return;
@@ -600,8 +623,13 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
     for (int i = 1; i < L; i++) {
         const mw_layer *l = &m->layers[i];
         if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_MAXPOOL ||
-            l->kind == MW_LAYER_DENSE)
-            memset(ws->grad[i], 0, (size_t)n * l->in_h * l->in_w * l->in_c * sizeof(float));
+            l->kind == MW_LAYER_DENSE) {
+            size_t nbytes = (size_t)n * l->in_h * l->in_w * l->in_c * sizeof(float);
+            if (kt->zero)
+                kt->zero(k, ws->grad[i], nbytes);
+            else
+                memset(ws->grad[i], 0, nbytes);
+        }
     }
     kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale, n, m->nclasses);
     for (int i = L - 1; i >= 0; i--) {
@@ -639,14 +667,19 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
 
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
 {
+    return mw_model_correct_host(m, ws->prob, ws->labels, n);
+}
+
+int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n)
+{
     int correct = 0;
     for (int i = 0; i < n; i++) {
-        const float *p = ws->prob + (size_t)i * m->nclasses;
+        const float *p = prob + (size_t)i * m->nclasses;
         int best = 0;
         for (int j = 1; j < m->nclasses; j++)
             if (p[j] > p[best])
                 best = j;
-        correct += best == ws->labels[i];
+        correct += best == labels[i];
     }
     return correct;
 }

@@ -180,17 +180,29 @@ typedef struct {
     float *prob;      /* (max_n, nclasses) softmax */
     float *loss;      /* (max_n) per-example losses */
     int32_t *labels;  /* (max_n) */
-    float *scratch;   /* kernel workspace */
-    size_t scratch_count;
+    float *scratch;   /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
+    size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
+    const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
     void *block; /* the single owned allocation behind act/grad/... */
+    void (*block_free)(void *); /* how block is released; NULL: the host allocator */
 } mw_model_ws;
 
 void mw_model_ws_init(mw_model_ws *ws);
 mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n);
+/* The same layout in memory from alloc_fn / free_fn (e.g. mw_cuda_alloc and
+ * mw_cuda_free: a device workspace, whose act/grad/prob/loss/labels/... are
+ * device pointers). The kernel scratch is not part of it: ws->scratch is NULL
+ * and ws->scratch_count says how many floats to give the kernel context
+ * (mw_cuda_ws_reserve). The workspace's pointer tables stay on the host. */
+mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
+                                 mw_status (*alloc_fn)(void **p, size_t nbytes),
+                                 void (*free_fn)(void *p));
 void mw_model_ws_free(mw_model_ws *ws);
 
 /* Forward for n examples already in ws->act[0] (and labels in ws->labels):
- * fills logits, prob and per-example losses. */
+ * fills logits, prob and per-example losses. Parameters come from ws->params
+ * (NULL: m->params.data), and every buffer is in the memory the kernel table
+ * works on (host, or device for the CUDA table with a device workspace). */
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                       mw_model_ws *ws, int n);
 /* Backward from the losses scaled by `scale` (1 / global batch): ACCUMULATES
@@ -199,6 +211,8 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
                        mw_model_ws *ws, float *grads, int n, float scale);
 /* After a forward: how many of the n examples have argmax(prob) == label. */
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n);
+/* The same from host copies of prob (n x nclasses) and labels (n). */
+int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n);
 
 /* Print a Keras-like summary table (layer (class), output shape, params, total):
  * a layer's folded activation is part of its row; Dropout, Activation, ReLU

@@ -28,6 +28,7 @@
 #endif
 
 #include "cluster/comm.h"
+#include "cluster/nccl.h"
 #include "common/arena.h"
 #include "common/log.h"
 #include "common/timer.h"
@@ -106,12 +107,234 @@ typedef struct {
     long eval_hdr[2];   /* chief: checkpoint number (-1: done), bytes */
     MPI_Request eval_req[2];
     const char *model_json;
+    /* --device gpu: one CUDA device per rank (see gpu_setup) */
+    int gpu;                  /* 1: train and evaluate on gpu_dev */
+    int gpu_dev;
+    mw_kctx gk;               /* the device's context: stream, cuBLAS, device scratch */
+    float *d_params, *d_grads, *d_m1, *d_m2; /* device arenas, same layout as the host ones */
+    uint32_t *d_ids;          /* device copy of a micro-batch's example ids (dropout) */
+    mw_model_ws dws;          /* device workspace for one micro-batch */
+    void *stage;              /* pinned host staging: h_x, h_labels, h_ids, h_prob, h_loss */
+    float *h_x, *h_prob, *h_loss;
+    int32_t *h_labels;
+    uint32_t *h_ids;
+    mw_nccl *nccl;            /* gradient all-reduce over the training ranks' GPUs */
 } trainer;
 
 static int cpu_count(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+/* ---- the GPU path ----
+ *
+ * One CUDA context per rank on its first selected device. Parameters,
+ * gradients and the optimizer slots live in device arrays of the host arenas'
+ * layout and count; the host arenas stay the source for the initial broadcast
+ * and for checkpoints (downloaded before a save, uploaded after a restore).
+ * Each micro-batch is assembled on the host into pinned staging, uploaded, run
+ * forward and backward on the device into the device gradients, and its
+ * per-example losses and probabilities come back for the metrics. The
+ * gradient sum over ranks is NCCL (cluster/nccl.h) on the context's stream,
+ * and the optimizer runs on the device. */
+
+static size_t up64(size_t nbytes)
+{
+    return (nbytes + 63) / 64 * 64;
+}
+
+static int has_regularizers(const mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->kernel_reg.l1 != 0.0 || l->kernel_reg.l2 != 0.0 || l->bias_reg.l1 != 0.0 ||
+            l->bias_reg.l2 != 0.0)
+            return 1;
+    }
+    return 0;
+}
+
+static mw_status gpu_setup(trainer *t, int device, int max_n)
+{
+    const size_t count = t->model.params.count;
+    const mw_model *m = &t->model;
+    if (has_regularizers(m))
+        return mw_err(MW_EUNSUPPORTED, "training on the GPU: kernel and bias regularizers are "
+                      "not supported on the device yet; use --device cpu");
+    t->gpu = 1;
+    t->gpu_dev = device;
+    MW_TRY(mw_cuda_ctx_open(&t->gk, device));
+    mw_kernels_init_cuda(&t->kt);
+    if (strcmp(t->kt.name, "cuda") != 0)
+        return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available", device);
+    float **arr[4] = {&t->d_params, &t->d_grads, &t->d_m1, &t->d_m2};
+    for (int i = 0; i < 4; i++)
+        MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
+    MW_TRY(mw_cuda_zero(t->d_grads, count * sizeof(float), &t->gk));
+    MW_TRY(mw_model_ws_alloc_with(&t->dws, m, max_n, mw_cuda_alloc, mw_cuda_free));
+    t->dws.params = t->d_params;
+    if (t->dws.scratch_count > t->gk.ws_count)
+        MW_TRY(mw_cuda_ws_reserve(&t->gk, t->dws.scratch_count));
+    const size_t n = (size_t)t->dws.max_n;
+    MW_TRY(mw_cuda_alloc((void **)&t->d_ids, n * sizeof(uint32_t)));
+    const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
+    const size_t o_x = 0, o_lab = o_x + up64(in * sizeof(float));
+    const size_t o_ids = o_lab + up64(n * sizeof(int32_t));
+    const size_t o_prob = o_ids + up64(n * sizeof(uint32_t));
+    const size_t o_loss = o_prob + up64(n * (size_t)m->nclasses * sizeof(float));
+    const size_t total = o_loss + up64(n * sizeof(float));
+    MW_TRY(mw_cuda_host_alloc(&t->stage, total));
+    char *b = t->stage;
+    t->h_x = (float *)(b + o_x);
+    t->h_labels = (int32_t *)(b + o_lab);
+    t->h_ids = (uint32_t *)(b + o_ids);
+    t->h_prob = (float *)(b + o_prob);
+    t->h_loss = (float *)(b + o_loss);
+    return mw_cuda_sync(&t->gk);
+}
+
+static void gpu_teardown(trainer *t)
+{
+    mw_nccl_close(&t->nccl);
+    if (t->gk.dev)
+        (void)mw_cuda_sync(&t->gk);
+    mw_model_ws_free(&t->dws);
+    mw_cuda_free(t->d_params);
+    mw_cuda_free(t->d_grads);
+    mw_cuda_free(t->d_m1);
+    mw_cuda_free(t->d_m2);
+    mw_cuda_free(t->d_ids);
+    mw_cuda_host_free(t->stage);
+    t->d_params = t->d_grads = t->d_m1 = t->d_m2 = NULL;
+    t->d_ids = NULL;
+    t->stage = NULL;
+    mw_cuda_ctx_close(&t->gk);
+}
+
+/* Host arenas -> device arrays (params; with the optimizer slots unless
+ * weights_only), and wait. */
+static mw_status gpu_upload_state(trainer *t, int weights_only)
+{
+    const size_t nb = t->model.params.count * sizeof(float);
+    MW_TRY(mw_cuda_upload(t->d_params, t->model.params.data, nb, &t->gk));
+    if (!weights_only) {
+        MW_TRY(mw_cuda_upload(t->d_m1, t->m1.data, nb, &t->gk));
+        MW_TRY(mw_cuda_upload(t->d_m2, t->m2.data, nb, &t->gk));
+    }
+    return mw_cuda_sync(&t->gk);
+}
+
+/* Device arrays -> host arenas (params and optimizer slots), and wait. */
+static mw_status gpu_download_state(trainer *t)
+{
+    const size_t nb = t->model.params.count * sizeof(float);
+    MW_TRY(mw_cuda_download(t->model.params.data, t->d_params, nb, &t->gk));
+    MW_TRY(mw_cuda_download(t->m1.data, t->d_m1, nb, &t->gk));
+    MW_TRY(mw_cuda_download(t->m2.data, t->d_m2, nb, &t->gk));
+    return mw_cuda_sync(&t->gk);
+}
+
+/* Stage n examples of d on the host and upload them into the device
+ * workspace; training: dropout keyed by the examples' global ids. */
+static mw_status gpu_batch(trainer *t, const mw_dataset *d, const uint32_t *ids, int n,
+                           int training, uint64_t dseed)
+{
+    mw_model_ws *ws = &t->dws;
+    const mw_model *m = &t->model;
+    const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
+    mw_dataset_batch(d, t->h_x, t->h_labels, ids, n);
+    MW_TRY(mw_cuda_upload(ws->act[0], t->h_x, in * sizeof(float), &t->gk));
+    MW_TRY(mw_cuda_upload(ws->labels, t->h_labels, (size_t)n * sizeof(int32_t), &t->gk));
+    ws->training = training;
+    ws->dropout_seed = training ? dseed : 0;
+    ws->example_ids = NULL;
+    if (training) {
+        memcpy(t->h_ids, ids, (size_t)n * sizeof(uint32_t));
+        MW_TRY(mw_cuda_upload(t->d_ids, t->h_ids, (size_t)n * sizeof(uint32_t), &t->gk));
+        ws->example_ids = t->d_ids;
+    }
+    return MW_OK;
+}
+
+/* After a forward of n examples: bring back losses and probabilities, wait
+ * (a failed kernel surfaces here), and add to the loss sum and correct count. */
+static mw_status gpu_metrics(trainer *t, int n, double *ls, double *corr)
+{
+    mw_model_ws *ws = &t->dws;
+    const mw_model *m = &t->model;
+    MW_TRY(mw_cuda_download(t->h_loss, ws->loss, (size_t)n * sizeof(float), &t->gk));
+    MW_TRY(mw_cuda_download(t->h_prob, ws->prob, (size_t)n * m->nclasses * sizeof(float),
+                            &t->gk));
+    MW_TRY(mw_cuda_sync(&t->gk));
+    for (int j = 0; j < n; j++)
+        *ls += t->h_loss[j];
+    *corr += mw_model_correct_host(m, t->h_prob, t->h_labels, n);
+    return MW_OK;
+}
+
+static void apply_update_on(trainer *t, const mw_kctx *k, float *p, float *m1, float *m2,
+                            const float *g);
+
+/* One training step on the device: this rank's replica slices of the global
+ * batch (start, gb), the gradient sum over ranks, the optimizer. */
+static mw_status gpu_step(trainer *t, long start, long gb, uint64_t dseed, double sums[3])
+{
+    const mw_train_opts *o = t->o;
+    const int rpw = o->replicas_per_worker, nrep = t->world * rpw;
+    const size_t count = t->model.params.count;
+    mw_model_ws *ws = &t->dws;
+    MW_TRY(mw_cuda_zero(t->d_grads, count * sizeof(float), &t->gk));
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        slice(gb, nrep, t->rank * rpw + lr, &off, &cnt);
+        const uint32_t *ids = t->order + start + off;
+        double ls = 0, corr = 0;
+        for (long i = 0; i < cnt; i += ws->max_n) {
+            int n = cnt - i < ws->max_n ? (int)(cnt - i) : ws->max_n;
+            MW_TRY(gpu_batch(t, &t->train, ids + i, n, 1, dseed));
+            mw_model_forward(&t->model, &t->kt, &t->gk, ws, n);
+            mw_model_backward(&t->model, &t->kt, &t->gk, ws, t->d_grads, n, 1.0f / (float)gb);
+            MW_TRY(gpu_metrics(t, n, &ls, &corr));
+        }
+        sums[0] += ls / (double)gb;
+        sums[1] += corr;
+        sums[2] += (double)cnt;
+    }
+    if (t->world > 1) {
+        float *bufs[1] = {t->d_grads};
+        void *streams[1] = {mw_cuda_stream(&t->gk)};
+        MW_TRY(mw_nccl_allreduce(t->nccl, bufs, count, streams, t->global_step));
+    }
+    apply_update_on(t, &t->gk, t->d_params, t->d_m1, t->d_m2, t->d_grads);
+    return mw_cuda_last_status(&t->gk);
+}
+
+/* Forward over this rank's share of the first ntest test examples on the
+ * device; adds loss, correct and count into sums. */
+static mw_status gpu_evaluate(trainer *t, long ntest, double sums[3])
+{
+    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw;
+    mw_model_ws *ws = &t->dws;
+    uint32_t ids[1024];
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        slice(ntest, nrep, t->rank * rpw + lr, &off, &cnt);
+        double ls = 0, corr = 0;
+        for (long i = 0; i < cnt;) {
+            int n = cnt - i < ws->max_n ? (int)(cnt - i) : ws->max_n;
+            if (n > 1024)
+                n = 1024;
+            for (int j = 0; j < n; j++)
+                ids[j] = (uint32_t)(off + i + j);
+            MW_TRY(gpu_batch(t, &t->test, ids, n, 0, 0));
+            mw_model_forward(&t->model, &t->kt, &t->gk, ws, n);
+            MW_TRY(gpu_metrics(t, n, &ls, &corr));
+            i += n;
+        }
+        sums[0] += ls, sums[1] += corr, sums[2] += (double)cnt;
+    }
+    return MW_OK;
 }
 
 /* The local half of set-up: nothing here talks to other ranks. */
@@ -127,22 +350,18 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     t->saved_step = -1;
     t->model_json = "";
 
-    /* --device: the GPU training loop is not wired yet, so a rank that would
-     * get GPUs says so; auto without a device trains on the CPU and says why */
+    /* --device: gpu (or auto with a device) trains on this rank's GPU; auto
+     * without a device trains on the CPU and says why; gpu without one fails */
     int use_gpu = 0, first_dev = 0, ndev = 0;
     char why[256] = "";
     MW_TRY(mw_cuda_select(o->device, topo->local_rank, topo->local_size > 0 ? topo->local_size : 1,
                           &use_gpu, &first_dev, &ndev, why, sizeof why));
-    if (use_gpu && strcmp(o->device, "gpu") == 0)
-        return mw_err(MW_EUNSUPPORTED,
-                      "--device gpu: found CUDA device(s) %d..%d for this rank, but training on "
-                      "GPUs is not implemented yet (the CUDA kernels and NCCL collectives are "
-                      "built and tested separately); use --device cpu",
-                      first_dev, first_dev + ndev - 1);
-    if (t->rank == 0 && (why[0] || use_gpu))
-        mw_log_info("%s", use_gpu ? "CUDA devices found, but training on GPUs is not "
-                                    "implemented yet: training on the CPU"
-                                  : why);
+    if (t->rank == 0 && why[0])
+        mw_log_info("%s", why);
+    if (use_gpu && ndev > 1)
+        mw_log_warn("this rank was given CUDA devices %d..%d, but a rank drives one GPU: using "
+                    "device %d only (run one rank per GPU)",
+                    first_dev, first_dev + ndev - 1, first_dev);
     int threads = o->threads > 0 ? o->threads : cpu_count() / t->local_size;
     if (threads < 1)
         threads = 1;
@@ -151,6 +370,8 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     /* more threads than examples per replica would leave threads idle */
     if (threads > o->batch_per_replica)
         threads = o->batch_per_replica;
+    if (use_gpu) /* the device runs the micro-batches one after another */
+        threads = 1;
     t->nthreads = threads;
     if (strcmp(o->backend, "ref") == 0)
         mw_kernels_init_ref(&t->kt);
@@ -198,6 +419,8 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     t->order = malloc(sizeof *t->order * (t->train.count ? t->train.count : 1));
     if (!t->order)
         return mw_err(MW_ENOMEM, "cannot allocate the epoch order");
+    if (use_gpu && !o->export_path)
+        MW_TRY(gpu_setup(t, first_dev, per_thread));
     return MW_OK;
 }
 
@@ -309,6 +532,8 @@ static mw_status save_checkpoint(trainer *t, int epochs_done, long step_in_epoch
 {
     const mw_train_opts *o = t->o;
     const size_t n = t->model.nparams;
+    if (t->gpu) /* the device holds the current state */
+        MW_TRY(gpu_download_state(t));
     mw_ckpt c;
     mw_ckpt_init(&c);
     mw_status rc = MW_OK;
@@ -376,7 +601,7 @@ static mw_status apply_checkpoint(trainer *t, const mw_ckpt *c, const char *name
         mw_ckpt_unpack(&t->model, t->model.params.data, c->params);
         t->start_epoch = c->epoch;
         t->global_step = c->global_step;
-        return MW_OK;
+        return t->gpu ? gpu_upload_state(t, 1) : MW_OK;
     }
     const char *opt = o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
     if (strcmp(c->optimizer, opt) != 0)
@@ -400,7 +625,7 @@ static mw_status apply_checkpoint(trainer *t, const mw_ckpt *c, const char *name
     t->global_step = c->global_step;
     t->saved_step = c->global_step;
     t->seed = c->seed;
-    return MW_OK;
+    return t->gpu ? gpu_upload_state(t, 0) : MW_OK;
 }
 
 /* Restore the latest checkpoint: read on the chief, broadcast, applied by
@@ -488,20 +713,49 @@ static mw_status setup_collective(trainer *t)
             return e;
         }
     free(all);
-    MW_TRY(mw_allreduce_open(&t->ar, t->comm, t->topo->node_comm, t->topo->cross, count,
-                             o->allreduce, o->collective_timeout));
-    /* Keep the gradients in the shared slot when there is one: no copy in. */
-    t->tgrads[0] = t->grads.data = mw_allreduce_buffer(&t->ar);
-    t->grads.count = count;
-    if (!t->grads.data) {
-        t->own_grads = mw_alloc_aligned(count * sizeof(float));
-        if (!t->own_grads)
-            return mw_err(MW_ENOMEM, "cannot allocate the gradients");
-        t->tgrads[0] = t->grads.data = t->own_grads;
+    /* Every rank on the same kind of device: GPU ranks sum with NCCL, CPU
+     * ranks with the host all-reduce, and the two cannot meet. */
+    int gpu_min = t->gpu, gpu_max = t->gpu;
+    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_min, 1, MPI_INT, MPI_MIN, t->comm), "device agreement");
+    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_max, 1, MPI_INT, MPI_MAX, t->comm), "device agreement");
+    if (gpu_min != gpu_max)
+        return mw_err(MW_EDEVICE, "some ranks train on a GPU and others on the CPU (--device "
+                      "auto on nodes with and without GPUs): use --device cpu, or GPUs on "
+                      "every node");
+    if (t->gpu) {
+        /* NCCL over the training ranks' GPUs; agreed inside mw_nccl_open */
+        if (t->world > 1)
+            MW_TRY(mw_nccl_open(&t->nccl, t->topo->node_comm, t->topo->cross, 1, &t->gpu_dev,
+                                o->collective_timeout));
+    } else {
+        MW_TRY(mw_allreduce_open(&t->ar, t->comm, t->topo->node_comm, t->topo->cross, count,
+                                 o->allreduce, o->collective_timeout));
+        /* Keep the gradients in the shared slot when there is one: no copy in. */
+        t->tgrads[0] = t->grads.data = mw_allreduce_buffer(&t->ar);
+        t->grads.count = count;
+        if (!t->grads.data) {
+            t->own_grads = mw_alloc_aligned(count * sizeof(float));
+            if (!t->own_grads)
+                return mw_err(MW_ENOMEM, "cannot allocate the gradients");
+            t->tgrads[0] = t->grads.data = t->own_grads;
+        }
     }
     /* Every replica starts from the chief's weights. */
     mw_wait_ctx w = {"broadcast of the initial weights", -1, o->collective_timeout};
     MW_TRY(mw_comm_bcast(&w, t->model.params.data, (int)count, MPI_FLOAT, 0, t->comm));
+    if (t->gpu) {
+        MW_TRY(gpu_upload_state(t, 0));
+        if (t->rank == 0) {
+            mw_log_info("training on CUDA device %d (%s)", t->gpu_dev, mw_cuda_version_string());
+            mw_log_info("%d rank(s) on %d node(s) x %d replica(s), global batch %d, one GPU "
+                        "per rank, kernels %s, all-reduce %s, %zu parameters",
+                        t->world, t->topo->nnodes, o->replicas_per_worker,
+                        o->batch_per_replica * o->replicas_per_worker * t->world, t->kt.name,
+                        t->world > 1 ? mw_nccl_version_string() : "none (one rank)",
+                        t->model.nparams);
+        }
+        return MW_OK;
+    }
     if (t->rank == 0)
         mw_log_info("%d rank(s) on %d node(s) x %d replica(s), global batch %d, %d thread(s) "
                     "per rank, kernels %s (%s), all-reduce %s, %zu parameters",
@@ -514,6 +768,7 @@ static mw_status setup_collective(trainer *t)
 
 static void teardown(trainer *t)
 {
+    gpu_teardown(t);
     free(t->order);
     mw_dataset_free(&t->train);
     mw_dataset_free(&t->test);
@@ -549,7 +804,9 @@ static trainer *trainer_new(void)
     return t;
 }
 
-static void apply_update(trainer *t)
+/* The optimizer on arrays in the memory k's kernels work on. */
+static void apply_update_on(trainer *t, const mw_kctx *k, float *p, float *m1, float *m2,
+                            const float *g)
 {
     const mw_train_opts *o = t->o;
     size_t count = t->model.params.count;
@@ -557,12 +814,16 @@ static void apply_update(trainer *t)
         t->adam_t++;
         double lr_t = o->learning_rate * sqrt(1.0 - pow(o->beta2, (double)t->adam_t)) /
                       (1.0 - pow(o->beta1, (double)t->adam_t));
-        t->kt.adam(&t->k, t->model.params.data, t->m1.data, t->m2.data, t->grads.data, count,
-                   (float)lr_t, (float)o->beta1, (float)o->beta2, (float)o->epsilon);
+        t->kt.adam(k, p, m1, m2, g, count, (float)lr_t, (float)o->beta1, (float)o->beta2,
+                   (float)o->epsilon);
     } else {
-        t->kt.sgd(&t->k, t->model.params.data, t->m1.data, t->grads.data, count,
-                  (float)o->learning_rate, (float)o->momentum);
+        t->kt.sgd(k, p, m1, g, count, (float)o->learning_rate, (float)o->momentum);
     }
+}
+
+static void apply_update(trainer *t)
+{
+    apply_update_on(t, &t->k, t->model.params.data, t->m1.data, t->m2.data, t->grads.data);
 }
 
 /* Forward over the test set, sharded over all replicas and then threads;
@@ -574,7 +835,9 @@ static mw_status evaluate(trainer *t, double *loss, double *acc)
     if (t->o->test_examples > 0 && t->o->test_examples < ntest)
         ntest = t->o->test_examples;
     double sums[3] = {0, 0, 0}; /* loss, correct, count */
-    for (int lr = 0; lr < rpw; lr++) {
+    if (t->gpu)
+        MW_TRY(gpu_evaluate(t, ntest, sums));
+    for (int lr = 0; lr < (t->gpu ? 0 : rpw); lr++) {
         long off, cnt;
         slice(ntest, nrep, t->rank * rpw + lr, &off, &cnt);
 #pragma omp parallel num_threads(T)
@@ -728,21 +991,26 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
                               epoch + 1, o->epochs, (int)steps);
         for (long s = first; s < steps; s++) {
             long start = s * GB, gb = N - start < GB ? N - start : GB;
-            for (int th = 0; th < t->nthreads; th++)
-                memset(t->tgrads[th], 0, count * sizeof(float));
             const uint64_t dseed = mw_rng_hash(t->seed, 0x64726f70, (uint64_t)t->global_step);
-            for (int lr = 0; lr < rpw; lr++) {
-                long off, cnt;
-                slice(gb, nrep, t->rank * rpw + lr, &off, &cnt);
-                run_slice(t, t->order + start + off, cnt, gb, dseed, sums);
+            if (t->gpu) {
+                MW_TRY(gpu_step(t, start, gb, dseed, sums));
+            } else {
+                for (int th = 0; th < t->nthreads; th++)
+                    memset(t->tgrads[th], 0, count * sizeof(float));
+                for (int lr = 0; lr < rpw; lr++) {
+                    long off, cnt;
+                    slice(gb, nrep, t->rank * rpw + lr, &off, &cnt);
+                    run_slice(t, t->order + start + off, cnt, gb, dseed, sums);
+                }
+                reduce_threads(t);
+                /* regularization scaled by 1/replicas per replica (this rank's share),
+                 * as tf.nn.scale_regularization_loss: the SUM holds it once */
+                sums[0] +=
+                    mw_model_regularization(&t->model, t->grads.data, (float)rpw / (float)nrep);
+                t->ar.step = t->global_step;
+                MW_TRY(mw_allreduce_sum(&t->ar, t->grads.data, count));
+                apply_update(t);
             }
-            reduce_threads(t);
-            /* regularization scaled by 1/replicas per replica (this rank's share),
-             * as tf.nn.scale_regularization_loss: the SUM holds it once */
-            sums[0] += mw_model_regularization(&t->model, t->grads.data, (float)rpw / (float)nrep);
-            t->ar.step = t->global_step;
-            MW_TRY(mw_allreduce_sum(&t->ar, t->grads.data, count));
-            apply_update(t);
             t->global_step++;
             seen_local += (double)gb;
             if (t->rank == 0) {
@@ -786,8 +1054,11 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
         if (last)
             *last = em;
     }
-    if (o->dump_weights && t->rank == 0)
+    if (o->dump_weights && t->rank == 0) {
+        if (t->gpu)
+            MW_TRY(gpu_download_state(t));
         MW_TRY(dump_weights(t, o->dump_weights));
+    }
     return MW_OK;
 }
 

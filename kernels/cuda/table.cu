@@ -11,6 +11,12 @@ extern "C" {
 #include "kernels/optim.h"
 }
 
+/* Failures are recorded in the context's sticky status (see cuda.h). */
+static void zero_cuda(const mw_kctx *k, void *p, size_t nbytes)
+{
+    (void)mw_cuda_zero(p, nbytes, k);
+}
+
 extern "C" void mw_kernels_init_cuda(mw_kernels *t)
 {
     if (mw_cuda_device_count() <= 0)
@@ -30,4 +36,5 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->sgd = mw_sgd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
+    t->zero = zero_cuda;
 }

@@ -6,6 +6,15 @@
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
+#include <string.h>
+
+static void zero_ref(const mw_kctx *k, void *p, size_t nbytes)
+{
+    (void)k;
+    if (nbytes)
+        memset(p, 0, nbytes);
+}
+
 void mw_kernels_init_ref(mw_kernels *t)
 {
     t->name = "ref";
@@ -23,4 +32,5 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->sgd = mw_sgd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
+    t->zero = zero_ref;
 }
