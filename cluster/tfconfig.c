@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "common/strfmt.h"
+
 /* Longest piece of user text quoted in a message. */
 #define QUOTE_MAX 48
 
@@ -66,57 +68,10 @@ int mw_tfconfig_find(const mw_tfconfig *c, mw_job job, int index)
 
 /* ---- message helpers ---------------------------------------------------------------------- */
 
-/* Copy s into buf escaped (\n \t \xNN for other control bytes, and \" \\ when quotes is set)
- * and cut after `max` source bytes with "...". Bytes >= 0x80 pass through so UTF-8 host names
- * stay readable when quoting user text, which jansson has checked; jansson's own messages may
- * quote undecodable bytes, so without quotes those are escaped too. */
-static void escape(char *buf, size_t n, const char *s, size_t max, int quotes)
-{
-    size_t o = 0, i = 0;
-    for (; s[i] && i < max && o + 5 < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (quotes && (ch == '"' || ch == '\\')) {
-            buf[o++] = '\\';
-            buf[o++] = (char)ch;
-        } else if (ch == '\n') {
-            buf[o++] = '\\';
-            buf[o++] = 'n';
-        } else if (ch == '\t') {
-            buf[o++] = '\\';
-            buf[o++] = 't';
-        } else if (ch < 0x20 || ch == 0x7f || (!quotes && ch >= 0x80)) {
-            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", ch);
-        } else {
-            buf[o++] = (char)ch;
-        }
-    }
-    if (s[i] && o + 4 <= n) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o < n ? o : n - 1] = '\0';
-}
-
 /* "s" in double quotes, escaped and shortened. */
 static const char *quote(char *buf, size_t n, const char *s)
 {
-    char tmp[QUOTE_MAX * 4 + 8];
-    escape(tmp, sizeof tmp, s, QUOTE_MAX, 1);
-    /* by hand rather than snprintf("\"%s\""): same result, and no
-     * -Wformat-truncation at -O3 */
-    size_t len = strlen(tmp);
-    if (n < 3) {
-        if (n)
-            buf[0] = '\0';
-        return buf;
-    }
-    if (len > n - 3)
-        len = n - 3;
-    buf[0] = '"';
-    memcpy(buf + 1, tmp, len);
-    buf[len + 1] = '"';
-    buf[len + 2] = '\0';
-    return buf;
+    return mw_str_quote(buf, n, s, QUOTE_MAX);
 }
 
 /* What a JSON value is, for "found ...": "an integer (2222)", "a string (\"a:1\")". */
@@ -337,7 +292,7 @@ static mw_status parse_cluster(mw_tfconfig *c, const json_t *cl, const char *ori
     const json_t *v;
     json_object_foreach((json_t *)cl, name, v) {
         int j = job_from_name(name);
-        escape(key, sizeof key, name, QUOTE_MAX, 1);
+        mw_str_escape(key, sizeof key, name, QUOTE_MAX, 1);
         snprintf(path, sizeof path, "cluster.%s", key);
         if (j == -2)
             return fail_ps(origin, path);
@@ -494,7 +449,7 @@ mw_status mw_tfconfig_parse(mw_tfconfig *c, const char *text, size_t nbytes, con
     json_t *root = json_loadb(text, nbytes, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     if (!root) {
         char txt[sizeof e.text * 4 + 8];
-        escape(txt, sizeof txt, e.text, sizeof e.text, 0);
+        mw_str_escape(txt, sizeof txt, e.text, sizeof e.text, 0);
         const char *hint = "";
         if (strstr(e.text, "end of file expected"))
             hint = " (trailing text after the JSON value); expected exactly one JSON object";

@@ -7,6 +7,7 @@
 #include "common/arena.h"
 #include "common/rng.h"
 #include "common/status.h"
+#include "common/strfmt.h"
 #include "tests/util.h"
 
 static void status_table(void **state)
@@ -131,12 +132,30 @@ static void arena_layout(void **state)
     mw_arena_free(&a); /* twice is safe */
 }
 
+static void str_quote_escape(void **state)
+{
+    (void)state;
+    char b[64];
+    assert_string_equal(mw_str_quote(b, sizeof b, "a\"b\\c\n\t\x01", 40), "\"a\\\"b\\\\c\\n\\t\\x01\"");
+    assert_string_equal(mw_str_quote(b, sizeof b, "abcdefgh", 3), "\"abc...\"");
+    mw_str_escape(b, sizeof b, "h\xc3\xa9", 10, 0); /* parser text: bytes >= 0x80 escaped */
+    assert_string_equal(b, "h\\xc3\\xa9");
+    mw_str_escape(b, sizeof b, "h\xc3\xa9", 10, 1); /* user text: UTF-8 kept */
+    assert_string_equal(b, "h\xc3\xa9");
+    char tiny[6];
+    mw_str_quote(tiny, sizeof tiny, "abcdefgh", 40); /* never overflows, stays terminated */
+    assert_true(strlen(tiny) < sizeof tiny && tiny[0] == '"');
+    mw_str_quote(tiny, 2, "abc", 40);
+    assert_string_equal(tiny, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_table),     cmocka_unit_test(first_error_wins),
         cmocka_unit_test(rng_deterministic), cmocka_unit_test(rng_ranges),
         cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
+        cmocka_unit_test(str_quote_escape),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

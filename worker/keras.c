@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "common/strfmt.h"
+
 #define QUOTE_MAX 48       /* longest piece of user text quoted in a message */
 #define NAME_MAX_LEN 55    /* layer names: room for "/softmax" in mw_layer.name */
 #define MAX_LAYERS 1000
@@ -33,46 +35,12 @@ static const char *const act_list = "\"relu\", \"linear\", \"softmax\" (last lay
 
 /* ---- messages ------------------------------------------------------------------------- */
 
-/* s escaped (\n, \t, \xNN for control bytes; \" and \\ when quotes) and cut after max source
- * bytes with "...". jansson has checked the UTF-8, so bytes >= 0x80 pass through except in
- * jansson's own messages (quotes = 0), which may quote undecodable input. */
-static void escape(char *buf, size_t n, const char *s, size_t max, int quotes)
-{
-    size_t o = 0, i = 0;
-    for (; s[i] && i < max && o + 5 < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (quotes && (ch == '"' || ch == '\\')) {
-            buf[o++] = '\\';
-            buf[o++] = (char)ch;
-        } else if (ch == '\n' || ch == '\t') {
-            buf[o++] = '\\';
-            buf[o++] = ch == '\n' ? 'n' : 't';
-        } else if (ch < 0x20 || ch == 0x7f || (!quotes && ch >= 0x80)) {
-            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", ch);
-        } else {
-            buf[o++] = (char)ch;
-        }
-    }
-    if (s[i] && o + 4 <= n) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o < n ? o : n - 1] = '\0';
-}
-
 typedef char qbuf[QUOTE_MAX * 4 + 8];
 
 /* "s", escaped and shortened. */
 static const char *quote(qbuf q, const char *s)
 {
-    char tmp[sizeof(qbuf) - 2];
-    escape(tmp, sizeof tmp - 1, s, QUOTE_MAX, 1);
-    size_t len = strlen(tmp);
-    q[0] = '"';
-    memcpy(q + 1, tmp, len);
-    q[len + 1] = '"';
-    q[len + 2] = '\0';
-    return q;
+    return mw_str_quote(q, sizeof(qbuf), s, QUOTE_MAX);
 }
 
 /* What a JSON value is, for "found ...". */
@@ -826,8 +794,8 @@ static mw_status find_input(const char *origin, const json_t *model, const json_
     static const char *const keys[] = {"batch_input_shape", "batch_shape"};
     if (json_is_object(fcfg)) {
         char en[QUOTE_MAX * 4 + 8], ec[QUOTE_MAX * 2 + 8];
-        escape(en, sizeof en, fname ? fname : "", QUOTE_MAX, 0);
-        escape(ec, sizeof ec, fcls ? fcls : "?", QUOTE_MAX, 0);
+        mw_str_escape(en, sizeof en, fname ? fname : "", QUOTE_MAX, 0);
+        mw_str_escape(ec, sizeof ec, fcls ? fcls : "?", QUOTE_MAX, 0);
         if (fname)
             snprintf(L.where, sizeof L.where, "layer '%s' (%s)", en, ec);
         else
@@ -944,7 +912,7 @@ static mw_status build(builder *B, const json_t *root, int h, int w, int c, int 
                          describe(d, sizeof d, jc));
         const char *cls = json_string_value(jc);
         char ecls[QUOTE_MAX * 4 + 8];
-        escape(ecls, sizeof ecls, cls, QUOTE_MAX, 0);
+        mw_str_escape(ecls, sizeof ecls, cls, QUOTE_MAX, 0);
         snprintf(L.where, sizeof L.where, "layers[%zu] (%s)", i, ecls);
         cfg = json_object_get(e, "config");
         if (!json_is_object(cfg))
@@ -1054,7 +1022,7 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
     json_t *root = json_loadb(json_text, nbytes, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         char t[sizeof je.text * 4 + 8];
-        escape(t, sizeof t, je.text, sizeof je.text, 0);
+        mw_str_escape(t, sizeof t, je.text, sizeof je.text, 0);
         return gfail(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)", je.line,
                      je.column, t);
     }

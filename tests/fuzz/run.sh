@@ -31,7 +31,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
-    "$ROOT/common/status.c" -ljansson -o "$OUT/fuzz_tfconfig"
+    "$ROOT/common/status.c" "$ROOT/common/strfmt.c" -ljansson -o "$OUT/fuzz_tfconfig"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/common/status.c" "$ROOT/common/log.c" -lz -o "$OUT/fuzz_checkpoint"
@@ -45,7 +45,7 @@ python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras.c" \
     "$ROOT/worker/model.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/arena.c" -ljansson -lm -o "$OUT/fuzz_keras"
+    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" -ljansson -lm -o "$OUT/fuzz_keras"
 
 # Tokens that reach the validator's branches quickly.
 cat > "$OUT/tfconfig.dict" <<'DICT'
