@@ -112,6 +112,14 @@ typedef void (*mw_dropout_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
  * k's stream). The model zeroes the gradient buffers it accumulates into with
  * it; a table without it (NULL) means memset. */
 typedef void (*mw_zero_fn)(const mw_kctx *k, void *p, size_t nbytes);
+/* Keras' L1/L2 weight penalty on count weights w, both in the backend's memory:
+ *   g[i] += scale (l1 sign(w[i]) + 2 l2 w[i])     (in float; skipped when g is NULL)
+ *   *acc += scale (l1 sum |w| + l2 sum w^2)       (the sums in double)
+ * acc is ONE double in the backend's memory (device memory on CUDA), so the
+ * penalty never needs a synchronization to be added up. The CUDA twin needs 2 x
+ * 256 doubles of k's scratch and sums in a fixed order (reproducible). */
+typedef void (*mw_regularize_fn)(const mw_kctx *k, float *g, double *acc, const float *w,
+                                 size_t count, double l1, double l2, float scale);
 
 typedef struct {
     const char *name; /* "ref", "cpu", "cuda" */
@@ -130,6 +138,7 @@ typedef struct {
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;
+    mw_regularize_fn regularize;
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

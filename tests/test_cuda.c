@@ -178,6 +178,7 @@ static void test_no_device_fallback(void **state)
         assert_string_equal(t.name, "cuda");
         assert_ptr_equal(t.conv2d_fwd, mw_conv2d_fwd_cuda);
         assert_ptr_equal(t.sgd, mw_sgd_cuda);
+        assert_ptr_equal(t.regularize, mw_regularize_cuda);
         assert_ptr_equal(t.dropout_fwd, mw_dropout_fwd_cuda);
         return;
     }
@@ -414,6 +415,52 @@ static void test_optim(void **state)
     cuda.adam(&ctx, NULL, NULL, NULL, NULL, 0, 1e-3f, 0.9f, 0.999f, 1e-7f);
     cuda.sgd(&ctx, NULL, NULL, NULL, 0, 0.01f, 0.9f);
     check_sync();
+}
+
+/* The weight penalty against the reference: the gradient term, and the penalty added into a
+ * device double; scratch smaller than 512 doubles is a recorded error, not a wrong sum. */
+static void test_regularize(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const size_t counts[] = {1, 1000, 100003};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        pool P = {0};
+        size_t n = counts[c], nb = n * sizeof(float);
+        float *w = h_rand(&P, n, 70 + c, -1, 1), *g = h_rand(&P, n, 75 + c, -1, 1);
+        float *dW = d_put(&P, w, nb), *dG = d_put(&P, g, nb);
+        double acc = 0.25, acc2 = 0.0;
+        double *dAcc = d_put(&P, &acc, sizeof acc), *dAcc2 = d_put(&P, &acc2, sizeof acc2);
+        mw_regularize_ref(NULL, g, &acc, w, n, 0.01, 0.003, 0.5f);
+        cuda.regularize(&ctx, dG, dAcc, dW, n, 0.01, 0.003, 0.5f);
+        mw_regularize_ref(NULL, NULL, &acc2, w, n, 0.0, 0.2, 1.0f);
+        cuda.regularize(&ctx, NULL, dAcc2, dW, n, 0.0, 0.2, 1.0f);
+        expect_close((float *)d_get(&P, dG, nb), g, n, 1e-6f, 1e-6f);
+        double got = *(double *)d_get(&P, dAcc, sizeof(double));
+        double got2 = *(double *)d_get(&P, dAcc2, sizeof(double));
+        assert_true(fabs(got - acc) <= 1e-12 * fabs(acc));
+        assert_true(fabs(got2 - acc2) <= 1e-12 * fabs(acc2));
+        pool_free(&P);
+    }
+    cuda.regularize(&ctx, NULL, NULL, NULL, 0, 0.01, 0.01, 1.0f);
+    check_sync();
+    mw_kctx small;
+    check_rc(mw_cuda_ctx_open(&small, 0), "open a second context");
+    mw_cuda_free(small.ws); /* pretend it has almost no scratch */
+    small.ws = NULL;
+    small.ws_count = 3;
+    float one = 1.0f;
+    double acc = 0.0;
+    pool P = {0};
+    float *dW = d_put(&P, &one, sizeof one);
+    double *dAcc = d_put(&P, &acc, sizeof acc);
+    mw_err_clear();
+    cuda.regularize(&small, NULL, dAcc, dW, 1, 0.1, 0.1, 1.0f);
+    assert_int_equal(mw_cuda_sync(&small), MW_EDEVICE);
+    assert_non_null(strstr(mw_err_msg(), "mw_regularize_cuda: 3 floats of scratch"));
+    mw_err_clear();
+    mw_cuda_ctx_close(&small);
+    pool_free(&P);
 }
 
 /* --- dense --------------------------------------------------------------- */
@@ -878,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_optim),
+        cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_reproducible),

@@ -1286,6 +1286,69 @@ static void test_empty_batch(void **state)
     }
 }
 
+/* The weight penalty (kernels.h): its gradient term is the derivative of the penalty it
+ * adds (central differences of the kernel's own penalty, away from the kink of |w| at 0; the
+ * penalty itself against a sum in double), it accumulates into
+ * g and *acc, scale multiplies both, and g NULL adds the penalty alone. Both tables use it. */
+static double penalty(const float *w, size_t n, double l1, double l2)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += l1 * fabs((double)w[i]) + l2 * (double)w[i] * w[i];
+    return s;
+}
+
+static void test_regularize(void **state)
+{
+    (void)state;
+    static const double cases[][2] = {{0.01, 0.0}, {0.0, 0.003}, {0.02, 0.5}};
+    for (int cpu = 0; cpu < 2; cpu++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            mw_kernels t;
+            table(&t, cpu);
+            assert_ptr_equal(t.regularize, mw_regularize_ref);
+            const double l1 = cases[c][0], l2 = cases[c][1];
+            const size_t n = 257;
+            const float scale = 0.25f;
+            pool P = {0};
+            float *w = frand(&P, n, 300 + c, -1.0f, 1.0f);
+            for (size_t i = 0; i < n; i++) /* keep |w| >= 0.05: the FD step stays off 0 */
+                if (fabsf(w[i]) < 0.05f)
+                    w[i] = w[i] < 0 ? w[i] - 0.05f : w[i] + 0.05f;
+            w[7] = 0.0f; /* sign(0) = 0: no L1 gradient there, as TensorFlow */
+            float *g = frand(&P, n, 310 + c, -1.0f, 1.0f), *g0 = fcopy(&P, g, n);
+            double acc = 1.5;
+            t.regularize(NULL, g, &acc, w, n, l1, l2, scale);
+            const double want = penalty(w, n, l1, l2);
+            assert_true(fabs((acc - 1.5) - scale * want) <= 1e-12 * (1.0 + want));
+            for (size_t i = 0; i < n; i++) {
+                double d = 0.0; /* sign(0) = 0: no L1 gradient at 0, as TensorFlow */
+                if (i != 7) {
+                    /* the kernel's own penalty at w[i] +- h (the floats actually used) */
+                    const float x = w[i], xp = x + 1e-3f, xm = x - 1e-3f;
+                    double fp = 0.0, fm = 0.0;
+                    w[i] = xp;
+                    t.regularize(NULL, NULL, &fp, w, n, l1, l2, 1.0f);
+                    w[i] = xm;
+                    t.regularize(NULL, NULL, &fm, w, n, l1, l2, 1.0f);
+                    w[i] = x;
+                    d = (fp - fm) / ((double)xp - (double)xm);
+                }
+                double got = (double)g[i] - (double)g0[i];
+                assert_true(fabs(got - scale * d) <= 1e-5 * (1.0 + fabs(scale * d)));
+            }
+            double loss_only = 0.0;
+            float *g1 = fcopy(&P, g, n);
+            t.regularize(NULL, NULL, &loss_only, w, n, l1, l2, 1.0f);
+            assert_true(fabs(loss_only - want) <= 1e-12 * (1.0 + want));
+            assert_memory_equal(g1, g, n * sizeof(float)); /* untouched */
+            double none = 0.0;
+            t.regularize(NULL, g, &none, w, 0, l1, l2, 1.0f);
+            assert_true(none == 0.0);
+            pool_free(&P);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1310,6 +1373,7 @@ int main(void)
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_optim_cpu_vs_ref),
+        cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_empty_batch),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);

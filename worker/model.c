@@ -416,34 +416,33 @@ mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses
                          "built-in model (worker/models/tutorial_cnn.json)", h, w, c, nclasses);
 }
 
-double mw_model_regularization(const mw_model *m, float *grads, float scale)
+int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
+                        const float *params, float *grads, double *acc, float scale)
 {
-    double total = 0.0;
+    int any = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
-        for (int t = 0; t < 2; t++) {
-            const mw_regularizer *rg = t ? &l->bias_reg : &l->kernel_reg;
-            size_t off = t ? l->b_off : l->w_off, count = t ? l->b_count : l->w_count;
+        for (int b = 0; b < 2; b++) {
+            const mw_regularizer *rg = b ? &l->bias_reg : &l->kernel_reg;
+            size_t off = b ? l->b_off : l->w_off, count = b ? l->b_count : l->w_count;
             if (count == 0 || (rg->l1 == 0.0 && rg->l2 == 0.0))
                 continue;
-            const float *w = m->params.data + off;
-            const float l1 = (float)rg->l1, two_l2 = (float)(2.0 * rg->l2);
-            double s1 = 0.0, s2 = 0.0;
-            for (size_t j = 0; j < count; j++) {
-                s1 += fabs((double)w[j]);
-                s2 += (double)w[j] * w[j];
-            }
-            total += rg->l1 * s1 + rg->l2 * s2;
-            if (!grads)
-                continue;
-            float *g = grads + off;
-            for (size_t j = 0; j < count; j++) {
-                float sgn = (float)((w[j] > 0.0f) - (w[j] < 0.0f));
-                g[j] += scale * (l1 * sgn + two_l2 * w[j]);
-            }
+            t->regularize(k, grads ? grads + off : NULL, acc, params + off, count, rg->l1,
+                          rg->l2, scale);
+            any = 1;
         }
     }
-    return (double)scale * total;
+    return any;
+}
+
+double mw_model_regularization(const mw_model *m, float *grads, float scale)
+{
+    mw_kernels ref;
+    mw_kernels_init_ref(&ref);
+    mw_kctx k = {1, NULL, 0, NULL};
+    double total = 0.0;
+    mw_model_regularize(m, &ref, &k, m->params.data, grads, &total, scale);
+    return total;
 }
 
 /* ---- workspace ---- */

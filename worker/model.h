@@ -153,6 +153,12 @@ void mw_model_init_params(mw_model *m, uint64_t seed);
  * one regularization loss. A rank with R local replicas may instead call it
  * once with scale = R / (total replicas). 0 and no work without regularizers. */
 double mw_model_regularization(const mw_model *m, float *grads, float scale);
+/* The same through a kernel table, on arrays in the memory k's kernels work on (device
+ * memory on CUDA): params and grads in the arena layout, and *acc (ONE double there) += the
+ * penalty, with no synchronization. 1 when the model has a regularizer (work was enqueued),
+ * 0 when not (nothing touched). */
+int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
+                        const float *params, float *grads, double *acc, float scale);
 
 /* The tutorial CNN (DESIGN.md): mw_keras_load of the built-in
  * worker/models/tutorial_cnn.json, written for 28x28x1 inputs and 10 classes;

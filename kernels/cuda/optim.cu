@@ -53,3 +53,74 @@ extern "C" void mw_sgd_cuda(const mw_kctx *k, float *p, float *vel, const float 
     MW_LAUNCHED_K(d, "sgd_kernel");
     mw_cuda_end(d, "mw_sgd_cuda");
 }
+
+/* The weight penalty (kernels.h): the gradient term element-wise, and the two
+ * sums in double, first per block (a fixed tree), then over the blocks in block
+ * order by one thread, so the penalty is the same bits on every run. */
+#define MW_REG_BLOCKS 256
+
+static __global__ void regularize_kernel(float *g, double *part, const float *w, size_t count,
+                                         float l1f, float two_l2f, float scale)
+{
+    __shared__ double s1[MW_CUDA_BLOCK], s2[MW_CUDA_BLOCK];
+    double a = 0.0, b = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = w[i];
+        a += fabs((double)x);
+        b += (double)x * x;
+        if (g) {
+            float sgn = (float)((x > 0.0f) - (x < 0.0f));
+            g[i] += scale * (l1f * sgn + two_l2f * x);
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {
+        if (threadIdx.x < h) {
+            s1[threadIdx.x] += s1[threadIdx.x + h];
+            s2[threadIdx.x] += s2[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        part[2 * blockIdx.x] = s1[0];
+        part[2 * blockIdx.x + 1] = s2[0];
+    }
+}
+
+static __global__ void regularize_total_kernel(double *acc, const double *part, unsigned nblocks,
+                                               double l1, double l2, double scale)
+{
+    double a = 0.0, b = 0.0;
+    for (unsigned i = 0; i < nblocks; i++) {
+        a += part[2 * i];
+        b += part[2 * i + 1];
+    }
+    *acc += scale * (l1 * a + l2 * b);
+}
+
+extern "C" void mw_regularize_cuda(const mw_kctx *k, float *g, double *acc, const float *w,
+                                   size_t count, double l1, double l2, float scale)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_regularize_cuda");
+    if (!d || count == 0)
+        return;
+    unsigned nb = mw_cuda_grid(count);
+    if (nb > MW_REG_BLOCKS)
+        nb = MW_REG_BLOCKS;
+    const size_t need = 2 * (size_t)nb * sizeof(double) / sizeof(float);
+    if (k->ws_count < need) {
+        mw_cuda_note(d, mw_err(MW_EDEVICE, "mw_regularize_cuda: %zu floats of scratch, needs %zu",
+                               k->ws_count, need));
+        return;
+    }
+    double *part = (double *)k->ws; /* cudaMalloc'ed: aligned for double */
+    regularize_kernel<<<nb, MW_CUDA_BLOCK, 0, d->stream>>>(g, part, w, count, (float)l1,
+                                                           (float)(2.0 * l2), scale);
+    MW_LAUNCHED_K(d, "regularize_kernel");
+    regularize_total_kernel<<<1, 1, 0, d->stream>>>(acc, part, nb, l1, l2, (double)scale);
+    MW_LAUNCHED_K(d, "regularize_total_kernel");
+    mw_cuda_end(d, "mw_regularize_cuda");
+}

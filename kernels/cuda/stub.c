@@ -206,6 +206,13 @@ void mw_sgd_cuda(const mw_kctx *k, float *p, float *vel, const float *g, size_t 
     not_built(__func__);
 }
 
+void mw_regularize_cuda(const mw_kctx *k, float *g, double *acc, const float *w, size_t count,
+                        double l1, double l2, float scale)
+{
+    (void)k, (void)g, (void)acc, (void)w, (void)count, (void)l1, (void)l2, (void)scale;
+    not_built(__func__);
+}
+
 void mw_dropout_fwd_cuda(const mw_kctx *k, float *y, float *mask, const float *x,
                          const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                          size_t D)

@@ -37,4 +37,5 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;
+    t->regularize = mw_regularize_cuda;
 }

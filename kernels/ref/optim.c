@@ -23,3 +23,20 @@ void mw_sgd_ref(const mw_kctx *k, float *p, float *vel, const float *g, size_t c
         p[i] += vel[i];
     }
 }
+
+void mw_regularize_ref(const mw_kctx *k, float *g, double *acc, const float *w, size_t count,
+                       double l1, double l2, float scale)
+{
+    (void)k;
+    const float l1f = (float)l1, two_l2f = (float)(2.0 * l2);
+    double s1 = 0.0, s2 = 0.0;
+    for (size_t i = 0; i < count; i++) {
+        s1 += fabs((double)w[i]);
+        s2 += (double)w[i] * w[i];
+        if (g) {
+            float sgn = (float)((w[i] > 0.0f) - (w[i] < 0.0f));
+            g[i] += scale * (l1f * sgn + two_l2f * w[i]);
+        }
+    }
+    *acc += (double)scale * (l1 * s1 + l2 * s2);
+}

@@ -33,4 +33,5 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;
+    t->regularize = mw_regularize_ref;
 }
