@@ -150,6 +150,12 @@ static int inside(const void *p, size_t nbytes, int dev)
     return 0;
 }
 
+int mock_inside(const void *p, size_t nbytes, int dev)
+{
+    return nbytes == 0 || inside(p, nbytes, dev);
+}
+
+int mock_current_device(void) { return M.cur; }
 int mock_aborts(void) { return M.aborts; }
 int mock_destroys(void) { return M.destroys; }
 int mock_live_comms(void) { return M.live; }

@@ -30,6 +30,12 @@ void mock_inject(mock_fault fault, int at);
 void *mock_dev_alloc(int dev, size_t nbytes);
 void mock_dev_free(void *p);
 
+/* Does [p, p + nbytes) lie inside one fake allocation of device dev (-1: pinned host
+ * memory)? nbytes 0: p may be anything. */
+int mock_inside(const void *p, size_t nbytes, int dev);
+/* The device cudaSetDevice last made current (0 at the start). */
+int mock_current_device(void);
+
 /* Counters since mock_reset. */
 int mock_aborts(void);      /* ncclCommAbort calls */
 int mock_destroys(void);    /* ncclCommDestroy calls */

@@ -27,7 +27,7 @@ static void defaults(void **state)
     assert_int_equal(c.cmd, MW_CMD_TRAIN);
     assert_int_equal(c.train.epochs, 10);
     assert_int_equal(c.train.batch_per_replica, 64);
-    assert_int_equal(c.train.replicas_per_worker, 1);
+    assert_int_equal(c.train.replicas_per_worker, 0); /* auto: resolved by the trainer */
     assert_true(c.train.learning_rate == 1e-3);
     assert_int_equal(c.train.optimizer, MW_OPT_ADAM);
     assert_string_equal(c.train.data_dir, "/usr/share/datasets/fashion-mnist");

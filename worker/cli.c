@@ -62,13 +62,15 @@ static const flag flags[F_COUNT] = {
     [F_EPOCHS] = {"epochs", "N", "passes over the training set (default 10)"},
     [F_BATCH] = {"batch-per-replica", "N",
                  "examples per replica per step; global batch = N x replicas (default 64)"},
-    [F_REPLICAS] = {"replicas-per-worker", "R", "model replicas per rank (default 1)"},
+    [F_REPLICAS] = {"replicas-per-worker", "R",
+                    "model replicas per rank; on GPUs a multiple of the GPUs the rank drives "
+                    "(default: one per GPU, 1 on the CPU)"},
     [F_STEPS] = {"steps-per-epoch", "N",
                  "stop each epoch after N steps, for quick runs (default: whole set)"},
     [F_MICRO] = {"micro-batch", "N",
-                 "examples per forward/backward pass inside a thread; gradients add up over "
-                 "the replica's slice, so only float rounding changes (default 16: fits the "
-                 "caches)"},
+                 "examples per forward/backward pass inside a CPU thread; gradients add up "
+                 "over the replica's slice, so only float rounding changes (default 16: fits "
+                 "the caches; a GPU runs a replica's slice at once, up to 1024)"},
     [F_LR] = {"learning-rate", "X", "optimizer learning rate (default 0.001)"},
     [F_OPT] = {"optimizer", "adam|sgd", "Adam (Keras defaults) or SGD with momentum (default adam)"},
     [F_MOMENTUM] = {"momentum", "X", "SGD momentum in [0, 1) (default 0.9)"},

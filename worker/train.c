@@ -48,7 +48,7 @@ void mw_train_opts_default(mw_train_opts *o)
     memset(o, 0, sizeof *o);
     o->epochs = 10;
     o->batch_per_replica = 64;
-    o->replicas_per_worker = 1;
+    o->replicas_per_worker = 0; /* one per GPU the rank drives; 1 on the CPU */
     o->learning_rate = 1e-3;
     o->optimizer = MW_OPT_ADAM;
     o->momentum = 0.9;
@@ -107,18 +107,12 @@ typedef struct {
     long eval_hdr[2];   /* chief: checkpoint number (-1: done), bytes */
     MPI_Request eval_req[2];
     const char *model_json;
-    /* --device gpu: one CUDA device per rank (see gpu_setup) */
-    int gpu;                  /* 1: train and evaluate on gpu_dev */
-    int gpu_dev;
-    mw_kctx gk;               /* the device's context: stream, cuBLAS, device scratch */
-    float *d_params, *d_grads, *d_m1, *d_m2; /* device arenas, same layout as the host ones */
-    uint32_t *d_ids;          /* device copy of a micro-batch's example ids (dropout) */
-    mw_model_ws dws;          /* device workspace for one micro-batch */
-    void *stage;              /* pinned host staging: h_x, h_labels, h_ids, h_prob, h_loss */
-    float *h_x, *h_prob, *h_loss;
-    int32_t *h_labels;
-    uint32_t *h_ids;
-    mw_nccl *nccl;            /* gradient all-reduce over the training ranks' GPUs */
+    /* --device gpu: the CUDA devices this rank drives (see gpu_setup) */
+    int gpu;                    /* 1: train and evaluate on gd[0..ngpu) */
+    int ngpu;
+    struct gpu_dev *gd;         /* ngpu devices (owned) */
+    mw_nccl *nccl;              /* gradient all-reduce over every device of the cluster */
+    mw_train_opts opts;         /* the caller's, with replicas_per_worker resolved; o points here */
 } trainer;
 
 static int cpu_count(void)
@@ -129,217 +123,331 @@ static int cpu_count(void)
 
 /* ---- the GPU path ----
  *
- * One CUDA context per rank on its first selected device. Parameters,
- * gradients and the optimizer slots live in device arrays of the host arenas'
- * layout and count; the host arenas stay the source for the initial broadcast
- * and for checkpoints (downloaded before a save, uploaded after a restore).
- * Each micro-batch is assembled on the host into pinned staging, uploaded, run
- * forward and backward on the device into the device gradients, and its
- * per-example losses and probabilities come back for the metrics. The
- * gradient sum over ranks is NCCL (cluster/nccl.h) on the context's stream,
- * and the optimizer runs on the device. */
+ * A rank drives the devices mw_cuda_select gave it (one per rank, or all of
+ * its node's), one CUDA context each, and its replicas_per_worker replicas are
+ * dealt out in order: device d runs replicas [d rpd, (d+1) rpd), rpd =
+ * replicas per device. Every device holds the whole state (parameters,
+ * gradients, optimizer slots) in device arrays of the host arenas' layout; the
+ * host arenas stay the source for the initial broadcast and for checkpoints
+ * (downloaded from device 0 before a save, uploaded to every device after a
+ * restore). A step runs in rounds: each device in turn gets its next
+ * micro-batch staged on the host into its pinned buffers, uploaded, and run
+ * forward and backward (all enqueued, so the devices work at the same time);
+ * then the round's losses and probabilities come back for the metrics. The
+ * weight penalty goes into each device's gradients after the backward passes,
+ * scaled by its share of the replicas; the gradient sum over every device of
+ * the cluster is NCCL (cluster/nccl.h) on the contexts' streams, and every
+ * device applies the same optimizer update. */
+
+#define MAX_GPUS 16
+#define GPU_MAX_BATCH 1024 /* examples per device micro-batch, at most */
+
+/* One device this rank drives. */
+typedef struct gpu_dev {
+    int ordinal;                       /* CUDA device number */
+    mw_kctx k;                         /* stream, cuBLAS, device scratch */
+    float *params, *grads, *m1, *m2;   /* device arrays, the host arenas' layout */
+    double *reg;                       /* device: this step's weight penalty */
+    uint32_t *ids;                     /* device: a micro-batch's example ids (dropout) */
+    mw_model_ws ws;                    /* device workspace for one micro-batch */
+    void *stage;                       /* pinned host: the h_ buffers below */
+    float *h_x, *h_prob, *h_loss;
+    int32_t *h_labels;
+    uint32_t *h_ids;
+    double *h_reg;
+} gpu_dev;
 
 static size_t up64(size_t nbytes)
 {
     return (nbytes + 63) / 64 * 64;
 }
 
-static int has_regularizers(const mw_model *m)
-{
-    for (int i = 0; i < m->nlayers; i++) {
-        const mw_layer *l = &m->layers[i];
-        if (l->kernel_reg.l1 != 0.0 || l->kernel_reg.l2 != 0.0 || l->bias_reg.l1 != 0.0 ||
-            l->bias_reg.l2 != 0.0)
-            return 1;
-    }
-    return 0;
-}
-
-static mw_status gpu_setup(trainer *t, int device, int max_n)
+static mw_status gpu_dev_setup(trainer *t, gpu_dev *g, int ordinal, int max_n)
 {
     const size_t count = t->model.params.count;
     const mw_model *m = &t->model;
-    if (has_regularizers(m))
-        return mw_err(MW_EUNSUPPORTED, "training on the GPU: kernel and bias regularizers are "
-                      "not supported on the device yet; use --device cpu");
-    t->gpu = 1;
-    t->gpu_dev = device;
-    MW_TRY(mw_cuda_ctx_open(&t->gk, device));
-    mw_kernels_init_cuda(&t->kt);
-    if (strcmp(t->kt.name, "cuda") != 0)
-        return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available", device);
-    float **arr[4] = {&t->d_params, &t->d_grads, &t->d_m1, &t->d_m2};
+    g->ordinal = ordinal;
+    MW_TRY(mw_cuda_ctx_open(&g->k, ordinal));
+    MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
+    float **arr[4] = {&g->params, &g->grads, &g->m1, &g->m2};
     for (int i = 0; i < 4; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
-    MW_TRY(mw_cuda_zero(t->d_grads, count * sizeof(float), &t->gk));
-    MW_TRY(mw_model_ws_alloc_with(&t->dws, m, max_n, mw_cuda_alloc, mw_cuda_free));
-    t->dws.params = t->d_params;
-    if (t->dws.scratch_count > t->gk.ws_count)
-        MW_TRY(mw_cuda_ws_reserve(&t->gk, t->dws.scratch_count));
-    const size_t n = (size_t)t->dws.max_n;
-    MW_TRY(mw_cuda_alloc((void **)&t->d_ids, n * sizeof(uint32_t)));
+    MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
+    MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
+    MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
+    g->ws.params = g->params;
+    if (g->ws.scratch_count > g->k.ws_count)
+        MW_TRY(mw_cuda_ws_reserve(&g->k, g->ws.scratch_count));
+    const size_t n = (size_t)g->ws.max_n;
+    MW_TRY(mw_cuda_alloc((void **)&g->ids, n * sizeof(uint32_t)));
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
     const size_t o_x = 0, o_lab = o_x + up64(in * sizeof(float));
     const size_t o_ids = o_lab + up64(n * sizeof(int32_t));
     const size_t o_prob = o_ids + up64(n * sizeof(uint32_t));
     const size_t o_loss = o_prob + up64(n * (size_t)m->nclasses * sizeof(float));
-    const size_t total = o_loss + up64(n * sizeof(float));
-    MW_TRY(mw_cuda_host_alloc(&t->stage, total));
-    char *b = t->stage;
-    t->h_x = (float *)(b + o_x);
-    t->h_labels = (int32_t *)(b + o_lab);
-    t->h_ids = (uint32_t *)(b + o_ids);
-    t->h_prob = (float *)(b + o_prob);
-    t->h_loss = (float *)(b + o_loss);
-    return mw_cuda_sync(&t->gk);
+    const size_t o_reg = o_loss + up64(n * sizeof(float));
+    MW_TRY(mw_cuda_host_alloc(&g->stage, o_reg + up64(sizeof(double))));
+    char *b = g->stage;
+    g->h_x = (float *)(b + o_x);
+    g->h_labels = (int32_t *)(b + o_lab);
+    g->h_ids = (uint32_t *)(b + o_ids);
+    g->h_prob = (float *)(b + o_prob);
+    g->h_loss = (float *)(b + o_loss);
+    g->h_reg = (double *)(b + o_reg);
+    return mw_cuda_sync(&g->k);
+}
+
+static mw_status gpu_setup(trainer *t, int first_device, int ndev, int max_n)
+{
+    if (ndev > MAX_GPUS)
+        return mw_err(MW_EUNSUPPORTED, "this rank was given %d CUDA devices; a rank drives at "
+                      "most %d: run more ranks per node", ndev, MAX_GPUS);
+    mw_kernels_init_cuda(&t->kt);
+    if (strcmp(t->kt.name, "cuda") != 0)
+        return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available",
+                      first_device);
+    if (!(t->gd = calloc((size_t)ndev, sizeof *t->gd)))
+        return mw_err(MW_ENOMEM, "out of memory");
+    t->gpu = 1;
+    for (int d = 0; d < ndev; d++) {
+        t->ngpu = d + 1; /* teardown releases what was opened */
+        MW_TRY(gpu_dev_setup(t, &t->gd[d], first_device + d, max_n));
+    }
+    return MW_OK;
 }
 
 static void gpu_teardown(trainer *t)
 {
     mw_nccl_close(&t->nccl);
-    if (t->gk.dev)
-        (void)mw_cuda_sync(&t->gk);
-    mw_model_ws_free(&t->dws);
-    mw_cuda_free(t->d_params);
-    mw_cuda_free(t->d_grads);
-    mw_cuda_free(t->d_m1);
-    mw_cuda_free(t->d_m2);
-    mw_cuda_free(t->d_ids);
-    mw_cuda_host_free(t->stage);
-    t->d_params = t->d_grads = t->d_m1 = t->d_m2 = NULL;
-    t->d_ids = NULL;
-    t->stage = NULL;
-    mw_cuda_ctx_close(&t->gk);
+    for (int d = 0; d < t->ngpu; d++) {
+        gpu_dev *g = &t->gd[d];
+        if (!g->k.dev)
+            continue;
+        (void)mw_cuda_sync(&g->k);
+        (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
+        mw_model_ws_free(&g->ws);
+        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->reg, g->ids};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            mw_cuda_free(dev[i]);
+        mw_cuda_host_free(g->stage);
+        mw_cuda_ctx_close(&g->k);
+        memset(g, 0, sizeof *g);
+    }
+    free(t->gd);
+    t->gd = NULL;
+    t->ngpu = 0;
 }
 
-/* Host arenas -> device arrays (params; with the optimizer slots unless
+/* The first failure among the devices' contexts, waiting for each (so no work
+ * is left in flight). */
+static mw_status gpu_sync_all(trainer *t)
+{
+    mw_status first = MW_OK;
+    for (int d = 0; d < t->ngpu; d++) {
+        mw_status rc = mw_cuda_sync(&t->gd[d].k);
+        if (first == MW_OK)
+            first = rc;
+    }
+    return first;
+}
+
+/* Host arenas -> every device (params; with the optimizer slots unless
  * weights_only), and wait. */
 static mw_status gpu_upload_state(trainer *t, int weights_only)
 {
     const size_t nb = t->model.params.count * sizeof(float);
-    MW_TRY(mw_cuda_upload(t->d_params, t->model.params.data, nb, &t->gk));
-    if (!weights_only) {
-        MW_TRY(mw_cuda_upload(t->d_m1, t->m1.data, nb, &t->gk));
-        MW_TRY(mw_cuda_upload(t->d_m2, t->m2.data, nb, &t->gk));
+    for (int d = 0; d < t->ngpu; d++) {
+        gpu_dev *g = &t->gd[d];
+        MW_TRY(mw_cuda_upload(g->params, t->model.params.data, nb, &g->k));
+        if (!weights_only) {
+            MW_TRY(mw_cuda_upload(g->m1, t->m1.data, nb, &g->k));
+            MW_TRY(mw_cuda_upload(g->m2, t->m2.data, nb, &g->k));
+        }
     }
-    return mw_cuda_sync(&t->gk);
+    return gpu_sync_all(t);
 }
 
-/* Device arrays -> host arenas (params and optimizer slots), and wait. */
+/* Device 0 -> host arenas (params and optimizer slots; every device holds the
+ * same), and wait. */
 static mw_status gpu_download_state(trainer *t)
 {
     const size_t nb = t->model.params.count * sizeof(float);
-    MW_TRY(mw_cuda_download(t->model.params.data, t->d_params, nb, &t->gk));
-    MW_TRY(mw_cuda_download(t->m1.data, t->d_m1, nb, &t->gk));
-    MW_TRY(mw_cuda_download(t->m2.data, t->d_m2, nb, &t->gk));
-    return mw_cuda_sync(&t->gk);
+    gpu_dev *g = &t->gd[0];
+    MW_TRY(mw_cuda_download(t->model.params.data, g->params, nb, &g->k));
+    MW_TRY(mw_cuda_download(t->m1.data, g->m1, nb, &g->k));
+    MW_TRY(mw_cuda_download(t->m2.data, g->m2, nb, &g->k));
+    return mw_cuda_sync(&g->k);
 }
 
-/* Stage n examples of d on the host and upload them into the device
- * workspace; training: dropout keyed by the examples' global ids. */
-static mw_status gpu_batch(trainer *t, const mw_dataset *d, const uint32_t *ids, int n,
-                           int training, uint64_t dseed)
+/* Stage n examples of d on the host (ids, or first, first+1, ... when ids is
+ * NULL) and enqueue their upload into g's workspace; training: dropout keyed by
+ * the examples' global ids. */
+static mw_status gpu_stage(const trainer *t, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
+                           uint32_t first, int n, int training, uint64_t dseed)
 {
-    mw_model_ws *ws = &t->dws;
+    mw_model_ws *ws = &g->ws;
     const mw_model *m = &t->model;
     const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
-    mw_dataset_batch(d, t->h_x, t->h_labels, ids, n);
-    MW_TRY(mw_cuda_upload(ws->act[0], t->h_x, in * sizeof(float), &t->gk));
-    MW_TRY(mw_cuda_upload(ws->labels, t->h_labels, (size_t)n * sizeof(int32_t), &t->gk));
+    for (int j = 0; j < n; j++)
+        g->h_ids[j] = ids ? ids[j] : first + (uint32_t)j;
+    mw_dataset_batch(d, g->h_x, g->h_labels, g->h_ids, n);
+    MW_TRY(mw_cuda_upload(ws->act[0], g->h_x, in * sizeof(float), &g->k));
+    MW_TRY(mw_cuda_upload(ws->labels, g->h_labels, (size_t)n * sizeof(int32_t), &g->k));
     ws->training = training;
     ws->dropout_seed = training ? dseed : 0;
     ws->example_ids = NULL;
     if (training) {
-        memcpy(t->h_ids, ids, (size_t)n * sizeof(uint32_t));
-        MW_TRY(mw_cuda_upload(t->d_ids, t->h_ids, (size_t)n * sizeof(uint32_t), &t->gk));
-        ws->example_ids = t->d_ids;
+        MW_TRY(mw_cuda_upload(g->ids, g->h_ids, (size_t)n * sizeof(uint32_t), &g->k));
+        ws->example_ids = g->ids;
     }
     return MW_OK;
 }
 
-/* After a forward of n examples: bring back losses and probabilities, wait
- * (a failed kernel surfaces here), and add to the loss sum and correct count. */
-static mw_status gpu_metrics(trainer *t, int n, double *ls, double *corr)
+/* Where a device is in its replicas' slices during gpu_run. */
+typedef struct {
+    int lr, end;   /* current local replica, one past its last */
+    long off, cnt; /* the current replica's slice */
+    long i;        /* examples of it done */
+    int n;         /* examples in flight this round */
+} gpu_cursor;
+
+/* This rank's replicas' slices of total examples (replica r of the cluster:
+ * slice(total, replicas, r)) on the devices, in rounds of one micro-batch per
+ * device. base: the example ids the slices index (t->order + the step's start),
+ * or NULL for ids equal to positions (evaluation). Training: forward and
+ * backward into the devices' gradients, scaled by 1 / gb; otherwise forward
+ * only. Adds the summed loss and the correct count into ls and corr. */
+static mw_status gpu_run(trainer *t, const mw_dataset *data, long total, const uint32_t *base,
+                         int training, long gb, uint64_t dseed, double *ls, double *corr)
 {
-    mw_model_ws *ws = &t->dws;
+    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw, rpd = rpw / t->ngpu;
     const mw_model *m = &t->model;
-    MW_TRY(mw_cuda_download(t->h_loss, ws->loss, (size_t)n * sizeof(float), &t->gk));
-    MW_TRY(mw_cuda_download(t->h_prob, ws->prob, (size_t)n * m->nclasses * sizeof(float),
-                            &t->gk));
-    MW_TRY(mw_cuda_sync(&t->gk));
-    for (int j = 0; j < n; j++)
-        *ls += t->h_loss[j];
-    *corr += mw_model_correct_host(m, t->h_prob, t->h_labels, n);
-    return MW_OK;
+    gpu_cursor c[MAX_GPUS];
+    for (int d = 0; d < t->ngpu; d++) {
+        c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0;
+        slice(total, nrep, t->rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
+    }
+    for (;;) {
+        int busy = 0;
+        for (int d = 0; d < t->ngpu; d++) {
+            gpu_dev *g = &t->gd[d];
+            gpu_cursor *q = &c[d];
+            while (q->lr < q->end && q->i >= q->cnt)
+                if (++q->lr < q->end) {
+                    q->i = 0;
+                    slice(total, nrep, t->rank * rpw + q->lr, &q->off, &q->cnt);
+                }
+            q->n = 0;
+            if (q->lr >= q->end)
+                continue;
+            int n = q->cnt - q->i < g->ws.max_n ? (int)(q->cnt - q->i) : g->ws.max_n;
+            MW_TRY(gpu_stage(t, g, data, base ? base + q->off + q->i : NULL,
+                             (uint32_t)(q->off + q->i), n, training, dseed));
+            mw_model_forward(m, &t->kt, &g->k, &g->ws, n);
+            if (training)
+                mw_model_backward(m, &t->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
+            MW_TRY(mw_cuda_download(g->h_loss, g->ws.loss, (size_t)n * sizeof(float), &g->k));
+            MW_TRY(mw_cuda_download(g->h_prob, g->ws.prob, (size_t)n * m->nclasses * sizeof(float),
+                                    &g->k));
+            q->n = n;
+            q->i += n;
+            busy = 1;
+        }
+        if (!busy)
+            return MW_OK;
+        /* a failed kernel surfaces here, at the round's wait */
+        for (int d = 0; d < t->ngpu; d++) {
+            gpu_dev *g = &t->gd[d];
+            if (c[d].n == 0)
+                continue;
+            MW_TRY(mw_cuda_sync(&g->k));
+            for (int j = 0; j < c[d].n; j++)
+                *ls += g->h_loss[j];
+            *corr += mw_model_correct_host(m, g->h_prob, g->h_labels, c[d].n);
+        }
+    }
 }
 
-static void apply_update_on(trainer *t, const mw_kctx *k, float *p, float *m1, float *m2,
-                            const float *g);
+/* This rank's examples of a total over every replica of the cluster. */
+static long rank_examples(const trainer *t, long total)
+{
+    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw;
+    long sum = 0, off, cnt;
+    for (int lr = 0; lr < rpw; lr++) {
+        slice(total, nrep, t->rank * rpw + lr, &off, &cnt);
+        sum += cnt;
+    }
+    return sum;
+}
 
-/* One training step on the device: this rank's replica slices of the global
- * batch (start, gb), the gradient sum over ranks, the optimizer. */
+static float opt_rate(trainer *t);
+static void opt_apply(const trainer *t, const mw_kctx *k, float *p, float *m1, float *m2,
+                      const float *g, float rate);
+
+/* One training step on the devices: this rank's replica slices of the global
+ * batch (start, gb), the weight penalty, the gradient sum over every device of
+ * the cluster, the optimizer on each device. */
 static mw_status gpu_step(trainer *t, long start, long gb, uint64_t dseed, double sums[3])
 {
-    const mw_train_opts *o = t->o;
-    const int rpw = o->replicas_per_worker, nrep = t->world * rpw;
+    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw;
     const size_t count = t->model.params.count;
-    mw_model_ws *ws = &t->dws;
-    MW_TRY(mw_cuda_zero(t->d_grads, count * sizeof(float), &t->gk));
-    for (int lr = 0; lr < rpw; lr++) {
-        long off, cnt;
-        slice(gb, nrep, t->rank * rpw + lr, &off, &cnt);
-        const uint32_t *ids = t->order + start + off;
-        double ls = 0, corr = 0;
-        for (long i = 0; i < cnt; i += ws->max_n) {
-            int n = cnt - i < ws->max_n ? (int)(cnt - i) : ws->max_n;
-            MW_TRY(gpu_batch(t, &t->train, ids + i, n, 1, dseed));
-            mw_model_forward(&t->model, &t->kt, &t->gk, ws, n);
-            mw_model_backward(&t->model, &t->kt, &t->gk, ws, t->d_grads, n, 1.0f / (float)gb);
-            MW_TRY(gpu_metrics(t, n, &ls, &corr));
+    for (int d = 0; d < t->ngpu; d++)
+        MW_TRY(mw_cuda_zero(t->gd[d].grads, count * sizeof(float), &t->gd[d].k));
+    double ls = 0, corr = 0;
+    MW_TRY(gpu_run(t, &t->train, gb, t->order + start, 1, gb, dseed, &ls, &corr));
+    sums[0] += ls / (double)gb;
+    sums[1] += corr;
+    sums[2] += (double)rank_examples(t, gb);
+    /* the penalty scaled by the device's share of the replicas (its replicas /
+     * all replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
+    const float share = (float)(rpw / t->ngpu) / (float)nrep;
+    int reg = 0;
+    for (int d = 0; d < t->ngpu; d++) {
+        gpu_dev *g = &t->gd[d];
+        MW_TRY(mw_cuda_zero(g->reg, sizeof(double), &g->k));
+        reg = mw_model_regularize(&t->model, &t->kt, &g->k, g->params, g->grads, g->reg, share);
+        if (reg)
+            MW_TRY(mw_cuda_download(g->h_reg, g->reg, sizeof(double), &g->k));
+    }
+    if (t->nccl) {
+        float *bufs[MAX_GPUS];
+        void *streams[MAX_GPUS];
+        for (int d = 0; d < t->ngpu; d++) {
+            bufs[d] = t->gd[d].grads;
+            streams[d] = mw_cuda_stream(&t->gd[d].k);
         }
-        sums[0] += ls / (double)gb;
-        sums[1] += corr;
-        sums[2] += (double)cnt;
-    }
-    if (t->world > 1) {
-        float *bufs[1] = {t->d_grads};
-        void *streams[1] = {mw_cuda_stream(&t->gk)};
+        /* returns with the streams idle: the penalty downloads are done too */
         MW_TRY(mw_nccl_allreduce(t->nccl, bufs, count, streams, t->global_step));
+    } else {
+        MW_TRY(gpu_sync_all(t));
     }
-    apply_update_on(t, &t->gk, t->d_params, t->d_m1, t->d_m2, t->d_grads);
-    return mw_cuda_last_status(&t->gk);
+    for (int d = 0; d < t->ngpu && reg; d++)
+        sums[0] += *t->gd[d].h_reg;
+    const float rate = opt_rate(t);
+    for (int d = 0; d < t->ngpu; d++) {
+        gpu_dev *g = &t->gd[d];
+        opt_apply(t, &g->k, g->params, g->m1, g->m2, g->grads, rate);
+    }
+    for (int d = 0; d < t->ngpu; d++)
+        MW_TRY(mw_cuda_last_status(&t->gd[d].k));
+    return MW_OK;
 }
 
 /* Forward over this rank's share of the first ntest test examples on the
- * device; adds loss, correct and count into sums. */
+ * devices; adds loss, correct and count into sums. */
 static mw_status gpu_evaluate(trainer *t, long ntest, double sums[3])
 {
-    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw;
-    mw_model_ws *ws = &t->dws;
-    uint32_t ids[1024];
-    for (int lr = 0; lr < rpw; lr++) {
-        long off, cnt;
-        slice(ntest, nrep, t->rank * rpw + lr, &off, &cnt);
-        double ls = 0, corr = 0;
-        for (long i = 0; i < cnt;) {
-            int n = cnt - i < ws->max_n ? (int)(cnt - i) : ws->max_n;
-            if (n > 1024)
-                n = 1024;
-            for (int j = 0; j < n; j++)
-                ids[j] = (uint32_t)(off + i + j);
-            MW_TRY(gpu_batch(t, &t->test, ids, n, 0, 0));
-            mw_model_forward(&t->model, &t->kt, &t->gk, ws, n);
-            MW_TRY(gpu_metrics(t, n, &ls, &corr));
-            i += n;
-        }
-        sums[0] += ls, sums[1] += corr, sums[2] += (double)cnt;
-    }
+    double ls = 0, corr = 0;
+    MW_TRY(gpu_run(t, &t->test, ntest, NULL, 0, 0, 0, &ls, &corr));
+    sums[0] += ls, sums[1] += corr, sums[2] += (double)rank_examples(t, ntest);
     return MW_OK;
 }
 
 /* The local half of set-up: nothing here talks to other ranks. */
-static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topology *topo)
+static mw_status setup_local(trainer *t, const mw_train_opts *opts, const mw_topology *topo)
 {
+    t->opts = *opts;
+    mw_train_opts *o = &t->opts;
     t->o = o;
     t->topo = topo;
     t->comm = topo->train;
@@ -350,18 +458,26 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     t->saved_step = -1;
     t->model_json = "";
 
-    /* --device: gpu (or auto with a device) trains on this rank's GPU; auto
-     * without a device trains on the CPU and says why; gpu without one fails */
+    /* --device: gpu (or auto with a device) trains on this rank's share of its
+     * node's GPUs; auto without a device trains on the CPU and says why; gpu
+     * without one fails */
     int use_gpu = 0, first_dev = 0, ndev = 0;
     char why[256] = "";
     MW_TRY(mw_cuda_select(o->device, topo->local_rank, topo->local_size > 0 ? topo->local_size : 1,
                           &use_gpu, &first_dev, &ndev, why, sizeof why));
     if (t->rank == 0 && why[0])
         mw_log_info("%s", why);
-    if (use_gpu && ndev > 1)
-        mw_log_warn("this rank was given CUDA devices %d..%d, but a rank drives one GPU: using "
-                    "device %d only (run one rank per GPU)",
-                    first_dev, first_dev + ndev - 1, first_dev);
+    if (o->export_path)
+        use_gpu = 0; /* export reads a checkpoint and writes a file: no device needed */
+    /* replicas per worker: by default one per GPU the rank drives (as
+     * MirroredStrategy), one on the CPU; on GPUs, an equal number per device */
+    if (o->replicas_per_worker <= 0)
+        o->replicas_per_worker = use_gpu ? ndev : 1;
+    else if (use_gpu && o->replicas_per_worker % ndev != 0)
+        return mw_err(MW_EINVAL, "--replicas-per-worker %d: this rank drives %d GPUs (CUDA "
+                      "devices %d..%d) and each runs the same number of replicas: give a "
+                      "multiple of %d, or leave the flag out for one replica per GPU",
+                      o->replicas_per_worker, ndev, first_dev, first_dev + ndev - 1, ndev);
     int threads = o->threads > 0 ? o->threads : cpu_count() / t->local_size;
     if (threads < 1)
         threads = 1;
@@ -419,8 +535,11 @@ static mw_status setup_local(trainer *t, const mw_train_opts *o, const mw_topolo
     t->order = malloc(sizeof *t->order * (t->train.count ? t->train.count : 1));
     if (!t->order)
         return mw_err(MW_ENOMEM, "cannot allocate the epoch order");
-    if (use_gpu && !o->export_path)
-        MW_TRY(gpu_setup(t, first_dev, per_thread));
+    /* a device runs a replica's whole slice at once: micro-batches are for the CPU's caches */
+    if (use_gpu)
+        MW_TRY(gpu_setup(t, first_dev, ndev,
+                         o->batch_per_replica < GPU_MAX_BATCH ? o->batch_per_replica
+                                                              : GPU_MAX_BATCH));
     return MW_OK;
 }
 
@@ -695,6 +814,24 @@ static mw_status setup_collective(trainer *t)
 {
     const mw_train_opts *o = t->o;
     const size_t count = t->model.params.count;
+    /* Every rank on the same kind of device: GPU ranks sum with NCCL, CPU
+     * ranks with the host all-reduce, and the two cannot meet. */
+    int gpu_min = t->gpu, gpu_max = t->gpu;
+    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_min, 1, MPI_INT, MPI_MIN, t->comm), "device agreement");
+    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_max, 1, MPI_INT, MPI_MAX, t->comm), "device agreement");
+    if (gpu_min != gpu_max)
+        return mw_err(MW_EDEVICE, "some ranks train on a GPU and others on the CPU (--device "
+                      "auto on nodes with and without GPUs): use --device cpu, or GPUs on "
+                      "every node");
+    /* and the same replicas per rank (one per GPU by default: GPUs per rank may differ) */
+    int rpw_min = o->replicas_per_worker, rpw_max = o->replicas_per_worker;
+    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &rpw_min, 1, MPI_INT, MPI_MIN, t->comm), "replica agreement");
+    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &rpw_max, 1, MPI_INT, MPI_MAX, t->comm), "replica agreement");
+    if (rpw_min != rpw_max)
+        return mw_err(MW_EINVAL, "ranks run different numbers of replicas (%d to %d): with "
+                      "--device gpu a rank runs one per GPU it drives by default, so give every "
+                      "rank the same number of GPUs, or set --replicas-per-worker",
+                      rpw_min, rpw_max);
     /* Every rank must run the same number of steps, or the all-reduces of the
      * last steps would wait forever. */
     long mine = steps_per_epoch(t);
@@ -713,20 +850,15 @@ static mw_status setup_collective(trainer *t)
             return e;
         }
     free(all);
-    /* Every rank on the same kind of device: GPU ranks sum with NCCL, CPU
-     * ranks with the host all-reduce, and the two cannot meet. */
-    int gpu_min = t->gpu, gpu_max = t->gpu;
-    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_min, 1, MPI_INT, MPI_MIN, t->comm), "device agreement");
-    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_max, 1, MPI_INT, MPI_MAX, t->comm), "device agreement");
-    if (gpu_min != gpu_max)
-        return mw_err(MW_EDEVICE, "some ranks train on a GPU and others on the CPU (--device "
-                      "auto on nodes with and without GPUs): use --device cpu, or GPUs on "
-                      "every node");
     if (t->gpu) {
-        /* NCCL over the training ranks' GPUs; agreed inside mw_nccl_open */
-        if (t->world > 1)
-            MW_TRY(mw_nccl_open(&t->nccl, t->topo->node_comm, t->topo->cross, 1, &t->gpu_dev,
+        /* NCCL over every GPU of the training ranks; agreed inside mw_nccl_open */
+        if (t->world * t->ngpu > 1) {
+            int ordinals[MAX_GPUS];
+            for (int d = 0; d < t->ngpu; d++)
+                ordinals[d] = t->gd[d].ordinal;
+            MW_TRY(mw_nccl_open(&t->nccl, t->topo->node_comm, t->topo->cross, t->ngpu, ordinals,
                                 o->collective_timeout));
+        }
     } else {
         MW_TRY(mw_allreduce_open(&t->ar, t->comm, t->topo->node_comm, t->topo->cross, count,
                                  o->allreduce, o->collective_timeout));
@@ -746,12 +878,18 @@ static mw_status setup_collective(trainer *t)
     if (t->gpu) {
         MW_TRY(gpu_upload_state(t, 0));
         if (t->rank == 0) {
-            mw_log_info("training on CUDA device %d (%s)", t->gpu_dev, mw_cuda_version_string());
-            mw_log_info("%d rank(s) on %d node(s) x %d replica(s), global batch %d, one GPU "
+            if (t->ngpu == 1)
+                mw_log_info("training on CUDA device %d (%s)", t->gd[0].ordinal,
+                            mw_cuda_version_string());
+            else
+                mw_log_info("training on CUDA devices %d-%d as %d replicas (%s)",
+                            t->gd[0].ordinal, t->gd[t->ngpu - 1].ordinal,
+                            o->replicas_per_worker, mw_cuda_version_string());
+            mw_log_info("%d rank(s) on %d node(s) x %d replica(s), global batch %d, %d GPU(s) "
                         "per rank, kernels %s, all-reduce %s, %zu parameters",
                         t->world, t->topo->nnodes, o->replicas_per_worker,
-                        o->batch_per_replica * o->replicas_per_worker * t->world, t->kt.name,
-                        t->world > 1 ? mw_nccl_version_string() : "none (one rank)",
+                        o->batch_per_replica * o->replicas_per_worker * t->world, t->ngpu,
+                        t->kt.name, t->nccl ? mw_nccl_version_string() : "none (one GPU)",
                         t->model.nparams);
         }
         return MW_OK;
@@ -804,26 +942,35 @@ static trainer *trainer_new(void)
     return t;
 }
 
+/* The optimizer's rate for the next update (Adam: its bias-corrected lr_t, counting the
+ * update); once per step, however many copies of the state apply it. */
+static float opt_rate(trainer *t)
+{
+    const mw_train_opts *o = t->o;
+    if (o->optimizer != MW_OPT_ADAM)
+        return (float)o->learning_rate;
+    t->adam_t++;
+    return (float)(o->learning_rate * sqrt(1.0 - pow(o->beta2, (double)t->adam_t)) /
+                   (1.0 - pow(o->beta1, (double)t->adam_t)));
+}
+
 /* The optimizer on arrays in the memory k's kernels work on. */
-static void apply_update_on(trainer *t, const mw_kctx *k, float *p, float *m1, float *m2,
-                            const float *g)
+static void opt_apply(const trainer *t, const mw_kctx *k, float *p, float *m1, float *m2,
+                      const float *g, float rate)
 {
     const mw_train_opts *o = t->o;
     size_t count = t->model.params.count;
-    if (o->optimizer == MW_OPT_ADAM) {
-        t->adam_t++;
-        double lr_t = o->learning_rate * sqrt(1.0 - pow(o->beta2, (double)t->adam_t)) /
-                      (1.0 - pow(o->beta1, (double)t->adam_t));
-        t->kt.adam(k, p, m1, m2, g, count, (float)lr_t, (float)o->beta1, (float)o->beta2,
+    if (o->optimizer == MW_OPT_ADAM)
+        t->kt.adam(k, p, m1, m2, g, count, rate, (float)o->beta1, (float)o->beta2,
                    (float)o->epsilon);
-    } else {
-        t->kt.sgd(k, p, m1, g, count, (float)o->learning_rate, (float)o->momentum);
-    }
+    else
+        t->kt.sgd(k, p, m1, g, count, rate, (float)o->momentum);
 }
 
 static void apply_update(trainer *t)
 {
-    apply_update_on(t, &t->k, t->model.params.data, t->m1.data, t->m2.data, t->grads.data);
+    float rate = opt_rate(t);
+    opt_apply(t, &t->k, t->model.params.data, t->m1.data, t->m2.data, t->grads.data, rate);
 }
 
 /* Forward over the test set, sharded over all replicas and then threads;

@@ -21,9 +21,10 @@ typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS
 typedef struct {
     int epochs;            /* 10 */
     int batch_per_replica; /* 64 */
-    int replicas_per_worker;
+    int replicas_per_worker; /* 0: one per GPU the rank drives, 1 on the CPU */
     int steps_per_epoch; /* 0: the whole training set */
-    int micro_batch;     /* examples per forward/backward pass in a thread (16) */
+    int micro_batch;     /* examples per forward/backward pass in a CPU thread (16); a GPU
+                            runs a replica's slice at once (up to 1024) */
     double learning_rate;
     mw_optimizer optimizer;
     double momentum; /* SGD */

@@ -64,8 +64,14 @@ mw_status mw_cuda_sync(const mw_kctx *k);
  * none; MW_EDEVICE when k is not an open CUDA context). */
 mw_status mw_cuda_last_status(const mw_kctx *k);
 
-/* Device memory (on the current device: open the context first). nbytes 0
- * gives NULL and MW_OK. Free accepts NULL. */
+/* Make k's device the calling thread's current device (the kernels do this
+ * themselves; allocations need it: a rank driving several GPUs activates each
+ * context before allocating its memory). MW_EDEVICE when k is not an open CUDA
+ * context or has failed. */
+mw_status mw_cuda_activate(const mw_kctx *k);
+
+/* Device memory (on the current device: open or activate the context first).
+ * nbytes 0 gives NULL and MW_OK. Free accepts NULL. */
 mw_status mw_cuda_alloc(void **p, size_t nbytes);
 void mw_cuda_free(void *p);
 /* Pinned (page-locked) host memory, so uploads and downloads are truly

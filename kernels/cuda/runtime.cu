@@ -212,6 +212,12 @@ static mw_status ctx_of(const mw_kctx *k, const char *what, mw_cuda_dev **out)
     return MW_OK;
 }
 
+extern "C" mw_status mw_cuda_activate(const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    return ctx_of(k, "mw_cuda_activate", &d);
+}
+
 extern "C" mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
 {
     mw_cuda_dev *d = NULL;

@@ -39,6 +39,12 @@ void mw_cuda_ctx_close(mw_kctx *k)
         memset(k, 0, sizeof *k);
 }
 
+mw_status mw_cuda_activate(const mw_kctx *k)
+{
+    (void)k;
+    return mw_err(MW_EDEVICE, "mw_cuda_activate: " NOT_BUILT);
+}
+
 mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
 {
     (void)k, (void)ws_count;

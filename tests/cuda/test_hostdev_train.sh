@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The GPU training loop (worker/train.c) without a GPU: mwtrain-hostdev is mwtrain with its
+# CUDA backend replaced by fake devices in host memory (tests/hostdev.c: the CPU kernels behind
+# wrappers that abort on any pointer outside the context's device memory) and NCCL by the mock
+# (tests/nccl_mock.c). Asserted:
+#   - each GPU layout trains like the CPU with the same replicas: one rank x 2 GPUs, 2 ranks x
+#     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
+#     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
+#     device): the same epoch losses and weights within 1e-4 relative;
+#   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
+#     bitwise; `eval --device gpu` prints what the CPU eval prints;
+#   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
+#     --collective-timeout (exit 131) stop every rank with one message naming the step;
+#   - bad layouts are one message: replicas not a multiple of the rank's GPUs (exit 2), no
+#     device with --device gpu (exit 7), and no device with auto trains on the CPU.
+#   test_hostdev_train.sh MWTRAIN_HOSTDEV MWTRAIN CMP_WEIGHTS
+set -uo pipefail
+hd=$1 mw=$2 cmp=$3
+src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
+pass=0 fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
+       --checkpoint-every-epochs 0 --collective-timeout 60)
+two_nodes='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
+
+# run NAME RANKS GPUS-PER-PROCESS BINARY FLAGS...: train, dump weights, keep the epoch line
+run() {
+    local name=$1 n=$2 gpus=$3 bin=$4
+    shift 4
+    timeout 120 mpiexec -n "$n" -x MW_HOSTDEV_GPUS="$gpus" ${TFC:+-x TF_CONFIG="$TFC"} \
+        "$bin" train "${quick[@]}" "$@" --dump-weights "$tmp/$name.bin" >"$tmp/$name.out" 2>&1
+    local rc=$?
+    sed -n 's/^\(Epoch 1, Loss: [0-9.]*, Accuracy: [0-9.]*, Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\),.*/\1/p' \
+        "$tmp/$name.out" >"$tmp/$name.epoch"
+    check "[[ $rc -eq 0 && -s $tmp/$name.epoch ]]" "$name trains (exit $rc): $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"
+}
+# same GPU-NAME CPU-NAME: the GPU layout matches the CPU run
+same() {
+    check "diff -q '$tmp/$1.epoch' '$tmp/$2.epoch' >/dev/null" "$1 vs $2: epoch line differs: '$(cat "$tmp/$1.epoch")' vs '$(cat "$tmp/$2.epoch")'"
+    check "'$cmp' '$tmp/$2.bin' '$tmp/$1.bin' 1e-4 >/dev/null" "$1 vs $2: weights: $("$cmp" "$tmp/$2.bin" "$tmp/$1.bin" 1e-4)"
+}
+
+run gpu-1x2 1 2 "$hd" --device gpu --batch-per-replica 16
+check 'grep -q "info: training on CUDA devices 0-1 as 2 replicas (CUDA host stand-in" "$tmp/gpu-1x2.out"' \
+    "one rank drives both fake GPUs as replicas"
+run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 --batch-per-replica 16
+same gpu-1x2 cpu-1x2
+
+run gpu-2x1-sgd 2 2 "$hd" --device gpu --batch-per-replica 16 --optimizer sgd --learning-rate 0.05
+check 'grep -q "info: training on CUDA device 0 (CUDA host stand-in" "$tmp/gpu-2x1-sgd.out"' \
+    "two ranks on one node: one fake GPU each"
+run cpu-2x1-sgd 2 0 "$mw" --device cpu --threads 1 --batch-per-replica 16 --optimizer sgd --learning-rate 0.05
+same gpu-2x1-sgd cpu-2x1-sgd
+
+TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8
+check 'grep -q "2 rank(s) on 2 node(s) x 2 replica(s), global batch 32, 2 GPU(s) per rank" "$tmp/gpu-2nodes-x2.out"' \
+    "two fake nodes, two fake GPUs each"
+run gpu-1x2-rep4 1 2 "$hd" --device gpu --batch-per-replica 8 --replicas-per-worker 4
+run cpu-1x4 1 0 "$mw" --device cpu --replicas-per-worker 4 --threads 1 --batch-per-replica 8
+same gpu-2nodes-x2 cpu-1x4
+same gpu-1x2-rep4 cpu-1x4
+
+cnn=$src/tests/data/keras/cnn_dropout_k2.json
+run gpu-keras 1 2 "$hd" --device gpu --model "$cnn" --batch-per-replica 16
+run cpu-keras 1 0 "$mw" --device cpu --model "$cnn" --replicas-per-worker 2 --threads 1 --batch-per-replica 16
+same gpu-keras cpu-keras
+
+# checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
+ck=(--steps-per-epoch 6 --test-examples 200 --progress none --summary-dir "" --device gpu
+    --batch-per-replica 16)
+MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 2 --checkpoint-dir "$tmp/ckA" \
+    --dump-weights "$tmp/straight.bin" >"$tmp/straight.out" 2>&1
+check '[[ $? -eq 0 ]]' "2 epochs straight: $(tail -n 2 "$tmp/straight.out")"
+MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 1 --checkpoint-dir "$tmp/ckB" \
+    >"$tmp/first.out" 2>&1 &&
+    MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 2 --checkpoint-dir "$tmp/ckB" \
+        --resume --dump-weights "$tmp/resumed.bin" >"$tmp/resumed.out" 2>&1
+check '[[ $? -eq 0 ]] && grep -q "restoring" "$tmp/resumed.out"' "1 epoch + resume: $(tail -n 2 "$tmp/resumed.out")"
+check '"$cmp" "$tmp/straight.bin" "$tmp/resumed.bin" >/dev/null' \
+    "resume on the GPU path is bitwise: $("$cmp" "$tmp/straight.bin" "$tmp/resumed.bin")"
+MW_HOSTDEV_GPUS=2 timeout 120 "$hd" eval --device gpu --checkpoint-dir "$tmp/ckA" --test-examples 300 \
+    >"$tmp/eval-gpu.out" 2>&1
+timeout 120 "$mw" eval --device cpu --checkpoint-dir "$tmp/ckA" --test-examples 300 >"$tmp/eval-cpu.out" 2>&1
+check 'grep -q "^Test Loss: " "$tmp/eval-gpu.out" &&
+       [[ "$(grep "^Test Loss" "$tmp/eval-gpu.out")" == "$(grep "^Test Loss" "$tmp/eval-cpu.out")" ]]' \
+    "eval --device gpu equals the CPU eval: $(grep "Test Loss" "$tmp/eval-gpu.out") vs $(grep "Test Loss" "$tmp/eval-cpu.out")"
+
+# failures: every rank stops with one message, quickly
+fault() { # name fault expected-exit expected-message [flags...]
+    local name=$1 f=$2 want=$3 msg=$4
+    shift 4
+    local t0=$SECONDS
+    timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_FAULT="$f" "$hd" train "${quick[@]}" \
+        --device gpu "$@" >"$tmp/$name.out" 2>&1
+    local rc=$? took=$((SECONDS - t0))
+    check "[[ $rc -eq $want && $took -lt 60 ]]" "$name: exit $rc (want $want) after $took s"
+    check "[[ \$(grep -c '$msg' '$tmp/$name.out') -eq 2 ]]" "$name: both ranks say '$msg': $(grep error "$tmp/$name.out" | head -n 3)"
+    check "! grep -q '^Epoch' '$tmp/$name.out'" "$name: no epoch finished"
+}
+fault async async:5 7 "error: NCCL all-reduce at step 4 on CUDA device .: NCCL reported an asynchronous error"
+fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" --collective-timeout 3
+
+# bad layouts
+out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)
+check '[[ $? -eq 2 ]] && grep -q "error: --replicas-per-worker 3: this rank drives 2 GPUs (CUDA devices 0..1)" <<<"$out"' \
+    "replicas not a multiple of the GPUs: $out"
+out=$("$hd" train "${quick[@]}" --device gpu 2>&1)
+check '[[ $? -eq 7 ]] && grep -q "error: --device gpu: no CUDA device is available" <<<"$out"' \
+    "no fake device, --device gpu: $out"
+out=$("$hd" train "${quick[@]}" --device auto 2>&1)
+check '[[ $? -eq 0 ]] && grep -q "training on the CPU" <<<"$out" && grep -q "^Epoch 1" <<<"$out"' \
+    "no fake device, --device auto trains on the CPU"
+
+echo "$pass passed, $fail failed"
+((fail == 0))

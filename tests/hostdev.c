@@ -1,0 +1,511 @@
+/* A host stand-in for the CUDA backend (kernels/cuda/cuda.h), linked with tests/nccl_mock.c
+ * into `mwtrain-hostdev`, a build of mwtrain whose "GPUs" are fake devices in host memory. It
+ * lets the GPU training loop of worker/train.c run on a machine without a GPU: device
+ * selection, one context per device, state upload and download, the rounds of micro-batches
+ * over a rank's devices, the weight penalty, the NCCL all-reduce (cluster/nccl.c against the
+ * mock), the device optimizer, checkpoints and evaluation. What it cannot show is that the
+ * CUDA kernels themselves are right: those are the `cuda` suite's, on a real device.
+ *
+ * The "CUDA kernels" are the CPU table's, wrapped: every call first checks that its context is
+ * an open stand-in context and that each array it is given lies inside that context's fake
+ * device memory (a host pointer, or another device's, aborts with a message naming the kernel
+ * and the argument), then runs the CPU kernel on the context's scratch. Copies check their
+ * device side the same way. Work runs at once: streams are always idle.
+ *
+ * Environment:
+ *   MW_HOSTDEV_GPUS=N       fake devices per process (default 0: no device)
+ *   MW_HOSTDEV_FAULT=K:AT   inject a mock fault from NCCL collective AT on: K is async (an
+ *                           asynchronous NCCL error) or hang (the streams never go idle)
+ * At exit, misuses found by the mock (tests/nccl_mock.h) make the process exit with 99. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cuda.h"
+#include "kernels/kernels.h"
+#include "tests/nccl_mock.h"
+
+#define HD_MAGIC 0x68646576 /* "hdev" */
+
+typedef struct {
+    int magic;
+    int device;
+    cudaStream_t stream; /* the mock's, for NCCL calls on "the context's stream" */
+    mw_status status;
+} hd_ctx;
+
+static int hd_ndev = -1;
+static mw_kernels hd_cpu; /* the kernels behind the wrappers */
+
+static void hd_at_exit(void)
+{
+    if (mock_violations() > 0) {
+        fprintf(stderr, "hostdev: %d misuse(s) of the CUDA/NCCL stand-in (see above)\n",
+                mock_violations());
+        _exit(99);
+    }
+}
+
+static void hd_init(void)
+{
+    if (hd_ndev >= 0)
+        return;
+    const char *g = getenv("MW_HOSTDEV_GPUS");
+    hd_ndev = g && *g ? atoi(g) : 0;
+    if (hd_ndev < 0)
+        hd_ndev = 0;
+    mock_reset(hd_ndev);
+    const char *f = getenv("MW_HOSTDEV_FAULT");
+    if (f && *f) {
+        int at = 0;
+        if (sscanf(f, "async:%d", &at) == 1)
+            mock_inject(MOCK_ASYNC_ERROR, at);
+        else if (sscanf(f, "hang:%d", &at) == 1)
+            mock_inject(MOCK_HANG, at);
+        else {
+            fprintf(stderr, "hostdev: MW_HOSTDEV_FAULT=%s: expected async:N or hang:N\n", f);
+            exit(2);
+        }
+    }
+    mw_kernels_init_cpu(&hd_cpu);
+    atexit(hd_at_exit);
+}
+
+static void hd_misuse(const char *op, const char *what) __attribute__((noreturn));
+static void hd_misuse(const char *op, const char *what)
+{
+    fprintf(stderr, "hostdev: misuse in %s: %s\n", op, what);
+    fflush(stderr);
+    abort();
+}
+
+/* The stand-in context behind k, made current; aborts when k is not one. */
+static hd_ctx *hd_of(const mw_kctx *k, const char *op)
+{
+    if (!k || !k->dev || ((hd_ctx *)k->dev)->magic != HD_MAGIC)
+        hd_misuse(op, "not an open CUDA context (a host context given to a CUDA kernel?)");
+    hd_ctx *c = k->dev;
+    cudaSetDevice(c->device);
+    return c;
+}
+
+/* Abort unless [p, p + nbytes) is device memory of c's device (NULL allowed when optional). */
+static void hd_check(const hd_ctx *c, const char *op, const char *arg, const void *p,
+                     size_t nbytes, int optional)
+{
+    if (optional && !p)
+        return;
+    if (!mock_inside(p, nbytes, c->device)) {
+        char what[256];
+        snprintf(what, sizeof what, "%s (%zu bytes at %p) is not memory of CUDA device %d", arg,
+                 nbytes, p, c->device);
+        hd_misuse(op, what);
+    }
+}
+
+/* The host context the CPU kernel runs with: the device scratch, one thread. */
+static mw_kctx hd_host(const mw_kctx *k)
+{
+    mw_kctx h = {1, k->ws, k->ws_count, NULL};
+    return h;
+}
+
+#define F sizeof(float)
+#define CHK(arg, count, size) hd_check(c, __func__, #arg, arg, (size_t)(count) * (size), 0)
+#define CHK_OPT(arg, count, size) hd_check(c, __func__, #arg, arg, (size_t)(count) * (size), 1)
+
+/* ---- the kernel table: checked wrappers around the CPU kernels ---------------------------- */
+
+static void hd_conv2d_fwd(const mw_kctx *k, float *y, const float *x, const float *w,
+                          const float *b, const mw_conv2d_geom *g, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)N * g->OH * g->OW * g->O, F);
+    CHK(x, (size_t)N * g->H * g->W * g->C, F);
+    CHK(w, (size_t)g->KH * g->KW * g->C * g->O, F);
+    CHK_OPT(b, g->O, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.conv2d_fwd(&h, y, x, w, b, g, N);
+}
+
+static void hd_conv2d_bwd(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
+                          const float *x, const float *w, const mw_conv2d_geom *g, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(dx, (size_t)N * g->H * g->W * g->C, F);
+    CHK(dw, (size_t)g->KH * g->KW * g->C * g->O, F);
+    CHK_OPT(db, g->O, F);
+    CHK(dy, (size_t)N * g->OH * g->OW * g->O, F);
+    CHK(x, (size_t)N * g->H * g->W * g->C, F);
+    CHK(w, (size_t)g->KH * g->KW * g->C * g->O, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.conv2d_bwd(&h, dx, dw, db, dy, x, w, g, N);
+}
+
+static void hd_maxpool_fwd(const mw_kctx *k, float *y, int32_t *argmax, const float *x,
+                           const mw_pool_geom *g, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    const size_t out = (size_t)N * g->OH * g->OW * g->C;
+    CHK(y, out, F);
+    CHK(argmax, out, sizeof(int32_t));
+    CHK(x, (size_t)N * g->H * g->W * g->C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.maxpool_fwd(&h, y, argmax, x, g, N);
+}
+
+static void hd_maxpool_bwd(const mw_kctx *k, float *dx, const float *dy, const int32_t *argmax,
+                           const mw_pool_geom *g, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    const size_t out = (size_t)N * g->OH * g->OW * g->C;
+    CHK(dx, (size_t)N * g->H * g->W * g->C, F);
+    CHK(dy, out, F);
+    CHK(argmax, out, sizeof(int32_t));
+    mw_kctx h = hd_host(k);
+    hd_cpu.maxpool_bwd(&h, dx, dy, argmax, g, N);
+}
+
+static void hd_dense_fwd(const mw_kctx *k, float *y, const float *x, const float *w,
+                         const float *b, int N, int I, int O)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)N * O, F);
+    CHK(x, (size_t)N * I, F);
+    CHK(w, (size_t)I * O, F);
+    CHK_OPT(b, O, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.dense_fwd(&h, y, x, w, b, N, I, O);
+}
+
+static void hd_dense_bwd(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
+                         const float *x, const float *w, int N, int I, int O)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(dx, (size_t)N * I, F);
+    CHK(dw, (size_t)I * O, F);
+    CHK_OPT(db, O, F);
+    CHK(dy, (size_t)N * O, F);
+    CHK(x, (size_t)N * I, F);
+    CHK(w, (size_t)I * O, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.dense_bwd(&h, dx, dw, db, dy, x, w, N, I, O);
+}
+
+static void hd_relu_fwd(const mw_kctx *k, float *y, const float *x, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, count, F);
+    CHK(x, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.relu_fwd(&h, y, x, count);
+}
+
+static void hd_relu_bwd(const mw_kctx *k, float *dx, const float *dy, const float *y,
+                        size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, count, F);
+    CHK(dy, count, F);
+    CHK(y, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.relu_bwd(&h, dx, dy, y, count);
+}
+
+static void hd_xent_fwd(const mw_kctx *k, float *loss, float *prob, const float *logits,
+                        const int32_t *labels, int N, int K)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(loss, N, F);
+    CHK(prob, (size_t)N * K, F);
+    CHK(logits, (size_t)N * K, F);
+    CHK(labels, N, sizeof(int32_t));
+    mw_kctx h = hd_host(k);
+    hd_cpu.xent_fwd(&h, loss, prob, logits, labels, N, K);
+}
+
+static void hd_xent_bwd(const mw_kctx *k, float *dlogits, const float *prob,
+                        const int32_t *labels, float scale, int N, int K)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dlogits, (size_t)N * K, F);
+    CHK(prob, (size_t)N * K, F);
+    CHK(labels, N, sizeof(int32_t));
+    mw_kctx h = hd_host(k);
+    hd_cpu.xent_bwd(&h, dlogits, prob, labels, scale, N, K);
+}
+
+static void hd_adam(const mw_kctx *k, float *p, float *m, float *v, const float *g,
+                    size_t count, float lr_t, float b1, float b2, float eps)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(p, count, F);
+    CHK(m, count, F);
+    CHK(v, count, F);
+    CHK(g, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.adam(&h, p, m, v, g, count, lr_t, b1, b2, eps);
+}
+
+static void hd_sgd(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,
+                   float lr, float mu)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(p, count, F);
+    CHK(vel, count, F);
+    CHK(g, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.sgd(&h, p, vel, g, count, lr, mu);
+}
+
+static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
+                           const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
+                           size_t D)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)N * D, F);
+    CHK(mask, (size_t)N * D, F);
+    CHK(x, (size_t)N * D, F);
+    CHK_OPT(ids, N, sizeof(uint32_t));
+    mw_kctx h = hd_host(k);
+    hd_cpu.dropout_fwd(&h, y, mask, x, ids, seed, stream, rate, N, D);
+}
+
+static void hd_dropout_bwd(const mw_kctx *k, float *dx, const float *dy, const float *mask,
+                           size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, count, F);
+    CHK(dy, count, F);
+    CHK(mask, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.dropout_bwd(&h, dx, dy, mask, count);
+}
+
+static void hd_zero(const mw_kctx *k, void *p, size_t nbytes)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(p, nbytes, 1);
+    if (nbytes)
+        memset(p, 0, nbytes);
+}
+
+static void hd_regularize(const mw_kctx *k, float *g, double *acc, const float *w, size_t count,
+                          double l1, double l2, float scale)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(g, count, F);
+    CHK(acc, 1, sizeof(double));
+    CHK(w, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.regularize(&h, g, acc, w, count, l1, l2, scale);
+}
+
+#undef CHK
+#undef CHK_OPT
+#undef F
+
+/* ---- kernels/cuda/cuda.h ------------------------------------------------------------------ */
+
+void mw_kernels_init_cuda(mw_kernels *t)
+{
+    hd_init();
+    if (hd_ndev <= 0)
+        return;
+    t->name = "cuda";
+    t->conv2d_fwd = hd_conv2d_fwd;
+    t->conv2d_bwd = hd_conv2d_bwd;
+    t->maxpool_fwd = hd_maxpool_fwd;
+    t->maxpool_bwd = hd_maxpool_bwd;
+    t->dense_fwd = hd_dense_fwd;
+    t->dense_bwd = hd_dense_bwd;
+    t->relu_fwd = hd_relu_fwd;
+    t->relu_bwd = hd_relu_bwd;
+    t->xent_fwd = hd_xent_fwd;
+    t->xent_bwd = hd_xent_bwd;
+    t->adam = hd_adam;
+    t->sgd = hd_sgd;
+    t->dropout_fwd = hd_dropout_fwd;
+    t->dropout_bwd = hd_dropout_bwd;
+    t->zero = hd_zero;
+    t->regularize = hd_regularize;
+}
+
+int mw_cuda_device_count(void)
+{
+    hd_init();
+    return hd_ndev;
+}
+
+int mw_cuda_probe(char *reason, size_t reason_len)
+{
+    hd_init();
+    if (hd_ndev <= 0 && reason && reason_len)
+        snprintf(reason, reason_len, "cudaGetDeviceCount found 0 devices (host stand-in, "
+                 "MW_HOSTDEV_GPUS unset)");
+    return hd_ndev;
+}
+
+mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
+{
+    hd_init();
+    memset(k, 0, sizeof *k);
+    if (device < 0 || device >= hd_ndev)
+        return mw_err(MW_EDEVICE, "CUDA device %d: only %d fake device(s)", device, hd_ndev);
+    hd_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return mw_err(MW_ENOMEM, "CUDA context: out of host memory");
+    c->magic = HD_MAGIC;
+    c->device = device;
+    cudaSetDevice(device);
+    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        free(c);
+        return mw_err(MW_EDEVICE, "cudaStreamCreateWithFlags failed");
+    }
+    k->dev = c;
+    k->nthreads = 1;
+    k->ws = mock_dev_alloc(device, MW_CUDA_WS_DEFAULT / 16 * sizeof(float));
+    k->ws_count = k->ws ? MW_CUDA_WS_DEFAULT / 16 : 0;
+    if (!k->ws) {
+        mw_cuda_ctx_close(k);
+        return mw_err(MW_EDEVICE, "fake device %d: out of memory", device);
+    }
+    return MW_OK;
+}
+
+void mw_cuda_ctx_close(mw_kctx *k)
+{
+    if (!k)
+        return;
+    hd_ctx *c = k->dev;
+    if (c) {
+        cudaSetDevice(c->device);
+        mock_dev_free(k->ws);
+        if (c->stream)
+            cudaStreamDestroy(c->stream);
+        c->magic = 0;
+        free(c);
+    }
+    memset(k, 0, sizeof *k);
+}
+
+static mw_status hd_status(const mw_kctx *k, const char *op)
+{
+    if (!k || !k->dev || ((hd_ctx *)k->dev)->magic != HD_MAGIC)
+        return mw_err(MW_EDEVICE, "%s: not a CUDA context (open it with mw_cuda_ctx_open)", op);
+    return ((hd_ctx *)k->dev)->status;
+}
+
+mw_status mw_cuda_activate(const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_activate"));
+    cudaSetDevice(((hd_ctx *)k->dev)->device);
+    return MW_OK;
+}
+
+mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
+{
+    MW_TRY(hd_status(k, "mw_cuda_ws_reserve"));
+    if (ws_count <= k->ws_count)
+        return MW_OK;
+    hd_ctx *c = k->dev;
+    mock_dev_free(k->ws);
+    k->ws = mock_dev_alloc(c->device, ws_count * sizeof(float));
+    k->ws_count = k->ws ? ws_count : 0;
+    return k->ws ? MW_OK : mw_err(MW_EDEVICE, "fake device %d: out of memory", c->device);
+}
+
+mw_status mw_cuda_sync(const mw_kctx *k)
+{
+    return hd_status(k, "mw_cuda_sync");
+}
+
+mw_status mw_cuda_last_status(const mw_kctx *k)
+{
+    if (!k || !k->dev)
+        return MW_EDEVICE;
+    return ((hd_ctx *)k->dev)->status;
+}
+
+mw_status mw_cuda_alloc(void **p, size_t nbytes)
+{
+    hd_init();
+    *p = NULL;
+    if (nbytes == 0)
+        return MW_OK;
+    *p = mock_dev_alloc(mock_current_device(), nbytes);
+    return *p ? MW_OK : mw_err(MW_EDEVICE, "fake device %d: out of memory",
+                               mock_current_device());
+}
+
+void mw_cuda_free(void *p)
+{
+    if (p)
+        mock_dev_free(p);
+}
+
+mw_status mw_cuda_host_alloc(void **p, size_t nbytes)
+{
+    hd_init();
+    *p = NULL;
+    if (nbytes == 0)
+        return MW_OK;
+    return cudaHostAlloc(p, nbytes, cudaHostAllocPortable) == cudaSuccess
+               ? MW_OK
+               : mw_err(MW_EDEVICE, "cudaHostAlloc: out of memory");
+}
+
+void mw_cuda_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+static mw_status hd_copy(void *dst, const void *src, size_t nbytes, const mw_kctx *k,
+                         int upload, const char *op)
+{
+    MW_TRY(hd_status(k, op));
+    hd_ctx *c = k->dev;
+    hd_check(c, op, upload ? "the destination" : "the source", upload ? dst : src, nbytes, 0);
+    if (nbytes)
+        memmove(dst, src, nbytes);
+    return MW_OK;
+}
+
+mw_status mw_cuda_upload(void *dst_dev, const void *src_host, size_t nbytes, const mw_kctx *k)
+{
+    return hd_copy(dst_dev, src_host, nbytes, k, 1, "mw_cuda_upload");
+}
+
+mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_t nbytes, const mw_kctx *k)
+{
+    return hd_copy(dst_host, src_dev, nbytes, k, 0, "mw_cuda_download");
+}
+
+mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_zero"));
+    hd_check(k->dev, "mw_cuda_zero", "the destination", dst_dev, nbytes, 0);
+    if (nbytes)
+        memset(dst_dev, 0, nbytes);
+    return MW_OK;
+}
+
+const char *mw_cuda_version_string(void)
+{
+    static char v[128];
+    hd_init();
+    snprintf(v, sizeof v, "CUDA host stand-in (tests/hostdev.c), %d fake device%s", hd_ndev,
+             hd_ndev == 1 ? "" : "s");
+    return v;
+}
+
+void *mw_cuda_stream(const mw_kctx *k)
+{
+    if (!k || !k->dev || ((hd_ctx *)k->dev)->magic != HD_MAGIC)
+        return NULL;
+    return ((hd_ctx *)k->dev)->stream;
+}
