@@ -820,12 +820,13 @@ static void test_select_modes(void **state)
         expect_gpu(&p, 1, 1);
         assert_string_equal(p.why, "warning: local rank 1 of 2 drives CUDA device 1; the node's "
                                    "3 CUDA devices do not divide among 2 ranks, so 1 stays idle");
-        p = select_with(modes[m], 2, NULL, 3, 4); /* shared: a warning naming the fix */
+        p = select_with(modes[m], 2, NULL, 3, 4); /* fewer seen than ranks: both readings */
         expect_gpu(&p, 1, 1);
-        assert_string_equal(p.why, "warning: 4 ranks on this node share its 2 CUDA devices "
-                                   "round-robin (local rank 3 on CUDA device 1): slower, and NCCL "
-                                   "cannot run with two ranks on one GPU; start at most 2 ranks "
-                                   "per node");
+        assert_string_equal(p.why, "local rank 3 of 4 sees 2 CUDA devices for 4 ranks and "
+                                   "drives CUDA device 1: right when each rank was given its own "
+                                   "GPU (per-rank CUDA_VISIBLE_DEVICES, as srun --gpus-per-task "
+                                   "does); ranks sharing one GPU are refused when NCCL starts, so "
+                                   "then start at most 2 ranks per node");
         print_message("%s, 2 devices, 4 ranks: %s\n", modes[m], p.why);
         p = select_with(modes[m], 1, NULL, 1, 3);
         expect_gpu(&p, 0, 1);

@@ -462,7 +462,7 @@ static mw_status setup_local(trainer *t, const mw_train_opts *opts, const mw_top
      * node's GPUs; auto without a device trains on the CPU and says why; gpu
      * without one fails */
     int use_gpu = 0, first_dev = 0, ndev = 0;
-    char why[256] = "";
+    char why[512] = "";
     MW_TRY(mw_cuda_select(o->device, topo->local_rank, topo->local_size > 0 ? topo->local_size : 1,
                           &use_gpu, &first_dev, &ndev, why, sizeof why));
     if (t->rank == 0 && why[0])

@@ -109,7 +109,8 @@ int mw_cuda_probe(char *reason, size_t reason_len);
  *   local_size <= count  count / local_size devices each, in local-rank order: one rank per GPU
  *                        when equal, one rank driving every GPU when local_size == 1; the last
  *                        count % local_size devices stay idle.
- *   local_size > count   one device each, shared round-robin: device local_rank % count.
+ *   local_size > count   one device each, device local_rank % count: round-robin sharing, or
+ *                        (with per-rank CUDA_VISIBLE_DEVICES) each rank's own GPU.
  * Returns how many of the node's ranks drive my device(s): 1 when not shared. Needs count >= 1
  * and 0 <= local_rank < local_size. */
 int mw_cuda_divide(int local_rank, int local_size, int count, int *first, int *n);
@@ -123,9 +124,10 @@ int mw_cuda_divide(int local_rank, int local_size, int count, int *first, int *n
  *           (<reason>)".
  * Anything else: MW_EINVAL "--device 'x': expected one of auto, cpu, gpu". On success *use_gpu
  * is 1 with devices [*first_device, *first_device + *ndevices), or 0 with both 0; why (may be
- * NULL) receives one line for the log, starting with "warning: " when the layout wastes or
- * shares GPUs (ranks sharing a GPU cannot use NCCL). On failure the outputs say CPU and why is
- * empty. Collective in effect only: every rank calls it with its own local rank. */
+ * NULL) receives one line for the log, starting with "warning: " when the layout leaves GPUs
+ * idle; with fewer devices than ranks it names both readings (each rank's own GPU, or ranks
+ * sharing one, which cluster/nccl.c refuses by PCI bus id). On failure the outputs say CPU and
+ * why is empty. Collective in effect only: every rank calls it with its own local rank. */
 mw_status mw_cuda_select(const char *mode, int local_rank, int local_size, int *use_gpu,
                          int *first_device, int *ndevices, char *why, size_t why_len);
 /* The decision of mw_cuda_select for a given probe answer (count as from mw_cuda_probe, -1:

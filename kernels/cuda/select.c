@@ -73,11 +73,16 @@ mw_status mw_cuda_select_with(const char *mode, int count, const char *reason, i
     char mine[48];
     device_range(mine, sizeof mine, first, n);
     if (local_size > count) {
+        /* Either each rank was given its own GPU (per-rank CUDA_VISIBLE_DEVICES, as srun
+         * --gpus-per-task does: every rank sees one device 0) or ranks really share GPUs.
+         * Only the PCI bus ids tell, and cluster/nccl.c compares them across the node and
+         * refuses a shared GPU; this line says both. */
         snprintf(why, why_len,
-                 "warning: %d ranks on this node share its %d CUDA device%s round-robin (local "
-                 "rank %d on %s): slower, and NCCL cannot run with two ranks on one GPU; start "
-                 "at most %d rank%s per node", local_size, count, count == 1 ? "" : "s",
-                 local_rank, mine, count, count == 1 ? "" : "s");
+                 "local rank %d of %d sees %d CUDA device%s for %d ranks and drives %s: right "
+                 "when each rank was given its own GPU (per-rank CUDA_VISIBLE_DEVICES, as srun "
+                 "--gpus-per-task does); ranks sharing one GPU are refused when NCCL starts, so "
+                 "then start at most %d rank%s per node", local_rank, local_size, count,
+                 count == 1 ? "" : "s", local_size, mine, count, count == 1 ? "" : "s");
     } else if (count % local_size) {
         int idle = count % local_size;
         snprintf(why, why_len,

@@ -11,8 +11,9 @@
 #     bitwise; `eval --device gpu` prints what the CPU eval prints;
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
-#   - bad layouts are one message: replicas not a multiple of the rank's GPUs (exit 2), no
-#     device with --device gpu (exit 7), and no device with auto trains on the CPU.
+#   - bad layouts are one message: replicas not a multiple of the rank's GPUs (exit 2), two
+#     ranks on one GPU (same PCI bus id; exit 7), no device with --device gpu (exit 7), and
+#     no device with auto trains on the CPU.
 #   test_hostdev_train.sh MWTRAIN_HOSTDEV MWTRAIN CMP_WEIGHTS
 set -uo pipefail
 hd=$1 mw=$2 cmp=$3
@@ -108,6 +109,11 @@ fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 wait
 out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)
 check '[[ $? -eq 2 ]] && grep -q "error: --replicas-per-worker 3: this rank drives 2 GPUs (CUDA devices 0..1)" <<<"$out"' \
     "replicas not a multiple of the GPUs: $out"
+# two ranks that both see one device of the same PCI bus id: truly shared, refused by NCCL
+out=$(timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 "$hd" train "${quick[@]}" --device gpu 2>&1)
+check '[[ $? -eq 7 ]] && grep -q "sees 1 CUDA device for 2 ranks and drives CUDA device 0: right when each rank was given its own GPU" <<<"$out" &&
+       [[ $(grep -c "error: NCCL set-up: local ranks 0 and 1 both drive the GPU at PCI 0000:01:00.0" <<<"$out") -eq 1 ]] &&
+       ! grep -q "^Epoch" <<<"$out"' "a shared GPU is refused once, exit 7: $out"
 out=$("$hd" train "${quick[@]}" --device gpu 2>&1)
 check '[[ $? -eq 7 ]] && grep -q "error: --device gpu: no CUDA device is available" <<<"$out"' \
     "no fake device, --device gpu: $out"
