@@ -808,6 +808,15 @@ static mw_status restore(trainer *t, int required, int weights_only, int *restor
     return rc;
 }
 
+/* The smallest and largest of every training rank's v. */
+static mw_status int_range(const trainer *t, int v, int *lo, int *hi, const char *what)
+{
+    int in[2] = {-v, v}, out[2];
+    MW_MPI(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, t->comm), what);
+    *lo = -out[0], *hi = out[1];
+    return MW_OK;
+}
+
 /* The collective half of set-up, entered by every training rank after the
  * local half succeeded everywhere. */
 static mw_status setup_collective(trainer *t)
@@ -816,22 +825,19 @@ static mw_status setup_collective(trainer *t)
     const size_t count = t->model.params.count;
     /* Every rank on the same kind of device: GPU ranks sum with NCCL, CPU
      * ranks with the host all-reduce, and the two cannot meet. */
-    int gpu_min = t->gpu, gpu_max = t->gpu;
-    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_min, 1, MPI_INT, MPI_MIN, t->comm), "device agreement");
-    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &gpu_max, 1, MPI_INT, MPI_MAX, t->comm), "device agreement");
-    if (gpu_min != gpu_max)
+    int lo, hi;
+    MW_TRY(int_range(t, t->gpu, &lo, &hi, "device agreement"));
+    if (lo != hi)
         return mw_err(MW_EDEVICE, "some ranks train on a GPU and others on the CPU (--device "
                       "auto on nodes with and without GPUs): use --device cpu, or GPUs on "
                       "every node");
     /* and the same replicas per rank (one per GPU by default: GPUs per rank may differ) */
-    int rpw_min = o->replicas_per_worker, rpw_max = o->replicas_per_worker;
-    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &rpw_min, 1, MPI_INT, MPI_MIN, t->comm), "replica agreement");
-    MW_MPI(MPI_Allreduce(MPI_IN_PLACE, &rpw_max, 1, MPI_INT, MPI_MAX, t->comm), "replica agreement");
-    if (rpw_min != rpw_max)
+    MW_TRY(int_range(t, o->replicas_per_worker, &lo, &hi, "replica agreement"));
+    if (lo != hi)
         return mw_err(MW_EINVAL, "ranks run different numbers of replicas (%d to %d): with "
                       "--device gpu a rank runs one per GPU it drives by default, so give every "
                       "rank the same number of GPUs, or set --replicas-per-worker",
-                      rpw_min, rpw_max);
+                      lo, hi);
     /* Every rank must run the same number of steps, or the all-reduces of the
      * last steps would wait forever. */
     long mine = steps_per_epoch(t);
