@@ -115,7 +115,7 @@ static const flag flags[F_COUNT] = {
     [F_TASK] = {"task", "worker:I", "print only this task's TF_CONFIG"},
     [F_PORT] = {"port", "P", "first port of each host's tasks (default 2222)"},
     [F_MODEL] = {"model", "FILE", "Keras Sequential model JSON (model.to_json()); default: "
-                 "the tutorial CNN"},
+                 "the tutorial CNN, or with --resume the model saved in the checkpoint"},
     [F_DEVICE] = {"device", "auto|cpu|gpu",
                   "where to train: auto uses the CPU when no CUDA device is found and says "
                   "so; gpu without a device is an error (default auto)"},

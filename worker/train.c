@@ -113,6 +113,7 @@ typedef struct {
     struct gpu_dev *gd;         /* ngpu devices (owned) */
     mw_nccl *nccl;              /* gradient all-reduce over every device of the cluster */
     mw_train_opts opts;         /* the caller's, with replicas_per_worker resolved; o points here */
+    char *saved_model;          /* without --model: the latest checkpoint's model (owned) */
 } trainer;
 
 static int cpu_count(void)
@@ -505,9 +506,13 @@ static mw_status setup_local(trainer *t, const mw_train_opts *opts, const mw_top
         MW_TRY(mw_dataset_load_dir(&t->train, &t->test, o->data_dir, 10));
         rows = (int)t->train.rows, cols = (int)t->train.cols;
     }
+    const int h = o->export_path ? 0 : rows, w = o->export_path ? 0 : cols;
     if (o->model_path)
-        MW_TRY(mw_keras_load_file(&t->model, o->model_path, o->export_path ? 0 : rows,
-                                  o->export_path ? 0 : cols, o->export_path ? 0 : 1, 10));
+        MW_TRY(mw_keras_load_file(&t->model, o->model_path, h, w, o->export_path ? 0 : 1, 10));
+    else if (t->saved_model)
+        MW_TRY(mw_keras_load(&t->model, t->saved_model, strlen(t->saved_model),
+                             "the model saved in the checkpoint", h, w, o->export_path ? 0 : 1,
+                             10));
     else
         MW_TRY(mw_model_build_tutorial(&t->model, rows, cols, 1, 10));
     MW_TRY(mw_model_finalize(&t->model, (size_t)t->world * MW_ARENA_ALIGN));
@@ -609,6 +614,55 @@ static int dir_has_checkpoints(const char *dir)
         found = !strcmp(e->d_name, MW_CKPT_INDEX) || !strncmp(e->d_name, "ckpt-", 5);
     closedir(d);
     return found;
+}
+
+/* Without --model, a checkpoint brings its own model: rank 0 of comm reads the
+ * latest checkpoint of the directory and every rank receives its model text into
+ * t->saved_model (left NULL when there is no checkpoint yet, or it names no
+ * model: then the tutorial CNN). Before setup_local; collective over comm. A
+ * directory whose checkpoints are all unreadable is the error the restore would
+ * give. */
+static mw_status fetch_saved_model(trainer *t, const mw_train_opts *o, MPI_Comm comm)
+{
+    if (o->model_path)
+        return MW_OK;
+    int me = 0;
+    MW_MPI(MPI_Comm_rank(comm, &me), "checkpoint model");
+    long len = 0;
+    char *text = NULL;
+    mw_status rc = MW_OK;
+    if (me == 0 && dir_has_checkpoints(o->checkpoint_dir)) {
+        mw_ckpt c;
+        mw_ckpt_init(&c);
+        char *path = NULL;
+        rc = mw_ckpt_load_latest(o->checkpoint_dir, &c, &path);
+        if (rc == MW_OK && c.model_json && c.model_json[0]) {
+            len = (long)strlen(c.model_json);
+            text = c.model_json;
+            c.model_json = NULL;
+            mw_log_info("model: the one saved in %s (no --model given)", path);
+        }
+        free(path);
+        mw_ckpt_free(&c);
+    }
+    rc = mw_agree(comm, rc, NULL);
+    mw_wait_ctx w = {"broadcast of the checkpoint's model", -1, o->collective_timeout};
+    if (rc == MW_OK)
+        rc = mw_comm_bcast(&w, &len, 1, MPI_LONG, 0, comm);
+    if (rc == MW_OK && len > 0 && me != 0 && !(text = malloc((size_t)len + 1)))
+        rc = mw_err(MW_ENOMEM, "checkpoint model of %ld bytes: out of memory", len);
+    rc = mw_agree(comm, rc, NULL);
+    for (long off = 0; rc == MW_OK && off < len; off += 1L << 30) {
+        long k = len - off < (1L << 30) ? len - off : (1L << 30);
+        rc = mw_comm_bcast(&w, text + off, (int)k, MPI_CHAR, 0, comm);
+    }
+    if (rc != MW_OK || len == 0) {
+        free(text);
+        return rc;
+    }
+    text[len] = '\0';
+    t->saved_model = text;
+    return MW_OK;
 }
 
 enum { TAG_EVAL_HDR = 71, TAG_EVAL_DATA = 72 };
@@ -929,6 +983,8 @@ static void teardown(trainer *t)
     mw_arena_free(&t->m1);
     mw_arena_free(&t->m2);
     mw_model_free(&t->model);
+    free(t->saved_model);
+    t->saved_model = NULL;
 }
 
 /* A zeroed trainer whose parts are all in their init state (teardown-safe). */
@@ -1225,7 +1281,10 @@ static mw_status run_evaluator(const mw_train_opts *o, const mw_topology *topo, 
     trainer *t = trainer_new();
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");
-    mw_status rc = setup_local(t, o, topo);
+    /* --resume without --model: the checkpoint's model, on every task (the evaluator too) */
+    mw_status rc = o->resume ? fetch_saved_model(t, o, topo->world) : MW_OK;
+    if (rc == MW_OK)
+        rc = setup_local(t, o, topo);
     /* evaluation here is a world of one */
     t->comm = MPI_COMM_SELF, t->rank = 0, t->world = 1;
     char dir[4200] = "";
@@ -1313,7 +1372,10 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
      * so a failing rank never leaves the others blocked in it; then the
      * collective set-up, agreed the same way. */
     t->eval_rank = has_eval ? topo->ntrain : -1;
-    mw_status rc = setup_local(t, o, topo);
+    /* --resume without --model: the checkpoint's model, on every task (the evaluator too) */
+    mw_status rc = o->resume ? fetch_saved_model(t, o, topo->world) : MW_OK;
+    if (rc == MW_OK)
+        rc = setup_local(t, o, topo);
     if (rc == MW_OK && t->rank == 0 && (checkpointing(o) || o->resume))
         rc = check_writable(o->checkpoint_dir);
     /* over the world: an evaluator task agrees on its own set-up too */
@@ -1359,6 +1421,7 @@ static mw_status open_restored(trainer *t, const mw_train_opts *o, const mw_topo
     if (topo->ntrain != topo->world_size)
         return mw_err(MW_EUNSUPPORTED, "eval and export run on training tasks only; remove "
                       "cluster.evaluator from the TF_CONFIG");
+    MW_TRY(fetch_saved_model(t, o, topo->train));
     MW_TRY(mw_agree(topo->train, setup_local(t, o, topo), NULL));
     int restored = 0;
     return restore(t, 1, 1, &restored);

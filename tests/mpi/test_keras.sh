@@ -4,7 +4,8 @@
 # 1 rank and on 2 ranks x 1 and 1 rank x 2 replicas (the masks follow the global example id,
 # and the regularization loss is scaled by 1/replicas); `summary --model` prints the table; a
 # bad model and a model that does not fit the data fail on every rank before training with
-# one message and exit 2.
+# one message and exit 2; a checkpoint brings its model, so eval, export and train --resume
+# need no --model (and another --model is one error).
 #   test_keras.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
 mw=$1 cmp=$2
@@ -57,6 +58,26 @@ timeout 60 mpiexec -n 2 "$mw" train --model "$wrong" "${quick[@]}" >"$tmp/wrong.
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "(None, 150, 150, 3)" "$tmp/wrong.out"' \
     "input shape mismatch: exit 2 (got $rc)"
+
+# a checkpoint brings its model: eval, export and train --resume need no --model
+ck=(--checkpoint-dir "$tmp/kc" --steps-per-epoch 4 --test-examples 100 --progress none
+    --summary-dir "")
+timeout 300 mpiexec -n 2 "$mw" train --model "$cnn" --epochs 1 "${ck[@]}" >"$tmp/kc1.out" 2>&1
+check '[[ $? -eq 0 ]]' "Keras CNN with checkpoints: $(tail -n 2 "$tmp/kc1.out")"
+trained=$(sed -n 's/^Epoch 1, .*\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\),.*/\1/p' "$tmp/kc1.out")
+timeout 120 "$mw" eval --checkpoint-dir "$tmp/kc" --test-examples 100 >"$tmp/kc-eval.out" 2>&1
+check '[[ $? -eq 0 ]] && grep -q "info: model: the one saved in $tmp/kc/ckpt-1" "$tmp/kc-eval.out" &&
+       [[ -n "$trained" && "$(grep "^Test Loss" "$tmp/kc-eval.out")" == "$trained" ]]'     "eval restores the Keras model from the checkpoint ($trained): $(tail -n 2 "$tmp/kc-eval.out")"
+timeout 120 "$mw" export --checkpoint-dir "$tmp/kc" --output "$tmp/kc.safetensors" >"$tmp/kc-export.out" 2>&1
+check '[[ $? -eq 0 ]] && grep -q "^Exported 225034 parameters" "$tmp/kc-export.out"'     "export restores the Keras model: $(tail -n 1 "$tmp/kc-export.out")"
+timeout 300 mpiexec -n 2 "$mw" train --resume --epochs 2 "${ck[@]}" >"$tmp/kc2.out" 2>&1
+check '[[ $? -eq 0 ]] && grep -q "225034 parameters" "$tmp/kc2.out" && grep -q "^Epoch 2, Loss" "$tmp/kc2.out"' \
+    "train --resume without --model continues the Keras model: $(tail -n 2 "$tmp/kc2.out")"
+timeout 300 mpiexec -n 2 "$mw" train --resume --epochs 3 --model "$src/tests/data/keras/mlp_k3.json" \
+    "${ck[@]}" >"$tmp/kc3.out" 2>&1
+rc=$?
+check '[[ $rc -eq 5 && $(grep -c "error: the latest checkpoint holds 225034 parameters" "$tmp/kc3.out") -eq 1 ]]' \
+    "--model of another model: one error, exit 5 (got $rc): $(grep error "$tmp/kc3.out" | head -n 2)"
 
 echo "$pass passed, $fail failed"
 ((fail == 0))
