@@ -725,7 +725,7 @@ static const char *role(const mw_rank_info *r)
     return r->is_chief ? "chief" : mw_job_name(r->job);
 }
 
-static void print_json(const mw_topology *t, FILE *f)
+static void print_json(const mw_topology *t, FILE *f, const char *const *devices)
 {
     int njob[MW_JOB_COUNT] = {0};
     for (int i = 0; i < t->world_size; i++)
@@ -746,6 +746,8 @@ static void print_json(const mw_topology *t, FILE *f)
                                 r->host ? r->host : "", "port",
                                 r->port ? json_integer(r->port) : json_null(), "node", r->node,
                                 "local_rank", r->local_rank, "role", role(r));
+        if (row && devices)
+            json_object_set_new(row, "device", json_string(devices[i]));
         char *s = row ? json_dumps(row, 0) : NULL;
         fprintf(f, "    %s%s\n", s ? s : "{}", i + 1 < t->world_size ? "," : "");
         free(s);
@@ -754,10 +756,10 @@ static void print_json(const mw_topology *t, FILE *f)
     fprintf(f, "  ]\n}\n");
 }
 
-void mw_topology_print(const mw_topology *t, FILE *f, int json)
+void mw_topology_print(const mw_topology *t, FILE *f, int json, const char *const *devices)
 {
     if (json) {
-        print_json(t, f);
+        print_json(t, f, devices);
         return;
     }
     int njob[MW_JOB_COUNT] = {0}, nodes = t->nnodes;
@@ -782,13 +784,17 @@ void mw_topology_print(const mw_topology *t, FILE *f, int json)
     fprintf(f, "cluster: %d rank%s (%s) on %d node%s; %s\n", t->world_size,
             t->world_size == 1 ? "" : "s", s.buf, nodes, nodes == 1 ? "" : "s",
             modes[t->mode]);
-    fprintf(f, "%-4s  %-5s  %-*s  %-*s  %-4s  %-10s  %s\n", "rank", "world", (int)tw, "task",
-            (int)hw, "host", "node", "local_rank", "role");
+    /* the role column is padded only when a device column follows it */
+    const int rw = devices ? 9 : 0;
+    fprintf(f, "%-4s  %-5s  %-*s  %-*s  %-4s  %-10s  %-*s%s%s\n", "rank", "world", (int)tw,
+            "task", (int)hw, "host", "node", "local_rank", rw, "role", devices ? "  " : "",
+            devices ? "device" : "");
     for (int i = 0; i < t->world_size; i++) {
         const mw_rank_info *r = &t->ranks[i];
         char task[64];
         snprintf(task, sizeof task, "%s[%d]", mw_job_name(r->job), r->job_index);
-        fprintf(f, "%-4d  %-5d  %-*s  %-*s  %-4d  %-10d  %s\n", i, r->world_rank, (int)tw, task,
-                (int)hw, r->host ? r->host : "", r->node, r->local_rank, role(r));
+        fprintf(f, "%-4d  %-5d  %-*s  %-*s  %-4d  %-10d  %-*s%s%s\n", i, r->world_rank, (int)tw,
+                task, (int)hw, r->host ? r->host : "", r->node, r->local_rank, rw, role(r),
+                devices ? "  " : "", devices ? devices[i] : "");
     }
 }

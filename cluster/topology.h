@@ -74,11 +74,13 @@ void mw_topology_free(mw_topology *t);
  * left initialized. */
 mw_status mw_topology_resolve(mw_topology *t, const char *tf_config_path);
 
-/* Print the table (rank, world rank, task, host, node, local rank, role) under a one-line
- * summary (whose node count includes an evaluator's own node), or with json != 0 one JSON
- * object ("nnodes" there is the field: training nodes). Any rank can print; main prints on
- * rank 0. */
-void mw_topology_print(const mw_topology *t, FILE *f, int json);
+/* Print the table (rank, world rank, task, host, node, local rank, role, and with devices a
+ * device column) under a one-line summary (whose node count includes an evaluator's own
+ * node), or with json != 0 one JSON object ("nnodes" there is the field: training nodes; with
+ * devices a "device" field per rank). devices: NULL, or world_size strings indexed by rank,
+ * each what that rank trains on ("cpu", "cuda:0", "cuda:0-3"). Any rank can print; main
+ * prints on rank 0. */
+void mw_topology_print(const mw_topology *t, FILE *f, int json, const char *const *devices);
 
 /* "one environment" etc.; never NULL. */
 const char *mw_topo_mode_name(mw_topo_mode mode);

@@ -82,6 +82,9 @@ static void help_and_version(void **state)
     assert_int_equal(parse(&c, "cluster --json --tf-config t.json"), MW_OK);
     assert_true(c.cmd == MW_CMD_CLUSTER && c.json);
     assert_string_equal(c.train.tf_config, "t.json");
+    assert_int_equal(parse(&c, "cluster --device gpu"), MW_OK);
+    assert_true(c.cmd == MW_CMD_CLUSTER && !c.json);
+    assert_string_equal(c.train.device, "gpu");
     assert_int_equal(parse(&c, "eval --checkpoint-dir d --test-examples 5"), MW_OK);
     assert_true(c.cmd == MW_CMD_EVAL && c.train.test_examples == 5);
     assert_string_equal(c.train.checkpoint_dir, "d");

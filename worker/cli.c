@@ -139,8 +139,9 @@ static unsigned flag_cmds(int f)
     case F_BATCH:
     case F_MICRO:
     case F_TIMEOUT:
-    case F_DEVICE:
         return C_TRAIN | C_EVAL;
+    case F_DEVICE:
+        return C_TRAIN | C_EVAL | C_CLUSTER;
     case F_OUTPUT:
         return C_EXPORT;
     case F_JSON:
@@ -178,7 +179,8 @@ static const struct {
      "see docs/formats.md)."},
     {"cluster", MW_CMD_CLUSTER, C_CLUSTER, "[mpirun -n N] mwtrain cluster [flags]",
      "Resolve the cluster exactly as `train` would (TF_CONFIG or the MPI world) and\n"
-     "print one row per rank: rank, task, host, node, local rank, role."},
+     "print one row per rank: rank, task, host, node, local rank, role, and the device\n"
+     "it would train on under --device (cpu, cuda:N, or cuda:A-B for several GPUs)."},
     {"summary", MW_CMD_SUMMARY, C_SUMMARY, "mwtrain summary [flags]",
      "Print the model as a Keras-like table: layers, output shapes, parameter counts."},
     {"tf-config", MW_CMD_TFCONFIG, C_TFCONF, "mwtrain tf-config --hostfile FILE [flags]",

@@ -56,6 +56,37 @@ static mw_status run_summary(const char *model_path)
 
 /* Agree on the outcome over the world: returns the worst status; the lowest
  * failing rank prints its message once. */
+/* `mwtrain cluster`: the table with what every rank would train on under --device
+ * (mw_cuda_select, as train decides it), gathered on rank 0 and printed there. Collective
+ * over the world; a bad --device (or gpu without a device) is one agreed error. */
+#define DEVICE_LEN 32
+static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int json)
+{
+    int use_gpu = 0, first = 0, n = 0;
+    char mine[DEVICE_LEN] = "cpu";
+    mw_status rc = mw_cuda_select(o->device, t->local_rank, t->local_size > 0 ? t->local_size : 1,
+                                  &use_gpu, &first, &n, NULL, 0);
+    if (rc == MW_OK && use_gpu)
+        snprintf(mine, sizeof mine, n == 1 ? "cuda:%d" : "cuda:%d-%d", first, first + n - 1);
+    MW_TRY(mw_agree(t->world, rc, NULL));
+    char *all = t->rank == 0 ? calloc((size_t)t->world_size, DEVICE_LEN) : NULL;
+    const char **rows = t->rank == 0 ? calloc((size_t)t->world_size, sizeof *rows) : NULL;
+    rc = t->rank == 0 && (!all || !rows) ? mw_err(MW_ENOMEM, "out of memory") : MW_OK;
+    /* t->world is in task order, as the table: row i comes from its rank i */
+    if (MPI_Gather(mine, DEVICE_LEN, MPI_CHAR, all, DEVICE_LEN, MPI_CHAR, 0, t->world) !=
+            MPI_SUCCESS &&
+        rc == MW_OK)
+        rc = mw_err(MW_EMPI, "cluster: gathering the devices failed");
+    if (rc == MW_OK && t->rank == 0) {
+        for (int i = 0; i < t->world_size; i++)
+            rows[i] = all + (size_t)i * DEVICE_LEN;
+        mw_topology_print(t, stdout, json, rows);
+    }
+    free(all);
+    free(rows);
+    return mw_agree(t->world, rc, NULL);
+}
+
 static mw_status finish(mw_status rc, int already_printed)
 {
     int rank = 0;
@@ -117,8 +148,12 @@ int main(int argc, char **argv)
         } else {
             mw_log_set_rank(topo.rank, topo.world_size);
             if (cli.cmd == MW_CMD_CLUSTER) {
-                if (topo.rank == 0)
-                    mw_topology_print(&topo, stdout, cli.json);
+                rc = print_cluster(&topo, &cli.train, cli.json);
+                if (rc != MW_OK) {
+                    if (topo.rank == 0)
+                        fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                    printed = 1;
+                }
             } else if (cli.cmd == MW_CMD_EVAL || cli.cmd == MW_CMD_EXPORT) {
                 /* agreed failures: every rank holds the message */
                 rc = cli.cmd == MW_CMD_EVAL ? mw_eval_run(&cli.train, &topo)

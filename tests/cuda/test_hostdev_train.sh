@@ -11,6 +11,8 @@
 #     bitwise; `eval --device gpu` prints what the CPU eval prints;
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
+#   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
+#     a device is one error;
 #   - bad layouts are one message: replicas not a multiple of the rank's GPUs (exit 2), two
 #     ranks on one GPU (same PCI bus id; exit 7), no device with --device gpu (exit 7), and
 #     no device with auto trains on the CPU.
@@ -104,6 +106,19 @@ fault() { # name fault expected-exit expected-message [flags...]
 }
 fault async async:5 7 "error: NCCL all-reduce at step 4 on CUDA device .: NCCL reported an asynchronous error"
 fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" --collective-timeout 3
+
+# `mwtrain cluster` shows what each rank trains on: 2 fake nodes x 2 ranks, 4 GPUs a node
+fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223"]},"task":{"type":"worker","index":0}}'
+out=$(timeout 60 mpiexec -n 4 -x MW_HOSTDEV_GPUS=4 -x TF_CONFIG="$fake2x2" "$hd" cluster --device gpu 2>&1)
+check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +node-a +0 +1 +worker +cuda:2-3$" <<<"$out" &&
+       grep -Eq "^2 +2 +worker\[2\] +node-b +1 +0 +worker +cuda:0-1$" <<<"$out"' "cluster --device gpu: $out"
+out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 "$hd" cluster --json 2>&1)
+check 'grep -q "\"role\": \"worker\", \"device\": \"cuda:1\"}" <<<"$out"' "cluster --json has the device: $out"
+out=$(timeout 60 mpiexec -n 2 "$hd" cluster --device gpu 2>&1)
+check '[[ $? -eq 7 && $(grep -c "error: --device gpu: no CUDA device is available" <<<"$out") -eq 1 ]]' \
+    "cluster --device gpu without a device: one error, exit 7: $out"
+out=$(timeout 60 mpiexec -n 2 "$hd" cluster 2>&1)
+check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' "cluster without a device: cpu"
 
 # bad layouts
 out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)

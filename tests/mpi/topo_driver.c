@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     if (rc == MW_OK)
         rc = mw_agree(MPI_COMM_WORLD, check(&t), NULL);
     if (rc == MW_OK && wr == 0) {
-        mw_topology_print(&t, stdout, json);
+        mw_topology_print(&t, stdout, json, NULL);
         fflush(stdout);
     } else if (rc != MW_OK && wr == 0) {
         fprintf(stderr, "error: %s\n", mw_err_msg());
