@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: set up, build (warnings are errors), and run every test
-# suite (unit, headers, cuda, mpi), then a short bounded libFuzzer run of the
-# TF_CONFIG parser. Extra arguments go to `meson test` (e.g. --suite unit).
+# suite (unit, headers, cuda, mpi, ...), then a short bounded libFuzzer run of
+# the TF_CONFIG, checkpoint and Keras readers, and the build without CUDA.
+# Extra arguments go to `meson test` (e.g. --suite unit).
 # Ends with one line: "tests: N passed, N failed, N skipped".
 set -euo pipefail
 MW_BUILD=${MW_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build-test}
@@ -19,6 +20,12 @@ ok=${ok:-0} fail=$((${fail:-0} + ${timeouts:-0})) skip=${skip:-0}
 
 echo "fuzz: TF_CONFIG parser, ${MW_FUZZ_SECONDS:-20} s"
 if bash "$MW_ROOT/tests/fuzz/run.sh" "${MW_FUZZ_SECONDS:-20}"; then
+    ok=$((ok + 1))
+else
+    fail=$((fail + 1))
+fi
+echo "no-CUDA build: -Dcuda=disabled compiles and falls back"
+if bash "$MW_ROOT/tests/cuda/test_nocuda_build.sh" "$MW_BUILD-nocuda"; then
     ok=$((ok + 1))
 else
     fail=$((fail + 1))

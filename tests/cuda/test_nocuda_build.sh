@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The build without CUDA (-Dcuda=disabled): it compiles with warnings as errors (the stubs in
+# kernels/cuda/stub.c and cluster/nccl_stub.c must keep up with every CUDA function), the
+# binary says so in `version`, --device auto trains on the CPU naming the reason, and --device
+# gpu is one error (exit 7). Run by deploy/local/test.sh after the suites (it configures a
+# build of its own, without tests: a few seconds).
+#   test_nocuda_build.sh BUILD_DIR
+set -uo pipefail
+build=$1
+src=$(cd "$(dirname "$0")/../.." && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+pass=0 fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+if [[ -d $build ]]; then
+    meson setup --reconfigure "$build" "$src" -Dcuda=disabled -Dtests=false -Dwerror=true >/dev/null
+else
+    meson setup "$build" "$src" -Dcuda=disabled -Dtests=false -Dwerror=true \
+        -Dbuildtype=debugoptimized >/dev/null
+fi
+out=$(ninja -C "$build" 2>&1)
+check '[[ $? -eq 0 ]]' "the no-CUDA build compiles: $(tail -n 20 <<<"$out")"
+mw=$build/worker/mwtrain
+out=$("$mw" version 2>&1)
+check 'grep -qx "CUDA: not built" <<<"$out"' "version says CUDA is not built: $out"
+quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epochs 0
+       --summary-dir "" --progress none)
+out=$("$mw" train --device auto "${quick[@]}" 2>&1)
+check '[[ $? -eq 0 ]] && grep -q "info: built without CUDA.*: training on the CPU" <<<"$out" &&
+       grep -q "^Epoch 1," <<<"$out"' "--device auto trains on the CPU and says why: $out"
+out=$(mpiexec -n 2 "$mw" train --device gpu "${quick[@]}" 2>&1)
+check '[[ $? -eq 7 && $(grep -c "error: --device gpu: no CUDA device is available (built without CUDA" <<<"$out") -eq 1 ]]' \
+    "--device gpu: one error, exit 7: $out"
+out=$(mpiexec -n 2 "$mw" cluster 2>&1)
+check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 .* worker +cpu$" <<<"$out"' "cluster shows cpu: $out"
+echo "no-CUDA build: $pass passed, $fail failed"
+((fail == 0))
