@@ -1296,7 +1296,8 @@ static mw_status run_evaluator(const mw_train_opts *o, const mw_topology *topo, 
     if (rc == MW_OK)
         rc = mw_agree(topo->world, MW_OK, NULL); /* does training start? */
     if (rc == MW_OK)
-        mw_log_info("evaluator: waiting for checkpoints from the chief");
+        mw_log_info("evaluator: waiting for checkpoints from the chief (evaluating on %s)",
+                    t->gpu ? "the GPU" : "the CPU");
     while (rc == MW_OK) {
         long hdr[2];
         MPI_Status st;

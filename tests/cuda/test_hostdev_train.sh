@@ -8,7 +8,8 @@
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
-#     bitwise; `eval --device gpu` prints what the CPU eval prints;
+#     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
+#     GPU reports what the chief measured;
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
@@ -91,6 +92,19 @@ timeout 120 "$mw" eval --device cpu --checkpoint-dir "$tmp/ckA" --test-examples 
 check 'grep -q "^Test Loss: " "$tmp/eval-gpu.out" &&
        [[ "$(grep "^Test Loss" "$tmp/eval-gpu.out")" == "$(grep "^Test Loss" "$tmp/eval-cpu.out")" ]]' \
     "eval --device gpu equals the CPU eval: $(grep "Test Loss" "$tmp/eval-gpu.out") vs $(grep "Test Loss" "$tmp/eval-cpu.out")"
+
+# an evaluator task on the GPU path: the chief on one fake GPU, the evaluator on its own
+ev='{"cluster":{"chief":["localhost:2222"],"evaluator":["localhost:2224"]},"task":{"type":"chief","index":0}}'
+timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$ev" "$hd" train --device gpu --epochs 2 \
+    --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
+    --checkpoint-dir "$tmp/ev" --checkpoint-every-epochs 1 >"$tmp/ev.out" 2>&1
+check '[[ $? -eq 0 ]] && grep -q "evaluator: waiting for checkpoints from the chief (evaluating on the GPU)" "$tmp/ev.out"' \
+    "evaluator on the GPU: $(tail -n 3 "$tmp/ev.out")"
+for e in 1 2; do
+    chief=$(sed -n "s/^Epoch $e, .*\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\),.*/\1/p" "$tmp/ev.out")
+    check '[[ -n "$chief" ]] && grep -q "^Evaluator: ckpt-$e (epoch $e, step $((3 * e))), $chief$" "$tmp/ev.out"' \
+        "the evaluator's ckpt-$e equals the chief's epoch $e ($chief)"
+done
 
 # failures: every rank stops with one message, quickly
 fault() { # name fault expected-exit expected-message [flags...]
