@@ -30,6 +30,7 @@ check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "
 quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
        --checkpoint-every-epochs 0 --collective-timeout 60)
 two_nodes='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
+epoch_re='Epoch 1, Loss: [0-9.]*, Accuracy: [0-9.]*, Test Loss: [0-9.]*, Test Accuracy: [0-9.]*'
 
 # run NAME RANKS GPUS-PER-PROCESS BINARY FLAGS...: train, dump weights, keep the epoch line
 run() {
@@ -38,31 +39,36 @@ run() {
     timeout 120 mpiexec -n "$n" -x MW_HOSTDEV_GPUS="$gpus" ${TFC:+-x TF_CONFIG="$TFC"} \
         "$bin" train "${quick[@]}" "$@" --dump-weights "$tmp/$name.bin" >"$tmp/$name.out" 2>&1
     local rc=$?
-    sed -n 's/^\(Epoch 1, Loss: [0-9.]*, Accuracy: [0-9.]*, Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\),.*/\1/p' \
-        "$tmp/$name.out" >"$tmp/$name.epoch"
-    check "[[ $rc -eq 0 && -s $tmp/$name.epoch ]]" "$name trains (exit $rc): $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"
+    sed -n "s/^\\($epoch_re\\),.*/\\1/p" "$tmp/$name.out" >"$tmp/$name.epoch"
+    check "[[ $rc -eq 0 && -s $tmp/$name.epoch ]]" \
+        "$name trains (exit $rc): $(tail -n 3 "$tmp/$name.out" | tr '\n' ' ')"
 }
 # same GPU-NAME CPU-NAME: the GPU layout matches the CPU run
 same() {
-    check "diff -q '$tmp/$1.epoch' '$tmp/$2.epoch' >/dev/null" "$1 vs $2: epoch line differs: '$(cat "$tmp/$1.epoch")' vs '$(cat "$tmp/$2.epoch")'"
-    check "'$cmp' '$tmp/$2.bin' '$tmp/$1.bin' 1e-4 >/dev/null" "$1 vs $2: weights: $("$cmp" "$tmp/$2.bin" "$tmp/$1.bin" 1e-4)"
+    local g=$tmp/$1 c=$tmp/$2
+    check "diff -q '$g.epoch' '$c.epoch' >/dev/null" \
+        "$1 vs $2: epoch line differs: '$(cat "$g.epoch")' vs '$(cat "$c.epoch")'"
+    check "'$cmp' '$c.bin' '$g.bin' 1e-4 >/dev/null" \
+        "$1 vs $2: weights: $("$cmp" "$c.bin" "$g.bin" 1e-4)"
 }
+stand_in='(CUDA host stand-in'
 
 run gpu-1x2 1 2 "$hd" --device gpu --batch-per-replica 16
-check 'grep -q "info: training on CUDA devices 0-1 as 2 replicas (CUDA host stand-in" "$tmp/gpu-1x2.out"' \
+check 'grep -qF "info: training on CUDA devices 0-1 as 2 replicas $stand_in" "$tmp/gpu-1x2.out"' \
     "one rank drives both fake GPUs as replicas"
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 --batch-per-replica 16
 same gpu-1x2 cpu-1x2
 
-run gpu-2x1-sgd 2 2 "$hd" --device gpu --batch-per-replica 16 --optimizer sgd --learning-rate 0.05
-check 'grep -q "info: training on CUDA device 0 (CUDA host stand-in" "$tmp/gpu-2x1-sgd.out"' \
+sgd=(--batch-per-replica 16 --optimizer sgd --learning-rate 0.05)
+run gpu-2x1-sgd 2 2 "$hd" --device gpu "${sgd[@]}"
+check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.out"' \
     "two ranks on one node: one fake GPU each"
-run cpu-2x1-sgd 2 0 "$mw" --device cpu --threads 1 --batch-per-replica 16 --optimizer sgd --learning-rate 0.05
+run cpu-2x1-sgd 2 0 "$mw" --device cpu --threads 1 "${sgd[@]}"
 same gpu-2x1-sgd cpu-2x1-sgd
 
 TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8
-check 'grep -q "2 rank(s) on 2 node(s) x 2 replica(s), global batch 32, 2 GPU(s) per rank" "$tmp/gpu-2nodes-x2.out"' \
-    "two fake nodes, two fake GPUs each"
+check 'grep -qF "2 rank(s) on 2 node(s) x 2 replica(s), global batch 32, 2 GPU(s) per rank" \
+           "$tmp/gpu-2nodes-x2.out"' "two fake nodes, two fake GPUs each"
 run gpu-1x2-rep4 1 2 "$hd" --device gpu --batch-per-replica 8 --replicas-per-worker 4
 run cpu-1x4 1 0 "$mw" --device cpu --replicas-per-worker 4 --threads 1 --batch-per-replica 8
 same gpu-2nodes-x2 cpu-1x4
@@ -70,7 +76,8 @@ same gpu-1x2-rep4 cpu-1x4
 
 cnn=$src/tests/data/keras/cnn_dropout_k2.json
 run gpu-keras 1 2 "$hd" --device gpu --model "$cnn" --batch-per-replica 16
-run cpu-keras 1 0 "$mw" --device cpu --model "$cnn" --replicas-per-worker 2 --threads 1 --batch-per-replica 16
+run cpu-keras 1 0 "$mw" --device cpu --model "$cnn" --replicas-per-worker 2 --threads 1 \
+    --batch-per-replica 16
 same gpu-keras cpu-keras
 
 # checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
@@ -83,26 +90,31 @@ MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 1 --checkpoint-dir
     >"$tmp/first.out" 2>&1 &&
     MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 2 --checkpoint-dir "$tmp/ckB" \
         --resume --dump-weights "$tmp/resumed.bin" >"$tmp/resumed.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "restoring" "$tmp/resumed.out"' "1 epoch + resume: $(tail -n 2 "$tmp/resumed.out")"
+check '[[ $? -eq 0 ]] && grep -q "restoring" "$tmp/resumed.out"' \
+    "1 epoch + resume: $(tail -n 2 "$tmp/resumed.out")"
 check '"$cmp" "$tmp/straight.bin" "$tmp/resumed.bin" >/dev/null' \
     "resume on the GPU path is bitwise: $("$cmp" "$tmp/straight.bin" "$tmp/resumed.bin")"
-MW_HOSTDEV_GPUS=2 timeout 120 "$hd" eval --device gpu --checkpoint-dir "$tmp/ckA" --test-examples 300 \
-    >"$tmp/eval-gpu.out" 2>&1
-timeout 120 "$mw" eval --device cpu --checkpoint-dir "$tmp/ckA" --test-examples 300 >"$tmp/eval-cpu.out" 2>&1
-check 'grep -q "^Test Loss: " "$tmp/eval-gpu.out" &&
-       [[ "$(grep "^Test Loss" "$tmp/eval-gpu.out")" == "$(grep "^Test Loss" "$tmp/eval-cpu.out")" ]]' \
-    "eval --device gpu equals the CPU eval: $(grep "Test Loss" "$tmp/eval-gpu.out") vs $(grep "Test Loss" "$tmp/eval-cpu.out")"
+ev=(--checkpoint-dir "$tmp/ckA" --test-examples 300)
+MW_HOSTDEV_GPUS=2 timeout 120 "$hd" eval --device gpu "${ev[@]}" >"$tmp/eval-gpu.out" 2>&1
+timeout 120 "$mw" eval --device cpu "${ev[@]}" >"$tmp/eval-cpu.out" 2>&1
+gpu_eval=$(grep "^Test Loss" "$tmp/eval-gpu.out") cpu_eval=$(grep "^Test Loss" "$tmp/eval-cpu.out")
+check '[[ -n "$gpu_eval" && "$gpu_eval" == "$cpu_eval" ]]' \
+    "eval --device gpu equals the CPU eval: '$gpu_eval' vs '$cpu_eval'"
 
 # an evaluator task on the GPU path: the chief on one fake GPU, the evaluator on its own
-ev='{"cluster":{"chief":["localhost:2222"],"evaluator":["localhost:2224"]},"task":{"type":"chief","index":0}}'
-timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$ev" "$hd" train --device gpu --epochs 2 \
-    --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
+evcfg='{"cluster":{"chief":["localhost:2222"],"evaluator":["localhost:2224"]},'
+evcfg+='"task":{"type":"chief","index":0}}'
+timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" train --device gpu \
+    --epochs 2 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
     --checkpoint-dir "$tmp/ev" --checkpoint-every-epochs 1 >"$tmp/ev.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "evaluator: waiting for checkpoints from the chief (evaluating on the GPU)" "$tmp/ev.out"' \
-    "evaluator on the GPU: $(tail -n 3 "$tmp/ev.out")"
+check '[[ $? -eq 0 ]] &&
+       grep -qF "evaluator: waiting for checkpoints from the chief (evaluating on the GPU)" \
+           "$tmp/ev.out"' "evaluator on the GPU: $(tail -n 3 "$tmp/ev.out")"
 for e in 1 2; do
-    chief=$(sed -n "s/^Epoch $e, .*\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\),.*/\1/p" "$tmp/ev.out")
-    check '[[ -n "$chief" ]] && grep -q "^Evaluator: ckpt-$e (epoch $e, step $((3 * e))), $chief$" "$tmp/ev.out"' \
+    chief=$(sed -n "s/^Epoch $e, .*\\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\\),.*/\\1/p" \
+        "$tmp/ev.out")
+    check '[[ -n "$chief" ]] &&
+           grep -qF "Evaluator: ckpt-$e (epoch $e, step $((3 * e))), $chief" "$tmp/ev.out"' \
         "the evaluator's ckpt-$e equals the chief's epoch $e ($chief)"
 done
 
@@ -111,38 +123,50 @@ fault() { # name fault expected-exit expected-message [flags...]
     local name=$1 f=$2 want=$3 msg=$4
     shift 4
     local t0=$SECONDS
-    timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_FAULT="$f" "$hd" train "${quick[@]}" \
-        --device gpu "$@" >"$tmp/$name.out" 2>&1
+    timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_FAULT="$f" "$hd" train \
+        "${quick[@]}" --device gpu "$@" >"$tmp/$name.out" 2>&1
     local rc=$? took=$((SECONDS - t0))
     check "[[ $rc -eq $want && $took -lt 60 ]]" "$name: exit $rc (want $want) after $took s"
-    check "[[ \$(grep -c '$msg' '$tmp/$name.out') -eq 2 ]]" "$name: both ranks say '$msg': $(grep error "$tmp/$name.out" | head -n 3)"
+    check "[[ \$(grep -c '$msg' '$tmp/$name.out') -eq 2 ]]" \
+        "$name: both ranks say '$msg': $(grep error "$tmp/$name.out" | head -n 3)"
     check "! grep -q '^Epoch' '$tmp/$name.out'" "$name: no epoch finished"
 }
-fault async async:5 7 "error: NCCL all-reduce at step 4 on CUDA device .: NCCL reported an asynchronous error"
-fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" --collective-timeout 3
+fault async async:5 7 \
+    "error: NCCL all-reduce at step 4 on CUDA device .: NCCL reported an asynchronous error"
+fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" \
+    --collective-timeout 3
 
 # `mwtrain cluster` shows what each rank trains on: 2 fake nodes x 2 ranks, 4 GPUs a node
-fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223"]},"task":{"type":"worker","index":0}}'
-out=$(timeout 60 mpiexec -n 4 -x MW_HOSTDEV_GPUS=4 -x TF_CONFIG="$fake2x2" "$hd" cluster --device gpu 2>&1)
+fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223"]},'
+fake2x2+='"task":{"type":"worker","index":0}}'
+out=$(timeout 60 mpiexec -n 4 -x MW_HOSTDEV_GPUS=4 -x TF_CONFIG="$fake2x2" "$hd" cluster \
+    --device gpu 2>&1)
 check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +node-a +0 +1 +worker +cuda:2-3$" <<<"$out" &&
-       grep -Eq "^2 +2 +worker\[2\] +node-b +1 +0 +worker +cuda:0-1$" <<<"$out"' "cluster --device gpu: $out"
+       grep -Eq "^2 +2 +worker\[2\] +node-b +1 +0 +worker +cuda:0-1$" <<<"$out"' \
+    "cluster --device gpu: $out"
 out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 "$hd" cluster --json 2>&1)
-check 'grep -q "\"role\": \"worker\", \"device\": \"cuda:1\"}" <<<"$out"' "cluster --json has the device: $out"
+check 'grep -qF "\"role\": \"worker\", \"device\": \"cuda:1\"}" <<<"$out"' \
+    "cluster --json has the device: $out"
 out=$(timeout 60 mpiexec -n 2 "$hd" cluster --device gpu 2>&1)
-check '[[ $? -eq 7 && $(grep -c "error: --device gpu: no CUDA device is available" <<<"$out") -eq 1 ]]' \
+check '[[ $? -eq 7 &&
+       $(grep -c "error: --device gpu: no CUDA device is available" <<<"$out") -eq 1 ]]' \
     "cluster --device gpu without a device: one error, exit 7: $out"
 out=$(timeout 60 mpiexec -n 2 "$hd" cluster 2>&1)
-check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' "cluster without a device: cpu"
+check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' \
+    "cluster without a device: cpu"
 
 # bad layouts
 out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)
-check '[[ $? -eq 2 ]] && grep -q "error: --replicas-per-worker 3: this rank drives 2 GPUs (CUDA devices 0..1)" <<<"$out"' \
-    "replicas not a multiple of the GPUs: $out"
+check '[[ $? -eq 2 ]] &&
+       grep -qF "error: --replicas-per-worker 3: this rank drives 2 GPUs (CUDA devices 0..1)" \
+           <<<"$out"' "replicas not a multiple of the GPUs: $out"
 # two ranks that both see one device of the same PCI bus id: truly shared, refused by NCCL
+seen='sees 1 CUDA device for 2 ranks and drives CUDA device 0: right when each rank was given'
+shared='error: NCCL set-up: local ranks 0 and 1 both drive the GPU at PCI 0000:01:00.0'
 out=$(timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 "$hd" train "${quick[@]}" --device gpu 2>&1)
-check '[[ $? -eq 7 ]] && grep -q "sees 1 CUDA device for 2 ranks and drives CUDA device 0: right when each rank was given its own GPU" <<<"$out" &&
-       [[ $(grep -c "error: NCCL set-up: local ranks 0 and 1 both drive the GPU at PCI 0000:01:00.0" <<<"$out") -eq 1 ]] &&
-       ! grep -q "^Epoch" <<<"$out"' "a shared GPU is refused once, exit 7: $out"
+check '[[ $? -eq 7 ]] && grep -qF "$seen" <<<"$out" &&
+       [[ $(grep -cF "$shared" <<<"$out") -eq 1 ]] && ! grep -q "^Epoch" <<<"$out"' \
+    "a shared GPU is refused once, exit 7: $out"
 out=$("$hd" train "${quick[@]}" --device gpu 2>&1)
 check '[[ $? -eq 7 ]] && grep -q "error: --device gpu: no CUDA device is available" <<<"$out"' \
     "no fake device, --device gpu: $out"

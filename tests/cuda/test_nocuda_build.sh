@@ -27,8 +27,9 @@ quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epoc
 out=$("$mw" train --device auto "${quick[@]}" 2>&1)
 check '[[ $? -eq 0 ]] && grep -q "info: built without CUDA.*: training on the CPU" <<<"$out" &&
        grep -q "^Epoch 1," <<<"$out"' "--device auto trains on the CPU and says why: $out"
+msg='error: --device gpu: no CUDA device is available (built without CUDA'
 out=$(mpiexec -n 2 "$mw" train --device gpu "${quick[@]}" 2>&1)
-check '[[ $? -eq 7 && $(grep -c "error: --device gpu: no CUDA device is available (built without CUDA" <<<"$out") -eq 1 ]]' \
+check '[[ $? -eq 7 && $(grep -cF "$msg" <<<"$out") -eq 1 ]]' \
     "--device gpu: one error, exit 7: $out"
 out=$(mpiexec -n 2 "$mw" cluster 2>&1)
 check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 .* worker +cpu$" <<<"$out"' "cluster shows cpu: $out"
