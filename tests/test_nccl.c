@@ -19,7 +19,6 @@
  * Prints "N passed, M failed" and exits 1 on any failure. */
 #include <math.h>
 #include <mpi.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,40 +29,12 @@
 #include "cluster/topology.h"
 #include "common/status.h"
 #include "kernels/cuda/cuda.h"
+#include "tests/mpi_check.h"
 
 #define MAX_DEV 16
 #define MAX_COUNT ((size_t)1 << 21)
 
-static int passed, failed, rank, world;
-
-/* Every rank calls check in the same order; the case passes when it passed everywhere, and
- * every rank gets that verdict (so they take the same branch after it). */
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...)
-{
-    int all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all) {
-        passed++;
-        return 1;
-    }
-    failed++;
-    if (rank == 0 || !ok) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "FAIL (rank %d): ", rank);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
-    }
-    return 0;
-}
-
-/* The contribution of replica q (a GPU, or a rank of the ring) to element i. */
-static float value(int q, size_t i)
-{
-    return (float)((q + 1) * (int)(i % 13) - (int)(i % 7));
-}
+static int rank, world;
 
 static float *want_sum(size_t count, int nq)
 {
@@ -73,7 +44,7 @@ static float *want_sum(size_t count, int nq)
     for (size_t i = 0; i < count; i++) {
         float s = 0;
         for (int q = 0; q < nq; q++)
-            s += value(q, i);
+            s += mpi_check_value(q, i);
         w[i] = s;
     }
     return w;
@@ -99,13 +70,13 @@ static void ring_case(mw_ring *r, size_t count)
 {
     float *buf = malloc((count ? count : 1) * sizeof(float)), *want = want_sum(count, r->size);
     for (size_t i = 0; i < count; i++)
-        buf[i] = value(r->rank, i);
+        buf[i] = mpi_check_value(r->rank, i);
     mw_err_clear();
     mw_status st = mw_ring_sum(r, buf, count, 3);
     char what[96];
     snprintf(what, sizeof what, "ring of %d, count %zu", r->size, count);
     int ok = st == MW_OK && same(buf, want, count, what);
-    check(ok, "%s: %s %s", what, mw_status_str(st), mw_err_msg());
+    mpi_check(ok, "%s: %s %s", what, mw_status_str(st), mw_err_msg());
     free(buf);
     free(want);
 }
@@ -114,10 +85,11 @@ static void run_ring(void)
 {
     mw_ring r;
     mw_status st = mw_ring_open(&r, MPI_COMM_WORLD, "test ring", 60);
-    check(st == MW_OK, "ring open: %s", mw_err_msg());
-    check(r.left_world == (rank - 1 + world) % world && r.right_world == (rank + 1) % world,
-          "ring neighbours: left %d right %d", r.left_world, r.right_world);
-    check(strstr(r.recv_op, "test ring, receiving from node") != NULL, "ring op: %s", r.recv_op);
+    mpi_check(st == MW_OK, "ring open: %s", mw_err_msg());
+    mpi_check(r.left_world == (rank - 1 + world) % world && r.right_world == (rank + 1) % world,
+              "ring neighbours: left %d right %d", r.left_world, r.right_world);
+    mpi_check(strstr(r.recv_op, "test ring, receiving from node") != NULL, "ring op: %s",
+              r.recv_op);
     const size_t counts[] = {0, 1, 7, (size_t)(world - 1), 65537, 1048576,
                              (size_t)world * 40 * 32768 + 3 /* several windows per step */};
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
@@ -130,7 +102,7 @@ static void run_ring(void)
         a[i] = b[i] = sinf((float)(i * 7 + (size_t)rank * 13)) * 1e-3f;
     int ok = mw_ring_sum(&r, a, n, -1) == MW_OK && mw_ring_sum(&r, b, n, -1) == MW_OK &&
              memcmp(a, b, n * sizeof(float)) == 0;
-    check(ok, "ring twice is bitwise equal");
+    mpi_check(ok, "ring twice is bitwise equal");
     free(a);
     free(b);
     mw_ring_close(&r);
@@ -139,9 +111,9 @@ static void run_ring(void)
     MPI_Comm rev;
     MPI_Comm_split(MPI_COMM_WORLD, 0, world - rank, &rev);
     st = mw_ring_open(&r, rev, "reversed ring", 60);
-    check(st == MW_OK && r.left_world == (rank + 1) % world &&
-              r.right_world == (rank - 1 + world) % world,
-          "reversed ring neighbours: left %d right %d", r.left_world, r.right_world);
+    mpi_check(st == MW_OK && r.left_world == (rank + 1) % world &&
+                  r.right_world == (rank - 1 + world) % world,
+              "reversed ring neighbours: left %d right %d", r.left_world, r.right_world);
     ring_case(&r, 1048577);
     mw_ring_close(&r);
     MPI_Comm_free(&rev);
@@ -149,9 +121,9 @@ static void run_ring(void)
     /* No communicator: a ring of one leaves the buffer alone. */
     st = mw_ring_open(&r, MPI_COMM_NULL, "no ring", 60);
     float one[3] = {1, 2, 3};
-    check(st == MW_OK && r.size == 1 && mw_ring_sum(&r, one, 3, 0) == MW_OK && one[0] == 1 &&
-              one[2] == 3,
-          "ring of one");
+    mpi_check(st == MW_OK && r.size == 1 && mw_ring_sum(&r, one, 3, 0) == MW_OK && one[0] == 1 &&
+                  one[2] == 3,
+              "ring of one");
     mw_ring_close(&r);
 }
 
@@ -199,7 +171,7 @@ static void nccl_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0
     mw_status st = MW_OK;
     for (int d = 0; d < g->ndev && st == MW_OK; d++) {
         for (size_t i = 0; i < count; i++)
-            h[i] = value(q0 + d, i);
+            h[i] = mpi_check_value(q0 + d, i);
         st = mw_cuda_upload(g->buf[d], h, count * sizeof(float), &g->k[d]);
         if (st == MW_OK)
             st = mw_cuda_sync(&g->k[d]); /* h is refilled next */
@@ -216,7 +188,7 @@ static void nccl_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0
         if (st == MW_OK)
             ok &= same(h, want, count, what);
     }
-    check(ok && st == MW_OK, "%s: %s %s", what, mw_status_str(st), mw_err_msg());
+    mpi_check(ok && st == MW_OK, "%s: %s %s", what, mw_status_str(st), mw_err_msg());
     free(h);
     free(want);
 }
@@ -245,7 +217,7 @@ static char *two_node_config(void)
 static int resolve(mw_topology *t, const char *path, const char *layout)
 {
     mw_status st = mw_topology_resolve(t, path);
-    return check(st == MW_OK, "%s: topology: %s", layout, mw_err_msg());
+    return mpi_check(st == MW_OK, "%s: topology: %s", layout, mw_err_msg());
 }
 
 /* Without a device (or CUDA): mw_nccl_open fails on every rank with one message, no hang. */
@@ -261,13 +233,13 @@ static void no_device(const char *path, const char *layout)
     const char *msg = mw_err_msg();
     int ok = st == MW_EDEVICE && n == NULL &&
              (strstr(msg, "no usable CUDA device") || strstr(msg, "built without CUDA/NCCL"));
-    check(ok, "%s: mw_nccl_open without a device: %s %s", layout, mw_status_str(st), msg);
+    mpi_check(ok, "%s: mw_nccl_open without a device: %s %s", layout, mw_status_str(st), msg);
     if (rank == 0)
         printf("%s, no device: mw_nccl_open: %s\n", layout, msg);
     mw_nccl_close(&n);
     mw_err_clear();
     float *none[1] = {NULL};
-    check(mw_nccl_allreduce(NULL, none, 1, NULL, 0) != MW_OK, "all-reduce on a NULL object");
+    mpi_check(mw_nccl_allreduce(NULL, none, 1, NULL, 0) != MW_OK, "all-reduce on a NULL object");
     mw_err_clear();
     mw_topology_free(&t);
 }
@@ -282,7 +254,7 @@ static void with_devices(const char *path, const char *layout, int ndevices)
     mw_err_clear();
     mw_status st = mw_cuda_select("gpu", t.local_rank, t.local_size, &use_gpu, &first, &nd, why,
                                   sizeof why);
-    check(st == MW_OK && use_gpu && nd >= 1, "%s: mw_cuda_select: %s", layout, mw_err_msg());
+    mpi_check(st == MW_OK && use_gpu && nd >= 1, "%s: mw_cuda_select: %s", layout, mw_err_msg());
     if (rank == 0)
         printf("%s: %s\n", layout, why);
     int shared = t.local_size > ndevices, any_shared = 0;
@@ -293,7 +265,7 @@ static void with_devices(const char *path, const char *layout, int ndevices)
         mw_err_clear();
         st = mw_nccl_open(&n, t.node_comm, t.cross, 1, &first, 60);
         int ok = st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), "both drive the GPU");
-        check(ok, "%s: shared GPUs refused: %s %s", layout, mw_status_str(st), mw_err_msg());
+        mpi_check(ok, "%s: shared GPUs refused: %s %s", layout, mw_status_str(st), mw_err_msg());
         if (rank == 0)
             printf("%s: %d ranks per node on %d GPU(s): not run (NCCL needs a GPU per rank); "
                    "the refusal: %s\n", layout, t.local_size, ndevices, mw_err_msg());
@@ -308,16 +280,16 @@ static void with_devices(const char *path, const char *layout, int ndevices)
         devs[d] = first + d;
     mw_err_clear();
     st = gpus_open(&g, first, nd);
-    int ok = check(st == MW_OK, "%s: device contexts: %s", layout, mw_err_msg());
+    int ok = mpi_check(st == MW_OK, "%s: device contexts: %s", layout, mw_err_msg());
     if (ok) {
         st = mw_nccl_open(&n, t.node_comm, t.cross, nd, devs, 60);
-        ok = check(st == MW_OK && n, "%s: mw_nccl_open: %s %s", layout, mw_status_str(st),
-                   mw_err_msg());
+        ok = mpi_check(st == MW_OK && n, "%s: mw_nccl_open: %s %s", layout, mw_status_str(st),
+                       mw_err_msg());
     }
     if (ok) {
         int G = mw_nccl_node_gpus(n);
-        check(G == t.local_size * nd && mw_nccl_nodes(n) == t.nnodes,
-              "%s: %d GPUs per node, %d nodes", layout, G, mw_nccl_nodes(n));
+        mpi_check(G == t.local_size * nd && mw_nccl_nodes(n) == t.nnodes,
+                  "%s: %d GPUs per node, %d nodes", layout, G, mw_nccl_nodes(n));
         if (rank == 0)
             printf("%s: %d node(s) x %d rank(s) x %d GPU(s), %s\n", layout, t.nnodes,
                    t.local_size, nd, mw_nccl_version_string());
@@ -329,7 +301,7 @@ static void with_devices(const char *path, const char *layout, int ndevices)
         nccl_case(n, &g, 1048579, 1, q0, nq, layout);
         nccl_case(n, &g, MAX_COUNT, 0, q0, nq, layout);
         mw_nccl_close(&n);
-        check(n == NULL, "%s: close", layout);
+        mpi_check(n == NULL, "%s: close", layout);
     }
     gpus_close(&g);
     mw_topology_free(&t);
@@ -373,10 +345,9 @@ int main(int argc, char **argv)
     } else {
         if (rank == 0)
             fprintf(stderr, "usage: test_nccl ring|nccl\n");
-        failed++;
+        mpi_check_fail();
     }
-    if (rank == 0)
-        printf("%d passed, %d failed\n", passed, failed);
+    int failed = mpi_check_report();
     MPI_Finalize();
     return failed ? 1 : rc;
 }

@@ -15,7 +15,6 @@
  * What it cannot prove: that real NCCL and CUDA behave as the stand-in does (tests/test_nccl.c
  * checks that on a machine with GPUs). Prints "N passed, M failed"; exits 1 on any failure. */
 #include <mpi.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,40 +25,14 @@
 #include "cluster/nccl.h"
 #include "cluster/topology.h"
 #include "common/status.h"
+#include "tests/mpi_check.h"
 #include "tests/nccl_mock.h"
 
 #define MAX_DEV 4
 #define FAKE_DEVICES 8 /* per process; a node's ranks use disjoint ones */
 #define MAX_COUNT ((size_t)1 << 21)
 
-static int passed, failed, rank, world;
-
-/* Every rank calls check in the same order; all get the verdict of all. */
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...)
-{
-    int all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all) {
-        passed++;
-        return 1;
-    }
-    failed++;
-    if (rank == 0 || !ok) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "FAIL (rank %d): ", rank);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-        va_end(ap);
-    }
-    return 0;
-}
-
-static float value(int q, size_t i)
-{
-    return (float)((q + 1) * (int)(i % 13) - (int)(i % 7));
-}
+static int rank, world;
 
 /* This rank's fake GPUs 0..ndev-1: a buffer of MAX_COUNT floats and a stream on each. */
 typedef struct {
@@ -96,7 +69,7 @@ static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0,
 {
     for (int d = 0; d < g->ndev; d++)
         for (size_t i = 0; i < count; i++)
-            g->buf[d][i] = value(q0 + d, i);
+            g->buf[d][i] = mpi_check_value(q0 + d, i);
     float guard = 12345.0f; /* the element after count must stay untouched */
     for (int d = 0; d < g->ndev; d++)
         g->buf[d][count] = guard;
@@ -108,7 +81,7 @@ static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0,
         for (size_t i = 0; i < count && ok; i++) {
             float s = 0;
             for (int q = 0; q < nq; q++)
-                s += value(q, i);
+                s += mpi_check_value(q, i);
             if (g->buf[d][i] != s)
                 ok = 0, bad_d = d, bad_i = i;
         }
@@ -118,8 +91,8 @@ static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0,
     if (bad_d >= 0)
         fprintf(stderr, "rank %d: %s count %zu: device %d element %zu wrong\n", rank, layout,
                 count, bad_d, bad_i);
-    check(ok, "%s: count %zu (%s streams): %s %s", layout, count,
-          own_streams ? "its own" : "the callers'", mw_status_str(st), mw_err_msg());
+    mpi_check(ok, "%s: count %zu (%s streams): %s %s", layout, count,
+              own_streams ? "its own" : "the callers'", mw_status_str(st), mw_err_msg());
 }
 
 static void sums(mw_nccl *n, gpus *g, int q0, int nq, const char *layout)
@@ -162,14 +135,14 @@ static void alone(int ndev)
     snprintf(layout, sizeof layout, "alone, %d GPU(s)", ndev);
     mw_err_clear();
     mw_status st = mw_nccl_open(&n, MPI_COMM_NULL, MPI_COMM_NULL, ndev, g.devs, 30);
-    if (check(st == MW_OK && n && mw_nccl_node_gpus(n) == ndev && mw_nccl_nodes(n) == 1,
-              "%s: open: %s", layout, mw_err_msg())) {
+    if (mpi_check(st == MW_OK && n && mw_nccl_node_gpus(n) == ndev && mw_nccl_nodes(n) == 1,
+                  "%s: open: %s", layout, mw_err_msg())) {
         sums(n, &g, 0, ndev, layout);
         mw_nccl_close(&n);
     }
-    check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev && mock_aborts() == 0,
-          "%s: closed cleanly (%d destroyed, %d aborted, %d live)", layout, mock_destroys(),
-          mock_aborts(), mock_live_comms());
+    mpi_check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev && mock_aborts() == 0,
+              "%s: closed cleanly (%d destroyed, %d aborted, %d live)", layout, mock_destroys(),
+              mock_aborts(), mock_live_comms());
     gpus_close(&g);
 }
 
@@ -185,14 +158,14 @@ static void layout_sums(const mw_topology *t, int ndev, const char *name)
     snprintf(layout, sizeof layout, "%s, %d x %d GPU(s) per node", name, t->local_size, ndev);
     mw_err_clear();
     mw_status st = mw_nccl_open(&n, t->node_comm, t->cross, ndev, g.devs, 30);
-    if (check(st == MW_OK && n && mw_nccl_node_gpus(n) == t->local_size * ndev &&
-                  mw_nccl_nodes(n) == t->nnodes,
-              "%s: open: %s", layout, mw_err_msg())) {
+    if (mpi_check(st == MW_OK && n && mw_nccl_node_gpus(n) == t->local_size * ndev &&
+                      mw_nccl_nodes(n) == t->nnodes,
+                  "%s: open: %s", layout, mw_err_msg())) {
         sums(n, &g, t->rank * ndev, t->ntrain * ndev, layout);
         mw_nccl_close(&n);
     }
-    check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev,
-          "%s: closed cleanly", layout);
+    mpi_check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev,
+              "%s: closed cleanly", layout);
     gpus_close(&g);
 }
 
@@ -211,14 +184,14 @@ static void fault(const mw_topology *t, mock_fault kind, int at, int ndev, const
     if (kind == MOCK_INIT_HANG) {
         int ok = st == want && n == NULL && strstr(mw_err_msg(), want_msg) &&
                  mock_aborts() == ndev && mock_live_comms() == 0;
-        check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(),
-              mock_aborts());
+        mpi_check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(),
+                  mock_aborts());
         if (rank == 0)
             printf("%s: %s\n", layout, mw_err_msg());
         gpus_close(&g);
         return;
     }
-    if (!check(st == MW_OK, "%s: open: %s", layout, mw_err_msg())) {
+    if (!mpi_check(st == MW_OK, "%s: open: %s", layout, mw_err_msg())) {
         gpus_close(&g);
         return;
     }
@@ -229,17 +202,17 @@ static void fault(const mw_topology *t, mock_fault kind, int at, int ndev, const
     st = mw_nccl_allreduce(n, g.buf, 1000, g.streams, 7);
     int ok = st == want && strstr(mw_err_msg(), want_msg) && mock_aborts() == ndev &&
              mock_live_comms() == 0;
-    check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(), mock_aborts());
+    mpi_check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(), mock_aborts());
     if (rank == 0)
         printf("%s: %s\n", layout, mw_err_msg());
     mw_err_clear();
     st = mw_nccl_allreduce(n, g.buf, 1000, g.streams, 8);
-    check(st == MW_EDEVICE && strstr(mw_err_msg(), "NCCL all-reduce at step 8: the NCCL "
-                                                   "communicator was aborted after an earlier "
-                                                   "failure"),
-          "%s: later call: %s", layout, mw_err_msg());
+    mpi_check(st == MW_EDEVICE && strstr(mw_err_msg(), "NCCL all-reduce at step 8: the NCCL "
+                                                       "communicator was aborted after an earlier "
+                                                       "failure"),
+              "%s: later call: %s", layout, mw_err_msg());
     mw_nccl_close(&n);
-    check(n == NULL && mock_live_comms() == 0 && mock_destroys() == 0, "%s: close", layout);
+    mpi_check(n == NULL && mock_live_comms() == 0 && mock_destroys() == 0, "%s: close", layout);
     gpus_close(&g);
 }
 
@@ -253,7 +226,7 @@ static void refused(MPI_Comm node, MPI_Comm cross, int ndev, const int *devs, co
     mw_status st = mw_nccl_open(&n, node, cross, ndev, devs, 30);
     int ok = st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), want_msg) &&
              mock_live_comms() == 0;
-    check(ok, "%s: %s %s", layout, mw_status_str(st), mw_err_msg());
+    mpi_check(ok, "%s: %s %s", layout, mw_status_str(st), mw_err_msg());
     if (rank == 0)
         printf("%s: %s\n", layout, mw_err_msg());
 }
@@ -287,8 +260,8 @@ int main(int argc, char **argv)
 
     /* All ranks on one node (no TF_CONFIG): the checks among the node's ranks. */
     mw_topology t;
-    if (world > 1 && check(mw_topology_resolve(&t, NULL) == MW_OK, "topology: %s",
-                           mw_err_msg())) {
+    if (world > 1 && mpi_check(mw_topology_resolve(&t, NULL) == MW_OK, "topology: %s",
+                               mw_err_msg())) {
         for (int ndev = 1; ndev * t.local_size <= FAKE_DEVICES && ndev <= 2; ndev++)
             layout_sums(&t, ndev, "one node");
         int zero = 0, mine[2] = {2 * rank, 2 * rank + 1};
@@ -304,8 +277,8 @@ int main(int argc, char **argv)
 
     /* Two fake nodes. */
     char *two = world % 2 == 0 ? two_node_config() : NULL;
-    if (two && check(mw_topology_resolve(&t, two) == MW_OK, "two fake nodes: topology: %s",
-                     mw_err_msg())) {
+    if (two && mpi_check(mw_topology_resolve(&t, two) == MW_OK, "two fake nodes: topology: %s",
+                         mw_err_msg())) {
         for (int ndev = 1; ndev <= 3 && ndev * t.local_size <= FAKE_DEVICES; ndev++)
             layout_sums(&t, ndev, "two fake nodes");
         int nd = rank < world / 2 ? 1 : 2, devs[2] = {t.local_rank * nd, t.local_rank * nd + 1};
@@ -328,10 +301,9 @@ int main(int argc, char **argv)
         remove(two);
         free(two);
     }
-    check(mock_violations() == 0, "the stand-in found %d misuse(s) (printed above)",
-          mock_violations());
-    if (rank == 0)
-        printf("%d passed, %d failed\n", passed, failed);
+    mpi_check(mock_violations() == 0, "the stand-in found %d misuse(s) (printed above)",
+              mock_violations());
+    int failed = mpi_check_report();
     MPI_Finalize();
     return failed ? 1 : 0;
 }

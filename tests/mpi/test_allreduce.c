@@ -16,26 +16,14 @@
 #include "cluster/allreduce.h"
 #include "cluster/topology.h"
 #include "common/status.h"
+#include "tests/mpi_check.h"
 
-static int passed, failed, rank, world;
+static int rank, world;
 
+/* every rank must agree that the case passed */
 static void check(int ok, const char *what)
 {
-    /* every rank must agree that the case passed */
-    int all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all)
-        passed++;
-    else {
-        failed++;
-        if (rank == 0 || !ok)
-            fprintf(stderr, "FAIL (rank %d): %s\n", rank, what);
-    }
-}
-
-static float value(int r, size_t i)
-{
-    return (float)((r + 1) * (int)(i % 13) - (int)(i % 7));
+    mpi_check(ok, "%s", what);
 }
 
 static void run_case(mw_allreduce *ar, mw_ar_algo algo, size_t count, int P, int use_slot)
@@ -43,10 +31,10 @@ static void run_case(mw_allreduce *ar, mw_ar_algo algo, size_t count, int P, int
     float *buf = use_slot ? mw_allreduce_buffer(ar) : malloc((count ? count : 1) * sizeof(float));
     float *want = malloc((count ? count : 1) * sizeof(float));
     for (size_t i = 0; i < count; i++) {
-        buf[i] = value(ar->rank, i);
+        buf[i] = mpi_check_value(ar->rank, i);
         float s = 0;
         for (int r = 0; r < P; r++)
-            s += value(r, i);
+            s += mpi_check_value(r, i);
         want[i] = s;
     }
     mw_err_clear();
@@ -133,8 +121,7 @@ int main(int argc, char **argv)
     check(mw_ar_algo_parse("hierarchical", &parsed) == MW_OK && parsed == MW_AR_HIER, "parse");
     mw_allreduce_close(&ar);
     mw_topology_free(&t);
-    if (rank == 0)
-        printf("%d passed, %d failed\n", passed, failed);
+    int failed = mpi_check_report();
     MPI_Finalize();
     return failed ? 1 : 0;
 }
