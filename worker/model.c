@@ -162,20 +162,6 @@ mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_b
     return MW_OK;
 }
 
-mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
-{
-    char nm[80] = "";
-    if (folded && m->nlayers > 0)
-        snprintf(nm, sizeof nm, "%s/relu", m->layers[m->nlayers - 1].name);
-    mw_layer *l = push(m, MW_LAYER_RELU, folded ? nm : name, "ReLU", "re_lu");
-    if (!l)
-        return mw_err_status();
-    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->in_place = 1;
-    l->folded = folded;
-    return MW_OK;
-}
-
 /* A parameter-free layer that keeps its input's shape and runs in place. */
 static mw_layer *push_same(mw_model *m, mw_layer_kind kind, const char *name, const char *cls,
                            const char *auto_base)
@@ -186,6 +172,18 @@ static mw_layer *push_same(mw_model *m, mw_layer_kind kind, const char *name, co
         l->in_place = 1;
     }
     return l;
+}
+
+mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
+{
+    char nm[80] = "";
+    if (folded && m->nlayers > 0)
+        snprintf(nm, sizeof nm, "%s/relu", m->layers[m->nlayers - 1].name);
+    mw_layer *l = push_same(m, MW_LAYER_RELU, folded ? nm : name, "ReLU", "re_lu");
+    if (!l)
+        return mw_err_status();
+    l->folded = folded;
+    return MW_OK;
 }
 
 mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate)
@@ -416,6 +414,22 @@ mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses
                          "built-in model (worker/models/tutorial_cnn.json)", h, w, c, nclasses);
 }
 
+/* The regularizer of tensor b (0: kernel, 1: bias) of l, or NULL when it has none. */
+static const mw_regularizer *regularizer(const mw_layer *l, int b)
+{
+    const mw_regularizer *rg = b ? &l->bias_reg : &l->kernel_reg;
+    size_t count = b ? l->b_count : l->w_count;
+    return count == 0 || (rg->l1 == 0.0 && rg->l2 == 0.0) ? NULL : rg;
+}
+
+int mw_model_has_regularizers(const mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (regularizer(&m->layers[i], 0) || regularizer(&m->layers[i], 1))
+            return 1;
+    return 0;
+}
+
 int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
                         const float *params, float *grads, double *acc, float scale)
 {
@@ -423,10 +437,10 @@ int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         for (int b = 0; b < 2; b++) {
-            const mw_regularizer *rg = b ? &l->bias_reg : &l->kernel_reg;
-            size_t off = b ? l->b_off : l->w_off, count = b ? l->b_count : l->w_count;
-            if (count == 0 || (rg->l1 == 0.0 && rg->l2 == 0.0))
+            const mw_regularizer *rg = regularizer(l, b);
+            if (!rg)
                 continue;
+            size_t off = b ? l->b_off : l->w_off, count = b ? l->b_count : l->w_count;
             t->regularize(k, grads ? grads + off : NULL, acc, params + off, count, rg->l1,
                           rg->l2, scale);
             any = 1;

@@ -159,6 +159,8 @@ double mw_model_regularization(const mw_model *m, float *grads, float scale);
  * 0 when not (nothing touched). */
 int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
                         const float *params, float *grads, double *acc, float scale);
+/* 1 when some layer has a kernel or bias regularizer. */
+int mw_model_has_regularizers(const mw_model *m);
 
 /* The tutorial CNN (DESIGN.md): mw_keras_load of the built-in
  * worker/models/tutorial_cnn.json, written for 28x28x1 inputs and 10 classes;
