@@ -114,6 +114,8 @@ typedef struct {
     mw_nccl *nccl;              /* gradient all-reduce over every device of the cluster */
     mw_train_opts opts;         /* the caller's, with replicas_per_worker resolved; o points here */
     char *saved_model;          /* without --model: the latest checkpoint's model (owned) */
+    void *latest;               /* rank 0: that checkpoint, serialized, until restore takes it */
+    size_t latest_len;
 } trainer;
 
 static int cpu_count(void)
@@ -402,13 +404,12 @@ static mw_status gpu_step(trainer *t, long start, long gb, uint64_t dseed, doubl
     /* the penalty scaled by the device's share of the replicas (its replicas /
      * all replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
     const float share = (float)(rpw / t->ngpu) / (float)nrep;
-    int reg = 0;
-    for (int d = 0; d < t->ngpu; d++) {
+    const int reg = mw_model_has_regularizers(&t->model);
+    for (int d = 0; d < t->ngpu && reg; d++) {
         gpu_dev *g = &t->gd[d];
         MW_TRY(mw_cuda_zero(g->reg, sizeof(double), &g->k));
-        reg = mw_model_regularize(&t->model, &t->kt, &g->k, g->params, g->grads, g->reg, share);
-        if (reg)
-            MW_TRY(mw_cuda_download(g->h_reg, g->reg, sizeof(double), &g->k));
+        mw_model_regularize(&t->model, &t->kt, &g->k, g->params, g->grads, g->reg, share);
+        MW_TRY(mw_cuda_download(g->h_reg, g->reg, sizeof(double), &g->k));
     }
     if (t->nccl) {
         float *bufs[MAX_GPUS];
@@ -616,12 +617,48 @@ static int dir_has_checkpoints(const char *dir)
     return found;
 }
 
+/* Broadcast n bytes from rank 0 of comm in pieces MPI's int counts can hold. */
+static mw_status bcast_bytes(MPI_Comm comm, const mw_wait_ctx *w, void *buf, size_t n)
+{
+    for (size_t off = 0; off < n; off += (size_t)1 << 30) {
+        size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
+        MW_TRY(mw_comm_bcast(w, (char *)buf + off, (int)k, MPI_BYTE, 0, comm));
+    }
+    return MW_OK;
+}
+
+/* Rank 0: the latest valid checkpoint of dir, serialized into *buf (*n bytes) for
+ * the broadcast, and (model non-NULL) its model text into *model (NULL when it
+ * names none); logs which one. */
+static mw_status read_latest(const char *dir, void **buf, size_t *n, char **model)
+{
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    char *path = NULL;
+    mw_status rc = mw_ckpt_load_latest(dir, &c, &path);
+    if (rc == MW_OK)
+        rc = mw_ckpt_serialize(&c, buf, n);
+    if (rc == MW_OK) {
+        mw_log_info("restoring %s (epoch %d, step %ld of it, %ld steps in all)", path, c.epoch,
+                    c.step_in_epoch, c.global_step);
+        if (model && c.model_json && c.model_json[0]) {
+            *model = c.model_json;
+            c.model_json = NULL;
+            mw_log_info("model: the one saved in %s (no --model given)", path);
+        }
+    }
+    free(path);
+    mw_ckpt_free(&c);
+    return rc;
+}
+
 /* Without --model, a checkpoint brings its own model: rank 0 of comm reads the
- * latest checkpoint of the directory and every rank receives its model text into
- * t->saved_model (left NULL when there is no checkpoint yet, or it names no
- * model: then the tutorial CNN). Before setup_local; collective over comm. A
- * directory whose checkpoints are all unreadable is the error the restore would
- * give. */
+ * latest checkpoint of the directory (keeping it in t->latest for restore, so
+ * the model and the weights come from the same file, read once) and every rank
+ * receives its model text into t->saved_model (left NULL when there is no
+ * checkpoint yet, or it names no model: then the tutorial CNN). Before
+ * setup_local; collective over comm. A directory whose checkpoints are all
+ * unreadable is the error the restore would give. */
 static mw_status fetch_saved_model(trainer *t, const mw_train_opts *o, MPI_Comm comm)
 {
     if (o->model_path)
@@ -632,18 +669,8 @@ static mw_status fetch_saved_model(trainer *t, const mw_train_opts *o, MPI_Comm 
     char *text = NULL;
     mw_status rc = MW_OK;
     if (me == 0 && dir_has_checkpoints(o->checkpoint_dir)) {
-        mw_ckpt c;
-        mw_ckpt_init(&c);
-        char *path = NULL;
-        rc = mw_ckpt_load_latest(o->checkpoint_dir, &c, &path);
-        if (rc == MW_OK && c.model_json && c.model_json[0]) {
-            len = (long)strlen(c.model_json);
-            text = c.model_json;
-            c.model_json = NULL;
-            mw_log_info("model: the one saved in %s (no --model given)", path);
-        }
-        free(path);
-        mw_ckpt_free(&c);
+        rc = read_latest(o->checkpoint_dir, &t->latest, &t->latest_len, &text);
+        len = text ? (long)strlen(text) : 0;
     }
     rc = mw_agree(comm, rc, NULL);
     mw_wait_ctx w = {"broadcast of the checkpoint's model", -1, o->collective_timeout};
@@ -652,10 +679,8 @@ static mw_status fetch_saved_model(trainer *t, const mw_train_opts *o, MPI_Comm 
     if (rc == MW_OK && len > 0 && me != 0 && !(text = malloc((size_t)len + 1)))
         rc = mw_err(MW_ENOMEM, "checkpoint model of %ld bytes: out of memory", len);
     rc = mw_agree(comm, rc, NULL);
-    for (long off = 0; rc == MW_OK && off < len; off += 1L << 30) {
-        long k = len - off < (1L << 30) ? len - off : (1L << 30);
-        rc = mw_comm_bcast(&w, text + off, (int)k, MPI_CHAR, 0, comm);
-    }
+    if (rc == MW_OK)
+        rc = bcast_bytes(comm, &w, text, (size_t)len);
     if (rc != MW_OK || len == 0) {
         free(text);
         return rc;
@@ -750,17 +775,6 @@ done:
     return rc;
 }
 
-/* Broadcast n bytes from rank 0 in pieces MPI's int counts can hold. */
-static mw_status bcast_bytes(trainer *t, void *buf, size_t n)
-{
-    mw_wait_ctx w = {"checkpoint broadcast", -1, t->o->collective_timeout};
-    for (size_t off = 0; off < n; off += (size_t)1 << 30) {
-        size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
-        MW_TRY(mw_comm_bcast(&w, (char *)buf + off, (int)k, MPI_BYTE, 0, t->comm));
-    }
-    return MW_OK;
-}
-
 /* Take over a checkpoint's state; every rank runs this on the same bytes. */
 static mw_status apply_checkpoint(trainer *t, const mw_ckpt *c, const char *name,
                                   int weights_only)
@@ -812,7 +826,11 @@ static mw_status restore(trainer *t, int required, int weights_only, int *restor
     long hdr[2] = {0, 0}; /* bytes, found */
     void *buf = NULL;
     mw_status rc = MW_OK;
-    if (t->rank == 0) {
+    if (t->rank == 0 && t->latest) { /* read already, for its model */
+        buf = t->latest;
+        hdr[0] = (long)t->latest_len, hdr[1] = 1;
+        t->latest = NULL;
+    } else if (t->rank == 0) {
         if (!dir_has_checkpoints(dir)) {
             if (required)
                 rc = mw_err(MW_ECKPT, "no checkpoint in %s (train with --checkpoint-dir %s "
@@ -820,20 +838,9 @@ static mw_status restore(trainer *t, int required, int weights_only, int *restor
             else
                 mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
         } else {
-            mw_ckpt c;
-            mw_ckpt_init(&c);
-            char *path = NULL;
             size_t n = 0;
-            rc = mw_ckpt_load_latest(dir, &c, &path);
-            if (rc == MW_OK)
-                rc = mw_ckpt_serialize(&c, &buf, &n);
-            if (rc == MW_OK) {
-                mw_log_info("restoring %s (epoch %d, step %ld of it, %ld steps in all)", path,
-                            c.epoch, c.step_in_epoch, c.global_step);
-                hdr[0] = (long)n, hdr[1] = 1;
-            }
-            free(path);
-            mw_ckpt_free(&c);
+            rc = read_latest(dir, &buf, &n, NULL);
+            hdr[0] = (long)n, hdr[1] = rc == MW_OK;
         }
     }
     rc = mw_agree(t->comm, rc, NULL);
@@ -848,7 +855,7 @@ static mw_status restore(trainer *t, int required, int weights_only, int *restor
         rc = mw_err(MW_ENOMEM, "checkpoint of %ld bytes: out of memory", hdr[0]);
     rc = mw_agree(t->comm, rc, NULL);
     if (rc == MW_OK)
-        rc = bcast_bytes(t, buf, (size_t)hdr[0]);
+        rc = bcast_bytes(t->comm, &w, buf, (size_t)hdr[0]);
     mw_ckpt c;
     mw_ckpt_init(&c);
     if (rc == MW_OK)
@@ -984,7 +991,9 @@ static void teardown(trainer *t)
     mw_arena_free(&t->m2);
     mw_model_free(&t->model);
     free(t->saved_model);
+    free(t->latest);
     t->saved_model = NULL;
+    t->latest = NULL;
 }
 
 /* A zeroed trainer whose parts are all in their init state (teardown-safe). */
@@ -1035,65 +1044,14 @@ static void apply_update(trainer *t)
     opt_apply(t, &t->k, t->model.params.data, t->m1.data, t->m2.data, t->grads.data, rate);
 }
 
-/* Forward over the test set, sharded over all replicas and then threads;
- * returns the reduced mean loss and accuracy. */
-static mw_status evaluate(trainer *t, double *loss, double *acc)
-{
-    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw, T = t->nthreads;
-    long ntest = t->test.count;
-    if (t->o->test_examples > 0 && t->o->test_examples < ntest)
-        ntest = t->o->test_examples;
-    double sums[3] = {0, 0, 0}; /* loss, correct, count */
-    if (t->gpu)
-        MW_TRY(gpu_evaluate(t, ntest, sums));
-    for (int lr = 0; lr < (t->gpu ? 0 : rpw); lr++) {
-        long off, cnt;
-        slice(ntest, nrep, t->rank * rpw + lr, &off, &cnt);
-#pragma omp parallel num_threads(T)
-        {
-            int th = 0;
-#ifdef _OPENMP
-            th = omp_get_thread_num();
-#endif
-            mw_model_ws *ws = &t->ws[th];
-            long toff, tcnt;
-            slice(cnt, T, th, &toff, &tcnt);
-            uint32_t ids[1024];
-            double ls = 0, corr = 0;
-            for (long i = 0; i < tcnt; i += ws->max_n) {
-                int n = tcnt - i < ws->max_n ? (int)(tcnt - i) : ws->max_n;
-                if (n > 1024)
-                    n = 1024;
-                for (int j = 0; j < n; j++)
-                    ids[j] = (uint32_t)(off + toff + i + j);
-                mw_dataset_batch(&t->test, ws->act[0], ws->labels, ids, n);
-                ws->training = 0; /* no dropout */
-                ws->example_ids = NULL;
-                mw_model_forward(&t->model, &t->kt, &t->tk[th], ws, n);
-                for (int j = 0; j < n; j++)
-                    ls += ws->loss[j];
-                corr += mw_model_correct(&t->model, ws, n);
-            }
-            t->tsum[th][0] = ls, t->tsum[th][1] = corr, t->tsum[th][2] = (double)tcnt;
-        }
-        for (int th = 0; th < T; th++)
-            for (int j = 0; j < 3; j++)
-                sums[j] += t->tsum[th][j];
-    }
-    mw_wait_ctx w = {"evaluation metrics all-reduce", -1, t->o->collective_timeout};
-    MPI_Request req;
-    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, t->comm, &req), w.op);
-    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
-    *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
-    *acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
-    return MW_OK;
-}
-
-/* Forward and backward of one replica's slice (ids, cnt examples) of a global
- * batch of gb, split among the threads; adds into the per-thread gradients
- * and the local metric sums. */
-static void run_slice(trainer *t, const uint32_t *ids, long cnt, long gb, uint64_t dseed,
-                      double sums[3])
+/* One replica's slice of cnt examples of data on the CPU, cut again among the
+ * threads (each with its own workspace and, training, its own gradients).
+ * ids: the slice's example ids, or NULL for first, first+1, ... (evaluation).
+ * Training: forward and backward (dropout keyed by the example ids, gradients
+ * scaled by 1 / gb) into the per-thread gradients; otherwise forward only.
+ * Adds each thread's loss sum / div, correct count and examples into sums. */
+static void cpu_run(trainer *t, const mw_dataset *data, const uint32_t *ids, long first,
+                    long cnt, int training, long gb, uint64_t dseed, double div, double sums[3])
 {
     const int T = t->nthreads;
 #pragma omp parallel num_threads(T)
@@ -1105,29 +1063,63 @@ static void run_slice(trainer *t, const uint32_t *ids, long cnt, long gb, uint64
         mw_model_ws *ws = &t->ws[th];
         long toff, tcnt;
         slice(cnt, T, th, &toff, &tcnt);
+        uint32_t pos[1024]; /* the ids when they are positions */
         double ls = 0, corr = 0;
         /* micro-batches of at most ws->max_n keep the activations in cache */
-        for (long i = 0; i < tcnt; i += ws->max_n) {
+        for (long i = 0; i < tcnt;) {
             int n = tcnt - i < ws->max_n ? (int)(tcnt - i) : ws->max_n;
-            mw_dataset_batch(&t->train, ws->act[0], ws->labels, ids + toff + i, n);
+            const uint32_t *mb = ids ? ids + toff + i : pos;
+            if (!ids) {
+                n = n < 1024 ? n : 1024;
+                for (int j = 0; j < n; j++)
+                    pos[j] = (uint32_t)(first + toff + i + j);
+            }
+            mw_dataset_batch(data, ws->act[0], ws->labels, mb, n);
             /* Dropout masks are keyed by example id: the same for any layout */
-            ws->training = 1;
-            ws->dropout_seed = dseed;
-            ws->example_ids = ids + toff + i;
+            ws->training = training;
+            ws->dropout_seed = training ? dseed : 0;
+            ws->example_ids = training ? mb : NULL;
             mw_model_forward(&t->model, &t->kt, &t->tk[th], ws, n);
-            mw_model_backward(&t->model, &t->kt, &t->tk[th], ws, t->tgrads[th], n,
-                              1.0f / (float)gb);
+            if (training)
+                mw_model_backward(&t->model, &t->kt, &t->tk[th], ws, t->tgrads[th], n,
+                                  1.0f / (float)gb);
             for (int j = 0; j < n; j++)
                 ls += ws->loss[j];
             corr += mw_model_correct(&t->model, ws, n);
+            i += n;
         }
         t->tsum[th][0] = ls, t->tsum[th][1] = corr, t->tsum[th][2] = (double)tcnt;
     }
     for (int th = 0; th < T; th++) {
-        sums[0] += t->tsum[th][0] / (double)gb;
+        sums[0] += t->tsum[th][0] / div;
         sums[1] += t->tsum[th][1];
         sums[2] += t->tsum[th][2];
     }
+}
+
+/* Forward over the test set, sharded over all replicas and then threads;
+ * returns the reduced mean loss and accuracy. */
+static mw_status evaluate(trainer *t, double *loss, double *acc)
+{
+    const int rpw = t->o->replicas_per_worker, nrep = t->world * rpw;
+    long ntest = t->test.count;
+    if (t->o->test_examples > 0 && t->o->test_examples < ntest)
+        ntest = t->o->test_examples;
+    double sums[3] = {0, 0, 0}; /* loss, correct, count */
+    if (t->gpu)
+        MW_TRY(gpu_evaluate(t, ntest, sums));
+    for (int lr = 0; lr < (t->gpu ? 0 : rpw); lr++) {
+        long off, cnt;
+        slice(ntest, nrep, t->rank * rpw + lr, &off, &cnt);
+        cpu_run(t, &t->test, NULL, off, cnt, 0, 0, 0, 1.0, sums);
+    }
+    mw_wait_ctx w = {"evaluation metrics all-reduce", -1, t->o->collective_timeout};
+    MPI_Request req;
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, t->comm, &req), w.op);
+    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
+    *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+    *acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+    return MW_OK;
 }
 
 /* grads = sum of the per-thread gradients, in thread order. */
@@ -1209,7 +1201,8 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
                 for (int lr = 0; lr < rpw; lr++) {
                     long off, cnt;
                     slice(gb, nrep, t->rank * rpw + lr, &off, &cnt);
-                    run_slice(t, t->order + start + off, cnt, gb, dseed, sums);
+                    cpu_run(t, &t->train, t->order + start + off, 0, cnt, 1, gb, dseed,
+                            (double)gb, sums);
                 }
                 reduce_threads(t);
                 /* regularization scaled by 1/replicas per replica (this rank's share),
