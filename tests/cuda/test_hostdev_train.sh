@@ -14,7 +14,9 @@
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
 #     a device is one error;
-#   - bad layouts are one message: replicas not a multiple of the rank's GPUs (exit 2), two
+#   - bad layouts are one message: ranks with different replica counts (exit 2), GPU and CPU
+#     ranks mixed (exit 7), more than 16 GPUs for a rank (exit 2),
+#     replicas not a multiple of the rank's GPUs (exit 2), two
 #     ranks on one GPU (same PCI bus id; exit 7), no device with --device gpu (exit 7), and
 #     no device with auto trains on the CPU.
 #   test_hostdev_train.sh MWTRAIN_HOSTDEV MWTRAIN CMP_WEIGHTS
@@ -122,10 +124,18 @@ done
 fault() { # name fault expected-exit expected-message [flags...]
     local name=$1 f=$2 want=$3 msg=$4
     shift 4
-    local t0=$SECONDS
-    timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_FAULT="$f" "$hd" train \
-        "${quick[@]}" --device gpu "$@" >"$tmp/$name.out" 2>&1
-    local rc=$? took=$((SECONDS - t0))
+    local t0 rc took try
+    for try in 1 2; do
+        t0=$SECONDS
+        timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_FAULT="$f" "$hd" train \
+            "${quick[@]}" --device gpu "$@" >"$tmp/$name.out" 2>&1
+        rc=$? took=$((SECONDS - t0))
+        # Both ranks call MPI_Abort at once here, and Open MPI 4.1's mpiexec has been seen to
+        # crash (SIGSEGV, 139) handling that (once in ~100 runs): that is mpiexec's own
+        # failure, not the job's, so the case runs once more with the same checks.
+        ((rc == 139 && try == 1)) || break
+        echo "note: $name: mpiexec itself died of SIGSEGV; running the case again"
+    done
     check "[[ $rc -eq $want && $took -lt 60 ]]" "$name: exit $rc (want $want) after $took s"
     check "[[ \$(grep -c '$msg' '$tmp/$name.out') -eq 2 ]]" \
         "$name: both ranks say '$msg': $(grep error "$tmp/$name.out" | head -n 3)"
@@ -167,6 +177,29 @@ out=$(timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 "$hd" train "${quick[@]}" --
 check '[[ $? -eq 7 ]] && grep -qF "$seen" <<<"$out" &&
        [[ $(grep -cF "$shared" <<<"$out") -eq 1 ]] && ! grep -q "^Epoch" <<<"$out"' \
     "a shared GPU is refused once, exit 7: $out"
+# ranks that disagree (two processes with their own environment or flags, mpiexec's ':')
+one() { # RANK-1-GPUS RANK-2-GPUS FLAGS...: two ranks on two fake nodes
+    local a=$1 b=$2
+    shift 2
+    timeout 120 mpiexec -n 1 -x TF_CONFIG="$two_nodes" -x MW_HOSTDEV_GPUS="$a" "$hd" train \
+        "${quick[@]}" "$@" : -n 1 -x TF_CONFIG="$two_nodes" -x MW_HOSTDEV_GPUS="$b" "$hd" train \
+        "${quick[@]}" "$@" 2>&1
+}
+out=$(one 1 2 --device gpu)
+check '[[ $? -eq 2 && $(grep -cF "error: ranks run different numbers of replicas (1 to 2)" \
+       <<<"$out") -eq 1 ]] && ! grep -q "^Epoch" <<<"$out"' \
+    "1 GPU on one node, 2 on the other: one error, exit 2: $out"
+out=$(one 1 0 --device auto)
+check '[[ $? -eq 7 && $(grep -cF "error: some ranks train on a GPU and others on the CPU" \
+       <<<"$out") -eq 1 ]]' "a GPU node and a CPU node: one error, exit 7: $out"
+out=$(timeout 120 mpiexec -n 1 "$mw" train "${quick[@]}" --replicas-per-worker 1 : \
+    -n 1 "$mw" train "${quick[@]}" --replicas-per-worker 2 2>&1)
+check '[[ $? -eq 2 && $(grep -cF "error: ranks run different numbers of replicas (1 to 2)" \
+       <<<"$out") -eq 1 ]]' "CPU ranks with different --replicas-per-worker: exit 2: $out"
+out=$(MW_HOSTDEV_GPUS=17 "$hd" train "${quick[@]}" --device gpu 2>&1)
+check '[[ $? -eq 2 ]] &&
+       grep -qF "error: this rank was given 17 CUDA devices; a rank drives at most 16" <<<"$out"' \
+    "17 GPUs for one rank: exit 2: $out"
 out=$("$hd" train "${quick[@]}" --device gpu 2>&1)
 check '[[ $? -eq 7 ]] && grep -q "error: --device gpu: no CUDA device is available" <<<"$out"' \
     "no fake device, --device gpu: $out"
