@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/timer.h"
 
@@ -70,4 +71,59 @@ mw_status mw_comm_bcast(const mw_wait_ctx *w, void *buf, int count, MPI_Datatype
     MPI_Request req;
     MW_MPI(MPI_Ibcast(buf, count, type, root, comm, &req), w->op);
     return mw_comm_wait(w, &req, 1, NULL); /* any rank may be the late one */
+}
+
+/* ---- agreeing ------------------------------------------------------------------------------ */
+
+/* A message that crosses ranks: the size of common/status.c's message slot. */
+#define AGREE_MSG 1024
+
+static mw_status check(int rc, const char *what)
+{
+    return rc == MPI_SUCCESS ? MW_OK : mw_mpi_err(rc, what);
+}
+
+mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank)
+{
+    int me = 0, n = 1;
+    if (first_rank)
+        *first_rank = -1;
+    MW_TRY(check(MPI_Comm_rank(comm, &me), "MPI_Comm_rank"));
+    MW_TRY(check(MPI_Comm_size(comm, &n), "MPI_Comm_size"));
+    if ((unsigned)local >= MW_STATUS_COUNT)
+        local = MW_EINTERNAL;
+    int mine = local != MW_OK ? me : n, first = n;
+    MW_TRY(check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
+    if (first >= n)
+        return MW_OK;
+    if (first_rank)
+        *first_rank = first;
+
+    struct {
+        int status;
+        char msg[AGREE_MSG];
+    } m;
+    memset(&m, 0, sizeof m);
+    if (me == first) {
+        const char *msg = mw_err_msg();
+        m.status = (int)local;
+        snprintf(m.msg, sizeof m.msg, "%s", *msg ? msg : mw_status_desc(local));
+    }
+    MW_TRY(check(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, comm), "MPI_Bcast"));
+    m.msg[sizeof m.msg - 1] = '\0';
+    if (m.status <= (int)MW_OK || m.status >= (int)MW_STATUS_COUNT)
+        m.status = (int)MW_EINTERNAL;
+    if (me != first || !*mw_err_msg()) {
+        mw_err_clear();
+        mw_err((mw_status)m.status, "%s", m.msg);
+    }
+    return (mw_status)m.status;
+}
+
+mw_status mw_agree_range(MPI_Comm comm, int v, int *lo, int *hi, const char *what)
+{
+    int in[2] = {-v, v}, out[2];
+    MW_TRY(check(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, comm), what));
+    *lo = -out[0], *hi = out[1];
+    return MW_OK;
 }

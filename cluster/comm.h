@@ -33,6 +33,18 @@ void mw_comm_set_yield_after(unsigned long polls);
 /* Turn an MPI error code into MW_EMPI with the MPI error string. */
 mw_status mw_mpi_err(int code, const char *what);
 
+/* Agree on a status. Collective over comm: one MPI_Allreduce finds the lowest rank whose
+ * `local` is not MW_OK, and that rank's status and message (mw_err_msg, or its status
+ * description when none was recorded) are broadcast. Every rank then holds that message as its
+ * recorded error and returns that status (MW_OK when every rank passed MW_OK). Returning the
+ * failing rank's own status keeps the exit code and the message consistent: a configuration
+ * error on rank 0 is not turned into a retryable code by a timeout elsewhere. *first_rank (may
+ * be NULL) is the lowest failing rank, or -1. */
+mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank);
+
+/* The smallest and largest of every rank's v over comm (one MPI_Allreduce). */
+mw_status mw_agree_range(MPI_Comm comm, int v, int *lo, int *hi, const char *what);
+
 #define MW_MPI(call, what)                                                                    \
     do {                                                                                      \
         int mw_mpi_rc_ = (call);                                                              \

@@ -22,6 +22,8 @@
 
 #include <jansson.h>
 
+#include "cluster/comm.h"
+
 /* Messages crossing ranks: the size of common/status.c's message slot. */
 #define AGREE_MSG 1024
 /* Items listed in one message before "... (N in all)". */
@@ -110,45 +112,6 @@ static void sb_jobs(sb *s, const int *njob)
     }
     if (njob[MW_JOB_EVALUATOR])
         sb_add(s, "%sevaluator", sep);
-}
-
-/* ---- agreeing ------------------------------------------------------------------------------ */
-
-mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank)
-{
-    int me = 0, n = 1;
-    if (first_rank)
-        *first_rank = -1;
-    MW_TRY(mpi_check(MPI_Comm_rank(comm, &me), "MPI_Comm_rank"));
-    MW_TRY(mpi_check(MPI_Comm_size(comm, &n), "MPI_Comm_size"));
-    if ((unsigned)local >= MW_STATUS_COUNT)
-        local = MW_EINTERNAL;
-    int mine = local != MW_OK ? me : n, first = n;
-    MW_TRY(mpi_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
-    if (first >= n)
-        return MW_OK;
-    if (first_rank)
-        *first_rank = first;
-
-    struct {
-        int status;
-        char msg[AGREE_MSG];
-    } m;
-    memset(&m, 0, sizeof m);
-    if (me == first) {
-        const char *msg = mw_err_msg();
-        m.status = (int)local;
-        snprintf(m.msg, sizeof m.msg, "%s", *msg ? msg : mw_status_desc(local));
-    }
-    MW_TRY(mpi_check(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, comm), "MPI_Bcast"));
-    m.msg[sizeof m.msg - 1] = '\0';
-    if (m.status <= (int)MW_OK || m.status >= (int)MW_STATUS_COUNT)
-        m.status = (int)MW_EINTERNAL;
-    if (me != first || !*mw_err_msg()) {
-        mw_err_clear();
-        mw_err((mw_status)m.status, "%s", m.msg);
-    }
-    return (mw_status)m.status;
 }
 
 /* Re-record this rank's message as "rank N: message" (when the world has several ranks). */

@@ -85,15 +85,6 @@ void mw_topology_print(const mw_topology *t, FILE *f, int json, const char *cons
 /* "one environment" etc.; never NULL. */
 const char *mw_topo_mode_name(mw_topo_mode mode);
 
-/* Agree on a status. Collective over comm: one MPI_Allreduce finds the lowest rank whose
- * `local` is not MW_OK, and that rank's status and message (mw_err_msg, or its status
- * description when none was recorded) are broadcast. Every rank then holds that message as its
- * recorded error and returns that status (MW_OK when every rank passed MW_OK). Returning the
- * failing rank's own status keeps the exit code and the message consistent: a configuration
- * error on rank 0 is not turned into a retryable code by a timeout elsewhere. *first_rank (may
- * be NULL) is the lowest failing rank, or -1. */
-mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank);
-
 /* ---- the MPI-free parts, exposed for unit tests ---------------------------------------- */
 
 /* Map ranks to tasks. claims[r] is the task (index into c->tasks) that rank r's `task` field

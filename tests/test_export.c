@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "worker/export.h"
+#include "worker/keras.h"
 #include "worker/model.h"
 #include "tests/util.h"
 
@@ -55,7 +56,7 @@ static uint64_t le(const uint8_t *p, int nbytes)
 
 static void build(mw_model *m)
 {
-    assert_int_equal(mw_model_build_tutorial(m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(m, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(m, 64), MW_OK);
     mw_model_init_params(m, 1234);
 }

@@ -410,7 +410,7 @@ static void test_builtin_tutorial(void **state)
 {
     (void)state;
     mw_model a, b;
-    check_rc(mw_model_build_tutorial(&a, 28, 28, 1, 10), "tutorial");
+    check_rc(mw_keras_build_tutorial(&a, 28, 28, 1, 10), "tutorial");
     check_rc(build_by_hand(&b), "by hand");
     check_rc(mw_model_finalize(&a, 64), "finalize");
     check_rc(mw_model_finalize(&b, 64), "finalize");
@@ -437,7 +437,7 @@ static void test_builtin_tutorial(void **state)
     mw_model_free(&b);
 
     mw_err_clear();
-    assert_int_equal(mw_model_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL);
+    assert_int_equal(mw_keras_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL);
     assert_non_null(strstr(mw_err_msg(), "built-in model (worker/models/tutorial_cnn.json): the "
                                          "model's input is (None, 28, 28, 1)"));
     mw_model_free(&a);
@@ -612,7 +612,7 @@ static void test_regularization(void **state)
     mw_model_free(&m);
 
     /* no regularizers: 0, and no work */
-    check_rc(mw_model_build_tutorial(&m, 28, 28, 1, 10), "tutorial");
+    check_rc(mw_keras_build_tutorial(&m, 28, 28, 1, 10), "tutorial");
     check_rc(mw_model_finalize(&m, 1), "finalize");
     assert_true(mw_model_regularization(&m, NULL, 1.0f) == 0.0);
     mw_model_free(&m);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tests/util.h"
+#include "worker/keras.h"
 #include "worker/model.h"
 
 typedef struct {
@@ -137,7 +138,7 @@ static void run_fixture(int fast)
     else
         mw_kernels_init_ref(&kt);
     mw_model m;
-    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&m, 64), MW_OK);
     for (int p = 0; p < 8; p++) {
         char nm[80];
@@ -231,7 +232,7 @@ static void tutorial_counts(void **state)
 {
     (void)state;
     mw_model m;
-    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
     assert_int_equal(m.nparams, 121930);
     size_t expect[][2] = {{288, 32}, {18432, 64}, {102400, 64}, {640, 10}};
@@ -248,7 +249,7 @@ static void tutorial_counts(void **state)
     assert_string_equal(m.layers[9].name, "dense_1");
     /* padded for equal shards: 4 ranks x 16 floats */
     mw_model_free(&m);
-    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&m, 64), MW_OK);
     assert_int_equal(m.params.count % 64, 0);
     mw_model_free(&m);
@@ -259,9 +260,9 @@ static void init_deterministic(void **state)
 {
     (void)state;
     mw_model a, b;
-    assert_int_equal(mw_model_build_tutorial(&a, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&a, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&a, 1), MW_OK);
-    assert_int_equal(mw_model_build_tutorial(&b, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&b, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&b, 1), MW_OK);
     mw_model_init_params(&a, 7);
     mw_model_init_params(&b, 7);
@@ -324,7 +325,7 @@ static void empty_batch(void **state)
     mw_kernels kt;
     mw_kernels_init_cpu(&kt);
     mw_model m;
-    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
     mw_model_init_params(&m, 1);
     mw_model_ws ws;
@@ -363,7 +364,7 @@ static void ws_alloc_with(void **state)
     mw_kernels kt;
     mw_kernels_init_cpu(&kt);
     mw_model m;
-    assert_int_equal(mw_model_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&m, 28, 28, 1, 10), MW_OK);
     assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
     mw_model_init_params(&m, 7);
     const int N = 5;

@@ -1069,3 +1069,9 @@ mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, 
     free(buf);
     return rc;
 }
+
+mw_status mw_keras_build_tutorial(mw_model *m, int h, int w, int c, int nclasses)
+{
+    return mw_keras_load(m, mw_keras_tutorial_json, mw_keras_tutorial_json_nbytes,
+                         "built-in model (worker/models/tutorial_cnn.json)", h, w, c, nclasses);
+}

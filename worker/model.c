@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "common/rng.h"
-#include "worker/keras.h"
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
 {
@@ -408,11 +407,6 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
     }
 }
 
-mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses)
-{
-    return mw_keras_load(m, mw_keras_tutorial_json, mw_keras_tutorial_json_nbytes,
-                         "built-in model (worker/models/tutorial_cnn.json)", h, w, c, nclasses);
-}
 
 /* The regularizer of tensor b (0: kernel, 1: bias) of l, or NULL when it has none. */
 static const mw_regularizer *regularizer(const mw_layer *l, int b)

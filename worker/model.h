@@ -162,11 +162,6 @@ int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k
 /* 1 when some layer has a kernel or bias regularizer. */
 int mw_model_has_regularizers(const mw_model *m);
 
-/* The tutorial CNN (DESIGN.md): mw_keras_load of the built-in
- * worker/models/tutorial_cnn.json, written for 28x28x1 inputs and 10 classes;
- * other shapes fail with the loader's message. */
-mw_status mw_model_build_tutorial(mw_model *m, int h, int w, int c, int nclasses);
-
 /* Per-replica activation workspace for batches of up to max_n examples.
  *
  * Dropout: the caller sets training, dropout_seed and example_ids before a

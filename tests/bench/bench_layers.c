@@ -15,6 +15,7 @@
 #include "common/rng.h"
 #include "common/timer.h"
 #include "kernels/cpu/cpu.h"
+#include "worker/keras.h"
 #include "worker/model.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -135,7 +136,7 @@ int main(int argc, char **argv)
     mw_kernels_init_ref(&ref);
     mw_kernels_init_cpu(&cpu);
     mw_model m;
-    if (mw_model_build_tutorial(&m, 28, 28, 1, 10) || mw_model_finalize(&m, 1)) {
+    if (mw_keras_build_tutorial(&m, 28, 28, 1, 10) || mw_model_finalize(&m, 1)) {
         fprintf(stderr, "model: %s\n", mw_err_msg());
         return 1;
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "worker/export.h"
+#include "worker/keras.h"
 #include "worker/model.h"
 #include "worker/summary.h"
 
@@ -49,7 +50,7 @@ static int write_export(const char *dir)
     mw_model m;
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (mw_model_build_tutorial(&m, 28, 28, 1, 10) != MW_OK || mw_model_finalize(&m, 64) != MW_OK)
+    if (mw_keras_build_tutorial(&m, 28, 28, 1, 10) != MW_OK || mw_model_finalize(&m, 64) != MW_OK)
         return mw_model_free(&m), fail();
     mw_model_init_params(&m, 77);
     for (int i = 0; i < m.nlayers; i++) /* nonzero biases, so their sums mean something */

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include "cluster/comm.h"
 #include "cluster/topology.h"
 #include "common/status.h"
 
