@@ -13,7 +13,7 @@
  *                      mw_nccl_open must refuse ranks sharing a GPU with a clear message;
  *                      two fake nodes (TF_CONFIG hosts node-a, node-b): reduce-scatter, the
  *                      host ring over `cross`, all-gather, with each rank driving its share
- *                      of the GPUs (mw_cuda_select);
+ *                      of the GPUs (mw_device_divide);
  *                    counts 0, 1, 7, fewer than the GPUs, a prime, 1M and one with the largest
  *                    tail, with the callers' streams and with the object's own.
  * Prints "N passed, M failed" and exits 1 on any failure. */
@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "kernels/cuda/cuda.h"
 #include "tests/mpi_check.h"
+#include "worker/device.h"
 
 #define MAX_DEV 16
 #define MAX_COUNT ((size_t)1 << 21)
@@ -249,14 +250,15 @@ static void with_devices(const char *path, const char *layout, int ndevices)
     mw_topology t;
     if (!resolve(&t, path, layout))
         return;
-    int use_gpu = 0, first = 0, nd = 0;
-    char why[512];
-    mw_err_clear();
-    mw_status st = mw_cuda_select("gpu", t.local_rank, t.local_size, &use_gpu, &first, &nd, why,
-                                  sizeof why);
-    mpi_check(st == MW_OK && use_gpu && nd >= 1, "%s: mw_cuda_select: %s", layout, mw_err_msg());
+    int first = 0, nd = 0;
+    mw_status st;
+    char reason[256] = "";
+    int count = mw_cuda_probe(reason, sizeof reason);
+    mpi_check(count >= 1, "%s: mw_cuda_probe: %s", layout, reason);
+    mw_device_divide(t.local_rank, t.local_size, count, &first, &nd);
     if (rank == 0)
-        printf("%s: %s\n", layout, why);
+        printf("%s: local rank %d of %d drives CUDA devices %d+%d\n", layout, t.local_rank,
+               t.local_size, first, nd);
     int shared = t.local_size > ndevices, any_shared = 0;
     MPI_Allreduce(&shared, &any_shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     mw_nccl *n = NULL;

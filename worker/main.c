@@ -13,11 +13,13 @@
 
 #include "common/log.h"
 #include "cluster/hostfile.h"
+#include "cluster/comm.h"
 #include "cluster/topology.h"
 #include "common/status.h"
-#include "kernels/cuda/cuda.h"
 #include "kernels/kernels.h"
 #include "worker/cli.h"
+#include "worker/device.h"
+#include "worker/eval.h"
 #include "worker/keras.h"
 #include "worker/model.h"
 #include "worker/train.h"
@@ -36,7 +38,9 @@ static void print_version(void)
         *nl = '\0';
     printf("mwtrain %s\n", MW_VERSION);
     printf("CPU kernels: im2col + %s sgemm\n", mw_kernels_cpu_blas());
-    printf("%s\n", mw_cuda_version_string());
+    char cuda[1024];
+    mw_device_version(cuda, sizeof cuda);
+    printf("%s\n", cuda);
     printf("MPI: %s\n", mpi);
 }
 
@@ -46,7 +50,7 @@ static mw_status run_summary(const char *model_path)
     if (model_path)
         MW_TRY(mw_keras_load_file(&m, model_path, 0, 0, 0, 0));
     else
-        MW_TRY(mw_model_build_tutorial(&m, 28, 28, 1, 10));
+        MW_TRY(mw_keras_build_tutorial(&m, 28, 28, 1, 10));
     mw_status rc = mw_model_finalize(&m, 1);
     if (rc == MW_OK)
         mw_model_summary(&m, stdout);
@@ -54,20 +58,19 @@ static mw_status run_summary(const char *model_path)
     return rc;
 }
 
-/* Agree on the outcome over the world: returns the worst status; the lowest
- * failing rank prints its message once. */
 /* `mwtrain cluster`: the table with what every rank would train on under --device
- * (mw_cuda_select, as train decides it), gathered on rank 0 and printed there. Collective
+ * (mw_device_select, as train decides it), gathered on rank 0 and printed there. Collective
  * over the world; a bad --device (or gpu without a device) is one agreed error. */
 #define DEVICE_LEN 32
 static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int json)
 {
-    int use_gpu = 0, first = 0, n = 0;
+    mw_device_choice dev;
     char mine[DEVICE_LEN] = "cpu";
-    mw_status rc = mw_cuda_select(o->device, t->local_rank, t->local_size > 0 ? t->local_size : 1,
-                                  &use_gpu, &first, &n, NULL, 0);
-    if (rc == MW_OK && use_gpu)
-        snprintf(mine, sizeof mine, n == 1 ? "cuda:%d" : "cuda:%d-%d", first, first + n - 1);
+    mw_status rc = mw_device_select(o->device, t->local_rank,
+                                    t->local_size > 0 ? t->local_size : 1, &dev);
+    if (rc == MW_OK && dev.use_gpu)
+        snprintf(mine, sizeof mine, dev.n == 1 ? "cuda:%d" : "cuda:%d-%d", dev.first,
+                 dev.first + dev.n - 1);
     MW_TRY(mw_agree(t->world, rc, NULL));
     char *all = t->rank == 0 ? calloc((size_t)t->world_size, DEVICE_LEN) : NULL;
     const char **rows = t->rank == 0 ? calloc((size_t)t->world_size, sizeof *rows) : NULL;

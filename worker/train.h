@@ -59,12 +59,6 @@ typedef struct {
     double images_per_sec, seconds;
 } mw_epoch_metrics;
 
-/* `mwtrain eval`: restore the latest checkpoint of o->checkpoint_dir (read on
- * the chief, broadcast) and evaluate the test set, sharded over the ranks. */
-mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo);
-/* `mwtrain export`: the latest checkpoint's weights as safetensors (chief). */
-mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo);
-
 /* Run the whole training over the topology's training ranks; prints the
  * per-epoch lines on the chief. Failures before the first step are agreed by
  * every rank (the same status everywhere). A failure inside a step (a

@@ -1,7 +1,7 @@
 /* The CUDA backend: device discovery, the CUDA kernel context, device memory
  * helpers and the table init. Plain C with no CUDA types, so the worker and the
- * tests include it in every build; kernels/cuda/stub.c supplies the same
- * functions when the project is built without CUDA (no device, every open fails).
+ * tests include it; it is compiled into the CUDA module (worker/device.h) with
+ * the GPU backend, and a CPU run never loads it.
  *
  * A CUDA context is an mw_kctx whose dev points at the backend state (device,
  * stream, cuBLAS handle bound to that stream) and whose ws is DEVICE scratch.
@@ -97,44 +97,10 @@ const char *mw_cuda_version_string(void);
  * when k is not an open CUDA context. Borrowed. */
 void *mw_cuda_stream(const mw_kctx *k);
 
-/* ---- which GPUs a rank drives (--device auto|cpu|gpu) ------------------------------------ */
-
-/* Usable CUDA devices; -1 when built without CUDA. When the answer is not positive and reason
- * is non-NULL, it receives why: "cudaGetDeviceCount: <CUDA's error string>", "cudaGetDeviceCount
- * found 0 devices" or "built without CUDA (...)". Records no error. */
+/* Usable CUDA devices (the module's probe, after worker/device.c's driver probe). When the
+ * answer is not positive and reason is non-NULL, it receives why: "cudaGetDeviceCount: <CUDA's
+ * error string>" or "cudaGetDeviceCount found 0 devices". Records no error. */
 int mw_cuda_probe(char *reason, size_t reason_len);
-
-/* Divide the count devices of a node among its local_size ranks (pure arithmetic). Local rank
- * local_rank drives devices [*first, *first + *n):
- *   local_size <= count  count / local_size devices each, in local-rank order: one rank per GPU
- *                        when equal, one rank driving every GPU when local_size == 1; the last
- *                        count % local_size devices stay idle.
- *   local_size > count   one device each, device local_rank % count: round-robin sharing, or
- *                        (with per-rank CUDA_VISIBLE_DEVICES) each rank's own GPU.
- * Returns how many of the node's ranks drive my device(s): 1 when not shared. Needs count >= 1
- * and 0 <= local_rank < local_size. */
-int mw_cuda_divide(int local_rank, int local_size, int count, int *first, int *n);
-
-/* Decide what this rank trains on, from --device mode (NULL means "auto"):
- *   "cpu"   the CPU.
- *   "auto"  its share of the GPUs (mw_cuda_divide) when the CUDA runtime reports any, else the
- *           CPU, with why = "no CUDA device (cudaGetDeviceCount: <reason>): training on the
- *           CPU" (or "built without CUDA (...): training on the CPU").
- *   "gpu"   like auto, but no device is MW_EDEVICE "--device gpu: no CUDA device is available
- *           (<reason>)".
- * Anything else: MW_EINVAL "--device 'x': expected one of auto, cpu, gpu". On success *use_gpu
- * is 1 with devices [*first_device, *first_device + *ndevices), or 0 with both 0; why (may be
- * NULL) receives one line for the log, starting with "warning: " when the layout leaves GPUs
- * idle; with fewer devices than ranks it names both readings (each rank's own GPU, or ranks
- * sharing one, which cluster/nccl.c refuses by PCI bus id). On failure the outputs say CPU and
- * why is empty. Collective in effect only: every rank calls it with its own local rank. */
-mw_status mw_cuda_select(const char *mode, int local_rank, int local_size, int *use_gpu,
-                         int *first_device, int *ndevices, char *why, size_t why_len);
-/* The decision of mw_cuda_select for a given probe answer (count as from mw_cuda_probe, -1:
- * built without CUDA; reason: its reason): testable without a device. */
-mw_status mw_cuda_select_with(const char *mode, int count, const char *reason, int local_rank,
-                              int local_size, int *use_gpu, int *first_device, int *ndevices,
-                              char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The GPU training loop (worker/train.c) without a GPU: mwtrain-hostdev is mwtrain with its
-# CUDA backend replaced by fake devices in host memory (tests/hostdev.c: the CPU kernels behind
-# wrappers that abort on any pointer outside the context's device memory) and NCCL by the mock
-# (tests/nccl_mock.c). Asserted:
+# The GPU training loop (worker/train.c over worker/replicas_gpu.c) without a GPU: mwtrain opens
+# the hostdev module through MW_CUDA_MODULE, as it opens mwtrain-cuda.so; the module is the GPU
+# backend with its CUDA calls answered by fake devices in host memory (tests/hostdev.c: the CPU
+# kernels behind wrappers that abort on any pointer outside the context's device memory) and
+# NCCL by the mock (tests/nccl_mock.c). Asserted:
 #   - each GPU layout trains like the CPU with the same replicas: one rank x 2 GPUs, 2 ranks x
 #     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
@@ -19,12 +20,16 @@
 #     replicas not a multiple of the rank's GPUs (exit 2), two
 #     ranks on one GPU (same PCI bus id; exit 7), no device with --device gpu (exit 7), and
 #     no device with auto trains on the CPU.
-#   test_hostdev_train.sh MWTRAIN_HOSTDEV MWTRAIN CMP_WEIGHTS
+#   test_hostdev_train.sh HOSTDEV_MODULE MWTRAIN CMP_WEIGHTS
 set -uo pipefail
-hd=$1 mw=$2 cmp=$3
+module=$1 mw=$2 cmp=$3
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# mwtrain-hostdev: the same mwtrain binary, with the stand-in module in place of the CUDA one
+hd=$tmp/mwtrain-hostdev
+printf '#!/bin/sh\nMW_CUDA_MODULE=%q exec %q "$@"\n' "$module" "$mw" >"$hd"
+chmod +x "$hd"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
 pass=0 fail=0

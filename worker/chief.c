@@ -1,0 +1,312 @@
+/* The chief's duties; see chief.h. */
+#include "worker/chief.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cluster/comm.h"
+#include "common/log.h"
+
+int mw_chief_checkpointing(const mw_train_opts *o)
+{
+    return o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
+}
+
+/* mkdir -p */
+static mw_status make_dirs(const char *dir, const char *what)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return mw_err(MW_EIO, "%s %s: path too long", what, dir);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return mw_err(MW_EIO, "%s %s: cannot create %s: %s", what, dir, path,
+                              strerror(errno));
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return MW_OK;
+}
+
+mw_status mw_chief_check_dir(const char *dir)
+{
+    MW_TRY(make_dirs(dir, "--checkpoint-dir"));
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.mwtrain-probe-%d", dir, (int)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return MW_OK;
+}
+
+static int dir_has_checkpoints(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = !strcmp(e->d_name, MW_CKPT_INDEX) || !strncmp(e->d_name, "ckpt-", 5);
+    closedir(d);
+    return found;
+}
+
+/* Broadcast n bytes from rank 0 of comm in pieces MPI's int counts can hold. */
+static mw_status bcast_bytes(MPI_Comm comm, const mw_wait_ctx *w, void *buf, size_t n)
+{
+    for (size_t off = 0; off < n; off += (size_t)1 << 30) {
+        size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
+        MW_TRY(mw_comm_bcast(w, (char *)buf + off, (int)k, MPI_BYTE, 0, comm));
+    }
+    return MW_OK;
+}
+
+/* Rank 0: the latest valid checkpoint of dir, serialized into *buf (*n bytes) for the
+ * broadcast, and (model non-NULL) its model text into *model (NULL when it names none);
+ * logs which one. */
+static mw_status read_latest(const char *dir, void **buf, size_t *n, char **model)
+{
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    char *path = NULL;
+    mw_status rc = mw_ckpt_load_latest(dir, &c, &path);
+    if (rc == MW_OK)
+        rc = mw_ckpt_serialize(&c, buf, n);
+    if (rc == MW_OK) {
+        mw_log_info("restoring %s (epoch %d, step %ld of it, %ld steps in all)", path, c.epoch,
+                    c.step_in_epoch, c.global_step);
+        if (model && c.model_json && c.model_json[0]) {
+            *model = c.model_json;
+            c.model_json = NULL;
+            mw_log_info("model: the one saved in %s (no --model given)", path);
+        }
+    }
+    free(path);
+    mw_ckpt_free(&c);
+    return rc;
+}
+
+mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm comm)
+{
+    if (o->model_path)
+        return MW_OK;
+    int me = 0;
+    MW_MPI(MPI_Comm_rank(comm, &me), "checkpoint model");
+    long len = 0;
+    char *text = NULL;
+    mw_status rc = MW_OK;
+    if (me == 0 && dir_has_checkpoints(o->checkpoint_dir)) {
+        rc = read_latest(o->checkpoint_dir, &s->latest, &s->latest_len, &text);
+        len = text ? (long)strlen(text) : 0;
+    }
+    rc = mw_agree(comm, rc, NULL);
+    mw_wait_ctx w = {"broadcast of the checkpoint's model", -1, o->collective_timeout};
+    if (rc == MW_OK)
+        rc = mw_comm_bcast(&w, &len, 1, MPI_LONG, 0, comm);
+    if (rc == MW_OK && len > 0 && me != 0 && !(text = malloc((size_t)len + 1)))
+        rc = mw_err(MW_ENOMEM, "checkpoint model of %ld bytes: out of memory", len);
+    rc = mw_agree(comm, rc, NULL);
+    if (rc == MW_OK)
+        rc = bcast_bytes(comm, &w, text, (size_t)len);
+    if (rc != MW_OK || len == 0) {
+        free(text);
+        return rc;
+    }
+    text[len] = '\0';
+    s->saved_model = text;
+    return MW_OK;
+}
+
+static const char *opt_name(const mw_train_opts *o)
+{
+    return o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
+}
+
+mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, mw_evlink *ev)
+{
+    const mw_train_opts *o = s->o;
+    const size_t n = s->model.nparams;
+    const int adam = o->optimizer == MW_OPT_ADAM;
+    MW_TRY(s->ops->pull(s->rep)); /* a device holds the current state */
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    mw_status rc = MW_OK;
+    c.params = malloc(n * sizeof(float));
+    c.slot1 = malloc(n * sizeof(float));
+    c.slot2 = adam ? malloc(n * sizeof(float)) : NULL;
+    c.model_json = strdup(s->model_json);
+    if (!c.params || !c.slot1 || (adam && !c.slot2) || !c.model_json) {
+        rc = mw_err(MW_ENOMEM, "checkpoint: out of memory");
+        goto done;
+    }
+    c.nparams = c.nslots = n;
+    mw_ckpt_pack(&s->model, c.params, s->model.params.data);
+    mw_ckpt_pack(&s->model, c.slot1, s->m1.data);
+    if (c.slot2)
+        mw_ckpt_pack(&s->model, c.slot2, s->m2.data);
+    snprintf(c.optimizer, sizeof c.optimizer, "%s", opt_name(o));
+    c.opt_step = s->opt_step;
+    c.epoch = epochs_done;
+    c.step_in_epoch = step_in_epoch;
+    c.global_step = s->global_step;
+    c.seed = s->seed;
+    c.global_batch = mw_session_global_batch(s);
+    c.learning_rate = o->learning_rate;
+    int number = 0;
+    rc = mw_ckpt_save(o->checkpoint_dir, &c, o->keep_checkpoints, &number);
+    if (rc == MW_OK) {
+        s->saved_step = s->global_step;
+        mw_log_info("saved checkpoint %s/ckpt-%d (epoch %d, step %ld)", o->checkpoint_dir, number,
+                    epochs_done + (step_in_epoch > 0), s->global_step);
+    }
+    if (rc == MW_OK && ev && ev->rank >= 0) {
+        void *bytes = NULL;
+        size_t nbytes = 0;
+        rc = mw_ckpt_serialize(&c, &bytes, &nbytes);
+        if (rc == MW_OK)
+            rc = mw_evlink_send(ev, number, bytes, nbytes, s->global_step);
+    }
+done:
+    mw_ckpt_free(&c);
+    return rc;
+}
+
+mw_status mw_chief_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only)
+{
+    const mw_train_opts *o = s->o;
+    const long gb = mw_session_global_batch(s);
+    if (c->nparams != s->model.nparams)
+        return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)",
+                      name, c->nparams, s->model.nparams);
+    if (weights_only) {
+        mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
+        s->start_epoch = c->epoch;
+        s->global_step = c->global_step;
+        return s->ops ? s->ops->push(s->rep, 1) : MW_OK;
+    }
+    if (strcmp(c->optimizer, opt_name(o)) != 0)
+        return mw_err(MW_ECKPT, "%s was written with --optimizer %s; this run uses %s", name,
+                      c->optimizer, opt_name(o));
+    if (c->step_in_epoch > 0 && c->global_batch != gb)
+        return mw_err(MW_ECKPT,
+                      "%s was saved in the middle of an epoch with a global batch of %ld; this "
+                      "run's global batch is %ld (batch per replica x replicas): use the same "
+                      "global batch, or resume from an epoch-boundary checkpoint",
+                      name, c->global_batch, gb);
+    if (!c->slot1 || c->nslots != c->nparams || (o->optimizer == MW_OPT_ADAM && !c->slot2))
+        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name, opt_name(o));
+    mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
+    mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
+    if (c->slot2)
+        mw_ckpt_unpack(&s->model, s->m2.data, c->slot2);
+    s->opt_step = c->opt_step;
+    s->start_epoch = c->epoch;
+    s->start_step = c->step_in_epoch;
+    s->global_step = c->global_step;
+    s->saved_step = c->global_step;
+    s->seed = c->seed;
+    return s->ops ? s->ops->push(s->rep, 0) : MW_OK;
+}
+
+/* Rank 0: the bytes to broadcast (hdr: bytes, found), from the checkpoint fetched for its
+ * model, or read now. */
+static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2])
+{
+    const char *dir = s->o->checkpoint_dir;
+    if (s->latest) { /* read already, for its model */
+        *buf = s->latest;
+        hdr[0] = (long)s->latest_len, hdr[1] = 1;
+        s->latest = NULL;
+        return MW_OK;
+    }
+    if (!dir_has_checkpoints(dir)) {
+        if (required)
+            return mw_err(MW_ECKPT, "no checkpoint in %s (train with --checkpoint-dir %s "
+                          "first)", dir, dir);
+        mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
+        return MW_OK;
+    }
+    size_t n = 0;
+    mw_status rc = read_latest(dir, buf, &n, NULL);
+    hdr[0] = (long)n, hdr[1] = rc == MW_OK;
+    return rc;
+}
+
+mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored)
+{
+    *restored = 0;
+    long hdr[2] = {0, 0}; /* bytes, found */
+    void *buf = NULL;
+    mw_status rc = s->rank == 0 ? chief_read(s, required, &buf, hdr) : MW_OK;
+    rc = mw_agree(s->comm, rc, NULL);
+    mw_wait_ctx w = {"checkpoint broadcast", -1, s->o->collective_timeout};
+    if (rc == MW_OK)
+        rc = mw_comm_bcast(&w, hdr, 2, MPI_LONG, 0, s->comm);
+    if (rc != MW_OK || !hdr[1]) {
+        free(buf);
+        return rc;
+    }
+    if (s->rank != 0 && !(buf = malloc((size_t)hdr[0])))
+        rc = mw_err(MW_ENOMEM, "checkpoint of %ld bytes: out of memory", hdr[0]);
+    rc = mw_agree(s->comm, rc, NULL);
+    if (rc == MW_OK)
+        rc = bcast_bytes(s->comm, &w, buf, (size_t)hdr[0]);
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    if (rc == MW_OK)
+        rc = mw_ckpt_read_buffer(&c, buf, (size_t)hdr[0], "checkpoint");
+    if (rc == MW_OK)
+        rc = mw_chief_apply(s, &c, "the latest checkpoint", weights_only);
+    mw_ckpt_free(&c);
+    free(buf);
+    rc = mw_agree(s->comm, rc, NULL);
+    *restored = rc == MW_OK;
+    return rc;
+}
+
+mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
+                             const mw_epoch_metrics *em)
+{
+    if (s->rank != 0 || !s->o->summary_dir[0])
+        return MW_OK;
+    static const char *const names[] = {"train/loss", "train/accuracy", "test/loss",
+                                        "test/accuracy", "images_per_sec", "learning_rate"};
+    const double v[] = {em->train_loss, em->train_acc, em->test_loss, em->test_acc,
+                        em->images_per_sec, s->o->learning_rate};
+    for (int i = 0; i < 6; i++)
+        MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
+    MW_TRY(mw_summary_row(sum, s->global_step, epoch + 1, names, v, 6));
+    return mw_summary_flush(sum);
+}
+
+mw_status mw_chief_dump_weights(mw_session *s, const char *path)
+{
+    MW_TRY(s->ops->pull(s->rep));
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return mw_err(MW_EIO, "--dump-weights %s: cannot open for writing", path);
+    size_t want = 0, n = 0;
+    for (int i = 0; i < s->model.nlayers; i++) {
+        const mw_layer *l = &s->model.layers[i];
+        n += fwrite(s->model.params.data + l->w_off, sizeof(float), l->w_count, f);
+        n += fwrite(s->model.params.data + l->b_off, sizeof(float), l->b_count, f);
+        want += l->w_count + l->b_count;
+    }
+    if (fclose(f) != 0 || n != want)
+        return mw_err(MW_EIO, "--dump-weights %s: write failed", path);
+    return MW_OK;
+}

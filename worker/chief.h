@@ -1,0 +1,53 @@
+/* The chief's duties: checkpoints (save, and restore on every rank: read on the chief,
+ * broadcast, applied everywhere, so no shared filesystem is needed), summaries and the
+ * weights dump. Only the chief (rank 0 of the training communicator) touches the disk. */
+#ifndef MW_WORKER_CHIEF_H
+#define MW_WORKER_CHIEF_H
+
+#include <mpi.h>
+
+#include "common/status.h"
+#include "worker/checkpoint.h"
+#include "worker/evaluator.h"
+#include "worker/session.h"
+#include "worker/summary.h"
+#include "worker/train.h"
+
+/* Whether o saves checkpoints at all. */
+int mw_chief_checkpointing(const mw_train_opts *o);
+
+/* Without --model, a checkpoint brings its own model: rank 0 of comm reads the latest
+ * checkpoint of --checkpoint-dir (keeping it in s->latest for the restore, so the model
+ * and the weights come from the same file, read once) and every rank of comm receives its
+ * model text into s->saved_model (left NULL when there is no checkpoint yet, or it names
+ * no model: then the tutorial CNN). Before mw_session_open; collective over comm; a
+ * directory whose checkpoints are all unreadable is the error the restore would give. */
+mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm comm);
+
+/* Chief, before training: the checkpoint directory exists and is writable, so a bad one
+ * is an error at start-up instead of after the first epoch. */
+mw_status mw_chief_check_dir(const char *dir);
+
+/* Restore the latest checkpoint of --checkpoint-dir over s->comm. required = 0 (train
+ * --resume): a directory without any checkpoint starts from scratch; a directory whose
+ * checkpoints are all bad is an error either way. weights_only: parameters and counters
+ * (eval, export), not the optimizer. Pushes the state to the backend. Collective, agreed. */
+mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored);
+
+/* Take over a checkpoint's state (every rank runs this on the same bytes). */
+mw_status mw_chief_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only);
+
+/* Chief only, no collective (every rank holds the same weights): save the state after
+ * epochs_done epochs and step_in_epoch steps of the next, and hand it to the evaluator
+ * when ev has one. */
+mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, mw_evlink *ev);
+
+/* Chief: the epoch's scalars to TensorBoard and metrics.csv (no-op when sum is closed). */
+mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
+                             const mw_epoch_metrics *em);
+
+/* Chief: the parameters tensor by tensor in model order (Keras layouts), without the
+ * arena's alignment and shard padding: the same bytes for any layout (--dump-weights). */
+mw_status mw_chief_dump_weights(mw_session *s, const char *path);
+
+#endif

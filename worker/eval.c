@@ -1,0 +1,63 @@
+/* `mwtrain eval` and `mwtrain export`; see eval.h. Both are collective over the training
+ * ranks and agree on every failure, so each rank returns the same status. */
+#include "worker/eval.h"
+
+#include <stdio.h>
+
+#include "cluster/comm.h"
+#include "worker/chief.h"
+#include "worker/export.h"
+#include "worker/session.h"
+
+/* Model (the checkpoint's, or --model), data and the restored weights. */
+static mw_status open_restored(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
+                               mw_session_use use)
+{
+    if (topo->ntrain != topo->world_size)
+        return mw_err(MW_EUNSUPPORTED, "eval and export run on training tasks only; remove "
+                      "cluster.evaluator from the TF_CONFIG");
+    MW_TRY(mw_chief_fetch_model(s, o, topo->train));
+    MW_TRY(mw_agree(topo->train, mw_session_open(s, o, topo, use), NULL));
+    int restored = 0;
+    return mw_chief_restore(s, 1, 1, &restored);
+}
+
+mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
+{
+    mw_session s;
+    mw_session_init(&s);
+    mw_status rc = open_restored(&s, o, topo, MW_USE_EVAL);
+    double loss = 0, acc = 0;
+    if (rc == MW_OK)
+        rc = mw_agree(topo->train, mw_session_evaluate(&s, &loss, &acc), NULL);
+    if (rc == MW_OK && s.rank == 0) {
+        printf("Restored the checkpoint of epoch %d (step %ld) from %s\n", s.start_epoch,
+               s.global_step, o->checkpoint_dir);
+        printf("Test Loss: %.4f, Test Accuracy: %.2f\n", loss, 100 * acc);
+        if (s.world == 1)
+            printf("Accuracy after restoring the saved model without strategy: %.2f\n",
+                   100 * acc);
+        fflush(stdout);
+    }
+    mw_session_close(&s, 0);
+    return rc;
+}
+
+mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo)
+{
+    mw_session s;
+    mw_session_init(&s);
+    mw_status rc = open_restored(&s, o, topo, MW_USE_EXPORT);
+    if (rc == MW_OK) {
+        mw_status mine = MW_OK;
+        if (s.rank == 0) {
+            mine = mw_export_safetensors(&s.model, s.model.params.data, o->export_path);
+            if (mine == MW_OK)
+                printf("Exported %zu parameters (epoch %d, step %ld) to %s\n", s.model.nparams,
+                       s.start_epoch, s.global_step, o->export_path);
+        }
+        rc = mw_agree(topo->train, mine, NULL);
+    }
+    mw_session_close(&s, 0);
+    return rc;
+}

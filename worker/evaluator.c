@@ -1,0 +1,172 @@
+/* The evaluator task and both ends of its protocol with the chief; see evaluator.h. */
+#include "worker/evaluator.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cluster/comm.h"
+#include "common/log.h"
+#include "worker/checkpoint.h"
+#include "worker/chief.h"
+#include "worker/session.h"
+#include "worker/summary.h"
+
+void mw_evlink_init(mw_evlink *l, const mw_topology *topo, double timeout)
+{
+    l->rank = topo->ntrain < topo->world_size ? topo->ntrain : -1;
+    l->world = topo->world;
+    l->timeout = timeout;
+    l->buf = NULL;
+    l->hdr[0] = l->hdr[1] = 0;
+    l->req[0] = l->req[1] = MPI_REQUEST_NULL;
+}
+
+/* Wait until the evaluator has taken the previous message. */
+static mw_status evlink_wait(mw_evlink *l, long step)
+{
+    if (l->req[0] == MPI_REQUEST_NULL && l->req[1] == MPI_REQUEST_NULL)
+        return MW_OK;
+    mw_wait_ctx w = {"sending a checkpoint to the evaluator", step, l->timeout};
+    int peers[2] = {l->rank, l->rank};
+    MW_TRY(mw_comm_wait(&w, l->req, 2, peers));
+    free(l->buf);
+    l->buf = NULL;
+    return MW_OK;
+}
+
+/* Send the header {number, nbytes} and the bytes (owned from here on). */
+static mw_status evlink_post(mw_evlink *l, long number, void *bytes, size_t nbytes, long step)
+{
+    mw_status rc = evlink_wait(l, step);
+    if (rc == MW_OK && nbytes > (size_t)INT_MAX)
+        rc = mw_err(MW_EINTERNAL, "checkpoint of %zu bytes: too large to send", nbytes);
+    if (rc != MW_OK) {
+        free(bytes);
+        return rc;
+    }
+    l->buf = bytes;
+    l->hdr[0] = number, l->hdr[1] = (long)nbytes;
+    MW_MPI(MPI_Isend(l->hdr, 2, MPI_LONG, l->rank, MW_EV_TAG_HDR, l->world, &l->req[0]),
+           "sending to the evaluator");
+    MW_MPI(MPI_Isend(bytes ? bytes : l->hdr, (int)nbytes, MPI_BYTE, l->rank, MW_EV_TAG_DATA,
+                     l->world, &l->req[1]), "sending to the evaluator");
+    return MW_OK;
+}
+
+mw_status mw_evlink_send(mw_evlink *l, long number, void *bytes, size_t nbytes, long step)
+{
+    return evlink_post(l, number, bytes, nbytes, step);
+}
+
+mw_status mw_evlink_finish(mw_evlink *l, long step)
+{
+    if (l->rank < 0)
+        return MW_OK;
+    MW_TRY(evlink_post(l, -1, NULL, 0, step));
+    return evlink_wait(l, step);
+}
+
+void mw_evlink_free(mw_evlink *l)
+{
+    free(l->buf);
+    l->buf = NULL;
+}
+
+mw_status mw_evaluator_agree_setup(const mw_topology *topo, mw_status mine)
+{
+    return mw_agree(topo->world, mine, NULL);
+}
+
+mw_status mw_evaluator_agree_start(const mw_topology *topo, mw_status mine)
+{
+    return mw_agree(topo->world, mine, NULL);
+}
+
+/* Receive one message from the chief: *number (-1: training has finished) and the bytes
+ * (*buf, owned by the caller). */
+static mw_status receive(const mw_topology *topo, long *number, char **buf, long *nbytes)
+{
+    long hdr[2];
+    MPI_Status st;
+    if (MPI_Recv(hdr, 2, MPI_LONG, 0, MW_EV_TAG_HDR, topo->world, &st) != MPI_SUCCESS)
+        return mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
+    if (!(*buf = malloc(hdr[1] > 0 ? (size_t)hdr[1] : 1)))
+        return mw_err(MW_ENOMEM, "evaluator: out of memory");
+    if (MPI_Recv(*buf, (int)hdr[1], MPI_BYTE, 0, MW_EV_TAG_DATA, topo->world, &st) !=
+        MPI_SUCCESS)
+        return mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
+    *number = hdr[0], *nbytes = hdr[1];
+    return MW_OK;
+}
+
+/* Evaluate checkpoint number (its bytes), print the line, write the eval summaries. */
+static mw_status evaluate_one(mw_session *s, mw_summary *sum, long number, const char *buf,
+                              long nbytes)
+{
+    char name[64];
+    snprintf(name, sizeof name, "ckpt-%ld", number);
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    mw_status rc = mw_ckpt_read_buffer(&c, buf, (size_t)nbytes, name);
+    if (rc == MW_OK)
+        rc = mw_chief_apply(s, &c, name, 1);
+    mw_ckpt_free(&c);
+    double loss = 0, acc = 0;
+    MW_TRY(rc);
+    MW_TRY(mw_session_evaluate(s, &loss, &acc));
+    printf("Evaluator: %s (epoch %d, step %ld), Test Loss: %.4f, Test Accuracy: %.2f\n", name,
+           s->start_epoch, s->global_step, loss, 100 * acc);
+    fflush(stdout);
+    if (!s->o->summary_dir[0])
+        return MW_OK;
+    static const char *const names[] = {"eval/loss", "eval/accuracy"};
+    const double v[] = {loss, acc};
+    for (int i = 0; i < 2; i++)
+        MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
+    MW_TRY(mw_summary_row(sum, s->global_step, s->start_epoch, names, v, 2));
+    return mw_summary_flush(sum);
+}
+
+mw_status mw_evaluator_run(const mw_train_opts *o, const mw_topology *topo, int *mid_run)
+{
+    mw_session s;
+    mw_session_init(&s);
+    mw_summary sum;
+    mw_summary_init(&sum);
+    /* --resume without --model: the checkpoint's model, on every task (the evaluator too) */
+    mw_status rc = o->resume ? mw_chief_fetch_model(&s, o, topo->world) : MW_OK;
+    if (rc == MW_OK)
+        rc = mw_session_open(&s, o, topo, MW_USE_EVALUATOR);
+    if (rc == MW_OK && o->summary_dir[0]) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/eval", o->summary_dir);
+        rc = mw_summary_open(&sum, dir, o->resume);
+    }
+    rc = mw_evaluator_agree_setup(topo, rc);
+    if (rc == MW_OK)
+        rc = mw_evaluator_agree_start(topo, MW_OK);
+    if (rc == MW_OK)
+        mw_log_info("evaluator: waiting for checkpoints from the chief (evaluating on %s)",
+                    s.dev.use_gpu ? "the GPU" : "the CPU");
+    const int started = rc == MW_OK;
+    while (rc == MW_OK) {
+        long number = 0, nbytes = 0;
+        char *buf = NULL;
+        rc = receive(topo, &number, &buf, &nbytes);
+        if (rc == MW_OK && number < 0) {
+            free(buf);
+            mw_log_info("evaluator: training has finished");
+            break;
+        }
+        if (rc == MW_OK)
+            rc = evaluate_one(&s, &sum, number, buf, nbytes);
+        free(buf);
+    }
+    *mid_run = started && rc != MW_OK; /* the trainers are past their agreements */
+    if (!*mid_run) {
+        mw_summary_close(&sum);
+        mw_session_close(&s, 0);
+    }
+    return rc;
+}

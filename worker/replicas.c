@@ -1,0 +1,41 @@
+/* What both replica backends share: the replica slices and the optimizer step. Lives in
+ * mwtrain itself; the GPU module calls these through the binary's exported symbols. */
+#include "worker/replicas.h"
+
+#include <math.h>
+
+void mw_slice(long total, int nrep, int i, long *off, long *cnt)
+{
+    long base = total / nrep, rem = total % nrep;
+    *off = i * base + (i < rem ? i : rem);
+    *cnt = base + (i < rem ? 1 : 0);
+}
+
+long mw_rank_examples(long total, int world, int rpw, int rank)
+{
+    long sum = 0, off, cnt;
+    for (int lr = 0; lr < rpw; lr++) {
+        mw_slice(total, world * rpw, rank * rpw + lr, &off, &cnt);
+        sum += cnt;
+    }
+    return sum;
+}
+
+float mw_optimizer_rate(const mw_train_opts *o, long *opt_step)
+{
+    if (o->optimizer != MW_OPT_ADAM)
+        return (float)o->learning_rate;
+    ++*opt_step;
+    return (float)(o->learning_rate * sqrt(1.0 - pow(o->beta2, (double)*opt_step)) /
+                   (1.0 - pow(o->beta1, (double)*opt_step)));
+}
+
+void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
+                        float *m1, float *m2, const float *g, size_t count, float rate)
+{
+    if (o->optimizer == MW_OPT_ADAM)
+        kt->adam(k, p, m1, m2, g, count, rate, (float)o->beta1, (float)o->beta2,
+                 (float)o->epsilon);
+    else
+        kt->sgd(k, p, m1, g, count, rate, (float)o->momentum);
+}

@@ -1,0 +1,105 @@
+/* The replica backend: what one training step asks of the hardware a rank trains on.
+ *
+ * worker/train.c knows only this table. The CPU backend (replicas_cpu.c: threads,
+ * micro-batches, the host all-reduce) is built into mwtrain; the GPU backend
+ * (replicas_gpu.c: CUDA devices, pinned staging, NCCL) lives in the CUDA module,
+ * loaded by worker/device.c only when a GPU trains, the way kernels/ fills its
+ * function table.
+ *
+ * A step, as the loop calls it (DESIGN.md):
+ *
+ *     ops->grads(r, data, ids, gb, dseed);   this rank's replica slices
+ *     ops->allreduce(r, step);               SUM over every replica
+ *     ops->update(r, rate);                  the same update everywhere
+ *     ops->metrics(r, sums, 0);              the epoch's running sums so far
+ *
+ * Replica slices: a global batch of gb examples over R replicas gives replica i
+ * the contiguous slice mw_slice(gb, R, i): starting at i*base + min(i, rem), of
+ * length base + (i < rem), base = gb / R, rem = gb % R. A replica may get 0
+ * examples and still joins the all-reduce. Rank r runs replicas r*rpw ..
+ * r*rpw + rpw - 1 (rpw = replicas per worker), in turn on the CPU, spread over
+ * its GPUs on devices.
+ *
+ * State: the host arenas (the model's parameters, the optimizer slots m1 and
+ * m2) are the source of truth for broadcasts and checkpoints. The CPU backend
+ * trains on them directly; the GPU backend holds device copies, filled by push
+ * and read back by pull. */
+#ifndef MW_WORKER_REPLICAS_H
+#define MW_WORKER_REPLICAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "cluster/topology.h"
+#include "common/arena.h"
+#include "common/status.h"
+#include "kernels/kernels.h"
+#include "worker/data.h"
+#include "worker/model.h"
+#include "worker/train.h"
+
+/* What a backend is given; borrowed, alive until close. */
+typedef struct {
+    const mw_train_opts *o; /* replicas_per_worker resolved (>= 1) */
+    const mw_topology *topo;
+    MPI_Comm comm;          /* the ranks this backend sums over (MPI_COMM_SELF: alone) */
+    int rank, world;        /* in comm */
+    mw_model *model;        /* finalized; params hold the initial weights */
+    mw_arena *m1, *m2;      /* host optimizer slots (Adam m and v; SGD velocity in m1) */
+    int nthreads;           /* CPU: compute threads of this rank */
+    int first_device, ndevices; /* GPU: the CUDA devices this rank drives */
+} mw_replicas_env;
+
+typedef struct mw_replicas mw_replicas; /* a backend's own state */
+
+typedef struct {
+    const char *name; /* "cpu", "cuda" */
+    /* Local set-up (workspaces, devices); talks to no other rank. On failure *out may
+     * hold a half-built backend: close it. */
+    mw_status (*open)(mw_replicas **out, const mw_replicas_env *env);
+    /* Collective set-up over env->comm (the gradient all-reduce), entered by every rank
+     * once every open succeeded. Not called when the backend only evaluates. */
+    mw_status (*connect)(mw_replicas *r);
+    /* Gradients of this rank's replica slices of a global batch of gb examples whose ids
+     * are ids[0..gb), each loss scaled by 1/gb (dropout keyed by dseed and the example
+     * ids), plus this rank's share of the weight penalty. The scaled loss (penalty
+     * included), the correct count and the examples go into the running sums. */
+    mw_status (*grads)(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                       uint64_t dseed);
+    /* Sum the gradients over every replica of the cluster (step: for messages). */
+    mw_status (*allreduce)(mw_replicas *r, long step);
+    /* The running sums (scaled loss, correct, examples) of this rank since the last
+     * reset, complete after allreduce; reset: start again from zero. */
+    void (*metrics)(mw_replicas *r, double sums[3], int reset);
+    /* The optimizer update with this step's rate (mw_optimizer_rate), on every copy. */
+    mw_status (*update)(mw_replicas *r, float rate);
+    /* Forward over this rank's replica slices of the first n examples of d (ids equal
+     * positions); adds the loss sum, the correct count and the examples into sums. */
+    mw_status (*evaluate)(mw_replicas *r, const mw_dataset *d, long n, double sums[3]);
+    /* Host arenas -> the backend's copies (parameters; the optimizer slots too unless
+     * weights_only), and the backend's copies -> the host arenas. */
+    mw_status (*push)(mw_replicas *r, int weights_only);
+    mw_status (*pull)(mw_replicas *r);
+    /* One start-up line for the chief's log (after connect). */
+    void (*describe)(const mw_replicas *r, char *buf, size_t len);
+    /* Release everything; NULLs *r. abandoned: a peer may be gone, so skip what would
+     * wait for one (the job is about to be aborted). */
+    void (*close)(mw_replicas **r, int abandoned);
+} mw_replicas_ops;
+
+extern const mw_replicas_ops mw_replicas_cpu;
+
+/* Replica i's slice of total examples over nrep replicas (see above). */
+void mw_slice(long total, int nrep, int i, long *off, long *cnt);
+/* Examples of total that rank's rpw replicas hold, of world * rpw replicas. */
+long mw_rank_examples(long total, int world, int rpw, int rank);
+/* The optimizer of o on count floats in the memory k's kernels work on. */
+void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
+                        float *m1, float *m2, const float *g, size_t count, float rate);
+/* The rate of the next update, counting it in *opt_step (Adam: its bias-corrected
+ * lr_t). Once per step, however many copies of the state apply it. */
+float mw_optimizer_rate(const mw_train_opts *o, long *opt_step);
+
+#endif

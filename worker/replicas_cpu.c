@@ -1,0 +1,259 @@
+/* The CPU replica backend (see replicas.h): a rank's replicas run in turn, each
+ * replica's slice cut again among the rank's threads.
+ *
+ * Threads split the batch, not the ops: each thread runs forward and backward on
+ * its part of the slice, in micro-batches that keep the activations in cache, with
+ * single-threaded kernels, its own workspace and its own gradient buffer (no
+ * barriers inside a step). The buffers are summed in thread order, so a given
+ * layout and thread count is bitwise reproducible. The gradients of thread 0 live
+ * in the all-reduce's shared slot when it has one (no copy in). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cluster/allreduce.h"
+#include "kernels/cpu/cpu.h"
+#include "worker/replicas.h"
+
+#define MAX_THREADS 256
+#define EVAL_IDS 1024 /* ids built per evaluation micro-batch */
+
+struct mw_replicas {
+    mw_replicas_env env;
+    mw_kernels kt;
+    mw_kctx k;                   /* whole-rank context (optimizer update) */
+    mw_kctx tk[MAX_THREADS];     /* per-thread contexts */
+    mw_model_ws ws[MAX_THREADS]; /* per-thread activations */
+    float *tgrads[MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
+    double tsum[MAX_THREADS][3]; /* per-thread loss sum, correct, examples */
+    double acc[3];               /* running sums (replicas.h) */
+    mw_allreduce ar;
+    float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
+};
+
+static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
+{
+    mw_replicas *r = *out = calloc(1, sizeof *r);
+    if (!r)
+        return mw_err(MW_ENOMEM, "out of memory");
+    r->env = *env;
+    mw_allreduce_init(&r->ar);
+    for (int i = 0; i < MAX_THREADS; i++)
+        mw_model_ws_init(&r->ws[i]);
+    const mw_train_opts *o = env->o;
+    const int T = env->nthreads < 1 ? 1 : env->nthreads > MAX_THREADS ? MAX_THREADS
+                                                                      : env->nthreads;
+    r->env.nthreads = T;
+    if (strcmp(o->backend, "ref") == 0)
+        mw_kernels_init_ref(&r->kt);
+    else
+        mw_kernels_init_cpu(&r->kt);
+    mw_kernels_cpu_set_threads(T);
+    r->k.nthreads = T;
+#ifdef _OPENMP
+    omp_set_max_active_levels(1); /* kernels inside a thread's slice stay sequential */
+#endif
+    const size_t count = env->model->params.count;
+    int per_thread = (o->batch_per_replica + T - 1) / T;
+    if (per_thread > o->micro_batch)
+        per_thread = o->micro_batch;
+    for (int i = 0; i < T; i++) {
+        MW_TRY(mw_model_ws_alloc(&r->ws[i], env->model, per_thread));
+        r->tk[i].nthreads = 1;
+        r->tk[i].ws = r->ws[i].scratch;
+        r->tk[i].ws_count = r->ws[i].scratch_count;
+        if (i > 0 && !(r->tgrads[i] = mw_alloc_aligned(count * sizeof(float))))
+            return mw_err(MW_ENOMEM, "cannot allocate per-thread gradients");
+    }
+    return MW_OK;
+}
+
+static mw_status cpu_connect(mw_replicas *r)
+{
+    const mw_replicas_env *e = &r->env;
+    const size_t count = e->model->params.count;
+    MW_TRY(mw_allreduce_open(&r->ar, e->comm, e->topo->node_comm, e->topo->cross, count,
+                             e->o->allreduce, e->o->collective_timeout));
+    r->tgrads[0] = mw_allreduce_buffer(&r->ar);
+    if (!r->tgrads[0]) {
+        if (!(r->own_grads = mw_alloc_aligned(count * sizeof(float))))
+            return mw_err(MW_ENOMEM, "cannot allocate the gradients");
+        r->tgrads[0] = r->own_grads;
+    }
+    return MW_OK;
+}
+
+/* One replica's slice of cnt examples of data, cut again among the threads. ids: the
+ * slice's example ids, or NULL for first, first+1, ... (evaluation). Training: forward
+ * and backward (dropout keyed by the example ids, gradients scaled by 1 / gb) into the
+ * per-thread gradients; otherwise forward only. Adds each thread's loss sum / div,
+ * correct count and examples into sums. */
+static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long first,
+                      long cnt, int training, long gb, uint64_t dseed, double div, double sums[3])
+{
+    const int T = r->env.nthreads;
+    const mw_model *m = r->env.model;
+#pragma omp parallel num_threads(T)
+    {
+        int th = 0;
+#ifdef _OPENMP
+        th = omp_get_thread_num();
+#endif
+        mw_model_ws *ws = &r->ws[th];
+        long toff, tcnt;
+        mw_slice(cnt, T, th, &toff, &tcnt);
+        uint32_t pos[EVAL_IDS]; /* the ids when they are positions */
+        double ls = 0, corr = 0;
+        for (long i = 0; i < tcnt;) {
+            int n = tcnt - i < ws->max_n ? (int)(tcnt - i) : ws->max_n;
+            const uint32_t *mb = ids ? ids + toff + i : pos;
+            if (!ids) {
+                n = n < EVAL_IDS ? n : EVAL_IDS;
+                for (int j = 0; j < n; j++)
+                    pos[j] = (uint32_t)(first + toff + i + j);
+            }
+            mw_dataset_batch(data, ws->act[0], ws->labels, mb, n);
+            /* Dropout masks are keyed by example id: the same for any layout */
+            ws->training = training;
+            ws->dropout_seed = training ? dseed : 0;
+            ws->example_ids = training ? mb : NULL;
+            mw_model_forward(m, &r->kt, &r->tk[th], ws, n);
+            if (training)
+                mw_model_backward(m, &r->kt, &r->tk[th], ws, r->tgrads[th], n, 1.0f / (float)gb);
+            for (int j = 0; j < n; j++)
+                ls += ws->loss[j];
+            corr += mw_model_correct(m, ws, n);
+            i += n;
+        }
+        r->tsum[th][0] = ls, r->tsum[th][1] = corr, r->tsum[th][2] = (double)tcnt;
+    }
+    for (int th = 0; th < T; th++) {
+        sums[0] += r->tsum[th][0] / div;
+        sums[1] += r->tsum[th][1];
+        sums[2] += r->tsum[th][2];
+    }
+}
+
+/* tgrads[0] = the sum of the per-thread gradients, in thread order. */
+static void reduce_threads(mw_replicas *r)
+{
+    const int T = r->env.nthreads;
+    const size_t count = r->env.model->params.count;
+    if (T == 1)
+        return;
+    float *g = r->tgrads[0];
+#pragma omp parallel for num_threads(T) schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        float s = g[i];
+        for (int th = 1; th < T; th++)
+            s += r->tgrads[th][i];
+        g[i] = s;
+    }
+}
+
+static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                           uint64_t dseed)
+{
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    for (int th = 0; th < e->nthreads; th++)
+        memset(r->tgrads[th], 0, e->model->params.count * sizeof(float));
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        run_slice(r, d, ids + off, 0, cnt, 1, gb, dseed, (double)gb, r->acc);
+    }
+    reduce_threads(r);
+    /* regularization scaled by 1/replicas per replica (this rank's share), as
+     * tf.nn.scale_regularization_loss: the SUM holds it once */
+    r->acc[0] += mw_model_regularization(e->model, r->tgrads[0], (float)rpw / (float)nrep);
+    return MW_OK;
+}
+
+static mw_status cpu_allreduce(mw_replicas *r, long step)
+{
+    r->ar.step = step;
+    return mw_allreduce_sum(&r->ar, r->tgrads[0], r->env.model->params.count);
+}
+
+static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
+{
+    memcpy(sums, r->acc, sizeof r->acc);
+    if (reset)
+        memset(r->acc, 0, sizeof r->acc);
+}
+
+static mw_status cpu_update(mw_replicas *r, float rate)
+{
+    const mw_replicas_env *e = &r->env;
+    mw_optimizer_apply(e->o, &r->kt, &r->k, e->model->params.data, e->m1->data, e->m2->data,
+                       r->tgrads[0], e->model->params.count, rate);
+    return MW_OK;
+}
+
+static mw_status cpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[3])
+{
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(n, nrep, e->rank * rpw + lr, &off, &cnt);
+        run_slice(r, d, NULL, off, cnt, 0, 0, 0, 1.0, sums);
+    }
+    return MW_OK;
+}
+
+/* The host arenas are this backend's state: nothing to copy. */
+static mw_status cpu_push(mw_replicas *r, int weights_only)
+{
+    (void)r, (void)weights_only;
+    return MW_OK;
+}
+
+static mw_status cpu_pull(mw_replicas *r)
+{
+    (void)r;
+    return MW_OK;
+}
+
+static void cpu_describe(const mw_replicas *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d thread(s) per rank, kernels %s (%s), all-reduce %s", r->env.nthreads,
+             r->kt.name, mw_kernels_cpu_blas(), mw_ar_algo_name(r->ar.requested));
+}
+
+static void cpu_close(mw_replicas **rp, int abandoned)
+{
+    mw_replicas *r = *rp;
+    if (!r)
+        return;
+    for (int i = 0; i < MAX_THREADS; i++) {
+        mw_model_ws_free(&r->ws[i]);
+        if (i > 0)
+            free(r->tgrads[i]);
+    }
+    /* Freeing the shared window is collective: with a peer gone it would block. */
+    if (!abandoned)
+        mw_allreduce_close(&r->ar);
+    free(r->own_grads);
+    free(r);
+    *rp = NULL;
+}
+
+const mw_replicas_ops mw_replicas_cpu = {
+    .name = "cpu",
+    .open = cpu_open,
+    .connect = cpu_connect,
+    .grads = cpu_grads,
+    .allreduce = cpu_allreduce,
+    .metrics = cpu_metrics,
+    .update = cpu_update,
+    .evaluate = cpu_evaluate,
+    .push = cpu_push,
+    .pull = cpu_pull,
+    .describe = cpu_describe,
+    .close = cpu_close,
+};

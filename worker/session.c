@@ -1,0 +1,160 @@
+/* The session's set-up, evaluation and tear-down; see session.h. */
+#include "worker/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster/comm.h"
+#include "common/log.h"
+#include "worker/keras.h"
+
+void mw_session_init(mw_session *s)
+{
+    memset(s, 0, sizeof *s);
+    mw_dataset_init(&s->train);
+    mw_dataset_init(&s->test);
+    mw_arena_init(&s->m1);
+    mw_arena_init(&s->m2);
+    s->comm = MPI_COMM_NULL;
+    s->saved_step = -1;
+    s->model_json = "";
+}
+
+static int cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* --device: this rank's share of its node's GPUs, or the CPU; the decision's line on the
+ * first rank; replicas per worker resolved (one per GPU by default, as MirroredStrategy;
+ * one on the CPU; on GPUs an equal number per device). */
+static mw_status choose_device(mw_session *s, mw_session_use use)
+{
+    const mw_topology *topo = s->topo;
+    mw_train_opts *o = &s->opts;
+    if (use == MW_USE_EXPORT) /* export reads a checkpoint and writes a file: no device */
+        MW_TRY(mw_device_select_with("cpu", NULL, 0, 1, &s->dev));
+    else
+        MW_TRY(mw_device_select(o->device, topo->local_rank,
+                                topo->local_size > 0 ? topo->local_size : 1, &s->dev));
+    if (topo->rank == 0 && use != MW_USE_EXPORT && s->dev.why[0]) {
+        if (s->dev.warn)
+            mw_log_warn("%s", s->dev.why);
+        else
+            mw_log_info("%s", s->dev.why);
+    }
+    const int ndev = s->dev.n;
+    if (o->replicas_per_worker <= 0)
+        o->replicas_per_worker = s->dev.use_gpu ? ndev : 1;
+    else if (s->dev.use_gpu && o->replicas_per_worker % ndev != 0)
+        return mw_err(MW_EINVAL, "--replicas-per-worker %d: this rank drives %d GPUs (CUDA "
+                      "devices %d..%d) and each runs the same number of replicas: give a "
+                      "multiple of %d, or leave the flag out for one replica per GPU",
+                      o->replicas_per_worker, ndev, s->dev.first, s->dev.first + ndev - 1, ndev);
+    return MW_OK;
+}
+
+/* Compute threads of this rank: --threads, or the node's cores shared among its ranks; no
+ * more than the examples of a replica; one for a device, which runs micro-batches in turn. */
+static int threads_for(const mw_session *s)
+{
+    const mw_train_opts *o = s->o;
+    const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
+    int threads = o->threads > 0 ? o->threads : cpu_count() / local;
+    if (threads < 1)
+        threads = 1;
+    if (threads > o->batch_per_replica)
+        threads = o->batch_per_replica;
+    return s->dev.use_gpu ? 1 : threads;
+}
+
+/* The model: --model, else the checkpoint's, else the tutorial CNN; export needs no data
+ * (the file's own input shape). */
+static mw_status build_model(mw_session *s, int with_data)
+{
+    const mw_train_opts *o = s->o;
+    const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
+    const int c = with_data ? 1 : 0;
+    if (o->model_path)
+        MW_TRY(mw_keras_load_file(&s->model, o->model_path, h, w, c, 10));
+    else if (s->saved_model)
+        MW_TRY(mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
+                             "the model saved in the checkpoint", h, w, c, 10));
+    else
+        MW_TRY(mw_keras_build_tutorial(&s->model, with_data ? h : 28, with_data ? w : 28, 1, 10));
+    MW_TRY(mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN));
+    if (s->model.source) /* the model description travels in every checkpoint */
+        s->model_json = s->model.source;
+    mw_model_init_params(&s->model, s->o->seed);
+    mw_arena *as[2] = {&s->m1, &s->m2};
+    for (int i = 0; i < 2; i++) {
+        mw_arena_reserve(as[i], s->model.params.count);
+        MW_TRY(mw_arena_alloc(as[i]));
+    }
+    return MW_OK;
+}
+
+mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
+                          mw_session_use use)
+{
+    s->opts = *o;
+    s->o = &s->opts;
+    s->topo = topo;
+    s->seed = o->seed;
+    if (use == MW_USE_EVALUATOR) /* it evaluates alone */
+        s->comm = MPI_COMM_SELF, s->rank = 0, s->world = 1;
+    else
+        s->comm = topo->train, s->rank = topo->rank, s->world = topo->ntrain;
+    MW_TRY(choose_device(s, use));
+    const int with_data = use != MW_USE_EXPORT;
+    if (with_data)
+        MW_TRY(mw_dataset_load_dir(&s->train, &s->test, o->data_dir, 10));
+    MW_TRY(build_model(s, with_data));
+    if (use == MW_USE_EXPORT)
+        return MW_OK;
+    s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
+    const mw_replicas_env env = {
+        .o = s->o, .topo = topo, .comm = s->comm, .rank = s->rank, .world = s->world,
+        .model = &s->model, .m1 = &s->m1, .m2 = &s->m2, .nthreads = threads_for(s),
+        .first_device = s->dev.first, .ndevices = s->dev.n,
+    };
+    return s->ops->open(&s->rep, &env);
+}
+
+long mw_session_global_batch(const mw_session *s)
+{
+    return (long)s->o->batch_per_replica * s->o->replicas_per_worker * s->world;
+}
+
+mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc)
+{
+    long ntest = s->test.count;
+    if (s->o->test_examples > 0 && s->o->test_examples < ntest)
+        ntest = s->o->test_examples;
+    double sums[3] = {0, 0, 0}; /* loss, correct, count */
+    MW_TRY(s->ops->evaluate(s->rep, &s->test, ntest, sums));
+    mw_wait_ctx w = {"evaluation metrics all-reduce", -1, s->o->collective_timeout};
+    MPI_Request req;
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
+    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
+    *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+    *acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+    return MW_OK;
+}
+
+void mw_session_close(mw_session *s, int abandoned)
+{
+    if (s->ops)
+        s->ops->close(&s->rep, abandoned);
+    mw_dataset_free(&s->train);
+    mw_dataset_free(&s->test);
+    mw_arena_free(&s->m1);
+    mw_arena_free(&s->m2);
+    mw_model_free(&s->model);
+    free(s->saved_model);
+    free(s->latest);
+    s->saved_model = NULL;
+    s->latest = NULL;
+}

@@ -1,0 +1,74 @@
+/* One process's part of a run, shared by `train`, `eval`, `export` and the evaluator
+ * task: options, model, host state, data, and the replica backend that computes.
+ *
+ *     mw_session_init(&s);
+ *     mw_chief_fetch_model(&s, o, comm);   optional: the checkpoint's model (chief.h)
+ *     mw_session_open(&s, o, topo, use);   local set-up only: agree on it afterwards
+ *     ...
+ *     mw_session_close(&s, abandoned);
+ *
+ * The host arenas (model.params, m1, m2) and the counters below are what a checkpoint
+ * holds; the backend's copies follow them through ops->push and ops->pull. */
+#ifndef MW_WORKER_SESSION_H
+#define MW_WORKER_SESSION_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/topology.h"
+#include "common/arena.h"
+#include "common/status.h"
+#include "worker/data.h"
+#include "worker/device.h"
+#include "worker/model.h"
+#include "worker/replicas.h"
+#include "worker/train.h"
+
+typedef enum {
+    MW_USE_TRAIN,     /* a training rank */
+    MW_USE_EVAL,      /* `mwtrain eval`: evaluates, never trains */
+    MW_USE_EXPORT,    /* `mwtrain export`: model and weights only; no data, no device */
+    MW_USE_EVALUATOR, /* the evaluator task: evaluates alone (a world of one) */
+} mw_session_use;
+
+typedef struct {
+    mw_train_opts opts; /* the caller's, with replicas_per_worker resolved */
+    const mw_train_opts *o; /* points at opts */
+    const mw_topology *topo;
+    MPI_Comm comm;   /* the training communicator, or MPI_COMM_SELF for the evaluator */
+    int rank, world; /* in comm */
+    mw_model model;
+    mw_arena m1, m2; /* optimizer slots (Adam m, v; SGD velocity in m1) */
+    mw_dataset train, test;
+    mw_device_choice dev;
+    const mw_replicas_ops *ops; /* NULL for export */
+    mw_replicas *rep;
+    /* the training state a checkpoint carries */
+    long opt_step;    /* optimizer updates done (Adam's t) */
+    int start_epoch;  /* first epoch to run (0, or from a checkpoint) */
+    long start_step;  /* steps of start_epoch already done */
+    long global_step; /* steps done in all */
+    long saved_step;  /* global_step of the last checkpoint, -1 when none */
+    uint64_t seed;    /* shuffle seed: the flag's, or the checkpoint's */
+    const char *model_json; /* the model description every checkpoint carries (borrowed) */
+    /* without --model: the latest checkpoint, read once for its model (chief.h) */
+    char *saved_model; /* its model text (owned) */
+    void *latest;      /* rank 0: its bytes, until the restore takes them (owned) */
+    size_t latest_len;
+} mw_session;
+
+void mw_session_init(mw_session *s);
+/* The local half of set-up: device, threads, data, model, initial weights, the backend's
+ * open. Talks to no other rank; failures are for the caller to agree on. */
+mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
+                          mw_session_use use);
+/* The global batch: batch per replica x replicas per worker x ranks. */
+long mw_session_global_batch(const mw_session *s);
+/* Forward over the test set (or its first --test-examples), sharded over every replica of
+ * comm; the mean loss and the accuracy, reduced over comm under --collective-timeout. */
+mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc);
+/* abandoned: a peer may be gone (the job is being aborted): skip what would wait for it. */
+void mw_session_close(mw_session *s, int abandoned);
+
+#endif
