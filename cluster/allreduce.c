@@ -1,5 +1,6 @@
 /* Sum-all-reduce algorithms: ring, hierarchical (shared memory + ring), MPI.
- * See allreduce.h for the contract. */
+ * See allreduce.h for the contract. The ring, on its own and as the cross-node step, is
+ * cluster/ring.c's. */
 #include "cluster/allreduce.h"
 
 #include <sched.h>
@@ -10,9 +11,9 @@
 #include <unistd.h>
 
 #include "cluster/comm.h"
+#include "cluster/ring.h"
 #include "common/timer.h"
 
-#define SEG 32768          /* floats per ring segment (128 KiB) */
 #define SMALL_NBYTES 65536 /* auto: below this, MPI_Allreduce */
 #define FLAG_STRIDE 16     /* longs: one 128-byte line per barrier flag */
 
@@ -40,6 +41,8 @@ void mw_allreduce_init(mw_allreduce *ar)
     ar->comm = ar->node = ar->cross = MPI_COMM_NULL;
     ar->win = MPI_WIN_NULL;
     ar->step = -1;
+    mw_ring_init(&ar->ring);
+    mw_ring_init(&ar->cross_ring);
 }
 
 void mw_allreduce_close(mw_allreduce *ar)
@@ -48,7 +51,8 @@ void mw_allreduce_close(mw_allreduce *ar)
         MPI_Win_unlock_all(ar->win);
         MPI_Win_free(&ar->win);
     }
-    free(ar->tmp);
+    mw_ring_close(&ar->ring);
+    mw_ring_close(&ar->cross_ring);
     free(ar->slots);
     free(ar->node_peer);
     mw_allreduce_init(ar);
@@ -65,76 +69,6 @@ static void chunk(size_t count, int P, int c, size_t *off, size_t *len)
     size_t base = count / P, rem = count % P;
     *off = c * base + ((size_t)c < rem ? (size_t)c : rem);
     *len = base + ((size_t)c < rem ? 1 : 0);
-}
-
-/* One ring step: send [sbuf, slen) to right, receive rlen floats from left;
- * with add, the received values are added into rbuf, else stored there.
- * Segments let the adds of early segments overlap later transfers. */
-static mw_status ring_step(mw_allreduce *ar, MPI_Comm comm, int left, int right, int left_peer,
-                           int right_peer, const float *sbuf, size_t slen, float *rbuf,
-                           size_t rlen, int add, const char *op)
-{
-    mw_wait_ctx w = {op, ar->step, ar->timeout};
-    size_t ns = (slen + SEG - 1) / SEG, nr = (rlen + SEG - 1) / SEG;
-    MPI_Request sreq[64], rreq[64];
-    /* Bound the requests in flight: windows of up to 64 segments. */
-    size_t sdone = 0, rdone = 0;
-    while (sdone < ns || rdone < nr) {
-        size_t sn = ns - sdone < 64 ? ns - sdone : 64, rn = nr - rdone < 64 ? nr - rdone : 64;
-        for (size_t j = 0; j < rn; j++) {
-            size_t o = (rdone + j) * SEG, n = rlen - o < SEG ? rlen - o : SEG;
-            float *dst = add ? ar->tmp + j * SEG : rbuf + o;
-            MW_MPI(MPI_Irecv(dst, (int)n, MPI_FLOAT, left, 7, comm, &rreq[j]), op);
-        }
-        for (size_t j = 0; j < sn; j++) {
-            size_t o = (sdone + j) * SEG, n = slen - o < SEG ? slen - o : SEG;
-            MW_MPI(MPI_Isend(sbuf + o, (int)n, MPI_FLOAT, right, 7, comm, &sreq[j]), op);
-        }
-        for (size_t j = 0; j < rn; j++) {
-            MW_TRY(mw_comm_wait(&w, &rreq[j], 1, &left_peer));
-            if (add) {
-                size_t o = (rdone + j) * SEG, n = rlen - o < SEG ? rlen - o : SEG;
-                float *restrict d = rbuf + o;
-                const float *restrict s = ar->tmp + j * SEG;
-                for (size_t i = 0; i < n; i++)
-                    d[i] += s[i];
-            }
-        }
-        int peers[64];
-        for (size_t j = 0; j < sn; j++)
-            peers[j] = right_peer;
-        MW_TRY(mw_comm_wait(&w, sreq, (int)sn, peers));
-        sdone += sn, rdone += rn;
-    }
-    return MW_OK;
-}
-
-/* Ring all-reduce over comm (rank r of P); peer_of maps comm ranks to the
- * training ranks named in messages (NULL: identity). */
-static mw_status ring(mw_allreduce *ar, MPI_Comm comm, int r, int P, const int *peer_of,
-                      float *buf, size_t count, const char *op)
-{
-    if (P <= 1 || count == 0)
-        return MW_OK;
-    int left = (r - 1 + P) % P, right = (r + 1) % P;
-    int lp = peer_of ? peer_of[left] : left, rp = peer_of ? peer_of[right] : right;
-    /* reduce-scatter: after P-1 steps rank r holds the sum of chunk (r+1) % P */
-    for (int s = 0; s < P - 1; s++) {
-        int sc = (r - s + P) % P, rc = (r - s - 1 + P) % P;
-        size_t so, sl, ro, rl;
-        chunk(count, P, sc, &so, &sl);
-        chunk(count, P, rc, &ro, &rl);
-        MW_TRY(ring_step(ar, comm, left, right, lp, rp, buf + so, sl, buf + ro, rl, 1, op));
-    }
-    /* all-gather: pass the finished chunks around */
-    for (int s = 0; s < P - 1; s++) {
-        int sc = (r + 1 - s + P) % P, rc = (r - s + P) % P;
-        size_t so, sl, ro, rl;
-        chunk(count, P, sc, &so, &sl);
-        chunk(count, P, rc, &ro, &rl);
-        MW_TRY(ring_step(ar, comm, left, right, lp, rp, buf + so, sl, buf + ro, rl, 0, op));
-    }
-    return MW_OK;
 }
 
 /* Node barrier on shared counters: lets the waiting rank name the late one. */
@@ -198,8 +132,7 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
     }
     /* across nodes: ring among the ranks holding the same shard */
     if (ar->nnodes > 1)
-        MW_TRY(ring(ar, ar->cross, ar->node_index, ar->nnodes, ar->node_peer + L, dst, sl,
-                    "hierarchical all-reduce (cross-node ring)"));
+        MW_TRY(mw_ring_sum(&ar->cross_ring, dst, sl, ar->step));
     MW_TRY(shm_barrier(ar, op)); /* every shard is final */
 
     /* all-gather: copy the other ranks' shards */
@@ -233,7 +166,7 @@ mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, s
         return MW_OK;
     switch (algo) {
     case MW_AR_RING:
-        return ring(ar, ar->comm, ar->rank, ar->size, NULL, buf, count, "ring all-reduce");
+        return mw_ring_sum(&ar->ring, buf, count, ar->step);
     case MW_AR_HIER:
         return hierarchical(ar, buf, count);
     case MW_AR_MPI: {
@@ -322,10 +255,9 @@ mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI
         MPI_Comm_rank(cross, &ar->node_index);
         MPI_Comm_size(cross, &ar->nnodes);
     }
-    size_t scratch = (size_t)64 * SEG;
-    ar->tmp = malloc(scratch * sizeof(float));
+    MW_TRY(mw_ring_open_as(&ar->ring, train, "ring all-reduce", NULL, timeout));
     ar->node_peer = calloc((size_t)ar->local_size + ar->nnodes, sizeof(int));
-    if (!ar->tmp || !ar->node_peer)
+    if (!ar->node_peer)
         return mw_err(MW_ENOMEM, "all-reduce: out of memory");
     /* training ranks of my node's ranks, then of my cross-node ring, for messages */
     MPI_Group tg, g;
@@ -359,6 +291,10 @@ mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI
     int ok = 0;
     MW_TRY(setup_shared(ar, &ok));
     ar->hier_ok = ok;
+    /* The cross-node step of the hierarchical path; messages name training ranks. */
+    if (ok && ar->nnodes > 1)
+        MW_TRY(mw_ring_open_as(&ar->cross_ring, cross, "hierarchical all-reduce (cross-node ring)",
+                               ar->node_peer + ar->local_size, timeout));
     if (algo == MW_AR_HIER && !ok)
         return mw_err(MW_ECONFIG, "--allreduce hierarchical needs the same number of ranks on "
                       "every node, sharing memory within a node; use ring or auto");

@@ -4,6 +4,7 @@
  *   ring          reduce-scatter then all-gather around a ring over MPI
  *                 point-to-point, in segments so transfers overlap the adds;
  *                 bandwidth-optimal, any count (0, fewer than ranks, ...).
+ *                 It is cluster/ring.h's ring, as is the cross-node step below.
  *   hierarchical  node-local reduce-scatter through MPI-3 shared memory, a
  *                 ring across nodes among the ranks with the same local rank
  *                 (each on its own shard), then a node-local all-gather.
@@ -27,6 +28,7 @@
 
 #include <mpi.h>
 
+#include "cluster/ring.h"
 #include "common/status.h"
 
 typedef enum { MW_AR_AUTO, MW_AR_RING, MW_AR_HIER, MW_AR_MPI } mw_ar_algo;
@@ -37,7 +39,8 @@ typedef struct {
     int rank, size, local_rank, local_size, node_index, nnodes;
     int hier_ok;     /* the hierarchical path is set up */
     size_t max_count;
-    float *tmp;      /* ring receive scratch (owned) */
+    mw_ring ring;       /* over comm: the ring algorithm */
+    mw_ring cross_ring; /* over cross: the hierarchical path's step across nodes, when used */
     MPI_Win win;
     float *slot;     /* my shared slot (max_count floats) */
     float **slots;   /* every local rank's slot (owned array) */

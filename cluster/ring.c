@@ -9,14 +9,14 @@
 
 #define SEG 32768 /* floats per message (128 KiB) */
 #define WIN 16    /* segments in flight per direction: tmp holds WIN * SEG floats (2 MiB) */
-#define TAG 0x4e52 /* "NR": apart from cluster/allreduce.c's tag on the same communicators */
+#define TAG 0x4e52 /* "NR"; one ring call at a time per communicator, so one tag is enough */
 
 void mw_ring_init(mw_ring *r)
 {
     memset(r, 0, sizeof *r);
     r->comm = MPI_COMM_NULL;
     r->size = 1;
-    r->left_world = r->right_world = -1;
+    r->left_peer = r->right_peer = -1;
 }
 
 void mw_ring_close(mw_ring *r)
@@ -25,7 +25,8 @@ void mw_ring_close(mw_ring *r)
     mw_ring_init(r);
 }
 
-mw_status mw_ring_open(mw_ring *r, MPI_Comm comm, const char *what, double timeout)
+/* The part of opening both forms share: the communicator, the neighbours, the scratch. */
+static mw_status open_comm(mw_ring *r, MPI_Comm comm, const char *what, double timeout)
 {
     mw_ring_init(r);
     r->timeout = timeout;
@@ -34,6 +35,19 @@ mw_status mw_ring_open(mw_ring *r, MPI_Comm comm, const char *what, double timeo
     r->comm = comm;
     MW_MPI(MPI_Comm_rank(comm, &r->rank), "ring set-up: MPI_Comm_rank");
     MW_MPI(MPI_Comm_size(comm, &r->size), "ring set-up: MPI_Comm_size");
+    if (r->size > 1) {
+        r->tmp = malloc((size_t)WIN * SEG * sizeof(float));
+        if (!r->tmp)
+            return mw_err(MW_ENOMEM, "%s: out of memory for the ring's receive buffer", what);
+    }
+    return MW_OK;
+}
+
+mw_status mw_ring_open(mw_ring *r, MPI_Comm comm, const char *what, double timeout)
+{
+    MW_TRY(open_comm(r, comm, what, timeout));
+    if (comm == MPI_COMM_NULL)
+        return MW_OK;
     int left = (r->rank - 1 + r->size) % r->size, right = (r->rank + 1) % r->size;
 
     /* The neighbours' ranks in MPI_COMM_WORLD, so a timeout names a rank the user knows. */
@@ -50,16 +64,24 @@ mw_status mw_ring_open(mw_ring *r, MPI_Comm comm, const char *what, double timeo
     MPI_Group_free(&wg);
     if (rc != MPI_SUCCESS)
         return mw_mpi_err(rc, "ring set-up: MPI_Group_translate_ranks");
-    r->left_world = out[0];
-    r->right_world = out[1];
+    r->left_peer = out[0];
+    r->right_peer = out[1];
     snprintf(r->recv_op, sizeof r->recv_op, "%s, receiving from node %d", what, left);
     snprintf(r->send_op, sizeof r->send_op, "%s, sending to node %d", what, right);
+    return MW_OK;
+}
 
-    if (r->size > 1) {
-        r->tmp = malloc((size_t)WIN * SEG * sizeof(float));
-        if (!r->tmp)
-            return mw_err(MW_ENOMEM, "%s: out of memory for the ring's receive buffer", what);
-    }
+mw_status mw_ring_open_as(mw_ring *r, MPI_Comm comm, const char *op, const int *peer_of,
+                          double timeout)
+{
+    MW_TRY(open_comm(r, comm, op, timeout));
+    if (comm == MPI_COMM_NULL)
+        return MW_OK;
+    int left = (r->rank - 1 + r->size) % r->size, right = (r->rank + 1) % r->size;
+    r->left_peer = peer_of ? peer_of[left] : left;
+    r->right_peer = peer_of ? peer_of[right] : right;
+    snprintf(r->recv_op, sizeof r->recv_op, "%s", op);
+    snprintf(r->send_op, sizeof r->send_op, "%s", op);
     return MW_OK;
 }
 
@@ -97,10 +119,10 @@ static mw_status ring_step(mw_ring *r, long step, const float *sbuf, size_t slen
         for (size_t j = 0; j < sn; j++) {
             size_t o = (sd + j) * SEG, n = min_size(slen - o, SEG);
             MW_MPI(MPI_Isend(sbuf + o, (int)n, MPI_FLOAT, right, TAG, r->comm, &sreq[j]), ws.op);
-            speer[j] = r->right_world;
+            speer[j] = r->right_peer;
         }
         for (size_t j = 0; j < rn; j++) {
-            MW_TRY(mw_comm_wait(&wr, &rreq[j], 1, &r->left_world));
+            MW_TRY(mw_comm_wait(&wr, &rreq[j], 1, &r->left_peer));
             if (!add)
                 continue;
             size_t o = (rd + j) * SEG, n = min_size(rlen - o, SEG);

@@ -87,8 +87,8 @@ static void run_ring(void)
     mw_ring r;
     mw_status st = mw_ring_open(&r, MPI_COMM_WORLD, "test ring", 60);
     mpi_check(st == MW_OK, "ring open: %s", mw_err_msg());
-    mpi_check(r.left_world == (rank - 1 + world) % world && r.right_world == (rank + 1) % world,
-              "ring neighbours: left %d right %d", r.left_world, r.right_world);
+    mpi_check(r.left_peer == (rank - 1 + world) % world && r.right_peer == (rank + 1) % world,
+              "ring neighbours: left %d right %d", r.left_peer, r.right_peer);
     mpi_check(strstr(r.recv_op, "test ring, receiving from node") != NULL, "ring op: %s",
               r.recv_op);
     const size_t counts[] = {0, 1, 7, (size_t)(world - 1), 65537, 1048576,
@@ -112,9 +112,9 @@ static void run_ring(void)
     MPI_Comm rev;
     MPI_Comm_split(MPI_COMM_WORLD, 0, world - rank, &rev);
     st = mw_ring_open(&r, rev, "reversed ring", 60);
-    mpi_check(st == MW_OK && r.left_world == (rank + 1) % world &&
-                  r.right_world == (rank - 1 + world) % world,
-              "reversed ring neighbours: left %d right %d", r.left_world, r.right_world);
+    mpi_check(st == MW_OK && r.left_peer == (rank + 1) % world &&
+                  r.right_peer == (rank - 1 + world) % world,
+              "reversed ring neighbours: left %d right %d", r.left_peer, r.right_peer);
     ring_case(&r, 1048577);
     mw_ring_close(&r);
     MPI_Comm_free(&rev);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -516,7 +517,7 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
     return rc;
 }
 
-/* ---- atomic files ---- */
+/* ---- writing (atomically: common/fs.h) ---- */
 
 static char *path_join(const char *dir, const char *name)
 {
@@ -527,78 +528,16 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int e = 0;
-    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-        e = errno; /* some file systems cannot sync a directory: nothing more to do there */
-    close(fd);
-    return e;
-}
-
-/* Write data to path atomically. Returns 0 or an errno, with *stage naming the step that
- * failed ("create", "write", "sync", "close", "rename", "sync the directory of"); the
- * temporary file is gone after a failure. ENOMEM stands for a failed path allocation. */
-static int write_atomic(const char *path, const void *data, size_t nbytes, const char **stage)
-{
-    char tmp[PATH_MAX];
-    *stage = "create";
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return errno;
-    const unsigned char *p = data;
-    size_t done = 0;
-    int e = 0;
-    *stage = "write";
-    while (done < nbytes) {
-        ssize_t n = write(fd, p + done, nbytes - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            e = n < 0 ? errno : ENOSPC;
-            break;
-        }
-        done += (size_t)n;
-    }
-    if (!e && fsync(fd) != 0)
-        *stage = "sync", e = errno;
-    if (close(fd) != 0 && !e)
-        *stage = "close", e = errno;
-    if (!e && rename(tmp, path) != 0)
-        *stage = "rename", e = errno;
-    if (e) {
-        unlink(tmp);
-        return e;
-    }
-    /* The directory entry must be durable too, or a crash could bring back the old file. */
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    *stage = "sync the directory of";
-    return fsync_dir(dir);
-}
-
 mw_status mw_ckpt_write(const mw_ckpt *c, const char *path)
 {
     void *data;
     size_t nbytes;
     MW_TRY(mw_ckpt_serialize(c, &data, &nbytes));
-    const char *stage;
-    int e = write_atomic(path, data, nbytes, &stage);
+    const char *step;
+    int e = mw_fs_write_atomic_errno(path, data, nbytes, &step);
     free(data);
     if (e)
-        return mw_err(MW_EIO, "%s: cannot %s the checkpoint (%s)", path, stage, strerror(e));
+        return mw_err(MW_EIO, "%s: cannot %s the checkpoint (%s)", path, step, strerror(e));
     return MW_OK;
 }
 
@@ -790,28 +729,6 @@ static int scan_dir(const char *dir, int **nums, int *count)
     return 0;
 }
 
-/* mkdir -p. Returns 0 or an errno. */
-static int make_dirs(const char *dir)
-{
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-        return ENAMETOOLONG;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return errno;
-        *s = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return errno;
-    struct stat st;
-    if (stat(p, &st) != 0)
-        return errno;
-    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
-
 mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_out)
 {
     mw_status rc = MW_OK;
@@ -822,7 +739,7 @@ mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_
     char *latest = NULL, *path = NULL, *text = NULL;
 
     MW_TRY_GOTO(mw_ckpt_serialize(c, &data, &nbytes), rc, done);
-    int e = make_dirs(dir);
+    int e = mw_fs_mkdir_p_errno(dir, NULL, 0);
     if (e) {
         rc = mw_err(MW_EIO, "checkpoint directory %s: cannot create it (%s)", dir, strerror(e));
         goto done;
@@ -848,16 +765,7 @@ mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_
 
     char name[32];
     snprintf(name, sizeof name, "ckpt-%d", n);
-    if (!(path = path_join(dir, name))) {
-        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
-        goto done;
-    }
-    const char *stage;
-    if ((e = write_atomic(path, data, nbytes, &stage))) {
-        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s %s (%s)", dir, stage, name,
-                    strerror(e));
-        goto done;
-    }
+    MW_TRY_GOTO(mw_fs_write_atomic(dir, name, data, nbytes, "checkpoint directory"), rc, done);
 
     /* Kept: the newest `keep` of the existing checkpoints and the new one. */
     int *kept = realloc(nums, sizeof *kept * (size_t)(count + 1));
@@ -877,14 +785,14 @@ mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_
     for (int i = first; i < count; i++)
         len += (size_t)snprintf(text + len, cap - len, "all_model_checkpoint_paths: \"ckpt-%d\"\n",
                                 nums[i]);
-    free(path);
     if (!(path = path_join(dir, MW_CKPT_INDEX))) {
         rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
         goto done;
     }
-    if ((e = write_atomic(path, text, len, &stage))) {
+    const char *step;
+    if ((e = mw_fs_write_atomic_errno(path, text, len, &step))) {
         rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s the index '%s' (%s); %s was "
-                    "written but is not listed", dir, stage, MW_CKPT_INDEX, strerror(e), name);
+                    "written but is not listed", dir, step, MW_CKPT_INDEX, strerror(e), name);
         goto done;
     }
     /* Only now that the index no longer names them: delete the oldest. */

@@ -15,11 +15,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/fs.h"
 
 enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_FIXED32 = 5 };
 
@@ -93,46 +93,6 @@ static char *join(const char *dir, const char *name)
     if (p)
         snprintf(p, n, "%s/%s", dir, name);
     return p;
-}
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = malloc(n);
-    if (p)
-        memcpy(p, s, n);
-    return p;
-}
-
-/* mkdir -p dir: every missing component, 0777 before umask. */
-static mw_status make_dirs(const char *dir)
-{
-    char *path = dup_str(dir);
-    if (!path)
-        return mw_err(MW_ENOMEM, "summary dir %s: out of memory", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            int e = errno;
-            mw_status rc = mw_err(MW_EIO, "summary dir %s: cannot create %s: %s", dir, path,
-                                  strerror(e));
-            free(path);
-            return rc;
-        }
-        *p = c;
-        if (c == '\0')
-            break;
-    }
-    free(path);
-    struct stat st;
-    if (stat(dir, &st) != 0)
-        return mw_err(MW_EIO, "summary dir %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return mw_err(MW_EIO, "summary dir %s: %s", dir, strerror(ENOTDIR));
-    return MW_OK;
 }
 
 /* Write one TFRecord around data. The record goes out in one fwrite, so a
@@ -238,7 +198,7 @@ mw_status mw_summary_open(mw_summary *s, const char *dir, int append)
     mw_status rc;
     if (!dir || !*dir)
         return mw_err(MW_EINVAL, "summary dir: empty path");
-    MW_TRY_GOTO(make_dirs(dir), rc, fail);
+    MW_TRY_GOTO(mw_fs_mkdir_p(dir, "summary dir"), rc, fail);
     MW_TRY_GOTO(open_events(s, dir), rc, fail);
     MW_TRY_GOTO(open_csv(s, dir, append), rc, fail);
 

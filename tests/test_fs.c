@@ -1,0 +1,206 @@
+/* common/fs: mkdir -p (nested, existing, a component or the target that is a file, empty and
+ * too long paths), the bounded join, and the atomic write (content, no temporary file left
+ * behind, the messages when it cannot happen). Unwritable directories are made with a regular
+ * file in the path, since permissions do not stop root. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/fs.h"
+#include "common/status.h"
+#include "tests/util.h"
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The names in dir other than . and .., space-separated in sorted order (static buffer). */
+static const char *listing(const char *dir)
+{
+    static char out[1024];
+    char names[16][256];
+    int n = 0;
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 16)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char t[256];
+            memcpy(t, names[j], sizeof t);
+            memcpy(names[j], names[j - 1], sizeof t);
+            memcpy(names[j - 1], t, sizeof t);
+        }
+    out[0] = '\0';
+    for (int i = 0; i < n; i++)
+        snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", i ? " " : "", names[i]);
+    return out;
+}
+
+static void mkdir_p_nested_and_existing(void **state)
+{
+    (void)state;
+    char root[512], dir[700];
+    snprintf(root, sizeof root, "%s", mw_test_tmpdir("fs-mkdir"));
+    snprintf(dir, sizeof dir, "%s/a/b/c", root);
+    mw_err_clear();
+    assert_int_equal(mw_fs_mkdir_p(dir, "test dir"), MW_OK);
+    assert_true(is_dir(dir));
+    assert_int_equal(mw_fs_mkdir_p(dir, "test dir"), MW_OK); /* already there */
+    snprintf(dir, sizeof dir, "%s/a//b/d/", root);           /* doubled and trailing '/' */
+    assert_int_equal(mw_fs_mkdir_p(dir, "test dir"), MW_OK);
+    snprintf(dir, sizeof dir, "%s/a/b/d", root);
+    assert_true(is_dir(dir));
+    assert_int_equal(mw_fs_mkdir_p("/", "test dir"), MW_OK);
+    assert_int_equal(mw_fs_mkdir_p_errno(root, NULL, 0), 0);
+    assert_string_equal(mw_err_msg(), "");
+}
+
+static void mkdir_p_errors(void **state)
+{
+    (void)state;
+    char root[512], blocker[600], dir[800], want[2000];
+    snprintf(root, sizeof root, "%s", mw_test_tmpdir("fs-mkdir-err"));
+    free(mw_test_write_file(root, "file", "x", 1));
+    snprintf(blocker, sizeof blocker, "%s/file", root);
+
+    /* a component is a regular file: the first component that cannot be made is named */
+    snprintf(dir, sizeof dir, "%s/sub/logs", blocker);
+    mw_err_clear();
+    assert_int_equal(mw_fs_mkdir_p(dir, "--checkpoint-dir"), MW_EIO);
+    snprintf(want, sizeof want, "--checkpoint-dir %s: cannot create %s/sub: %s", dir, blocker,
+             strerror(ENOTDIR));
+    assert_string_equal(mw_err_msg(), want);
+    char failed[800];
+    assert_int_equal(mw_fs_mkdir_p_errno(dir, failed, sizeof failed), ENOTDIR);
+    snprintf(want, sizeof want, "%s/sub", blocker);
+    assert_string_equal(failed, want);
+    assert_int_equal(mw_fs_mkdir_p_errno(dir, NULL, 0), ENOTDIR);
+
+    /* the target itself is a regular file */
+    mw_err_clear();
+    assert_int_equal(mw_fs_mkdir_p(blocker, "summary dir"), MW_EIO);
+    snprintf(want, sizeof want, "summary dir %s: %s", blocker, strerror(ENOTDIR));
+    assert_string_equal(mw_err_msg(), want);
+    assert_int_equal(mw_fs_mkdir_p_errno(blocker, failed, sizeof failed), ENOTDIR);
+    assert_string_equal(failed, "");
+
+    /* empty */
+    mw_err_clear();
+    assert_int_equal(mw_fs_mkdir_p("", "summary dir"), MW_EINVAL);
+    assert_string_equal(mw_err_msg(), "summary dir: empty path");
+    assert_int_equal(mw_fs_mkdir_p_errno("", failed, sizeof failed), ENOENT);
+
+    /* longer than PATH_MAX: the reason comes before the path */
+    size_t n = PATH_MAX + 10;
+    char *longdir = malloc(n + 1);
+    assert_non_null(longdir);
+    memset(longdir, 'd', n);
+    longdir[0] = '/';
+    longdir[n] = '\0';
+    mw_err_clear();
+    assert_int_equal(mw_fs_mkdir_p(longdir, "test dir"), MW_EIO);
+    snprintf(want, sizeof want, "test dir: path too long (%zu bytes, at most %d): /ddd", n,
+             PATH_MAX - 1);
+    assert_memory_equal(mw_err_msg(), want, strlen(want));
+    assert_int_equal(mw_fs_mkdir_p_errno(longdir, failed, sizeof failed), ENAMETOOLONG);
+    free(longdir);
+    mw_err_clear();
+}
+
+static void join(void **state)
+{
+    (void)state;
+    char out[16];
+    mw_err_clear();
+    assert_int_equal(mw_fs_join(out, sizeof out, "dir", "name"), MW_OK);
+    assert_string_equal(out, "dir/name");
+    assert_int_equal(mw_fs_join(out, sizeof out, "0123456", "1234567"), MW_OK); /* 15 + NUL */
+    assert_string_equal(out, "0123456/1234567");
+    assert_string_equal(mw_err_msg(), "");
+
+    assert_int_equal(mw_fs_join(out, sizeof out, "0123456", "12345678"), MW_EIO);
+    assert_string_equal(out, "");
+    assert_string_equal(mw_err_msg(), "path too long (16 bytes, at most 15): 0123456/12345678");
+    mw_err_clear();
+}
+
+static void write_atomic(void **state)
+{
+    (void)state;
+    char dir[512], want[2000];
+    snprintf(dir, sizeof dir, "%s", mw_test_tmpdir("fs-write"));
+    static const char a[] = "first content", b[] = "second";
+    mw_err_clear();
+    assert_int_equal(mw_fs_write_atomic(dir, "out.bin", a, sizeof a - 1, "test dir"), MW_OK);
+    char path[700];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    size_t nbytes = 0;
+    char *got = mw_test_read_file(path, &nbytes);
+    assert_non_null(got);
+    assert_int_equal(nbytes, sizeof a - 1);
+    assert_memory_equal(got, a, nbytes);
+    free(got);
+    assert_string_equal(listing(dir), "out.bin"); /* no temporary file left */
+
+    /* replacing an existing file, and an empty one */
+    assert_int_equal(mw_fs_write_atomic(dir, "out.bin", b, sizeof b - 1, "test dir"), MW_OK);
+    got = mw_test_read_file(path, &nbytes);
+    assert_int_equal(nbytes, sizeof b - 1);
+    assert_memory_equal(got, b, nbytes);
+    free(got);
+    assert_int_equal(mw_fs_write_atomic(dir, "empty", "", 0, "test dir"), MW_OK);
+    snprintf(path, sizeof path, "%s/empty", dir);
+    got = mw_test_read_file(path, &nbytes);
+    assert_int_equal(nbytes, 0);
+    free(got);
+    assert_string_equal(listing(dir), "empty out.bin");
+    assert_string_equal(mw_err_msg(), "");
+
+    /* the directory does not exist: the temporary file cannot be created */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    assert_int_equal(mw_fs_write_atomic(missing, "out.bin", a, sizeof a - 1, "test dir"), MW_EIO);
+    snprintf(want, sizeof want, "test dir %s: cannot create out.bin (%s)", missing,
+             strerror(ENOENT));
+    assert_string_equal(mw_err_msg(), want);
+    mw_err_clear();
+
+    /* the target is a directory: the rename fails and the temporary file is removed */
+    snprintf(path, sizeof path, "%s/taken", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(mw_fs_write_atomic(dir, "taken", a, sizeof a - 1, "test dir"), MW_EIO);
+    snprintf(want, sizeof want, "test dir %s: cannot rename taken (%s)", dir, strerror(EISDIR));
+    assert_string_equal(mw_err_msg(), want);
+    mw_err_clear();
+    assert_true(is_dir(path));
+    assert_string_equal(listing(dir), "empty out.bin taken");
+    const char *step = NULL;
+    assert_int_equal(mw_fs_write_atomic_errno(path, a, sizeof a - 1, &step), EISDIR);
+    assert_string_equal(step, "rename");
+    assert_string_equal(listing(dir), "empty out.bin taken");
+    assert_string_equal(mw_err_msg(), ""); /* the errno form records nothing */
+
+    assert_int_equal(mw_fs_fsync_dir(dir), 0);
+    assert_int_equal(mw_fs_fsync_dir(missing), ENOENT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mkdir_p_nested_and_existing),
+        cmocka_unit_test(mkdir_p_errors),
+        cmocka_unit_test(join),
+        cmocka_unit_test(write_atomic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
