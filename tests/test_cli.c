@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/allreduce.h"
 #include "tests/util.h"
 #include "worker/cli.h"
 
@@ -17,6 +18,15 @@ static mw_status parse(mw_cli *c, const char *line)
     argv[argc] = NULL;
     mw_err_clear();
     return mw_cli_parse(c, argc, argv);
+}
+
+/* Fail unless s is MW_EINVAL with exactly the message want. */
+static void expect_msg(mw_status s, const char *what, const char *want)
+{
+    if (s != MW_EINVAL || strcmp(mw_err_msg(), want) != 0)
+        fail_msg("`mwtrain %s`: got status %s and message\n  \"%s\"\nexpected MW_EINVAL and\n  "
+                 "\"%s\"", what, mw_status_str(s), mw_err_msg(), want);
+    mw_err_clear();
 }
 
 static void defaults(void **state)
@@ -173,6 +183,34 @@ static const struct {
     {"train --epoch 3", "did you mean '--epochs'?"},
 };
 
+/* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value. */
+static void table_rows(void **state)
+{
+    (void)state;
+    mw_cli c;
+    static const char *const names[] = {"auto", "ring", "hierarchical", "mpi"};
+    for (int i = 0; i < 4; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "train --allreduce %s", names[i]);
+        assert_int_equal(parse(&c, line), MW_OK);
+        assert_int_equal(c.train.allreduce, i);
+        assert_string_equal(mw_ar_algo_name(c.train.allreduce), names[i]);
+    }
+    assert_int_equal(parse(&c, "train --optimizer sgd --progress none --backend ref --device cpu"),
+                     MW_OK);
+    assert_true(c.train.optimizer == MW_OPT_SGD && c.train.progress == MW_PROGRESS_NONE);
+    assert_string_equal(c.train.backend, "ref");
+    assert_string_equal(c.train.device, "cpu");
+    assert_int_equal(parse(&c, "train --verbose"), MW_OK);
+    assert_int_equal(c.log_level, 3); /* MW_LOG_DEBUG */
+    expect_msg(parse(&c, "train --resume=1"), "train --resume=1",
+               "--resume '1': expected no value (--resume is a switch)");
+    expect_msg(parse(&c, "train --foo=3"), "train --foo=3",
+               "unknown flag '--foo' (see `mwtrain train --help`)");
+    expect_msg(parse(&c, "train --epoch=3"), "train --epoch=3",
+               "unknown flag '--epoch' (did you mean '--epochs'? see `mwtrain train --help`)");
+}
+
 static void bad_command_lines(void **state)
 {
     (void)state;
@@ -193,6 +231,7 @@ int main(void)
         cmocka_unit_test(defaults),          cmocka_unit_test(all_flags),
         cmocka_unit_test(help_and_version),  cmocka_unit_test(help_lists_every_flag),
         cmocka_unit_test(bad_command_lines),
+        cmocka_unit_test(table_rows),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }
