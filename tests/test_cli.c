@@ -183,7 +183,8 @@ static const struct {
     {"train --epoch 3", "did you mean '--epochs'?"},
 };
 
-/* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value. */
+/* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value, and every
+ * help line fits in 100 columns. */
 static void table_rows(void **state)
 {
     (void)state;
@@ -209,6 +210,25 @@ static void table_rows(void **state)
                "unknown flag '--foo' (see `mwtrain train --help`)");
     expect_msg(parse(&c, "train --epoch=3"), "train --epoch=3",
                "unknown flag '--epoch' (did you mean '--epochs'? see `mwtrain train --help`)");
+
+    static const mw_cmd cmds[] = {MW_CMD_TRAIN,   MW_CMD_EVAL,    MW_CMD_EXPORT,
+                                  MW_CMD_CLUSTER, MW_CMD_SUMMARY, MW_CMD_TFCONFIG};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        mw_cli_help(f, cmds[i]);
+        fclose(f);
+        int lineno = 1;
+        for (const char *l = buf; *l; lineno++) {
+            size_t n = strcspn(l, "\n");
+            if (n > 100)
+                fail_msg("help of command %d, line %d: %zu columns: %.*s", (int)cmds[i], lineno,
+                         n, (int)n, l);
+            l += n + (l[n] == '\n');
+        }
+        free(buf);
+    }
 }
 
 static void bad_command_lines(void **state)

@@ -209,7 +209,11 @@ void mw_cli_usage(FILE *f)
             ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
 }
 
-/* "  --name METAVAR" padded to 28 columns (on a line of its own when longer), then the help. */
+/* Help text starts in this column (0-based) and lines end by this one. */
+enum { HELP_COL = 31, HELP_WIDTH = 100 };
+
+/* "  --name METAVAR" padded to HELP_COL (on a line of its own when longer), then the help
+ * wrapped at spaces, continuation lines indented to HELP_COL. */
 static void print_flag(FILE *f, const flag *fl)
 {
     char left[64];
@@ -217,10 +221,26 @@ static void print_flag(FILE *f, const flag *fl)
         snprintf(left, sizeof left, "--%s %s", fl->name, fl->metavar);
     else
         snprintf(left, sizeof left, "--%s", fl->name);
-    if (strlen(left) > 28)
-        fprintf(f, "  %s\n  %-28s %s\n", left, "", fl->help);
-    else
-        fprintf(f, "  %-28s %s\n", left, fl->help);
+    int col = fprintf(f, "  %s", left);
+    if (col >= HELP_COL) {
+        fputc('\n', f);
+        col = 0;
+    }
+    for (const char *s = fl->help; *s;) {
+        size_t n = strlen(s), room = HELP_WIDTH - HELP_COL;
+        if (n > room) {
+            /* the last space that fits; a longer word than the room goes out whole */
+            n = room;
+            while (n > 0 && s[n] != ' ')
+                n--;
+            if (n == 0)
+                n = strcspn(s, " ");
+        }
+        fprintf(f, "%*s%.*s\n", HELP_COL - col, "", (int)n, s);
+        col = 0;
+        for (s += n; *s == ' '; s++)
+            ;
+    }
 }
 
 void mw_cli_help(FILE *f, mw_cmd cmd)
