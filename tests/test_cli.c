@@ -183,6 +183,54 @@ static const struct {
     {"train --epoch 3", "did you mean '--epochs'?"},
 };
 
+/* Numbers are plain decimal: strtod alone took --learning-rate 0x10 as 16, and "inf", "nan". */
+static void numbers_are_plain_decimal(void **state)
+{
+    (void)state;
+    static const char *const bad_numbers[] = {"0x10", "0X1p4", "inf", "-inf", "nan", "infinity",
+                                              "1e", "e5", ".", "1.5.2", "+", "1e+"};
+    mw_cli c;
+    char line[64], want[160];
+    for (size_t i = 0; i < sizeof bad_numbers / sizeof *bad_numbers; i++) {
+        snprintf(line, sizeof line, "train --learning-rate %s", bad_numbers[i]);
+        snprintf(want, sizeof want, "--learning-rate '%s': expected a number in decimal notation "
+                 "(such as 0.5 or 1e-3)", bad_numbers[i]);
+        expect_msg(parse(&c, line), line, want);
+    }
+    expect_msg(parse(&c, "train --momentum nan"), "train --momentum nan",
+               "--momentum 'nan': expected a number in decimal notation (such as 0.5 or 1e-3)");
+    /* too big or too small for a double: the range says what is allowed */
+    expect_msg(parse(&c, "train --learning-rate 1e999"), "train --learning-rate 1e999",
+               "--learning-rate 1e999: expected a value in [0, 1e+06]");
+    expect_msg(parse(&c, "train --learning-rate 1e-999"), "train --learning-rate 1e-999",
+               "--learning-rate 1e-999: expected a value > 0");
+    /* integers: no hex, and a value past long gets the range, not "expected an integer" */
+    expect_msg(parse(&c, "train --epochs 0x10"), "train --epochs 0x10",
+               "--epochs '0x10': expected an integer");
+    expect_msg(parse(&c, "train --epochs 99999999999999999999"),
+               "train --epochs 99999999999999999999",
+               "--epochs 99999999999999999999: expected a value from 0 to 1000000");
+    expect_msg(parse(&c, "train --seed 0x10"), "train --seed 0x10",
+               "--seed '0x10': expected a non-negative integer");
+    expect_msg(parse(&c, "train --seed 18446744073709551616"),
+               "train --seed 18446744073709551616",
+               "--seed 18446744073709551616: expected a value from 0 to 18446744073709551615");
+
+    static const struct {
+        const char *text;
+        double value;
+    } good[] = {{"0.5", 0.5}, {".5", 0.5}, {"5.", 5}, {"1e-3", 1e-3}, {"1E+2", 100},
+                {"+2.5e1", 25}, {"007", 7}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        snprintf(line, sizeof line, "train --learning-rate %s", good[i].text);
+        if (parse(&c, line) != MW_OK || c.train.learning_rate != good[i].value)
+            fail_msg("`mwtrain %s`: got \"%s\", learning rate %g; expected %g", line,
+                     mw_err_msg(), c.train.learning_rate, good[i].value);
+    }
+    assert_int_equal(parse(&c, "train --seed 18446744073709551615 --epochs +3"), MW_OK);
+    assert_true(c.train.seed == UINT64_MAX && c.train.epochs == 3);
+}
+
 /* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value, and every
  * help line fits in 100 columns. */
 static void table_rows(void **state)
@@ -252,6 +300,7 @@ int main(void)
         cmocka_unit_test(help_and_version),  cmocka_unit_test(help_lists_every_flag),
         cmocka_unit_test(bad_command_lines),
         cmocka_unit_test(table_rows),
+        cmocka_unit_test(numbers_are_plain_decimal),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

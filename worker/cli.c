@@ -258,15 +258,42 @@ void mw_cli_help(FILE *f, mw_cmd cmd)
 
 /* ---- values: every error names the flag, the value and what was expected ---- */
 
+/* Plain decimal: [+-]digits, and with `frac` also [.digits] and an exponent [eE][+-]digits;
+ * at least one digit before the exponent. strtod alone also takes hex (0x10), "inf", "nan"
+ * and leading spaces; strtol takes leading spaces. */
+static int is_decimal(const char *s, int frac)
+{
+    static const char digits[] = "0123456789";
+    if (*s == '+' || *s == '-')
+        s++;
+    size_t n = strspn(s, digits);
+    s += n;
+    if (frac && *s == '.') {
+        size_t m = strspn(s + 1, digits);
+        s += 1 + m;
+        n += m;
+    }
+    if (n == 0)
+        return 0;
+    if (frac && (*s == 'e' || *s == 'E')) {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        n = strspn(s, digits);
+        if (n == 0)
+            return 0;
+        s += n;
+    }
+    return *s == '\0';
+}
+
 static mw_status parse_int(const flag *f, const char *v, int *out)
 {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0')
+    if (!is_decimal(v, 0))
         return mw_err(MW_EINVAL, "--%s '%s': expected an integer", f->name, v);
+    long x = strtol(v, NULL, 10); /* beyond long it saturates, which the range check reports */
     if (x < f->lo || x > f->hi)
-        return mw_err(MW_EINVAL, "--%s %ld: expected a value from %ld to %ld", f->name, x,
+        return mw_err(MW_EINVAL, "--%s %s: expected a value from %ld to %ld", f->name, v,
                       (long)f->lo, (long)f->hi);
     *out = (int)x;
     return MW_OK;
@@ -274,11 +301,13 @@ static mw_status parse_int(const flag *f, const char *v, int *out)
 
 static mw_status parse_u64(const flag *f, const char *v, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || end == v || *end != '\0' || v[0] == '-')
+    if (!is_decimal(v, 0) || v[0] == '-')
         return mw_err(MW_EINVAL, "--%s '%s': expected a non-negative integer", f->name, v);
+    errno = 0;
+    unsigned long long x = strtoull(v, NULL, 10);
+    if (errno == ERANGE)
+        return mw_err(MW_EINVAL, "--%s %s: expected a value from 0 to %llu", f->name, v,
+                      (unsigned long long)UINT64_MAX);
     *out = x;
     return MW_OK;
 }
@@ -286,11 +315,10 @@ static mw_status parse_u64(const flag *f, const char *v, uint64_t *out)
 /* A value at an OPEN_LO end gets "> lo"; other values out of range get the interval. */
 static mw_status parse_double(const flag *f, const char *v, double *out)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end != '\0' || x != x)
-        return mw_err(MW_EINVAL, "--%s '%s': expected a number", f->name, v);
+    if (!is_decimal(v, 1))
+        return mw_err(MW_EINVAL, "--%s '%s': expected a number in decimal notation (such as "
+                      "0.5 or 1e-3)", f->name, v);
+    double x = strtod(v, NULL); /* overflow gives +-HUGE_VAL, which the range check reports */
     if ((f->open & OPEN_LO) && x == f->lo)
         return mw_err(MW_EINVAL, "--%s %s: expected a value > %g", f->name, v, f->lo);
     if (x < f->lo || x > f->hi || ((f->open & OPEN_HI) && x == f->hi))
