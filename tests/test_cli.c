@@ -20,6 +20,16 @@ static mw_status parse(mw_cli *c, const char *line)
     return mw_cli_parse(c, argc, argv);
 }
 
+/* argv given word by word (for values with spaces or empty ones); argv[0] is added. */
+static mw_status parse_argv(mw_cli *c, int argc, const char *const *args)
+{
+    char *argv[32] = {"mwtrain"};
+    for (int i = 0; i < argc && i < 30; i++)
+        argv[i + 1] = (char *)args[i];
+    mw_err_clear();
+    return mw_cli_parse(c, argc + 1, argv);
+}
+
 /* Fail unless s is MW_EINVAL with exactly the message want. */
 static void expect_msg(mw_status s, const char *what, const char *want)
 {
@@ -231,6 +241,47 @@ static void numbers_are_plain_decimal(void **state)
     assert_true(c.train.seed == UINT64_MAX && c.train.epochs == 3);
 }
 
+/* A flag that takes a value does not swallow the next flag: `--summary-dir --steps-per-epoch 1`
+ * once set the summary directory to "--steps-per-epoch" and then failed on "1". */
+static void flag_name_is_no_value(void **state)
+{
+    (void)state;
+    mw_cli c;
+    expect_msg(parse(&c, "train --summary-dir --steps-per-epoch 1"),
+               "train --summary-dir --steps-per-epoch 1",
+               "--summary-dir: missing value (got the flag --steps-per-epoch); expected "
+               "--summary-dir DIR");
+    expect_msg(parse(&c, "train --epochs --resume"), "train --epochs --resume",
+               "--epochs: missing value (got the flag --resume); expected --epochs N");
+    expect_msg(parse(&c, "train --dump-weights --epochs=3"), "train --dump-weights --epochs=3",
+               "--dump-weights: missing value (got the flag --epochs); expected --dump-weights "
+               "FILE");
+    expect_msg(parse(&c, "summary --model --help"), "summary --model --help",
+               "--model: missing value (got the flag --help); expected --model FILE");
+    /* a flag of another command is no path either */
+    expect_msg(parse(&c, "eval --checkpoint-dir --resume"), "eval --checkpoint-dir --resume",
+               "--checkpoint-dir: missing value (got the flag --resume); expected "
+               "--checkpoint-dir DIR");
+
+    /* "" still disables summaries, in both forms, and --flag=value takes any value */
+    static const char *const empty[] = {"train", "--summary-dir", "", "--steps-per-epoch", "1"};
+    assert_int_equal(parse_argv(&c, 5, empty), MW_OK);
+    assert_string_equal(c.train.summary_dir, "");
+    assert_int_equal(c.train.steps_per_epoch, 1);
+    assert_int_equal(parse(&c, "train --summary-dir= --steps-per-epoch 2"), MW_OK);
+    assert_string_equal(c.train.summary_dir, "");
+    assert_int_equal(c.train.steps_per_epoch, 2);
+    assert_int_equal(parse(&c, "train --summary-dir=--steps-per-epoch"), MW_OK);
+    assert_string_equal(c.train.summary_dir, "--steps-per-epoch");
+    /* values that only look like flags */
+    assert_int_equal(parse(&c, "train --summary-dir --no-such-flag --model -"), MW_OK);
+    assert_string_equal(c.train.summary_dir, "--no-such-flag");
+    assert_string_equal(c.train.model_path, "-");
+    static const char *const spaced[] = {"train", "--summary-dir", "my logs"};
+    assert_int_equal(parse_argv(&c, 3, spaced), MW_OK);
+    assert_string_equal(c.train.summary_dir, "my logs");
+}
+
 /* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value, and every
  * help line fits in 100 columns. */
 static void table_rows(void **state)
@@ -301,6 +352,7 @@ int main(void)
         cmocka_unit_test(bad_command_lines),
         cmocka_unit_test(table_rows),
         cmocka_unit_test(numbers_are_plain_decimal),
+        cmocka_unit_test(flag_name_is_no_value),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * Each flag is one row of `flags`: its name, metavar and help, the commands that take it, the
  * kind of value, the mw_cli field it sets and the values it allows. One loop reads argv against
  * the table, so every flag is parsed, range-checked, reported and documented the same way; the
- * few things a row cannot say (-h, the `--` end of flags) are code in parse_flags. */
+ * few things a row cannot say (-h, the `--` end of flags, a flag name where a value belongs) are
+ * code in parse_flags. */
 #include "worker/cli.h"
 
 #include <errno.h>
@@ -409,7 +410,9 @@ static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const 
 }
 
 /* argv[0] is the command, mask its C_* bit. Special cases kept as code, as no row can say them:
- * -h (a short name) and `--` (ends the flags). */
+ * -h (a short name), `--` (ends the flags), and a flag name given as a value (the flag before
+ * it most likely lost its value: `--summary-dir --epochs 1`); `--flag=value` always takes the
+ * value as written. */
 static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
 {
     const char *cmd = argv[0];
@@ -437,6 +440,13 @@ static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
                 return mw_err(MW_EINVAL, "flag '%s' needs a value (see `mwtrain %s --help`)", tok,
                               cmd);
             v = argv[++i];
+            /* any command's flag: `eval --checkpoint-dir --resume` is a slip, not a path */
+            const flag *g = !strncmp(v, "--", 2) ? find_flag(v + 2, strcspn(v + 2, "="), C_ALL)
+                                                  : NULL;
+            if (g)
+                return mw_err(MW_EINVAL,
+                              "--%s: missing value (got the flag --%s); expected --%s %s",
+                              f->name, g->name, f->name, f->metavar);
         }
         MW_TRY(set_flag(c, f, v));
         seen |= (uint64_t)1 << (f - flags);
