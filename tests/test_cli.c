@@ -2,6 +2,8 @@
  * lines, each with the message it must produce. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cluster/allreduce.h"
 #include "tests/util.h"
@@ -282,6 +284,58 @@ static void flag_name_is_no_value(void **state)
     assert_string_equal(c.train.summary_dir, "my logs");
 }
 
+/* Output files are written at the end (--dump-weights after training): their directory is
+ * checked when the flags are read, with the reason. */
+static void output_path_checked_at_parse(void **state)
+{
+    (void)state;
+    mw_cli c;
+    const char *dir = mw_test_tmpdir("cli");
+    char *file = mw_test_write_file(dir, "file", "x", 1);
+    char line[1200], want[2600];
+
+    expect_msg(parse(&c, "train --dump-weights /nonexistent-mwtrain/w.bin"),
+               "train --dump-weights /nonexistent-mwtrain/w.bin",
+               "--dump-weights '/nonexistent-mwtrain/w.bin': directory '/nonexistent-mwtrain': No "
+               "such file or directory; expected a file in an existing, writable directory");
+    expect_msg(parse(&c, "export --output /nonexistent-mwtrain/m.safetensors"),
+               "export --output /nonexistent-mwtrain/m.safetensors",
+               "--output '/nonexistent-mwtrain/m.safetensors': directory '/nonexistent-mwtrain': "
+               "No such file or directory; expected a file in an existing, writable directory");
+    snprintf(line, sizeof line, "train --dump-weights %s/w.bin", file);
+    snprintf(want, sizeof want, "--dump-weights '%s/w.bin': directory '%s': Not a directory; "
+             "expected a file in an existing, writable directory", file, file);
+    expect_msg(parse(&c, line), line, want);
+    snprintf(line, sizeof line, "export --output %s", dir);
+    snprintf(want, sizeof want, "--output '%s': Is a directory; expected a file name", dir);
+    expect_msg(parse(&c, line), line, want);
+    expect_msg(parse(&c, "train --dump-weights="), "train --dump-weights=",
+               "--dump-weights: expected a file, got an empty value");
+
+    /* good: a new file, an existing file, and the current directory */
+    snprintf(line, sizeof line, "train --dump-weights %s/w.bin", dir);
+    assert_int_equal(parse(&c, line), MW_OK);
+    snprintf(line, sizeof line, "export --output %s", file);
+    assert_int_equal(parse(&c, line), MW_OK);
+    assert_string_equal(c.train.export_path, file);
+    assert_int_equal(parse(&c, "train --dump-weights w.bin"), MW_OK);
+
+    /* a directory without write permission (root may write anywhere: not testable there) */
+    if (geteuid() != 0) {
+        char ro[600];
+        snprintf(ro, sizeof ro, "%s/ro", dir);
+        assert_int_equal(mkdir(ro, 0500), 0);
+        snprintf(line, sizeof line, "train --dump-weights %s/w.bin", ro);
+        snprintf(want, sizeof want, "--dump-weights '%s/w.bin': directory '%s': Permission "
+                 "denied; expected a file in an existing, writable directory", ro, ro);
+        expect_msg(parse(&c, line), line, want);
+        rmdir(ro);
+    }
+    unlink(file);
+    free(file);
+    rmdir(dir);
+}
+
 /* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value, and every
  * help line fits in 100 columns. */
 static void table_rows(void **state)
@@ -353,6 +407,7 @@ int main(void)
         cmocka_unit_test(table_rows),
         cmocka_unit_test(numbers_are_plain_decimal),
         cmocka_unit_test(flag_name_is_no_value),
+        cmocka_unit_test(output_path_checked_at_parse),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

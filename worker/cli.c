@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "worker/data.h"
@@ -28,6 +30,7 @@ typedef enum {
     K_DOUBLE, /* double in [lo, hi], an end excluded by .open */
     K_STRING, /* const char *, any value, "" included */
     K_PATH,   /* const char *, not empty ("a directory" for metavar DIR, else "a file") */
+    K_OUTPUT, /* K_PATH that will be written: its directory must exist and be writable now */
     K_CHOICE, /* an enum: the index of the value in .choices */
     K_NAME    /* const char *: the entry of .choices equal to the value (a static string) */
 } kind;
@@ -100,7 +103,7 @@ static const flag flags[] = {
      .help = "progress during an epoch: a bar on a terminal, else lines (default auto)"},
     {"progress-interval", "SECONDS", C_TRAIN, K_DOUBLE, TR(progress_interval, double), .lo = 0.01,
      .hi = 86400, .help = "seconds between progress lines (default 5)"},
-    {"dump-weights", "FILE", C_TRAIN, K_STRING, TR(dump_weights, const char *),
+    {"dump-weights", "FILE", C_TRAIN, K_OUTPUT, TR(dump_weights, const char *),
      .help = "write the final parameters as raw float32 (for tests)"},
     {"tf-config", "FILE", C_TRAIN | C_EVAL | C_EXPORT | C_CLUSTER, K_PATH,
      TR(tf_config, const char *),
@@ -132,7 +135,7 @@ static const flag flags[] = {
              "disables (default ./logs)"},
     {"test-examples", "N", C_TRAIN | C_EVAL, K_INT, TR(test_examples, int), .lo = 1, .hi = INT_MAX,
      .help = "evaluate on the first N test examples only (default: all)"},
-    {"output", "FILE", C_EXPORT, K_PATH, TR(export_path, const char *), .required = C_EXPORT,
+    {"output", "FILE", C_EXPORT, K_OUTPUT, TR(export_path, const char *), .required = C_EXPORT,
      .help = "where to write the safetensors file (required)"},
     {"json", NULL, C_CLUSTER, K_SWITCH, AT(json, int), .on = 1,
      .help = "one JSON object instead of the table"},
@@ -343,6 +346,43 @@ static mw_status parse_choice(const flag *f, const char *v, int *out)
     return mw_err(MW_EINVAL, "--%s '%s': expected one of %s", f->name, v, list);
 }
 
+/* An output file is written at the end of a run (after training, say), so its directory is
+ * checked now: a typo then fails at once, with the reason. Every rank that parses checks; the
+ * chief writes the file, but the other ranks' view of the path is expected to be the same. */
+static mw_status check_output(const flag *f, const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof dir)
+        return mw_err(MW_EINVAL, "--%s '%.64s...': %s; expected a shorter path", f->name, path,
+                      strerror(ENAMETOOLONG));
+    if (n == 0) {
+        strcpy(dir, ".");
+    } else {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (stat(dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = strerror(ENOTDIR);
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why)
+        return mw_err(MW_EINVAL, "--%s '%s': directory '%s': %s; expected a file in an existing, "
+                      "writable directory", f->name, path, dir, why);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return mw_err(MW_EINVAL, "--%s '%s': %s; expected a file name", f->name, path,
+                      strerror(EISDIR));
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+        return mw_err(MW_EINVAL, "--%s '%s': %s; expected a writable file", f->name, path,
+                      strerror(errno));
+    return MW_OK;
+}
+
 /* Check v and store it in the row's field of c. */
 static mw_status set_flag(mw_cli *c, const flag *f, const char *v)
 {
@@ -359,9 +399,12 @@ static mw_status set_flag(mw_cli *c, const flag *f, const char *v)
     case K_DOUBLE:
         return parse_double(f, v, field);
     case K_PATH:
+    case K_OUTPUT:
         if (!*v)
             return mw_err(MW_EINVAL, "--%s: expected %s, got an empty value", f->name,
                           strcmp(f->metavar, "DIR") ? "a file" : "a directory");
+        if (f->kind == K_OUTPUT)
+            MW_TRY(check_output(f, v));
         /* fall through */
     case K_STRING:
         memcpy(field, &v, sizeof v);

@@ -31,7 +31,9 @@ typedef struct {
 } mw_cli;
 
 /* Parse argv (argv[0] is the program). Errors name the flag, the value and what
- * was expected, and return MW_EINVAL. Numbers are plain decimal. */
+ * was expected, and return MW_EINVAL. Numbers are plain decimal; the directory
+ * of an output file (--dump-weights, export --output) must exist and be
+ * writable already. */
 mw_status mw_cli_parse(mw_cli *c, int argc, char **argv);
 void mw_cli_usage(FILE *f);
 void mw_cli_help(FILE *f, mw_cmd cmd);
