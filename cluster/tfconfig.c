@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -471,7 +472,8 @@ mw_status mw_tfconfig_parse(mw_tfconfig *c, const char *text, size_t nbytes, con
     return rc;
 }
 
-/* Read a whole file, up to the size cap plus one byte (to tell "too large"). */
+/* Read a whole file. Reading stops past the size cap, so a file over it is reported here with
+ * its own size (fstat; "more than" the cap for a pipe), not with the bytes read so far. */
 static mw_status read_file(const char *path, char **text, size_t *nbytes)
 {
     FILE *f = fopen(path, "rb");
@@ -505,6 +507,15 @@ static mw_status read_file(const char *path, char **text, size_t *nbytes)
                             "JSON file", path, strerror(errno));
             break;
         }
+    }
+    if (rc == MW_OK && n > MW_TFCONFIG_MAX_BYTES) {
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
+            rc = fail(path, "", "%lld bytes; expected at most %u (1 MiB)", (long long)st.st_size,
+                      MW_TFCONFIG_MAX_BYTES);
+        else
+            rc = fail(path, "", "more than %u bytes; expected at most %u (1 MiB)",
+                      MW_TFCONFIG_MAX_BYTES, MW_TFCONFIG_MAX_BYTES);
     }
 done:
     fclose(f);

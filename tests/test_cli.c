@@ -2,7 +2,10 @@
  * lines, each with the message it must produce. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "cluster/allreduce.h"
 #include "tests/util.h"
 #include "worker/cli.h"
 
@@ -17,6 +20,25 @@ static mw_status parse(mw_cli *c, const char *line)
     argv[argc] = NULL;
     mw_err_clear();
     return mw_cli_parse(c, argc, argv);
+}
+
+/* argv given word by word (for values with spaces or empty ones); argv[0] is added. */
+static mw_status parse_argv(mw_cli *c, int argc, const char *const *args)
+{
+    char *argv[32] = {"mwtrain"};
+    for (int i = 0; i < argc && i < 30; i++)
+        argv[i + 1] = (char *)args[i];
+    mw_err_clear();
+    return mw_cli_parse(c, argc + 1, argv);
+}
+
+/* Fail unless s is MW_EINVAL with exactly the message want. */
+static void expect_msg(mw_status s, const char *what, const char *want)
+{
+    if (s != MW_EINVAL || strcmp(mw_err_msg(), want) != 0)
+        fail_msg("`mwtrain %s`: got status %s and message\n  \"%s\"\nexpected MW_EINVAL and\n  "
+                 "\"%s\"", what, mw_status_str(s), mw_err_msg(), want);
+    mw_err_clear();
 }
 
 static void defaults(void **state)
@@ -173,6 +195,195 @@ static const struct {
     {"train --epoch 3", "did you mean '--epochs'?"},
 };
 
+/* Numbers are plain decimal: strtod alone took --learning-rate 0x10 as 16, and "inf", "nan". */
+static void numbers_are_plain_decimal(void **state)
+{
+    (void)state;
+    static const char *const bad_numbers[] = {"0x10", "0X1p4", "inf", "-inf", "nan", "infinity",
+                                              "1e", "e5", ".", "1.5.2", "+", "1e+"};
+    mw_cli c;
+    char line[64], want[160];
+    for (size_t i = 0; i < sizeof bad_numbers / sizeof *bad_numbers; i++) {
+        snprintf(line, sizeof line, "train --learning-rate %s", bad_numbers[i]);
+        snprintf(want, sizeof want, "--learning-rate '%s': expected a number in decimal notation "
+                 "(such as 0.5 or 1e-3)", bad_numbers[i]);
+        expect_msg(parse(&c, line), line, want);
+    }
+    expect_msg(parse(&c, "train --momentum nan"), "train --momentum nan",
+               "--momentum 'nan': expected a number in decimal notation (such as 0.5 or 1e-3)");
+    /* too big or too small for a double: the range says what is allowed */
+    expect_msg(parse(&c, "train --learning-rate 1e999"), "train --learning-rate 1e999",
+               "--learning-rate 1e999: expected a value in [0, 1e+06]");
+    expect_msg(parse(&c, "train --learning-rate 1e-999"), "train --learning-rate 1e-999",
+               "--learning-rate 1e-999: expected a value > 0");
+    /* integers: no hex, and a value past long gets the range, not "expected an integer" */
+    expect_msg(parse(&c, "train --epochs 0x10"), "train --epochs 0x10",
+               "--epochs '0x10': expected an integer");
+    expect_msg(parse(&c, "train --epochs 99999999999999999999"),
+               "train --epochs 99999999999999999999",
+               "--epochs 99999999999999999999: expected a value from 0 to 1000000");
+    expect_msg(parse(&c, "train --seed 0x10"), "train --seed 0x10",
+               "--seed '0x10': expected a non-negative integer");
+    expect_msg(parse(&c, "train --seed 18446744073709551616"),
+               "train --seed 18446744073709551616",
+               "--seed 18446744073709551616: expected a value from 0 to 18446744073709551615");
+
+    static const struct {
+        const char *text;
+        double value;
+    } good[] = {{"0.5", 0.5}, {".5", 0.5}, {"5.", 5}, {"1e-3", 1e-3}, {"1E+2", 100},
+                {"+2.5e1", 25}, {"007", 7}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        snprintf(line, sizeof line, "train --learning-rate %s", good[i].text);
+        if (parse(&c, line) != MW_OK || c.train.learning_rate != good[i].value)
+            fail_msg("`mwtrain %s`: got \"%s\", learning rate %g; expected %g", line,
+                     mw_err_msg(), c.train.learning_rate, good[i].value);
+    }
+    assert_int_equal(parse(&c, "train --seed 18446744073709551615 --epochs +3"), MW_OK);
+    assert_true(c.train.seed == UINT64_MAX && c.train.epochs == 3);
+}
+
+/* A flag that takes a value does not swallow the next flag: `--summary-dir --steps-per-epoch 1`
+ * once set the summary directory to "--steps-per-epoch" and then failed on "1". */
+static void flag_name_is_no_value(void **state)
+{
+    (void)state;
+    mw_cli c;
+    expect_msg(parse(&c, "train --summary-dir --steps-per-epoch 1"),
+               "train --summary-dir --steps-per-epoch 1",
+               "--summary-dir: missing value (got the flag --steps-per-epoch); expected "
+               "--summary-dir DIR");
+    expect_msg(parse(&c, "train --epochs --resume"), "train --epochs --resume",
+               "--epochs: missing value (got the flag --resume); expected --epochs N");
+    expect_msg(parse(&c, "train --dump-weights --epochs=3"), "train --dump-weights --epochs=3",
+               "--dump-weights: missing value (got the flag --epochs); expected --dump-weights "
+               "FILE");
+    expect_msg(parse(&c, "summary --model --help"), "summary --model --help",
+               "--model: missing value (got the flag --help); expected --model FILE");
+    /* a flag of another command is no path either */
+    expect_msg(parse(&c, "eval --checkpoint-dir --resume"), "eval --checkpoint-dir --resume",
+               "--checkpoint-dir: missing value (got the flag --resume); expected "
+               "--checkpoint-dir DIR");
+
+    /* "" still disables summaries, in both forms, and --flag=value takes any value */
+    static const char *const empty[] = {"train", "--summary-dir", "", "--steps-per-epoch", "1"};
+    assert_int_equal(parse_argv(&c, 5, empty), MW_OK);
+    assert_string_equal(c.train.summary_dir, "");
+    assert_int_equal(c.train.steps_per_epoch, 1);
+    assert_int_equal(parse(&c, "train --summary-dir= --steps-per-epoch 2"), MW_OK);
+    assert_string_equal(c.train.summary_dir, "");
+    assert_int_equal(c.train.steps_per_epoch, 2);
+    assert_int_equal(parse(&c, "train --summary-dir=--steps-per-epoch"), MW_OK);
+    assert_string_equal(c.train.summary_dir, "--steps-per-epoch");
+    /* values that only look like flags */
+    assert_int_equal(parse(&c, "train --summary-dir --no-such-flag --model -"), MW_OK);
+    assert_string_equal(c.train.summary_dir, "--no-such-flag");
+    assert_string_equal(c.train.model_path, "-");
+    static const char *const spaced[] = {"train", "--summary-dir", "my logs"};
+    assert_int_equal(parse_argv(&c, 3, spaced), MW_OK);
+    assert_string_equal(c.train.summary_dir, "my logs");
+}
+
+/* Output files are written at the end (--dump-weights after training): their directory is
+ * checked when the flags are read, with the reason. */
+static void output_path_checked_at_parse(void **state)
+{
+    (void)state;
+    mw_cli c;
+    const char *dir = mw_test_tmpdir("cli");
+    char *file = mw_test_write_file(dir, "file", "x", 1);
+    char line[1200], want[2600];
+
+    expect_msg(parse(&c, "train --dump-weights /nonexistent-mwtrain/w.bin"),
+               "train --dump-weights /nonexistent-mwtrain/w.bin",
+               "--dump-weights '/nonexistent-mwtrain/w.bin': directory '/nonexistent-mwtrain': No "
+               "such file or directory; expected a file in an existing, writable directory");
+    expect_msg(parse(&c, "export --output /nonexistent-mwtrain/m.safetensors"),
+               "export --output /nonexistent-mwtrain/m.safetensors",
+               "--output '/nonexistent-mwtrain/m.safetensors': directory '/nonexistent-mwtrain': "
+               "No such file or directory; expected a file in an existing, writable directory");
+    snprintf(line, sizeof line, "train --dump-weights %s/w.bin", file);
+    snprintf(want, sizeof want, "--dump-weights '%s/w.bin': directory '%s': Not a directory; "
+             "expected a file in an existing, writable directory", file, file);
+    expect_msg(parse(&c, line), line, want);
+    snprintf(line, sizeof line, "export --output %s", dir);
+    snprintf(want, sizeof want, "--output '%s': Is a directory; expected a file name", dir);
+    expect_msg(parse(&c, line), line, want);
+    expect_msg(parse(&c, "train --dump-weights="), "train --dump-weights=",
+               "--dump-weights: expected a file, got an empty value");
+
+    /* good: a new file, an existing file, and the current directory */
+    snprintf(line, sizeof line, "train --dump-weights %s/w.bin", dir);
+    assert_int_equal(parse(&c, line), MW_OK);
+    snprintf(line, sizeof line, "export --output %s", file);
+    assert_int_equal(parse(&c, line), MW_OK);
+    assert_string_equal(c.train.export_path, file);
+    assert_int_equal(parse(&c, "train --dump-weights w.bin"), MW_OK);
+
+    /* a directory without write permission (root may write anywhere: not testable there) */
+    if (geteuid() != 0) {
+        char ro[600];
+        snprintf(ro, sizeof ro, "%s/ro", dir);
+        assert_int_equal(mkdir(ro, 0500), 0);
+        snprintf(line, sizeof line, "train --dump-weights %s/w.bin", ro);
+        snprintf(want, sizeof want, "--dump-weights '%s/w.bin': directory '%s': Permission "
+                 "denied; expected a file in an existing, writable directory", ro, ro);
+        expect_msg(parse(&c, line), line, want);
+        rmdir(ro);
+    }
+    unlink(file);
+    free(file);
+    rmdir(dir);
+}
+
+/* The table's rows: --allreduce's names follow mw_ar_algo, switches take no value, and every
+ * help line fits in 100 columns. */
+static void table_rows(void **state)
+{
+    (void)state;
+    mw_cli c;
+    static const char *const names[] = {"auto", "ring", "hierarchical", "mpi"};
+    for (int i = 0; i < 4; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "train --allreduce %s", names[i]);
+        assert_int_equal(parse(&c, line), MW_OK);
+        assert_int_equal(c.train.allreduce, i);
+        assert_string_equal(mw_ar_algo_name(c.train.allreduce), names[i]);
+    }
+    assert_int_equal(parse(&c, "train --optimizer sgd --progress none --backend ref --device cpu"),
+                     MW_OK);
+    assert_true(c.train.optimizer == MW_OPT_SGD && c.train.progress == MW_PROGRESS_NONE);
+    assert_string_equal(c.train.backend, "ref");
+    assert_string_equal(c.train.device, "cpu");
+    assert_int_equal(parse(&c, "train --verbose"), MW_OK);
+    assert_int_equal(c.log_level, 3); /* MW_LOG_DEBUG */
+    expect_msg(parse(&c, "train --resume=1"), "train --resume=1",
+               "--resume '1': expected no value (--resume is a switch)");
+    expect_msg(parse(&c, "train --foo=3"), "train --foo=3",
+               "unknown flag '--foo' (see `mwtrain train --help`)");
+    expect_msg(parse(&c, "train --epoch=3"), "train --epoch=3",
+               "unknown flag '--epoch' (did you mean '--epochs'? see `mwtrain train --help`)");
+
+    static const mw_cmd cmds[] = {MW_CMD_TRAIN,   MW_CMD_EVAL,    MW_CMD_EXPORT,
+                                  MW_CMD_CLUSTER, MW_CMD_SUMMARY, MW_CMD_TFCONFIG};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        mw_cli_help(f, cmds[i]);
+        fclose(f);
+        int lineno = 1;
+        for (const char *l = buf; *l; lineno++) {
+            size_t n = strcspn(l, "\n");
+            if (n > 100)
+                fail_msg("help of command %d, line %d: %zu columns: %.*s", (int)cmds[i], lineno,
+                         n, (int)n, l);
+            l += n + (l[n] == '\n');
+        }
+        free(buf);
+    }
+}
+
 static void bad_command_lines(void **state)
 {
     (void)state;
@@ -193,6 +404,10 @@ int main(void)
         cmocka_unit_test(defaults),          cmocka_unit_test(all_flags),
         cmocka_unit_test(help_and_version),  cmocka_unit_test(help_lists_every_flag),
         cmocka_unit_test(bad_command_lines),
+        cmocka_unit_test(table_rows),
+        cmocka_unit_test(numbers_are_plain_decimal),
+        cmocka_unit_test(flag_name_is_no_value),
+        cmocka_unit_test(output_path_checked_at_parse),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

@@ -325,12 +325,18 @@ static void test_load(void **state)
     assert_non_null(strstr(mw_err_msg(), "cannot read: Is a directory"));
     mw_err_clear();
 
-    /* a file over the cap */
+    /* a file over the cap: the message states the file's size, also past what is read (a sparse
+     * 1 GiB file once said 2097152 bytes, the bytes read before reading stopped) */
     char *huge = malloc(MW_TFCONFIG_MAX_BYTES + 10);
     memset(huge, ' ', MW_TFCONFIG_MAX_BYTES + 10);
     path = mw_test_write_file(dir, "huge.json", huge, MW_TFCONFIG_MAX_BYTES + 10);
     assert_int_equal(mw_tfconfig_load(&c, path, &found), MW_ECONFIG);
-    assert_non_null(strstr(mw_err_msg(), "expected at most 1048576 (1 MiB)"));
+    assert_non_null(strstr(mw_err_msg(), ": 1048586 bytes; expected at most 1048576 (1 MiB)"));
+    mw_err_clear();
+    assert_int_equal(truncate(path, (off_t)1 << 30), 0);
+    assert_int_equal(mw_tfconfig_load(&c, path, &found), MW_ECONFIG);
+    snprintf(want, sizeof want, "%s: 1073741824 bytes; expected at most 1048576 (1 MiB)", path);
+    assert_string_equal(mw_err_msg(), want);
     mw_err_clear();
     free(huge);
     free(path);

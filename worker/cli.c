@@ -1,165 +1,165 @@
-/* Flag tables, parsing and help for the mwtrain command line. */
+/* Flag table, parsing and help for the mwtrain command line.
+ *
+ * Each flag is one row of `flags`: its name, metavar and help, the commands that take it, the
+ * kind of value, the mw_cli field it sets and the values it allows. One loop reads argv against
+ * the table, so every flag is parsed, range-checked, reported and documented the same way; the
+ * few things a row cannot say (-h, the `--` end of flags, a flag name where a value belongs) are
+ * code in parse_flags. */
 #include "worker/cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "worker/data.h"
 
 /* which commands take a flag */
 enum { C_TRAIN = 1, C_EVAL = 2, C_EXPORT = 4, C_CLUSTER = 8, C_SUMMARY = 16, C_TFCONF = 32 };
+#define C_ALL (~0u)
+
+typedef enum {
+    K_SWITCH, /* no value: stores .on in an int */
+    K_INT,    /* int in [lo, hi] */
+    K_U64,    /* uint64_t, any non-negative decimal */
+    K_DOUBLE, /* double in [lo, hi], an end excluded by .open */
+    K_STRING, /* const char *, any value, "" included */
+    K_PATH,   /* const char *, not empty ("a directory" for metavar DIR, else "a file") */
+    K_OUTPUT, /* K_PATH that will be written: its directory must exist and be writable now */
+    K_CHOICE, /* an enum: the index of the value in .choices */
+    K_NAME    /* const char *: the entry of .choices equal to the value (a static string) */
+} kind;
+
+enum { OPEN_LO = 1, OPEN_HI = 2 }; /* .open: that end of [lo, hi] is excluded */
 
 typedef struct {
     const char *name;
-    const char *metavar; /* NULL: no argument */
+    const char *metavar; /* NULL: a switch, no value */
+    unsigned cmds;       /* C_*: the commands that take it */
+    kind kind;
+    size_t off;                 /* the mw_cli field it sets, see AT() */
+    double lo, hi;              /* K_INT, K_DOUBLE: the allowed range */
+    unsigned open;              /* K_DOUBLE: OPEN_LO, OPEN_HI */
+    const char *const *choices; /* K_CHOICE, K_NAME: NULL-terminated */
+    int on;                     /* K_SWITCH: the value stored */
+    unsigned required;          /* C_*: the commands that fail without it */
     const char *help;
 } flag;
 
-enum {
-    F_EPOCHS,
-    F_BATCH,
-    F_REPLICAS,
-    F_STEPS,
-    F_MICRO,
-    F_LR,
-    F_OPT,
-    F_MOMENTUM,
-    F_SEED,
-    F_DATA,
-    F_THREADS,
-    F_BACKEND,
-    F_PROGRESS,
-    F_PROGRESS_INTERVAL,
-    F_DUMP,
-    F_TF_CONFIG,
-    F_ALLREDUCE,
-    F_TIMEOUT,
-    F_CKPT_DIR,
-    F_CKPT_EPOCHS,
-    F_CKPT_STEPS,
-    F_KEEP,
-    F_RESUME,
-    F_SUMMARY_DIR,
-    F_TEST_EXAMPLES,
-    F_OUTPUT,
-    F_JSON,
-    F_HOSTFILE,
-    F_TASK,
-    F_PORT,
-    F_MODEL,
-    F_DEVICE,
-    F_QUIET,
-    F_VERBOSE,
-    F_HELP,
-    F_COUNT
-};
+/* offsetof(mw_cli, m), and a compile error unless the field has type T, so a row cannot set a
+ * field through the wrong kind (_Generic without a matching type does not compile). */
+#define AT(m, T) (offsetof(mw_cli, m) + 0 * sizeof(char[_Generic(((mw_cli *)0)->m, T : 1)]))
+#define TR(m, T) AT(train.m, T)
 
-static const flag flags[F_COUNT] = {
-    [F_EPOCHS] = {"epochs", "N", "passes over the training set (default 10)"},
-    [F_BATCH] = {"batch-per-replica", "N",
-                 "examples per replica per step; global batch = N x replicas (default 64)"},
-    [F_REPLICAS] = {"replicas-per-worker", "R",
-                    "model replicas per rank; on GPUs a multiple of the GPUs the rank drives "
-                    "(default: one per GPU, 1 on the CPU)"},
-    [F_STEPS] = {"steps-per-epoch", "N",
-                 "stop each epoch after N steps, for quick runs (default: whole set)"},
-    [F_MICRO] = {"micro-batch", "N",
-                 "examples per forward/backward pass inside a CPU thread; gradients add up "
-                 "over the replica's slice, so only float rounding changes (default 16: fits "
-                 "the caches; a GPU runs a replica's slice at once, up to 1024)"},
-    [F_LR] = {"learning-rate", "X", "optimizer learning rate (default 0.001)"},
-    [F_OPT] = {"optimizer", "adam|sgd", "Adam (Keras defaults) or SGD with momentum (default adam)"},
-    [F_MOMENTUM] = {"momentum", "X", "SGD momentum in [0, 1) (default 0.9)"},
-    [F_SEED] = {"seed", "N", "seed of initial weights and the shuffle (default 42)"},
-    [F_DATA] = {"data-dir", "DIR",
-                "directory with the IDX files (train-images-idx3-ubyte[.gz], ...) "
-                "(default " MW_DATA_DEFAULT_DIR ")"},
-    [F_THREADS] = {"threads", "N", "compute threads per rank (default: cores / ranks on the node)"},
-    [F_BACKEND] = {"backend", "cpu|ref", "kernels: fast CPU path or the plain reference (default cpu)"},
-    [F_PROGRESS] = {"progress", "auto|bar|lines|none",
-                    "progress during an epoch: a bar on a terminal, else lines (default auto)"},
-    [F_PROGRESS_INTERVAL] = {"progress-interval", "SECONDS",
-                             "seconds between progress lines (default 5)"},
-    [F_DUMP] = {"dump-weights", "FILE", "write the final parameters as raw float32 (for tests)"},
-    [F_TF_CONFIG] = {"tf-config", "FILE",
-                     "TF_CONFIG JSON file (default: the TF_CONFIG environment variable; "
-                     "neither: all ranks are workers)"},
-    [F_ALLREDUCE] = {"allreduce", "auto|ring|hierarchical|mpi",
-                     "gradient all-reduce algorithm (default auto: hierarchical when a node has "
-                     "several ranks, else ring, MPI below 64 KiB)"},
-    [F_TIMEOUT] = {"collective-timeout", "SECONDS",
-                   "abort the job (exit 131) when a collective waits longer (default 300)"},
-    [F_CKPT_DIR] = {"checkpoint-dir", "DIR",
-                    "checkpoints (ckpt-N and a `checkpoint` index), written by the chief only "
-                    "(default ./training_checkpoints)"},
-    [F_CKPT_EPOCHS] = {"checkpoint-every-epochs", "N",
-                       "save after epochs 1, 1+N, 1+2N, ... and after the last; 0: never "
-                       "(default 2, as the tutorial)"},
-    [F_CKPT_STEPS] = {"checkpoint-every-steps", "N", "also save every N steps (default 0: off)"},
-    [F_KEEP] = {"keep-checkpoints", "N", "keep the newest N checkpoints; 0 keeps all (default 5)"},
-    [F_RESUME] = {"resume", NULL,
-                  "continue from the latest valid checkpoint (read by the chief, broadcast); "
-                  "starts from scratch when the directory has none yet"},
-    [F_SUMMARY_DIR] = {"summary-dir", "DIR",
-                       "TensorBoard event file and metrics.csv, written by the chief; \"\" "
-                       "disables (default ./logs)"},
-    [F_TEST_EXAMPLES] = {"test-examples", "N",
-                         "evaluate on the first N test examples only (default: all)"},
-    [F_OUTPUT] = {"output", "FILE", "where to write the safetensors file (required)"},
-    [F_JSON] = {"json", NULL, "one JSON object instead of the table"},
-    [F_HOSTFILE] = {"hostfile", "FILE", "Open MPI hostfile: one worker task per slot (required)"},
-    [F_TASK] = {"task", "worker:I", "print only this task's TF_CONFIG"},
-    [F_PORT] = {"port", "P", "first port of each host's tasks (default 2222)"},
-    [F_MODEL] = {"model", "FILE", "Keras Sequential model JSON (model.to_json()); default: "
-                 "the tutorial CNN, or with --resume the model saved in the checkpoint"},
-    [F_DEVICE] = {"device", "auto|cpu|gpu",
-                  "where to train: auto uses the CPU when no CUDA device is found and says "
-                  "so; gpu without a device is an error (default auto)"},
-    [F_QUIET] = {"quiet", NULL, "only warnings and errors on stderr"},
-    [F_VERBOSE] = {"verbose", NULL, "debug messages on stderr"},
-    [F_HELP] = {"help", NULL, "show this help"},
-};
+/* K_CHOICE stores an int into these enums. */
+_Static_assert(sizeof(mw_optimizer) == sizeof(int), "K_CHOICE stores an int");
+_Static_assert(sizeof(mw_progress) == sizeof(int), "K_CHOICE stores an int");
+_Static_assert(sizeof(mw_ar_algo) == sizeof(int), "K_CHOICE stores an int");
 
-/* Which command takes which flag. */
-static unsigned flag_cmds(int f)
-{
-    switch (f) {
-    case F_TF_CONFIG:
-        return C_TRAIN | C_EVAL | C_EXPORT | C_CLUSTER;
-    case F_CKPT_DIR:
-        return C_TRAIN | C_EVAL | C_EXPORT;
-    case F_DATA:
-    case F_THREADS:
-    case F_BACKEND:
-    case F_TEST_EXAMPLES:
-    case F_BATCH:
-    case F_MICRO:
-    case F_TIMEOUT:
-        return C_TRAIN | C_EVAL;
-    case F_DEVICE:
-        return C_TRAIN | C_EVAL | C_CLUSTER;
-    case F_OUTPUT:
-        return C_EXPORT;
-    case F_JSON:
-        return C_CLUSTER;
-    case F_HOSTFILE:
-    case F_TASK:
-    case F_PORT:
-        return C_TFCONF;
-    case F_MODEL:
-        return C_TRAIN | C_SUMMARY;
-    case F_QUIET:
-    case F_VERBOSE:
-    case F_HELP:
-        return ~0u;
-    default:
-        return C_TRAIN;
-    }
-}
+static const char *const optimizers[] = {"adam", "sgd", NULL}; /* mw_optimizer order */
+static const char *const backends[] = {"cpu", "ref", NULL};
+static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL};   /* mw_progress */
+static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
+static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
+
+/* In --help order. */
+static const flag flags[] = {
+    {"epochs", "N", C_TRAIN, K_INT, TR(epochs, int), .lo = 0, .hi = 1000000,
+     .help = "passes over the training set (default 10)"},
+    {"batch-per-replica", "N", C_TRAIN | C_EVAL, K_INT, TR(batch_per_replica, int), .lo = 1,
+     .hi = 65536,
+     .help = "examples per replica per step; global batch = N x replicas (default 64)"},
+    {"replicas-per-worker", "R", C_TRAIN, K_INT, TR(replicas_per_worker, int), .lo = 1, .hi = 1024,
+     .help = "model replicas per rank; on GPUs a multiple of the GPUs the rank drives "
+             "(default: one per GPU, 1 on the CPU)"},
+    {"steps-per-epoch", "N", C_TRAIN, K_INT, TR(steps_per_epoch, int), .lo = 1, .hi = INT_MAX,
+     .help = "stop each epoch after N steps, for quick runs (default: whole set)"},
+    {"micro-batch", "N", C_TRAIN | C_EVAL, K_INT, TR(micro_batch, int), .lo = 1, .hi = 65536,
+     .help = "examples per forward/backward pass inside a CPU thread; gradients add up "
+             "over the replica's slice, so only float rounding changes (default 16: fits "
+             "the caches; a GPU runs a replica's slice at once, up to 1024)"},
+    {"learning-rate", "X", C_TRAIN, K_DOUBLE, TR(learning_rate, double), .lo = 0, .hi = 1e6,
+     .open = OPEN_LO, .help = "optimizer learning rate (default 0.001)"},
+    {"optimizer", "adam|sgd", C_TRAIN, K_CHOICE, TR(optimizer, mw_optimizer), .choices = optimizers,
+     .help = "Adam (Keras defaults) or SGD with momentum (default adam)"},
+    {"momentum", "X", C_TRAIN, K_DOUBLE, TR(momentum, double), .lo = 0, .hi = 1, .open = OPEN_HI,
+     .help = "SGD momentum in [0, 1) (default 0.9)"},
+    {"seed", "N", C_TRAIN, K_U64, TR(seed, uint64_t),
+     .help = "seed of initial weights and the shuffle (default 42)"},
+    {"data-dir", "DIR", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
+     .help = "directory with the IDX files (train-images-idx3-ubyte[.gz], ...) "
+             "(default " MW_DATA_DEFAULT_DIR ")"},
+    {"threads", "N", C_TRAIN | C_EVAL, K_INT, TR(threads, int), .lo = 1, .hi = 1024,
+     .help = "compute threads per rank (default: cores / ranks on the node)"},
+    {"backend", "cpu|ref", C_TRAIN | C_EVAL, K_NAME, TR(backend, const char *), .choices = backends,
+     .help = "kernels: fast CPU path or the plain reference (default cpu)"},
+    {"progress", "auto|bar|lines|none", C_TRAIN, K_CHOICE, TR(progress, mw_progress),
+     .choices = progresses,
+     .help = "progress during an epoch: a bar on a terminal, else lines (default auto)"},
+    {"progress-interval", "SECONDS", C_TRAIN, K_DOUBLE, TR(progress_interval, double), .lo = 0.01,
+     .hi = 86400, .help = "seconds between progress lines (default 5)"},
+    {"dump-weights", "FILE", C_TRAIN, K_OUTPUT, TR(dump_weights, const char *),
+     .help = "write the final parameters as raw float32 (for tests)"},
+    {"tf-config", "FILE", C_TRAIN | C_EVAL | C_EXPORT | C_CLUSTER, K_PATH,
+     TR(tf_config, const char *),
+     .help = "TF_CONFIG JSON file (default: the TF_CONFIG environment variable; "
+             "neither: all ranks are workers)"},
+    {"allreduce", "auto|ring|hierarchical|mpi", C_TRAIN, K_CHOICE, TR(allreduce, mw_ar_algo),
+     .choices = algos,
+     .help = "gradient all-reduce algorithm (default auto: hierarchical when a node has "
+             "several ranks, else ring, MPI below 64 KiB)"},
+    {"collective-timeout", "SECONDS", C_TRAIN | C_EVAL, K_DOUBLE, TR(collective_timeout, double),
+     .lo = 0.1, .hi = 1e7,
+     .help = "abort the job (exit 131) when a collective waits longer (default 300)"},
+    {"checkpoint-dir", "DIR", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(checkpoint_dir, const char *),
+     .help = "checkpoints (ckpt-N and a `checkpoint` index), written by the chief only "
+             "(default ./training_checkpoints)"},
+    {"checkpoint-every-epochs", "N", C_TRAIN, K_INT, TR(checkpoint_every_epochs, int), .lo = 0,
+     .hi = 1000000,
+     .help = "save after epochs 1, 1+N, 1+2N, ... and after the last; 0: never "
+             "(default 2, as the tutorial)"},
+    {"checkpoint-every-steps", "N", C_TRAIN, K_INT, TR(checkpoint_every_steps, int), .lo = 0,
+     .hi = INT_MAX, .help = "also save every N steps (default 0: off)"},
+    {"keep-checkpoints", "N", C_TRAIN, K_INT, TR(keep_checkpoints, int), .lo = 0, .hi = 1000000,
+     .help = "keep the newest N checkpoints; 0 keeps all (default 5)"},
+    {"resume", NULL, C_TRAIN, K_SWITCH, TR(resume, int), .on = 1,
+     .help = "continue from the latest valid checkpoint (read by the chief, broadcast); "
+             "starts from scratch when the directory has none yet"},
+    {"summary-dir", "DIR", C_TRAIN, K_STRING, TR(summary_dir, const char *),
+     .help = "TensorBoard event file and metrics.csv, written by the chief; \"\" "
+             "disables (default ./logs)"},
+    {"test-examples", "N", C_TRAIN | C_EVAL, K_INT, TR(test_examples, int), .lo = 1, .hi = INT_MAX,
+     .help = "evaluate on the first N test examples only (default: all)"},
+    {"output", "FILE", C_EXPORT, K_OUTPUT, TR(export_path, const char *), .required = C_EXPORT,
+     .help = "where to write the safetensors file (required)"},
+    {"json", NULL, C_CLUSTER, K_SWITCH, AT(json, int), .on = 1,
+     .help = "one JSON object instead of the table"},
+    {"hostfile", "FILE", C_TFCONF, K_PATH, AT(hostfile, const char *), .required = C_TFCONF,
+     .help = "Open MPI hostfile: one worker task per slot (required)"},
+    {"task", "worker:I", C_TFCONF, K_STRING, AT(task, const char *),
+     .help = "print only this task's TF_CONFIG"},
+    {"port", "P", C_TFCONF, K_INT, AT(port, int), .lo = 1, .hi = 65535,
+     .help = "first port of each host's tasks (default 2222)"},
+    {"model", "FILE", C_TRAIN | C_SUMMARY, K_PATH, TR(model_path, const char *),
+     .help = "Keras Sequential model JSON (model.to_json()); default: "
+             "the tutorial CNN, or with --resume the model saved in the checkpoint"},
+    {"device", "auto|cpu|gpu", C_TRAIN | C_EVAL | C_CLUSTER, K_NAME, TR(device, const char *),
+     .choices = devices,
+     .help = "where to train: auto uses the CPU when no CUDA device is found and says "
+             "so; gpu without a device is an error (default auto)"},
+    {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
+     .help = "only warnings and errors on stderr"},
+    {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,
+     .help = "debug messages on stderr"},
+    {"help", NULL, C_ALL, K_SWITCH, AT(help, int), .on = 1, .help = "show this help"},
+};
+enum { NFLAGS = sizeof flags / sizeof *flags };
+_Static_assert(NFLAGS <= 64, "parse_flags keeps the flags seen in a uint64_t");
 
 static const struct {
     const char *name;
@@ -213,20 +213,37 @@ void mw_cli_usage(FILE *f)
             ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
 }
 
-static void print_flags(FILE *f, unsigned mask)
+/* Help text starts in this column (0-based) and lines end by this one. */
+enum { HELP_COL = 31, HELP_WIDTH = 100 };
+
+/* "  --name METAVAR" padded to HELP_COL (on a line of its own when longer), then the help
+ * wrapped at spaces, continuation lines indented to HELP_COL. */
+static void print_flag(FILE *f, const flag *fl)
 {
-    for (int i = 0; i < F_COUNT; i++) {
-        if (!(flag_cmds(i) & mask))
-            continue;
-        char left[64];
-        if (flags[i].metavar)
-            snprintf(left, sizeof left, "--%s %s", flags[i].name, flags[i].metavar);
-        else
-            snprintf(left, sizeof left, "--%s", flags[i].name);
-        if (strlen(left) > 28)
-            fprintf(f, "  %s\n  %-28s %s\n", left, "", flags[i].help);
-        else
-            fprintf(f, "  %-28s %s\n", left, flags[i].help);
+    char left[64];
+    if (fl->metavar)
+        snprintf(left, sizeof left, "--%s %s", fl->name, fl->metavar);
+    else
+        snprintf(left, sizeof left, "--%s", fl->name);
+    int col = fprintf(f, "  %s", left);
+    if (col >= HELP_COL) {
+        fputc('\n', f);
+        col = 0;
+    }
+    for (const char *s = fl->help; *s;) {
+        size_t n = strlen(s), room = HELP_WIDTH - HELP_COL;
+        if (n > room) {
+            /* the last space that fits; a longer word than the room goes out whole */
+            n = room;
+            while (n > 0 && s[n] != ' ')
+                n--;
+            if (n == 0)
+                n = strcspn(s, " ");
+        }
+        fprintf(f, "%*s%.*s\n", HELP_COL - col, "", (int)n, s);
+        col = 0;
+        for (s += n; *s == ' '; s++)
+            ;
     }
 }
 
@@ -235,243 +252,257 @@ void mw_cli_help(FILE *f, mw_cmd cmd)
     for (int i = 0; i < NCOMMANDS; i++)
         if (commands[i].cmd == cmd) {
             fprintf(f, "usage: %s\n\n%s\n\nflags:\n", commands[i].usage, commands[i].about);
-            print_flags(f, commands[i].mask);
+            for (int j = 0; j < NFLAGS; j++)
+                if (flags[j].cmds & commands[i].mask)
+                    print_flag(f, &flags[j]);
             return;
         }
     mw_cli_usage(f);
 }
 
-/* ---- value parsing: every error names the flag and the value ---- */
+/* ---- values: every error names the flag, the value and what was expected ---- */
 
-static mw_status parse_int(const char *flagname, const char *s, long lo, long hi, int *out)
+/* Plain decimal: [+-]digits, and with `frac` also [.digits] and an exponent [eE][+-]digits;
+ * at least one digit before the exponent. strtod alone also takes hex (0x10), "inf", "nan"
+ * and leading spaces; strtol takes leading spaces. */
+static int is_decimal(const char *s, int frac)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0')
-        return mw_err(MW_EINVAL, "--%s '%s': expected an integer", flagname, s);
-    if (v < lo || v > hi)
-        return mw_err(MW_EINVAL, "--%s %ld: expected a value from %ld to %ld", flagname, v, lo,
-                      hi);
-    *out = (int)v;
+    static const char digits[] = "0123456789";
+    if (*s == '+' || *s == '-')
+        s++;
+    size_t n = strspn(s, digits);
+    s += n;
+    if (frac && *s == '.') {
+        size_t m = strspn(s + 1, digits);
+        s += 1 + m;
+        n += m;
+    }
+    if (n == 0)
+        return 0;
+    if (frac && (*s == 'e' || *s == 'E')) {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        n = strspn(s, digits);
+        if (n == 0)
+            return 0;
+        s += n;
+    }
+    return *s == '\0';
+}
+
+static mw_status parse_int(const flag *f, const char *v, int *out)
+{
+    if (!is_decimal(v, 0))
+        return mw_err(MW_EINVAL, "--%s '%s': expected an integer", f->name, v);
+    long x = strtol(v, NULL, 10); /* beyond long it saturates, which the range check reports */
+    if (x < f->lo || x > f->hi)
+        return mw_err(MW_EINVAL, "--%s %s: expected a value from %ld to %ld", f->name, v,
+                      (long)f->lo, (long)f->hi);
+    *out = (int)x;
     return MW_OK;
 }
 
-static mw_status parse_double(const char *flagname, const char *s, double lo, double hi,
-                              int hi_open, double *out)
+static mw_status parse_u64(const flag *f, const char *v, uint64_t *out)
 {
-    char *end;
+    if (!is_decimal(v, 0) || v[0] == '-')
+        return mw_err(MW_EINVAL, "--%s '%s': expected a non-negative integer", f->name, v);
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || v != v)
-        return mw_err(MW_EINVAL, "--%s '%s': expected a number", flagname, s);
-    if (v < lo || v > hi || (hi_open && v >= hi))
-        return mw_err(MW_EINVAL, "--%s %s: expected a value in [%g, %g%c", flagname, s, lo, hi,
-                      hi_open ? ')' : ']');
-    *out = v;
+    unsigned long long x = strtoull(v, NULL, 10);
+    if (errno == ERANGE)
+        return mw_err(MW_EINVAL, "--%s %s: expected a value from 0 to %llu", f->name, v,
+                      (unsigned long long)UINT64_MAX);
+    *out = x;
     return MW_OK;
 }
 
-static mw_status parse_choice(const char *flagname, const char *s, const char *const *names,
-                              int n, int *out)
+/* A value at an OPEN_LO end gets "> lo"; other values out of range get the interval. */
+static mw_status parse_double(const flag *f, const char *v, double *out)
 {
-    for (int i = 0; i < n; i++)
-        if (strcmp(s, names[i]) == 0) {
+    if (!is_decimal(v, 1))
+        return mw_err(MW_EINVAL, "--%s '%s': expected a number in decimal notation (such as "
+                      "0.5 or 1e-3)", f->name, v);
+    double x = strtod(v, NULL); /* overflow gives +-HUGE_VAL, which the range check reports */
+    if ((f->open & OPEN_LO) && x == f->lo)
+        return mw_err(MW_EINVAL, "--%s %s: expected a value > %g", f->name, v, f->lo);
+    if (x < f->lo || x > f->hi || ((f->open & OPEN_HI) && x == f->hi))
+        return mw_err(MW_EINVAL, "--%s %s: expected a value in [%g, %g%c", f->name, v, f->lo,
+                      f->hi, (f->open & OPEN_HI) ? ')' : ']');
+    *out = x;
+    return MW_OK;
+}
+
+static mw_status parse_choice(const flag *f, const char *v, int *out)
+{
+    for (int i = 0; f->choices[i]; i++)
+        if (!strcmp(v, f->choices[i])) {
             *out = i;
             return MW_OK;
         }
     char list[256] = "";
-    for (int i = 0; i < n; i++) {
-        strncat(list, names[i], sizeof list - strlen(list) - 1);
-        if (i + 1 < n)
-            strncat(list, ", ", sizeof list - strlen(list) - 1);
-    }
-    return mw_err(MW_EINVAL, "--%s '%s': expected one of %s", flagname, s, list);
+    for (int i = 0; f->choices[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 f->choices[i]);
+    return mw_err(MW_EINVAL, "--%s '%s': expected one of %s", f->name, v, list);
 }
 
+/* An output file is written at the end of a run (after training, say), so its directory is
+ * checked now: a typo then fails at once, with the reason. Every rank that parses checks; the
+ * chief writes the file, but the other ranks' view of the path is expected to be the same. */
+static mw_status check_output(const flag *f, const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof dir)
+        return mw_err(MW_EINVAL, "--%s '%.64s...': %s; expected a shorter path", f->name, path,
+                      strerror(ENAMETOOLONG));
+    if (n == 0) {
+        strcpy(dir, ".");
+    } else {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (stat(dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = strerror(ENOTDIR);
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why)
+        return mw_err(MW_EINVAL, "--%s '%s': directory '%s': %s; expected a file in an existing, "
+                      "writable directory", f->name, path, dir, why);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return mw_err(MW_EINVAL, "--%s '%s': %s; expected a file name", f->name, path,
+                      strerror(EISDIR));
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+        return mw_err(MW_EINVAL, "--%s '%s': %s; expected a writable file", f->name, path,
+                      strerror(errno));
+    return MW_OK;
+}
+
+/* Check v and store it in the row's field of c. */
+static mw_status set_flag(mw_cli *c, const flag *f, const char *v)
+{
+    void *field = (char *)c + f->off;
+    int i = 0;
+    switch (f->kind) {
+    case K_SWITCH:
+        memcpy(field, &f->on, sizeof f->on);
+        return MW_OK;
+    case K_INT:
+        return parse_int(f, v, field);
+    case K_U64:
+        return parse_u64(f, v, field);
+    case K_DOUBLE:
+        return parse_double(f, v, field);
+    case K_PATH:
+    case K_OUTPUT:
+        if (!*v)
+            return mw_err(MW_EINVAL, "--%s: expected %s, got an empty value", f->name,
+                          strcmp(f->metavar, "DIR") ? "a file" : "a directory");
+        if (f->kind == K_OUTPUT)
+            MW_TRY(check_output(f, v));
+        /* fall through */
+    case K_STRING:
+        memcpy(field, &v, sizeof v);
+        return MW_OK;
+    case K_CHOICE:
+        MW_TRY(parse_choice(f, v, &i));
+        memcpy(field, &i, sizeof i);
+        return MW_OK;
+    case K_NAME:
+        MW_TRY(parse_choice(f, v, &i));
+        memcpy(field, &f->choices[i], sizeof f->choices[i]);
+        return MW_OK;
+    }
+    return mw_err(MW_EINTERNAL, "--%s: flag kind %d", f->name, (int)f->kind);
+}
+
+/* ---- the command line ---- */
+
+/* The row named by the first len bytes of name among the flags of the commands in mask. */
+static const flag *find_flag(const char *name, size_t len, unsigned mask)
+{
+    for (int i = 0; i < NFLAGS; i++)
+        if ((flags[i].cmds & mask) && strlen(flags[i].name) == len &&
+            !strncmp(flags[i].name, name, len))
+            return &flags[i];
+    return NULL;
+}
+
+/* tok (its first len bytes) is no flag of cmd. getopt_long would take a unique prefix (--epoch
+ * for --epochs); we do not, so scripts never depend on an abbreviation a new flag breaks, but
+ * we name the flag meant. */
+static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const char *cmd)
+{
+    const flag *meant = NULL;
+    int n = 0;
+    if (len > 2 && !strncmp(tok, "--", 2))
+        for (int i = 0; i < NFLAGS; i++)
+            if ((flags[i].cmds & mask) && !strncmp(flags[i].name, tok + 2, len - 2)) {
+                meant = &flags[i];
+                n++;
+            }
+    if (n == 1)
+        return mw_err(MW_EINVAL, "unknown flag '%.*s' (did you mean '--%s'? see `mwtrain %s "
+                      "--help`)", (int)len, tok, meant->name, cmd);
+    return mw_err(MW_EINVAL, "unknown flag '%.*s' (see `mwtrain %s --help`)", (int)len, tok, cmd);
+}
+
+/* argv[0] is the command, mask its C_* bit. Special cases kept as code, as no row can say them:
+ * -h (a short name), `--` (ends the flags), and a flag name given as a value (the flag before
+ * it most likely lost its value: `--summary-dir --epochs 1`); `--flag=value` always takes the
+ * value as written. */
 static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
 {
-    struct option lo[F_COUNT + 1];
-    int nlo = 0;
-    for (int i = 0; i < F_COUNT; i++)
-        if (flag_cmds(i) & mask)
-            lo[nlo++] = (struct option){flags[i].name,
-                                        flags[i].metavar ? required_argument : no_argument, NULL,
-                                        1000 + i};
-    lo[nlo] = (struct option){0, 0, 0, 0};
-    mw_train_opts *o = &c->train;
-    optind = 0; /* 0, not 1: glibc then also resets its internal state */
-    opterr = 0;
-    for (;;) {
-        int longi = -1;
-        int id = getopt_long(argc, argv, ":h", lo, &longi);
-        if (id == -1)
-            break;
-        if (id == '?')
-            return mw_err(MW_EINVAL, "unknown flag '%s' (see `mwtrain %s --help`)",
-                          argv[optind - 1], argv[0]);
-        if (id == ':')
-            return mw_err(MW_EINVAL, "flag '%s' needs a value (see `mwtrain %s --help`)",
-                          argv[optind - 1], argv[0]);
-        if (id == 'h') {
+    const char *cmd = argv[0];
+    uint64_t seen = 0;
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *tok = argv[i];
+        if (!strcmp(tok, "-h")) {
             c->help = 1;
             continue;
         }
-        int f = id - 1000;
-        const char *name = flags[f].name, *v = optarg;
-        /* getopt_long accepts unique prefixes (--epoch for --epochs); we do
-         * not, so scripts never depend on an abbreviation a new flag breaks */
-        const char *tok = argv[optind - 1];
-        if (v && tok == v && optind >= 2)
-            tok = argv[optind - 2];
-        size_t tl = strcspn(tok + 2, "=");
-        if (strncmp(tok, "--", 2) != 0 || tl != strlen(name) || strncmp(tok + 2, name, tl) != 0)
-            return mw_err(MW_EINVAL, "unknown flag '%.*s' (did you mean '--%s'? see `mwtrain %s "
-                          "--help`)", (int)(tl + 2), tok, name, argv[0]);
-        int tmp = 0;
-        switch (f) {
-        case F_EPOCHS:
-            MW_TRY(parse_int(name, v, 0, 1000000, &o->epochs));
+        if (tok[0] != '-' || tok[1] == '\0')
             break;
-        case F_BATCH:
-            MW_TRY(parse_int(name, v, 1, 65536, &o->batch_per_replica));
-            break;
-        case F_REPLICAS:
-            MW_TRY(parse_int(name, v, 1, 1024, &o->replicas_per_worker));
-            break;
-        case F_STEPS:
-            MW_TRY(parse_int(name, v, 1, INT_MAX, &o->steps_per_epoch));
-            break;
-        case F_MICRO:
-            MW_TRY(parse_int(name, v, 1, 65536, &o->micro_batch));
-            break;
-        case F_LR:
-            MW_TRY(parse_double(name, v, 0, 1e6, 0, &o->learning_rate));
-            if (o->learning_rate <= 0)
-                return mw_err(MW_EINVAL, "--%s %s: expected a value > 0", name, v);
-            break;
-        case F_OPT: {
-            static const char *const names[] = {"adam", "sgd"};
-            MW_TRY(parse_choice(name, v, names, 2, &tmp));
-            o->optimizer = (mw_optimizer)tmp;
-            break;
+        const char *eq = strchr(tok, '=');
+        size_t len = eq ? (size_t)(eq - tok) : strlen(tok);
+        const flag *f = tok[1] == '-' ? find_flag(tok + 2, len - 2, mask) : NULL;
+        if (!f)
+            return unknown_flag(tok, tok[1] == '-' ? len : strlen(tok), mask, cmd);
+        const char *v = eq ? eq + 1 : NULL;
+        if (!f->metavar && v)
+            return mw_err(MW_EINVAL, "--%s '%s': expected no value (--%s is a switch)", f->name,
+                          v, f->name);
+        if (f->metavar && !v) {
+            if (i + 1 == argc)
+                return mw_err(MW_EINVAL, "flag '%s' needs a value (see `mwtrain %s --help`)", tok,
+                              cmd);
+            v = argv[++i];
+            /* any command's flag: `eval --checkpoint-dir --resume` is a slip, not a path */
+            const flag *g = !strncmp(v, "--", 2) ? find_flag(v + 2, strcspn(v + 2, "="), C_ALL)
+                                                  : NULL;
+            if (g)
+                return mw_err(MW_EINVAL,
+                              "--%s: missing value (got the flag --%s); expected --%s %s",
+                              f->name, g->name, f->name, f->metavar);
         }
-        case F_MOMENTUM:
-            MW_TRY(parse_double(name, v, 0, 1, 1, &o->momentum));
-            break;
-        case F_SEED: {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || end == v || *end != '\0' || v[0] == '-')
-                return mw_err(MW_EINVAL, "--%s '%s': expected a non-negative integer", name, v);
-            o->seed = s;
-            break;
-        }
-        case F_DATA:
-            if (!*v)
-                return mw_err(MW_EINVAL, "--%s: expected a directory, got an empty value", name);
-            o->data_dir = v;
-            break;
-        case F_THREADS:
-            MW_TRY(parse_int(name, v, 1, 1024, &o->threads));
-            break;
-        case F_BACKEND: {
-            static const char *const names[] = {"cpu", "ref"};
-            MW_TRY(parse_choice(name, v, names, 2, &tmp));
-            o->backend = names[tmp];
-            break;
-        }
-        case F_PROGRESS: {
-            static const char *const names[] = {"auto", "bar", "lines", "none"};
-            MW_TRY(parse_choice(name, v, names, 4, &tmp));
-            o->progress = (mw_progress)tmp;
-            break;
-        }
-        case F_PROGRESS_INTERVAL:
-            MW_TRY(parse_double(name, v, 0.01, 86400, 0, &o->progress_interval));
-            break;
-        case F_DUMP:
-            o->dump_weights = v;
-            break;
-        case F_TF_CONFIG:
-            if (!*v)
-                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
-            o->tf_config = v;
-            break;
-        case F_ALLREDUCE:
-            MW_TRY(mw_ar_algo_parse(v, &o->allreduce));
-            break;
-        case F_TIMEOUT:
-            MW_TRY(parse_double(name, v, 0.1, 1e7, 0, &o->collective_timeout));
-            break;
-        case F_CKPT_DIR:
-            if (!*v)
-                return mw_err(MW_EINVAL, "--%s: expected a directory, got an empty value", name);
-            o->checkpoint_dir = v;
-            break;
-        case F_CKPT_EPOCHS:
-            MW_TRY(parse_int(name, v, 0, 1000000, &o->checkpoint_every_epochs));
-            break;
-        case F_CKPT_STEPS:
-            MW_TRY(parse_int(name, v, 0, INT_MAX, &o->checkpoint_every_steps));
-            break;
-        case F_KEEP:
-            MW_TRY(parse_int(name, v, 0, 1000000, &o->keep_checkpoints));
-            break;
-        case F_RESUME:
-            o->resume = 1;
-            break;
-        case F_SUMMARY_DIR:
-            o->summary_dir = v;
-            break;
-        case F_TEST_EXAMPLES:
-            MW_TRY(parse_int(name, v, 1, INT_MAX, &o->test_examples));
-            break;
-        case F_OUTPUT:
-            if (!*v)
-                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
-            o->export_path = v;
-            break;
-        case F_JSON:
-            c->json = 1;
-            break;
-        case F_HOSTFILE:
-            if (!*v)
-                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
-            c->hostfile = v;
-            break;
-        case F_TASK:
-            c->task = v;
-            break;
-        case F_PORT:
-            MW_TRY(parse_int(name, v, 1, 65535, &c->port));
-            break;
-        case F_MODEL:
-            if (!*v)
-                return mw_err(MW_EINVAL, "--%s: expected a file, got an empty value", name);
-            o->model_path = v;
-            break;
-        case F_DEVICE: {
-            static const char *const names[] = {"auto", "cpu", "gpu"};
-            MW_TRY(parse_choice(name, v, names, 3, &tmp));
-            o->device = names[tmp];
-            break;
-        }
-        case F_QUIET:
-            c->log_level = MW_LOG_WARN;
-            break;
-        case F_VERBOSE:
-            c->log_level = MW_LOG_DEBUG;
-            break;
-        case F_HELP:
-            c->help = 1;
-            break;
-        }
+        MW_TRY(set_flag(c, f, v));
+        seen |= (uint64_t)1 << (f - flags);
     }
-    if (optind < argc)
-        return mw_err(MW_EINVAL, "unexpected argument '%s' (see `mwtrain %s --help`)",
-                      argv[optind], argv[0]);
+    if (i < argc && !strcmp(argv[i], "--"))
+        i++;
+    if (i < argc)
+        return mw_err(MW_EINVAL, "unexpected argument '%s' (see `mwtrain %s --help`)", argv[i],
+                      cmd);
+    for (int j = 0; !c->help && j < NFLAGS; j++)
+        if ((flags[j].required & mask) && !(seen >> j & 1))
+            return mw_err(MW_EINVAL, "%s needs --%s %s (see `mwtrain %s --help`)", cmd,
+                          flags[j].name, flags[j].metavar, cmd);
     return MW_OK;
 }
 
@@ -500,16 +531,7 @@ mw_status mw_cli_parse(mw_cli *c, int argc, char **argv)
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(cmd, commands[i].name)) {
             c->cmd = commands[i].cmd;
-            MW_TRY(parse_flags(c, commands[i].mask, argc - 1, argv + 1));
-            if (c->help)
-                return MW_OK;
-            if (c->cmd == MW_CMD_EXPORT && !c->train.export_path)
-                return mw_err(MW_EINVAL, "export needs --output FILE (see `mwtrain export "
-                              "--help`)");
-            if (c->cmd == MW_CMD_TFCONFIG && !c->hostfile)
-                return mw_err(MW_EINVAL, "tf-config needs --hostfile FILE (see `mwtrain "
-                              "tf-config --help`)");
-            return MW_OK;
+            return parse_flags(c, commands[i].mask, argc - 1, argv + 1);
         }
     if (cmd[0] == '-')
         return mw_err(MW_EINVAL, "flag '%s' before the command; usage: mwtrain <command> [flags]",

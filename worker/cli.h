@@ -1,5 +1,5 @@
-/* Command-line parsing for every subcommand. One table per subcommand drives
- * both getopt_long and the --help text, so no flag goes undocumented. */
+/* Command-line parsing for every subcommand. One table of flags (cli.c) drives
+ * both the parser and the --help text, so no flag goes undocumented. */
 #ifndef MW_WORKER_CLI_H
 #define MW_WORKER_CLI_H
 
@@ -30,8 +30,10 @@ typedef struct {
     mw_train_opts train; /* train flags; tf_config also for `cluster` */
 } mw_cli;
 
-/* Parse argv (argv[0] is the program). Errors name the flag and the value and
- * return MW_EINVAL. */
+/* Parse argv (argv[0] is the program). Errors name the flag, the value and what
+ * was expected, and return MW_EINVAL. Numbers are plain decimal; the directory
+ * of an output file (--dump-weights, export --output) must exist and be
+ * writable already. */
 mw_status mw_cli_parse(mw_cli *c, int argc, char **argv);
 void mw_cli_usage(FILE *f);
 void mw_cli_help(FILE *f, mw_cmd cmd);
