@@ -1,5 +1,6 @@
 /* Helpers shared by the cmocka tests: float comparisons that print the first
- * bad index, both values and the max error; temp directories; small files. */
+ * bad index, both values and the max error; tables of cases kept in directories
+ * that print what each failing case got; temp directories; small files. */
 #ifndef MW_TESTS_UTIL_H
 #define MW_TESTS_UTIL_H
 
@@ -10,11 +11,32 @@
 
 #include <cmocka.h>
 
+#include "common/status.h"
+
 /* Fail unless |got[i]-ref[i]| <= atol + rtol*|ref[i]| for all i < count. */
 #define expect_close(got, ref, count, atol, rtol)                                            \
     assert_true(mw_test_close_(got, ref, count, atol, rtol, #got, __FILE__, __LINE__))
 int mw_test_close_(const float *got, const float *ref, size_t count, float atol, float rtol,
                    const char *what, const char *file, int line);
+
+/* Tables of cases in directories: <table>/<case>/input.json and <table>/<case>/expected,
+ * the message (or a part of it) the input must produce, on one line.
+ *
+ * A case function runs the code under test on input (nbytes, NUL-terminated) and checks
+ * what the table cannot say (the status, what the call left behind); it returns 1 when those
+ * hold, else 0 after printing why (starting "case <name>: "). It leaves the first-error
+ * message recorded. */
+typedef int (*mw_test_case_fn)(void *ctx, const char *name, const char *input, size_t nbytes);
+/* One case: clear the message, run fn, require the message to contain `expected`; on failure
+ * print the case name, the expected text and the status and message got. Returns 1 when the
+ * case passes, else 0; clears the message either way. */
+int mw_test_case_check(const char *name, mw_test_case_fn fn, void *ctx, const char *input,
+                       size_t nbytes, const char *expected);
+/* Every case of the table $MW_SRCDIR/<rel>, in name order (subdirectories only), through
+ * mw_test_case_check; `expected` loses its trailing line breaks. Runs them all, prints the
+ * count, then fails the test if any case failed, lacks a file or has an empty `expected`, or
+ * if the table is missing or has no case. Returns the number of cases. */
+int mw_test_cases(const char *rel, mw_test_case_fn fn, void *ctx);
 
 /* Make a fresh directory under $TMPDIR (or /tmp); returns a static path. */
 const char *mw_test_tmpdir(const char *tag);
