@@ -267,8 +267,8 @@ static void test_input_shapes(void **state)
     assert_string_equal(m.layers[0].name, "flatten");
     assert_int_equal(m.layers[1].w_count, 40 * 3);
     mw_model_free(&m);
-    assert_int_equal(load_text(&m, noinput, 0, 0, 0, 0), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "test.json: the model has no input shape"));
+    expect_err(load_text(&m, noinput, 0, 0, 0, 0), MW_EMODEL,
+               "test.json: the model has no input shape");
     mw_model_free(&m);
 
     /* Keras 2 build_input_shape, taken from the file (summary without data) */
@@ -282,9 +282,9 @@ static void test_input_shapes(void **state)
     assert_int_equal(m.layers[0].out_h, 6); /* padding is case-insensitive, as in Keras */
     assert_string_equal(m.layers[0].name, "conv2d");
     mw_model_free(&m);
-    assert_int_equal(load_text(&m, built, 6, 7, 1, 4), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "the model's input is (None, 6, 7, 3) (model config "
-                                         "build_input_shape) but the data are 6x7x1 images"));
+    expect_err(load_text(&m, built, 6, 7, 1, 4), MW_EMODEL,
+               "the model's input is (None, 6, 7, 3) (model config "
+               "build_input_shape) but the data are 6x7x1 images");
     mw_model_free(&m);
 
     /* (None, H, W) input for 1-channel data, flat for Dense */
@@ -293,25 +293,25 @@ static void test_input_shapes(void **state)
     assert_true(m.in_h == 28 && m.in_w == 28 && m.in_c == 1 && m.nlayers == 6);
     mw_model_free(&m);
     mw_err_clear();
-    assert_int_equal(mw_keras_load_file(&m, path, 28, 28, 3, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "mlp_k3.json: the model's input is (None, 28, 28) "
-                                         "(layer 'input_layer' (InputLayer) batch_shape) but "
-                                         "the data are 28x28x3 images"));
+    expect_err(mw_keras_load_file(&m, path, 28, 28, 3, 10), MW_EMODEL,
+               "mlp_k3.json: the model's input is (None, 28, 28) "
+               "(layer 'input_layer' (InputLayer) batch_shape) but "
+               "the data are 28x28x3 images");
     mw_model_free(&m);
     free(path);
 
     mw_err_clear();
-    assert_int_equal(mw_keras_load_file(&m, "/nonexistent/model.json", 28, 28, 1, 10), MW_EIO);
-    assert_non_null(strstr(mw_err_msg(), "/nonexistent/model.json: cannot open the model"));
+    expect_err(mw_keras_load_file(&m, "/nonexistent/model.json", 28, 28, 1, 10), MW_EIO,
+               "/nonexistent/model.json: cannot open the model");
     mw_model_free(&m);
-    assert_int_equal(load_text(&m, "", 28, 28, 1, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "test.json: empty; expected a Keras model JSON"));
+    expect_err(load_text(&m, "", 28, 28, 1, 10), MW_EMODEL,
+               "test.json: empty; expected a Keras model JSON");
     mw_err_clear();
     size_t big = MW_KERAS_MAX_BYTES + 1;
     char *text = malloc(big);
     memset(text, ' ', big);
-    assert_int_equal(mw_keras_load(&m, text, big, "big.json", 28, 28, 1, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "big.json: 4194305 bytes; expected at most"));
+    expect_err(mw_keras_load(&m, text, big, "big.json", 28, 28, 1, 10), MW_EMODEL,
+               "big.json: 4194305 bytes; expected at most");
     free(text);
     mw_model_free(&m);
     /* the text needs no terminator: a prefix of a longer buffer */
@@ -401,9 +401,9 @@ static void test_builtin_tutorial(void **state)
     mw_model_free(&b);
 
     mw_err_clear();
-    assert_int_equal(mw_model_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "built-in model (worker/models/tutorial_cnn.json): the "
-                                         "model's input is (None, 28, 28, 1)"));
+    expect_err(mw_model_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL,
+               "built-in model (worker/models/tutorial_cnn.json): the "
+               "model's input is (None, 28, 28, 1)");
     mw_model_free(&a);
     mw_err_clear();
 }

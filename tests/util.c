@@ -38,6 +38,38 @@ int mw_test_close_(const float *got, const float *ref, size_t count, float atol,
     return 1;
 }
 
+int mw_test_err_matches(const char *who, mw_status rc, mw_status want, const char *const *subs)
+{
+    const char *msg = mw_err_msg();
+    int ok = rc == want;
+    for (const char *const *s = subs; *s; s++)
+        ok &= strstr(msg, *s) != NULL;
+    if (ok)
+        return 1;
+    if (rc == want)
+        fprintf(stderr, "%s: status %s as wanted, but\n  message: \"%s\"", who, mw_status_str(rc),
+                msg);
+    else
+        fprintf(stderr, "%s: got %s, want %s\n  message: \"%s\"", who, mw_status_str(rc),
+                mw_status_str(want), msg);
+    if (*msg && mw_err_status() != rc) /* the first error wins: it may not be this call's */
+        fprintf(stderr, " (recorded with %s)", mw_status_str(mw_err_status()));
+    fputc('\n', stderr);
+    for (const char *const *s = subs; *s; s++)
+        if (!strstr(msg, *s))
+            fprintf(stderr, "  lacks:   \"%s\"\n", *s);
+    return 0;
+}
+
+void mw_test_expect_err_(mw_status rc, mw_status want, const char *const *subs, const char *file,
+                         int line)
+{
+    char who[512];
+    snprintf(who, sizeof who, "%s:%d", file, line);
+    if (!mw_test_err_matches(who, rc, want, subs))
+        _fail(file, line);
+}
+
 int mw_test_case_check(const char *name, mw_test_case_fn fn, void *ctx, const char *input,
                        size_t nbytes, const char *expected)
 {

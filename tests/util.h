@@ -1,6 +1,7 @@
 /* Helpers shared by the cmocka tests: float comparisons that print the first
- * bad index, both values and the max error; tables of cases kept in directories
- * that print what each failing case got; temp directories; small files. */
+ * bad index, both values and the max error; status and message checks that print
+ * what was got; tables of cases kept in directories; temp directories; small
+ * files. */
 #ifndef MW_TESTS_UTIL_H
 #define MW_TESTS_UTIL_H
 
@@ -18,6 +19,21 @@
     assert_true(mw_test_close_(got, ref, count, atol, rtol, #got, __FILE__, __LINE__))
 int mw_test_close_(const float *got, const float *ref, size_t count, float atol, float rtol,
                    const char *what, const char *file, int line);
+
+/* Fail unless rc == want and the recorded first-error message (mw_err_msg) contains every
+ * given string (at least one; "" for none in particular). On failure print the place, the
+ * status got and wanted by name, the message and each string it lacks. The message is left
+ * recorded (call mw_err_clear for the next check).
+ *     expect_err(mw_dataset_load(&d, img, lbl, 3), MW_EDATA, img, "truncated header"); */
+#define expect_err(rc, want, ...)                                                            \
+    mw_test_expect_err_((rc), (want), (const char *const[]){__VA_ARGS__, NULL}, __FILE__,     \
+                        __LINE__)
+void mw_test_expect_err_(mw_status rc, mw_status want, const char *const *subs, const char *file,
+                         int line);
+/* The check of expect_err without failing the test, for loops over cases: 1 when it holds;
+ * otherwise print what differs on stderr, starting "who: ", and return 0. subs is
+ * NULL-terminated. */
+int mw_test_err_matches(const char *who, mw_status rc, mw_status want, const char *const *subs);
 
 /* Tables of cases in directories: <table>/<case>/input.json and <table>/<case>/expected,
  * the message (or a part of it) the input must produce, on one line.
