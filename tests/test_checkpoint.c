@@ -3,11 +3,7 @@
  * fallback from a corrupt latest checkpoint, and write failures that must leave earlier
  * checkpoints intact. Bad files are built by an independent encoder of docs/checkpoint.md
  * (craft() below), so the tests also check the document. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* nftw */
-#endif
 #include <dirent.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,30 +19,6 @@
 #include "worker/model.h"
 
 /* ---- helpers ---- */
-
-static int setup_dir(void **state)
-{
-    *state = strdup(mw_test_tmpdir("ckpt"));
-    assert_non_null(*state);
-    mw_err_clear();
-    return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static int teardown_dir(void **state)
-{
-    nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(*state);
-    mw_err_clear();
-    return 0;
-}
 
 static char *join(const char *dir, const char *name)
 {
@@ -1045,22 +1017,22 @@ static void test_pack_unpack(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_roundtrip, setup_dir, teardown_dir),
+        mw_test_in_tmpdir(test_roundtrip),
         cmocka_unit_test(test_crafted_valid),
         cmocka_unit_test(test_write_rejects_bad_state),
-        cmocka_unit_test_setup_teardown(test_save_keep, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_save_numbering, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_load_empty_and_missing, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_load_falls_back, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_load_bad_index, setup_dir, teardown_dir),
-        cmocka_unit_test_setup_teardown(test_save_unwritable, setup_dir, teardown_dir),
+        mw_test_in_tmpdir(test_save_keep),
+        mw_test_in_tmpdir(test_save_numbering),
+        mw_test_in_tmpdir(test_load_empty_and_missing),
+        mw_test_in_tmpdir(test_load_falls_back),
+        mw_test_in_tmpdir(test_load_bad_index),
+        mw_test_in_tmpdir(test_save_unwritable),
         cmocka_unit_test(test_bad_truncated),
         cmocka_unit_test(test_bad_flipped),
         cmocka_unit_test(test_bad_header),
         cmocka_unit_test(test_bad_sizes),
         cmocka_unit_test(test_bad_structure),
         cmocka_unit_test(test_bad_meta),
-        cmocka_unit_test_setup_teardown(test_read_errors, setup_dir, teardown_dir),
+        mw_test_in_tmpdir(test_read_errors),
         cmocka_unit_test(test_pack_unpack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,10 +1,6 @@
 /* Tests for worker/data: the IDX reader on small generated files (plain and gzip), one test
  * per kind of bad input with its message checked, the directory loader, batch scaling, the
  * epoch order, and the real Fashion-MNIST files when the Debian package is installed. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* nftw */
-#endif
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,29 +19,6 @@ static char *xstrdup(const char *s)
     char *p = strdup(s);
     assert_non_null(p);
     return p;
-}
-
-static int setup_dir(void **state)
-{
-    *state = xstrdup(mw_test_tmpdir("data"));
-    mw_err_clear();
-    return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static int teardown_dir(void **state)
-{
-    nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(*state);
-    mw_err_clear();
-    return 0;
 }
 
 /* An IDX file in memory: big-endian magic and dims, then body. Returns malloc'ed bytes. */
@@ -821,7 +794,7 @@ static void test_fashion_mnist(void **state)
     mw_dataset_free(&test);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup_dir, teardown_dir)
+#define T(name) mw_test_in_tmpdir(name)
 
 int main(void)
 {

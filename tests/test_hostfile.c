@@ -12,7 +12,14 @@
 #include "common/status.h"
 #include "tests/util.h"
 
-static const char *dir;
+static const char *dir; /* one for the group; the tests name their files apart */
+
+static int group_setup(void **state)
+{
+    int rc = mw_test_tmpdir_setup(state);
+    dir = *state;
+    return rc;
+}
 
 static char *write_hostfile(const char *name, const char *text, size_t nbytes)
 {
@@ -304,11 +311,10 @@ static void test_print(void **state)
 
 int main(void)
 {
-    dir = mw_test_tmpdir("hostfile");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),       cmocka_unit_test(test_ipv6_and_port),
         cmocka_unit_test(test_bad_table),  cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_parse_task), cmocka_unit_test(test_print),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, group_setup, mw_test_tmpdir_teardown);
 }

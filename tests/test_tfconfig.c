@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cluster/tfconfig.h"
 #include "cluster/topology.h"
@@ -232,7 +230,7 @@ static void test_many_tasks(void **state)
 
 static void test_load(void **state)
 {
-    (void)state;
+    const char *dir = *state;
     mw_tfconfig c;
     mw_tfconfig_init(&c);
     int found = -1;
@@ -257,7 +255,6 @@ static void test_load(void **state)
     mw_err_clear();
 
     /* A path wins over the environment, and names itself in messages. */
-    const char *dir = mw_test_tmpdir("tfconfig");
     static const char good[] = "{\"cluster\": {\"chief\": [\"c:1\"]}, \"task\": {\"type\": "
                                "\"chief\", \"index\": 0}}\n";
     char *path = mw_test_write_file(dir, "good.json", good, sizeof good - 1);
@@ -300,13 +297,6 @@ static void test_load(void **state)
     free(path);
     unsetenv("TF_CONFIG");
     mw_tfconfig_free(&c);
-    static const char *const files[] = {"good.json", "bad.json", "huge.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char f[4200];
-        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
-        unlink(f);
-    }
-    rmdir(dir);
 }
 
 /* ---- rank <-> task assignment ------------------------------------------------------------ */
@@ -421,11 +411,16 @@ static void test_nodes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_malformed_table), cmocka_unit_test(test_malformed_inline),
-        cmocka_unit_test(test_chief_and_workers), cmocka_unit_test(test_workers_only),
-        cmocka_unit_test(test_evaluator),         cmocka_unit_test(test_ipv6),
-        cmocka_unit_test(test_ignored_keys),      cmocka_unit_test(test_many_tasks),
-        cmocka_unit_test(test_load),              cmocka_unit_test(test_assign),
+        cmocka_unit_test(test_malformed_table),
+        cmocka_unit_test(test_malformed_inline),
+        cmocka_unit_test(test_chief_and_workers),
+        cmocka_unit_test(test_workers_only),
+        cmocka_unit_test(test_evaluator),
+        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_ignored_keys),
+        cmocka_unit_test(test_many_tasks),
+        mw_test_in_tmpdir(test_load),
+        cmocka_unit_test(test_assign),
         cmocka_unit_test(test_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,34 @@ const char *mw_test_tmpdir(const char *tag)
         abort();
     }
     return path;
+}
+
+int mw_test_tmpdir_setup(void **state)
+{
+    *state = strdup(mw_test_tmpdir(program_invocation_short_name));
+    mw_err_clear();
+    return *state ? 0 : -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0) {
+        fprintf(stderr, "cannot remove %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int mw_test_tmpdir_teardown(void **state)
+{
+    int rc = *state ? nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS) : 0;
+    free(*state);
+    *state = NULL;
+    mw_err_clear();
+    return rc == 0 ? 0 : -1;
 }
 
 static char *join(const char *dir, const char *name)

@@ -1,7 +1,7 @@
 /* Helpers shared by the cmocka tests: float comparisons that print the first
  * bad index, both values and the max error; status and message checks that print
- * what was got; tables of cases kept in directories; temp directories; small
- * files. */
+ * what was got; tables of cases kept in directories; temp directories (and a
+ * fixture pair for them); small files. */
 #ifndef MW_TESTS_UTIL_H
 #define MW_TESTS_UTIL_H
 
@@ -56,6 +56,14 @@ int mw_test_cases(const char *rel, mw_test_case_fn fn, void *ctx);
 
 /* Make a fresh directory under $TMPDIR (or /tmp); returns a static path. */
 const char *mw_test_tmpdir(const char *tag);
+/* cmocka fixture pair: setup makes a fresh directory and sets *state to its path (malloc'ed);
+ * teardown removes the tree under it, frees the path and fails when something could not be
+ * removed. Both clear the recorded error message. */
+int mw_test_tmpdir_setup(void **state);
+int mw_test_tmpdir_teardown(void **state);
+/* A cmocka test run in a fresh directory (*state), removed after it. */
+#define mw_test_in_tmpdir(f)                                                                 \
+    cmocka_unit_test_setup_teardown(f, mw_test_tmpdir_setup, mw_test_tmpdir_teardown)
 /* Write nbytes to dir/name; returns the malloc'ed full path. */
 char *mw_test_write_file(const char *dir, const char *name, const void *data, size_t nbytes);
 /* gzip-compress data into dir/name; returns the malloc'ed full path. */
