@@ -158,10 +158,9 @@ static void check_file(const char *path, const mw_model *m, const float *params,
 
 static void tutorial_roundtrip(void **state)
 {
-    (void)state;
+    const char *dir = *state;
     mw_model m;
     build(&m);
-    const char *dir = mw_test_tmpdir("export");
     char path[600];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_OK);
@@ -184,7 +183,7 @@ static void tutorial_roundtrip(void **state)
 /* Layers without bias export only a kernel; pooling/flatten/relu nothing. */
 static void no_bias_and_names(void **state)
 {
-    (void)state;
+    const char *dir = *state;
     mw_model m;
     mw_model_init(&m, 6, 6, 2);
     assert_int_equal(mw_model_add_conv2d(&m, "features", 3, 2, 2, 1, 1, 1, 0), MW_OK);
@@ -198,7 +197,6 @@ static void no_bias_and_names(void **state)
         {"logits/kernel", 2, {27, 4}},
         {"logits/bias", 1, {4}},
     };
-    const char *dir = mw_test_tmpdir("export-nobias");
     char path[600];
     snprintf(path, sizeof path, "%s/w.safetensors", dir);
     assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_OK);
@@ -208,10 +206,9 @@ static void no_bias_and_names(void **state)
 
 static void error_messages(void **state)
 {
-    (void)state;
+    const char *dir = *state;
     mw_model m;
     build(&m);
-    const char *dir = mw_test_tmpdir("export-err");
     char path[600], want[1600];
 
     /* missing directory */
@@ -278,9 +275,9 @@ static void error_messages(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(tutorial_roundtrip),
-        cmocka_unit_test(no_bias_and_names),
-        cmocka_unit_test(error_messages),
+        mw_test_in_tmpdir(tutorial_roundtrip),
+        mw_test_in_tmpdir(no_bias_and_names),
+        mw_test_in_tmpdir(error_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,14 @@
 #include "common/status.h"
 #include "tests/util.h"
 
-static const char *dir;
+static const char *dir; /* one for the group; the tests name their files apart */
+
+static int group_setup(void **state)
+{
+    int rc = mw_test_tmpdir_setup(state);
+    dir = *state;
+    return rc;
+}
 
 static char *write_hostfile(const char *name, const char *text, size_t nbytes)
 {
@@ -98,14 +105,14 @@ static void test_ipv6_and_port(void **state)
     assert_int_equal(mw_hostfile_tf_configs(p2, 65534, &configs, &n, NULL), MW_OK);
     mw_hostfile_configs_free(configs, n);
     mw_err_clear();
-    assert_int_equal(mw_hostfile_tf_configs(p2, 65535, &configs, &n, NULL), MW_ECONFIG);
-    assert_non_null(strstr(mw_err_msg(), "ports 65535-65536 pass 65535; expected a base port "
-                                         "at most 65534"));
+    expect_err(mw_hostfile_tf_configs(p2, 65535, &configs, &n, NULL), MW_ECONFIG,
+               "ports 65535-65536 pass 65535; expected a base port "
+               "at most 65534");
     assert_null(configs);
     assert_int_equal(n, 0);
     mw_err_clear();
-    assert_int_equal(mw_hostfile_tf_configs(p2, 0, &configs, &n, NULL), MW_EINVAL);
-    assert_non_null(strstr(mw_err_msg(), "base port 0 is out of range; expected 1-65535"));
+    expect_err(mw_hostfile_tf_configs(p2, 0, &configs, &n, NULL), MW_EINVAL,
+               "base port 0 is out of range; expected 1-65535");
     mw_err_clear();
     free(path);
     free(p2);
@@ -304,11 +311,10 @@ static void test_print(void **state)
 
 int main(void)
 {
-    dir = mw_test_tmpdir("hostfile");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),       cmocka_unit_test(test_ipv6_and_port),
         cmocka_unit_test(test_bad_table),  cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_parse_task), cmocka_unit_test(test_print),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, group_setup, mw_test_tmpdir_teardown);
 }

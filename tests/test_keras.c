@@ -13,7 +13,6 @@
  *   the dropout kernels (ref == cpu, keep rate, scaling, identity at inference), masks that
  *   follow the global example id whatever the batch position or micro-batch, and a
  *   central-difference check of a whole model with Dropout and 'same' padding. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,8 +267,8 @@ static void test_input_shapes(void **state)
     assert_string_equal(m.layers[0].name, "flatten");
     assert_int_equal(m.layers[1].w_count, 40 * 3);
     mw_model_free(&m);
-    assert_int_equal(load_text(&m, noinput, 0, 0, 0, 0), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "test.json: the model has no input shape"));
+    expect_err(load_text(&m, noinput, 0, 0, 0, 0), MW_EMODEL,
+               "test.json: the model has no input shape");
     mw_model_free(&m);
 
     /* Keras 2 build_input_shape, taken from the file (summary without data) */
@@ -283,9 +282,9 @@ static void test_input_shapes(void **state)
     assert_int_equal(m.layers[0].out_h, 6); /* padding is case-insensitive, as in Keras */
     assert_string_equal(m.layers[0].name, "conv2d");
     mw_model_free(&m);
-    assert_int_equal(load_text(&m, built, 6, 7, 1, 4), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "the model's input is (None, 6, 7, 3) (model config "
-                                         "build_input_shape) but the data are 6x7x1 images"));
+    expect_err(load_text(&m, built, 6, 7, 1, 4), MW_EMODEL,
+               "the model's input is (None, 6, 7, 3) (model config "
+               "build_input_shape) but the data are 6x7x1 images");
     mw_model_free(&m);
 
     /* (None, H, W) input for 1-channel data, flat for Dense */
@@ -294,25 +293,25 @@ static void test_input_shapes(void **state)
     assert_true(m.in_h == 28 && m.in_w == 28 && m.in_c == 1 && m.nlayers == 6);
     mw_model_free(&m);
     mw_err_clear();
-    assert_int_equal(mw_keras_load_file(&m, path, 28, 28, 3, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "mlp_k3.json: the model's input is (None, 28, 28) "
-                                         "(layer 'input_layer' (InputLayer) batch_shape) but "
-                                         "the data are 28x28x3 images"));
+    expect_err(mw_keras_load_file(&m, path, 28, 28, 3, 10), MW_EMODEL,
+               "mlp_k3.json: the model's input is (None, 28, 28) "
+               "(layer 'input_layer' (InputLayer) batch_shape) but "
+               "the data are 28x28x3 images");
     mw_model_free(&m);
     free(path);
 
     mw_err_clear();
-    assert_int_equal(mw_keras_load_file(&m, "/nonexistent/model.json", 28, 28, 1, 10), MW_EIO);
-    assert_non_null(strstr(mw_err_msg(), "/nonexistent/model.json: cannot open the model"));
+    expect_err(mw_keras_load_file(&m, "/nonexistent/model.json", 28, 28, 1, 10), MW_EIO,
+               "/nonexistent/model.json: cannot open the model");
     mw_model_free(&m);
-    assert_int_equal(load_text(&m, "", 28, 28, 1, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "test.json: empty; expected a Keras model JSON"));
+    expect_err(load_text(&m, "", 28, 28, 1, 10), MW_EMODEL,
+               "test.json: empty; expected a Keras model JSON");
     mw_err_clear();
     size_t big = MW_KERAS_MAX_BYTES + 1;
     char *text = malloc(big);
     memset(text, ' ', big);
-    assert_int_equal(mw_keras_load(&m, text, big, "big.json", 28, 28, 1, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "big.json: 4194305 bytes; expected at most"));
+    expect_err(mw_keras_load(&m, text, big, "big.json", 28, 28, 1, 10), MW_EMODEL,
+               "big.json: 4194305 bytes; expected at most");
     free(text);
     mw_model_free(&m);
     /* the text needs no terminator: a prefix of a longer buffer */
@@ -326,65 +325,30 @@ static void test_input_shapes(void **state)
 
 /* ---- bad configs ---- */
 
-static int name_cmp(const void *a, const void *b)
+/* A bad config (for 28x28x1 data and 10 classes): MW_EMODEL or MW_EUNSUPPORTED (also as the
+ * recorded status), a message that starts "input.json: " and an empty model. */
+static int bad_config(void *ctx, const char *name, const char *text, size_t n)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    (void)ctx;
+    mw_model m;
+    mw_status rc = mw_keras_load(&m, text, n, "input.json", 28, 28, 1, 10);
+    int ok = (rc == MW_EMODEL || rc == MW_EUNSUPPORTED) && mw_err_status() == rc &&
+             strncmp(mw_err_msg(), "input.json: ", 12) == 0 && m.nlayers == 0 &&
+             m.layers == NULL && m.source == NULL;
+    if (!ok)
+        fprintf(stderr,
+                "case %s: got %s with %d layers; want MW_EMODEL or MW_EUNSUPPORTED, "
+                "\"input.json: ...\" and an empty model\n",
+                name, mw_status_str(rc), m.nlayers);
+    mw_model_free(&m);
+    return ok;
 }
 
-/* Every tests/data/keras/bad/<case>/input.json fails (for 28x28x1 data and 10 classes) with
- * MW_EMODEL or MW_EUNSUPPORTED and a message "input.json: <expected...>", leaving the model
- * empty. */
+/* Every tests/data/keras/bad/<case>/input.json fails with its `expected` message. */
 static void test_bad_configs(void **state)
 {
     (void)state;
-    char *root = mw_test_srcpath("tests/data/keras/bad");
-    DIR *d = opendir(root);
-    if (!d)
-        fail_msg("cannot open %s (is MW_SRCDIR set to the source root?)", root);
-    char *names[512];
-    int n = 0, bad = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 512)
-        if (e->d_name[0] != '.')
-            names[n++] = strdup(e->d_name);
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, name_cmp);
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        size_t nin = 0, nexp = 0;
-        snprintf(path, sizeof path, "%s/%s/input.json", root, names[i]);
-        char *in = mw_test_read_file(path, &nin);
-        snprintf(path, sizeof path, "%s/%s/expected", root, names[i]);
-        char *exp = mw_test_read_file(path, &nexp);
-        if (!in || !exp || nexp == 0) {
-            fprintf(stderr, "case %s: missing input.json or expected\n", names[i]);
-            bad++;
-        } else {
-            while (nexp > 0 && (exp[nexp - 1] == '\n' || exp[nexp - 1] == '\r'))
-                exp[--nexp] = '\0';
-            mw_model m;
-            mw_err_clear();
-            mw_status rc = mw_keras_load(&m, in, nin, "input.json", 28, 28, 1, 10);
-            const char *msg = mw_err_msg();
-            int ok = (rc == MW_EMODEL || rc == MW_EUNSUPPORTED) && mw_err_status() == rc &&
-                     strncmp(msg, "input.json: ", 12) == 0 && strstr(msg, exp) &&
-                     m.nlayers == 0 && m.layers == NULL && m.source == NULL;
-            if (!ok) {
-                fprintf(stderr, "case %s: got %s \"%s\"\n  want \"%s\"\n", names[i],
-                        mw_status_str(rc), msg, exp);
-                bad++;
-            }
-            mw_model_free(&m);
-        }
-        free(in);
-        free(exp);
-        free(names[i]);
-    }
-    free(root);
-    mw_err_clear();
-    printf("%d bad Keras configs, %d failed\n", n, bad);
-    assert_true(n >= 15);
-    assert_int_equal(bad, 0);
+    assert_true(mw_test_cases("tests/data/keras/bad", bad_config, NULL) >= 15);
 }
 
 /* ---- the built-in model ---- */
@@ -437,9 +401,9 @@ static void test_builtin_tutorial(void **state)
     mw_model_free(&b);
 
     mw_err_clear();
-    assert_int_equal(mw_keras_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL);
-    assert_non_null(strstr(mw_err_msg(), "built-in model (worker/models/tutorial_cnn.json): the "
-                                         "model's input is (None, 28, 28, 1)"));
+    expect_err(mw_keras_build_tutorial(&a, 32, 32, 3, 10), MW_EMODEL,
+               "built-in model (worker/models/tutorial_cnn.json): the "
+               "model's input is (None, 28, 28, 1)");
     mw_model_free(&a);
     mw_err_clear();
 }

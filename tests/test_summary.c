@@ -253,8 +253,7 @@ static char *write_events(const char *dir, double *t0, double *t1)
 
 static void events_decode(void **state)
 {
-    (void)state;
-    const char *dir = mw_test_tmpdir("summary");
+    const char *dir = *state;
     double t0, t1;
     char *path = write_events(dir, &t0, &t1);
 
@@ -315,8 +314,7 @@ static void events_decode(void **state)
 /* The reader's checks fire: one changed byte in a length or in data. */
 static void events_corruption_detected(void **state)
 {
-    (void)state;
-    const char *dir = mw_test_tmpdir("summary-bad");
+    const char *dir = *state;
     double t0, t1;
     char *path = write_events(dir, &t0, &t1);
     size_t n;
@@ -343,8 +341,7 @@ static void events_corruption_detected(void **state)
 /* A second writer in the same second gets its own file; the first one stays. */
 static void events_two_writers(void **state)
 {
-    (void)state;
-    const char *dir = mw_test_tmpdir("summary-two");
+    const char *dir = *state;
     mw_summary a, b;
     assert_int_equal(mw_summary_open(&a, dir, 0), MW_OK);
     assert_int_equal(mw_summary_open(&b, dir, 1), MW_OK);
@@ -368,8 +365,7 @@ static char *read_text(const char *dir, const char *name)
 
 static void csv_rows(void **state)
 {
-    (void)state;
-    const char *d = mw_test_tmpdir("summary-csv");
+    const char *d = *state;
     char dir[600];
     snprintf(dir, sizeof dir, "%s/nested/logs", d); /* parents are created */
     const char *names[] = {"train/loss", "train/accuracy", "test/loss", "test/accuracy"};
@@ -407,8 +403,7 @@ static void csv_rows(void **state)
 
 static void csv_append_after_partial_row(void **state)
 {
-    (void)state;
-    const char *dir = mw_test_tmpdir("summary-partial");
+    const char *dir = *state;
     const char *old = "step,epoch,x\n1,0,0.5\n2,0,0."; /* killed while writing row 2 */
     free(mw_test_write_file(dir, "metrics.csv", old, strlen(old)));
     const char *names[] = {"x"};
@@ -449,8 +444,7 @@ static void csv_append_after_partial_row(void **state)
 
 static void error_messages(void **state)
 {
-    (void)state;
-    const char *d = mw_test_tmpdir("summary-err");
+    const char *d = *state;
     char dir[512], blocker[600], want[2000];
     snprintf(dir, sizeof dir, "%s", d);
     free(mw_test_write_file(dir, "blocker", "x", 1));
@@ -529,12 +523,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(crc_vectors),
         cmocka_unit_test(crc_chained_and_bitwise),
-        cmocka_unit_test(events_decode),
-        cmocka_unit_test(events_corruption_detected),
-        cmocka_unit_test(events_two_writers),
-        cmocka_unit_test(csv_rows),
-        cmocka_unit_test(csv_append_after_partial_row),
-        cmocka_unit_test(error_messages),
+        mw_test_in_tmpdir(events_decode),
+        mw_test_in_tmpdir(events_corruption_detected),
+        mw_test_in_tmpdir(events_two_writers),
+        mw_test_in_tmpdir(csv_rows),
+        mw_test_in_tmpdir(csv_append_after_partial_row),
+        mw_test_in_tmpdir(error_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

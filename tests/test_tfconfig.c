@@ -1,12 +1,9 @@
 /* Unit tests for the cluster layer's MPI-free parts: TF_CONFIG parsing and validation
  * (a table of malformed configs read from tests/data/tf_config/<case>/, each with the message
  * it must produce, plus good configs and loading), rank-to-task assignment and node grouping. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cluster/tfconfig.h"
 #include "cluster/topology.h"
@@ -14,68 +11,34 @@
 #include "tests/util.h"
 
 
-/* Parse text, expect MW_ECONFIG and a message containing `want`; print both when not. */
-static int fails_with(const char *name, const char *text, size_t n, const char *want)
+/* A malformed config: MW_ECONFIG (also as the recorded status), a message that starts
+ * "TF_CONFIG: ", and nothing left in the struct. The message is for the caller to check. */
+static int malformed(void *ctx, const char *name, const char *text, size_t n)
 {
+    (void)ctx;
     mw_tfconfig c;
     mw_tfconfig_init(&c);
-    mw_err_clear();
     mw_status rc = mw_tfconfig_parse(&c, text, n, "TF_CONFIG");
-    int ok = rc == MW_ECONFIG && mw_err_status() == MW_ECONFIG && strstr(mw_err_msg(), want) &&
+    int ok = rc == MW_ECONFIG && mw_err_status() == MW_ECONFIG &&
              strncmp(mw_err_msg(), "TF_CONFIG: ", 11) == 0 && c.tasks == NULL && c.ntasks == 0;
     if (!ok)
-        fprintf(stderr, "case %s: got %s \"%s\"\n  want MW_ECONFIG with \"%s\"\n", name,
-                mw_status_str(rc), mw_err_msg(), want);
+        fprintf(stderr, "case %s: got %s, %d tasks; want MW_ECONFIG, \"TF_CONFIG: ...\", none\n",
+                name, mw_status_str(rc), c.ntasks);
     mw_tfconfig_free(&c);
-    mw_err_clear();
     return ok;
 }
 
-static int name_cmp(const void *a, const void *b)
+/* Parse text, expect a malformed config whose message contains `want`; print both when not. */
+static int fails_with(const char *name, const char *text, size_t n, const char *want)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return mw_test_case_check(name, malformed, NULL, text, n, want);
 }
 
 /* Every tests/data/tf_config/<case>/input.json fails with its `expected` substring. */
 static void test_malformed_table(void **state)
 {
     (void)state;
-    char *root = mw_test_srcpath("tests/data/tf_config");
-    DIR *d = opendir(root);
-    if (!d)
-        fail_msg("cannot open %s (is MW_SRCDIR set to the source root?)", root);
-    char *names[512];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 512)
-        if (e->d_name[0] != '.')
-            names[n++] = strdup(e->d_name);
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, name_cmp);
-    int bad = 0;
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        size_t nin = 0, nexp = 0;
-        snprintf(path, sizeof path, "%s/%s/input.json", root, names[i]);
-        char *in = mw_test_read_file(path, &nin);
-        snprintf(path, sizeof path, "%s/%s/expected", root, names[i]);
-        char *exp = mw_test_read_file(path, &nexp);
-        if (!in || !exp || nexp == 0) {
-            fprintf(stderr, "case %s: missing input.json or expected\n", names[i]);
-            bad++;
-        } else {
-            while (nexp > 0 && (exp[nexp - 1] == '\n' || exp[nexp - 1] == '\r'))
-                exp[--nexp] = '\0';
-            bad += !fails_with(names[i], in, nin, exp);
-        }
-        free(in);
-        free(exp);
-        free(names[i]);
-    }
-    free(root);
-    printf("%d malformed TF_CONFIG cases, %d failed\n", n, bad);
-    assert_true(n >= 30);
-    assert_int_equal(bad, 0);
+    assert_true(mw_test_cases("tests/data/tf_config", malformed, NULL) >= 30);
 }
 
 /* Inputs that cannot live in a JSON file or the environment: size, NUL bytes, no terminator. */
@@ -267,7 +230,7 @@ static void test_many_tasks(void **state)
 
 static void test_load(void **state)
 {
-    (void)state;
+    const char *dir = *state;
     mw_tfconfig c;
     mw_tfconfig_init(&c);
     int found = -1;
@@ -285,14 +248,13 @@ static void test_load(void **state)
     assert_int_equal(c.task, 1);
 
     setenv("TF_CONFIG", "", 1);
-    assert_int_equal(mw_tfconfig_load(&c, NULL, &found), MW_ECONFIG);
+    expect_err(mw_tfconfig_load(&c, NULL, &found), MW_ECONFIG,
+               "TF_CONFIG: empty; expected a JSON object");
     assert_int_equal(found, 1);
-    assert_non_null(strstr(mw_err_msg(), "TF_CONFIG: empty; expected a JSON object"));
     assert_int_equal(c.ntasks, 0);
     mw_err_clear();
 
     /* A path wins over the environment, and names itself in messages. */
-    const char *dir = mw_test_tmpdir("tfconfig");
     static const char good[] = "{\"cluster\": {\"chief\": [\"c:1\"]}, \"task\": {\"type\": "
                                "\"chief\", \"index\": 0}}\n";
     char *path = mw_test_write_file(dir, "good.json", good, sizeof good - 1);
@@ -316,13 +278,12 @@ static void test_load(void **state)
     char missing[4200];
     snprintf(missing, sizeof missing, "%s/none.json", dir);
     found = -1;
-    assert_int_equal(mw_tfconfig_load(&c, missing, &found), MW_ECONFIG);
+    expect_err(mw_tfconfig_load(&c, missing, &found), MW_ECONFIG,
+               "none.json: cannot open: No such file or directory");
     assert_int_equal(found, 0);
-    assert_non_null(strstr(mw_err_msg(), "none.json: cannot open: No such file or directory"));
     mw_err_clear();
 
-    assert_int_equal(mw_tfconfig_load(&c, dir, &found), MW_ECONFIG);
-    assert_non_null(strstr(mw_err_msg(), "cannot read: Is a directory"));
+    expect_err(mw_tfconfig_load(&c, dir, &found), MW_ECONFIG, "cannot read: Is a directory");
     mw_err_clear();
 
     /* a file over the cap: the message states the file's size, also past what is read (a sparse
@@ -342,13 +303,6 @@ static void test_load(void **state)
     free(path);
     unsetenv("TF_CONFIG");
     mw_tfconfig_free(&c);
-    static const char *const files[] = {"good.json", "bad.json", "huge.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char f[4200];
-        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
-        unlink(f);
-    }
-    rmdir(dir);
 }
 
 /* ---- rank <-> task assignment ------------------------------------------------------------ */
@@ -366,9 +320,7 @@ static void expect_assign_fails(const mw_tfconfig *c, const int *claims, int n, 
     int tor[16];
     mw_topo_mode mode;
     mw_err_clear();
-    mw_status rc = mw_topology_assign(c, claims, n, tor, &mode);
-    if (rc != MW_ECONFIG || !strstr(mw_err_msg(), want))
-        fail_msg("got %s \"%s\"\nwant \"%s\"", mw_status_str(rc), mw_err_msg(), want);
+    expect_err(mw_topology_assign(c, claims, n, tor, &mode), MW_ECONFIG, want);
     mw_err_clear();
 }
 
@@ -465,11 +417,16 @@ static void test_nodes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_malformed_table), cmocka_unit_test(test_malformed_inline),
-        cmocka_unit_test(test_chief_and_workers), cmocka_unit_test(test_workers_only),
-        cmocka_unit_test(test_evaluator),         cmocka_unit_test(test_ipv6),
-        cmocka_unit_test(test_ignored_keys),      cmocka_unit_test(test_many_tasks),
-        cmocka_unit_test(test_load),              cmocka_unit_test(test_assign),
+        cmocka_unit_test(test_malformed_table),
+        cmocka_unit_test(test_malformed_inline),
+        cmocka_unit_test(test_chief_and_workers),
+        cmocka_unit_test(test_workers_only),
+        cmocka_unit_test(test_evaluator),
+        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_ignored_keys),
+        cmocka_unit_test(test_many_tasks),
+        mw_test_in_tmpdir(test_load),
+        cmocka_unit_test(test_assign),
         cmocka_unit_test(test_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,9 @@
 /* Test helpers; see util.h. */
 #include "tests/util.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,131 @@ int mw_test_close_(const float *got, const float *ref, size_t count, float atol,
     return 1;
 }
 
+int mw_test_err_matches(const char *who, mw_status rc, mw_status want, const char *const *subs)
+{
+    const char *msg = mw_err_msg();
+    int ok = rc == want;
+    for (const char *const *s = subs; *s; s++)
+        ok &= strstr(msg, *s) != NULL;
+    if (ok)
+        return 1;
+    if (rc == want)
+        fprintf(stderr, "%s: status %s as wanted, but\n  message: \"%s\"", who, mw_status_str(rc),
+                msg);
+    else
+        fprintf(stderr, "%s: got %s, want %s\n  message: \"%s\"", who, mw_status_str(rc),
+                mw_status_str(want), msg);
+    if (*msg && mw_err_status() != rc) /* the first error wins: it may not be this call's */
+        fprintf(stderr, " (recorded with %s)", mw_status_str(mw_err_status()));
+    fputc('\n', stderr);
+    for (const char *const *s = subs; *s; s++)
+        if (!strstr(msg, *s))
+            fprintf(stderr, "  lacks:   \"%s\"\n", *s);
+    return 0;
+}
+
+void mw_test_expect_err_(mw_status rc, mw_status want, const char *const *subs, const char *file,
+                         int line)
+{
+    char who[512];
+    snprintf(who, sizeof who, "%s:%d", file, line);
+    if (!mw_test_err_matches(who, rc, want, subs))
+        _fail(file, line);
+}
+
+int mw_test_case_check(const char *name, mw_test_case_fn fn, void *ctx, const char *input,
+                       size_t nbytes, const char *expected)
+{
+    mw_err_clear();
+    int ok = fn(ctx, name, input, nbytes);
+    const char *msg = mw_err_msg();
+    if (!ok || !strstr(msg, expected)) {
+        fprintf(stderr, "case %s: FAILED\n  want:    \"%s\"\n  got %s: \"%s\"\n", name, expected,
+                mw_status_str(mw_err_status()), msg);
+        ok = 0;
+    }
+    mw_err_clear();
+    return ok;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of the subdirectories of root, sorted (malloc'ed, as is each name); NULL when
+ * root cannot be opened. */
+static char **list_subdirs(const char *root, int *count)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return NULL;
+    int n = 0, cap = 64;
+    char **names = malloc((size_t)cap * sizeof *names);
+    struct dirent *e;
+    while (names && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            char **p = realloc(names, (size_t)cap * sizeof *names);
+            if (!p)
+                abort();
+            names = p;
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (!names)
+        abort();
+    qsort(names, (size_t)n, sizeof *names, name_cmp);
+    *count = n;
+    return names;
+}
+
+int mw_test_cases(const char *rel, mw_test_case_fn fn, void *ctx)
+{
+    char *root = mw_test_srcpath(rel);
+    int n = 0, bad = 0;
+    char **names = list_subdirs(root, &n);
+    if (!names)
+        fail_msg("table %s: cannot open: %s (is MW_SRCDIR the source root?)", root,
+                 strerror(errno));
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        size_t nin = 0, nexp = 0;
+        snprintf(path, sizeof path, "%s/%s/input.json", root, names[i]);
+        char *in = mw_test_read_file(path, &nin);
+        snprintf(path, sizeof path, "%s/%s/expected", root, names[i]);
+        char *exp = mw_test_read_file(path, &nexp);
+        while (exp && nexp > 0 && (exp[nexp - 1] == '\n' || exp[nexp - 1] == '\r'))
+            exp[--nexp] = '\0';
+        if (!in || !exp || nexp == 0) {
+            const char *why = !in ? "no input.json" : !exp ? "no expected" : "empty expected";
+            fprintf(stderr, "case %s: %s\n", names[i], why);
+            bad++;
+        } else {
+            bad += !mw_test_case_check(names[i], fn, ctx, in, nin, exp);
+        }
+        free(in);
+        free(exp);
+        free(names[i]);
+    }
+    free(names);
+    printf("%s: %d cases, %d failed\n", rel, n, bad);
+    if (n == 0)
+        fail_msg("table %s: no cases", root);
+    free(root);
+    if (bad)
+        fail_msg("%s: %d of %d cases failed (see above)", rel, bad, n);
+    return n;
+}
+
 const char *mw_test_tmpdir(const char *tag)
 {
     static char path[512];
@@ -46,6 +174,34 @@ const char *mw_test_tmpdir(const char *tag)
         abort();
     }
     return path;
+}
+
+int mw_test_tmpdir_setup(void **state)
+{
+    *state = strdup(mw_test_tmpdir(program_invocation_short_name));
+    mw_err_clear();
+    return *state ? 0 : -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0) {
+        fprintf(stderr, "cannot remove %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int mw_test_tmpdir_teardown(void **state)
+{
+    int rc = *state ? nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS) : 0;
+    free(*state);
+    *state = NULL;
+    mw_err_clear();
+    return rc == 0 ? 0 : -1;
 }
 
 static char *join(const char *dir, const char *name)
