@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cluster/comm.h"
+#include "common/fs.h"
 #include "common/log.h"
 
 int mw_chief_checkpointing(const mw_train_opts *o)
@@ -18,30 +19,9 @@ int mw_chief_checkpointing(const mw_train_opts *o)
     return o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
 }
 
-/* mkdir -p */
-static mw_status make_dirs(const char *dir, const char *what)
-{
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return mw_err(MW_EIO, "%s %s: path too long", what, dir);
-    for (char *p = path + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(path, 0777) != 0 && errno != EEXIST)
-                return mw_err(MW_EIO, "%s %s: cannot create %s: %s", what, dir, path,
-                              strerror(errno));
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    return MW_OK;
-}
-
 mw_status mw_chief_check_dir(const char *dir)
 {
-    MW_TRY(make_dirs(dir, "--checkpoint-dir"));
+    MW_TRY(mw_fs_mkdir_p(dir, "--checkpoint-dir"));
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/.mwtrain-probe-%d", dir, (int)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
