@@ -491,6 +491,10 @@ static ncclResult_t post(op_kind kind, const void *send, void *recv, size_t coun
     return ncclSuccess;
 }
 
+/* nccl.h declares these two without (void): not prototypes, for -Wmissing-prototypes */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+
 ncclResult_t ncclGroupStart(void)
 {
     if (M.group_depth++ == 0)

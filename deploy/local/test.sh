@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: set up, build (warnings are errors), and run every test
 # suite (unit, headers, cuda, mpi, ...), then a short bounded libFuzzer run of
-# the TF_CONFIG, checkpoint and Keras readers, and the build without CUDA.
+# the TF_CONFIG, checkpoint and Keras readers, the unit suite under ASan + UBSan,
+# and the build without CUDA.
 # Extra arguments go to `meson test` (e.g. --suite unit).
 # Ends with one line: "tests: N passed, N failed, N skipped".
 set -euo pipefail
@@ -20,6 +21,12 @@ ok=${ok:-0} fail=$((${fail:-0} + ${timeouts:-0})) skip=${skip:-0}
 
 echo "fuzz: TF_CONFIG parser, ${MW_FUZZ_SECONDS:-20} s"
 if bash "$MW_ROOT/tests/fuzz/run.sh" "${MW_FUZZ_SECONDS:-20}"; then
+    ok=$((ok + 1))
+else
+    fail=$((fail + 1))
+fi
+echo "sanitizers: the unit suite under ASan + UBSan"
+if bash "$MW_ROOT/tests/sanitize/unit_asan.sh" "$MW_BUILD-asan"; then
     ok=$((ok + 1))
 else
     fail=$((fail + 1))

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The build without CUDA (-Dcuda=disabled): it compiles with warnings as errors (the stubs in
-# kernels/cuda/stub.c and cluster/nccl_stub.c must keep up with every CUDA function), the
-# binary says so in `version`, --device auto trains on the CPU naming the reason, and --device
-# gpu is one error (exit 7). Run by deploy/local/test.sh after the suites (it configures a
+# The build without CUDA (-Dcuda=disabled): it compiles with warnings as errors and builds no
+# CUDA module, the binary says so in `version`, --device auto trains on the CPU naming the
+# reason, and --device gpu is one error (exit 7). Run by deploy/local/test.sh after the suites (it configures a
 # build of its own, without tests: a few seconds).
 #   test_nocuda_build.sh BUILD_DIR
 set -uo pipefail
@@ -20,6 +19,7 @@ fi
 out=$(ninja -C "$build" 2>&1)
 check '[[ $? -eq 0 ]]' "the no-CUDA build compiles: $(tail -n 20 <<<"$out")"
 mw=$build/worker/mwtrain
+check '[[ ! -e $build/worker/mwtrain-cuda.so ]]' "no CUDA module is built"
 out=$("$mw" version 2>&1)
 check 'grep -qx "CUDA: not built" <<<"$out"' "version says CUDA is not built: $out"
 quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epochs 0
