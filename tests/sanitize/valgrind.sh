@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A few training steps, an evaluation, a checkpoint, a resume and an export
 # under valgrind memcheck: no invalid reads or writes, no uninitialized values
-# used, nothing of ours definitely lost. With a second argument, mwtrain-hostdev
-# (tests/cuda), the GPU training loop does the same on two fake devices. Slow
-# (a minute or two); run by hand:
-#   tests/sanitize/valgrind.sh build/worker/mwtrain [build/tests/cuda/mwtrain-hostdev]
+# used, nothing of ours definitely lost. With a second argument, the hostdev module
+# (tests/cuda), the GPU training loop does the same on two fake devices, opened by the same
+# binary through MW_CUDA_MODULE. Slow (a few minutes); run by hand:
+#   tests/sanitize/valgrind.sh build/worker/mwtrain [build/tests/cuda/mwtrain-hostdev.so]
 set -euo pipefail
-mw=$1 hd=${2:-}
+mw=$1 hdmod=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -20,7 +20,9 @@ quick=(--steps-per-epoch 3 --test-examples 64 --threads 1 --progress none
 "${vg[@]}" "$mw" train --epochs 2 --resume "${quick[@]}"
 "${vg[@]}" "$mw" eval --checkpoint-dir "$tmp/ck" --test-examples 64 --threads 1
 "${vg[@]}" "$mw" export --checkpoint-dir "$tmp/ck" --output "$tmp/m.safetensors"
-if [[ -n $hd ]]; then
+if [[ -n $hdmod ]]; then
+    export MW_CUDA_MODULE=$hdmod
+    hd=$mw
     gpu=(--device gpu --steps-per-epoch 3 --test-examples 64 --batch-per-replica 16
          --progress none --checkpoint-dir "$tmp/gk" --summary-dir "$tmp/glogs")
     MW_HOSTDEV_GPUS=2 "${vg[@]}" "$hd" train --epochs 1 "${gpu[@]}"
