@@ -111,12 +111,8 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
     return MW_OK;
 }
 
-static const char *opt_name(const mw_train_opts *o)
-{
-    return o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
-}
-
-mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, mw_evlink *ev)
+mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long *number,
+                        void **bytes, size_t *nbytes)
 {
     const mw_train_opts *o = s->o;
     const size_t n = s->model.nparams;
@@ -138,7 +134,7 @@ mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, mw_e
     mw_ckpt_pack(&s->model, c.slot1, s->m1.data);
     if (c.slot2)
         mw_ckpt_pack(&s->model, c.slot2, s->m2.data);
-    snprintf(c.optimizer, sizeof c.optimizer, "%s", opt_name(o));
+    snprintf(c.optimizer, sizeof c.optimizer, "%s", mw_opts_optimizer_name(o));
     c.opt_step = s->opt_step;
     c.epoch = epochs_done;
     c.step_in_epoch = step_in_epoch;
@@ -146,60 +142,19 @@ mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, mw_e
     c.seed = s->seed;
     c.global_batch = mw_session_global_batch(s);
     c.learning_rate = o->learning_rate;
-    int number = 0;
-    rc = mw_ckpt_save(o->checkpoint_dir, &c, o->keep_checkpoints, &number);
+    int num = 0;
+    rc = mw_ckpt_save(o->checkpoint_dir, &c, o->keep_checkpoints, &num);
     if (rc == MW_OK) {
         s->saved_step = s->global_step;
-        mw_log_info("saved checkpoint %s/ckpt-%d (epoch %d, step %ld)", o->checkpoint_dir, number,
+        *number = num;
+        mw_log_info("saved checkpoint %s/ckpt-%d (epoch %d, step %ld)", o->checkpoint_dir, num,
                     epochs_done + (step_in_epoch > 0), s->global_step);
     }
-    if (rc == MW_OK && ev && ev->rank >= 0) {
-        void *bytes = NULL;
-        size_t nbytes = 0;
-        rc = mw_ckpt_serialize(&c, &bytes, &nbytes);
-        if (rc == MW_OK)
-            rc = mw_evlink_send(ev, number, bytes, nbytes, s->global_step);
-    }
+    if (rc == MW_OK && bytes)
+        rc = mw_ckpt_serialize(&c, bytes, nbytes);
 done:
     mw_ckpt_free(&c);
     return rc;
-}
-
-mw_status mw_chief_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only)
-{
-    const mw_train_opts *o = s->o;
-    const long gb = mw_session_global_batch(s);
-    if (c->nparams != s->model.nparams)
-        return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)",
-                      name, c->nparams, s->model.nparams);
-    if (weights_only) {
-        mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
-        s->start_epoch = c->epoch;
-        s->global_step = c->global_step;
-        return s->ops ? s->ops->push(s->rep, 1) : MW_OK;
-    }
-    if (strcmp(c->optimizer, opt_name(o)) != 0)
-        return mw_err(MW_ECKPT, "%s was written with --optimizer %s; this run uses %s", name,
-                      c->optimizer, opt_name(o));
-    if (c->step_in_epoch > 0 && c->global_batch != gb)
-        return mw_err(MW_ECKPT,
-                      "%s was saved in the middle of an epoch with a global batch of %ld; this "
-                      "run's global batch is %ld (batch per replica x replicas): use the same "
-                      "global batch, or resume from an epoch-boundary checkpoint",
-                      name, c->global_batch, gb);
-    if (!c->slot1 || c->nslots != c->nparams || (o->optimizer == MW_OPT_ADAM && !c->slot2))
-        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name, opt_name(o));
-    mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
-    mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
-    if (c->slot2)
-        mw_ckpt_unpack(&s->model, s->m2.data, c->slot2);
-    s->opt_step = c->opt_step;
-    s->start_epoch = c->epoch;
-    s->start_step = c->step_in_epoch;
-    s->global_step = c->global_step;
-    s->saved_step = c->global_step;
-    s->seed = c->seed;
-    return s->ops ? s->ops->push(s->rep, 0) : MW_OK;
 }
 
 /* Rank 0: the bytes to broadcast (hdr: bytes, found), from the checkpoint fetched for its
@@ -250,7 +205,7 @@ mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *r
     if (rc == MW_OK)
         rc = mw_ckpt_read_buffer(&c, buf, (size_t)hdr[0], "checkpoint");
     if (rc == MW_OK)
-        rc = mw_chief_apply(s, &c, "the latest checkpoint", weights_only);
+        rc = mw_session_apply(s, &c, "the latest checkpoint", weights_only);
     mw_ckpt_free(&c);
     free(buf);
     rc = mw_agree(s->comm, rc, NULL);

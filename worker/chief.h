@@ -8,10 +8,9 @@
 
 #include "common/status.h"
 #include "worker/checkpoint.h"
-#include "worker/evaluator.h"
 #include "worker/session.h"
 #include "worker/summary.h"
-#include "worker/train.h"
+#include "worker/opts.h"
 
 /* Whether o saves checkpoints at all. */
 int mw_chief_checkpointing(const mw_train_opts *o);
@@ -34,13 +33,11 @@ mw_status mw_chief_check_dir(const char *dir);
  * (eval, export), not the optimizer. Pushes the state to the backend. Collective, agreed. */
 mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored);
 
-/* Take over a checkpoint's state (every rank runs this on the same bytes). */
-mw_status mw_chief_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only);
-
 /* Chief only, no collective (every rank holds the same weights): save the state after
- * epochs_done epochs and step_in_epoch steps of the next, and hand it to the evaluator
- * when ev has one. */
-mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, mw_evlink *ev);
+ * epochs_done epochs and step_in_epoch steps of the next as checkpoint *number; with bytes
+ * non-NULL, also return it serialized (owned by the caller: for the evaluator task). */
+mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long *number,
+                        void **bytes, size_t *nbytes);
 
 /* Chief: the epoch's scalars to TensorBoard and metrics.csv (no-op when sum is closed). */
 mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "common/status.h"
-#include "worker/train.h"
+#include "worker/opts.h"
 
 typedef enum {
     MW_CMD_NONE,

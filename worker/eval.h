@@ -5,7 +5,7 @@
 
 #include "cluster/topology.h"
 #include "common/status.h"
-#include "worker/train.h"
+#include "worker/opts.h"
 
 /* `mwtrain eval`: evaluate the test set, sharded over the ranks; prints on the chief. */
 mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo);

@@ -39,7 +39,7 @@
 
 #include "cluster/topology.h"
 #include "common/status.h"
-#include "worker/train.h"
+#include "worker/opts.h"
 
 enum { MW_EV_TAG_HDR = 71, MW_EV_TAG_DATA = 72 };
 

@@ -38,7 +38,7 @@
 #include "kernels/kernels.h"
 #include "worker/data.h"
 #include "worker/model.h"
-#include "worker/train.h"
+#include "worker/opts.h"
 
 /* What a backend is given; borrowed, alive until close. */
 typedef struct {

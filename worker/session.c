@@ -128,6 +128,43 @@ long mw_session_global_batch(const mw_session *s)
     return (long)s->o->batch_per_replica * s->o->replicas_per_worker * s->world;
 }
 
+mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only)
+{
+    const mw_train_opts *o = s->o;
+    const long gb = mw_session_global_batch(s);
+    if (c->nparams != s->model.nparams)
+        return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)",
+                      name, c->nparams, s->model.nparams);
+    if (weights_only) {
+        mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
+        s->start_epoch = c->epoch;
+        s->global_step = c->global_step;
+        return s->ops ? s->ops->push(s->rep, 1) : MW_OK;
+    }
+    if (strcmp(c->optimizer, mw_opts_optimizer_name(o)) != 0)
+        return mw_err(MW_ECKPT, "%s was written with --optimizer %s; this run uses %s", name,
+                      c->optimizer, mw_opts_optimizer_name(o));
+    if (c->step_in_epoch > 0 && c->global_batch != gb)
+        return mw_err(MW_ECKPT,
+                      "%s was saved in the middle of an epoch with a global batch of %ld; this "
+                      "run's global batch is %ld (batch per replica x replicas): use the same "
+                      "global batch, or resume from an epoch-boundary checkpoint",
+                      name, c->global_batch, gb);
+    if (!c->slot1 || c->nslots != c->nparams || (o->optimizer == MW_OPT_ADAM && !c->slot2))
+        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name, mw_opts_optimizer_name(o));
+    mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
+    mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
+    if (c->slot2)
+        mw_ckpt_unpack(&s->model, s->m2.data, c->slot2);
+    s->opt_step = c->opt_step;
+    s->start_epoch = c->epoch;
+    s->start_step = c->step_in_epoch;
+    s->global_step = c->global_step;
+    s->saved_step = c->global_step;
+    s->seed = c->seed;
+    return s->ops ? s->ops->push(s->rep, 0) : MW_OK;
+}
+
 mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc)
 {
     long ntest = s->test.count;

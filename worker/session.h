@@ -19,11 +19,18 @@
 #include "cluster/topology.h"
 #include "common/arena.h"
 #include "common/status.h"
+#include "worker/checkpoint.h"
 #include "worker/data.h"
 #include "worker/device.h"
 #include "worker/model.h"
 #include "worker/replicas.h"
-#include "worker/train.h"
+#include "worker/opts.h"
+
+/* One epoch's results, as the chief prints and records them. */
+typedef struct {
+    double train_loss, train_acc, test_loss, test_acc;
+    double images_per_sec, seconds;
+} mw_epoch_metrics;
 
 typedef enum {
     MW_USE_TRAIN,     /* a training rank */
@@ -65,6 +72,10 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
                           mw_session_use use);
 /* The global batch: batch per replica x replicas per worker x ranks. */
 long mw_session_global_batch(const mw_session *s);
+/* Take over a checkpoint's state (every rank runs this on the same bytes): the parameters
+ * and counters; without weights_only the optimizer state too, refused when the optimizer
+ * differs or a mid-epoch checkpoint had another global batch. Pushes it to the backend. */
+mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only);
 /* Forward over the test set (or its first --test-examples), sharded over every replica of
  * comm; the mean loss and the accuracy, reduced over comm under --collective-timeout. */
 mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc);

@@ -26,31 +26,6 @@
 #include "worker/session.h"
 #include "worker/summary.h"
 
-void mw_train_opts_default(mw_train_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->epochs = 10;
-    o->batch_per_replica = 64;
-    o->replicas_per_worker = 0; /* one per GPU the rank drives; 1 on the CPU */
-    o->learning_rate = 1e-3;
-    o->optimizer = MW_OPT_ADAM;
-    o->momentum = 0.9;
-    o->beta1 = 0.9, o->beta2 = 0.999, o->epsilon = 1e-7;
-    o->seed = 42;
-    o->data_dir = MW_DATA_DEFAULT_DIR;
-    o->backend = "cpu";
-    o->progress = MW_PROGRESS_AUTO;
-    o->progress_interval = 5.0;
-    o->allreduce = MW_AR_AUTO;
-    o->micro_batch = 16;
-    o->checkpoint_dir = "./training_checkpoints";
-    o->checkpoint_every_epochs = 2;
-    o->keep_checkpoints = 5;
-    o->summary_dir = "./logs";
-    o->device = "auto";
-    o->collective_timeout = 300.0;
-}
-
 typedef struct {
     mw_session s;
     mw_summary sum; /* chief only */
@@ -125,6 +100,18 @@ static mw_status setup_collective(trainer *t)
     return MW_OK;
 }
 
+/* Chief: a checkpoint now, handed to the evaluator task when there is one. */
+static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
+{
+    long number = 0;
+    void *bytes = NULL;
+    size_t nbytes = 0;
+    const int ev = t->ev.rank >= 0;
+    MW_TRY(mw_chief_save(&t->s, epochs_done, step_in_epoch, &number, ev ? &bytes : NULL,
+                         &nbytes));
+    return ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
+}
+
 /* One step: the global batch starting at example start of the epoch's order. */
 static mw_status step(trainer *t, long start, long gb)
 {
@@ -152,7 +139,7 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     MW_TRY(mw_chief_summaries(s, &t->sum, epoch, em));
     const int every = o->checkpoint_every_epochs;
     if (mw_chief_checkpointing(o) && ((every > 0 && epoch % every == 0) || epoch + 1 == o->epochs))
-        MW_TRY(mw_chief_save(s, epoch + 1, 0, &t->ev));
+        MW_TRY(save(t, epoch + 1, 0));
     return MW_OK;
 }
 
@@ -184,7 +171,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         if (o->checkpoint_every_steps > 0 && k + 1 < steps &&
             s->global_step % o->checkpoint_every_steps == 0) {
             mw_progress_end(&prog);
-            MW_TRY(mw_chief_save(s, epoch, k + 1, &t->ev));
+            MW_TRY(save(t, epoch, k + 1));
         }
     }
     const double train_time = mw_now() - t0;

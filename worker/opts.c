@@ -1,0 +1,36 @@
+/* The defaults of a run's options; see opts.h. They are the tutorial's (DESIGN.md). */
+#include "worker/opts.h"
+
+#include <string.h>
+
+#include "worker/data.h"
+
+void mw_train_opts_default(mw_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->epochs = 10;
+    o->batch_per_replica = 64;
+    o->replicas_per_worker = 0; /* one per GPU the rank drives; 1 on the CPU */
+    o->learning_rate = 1e-3;
+    o->optimizer = MW_OPT_ADAM;
+    o->momentum = 0.9;
+    o->beta1 = 0.9, o->beta2 = 0.999, o->epsilon = 1e-7;
+    o->seed = 42;
+    o->data_dir = MW_DATA_DEFAULT_DIR;
+    o->backend = "cpu";
+    o->progress = MW_PROGRESS_AUTO;
+    o->progress_interval = 5.0;
+    o->allreduce = MW_AR_AUTO;
+    o->micro_batch = 16;
+    o->checkpoint_dir = "./training_checkpoints";
+    o->checkpoint_every_epochs = 2;
+    o->keep_checkpoints = 5;
+    o->summary_dir = "./logs";
+    o->device = "auto";
+    o->collective_timeout = 300.0;
+}
+
+const char *mw_opts_optimizer_name(const mw_train_opts *o)
+{
+    return o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
+}
