@@ -3,6 +3,7 @@
 #include "worker/replicas.h"
 
 #include <math.h>
+#include <string.h>
 
 void mw_slice(long total, int nrep, int i, long *off, long *cnt)
 {
@@ -38,4 +39,11 @@ void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_k
                  (float)o->epsilon);
     else
         kt->sgd(k, p, m1, g, count, rate, (float)o->momentum);
+}
+
+void mw_metrics_take(double acc[3], double sums[3], int reset)
+{
+    memcpy(sums, acc, 3 * sizeof *acc);
+    if (reset)
+        memset(acc, 0, 3 * sizeof *acc);
 }

@@ -98,6 +98,8 @@ long mw_rank_examples(long total, int world, int rpw, int rank);
 /* The optimizer of o on count floats in the memory k's kernels work on. */
 void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
                         float *m1, float *m2, const float *g, size_t count, float rate);
+/* A backend's metrics op: sums = acc, and acc = 0 when reset. */
+void mw_metrics_take(double acc[3], double sums[3], int reset);
 /* The rate of the next update, counting it in *opt_step (Adam: its bias-corrected
  * lr_t). Once per step, however many copies of the state apply it. */
 float mw_optimizer_rate(const mw_train_opts *o, long *opt_step);

@@ -181,9 +181,7 @@ static mw_status cpu_allreduce(mw_replicas *r, long step)
 
 static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
 {
-    memcpy(sums, r->acc, sizeof r->acc);
-    if (reset)
-        memset(r->acc, 0, sizeof r->acc);
+    mw_metrics_take(r->acc, sums, reset);
 }
 
 static mw_status cpu_update(mw_replicas *r, float rate)
