@@ -334,11 +334,33 @@ static mw_status meta_decode(mw_ckpt *t, const unsigned char *m, int *nslot_arra
     return check_state(t, (int)arrays, MW_ECKPT, name);
 }
 
-static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const char *name)
+/* What parse knows part-way through a file. */
+typedef struct {
+    const unsigned char *p;
+    size_t nbytes;
+    const char *name;
+    uint32_t count; /* sections, from the header */
+    size_t off;     /* where the next section header starts */
+    int seen[NSEC];
+    uint64_t want[NSEC]; /* raw sizes, known once meta is read */
+    int nslot_arrays;
+} reader;
+
+/* One section's header fields. */
+typedef struct {
+    int id;
+    uint64_t comp, raw;
+    uint32_t crc;
+} sec_hdr;
+
+/* The file header: the magic, the version, and a section count in range. */
+static mw_status parse_header(reader *r)
 {
-    if (nbytes < HDR_NBYTES)
+    const unsigned char *p = r->p;
+    const char *name = r->name;
+    if (r->nbytes < HDR_NBYTES)
         return bad(name, "file is %zu bytes, shorter than the %d-byte header (truncated?)",
-                   nbytes, HDR_NBYTES);
+                   r->nbytes, HDR_NBYTES);
     if (memcmp(p, MAGIC, sizeof MAGIC) != 0)
         return bad(name, "not a checkpoint: bad magic (expected \"MWCKPT\\0\\1\")");
     uint32_t version = get_u32(p + 8), count = get_u32(p + 12);
@@ -348,102 +370,140 @@ static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const 
     if (count < 3 || count > MAX_SECTIONS)
         return bad(name, "section count %u is out of range (expected 3 to %d)", count,
                    MAX_SECTIONS);
+    r->count = count;
+    return MW_OK;
+}
 
-    int seen[NSEC] = {0};
-    uint64_t want[NSEC] = {META_NBYTES, 0, 0, 0, 0}; /* raw sizes, known once meta is read */
-    int nslot_arrays = 0;
-    size_t off = HDR_NBYTES;
-    for (uint32_t i = 0; i < count; i++) {
-        if (nbytes - off < SEC_HDR_NBYTES)
-            return bad(name, "truncated: section %u of %u starts at byte %zu but the file ends "
-                       "at %zu (expected a %d-byte section header)",
-                       i + 1, count, off, nbytes, SEC_HDR_NBYTES);
-        const unsigned char *h = p + off;
-        uint64_t comp = get_u64(h + 8), raw = get_u64(h + 16);
-        uint32_t crc = get_u32(h + 24);
-        int id = tag_id(h);
-        if (id < 0) {
-            char tag[9];
-            return bad(name, "unknown section tag '%s' at byte %zu (expected meta, model, "
-                       "params, slot1 or slot2)", printable(tag, (const char *)h, 8), off);
-        }
-        const char *sn = SEC_NAMES[id];
-        if (i == 0 && id != SEC_META)
-            return bad(name, "first section is %s (expected meta)", sn);
-        if (seen[id])
-            return bad(name, "duplicate section %s at byte %zu (expected each once)", sn, off);
-        if (id >= SEC_SLOT1 && id - SEC_SLOT1 >= nslot_arrays)
-            return bad(name, "unexpected section %s (meta lists %d optimizer slot(s))", sn,
-                       nslot_arrays);
-        if (raw > MAX_RAW)
-            return bad(name, "section %s claims %llu bytes (expected at most 1 GiB)", sn,
-                       (unsigned long long)raw);
-        if (raw != want[id])
-            return bad(name, "section %s holds %llu bytes (expected %llu from the meta section)",
-                       sn, (unsigned long long)raw, (unsigned long long)want[id]);
-        if (comp > compressBound((uLong)raw) || raw > comp * MAX_EXPANSION)
-            return bad(name, "section %s: %llu compressed bytes cannot hold %llu raw bytes "
-                       "(expected %llu to %llu)", sn, (unsigned long long)comp,
-                       (unsigned long long)raw,
-                       (unsigned long long)((raw + MAX_EXPANSION - 1) / MAX_EXPANSION),
-                       (unsigned long long)compressBound((uLong)raw));
-        off += SEC_HDR_NBYTES;
-        if (comp > nbytes - off)
-            return bad(name, "truncated in section %s: %llu compressed bytes at byte %zu but "
-                       "only %zu left", sn, (unsigned long long)comp, off, nbytes - off);
-
-        /* The sizes are now known to be sane and present in the input: allocate. */
-        unsigned char *dst = malloc(raw ? (size_t)raw + (id == SEC_MODEL) : 1);
-        if (!dst)
-            return mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes for section %s", name,
-                          (unsigned long long)raw, sn);
-        char why[128];
-        int zrc = inflate_exact(dst, (size_t)raw, p + off, (size_t)comp, why, sizeof why);
-        if (zrc != Z_OK) {
-            free(dst);
-            if (zrc == Z_MEM_ERROR)
-                return mw_err(MW_ENOMEM, "%s: out of memory decompressing section %s", name, sn);
-            return bad(name, "bad compressed data in section %s (%s; expected %llu compressed "
-                       "bytes inflating to %llu)", sn, why, (unsigned long long)comp,
-                       (unsigned long long)raw);
-        }
-        uint32_t got = (uint32_t)crc32(0L, dst, (uInt)raw);
-        if (got != crc) {
-            free(dst);
-            return bad(name, "bad CRC in section %s (computed 0x%08x, stored 0x%08x)", sn,
-                       (unsigned)got, (unsigned)crc);
-        }
-        off += comp;
-        seen[id] = 1;
-
-        if (id == SEC_META) {
-            uint64_t model_nbytes = 0;
-            mw_status rc = meta_decode(t, dst, &nslot_arrays, &model_nbytes, name);
-            free(dst);
-            MW_TRY(rc);
-            want[SEC_MODEL] = model_nbytes;
-            want[SEC_PARAMS] = t->nparams * sizeof(float);
-            want[SEC_SLOT1] = want[SEC_SLOT2] = t->nslots * sizeof(float);
-        } else if (id == SEC_MODEL) {
-            const void *nul = memchr(dst, '\0', (size_t)raw);
-            if (nul) {
-                size_t at = (size_t)((const unsigned char *)nul - dst);
-                free(dst);
-                return bad(name, "model description has a NUL byte at offset %zu (expected "
-                           "JSON text)", at);
-            }
-            dst[raw] = '\0';
-            t->model_json = (char *)dst;
-        } else {
-            float **slot[NSEC] = {NULL, NULL, &t->params, &t->slot1, &t->slot2};
-            *slot[id] = (float *)dst;
-        }
+/* Section i's header at r->off, checked against the format's limits, the sections seen so
+ * far, the sizes the meta section fixed, and the bytes left in the file; on success r->off
+ * is at the section's compressed data. */
+static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
+{
+    const char *name = r->name;
+    size_t nbytes = r->nbytes, off = r->off;
+    if (nbytes - off < SEC_HDR_NBYTES)
+        return bad(name, "truncated: section %u of %u starts at byte %zu but the file ends "
+                   "at %zu (expected a %d-byte section header)",
+                   i + 1, r->count, off, nbytes, SEC_HDR_NBYTES);
+    const unsigned char *h = r->p + off;
+    uint64_t comp = get_u64(h + 8), raw = get_u64(h + 16);
+    int id = tag_id(h);
+    if (id < 0) {
+        char tag[9];
+        return bad(name, "unknown section tag '%s' at byte %zu (expected meta, model, "
+                   "params, slot1 or slot2)", printable(tag, (const char *)h, 8), off);
     }
-    if (off != nbytes)
+    const char *sn = SEC_NAMES[id];
+    if (i == 0 && id != SEC_META)
+        return bad(name, "first section is %s (expected meta)", sn);
+    if (r->seen[id])
+        return bad(name, "duplicate section %s at byte %zu (expected each once)", sn, off);
+    if (id >= SEC_SLOT1 && id - SEC_SLOT1 >= r->nslot_arrays)
+        return bad(name, "unexpected section %s (meta lists %d optimizer slot(s))", sn,
+                   r->nslot_arrays);
+    if (raw > MAX_RAW)
+        return bad(name, "section %s claims %llu bytes (expected at most 1 GiB)", sn,
+                   (unsigned long long)raw);
+    if (raw != r->want[id])
+        return bad(name, "section %s holds %llu bytes (expected %llu from the meta section)",
+                   sn, (unsigned long long)raw, (unsigned long long)r->want[id]);
+    if (comp > compressBound((uLong)raw) || raw > comp * MAX_EXPANSION)
+        return bad(name, "section %s: %llu compressed bytes cannot hold %llu raw bytes "
+                   "(expected %llu to %llu)", sn, (unsigned long long)comp,
+                   (unsigned long long)raw,
+                   (unsigned long long)((raw + MAX_EXPANSION - 1) / MAX_EXPANSION),
+                   (unsigned long long)compressBound((uLong)raw));
+    off += SEC_HDR_NBYTES;
+    if (comp > nbytes - off)
+        return bad(name, "truncated in section %s: %llu compressed bytes at byte %zu but "
+                   "only %zu left", sn, (unsigned long long)comp, off, nbytes - off);
+    r->off = off;
+    s->id = id;
+    s->comp = comp;
+    s->raw = raw;
+    s->crc = get_u32(h + 24);
+    return MW_OK;
+}
+
+/* Inflate the section at r->off into *out (malloc'ed, one spare byte for a model's NUL) and
+ * check its CRC. Its sizes were checked, so the allocation is bounded by the input. */
+static mw_status inflate_section(const reader *r, const sec_hdr *s, unsigned char **out)
+{
+    const char *name = r->name, *sn = SEC_NAMES[s->id];
+    uint64_t comp = s->comp, raw = s->raw;
+    unsigned char *dst = malloc(raw ? (size_t)raw + (s->id == SEC_MODEL) : 1);
+    if (!dst)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes for section %s", name,
+                      (unsigned long long)raw, sn);
+    char why[128];
+    int zrc = inflate_exact(dst, (size_t)raw, r->p + r->off, (size_t)comp, why, sizeof why);
+    if (zrc != Z_OK) {
+        free(dst);
+        if (zrc == Z_MEM_ERROR)
+            return mw_err(MW_ENOMEM, "%s: out of memory decompressing section %s", name, sn);
+        return bad(name, "bad compressed data in section %s (%s; expected %llu compressed "
+                   "bytes inflating to %llu)", sn, why, (unsigned long long)comp,
+                   (unsigned long long)raw);
+    }
+    uint32_t got = (uint32_t)crc32(0L, dst, (uInt)raw);
+    if (got != s->crc) {
+        free(dst);
+        return bad(name, "bad CRC in section %s (computed 0x%08x, stored 0x%08x)", sn,
+                   (unsigned)got, (unsigned)s->crc);
+    }
+    *out = dst;
+    return MW_OK;
+}
+
+/* Take the inflated section dst (owned) into t: meta fixes the sizes of the others, the
+ * model becomes a string, arrays are kept as they are. */
+static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst, uint64_t raw)
+{
+    const char *name = r->name;
+    if (id == SEC_META) {
+        uint64_t model_nbytes = 0;
+        mw_status rc = meta_decode(t, dst, &r->nslot_arrays, &model_nbytes, name);
+        free(dst);
+        MW_TRY(rc);
+        r->want[SEC_MODEL] = model_nbytes;
+        r->want[SEC_PARAMS] = t->nparams * sizeof(float);
+        r->want[SEC_SLOT1] = r->want[SEC_SLOT2] = t->nslots * sizeof(float);
+    } else if (id == SEC_MODEL) {
+        const void *nul = memchr(dst, '\0', (size_t)raw);
+        if (nul) {
+            size_t at = (size_t)((const unsigned char *)nul - dst);
+            free(dst);
+            return bad(name, "model description has a NUL byte at offset %zu (expected "
+                       "JSON text)", at);
+        }
+        dst[raw] = '\0';
+        t->model_json = (char *)dst;
+    } else {
+        float **slot[NSEC] = {NULL, NULL, &t->params, &t->slot1, &t->slot2};
+        *slot[id] = (float *)dst;
+    }
+    return MW_OK;
+}
+
+static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const char *name)
+{
+    reader r = {.p = p, .nbytes = nbytes, .name = name, .off = HDR_NBYTES,
+                .want = {META_NBYTES, 0, 0, 0, 0}};
+    MW_TRY(parse_header(&r));
+    for (uint32_t i = 0; i < r.count; i++) {
+        sec_hdr s = {0};
+        unsigned char *dst = NULL;
+        MW_TRY(parse_section_header(&r, i, &s));
+        MW_TRY(inflate_section(&r, &s, &dst));
+        r.off += s.comp;
+        r.seen[s.id] = 1;
+        MW_TRY(store_section(t, &r, s.id, dst, s.raw));
+    }
+    if (r.off != nbytes)
         return bad(name, "%zu trailing bytes after the last section (expected the file to end "
-                   "at byte %zu)", nbytes - off, off);
-    for (int id = 0; id < 3 + nslot_arrays; id++)
-        if (!seen[id])
+                   "at byte %zu)", nbytes - r.off, r.off);
+    for (int id = 0; id < 3 + r.nslot_arrays; id++)
+        if (!r.seen[id])
             return bad(name, "missing section %s", SEC_NAMES[id]);
     return MW_OK;
 }
@@ -729,14 +789,78 @@ static int scan_dir(const char *dir, int **nums, int *count)
     return 0;
 }
 
+/* The number for a new checkpoint: one above every ckpt-N in the directory (nums, ascending)
+ * and in its index. */
+static mw_status next_number(const char *dir, const int *nums, int count, int *n)
+{
+    name_list idx = {0};
+    char *latest = NULL;
+    int highest = count ? nums[count - 1] : 0;
+    index_read(dir, &idx, &latest);
+    for (int i = 0; i < idx.count; i++)
+        if (ckpt_number(idx.names[i]) > highest)
+            highest = ckpt_number(idx.names[i]);
+    if (latest && ckpt_number(latest) > highest)
+        highest = ckpt_number(latest);
+    names_free(&idx);
+    free(latest);
+    if (highest >= INT_MAX - 1)
+        return mw_err(MW_EIO, "checkpoint directory %s: ckpt-%d is the highest number possible",
+                      dir, highest);
+    *n = highest + 1;
+    return MW_OK;
+}
+
+/* Replace dir's index with one naming ckpt-n as the latest and nums[first..count) as the
+ * kept checkpoints. name: the new checkpoint's file, for the message. */
+static mw_status write_index(const char *dir, const int *nums, int first, int count, int n,
+                             const char *name)
+{
+    size_t cap = 64 + (size_t)(count - first) * 64;
+    char *text = malloc(cap);
+    if (!text)
+        return mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
+    size_t len = (size_t)snprintf(text, cap, "model_checkpoint_path: \"ckpt-%d\"\n", n);
+    for (int i = first; i < count; i++)
+        len += (size_t)snprintf(text + len, cap - len, "all_model_checkpoint_paths: \"ckpt-%d\"\n",
+                                nums[i]);
+    char *path = path_join(dir, MW_CKPT_INDEX);
+    if (!path) {
+        free(text);
+        return mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
+    }
+    const char *step;
+    mw_status rc = MW_OK;
+    int e = mw_fs_write_atomic_errno(path, text, len, &step);
+    if (e)
+        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s the index '%s' (%s); %s was "
+                    "written but is not listed", dir, step, MW_CKPT_INDEX, strerror(e), name);
+    free(path);
+    free(text);
+    return rc;
+}
+
+/* Delete ckpt-N for the first `first` numbers of nums; a failure only warns, since the index
+ * no longer names them. */
+static void delete_oldest(const char *dir, const int *nums, int first)
+{
+    for (int i = 0; i < first; i++) {
+        char old[32];
+        snprintf(old, sizeof old, "ckpt-%d", nums[i]);
+        char *p = path_join(dir, old);
+        if (p && unlink(p) != 0 && errno != ENOENT)
+            mw_log_warn("checkpoint directory %s: cannot delete the old %s (%s)", dir, old,
+                        strerror(errno));
+        free(p);
+    }
+}
+
 mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_out)
 {
     mw_status rc = MW_OK;
     void *data = NULL;
     size_t nbytes = 0;
     int *nums = NULL, count = 0, n = 0;
-    name_list idx = {0};
-    char *latest = NULL, *path = NULL, *text = NULL;
 
     MW_TRY_GOTO(mw_ckpt_serialize(c, &data, &nbytes), rc, done);
     int e = mw_fs_mkdir_p_errno(dir, NULL, 0);
@@ -748,20 +872,7 @@ mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_
         rc = mw_err(MW_EIO, "checkpoint directory %s: cannot list it (%s)", dir, strerror(e));
         goto done;
     }
-    /* The number: above everything in the directory and the index. */
-    int highest = count ? nums[count - 1] : 0;
-    index_read(dir, &idx, &latest);
-    for (int i = 0; i < idx.count; i++)
-        if (ckpt_number(idx.names[i]) > highest)
-            highest = ckpt_number(idx.names[i]);
-    if (latest && ckpt_number(latest) > highest)
-        highest = ckpt_number(latest);
-    if (highest >= INT_MAX - 1) {
-        rc = mw_err(MW_EIO, "checkpoint directory %s: ckpt-%d is the highest number possible",
-                    dir, highest);
-        goto done;
-    }
-    n = highest + 1;
+    MW_TRY_GOTO(next_number(dir, nums, count, &n), rc, done);
 
     char name[32];
     snprintf(name, sizeof name, "ckpt-%d", n);
@@ -776,44 +887,14 @@ mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_
     nums = kept;
     nums[count++] = n;
     int first = keep > 0 && count > keep ? count - keep : 0;
-    size_t cap = 64 + (size_t)(count - first) * 64;
-    if (!(text = malloc(cap))) {
-        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
-        goto done;
-    }
-    size_t len = (size_t)snprintf(text, cap, "model_checkpoint_path: \"ckpt-%d\"\n", n);
-    for (int i = first; i < count; i++)
-        len += (size_t)snprintf(text + len, cap - len, "all_model_checkpoint_paths: \"ckpt-%d\"\n",
-                                nums[i]);
-    if (!(path = path_join(dir, MW_CKPT_INDEX))) {
-        rc = mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
-        goto done;
-    }
-    const char *step;
-    if ((e = mw_fs_write_atomic_errno(path, text, len, &step))) {
-        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s the index '%s' (%s); %s was "
-                    "written but is not listed", dir, step, MW_CKPT_INDEX, strerror(e), name);
-        goto done;
-    }
+    MW_TRY_GOTO(write_index(dir, nums, first, count, n, name), rc, done);
     /* Only now that the index no longer names them: delete the oldest. */
-    for (int i = 0; i < first; i++) {
-        char old[32];
-        snprintf(old, sizeof old, "ckpt-%d", nums[i]);
-        char *p = path_join(dir, old);
-        if (p && unlink(p) != 0 && errno != ENOENT)
-            mw_log_warn("checkpoint directory %s: cannot delete the old %s (%s)", dir, old,
-                        strerror(errno));
-        free(p);
-    }
+    delete_oldest(dir, nums, first);
     if (number_out)
         *number_out = n;
 done:
     free(data);
     free(nums);
-    names_free(&idx);
-    free(latest);
-    free(path);
-    free(text);
     return rc;
 }
 
@@ -831,22 +912,21 @@ static void tried_add(char *buf, size_t cap, int *shown, int *more, const char *
     (*shown)++;
 }
 
-mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
+/* The checkpoints of dir to try, newest first, into cand: the index's latest, its list
+ * backwards, then the other ckpt-N files. An error when there are none. */
+static mw_status list_candidates(const char *dir, name_list *cand)
 {
-    if (path_out)
-        *path_out = NULL;
     mw_status rc = MW_OK;
-    name_list cand = {0}, idx = {0};
+    name_list idx = {0};
     char *latest = NULL;
     int *nums = NULL, count = 0;
 
-    /* Candidates, newest first: the index's latest, its list backwards, then the rest. */
     index_read(dir, &idx, &latest);
     if (latest)
-        MW_TRY_GOTO(names_add(&cand, latest, strlen(latest)), rc, done);
+        MW_TRY_GOTO(names_add(cand, latest, strlen(latest)), rc, done);
     for (int i = idx.count - 1; i >= 0; i--)
-        if (!names_has(&cand, idx.names[i]))
-            MW_TRY_GOTO(names_add(&cand, idx.names[i], strlen(idx.names[i])), rc, done);
+        if (!names_has(cand, idx.names[i]))
+            MW_TRY_GOTO(names_add(cand, idx.names[i], strlen(idx.names[i])), rc, done);
     int e = scan_dir(dir, &nums, &count);
     if (e == ENOMEM) {
         rc = mw_err(MW_ENOMEM, "out of memory listing checkpoints");
@@ -859,26 +939,34 @@ mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
     for (int i = count - 1; i >= 0; i--) {
         char name[32];
         snprintf(name, sizeof name, "ckpt-%d", nums[i]);
-        if (!names_has(&cand, name))
-            MW_TRY_GOTO(names_add(&cand, name, strlen(name)), rc, done);
+        if (!names_has(cand, name))
+            MW_TRY_GOTO(names_add(cand, name, strlen(name)), rc, done);
     }
-    if (cand.count == 0) {
+    if (cand->count == 0)
         rc = mw_err(MW_ECKPT, "no checkpoint in %s%s", dir,
                     e == ENOENT ? " (the directory does not exist)"
                     : e         ? " (not a directory)"
                                 : "");
-        goto done;
-    }
+done:
+    names_free(&idx);
+    free(latest);
+    free(nums);
+    return rc;
+}
 
+/* Read the candidates in order into c until one is valid, warning about each unusable one;
+ * an error naming them all (as far as the message has room) when none is. */
+static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckpt *c,
+                                  char **path_out)
+{
+    mw_status rc;
     char tried[900] = "";
     int shown = 0, more = 0;
-    for (int i = 0; i < cand.count; i++) {
-        const char *name = cand.names[i];
+    for (int i = 0; i < cand->count; i++) {
+        const char *name = cand->names[i];
         char *path = name[0] == '/' ? strdup(name) : path_join(dir, name);
-        if (!path) {
-            rc = mw_err(MW_ENOMEM, "out of memory loading a checkpoint");
-            goto done;
-        }
+        if (!path)
+            return mw_err(MW_ENOMEM, "out of memory loading a checkpoint");
         mw_ckpt t;
         mw_ckpt_init(&t);
         rc = mw_ckpt_read(&t, path);
@@ -889,11 +977,11 @@ mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
                 *path_out = path;
             else
                 free(path);
-            goto done;
+            return rc;
         }
         if (rc == MW_ENOMEM) {
             free(path);
-            goto done;
+            return rc;
         }
         /* Unusable: say so, remember why without the path prefix, and try the previous one. */
         const char *msg = mw_err_msg();
@@ -901,19 +989,25 @@ mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
         const char *reason = strncmp(msg, path, plen) == 0 && msg[plen] == ':' ? msg + plen + 2
                                                                                  : msg;
         mw_log_warn("checkpoint %s is unusable: %s; %s", path, reason,
-                    i + 1 < cand.count ? "trying the previous one" : "none left to try");
+                    i + 1 < cand->count ? "trying the previous one" : "none left to try");
         tried_add(tried, sizeof tried, &shown, &more, name, reason);
         mw_err_clear();
         free(path);
     }
     if (more)
         snprintf(tried + strlen(tried), sizeof tried - strlen(tried), ", and %d more", more);
-    rc = mw_err(MW_ECKPT, "no valid checkpoint in %s (tried: %s)", dir, tried);
-done:
+    return mw_err(MW_ECKPT, "no valid checkpoint in %s (tried: %s)", dir, tried);
+}
+
+mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
+{
+    if (path_out)
+        *path_out = NULL;
+    name_list cand = {0};
+    mw_status rc = list_candidates(dir, &cand);
+    if (rc == MW_OK)
+        rc = load_first_valid(dir, &cand, c, path_out);
     names_free(&cand);
-    names_free(&idx);
-    free(latest);
-    free(nums);
     return rc;
 }
 

@@ -370,51 +370,17 @@ static const char *const init_list =
     "GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
     "VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones, Constant";
 
-/* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
- * absent / null for the default. */
-static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_init_kind def,
-                          mw_init *out)
+/* The arguments in an initializer's config c (an object) for its kind, out->kind, over the
+ * class defaults already in *out. */
+static mw_status get_init_config(const lctx *L, const json_t *c, const char *key, mw_init *out)
 {
-    const json_t *v = json_object_get(cfg, key), *c = NULL;
-    const char *cls = NULL;
     char d[QUOTE_MAX * 4 + 64], path[96];
-    qbuf q;
-    memset(out, 0, sizeof *out);
-    out->kind = def;
-    if (!v || json_is_null(v))
-        return MW_OK;
-    if (json_is_string(v)) {
-        cls = json_string_value(v);
-    } else if (json_is_object(v)) {
-        cls = json_string_value(json_object_get(v, "class_name"));
-        c = json_object_get(v, "config");
-        if (!cls)
-            return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected an initializer class "
-                         "name", key, describe(d, sizeof d, json_object_get(v, "class_name")));
-        if (c && !json_is_null(c) && !json_is_object(c))
-            return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
-                         describe(d, sizeof d, c));
-    } else {
-        return lfail(L, MW_EMODEL, "%s: found %s; expected an initializer object or null", key,
-                     describe(d, sizeof d, v));
-    }
-    const init_entry *e = NULL;
-    for (size_t i = 0; i < sizeof init_table / sizeof *init_table; i++)
-        if (!strcmp(cls, init_table[i].cls) || !strcmp(cls, init_table[i].id))
-            e = &init_table[i];
-    if (!e)
-        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
-                     quote(q, cls), init_list);
-    out->kind = e->kind, out->scale = e->scale, out->mode = e->mode, out->dist = e->dist;
-    out->a = e->a, out->b = e->b;
-    if (!json_is_object(c))
-        return MW_OK;
     snprintf(path, sizeof path, "%s.config.", key);
     const json_t *seed = json_object_get(c, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
         return lfail(L, MW_EMODEL, "%sseed: found %s; expected an integer or null", path,
                      describe(d, sizeof d, seed));
-    switch (e->kind) {
+    switch (out->kind) {
     case MW_INIT_VARIANCE_SCALING: {
         static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
         static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform",
@@ -452,6 +418,48 @@ static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_
         break;
     }
     return MW_OK;
+}
+
+/* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
+ * absent / null for the default. */
+static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_init_kind def,
+                          mw_init *out)
+{
+    const json_t *v = json_object_get(cfg, key), *c = NULL;
+    const char *cls = NULL;
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    memset(out, 0, sizeof *out);
+    out->kind = def;
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (json_is_string(v)) {
+        cls = json_string_value(v);
+    } else if (json_is_object(v)) {
+        cls = json_string_value(json_object_get(v, "class_name"));
+        c = json_object_get(v, "config");
+        if (!cls)
+            return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected an initializer class "
+                         "name", key, describe(d, sizeof d, json_object_get(v, "class_name")));
+        if (c && !json_is_null(c) && !json_is_object(c))
+            return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
+                         describe(d, sizeof d, c));
+    } else {
+        return lfail(L, MW_EMODEL, "%s: found %s; expected an initializer object or null", key,
+                     describe(d, sizeof d, v));
+    }
+    const init_entry *e = NULL;
+    for (size_t i = 0; i < sizeof init_table / sizeof *init_table; i++)
+        if (!strcmp(cls, init_table[i].cls) || !strcmp(cls, init_table[i].id))
+            e = &init_table[i];
+    if (!e)
+        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                     quote(q, cls), init_list);
+    out->kind = e->kind, out->scale = e->scale, out->mode = e->mode, out->dist = e->dist;
+    out->a = e->a, out->b = e->b;
+    if (!json_is_object(c))
+        return MW_OK;
+    return get_init_config(L, c, key, out);
 }
 
 /* cfg[key]: null, {"class_name": "L2" | "L1" | "L1L2", "config": {...}} or "l2" / "l1" /
@@ -863,14 +871,12 @@ static mw_status start_model(builder *B, const kshape *s, int h, int w, int c)
     return MW_OK;
 }
 
-static mw_status build(builder *B, const json_t *root, int h, int w, int c, int nclasses)
+/* The layer list: config.layers, or config itself in older Keras 2 files. */
+static mw_status find_layers(const char *origin, const json_t *model, const json_t **conf_out,
+                             const json_t **layers_out)
 {
-    const char *origin = B->origin;
     char d[QUOTE_MAX * 4 + 64];
-    qbuf q;
-    const json_t *model = NULL, *conf, *layers;
-    MW_TRY(find_model(origin, root, &model));
-    conf = json_object_get(model, "config");
+    const json_t *conf = json_object_get(model, "config"), *layers;
     if (json_is_array(conf)) { /* older Keras 2: config is the layer list */
         layers = conf;
     } else if (json_is_object(conf)) {
@@ -882,109 +888,132 @@ static mw_status build(builder *B, const json_t *root, int h, int w, int c, int 
         return gfail(origin, MW_EMODEL, "config: found %s; expected an object with \"layers\"",
                      describe(d, sizeof d, conf));
     }
-    size_t n = json_array_size(layers);
-    if (n > MAX_LAYERS)
-        return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
-                     MAX_LAYERS);
-    kshape s;
-    MW_TRY(find_input(origin, model, conf, layers, &s));
-    MW_TRY(start_model(B, &s, h, w, c));
+    *conf_out = conf;
+    *layers_out = layers;
+    return MW_OK;
+}
+
+/* config.name, when given, becomes the model's name. */
+static mw_status set_model_name(builder *B, const json_t *conf)
+{
+    char d[QUOTE_MAX * 4 + 64];
     const json_t *mname = json_object_get(conf, "name");
     if (mname && !json_is_null(mname)) {
         if (!json_is_string(mname) || !name_ok(json_string_value(mname), sizeof B->m->name - 1))
-            return gfail(origin, MW_EMODEL, "config.name: found %s; expected 1 to %zu printable "
-                         "characters without '/'", describe(d, sizeof d, mname),
+            return gfail(B->origin, MW_EMODEL, "config.name: found %s; expected 1 to %zu "
+                         "printable characters without '/'", describe(d, sizeof d, mname),
                          sizeof B->m->name - 1);
         snprintf(B->m->name, sizeof B->m->name, "%s", json_string_value(mname));
     }
+    return MW_OK;
+}
 
-    size_t nreal = 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(layers, i), *cfg;
-        lctx L = {origin, ""};
-        snprintf(L.where, sizeof L.where, "layers[%zu]", i);
-        if (!json_is_object(e))
-            return lfail(&L, MW_EMODEL, "found %s; expected a layer object with class_name and "
-                         "config", describe(d, sizeof d, e));
-        const json_t *jc = json_object_get(e, "class_name");
-        if (!json_is_string(jc))
-            return lfail(&L, MW_EMODEL, "class_name: found %s; expected a layer class name",
-                         describe(d, sizeof d, jc));
-        const char *cls = json_string_value(jc);
-        char ecls[QUOTE_MAX * 4 + 8];
-        mw_str_escape(ecls, sizeof ecls, cls, QUOTE_MAX, 0);
-        snprintf(L.where, sizeof L.where, "layers[%zu] (%s)", i, ecls);
-        cfg = json_object_get(e, "config");
-        if (!json_is_object(cfg))
-            return lfail(&L, MW_EMODEL, "config: found %s; expected an object",
-                         describe(d, sizeof d, cfg));
-        const json_t *jn = json_object_get(cfg, "name");
-        const char *name = NULL;
-        if (jn && !json_is_null(jn)) {
-            if (!json_is_string(jn) || !name_ok(json_string_value(jn), NAME_MAX_LEN))
-                return lfail(&L, MW_EMODEL, "name: found %s; expected 1 to %d printable "
-                             "characters without '/'", describe(d, sizeof d, jn), NAME_MAX_LEN);
-            name = json_string_value(jn);
-            snprintf(L.where, sizeof L.where, "layer '%s' (%s)", name, ecls);
-        }
-        const json_t *reg = json_object_get(e, "registered_name");
-        if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0)
-            return lfail(&L, MW_EUNSUPPORTED, "registered_name %s names a custom layer; "
-                         "supported: the built-in layers %s", quote(q, json_string_value(reg)),
-                         layer_list);
-        int trainable = 1;
-        MW_TRY(get_bool(&L, cfg, "trainable", 1, &trainable));
-        if (!trainable)
-            return lfail(&L, MW_EUNSUPPORTED, "trainable false (a frozen layer) is not "
-                         "supported; supported: true");
-        MW_TRY(check_dtype(&L, cfg));
-
-        if (!strcmp(cls, "InputLayer")) {
-            if (i != 0)
-                return lfail(&L, MW_EMODEL, "an InputLayer must be the first layer");
-            int sparse = 0, ragged = 0;
-            MW_TRY(get_bool(&L, cfg, "sparse", 0, &sparse));
-            MW_TRY(get_bool(&L, cfg, "ragged", 0, &ragged));
-            if (sparse || ragged)
-                return lfail(&L, MW_EUNSUPPORTED, "%s inputs are not supported; supported: "
-                             "dense float32 inputs", sparse ? "sparse" : "ragged");
-            continue;
-        }
-        if (name) /* Keras needs unique names; the summary and checkpoints do too */
-            for (int j = 0; j < B->m->nlayers; j++)
-                if (!B->m->layers[j].folded && !strcmp(B->m->layers[j].name, name))
-                    return lfail(&L, MW_EMODEL, "the name is already used by an earlier layer; "
-                                 "expected unique layer names");
-        const int is_last = i + 1 == n;
-        mw_status rc;
-        if (!strcmp(cls, "Conv2D"))
-            rc = add_conv2d(B, &L, cfg, name, is_last);
-        else if (!strcmp(cls, "Dense"))
-            rc = add_dense(B, &L, cfg, name, is_last);
-        else if (!strcmp(cls, "MaxPooling2D") || !strcmp(cls, "MaxPool2D"))
-            rc = add_maxpool(B, &L, cfg, name);
-        else if (!strcmp(cls, "Flatten")) {
-            rc = check_data_format(&L, cfg);
-            if (rc == MW_OK && (rc = mw_model_add_flatten(B->m, name)) != MW_OK)
-                rc = from_model(origin, rc);
-            B->no_channels = 0;
-        } else if (!strcmp(cls, "Dropout"))
-            rc = add_dropout(B, &L, cfg, name);
-        else if (!strcmp(cls, "Activation"))
-            rc = add_activation_layer(B, &L, cfg, name, is_last);
-        else if (!strcmp(cls, "ReLU"))
-            rc = add_relu_layer(B, &L, cfg, name);
-        else if (!strcmp(cls, "Softmax"))
-            rc = add_softmax_layer(B, &L, cfg, name, is_last);
-        else
-            rc = lfail(&L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
-                       quote(q, cls), layer_list);
-        MW_TRY(rc);
-        nreal++;
+/* What every layers[i] entry needs whatever its class: an object with a built-in class_name,
+ * a config object, an optional valid name, trainable, float32. Sets L->where to name the
+ * layer and returns its class, config and name (NULL when it has none), all borrowed. */
+static mw_status read_layer(lctx *L, const json_t *e, size_t i, const char **cls_out,
+                            const json_t **cfg_out, const char **name_out)
+{
+    char d[QUOTE_MAX * 4 + 64];
+    qbuf q;
+    snprintf(L->where, sizeof L->where, "layers[%zu]", i);
+    if (!json_is_object(e))
+        return lfail(L, MW_EMODEL, "found %s; expected a layer object with class_name and "
+                     "config", describe(d, sizeof d, e));
+    const json_t *jc = json_object_get(e, "class_name");
+    if (!json_is_string(jc))
+        return lfail(L, MW_EMODEL, "class_name: found %s; expected a layer class name",
+                     describe(d, sizeof d, jc));
+    const char *cls = json_string_value(jc);
+    char ecls[QUOTE_MAX * 4 + 8];
+    mw_str_escape(ecls, sizeof ecls, cls, QUOTE_MAX, 0);
+    snprintf(L->where, sizeof L->where, "layers[%zu] (%s)", i, ecls);
+    const json_t *cfg = json_object_get(e, "config");
+    if (!json_is_object(cfg))
+        return lfail(L, MW_EMODEL, "config: found %s; expected an object",
+                     describe(d, sizeof d, cfg));
+    const json_t *jn = json_object_get(cfg, "name");
+    const char *name = NULL;
+    if (jn && !json_is_null(jn)) {
+        if (!json_is_string(jn) || !name_ok(json_string_value(jn), NAME_MAX_LEN))
+            return lfail(L, MW_EMODEL, "name: found %s; expected 1 to %d printable "
+                         "characters without '/'", describe(d, sizeof d, jn), NAME_MAX_LEN);
+        name = json_string_value(jn);
+        snprintf(L->where, sizeof L->where, "layer '%s' (%s)", name, ecls);
     }
-    if (nreal == 0)
-        return gfail(origin, MW_EMODEL, "the model has no layers besides its input");
+    const json_t *reg = json_object_get(e, "registered_name");
+    if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0)
+        return lfail(L, MW_EUNSUPPORTED, "registered_name %s names a custom layer; "
+                     "supported: the built-in layers %s", quote(q, json_string_value(reg)),
+                     layer_list);
+    int trainable = 1;
+    MW_TRY(get_bool(L, cfg, "trainable", 1, &trainable));
+    if (!trainable)
+        return lfail(L, MW_EUNSUPPORTED, "trainable false (a frozen layer) is not "
+                     "supported; supported: true");
+    MW_TRY(check_dtype(L, cfg));
+    *cls_out = cls;
+    *cfg_out = cfg;
+    *name_out = name;
+    return MW_OK;
+}
 
+/* An InputLayer (layers[i]) adds nothing: it must come first and take dense inputs. */
+static mw_status check_input_layer(const lctx *L, const json_t *cfg, size_t i)
+{
+    if (i != 0)
+        return lfail(L, MW_EMODEL, "an InputLayer must be the first layer");
+    int sparse = 0, ragged = 0;
+    MW_TRY(get_bool(L, cfg, "sparse", 0, &sparse));
+    MW_TRY(get_bool(L, cfg, "ragged", 0, &ragged));
+    if (sparse || ragged)
+        return lfail(L, MW_EUNSUPPORTED, "%s inputs are not supported; supported: "
+                     "dense float32 inputs", sparse ? "sparse" : "ragged");
+    return MW_OK;
+}
+
+/* Add a layer of Keras class cls (not InputLayer) to the model, once its name is known to be
+ * unique. */
+static mw_status add_layer(builder *B, const lctx *L, const char *cls, const json_t *cfg,
+                           const char *name, int is_last)
+{
+    qbuf q;
+    if (name) /* Keras needs unique names; the summary and checkpoints do too */
+        for (int j = 0; j < B->m->nlayers; j++)
+            if (!B->m->layers[j].folded && !strcmp(B->m->layers[j].name, name))
+                return lfail(L, MW_EMODEL, "the name is already used by an earlier layer; "
+                             "expected unique layer names");
+    mw_status rc;
+    if (!strcmp(cls, "Conv2D"))
+        rc = add_conv2d(B, L, cfg, name, is_last);
+    else if (!strcmp(cls, "Dense"))
+        rc = add_dense(B, L, cfg, name, is_last);
+    else if (!strcmp(cls, "MaxPooling2D") || !strcmp(cls, "MaxPool2D"))
+        rc = add_maxpool(B, L, cfg, name);
+    else if (!strcmp(cls, "Flatten")) {
+        rc = check_data_format(L, cfg);
+        if (rc == MW_OK && (rc = mw_model_add_flatten(B->m, name)) != MW_OK)
+            rc = from_model(B->origin, rc);
+        B->no_channels = 0;
+    } else if (!strcmp(cls, "Dropout"))
+        rc = add_dropout(B, L, cfg, name);
+    else if (!strcmp(cls, "Activation"))
+        rc = add_activation_layer(B, L, cfg, name, is_last);
+    else if (!strcmp(cls, "ReLU"))
+        rc = add_relu_layer(B, L, cfg, name);
+    else if (!strcmp(cls, "Softmax"))
+        rc = add_softmax_layer(B, L, cfg, name, is_last);
+    else
+        rc = lfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
+                   quote(q, cls), layer_list);
+    return rc;
+}
+
+/* The model must end in (None, classes) logits, and match the data's class count when known
+ * (nclasses > 0). */
+static mw_status check_output(const builder *B, int nclasses)
+{
+    const char *origin = B->origin;
     const mw_model *m = B->m;
     const mw_layer *last = &m->layers[m->nlayers - 1], *shown = last;
     while (shown->folded && shown > m->layers) /* name the Keras layer, not "dense/softmax" */
@@ -1001,6 +1030,39 @@ static mw_status build(builder *B, const json_t *root, int h, int w, int c, int 
                      "data set has %d classes; expected a last Dense(%d)", last->out_c,
                      shown->name, nclasses, nclasses);
     return MW_OK;
+}
+
+static mw_status build(builder *B, const json_t *root, int h, int w, int c, int nclasses)
+{
+    const char *origin = B->origin;
+    const json_t *model = NULL, *conf = NULL, *layers = NULL;
+    MW_TRY(find_model(origin, root, &model));
+    MW_TRY(find_layers(origin, model, &conf, &layers));
+    size_t n = json_array_size(layers);
+    if (n > MAX_LAYERS)
+        return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
+                     MAX_LAYERS);
+    kshape s;
+    MW_TRY(find_input(origin, model, conf, layers, &s));
+    MW_TRY(start_model(B, &s, h, w, c));
+    MW_TRY(set_model_name(B, conf));
+
+    size_t nreal = 0;
+    for (size_t i = 0; i < n; i++) {
+        lctx L = {origin, ""};
+        const char *cls = NULL, *name = NULL;
+        const json_t *cfg = NULL;
+        MW_TRY(read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
+        if (!strcmp(cls, "InputLayer")) {
+            MW_TRY(check_input_layer(&L, cfg, i));
+            continue;
+        }
+        MW_TRY(add_layer(B, &L, cls, cfg, name, i + 1 == n));
+        nreal++;
+    }
+    if (nreal == 0)
+        return gfail(origin, MW_EMODEL, "the model has no layers besides its input");
+    return check_output(B, nclasses);
 }
 
 mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const char *origin,

@@ -103,6 +103,62 @@ static mw_status finish(mw_status rc, int already_printed)
     return (mw_status)all[0];
 }
 
+/* `mwtrain train`. A failure mid-run cannot be agreed (a peer may be gone): print it here and
+ * abort the job. Training's other failures were agreed and come back as rc. */
+static mw_status run_train(const mw_cli *cli, const mw_topology *topo)
+{
+    int mid_run = 0;
+    mw_status rc = mw_train_run(&cli->train, topo, NULL, &mid_run);
+    if (mid_run) {
+        mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
+        mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
+    }
+    return rc;
+}
+
+/* cluster, eval, export and train: the topology is resolved and agreed by every rank. Their
+ * failures are agreed too, so every rank holds the failing rank's message: rank 0 alone
+ * prints it, and *printed says so. */
+static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, int *printed)
+{
+    mw_status rc = mw_topology_resolve(topo, cli->train.tf_config);
+    if (rc != MW_OK) {
+        if (rank == 0)
+            fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+        *printed = 1;
+    } else {
+        mw_log_set_rank(topo->rank, topo->world_size);
+        if (cli->cmd == MW_CMD_CLUSTER) {
+            rc = print_cluster(topo, &cli->train, cli->json);
+            if (rc != MW_OK) {
+                if (topo->rank == 0)
+                    fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                *printed = 1;
+            }
+        } else if (cli->cmd == MW_CMD_EVAL || cli->cmd == MW_CMD_EXPORT) {
+            /* agreed failures: every rank holds the message */
+            rc = cli->cmd == MW_CMD_EVAL ? mw_eval_run(&cli->train, topo)
+                                         : mw_export_run(&cli->train, topo);
+            if (rc != MW_OK) {
+                if (topo->rank == 0)
+                    fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                *printed = 1;
+            }
+        } else {
+            rc = run_train(cli, topo);
+            /* training's own failures were agreed: every rank has the message */
+            if (rc != MW_OK) {
+                if (topo->rank == 0)
+                    fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                *printed = 1;
+            }
+        }
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -141,48 +197,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             rc = run_summary(cli.train.model_path);
     } else {
-        /* cluster and train: the topology is resolved and agreed by every rank;
-         * on failure every rank holds the failing rank's message */
-        rc = mw_topology_resolve(&topo, cli.train.tf_config);
-        if (rc != MW_OK) {
-            if (rank == 0)
-                fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
-            printed = 1;
-        } else {
-            mw_log_set_rank(topo.rank, topo.world_size);
-            if (cli.cmd == MW_CMD_CLUSTER) {
-                rc = print_cluster(&topo, &cli.train, cli.json);
-                if (rc != MW_OK) {
-                    if (topo.rank == 0)
-                        fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
-                    printed = 1;
-                }
-            } else if (cli.cmd == MW_CMD_EVAL || cli.cmd == MW_CMD_EXPORT) {
-                /* agreed failures: every rank holds the message */
-                rc = cli.cmd == MW_CMD_EVAL ? mw_eval_run(&cli.train, &topo)
-                                            : mw_export_run(&cli.train, &topo);
-                if (rc != MW_OK) {
-                    if (topo.rank == 0)
-                        fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
-                    printed = 1;
-                }
-            } else {
-                int mid_run = 0;
-                rc = mw_train_run(&cli.train, &topo, NULL, &mid_run);
-                if (mid_run) {
-                    mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
-                    mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
-                    fflush(stderr);
-                    MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
-                }
-                /* training's own failures were agreed: every rank has the message */
-                if (rc != MW_OK) {
-                    if (topo.rank == 0)
-                        fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
-                    printed = 1;
-                }
-            }
-        }
+        rc = run_on_cluster(&cli, &topo, rank, &printed);
     }
     mw_status all = finish(rc, printed);
     mw_topology_free(&topo);

@@ -483,6 +483,90 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
     return mw_model_ws_alloc_with(ws, m, max_n, NULL, NULL);
 }
 
+/* Where each workspace buffer sits in the one block: byte offsets from its start. */
+typedef struct {
+    size_t *act, *grad; /* L + 1 each: the input and each layer's output */
+    size_t *arg;        /* L: a maxpool's argmax or a dropout's mask (a layer has at most one) */
+    size_t prob, loss, labels, scratch;
+    size_t scratch_count; /* floats of conv2d scratch, the most any layer needs */
+    size_t nbytes;        /* the block's size */
+} ws_plan;
+
+static void plan_free(ws_plan *p)
+{
+    free(p->act), free(p->grad), free(p->arg);
+}
+
+/* Plan offsets in one block: act[0], then each non-aliased output and its gradient, argmax
+ * and dropout mask buffers, prob, loss, labels, scratch (only when with_scratch: a device
+ * block has none). Returns 0 when out of memory. */
+static int plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
+{
+    const int L = m->nlayers;
+    size_t off = 0, in0 = n * m->in_h * m->in_w * m->in_c * sizeof(float);
+    p->act = calloc((size_t)L + 1, sizeof *p->act);
+    p->grad = calloc((size_t)L + 1, sizeof *p->grad);
+    p->arg = calloc((size_t)L, sizeof *p->arg);
+    if (!p->act || !p->grad || !p->arg) {
+        plan_free(p);
+        return 0;
+    }
+    p->act[0] = off, off += up64(in0);
+    p->grad[0] = off, off += up64(in0);
+    size_t scratch = 0;
+    for (int i = 0; i < L; i++) {
+        const mw_layer *l = &m->layers[i];
+        size_t bytes = n * out_count(l) * sizeof(float);
+        if (l->in_place) {
+            p->act[i + 1] = p->act[i];
+            p->grad[i + 1] = p->grad[i];
+        } else {
+            p->act[i + 1] = off, off += up64(bytes);
+            p->grad[i + 1] = off, off += up64(bytes);
+        }
+        if (l->kind == MW_LAYER_MAXPOOL)
+            p->arg[i] = off, off += up64(n * out_count(l) * sizeof(int32_t));
+        if (l->kind == MW_LAYER_DROPOUT)
+            p->arg[i] = off, off += up64(n * out_count(l) * sizeof(float));
+        if (l->kind == MW_LAYER_CONV2D) {
+            size_t s = mw_conv2d_ws_count(&l->conv, (int)n);
+            scratch = s > scratch ? s : scratch;
+        }
+    }
+    p->prob = off;
+    off += up64(n * m->nclasses * sizeof(float));
+    p->loss = off;
+    off += up64(n * sizeof(float));
+    p->labels = off;
+    off += up64(n * sizeof(int32_t));
+    p->scratch = off;
+    if (with_scratch)
+        off += up64(scratch * sizeof(float));
+    p->scratch_count = scratch;
+    p->nbytes = off;
+    return 1;
+}
+
+/* Point ws's buffers into its block as planned. */
+static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int with_scratch)
+{
+    char *base = ws->block;
+    for (int i = 0; i <= m->nlayers; i++) {
+        ws->act[i] = (float *)(base + p->act[i]);
+        ws->grad[i] = (float *)(base + p->grad[i]);
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        ws->argmax[i] = m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + p->arg[i])
+                                                               : NULL;
+        ws->mask[i] = m->layers[i].kind == MW_LAYER_DROPOUT ? (float *)(base + p->arg[i]) : NULL;
+    }
+    ws->prob = (float *)(base + p->prob);
+    ws->loss = (float *)(base + p->loss);
+    ws->labels = (int32_t *)(base + p->labels);
+    ws->scratch = with_scratch ? (float *)(base + p->scratch) : NULL;
+    ws->scratch_count = p->scratch_count;
+}
+
 mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
                                  mw_status (*alloc_fn)(void **p, size_t nbytes),
                                  void (*free_fn)(void *p))
@@ -498,82 +582,28 @@ mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
     if (!ws->act || !ws->grad || !ws->argmax || !ws->mask)
         goto oom;
 
-    /* Plan offsets in one block: act[0], then each non-aliased output and its
-     * gradient, argmax and dropout mask buffers, prob, loss, labels, scratch.
-     * (arg_off doubles as the mask offset: a layer has at most one.) */
-    size_t off = 0, in0 = n * m->in_h * m->in_w * m->in_c * sizeof(float);
-    size_t *act_off = calloc((size_t)L + 1, sizeof *act_off);
-    size_t *grad_off = calloc((size_t)L + 1, sizeof *grad_off);
-    size_t *arg_off = calloc((size_t)L, sizeof *arg_off);
-    if (!act_off || !grad_off || !arg_off) {
-        free(act_off), free(grad_off), free(arg_off);
+    ws_plan plan;
+    if (!plan_ws(&plan, m, n, !alloc_fn))
         goto oom;
-    }
-    act_off[0] = off, off += up64(in0);
-    grad_off[0] = off, off += up64(in0);
-    size_t scratch = 0;
-    for (int i = 0; i < L; i++) {
-        const mw_layer *l = &m->layers[i];
-        size_t bytes = n * out_count(l) * sizeof(float);
-        if (l->in_place) {
-            act_off[i + 1] = act_off[i];
-            grad_off[i + 1] = grad_off[i];
-        } else {
-            act_off[i + 1] = off, off += up64(bytes);
-            grad_off[i + 1] = off, off += up64(bytes);
-        }
-        if (l->kind == MW_LAYER_MAXPOOL)
-            arg_off[i] = off, off += up64(n * out_count(l) * sizeof(int32_t));
-        if (l->kind == MW_LAYER_DROPOUT)
-            arg_off[i] = off, off += up64(n * out_count(l) * sizeof(float));
-        if (l->kind == MW_LAYER_CONV2D) {
-            size_t s = mw_conv2d_ws_count(&l->conv, (int)n);
-            scratch = s > scratch ? s : scratch;
-        }
-    }
-    size_t prob_off = off;
-    off += up64(n * m->nclasses * sizeof(float));
-    size_t loss_off = off;
-    off += up64(n * sizeof(float));
-    size_t lab_off = off;
-    off += up64(n * sizeof(int32_t));
-    size_t scr_off = off;
-    if (!alloc_fn)
-        off += up64(scratch * sizeof(float));
-
     if (alloc_fn) {
         void *blk = NULL;
-        mw_status rc = alloc_fn(&blk, off);
+        mw_status rc = alloc_fn(&blk, plan.nbytes);
         if (rc != MW_OK) {
-            free(act_off), free(grad_off), free(arg_off);
+            plan_free(&plan);
             mw_model_ws_free(ws);
             return rc;
         }
         ws->block = blk;
         ws->block_free = free_fn;
     } else {
-        ws->block = mw_alloc_aligned(off);
+        ws->block = mw_alloc_aligned(plan.nbytes);
     }
     if (!ws->block) {
-        free(act_off), free(grad_off), free(arg_off);
+        plan_free(&plan);
         goto oom;
     }
-    char *base = ws->block;
-    for (int i = 0; i <= L; i++) {
-        ws->act[i] = (float *)(base + act_off[i]);
-        ws->grad[i] = (float *)(base + grad_off[i]);
-    }
-    for (int i = 0; i < L; i++) {
-        ws->argmax[i] = m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + arg_off[i])
-                                                               : NULL;
-        ws->mask[i] = m->layers[i].kind == MW_LAYER_DROPOUT ? (float *)(base + arg_off[i]) : NULL;
-    }
-    ws->prob = (float *)(base + prob_off);
-    ws->loss = (float *)(base + loss_off);
-    ws->labels = (int32_t *)(base + lab_off);
-    ws->scratch = alloc_fn ? NULL : (float *)(base + scr_off);
-    ws->scratch_count = scratch;
-    free(act_off), free(grad_off), free(arg_off);
+    carve_ws(ws, m, &plan, !alloc_fn);
+    plan_free(&plan);
     return MW_OK;
 oom:
     mw_model_ws_free(ws);
