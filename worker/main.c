@@ -75,10 +75,12 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
     char *all = t->rank == 0 ? calloc((size_t)t->world_size, DEVICE_LEN) : NULL;
     const char **rows = t->rank == 0 ? calloc((size_t)t->world_size, sizeof *rows) : NULL;
     rc = t->rank == 0 && (!all || !rows) ? mw_err(MW_ENOMEM, "out of memory") : MW_OK;
+    /* agreed first: the root must not gather into a buffer it could not allocate */
+    rc = mw_agree(t->world, rc, NULL);
     /* t->world is in task order, as the table: row i comes from its rank i */
-    if (MPI_Gather(mine, DEVICE_LEN, MPI_CHAR, all, DEVICE_LEN, MPI_CHAR, 0, t->world) !=
-            MPI_SUCCESS &&
-        rc == MW_OK)
+    if (rc == MW_OK &&
+        MPI_Gather(mine, DEVICE_LEN, MPI_CHAR, all, DEVICE_LEN, MPI_CHAR, 0, t->world) !=
+            MPI_SUCCESS)
         rc = mw_err(MW_EMPI, "cluster: gathering the devices failed");
     if (rc == MW_OK && t->rank == 0) {
         for (int i = 0; i < t->world_size; i++)

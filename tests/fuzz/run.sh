@@ -34,7 +34,7 @@ mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
     "$ROOT/common/status.c" "$ROOT/common/strfmt.c" -ljansson -o "$OUT/fuzz_tfconfig"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" -lz -o "$OUT/fuzz_checkpoint"
+    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -o "$OUT/fuzz_checkpoint"
 # The Keras model reader: worker/keras.c and model.c, the reference kernels, the embedded
 # built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
 KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}
