@@ -31,8 +31,7 @@ mw_status mw_ar_algo_parse(const char *s, mw_ar_algo *out)
             *out = (mw_ar_algo)i;
             return MW_OK;
         }
-    return mw_err(MW_EINVAL, "--allreduce '%s': expected one of auto, ring, hierarchical, mpi",
-                  s);
+    return mw_err(MW_EINVAL, "--allreduce '%s': expected one of auto, ring, hierarchical, mpi", s);
 }
 
 void mw_allreduce_init(mw_allreduce *ar)
@@ -161,7 +160,7 @@ mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, s
     ar->algo = algo;
     if (algo == MW_AR_HIER && !ar->hier_ok)
         return mw_err(MW_ECONFIG, "--allreduce hierarchical needs the same number of ranks on "
-                      "every node, sharing memory within a node; use ring or auto");
+                                  "every node, sharing memory within a node; use ring or auto");
     if (ar->size <= 1 || count == 0)
         return MW_OK;
     switch (algo) {
@@ -297,6 +296,6 @@ mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI
                                ar->node_peer + ar->local_size, timeout));
     if (algo == MW_AR_HIER && !ok)
         return mw_err(MW_ECONFIG, "--allreduce hierarchical needs the same number of ranks on "
-                      "every node, sharing memory within a node; use ring or auto");
+                                  "every node, sharing memory within a node; use ring or auto");
     return MW_OK;
 }

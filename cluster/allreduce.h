@@ -37,18 +37,18 @@ typedef struct {
     mw_ar_algo requested, algo; /* algo: what runs (auto resolved per call) */
     MPI_Comm comm, node, cross; /* borrowed */
     int rank, size, local_rank, local_size, node_index, nnodes;
-    int hier_ok;     /* the hierarchical path is set up */
+    int hier_ok; /* the hierarchical path is set up */
     size_t max_count;
     mw_ring ring;       /* over comm: the ring algorithm */
     mw_ring cross_ring; /* over cross: the hierarchical path's step across nodes, when used */
     MPI_Win win;
-    float *slot;     /* my shared slot (max_count floats) */
-    float **slots;   /* every local rank's slot (owned array) */
+    float *slot;          /* my shared slot (max_count floats) */
+    float **slots;        /* every local rank's slot (owned array) */
     volatile long *flags; /* shared barrier counters, one cache line per local rank */
     long epoch;
-    int *node_peer;  /* train rank of each local rank, for messages (owned) */
+    int *node_peer; /* train rank of each local rank, for messages (owned) */
     double timeout;
-    long step;       /* for timeout messages; set by the caller */
+    long step;                 /* for timeout messages; set by the caller */
     unsigned long yield_after; /* spins before sched_yield in waits */
 } mw_allreduce;
 

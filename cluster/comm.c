@@ -59,8 +59,10 @@ mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int
                               "(--collective-timeout %.0f); that rank is stopped, dead or "
                               "unreachable",
                               w->op, at, now - t0, peer, w->timeout);
-            return mw_err(MW_ETIMEOUT, "collective timeout: %s%s waited %.0f s "
-                          "(--collective-timeout %.0f)", w->op, at, now - t0, w->timeout);
+            return mw_err(MW_ETIMEOUT,
+                          "collective timeout: %s%s waited %.0f s "
+                          "(--collective-timeout %.0f)",
+                          w->op, at, now - t0, w->timeout);
         }
     }
 }

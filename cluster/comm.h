@@ -13,9 +13,9 @@
 #include "common/status.h"
 
 typedef struct {
-    const char *op;  /* "ring all-reduce", ... */
-    long step;       /* training step, -1 when not in a step */
-    double timeout;  /* seconds; <= 0: wait forever */
+    const char *op; /* "ring all-reduce", ... */
+    long step;      /* training step, -1 when not in a step */
+    double timeout; /* seconds; <= 0: wait forever */
 } mw_wait_ctx;
 
 /* Wait for all n requests. peer_of(i) for the message: the rank request i
@@ -45,11 +45,11 @@ mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank);
 /* The smallest and largest of every rank's v over comm (one MPI_Allreduce). */
 mw_status mw_agree_range(MPI_Comm comm, int v, int *lo, int *hi, const char *what);
 
-#define MW_MPI(call, what)                                                                    \
-    do {                                                                                      \
-        int mw_mpi_rc_ = (call);                                                              \
-        if (mw_mpi_rc_ != MPI_SUCCESS)                                                        \
-            return mw_mpi_err(mw_mpi_rc_, what);                                              \
+#define MW_MPI(call, what)                                                                         \
+    do {                                                                                           \
+        int mw_mpi_rc_ = (call);                                                                   \
+        if (mw_mpi_rc_ != MPI_SUCCESS)                                                             \
+            return mw_mpi_err(mw_mpi_rc_, what);                                                   \
     } while (0)
 
 #endif

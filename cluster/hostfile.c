@@ -133,12 +133,14 @@ static int count_value(const word *w, const char **why)
     return (int)v;
 }
 
-static mw_status add_slots(nodes *n, const char *path, int lineno, const char *host,
-                           size_t hlen, int slots)
+static mw_status add_slots(nodes *n, const char *path, int lineno, const char *host, size_t hlen,
+                           int slots)
 {
     if (n->ntasks + slots > MW_HOSTFILE_MAX_TASKS)
-        return mw_err(MW_ECONFIG, "%s:%d: the hostfile has more than %d slots in all; expected "
-                      "at most %d", path, lineno, MW_HOSTFILE_MAX_TASKS, MW_HOSTFILE_MAX_TASKS);
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: the hostfile has more than %d slots in all; expected "
+                      "at most %d",
+                      path, lineno, MW_HOSTFILE_MAX_TASKS, MW_HOSTFILE_MAX_TASKS);
     for (int i = 0; i < n->nnodes; i++)
         if (strlen(n->nodes[i].host) == hlen && strncasecmp(n->nodes[i].host, host, hlen) == 0) {
             n->nodes[i].slots += slots;
@@ -175,13 +177,14 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
     word w[WORDS_MAX];
     int nw = split(line, w);
     if (nw < 0)
-        return mw_err(MW_ECONFIG, "%s:%d: more than %d words on one line; %s, one host per "
-                      "line", path, lineno, WORDS_MAX, expect_line);
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: more than %d words on one line; %s, one host per "
+                      "line",
+                      path, lineno, WORDS_MAX, expect_line);
     if (nw == 0)
         return MW_OK;
     if (is(&w[0], "="))
-        return mw_err(MW_ECONFIG, "%s:%d: the line starts with '='; %s", path, lineno,
-                      expect_line);
+        return mw_err(MW_ECONFIG, "%s:%d: the line starts with '='; %s", path, lineno, expect_line);
 
     /* the host: "user@host" is read as host, as mpirun does */
     const char *host = w[0].s;
@@ -195,29 +198,32 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
         return mw_err(MW_ECONFIG, "%s:%d: %s has an empty host name; %s", path, lineno,
                       quote(q, sizeof q, w[0].s, w[0].len), expect_line);
     if (hlen > HOST_MAX)
-        return mw_err(MW_ECONFIG, "%s:%d: the host name is %zu bytes; expected at most %d",
-                      path, lineno, hlen, HOST_MAX);
+        return mw_err(MW_ECONFIG, "%s:%d: the host name is %zu bytes; expected at most %d", path,
+                      lineno, hlen, HOST_MAX);
     for (size_t i = 0; i < hlen; i++) {
         unsigned char ch = (unsigned char)host[i];
-        const char *what = ch < 0x20 || ch == 0x7f ? "a control character"
-                           : ch == '/'             ? "'/'"
-                           : ch == '[' || ch == ']' ? "a bracket"
+        const char *what = ch < 0x20 || ch == 0x7f   ? "a control character"
+                           : ch == '/'               ? "'/'"
+                           : ch == '[' || ch == ']'  ? "a bracket"
                            : ch == '"' || ch == '\'' ? "a quote"
                                                      : NULL;
         if (what)
-            return mw_err(MW_ECONFIG, "%s:%d: host %s contains %s; expected a host name or IP "
-                          "address", path, lineno, quote(q, sizeof q, w[0].s, w[0].len), what);
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: host %s contains %s; expected a host name or IP "
+                          "address",
+                          path, lineno, quote(q, sizeof q, w[0].s, w[0].len), what);
     }
 
     /* ':' only in IPv6 addresses; "host:N" is MPICH's and Intel MPI's way to give slots */
     const char *colon = memchr(host, ':', hlen);
     if (colon) {
         size_t ncolon = 0, i = 0;
-        for (; i < hlen && (isxdigit((unsigned char)host[i]) || host[i] == ':' ||
-                            host[i] == '.'); i++)
+        for (; i < hlen && (isxdigit((unsigned char)host[i]) || host[i] == ':' || host[i] == '.');
+             i++)
             ncolon += host[i] == ':';
         if (i < hlen || ncolon < 2)
-            return mw_err(MW_ECONFIG, "%s:%d: host %s contains ':' but is not an IPv6 address; "
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: host %s contains ':' but is not an IPv6 address; "
                           "%s (\"host:N\" is MPICH's and Intel MPI's format, not Open MPI's)",
                           path, lineno, quote(q, sizeof q, w[0].s, w[0].len), expect_line);
     }
@@ -231,35 +237,46 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
         int k_slots = is(key, "slots"), k_max = is(key, "max_slots");
         if (i + 1 >= nw || !is(&w[i + 1], "=")) {
             if (k_slots || k_max)
-                return mw_err(MW_ECONFIG, "%s:%d: %.*s has no '=value'; expected %.*s=N with N "
-                              "a positive integer", path, lineno, (int)key->len, key->s,
-                              (int)key->len, key->s);
-            return mw_err(MW_ECONFIG, "%s:%d: unexpected %s after the host; %s, one host per "
-                          "line", path, lineno, quote(q, sizeof q, key->s, key->len),
-                          expect_line);
+                return mw_err(MW_ECONFIG,
+                              "%s:%d: %.*s has no '=value'; expected %.*s=N with N "
+                              "a positive integer",
+                              path, lineno, (int)key->len, key->s, (int)key->len, key->s);
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: unexpected %s after the host; %s, one host per "
+                          "line",
+                          path, lineno, quote(q, sizeof q, key->s, key->len), expect_line);
         }
         if (!k_slots && !k_max)
-            return mw_err(MW_ECONFIG, "%s:%d: unknown setting %s; expected slots=N or "
-                          "max_slots=N", path, lineno, quote(q, sizeof q, key->s, key->len));
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: unknown setting %s; expected slots=N or "
+                          "max_slots=N",
+                          path, lineno, quote(q, sizeof q, key->s, key->len));
         if ((k_slots && slots) || (k_max && max_slots))
-            return mw_err(MW_ECONFIG, "%s:%d: %.*s is given twice; expected it at most once per "
-                          "line", path, lineno, (int)key->len, key->s);
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: %.*s is given twice; expected it at most once per "
+                          "line",
+                          path, lineno, (int)key->len, key->s);
         word none = {"", 0};
         const word *val = i + 2 < nw && !is(&w[i + 2], "=") ? &w[i + 2] : &none;
         const char *why = NULL;
         int v = count_value(val, &why);
         if (!v) {
             if (val->len == 0)
-                return mw_err(MW_ECONFIG, "%s:%d: %.*s= has no value; expected %.*s=N with N a "
-                              "positive integer", path, lineno, (int)key->len, key->s,
-                              (int)key->len, key->s);
+                return mw_err(MW_ECONFIG,
+                              "%s:%d: %.*s= has no value; expected %.*s=N with N a "
+                              "positive integer",
+                              path, lineno, (int)key->len, key->s, (int)key->len, key->s);
             if (strcmp(why, "is too large") == 0)
-                return mw_err(MW_ECONFIG, "%s:%d: %.*s=%s is too large; expected %.*s=N with N "
-                              "at most %d", path, lineno, (int)key->len, key->s,
+                return mw_err(MW_ECONFIG,
+                              "%s:%d: %.*s=%s is too large; expected %.*s=N with N "
+                              "at most %d",
+                              path, lineno, (int)key->len, key->s,
                               quote(q2, sizeof q2, val->s, val->len), (int)key->len, key->s,
                               MW_HOSTFILE_MAX_TASKS);
-            return mw_err(MW_ECONFIG, "%s:%d: %.*s=%s %s; expected %.*s=N with N a positive "
-                          "integer", path, lineno, (int)key->len, key->s,
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: %.*s=%s %s; expected %.*s=N with N a positive "
+                          "integer",
+                          path, lineno, (int)key->len, key->s,
                           quote(q2, sizeof q2, val->s, val->len), why, (int)key->len, key->s);
         }
         if (k_slots)
@@ -270,8 +287,10 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
     if (!slots)
         slots = 1;
     if (max_slots && max_slots < slots)
-        return mw_err(MW_ECONFIG, "%s:%d: max_slots=%d is less than slots=%d; expected max_slots "
-                      ">= slots", path, lineno, max_slots, slots);
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: max_slots=%d is less than slots=%d; expected max_slots "
+                      ">= slots",
+                      path, lineno, max_slots, slots);
     return add_slots(n, path, lineno, host, hlen, slots);
 }
 
@@ -289,19 +308,21 @@ static mw_status read_hostfile(nodes *n, const char *path)
     while (rc == MW_OK && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
         if (strlen(line) != (size_t)len)
-            rc = mw_err(MW_ECONFIG, "%s:%d: contains a NUL byte; expected a text hostfile",
-                        path, lineno);
+            rc = mw_err(MW_ECONFIG, "%s:%d: contains a NUL byte; expected a text hostfile", path,
+                        lineno);
         else
             rc = parse_line(n, path, lineno, line);
     }
     if (rc == MW_OK && ferror(f))
-        rc = mw_err(MW_ECONFIG, "%s: cannot read: %s; expected a readable Open MPI hostfile",
-                    path, strerror(errno));
+        rc = mw_err(MW_ECONFIG, "%s: cannot read: %s; expected a readable Open MPI hostfile", path,
+                    strerror(errno));
     free(line);
     fclose(f);
     if (rc == MW_OK && n->ntasks == 0)
-        rc = mw_err(MW_ECONFIG, "%s: no hosts (only blank lines and comments); expected lines "
-                    "\"host [slots=N] [max_slots=N]\"", path);
+        rc = mw_err(MW_ECONFIG,
+                    "%s: no hosts (only blank lines and comments); expected lines "
+                    "\"host [slots=N] [max_slots=N]\"",
+                    path);
     return rc;
 }
 
@@ -325,9 +346,10 @@ static mw_status cluster_json(json_t **out, const nodes *n, const char *path, in
         const node *nd = &n->nodes[i];
         if (base_port + nd->slots - 1 > 65535) {
             char q[QUOTE_MAX * 4 + 16];
-            rc = mw_err(MW_ECONFIG, "%s: host %s has %d slots: ports %d-%d pass 65535; "
-                        "expected a base port at most %d", path,
-                        quote(q, sizeof q, nd->host, strlen(nd->host)), nd->slots, base_port,
+            rc = mw_err(MW_ECONFIG,
+                        "%s: host %s has %d slots: ports %d-%d pass 65535; "
+                        "expected a base port at most %d",
+                        path, quote(q, sizeof q, nd->host, strlen(nd->host)), nd->slots, base_port,
                         base_port + nd->slots - 1, 65536 - nd->slots);
             goto fail;
         }
@@ -338,8 +360,10 @@ static mw_status cluster_json(json_t **out, const nodes *n, const char *path, in
             json_t *str = json_string(addr);
             if (!str) {
                 char q[QUOTE_MAX * 4 + 16];
-                rc = mw_err(MW_ECONFIG, "%s: host %s is not valid UTF-8; expected a host name "
-                            "or IP address", path, quote(q, sizeof q, nd->host, strlen(nd->host)));
+                rc = mw_err(MW_ECONFIG,
+                            "%s: host %s is not valid UTF-8; expected a host name "
+                            "or IP address",
+                            path, quote(q, sizeof q, nd->host, strlen(nd->host)));
                 goto fail;
             }
             if (json_array_append_new(workers, str) != 0)
@@ -378,8 +402,8 @@ mw_status mw_hostfile_tf_configs(const char *path, int base_port, char ***config
     if (!configs)
         goto oom;
     for (int i = 0; i < n.ntasks; i++) {
-        json_t *root = json_pack("{sOs{sssi}}", "cluster", cluster, "task", "type", "worker",
-                                 "index", i);
+        json_t *root =
+            json_pack("{sOs{sssi}}", "cluster", cluster, "task", "type", "worker", "index", i);
         if (!root)
             goto oom;
         configs[i] = json_dumps(root, flags);
@@ -415,12 +439,15 @@ mw_status mw_hostfile_parse_task(const char *spec, int *index)
         return mw_err(MW_EINVAL, "--task %s has no ':'; expected worker:N (N from 0)", q);
     size_t jlen = (size_t)(colon - spec);
     if (jlen == 2 && strncmp(spec, "ps", 2) == 0)
-        return mw_err(MW_EINVAL, "--task %s: parameter servers (\"ps\") are not supported; "
-                      "expected worker:N (every hostfile slot is a worker)", q);
+        return mw_err(MW_EINVAL,
+                      "--task %s: parameter servers (\"ps\") are not supported; "
+                      "expected worker:N (every hostfile slot is a worker)",
+                      q);
     if (jlen != 6 || strncmp(spec, "worker", 6) != 0)
-        return mw_err(MW_EINVAL, "--task %s: unknown job %.*s; expected worker:N (every "
-                      "hostfile slot is a worker; worker 0 is the chief)", q,
-                      (int)(jlen > QUOTE_MAX ? QUOTE_MAX : jlen), spec);
+        return mw_err(MW_EINVAL,
+                      "--task %s: unknown job %.*s; expected worker:N (every "
+                      "hostfile slot is a worker; worker 0 is the chief)",
+                      q, (int)(jlen > QUOTE_MAX ? QUOTE_MAX : jlen), spec);
     const char *d = colon + 1;
     if (*d == '\0')
         return mw_err(MW_EINVAL, "--task %s has no index after ':'; expected worker:N (N from 0)",
@@ -431,14 +458,18 @@ mw_status mw_hostfile_parse_task(const char *spec, int *index)
     long v = 0;
     for (; *d; d++) {
         if (*d < '0' || *d > '9')
-            return mw_err(MW_EINVAL, "--task %s: the index is not a number; expected worker:N "
-                          "(N from 0)", q);
+            return mw_err(MW_EINVAL,
+                          "--task %s: the index is not a number; expected worker:N "
+                          "(N from 0)",
+                          q);
         if (v <= MW_HOSTFILE_MAX_TASKS)
             v = v * 10 + (*d - '0');
     }
     if (v >= MW_HOSTFILE_MAX_TASKS)
-        return mw_err(MW_EINVAL, "--task %s: the index is too large; expected worker:N (N below "
-                      "%d)", q, MW_HOSTFILE_MAX_TASKS);
+        return mw_err(MW_EINVAL,
+                      "--task %s: the index is too large; expected worker:N (N below "
+                      "%d)",
+                      q, MW_HOSTFILE_MAX_TASKS);
     *index = (int)v;
     return MW_OK;
 }
@@ -451,11 +482,13 @@ mw_status mw_hostfile_print(FILE *f, const char *path, int base_port, int task)
     mw_status rc = MW_OK;
     if (task >= n) {
         if (n == 1)
-            rc = mw_err(MW_EINVAL, "--task worker:%d: %s has 1 slot; expected worker:0", task,
-                        path);
+            rc =
+                mw_err(MW_EINVAL, "--task worker:%d: %s has 1 slot; expected worker:0", task, path);
         else
-            rc = mw_err(MW_EINVAL, "--task worker:%d: %s has %d slots; expected worker:0 to "
-                        "worker:%d", task, path, n, n - 1);
+            rc = mw_err(MW_EINVAL,
+                        "--task worker:%d: %s has %d slots; expected worker:0 to "
+                        "worker:%d",
+                        task, path, n, n - 1);
     } else if (task >= 0) {
         fprintf(f, "%s\n", configs[task]);
     } else {

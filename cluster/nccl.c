@@ -38,9 +38,9 @@ struct mw_nccl {
     cudaStream_t *cur;          /* the streams of the call in progress */
     float *host;                /* pinned staging for my shards (+ the tail on local rank 0) */
     size_t host_count;
-    mw_ring ring;               /* over cross, when nnodes > 1 */
+    mw_ring ring; /* over cross, when nnodes > 1 */
     double timeout;
-    int failed;                 /* aborted: every later call fails */
+    int failed; /* aborted: every later call fails */
 };
 
 /* " at step N", or "" outside a step. */
@@ -183,8 +183,10 @@ static mw_status comm_place(MPI_Comm comm, int *rank, int *size)
 static mw_status check_local(mw_nccl *n, int ndev, const int *devices, char *pci)
 {
     if (ndev < 1 || !devices)
-        return mw_err(MW_EINVAL, "NCCL set-up, local rank %d: %d CUDA devices given; need at "
-                      "least one", n->local_rank, ndev);
+        return mw_err(MW_EINVAL,
+                      "NCCL set-up, local rank %d: %d CUDA devices given; need at "
+                      "least one",
+                      n->local_rank, ndev);
     n->ndev = ndev;
     n->devices = calloc((size_t)ndev, sizeof *n->devices);
     n->cfg = calloc((size_t)ndev, sizeof *n->cfg);
@@ -197,22 +199,28 @@ static mw_status check_local(mw_nccl *n, int ndev, const int *devices, char *pci
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
-        return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: no usable CUDA device "
-                      "(cudaGetDeviceCount: %s)", n->local_rank, cudaGetErrorString(e));
+        return mw_err(MW_EDEVICE,
+                      "NCCL set-up, local rank %d: no usable CUDA device "
+                      "(cudaGetDeviceCount: %s)",
+                      n->local_rank, cudaGetErrorString(e));
     for (int d = 0; d < ndev; d++) {
         if (devices[d] < 0 || devices[d] >= count)
-            return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: CUDA device %d does not "
-                          "exist (%d device%s: 0..%d)", n->local_rank, devices[d], count,
-                          count == 1 ? "" : "s", count - 1);
+            return mw_err(MW_EDEVICE,
+                          "NCCL set-up, local rank %d: CUDA device %d does not "
+                          "exist (%d device%s: 0..%d)",
+                          n->local_rank, devices[d], count, count == 1 ? "" : "s", count - 1);
         for (int j = 0; j < d; j++)
             if (devices[j] == devices[d])
-                return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: CUDA device %d is "
-                              "listed twice", n->local_rank, devices[d]);
+                return mw_err(MW_EDEVICE,
+                              "NCCL set-up, local rank %d: CUDA device %d is "
+                              "listed twice",
+                              n->local_rank, devices[d]);
         e = cudaDeviceGetPCIBusId(pci + (size_t)d * PCI_LEN, PCI_LEN, devices[d]);
         if (e != cudaSuccess)
-            return mw_err(MW_EDEVICE, "NCCL set-up, local rank %d: CUDA device %d: "
-                          "cudaDeviceGetPCIBusId: %s", n->local_rank, devices[d],
-                          cudaGetErrorString(e));
+            return mw_err(MW_EDEVICE,
+                          "NCCL set-up, local rank %d: CUDA device %d: "
+                          "cudaDeviceGetPCIBusId: %s",
+                          n->local_rank, devices[d], cudaGetErrorString(e));
         pci[(size_t)d * PCI_LEN + PCI_LEN - 1] = '\0';
     }
     return MW_OK;
@@ -235,9 +243,10 @@ static mw_status check_node(mw_nccl *n, MPI_Comm node, int ndev, const char *pci
     }
     for (int i = 1; i < L && rc == MW_OK; i++)
         if (nd[i] != nd[0])
-            rc = mw_err(MW_EDEVICE, "NCCL set-up: local rank %d drives %d GPU%s but local rank "
-                        "0 drives %d; every rank of a node must drive the same number", i,
-                        nd[i], nd[i] == 1 ? "" : "s", nd[0]);
+            rc = mw_err(MW_EDEVICE,
+                        "NCCL set-up: local rank %d drives %d GPU%s but local rank "
+                        "0 drives %d; every rank of a node must drive the same number",
+                        i, nd[i], nd[i] == 1 ? "" : "s", nd[0]);
     free(nd);
     if (rc != MW_OK || L == 1)
         return rc;
@@ -256,10 +265,12 @@ static mw_status check_node(mw_nccl *n, MPI_Comm node, int ndev, const char *pci
         for (size_t j = i + 1; j < total && rc == MW_OK; j++) {
             const char *a = all + i * PCI_LEN, *b = all + j * PCI_LEN;
             if (*a && strcmp(a, b) == 0)
-                rc = mw_err(MW_EDEVICE, "NCCL set-up: local ranks %d and %d both drive the GPU "
+                rc = mw_err(MW_EDEVICE,
+                            "NCCL set-up: local ranks %d and %d both drive the GPU "
                             "at PCI %s; NCCL needs every GPU of a node driven by one rank only: "
                             "start at most as many ranks per node as it has GPUs, or use "
-                            "--device cpu", (int)(i / (size_t)ndev), (int)(j / (size_t)ndev), a);
+                            "--device cpu",
+                            (int)(i / (size_t)ndev), (int)(j / (size_t)ndev), a);
         }
     free(all);
     return rc;
@@ -282,9 +293,11 @@ static mw_status check_cross(mw_nccl *n, MPI_Comm cross, mw_status mine)
     if (m[4])
         return mw_err(MW_EDEVICE, "NCCL set-up failed on another node (see its message)");
     if (m[0] != -m[1] || m[2] != -m[3])
-        return mw_err(MW_EDEVICE, "NCCL set-up: the nodes differ: %d to %d ranks per node, %d to "
+        return mw_err(MW_EDEVICE,
+                      "NCCL set-up: the nodes differ: %d to %d ranks per node, %d to "
                       "%d GPUs per rank; the hierarchical all-reduce needs the same on every "
-                      "node", m[0], -m[1], m[2], -m[3]);
+                      "node",
+                      m[0], -m[1], m[2], -m[3]);
     return MW_OK;
 }
 
@@ -314,8 +327,10 @@ static mw_status share_id(mw_nccl *n, MPI_Comm node, ncclUniqueId *id)
     }
     if (!h.ok) {
         h.msg[sizeof h.msg - 1] = '\0';
-        return mw_err(MW_EDEVICE, "NCCL set-up: %s; check NCCL_SOCKET_IFNAME and that the "
-                      "node's network interface is up", h.msg);
+        return mw_err(MW_EDEVICE,
+                      "NCCL set-up: %s; check NCCL_SOCKET_IFNAME and that the "
+                      "node's network interface is up",
+                      h.msg);
     }
     *id = h.id;
     return MW_OK;
@@ -341,8 +356,7 @@ static mw_status init_comms(mw_nccl *n, ncclUniqueId id)
         ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
         n->cfg[d] = init;
         n->cfg[d].blocking = 0;
-        r = ncclCommInitRankConfig(&n->comms[d], n->G, id, n->local_rank * n->ndev + d,
-                                   &n->cfg[d]);
+        r = ncclCommInitRankConfig(&n->comms[d], n->G, id, n->local_rank * n->ndev + d, &n->cfg[d]);
         if (!nccl_ok(r))
             bad = r;
     }
@@ -356,8 +370,9 @@ static mw_status init_comms(mw_nccl *n, ncclUniqueId id)
     if (cbad != cudaSuccess)
         return cuda_fail(n, op, -1, bad_d, "cudaSetDevice", cbad);
     if (bad != ncclSuccess)
-        return nccl_fail(n, op, -1, bad_d, grouped ? "ncclCommInitRankConfig (grouped)"
-                                                   : "ncclCommInitRankConfig", bad);
+        return nccl_fail(n, op, -1, bad_d,
+                         grouped ? "ncclCommInitRankConfig (grouped)" : "ncclCommInitRankConfig",
+                         bad);
     return wait_idle(n, op, -1, 0);
 }
 
@@ -412,8 +427,8 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
 
     /* 3. The cross-node ring, when there are other nodes. */
     if (n->nnodes > 1)
-        MW_TRY_GOTO(mw_ring_open(&n->ring, cross, "NCCL all-reduce (cross-node ring)", timeout),
-                    rc, fail);
+        MW_TRY_GOTO(mw_ring_open(&n->ring, cross, "NCCL all-reduce (cross-node ring)", timeout), rc,
+                    fail);
     free(pci);
     *out = n;
     return MW_OK;
@@ -461,8 +476,8 @@ static mw_status enqueue(mw_nccl *n, const char *op, long step, enq_kind kind, f
                 call = "ncclAllReduce";
             break;
         case ENQ_SCATTER:
-            if (shard && !nccl_ok(r = ncclReduceScatter(b, b + g * shard, shard, ncclFloat,
-                                                        ncclSum, c, s)))
+            if (shard &&
+                !nccl_ok(r = ncclReduceScatter(b, b + g * shard, shard, ncclFloat, ncclSum, c, s)))
                 call = "ncclReduceScatter";
             else if (tail && !nccl_ok(r = ncclReduce(b + main_count, b + main_count, tail,
                                                      ncclFloat, ncclSum, 0, c, s)))
@@ -510,10 +525,10 @@ static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size
                                           n->cur[d]);
         if (e == cudaSuccess && tail && n->local_rank == 0 && d == 0) {
             float *tdev = bufs[0] + main_count, *thost = n->host + (size_t)n->ndev * shard;
-            e = to_host ? cudaMemcpyAsync(thost, tdev, tail * sizeof(float),
-                                          cudaMemcpyDeviceToHost, n->cur[0])
-                        : cudaMemcpyAsync(tdev, thost, tail * sizeof(float),
-                                          cudaMemcpyHostToDevice, n->cur[0]);
+            e = to_host ? cudaMemcpyAsync(thost, tdev, tail * sizeof(float), cudaMemcpyDeviceToHost,
+                                          n->cur[0])
+                        : cudaMemcpyAsync(tdev, thost, tail * sizeof(float), cudaMemcpyHostToDevice,
+                                          n->cur[0]);
         }
         if (e != cudaSuccess)
             return cuda_fail(n, op, step, d, "cudaMemcpyAsync", e);
@@ -549,8 +564,10 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
     if (!n)
         return mw_err(MW_EINTERNAL, "NCCL all-reduce: the NCCL communicator is not open");
     if (n->failed)
-        return mw_err(MW_EDEVICE, "NCCL all-reduce%s: the NCCL communicator was aborted after "
-                      "an earlier failure", at_step(at, sizeof at, step));
+        return mw_err(MW_EDEVICE,
+                      "NCCL all-reduce%s: the NCCL communicator was aborted after "
+                      "an earlier failure",
+                      at_step(at, sizeof at, step));
     if (count == 0)
         return MW_OK;
     for (int d = 0; d < n->ndev; d++)
@@ -613,8 +630,8 @@ void mw_nccl_close(mw_nccl **pn)
             ncclResult_t r = ncclCommDestroy(n->comms[d]);
             n->comms[d] = NULL;
             if (r != ncclSuccess)
-                mw_err(MW_EDEVICE, "%s on CUDA device %d: ncclCommDestroy: %s", op,
-                       n->devices[d], ncclGetErrorString(r));
+                mw_err(MW_EDEVICE, "%s on CUDA device %d: ncclCommDestroy: %s", op, n->devices[d],
+                       ncclGetErrorString(r));
         }
     }
     abort_all(n); /* whatever is left after a failure */

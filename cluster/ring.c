@@ -7,8 +7,8 @@
 
 #include "cluster/comm.h"
 
-#define SEG 32768 /* floats per message (128 KiB) */
-#define WIN 16    /* segments in flight per direction: tmp holds WIN * SEG floats (2 MiB) */
+#define SEG 32768  /* floats per message (128 KiB) */
+#define WIN 16     /* segments in flight per direction: tmp holds WIN * SEG floats (2 MiB) */
 #define TAG 0x4e52 /* "NR"; one ring call at a time per communicator, so one tag is enough */
 
 void mw_ring_init(mw_ring *r)

@@ -168,17 +168,17 @@ static mw_status parse_addr(const char *origin, const char *path, const char *s,
         h = s + 1;
         hend = strchr(h, ']');
         if (!hend)
-            return fail(origin, path, "%s has no closing ']'; expected \"[IPv6 address]:port\"",
-                        q);
+            return fail(origin, path, "%s has no closing ']'; expected \"[IPv6 address]:port\"", q);
         if (hend[1] == '\0')
             return fail(origin, path, "%s has no port; expected \"[IPv6 address]:port\"", q);
         if (hend[1] != ':')
-            return fail(origin, path, "%s has text after ']' that is not ':port'; expected "
-                        "\"[IPv6 address]:port\"", q);
+            return fail(origin, path,
+                        "%s has text after ']' that is not ':port'; expected "
+                        "\"[IPv6 address]:port\"",
+                        q);
         p = hend + 2;
         if (hend == h)
-            return fail(origin, path, "%s has an empty host; expected \"[IPv6 address]:port\"",
-                        q);
+            return fail(origin, path, "%s has an empty host; expected \"[IPv6 address]:port\"", q);
     } else {
         const char *colon = strrchr(s, ':');
         if (!colon)
@@ -187,8 +187,10 @@ static mw_status parse_addr(const char *origin, const char *path, const char *s,
         hend = colon;
         p = colon + 1;
         if (memchr(s, ':', (size_t)(colon - s)))
-            return fail(origin, path, "%s has more than one ':'; IPv6 addresses need brackets: "
-                        "expected \"[IPv6 address]:port\"", q);
+            return fail(origin, path,
+                        "%s has more than one ':'; IPv6 addresses need brackets: "
+                        "expected \"[IPv6 address]:port\"",
+                        q);
         if (hend == h)
             return fail(origin, path, "%s has an empty host; expected \"host:port\"", q);
     }
@@ -198,14 +200,16 @@ static mw_status parse_addr(const char *origin, const char *path, const char *s,
                     MW_TFCONFIG_MAX_HOST);
     for (size_t i = 0; i < hlen; i++) {
         unsigned char ch = (unsigned char)h[i];
-        const char *what = ch == ' '                  ? "a space"
+        const char *what = ch == ' '                 ? "a space"
                            : ch < 0x20 || ch == 0x7f ? "a control character"
                            : ch == '/'               ? "'/'"
                            : ch == '[' || ch == ']'  ? "a bracket"
                                                      : NULL;
         if (what)
-            return fail(origin, path, "%s: the host contains %s; expected a host name or IP "
-                        "address without spaces, control characters, '/', '[' or ']'", q, what);
+            return fail(origin, path,
+                        "%s: the host contains %s; expected a host name or IP "
+                        "address without spaces, control characters, '/', '[' or ']'",
+                        q, what);
     }
     if (*p == '\0')
         return fail(origin, path, "%s has no port after ':'; expected a port 1-65535", q);
@@ -276,8 +280,10 @@ static mw_status check_unique(const mw_tfconfig *c, const char *origin)
     snprintf(path, sizeof path, "cluster.%s[%d]", mw_job_name(t->job), t->index);
     snprintf(opath, sizeof opath, "cluster.%s[%d]", mw_job_name(o->job), o->index);
     mw_task_addr(t, a, sizeof a);
-    return fail(origin, path, "address %s is also used by %s; expected each task to have its "
-                "own host:port", quote(q, sizeof q, a), opath);
+    return fail(origin, path,
+                "address %s is also used by %s; expected each task to have its "
+                "own host:port",
+                quote(q, sizeof q, a), opath);
 }
 
 /* ---- cluster and task -------------------------------------------------------------------- */
@@ -286,12 +292,15 @@ static mw_status parse_cluster(mw_tfconfig *c, const json_t *cl, const char *ori
 {
     char what[QUOTE_MAX * 4 + 64], key[QUOTE_MAX * 4 + 8], path[QUOTE_MAX * 4 + 32];
     if (!json_is_object(cl))
-        return fail(origin, "cluster", "found %s; expected an object mapping job names (%s) to "
-                    "lists of \"host:port\"", describe(what, sizeof what, cl), job_list);
+        return fail(origin, "cluster",
+                    "found %s; expected an object mapping job names (%s) to "
+                    "lists of \"host:port\"",
+                    describe(what, sizeof what, cl), job_list);
     const json_t *jobs[MW_JOB_COUNT] = {NULL};
     const char *name;
     const json_t *v;
-    json_object_foreach((json_t *)cl, name, v) {
+    json_object_foreach((json_t *)cl, name, v)
+    {
         int j = job_from_name(name);
         mw_str_escape(key, sizeof key, name, QUOTE_MAX, 1);
         snprintf(path, sizeof path, "cluster.%s", key);
@@ -311,10 +320,12 @@ static mw_status parse_cluster(mw_tfconfig *c, const json_t *cl, const char *ori
             return fail(origin, path, "found %s; expected an array of \"host:port\" strings%s",
                         describe(what, sizeof what, jobs[j]),
                         json_is_object(jobs[j]) ? " (sparse {index: address} maps are not "
-                                                  "supported)" : "");
+                                                  "supported)"
+                                                : "");
         size_t n = json_array_size(jobs[j]);
         if (n == 0)
-            return fail(origin, path, "empty array; expected at least one \"host:port\" (or "
+            return fail(origin, path,
+                        "empty array; expected at least one \"host:port\" (or "
                         "leave the job out)");
         if (j != MW_JOB_WORKER && n > 1)
             return fail(origin, path, "%zu tasks; expected at most 1 %s", n, job_names[j]);
@@ -324,10 +335,12 @@ static mw_status parse_cluster(mw_tfconfig *c, const json_t *cl, const char *ori
         total += (int)n;
     }
     if (total == 0)
-        return fail(origin, "cluster", "no jobs; expected at least one of \"chief\" or "
+        return fail(origin, "cluster",
+                    "no jobs; expected at least one of \"chief\" or "
                     "\"worker\" with a list of \"host:port\"");
     if (c->njob[MW_JOB_CHIEF] + c->njob[MW_JOB_WORKER] == 0)
-        return fail(origin, "cluster", "only an evaluator; expected at least one \"chief\" or "
+        return fail(origin, "cluster",
+                    "only an evaluator; expected at least one \"chief\" or "
                     "\"worker\" task to train");
     c->tasks = calloc((size_t)total, sizeof *c->tasks);
     if (!c->tasks)
@@ -354,11 +367,14 @@ static mw_status parse_task(mw_tfconfig *c, const json_t *task, const char *orig
 {
     char what[QUOTE_MAX * 4 + 64], key[QUOTE_MAX * 4 + 8];
     if (!json_is_object(task))
-        return fail(origin, "task", "found %s; expected an object such as {\"type\": \"worker\", "
-                    "\"index\": 0}", describe(what, sizeof what, task));
+        return fail(origin, "task",
+                    "found %s; expected an object such as {\"type\": \"worker\", "
+                    "\"index\": 0}",
+                    describe(what, sizeof what, task));
     const char *name;
     const json_t *v;
-    json_object_foreach((json_t *)task, name, v) {
+    json_object_foreach((json_t *)task, name, v)
+    {
         if (strcmp(name, "type") != 0 && strcmp(name, "index") != 0)
             return fail(origin, "task", "unknown key %s; expected only \"type\" and \"index\"",
                         quote(key, sizeof key, name));
@@ -377,8 +393,10 @@ static mw_status parse_task(mw_tfconfig *c, const json_t *task, const char *orig
         return fail(origin, "task.type", "unknown job %s; expected one of %s%s",
                     quote(key, sizeof key, tn), job_list, job_hint(tn));
     if (c->njob[j] == 0)
-        return fail(origin, "task.type", "\"%s\" but the cluster has no %s job; expected a job "
-                    "listed in cluster", job_names[j], job_names[j]);
+        return fail(origin, "task.type",
+                    "\"%s\" but the cluster has no %s job; expected a job "
+                    "listed in cluster",
+                    job_names[j], job_names[j]);
     const json_t *index = json_object_get(task, "index");
     if (!index)
         return fail(origin, "task.index", "missing; expected an integer 0-%d", c->njob[j] - 1);
@@ -388,10 +406,14 @@ static mw_status parse_task(mw_tfconfig *c, const json_t *task, const char *orig
     json_int_t idx = json_integer_value(index);
     if (idx < 0 || idx >= c->njob[j]) {
         if (c->njob[j] == 1)
-            return fail(origin, "task.index", "%lld is out of range; expected 0 (cluster.%s has "
-                        "1 task)", (long long)idx, job_names[j]);
-        return fail(origin, "task.index", "%lld is out of range; expected 0-%d (cluster.%s has "
-                    "%d tasks)", (long long)idx, c->njob[j] - 1, job_names[j], c->njob[j]);
+            return fail(origin, "task.index",
+                        "%lld is out of range; expected 0 (cluster.%s has "
+                        "1 task)",
+                        (long long)idx, job_names[j]);
+        return fail(origin, "task.index",
+                    "%lld is out of range; expected 0-%d (cluster.%s has "
+                    "%d tasks)",
+                    (long long)idx, c->njob[j] - 1, job_names[j], c->njob[j]);
     }
     c->task_job = (mw_job)j;
     c->task_index = (int)idx;
@@ -408,24 +430,29 @@ static mw_status parse_root(mw_tfconfig *c, const json_t *root, const char *orig
                     describe(what, sizeof what, root));
     const char *name;
     const json_t *v;
-    json_object_foreach((json_t *)root, name, v) {
+    json_object_foreach((json_t *)root, name, v)
+    {
         int known = 0;
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             known |= strcmp(name, keys[i]) == 0;
         if (!known)
-            return fail(origin, "", "unknown key %s; expected only \"cluster\", \"task\", "
-                        "\"environment\" and \"rpc_layer\"", quote(what, sizeof what, name));
+            return fail(origin, "",
+                        "unknown key %s; expected only \"cluster\", \"task\", "
+                        "\"environment\" and \"rpc_layer\"",
+                        quote(what, sizeof what, name));
     }
     /* "environment" and "rpc_layer" are accepted and ignored, as TensorFlow does. */
     const json_t *cl = json_object_get(root, "cluster");
     if (!cl)
-        return fail(origin, "cluster", "missing; expected an object mapping job names (%s) to "
+        return fail(origin, "cluster",
+                    "missing; expected an object mapping job names (%s) to "
                     "lists of \"host:port\" (unset TF_CONFIG to take the cluster from MPI)",
                     job_list);
     MW_TRY(parse_cluster(c, cl, origin));
     const json_t *task = json_object_get(root, "task");
     if (!task)
-        return fail(origin, "task", "missing; expected an object such as {\"type\": \"worker\", "
+        return fail(origin, "task",
+                    "missing; expected an object such as {\"type\": \"worker\", "
                     "\"index\": 0} naming this process's task");
     return parse_task(c, task, origin);
 }
@@ -439,11 +466,11 @@ mw_status mw_tfconfig_parse(mw_tfconfig *c, const char *text, size_t nbytes, con
         return fail(origin, "", "%zu bytes; expected at most %u (1 MiB)", nbytes,
                     MW_TFCONFIG_MAX_BYTES);
     size_t i = 0;
-    while (i < nbytes && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
-                          text[i] == '\r'))
+    while (i < nbytes && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
         i++;
     if (i == nbytes)
-        return fail(origin, "", "empty; expected a JSON object with \"cluster\" and \"task\" "
+        return fail(origin, "",
+                    "empty; expected a JSON object with \"cluster\" and \"task\" "
                     "(unset TF_CONFIG to take the cluster from MPI)");
 
     json_error_t e;
@@ -503,8 +530,10 @@ static mw_status read_file(const char *path, char **text, size_t *nbytes)
         n += got;
         if (got == 0) {
             if (ferror(f))
-                rc = mw_err(MW_ECONFIG, "%s: cannot read: %s; expected a readable TF_CONFIG "
-                            "JSON file", path, strerror(errno));
+                rc = mw_err(MW_ECONFIG,
+                            "%s: cannot read: %s; expected a readable TF_CONFIG "
+                            "JSON file",
+                            path, strerror(errno));
             break;
         }
     }

@@ -30,7 +30,7 @@ typedef enum { MW_JOB_CHIEF, MW_JOB_WORKER, MW_JOB_EVALUATOR, MW_JOB_COUNT } mw_
 
 typedef struct {
     mw_job job;
-    int index; /* task index within its job */
+    int index;  /* task index within its job */
     char *host; /* owned; IPv6 hosts without the brackets ("::1") */
     int port;   /* 1-65535 */
 } mw_task;

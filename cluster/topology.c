@@ -220,8 +220,8 @@ mw_status mw_topology_assign(const mw_tfconfig *c, const int *claims, int world_
         shown++;
     }
     if (ndup > shown)
-        sb_add(&s, "; and %d more task%s claimed twice", ndup - shown, ndup - shown == 1 ? " is"
-                                                                                        : "s are");
+        sb_add(&s, "; and %d more task%s claimed twice", ndup - shown,
+               ndup - shown == 1 ? " is" : "s are");
     if (nfree) {
         sb_add(&s, "%sno rank claims ", shown == 0 ? ": " : "; ");
         int k = 0;
@@ -238,7 +238,7 @@ mw_status mw_topology_assign(const mw_tfconfig *c, const int *claims, int world_
         }
     }
     sb_add(&s, "; expected one rank per task, each naming its own task (or the same TF_CONFIG on "
-           "every rank)");
+               "every rank)");
     if (world_size != nt)
         sb_add(&s, " and mpiexec -n %d", nt);
     free(count);
@@ -266,15 +266,15 @@ static int int_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-mw_status mw_topology_nodes(const char *const *hosts, int n, int ntrain, int *node,
-                            int *local_rank, int *nnodes)
+mw_status mw_topology_nodes(const char *const *hosts, int n, int ntrain, int *node, int *local_rank,
+                            int *nnodes)
 {
     *nnodes = 0;
     if (n <= 0)
         return MW_OK;
     host_key *k = malloc((size_t)n * sizeof *k);
-    int *first = malloc((size_t)n * sizeof *first);  /* per group: its smallest task */
-    int *group = malloc((size_t)n * sizeof *group);  /* per task: its group */
+    int *first = malloc((size_t)n * sizeof *first); /* per group: its smallest task */
+    int *group = malloc((size_t)n * sizeof *group); /* per task: its group */
     int *sorted = malloc((size_t)n * sizeof *sorted);
     if (!k || !first || !group || !sorted) {
         free(k);
@@ -463,9 +463,11 @@ static mw_status check_same(const mw_tfconfig *c, const int *info, int ws, int w
         char la[400], lb[400];
         canon_line(la, sizeof la, mine, line);
         canon_line(lb, sizeof lb, theirs, line);
-        rc = mw_err(MW_ECONFIG, "rank %d's TF_CONFIG lists a different cluster from rank 0's: "
+        rc = mw_err(MW_ECONFIG,
+                    "rank %d's TF_CONFIG lists a different cluster from rank 0's: "
                     "rank 0 has %s where rank %d has %s; expected the same cluster on every "
-                    "rank (only \"task\" may differ)", wr, lb, wr, la);
+                    "rank (only \"task\" may differ)",
+                    wr, lb, wr, la);
     }
     free(mine);
     free(theirs);
@@ -473,8 +475,7 @@ static mw_status check_same(const mw_tfconfig *c, const int *info, int ws, int w
 }
 
 /* Step 3 with a TF_CONFIG: fill the table from the assignment. */
-static mw_status table_from_tfconfig(mw_topology *t, const mw_tfconfig *c,
-                                     const int *task_of_rank)
+static mw_status table_from_tfconfig(mw_topology *t, const mw_tfconfig *c, const int *task_of_rank)
 {
     int n = c->ntasks;
     const char **hosts = malloc((size_t)n * sizeof *hosts);
@@ -532,16 +533,19 @@ static mw_status table_from_mpi(mw_topology *t)
     MW_TRY_GOTO(mw_agree(MPI_COMM_WORLD, rc, NULL), rc, done);
     MW_TRY_GOTO(mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names,
                                         MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD),
-                          "MPI_Allgather"), rc, done);
+                          "MPI_Allgather"),
+                rc, done);
     /* Key = world rank, so rank 0 of each shared-memory group is its lowest world rank. */
     MW_TRY_GOTO(mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wr,
-                                              MPI_INFO_NULL, &shm), "MPI_Comm_split_type"),
+                                              MPI_INFO_NULL, &shm),
+                          "MPI_Comm_split_type"),
                 rc, done);
     rc = mpi_check(MPI_Bcast(&lead, 1, MPI_INT, 0, shm), "MPI_Bcast");
     MPI_Comm_free(&shm);
     MW_TRY_GOTO(rc, rc, done);
     MW_TRY_GOTO(mpi_check(MPI_Allgather(&lead, 1, MPI_INT, leader, 1, MPI_INT, MPI_COMM_WORLD),
-                          "MPI_Allgather"), rc, done);
+                          "MPI_Allgather"),
+                rc, done);
     for (int r = 0; r < ws; r++) {
         int l = leader[r];
         mw_rank_info *row = &t->ranks[r];
@@ -597,10 +601,12 @@ static mw_status split_comms(mw_topology *t)
     MW_TRY(mpi_check(MPI_Comm_split(MPI_COMM_WORLD, 0, t->rank, &t->world), "MPI_Comm_split"));
     MW_TRY(mpi_check(MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : 0, t->rank, &t->train),
                      "MPI_Comm_split (training)"));
-    MW_TRY(mpi_check(MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : t->node, t->local_rank,
-                                    &t->node_comm), "MPI_Comm_split (node)"));
-    MW_TRY(mpi_check(MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : t->local_rank, t->node,
-                                    &t->cross), "MPI_Comm_split (cross-node)"));
+    MW_TRY(mpi_check(
+        MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : t->node, t->local_rank, &t->node_comm),
+        "MPI_Comm_split (node)"));
+    MW_TRY(mpi_check(
+        MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : t->local_rank, t->node, &t->cross),
+        "MPI_Comm_split (cross-node)"));
     return MW_OK;
 }
 
@@ -644,8 +650,10 @@ mw_status mw_topology_resolve(mw_topology *t, const char *tf_config_path)
     if (!info || !claims || !task_of_rank || !t->ranks)
         rc = mw_err(MW_ENOMEM, "out of memory for %d ranks", ws);
     MW_TRY_GOTO(mw_agree(MPI_COMM_WORLD, rc, NULL), rc, fail);
-    MW_TRY_GOTO(mpi_check(MPI_Allgather(mine, I_COUNT, MPI_INT, info, I_COUNT, MPI_INT,
-                                        MPI_COMM_WORLD), "MPI_Allgather"), rc, fail);
+    MW_TRY_GOTO(
+        mpi_check(MPI_Allgather(mine, I_COUNT, MPI_INT, info, I_COUNT, MPI_INT, MPI_COMM_WORLD),
+                  "MPI_Allgather"),
+        rc, fail);
     rc = check_same(&cfg, info, ws, wr);
     MW_TRY_GOTO(mw_agree(MPI_COMM_WORLD, rc, NULL), rc, fail);
 
@@ -693,22 +701,22 @@ static void print_json(const mw_topology *t, FILE *f, const char *const *devices
     int njob[MW_JOB_COUNT] = {0};
     for (int i = 0; i < t->world_size; i++)
         njob[t->ranks[i].job]++;
-    fprintf(f, "{\n  \"mode\": \"%s\",\n  \"world_size\": %d,\n  \"ntrain\": %d,\n"
+    fprintf(f,
+            "{\n  \"mode\": \"%s\",\n  \"world_size\": %d,\n  \"ntrain\": %d,\n"
             "  \"nnodes\": %d,\n  \"chief\": 0,\n  \"jobs\": {\"chief\": %d, \"worker\": %d, "
-            "\"evaluator\": %d},\n  \"ranks\": [\n", mw_topo_mode_name(t->mode), t->world_size,
-            t->ntrain, t->nnodes, njob[MW_JOB_CHIEF], njob[MW_JOB_WORKER],
-            njob[MW_JOB_EVALUATOR]);
+            "\"evaluator\": %d},\n  \"ranks\": [\n",
+            mw_topo_mode_name(t->mode), t->world_size, t->ntrain, t->nnodes, njob[MW_JOB_CHIEF],
+            njob[MW_JOB_WORKER], njob[MW_JOB_EVALUATOR]);
     for (int i = 0; i < t->world_size; i++) {
         const mw_rank_info *r = &t->ranks[i];
         char task[64];
         snprintf(task, sizeof task, "%s[%d]", mw_job_name(r->job), r->job_index);
         /* jansson escapes the host; a row per line keeps the output readable and greppable */
-        json_t *row = json_pack("{s:i, s:i, s:s, s:s, s:i, s:s, s:o, s:i, s:i, s:s}", "rank", i,
-                                "world_rank", r->world_rank, "task", task, "job",
-                                mw_job_name(r->job), "index", r->job_index, "host",
-                                r->host ? r->host : "", "port",
-                                r->port ? json_integer(r->port) : json_null(), "node", r->node,
-                                "local_rank", r->local_rank, "role", role(r));
+        json_t *row = json_pack(
+            "{s:i, s:i, s:s, s:s, s:i, s:s, s:o, s:i, s:i, s:s}", "rank", i, "world_rank",
+            r->world_rank, "task", task, "job", mw_job_name(r->job), "index", r->job_index, "host",
+            r->host ? r->host : "", "port", r->port ? json_integer(r->port) : json_null(), "node",
+            r->node, "local_rank", r->local_rank, "role", role(r));
         if (row && devices)
             json_object_set_new(row, "device", json_string(devices[i]));
         char *s = row ? json_dumps(row, 0) : NULL;
@@ -734,23 +742,21 @@ void mw_topology_print(const mw_topology *t, FILE *f, int json, const char *cons
         nodes = r->node + 1 > nodes ? r->node + 1 : nodes; /* an evaluator's own node too */
         size_t hl = strlen(r->host ? r->host : "");
         hw = hl > hw ? hl : hw;
-        size_t tl = (size_t)snprintf(task, sizeof task, "%s[%d]", mw_job_name(r->job),
-                                     r->job_index);
+        size_t tl =
+            (size_t)snprintf(task, sizeof task, "%s[%d]", mw_job_name(r->job), r->job_index);
         tw = tl > tw ? tl : tw;
     }
     sb s = {.len = 0};
     s.buf[0] = '\0';
     sb_jobs(&s, njob);
     static const char *const modes[] = {"no TF_CONFIG: all workers from MPI",
-                                        "TF_CONFIG, one environment",
-                                        "TF_CONFIG, one per rank"};
+                                        "TF_CONFIG, one environment", "TF_CONFIG, one per rank"};
     fprintf(f, "cluster: %d rank%s (%s) on %d node%s; %s\n", t->world_size,
-            t->world_size == 1 ? "" : "s", s.buf, nodes, nodes == 1 ? "" : "s",
-            modes[t->mode]);
+            t->world_size == 1 ? "" : "s", s.buf, nodes, nodes == 1 ? "" : "s", modes[t->mode]);
     /* the role column is padded only when a device column follows it */
     const int rw = devices ? 9 : 0;
-    fprintf(f, "%-4s  %-5s  %-*s  %-*s  %-4s  %-10s  %-*s%s%s\n", "rank", "world", (int)tw,
-            "task", (int)hw, "host", "node", "local_rank", rw, "role", devices ? "  " : "",
+    fprintf(f, "%-4s  %-5s  %-*s  %-*s  %-4s  %-10s  %-*s%s%s\n", "rank", "world", (int)tw, "task",
+            (int)hw, "host", "node", "local_rank", rw, "role", devices ? "  " : "",
             devices ? "device" : "");
     for (int i = 0; i < t->world_size; i++) {
         const mw_rank_info *r = &t->ranks[i];

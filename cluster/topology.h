@@ -29,14 +29,14 @@ typedef enum { MW_TOPO_MPI, MW_TOPO_SHARED, MW_TOPO_PER_RANK } mw_topo_mode;
 
 /* One row of the table. */
 typedef struct {
-    int world_rank;  /* rank in MPI_COMM_WORLD */
-    int task;        /* index into the task list (== the renumbered rank) */
+    int world_rank; /* rank in MPI_COMM_WORLD */
+    int task;       /* index into the task list (== the renumbered rank) */
     mw_job job;
     int job_index;
-    char *host;      /* owned */
-    int port;        /* 0 in MW_TOPO_MPI */
-    int node;        /* node number: nodes in order of their first rank */
-    int local_rank;  /* order within the node */
+    char *host;     /* owned */
+    int port;       /* 0 in MW_TOPO_MPI */
+    int node;       /* node number: nodes in order of their first rank */
+    int local_rank; /* order within the node */
     int is_chief;
 } mw_rank_info;
 
@@ -52,13 +52,13 @@ typedef struct {
      * training communicator) gets the node of its host, a number >= nnodes when no training
      * rank shares it, and local_rank = the training ranks on that node. */
     int node, nnodes, local_rank, local_size;
-    int ntrain;                 /* training ranks: 0..ntrain-1 */
-    mw_rank_info *ranks;        /* world_size rows by renumbered rank; owned */
-    MPI_Comm world;     /* dup of MPI_COMM_WORLD renumbered into task order */
-    MPI_Comm train;     /* training ranks (MPI_COMM_NULL on the evaluator) */
-    MPI_Comm node_comm; /* training ranks on my node, by local rank (NULL on the evaluator) */
-    MPI_Comm cross;     /* training ranks with my local rank, one per node, by node (NULL on
-                           the evaluator) */
+    int ntrain;          /* training ranks: 0..ntrain-1 */
+    mw_rank_info *ranks; /* world_size rows by renumbered rank; owned */
+    MPI_Comm world;      /* dup of MPI_COMM_WORLD renumbered into task order */
+    MPI_Comm train;      /* training ranks (MPI_COMM_NULL on the evaluator) */
+    MPI_Comm node_comm;  /* training ranks on my node, by local rank (NULL on the evaluator) */
+    MPI_Comm cross;      /* training ranks with my local rank, one per node, by node (NULL on
+                            the evaluator) */
 } mw_topology;
 
 void mw_topology_init(mw_topology *t);
@@ -99,7 +99,7 @@ mw_status mw_topology_assign(const mw_tfconfig *c, const int *claims, int world_
  * the rest (the evaluator) come after them. node[i] numbers nodes by their first task;
  * local_rank[i] is the task's order within its node; *nnodes counts nodes holding a training
  * task (those are numbered 0..*nnodes-1). */
-mw_status mw_topology_nodes(const char *const *hosts, int n, int ntrain, int *node,
-                            int *local_rank, int *nnodes);
+mw_status mw_topology_nodes(const char *const *hosts, int n, int ntrain, int *node, int *local_rank,
+                            int *nnodes);
 
 #endif

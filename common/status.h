@@ -12,20 +12,20 @@
 #include <stdarg.h>
 
 /* X(name, exit code, description) */
-#define MW_STATUS_TABLE(X)                                                     \
-    X(MW_OK, 0, "success")                                                     \
-    X(MW_EINVAL, 2, "invalid argument")                                        \
-    X(MW_ECONFIG, 2, "configuration error")                                    \
-    X(MW_EDATA, 3, "bad data")                                                 \
-    X(MW_EMODEL, 2, "bad model")                                               \
-    X(MW_EUNSUPPORTED, 2, "not supported")                                     \
-    X(MW_EIO, 4, "I/O error")                                                  \
-    X(MW_ECKPT, 5, "bad checkpoint")                                           \
-    X(MW_ENOMEM, 6, "out of memory")                                           \
-    X(MW_EDEVICE, 7, "device error")                                           \
-    X(MW_EINTERNAL, 1, "internal error")                                       \
-    X(MW_EMPI, 129, "MPI error")                                               \
-    X(MW_EPEER, 130, "peer lost")                                              \
+#define MW_STATUS_TABLE(X)                                                                         \
+    X(MW_OK, 0, "success")                                                                         \
+    X(MW_EINVAL, 2, "invalid argument")                                                            \
+    X(MW_ECONFIG, 2, "configuration error")                                                        \
+    X(MW_EDATA, 3, "bad data")                                                                     \
+    X(MW_EMODEL, 2, "bad model")                                                                   \
+    X(MW_EUNSUPPORTED, 2, "not supported")                                                         \
+    X(MW_EIO, 4, "I/O error")                                                                      \
+    X(MW_ECKPT, 5, "bad checkpoint")                                                               \
+    X(MW_ENOMEM, 6, "out of memory")                                                               \
+    X(MW_EDEVICE, 7, "device error")                                                               \
+    X(MW_EINTERNAL, 1, "internal error")                                                           \
+    X(MW_EMPI, 129, "MPI error")                                                                   \
+    X(MW_EPEER, 130, "peer lost")                                                                  \
     X(MW_ETIMEOUT, 131, "timeout")
 
 typedef enum {
@@ -52,18 +52,18 @@ const char *mw_err_msg(void);
 mw_status mw_err_status(void);
 void mw_err_clear(void);
 
-#define MW_TRY(expr)                                                           \
-    do {                                                                       \
-        mw_status mw_try_rc_ = (expr);                                         \
-        if (mw_try_rc_ != MW_OK)                                               \
-            return mw_try_rc_;                                                 \
+#define MW_TRY(expr)                                                                               \
+    do {                                                                                           \
+        mw_status mw_try_rc_ = (expr);                                                             \
+        if (mw_try_rc_ != MW_OK)                                                                   \
+            return mw_try_rc_;                                                                     \
     } while (0)
 
-#define MW_TRY_GOTO(expr, rc, label)                                           \
-    do {                                                                       \
-        (rc) = (expr);                                                         \
-        if ((rc) != MW_OK)                                                     \
-            goto label;                                                        \
+#define MW_TRY_GOTO(expr, rc, label)                                                               \
+    do {                                                                                           \
+        (rc) = (expr);                                                                             \
+        if ((rc) != MW_OK)                                                                         \
+            goto label;                                                                            \
     } while (0)
 
 #endif

@@ -4,13 +4,13 @@
 
 #include "kernels/kernels.h"
 
-#define MW_ACT_DECL(sfx)                                                                    \
-    void mw_relu_fwd_##sfx(const mw_kctx *k, float *y, const float *x, size_t count);         \
-    void mw_relu_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *y,      \
-                           size_t count);                                                     \
-    void mw_xent_fwd_##sfx(const mw_kctx *k, float *loss, float *prob, const float *logits,   \
-                           const int32_t *labels, int N, int K);                              \
-    void mw_xent_bwd_##sfx(const mw_kctx *k, float *dlogits, const float *prob,               \
+#define MW_ACT_DECL(sfx)                                                                           \
+    void mw_relu_fwd_##sfx(const mw_kctx *k, float *y, const float *x, size_t count);              \
+    void mw_relu_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *y,           \
+                           size_t count);                                                          \
+    void mw_xent_fwd_##sfx(const mw_kctx *k, float *loss, float *prob, const float *logits,        \
+                           const int32_t *labels, int N, int K);                                   \
+    void mw_xent_bwd_##sfx(const mw_kctx *k, float *dlogits, const float *prob,                    \
                            const int32_t *labels, float scale, int N, int K);
 MW_ACT_DECL(ref)
 MW_ACT_DECL(cpu)

@@ -27,11 +27,11 @@ typedef struct {
 
 /* Conv2D geometry for one layer (the batch size N is passed per call). */
 typedef struct {
-    int H, W, C;  /* input */
+    int H, W, C;   /* input */
     int KH, KW, O; /* kernel, filters */
-    int SH, SW;   /* strides */
-    int PT, PL;   /* zero padding before the first row / column */
-    int OH, OW;   /* output */
+    int SH, SW;    /* strides */
+    int PT, PL;    /* zero padding before the first row / column */
+    int OH, OW;    /* output */
 } mw_conv2d_geom;
 
 /* Fill g for padding 'valid' (same = 0) or 'same' (same = 1, TF's rule:
@@ -61,23 +61,21 @@ size_t mw_conv2d_ws_min(const mw_conv2d_geom *g);
 typedef void (*mw_conv2d_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,
                                  const float *b, const mw_conv2d_geom *g, int N);
 /* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). */
-typedef void (*mw_conv2d_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db,
-                                 const float *dy, const float *x, const float *w,
-                                 const mw_conv2d_geom *g, int N);
+typedef void (*mw_conv2d_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
+                                 const float *x, const float *w, const mw_conv2d_geom *g, int N);
 /* y (N,OH,OW,C) = max over each window; argmax (N,OH,OW,C) keeps the winning
  * input offset within one image (h*W + w)*C + c, for backward. */
 typedef void (*mw_pool_fwd_fn)(const mw_kctx *k, float *y, int32_t *argmax, const float *x,
                                const mw_pool_geom *g, int N);
 /* dx[argmax] += dy. */
-typedef void (*mw_pool_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
-                               const int32_t *argmax, const mw_pool_geom *g, int N);
+typedef void (*mw_pool_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const int32_t *argmax,
+                               const mw_pool_geom *g, int N);
 /* y (N,O) = x (N,I) * w (I,O) + b (O). */
 typedef void (*mw_dense_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,
                                 const float *b, int N, int I, int O);
 /* dx += dy w^T (dx may be NULL), dw += x^T dy, db += sum dy. */
-typedef void (*mw_dense_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db,
-                                const float *dy, const float *x, const float *w, int N, int I,
-                                int O);
+typedef void (*mw_dense_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, int N, int I, int O);
 /* y = max(x, 0); y may equal x. */
 typedef void (*mw_relu_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t count);
 /* dx = dy * (y > 0), from the forward OUTPUT y; dx may equal dy. */
@@ -103,11 +101,11 @@ typedef void (*mw_sgd_fn)(const mw_kctx *k, float *p, float *vel, const float *g
  * and never on its batch position; mask = kept ? 1 / (1 - rate) : 0 and
  * y = x * mask. ids NULL: example n has id n. y may equal x. 0 <= rate < 1. */
 typedef void (*mw_dropout_fwd_fn)(const mw_kctx *k, float *y, float *mask, const float *x,
-                                  const uint32_t *ids, uint64_t seed, uint64_t stream,
-                                  float rate, int N, size_t D);
+                                  const uint32_t *ids, uint64_t seed, uint64_t stream, float rate,
+                                  int N, size_t D);
 /* dx = dy * mask, count elements (overwrites; dx may equal dy). */
-typedef void (*mw_dropout_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
-                                  const float *mask, size_t count);
+typedef void (*mw_dropout_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *mask,
+                                  size_t count);
 /* p[0..nbytes) = 0 in the backend's memory (host: memset; CUDA: enqueued on
  * k's stream). The model zeroes the gradient buffers it accumulates into with
  * it; a table without it (NULL) means memset. */

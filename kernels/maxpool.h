@@ -4,11 +4,11 @@
 
 #include "kernels/kernels.h"
 
-#define MW_MAXPOOL_DECL(sfx)                                                                \
-    void mw_maxpool_fwd_##sfx(const mw_kctx *k, float *y, int32_t *argmax, const float *x,    \
-                              const mw_pool_geom *g, int N);                                  \
-    void mw_maxpool_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy,                   \
-                              const int32_t *argmax, const mw_pool_geom *g, int N);
+#define MW_MAXPOOL_DECL(sfx)                                                                       \
+    void mw_maxpool_fwd_##sfx(const mw_kctx *k, float *y, int32_t *argmax, const float *x,         \
+                              const mw_pool_geom *g, int N);                                       \
+    void mw_maxpool_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const int32_t *argmax, \
+                              const mw_pool_geom *g, int N);
 MW_MAXPOOL_DECL(ref)
 MW_MAXPOOL_DECL(cpu)
 MW_MAXPOOL_DECL(cuda)

@@ -93,8 +93,8 @@ static hd_ctx *hd_of(const mw_kctx *k, const char *op)
 }
 
 /* Abort unless [p, p + nbytes) is device memory of c's device (NULL allowed when optional). */
-static void hd_check(const hd_ctx *c, const char *op, const char *arg, const void *p,
-                     size_t nbytes, int optional)
+static void hd_check(const hd_ctx *c, const char *op, const char *arg, const void *p, size_t nbytes,
+                     int optional)
 {
     if (optional && !p)
         return;
@@ -169,8 +169,8 @@ static void hd_maxpool_bwd(const mw_kctx *k, float *dx, const float *dy, const i
     hd_cpu.maxpool_bwd(&h, dx, dy, argmax, g, N);
 }
 
-static void hd_dense_fwd(const mw_kctx *k, float *y, const float *x, const float *w,
-                         const float *b, int N, int I, int O)
+static void hd_dense_fwd(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
+                         int N, int I, int O)
 {
     hd_ctx *c = hd_of(k, __func__);
     CHK(y, (size_t)N * O, F);
@@ -204,8 +204,7 @@ static void hd_relu_fwd(const mw_kctx *k, float *y, const float *x, size_t count
     hd_cpu.relu_fwd(&h, y, x, count);
 }
 
-static void hd_relu_bwd(const mw_kctx *k, float *dx, const float *dy, const float *y,
-                        size_t count)
+static void hd_relu_bwd(const mw_kctx *k, float *dx, const float *dy, const float *y, size_t count)
 {
     hd_ctx *c = hd_of(k, __func__);
     CHK(dx, count, F);
@@ -227,8 +226,8 @@ static void hd_xent_fwd(const mw_kctx *k, float *loss, float *prob, const float 
     hd_cpu.xent_fwd(&h, loss, prob, logits, labels, N, K);
 }
 
-static void hd_xent_bwd(const mw_kctx *k, float *dlogits, const float *prob,
-                        const int32_t *labels, float scale, int N, int K)
+static void hd_xent_bwd(const mw_kctx *k, float *dlogits, const float *prob, const int32_t *labels,
+                        float scale, int N, int K)
 {
     hd_ctx *c = hd_of(k, __func__);
     CHK(dlogits, (size_t)N * K, F);
@@ -238,8 +237,8 @@ static void hd_xent_bwd(const mw_kctx *k, float *dlogits, const float *prob,
     hd_cpu.xent_bwd(&h, dlogits, prob, labels, scale, N, K);
 }
 
-static void hd_adam(const mw_kctx *k, float *p, float *m, float *v, const float *g,
-                    size_t count, float lr_t, float b1, float b2, float eps)
+static void hd_adam(const mw_kctx *k, float *p, float *m, float *v, const float *g, size_t count,
+                    float lr_t, float b1, float b2, float eps)
 {
     hd_ctx *c = hd_of(k, __func__);
     CHK(p, count, F);
@@ -250,8 +249,8 @@ static void hd_adam(const mw_kctx *k, float *p, float *m, float *v, const float 
     hd_cpu.adam(&h, p, m, v, g, count, lr_t, b1, b2, eps);
 }
 
-static void hd_sgd(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,
-                   float lr, float mu)
+static void hd_sgd(const mw_kctx *k, float *p, float *vel, const float *g, size_t count, float lr,
+                   float mu)
 {
     hd_ctx *c = hd_of(k, __func__);
     CHK(p, count, F);
@@ -344,7 +343,8 @@ int mw_cuda_probe(char *reason, size_t reason_len)
 {
     hd_init();
     if (hd_ndev <= 0 && reason && reason_len)
-        snprintf(reason, reason_len, "cudaGetDeviceCount found 0 devices (host stand-in, "
+        snprintf(reason, reason_len,
+                 "cudaGetDeviceCount found 0 devices (host stand-in, "
                  "MW_HOSTDEV_GPUS unset)");
     return hd_ndev;
 }
@@ -437,8 +437,7 @@ mw_status mw_cuda_alloc(void **p, size_t nbytes)
     if (nbytes == 0)
         return MW_OK;
     *p = mock_dev_alloc(mock_current_device(), nbytes);
-    return *p ? MW_OK : mw_err(MW_EDEVICE, "fake device %d: out of memory",
-                               mock_current_device());
+    return *p ? MW_OK : mw_err(MW_EDEVICE, "fake device %d: out of memory", mock_current_device());
 }
 
 void mw_cuda_free(void *p)
@@ -464,8 +463,8 @@ void mw_cuda_host_free(void *p)
         cudaFreeHost(p);
 }
 
-static mw_status hd_copy(void *dst, const void *src, size_t nbytes, const mw_kctx *k,
-                         int upload, const char *op)
+static mw_status hd_copy(void *dst, const void *src, size_t nbytes, const mw_kctx *k, int upload,
+                         const char *op)
 {
     MW_TRY(hd_status(k, op));
     hd_ctx *c = k->dev;

@@ -18,7 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#define POLLS 3       /* polls a fresh operation stays in progress */
+#define POLLS 3 /* polls a fresh operation stays in progress */
 #define MAX_ALLOCS 256
 #define MAX_COMMS 64
 #define MAX_OPS 4096
@@ -42,13 +42,13 @@ typedef struct {
 struct ncclComm {
     int clique; /* index into cliques */
     int rank, nranks, dev;
-    int polls;  /* state reads left in ncclInProgress; -1: forever */
-    int ready;  /* its set-up was seen complete (state polled to ncclSuccess) */
-    int gen;    /* the group of its last collective */
+    int polls; /* state reads left in ncclInProgress; -1: forever */
+    int ready; /* its set-up was seen complete (state polled to ncclSuccess) */
+    int gen;   /* the group of its last collective */
     ncclResult_t async;
-    op *ops;    /* posted (owned) */
+    op *ops; /* posted (owned) */
     int nops;
-    int dead;   /* aborted or destroyed */
+    int dead; /* aborted or destroyed */
 };
 
 typedef struct {
@@ -155,13 +155,34 @@ int mock_inside(const void *p, size_t nbytes, int dev)
     return nbytes == 0 || inside(p, nbytes, dev);
 }
 
-int mock_current_device(void) { return M.cur; }
-int mock_aborts(void) { return M.aborts; }
-int mock_destroys(void) { return M.destroys; }
-int mock_live_comms(void) { return M.live; }
-int mock_collectives(void) { return M.collectives; }
-int mock_violations(void) { return M.violations; }
-int mock_pending_error(void) { return (int)M.last; }
+int mock_current_device(void)
+{
+    return M.cur;
+}
+int mock_aborts(void)
+{
+    return M.aborts;
+}
+int mock_destroys(void)
+{
+    return M.destroys;
+}
+int mock_live_comms(void)
+{
+    return M.live;
+}
+int mock_collectives(void)
+{
+    return M.collectives;
+}
+int mock_violations(void)
+{
+    return M.violations;
+}
+int mock_pending_error(void)
+{
+    return (int)M.last;
+}
 
 /* ---- the CUDA runtime -------------------------------------------------------------------- */
 
@@ -174,12 +195,18 @@ cudaError_t cudaGetDeviceCount(int *count)
 const char *cudaGetErrorString(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidValue: return "invalid argument";
-    default: return "mock: other CUDA error";
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorNotReady:
+        return "device not ready";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    default:
+        return "mock: other CUDA error";
     }
 }
 
@@ -269,8 +296,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t nbytes, enum cuda
         violation("cudaMemcpyAsync kind %d", (int)kind);
     const void *dev = to_host ? src : dst, *host = to_host ? dst : src;
     if (!inside(dev, nbytes, s->dev))
-        violation("cudaMemcpyAsync: %zu bytes at %p are not device %d memory", nbytes, dev,
-                  s->dev);
+        violation("cudaMemcpyAsync: %zu bytes at %p are not device %d memory", nbytes, dev, s->dev);
     if (!inside(host, nbytes, -1))
         violation("cudaMemcpyAsync: %zu bytes at %p are not pinned host memory", nbytes, host);
     for (int c = 0; c < M.ncliques; c++)
@@ -278,7 +304,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t nbytes, enum cuda
             const struct ncclComm *m = M.cliques[c].local[r];
             if (!m->dead && m->dev == s->dev && m->nops && m->polls != 0)
                 violation("cudaMemcpyAsync on device %d before its NCCL work was seen enqueued "
-                          "(state not polled to ncclSuccess): the copy could run first", s->dev);
+                          "(state not polled to ncclSuccess): the copy could run first",
+                          s->dev);
         }
     memmove(dst, src, nbytes);
     s->busy = POLLS;
@@ -292,12 +319,18 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t nbytes, enum cuda
 const char *ncclGetErrorString(ncclResult_t r)
 {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "mock: other NCCL error";
+    case ncclSuccess:
+        return "no error";
+    case ncclInvalidArgument:
+        return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+        return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error";
+    case ncclInProgress:
+        return "NCCL operation in progress";
+    default:
+        return "mock: other NCCL error";
     }
 }
 
@@ -348,8 +381,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
     clique *q = &M.cliques[c];
     if (q->nranks != nranks || q->nlocal == MAX_COMMS ||
         (q->nlocal && q->local[q->nlocal - 1]->rank != rank - 1)) {
-        violation("ncclCommInitRankConfig: rank %d of %d does not fit its clique (%d ranks)",
-                  rank, nranks, q->nranks);
+        violation("ncclCommInitRankConfig: rank %d of %d does not fit its clique (%d ranks)", rank,
+                  nranks, q->nranks);
         return ncclInvalidUsage;
     }
     for (int r = 0; r < q->nlocal; r++)
@@ -466,7 +499,8 @@ static ncclResult_t post(op_kind kind, const void *send, void *recv, size_t coun
         violation("collective before the communicator's set-up was seen complete");
     else if (comm->polls != 0 && !(M.group_depth > 0 && comm->gen == M.group_gen))
         violation("collective on rank %d before its previous one was seen enqueued (state not "
-                  "polled to ncclSuccess)", comm->rank);
+                  "polled to ncclSuccess)",
+                  comm->rank);
     comm->gen = M.group_gen;
     if (stream->dev != comm->dev)
         violation("collective of a device %d communicator on a device %d stream", comm->dev,
@@ -476,7 +510,8 @@ static ncclResult_t post(op_kind kind, const void *send, void *recv, size_t coun
     if (!inside(send, sn * sizeof(float), comm->dev) ||
         !inside(recv, rn * sizeof(float), comm->dev)) {
         violation("collective %d on rank %d: buffers %p (%zu floats) -> %p (%zu floats) are not "
-                  "device %d memory", (int)kind, comm->rank, send, sn, recv, rn, comm->dev);
+                  "device %d memory",
+                  (int)kind, comm->rank, send, sn, recv, rn, comm->dev);
         return ncclInvalidArgument;
     }
     if (kind == OP_REDUCE_SCATTER && (const float *)recv != (const float *)send &&
@@ -547,16 +582,16 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
     return post(OP_ALL_GATHER, send, recv, sendcount, 0, comm, s);
 }
 
-ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
-                        ncclRedOp_t o, int root, ncclComm_t comm, cudaStream_t s)
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t o,
+                        int root, ncclComm_t comm, cudaStream_t s)
 {
     if (!check_type(t, o, 1))
         return ncclInvalidArgument;
     return post(OP_REDUCE, send, recv, count, root, comm, s);
 }
 
-ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t,
-                           int root, ncclComm_t comm, cudaStream_t s)
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t t, int root,
+                           ncclComm_t comm, cudaStream_t s)
 {
     if (!check_type(t, ncclSum, 0))
         return ncclInvalidArgument;

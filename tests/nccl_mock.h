@@ -37,12 +37,12 @@ int mock_inside(const void *p, size_t nbytes, int dev);
 int mock_current_device(void);
 
 /* Counters since mock_reset. */
-int mock_aborts(void);      /* ncclCommAbort calls */
-int mock_destroys(void);    /* ncclCommDestroy calls */
-int mock_live_comms(void);  /* communicators neither aborted nor destroyed */
-int mock_collectives(void); /* collectives run */
-int mock_violations(void);  /* misuses found since the start (bad pointer, blocking config,
-                               ...); each is printed */
+int mock_aborts(void);        /* ncclCommAbort calls */
+int mock_destroys(void);      /* ncclCommDestroy calls */
+int mock_live_comms(void);    /* communicators neither aborted nor destroyed */
+int mock_collectives(void);   /* collectives run */
+int mock_violations(void);    /* misuses found since the start (bad pointer, blocking config,
+                                 ...); each is printed */
 int mock_pending_error(void); /* a CUDA error left behind for cudaGetLastError (0: none) */
 
 #endif

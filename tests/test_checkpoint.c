@@ -81,8 +81,7 @@ static const char *listing(const char *dir)
 }
 
 /* A filled state: nparams values with special bit patterns among them, and its slots. */
-static void make_state(mw_ckpt *c, size_t nparams, const char *opt, int nslot_arrays,
-                       uint64_t seed)
+static void make_state(mw_ckpt *c, size_t nparams, const char *opt, int nslot_arrays, uint64_t seed)
 {
     mw_ckpt_init(c);
     c->model_json = strdup("{\"class_name\": \"Sequential\", \"config\": {\"layers\": []}}");
@@ -190,7 +189,10 @@ typedef struct {
     int bad_crc;
 } tsec;
 
-#define SEC(tag, raw, n) {(tag), (raw), (n), -1, -1, 0}
+#define SEC(tag, raw, n)                                                                           \
+    {                                                                                              \
+        (tag), (raw), (n), -1, -1, 0                                                               \
+    }
 
 /* A file of the given sections; count < 0 writes the true count. Returns malloc'ed bytes. */
 static uint8_t *craft(uint32_t version, int64_t count, const tsec *s, int n, size_t *nbytes)
@@ -210,8 +212,7 @@ static uint8_t *craft(uint32_t version, int64_t count, const tsec *s, int n, siz
         memcpy(h, s[i].tag, strlen(s[i].tag));
         uLongf comp = (uLongf)(cap - off - 28);
         static const uint8_t z = 0;
-        assert_int_equal(compress2(h + 28, &comp, s[i].raw ? s[i].raw : &z, s[i].nbytes, 6),
-                         Z_OK);
+        assert_int_equal(compress2(h + 28, &comp, s[i].raw ? s[i].raw : &z, s[i].nbytes, 6), Z_OK);
         le64(h + 8, s[i].comp_decl >= 0 ? (uint64_t)s[i].comp_decl : comp);
         le64(h + 16, s[i].raw_decl >= 0 ? (uint64_t)s[i].raw_decl : s[i].nbytes);
         uint32_t crc = (uint32_t)crc32(0L, s[i].raw ? s[i].raw : &z, (uInt)s[i].nbytes);
@@ -231,8 +232,8 @@ static void expect_bad(const uint8_t *buf, size_t nbytes, const char *needle1, c
     mw_ckpt c;
     mw_ckpt_init(&c);
     mw_err_clear();
-    expect_err(mw_ckpt_read_buffer(&c, buf, nbytes, "crafted.ckpt"), MW_ECKPT, "crafted.ckpt: ",
-               needle1, needle2 ? needle2 : "");
+    expect_err(mw_ckpt_read_buffer(&c, buf, nbytes, "crafted.ckpt"), MW_ECKPT,
+               "crafted.ckpt: ", needle1, needle2 ? needle2 : "");
     assert_null(c.params);
     assert_null(c.model_json);
     mw_err_clear();
@@ -786,8 +787,10 @@ static void test_bad_header(void **state)
     uint8_t *more = malloc(g.nbytes + 3);
     memcpy(more, g.buf, g.nbytes);
     memcpy(more + g.nbytes, "abc", 3);
-    expect_bad(more, g.nbytes + 3, "3 trailing bytes after the last section (expected the file "
-               "to end at byte", NULL);
+    expect_bad(more, g.nbytes + 3,
+               "3 trailing bytes after the last section (expected the file "
+               "to end at byte",
+               NULL);
     free(more);
     free(g.buf);
 }
@@ -806,8 +809,7 @@ static void test_bad_sizes(void **state)
                    SEC("slot1", V10, 40)};
     huge[2].raw_decl = (int64_t)1 << 40;
     buf = craft(1, -1, huge, 4, &n);
-    expect_bad(buf, n, "section params claims 1099511627776 bytes (expected at most 1 GiB)",
-               NULL);
+    expect_bad(buf, n, "section params claims 1099511627776 bytes (expected at most 1 GiB)", NULL);
     free(buf);
     huge[2].raw_decl = -1;
     huge[2].comp_decl = (int64_t)1 << 40;

@@ -37,7 +37,8 @@ static void expect_msg(mw_status s, const char *what, const char *want)
 {
     if (s != MW_EINVAL || strcmp(mw_err_msg(), want) != 0)
         fail_msg("`mwtrain %s`: got status %s and message\n  \"%s\"\nexpected MW_EINVAL and\n  "
-                 "\"%s\"", what, mw_status_str(s), mw_err_msg(), want);
+                 "\"%s\"",
+                 what, mw_status_str(s), mw_err_msg(), want);
     mw_err_clear();
 }
 
@@ -133,16 +134,35 @@ static void help_lists_every_flag(void **state)
     FILE *f = open_memstream(&buf, &len);
     mw_cli_help(f, MW_CMD_TRAIN);
     fclose(f);
-    const char *flags[] = {"--epochs",       "--batch-per-replica", "--replicas-per-worker",
-                           "--steps-per-epoch", "--learning-rate",  "--optimizer",
-                           "--momentum",     "--seed",              "--data-dir",
-                           "--threads",      "--backend",           "--progress ",
-                           "--progress-interval", "--dump-weights", "--quiet",
-                           "--verbose",      "--help",              "--tf-config",
-                           "--allreduce",    "--collective-timeout", "--checkpoint-dir",
-                           "--checkpoint-every-epochs", "--checkpoint-every-steps",
-                           "--keep-checkpoints", "--resume",        "--summary-dir",
-                           "--test-examples", "--micro-batch",      "--model"};
+    const char *flags[] = {"--epochs",
+                           "--batch-per-replica",
+                           "--replicas-per-worker",
+                           "--steps-per-epoch",
+                           "--learning-rate",
+                           "--optimizer",
+                           "--momentum",
+                           "--seed",
+                           "--data-dir",
+                           "--threads",
+                           "--backend",
+                           "--progress ",
+                           "--progress-interval",
+                           "--dump-weights",
+                           "--quiet",
+                           "--verbose",
+                           "--help",
+                           "--tf-config",
+                           "--allreduce",
+                           "--collective-timeout",
+                           "--checkpoint-dir",
+                           "--checkpoint-every-epochs",
+                           "--checkpoint-every-steps",
+                           "--keep-checkpoints",
+                           "--resume",
+                           "--summary-dir",
+                           "--test-examples",
+                           "--micro-batch",
+                           "--model"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (!strstr(buf, flags[i]))
             fail_msg("train --help does not document %s", flags[i]);
@@ -199,14 +219,16 @@ static const struct {
 static void numbers_are_plain_decimal(void **state)
 {
     (void)state;
-    static const char *const bad_numbers[] = {"0x10", "0X1p4", "inf", "-inf", "nan", "infinity",
-                                              "1e", "e5", ".", "1.5.2", "+", "1e+"};
+    static const char *const bad_numbers[] = {"0x10", "0X1p4", "inf", "-inf",  "nan", "infinity",
+                                              "1e",   "e5",    ".",   "1.5.2", "+",   "1e+"};
     mw_cli c;
     char line[64], want[160];
     for (size_t i = 0; i < sizeof bad_numbers / sizeof *bad_numbers; i++) {
         snprintf(line, sizeof line, "train --learning-rate %s", bad_numbers[i]);
-        snprintf(want, sizeof want, "--learning-rate '%s': expected a number in decimal notation "
-                 "(such as 0.5 or 1e-3)", bad_numbers[i]);
+        snprintf(want, sizeof want,
+                 "--learning-rate '%s': expected a number in decimal notation "
+                 "(such as 0.5 or 1e-3)",
+                 bad_numbers[i]);
         expect_msg(parse(&c, line), line, want);
     }
     expect_msg(parse(&c, "train --momentum nan"), "train --momentum nan",
@@ -224,20 +246,19 @@ static void numbers_are_plain_decimal(void **state)
                "--epochs 99999999999999999999: expected a value from 0 to 1000000");
     expect_msg(parse(&c, "train --seed 0x10"), "train --seed 0x10",
                "--seed '0x10': expected a non-negative integer");
-    expect_msg(parse(&c, "train --seed 18446744073709551616"),
-               "train --seed 18446744073709551616",
+    expect_msg(parse(&c, "train --seed 18446744073709551616"), "train --seed 18446744073709551616",
                "--seed 18446744073709551616: expected a value from 0 to 18446744073709551615");
 
     static const struct {
         const char *text;
         double value;
-    } good[] = {{"0.5", 0.5}, {".5", 0.5}, {"5.", 5}, {"1e-3", 1e-3}, {"1E+2", 100},
-                {"+2.5e1", 25}, {"007", 7}};
+    } good[] = {{"0.5", 0.5},  {".5", 0.5},    {"5.", 5}, {"1e-3", 1e-3},
+                {"1E+2", 100}, {"+2.5e1", 25}, {"007", 7}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         snprintf(line, sizeof line, "train --learning-rate %s", good[i].text);
         if (parse(&c, line) != MW_OK || c.train.learning_rate != good[i].value)
-            fail_msg("`mwtrain %s`: got \"%s\", learning rate %g; expected %g", line,
-                     mw_err_msg(), c.train.learning_rate, good[i].value);
+            fail_msg("`mwtrain %s`: got \"%s\", learning rate %g; expected %g", line, mw_err_msg(),
+                     c.train.learning_rate, good[i].value);
     }
     assert_int_equal(parse(&c, "train --seed 18446744073709551615 --epochs +3"), MW_OK);
     assert_true(c.train.seed == UINT64_MAX && c.train.epochs == 3);
@@ -303,14 +324,16 @@ static void output_path_checked_at_parse(void **state)
                "--output '/nonexistent-mwtrain/m.safetensors': directory '/nonexistent-mwtrain': "
                "No such file or directory; expected a file in an existing, writable directory");
     snprintf(line, sizeof line, "train --dump-weights %s/w.bin", file);
-    snprintf(want, sizeof want, "--dump-weights '%s/w.bin': directory '%s': Not a directory; "
-             "expected a file in an existing, writable directory", file, file);
+    snprintf(want, sizeof want,
+             "--dump-weights '%s/w.bin': directory '%s': Not a directory; "
+             "expected a file in an existing, writable directory",
+             file, file);
     expect_msg(parse(&c, line), line, want);
     snprintf(line, sizeof line, "export --output %s", dir);
     snprintf(want, sizeof want, "--output '%s': Is a directory; expected a file name", dir);
     expect_msg(parse(&c, line), line, want);
-    expect_msg(parse(&c, "train --dump-weights="), "train --dump-weights=",
-               "--dump-weights: expected a file, got an empty value");
+    expect_msg(parse(&c, "train --dump-weights="),
+               "train --dump-weights=", "--dump-weights: expected a file, got an empty value");
 
     /* good: a new file, an existing file, and the current directory */
     snprintf(line, sizeof line, "train --dump-weights %s/w.bin", dir);
@@ -326,8 +349,10 @@ static void output_path_checked_at_parse(void **state)
         snprintf(ro, sizeof ro, "%s/ro", dir);
         assert_int_equal(mkdir(ro, 0500), 0);
         snprintf(line, sizeof line, "train --dump-weights %s/w.bin", ro);
-        snprintf(want, sizeof want, "--dump-weights '%s/w.bin': directory '%s': Permission "
-                 "denied; expected a file in an existing, writable directory", ro, ro);
+        snprintf(want, sizeof want,
+                 "--dump-weights '%s/w.bin': directory '%s': Permission "
+                 "denied; expected a file in an existing, writable directory",
+                 ro, ro);
         expect_msg(parse(&c, line), line, want);
         rmdir(ro);
     }
@@ -376,8 +401,8 @@ static void table_rows(void **state)
         for (const char *l = buf; *l; lineno++) {
             size_t n = strcspn(l, "\n");
             if (n > 100)
-                fail_msg("help of command %d, line %d: %zu columns: %.*s", (int)cmds[i], lineno,
-                         n, (int)n, l);
+                fail_msg("help of command %d, line %d: %zu columns: %.*s", (int)cmds[i], lineno, n,
+                         (int)n, l);
             l += n + (l[n] == '\n');
         }
         free(buf);
@@ -401,8 +426,10 @@ static void bad_command_lines(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(defaults),          cmocka_unit_test(all_flags),
-        cmocka_unit_test(help_and_version),  cmocka_unit_test(help_lists_every_flag),
+        cmocka_unit_test(defaults),
+        cmocka_unit_test(all_flags),
+        cmocka_unit_test(help_and_version),
+        cmocka_unit_test(help_lists_every_flag),
         cmocka_unit_test(bad_command_lines),
         cmocka_unit_test(table_rows),
         cmocka_unit_test(numbers_are_plain_decimal),

@@ -117,7 +117,8 @@ static void arena_layout(void **state)
     (void)state;
     mw_arena a;
     mw_arena_init(&a);
-    size_t o1 = mw_arena_reserve(&a, 3), o2 = mw_arena_reserve(&a, 17), o3 = mw_arena_reserve(&a, 0);
+    size_t o1 = mw_arena_reserve(&a, 3), o2 = mw_arena_reserve(&a, 17),
+           o3 = mw_arena_reserve(&a, 0);
     assert_int_equal(o1, 0);
     assert_int_equal(o2, MW_ARENA_ALIGN);
     assert_int_equal(o3, 3 * MW_ARENA_ALIGN);
@@ -136,7 +137,8 @@ static void str_quote_escape(void **state)
 {
     (void)state;
     char b[64];
-    assert_string_equal(mw_str_quote(b, sizeof b, "a\"b\\c\n\t\x01", 40), "\"a\\\"b\\\\c\\n\\t\\x01\"");
+    assert_string_equal(mw_str_quote(b, sizeof b, "a\"b\\c\n\t\x01", 40),
+                        "\"a\\\"b\\\\c\\n\\t\\x01\"");
     assert_string_equal(mw_str_quote(b, sizeof b, "abcdefgh", 3), "\"abc...\"");
     mw_str_escape(b, sizeof b, "h\xc3\xa9", 10, 0); /* parser text: bytes >= 0x80 escaped */
     assert_string_equal(b, "h\\xc3\\xa9");
@@ -152,8 +154,8 @@ static void str_quote_escape(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(status_table),     cmocka_unit_test(first_error_wins),
-        cmocka_unit_test(rng_deterministic), cmocka_unit_test(rng_ranges),
+        cmocka_unit_test(status_table),           cmocka_unit_test(first_error_wins),
+        cmocka_unit_test(rng_deterministic),      cmocka_unit_test(rng_ranges),
         cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
         cmocka_unit_test(str_quote_escape),
     };

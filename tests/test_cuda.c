@@ -23,16 +23,16 @@
 #include "kernels/optim.h"
 #include "tests/util.h"
 
-static mw_kctx ctx; /* the suite's CUDA context; ctx.dev == NULL without a device */
+static mw_kctx ctx;     /* the suite's CUDA context; ctx.dev == NULL without a device */
 static mw_kernels cuda; /* the table after mw_kernels_init_cuda */
 
-#define NEED_DEVICE()                                                                        \
-    do {                                                                                     \
-        if (!ctx.dev) {                                                                      \
-            print_message("skipped: no CUDA device (%s)\n", mw_cuda_version_string());       \
-            skip();                                                                          \
-        }                                                                                    \
-        mw_err_clear();                                                                      \
+#define NEED_DEVICE()                                                                              \
+    do {                                                                                           \
+        if (!ctx.dev) {                                                                            \
+            print_message("skipped: no CUDA device (%s)\n", mw_cuda_version_string());             \
+            skip();                                                                                \
+        }                                                                                          \
+        mw_err_clear();                                                                            \
     } while (0)
 
 static void check_rc(mw_status rc, const char *what)
@@ -349,7 +349,7 @@ static void test_xent(void **state)
     static const struct {
         int N, K;
         float lo, hi;
-    } cs[] = {{1, 1, -1, 1},   {5, 10, -5, 5},   {33, 10, -5, 5},     {3, 37, -3, 3},
+    } cs[] = {{1, 1, -1, 1},    {5, 10, -5, 5},   {33, 10, -5, 5},    {3, 37, -3, 3},
               {2, 1000, -8, 8}, {9, 10, 80, 120}, {4, 33, -120, -80}, {64, 10, -1, 1}};
     for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
         pool P = {0};
@@ -486,10 +486,9 @@ static void test_dense(void **state)
             cuda.dense_fwd(&ctx, dY, dX, dW, dB, N, I, O);
             expect_close((float *)d_get(&P, dY, ny * 4), y, ny, tol(I), 1e-5f);
 
-            mw_dense_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, N, I,
-                             O);
-            cuda.dense_bwd(&ctx, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, N,
-                           I, O);
+            mw_dense_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, N, I, O);
+            cuda.dense_bwd(&ctx, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, N, I,
+                           O);
             expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol(O), 1e-5f);
             expect_close((float *)d_get(&P, dDW, nw * 4), dw, nw, tol(N), 1e-5f);
             expect_close((float *)d_get(&P, dDB, O * 4), db, O, tol(N), 1e-5f);
@@ -552,8 +551,7 @@ static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
     mw_conv2d_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, &g, N);
     cuda.conv2d_bwd(&k, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, &g, N);
     size_t rows = (size_t)N * g.OH * g.OW;
-    expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol((size_t)g.KH * g.KW * g.O),
-                 1e-5f);
+    expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol((size_t)g.KH * g.KW * g.O), 1e-5f);
     expect_close((float *)d_get(&P, dDW, nw * 4), dw, nw, tol(rows), 1e-5f);
     expect_close((float *)d_get(&P, dDB, g.O * 4), db, g.O, tol(rows), 1e-5f);
     pool_free(&P);
@@ -565,13 +563,13 @@ static void test_conv2d(void **state)
     NEED_DEVICE();
     for (size_t c = 0; c < sizeof conv_cases / sizeof *conv_cases; c++) {
         const conv_case *cc = &conv_cases[c];
-        print_message("conv2d %dx%dx%d -> %d, kernel %dx%d, stride %dx%d, %s, N=%d\n", cc->H,
-                      cc->W, cc->C, cc->O, cc->KH, cc->KW, cc->SH, cc->SW,
-                      cc->same ? "same" : "valid", cc->N);
+        print_message("conv2d %dx%dx%d -> %d, kernel %dx%d, stride %dx%d, %s, N=%d\n", cc->H, cc->W,
+                      cc->C, cc->O, cc->KH, cc->KW, cc->SH, cc->SW, cc->same ? "same" : "valid",
+                      cc->N);
         run_conv(cc, 0, 0, 200 + 20 * c);
-        run_conv(cc, 1, 0, 201 + 20 * c);      /* no bias, no dx, no db */
-        run_conv(cc, 0, 1.0, 202 + 20 * c);    /* one image per chunk */
-        run_conv(cc, 0, 2.5, 203 + 20 * c);    /* chunks of 2 and a remainder */
+        run_conv(cc, 1, 0, 201 + 20 * c);   /* no bias, no dx, no db */
+        run_conv(cc, 0, 1.0, 202 + 20 * c); /* one image per chunk */
+        run_conv(cc, 0, 2.5, 203 + 20 * c); /* chunks of 2 and a remainder */
     }
     mw_conv2d_geom g;
     assert_int_equal(mw_conv2d_geom_init(&g, 5, 5, 2, 3, 3, 3, 1, 1, 0), 0);
@@ -631,8 +629,8 @@ static void test_maxpool(void **state)
         for (int ties = 0; ties < 2; ties++) {
             const int *p = cs[c];
             mw_pool_geom g;
-            assert_int_equal(
-                mw_pool_geom_init(&g, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]), 0);
+            assert_int_equal(mw_pool_geom_init(&g, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]),
+                             0);
             int N = p[8];
             size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
             uint64_t s = 400 + 10 * c + ties;
@@ -648,8 +646,7 @@ static void test_maxpool(void **state)
             mw_maxpool_fwd_ref(NULL, y, arg, x, &g, N);
             cuda.maxpool_fwd(&ctx, dY, dArg, dX, &g, N);
             expect_close((float *)d_get(&P, dY, ny * 4), y, ny, 0.0f, 0.0f);
-            assert_memory_equal(d_get(&P, dArg, ny * sizeof(int32_t)), arg,
-                                ny * sizeof(int32_t));
+            assert_memory_equal(d_get(&P, dArg, ny * sizeof(int32_t)), arg, ny * sizeof(int32_t));
             /* the gather adds in the reference's order: bitwise equal */
             mw_maxpool_bwd_ref(NULL, dx, dy, arg, &g, N);
             cuda.maxpool_bwd(&ctx, dDX, dDY, dArg, &g, N);
@@ -670,8 +667,7 @@ static int group_setup(void **state)
     if (mw_cuda_device_count() == 0)
         return 0; /* the device tests skip */
     if (mw_cuda_ctx_open(&ctx, 0) != MW_OK) {
-        fprintf(stderr, "a CUDA device is present but mw_cuda_ctx_open failed: %s\n",
-                mw_err_msg());
+        fprintf(stderr, "a CUDA device is present but mw_cuda_ctx_open failed: %s\n", mw_err_msg());
         return -1;
     }
     mw_kernels_init_cuda(&cuda);

@@ -51,14 +51,14 @@ static char *write_idx(const char *dir, const char *name, int gz, uint32_t magic
 {
     size_t nbytes;
     uint8_t *buf = idx_bytes(magic, dims, ndims, body, body_nbytes, &nbytes);
-    char *path = gz ? mw_test_write_gz(dir, name, buf, nbytes)
-                    : mw_test_write_file(dir, name, buf, nbytes);
+    char *path =
+        gz ? mw_test_write_gz(dir, name, buf, nbytes) : mw_test_write_file(dir, name, buf, nbytes);
     free(buf);
     return path;
 }
 
-static char *write_images(const char *dir, const char *name, int gz, uint32_t count,
-                          uint32_t rows, uint32_t cols, const uint8_t *pixels)
+static char *write_images(const char *dir, const char *name, int gz, uint32_t count, uint32_t rows,
+                          uint32_t cols, const uint8_t *pixels)
 {
     uint32_t dims[3] = {count, rows, cols};
     return write_idx(dir, name, gz, MW_IDX_IMAGES_MAGIC, dims, 3, pixels,
@@ -189,7 +189,7 @@ static void test_failed_load_keeps_set(void **state)
     mw_dataset_init(&d);
     assert_int_equal(mw_dataset_load(&d, ip, lp, 3), MW_OK);
     expect_err(mw_dataset_load(&d, ip, missing, 3), MW_EIO, missing);
-    check_good(&d); /* unchanged */
+    check_good(&d);                                          /* unchanged */
     assert_int_equal(mw_dataset_load(&d, ip, lp, 3), MW_OK); /* replaces, leaks nothing */
     check_good(&d);
     mw_dataset_free(&d);
@@ -228,10 +228,18 @@ typedef struct {
 /* Well-formed files: n images of r x c (px NULL: zeros), an image header with no data, n
  * labels, and the good 3-example set. Others are spelled out with designated initializers;
  * IMAGES_HDR3 starts one with the good set's image header. */
-#define IMAGES(enc, n, r, c, px)                                                              \
-    {IDX, enc, MW_IDX_IMAGES_MAGIC, 3, {n, r, c}, px, (size_t)(n) * (r) * (c), 0}
-#define IMAGE_HEADER(enc, n, r, c) {IDX, enc, MW_IDX_IMAGES_MAGIC, 3, {n, r, c}, NULL, 0, 0}
-#define LABELS(enc, n, lb) {IDX, enc, MW_IDX_LABELS_MAGIC, 1, {n}, lb, n, 0}
+#define IMAGES(enc, n, r, c, px)                                                                   \
+    {                                                                                              \
+        IDX, enc, MW_IDX_IMAGES_MAGIC, 3, {n, r, c}, px, (size_t)(n) * (r) * (c), 0                \
+    }
+#define IMAGE_HEADER(enc, n, r, c)                                                                 \
+    {                                                                                              \
+        IDX, enc, MW_IDX_IMAGES_MAGIC, 3, {n, r, c}, NULL, 0, 0                                    \
+    }
+#define LABELS(enc, n, lb)                                                                         \
+    {                                                                                              \
+        IDX, enc, MW_IDX_LABELS_MAGIC, 1, {n}, lb, n, 0                                            \
+    }
 #define GOOD_IMAGES(enc) IMAGES(enc, N3, R3, C3, px3)
 #define GOOD_LABELS(enc) LABELS(enc, N3, labels3)
 #define IMAGES_HDR3 .magic = MW_IDX_IMAGES_MAGIC, .ndims = 3, .dims = {N3, R3, C3}
@@ -265,72 +273,200 @@ static void fill_big(void)
 static const uint8_t seven[1] = {7}, zero1[1] = {0}, lb01[2] = {0, 1}, lb0110[3] = {0, 1, 10};
 
 static const bad_case bad_cases[] = {
-    {"missing_images", {.kind = MISSING}, GOOD_LABELS(PLAIN), 3, MW_EIO, IN_IMAGES,
+    {"missing_images",
+     {.kind = MISSING},
+     GOOD_LABELS(PLAIN),
+     3,
+     MW_EIO,
+     IN_IMAGES,
      {"cannot open", "No such file"}},
-    {"missing_labels", GOOD_IMAGES(GZ), {.kind = MISSING, .enc = GZ}, 3, MW_EIO, IN_LABELS,
+    {"missing_labels",
+     GOOD_IMAGES(GZ),
+     {.kind = MISSING, .enc = GZ},
+     3,
+     MW_EIO,
+     IN_LABELS,
      {"cannot open", "No such file"}},
     /* A directory opens but cannot be read (root may read any file, so no chmod case). */
-    {"unreadable", {.kind = THE_DIR}, GOOD_LABELS(PLAIN), 3, MW_EIO, IN_IMAGES,
+    {"unreadable",
+     {.kind = THE_DIR},
+     GOOD_LABELS(PLAIN),
+     3,
+     MW_EIO,
+     IN_IMAGES,
      {"read error", "Is a directory"}},
     {"bad_image_magic",
      {.magic = 0x12345678u, .ndims = 3, .dims = {1, 1, 1}, .body = seven, .body_nbytes = 1},
-     LABELS(PLAIN, 1, zero1), 3, MW_EDATA, IN_IMAGES,
+     LABELS(PLAIN, 1, zero1),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"0x12345678", "0x00000803", "not an IDX image file"}},
     /* Float data (type 0x0d) is IDX but not what a label file holds. */
-    {"bad_label_magic", IMAGES(GZ, 1, 1, 1, seven),
-     {.enc = GZ, .magic = 0x00000d01u, .ndims = 1, .dims = {1}, .body_nbytes = 4}, 3, MW_EDATA,
-     IN_LABELS, {"0x00000d01", "0x00000801", "not an IDX label file"}},
-    {"image_ndims", {.magic = 0x00000802u, .ndims = 2, .dims = {1, 4}, .body_nbytes = 4},
-     LABELS(PLAIN, 1, zero1), 3, MW_EDATA, IN_IMAGES,
+    {"bad_label_magic",
+     IMAGES(GZ, 1, 1, 1, seven),
+     {.enc = GZ, .magic = 0x00000d01u, .ndims = 1, .dims = {1}, .body_nbytes = 4},
+     3,
+     MW_EDATA,
+     IN_LABELS,
+     {"0x00000d01", "0x00000801", "not an IDX label file"}},
+    {"image_ndims",
+     {.magic = 0x00000802u, .ndims = 2, .dims = {1, 4}, .body_nbytes = 4},
+     LABELS(PLAIN, 1, zero1),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"0x00000802", "2 dimensions", "expected 3", "not an IDX image file"}},
     /* The two files swapped: the label file's magic says 1 dimension. */
-    {"labels_as_images", GOOD_LABELS(PLAIN), GOOD_IMAGES(PLAIN), 3, MW_EDATA, IN_IMAGES,
+    {"labels_as_images",
+     GOOD_LABELS(PLAIN),
+     GOOD_IMAGES(PLAIN),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"0x00000801", "declares 1 dimension,", "expected 3", "not an IDX image file"}},
-    {"label_ndims", GOOD_IMAGES(PLAIN), IMAGES(PLAIN, N3, R3, C3, NULL), 3, MW_EDATA, IN_LABELS,
+    {"label_ndims",
+     GOOD_IMAGES(PLAIN),
+     IMAGES(PLAIN, N3, R3, C3, NULL),
+     3,
+     MW_EDATA,
+     IN_LABELS,
      {"0x00000803", "3 dimensions", "expected 1", "not an IDX label file"}},
-    {"zero_rows", IMAGE_HEADER(PLAIN, 2, 0, 5), LABELS(PLAIN, 2, lb01), 3, MW_EDATA, IN_IMAGES,
+    {"zero_rows",
+     IMAGE_HEADER(PLAIN, 2, 0, 5),
+     LABELS(PLAIN, 2, lb01),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"bad image size 0x5", "1..4096"}},
-    {"zero_cols", IMAGE_HEADER(GZ, 2, 5, 0), LABELS(GZ, 2, lb01), 3, MW_EDATA, IN_IMAGES,
+    {"zero_cols",
+     IMAGE_HEADER(GZ, 2, 5, 0),
+     LABELS(GZ, 2, lb01),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"bad image size 5x0", "1..4096"}},
-    {"dim_too_large", IMAGE_HEADER(PLAIN, 1, 28, 4097), LABELS(PLAIN, 1, zero1), 3, MW_EDATA,
-     IN_IMAGES, {"bad image size 28x4097", "1..4096"}},
+    {"dim_too_large",
+     IMAGE_HEADER(PLAIN, 1, 28, 4097),
+     LABELS(PLAIN, 1, zero1),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
+     {"bad image size 28x4097", "1..4096"}},
     /* 65537 * 256 * 256 = 2^32 + 65536 bytes: refused from the header alone (the file holds no
      * data, so a reader that allocated first would report truncation instead). */
-    {"too_many_bytes", IMAGE_HEADER(PLAIN, 65537, 256, 256), LABELS(PLAIN, 1, zero1), 3, MW_EDATA,
-     IN_IMAGES, {"65537 images of 256x256", "4295032832 bytes", "limit 4294967296"}},
+    {"too_many_bytes",
+     IMAGE_HEADER(PLAIN, 65537, 256, 256),
+     LABELS(PLAIN, 1, zero1),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
+     {"65537 images of 256x256", "4295032832 bytes", "limit 4294967296"}},
     /* 2^32-1 images of 4096x4096: the product overflows 32 and 48 bits, not 64. */
-    {"overflowing_dims", IMAGE_HEADER(PLAIN, 0xffffffffu, 4096, 4096), LABELS(PLAIN, 1, zero1),
-     3, MW_EDATA, IN_IMAGES,
+    {"overflowing_dims",
+     IMAGE_HEADER(PLAIN, 0xffffffffu, 4096, 4096),
+     LABELS(PLAIN, 1, zero1),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"4294967295 images of 4096x4096", "72057594021150720 bytes", "limit"}},
-    {"empty_set", IMAGE_HEADER(GZ, 0, 28, 28), LABELS(GZ, 0, NULL), 3, MW_EDATA, IN_IMAGES,
+    {"empty_set",
+     IMAGE_HEADER(GZ, 0, 28, 28),
+     LABELS(GZ, 0, NULL),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"0 images", "empty"}},
-    {"truncated_header", {IMAGES_HDR3, .keep = 10}, GOOD_LABELS(PLAIN), 3, MW_EDATA, IN_IMAGES,
+    {"truncated_header",
+     {IMAGES_HDR3, .keep = 10},
+     GOOD_LABELS(PLAIN),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
      {"truncated header", "expected 16 bytes", "read 10"}},
     /* Shorter than the magic: still a truncated header, not a bad magic. */
-    {"truncated_header_gz_before_magic", {IMAGES_HDR3, .enc = GZ, .keep = 2}, GOOD_LABELS(PLAIN),
-     3, MW_EDATA, IN_IMAGES, {"truncated header", "expected 16 bytes", "read 2"}},
-    {"truncated_image_body", {IMAGES_HDR3, .body_nbytes = 10}, GOOD_LABELS(PLAIN), 3, MW_EDATA,
-     IN_IMAGES, {"truncated image data", "expected 18 bytes", "read 10"}},
-    {"truncated_label_body", GOOD_IMAGES(GZ),
-     {.enc = GZ, .magic = MW_IDX_LABELS_MAGIC, .ndims = 1, .dims = {N3}, .body = labels3,
+    {"truncated_header_gz_before_magic",
+     {IMAGES_HDR3, .enc = GZ, .keep = 2},
+     GOOD_LABELS(PLAIN),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
+     {"truncated header", "expected 16 bytes", "read 2"}},
+    {"truncated_image_body",
+     {IMAGES_HDR3, .body_nbytes = 10},
+     GOOD_LABELS(PLAIN),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
+     {"truncated image data", "expected 18 bytes", "read 10"}},
+    {"truncated_label_body",
+     GOOD_IMAGES(GZ),
+     {.enc = GZ,
+      .magic = MW_IDX_LABELS_MAGIC,
+      .ndims = 1,
+      .dims = {N3},
+      .body = labels3,
       .body_nbytes = 1},
-     3, MW_EDATA, IN_LABELS, {"truncated label data", "expected 3 bytes", "read 1"}},
-    {"truncated_gzip", IMAGES(GZ_HALF, NB, RB, CB, big_px), LABELS(GZ, NB, big_lb), 10, MW_EDATA,
-     IN_IMAGES, {"truncated gzip stream", "image data", "expected 4096 bytes", "read "}},
-    {"truncated_gzip_trailer", IMAGES(GZ, NB, RB, CB, big_px), LABELS(GZ_NO_TRAILER, NB, big_lb),
-     10, MW_EDATA, IN_LABELS, {"truncated gzip stream", "trailer"}},
-    {"corrupt_gzip_crc", IMAGES(GZ_BAD_CRC, NB, RB, CB, big_px), LABELS(GZ, NB, big_lb), 10,
-     MW_EDATA, IN_IMAGES, {"corrupt gzip stream", "incorrect data check"}},
-    {"trailing_data", {IMAGES_HDR3, .body_nbytes = N3 * R3 * C3 + 5}, GOOD_LABELS(PLAIN), 3,
-     MW_EDATA, IN_IMAGES, {"unexpected data after", "16 header + 18 data bytes"}},
-    {"count_mismatch", GOOD_IMAGES(PLAIN), LABELS(PLAIN, 2, labels3), 3, MW_EDATA,
-     IN_IMAGES | IN_LABELS, {"3 images", "2 labels", "must match"}},
-    {"label_out_of_range", GOOD_IMAGES(PLAIN), LABELS(PLAIN, N3, lb0110), 10, MW_EDATA, IN_LABELS,
+     3,
+     MW_EDATA,
+     IN_LABELS,
+     {"truncated label data", "expected 3 bytes", "read 1"}},
+    {"truncated_gzip",
+     IMAGES(GZ_HALF, NB, RB, CB, big_px),
+     LABELS(GZ, NB, big_lb),
+     10,
+     MW_EDATA,
+     IN_IMAGES,
+     {"truncated gzip stream", "image data", "expected 4096 bytes", "read "}},
+    {"truncated_gzip_trailer",
+     IMAGES(GZ, NB, RB, CB, big_px),
+     LABELS(GZ_NO_TRAILER, NB, big_lb),
+     10,
+     MW_EDATA,
+     IN_LABELS,
+     {"truncated gzip stream", "trailer"}},
+    {"corrupt_gzip_crc",
+     IMAGES(GZ_BAD_CRC, NB, RB, CB, big_px),
+     LABELS(GZ, NB, big_lb),
+     10,
+     MW_EDATA,
+     IN_IMAGES,
+     {"corrupt gzip stream", "incorrect data check"}},
+    {"trailing_data",
+     {IMAGES_HDR3, .body_nbytes = N3 * R3 * C3 + 5},
+     GOOD_LABELS(PLAIN),
+     3,
+     MW_EDATA,
+     IN_IMAGES,
+     {"unexpected data after", "16 header + 18 data bytes"}},
+    {"count_mismatch",
+     GOOD_IMAGES(PLAIN),
+     LABELS(PLAIN, 2, labels3),
+     3,
+     MW_EDATA,
+     IN_IMAGES | IN_LABELS,
+     {"3 images", "2 labels", "must match"}},
+    {"label_out_of_range",
+     GOOD_IMAGES(PLAIN),
+     LABELS(PLAIN, N3, lb0110),
+     10,
+     MW_EDATA,
+     IN_LABELS,
      {"example 2", "label 10", "0..9"}},
     /* labels3 holds a 2: fine for 3 classes, not for 2. */
-    {"label_over_num_classes", GOOD_IMAGES(PLAIN), GOOD_LABELS(PLAIN), 2, MW_EDATA, IN_LABELS,
+    {"label_over_num_classes",
+     GOOD_IMAGES(PLAIN),
+     GOOD_LABELS(PLAIN),
+     2,
+     MW_EDATA,
+     IN_LABELS,
      {"example 0", "label 2", "num_classes 2"}},
-    {"bad_num_classes", GOOD_IMAGES(PLAIN), GOOD_LABELS(PLAIN), 0, MW_EINVAL, 0,
+    {"bad_num_classes",
+     GOOD_IMAGES(PLAIN),
+     GOOD_LABELS(PLAIN),
+     0,
+     MW_EINVAL,
+     0,
      {"num_classes is 0"}},
 };
 
@@ -423,8 +559,8 @@ static int run_bad_case(const char *root, const bad_case *c)
     mw_status rc = mw_dataset_load(&d, img, lbl, c->num_classes);
     int ok = mw_test_err_matches(who, rc, c->want, subs);
     if (d.images || d.labels || d.count) {
-        fprintf(stderr, "%s: the set holds %u examples after the load; want it left empty\n",
-                who, d.count);
+        fprintf(stderr, "%s: the set holds %u examples after the load; want it left empty\n", who,
+                d.count);
         ok = 0;
     }
     mw_dataset_free(&d);
@@ -584,8 +720,7 @@ static void test_load_dir_size_mismatch(void **state)
     write_dir(*state, 1);
     uint8_t px[2 * C3 * R3] = {0};
     free(write_images(*state, "t10k-images-idx3-ubyte.gz", 1, 2, C3, R3, px)); /* 3x2 */
-    expect_dir_fails(*state, MW_EDATA, "test images are 3x2",
-                     "train images in", "are 2x3");
+    expect_dir_fails(*state, MW_EDATA, "test images are 3x2", "train images in", "are 2x3");
 }
 
 /* ---- epoch order ---- */

@@ -21,17 +21,17 @@ static void test_select_divide(void **state)
         {0, 2, 3, 0, 1, 1}, {1, 2, 3, 1, 1, 1}, /* device 2 idle */
         {1, 3, 8, 2, 2, 1}, {2, 3, 8, 4, 2, 1}, /* devices 6, 7 idle */
         {0, 4, 2, 0, 1, 2}, {1, 4, 2, 1, 1, 2}, /* shared round-robin */
-        {2, 4, 2, 0, 1, 2}, {3, 4, 2, 1, 1, 2},
-        {0, 5, 2, 0, 1, 3}, {1, 5, 2, 1, 1, 2}, {4, 5, 2, 0, 1, 3},
-        {0, 3, 1, 0, 1, 3}, {2, 3, 1, 0, 1, 3},
+        {2, 4, 2, 0, 1, 2}, {3, 4, 2, 1, 1, 2}, {0, 5, 2, 0, 1, 3}, {1, 5, 2, 1, 1, 2},
+        {4, 5, 2, 0, 1, 3}, {0, 3, 1, 0, 1, 3}, {2, 3, 1, 0, 1, 3},
     };
     for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
         int first = -1, n = -1;
         int sharing = mw_device_divide(cs[c].lr, cs[c].ls, cs[c].count, &first, &n);
         if (first != cs[c].first || n != cs[c].n || sharing != cs[c].sharing)
             fail_msg("mw_device_divide(local rank %d of %d, %d devices): devices %d+%d shared by "
-                     "%d; want %d+%d shared by %d", cs[c].lr, cs[c].ls, cs[c].count, first, n,
-                     sharing, cs[c].first, cs[c].n, cs[c].sharing);
+                     "%d; want %d+%d shared by %d",
+                     cs[c].lr, cs[c].ls, cs[c].count, first, n, sharing, cs[c].first, cs[c].n,
+                     cs[c].sharing);
     }
     /* Every device of a node is driven by exactly one rank when local_size <= count. */
     for (int count = 1; count <= 8; count++)
@@ -55,8 +55,7 @@ typedef struct {
     char why[768];
 } pick;
 
-static pick select_warn(const char *mode, int count, int warn, const char *reason, int lr,
-                        int ls)
+static pick select_warn(const char *mode, int count, int warn, const char *reason, int lr, int ls)
 {
     pick p;
     memset(&p, 0x5a, sizeof p);
@@ -215,8 +214,8 @@ static void test_select_warnings(void **state)
                                       "module cannot be loaded: libcudart.so.13: cannot open "
                                       "shared object file: No such file or directory)");
     /* "no device" is information, not a warning */
-    p = select_warn("auto", 0, 0, "cuInit: no CUDA-capable device is detected (CUDA error 100)",
-                    0, 1);
+    p = select_warn("auto", 0, 0, "cuInit: no CUDA-capable device is detected (CUDA error 100)", 0,
+                    1);
     assert_int_equal(p.warn, 0);
     assert_string_equal(p.why, "no CUDA device (cuInit: no CUDA-capable device is detected "
                                "(CUDA error 100)): training on the CPU");

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/util.h"
 #include "worker/export.h"
 #include "worker/keras.h"
 #include "worker/model.h"
-#include "tests/util.h"
 
 typedef struct {
     const char *name;
@@ -25,7 +25,7 @@ typedef struct {
 
 /* The tutorial CNN on 28x28x1 with 10 classes, in Keras' names and layouts. */
 static const want_tensor tutorial[] = {
-    {"conv2d/kernel", 4, {3, 3, 1, 32}},   {"conv2d/bias", 1, {32}},
+    {"conv2d/kernel", 4, {3, 3, 1, 32}},    {"conv2d/bias", 1, {32}},
     {"conv2d_1/kernel", 4, {3, 3, 32, 64}}, {"conv2d_1/bias", 1, {64}},
     {"dense/kernel", 2, {1600, 64}},        {"dense/bias", 1, {64}},
     {"dense_1/kernel", 2, {64, 10}},        {"dense_1/bias", 1, {10}},
@@ -98,9 +98,9 @@ static void check_file(const char *path, const mw_model *m, const float *params,
     if (!root)
         fail_msg("%s: header: %s", path, jerr.text);
     assert_int_equal(json_object_size(root), (size_t)nwant + 1);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(root, "__metadata__"),
-                                                          "format")),
-                        "mwtrain");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(root, "__metadata__"), "format")),
+        "mwtrain");
     assert_memory_equal(hdr, "{\"__metadata__\":{\"format\":\"mwtrain\"},", 37);
 
     const uint8_t *data = file + 8 + hlen;

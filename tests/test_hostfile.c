@@ -67,9 +67,8 @@ static void test_good(void **state)
     if (rc != MW_OK)
         fail_msg("%s", mw_err_msg());
     assert_int_equal(n, 7);
-    static const char *const addrs[] = {"node-a:2222", "node-a:2223", "node-a:2224",
-                                        "node-b:2222", "node-b:2223", "node-c:2222",
-                                        "node-d:2222"};
+    static const char *const addrs[] = {"node-a:2222", "node-a:2223", "node-a:2224", "node-b:2222",
+                                        "node-b:2223", "node-c:2222", "node-d:2222"};
     const char *want_cluster = "{\"worker\":[\"node-a:2222\",\"node-a:2223\",\"node-a:2224\","
                                "\"node-b:2222\",\"node-b:2223\",\"node-c:2222\",\"node-d:2222\"]}";
     assert_string_equal(cluster, want_cluster);
@@ -121,13 +120,14 @@ static void test_ipv6_and_port(void **state)
 typedef struct {
     const char *name;
     const char *text;
-    size_t nbytes; /* 0: strlen(text) */
+    size_t nbytes;    /* 0: strlen(text) */
     const char *want; /* after "<path>" */
 } bad_case;
 
 static const bad_case bad_cases[] = {
-    {"empty", "", 0, ": no hosts (only blank lines and comments); expected lines "
-                     "\"host [slots=N] [max_slots=N]\""},
+    {"empty", "", 0,
+     ": no hosts (only blank lines and comments); expected lines "
+     "\"host [slots=N] [max_slots=N]\""},
     {"comments-only", "# nothing\n\n   # here\n", 0, ": no hosts"},
     {"slots-nan", "node-a slots=x\n", 0,
      ":1: slots=\"x\" is not a number; expected slots=N with N a positive integer"},
@@ -152,8 +152,9 @@ static const bad_case bad_cases[] = {
      ":1: slots is given twice; expected it at most once per line"},
     {"max-below-slots", "node-a slots=4 max_slots=2\n", 0,
      ":1: max_slots=2 is less than slots=4; expected max_slots >= slots"},
-    {"slash", "node/a\n", 0, ":1: host \"node/a\" contains '/'; expected a host name or IP "
-                             "address"},
+    {"slash", "node/a\n", 0,
+     ":1: host \"node/a\" contains '/'; expected a host name or IP "
+     "address"},
     {"brackets", "[::1] slots=2\n", 0, ":1: host \"[::1]\" contains a bracket"},
     {"quote", "\"node-a\"\n", 0, ":1: host \"\\\"node-a\\\"\" contains a quote"},
     {"control", "node\001a\n", 0, ":1: host \"node\\x01a\" contains a control character"},
@@ -183,8 +184,8 @@ static void test_bad_table(void **state)
         int n = -1;
         mw_err_clear();
         mw_status rc = mw_hostfile_tf_configs(path, 2222, &configs, &n, &cluster);
-        int ok = rc == MW_ECONFIG && strncmp(mw_err_msg(), want, strlen(want)) == 0 &&
-                 !configs && !cluster && n == 0;
+        int ok = rc == MW_ECONFIG && strncmp(mw_err_msg(), want, strlen(want)) == 0 && !configs &&
+                 !cluster && n == 0;
         if (!ok) {
             fprintf(stderr, "case %s: got %s \"%s\"\n  want MW_ECONFIG \"%s...\"\n", c->name,
                     mw_status_str(rc), mw_err_msg(), want);
@@ -221,8 +222,10 @@ static void test_missing_file(void **state)
     mw_err_clear();
     assert_int_equal(mw_hostfile_tf_configs(path, 2222, &configs, &n, NULL), MW_ECONFIG);
     char want[1200];
-    snprintf(want, sizeof want, "%s: cannot open: No such file or directory; expected a readable "
-             "Open MPI hostfile", path);
+    snprintf(want, sizeof want,
+             "%s: cannot open: No such file or directory; expected a readable "
+             "Open MPI hostfile",
+             path);
     assert_string_equal(mw_err_msg(), want);
     mw_err_clear();
 }
@@ -287,7 +290,8 @@ static void test_print(void **state)
     assert_int_equal(rc, MW_OK);
     snprintf(want, sizeof want,
              "worker:0 %s\"task\":{\"type\":\"worker\",\"index\":0}}\n"
-             "worker:1 %s\"task\":{\"type\":\"worker\",\"index\":1}}\n", cl, cl);
+             "worker:1 %s\"task\":{\"type\":\"worker\",\"index\":1}}\n",
+             cl, cl);
     assert_string_equal(out, want);
     free(out);
 

@@ -27,7 +27,6 @@
 
 /* ---- helpers ---- */
 
-
 static void check_rc(mw_status rc, const char *what)
 {
     if (rc != MW_OK)
@@ -90,47 +89,62 @@ static const config_expect *good_configs(size_t *n)
     static config_expect c[6];
     static int done = 0;
     if (!done) {
-        c[0] = (config_expect){"cnn_dropout_k2.json", "dropout_cnn", {
-            {"conv2d", "Conv2D", "(None, 26, 26, 32)", conv_p(3, 3, 1, 32)},
-            {"max_pooling2d", "MaxPooling2D", "(None, 13, 13, 32)", 0},
-            {"dropout", "Dropout", "(None, 13, 13, 32)", 0},
-            {"conv2d_1", "Conv2D", "(None, 11, 11, 64)", conv_p(3, 3, 32, 64)},
-            {"max_pooling2d_1", "MaxPooling2D", "(None, 5, 5, 64)", 0},
-            {"dropout_1", "Dropout", "(None, 5, 5, 64)", 0},
-            {"flatten", "Flatten", "(None, 1600)", 0},
-            {"dense", "Dense", "(None, 128)", dense_p(1600, 128)},
-            {"dropout_2", "Dropout", "(None, 128)", 0},
-            {"dense_1", "Dense", "(None, 10)", dense_p(128, 10)},
-        }};
-        c[1] = (config_expect){"legacy_list_k2.json", "sequential", {
-            {"flatten", "Flatten", "(None, 784)", 0},
-            {"dense", "Dense", "(None, 32)", dense_p(784, 32)},
-            {"dense_1", "Dense", "(None, 10)", dense_p(32, 10)},
-        }};
-        c[2] = (config_expect){"mlp_k3.json", "mlp", {
-            {"flatten", "Flatten", "(None, 784)", 0},
-            {"dense", "Dense", "(None, 128)", dense_p(784, 128)},
-            {"dropout", "Dropout", "(None, 128)", 0},
-            {"dense_1", "Dense", "(None, 10)", dense_p(128, 10)},
-        }};
-        c[3] = (config_expect){"same5x5_k3.json", "same5x5", {
-            {"conv2d", "Conv2D", "(None, 28, 28, 16)", conv_p(5, 5, 1, 16)},
-            {"max_pooling2d", "MaxPooling2D", "(None, 14, 14, 16)", 0},
-            {"conv2d_1", "Conv2D", "(None, 14, 14, 32)", conv_p(5, 5, 16, 32)},
-            {"re_lu", "ReLU", "(None, 14, 14, 32)", 0},
-            {"max_pooling2d_1", "MaxPooling2D", "(None, 7, 7, 32)", 0},
-            {"flatten", "Flatten", "(None, 1568)", 0},
-            {"dense", "Dense", "(None, 10)", dense_p(1568, 10)},
-            {"activation", "Activation", "(None, 10)", 0},
-        }};
-        c[4] = (config_expect){"tfjs_wrapper.json", "sequential_1", {
-            {"conv2d", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 1, 8)},
-            {"flatten", "Flatten", "(None, 1352)", 0},
-            {"dense", "Dense", "(None, 10)", dense_p(1352, 10)},
-        }};
-        c[5] = (config_expect){"tfjs_topology.json", "flat_input", {
-            {"logits", "Dense", "(None, 10)", (size_t)784 * 10}, /* use_bias false */
-        }};
+        c[0] =
+            (config_expect){"cnn_dropout_k2.json",
+                            "dropout_cnn",
+                            {
+                                {"conv2d", "Conv2D", "(None, 26, 26, 32)", conv_p(3, 3, 1, 32)},
+                                {"max_pooling2d", "MaxPooling2D", "(None, 13, 13, 32)", 0},
+                                {"dropout", "Dropout", "(None, 13, 13, 32)", 0},
+                                {"conv2d_1", "Conv2D", "(None, 11, 11, 64)", conv_p(3, 3, 32, 64)},
+                                {"max_pooling2d_1", "MaxPooling2D", "(None, 5, 5, 64)", 0},
+                                {"dropout_1", "Dropout", "(None, 5, 5, 64)", 0},
+                                {"flatten", "Flatten", "(None, 1600)", 0},
+                                {"dense", "Dense", "(None, 128)", dense_p(1600, 128)},
+                                {"dropout_2", "Dropout", "(None, 128)", 0},
+                                {"dense_1", "Dense", "(None, 10)", dense_p(128, 10)},
+                            }};
+        c[1] = (config_expect){"legacy_list_k2.json",
+                               "sequential",
+                               {
+                                   {"flatten", "Flatten", "(None, 784)", 0},
+                                   {"dense", "Dense", "(None, 32)", dense_p(784, 32)},
+                                   {"dense_1", "Dense", "(None, 10)", dense_p(32, 10)},
+                               }};
+        c[2] = (config_expect){"mlp_k3.json",
+                               "mlp",
+                               {
+                                   {"flatten", "Flatten", "(None, 784)", 0},
+                                   {"dense", "Dense", "(None, 128)", dense_p(784, 128)},
+                                   {"dropout", "Dropout", "(None, 128)", 0},
+                                   {"dense_1", "Dense", "(None, 10)", dense_p(128, 10)},
+                               }};
+        c[3] =
+            (config_expect){"same5x5_k3.json",
+                            "same5x5",
+                            {
+                                {"conv2d", "Conv2D", "(None, 28, 28, 16)", conv_p(5, 5, 1, 16)},
+                                {"max_pooling2d", "MaxPooling2D", "(None, 14, 14, 16)", 0},
+                                {"conv2d_1", "Conv2D", "(None, 14, 14, 32)", conv_p(5, 5, 16, 32)},
+                                {"re_lu", "ReLU", "(None, 14, 14, 32)", 0},
+                                {"max_pooling2d_1", "MaxPooling2D", "(None, 7, 7, 32)", 0},
+                                {"flatten", "Flatten", "(None, 1568)", 0},
+                                {"dense", "Dense", "(None, 10)", dense_p(1568, 10)},
+                                {"activation", "Activation", "(None, 10)", 0},
+                            }};
+        c[4] = (config_expect){"tfjs_wrapper.json",
+                               "sequential_1",
+                               {
+                                   {"conv2d", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 1, 8)},
+                                   {"flatten", "Flatten", "(None, 1352)", 0},
+                                   {"dense", "Dense", "(None, 10)", dense_p(1352, 10)},
+                               }};
+        c[5] = (config_expect){
+            "tfjs_topology.json",
+            "flat_input",
+            {
+                {"logits", "Dense", "(None, 10)", (size_t)784 * 10}, /* use_bias false */
+            }};
         done = 1;
     }
     *n = sizeof c / sizeof *c;
@@ -164,8 +178,8 @@ static void test_good_configs(void **state)
             if (strcmp(l->name, e->name) || strcmp(l->cls, e->cls) ||
                 l->w_count + l->b_count != e->params)
                 fail_msg("%s: layer %d is %s (%s) with %zu parameters; want %s (%s) with %zu",
-                         c->file, j - 1, l->name, l->cls, l->w_count + l->b_count, e->name,
-                         e->cls, e->params);
+                         c->file, j - 1, l->name, l->cls, l->w_count + l->b_count, e->name, e->cls,
+                         e->params);
             total += e->params;
         }
         assert_null(c->layers[j].name);
@@ -333,8 +347,8 @@ static int bad_config(void *ctx, const char *name, const char *text, size_t n)
     mw_model m;
     mw_status rc = mw_keras_load(&m, text, n, "input.json", 28, 28, 1, 10);
     int ok = (rc == MW_EMODEL || rc == MW_EUNSUPPORTED) && mw_err_status() == rc &&
-             strncmp(mw_err_msg(), "input.json: ", 12) == 0 && m.nlayers == 0 &&
-             m.layers == NULL && m.source == NULL;
+             strncmp(mw_err_msg(), "input.json: ", 12) == 0 && m.nlayers == 0 && m.layers == NULL &&
+             m.source == NULL;
     if (!ok)
         fprintf(stderr,
                 "case %s: got %s with %d layers; want MW_EMODEL or MW_EUNSUPPORTED, "
@@ -441,8 +455,8 @@ static void stats(const float *x, size_t n, double *mean, double *sd, double *lo
 
 typedef struct {
     const char *json;
-    double mean, sd;   /* expected; sd < 0: not checked */
-    double lo, hi;     /* every value within [lo, hi] */
+    double mean, sd; /* expected; sd < 0: not checked */
+    double lo, hi;   /* every value within [lo, hi] */
 } init_case;
 
 /* Sample statistics of 400x300 = 120000 draws (fan_in 400, fan_out 300): the standard
@@ -459,22 +473,23 @@ static void test_initializers(void **state)
         {"{\"class_name\": \"GlorotUniform\", \"config\": {\"seed\": null}}", 0,
          sqrt(6 / (fi + fo)) / sqrt(3), -sqrt(6 / (fi + fo)), sqrt(6 / (fi + fo))},
         {"{\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 2.0, \"mode\": "
-         "\"fan_out\", \"distribution\": \"untruncated_normal\"}}", 0, sqrt(2 / fo), -1, 1},
+         "\"fan_out\", \"distribution\": \"untruncated_normal\"}}",
+         0, sqrt(2 / fo), -1, 1},
         {"{\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 0.5, \"mode\": "
-         "\"fan_avg\", \"distribution\": \"uniform\"}}", 0, sqrt(0.5 / 350),
-         -sqrt(1.5 / 350), sqrt(1.5 / 350)},
+         "\"fan_avg\", \"distribution\": \"uniform\"}}",
+         0, sqrt(0.5 / 350), -sqrt(1.5 / 350), sqrt(1.5 / 350)},
         {"{\"class_name\": \"VarianceScaling\", \"config\": {\"scale\": 3.0, \"mode\": "
-         "\"fan_in\", \"distribution\": \"truncated_normal\"}}", 0, sqrt(3 / fi), -1, 1},
+         "\"fan_in\", \"distribution\": \"truncated_normal\"}}",
+         0, sqrt(3 / fi), -1, 1},
         {"{\"class_name\": \"LecunNormal\", \"config\": {}}", 0, sqrt(1 / fi), -1, 1},
-        {"{\"class_name\": \"RandomUniform\", \"config\": {\"minval\": 1.0, \"maxval\": 3.0}}",
-         2.0, 2 / sqrt(12), 1.0, 3.0},
-        {"{\"class_name\": \"RandomNormal\", \"config\": {\"mean\": -1.0, \"stddev\": 0.5}}",
-         -1.0, 0.5, -5, 3},
-        {"{\"class_name\": \"TruncatedNormal\", \"config\": {\"mean\": 0.5, \"stddev\": 0.1}}",
-         0.5, 0.1 * 0.8796, 0.3, 0.7},
+        {"{\"class_name\": \"RandomUniform\", \"config\": {\"minval\": 1.0, \"maxval\": 3.0}}", 2.0,
+         2 / sqrt(12), 1.0, 3.0},
+        {"{\"class_name\": \"RandomNormal\", \"config\": {\"mean\": -1.0, \"stddev\": 0.5}}", -1.0,
+         0.5, -5, 3},
+        {"{\"class_name\": \"TruncatedNormal\", \"config\": {\"mean\": 0.5, \"stddev\": 0.1}}", 0.5,
+         0.1 * 0.8796, 0.3, 0.7},
         {"{\"class_name\": \"Ones\", \"config\": {}}", 1, 0, 1, 1},
-        {"{\"class_name\": \"Constant\", \"config\": {\"value\": -0.25}}", -0.25, 0, -0.25,
-         -0.25},
+        {"{\"class_name\": \"Constant\", \"config\": {\"value\": -0.25}}", -0.25, 0, -0.25, -0.25},
         {"\"zeros\"", 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -489,7 +504,8 @@ static void test_initializers(void **state)
                  hi <= c->hi;
         if (!ok)
             fail_msg("%s: mean %.5g sd %.5g range [%.5g, %.5g]; want mean %.5g sd %.5g within "
-                     "[%.5g, %.5g]", c->json, mean, sd, lo, hi, c->mean, c->sd, c->lo, c->hi);
+                     "[%.5g, %.5g]",
+                     c->json, mean, sd, lo, hi, c->mean, c->sd, c->lo, c->hi);
         for (size_t j = 0; j < l->b_count; j++)
             assert_true(m.params.data[l->b_off + j] == 1.0f);
         mw_model_free(&m);
@@ -870,8 +886,8 @@ static void gradcheck(int fast)
             bad++;
         }
     }
-    printf("%s: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name,
-           checked, kinks, maxerr);
+    printf("%s: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name, checked,
+           kinks, maxerr);
     assert_int_equal(checked + kinks, m.nparams);
     assert_true(kinks <= m.nparams / 10);
     assert_int_equal(bad, 0);
@@ -977,18 +993,12 @@ static void test_training(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_configs),
-        cmocka_unit_test(test_config_details),
-        cmocka_unit_test(test_input_shapes),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_builtin_tutorial),
-        cmocka_unit_test(test_initializers),
-        cmocka_unit_test(test_regularization),
-        cmocka_unit_test(test_dropout_kernels),
-        cmocka_unit_test(test_dropout_layout),
-        cmocka_unit_test(test_gradcheck_ref),
-        cmocka_unit_test(test_gradcheck_cpu),
-        cmocka_unit_test(test_training),
+        cmocka_unit_test(test_good_configs),     cmocka_unit_test(test_config_details),
+        cmocka_unit_test(test_input_shapes),     cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_builtin_tutorial), cmocka_unit_test(test_initializers),
+        cmocka_unit_test(test_regularization),   cmocka_unit_test(test_dropout_kernels),
+        cmocka_unit_test(test_dropout_layout),   cmocka_unit_test(test_gradcheck_ref),
+        cmocka_unit_test(test_gradcheck_cpu),    cmocka_unit_test(test_training),
     };
     return cmocka_run_group_tests_name("keras", tests, NULL, NULL);
 }

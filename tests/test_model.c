@@ -99,8 +99,8 @@ static const record *get(const char *name)
     return NULL;
 }
 
-static const char *const pnames[] = {"conv2d/kernel",   "conv2d/bias", "conv2d_1/kernel",
-                                     "conv2d_1/bias",   "dense/kernel", "dense/bias",
+static const char *const pnames[] = {"conv2d/kernel",  "conv2d/bias",  "conv2d_1/kernel",
+                                     "conv2d_1/bias",  "dense/kernel", "dense/bias",
                                      "dense_1/kernel", "dense_1/bias"};
 
 /* View of parameter p (index into pnames) in an arena with the model's layout. */
@@ -180,8 +180,7 @@ static void run_fixture(int fast)
         float *g = pview(&m, grads, p, &count);
         /* 1e-4 of the tensor's largest gradient: float32 summation of up to
          * 10816 terms against a float64 oracle */
-        if (!mw_test_close_(g, r->data, count, 1e-4f * absmax(r), 1e-4f, nm, __FILE__,
-                            __LINE__))
+        if (!mw_test_close_(g, r->data, count, 1e-4f * absmax(r), 1e-4f, nm, __FILE__, __LINE__))
             fail_msg("gradient %s differs from PyTorch (%s kernels)", nm, kt.name);
     }
 
@@ -397,8 +396,7 @@ static void ws_alloc_with(void **state)
     assert_memory_equal(a.loss, b.loss, N * sizeof(float));
     assert_memory_equal(a.prob, b.prob, (size_t)N * m.nclasses * sizeof(float));
     assert_memory_equal(ga, gb, count * sizeof(float));
-    assert_int_equal(mw_model_correct(&m, &a, N),
-                     mw_model_correct_host(&m, b.prob, b.labels, N));
+    assert_int_equal(mw_model_correct(&m, &a, N), mw_model_correct_host(&m, b.prob, b.labels, N));
     /* a table without the zero entry still zeroes (memset) */
     kt.zero = NULL;
     memset(gb, 0, count * sizeof(float));
@@ -419,14 +417,12 @@ int main(void)
         cmocka_unit_test(fixture_cpu),
     };
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(tutorial_counts),
-        cmocka_unit_test(init_deterministic),
-        cmocka_unit_test(build_errors),
-        cmocka_unit_test(empty_batch),
+        cmocka_unit_test(tutorial_counts), cmocka_unit_test(init_deterministic),
+        cmocka_unit_test(build_errors),    cmocka_unit_test(empty_batch),
         cmocka_unit_test(ws_alloc_with),
     };
-    int bad = cmocka_run_group_tests_name("model_fixture", fixture_tests, load_fixture,
-                                          free_fixture);
+    int bad =
+        cmocka_run_group_tests_name("model_fixture", fixture_tests, load_fixture, free_fixture);
     bad += cmocka_run_group_tests_name("model", tests, NULL, NULL);
     return bad ? 1 : 0;
 }

@@ -58,8 +58,8 @@ static int same(const float *got, const float *want, size_t count, const char *w
         return 1;
     for (size_t i = 0; i < count; i++)
         if (got[i] != want[i]) {
-            fprintf(stderr, "rank %d: %s: first difference at [%zu]: got %g want %g\n", rank,
-                    what, i, got[i], want[i]);
+            fprintf(stderr, "rank %d: %s: first difference at [%zu]: got %g want %g\n", rank, what,
+                    i, got[i], want[i]);
             break;
         }
     return 0;
@@ -91,7 +91,12 @@ static void run_ring(void)
               "ring neighbours: left %d right %d", r.left_peer, r.right_peer);
     mpi_check(strstr(r.recv_op, "test ring, receiving from node") != NULL, "ring op: %s",
               r.recv_op);
-    const size_t counts[] = {0, 1, 7, (size_t)(world - 1), 65537, 1048576,
+    const size_t counts[] = {0,
+                             1,
+                             7,
+                             (size_t)(world - 1),
+                             65537,
+                             1048576,
                              (size_t)world * 40 * 32768 + 3 /* several windows per step */};
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
         ring_case(&r, counts[c]);
@@ -270,7 +275,8 @@ static void with_devices(const char *path, const char *layout, int ndevices)
         mpi_check(ok, "%s: shared GPUs refused: %s %s", layout, mw_status_str(st), mw_err_msg());
         if (rank == 0)
             printf("%s: %d ranks per node on %d GPU(s): not run (NCCL needs a GPU per rank); "
-                   "the refusal: %s\n", layout, t.local_size, ndevices, mw_err_msg());
+                   "the refusal: %s\n",
+                   layout, t.local_size, ndevices, mw_err_msg());
         mw_nccl_close(&n);
         mw_topology_free(&t);
         return;
@@ -293,10 +299,15 @@ static void with_devices(const char *path, const char *layout, int ndevices)
         mpi_check(G == t.local_size * nd && mw_nccl_nodes(n) == t.nnodes,
                   "%s: %d GPUs per node, %d nodes", layout, G, mw_nccl_nodes(n));
         if (rank == 0)
-            printf("%s: %d node(s) x %d rank(s) x %d GPU(s), %s\n", layout, t.nnodes,
-                   t.local_size, nd, mw_nccl_version_string());
+            printf("%s: %d node(s) x %d rank(s) x %d GPU(s), %s\n", layout, t.nnodes, t.local_size,
+                   nd, mw_nccl_version_string());
         const int nq = t.ntrain * nd, q0 = t.rank * nd;
-        const size_t counts[] = {0, 1, 7, (size_t)(G > 1 ? G - 1 : 2), 65537, 1048576,
+        const size_t counts[] = {0,
+                                 1,
+                                 7,
+                                 (size_t)(G > 1 ? G - 1 : 2),
+                                 65537,
+                                 1048576,
                                  (size_t)G * 4099 + (size_t)(G - 1) /* the largest tail */};
         for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
             nccl_case(n, &g, counts[c], 0, q0, nq, layout);

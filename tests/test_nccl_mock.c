@@ -89,8 +89,8 @@ static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0,
             ok = 0, bad_d = d, bad_i = count;
     }
     if (bad_d >= 0)
-        fprintf(stderr, "rank %d: %s count %zu: device %d element %zu wrong\n", rank, layout,
-                count, bad_d, bad_i);
+        fprintf(stderr, "rank %d: %s count %zu: device %d element %zu wrong\n", rank, layout, count,
+                bad_d, bad_i);
     mpi_check(ok, "%s: count %zu (%s streams): %s %s", layout, count,
               own_streams ? "its own" : "the callers'", mw_status_str(st), mw_err_msg());
 }
@@ -98,8 +98,8 @@ static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0,
 static void sums(mw_nccl *n, gpus *g, int q0, int nq, const char *layout)
 {
     int G = mw_nccl_node_gpus(n);
-    const size_t counts[] = {0, 1, (size_t)(G > 1 ? G - 1 : 2), 7, 65537, 1048576,
-                             (size_t)G * 4099 + (size_t)(G - 1)};
+    const size_t counts[] = {0,     1,       (size_t)(G > 1 ? G - 1 : 2),       7,
+                             65537, 1048576, (size_t)G * 4099 + (size_t)(G - 1)};
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
         sum_case(n, g, counts[c], 0, q0, nq, layout);
     sum_case(n, g, 1048579, 1, q0, nq, layout);
@@ -164,8 +164,8 @@ static void layout_sums(const mw_topology *t, int ndev, const char *name)
         sums(n, &g, t->rank * ndev, t->ntrain * ndev, layout);
         mw_nccl_close(&n);
     }
-    mpi_check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev,
-              "%s: closed cleanly", layout);
+    mpi_check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev, "%s: closed cleanly",
+              layout);
     gpus_close(&g);
 }
 
@@ -224,8 +224,8 @@ static void refused(MPI_Comm node, MPI_Comm cross, int ndev, const int *devs, co
     mw_nccl *n = (mw_nccl *)&n;
     mw_err_clear();
     mw_status st = mw_nccl_open(&n, node, cross, ndev, devs, 30);
-    int ok = st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), want_msg) &&
-             mock_live_comms() == 0;
+    int ok =
+        st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), want_msg) && mock_live_comms() == 0;
     mpi_check(ok, "%s: %s %s", layout, mw_status_str(st), mw_err_msg());
     if (rank == 0)
         printf("%s: %s\n", layout, mw_err_msg());
@@ -260,8 +260,8 @@ int main(int argc, char **argv)
 
     /* All ranks on one node (no TF_CONFIG): the checks among the node's ranks. */
     mw_topology t;
-    if (world > 1 && mpi_check(mw_topology_resolve(&t, NULL) == MW_OK, "topology: %s",
-                               mw_err_msg())) {
+    if (world > 1 &&
+        mpi_check(mw_topology_resolve(&t, NULL) == MW_OK, "topology: %s", mw_err_msg())) {
         for (int ndev = 1; ndev * t.local_size <= FAKE_DEVICES && ndev <= 2; ndev++)
             layout_sums(&t, ndev, "one node");
         int zero = 0, mine[2] = {2 * rank, 2 * rank + 1};

@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include "common/crc32c.h"
-#include "worker/summary.h"
 #include "tests/util.h"
+#include "worker/summary.h"
 
 /* ---- the independent reader ---- */
 
@@ -74,8 +74,8 @@ static int read_records(const uint8_t *p, size_t n, record *out, int max, const 
 
 typedef struct {
     int number, wire;
-    uint64_t v;        /* varint, fixed64, fixed32 */
-    const uint8_t *p;  /* length-delimited bytes */
+    uint64_t v;       /* varint, fixed64, fixed32 */
+    const uint8_t *p; /* length-delimited bytes */
     size_t len;
 } pb_field;
 
@@ -195,8 +195,8 @@ static void crc_vectors(void **state)
     assert_int_equal(mw_crc32c(0, "", 0), 0);
     assert_int_equal(mw_crc32c(0x1234u, NULL, 0), 0x1234u);
     assert_int_equal(mw_crc32c_mask(0), 0xa282ead8u);
-    assert_int_equal(mw_crc32c_mask(0x12345678u), ((0x12345678u >> 15) | (0x12345678u << 17)) +
-                                                      0xa282ead8u);
+    assert_int_equal(mw_crc32c_mask(0x12345678u),
+                     ((0x12345678u >> 15) | (0x12345678u << 17)) + 0xa282ead8u);
 }
 
 static void crc_chained_and_bitwise(void **state)
@@ -225,10 +225,14 @@ typedef struct {
  * 32 bits and a negative one, values that are not exact floats. */
 static char long_tag[200];
 static const scalar scalars[] = {
-    {"train/loss", 0, 2.302585},       {"train/accuracy", 0, 0.1},
-    {"test/loss", 1, 0.55},            {"test/accuracy", 1, 0.8125},
-    {"images_per_sec", 938, 12345.678}, {"learning_rate", 938, 1e-3},
-    {long_tag, 5000000000L, -7.25},    {"train/loss", -1, 0.0},
+    {"train/loss", 0, 2.302585},
+    {"train/accuracy", 0, 0.1},
+    {"test/loss", 1, 0.55},
+    {"test/accuracy", 1, 0.8125},
+    {"images_per_sec", 938, 12345.678},
+    {"learning_rate", 938, 1e-3},
+    {long_tag, 5000000000L, -7.25},
+    {"train/loss", -1, 0.0},
 };
 enum { NSCALARS = sizeof scalars / sizeof scalars[0] };
 

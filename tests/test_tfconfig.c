@@ -11,7 +11,6 @@
 #include "common/status.h"
 #include "tests/util.h"
 
-
 /* A malformed config: MW_ECONFIG (also as the recorded status), a message that starts
  * "TF_CONFIG: ", and nothing left in the struct. The message is for the caller to check. */
 static int malformed(void *ctx, const char *name, const char *text, size_t n)
@@ -178,7 +177,8 @@ static void test_ipv6(void **state)
     mw_tfconfig_free(&c);
     /* the same address in two spellings of case is still the same address */
     static const char v6dup[] = "{\"cluster\": {\"worker\": [\"[FE80::1]:1\", \"[fe80::1]:1\"]}}";
-    assert_true(fails_with("v6dup", v6dup, strlen(v6dup), "cluster.worker[1]: address "
+    assert_true(fails_with("v6dup", v6dup, strlen(v6dup),
+                           "cluster.worker[1]: address "
                            "\"[fe80::1]:1\" is also used by cluster.worker[0]"));
 }
 
@@ -206,8 +206,8 @@ static void test_many_tasks(void **state)
     char *t = malloc(cap);
     len += (size_t)snprintf(t + len, cap - len, "{\"cluster\": {\"worker\": [");
     for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(t + len, cap - len, "%s\"h%d:%d\"", i ? ", " : "", i % 97,
-                                1000 + i);
+        len +=
+            (size_t)snprintf(t + len, cap - len, "%s\"h%d:%d\"", i ? ", " : "", i % 97, 1000 + i);
     len += (size_t)snprintf(t + len, cap - len,
                             "]}, \"task\": {\"type\": \"worker\", \"index\": 19999}}");
     mw_tfconfig c;
@@ -224,8 +224,9 @@ static void test_many_tasks(void **state)
     p = strstr(t, "\"h85:20000\"");
     assert_non_null(p);
     memcpy(p, "\"H3:1003\"  ", 11);
-    assert_true(fails_with("dups", t, len, "cluster.worker[15000]: address \"h5:1005\" is also "
-                                           "used by cluster.worker[5]"));
+    assert_true(fails_with("dups", t, len,
+                           "cluster.worker[15000]: address \"h5:1005\" is also "
+                           "used by cluster.worker[5]"));
     free(t);
 }
 
@@ -241,8 +242,10 @@ static void test_load(void **state)
     assert_int_equal(found, 0);
     assert_int_equal(c.ntasks, 0);
 
-    setenv("TF_CONFIG", "{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}, \"task\": {\"type\": "
-                        "\"worker\", \"index\": 1}}", 1);
+    setenv("TF_CONFIG",
+           "{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}, \"task\": {\"type\": "
+           "\"worker\", \"index\": 1}}",
+           1);
     assert_int_equal(mw_tfconfig_load(&c, NULL, &found), MW_OK);
     assert_int_equal(found, 1);
     assert_int_equal(c.ntasks, 2);
@@ -351,8 +354,9 @@ static void test_assign(void **state)
                         "evaluator): tasks worker[2] (b:1) and evaluator[0] (e:1) have no rank; "
                         "expected one rank per task (mpiexec -n 5)");
     int same7[7] = {0, 0, 0, 0, 0, 0, 0};
-    expect_assign_fails(&c, same7, 7, "MPI started 7 ranks but TF_CONFIG lists 5 tasks (chief + 3 "
-                                      "workers + evaluator): ranks 5 and 6 have no task");
+    expect_assign_fails(&c, same7, 7,
+                        "MPI started 7 ranks but TF_CONFIG lists 5 tasks (chief + 3 "
+                        "workers + evaluator): ranks 5 and 6 have no task");
     int dup[5] = {0, 1, 1, 3, 4};
     expect_assign_fails(&c, dup, 5,
                         "the ranks' TF_CONFIG \"task\" fields do not name every task exactly "
@@ -365,12 +369,14 @@ static void test_assign(void **state)
                         "evaluator[0] (e:1); expected one rank per task, each naming its own task "
                         "(or the same TF_CONFIG on every rank) and mpiexec -n 5");
     int large[6] = {0, 1, 2, 3, 4, 0};
-    expect_assign_fails(&c, large, 6, "MPI started 6 ranks but TF_CONFIG lists 5 tasks (chief + 3 "
-                                      "workers + evaluator): ranks 0 and 5 both claim chief[0] "
-                                      "(c:1); expected");
+    expect_assign_fails(&c, large, 6,
+                        "MPI started 6 ranks but TF_CONFIG lists 5 tasks (chief + 3 "
+                        "workers + evaluator): ranks 0 and 5 both claim chief[0] "
+                        "(c:1); expected");
     int three[5] = {2, 2, 2, 0, 1};
-    expect_assign_fails(&c, three, 5, "ranks 0, 1 and 2 all claim worker[1] (a:2); no rank claims "
-                                      "worker[2] (b:1) or evaluator[0] (e:1)");
+    expect_assign_fails(&c, three, 5,
+                        "ranks 0, 1 and 2 all claim worker[1] (a:2); no rank claims "
+                        "worker[2] (b:1) or evaluator[0] (e:1)");
     mw_tfconfig_free(&c);
 
     /* a one-task cluster on one rank */
@@ -382,9 +388,10 @@ static void test_assign(void **state)
     assert_int_equal(tor[0], 0);
     /* long lists are cut */
     int ten[10] = {0};
-    expect_assign_fails(&c, ten, 10, "MPI started 10 ranks but TF_CONFIG lists 1 task (1 "
-                                     "worker): ranks 1, 2, 3, 4, 5, 6, ... (9 in all) have no "
-                                     "task; expected one rank per task (mpiexec -n 1)");
+    expect_assign_fails(&c, ten, 10,
+                        "MPI started 10 ranks but TF_CONFIG lists 1 task (1 "
+                        "worker): ranks 1, 2, 3, 4, 5, 6, ... (9 in all) have no "
+                        "task; expected one rank per task (mpiexec -n 1)");
     mw_tfconfig_free(&c);
 }
 

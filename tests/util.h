@@ -15,7 +15,7 @@
 #include "common/status.h"
 
 /* Fail unless |got[i]-ref[i]| <= atol + rtol*|ref[i]| for all i < count. */
-#define expect_close(got, ref, count, atol, rtol)                                            \
+#define expect_close(got, ref, count, atol, rtol)                                                  \
     assert_true(mw_test_close_(got, ref, count, atol, rtol, #got, __FILE__, __LINE__))
 int mw_test_close_(const float *got, const float *ref, size_t count, float atol, float rtol,
                    const char *what, const char *file, int line);
@@ -25,9 +25,8 @@ int mw_test_close_(const float *got, const float *ref, size_t count, float atol,
  * status got and wanted by name, the message and each string it lacks. The message is left
  * recorded (call mw_err_clear for the next check).
  *     expect_err(mw_dataset_load(&d, img, lbl, 3), MW_EDATA, img, "truncated header"); */
-#define expect_err(rc, want, ...)                                                            \
-    mw_test_expect_err_((rc), (want), (const char *const[]){__VA_ARGS__, NULL}, __FILE__,     \
-                        __LINE__)
+#define expect_err(rc, want, ...)                                                                  \
+    mw_test_expect_err_((rc), (want), (const char *const[]){__VA_ARGS__, NULL}, __FILE__, __LINE__)
 void mw_test_expect_err_(mw_status rc, mw_status want, const char *const *subs, const char *file,
                          int line);
 /* The check of expect_err without failing the test, for loops over cases: 1 when it holds;
@@ -62,7 +61,7 @@ const char *mw_test_tmpdir(const char *tag);
 int mw_test_tmpdir_setup(void **state);
 int mw_test_tmpdir_teardown(void **state);
 /* A cmocka test run in a fresh directory (*state), removed after it. */
-#define mw_test_in_tmpdir(f)                                                                 \
+#define mw_test_in_tmpdir(f)                                                                       \
     cmocka_unit_test_setup_teardown(f, mw_test_tmpdir_setup, mw_test_tmpdir_teardown)
 /* Write nbytes to dir/name; returns the malloc'ed full path. */
 char *mw_test_write_file(const char *dir, const char *name, const void *data, size_t nbytes);

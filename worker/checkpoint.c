@@ -39,9 +39,9 @@
 static const unsigned char MAGIC[8] = {'M', 'W', 'C', 'K', 'P', 'T', 0, 1};
 
 enum {
-    HDR_NBYTES = 16,      /* magic, version, section count */
-    SEC_HDR_NBYTES = 28,  /* tag[8], u64 compressed, u64 raw, u32 crc */
-    META_NBYTES = 104,    /* the fixed meta record, see docs/checkpoint.md */
+    HDR_NBYTES = 16,     /* magic, version, section count */
+    SEC_HDR_NBYTES = 28, /* tag[8], u64 compressed, u64 raw, u32 crc */
+    META_NBYTES = 104,   /* the fixed meta record, see docs/checkpoint.md */
     MAX_SECTIONS = 16,
     MAX_EXPANSION = 1032, /* deflate's largest raw/compressed ratio */
     ZLEVEL = 1,           /* parameters barely compress; favour speed */
@@ -110,8 +110,7 @@ static const char *printable(char *out, const char *s, size_t n)
 
 /* The consistency rules every checkpoint obeys; shared by the writer (MW_EINVAL) and the
  * reader (MW_ECKPT). nslot_arrays: how many optimizer slots are present. */
-static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code,
-                             const char *name)
+static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code, const char *name)
 {
     char opt[sizeof c->optimizer + 1];
     printable(opt, c->optimizer, sizeof c->optimizer);
@@ -123,12 +122,12 @@ static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code,
         return mw_err(code, "%s: optimizer %s with %d slot(s) (expected %s)", name, opt,
                       nslot_arrays, adam ? "2: m and v" : "0 or 1: the velocity");
     if (c->nparams > MAX_RAW / sizeof(float))
-        return mw_err(code, "%s: %zu parameters (expected at most %llu: 1 GiB)", name,
-                      c->nparams, (unsigned long long)(MAX_RAW / sizeof(float)));
+        return mw_err(code, "%s: %zu parameters (expected at most %llu: 1 GiB)", name, c->nparams,
+                      (unsigned long long)(MAX_RAW / sizeof(float)));
     size_t want_slots = nslot_arrays ? c->nparams : 0;
     if (c->nslots != want_slots)
-        return mw_err(code, "%s: %zu floats per optimizer slot (expected %zu: %s)", name,
-                      c->nslots, want_slots, nslot_arrays ? "one per parameter" : "no slots");
+        return mw_err(code, "%s: %zu floats per optimizer slot (expected %zu: %s)", name, c->nslots,
+                      want_slots, nslot_arrays ? "one per parameter" : "no slots");
     if (c->opt_step < 0 || c->epoch < 0 || c->step_in_epoch < 0 || c->global_step < 0)
         return mw_err(code,
                       "%s: negative counter: optimizer step %ld, epoch %d, step in epoch %ld, "
@@ -176,13 +175,14 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
     int nslot_arrays = c->slot1 ? (c->slot2 ? 2 : 1) : 0;
     MW_TRY(check_state(c, nslot_arrays, MW_EINVAL, "checkpoint"));
     if (c->nparams && !c->params)
-        return mw_err(MW_EINVAL, "checkpoint: %zu parameters but no parameter array",
-                      c->nparams);
+        return mw_err(MW_EINVAL, "checkpoint: %zu parameters but no parameter array", c->nparams);
     const char *model = c->model_json ? c->model_json : "";
     size_t model_nbytes = strlen(model);
     if (model_nbytes > MAX_RAW)
-        return mw_err(MW_EINVAL, "checkpoint: model description of %zu bytes (expected at most "
-                      "1 GiB)", model_nbytes);
+        return mw_err(MW_EINVAL,
+                      "checkpoint: model description of %zu bytes (expected at most "
+                      "1 GiB)",
+                      model_nbytes);
 
     unsigned char meta[META_NBYTES];
     meta_encode(meta, c, nslot_arrays, model_nbytes);
@@ -219,8 +219,8 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
         if (zrc != Z_OK) {
             free(buf);
             return mw_err(zrc == Z_MEM_ERROR ? MW_ENOMEM : MW_EINTERNAL,
-                          "checkpoint: cannot compress section %s (zlib: %s)",
-                          SEC_NAMES[sec[i].id], zError(zrc));
+                          "checkpoint: cannot compress section %s (zlib: %s)", SEC_NAMES[sec[i].id],
+                          zError(zrc));
         }
         put_u64(h + 8, comp);
         put_u64(h + 16, sec[i].nbytes);
@@ -307,12 +307,16 @@ static mw_status meta_decode(mw_ckpt *t, const unsigned char *m, int *nslot_arra
     uint64_t np = get_u64(m + 16), ns = get_u64(m + 24), ep = get_u64(m + 48);
     uint32_t arrays = get_u32(m + 32), reserved = get_u32(m + 36);
     if (np > MAX_RAW / sizeof(float) || ns > MAX_RAW / sizeof(float))
-        return bad(name, "meta lists %llu parameters and %llu floats per slot (expected at most "
-                   "%llu: 1 GiB)", (unsigned long long)np, (unsigned long long)ns,
+        return bad(name,
+                   "meta lists %llu parameters and %llu floats per slot (expected at most "
+                   "%llu: 1 GiB)",
+                   (unsigned long long)np, (unsigned long long)ns,
                    (unsigned long long)(MAX_RAW / sizeof(float)));
     if (arrays > 2 || reserved != 0)
-        return bad(name, "meta lists %u optimizer slots, reserved field %u (expected 0 to 2, "
-                   "and 0)", arrays, reserved);
+        return bad(name,
+                   "meta lists %u optimizer slots, reserved field %u (expected 0 to 2, "
+                   "and 0)",
+                   arrays, reserved);
     if (ep > INT_MAX)
         return bad(name, "meta epoch %llu is out of range (expected at most %d)",
                    (unsigned long long)ep, INT_MAX);
@@ -365,8 +369,7 @@ static mw_status parse_header(reader *r)
         return bad(name, "not a checkpoint: bad magic (expected \"MWCKPT\\0\\1\")");
     uint32_t version = get_u32(p + 8), count = get_u32(p + 12);
     if (version != MW_CKPT_VERSION)
-        return bad(name, "unsupported format version %u (expected %d)", version,
-                   MW_CKPT_VERSION);
+        return bad(name, "unsupported format version %u (expected %d)", version, MW_CKPT_VERSION);
     if (count < 3 || count > MAX_SECTIONS)
         return bad(name, "section count %u is out of range (expected 3 to %d)", count,
                    MAX_SECTIONS);
@@ -382,7 +385,8 @@ static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
     const char *name = r->name;
     size_t nbytes = r->nbytes, off = r->off;
     if (nbytes - off < SEC_HDR_NBYTES)
-        return bad(name, "truncated: section %u of %u starts at byte %zu but the file ends "
+        return bad(name,
+                   "truncated: section %u of %u starts at byte %zu but the file ends "
                    "at %zu (expected a %d-byte section header)",
                    i + 1, r->count, off, nbytes, SEC_HDR_NBYTES);
     const unsigned char *h = r->p + off;
@@ -390,8 +394,10 @@ static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
     int id = tag_id(h);
     if (id < 0) {
         char tag[9];
-        return bad(name, "unknown section tag '%s' at byte %zu (expected meta, model, "
-                   "params, slot1 or slot2)", printable(tag, (const char *)h, 8), off);
+        return bad(name,
+                   "unknown section tag '%s' at byte %zu (expected meta, model, "
+                   "params, slot1 or slot2)",
+                   printable(tag, (const char *)h, 8), off);
     }
     const char *sn = SEC_NAMES[id];
     if (i == 0 && id != SEC_META)
@@ -405,18 +411,21 @@ static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
         return bad(name, "section %s claims %llu bytes (expected at most 1 GiB)", sn,
                    (unsigned long long)raw);
     if (raw != r->want[id])
-        return bad(name, "section %s holds %llu bytes (expected %llu from the meta section)",
-                   sn, (unsigned long long)raw, (unsigned long long)r->want[id]);
+        return bad(name, "section %s holds %llu bytes (expected %llu from the meta section)", sn,
+                   (unsigned long long)raw, (unsigned long long)r->want[id]);
     if (comp > compressBound((uLong)raw) || raw > comp * MAX_EXPANSION)
-        return bad(name, "section %s: %llu compressed bytes cannot hold %llu raw bytes "
-                   "(expected %llu to %llu)", sn, (unsigned long long)comp,
-                   (unsigned long long)raw,
+        return bad(name,
+                   "section %s: %llu compressed bytes cannot hold %llu raw bytes "
+                   "(expected %llu to %llu)",
+                   sn, (unsigned long long)comp, (unsigned long long)raw,
                    (unsigned long long)((raw + MAX_EXPANSION - 1) / MAX_EXPANSION),
                    (unsigned long long)compressBound((uLong)raw));
     off += SEC_HDR_NBYTES;
     if (comp > nbytes - off)
-        return bad(name, "truncated in section %s: %llu compressed bytes at byte %zu but "
-                   "only %zu left", sn, (unsigned long long)comp, off, nbytes - off);
+        return bad(name,
+                   "truncated in section %s: %llu compressed bytes at byte %zu but "
+                   "only %zu left",
+                   sn, (unsigned long long)comp, off, nbytes - off);
     r->off = off;
     s->id = id;
     s->comp = comp;
@@ -441,9 +450,10 @@ static mw_status inflate_section(const reader *r, const sec_hdr *s, unsigned cha
         free(dst);
         if (zrc == Z_MEM_ERROR)
             return mw_err(MW_ENOMEM, "%s: out of memory decompressing section %s", name, sn);
-        return bad(name, "bad compressed data in section %s (%s; expected %llu compressed "
-                   "bytes inflating to %llu)", sn, why, (unsigned long long)comp,
-                   (unsigned long long)raw);
+        return bad(name,
+                   "bad compressed data in section %s (%s; expected %llu compressed "
+                   "bytes inflating to %llu)",
+                   sn, why, (unsigned long long)comp, (unsigned long long)raw);
     }
     uint32_t got = (uint32_t)crc32(0L, dst, (uInt)raw);
     if (got != s->crc) {
@@ -473,8 +483,10 @@ static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst
         if (nul) {
             size_t at = (size_t)((const unsigned char *)nul - dst);
             free(dst);
-            return bad(name, "model description has a NUL byte at offset %zu (expected "
-                       "JSON text)", at);
+            return bad(name,
+                       "model description has a NUL byte at offset %zu (expected "
+                       "JSON text)",
+                       at);
         }
         dst[raw] = '\0';
         t->model_json = (char *)dst;
@@ -487,7 +499,10 @@ static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst
 
 static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const char *name)
 {
-    reader r = {.p = p, .nbytes = nbytes, .name = name, .off = HDR_NBYTES,
+    reader r = {.p = p,
+                .nbytes = nbytes,
+                .name = name,
+                .off = HDR_NBYTES,
                 .want = {META_NBYTES, 0, 0, 0, 0}};
     MW_TRY(parse_header(&r));
     for (uint32_t i = 0; i < r.count; i++) {
@@ -500,8 +515,10 @@ static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const 
         MW_TRY(store_section(t, &r, s.id, dst, s.raw));
     }
     if (r.off != nbytes)
-        return bad(name, "%zu trailing bytes after the last section (expected the file to end "
-                   "at byte %zu)", nbytes - r.off, r.off);
+        return bad(name,
+                   "%zu trailing bytes after the last section (expected the file to end "
+                   "at byte %zu)",
+                   nbytes - r.off, r.off);
     for (int id = 0; id < 3 + r.nslot_arrays; id++)
         if (!r.seen[id])
             return bad(name, "missing section %s", SEC_NAMES[id]);
@@ -565,8 +582,8 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
             free(buf);
             close(fd);
             if (n == 0)
-                return mw_err(MW_ECKPT, "%s: file shrank while reading (%zu of %zu bytes)",
-                              path, got, nbytes);
+                return mw_err(MW_ECKPT, "%s: file shrank while reading (%zu of %zu bytes)", path,
+                              got, nbytes);
             return mw_err(MW_EIO, "%s: cannot read (%s)", path, strerror(e));
         }
         got += (size_t)n;
@@ -722,8 +739,8 @@ static int index_read(const char *dir, name_list *all, char **latest)
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno != ENOENT)
-            mw_log_warn("checkpoint index %s: cannot open (%s); looking at the ckpt-N files",
-                        path, strerror(errno));
+            mw_log_warn("checkpoint index %s: cannot open (%s); looking at the ckpt-N files", path,
+                        strerror(errno));
         free(path);
         return 0;
     }
@@ -742,7 +759,8 @@ static int index_read(const char *dir, name_list *all, char **latest)
             mw_log_warn("checkpoint index %s: cannot read it; looking at the ckpt-N files", path);
         else
             mw_log_warn("checkpoint index %s: line %d is not `key: \"value\"`; looking at the "
-                        "ckpt-N files", path, line);
+                        "ckpt-N files",
+                        path, line);
         names_free(all);
         free(*latest);
         *latest = NULL;
@@ -833,8 +851,10 @@ static mw_status write_index(const char *dir, const int *nums, int first, int co
     mw_status rc = MW_OK;
     int e = mw_fs_write_atomic_errno(path, text, len, &step);
     if (e)
-        rc = mw_err(MW_EIO, "checkpoint directory %s: cannot %s the index '%s' (%s); %s was "
-                    "written but is not listed", dir, step, MW_CKPT_INDEX, strerror(e), name);
+        rc = mw_err(MW_EIO,
+                    "checkpoint directory %s: cannot %s the index '%s' (%s); %s was "
+                    "written but is not listed",
+                    dir, step, MW_CKPT_INDEX, strerror(e), name);
     free(path);
     free(text);
     return rc;
@@ -986,8 +1006,8 @@ static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckp
         /* Unusable: say so, remember why without the path prefix, and try the previous one. */
         const char *msg = mw_err_msg();
         size_t plen = strlen(path);
-        const char *reason = strncmp(msg, path, plen) == 0 && msg[plen] == ':' ? msg + plen + 2
-                                                                                 : msg;
+        const char *reason =
+            strncmp(msg, path, plen) == 0 && msg[plen] == ':' ? msg + plen + 2 : msg;
         mw_log_warn("checkpoint %s is unusable: %s; %s", path, reason,
                     i + 1 < cand->count ? "trying the previous one" : "none left to try");
         tried_add(tried, sizeof tried, &shown, &more, name, reason);

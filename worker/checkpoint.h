@@ -24,19 +24,19 @@
 #define MW_CKPT_INDEX "checkpoint" /* the index file's name in a checkpoint directory */
 
 typedef struct {
-    char *model_json;      /* model description (Keras JSON text), owned; "" when none */
-    float *params;         /* owned; nparams real parameters, packed tensor by tensor */
+    char *model_json; /* model description (Keras JSON text), owned; "" when none */
+    float *params;    /* owned; nparams real parameters, packed tensor by tensor */
     size_t nparams;
-    float *slot1, *slot2;  /* owned optimizer slots packed like params: Adam m and v; SGD:
-                              slot1 = velocity, slot2 NULL; NULL when absent */
-    size_t nslots;         /* floats in each present slot: nparams, or 0 with no slots */
-    char optimizer[16];    /* "adam" | "sgd" */
-    long opt_step;         /* Adam's t */
-    int epoch;             /* epochs completed */
-    long step_in_epoch;    /* steps done in the current epoch (0 at an epoch boundary) */
-    long global_step;      /* steps done in all */
-    uint64_t seed;         /* shuffle and initialization seed */
-    long global_batch;     /* examples per step */
+    float *slot1, *slot2; /* owned optimizer slots packed like params: Adam m and v; SGD:
+                             slot1 = velocity, slot2 NULL; NULL when absent */
+    size_t nslots;        /* floats in each present slot: nparams, or 0 with no slots */
+    char optimizer[16];   /* "adam" | "sgd" */
+    long opt_step;        /* Adam's t */
+    int epoch;            /* epochs completed */
+    long step_in_epoch;   /* steps done in the current epoch (0 at an epoch boundary) */
+    long global_step;     /* steps done in all */
+    uint64_t seed;        /* shuffle and initialization seed */
+    long global_batch;    /* examples per step */
     double learning_rate;
 } mw_ckpt;
 

@@ -170,8 +170,10 @@ static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2]
     }
     if (!dir_has_checkpoints(dir)) {
         if (required)
-            return mw_err(MW_ECKPT, "no checkpoint in %s (train with --checkpoint-dir %s "
-                          "first)", dir, dir);
+            return mw_err(MW_ECKPT,
+                          "no checkpoint in %s (train with --checkpoint-dir %s "
+                          "first)",
+                          dir, dir);
         mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
         return MW_OK;
     }
@@ -218,10 +220,10 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
 {
     if (s->rank != 0 || !s->o->summary_dir[0])
         return MW_OK;
-    static const char *const names[] = {"train/loss", "train/accuracy", "test/loss",
+    static const char *const names[] = {"train/loss",    "train/accuracy", "test/loss",
                                         "test/accuracy", "images_per_sec", "learning_rate"};
-    const double v[] = {em->train_loss, em->train_acc, em->test_loss, em->test_acc,
-                        em->images_per_sec, s->o->learning_rate};
+    const double v[] = {em->train_loss, em->train_acc,      em->test_loss,
+                        em->test_acc,   em->images_per_sec, s->o->learning_rate};
     for (int i = 0; i < 6; i++)
         MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
     MW_TRY(mw_summary_row(sum, s->global_step, epoch + 1, names, v, 6));

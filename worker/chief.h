@@ -8,9 +8,9 @@
 
 #include "common/status.h"
 #include "worker/checkpoint.h"
+#include "worker/opts.h"
 #include "worker/session.h"
 #include "worker/summary.h"
-#include "worker/opts.h"
 
 /* Whether o saves checkpoints at all. */
 int mw_chief_checkpointing(const mw_train_opts *o);

@@ -191,26 +191,25 @@ enum { NCOMMANDS = sizeof commands / sizeof *commands };
 
 void mw_cli_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mwtrain <command> [flags]\n"
-            "\n"
-            "Synchronous data-parallel training (TensorFlow's MultiWorkerMirroredStrategy,\n"
-            "natively in C). Run it alone, or under mpirun for several ranks.\n"
-            "\n"
-            "commands:\n"
-            "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
-            "  eval       evaluate the latest checkpoint on the test set\n"
-            "  export     write the latest checkpoint's weights as safetensors\n"
-            "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
-            "  summary    print the model's layers, output shapes and parameter counts\n"
-            "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
-            "  help       show this help, or `mwtrain help <command>`\n"
-            "  version    print the version and the compiled-in backends\n"
-            "\n"
-            "`mwtrain <command> --help` lists the flags of a command.\n"
-            "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
-            "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
-            ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
+    fprintf(f, "usage: mwtrain <command> [flags]\n"
+               "\n"
+               "Synchronous data-parallel training (TensorFlow's MultiWorkerMirroredStrategy,\n"
+               "natively in C). Run it alone, or under mpirun for several ranks.\n"
+               "\n"
+               "commands:\n"
+               "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
+               "  eval       evaluate the latest checkpoint on the test set\n"
+               "  export     write the latest checkpoint's weights as safetensors\n"
+               "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
+               "  summary    print the model's layers, output shapes and parameter counts\n"
+               "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
+               "  help       show this help, or `mwtrain help <command>`\n"
+               "  version    print the version and the compiled-in backends\n"
+               "\n"
+               "`mwtrain <command> --help` lists the flags of a command.\n"
+               "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
+               "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
+               ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
 }
 
 /* Help text starts in this column (0-based) and lines end by this one. */
@@ -320,14 +319,16 @@ static mw_status parse_u64(const flag *f, const char *v, uint64_t *out)
 static mw_status parse_double(const flag *f, const char *v, double *out)
 {
     if (!is_decimal(v, 1))
-        return mw_err(MW_EINVAL, "--%s '%s': expected a number in decimal notation (such as "
-                      "0.5 or 1e-3)", f->name, v);
+        return mw_err(MW_EINVAL,
+                      "--%s '%s': expected a number in decimal notation (such as "
+                      "0.5 or 1e-3)",
+                      f->name, v);
     double x = strtod(v, NULL); /* overflow gives +-HUGE_VAL, which the range check reports */
     if ((f->open & OPEN_LO) && x == f->lo)
         return mw_err(MW_EINVAL, "--%s %s: expected a value > %g", f->name, v, f->lo);
     if (x < f->lo || x > f->hi || ((f->open & OPEN_HI) && x == f->hi))
-        return mw_err(MW_EINVAL, "--%s %s: expected a value in [%g, %g%c", f->name, v, f->lo,
-                      f->hi, (f->open & OPEN_HI) ? ')' : ']');
+        return mw_err(MW_EINVAL, "--%s %s: expected a value in [%g, %g%c", f->name, v, f->lo, f->hi,
+                      (f->open & OPEN_HI) ? ')' : ']');
     *out = x;
     return MW_OK;
 }
@@ -372,8 +373,10 @@ static mw_status check_output(const flag *f, const char *path)
     else if (access(dir, W_OK | X_OK) != 0)
         why = strerror(errno);
     if (why)
-        return mw_err(MW_EINVAL, "--%s '%s': directory '%s': %s; expected a file in an existing, "
-                      "writable directory", f->name, path, dir, why);
+        return mw_err(MW_EINVAL,
+                      "--%s '%s': directory '%s': %s; expected a file in an existing, "
+                      "writable directory",
+                      f->name, path, dir, why);
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return mw_err(MW_EINVAL, "--%s '%s': %s; expected a file name", f->name, path,
                       strerror(EISDIR));
@@ -447,8 +450,10 @@ static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const 
                 n++;
             }
     if (n == 1)
-        return mw_err(MW_EINVAL, "unknown flag '%.*s' (did you mean '--%s'? see `mwtrain %s "
-                      "--help`)", (int)len, tok, meant->name, cmd);
+        return mw_err(MW_EINVAL,
+                      "unknown flag '%.*s' (did you mean '--%s'? see `mwtrain %s "
+                      "--help`)",
+                      (int)len, tok, meant->name, cmd);
     return mw_err(MW_EINVAL, "unknown flag '%.*s' (see `mwtrain %s --help`)", (int)len, tok, cmd);
 }
 
@@ -476,20 +481,20 @@ static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
             return unknown_flag(tok, tok[1] == '-' ? len : strlen(tok), mask, cmd);
         const char *v = eq ? eq + 1 : NULL;
         if (!f->metavar && v)
-            return mw_err(MW_EINVAL, "--%s '%s': expected no value (--%s is a switch)", f->name,
-                          v, f->name);
+            return mw_err(MW_EINVAL, "--%s '%s': expected no value (--%s is a switch)", f->name, v,
+                          f->name);
         if (f->metavar && !v) {
             if (i + 1 == argc)
                 return mw_err(MW_EINVAL, "flag '%s' needs a value (see `mwtrain %s --help`)", tok,
                               cmd);
             v = argv[++i];
             /* any command's flag: `eval --checkpoint-dir --resume` is a slip, not a path */
-            const flag *g = !strncmp(v, "--", 2) ? find_flag(v + 2, strcspn(v + 2, "="), C_ALL)
-                                                  : NULL;
+            const flag *g =
+                !strncmp(v, "--", 2) ? find_flag(v + 2, strcspn(v + 2, "="), C_ALL) : NULL;
             if (g)
                 return mw_err(MW_EINVAL,
-                              "--%s: missing value (got the flag --%s); expected --%s %s",
-                              f->name, g->name, f->name, f->metavar);
+                              "--%s: missing value (got the flag --%s); expected --%s %s", f->name,
+                              g->name, f->name, f->metavar);
         }
         MW_TRY(set_flag(c, f, v));
         seen |= (uint64_t)1 << (f - flags);
@@ -536,6 +541,8 @@ mw_status mw_cli_parse(mw_cli *c, int argc, char **argv)
     if (cmd[0] == '-')
         return mw_err(MW_EINVAL, "flag '%s' before the command; usage: mwtrain <command> [flags]",
                       cmd);
-    return mw_err(MW_EINVAL, "unknown command '%s'; commands: train, eval, export, cluster, "
-                  "summary, tf-config, help, version", cmd);
+    return mw_err(MW_EINVAL,
+                  "unknown command '%s'; commands: train, eval, export, cluster, "
+                  "summary, tf-config, help, version",
+                  cmd);
 }

@@ -22,9 +22,9 @@ typedef enum {
 
 typedef struct {
     mw_cmd cmd;
-    int help;       /* --help given for the subcommand */
-    int log_level;  /* -1: unchanged; else mw_log_level */
-    int json;       /* cluster --json */
+    int help;                    /* --help given for the subcommand */
+    int log_level;               /* -1: unchanged; else mw_log_level */
+    int json;                    /* cluster --json */
     const char *hostfile, *task; /* tf-config */
     int port;
     mw_train_opts train; /* train flags; tf_config also for `cluster` */

@@ -103,8 +103,7 @@ static mw_status read_error(gzFile f, const char *path, int saved_errno, const c
     }
 }
 
-static mw_status read_exact(gzFile f, const char *path, void *buf, size_t nbytes,
-                            const char *what)
+static mw_status read_exact(gzFile f, const char *path, void *buf, size_t nbytes, const char *what)
 {
     int saved_errno = 0;
     size_t got = read_full(f, buf, nbytes, &saved_errno);
@@ -115,8 +114,7 @@ static mw_status read_exact(gzFile f, const char *path, void *buf, size_t nbytes
 
 /* The body of body_nbytes has been read: the file must end here, and a gzip stream must
  * end cleanly (trailer present, CRC and length correct). */
-static mw_status expect_end(gzFile f, const char *path, size_t header_nbytes,
-                            size_t body_nbytes)
+static mw_status expect_end(gzFile f, const char *path, size_t header_nbytes, size_t body_nbytes)
 {
     uint8_t extra;
     errno = 0;
@@ -138,8 +136,8 @@ static mw_status expect_end(gzFile f, const char *path, size_t header_nbytes,
         return mw_err(MW_EIO, "%s: read error at end of file: %s", path,
                       saved_errno ? strerror(saved_errno) : msg);
     if (zerr != Z_OK && zerr != Z_STREAM_END)
-        return mw_err(MW_EDATA, "%s: corrupt gzip stream (zlib: %s) after all %zu data bytes",
-                      path, msg, body_nbytes);
+        return mw_err(MW_EDATA, "%s: corrupt gzip stream (zlib: %s) after all %zu data bytes", path,
+                      msg, body_nbytes);
     return MW_OK;
 }
 
@@ -194,8 +192,8 @@ static mw_status check_image_dims(const char *path, const uint32_t *dims)
     if (dims[0] == 0)
         return mw_err(MW_EDATA, "%s: 0 images: the data set is empty", path);
     if (dims[1] == 0 || dims[2] == 0 || dims[1] > MW_DATA_MAX_DIM || dims[2] > MW_DATA_MAX_DIM)
-        return mw_err(MW_EDATA, "%s: bad image size %ux%u (rows x cols): each must be 1..%u",
-                      path, dims[1], dims[2], MW_DATA_MAX_DIM);
+        return mw_err(MW_EDATA, "%s: bad image size %ux%u (rows x cols): each must be 1..%u", path,
+                      dims[1], dims[2], MW_DATA_MAX_DIM);
     uint64_t nbytes = (uint64_t)dims[0] * dims[1] * dims[2]; /* < 2^56: no overflow */
     if (nbytes > MW_DATA_MAX_NBYTES || nbytes > SIZE_MAX)
         return mw_err(MW_EDATA, "%s: %u images of %ux%u need %llu bytes, more than the limit %llu",
@@ -248,9 +246,9 @@ mw_status mw_dataset_load(mw_dataset *d, const char *images_path, const char *la
                            "image data (after the 16-byte header)"),
                 rc, fail);
     MW_TRY_GOTO(expect_end(fi, images_path, 16, image_nbytes), rc, fail);
-    MW_TRY_GOTO(read_exact(fl, labels_path, raw_labels, t.count,
-                           "label data (after the 8-byte header)"),
-                rc, fail);
+    MW_TRY_GOTO(
+        read_exact(fl, labels_path, raw_labels, t.count, "label data (after the 8-byte header)"),
+        rc, fail);
     MW_TRY_GOTO(expect_end(fl, labels_path, 8, t.count), rc, fail);
 
     for (uint32_t i = 0; i < t.count; i++) {
@@ -298,8 +296,7 @@ static mw_status find_file(char *out, size_t cap, const char *dir, const char *n
                   e != ENOENT ? ": " : "", e != ENOENT ? strerror(e) : "", hint);
 }
 
-mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *dir,
-                              int num_classes)
+mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *dir, int num_classes)
 {
     const char *hint = strcmp(dir, MW_DATA_DEFAULT_DIR) == 0
                            ? " (install the Debian package dataset-fashion-mnist)"
@@ -325,8 +322,8 @@ mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *d
                     paths[2], te.rows, te.cols, paths[0], tr.rows, tr.cols);
         goto fail;
     }
-    mw_log_debug("data: %u train and %u test images of %ux%u from %s", tr.count, te.count,
-                 tr.rows, tr.cols, dir);
+    mw_log_debug("data: %u train and %u test images of %ux%u from %s", tr.count, te.count, tr.rows,
+                 tr.cols, dir);
 
     mw_dataset_free(train);
     mw_dataset_free(test);

@@ -18,9 +18,9 @@
 
 #define MW_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 
-#define MW_IDX_IMAGES_MAGIC 0x00000803u /* unsigned bytes, 3 dimensions */
-#define MW_IDX_LABELS_MAGIC 0x00000801u /* unsigned bytes, 1 dimension */
-#define MW_DATA_MAX_DIM 4096u           /* largest accepted rows or cols */
+#define MW_IDX_IMAGES_MAGIC 0x00000803u        /* unsigned bytes, 3 dimensions */
+#define MW_IDX_LABELS_MAGIC 0x00000801u        /* unsigned bytes, 1 dimension */
+#define MW_DATA_MAX_DIM 4096u                  /* largest accepted rows or cols */
 #define MW_DATA_MAX_NBYTES (UINT64_C(1) << 32) /* largest accepted image data */
 
 typedef struct {

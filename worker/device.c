@@ -49,15 +49,16 @@ static void gpu_line(mw_device_choice *c, int local_rank, int local_size, int co
                  "local rank %d of %d sees %d CUDA device%s for %d ranks and drives %s: right "
                  "when each rank was given its own GPU (per-rank CUDA_VISIBLE_DEVICES, as srun "
                  "--gpus-per-task does); ranks sharing one GPU are refused when NCCL starts, so "
-                 "then start at most %d rank%s per node", local_rank, local_size, count,
-                 count == 1 ? "" : "s", local_size, mine, count, count == 1 ? "" : "s");
+                 "then start at most %d rank%s per node",
+                 local_rank, local_size, count, count == 1 ? "" : "s", local_size, mine, count,
+                 count == 1 ? "" : "s");
     } else if (count % local_size) {
         int idle = count % local_size;
         c->warn = 1;
         snprintf(c->why, sizeof c->why,
                  "local rank %d of %d drives %s; the node's %d CUDA devices do not divide among "
-                 "%d ranks, so %d stay%s idle", local_rank, local_size, mine, count, local_size,
-                 idle, idle == 1 ? "s" : "");
+                 "%d ranks, so %d stay%s idle",
+                 local_rank, local_size, mine, count, local_size, idle, idle == 1 ? "s" : "");
     } else {
         snprintf(c->why, sizeof c->why, "local rank %d of %d drives %s (of %d on the node)",
                  local_rank, local_size, mine, count);
@@ -80,16 +81,14 @@ mw_status mw_device_select_with(const char *mode, const mw_device_probe *p, int 
         snprintf(out->why, sizeof out->why, "--device cpu: training on the CPU");
         return MW_OK;
     }
-    const char *reason = p->reason[0] ? p->reason
+    const char *reason = p->reason[0]   ? p->reason
                          : p->count < 0 ? "built without CUDA"
                                         : "cudaGetDeviceCount found 0 devices";
     if (p->count <= 0 && p->warn) {
         if (want_gpu)
-            return mw_err(MW_EDEVICE, "--device gpu: the CUDA devices cannot be used (%s)",
-                          reason);
+            return mw_err(MW_EDEVICE, "--device gpu: the CUDA devices cannot be used (%s)", reason);
         out->warn = 1;
-        snprintf(out->why, sizeof out->why, "cannot use the GPU (%s): training on the CPU",
-                 reason);
+        snprintf(out->why, sizeof out->why, "cannot use the GPU (%s): training on the CPU", reason);
         return MW_OK;
     }
     if (p->count <= 0) {
@@ -98,8 +97,7 @@ mw_status mw_device_select_with(const char *mode, const mw_device_probe *p, int 
         if (p->count < 0)
             snprintf(out->why, sizeof out->why, "%s: training on the CPU", reason);
         else
-            snprintf(out->why, sizeof out->why, "no CUDA device (%s): training on the CPU",
-                     reason);
+            snprintf(out->why, sizeof out->why, "no CUDA device (%s): training on the CPU", reason);
         return MW_OK;
     }
     out->use_gpu = 1;
@@ -127,7 +125,8 @@ static void driver_probe(mw_device_probe *p)
     cu_errstr_fn errstr = (cu_errstr_fn)dlsym(lib, "cuGetErrorString");
     if (!init || !count) {
         p->warn = 1;
-        snprintf(p->reason, sizeof p->reason, "the CUDA driver libcuda.so.1 lacks cuInit or "
+        snprintf(p->reason, sizeof p->reason,
+                 "the CUDA driver libcuda.so.1 lacks cuInit or "
                  "cuDeviceGetCount (a broken driver install?)");
         return; /* the library stays loaded: the driver may hold threads */
     }
@@ -189,8 +188,10 @@ const mw_gpu_module *mw_device_module(char *why, size_t len)
                 snprintf(msg, sizeof msg, "%.300s: no %s(): not an mwtrain CUDA module", path,
                          MW_GPU_MODULE_ENTRY);
             else if (m->abi != MW_GPU_MODULE_ABI)
-                snprintf(msg, sizeof msg, "%.300s: interface version %d, this mwtrain needs %d (a "
-                         "module from another build)", path, m->abi, MW_GPU_MODULE_ABI);
+                snprintf(msg, sizeof msg,
+                         "%.300s: interface version %d, this mwtrain needs %d (a "
+                         "module from another build)",
+                         path, m->abi, MW_GPU_MODULE_ABI);
             else
                 mod = m, snprintf(msg, sizeof msg, "%.400s", path);
         }
@@ -232,14 +233,15 @@ void mw_device_probe_run(mw_device_probe *p)
         if (!forced) {
             char r[sizeof p->reason];
             snprintf(r, sizeof r, "%s", p->reason);
-            snprintf(p->reason, sizeof p->reason, "the driver sees %d device%s, the CUDA "
-                     "runtime none: %.300s", drv, drv == 1 ? "" : "s", r);
+            snprintf(p->reason, sizeof p->reason,
+                     "the driver sees %d device%s, the CUDA "
+                     "runtime none: %.300s",
+                     drv, drv == 1 ? "" : "s", r);
         }
     }
 }
 
-mw_status mw_device_select(const char *mode, int local_rank, int local_size,
-                           mw_device_choice *out)
+mw_status mw_device_select(const char *mode, int local_rank, int local_size, mw_device_choice *out)
 {
     /* "cpu" (and a bad mode) never touches CUDA: no driver start-up, nothing to fail */
     if (mode && strcmp(mode, "auto") && strcmp(mode, "gpu"))

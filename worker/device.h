@@ -53,11 +53,11 @@ typedef struct {
 
 /* The decision for one rank. */
 typedef struct {
-    int use_gpu;                  /* 1: devices [first, first + n) */
+    int use_gpu; /* 1: devices [first, first + n) */
     int first, n;
-    int warn;                     /* why is a warning, not information */
-    char why[768];                /* one line for the log; may be empty */
-    const mw_gpu_module *module;  /* the loaded module when use_gpu (borrowed, never unloaded) */
+    int warn;                    /* why is a warning, not information */
+    char why[768];               /* one line for the log; may be empty */
+    const mw_gpu_module *module; /* the loaded module when use_gpu (borrowed, never unloaded) */
 } mw_device_choice;
 
 /* Divide the count devices of a node among its local_size ranks (pure arithmetic). Local rank
@@ -83,8 +83,7 @@ mw_status mw_device_select_with(const char *mode, const mw_device_probe *p, int 
 
 /* Probe (steps 1-3) and decide; out->module is set when use_gpu. Every rank calls it with its
  * own local rank. */
-mw_status mw_device_select(const char *mode, int local_rank, int local_size,
-                           mw_device_choice *out);
+mw_status mw_device_select(const char *mode, int local_rank, int local_size, mw_device_choice *out);
 
 /* Steps 2-3 alone. */
 void mw_device_probe_run(mw_device_probe *p);

@@ -15,7 +15,7 @@ static mw_status open_restored(mw_session *s, const mw_train_opts *o, const mw_t
 {
     if (topo->ntrain != topo->world_size)
         return mw_err(MW_EUNSUPPORTED, "eval and export run on training tasks only; remove "
-                      "cluster.evaluator from the TF_CONFIG");
+                                       "cluster.evaluator from the TF_CONFIG");
     MW_TRY(mw_chief_fetch_model(s, o, topo->train));
     MW_TRY(mw_agree(topo->train, mw_session_open(s, o, topo, use), NULL));
     int restored = 0;
@@ -35,8 +35,7 @@ mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
                s.global_step, o->checkpoint_dir);
         printf("Test Loss: %.4f, Test Accuracy: %.2f\n", loss, 100 * acc);
         if (s.world == 1)
-            printf("Accuracy after restoring the saved model without strategy: %.2f\n",
-                   100 * acc);
+            printf("Accuracy after restoring the saved model without strategy: %.2f\n", 100 * acc);
         fflush(stdout);
     }
     mw_session_close(&s, 0);

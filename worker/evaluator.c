@@ -50,7 +50,8 @@ static mw_status evlink_post(mw_evlink *l, long number, void *bytes, size_t nbyt
     MW_MPI(MPI_Isend(l->hdr, 2, MPI_LONG, l->rank, MW_EV_TAG_HDR, l->world, &l->req[0]),
            "sending to the evaluator");
     MW_MPI(MPI_Isend(bytes ? bytes : l->hdr, (int)nbytes, MPI_BYTE, l->rank, MW_EV_TAG_DATA,
-                     l->world, &l->req[1]), "sending to the evaluator");
+                     l->world, &l->req[1]),
+           "sending to the evaluator");
     return MW_OK;
 }
 
@@ -93,8 +94,7 @@ static mw_status receive(const mw_topology *topo, long *number, char **buf, long
         return mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
     if (!(*buf = malloc(hdr[1] > 0 ? (size_t)hdr[1] : 1)))
         return mw_err(MW_ENOMEM, "evaluator: out of memory");
-    if (MPI_Recv(*buf, (int)hdr[1], MPI_BYTE, 0, MW_EV_TAG_DATA, topo->world, &st) !=
-        MPI_SUCCESS)
+    if (MPI_Recv(*buf, (int)hdr[1], MPI_BYTE, 0, MW_EV_TAG_DATA, topo->world, &st) != MPI_SUCCESS)
         return mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
     *number = hdr[0], *nbytes = hdr[1];
     return MW_OK;

@@ -33,8 +33,9 @@ static mw_status layer_tensors(const mw_layer *l, const float *params, tensor *t
     *nt = 0;
     if (l->kind != MW_LAYER_CONV2D && l->kind != MW_LAYER_DENSE) {
         if (l->w_count || l->b_count) /* a new layer kind must get its names and shapes here */
-            return mw_err(MW_EUNSUPPORTED, "export %s: layer '%s' has parameters of a kind "
-                                           "the exporter does not know",
+            return mw_err(MW_EUNSUPPORTED,
+                          "export %s: layer '%s' has parameters of a kind "
+                          "the exporter does not know",
                           path, l->name);
         return MW_OK;
     }
@@ -77,13 +78,12 @@ static json_t *tensor_entry(const tensor *t, size_t begin)
     json_t *offsets = json_array();
     json_array_append_new(offsets, json_integer((json_int_t)begin));
     json_array_append_new(offsets, json_integer((json_int_t)(begin + t->count * 4)));
-    return json_pack("{s:s, s:o, s:o}", "dtype", "F32", "shape", shape, "data_offsets",
-                     offsets);
+    return json_pack("{s:s, s:o, s:o}", "dtype", "F32", "shape", shape, "data_offsets", offsets);
 }
 
 /* The JSON header, space-padded to a multiple of 8 (malloc'ed, *nbytes its length). */
-static mw_status build_header(const mw_model *m, const float *params, const char *path,
-                              char **out, size_t *nbytes)
+static mw_status build_header(const mw_model *m, const float *params, const char *path, char **out,
+                              size_t *nbytes)
 {
     json_t *root = json_object();
     json_t *meta = json_pack("{s:s}", "format", "mwtrain");
@@ -232,8 +232,7 @@ mw_status mw_export_safetensors(const mw_model *m, const float *params, const ch
         goto fail;
     }
     if (rename(tmp, path) != 0) {
-        rc = mw_err(MW_EIO, "export %s: cannot rename %s over it: %s", path, tmp,
-                    strerror(errno));
+        rc = mw_err(MW_EIO, "export %s: cannot rename %s over it: %s", path, tmp, strerror(errno));
         goto fail;
     }
     rc = sync_dir(path);

@@ -22,11 +22,11 @@
 
 #include "common/strfmt.h"
 
-#define QUOTE_MAX 48       /* longest piece of user text quoted in a message */
-#define NAME_MAX_LEN 55    /* layer names: room for "/softmax" in mw_layer.name */
+#define QUOTE_MAX 48    /* longest piece of user text quoted in a message */
+#define NAME_MAX_LEN 55 /* layer names: room for "/softmax" in mw_layer.name */
 #define MAX_LAYERS 1000
-#define MAX_DIM 65536      /* an input dimension, filters, units */
-#define MAX_WINDOW 1024    /* kernel, pool and stride sizes */
+#define MAX_DIM 65536        /* an input dimension, filters, units */
+#define MAX_WINDOW 1024      /* kernel, pool and stride sizes */
 #define MAX_TENSOR (1 << 28) /* floats in one weight tensor or one example's activation */
 
 static const char *const layer_list = "InputLayer, Conv2D, MaxPooling2D, Flatten, Dense, "
@@ -139,15 +139,15 @@ static int as_int(const json_t *v, long long lo, long long hi, int *out)
 }
 
 /* cfg[key]: an integer in [lo, hi]; absent gives def, unless required. */
-static mw_status get_int(const lctx *L, const json_t *cfg, const char *key, int def,
-                         int required, int lo, int hi, int *out)
+static mw_status get_int(const lctx *L, const json_t *cfg, const char *key, int def, int required,
+                         int lo, int hi, int *out)
 {
     const json_t *v = json_object_get(cfg, key);
     char d[QUOTE_MAX * 4 + 64];
     if (!v) {
         if (required)
-            return lfail(L, MW_EMODEL, "%s is missing; expected an integer from %d to %d", key,
-                         lo, hi);
+            return lfail(L, MW_EMODEL, "%s is missing; expected an integer from %d to %d", key, lo,
+                         hi);
         *out = def;
         return MW_OK;
     }
@@ -166,8 +166,10 @@ static mw_status get_pair(const lctx *L, const json_t *cfg, const char *key, int
     char d[QUOTE_MAX * 4 + 64];
     if (!v || json_is_null(v)) {
         if (!def)
-            return lfail(L, MW_EMODEL, "%s is missing; expected an integer or a list of 2 "
-                         "integers from %d to %d", key, lo, hi);
+            return lfail(L, MW_EMODEL,
+                         "%s is missing; expected an integer or a list of 2 "
+                         "integers from %d to %d",
+                         key, lo, hi);
         out[0] = out[1] = def;
         return MW_OK;
     }
@@ -182,11 +184,13 @@ static mw_status get_pair(const lctx *L, const json_t *cfg, const char *key, int
     if (json_is_array(v) && json_array_size(v) == 2) {
         const json_t *bad = as_int(json_array_get(v, 0), lo, hi, &out[0]) ? json_array_get(v, 1)
                                                                           : json_array_get(v, 0);
-        return lfail(L, MW_EMODEL, "%s: found %s in the list; expected integers from %d to %d",
-                     key, describe(d, sizeof d, bad), lo, hi);
+        return lfail(L, MW_EMODEL, "%s: found %s in the list; expected integers from %d to %d", key,
+                     describe(d, sizeof d, bad), lo, hi);
     }
-    return lfail(L, MW_EMODEL, "%s: found %s; expected an integer or a list of 2 integers from "
-                 "%d to %d", key, describe(d, sizeof d, v), lo, hi);
+    return lfail(L, MW_EMODEL,
+                 "%s: found %s; expected an integer or a list of 2 integers from "
+                 "%d to %d",
+                 key, describe(d, sizeof d, v), lo, hi);
 }
 
 static mw_status get_bool(const lctx *L, const json_t *cfg, const char *key, int def, int *out)
@@ -285,8 +289,10 @@ static mw_status check_dtype(const lctx *L, const json_t *cfg)
     else if (json_is_object(v))
         name = json_string_value(json_object_get(json_object_get(v, "config"), "name"));
     if (!name)
-        return lfail(L, MW_EMODEL, "dtype: found %s; expected \"float32\" or a dtype policy "
-                     "object", describe(d, sizeof d, v));
+        return lfail(L, MW_EMODEL,
+                     "dtype: found %s; expected \"float32\" or a dtype policy "
+                     "object",
+                     describe(d, sizeof d, v));
     if (strcmp(name, "float32") != 0)
         return lfail(L, MW_EUNSUPPORTED, "dtype %s is not supported; supported: \"float32\"",
                      quote(q, name));
@@ -319,8 +325,8 @@ static mw_status get_activation(const lctx *L, const json_t *cfg, const char *ke
     if (!v || json_is_null(v))
         return MW_OK;
     if (!json_is_string(v))
-        return lfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s",
-                     key, describe(d, sizeof d, v), act_list);
+        return lfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s", key,
+                     describe(d, sizeof d, v), act_list);
     const char *s = json_string_value(v);
     if (!strcmp(s, "linear"))
         *out = MW_ACT_LINEAR;
@@ -329,12 +335,14 @@ static mw_status get_activation(const lctx *L, const json_t *cfg, const char *ke
     else if (!strcmp(s, "softmax"))
         *out = MW_ACT_SOFTMAX;
     else
-        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
-                     quote(q, s), act_list);
+        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key, quote(q, s),
+                     act_list);
     if (*out == MW_ACT_SOFTMAX && !is_last)
-        return lfail(L, MW_EUNSUPPORTED, "%s \"softmax\" is supported only on the last layer, "
+        return lfail(L, MW_EUNSUPPORTED,
+                     "%s \"softmax\" is supported only on the last layer, "
                      "where it is folded into the cross-entropy loss; use \"relu\" or "
-                     "\"linear\" here", key);
+                     "\"linear\" here",
+                     key);
     return MW_OK;
 }
 
@@ -387,8 +395,7 @@ static mw_status get_init_config(const lctx *L, const json_t *c, const char *key
                                             "normal"};
         int mode = (int)out->mode, dist = (int)out->dist;
         lctx sub = *L;
-        snprintf(sub.where + strlen(sub.where), sizeof sub.where - strlen(sub.where), ": %s",
-                 key);
+        snprintf(sub.where + strlen(sub.where), sizeof sub.where - strlen(sub.where), ": %s", key);
         MW_TRY(get_num(L, path, c, "scale", out->scale, &out->scale));
         if (!(out->scale > 0.0))
             return lfail(L, MW_EMODEL, "%sscale: %g; expected a number > 0", path, out->scale);
@@ -439,8 +446,10 @@ static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_
         cls = json_string_value(json_object_get(v, "class_name"));
         c = json_object_get(v, "config");
         if (!cls)
-            return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected an initializer class "
-                         "name", key, describe(d, sizeof d, json_object_get(v, "class_name")));
+            return lfail(L, MW_EMODEL,
+                         "%s.class_name: found %s; expected an initializer class "
+                         "name",
+                         key, describe(d, sizeof d, json_object_get(v, "class_name")));
         if (c && !json_is_null(c) && !json_is_object(c))
             return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
                          describe(d, sizeof d, c));
@@ -498,8 +507,10 @@ static mw_status get_reg(const lctx *L, const json_t *cfg, const char *key, mw_r
     else if (!strcmp(cls, "l1_l2"))
         has1 = has2 = 1, out->l1 = out->l2 = 0.01;
     else
-        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: L2, L1, L1L2 or "
-                     "null", key, quote(q, cls));
+        return lfail(L, MW_EUNSUPPORTED,
+                     "%s %s is not supported; supported: L2, L1, L1L2 or "
+                     "null",
+                     key, quote(q, cls));
     if (json_is_object(c)) {
         snprintf(path, sizeof path, "%s.config.", key);
         if (has1)
@@ -516,7 +527,7 @@ static mw_status get_reg(const lctx *L, const json_t *cfg, const char *key, mw_r
 /* ---- input shape ------------------------------------------------------------------------- */
 
 typedef struct {
-    int rank;       /* 3: (H, W, C); 2: (H, W); 1: (D); 0: none given */
+    int rank; /* 3: (H, W, C); 2: (H, W); 1: (D); 0: none given */
     int d[3];
     char from[QUOTE_MAX * 8 + 160]; /* where it was found, for messages */
 } kshape;
@@ -539,28 +550,35 @@ static mw_status parse_shape(const lctx *L, const json_t *v, const char *key, ks
     if (n < 2 || n > 4)
         return lfail(L, n > 4 ? MW_EUNSUPPORTED : MW_EMODEL,
                      "%s: found %s; expected [null, height, width, channels], [null, height, "
-                     "width] or [null, features]", key, describe(d, sizeof d, v));
+                     "width] or [null, features]",
+                     key, describe(d, sizeof d, v));
     const json_t *b = json_array_get(v, 0);
     int bv;
     if (!json_is_null(b) && !as_int(b, 1, INT32_MAX, &bv))
-        return lfail(L, MW_EMODEL, "%s[0] (the batch size): found %s; expected null or a "
-                     "positive integer", key, describe(d, sizeof d, b));
+        return lfail(L, MW_EMODEL,
+                     "%s[0] (the batch size): found %s; expected null or a "
+                     "positive integer",
+                     key, describe(d, sizeof d, b));
     s->rank = (int)n - 1;
     for (size_t i = 1; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         if (json_is_null(e))
-            return lfail(L, MW_EUNSUPPORTED, "%s[%zu] is null: inputs of variable size are not "
-                         "supported; give every dimension", key, i);
+            return lfail(L, MW_EUNSUPPORTED,
+                         "%s[%zu] is null: inputs of variable size are not "
+                         "supported; give every dimension",
+                         key, i);
         if (!as_int(e, 1, MAX_DIM, &s->d[i - 1]))
-            return lfail(L, MW_EMODEL, "%s[%zu]: found %s; expected an integer from 1 to %d",
-                         key, i, describe(d, sizeof d, e), MAX_DIM);
+            return lfail(L, MW_EMODEL, "%s[%zu]: found %s; expected an integer from 1 to %d", key,
+                         i, describe(d, sizeof d, e), MAX_DIM);
     }
     long long total = 1;
     for (int i = 0; i < s->rank; i++)
         total *= s->d[i];
     if (total > MAX_TENSOR)
-        return lfail(L, MW_EUNSUPPORTED, "%s: %lld values per example; at most %d are "
-                     "supported", key, total, MAX_TENSOR);
+        return lfail(L, MW_EUNSUPPORTED,
+                     "%s: %lld values per example; at most %d are "
+                     "supported",
+                     key, total, MAX_TENSOR);
     snprintf(s->from, sizeof s->from, "%s %s", L->where, key);
     return MW_OK;
 }
@@ -624,7 +642,8 @@ static mw_status need_channels(const builder *B, const lctx *L)
     if (!B->no_channels)
         return MW_OK;
     const mw_model *m = B->m;
-    return lfail(L, MW_EMODEL, "needs a 4-D input (batch, height, width, channels), but the "
+    return lfail(L, MW_EMODEL,
+                 "needs a 4-D input (batch, height, width, channels), but the "
                  "model's input is (None, %d, %d); give the input shape as (None, %d, %d, 1)",
                  m->in_h, m->in_w, m->in_h, m->in_w);
 }
@@ -642,23 +661,29 @@ static mw_status add_conv2d(builder *B, const lctx *L, const json_t *cfg, const 
     MW_TRY(check_data_format(L, cfg));
     MW_TRY(get_pair(L, cfg, "dilation_rate", 1, 1, MAX_WINDOW, dil));
     if (dil[0] != 1 || dil[1] != 1)
-        return lfail(L, MW_EUNSUPPORTED, "dilation_rate [%d, %d] is not supported; supported: "
-                     "1 (no dilation)", dil[0], dil[1]);
+        return lfail(L, MW_EUNSUPPORTED,
+                     "dilation_rate [%d, %d] is not supported; supported: "
+                     "1 (no dilation)",
+                     dil[0], dil[1]);
     MW_TRY(get_int(L, cfg, "groups", 1, 0, 1, MAX_DIM, &groups));
     if (groups != 1)
         return lfail(L, MW_EUNSUPPORTED, "groups %d is not supported; supported: 1", groups);
     MW_TRY(read_weights(L, cfg, is_last, &w));
     MW_TRY(need_channels(B, L));
     if ((long long)ks[0] * ks[1] * cur_c(B->m) * filters > MAX_TENSOR)
-        return lfail(L, MW_EUNSUPPORTED, "a %dx%dx%dx%d kernel is larger than the %d values "
-                     "supported per tensor", ks[0], ks[1], cur_c(B->m), filters, MAX_TENSOR);
-    mw_status rc = mw_model_add_conv2d(B->m, name, filters, ks[0], ks[1], st[0], st[1], same,
-                                       w.use_bias);
+        return lfail(L, MW_EUNSUPPORTED,
+                     "a %dx%dx%dx%d kernel is larger than the %d values "
+                     "supported per tensor",
+                     ks[0], ks[1], cur_c(B->m), filters, MAX_TENSOR);
+    mw_status rc =
+        mw_model_add_conv2d(B->m, name, filters, ks[0], ks[1], st[0], st[1], same, w.use_bias);
     if (rc != MW_OK)
         return from_model(B->origin, rc);
     if (last_out(B->m) > MAX_TENSOR)
-        return lfail(L, MW_EUNSUPPORTED, "its output has %zu values per example; at most %d are "
-                     "supported", last_out(B->m), MAX_TENSOR);
+        return lfail(L, MW_EUNSUPPORTED,
+                     "its output has %zu values per example; at most %d are "
+                     "supported",
+                     last_out(B->m), MAX_TENSOR);
     return apply_weights(B, &w);
 }
 
@@ -670,8 +695,10 @@ static mw_status add_dense(builder *B, const lctx *L, const json_t *cfg, const c
     MW_TRY(get_int(L, cfg, "units", 0, 1, 1, MAX_DIM, &units));
     MW_TRY(read_weights(L, cfg, is_last, &w));
     if ((long long)cur_c(B->m) * units > MAX_TENSOR)
-        return lfail(L, MW_EUNSUPPORTED, "a %dx%d kernel is larger than the %d values supported "
-                     "per tensor", cur_c(B->m), units, MAX_TENSOR);
+        return lfail(L, MW_EUNSUPPORTED,
+                     "a %dx%d kernel is larger than the %d values supported "
+                     "per tensor",
+                     cur_c(B->m), units, MAX_TENSOR);
     mw_status rc = mw_model_add_dense(B->m, name, units, w.use_bias);
     if (rc != MW_OK)
         return from_model(B->origin, rc);
@@ -719,8 +746,10 @@ static mw_status add_relu_layer(builder *B, const lctx *L, const json_t *cfg, co
         const json_t *v = json_object_get(cfg, keys[i]);
         if (!v || json_is_null(v) || (i > 0 && json_is_number(v) && json_number_value(v) == 0.0))
             continue;
-        return lfail(L, MW_EUNSUPPORTED, "%s: found %s; supported: the plain ReLU (max_value "
-                     "null, negative_slope 0, threshold 0)", keys[i], describe(d, sizeof d, v));
+        return lfail(L, MW_EUNSUPPORTED,
+                     "%s: found %s; supported: the plain ReLU (max_value "
+                     "null, negative_slope 0, threshold 0)",
+                     keys[i], describe(d, sizeof d, v));
     }
     mw_status rc = mw_model_add_relu(B->m, name, 0);
     return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
@@ -735,8 +764,8 @@ static mw_status add_activation_layer(builder *B, const lctx *L, const json_t *c
     return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
 }
 
-static mw_status add_softmax_layer(builder *B, const lctx *L, const json_t *cfg,
-                                   const char *name, int is_last)
+static mw_status add_softmax_layer(builder *B, const lctx *L, const json_t *cfg, const char *name,
+                                   int is_last)
 {
     const json_t *axis = json_object_get(cfg, "axis");
     char d[QUOTE_MAX * 4 + 64];
@@ -747,7 +776,8 @@ static mw_status add_softmax_layer(builder *B, const lctx *L, const json_t *cfg,
         return lfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the class axis)",
                      describe(d, sizeof d, axis));
     if (!is_last)
-        return lfail(L, MW_EUNSUPPORTED, "softmax is supported only as the last layer, where it "
+        return lfail(L, MW_EUNSUPPORTED,
+                     "softmax is supported only as the last layer, where it "
                      "is folded into the cross-entropy loss");
     mw_status rc = mw_model_add_softmax(B->m, name, 0);
     return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
@@ -763,8 +793,10 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
     qbuf q;
     const json_t *cfg = root;
     if (!json_is_object(root))
-        return gfail(origin, MW_EMODEL, "found %s; expected a Keras model object "
-                     "({\"class_name\": \"Sequential\", ...})", describe(d, sizeof d, root));
+        return gfail(origin, MW_EMODEL,
+                     "found %s; expected a Keras model object "
+                     "({\"class_name\": \"Sequential\", ...})",
+                     describe(d, sizeof d, root));
     const json_t *topo = json_object_get(root, "modelTopology");
     if (topo) {
         if (!json_is_object(topo))
@@ -773,17 +805,23 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
         const json_t *mc = json_object_get(topo, "model_config");
         cfg = mc ? mc : topo;
         if (!json_is_object(cfg))
-            return gfail(origin, MW_EMODEL, "modelTopology.model_config: found %s; expected an "
-                         "object", describe(d, sizeof d, cfg));
+            return gfail(origin, MW_EMODEL,
+                         "modelTopology.model_config: found %s; expected an "
+                         "object",
+                         describe(d, sizeof d, cfg));
     }
     const json_t *cls = json_object_get(cfg, "class_name");
     if (!json_is_string(cls))
-        return gfail(origin, MW_EMODEL, "class_name: found %s; expected \"Sequential\" (a Keras "
-                     "model from model.to_json())", describe(d, sizeof d, cls));
+        return gfail(origin, MW_EMODEL,
+                     "class_name: found %s; expected \"Sequential\" (a Keras "
+                     "model from model.to_json())",
+                     describe(d, sizeof d, cls));
     const char *c = json_string_value(cls);
     if (strcmp(c, "Sequential") != 0)
-        return gfail(origin, MW_EUNSUPPORTED, "class_name %s is not supported; supported: "
-                     "\"Sequential\" (functional and subclassed models are not)", quote(q, c));
+        return gfail(origin, MW_EUNSUPPORTED,
+                     "class_name %s is not supported; supported: "
+                     "\"Sequential\" (functional and subclassed models are not)",
+                     quote(q, c));
     *out = cfg;
     return MW_OK;
 }
@@ -814,7 +852,8 @@ static mw_status find_input(const char *origin, const json_t *model, const json_
                 return parse_shape(&L, v, keys[k], s);
         }
         if (fcls && !strcmp(fcls, "InputLayer"))
-            return lfail(&L, MW_EMODEL, "has no batch_input_shape or batch_shape; expected "
+            return lfail(&L, MW_EMODEL,
+                         "has no batch_input_shape or batch_shape; expected "
                          "[null, height, width, channels]");
     }
     const json_t *v = json_object_get(conf, "build_input_shape");
@@ -835,7 +874,8 @@ static mw_status start_model(builder *B, const kshape *s, int h, int w, int c)
     const char *origin = B->origin;
     if (s->rank == 0) {
         if (h == 0)
-            return gfail(origin, MW_EMODEL, "the model has no input shape (no InputLayer or "
+            return gfail(origin, MW_EMODEL,
+                         "the model has no input shape (no InputLayer or "
                          "batch_input_shape) and no data set gives one");
         mw_model_init(B->m, h, w, c);
         return MW_OK;
@@ -857,9 +897,10 @@ static mw_status start_model(builder *B, const kshape *s, int h, int w, int c)
         char alt[64] = "";
         if (c == 1)
             snprintf(alt, sizeof alt, ", (None, %d, %d)", h, w);
-        return gfail(origin, MW_EMODEL, "the model's input is %s (%s) but the data are %dx%dx%d "
-                     "images; expected (None, %d, %d, %d)%s or (None, %lld)", ks, s->from, h, w,
-                     c, h, w, c, alt, (long long)h * w * c);
+        return gfail(origin, MW_EMODEL,
+                     "the model's input is %s (%s) but the data are %dx%dx%d "
+                     "images; expected (None, %d, %d, %d)%s or (None, %lld)",
+                     ks, s->from, h, w, c, h, w, c, alt, (long long)h * w * c);
     }
     if (s->rank == 1) {
         mw_model_init(B->m, 1, 1, s->d[0]);
@@ -882,8 +923,10 @@ static mw_status find_layers(const char *origin, const json_t *model, const json
     } else if (json_is_object(conf)) {
         layers = json_object_get(conf, "layers");
         if (!json_is_array(layers))
-            return gfail(origin, MW_EMODEL, "config.layers: found %s; expected the list of "
-                         "layers", describe(d, sizeof d, layers));
+            return gfail(origin, MW_EMODEL,
+                         "config.layers: found %s; expected the list of "
+                         "layers",
+                         describe(d, sizeof d, layers));
     } else {
         return gfail(origin, MW_EMODEL, "config: found %s; expected an object with \"layers\"",
                      describe(d, sizeof d, conf));
@@ -900,9 +943,10 @@ static mw_status set_model_name(builder *B, const json_t *conf)
     const json_t *mname = json_object_get(conf, "name");
     if (mname && !json_is_null(mname)) {
         if (!json_is_string(mname) || !name_ok(json_string_value(mname), sizeof B->m->name - 1))
-            return gfail(B->origin, MW_EMODEL, "config.name: found %s; expected 1 to %zu "
-                         "printable characters without '/'", describe(d, sizeof d, mname),
-                         sizeof B->m->name - 1);
+            return gfail(B->origin, MW_EMODEL,
+                         "config.name: found %s; expected 1 to %zu "
+                         "printable characters without '/'",
+                         describe(d, sizeof d, mname), sizeof B->m->name - 1);
         snprintf(B->m->name, sizeof B->m->name, "%s", json_string_value(mname));
     }
     return MW_OK;
@@ -918,8 +962,10 @@ static mw_status read_layer(lctx *L, const json_t *e, size_t i, const char **cls
     qbuf q;
     snprintf(L->where, sizeof L->where, "layers[%zu]", i);
     if (!json_is_object(e))
-        return lfail(L, MW_EMODEL, "found %s; expected a layer object with class_name and "
-                     "config", describe(d, sizeof d, e));
+        return lfail(L, MW_EMODEL,
+                     "found %s; expected a layer object with class_name and "
+                     "config",
+                     describe(d, sizeof d, e));
     const json_t *jc = json_object_get(e, "class_name");
     if (!json_is_string(jc))
         return lfail(L, MW_EMODEL, "class_name: found %s; expected a layer class name",
@@ -936,20 +982,24 @@ static mw_status read_layer(lctx *L, const json_t *e, size_t i, const char **cls
     const char *name = NULL;
     if (jn && !json_is_null(jn)) {
         if (!json_is_string(jn) || !name_ok(json_string_value(jn), NAME_MAX_LEN))
-            return lfail(L, MW_EMODEL, "name: found %s; expected 1 to %d printable "
-                         "characters without '/'", describe(d, sizeof d, jn), NAME_MAX_LEN);
+            return lfail(L, MW_EMODEL,
+                         "name: found %s; expected 1 to %d printable "
+                         "characters without '/'",
+                         describe(d, sizeof d, jn), NAME_MAX_LEN);
         name = json_string_value(jn);
         snprintf(L->where, sizeof L->where, "layer '%s' (%s)", name, ecls);
     }
     const json_t *reg = json_object_get(e, "registered_name");
     if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0)
-        return lfail(L, MW_EUNSUPPORTED, "registered_name %s names a custom layer; "
-                     "supported: the built-in layers %s", quote(q, json_string_value(reg)),
-                     layer_list);
+        return lfail(L, MW_EUNSUPPORTED,
+                     "registered_name %s names a custom layer; "
+                     "supported: the built-in layers %s",
+                     quote(q, json_string_value(reg)), layer_list);
     int trainable = 1;
     MW_TRY(get_bool(L, cfg, "trainable", 1, &trainable));
     if (!trainable)
-        return lfail(L, MW_EUNSUPPORTED, "trainable false (a frozen layer) is not "
+        return lfail(L, MW_EUNSUPPORTED,
+                     "trainable false (a frozen layer) is not "
                      "supported; supported: true");
     MW_TRY(check_dtype(L, cfg));
     *cls_out = cls;
@@ -967,8 +1017,10 @@ static mw_status check_input_layer(const lctx *L, const json_t *cfg, size_t i)
     MW_TRY(get_bool(L, cfg, "sparse", 0, &sparse));
     MW_TRY(get_bool(L, cfg, "ragged", 0, &ragged));
     if (sparse || ragged)
-        return lfail(L, MW_EUNSUPPORTED, "%s inputs are not supported; supported: "
-                     "dense float32 inputs", sparse ? "sparse" : "ragged");
+        return lfail(L, MW_EUNSUPPORTED,
+                     "%s inputs are not supported; supported: "
+                     "dense float32 inputs",
+                     sparse ? "sparse" : "ragged");
     return MW_OK;
 }
 
@@ -981,7 +1033,8 @@ static mw_status add_layer(builder *B, const lctx *L, const char *cls, const jso
     if (name) /* Keras needs unique names; the summary and checkpoints do too */
         for (int j = 0; j < B->m->nlayers; j++)
             if (!B->m->layers[j].folded && !strcmp(B->m->layers[j].name, name))
-                return lfail(L, MW_EMODEL, "the name is already used by an earlier layer; "
+                return lfail(L, MW_EMODEL,
+                             "the name is already used by an earlier layer; "
                              "expected unique layer names");
     mw_status rc;
     if (!strcmp(cls, "Conv2D"))
@@ -1022,13 +1075,15 @@ static mw_status check_output(const builder *B, int nclasses)
     if (nclasses > 0)
         snprintf(want, sizeof want, "%d", nclasses);
     if (!last->flat)
-        return gfail(origin, MW_EMODEL, "the model's output is (None, %d, %d, %d) after layer "
+        return gfail(origin, MW_EMODEL,
+                     "the model's output is (None, %d, %d, %d) after layer "
                      "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",
                      last->out_h, last->out_w, last->out_c, shown->name, want, want);
     if (nclasses > 0 && last->out_c != nclasses)
-        return gfail(origin, MW_EMODEL, "the model's output has %d units (layer '%s') but the "
-                     "data set has %d classes; expected a last Dense(%d)", last->out_c,
-                     shown->name, nclasses, nclasses);
+        return gfail(origin, MW_EMODEL,
+                     "the model's output has %d units (layer '%s') but the "
+                     "data set has %d classes; expected a last Dense(%d)",
+                     last->out_c, shown->name, nclasses, nclasses);
     return MW_OK;
 }
 
@@ -1073,8 +1128,10 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
         origin = "model";
     if (in_h < 0 || in_w < 0 || in_c < 0 || nclasses < 0 ||
         ((in_h == 0) != (in_w == 0) || (in_h == 0) != (in_c == 0)))
-        return gfail(origin, MW_EINVAL, "data shape %dx%dx%d, %d classes: expected positive "
-                     "sizes (or all 0)", in_h, in_w, in_c, nclasses);
+        return gfail(origin, MW_EINVAL,
+                     "data shape %dx%dx%d, %d classes: expected positive "
+                     "sizes (or all 0)",
+                     in_h, in_w, in_c, nclasses);
     if (!json_text || nbytes == 0)
         return gfail(origin, MW_EMODEL, "empty; expected a Keras model JSON (model.to_json())");
     if (nbytes > MW_KERAS_MAX_BYTES)

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
-#include "cluster/hostfile.h"
 #include "cluster/comm.h"
+#include "cluster/hostfile.h"
 #include "cluster/topology.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "kernels/kernels.h"
 #include "worker/cli.h"
@@ -66,8 +66,8 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
 {
     mw_device_choice dev;
     char mine[DEVICE_LEN] = "cpu";
-    mw_status rc = mw_device_select(o->device, t->local_rank,
-                                    t->local_size > 0 ? t->local_size : 1, &dev);
+    mw_status rc =
+        mw_device_select(o->device, t->local_rank, t->local_size > 0 ? t->local_size : 1, &dev);
     if (rc == MW_OK && dev.use_gpu)
         snprintf(mine, sizeof mine, dev.n == 1 ? "cuda:%d" : "cuda:%d-%d", dev.first,
                  dev.first + dev.n - 1);
@@ -78,9 +78,8 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
     /* agreed first: the root must not gather into a buffer it could not allocate */
     rc = mw_agree(t->world, rc, NULL);
     /* t->world is in task order, as the table: row i comes from its rank i */
-    if (rc == MW_OK &&
-        MPI_Gather(mine, DEVICE_LEN, MPI_CHAR, all, DEVICE_LEN, MPI_CHAR, 0, t->world) !=
-            MPI_SUCCESS)
+    if (rc == MW_OK && MPI_Gather(mine, DEVICE_LEN, MPI_CHAR, all, DEVICE_LEN, MPI_CHAR, 0,
+                                  t->world) != MPI_SUCCESS)
         rc = mw_err(MW_EMPI, "cluster: gathering the devices failed");
     if (rc == MW_OK && t->rank == 0) {
         for (int i = 0; i < t->world_size; i++)

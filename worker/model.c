@@ -93,13 +93,13 @@ mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh
                                 "layer '%s' (Conv2D): filters %d, kernel %dx%d, strides %dx%d: "
                                 "expected positive values",
                                 l->name, filters, kh, kw, sh, sw));
-    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, filters, kh, kw, sh, sw,
-                            same) != 0)
-        return reject(m, mw_err(MW_EMODEL,
-                                "layer '%s' (Conv2D): a %dx%d kernel with padding '%s' does not "
-                                "fit its %dx%dx%d input",
-                                l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w,
-                                l->in_c));
+    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, filters, kh, kw, sh, sw, same) !=
+        0)
+        return reject(m,
+                      mw_err(MW_EMODEL,
+                             "layer '%s' (Conv2D): a %dx%d kernel with padding '%s' does not "
+                             "fit its %dx%dx%d input",
+                             l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w, l->in_c));
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
     l->flat = 0;
     l->w_count = (size_t)kh * kw * l->in_c * filters;
@@ -120,8 +120,8 @@ mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, in
         return reject(m, mw_err(MW_EMODEL,
                                 "layer '%s' (MaxPooling2D): pool %dx%d, strides %dx%d, padding "
                                 "'%s' does not fit its %dx%dx%d input",
-                                l->name, ph, pw, sh, sw, same ? "same" : "valid", l->in_h,
-                                l->in_w, l->in_c));
+                                l->name, ph, pw, sh, sw, same ? "same" : "valid", l->in_h, l->in_w,
+                                l->in_c));
     l->out_h = l->pool.OH, l->out_w = l->pool.OW, l->out_c = l->in_c;
     l->flat = 0;
     return MW_OK;
@@ -144,8 +144,8 @@ mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_b
     if (!l)
         return mw_err_status();
     if (units <= 0)
-        return reject(m, mw_err(MW_EMODEL, "layer '%s' (Dense): units %d: expected > 0",
-                                l->name, units));
+        return reject(
+            m, mw_err(MW_EMODEL, "layer '%s' (Dense): units %d: expected > 0", l->name, units));
     if (l->in_h != 1 || l->in_w != 1)
         return reject(m, mw_err(MW_EMODEL,
                                 "layer '%s' (Dense): input is %dx%dx%d; Dense needs a flat "
@@ -336,17 +336,17 @@ static void init_tensor(float *p, size_t count, const mw_init *in, int fan_in, i
         return;
     case MW_INIT_GLOROT_UNIFORM:
     case MW_INIT_HE_UNIFORM:
-        limit = kind == MW_INIT_GLOROT_UNIFORM ? sqrt(6.0 / (fan_in + fan_out))
-                                               : sqrt(6.0 / fan_in);
+        limit =
+            kind == MW_INIT_GLOROT_UNIFORM ? sqrt(6.0 / (fan_in + fan_out)) : sqrt(6.0 / fan_in);
         for (size_t i = 0; i < count; i++)
             p[i] = (float)((2.0 * mw_rng_uniform(r) - 1.0) * limit);
         return;
     case MW_INIT_GLOROT_NORMAL:
     case MW_INIT_HE_NORMAL:
         /* Keras: truncated normal (|z| < 2), stddev / 0.8796 to keep the variance */
-        stddev = (kind == MW_INIT_GLOROT_NORMAL ? sqrt(2.0 / (fan_in + fan_out))
-                                                : sqrt(2.0 / fan_in)) /
-                 0.87962566103423978;
+        stddev =
+            (kind == MW_INIT_GLOROT_NORMAL ? sqrt(2.0 / (fan_in + fan_out)) : sqrt(2.0 / fan_in)) /
+            0.87962566103423978;
         for (size_t i = 0; i < count; i++) {
             float z = truncated_z(r);
             p[i] = (float)(z * stddev);
@@ -407,7 +407,6 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
     }
 }
 
-
 /* The regularizer of tensor b (0: kernel, 1: bias) of l, or NULL when it has none. */
 static const mw_regularizer *regularizer(const mw_layer *l, int b)
 {
@@ -435,8 +434,8 @@ int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k
             if (!rg)
                 continue;
             size_t off = b ? l->b_off : l->w_off, count = b ? l->b_count : l->w_count;
-            t->regularize(k, grads ? grads + off : NULL, acc, params + off, count, rg->l1,
-                          rg->l2, scale);
+            t->regularize(k, grads ? grads + off : NULL, acc, params + off, count, rg->l1, rg->l2,
+                          scale);
             any = 1;
         }
     }
@@ -556,8 +555,8 @@ static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int w
         ws->grad[i] = (float *)(base + p->grad[i]);
     }
     for (int i = 0; i < m->nlayers; i++) {
-        ws->argmax[i] = m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + p->arg[i])
-                                                               : NULL;
+        ws->argmax[i] =
+            m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + p->arg[i]) : NULL;
         ws->mask[i] = m->layers[i].kind == MW_LAYER_DROPOUT ? (float *)(base + p->arg[i]) : NULL;
     }
     ws->prob = (float *)(base + p->prob);
@@ -612,8 +611,8 @@ oom:
 
 /* ---- forward / backward ---- */
 
-void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                      mw_model_ws *ws, int n)
+void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      int n)
 {
     const float *P = ws->params ? ws->params : m->params.data;
     for (int i = 0; i < m->nlayers; i++) {
@@ -621,8 +620,7 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
         float *x = ws->act[i], *y = ws->act[i + 1];
         switch (l->kind) {
         case MW_LAYER_CONV2D:
-            kt->conv2d_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, &l->conv,
-                           n);
+            kt->conv2d_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, &l->conv, n);
             break;
         case MW_LAYER_MAXPOOL:
             kt->maxpool_fwd(k, y, ws->argmax[i], x, &l->pool, n);
@@ -649,8 +647,8 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
         kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
 }
 
-void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                       mw_model_ws *ws, float *grads, int n, float scale)
+void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                       float *grads, int n, float scale)
 {
     const float *P = ws->params ? ws->params : m->params.data;
     const int L = m->nlayers;
@@ -742,6 +740,5 @@ void mw_model_summary(const mw_model *m, FILE *f)
         fprintf(f, "%-32s %-22s %10zu\n", label, shape, np);
     }
     fprintf(f, "=================================================================\n");
-    fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: 0\n", total,
-            total);
+    fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: 0\n", total, total);
 }

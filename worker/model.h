@@ -97,7 +97,7 @@ typedef struct {
     char name[64];  /* the Keras model name, "sequential" by default */
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
-    int nclasses;   /* width of the last layer */
+    int nclasses;    /* width of the last layer */
     mw_arena params; /* allocated by finalize */
     size_t nparams;  /* real parameters (without padding) */
     int finalized;
@@ -173,20 +173,20 @@ int mw_model_has_regularizers(const mw_model *m);
  * forward with the same settings (it uses the saved mask). */
 typedef struct {
     int max_n;
-    int training;                 /* 1: dropout active */
-    uint64_t dropout_seed;        /* per step, the same on every replica */
-    const uint32_t *example_ids;  /* n global example ids of act[0] (borrowed), or NULL */
-    float **act;      /* nlayers + 1 views: act[0] input, act[i+1] output of layer i */
-    float **grad;     /* same shapes; grad[0] unused */
-    int32_t **argmax; /* per maxpool layer, else NULL */
-    float **mask;     /* per dropout layer (max_n x its size), else NULL */
-    float *prob;      /* (max_n, nclasses) softmax */
-    float *loss;      /* (max_n) per-example losses */
-    int32_t *labels;  /* (max_n) */
-    float *scratch;   /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
+    int training;                /* 1: dropout active */
+    uint64_t dropout_seed;       /* per step, the same on every replica */
+    const uint32_t *example_ids; /* n global example ids of act[0] (borrowed), or NULL */
+    float **act;                 /* nlayers + 1 views: act[0] input, act[i+1] output of layer i */
+    float **grad;                /* same shapes; grad[0] unused */
+    int32_t **argmax;            /* per maxpool layer, else NULL */
+    float **mask;                /* per dropout layer (max_n x its size), else NULL */
+    float *prob;                 /* (max_n, nclasses) softmax */
+    float *loss;                 /* (max_n) per-example losses */
+    int32_t *labels;             /* (max_n) */
+    float *scratch;       /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
     size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
     const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
-    void *block; /* the single owned allocation behind act/grad/... */
+    void *block;          /* the single owned allocation behind act/grad/... */
     void (*block_free)(void *); /* how block is released; NULL: the host allocator */
 } mw_model_ws;
 
@@ -206,12 +206,12 @@ void mw_model_ws_free(mw_model_ws *ws);
  * fills logits, prob and per-example losses. Parameters come from ws->params
  * (NULL: m->params.data), and every buffer is in the memory the kernel table
  * works on (host, or device for the CUDA table with a device workspace). */
-void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                      mw_model_ws *ws, int n);
+void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      int n);
 /* Backward from the losses scaled by `scale` (1 / global batch): ACCUMULATES
  * into the gradient arena grads (same layout as params). */
-void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                       mw_model_ws *ws, float *grads, int n, float scale);
+void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                       float *grads, int n, float scale);
 /* After a forward: how many of the n examples have argmax(prob) == label. */
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n);
 /* The same from host copies of prob (n x nclasses) and labels (n). */

@@ -11,12 +11,12 @@ typedef enum { MW_OPT_ADAM, MW_OPT_SGD } mw_optimizer;
 typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
 
 typedef struct {
-    int epochs;            /* 10 */
-    int batch_per_replica; /* 64 */
+    int epochs;              /* 10 */
+    int batch_per_replica;   /* 64 */
     int replicas_per_worker; /* 0: one per GPU the rank drives, 1 on the CPU */
-    int steps_per_epoch; /* 0: the whole training set */
-    int micro_batch;     /* examples per forward/backward pass in a CPU thread (16); a GPU
-                            runs a replica's slice at once (up to 1024) */
+    int steps_per_epoch;     /* 0: the whole training set */
+    int micro_batch;         /* examples per forward/backward pass in a CPU thread (16); a GPU
+                                runs a replica's slice at once (up to 1024) */
     double learning_rate;
     mw_optimizer optimizer;
     double momentum; /* SGD */
@@ -26,20 +26,20 @@ typedef struct {
     int threads;         /* 0: cores / ranks on the node */
     const char *backend; /* "cpu" or "ref" */
     mw_progress progress;
-    double progress_interval; /* seconds between progress lines (non-TTY) */
-    int eval_batch;           /* examples per evaluation batch */
-    const char *dump_weights; /* write final raw float32 params here (tests) */
-    const char *tf_config;    /* --tf-config PATH, or NULL for $TF_CONFIG */
-    const char *checkpoint_dir;   /* ./training_checkpoints */
-    int checkpoint_every_epochs;  /* 2: after epochs 1, 3, 5, ... (zero-based epoch % N == 0) */
-    int checkpoint_every_steps;   /* 0: off */
-    int keep_checkpoints;         /* 5; <= 0 keeps all */
-    int resume;                   /* continue from the latest valid checkpoint */
-    const char *summary_dir;      /* ./logs; "" disables */
-    int test_examples;            /* evaluate on the first N test examples (0: all) */
-    const char *export_path;      /* `export --output` */
-    const char *model_path;       /* --model: Keras JSON (NULL: the tutorial CNN) */
-    const char *device;           /* --device auto|cpu|gpu (auto) */
+    double progress_interval;    /* seconds between progress lines (non-TTY) */
+    int eval_batch;              /* examples per evaluation batch */
+    const char *dump_weights;    /* write final raw float32 params here (tests) */
+    const char *tf_config;       /* --tf-config PATH, or NULL for $TF_CONFIG */
+    const char *checkpoint_dir;  /* ./training_checkpoints */
+    int checkpoint_every_epochs; /* 2: after epochs 1, 3, 5, ... (zero-based epoch % N == 0) */
+    int checkpoint_every_steps;  /* 0: off */
+    int keep_checkpoints;        /* 5; <= 0 keeps all */
+    int resume;                  /* continue from the latest valid checkpoint */
+    const char *summary_dir;     /* ./logs; "" disables */
+    int test_examples;           /* evaluate on the first N test examples (0: all) */
+    const char *export_path;     /* `export --output` */
+    const char *model_path;      /* --model: Keras JSON (NULL: the tutorial CNN) */
+    const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (300) */
 } mw_train_opts;

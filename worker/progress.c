@@ -30,8 +30,8 @@ void mw_progress_update(mw_progress_state *p, int step, double loss, double imag
         for (int i = 0; i < WIDTH; i++)
             bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
         bar[WIDTH] = '\0';
-        fprintf(p->out, "\rEpoch %d/%d [%s] %d/%d loss %.4f %.0f img/s  ", p->epoch, p->epochs,
-                bar, step, p->steps, loss, images_per_sec);
+        fprintf(p->out, "\rEpoch %d/%d [%s] %d/%d loss %.4f %.0f img/s  ", p->epoch, p->epochs, bar,
+                step, p->steps, loss, images_per_sec);
         fflush(p->out);
         p->last = now;
     } else if (now - p->last >= p->interval) {

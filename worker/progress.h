@@ -7,7 +7,7 @@
 
 typedef struct {
     FILE *out;
-    int bar;         /* 1: redraw one line with \r; 0: periodic lines */
+    int bar; /* 1: redraw one line with \r; 0: periodic lines */
     int enabled;
     double interval; /* seconds between lines */
     double t0, last;

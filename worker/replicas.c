@@ -35,8 +35,7 @@ void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_k
                         float *m1, float *m2, const float *g, size_t count, float rate)
 {
     if (o->optimizer == MW_OPT_ADAM)
-        kt->adam(k, p, m1, m2, g, count, rate, (float)o->beta1, (float)o->beta2,
-                 (float)o->epsilon);
+        kt->adam(k, p, m1, m2, g, count, rate, (float)o->beta1, (float)o->beta2, (float)o->epsilon);
     else
         kt->sgd(k, p, m1, g, count, rate, (float)o->momentum);
 }

@@ -44,11 +44,11 @@
 typedef struct {
     const mw_train_opts *o; /* replicas_per_worker resolved (>= 1) */
     const mw_topology *topo;
-    MPI_Comm comm;          /* the ranks this backend sums over (MPI_COMM_SELF: alone) */
-    int rank, world;        /* in comm */
-    mw_model *model;        /* finalized; params hold the initial weights */
-    mw_arena *m1, *m2;      /* host optimizer slots (Adam m and v; SGD velocity in m1) */
-    int nthreads;           /* CPU: compute threads of this rank */
+    MPI_Comm comm;              /* the ranks this backend sums over (MPI_COMM_SELF: alone) */
+    int rank, world;            /* in comm */
+    mw_model *model;            /* finalized; params hold the initial weights */
+    mw_arena *m1, *m2;          /* host optimizer slots (Adam m and v; SGD velocity in m1) */
+    int nthreads;               /* CPU: compute threads of this rank */
     int first_device, ndevices; /* GPU: the CUDA devices this rank drives */
 } mw_replicas_env;
 

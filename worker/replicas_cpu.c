@@ -44,8 +44,7 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
     for (int i = 0; i < MAX_THREADS; i++)
         mw_model_ws_init(&r->ws[i]);
     const mw_train_opts *o = env->o;
-    const int T = env->nthreads < 1 ? 1 : env->nthreads > MAX_THREADS ? MAX_THREADS
-                                                                      : env->nthreads;
+    const int T = env->nthreads < 1 ? 1 : env->nthreads > MAX_THREADS ? MAX_THREADS : env->nthreads;
     r->env.nthreads = T;
     if (strcmp(o->backend, "ref") == 0)
         mw_kernels_init_ref(&r->kt);

@@ -47,9 +47,9 @@ struct mw_replicas {
     mw_replicas_env env;
     mw_kernels kt;
     int ngpu;
-    gpu_dev *gd;    /* ngpu devices (owned) */
-    mw_nccl *nccl;  /* gradient all-reduce over every device of the cluster */
-    double acc[3];  /* running sums (replicas.h) */
+    gpu_dev *gd;     /* ngpu devices (owned) */
+    mw_nccl *nccl;   /* gradient all-reduce over every device of the cluster */
+    double acc[3];   /* running sums (replicas.h) */
     int reg_pending; /* the penalty downloads of this step land at the all-reduce's wait */
 };
 
@@ -101,8 +101,10 @@ static mw_status gpu_open(mw_replicas **out, const mw_replicas_env *env)
     r->env = *env;
     const int ndev = env->ndevices, first = env->first_device;
     if (ndev > MAX_GPUS)
-        return mw_err(MW_EUNSUPPORTED, "this rank was given %d CUDA devices; a rank drives at "
-                      "most %d: run more ranks per node", ndev, MAX_GPUS);
+        return mw_err(MW_EUNSUPPORTED,
+                      "this rank was given %d CUDA devices; a rank drives at "
+                      "most %d: run more ranks per node",
+                      ndev, MAX_GPUS);
     mw_kernels_init_cuda(&r->kt);
     if (strcmp(r->kt.name, "cuda") != 0)
         return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available", first);
@@ -250,8 +252,8 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             if (!next_slice(r, q, total))
                 continue;
             int n = q->cnt - q->i < g->ws.max_n ? (int)(q->cnt - q->i) : g->ws.max_n;
-            MW_TRY(stage(r, g, data, base ? base + q->off + q->i : NULL,
-                         (uint32_t)(q->off + q->i), n, training, dseed));
+            MW_TRY(stage(r, g, data, base ? base + q->off + q->i : NULL, (uint32_t)(q->off + q->i),
+                         n, training, dseed));
             mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
             if (training)
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);

@@ -49,7 +49,8 @@ static mw_status choose_device(mw_session *s, mw_session_use use)
     if (o->replicas_per_worker <= 0)
         o->replicas_per_worker = s->dev.use_gpu ? ndev : 1;
     else if (s->dev.use_gpu && o->replicas_per_worker % ndev != 0)
-        return mw_err(MW_EINVAL, "--replicas-per-worker %d: this rank drives %d GPUs (CUDA "
+        return mw_err(MW_EINVAL,
+                      "--replicas-per-worker %d: this rank drives %d GPUs (CUDA "
                       "devices %d..%d) and each runs the same number of replicas: give a "
                       "multiple of %d, or leave the flag out for one replica per GPU",
                       o->replicas_per_worker, ndev, s->dev.first, s->dev.first + ndev - 1, ndev);
@@ -116,9 +117,17 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         return MW_OK;
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
-        .o = s->o, .topo = topo, .comm = s->comm, .rank = s->rank, .world = s->world,
-        .model = &s->model, .m1 = &s->m1, .m2 = &s->m2, .nthreads = threads_for(s),
-        .first_device = s->dev.first, .ndevices = s->dev.n,
+        .o = s->o,
+        .topo = topo,
+        .comm = s->comm,
+        .rank = s->rank,
+        .world = s->world,
+        .model = &s->model,
+        .m1 = &s->m1,
+        .m2 = &s->m2,
+        .nthreads = threads_for(s),
+        .first_device = s->dev.first,
+        .ndevices = s->dev.n,
     };
     return s->ops->open(&s->rep, &env);
 }
@@ -133,8 +142,8 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, in
     const mw_train_opts *o = s->o;
     const long gb = mw_session_global_batch(s);
     if (c->nparams != s->model.nparams)
-        return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)",
-                      name, c->nparams, s->model.nparams);
+        return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)", name,
+                      c->nparams, s->model.nparams);
     if (weights_only) {
         mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
         s->start_epoch = c->epoch;
@@ -151,7 +160,8 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, in
                       "global batch, or resume from an epoch-boundary checkpoint",
                       name, c->global_batch, gb);
     if (!c->slot1 || c->nslots != c->nparams || (o->optimizer == MW_OPT_ADAM && !c->slot2))
-        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name, mw_opts_optimizer_name(o));
+        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name,
+                      mw_opts_optimizer_name(o));
     mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
     mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
     if (c->slot2)

@@ -23,8 +23,8 @@
 #include "worker/data.h"
 #include "worker/device.h"
 #include "worker/model.h"
-#include "worker/replicas.h"
 #include "worker/opts.h"
+#include "worker/replicas.h"
 
 /* One epoch's results, as the chief prints and records them. */
 typedef struct {
@@ -40,7 +40,7 @@ typedef enum {
 } mw_session_use;
 
 typedef struct {
-    mw_train_opts opts; /* the caller's, with replicas_per_worker resolved */
+    mw_train_opts opts;     /* the caller's, with replicas_per_worker resolved */
     const mw_train_opts *o; /* points at opts */
     const mw_topology *topo;
     MPI_Comm comm;   /* the training communicator, or MPI_COMM_SELF for the evaluator */
@@ -52,12 +52,12 @@ typedef struct {
     const mw_replicas_ops *ops; /* NULL for export */
     mw_replicas *rep;
     /* the training state a checkpoint carries */
-    long opt_step;    /* optimizer updates done (Adam's t) */
-    int start_epoch;  /* first epoch to run (0, or from a checkpoint) */
-    long start_step;  /* steps of start_epoch already done */
-    long global_step; /* steps done in all */
-    long saved_step;  /* global_step of the last checkpoint, -1 when none */
-    uint64_t seed;    /* shuffle seed: the flag's, or the checkpoint's */
+    long opt_step;          /* optimizer updates done (Adam's t) */
+    int start_epoch;        /* first epoch to run (0, or from a checkpoint) */
+    long start_step;        /* steps of start_epoch already done */
+    long global_step;       /* steps done in all */
+    long saved_step;        /* global_step of the last checkpoint, -1 when none */
+    uint64_t seed;          /* shuffle seed: the flag's, or the checkpoint's */
     const char *model_json; /* the model description every checkpoint carries (borrowed) */
     /* without --model: the latest checkpoint, read once for its model (chief.h) */
     char *saved_model; /* its model text (owned) */

@@ -177,8 +177,7 @@ static mw_status open_csv(mw_summary *s, const char *dir, int append)
         return mw_err(MW_EIO, "summary file %s: read failed: %s", s->csv_path, strerror(errno));
     /* killed while writing the header: no row is there, start the file again */
     if (len > 0 && !s->csv_header && ftruncate(fileno(s->csv), 0) != 0)
-        return mw_err(MW_EIO, "summary file %s: cannot truncate: %s", s->csv_path,
-                      strerror(errno));
+        return mw_err(MW_EIO, "summary file %s: cannot truncate: %s", s->csv_path, strerror(errno));
     /* a run killed mid-row leaves no final newline: end that row first */
     int last = fseek(s->csv, -1, SEEK_END) == 0 ? fgetc(s->csv) : '\n';
     fseek(s->csv, 0, SEEK_END); /* C wants a seek between reading and writing */
@@ -296,8 +295,7 @@ mw_status mw_summary_row(mw_summary *s, long step, int epoch, const char *const 
 mw_status mw_summary_flush(mw_summary *s)
 {
     if (s->events && fflush(s->events) != 0)
-        return mw_err(MW_EIO, "summary file %s: write failed: %s", s->events_path,
-                      strerror(errno));
+        return mw_err(MW_EIO, "summary file %s: write failed: %s", s->events_path, strerror(errno));
     if (s->csv && fflush(s->csv) != 0)
         return mw_err(MW_EIO, "summary file %s: write failed: %s", s->csv_path, strerror(errno));
     return MW_OK;

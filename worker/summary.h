@@ -24,11 +24,11 @@
 #include "common/status.h"
 
 typedef struct {
-    FILE *events;        /* owned; NULL when closed */
-    FILE *csv;           /* owned; NULL when closed */
-    char *events_path;   /* owned: full path of the event file */
-    char *csv_path;      /* owned: <dir>/metrics.csv */
-    char *csv_header;    /* owned: "step,epoch,..." once known (written or found), else NULL */
+    FILE *events;      /* owned; NULL when closed */
+    FILE *csv;         /* owned; NULL when closed */
+    char *events_path; /* owned: full path of the event file */
+    char *csv_path;    /* owned: <dir>/metrics.csv */
+    char *csv_header;  /* owned: "step,epoch,..." once known (written or found), else NULL */
 } mw_summary;
 
 /* Zero s so mw_summary_close is safe on a never-opened writer. */

@@ -28,8 +28,8 @@
 
 typedef struct {
     mw_session s;
-    mw_summary sum; /* chief only */
-    mw_evlink ev;   /* chief: the evaluator task, if any */
+    mw_summary sum;  /* chief only */
+    mw_evlink ev;    /* chief: the evaluator task, if any */
     uint32_t *order; /* the epoch's permutation of the training set */
 } trainer;
 
@@ -51,13 +51,15 @@ static mw_status agree_layout(const mw_session *s)
     int lo, hi;
     MW_TRY(mw_agree_range(s->comm, s->dev.use_gpu, &lo, &hi, "device agreement"));
     if (lo != hi)
-        return mw_err(MW_EDEVICE, "some ranks train on a GPU and others on the CPU (--device "
+        return mw_err(MW_EDEVICE,
+                      "some ranks train on a GPU and others on the CPU (--device "
                       "auto on nodes with and without GPUs): use --device cpu, or GPUs on "
                       "every node");
     /* one replica per GPU by default: GPUs per rank may differ */
     MW_TRY(mw_agree_range(s->comm, s->o->replicas_per_worker, &lo, &hi, "replica agreement"));
     if (lo != hi)
-        return mw_err(MW_EINVAL, "ranks run different numbers of replicas (%d to %d): with "
+        return mw_err(MW_EINVAL,
+                      "ranks run different numbers of replicas (%d to %d): with "
                       "--device gpu a rank runs one per GPU it drives by default, so give every "
                       "rank the same number of GPUs, or set --replicas-per-worker",
                       lo, hi);
@@ -71,9 +73,11 @@ static mw_status agree_layout(const mw_session *s)
         rc = mw_err(MW_EMPI, "steps agreement: MPI_Allgather failed");
     for (int r = 1; r < s->world && rc == MW_OK; r++)
         if (all[r] != all[0])
-            rc = mw_err(MW_EDATA, "ranks disagree on the steps per epoch: rank 0 has %ld, rank "
+            rc = mw_err(MW_EDATA,
+                        "ranks disagree on the steps per epoch: rank 0 has %ld, rank "
                         "%d has %ld (their training sets differ: check --data-dir on every "
-                        "node)", all[0], r, all[r]);
+                        "node)",
+                        all[0], r, all[r]);
     free(all);
     return rc;
 }
@@ -87,14 +91,15 @@ static mw_status setup_collective(trainer *t)
     MW_TRY(s->ops->connect(s->rep));
     /* Every replica starts from the chief's weights. */
     mw_wait_ctx w = {"broadcast of the initial weights", -1, s->o->collective_timeout};
-    MW_TRY(mw_comm_bcast(&w, s->model.params.data, (int)s->model.params.count, MPI_FLOAT, 0,
-                         s->comm));
+    MW_TRY(
+        mw_comm_bcast(&w, s->model.params.data, (int)s->model.params.count, MPI_FLOAT, 0, s->comm));
     MW_TRY(s->ops->push(s->rep, 0));
     if (s->rank == 0) {
         char how[512];
         s->ops->describe(s->rep, how, sizeof how);
         mw_log_info("%d rank(s) on %d node(s) x %d replica(s), global batch %ld, %s, %zu "
-                    "parameters", s->world, s->topo->nnodes, s->o->replicas_per_worker,
+                    "parameters",
+                    s->world, s->topo->nnodes, s->o->replicas_per_worker,
                     mw_session_global_batch(s), how, s->model.nparams);
     }
     return MW_OK;
@@ -107,8 +112,7 @@ static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
     void *bytes = NULL;
     size_t nbytes = 0;
     const int ev = t->ev.rank >= 0;
-    MW_TRY(mw_chief_save(&t->s, epochs_done, step_in_epoch, &number, ev ? &bytes : NULL,
-                         &nbytes));
+    MW_TRY(mw_chief_save(&t->s, epochs_done, step_in_epoch, &number, ev ? &bytes : NULL, &nbytes));
     return ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
 }
 

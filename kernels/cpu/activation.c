@@ -1,7 +1,7 @@
 /* Fast CPU ReLU (parallel, vectorizable). Cross-entropy is tiny (N x classes)
  * and uses the reference. */
-#include "kernels/cpu/cpu.h"
 #include "kernels/activation.h"
+#include "kernels/cpu/cpu.h"
 
 void mw_relu_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count)
 {

@@ -101,8 +101,8 @@ static int chunk_images(const mw_kctx *k, const mw_conv2d_geom *g, int N)
     return fit < (size_t)N ? (int)fit : N;
 }
 
-void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w,
-                       const float *b, const mw_conv2d_geom *g, int N)
+void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
+                       const mw_conv2d_geom *g, int N)
 {
     const int K = g->KH * g->KW * g->C, P = g->OH * g->OW;
     const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;

@@ -1,11 +1,11 @@
 /* Fast CPU Dense: three sgemm calls (forward, dW, dX) and a bias row sum. */
-#include "kernels/cpu/cpu.h"
 #include "kernels/dense.h"
+#include "kernels/cpu/cpu.h"
 
 #include <string.h>
 
-void mw_dense_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w,
-                      const float *b, int N, int I, int O)
+void mw_dense_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
+                      int N, int I, int O)
 {
     (void)k;
     float beta = 0.0f;

@@ -1,7 +1,7 @@
 /* Fast CPU inverted dropout: the reference's mask, computed in parallel (each
  * element's hash is independent, so the split does not change a bit). */
-#include "kernels/cpu/cpu.h"
 #include "kernels/dropout.h"
+#include "kernels/cpu/cpu.h"
 
 #include "common/rng.h"
 

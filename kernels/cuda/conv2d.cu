@@ -26,8 +26,8 @@ extern "C" {
 
 /* col[e], e = r*Kc + j, r = (n*OH + oh)*OW + ow, j = (kh*KW + kw)*C + c; x
  * points at the chunk's first image. */
-__host__ __device__ static inline void im2col_one(float *col, const float *x,
-                                                  mw_conv2d_geom g, size_t e)
+__host__ __device__ static inline void im2col_one(float *col, const float *x, mw_conv2d_geom g,
+                                                  size_t e)
 {
     size_t kc = (size_t)g.KH * g.KW * g.C;
     size_t r = e / kc, j = e % kc;
@@ -47,8 +47,8 @@ __host__ __device__ static inline void im2col_one(float *col, const float *x,
 
 /* dx[i] += sum of dcol over every (oh, ow, kh, kw) that read x[i], with
  * i = ((n*H + ih)*W + iw)*C + c; dx and dcol point at the chunk's first image. */
-__host__ __device__ static inline void col2im_one(float *dx, const float *dcol,
-                                                  mw_conv2d_geom g, size_t i)
+__host__ __device__ static inline void col2im_one(float *dx, const float *dcol, mw_conv2d_geom g,
+                                                  size_t i)
 {
     size_t kc = (size_t)g.KH * g.KW * g.C;
     int c = (int)(i % g.C);
@@ -123,8 +123,7 @@ static int chunk_images(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *
     if (nb > (size_t)N)
         nb = (size_t)N;
     if (nb == 0) {
-        mw_cuda_note(d, mw_err(MW_EINVAL, "%s: %zu output pixels per image is too many", op,
-                               rows));
+        mw_cuda_note(d, mw_err(MW_EINVAL, "%s: %zu output pixels per image is too many", op, rows));
         return 0;
     }
     return (int)nb;
@@ -161,8 +160,8 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
             MW_TRY_K(d, mw_cuda_bias_fill(d, yc, b, (size_t)M, g->O));
             beta = 1.0f;
         }
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, false, false, M, g->O, kc, 1.0f, col, kc, w, g->O, beta,
-                                    yc, g->O));
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, false, false, M, g->O, kc, 1.0f, col, kc, w, g->O, beta, yc,
+                                    g->O));
     }
     mw_cuda_end(d, op);
 }
@@ -197,14 +196,14 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
             col = k->ws;
         }
         /* dw (Kc,O) += col^T (Kc,M) dy (M,O) */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, true, false, kc, g->O, M, 1.0f, col, kc, dyc, g->O, 1.0f,
-                                    dw, g->O));
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, true, false, kc, g->O, M, 1.0f, col, kc, dyc, g->O, 1.0f, dw,
+                                    g->O));
         if (!dx)
             continue;
         float *dxc = dx + (size_t)n0 * in_img;
         if (pw) { /* dx (M,C) += dy (M,O) w^T (O,C) */
-            MW_TRY_K(d, mw_cuda_gemm_rm(d, false, true, M, kc, g->O, 1.0f, dyc, g->O, w, g->O,
-                                        1.0f, dxc, kc));
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, false, true, M, kc, g->O, 1.0f, dyc, g->O, w, g->O, 1.0f,
+                                        dxc, kc));
             continue;
         }
         /* dcol (M,Kc) = dy (M,O) w^T (O,Kc), over col (stream order keeps the
@@ -212,8 +211,7 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
         MW_TRY_K(d, mw_cuda_gemm_rm(d, false, true, M, kc, g->O, 1.0f, dyc, g->O, w, g->O, 0.0f,
                                     k->ws, kc));
         size_t count = (size_t)cnt * in_img;
-        col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dxc, k->ws, *g,
-                                                                            count);
+        col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dxc, k->ws, *g, count);
         MW_LAUNCHED_K(d, "col2im_kernel");
     }
     mw_cuda_end(d, op);

@@ -40,8 +40,7 @@ extern "C" void mw_dense_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float 
         MW_TRY_K(d, mw_cuda_gemm_rm(d, true, false, I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O));
         /* dx (N,I) += dy (N,O) w^T (O,I) */
         if (dx)
-            MW_TRY_K(d,
-                     mw_cuda_gemm_rm(d, false, true, N, I, O, 1.0f, dy, O, w, O, 1.0f, dx, I));
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, false, true, N, I, O, 1.0f, dy, O, w, O, 1.0f, dx, I));
     }
     mw_cuda_end(d, "mw_dense_bwd_cuda");
 }

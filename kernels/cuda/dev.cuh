@@ -50,25 +50,25 @@ bool mw_cuda_note(mw_cuda_dev *d, mw_status rc);
 void mw_cuda_end(mw_cuda_dev *d, const char *op);
 
 /* Inside a void kernel wrapper: record a failure on the context and return. */
-#define MW_CUDA_K(d, call)                                                                  \
-    do {                                                                                    \
-        if (!mw_cuda_note((d), MW_CUDA(call)))                                              \
-            return;                                                                         \
+#define MW_CUDA_K(d, call)                                                                         \
+    do {                                                                                           \
+        if (!mw_cuda_note((d), MW_CUDA(call)))                                                     \
+            return;                                                                                \
     } while (0)
-#define MW_CUBLAS_K(d, call)                                                                \
-    do {                                                                                    \
-        if (!mw_cuda_note((d), MW_CUBLAS(call)))                                            \
-            return;                                                                         \
+#define MW_CUBLAS_K(d, call)                                                                       \
+    do {                                                                                           \
+        if (!mw_cuda_note((d), MW_CUBLAS(call)))                                                   \
+            return;                                                                                \
     } while (0)
-#define MW_LAUNCHED_K(d, name)                                                              \
-    do {                                                                                    \
-        if (!mw_cuda_note((d), mw_cuda_launched_((name), __FILE__, __LINE__)))              \
-            return;                                                                         \
+#define MW_LAUNCHED_K(d, name)                                                                     \
+    do {                                                                                           \
+        if (!mw_cuda_note((d), mw_cuda_launched_((name), __FILE__, __LINE__)))                     \
+            return;                                                                                \
     } while (0)
-#define MW_TRY_K(d, expr)                                                                   \
-    do {                                                                                    \
-        if (!mw_cuda_note((d), (expr)))                                                     \
-            return;                                                                         \
+#define MW_TRY_K(d, expr)                                                                          \
+    do {                                                                                           \
+        if (!mw_cuda_note((d), (expr)))                                                            \
+            return;                                                                                \
     } while (0)
 
 /* Threads per block for element-wise kernels, and the grid for count items

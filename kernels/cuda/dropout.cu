@@ -48,8 +48,8 @@ static __global__ void dropout_bwd_kernel(float *dx, const float *dy, const floa
 }
 
 extern "C" void mw_dropout_fwd_cuda(const mw_kctx *k, float *y, float *mask, const float *x,
-                                    const uint32_t *ids, uint64_t seed, uint64_t stream,
-                                    float rate, int N, size_t D)
+                                    const uint32_t *ids, uint64_t seed, uint64_t stream, float rate,
+                                    int N, size_t D)
 {
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_dropout_fwd_cuda");
     if (!d || N <= 0 || D == 0)
@@ -63,14 +63,13 @@ extern "C" void mw_dropout_fwd_cuda(const mw_kctx *k, float *y, float *mask, con
     mw_cuda_end(d, "mw_dropout_fwd_cuda");
 }
 
-extern "C" void mw_dropout_bwd_cuda(const mw_kctx *k, float *dx, const float *dy,
-                                    const float *mask, size_t count)
+extern "C" void mw_dropout_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, const float *mask,
+                                    size_t count)
 {
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_dropout_bwd_cuda");
     if (!d || count == 0)
         return;
-    dropout_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dx, dy, mask,
-                                                                            count);
+    dropout_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dx, dy, mask, count);
     MW_LAUNCHED_K(d, "dropout_bwd_kernel");
     mw_cuda_end(d, "mw_dropout_bwd_cuda");
 }

@@ -50,8 +50,7 @@ __host__ __device__ static inline void pool_fwd_one(float *y, int32_t *argmax, c
 /* Input i = ((n*H + ih)*W + iw)*C + c: dx[i] += dy of every output whose
  * window holds (ih, iw) and whose argmax is this element. */
 __host__ __device__ static inline void pool_bwd_one(float *dx, const float *dy,
-                                                    const int32_t *argmax, mw_pool_geom g,
-                                                    size_t i)
+                                                    const int32_t *argmax, mw_pool_geom g, size_t i)
 {
     int c = (int)(i % g.C);
     size_t r = i / g.C;
@@ -105,8 +104,7 @@ extern "C" void mw_maxpool_fwd_cuda(const mw_kctx *k, float *y, int32_t *argmax,
     size_t count = (size_t)N * g->OH * g->OW * g->C;
     if (count == 0)
         return;
-    pool_fwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(y, argmax, x, *g,
-                                                                          count);
+    pool_fwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(y, argmax, x, *g, count);
     MW_LAUNCHED_K(d, "pool_fwd_kernel");
     mw_cuda_end(d, "mw_maxpool_fwd_cuda");
 }

@@ -37,8 +37,8 @@ extern "C" void mw_adam_cuda(const mw_kctx *k, float *p, float *m, float *v, con
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_adam_cuda");
     if (!d || count == 0)
         return;
-    adam_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(p, m, v, g, count, lr_t,
-                                                                      b1, b2, eps);
+    adam_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(p, m, v, g, count, lr_t, b1,
+                                                                      b2, eps);
     MW_LAUNCHED_K(d, "adam_kernel");
     mw_cuda_end(d, "mw_adam_cuda");
 }

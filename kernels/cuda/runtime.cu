@@ -29,16 +29,16 @@ mw_status mw_cuda_check_(cudaError_t e, const char *call, const char *file, int 
 {
     if (e == cudaSuccess)
         return MW_OK;
-    return mw_err(MW_EDEVICE, "%s:%d: %.*s: %s", short_file(file), line, call_name_len(call),
-                  call, cudaGetErrorString(e));
+    return mw_err(MW_EDEVICE, "%s:%d: %.*s: %s", short_file(file), line, call_name_len(call), call,
+                  cudaGetErrorString(e));
 }
 
 mw_status mw_cublas_check_(cublasStatus_t s, const char *call, const char *file, int line)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return MW_OK;
-    return mw_err(MW_EDEVICE, "%s:%d: %.*s: %s (%s)", short_file(file), line,
-                  call_name_len(call), call, cublasGetStatusString(s), cublasGetStatusName(s));
+    return mw_err(MW_EDEVICE, "%s:%d: %.*s: %s (%s)", short_file(file), line, call_name_len(call),
+                  call, cublasGetStatusString(s), cublasGetStatusName(s));
 }
 
 mw_status mw_cuda_launched_(const char *name, const char *file, int line)
@@ -184,8 +184,7 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     fill_kernel<<<mw_cuda_grid(MW_CUDA_ONES_COUNT), MW_CUDA_BLOCK, 0, d->stream>>>(
         d->ones, MW_CUDA_ONES_COUNT, 1.0f);
     MW_TRY_GOTO(mw_cuda_launched_("fill_kernel", __FILE__, __LINE__), rc, fail);
-    MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&k->ws, MW_CUDA_WS_DEFAULT * sizeof(float))), rc,
-                fail);
+    MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&k->ws, MW_CUDA_WS_DEFAULT * sizeof(float))), rc, fail);
     k->ws_count = MW_CUDA_WS_DEFAULT;
     MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail);
     return MW_OK;
@@ -198,8 +197,7 @@ fail:
 static mw_status ctx_of(const mw_kctx *k, const char *what, mw_cuda_dev **out)
 {
     if (!k || !k->dev)
-        return mw_err(MW_EDEVICE, "%s: not a CUDA context (open it with mw_cuda_ctx_open)",
-                      what);
+        return mw_err(MW_EDEVICE, "%s: not a CUDA context (open it with mw_cuda_ctx_open)", what);
     mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
     if (d->status != MW_OK)
         return d->status;
@@ -295,8 +293,8 @@ extern "C" mw_status mw_cuda_upload(void *dst_dev, const void *src_host, size_t 
     MW_TRY(ctx_of(k, "mw_cuda_upload", &d));
     if (nbytes == 0)
         return MW_OK;
-    mw_cuda_note(d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_host, nbytes, cudaMemcpyHostToDevice,
-                                            d->stream)));
+    mw_cuda_note(
+        d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_host, nbytes, cudaMemcpyHostToDevice, d->stream)));
     return d->status;
 }
 
@@ -307,8 +305,8 @@ extern "C" mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_
     MW_TRY(ctx_of(k, "mw_cuda_download", &d));
     if (nbytes == 0)
         return MW_OK;
-    mw_cuda_note(d, MW_CUDA(cudaMemcpyAsync(dst_host, src_dev, nbytes, cudaMemcpyDeviceToHost,
-                                            d->stream)));
+    mw_cuda_note(
+        d, MW_CUDA(cudaMemcpyAsync(dst_host, src_dev, nbytes, cudaMemcpyDeviceToHost, d->stream)));
     return d->status;
 }
 
@@ -329,10 +327,10 @@ static void version_init(void)
 {
     size_t len = 0;
     int rt = 0, drv = 0;
-#define APPEND(...)                                                                          \
-    do {                                                                                     \
-        if (len < sizeof version)                                                            \
-            len += (size_t)snprintf(version + len, sizeof version - len, __VA_ARGS__);       \
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        if (len < sizeof version)                                                                  \
+            len += (size_t)snprintf(version + len, sizeof version - len, __VA_ARGS__);             \
     } while (0)
     if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
         APPEND("CUDA runtime %d.%d", rt / 1000, rt % 1000 / 10);
@@ -346,8 +344,7 @@ static void version_init(void)
         cublasGetProperty(PATCH_LEVEL, &pat) == CUBLAS_STATUS_SUCCESS)
         APPEND(", cuBLAS %d.%d.%d", maj, min, pat);
     else
-        APPEND(", cuBLAS %d.%d.%d (headers)", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR,
-               CUBLAS_VER_PATCH);
+        APPEND(", cuBLAS %d.%d.%d (headers)", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {

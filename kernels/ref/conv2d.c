@@ -2,8 +2,8 @@
  * fast paths are tested against; clarity over speed. */
 #include "kernels/conv2d.h"
 
-void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w,
-                       const float *b, const mw_conv2d_geom *g, int N)
+void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
+                       const mw_conv2d_geom *g, int N)
 {
     (void)k;
     for (int n = 0; n < N; n++)

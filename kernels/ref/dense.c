@@ -1,8 +1,8 @@
 /* Reference Dense: y = x W + b with plain loops. */
 #include "kernels/dense.h"
 
-void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w,
-                      const float *b, int N, int I, int O)
+void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
+                      int N, int I, int O)
 {
     (void)k;
     for (int n = 0; n < N; n++)

@@ -46,6 +46,5 @@ void mw_maxpool_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const int3
     size_t out_img = (size_t)g->OH * g->OW * g->C;
     for (int n = 0; n < N; n++)
         for (size_t i = 0; i < out_img; i++)
-            dx[(size_t)n * in_img + argmax[(size_t)n * out_img + i]] +=
-                dy[(size_t)n * out_img + i];
+            dx[(size_t)n * in_img + argmax[(size_t)n * out_img + i]] += dy[(size_t)n * out_img + i];
 }

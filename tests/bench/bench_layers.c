@@ -32,14 +32,14 @@ static double median(double *v, int n)
 
 static const char *kind_name(mw_layer_kind k)
 {
-    static const char *names[] = {"Conv2D", "MaxPool2D", "Flatten", "Dense", "ReLU", "Dropout",
-                                  "Identity"};
+    static const char *names[] = {"Conv2D", "MaxPool2D", "Flatten", "Dense",
+                                  "ReLU",   "Dropout",   "Identity"};
     return names[k];
 }
 
 /* Run layer i forward (dir 0) or backward (dir 1) once. */
-static void run_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                      mw_model_ws *ws, float *grads, int i, int n, int dir)
+static void run_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      float *grads, int i, int n, int dir)
 {
     const mw_layer *l = &m->layers[i];
     const float *P = m->params.data;
@@ -50,8 +50,8 @@ static void run_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
         if (!dir)
             kt->conv2d_fwd(k, ws->act[i + 1], ws->act[i], P + l->w_off, P + l->b_off, &l->conv, n);
         else
-            kt->conv2d_bwd(k, dx, grads + l->w_off, grads + l->b_off, ws->grad[i + 1],
-                           ws->act[i], P + l->w_off, &l->conv, n);
+            kt->conv2d_bwd(k, dx, grads + l->w_off, grads + l->b_off, ws->grad[i + 1], ws->act[i],
+                           P + l->w_off, &l->conv, n);
         break;
     case MW_LAYER_MAXPOOL:
         if (!dir)
@@ -87,14 +87,16 @@ static void gemm_compare(void)
         char ta, tb;
         int M, N, K;
     } shapes[] = {
-        {"conv2d fwd", 'N', 'N', 32 * 676, 32, 9},    {"conv2d dW", 'T', 'N', 9, 32, 32 * 676},
-        {"conv2d_1 fwd", 'N', 'N', 32 * 121, 64, 288}, {"conv2d_1 dW", 'T', 'N', 288, 64, 32 * 121},
-        {"conv2d_1 dcol", 'N', 'T', 32 * 121, 288, 64}, {"dense fwd", 'N', 'N', 32, 64, 1600},
+        {"conv2d fwd", 'N', 'N', 32 * 676, 32, 9},
+        {"conv2d dW", 'T', 'N', 9, 32, 32 * 676},
+        {"conv2d_1 fwd", 'N', 'N', 32 * 121, 64, 288},
+        {"conv2d_1 dW", 'T', 'N', 288, 64, 32 * 121},
+        {"conv2d_1 dcol", 'N', 'T', 32 * 121, 288, 64},
+        {"dense fwd", 'N', 'N', 32, 64, 1600},
         {"dense dW", 'T', 'N', 1600, 64, 32},
     };
     printf("\nsgemm, one thread, the model's shapes (GFLOP/s, median of 30):\n");
-    printf("%-14s %6s %6s %6s %10s %10s %7s\n", "op", "M", "N", "K", "OpenBLAS", "oneDNN",
-           "ratio");
+    printf("%-14s %6s %6s %6s %10s %10s %7s\n", "op", "M", "N", "K", "OpenBLAS", "oneDNN", "ratio");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
         float *A = mw_alloc_aligned((size_t)M * K * 4), *B = mw_alloc_aligned((size_t)K * N * 4),
@@ -197,8 +199,8 @@ int main(int argc, char **argv)
     printf("%-20s %-10s %10s %10s %7s\n", "layer", "type", "fwd us", "bwd us", "share");
     for (int i = 0; i < L; i++) {
         double f = median(tf + (size_t)i * reps, reps), b = median(tb + (size_t)i * reps, reps);
-        printf("%-20s %-10s %10.1f %10.1f %6.1f%%\n", m.layers[i].name,
-               kind_name(m.layers[i].kind), f * 1e6, b * 1e6, 100 * (f + b) / total);
+        printf("%-20s %-10s %10.1f %10.1f %6.1f%%\n", m.layers[i].name, kind_name(m.layers[i].kind),
+               f * 1e6, b * 1e6, 100 * (f + b) / total);
     }
     printf("step (fwd+bwd, no optimizer): %.1f us = %.0f images/s per thread\n", total * 1e6,
            n / total);

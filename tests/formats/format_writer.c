@@ -20,7 +20,7 @@ static int fail(void)
 
 static int write_summary(const char *dir)
 {
-    static const char *tags[] = {"train/loss",     "train/accuracy", "test/loss",
+    static const char *tags[] = {"train/loss",    "train/accuracy", "test/loss",
                                  "test/accuracy", "images_per_sec", "learning_rate"};
     static const long steps[] = {0, 1, 938, 1876, 5000000000L, -3};
     mw_summary s;
@@ -42,8 +42,8 @@ static int write_summary(const char *dir)
 static int write_export(const char *dir)
 {
     /* the tutorial CNN's tensors in Keras' names and layouts, in model order */
-    static const char *names[] = {"conv2d/kernel",   "conv2d/bias", "conv2d_1/kernel",
-                                  "conv2d_1/bias",   "dense/kernel", "dense/bias",
+    static const char *names[] = {"conv2d/kernel",  "conv2d/bias",  "conv2d_1/kernel",
+                                  "conv2d_1/bias",  "dense/kernel", "dense/bias",
                                   "dense_1/kernel", "dense_1/bias"};
     static const char *shapes[] = {"3,3,1,32", "32", "3,3,32,64", "64",
                                    "1600,64",  "64", "64,10",     "10"};

@@ -36,8 +36,10 @@ static mw_status compare(const char *what, int rank, const int *got, int ngot, c
                       rank, what, ngot, nwant);
     for (int i = 0; i < ngot; i++)
         if (got[i] != want[i])
-            return mw_err(MW_EINTERNAL, "rank %d: %s communicator member %d is rank %d; the "
-                          "table says %d", rank, what, i, got[i], want[i]);
+            return mw_err(MW_EINTERNAL,
+                          "rank %d: %s communicator member %d is rank %d; the "
+                          "table says %d",
+                          rank, what, i, got[i], want[i]);
     return MW_OK;
 }
 
@@ -82,8 +84,7 @@ static mw_status check(const mw_topology *t)
         t->local_rank != row->local_rank || t->is_chief != (me == 0) || r != me)
         rc = mw_err(MW_EINTERNAL, "world rank %d: own fields disagree with table row %d", wr, me);
     else if (!t->is_evaluator && nw[2] != t->local_size)
-        rc = mw_err(MW_EINTERNAL, "rank %d: local_size %d, table has %d", me, t->local_size,
-                    nw[2]);
+        rc = mw_err(MW_EINTERNAL, "rank %d: local_size %d, table has %d", me, t->local_size, nw[2]);
     static const char *const names[4] = {"world", "training", "node", "cross-node"};
     for (int c = 0; c < 4 && rc == MW_OK; c++)
         rc = compare(names[c], me, got[c], ng[c], want[c], nw[c]);
