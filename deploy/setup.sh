@@ -14,6 +14,7 @@ pkgs=(
     dataset-fashion-mnist                          # the default data set
     python3 python3-numpy                          # test helpers (safetensors read-back)
     clang libclang-rt-14-dev                       # libFuzzer targets (fuzzer runtime)
+    clang-format                                   # tests/style: the .clang-format check
     valgrind                                       # memory checks in tests
     yamllint                                       # deploy/ manifests (tests/deploy)
 )
