@@ -13,6 +13,7 @@
 #include "cluster/comm.h"
 #include "cluster/ring.h"
 #include "common/timer.h"
+#include "common/watchdog.h"
 
 #define SMALL_NBYTES 65536 /* auto: below this, MPI_Allreduce */
 #define FLAG_STRIDE 16     /* longs: one 128-byte line per barrier flag */
@@ -48,7 +49,9 @@ void mw_allreduce_close(mw_allreduce *ar)
 {
     if (ar->win != MPI_WIN_NULL) {
         MPI_Win_unlock_all(ar->win);
+        mw_watchdog_arm("all-reduce close: MPI_Win_free", ar->timeout);
         MPI_Win_free(&ar->win);
+        mw_watchdog_disarm();
     }
     mw_ring_close(&ar->ring);
     mw_ring_close(&ar->cross_ring);
@@ -192,15 +195,19 @@ static mw_status setup_shared(mw_allreduce *ar, int *ok)
     int local_ok = ar->node != MPI_COMM_NULL && ar->cross != MPI_COMM_NULL;
     if (local_ok) {
         MPI_Comm shm;
-        MW_MPI(MPI_Comm_split_type(ar->node, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shm),
-               "all-reduce set-up");
+        mw_watchdog_arm("all-reduce set-up: MPI_Comm_split_type", ar->timeout);
+        int mpi = MPI_Comm_split_type(ar->node, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shm);
+        mw_watchdog_disarm();
+        if (mpi != MPI_SUCCESS)
+            return mw_mpi_err(mpi, "all-reduce set-up");
         int n = 0;
         MPI_Comm_size(shm, &n);
         MPI_Comm_free(&shm);
         local_ok = n == ar->local_size;
     }
-    int v[3] = {local_ok, ar->local_size, -ar->local_size}, all[3];
-    MW_MPI(MPI_Allreduce(v, all, 3, MPI_INT, MPI_MIN, ar->comm), "all-reduce set-up");
+    int all[3] = {local_ok, ar->local_size, -ar->local_size};
+    mw_wait_ctx w = {"all-reduce set-up", -1, ar->timeout};
+    MW_TRY(mw_comm_allreduce(&w, all, 3, MPI_INT, MPI_MIN, ar->comm));
     *ok = all[0] && all[1] == -all[2];
     if (!*ok)
         return MW_OK;
@@ -210,8 +217,11 @@ static mw_status setup_shared(mw_allreduce *ar, int *ok)
     size_t header = ((size_t)ar->local_size * FLAG_STRIDE * sizeof(long) + 4095) / 4096 * 4096;
     MPI_Aint bytes = (MPI_Aint)(header + ar->max_count * sizeof(float));
     void *base = NULL;
-    MW_MPI(MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, ar->node, &base, &ar->win),
-           "all-reduce shared window");
+    mw_watchdog_arm("all-reduce set-up: MPI_Win_allocate_shared", ar->timeout);
+    int mpi = MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, ar->node, &base, &ar->win);
+    mw_watchdog_disarm();
+    if (mpi != MPI_SUCCESS)
+        return mw_mpi_err(mpi, "all-reduce shared window");
     MPI_Win_lock_all(MPI_MODE_NOCHECK, ar->win);
     ar->slots = calloc((size_t)ar->local_size, sizeof *ar->slots);
     if (!ar->slots)
@@ -230,7 +240,7 @@ static mw_status setup_shared(mw_allreduce *ar, int *ok)
     if (ar->local_rank == 0)
         memset((void *)ar->flags, 0, header);
     MPI_Win_sync(ar->win);
-    MW_MPI(MPI_Barrier(ar->node), "all-reduce set-up");
+    MW_TRY(mw_comm_barrier(&w, ar->node));
     MPI_Win_sync(ar->win);
     return MW_OK;
 }

@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/timer.h"
@@ -85,6 +86,63 @@ static mw_status check(int rc, const char *what)
     return rc == MPI_SUCCESS ? MW_OK : mw_mpi_err(rc, what);
 }
 
+/* The process-wide deadline of waits outside a step (set-up, agreements, shut-down). */
+static double agree_timeout = 300.0;
+
+void mw_comm_set_timeout(double seconds)
+{
+    agree_timeout = seconds;
+}
+
+double mw_comm_timeout(void)
+{
+    return agree_timeout;
+}
+
+/* What every rank brings to an agreement, and what the root sends back. */
+typedef struct {
+    int status;
+    int first; /* the verdict: the lowest failing rank, or -1 */
+    char msg[AGREE_MSG];
+} agree_msg;
+
+/* Root: collect every rank's status and message, each receive polled against the deadline
+ * (so the error names the rank that did not arrive), pick the lowest failing rank and send
+ * the verdict back to everyone. */
+static mw_status agree_root(MPI_Comm comm, int n, agree_msg *v, const mw_wait_ctx *w)
+{
+    agree_msg *all = calloc((size_t)n, sizeof *all);
+    MPI_Request *req = calloc((size_t)n, sizeof *req);
+    int *peer = calloc((size_t)n, sizeof *peer);
+    mw_status rc = all && req && peer ? MW_OK : mw_err(MW_ENOMEM, "agreement: out of memory");
+    for (int r = 1; r < n && rc == MW_OK; r++) {
+        peer[r - 1] = r;
+        rc = check(
+            MPI_Irecv(&all[r], (int)sizeof *all, MPI_BYTE, r, MW_TAG_AGREE, comm, &req[r - 1]),
+            w->op);
+    }
+    if (rc == MW_OK)
+        rc = mw_comm_wait(w, req, n - 1, peer);
+    all[0] = *v;
+    for (int r = 0; r < n && rc == MW_OK; r++)
+        if (all[r].status != (int)MW_OK) {
+            *v = all[r];
+            v->first = r;
+            break;
+        }
+    for (int r = 1; r < n && rc == MW_OK; r++)
+        rc = check(MPI_Isend(v, (int)sizeof *v, MPI_BYTE, r, MW_TAG_AGREE, comm, &req[r - 1]),
+                   w->op);
+    if (rc == MW_OK)
+        rc = mw_comm_wait(w, req, n - 1, peer);
+    if (rc != MW_OK && all && req && peer)
+        return rc; /* requests may still be pending on these: left to the ending job */
+    free(all);
+    free(req);
+    free(peer);
+    return rc;
+}
+
 mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank)
 {
     int me = 0, n = 1;
@@ -94,38 +152,88 @@ mw_status mw_agree(MPI_Comm comm, mw_status local, int *first_rank)
     MW_TRY(check(MPI_Comm_size(comm, &n), "MPI_Comm_size"));
     if ((unsigned)local >= MW_STATUS_COUNT)
         local = MW_EINTERNAL;
-    int mine = local != MW_OK ? me : n, first = n;
-    MW_TRY(check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
-    if (first >= n)
+    agree_msg v;
+    memset(&v, 0, sizeof v);
+    v.status = (int)local;
+    v.first = -1;
+    if (local != MW_OK) {
+        const char *msg = mw_err_msg();
+        snprintf(v.msg, sizeof v.msg, "%s", *msg ? msg : mw_status_desc(local));
+    }
+    if (n > 1 && me == 0) {
+        mw_wait_ctx w = {"agreement", -1, agree_timeout};
+        MW_TRY(agree_root(comm, n, &v, &w));
+    } else if (n > 1) {
+        /* The root knows who is missing: wait longer for it than it waits for anyone, so
+         * its message (naming the rank) is the one that ends the job. */
+        mw_wait_ctx w = {"agreement", -1, agree_timeout > 0 ? agree_timeout * 1.2 + 5 : 0};
+        /* on the heap: after a timeout the requests stay pending and the buffers with them */
+        agree_msg *io = malloc(2 * sizeof *io);
+        MPI_Request req[2];
+        int peer[2] = {0, 0};
+        if (!io)
+            return mw_err(MW_ENOMEM, "agreement: out of memory");
+        io[0] = v;
+        MW_TRY(check(MPI_Isend(&io[0], (int)sizeof *io, MPI_BYTE, 0, MW_TAG_AGREE, comm, &req[0]),
+                     w.op));
+        MW_TRY(check(MPI_Irecv(&io[1], (int)sizeof *io, MPI_BYTE, 0, MW_TAG_AGREE, comm, &req[1]),
+                     w.op));
+        MW_TRY(mw_comm_wait(&w, req, 2, peer));
+        v = io[1];
+        free(io);
+    } else if (local != MW_OK) {
+        v.first = 0;
+    }
+    if (v.first < 0)
         return MW_OK;
     if (first_rank)
-        *first_rank = first;
-
-    struct {
-        int status;
-        char msg[AGREE_MSG];
-    } m;
-    memset(&m, 0, sizeof m);
-    if (me == first) {
-        const char *msg = mw_err_msg();
-        m.status = (int)local;
-        snprintf(m.msg, sizeof m.msg, "%s", *msg ? msg : mw_status_desc(local));
-    }
-    MW_TRY(check(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, comm), "MPI_Bcast"));
-    m.msg[sizeof m.msg - 1] = '\0';
-    if (m.status <= (int)MW_OK || m.status >= (int)MW_STATUS_COUNT)
-        m.status = (int)MW_EINTERNAL;
-    if (me != first || !*mw_err_msg()) {
+        *first_rank = v.first;
+    v.msg[sizeof v.msg - 1] = '\0';
+    if (v.status <= (int)MW_OK || v.status >= (int)MW_STATUS_COUNT)
+        v.status = (int)MW_EINTERNAL;
+    if (me != v.first || !*mw_err_msg()) {
         mw_err_clear();
-        mw_err((mw_status)m.status, "%s", m.msg);
+        mw_err((mw_status)v.status, "%s", v.msg);
     }
-    return (mw_status)m.status;
+    return (mw_status)v.status;
 }
 
 mw_status mw_agree_range(MPI_Comm comm, int v, int *lo, int *hi, const char *what)
 {
-    int in[2] = {-v, v}, out[2];
-    MW_TRY(check(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, comm), what));
-    *lo = -out[0], *hi = out[1];
+    int io[2] = {-v, v};
+    mw_wait_ctx w = {what, -1, agree_timeout};
+    MW_TRY(mw_comm_allreduce(&w, io, 2, MPI_INT, MPI_MAX, comm));
+    *lo = -io[0], *hi = io[1];
     return MW_OK;
+}
+
+mw_status mw_comm_allreduce(const mw_wait_ctx *w, void *buf, int count, MPI_Datatype type,
+                            MPI_Op op, MPI_Comm comm)
+{
+    MPI_Request req;
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, comm, &req), w->op);
+    return mw_comm_wait(w, &req, 1, NULL);
+}
+
+mw_status mw_comm_allgather(const mw_wait_ctx *w, const void *mine, void *all, int count,
+                            MPI_Datatype type, MPI_Comm comm)
+{
+    MPI_Request req;
+    MW_MPI(MPI_Iallgather(mine, count, type, all, count, type, comm, &req), w->op);
+    return mw_comm_wait(w, &req, 1, NULL);
+}
+
+mw_status mw_comm_gather(const mw_wait_ctx *w, const void *mine, void *all, int count,
+                         MPI_Datatype type, int root, MPI_Comm comm)
+{
+    MPI_Request req;
+    MW_MPI(MPI_Igather(mine, count, type, all, count, type, root, comm, &req), w->op);
+    return mw_comm_wait(w, &req, 1, NULL);
+}
+
+mw_status mw_comm_barrier(const mw_wait_ctx *w, MPI_Comm comm)
+{
+    MPI_Request req;
+    MW_MPI(MPI_Ibarrier(comm, &req), w->op);
+    return mw_comm_wait(w, &req, 1, NULL);
 }

@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "cluster/comm.h"
+#include "common/watchdog.h"
 
 /* Messages crossing ranks: the size of common/status.c's message slot. */
 #define AGREE_MSG 1024
@@ -53,6 +54,28 @@ static mw_status mpi_check(int rc, const char *what)
     int n = 0;
     MPI_Error_string(rc, s, &n);
     return mw_err(MW_EMPI, "%s failed: %s", what, s);
+}
+
+/* Set-up collectives under the deadline (mw_comm_timeout): the broadcasts and gathers are
+ * polled; a communicator split cannot be, so the watchdog guards it. */
+static mw_status bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    mw_wait_ctx w = {"topology broadcast", -1, mw_comm_timeout()};
+    return mw_comm_bcast(&w, buf, count, type, root, comm);
+}
+
+static mw_status allgather(const void *mine, void *all, int count, MPI_Datatype type)
+{
+    mw_wait_ctx w = {"topology all-gather", -1, mw_comm_timeout()};
+    return mw_comm_allgather(&w, mine, all, count, type, MPI_COMM_WORLD);
+}
+
+static mw_status split(int color, int key, MPI_Comm *out, const char *what)
+{
+    mw_watchdog_arm(what, mw_comm_timeout());
+    mw_status rc = mpi_check(MPI_Comm_split(MPI_COMM_WORLD, color, key, out), what);
+    mw_watchdog_disarm();
+    return rc;
 }
 
 /* ---- a bounded string builder for messages ----------------------------------------------- */
@@ -436,7 +459,7 @@ static mw_status check_same(const mw_tfconfig *c, const int *info, int ws, int w
     char *mine = canonical(c, &n);
     int len = (int)n;
     mw_status rc = MW_OK;
-    MW_TRY(mpi_check(MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast"));
+    MW_TRY(bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD));
     char *theirs = malloc((size_t)len + 1);
     if (!theirs || !mine) {
         /* the broadcast still has to happen; receive into a scratch buffer and fail after */
@@ -444,13 +467,13 @@ static mw_status check_same(const mw_tfconfig *c, const int *info, int ws, int w
         free(mine);
         char *scratch = malloc((size_t)len + 1);
         if (scratch)
-            MPI_Bcast(scratch, len, MPI_CHAR, 0, MPI_COMM_WORLD);
+            (void)bcast(scratch, len, MPI_CHAR, 0, MPI_COMM_WORLD);
         free(scratch);
         return mw_err(MW_ENOMEM, "out of memory comparing clusters");
     }
     if (wr == 0)
         memcpy(theirs, mine, (size_t)len);
-    rc = mpi_check(MPI_Bcast(theirs, len, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    rc = bcast(theirs, len, MPI_CHAR, 0, MPI_COMM_WORLD);
     theirs[len] = '\0';
     if (rc == MW_OK && strcmp(mine, theirs) != 0) {
         int line = 0;
@@ -531,21 +554,18 @@ static mw_status table_from_mpi(mw_topology *t)
     if (!names || !leader || !count)
         rc = mw_err(MW_ENOMEM, "out of memory for %d ranks", ws);
     MW_TRY_GOTO(mw_agree(MPI_COMM_WORLD, rc, NULL), rc, done);
-    MW_TRY_GOTO(mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names,
-                                        MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD),
-                          "MPI_Allgather"),
-                rc, done);
+    MW_TRY_GOTO(allgather(name, names, MPI_MAX_PROCESSOR_NAME, MPI_CHAR), rc, done);
     /* Key = world rank, so rank 0 of each shared-memory group is its lowest world rank. */
-    MW_TRY_GOTO(mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wr,
-                                              MPI_INFO_NULL, &shm),
-                          "MPI_Comm_split_type"),
-                rc, done);
-    rc = mpi_check(MPI_Bcast(&lead, 1, MPI_INT, 0, shm), "MPI_Bcast");
+    mw_watchdog_arm("MPI_Comm_split_type", mw_comm_timeout());
+    rc = mpi_check(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wr, MPI_INFO_NULL, &shm),
+        "MPI_Comm_split_type");
+    mw_watchdog_disarm();
+    MW_TRY_GOTO(rc, rc, done);
+    rc = bcast(&lead, 1, MPI_INT, 0, shm);
     MPI_Comm_free(&shm);
     MW_TRY_GOTO(rc, rc, done);
-    MW_TRY_GOTO(mpi_check(MPI_Allgather(&lead, 1, MPI_INT, leader, 1, MPI_INT, MPI_COMM_WORLD),
-                          "MPI_Allgather"),
-                rc, done);
+    MW_TRY_GOTO(allgather(&lead, leader, 1, MPI_INT), rc, done);
     for (int r = 0; r < ws; r++) {
         int l = leader[r];
         mw_rank_info *row = &t->ranks[r];
@@ -598,15 +618,12 @@ static mw_status split_comms(mw_topology *t)
         t->local_size = t->local_rank + 1;
 
     int ev = t->is_evaluator;
-    MW_TRY(mpi_check(MPI_Comm_split(MPI_COMM_WORLD, 0, t->rank, &t->world), "MPI_Comm_split"));
-    MW_TRY(mpi_check(MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : 0, t->rank, &t->train),
-                     "MPI_Comm_split (training)"));
-    MW_TRY(mpi_check(
-        MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : t->node, t->local_rank, &t->node_comm),
-        "MPI_Comm_split (node)"));
-    MW_TRY(mpi_check(
-        MPI_Comm_split(MPI_COMM_WORLD, ev ? MPI_UNDEFINED : t->local_rank, t->node, &t->cross),
-        "MPI_Comm_split (cross-node)"));
+    MW_TRY(split(0, t->rank, &t->world, "MPI_Comm_split"));
+    MW_TRY(split(ev ? MPI_UNDEFINED : 0, t->rank, &t->train, "MPI_Comm_split (training)"));
+    MW_TRY(
+        split(ev ? MPI_UNDEFINED : t->node, t->local_rank, &t->node_comm, "MPI_Comm_split (node)"));
+    MW_TRY(split(ev ? MPI_UNDEFINED : t->local_rank, t->node, &t->cross,
+                 "MPI_Comm_split (cross-node)"));
     return MW_OK;
 }
 
@@ -650,10 +667,7 @@ mw_status mw_topology_resolve(mw_topology *t, const char *tf_config_path)
     if (!info || !claims || !task_of_rank || !t->ranks)
         rc = mw_err(MW_ENOMEM, "out of memory for %d ranks", ws);
     MW_TRY_GOTO(mw_agree(MPI_COMM_WORLD, rc, NULL), rc, fail);
-    MW_TRY_GOTO(
-        mpi_check(MPI_Allgather(mine, I_COUNT, MPI_INT, info, I_COUNT, MPI_INT, MPI_COMM_WORLD),
-                  "MPI_Allgather"),
-        rc, fail);
+    MW_TRY_GOTO(allgather(mine, info, I_COUNT, MPI_INT), rc, fail);
     rc = check_same(&cfg, info, ws, wr);
     MW_TRY_GOTO(mw_agree(MPI_COMM_WORLD, rc, NULL), rc, fail);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cluster/comm.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "worker/checkpoint.h"
 #include "worker/chief.h"
@@ -85,17 +86,27 @@ mw_status mw_evaluator_agree_start(const mw_topology *topo, mw_status mine)
 }
 
 /* Receive one message from the chief: *number (-1: training has finished) and the bytes
- * (*buf, owned by the caller). */
-static mw_status receive(const mw_topology *topo, long *number, char **buf, long *nbytes)
+ * (*buf, owned by the caller). The header may take as long as the chief's epochs do (a
+ * stopped chief ends the job through the other trainers' timeouts); the data follows it at
+ * once, so that wait is under the deadline. */
+static mw_status receive(const mw_topology *topo, double timeout, long *number, char **buf,
+                         long *nbytes)
 {
     long hdr[2];
-    MPI_Status st;
-    if (MPI_Recv(hdr, 2, MPI_LONG, 0, MW_EV_TAG_HDR, topo->world, &st) != MPI_SUCCESS)
+    if (MPI_Recv(hdr, 2, MPI_LONG, 0, MW_EV_TAG_HDR, topo->world, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
     if (!(*buf = malloc(hdr[1] > 0 ? (size_t)hdr[1] : 1)))
         return mw_err(MW_ENOMEM, "evaluator: out of memory");
-    if (MPI_Recv(*buf, (int)hdr[1], MPI_BYTE, 0, MW_EV_TAG_DATA, topo->world, &st) != MPI_SUCCESS)
+    MPI_Request req;
+    if (MPI_Irecv(*buf, (int)hdr[1], MPI_BYTE, 0, MW_EV_TAG_DATA, topo->world, &req) != MPI_SUCCESS)
         return mw_err(MW_EMPI, "evaluator: receiving from the chief failed");
+    mw_wait_ctx w = {"evaluator: receiving a checkpoint", -1, timeout};
+    int chief = 0;
+    mw_status rc = mw_comm_wait(&w, &req, 1, &chief);
+    if (rc != MW_OK) {
+        *buf = NULL; /* the receive may still land in it: left to the ending job */
+        return rc;
+    }
     *number = hdr[0], *nbytes = hdr[1];
     return MW_OK;
 }
@@ -143,6 +154,7 @@ mw_status mw_evaluator_run(const mw_train_opts *o, const mw_topology *topo, int 
         snprintf(dir, sizeof dir, "%s/eval", o->summary_dir);
         rc = mw_summary_open(&sum, dir, o->resume);
     }
+    mw_fault_point("setup", topo->world_rank);
     rc = mw_evaluator_agree_setup(topo, rc);
     if (rc == MW_OK)
         rc = mw_evaluator_agree_start(topo, MW_OK);
@@ -153,7 +165,7 @@ mw_status mw_evaluator_run(const mw_train_opts *o, const mw_topology *topo, int 
     while (rc == MW_OK) {
         long number = 0, nbytes = 0;
         char *buf = NULL;
-        rc = receive(topo, &number, &buf, &nbytes);
+        rc = receive(topo, o->collective_timeout, &number, &buf, &nbytes);
         if (rc == MW_OK && number < 0) {
             free(buf);
             mw_log_info("evaluator: training has finished");

@@ -14,8 +14,10 @@
 #include "cluster/comm.h"
 #include "cluster/hostfile.h"
 #include "cluster/topology.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/watchdog.h"
 #include "kernels/kernels.h"
 #include "worker/cli.h"
 #include "worker/device.h"
@@ -91,17 +93,33 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
     return mw_agree(t->world, rc, NULL);
 }
 
-static mw_status finish(mw_status rc, int already_printed)
+/* A failure with a retryable exit code (an MPI failure, a lost peer, a timeout) means the
+ * cluster is broken: no agreement can be reached, so this rank says what it saw and ends the
+ * whole job (the only place besides run_train that does). */
+static void abort_if_broken(mw_status rc, int already_printed)
 {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int mine[2] = {(int)rc, rc == MW_OK ? -1 : -rank}, all[2];
-    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!already_printed && all[0] != MW_OK && rc != MW_OK && -rank == all[1]) {
-        const char *msg = mw_err_msg();
-        fprintf(stderr, "mwtrain: error: %s\n", *msg ? msg : mw_status_desc(rc));
-    }
-    return (mw_status)all[0];
+    if (mw_status_exit_code(rc) < 128)
+        return;
+    if (!already_printed)
+        mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
+    mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
+}
+
+/* Every rank agrees on the outcome (under the deadline); the lowest failing rank prints its
+ * message once, unless it was printed already. */
+static mw_status finish(MPI_Comm comm, mw_status rc, int already_printed)
+{
+    abort_if_broken(rc, already_printed);
+    int me = 0, first = -1;
+    MPI_Comm_rank(comm, &me);
+    mw_status all = mw_agree(comm, rc, &first);
+    if (first < 0)
+        abort_if_broken(all, 0); /* the agreement itself timed out */
+    if (!already_printed && all != MW_OK && first == me)
+        fprintf(stderr, "mwtrain: error: %s\n", *mw_err_msg() ? mw_err_msg() : mw_status_desc(all));
+    return all;
 }
 
 /* `mwtrain train`. A failure mid-run cannot be agreed (a peer may be gone): print it here and
@@ -162,8 +180,18 @@ static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, 
 
 int main(int argc, char **argv)
 {
+    /* The flags first (they need no MPI), so that every blocking point of the run is under
+     * --collective-timeout, MPI_Init included: a rank stopped at launch cannot hold the
+     * others there forever (common/watchdog.h). */
+    mw_cli cli;
+    mw_status rc = mw_cli_parse(&cli, argc, argv);
+    const double timeout = rc == MW_OK ? cli.train.collective_timeout : MW_DEFAULT_TIMEOUT;
+    mw_comm_set_timeout(timeout);
+    mw_fault_point("init", -1);
+    mw_watchdog_arm("MPI_Init", timeout);
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    mw_watchdog_disarm();
     /* Errors from MPI calls come back as codes we translate, never a silent abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank = 0, world = 1;
@@ -172,11 +200,9 @@ int main(int argc, char **argv)
     mw_log_init_from_env();
     mw_log_set_rank(rank, world);
 
-    mw_cli cli;
     mw_topology topo;
     mw_topology_init(&topo);
     int printed = 0;
-    mw_status rc = mw_cli_parse(&cli, argc, argv);
     if (rc == MW_OK && cli.log_level >= 0)
         mw_log_set_level((mw_log_level)cli.log_level);
     if (rc != MW_OK || cli.help || cli.cmd == MW_CMD_HELP) {
@@ -200,8 +226,12 @@ int main(int argc, char **argv)
     } else {
         rc = run_on_cluster(&cli, &topo, rank, &printed);
     }
-    mw_status all = finish(rc, printed);
+    mw_fault_point("finish", rank);
+    mw_status all = finish(topo.world != MPI_COMM_NULL ? topo.world : MPI_COMM_WORLD, rc, printed);
+    /* freeing communicators and MPI_Finalize synchronize with the other ranks */
+    mw_watchdog_arm("MPI_Finalize (shut-down)", timeout);
     mw_topology_free(&topo);
     MPI_Finalize();
+    mw_watchdog_disarm();
     return mw_status_exit_code(all);
 }

@@ -27,7 +27,7 @@ void mw_train_opts_default(mw_train_opts *o)
     o->keep_checkpoints = 5;
     o->summary_dir = "./logs";
     o->device = "auto";
-    o->collective_timeout = 300.0;
+    o->collective_timeout = MW_DEFAULT_TIMEOUT;
 }
 
 const char *mw_opts_optimizer_name(const mw_train_opts *o)

@@ -7,6 +7,9 @@
 
 #include "cluster/allreduce.h"
 
+/* --collective-timeout's default, seconds: every wait of a run, not only the step's. */
+#define MW_DEFAULT_TIMEOUT 300.0
+
 typedef enum { MW_OPT_ADAM, MW_OPT_SGD } mw_optimizer;
 typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
 
@@ -41,7 +44,7 @@ typedef struct {
     const char *model_path;      /* --model: Keras JSON (NULL: the tutorial CNN) */
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
-    double collective_timeout; /* seconds (300) */
+    double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cluster/comm.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/rng.h"
 #include "common/timer.h"
@@ -68,9 +69,8 @@ static mw_status agree_layout(const mw_session *s)
     long *all = calloc((size_t)s->world, sizeof *all);
     if (!all)
         return mw_err(MW_ENOMEM, "out of memory");
-    mw_status rc = MW_OK;
-    if (MPI_Allgather(&mine, 1, MPI_LONG, all, 1, MPI_LONG, s->comm) != MPI_SUCCESS)
-        rc = mw_err(MW_EMPI, "steps agreement: MPI_Allgather failed");
+    mw_wait_ctx w = {"steps agreement", -1, s->o->collective_timeout};
+    mw_status rc = mw_comm_allgather(&w, &mine, all, 1, MPI_LONG, s->comm);
     for (int r = 1; r < s->world && rc == MW_OK; r++)
         if (all[r] != all[0])
             rc = mw_err(MW_EDATA,
@@ -222,11 +222,14 @@ static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *to
         rc = mw_err(MW_ENOMEM, "cannot allocate the epoch order");
     if (rc == MW_OK && s->rank == 0 && (mw_chief_checkpointing(o) || o->resume))
         rc = mw_chief_check_dir(o->checkpoint_dir);
+    mw_fault_point("setup", topo->world_rank);
     MW_TRY(mw_evaluator_agree_setup(topo, rc));
     rc = mw_agree(topo->train, setup_collective(t), NULL);
     int restored = 0;
-    if (rc == MW_OK && o->resume)
+    if (rc == MW_OK && o->resume) {
+        mw_fault_point("restore", topo->world_rank);
         rc = mw_chief_restore(s, 0, 0, &restored);
+    }
     if (rc == MW_OK) { /* every rank agrees on the chief's summary writer */
         mw_status mine = MW_OK;
         if (s->rank == 0 && o->summary_dir[0])
@@ -258,6 +261,9 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
         rc = train_epochs(t, last);
         *mid_run = rc != MW_OK;
     }
+    /* a set-up wait that timed out (or MPI failing) cannot be agreed either */
+    if (mw_status_exit_code(rc) >= 128)
+        *mid_run = 1;
     /* after a failure mid-run a peer may be gone: the caller aborts the job, and nothing
      * that would wait for a peer is released */
     mw_session_close(&t->s, *mid_run);

@@ -18,9 +18,9 @@
 
 /* Run the whole training over the topology's training ranks; prints the
  * per-epoch lines on the chief. Failures before the first step are agreed by
- * every rank (the same status everywhere). A failure inside a step (a
- * collective timeout, a lost peer) cannot be agreed: *mid_run is set and the
- * caller must abort the job. */
+ * every rank (the same status everywhere). A failure inside a step, or any
+ * failure with a retryable exit code (a collective timeout, a lost peer, MPI
+ * failing), cannot be agreed: *mid_run is set and the caller must abort the job. */
 mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch_metrics *last,
                        int *mid_run);
 

@@ -1,0 +1,33 @@
+/* Test-only fault injection; see fault.h. */
+#include "common/fault.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int env_rank(void)
+{
+    const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+void mw_fault_point(const char *point, int rank)
+{
+    const char *f = getenv("MW_FAULT");
+    if (!f || strncmp(f, "stop:", 5) != 0)
+        return;
+    const char *p = f + 5, *colon = strchr(p, ':');
+    if (!colon || (size_t)(colon - p) != strlen(point) || strncmp(p, point, strlen(point)) != 0)
+        return;
+    if (atoi(colon + 1) != (rank < 0 ? env_rank() : rank))
+        return;
+    fprintf(stderr, "mwtrain: MW_FAULT: stopping at '%s'\n", point);
+    fflush(stderr);
+    raise(SIGSTOP);
+}

@@ -1,0 +1,16 @@
+/* Test-only fault injection at named points of a run, so the fault tests can stop a rank at
+ * the worst moment deterministically instead of racing a `kill -STOP` against the clock:
+ *
+ *     MW_FAULT=stop:POINT:RANK   that rank stops itself (SIGSTOP) on reaching POINT
+ *
+ * Points: init (before MPI_Init), setup (before the set-up agreement), restore (before the
+ * --resume read and broadcast), finish (before the shut-down agreement). RANK is the MPI world
+ * rank (before MPI_Init it is read from the launcher's environment). Unset: nothing happens.
+ * libc only. */
+#ifndef MW_COMMON_FAULT_H
+#define MW_COMMON_FAULT_H
+
+/* rank < 0: take it from the launcher's environment (OMPI_COMM_WORLD_RANK, PMIX_RANK). */
+void mw_fault_point(const char *point, int rank);
+
+#endif

@@ -1,0 +1,82 @@
+/* The watchdog thread; see watchdog.h. The thread sleeps on a condition variable until the
+ * armed deadline; arm and disarm only change the deadline and wake it. The exit path uses
+ * write(2) and _exit(2): it runs while the main thread may hold any lock (inside MPI). */
+#include "common/watchdog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_TIMEOUT 131 /* MW_ETIMEOUT's exit code (common/status.h) */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int started, armed;
+static struct timespec deadline;
+static double limit;
+static char what_buf[128];
+
+static void *watch(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!armed)
+            pthread_cond_wait(&wake, &lock);
+        int rc = pthread_cond_timedwait(&wake, &lock, &deadline);
+        if (rc != ETIMEDOUT || !armed)
+            continue; /* re-armed, disarmed or woken: look again */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec < deadline.tv_sec ||
+            (now.tv_sec == deadline.tv_sec && now.tv_nsec < deadline.tv_nsec))
+            continue;
+        char line[384];
+        int n = snprintf(line, sizeof line,
+                         "mwtrain: error: %s did not return within %.0f s (--collective-timeout): "
+                         "another rank is stopped, dead or unreachable; ending this process "
+                         "(exit code %d)\n",
+                         what_buf, limit, EXIT_TIMEOUT);
+        if (n > 0)
+            (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        _exit(EXIT_TIMEOUT);
+    }
+    return NULL;
+}
+
+void mw_watchdog_arm(const char *what, double seconds)
+{
+    if (seconds <= 0) {
+        mw_watchdog_disarm();
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    if (!started) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, watch, NULL) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    snprintf(what_buf, sizeof what_buf, "%s", what);
+    limit = seconds;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    long ns = (long)((seconds - (double)(long)seconds) * 1e9);
+    deadline.tv_sec += (time_t)seconds + (deadline.tv_nsec + ns) / 1000000000L;
+    deadline.tv_nsec = (deadline.tv_nsec + ns) % 1000000000L;
+    armed = 1;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+}
+
+void mw_watchdog_disarm(void)
+{
+    pthread_mutex_lock(&lock);
+    armed = 0;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+}
