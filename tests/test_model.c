@@ -2,8 +2,8 @@
  * written by tests/gen_fixture.py with PyTorch (float64). Fixed weights and 16
  * Fashion-MNIST images must give PyTorch's logits, losses, every gradient and
  * the weights after one Keras Adam and one SGD step, with both the reference
- * and the fast CPU kernels. Also: model-building errors and Keras parameter
- * counts. */
+ * and the fast CPU kernels. Also: model-building errors, Keras parameter
+ * counts, and mw_model_diff on pairs of Keras JSON (each difference and its message). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,6 +410,182 @@ static void ws_alloc_with(void **state)
     mw_model_free(&m);
 }
 
+/* ---- mw_model_diff: pairs of Keras JSON ---- */
+
+/* conv2d(0) max_pooling2d(1) dropout(2) flatten(3) dense(4) dense_1(5), for 28x28x1. */
+static const char diff_base[] =
+    "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"m\", \"layers\": ["
+    "{\"class_name\": \"InputLayer\", \"config\": {\"batch_input_shape\": [null, 28, 28, 1]}},"
+    "{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"conv2d\", \"filters\": 4, "
+    "\"kernel_size\": [3, 3], \"strides\": [1, 1], \"padding\": \"valid\", \"activation\": "
+    "\"relu\", \"kernel_initializer\": {\"class_name\": \"GlorotUniform\", \"config\": {}}, "
+    "\"kernel_regularizer\": null}},"
+    "{\"class_name\": \"MaxPooling2D\", \"config\": {\"name\": \"max_pooling2d\", "
+    "\"pool_size\": [2, 2]}},"
+    "{\"class_name\": \"Dropout\", \"config\": {\"name\": \"dropout\", \"rate\": 0.25}},"
+    "{\"class_name\": \"Flatten\", \"config\": {\"name\": \"flatten\"}},"
+    "{\"class_name\": \"Dense\", \"config\": {\"name\": \"dense\", \"units\": 16, "
+    "\"activation\": \"relu\", \"use_bias\": true, \"bias_regularizer\": null}},"
+    "{\"class_name\": \"Dense\", \"config\": {\"name\": \"dense_1\", \"units\": 10}}"
+    "]}}";
+
+/* text with each pair edits[2k] -> edits[2k+1] replaced once (malloc'ed); edits ends in NULL. */
+static char *edit(const char *text, const char *const *edits)
+{
+    char *out = strdup(text);
+    for (int k = 0; edits[k]; k += 2) {
+        char *at = strstr(out, edits[k]);
+        if (!at)
+            fail_msg("edit: \"%s\" is not in the text", edits[k]);
+        const size_t head = (size_t)(at - out), from = strlen(edits[k]);
+        const size_t to = strlen(edits[k + 1]), rest = strlen(at + from);
+        char *next = malloc(head + to + rest + 1);
+        memcpy(next, out, head);
+        memcpy(next + head, edits[k + 1], to);
+        memcpy(next + head + to, at + from, rest + 1);
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+static void load_json(mw_model *m, const char *text, int finalize)
+{
+    mw_err_clear();
+    mw_status rc = mw_keras_load(m, text, strlen(text), "test.json", 28, 28, 1, 10);
+    if (rc == MW_OK && finalize)
+        rc = mw_model_finalize(m, 1);
+    if (rc != MW_OK)
+        fail_msg("%s: %s\n%s", mw_status_str(rc), mw_err_msg(), text);
+}
+
+/* The checkpoint's model is diff_base edited by a_edits, --model's by b_edits; finalized
+ * (fa, fb) or not. want NULL: the same function; else the message, exactly. */
+static void check_diff(const char *const *a_edits, const char *const *b_edits, int fa, int fb,
+                       const char *want)
+{
+    char *ta = edit(diff_base, a_edits), *tb = edit(diff_base, b_edits);
+    mw_model a, b;
+    load_json(&a, ta, fa);
+    load_json(&b, tb, fb);
+    char what[1024] = "untouched";
+    int got = mw_model_diff(&a, &b, what, sizeof what);
+    if (got != (want != NULL) || strcmp(what, want ? want : "") != 0)
+        fail_msg("mw_model_diff gave %d \"%s\"; want %d \"%s\"\ncheckpoint: %s\n--model: %s", got,
+                 what, want != NULL, want ? want : "", ta, tb);
+    assert_int_equal(mw_model_diff(&b, &b, NULL, 0), 0);
+    mw_model_free(&a);
+    mw_model_free(&b);
+    free(ta);
+    free(tb);
+}
+
+#define EDITS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NO_EDITS ((const char *const[]){NULL})
+
+/* Alike: the same text, other layer names, other initializers, L1L2 without l1 = L2, and
+ * Activation('relu') = ReLU(), finalized or not. */
+static void diff_alike(void **state)
+{
+    (void)state;
+    for (int f = 0; f < 4; f++)
+        check_diff(NO_EDITS, NO_EDITS, f & 1, f >> 1, NULL);
+    check_diff(NO_EDITS,
+               EDITS("\"name\": \"conv2d\"", "\"name\": \"features\"", "\"name\": \"dense\"",
+                     "\"name\": \"hidden\"", "\"name\": \"m\"", "\"name\": \"other_model\""),
+               1, 1, NULL);
+    check_diff(NO_EDITS,
+               EDITS("\"GlorotUniform\", \"config\": {}", "\"HeNormal\", \"config\": {\"seed\": 3}",
+                     "\"use_bias\": true,", "\"use_bias\": true, \"bias_initializer\": \"ones\","),
+               1, 1, NULL);
+    check_diff(EDITS("\"kernel_regularizer\": null",
+                     "\"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.5}}"),
+               EDITS("\"kernel_regularizer\": null",
+                     "\"kernel_regularizer\": {\"class_name\": \"L1L2\", \"config\": {\"l1\": 0, "
+                     "\"l2\": 0.5}}"),
+               1, 1, NULL);
+    /* padding 'same' of a 1x1 kernel pads nothing: the same function as 'valid' */
+    check_diff(EDITS("[3, 3]", "[1, 1]"), EDITS("[3, 3]", "[1, 1]", "\"valid\"", "\"same\""), 1, 1,
+               NULL);
+    check_diff(EDITS("{\"class_name\": \"Flatten\"",
+                     "{\"class_name\": \"Activation\", \"config\": {\"activation\": \"relu\"}},"
+                     "{\"class_name\": \"Flatten\""),
+               EDITS("{\"class_name\": \"Flatten\"",
+                     "{\"class_name\": \"ReLU\", \"config\": {}},{\"class_name\": \"Flatten\""),
+               1, 0, NULL);
+}
+
+/* Each difference, with the layer it is in and both values. */
+static void diff_layers(void **state)
+{
+    (void)state;
+    /* the tutorial's repro: one activation relu -> linear, the same parameter count */
+    check_diff(
+        NO_EDITS,
+        EDITS("\"activation\": \"relu\", \"use_bias\"", "\"activation\": \"linear\", \"use_bias\""),
+        1, 1, "layer 4 (dense): activation relu in the checkpoint, linear in --model");
+    /* a Conv2D's relu sits after its pool once finalized; either state compares alike */
+    for (int f = 0; f < 4; f++)
+        check_diff(NO_EDITS, EDITS("\"activation\": \"relu\"", "\"activation\": \"linear\""), f & 1,
+                   f >> 1,
+                   "layer 0 (conv2d): activation relu in the checkpoint, linear in --model");
+    check_diff(NO_EDITS,
+               EDITS("\"name\": \"dense\", \"units\": 16", "\"name\": \"d\", \"units\": 32"), 1, 1,
+               "layer 4 (dense; d in --model): units 16 in the checkpoint, 32 in --model");
+    check_diff(NO_EDITS, EDITS("\"filters\": 4", "\"filters\": 8"), 1, 1,
+               "layer 0 (conv2d): filters 4 in the checkpoint, 8 in --model");
+    /* 3x1 and 1x3 with 'same' padding: every shape and the parameter count alike */
+    check_diff(EDITS("[3, 3]", "[3, 1]", "\"valid\"", "\"same\""),
+               EDITS("[3, 3]", "[1, 3]", "\"valid\"", "\"same\""), 1, 1,
+               "layer 0 (conv2d): kernel 3x1 in the checkpoint, 1x3 in --model");
+    check_diff(NO_EDITS, EDITS("\"strides\": [1, 1]", "\"strides\": [2, 2]"), 1, 1,
+               "layer 0 (conv2d): strides 1x1 in the checkpoint, 2x2 in --model");
+    check_diff(NO_EDITS, EDITS("\"valid\"", "\"same\""), 1, 1,
+               "layer 0 (conv2d): padding valid in the checkpoint, same in --model");
+    check_diff(NO_EDITS,
+               EDITS("\"pool_size\": [2, 2]", "\"pool_size\": [2, 2], \"strides\": [1, 1]"), 1, 1,
+               "layer 1 (max_pooling2d): strides 2x2 in the checkpoint, 1x1 in --model");
+    check_diff(NO_EDITS, EDITS("\"rate\": 0.25", "\"rate\": 0.5"), 1, 1,
+               "layer 2 (dropout): rate 0.25 in the checkpoint, 0.5 in --model");
+    check_diff(NO_EDITS, EDITS("\"use_bias\": true", "\"use_bias\": false"), 1, 1,
+               "layer 4 (dense): use_bias true in the checkpoint, false in --model");
+    check_diff(EDITS("\"units\": 10}", "\"units\": 10, \"activation\": \"softmax\"}"), NO_EDITS, 1,
+               1, "layer 5 (dense_1): activation softmax in the checkpoint, linear in --model");
+}
+
+/* Regularizers change the loss; an added or missing layer changes the count. */
+static void diff_regularizers_and_layers(void **state)
+{
+    (void)state;
+    const char *l2 = "\"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": 0.01}}";
+    check_diff(EDITS("\"kernel_regularizer\": null", l2), NO_EDITS, 1, 1,
+               "layer 0 (conv2d): kernel regularizer L2(0.01) in the checkpoint, none in --model");
+    check_diff(
+        EDITS("\"kernel_regularizer\": null", l2),
+        EDITS("\"kernel_regularizer\": null",
+              "\"kernel_regularizer\": {\"class_name\": \"L1\", \"config\": {\"l1\": 0.01}}"),
+        1, 1,
+        "layer 0 (conv2d): kernel regularizer L2(0.01) in the checkpoint, L1(0.01) in "
+        "--model");
+    check_diff(NO_EDITS, EDITS("\"bias_regularizer\": null", "\"bias_regularizer\": \"l1_l2\""), 1,
+               1,
+               "layer 4 (dense): bias regularizer none in the checkpoint, L1L2(l1=0.01, l2=0.01) "
+               "in --model");
+    /* an extra Dropout before the last Dense: the count, then where they part */
+    check_diff(NO_EDITS,
+               EDITS("{\"class_name\": \"Dense\", \"config\": {\"name\": \"dense_1\"",
+                     "{\"class_name\": \"Dropout\", \"config\": {\"rate\": 0.5}},"
+                     "{\"class_name\": \"Dense\", \"config\": {\"name\": \"dense_1\""),
+               1, 1,
+               "the checkpoint has 6 layers, --model 7; the first difference is layer 5 "
+               "(dense_1; dropout_1 in --model): Dense in the checkpoint, Dropout in --model");
+    /* a layer more at the end, the rest alike */
+    check_diff(NO_EDITS,
+               EDITS("\"units\": 10}}", "\"units\": 10}},{\"class_name\": \"Softmax\", "
+                                        "\"config\": {}}"),
+               0, 1, "the checkpoint has 6 layers, --model 7 (the first 6 are alike)");
+}
+
 int main(void)
 {
     const struct CMUnitTest fixture_tests[] = {
@@ -419,7 +595,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tutorial_counts), cmocka_unit_test(init_deterministic),
         cmocka_unit_test(build_errors),    cmocka_unit_test(empty_batch),
-        cmocka_unit_test(ws_alloc_with),
+        cmocka_unit_test(ws_alloc_with),   cmocka_unit_test(diff_alike),
+        cmocka_unit_test(diff_layers),     cmocka_unit_test(diff_regularizers_and_layers),
     };
     int bad =
         cmocka_run_group_tests_name("model_fixture", fixture_tests, load_fixture, free_fixture);

@@ -56,9 +56,9 @@ static mw_status bcast_bytes(MPI_Comm comm, const mw_wait_ctx *w, void *buf, siz
 }
 
 /* Rank 0: the latest valid checkpoint of dir, serialized into *buf (*n bytes) for the
- * broadcast, and (model non-NULL) its model text into *model (NULL when it names none);
- * logs which one. */
-static mw_status read_latest(const char *dir, void **buf, size_t *n, char **model)
+ * broadcast, its N (ckpt-N) into *number, and (model non-NULL) its model text into *model
+ * (NULL when it names none); logs which one. */
+static mw_status read_latest(const char *dir, void **buf, size_t *n, long *number, char **model)
 {
     mw_ckpt c;
     mw_ckpt_init(&c);
@@ -67,6 +67,9 @@ static mw_status read_latest(const char *dir, void **buf, size_t *n, char **mode
     if (rc == MW_OK)
         rc = mw_ckpt_serialize(&c, buf, n);
     if (rc == MW_OK) {
+        const char *base = strrchr(path, '/');
+        if (sscanf(base ? base + 1 : path, "ckpt-%ld", number) != 1)
+            *number = -1;
         mw_log_info("restoring %s (epoch %d, step %ld of it, %ld steps in all)", path, c.epoch,
                     c.step_in_epoch, c.global_step);
         if (model && c.model_json && c.model_json[0]) {
@@ -90,7 +93,7 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
     char *text = NULL;
     mw_status rc = MW_OK;
     if (me == 0 && dir_has_checkpoints(o->checkpoint_dir)) {
-        rc = read_latest(o->checkpoint_dir, &s->latest, &s->latest_len, &text);
+        rc = read_latest(o->checkpoint_dir, &s->latest, &s->latest_len, &s->latest_number, &text);
         len = text ? (long)strlen(text) : 0;
     }
     rc = mw_agree(comm, rc, NULL);
@@ -157,14 +160,14 @@ done:
     return rc;
 }
 
-/* Rank 0: the bytes to broadcast (hdr: bytes, found), from the checkpoint fetched for its
- * model, or read now. */
-static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2])
+/* Rank 0: the bytes to broadcast (hdr: bytes, found, N of ckpt-N), from the checkpoint
+ * fetched for its model, or read now. */
+static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[3])
 {
     const char *dir = s->o->checkpoint_dir;
     if (s->latest) { /* read already, for its model */
         *buf = s->latest;
-        hdr[0] = (long)s->latest_len, hdr[1] = 1;
+        hdr[0] = (long)s->latest_len, hdr[1] = 1, hdr[2] = s->latest_number;
         s->latest = NULL;
         return MW_OK;
     }
@@ -178,7 +181,7 @@ static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2]
         return MW_OK;
     }
     size_t n = 0;
-    mw_status rc = read_latest(dir, buf, &n, NULL);
+    mw_status rc = read_latest(dir, buf, &n, &hdr[2], NULL);
     hdr[0] = (long)n, hdr[1] = rc == MW_OK;
     return rc;
 }
@@ -186,13 +189,13 @@ static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2]
 mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored)
 {
     *restored = 0;
-    long hdr[2] = {0, 0}; /* bytes, found */
+    long hdr[3] = {0, 0, -1}; /* bytes, found, N of ckpt-N */
     void *buf = NULL;
     mw_status rc = s->rank == 0 ? chief_read(s, required, &buf, hdr) : MW_OK;
     rc = mw_agree(s->comm, rc, NULL);
     mw_wait_ctx w = {"checkpoint broadcast", -1, s->o->collective_timeout};
     if (rc == MW_OK)
-        rc = mw_comm_bcast(&w, hdr, 2, MPI_LONG, 0, s->comm);
+        rc = mw_comm_bcast(&w, hdr, 3, MPI_LONG, 0, s->comm);
     if (rc != MW_OK || !hdr[1]) {
         free(buf);
         return rc;
@@ -207,7 +210,7 @@ mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *r
     if (rc == MW_OK)
         rc = mw_ckpt_read_buffer(&c, buf, (size_t)hdr[0], "checkpoint");
     if (rc == MW_OK)
-        rc = mw_session_apply(s, &c, "the latest checkpoint", weights_only);
+        rc = mw_session_apply(s, &c, "the latest checkpoint", hdr[2], weights_only);
     mw_ckpt_free(&c);
     free(buf);
     rc = mw_agree(s->comm, rc, NULL);

@@ -101,6 +101,7 @@ mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh
                              "fit its %dx%dx%d input",
                              l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w, l->in_c));
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
+    l->same = same;
     l->flat = 0;
     l->w_count = (size_t)kh * kw * l->in_c * filters;
     l->has_bias = use_bias;
@@ -123,6 +124,7 @@ mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, in
                                 l->name, ph, pw, sh, sw, same ? "same" : "valid", l->in_h, l->in_w,
                                 l->in_c));
     l->out_h = l->pool.OH, l->out_w = l->pool.OW, l->out_c = l->in_c;
+    l->same = same;
     l->flat = 0;
     return MW_OK;
 }
@@ -741,4 +743,222 @@ void mw_model_summary(const mw_model *m, FILE *f)
     }
     fprintf(f, "=================================================================\n");
     fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: 0\n", total, total);
+}
+
+/* ---- comparing two models (mw_model_diff) ------------------------------------------------- */
+
+static int weighted(const mw_layer *l)
+{
+    return l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_DENSE;
+}
+
+/* The first layer from i on that the summary shows (not a folded activation); nlayers when
+ * none is left. */
+static int next_shown(const mw_model *m, int i)
+{
+    while (i < m->nlayers && m->layers[i].folded)
+        i++;
+    return i;
+}
+
+static int count_shown(const mw_model *m)
+{
+    int n = 0;
+    for (int i = next_shown(m, 0); i < m->nlayers; i = next_shown(m, i + 1))
+        n++;
+    return n;
+}
+
+/* The activation of shown layer i. A folded one belongs to the nearest Conv2D or Dense before
+ * it: right after it, or after the MaxPool that finalize moved before it (pool_before_relu). */
+static const char *activation_of(const mw_model *m, int i)
+{
+    const mw_layer *l = &m->layers[i];
+    if (!weighted(l))
+        return l->kind == MW_LAYER_RELU ? "relu" : l->softmax ? "softmax" : "linear";
+    for (int j = i + 1; j < m->nlayers && !weighted(&m->layers[j]); j++)
+        if (m->layers[j].folded)
+            return m->layers[j].kind == MW_LAYER_RELU ? "relu" : "softmax";
+    return "linear";
+}
+
+/* What a layer computes: Activation, ReLU and Softmax layers are all activations. */
+static int role(const mw_layer *l)
+{
+    return l->kind == MW_LAYER_IDENTITY ? (int)MW_LAYER_RELU : (int)l->kind;
+}
+
+/* "<what> <x> in the checkpoint, <y> in --model" into d; returns 1. */
+static int differs(char *d, size_t n, const char *what, const char *x, const char *y)
+{
+    snprintf(d, n, "%s%s%s in the checkpoint, %s in --model", what, *what ? " " : "", x, y);
+    return 1;
+}
+
+static void dims_str(char *s, size_t n, const int *v, int k)
+{
+    size_t used = 0;
+    s[0] = '\0';
+    for (int i = 0; i < k && used < n; i++)
+        used += (size_t)snprintf(s + used, n - used, i ? "x%d" : "%d", v[i]);
+}
+
+/* k sizes shown as AxBxC; 0 when equal. */
+static int dims_differ(char *d, size_t n, const char *what, const int *x, const int *y, int k)
+{
+    if (memcmp(x, y, (size_t)k * sizeof *x) == 0)
+        return 0;
+    char sx[64], sy[64];
+    dims_str(sx, sizeof sx, x, k);
+    dims_str(sy, sizeof sy, y, k);
+    return differs(d, n, what, sx, sy);
+}
+
+/* v as text, with all its digits when the short form would read like other's. */
+static void real_str(char *s, size_t n, double v, double other)
+{
+    char t[40];
+    snprintf(s, n, "%g", v);
+    snprintf(t, sizeof t, "%g", other);
+    if (!strcmp(s, t))
+        snprintf(s, n, "%.17g", v);
+}
+
+/* Keras' name for r (NULL: none), its values told apart from o's. */
+static void reg_str(char *s, size_t n, const mw_regularizer *r, const mw_regularizer *o)
+{
+    static const mw_regularizer none = {0.0, 0.0};
+    char l1[40], l2[40];
+    if (!r) {
+        snprintf(s, n, "none");
+        return;
+    }
+    o = o ? o : &none;
+    real_str(l1, sizeof l1, r->l1, o->l1);
+    real_str(l2, sizeof l2, r->l2, o->l2);
+    if (r->l1 == 0.0)
+        snprintf(s, n, "L2(%s)", l2);
+    else if (r->l2 == 0.0)
+        snprintf(s, n, "L1(%s)", l1);
+    else
+        snprintf(s, n, "L1L2(l1=%s, l2=%s)", l1, l2);
+}
+
+/* Conv2D and Dense: use_bias, the activation and the regularizers. */
+static int weights_differ(char *d, size_t n, const mw_model *a, int i, const mw_model *b, int j)
+{
+    const mw_layer *x = &a->layers[i], *y = &b->layers[j];
+    if (x->has_bias != y->has_bias)
+        return differs(d, n, "use_bias", x->has_bias ? "true" : "false",
+                       y->has_bias ? "true" : "false");
+    const char *ax = activation_of(a, i), *ay = activation_of(b, j);
+    if (strcmp(ax, ay) != 0)
+        return differs(d, n, "activation", ax, ay);
+    for (int t = 0; t < 2; t++) {
+        const mw_regularizer *rx = regularizer(x, t), *ry = regularizer(y, t);
+        if ((!rx && !ry) || (rx && ry && rx->l1 == ry->l1 && rx->l2 == ry->l2))
+            continue;
+        char sx[96], sy[96];
+        reg_str(sx, sizeof sx, rx, ry);
+        reg_str(sy, sizeof sy, ry, rx);
+        return differs(d, n, t ? "bias regularizer" : "kernel regularizer", sx, sy);
+    }
+    return 0;
+}
+
+/* Padding by its effect: the zero rows and columns before the input and the output size. */
+static int padding_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y, const int *px,
+                           const int *py)
+{
+    if (memcmp(px, py, 4 * sizeof *px) == 0)
+        return 0;
+    return differs(d, n, "padding", x->same ? "same" : "valid", y->same ? "same" : "valid");
+}
+
+/* The settings of x and y (of the same kind) past their input shapes. */
+static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    const mw_conv2d_geom *cx = &x->conv, *cy = &y->conv;
+    const mw_pool_geom *qx = &x->pool, *qy = &y->pool;
+    char sx[40], sy[40];
+    switch (x->kind) {
+    case MW_LAYER_CONV2D:
+        return dims_differ(d, n, "filters", &cx->O, &cy->O, 1) ||
+               dims_differ(d, n, "kernel", (const int[]){cx->KH, cx->KW},
+                           (const int[]){cy->KH, cy->KW}, 2) ||
+               dims_differ(d, n, "strides", (const int[]){cx->SH, cx->SW},
+                           (const int[]){cy->SH, cy->SW}, 2) ||
+               padding_differs(d, n, x, y, (const int[]){cx->PT, cx->PL, cx->OH, cx->OW},
+                               (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
+    case MW_LAYER_MAXPOOL:
+        return dims_differ(d, n, "pool size", (const int[]){qx->PH, qx->PW},
+                           (const int[]){qy->PH, qy->PW}, 2) ||
+               dims_differ(d, n, "strides", (const int[]){qx->SH, qx->SW},
+                           (const int[]){qy->SH, qy->SW}, 2) ||
+               padding_differs(d, n, x, y, (const int[]){qx->PT, qx->PL, qx->OH, qx->OW},
+                               (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
+    case MW_LAYER_DENSE:
+        return dims_differ(d, n, "units", &x->out_c, &y->out_c, 1);
+    case MW_LAYER_DROPOUT:
+        if (x->rate == y->rate)
+            return 0;
+        real_str(sx, sizeof sx, x->rate, y->rate);
+        real_str(sy, sizeof sy, y->rate, x->rate);
+        return differs(d, n, "rate", sx, sy);
+    default:
+        return 0;
+    }
+}
+
+/* The first difference between shown layer i of a and shown layer j of b into d; 0: none. */
+static int layer_differs(char *d, size_t n, const mw_model *a, int i, const mw_model *b, int j)
+{
+    const mw_layer *x = &a->layers[i], *y = &b->layers[j];
+    if (role(x) != role(y))
+        return differs(d, n, "", x->cls, y->cls);
+    if (dims_differ(d, n, "input", (const int[]){x->in_h, x->in_w, x->in_c},
+                    (const int[]){y->in_h, y->in_w, y->in_c}, 3) ||
+        config_differs(d, n, x, y))
+        return 1;
+    if (weighted(x) && weights_differ(d, n, a, i, b, j))
+        return 1;
+    if (role(x) == MW_LAYER_RELU) {
+        const char *ax = activation_of(a, i), *ay = activation_of(b, j);
+        if (strcmp(ax, ay) != 0)
+            return differs(d, n, "activation", ax, ay);
+    }
+    return dims_differ(d, n, "output", (const int[]){x->out_h, x->out_w, x->out_c},
+                       (const int[]){y->out_h, y->out_w, y->out_c}, 3);
+}
+
+int mw_model_diff(const mw_model *a, const mw_model *b, char *what, size_t len)
+{
+    const int na = count_shown(a), nb = count_shown(b);
+    char d[400], head[96] = "";
+    if (na != nb)
+        snprintf(head, sizeof head, "the checkpoint has %d layers, --model %d", na, nb);
+    int k = 0;
+    for (int i = next_shown(a, 0), j = next_shown(b, 0); i < a->nlayers && j < b->nlayers;
+         i = next_shown(a, i + 1), j = next_shown(b, j + 1), k++) {
+        if (!layer_differs(d, sizeof d, a, i, b, j))
+            continue;
+        const char *nx = a->layers[i].name, *ny = b->layers[j].name;
+        char where[200];
+        if (!strcmp(nx, ny))
+            snprintf(where, sizeof where, "layer %d (%s)", k, nx);
+        else
+            snprintf(where, sizeof where, "layer %d (%s; %s in --model)", k, nx, ny);
+        if (na != nb)
+            snprintf(what, len, "%s; the first difference is %s: %s", head, where, d);
+        else
+            snprintf(what, len, "%s: %s", where, d);
+        return 1;
+    }
+    if (na != nb) {
+        snprintf(what, len, "%s (the first %d are alike)", head, k);
+        return 1;
+    }
+    if (len)
+        what[0] = '\0';
+    return 0;
 }

@@ -76,6 +76,7 @@ typedef struct {
     int out_h, out_w, out_c;
     mw_conv2d_geom conv;
     mw_pool_geom pool;
+    int same; /* conv2d, maxpool: padding 'same' (1) or 'valid' (0) */
     /* parameters (conv2d, dense): offsets into the arenas, counts */
     size_t w_off, w_count, b_off, b_count;
     int has_bias;
@@ -216,6 +217,24 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n);
 /* The same from host copies of prob (n x nclasses) and labels (n). */
 int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n);
+
+/* Whether a and b compute the same function given the same weights: 0 when they do, else 1
+ * with `what` (len bytes, may be NULL when len is 0) naming the FIRST difference for a user,
+ * a being described as the checkpoint's model and b as --model's:
+ *
+ *   layer 3 (dense_1): activation relu in the checkpoint, linear in --model
+ *   the checkpoint has 8 layers, --model 7; the first difference is layer 2 (...): ...
+ *
+ * Layers are counted as Keras and the summary count them (0-based; an activation='relu'
+ * belongs to its Conv2D or Dense). Compared, per layer: what it computes (its Keras class,
+ * with Activation('relu') = ReLU() and Activation('softmax') = Softmax()); input shape;
+ * Conv2D filters, kernel size, strides, padding (the padding the geometry gives, so 'same'
+ * and 'valid' that pad alike are equal); MaxPooling2D pool size, strides, padding; Dense
+ * units; use_bias; the activation (linear, relu, softmax; a final softmax counts although it
+ * is folded into the loss); kernel and bias regularizers (they change the loss); the
+ * Dropout rate; output shape. Not compared: layer and model names, initializers (restored
+ * weights replace them). Either model may be finalized or not. */
+int mw_model_diff(const mw_model *a, const mw_model *b, char *what, size_t len);
 
 /* Print a Keras-like summary table (layer (class), output shape, params, total):
  * a layer's folded activation is part of its row; Dropout, Activation, ReLU

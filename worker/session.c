@@ -78,6 +78,7 @@ static mw_status build_model(mw_session *s, int with_data)
     const mw_train_opts *o = s->o;
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
     const int c = with_data ? 1 : 0;
+    s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = 10;
     if (o->model_path)
         MW_TRY(mw_keras_load_file(&s->model, o->model_path, h, w, c, 10));
     else if (s->saved_model)
@@ -103,6 +104,7 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     s->opts = *o;
     s->o = &s->opts;
     s->topo = topo;
+    s->use = use;
     s->seed = o->seed;
     if (use == MW_USE_EVALUATOR) /* it evaluates alone */
         s->comm = MPI_COMM_SELF, s->rank = 0, s->world = 1;
@@ -137,13 +139,77 @@ long mw_session_global_batch(const mw_session *s)
     return (long)s->o->batch_per_replica * s->o->replicas_per_worker * s->world;
 }
 
-mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only)
+/* What restores with --model: the prefix of its messages and the way out of a mismatch. */
+static void model_context(const mw_session *s, const char **who, const char **fix)
+{
+    switch (s->use) {
+    case MW_USE_TRAIN:
+        *who = "--resume";
+        *fix = "resume without --model to use the saved model, or start a new --checkpoint-dir";
+        return;
+    case MW_USE_EVALUATOR:
+        *who = "evaluator";
+        *fix = "give the evaluator the --model the training tasks use";
+        return;
+    default:
+        *who = s->use == MW_USE_EVAL ? "eval" : "export";
+        *fix = "leave out --model to use the saved model";
+        return;
+    }
+}
+
+/* With --model: the checkpoint's own model (c->model_json, rebuilt for the same data shape)
+ * must compute what the session's does. Every rank decides alike from the same bytes. */
+static mw_status check_saved_model(mw_session *s, const mw_ckpt *c, long number)
+{
+    const char *path = s->o->model_path, *who, *fix;
+    if (!path)
+        return MW_OK; /* the model came from the checkpoint, or both are the built-in one */
+    model_context(s, &who, &fix);
+    char ck[32] = "the checkpoint";
+    if (number >= 0)
+        snprintf(ck, sizeof ck, "ckpt-%ld", number);
+    if (!c->model_json || !c->model_json[0]) {
+        if (s->rank == 0)
+            mw_log_warn("%s: %s carries no model description (an older checkpoint): --model %s "
+                        "could not be compared with the model it was saved from, only its "
+                        "parameter count",
+                        who, ck, path);
+        return MW_OK;
+    }
+    if (s->model.source && !strcmp(s->model.source, c->model_json))
+        return MW_OK; /* the same text */
+    char origin[64], what[1024];
+    snprintf(origin, sizeof origin, "the model saved in %s", ck);
+    mw_model saved;
+    const int *sh = s->shape;
+    int differ = 1;
+    mw_status rc = mw_keras_load(&saved, c->model_json, strlen(c->model_json), origin, sh[0], sh[1],
+                                 sh[2], sh[3]);
+    if (rc == MW_ENOMEM)
+        return rc;
+    if (rc != MW_OK) {
+        snprintf(what, sizeof what, "the saved model does not fit here: %s", mw_err_msg());
+        mw_err_clear();
+    } else {
+        differ = mw_model_diff(&saved, &s->model, what, sizeof what);
+    }
+    mw_model_free(&saved);
+    if (!differ)
+        return MW_OK;
+    return mw_err(MW_ECKPT, "%s: --model %s differs from the model saved in %s: %s; %s", who, path,
+                  ck, what, fix);
+}
+
+mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, long number,
+                           int weights_only)
 {
     const mw_train_opts *o = s->o;
     const long gb = mw_session_global_batch(s);
     if (c->nparams != s->model.nparams)
         return mw_err(MW_ECKPT, "%s holds %zu parameters; the model has %zu (another model?)", name,
                       c->nparams, s->model.nparams);
+    MW_TRY(check_saved_model(s, c, number));
     if (weights_only) {
         mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
         s->start_epoch = c->epoch;

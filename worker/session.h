@@ -49,6 +49,8 @@ typedef struct {
     mw_arena m1, m2; /* optimizer slots (Adam m, v; SGD velocity in m1) */
     mw_dataset train, test;
     mw_device_choice dev;
+    mw_session_use use;
+    int shape[4]; /* the data's h, w, c and classes the model was built for (0: the file's) */
     const mw_replicas_ops *ops; /* NULL for export */
     mw_replicas *rep;
     /* the training state a checkpoint carries */
@@ -63,6 +65,7 @@ typedef struct {
     char *saved_model; /* its model text (owned) */
     void *latest;      /* rank 0: its bytes, until the restore takes them (owned) */
     size_t latest_len;
+    long latest_number; /* rank 0: its N (ckpt-N) */
 } mw_session;
 
 void mw_session_init(mw_session *s);
@@ -74,8 +77,16 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
 long mw_session_global_batch(const mw_session *s);
 /* Take over a checkpoint's state (every rank runs this on the same bytes): the parameters
  * and counters; without weights_only the optimizer state too, refused when the optimizer
- * differs or a mid-epoch checkpoint had another global batch. Pushes it to the backend. */
-mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, int weights_only);
+ * differs or a mid-epoch checkpoint had another global batch. Pushes it to the backend.
+ * name names the checkpoint in messages, number is its N (ckpt-N).
+ *
+ * With --model, the model saved in the checkpoint is rebuilt (for the same data shape) and
+ * must compute what --model computes (mw_model_diff), else MW_ECKPT "--resume: --model FILE
+ * differs from the model saved in ckpt-N: <the first difference>; ..." (eval, export and
+ * the evaluator say so in their own words). A checkpoint without a model description (an
+ * older one) is checked by its parameter count only, with a warning. */
+mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, long number,
+                           int weights_only);
 /* Forward over the test set (or its first --test-examples), sharded over every replica of
  * comm; the mean loss and the accuracy, reduced over comm under --collective-timeout. */
 mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc);
