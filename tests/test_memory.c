@@ -152,9 +152,18 @@ static void check(void **state)
     expect_err(mw_memory_check(&e, &mem, 1, &o), MW_ENOMEM, "this run needs about ",
                "activations 3.6 GiB for 2 threads x 4096 examples",
                "cgroup v2 memory.max of /mwtrain-test-1: limit 1.0 GiB, 16.0 MiB in use",
-               "--micro-batch (now 8192", "--batch-per-replica (now 8192)", "--threads (2)",
+               "--micro-batch (now 8192", "--batch-per-replica (now 8192) or --threads (now 2)",
                "MW_MEMORY_CHECK=off", "data 52.8 MiB");
     assert_null(strstr(mw_err_msg(), "shared by"));
+    mw_err_clear();
+    /* one thread: fewer threads is no advice */
+    mw_memory_estimate one;
+    mw_memory_estimate_run(&one, &m, &train, &test, &o, 1, 0);
+    expect_err(mw_memory_check(&one, &mem, 1, &o), MW_ENOMEM,
+               "activations 3.6 GiB for 1 thread x 8192 examples",
+               "lower --micro-batch (now 8192, the examples a thread holds) or "
+               "--batch-per-replica (now 8192), or set MW_MEMORY_CHECK=off");
+    assert_null(strstr(mw_err_msg(), "--threads"));
     mw_err_clear();
     /* exactly at the limit passes; a byte less fails */
     mem = cgroup_mem(e.total, 0);

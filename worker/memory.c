@@ -82,21 +82,25 @@ mw_status mw_memory_check(const mw_memory_estimate *e, const mw_sysmem *mem, int
         local_ranks = 1;
     if (mem->source == MW_SYSMEM_NONE || e->total <= mem->available / (uint64_t)local_ranks)
         return MW_OK;
-    char tot[32], av[32], src[512], parts[512], sh[96], th[64];
+    char tot[32], av[32], src[512], parts[512], sh[96], flags[160];
     share(mem, local_ranks, sh, sizeof sh);
     breakdown(e, parts, sizeof parts);
-    if (e->activations)
-        snprintf(th, sizeof th, " or fewer --threads (%d)", e->threads);
+    if (e->activations && e->threads > 1)
+        snprintf(flags, sizeof flags,
+                 "--micro-batch (now %d, the examples a thread holds), --batch-per-replica "
+                 "(now %d) or --threads (now %d)",
+                 o->micro_batch, o->batch_per_replica, e->threads);
     else
-        th[0] = '\0';
+        snprintf(flags, sizeof flags,
+                 "--micro-batch (now %d, the examples a thread holds) or --batch-per-replica "
+                 "(now %d)",
+                 o->micro_batch, o->batch_per_replica);
     return mw_err(MW_ENOMEM,
                   "this run needs about %s of memory on this rank, more than the %s it may use "
-                  "(%s%s): %s; lower --micro-batch (now %d, the examples a thread holds), "
-                  "--batch-per-replica (now %d)%s, or set MW_MEMORY_CHECK=off to skip this check",
+                  "(%s%s): %s; lower %s, or set MW_MEMORY_CHECK=off to skip this check",
                   mw_sysmem_bytes_str(tot, sizeof tot, e->total),
                   mw_sysmem_bytes_str(av, sizeof av, mem->available / (uint64_t)local_ranks),
-                  mw_sysmem_describe(mem, src, sizeof src), sh, parts, o->micro_batch,
-                  o->batch_per_replica, th);
+                  mw_sysmem_describe(mem, src, sizeof src), sh, parts, flags);
 }
 
 const char *mw_memory_describe(const mw_memory_estimate *e, const mw_sysmem *mem, int local_ranks,
