@@ -498,37 +498,39 @@ static void plan_free(ws_plan *p)
     free(p->act), free(p->grad), free(p->arg);
 }
 
+/* Record v at a[i] unless a is NULL (a plan that only counts bytes). */
+static void put(size_t *a, int i, size_t v)
+{
+    if (a)
+        a[i] = v;
+}
+
 /* Plan offsets in one block: act[0], then each non-aliased output and its gradient, argmax
  * and dropout mask buffers, prob, loss, labels, scratch (only when with_scratch: a device
- * block has none). Returns 0 when out of memory. */
-static int plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
+ * block has none). With p's offset tables NULL it only counts: p->nbytes and
+ * p->scratch_count are the same either way, so the estimate (mw_model_ws_nbytes) and the
+ * allocation cannot drift apart. */
+static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
 {
     const int L = m->nlayers;
     size_t off = 0, in0 = n * m->in_h * m->in_w * m->in_c * sizeof(float);
-    p->act = calloc((size_t)L + 1, sizeof *p->act);
-    p->grad = calloc((size_t)L + 1, sizeof *p->grad);
-    p->arg = calloc((size_t)L, sizeof *p->arg);
-    if (!p->act || !p->grad || !p->arg) {
-        plan_free(p);
-        return 0;
-    }
-    p->act[0] = off, off += up64(in0);
-    p->grad[0] = off, off += up64(in0);
+    put(p->act, 0, off), off += up64(in0);
+    put(p->grad, 0, off), off += up64(in0);
     size_t scratch = 0;
     for (int i = 0; i < L; i++) {
         const mw_layer *l = &m->layers[i];
         size_t bytes = n * out_count(l) * sizeof(float);
         if (l->in_place) {
-            p->act[i + 1] = p->act[i];
-            p->grad[i + 1] = p->grad[i];
+            put(p->act, i + 1, p->act ? p->act[i] : 0);
+            put(p->grad, i + 1, p->grad ? p->grad[i] : 0);
         } else {
-            p->act[i + 1] = off, off += up64(bytes);
-            p->grad[i + 1] = off, off += up64(bytes);
+            put(p->act, i + 1, off), off += up64(bytes);
+            put(p->grad, i + 1, off), off += up64(bytes);
         }
         if (l->kind == MW_LAYER_MAXPOOL)
-            p->arg[i] = off, off += up64(n * out_count(l) * sizeof(int32_t));
+            put(p->arg, i, off), off += up64(n * out_count(l) * sizeof(int32_t));
         if (l->kind == MW_LAYER_DROPOUT)
-            p->arg[i] = off, off += up64(n * out_count(l) * sizeof(float));
+            put(p->arg, i, off), off += up64(n * out_count(l) * sizeof(float));
         if (l->kind == MW_LAYER_CONV2D) {
             size_t s = mw_conv2d_ws_count(&l->conv, (int)n);
             scratch = s > scratch ? s : scratch;
@@ -545,7 +547,28 @@ static int plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
         off += up64(scratch * sizeof(float));
     p->scratch_count = scratch;
     p->nbytes = off;
+}
+
+/* The offset tables of a plan; 0 when out of memory. */
+static int plan_alloc(ws_plan *p, int L)
+{
+    memset(p, 0, sizeof *p);
+    p->act = calloc((size_t)L + 1, sizeof *p->act);
+    p->grad = calloc((size_t)L + 1, sizeof *p->grad);
+    p->arg = calloc((size_t)L > 0 ? (size_t)L : 1, sizeof *p->arg);
+    if (!p->act || !p->grad || !p->arg) {
+        plan_free(p);
+        return 0;
+    }
     return 1;
+}
+
+size_t mw_model_ws_nbytes(const mw_model *m, int max_n)
+{
+    ws_plan p;
+    memset(&p, 0, sizeof p); /* no tables: count only */
+    plan_ws(&p, m, (size_t)(max_n > 0 ? max_n : 1), 1);
+    return p.nbytes;
 }
 
 /* Point ws's buffers into its block as planned. */
@@ -584,8 +607,9 @@ mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
         goto oom;
 
     ws_plan plan;
-    if (!plan_ws(&plan, m, n, !alloc_fn))
+    if (!plan_alloc(&plan, L))
         goto oom;
+    plan_ws(&plan, m, n, !alloc_fn);
     if (alloc_fn) {
         void *blk = NULL;
         mw_status rc = alloc_fn(&blk, plan.nbytes);
@@ -604,6 +628,7 @@ mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
         goto oom;
     }
     carve_ws(ws, m, &plan, !alloc_fn);
+    ws->nbytes = plan.nbytes;
     plan_free(&plan);
     return MW_OK;
 oom:

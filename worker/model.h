@@ -188,6 +188,7 @@ typedef struct {
     size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
     const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
     void *block;          /* the single owned allocation behind act/grad/... */
+    size_t nbytes;        /* block's size: mw_model_ws_nbytes (host) or less scratch (device) */
     void (*block_free)(void *); /* how block is released; NULL: the host allocator */
 } mw_model_ws;
 
@@ -202,6 +203,10 @@ mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
                                  mw_status (*alloc_fn)(void **p, size_t nbytes),
                                  void (*free_fn)(void *p));
 void mw_model_ws_free(mw_model_ws *ws);
+/* The bytes mw_model_ws_alloc(ws, m, max_n) takes for its block (activations, gradients,
+ * argmax and dropout masks, probabilities, losses, labels, kernel scratch), computed from
+ * the same plan without allocating: what one workspace costs before it is made. */
+size_t mw_model_ws_nbytes(const mw_model *m, int max_n);
 
 /* Forward for n examples already in ws->act[0] (and labels in ws->labels):
  * fills logits, prob and per-example losses. Parameters come from ws->params

@@ -12,6 +12,17 @@ void mw_slice(long total, int nrep, int i, long *off, long *cnt)
     *cnt = base + (i < rem ? 1 : 0);
 }
 
+int mw_cpu_threads(int nthreads)
+{
+    return nthreads < 1 ? 1 : nthreads > MW_CPU_MAX_THREADS ? MW_CPU_MAX_THREADS : nthreads;
+}
+
+int mw_cpu_examples_per_thread(const mw_train_opts *o, int threads)
+{
+    int per_thread = (o->batch_per_replica + threads - 1) / threads;
+    return per_thread > o->micro_batch ? o->micro_batch : per_thread;
+}
+
 long mw_rank_examples(long total, int world, int rpw, int rank)
 {
     long sum = 0, off, cnt;

@@ -91,6 +91,13 @@ typedef struct {
 
 extern const mw_replicas_ops mw_replicas_cpu;
 
+/* The CPU backend's plan, shared with the memory estimate (worker/memory.h) so the two
+ * agree: its threads (nthreads clamped to 1..MW_CPU_MAX_THREADS), and the examples each
+ * thread's workspace holds, min(micro_batch, ceil(batch_per_replica / threads)). */
+#define MW_CPU_MAX_THREADS 256
+int mw_cpu_threads(int nthreads);
+int mw_cpu_examples_per_thread(const mw_train_opts *o, int threads);
+
 /* Replica i's slice of total examples over nrep replicas (see above). */
 void mw_slice(long total, int nrep, int i, long *off, long *cnt);
 /* Examples of total that rank's rpw replicas hold, of world * rpw replicas. */

@@ -18,18 +18,17 @@
 #include "kernels/cpu/cpu.h"
 #include "worker/replicas.h"
 
-#define MAX_THREADS 256
 #define EVAL_IDS 1024 /* ids built per evaluation micro-batch */
 
 struct mw_replicas {
     mw_replicas_env env;
     mw_kernels kt;
-    mw_kctx k;                   /* whole-rank context (optimizer update) */
-    mw_kctx tk[MAX_THREADS];     /* per-thread contexts */
-    mw_model_ws ws[MAX_THREADS]; /* per-thread activations */
-    float *tgrads[MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
-    double tsum[MAX_THREADS][3]; /* per-thread loss sum, correct, examples */
-    double acc[3];               /* running sums (replicas.h) */
+    mw_kctx k;                          /* whole-rank context (optimizer update) */
+    mw_kctx tk[MW_CPU_MAX_THREADS];     /* per-thread contexts */
+    mw_model_ws ws[MW_CPU_MAX_THREADS]; /* per-thread activations */
+    float *tgrads[MW_CPU_MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
+    double tsum[MW_CPU_MAX_THREADS][3]; /* per-thread loss sum, correct, examples */
+    double acc[3];                      /* running sums (replicas.h) */
     mw_allreduce ar;
     float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
 };
@@ -41,10 +40,10 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
         return mw_err(MW_ENOMEM, "out of memory");
     r->env = *env;
     mw_allreduce_init(&r->ar);
-    for (int i = 0; i < MAX_THREADS; i++)
+    for (int i = 0; i < MW_CPU_MAX_THREADS; i++)
         mw_model_ws_init(&r->ws[i]);
     const mw_train_opts *o = env->o;
-    const int T = env->nthreads < 1 ? 1 : env->nthreads > MAX_THREADS ? MAX_THREADS : env->nthreads;
+    const int T = mw_cpu_threads(env->nthreads);
     r->env.nthreads = T;
     if (strcmp(o->backend, "ref") == 0)
         mw_kernels_init_ref(&r->kt);
@@ -56,9 +55,7 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
     omp_set_max_active_levels(1); /* kernels inside a thread's slice stay sequential */
 #endif
     const size_t count = env->model->params.count;
-    int per_thread = (o->batch_per_replica + T - 1) / T;
-    if (per_thread > o->micro_batch)
-        per_thread = o->micro_batch;
+    const int per_thread = mw_cpu_examples_per_thread(o, T);
     for (int i = 0; i < T; i++) {
         MW_TRY(mw_model_ws_alloc(&r->ws[i], env->model, per_thread));
         r->tk[i].nthreads = 1;
@@ -227,7 +224,7 @@ static void cpu_close(mw_replicas **rp, int abandoned)
     mw_replicas *r = *rp;
     if (!r)
         return;
-    for (int i = 0; i < MAX_THREADS; i++) {
+    for (int i = 0; i < MW_CPU_MAX_THREADS; i++) {
         mw_model_ws_free(&r->ws[i]);
         if (i > 0)
             free(r->tgrads[i]);

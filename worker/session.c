@@ -8,6 +8,7 @@
 #include "cluster/comm.h"
 #include "common/log.h"
 #include "worker/keras.h"
+#include "worker/memory.h"
 
 void mw_session_init(mw_session *s)
 {
@@ -98,6 +99,20 @@ static mw_status build_model(mw_session *s, int with_data)
     return MW_OK;
 }
 
+/* Refuse, before the backend allocates, a run that would not fit in what this process may
+ * use (worker/memory.h); mem was read before the data and the model took their share. */
+static mw_status check_memory(const mw_session *s, const mw_sysmem *mem, int nthreads)
+{
+    mw_memory_estimate e;
+    mw_memory_estimate_run(&e, &s->model, &s->train, &s->test, s->o, nthreads, s->dev.use_gpu);
+    const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
+    if (s->rank == 0) {
+        char line[1536];
+        mw_log_debug("%s", mw_memory_describe(&e, mem, local, line, sizeof line));
+    }
+    return mw_memory_check(&e, mem, local, s->o);
+}
+
 mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
                           mw_session_use use)
 {
@@ -112,11 +127,16 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         s->comm = topo->train, s->rank = topo->rank, s->world = topo->ntrain;
     MW_TRY(choose_device(s, use));
     const int with_data = use != MW_USE_EXPORT;
+    mw_sysmem mem; /* read before the data and the model are in memory */
+    const int check = with_data && mw_memory_check_enabled() && mw_sysmem_query(&mem);
     if (with_data)
         MW_TRY(mw_dataset_load_dir(&s->train, &s->test, o->data_dir, 10));
     MW_TRY(build_model(s, with_data));
     if (use == MW_USE_EXPORT)
         return MW_OK;
+    const int nthreads = threads_for(s);
+    if (check)
+        MW_TRY(check_memory(s, &mem, nthreads));
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
         .o = s->o,
@@ -127,7 +147,7 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         .model = &s->model,
         .m1 = &s->m1,
         .m2 = &s->m2,
-        .nthreads = threads_for(s),
+        .nthreads = nthreads,
         .first_device = s->dev.first,
         .ndevices = s->dev.n,
     };

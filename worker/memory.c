@@ -1,0 +1,119 @@
+/* The memory estimate of a run and its check; see memory.h. */
+#include "worker/memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "worker/replicas.h"
+
+/* Arenas of the parameter count: params, m1, m2; and while a checkpoint is written its three
+ * copies and a serialized buffer about as large. */
+#define MODEL_ARENAS 3
+#define CHECKPOINT_COPIES 6
+
+static uint64_t dataset_nbytes(const mw_dataset *d)
+{
+    if (!d)
+        return 0;
+    return (uint64_t)d->count * d->rows * d->cols + (uint64_t)d->count * sizeof(int32_t);
+}
+
+void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,
+                            const mw_dataset *test, const mw_train_opts *o, int nthreads,
+                            int on_gpu)
+{
+    memset(e, 0, sizeof *e);
+    const uint64_t grad_nbytes = (uint64_t)m->params.count * sizeof(float);
+    e->threads = on_gpu ? 1 : mw_cpu_threads(nthreads);
+    e->per_thread = mw_cpu_examples_per_thread(o, e->threads);
+    if (!on_gpu)
+        e->activations = (uint64_t)e->threads * mw_model_ws_nbytes(m, e->per_thread);
+    e->gradients = (uint64_t)e->threads * grad_nbytes;
+    e->model = (MODEL_ARENAS + CHECKPOINT_COPIES) * grad_nbytes;
+    e->data = dataset_nbytes(train) + dataset_nbytes(test) +
+              (train ? ((uint64_t)train->count + 1) * sizeof(uint32_t) : 0);
+    e->margin = MW_MEMORY_MARGIN;
+    e->total = e->activations + e->gradients + e->model + e->data + e->margin;
+}
+
+int mw_memory_check_enabled(void)
+{
+    const char *v = getenv("MW_MEMORY_CHECK");
+    if (!v)
+        return 1;
+    return !(strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 ||
+             strcasecmp(v, "false") == 0);
+}
+
+/* "activations 3.7 GiB for 2 threads x 4096 examples, gradients ..., libraries 64.0 MiB" */
+static void breakdown(const mw_memory_estimate *e, char *buf, size_t nbytes)
+{
+    char a[32], g[32], m[32], d[32], l[32], act[96];
+    if (e->activations)
+        snprintf(act, sizeof act, "activations %s for %d thread%s x %d examples, ",
+                 mw_sysmem_bytes_str(a, sizeof a, e->activations), e->threads,
+                 e->threads == 1 ? "" : "s", e->per_thread);
+    else
+        act[0] = '\0';
+    snprintf(buf, nbytes,
+             "%sgradients %s, parameters and optimizer state %s, data %s, libraries %s", act,
+             mw_sysmem_bytes_str(g, sizeof g, e->gradients),
+             mw_sysmem_bytes_str(m, sizeof m, e->model), mw_sysmem_bytes_str(d, sizeof d, e->data),
+             mw_sysmem_bytes_str(l, sizeof l, e->margin));
+}
+
+/* "; shared by 4 ranks on this node: 2.0 GiB each", or "" for one rank. */
+static void share(const mw_sysmem *mem, int local_ranks, char *buf, size_t nbytes)
+{
+    char b[32];
+    if (local_ranks > 1)
+        snprintf(buf, nbytes, "; shared by %d ranks on this node: %s each", local_ranks,
+                 mw_sysmem_bytes_str(b, sizeof b, mem->available / (uint64_t)local_ranks));
+    else
+        buf[0] = '\0';
+}
+
+mw_status mw_memory_check(const mw_memory_estimate *e, const mw_sysmem *mem, int local_ranks,
+                          const mw_train_opts *o)
+{
+    if (local_ranks < 1)
+        local_ranks = 1;
+    if (mem->source == MW_SYSMEM_NONE || e->total <= mem->available / (uint64_t)local_ranks)
+        return MW_OK;
+    char tot[32], av[32], src[512], parts[512], sh[96], flags[160];
+    share(mem, local_ranks, sh, sizeof sh);
+    breakdown(e, parts, sizeof parts);
+    if (e->activations && e->threads > 1)
+        snprintf(flags, sizeof flags,
+                 "--micro-batch (now %d, the examples a thread holds), --batch-per-replica "
+                 "(now %d) or --threads (now %d)",
+                 o->micro_batch, o->batch_per_replica, e->threads);
+    else
+        snprintf(flags, sizeof flags,
+                 "--micro-batch (now %d, the examples a thread holds) or --batch-per-replica "
+                 "(now %d)",
+                 o->micro_batch, o->batch_per_replica);
+    return mw_err(MW_ENOMEM,
+                  "this run needs about %s of memory on this rank, more than the %s it may use "
+                  "(%s%s): %s; lower %s, or set MW_MEMORY_CHECK=off to skip this check",
+                  mw_sysmem_bytes_str(tot, sizeof tot, e->total),
+                  mw_sysmem_bytes_str(av, sizeof av, mem->available / (uint64_t)local_ranks),
+                  mw_sysmem_describe(mem, src, sizeof src), sh, parts, flags);
+}
+
+const char *mw_memory_describe(const mw_memory_estimate *e, const mw_sysmem *mem, int local_ranks,
+                               char *buf, size_t nbytes)
+{
+    if (local_ranks < 1)
+        local_ranks = 1;
+    char tot[32], av[32], src[512], parts[512], sh[96];
+    share(mem, local_ranks, sh, sizeof sh);
+    breakdown(e, parts, sizeof parts);
+    snprintf(buf, nbytes, "memory: about %s per rank (%s); %s available to it (%s%s)",
+             mw_sysmem_bytes_str(tot, sizeof tot, e->total), parts,
+             mw_sysmem_bytes_str(av, sizeof av, mem->available / (uint64_t)local_ranks),
+             mw_sysmem_describe(mem, src, sizeof src), sh);
+    return buf;
+}
