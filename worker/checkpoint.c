@@ -9,7 +9,10 @@
  * Reading never trusts a size: each one is checked against the format's limits, against the
  * meta record, against the bytes actually left in the file, and against deflate's maximum
  * expansion (1032:1) before memory is allocated, so a small file cannot make us allocate a
- * lot. Decompression must fill the declared raw size exactly and consume the whole stream.
+ * lot. Decompression must fill the declared raw size exactly and consume the whole stream. A
+ * file is opened without following a link or blocking (a FIFO), and its header and section
+ * table are checked against its size before its body is read, so neither a huge file nor a
+ * special one costs more than a few small reads.
  *
  * Directory writes follow one order so that a crash or an error at any point leaves a
  * consistent directory: the new ckpt-N is made durable, then the index is replaced, then old
@@ -545,12 +548,50 @@ static uint64_t max_file_nbytes(void)
     return HDR_NBYTES + NSEC * (SEC_HDR_NBYTES + (uint64_t)compressBound((uLong)MAX_RAW));
 }
 
-mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
+/* Read exactly n bytes at off. Returns 0, an errno, or -1 when the file ends first. */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return mw_err(MW_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        if (k == 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+/* What a directory entry that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISLNK(mode)  ? "a symbolic link"
+                            : "a special file";
+}
+
+/* Open path for reading a checkpoint without ever blocking or following a symbolic link, and
+ * accept only a regular file of a size the format allows: *fd and its *size. */
+static mw_status open_file(const char *path, int *fd_out, uint64_t *size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return mw_err(MW_EIO,
+                          "%s: is a symbolic link (expected a regular file: checkpoints are "
+                          "never read through links)",
+                          path);
+        return mw_err(MW_EIO, "%s: cannot open (%s)", path, strerror(e));
+    }
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -558,38 +599,101 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return mw_err(MW_EIO, "%s: %s (expected a checkpoint file)", path,
-                      S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        return mw_err(MW_EIO, "%s: is %s (expected a checkpoint file)", path,
+                      file_kind(st.st_mode));
     }
     if ((uint64_t)st.st_size > max_file_nbytes() || (uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
         return mw_err(MW_ECKPT, "%s: file is %lld bytes (expected at most %llu)", path,
                       (long long)st.st_size, (unsigned long long)max_file_nbytes());
     }
-    size_t nbytes = (size_t)st.st_size;
-    unsigned char *buf = malloc(nbytes ? nbytes : 1);
-    if (!buf) {
-        close(fd);
-        return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, nbytes);
-    }
-    size_t got = 0;
-    while (got < nbytes) {
-        ssize_t n = read(fd, buf + got, nbytes - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            if (n == 0)
-                return mw_err(MW_ECKPT, "%s: file shrank while reading (%zu of %zu bytes)", path,
-                              got, nbytes);
-            return mw_err(MW_EIO, "%s: cannot read (%s)", path, strerror(e));
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return MW_OK;
+}
+
+/* Header first: the file header and the section table (a few hundred bytes) read on their own
+ * and checked against the file's size, so that a file that ends early or goes on far beyond
+ * what its table declares is rejected before its body is read or memory allocated for it. The
+ * sections' contents are checked later, by parse. */
+static mw_status check_table(int fd, const char *path, uint64_t size)
+{
+    unsigned char h[SEC_HDR_NBYTES] = {0};
+    reader r = {.p = h, .nbytes = (size_t)size, .name = path};
+    int e = size >= HDR_NBYTES ? pread_full(fd, h, HDR_NBYTES, 0) : 0;
+    if (e)
+        return mw_err(MW_EIO, "%s: cannot read the header (%s)", path,
+                      e < 0 ? "the file shrank" : strerror(e));
+    MW_TRY(parse_header(&r));
+    uint64_t off = HDR_NBYTES;
+    for (uint32_t i = 0; i < r.count; i++) {
+        if (size - off < SEC_HDR_NBYTES)
+            return bad(path,
+                       "truncated: section %u of %u starts at byte %llu but the file ends "
+                       "at %llu (expected a %d-byte section header)",
+                       i + 1, r.count, (unsigned long long)off, (unsigned long long)size,
+                       SEC_HDR_NBYTES);
+        if ((e = pread_full(fd, h, SEC_HDR_NBYTES, off)))
+            return mw_err(MW_EIO, "%s: cannot read section %u's header (%s)", path, i + 1,
+                          e < 0 ? "the file shrank" : strerror(e));
+        uint64_t comp = get_u64(h + 8);
+        off += SEC_HDR_NBYTES;
+        if (comp > size - off) {
+            char tag[9], sn[12];
+            int id = tag_id(h);
+            if (id >= 0)
+                snprintf(sn, sizeof sn, "%s", SEC_NAMES[id]);
+            else
+                snprintf(sn, sizeof sn, "'%s'", printable(tag, (const char *)h, 8));
+            uint64_t need = comp > UINT64_MAX - off ? UINT64_MAX : off + comp;
+            return bad(path,
+                       "truncated in section %s: %llu compressed bytes at byte %llu but only "
+                       "%llu left (the file is %llu bytes; its sections declare at least %llu)",
+                       sn, (unsigned long long)comp, (unsigned long long)off,
+                       (unsigned long long)(size - off), (unsigned long long)size,
+                       (unsigned long long)need);
         }
-        got += (size_t)n;
+        off += comp;
     }
+    if (off != size)
+        return bad(path,
+                   "file is %llu bytes but its header and sections declare %llu (%llu trailing "
+                   "bytes after the last section; expected the file to end at byte %llu)",
+                   (unsigned long long)size, (unsigned long long)off,
+                   (unsigned long long)(size - off), (unsigned long long)off);
+    return MW_OK;
+}
+
+/* The whole file (size bytes, checked) into a malloc'ed buffer. */
+static mw_status read_body(int fd, const char *path, size_t nbytes, unsigned char **out)
+{
+    unsigned char *buf = malloc(nbytes ? nbytes : 1);
+    if (!buf)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, nbytes);
+    int e = pread_full(fd, buf, nbytes, 0);
+    if (e) {
+        free(buf);
+        if (e < 0)
+            return mw_err(MW_ECKPT, "%s: file shrank while reading (expected %zu bytes)", path,
+                          nbytes);
+        return mw_err(MW_EIO, "%s: cannot read (%s)", path, strerror(e));
+    }
+    *out = buf;
+    return MW_OK;
+}
+
+mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    unsigned char *buf = NULL;
+    MW_TRY(open_file(path, &fd, &size));
+    mw_status rc = check_table(fd, path, size);
+    if (rc == MW_OK)
+        rc = read_body(fd, path, (size_t)size, &buf);
     close(fd);
-    mw_status rc = mw_ckpt_read_buffer(c, buf, nbytes, path);
+    if (rc == MW_OK)
+        rc = mw_ckpt_read_buffer(c, buf, (size_t)size, path);
     free(buf);
     return rc;
 }

@@ -52,7 +52,12 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes);
  * c must be initialized; on success its old contents are freed and replaced, on failure it is
  * left unchanged. MW_ECKPT "name: what is wrong (expected ...)" for bad bytes. */
 mw_status mw_ckpt_read_buffer(mw_ckpt *c, const void *data, size_t nbytes, const char *name);
-/* Read and validate one file; MW_EIO when it cannot be read, MW_ECKPT when it is bad. */
+/* Read and validate one file; MW_EIO when it cannot be read, MW_ECKPT when it is bad. Never
+ * blocks and never follows a symbolic link at path (O_NONBLOCK, O_NOFOLLOW): a FIFO, device,
+ * directory or link is MW_EIO "PATH: is a FIFO (expected a checkpoint file)". Header first:
+ * the header and the section table are read alone and checked against the file's size, so a
+ * file that ends early or goes on beyond its last section is MW_ECKPT naming both sizes, and
+ * is never read whole. */
 mw_status mw_ckpt_read(mw_ckpt *c, const char *path);
 /* Write one file atomically: path.tmp-<pid>, write, fsync, rename, fsync of the directory.
  * MW_EIO naming the file on any failure; the temporary file is removed and an existing file
