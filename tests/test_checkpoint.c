@@ -1078,6 +1078,101 @@ static void test_read_header_first(void **state)
     mw_ckpt_free(&r);
 }
 
+/* FIFOs, devices and symbolic links are never read: no read blocks and no link is followed. */
+static void test_read_special(void **state)
+{
+    const char *dir = *state;
+    alarm(60); /* a blocked open would hang the test: end it instead */
+    mw_ckpt c, r;
+    make_state(&c, 30, "sgd", 1, 13);
+    mw_ckpt_init(&r);
+    assert_int_equal(mw_ckpt_save(dir, &c, 5, NULL), MW_OK);
+    char *fifo = join(dir, "ckpt-9"), *link = join(dir, "ckpt-8");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    expect_err(mw_ckpt_read(&r, fifo), MW_EIO, fifo, ": is a FIFO (expected a checkpoint file)");
+    mw_err_clear();
+    assert_int_equal(symlink("ckpt-1", link), 0);
+    expect_err(mw_ckpt_read(&r, link), MW_EIO, link,
+               ": is a symbolic link (expected a regular file: checkpoints are never read "
+               "through links)");
+    mw_err_clear();
+    expect_err(mw_ckpt_read(&r, "/dev/null"), MW_EIO,
+               "/dev/null: is a character device (expected a checkpoint file)");
+    mw_err_clear();
+
+    /* the index names the FIFO: skipped (so is the link), the real one is used */
+    const char *idx = "model_checkpoint_path: \"ckpt-9\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-1\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-8\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-9\"\n";
+    free(mw_test_write_file(dir, "checkpoint", idx, strlen(idx)));
+    char *used = NULL;
+    assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "/ckpt-1"));
+    assert_same_state(&c, &r);
+    free(used);
+    /* the index itself as a FIFO: the ckpt-N files are found */
+    char *ip = join(dir, "checkpoint");
+    assert_int_equal(unlink(ip), 0);
+    assert_int_equal(mkfifo(ip, 0644), 0);
+    assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "/ckpt-1"));
+    free(used);
+    alarm(0);
+    free(ip);
+    free(fifo);
+    free(link);
+    mw_ckpt_free(&c);
+    mw_ckpt_free(&r);
+}
+
+/* Index entries name files inside the directory; others are never opened, and do not count
+ * for the next number either. */
+static void test_index_outside(void **state)
+{
+    const char *dir = *state;
+    mw_ckpt c, other, r;
+    make_state(&c, 25, "sgd", 1, 14);
+    make_state(&other, 25, "sgd", 1, 15);
+    c.step_in_epoch = other.step_in_epoch = 0;
+    c.global_step = 1;
+    other.global_step = 7;
+    char *ck = join(dir, "ck"), *elsewhere = join(dir, "elsewhere");
+    assert_int_equal(mw_ckpt_save(ck, &c, 5, NULL), MW_OK);
+    assert_int_equal(mw_ckpt_save(elsewhere, &other, 5, NULL), MW_OK); /* its ckpt-1 */
+    char idx[1200];
+    snprintf(idx, sizeof idx,
+             "model_checkpoint_path: \"../elsewhere/ckpt-1\"\n"
+             "all_model_checkpoint_paths: \"%s/ckpt-1\"\n"
+             "all_model_checkpoint_paths: \"sub/ckpt-8\"\n"
+             "all_model_checkpoint_paths: \"..\"\n"
+             "all_model_checkpoint_paths: \"ckpt-1\"\n"
+             "all_model_checkpoint_paths: \"../elsewhere/ckpt-1\"\n",
+             elsewhere);
+    free(mw_test_write_file(ck, "checkpoint", idx, strlen(idx)));
+    char *used = NULL;
+    mw_ckpt_init(&r);
+    assert_int_equal(mw_ckpt_load_latest(ck, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "ck/ckpt-1"));
+    assert_int_equal(r.global_step, 1); /* not the other run's 7 */
+    free(used);
+
+    /* only the index's entries named outside: nothing to try */
+    char *one = join(ck, "ckpt-1");
+    assert_int_equal(unlink(one), 0);
+    expect_err(mw_ckpt_load_latest(ck, &r, &used), MW_ECKPT, "no valid checkpoint in ", "ckpt-1");
+    mw_err_clear();
+    int num = 0;
+    assert_int_equal(mw_ckpt_save(ck, &c, 5, &num), MW_OK);
+    assert_int_equal(num, 2); /* 1 + the highest of the directory's own */
+    free(one);
+    free(ck);
+    free(elsewhere);
+    mw_ckpt_free(&c);
+    mw_ckpt_free(&other);
+    mw_ckpt_free(&r);
+}
+
 /* ---- packing ---- */
 
 static void test_pack_unpack(void **state)
@@ -1134,6 +1229,8 @@ int main(void)
         cmocka_unit_test(test_bad_meta),
         mw_test_in_tmpdir(test_read_errors),
         mw_test_in_tmpdir(test_read_header_first),
+        mw_test_in_tmpdir(test_read_special),
+        mw_test_in_tmpdir(test_index_outside),
         cmocka_unit_test(test_pack_unpack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

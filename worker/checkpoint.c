@@ -16,7 +16,7 @@
  *
  * Directory writes follow one order so that a crash or an error at any point leaves a
  * consistent directory: the new ckpt-N is made durable, then the index is replaced, then old
- * checkpoints are deleted. */
+ * checkpoints are deleted. The index is trusted only to name files inside its directory. */
 #include "worker/checkpoint.h"
 
 #include <dirent.h>
@@ -764,21 +764,24 @@ static mw_status names_add(name_list *l, const char *s, size_t n)
     return MW_OK;
 }
 
-/* N for a name "ckpt-N" (N in 1..INT_MAX-1, no leading zeros, after an optional directory), or
- * 0 for any other name. */
+/* N for a name "ckpt-N" (N in 1..INT_MAX-1, no leading zeros), or 0 for any other name. */
 static int ckpt_number(const char *name)
 {
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    if (strncmp(base, "ckpt-", 5) != 0 || base[5] < '1' || base[5] > '9')
+    if (strncmp(name, "ckpt-", 5) != 0 || name[5] < '1' || name[5] > '9')
         return 0;
     long v = 0;
-    for (const char *s = base + 5; *s; s++) {
+    for (const char *s = name + 5; *s; s++) {
         if (*s < '0' || *s > '9' || v > (INT_MAX - 1) / 10)
             return 0;
         v = v * 10 + (*s - '0');
     }
     return v < INT_MAX ? (int)v : 0;
+}
+
+/* Whether an index entry names a file inside the directory: no '/', not "." or "..". */
+static int plain_name(const char *name)
+{
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
 /* Parse the index text. Keys other than the two path keys (TensorFlow also writes
@@ -833,44 +836,103 @@ static int index_parse(const char *text, size_t n, name_list *all, char **latest
     return 0;
 }
 
-/* Read dir's index into all (oldest first) and *latest. Returns 1 when it was read, 0 when
- * there is none or it is unusable (a warning says why). */
-static int index_read(const char *dir, name_list *all, char **latest)
+/* The index's text (at most MAX_INDEX_NBYTES) into *text, malloc'ed and NUL-terminated, without
+ * following a symbolic link or blocking on a FIFO. Returns 0, ENOENT when there is none, another
+ * errno, or EFBIG. */
+static int index_text(const char *path, char **text, size_t *n)
 {
-    char *path = path_join(dir, MW_CKPT_INDEX);
-    if (!path)
-        return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno != ENOENT)
-            mw_log_warn("checkpoint index %s: cannot open (%s); looking at the ckpt-N files", path,
-                        strerror(errno));
-        free(path);
-        return 0;
+    *text = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    int e = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (!e && st.st_size >= (off_t)MAX_INDEX_NBYTES)
+        e = EFBIG;
+    if (!e && !(*text = malloc((size_t)st.st_size + 1)))
+        e = ENOMEM;
+    if (!e && (e = pread_full(fd, *text, (size_t)st.st_size, 0)) < 0)
+        e = EIO; /* it shrank while being read */
+    close(fd);
+    if (e) {
+        free(*text);
+        *text = NULL;
+        return e;
     }
-    char *text = malloc(MAX_INDEX_NBYTES);
-    size_t n = text ? fread(text, 1, MAX_INDEX_NBYTES, f) : 0;
-    int too_big = text && n == MAX_INDEX_NBYTES;
-    int err = ferror(f);
-    fclose(f);
-    int line = !text || err ? -1 : too_big ? -2 : index_parse(text, n, all, latest);
+    *n = (size_t)st.st_size;
+    (*text)[*n] = '\0';
+    return 0;
+}
+
+/* Read dir's index into all (oldest first) and *latest. Returns 1 when it was read, 0 when
+ * there is none, -1 when it is unusable (with warn set, a warning says why). */
+static int index_read(const char *dir, name_list *all, char **latest, int warn)
+{
+    char *path = path_join(dir, MW_CKPT_INDEX), *text = NULL;
+    size_t n = 0;
+    int e = path ? index_text(path, &text, &n) : ENOMEM;
+    int line = e ? 0 : index_parse(text, n, all, latest);
     free(text);
-    if (line != 0) {
-        if (line == -2)
-            mw_log_warn("checkpoint index %s: larger than %u bytes; looking at the ckpt-N files",
-                        path, MAX_INDEX_NBYTES);
-        else if (line == -1)
-            mw_log_warn("checkpoint index %s: cannot read it; looking at the ckpt-N files", path);
-        else
-            mw_log_warn("checkpoint index %s: line %d is not `key: \"value\"`; looking at the "
-                        "ckpt-N files",
-                        path, line);
+    if (warn && e == EFBIG)
+        mw_log_warn("checkpoint index %s: larger than %u bytes; looking at the ckpt-N files", path,
+                    MAX_INDEX_NBYTES);
+    else if (warn && e == EINVAL)
+        mw_log_warn("checkpoint index %s: not a regular file; looking at the ckpt-N files", path);
+    else if (warn && e == ELOOP)
+        mw_log_warn("checkpoint index %s: a symbolic link (not followed); looking at the ckpt-N "
+                    "files",
+                    path);
+    else if (warn && e && e != ENOENT)
+        mw_log_warn("checkpoint index %s: cannot read it (%s); looking at the ckpt-N files",
+                    path ? path : MW_CKPT_INDEX, strerror(e));
+    else if (warn && line == -1)
+        mw_log_warn("checkpoint index %s: cannot read it; looking at the ckpt-N files", path);
+    else if (warn && line)
+        mw_log_warn("checkpoint index %s: line %d is not `key: \"value\"`; looking at the "
+                    "ckpt-N files",
+                    path, line);
+    free(path);
+    if (e || line) {
         names_free(all);
         free(*latest);
         *latest = NULL;
     }
-    free(path);
-    return line == 0;
+    return e == ENOENT ? 0 : e || line ? -1 : 1;
+}
+
+/* The index's entries, newest first without repeats (its latest, then its list from the end),
+ * into names (may be NULL). Entries that name anything but a file inside dir go to outside
+ * instead (may be NULL) and are never opened; with warn set each gets a warning, as does an
+ * unusable index. *state (may be NULL): as index_read returns. */
+static mw_status index_entries(const char *dir, name_list *names, name_list *outside, int warn,
+                               int *state)
+{
+    name_list all = {0}, in = {0}, out = {0};
+    char *latest = NULL;
+    int st = index_read(dir, &all, &latest, warn);
+    mw_status rc = MW_OK;
+    for (int i = all.count; i >= 0 && rc == MW_OK; i--) {
+        const char *s = i == all.count ? latest : all.names[i];
+        if (!s || names_has(&in, s) || names_has(&out, s))
+            continue;
+        int ok = plain_name(s);
+        if (!ok && warn)
+            mw_log_warn("checkpoint index %s/%s: ignoring the entry \"%s\" (expected the name "
+                        "of a file inside %s: no '/', not '..'); it is not opened",
+                        dir, MW_CKPT_INDEX, s, dir);
+        rc = names_add(ok ? &in : &out, s, strlen(s));
+    }
+    for (int i = 0; i < in.count && rc == MW_OK && names; i++)
+        rc = names_add(names, in.names[i], strlen(in.names[i]));
+    for (int i = 0; i < out.count && rc == MW_OK && outside; i++)
+        rc = names_add(outside, out.names[i], strlen(out.names[i]));
+    names_free(&all);
+    names_free(&in);
+    names_free(&out);
+    free(latest);
+    if (state)
+        *state = st;
+    return rc;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -918,7 +980,7 @@ static mw_status next_number(const char *dir, const int *nums, int count, int *n
     name_list idx = {0};
     char *latest = NULL;
     int highest = count ? nums[count - 1] : 0;
-    index_read(dir, &idx, &latest);
+    index_read(dir, &idx, &latest, 1); /* entries naming other directories count for nothing */
     for (int i = 0; i < idx.count; i++)
         if (ckpt_number(idx.names[i]) > highest)
             highest = ckpt_number(idx.names[i]);
@@ -1037,20 +1099,14 @@ static void tried_add(char *buf, size_t cap, int *shown, int *more, const char *
 }
 
 /* The checkpoints of dir to try, newest first, into cand: the index's latest, its list
- * backwards, then the other ckpt-N files. An error when there are none. */
+ * backwards (only names of files inside dir), then the other ckpt-N files. An error when there
+ * are none. */
 static mw_status list_candidates(const char *dir, name_list *cand)
 {
     mw_status rc = MW_OK;
-    name_list idx = {0};
-    char *latest = NULL;
     int *nums = NULL, count = 0;
 
-    index_read(dir, &idx, &latest);
-    if (latest)
-        MW_TRY_GOTO(names_add(cand, latest, strlen(latest)), rc, done);
-    for (int i = idx.count - 1; i >= 0; i--)
-        if (!names_has(cand, idx.names[i]))
-            MW_TRY_GOTO(names_add(cand, idx.names[i], strlen(idx.names[i])), rc, done);
+    MW_TRY_GOTO(index_entries(dir, cand, NULL, 1, NULL), rc, done);
     int e = scan_dir(dir, &nums, &count);
     if (e == ENOMEM) {
         rc = mw_err(MW_ENOMEM, "out of memory listing checkpoints");
@@ -1072,8 +1128,6 @@ static mw_status list_candidates(const char *dir, name_list *cand)
                     : e         ? " (not a directory)"
                                 : "");
 done:
-    names_free(&idx);
-    free(latest);
     free(nums);
     return rc;
 }
@@ -1088,7 +1142,7 @@ static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckp
     int shown = 0, more = 0;
     for (int i = 0; i < cand->count; i++) {
         const char *name = cand->names[i];
-        char *path = name[0] == '/' ? strdup(name) : path_join(dir, name);
+        char *path = path_join(dir, name); /* a plain name: list_candidates */
         if (!path)
             return mw_err(MW_ENOMEM, "out of memory loading a checkpoint");
         mw_ckpt t;

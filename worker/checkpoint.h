@@ -71,10 +71,12 @@ mw_status mw_ckpt_write(const mw_ckpt *c, const char *path);
  * directory. *number_out (may be NULL) gets N. */
 mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_out);
 /* Read the latest valid checkpoint of dir into c. Candidates: the index's entries, newest
- * first, then any other ckpt-N in the directory, highest N first. An unusable one gets a
- * warning naming it and the reason, and the previous one is tried. MW_ECKPT
- * "no checkpoint in DIR" when there is none, "no valid checkpoint in DIR (tried: ...)" when
- * none is valid. *path_out (may be NULL) gets the malloc'ed path of the one used. */
+ * first, then any other ckpt-N in the directory, highest N first. Index entries must name files
+ * inside dir: one with a '/' or that is "." or ".." gets a warning and is never opened. An
+ * unusable candidate (missing, not a regular file, corrupt) gets a warning naming it and the
+ * reason, and the previous one is tried. MW_ECKPT "no checkpoint in DIR" when there is none,
+ * "no valid checkpoint in DIR (tried: ...)" when none is valid. *path_out (may be NULL) gets
+ * the malloc'ed path of the one used. */
 mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out);
 
 /* Between the model's arena layout (m->params, and the gradient and slot arenas of the same
