@@ -1157,9 +1157,19 @@ static void test_index_outside(void **state)
     assert_int_equal(r.global_step, 1); /* not the other run's 7 */
     free(used);
 
+    mw_ckpt_survey sv;
+    assert_int_equal(mw_ckpt_survey_dir(ck, &sv), MW_OK);
+    assert_int_equal(sv.complete, 1);
+    assert_non_null(strstr(sv.debris, "checkpoint (index entry ../elsewhere/ckpt-1: outside the "
+                                      "directory)"));
+    assert_non_null(strstr(sv.debris, "checkpoint (index entry sub/ckpt-8: outside"));
+    assert_non_null(strstr(sv.debris, "checkpoint (index entry ..: outside"));
+
     /* only the index's entries named outside: nothing to try */
     char *one = join(ck, "ckpt-1");
     assert_int_equal(unlink(one), 0);
+    assert_int_equal(mw_ckpt_survey_dir(ck, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
     expect_err(mw_ckpt_load_latest(ck, &r, &used), MW_ECKPT, "no valid checkpoint in ", "ckpt-1");
     mw_err_clear();
     int num = 0;
@@ -1171,6 +1181,78 @@ static void test_index_outside(void **state)
     mw_ckpt_free(&c);
     mw_ckpt_free(&other);
     mw_ckpt_free(&r);
+}
+
+/* What a directory holds besides checkpoints: the leftovers of crashed saves are named, never
+ * counted, and the temporary files among them can be removed. */
+static void test_survey_and_temps(void **state)
+{
+    const char *dir = *state;
+    mw_ckpt_survey sv;
+    char *missing = join(dir, "missing");
+    assert_int_equal(mw_ckpt_survey_dir(missing, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    assert_string_equal(sv.debris, "");
+    free(missing);
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_string_equal(sv.debris, "");
+
+    free(mw_test_write_file(dir, "ckpt-1.tmp-1", "partial", 7));
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    assert_string_equal(sv.debris, "ckpt-1.tmp-1 (temporary file)");
+
+    free(mw_test_write_file(dir, "ckpt-2", "", 0));
+    free(mw_test_write_file(dir, "checkpoint.tmp-77", "x", 1));
+    free(mw_test_write_file(dir, "notes.tmp-1", "mine", 4)); /* not a name mwtrain writes */
+    free(mw_test_write_file(dir, "ckpt-1.tmp-x", "mine", 4));
+    char *fifo = join(dir, "ckpt-3"), *sub = join(dir, "ckpt-4"),
+         *tmpdir = join(dir, "ckpt-5.tmp-9");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_int_equal(mkdir(tmpdir, 0755), 0);
+    const char *idx = "model_checkpoint_path: \"ckpt-9\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-2\"\n";
+    free(mw_test_write_file(dir, "checkpoint", idx, strlen(idx)));
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    static const char *const parts[] = {
+        "ckpt-1.tmp-1 (temporary file)", "checkpoint.tmp-77 (temporary file)",
+        "ckpt-2 (an empty file)",        "ckpt-3 (a FIFO)",
+        "ckpt-4 (a directory)",          "checkpoint (index entry ckpt-9: missing)"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strstr(sv.debris, parts[i]))
+            fail_msg("survey: '%s' lacks '%s'", sv.debris, parts[i]);
+    assert_null(strstr(sv.debris, "notes"));
+    assert_null(strstr(sv.debris, "tmp-x"));
+    assert_null(strstr(sv.debris, "ckpt-2 (index")); /* described once, as a file */
+
+    /* only regular temporary files of mwtrain's own names go */
+    char removed[128];
+    assert_int_equal(mw_ckpt_remove_temps(dir, removed, sizeof removed), 2);
+    assert_true(strstr(removed, "ckpt-1.tmp-1") && strstr(removed, "checkpoint.tmp-77"));
+    assert_string_equal(listing(dir), "checkpoint ckpt-1.tmp-x ckpt-2 ckpt-3 ckpt-4 ckpt-5.tmp-9 "
+                                      "notes.tmp-1");
+    assert_int_equal(mw_ckpt_remove_temps(dir, removed, sizeof removed), 0);
+    assert_string_equal(removed, "");
+
+    /* a real checkpoint, or a link named like one, counts */
+    mw_ckpt c;
+    make_state(&c, 5, "sgd", 0, 16);
+    char *six = join(dir, "ckpt-6");
+    assert_int_equal(mw_ckpt_write(&c, six), MW_OK);
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 1);
+    char *seven = join(dir, "ckpt-7");
+    assert_int_equal(symlink("ckpt-6", seven), 0);
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 2);
+    free(seven);
+    free(six);
+    free(fifo);
+    free(sub);
+    free(tmpdir);
+    mw_ckpt_free(&c);
 }
 
 /* ---- packing ---- */
@@ -1231,6 +1313,7 @@ int main(void)
         mw_test_in_tmpdir(test_read_header_first),
         mw_test_in_tmpdir(test_read_special),
         mw_test_in_tmpdir(test_index_outside),
+        mw_test_in_tmpdir(test_survey_and_temps),
         cmocka_unit_test(test_pack_unpack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

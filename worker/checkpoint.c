@@ -16,7 +16,8 @@
  *
  * Directory writes follow one order so that a crash or an error at any point leaves a
  * consistent directory: the new ckpt-N is made durable, then the index is replaced, then old
- * checkpoints are deleted. The index is trusted only to name files inside its directory. */
+ * checkpoints are deleted. A crash leaves at most a temporary file, which is never taken for a
+ * checkpoint. The index is trusted only to name files inside its directory. */
 #include "worker/checkpoint.h"
 
 #include <dirent.h>
@@ -778,6 +779,25 @@ static int ckpt_number(const char *name)
     return v < INT_MAX ? (int)v : 0;
 }
 
+/* Whether name is a temporary file of an atomic write here: ckpt-N.tmp-PID or
+ * checkpoint.tmp-PID (common/fs.h). */
+static int temp_name(const char *name)
+{
+    const char *t = strstr(name, ".tmp-");
+    if (!t || !t[5])
+        return 0;
+    for (const char *s = t + 5; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    char base[32];
+    size_t n = (size_t)(t - name);
+    if (n >= sizeof base)
+        return 0;
+    memcpy(base, name, n);
+    base[n] = '\0';
+    return strcmp(base, MW_CKPT_INDEX) == 0 || ckpt_number(base) > 0;
+}
+
 /* Whether an index entry names a file inside the directory: no '/', not "." or "..". */
 static int plain_name(const char *name)
 {
@@ -1084,18 +1104,28 @@ done:
     return rc;
 }
 
-/* Append "name (reason)" to the tried list, stopping before it gets too long for a message. */
+/* Append "name (reason)" (or "name" when reason is NULL) to a comma-separated list in buf,
+ * stopping before it gets too long for a message: *more counts what was left off. */
 static void tried_add(char *buf, size_t cap, int *shown, int *more, const char *name,
                       const char *reason)
 {
     size_t len = strlen(buf);
-    size_t need = strlen(name) + strlen(reason) + 6;
+    size_t need = strlen(name) + (reason ? strlen(reason) : 0) + 6;
     if (*more || len + need > cap - 32) {
         (*more)++;
         return;
     }
-    snprintf(buf + len, cap - len, "%s%s (%s)", *shown ? ", " : "", name, reason);
+    if (reason)
+        snprintf(buf + len, cap - len, "%s%s (%s)", *shown ? ", " : "", name, reason);
+    else
+        snprintf(buf + len, cap - len, "%s%s", *shown ? ", " : "", name);
     (*shown)++;
+}
+
+static void tried_end(char *buf, size_t cap, int more)
+{
+    if (more)
+        snprintf(buf + strlen(buf), cap - strlen(buf), ", and %d more", more);
 }
 
 /* The checkpoints of dir to try, newest first, into cand: the index's latest, its list
@@ -1172,8 +1202,7 @@ static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckp
         mw_err_clear();
         free(path);
     }
-    if (more)
-        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), ", and %d more", more);
+    tried_end(tried, sizeof tried, more);
     return mw_err(MW_ECKPT, "no valid checkpoint in %s (tried: %s)", dir, tried);
 }
 
@@ -1187,6 +1216,114 @@ mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
         rc = load_first_valid(dir, &cand, c, path_out);
     names_free(&cand);
     return rc;
+}
+
+/* ---- what a directory holds ---- */
+
+/* Whether dir/name is worth reading: a non-empty regular file, or a symbolic link (refused when
+ * read, but a user's deliberate layout, not a leftover). Otherwise why not, into *why. */
+static int entry_complete(const char *dir, const char *name, const char **why)
+{
+    char *p = path_join(dir, name);
+    struct stat st;
+    int e = !p ? ENOMEM : lstat(p, &st) != 0 ? errno : 0;
+    free(p);
+    *why = NULL;
+    if (e == ENOENT)
+        *why = "missing";
+    else if (e) /* cannot tell: let the reader say what is wrong */
+        return 1;
+    else if (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && st.st_size > 0))
+        return 1;
+    else
+        *why = S_ISREG(st.st_mode) ? "an empty file" : file_kind(st.st_mode);
+    return 0;
+}
+
+/* The directory's own entries: ckpt-N files and leftover temporary files. seen gets the ckpt-N
+ * names. */
+static mw_status survey_listing(const char *dir, mw_ckpt_survey *sv, name_list *seen, int *shown,
+                                int *more)
+{
+    DIR *d = opendir(dir);
+    if (!d && errno != ENOENT && errno != ENOTDIR)
+        return mw_err(MW_EIO, "checkpoint directory %s: cannot list it (%s)", dir, strerror(errno));
+    mw_status rc = MW_OK;
+    for (struct dirent *e; d && rc == MW_OK && (e = readdir(d));) {
+        const char *why = "temporary file";
+        if (!temp_name(e->d_name)) {
+            if (!ckpt_number(e->d_name))
+                continue;
+            rc = names_add(seen, e->d_name, strlen(e->d_name));
+            if (entry_complete(dir, e->d_name, &why))
+                sv->complete++;
+        }
+        if (why)
+            tried_add(sv->debris, sizeof sv->debris, shown, more, e->d_name, why);
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+mw_status mw_ckpt_survey_dir(const char *dir, mw_ckpt_survey *sv)
+{
+    memset(sv, 0, sizeof *sv);
+    name_list seen = {0}, idx = {0}, outside = {0};
+    int shown = 0, more = 0, state = 0;
+    mw_status rc = survey_listing(dir, sv, &seen, &shown, &more);
+    if (rc == MW_OK)
+        rc = index_entries(dir, &idx, &outside, 0, &state);
+    if (state < 0)
+        tried_add(sv->debris, sizeof sv->debris, &shown, &more, MW_CKPT_INDEX, "an unusable index");
+    char why[320];
+    for (int i = 0; i < idx.count && rc == MW_OK; i++) {
+        const char *w = NULL;
+        if (names_has(&seen, idx.names[i])) /* counted above */
+            continue;
+        if (entry_complete(dir, idx.names[i], &w)) {
+            sv->complete++;
+            continue;
+        }
+        snprintf(why, sizeof why, "index entry %.256s: %s", idx.names[i], w);
+        tried_add(sv->debris, sizeof sv->debris, &shown, &more, MW_CKPT_INDEX, why);
+    }
+    for (int i = 0; i < outside.count && rc == MW_OK; i++) {
+        snprintf(why, sizeof why, "index entry %.256s: outside the directory", outside.names[i]);
+        tried_add(sv->debris, sizeof sv->debris, &shown, &more, MW_CKPT_INDEX, why);
+    }
+    tried_end(sv->debris, sizeof sv->debris, more);
+    names_free(&seen);
+    names_free(&idx);
+    names_free(&outside);
+    return rc;
+}
+
+int mw_ckpt_remove_temps(const char *dir, char *removed, size_t cap)
+{
+    int n = 0, shown = 0, more = 0;
+    removed[0] = '\0';
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!temp_name(e->d_name))
+            continue;
+        char *p = path_join(dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (unlink(p) == 0) {
+                n++;
+                tried_add(removed, cap, &shown, &more, e->d_name, NULL);
+            } else {
+                mw_log_warn("checkpoint directory %s: cannot delete the leftover %s (%s)", dir,
+                            e->d_name, strerror(errno));
+            }
+        }
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    tried_end(removed, cap, more);
+    return n;
 }
 
 /* ---- packing ---- */

@@ -79,6 +79,28 @@ mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_
  * the malloc'ed path of the one used. */
 mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out);
 
+/* What a checkpoint directory holds, from its listing and its index, without reading any
+ * checkpoint: whether a restore has anything to try, and the leftovers that only look like
+ * checkpoints, for messages. */
+typedef struct {
+    int complete;     /* entries worth reading: ckpt-N files of the directory and files its
+                         index names that are non-empty regular files (or symbolic links,
+                         which the reader refuses: a deliberate layout, not a leftover) */
+    char debris[640]; /* the rest, e.g. "ckpt-1.tmp-4 (temporary file), ckpt-2 (an empty
+                         file), checkpoint (index entry ckpt-9: missing)"; "" when none */
+} mw_ckpt_survey;
+
+/* Survey dir (quietly: no warnings). A directory that does not exist holds nothing. MW_EIO when
+ * it cannot be listed. When sv->complete is 0, a restore has nothing to try, and exit status 5
+ * ("no valid checkpoint") would strand a restart over mere leftovers. */
+mw_status mw_ckpt_survey_dir(const char *dir, mw_ckpt_survey *sv);
+
+/* Delete the temporary files that interrupted saves left in dir (ckpt-N.tmp-PID and
+ * checkpoint.tmp-PID, regular files only) and return how many; their names, comma-separated,
+ * go to removed (cap >= 64 bytes; "" when none). A file that cannot be deleted gets a warning.
+ * Only while no other process saves into dir (chief.h: the directory's lock). */
+int mw_ckpt_remove_temps(const char *dir, char *removed, size_t cap);
+
 /* Between the model's arena layout (m->params, and the gradient and slot arenas of the same
  * layout) and the packed layout: m->nparams floats, each layer's kernel then bias, in layer
  * order. */
