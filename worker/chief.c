@@ -1,7 +1,6 @@
 /* The chief's duties; see chief.h. */
 #include "worker/chief.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -30,19 +29,6 @@ mw_status mw_chief_check_dir(const char *dir)
     close(fd);
     unlink(probe);
     return MW_OK;
-}
-
-static int dir_has_checkpoints(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)))
-        found = !strcmp(e->d_name, MW_CKPT_INDEX) || !strncmp(e->d_name, "ckpt-", 5);
-    closedir(d);
-    return found;
 }
 
 /* Broadcast n bytes from rank 0 of comm in pieces MPI's int counts can hold. */
@@ -80,6 +66,20 @@ static mw_status read_latest(const char *dir, void **buf, size_t *n, char **mode
     return rc;
 }
 
+/* Rank 0: read_latest when dir holds anything worth reading; *found = 0 (and nothing read,
+ * nothing said) when it is empty or holds only leftovers, described in *sv. */
+static mw_status load_dir(const char *dir, void **buf, size_t *n, char **model, int *found,
+                          mw_ckpt_survey *sv)
+{
+    *found = 0;
+    MW_TRY(mw_ckpt_survey_dir(dir, sv));
+    if (!sv->complete)
+        return MW_OK;
+    MW_TRY(read_latest(dir, buf, n, model));
+    *found = 1;
+    return MW_OK;
+}
+
 mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm comm)
 {
     if (o->model_path)
@@ -89,8 +89,10 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
     long len = 0;
     char *text = NULL;
     mw_status rc = MW_OK;
-    if (me == 0 && dir_has_checkpoints(o->checkpoint_dir)) {
-        rc = read_latest(o->checkpoint_dir, &s->latest, &s->latest_len, &text);
+    if (me == 0) { /* nothing usable: the restore says so */
+        mw_ckpt_survey sv;
+        int found = 0;
+        rc = load_dir(o->checkpoint_dir, &s->latest, &s->latest_len, &text, &found, &sv);
         len = text ? (long)strlen(text) : 0;
     }
     rc = mw_agree(comm, rc, NULL);
@@ -168,19 +170,31 @@ static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2]
         s->latest = NULL;
         return MW_OK;
     }
-    if (!dir_has_checkpoints(dir)) {
-        if (required)
-            return mw_err(MW_ECKPT,
-                          "no checkpoint in %s (train with --checkpoint-dir %s "
-                          "first)",
-                          dir, dir);
-        mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
-        return MW_OK;
-    }
+    mw_ckpt_survey sv;
     size_t n = 0;
-    mw_status rc = read_latest(dir, buf, &n, NULL);
-    hdr[0] = (long)n, hdr[1] = rc == MW_OK;
-    return rc;
+    int found = 0;
+    MW_TRY(load_dir(dir, buf, &n, NULL, &found, &sv));
+    hdr[0] = (long)n, hdr[1] = found;
+    if (found)
+        return MW_OK;
+    /* Nothing to try: empty, or leftovers only. A restart over leftovers must start, not
+     * stop for good: only eval and export need a checkpoint. */
+    const char *debris = sv.debris;
+    if (required && debris[0])
+        return mw_err(MW_ECKPT,
+                      "no usable checkpoint in %s, only leftovers: %s (train with "
+                      "--checkpoint-dir %s first)",
+                      dir, debris, dir);
+    if (required)
+        return mw_err(MW_ECKPT, "no checkpoint in %s (train with --checkpoint-dir %s first)", dir,
+                      dir);
+    if (debris[0])
+        mw_log_warn("--resume: no usable checkpoint in %s, only leftovers: %s; starting from "
+                    "scratch",
+                    dir, debris);
+    else
+        mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
+    return MW_OK;
 }
 
 mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored)
