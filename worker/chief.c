@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,17 +19,101 @@ int mw_chief_checkpointing(const mw_train_opts *o)
     return o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
 }
 
+/* The lock on the checkpoint directory this process trains with (chief.h), and what its
+ * set-up removed, for --resume's message. One per process. */
+static struct {
+    int fd; /* -1 when none is held */
+    char removed[512];
+} held = {-1, ""};
+
+/* "PID 1234 on host node-a" from the holder's lock file text "node-a 1234". */
+static void describe_holder(int fd, char *out, size_t cap)
+{
+    char text[300] = "", host[256];
+    long pid = 0;
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    if (sscanf(text, "%255s %ld", host, &pid) == 2 && pid > 0)
+        snprintf(out, cap, "PID %ld on host %s", pid, host);
+    else
+        snprintf(out, cap, "another process (its lock file does not say which yet)");
+}
+
+/* Take the lock DIR/.mwtrain.lock (flock, exclusive, not waiting) and write "host pid" into it.
+ * The kernel releases a flock when its holder dies, so a lock file left by a dead process
+ * holds only stale text, overwritten here. */
+static mw_status lock_dir(const char *dir)
+{
+    char path[4200];
+    MW_TRY(mw_fs_join(path, sizeof path, dir, MW_CHIEF_LOCK));
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: cannot create %s (%s)", dir,
+                      MW_CHIEF_LOCK, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return mw_err(MW_EIO,
+                      "--checkpoint-dir %s: %s is not a regular file (expected the lock "
+                      "file mwtrain creates)",
+                      dir, MW_CHIEF_LOCK);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char who[320];
+        describe_holder(fd, who, sizeof who);
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return mw_err(MW_EINVAL,
+                          "--checkpoint-dir %s is in use by another job: %s holds its lock %s "
+                          "(one job per checkpoint directory: give this job its own "
+                          "--checkpoint-dir, or wait for that one to end)",
+                          dir, who, path);
+        /* a file system without flock: train, unprotected */
+        mw_log_warn("--checkpoint-dir %s: cannot lock %s (%s); nothing stops a second job from "
+                    "using this directory at the same time",
+                    dir, path, strerror(e));
+        return MW_OK;
+    }
+    char host[256] = "unknown", text[300];
+    if (gethostname(host, sizeof host) != 0 || !host[0])
+        snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    int n = snprintf(text, sizeof text, "%s %ld\n", host, (long)getpid());
+    ssize_t w = ftruncate(fd, 0) != 0 ? -1 : pwrite(fd, text, (size_t)n, 0);
+    if (w != n) {
+        int e = w < 0 ? errno : ENOSPC;
+        close(fd);
+        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: cannot write %s (%s)", dir,
+                      MW_CHIEF_LOCK, strerror(e));
+    }
+    held.fd = fd;
+    return MW_OK;
+}
+
 mw_status mw_chief_check_dir(const char *dir)
 {
+    mw_chief_release_dir(); /* one lock per process */
+    held.removed[0] = '\0';
     MW_TRY(mw_fs_mkdir_p(dir, "--checkpoint-dir"));
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/.mwtrain-probe-%d", dir, (int)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
-    close(fd);
-    unlink(probe);
+    MW_TRY(lock_dir(dir));
+    /* no other job saves here now: what a crashed save left behind can go */
+    if (mw_ckpt_remove_temps(dir, held.removed, sizeof held.removed) > 0)
+        mw_log_info("removed leftover temporary files of an interrupted save from %s: %s", dir,
+                    held.removed);
     return MW_OK;
+}
+
+void mw_chief_release_dir(void)
+{
+    if (held.fd < 0)
+        return;
+    /* empty the text so that it never names a finished job (on failure it goes stale: harmless,
+     * the kernel's flock is what counts) */
+    int e = ftruncate(held.fd, 0);
+    (void)e;
+    close(held.fd);
+    held.fd = -1;
 }
 
 /* Broadcast n bytes from rank 0 of comm in pieces MPI's int counts can hold. */
@@ -177,9 +262,12 @@ static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[2]
     hdr[0] = (long)n, hdr[1] = found;
     if (found)
         return MW_OK;
-    /* Nothing to try: empty, or leftovers only. A restart over leftovers must start, not
-     * stop for good: only eval and export need a checkpoint. */
-    const char *debris = sv.debris;
+    /* Nothing to try: empty, or leftovers only (what this job's set-up removed included). A
+     * restart over leftovers must start, not stop for good: only eval and export need one. */
+    char debris[sizeof sv.debris + sizeof held.removed + 32];
+    snprintf(debris, sizeof debris, "%s%s%s%s", held.removed,
+             held.removed[0] ? " (temporary files, removed)" : "",
+             held.removed[0] && sv.debris[0] ? ", " : "", sv.debris);
     if (required && debris[0])
         return mw_err(MW_ECKPT,
                       "no usable checkpoint in %s, only leftovers: %s (train with "

@@ -24,9 +24,19 @@ int mw_chief_checkpointing(const mw_train_opts *o);
  * all unreadable is the error the restore would give. */
 mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm comm);
 
-/* Chief, before training: the checkpoint directory exists and is writable, so a bad one
- * is an error at start-up instead of after the first epoch. */
+#define MW_CHIEF_LOCK ".mwtrain.lock" /* the lock file in a checkpoint directory */
+
+/* Chief, before training (when it will save checkpoints or resume): the checkpoint directory
+ * exists and is writable, so a bad one is an error at start-up instead of after the first
+ * epoch, and it is this job's alone: an exclusive flock on DIR/.mwtrain.lock (its text "host
+ * pid" names the holder), held until mw_chief_release_dir or the process ends. A directory
+ * another job holds is MW_EINVAL "--checkpoint-dir DIR is in use by another job: PID P on host
+ * H holds ...". Then the temporary files of interrupted saves are removed (an info line names
+ * them; a later --resume with nothing else in the directory mentions them). Not for eval or
+ * export: they only read. */
 mw_status mw_chief_check_dir(const char *dir);
+/* Release the lock mw_chief_check_dir took (no-op when none is held). */
+void mw_chief_release_dir(void);
 
 /* Restore the latest checkpoint of --checkpoint-dir over s->comm. required = 0 (train
  * --resume): a directory without any complete checkpoint (empty, or only leftovers such as
