@@ -16,6 +16,7 @@ pkgs=(
     clang libclang-rt-14-dev                       # libFuzzer targets (fuzzer runtime)
     clang-format                                   # tests/style: the .clang-format check
     valgrind                                       # memory checks in tests
+    time                                           # GNU time: peak memory in tests/mpi
     yamllint                                       # deploy/ manifests (tests/deploy)
 )
 if [[ ${1:-} == --peer ]]; then

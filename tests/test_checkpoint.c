@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -980,6 +981,280 @@ static void test_read_errors(void **state)
     mw_err_clear();
 }
 
+/* ---- header first, files that are not checkpoints, the index's reach ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static long maxrss_kb(void)
+{
+    struct rusage ru;
+    assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+/* The header and section table are checked against the file's size before the body is read: a
+ * 5 GiB sparse file with a valid 16-byte header is rejected at once, without its memory. */
+static void test_read_header_first(void **state)
+{
+    const char *dir = *state;
+    mw_ckpt c, r;
+    make_state(&c, 300, "adam", 2, 12);
+    char *good = join(dir, "good");
+    assert_int_equal(mw_ckpt_write(&c, good), MW_OK);
+    size_t n;
+    uint8_t *bytes = read_all(good, &n);
+    free(mw_test_write_file(dir, "sparse", bytes, 16));
+    char *sparse = join(dir, "sparse");
+    if (truncate(sparse, (off_t)5 << 30) != 0)
+        skip(); /* a file system without 5 GiB files */
+    mw_ckpt_init(&r);
+    long rss0 = maxrss_kb();
+    double t0 = now_s();
+    expect_err(mw_ckpt_read(&r, sparse), MW_ECKPT, sparse,
+               ": file is 5368709120 bytes but its header and sections declare 156 (5368708964 "
+               "trailing bytes after the last section; expected the file to end at byte 156)");
+    mw_err_clear();
+    double dt = now_s() - t0;
+    long grew_kb = maxrss_kb() - rss0;
+    if (dt > 1.0 || grew_kb > 64 * 1024)
+        fail_msg("rejecting the sparse file took %.2f s and %ld KiB more memory", dt, grew_kb);
+    assert_null(r.params);
+
+    /* a valid file with bytes after it: both sizes named, by the path */
+    uint8_t *more = malloc(n + 3);
+    memcpy(more, bytes, n);
+    memcpy(more + n, "abc", 3);
+    char *p = mw_test_write_file(dir, "trailing", more, n + 3);
+    char want[200];
+    snprintf(want, sizeof want, ": file is %zu bytes but its header and sections declare %zu (3 ",
+             n + 3, n);
+    expect_err(mw_ckpt_read(&r, p), MW_ECKPT, p, want);
+    mw_err_clear();
+    free(p);
+
+    /* a section that runs past the end: the file's size and at least what is declared */
+    size_t comp1 = 0; /* meta's compressed size */
+    for (int i = 7; i >= 0; i--)
+        comp1 = comp1 << 8 | bytes[16 + 8 + i];
+    size_t cut = 16 + 28 + comp1 + 28 + 2; /* two bytes into the model section's payload */
+    p = mw_test_write_file(dir, "short", bytes, cut);
+    snprintf(want, sizeof want, "(the file is %zu bytes; its sections declare at least ", cut);
+    expect_err(mw_ckpt_read(&r, p), MW_ECKPT, p, ": truncated in section model: ", want);
+    mw_err_clear();
+    /* a compressed size of 2^40 in a small file */
+    memcpy(more, bytes, n);
+    le64(more + 16 + 8, (uint64_t)1 << 40);
+    free(mw_test_write_file(dir, "short", more, n));
+    snprintf(want, sizeof want,
+             "truncated in section meta: 1099511627776 compressed bytes at "
+             "byte 44 but only %zu left (the file is %zu bytes; its sections "
+             "declare at least 1099511627820)",
+             n - 44, n);
+    expect_err(mw_ckpt_read(&r, p), MW_ECKPT, p, want);
+    mw_err_clear();
+    free(p);
+    free(more);
+
+    /* the whole file as the newest checkpoint of a directory: skipped for the previous one */
+    char *ck = join(dir, "ck");
+    assert_int_equal(mw_ckpt_save(ck, &c, 5, NULL), MW_OK);
+    char *three = join(ck, "ckpt-3");
+    assert_int_equal(rename(sparse, three), 0);
+    char *used = NULL;
+    assert_int_equal(mw_ckpt_load_latest(ck, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "/ckpt-1"));
+    free(used);
+    free(three);
+    free(ck);
+    free(bytes);
+    free(sparse);
+    free(good);
+    mw_ckpt_free(&c);
+    mw_ckpt_free(&r);
+}
+
+/* FIFOs, devices and symbolic links are never read: no read blocks and no link is followed. */
+static void test_read_special(void **state)
+{
+    const char *dir = *state;
+    alarm(60); /* a blocked open would hang the test: end it instead */
+    mw_ckpt c, r;
+    make_state(&c, 30, "sgd", 1, 13);
+    mw_ckpt_init(&r);
+    assert_int_equal(mw_ckpt_save(dir, &c, 5, NULL), MW_OK);
+    char *fifo = join(dir, "ckpt-9"), *link = join(dir, "ckpt-8");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    expect_err(mw_ckpt_read(&r, fifo), MW_EIO, fifo, ": is a FIFO (expected a checkpoint file)");
+    mw_err_clear();
+    assert_int_equal(symlink("ckpt-1", link), 0);
+    expect_err(mw_ckpt_read(&r, link), MW_EIO, link,
+               ": is a symbolic link (expected a regular file: checkpoints are never read "
+               "through links)");
+    mw_err_clear();
+    expect_err(mw_ckpt_read(&r, "/dev/null"), MW_EIO,
+               "/dev/null: is a character device (expected a checkpoint file)");
+    mw_err_clear();
+
+    /* the index names the FIFO: skipped (so is the link), the real one is used */
+    const char *idx = "model_checkpoint_path: \"ckpt-9\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-1\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-8\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-9\"\n";
+    free(mw_test_write_file(dir, "checkpoint", idx, strlen(idx)));
+    char *used = NULL;
+    assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "/ckpt-1"));
+    assert_same_state(&c, &r);
+    free(used);
+    /* the index itself as a FIFO: the ckpt-N files are found */
+    char *ip = join(dir, "checkpoint");
+    assert_int_equal(unlink(ip), 0);
+    assert_int_equal(mkfifo(ip, 0644), 0);
+    assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "/ckpt-1"));
+    free(used);
+    alarm(0);
+    free(ip);
+    free(fifo);
+    free(link);
+    mw_ckpt_free(&c);
+    mw_ckpt_free(&r);
+}
+
+/* Index entries name files inside the directory; others are never opened, and do not count
+ * for the next number either. */
+static void test_index_outside(void **state)
+{
+    const char *dir = *state;
+    mw_ckpt c, other, r;
+    make_state(&c, 25, "sgd", 1, 14);
+    make_state(&other, 25, "sgd", 1, 15);
+    c.step_in_epoch = other.step_in_epoch = 0;
+    c.global_step = 1;
+    other.global_step = 7;
+    char *ck = join(dir, "ck"), *elsewhere = join(dir, "elsewhere");
+    assert_int_equal(mw_ckpt_save(ck, &c, 5, NULL), MW_OK);
+    assert_int_equal(mw_ckpt_save(elsewhere, &other, 5, NULL), MW_OK); /* its ckpt-1 */
+    char idx[1200];
+    snprintf(idx, sizeof idx,
+             "model_checkpoint_path: \"../elsewhere/ckpt-1\"\n"
+             "all_model_checkpoint_paths: \"%s/ckpt-1\"\n"
+             "all_model_checkpoint_paths: \"sub/ckpt-8\"\n"
+             "all_model_checkpoint_paths: \"..\"\n"
+             "all_model_checkpoint_paths: \"ckpt-1\"\n"
+             "all_model_checkpoint_paths: \"../elsewhere/ckpt-1\"\n",
+             elsewhere);
+    free(mw_test_write_file(ck, "checkpoint", idx, strlen(idx)));
+    char *used = NULL;
+    mw_ckpt_init(&r);
+    assert_int_equal(mw_ckpt_load_latest(ck, &r, &used), MW_OK);
+    assert_non_null(strstr(used, "ck/ckpt-1"));
+    assert_int_equal(r.global_step, 1); /* not the other run's 7 */
+    free(used);
+
+    mw_ckpt_survey sv;
+    assert_int_equal(mw_ckpt_survey_dir(ck, &sv), MW_OK);
+    assert_int_equal(sv.complete, 1);
+    assert_non_null(strstr(sv.debris, "checkpoint (index entry ../elsewhere/ckpt-1: outside the "
+                                      "directory)"));
+    assert_non_null(strstr(sv.debris, "checkpoint (index entry sub/ckpt-8: outside"));
+    assert_non_null(strstr(sv.debris, "checkpoint (index entry ..: outside"));
+
+    /* only the index's entries named outside: nothing to try */
+    char *one = join(ck, "ckpt-1");
+    assert_int_equal(unlink(one), 0);
+    assert_int_equal(mw_ckpt_survey_dir(ck, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    expect_err(mw_ckpt_load_latest(ck, &r, &used), MW_ECKPT, "no valid checkpoint in ", "ckpt-1");
+    mw_err_clear();
+    int num = 0;
+    assert_int_equal(mw_ckpt_save(ck, &c, 5, &num), MW_OK);
+    assert_int_equal(num, 2); /* 1 + the highest of the directory's own */
+    free(one);
+    free(ck);
+    free(elsewhere);
+    mw_ckpt_free(&c);
+    mw_ckpt_free(&other);
+    mw_ckpt_free(&r);
+}
+
+/* What a directory holds besides checkpoints: the leftovers of crashed saves are named, never
+ * counted, and the temporary files among them can be removed. */
+static void test_survey_and_temps(void **state)
+{
+    const char *dir = *state;
+    mw_ckpt_survey sv;
+    char *missing = join(dir, "missing");
+    assert_int_equal(mw_ckpt_survey_dir(missing, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    assert_string_equal(sv.debris, "");
+    free(missing);
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_string_equal(sv.debris, "");
+
+    free(mw_test_write_file(dir, "ckpt-1.tmp-1", "partial", 7));
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    assert_string_equal(sv.debris, "ckpt-1.tmp-1 (temporary file)");
+
+    free(mw_test_write_file(dir, "ckpt-2", "", 0));
+    free(mw_test_write_file(dir, "checkpoint.tmp-77", "x", 1));
+    free(mw_test_write_file(dir, "notes.tmp-1", "mine", 4)); /* not a name mwtrain writes */
+    free(mw_test_write_file(dir, "ckpt-1.tmp-x", "mine", 4));
+    char *fifo = join(dir, "ckpt-3"), *sub = join(dir, "ckpt-4"),
+         *tmpdir = join(dir, "ckpt-5.tmp-9");
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_int_equal(mkdir(tmpdir, 0755), 0);
+    const char *idx = "model_checkpoint_path: \"ckpt-9\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-2\"\n";
+    free(mw_test_write_file(dir, "checkpoint", idx, strlen(idx)));
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 0);
+    static const char *const parts[] = {
+        "ckpt-1.tmp-1 (temporary file)", "checkpoint.tmp-77 (temporary file)",
+        "ckpt-2 (an empty file)",        "ckpt-3 (a FIFO)",
+        "ckpt-4 (a directory)",          "checkpoint (index entry ckpt-9: missing)"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strstr(sv.debris, parts[i]))
+            fail_msg("survey: '%s' lacks '%s'", sv.debris, parts[i]);
+    assert_null(strstr(sv.debris, "notes"));
+    assert_null(strstr(sv.debris, "tmp-x"));
+    assert_null(strstr(sv.debris, "ckpt-2 (index")); /* described once, as a file */
+
+    /* only regular temporary files of mwtrain's own names go */
+    char removed[128];
+    assert_int_equal(mw_ckpt_remove_temps(dir, removed, sizeof removed), 2);
+    assert_true(strstr(removed, "ckpt-1.tmp-1") && strstr(removed, "checkpoint.tmp-77"));
+    assert_string_equal(listing(dir), "checkpoint ckpt-1.tmp-x ckpt-2 ckpt-3 ckpt-4 ckpt-5.tmp-9 "
+                                      "notes.tmp-1");
+    assert_int_equal(mw_ckpt_remove_temps(dir, removed, sizeof removed), 0);
+    assert_string_equal(removed, "");
+
+    /* a real checkpoint, or a link named like one, counts */
+    mw_ckpt c;
+    make_state(&c, 5, "sgd", 0, 16);
+    char *six = join(dir, "ckpt-6");
+    assert_int_equal(mw_ckpt_write(&c, six), MW_OK);
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 1);
+    char *seven = join(dir, "ckpt-7");
+    assert_int_equal(symlink("ckpt-6", seven), 0);
+    assert_int_equal(mw_ckpt_survey_dir(dir, &sv), MW_OK);
+    assert_int_equal(sv.complete, 2);
+    free(seven);
+    free(six);
+    free(fifo);
+    free(sub);
+    free(tmpdir);
+    mw_ckpt_free(&c);
+}
+
 /* ---- packing ---- */
 
 static void test_pack_unpack(void **state)
@@ -1035,6 +1310,10 @@ int main(void)
         cmocka_unit_test(test_bad_structure),
         cmocka_unit_test(test_bad_meta),
         mw_test_in_tmpdir(test_read_errors),
+        mw_test_in_tmpdir(test_read_header_first),
+        mw_test_in_tmpdir(test_read_special),
+        mw_test_in_tmpdir(test_index_outside),
+        mw_test_in_tmpdir(test_survey_and_temps),
         cmocka_unit_test(test_pack_unpack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,11 +9,15 @@
  * Reading never trusts a size: each one is checked against the format's limits, against the
  * meta record, against the bytes actually left in the file, and against deflate's maximum
  * expansion (1032:1) before memory is allocated, so a small file cannot make us allocate a
- * lot. Decompression must fill the declared raw size exactly and consume the whole stream.
+ * lot. Decompression must fill the declared raw size exactly and consume the whole stream. A
+ * file is opened without following a link or blocking (a FIFO), and its header and section
+ * table are checked against its size before its body is read, so neither a huge file nor a
+ * special one costs more than a few small reads.
  *
  * Directory writes follow one order so that a crash or an error at any point leaves a
  * consistent directory: the new ckpt-N is made durable, then the index is replaced, then old
- * checkpoints are deleted. */
+ * checkpoints are deleted. A crash leaves at most a temporary file, which is never taken for a
+ * checkpoint. The index is trusted only to name files inside its directory. */
 #include "worker/checkpoint.h"
 
 #include <dirent.h>
@@ -545,12 +549,50 @@ static uint64_t max_file_nbytes(void)
     return HDR_NBYTES + NSEC * (SEC_HDR_NBYTES + (uint64_t)compressBound((uLong)MAX_RAW));
 }
 
-mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
+/* Read exactly n bytes at off. Returns 0, an errno, or -1 when the file ends first. */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return mw_err(MW_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        if (k == 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+/* What a directory entry that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISLNK(mode)  ? "a symbolic link"
+                            : "a special file";
+}
+
+/* Open path for reading a checkpoint without ever blocking or following a symbolic link, and
+ * accept only a regular file of a size the format allows: *fd and its *size. */
+static mw_status open_file(const char *path, int *fd_out, uint64_t *size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return mw_err(MW_EIO,
+                          "%s: is a symbolic link (expected a regular file: checkpoints are "
+                          "never read through links)",
+                          path);
+        return mw_err(MW_EIO, "%s: cannot open (%s)", path, strerror(e));
+    }
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -558,38 +600,101 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return mw_err(MW_EIO, "%s: %s (expected a checkpoint file)", path,
-                      S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        return mw_err(MW_EIO, "%s: is %s (expected a checkpoint file)", path,
+                      file_kind(st.st_mode));
     }
     if ((uint64_t)st.st_size > max_file_nbytes() || (uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
         return mw_err(MW_ECKPT, "%s: file is %lld bytes (expected at most %llu)", path,
                       (long long)st.st_size, (unsigned long long)max_file_nbytes());
     }
-    size_t nbytes = (size_t)st.st_size;
-    unsigned char *buf = malloc(nbytes ? nbytes : 1);
-    if (!buf) {
-        close(fd);
-        return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, nbytes);
-    }
-    size_t got = 0;
-    while (got < nbytes) {
-        ssize_t n = read(fd, buf + got, nbytes - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            if (n == 0)
-                return mw_err(MW_ECKPT, "%s: file shrank while reading (%zu of %zu bytes)", path,
-                              got, nbytes);
-            return mw_err(MW_EIO, "%s: cannot read (%s)", path, strerror(e));
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return MW_OK;
+}
+
+/* Header first: the file header and the section table (a few hundred bytes) read on their own
+ * and checked against the file's size, so that a file that ends early or goes on far beyond
+ * what its table declares is rejected before its body is read or memory allocated for it. The
+ * sections' contents are checked later, by parse. */
+static mw_status check_table(int fd, const char *path, uint64_t size)
+{
+    unsigned char h[SEC_HDR_NBYTES] = {0};
+    reader r = {.p = h, .nbytes = (size_t)size, .name = path};
+    int e = size >= HDR_NBYTES ? pread_full(fd, h, HDR_NBYTES, 0) : 0;
+    if (e)
+        return mw_err(MW_EIO, "%s: cannot read the header (%s)", path,
+                      e < 0 ? "the file shrank" : strerror(e));
+    MW_TRY(parse_header(&r));
+    uint64_t off = HDR_NBYTES;
+    for (uint32_t i = 0; i < r.count; i++) {
+        if (size - off < SEC_HDR_NBYTES)
+            return bad(path,
+                       "truncated: section %u of %u starts at byte %llu but the file ends "
+                       "at %llu (expected a %d-byte section header)",
+                       i + 1, r.count, (unsigned long long)off, (unsigned long long)size,
+                       SEC_HDR_NBYTES);
+        if ((e = pread_full(fd, h, SEC_HDR_NBYTES, off)))
+            return mw_err(MW_EIO, "%s: cannot read section %u's header (%s)", path, i + 1,
+                          e < 0 ? "the file shrank" : strerror(e));
+        uint64_t comp = get_u64(h + 8);
+        off += SEC_HDR_NBYTES;
+        if (comp > size - off) {
+            char tag[9], sn[12];
+            int id = tag_id(h);
+            if (id >= 0)
+                snprintf(sn, sizeof sn, "%s", SEC_NAMES[id]);
+            else
+                snprintf(sn, sizeof sn, "'%s'", printable(tag, (const char *)h, 8));
+            uint64_t need = comp > UINT64_MAX - off ? UINT64_MAX : off + comp;
+            return bad(path,
+                       "truncated in section %s: %llu compressed bytes at byte %llu but only "
+                       "%llu left (the file is %llu bytes; its sections declare at least %llu)",
+                       sn, (unsigned long long)comp, (unsigned long long)off,
+                       (unsigned long long)(size - off), (unsigned long long)size,
+                       (unsigned long long)need);
         }
-        got += (size_t)n;
+        off += comp;
     }
+    if (off != size)
+        return bad(path,
+                   "file is %llu bytes but its header and sections declare %llu (%llu trailing "
+                   "bytes after the last section; expected the file to end at byte %llu)",
+                   (unsigned long long)size, (unsigned long long)off,
+                   (unsigned long long)(size - off), (unsigned long long)off);
+    return MW_OK;
+}
+
+/* The whole file (size bytes, checked) into a malloc'ed buffer. */
+static mw_status read_body(int fd, const char *path, size_t nbytes, unsigned char **out)
+{
+    unsigned char *buf = malloc(nbytes ? nbytes : 1);
+    if (!buf)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes to read it", path, nbytes);
+    int e = pread_full(fd, buf, nbytes, 0);
+    if (e) {
+        free(buf);
+        if (e < 0)
+            return mw_err(MW_ECKPT, "%s: file shrank while reading (expected %zu bytes)", path,
+                          nbytes);
+        return mw_err(MW_EIO, "%s: cannot read (%s)", path, strerror(e));
+    }
+    *out = buf;
+    return MW_OK;
+}
+
+mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    unsigned char *buf = NULL;
+    MW_TRY(open_file(path, &fd, &size));
+    mw_status rc = check_table(fd, path, size);
+    if (rc == MW_OK)
+        rc = read_body(fd, path, (size_t)size, &buf);
     close(fd);
-    mw_status rc = mw_ckpt_read_buffer(c, buf, nbytes, path);
+    if (rc == MW_OK)
+        rc = mw_ckpt_read_buffer(c, buf, (size_t)size, path);
     free(buf);
     return rc;
 }
@@ -660,21 +765,43 @@ static mw_status names_add(name_list *l, const char *s, size_t n)
     return MW_OK;
 }
 
-/* N for a name "ckpt-N" (N in 1..INT_MAX-1, no leading zeros, after an optional directory), or
- * 0 for any other name. */
+/* N for a name "ckpt-N" (N in 1..INT_MAX-1, no leading zeros), or 0 for any other name. */
 static int ckpt_number(const char *name)
 {
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    if (strncmp(base, "ckpt-", 5) != 0 || base[5] < '1' || base[5] > '9')
+    if (strncmp(name, "ckpt-", 5) != 0 || name[5] < '1' || name[5] > '9')
         return 0;
     long v = 0;
-    for (const char *s = base + 5; *s; s++) {
+    for (const char *s = name + 5; *s; s++) {
         if (*s < '0' || *s > '9' || v > (INT_MAX - 1) / 10)
             return 0;
         v = v * 10 + (*s - '0');
     }
     return v < INT_MAX ? (int)v : 0;
+}
+
+/* Whether name is a temporary file of an atomic write here: ckpt-N.tmp-PID or
+ * checkpoint.tmp-PID (common/fs.h). */
+static int temp_name(const char *name)
+{
+    const char *t = strstr(name, ".tmp-");
+    if (!t || !t[5])
+        return 0;
+    for (const char *s = t + 5; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    char base[32];
+    size_t n = (size_t)(t - name);
+    if (n >= sizeof base)
+        return 0;
+    memcpy(base, name, n);
+    base[n] = '\0';
+    return strcmp(base, MW_CKPT_INDEX) == 0 || ckpt_number(base) > 0;
+}
+
+/* Whether an index entry names a file inside the directory: no '/', not "." or "..". */
+static int plain_name(const char *name)
+{
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
 /* Parse the index text. Keys other than the two path keys (TensorFlow also writes
@@ -729,44 +856,103 @@ static int index_parse(const char *text, size_t n, name_list *all, char **latest
     return 0;
 }
 
-/* Read dir's index into all (oldest first) and *latest. Returns 1 when it was read, 0 when
- * there is none or it is unusable (a warning says why). */
-static int index_read(const char *dir, name_list *all, char **latest)
+/* The index's text (at most MAX_INDEX_NBYTES) into *text, malloc'ed and NUL-terminated, without
+ * following a symbolic link or blocking on a FIFO. Returns 0, ENOENT when there is none, another
+ * errno, or EFBIG. */
+static int index_text(const char *path, char **text, size_t *n)
 {
-    char *path = path_join(dir, MW_CKPT_INDEX);
-    if (!path)
-        return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno != ENOENT)
-            mw_log_warn("checkpoint index %s: cannot open (%s); looking at the ckpt-N files", path,
-                        strerror(errno));
-        free(path);
-        return 0;
+    *text = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    int e = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (!e && st.st_size >= (off_t)MAX_INDEX_NBYTES)
+        e = EFBIG;
+    if (!e && !(*text = malloc((size_t)st.st_size + 1)))
+        e = ENOMEM;
+    if (!e && (e = pread_full(fd, *text, (size_t)st.st_size, 0)) < 0)
+        e = EIO; /* it shrank while being read */
+    close(fd);
+    if (e) {
+        free(*text);
+        *text = NULL;
+        return e;
     }
-    char *text = malloc(MAX_INDEX_NBYTES);
-    size_t n = text ? fread(text, 1, MAX_INDEX_NBYTES, f) : 0;
-    int too_big = text && n == MAX_INDEX_NBYTES;
-    int err = ferror(f);
-    fclose(f);
-    int line = !text || err ? -1 : too_big ? -2 : index_parse(text, n, all, latest);
+    *n = (size_t)st.st_size;
+    (*text)[*n] = '\0';
+    return 0;
+}
+
+/* Read dir's index into all (oldest first) and *latest. Returns 1 when it was read, 0 when
+ * there is none, -1 when it is unusable (with warn set, a warning says why). */
+static int index_read(const char *dir, name_list *all, char **latest, int warn)
+{
+    char *path = path_join(dir, MW_CKPT_INDEX), *text = NULL;
+    size_t n = 0;
+    int e = path ? index_text(path, &text, &n) : ENOMEM;
+    int line = e ? 0 : index_parse(text, n, all, latest);
     free(text);
-    if (line != 0) {
-        if (line == -2)
-            mw_log_warn("checkpoint index %s: larger than %u bytes; looking at the ckpt-N files",
-                        path, MAX_INDEX_NBYTES);
-        else if (line == -1)
-            mw_log_warn("checkpoint index %s: cannot read it; looking at the ckpt-N files", path);
-        else
-            mw_log_warn("checkpoint index %s: line %d is not `key: \"value\"`; looking at the "
-                        "ckpt-N files",
-                        path, line);
+    if (warn && e == EFBIG)
+        mw_log_warn("checkpoint index %s: larger than %u bytes; looking at the ckpt-N files", path,
+                    MAX_INDEX_NBYTES);
+    else if (warn && e == EINVAL)
+        mw_log_warn("checkpoint index %s: not a regular file; looking at the ckpt-N files", path);
+    else if (warn && e == ELOOP)
+        mw_log_warn("checkpoint index %s: a symbolic link (not followed); looking at the ckpt-N "
+                    "files",
+                    path);
+    else if (warn && e && e != ENOENT)
+        mw_log_warn("checkpoint index %s: cannot read it (%s); looking at the ckpt-N files",
+                    path ? path : MW_CKPT_INDEX, strerror(e));
+    else if (warn && line == -1)
+        mw_log_warn("checkpoint index %s: cannot read it; looking at the ckpt-N files", path);
+    else if (warn && line)
+        mw_log_warn("checkpoint index %s: line %d is not `key: \"value\"`; looking at the "
+                    "ckpt-N files",
+                    path, line);
+    free(path);
+    if (e || line) {
         names_free(all);
         free(*latest);
         *latest = NULL;
     }
-    free(path);
-    return line == 0;
+    return e == ENOENT ? 0 : e || line ? -1 : 1;
+}
+
+/* The index's entries, newest first without repeats (its latest, then its list from the end),
+ * into names (may be NULL). Entries that name anything but a file inside dir go to outside
+ * instead (may be NULL) and are never opened; with warn set each gets a warning, as does an
+ * unusable index. *state (may be NULL): as index_read returns. */
+static mw_status index_entries(const char *dir, name_list *names, name_list *outside, int warn,
+                               int *state)
+{
+    name_list all = {0}, in = {0}, out = {0};
+    char *latest = NULL;
+    int st = index_read(dir, &all, &latest, warn);
+    mw_status rc = MW_OK;
+    for (int i = all.count; i >= 0 && rc == MW_OK; i--) {
+        const char *s = i == all.count ? latest : all.names[i];
+        if (!s || names_has(&in, s) || names_has(&out, s))
+            continue;
+        int ok = plain_name(s);
+        if (!ok && warn)
+            mw_log_warn("checkpoint index %s/%s: ignoring the entry \"%s\" (expected the name "
+                        "of a file inside %s: no '/', not '..'); it is not opened",
+                        dir, MW_CKPT_INDEX, s, dir);
+        rc = names_add(ok ? &in : &out, s, strlen(s));
+    }
+    for (int i = 0; i < in.count && rc == MW_OK && names; i++)
+        rc = names_add(names, in.names[i], strlen(in.names[i]));
+    for (int i = 0; i < out.count && rc == MW_OK && outside; i++)
+        rc = names_add(outside, out.names[i], strlen(out.names[i]));
+    names_free(&all);
+    names_free(&in);
+    names_free(&out);
+    free(latest);
+    if (state)
+        *state = st;
+    return rc;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -814,7 +1000,7 @@ static mw_status next_number(const char *dir, const int *nums, int count, int *n
     name_list idx = {0};
     char *latest = NULL;
     int highest = count ? nums[count - 1] : 0;
-    index_read(dir, &idx, &latest);
+    index_read(dir, &idx, &latest, 1); /* entries naming other directories count for nothing */
     for (int i = 0; i < idx.count; i++)
         if (ckpt_number(idx.names[i]) > highest)
             highest = ckpt_number(idx.names[i]);
@@ -918,35 +1104,39 @@ done:
     return rc;
 }
 
-/* Append "name (reason)" to the tried list, stopping before it gets too long for a message. */
+/* Append "name (reason)" (or "name" when reason is NULL) to a comma-separated list in buf,
+ * stopping before it gets too long for a message: *more counts what was left off. */
 static void tried_add(char *buf, size_t cap, int *shown, int *more, const char *name,
                       const char *reason)
 {
     size_t len = strlen(buf);
-    size_t need = strlen(name) + strlen(reason) + 6;
+    size_t need = strlen(name) + (reason ? strlen(reason) : 0) + 6;
     if (*more || len + need > cap - 32) {
         (*more)++;
         return;
     }
-    snprintf(buf + len, cap - len, "%s%s (%s)", *shown ? ", " : "", name, reason);
+    if (reason)
+        snprintf(buf + len, cap - len, "%s%s (%s)", *shown ? ", " : "", name, reason);
+    else
+        snprintf(buf + len, cap - len, "%s%s", *shown ? ", " : "", name);
     (*shown)++;
 }
 
+static void tried_end(char *buf, size_t cap, int more)
+{
+    if (more)
+        snprintf(buf + strlen(buf), cap - strlen(buf), ", and %d more", more);
+}
+
 /* The checkpoints of dir to try, newest first, into cand: the index's latest, its list
- * backwards, then the other ckpt-N files. An error when there are none. */
+ * backwards (only names of files inside dir), then the other ckpt-N files. An error when there
+ * are none. */
 static mw_status list_candidates(const char *dir, name_list *cand)
 {
     mw_status rc = MW_OK;
-    name_list idx = {0};
-    char *latest = NULL;
     int *nums = NULL, count = 0;
 
-    index_read(dir, &idx, &latest);
-    if (latest)
-        MW_TRY_GOTO(names_add(cand, latest, strlen(latest)), rc, done);
-    for (int i = idx.count - 1; i >= 0; i--)
-        if (!names_has(cand, idx.names[i]))
-            MW_TRY_GOTO(names_add(cand, idx.names[i], strlen(idx.names[i])), rc, done);
+    MW_TRY_GOTO(index_entries(dir, cand, NULL, 1, NULL), rc, done);
     int e = scan_dir(dir, &nums, &count);
     if (e == ENOMEM) {
         rc = mw_err(MW_ENOMEM, "out of memory listing checkpoints");
@@ -968,8 +1158,6 @@ static mw_status list_candidates(const char *dir, name_list *cand)
                     : e         ? " (not a directory)"
                                 : "");
 done:
-    names_free(&idx);
-    free(latest);
     free(nums);
     return rc;
 }
@@ -984,7 +1172,7 @@ static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckp
     int shown = 0, more = 0;
     for (int i = 0; i < cand->count; i++) {
         const char *name = cand->names[i];
-        char *path = name[0] == '/' ? strdup(name) : path_join(dir, name);
+        char *path = path_join(dir, name); /* a plain name: list_candidates */
         if (!path)
             return mw_err(MW_ENOMEM, "out of memory loading a checkpoint");
         mw_ckpt t;
@@ -1014,8 +1202,7 @@ static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckp
         mw_err_clear();
         free(path);
     }
-    if (more)
-        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), ", and %d more", more);
+    tried_end(tried, sizeof tried, more);
     return mw_err(MW_ECKPT, "no valid checkpoint in %s (tried: %s)", dir, tried);
 }
 
@@ -1029,6 +1216,114 @@ mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
         rc = load_first_valid(dir, &cand, c, path_out);
     names_free(&cand);
     return rc;
+}
+
+/* ---- what a directory holds ---- */
+
+/* Whether dir/name is worth reading: a non-empty regular file, or a symbolic link (refused when
+ * read, but a user's deliberate layout, not a leftover). Otherwise why not, into *why. */
+static int entry_complete(const char *dir, const char *name, const char **why)
+{
+    char *p = path_join(dir, name);
+    struct stat st;
+    int e = !p ? ENOMEM : lstat(p, &st) != 0 ? errno : 0;
+    free(p);
+    *why = NULL;
+    if (e == ENOENT)
+        *why = "missing";
+    else if (e) /* cannot tell: let the reader say what is wrong */
+        return 1;
+    else if (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && st.st_size > 0))
+        return 1;
+    else
+        *why = S_ISREG(st.st_mode) ? "an empty file" : file_kind(st.st_mode);
+    return 0;
+}
+
+/* The directory's own entries: ckpt-N files and leftover temporary files. seen gets the ckpt-N
+ * names. */
+static mw_status survey_listing(const char *dir, mw_ckpt_survey *sv, name_list *seen, int *shown,
+                                int *more)
+{
+    DIR *d = opendir(dir);
+    if (!d && errno != ENOENT && errno != ENOTDIR)
+        return mw_err(MW_EIO, "checkpoint directory %s: cannot list it (%s)", dir, strerror(errno));
+    mw_status rc = MW_OK;
+    for (struct dirent *e; d && rc == MW_OK && (e = readdir(d));) {
+        const char *why = "temporary file";
+        if (!temp_name(e->d_name)) {
+            if (!ckpt_number(e->d_name))
+                continue;
+            rc = names_add(seen, e->d_name, strlen(e->d_name));
+            if (entry_complete(dir, e->d_name, &why))
+                sv->complete++;
+        }
+        if (why)
+            tried_add(sv->debris, sizeof sv->debris, shown, more, e->d_name, why);
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+mw_status mw_ckpt_survey_dir(const char *dir, mw_ckpt_survey *sv)
+{
+    memset(sv, 0, sizeof *sv);
+    name_list seen = {0}, idx = {0}, outside = {0};
+    int shown = 0, more = 0, state = 0;
+    mw_status rc = survey_listing(dir, sv, &seen, &shown, &more);
+    if (rc == MW_OK)
+        rc = index_entries(dir, &idx, &outside, 0, &state);
+    if (state < 0)
+        tried_add(sv->debris, sizeof sv->debris, &shown, &more, MW_CKPT_INDEX, "an unusable index");
+    char why[320];
+    for (int i = 0; i < idx.count && rc == MW_OK; i++) {
+        const char *w = NULL;
+        if (names_has(&seen, idx.names[i])) /* counted above */
+            continue;
+        if (entry_complete(dir, idx.names[i], &w)) {
+            sv->complete++;
+            continue;
+        }
+        snprintf(why, sizeof why, "index entry %.256s: %s", idx.names[i], w);
+        tried_add(sv->debris, sizeof sv->debris, &shown, &more, MW_CKPT_INDEX, why);
+    }
+    for (int i = 0; i < outside.count && rc == MW_OK; i++) {
+        snprintf(why, sizeof why, "index entry %.256s: outside the directory", outside.names[i]);
+        tried_add(sv->debris, sizeof sv->debris, &shown, &more, MW_CKPT_INDEX, why);
+    }
+    tried_end(sv->debris, sizeof sv->debris, more);
+    names_free(&seen);
+    names_free(&idx);
+    names_free(&outside);
+    return rc;
+}
+
+int mw_ckpt_remove_temps(const char *dir, char *removed, size_t cap)
+{
+    int n = 0, shown = 0, more = 0;
+    removed[0] = '\0';
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!temp_name(e->d_name))
+            continue;
+        char *p = path_join(dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (unlink(p) == 0) {
+                n++;
+                tried_add(removed, cap, &shown, &more, e->d_name, NULL);
+            } else {
+                mw_log_warn("checkpoint directory %s: cannot delete the leftover %s (%s)", dir,
+                            e->d_name, strerror(errno));
+            }
+        }
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    tried_end(removed, cap, more);
+    return n;
 }
 
 /* ---- packing ---- */

@@ -52,7 +52,12 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes);
  * c must be initialized; on success its old contents are freed and replaced, on failure it is
  * left unchanged. MW_ECKPT "name: what is wrong (expected ...)" for bad bytes. */
 mw_status mw_ckpt_read_buffer(mw_ckpt *c, const void *data, size_t nbytes, const char *name);
-/* Read and validate one file; MW_EIO when it cannot be read, MW_ECKPT when it is bad. */
+/* Read and validate one file; MW_EIO when it cannot be read, MW_ECKPT when it is bad. Never
+ * blocks and never follows a symbolic link at path (O_NONBLOCK, O_NOFOLLOW): a FIFO, device,
+ * directory or link is MW_EIO "PATH: is a FIFO (expected a checkpoint file)". Header first:
+ * the header and the section table are read alone and checked against the file's size, so a
+ * file that ends early or goes on beyond its last section is MW_ECKPT naming both sizes, and
+ * is never read whole. */
 mw_status mw_ckpt_read(mw_ckpt *c, const char *path);
 /* Write one file atomically: path.tmp-<pid>, write, fsync, rename, fsync of the directory.
  * MW_EIO naming the file on any failure; the temporary file is removed and an existing file
@@ -66,11 +71,35 @@ mw_status mw_ckpt_write(const mw_ckpt *c, const char *path);
  * directory. *number_out (may be NULL) gets N. */
 mw_status mw_ckpt_save(const char *dir, const mw_ckpt *c, int keep, int *number_out);
 /* Read the latest valid checkpoint of dir into c. Candidates: the index's entries, newest
- * first, then any other ckpt-N in the directory, highest N first. An unusable one gets a
- * warning naming it and the reason, and the previous one is tried. MW_ECKPT
- * "no checkpoint in DIR" when there is none, "no valid checkpoint in DIR (tried: ...)" when
- * none is valid. *path_out (may be NULL) gets the malloc'ed path of the one used. */
+ * first, then any other ckpt-N in the directory, highest N first. Index entries must name files
+ * inside dir: one with a '/' or that is "." or ".." gets a warning and is never opened. An
+ * unusable candidate (missing, not a regular file, corrupt) gets a warning naming it and the
+ * reason, and the previous one is tried. MW_ECKPT "no checkpoint in DIR" when there is none,
+ * "no valid checkpoint in DIR (tried: ...)" when none is valid. *path_out (may be NULL) gets
+ * the malloc'ed path of the one used. */
 mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out);
+
+/* What a checkpoint directory holds, from its listing and its index, without reading any
+ * checkpoint: whether a restore has anything to try, and the leftovers that only look like
+ * checkpoints, for messages. */
+typedef struct {
+    int complete;     /* entries worth reading: ckpt-N files of the directory and files its
+                         index names that are non-empty regular files (or symbolic links,
+                         which the reader refuses: a deliberate layout, not a leftover) */
+    char debris[640]; /* the rest, e.g. "ckpt-1.tmp-4 (temporary file), ckpt-2 (an empty
+                         file), checkpoint (index entry ckpt-9: missing)"; "" when none */
+} mw_ckpt_survey;
+
+/* Survey dir (quietly: no warnings). A directory that does not exist holds nothing. MW_EIO when
+ * it cannot be listed. When sv->complete is 0, a restore has nothing to try, and exit status 5
+ * ("no valid checkpoint") would strand a restart over mere leftovers. */
+mw_status mw_ckpt_survey_dir(const char *dir, mw_ckpt_survey *sv);
+
+/* Delete the temporary files that interrupted saves left in dir (ckpt-N.tmp-PID and
+ * checkpoint.tmp-PID, regular files only) and return how many; their names, comma-separated,
+ * go to removed (cap >= 64 bytes; "" when none). A file that cannot be deleted gets a warning.
+ * Only while no other process saves into dir (chief.h: the directory's lock). */
+int mw_ckpt_remove_temps(const char *dir, char *removed, size_t cap);
 
 /* Between the model's arena layout (m->params, and the gradient and slot arenas of the same
  * layout) and the packed layout: m->nparams floats, each layer's kernel then bias, in layer

@@ -1,12 +1,12 @@
 /* The chief's duties; see chief.h. */
 #include "worker/chief.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,30 +19,101 @@ int mw_chief_checkpointing(const mw_train_opts *o)
     return o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
 }
 
-mw_status mw_chief_check_dir(const char *dir)
+/* The lock on the checkpoint directory this process trains with (chief.h), and what its
+ * set-up removed, for --resume's message. One per process. */
+static struct {
+    int fd; /* -1 when none is held */
+    char removed[512];
+} held = {-1, ""};
+
+/* "PID 1234 on host node-a" from the holder's lock file text "node-a 1234". */
+static void describe_holder(int fd, char *out, size_t cap)
 {
-    MW_TRY(mw_fs_mkdir_p(dir, "--checkpoint-dir"));
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/.mwtrain-probe-%d", dir, (int)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char text[300] = "", host[256];
+    long pid = 0;
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    if (sscanf(text, "%255s %ld", host, &pid) == 2 && pid > 0)
+        snprintf(out, cap, "PID %ld on host %s", pid, host);
+    else
+        snprintf(out, cap, "another process (its lock file does not say which yet)");
+}
+
+/* Take the lock DIR/.mwtrain.lock (flock, exclusive, not waiting) and write "host pid" into it.
+ * The kernel releases a flock when its holder dies, so a lock file left by a dead process
+ * holds only stale text, overwritten here. */
+static mw_status lock_dir(const char *dir)
+{
+    char path[4200];
+    MW_TRY(mw_fs_join(path, sizeof path, dir, MW_CHIEF_LOCK));
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0)
-        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
-    close(fd);
-    unlink(probe);
+        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: cannot create %s (%s)", dir,
+                      MW_CHIEF_LOCK, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return mw_err(MW_EIO,
+                      "--checkpoint-dir %s: %s is not a regular file (expected the lock "
+                      "file mwtrain creates)",
+                      dir, MW_CHIEF_LOCK);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char who[320];
+        describe_holder(fd, who, sizeof who);
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return mw_err(MW_EINVAL,
+                          "--checkpoint-dir %s is in use by another job: %s holds its lock %s "
+                          "(one job per checkpoint directory: give this job its own "
+                          "--checkpoint-dir, or wait for that one to end)",
+                          dir, who, path);
+        /* a file system without flock: train, unprotected */
+        mw_log_warn("--checkpoint-dir %s: cannot lock %s (%s); nothing stops a second job from "
+                    "using this directory at the same time",
+                    dir, path, strerror(e));
+        return MW_OK;
+    }
+    char host[256] = "unknown", text[300];
+    if (gethostname(host, sizeof host) != 0 || !host[0])
+        snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    int n = snprintf(text, sizeof text, "%s %ld\n", host, (long)getpid());
+    ssize_t w = ftruncate(fd, 0) != 0 ? -1 : pwrite(fd, text, (size_t)n, 0);
+    if (w != n) {
+        int e = w < 0 ? errno : ENOSPC;
+        close(fd);
+        return mw_err(MW_EIO, "--checkpoint-dir %s: not writable: cannot write %s (%s)", dir,
+                      MW_CHIEF_LOCK, strerror(e));
+    }
+    held.fd = fd;
     return MW_OK;
 }
 
-static int dir_has_checkpoints(const char *dir)
+mw_status mw_chief_check_dir(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int found = 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d)))
-        found = !strcmp(e->d_name, MW_CKPT_INDEX) || !strncmp(e->d_name, "ckpt-", 5);
-    closedir(d);
-    return found;
+    mw_chief_release_dir(); /* one lock per process */
+    held.removed[0] = '\0';
+    MW_TRY(mw_fs_mkdir_p(dir, "--checkpoint-dir"));
+    MW_TRY(lock_dir(dir));
+    /* no other job saves here now: what a crashed save left behind can go */
+    if (mw_ckpt_remove_temps(dir, held.removed, sizeof held.removed) > 0)
+        mw_log_info("removed leftover temporary files of an interrupted save from %s: %s", dir,
+                    held.removed);
+    return MW_OK;
+}
+
+void mw_chief_release_dir(void)
+{
+    if (held.fd < 0)
+        return;
+    /* empty the text so that it never names a finished job (on failure it goes stale: harmless,
+     * the kernel's flock is what counts) */
+    int e = ftruncate(held.fd, 0);
+    (void)e;
+    close(held.fd);
+    held.fd = -1;
 }
 
 /* Broadcast n bytes from rank 0 of comm in pieces MPI's int counts can hold. */
@@ -83,6 +154,20 @@ static mw_status read_latest(const char *dir, void **buf, size_t *n, long *numbe
     return rc;
 }
 
+/* Rank 0: read_latest when dir holds anything worth reading; *found = 0 (and nothing read,
+ * nothing said) when it is empty or holds only leftovers, described in *sv. */
+static mw_status load_dir(const char *dir, void **buf, size_t *n, long *number, char **model,
+                          int *found, mw_ckpt_survey *sv)
+{
+    *found = 0;
+    MW_TRY(mw_ckpt_survey_dir(dir, sv));
+    if (!sv->complete)
+        return MW_OK;
+    MW_TRY(read_latest(dir, buf, n, number, model));
+    *found = 1;
+    return MW_OK;
+}
+
 mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm comm)
 {
     if (o->model_path)
@@ -92,8 +177,11 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
     long len = 0;
     char *text = NULL;
     mw_status rc = MW_OK;
-    if (me == 0 && dir_has_checkpoints(o->checkpoint_dir)) {
-        rc = read_latest(o->checkpoint_dir, &s->latest, &s->latest_len, &s->latest_number, &text);
+    if (me == 0) { /* nothing usable: the restore says so */
+        mw_ckpt_survey sv;
+        int found = 0;
+        rc = load_dir(o->checkpoint_dir, &s->latest, &s->latest_len, &s->latest_number, &text,
+                      &found, &sv);
         len = text ? (long)strlen(text) : 0;
     }
     rc = mw_agree(comm, rc, NULL);
@@ -171,19 +259,34 @@ static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[3]
         s->latest = NULL;
         return MW_OK;
     }
-    if (!dir_has_checkpoints(dir)) {
-        if (required)
-            return mw_err(MW_ECKPT,
-                          "no checkpoint in %s (train with --checkpoint-dir %s "
-                          "first)",
-                          dir, dir);
-        mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
-        return MW_OK;
-    }
+    mw_ckpt_survey sv;
     size_t n = 0;
-    mw_status rc = read_latest(dir, buf, &n, &hdr[2], NULL);
-    hdr[0] = (long)n, hdr[1] = rc == MW_OK;
-    return rc;
+    int found = 0;
+    MW_TRY(load_dir(dir, buf, &n, &hdr[2], NULL, &found, &sv));
+    hdr[0] = (long)n, hdr[1] = found;
+    if (found)
+        return MW_OK;
+    /* Nothing to try: empty, or leftovers only (what this job's set-up removed included). A
+     * restart over leftovers must start, not stop for good: only eval and export need one. */
+    char debris[sizeof sv.debris + sizeof held.removed + 32];
+    snprintf(debris, sizeof debris, "%s%s%s%s", held.removed,
+             held.removed[0] ? " (temporary files, removed)" : "",
+             held.removed[0] && sv.debris[0] ? ", " : "", sv.debris);
+    if (required && debris[0])
+        return mw_err(MW_ECKPT,
+                      "no usable checkpoint in %s, only leftovers: %s (train with "
+                      "--checkpoint-dir %s first)",
+                      dir, debris, dir);
+    if (required)
+        return mw_err(MW_ECKPT, "no checkpoint in %s (train with --checkpoint-dir %s first)", dir,
+                      dir);
+    if (debris[0])
+        mw_log_warn("--resume: no usable checkpoint in %s, only leftovers: %s; starting from "
+                    "scratch",
+                    dir, debris);
+    else
+        mw_log_info("--resume: no checkpoint in %s yet; starting from scratch", dir);
+    return MW_OK;
 }
 
 mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored)

@@ -18,19 +18,33 @@ int mw_chief_checkpointing(const mw_train_opts *o);
 /* Without --model, a checkpoint brings its own model: rank 0 of comm reads the latest
  * checkpoint of --checkpoint-dir (keeping it in s->latest for the restore, so the model
  * and the weights come from the same file, read once) and every rank of comm receives its
- * model text into s->saved_model (left NULL when there is no checkpoint yet, or it names
- * no model: then the tutorial CNN). Before mw_session_open; collective over comm; a
- * directory whose checkpoints are all unreadable is the error the restore would give. */
+ * model text into s->saved_model (left NULL when the directory holds no complete
+ * checkpoint yet, only leftovers at most, or it names no model: then the tutorial CNN).
+ * Before mw_session_open; collective over comm; a directory whose complete checkpoints are
+ * all unreadable is the error the restore would give. */
 mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm comm);
 
-/* Chief, before training: the checkpoint directory exists and is writable, so a bad one
- * is an error at start-up instead of after the first epoch. */
+#define MW_CHIEF_LOCK ".mwtrain.lock" /* the lock file in a checkpoint directory */
+
+/* Chief, before training (when it will save checkpoints or resume): the checkpoint directory
+ * exists and is writable, so a bad one is an error at start-up instead of after the first
+ * epoch, and it is this job's alone: an exclusive flock on DIR/.mwtrain.lock (its text "host
+ * pid" names the holder), held until mw_chief_release_dir or the process ends. A directory
+ * another job holds is MW_EINVAL "--checkpoint-dir DIR is in use by another job: PID P on host
+ * H holds ...". Then the temporary files of interrupted saves are removed (an info line names
+ * them; a later --resume with nothing else in the directory mentions them). Not for eval or
+ * export: they only read. */
 mw_status mw_chief_check_dir(const char *dir);
+/* Release the lock mw_chief_check_dir took (no-op when none is held). */
+void mw_chief_release_dir(void);
 
 /* Restore the latest checkpoint of --checkpoint-dir over s->comm. required = 0 (train
- * --resume): a directory without any checkpoint starts from scratch; a directory whose
- * checkpoints are all bad is an error either way. weights_only: parameters and counters
- * (eval, export), not the optimizer. Pushes the state to the backend. Collective, agreed. */
+ * --resume): a directory without any complete checkpoint (empty, or only leftovers such as
+ * temporary files, empty files or an index naming nothing usable: a warning names them)
+ * starts from scratch; required = 1 (eval, export): that is MW_ECKPT "no usable checkpoint in
+ * DIR, only leftovers: ...". A directory whose complete checkpoints are all bad is MW_ECKPT
+ * either way. weights_only: parameters and counters (eval, export), not the optimizer. Pushes
+ * the state to the backend. Collective, agreed. */
 mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *restored);
 
 /* Chief only, no collective (every rank holds the same weights): save the state after

@@ -268,6 +268,7 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
      * that would wait for a peer is released */
     mw_session_close(&t->s, *mid_run);
     mw_summary_close(&t->sum);
+    mw_chief_release_dir(); /* the checkpoint directory's lock, if set-up took it */
     if (!*mid_run)
         mw_evlink_free(&t->ev);
     free(t->order);
