@@ -17,7 +17,10 @@ check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "
 quick=(--steps-per-epoch 2 --test-examples 100 --progress none --summary-dir ""
        --collective-timeout 120 --checkpoint-dir "$tmp/ck")
 # every file of the checkpoint directory: name, size, modification time, contents
-snapshot() { (cd "$tmp/ck" && find . -type f -printf '%P %s %T@\n' | sort && md5sum ./*); }
+# the checkpoints and their index; the job lock (.mwtrain.lock, rewritten by every job that
+# takes the directory) is not checkpoint state
+snapshot() { (cd "$tmp/ck" && find . -type f ! -name .mwtrain.lock -printf '%P %s %T@\n' | sort &&
+              md5sum ./*); }
 
 # A: the tutorial CNN; B: its Dense "dense" (layer 5) with activation linear instead of relu;
 # A2: A with other layer names
