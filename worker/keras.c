@@ -427,6 +427,34 @@ static mw_status get_init_config(const lctx *L, const json_t *c, const char *key
     return MW_OK;
 }
 
+/* cfg[key] as Keras writes initializers and regularizers: a bare name ("l2"), or
+ * {"class_name": ..., "config": {...}}. *cls gets the class (NULL when cfg[key] is absent or
+ * null), *c its config (NULL when none); what names the expected classes in messages. */
+static mw_status class_and_config(const lctx *L, const json_t *v, const char *key, const char *what,
+                                  const char **cls, const json_t **c)
+{
+    char d[QUOTE_MAX * 4 + 64];
+    *cls = NULL, *c = NULL;
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (json_is_string(v)) {
+        *cls = json_string_value(v);
+        return MW_OK;
+    }
+    if (!json_is_object(v))
+        return lfail(L, MW_EMODEL, "%s: found %s; expected %s object or null", key,
+                     describe(d, sizeof d, v), what);
+    *cls = json_string_value(json_object_get(v, "class_name"));
+    *c = json_object_get(v, "config");
+    if (!*cls)
+        return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected %s class name", key,
+                     describe(d, sizeof d, json_object_get(v, "class_name")), what);
+    if (*c && !json_is_null(*c) && !json_is_object(*c))
+        return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
+                     describe(d, sizeof d, *c));
+    return MW_OK;
+}
+
 /* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
  * absent / null for the default. */
 static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_init_kind def,
@@ -434,29 +462,12 @@ static mw_status get_init(const lctx *L, const json_t *cfg, const char *key, mw_
 {
     const json_t *v = json_object_get(cfg, key), *c = NULL;
     const char *cls = NULL;
-    char d[QUOTE_MAX * 4 + 64];
     qbuf q;
     memset(out, 0, sizeof *out);
     out->kind = def;
-    if (!v || json_is_null(v))
+    MW_TRY(class_and_config(L, v, key, "an initializer", &cls, &c));
+    if (!cls)
         return MW_OK;
-    if (json_is_string(v)) {
-        cls = json_string_value(v);
-    } else if (json_is_object(v)) {
-        cls = json_string_value(json_object_get(v, "class_name"));
-        c = json_object_get(v, "config");
-        if (!cls)
-            return lfail(L, MW_EMODEL,
-                         "%s.class_name: found %s; expected an initializer class "
-                         "name",
-                         key, describe(d, sizeof d, json_object_get(v, "class_name")));
-        if (c && !json_is_null(c) && !json_is_object(c))
-            return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
-                         describe(d, sizeof d, c));
-    } else {
-        return lfail(L, MW_EMODEL, "%s: found %s; expected an initializer object or null", key,
-                     describe(d, sizeof d, v));
-    }
     const init_entry *e = NULL;
     for (size_t i = 0; i < sizeof init_table / sizeof *init_table; i++)
         if (!strcmp(cls, init_table[i].cls) || !strcmp(cls, init_table[i].id))
@@ -477,26 +488,12 @@ static mw_status get_reg(const lctx *L, const json_t *cfg, const char *key, mw_r
 {
     const json_t *v = json_object_get(cfg, key), *c = NULL;
     const char *cls = NULL;
-    char d[QUOTE_MAX * 4 + 64], path[96];
+    char path[96];
     qbuf q;
     memset(out, 0, sizeof *out);
-    if (!v || json_is_null(v))
+    MW_TRY(class_and_config(L, v, key, "a regularizer (L2, L1 or L1L2)", &cls, &c));
+    if (!cls)
         return MW_OK;
-    if (json_is_string(v)) {
-        cls = json_string_value(v);
-    } else if (json_is_object(v)) {
-        cls = json_string_value(json_object_get(v, "class_name"));
-        c = json_object_get(v, "config");
-        if (!cls)
-            return lfail(L, MW_EMODEL, "%s.class_name: found %s; expected L2, L1 or L1L2", key,
-                         describe(d, sizeof d, json_object_get(v, "class_name")));
-        if (c && !json_is_null(c) && !json_is_object(c))
-            return lfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
-                         describe(d, sizeof d, c));
-    } else {
-        return lfail(L, MW_EMODEL, "%s: found %s; expected a regularizer object or null", key,
-                     describe(d, sizeof d, v));
-    }
     int has1, has2;
     if (!strcmp(cls, "L2") || !strcmp(cls, "l2"))
         has1 = 0, has2 = 1, out->l2 = 0.01;
