@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster/comm.h"
 #include "cluster/hostfile.h"
@@ -93,18 +94,30 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
     return mw_agree(t->world, rc, NULL);
 }
 
-/* A failure with a retryable exit code (an MPI failure, a lost peer, a timeout) means the
- * cluster is broken: no agreement can be reached, so this rank says what it saw and ends the
- * whole job (the only place besides run_train that does). */
-static void abort_if_broken(mw_status rc, int already_printed)
+/* End the whole job after a failure that cannot be agreed (a peer may be gone): say what this
+ * rank saw, then MPI_Abort. When every rank fails at once (all see the same NCCL error or the
+ * same timeout), rank 0 aborts first and the others half a second later: one abort usually
+ * ends the job with one message, and Open MPI 4.1's mpiexec has crashed (SIGSEGV) handling
+ * simultaneous aborts. A dead rank 0 delays the end by that half second only. */
+static void end_job(mw_status rc, int already_printed)
 {
-    if (mw_status_exit_code(rc) < 128)
-        return;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (!already_printed)
         mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
     mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
     fflush(stderr);
+    if (rank > 0)
+        usleep(500 * 1000);
     MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
+}
+
+/* A failure with a retryable exit code (an MPI failure, a lost peer, a timeout) means the
+ * cluster is broken: no agreement can be reached, so the job ends here. */
+static void abort_if_broken(mw_status rc, int already_printed)
+{
+    if (mw_status_exit_code(rc) >= 128)
+        end_job(rc, already_printed);
 }
 
 /* Every rank agrees on the outcome (under the deadline); the lowest failing rank prints its
@@ -128,12 +141,8 @@ static mw_status run_train(const mw_cli *cli, const mw_topology *topo)
 {
     int mid_run = 0;
     mw_status rc = mw_train_run(&cli->train, topo, NULL, &mid_run);
-    if (mid_run) {
-        mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
-        mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
-        fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
-    }
+    if (mid_run)
+        end_job(rc, 0);
     return rc;
 }
 

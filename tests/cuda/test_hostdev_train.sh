@@ -149,8 +149,14 @@ fault() { # name fault expected-exit expected-message [flags...]
         echo "note: $name: mpiexec itself died of SIGSEGV; running the case again"
     done
     check "[[ $rc -eq $want && $took -lt 60 ]]" "$name: exit $rc (want $want) after $took s"
-    check "[[ \$(grep -c '$msg' '$tmp/$name.out') -eq 2 ]]" \
-        "$name: both ranks say '$msg': $(grep error "$tmp/$name.out" | head -n 3)"
+    # Each rank sees the fault and aborts; the first MPI_Abort may end the other rank before
+    # it prints, so one line or two (a race seen in ~1 of 10 CI runs, on the untouched
+    # loop too), never none, and no other error
+    n=$(grep -c "$msg" "$tmp/$name.out")
+    check "[[ $n -ge 1 && $n -le 2 ]]" \
+        "$name: a rank says '$msg' ($n lines): $(grep error "$tmp/$name.out" | head -n 3)"
+    check "! grep 'error:' '$tmp/$name.out' | grep -v 'aborting the job' | grep -qv '$msg'" \
+        "$name: no other error: $(grep error "$tmp/$name.out" | head -n 4)"
     check "! grep -q '^Epoch' '$tmp/$name.out'" "$name: no epoch finished"
 }
 fault async async:5 7 \
