@@ -13,6 +13,8 @@ pkgs=(
     libopenblas-dev libdnnl-dev                    # CPU matrix products (oneDNN sgemm, CBLAS fallback)
     dataset-fashion-mnist                          # the default data set
     python3 python3-numpy                          # test helpers (safetensors read-back)
+    python3-venv                                   # tests/keras/venv.sh: the Keras/TensorBoard oracle
+    libhdf5-dev libzip-dev                         # .keras archives: model.weights.h5 in a zip
     clang libclang-rt-14-dev                       # libFuzzer targets (fuzzer runtime)
     clang-format                                   # tests/style: the .clang-format check
     valgrind                                       # memory checks in tests

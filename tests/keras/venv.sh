@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The oracle environment: real Keras 3 (JAX CPU backend), TensorBoard's event
+# reader, h5py and numpy, in a virtual environment under the build directory.
+# Tests compare mwtrain against these; the product never needs Python.
+#
+#   tests/keras/venv.sh BUILD_DIR     -> prints the venv's python on stdout
+#
+# Made once and reused while its stamp matches the pinned versions below;
+# concurrent callers (meson runs tests in parallel) wait on one lock.
+# Needs Debian's python3-venv (deploy/setup.sh) and the package registry.
+set -euo pipefail
+build=${1:?usage: venv.sh BUILD_DIR}
+venv="$build/keras-venv"
+pins=(keras==3.6.0 'jax[cpu]==0.4.35' tensorboard==2.18.0 h5py==3.12.1 'numpy==2.0.2')
+stamp="${pins[*]}"
+mkdir -p "$build"
+exec 9>"$build/.keras-venv.lock"
+flock -w 600 9 || { echo "venv.sh: waited 600 s for $build/.keras-venv.lock" >&2; exit 1; }
+if [[ ! -x $venv/bin/python || $(cat "$venv/.mw-stamp" 2>/dev/null) != "$stamp" ]]; then
+    echo "venv.sh: creating $venv (${pins[*]})" >&2
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    if ! "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}" >&2; then
+        rm -rf "$venv"
+        echo "venv.sh: pip could not install ${pins[*]} (is the package registry reachable?)" >&2
+        exit 1
+    fi
+    echo "$stamp" >"$venv/.mw-stamp"
+fi
+echo "$venv/bin/python"
