@@ -65,7 +65,7 @@ static mw_dataset fake_data(uint32_t count)
 {
     mw_dataset d;
     mw_dataset_init(&d);
-    d.count = count, d.rows = 28, d.cols = 28, d.num_classes = 10;
+    d.count = count, d.rows = 28, d.cols = 28, d.channels = 1, d.num_classes = 10;
     return d;
 }
 

@@ -66,6 +66,7 @@ static const char *const backends[] = {"cpu", "ref", NULL};
 static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL};   /* mw_progress */
 static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
+static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
 
 /* In --help order. */
 static const flag flags[] = {
@@ -94,6 +95,18 @@ static const flag flags[] = {
     {"data-dir", "DIR", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
      .help = "directory with the IDX files (train-images-idx3-ubyte[.gz], ...) "
              "(default " MW_DATA_DEFAULT_DIR ")"},
+    {"data", "PATH", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
+     .help = "the data, recognised by content: a Keras-style .npz (x_train, y_train, x_test, "
+             "y_test), or a directory of those four .npy files (memory-mapped), of CIFAR-10 or "
+             "CIFAR-100 binary batches, or of IDX files (same as --data-dir; "
+             "default " MW_DATA_DEFAULT_DIR ")"},
+    {"classes", "N", C_TRAIN | C_EVAL, K_INT, TR(classes, int), .lo = 1, .hi = 65536,
+     .help = "number of classes; every label must be below it (default: the largest label + "
+             "1; CIFAR: 10, 100 or 20)"},
+    {"label", "fine|coarse", C_TRAIN | C_EVAL, K_CHOICE, TR(cifar_label, int),
+     .choices = cifar_labels,
+     .help = "CIFAR-100's labels: 100 fine or 20 coarse classes "
+             "(default fine)"},
     {"threads", "N", C_TRAIN | C_EVAL, K_INT, TR(threads, int), .lo = 1, .hi = 1024,
      .help = "compute threads per rank (default: cores / ranks on the node)"},
     {"backend", "cpu|ref", C_TRAIN | C_EVAL, K_NAME, TR(backend, const char *), .choices = backends,
@@ -197,7 +210,7 @@ void mw_cli_usage(FILE *f)
                "natively in C). Run it alone, or under mpirun for several ranks.\n"
                "\n"
                "commands:\n"
-               "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
+               "  train      train the model on a data set (Fashion-MNIST by default; --data)\n"
                "  eval       evaluate the latest checkpoint on the test set\n"
                "  export     write the latest checkpoint's weights as safetensors\n"
                "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"

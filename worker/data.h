@@ -1,10 +1,11 @@
-/* The data set: IDX image/label files (Fashion-MNIST by default) and the epoch order.
+/* The data set: images of any shape and their labels from IDX (Fashion-MNIST by default),
+ * NumPy .npy/.npz or CIFAR binary files, and the epoch order.
  *
- * Images stay uint8 in memory (47 MB for Fashion-MNIST's train set instead of 188 MB of
- * floats) and are scaled to [0, 1] only when a batch is assembled. Every rank loads the
- * whole set and derives the same example order from the shared seed, so the global batch
- * of step k holds the same example ids whatever the cluster layout (DESIGN.md, "Global
- * batch is the unit").
+ * Images stay in their stored type (uint8 or float32; 47 MB for Fashion-MNIST's train set
+ * instead of 188 MB of floats) and are converted only when a batch is assembled. Every rank loads
+ * the whole set and derives the same example order from the shared seed, so the global batch of
+ * step k holds the same example ids whatever the cluster layout (DESIGN.md, "Global batch is the
+ * unit").
  *
  * IDX format (big-endian): a 4-byte magic 0x0000TTNN (TT = 0x08 for unsigned bytes, NN =
  * number of dimensions), NN 4-byte dimension sizes, then the data, row-major. Images are
@@ -12,6 +13,7 @@
 #ifndef MW_WORKER_DATA_H
 #define MW_WORKER_DATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -23,12 +25,33 @@
 #define MW_DATA_MAX_DIM 4096u                  /* largest accepted rows or cols */
 #define MW_DATA_MAX_NBYTES (UINT64_C(1) << 32) /* largest accepted image data */
 
+/* How one image is stored. */
+typedef enum {
+    MW_IMAGES_U8,  /* uint8, scaled to [0, 1] (pixel / 255) when a batch is assembled */
+    MW_IMAGES_F32, /* float32 (little-endian), used as stored */
+} mw_image_type;
+
+/* A set of images of any (H, W, C) with int32 labels. images points at example 0's first
+ * byte; example i starts at images + i * image nbytes (mw_dataset_image_nbytes). The bytes
+ * are either a heap block the set owns (map == NULL) or lie inside a read-only file mapping
+ * the set owns (map != NULL: an uncompressed .npy, shared with every rank of the node through
+ * the page cache; only the pages of the examples a rank assembles are ever read). */
 typedef struct {
-    uint8_t *images; /* owned; count * rows * cols bytes, row-major per image (H, W, 1 channel) */
+    uint8_t *images; /* see above; count * rows * cols * channels elements of `type` */
     int32_t *labels; /* owned; count entries, each in [0, num_classes) */
-    uint32_t count, rows, cols;
+    uint32_t count, rows, cols, channels;
+    mw_image_type type;
+    int channel_major; /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
     int num_classes;
+    void *map; /* the mapping holding images, or NULL (owned) */
+    size_t map_nbytes;
 } mw_dataset;
+
+/* What --data reads besides the path. */
+typedef struct {
+    int classes;    /* --classes: 0 = largest label (train and test) + 1 */
+    int cifar_fine; /* CIFAR-100: 1 = the fine (100) labels, 0 = the coarse (20) */
+} mw_data_opts;
 
 void mw_dataset_init(mw_dataset *d);
 /* Release the arrays and reset to the init state; safe on a half-built or freed set. */
@@ -52,9 +75,26 @@ mw_status mw_dataset_load(mw_dataset *d, const char *images_path, const char *la
 mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *dir,
                               int num_classes);
 
-/* Assemble a batch of n examples: x (n, rows, cols, 1) = pixel / 255.0f, y (n) = labels
- * (y may be NULL), for the example ids given (each < d->count). */
+/* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
+ * float32 as stored, channel-major records transposed), y (n) = labels (y may be NULL), for
+ * the example ids given (each < d->count). Reads only those examples' bytes. */
 void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n);
+
+/* Bytes of one stored image. */
+size_t mw_dataset_image_nbytes(const mw_dataset *d);
+
+/* Open --data PATH, recognised by content (docs/formats.md):
+ *   a file starting with a zip signature: a Keras-style .npz (x_train, y_train, x_test, y_test)
+ *   a directory with x_train.npy: the four .npy files (uncompressed images are memory-mapped)
+ *   a directory with data_batch_1.bin: CIFAR-10 (data_batch_1..5.bin, test_batch.bin)
+ *   a directory with train.bin and test.bin: CIFAR-100 (o->cifar_fine picks the labels)
+ *   a directory with train-images-idx3-ubyte[.gz]: IDX (mw_dataset_load_dir)
+ * Classes: o->classes, or the largest label of train and test + 1; every label is checked
+ * against them. Train and test images must have the same shape. Every error names the file,
+ * the field and what was expected (MW_EDATA, exit 3; MW_EIO when a file cannot be read). Same
+ * ownership rules as mw_dataset_load. */
+mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
+                          const mw_data_opts *o);
 
 /* The epoch's example order: a seeded permutation of 0..n-1 over the whole set (TF's
  * shuffle with buffer = len(train)). The same (seed, epoch) gives the same order on every

@@ -17,7 +17,9 @@ static uint64_t dataset_nbytes(const mw_dataset *d)
 {
     if (!d)
         return 0;
-    return (uint64_t)d->count * d->rows * d->cols + (uint64_t)d->count * sizeof(int32_t);
+    /* memory-mapped images are page cache, shared by the node's ranks and reclaimable */
+    const uint64_t images = d->map ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
+    return images + (uint64_t)d->count * sizeof(int32_t);
 }
 
 void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,

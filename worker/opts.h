@@ -25,9 +25,9 @@ typedef struct {
     double momentum; /* SGD */
     double beta1, beta2, epsilon;
     uint64_t seed;
-    const char *data_dir;
-    int threads;         /* 0: cores / ranks on the node */
-    const char *backend; /* "cpu" or "ref" */
+    const char *data_dir; /* --data PATH or --data-dir DIR */
+    int threads;          /* 0: cores / ranks on the node */
+    const char *backend;  /* "cpu" or "ref" */
     mw_progress progress;
     double progress_interval;    /* seconds between progress lines (non-TTY) */
     int eval_batch;              /* examples per evaluation batch */
@@ -45,6 +45,8 @@ typedef struct {
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
+    int classes;               /* --classes: 0 = the largest label + 1 */
+    int cifar_label;           /* --label: 0 fine, 1 coarse (CIFAR-100) */
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cluster/comm.h"
 #include "common/log.h"
 #include "worker/keras.h"
@@ -72,21 +74,66 @@ static int threads_for(const mw_session *s)
     return s->dev.use_gpu ? 1 : threads;
 }
 
-/* The model: --model, else the checkpoint's, else the tutorial CNN; export needs no data
- * (the file's own input shape). */
+/* The built-in tutorial CNN for data of another shape: its JSON with the input shape
+ * (None, h, w, c) and the last Dense's units = n. Owned text, or NULL when out of memory. */
+static char *tutorial_for(int h, int w, int c, int n)
+{
+    json_t *root = json_loadb(mw_keras_tutorial_json, mw_keras_tutorial_json_nbytes, 0, NULL);
+    json_t *layers = json_object_get(json_object_get(root, "config"), "layers");
+    char *text = NULL;
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *cfg = json_object_get(json_array_get(layers, i), "config");
+        if (json_object_get(cfg, "batch_input_shape"))
+            json_object_set_new(cfg, "batch_input_shape",
+                                json_pack("[n,i,i,i]", h, w, c)); /* NULL: keeps a valid JSON */
+        if (i + 1 == json_array_size(layers))
+            json_object_set_new(cfg, "units", json_integer(n));
+    }
+    if (layers)
+        text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+/* A model that does not fit the data: the loader's message, and the data it was built for. */
+static mw_status model_mismatch(const mw_session *s, mw_status rc, const char *model)
+{
+    if (rc != MW_EMODEL || !s->shape[0])
+        return rc;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mw_err_msg());
+    mw_err_clear();
+    return mw_err(rc, "%s; model %s, data %s: %dx%dx%d images, %d classes", msg, model,
+                  s->o->data_dir, s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
+}
+
+/* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
+ * classes); export needs no data (the file's own input shape). */
 static mw_status build_model(mw_session *s, int with_data)
 {
     const mw_train_opts *o = s->o;
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
-    const int c = with_data ? 1 : 0;
-    s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = 10;
-    if (o->model_path)
-        MW_TRY(mw_keras_load_file(&s->model, o->model_path, h, w, c, 10));
-    else if (s->saved_model)
-        MW_TRY(mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
-                             "the model saved in the checkpoint", h, w, c, 10));
-    else
-        MW_TRY(mw_keras_build_tutorial(&s->model, with_data ? h : 28, with_data ? w : 28, 1, 10));
+    const int c = with_data ? (int)s->train.channels : 0;
+    const int n = with_data ? s->train.num_classes : 0;
+    s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = n;
+    mw_status rc;
+    const char *which = o->model_path ? o->model_path : "the built-in tutorial CNN";
+    if (o->model_path) {
+        rc = mw_keras_load_file(&s->model, o->model_path, h, w, c, n);
+    } else if (s->saved_model) {
+        which = "saved in the checkpoint";
+        rc = mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
+                           "the model saved in the checkpoint", h, w, c, n);
+    } else if (!with_data || (h == 28 && w == 28 && c == 1 && n == 10)) {
+        rc = mw_keras_build_tutorial(&s->model, 28, 28, 1, 10);
+    } else {
+        char *text = tutorial_for(h, w, c, n);
+        rc = text ? mw_keras_load(&s->model, text, strlen(text),
+                                  "built-in model (worker/models/tutorial_cnn.json)", h, w, c, n)
+                  : mw_err(MW_ENOMEM, "out of memory");
+        free(text);
+    }
+    MW_TRY(model_mismatch(s, rc, which));
     MW_TRY(mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN));
     if (s->model.source) /* the model description travels in every checkpoint */
         s->model_json = s->model.source;
@@ -129,8 +176,9 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     const int with_data = use != MW_USE_EXPORT;
     mw_sysmem mem; /* read before the data and the model are in memory */
     const int check = with_data && mw_memory_check_enabled() && mw_sysmem_query(&mem);
+    const mw_data_opts dopts = {.classes = o->classes, .cifar_fine = o->cifar_label == 0};
     if (with_data)
-        MW_TRY(mw_dataset_load_dir(&s->train, &s->test, o->data_dir, 10));
+        MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
     MW_TRY(build_model(s, with_data));
     if (use == MW_USE_EXPORT)
         return MW_OK;

@@ -1,0 +1,196 @@
+/* The .npz reader (worker/data_formats.h): a zip archive (np.savez: stored members;
+ * np.savez_compressed: deflated) holding exactly x_train.npy, y_train.npy, x_test.npy and
+ * y_test.npy, as Keras's mnist.npz does. libzip reads the archive structure and inflates; it
+ * checks each member's CRC when the member has been read to its end.
+ *
+ * Each member's .npy header is read first and checked against the member's size before
+ * anything large is allocated, and a member may not claim more bytes than its compressed size
+ * can inflate to (deflate's limit is about 1032:1), so a forged size cannot make us allocate
+ * more than the archive could hold. Members are copied onto the heap (a deflated one cannot
+ * be mapped): an .npz takes the memory of its arrays, a directory of .npy files does not. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+
+#include "common/log.h"
+#include "worker/data_formats.h"
+
+#define INFLATE_RATIO 1032u
+static const char *const members[4] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
+
+static mw_status zip_fail(const char *name, const char *what, zip_error_t *e)
+{
+    return mw_err(MW_EDATA, "%s: %s: %s", name, what, zip_error_strerror(e));
+}
+
+/* Read exactly nbytes of member f (named who) into buf. */
+static mw_status read_member(zip_file_t *f, const char *who, uint8_t *buf, uint64_t nbytes,
+                             uint64_t at)
+{
+    uint64_t got = 0;
+    while (got < nbytes) {
+        zip_int64_t r = zip_fread(f, buf + got, nbytes - got);
+        if (r < 0)
+            return mw_err(MW_EDATA, "%s: corrupt member data at byte %llu: %s", who,
+                          (unsigned long long)(at + got),
+                          zip_error_strerror(zip_file_get_error(f)));
+        if (r == 0)
+            return mw_err(MW_EDATA, "%s: truncated member: expected %llu bytes, read %llu", who,
+                          (unsigned long long)(at + nbytes), (unsigned long long)(at + got));
+        got += (uint64_t)r;
+    }
+    return MW_OK;
+}
+
+/* Member i of za into a: its header checked, its data on the heap, its CRC verified. */
+static mw_status load_member(zip_t *za, zip_int64_t i, const char *arch, mw_npy_array *a)
+{
+    zip_stat_t st;
+    snprintf(a->name, sizeof a->name, "%s: %s", arch, zip_get_name(za, (zip_uint64_t)i, 0));
+    if (zip_stat_index(za, (zip_uint64_t)i, 0, &st) != 0)
+        return zip_fail(a->name, "cannot read the member's entry", zip_get_error(za));
+    if (!(st.valid & ZIP_STAT_SIZE) || !(st.valid & ZIP_STAT_COMP_SIZE))
+        return mw_err(MW_EDATA, "%s: the zip entry has no size", a->name);
+    if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
+        return mw_err(MW_EDATA,
+                      "%s: zip compression method %d; expected 0 (stored, np.savez) or 8 "
+                      "(deflated, np.savez_compressed)",
+                      a->name, (int)st.comp_method);
+    if (st.size > (uint64_t)st.comp_size * INFLATE_RATIO + 64)
+        return mw_err(MW_EDATA,
+                      "%s: zip entry size %llu: more than %llu compressed bytes can hold "
+                      "(corrupt archive)",
+                      a->name, (unsigned long long)st.size, (unsigned long long)st.comp_size);
+    zip_file_t *f = zip_fopen_index(za, (zip_uint64_t)i, 0);
+    if (!f)
+        return zip_fail(a->name, "cannot open the member", zip_get_error(za));
+    mw_status rc = MW_OK;
+    uint8_t hdr[MW_NPY_MAX_HEADER / 256]; /* 4 KiB: np.save's headers are 64 to 128 bytes */
+    uint64_t hn = st.size < sizeof hdr ? st.size : sizeof hdr;
+    MW_TRY_GOTO(read_member(f, a->name, hdr, hn, 0), rc, done);
+    MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, (size_t)hn, st.size, a->name), rc, done);
+    uint64_t nbytes = a->h.count * (uint64_t)a->h.itemsize;
+    if (nbytes > MW_DATA_MAX_NBYTES) {
+        rc = mw_err(MW_EDATA, "%s: %llu data bytes, more than the limit %llu", a->name,
+                    (unsigned long long)nbytes, (unsigned long long)MW_DATA_MAX_NBYTES);
+        goto done;
+    }
+    a->heap = malloc(nbytes ? (size_t)nbytes : 1);
+    if (!a->heap) {
+        rc = mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes", a->name,
+                    (unsigned long long)nbytes);
+        goto done;
+    }
+    a->data = a->heap;
+    /* the header lies within hdr (the parser checked); the data bytes after it too */
+    size_t off = a->h.data_offset, have = (size_t)hn > off ? (size_t)hn - off : 0;
+    if (have > nbytes)
+        have = (size_t)nbytes;
+    memcpy(a->data, hdr + off, have);
+    MW_TRY_GOTO(read_member(f, a->name, a->data + have, nbytes - have, hn), rc, done);
+    uint8_t extra; /* reaching the end makes libzip check the CRC */
+    zip_int64_t r = zip_fread(f, &extra, 1);
+    if (r < 0)
+        rc = mw_err(MW_EDATA, "%s: corrupt member at its end: %s", a->name,
+                    zip_error_strerror(zip_file_get_error(f)));
+    else if (r > 0)
+        rc = mw_err(MW_EDATA, "%s: more data than the zip entry's size %llu", a->name,
+                    (unsigned long long)st.size);
+done:
+    zip_fclose(f);
+    return rc;
+}
+
+/* The archive's members by name: exactly the four, each once. */
+static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[4])
+{
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    for (int k = 0; k < 4; k++)
+        idx[k] = -1;
+    for (zip_int64_t i = 0; i < n; i++) {
+        const char *nm = zip_get_name(za, (zip_uint64_t)i, 0);
+        int k = 0;
+        while (k < 4 && (!nm || strcmp(nm, members[k]) != 0))
+            k++;
+        if (k == 4)
+            return mw_err(MW_EDATA,
+                          "%s: unexpected member '%s'; a Keras-style .npz holds exactly "
+                          "x_train, y_train, x_test and y_test",
+                          arch, nm ? nm : "?");
+        if (idx[k] >= 0)
+            return mw_err(MW_EDATA, "%s: member '%s' appears twice", arch, nm);
+        idx[k] = i;
+    }
+    for (int k = 0; k < 4; k++)
+        if (idx[k] < 0)
+            return mw_err(MW_EDATA,
+                          "%s: member '%s' is missing; a Keras-style .npz holds x_train, "
+                          "y_train, x_test and y_test (np.savez(path, x_train=..., ...))",
+                          arch, members[k]);
+    return MW_OK;
+}
+
+static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, const char *arch,
+                              int classes, int *max_label)
+{
+    zip_int64_t idx[4];
+    MW_TRY(find_members(za, arch, idx));
+    mw_npy_array a[4];
+    for (int k = 0; k < 4; k++)
+        mw_npy_array_init(&a[k]);
+    mw_status rc = MW_OK;
+    int m1 = -1, m2 = -1;
+    for (int k = 0; k < 4; k++)
+        MW_TRY_GOTO(load_member(za, idx[k], arch, &a[k]), rc, done);
+    MW_TRY_GOTO(mw_data_from_arrays(train, &a[0], &a[1], classes, &m1), rc, done);
+    MW_TRY_GOTO(mw_data_from_arrays(test, &a[2], &a[3], classes, &m2), rc, done);
+    *max_label = m1 > m2 ? m1 : m2;
+done:
+    for (int k = 0; k < 4; k++)
+        mw_npy_array_free(&a[k]);
+    return rc;
+}
+
+mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path, int classes,
+                           int *max_label)
+{
+    int err = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
+    if (!za) {
+        zip_error_t e;
+        zip_error_init_with_code(&e, err);
+        mw_status rc =
+            mw_err(err == ZIP_ER_OPEN || err == ZIP_ER_READ ? MW_EIO : MW_EDATA,
+                   "%s: not a readable zip archive (.npz): %s", path, zip_error_strerror(&e));
+        zip_error_fini(&e);
+        return rc;
+    }
+    mw_status rc = read_archive(za, train, test, path, classes, max_label);
+    zip_discard(za);
+    if (rc == MW_OK)
+        mw_log_debug("data: %u train and %u test images of %ux%ux%u from %s", train->count,
+                     test->count, train->rows, train->cols, train->channels, path);
+    return rc;
+}
+
+mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const void *bytes,
+                                  size_t nbytes, const char *name, int classes, int *max_label)
+{
+    zip_error_t e;
+    zip_error_init(&e);
+    zip_source_t *src = zip_source_buffer_create(bytes, nbytes, 0, &e);
+    zip_t *za = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e) : NULL;
+    if (!za) {
+        mw_status rc = mw_err(MW_EDATA, "%s: not a readable zip archive (.npz): %s", name,
+                              zip_error_strerror(&e));
+        if (src)
+            zip_source_free(src);
+        zip_error_fini(&e);
+        return rc;
+    }
+    zip_error_fini(&e);
+    mw_status rc = read_archive(za, train, test, name, classes, max_label);
+    zip_discard(za);
+    return rc;
+}
