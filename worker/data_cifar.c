@@ -40,12 +40,17 @@ mw_status mw_data_cifar_records(mw_dataset *d, uint32_t *next, const uint8_t *by
         return mw_err(MW_EINTERNAL, "%s: more records than allocated", name);
     const int own = cifar100 ? (fine ? 100 : 20) : 10;
     const int limit = classes > 0 ? classes : own;
-    const char *flag = classes > 0 ? "--classes"
-                       : cifar100  ? (fine ? "CIFAR-100 fine labels" : "CIFAR-100 coarse labels")
-                                   : "CIFAR-10";
+    char why[48];
+    if (classes > 0)
+        snprintf(why, sizeof why, "--classes %d", classes);
+    else
+        snprintf(why, sizeof why, "%s has %d classes",
+                 cifar100 ? (fine ? "CIFAR-100 (fine labels)" : "CIFAR-100 (coarse labels)")
+                          : "CIFAR-10",
+                 own);
     int top = 0;
     MW_TRY(mw_data_take_labels(d->labels + *next, bytes + (cifar100 && fine ? 1 : 0), rec, 'u', 1,
-                               n, limit, flag, name, &top));
+                               n, limit, why, name, &top));
     const size_t lab = cifar100 ? 2 : 1;
     for (uint32_t i = 0; i < n; i++)
         memcpy(d->images + ((size_t)*next + i) * IMAGE_NBYTES, bytes + i * rec + lab, IMAGE_NBYTES);

@@ -67,10 +67,10 @@ mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array
 
 /* Convert count raw labels (kind 'u'/'i', itemsize 1, 4 or 8, little-endian; src may be
  * unaligned) to out, checking each is in [0, classes) (classes 0: below MW_DATA_MAX_CLASSES).
- * stride: bytes from one label to the next. flag names what set classes in messages
- * ("--classes", "CIFAR-10"). *max_label: the largest. */
+ * stride: bytes from one label to the next. why says what set classes in messages
+ * ("--classes 5", "CIFAR-10 has 10 classes"). *max_label: the largest. */
 mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, char kind,
-                              int itemsize, uint32_t count, int classes, const char *flag,
+                              int itemsize, uint32_t count, int classes, const char *why,
                               const char *name, int *max_label);
 
 /* Readers: each fills train and test (initialised, empty) or fails leaving them for the caller

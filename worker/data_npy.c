@@ -278,7 +278,7 @@ static const char *shape_str(const mw_npy_header *h, char *buf, size_t cap)
 }
 
 mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, char kind,
-                              int itemsize, uint32_t count, int classes, const char *flag,
+                              int itemsize, uint32_t count, int classes, const char *why,
                               const char *name, int *max_label)
 {
     const int64_t limit = classes > 0 ? classes : MW_DATA_MAX_CLASSES;
@@ -298,8 +298,8 @@ mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, c
         }
         if (v < 0 || v >= limit) {
             if (classes > 0)
-                return mw_err(MW_EDATA, "%s: example %u has label %lld, expected 0..%d (%s %d)",
-                              name, i, (long long)v, classes - 1, flag, classes);
+                return mw_err(MW_EDATA, "%s: example %u has label %lld, expected 0..%d (%s)", name,
+                              i, (long long)v, classes - 1, why);
             return mw_err(MW_EDATA, "%s: example %u has label %lld, expected a class index 0..%d",
                           name, i, (long long)v, MW_DATA_MAX_CLASSES - 1);
         }
@@ -407,8 +407,10 @@ mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array
     d->labels = malloc((size_t)n * sizeof *d->labels);
     if (!d->labels)
         return mw_err(MW_ENOMEM, "%s: cannot allocate %u labels", y->name, n);
+    char why[32];
+    snprintf(why, sizeof why, "--classes %d", classes);
     MW_TRY(mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
-                               n, classes, "--classes", y->name, max_label));
+                               n, classes, why, y->name, max_label));
     d->count = n;
     d->rows = (uint32_t)h->shape[1];
     d->cols = (uint32_t)h->shape[2];

@@ -95,16 +95,17 @@ static char *tutorial_for(int h, int w, int c, int n)
     return text;
 }
 
-/* A model that does not fit the data: the loader's message, and the data it was built for. */
-static mw_status model_mismatch(const mw_session *s, mw_status rc, const char *model)
+/* A model that does not fit the data: the loader's message (it names the model's file and
+ * the mismatch), and which data the model was checked against. */
+static mw_status model_mismatch(const mw_session *s, mw_status rc)
 {
     if (rc != MW_EMODEL || !s->shape[0])
         return rc;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mw_err_msg());
     mw_err_clear();
-    return mw_err(rc, "%s; model %s, data %s: %dx%dx%d images, %d classes", msg, model,
-                  s->o->data_dir, s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
+    return mw_err(rc, "%s (the data: %s, %dx%dx%d images, %d classes)", msg, s->o->data_dir,
+                  s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
 }
 
 /* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
@@ -117,11 +118,9 @@ static mw_status build_model(mw_session *s, int with_data)
     const int n = with_data ? s->train.num_classes : 0;
     s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = n;
     mw_status rc;
-    const char *which = o->model_path ? o->model_path : "the built-in tutorial CNN";
     if (o->model_path) {
         rc = mw_keras_load_file(&s->model, o->model_path, h, w, c, n);
     } else if (s->saved_model) {
-        which = "saved in the checkpoint";
         rc = mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
                            "the model saved in the checkpoint", h, w, c, n);
     } else if (!with_data || (h == 28 && w == 28 && c == 1 && n == 10)) {
@@ -133,7 +132,7 @@ static mw_status build_model(mw_session *s, int with_data)
                   : mw_err(MW_ENOMEM, "out of memory");
         free(text);
     }
-    MW_TRY(model_mismatch(s, rc, which));
+    MW_TRY(model_mismatch(s, rc));
     MW_TRY(mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN));
     if (s->model.source) /* the model description travels in every checkpoint */
         s->model_json = s->model.source;

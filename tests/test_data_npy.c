@@ -1,0 +1,977 @@
+/* Tests for the .npy, .npz and CIFAR readers behind mw_dataset_open (worker/data_formats.h):
+ * good files of every accepted version, shape and type, batch assembly (uint8 scaling, float32
+ * as stored, CIFAR's channel-major records transposed), class counting, the memory mapping, and
+ * a table of bad inputs per format (how the file is built, the status and the message parts:
+ * the file, the field and what was expected). Archives are written with libzip, stored and
+ * deflated; CIFAR files byte by byte. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "common/status.h"
+#include "tests/util.h"
+#include "worker/data.h"
+#include "worker/data_formats.h"
+
+/* ---- .npy bytes ---- */
+
+/* A .npy file: magic, version (major, 0), header_len, the dict padded with spaces to a
+ * multiple of 64 and a '\n', then data. Returns malloc'ed bytes, *n their count. */
+static uint8_t *npy_make(int version, const char *dict, const void *data, size_t nbytes, size_t *n)
+{
+    size_t pre = version == 1 ? 10 : 12, dl = strlen(dict);
+    size_t hlen = ((pre + dl + 1 + 63) / 64) * 64 - pre;
+    uint8_t *b = malloc(pre + hlen + nbytes + 1);
+    assert_non_null(b);
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (uint8_t)version, b[7] = 0;
+    for (size_t i = 0; i < pre - 8; i++)
+        b[8 + i] = (uint8_t)(hlen >> (8 * i));
+    memset(b + pre, ' ', hlen);
+    memcpy(b + pre, dict, dl);
+    b[pre + hlen - 1] = '\n';
+    if (nbytes)
+        memcpy(b + pre + hlen, data, nbytes);
+    *n = pre + hlen + nbytes;
+    return b;
+}
+
+/* The good set: x_train (4, 3, 2) uint8, y_train (4,) int64, x_test (2, 3, 2) uint8,
+ * y_test (2,) uint8; labels 0..2, so 3 classes. */
+static const char *const names[4] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
+static const char *const good_dicts[4] = {
+    "{'descr': '|u1', 'fortran_order': False, 'shape': (4, 3, 2), }",
+    "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }",
+    "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 2), }",
+    "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }",
+};
+static uint8_t x_train[24], x_test[12], y_test[2] = {1, 0};
+static int64_t y_train[4] = {0, 2, 1, 2};
+static const void *good_data(int k, size_t *nbytes)
+{
+    static const size_t sizes[4] = {sizeof x_train, sizeof y_train, sizeof x_test, sizeof y_test};
+    for (size_t i = 0; i < sizeof x_train; i++)
+        x_train[i] = (uint8_t)(i * 37 + 5);
+    for (size_t i = 0; i < sizeof x_test; i++)
+        x_test[i] = (uint8_t)(i * 11 + 200);
+    *nbytes = sizes[k];
+    return k == 0   ? (const void *)x_train
+           : k == 1 ? (const void *)y_train
+           : k == 2 ? (const void *)x_test
+                    : y_test;
+}
+
+/* What a case changes in one of the four arrays. */
+typedef enum {
+    D_GOOD,    /* the good data */
+    D_SHORT,   /* one byte less */
+    D_LONG,    /* one byte more */
+    D_F32,     /* x_train as float32 values 0.5 (24 of them) */
+    D_F32_NAN, /* the same with a NaN at element 7 (example 1) */
+    D_F32_INF, /* with -inf at element 13 (example 2) */
+    D_NEG,     /* y_train int64 with a -1 at example 3 */
+    D_EMPTY,   /* no data bytes */
+    D_RAW,     /* the whole file is .raw */
+} data_kind;
+
+typedef struct {
+    const char *name;
+    int file;         /* 0..3: which array is changed */
+    int version;      /* 0: 1 */
+    const char *dict; /* NULL: the good one */
+    data_kind data;
+    const char *raw; /* D_RAW: these bytes (rawlen) */
+    size_t rawlen;
+    int classes; /* --classes */
+    mw_status want;
+    const char *msg[4]; /* up to 3, NULL-terminated */
+} npy_case;
+
+/* File k of a case (or of the good set when c is NULL or changes another file). */
+static uint8_t *case_file(const npy_case *c, int k, size_t *n)
+{
+    size_t nbytes;
+    const void *data = good_data(k, &nbytes);
+    if (!c || c->file != k)
+        return npy_make(1, good_dicts[k], data, nbytes, n);
+    if (c->data == D_RAW) {
+        uint8_t *b = malloc(c->rawlen + 1);
+        assert_non_null(b);
+        memcpy(b, c->raw, c->rawlen);
+        *n = c->rawlen;
+        return b;
+    }
+    float f[24];
+    int64_t neg[4] = {0, 1, 2, -1};
+    for (int i = 0; i < 24; i++)
+        f[i] = 0.5f;
+    if (c->data == D_F32_NAN)
+        f[7] = NAN;
+    if (c->data == D_F32_INF)
+        f[13] = -INFINITY;
+    if (c->data == D_F32 || c->data == D_F32_NAN || c->data == D_F32_INF)
+        data = f, nbytes = sizeof f;
+    if (c->data == D_NEG)
+        data = neg, nbytes = sizeof neg;
+    if (c->data == D_SHORT)
+        nbytes--;
+    if (c->data == D_EMPTY)
+        nbytes = 0;
+    uint8_t big[64] = {0};
+    if (c->data == D_LONG) {
+        memcpy(big, data, nbytes);
+        data = big, nbytes++;
+    }
+    return npy_make(c->version ? c->version : 1, c->dict ? c->dict : good_dicts[k], data, nbytes,
+                    n);
+}
+
+static void write_npy_dir(const char *dir, const npy_case *c)
+{
+    for (int k = 0; k < 4; k++) {
+        size_t n;
+        uint8_t *b = case_file(c, k, &n);
+        free(mw_test_write_file(dir, names[k], b, n));
+        free(b);
+    }
+}
+
+/* The four arrays as an .npz at dir/name: each member deflated when its bit in deflate is set;
+ * skip: a member left out (-1: none); extra: a fifth member's name (NULL: none). */
+static char *write_npz(const char *dir, const char *name, const npy_case *c, unsigned deflate,
+                       int skip, const char *extra)
+{
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    assert_non_null(path);
+    sprintf(path, "%s/%s", dir, name);
+    int err = 0;
+    zip_t *za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &err);
+    assert_non_null(za);
+    uint8_t *bufs[5] = {NULL, NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 5; k++) {
+        if (k == skip || (k == 4 && !extra))
+            continue;
+        size_t n;
+        bufs[k] = case_file(c, k < 4 ? k : 0, &n);
+        zip_source_t *src = zip_source_buffer(za, bufs[k], n, 0);
+        assert_non_null(src);
+        zip_int64_t i = zip_file_add(za, k < 4 ? names[k] : extra, src, ZIP_FL_OVERWRITE);
+        assert_true(i >= 0);
+        assert_int_equal(
+            zip_set_file_compression(za, (zip_uint64_t)i,
+                                     (deflate >> k) & 1 ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0),
+            0);
+    }
+    assert_int_equal(zip_close(za), 0);
+    for (int k = 0; k < 5; k++)
+        free(bufs[k]);
+    return path;
+}
+
+static const mw_data_opts no_opts = {0, 1};
+
+/* ---- good files ---- */
+
+static void check_good_set(const mw_dataset *tr, const mw_dataset *te)
+{
+    assert_int_equal(tr->count, 4);
+    assert_int_equal(te->count, 2);
+    assert_int_equal(tr->rows, 3);
+    assert_int_equal(tr->cols, 2);
+    assert_int_equal(tr->channels, 1);
+    assert_int_equal(tr->num_classes, 3); /* largest label 2, + 1 */
+    assert_int_equal(te->num_classes, 3);
+    int32_t want[4] = {0, 2, 1, 2};
+    assert_memory_equal(tr->labels, want, sizeof want);
+    float x[6];
+    int32_t y;
+    uint32_t id = 2;
+    mw_dataset_batch(tr, x, &y, &id, 1);
+    for (int j = 0; j < 6; j++)
+        assert_true(x[j] == (float)(uint8_t)((12 + j) * 37 + 5) / 255.0f);
+    assert_int_equal(y, 1);
+}
+
+static void test_npy_dir_good(void **state)
+{
+    const char *dir = *state;
+    write_npy_dir(dir, NULL);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    check_good_set(&tr, &te);
+    assert_non_null(tr.map); /* mapped, not copied */
+    assert_non_null(te.map);
+    mw_data_opts five = {5, 1};
+    expect_err(mw_dataset_open(&tr, &te, dir, &five), MW_OK, "");
+    assert_int_equal(tr.num_classes, 5);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    mw_dataset_free(&tr); /* twice is safe */
+}
+
+/* Versions 2 and 3, (N, H, W, C) float32 images used as stored, (N, 1) int32 labels. */
+static void test_npy_versions_shapes(void **state)
+{
+    const char *dir = *state;
+    for (int version = 1; version <= 3; version++) {
+        float xf[4 * 2 * 2 * 3];
+        int32_t yl[4] = {3, 0, 1, 0};
+        for (int i = 0; i < 48; i++)
+            xf[i] = (float)i * 0.25f - 3.0f;
+        size_t n;
+        uint8_t *b =
+            npy_make(version, "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2, 2, 3)}", xf,
+                     sizeof xf, &n);
+        free(mw_test_write_file(dir, "x_train.npy", b, n));
+        free(b);
+        b = npy_make(version, "{\"descr\": \"<i4\", \"fortran_order\": False, \"shape\": (4, 1)}",
+                     yl, sizeof yl, &n);
+        free(mw_test_write_file(dir, "y_train.npy", b, n));
+        free(b);
+        b = npy_make(version, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2, 3)}", xf,
+                     48, &n);
+        free(mw_test_write_file(dir, "x_test.npy", b, n));
+        free(b);
+        b = npy_make(version, "{'descr': '|u1', 'fortran_order': False, 'shape': (1,)}", yl, 1, &n);
+        free(mw_test_write_file(dir, "y_test.npy", b, n));
+        free(b);
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+        assert_int_equal(tr.channels, 3);
+        assert_int_equal(tr.type, MW_IMAGES_F32);
+        assert_int_equal(tr.num_classes, 4);
+        float x[24];
+        int32_t y[2];
+        uint32_t ids[2] = {3, 1};
+        mw_dataset_batch(&tr, x, y, ids, 2);
+        assert_memory_equal(x, xf + 36, 12 * sizeof(float));
+        assert_memory_equal(x + 12, xf + 12, 12 * sizeof(float));
+        assert_int_equal(y[0], 0);
+        assert_int_equal(y[1], 0);
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+    }
+}
+
+/* Stored, deflated and mixed members give the same set as the .npy directory. */
+static void test_npz_good(void **state)
+{
+    const char *dir = *state;
+    const unsigned modes[3] = {0x0, 0xf, 0x5};
+    for (int i = 0; i < 3; i++) {
+        char *path = write_npz(dir, "d.npz", NULL, modes[i], -1, NULL);
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        expect_err(mw_dataset_open(&tr, &te, path, &no_opts), MW_OK, "");
+        check_good_set(&tr, &te);
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+        free(path);
+    }
+}
+
+/* ---- CIFAR ---- */
+
+/* n records of CIFAR-10 (cifar100 0) or -100 into dir/name: image bytes (i * 3072 + j) * 7,
+ * label(s) lab(i) (CIFAR-100: coarse lab/5, fine lab). */
+static void write_cifar(const char *dir, const char *name, int n, int cifar100, int first,
+                        int bad_label)
+{
+    const size_t rec = cifar100 ? 3074 : 3073;
+    uint8_t *b = malloc(rec * (size_t)n + 1);
+    assert_non_null(b);
+    for (int i = 0; i < n; i++) {
+        uint8_t *r = b + rec * (size_t)i;
+        int lab = (first + i) % (cifar100 ? 100 : 10);
+        if (cifar100)
+            r[0] = (uint8_t)(lab / 5), r[1] = (uint8_t)lab;
+        else
+            r[0] = (uint8_t)lab;
+        if (bad_label && i == n - 1)
+            r[cifar100 ? 1 : 0] = (uint8_t)bad_label;
+        for (int j = 0; j < 3072; j++)
+            r[rec - 3072 + (size_t)j] = (uint8_t)(((first + i) * 3072 + j) * 7);
+    }
+    free(mw_test_write_file(dir, name, b, rec * (size_t)n));
+    free(b);
+}
+
+static void write_cifar10(const char *dir)
+{
+    char nm[32];
+    for (int k = 1; k <= 5; k++) {
+        snprintf(nm, sizeof nm, "data_batch_%d.bin", k);
+        write_cifar(dir, nm, 2, 0, 2 * (k - 1), 0);
+    }
+    write_cifar(dir, "test_batch.bin", 3, 0, 10, 0);
+}
+
+static void test_cifar10_good(void **state)
+{
+    const char *dir = *state;
+    write_cifar10(dir);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    assert_int_equal(tr.count, 10);
+    assert_int_equal(te.count, 3);
+    assert_int_equal(tr.num_classes, 10); /* CIFAR-10's own count, not the largest label + 1 */
+    assert_int_equal(tr.rows, 32);
+    assert_int_equal(tr.channels, 3);
+    float *x = malloc(3072 * sizeof *x);
+    assert_non_null(x);
+    int32_t y;
+    uint32_t id = 7;
+    mw_dataset_batch(&tr, x, &y, &id, 1);
+    assert_int_equal(y, 7);
+    /* (h, w, c) of the batch is byte c * 1024 + h * 32 + w of the record's image */
+    for (int h = 0; h < 32; h += 5)
+        for (int w = 0; w < 32; w += 3)
+            for (int c = 0; c < 3; c++)
+                assert_true(x[(h * 32 + w) * 3 + c] ==
+                            (float)(uint8_t)((7 * 3072 + c * 1024 + h * 32 + w) * 7) / 255.0f);
+    free(x);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+}
+
+static void test_cifar100_labels(void **state)
+{
+    const char *dir = *state;
+    write_cifar(dir, "train.bin", 4, 1, 97, 0);
+    write_cifar(dir, "test.bin", 2, 1, 3, 0);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    assert_int_equal(tr.num_classes, 100);
+    assert_int_equal(tr.labels[0], 97);
+    assert_int_equal(tr.labels[3], 0);
+    mw_data_opts coarse = {0, 0};
+    expect_err(mw_dataset_open(&tr, &te, dir, &coarse), MW_OK, "");
+    assert_int_equal(tr.num_classes, 20);
+    assert_int_equal(tr.labels[0], 19);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+}
+
+/* ---- bad inputs ---- */
+
+#define RAW(s) D_RAW, s, sizeof s - 1
+static const npy_case npy_cases[] = {
+    {"magic",
+     0,
+     0,
+     NULL,
+     RAW("\x93NUMPX\x01\x00\x10\x00{}              \n"),
+     0,
+     MW_EDATA,
+     {"x_train.npy", "npy magic", "\\x93NUMPY"}},
+    {"short_file",
+     1,
+     0,
+     NULL,
+     RAW("\x93NUM"),
+     0,
+     MW_EDATA,
+     {"y_train.npy", "npy magic", "shorter than 10 bytes"}},
+    {"version_4",
+     0,
+     4,
+     NULL,
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "npy version 4.0", "expected 1.0, 2.0 or 3.0"}},
+    {"version_minor",
+     0,
+     0,
+     NULL,
+     RAW("\x93NUMPY\x01\x01\x10\x00{}              \n"),
+     0,
+     MW_EDATA,
+     {"npy version 1.1"}},
+    {"header_len_past_end",
+     2,
+     0,
+     NULL,
+     RAW("\x93NUMPY\x01\x00\xff\x00{'descr': '|u1'"),
+     0,
+     MW_EDATA,
+     {"x_test.npy", "npy header_len 255", "only 25 bytes"}},
+    {"not_a_dict",
+     0,
+     0,
+     "[1, 2]",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "npy header", "expected a Python dict"}},
+    {"missing_shape",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "key 'shape' is missing"}},
+    {"extra_key",
+     3,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), 'x': 1}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_test.npy", "unexpected key 'x'", "'descr', 'fortran_order'"}},
+    {"duplicate_key",
+     3,
+     0,
+     "{'descr': '|u1', 'descr': '|u1', 'fortran_order': False}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_test.npy", "key 'descr' appears twice"}},
+    {"unterminated_dict",
+     3,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (2,)",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_test.npy", "expected ',' or '}' after 'shape'"}},
+    {"descr_big_endian",
+     1,
+     0,
+     "{'descr': '>i8', 'fortran_order': False, 'shape': (4,)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_train.npy", "field 'descr'", "big-endian"}},
+    {"descr_complex",
+     0,
+     0,
+     "{'descr': '<c8', 'fortran_order': False, 'shape': (4, 3, 2)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"field 'descr'", "integer or float type", "'<c8'"}},
+    {"descr_structured",
+     0,
+     0,
+     "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4, 3, 2)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"field 'descr'", "structured dtype is not supported"}},
+    {"fortran_true",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': True, 'shape': (4, 3, 2)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "field 'fortran_order'", "expected False"}},
+    {"fortran_other",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': 0, 'shape': (4, 3, 2)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"field 'fortran_order'", "expected False", "\"0"}},
+    {"shape_list",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': [4, 3, 2]}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"field 'shape'", "expected a tuple"}},
+    {"shape_negative",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (-4, 3, 2)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"field 'shape'", "non-negative integer sizes"}},
+    {"shape_many_dims",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 24)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"field 'shape'", "too many dimensions"}},
+    {"data_truncated",
+     0,
+     0,
+     NULL,
+     D_SHORT,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "need 24 data bytes", "truncated"}},
+    {"data_extra",
+     2,
+     0,
+     NULL,
+     D_LONG,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_test.npy", "has 13", "extra bytes at the end"}},
+    {"images_2d",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (4, 6)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "(4, 6) has 2 dimensions", "(N, H, W) or (N, H, W, C)"}},
+    {"images_int32",
+     0,
+     0,
+     "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3, 1)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "images of '<i4'", "uint8 ('|u1') or float32"}},
+    {"images_empty",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 3, 2)}",
+     D_EMPTY,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "holds 0 images", "1.."}},
+    {"images_no_channels",
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (4, 3, 2, 0)}",
+     D_EMPTY,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "1..4096 channels"}},
+    {"labels_2d",
+     1,
+     0,
+     "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_train.npy", "labels of shape (2, 2)", "expected (N,) or (N, 1)"}},
+    {"labels_float",
+     1,
+     0,
+     "{'descr': '<f8', 'fortran_order': False, 'shape': (4,)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_train.npy", "labels of '<f8'", "int32 ('<i4') or int64"}},
+    {"count_mismatch",
+     1,
+     0,
+     "{'descr': '<i4', 'fortran_order': False, 'shape': (8,)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy has 4 images but", "y_train.npy has 8 labels"}},
+    {"label_negative",
+     1,
+     0,
+     NULL,
+     D_NEG,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"y_train.npy", "example 3 has label -1", "expected a class index"}},
+    {"label_over_classes",
+     1,
+     0,
+     NULL,
+     D_GOOD,
+     NULL,
+     0,
+     2,
+     MW_EDATA,
+     {"y_train.npy", "example 1 has label 2", "expected 0..1 (--classes 2)"}},
+    {"image_nan",
+     0,
+     0,
+     "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3, 2)}",
+     D_F32_NAN,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "example 1 has NaN at element 1", "finite"}},
+    {"image_inf",
+     0,
+     0,
+     "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3, 2)}",
+     D_F32_INF,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy", "example 2 has an infinity at element 1"}},
+    {"test_shape_differs",
+     2,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2, 3)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"test images are 2x3x1", "train images are 3x2x1"}},
+};
+
+/* Each case as a .npy directory, then (same bytes) as members of an .npz, stored. */
+static void test_bad_npy(void **state)
+{
+    const char *dir = *state;
+    int failed = 0;
+    for (size_t i = 0; i < sizeof npy_cases / sizeof *npy_cases; i++) {
+        const npy_case *c = &npy_cases[i];
+        for (int npz = 0; npz < 2; npz++) {
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s%s", dir, c->name, npz ? "_npz" : "");
+            assert_int_equal(mkdir(sub, 0755), 0);
+            char *path = NULL;
+            if (npz)
+                path = write_npz(sub, "d.npz", c, 0, -1, NULL);
+            else
+                write_npy_dir(sub, c);
+            mw_dataset tr, te;
+            mw_dataset_init(&tr);
+            mw_dataset_init(&te);
+            mw_data_opts o = {c->classes, 1};
+            mw_err_clear();
+            mw_status rc = mw_dataset_open(&tr, &te, npz ? path : sub, &o);
+            char who[256];
+            snprintf(who, sizeof who, "case %s%s", c->name, npz ? " (npz)" : "");
+            if (!mw_test_err_matches(who, rc, c->want, c->msg))
+                failed++;
+            if (npz && rc != MW_OK && !strstr(mw_err_msg(), "d.npz: ")) {
+                fprintf(stderr, "%s: the message does not name the archive\n", who);
+                failed++;
+            }
+            if (tr.images || tr.labels || te.images || tr.count) {
+                fprintf(stderr, "%s: a failed open changed the sets\n", who);
+                failed++;
+            }
+            mw_err_clear();
+            free(path);
+        }
+    }
+    printf("%zu npy cases, each as a directory and as an .npz\n",
+           sizeof npy_cases / sizeof *npy_cases);
+    assert_int_equal(failed, 0);
+}
+
+/* Archive structure: what libzip and the member checks refuse. */
+typedef enum {
+    Z_MISSING,
+    Z_EXTRA,
+    Z_TRUNCATED,
+    Z_CORRUPT_STORED,
+    Z_CORRUPT_DEFLATED,
+    Z_GARBAGE,
+    Z_NOT_ZIP,
+    Z_SINGLE_NPY
+} zip_fault;
+typedef struct {
+    const char *name;
+    zip_fault fault;
+    mw_status want;
+    const char *msg[4]; /* up to 3, NULL-terminated */
+} npz_case;
+static const npz_case npz_cases[] = {
+    {"missing_member", Z_MISSING, MW_EDATA, {"d.npz", "member 'y_test.npy' is missing"}},
+    {"extra_member", Z_EXTRA, MW_EDATA, {"d.npz", "unexpected member 'z_extra.npy'"}},
+    {"truncated", Z_TRUNCATED, MW_EDATA, {"d.npz", "not a readable zip archive"}},
+    {"corrupt_stored", Z_CORRUPT_STORED, MW_EDATA, {"d.npz: x_train.npy", "CRC"}},
+    {"corrupt_deflated", Z_CORRUPT_DEFLATED, MW_EDATA, {"d.npz: x_train.npy", "corrupt member"}},
+    {"garbage_after_signature", Z_GARBAGE, MW_EDATA, {"d.npz", "not a readable zip archive"}},
+    {"not_zip", Z_NOT_ZIP, MW_EDATA, {"d.npz", "not a zip archive", "\"PK\""}},
+    {"single_npy", Z_SINGLE_NPY, MW_EDATA, {"d.npz", "a single .npy array", "x_train.npy"}},
+};
+
+/* Offset of the first occurrence of needle in the file's bytes, for corrupting a member. */
+static size_t find_bytes(const uint8_t *b, size_t n, const void *needle, size_t len)
+{
+    for (size_t i = 0; i + len <= n; i++)
+        if (!memcmp(b + i, needle, len))
+            return i;
+    fail_msg("pattern not found in the archive");
+    return 0;
+}
+
+static void make_npz_case(const char *sub, const npz_case *c, char **path)
+{
+    size_t n = 0;
+    uint8_t *b = NULL;
+    switch (c->fault) {
+    case Z_MISSING:
+        *path = write_npz(sub, "d.npz", NULL, 0, 3, NULL);
+        return;
+    case Z_EXTRA:
+        *path = write_npz(sub, "d.npz", NULL, 0, -1, "z_extra.npy");
+        return;
+    case Z_NOT_ZIP:
+        *path = mw_test_write_file(sub, "d.npz", "hello, world\n", 13);
+        return;
+    case Z_GARBAGE:
+        *path = mw_test_write_file(sub, "d.npz", "PK\x03\x04garbage garbage garbage", 27);
+        return;
+    case Z_SINGLE_NPY:
+        b = case_file(NULL, 0, &n);
+        *path = mw_test_write_file(sub, "d.npz", b, n);
+        free(b);
+        return;
+    default:
+        break;
+    }
+    *path = write_npz(sub, "d.npz", NULL, c->fault == Z_CORRUPT_DEFLATED ? 0xf : 0, -1, NULL);
+    b = (uint8_t *)mw_test_read_file(*path, &n);
+    assert_non_null(b);
+    if (c->fault == Z_TRUNCATED) {
+        n -= 30; /* into the end of central directory record */
+    } else if (c->fault == Z_CORRUPT_STORED) {
+        size_t at = find_bytes(b, n, x_train, sizeof x_train);
+        b[at + 5] ^= 0x40;
+    } else { /* deflated: the member's compressed bytes follow its local header and name */
+        size_t at = find_bytes(b, n, "x_train.npy", 11) + 11;
+        b[at + 4] ^= 0xff, b[at + 5] ^= 0xff, b[at + 6] ^= 0xff;
+    }
+    free(mw_test_write_file(sub, "d.npz", b, n));
+    free(b);
+}
+
+static void test_bad_npz(void **state)
+{
+    const char *dir = *state;
+    int failed = 0;
+    good_data(0, &(size_t){0}); /* x_train's bytes, which Z_CORRUPT_STORED looks for */
+    for (size_t i = 0; i < sizeof npz_cases / sizeof *npz_cases; i++) {
+        const npz_case *c = &npz_cases[i];
+        char sub[4096], *path = NULL;
+        snprintf(sub, sizeof sub, "%s/%s", dir, c->name);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        make_npz_case(sub, c, &path);
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        mw_err_clear();
+        mw_status rc = mw_dataset_open(&tr, &te, path, &no_opts);
+        char who[128];
+        snprintf(who, sizeof who, "case %s", c->name);
+        if (!mw_test_err_matches(who, rc, c->want, c->msg))
+            failed++;
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+        mw_err_clear();
+        free(path);
+    }
+    assert_int_equal(failed, 0);
+}
+
+typedef enum {
+    C_SIZE,
+    C_EMPTY,
+    C_MISSING,
+    C_LABEL10,
+    C_FINE100,
+    C_COARSE20,
+    C_100_SIZE,
+    C_CLASSES
+} cifar_fault;
+typedef struct {
+    const char *name;
+    cifar_fault fault;
+    mw_status want;
+    const char *msg[4]; /* up to 3, NULL-terminated */
+} cifar_case;
+static const cifar_case cifar_cases[] = {
+    {"record_size", C_SIZE, MW_EDATA, {"data_batch_2.bin", "file size 6147", "3073-byte records"}},
+    {"empty_file", C_EMPTY, MW_EDATA, {"test_batch.bin", "file size 0", "not a CIFAR-10 file"}},
+    {"missing_batch", C_MISSING, MW_EIO, {"data_batch_3.bin", "No such file"}},
+    {"label_over_10",
+     C_LABEL10,
+     MW_EDATA,
+     {"data_batch_4.bin", "example 1 has label 10", "expected 0..9 (CIFAR-10 has 10 classes)"}},
+    {"fine_over_100",
+     C_FINE100,
+     MW_EDATA,
+     {"train.bin", "label 100", "CIFAR-100 (fine labels) has 100 classes"}},
+    {"coarse_over_20",
+     C_COARSE20,
+     MW_EDATA,
+     {"test.bin", "label 20", "CIFAR-100 (coarse labels) has 20 classes"}},
+    {"cifar100_record_size", C_100_SIZE, MW_EDATA, {"train.bin", "3074-byte records"}},
+    {"over_classes_flag", C_CLASSES, MW_EDATA, {"data_batch_1.bin", "(--classes 1)"}},
+};
+
+static void test_bad_cifar(void **state)
+{
+    const char *dir = *state;
+    int failed = 0;
+    for (size_t i = 0; i < sizeof cifar_cases / sizeof *cifar_cases; i++) {
+        const cifar_case *c = &cifar_cases[i];
+        char sub[4096], p[4200];
+        snprintf(sub, sizeof sub, "%s/%s", dir, c->name);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        mw_data_opts o = {c->fault == C_CLASSES ? 1 : 0, c->fault != C_COARSE20};
+        if (c->fault == C_FINE100 || c->fault == C_COARSE20 || c->fault == C_100_SIZE) {
+            write_cifar(sub, "train.bin", 3, 1, 0, c->fault == C_FINE100 ? 100 : 0);
+            write_cifar(sub, "test.bin", 2, 1, 0, 0);
+            if (c->fault == C_COARSE20) { /* coarse byte of the last record */
+                write_cifar(sub, "test.bin", 2, 1, 0, 0);
+                snprintf(p, sizeof p, "%s/test.bin", sub);
+                size_t n;
+                uint8_t *b = (uint8_t *)mw_test_read_file(p, &n);
+                b[3074] = 20;
+                free(mw_test_write_file(sub, "test.bin", b, n));
+                free(b);
+            }
+            if (c->fault == C_100_SIZE)
+                write_cifar(sub, "train.bin", 2, 0, 0, 0);
+        } else {
+            write_cifar10(sub);
+            if (c->fault == C_SIZE)
+                free(mw_test_write_file(sub, "data_batch_2.bin", (uint8_t[6147]){0}, 6147));
+            if (c->fault == C_EMPTY)
+                free(mw_test_write_file(sub, "test_batch.bin", "", 0));
+            if (c->fault == C_MISSING) {
+                snprintf(p, sizeof p, "%s/data_batch_3.bin", sub);
+                assert_int_equal(unlink(p), 0);
+            }
+            if (c->fault == C_LABEL10)
+                write_cifar(sub, "data_batch_4.bin", 2, 0, 0, 10);
+        }
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        mw_err_clear();
+        mw_status rc = mw_dataset_open(&tr, &te, sub, &o);
+        char who[128];
+        snprintf(who, sizeof who, "case %s", c->name);
+        if (!mw_test_err_matches(who, rc, c->want, c->msg))
+            failed++;
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+        mw_err_clear();
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void test_detect(void **state)
+{
+    const char *dir = *state;
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/nowhere", dir);
+    expect_err(mw_dataset_open(&tr, &te, p, &no_opts), MW_EIO, "data ", "nowhere", "No such file");
+    mw_err_clear();
+    /* an empty directory is taken for IDX, whose reader names the files it looked for */
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EIO, "train-images-idx3-ubyte");
+    mw_err_clear();
+}
+
+/* The header parser on its own: the data offset of each version, and a header that ends
+ * before its declared length. */
+static void test_parse_header(void **state)
+{
+    (void)state;
+    for (int v = 1; v <= 3; v++) {
+        size_t n;
+        uint8_t *b = npy_make(v, good_dicts[0], x_train, 24, &n);
+        mw_npy_header h;
+        expect_err(mw_npy_parse_header(&h, b, n, n, "a.npy"), MW_OK, "");
+        assert_int_equal(h.data_offset, n - 24); /* padded to 64: np.save's alignment */
+        assert_int_equal(h.data_offset % 64, 0);
+        assert_int_equal(h.ndim, 3);
+        assert_int_equal(h.count, 24);
+        assert_int_equal(h.kind, 'u');
+        expect_err(mw_npy_parse_header(&h, b, 40, n, "a.npy"), MW_EDATA, "a.npy", "npy header_len",
+                   "only 40 bytes");
+        mw_err_clear();
+        free(b);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_header),
+        mw_test_in_tmpdir(test_npy_dir_good),
+        mw_test_in_tmpdir(test_npy_versions_shapes),
+        mw_test_in_tmpdir(test_npz_good),
+        mw_test_in_tmpdir(test_cifar10_good),
+        mw_test_in_tmpdir(test_cifar100_labels),
+        mw_test_in_tmpdir(test_bad_npy),
+        mw_test_in_tmpdir(test_bad_npz),
+        mw_test_in_tmpdir(test_bad_cifar),
+        mw_test_in_tmpdir(test_detect),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
