@@ -37,6 +37,28 @@ size_t mw_dataset_image_nbytes(const mw_dataset *d)
     return (size_t)d->rows * d->cols * d->channels * (d->type == MW_IMAGES_F32 ? 4u : 1u);
 }
 
+/* A mapped set: drop the pages around the n examples just read from this process's page
+ * tables (the page cache keeps them). A read fault maps a whole page-cache folio, up to 2 MiB,
+ * not only the example's page, so without this a rank's RSS would grow towards the file size
+ * as the epochs visit every example; the window dropped is the folio-sized one around each
+ * example. Safe while other threads read there: they fault the same bytes back in. */
+static void release_pages(const mw_dataset *d, const uint32_t *ids, int n, size_t nbytes)
+{
+    const uintptr_t W = UINT64_C(2) << 20, base = (uintptr_t)d->map;
+    const uintptr_t end = base + d->map_nbytes;
+    uintptr_t done_lo = 0, done_hi = 0;
+    for (int i = 0; i < n; i++) {
+        uintptr_t at = (uintptr_t)(d->images + (size_t)ids[i] * nbytes);
+        uintptr_t lo = at & ~(W - 1), hi = (at + nbytes + W - 1) & ~(W - 1);
+        lo = lo < base ? base : lo;
+        hi = hi > end ? end : hi;
+        if (lo >= done_lo && hi <= done_hi)
+            continue;
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        done_lo = lo, done_hi = hi;
+    }
+}
+
 void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n)
 {
     const size_t hw = (size_t)d->rows * d->cols, C = d->channels, count = hw * C;
@@ -57,6 +79,8 @@ void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t 
         if (y)
             y[i] = d->labels[ids[i]];
     }
+    if (d->map)
+        release_pages(d, ids, n, nbytes);
 }
 
 /* ---- --data PATH ---- */
