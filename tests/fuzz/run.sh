@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build the fuzz targets with clang and run a short, bounded libFuzzer session on each: the
-# TF_CONFIG parser, then the checkpoint reader, each for half of the time, then the Keras model
-# reader for FUZZ_KERAS_SECONDS (default 10).
+# data readers (.npy, .npz, CIFAR) for a quarter of the time, the TF_CONFIG parser, then the
+# checkpoint reader, each for half of the rest, then the Keras model reader for
+# FUZZ_KERAS_SECONDS (default 10).
 #
 #   tests/fuzz/run.sh [SECONDS]      (default 16 in all; FUZZ_RUNS caps the executions of each
 #                                     target, default 2000000)
@@ -24,7 +25,8 @@ if [ -z "$CLANG" ]; then
     done
 fi
 [ -n "$CLANG" ] || { echo "run.sh: clang not found (set CLANG=...)" >&2; exit 2; }
-HALF=$(( SECONDS_MAX > 1 ? SECONDS_MAX / 2 : 1 ))
+DATA_SECONDS=$(( SECONDS_MAX > 3 ? SECONDS_MAX / 4 : 1 ))
+HALF=$(( SECONDS_MAX - DATA_SECONDS > 1 ? (SECONDS_MAX - DATA_SECONDS) / 2 : 1 ))
 
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
@@ -46,6 +48,13 @@ python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$ROOT/worker/model.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" -ljansson -lm -o "$OUT/fuzz_keras"
+
+# The data readers: worker/data*.c with common/, libzip and zlib.
+mkdir -p "$OUT/corpus-data"
+# shellcheck disable=SC2086
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c \
+    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" -lzip -lz -lm \
+    -o "$OUT/fuzz_data"
 
 # Tokens that reach the validator's branches quickly.
 cat > "$OUT/tfconfig.dict" <<'DICT'
@@ -128,6 +137,29 @@ cat > "$OUT/keras.dict" <<'DICT'
 "[null, 784]"
 DICT
 
+# .npy header keys and values, zip signatures and CIFAR-sized counts.
+cat > "$OUT/data.dict" <<'DICT'
+"\x93NUMPY\x01\x00"
+"\x93NUMPY\x02\x00"
+"'descr'"
+"'fortran_order'"
+"'shape'"
+"'|u1'"
+"'<f4'"
+"'<i4'"
+"'<i8'"
+"False"
+"True"
+"(2, 3, 2, 1)"
+"PK\x03\x04"
+"PK\x01\x02"
+"PK\x05\x06"
+"x_train.npy"
+"y_train.npy"
+"x_test.npy"
+"y_test.npy"
+DICT
+
 # run NAME MAX_LEN MALLOC_LIMIT_MB [SECONDS]: fuzz one target for SECONDS (default HALF);
 # remember a failure.
 failed=0
@@ -145,6 +177,8 @@ run() {
         failed=1
     fi
 }
+# An archive may only allocate what its members can inflate to (about 1032:1).
+run data 8192 256 "$DATA_SECONDS"
 run tfconfig 4096 2048
 # A checkpoint may only allocate what its bytes can inflate to (1032:1): 64 MiB is plenty here.
 run checkpoint 8192 64
