@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/rng.h"
 #include "worker/data_formats.h"
+#include "worker/preprocess.h"
 
 void mw_dataset_init(mw_dataset *d)
 {
@@ -59,26 +60,59 @@ static void release_pages(const mw_dataset *d, const uint32_t *ids, int n, size_
     }
 }
 
-void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n)
+/* Example id as floats (H, W, C) into dst: uint8 values / 255 (raw: as they are), float32 as
+ * stored. */
+static void assemble(const mw_dataset *d, float *dst, uint32_t id, size_t nbytes, int raw)
 {
     const size_t hw = (size_t)d->rows * d->cols, C = d->channels, count = hw * C;
-    const size_t nbytes = mw_dataset_image_nbytes(d);
-    for (int i = 0; i < n; i++) {
-        assert(ids[i] < d->count);
-        const uint8_t *src = d->images + (size_t)ids[i] * nbytes;
-        float *dst = x + (size_t)i * count;
-        if (d->type == MW_IMAGES_F32) /* little-endian like the host (data.h); maybe unaligned */
-            memcpy(dst, src, count * sizeof *dst);
-        else if (!d->channel_major)
-            for (size_t j = 0; j < count; j++)
-                dst[j] = (float)src[j] / 255.0f;
-        else /* (C, H, W) -> (H, W, C) */
-            for (size_t c = 0; c < C; c++)
-                for (size_t j = 0; j < hw; j++)
-                    dst[j * C + c] = (float)src[c * hw + j] / 255.0f;
-        if (y)
-            y[i] = d->labels[ids[i]];
+    assert(id < d->count);
+    const uint8_t *src = d->images + (size_t)id * nbytes;
+    if (d->type == MW_IMAGES_F32) /* little-endian like the host (data.h); maybe unaligned */
+        memcpy(dst, src, count * sizeof *dst);
+    else if (!d->channel_major)
+        for (size_t j = 0; j < count; j++)
+            dst[j] = raw ? (float)src[j] : (float)src[j] / 255.0f;
+    else /* (C, H, W) -> (H, W, C) */
+        for (size_t c = 0; c < C; c++)
+            for (size_t j = 0; j < hw; j++)
+                dst[j * C + c] = raw ? (float)src[c * hw + j] : (float)src[c * hw + j] / 255.0f;
+}
+
+/* Through the input pipeline: each example assembled into scratch, then transformed into x. */
+static void batch_pipeline(const mw_dataset *d, float *x, const uint32_t *ids, int n, size_t nbytes)
+{
+    const mw_preprocess *p = d->pre;
+    const size_t in = mw_preprocess_in_count(p), out = mw_preprocess_out_count(p);
+    const int L = mw_preprocess_nlayers(p);
+    float *a = malloc(2 * in * sizeof *a);
+    mw_pre_draw *draws = malloc((size_t)L * sizeof *draws);
+    if (!a || !draws) { /* a few KiB: no way to go on, and no status to return */
+        mw_log_error("out of memory assembling a batch (%zu bytes)", 2 * in * sizeof *a);
+        abort();
     }
+    const int raw = mw_preprocess_takes_raw(p);
+    for (int i = 0; i < n; i++) {
+        assemble(d, a, ids[i], nbytes, raw);
+        if (d->augment)
+            mw_preprocess_draw(p, d->aug_seed, d->epoch, ids[i], draws);
+        mw_preprocess_apply(p, x + (size_t)i * out, a, a + in, d->augment, draws);
+    }
+    free(draws);
+    free(a);
+}
+
+void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n)
+{
+    const size_t count = (size_t)d->rows * d->cols * d->channels;
+    const size_t nbytes = mw_dataset_image_nbytes(d);
+    if (d->pre)
+        batch_pipeline(d, x, ids, n, nbytes);
+    else
+        for (int i = 0; i < n; i++)
+            assemble(d, x + (size_t)i * count, ids[i], nbytes, 0);
+    if (y)
+        for (int i = 0; i < n; i++)
+            y[i] = d->labels[ids[i]];
     if (d->map)
         release_pages(d, ids, n, nbytes);
 }

@@ -45,6 +45,12 @@ typedef struct {
     int num_classes;
     void *map; /* the mapping holding images, or NULL (owned) */
     size_t map_nbytes;
+    /* The model's input pipeline (worker/preprocess.h), applied as batches are assembled;
+     * set by the session after the model is built. */
+    const struct mw_preprocess *pre; /* borrowed, or NULL */
+    int augment;                     /* 1: its random layers act (the training set) */
+    uint64_t aug_seed;               /* their key is (aug_seed, epoch, example id) */
+    int epoch;                       /* the epoch being trained (worker/train.c sets it) */
 } mw_dataset;
 
 /* What --data reads besides the path. */
@@ -77,7 +83,10 @@ mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *d
 
 /* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
  * float32 as stored, channel-major records transposed), y (n) = labels (y may be NULL), for
- * the example ids given (each < d->count). Reads only those examples' bytes. */
+ * the example ids given (each < d->count). Reads only those examples' bytes. With an input
+ * pipeline (d->pre) each example then goes through it: x is (n, its output shape), uint8
+ * pixels stay 0..255 when it rescales or normalizes, and its random layers act when
+ * d->augment, keyed by (d->aug_seed, d->epoch, id). */
 void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n);
 
 /* Bytes of one stored image. */

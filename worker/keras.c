@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "common/strfmt.h"
+#include "worker/preprocess.h"
 
 #define QUOTE_MAX 48    /* longest piece of user text quoted in a message */
 #define NAME_MAX_LEN 55 /* layer names: room for "/softmax" in mw_layer.name */
@@ -1053,6 +1054,9 @@ static mw_status add_layer(builder *B, const lctx *L, const char *cls, const jso
         rc = add_relu_layer(B, L, cfg, name);
     else if (!strcmp(cls, "Softmax"))
         rc = add_softmax_layer(B, L, cfg, name, is_last);
+    else if (mw_preprocess_is_layer(cls)) /* the input pipeline (worker/preprocess.h) */
+        rc = mw_preprocess_add(&B->m->pre, &B->m->in_h, &B->m->in_w, &B->m->in_c, B->m->nlayers,
+                               B->m->flat_input, is_last, cls, cfg, name, B->origin);
     else
         rc = lfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                    quote(q, cls), layer_list);

@@ -25,6 +25,7 @@
 #include "worker/eval.h"
 #include "worker/keras.h"
 #include "worker/model.h"
+#include "worker/preprocess.h"
 #include "worker/train.h"
 
 #ifndef MW_VERSION
@@ -57,6 +58,10 @@ static mw_status run_summary(const char *model_path)
     mw_status rc = mw_model_finalize(&m, 1);
     if (rc == MW_OK)
         mw_model_summary(&m, stdout);
+    if (rc == MW_OK && m.pre) { /* the leading preprocessing layers (worker/preprocess.h) */
+        printf("Input pipeline (before the first layer, applied as batches are assembled):\n");
+        mw_preprocess_summary(m.pre, stdout);
+    }
     mw_model_free(&m);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "worker/preprocess.h"
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
 {
@@ -20,6 +21,7 @@ void mw_model_free(mw_model *m)
 {
     free(m->layers);
     free(m->source);
+    mw_preprocess_close(&m->pre);
     mw_arena_free(&m->params);
     memset(m, 0, sizeof *m);
 }

@@ -102,6 +102,7 @@ typedef struct {
     mw_arena params; /* allocated by finalize */
     size_t nparams;  /* real parameters (without padding) */
     int finalized;
+    struct mw_preprocess *pre; /* owned: the leading Keras preprocessing layers, or NULL */
 } mw_model;
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c);

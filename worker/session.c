@@ -181,6 +181,10 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     MW_TRY(build_model(s, with_data));
     if (use == MW_USE_EXPORT)
         return MW_OK;
+    /* the model's input pipeline: random layers act on the training set only */
+    s->train.pre = s->test.pre = s->model.pre;
+    s->train.augment = use == MW_USE_TRAIN;
+    s->train.aug_seed = s->seed;
     const int nthreads = threads_for(s);
     if (check)
         MW_TRY(check_memory(s, &mem, nthreads));

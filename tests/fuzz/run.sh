@@ -45,15 +45,15 @@ python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras.c" \
-    "$ROOT/worker/model.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" -ljansson -lm -o "$OUT/fuzz_keras"
 
 # The data readers: worker/data*.c with common/, libzip and zlib.
 mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" -lzip -lz -lm \
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/preprocess.c" \
+    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" -ljansson -lzip -lz -lm \
     -o "$OUT/fuzz_data"
 
 # Tokens that reach the validator's branches quickly.
