@@ -163,7 +163,7 @@ static mw_status get_stats(const ctx *X, const char *key, int c, double *out)
 static mw_status parse_normalization(const ctx *X, layer *l)
 {
     const json_t *axis = json_object_get(X->cfg, "axis");
-    if (json_is_array(axis) && json_array_size(axis) == 1)
+    if (json_is_array(axis) && json_array_size(axis) <= 1) /* Keras 3: (-1,), or () for None */
         axis = json_array_get(axis, 0);
     if (axis && !json_is_null(axis) &&
         !(json_is_integer(axis) &&
