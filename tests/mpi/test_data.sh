@@ -4,7 +4,9 @@
 #      bitwise identically to the IDX files, on 1 rank and on 2 ranks;
 #   2. a generated CIFAR-shaped set (32x32x3, 10 classes), written as .npz and as CIFAR-10
 #      binary batches from the same arrays, gives bitwise equal weights with a 32x32x3 Keras
-#      model; 2 ranks and 1 rank x 2 replicas agree with 1 rank within the layout test's 1e-4;
+#      model that starts with RandomFlip + RandomCrop (2 epochs: the augmentation changes with
+#      the epoch); 2 ranks and 1 rank x 2 replicas agree with 1 rank within the layout test's
+#      1e-4;
 #   3. a 100-class set (CIFAR-100 binary, fine labels) and a 2-class set (.npy directory,
 #      float32 images) train, and `eval` reads the same data;
 #   4. a model whose last layer does not match the classes, and one whose input does not match
@@ -99,12 +101,15 @@ for k, v in dict(x_train=xf[:n_train], y_train=(y[:n_train] % 2).astype(np.int32
                  x_test=xf[n_train:], y_test=(y[n_train:] % 2).astype(np.int32)).items():
     np.save(os.path.join(t, "two", k + ".npy"), v)
 EOF
-model=$src/tests/data/data/cifar_cnn_k3.json
-run c-npz-1x1 1 1 --steps-per-epoch 15 --data "$tmp/cifar.npz" --model "$model" &&
-    run c-bin-1x1 1 1 --steps-per-epoch 15 --data "$tmp/cifar10" --model "$model" &&
-    run c-npz-2x1 2 1 --steps-per-epoch 15 --data "$tmp/cifar.npz" --model "$model" &&
-    run c-npz-1x2rep 1 2 --steps-per-epoch 15 --data "$tmp/cifar.npz" --model "$model"
+model=$src/tests/data/data/cifar_cnn_k3.json aug=$src/tests/data/data/cifar_aug_k3.json
+two_epochs=(--epochs 2 --steps-per-epoch 8 --model "$aug")
+run c-npz-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
+    run c-bin-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar10" &&
+    run c-npz-2x1 2 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
+    run c-npz-1x2rep 1 2 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
+    run c-npz-1x1-again 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz"
 check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-bin-1x1.bin"' "CIFAR-shaped: .npz = CIFAR binary, bitwise"
+check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x1-again.bin"' "CIFAR-shaped: the same run twice, bitwise"
 check '"$cmp" "$tmp/c-npz-1x1.bin" "$tmp/c-npz-2x1.bin" 1e-4' "CIFAR-shaped: 2 ranks = 1 rank"
 check '"$cmp" "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x2rep.bin" 1e-4' \
     "CIFAR-shaped: 1 rank x 2 replicas = 1 rank"
