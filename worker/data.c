@@ -1,18 +1,15 @@
-/* The data set (see data.h): its life cycle, --data's recognition of a format, batch assembly
- * and the epoch order. The readers are in data_idx.c, data_npy.c, data_npz.c, data_cifar.c. */
+/* The data set (see data.h): its life cycle, batch assembly and the epoch order. --data's
+ * recognition of a format is in data_open.c, the readers in data_idx.c, data_npy.c,
+ * data_npz.c and data_cifar.c. */
 #include "worker/data.h"
 
 #include <assert.h>
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "common/log.h"
 #include "common/rng.h"
-#include "worker/data_formats.h"
 #include "worker/preprocess.h"
 
 void mw_dataset_init(mw_dataset *d)
@@ -115,110 +112,6 @@ void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t 
             y[i] = d->labels[ids[i]];
     if (d->map)
         release_pages(d, ids, n, nbytes);
-}
-
-/* ---- --data PATH ---- */
-
-typedef enum { F_NONE, F_NPZ, F_NPY_DIR, F_CIFAR10, F_CIFAR100, F_IDX } data_format;
-
-static int exists(const char *dir, const char *name)
-{
-    char p[4096];
-    struct stat st;
-    return mw_data_join(p, sizeof p, dir, name) == MW_OK && stat(p, &st) == 0;
-}
-
-/* Which reader path needs: a file by its first bytes, a directory by the files it holds. */
-static mw_status detect(const char *path, data_format *f)
-{
-    struct stat st;
-    const char *hint = strcmp(path, MW_DATA_DEFAULT_DIR) == 0
-                           ? " (install the Debian package dataset-fashion-mnist)"
-                           : "";
-    if (stat(path, &st) != 0)
-        return mw_err(MW_EIO, "data %s: %s%s", path, strerror(errno), hint);
-    *f = F_NONE;
-    if (S_ISREG(st.st_mode)) {
-        uint8_t magic[6] = {0};
-        FILE *fp = fopen(path, "rb");
-        if (!fp)
-            return mw_err(MW_EIO, "data %s: cannot open: %s", path, strerror(errno));
-        size_t got = fread(magic, 1, sizeof magic, fp);
-        fclose(fp);
-        if (got >= 4 && !memcmp(magic, "PK", 2))
-            *f = F_NPZ;
-        else if (got == 6 && !memcmp(magic, "\x93NUMPY", 6))
-            return mw_err(MW_EDATA,
-                          "data %s: a single .npy array; give the directory that holds "
-                          "x_train.npy, y_train.npy, x_test.npy and y_test.npy, or one .npz",
-                          path);
-        else
-            return mw_err(MW_EDATA,
-                          "data %s: not a zip archive (.npz): expected the signature \"PK\" at "
-                          "the start, or a directory",
-                          path);
-        return MW_OK;
-    }
-    if (!S_ISDIR(st.st_mode))
-        return mw_err(MW_EIO, "data %s: neither a file nor a directory", path);
-    if (exists(path, "x_train.npy"))
-        *f = F_NPY_DIR;
-    else if (exists(path, "data_batch_1.bin"))
-        *f = F_CIFAR10;
-    else if (exists(path, "train.bin"))
-        *f = F_CIFAR100;
-    else
-        *f = F_IDX; /* its reader names the IDX files it looked for */
-    return MW_OK;
-}
-
-mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
-                          const mw_data_opts *o)
-{
-    data_format f;
-    MW_TRY(detect(path, &f));
-    mw_dataset tr, te;
-    mw_dataset_init(&tr);
-    mw_dataset_init(&te);
-    mw_status rc = MW_OK;
-    int top = -1, own = 0;
-    switch (f) {
-    case F_NPZ:
-        MW_TRY_GOTO(mw_data_read_npz(&tr, &te, path, o->classes, &top), rc, fail);
-        break;
-    case F_NPY_DIR:
-        MW_TRY_GOTO(mw_data_read_npy_dir(&tr, &te, path, o->classes, &top), rc, fail);
-        break;
-    case F_CIFAR10:
-    case F_CIFAR100:
-        MW_TRY_GOTO(
-            mw_data_read_cifar(&tr, &te, path, f == F_CIFAR100, o->cifar_fine, o->classes, &own),
-            rc, fail);
-        break;
-    default:
-        MW_TRY_GOTO(mw_dataset_load_dir(&tr, &te, path, o->classes > 0 ? o->classes : 256), rc,
-                    fail);
-        for (uint32_t i = 0; i < tr.count; i++)
-            top = tr.labels[i] > top ? tr.labels[i] : top;
-        for (uint32_t i = 0; i < te.count; i++)
-            top = te.labels[i] > top ? te.labels[i] : top;
-        break;
-    }
-    if (te.rows != tr.rows || te.cols != tr.cols || te.channels != tr.channels) {
-        rc = mw_err(MW_EDATA, "data %s: test images are %ux%ux%u but train images are %ux%ux%u",
-                    path, te.rows, te.cols, te.channels, tr.rows, tr.cols, tr.channels);
-        goto fail;
-    }
-    tr.num_classes = te.num_classes = o->classes > 0 ? o->classes : own > 0 ? own : top + 1;
-    mw_dataset_free(train);
-    mw_dataset_free(test);
-    *train = tr;
-    *test = te;
-    return MW_OK;
-fail:
-    mw_dataset_free(&tr);
-    mw_dataset_free(&te);
-    return rc;
 }
 
 void mw_dataset_epoch_order(uint32_t *ids, uint32_t n, uint64_t seed, int epoch)
