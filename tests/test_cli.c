@@ -213,6 +213,9 @@ static const struct {
     {"train --checkpoint-dir=", "--checkpoint-dir: expected a directory, got an empty value"},
     {"train --tf-config=", "--tf-config: expected a file, got an empty value"},
     {"train --epoch 3", "did you mean '--epochs'?"},
+    {"train --classes 0", "--classes 0: expected a value from 1 to 65536"},
+    {"train --label medium", "--label 'medium': expected one of fine, coarse"},
+    {"train --data=", "--data: expected a file, got an empty value"},
 };
 
 /* Numbers are plain decimal: strtod alone took --learning-rate 0x10 as 16, and "inf", "nan". */
