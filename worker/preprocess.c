@@ -498,6 +498,67 @@ void mw_preprocess_apply(const mw_preprocess *p, float *out, float *a, float *b,
     }
 }
 
+/* What layer l computes, in words, for messages. */
+static void describe(const layer *l, char *buf, size_t len)
+{
+    switch (l->kind) {
+    case RESCALING:
+        snprintf(buf, len, "Rescaling(scale %g, offset %g)", l->scale, l->offset);
+        return;
+    case NORMALIZATION:
+        snprintf(buf, len, "Normalization(mean[0] %g, ...%s)", l->mean[0],
+                 l->invert ? ", invert" : "");
+        return;
+    case FLIP:
+        snprintf(buf, len, "RandomFlip(%s%s%s)", l->horizontal ? "horizontal" : "",
+                 l->horizontal && l->vertical ? "_and_" : "", l->vertical ? "vertical" : "");
+        return;
+    case CROP:
+        snprintf(buf, len, "RandomCrop %dx%d", l->oh, l->ow);
+        return;
+    default:
+        snprintf(buf, len, "RandomTranslation(%g..%g, %g..%g, %s, %s)", l->hlo, l->hhi, l->wlo,
+                 l->whi, fills[l->fill], l->nearest ? "nearest" : "bilinear");
+        return;
+    }
+}
+
+static int same_layer(const layer *a, const layer *b)
+{
+    if (a->kind != b->kind || a->h != b->h || a->w != b->w || a->c != b->c || a->oh != b->oh ||
+        a->ow != b->ow || a->scale != b->scale || a->offset != b->offset ||
+        a->invert != b->invert || a->horizontal != b->horizontal || a->vertical != b->vertical ||
+        a->hlo != b->hlo || a->hhi != b->hhi || a->wlo != b->wlo || a->whi != b->whi ||
+        a->fill != b->fill || a->fill_value != b->fill_value || a->nearest != b->nearest)
+        return 0;
+    if (a->kind == NORMALIZATION)
+        return !memcmp(a->mean, b->mean, (size_t)a->c * sizeof *a->mean) &&
+               !memcmp(a->denom, b->denom, (size_t)a->c * sizeof *a->denom);
+    return 1;
+}
+
+int mw_preprocess_diff(const mw_preprocess *a, const mw_preprocess *b, char *what, size_t len)
+{
+    const int na = a ? a->n : 0, nb = b ? b->n : 0;
+    for (int i = 0; i < na && i < nb; i++) {
+        if (same_layer(&a->l[i], &b->l[i]))
+            continue;
+        char da[160], db[160];
+        describe(&a->l[i], da, sizeof da);
+        describe(&b->l[i], db, sizeof db);
+        if (len)
+            snprintf(what, len, "input pipeline layer %d (%s): %s in the checkpoint, %s in --model",
+                     i, b->l[i].name, da, db);
+        return 1;
+    }
+    if (na == nb)
+        return 0;
+    if (len)
+        snprintf(what, len, "the checkpoint's model has %d preprocessing layer%s, --model %d", na,
+                 na == 1 ? "" : "s", nb);
+    return 1;
+}
+
 void mw_preprocess_summary(const mw_preprocess *p, FILE *f)
 {
     if (!p)

@@ -83,6 +83,12 @@ void mw_preprocess_draw(const mw_preprocess *p, uint64_t seed, int epoch, uint32
 void mw_preprocess_apply(const mw_preprocess *p, float *out, float *a, float *b, int training,
                          const mw_pre_draw *draws);
 
+/* 0 when a and b (either may be NULL: no pipeline) compute the same, else 1 with `what`
+ * (len bytes) naming the first difference for a user, a being the checkpoint's model and b
+ * --model's: "input pipeline layer 1 (random_crop): RandomCrop 24x24 in the checkpoint,
+ * 28x28 in --model". Names and seeds are not compared. */
+int mw_preprocess_diff(const mw_preprocess *a, const mw_preprocess *b, char *what, size_t len);
+
 /* Rows like the model summary's, one per layer: name (class), output shape, 0 params. */
 void mw_preprocess_summary(const mw_preprocess *p, FILE *f);
 

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "worker/keras.h"
 #include "worker/memory.h"
+#include "worker/preprocess.h"
 
 void mw_session_init(mw_session *s)
 {
@@ -263,7 +264,8 @@ static mw_status check_saved_model(mw_session *s, const mw_ckpt *c, long number)
         snprintf(what, sizeof what, "the saved model does not fit here: %s", mw_err_msg());
         mw_err_clear();
     } else {
-        differ = mw_model_diff(&saved, &s->model, what, sizeof what);
+        differ = mw_model_diff(&saved, &s->model, what, sizeof what) ||
+                 mw_preprocess_diff(saved.pre, s->model.pre, what, sizeof what);
     }
     mw_model_free(&saved);
     if (!differ)

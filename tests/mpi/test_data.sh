@@ -11,7 +11,8 @@
 #      float32 images) train, and `eval` reads the same data;
 #   4. a model whose last layer does not match the classes, and one whose input does not match
 #      the images, are refused on every rank before training (exit 2, one message naming both);
-#   5. bad data end with exit 3 and a message naming the file.
+#   5. a checkpoint's input pipeline is compared with --model's on --resume (exit 5);
+#   6. bad data end with exit 3 and a message naming the file.
 #   test_data.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
 mw=$1 cmp=$2
@@ -142,7 +143,17 @@ check '[[ $rc -eq 2 ]] && grep -q "(None, 32, 32, 3)" "$tmp/shape.out" &&
        grep -q "28x28x1 images" "$tmp/shape.out" && grep -q "cifar_cnn_k3.json" "$tmp/shape.out"' \
     "model input 32x32x3 vs data 28x28x1: exit 2 naming both (got $rc)"
 
-# --- 5. bad data: exit 3 on every rank, one message -------------------------------------------
+# a checkpoint's input pipeline is part of its model: --resume with another one is refused
+run aug-ck 1 1 --steps-per-epoch 2 --data "$tmp/cifar.npz" --model "$aug" \
+    --checkpoint-dir "$tmp/ck-aug" --checkpoint-every-epochs 1
+sed 's/"mode": "horizontal"/"mode": "vertical"/' "$aug" >"$tmp/aug-vertical.json"
+timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --data "$tmp/cifar.npz" --resume --epochs 2 \
+    --model "$tmp/aug-vertical.json" --checkpoint-dir "$tmp/ck-aug" >"$tmp/resume.out" 2>&1
+rc=$?
+check '[[ $rc -eq 5 ]] && grep -q "input pipeline layer 0 (random_flip): RandomFlip(horizontal) in the checkpoint, RandomFlip(vertical) in --model" "$tmp/resume.out"' \
+    "--resume with another input pipeline: exit 5 naming the layer (got $rc)"
+
+# --- 6. bad data: exit 3 on every rank, one message -------------------------------------------
 head -c 1000 "$tmp/cifar10/data_batch_3.bin" >"$tmp/cut.bin" && mv "$tmp/cut.bin" "$tmp/cifar10/data_batch_3.bin"
 timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --data "$tmp/cifar10" >"$tmp/bad.out" 2>&1
 rc=$?
