@@ -11,7 +11,8 @@
 #      float32 images) train, and `eval` reads the same data;
 #   4. a model whose last layer does not match the classes, and one whose input does not match
 #      the images, are refused on every rank before training (exit 2, one message naming both);
-#   5. a checkpoint's input pipeline is compared with --model's on --resume (exit 5);
+#   5. the evaluator task reports the chief's test accuracies on the same data and pipeline;
+#      a checkpoint's input pipeline is compared with --model's on --resume (exit 5);
 #   6. bad data end with exit 3 and a message naming the file.
 #   test_data.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
@@ -142,6 +143,17 @@ rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "(None, 32, 32, 3)" "$tmp/shape.out" &&
        grep -q "28x28x1 images" "$tmp/shape.out" && grep -q "cifar_cnn_k3.json" "$tmp/shape.out"' \
     "model input 32x32x3 vs data 28x28x1: exit 2 naming both (got $rc)"
+
+# the evaluator task evaluates the same data through the same pipeline as the chief
+ev='{"cluster":{"chief":["localhost:2222"],"worker":["localhost:2223"],"evaluator":["localhost:2224"]},"task":{"type":"chief","index":0}}'
+TF_CONFIG=$ev timeout 300 mpiexec -n 3 "$mw" train "${quick[@]}" --epochs 2 --steps-per-epoch 4 \
+    --data "$tmp/cifar.npz" --model "$aug" --batch-per-replica 16 --checkpoint-every-epochs 1 \
+    --checkpoint-dir "$tmp/ck-ev" >"$tmp/ev.out" 2>&1
+rc=$?
+chief=$(sed -n 's/^Epoch.*Test Accuracy: \([0-9.]*\),.*/\1/p' "$tmp/ev.out" | tr '\n' ' ')
+evaluator=$(sed -n 's/^Evaluator:.*Test Accuracy: \([0-9.]*\)$/\1/p' "$tmp/ev.out" | tr '\n' ' ')
+check '[[ $rc -eq 0 && -n $chief && $chief == "$evaluator" ]]' \
+    "evaluator task on CIFAR-shaped .npz with a pipeline: $evaluator = chief's $chief (exit $rc)"
 
 # a checkpoint's input pipeline is part of its model: --resume with another one is refused
 run aug-ck 1 1 --steps-per-epoch 2 --data "$tmp/cifar.npz" --model "$aug" \
