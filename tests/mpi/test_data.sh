@@ -8,7 +8,7 @@
 #      the epoch); 2 ranks and 1 rank x 2 replicas agree with 1 rank within the layout test's
 #      1e-4;
 #   3. a 100-class set (CIFAR-100 binary, fine labels) and a 2-class set (.npy directory,
-#      float32 images) train, and `eval` reads the same data;
+#      float32 images) train, `eval` reads the same data and `export` writes the model;
 #   4. a model whose last layer does not match the classes, and one whose input does not match
 #      the images, are refused on every rank before training (exit 2, one message naming both);
 #   5. the evaluator task reports the chief's test accuracies on the same data and pipeline;
@@ -128,6 +128,8 @@ check '[[ $rc -eq 0 ]] && grep -q "^Epoch 1, Loss: " "$tmp/two.out"' \
 timeout 120 mpiexec -n 2 "$mw" eval --data "$tmp/two" --checkpoint-dir "$tmp/ck-two" \
     --quiet >"$tmp/eval.out" 2>&1
 check '[[ $? -eq 0 ]] && grep -q "^Test Loss: " "$tmp/eval.out"' "eval on the 2-class set"
+"$mw" export --checkpoint-dir "$tmp/ck-two" --output "$tmp/two.safetensors" --quiet >"$tmp/export.out" 2>&1
+check '[[ $? -eq 0 && -s $tmp/two.safetensors ]]' "export of the 2-class model (the built-in CNN for 32x32x3)"
 
 # --- 4. models that do not fit the data -------------------------------------------------------
 timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --data "$tmp/cifar100" --model "$model" \
