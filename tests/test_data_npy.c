@@ -265,14 +265,17 @@ static void test_npy_versions_shapes(void **state)
 static void test_npz_good(void **state)
 {
     const char *dir = *state;
-    const unsigned modes[3] = {0x0, 0xf, 0x5};
-    for (int i = 0; i < 3; i++) {
+    const unsigned modes[4] = {0x0, 0xf, 0x5, 0xa}; /* bit k: member k deflated */
+    for (int i = 0; i < 4; i++) {
         char *path = write_npz(dir, "d.npz", NULL, modes[i], -1, NULL);
         mw_dataset tr, te;
         mw_dataset_init(&tr);
         mw_dataset_init(&te);
         expect_err(mw_dataset_open(&tr, &te, path, &no_opts), MW_OK, "");
         check_good_set(&tr, &te);
+        /* stored images are mapped from the archive, deflated ones copied */
+        assert_int_equal(tr.map != NULL, !(modes[i] & 1));
+        assert_int_equal(te.map != NULL, !(modes[i] & 4));
         mw_dataset_free(&tr);
         mw_dataset_free(&te);
         free(path);
@@ -959,6 +962,71 @@ static void test_parse_header(void **state)
     }
 }
 
+/* A stored member's data offset from hand-built archives: a plain central directory entry, one
+ * whose local header offset is in its zip64 extra field (0xffffffff in the entry), a zip64 end
+ * of central directory, and broken ones (0: the caller copies the member instead). */
+static size_t put(uint8_t *b, size_t at, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        b[at + (size_t)i] = (uint8_t)(v >> (8 * i));
+    return at + (size_t)n;
+}
+
+static size_t build_zip(uint8_t *b, int zip64_offset, int zip64_end, size_t local_extra)
+{
+    memset(b, 0, 512);
+    size_t at = 7; /* the member's local header does not start the file */
+    memcpy(b + at, "PK\x03\x04", 4);
+    put(b, at + 26, 5, 2);           /* name length */
+    put(b, at + 28, local_extra, 2); /* extra length */
+    memcpy(b + at + 30, "a.npy", 5);
+    size_t data = at + 30 + 5 + local_extra, cd = data + 16;
+    memcpy(b + cd, "PK\x01\x02", 4);
+    put(b, cd + 20, 16, 4), put(b, cd + 24, 16, 4); /* sizes */
+    put(b, cd + 28, 5, 2);
+    put(b, cd + 30, zip64_offset ? 12 : 0, 2);
+    put(b, cd + 42, zip64_offset ? 0xffffffffu : at, 4);
+    memcpy(b + cd + 46, "a.npy", 5);
+    size_t end = cd + 46 + 5;
+    if (zip64_offset) { /* extra 0x0001: only the saturated field, the offset */
+        put(b, end, 1, 2), put(b, end + 2, 8, 2), put(b, end + 4, at, 8);
+        end += 12;
+    }
+    size_t cd_len = end - cd;
+    if (zip64_end) {
+        size_t z = end;
+        memcpy(b + z, "PK\x06\x06", 4);
+        put(b, z + 32, 1, 8), put(b, z + 40, cd_len, 8), put(b, z + 48, cd, 8);
+        memcpy(b + z + 56, "PK\x06\x07", 4);
+        put(b, z + 56 + 8, z, 8);
+        end = z + 56 + 20;
+    }
+    memcpy(b + end, "PK\x05\x06", 4);
+    put(b, end + 10, zip64_end ? 0xffff : 1, 2);
+    put(b, end + 16, zip64_end ? 0xffffffffu : cd, 4);
+    return end + 22;
+}
+
+static void test_zip_data_offset(void **state)
+{
+    (void)state;
+    uint8_t b[512];
+    for (int z64o = 0; z64o < 2; z64o++)
+        for (int z64e = 0; z64e < 2; z64e++) {
+            size_t n = build_zip(b, z64o, z64e, 20);
+            assert_int_equal(mw_data_zip_data_offset(b, n, "a.npy"), 7 + 30 + 5 + 20);
+            assert_int_equal(mw_data_zip_data_offset(b, n, "b.npy"), 0);     /* not there */
+            assert_int_equal(mw_data_zip_data_offset(b, n - 1, "a.npy"), 0); /* no end record */
+        }
+    size_t n = build_zip(b, 0, 0, 0);
+    assert_int_equal(mw_data_zip_data_offset(b, n, "a.npy"), 42);
+    b[7] = 'X'; /* the local header's signature */
+    assert_int_equal(mw_data_zip_data_offset(b, n, "a.npy"), 0);
+    n = build_zip(b, 1, 0, 0);
+    put(b, 42 + 16 + 46 + 5 + 2, 4, 2); /* the zip64 extra field too short for the offset */
+    assert_int_equal(mw_data_zip_data_offset(b, n, "a.npy"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -972,6 +1040,7 @@ int main(void)
         mw_test_in_tmpdir(test_bad_npz),
         mw_test_in_tmpdir(test_bad_cifar),
         mw_test_in_tmpdir(test_detect),
+        cmocka_unit_test(test_zip_data_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

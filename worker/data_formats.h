@@ -83,6 +83,12 @@ mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path
  * target's way in). */
 mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const void *bytes,
                                   size_t nbytes, const char *name, int classes, int *max_label);
+/* Where the data of member `name` of the zip archive file[0..nbytes) begin: the central
+ * directory (zip64 or not) gives the member's local header, whose name and extra field
+ * lengths give the data's offset. 0 when any of it is missing or out of bounds. Used for a
+ * stored member, whose data are its bytes, after libzip has checked the archive. */
+uint64_t mw_data_zip_data_offset(const uint8_t *file, size_t nbytes, const char *name);
+
 /* CIFAR-10 (fine unused) or CIFAR-100 (fine: the fine labels, else the coarse); *nclasses:
  * the format's own class count (10, 100 or 20). */
 mw_status mw_data_read_cifar(mw_dataset *train, mw_dataset *test, const char *dir, int cifar100,

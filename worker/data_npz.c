@@ -3,20 +3,34 @@
  * y_test.npy, as Keras's mnist.npz does. libzip reads the archive structure and inflates; it
  * checks each member's CRC when the member has been read to its end.
  *
+ * A stored member of images (np.savez) is memory-mapped from the archive like a .npy file,
+ * its CRC-32 checked over the mapping; a deflated one is inflated onto the heap.
+ *
  * Each member's .npy header is read first and checked against the member's size before
  * anything large is allocated, and a member may not claim more bytes than its compressed size
  * can inflate to (deflate's limit is about 1032:1), so a forged size cannot make us allocate
- * more than the archive could hold. Members are copied onto the heap (a deflated one cannot
- * be mapped): an .npz takes the memory of its arrays, a directory of .npy files does not. */
+ * more than the archive could hold. Labels and deflated members are copied onto the heap. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
+#include <zlib.h>
 
 #include "common/log.h"
 #include "worker/data_formats.h"
 
 #define INFLATE_RATIO 1032u
+#define CRC_WINDOW (64u << 20) /* bytes of a mapped member summed before they are dropped */
+
+/* The archive's file, for mapping stored members: fd -1 when it is in memory. */
+typedef struct {
+    int fd;
+    size_t nbytes;
+} file_ref;
 static const char *const members[4] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
 
 static mw_status zip_fail(const char *name, const char *what, zip_error_t *e)
@@ -43,8 +57,46 @@ static mw_status read_member(zip_file_t *f, const char *who, uint8_t *buf, uint6
     return MW_OK;
 }
 
-/* Member i of za into a: its header checked, its data on the heap, its CRC verified. */
-static mw_status load_member(zip_t *za, zip_int64_t i, const char *arch, mw_npy_array *a)
+/* A stored member's data mapped from the archive file (fd, nbytes) instead of copied: its
+ * offset from the zip structures (mw_data_zip_data_offset), confirmed by the header bytes
+ * libzip read (hdr[0..hn)), its CRC-32 computed window by window, each window dropped from
+ * this process's pages once summed. 1 when a maps the member, 0 to copy it instead. */
+static int map_member(mw_npy_array *a, int fd, size_t nbytes, const char *member,
+                      const zip_stat_t *st, const uint8_t *hdr, size_t hn, mw_status *rc)
+{
+    uint8_t *p = mmap(NULL, nbytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    uint64_t off = mw_data_zip_data_offset(p, nbytes, member);
+    if (!off || off + st->size > nbytes || off + hn > nbytes || memcmp(p + off, hdr, hn) != 0) {
+        munmap(p, nbytes);
+        return 0;
+    }
+    madvise(p, nbytes, MADV_RANDOM);
+    a->map = p, a->map_nbytes = nbytes;
+    a->data = p + off + a->h.data_offset;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (uint64_t at = 0; at < st->size; at += CRC_WINDOW) {
+        const uint64_t len = st->size - at < CRC_WINDOW ? st->size - at : CRC_WINDOW;
+        crc = crc32(crc, p + off + at, (uInt)len);
+        uintptr_t lo = ((uintptr_t)(p + off + at) + pg - 1) & ~(pg - 1);
+        uintptr_t hi = (uintptr_t)(p + off + at + len) & ~(pg - 1);
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+    if ((st->valid & ZIP_STAT_CRC) && crc != st->crc)
+        *rc = mw_err(MW_EDATA,
+                     "%s: CRC error: the member's data sum to CRC-32 0x%08lx, its zip entry says "
+                     "0x%08x (corrupt archive)",
+                     a->name, (unsigned long)crc, (unsigned)st->crc);
+    return 1;
+}
+
+/* Member i of za into a: its header checked, its data on the heap, its CRC verified; with the
+ * archive's file (fd >= 0) a stored member of images is mapped instead (map_member). */
+static mw_status load_member(zip_t *za, zip_int64_t i, const char *arch, mw_npy_array *a,
+                             const file_ref *fr, int images)
 {
     zip_stat_t st;
     snprintf(a->name, sizeof a->name, "%s: %s", arch, zip_get_name(za, (zip_uint64_t)i, 0));
@@ -70,6 +122,10 @@ static mw_status load_member(zip_t *za, zip_int64_t i, const char *arch, mw_npy_
     uint64_t hn = st.size < sizeof hdr ? st.size : sizeof hdr;
     MW_TRY_GOTO(read_member(f, a->name, hdr, hn, 0), rc, done);
     MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, (size_t)hn, st.size, a->name), rc, done);
+    if (fr->fd >= 0 && images && st.comp_method == ZIP_CM_STORE &&
+        map_member(a, fr->fd, fr->nbytes, zip_get_name(za, (zip_uint64_t)i, 0), &st, hdr,
+                   (size_t)hn, &rc))
+        goto done;
     uint64_t nbytes = a->h.count * (uint64_t)a->h.itemsize;
     if (nbytes > MW_DATA_MAX_NBYTES) {
         rc = mw_err(MW_EDATA, "%s: %llu data bytes, more than the limit %llu", a->name,
@@ -132,7 +188,7 @@ static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[4])
 }
 
 static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, const char *arch,
-                              int classes, int *max_label)
+                              const file_ref *fr, int classes, int *max_label)
 {
     zip_int64_t idx[4];
     MW_TRY(find_members(za, arch, idx));
@@ -142,7 +198,7 @@ static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, co
     mw_status rc = MW_OK;
     int m1 = -1, m2 = -1;
     for (int k = 0; k < 4; k++)
-        MW_TRY_GOTO(load_member(za, idx[k], arch, &a[k]), rc, done);
+        MW_TRY_GOTO(load_member(za, idx[k], arch, &a[k], fr, k % 2 == 0), rc, done);
     MW_TRY_GOTO(mw_data_from_arrays(train, &a[0], &a[1], classes, &m1), rc, done);
     MW_TRY_GOTO(mw_data_from_arrays(test, &a[2], &a[3], classes, &m2), rc, done);
     *max_label = m1 > m2 ? m1 : m2;
@@ -166,8 +222,16 @@ mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path
         zip_error_fini(&e);
         return rc;
     }
-    mw_status rc = read_archive(za, train, test, path, classes, max_label);
+    file_ref fr = {open(path, O_RDONLY | O_CLOEXEC), 0};
+    struct stat sb;
+    if (fr.fd >= 0 && fstat(fr.fd, &sb) == 0)
+        fr.nbytes = (size_t)sb.st_size;
+    else if (fr.fd >= 0)
+        close(fr.fd), fr.fd = -1;
+    mw_status rc = read_archive(za, train, test, path, &fr, classes, max_label);
     zip_discard(za);
+    if (fr.fd >= 0)
+        close(fr.fd);
     if (rc == MW_OK)
         mw_log_debug("data: %u train and %u test images of %ux%ux%u from %s", train->count,
                      test->count, train->rows, train->cols, train->channels, path);
@@ -190,7 +254,8 @@ mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const voi
         return rc;
     }
     zip_error_fini(&e);
-    mw_status rc = read_archive(za, train, test, name, classes, max_label);
+    const file_ref none = {-1, 0};
+    mw_status rc = read_archive(za, train, test, name, &none, classes, max_label);
     zip_discard(za);
     return rc;
 }

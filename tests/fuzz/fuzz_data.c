@@ -64,6 +64,9 @@ static void fuzz_npz(const uint8_t *buf, size_t n)
     mw_dataset tr, te;
     mw_dataset_init(&tr);
     mw_dataset_init(&te);
+    static const char *const names[4] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
+    for (int k = 0; k < 4; k++) /* a stored member's offset stays within the archive */
+        check(mw_data_zip_data_offset(buf, n, names[k]) <= n, "a member's data offset in bounds");
     int top = -1;
     mw_status rc = mw_data_read_npz_buffer(&tr, &te, buf, n, "fuzz.npz", 0, &top);
     if (rc != MW_OK) {
