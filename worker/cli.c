@@ -66,6 +66,7 @@ static const char *const backends[] = {"cpu", "ref", NULL};
 static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL};   /* mw_progress */
 static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
+static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
 
 /* In --help order. */
 static const flag flags[] = {
@@ -136,7 +137,7 @@ static const flag flags[] = {
     {"test-examples", "N", C_TRAIN | C_EVAL, K_INT, TR(test_examples, int), .lo = 1, .hi = INT_MAX,
      .help = "evaluate on the first N test examples only (default: all)"},
     {"output", "FILE", C_EXPORT, K_OUTPUT, TR(export_path, const char *), .required = C_EXPORT,
-     .help = "where to write the safetensors file (required)"},
+     .help = "where to write the exported file (required)"},
     {"json", NULL, C_CLUSTER, K_SWITCH, AT(json, int), .on = 1,
      .help = "one JSON object instead of the table"},
     {"hostfile", "FILE", C_TFCONF, K_PATH, AT(hostfile, const char *), .required = C_TFCONF,
@@ -146,12 +147,17 @@ static const flag flags[] = {
     {"port", "P", C_TFCONF, K_INT, AT(port, int), .lo = 1, .hi = 65535,
      .help = "first port of each host's tasks (default 2222)"},
     {"model", "FILE", C_TRAIN | C_SUMMARY, K_PATH, TR(model_path, const char *),
-     .help = "Keras Sequential model JSON (model.to_json()); default: "
+     .help = "Keras Sequential model JSON (model.to_json()), or a .keras archive (its "
+             "architecture and initial weights); default: "
              "the tutorial CNN, or with --resume the model saved in the checkpoint"},
     {"device", "auto|cpu|gpu", C_TRAIN | C_EVAL | C_CLUSTER, K_NAME, TR(device, const char *),
      .choices = devices,
      .help = "where to train: auto uses the CPU when no CUDA device is found and says "
              "so; gpu without a device is an error (default auto)"},
+    {"format", "safetensors|keras|weights-h5", C_EXPORT, K_NAME, TR(export_format, const char *),
+     .choices = export_formats,
+     .help = "export as safetensors, a .keras archive (keras.models.load_model) or a "
+             ".weights.h5 (model.load_weights) (default safetensors)"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,
@@ -175,8 +181,8 @@ static const struct {
      "sharded over the ranks. In one process it prints, as the tutorial does:\n"
      "  Accuracy after restoring the saved model without strategy: X"},
     {"export", MW_CMD_EXPORT, C_EXPORT, "mwtrain export --output FILE [flags]",
-     "Write the latest checkpoint's weights as safetensors (Keras names and layouts,\n"
-     "see docs/formats.md)."},
+     "Write the latest checkpoint's weights as safetensors (Keras names and layouts),\n"
+     "a .keras archive or a .weights.h5 (--format; see docs/formats.md)."},
     {"cluster", MW_CMD_CLUSTER, C_CLUSTER, "[mpirun -n N] mwtrain cluster [flags]",
      "Resolve the cluster exactly as `train` would (TF_CONFIG or the MPI world) and\n"
      "print one row per rank: rank, task, host, node, local rank, role, and the device\n"
@@ -191,25 +197,26 @@ enum { NCOMMANDS = sizeof commands / sizeof *commands };
 
 void mw_cli_usage(FILE *f)
 {
-    fprintf(f, "usage: mwtrain <command> [flags]\n"
-               "\n"
-               "Synchronous data-parallel training (TensorFlow's MultiWorkerMirroredStrategy,\n"
-               "natively in C). Run it alone, or under mpirun for several ranks.\n"
-               "\n"
-               "commands:\n"
-               "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
-               "  eval       evaluate the latest checkpoint on the test set\n"
-               "  export     write the latest checkpoint's weights as safetensors\n"
-               "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
-               "  summary    print the model's layers, output shapes and parameter counts\n"
-               "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
-               "  help       show this help, or `mwtrain help <command>`\n"
-               "  version    print the version and the compiled-in backends\n"
-               "\n"
-               "`mwtrain <command> --help` lists the flags of a command.\n"
-               "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
-               "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
-               ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
+    fprintf(
+        f, "usage: mwtrain <command> [flags]\n"
+           "\n"
+           "Synchronous data-parallel training (TensorFlow's MultiWorkerMirroredStrategy,\n"
+           "natively in C). Run it alone, or under mpirun for several ranks.\n"
+           "\n"
+           "commands:\n"
+           "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
+           "  eval       evaluate the latest checkpoint on the test set\n"
+           "  export     write the latest checkpoint's weights (safetensors, .keras, .weights.h5)\n"
+           "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
+           "  summary    print the model's layers, output shapes and parameter counts\n"
+           "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
+           "  help       show this help, or `mwtrain help <command>`\n"
+           "  version    print the version and the compiled-in backends\n"
+           "\n"
+           "`mwtrain <command> --help` lists the flags of a command.\n"
+           "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
+           "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
+           ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
 }
 
 /* Help text starts in this column (0-based) and lines end by this one. */

@@ -50,7 +50,8 @@ mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo)
     if (rc == MW_OK) {
         mw_status mine = MW_OK;
         if (s.rank == 0) {
-            mine = mw_export_safetensors(&s.model, s.model.params.data, o->export_path);
+            mine = mw_export_file(&s.model, s.model.params.data, o->export_format,
+                                  mw_opts_optimizer_name(o), o->learning_rate, o->export_path);
             if (mine == MW_OK)
                 printf("Exported %zu parameters (epoch %d, step %ld) to %s\n", s.model.nparams,
                        s.start_epoch, s.global_step, o->export_path);

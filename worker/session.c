@@ -8,6 +8,7 @@
 #include "cluster/comm.h"
 #include "common/log.h"
 #include "worker/keras.h"
+#include "worker/keras_archive.h"
 #include "worker/memory.h"
 
 void mw_session_init(mw_session *s)
@@ -80,17 +81,24 @@ static mw_status build_model(mw_session *s, int with_data)
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
     const int c = with_data ? 1 : 0;
     s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = 10;
+    mw_keras_weights kw; /* a .keras archive's initial weights */
+    mw_keras_weights_init(&kw);
     if (o->model_path)
-        MW_TRY(mw_keras_load_file(&s->model, o->model_path, h, w, c, 10));
+        MW_TRY(mw_keras_model_load(&s->model, o->model_path, h, w, c, 10, &kw));
     else if (s->saved_model)
         MW_TRY(mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
                              "the model saved in the checkpoint", h, w, c, 10));
     else
         MW_TRY(mw_keras_build_tutorial(&s->model, with_data ? h : 28, with_data ? w : 28, 1, 10));
-    MW_TRY(mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN));
+    mw_status rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
+        mw_model_init_params(&s->model, s->o->seed);
+    if (rc == MW_OK)
+        rc = mw_keras_weights_apply(&kw, &s->model, s->model.params.data);
+    mw_keras_weights_free(&kw);
+    MW_TRY(rc);
     if (s->model.source) /* the model description travels in every checkpoint */
         s->model_json = s->model.source;
-    mw_model_init_params(&s->model, s->o->seed);
     mw_arena *as[2] = {&s->m1, &s->m2};
     for (int i = 0; i < 2; i++) {
         mw_arena_reserve(as[i], s->model.params.count);
