@@ -197,26 +197,25 @@ enum { NCOMMANDS = sizeof commands / sizeof *commands };
 
 void mw_cli_usage(FILE *f)
 {
-    fprintf(
-        f, "usage: mwtrain <command> [flags]\n"
-           "\n"
-           "Synchronous data-parallel training (TensorFlow's MultiWorkerMirroredStrategy,\n"
-           "natively in C). Run it alone, or under mpirun for several ranks.\n"
-           "\n"
-           "commands:\n"
-           "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
-           "  eval       evaluate the latest checkpoint on the test set\n"
-           "  export     write the latest checkpoint's weights (safetensors, .keras, .weights.h5)\n"
-           "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
-           "  summary    print the model's layers, output shapes and parameter counts\n"
-           "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
-           "  help       show this help, or `mwtrain help <command>`\n"
-           "  version    print the version and the compiled-in backends\n"
-           "\n"
-           "`mwtrain <command> --help` lists the flags of a command.\n"
-           "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
-           "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
-           ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
+    fprintf(f, "usage: mwtrain <command> [flags]\n"
+               "\n"
+               "Synchronous data-parallel training (TensorFlow's MultiWorkerMirroredStrategy,\n"
+               "natively in C). Run it alone, or under mpirun for several ranks.\n"
+               "\n"
+               "commands:\n"
+               "  train      train the model on an IDX data set (Fashion-MNIST by default)\n"
+               "  eval       evaluate the latest checkpoint on the test set\n"
+               "  export     write the latest checkpoint as safetensors, .keras or .weights.h5\n"
+               "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
+               "  summary    print the model's layers, output shapes and parameter counts\n"
+               "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"
+               "  help       show this help, or `mwtrain help <command>`\n"
+               "  version    print the version and the compiled-in backends\n"
+               "\n"
+               "`mwtrain <command> --help` lists the flags of a command.\n"
+               "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
+               "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
+               ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
 }
 
 /* Help text starts in this column (0-based) and lines end by this one. */
