@@ -68,25 +68,25 @@ static long long nlinks(hid_t g)
 
 /* Variable i of layer l, checked and read into params. */
 static mw_status read_var(hid_t vars, int i, const mw_keras_var *v, const mw_layer *l,
-                          float *params, const char *origin, const char *top)
+                          const char *key, float *params, const char *origin, const char *top)
 {
     char ds[16], want[96], got[96];
     snprintf(ds, sizeof ds, "%d", i);
     shape_str(want, sizeof want, v->shape, v->rank);
     if (!has(vars, ds))
         return mw_err(MW_EDATA, "%s: layer '%s' (%s): no dataset %s/%s/vars/%d for its %s %s",
-                      origin, l->name, l->cls, top, l->name, i, v->name, want);
+                      origin, l->name, l->cls, top, key, i, v->name, want);
     mw_status rc = MW_OK;
     hid_t d = H5Dopen2(vars, ds, H5P_DEFAULT), t = -1, sp = -1;
     if (d < 0 || (t = H5Dget_type(d)) < 0 || (sp = H5Dget_space(d)) < 0) {
         rc = mw_err(MW_EDATA, "%s: layer '%s': %s/%s/vars/%d (%s) cannot be opened (corrupt file?)",
-                    origin, l->name, top, l->name, i, v->name);
+                    origin, l->name, top, key, i, v->name);
         goto done;
     }
     if (H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 4) {
         const H5T_class_t c = H5Tget_class(t);
         rc = mw_err(MW_EDATA, "%s: layer '%s': %s/%s/vars/%d (%s) is %s%zu, expected float32",
-                    origin, l->name, top, l->name, i, v->name,
+                    origin, l->name, top, key, i, v->name,
                     c == H5T_FLOAT     ? "float"
                     : c == H5T_INTEGER ? "int"
                                        : "a non-numeric type of size ",
@@ -99,7 +99,7 @@ static mw_status read_var(hid_t vars, int i, const mw_keras_var *v, const mw_lay
     int same = rank == v->rank;
     if (rank < 0 || rank > 8 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
         rc = mw_err(MW_EDATA, "%s: layer '%s': %s/%s/vars/%d (%s) has an unreadable shape", origin,
-                    l->name, top, l->name, i, v->name);
+                    l->name, top, key, i, v->name);
         goto done;
     }
     for (int k = 0; k < rank; k++) {
@@ -111,14 +111,14 @@ static mw_status read_var(hid_t vars, int i, const mw_keras_var *v, const mw_lay
         rc = mw_err(MW_EDATA,
                     "%s: layer '%s' (%s): %s/%s/vars/%d (%s) has shape %s, config.json "
                     "makes it %s",
-                    origin, l->name, l->cls, top, l->name, i, v->name, got, want);
+                    origin, l->name, l->cls, top, key, i, v->name, got, want);
         goto done;
     }
     if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params + v->off) < 0)
         rc = mw_err(MW_EDATA,
                     "%s: layer '%s': %s/%s/vars/%d (%s) cannot be read (truncated or "
                     "corrupt file)",
-                    origin, l->name, top, l->name, i, v->name);
+                    origin, l->name, top, key, i, v->name);
 done:
     close_id(sp, H5Sclose);
     close_id(t, H5Tclose);
@@ -126,28 +126,31 @@ done:
     return rc;
 }
 
-static mw_status read_layer(hid_t top, const char *top_name, const mw_layer *l, float *params,
-                            const char *origin)
+static mw_status read_layer(hid_t top, const char *top_name, const mw_model *m, int li,
+                            float *params, const char *origin)
 {
+    const mw_layer *l = &m->layers[li];
     mw_keras_var v[MW_KERAS_MAX_VARS];
     int nv = 0;
     MW_TRY(mw_keras_layer_vars(l, v, &nv));
-    if (nv == 0)
+    if (nv == 0 || !mw_keras_layer_is_own(l))
         return MW_OK;
-    hid_t vars = open_vars(top, l->name);
+    char key[160];
+    mw_keras_layer_key(m, li, key, sizeof key);
+    hid_t vars = open_vars(top, key);
     if (vars < 0)
         return mw_err(MW_EDATA, "%s: no weights for layer '%s' (%s): group %s/%s/vars is missing",
-                      origin, l->name, l->cls, top_name, l->name);
+                      origin, l->name, l->cls, top_name, key);
     mw_status rc = MW_OK;
     const long long n = nlinks(vars);
     if (n != nv)
         rc = mw_err(MW_EDATA,
                     "%s: layer '%s' (%s) has %lld variables in %s/%s/vars; config.json "
                     "gives it %d (%s%s%s)",
-                    origin, l->name, l->cls, n, top_name, l->name, nv, v[0].name,
-                    nv > 1 ? ", " : "", nv > 1 ? v[1].name : "");
+                    origin, l->name, l->cls, n, top_name, key, nv, v[0].name, nv > 1 ? ", " : "",
+                    nv > 1 ? v[1].name : "");
     for (int i = 0; i < nv && rc == MW_OK; i++)
-        rc = read_var(vars, i, &v[i], l, params, origin, top_name);
+        rc = read_var(vars, i, &v[i], l, key, params, origin, top_name);
     H5Gclose(vars);
     return rc;
 }
@@ -163,8 +166,11 @@ static mw_status check_extra(hid_t top, const char *top_name, const mw_model *m,
             return mw_err(MW_EDATA, "%s: the group %s cannot be listed (corrupt file?)", origin,
                           top_name);
         int found = 0;
-        for (int j = 0; j < m->nlayers && !found; j++)
-            found = mw_keras_layer_is_own(&m->layers[j]) && !strcmp(m->layers[j].name, name);
+        for (int j = 0; j < m->nlayers && !found; j++) {
+            char key[160];
+            mw_keras_layer_key(m, j, key, sizeof key);
+            found = mw_keras_layer_is_own(&m->layers[j]) && !strcmp(key, name);
+        }
         if (found)
             continue;
         hid_t vars = open_vars(top, name);
@@ -172,9 +178,9 @@ static mw_status check_extra(hid_t top, const char *top_name, const mw_model *m,
         close_id(vars, H5Gclose);
         if (nvars > 0)
             return mw_err(MW_EDATA,
-                          "%s: weights for a layer '%s' (%s/%s/vars) that config.json "
-                          "does not have",
-                          origin, name, top_name, name);
+                          "%s: weights %s/%s/vars belong to no layer of config.json "
+                          "(layers are keyed by class: dense, dense_1, ...)",
+                          origin, top_name, name);
     }
     return MW_OK;
 }
@@ -203,7 +209,7 @@ mw_status mw_keras_h5_read(const mw_model *m, float *params, const void *image, 
                                : "layers";
     top = has(f, top_name) ? H5Gopen2(f, top_name, H5P_DEFAULT) : -1;
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++)
-        rc = read_layer(top, top_name, &m->layers[i], params, origin);
+        rc = read_layer(top, top_name, m, i, params, origin);
     if (rc == MW_OK && top >= 0)
         rc = check_extra(top, top_name, m, origin);
 done:
@@ -275,19 +281,16 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params, con
         int nv = 0;
         if ((rc = mw_keras_layer_vars(l, v, &nv)) != MW_OK)
             break;
-        if (strchr(l->name, '/') || !l->name[0]) {
-            rc =
-                mw_err(MW_EMODEL, "%s: layer name '%s' cannot name an HDF5 group", origin, l->name);
-            break;
-        }
-        hid_t vars = make_vars(layers, l->name, l->name);
+        char key[160];
+        mw_keras_layer_key(m, i, key, sizeof key);
+        hid_t vars = make_vars(layers, key, l->name);
         if (vars < 0)
-            rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/vars", origin, l->name);
+            rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/vars", origin, key);
         for (int j = 0; j < nv && rc == MW_OK; j++)
             if (!put(vars, j, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
                      params + v[j].off))
-                rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot write layers/%s/vars/%d", origin,
-                            l->name, j);
+                rc =
+                    mw_err(MW_EINTERNAL, "%s: HDF5 cannot write layers/%s/vars/%d", origin, key, j);
         close_id(vars, H5Gclose);
     }
     H5Gclose(layers);

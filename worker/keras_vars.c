@@ -1,6 +1,10 @@
 /* The per-layer Keras variable table; see keras_vars.h. */
 #include "worker/keras_vars.h"
 
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
 static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t count, int rank,
                 long long d0, long long d1, long long d2, long long d3)
 {
@@ -60,4 +64,56 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 int mw_keras_layer_is_own(const mw_layer *l)
 {
     return !l->folded;
+}
+
+/* The three re.sub steps of to_snake_case, in order, on ASCII. */
+void mw_keras_snake_case(const char *cls, char *out, size_t len)
+{
+    char a[128], b[256];
+    size_t n = 0, m = 0;
+    for (const char *p = cls; *p && n + 1 < sizeof a; p++) /* re.sub(r"\W+", "", name) */
+        if (isalnum((unsigned char)*p) || *p == '_')
+            a[n++] = *p;
+    a[n] = '\0';
+    /* re.sub("(.)([A-Z][a-z]+)", r"\1_\2"): matches do not overlap */
+    for (size_t i = 0; i < n && m + 4 < sizeof b;) {
+        if (i + 2 < n + 1 && isupper((unsigned char)a[i + 1]) && islower((unsigned char)a[i + 2])) {
+            b[m++] = a[i], b[m++] = '_', b[m++] = a[i + 1];
+            i += 2;
+            while (i < n && islower((unsigned char)a[i]) && m + 2 < sizeof b)
+                b[m++] = a[i++];
+        } else {
+            b[m++] = a[i++];
+        }
+    }
+    b[m] = '\0';
+    /* re.sub("([a-z])([A-Z])", r"\1_\2").lower() */
+    size_t k = 0;
+    for (size_t i = 0; i < m && k + 3 < len;) {
+        if (islower((unsigned char)b[i]) && isupper((unsigned char)b[i + 1])) {
+            out[k++] = b[i], out[k++] = '_', out[k++] = (char)tolower((unsigned char)b[i + 1]);
+            i += 2;
+        } else {
+            out[k++] = (char)tolower((unsigned char)b[i++]);
+        }
+    }
+    if (len)
+        out[k < len ? k : len - 1] = '\0';
+}
+
+void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len)
+{
+    char mine[128], other[128];
+    mw_keras_snake_case(m->layers[i].cls, mine, sizeof mine);
+    int before = 0;
+    for (int j = 0; j < i; j++) {
+        if (!mw_keras_layer_is_own(&m->layers[j]))
+            continue;
+        mw_keras_snake_case(m->layers[j].cls, other, sizeof other);
+        before += !strcmp(mine, other);
+    }
+    if (before)
+        snprintf(out, len, "%s_%d", mine, before);
+    else
+        snprintf(out, len, "%s", mine);
 }

@@ -30,6 +30,16 @@ typedef struct {
  * does not know, MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
 mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv);
 
+/* Keras' naming.to_snake_case of a class name: "Conv2D" -> "conv2d", "MaxPooling2D" ->
+ * "max_pooling2d", "ReLU" -> "re_lu", "BatchNormalization" -> "batch_normalization". */
+void mw_keras_snake_case(const char *cls, char *out, size_t len);
+
+/* The key of own layer i of m in .weights.h5 (layers/<key>/vars): NOT the layer's name but,
+ * as keras/src/saving/saving_lib.py's _save_container_state makes it, the snake-case class
+ * name numbered by how many own layers of the same class come before it in model order
+ * (dense, dense_1, dense_2, ... whatever the layers are called). */
+void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len);
+
 /* 1 when layer l is a layer of its own in Keras' model (not an activation folded into the
  * Conv2D or Dense before it, which Keras keeps inside that layer). */
 int mw_keras_layer_is_own(const mw_layer *l);
