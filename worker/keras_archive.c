@@ -290,11 +290,18 @@ static json_t *regularizer(const mw_regularizer *r)
                json_pack("{s:f, s:f}", "l1", (double)r->l1, "l2", (double)r->l2));
 }
 
-/* The activation Keras keeps inside layer i: that of a folded layer right after it. */
+/* The activation Keras keeps inside Conv2D or Dense layer i: a folded layer after it and
+ * before the next Conv2D or Dense (the model may have moved it past a MaxPooling2D, with
+ * which a ReLU commutes). */
 static const char *folded_activation(const mw_model *m, int i)
 {
-    if (i + 1 < m->nlayers && m->layers[i + 1].folded)
-        return m->layers[i + 1].kind == MW_LAYER_RELU ? "relu" : "softmax";
+    for (int j = i + 1; j < m->nlayers; j++) {
+        const mw_layer *l = &m->layers[j];
+        if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_DENSE)
+            break;
+        if (l->folded)
+            return l->kind == MW_LAYER_RELU ? "relu" : "softmax";
+    }
     return "linear";
 }
 
