@@ -38,13 +38,16 @@ void mw_keras_weights_free(mw_keras_weights *w)
 
 int mw_keras_archive_is(const char *path)
 {
+    const size_t n = strlen(path);
+    if (n >= 6 && !strcmp(path + n - 6, ".keras"))
+        return 1;
     FILE *f = fopen(path, "rb");
     unsigned char b[4] = {0};
     if (!f)
         return 0;
-    const size_t n = fread(b, 1, 4, f);
+    const size_t got = fread(b, 1, 4, f);
     fclose(f);
-    return n == 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4;
+    return got == 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4;
 }
 
 /* Member `name` into a malloc'ed buffer (NUL-terminated; *nbytes without it): *out NULL when

@@ -29,7 +29,8 @@ typedef struct {
 void mw_keras_weights_init(mw_keras_weights *w);
 void mw_keras_weights_free(mw_keras_weights *w);
 
-/* 1 when path is a .keras archive: its first bytes are a zip's ("PK\3\4"). */
+/* 1 when path is to be read as a .keras archive: its name ends in .keras, or its first
+ * bytes are a zip's ("PK\3\4"). */
 int mw_keras_archive_is(const char *path);
 
 /* m (as mw_keras_load: not finalized) and *w from the archive bytes[0..nbytes); origin names it
