@@ -41,8 +41,7 @@ static void rewrite(const mw_model *m)
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         check(!memcmp(again + l->w_off, m->params.data + l->w_off, l->w_count * sizeof(float)) &&
-                  !memcmp(again + l->b_off, m->params.data + l->b_off,
-                          l->b_count * sizeof(float)),
+                  !memcmp(again + l->b_off, m->params.data + l->b_off, l->b_count * sizeof(float)),
               "weights survive a round trip");
     }
     free(again);
