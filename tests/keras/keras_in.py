@@ -5,12 +5,18 @@ Keras builds the model with its own initial weights and saves a .keras archive; 
   1. `mwtrain summary --model m.keras` counts Keras' parameters;
   2. `mwtrain train --model m.keras --epochs 0 --dump-weights` holds exactly (bitwise) Keras'
      weights in Keras' order;
+     two ranks under mpirun read it alike; a copy with a float64 kernel stops the run with
+     exit 3 and one message naming the archive, the member, the layer and the variable;
   3. one training step at a learning rate of 1e-30 (the weights do not move in float32) and
      the epoch's evaluation of all 10,000 test images: mwtrain's test loss (metrics.csv) equals
      Keras' model.evaluate within 1e-4 relative, the accuracy within 0.01 %.
 """
+import io
 import os
+import subprocess
+import zipfile
 
+import h5py
 import keras
 import numpy as np
 
@@ -38,6 +44,35 @@ for name, build in [("tutorial_cnn", o.tutorial_cnn), ("mlp", o.mlp)]:
     same = got.size == ref.size and np.array_equal(got, ref)
     bad = "" if same or got.size != ref.size else f", first difference at {np.argmax(got != ref)}"
     o.check(same, f"{name}: the {got.size} loaded weights are Keras' {ref.size}, bitwise{bad}")
+
+    if name == "tutorial_cnn":  # every rank reads the archive itself
+        dump2 = os.path.join(d, "w2.bin")
+        p = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", o.MWTRAIN, "train",
+                            "--model", path, "--epochs", "0", "--dump-weights", dump2,
+                            "--summary-dir", "", "--checkpoint-dir", os.path.join(d, "ck"),
+                            "--progress", "none"], cwd=d, capture_output=True, text=True)
+        o.check(p.returncode == 0 and np.array_equal(np.fromfile(dump2, "<f4"), ref),
+                f"{name}: 2 ranks start from Keras' weights too (exit {p.returncode}) "
+                f"{p.stderr[-300:] if p.returncode else ''}")
+        # a damaged archive: float64 weights -> exit 3 before training, naming them
+        bad = os.path.join(d, "bad.keras")
+        with zipfile.ZipFile(path) as zin, zipfile.ZipFile(bad, "w") as zout:
+            for item in zin.namelist():
+                data = zin.read(item)
+                if item == "model.weights.h5":
+                    b = io.BytesIO(data)
+                    with h5py.File(b, "r+") as f:
+                        k = f["layers/dense_1/vars/0"][...]
+                        del f["layers/dense_1/vars/0"]
+                        f["layers/dense_1/vars/0"] = k.astype(np.float64)
+                    data = b.getvalue()
+                zout.writestr(item, data)
+        out = o.mwtrain("train", "--model", bad, "--epochs", "1", "--summary-dir", "",
+                        "--checkpoint-dir", os.path.join(d, "ck"), cwd=d, expect=3)
+        want = (f"{bad}: model.weights.h5: layer 'dense_1': layers/dense_1/vars/0 (kernel) is "
+                "float64, expected float32")
+        o.check(want in out and "Epoch" not in out and "HDF5-DIAG" not in out,
+                f"{name}: a float64 kernel stops the run with exit 3 and one message: {want}")
 
     logs = os.path.join(d, "logs")
     o.mwtrain("train", "--model", path, "--epochs", "1", "--steps-per-epoch", "1",
