@@ -65,14 +65,14 @@ def tutorial_cnn():
     ])
 
 
-def mlp():
-    """An MLP ending in softmax (mwtrain folds it into the loss), with Dropout and a bias-free
-    layer."""
+def mlp(dropout=0.2):
+    """An MLP ending in softmax (mwtrain folds it into the loss), with Dropout (unless
+    dropout=0) and a bias-free layer."""
     return keras.Sequential([
         keras.Input((28, 28, 1)),
         keras.layers.Flatten(),
         keras.layers.Dense(128, activation="relu"),
-        keras.layers.Dropout(0.2),
+        *([keras.layers.Dropout(dropout)] if dropout else []),
         keras.layers.Dense(64, use_bias=False),
         keras.layers.ReLU(),
         keras.layers.Dense(10, activation="softmax"),
@@ -100,3 +100,17 @@ def read_csv(path):
 
 def workdir():
     return tempfile.mkdtemp(prefix="mwkeras-")
+
+
+def write_idx_dir(d, x_train, y_train, x_test, y_test):
+    """An IDX data directory (gzip, as Debian's) of uint8 images (N, 28, 28) and labels."""
+    import struct
+    os.makedirs(d, exist_ok=True)
+    for name, arr, magic in [("train-images-idx3-ubyte", x_train, 0x803),
+                             ("train-labels-idx1-ubyte", y_train, 0x801),
+                             ("t10k-images-idx3-ubyte", x_test, 0x803),
+                             ("t10k-labels-idx1-ubyte", y_test, 0x801)]:
+        arr = np.ascontiguousarray(arr, np.uint8)
+        head = struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in arr.shape)
+        with gzip.open(os.path.join(d, name + ".gz"), "wb") as f:
+            f.write(head + arr.tobytes())
