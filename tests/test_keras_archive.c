@@ -43,7 +43,8 @@ static void roundtrip(mw_model *a, const char *dir)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/m.keras", dir);
-    check_rc(mw_keras_archive_write(a, a->params.data, "adam", 1e-3, path), "write");
+    const mw_keras_optimizer adam = {"adam", 1e-3, 0.9, 0.9, 0.999, 1e-7, 0, NULL, NULL};
+    check_rc(mw_keras_archive_write(a, a->params.data, &adam, path), "write");
     mw_model b;
     mw_keras_weights w;
     mw_keras_weights_init(&w);
@@ -60,7 +61,8 @@ static void roundtrip(mw_model *a, const char *dir)
 
     void *img = NULL;
     size_t n = 0;
-    check_rc(mw_keras_h5_write(a, a->params.data, "sgd", 0.5, &img, &n, "h5"), "h5 write");
+    const mw_keras_optimizer sgd = {"sgd", 0.5, 0.9, 0, 0, 0, 3, a->params.data, NULL};
+    check_rc(mw_keras_h5_write(a, a->params.data, &sgd, &img, &n, "h5"), "h5 write");
     memset(b.params.data, 0, b.params.count * sizeof(float));
     check_rc(mw_keras_h5_read(&b, b.params.data, img, n, "h5"), "h5 read");
     assert_memory_equal(a->params.data, b.params.data, a->params.count * sizeof(float));
@@ -88,7 +90,8 @@ static void test_roundtrip(void **state)
     roundtrip(&a, *state);
     /* its Keras 3 source passes through, with build and compile configs added */
     char *cfg = NULL;
-    check_rc(mw_keras_config_json(&a, "adam", 1e-3, &cfg), "config");
+    const mw_keras_optimizer adam = {"adam", 1e-3, 0.9, 0.9, 0.999, 1e-7, 0, NULL, NULL};
+    check_rc(mw_keras_config_json(&a, &adam, &cfg), "config");
     assert_non_null(strstr(cfg, "\"name\":\"hidden\""));
     assert_non_null(strstr(cfg, "\"compile_config\""));
     assert_non_null(strstr(cfg, "\"from_logits\":false")); /* it ends in softmax */

@@ -267,7 +267,7 @@ static mw_status write_image(const char *tmp, const void *data, size_t n, const 
 }
 
 static mw_status export_other(const mw_model *m, const float *params, int keras,
-                              const char *optimizer, double learning_rate, const char *path)
+                              const mw_keras_optimizer *opt, const char *path)
 {
     if (!m->finalized || !params)
         return mw_err(MW_EINTERNAL, "export %s: the model has no parameters yet", path);
@@ -277,13 +277,13 @@ static mw_status export_other(const mw_model *m, const float *params, int keras,
     sprintf(tmp, "%s.tmp.%ld", path, (long)getpid()); /* as the safetensors writer's */
     mw_status rc;
     if (keras) {
-        rc = mw_keras_archive_write(m, params, optimizer, learning_rate, tmp);
+        rc = mw_keras_archive_write(m, params, opt, tmp);
         if (rc != MW_OK)
             unlink(tmp);
     } else {
         void *img = NULL;
         size_t n = 0;
-        rc = mw_keras_h5_write(m, params, optimizer, learning_rate, &img, &n, path);
+        rc = mw_keras_h5_write(m, params, opt, &img, &n, path);
         if (rc == MW_OK)
             rc = write_image(tmp, img, n, path);
         free(img);
@@ -295,12 +295,12 @@ static mw_status export_other(const mw_model *m, const float *params, int keras,
 }
 
 mw_status mw_export_file(const mw_model *m, const float *params, const char *format,
-                         const char *optimizer, double learning_rate, const char *path)
+                         const mw_keras_optimizer *opt, const char *path)
 {
     if (!strcmp(format, "safetensors"))
         return mw_export_safetensors(m, params, path);
     if (!strcmp(format, "keras") || !strcmp(format, "weights-h5"))
-        return export_other(m, params, format[0] == 'k', optimizer, learning_rate, path);
+        return export_other(m, params, format[0] == 'k', opt, path);
     return mw_err(MW_EINVAL, "export --format %s: expected safetensors, keras or weights-h5",
                   format);
 }

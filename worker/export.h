@@ -16,6 +16,7 @@
 #define MW_WORKER_EXPORT_H
 
 #include "common/status.h"
+#include "worker/keras_h5.h"
 #include "worker/model.h"
 
 /* Write m's parameters, taken from params (the layout of m's arena: the
@@ -26,9 +27,10 @@ mw_status mw_export_safetensors(const mw_model *m, const float *params, const ch
 
 /* `mwtrain export --format`: "safetensors" (above), "keras" (a .keras archive that
  * keras.models.load_model opens, worker/keras_archive.h) or "weights-h5" (the .weights.h5
- * that model.load_weights reads, worker/keras_h5.h); optimizer and learning_rate go into the
- * archive's compile_config and the weights' /optimizer group. Atomic as above. */
+ * that model.load_weights reads, worker/keras_h5.h); opt (the optimizer, its hyperparameters
+ * and, when it has them, its slots) goes into the archive's compile_config and the weights'
+ * /optimizer group. Atomic as above. */
 mw_status mw_export_file(const mw_model *m, const float *params, const char *format,
-                         const char *optimizer, double learning_rate, const char *path);
+                         const mw_keras_optimizer *opt, const char *path);
 
 #endif

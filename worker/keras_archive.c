@@ -414,17 +414,20 @@ static mw_status sequential_config(const mw_model *m, json_t **out)
     return MW_OK;
 }
 
-static json_t *compile_config(const mw_model *m, const char *optimizer, double lr)
+static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
 {
     int from_logits = 1;
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].softmax)
             from_logits = 0;
-    json_t *opt = !strcmp(optimizer, "sgd")
+    json_t *opt = !strcmp(o->name, "sgd")
                       ? obj("keras.optimizers", "SGD",
-                            json_pack("{s:s, s:f}", "name", "SGD", "learning_rate", lr))
+                            json_pack("{s:s, s:f, s:f}", "name", "SGD", "learning_rate",
+                                      o->learning_rate, "momentum", o->momentum))
                       : obj("keras.optimizers", "Adam",
-                            json_pack("{s:s, s:f}", "name", "adam", "learning_rate", lr));
+                            json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", "adam", "learning_rate",
+                                      o->learning_rate, "beta_1", o->beta1, "beta_2", o->beta2,
+                                      "epsilon", o->epsilon));
     json_t *loss = obj("keras.losses", "SparseCategoricalCrossentropy",
                        json_pack("{s:s, s:s, s:b, s:n}", "name", "sparse_categorical_crossentropy",
                                  "reduction", "sum_over_batch_size", "from_logits", from_logits,
@@ -451,8 +454,7 @@ static json_t *keras3_source(const mw_model *m)
     return out;
 }
 
-mw_status mw_keras_config_json(const mw_model *m, const char *optimizer, double learning_rate,
-                               char **out)
+mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out)
 {
     *out = NULL;
     json_t *model = keras3_source(m);
@@ -462,7 +464,7 @@ mw_status mw_keras_config_json(const mw_model *m, const char *optimizer, double 
         json_object_set_new(model, "build_config",
                             json_pack("{s:o}", "input_shape", input_shape(m)));
     if (!json_is_object(json_object_get(model, "compile_config")))
-        json_object_set_new(model, "compile_config", compile_config(m, optimizer, learning_rate));
+        json_object_set_new(model, "compile_config", compile_config(m, opt));
     *out = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(model);
     return *out ? MW_OK : mw_err(MW_ENOMEM, "config.json: out of memory");
@@ -486,8 +488,8 @@ static mw_status add_member(zip_t *z, const char *name, const void *data, size_t
     return MW_OK;
 }
 
-mw_status mw_keras_archive_write(const mw_model *m, const float *params, const char *optimizer,
-                                 double learning_rate, const char *path)
+mw_status mw_keras_archive_write(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *path)
 {
     char *cfg = NULL, meta[160], origin[600], date[32];
     void *h5 = NULL;
@@ -499,8 +501,8 @@ mw_status mw_keras_archive_write(const mw_model *m, const float *params, const c
     snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}",
              KERAS_VERSION, date);
     snprintf(origin, sizeof origin, "%s: model.weights.h5", path);
-    MW_TRY(mw_keras_config_json(m, optimizer, learning_rate, &cfg));
-    mw_status rc = mw_keras_h5_write(m, params, optimizer, learning_rate, &h5, &nh5, origin);
+    MW_TRY(mw_keras_config_json(m, opt, &cfg));
+    mw_status rc = mw_keras_h5_write(m, params, opt, &h5, &nh5, origin);
     int ze = 0;
     zip_t *z = rc == MW_OK ? zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &ze) : NULL;
     if (rc == MW_OK && !z) {

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "common/status.h"
+#include "worker/keras_h5.h"
 #include "worker/model.h"
 
 /* The initial weights of a model read from an archive, until they are applied. */
@@ -52,13 +53,12 @@ mw_status mw_keras_weights_apply(const mw_keras_weights *w, const mw_model *m, f
  * TensorFlow.js wrapper unwrapped), with build_config and compile_config added where missing;
  * otherwise (Keras 2 / tf.keras JSON, which Keras 3 cannot load) a Keras 3 Sequential config
  * written from m's layers. compile_config: sparse categorical cross-entropy (from logits unless
- * the model ends in softmax), accuracy, and the optimizer with its learning rate. */
-mw_status mw_keras_config_json(const mw_model *m, const char *optimizer, double learning_rate,
-                               char **out);
+ * the model ends in softmax), accuracy, and opt's optimizer with its hyperparameters. */
+mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out);
 
-/* Write a .keras archive of m with params (m's arena layout) to path (replaced; not atomic:
- * the caller writes a temporary name and renames it). */
-mw_status mw_keras_archive_write(const mw_model *m, const float *params, const char *optimizer,
-                                 double learning_rate, const char *path);
+/* Write a .keras archive of m with params (m's arena layout) and opt's state to path (replaced; not
+ * atomic: the caller writes a temporary name and renames it). */
+mw_status mw_keras_archive_write(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *path);
 
 #endif

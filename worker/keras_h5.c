@@ -266,8 +266,39 @@ static int put(hid_t vars, int i, hid_t file_type, hid_t mem_type, int rank, con
     return ok;
 }
 
-static mw_status write_tree(hid_t f, const mw_model *m, const float *params, const char *optimizer,
-                            double learning_rate, const char *origin)
+/* /optimizer/vars: see mw_keras_optimizer. 1 when written. */
+static int write_optimizer(hid_t f, const mw_model *m, const mw_keras_optimizer *o)
+{
+    hid_t opt = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ov = opt >= 0 ? make_vars(opt, NULL, o->name) : -1;
+    const int iterations = (int)o->iterations;
+    const float lr = (float)o->learning_rate;
+    int ok = ov >= 0 && put(ov, 0, H5T_STD_I32LE, H5T_NATIVE_INT, 0, NULL, &iterations) &&
+             put(ov, 1, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL, &lr);
+    int next = 2;
+    for (int i = 0; i < m->nlayers && ok && o->slot1; i++) {
+        mw_keras_var v[MW_KERAS_MAX_VARS];
+        int nv = 0;
+        if (!mw_keras_layer_is_own(&m->layers[i]) ||
+            mw_keras_layer_vars(&m->layers[i], v, &nv) != MW_OK)
+            continue; /* the weights' loop has reported a table error already */
+        for (int j = 0; j < nv && ok; j++) {
+            if (!v[j].trainable)
+                continue;
+            ok = put(ov, next++, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
+                     o->slot1 + v[j].off);
+            if (ok && o->slot2)
+                ok = put(ov, next++, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
+                         o->slot2 + v[j].off);
+        }
+    }
+    close_id(ov, H5Gclose);
+    close_id(opt, H5Gclose);
+    return ok;
+}
+
+static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
+                            const mw_keras_optimizer *o, const char *origin)
 {
     hid_t layers = H5Gcreate2(f, "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (layers < 0)
@@ -296,23 +327,15 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params, con
     H5Gclose(layers);
     if (rc != MW_OK)
         return rc;
-    hid_t opt = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t ov = opt >= 0 ? make_vars(opt, NULL, optimizer) : -1;
-    const int iterations = 0;
-    const float lr = (float)learning_rate;
-    int ok = ov >= 0 && put(ov, 0, H5T_STD_I32LE, H5T_NATIVE_INT, 0, NULL, &iterations) &&
-             put(ov, 1, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 0, NULL, &lr);
-    close_id(ov, H5Gclose);
-    close_id(opt, H5Gclose);
-    hid_t root = ok ? make_vars(f, NULL, m->name) : -1;
+    hid_t root = write_optimizer(f, m, o) ? make_vars(f, NULL, m->name) : -1;
     close_id(root, H5Gclose);
     if (root < 0)
         return mw_err(MW_EINTERNAL, "%s: HDF5 cannot write /optimizer or /vars", origin);
     return MW_OK;
 }
 
-mw_status mw_keras_h5_write(const mw_model *m, const float *params, const char *optimizer,
-                            double learning_rate, void **image, size_t *nbytes, const char *origin)
+mw_status mw_keras_h5_write(const mw_model *m, const float *params, const mw_keras_optimizer *opt,
+                            void **image, size_t *nbytes, const char *origin)
 {
     quiet();
     *image = NULL, *nbytes = 0;
@@ -323,7 +346,7 @@ mw_status mw_keras_h5_write(const mw_model *m, const float *params, const char *
         rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create an in-memory file", origin);
         goto done;
     }
-    MW_TRY_GOTO(write_tree(f, m, params, optimizer, learning_rate, origin), rc, done);
+    MW_TRY_GOTO(write_tree(f, m, params, opt, origin), rc, done);
     if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) {
         rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot flush the in-memory file", origin);
         goto done;

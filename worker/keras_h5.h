@@ -4,8 +4,8 @@
  *
  *   /layers/<layer name>/vars/<i>   float32 dataset: variable i of the layer, Keras order and
  *                                   shape (worker/keras_vars.h); group attribute name=<layer>
- *   /optimizer/vars/{0,1}           the optimizer's iterations (int32) and learning rate
- *                                   (float32), as for a compiled model not yet trained
+ *   /optimizer/vars/<i>             the optimizer's iterations (int32), learning rate
+ *                                   (float32) and slots (mw_keras_optimizer below)
  *   /vars                           the model's own (none); attribute name=<model name>
  *
  * Files from Keras 2.13 name the top group `_layer_checkpoint_dependencies`; both are read.
@@ -27,9 +27,23 @@
 mw_status mw_keras_h5_read(const mw_model *m, float *params, const void *image, size_t nbytes,
                            const char *origin);
 
+/* The optimizer written with the weights, in Keras' /optimizer/vars: 0 iterations (int32),
+ * 1 learning_rate (float32), then per trainable variable in model order its slots: Adam
+ * momentum and velocity (slot1, slot2), SGD momentum (slot1). Without slots (slot1 NULL),
+ * only the first two, as Keras saves a model not trained yet. */
+typedef struct {
+    const char *name;             /* "adam" or "sgd" */
+    double learning_rate;         /* as compile_config and the variable record it */
+    double momentum;              /* SGD */
+    double beta1, beta2, epsilon; /* Adam */
+    long iterations;              /* updates done */
+    const float *slot1;           /* m's arena layout, or NULL */
+    const float *slot2;           /* Adam only */
+} mw_keras_optimizer;
+
 /* A new HDF5 file image of m's weights from params, *image malloc'ed (the caller frees it),
- * *nbytes its size. optimizer ("adam", "sgd") and learning_rate go in /optimizer. */
-mw_status mw_keras_h5_write(const mw_model *m, const float *params, const char *optimizer,
-                            double learning_rate, void **image, size_t *nbytes, const char *origin);
+ * *nbytes its size, with opt's state in /optimizer. */
+mw_status mw_keras_h5_write(const mw_model *m, const float *params, const mw_keras_optimizer *opt,
+                            void **image, size_t *nbytes, const char *origin);
 
 #endif

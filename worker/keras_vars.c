@@ -14,6 +14,7 @@ static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t c
     x->count = count;
     x->rank = rank;
     x->shape[0] = d0, x->shape[1] = d1, x->shape[2] = d2, x->shape[3] = d3;
+    x->trainable = 1;
 }
 
 /* HOW TO ADD A LAYER KIND: one case below, appending its variables with add() in the order
@@ -26,9 +27,10 @@ static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t c
  *     add(v, nv, "moving_mean", <mean off>, C, 1, C, 0, 0, 0);
  *     add(v, nv, "moving_variance", <var off>, C, 1, C, 0, 0, 0);
  * (moving statistics are non-trainable but still Keras variables of the layer: they go in
- * the files). Raise MW_KERAS_MAX_VARS if a kind needs more. If some variables come to live
- * outside the parameter arena, give mw_keras_var a field saying which buffer `off` is in, and
- * teach the two readers of `off` (worker/keras_h5.c, worker/export.c) about it. */
+ * the files; set v[*nv - 1].trainable = 0 after adding each, so the optimizer's state in
+ * .weights.h5 skips them as Keras' does). Raise MW_KERAS_MAX_VARS if a kind needs more. If some
+ * variables come to live outside the parameter arena, give mw_keras_var a field saying which buffer
+ * `off` is in, and teach the two readers of `off` (worker/keras_h5.c, worker/export.c) about it. */
 mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
     *nv = 0;

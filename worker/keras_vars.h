@@ -23,6 +23,7 @@ typedef struct {
     size_t count;     /* floats: the product of shape */
     int rank;
     long long shape[4];
+    int trainable; /* 1: in model.trainable_variables, so the optimizer has slots for it */
 } mw_keras_var;
 
 /* l's variables in Keras order into v (room for MW_KERAS_MAX_VARS), their number into *nv

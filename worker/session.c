@@ -1,6 +1,7 @@
 /* The session's set-up, evaluation and tear-down; see session.h. */
 #include "worker/session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -240,6 +241,13 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
     MW_TRY(check_saved_model(s, c, number));
     if (weights_only) {
         mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
+        if (c->slot1 && c->nslots == c->nparams) { /* kept for export (its Keras optimizer) */
+            mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
+            if (c->slot2)
+                mw_ckpt_unpack(&s->model, s->m2.data, c->slot2);
+            snprintf(s->saved_optimizer, sizeof s->saved_optimizer, "%s", c->optimizer);
+            s->opt_step = c->opt_step;
+        }
         s->start_epoch = c->epoch;
         s->global_step = c->global_step;
         return s->ops ? s->ops->push(s->rep, 1) : MW_OK;

@@ -33,7 +33,9 @@ static void rewrite(const mw_model *m)
 {
     void *img = NULL;
     size_t n = 0;
-    check(mw_keras_h5_write(m, m->params.data, "adam", 1e-3, &img, &n, "fuzz") == MW_OK,
+    const mw_keras_optimizer adam = {"adam", 1e-3,           0.9,           0.9, 0.999, 1e-7,
+                                     5,      m->params.data, m->params.data};
+    check(mw_keras_h5_write(m, m->params.data, &adam, &img, &n, "fuzz") == MW_OK,
           "write the weights of a loaded model");
     float *again = calloc(m->params.count ? m->params.count : 1, sizeof *again);
     check(again != NULL, "memory");
