@@ -240,8 +240,8 @@ static void error_messages(void **state)
     mw_err_clear();
     assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_EUNSUPPORTED);
     snprintf(want, sizeof want,
-             "export %s: layer 'max_pooling2d' has parameters of a kind the exporter does not "
-             "know",
+             "export %s: layer 'max_pooling2d' (MaxPooling2D) has parameters, but the Keras "
+             "variable table (worker/keras_vars.c) does not know its kind",
              path);
     assert_string_equal(mw_err_msg(), want);
     assert_int_equal(count_entries(dir), 1);

@@ -67,6 +67,7 @@ static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; 
 static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
+static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
 
 /* In --help order. */
 static const flag flags[] = {
@@ -149,7 +150,7 @@ static const flag flags[] = {
     {"test-examples", "N", C_TRAIN | C_EVAL, K_INT, TR(test_examples, int), .lo = 1, .hi = INT_MAX,
      .help = "evaluate on the first N test examples only (default: all)"},
     {"output", "FILE", C_EXPORT, K_OUTPUT, TR(export_path, const char *), .required = C_EXPORT,
-     .help = "where to write the safetensors file (required)"},
+     .help = "where to write the exported file (required)"},
     {"json", NULL, C_CLUSTER, K_SWITCH, AT(json, int), .on = 1,
      .help = "one JSON object instead of the table"},
     {"hostfile", "FILE", C_TFCONF, K_PATH, AT(hostfile, const char *), .required = C_TFCONF,
@@ -159,12 +160,17 @@ static const flag flags[] = {
     {"port", "P", C_TFCONF, K_INT, AT(port, int), .lo = 1, .hi = 65535,
      .help = "first port of each host's tasks (default 2222)"},
     {"model", "FILE", C_TRAIN | C_SUMMARY, K_PATH, TR(model_path, const char *),
-     .help = "Keras Sequential model JSON (model.to_json()); default: "
+     .help = "Keras Sequential model JSON (model.to_json()), or a .keras archive (its "
+             "architecture and initial weights); default: "
              "the tutorial CNN, or with --resume the model saved in the checkpoint"},
     {"device", "auto|cpu|gpu", C_TRAIN | C_EVAL | C_CLUSTER, K_NAME, TR(device, const char *),
      .choices = devices,
      .help = "where to train: auto uses the CPU when no CUDA device is found and says "
              "so; gpu without a device is an error (default auto)"},
+    {"format", "safetensors|keras|weights-h5", C_EXPORT, K_NAME, TR(export_format, const char *),
+     .choices = export_formats,
+     .help = "export as safetensors, a .keras archive (keras.models.load_model) or a "
+             ".weights.h5 (model.load_weights) (default safetensors)"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,
@@ -188,8 +194,8 @@ static const struct {
      "sharded over the ranks. In one process it prints, as the tutorial does:\n"
      "  Accuracy after restoring the saved model without strategy: X"},
     {"export", MW_CMD_EXPORT, C_EXPORT, "mwtrain export --output FILE [flags]",
-     "Write the latest checkpoint's weights as safetensors (Keras names and layouts,\n"
-     "see docs/formats.md)."},
+     "Write the latest checkpoint's weights as safetensors (Keras names and layouts),\n"
+     "a .keras archive or a .weights.h5 (--format; see docs/formats.md)."},
     {"cluster", MW_CMD_CLUSTER, C_CLUSTER, "[mpirun -n N] mwtrain cluster [flags]",
      "Resolve the cluster exactly as `train` would (TF_CONFIG or the MPI world) and\n"
      "print one row per rank: rank, task, host, node, local rank, role, and the device\n"
@@ -212,7 +218,7 @@ void mw_cli_usage(FILE *f)
                "commands:\n"
                "  train      train the model on a data set (Fashion-MNIST by default; --data)\n"
                "  eval       evaluate the latest checkpoint on the test set\n"
-               "  export     write the latest checkpoint's weights as safetensors\n"
+               "  export     write the latest checkpoint as safetensors, .keras or .weights.h5\n"
                "  cluster    print how the ranks map to tasks, nodes and roles, then exit\n"
                "  summary    print the model's layers, output shapes and parameter counts\n"
                "  tf-config  print TF_CONFIG for each task of an Open MPI hostfile\n"

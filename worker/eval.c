@@ -3,6 +3,7 @@
 #include "worker/eval.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cluster/comm.h"
 #include "worker/chief.h"
@@ -42,6 +43,29 @@ mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
     return rc;
 }
 
+/* The checkpoint's weights and, when it has them, its optimizer slots (Keras' optimizer
+ * variables; iterations: Adam's t, or for SGD, which keeps no count, the steps done);
+ * hyperparameters the checkpoint does not record are the flags' defaults. */
+static mw_status export_file(const mw_session *s, const mw_train_opts *o)
+{
+    const int saved = s->saved_optimizer[0] != 0;
+    const char *name = saved ? s->saved_optimizer : mw_opts_optimizer_name(o);
+    const mw_keras_optimizer opt = {
+        .name = name,
+        .learning_rate = o->learning_rate,
+        .momentum = o->momentum,
+        .beta1 = o->beta1,
+        .beta2 = o->beta2,
+        .epsilon = o->epsilon,
+        .iterations = !saved                  ? 0
+                      : !strcmp(name, "adam") ? s->opt_step
+                                              : s->global_step,
+        .slot1 = saved ? s->m1.data : NULL,
+        .slot2 = saved && !strcmp(name, "adam") ? s->m2.data : NULL,
+    };
+    return mw_export_file(&s->model, s->model.params.data, o->export_format, &opt, o->export_path);
+}
+
 mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo)
 {
     mw_session s;
@@ -50,7 +74,7 @@ mw_status mw_export_run(const mw_train_opts *o, const mw_topology *topo)
     if (rc == MW_OK) {
         mw_status mine = MW_OK;
         if (s.rank == 0) {
-            mine = mw_export_safetensors(&s.model, s.model.params.data, o->export_path);
+            mine = export_file(&s, o);
             if (mine == MW_OK)
                 printf("Exported %zu parameters (epoch %d, step %ld) to %s\n", s.model.nparams,
                        s.start_epoch, s.global_step, o->export_path);

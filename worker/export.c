@@ -16,6 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "worker/keras_archive.h"
+#include "worker/keras_h5.h"
+#include "worker/keras_vars.h"
+
 /* One tensor of the file: a view into params with its Keras name and shape. */
 typedef struct {
     char name[80];
@@ -25,47 +29,27 @@ typedef struct {
     json_int_t shape[4];
 } tensor;
 
-/* The tensors of layer l (0, 1 or 2) into t; MW_EINTERNAL when the model's
- * counts disagree with the shapes (a bug, not bad input). */
+/* The tensors of layer l (at most MW_KERAS_MAX_VARS) into t, from the Keras variable table
+ * (worker/keras_vars.h): <layer>/<variable>. */
 static mw_status layer_tensors(const mw_layer *l, const float *params, tensor *t, int *nt,
                                const char *path)
 {
+    mw_keras_var v[MW_KERAS_MAX_VARS];
     *nt = 0;
-    if (l->kind != MW_LAYER_CONV2D && l->kind != MW_LAYER_DENSE) {
-        if (l->w_count || l->b_count) /* a new layer kind must get its names and shapes here */
-            return mw_err(MW_EUNSUPPORTED,
-                          "export %s: layer '%s' has parameters of a kind "
-                          "the exporter does not know",
-                          path, l->name);
-        return MW_OK;
-    }
-    tensor *k = &t[(*nt)++];
-    snprintf(k->name, sizeof k->name, "%s/kernel", l->name);
-    k->data = params + l->w_off;
-    k->count = l->w_count;
-    if (l->kind == MW_LAYER_CONV2D) {
-        k->rank = 4;
-        k->shape[0] = l->conv.KH, k->shape[1] = l->conv.KW;
-        k->shape[2] = l->conv.C, k->shape[3] = l->conv.O;
-    } else {
-        k->rank = 2;
-        k->shape[0] = (json_int_t)l->in_h * l->in_w * l->in_c, k->shape[1] = l->out_c;
-    }
-    if (l->has_bias) {
-        tensor *b = &t[(*nt)++];
-        snprintf(b->name, sizeof b->name, "%s/bias", l->name);
-        b->data = params + l->b_off;
-        b->count = l->b_count;
-        b->rank = 1;
-        b->shape[0] = l->out_c;
+    if (mw_keras_layer_vars(l, v, nt) != MW_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", mw_err_msg());
+        mw_status s = mw_err_status();
+        mw_err_clear();
+        return mw_err(s, "export %s: %s", path, msg);
     }
     for (int i = 0; i < *nt; i++) {
-        json_int_t n = 1;
-        for (int d = 0; d < t[i].rank; d++)
-            n *= t[i].shape[d];
-        if ((size_t)n != t[i].count)
-            return mw_err(MW_EINTERNAL, "export %s: tensor %s holds %zu values, its shape %lld",
-                          path, t[i].name, t[i].count, (long long)n);
+        snprintf(t[i].name, sizeof t[i].name, "%s/%s", l->name, v[i].name);
+        t[i].data = params + v[i].off;
+        t[i].count = v[i].count;
+        t[i].rank = v[i].rank;
+        for (int d = 0; d < v[i].rank; d++)
+            t[i].shape[d] = (json_int_t)v[i].shape[d];
     }
     return MW_OK;
 }
@@ -94,7 +78,7 @@ static mw_status build_header(const mw_model *m, const float *params, const char
     mw_status rc = MW_OK;
     size_t offset = 0;
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++) {
-        tensor t[2];
+        tensor t[MW_KERAS_MAX_VARS];
         int nt;
         rc = layer_tensors(&m->layers[i], params, t, &nt, path);
         for (int j = 0; j < nt && rc == MW_OK; j++) {
@@ -158,7 +142,7 @@ static mw_status write_body(FILE *f, const mw_model *m, const float *params, con
     if (fwrite(len, 1, 8, f) != 8 || fwrite(hdr, 1, hdr_nbytes, f) != hdr_nbytes)
         return mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
     for (int i = 0; i < m->nlayers; i++) {
-        tensor t[2];
+        tensor t[MW_KERAS_MAX_VARS];
         int nt;
         MW_TRY(layer_tensors(&m->layers[i], params, t, &nt, path));
         for (int j = 0; j < nt; j++)
@@ -245,4 +229,78 @@ done:
     free(tmp);
     free(hdr);
     return rc;
+}
+
+/* ---- .keras and .weights.h5 (worker/keras_archive.h, worker/keras_h5.h) ---- */
+
+/* tmp (complete) onto the disk, renamed over path, the directory synced; tmp removed on
+ * failure. */
+static mw_status publish(const char *tmp, const char *path)
+{
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    mw_status rc = MW_OK;
+    if (fd < 0 || fsync(fd) != 0)
+        rc = mw_err(MW_EIO, "export %s: cannot sync %s: %s", path, tmp, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    if (rc == MW_OK && rename(tmp, path) != 0)
+        rc = mw_err(MW_EIO, "export %s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (rc != MW_OK) {
+        unlink(tmp);
+        return rc;
+    }
+    return sync_dir(path);
+}
+
+static mw_status write_image(const char *tmp, const void *data, size_t n, const char *path)
+{
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return mw_err(MW_EIO, "export %s: cannot create a file there: %s", path, strerror(errno));
+    int bad = fwrite(data, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        unlink(tmp);
+        return mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
+    }
+    return MW_OK;
+}
+
+static mw_status export_other(const mw_model *m, const float *params, int keras,
+                              const mw_keras_optimizer *opt, const char *path)
+{
+    if (!m->finalized || !params)
+        return mw_err(MW_EINTERNAL, "export %s: the model has no parameters yet", path);
+    char *tmp = malloc(strlen(path) + 32);
+    if (!tmp)
+        return mw_err(MW_ENOMEM, "export %s: out of memory", path);
+    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid()); /* as the safetensors writer's */
+    mw_status rc;
+    if (keras) {
+        rc = mw_keras_archive_write(m, params, opt, tmp);
+        if (rc != MW_OK)
+            unlink(tmp);
+    } else {
+        void *img = NULL;
+        size_t n = 0;
+        rc = mw_keras_h5_write(m, params, opt, &img, &n, path);
+        if (rc == MW_OK)
+            rc = write_image(tmp, img, n, path);
+        free(img);
+    }
+    if (rc == MW_OK)
+        rc = publish(tmp, path);
+    free(tmp);
+    return rc;
+}
+
+mw_status mw_export_file(const mw_model *m, const float *params, const char *format,
+                         const mw_keras_optimizer *opt, const char *path)
+{
+    if (!strcmp(format, "safetensors"))
+        return mw_export_safetensors(m, params, path);
+    if (!strcmp(format, "keras") || !strcmp(format, "weights-h5"))
+        return export_other(m, params, format[0] == 'k', opt, path);
+    return mw_err(MW_EINVAL, "export --format %s: expected safetensors, keras or weights-h5",
+                  format);
 }

@@ -1,5 +1,6 @@
 /* Export trained weights as safetensors, the format PyTorch, NumPy and JAX
- * users load without TensorFlow (https://github.com/huggingface/safetensors).
+ * users load without TensorFlow (https://github.com/huggingface/safetensors), or as Keras'
+ * own .keras archive or .weights.h5 (mw_export_file).
  *
  * File: uint64 N (little-endian) | N bytes of JSON header, padded with spaces
  * to a multiple of 8 | the tensors' raw little-endian float32 data back to back
@@ -15,6 +16,7 @@
 #define MW_WORKER_EXPORT_H
 
 #include "common/status.h"
+#include "worker/keras_h5.h"
 #include "worker/model.h"
 
 /* Write m's parameters, taken from params (the layout of m's arena: the
@@ -22,5 +24,13 @@
  * write is atomic: a temp file in the same directory, fsync, rename, fsync of
  * the directory; on failure path is untouched. MW_EIO naming the path. */
 mw_status mw_export_safetensors(const mw_model *m, const float *params, const char *path);
+
+/* `mwtrain export --format`: "safetensors" (above), "keras" (a .keras archive that
+ * keras.models.load_model opens, worker/keras_archive.h) or "weights-h5" (the .weights.h5
+ * that model.load_weights reads, worker/keras_h5.h); opt (the optimizer, its hyperparameters
+ * and, when it has them, its slots) goes into the archive's compile_config and the weights'
+ * /optimizer group. Atomic as above. */
+mw_status mw_export_file(const mw_model *m, const float *params, const char *format,
+                         const mw_keras_optimizer *opt, const char *path);
 
 #endif

@@ -24,6 +24,7 @@
 #include "worker/device.h"
 #include "worker/eval.h"
 #include "worker/keras.h"
+#include "worker/keras_archive.h"
 #include "worker/model.h"
 #include "worker/preprocess.h"
 #include "worker/train.h"
@@ -52,7 +53,7 @@ static mw_status run_summary(const char *model_path)
 {
     mw_model m;
     if (model_path)
-        MW_TRY(mw_keras_load_file(&m, model_path, 0, 0, 0, 0));
+        MW_TRY(mw_keras_model_load(&m, model_path, 0, 0, 0, 0, NULL));
     else
         MW_TRY(mw_keras_build_tutorial(&m, 28, 28, 1, 10));
     mw_status rc = mw_model_finalize(&m, 1);

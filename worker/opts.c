@@ -28,6 +28,7 @@ void mw_train_opts_default(mw_train_opts *o)
     o->summary_dir = "./logs";
     o->device = "auto";
     o->collective_timeout = MW_DEFAULT_TIMEOUT;
+    o->export_format = "safetensors";
 }
 
 const char *mw_opts_optimizer_name(const mw_train_opts *o)

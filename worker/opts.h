@@ -41,6 +41,7 @@ typedef struct {
     const char *summary_dir;     /* ./logs; "" disables */
     int test_examples;           /* evaluate on the first N test examples (0: all) */
     const char *export_path;     /* `export --output` */
+    const char *export_format;   /* `export --format`: safetensors (default), keras, weights-h5 */
     const char *model_path;      /* --model: Keras JSON (NULL: the tutorial CNN) */
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;

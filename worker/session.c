@@ -1,6 +1,7 @@
 /* The session's set-up, evaluation and tear-down; see session.h. */
 #include "worker/session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "cluster/comm.h"
 #include "common/log.h"
 #include "worker/keras.h"
+#include "worker/keras_archive.h"
 #include "worker/memory.h"
 #include "worker/preprocess.h"
 
@@ -118,9 +120,11 @@ static mw_status build_model(mw_session *s, int with_data)
     const int c = with_data ? (int)s->train.channels : 0;
     const int n = with_data ? s->train.num_classes : 0;
     s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = n;
+    mw_keras_weights kw; /* a .keras archive's initial weights */
+    mw_keras_weights_init(&kw);
     mw_status rc;
     if (o->model_path) {
-        rc = mw_keras_load_file(&s->model, o->model_path, h, w, c, n);
+        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, n, &kw);
     } else if (s->saved_model) {
         rc = mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
                            "the model saved in the checkpoint", h, w, c, n);
@@ -133,11 +137,17 @@ static mw_status build_model(mw_session *s, int with_data)
                   : mw_err(MW_ENOMEM, "out of memory");
         free(text);
     }
-    MW_TRY(model_mismatch(s, rc));
-    MW_TRY(mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN));
+    rc = model_mismatch(s, rc);
+    if (rc == MW_OK)
+        rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
+        mw_model_init_params(&s->model, s->o->seed);
+    if (rc == MW_OK)
+        rc = mw_keras_weights_apply(&kw, &s->model, s->model.params.data);
+    mw_keras_weights_free(&kw);
+    MW_TRY(rc);
     if (s->model.source) /* the model description travels in every checkpoint */
         s->model_json = s->model.source;
-    mw_model_init_params(&s->model, s->o->seed);
     mw_arena *as[2] = {&s->m1, &s->m2};
     for (int i = 0; i < 2; i++) {
         mw_arena_reserve(as[i], s->model.params.count);
@@ -285,6 +295,13 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
     MW_TRY(check_saved_model(s, c, number));
     if (weights_only) {
         mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
+        if (c->slot1 && c->nslots == c->nparams) { /* kept for export (its Keras optimizer) */
+            mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
+            if (c->slot2)
+                mw_ckpt_unpack(&s->model, s->m2.data, c->slot2);
+            snprintf(s->saved_optimizer, sizeof s->saved_optimizer, "%s", c->optimizer);
+            s->opt_step = c->opt_step;
+        }
         s->start_epoch = c->epoch;
         s->global_step = c->global_step;
         return s->ops ? s->ops->push(s->rep, 1) : MW_OK;

@@ -66,6 +66,9 @@ typedef struct {
     void *latest;      /* rank 0: its bytes, until the restore takes them (owned) */
     size_t latest_len;
     long latest_number; /* rank 0: its N (ckpt-N) */
+    /* a weights-only restore that found optimizer slots: their optimizer ("adam", "sgd"; ""
+     * when none), the slots in m1/m2 and opt_step (export writes them for Keras) */
+    char saved_optimizer[16];
 } mw_session;
 
 void mw_session_init(mw_session *s);

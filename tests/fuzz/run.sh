@@ -1,8 +1,8 @@
 #!/bin/sh
 # Build the fuzz targets with clang and run a short, bounded libFuzzer session on each: the
 # data readers (.npy, .npz, CIFAR) for a quarter of the time, the TF_CONFIG parser, then the
-# checkpoint reader, each for half of the rest, then the Keras model reader for
-# FUZZ_KERAS_SECONDS (default 10).
+# checkpoint reader, each for half of the rest, then the Keras model reader and the .keras
+# archive reader for FUZZ_KERAS_SECONDS (default 10) between them.
 #
 #   tests/fuzz/run.sh [SECONDS]      (default 16 in all; FUZZ_RUNS caps the executions of each
 #                                     target, default 2000000)
@@ -96,6 +96,30 @@ cat > "$OUT/checkpoint.dict" <<'DICT'
 "\xff\xff\xff\xff\xff\xff\xff\xff"
 DICT
 
+# The .keras archive reader (worker/keras_archive.c, keras_h5.c, keras_vars.c) over the installed
+# libzip and libhdf5, with the model reader under it. It takes a third of KERAS_SECONDS from the
+# model reader, so the run's total time stays the same.
+ARCHIVE_SECONDS=$(( KERAS_SECONDS >= 3 ? KERAS_SECONDS / 3 : 1 ))
+KERAS_SECONDS=$(( KERAS_SECONDS > ARCHIVE_SECONDS ? KERAS_SECONDS - ARCHIVE_SECONDS : 1 ))
+mkdir -p "$OUT/corpus-keras_archive"
+# shellcheck disable=SC2086
+"$CLANG" $CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
+    "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras_archive.c" \
+    "$ROOT/worker/keras_h5.c" "$ROOT/worker/keras_vars.c" "$ROOT/worker/keras.c" \
+    "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
+    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm \
+    -o "$OUT/fuzz_keras_archive"
+cat > "$OUT/keras_archive.dict" <<'DICT'
+"PK\x03\x04"
+"PK\x01\x02"
+"PK\x05\x06"
+"config.json"
+"metadata.json"
+"model.weights.h5"
+"\x89HDF\x0d\x0a\x1a\x0a"
+DICT
+
 # Keras config keys and values (worker/keras.h).
 cat > "$OUT/keras.dict" <<'DICT'
 "\"class_name\""
@@ -183,6 +207,7 @@ run tfconfig 4096 2048
 # A checkpoint may only allocate what its bytes can inflate to (1032:1): 64 MiB is plenty here.
 run checkpoint 8192 64
 run keras 8192 512 "$KERAS_SECONDS"
+run keras_archive 65536 512 "$ARCHIVE_SECONDS"
 
 if [ "$failed" -ne 0 ]; then
     echo "run.sh: reproducers in $OUT:" >&2

@@ -1,0 +1,116 @@
+"""Shared helpers of the Keras oracle tests: the mwtrain binary, Fashion-MNIST's test set as
+Keras sees it, the models Keras builds, and checks that print both values on failure."""
+import gzip
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+import keras  # noqa: E402
+
+MWTRAIN = os.path.join(os.environ["MW_BUILDDIR"], "worker", "mwtrain")
+DATA = "/usr/share/datasets/fashion-mnist"
+failures = []
+
+
+def check(ok, what):
+    """Record a failed check (all are reported; the script exits 1 at the end)."""
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def finish():
+    if failures:
+        print(f"{len(failures)} check(s) failed", flush=True)
+        sys.exit(1)
+    print("all checks passed", flush=True)
+
+
+def mwtrain(*args, cwd=None, expect=0):
+    """Run mwtrain; its stdout. A different exit status fails the test at once."""
+    p = subprocess.run([MWTRAIN, *args], cwd=cwd, capture_output=True, text=True)
+    if p.returncode != expect:
+        print(f"mwtrain {' '.join(args)}: exit {p.returncode}, expected {expect}\n"
+              f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}", flush=True)
+        sys.exit(1)
+    return p.stdout + p.stderr
+
+
+def test_set():
+    """x (10000, 28, 28, 1) float32 in [0, 1] and y (10000,) int32, as mwtrain scales them."""
+    with gzip.open(f"{DATA}/t10k-images-idx3-ubyte.gz") as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28, 1)
+    with gzip.open(f"{DATA}/t10k-labels-idx1-ubyte.gz") as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int32)
+    return x.astype(np.float32) / np.float32(255), y
+
+
+def tutorial_cnn():
+    """The tutorial CNN, with Keras' automatic layer names (as mwtrain's built-in one)."""
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+
+
+def mlp(dropout=0.2):
+    """An MLP ending in softmax (mwtrain folds it into the loss), with Dropout (unless
+    dropout=0) and a bias-free layer."""
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation="relu"),
+        *([keras.layers.Dropout(dropout)] if dropout else []),
+        keras.layers.Dense(64, use_bias=False),
+        keras.layers.ReLU(),
+        keras.layers.Dense(10, activation="softmax"),
+    ])
+
+
+def compile_like_mwtrain(model):
+    from_logits = model.layers[-1].get_config().get("activation") != "softmax"
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits),
+                  metrics=["accuracy"])
+    return model
+
+
+def flat_weights(model):
+    return np.concatenate([np.asarray(w, np.float32).ravel() for w in model.weights])
+
+
+def read_csv(path):
+    """metrics.csv: (header, rows as lists of floats)."""
+    with open(path) as f:
+        lines = [line.strip().split(",") for line in f if line.strip()]
+    return lines[0], [[float(v) for v in r] for r in lines[1:]]
+
+
+def workdir():
+    return tempfile.mkdtemp(prefix="mwkeras-")
+
+
+def write_idx_dir(d, x_train, y_train, x_test, y_test):
+    """An IDX data directory (gzip, as Debian's) of uint8 images (N, 28, 28) and labels."""
+    import struct
+    os.makedirs(d, exist_ok=True)
+    for name, arr, magic in [("train-images-idx3-ubyte", x_train, 0x803),
+                             ("train-labels-idx1-ubyte", y_train, 0x801),
+                             ("t10k-images-idx3-ubyte", x_test, 0x803),
+                             ("t10k-labels-idx1-ubyte", y_test, 0x801)]:
+        arr = np.ascontiguousarray(arr, np.uint8)
+        head = struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in arr.shape)
+        with gzip.open(os.path.join(d, name + ".gz"), "wb") as f:
+            f.write(head + arr.tobytes())
