@@ -36,9 +36,11 @@ struct mw_nccl {
     ncclComm_t *comms;          /* one per device; NULL once aborted or destroyed */
     cudaStream_t *own;          /* the object's streams, one per device */
     cudaStream_t *cur;          /* the streams of the call in progress */
-    float *host;                /* pinned staging for my shards (+ the tail on local rank 0) */
-    size_t host_count;
-    mw_ring ring; /* over cross, when nnodes > 1 */
+    float *host;       /* pinned staging for my shards (+ the tail on local rank 0), allocated
+                          at open for max_count: never inside an all-reduce */
+    size_t host_count; /* its floats */
+    size_t max_count;  /* the largest count an all-reduce may be given */
+    mw_ring ring;      /* over cross, when nnodes > 1 */
     double timeout;
     int failed; /* aborted: every later call fails */
 };
@@ -376,8 +378,34 @@ static mw_status init_comms(mw_nccl *n, ncclUniqueId id)
     return wait_idle(n, op, -1, 0);
 }
 
+/* The pinned staging buffer for all-reduces of up to max_count floats (portable: any of our
+ * devices may copy to it), allocated once here: cudaHostAlloc and cudaFreeHost synchronize the
+ * device, so inside an all-reduce a dead peer could block them outside the collective timeout.
+ * One node: no staging. Several: my ndev shards of max_count / G, and on local rank 0 room for
+ * a tail of up to G - 1 floats (a smaller count can have a longer tail). */
+static mw_status alloc_host(mw_nccl *n)
+{
+    if (n->nnodes <= 1 || n->max_count == 0)
+        return MW_OK;
+    const size_t shard = n->max_count / (size_t)n->G;
+    const size_t tail = n->local_rank == 0 ? (size_t)n->G - 1 : 0;
+    const size_t count = (size_t)n->ndev * shard + tail;
+    if (count == 0)
+        return MW_OK;
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, count * sizeof(float), cudaHostAllocPortable);
+    if (e != cudaSuccess)
+        return fail(n, MW_ENOMEM, "NCCL set-up", -1, 0,
+                    "cudaHostAlloc of %zu bytes of pinned memory for the all-reduce "
+                    "staging: %s",
+                    count * sizeof(float), cudaGetErrorString(e));
+    n->host = p;
+    n->host_count = count;
+    return MW_OK;
+}
+
 mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
-                       const int *devices, double timeout)
+                       const int *devices, size_t max_count, double timeout)
 {
     *out = NULL;
     mw_nccl *n = calloc(1, sizeof *n);
@@ -385,6 +413,7 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
         return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
     mw_ring_init(&n->ring);
     n->timeout = timeout;
+    n->max_count = max_count;
     n->local_size = n->nnodes = 1;
     mw_status rc = MW_OK;
     char *pci = calloc(ndev_local > 0 ? (size_t)ndev_local : 1, PCI_LEN);
@@ -424,6 +453,7 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
         }
     }
     MW_TRY_GOTO(init_comms(n, id), rc, fail);
+    MW_TRY_GOTO(alloc_host(n), rc, fail);
 
     /* 3. The cross-node ring, when there are other nodes. */
     if (n->nnodes > 1)
@@ -536,28 +566,6 @@ static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size
     return MW_OK;
 }
 
-/* Grow the pinned staging buffer to count floats (portable: any of our devices may copy). */
-static mw_status reserve_host(mw_nccl *n, const char *op, long step, size_t count)
-{
-    if (count <= n->host_count)
-        return MW_OK;
-    if (n->host) {
-        cudaError_t e = cudaFreeHost(n->host);
-        n->host = NULL;
-        n->host_count = 0;
-        if (e != cudaSuccess)
-            return cuda_fail(n, op, step, 0, "cudaFreeHost", e);
-    }
-    void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, count * sizeof(float), cudaHostAllocPortable);
-    if (e != cudaSuccess)
-        return fail(n, MW_ENOMEM, op, step, 0, "cudaHostAlloc of %zu bytes of pinned memory: %s",
-                    count * sizeof(float), cudaGetErrorString(e));
-    n->host = p;
-    n->host_count = count;
-    return MW_OK;
-}
-
 mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
 {
     char at[48];
@@ -570,6 +578,11 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
                       at_step(at, sizeof at, step));
     if (count == 0)
         return MW_OK;
+    if (count > n->max_count)
+        return mw_err(MW_EINTERNAL,
+                      "NCCL all-reduce%s: %zu floats, more than the %zu the communicator "
+                      "was opened for",
+                      at_step(at, sizeof at, step), count, n->max_count);
     for (int d = 0; d < n->ndev; d++)
         n->cur[d] = streams ? (cudaStream_t)streams[d] : n->own[d];
 
@@ -587,9 +600,11 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
     if (n->G > 1)
         MW_TRY(enqueue(n, "NCCL all-reduce (reduce-scatter inside the node)", step, ENQ_SCATTER,
                        bufs, count, shard, tail));
+    if (staged > n->host_count)
+        return mw_err(MW_EINTERNAL, "NCCL all-reduce: %zu floats to stage, %zu allocated", staged,
+                      n->host_count);
     if (staged > 0) {
         static const char down[] = "NCCL all-reduce (copy of the shards to the host)";
-        MW_TRY(reserve_host(n, down, step, staged));
         MW_TRY(stage(n, down, step, bufs, shard, tail, 1));
         MW_TRY(wait_idle(n, down, step, 1));
     }

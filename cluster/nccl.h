@@ -39,17 +39,20 @@ typedef struct mw_nccl mw_nccl;
  * the checks, cross (the topology's cross; MPI_COMM_NULL: one node). devices: the ndev_local
  * CUDA device ordinals this process drives (copied). Local rank 0 creates the NCCL id
  * (ncclGetUniqueId) and broadcasts it over node with the timeout; then every process joins the
- * communicator and waits for it under the timeout (seconds; <= 0: forever).
+ * communicator and waits for it under the timeout (seconds; <= 0: forever). max_count: the
+ * largest count mw_nccl_allreduce will be given; with several nodes the pinned host staging
+ * for that count is allocated here, so no all-reduce allocates or frees (both synchronize).
  *
  * Checked first and agreed by every rank, so all return the same status: equal ndev_local on
  * the node, no GPU (by PCI bus id) driven twice on a node (NCCL needs one rank per GPU: ranks
  * sharing GPUs round-robin cannot use it), and the same number of GPUs on every node.
  * MW_EDEVICE (or MW_ETIMEOUT) with one message; *out is NULL then. */
 mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
-                       const int *devices, double timeout);
+                       const int *devices, size_t max_count, double timeout);
 
 /* bufs[d] (device memory on devices[d], count floats) = the sum over every GPU of the cluster
- * of its bufs[d], in place. Collective: every process calls it with the same count. streams:
+ * of its bufs[d], in place. Collective: every process calls it with the same count, at most
+ * the max_count given at open (MW_EINTERNAL otherwise). streams:
  * NULL (the object's own streams; the caller must have finished writing bufs) or ndev_local
  * cudaStream_t values, one per device (e.g. mw_cuda_stream of the compute context, so the
  * reduction follows the backward pass in stream order). Returns when the sums are in bufs and
