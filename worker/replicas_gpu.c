@@ -58,6 +58,20 @@ static size_t up64(size_t nbytes)
     return (nbytes + 63) / 64 * 64;
 }
 
+/* The device scratch to reserve: what the conv kernels' chunking uses for max_n images when
+ * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer). The model's
+ * scratch_count is the un-chunked size, which for large images asks for gigabytes. */
+static size_t conv_scratch(const mw_model *m, int max_n)
+{
+    size_t want = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == MW_LAYER_CONV2D) {
+            size_t s = mw_conv2d_ws_capped(&m->layers[i].conv, max_n, MW_CUDA_WS_CAP);
+            want = s > want ? s : want;
+        }
+    return want;
+}
+
 static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
 {
     const mw_model *m = r->env.model;
@@ -72,8 +86,9 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
     MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
     g->ws.params = g->params;
-    if (g->ws.scratch_count > g->k.ws_count)
-        MW_TRY(mw_cuda_ws_reserve(&g->k, g->ws.scratch_count));
+    const size_t scratch = conv_scratch(m, max_n);
+    if (scratch > g->k.ws_count)
+        MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
     const size_t n = (size_t)g->ws.max_n;
     MW_TRY(mw_cuda_alloc((void **)&g->ids, n * sizeof(uint32_t)));
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
@@ -169,7 +184,7 @@ static mw_status gpu_connect(mw_replicas *r)
         for (int d = 0; d < r->ngpu; d++)
             ordinals[d] = r->gd[d].ordinal;
         MW_TRY(mw_nccl_open(&r->nccl, e->topo->node_comm, e->topo->cross, r->ngpu, ordinals,
-                            e->o->collective_timeout));
+                            e->model->params.count, e->o->collective_timeout));
     }
     if (e->rank == 0) {
         if (r->ngpu == 1)

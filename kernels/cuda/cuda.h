@@ -34,6 +34,9 @@ extern "C" {
 /* Device scratch floats a new context gets (16 MiB): enough for the default
  * CNN's convolutions at 64 images per replica without chunking. */
 #define MW_CUDA_WS_DEFAULT ((size_t)1 << 22)
+/* The most device scratch the GPU backend reserves for the conv chunks (256 MiB; more only
+ * when one image alone needs more): mw_conv2d_ws_capped. */
+#define MW_CUDA_WS_CAP ((size_t)1 << 26)
 
 /* Override the table entries with the CUDA twins, and name it "cuda", when at
  * least one device is usable; otherwise (no driver, no device, or built
