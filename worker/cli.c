@@ -152,6 +152,14 @@ static const flag flags[] = {
      .choices = devices,
      .help = "where to train: auto uses the CPU when no CUDA device is found and says "
              "so; gpu without a device is an error (default auto)"},
+    {"evaluator-device", "auto|cpu|gpu", C_TRAIN | C_CLUSTER, K_NAME,
+     TR(evaluator_device, const char *), .choices = devices,
+     .help = "where an evaluator task evaluates (default cpu: on a GPU it would share a "
+             "trainer's, which EXCLUSIVE_PROCESS compute mode refuses)"},
+    {"timeline", "FILE", C_TRAIN, K_OUTPUT, TR(timeline, const char *),
+     .help = "each training rank writes a Chrome trace of its steps (chrome://tracing, "
+             "Perfetto): %r in FILE becomes the rank, else several ranks write "
+             "FILE.rankN (before the extension)"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,

@@ -45,10 +45,17 @@ typedef struct {
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
+    const char *evaluator_device; /* --evaluator-device auto|cpu|gpu (cpu): an evaluator task's
+                                     --device; it would share a trainer's GPU */
+    const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);
 /* "adam" or "sgd", as checkpoints record it. */
 const char *mw_opts_optimizer_name(const mw_train_opts *o);
+/* The --device mode of a task: --evaluator-device for an evaluator (the CPU by default: on a
+ * node it shares with trainers it would share one of their GPUs, which EXCLUSIVE_PROCESS
+ * compute mode refuses), --device for the others. */
+const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator);
 
 #endif

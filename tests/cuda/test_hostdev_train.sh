@@ -115,11 +115,12 @@ gpu_eval=$(grep "^Test Loss" "$tmp/eval-gpu.out") cpu_eval=$(grep "^Test Loss" "
 check '[[ -n "$gpu_eval" && "$gpu_eval" == "$cpu_eval" ]]' \
     "eval --device gpu equals the CPU eval: '$gpu_eval' vs '$cpu_eval'"
 
-# an evaluator task on the GPU path: the chief on one fake GPU, the evaluator on its own
+# an evaluator task on the GPU path (--evaluator-device gpu): the chief on one fake GPU, the
+# evaluator on its own
 evcfg='{"cluster":{"chief":["localhost:2222"],"evaluator":["localhost:2224"]},'
 evcfg+='"task":{"type":"chief","index":0}}'
 timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" train --device gpu \
-    --epochs 2 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
+    --evaluator-device gpu --epochs 2 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
     --checkpoint-dir "$tmp/ev" --checkpoint-every-epochs 1 >"$tmp/ev.out" 2>&1
 check '[[ $? -eq 0 ]] &&
        grep -qF "evaluator: waiting for checkpoints from the chief (evaluating on the GPU)" \
@@ -131,6 +132,27 @@ for e in 1 2; do
            grep -qF "Evaluator: ckpt-$e (epoch $e, step $((3 * e))), $chief" "$tmp/ev.out"' \
         "the evaluator's ckpt-$e equals the chief's epoch $e ($chief)"
 done
+
+# by default the evaluator takes the CPU, not a trainer's GPU (EXCLUSIVE_PROCESS compute mode
+# refuses a second process on a GPU): `cluster` says so, and it evaluates what the chief trained
+out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" cluster --json \
+    --device gpu 2>&1)
+check 'grep -qF "\"role\": \"chief\", \"device\": \"cuda:0\"}" <<<"$out" &&
+       grep -qF "\"role\": \"evaluator\", \"device\": \"cpu\"}" <<<"$out"' \
+    "cluster: the evaluator on the CPU by default: $out"
+out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" cluster --json \
+    --device gpu --evaluator-device gpu 2>&1)
+check 'grep -qF "\"role\": \"evaluator\", \"device\": \"cuda:0\"}" <<<"$out"' \
+    "cluster: --evaluator-device gpu: $out"
+timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" train --device gpu \
+    --epochs 1 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
+    --checkpoint-dir "$tmp/evc" --checkpoint-every-epochs 1 >"$tmp/evc.out" 2>&1
+chief=$(sed -n "s/^Epoch 1, .*\\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\\),.*/\\1/p" \
+    "$tmp/evc.out")
+check '[[ -n "$chief" ]] &&
+       grep -qF "evaluator: waiting for checkpoints from the chief (evaluating on the CPU)" \
+           "$tmp/evc.out" && grep -qF "Evaluator: ckpt-1 (epoch 1, step 3), $chief" "$tmp/evc.out"' \
+    "the evaluator on the CPU by default: $(tail -n 3 "$tmp/evc.out")"
 
 # failures: every rank stops with one message, quickly
 fault() { # name fault expected-exit expected-message [flags...]
