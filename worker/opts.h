@@ -45,8 +45,9 @@ typedef struct {
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
-    const char *evaluator_device; /* --evaluator-device auto|cpu|gpu (cpu): an evaluator task's
-                                     --device; it would share a trainer's GPU */
+
+    /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */
+    const char *evaluator_device;
     const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
 } mw_train_opts;
 

@@ -20,6 +20,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/rng.h"
+#include "common/timeline.h"
 #include "common/timer.h"
 #include "worker/chief.h"
 #include "worker/evaluator.h"
@@ -112,8 +113,11 @@ static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
     void *bytes = NULL;
     size_t nbytes = 0;
     const int ev = t->ev.rank >= 0;
+    MW_TL_BEGIN("checkpoint", "checkpoint");
     MW_TRY(mw_chief_save(&t->s, epochs_done, step_in_epoch, &number, ev ? &bytes : NULL, &nbytes));
-    return ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
+    mw_status rc = ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
+    MW_TL_END("checkpoint", "checkpoint");
+    return rc;
 }
 
 /* One step: the global batch starting at example start of the epoch's order. */
@@ -121,9 +125,23 @@ static mw_status step(trainer *t, long start, long gb)
 {
     mw_session *s = &t->s;
     const uint64_t dseed = mw_rng_hash(s->seed, 0x64726f70, (uint64_t)s->global_step);
+    if (mw_timeline_on) {
+        mw_timeline_step(s->global_step);
+        mw_timeline_begin("step", "step");
+        mw_timeline_begin("forward/backward", "compute");
+    }
     MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed));
+    MW_TL_END("forward/backward", "compute");
+    MW_TL_BEGIN("all-reduce", "allreduce");
     MW_TRY(s->ops->allreduce(s->rep, s->global_step));
+    MW_TL_END("all-reduce", "allreduce");
+    MW_TL_BEGIN("update", "update");
     MW_TRY(s->ops->update(s->rep, mw_optimizer_rate(s->o, &s->opt_step)));
+    if (mw_timeline_on) {
+        mw_timeline_end("update", "update");
+        mw_timeline_end("step", "step");
+        mw_timeline_step(-1);
+    }
     s->global_step++;
     return MW_OK;
 }
@@ -190,8 +208,12 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     em->train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
     em->seconds = train_time;
     em->images_per_sec = train_time > 0 ? sums[2] / train_time : 0;
+    MW_TL_BEGIN("evaluate", "evaluate");
     MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_acc));
-    return s->rank == 0 ? chief_epoch_end(t, epoch, em) : MW_OK;
+    MW_TL_END("evaluate", "evaluate");
+    MW_TRY(s->rank == 0 ? chief_epoch_end(t, epoch, em) : MW_OK);
+    mw_timeline_flush();
+    return MW_OK;
 }
 
 static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
@@ -209,6 +231,17 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
     return s->rank == 0 ? mw_evlink_finish(&t->ev, s->global_step) : MW_OK;
 }
 
+/* --timeline: this training rank's trace, its track named after the rank and task. */
+static mw_status timeline_open(const char *pattern, const mw_topology *topo)
+{
+    char path[4096], name[160];
+    const mw_rank_info *me = &topo->ranks[topo->rank];
+    MW_TRY(mw_timeline_path(path, sizeof path, pattern, topo->rank, topo->ntrain));
+    snprintf(name, sizeof name, "rank %d (%s %d, %s)", topo->rank, mw_job_name(me->job),
+             me->job_index, me->host ? me->host : "?");
+    return mw_timeline_open(path, topo->rank, name);
+}
+
 /* Everything before the first step (see the top of this file); agreed. */
 static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *topo)
 {
@@ -220,6 +253,8 @@ static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *to
         rc = mw_session_open(s, o, topo, MW_USE_TRAIN);
     if (rc == MW_OK && !(t->order = malloc(sizeof *t->order * (s->train.count + 1))))
         rc = mw_err(MW_ENOMEM, "cannot allocate the epoch order");
+    if (rc == MW_OK && o->timeline)
+        rc = timeline_open(o->timeline, topo);
     if (rc == MW_OK && s->rank == 0 && (mw_chief_checkpointing(o) || o->resume))
         rc = mw_chief_check_dir(o->checkpoint_dir);
     mw_fault_point("setup", topo->world_rank);
@@ -268,7 +303,9 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
      * that would wait for a peer is released */
     mw_session_close(&t->s, *mid_run);
     mw_summary_close(&t->sum);
-    mw_chief_release_dir(); /* the checkpoint directory's lock, if set-up took it */
+    mw_chief_release_dir();           /* the checkpoint directory's lock, if set-up took it */
+    if (mw_timeline_close() != MW_OK) /* the run's outcome stands; the trace is lost */
+        mw_log_warn("%s", mw_err_msg());
     if (!*mid_run)
         mw_evlink_free(&t->ev);
     free(t->order);
