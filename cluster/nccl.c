@@ -22,6 +22,7 @@
 #include "cluster/comm.h"
 #include "cluster/ring.h"
 #include "cluster/topology.h"
+#include "common/timeline.h"
 #include "common/timer.h"
 
 #define PCI_LEN 32 /* "0000:3b:00.0" and room to spare */
@@ -115,6 +116,14 @@ static mw_status set_device(mw_nccl *n, const char *op, long step, int d)
     return e == cudaSuccess ? MW_OK : cuda_fail(n, op, step, d, "cudaSetDevice", e);
 }
 
+/* A wait that was needed, on the timeline: "wait: <op>". */
+static void timeline_wait(const char *op, double since)
+{
+    char name[MW_TIMELINE_NAME];
+    snprintf(name, sizeof name, "wait: %s", op);
+    mw_timeline_span(name, "wait", since);
+}
+
 /* Wait until every communicator has finished its background work (state no longer
  * ncclInProgress) and, with streams, every stream of the call is idle. Polls with the timeout;
  * any error or the timeout aborts the communicators. */
@@ -122,6 +131,7 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
 {
     const struct timespec nap = {0, 20000}; /* 20 us between polls once the first spins fail */
     double t0 = mw_now();
+    const double tl0 = mw_timeline_on ? mw_timeline_now() : 0;
     for (unsigned long spin = 0;; spin++) {
         int busy = -1;
         for (int d = 0; d < n->ndev; d++) {
@@ -149,8 +159,11 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
             if (e != cudaSuccess)
                 return cuda_fail(n, op, step, d, "cudaStreamQuery", e);
         }
-        if (busy < 0)
+        if (busy < 0) {
+            if (spin > 0 && mw_timeline_on)
+                timeline_wait(op, tl0);
             return MW_OK;
+        }
         if (spin % 64 != 63)
             continue;
         double now = mw_now();
@@ -588,8 +601,11 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
 
     if (n->nnodes == 1) {
         static const char op[] = "NCCL all-reduce";
+        MW_TL_BEGIN("all-reduce (NCCL)", "allreduce");
         MW_TRY(enqueue(n, op, step, ENQ_ALLREDUCE, bufs, count, 0, 0));
-        return wait_idle(n, op, step, 1);
+        mw_status rc = wait_idle(n, op, step, 1);
+        MW_TL_END("all-reduce (NCCL)", "allreduce");
+        return rc;
     }
 
     /* Several nodes: shard g of count / G on GPU g of each node, the rest (the tail, fewer than
@@ -597,6 +613,7 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
      * which are contiguous in the host buffer and the same length on every node. */
     const size_t shard = count / (size_t)n->G, tail = count % (size_t)n->G;
     const size_t staged = (size_t)n->ndev * shard + (n->local_rank == 0 ? tail : 0);
+    MW_TL_BEGIN("all-reduce (NCCL intra-node reduce-scatter)", "allreduce");
     if (n->G > 1)
         MW_TRY(enqueue(n, "NCCL all-reduce (reduce-scatter inside the node)", step, ENQ_SCATTER,
                        bufs, count, shard, tail));
@@ -608,20 +625,26 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
         MW_TRY(stage(n, down, step, bufs, shard, tail, 1));
         MW_TRY(wait_idle(n, down, step, 1));
     }
+    MW_TL_END("all-reduce (NCCL intra-node reduce-scatter)", "allreduce");
     /* Every rank runs its ring, even with nothing staged: the ring returns at once then, on
      * every rank of it alike (same local rank, so same length). */
+    MW_TL_BEGIN("all-reduce (inter-node ring)", "allreduce");
     mw_status rc = mw_ring_sum(&n->ring, n->host, staged, step);
+    MW_TL_END("all-reduce (inter-node ring)", "allreduce");
     if (rc != MW_OK) {
         abort_all(n); /* the peers' NCCL work will not be matched any more */
         return rc;
     }
+    MW_TL_BEGIN("all-reduce (NCCL intra-node all-gather)", "allreduce");
     if (staged > 0)
         MW_TRY(stage(n, "NCCL all-reduce (copy of the sums to the devices)", step, bufs, shard,
                      tail, 0));
     if (n->G > 1)
         MW_TRY(enqueue(n, "NCCL all-reduce (all-gather inside the node)", step, ENQ_GATHER, bufs,
                        count, shard, tail));
-    return wait_idle(n, "NCCL all-reduce (all-gather inside the node)", step, 1);
+    rc = wait_idle(n, "NCCL all-reduce (all-gather inside the node)", step, 1);
+    MW_TL_END("all-reduce (NCCL intra-node all-gather)", "allreduce");
+    return rc;
 }
 
 /* ---- the rest ---------------------------------------------------------------------------- */

@@ -22,7 +22,7 @@
 #include "common/status.h"
 
 #define MW_TIMELINE_EVENTS 8192 /* buffered events between writes */
-#define MW_TIMELINE_NAME 48     /* an event's name, truncated to this less one */
+#define MW_TIMELINE_NAME 80     /* an event's name, truncated to this less one */
 
 /* Non-zero while a timeline is open; read by the macros below. */
 extern int mw_timeline_on;

@@ -21,6 +21,7 @@
 
 #include "cluster/nccl.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
 #include "worker/device.h"
 #include "worker/replicas.h"
@@ -207,9 +208,11 @@ static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, co
     mw_model_ws *ws = &g->ws;
     const mw_model *m = r->env.model;
     const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
+    MW_TL_BEGIN("data", "data");
     for (int j = 0; j < n; j++)
         g->h_ids[j] = ids ? ids[j] : first + (uint32_t)j;
     mw_dataset_batch(d, g->h_x, g->h_labels, g->h_ids, n);
+    MW_TL_END("data", "data");
     MW_TRY(mw_cuda_upload(ws->act[0], g->h_x, in * sizeof(float), &g->k));
     MW_TRY(mw_cuda_upload(ws->labels, g->h_labels, (size_t)n * sizeof(int32_t), &g->k));
     ws->training = training;
@@ -282,6 +285,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
         if (!busy)
             return MW_OK;
         /* a failed kernel surfaces here, at the round's wait */
+        MW_TL_BEGIN("wait: the devices' round", "wait");
         for (int d = 0; d < r->ngpu; d++) {
             gpu_dev *g = &r->gd[d];
             if (c[d].n == 0)
@@ -291,6 +295,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
                 *ls += g->h_loss[j];
             *corr += mw_model_correct_host(m, g->h_prob, g->h_labels, c[d].n);
         }
+        MW_TL_END("wait: the devices' round", "wait");
     }
 }
 

@@ -8,6 +8,7 @@
 #     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
+#   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
 #     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
 #     GPU reports what the chief measured;
@@ -78,9 +79,17 @@ check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.ou
 run cpu-2x1-sgd 2 0 "$mw" --device cpu --threads 1 "${sgd[@]}"
 same gpu-2x1-sgd cpu-2x1-sgd
 
-TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8
+TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8 \
+    --timeline "$tmp/gpu-tl-%r.json"
 check 'grep -qF "2 rank(s) on 2 node(s) x 2 replica(s), global batch 32, 2 GPU(s) per rank" \
            "$tmp/gpu-2nodes-x2.out"' "two fake nodes, two fake GPUs each"
+# --timeline on the GPU path: the NCCL all-reduce's parts in every step of both ranks
+gpu_tl=(data "all-reduce (NCCL intra-node reduce-scatter)" "all-reduce (inter-node ring)"
+        "all-reduce (NCCL intra-node all-gather)")
+for r in 0 1; do
+    out=$(python3 "$src/tests/mpi/check_timeline.py" 12 "$tmp/gpu-tl-$r.json" $r "${gpu_tl[@]}")
+    check '[[ $? -eq 0 ]]' "GPU timeline of rank $r: $(tail -n 4 <<<"$out")"
+done
 run cpu-1x4 1 0 "$mw" --device cpu --replicas-per-worker 4 --threads 1 --batch-per-replica 8
 same gpu-2nodes-x2 cpu-1x4
 sgd8=(--batch-per-replica 8 --optimizer sgd --learning-rate 0.05)
