@@ -33,6 +33,8 @@ typedef struct {
     mw_summary sum;  /* chief only */
     mw_evlink ev;    /* chief: the evaluator task, if any */
     uint32_t *order; /* the epoch's permutation of the training set */
+    double *secs;    /* this epoch's step times without the all-reduce (straggler note) */
+    double *gather;  /* 3 sums and one median step time per rank: the epoch's all-reduce */
 } trainer;
 
 /* Steps per epoch: from the data set, the same on every rank unless the ranks read
@@ -121,16 +123,19 @@ static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
 }
 
 /* One step: the global batch starting at example start of the epoch's order. */
-static mw_status step(trainer *t, long start, long gb)
+static mw_status step(trainer *t, long start, long gb, double *secs)
 {
     mw_session *s = &t->s;
+    const double t0 = mw_now();
     const uint64_t dseed = mw_rng_hash(s->seed, 0x64726f70, (uint64_t)s->global_step);
     if (mw_timeline_on) {
         mw_timeline_step(s->global_step);
         mw_timeline_begin("step", "step");
         mw_timeline_begin("forward/backward", "compute");
     }
+    mw_fault_slow(s->rank);
     MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed));
+    *secs = mw_now() - t0;
     MW_TL_END("forward/backward", "compute");
     MW_TL_BEGIN("all-reduce", "allreduce");
     MW_TRY(s->ops->allreduce(s->rep, s->global_step));
@@ -153,15 +158,45 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
 {
     mw_session *s = &t->s;
     const mw_train_opts *o = s->o;
+    char note[160];
+    mw_chief_straggler_note(note, sizeof note, t->gather + 3, s->world);
     printf("Epoch %d, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f, "
-           "Time: %.2f s, Images/s: %.0f\n",
+           "Time: %.2f s, Images/s: %.0f%s\n",
            epoch + 1, em->train_loss, 100 * em->train_acc, em->test_loss, 100 * em->test_acc,
-           em->seconds, em->images_per_sec);
+           em->seconds, em->images_per_sec, note);
     fflush(stdout);
     MW_TRY(mw_chief_summaries(s, &t->sum, epoch, em));
     const int every = o->checkpoint_every_epochs;
     if (mw_chief_checkpointing(o) && ((every > 0 && epoch % every == 0) || epoch + 1 == o->epochs))
         MW_TRY(save(t, epoch + 1, 0));
+    return MW_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The epoch's sums over every rank (scaled loss, correct, examples) into sums, and every
+ * rank's median step time (its own slot, the others 0, so one sum gathers them) into
+ * t->gather + 3: one all-reduce at the epoch's end. */
+static mw_status epoch_sums(trainer *t, double sums[3], long nsteps)
+{
+    mw_session *s = &t->s;
+    double *g = t->gather;
+    memset(g, 0, (3 + (size_t)s->world) * sizeof *g);
+    memcpy(g, sums, 3 * sizeof *g);
+    if (nsteps > 0) {
+        qsort(t->secs, (size_t)nsteps, sizeof *t->secs, cmp_double);
+        g[3 + s->rank] = nsteps % 2 ? t->secs[nsteps / 2]
+                                    : 0.5 * (t->secs[nsteps / 2 - 1] + t->secs[nsteps / 2]);
+    }
+    mw_wait_ctx w = {"training metrics all-reduce", s->global_step, s->o->collective_timeout};
+    MPI_Request req;
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, g, 3 + s->world, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
+    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
+    memcpy(sums, g, 3 * sizeof *g);
     return MW_OK;
 }
 
@@ -181,7 +216,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
                           o->epochs, (int)steps);
     for (long k = first; k < steps; k++) {
         const long start = k * GB, gb = N - start < GB ? N - start : GB;
-        MW_TRY(step(t, start, gb));
+        MW_TRY(step(t, start, gb, &t->secs[k - first]));
         seen_local += (double)gb;
         if (s->rank != 0)
             continue;
@@ -200,10 +235,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     if (s->rank == 0)
         mw_progress_end(&prog);
     s->ops->metrics(s->rep, sums, 1);
-    mw_wait_ctx w = {"training metrics all-reduce", s->global_step, o->collective_timeout};
-    MPI_Request req;
-    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
-    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
+    MW_TRY(epoch_sums(t, sums, steps - first));
     em->train_loss = steps > first ? sums[0] / (double)(steps - first) : 0;
     em->train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
     em->seconds = train_time;
@@ -251,7 +283,9 @@ static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *to
     mw_status rc = o->resume ? mw_chief_fetch_model(s, o, topo->world) : MW_OK;
     if (rc == MW_OK)
         rc = mw_session_open(s, o, topo, MW_USE_TRAIN);
-    if (rc == MW_OK && !(t->order = malloc(sizeof *t->order * (s->train.count + 1))))
+    if (rc == MW_OK && (!(t->order = malloc(sizeof *t->order * (s->train.count + 1))) ||
+                        !(t->secs = malloc(sizeof *t->secs * (size_t)(steps_per_epoch(s) + 1))) ||
+                        !(t->gather = malloc(sizeof *t->gather * (size_t)(3 + s->world)))))
         rc = mw_err(MW_ENOMEM, "cannot allocate the epoch order");
     if (rc == MW_OK && o->timeline)
         rc = timeline_open(o->timeline, topo);
@@ -309,6 +343,8 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
     if (!*mid_run)
         mw_evlink_free(&t->ev);
     free(t->order);
+    free(t->secs);
+    free(t->gather);
     free(t);
     return rc;
 }
