@@ -37,11 +37,13 @@ struct mw_nccl {
     ncclComm_t *comms;          /* one per device; NULL once aborted or destroyed */
     cudaStream_t *own;          /* the object's streams, one per device */
     cudaStream_t *cur;          /* the streams of the call in progress */
-    float *host;       /* pinned staging for my shards (+ the tail on local rank 0), allocated
-                          at open for max_count: never inside an all-reduce */
-    size_t host_count; /* its floats */
-    size_t max_count;  /* the largest count an all-reduce may be given */
-    mw_ring ring;      /* over cross, when nnodes > 1 */
+    float *host;         /* pinned staging for my shards (+ the tail on local rank 0), allocated
+                            at open for max_count: never inside an all-reduce */
+    size_t host_count;   /* its floats */
+    size_t max_count;    /* the largest count an all-reduce may be given */
+    const char *pending; /* the op of a started all-reduce not waited for yet (a literal) */
+    long pending_step;
+    mw_ring ring; /* over cross, when nnodes > 1 */
     double timeout;
     int failed; /* aborted: every later call fails */
 };
@@ -579,7 +581,7 @@ static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size
     return MW_OK;
 }
 
-mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
 {
     char at[48];
     if (!n)
@@ -588,6 +590,9 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
         return mw_err(MW_EDEVICE,
                       "NCCL all-reduce%s: the NCCL communicator was aborted after "
                       "an earlier failure",
+                      at_step(at, sizeof at, step));
+    if (n->pending)
+        return mw_err(MW_EINTERNAL, "NCCL all-reduce%s: the previous one was not waited for",
                       at_step(at, sizeof at, step));
     if (count == 0)
         return MW_OK;
@@ -603,9 +608,9 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
         static const char op[] = "NCCL all-reduce";
         MW_TL_BEGIN("all-reduce (NCCL)", "allreduce");
         MW_TRY(enqueue(n, op, step, ENQ_ALLREDUCE, bufs, count, 0, 0));
-        mw_status rc = wait_idle(n, op, step, 1);
         MW_TL_END("all-reduce (NCCL)", "allreduce");
-        return rc;
+        n->pending = op, n->pending_step = step;
+        return MW_OK;
     }
 
     /* Several nodes: shard g of count / G on GPU g of each node, the rest (the tail, fewer than
@@ -639,12 +644,30 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
     if (staged > 0)
         MW_TRY(stage(n, "NCCL all-reduce (copy of the sums to the devices)", step, bufs, shard,
                      tail, 0));
+    static const char gather[] = "NCCL all-reduce (all-gather inside the node)";
     if (n->G > 1)
-        MW_TRY(enqueue(n, "NCCL all-reduce (all-gather inside the node)", step, ENQ_GATHER, bufs,
-                       count, shard, tail));
-    rc = wait_idle(n, "NCCL all-reduce (all-gather inside the node)", step, 1);
+        MW_TRY(enqueue(n, gather, step, ENQ_GATHER, bufs, count, shard, tail));
     MW_TL_END("all-reduce (NCCL intra-node all-gather)", "allreduce");
-    return rc;
+    n->pending = gather, n->pending_step = step;
+    return MW_OK;
+}
+
+mw_status mw_nccl_wait(mw_nccl *n)
+{
+    if (!n || !n->pending)
+        return MW_OK;
+    const char *op = n->pending;
+    n->pending = NULL;
+    if (n->failed)
+        return mw_err(MW_EDEVICE, "%s: the NCCL communicator was aborted after an earlier failure",
+                      op);
+    return wait_idle(n, op, n->pending_step, 1);
+}
+
+mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+{
+    MW_TRY(mw_nccl_allreduce_start(n, bufs, count, streams, step));
+    return mw_nccl_wait(n);
 }
 
 /* ---- the rest ---------------------------------------------------------------------------- */

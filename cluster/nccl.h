@@ -59,6 +59,17 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
  * the streams are idle. step (>= 0) is named in messages; -1 when not in a step. */
 mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step);
 
+/* mw_nccl_allreduce in two halves, so work can follow the sums in stream order without a
+ * host wait between them (the optimizer update): _start enqueues the reduction (with several
+ * nodes it also waits, polled, for the shards' copy to the host and runs the ring) and
+ * returns once NCCL has put it on the streams; work the caller then enqueues on the same
+ * streams runs after the sums. mw_nccl_wait waits, polled under the timeout, until those
+ * streams are idle (the sums and whatever followed them); a no-op when nothing was started.
+ * Each _start needs its wait before the next (MW_EINTERNAL otherwise). */
+mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void **streams,
+                                  long step);
+mw_status mw_nccl_wait(mw_nccl *n);
+
 /* Finalize and destroy the communicator (ncclCommFinalize polled under the timeout, then
  * ncclCommDestroy), or ncclCommAbort after a failure; free everything; *n = NULL. Safe on
  * NULL. */

@@ -23,6 +23,7 @@
 #define MW_KERNELS_CUDA_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/status.h"
 #include "kernels/kernels.h"
@@ -95,6 +96,21 @@ mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k);
  * 13.0, cuBLAS 13.0.2, no device (cudaGetDeviceCount: ...)"; "CUDA: not built"
  * without CUDA. Static storage; never NULL. */
 const char *mw_cuda_version_string(void);
+
+/* acc[0] += the sum of loss[0..n), acc[1] += the number of rows i of prob (n x K) whose
+ * largest entry (the first, on ties) is at labels[i]; acc: 2 doubles of device memory, every
+ * array on k's device. Enqueued on k's stream: the GPU loop's metrics stay on the device. */
+void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
+                         const int32_t *labels, int n, int K);
+
+/* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
+ * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never
+ * blocking in CUDA) with timeout seconds (<= 0: forever): past it MW_ETIMEOUT "collective
+ * timeout: <what> waited S s for CUDA device D (--collective-timeout T)". A slot never marked
+ * is passed. */
+#define MW_CUDA_MARKS 3
+mw_status mw_cuda_mark(const mw_kctx *k, int slot);
+mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const char *what);
 
 /* k's stream as a cudaStream_t behind void * (for NCCL calls on the same stream), or NULL
  * when k is not an open CUDA context. Borrowed. */

@@ -24,10 +24,12 @@ extern "C" {
 struct mw_cuda_dev {
     int device;
     cudaStream_t stream;
-    cublasHandle_t blas; /* bound to stream */
-    float *ones;         /* MW_CUDA_ONES_COUNT ones, device */
-    int sync_each;       /* MW_CUDA_SYNC=1: wait after every kernel */
-    mw_status status;    /* first failure on this context */
+    cublasHandle_t blas;              /* bound to stream */
+    float *ones;                      /* MW_CUDA_ONES_COUNT ones, device */
+    int sync_each;                    /* MW_CUDA_SYNC=1: wait after every kernel */
+    cudaEvent_t marks[MW_CUDA_MARKS]; /* mw_cuda_mark */
+    int marked[MW_CUDA_MARKS];        /* recorded at least once */
+    mw_status status;                 /* first failure on this context */
 };
 
 /* Translate a code into mw_err(MW_EDEVICE, "file:line: cudaXxx: reason");

@@ -9,6 +9,8 @@
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
 #   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts;
+#   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 16 bytes of metrics
+#     per GPU downloaded, one polled staging wait per micro-batch;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
 #     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
 #     GPU reports what the chief measured;
@@ -102,6 +104,23 @@ run gpu-keras 1 2 "$hd" --device gpu --model "$cnn" --batch-per-replica 16
 run cpu-keras 1 0 "$mw" --device cpu --model "$cnn" --replicas-per-worker 2 --threads 1 \
     --batch-per-replica 16
 same gpu-keras cpu-keras
+
+# the step's shape on the devices (MW_HOSTDEV_STATS): 6 more steps of one rank x 2 fake GPUs
+# x 2 replicas each (2 micro-batches per GPU and step) add, per step, no blocking sync, one
+# 16-byte metrics download per GPU (never the n x K probabilities) and one polled staging-slot
+# wait per micro-batch; the step's end is NCCL's polled wait
+stats() { # STEPS: the "hostdev stats" numbers of a run, one per line
+    MW_HOSTDEV_STATS=1 MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train --device gpu --epochs 1 \
+        --steps-per-epoch "$1" --test-examples 100 --progress none --summary-dir "" \
+        --checkpoint-every-epochs 0 --replicas-per-worker 4 --batch-per-replica 16 2>&1 |
+        sed -n 's/^hostdev stats: \([0-9]*\) syncs, \([0-9]*\) mark waits, \([0-9]*\) downloads of \([0-9]*\) bytes$/\1 \2 \3 \4/p'
+}
+read -r s6 w6 d6 b6 <<<"$(stats 6)"
+read -r s12 w12 d12 b12 <<<"$(stats 12)"
+per="syncs $(((s12 - s6) / 6)), mark waits $(((w12 - w6) / 6)), downloads $(((d12 - d6) / 6)) of $(((b12 - b6) / 6)) bytes"
+echo "per GPU step (1 rank x 2 fake GPUs x 2 replicas each): $per"
+check '[[ -n $s6 && -n $s12 && $s12 -eq $s6 && $((w12 - w6)) -eq 24 && $((d12 - d6)) -eq 12 &&
+       $((b12 - b6)) -eq 192 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
 
 # checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
 ck=(--steps-per-epoch 6 --test-examples 200 --progress none --summary-dir "" --device gpu
