@@ -8,8 +8,8 @@
 #   - %r in FILE is the rank; 2 fake nodes with --allreduce hierarchical show the inter-node
 #     ring;
 #   - one rank writes FILE as given; a FILE in a missing directory is one error, exit 2;
-#   - the chief's epoch line names a straggler: rank 2 of 3 made slow (MW_FAULT=slow:2:60,
-#     60 ms more per step) is named, with its median step, in every epoch line.
+#   - the chief's epoch line names a straggler: rank 2 of 3 made slow (MW_FAULT=slow:2:300,
+#     300 ms more per step) is named, with its median step, in every epoch line.
 #   test_timeline.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
 mw=$1 cmp=$2
@@ -68,8 +68,9 @@ out=$(timeout 60 "$mw" train "${quick[@]}" --timeline "$tmp/no/such/dir/tl.json"
 check '[[ $? -eq 2 ]] && grep -q "^mwtrain: error: --timeline.*no/such/dir" <<<"$out"' \
     "a missing directory: $out"
 
-# a straggler: 60 ms more per step on rank 2 of 3 (steps here take a few ms)
-timeout 120 mpiexec -n 3 -x MW_FAULT=slow:2:60 "$mw" train "${quick[@]}" --threads 1 \
+# a straggler: 300 ms more per step on rank 2 of 3 (a step computes in well under 100 ms,
+# more on a loaded machine, where the other ranks then run faster while rank 2 sleeps)
+timeout 120 mpiexec -n 3 -x MW_FAULT=slow:2:300 "$mw" train "${quick[@]}" --threads 1 \
     --checkpoint-dir "$tmp/ck5" >"$tmp/slow.out" 2>&1
 rc=$?
 re="^Epoch [12], .*Images/s: [0-9]*, straggler: rank 2's median step \(without the all-reduce\) "
@@ -78,6 +79,6 @@ check '[[ $rc -eq 0 && $(grep -Ec "$re" "$tmp/slow.out") -eq 2 ]]' \
     "the straggler is named: $(grep "^Epoch" "$tmp/slow.out")"
 ms=$(sed -n "s/^Epoch 1, .*rank 2's median step (without the all-reduce) \([0-9]*\).*/\1/p" \
     "$tmp/slow.out")
-check '[[ -n $ms && $ms -ge 60 ]]' "its median step holds the 60 ms: ${ms:-none} ms"
+check '[[ -n $ms && $ms -ge 300 ]]' "its median step holds the 300 ms: ${ms:-none} ms"
 echo "$pass passed, $fail failed"
 ((fail == 0))
