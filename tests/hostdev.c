@@ -434,6 +434,17 @@ mw_status mw_cuda_sync(const mw_kctx *k)
     return hd_status(k, "mw_cuda_sync");
 }
 
+mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
+{
+    (void)on; /* the CPU kernels have one precision */
+    return hd_status(k, "mw_cuda_set_tf32");
+}
+
+const char *mw_cuda_conv_backend(void)
+{
+    return "im2col convolutions (the CPU kernels of the host stand-in)";
+}
+
 /* Work runs at once here: every mark is passed when it is recorded. */
 mw_status mw_cuda_mark(const mw_kctx *k, int slot)
 {

@@ -160,6 +160,9 @@ static const flag flags[] = {
      .help = "each training rank writes a Chrome trace of its steps (chrome://tracing, "
              "Perfetto): %r in FILE becomes the rank, else several ranks write "
              "FILE.rankN (before the extension)"},
+    {"tf32", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(tf32, int), .on = 1,
+     .help = "on GPUs, TF32 tensor-core math in cuBLAS and cuDNN (faster from Ampere on, "
+             "inputs rounded to 10 mantissa bits); default plain FP32"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,

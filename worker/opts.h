@@ -49,6 +49,7 @@ typedef struct {
     /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */
     const char *evaluator_device;
     const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
+    int tf32;             /* --tf32: TF32 tensor-core math on GPUs (cuBLAS, cuDNN) */
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);

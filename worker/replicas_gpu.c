@@ -91,6 +91,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     g->ordinal = ordinal;
     MW_TRY(mw_cuda_ctx_open(&g->k, ordinal));
     MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
+    if (r->env.o->tf32)
+        MW_TRY(mw_cuda_set_tf32(&g->k, 1));
     float **arr[4] = {&g->params, &g->grads, &g->m1, &g->m2};
     for (int i = 0; i < 4; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
@@ -198,13 +200,14 @@ static mw_status gpu_connect(mw_replicas *r)
                             e->model->params.count, e->o->collective_timeout));
     }
     if (e->rank == 0) {
+        const char *math = e->o->tf32 ? "TF32 tensor-core math (--tf32)" : "FP32 math";
         if (r->ngpu == 1)
-            mw_log_info("training on CUDA device %d (%s)", r->gd[0].ordinal,
-                        mw_cuda_version_string());
+            mw_log_info("training on CUDA device %d (%s); %s, %s", r->gd[0].ordinal,
+                        mw_cuda_version_string(), mw_cuda_conv_backend(), math);
         else
-            mw_log_info("training on CUDA devices %d-%d as %d replicas (%s)", r->gd[0].ordinal,
-                        r->gd[r->ngpu - 1].ordinal, e->o->replicas_per_worker,
-                        mw_cuda_version_string());
+            mw_log_info("training on CUDA devices %d-%d as %d replicas (%s); %s, %s",
+                        r->gd[0].ordinal, r->gd[r->ngpu - 1].ordinal, e->o->replicas_per_worker,
+                        mw_cuda_version_string(), mw_cuda_conv_backend(), math);
     }
     return MW_OK;
 }

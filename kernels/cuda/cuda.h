@@ -97,6 +97,13 @@ mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k);
  * without CUDA. Static storage; never NULL. */
 const char *mw_cuda_version_string(void);
 
+/* on: let cuBLAS and cuDNN use TF32 tensor cores (--tf32: faster on Ampere and later, with
+ * inputs rounded to 10 mantissa bits); off (a new context's default): plain FP32. */
+mw_status mw_cuda_set_tf32(const mw_kctx *k, int on);
+/* "cuDNN 9.19.0 convolutions" or "im2col convolutions (built without cuDNN)": what conv2d
+ * runs on (cuDNN falls back to im2col per call for shapes it cannot take). Static storage. */
+const char *mw_cuda_conv_backend(void);
+
 /* acc[0] += the sum of loss[0..n), acc[1] += the number of rows i of prob (n x K) whose
  * largest entry (the first, on ties) is at labels[i]; acc: 2 doubles of device memory, every
  * array on k's device. Enqueued on k's stream: the GPU loop's metrics stay on the device. */

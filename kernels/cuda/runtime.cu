@@ -140,6 +140,7 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
                 MW_CUDA(cudaStreamSynchronize(d->stream));
             if (d->blas)
                 MW_CUBLAS(cublasDestroy(d->blas));
+            mw_cudnn_close(d);
             MW_CUDA(cudaFree(d->ones));
             MW_CUDA(cudaFree(k->ws));
             for (int i = 0; i < MW_CUDA_MARKS; i++)
@@ -196,6 +197,7 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     for (int i = 0; i < MW_CUDA_MARKS; i++)
         MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->marks[i], cudaEventDisableTiming)), rc,
                     fail);
+    MW_TRY_GOTO(mw_cudnn_open(d), rc, fail);
     k->ws_count = MW_CUDA_WS_DEFAULT;
     MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail);
     return MW_OK;
@@ -254,6 +256,15 @@ extern "C" mw_status mw_cuda_sync(const mw_kctx *k)
     if (cudaSetDevice(d->device) == cudaSuccess)
         mw_cuda_note(d, MW_CUDA(cudaStreamSynchronize(d->stream)));
     return d->status;
+}
+
+extern "C" mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_set_tf32", &d));
+    d->tf32 = on != 0;
+    return MW_CUBLAS(
+        cublasSetMathMode(d->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 extern "C" mw_status mw_cuda_mark(const mw_kctx *k, int slot)

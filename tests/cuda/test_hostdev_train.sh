@@ -72,6 +72,12 @@ sgd=(--batch-per-replica 16 --optimizer sgd --learning-rate 0.05)
 run gpu-1x2 1 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA devices 0-1 as 2 replicas $stand_in" "$tmp/gpu-1x2.out"' \
     "one rank drives both fake GPUs as replicas"
+check 'grep -qF "; im2col convolutions (the CPU kernels of the host stand-in), FP32 math" \
+           "$tmp/gpu-1x2.out"' "the start-up line: the convolutions and FP32 by default"
+out=$(MW_HOSTDEV_GPUS=1 timeout 60 "$hd" train "${quick[@]}" --device gpu --steps-per-epoch 2 \
+    --tf32 2>&1)
+check '[[ $? -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"' \
+    "--tf32 says so in the start-up line: $(grep "training on" <<<"$out")"
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}"
 same gpu-1x2 cpu-1x2
 
