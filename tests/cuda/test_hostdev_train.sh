@@ -17,7 +17,7 @@
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
-#     a device is one error;
+#     a device is one error; test_device_fallback.sh skips (77) where rank 0 has a device;
 #   - bad layouts are one message: ranks with different replica counts (exit 2), GPU and CPU
 #     ranks mixed (exit 7), more than 16 GPUs for a rank (exit 2),
 #     replicas not a multiple of the rank's GPUs (exit 2), two
@@ -238,6 +238,13 @@ check '[[ $? -eq 7 &&
 out=$(timeout 60 mpiexec -n 2 "$hd" cluster 2>&1)
 check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' \
     "cluster without a device: cpu"
+
+# tests/cuda/test_device_fallback.sh on a "GPU host": it decides from `mwtrain cluster --json`
+# (rank 0 on cuda:0 here) and skips, where it once grepped for a line mwtrain never prints and
+# failed
+out=$(MW_HOSTDEV_GPUS=1 bash "$src/tests/cuda/test_device_fallback.sh" "$hd" 2>&1)
+check '[[ $? -eq 77 ]] && grep -qF "SKIP: rank 0 would train on cuda:0" <<<"$out"' \
+    "device-fallback skips where a device exists: $out"
 
 # bad layouts
 out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)
