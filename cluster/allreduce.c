@@ -12,6 +12,7 @@
 
 #include "cluster/comm.h"
 #include "cluster/ring.h"
+#include "common/timeline.h"
 #include "common/timer.h"
 #include "common/watchdog.h"
 
@@ -79,9 +80,12 @@ static mw_status shm_barrier(mw_allreduce *ar, const char *op)
     long e = ++ar->epoch;
     __atomic_store_n(&ar->flags[ar->local_rank * FLAG_STRIDE], e, __ATOMIC_RELEASE);
     double t0 = -1;
+    const double tl0 = mw_timeline_on ? mw_timeline_now() : 0;
+    int waited = 0;
     for (int j = 0; j < ar->local_size; j++) {
         for (unsigned long spin = 0;
              __atomic_load_n(&ar->flags[j * FLAG_STRIDE], __ATOMIC_ACQUIRE) < e; spin++) {
+            waited = 1;
             /* more ranks than cores: the rank we wait for needs our core */
             if (spin >= ar->yield_after)
                 sched_yield();
@@ -102,6 +106,8 @@ static mw_status shm_barrier(mw_allreduce *ar, const char *op)
             }
         }
     }
+    if (waited && mw_timeline_on)
+        mw_timeline_span("wait: node barrier", "wait", tl0);
     return MW_OK;
 }
 
@@ -110,6 +116,7 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
     static const char op[] = "hierarchical all-reduce";
     const int L = ar->local_size, l = ar->local_rank;
     float *mine = ar->slot;
+    MW_TL_BEGIN("all-reduce (intra-node reduce-scatter)", "allreduce");
     if (buf != mine)
         memcpy(mine, buf, count * sizeof(float));
     MW_TRY(shm_barrier(ar, op)); /* every slot holds its rank's gradients */
@@ -132,9 +139,14 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
         }
         memcpy(dst + b, acc, n * sizeof(float));
     }
+    MW_TL_END("all-reduce (intra-node reduce-scatter)", "allreduce");
     /* across nodes: ring among the ranks holding the same shard */
-    if (ar->nnodes > 1)
+    if (ar->nnodes > 1) {
+        MW_TL_BEGIN("all-reduce (inter-node ring)", "allreduce");
         MW_TRY(mw_ring_sum(&ar->cross_ring, dst, sl, ar->step));
+        MW_TL_END("all-reduce (inter-node ring)", "allreduce");
+    }
+    MW_TL_BEGIN("all-reduce (intra-node all-gather)", "allreduce");
     MW_TRY(shm_barrier(ar, op)); /* every shard is final */
 
     /* all-gather: copy the other ranks' shards */
@@ -146,7 +158,9 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
         else if (buf != mine)
             memcpy(buf + o, dst, n * sizeof(float));
     }
-    return shm_barrier(ar, op); /* nobody reads my slot any more: safe to refill */
+    mw_status rc = shm_barrier(ar, op); /* nobody reads my slot any more: safe to refill */
+    MW_TL_END("all-reduce (intra-node all-gather)", "allreduce");
+    return rc;
 }
 
 mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count)
@@ -167,8 +181,12 @@ mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, s
     if (ar->size <= 1 || count == 0)
         return MW_OK;
     switch (algo) {
-    case MW_AR_RING:
-        return mw_ring_sum(&ar->ring, buf, count, ar->step);
+    case MW_AR_RING: {
+        MW_TL_BEGIN("all-reduce (ring)", "allreduce");
+        mw_status rc = mw_ring_sum(&ar->ring, buf, count, ar->step);
+        MW_TL_END("all-reduce (ring)", "allreduce");
+        return rc;
+    }
     case MW_AR_HIER:
         return hierarchical(ar, buf, count);
     case MW_AR_MPI: {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/timeline.h"
 #include "common/timer.h"
 
 static unsigned long yield_after = 4096;
@@ -23,16 +24,28 @@ mw_status mw_mpi_err(int code, const char *what)
     return mw_err(MW_EMPI, "%s: %s", what, msg);
 }
 
+/* A wait that was needed, on the timeline: "wait: <op>". */
+static void timeline_wait(const mw_wait_ctx *w, double since)
+{
+    char name[MW_TIMELINE_NAME];
+    snprintf(name, sizeof name, "wait: %s", w->op);
+    mw_timeline_span(name, "wait", since);
+}
+
 mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int *peers)
 {
     double t0 = -1;
+    const double tl0 = mw_timeline_on ? mw_timeline_now() : 0;
     for (unsigned long spin = 0;; spin++) {
         int done = 0;
         int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS)
             return mw_mpi_err(rc, w->op);
-        if (done)
+        if (done) {
+            if (mw_timeline_on && spin > 0)
+                timeline_wait(w, tl0);
             return MW_OK;
+        }
         if (spin >= yield_after)
             sched_yield();
         if (spin % 256 != 255)

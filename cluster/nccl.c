@@ -22,6 +22,7 @@
 #include "cluster/comm.h"
 #include "cluster/ring.h"
 #include "cluster/topology.h"
+#include "common/timeline.h"
 #include "common/timer.h"
 
 #define PCI_LEN 32 /* "0000:3b:00.0" and room to spare */
@@ -36,8 +37,12 @@ struct mw_nccl {
     ncclComm_t *comms;          /* one per device; NULL once aborted or destroyed */
     cudaStream_t *own;          /* the object's streams, one per device */
     cudaStream_t *cur;          /* the streams of the call in progress */
-    float *host;                /* pinned staging for my shards (+ the tail on local rank 0) */
-    size_t host_count;
+    float *host;         /* pinned staging for my shards (+ the tail on local rank 0), allocated
+                            at open for max_count: never inside an all-reduce */
+    size_t host_count;   /* its floats */
+    size_t max_count;    /* the largest count an all-reduce may be given */
+    const char *pending; /* the op of a started all-reduce not waited for yet (a literal) */
+    long pending_step;
     mw_ring ring; /* over cross, when nnodes > 1 */
     double timeout;
     int failed; /* aborted: every later call fails */
@@ -113,6 +118,14 @@ static mw_status set_device(mw_nccl *n, const char *op, long step, int d)
     return e == cudaSuccess ? MW_OK : cuda_fail(n, op, step, d, "cudaSetDevice", e);
 }
 
+/* A wait that was needed, on the timeline: "wait: <op>". */
+static void timeline_wait(const char *op, double since)
+{
+    char name[MW_TIMELINE_NAME];
+    snprintf(name, sizeof name, "wait: %s", op);
+    mw_timeline_span(name, "wait", since);
+}
+
 /* Wait until every communicator has finished its background work (state no longer
  * ncclInProgress) and, with streams, every stream of the call is idle. Polls with the timeout;
  * any error or the timeout aborts the communicators. */
@@ -120,6 +133,7 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
 {
     const struct timespec nap = {0, 20000}; /* 20 us between polls once the first spins fail */
     double t0 = mw_now();
+    const double tl0 = mw_timeline_on ? mw_timeline_now() : 0;
     for (unsigned long spin = 0;; spin++) {
         int busy = -1;
         for (int d = 0; d < n->ndev; d++) {
@@ -147,8 +161,11 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
             if (e != cudaSuccess)
                 return cuda_fail(n, op, step, d, "cudaStreamQuery", e);
         }
-        if (busy < 0)
+        if (busy < 0) {
+            if (spin > 0 && mw_timeline_on)
+                timeline_wait(op, tl0);
             return MW_OK;
+        }
         if (spin % 64 != 63)
             continue;
         double now = mw_now();
@@ -376,8 +393,34 @@ static mw_status init_comms(mw_nccl *n, ncclUniqueId id)
     return wait_idle(n, op, -1, 0);
 }
 
+/* The pinned staging buffer for all-reduces of up to max_count floats (portable: any of our
+ * devices may copy to it), allocated once here: cudaHostAlloc and cudaFreeHost synchronize the
+ * device, so inside an all-reduce a dead peer could block them outside the collective timeout.
+ * One node: no staging. Several: my ndev shards of max_count / G, and on local rank 0 room for
+ * a tail of up to G - 1 floats (a smaller count can have a longer tail). */
+static mw_status alloc_host(mw_nccl *n)
+{
+    if (n->nnodes <= 1 || n->max_count == 0)
+        return MW_OK;
+    const size_t shard = n->max_count / (size_t)n->G;
+    const size_t tail = n->local_rank == 0 ? (size_t)n->G - 1 : 0;
+    const size_t count = (size_t)n->ndev * shard + tail;
+    if (count == 0)
+        return MW_OK;
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, count * sizeof(float), cudaHostAllocPortable);
+    if (e != cudaSuccess)
+        return fail(n, MW_ENOMEM, "NCCL set-up", -1, 0,
+                    "cudaHostAlloc of %zu bytes of pinned memory for the all-reduce "
+                    "staging: %s",
+                    count * sizeof(float), cudaGetErrorString(e));
+    n->host = p;
+    n->host_count = count;
+    return MW_OK;
+}
+
 mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
-                       const int *devices, double timeout)
+                       const int *devices, size_t max_count, double timeout)
 {
     *out = NULL;
     mw_nccl *n = calloc(1, sizeof *n);
@@ -385,6 +428,7 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
         return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
     mw_ring_init(&n->ring);
     n->timeout = timeout;
+    n->max_count = max_count;
     n->local_size = n->nnodes = 1;
     mw_status rc = MW_OK;
     char *pci = calloc(ndev_local > 0 ? (size_t)ndev_local : 1, PCI_LEN);
@@ -424,6 +468,7 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
         }
     }
     MW_TRY_GOTO(init_comms(n, id), rc, fail);
+    MW_TRY_GOTO(alloc_host(n), rc, fail);
 
     /* 3. The cross-node ring, when there are other nodes. */
     if (n->nnodes > 1)
@@ -536,29 +581,7 @@ static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size
     return MW_OK;
 }
 
-/* Grow the pinned staging buffer to count floats (portable: any of our devices may copy). */
-static mw_status reserve_host(mw_nccl *n, const char *op, long step, size_t count)
-{
-    if (count <= n->host_count)
-        return MW_OK;
-    if (n->host) {
-        cudaError_t e = cudaFreeHost(n->host);
-        n->host = NULL;
-        n->host_count = 0;
-        if (e != cudaSuccess)
-            return cuda_fail(n, op, step, 0, "cudaFreeHost", e);
-    }
-    void *p = NULL;
-    cudaError_t e = cudaHostAlloc(&p, count * sizeof(float), cudaHostAllocPortable);
-    if (e != cudaSuccess)
-        return fail(n, MW_ENOMEM, op, step, 0, "cudaHostAlloc of %zu bytes of pinned memory: %s",
-                    count * sizeof(float), cudaGetErrorString(e));
-    n->host = p;
-    n->host_count = count;
-    return MW_OK;
-}
-
-mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
 {
     char at[48];
     if (!n)
@@ -568,15 +591,26 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
                       "NCCL all-reduce%s: the NCCL communicator was aborted after "
                       "an earlier failure",
                       at_step(at, sizeof at, step));
+    if (n->pending)
+        return mw_err(MW_EINTERNAL, "NCCL all-reduce%s: the previous one was not waited for",
+                      at_step(at, sizeof at, step));
     if (count == 0)
         return MW_OK;
+    if (count > n->max_count)
+        return mw_err(MW_EINTERNAL,
+                      "NCCL all-reduce%s: %zu floats, more than the %zu the communicator "
+                      "was opened for",
+                      at_step(at, sizeof at, step), count, n->max_count);
     for (int d = 0; d < n->ndev; d++)
         n->cur[d] = streams ? (cudaStream_t)streams[d] : n->own[d];
 
     if (n->nnodes == 1) {
         static const char op[] = "NCCL all-reduce";
+        MW_TL_BEGIN("all-reduce (NCCL)", "allreduce");
         MW_TRY(enqueue(n, op, step, ENQ_ALLREDUCE, bufs, count, 0, 0));
-        return wait_idle(n, op, step, 1);
+        MW_TL_END("all-reduce (NCCL)", "allreduce");
+        n->pending = op, n->pending_step = step;
+        return MW_OK;
     }
 
     /* Several nodes: shard g of count / G on GPU g of each node, the rest (the tail, fewer than
@@ -584,29 +618,56 @@ mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **strea
      * which are contiguous in the host buffer and the same length on every node. */
     const size_t shard = count / (size_t)n->G, tail = count % (size_t)n->G;
     const size_t staged = (size_t)n->ndev * shard + (n->local_rank == 0 ? tail : 0);
+    MW_TL_BEGIN("all-reduce (NCCL intra-node reduce-scatter)", "allreduce");
     if (n->G > 1)
         MW_TRY(enqueue(n, "NCCL all-reduce (reduce-scatter inside the node)", step, ENQ_SCATTER,
                        bufs, count, shard, tail));
+    if (staged > n->host_count)
+        return mw_err(MW_EINTERNAL, "NCCL all-reduce: %zu floats to stage, %zu allocated", staged,
+                      n->host_count);
     if (staged > 0) {
         static const char down[] = "NCCL all-reduce (copy of the shards to the host)";
-        MW_TRY(reserve_host(n, down, step, staged));
         MW_TRY(stage(n, down, step, bufs, shard, tail, 1));
         MW_TRY(wait_idle(n, down, step, 1));
     }
+    MW_TL_END("all-reduce (NCCL intra-node reduce-scatter)", "allreduce");
     /* Every rank runs its ring, even with nothing staged: the ring returns at once then, on
      * every rank of it alike (same local rank, so same length). */
+    MW_TL_BEGIN("all-reduce (inter-node ring)", "allreduce");
     mw_status rc = mw_ring_sum(&n->ring, n->host, staged, step);
+    MW_TL_END("all-reduce (inter-node ring)", "allreduce");
     if (rc != MW_OK) {
         abort_all(n); /* the peers' NCCL work will not be matched any more */
         return rc;
     }
+    MW_TL_BEGIN("all-reduce (NCCL intra-node all-gather)", "allreduce");
     if (staged > 0)
         MW_TRY(stage(n, "NCCL all-reduce (copy of the sums to the devices)", step, bufs, shard,
                      tail, 0));
+    static const char gather[] = "NCCL all-reduce (all-gather inside the node)";
     if (n->G > 1)
-        MW_TRY(enqueue(n, "NCCL all-reduce (all-gather inside the node)", step, ENQ_GATHER, bufs,
-                       count, shard, tail));
-    return wait_idle(n, "NCCL all-reduce (all-gather inside the node)", step, 1);
+        MW_TRY(enqueue(n, gather, step, ENQ_GATHER, bufs, count, shard, tail));
+    MW_TL_END("all-reduce (NCCL intra-node all-gather)", "allreduce");
+    n->pending = gather, n->pending_step = step;
+    return MW_OK;
+}
+
+mw_status mw_nccl_wait(mw_nccl *n)
+{
+    if (!n || !n->pending)
+        return MW_OK;
+    const char *op = n->pending;
+    n->pending = NULL;
+    if (n->failed)
+        return mw_err(MW_EDEVICE, "%s: the NCCL communicator was aborted after an earlier failure",
+                      op);
+    return wait_idle(n, op, n->pending_step, 1);
+}
+
+mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+{
+    MW_TRY(mw_nccl_allreduce_start(n, bufs, count, streams, step));
+    return mw_nccl_wait(n);
 }
 
 /* ---- the rest ---------------------------------------------------------------------------- */

@@ -39,22 +39,36 @@ typedef struct mw_nccl mw_nccl;
  * the checks, cross (the topology's cross; MPI_COMM_NULL: one node). devices: the ndev_local
  * CUDA device ordinals this process drives (copied). Local rank 0 creates the NCCL id
  * (ncclGetUniqueId) and broadcasts it over node with the timeout; then every process joins the
- * communicator and waits for it under the timeout (seconds; <= 0: forever).
+ * communicator and waits for it under the timeout (seconds; <= 0: forever). max_count: the
+ * largest count mw_nccl_allreduce will be given; with several nodes the pinned host staging
+ * for that count is allocated here, so no all-reduce allocates or frees (both synchronize).
  *
  * Checked first and agreed by every rank, so all return the same status: equal ndev_local on
  * the node, no GPU (by PCI bus id) driven twice on a node (NCCL needs one rank per GPU: ranks
  * sharing GPUs round-robin cannot use it), and the same number of GPUs on every node.
  * MW_EDEVICE (or MW_ETIMEOUT) with one message; *out is NULL then. */
 mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
-                       const int *devices, double timeout);
+                       const int *devices, size_t max_count, double timeout);
 
 /* bufs[d] (device memory on devices[d], count floats) = the sum over every GPU of the cluster
- * of its bufs[d], in place. Collective: every process calls it with the same count. streams:
+ * of its bufs[d], in place. Collective: every process calls it with the same count, at most
+ * the max_count given at open (MW_EINTERNAL otherwise). streams:
  * NULL (the object's own streams; the caller must have finished writing bufs) or ndev_local
  * cudaStream_t values, one per device (e.g. mw_cuda_stream of the compute context, so the
  * reduction follows the backward pass in stream order). Returns when the sums are in bufs and
  * the streams are idle. step (>= 0) is named in messages; -1 when not in a step. */
 mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step);
+
+/* mw_nccl_allreduce in two halves, so work can follow the sums in stream order without a
+ * host wait between them (the optimizer update): _start enqueues the reduction (with several
+ * nodes it also waits, polled, for the shards' copy to the host and runs the ring) and
+ * returns once NCCL has put it on the streams; work the caller then enqueues on the same
+ * streams runs after the sums. mw_nccl_wait waits, polled under the timeout, until those
+ * streams are idle (the sums and whatever followed them); a no-op when nothing was started.
+ * Each _start needs its wait before the next (MW_EINTERNAL otherwise). */
+mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void **streams,
+                                  long step);
+mw_status mw_nccl_wait(mw_nccl *n);
 
 /* Finalize and destroy the communicator (ncclCommFinalize polled under the timeout, then
  * ncclCommDestroy), or ncclCommAbort after a failure; free everything; *n = NULL. Safe on

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int env_rank(void)
 {
@@ -30,4 +31,21 @@ void mw_fault_point(const char *point, int rank)
     fprintf(stderr, "mwtrain: MW_FAULT: stopping at '%s'\n", point);
     fflush(stderr);
     raise(SIGSTOP);
+}
+
+void mw_fault_slow(int rank)
+{
+    static int parsed, slow_rank = -1;
+    static long ms;
+    if (!parsed) {
+        parsed = 1;
+        const char *f = getenv("MW_FAULT");
+        if (f && sscanf(f, "slow:%d:%ld", &slow_rank, &ms) != 2)
+            slow_rank = -1;
+    }
+    if (rank != slow_rank || ms <= 0)
+        return;
+    struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
+    while (nanosleep(&t, &t) != 0)
+        ;
 }

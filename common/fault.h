@@ -2,6 +2,8 @@
  * the worst moment deterministically instead of racing a `kill -STOP` against the clock:
  *
  *     MW_FAULT=stop:POINT:RANK   that rank stops itself (SIGSTOP) on reaching POINT
+ *     MW_FAULT=slow:RANK:MS      that rank sleeps MS milliseconds in every training step
+ *                                (mw_fault_slow), a straggler for the epoch line's note
  *
  * Points: init (before MPI_Init), setup (before the set-up agreement), restore (before the
  * --resume read and broadcast), finish (before the shut-down agreement). RANK is the MPI world
@@ -12,5 +14,7 @@
 
 /* rank < 0: take it from the launcher's environment (OMPI_COMM_WORLD_RANK, PMIX_RANK). */
 void mw_fault_point(const char *point, int rank);
+/* MW_FAULT=slow:RANK:MS and this is RANK: sleep MS milliseconds. The variable is read once. */
+void mw_fault_slow(int rank);
 
 #endif

@@ -1,6 +1,8 @@
 /* Output-shape arithmetic shared by every backend (TensorFlow's padding rules). */
 #include "kernels/kernels.h"
 
+#include <limits.h>
+
 /* TF: valid -> ceil((in - k + 1) / s); same -> ceil(in / s), total padding
  * max((out-1)*s + k - in, 0), the smaller half before. */
 static int out_size(int in, int k, int s, int same, int *pad_before)
@@ -49,4 +51,17 @@ size_t mw_conv2d_ws_min(const mw_conv2d_geom *g)
 size_t mw_conv2d_ws_count(const mw_conv2d_geom *g, int N)
 {
     return mw_conv2d_ws_min(g) * (size_t)(N > 0 ? N : 1);
+}
+
+size_t mw_conv2d_ws_capped(const mw_conv2d_geom *g, int N, size_t cap)
+{
+    const size_t per = mw_conv2d_ws_min(g), rows = (size_t)g->OH * g->OW;
+    if (per == 0)
+        return 0;
+    size_t nb = cap / per;                    /* images per chunk that fit the cap */
+    const size_t n = (size_t)(N > 0 ? N : 1); /* never more than the batch */
+    nb = nb < n ? nb : n;
+    if (rows > 0 && nb > (size_t)INT_MAX / rows) /* the GEMM's int rows */
+        nb = (size_t)INT_MAX / rows;
+    return (nb > 0 ? nb : 1) * per;
 }

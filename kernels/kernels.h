@@ -56,6 +56,11 @@ int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int 
  * callers give at least mw_conv2d_ws_min and at most this. */
 size_t mw_conv2d_ws_count(const mw_conv2d_geom *g, int N);
 size_t mw_conv2d_ws_min(const mw_conv2d_geom *g);
+/* The scratch the chunking actually uses when given at most cap floats: as many whole images
+ * as fit in cap (at least one, at most N, and no more rows than an int holds) times
+ * mw_conv2d_ws_min. A device reserves this instead of mw_conv2d_ws_count, which for large
+ * images and batches is gigabytes. */
+size_t mw_conv2d_ws_capped(const mw_conv2d_geom *g, int N, size_t cap);
 
 /* y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C,O)) + b (O). */
 typedef void (*mw_conv2d_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,

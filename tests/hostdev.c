@@ -16,6 +16,9 @@
  *   MW_HOSTDEV_GPUS=N       fake devices per process (default 0: no device)
  *   MW_HOSTDEV_FAULT=K:AT   inject a mock fault from NCCL collective AT on: K is async (an
  *                           asynchronous NCCL error) or hang (the streams never go idle)
+ *   MW_HOSTDEV_STATS=1      at exit, print what the loop asked of the "devices" on stderr:
+ *                           "hostdev stats: S syncs, W mark waits, D downloads of B bytes"
+ *                           (host waits and device-to-host traffic, to show the step's shape)
  * At exit, misuses found by the mock (tests/nccl_mock.h) make the process exit with 99. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +42,16 @@ typedef struct {
 
 static int hd_ndev = -1;
 static mw_kernels hd_cpu; /* the kernels behind the wrappers */
+static struct {
+    long syncs, waits, downloads, download_bytes;
+} hd_stats;
 
 static void hd_at_exit(void)
 {
+    const char *s = getenv("MW_HOSTDEV_STATS");
+    if (s && *s && strcmp(s, "0") != 0)
+        fprintf(stderr, "hostdev stats: %ld syncs, %ld mark waits, %ld downloads of %ld bytes\n",
+                hd_stats.syncs, hd_stats.waits, hd_stats.downloads, hd_stats.download_bytes);
     if (mock_violations() > 0) {
         fprintf(stderr, "hostdev: %d misuse(s) of the CUDA/NCCL stand-in (see above)\n",
                 mock_violations());
@@ -420,7 +430,61 @@ mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
 
 mw_status mw_cuda_sync(const mw_kctx *k)
 {
+    hd_stats.syncs++;
     return hd_status(k, "mw_cuda_sync");
+}
+
+mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
+{
+    (void)on; /* the CPU kernels have one precision */
+    return hd_status(k, "mw_cuda_set_tf32");
+}
+
+const char *mw_cuda_conv_backend(void)
+{
+    return "im2col convolutions (the CPU kernels of the host stand-in)";
+}
+
+/* Work runs at once here: every mark is passed when it is recorded. */
+mw_status mw_cuda_mark(const mw_kctx *k, int slot)
+{
+    MW_TRY(hd_status(k, "mw_cuda_mark"));
+    if (slot < 0 || slot >= MW_CUDA_MARKS)
+        hd_misuse("mw_cuda_mark", "slot out of range");
+    return MW_OK;
+}
+
+mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const char *what)
+{
+    (void)timeout, (void)what;
+    hd_stats.waits++;
+    MW_TRY(hd_status(k, "mw_cuda_wait_mark"));
+    if (slot < 0 || slot >= MW_CUDA_MARKS)
+        hd_misuse("mw_cuda_wait_mark", "slot out of range");
+    return MW_OK;
+}
+
+void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
+                         const int32_t *labels, int n, int K)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    hd_check(c, __func__, "acc", acc, 2 * sizeof(double), 0);
+    if (n <= 0)
+        return;
+    hd_check(c, __func__, "loss", loss, (size_t)n * sizeof(float), 0);
+    hd_check(c, __func__, "prob", prob, (size_t)n * (size_t)K * sizeof(float), 0);
+    hd_check(c, __func__, "labels", labels, (size_t)n * sizeof(int32_t), 0);
+    double ls = 0, corr = 0;
+    for (int i = 0; i < n; i++) {
+        const float *p = prob + (size_t)i * K;
+        int best = 0;
+        for (int j = 1; j < K; j++)
+            if (p[j] > p[best])
+                best = j;
+        corr += best == labels[i];
+        ls += loss[i];
+    }
+    acc[0] += ls, acc[1] += corr;
 }
 
 mw_status mw_cuda_last_status(const mw_kctx *k)
@@ -481,6 +545,8 @@ mw_status mw_cuda_upload(void *dst_dev, const void *src_host, size_t nbytes, con
 
 mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_t nbytes, const mw_kctx *k)
 {
+    hd_stats.downloads++;
+    hd_stats.download_bytes += (long)nbytes;
     return hd_copy(dst_host, src_dev, nbytes, k, 0, "mw_cuda_download");
 }
 

@@ -77,7 +77,8 @@ static struct {
     int ncliques;
     int group_depth, group_gen;
     int aborts, destroys, live, collectives, copies, violations;
-    cudaError_t last; /* for cudaGetLastError */
+    int host_allocs, host_frees; /* cudaHostAlloc / cudaFreeHost calls */
+    cudaError_t last;            /* for cudaGetLastError */
     unsigned id_counter;
 } M;
 
@@ -171,6 +172,16 @@ int mock_live_comms(void)
 {
     return M.live;
 }
+int mock_host_allocs(void)
+{
+    return M.host_allocs;
+}
+
+int mock_host_frees(void)
+{
+    return M.host_frees;
+}
+
 int mock_collectives(void)
 {
     return M.collectives;
@@ -272,6 +283,7 @@ cudaError_t cudaHostAlloc(void **p, size_t nbytes, unsigned int flags)
         violation("pinned memory not portable: only the device current at allocation could use "
                   "it asynchronously");
     *p = NULL;
+    M.host_allocs++;
     if (M.nallocs == MAX_ALLOCS)
         return M.last = cudaErrorMemoryAllocation;
     char *c = calloc(nbytes ? nbytes : 1, 1);
@@ -284,6 +296,7 @@ cudaError_t cudaHostAlloc(void **p, size_t nbytes, unsigned int flags)
 
 cudaError_t cudaFreeHost(void *p)
 {
+    M.host_frees++;
     mock_dev_free(p);
     return cudaSuccess;
 }

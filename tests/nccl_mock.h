@@ -41,6 +41,8 @@ int mock_aborts(void);        /* ncclCommAbort calls */
 int mock_destroys(void);      /* ncclCommDestroy calls */
 int mock_live_comms(void);    /* communicators neither aborted nor destroyed */
 int mock_collectives(void);   /* collectives run */
+int mock_host_allocs(void);   /* cudaHostAlloc calls (pinned host memory) */
+int mock_host_frees(void);    /* cudaFreeHost calls */
 int mock_violations(void);    /* misuses found since the start (bad pointer, blocking config,
                                  ...); each is printed */
 int mock_pending_error(void); /* a CUDA error left behind for cudaGetLastError (0: none) */

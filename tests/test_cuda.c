@@ -379,6 +379,47 @@ static void test_xent(void **state)
     check_sync();
 }
 
+/* The device metrics (mw_cuda_metrics_add) against the host's sequential sum and
+ * mw_model_correct_host's rule (first maximum on ties: grid values make ties), added onto what
+ * the accumulators held; and the marks: a wait on a passed mark returns, one never marked too. */
+static void test_metrics(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int ns[] = {1, 7, 255, 256, 257, 1024}, ks[] = {1, 10, 3, 10, 37, 10};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        pool P = {0};
+        const int N = ns[c], K = ks[c];
+        float *loss = h_rand(&P, N, 80 + c, 0, 5), *prob = h_grid(&P, (size_t)N * K, 90 + c, 4);
+        int32_t *lab = h_labels(&P, N, K, 100 + c);
+        double want[2] = {0.25, 3}; /* what the accumulators hold before */
+        for (int i = 0; i < N; i++) {
+            const float *p = prob + (size_t)i * K;
+            int best = 0;
+            for (int j = 1; j < K; j++)
+                if (p[j] > p[best])
+                    best = j;
+            want[1] += best == lab[i];
+            want[0] += loss[i];
+        }
+        double start[2] = {0.25, 3};
+        double *dAcc = d_put(&P, start, sizeof start);
+        mw_cuda_metrics_add(&ctx, dAcc, d_put(&P, loss, N * sizeof(float)),
+                            d_put(&P, prob, (size_t)N * K * sizeof(float)),
+                            d_put(&P, lab, N * sizeof(int32_t)), N, K);
+        check_rc(mw_cuda_mark(&ctx, 0), "mw_cuda_mark");
+        check_rc(mw_cuda_wait_mark(&ctx, 0, 30, "test"), "mw_cuda_wait_mark");
+        const double *got = d_get(&P, dAcc, sizeof start);
+        assert_true(fabs(got[0] - want[0]) <= 1e-9 * fabs(want[0]));
+        assert_true(got[1] == want[1]);
+        pool_free(&P);
+    }
+    check_rc(mw_cuda_wait_mark(&ctx, MW_CUDA_MARKS - 1, 30, "test"), "a mark never recorded");
+    assert_int_equal(mw_cuda_mark(&ctx, MW_CUDA_MARKS), MW_EINTERNAL);
+    mw_err_clear();
+    check_sync();
+}
+
 static void test_optim(void **state)
 {
     (void)state;
@@ -691,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_optim),
+        cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d),

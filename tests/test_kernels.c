@@ -541,6 +541,33 @@ static void test_conv_chunking(void **state)
     }
 }
 
+/* The GPU backend's scratch reservation (mw_conv2d_ws_capped): the issue's 224x224x64 3x3
+ * 'same' layer at 1024 images wants ~59 GB un-chunked; capped, it is whole images that fit the
+ * cap (at least one, at most the batch), and the kernels compute the same with it. */
+static void test_conv_ws_capped(void **state)
+{
+    (void)state;
+    mw_conv2d_geom big;
+    assert_int_equal(mw_conv2d_geom_init(&big, 224, 224, 64, 64, 3, 3, 1, 1, 1), 0);
+    const size_t per = mw_conv2d_ws_min(&big), cap = (size_t)1 << 26;
+    assert_true(mw_conv2d_ws_count(&big, 1024) > (size_t)14 << 30); /* floats: > 56 GiB */
+    size_t got = mw_conv2d_ws_capped(&big, 1024, cap);
+    assert_int_equal(got, cap / per * per);
+    assert_true(got <= cap && got >= per);
+    /* a cap below one image: one image; a cap above the batch: the batch */
+    assert_int_equal(mw_conv2d_ws_capped(&big, 1024, per - 1), per);
+    assert_int_equal(mw_conv2d_ws_capped(&big, 3, 10 * per), 3 * per);
+    assert_int_equal(mw_conv2d_ws_capped(&big, 0, cap), per);
+    for (size_t ci = 0; ci < N_CONV; ci++) {
+        const conv_case *c = &conv_cases[ci];
+        mw_conv2d_geom g;
+        conv_geom(&g, c);
+        size_t min = mw_conv2d_ws_min(&g), two = mw_conv2d_ws_capped(&g, 5, 2 * min + min / 2);
+        assert_int_equal(two, 2 * min);
+        conv_compare(c, 5, two, 1, 5000 + 10 * ci); /* chunks of 2, 2, 1 */
+    }
+}
+
 /* ---- maxpool ---- */
 
 typedef struct {
@@ -1363,7 +1390,7 @@ int main(void)
         cmocka_unit_test(test_relu_cpu_vs_ref),    cmocka_unit_test(test_xent),
         cmocka_unit_test(test_adam_by_hand),       cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_optim_cpu_vs_ref),   cmocka_unit_test(test_regularize),
-        cmocka_unit_test(test_empty_batch),
+        cmocka_unit_test(test_empty_batch),        cmocka_unit_test(test_conv_ws_capped),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -235,7 +235,7 @@ static void no_device(const char *path, const char *layout)
     int dev = 0;
     mw_nccl *n = (mw_nccl *)&dev; /* must come back NULL */
     mw_err_clear();
-    mw_status st = mw_nccl_open(&n, t.node_comm, t.cross, 1, &dev, 30);
+    mw_status st = mw_nccl_open(&n, t.node_comm, t.cross, 1, &dev, MAX_COUNT, 30);
     const char *msg = mw_err_msg();
     int ok = st == MW_EDEVICE && n == NULL &&
              (strstr(msg, "no usable CUDA device") || strstr(msg, "built without CUDA/NCCL"));
@@ -270,7 +270,7 @@ static void with_devices(const char *path, const char *layout, int ndevices)
     if (any_shared) {
         /* Ranks sharing a GPU: NCCL cannot run; the open must say so on every rank. */
         mw_err_clear();
-        st = mw_nccl_open(&n, t.node_comm, t.cross, 1, &first, 60);
+        st = mw_nccl_open(&n, t.node_comm, t.cross, 1, &first, MAX_COUNT, 60);
         int ok = st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), "both drive the GPU");
         mpi_check(ok, "%s: shared GPUs refused: %s %s", layout, mw_status_str(st), mw_err_msg());
         if (rank == 0)
@@ -290,7 +290,7 @@ static void with_devices(const char *path, const char *layout, int ndevices)
     st = gpus_open(&g, first, nd);
     int ok = mpi_check(st == MW_OK, "%s: device contexts: %s", layout, mw_err_msg());
     if (ok) {
-        st = mw_nccl_open(&n, t.node_comm, t.cross, nd, devs, 60);
+        st = mw_nccl_open(&n, t.node_comm, t.cross, nd, devs, MAX_COUNT, 60);
         ok = mpi_check(st == MW_OK && n, "%s: mw_nccl_open: %s %s", layout, mw_status_str(st),
                        mw_err_msg());
     }

@@ -106,6 +106,22 @@ static void sums(mw_nccl *n, gpus *g, int q0, int nq, const char *layout)
     sum_case(n, g, MAX_COUNT - 1, 0, q0, nq, layout);
 }
 
+/* More than the max_count given at open: refused on every rank before anything is enqueued
+ * (the staging was sized for max_count); the sums that follow show the communicator is still
+ * usable. */
+static void over(mw_nccl *n, gpus *g, const char *layout)
+{
+    mw_err_clear();
+    int before = mock_collectives();
+    mw_status st = mw_nccl_allreduce(n, g->buf, MAX_COUNT + 1, g->streams, 3);
+    mpi_check(st == MW_EINTERNAL &&
+                  strstr(mw_err_msg(), "NCCL all-reduce at step 3: 2097153 floats, more than the "
+                                       "2097152 the communicator was opened for") &&
+                  mock_collectives() == before,
+              "%s: a count over max_count: %s %s", layout, mw_status_str(st), mw_err_msg());
+    mw_err_clear();
+}
+
 /* A TF_CONFIG file with the ranks on two fake nodes (first half node-a). Malloc'ed path. */
 static char *two_node_config(void)
 {
@@ -134,7 +150,7 @@ static void alone(int ndev)
     char layout[64];
     snprintf(layout, sizeof layout, "alone, %d GPU(s)", ndev);
     mw_err_clear();
-    mw_status st = mw_nccl_open(&n, MPI_COMM_NULL, MPI_COMM_NULL, ndev, g.devs, 30);
+    mw_status st = mw_nccl_open(&n, MPI_COMM_NULL, MPI_COMM_NULL, ndev, g.devs, MAX_COUNT, 30);
     if (mpi_check(st == MW_OK && n && mw_nccl_node_gpus(n) == ndev && mw_nccl_nodes(n) == 1,
                   "%s: open: %s", layout, mw_err_msg())) {
         sums(n, &g, 0, ndev, layout);
@@ -157,12 +173,23 @@ static void layout_sums(const mw_topology *t, int ndev, const char *name)
     char layout[96];
     snprintf(layout, sizeof layout, "%s, %d x %d GPU(s) per node", name, t->local_size, ndev);
     mw_err_clear();
-    mw_status st = mw_nccl_open(&n, t->node_comm, t->cross, ndev, g.devs, 30);
+    mw_status st = mw_nccl_open(&n, t->node_comm, t->cross, ndev, g.devs, MAX_COUNT, 30);
     if (mpi_check(st == MW_OK && n && mw_nccl_node_gpus(n) == t->local_size * ndev &&
                       mw_nccl_nodes(n) == t->nnodes,
                   "%s: open: %s", layout, mw_err_msg())) {
+        /* The pinned staging is allocated by the open (several nodes only), once, and no
+         * all-reduce allocates or frees pinned memory: both calls synchronize the device. */
+        const int want = t->nnodes > 1, at_open = mock_host_allocs();
+        mpi_check(at_open == want && mock_host_frees() == 0,
+                  "%s: open allocated pinned memory %d time(s), want %d", layout, at_open, want);
+        over(n, &g, layout);
         sums(n, &g, t->rank * ndev, t->ntrain * ndev, layout);
+        mpi_check(mock_host_allocs() == at_open && mock_host_frees() == 0,
+                  "%s: the all-reduces allocated pinned memory %d and freed it %d time(s)", layout,
+                  mock_host_allocs() - at_open, mock_host_frees());
         mw_nccl_close(&n);
+        mpi_check(mock_host_frees() == want, "%s: close freed the staging %d time(s), want %d",
+                  layout, mock_host_frees(), want);
     }
     mpi_check(n == NULL && mock_live_comms() == 0 && mock_destroys() == ndev, "%s: closed cleanly",
               layout);
@@ -180,7 +207,7 @@ static void fault(const mw_topology *t, mock_fault kind, int at, int ndev, const
     mw_nccl *n = NULL;
     MPI_Comm node = t ? t->node_comm : MPI_COMM_NULL, cross = t ? t->cross : MPI_COMM_NULL;
     mw_err_clear();
-    mw_status st = mw_nccl_open(&n, node, cross, ndev, g.devs, 1.0);
+    mw_status st = mw_nccl_open(&n, node, cross, ndev, g.devs, MAX_COUNT, 1.0);
     if (kind == MOCK_INIT_HANG) {
         int ok = st == want && n == NULL && strstr(mw_err_msg(), want_msg) &&
                  mock_aborts() == ndev && mock_live_comms() == 0;
@@ -223,7 +250,7 @@ static void refused(MPI_Comm node, MPI_Comm cross, int ndev, const int *devs, co
     mock_reset(FAKE_DEVICES);
     mw_nccl *n = (mw_nccl *)&n;
     mw_err_clear();
-    mw_status st = mw_nccl_open(&n, node, cross, ndev, devs, 30);
+    mw_status st = mw_nccl_open(&n, node, cross, ndev, devs, MAX_COUNT, 30);
     int ok =
         st == MW_EDEVICE && n == NULL && strstr(mw_err_msg(), want_msg) && mock_live_comms() == 0;
     mpi_check(ok, "%s: %s %s", layout, mw_status_str(st), mw_err_msg());

@@ -353,3 +353,30 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
         return mw_err(MW_EIO, "--dump-weights %s: write failed", path);
     return MW_OK;
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int world)
+{
+    buf[0] = '\0';
+    double *v = world > 1 ? malloc((size_t)world * sizeof *v) : NULL;
+    if (!v)
+        return; /* one rank, or no memory for a note */
+    memcpy(v, medians, (size_t)world * sizeof *v);
+    qsort(v, (size_t)world, sizeof *v, cmp_double);
+    const double mid = world % 2 ? v[world / 2] : 0.5 * (v[world / 2 - 1] + v[world / 2]);
+    free(v);
+    int slow = 0;
+    for (int r = 1; r < world; r++)
+        if (medians[r] > medians[slow])
+            slow = r;
+    if (mid > 0 && medians[slow] > MW_STRAGGLER_RATIO * mid)
+        snprintf(buf, len,
+                 ", straggler: rank %d's median step (without the all-reduce) %.1f ms, %.0f%% "
+                 "slower than the median rank's %.1f ms",
+                 slow, 1e3 * medians[slow], 100 * (medians[slow] / mid - 1), 1e3 * mid);
+}

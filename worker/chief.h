@@ -57,6 +57,15 @@ mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long
 mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
                              const mw_epoch_metrics *em);
 
+/* The straggler note of the chief's epoch line, from each rank's median step time without the
+ * all-reduce (medians[world], seconds; 0: the rank ran no step): when the slowest rank's is
+ * more than MW_STRAGGLER_RATIO times the median rank's (the median of the world medians),
+ * buf = ", straggler: rank R's median step (without the all-reduce) X ms, P% slower than the
+ * median rank's Y ms", else "". In a synchronous step every rank waits for the slowest in the
+ * all-reduce, so only the time before it tells the ranks apart. */
+#define MW_STRAGGLER_RATIO 1.2
+void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int world);
+
 /* Chief: the parameters tensor by tensor in model order (Keras layouts), without the
  * arena's alignment and shard padding: the same bytes for any layout (--dump-weights). */
 mw_status mw_chief_dump_weights(mw_session *s, const char *path);

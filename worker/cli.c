@@ -171,6 +171,17 @@ static const flag flags[] = {
      .choices = export_formats,
      .help = "export as safetensors, a .keras archive (keras.models.load_model) or a "
              ".weights.h5 (model.load_weights) (default safetensors)"},
+    {"evaluator-device", "auto|cpu|gpu", C_TRAIN | C_CLUSTER, K_NAME,
+     TR(evaluator_device, const char *), .choices = devices,
+     .help = "where an evaluator task evaluates (default cpu: on a GPU it would share a "
+             "trainer's, which EXCLUSIVE_PROCESS compute mode refuses)"},
+    {"timeline", "FILE", C_TRAIN, K_OUTPUT, TR(timeline, const char *),
+     .help = "each training rank writes a Chrome trace of its steps (chrome://tracing, "
+             "Perfetto): %r in FILE becomes the rank, else several ranks write "
+             "FILE.rankN (before the extension)"},
+    {"tf32", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(tf32, int), .on = 1,
+     .help = "on GPUs, TF32 tensor-core math in cuBLAS and cuDNN (faster from Ampere on, "
+             "inputs rounded to 10 mantissa bits); default plain FP32"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,

@@ -75,8 +75,8 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
 {
     mw_device_choice dev;
     char mine[DEVICE_LEN] = "cpu";
-    mw_status rc =
-        mw_device_select(o->device, t->local_rank, t->local_size > 0 ? t->local_size : 1, &dev);
+    mw_status rc = mw_device_select(mw_opts_device_for(o, t->is_evaluator), t->local_rank,
+                                    t->local_size > 0 ? t->local_size : 1, &dev);
     if (rc == MW_OK && dev.use_gpu)
         snprintf(mine, sizeof mine, dev.n == 1 ? "cuda:%d" : "cuda:%d-%d", dev.first,
                  dev.first + dev.n - 1);

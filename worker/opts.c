@@ -29,6 +29,12 @@ void mw_train_opts_default(mw_train_opts *o)
     o->device = "auto";
     o->collective_timeout = MW_DEFAULT_TIMEOUT;
     o->export_format = "safetensors";
+    o->evaluator_device = "cpu";
+}
+
+const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator)
+{
+    return is_evaluator ? o->evaluator_device : o->device;
 }
 
 const char *mw_opts_optimizer_name(const mw_train_opts *o)

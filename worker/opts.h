@@ -48,10 +48,19 @@ typedef struct {
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
     int classes;               /* --classes: 0 = the largest label + 1 */
     int cifar_label;           /* --label: 0 fine, 1 coarse (CIFAR-100) */
+
+    /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */
+    const char *evaluator_device;
+    const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
+    int tf32;             /* --tf32: TF32 tensor-core math on GPUs (cuBLAS, cuDNN) */
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);
 /* "adam" or "sgd", as checkpoints record it. */
 const char *mw_opts_optimizer_name(const mw_train_opts *o);
+/* The --device mode of a task: --evaluator-device for an evaluator (the CPU by default: on a
+ * node it shares with trainers it would share one of their GPUs, which EXCLUSIVE_PROCESS
+ * compute mode refuses), --device for the others. */
+const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator);
 
 #endif

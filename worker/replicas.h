@@ -71,7 +71,7 @@ typedef struct {
     /* Sum the gradients over every replica of the cluster (step: for messages). */
     mw_status (*allreduce)(mw_replicas *r, long step);
     /* The running sums (scaled loss, correct, examples) of this rank since the last
-     * reset, complete after allreduce; reset: start again from zero. */
+     * reset, complete after update; reset: start again from zero. */
     void (*metrics)(mw_replicas *r, double sums[3], int reset);
     /* The optimizer update with this step's rate (mw_optimizer_rate), on every copy. */
     mw_status (*update)(mw_replicas *r, float rate);

@@ -15,6 +15,7 @@
 #endif
 
 #include "cluster/allreduce.h"
+#include "common/timeline.h"
 #include "kernels/cpu/cpu.h"
 #include "worker/replicas.h"
 
@@ -111,7 +112,13 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
                 for (int j = 0; j < n; j++)
                     pos[j] = (uint32_t)(first + toff + i + j);
             }
+            /* the timeline is the loop thread's (thread 0): its micro-batches' assembly */
+            const int tl = th == 0 && mw_timeline_on;
+            if (tl)
+                mw_timeline_begin("data", "data");
             mw_dataset_batch(data, ws->act[0], ws->labels, mb, n);
+            if (tl)
+                mw_timeline_end("data", "data");
             /* Dropout masks are keyed by example id: the same for any layout */
             ws->training = training;
             ws->dropout_seed = training ? dseed : 0;

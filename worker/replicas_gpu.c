@@ -9,18 +9,24 @@
  * device arrays of the host arenas' layout; the host arenas stay the source for the
  * initial broadcast and for checkpoints (pull downloads from device 0, push uploads to
  * every device). A step runs in rounds: each device in turn gets its next micro-batch
- * staged on the host into its pinned buffers, uploaded, and run forward and backward
- * (all enqueued, so the devices work at the same time); then the round's losses and
- * probabilities come back for the metrics. The weight penalty goes into each device's
- * gradients after the backward passes, scaled by its share of the replicas; the
- * gradient sum over every device of the cluster is NCCL (cluster/nccl.h) on the
- * contexts' streams, and every device applies the same optimizer update. */
+ * staged on the host into one of its two pinned staging slots, uploaded, and run forward
+ * and backward (all enqueued, so the devices work at the same time, and the host assembles
+ * the next micro-batch into the other slot while a device computes; a slot is refilled once
+ * the device has passed the mark after its upload). The loss sum and the correct count
+ * are accumulated on the device (mw_cuda_metrics_add) and come back as 16 bytes per device
+ * and step, never the n x K probabilities. The weight penalty goes into each device's
+ * gradients after the backward passes, scaled by its share of the replicas; the gradient
+ * sum over every device of the cluster is NCCL (cluster/nccl.h) on the contexts' streams,
+ * and every device's optimizer update is enqueued behind it on the same stream. The step's
+ * only host wait is the polled one that ends the update (mw_nccl_wait, or the step mark on
+ * one GPU), under --collective-timeout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cluster/nccl.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
 #include "worker/device.h"
 #include "worker/replicas.h"
@@ -35,13 +41,17 @@ typedef struct {
     float *params, *grads, *m1, *m2; /* device arrays, the host arenas' layout */
     double *reg;                     /* device: this step's weight penalty */
     uint32_t *ids;                   /* device: a micro-batch's example ids (dropout) */
+    double *macc;                    /* device: loss sum, correct count (mw_cuda_metrics_add) */
     mw_model_ws ws;                  /* device workspace for one micro-batch */
     void *stage;                     /* pinned host: the h_ buffers below */
-    float *h_x, *h_prob, *h_loss;
-    int32_t *h_labels;
-    uint32_t *h_ids;
-    double *h_reg;
+    float *h_x[2];                   /* the two staging slots (marks 0 and 1) */
+    int32_t *h_labels[2];
+    uint32_t *h_ids[2];
+    double *h_reg, *h_macc; /* downloads of reg and macc */
+    unsigned round;         /* micro-batches staged: the slot is round % 2 */
 } gpu_dev;
+
+#define STEP_MARK 2 /* the mark after a step's update (one GPU, no NCCL) */
 
 struct mw_replicas {
     mw_replicas_env env;
@@ -50,12 +60,28 @@ struct mw_replicas {
     gpu_dev *gd;     /* ngpu devices (owned) */
     mw_nccl *nccl;   /* gradient all-reduce over every device of the cluster */
     double acc[3];   /* running sums (replicas.h) */
-    int reg_pending; /* the penalty downloads of this step land at the all-reduce's wait */
+    int reg_pending; /* the penalty downloads of this step land at the update's wait */
+    long gb;         /* this step's global batch: the metrics' divisor */
+    long step;       /* this step, for messages */
 };
 
 static size_t up64(size_t nbytes)
 {
     return (nbytes + 63) / 64 * 64;
+}
+
+/* The device scratch to reserve: what the conv kernels' chunking uses for max_n images when
+ * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer). The model's
+ * scratch_count is the un-chunked size, which for large images asks for gigabytes. */
+static size_t conv_scratch(const mw_model *m, int max_n)
+{
+    size_t want = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == MW_LAYER_CONV2D) {
+            size_t s = mw_conv2d_ws_capped(&m->layers[i].conv, max_n, MW_CUDA_WS_CAP);
+            want = s > want ? s : want;
+        }
+    return want;
 }
 
 static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
@@ -65,31 +91,33 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     g->ordinal = ordinal;
     MW_TRY(mw_cuda_ctx_open(&g->k, ordinal));
     MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
+    if (r->env.o->tf32)
+        MW_TRY(mw_cuda_set_tf32(&g->k, 1));
     float **arr[4] = {&g->params, &g->grads, &g->m1, &g->m2};
     for (int i = 0; i < 4; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
     MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
     MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
+    MW_TRY(mw_cuda_alloc((void **)&g->macc, 2 * sizeof(double)));
     MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
     g->ws.params = g->params;
-    if (g->ws.scratch_count > g->k.ws_count)
-        MW_TRY(mw_cuda_ws_reserve(&g->k, g->ws.scratch_count));
+    const size_t scratch = conv_scratch(m, max_n);
+    if (scratch > g->k.ws_count)
+        MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
     const size_t n = (size_t)g->ws.max_n;
     MW_TRY(mw_cuda_alloc((void **)&g->ids, n * sizeof(uint32_t)));
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
-    const size_t o_x = 0, o_lab = o_x + up64(in * sizeof(float));
-    const size_t o_ids = o_lab + up64(n * sizeof(int32_t));
-    const size_t o_prob = o_ids + up64(n * sizeof(uint32_t));
-    const size_t o_loss = o_prob + up64(n * (size_t)m->nclasses * sizeof(float));
-    const size_t o_reg = o_loss + up64(n * sizeof(float));
-    MW_TRY(mw_cuda_host_alloc(&g->stage, o_reg + up64(sizeof(double))));
+    const size_t o_lab = up64(in * sizeof(float)), o_ids = o_lab + up64(n * sizeof(int32_t));
+    const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
+    MW_TRY(mw_cuda_host_alloc(&g->stage, 2 * slot + 3 * up64(sizeof(double))));
     char *b = g->stage;
-    g->h_x = (float *)(b + o_x);
-    g->h_labels = (int32_t *)(b + o_lab);
-    g->h_ids = (uint32_t *)(b + o_ids);
-    g->h_prob = (float *)(b + o_prob);
-    g->h_loss = (float *)(b + o_loss);
-    g->h_reg = (double *)(b + o_reg);
+    for (int s = 0; s < 2; s++, b += slot) {
+        g->h_x[s] = (float *)b;
+        g->h_labels[s] = (int32_t *)(b + o_lab);
+        g->h_ids[s] = (uint32_t *)(b + o_ids);
+    }
+    g->h_reg = (double *)b;
+    g->h_macc = (double *)(b + up64(sizeof(double)));
     return mw_cuda_sync(&g->k);
 }
 
@@ -169,42 +197,49 @@ static mw_status gpu_connect(mw_replicas *r)
         for (int d = 0; d < r->ngpu; d++)
             ordinals[d] = r->gd[d].ordinal;
         MW_TRY(mw_nccl_open(&r->nccl, e->topo->node_comm, e->topo->cross, r->ngpu, ordinals,
-                            e->o->collective_timeout));
+                            e->model->params.count, e->o->collective_timeout));
     }
     if (e->rank == 0) {
+        const char *math = e->o->tf32 ? "TF32 tensor-core math (--tf32)" : "FP32 math";
         if (r->ngpu == 1)
-            mw_log_info("training on CUDA device %d (%s)", r->gd[0].ordinal,
-                        mw_cuda_version_string());
+            mw_log_info("training on CUDA device %d (%s); %s, %s", r->gd[0].ordinal,
+                        mw_cuda_version_string(), mw_cuda_conv_backend(), math);
         else
-            mw_log_info("training on CUDA devices %d-%d as %d replicas (%s)", r->gd[0].ordinal,
-                        r->gd[r->ngpu - 1].ordinal, e->o->replicas_per_worker,
-                        mw_cuda_version_string());
+            mw_log_info("training on CUDA devices %d-%d as %d replicas (%s); %s, %s",
+                        r->gd[0].ordinal, r->gd[r->ngpu - 1].ordinal, e->o->replicas_per_worker,
+                        mw_cuda_version_string(), mw_cuda_conv_backend(), math);
     }
     return MW_OK;
 }
 
-/* Stage n examples of d on the host (ids, or first, first+1, ... when ids is NULL) and
- * enqueue their upload into g's workspace; training: dropout keyed by the examples'
- * global ids. */
+/* Stage n examples of d on the host (ids, or first, first+1, ... when ids is NULL) into g's
+ * next staging slot, once the device has passed that slot's last upload (a polled wait,
+ * passed at once unless the device is two micro-batches behind), and enqueue their upload
+ * into g's workspace, then the slot's mark; training: dropout keyed by the examples' global
+ * ids. */
 static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
                        uint32_t first, int n, int training, uint64_t dseed)
 {
     mw_model_ws *ws = &g->ws;
     const mw_model *m = r->env.model;
     const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
+    const int s = (int)(g->round++ % 2);
+    MW_TRY(mw_cuda_wait_mark(&g->k, s, r->env.o->collective_timeout, "GPU staging"));
+    MW_TL_BEGIN("data", "data");
     for (int j = 0; j < n; j++)
-        g->h_ids[j] = ids ? ids[j] : first + (uint32_t)j;
-    mw_dataset_batch(d, g->h_x, g->h_labels, g->h_ids, n);
-    MW_TRY(mw_cuda_upload(ws->act[0], g->h_x, in * sizeof(float), &g->k));
-    MW_TRY(mw_cuda_upload(ws->labels, g->h_labels, (size_t)n * sizeof(int32_t), &g->k));
+        g->h_ids[s][j] = ids ? ids[j] : first + (uint32_t)j;
+    mw_dataset_batch(d, g->h_x[s], g->h_labels[s], g->h_ids[s], n);
+    MW_TL_END("data", "data");
+    MW_TRY(mw_cuda_upload(ws->act[0], g->h_x[s], in * sizeof(float), &g->k));
+    MW_TRY(mw_cuda_upload(ws->labels, g->h_labels[s], (size_t)n * sizeof(int32_t), &g->k));
     ws->training = training;
     ws->dropout_seed = training ? dseed : 0;
     ws->example_ids = NULL;
     if (training) {
-        MW_TRY(mw_cuda_upload(g->ids, g->h_ids, (size_t)n * sizeof(uint32_t), &g->k));
+        MW_TRY(mw_cuda_upload(g->ids, g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
         ws->example_ids = g->ids;
     }
-    return MW_OK;
+    return mw_cuda_mark(&g->k, s);
 }
 
 /* Where a device is in its replicas' slices during run. */
@@ -228,12 +263,13 @@ static int next_slice(const mw_replicas *r, cursor *q, long total)
 }
 
 /* This rank's replicas' slices of total examples on the devices, in rounds of one
- * micro-batch per device. base: the example ids the slices index, or NULL for ids equal
- * to positions (evaluation). Training: forward and backward into the devices'
- * gradients, scaled by 1 / gb; otherwise forward only. Adds the summed loss and the
- * correct count into ls and corr. */
+ * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
+ * ids equal to positions (evaluation). Training: forward and backward into the devices'
+ * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and correct count go
+ * into each device's macc (zeroed first) and their download into h_macc is enqueued: read
+ * it after the next wait. */
 static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const uint32_t *base,
-                     int training, long gb, uint64_t dseed, double *ls, double *corr)
+                     int training, long gb, uint64_t dseed)
 {
     const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
     const int rpd = rpw / r->ngpu;
@@ -242,6 +278,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     for (int d = 0; d < r->ngpu; d++) {
         c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0;
         mw_slice(total, nrep, r->env.rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
+        MW_TRY(mw_cuda_zero(r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
     }
     for (;;) {
         int busy = 0;
@@ -257,25 +294,26 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
             if (training)
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
-            MW_TRY(mw_cuda_download(g->h_loss, g->ws.loss, (size_t)n * sizeof(float), &g->k));
-            MW_TRY(mw_cuda_download(g->h_prob, g->ws.prob, (size_t)n * m->nclasses * sizeof(float),
-                                    &g->k));
+            mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, n,
+                                m->nclasses);
             q->n = n;
             q->i += n;
             busy = 1;
         }
         if (!busy)
-            return MW_OK;
-        /* a failed kernel surfaces here, at the round's wait */
-        for (int d = 0; d < r->ngpu; d++) {
-            gpu_dev *g = &r->gd[d];
-            if (c[d].n == 0)
-                continue;
-            MW_TRY(mw_cuda_sync(&g->k));
-            for (int j = 0; j < c[d].n; j++)
-                *ls += g->h_loss[j];
-            *corr += mw_model_correct_host(m, g->h_prob, g->h_labels, c[d].n);
-        }
+            break;
+    }
+    for (int d = 0; d < r->ngpu; d++) /* a failed kernel surfaces at the next wait */
+        MW_TRY(mw_cuda_download(r->gd[d].h_macc, r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
+    return MW_OK;
+}
+
+/* The devices' metrics downloads (complete after a wait) into sums[0] (/ div) and sums[1]. */
+static void take_macc(const mw_replicas *r, double *sums, double div)
+{
+    for (int d = 0; d < r->ngpu; d++) {
+        sums[0] += r->gd[d].h_macc[0] / div;
+        sums[1] += r->gd[d].h_macc[1];
     }
 }
 
@@ -287,10 +325,8 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     const size_t count = e->model->params.count;
     for (int dv = 0; dv < r->ngpu; dv++)
         MW_TRY(mw_cuda_zero(r->gd[dv].grads, count * sizeof(float), &r->gd[dv].k));
-    double ls = 0, corr = 0;
-    MW_TRY(run(r, d, gb, ids, 1, gb, dseed, &ls, &corr));
-    r->acc[0] += ls / (double)gb;
-    r->acc[1] += corr;
+    MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
+    r->gb = gb; /* the loss and correct count are read after the update's wait */
     r->acc[2] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
     /* the penalty scaled by the device's share of the replicas (its replicas / all
      * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
@@ -305,23 +341,29 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     return MW_OK;
 }
 
+/* Enqueued only: the sums follow the backward passes on the compute streams, and the update
+ * follows the sums; gpu_update waits. */
 static mw_status gpu_allreduce(mw_replicas *r, long step)
 {
-    if (r->nccl) {
-        float *bufs[MAX_GPUS];
-        void *streams[MAX_GPUS];
-        for (int d = 0; d < r->ngpu; d++) {
-            bufs[d] = r->gd[d].grads;
-            streams[d] = mw_cuda_stream(&r->gd[d].k);
-        }
-        /* returns with the streams idle: the penalty downloads are done too */
-        MW_TRY(mw_nccl_allreduce(r->nccl, bufs, r->env.model->params.count, streams, step));
-    } else {
-        MW_TRY(sync_all(r));
+    r->step = step;
+    if (!r->nccl)
+        return MW_OK;
+    float *bufs[MAX_GPUS];
+    void *streams[MAX_GPUS];
+    for (int d = 0; d < r->ngpu; d++) {
+        bufs[d] = r->gd[d].grads;
+        streams[d] = mw_cuda_stream(&r->gd[d].k);
     }
-    for (int d = 0; d < r->ngpu && r->reg_pending; d++)
-        r->acc[0] += *r->gd[d].h_reg;
-    r->reg_pending = 0;
+    return mw_nccl_allreduce_start(r->nccl, bufs, r->env.model->params.count, streams, step);
+}
+
+/* Wait, polled under --collective-timeout, until every device has done all it was given. */
+static mw_status wait_devices(mw_replicas *r, const char *what)
+{
+    for (int d = 0; d < r->ngpu; d++)
+        MW_TRY(mw_cuda_mark(&r->gd[d].k, STEP_MARK));
+    for (int d = 0; d < r->ngpu; d++)
+        MW_TRY(mw_cuda_wait_mark(&r->gd[d].k, STEP_MARK, r->env.o->collective_timeout, what));
     return MW_OK;
 }
 
@@ -330,6 +372,9 @@ static void gpu_metrics(mw_replicas *r, double sums[3], int reset)
     mw_metrics_take(r->acc, sums, reset);
 }
 
+/* Enqueued behind the all-reduce on each stream; then the step's one host wait: NCCL's
+ * polled wait (the sums and the update), or on one GPU the step mark. The step's metrics and
+ * penalty downloads are complete then. */
 static mw_status gpu_update(mw_replicas *r, float rate)
 {
     const mw_replicas_env *e = &r->env;
@@ -338,17 +383,27 @@ static mw_status gpu_update(mw_replicas *r, float rate)
         mw_optimizer_apply(e->o, &r->kt, &g->k, g->params, g->m1, g->m2, g->grads,
                            e->model->params.count, rate);
     }
+    MW_TL_BEGIN("wait: the all-reduce and the update", "wait");
+    if (r->nccl)
+        MW_TRY(mw_nccl_wait(r->nccl));
+    else
+        MW_TRY(wait_devices(r, "the GPU step"));
+    MW_TL_END("wait: the all-reduce and the update", "wait");
     for (int d = 0; d < r->ngpu; d++)
         MW_TRY(mw_cuda_last_status(&r->gd[d].k));
+    take_macc(r, r->acc, (double)r->gb);
+    for (int d = 0; d < r->ngpu && r->reg_pending; d++)
+        r->acc[0] += *r->gd[d].h_reg;
+    r->reg_pending = 0;
     return MW_OK;
 }
 
 static mw_status gpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[3])
 {
     const mw_replicas_env *e = &r->env;
-    double ls = 0, corr = 0;
-    MW_TRY(run(r, d, n, NULL, 0, 0, 0, &ls, &corr));
-    sums[0] += ls, sums[1] += corr;
+    MW_TRY(run(r, d, n, NULL, 0, 0, 0));
+    MW_TRY(wait_devices(r, "GPU evaluation"));
+    take_macc(r, sums, 1.0);
     sums[2] += (double)mw_rank_examples(n, e->world, e->o->replicas_per_worker, e->rank);
     return MW_OK;
 }
@@ -377,7 +432,7 @@ static void gpu_close(mw_replicas **rp, int abandoned)
         (void)mw_cuda_sync(&g->k);
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
         mw_model_ws_free(&g->ws);
-        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->reg, g->ids};
+        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->reg, g->ids, g->macc};
         for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
             mw_cuda_free(dev[i]);
         mw_cuda_host_free(g->stage);

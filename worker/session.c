@@ -43,7 +43,7 @@ static mw_status choose_device(mw_session *s, mw_session_use use)
     if (use == MW_USE_EXPORT) /* export reads a checkpoint and writes a file: no device */
         MW_TRY(mw_device_select_with("cpu", NULL, 0, 1, &s->dev));
     else
-        MW_TRY(mw_device_select(o->device, topo->local_rank,
+        MW_TRY(mw_device_select(mw_opts_device_for(o, topo->is_evaluator), topo->local_rank,
                                 topo->local_size > 0 ? topo->local_size : 1, &s->dev));
     if (topo->rank == 0 && use != MW_USE_EXPORT && s->dev.why[0]) {
         if (s->dev.warn)

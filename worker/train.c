@@ -20,6 +20,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/rng.h"
+#include "common/timeline.h"
 #include "common/timer.h"
 #include "worker/chief.h"
 #include "worker/evaluator.h"
@@ -32,6 +33,8 @@ typedef struct {
     mw_summary sum;  /* chief only */
     mw_evlink ev;    /* chief: the evaluator task, if any */
     uint32_t *order; /* the epoch's permutation of the training set */
+    double *secs;    /* this epoch's step times without the all-reduce (straggler note) */
+    double *gather;  /* 3 sums and one median step time per rank: the epoch's all-reduce */
 } trainer;
 
 /* Steps per epoch: from the data set, the same on every rank unless the ranks read
@@ -112,18 +115,38 @@ static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
     void *bytes = NULL;
     size_t nbytes = 0;
     const int ev = t->ev.rank >= 0;
+    MW_TL_BEGIN("checkpoint", "checkpoint");
     MW_TRY(mw_chief_save(&t->s, epochs_done, step_in_epoch, &number, ev ? &bytes : NULL, &nbytes));
-    return ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
+    mw_status rc = ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
+    MW_TL_END("checkpoint", "checkpoint");
+    return rc;
 }
 
 /* One step: the global batch starting at example start of the epoch's order. */
-static mw_status step(trainer *t, long start, long gb)
+static mw_status step(trainer *t, long start, long gb, double *secs)
 {
     mw_session *s = &t->s;
+    const double t0 = mw_now();
     const uint64_t dseed = mw_rng_hash(s->seed, 0x64726f70, (uint64_t)s->global_step);
+    if (mw_timeline_on) {
+        mw_timeline_step(s->global_step);
+        mw_timeline_begin("step", "step");
+        mw_timeline_begin("forward/backward", "compute");
+    }
+    mw_fault_slow(s->rank);
     MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed));
+    *secs = mw_now() - t0;
+    MW_TL_END("forward/backward", "compute");
+    MW_TL_BEGIN("all-reduce", "allreduce");
     MW_TRY(s->ops->allreduce(s->rep, s->global_step));
+    MW_TL_END("all-reduce", "allreduce");
+    MW_TL_BEGIN("update", "update");
     MW_TRY(s->ops->update(s->rep, mw_optimizer_rate(s->o, &s->opt_step)));
+    if (mw_timeline_on) {
+        mw_timeline_end("update", "update");
+        mw_timeline_end("step", "step");
+        mw_timeline_step(-1);
+    }
     s->global_step++;
     return MW_OK;
 }
@@ -135,15 +158,45 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
 {
     mw_session *s = &t->s;
     const mw_train_opts *o = s->o;
+    char note[160];
+    mw_chief_straggler_note(note, sizeof note, t->gather + 3, s->world);
     printf("Epoch %d, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f, "
-           "Time: %.2f s, Images/s: %.0f\n",
+           "Time: %.2f s, Images/s: %.0f%s\n",
            epoch + 1, em->train_loss, 100 * em->train_acc, em->test_loss, 100 * em->test_acc,
-           em->seconds, em->images_per_sec);
+           em->seconds, em->images_per_sec, note);
     fflush(stdout);
     MW_TRY(mw_chief_summaries(s, &t->sum, epoch, em));
     const int every = o->checkpoint_every_epochs;
     if (mw_chief_checkpointing(o) && ((every > 0 && epoch % every == 0) || epoch + 1 == o->epochs))
         MW_TRY(save(t, epoch + 1, 0));
+    return MW_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The epoch's sums over every rank (scaled loss, correct, examples) into sums, and every
+ * rank's median step time (its own slot, the others 0, so one sum gathers them) into
+ * t->gather + 3: one all-reduce at the epoch's end. */
+static mw_status epoch_sums(trainer *t, double sums[3], long nsteps)
+{
+    mw_session *s = &t->s;
+    double *g = t->gather;
+    memset(g, 0, (3 + (size_t)s->world) * sizeof *g);
+    memcpy(g, sums, 3 * sizeof *g);
+    if (nsteps > 0) {
+        qsort(t->secs, (size_t)nsteps, sizeof *t->secs, cmp_double);
+        g[3 + s->rank] = nsteps % 2 ? t->secs[nsteps / 2]
+                                    : 0.5 * (t->secs[nsteps / 2 - 1] + t->secs[nsteps / 2]);
+    }
+    mw_wait_ctx w = {"training metrics all-reduce", s->global_step, s->o->collective_timeout};
+    MPI_Request req;
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, g, 3 + s->world, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
+    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
+    memcpy(sums, g, 3 * sizeof *g);
     return MW_OK;
 }
 
@@ -164,7 +217,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
                           o->epochs, (int)steps);
     for (long k = first; k < steps; k++) {
         const long start = k * GB, gb = N - start < GB ? N - start : GB;
-        MW_TRY(step(t, start, gb));
+        MW_TRY(step(t, start, gb, &t->secs[k - first]));
         seen_local += (double)gb;
         if (s->rank != 0)
             continue;
@@ -183,16 +236,17 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     if (s->rank == 0)
         mw_progress_end(&prog);
     s->ops->metrics(s->rep, sums, 1);
-    mw_wait_ctx w = {"training metrics all-reduce", s->global_step, o->collective_timeout};
-    MPI_Request req;
-    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
-    MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
+    MW_TRY(epoch_sums(t, sums, steps - first));
     em->train_loss = steps > first ? sums[0] / (double)(steps - first) : 0;
     em->train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
     em->seconds = train_time;
     em->images_per_sec = train_time > 0 ? sums[2] / train_time : 0;
+    MW_TL_BEGIN("evaluate", "evaluate");
     MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_acc));
-    return s->rank == 0 ? chief_epoch_end(t, epoch, em) : MW_OK;
+    MW_TL_END("evaluate", "evaluate");
+    MW_TRY(s->rank == 0 ? chief_epoch_end(t, epoch, em) : MW_OK);
+    mw_timeline_flush();
+    return MW_OK;
 }
 
 static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
@@ -210,6 +264,17 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
     return s->rank == 0 ? mw_evlink_finish(&t->ev, s->global_step) : MW_OK;
 }
 
+/* --timeline: this training rank's trace, its track named after the rank and task. */
+static mw_status timeline_open(const char *pattern, const mw_topology *topo)
+{
+    char path[4096], name[160];
+    const mw_rank_info *me = &topo->ranks[topo->rank];
+    MW_TRY(mw_timeline_path(path, sizeof path, pattern, topo->rank, topo->ntrain));
+    snprintf(name, sizeof name, "rank %d (%s %d, %s)", topo->rank, mw_job_name(me->job),
+             me->job_index, me->host ? me->host : "?");
+    return mw_timeline_open(path, topo->rank, name);
+}
+
 /* Everything before the first step (see the top of this file); agreed. */
 static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *topo)
 {
@@ -219,8 +284,12 @@ static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *to
     mw_status rc = o->resume ? mw_chief_fetch_model(s, o, topo->world) : MW_OK;
     if (rc == MW_OK)
         rc = mw_session_open(s, o, topo, MW_USE_TRAIN);
-    if (rc == MW_OK && !(t->order = malloc(sizeof *t->order * (s->train.count + 1))))
+    if (rc == MW_OK && (!(t->order = malloc(sizeof *t->order * (s->train.count + 1))) ||
+                        !(t->secs = malloc(sizeof *t->secs * (size_t)(steps_per_epoch(s) + 1))) ||
+                        !(t->gather = malloc(sizeof *t->gather * (size_t)(3 + s->world)))))
         rc = mw_err(MW_ENOMEM, "cannot allocate the epoch order");
+    if (rc == MW_OK && o->timeline)
+        rc = timeline_open(o->timeline, topo);
     if (rc == MW_OK && s->rank == 0 && (mw_chief_checkpointing(o) || o->resume))
         rc = mw_chief_check_dir(o->checkpoint_dir);
     mw_fault_point("setup", topo->world_rank);
@@ -269,10 +338,14 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
      * that would wait for a peer is released */
     mw_session_close(&t->s, *mid_run);
     mw_summary_close(&t->sum);
-    mw_chief_release_dir(); /* the checkpoint directory's lock, if set-up took it */
+    mw_chief_release_dir();           /* the checkpoint directory's lock, if set-up took it */
+    if (mw_timeline_close() != MW_OK) /* the run's outcome stands; the trace is lost */
+        mw_log_warn("%s", mw_err_msg());
     if (!*mid_run)
         mw_evlink_free(&t->ev);
     free(t->order);
+    free(t->secs);
+    free(t->gather);
     free(t);
     return rc;
 }

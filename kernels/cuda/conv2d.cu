@@ -1,4 +1,5 @@
-/* CUDA Conv2D: im2col + cuBLAS SGEMM (see kernels.h for the contract).
+/* CUDA Conv2D: cuDNN where it is built and takes the shape (cudnn.cu), else im2col + cuBLAS
+ * SGEMM (see kernels.h for the contract). The rest of this comment is the im2col path.
  *
  * For a chunk of nb images, with M = nb*OH*OW rows and Kc = KH*KW*C columns:
  *   im2col:  col (M, Kc), row (n,oh,ow), column (kh,kw,c); padding reads as 0
@@ -136,6 +137,10 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || N <= 0)
         return;
+    if (mw_cudnn_conv_fwd(d, k, y, x, w, b, g, N)) {
+        mw_cuda_end(d, op);
+        return;
+    }
     int nb = chunk_images(d, k, g, N, op);
     if (nb == 0)
         return;
@@ -177,6 +182,10 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
     size_t in_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
     if (db)
         MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, rows * N, g->O));
+    if (mw_cudnn_conv_bwd(d, k, dx, dw, dy, x, w, g, N)) {
+        mw_cuda_end(d, op);
+        return;
+    }
     int nb = chunk_images(d, k, g, N, op);
     if (nb == 0)
         return;

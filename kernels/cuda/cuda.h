@@ -23,6 +23,7 @@
 #define MW_KERNELS_CUDA_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/status.h"
 #include "kernels/kernels.h"
@@ -34,6 +35,9 @@ extern "C" {
 /* Device scratch floats a new context gets (16 MiB): enough for the default
  * CNN's convolutions at 64 images per replica without chunking. */
 #define MW_CUDA_WS_DEFAULT ((size_t)1 << 22)
+/* The most device scratch the GPU backend reserves for the conv chunks (256 MiB; more only
+ * when one image alone needs more): mw_conv2d_ws_capped. */
+#define MW_CUDA_WS_CAP ((size_t)1 << 26)
 
 /* Override the table entries with the CUDA twins, and name it "cuda", when at
  * least one device is usable; otherwise (no driver, no device, or built
@@ -92,6 +96,28 @@ mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k);
  * 13.0, cuBLAS 13.0.2, no device (cudaGetDeviceCount: ...)"; "CUDA: not built"
  * without CUDA. Static storage; never NULL. */
 const char *mw_cuda_version_string(void);
+
+/* on: let cuBLAS and cuDNN use TF32 tensor cores (--tf32: faster on Ampere and later, with
+ * inputs rounded to 10 mantissa bits); off (a new context's default): plain FP32. */
+mw_status mw_cuda_set_tf32(const mw_kctx *k, int on);
+/* "cuDNN 9.19.0 convolutions" or "im2col convolutions (built without cuDNN)": what conv2d
+ * runs on (cuDNN falls back to im2col per call for shapes it cannot take). Static storage. */
+const char *mw_cuda_conv_backend(void);
+
+/* acc[0] += the sum of loss[0..n), acc[1] += the number of rows i of prob (n x K) whose
+ * largest entry (the first, on ties) is at labels[i]; acc: 2 doubles of device memory, every
+ * array on k's device. Enqueued on k's stream: the GPU loop's metrics stay on the device. */
+void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
+                         const int32_t *labels, int n, int K);
+
+/* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
+ * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never
+ * blocking in CUDA) with timeout seconds (<= 0: forever): past it MW_ETIMEOUT "collective
+ * timeout: <what> waited S s for CUDA device D (--collective-timeout T)". A slot never marked
+ * is passed. */
+#define MW_CUDA_MARKS 3
+mw_status mw_cuda_mark(const mw_kctx *k, int slot);
+mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const char *what);
 
 /* k's stream as a cudaStream_t behind void * (for NCCL calls on the same stream), or NULL
  * when k is not an open CUDA context. Borrowed. */

@@ -24,10 +24,14 @@ extern "C" {
 struct mw_cuda_dev {
     int device;
     cudaStream_t stream;
-    cublasHandle_t blas; /* bound to stream */
-    float *ones;         /* MW_CUDA_ONES_COUNT ones, device */
-    int sync_each;       /* MW_CUDA_SYNC=1: wait after every kernel */
-    mw_status status;    /* first failure on this context */
+    cublasHandle_t blas;              /* bound to stream */
+    float *ones;                      /* MW_CUDA_ONES_COUNT ones, device */
+    int sync_each;                    /* MW_CUDA_SYNC=1: wait after every kernel */
+    void *dnn;                        /* cudnnHandle_t on stream (NULL: no cuDNN) */
+    bool tf32;                        /* --tf32: tensor-core math allowed (mw_cuda_set_tf32) */
+    cudaEvent_t marks[MW_CUDA_MARKS]; /* mw_cuda_mark */
+    int marked[MW_CUDA_MARKS];        /* recorded at least once */
+    mw_status status;                 /* first failure on this context */
 };
 
 /* Translate a code into mw_err(MW_EDEVICE, "file:line: cudaXxx: reason");
@@ -79,6 +83,17 @@ static inline unsigned mw_cuda_grid(size_t count)
     size_t g = (count + MW_CUDA_BLOCK - 1) / MW_CUDA_BLOCK;
     return (unsigned)(g < 65536 ? g : 65536);
 }
+
+/* Conv2D through cuDNN (cudnn.cu): true when the op was taken (enqueued, or its failure
+ * recorded on d), false when cuDNN is absent or cannot take this shape within k's scratch:
+ * then nothing was enqueued and the caller runs im2col. Same contract as the kernels. */
+bool mw_cudnn_conv_fwd(mw_cuda_dev *d, const mw_kctx *k, float *y, const float *x, const float *w,
+                       const float *b, const mw_conv2d_geom *g, int N);
+bool mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *dx, float *dw, const float *dy,
+                       const float *x, const float *w, const mw_conv2d_geom *g, int N);
+/* d's cuDNN handle on its stream (d->dnn; none without cuDNN), and its release. */
+mw_status mw_cudnn_open(mw_cuda_dev *d);
+void mw_cudnn_close(mw_cuda_dev *d);
 
 /* Row-major GEMM on k's stream: C (M,N) = alpha op(A) op(B) + beta C, where
  * op(A) is (M,K) and op(B) is (K,N); ta/tb say whether A/B are stored

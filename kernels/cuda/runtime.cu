@@ -8,8 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cuda/dev.cuh"
+
+extern "C" {
+#include "common/timer.h"
+}
 
 /* Short form of __FILE__ (from "kernels/" on), so messages read the same
  * however nvcc was given the path. */
@@ -135,8 +140,12 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
                 MW_CUDA(cudaStreamSynchronize(d->stream));
             if (d->blas)
                 MW_CUBLAS(cublasDestroy(d->blas));
+            mw_cudnn_close(d);
             MW_CUDA(cudaFree(d->ones));
             MW_CUDA(cudaFree(k->ws));
+            for (int i = 0; i < MW_CUDA_MARKS; i++)
+                if (d->marks[i])
+                    MW_CUDA(cudaEventDestroy(d->marks[i]));
             if (d->stream)
                 MW_CUDA(cudaStreamDestroy(d->stream));
         }
@@ -185,6 +194,10 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
         d->ones, MW_CUDA_ONES_COUNT, 1.0f);
     MW_TRY_GOTO(mw_cuda_launched_("fill_kernel", __FILE__, __LINE__), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&k->ws, MW_CUDA_WS_DEFAULT * sizeof(float))), rc, fail);
+    for (int i = 0; i < MW_CUDA_MARKS; i++)
+        MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->marks[i], cudaEventDisableTiming)), rc,
+                    fail);
+    MW_TRY_GOTO(mw_cudnn_open(d), rc, fail);
     k->ws_count = MW_CUDA_WS_DEFAULT;
     MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail);
     return MW_OK;
@@ -243,6 +256,57 @@ extern "C" mw_status mw_cuda_sync(const mw_kctx *k)
     if (cudaSetDevice(d->device) == cudaSuccess)
         mw_cuda_note(d, MW_CUDA(cudaStreamSynchronize(d->stream)));
     return d->status;
+}
+
+extern "C" mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_set_tf32", &d));
+    d->tf32 = on != 0;
+    return MW_CUBLAS(
+        cublasSetMathMode(d->blas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+extern "C" mw_status mw_cuda_mark(const mw_kctx *k, int slot)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_mark", &d));
+    if (slot < 0 || slot >= MW_CUDA_MARKS)
+        return mw_err(MW_EINTERNAL, "mw_cuda_mark: slot %d of %d", slot, MW_CUDA_MARKS);
+    mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->marks[slot], d->stream)));
+    d->marked[slot] = 1;
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const char *what)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_wait_mark", &d));
+    if (slot < 0 || slot >= MW_CUDA_MARKS)
+        return mw_err(MW_EINTERNAL, "mw_cuda_wait_mark: slot %d of %d", slot, MW_CUDA_MARKS);
+    if (!d->marked[slot])
+        return MW_OK;
+    const struct timespec nap = {0, 20000};
+    double t0 = mw_now();
+    for (unsigned long spin = 0;; spin++) {
+        cudaError_t e = cudaEventQuery(d->marks[slot]);
+        if (e == cudaSuccess)
+            return d->status;
+        if (e != cudaErrorNotReady) {
+            mw_cuda_note(d, MW_CUDA(e));
+            return d->status;
+        }
+        if (spin % 64 != 63)
+            continue;
+        double now = mw_now();
+        if (timeout > 0 && now - t0 > timeout)
+            return mw_err(MW_ETIMEOUT,
+                          "collective timeout: %s waited %.0f s for CUDA device %d "
+                          "(--collective-timeout %.0f)",
+                          what, now - t0, d->device, timeout);
+        if (spin > 4096)
+            nanosleep(&nap, NULL);
+    }
 }
 
 extern "C" mw_status mw_cuda_last_status(const mw_kctx *k)

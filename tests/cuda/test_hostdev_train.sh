@@ -8,13 +8,16 @@
 #     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
+#   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts;
+#   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 16 bytes of metrics
+#     per GPU downloaded, one polled staging wait per micro-batch;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
 #     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
 #     GPU reports what the chief measured;
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
-#     a device is one error;
+#     a device is one error; test_device_fallback.sh skips (77) where rank 0 has a device;
 #   - bad layouts are one message: ranks with different replica counts (exit 2), GPU and CPU
 #     ranks mixed (exit 7), more than 16 GPUs for a rank (exit 2),
 #     replicas not a multiple of the rank's GPUs (exit 2), two
@@ -69,6 +72,12 @@ sgd=(--batch-per-replica 16 --optimizer sgd --learning-rate 0.05)
 run gpu-1x2 1 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA devices 0-1 as 2 replicas $stand_in" "$tmp/gpu-1x2.out"' \
     "one rank drives both fake GPUs as replicas"
+check 'grep -qF "; im2col convolutions (the CPU kernels of the host stand-in), FP32 math" \
+           "$tmp/gpu-1x2.out"' "the start-up line: the convolutions and FP32 by default"
+out=$(MW_HOSTDEV_GPUS=1 timeout 60 "$hd" train "${quick[@]}" --device gpu --steps-per-epoch 2 \
+    --tf32 2>&1)
+check '[[ $? -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"' \
+    "--tf32 says so in the start-up line: $(grep "training on" <<<"$out")"
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}"
 same gpu-1x2 cpu-1x2
 
@@ -78,9 +87,17 @@ check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.ou
 run cpu-2x1-sgd 2 0 "$mw" --device cpu --threads 1 "${sgd[@]}"
 same gpu-2x1-sgd cpu-2x1-sgd
 
-TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8
+TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8 \
+    --timeline "$tmp/gpu-tl-%r.json"
 check 'grep -qF "2 rank(s) on 2 node(s) x 2 replica(s), global batch 32, 2 GPU(s) per rank" \
            "$tmp/gpu-2nodes-x2.out"' "two fake nodes, two fake GPUs each"
+# --timeline on the GPU path: the NCCL all-reduce's parts in every step of both ranks
+gpu_tl=(data "all-reduce (NCCL intra-node reduce-scatter)" "all-reduce (inter-node ring)"
+        "all-reduce (NCCL intra-node all-gather)")
+for r in 0 1; do
+    out=$(python3 "$src/tests/mpi/check_timeline.py" 12 "$tmp/gpu-tl-$r.json" $r "${gpu_tl[@]}")
+    check '[[ $? -eq 0 ]]' "GPU timeline of rank $r: $(tail -n 4 <<<"$out")"
+done
 run cpu-1x4 1 0 "$mw" --device cpu --replicas-per-worker 4 --threads 1 --batch-per-replica 8
 same gpu-2nodes-x2 cpu-1x4
 sgd8=(--batch-per-replica 8 --optimizer sgd --learning-rate 0.05)
@@ -93,6 +110,23 @@ run gpu-keras 1 2 "$hd" --device gpu --model "$cnn" --batch-per-replica 16
 run cpu-keras 1 0 "$mw" --device cpu --model "$cnn" --replicas-per-worker 2 --threads 1 \
     --batch-per-replica 16
 same gpu-keras cpu-keras
+
+# the step's shape on the devices (MW_HOSTDEV_STATS): 6 more steps of one rank x 2 fake GPUs
+# x 2 replicas each (2 micro-batches per GPU and step) add, per step, no blocking sync, one
+# 16-byte metrics download per GPU (never the n x K probabilities) and one polled staging-slot
+# wait per micro-batch; the step's end is NCCL's polled wait
+stats() { # STEPS: the "hostdev stats" numbers of a run, one per line
+    MW_HOSTDEV_STATS=1 MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train --device gpu --epochs 1 \
+        --steps-per-epoch "$1" --test-examples 100 --progress none --summary-dir "" \
+        --checkpoint-every-epochs 0 --replicas-per-worker 4 --batch-per-replica 16 2>&1 |
+        sed -n 's/^hostdev stats: \([0-9]*\) syncs, \([0-9]*\) mark waits, \([0-9]*\) downloads of \([0-9]*\) bytes$/\1 \2 \3 \4/p'
+}
+read -r s6 w6 d6 b6 <<<"$(stats 6)"
+read -r s12 w12 d12 b12 <<<"$(stats 12)"
+per="syncs $(((s12 - s6) / 6)), mark waits $(((w12 - w6) / 6)), downloads $(((d12 - d6) / 6)) of $(((b12 - b6) / 6)) bytes"
+echo "per GPU step (1 rank x 2 fake GPUs x 2 replicas each): $per"
+check '[[ -n $s6 && -n $s12 && $s12 -eq $s6 && $((w12 - w6)) -eq 24 && $((d12 - d6)) -eq 12 &&
+       $((b12 - b6)) -eq 192 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
 
 # checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
 ck=(--steps-per-epoch 6 --test-examples 200 --progress none --summary-dir "" --device gpu
@@ -115,11 +149,12 @@ gpu_eval=$(grep "^Test Loss" "$tmp/eval-gpu.out") cpu_eval=$(grep "^Test Loss" "
 check '[[ -n "$gpu_eval" && "$gpu_eval" == "$cpu_eval" ]]' \
     "eval --device gpu equals the CPU eval: '$gpu_eval' vs '$cpu_eval'"
 
-# an evaluator task on the GPU path: the chief on one fake GPU, the evaluator on its own
+# an evaluator task on the GPU path (--evaluator-device gpu): the chief on one fake GPU, the
+# evaluator on its own
 evcfg='{"cluster":{"chief":["localhost:2222"],"evaluator":["localhost:2224"]},'
 evcfg+='"task":{"type":"chief","index":0}}'
 timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" train --device gpu \
-    --epochs 2 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
+    --evaluator-device gpu --epochs 2 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
     --checkpoint-dir "$tmp/ev" --checkpoint-every-epochs 1 >"$tmp/ev.out" 2>&1
 check '[[ $? -eq 0 ]] &&
        grep -qF "evaluator: waiting for checkpoints from the chief (evaluating on the GPU)" \
@@ -131,6 +166,27 @@ for e in 1 2; do
            grep -qF "Evaluator: ckpt-$e (epoch $e, step $((3 * e))), $chief" "$tmp/ev.out"' \
         "the evaluator's ckpt-$e equals the chief's epoch $e ($chief)"
 done
+
+# by default the evaluator takes the CPU, not a trainer's GPU (EXCLUSIVE_PROCESS compute mode
+# refuses a second process on a GPU): `cluster` says so, and it evaluates what the chief trained
+out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" cluster --json \
+    --device gpu 2>&1)
+check 'grep -qF "\"role\": \"chief\", \"device\": \"cuda:0\"}" <<<"$out" &&
+       grep -qF "\"role\": \"evaluator\", \"device\": \"cpu\"}" <<<"$out"' \
+    "cluster: the evaluator on the CPU by default: $out"
+out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" cluster --json \
+    --device gpu --evaluator-device gpu 2>&1)
+check 'grep -qF "\"role\": \"evaluator\", \"device\": \"cuda:0\"}" <<<"$out"' \
+    "cluster: --evaluator-device gpu: $out"
+timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" train --device gpu \
+    --epochs 1 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
+    --checkpoint-dir "$tmp/evc" --checkpoint-every-epochs 1 >"$tmp/evc.out" 2>&1
+chief=$(sed -n "s/^Epoch 1, .*\\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\\),.*/\\1/p" \
+    "$tmp/evc.out")
+check '[[ -n "$chief" ]] &&
+       grep -qF "evaluator: waiting for checkpoints from the chief (evaluating on the CPU)" \
+           "$tmp/evc.out" && grep -qF "Evaluator: ckpt-1 (epoch 1, step 3), $chief" "$tmp/evc.out"' \
+    "the evaluator on the CPU by default: $(tail -n 3 "$tmp/evc.out")"
 
 # failures: every rank stops with one message, quickly
 fault() { # name fault expected-exit expected-message [flags...]
@@ -182,6 +238,13 @@ check '[[ $? -eq 7 &&
 out=$(timeout 60 mpiexec -n 2 "$hd" cluster 2>&1)
 check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' \
     "cluster without a device: cpu"
+
+# tests/cuda/test_device_fallback.sh on a "GPU host": it decides from `mwtrain cluster --json`
+# (rank 0 on cuda:0 here) and skips, where it once grepped for a line mwtrain never prints and
+# failed
+out=$(MW_HOSTDEV_GPUS=1 bash "$src/tests/cuda/test_device_fallback.sh" "$hd" 2>&1)
+check '[[ $? -eq 77 ]] && grep -qF "SKIP: rank 0 would train on cuda:0" <<<"$out"' \
+    "device-fallback skips where a device exists: $out"
 
 # bad layouts
 out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)
