@@ -17,6 +17,7 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int started, armed;
 static struct timespec deadline;
 static double limit;
+static int exit_code = EXIT_TIMEOUT;
 static char what_buf[128];
 
 static void *watch(void *arg)
@@ -35,19 +36,29 @@ static void *watch(void *arg)
             (now.tv_sec == deadline.tv_sec && now.tv_nsec < deadline.tv_nsec))
             continue;
         char line[384];
-        int n = snprintf(line, sizeof line,
-                         "mwtrain: error: %s did not return within %.0f s (--collective-timeout): "
-                         "another rank is stopped, dead or unreachable; ending this process "
-                         "(exit code %d)\n",
-                         what_buf, limit, EXIT_TIMEOUT);
+        int n = exit_code == EXIT_TIMEOUT
+                    ? snprintf(line, sizeof line,
+                               "mwtrain: error: %s did not return within %.0f s "
+                               "(--collective-timeout): another rank is stopped, dead or "
+                               "unreachable; ending this process (exit code %d)\n",
+                               what_buf, limit, exit_code)
+                    : snprintf(line, sizeof line,
+                               "mwtrain: error: %s did not end this process within %.0f s: "
+                               "ending it (exit code %d)\n",
+                               what_buf, limit, exit_code);
         if (n > 0)
             (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-        _exit(EXIT_TIMEOUT);
+        _exit(exit_code);
     }
     return NULL;
 }
 
 void mw_watchdog_arm(const char *what, double seconds)
+{
+    mw_watchdog_arm_exit(what, seconds, EXIT_TIMEOUT);
+}
+
+void mw_watchdog_arm_exit(const char *what, double seconds, int code)
 {
     if (seconds <= 0) {
         mw_watchdog_disarm();
@@ -64,6 +75,7 @@ void mw_watchdog_arm(const char *what, double seconds)
     }
     snprintf(what_buf, sizeof what_buf, "%s", what);
     limit = seconds;
+    exit_code = code;
     clock_gettime(CLOCK_REALTIME, &deadline);
     long ns = (long)((seconds - (double)(long)seconds) * 1e9);
     deadline.tv_sec += (time_t)seconds + (deadline.tv_nsec + ns) / 1000000000L;
