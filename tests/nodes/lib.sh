@@ -71,7 +71,7 @@ nodes_down() {
     for ((k = 0; k <= MWN_NODES; k++)); do ip netns del "$(mwn_ns "$k")" 2>/dev/null; done
     ip netns del "$MWN_BR" 2>/dev/null
     rm -rf /etc/netns/"$MWN_PREFIX"* 2>/dev/null
-    [[ -z ${KEEP:-} ]] && rm -rf "$MWN_ROOT"
+    if [[ -z ${KEEP:-} ]]; then rm -rf "$MWN_ROOT"; else echo "kept $MWN_ROOT" >&2; fi
     left=$(mwn_leftovers)
     if [[ -n $left ]]; then
         echo "FAIL: left behind by the harness: $left" >&2
@@ -130,15 +130,31 @@ nodes_up() { # N
         mkdir -p /etc/netns/"$ns" "$MWN_ROOT/disk/$(mwn_name "$k")"
         cp "$MWN_ROOT/hosts" /etc/netns/"$ns"/hosts
     done
-    # the bridge forwards at once (no STP learning delay on a fresh port); wait for carrier
-    for ((k = 1; k <= n; k++)); do
-        for _ in $(seq 1 50); do
-            node_exec 0 ping -c 1 -W 1 "node$k" >/dev/null 2>&1 && break
-            sleep 0.1
-        done
-    done
+    mwn_wait_links
     export MWN_PREFIX MWN_ROOT MWN_DISK
     echo "nodes: $n + launcher in namespaces $MWN_PREFIX*, subnet $MWN_SUBNET"
+}
+
+# Every node answers the launcher and node 1 (a link just set up or brought back up needs a
+# moment for its carrier): at most 10 s; returns 1 if some node does not answer.
+mwn_wait_links() {
+    local k from ok=0
+    for ((k = 1; k <= MWN_NODES; k++)); do
+        for from in 0 1; do
+            ((from == k)) && continue
+            local up=1
+            for _ in $(seq 1 100); do
+                if ip netns exec "$(mwn_ns "$from")" ping -c 1 -W 1 "10.$MWN_R.0.$k" >/dev/null 2>&1
+                then
+                    up=0
+                    break
+                fi
+                sleep 0.1
+            done
+            ((up == 0)) || ok=1
+        done
+    done
+    return $ok
 }
 
 mwn_name() { if (($1 == 0)); then echo launcher; else echo "node$1"; fi; }
@@ -152,9 +168,10 @@ node_exec() {
         "$MWN_HERE/enter.sh" "$name" "$MWN_ROOT/disk/$name" "$MWN_DISK" "$@"
 }
 
-# The Open MPI options of every launch: ssh replaced by agent.sh, TCP limited to the bridge.
+# The Open MPI options of every launch: deploy/'s fail-fast settings (mca-params.conf), ssh
+# replaced by agent.sh, TCP limited to the bridge.
 mwn_mca() {
-    echo --mca plm_rsh_agent "$MWN_HERE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+    echo --tune "$MWN_HERE/../../deploy/mpirun/mca-params.conf" --mca plm_rsh_agent "$MWN_HERE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
         --mca btl self,vader,tcp --mca btl_tcp_if_include "$MWN_SUBNET" \
         --mca oob_tcp_if_include "$MWN_SUBNET"
 }
