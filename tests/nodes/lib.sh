@@ -130,29 +130,32 @@ nodes_up() { # N
         mkdir -p /etc/netns/"$ns" "$MWN_ROOT/disk/$(mwn_name "$k")"
         cp "$MWN_ROOT/hosts" /etc/netns/"$ns"/hosts
     done
-    mwn_wait_links
+    if ! mwn_wait_links; then
+        echo "FAIL: the nodes' links did not come up within 10 s" >&2
+        exit 1
+    fi
     export MWN_PREFIX MWN_ROOT MWN_DISK
     echo "nodes: $n + launcher in namespaces $MWN_PREFIX*, subnet $MWN_SUBNET"
 }
 
-# Every node answers the launcher and node 1 (a link just set up or brought back up needs a
-# moment for its carrier): at most 10 s; returns 1 if some node does not answer.
+# Every node's link carries: its eth0 has a carrier (LOWER_UP) and its port on the bridge
+# forwards (a link just made or brought back up needs a moment). At most 10 s; returns 1 if
+# some link does not come up.
 mwn_wait_links() {
-    local k from ok=0
-    for ((k = 1; k <= MWN_NODES; k++)); do
-        for from in 0 1; do
-            ((from == k)) && continue
-            local up=1
-            for _ in $(seq 1 100); do
-                if ip netns exec "$(mwn_ns "$from")" ping -c 1 -W 1 "10.$MWN_R.0.$k" >/dev/null 2>&1
-                then
-                    up=0
-                    break
-                fi
-                sleep 0.1
-            done
-            ((up == 0)) || ok=1
+    local k sw ok=0 up
+    for ((k = 0; k <= MWN_NODES; k++)); do
+        sw=b$k
+        ((k == 0)) && sw=l0
+        up=1
+        for _ in $(seq 1 100); do
+            if ip -n "$(mwn_ns "$k")" -o link show eth0 2>/dev/null | grep -q LOWER_UP &&
+                ip -n "$MWN_BR" -d -o link show "$sw" 2>/dev/null | grep -q "state forwarding"; then
+                up=0
+                break
+            fi
+            sleep 0.1
         done
+        ((up == 0)) || ok=1
     done
     return $ok
 }
