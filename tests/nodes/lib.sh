@@ -127,6 +127,10 @@ nodes_up() { # N
         ip -n "$ns" link set lo up
         ip -n "$ns" addr add "$addr/24" dev eth0
         ip -n "$ns" link set eth0 up
+        # as deploy/mpirun/README.md asks of the nodes: TCP gives up on a peer after ~13 s of
+        # unanswered retransmissions (default 15 retries: ~15 min), so a cut-off daemon that
+        # still had output in flight to mpirun ends too (keepalives only probe idle links)
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5
         mkdir -p /etc/netns/"$ns" "$MWN_ROOT/disk/$(mwn_name "$k")"
         cp "$MWN_ROOT/hosts" /etc/netns/"$ns"/hosts
     done

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The faults of real clusters, on 2 nodes x 2 ranks in network namespaces (lib.sh), training
-# over TCP with --collective-timeout 12 and deploy/mpirun/mca-params.conf (Open MPI's
-# keepalive finds a lost daemon within 11 s: less than the timeout, as that file says). One
+# over TCP with --collective-timeout 20 and deploy/mpirun/mca-params.conf (Open MPI's
+# keepalive finds a lost daemon within 11 s: well below the timeout, as that file says). One
 # fault per run, injected once the checkpoint at step 50 exists:
 #   partition   node2's link goes down (in the bridge's namespace) mid-step
 #   kill-node   SIGKILL to every process of node2 at once (its daemon and both ranks)
 #   stop-node   SIGSTOP to both ranks of node2 (their daemon still answers)
 #   chief-lost  node1's link goes down: the chief and rank 1 are cut off from everything
 #   mpirun      SIGKILL to mpirun in the launcher
+#   daemon-stopped  SIGSTOP to node2's Open MPI daemon (orted) and to rank 1 on node1: the
+#               ranks on node2 time out and call MPI_Abort, which cannot end them through a
+#               stopped daemon; mwtrain's abort grace must end them within two timeouts +
+#               10 s + 30 s while the daemon is still stopped. Then the daemon is continued and the
+#               job must end as the others do (this fault alone cannot end before that: no
+#               keepalive finds a stopped process whose kernel still answers)
 # Each must end with every process in every namespace gone within the timeout + 30 s (the time
 # is printed), mpirun's exit status >= 128 (worth a restart: mwtrain's 129-131, 128+signal,
 # or Open MPI's 205 for a lost daemon), no process left in any namespace, and then a --resume
@@ -18,8 +24,8 @@ set -uo pipefail
 mw=$(realpath "$1") cmp=$(realpath "$2") fault=$3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
-timeout_s=12
-case $fault in partition | kill-node | stop-node | chief-lost | mpirun) ;;
+timeout_s=20
+case $fault in partition | kill-node | stop-node | chief-lost | mpirun | daemon-stopped) ;;
 *)
     echo "test_faults.sh: unknown fault '$fault'" >&2
     exit 2
@@ -66,6 +72,26 @@ stop-node) kill -STOP $ranks2 ;;
 chief-lost) ip -n "$MWN_BR" link set b1 down ;;
 mpirun) kill -9 $(for p in $(node_pids 0); do
     grep -q '^mpirun' "/proc/$p/cmdline" 2>/dev/null && echo "$p"; done) ;;
+daemon-stopped)
+    orted2=$(for p in $(node_pids 2); do grep -q '^orted' "/proc/$p/cmdline" 2>/dev/null && echo "$p"; done)
+    rank1=$(for p in $(node_pids 1); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo "$p"
+    done)
+    kill -STOP $orted2 $rank1
+    # node2's ranks time out on node1 (rank 1 stopped, then rank 0 killed by its daemon after
+    # its own timeout): up to two timeouts, then the 10 s grace, and the usual 30 s
+    glimit=$((2 * timeout_s + 10 + 30))
+    for _ in $(seq 1 $((glimit * 5))); do
+        left2=$(for p in $ranks2; do [[ -d /proc/$p ]] && echo "$p"; done)
+        [[ -z $left2 ]] && break
+        sleep 0.2
+    done
+    gtook=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    echo "node2's ranks gone after $gtook s with their daemon stopped (limit $glimit s)"
+    check '[[ -z $left2 ]]' "node2's ranks end themselves within $glimit s (left: $left2)"
+    t0=$(date +%s.%N)
+    kill -CONT $orted2 $rank1 2>/dev/null
+    ;;
 esac
 limit=$((timeout_s + 30))
 took=$(mwn_wait_gone "$limit" "$t0")
@@ -75,6 +101,10 @@ wait "$job"
 rc=$?
 echo "fault $fault: every process gone after $took s (limit $limit s), mpirun exit status $rc"
 grep -E "error|lost|aborting" "$MWN_ROOT/fault.out" | sort | uniq -c | head -n 8
+if [[ $fault == daemon-stopped ]]; then
+    check 'grep -q "MPI_Abort did not end this process within 10 s" "$MWN_ROOT/fault.out"' \
+        "a rank on node2 said that its MPI_Abort did not end it and ended itself"
+fi
 check '((gone == 0))' "every process in every namespace gone within $limit s (took $took s; left: $left)"
 check '((rc >= 128))' "exit status $rc is retryable (>= 128)"
 check '! grep -q "^Epoch 2," "$MWN_ROOT/fault.out"' "the fault hit before the end of training"
