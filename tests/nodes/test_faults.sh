@@ -10,8 +10,8 @@
 #   mpirun      SIGKILL to mpirun in the launcher
 #   daemon-stopped  SIGSTOP to node2's Open MPI daemon (orted) and to rank 1 on node1: the
 #               ranks on node2 time out and call MPI_Abort, which cannot end them through a
-#               stopped daemon; mwtrain's abort grace must end them within two timeouts +
-#               10 s + 30 s while the daemon is still stopped. Then the daemon is continued and the
+#               stopped daemon; mwtrain's abort grace must end them within three timeouts
+#               + 10 s + 30 s while the daemon is still stopped. Then the daemon is continued and the
 #               job must end as the others do (this fault alone cannot end before that: no
 #               keepalive finds a stopped process whose kernel still answers)
 # Each must end with every process in every namespace gone within the timeout + 30 s (the time
@@ -78,9 +78,10 @@ daemon-stopped)
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && echo "$p"
     done)
     kill -STOP $orted2 $rank1
-    # node2's ranks time out on node1 (rank 1 stopped, then rank 0 killed by its daemon after
-    # its own timeout): up to two timeouts, then the 10 s grace, and the usual 30 s
-    glimit=$((2 * timeout_s + 10 + 30))
+    # node2's ranks wait on node1's (rank 1 stopped; rank 0 killed by its daemon after its own
+    # timeout) and on each other: a chain of up to three timeouts, then the 10 s grace, and the
+    # usual 30 s (a loaded 2-core machine stretches each; seen: 62-83 s)
+    glimit=$((3 * timeout_s + 10 + 30))
     for _ in $(seq 1 $((glimit * 5))); do
         left2=$(for p in $ranks2; do [[ -d /proc/$p ]] && echo "$p"; done)
         [[ -z $left2 ]] && break
