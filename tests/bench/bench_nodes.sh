@@ -13,7 +13,7 @@ bench=$(realpath "$1") max_mb=${2:-64} reps=${3:-10}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../nodes/lib.sh"
 nodes_up 2
-echo "== 2 nodes x 2 ranks over TCP (veth + bridge), $(nproc) cores"
+echo "== 2 nodes x 2 ranks over TCP (veth + bridge), $(getconf _NPROCESSORS_ONLN) cores"
 mwn_mpirun 2 2 "$bench" "$max_mb" "$reps"
 rc=$?
 echo "== 1 node x 4 ranks (shared memory), for comparison"
