@@ -17,6 +17,7 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int started, armed;
 static struct timespec deadline;
 static double limit;
+static int exit_code = EXIT_TIMEOUT, grace; /* grace: armed by mw_watchdog_arm_exit */
 static char what_buf[128];
 
 static void *watch(void *arg)
@@ -35,19 +36,23 @@ static void *watch(void *arg)
             (now.tv_sec == deadline.tv_sec && now.tv_nsec < deadline.tv_nsec))
             continue;
         char line[384];
-        int n = snprintf(line, sizeof line,
-                         "mwtrain: error: %s did not return within %.0f s (--collective-timeout): "
-                         "another rank is stopped, dead or unreachable; ending this process "
-                         "(exit code %d)\n",
-                         what_buf, limit, EXIT_TIMEOUT);
+        int n = !grace ? snprintf(line, sizeof line,
+                                  "mwtrain: error: %s did not return within %.0f s "
+                                  "(--collective-timeout): another rank is stopped, dead or "
+                                  "unreachable; ending this process (exit code %d)\n",
+                                  what_buf, limit, exit_code)
+                       : snprintf(line, sizeof line,
+                                  "mwtrain: error: %s did not end this process within %.0f s: "
+                                  "ending it (exit code %d)\n",
+                                  what_buf, limit, exit_code);
         if (n > 0)
             (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-        _exit(EXIT_TIMEOUT);
+        _exit(exit_code);
     }
     return NULL;
 }
 
-void mw_watchdog_arm(const char *what, double seconds)
+static void arm(const char *what, double seconds, int code, int is_grace)
 {
     if (seconds <= 0) {
         mw_watchdog_disarm();
@@ -64,6 +69,8 @@ void mw_watchdog_arm(const char *what, double seconds)
     }
     snprintf(what_buf, sizeof what_buf, "%s", what);
     limit = seconds;
+    exit_code = code;
+    grace = is_grace;
     clock_gettime(CLOCK_REALTIME, &deadline);
     long ns = (long)((seconds - (double)(long)seconds) * 1e9);
     deadline.tv_sec += (time_t)seconds + (deadline.tv_nsec + ns) / 1000000000L;
@@ -71,6 +78,16 @@ void mw_watchdog_arm(const char *what, double seconds)
     armed = 1;
     pthread_cond_signal(&wake);
     pthread_mutex_unlock(&lock);
+}
+
+void mw_watchdog_arm(const char *what, double seconds)
+{
+    arm(what, seconds, EXIT_TIMEOUT, 0);
+}
+
+void mw_watchdog_arm_exit(const char *what, double seconds, int code)
+{
+    arm(what, seconds, code, 1);
 }
 
 void mw_watchdog_disarm(void)

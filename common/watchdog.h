@@ -18,5 +18,8 @@
 /* Guard the blocking call named what for seconds (<= 0: disarm). */
 void mw_watchdog_arm(const char *what, double seconds);
 void mw_watchdog_disarm(void);
+/* The same with another exit code and message: for a call that should have ended the process
+ * itself (MPI_Abort), "WHAT did not end this process within S s", then _exit(code). */
+void mw_watchdog_arm_exit(const char *what, double seconds, int code);
 
 #endif

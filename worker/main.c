@@ -104,7 +104,12 @@ static mw_status print_cluster(const mw_topology *t, const mw_train_opts *o, int
  * rank saw, then MPI_Abort. When every rank fails at once (all see the same NCCL error or the
  * same timeout), rank 0 aborts first and the others half a second later: one abort usually
  * ends the job with one message, and Open MPI 4.1's mpiexec has crashed (SIGSEGV) handling
- * simultaneous aborts. A dead rank 0 delays the end by that half second only. */
+ * simultaneous aborts. A dead rank 0 delays the end by that half second only.
+ * MPI_Abort goes through this node's MPI daemon; a daemon that is stopped, or cut off from
+ * mpirun, may keep it from ever returning or ending the process. After ABORT_GRACE seconds the
+ * watchdog ends this rank itself with the same exit code, so the daemon sees its rank exit
+ * non-zero and no rank outlives a failed job (the `nodes` suite's faults, tests/nodes/). */
+#define ABORT_GRACE 10.0
 static void end_job(mw_status rc, int already_printed)
 {
     int rank = 0;
@@ -113,9 +118,11 @@ static void end_job(mw_status rc, int already_printed)
         mw_log_error("%s", *mw_err_msg() ? mw_err_msg() : mw_status_desc(rc));
     mw_log_error("aborting the job (exit code %d)", mw_status_exit_code(rc));
     fflush(stderr);
+    mw_watchdog_arm_exit("MPI_Abort", ABORT_GRACE, mw_status_exit_code(rc));
     if (rank > 0)
         usleep(500 * 1000);
     MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
+    _exit(mw_status_exit_code(rc)); /* MPI_Abort returned: the job must end all the same */
 }
 
 /* A failure with a retryable exit code (an MPI failure, a lost peer, a timeout) means the

@@ -14,6 +14,7 @@ set -euo pipefail
 hostfile=${1:?usage: run.sh HOSTFILE [mwtrain train flags...]}
 shift
 MWTRAIN=${MWTRAIN:-mwtrain}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Count the slots with mwtrain's own hostfile reader: a bad hostfile fails here with a message
 # naming the line, before any rank starts.
 np=${NP:-$("$MWTRAIN" tf-config --hostfile "$hostfile" | wc -l)}
@@ -24,6 +25,9 @@ for v in NCCL_SOCKET_IFNAME NCCL_IB_DISABLE NCCL_DEBUG MW_LOG; do
 done
 # --bind-to none: mwtrain runs --threads compute threads per rank; the default binding (one
 # core per rank for np <= 2, else one socket) would squeeze them together. See README.md.
+# --tune: Open MPI's settings to fail fast when a node is lost (mca-params.conf beside this
+# script says why, line by line).
 # mwtrain-command
-exec mpirun --hostfile "$hostfile" -n "$np" --map-by slot --bind-to none "${exports[@]}" \
+exec mpirun --tune "$here/mca-params.conf" --hostfile "$hostfile" -n "$np" --map-by slot \
+    --bind-to none "${exports[@]}" \
     "$MWTRAIN" train --resume --checkpoint-dir "$ckpt" --summary-dir "$ckpt/logs" "$@"

@@ -24,6 +24,13 @@ Rewriting, per command (words split as the shell would, without expanding anythi
   - "$@" is dropped; ${VAR:-default} becomes default; any other $ left in a word that is
     not one of the values replaced above is an error (the command could not be checked).
 
+Open MPI settings. A multi-node launch must read deploy/mpirun/mca-params.conf (the settings
+that make a lost node end the job instead of hanging mpirun): every mpirun/mpiexec command
+outside deploy/local/ (one machine) must pass `--tune .../mca-params.conf`, kept in the local
+run as `--tune DEPLOY_DIR/mpirun/mca-params.conf` so mpirun really reads the file; a file that
+launches with srun must export OMPI_MCA_mca_base_param_files=.../mca-params.conf. Anything else
+is an error naming the file and line.
+
 Output, one line per command: FILE:LINE <tab> shell-quoted argv; or FILE:LINE <tab> ERROR
 <tab> message. Usage: extract_commands.py DEPLOY_DIR MWTRAIN TMPDIR DATA_DIR HOSTFILE
 """
@@ -109,7 +116,33 @@ def expand(word):
     return out
 
 
-def rewrite(text, folder, mwtrain, data_dir, hostfile):
+TUNE_FILE = "mca-params.conf"
+
+
+def tune_args(launcher, rel, file_text, deploy):
+    """The --tune option for the local run, after checking the launcher reads mca-params.conf."""
+    names = [os.path.basename(w) for w in launcher]
+    if "srun" in names:
+        if not re.search(r"OMPI_MCA_mca_base_param_files=\S*" + re.escape(TUNE_FILE), file_text):
+            raise Bad("srun launch without OMPI_MCA_mca_base_param_files=.../%s exported in the "
+                      "file (deploy/mpirun/%s: Open MPI's fail-fast settings)"
+                      % (TUNE_FILE, TUNE_FILE))
+        return []
+    value = None
+    for k, w in enumerate(launcher):
+        if w == "--tune" and k + 1 < len(launcher):
+            value = launcher[k + 1]
+        elif w.startswith("--tune="):
+            value = w[len("--tune="):]
+    if value is None or not value.endswith(TUNE_FILE):
+        if rel.startswith("deploy/local/"):
+            return []
+        raise Bad("mpirun without --tune .../%s (deploy/mpirun/%s: the settings a multi-node "
+                  "job needs to fail fast)" % (TUNE_FILE, TUNE_FILE))
+    return ["--tune", os.path.join(os.path.abspath(deploy), "mpirun", TUNE_FILE)]
+
+
+def rewrite(text, folder, mwtrain, data_dir, hostfile, rel="", file_text="", deploy="deploy"):
     words = shlex.split(text, comments=True)
     for k, w in enumerate(words):
         if w in CONTROL or re.match(r"^\d*[<>]", w):
@@ -125,7 +158,8 @@ def rewrite(text, folder, mwtrain, data_dir, hostfile):
     if not args:
         raise Bad("mwtrain without a subcommand in: " + text)
     sub = expand(args[0])
-    out = ["mpirun", "-n", "2", "--oversubscribe"] if mpi else []
+    out = ["mpirun"] + tune_args(launcher, rel, file_text, deploy) + \
+        ["-n", "2", "--oversubscribe"] if mpi else []
     out += [mwtrain, sub]
     have_steps = False
     k = 1
@@ -188,6 +222,8 @@ def main():
         folder = os.path.join(tmp, sanitize(rel))
         try:
             found = list(commands(path))
+            with open(path, encoding="utf-8") as f:
+                file_text = f.read()
         except UnicodeDecodeError:
             continue  # not text
         for line, text, error in found:
@@ -195,7 +231,8 @@ def main():
                 print("%s:%d\tERROR\t%s" % (rel, line, error))
                 continue
             try:
-                argv = rewrite(text, folder, mwtrain, data_dir, hostfile)
+                argv = rewrite(text, folder, mwtrain, data_dir, hostfile, rel, file_text,
+                               deploy)
                 print("%s:%d\t%s" % (rel, line, shlex.join(argv)))
             except (Bad, ValueError) as e:
                 print("%s:%d\tERROR\t%s" % (rel, line, e))

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Training across real nodes over TCP (lib.sh), each node with its own private disk:
+#   - 2 nodes x 2 ranks equals 1 x 1 within the layout tolerance (weights: max relative
+#     difference <= 1e-4 by cmp_weights; losses within 1e-4), as tests/mpi/test_layout.sh on
+#     one host; the same 2 x 2 run twice is bitwise equal;
+#   - checkpoints and summaries appear on the chief's node (node1) only: node2's and the
+#     launcher's disks stay empty;
+#   - --resume on another node layout (3 nodes x 1 from the 2 x 2 checkpoints) restores the
+#     last checkpoint on the chief's node and completes the next epoch.
+#   test_train.sh MWTRAIN CMP_WEIGHTS
+set -uo pipefail
+mw=$(realpath "$1") cmp=$(realpath "$2")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/lib.sh"
+nodes_up 3
+pass=0 fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+# global batch 64 in every layout (the default CNN, 20 steps, as test_layout.sh)
+common=(train --epochs 1 --steps-per-epoch 20 --progress none --collective-timeout 120
+        --threads 1 --test-examples 500)
+run() { # NAME NODES PPN [flags...]
+    local name=$1 nn=$2 ppn=$3
+    shift 3
+    mwn_mpirun "$nn" "$ppn" "$mw" "${common[@]}" --batch-per-replica $((64 / (nn * ppn))) \
+        --dump-weights "$MWN_DISK/$name.bin" "$@" >"$MWN_ROOT/$name.out" 2>&1
+    local rc=$?
+    sed -n 's/^Epoch 1, Loss: \([0-9.]*\),.*Test Loss: \([0-9.]*\),.*/\1 \2/p' \
+        "$MWN_ROOT/$name.out" >"$MWN_ROOT/$name.loss"
+    echo "$name: exit $rc, losses $(cat "$MWN_ROOT/$name.loss")"
+    check '[[ $rc -eq 0 ]]' "$name exits 0: $(tail -n 3 "$MWN_ROOT/$name.out")"
+}
+w() { echo "$MWN_ROOT/disk/node1/$1.bin"; } # --dump-weights is written by the chief, on node1
+run 1x1 1 1 --checkpoint-every-epochs 0 --summary-dir ""
+run 2x2 2 2 --checkpoint-dir "$MWN_DISK/ckpt" --summary-dir "$MWN_DISK/logs" \
+    --checkpoint-every-epochs 1
+run 2x2-again 2 2 --checkpoint-every-epochs 0 --summary-dir ""
+check '"$cmp" "$(w 2x2)" "$(w 2x2-again)"' "2 x 2 twice is bitwise equal"
+check '"$cmp" "$(w 1x1)" "$(w 2x2)" 1e-4' "2 x 2 equals 1 x 1 within 1e-4"
+check 'awk -v a="$(cat "$MWN_ROOT/1x1.loss")" -v b="$(cat "$MWN_ROOT/2x2.loss")" \
+    "BEGIN { split(a, x); split(b, y); d1 = x[1] - y[1]; d2 = x[2] - y[2];
+             exit !(x[1] > 0 && d1 * d1 < 1e-8 && d2 * d2 < 1e-8) }"' \
+    "2 x 2 losses equal 1 x 1's: $(cat "$MWN_ROOT/1x1.loss") vs $(cat "$MWN_ROOT/2x2.loss")"
+
+# the chief's node holds the checkpoints and the summaries; no other node has anything
+on1=$(cd "$MWN_ROOT/disk/node1" && find ckpt logs -type f 2>/dev/null | sort | tr '\n' ' ')
+echo "node1: $on1"
+check '[[ -f $MWN_ROOT/disk/node1/ckpt/checkpoint && -f $MWN_ROOT/disk/node1/ckpt/ckpt-1 ]]' \
+    "checkpoints on node1 (has: $on1)"
+check '[[ -f $MWN_ROOT/disk/node1/logs/metrics.csv ]] && ls "$MWN_ROOT"/disk/node1/logs/*tfevents* >/dev/null 2>&1' \
+    "summaries (metrics.csv, event file) on node1 (has: $on1)"
+for d in node2 node3 launcher; do
+    other=$(find "$MWN_ROOT/disk/$d" -mindepth 1 | tr '\n' ' ')
+    check '[[ -z $other ]]' "nothing written on $d (found: $other)"
+done
+
+# --resume on 3 nodes x 1, global batch 63 (3 x 21): the chief, on node1 again, restores the
+# 2 x 2 job's checkpoint from its own disk and broadcasts it; the job trains epoch 2
+mwn_mpirun 3 1 "$mw" train --epochs 2 --steps-per-epoch 20 --progress none --threads 1 \
+    --test-examples 500 --collective-timeout 120 --batch-per-replica 21 --resume \
+    --checkpoint-dir "$MWN_DISK/ckpt" --summary-dir "$MWN_DISK/logs" >"$MWN_ROOT/resume.out" 2>&1
+rc=$?
+grep -o "restoring .*" "$MWN_ROOT/resume.out" | head -n 1
+check '[[ $rc -eq 0 ]]' "resume on 3 nodes x 1 exits 0: $(tail -n 3 "$MWN_ROOT/resume.out")"
+check 'grep -q "restoring .*ckpt-1 " "$MWN_ROOT/resume.out"' "resume restored node1's ckpt-1"
+check 'grep -q "^Epoch 2," "$MWN_ROOT/resume.out" && ! grep -q "^Epoch 1," "$MWN_ROOT/resume.out"' \
+    "resume trained epoch 2 only"
+check '[[ -f $MWN_ROOT/disk/node1/ckpt/ckpt-2 && -z $(find "$MWN_ROOT/disk/node2" "$MWN_ROOT/disk/node3" -mindepth 1) ]]' \
+    "the resumed job's checkpoint is on node1 only"
+echo "$pass passed, $fail failed"
+((fail == 0))
