@@ -1458,6 +1458,18 @@ static mw_status graph_layers(builder *B, const json_t *layers, knames *K, int n
     if (n < 2)
         return gfail(B->origin, MW_EMODEL, "the model has no layers besides its input");
     (void)nclasses;
+    const mw_model *m = B->m;
+    for (int i = 0; i + 1 < m->nlayers; i++) { /* every layer leads to the output */
+        int used = 0;
+        for (int j = i + 1; j < m->nlayers && !used; j++)
+            for (int t = 0; t < m->layers[j].nin; t++)
+                used |= m->layers[j].in[t] == i;
+        if (!used)
+            return gfail(B->origin, MW_EMODEL,
+                         "layer '%s' (%s): its output is not used; expected every layer to lead "
+                         "to the model's output (the last layer)",
+                         m->layers[i].name, m->layers[i].cls);
+    }
     return MW_OK;
 }
 

@@ -259,8 +259,11 @@ static void shape_of(const mw_model *m, int idx, int s[3])
     s[0] = p->out_h, s[1] = p->out_w, s[2] = p->out_c;
 }
 
+/* The Keras layer behind output idx: a folded activation's own layer. */
 static const char *producer_name(const mw_model *m, int idx)
 {
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
     return idx < 0 ? (m->input_name[0] ? m->input_name : "the model input") : m->layers[idx].name;
 }
 
