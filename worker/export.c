@@ -25,12 +25,35 @@ typedef struct {
     json_int_t shape[4];
 } tensor;
 
-/* The tensors of layer l (0, 1 or 2) into t; MW_EINTERNAL when the model's
+/* BatchNormalization's tensors under Keras' names: gamma (when scale), beta (when
+ * center), moving_mean, moving_variance, each of shape (C). */
+static void bn_tensors(const mw_layer *l, const float *params, tensor *t, int *nt)
+{
+    const char *names[4] = {"gamma", "beta", "moving_mean", "moving_variance"};
+    const size_t off[4] = {l->w_off, l->b_off, l->s_off, l->s_off + (size_t)l->out_c};
+    const size_t count[4] = {l->w_count, l->b_count, (size_t)l->out_c, (size_t)l->out_c};
+    for (int i = 0; i < 4; i++) {
+        if (!count[i])
+            continue;
+        tensor *x = &t[(*nt)++];
+        snprintf(x->name, sizeof x->name, "%s/%s", l->name, names[i]);
+        x->data = params + off[i];
+        x->count = count[i];
+        x->rank = 1;
+        x->shape[0] = l->out_c;
+    }
+}
+
+/* The tensors of layer l (0 to 4) into t; MW_EINTERNAL when the model's
  * counts disagree with the shapes (a bug, not bad input). */
 static mw_status layer_tensors(const mw_layer *l, const float *params, tensor *t, int *nt,
                                const char *path)
 {
     *nt = 0;
+    if (l->kind == MW_LAYER_BATCHNORM) {
+        bn_tensors(l, params, t, nt);
+        return MW_OK;
+    }
     if (l->kind != MW_LAYER_CONV2D && l->kind != MW_LAYER_DENSE) {
         if (l->w_count || l->b_count) /* a new layer kind must get its names and shapes here */
             return mw_err(MW_EUNSUPPORTED,
@@ -94,7 +117,7 @@ static mw_status build_header(const mw_model *m, const float *params, const char
     mw_status rc = MW_OK;
     size_t offset = 0;
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++) {
-        tensor t[2];
+        tensor t[4];
         int nt;
         rc = layer_tensors(&m->layers[i], params, t, &nt, path);
         for (int j = 0; j < nt && rc == MW_OK; j++) {
@@ -158,7 +181,7 @@ static mw_status write_body(FILE *f, const mw_model *m, const float *params, con
     if (fwrite(len, 1, 8, f) != 8 || fwrite(hdr, 1, hdr_nbytes, f) != hdr_nbytes)
         return mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
     for (int i = 0; i < m->nlayers; i++) {
-        tensor t[2];
+        tensor t[4];
         int nt;
         MW_TRY(layer_tensors(&m->layers[i], params, t, &nt, path));
         for (int j = 0; j < nt; j++)
