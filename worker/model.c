@@ -1350,21 +1350,32 @@ static int count_shown(const mw_model *m)
 
 /* The activation of shown layer i. A folded one belongs to the nearest Conv2D or Dense before
  * it: right after it, or after the MaxPool that finalize moved before it (pool_before_relu). */
+static const char *act_name(const mw_layer *l)
+{
+    static const char *const names[] = {"sigmoid", "tanh", "gelu",      "gelu_tanh",
+                                        "silu",    "elu",  "leaky_relu"};
+    if (l->kind == MW_LAYER_ACT)
+        return names[l->act];
+    return l->kind == MW_LAYER_RELU ? "relu" : l->softmax ? "softmax" : "linear";
+}
+
 static const char *activation_of(const mw_model *m, int i)
 {
     const mw_layer *l = &m->layers[i];
     if (!weighted(l))
-        return l->kind == MW_LAYER_RELU ? "relu" : l->softmax ? "softmax" : "linear";
+        return act_name(l);
     for (int j = i + 1; j < m->nlayers && !weighted(&m->layers[j]); j++)
         if (m->layers[j].folded)
-            return m->layers[j].kind == MW_LAYER_RELU ? "relu" : "softmax";
+            return act_name(&m->layers[j]);
     return "linear";
 }
 
 /* What a layer computes: Activation, ReLU and Softmax layers are all activations. */
 static int role(const mw_layer *l)
 {
-    return l->kind == MW_LAYER_IDENTITY ? (int)MW_LAYER_RELU : (int)l->kind;
+    return l->kind == MW_LAYER_IDENTITY || l->kind == MW_LAYER_ACT || l->kind == MW_LAYER_SOFTMAX
+               ? (int)MW_LAYER_RELU
+               : (int)l->kind;
 }
 
 /* "<what> <x> in the checkpoint, <y> in --model" into d; returns 1. */
@@ -1454,6 +1465,25 @@ static int padding_differs(char *d, size_t n, const mw_layer *x, const mw_layer 
     return differs(d, n, "padding", x->same ? "same" : "valid", y->same ? "same" : "valid");
 }
 
+/* BatchNormalization: center, scale, momentum, epsilon. */
+static int bn_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    char sx[40], sy[40];
+    if (!!x->w_count != !!y->w_count)
+        return differs(d, n, "scale", x->w_count ? "true" : "false", y->w_count ? "true" : "false");
+    if (!!x->b_count != !!y->b_count)
+        return differs(d, n, "center", x->b_count ? "true" : "false",
+                       y->b_count ? "true" : "false");
+    const float vx[2] = {x->momentum, x->epsilon}, vy[2] = {y->momentum, y->epsilon};
+    for (int k = 0; k < 2; k++)
+        if (vx[k] != vy[k]) {
+            real_str(sx, sizeof sx, vx[k], vy[k]);
+            real_str(sy, sizeof sy, vy[k], vx[k]);
+            return differs(d, n, k ? "epsilon" : "momentum", sx, sy);
+        }
+    return 0;
+}
+
 /* The settings of x and y (of the same kind) past their input shapes. */
 static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
@@ -1478,6 +1508,17 @@ static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *
                                (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
     case MW_LAYER_DENSE:
         return dims_differ(d, n, "units", &x->out_c, &y->out_c, 1);
+    case MW_LAYER_AVGPOOL:
+        return dims_differ(d, n, "pool size", (const int[]){qx->PH, qx->PW},
+                           (const int[]){qy->PH, qy->PW}, 2) ||
+               dims_differ(d, n, "strides", (const int[]){qx->SH, qx->SW},
+                           (const int[]){qy->SH, qy->SW}, 2) ||
+               padding_differs(d, n, x, y, (const int[]){qx->PT, qx->PL, qx->OH, qx->OW},
+                               (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
+    case MW_LAYER_ZEROPAD:
+        return dims_differ(d, n, "padding", x->pad, y->pad, 4);
+    case MW_LAYER_BATCHNORM:
+        return bn_differs(d, n, x, y);
     case MW_LAYER_DROPOUT:
         if (x->rate == y->rate)
             return 0;
@@ -1489,12 +1530,44 @@ static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *
     }
 }
 
+/* The shown-layer number of output idx (-1: the model input; a folded activation counts as its
+ * layer). */
+static int shown_ordinal(const mw_model *m, int idx)
+{
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    int k = -1;
+    for (int i = 0; i <= idx; i++)
+        k += !m->layers[i].folded;
+    return idx < 0 ? -1 : k;
+}
+
+/* The inputs of layer i as shown-layer numbers ("input" for the model's), into s. */
+static void inputs_str(char *s, size_t n, const mw_model *m, int i)
+{
+    const mw_layer *l = &m->layers[i];
+    size_t used = 0;
+    s[0] = '\0';
+    for (int j = 0; j < l->nin && used < n; j++) {
+        int o = shown_ordinal(m, l->in[j]);
+        if (o < 0)
+            used += (size_t)snprintf(s + used, n - used, "%sthe input", j ? ", " : "");
+        else
+            used += (size_t)snprintf(s + used, n - used, "%slayer %d", j ? ", " : "", o);
+    }
+}
+
 /* The first difference between shown layer i of a and shown layer j of b into d; 0: none. */
 static int layer_differs(char *d, size_t n, const mw_model *a, int i, const mw_model *b, int j)
 {
     const mw_layer *x = &a->layers[i], *y = &b->layers[j];
     if (role(x) != role(y))
         return differs(d, n, "", x->cls, y->cls);
+    char ix[160], iy[160];
+    inputs_str(ix, sizeof ix, a, i);
+    inputs_str(iy, sizeof iy, b, j);
+    if (strcmp(ix, iy) != 0)
+        return differs(d, n, "inputs", ix, iy);
     if (dims_differ(d, n, "input", (const int[]){x->in_h, x->in_w, x->in_c},
                     (const int[]){y->in_h, y->in_w, y->in_c}, 3) ||
         config_differs(d, n, x, y))
@@ -1505,6 +1578,12 @@ static int layer_differs(char *d, size_t n, const mw_model *a, int i, const mw_m
         const char *ax = activation_of(a, i), *ay = activation_of(b, j);
         if (strcmp(ax, ay) != 0)
             return differs(d, n, "activation", ax, ay);
+        if (x->kind == MW_LAYER_ACT && x->alpha != y->alpha) {
+            char sx[40], sy[40];
+            real_str(sx, sizeof sx, x->alpha, y->alpha);
+            real_str(sy, sizeof sy, y->alpha, x->alpha);
+            return differs(d, n, "alpha", sx, sy);
+        }
     }
     return dims_differ(d, n, "output", (const int[]){x->out_h, x->out_w, x->out_c},
                        (const int[]){y->out_h, y->out_w, y->out_c}, 3);
