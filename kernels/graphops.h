@@ -43,4 +43,15 @@
 MW_GRAPHOPS_DECL(ref)
 #undef MW_GRAPHOPS_DECL
 
+/* The fast CPU path overrides BatchNormalization (kernels/cpu/graphops.c). */
+void mw_bn_fwd_train_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                         const float *x, const float *gamma, const float *beta, size_t rows, int C,
+                         float eps);
+void mw_bn_fwd_infer_cpu(const mw_kctx *k, float *y, const float *x, const float *gamma,
+                         const float *beta, const float *mean, const float *var, size_t rows, int C,
+                         float eps);
+void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
+                   const float *x, const float *mean, const float *invstd, const float *gamma,
+                   size_t rows, int C);
+
 #endif

@@ -1583,6 +1583,42 @@ static void test_act_grad(void **state)
     }
 }
 
+/* The fast BatchNormalization against the reference on an odd shape: outputs, statistics,
+ * gradients, inference. */
+static void test_bn_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    table(&ref, 0);
+    table(&cpu, 1);
+    pool P = {0};
+    const size_t rows = 37;
+    const int C = 19;
+    const size_t n = rows * C;
+    float *x = frand(&P, n, 91, -2.0f, 3.0f), *g = frand(&P, C, 92, 0.5f, 1.5f);
+    float *b = frand(&P, C, 93, -1.0f, 1.0f), *dy = frand(&P, n, 94, -1.0f, 1.0f);
+    float *y[2], *st[2], *dx[2], *dg[2], *db[2], *yi[2];
+    ctx X;
+    ctx_open(&X, 0, 1);
+    for (int t = 0; t < 2; t++) {
+        const mw_kernels *k = t ? &cpu : &ref;
+        y[t] = fzero(&P, n), st[t] = fzero(&P, 3 * C), yi[t] = fzero(&P, n);
+        dx[t] = frand(&P, n, 95, -1.0f, 1.0f), dg[t] = fzero(&P, C), db[t] = fzero(&P, C);
+        k->bn_fwd_train(&X.k, y[t], st[t], st[t] + C, st[t] + 2 * C, x, g, b, rows, C, 1e-3f);
+        k->bn_bwd(&X.k, dx[t], dg[t], db[t], dy, x, st[t], st[t] + 2 * C, g, rows, C);
+        k->bn_fwd_infer(&X.k, yi[t], x, g, b, st[0], st[0] + C, rows, C, 1e-3f);
+    }
+    expect_close(y[1], y[0], n, 1e-5f, 1e-5f);
+    expect_close(st[1], st[0], 3 * C, 1e-6f, 1e-5f);
+    expect_close(dx[1], dx[0], n, 1e-5f, 1e-4f);
+    expect_close(dg[1], dg[0], C, 1e-5f, 1e-4f);
+    expect_close(db[1], db[0], C, 1e-5f, 1e-4f);
+    expect_close(yi[1], yi[0], n, 1e-5f, 1e-5f);
+    expect_close(yi[0], y[0], n, 1e-5f, 1e-4f); /* the batch's own statistics: the same y */
+    ctx_close(&X);
+    pool_free(&P);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1598,7 +1634,8 @@ int main(void)
         cmocka_unit_test(test_adam_by_hand),       cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_optim_cpu_vs_ref),   cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_empty_batch),        cmocka_unit_test(test_bn_grad),
-        cmocka_unit_test(test_graph_ops_grad),     cmocka_unit_test(test_act_grad),
+        cmocka_unit_test(test_bn_cpu_vs_ref),      cmocka_unit_test(test_graph_ops_grad),
+        cmocka_unit_test(test_act_grad),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }
