@@ -952,6 +952,17 @@ static void test_graph_configs(void **state)
     free(s);
     char what[400];
     assert_int_equal(mw_model_diff(&a, &b, what, sizeof what), 0);
+    /* a table without the graph ops (the CUDA one) refuses the model, naming the layer */
+    mw_kernels kt;
+    mw_kernels_init_cpu(&kt);
+    assert_int_equal(mw_model_check_kernels(&a, &kt), MW_OK);
+    kt.bn_bwd = NULL, kt.name = "cuda";
+    mw_err_clear();
+    assert_int_equal(mw_model_check_kernels(&a, &kt), MW_EUNSUPPORTED);
+    assert_string_equal(mw_err_msg(), "layer 'bn' (BatchNormalization): the cuda kernels do not "
+                                      "implement it yet; train this model on the CPU "
+                                      "(--device cpu)");
+    mw_err_clear();
     mw_model c;
     char *path = mw_test_srcpath("tests/data/keras/graph_resblock_k3.json");
     FILE *f = fopen(path, "rb");
