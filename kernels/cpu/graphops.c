@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Per-channel sums in double: 2 C doubles, on the stack for the channel counts models use. */
 #define MAXC 1024
 
