@@ -994,7 +994,7 @@ static void graph_gradcheck(int fast)
     mw_model m;
     char *path = mw_test_srcpath("tests/data/keras/graph_gradcheck_k2.json");
     mw_err_clear();
-    check_rc(mw_keras_load_file(&m, path, 28, 28, 1, 5), path);
+    check_rc(mw_keras_load_file(&m, path, 28, 28, 1, 10), path);
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
@@ -1014,7 +1014,7 @@ static void graph_gradcheck(int fast)
     float *input = malloc(in_count * sizeof(float));
     mw_test_fill_uniform(input, in_count, 23, -1.0f, 1.0f);
     const uint32_t ids[3] = {3, 8, 1};
-    ws.labels[0] = 4, ws.labels[1] = 0, ws.labels[2] = 2;
+    ws.labels[0] = 4, ws.labels[1] = 9, ws.labels[2] = 2;
     ws.training = 1;
     ws.dropout_seed = 9;
     ws.example_ids = ids;
