@@ -917,15 +917,15 @@ static void test_gradcheck_cpu(void **state)
 
 /* ---- Functional graphs ---- */
 
-/* tests/data/keras/graph_resblock_k{3,2}.json: the same residual block written by Keras 3 and
+/* tests/data/keras/graph/resblock_k{3,2}.json: the same residual block written by Keras 3 and
  * in the Keras 2 form: each layer's inputs, the BN state, the summary's "Connected to", and
  * mw_model_diff finding them equal and finding a changed momentum. */
 static void test_graph_configs(void **state)
 {
     (void)state;
     mw_model a, b;
-    load_data_file(&a, "graph_resblock_k3.json");
-    load_data_file(&b, "graph_resblock_k2.json");
+    load_data_file(&a, "graph/resblock_k3.json");
+    load_data_file(&b, "graph/resblock_k2.json");
     check_rc(mw_model_finalize(&a, 16), "finalize k3");
     /* conv_a conv_a/relu conv_b bn add gap logits */
     static const int want[7][2] = {{-1, -1}, {0, -1}, {1, -1}, {2, -1}, {1, 3}, {4, -1}, {5, -1}};
@@ -964,7 +964,7 @@ static void test_graph_configs(void **state)
                                       "(--device cpu)");
     mw_err_clear();
     mw_model c;
-    char *path = mw_test_srcpath("tests/data/keras/graph_resblock_k3.json");
+    char *path = mw_test_srcpath("tests/data/keras/graph/resblock_k3.json");
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     char *text = calloc(1, 1 << 20);
@@ -982,7 +982,7 @@ static void test_graph_configs(void **state)
     mw_model_free(&a), mw_model_free(&b), mw_model_free(&c);
 }
 
-/* Central differences through tests/data/keras/graph_gradcheck_k2.json: padding, a strided
+/* Central differences through tests/data/keras/graph/gradcheck_k2.json: padding, a strided
  * convolution whose output feeds a ReLU and a BN (so neither runs in place and the gradient
  * adds up from both), Add, Dropout and Multiply on a shared tensor, Concatenate, average
  * pooling, tanh feeding Flatten and GlobalMaxPooling2D, gelu, elu, BN on a flat Dense, a
@@ -992,7 +992,7 @@ static void test_graph_configs(void **state)
 static void graph_gradcheck(int fast)
 {
     mw_model m;
-    char *path = mw_test_srcpath("tests/data/keras/graph_gradcheck_k2.json");
+    char *path = mw_test_srcpath("tests/data/keras/graph/gradcheck_k2.json");
     mw_err_clear();
     check_rc(mw_keras_load_file(&m, path, 28, 28, 1, 10), path);
     free(path);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # BatchNormalization under data parallelism (worker/model.h, replicas_cpu.c), on a Functional
-# residual block with BN (tests/data/keras/graph_resblock_k3.json):
+# residual block with BN (tests/data/keras/graph/resblock_k3.json):
 # - the CPU backend's --micro-batch does not change the result: a replica's batch statistics
 #   come from its whole slice (weights and moving statistics bitwise equal for micro-batches
 #   of 4, 16 and 64);
@@ -13,7 +13,7 @@
 set -uo pipefail
 mw=$1 cmp=$2
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-model=$src/tests/data/keras/graph_resblock_k3.json
+model=$src/tests/data/keras/graph/resblock_k3.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
