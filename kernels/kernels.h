@@ -124,6 +124,69 @@ typedef void (*mw_zero_fn)(const mw_kctx *k, void *p, size_t nbytes);
 typedef void (*mw_regularize_fn)(const mw_kctx *k, float *g, double *acc, const float *w,
                                  size_t count, double l1, double l2, float scale);
 
+/* Elementwise activations beyond ReLU, as Keras 3 defines them (alpha: elu's alpha,
+ * leaky_relu's negative slope). gelu is the exact erf form (Keras' approximate=False),
+ * gelu_tanh the tanh approximation. */
+typedef enum {
+    MW_ACTK_SIGMOID,
+    MW_ACTK_TANH,
+    MW_ACTK_GELU,
+    MW_ACTK_GELU_TANH,
+    MW_ACTK_SILU,
+    MW_ACTK_ELU,
+    MW_ACTK_LEAKY_RELU,
+} mw_act_kind;
+
+/* BatchNormalization over rows of C channels (rows = N*H*W), training: mean and var (the
+ * biased batch variance) per channel, invstd = 1 / sqrt(var + eps), y = (x - mean) * invstd
+ * * gamma + beta (gamma NULL: 1, beta NULL: 0). Sums in double. y may not alias x. */
+typedef void (*mw_bn_fwd_train_fn)(const mw_kctx *k, float *y, float *mean, float *var,
+                                   float *invstd, const float *x, const float *gamma,
+                                   const float *beta, size_t rows, int C, float eps);
+/* Inference: the same with the given (moving) mean and variance. */
+typedef void (*mw_bn_fwd_infer_fn)(const mw_kctx *k, float *y, const float *x, const float *gamma,
+                                   const float *beta, const float *mean, const float *var,
+                                   size_t rows, int C, float eps);
+/* Backward of the training forward: dx += ..., dgamma += sum dy xhat, dbeta += sum dy
+ * (dgamma / dbeta NULL: skipped; gamma NULL: 1). */
+typedef void (*mw_bn_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
+                             const float *dy, const float *x, const float *mean,
+                             const float *invstd, const float *gamma, size_t rows, int C);
+/* AveragePooling2D: the mean over the window's cells inside the image (padded cells are
+ * not counted, as in TensorFlow); backward dx += dy / cells. */
+typedef void (*mw_avgpool_fwd_fn)(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g,
+                                  int N);
+typedef void (*mw_avgpool_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
+                                  const mw_pool_geom *g, int N);
+/* ZeroPadding2D: y (N, PT+H+PB, PL+W+PR, C) = x padded with zeros; backward dx += the
+ * inner part of dy. */
+typedef void (*mw_pad2d_fwd_fn)(const mw_kctx *k, float *y, const float *x, int H, int W, int C,
+                                int PT, int PB, int PL, int PR, int N);
+typedef void (*mw_pad2d_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, int H, int W, int C,
+                                int PT, int PB, int PL, int PR, int N);
+/* y += x (Add, and the gradient of a tensor with several consumers). */
+typedef void (*mw_acc_fn)(const mw_kctx *k, float *y, const float *x, size_t count);
+/* Multiply: y = a * b; backward da += dy * b, db += dy * a. */
+typedef void (*mw_mul_fwd_fn)(const mw_kctx *k, float *y, const float *a, const float *b,
+                              size_t count);
+typedef void (*mw_mul_bwd_fn)(const mw_kctx *k, float *da, float *db, const float *dy,
+                              const float *a, const float *b, size_t count);
+/* Concatenate on the channel axis: y (rows, CY)[:, off:off+CX] = x (rows, CX); backward
+ * dx += that part of dy. */
+typedef void (*mw_concat_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t rows, int CX,
+                                 int CY, int off);
+typedef void (*mw_concat_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, size_t rows, int CX,
+                                 int CY, int off);
+/* y = act(x) (y may not alias x); backward dx += dy * act'(x), from x and y. */
+typedef void (*mw_act_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t count,
+                              mw_act_kind kind, float alpha);
+typedef void (*mw_act_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                              const float *y, size_t count, mw_act_kind kind, float alpha);
+/* Softmax over the last axis of (rows, C), as a layer; backward dx += y (dy - sum dy y). */
+typedef void (*mw_softmax_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t rows, int C);
+typedef void (*mw_softmax_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *y,
+                                  size_t rows, int C);
+
 typedef struct {
     const char *name; /* "ref", "cpu", "cuda" */
     mw_conv2d_fwd_fn conv2d_fwd;
@@ -142,6 +205,24 @@ typedef struct {
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;
     mw_regularize_fn regularize;
+    /* Functional-graph layers (kernels/graphops.h). A table may leave them NULL (CUDA
+     * does): a model that needs one is then refused (mw_model_check_kernels). */
+    mw_bn_fwd_train_fn bn_fwd_train;
+    mw_bn_fwd_infer_fn bn_fwd_infer;
+    mw_bn_bwd_fn bn_bwd;
+    mw_avgpool_fwd_fn avgpool_fwd;
+    mw_avgpool_bwd_fn avgpool_bwd;
+    mw_pad2d_fwd_fn pad2d_fwd;
+    mw_pad2d_bwd_fn pad2d_bwd;
+    mw_acc_fn acc;
+    mw_mul_fwd_fn mul_fwd;
+    mw_mul_bwd_fn mul_bwd;
+    mw_concat_fwd_fn concat_fwd;
+    mw_concat_bwd_fn concat_bwd;
+    mw_act_fwd_fn act_fwd;
+    mw_act_bwd_fn act_bwd;
+    mw_softmax_fwd_fn softmax_fwd;
+    mw_softmax_bwd_fn softmax_bwd;
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

@@ -12,7 +12,10 @@
  * - Initializer statistics, regularization loss and gradient against central differences,
  *   the dropout kernels (ref == cpu, keep rate, scaling, identity at inference), masks that
  *   follow the global example id whatever the batch position or micro-batch, and a
- *   central-difference check of a whole model with Dropout and 'same' padding. */
+ *   central-difference check of a whole model with Dropout and 'same' padding.
+ * - Functional graphs: the same graph in the Keras 3 and Keras 2 forms, its inputs, BN state,
+ *   summary and model diff; central differences through a graph of every new layer with
+ *   shared tensors (gradients that add up from several consumers). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -773,7 +776,7 @@ typedef struct {
     const float *input;
     size_t in_count;
     int n;
-    uint64_t choices; /* hash of every maxpool argmax of the last forward */
+    uint64_t choices; /* hash of every maxpool argmax and ReLU sign of the last forward */
 } fwd_env;
 
 /* Forward from the saved input (in-place layers may overwrite act[0]); sum of losses. */
@@ -787,9 +790,12 @@ static double model_loss(fwd_env *e)
     e->choices = 0;
     for (int i = 0; i < e->m->nlayers; i++) {
         const mw_layer *l = &e->m->layers[i];
+        size_t cnt = (size_t)e->n * l->out_h * l->out_w * l->out_c;
+        if (l->kind == MW_LAYER_RELU) /* a step across ReLU's kink */
+            for (size_t j = 0; j < cnt; j++)
+                e->choices = mw_rng_hash(e->choices, (uint64_t)i, e->ws->act[i + 1][j] > 0.0f);
         if (l->kind != MW_LAYER_MAXPOOL)
             continue;
-        size_t cnt = (size_t)e->n * l->out_h * l->out_w * l->out_c;
         for (size_t j = 0; j < cnt; j++)
             e->choices = mw_rng_hash(e->choices, (uint64_t)i, (uint64_t)e->ws->argmax[i][j]);
     }
@@ -909,6 +915,167 @@ static void test_gradcheck_cpu(void **state)
     gradcheck(1);
 }
 
+/* ---- Functional graphs ---- */
+
+/* tests/data/keras/graph/resblock_k{3,2}.json: the same residual block written by Keras 3 and
+ * in the Keras 2 form: each layer's inputs, the BN state, the summary's "Connected to", and
+ * mw_model_diff finding them equal and finding a changed momentum. */
+static void test_graph_configs(void **state)
+{
+    (void)state;
+    mw_model a, b;
+    load_data_file(&a, "graph/resblock_k3.json");
+    load_data_file(&b, "graph/resblock_k2.json");
+    check_rc(mw_model_finalize(&a, 16), "finalize k3");
+    /* conv_a conv_a/relu conv_b bn add gap logits */
+    static const int want[7][2] = {{-1, -1}, {0, -1}, {1, -1}, {2, -1}, {1, 3}, {4, -1}, {5, -1}};
+    assert_int_equal(a.nlayers, 7);
+    for (const mw_model *m = &a; m; m = m == &a ? &b : NULL)
+        for (int i = 0; i < 7; i++) {
+            const mw_layer *l = &m->layers[i];
+            assert_int_equal(l->nin, want[i][1] < 0 ? 1 : 2);
+            assert_int_equal(l->in[0], want[i][0]);
+            if (l->nin == 2)
+                assert_int_equal(l->in[1], want[i][1]);
+        }
+    assert_true(a.graph && b.graph);
+    assert_int_equal(a.layers[3].kind, MW_LAYER_BATCHNORM);
+    assert_true(a.layers[3].momentum == 0.99f && a.layers[3].epsilon == 1e-3f);
+    assert_int_equal(a.nparams, conv_p(3, 3, 1, 4) + conv_p(3, 3, 4, 4) + 4 * 4 + dense_p(4, 10));
+    assert_int_equal(a.nstate, 8);
+    assert_true(a.layers[1].in_place);  /* conv_a feeds only its relu ... */
+    assert_false(a.layers[3].in_place); /* ... whose output feeds conv_b and add */
+    char *s = summary_of(&a);
+    if (!strstr(s, "conv_a[0][0], bn[0][0]") || !strstr(s, "Non-trainable params: 8\n") ||
+        !strstr(s, "input_layer (InputLayer)"))
+        fail_msg("graph summary:\n%s", s);
+    free(s);
+    char what[400];
+    assert_int_equal(mw_model_diff(&a, &b, what, sizeof what), 0);
+    /* a table without the graph ops (the CUDA one) refuses the model, naming the layer */
+    mw_kernels kt;
+    mw_kernels_init_cpu(&kt);
+    assert_int_equal(mw_model_check_kernels(&a, &kt), MW_OK);
+    kt.bn_bwd = NULL, kt.name = "cuda";
+    mw_err_clear();
+    assert_int_equal(mw_model_check_kernels(&a, &kt), MW_EUNSUPPORTED);
+    assert_string_equal(mw_err_msg(), "layer 'bn' (BatchNormalization): the cuda kernels do not "
+                                      "implement it yet; train this model on the CPU "
+                                      "(--device cpu)");
+    mw_err_clear();
+    mw_model c;
+    char *path = mw_test_srcpath("tests/data/keras/graph/resblock_k3.json");
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *text = calloc(1, 1 << 20);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    free(path);
+    char *mom = strstr(text, "\"momentum\": 0.99");
+    assert_non_null(mom);
+    memcpy(mom, "\"momentum\": 0.90", 16);
+    check_rc(mw_keras_load(&c, text, n, "c.json", 28, 28, 1, 10), "modified");
+    assert_int_equal(mw_model_diff(&a, &c, what, sizeof what), 1);
+    if (!strstr(what, "layer 2 (bn): momentum 0.99 in the checkpoint, 0.9 in --model"))
+        fail_msg("diff: %s", what);
+    free(text);
+    mw_model_free(&a), mw_model_free(&b), mw_model_free(&c);
+}
+
+/* Central differences through tests/data/keras/graph/gradcheck_k2.json: padding, a strided
+ * convolution whose output feeds a ReLU and a BN (so neither runs in place and the gradient
+ * adds up from both), Add, Dropout and Multiply on a shared tensor, Concatenate, average
+ * pooling, tanh feeding Flatten and GlobalMaxPooling2D, gelu, elu, BN on a flat Dense, a
+ * softmax in the middle. Training mode (BN uses the batch statistics, so every example's loss
+ * depends on every other's), both kernel tables, every trainable parameter; a step that
+ * changes a max pooling's choice is skipped as in gradcheck(). */
+static void graph_gradcheck(int fast)
+{
+    mw_model m;
+    char *path = mw_test_srcpath("tests/data/keras/graph/gradcheck_k2.json");
+    mw_err_clear();
+    check_rc(mw_keras_load_file(&m, path, 28, 28, 1, 10), path);
+    free(path);
+    check_rc(mw_model_finalize(&m, 1), "finalize");
+    mw_model_init_params(&m, 13);
+    assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
+    assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
+    const int N = 3;
+    mw_kernels kt;
+    if (fast)
+        mw_kernels_init_cpu(&kt);
+    else
+        mw_kernels_init_ref(&kt);
+    mw_model_ws ws;
+    mw_model_ws_init(&ws);
+    check_rc(mw_model_ws_alloc(&ws, &m, N), "ws");
+    mw_kctx k = {.nthreads = 2, .ws = ws.scratch, .ws_count = ws.scratch_count};
+    const size_t in_count = (size_t)N * 28 * 28;
+    float *input = malloc(in_count * sizeof(float));
+    mw_test_fill_uniform(input, in_count, 23, -1.0f, 1.0f);
+    const uint32_t ids[3] = {3, 8, 1};
+    ws.labels[0] = 4, ws.labels[1] = 9, ws.labels[2] = 2;
+    ws.training = 1;
+    ws.dropout_seed = 9;
+    ws.example_ids = ids;
+    fwd_env e = {&m, &kt, &k, &ws, input, in_count, N, 0};
+    model_loss(&e);
+    float *g = mw_alloc_aligned(m.params.count * sizeof(float));
+    memset(g, 0, m.params.count * sizeof(float));
+    mw_model_backward(&m, &kt, &k, &ws, g, N, 1.0f);
+    float *p = m.params.data;
+    const float h = 1e-3f;
+    size_t bad = 0, checked = 0, kinks = 0;
+    double maxerr = 0;
+    for (int li = 0; li < m.nlayers; li++) {
+        const mw_layer *L = &m.layers[li];
+        for (size_t q = 0; q < L->w_count + L->b_count; q++) {
+            size_t i = q < L->w_count ? L->w_off + q : L->b_off + (q - L->w_count);
+            float save = p[i], hi = save + h, lo = save - h;
+            p[i] = hi;
+            double lp = model_loss(&e);
+            uint64_t choices = e.choices;
+            p[i] = lo;
+            double lm = model_loss(&e);
+            p[i] = save;
+            if (e.choices != choices) {
+                kinks++;
+                continue;
+            }
+            double num = (lp - lm) / ((double)hi - (double)lo), err = fabs(num - g[i]);
+            maxerr = err > maxerr ? err : maxerr;
+            checked++;
+            if (err > 1e-3 + 1e-2 * fabs(g[i])) {
+                if (!bad)
+                    fprintf(stderr, "%s: %s param %zu: numeric %.9g analytic %.9g\n", kt.name,
+                            L->name, q, num, (double)g[i]);
+                bad++;
+            }
+        }
+    }
+    printf("%s graph: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name,
+           checked, kinks, maxerr);
+    assert_int_equal(checked + kinks, m.nparams - m.nstate);
+    assert_true(kinks <= m.nparams / 10);
+    assert_int_equal(bad, 0);
+    free(g);
+    free(input);
+    mw_model_ws_free(&ws);
+    mw_model_free(&m);
+}
+
+static void test_graph_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0);
+}
+
+static void test_graph_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1);
+}
+
 /* ---- a few training steps per config ---- */
 
 /* Class k: a bright 6x6 patch at a place of its own, on uniform noise. */
@@ -993,12 +1160,21 @@ static void test_training(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_configs),     cmocka_unit_test(test_config_details),
-        cmocka_unit_test(test_input_shapes),     cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_builtin_tutorial), cmocka_unit_test(test_initializers),
-        cmocka_unit_test(test_regularization),   cmocka_unit_test(test_dropout_kernels),
-        cmocka_unit_test(test_dropout_layout),   cmocka_unit_test(test_gradcheck_ref),
-        cmocka_unit_test(test_gradcheck_cpu),    cmocka_unit_test(test_training),
+        cmocka_unit_test(test_good_configs),
+        cmocka_unit_test(test_config_details),
+        cmocka_unit_test(test_input_shapes),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_builtin_tutorial),
+        cmocka_unit_test(test_initializers),
+        cmocka_unit_test(test_regularization),
+        cmocka_unit_test(test_dropout_kernels),
+        cmocka_unit_test(test_dropout_layout),
+        cmocka_unit_test(test_gradcheck_ref),
+        cmocka_unit_test(test_graph_configs),
+        cmocka_unit_test(test_graph_gradcheck_ref),
+        cmocka_unit_test(test_graph_gradcheck_cpu),
+        cmocka_unit_test(test_gradcheck_cpu),
+        cmocka_unit_test(test_training),
     };
     return cmocka_run_group_tests_name("keras", tests, NULL, NULL);
 }

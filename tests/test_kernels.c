@@ -11,7 +11,10 @@
  *   mw_conv2d_ws_count. Scratch has a guard band checked after every call.
  * - Adam and SGD against steps written out by hand.
  * - TF's padding arithmetic for conv and pool geometry.
- * - An empty batch (N = 0, count = 0) leaves every output untouched. */
+ * - An empty batch (N = 0, count = 0) leaves every output untouched.
+ * - The graph ops (BatchNormalization, average pooling, zero padding, Multiply,
+ *   Concatenate, the activations, a softmax layer): values against formulas and every
+ *   backward against central differences. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #include "kernels/activation.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
+#include "kernels/graphops.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 #include "tests/util.h"
@@ -1376,21 +1380,303 @@ static void test_regularize(void **state)
         }
 }
 
+/* ---- graph ops (kernels/graphops.h) ---- */
+
+enum { OP_BN, OP_AVGPOOL, OP_PAD, OP_MUL, OP_CONCAT, OP_ACT, OP_SOFTMAX };
+
+/* One op's forward from the current inputs, for central differences. */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    int op;
+    float *y, *x, *x2, *g, *b, *st; /* output; inputs; BN gamma, beta, statistics (3 C) */
+    const float *r;
+    size_t ycount, rows;
+    int C, C2; /* channels (concat: of x and of x2) */
+    mw_pool_geom pg;
+    int H, W, pad[4], N;
+    mw_act_kind act;
+    float alpha;
+} gop_env;
+
+static double gop_loss(void *env)
+{
+    gop_env *e = env;
+    const mw_kernels *t = e->t;
+    switch (e->op) {
+    case OP_BN:
+        t->bn_fwd_train(e->k, e->y, e->st, e->st + e->C, e->st + 2 * e->C, e->x, e->g, e->b,
+                        e->rows, e->C, 1e-3f);
+        break;
+    case OP_AVGPOOL:
+        t->avgpool_fwd(e->k, e->y, e->x, &e->pg, e->N);
+        break;
+    case OP_PAD:
+        t->pad2d_fwd(e->k, e->y, e->x, e->H, e->W, e->C, e->pad[0], e->pad[1], e->pad[2], e->pad[3],
+                     e->N);
+        break;
+    case OP_MUL:
+        t->mul_fwd(e->k, e->y, e->x, e->x2, e->ycount);
+        break;
+    case OP_CONCAT:
+        t->concat_fwd(e->k, e->y, e->x, e->rows, e->C, e->C + e->C2, 0);
+        t->concat_fwd(e->k, e->y, e->x2, e->rows, e->C2, e->C + e->C2, e->C);
+        break;
+    case OP_ACT:
+        t->act_fwd(e->k, e->y, e->x, e->ycount, e->act, e->alpha);
+        break;
+    case OP_SOFTMAX:
+        t->softmax_fwd(e->k, e->y, e->x, e->rows, e->C);
+        break;
+    }
+    return dot_r(e->r, e->y, e->ycount);
+}
+
+static void gop_check(gop_env *e, float *v, size_t n, const float *ana, float h, const char *what)
+{
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s %s", e->t->name, what);
+    grad_check(gop_loss, e, v, n, ana, h, 17, buf);
+}
+
+/* BatchNormalization (training) backward: dx, dgamma, dbeta against central differences,
+ * with and without gamma / beta; a second backward adds onto the first (accumulates). */
+static void test_bn_grad(void **state)
+{
+    (void)state;
+    const size_t rows = 10;
+    const int C = 3;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        const size_t n = rows * C;
+        gop_env e = {.t = &t, .op = OP_BN, .rows = rows, .C = C, .ycount = n};
+        e.y = fzero(&P, n), e.x = frand(&P, n, 61, -1.0f, 2.0f);
+        e.g = frand(&P, C, 62, 0.5f, 1.5f), e.b = frand(&P, C, 63, -0.5f, 0.5f);
+        e.st = fzero(&P, 3 * C), e.r = frand(&P, n, 64, -1.0f, 1.0f);
+        ctx X;
+        ctx_open(&X, 0, 1);
+        e.k = &X.k;
+        float *dx = fzero(&P, n), *dg = fzero(&P, C), *db = fzero(&P, C);
+        gop_loss(&e);
+        t.bn_bwd(&X.k, dx, dg, db, e.r, e.x, e.st, e.st + 2 * C, e.g, rows, C);
+        gop_check(&e, e.x, n, dx, 1e-3f, "bn dx");
+        gop_check(&e, e.g, C, dg, 1e-3f, "bn dgamma");
+        gop_check(&e, e.b, C, db, 1e-3f, "bn dbeta");
+        /* the statistics: mean, biased variance, 1/sqrt(var + eps) */
+        for (int c = 0; c < C; c++) {
+            double s = 0, q = 0;
+            for (size_t i = 0; i < rows; i++)
+                s += e.x[i * C + c];
+            for (size_t i = 0; i < rows; i++)
+                q += (e.x[i * C + c] - s / rows) * (e.x[i * C + c] - s / rows);
+            expect_near(e.st[c], s / rows, 1e-6);
+            expect_near(e.st[C + c], q / rows, 1e-6);
+            expect_near(e.st[2 * C + c], 1.0 / sqrt(q / rows + 1e-3), 1e-5);
+        }
+        float *dx2 = fcopy(&P, dx, n);
+        t.bn_bwd(&X.k, dx2, NULL, NULL, e.r, e.x, e.st, e.st + 2 * C, e.g, rows, C);
+        for (size_t i = 0; i < n; i++)
+            expect_near(dx2[i], 2.0 * dx[i], 1e-6);
+        e.g = NULL, e.b = NULL; /* center and scale off */
+        gop_loss(&e);
+        memset(dx, 0, n * sizeof *dx);
+        t.bn_bwd(&X.k, dx, NULL, NULL, e.r, e.x, e.st, e.st + 2 * C, NULL, rows, C);
+        gop_check(&e, e.x, n, dx, 1e-3f, "bn dx (no gamma, beta)");
+        ctx_close(&X);
+        pool_free(&P);
+    }
+}
+
+/* AveragePooling2D with 'same' padding and strides (edge windows count only their cells),
+ * ZeroPadding2D, Multiply, Concatenate, Softmax: central differences of each backward. */
+static void test_graph_ops_grad(void **state)
+{
+    (void)state;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx X;
+        ctx_open(&X, 0, 1);
+        gop_env e = {.t = &t, .k = &X.k, .N = 2, .H = 5, .W = 4, .C = 3};
+        const size_t nin = (size_t)e.N * e.H * e.W * e.C;
+        e.x = frand(&P, nin, 71, -1.0f, 1.0f);
+        /* avgpool 3x3 stride 2 'same': 5x4 -> 3x2 */
+        assert_int_equal(mw_pool_geom_init(&e.pg, e.H, e.W, e.C, 3, 3, 2, 2, 1), 0);
+        e.op = OP_AVGPOOL, e.ycount = (size_t)e.N * e.pg.OH * e.pg.OW * e.C;
+        e.y = fzero(&P, e.ycount), e.r = frand(&P, e.ycount, 72, -1.0f, 1.0f);
+        float *dx = fzero(&P, nin);
+        t.avgpool_bwd(&X.k, dx, e.r, &e.pg, e.N);
+        gop_check(&e, e.x, nin, dx, 1e-2f, "avgpool dx");
+        gop_loss(&e); /* PT 1, PL 0: window (0, 0) of channel 0 holds rows 0..1, columns 0..2 */
+        double s = (e.x[0] + e.x[3] + e.x[6] + e.x[12] + e.x[15] + e.x[18]) / 6.0;
+        expect_near(e.y[0], s, 1e-6);
+        /* zero padding 1, 2, 0, 3 */
+        e.op = OP_PAD, e.pad[0] = 1, e.pad[1] = 2, e.pad[2] = 0, e.pad[3] = 3;
+        e.ycount = (size_t)e.N * (e.H + 3) * (e.W + 3) * e.C;
+        e.y = fzero(&P, e.ycount), e.r = frand(&P, e.ycount, 73, -1.0f, 1.0f);
+        dx = fzero(&P, nin);
+        t.pad2d_bwd(&X.k, dx, e.r, e.H, e.W, e.C, 1, 2, 0, 3, e.N);
+        gop_check(&e, e.x, nin, dx, 1e-2f, "pad2d dx");
+        /* multiply, concatenate, softmax on rows of C */
+        e.x2 = frand(&P, nin, 74, -1.0f, 1.0f), e.rows = (size_t)e.N * e.H * e.W;
+        e.op = OP_MUL, e.ycount = nin, e.y = fzero(&P, nin), e.r = frand(&P, nin, 75, -1, 1);
+        float *da = fzero(&P, nin), *db = fzero(&P, nin);
+        t.mul_bwd(&X.k, da, db, e.r, e.x, e.x2, nin);
+        gop_check(&e, e.x, nin, da, 1e-2f, "mul da");
+        gop_check(&e, e.x2, nin, db, 1e-2f, "mul db");
+        e.op = OP_CONCAT, e.C2 = 3, e.ycount = 2 * nin, e.y = fzero(&P, 2 * nin);
+        e.r = frand(&P, 2 * nin, 76, -1.0f, 1.0f);
+        memset(da, 0, nin * sizeof *da), memset(db, 0, nin * sizeof *db);
+        t.concat_bwd(&X.k, da, e.r, e.rows, e.C, 6, 0);
+        t.concat_bwd(&X.k, db, e.r, e.rows, e.C2, 6, 3);
+        gop_check(&e, e.x, nin, da, 1e-2f, "concat dx");
+        gop_check(&e, e.x2, nin, db, 1e-2f, "concat dx2");
+        e.op = OP_SOFTMAX, e.ycount = nin, e.y = fzero(&P, nin), e.r = frand(&P, nin, 77, -1, 1);
+        gop_loss(&e);
+        memset(dx, 0, nin * sizeof *dx);
+        t.softmax_bwd(&X.k, dx, e.r, e.y, e.rows, e.C);
+        gop_check(&e, e.x, nin, dx, 1e-3f, "softmax dx");
+        ctx_close(&X);
+        pool_free(&P);
+    }
+}
+
+/* Every activation kind: values against the formulas (in double), and central differences
+ * of the backward, with |x| >= 0.05 so no step crosses elu's or leaky_relu's kink at 0. */
+static void test_act_grad(void **state)
+{
+    (void)state;
+    static const mw_act_kind kinds[] = {MW_ACTK_SIGMOID,   MW_ACTK_TANH, MW_ACTK_GELU,
+                                        MW_ACTK_GELU_TANH, MW_ACTK_SILU, MW_ACTK_ELU,
+                                        MW_ACTK_LEAKY_RELU};
+    const size_t n = 97;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx X;
+        ctx_open(&X, 0, 1);
+        float *x = frand(&P, n, 81, 0.05f, 3.0f), *sign = frand(&P, n, 82, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i++)
+            x[i] = sign[i] < 0.0f ? -x[i] : x[i];
+        for (size_t a = 0; a < sizeof kinds / sizeof kinds[0]; a++) {
+            gop_env e = {.t = &t,
+                         .k = &X.k,
+                         .op = OP_ACT,
+                         .x = x,
+                         .ycount = n,
+                         .act = kinds[a],
+                         .alpha = kinds[a] == MW_ACTK_ELU ? 1.5f : 0.2f};
+            e.y = fzero(&P, n), e.r = frand(&P, n, 83 + a, -1.0f, 1.0f);
+            float *dx = fzero(&P, n);
+            gop_loss(&e);
+            for (size_t i = 0; i < n; i++) {
+                double v = x[i], want = 0;
+                switch (kinds[a]) {
+                case MW_ACTK_SIGMOID:
+                    want = 1.0 / (1.0 + exp(-v));
+                    break;
+                case MW_ACTK_TANH:
+                    want = tanh(v);
+                    break;
+                case MW_ACTK_GELU:
+                    want = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+                    break;
+                case MW_ACTK_GELU_TANH:
+                    want = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+                    break;
+                case MW_ACTK_SILU:
+                    want = v / (1.0 + exp(-v));
+                    break;
+                case MW_ACTK_ELU:
+                    want = v > 0 ? v : 1.5 * (exp(v) - 1.0);
+                    break;
+                case MW_ACTK_LEAKY_RELU:
+                    want = v >= 0 ? v : 0.2 * v;
+                    break;
+                }
+                expect_near(e.y[i], want, 1e-6 + 1e-6 * fabs(want));
+            }
+            t.act_bwd(&X.k, dx, e.r, x, e.y, n, kinds[a], e.alpha);
+            char what[48];
+            snprintf(what, sizeof what, "act %d dx", (int)kinds[a]);
+            gop_check(&e, x, n, dx, 1e-3f, what);
+        }
+        ctx_close(&X);
+        pool_free(&P);
+    }
+}
+
+/* The fast BatchNormalization against the reference on an odd shape: outputs, statistics,
+ * gradients, inference. */
+static void test_bn_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    table(&ref, 0);
+    table(&cpu, 1);
+    pool P = {0};
+    const size_t rows = 37;
+    const int C = 19;
+    const size_t n = rows * C;
+    float *x = frand(&P, n, 91, -2.0f, 3.0f), *g = frand(&P, C, 92, 0.5f, 1.5f);
+    float *b = frand(&P, C, 93, -1.0f, 1.0f), *dy = frand(&P, n, 94, -1.0f, 1.0f);
+    float *y[2], *st[2], *dx[2], *dg[2], *db[2], *yi[2];
+    ctx X;
+    ctx_open(&X, 0, 1);
+    for (int t = 0; t < 2; t++) {
+        const mw_kernels *k = t ? &cpu : &ref;
+        y[t] = fzero(&P, n), st[t] = fzero(&P, 3 * C), yi[t] = fzero(&P, n);
+        dx[t] = frand(&P, n, 95, -1.0f, 1.0f), dg[t] = fzero(&P, C), db[t] = fzero(&P, C);
+        k->bn_fwd_train(&X.k, y[t], st[t], st[t] + C, st[t] + 2 * C, x, g, b, rows, C, 1e-3f);
+        k->bn_bwd(&X.k, dx[t], dg[t], db[t], dy, x, st[t], st[t] + 2 * C, g, rows, C);
+        k->bn_fwd_infer(&X.k, yi[t], x, g, b, st[0], st[0] + C, rows, C, 1e-3f);
+    }
+    expect_close(y[1], y[0], n, 1e-5f, 1e-5f);
+    expect_close(st[1], st[0], 3 * C, 1e-6f, 1e-5f);
+    expect_close(dx[1], dx[0], n, 1e-5f, 1e-4f);
+    expect_close(dg[1], dg[0], C, 1e-5f, 1e-4f);
+    expect_close(db[1], db[0], C, 1e-5f, 1e-4f);
+    expect_close(yi[1], yi[0], n, 1e-5f, 1e-5f);
+    expect_close(yi[0], y[0], n, 1e-5f, 1e-4f); /* the batch's own statistics: the same y */
+    ctx_close(&X);
+    pool_free(&P);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv_geom),          cmocka_unit_test(test_pool_geom),
-        cmocka_unit_test(test_conv_grad_ref),      cmocka_unit_test(test_conv_grad_cpu),
-        cmocka_unit_test(test_conv_accumulate),    cmocka_unit_test(test_conv_cpu_vs_ref),
-        cmocka_unit_test(test_conv_chunking),      cmocka_unit_test(test_maxpool_grad_ref),
-        cmocka_unit_test(test_maxpool_grad_cpu),   cmocka_unit_test(test_maxpool_cpu_vs_ref),
-        cmocka_unit_test(test_maxpool_definition), cmocka_unit_test(test_dense_grad_ref),
-        cmocka_unit_test(test_dense_grad_cpu),     cmocka_unit_test(test_dense_accumulate),
-        cmocka_unit_test(test_dense_cpu_vs_ref),   cmocka_unit_test(test_relu_grad),
-        cmocka_unit_test(test_relu_cpu_vs_ref),    cmocka_unit_test(test_xent),
-        cmocka_unit_test(test_adam_by_hand),       cmocka_unit_test(test_sgd_by_hand),
-        cmocka_unit_test(test_optim_cpu_vs_ref),   cmocka_unit_test(test_regularize),
-        cmocka_unit_test(test_empty_batch),        cmocka_unit_test(test_conv_ws_capped),
+        cmocka_unit_test(test_conv_geom),
+        cmocka_unit_test(test_pool_geom),
+        cmocka_unit_test(test_conv_grad_ref),
+        cmocka_unit_test(test_conv_grad_cpu),
+        cmocka_unit_test(test_conv_accumulate),
+        cmocka_unit_test(test_conv_cpu_vs_ref),
+        cmocka_unit_test(test_conv_chunking),
+        cmocka_unit_test(test_maxpool_grad_ref),
+        cmocka_unit_test(test_maxpool_grad_cpu),
+        cmocka_unit_test(test_maxpool_cpu_vs_ref),
+        cmocka_unit_test(test_maxpool_definition),
+        cmocka_unit_test(test_dense_grad_ref),
+        cmocka_unit_test(test_dense_grad_cpu),
+        cmocka_unit_test(test_dense_accumulate),
+        cmocka_unit_test(test_dense_cpu_vs_ref),
+        cmocka_unit_test(test_relu_grad),
+        cmocka_unit_test(test_relu_cpu_vs_ref),
+        cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_adam_by_hand),
+        cmocka_unit_test(test_sgd_by_hand),
+        cmocka_unit_test(test_optim_cpu_vs_ref),
+        cmocka_unit_test(test_regularize),
+        cmocka_unit_test(test_empty_batch),
+        cmocka_unit_test(test_conv_ws_capped),
+        cmocka_unit_test(test_bn_grad),
+        cmocka_unit_test(test_bn_cpu_vs_ref),
+        cmocka_unit_test(test_graph_ops_grad),
+        cmocka_unit_test(test_act_grad),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -347,7 +347,8 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
         const mw_layer *l = &s->model.layers[i];
         n += fwrite(s->model.params.data + l->w_off, sizeof(float), l->w_count, f);
         n += fwrite(s->model.params.data + l->b_off, sizeof(float), l->b_count, f);
-        want += l->w_count + l->b_count;
+        n += fwrite(s->model.params.data + l->s_off, sizeof(float), l->s_count, f); /* BN */
+        want += l->w_count + l->b_count + l->s_count;
     }
     if (fclose(f) != 0 || n != want)
         return mw_err(MW_EIO, "--dump-weights %s: write failed", path);

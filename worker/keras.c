@@ -30,9 +30,12 @@
 #define MAX_WINDOW 1024      /* kernel, pool and stride sizes */
 #define MAX_TENSOR (1 << 28) /* floats in one weight tensor or one example's activation */
 
-static const char *const layer_list = "InputLayer, Conv2D, MaxPooling2D, Flatten, Dense, "
-                                      "Dropout, Activation, ReLU, Softmax";
-static const char *const act_list = "\"relu\", \"linear\", \"softmax\" (last layer only)";
+static const char *const layer_list =
+    "InputLayer, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, "
+    "GlobalMaxPooling2D, ZeroPadding2D, Flatten, Dense, Dropout, BatchNormalization, Add, "
+    "Multiply, Concatenate, Activation, ReLU, LeakyReLU, ELU, Softmax";
+static const char *const act_list = "\"relu\", \"linear\", \"softmax\", \"sigmoid\", \"tanh\", "
+                                    "\"gelu\", \"silu\", \"swish\", \"elu\", \"leaky_relu\"";
 
 /* ---- messages ------------------------------------------------------------------------- */
 
@@ -328,23 +331,30 @@ static mw_status get_activation(const lctx *L, const json_t *cfg, const char *ke
     if (!json_is_string(v))
         return lfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s", key,
                      describe(d, sizeof d, v), act_list);
+    static const struct {
+        const char *id;
+        mw_activation act;
+    } acts[] = {{"linear", MW_ACT_LINEAR},   {"relu", MW_ACT_RELU},
+                {"softmax", MW_ACT_SOFTMAX}, {"sigmoid", MW_ACT_SIGMOID},
+                {"tanh", MW_ACT_TANH},       {"gelu", MW_ACT_GELU},
+                {"silu", MW_ACT_SILU},       {"swish", MW_ACT_SILU},
+                {"elu", MW_ACT_ELU},         {"leaky_relu", MW_ACT_LEAKY_RELU}};
+    (void)is_last; /* a softmax before the end is computed as a layer */
     const char *s = json_string_value(v);
-    if (!strcmp(s, "linear"))
-        *out = MW_ACT_LINEAR;
-    else if (!strcmp(s, "relu"))
-        *out = MW_ACT_RELU;
-    else if (!strcmp(s, "softmax"))
-        *out = MW_ACT_SOFTMAX;
-    else
-        return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key, quote(q, s),
-                     act_list);
-    if (*out == MW_ACT_SOFTMAX && !is_last)
-        return lfail(L, MW_EUNSUPPORTED,
-                     "%s \"softmax\" is supported only on the last layer, "
-                     "where it is folded into the cross-entropy loss; use \"relu\" or "
-                     "\"linear\" here",
-                     key);
-    return MW_OK;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (!strcmp(s, acts[i].id)) {
+            *out = acts[i].act;
+            return MW_OK;
+        }
+    return lfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key, quote(q, s),
+                 act_list);
+}
+
+/* The parameter of an activation named by its string identifier: Keras 3's defaults
+ * (elu alpha 1, leaky_relu negative_slope 0.2). */
+static float act_alpha(mw_activation a)
+{
+    return a == MW_ACT_ELU ? 1.0f : a == MW_ACT_LEAKY_RELU ? 0.2f : 0.0f;
 }
 
 typedef struct {
@@ -595,9 +605,11 @@ static size_t last_out(const mw_model *m)
     return (size_t)l->out_h * l->out_w * l->out_c;
 }
 
+/* Channels of the next layer's input: its first graph input, else the last layer. */
 static int cur_c(const mw_model *m)
 {
-    return m->nlayers ? m->layers[m->nlayers - 1].out_c : m->in_c;
+    int p = m->next_nin > 0 ? m->next_in[0] : m->nlayers - 1;
+    return p >= 0 ? m->layers[p].out_c : m->in_c;
 }
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'
@@ -628,11 +640,7 @@ static mw_status apply_weights(builder *B, const weights_cfg *w)
 {
     MW_TRY(mw_model_set_init(B->m, &w->kinit, &w->binit));
     MW_TRY(mw_model_set_regularizer(B->m, &w->kreg, &w->breg));
-    if (w->act == MW_ACT_RELU)
-        MW_TRY(mw_model_add_relu(B->m, NULL, 1));
-    else if (w->act == MW_ACT_SOFTMAX)
-        MW_TRY(mw_model_add_softmax(B->m, NULL, 1));
-    return MW_OK;
+    return mw_model_add_act(B->m, NULL, w->act, act_alpha(w->act), 1);
 }
 
 static mw_status need_channels(const builder *B, const lctx *L)
@@ -758,7 +766,7 @@ static mw_status add_activation_layer(builder *B, const lctx *L, const json_t *c
 {
     mw_activation act;
     MW_TRY(get_activation(L, cfg, "activation", is_last, 1, &act));
-    mw_status rc = mw_model_add_activation(B->m, name, act);
+    mw_status rc = mw_model_add_act(B->m, name, act, act_alpha(act), 0);
     return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
 }
 
@@ -773,19 +781,194 @@ static mw_status add_softmax_layer(builder *B, const lctx *L, const json_t *cfg,
     if (axis && !json_is_null(axis) && (!as_int(axis, -8, 8, &a) || a != -1))
         return lfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the class axis)",
                      describe(d, sizeof d, axis));
-    if (!is_last)
-        return lfail(L, MW_EUNSUPPORTED,
-                     "softmax is supported only as the last layer, where it "
-                     "is folded into the cross-entropy loss");
+    (void)is_last; /* before the end it is computed as a layer */
     mw_status rc = mw_model_add_softmax(B->m, name, 0);
     return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+/* The initializer at cfg[key] must be the default kind (the moving statistics start at
+ * zeros and ones: restored weights replace them, but a different start is a different
+ * model). */
+static mw_status need_init(const lctx *L, const json_t *cfg, const char *key, mw_init_kind kind)
+{
+    mw_init in;
+    MW_TRY(get_init(L, cfg, key, kind, &in));
+    if (in.kind != kind)
+        return lfail(L, MW_EUNSUPPORTED, "%s: only the default (%s) is supported", key,
+                     kind == MW_INIT_ZEROS ? "Zeros" : "Ones");
+    return MW_OK;
+}
+
+/* BatchNormalization's axis: -1, or the last axis written out (3 on images, 1 on flat). */
+static mw_status get_bn_axis(const lctx *L, const json_t *cfg, int flat)
+{
+    const json_t *v = json_object_get(cfg, "axis");
+    char d[QUOTE_MAX * 4 + 64];
+    int a = -1, last = flat ? 1 : 3;
+    if (v && json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    if (v && !json_is_null(v) && (!as_int(v, -8, 8, &a) || (a != -1 && a != last)))
+        return lfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the channels)",
+                     describe(d, sizeof d, v));
+    return MW_OK;
+}
+
+static mw_status add_batchnorm(builder *B, const lctx *L, const json_t *cfg, const char *name)
+{
+    double mom = 0.99, eps = 1e-3;
+    int center = 1, scale = 1, sync = 0, renorm = 0;
+    mw_init beta, gamma;
+    int p = B->m->next_nin > 0 ? B->m->next_in[0] : B->m->nlayers - 1;
+    MW_TRY(get_bn_axis(L, cfg, p >= 0 ? B->m->layers[p].flat : B->m->flat_input));
+    MW_TRY(get_num(L, "", cfg, "momentum", 0.99, &mom));
+    MW_TRY(get_num(L, "", cfg, "epsilon", 1e-3, &eps));
+    MW_TRY(get_bool(L, cfg, "center", 1, &center));
+    MW_TRY(get_bool(L, cfg, "scale", 1, &scale));
+    MW_TRY(get_bool(L, cfg, "synchronized", 0, &sync));
+    if (sync)
+        return lfail(L, MW_EUNSUPPORTED,
+                     "synchronized true (statistics all-reduced across replicas) is not "
+                     "supported yet; supported: false (each replica normalizes by its own slice)");
+    MW_TRY(get_bool(L, cfg, "renorm", 0, &renorm));
+    if (renorm)
+        return lfail(L, MW_EUNSUPPORTED, "renorm true is not supported; supported: false");
+    MW_TRY(get_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &beta));
+    MW_TRY(get_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &gamma));
+    MW_TRY(need_init(L, cfg, "moving_mean_initializer", MW_INIT_ZEROS));
+    MW_TRY(need_init(L, cfg, "moving_variance_initializer", MW_INIT_ONES));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer",  "beta_constraint",
+                                        "gamma_constraint", "virtual_batch_size", "adjustment"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        MW_TRY(need_null(L, cfg, nulls[i],
+                         "BatchNormalization regularizers, constraints, "
+                         "virtual batches and adjustments"));
+    mw_status rc = mw_model_add_batchnorm(B->m, name, (float)mom, (float)eps, center, scale);
+    if (rc != MW_OK)
+        return from_model(B->origin, rc);
+    mw_layer *l = &B->m->layers[B->m->nlayers - 1];
+    l->kernel_init = gamma, l->bias_init = beta;
+    return MW_OK;
+}
+
+static mw_status add_avgpool(builder *B, const lctx *L, const json_t *cfg, const char *name)
+{
+    int ps[2] = {0, 0}, st[2] = {0, 0}, same = 0;
+    const json_t *strides = json_object_get(cfg, "strides");
+    MW_TRY(get_pair(L, cfg, "pool_size", 2, 1, MAX_WINDOW, ps));
+    st[0] = ps[0], st[1] = ps[1];
+    if (strides && !json_is_null(strides))
+        MW_TRY(get_pair(L, cfg, "strides", 1, 1, MAX_WINDOW, st));
+    MW_TRY(get_padding(L, cfg, &same));
+    MW_TRY(check_data_format(L, cfg));
+    MW_TRY(need_channels(B, L));
+    mw_status rc = mw_model_add_avgpool(B->m, name, ps[0], ps[1], st[0], st[1], same);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+static mw_status add_global_pool(builder *B, const lctx *L, const json_t *cfg, const char *name,
+                                 int max)
+{
+    int keep = 0;
+    MW_TRY(check_data_format(L, cfg));
+    MW_TRY(get_bool(L, cfg, "keepdims", 0, &keep));
+    if (keep)
+        return lfail(L, MW_EUNSUPPORTED, "keepdims true is not supported; supported: false");
+    MW_TRY(need_channels(B, L));
+    mw_status rc = mw_model_add_global_pool(B->m, name, max);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+/* ZeroPadding2D's padding: n, [h, w] or [[top, bottom], [left, right]]. */
+static mw_status add_zeropad(builder *B, const lctx *L, const json_t *cfg, const char *name)
+{
+    const json_t *v = json_object_get(cfg, "padding");
+    int p[4] = {1, 1, 1, 1}, hw[2];
+    char d[QUOTE_MAX * 4 + 64];
+    MW_TRY(check_data_format(L, cfg));
+    if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0))) {
+        for (int i = 0; i < 2; i++) {
+            const json_t *q = json_array_get(v, (size_t)i);
+            if (!json_is_array(q) || json_array_size(q) != 2 ||
+                !as_int(json_array_get(q, 0), 0, MAX_WINDOW, &p[2 * i]) ||
+                !as_int(json_array_get(q, 1), 0, MAX_WINDOW, &p[2 * i + 1]))
+                return lfail(L, MW_EMODEL,
+                             "padding: found %s; expected n, [h, w] or [[top, bottom], "
+                             "[left, right]] with integers from 0 to %d",
+                             describe(d, sizeof d, v), MAX_WINDOW);
+        }
+    } else if (v) {
+        MW_TRY(get_pair(L, cfg, "padding", 1, 0, MAX_WINDOW, hw));
+        p[0] = p[1] = hw[0], p[2] = p[3] = hw[1];
+    }
+    MW_TRY(need_channels(B, L));
+    mw_status rc = mw_model_add_zeropad(B->m, name, p[0], p[1], p[2], p[3]);
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+/* Add, Multiply, Concatenate: inputs from the graph (a Sequential model has none to merge). */
+static mw_status add_merge(builder *B, const lctx *L, const json_t *cfg, const char *name,
+                           const char *cls)
+{
+    if (B->m->next_nin < 1)
+        return lfail(L, MW_EMODEL, "a merge layer needs a Functional model's inbound_nodes");
+    mw_status rc;
+    if (!strcmp(cls, "Concatenate")) {
+        int p = B->m->next_in[0], flat = p >= 0 ? B->m->layers[p].flat : B->m->flat_input;
+        MW_TRY(get_bn_axis(L, cfg, flat));
+        rc = mw_model_add_concat(B->m, name);
+    } else if (!strcmp(cls, "Add")) {
+        rc = mw_model_add_add(B->m, name);
+    } else {
+        rc = mw_model_add_multiply(B->m, name);
+    }
+    return rc == MW_OK ? MW_OK : from_model(B->origin, rc);
+}
+
+/* LeakyReLU (negative_slope; Keras 2: alpha; default 0.3) and ELU (alpha, default 1). */
+static mw_status add_param_act(builder *B, const lctx *L, const json_t *cfg, const char *name,
+                               int elu)
+{
+    double a = elu ? 1.0 : 0.3;
+    if (!elu && json_object_get(cfg, "negative_slope"))
+        MW_TRY(get_num(L, "", cfg, "negative_slope", 0.3, &a));
+    else
+        MW_TRY(get_num(L, "", cfg, "alpha", a, &a));
+    mw_status rc = mw_model_add_act(B->m, name, elu ? MW_ACT_ELU : MW_ACT_LEAKY_RELU, (float)a, 0);
+    if (rc != MW_OK)
+        return from_model(B->origin, rc);
+    B->m->layers[B->m->nlayers - 1].cls = elu ? "ELU" : "LeakyReLU";
+    return MW_OK;
+}
+
+/* Classes added after Keras 2's Sequential set (the graph layers). 0: not one of them. */
+static int add_graph_layer(builder *B, const lctx *L, const char *cls, const json_t *cfg,
+                           const char *name, mw_status *rc)
+{
+    if (!strcmp(cls, "BatchNormalization"))
+        *rc = add_batchnorm(B, L, cfg, name);
+    else if (!strcmp(cls, "AveragePooling2D") || !strcmp(cls, "AvgPool2D"))
+        *rc = add_avgpool(B, L, cfg, name);
+    else if (!strcmp(cls, "GlobalAveragePooling2D") || !strcmp(cls, "GlobalAvgPool2D"))
+        *rc = add_global_pool(B, L, cfg, name, 0);
+    else if (!strcmp(cls, "GlobalMaxPooling2D") || !strcmp(cls, "GlobalMaxPool2D"))
+        *rc = add_global_pool(B, L, cfg, name, 1);
+    else if (!strcmp(cls, "ZeroPadding2D"))
+        *rc = add_zeropad(B, L, cfg, name);
+    else if (!strcmp(cls, "Add") || !strcmp(cls, "Multiply") || !strcmp(cls, "Concatenate"))
+        *rc = add_merge(B, L, cfg, name, cls);
+    else if (!strcmp(cls, "LeakyReLU") || !strcmp(cls, "ELU"))
+        *rc = add_param_act(B, L, cfg, name, !strcmp(cls, "ELU"));
+    else
+        return 0;
+    return 1;
 }
 
 /* ---- the model --------------------------------------------------------------------------- */
 
 /* The model config: the document itself, or a TensorFlow.js wrapper's modelTopology (its
  * model_config member, or modelTopology itself). */
-static mw_status find_model(const char *origin, const json_t *root, const json_t **out)
+static mw_status find_model(const char *origin, const json_t *root, const json_t **out,
+                            int *functional)
 {
     char d[QUOTE_MAX * 4 + 64];
     qbuf q;
@@ -815,10 +998,11 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
                      "model from model.to_json())",
                      describe(d, sizeof d, cls));
     const char *c = json_string_value(cls);
-    if (strcmp(c, "Sequential") != 0)
+    *functional = !strcmp(c, "Functional") || !strcmp(c, "Model");
+    if (strcmp(c, "Sequential") != 0 && !*functional)
         return gfail(origin, MW_EUNSUPPORTED,
-                     "class_name %s is not supported; supported: "
-                     "\"Sequential\" (functional and subclassed models are not)",
+                     "class_name %s is not supported; supported: \"Sequential\", "
+                     "\"Functional\" (subclassed models are not)",
                      quote(q, c));
     *out = cfg;
     return MW_OK;
@@ -1057,6 +1241,8 @@ static mw_status add_layer(builder *B, const lctx *L, const char *cls, const jso
     else if (mw_preprocess_is_layer(cls)) /* the input pipeline (worker/preprocess.h) */
         rc = mw_preprocess_add(&B->m->pre, &B->m->in_h, &B->m->in_w, &B->m->in_c, B->m->nlayers,
                                B->m->flat_input, is_last, cls, cfg, name, B->origin);
+    else if (add_graph_layer(B, L, cls, cfg, name, &rc))
+        ;
     else
         rc = lfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                    quote(q, cls), layer_list);
@@ -1088,12 +1274,249 @@ static mw_status check_output(const builder *B, int nclasses)
     return MW_OK;
 }
 
+/* ---- Functional graphs -------------------------------------------------------------------- */
+
+/* Keras layer names in list order and the model layer that holds each one's output (its
+ * folded activation when it has one); -1 for the InputLayer. */
+typedef struct {
+    const char **name; /* borrowed from the JSON */
+    int *idx;
+    size_t n;
+} knames;
+
+/* The producer named s for layer i: its model index, or a message naming the problem. */
+static mw_status resolve(const lctx *L, const knames *K, const json_t *layers, size_t i,
+                         const char *s, int *out)
+{
+    qbuf q;
+    for (size_t j = 0; j < i; j++)
+        if (K->name[j] && !strcmp(K->name[j], s)) {
+            *out = K->idx[j];
+            return MW_OK;
+        }
+    for (size_t j = i; j < json_array_size(layers); j++) {
+        const json_t *c = json_object_get(json_array_get(layers, j), "config");
+        const char *nm = json_string_value(json_object_get(c, "name"));
+        if (nm && !strcmp(nm, s))
+            return lfail(L, MW_EMODEL,
+                         "inbound_nodes: input %s comes at or after this layer (a cycle, or "
+                         "layers out of order); expected the layers in topological order",
+                         quote(q, s));
+    }
+    return lfail(L, MW_EMODEL,
+                 "inbound_nodes: input %s is not a layer of the model; expected the name of an "
+                 "earlier layer",
+                 quote(q, s));
+}
+
+/* One input reference: Keras 3's {"class_name": "__keras_tensor__", "config":
+ * {"keras_history": [layer, node, tensor]}} or Keras 2's [layer, node, tensor, kwargs]. */
+static mw_status read_ref(const lctx *L, const json_t *t, const char **name)
+{
+    char d[QUOTE_MAX * 4 + 64];
+    const json_t *h = t;
+    int node = 0, idx = 0;
+    if (json_is_object(t))
+        h = json_object_get(json_object_get(t, "config"), "keras_history");
+    if (!json_is_array(h) || json_array_size(h) < 3 || !json_is_string(json_array_get(h, 0)) ||
+        !as_int(json_array_get(h, 1), 0, 1 << 20, &node) ||
+        !as_int(json_array_get(h, 2), 0, 1 << 20, &idx))
+        return lfail(L, MW_EMODEL,
+                     "inbound_nodes: found %s as an input; expected a keras tensor with "
+                     "keras_history [layer, node, tensor] (Keras 3) or [layer, node, tensor, "
+                     "{}] (Keras 2)",
+                     describe(d, sizeof d, t));
+    if (node != 0 || idx != 0)
+        return lfail(L, MW_EUNSUPPORTED,
+                     "inbound_nodes: input node %d, tensor %d of a layer (a shared layer or "
+                     "a layer with several outputs); supported: node 0, tensor 0",
+                     node, idx);
+    *name = json_string_value(json_array_get(h, 0));
+    return MW_OK;
+}
+
+/* Keras 3 call arguments besides the inputs: only mask null and training are allowed. */
+static mw_status check_kwargs(const lctx *L, const json_t *kw)
+{
+    const char *key;
+    const json_t *v;
+    qbuf q;
+    json_object_foreach((json_t *)kw, key, v)
+    {
+        if ((!strcmp(key, "mask") && json_is_null(v)) ||
+            (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))))
+            continue;
+        return lfail(L, MW_EUNSUPPORTED,
+                     "inbound_nodes: call argument %s is not supported; supported: the "
+                     "inputs alone",
+                     quote(q, key));
+    }
+    return MW_OK;
+}
+
+/* The input references of layers[i]'s only node: refs[0..*n), borrowed. */
+static mw_status read_node(const lctx *L, const json_t *e, const json_t **refs, int *n)
+{
+    char d[QUOTE_MAX * 4 + 64];
+    const json_t *nodes = json_object_get(e, "inbound_nodes"), *list;
+    if (!json_is_array(nodes) || json_array_size(nodes) != 1)
+        return lfail(
+            L, json_is_array(nodes) && json_array_size(nodes) > 1 ? MW_EUNSUPPORTED : MW_EMODEL,
+            "inbound_nodes: found %s; expected one node (a layer called once)",
+            describe(d, sizeof d, nodes));
+    const json_t *node = json_array_get(nodes, 0);
+    if (json_is_object(node)) { /* Keras 3 */
+        const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+        if (!json_is_array(args) || json_array_size(args) != 1)
+            return lfail(L, MW_EMODEL, "inbound_nodes[0].args: found %s; expected one argument",
+                         describe(d, sizeof d, args));
+        if (kw && json_is_object(kw))
+            MW_TRY(check_kwargs(L, kw));
+        list = json_array_get(args, 0);
+        if (!json_is_array(list)) {
+            refs[0] = list, *n = 1;
+            return MW_OK;
+        }
+    } else if (json_is_array(node)) { /* Keras 2 */
+        list = node;
+    } else {
+        return lfail(L, MW_EMODEL, "inbound_nodes[0]: found %s; expected a node",
+                     describe(d, sizeof d, node));
+    }
+    if (json_array_size(list) < 1 || json_array_size(list) > MW_MAX_INPUTS)
+        return lfail(L, MW_EUNSUPPORTED, "inbound_nodes: %zu inputs; supported: 1 to %d",
+                     json_array_size(list), MW_MAX_INPUTS);
+    *n = (int)json_array_size(list);
+    for (int j = 0; j < *n; j++)
+        refs[j] = json_array_get(list, (size_t)j);
+    return MW_OK;
+}
+
+/* The graph's only InputLayer is layers[0]; input_layers names it. */
+static mw_status check_graph_input(const char *origin, const json_t *conf, const json_t *layers)
+{
+    const json_t *il = json_object_get(conf, "input_layers");
+    size_t ni = json_is_array(il) && json_is_array(json_array_get(il, 0)) ? json_array_size(il) : 1;
+    if (ni != 1)
+        return gfail(origin, MW_EUNSUPPORTED,
+                     "input_layers: the model has %zu inputs; supported: one input", ni);
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        const json_t *e = json_array_get(layers, i);
+        const char *cls = json_string_value(json_object_get(e, "class_name"));
+        const char *nm = json_string_value(json_object_get(json_object_get(e, "config"), "name"));
+        qbuf q;
+        if (cls && !strcmp(cls, "InputLayer") && i > 0)
+            return gfail(origin, MW_EUNSUPPORTED,
+                         "layer %s (InputLayer): a second input; supported: one input",
+                         quote(q, nm ? nm : "?"));
+        if (i == 0 && (!cls || strcmp(cls, "InputLayer") != 0))
+            return gfail(origin, MW_EMODEL,
+                         "layers[0]: a Functional model starts with its InputLayer");
+    }
+    return MW_OK;
+}
+
+/* output_layers names the last layer, the model's only output. */
+static mw_status check_graph_output(const char *origin, const json_t *conf, const char *last)
+{
+    const json_t *ol = json_object_get(conf, "output_layers");
+    qbuf q, r;
+    if (json_is_array(ol) && json_is_array(json_array_get(ol, 0))) {
+        if (json_array_size(ol) != 1)
+            return gfail(origin, MW_EUNSUPPORTED,
+                         "output_layers: the model has %zu outputs; supported: one output",
+                         json_array_size(ol));
+        ol = json_array_get(ol, 0);
+    }
+    const char *nm = json_string_value(json_array_get(ol, 0));
+    if (!nm || !last || strcmp(nm, last) != 0)
+        return gfail(origin, MW_EMODEL,
+                     "output_layers: names %s; expected the last layer of the list, %s",
+                     quote(q, nm ? nm : "nothing"), quote(r, last ? last : "?"));
+    return MW_OK;
+}
+
+static mw_status graph_layers(builder *B, const json_t *layers, knames *K, int nclasses)
+{
+    const size_t n = json_array_size(layers);
+    for (size_t i = 1; i < n; i++) {
+        lctx L = {B->origin, ""};
+        const char *cls = NULL, *name = NULL, *src = NULL;
+        const json_t *cfg = NULL, *refs[MW_MAX_INPUTS];
+        int in[MW_MAX_INPUTS], nin = 0;
+        MW_TRY(read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
+        if (!name)
+            return lfail(&L, MW_EMODEL, "name is missing; a Functional model names its layers");
+        MW_TRY(read_node(&L, json_array_get(layers, i), refs, &nin));
+        for (int j = 0; j < nin; j++) {
+            MW_TRY(read_ref(&L, refs[j], &src));
+            MW_TRY(resolve(&L, K, layers, i, src, &in[j]));
+        }
+        mw_status rc = mw_model_set_inputs(B->m, in, nin);
+        if (rc != MW_OK)
+            return from_model(B->origin, rc);
+        MW_TRY(add_layer(B, &L, cls, cfg, name, i + 1 == n));
+        K->name[i] = name;
+        K->idx[i] = B->m->nlayers - 1;
+    }
+    if (n < 2)
+        return gfail(B->origin, MW_EMODEL, "the model has no layers besides its input");
+    (void)nclasses;
+    const mw_model *m = B->m;
+    for (int i = 0; i + 1 < m->nlayers; i++) { /* every layer leads to the output */
+        int used = 0;
+        for (int j = i + 1; j < m->nlayers && !used; j++)
+            for (int t = 0; t < m->layers[j].nin; t++)
+                used |= m->layers[j].in[t] == i;
+        if (!used)
+            return gfail(B->origin, MW_EMODEL,
+                         "layer '%s' (%s): its output is not used; expected every layer to lead "
+                         "to the model's output (the last layer)",
+                         m->layers[i].name, m->layers[i].cls);
+    }
+    return MW_OK;
+}
+
+static mw_status build_graph(builder *B, const json_t *model, const json_t *conf,
+                             const json_t *layers, const int shape[3], int nclasses)
+{
+    const char *origin = B->origin;
+    const size_t n = json_array_size(layers);
+    if (n > MAX_LAYERS)
+        return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
+                     MAX_LAYERS);
+    MW_TRY(check_graph_input(origin, conf, layers));
+    kshape s;
+    MW_TRY(find_input(origin, model, conf, layers, &s));
+    MW_TRY(start_model(B, &s, shape[0], shape[1], shape[2]));
+    MW_TRY(set_model_name(B, conf));
+    B->m->graph = 1;
+    const char *in_name = json_string_value(
+        json_object_get(json_object_get(json_array_get(layers, 0), "config"), "name"));
+    snprintf(B->m->input_name, sizeof B->m->input_name, "%s", in_name ? in_name : "input_layer");
+    knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
+    mw_status rc = K.name && K.idx ? MW_OK : gfail(origin, MW_ENOMEM, "out of memory");
+    if (rc == MW_OK) {
+        K.name[0] = in_name ? in_name : "", K.idx[0] = -1;
+        rc = graph_layers(B, layers, &K, nclasses);
+    }
+    if (rc == MW_OK)
+        rc = check_graph_output(origin, conf, K.name[n - 1]);
+    free(K.name);
+    free(K.idx);
+    MW_TRY(rc);
+    return check_output(B, nclasses);
+}
+
 static mw_status build(builder *B, const json_t *root, int h, int w, int c, int nclasses)
 {
     const char *origin = B->origin;
     const json_t *model = NULL, *conf = NULL, *layers = NULL;
-    MW_TRY(find_model(origin, root, &model));
+    int functional = 0;
+    MW_TRY(find_model(origin, root, &model, &functional));
     MW_TRY(find_layers(origin, model, &conf, &layers));
+    if (functional)
+        return build_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
     size_t n = json_array_size(layers);
     if (n > MAX_LAYERS)
         return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,

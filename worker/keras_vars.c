@@ -42,6 +42,17 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
         add(v, nv, "kernel", l->w_off, l->w_count, 2, (long long)l->in_h * l->in_w * l->in_c,
             l->out_c, 0, 0);
         break;
+    case MW_LAYER_BATCHNORM: /* gamma, beta, then the non-trainable moving statistics */
+        if (l->w_count)
+            add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
+        if (l->b_count)
+            add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+        add(v, nv, "moving_mean", l->s_off, (size_t)l->out_c, 1, l->out_c, 0, 0, 0);
+        v[*nv - 1].trainable = 0;
+        add(v, nv, "moving_variance", l->s_off + (size_t)l->out_c, (size_t)l->out_c, 1, l->out_c, 0,
+            0, 0);
+        v[*nv - 1].trainable = 0;
+        return MW_OK;
     default:
         if (l->w_count || l->b_count)
             return mw_err(MW_EUNSUPPORTED,

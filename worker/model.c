@@ -1,5 +1,5 @@
-/* Sequential model: layer shapes, the parameter arena, forward and backward
- * through the backend table. See model.h. */
+/* The model graph: layer shapes, the parameter arena, forward and backward through the
+ * backend table. See model.h. */
 #include "worker/model.h"
 
 #include <math.h>
@@ -22,6 +22,7 @@ void mw_model_free(mw_model *m)
     free(m->layers);
     free(m->source);
     mw_preprocess_close(&m->pre);
+    free(m->next_in);
     mw_arena_free(&m->params);
     memset(m, 0, sizeof *m);
 }
@@ -54,11 +55,19 @@ static mw_layer *push(mw_model *m, mw_layer_kind kind, const char *name, const c
     memset(l, 0, sizeof *l);
     l->kind = kind;
     l->cls = cls;
-    if (m->nlayers == 0) {
+    if (m->next_nin > 0) {
+        l->nin = m->next_nin;
+        memcpy(l->in, m->next_in, (size_t)l->nin * sizeof *l->in);
+        m->next_nin = 0;
+    } else {
+        l->nin = 1;
+        l->in[0] = m->nlayers - 1;
+    }
+    if (l->in[0] < 0) {
         l->in_h = m->in_h, l->in_w = m->in_w, l->in_c = m->in_c;
         l->flat = m->flat_input;
     } else {
-        const mw_layer *p = &m->layers[m->nlayers - 1];
+        const mw_layer *p = &m->layers[l->in[0]];
         l->in_h = p->out_h, l->in_w = p->out_w, l->in_c = p->out_c;
         l->flat = p->flat;
     }
@@ -82,6 +91,23 @@ static mw_status reject(mw_model *m, mw_status s)
 {
     m->nlayers--;
     return s;
+}
+
+mw_status mw_model_set_inputs(mw_model *m, const int *in, int nin)
+{
+    if (nin < 1 || nin > MW_MAX_INPUTS)
+        return mw_err(MW_EMODEL, "a layer with %d inputs: expected 1 to %d", nin, MW_MAX_INPUTS);
+    for (int j = 0; j < nin; j++)
+        if (in[j] < -1 || in[j] >= m->nlayers)
+            return mw_err(MW_EINTERNAL,
+                          "model: input %d of the next layer is not an earlier "
+                          "layer",
+                          in[j]);
+    if (!m->next_in && !(m->next_in = malloc(MW_MAX_INPUTS * sizeof *m->next_in)))
+        return mw_err(MW_ENOMEM, "model: out of memory");
+    memcpy(m->next_in, in, (size_t)nin * sizeof *in);
+    m->next_nin = nin;
+    return MW_OK;
 }
 
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
@@ -224,6 +250,183 @@ mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded)
     return MW_OK;
 }
 
+/* The shape of layer idx's output (-1: the model's input). */
+static void shape_of(const mw_model *m, int idx, int s[3])
+{
+    if (idx < 0) {
+        s[0] = m->in_h, s[1] = m->in_w, s[2] = m->in_c;
+        return;
+    }
+    const mw_layer *p = &m->layers[idx];
+    s[0] = p->out_h, s[1] = p->out_w, s[2] = p->out_c;
+}
+
+/* The Keras layer behind output idx: a folded activation's own layer. */
+static const char *producer_name(const mw_model *m, int idx)
+{
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    return idx < 0 ? (m->input_name[0] ? m->input_name : "the model input") : m->layers[idx].name;
+}
+
+mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, float epsilon,
+                                 int center, int scale)
+{
+    mw_layer *l = push(m, MW_LAYER_BATCHNORM, name, "BatchNormalization", "batch_normalization");
+    if (!l)
+        return mw_err_status();
+    if (!(momentum >= 0.0f && momentum <= 1.0f) || !(epsilon > 0.0f))
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (BatchNormalization): momentum %g, epsilon %g: "
+                                "expected 0 <= momentum <= 1 and epsilon > 0",
+                                l->name, (double)momentum, (double)epsilon));
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->momentum = momentum, l->epsilon = epsilon;
+    l->w_count = scale ? (size_t)l->in_c : 0;
+    l->has_bias = center;
+    l->b_count = center ? (size_t)l->in_c : 0;
+    l->s_count = 2 * (size_t)l->in_c;
+    l->fan_in = l->fan_out = l->in_c;
+    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+static mw_status pool_layer(mw_model *m, mw_layer *l, int ph, int pw, int sh, int sw, int same)
+{
+    if (mw_pool_geom_init(&l->pool, l->in_h, l->in_w, l->in_c, ph, pw, sh, sw, same) != 0)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (%s): pool %dx%d, strides %dx%d, padding '%s' does "
+                                "not fit its %dx%dx%d input",
+                                l->name, l->cls, ph, pw, sh, sw, same ? "same" : "valid", l->in_h,
+                                l->in_w, l->in_c));
+    l->out_h = l->pool.OH, l->out_w = l->pool.OW, l->out_c = l->in_c;
+    l->same = same;
+    l->flat = 0;
+    return MW_OK;
+}
+
+mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
+                               int same)
+{
+    mw_layer *l = push(m, MW_LAYER_AVGPOOL, name, "AveragePooling2D", "average_pooling2d");
+    return l ? pool_layer(m, l, ph, pw, sh, sw, same) : mw_err_status();
+}
+
+mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max)
+{
+    mw_layer *l =
+        max ? push(m, MW_LAYER_MAXPOOL, name, "GlobalMaxPooling2D", "global_max_pooling2d")
+            : push(m, MW_LAYER_AVGPOOL, name, "GlobalAveragePooling2D", "global_average_pooling2d");
+    if (!l)
+        return mw_err_status();
+    if (l->flat)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (%s): input is flat (None, %d); expected "
+                                "(None, height, width, channels)",
+                                l->name, l->cls, l->in_c));
+    MW_TRY(pool_layer(m, l, l->in_h, l->in_w, 1, 1, 0));
+    l->global = 1;
+    l->flat = 1;
+    return MW_OK;
+}
+
+mw_status mw_model_add_zeropad(mw_model *m, const char *name, int top, int bottom, int left,
+                               int right)
+{
+    mw_layer *l = push(m, MW_LAYER_ZEROPAD, name, "ZeroPadding2D", "zero_padding2d");
+    if (!l)
+        return mw_err_status();
+    if (top < 0 || bottom < 0 || left < 0 || right < 0 || l->flat)
+        return reject(m, mw_err(MW_EMODEL,
+                                "layer '%s' (ZeroPadding2D): padding %d,%d,%d,%d on a %s input: "
+                                "expected padding >= 0 on (None, height, width, channels)",
+                                l->name, top, bottom, left, right, l->flat ? "flat" : "4-D"));
+    l->pad[0] = top, l->pad[1] = bottom, l->pad[2] = left, l->pad[3] = right;
+    l->out_h = l->in_h + top + bottom, l->out_w = l->in_w + left + right, l->out_c = l->in_c;
+    return MW_OK;
+}
+
+/* A merge of l's inputs: every input's shape equal to the first's, or (concat) the same
+ * height and width; out_c gets the channel total. */
+static mw_status merge_layer(mw_model *m, mw_layer *l, int concat)
+{
+    int s0[3], s[3];
+    shape_of(m, l->in[0], s0);
+    l->out_h = s0[0], l->out_w = s0[1], l->out_c = 0;
+    for (int j = 0; j < l->nin; j++) {
+        shape_of(m, l->in[j], s);
+        int flat = l->in[j] < 0 ? m->flat_input : m->layers[l->in[j]].flat;
+        if (s[0] != s0[0] || s[1] != s0[1] || (!concat && s[2] != s0[2]) || flat != l->flat)
+            return reject(m, mw_err(MW_EMODEL,
+                                    "layer '%s' (%s): input %d ('%s') is %dx%dx%d but input 0 "
+                                    "('%s') is %dx%dx%d; expected %s",
+                                    l->name, l->cls, j, producer_name(m, l->in[j]), s[0], s[1],
+                                    s[2], producer_name(m, l->in[0]), s0[0], s0[1], s0[2],
+                                    concat ? "the same height and width" : "equal shapes"));
+        l->out_c += s[2];
+    }
+    if (!concat)
+        l->out_c = s0[2];
+    return MW_OK;
+}
+
+mw_status mw_model_add_add(mw_model *m, const char *name)
+{
+    mw_layer *l = push(m, MW_LAYER_ADD, name, "Add", "add");
+    return l ? merge_layer(m, l, 0) : mw_err_status();
+}
+
+mw_status mw_model_add_multiply(mw_model *m, const char *name)
+{
+    mw_layer *l = push(m, MW_LAYER_MULTIPLY, name, "Multiply", "multiply");
+    if (!l)
+        return mw_err_status();
+    if (l->nin != 2)
+        return reject(m, mw_err(MW_EUNSUPPORTED,
+                                "layer '%s' (Multiply): %d inputs; supported: exactly 2", l->name,
+                                l->nin));
+    return merge_layer(m, l, 0);
+}
+
+mw_status mw_model_add_concat(mw_model *m, const char *name)
+{
+    mw_layer *l = push(m, MW_LAYER_CONCAT, name, "Concatenate", "concatenate");
+    return l ? merge_layer(m, l, 1) : mw_err_status();
+}
+
+mw_status mw_model_add_act(mw_model *m, const char *name, mw_activation act, float alpha,
+                           int folded)
+{
+    static const char *const names[] = {"linear", "relu", "softmax", "sigmoid",   "tanh",
+                                        "gelu",   "silu", "elu",     "leaky_relu"};
+    if (act == MW_ACT_RELU)
+        return folded ? mw_model_add_relu(m, NULL, 1) : mw_model_add_activation(m, name, act);
+    if (act == MW_ACT_SOFTMAX)
+        return folded ? mw_model_add_softmax(m, NULL, 1) : mw_model_add_activation(m, name, act);
+    if (act == MW_ACT_LINEAR)
+        return folded ? MW_OK : mw_model_add_activation(m, name, act);
+    char nm[80] = "";
+    if (folded && m->nlayers > 0)
+        snprintf(nm, sizeof nm, "%s/%s", m->layers[m->nlayers - 1].name, names[act]);
+    mw_layer *l = push(m, MW_LAYER_ACT, folded ? nm : name, "Activation", "activation");
+    if (!l)
+        return mw_err_status();
+    static const mw_act_kind kinds[] = {0,
+                                        0,
+                                        0,
+                                        MW_ACTK_SIGMOID,
+                                        MW_ACTK_TANH,
+                                        MW_ACTK_GELU,
+                                        MW_ACTK_SILU,
+                                        MW_ACTK_ELU,
+                                        MW_ACTK_LEAKY_RELU};
+    l->act = kinds[act];
+    l->alpha = alpha;
+    l->folded = folded;
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    return MW_OK;
+}
+
 static mw_layer *last_with_weights(mw_model *m)
 {
     if (m->nlayers == 0 || m->finalized || !m->layers[m->nlayers - 1].w_count) {
@@ -262,19 +465,59 @@ mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
  * commutes with max), and the gradients agree too: where a window's max is
  * <= 0 both give 0, elsewhere both route dy to the same first maximum. After
  * the pool the ReLU touches a quarter of the values, forward and backward. */
+/* How many layers read the output of layer idx (-1: the model input). */
+static int consumers(const mw_model *m, int idx)
+{
+    int n = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        for (int j = 0; j < m->layers[i].nin; j++)
+            n += m->layers[i].in[j] == idx;
+    return n;
+}
+
 static void pool_before_relu(mw_model *m)
 {
     for (int i = 0; i + 1 < m->nlayers; i++) {
         mw_layer *r = &m->layers[i], *p = &m->layers[i + 1];
-        if (r->kind != MW_LAYER_RELU || !r->folded || p->kind != MW_LAYER_MAXPOOL)
+        if (r->kind != MW_LAYER_RELU || !r->folded || p->kind != MW_LAYER_MAXPOOL ||
+            p->in[0] != i || consumers(m, i) != 1)
             continue;
         mw_layer relu = *r, pool = *p;
         pool.in_h = relu.in_h, pool.in_w = relu.in_w, pool.in_c = relu.in_c;
+        pool.in[0] = relu.in[0];
+        relu.in[0] = i;
         relu.in_h = relu.out_h = pool.out_h;
         relu.in_w = relu.out_w = pool.out_w;
         relu.in_c = relu.out_c = pool.out_c;
+        relu.flat = pool.flat;
         *r = pool, *p = relu;
         i++;
+    }
+}
+
+/* Layers that change their input in place (ReLU, Dropout) may do so only when no other
+ * layer reads it, and not over the output of a layer whose backward needs it (ACT,
+ * SOFTMAX: found through the aliases). Flatten and identities alias only a sole consumer's
+ * input. A softmax before the end becomes a computed layer. */
+static void plan_in_place(mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        if (l->softmax && i + 1 < m->nlayers)
+            l->kind = MW_LAYER_SOFTMAX, l->in_place = 0;
+        if (!l->in_place)
+            continue;
+        if (consumers(m, l->in[0]) != 1) {
+            l->in_place = 0;
+            continue;
+        }
+        if (l->kind != MW_LAYER_RELU && l->kind != MW_LAYER_DROPOUT)
+            continue;
+        int p = l->in[0];
+        while (p >= 0 && m->layers[p].in_place)
+            p = m->layers[p].in[0];
+        if (p >= 0 && (m->layers[p].kind == MW_LAYER_ACT || m->layers[p].kind == MW_LAYER_SOFTMAX))
+            l->in_place = 0;
     }
 }
 
@@ -283,12 +526,15 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     if (m->nlayers == 0)
         return mw_err(MW_EMODEL, "model has no layers");
     for (int i = 0; i + 1 < m->nlayers; i++)
-        if (m->layers[i].softmax)
+        if (consumers(m, i) == 0)
             return mw_err(MW_EMODEL,
-                          "layer '%s': softmax is supported only at the end of the model, where "
-                          "it is folded into the cross-entropy loss",
+                          "layer '%s': its output is not used; expected every layer to lead to "
+                          "the model's output (the last layer)",
                           m->layers[i].name);
+    if (consumers(m, m->nlayers - 1) != 0)
+        return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     pool_before_relu(m);
+    plan_in_place(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
     if (last->out_h != 1 || last->out_w != 1)
         return mw_err(MW_EMODEL,
@@ -298,6 +544,7 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     m->nclasses = last->out_c;
     mw_arena_init(&m->params);
     m->nparams = 0;
+    m->nstate = 0;
     for (int i = 0; i < m->nlayers; i++) {
         mw_layer *l = &m->layers[i];
         if (l->w_count) {
@@ -307,6 +554,11 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
         if (l->b_count) {
             l->b_off = mw_arena_reserve(&m->params, l->b_count);
             m->nparams += l->b_count;
+        }
+        if (l->s_count) {
+            l->s_off = mw_arena_reserve(&m->params, l->s_count);
+            m->nparams += l->s_count;
+            m->nstate += l->s_count;
         }
     }
     mw_arena_pad_to(&m->params, pad_multiple);
@@ -408,6 +660,8 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
         if (l->b_count) /* Keras: a 1-D shape (n) has fan_in = fan_out = n */
             init_tensor(m->params.data + l->b_off, l->b_count, &l->bias_init, (int)l->b_count,
                         (int)l->b_count, &r);
+        for (size_t c = 0; c < l->s_count / 2; c++) /* moving mean 0, moving variance 1 */
+            m->params.data[l->s_off + l->s_count / 2 + c] = 1.0f;
     }
 }
 
@@ -469,6 +723,7 @@ void mw_model_ws_free(mw_model_ws *ws)
     free(ws->grad);
     free(ws->argmax);
     free(ws->mask);
+    free(ws->stats);
     if (ws->block_free)
         ws->block_free(ws->block);
     else
@@ -523,8 +778,8 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
         const mw_layer *l = &m->layers[i];
         size_t bytes = n * out_count(l) * sizeof(float);
         if (l->in_place) {
-            put(p->act, i + 1, p->act ? p->act[i] : 0);
-            put(p->grad, i + 1, p->grad ? p->grad[i] : 0);
+            put(p->act, i + 1, p->act ? p->act[l->in[0] + 1] : 0);
+            put(p->grad, i + 1, p->grad ? p->grad[l->in[0] + 1] : 0);
         } else {
             put(p->act, i + 1, off), off += up64(bytes);
             put(p->grad, i + 1, off), off += up64(bytes);
@@ -533,6 +788,8 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
             put(p->arg, i, off), off += up64(n * out_count(l) * sizeof(int32_t));
         if (l->kind == MW_LAYER_DROPOUT)
             put(p->arg, i, off), off += up64(n * out_count(l) * sizeof(float));
+        if (l->kind == MW_LAYER_BATCHNORM)
+            put(p->arg, i, off), off += up64(3 * (size_t)l->out_c * sizeof(float));
         if (l->kind == MW_LAYER_CONV2D) {
             size_t s = mw_conv2d_ws_count(&l->conv, (int)n);
             scratch = s > scratch ? s : scratch;
@@ -585,6 +842,7 @@ static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int w
         ws->argmax[i] =
             m->layers[i].kind == MW_LAYER_MAXPOOL ? (int32_t *)(base + p->arg[i]) : NULL;
         ws->mask[i] = m->layers[i].kind == MW_LAYER_DROPOUT ? (float *)(base + p->arg[i]) : NULL;
+        ws->stats[i] = m->layers[i].kind == MW_LAYER_BATCHNORM ? (float *)(base + p->arg[i]) : NULL;
     }
     ws->prob = (float *)(base + p->prob);
     ws->loss = (float *)(base + p->loss);
@@ -605,7 +863,8 @@ mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
     ws->grad = calloc((size_t)L + 1, sizeof *ws->grad);
     ws->argmax = calloc((size_t)L, sizeof *ws->argmax);
     ws->mask = calloc((size_t)L, sizeof *ws->mask);
-    if (!ws->act || !ws->grad || !ws->argmax || !ws->mask)
+    ws->stats = calloc((size_t)L, sizeof *ws->stats);
+    if (!ws->act || !ws->grad || !ws->argmax || !ws->mask || !ws->stats)
         goto oom;
 
     ws_plan plan;
@@ -640,40 +899,246 @@ oom:
 
 /* ---- forward / backward ---- */
 
+/* Floats per example of tensor t (0: the input, t: layer t-1's output). */
+static size_t tensor_count(const mw_model *m, int t)
+{
+    return t == 0 ? (size_t)m->in_h * m->in_w * m->in_c : out_count(&m->layers[t - 1]);
+}
+
+static void zero_buf(const mw_kernels *kt, const mw_kctx *k, void *p, size_t nbytes)
+{
+    if (kt->zero)
+        kt->zero(k, p, nbytes);
+    else
+        memset(p, 0, nbytes);
+}
+
+/* y = x through the table (a layer that is not in place but computes nothing). */
+static void copy_buf(const mw_kernels *kt, const mw_kctx *k, float *y, const float *x, size_t count)
+{
+    zero_buf(kt, k, y, count * sizeof *y);
+    kt->acc(k, y, x, count);
+}
+
+/* The forward of the layers Functional graphs add. */
+static void fwd_graph(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                      const mw_model_ws *ws, const float *P, int i, int n)
+{
+    const mw_layer *l = &m->layers[i];
+    const float *x = ws->act[l->in[0] + 1];
+    float *y = ws->act[i + 1], *st = ws->stats[i];
+    const size_t cnt = (size_t)n * out_count(l), rows = (size_t)n * l->out_h * l->out_w;
+    const int C = l->out_c;
+    switch (l->kind) {
+    case MW_LAYER_BATCHNORM: {
+        const float *g = l->w_count ? P + l->w_off : NULL, *b = l->b_count ? P + l->b_off : NULL;
+        if (ws->training)
+            kt->bn_fwd_train(k, y, st, st + C, st + 2 * C, x, g, b, rows, C, l->epsilon);
+        else
+            kt->bn_fwd_infer(k, y, x, g, b, P + l->s_off, P + l->s_off + C, rows, C, l->epsilon);
+        break;
+    }
+    case MW_LAYER_AVGPOOL:
+        kt->avgpool_fwd(k, y, x, &l->pool, n);
+        break;
+    case MW_LAYER_ZEROPAD:
+        kt->pad2d_fwd(k, y, x, l->in_h, l->in_w, l->in_c, l->pad[0], l->pad[1], l->pad[2],
+                      l->pad[3], n);
+        break;
+    case MW_LAYER_ADD:
+        zero_buf(kt, k, y, cnt * sizeof *y);
+        for (int j = 0; j < l->nin; j++)
+            kt->acc(k, y, ws->act[l->in[j] + 1], cnt);
+        break;
+    case MW_LAYER_MULTIPLY:
+        kt->mul_fwd(k, y, x, ws->act[l->in[1] + 1], cnt);
+        break;
+    case MW_LAYER_CONCAT:
+        for (int j = 0, off = 0; j < l->nin; j++) {
+            int cj = (int)tensor_count(m, l->in[j] + 1) / (l->out_h * l->out_w);
+            kt->concat_fwd(k, y, ws->act[l->in[j] + 1], rows, cj, C, off);
+            off += cj;
+        }
+        break;
+    case MW_LAYER_ACT:
+        kt->act_fwd(k, y, x, cnt, l->act, l->alpha);
+        break;
+    case MW_LAYER_SOFTMAX:
+        kt->softmax_fwd(k, y, x, rows, C);
+        break;
+    default:
+        break;
+    }
+}
+
+static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      const float *P, int i, int n)
+{
+    const mw_layer *l = &m->layers[i];
+    float *x = ws->act[l->in[0] + 1], *y = ws->act[i + 1];
+    const size_t cnt = (size_t)n * out_count(l);
+    switch (l->kind) {
+    case MW_LAYER_CONV2D:
+        kt->conv2d_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, &l->conv, n);
+        break;
+    case MW_LAYER_MAXPOOL:
+        kt->maxpool_fwd(k, y, ws->argmax[i], x, &l->pool, n);
+        break;
+    case MW_LAYER_DENSE:
+        kt->dense_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, n, l->in_c,
+                      l->out_c);
+        break;
+    case MW_LAYER_RELU:
+        kt->relu_fwd(k, y, x, cnt);
+        break;
+    case MW_LAYER_DROPOUT: /* the layer index keys the mask */
+        if (ws->training && l->rate > 0.0f)
+            kt->dropout_fwd(k, y, ws->mask[i], x, ws->example_ids, ws->dropout_seed, (uint64_t)i,
+                            l->rate, n, out_count(l));
+        else if (!l->in_place)
+            copy_buf(kt, k, y, x, cnt);
+        break;
+    case MW_LAYER_FLATTEN:
+    case MW_LAYER_IDENTITY:
+        if (!l->in_place)
+            copy_buf(kt, k, y, x, cnt);
+        break;
+    default:
+        fwd_graph(m, kt, k, ws, P, i, n);
+        break;
+    }
+}
+
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                       int n)
 {
     const float *P = ws->params ? ws->params : m->params.data;
-    for (int i = 0; i < m->nlayers; i++) {
-        const mw_layer *l = &m->layers[i];
-        float *x = ws->act[i], *y = ws->act[i + 1];
-        switch (l->kind) {
-        case MW_LAYER_CONV2D:
-            kt->conv2d_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, &l->conv, n);
-            break;
-        case MW_LAYER_MAXPOOL:
-            kt->maxpool_fwd(k, y, ws->argmax[i], x, &l->pool, n);
-            break;
-        case MW_LAYER_FLATTEN:
-            break;
-        case MW_LAYER_DENSE:
-            kt->dense_fwd(k, y, x, P + l->w_off, l->has_bias ? P + l->b_off : NULL, n, l->in_c,
-                          l->out_c);
-            break;
-        case MW_LAYER_RELU:
-            kt->relu_fwd(k, y, x, (size_t)n * out_count(l));
-            break;
-        case MW_LAYER_DROPOUT: /* in place; the layer index keys the mask */
-            if (ws->training && l->rate > 0.0f)
-                kt->dropout_fwd(k, y, ws->mask[i], x, ws->example_ids, ws->dropout_seed,
-                                (uint64_t)i, l->rate, n, out_count(l));
-            break;
-        case MW_LAYER_IDENTITY:
-            break;
-        }
-    }
+    for (int i = 0; i < m->nlayers; i++)
+        fwd_layer(m, kt, k, ws, P, i, n);
     if (n > 0)
         kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
+}
+
+/* BatchNormalization's backward, and its batch statistics into the moving-statistics
+ * gradient slots (scale * n * stat; see model.h). The statistics are host memory here:
+ * the tables that run BN (ref, cpu) work on the host. */
+static void bwd_batchnorm(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                          const mw_model_ws *ws, const float *P, float *G, int i, int n,
+                          float scale)
+{
+    const mw_layer *l = &m->layers[i];
+    const int C = l->out_c, t = l->in[0] + 1;
+    const float *st = ws->stats[i];
+    const size_t rows = (size_t)n * l->out_h * l->out_w;
+    kt->bn_bwd(k, t > 0 ? ws->grad[t] : NULL, l->w_count ? G + l->w_off : NULL,
+               l->b_count ? G + l->b_off : NULL, ws->grad[i + 1], ws->act[t], st, st + 2 * C,
+               l->w_count ? P + l->w_off : NULL, rows, C);
+    const float w = scale * (float)n;
+    for (int c = 0; c < C; c++) {
+        G[l->s_off + c] += w * st[c];
+        G[l->s_off + C + c] += w * st[C + c];
+    }
+}
+
+/* The backward of the layers Functional graphs add; every one accumulates into dx. */
+static void bwd_graph(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                      const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
+{
+    const mw_layer *l = &m->layers[i];
+    const int t = l->in[0] + 1, C = l->out_c;
+    float *dx = t > 0 ? ws->grad[t] : NULL, *dy = ws->grad[i + 1];
+    const float *x = ws->act[t], *y = ws->act[i + 1];
+    const size_t cnt = (size_t)n * out_count(l), rows = (size_t)n * l->out_h * l->out_w;
+    switch (l->kind) {
+    case MW_LAYER_BATCHNORM:
+        bwd_batchnorm(m, kt, k, ws, P, G, i, n, scale);
+        return;
+    case MW_LAYER_ADD:
+        for (int j = 0; j < l->nin; j++)
+            if (l->in[j] >= 0)
+                kt->acc(k, ws->grad[l->in[j] + 1], dy, cnt);
+        return;
+    case MW_LAYER_MULTIPLY: {
+        const int u = l->in[1] + 1;
+        kt->mul_bwd(k, dx, u > 0 ? ws->grad[u] : NULL, dy, x, ws->act[u], cnt);
+        return;
+    }
+    case MW_LAYER_CONCAT:
+        for (int j = 0, off = 0; j < l->nin; j++) {
+            const int tj = l->in[j] + 1;
+            const int cj = (int)tensor_count(m, tj) / (l->out_h * l->out_w);
+            if (tj > 0)
+                kt->concat_bwd(k, ws->grad[tj], dy, rows, cj, C, off);
+            off += cj;
+        }
+        return;
+    default:
+        break;
+    }
+    if (!dx)
+        return;
+    if (l->kind == MW_LAYER_AVGPOOL)
+        kt->avgpool_bwd(k, dx, dy, &l->pool, n);
+    else if (l->kind == MW_LAYER_ZEROPAD)
+        kt->pad2d_bwd(k, dx, dy, l->in_h, l->in_w, l->in_c, l->pad[0], l->pad[1], l->pad[2],
+                      l->pad[3], n);
+    else if (l->kind == MW_LAYER_ACT)
+        kt->act_bwd(k, dx, dy, x, y, cnt, l->act, l->alpha);
+    else if (l->kind == MW_LAYER_SOFTMAX)
+        kt->softmax_bwd(k, dx, dy, y, rows, C);
+}
+
+/* ReLU, Dropout, Flatten and identities: in place they overwrite dy with dx (their sole
+ * input's gradient is the same buffer); otherwise dy (no longer needed: every consumer of
+ * this output has run) becomes this layer's contribution, added into dx. */
+static void bwd_simple(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                       const mw_model_ws *ws, int i, int n)
+{
+    const mw_layer *l = &m->layers[i];
+    const int t = l->in[0] + 1;
+    float *dx = t > 0 ? ws->grad[t] : NULL, *dy = ws->grad[i + 1];
+    const size_t cnt = (size_t)n * out_count(l);
+    if (!dx)
+        return;
+    float *out = l->in_place ? dx : dy;
+    if (l->kind == MW_LAYER_RELU)
+        kt->relu_bwd(k, out, dy, ws->act[i + 1], cnt);
+    else if (l->kind == MW_LAYER_DROPOUT && ws->training && l->rate > 0.0f)
+        kt->dropout_bwd(k, out, dy, ws->mask[i], cnt);
+    if (!l->in_place)
+        kt->acc(k, dx, dy, cnt);
+}
+
+static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                      const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
+{
+    const mw_layer *l = &m->layers[i];
+    const int t = l->in[0] + 1;
+    float *dx = t > 0 ? ws->grad[t] : NULL;
+    const float *dy = ws->grad[i + 1];
+    switch (l->kind) {
+    case MW_LAYER_CONV2D:
+        kt->conv2d_bwd(k, dx, G + l->w_off, l->has_bias ? G + l->b_off : NULL, dy, ws->act[t],
+                       P + l->w_off, &l->conv, n);
+        break;
+    case MW_LAYER_MAXPOOL:
+        if (dx)
+            kt->maxpool_bwd(k, dx, dy, ws->argmax[i], &l->pool, n);
+        break;
+    case MW_LAYER_DENSE:
+        kt->dense_bwd(k, dx, G + l->w_off, l->has_bias ? G + l->b_off : NULL, dy, ws->act[t],
+                      P + l->w_off, n, l->in_c, l->out_c);
+        break;
+    case MW_LAYER_RELU:
+    case MW_LAYER_DROPOUT:
+    case MW_LAYER_FLATTEN:
+    case MW_LAYER_IDENTITY:
+        bwd_simple(m, kt, k, ws, i, n);
+        break;
+    default:
+        bwd_graph(m, kt, k, ws, P, G, i, n, scale);
+        break;
+    }
 }
 
 void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
@@ -683,50 +1148,83 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
     const int L = m->nlayers;
     if (n <= 0)
         return;
-    /* Zero the input gradients that layer backward functions accumulate into. */
-    for (int i = 1; i < L; i++) {
+    /* Zero the input gradients that layer backward functions accumulate into: every input
+     * of a layer that is not in place (in place, dx is dy's own buffer). */
+    for (int i = 0; i < L; i++) {
         const mw_layer *l = &m->layers[i];
-        if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_MAXPOOL ||
-            l->kind == MW_LAYER_DENSE) {
-            size_t nbytes = (size_t)n * l->in_h * l->in_w * l->in_c * sizeof(float);
-            if (kt->zero)
-                kt->zero(k, ws->grad[i], nbytes);
-            else
-                memset(ws->grad[i], 0, nbytes);
-        }
+        for (int j = 0; j < l->nin && !l->in_place; j++)
+            if (l->in[j] >= 0)
+                zero_buf(kt, k, ws->grad[l->in[j] + 1],
+                         (size_t)n * tensor_count(m, l->in[j] + 1) * sizeof(float));
     }
     kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale, n, m->nclasses);
-    for (int i = L - 1; i >= 0; i--) {
+    for (int i = L - 1; i >= 0; i--)
+        bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+}
+
+int mw_model_has_batchnorm(const mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == MW_LAYER_BATCHNORM)
+            return 1;
+    return 0;
+}
+
+void mw_model_update_stats(const mw_model *m, float *params, float *grads)
+{
+    for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
-        float *dx = i > 0 ? ws->grad[i] : NULL;
-        const float *dy = ws->grad[i + 1];
-        switch (l->kind) {
-        case MW_LAYER_CONV2D:
-            kt->conv2d_bwd(k, dx, grads + l->w_off, l->has_bias ? grads + l->b_off : NULL, dy,
-                           ws->act[i], P + l->w_off, &l->conv, n);
-            break;
-        case MW_LAYER_MAXPOOL:
-            if (dx)
-                kt->maxpool_bwd(k, dx, dy, ws->argmax[i], &l->pool, n);
-            break;
-        case MW_LAYER_FLATTEN:
-            break;
-        case MW_LAYER_DENSE:
-            kt->dense_bwd(k, dx, grads + l->w_off, l->has_bias ? grads + l->b_off : NULL, dy,
-                          ws->act[i], P + l->w_off, n, l->in_c, l->out_c);
-            break;
-        case MW_LAYER_RELU:
-            if (dx)
-                kt->relu_bwd(k, dx, dy, ws->act[i + 1], (size_t)n * out_count(l));
-            break;
-        case MW_LAYER_DROPOUT:
-            if (dx && ws->training && l->rate > 0.0f)
-                kt->dropout_bwd(k, dx, dy, ws->mask[i], (size_t)n * out_count(l));
-            break;
-        case MW_LAYER_IDENTITY:
-            break;
+        if (l->kind != MW_LAYER_BATCHNORM)
+            continue;
+        const float mom = l->momentum;
+        for (size_t c = 0; c < l->s_count; c++) {
+            float *p = params + l->s_off + c, *g = grads + l->s_off + c;
+            *p = *p * mom + *g * (1.0f - mom);
+            *g = 0.0f;
         }
     }
+}
+
+mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        int ok = 1;
+        switch (l->kind) {
+        case MW_LAYER_BATCHNORM:
+            ok = t->bn_fwd_train && t->bn_fwd_infer && t->bn_bwd;
+            break;
+        case MW_LAYER_AVGPOOL:
+            ok = t->avgpool_fwd && t->avgpool_bwd;
+            break;
+        case MW_LAYER_ZEROPAD:
+            ok = t->pad2d_fwd && t->pad2d_bwd;
+            break;
+        case MW_LAYER_MULTIPLY:
+            ok = t->mul_fwd && t->mul_bwd;
+            break;
+        case MW_LAYER_CONCAT:
+            ok = t->concat_fwd && t->concat_bwd;
+            break;
+        case MW_LAYER_ACT:
+            ok = t->act_fwd && t->act_bwd;
+            break;
+        case MW_LAYER_SOFTMAX:
+            ok = t->softmax_fwd && t->softmax_bwd;
+            break;
+        default:
+            ok = l->kind == MW_LAYER_ADD || l->in_place || l->kind == MW_LAYER_CONV2D ||
+                 l->kind == MW_LAYER_MAXPOOL || l->kind == MW_LAYER_DENSE || t->acc;
+        }
+        if (l->kind == MW_LAYER_ADD)
+            ok = t->acc != NULL;
+        if (!ok)
+            return mw_err(MW_EUNSUPPORTED,
+                          "layer '%s' (%s): the %s kernels do not implement it yet; train this "
+                          "model on the CPU (--device cpu)",
+                          l->name, l->cls, t->name);
+    }
+    return MW_OK;
 }
 
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
@@ -748,28 +1246,84 @@ int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *l
     return correct;
 }
 
-void mw_model_summary(const mw_model *m, FILE *f)
+/* The Keras layer whose output tensor idx is (a folded activation belongs to its layer). */
+static const char *shown_name(const mw_model *m, int idx)
 {
-    fprintf(f, "Model: \"%s\"\n", m->name);
-    fprintf(f, "%-32s %-22s %10s\n", "Layer (type)", "Output Shape", "Param #");
-    fprintf(f, "=================================================================\n");
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    return idx < 0 ? (m->input_name[0] ? m->input_name : "input_layer") : m->layers[idx].name;
+}
+
+static void shape_text(char *s, size_t n, const mw_layer *l)
+{
+    if (l->flat)
+        snprintf(s, n, "(None, %d)", l->out_c);
+    else
+        snprintf(s, n, "(None, %d, %d, %d)", l->out_h, l->out_w, l->out_c);
+}
+
+/* A graph's rows: Keras' "Connected to" column names each input as layer[0][0]. */
+static size_t summary_graph(const mw_model *m, FILE *f)
+{
+    char shape[48];
+    if (m->flat_input)
+        snprintf(shape, sizeof shape, "(None, %d)", m->in_c);
+    else
+        snprintf(shape, sizeof shape, "(None, %d, %d, %d)", m->in_h, m->in_w, m->in_c);
+    char label[96];
+    snprintf(label, sizeof label, "%s (InputLayer)", shown_name(m, -1));
+    fprintf(f, "%-48s %-22s %10d  %s\n", label, shape, 0, "-");
     size_t total = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         if (l->folded)
             continue;
-        char label[96], shape[48];
+        char conn[512] = "";
+        size_t used = 0;
+        for (int j = 0; j < l->nin && used < sizeof conn; j++)
+            used += (size_t)snprintf(conn + used, sizeof conn - used, "%s%s[0][0]", j ? ", " : "",
+                                     shown_name(m, l->in[j]));
         snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
-        if (l->flat)
-            snprintf(shape, sizeof shape, "(None, %d)", l->out_c);
-        else
-            snprintf(shape, sizeof shape, "(None, %d, %d, %d)", l->out_h, l->out_w, l->out_c);
-        size_t np = l->w_count + l->b_count;
+        shape_text(shape, sizeof shape, l);
+        size_t np = l->w_count + l->b_count + l->s_count;
         total += np;
-        fprintf(f, "%-32s %-22s %10zu\n", label, shape, np);
+        fprintf(f, "%-48s %-22s %10zu  %s\n", label, shape, np, conn);
     }
-    fprintf(f, "=================================================================\n");
-    fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: 0\n", total, total);
+    return total;
+}
+
+void mw_model_summary(const mw_model *m, FILE *f)
+{
+    fprintf(f, "Model: \"%s\"\n", m->name);
+    size_t total = 0, state = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        state += m->layers[i].s_count;
+    if (m->graph) {
+        fprintf(f, "%-48s %-22s %10s  %s\n", "Layer (type)", "Output Shape", "Param #",
+                "Connected to");
+        fprintf(f, "==================================================================="
+                   "==================\n");
+        total = summary_graph(m, f);
+        fprintf(f, "==================================================================="
+                   "==================\n");
+    } else {
+        fprintf(f, "%-32s %-22s %10s\n", "Layer (type)", "Output Shape", "Param #");
+        fprintf(f, "=================================================================\n");
+        for (int i = 0; i < m->nlayers; i++) {
+            const mw_layer *l = &m->layers[i];
+            if (l->folded)
+                continue;
+            char label[96], shape[48];
+            snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
+            shape_text(shape, sizeof shape, l);
+            size_t np = l->w_count + l->b_count + l->s_count;
+            total += np;
+            fprintf(f, "%-32s %-22s %10zu\n", label, shape, np);
+        }
+        fprintf(f, "=================================================================\n");
+    }
+    fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: %zu\n", total,
+            total - state, state);
 }
 
 /* ---- comparing two models (mw_model_diff) ------------------------------------------------- */
@@ -798,21 +1352,32 @@ static int count_shown(const mw_model *m)
 
 /* The activation of shown layer i. A folded one belongs to the nearest Conv2D or Dense before
  * it: right after it, or after the MaxPool that finalize moved before it (pool_before_relu). */
+static const char *act_name(const mw_layer *l)
+{
+    static const char *const names[] = {"sigmoid", "tanh", "gelu",      "gelu_tanh",
+                                        "silu",    "elu",  "leaky_relu"};
+    if (l->kind == MW_LAYER_ACT)
+        return names[l->act];
+    return l->kind == MW_LAYER_RELU ? "relu" : l->softmax ? "softmax" : "linear";
+}
+
 static const char *activation_of(const mw_model *m, int i)
 {
     const mw_layer *l = &m->layers[i];
     if (!weighted(l))
-        return l->kind == MW_LAYER_RELU ? "relu" : l->softmax ? "softmax" : "linear";
+        return act_name(l);
     for (int j = i + 1; j < m->nlayers && !weighted(&m->layers[j]); j++)
         if (m->layers[j].folded)
-            return m->layers[j].kind == MW_LAYER_RELU ? "relu" : "softmax";
+            return act_name(&m->layers[j]);
     return "linear";
 }
 
 /* What a layer computes: Activation, ReLU and Softmax layers are all activations. */
 static int role(const mw_layer *l)
 {
-    return l->kind == MW_LAYER_IDENTITY ? (int)MW_LAYER_RELU : (int)l->kind;
+    return l->kind == MW_LAYER_IDENTITY || l->kind == MW_LAYER_ACT || l->kind == MW_LAYER_SOFTMAX
+               ? (int)MW_LAYER_RELU
+               : (int)l->kind;
 }
 
 /* "<what> <x> in the checkpoint, <y> in --model" into d; returns 1. */
@@ -902,6 +1467,25 @@ static int padding_differs(char *d, size_t n, const mw_layer *x, const mw_layer 
     return differs(d, n, "padding", x->same ? "same" : "valid", y->same ? "same" : "valid");
 }
 
+/* BatchNormalization: center, scale, momentum, epsilon. */
+static int bn_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    char sx[40], sy[40];
+    if (!!x->w_count != !!y->w_count)
+        return differs(d, n, "scale", x->w_count ? "true" : "false", y->w_count ? "true" : "false");
+    if (!!x->b_count != !!y->b_count)
+        return differs(d, n, "center", x->b_count ? "true" : "false",
+                       y->b_count ? "true" : "false");
+    const float vx[2] = {x->momentum, x->epsilon}, vy[2] = {y->momentum, y->epsilon};
+    for (int k = 0; k < 2; k++)
+        if (vx[k] != vy[k]) {
+            real_str(sx, sizeof sx, vx[k], vy[k]);
+            real_str(sy, sizeof sy, vy[k], vx[k]);
+            return differs(d, n, k ? "epsilon" : "momentum", sx, sy);
+        }
+    return 0;
+}
+
 /* The settings of x and y (of the same kind) past their input shapes. */
 static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
@@ -926,6 +1510,17 @@ static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *
                                (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
     case MW_LAYER_DENSE:
         return dims_differ(d, n, "units", &x->out_c, &y->out_c, 1);
+    case MW_LAYER_AVGPOOL:
+        return dims_differ(d, n, "pool size", (const int[]){qx->PH, qx->PW},
+                           (const int[]){qy->PH, qy->PW}, 2) ||
+               dims_differ(d, n, "strides", (const int[]){qx->SH, qx->SW},
+                           (const int[]){qy->SH, qy->SW}, 2) ||
+               padding_differs(d, n, x, y, (const int[]){qx->PT, qx->PL, qx->OH, qx->OW},
+                               (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
+    case MW_LAYER_ZEROPAD:
+        return dims_differ(d, n, "padding", x->pad, y->pad, 4);
+    case MW_LAYER_BATCHNORM:
+        return bn_differs(d, n, x, y);
     case MW_LAYER_DROPOUT:
         if (x->rate == y->rate)
             return 0;
@@ -937,12 +1532,44 @@ static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *
     }
 }
 
+/* The shown-layer number of output idx (-1: the model input; a folded activation counts as its
+ * layer). */
+static int shown_ordinal(const mw_model *m, int idx)
+{
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    int k = -1;
+    for (int i = 0; i <= idx; i++)
+        k += !m->layers[i].folded;
+    return idx < 0 ? -1 : k;
+}
+
+/* The inputs of layer i as shown-layer numbers ("input" for the model's), into s. */
+static void inputs_str(char *s, size_t n, const mw_model *m, int i)
+{
+    const mw_layer *l = &m->layers[i];
+    size_t used = 0;
+    s[0] = '\0';
+    for (int j = 0; j < l->nin && used < n; j++) {
+        int o = shown_ordinal(m, l->in[j]);
+        if (o < 0)
+            used += (size_t)snprintf(s + used, n - used, "%sthe input", j ? ", " : "");
+        else
+            used += (size_t)snprintf(s + used, n - used, "%slayer %d", j ? ", " : "", o);
+    }
+}
+
 /* The first difference between shown layer i of a and shown layer j of b into d; 0: none. */
 static int layer_differs(char *d, size_t n, const mw_model *a, int i, const mw_model *b, int j)
 {
     const mw_layer *x = &a->layers[i], *y = &b->layers[j];
     if (role(x) != role(y))
         return differs(d, n, "", x->cls, y->cls);
+    char ix[160], iy[160];
+    inputs_str(ix, sizeof ix, a, i);
+    inputs_str(iy, sizeof iy, b, j);
+    if (strcmp(ix, iy) != 0)
+        return differs(d, n, "inputs", ix, iy);
     if (dims_differ(d, n, "input", (const int[]){x->in_h, x->in_w, x->in_c},
                     (const int[]){y->in_h, y->in_w, y->in_c}, 3) ||
         config_differs(d, n, x, y))
@@ -953,6 +1580,12 @@ static int layer_differs(char *d, size_t n, const mw_model *a, int i, const mw_m
         const char *ax = activation_of(a, i), *ay = activation_of(b, j);
         if (strcmp(ax, ay) != 0)
             return differs(d, n, "activation", ax, ay);
+        if (x->kind == MW_LAYER_ACT && x->alpha != y->alpha) {
+            char sx[40], sy[40];
+            real_str(sx, sizeof sx, x->alpha, y->alpha);
+            real_str(sy, sizeof sy, y->alpha, x->alpha);
+            return differs(d, n, "alpha", sx, sy);
+        }
     }
     return dims_differ(d, n, "output", (const int[]){x->out_h, x->out_w, x->out_c},
                        (const int[]){y->out_h, y->out_w, y->out_c}, 3);

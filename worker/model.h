@@ -1,4 +1,23 @@
-/* The model: a sequential stack of layers over one flat parameter arena.
+/* The model: a graph of layers in topological order over one flat parameter arena.
+ *
+ * Each layer names its input tensors by their producers (layer indices, -1 for the model's
+ * input); a Sequential model is the chain where layer i reads layer i-1. Tensors: act[0] is
+ * the input, act[i+1] the output of layer i. A tensor read by several layers gets the SUM of
+ * their gradients (each consumer accumulates); a layer runs in place (its output aliases its
+ * input) only when it is its input's sole consumer. The last layer is the model's output.
+ *
+ * BatchNormalization state: gamma and beta are ordinary parameters (w_off, b_off); the
+ * moving mean and variance live in the same arena right after them (s_off: C means then C
+ * variances), so checkpoints, --dump-weights and exports carry them with no new format. The
+ * optimizer leaves them alone because their gradient slot is zero when it runs: backward
+ * writes scale * n * (batch mean, batch variance) into those slots (n examples of the slice,
+ * scale = 1 / global batch), the gradient all-reduce sums them over the replicas (the
+ * examples-weighted mean of the replicas' batch statistics, the same on every replica), and
+ * mw_model_update_stats, called between the all-reduce and the optimizer, folds them into the
+ * moving statistics (Keras: moving = moving * momentum + stat * (1 - momentum)) and zeroes
+ * the slots. Adam and SGD leave a weight with a zero gradient and zero slots unchanged.
+ * Batch statistics are taken over one forward call: the CPU backend runs a BN model's
+ * replica slice in one pass (see mw_model_has_batchnorm).
  *
  * Building is two-phase: add layers (shapes are checked here, once, so kernels
  * never have to), then mw_model_finalize allocates the parameter arena with a
@@ -30,9 +49,19 @@ typedef enum {
     MW_LAYER_FLATTEN,
     MW_LAYER_DENSE,
     MW_LAYER_RELU,
-    MW_LAYER_DROPOUT,  /* inverted dropout while training, identity otherwise */
-    MW_LAYER_IDENTITY, /* Activation('linear'), or the final softmax folded into the loss */
+    MW_LAYER_DROPOUT,   /* inverted dropout while training, identity otherwise */
+    MW_LAYER_IDENTITY,  /* Activation('linear'), or the final softmax folded into the loss */
+    MW_LAYER_BATCHNORM, /* axis -1: batch statistics while training, the moving ones else */
+    MW_LAYER_AVGPOOL,   /* AveragePooling2D, and GlobalAveragePooling2D (flat output) */
+    MW_LAYER_ZEROPAD,   /* ZeroPadding2D */
+    MW_LAYER_ADD,       /* Add: the sum of its inputs (equal shapes) */
+    MW_LAYER_MULTIPLY,  /* Multiply: the product of its two inputs */
+    MW_LAYER_CONCAT,    /* Concatenate on the channel axis */
+    MW_LAYER_ACT,       /* sigmoid, tanh, gelu, silu, elu, leaky_relu (act, alpha) */
+    MW_LAYER_SOFTMAX,   /* a softmax computed as a layer (not the last one) */
 } mw_layer_kind;
+
+#define MW_MAX_INPUTS 16 /* inputs of one merge layer */
 
 typedef enum {
     MW_INIT_ZEROS,
@@ -66,7 +95,17 @@ typedef struct {
     double l1, l2;
 } mw_regularizer;
 
-typedef enum { MW_ACT_LINEAR, MW_ACT_RELU, MW_ACT_SOFTMAX } mw_activation;
+typedef enum {
+    MW_ACT_LINEAR,
+    MW_ACT_RELU,
+    MW_ACT_SOFTMAX,
+    MW_ACT_SIGMOID,
+    MW_ACT_TANH,
+    MW_ACT_GELU,
+    MW_ACT_SILU,
+    MW_ACT_ELU,
+    MW_ACT_LEAKY_RELU,
+} mw_activation;
 
 typedef struct {
     mw_layer_kind kind;
@@ -88,6 +127,16 @@ typedef struct {
     int in_place; /* output aliases input (relu, flatten, dropout, identity) */
     int folded;   /* a Keras layer's `activation`, shown with that layer */
     int flat;     /* the output is (batch, units) in Keras terms */
+    int nin;      /* inputs: producer layer indices, -1 for the model's input */
+    int in[MW_MAX_INPUTS];
+    mw_act_kind act; /* MW_LAYER_ACT */
+    float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
+    int global;      /* pooling over the whole image (Global*Pooling2D) */
+    int pad[4];      /* ZeroPadding2D: top, bottom, left, right */
+    /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
+     * mean and variance at s_off (s_count = 2 C, not trainable) */
+    size_t s_off, s_count;
+    float momentum, epsilon;
 } mw_layer;
 
 typedef struct {
@@ -98,9 +147,14 @@ typedef struct {
     char name[64];  /* the Keras model name, "sequential" by default */
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
-    int nclasses;    /* width of the last layer */
+    int nclasses;        /* width of the last layer */
+    int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
+    char input_name[64]; /* the graph's InputLayer, for the summary */
+    int *next_in;        /* mw_model_set_inputs: inputs of the next added layer (owned) */
+    int next_nin;
     mw_arena params; /* allocated by finalize */
-    size_t nparams;  /* real parameters (without padding) */
+    size_t nparams;  /* real parameters (without padding), BN moving statistics included */
+    size_t nstate;   /* of which non-trainable (BN moving statistics) */
     int finalized;
     struct mw_preprocess *pre; /* owned: the leading Keras preprocessing layers, or NULL */
 } mw_model;
@@ -128,6 +182,29 @@ mw_status mw_model_add_activation(mw_model *m, const char *name, mw_activation a
  * (hidden in the summary), 0 for a Keras Softmax layer. Computes nothing: the
  * cross-entropy applies it. Finalize fails unless it is the last layer. */
 mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded);
+/* The inputs of the NEXT added layer (producer indices < nlayers, -1: the model input);
+ * without it a layer reads the previous one. Graph builders call it before each add. */
+mw_status mw_model_set_inputs(mw_model *m, const int *in, int nin);
+/* Keras BatchNormalization(axis=-1, momentum, epsilon, center, scale). */
+mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, float epsilon,
+                                 int center, int scale);
+/* AveragePooling2D (padded cells are not counted). */
+mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
+                               int same);
+/* GlobalAveragePooling2D (max = 0) or GlobalMaxPooling2D (max = 1): (None, C) outputs. */
+mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max);
+mw_status mw_model_add_zeropad(mw_model *m, const char *name, int top, int bottom, int left,
+                               int right);
+/* Merges of the inputs set by mw_model_set_inputs: Add (equal shapes), Multiply (two
+ * inputs of equal shapes), Concatenate (channels; equal heights and widths). */
+mw_status mw_model_add_add(mw_model *m, const char *name);
+mw_status mw_model_add_multiply(mw_model *m, const char *name);
+mw_status mw_model_add_concat(mw_model *m, const char *name);
+/* Any activation as a layer (an Activation layer, or folded = 1: the previous layer's
+ * activation=...); relu, linear and softmax go to the layers above. alpha: elu's alpha or
+ * leaky_relu's negative slope. */
+mw_status mw_model_add_act(mw_model *m, const char *name, mw_activation act, float alpha,
+                           int folded);
 /* Initializers of the last added layer's kernel and bias (NULL: keep Keras'
  * defaults, Glorot-uniform and zeros); MW_EINTERNAL when it has no weights. */
 mw_status mw_model_set_init(mw_model *m, const mw_init *kernel, const mw_init *bias);
@@ -142,6 +219,17 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple);
  * Conv2D kernel fan_in = KH*KW*C, fan_out = KH*KW*O; Dense (I, O); a bias of
  * n values has fan_in = fan_out = n. */
 void mw_model_init_params(mw_model *m, uint64_t seed);
+
+/* 1 when the model has a BatchNormalization layer (its training forward needs the whole
+ * replica slice in one call). */
+int mw_model_has_batchnorm(const mw_model *m);
+/* After the all-reduce, before the optimizer: fold the summed batch statistics in grads
+ * into the moving statistics in params and zero those gradient slots (host arrays, arena
+ * layout). Nothing without BatchNormalization. */
+void mw_model_update_stats(const mw_model *m, float *params, float *grads);
+/* MW_EUNSUPPORTED naming the first layer whose op the table t lacks (the CUDA table does
+ * not fill the graph ops yet); MW_OK when t runs every layer. */
+mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t);
 
 /* Weight regularization (Keras kernel_regularizer / bias_regularizer):
  * adds scale * d(reg)/dw into grads (same layout as params; NULL: loss only)
@@ -181,6 +269,7 @@ typedef struct {
     float **act;                 /* nlayers + 1 views: act[0] input, act[i+1] output of layer i */
     float **grad;                /* same shapes; grad[0] unused */
     int32_t **argmax;            /* per maxpool layer, else NULL */
+    float **stats;               /* per BN layer: batch mean, variance, 1/stddev (3 C) */
     float **mask;                /* per dropout layer (max_n x its size), else NULL */
     float *prob;                 /* (max_n, nclasses) softmax */
     float *loss;                 /* (max_n) per-example losses */

@@ -6,7 +6,13 @@
  * single-threaded kernels, its own workspace and its own gradient buffer (no
  * barriers inside a step). The buffers are summed in thread order, so a given
  * layout and thread count is bitwise reproducible. The gradients of thread 0 live
- * in the all-reduce's shared slot when it has one (no copy in). */
+ * in the all-reduce's shared slot when it has one (no copy in).
+ *
+ * BatchNormalization takes its batch statistics over the replica's whole slice, so a
+ * model with BN trains each slice in ONE forward/backward on thread 0's workspace (sized
+ * for the whole slice) with kernels that may use every thread: --micro-batch and the thread
+ * count do not change its statistics. Its moving statistics travel in the gradient
+ * all-reduce and are folded in before the optimizer (mw_model_update_stats). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,8 @@ struct mw_replicas {
     mw_kernels kt;
     mw_kctx k;                          /* whole-rank context (optimizer update) */
     mw_kctx tk[MW_CPU_MAX_THREADS];     /* per-thread contexts */
+    mw_kctx bk;                         /* BN models: a whole slice on ws[0], all threads */
+    int whole_slice;                    /* the model has BN: train a slice in one pass */
     mw_model_ws ws[MW_CPU_MAX_THREADS]; /* per-thread activations */
     float *tgrads[MW_CPU_MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
     double tsum[MW_CPU_MAX_THREADS][3]; /* per-thread loss sum, correct, examples */
@@ -57,14 +65,21 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
 #endif
     const size_t count = env->model->params.count;
     const int per_thread = mw_cpu_examples_per_thread(o, T);
+    r->whole_slice = mw_model_has_batchnorm(env->model);
     for (int i = 0; i < T; i++) {
-        MW_TRY(mw_model_ws_alloc(&r->ws[i], env->model, per_thread));
+        int max_n = i == 0 && r->whole_slice && o->batch_per_replica > per_thread
+                        ? o->batch_per_replica
+                        : per_thread;
+        MW_TRY(mw_model_ws_alloc(&r->ws[i], env->model, max_n));
         r->tk[i].nthreads = 1;
         r->tk[i].ws = r->ws[i].scratch;
         r->tk[i].ws_count = r->ws[i].scratch_count;
         if (i > 0 && !(r->tgrads[i] = mw_alloc_aligned(count * sizeof(float))))
             return mw_err(MW_ENOMEM, "cannot allocate per-thread gradients");
     }
+    r->bk.nthreads = T;
+    r->bk.ws = r->ws[0].scratch;
+    r->bk.ws_count = r->ws[0].scratch_count;
     return MW_OK;
 }
 
@@ -83,6 +98,27 @@ static mw_status cpu_connect(mw_replicas *r)
     return MW_OK;
 }
 
+/* A BN model's training slice: one forward and backward over all cnt examples. */
+static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long cnt,
+                            long gb, uint64_t dseed, double sums[3])
+{
+    const mw_model *m = r->env.model;
+    mw_model_ws *ws = &r->ws[0];
+    const int n = (int)cnt;
+    double ls = 0;
+    mw_dataset_batch(data, ws->act[0], ws->labels, ids, n);
+    ws->training = 1;
+    ws->dropout_seed = dseed;
+    ws->example_ids = ids;
+    mw_model_forward(m, &r->kt, &r->bk, ws, n);
+    mw_model_backward(m, &r->kt, &r->bk, ws, r->tgrads[0], n, 1.0f / (float)gb);
+    for (int j = 0; j < n; j++)
+        ls += ws->loss[j];
+    sums[0] += ls / (double)gb;
+    sums[1] += mw_model_correct(m, ws, n);
+    sums[2] += (double)cnt;
+}
+
 /* One replica's slice of cnt examples of data, cut again among the threads. ids: the
  * slice's example ids, or NULL for first, first+1, ... (evaluation). Training: forward
  * and backward (dropout keyed by the example ids, gradients scaled by 1 / gb) into the
@@ -93,6 +129,10 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
 {
     const int T = r->env.nthreads;
     const mw_model *m = r->env.model;
+    if (training && r->whole_slice) {
+        run_whole_slice(r, data, ids, cnt, gb, dseed, sums);
+        return;
+    }
 #pragma omp parallel num_threads(T)
     {
         int th = 0;
@@ -190,6 +230,7 @@ static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
 static mw_status cpu_update(mw_replicas *r, float rate)
 {
     const mw_replicas_env *e = &r->env;
+    mw_model_update_stats(e->model, e->model->params.data, r->tgrads[0]);
     mw_optimizer_apply(e->o, &r->kt, &r->k, e->model->params.data, e->m1->data, e->m2->data,
                        r->tgrads[0], e->model->params.count, rate);
     return MW_OK;

@@ -136,6 +136,7 @@ static mw_status gpu_open(mw_replicas **out, const mw_replicas_env *env)
     mw_kernels_init_cuda(&r->kt);
     if (strcmp(r->kt.name, "cuda") != 0)
         return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available", first);
+    MW_TRY(mw_model_check_kernels(env->model, &r->kt));
     if (!(r->gd = calloc((size_t)ndev, sizeof *r->gd)))
         return mw_err(MW_ENOMEM, "out of memory");
     /* a device runs a replica's whole slice at once: micro-batches are for the CPU's caches */

@@ -3,6 +3,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/graphops.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
@@ -22,4 +23,7 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->sgd = mw_sgd_cpu;
     t->dropout_fwd = mw_dropout_fwd_cpu;
     t->dropout_bwd = mw_dropout_bwd_cpu;
+    t->bn_fwd_train = mw_bn_fwd_train_cpu;
+    t->bn_fwd_infer = mw_bn_fwd_infer_cpu;
+    t->bn_bwd = mw_bn_bwd_cpu;
 }

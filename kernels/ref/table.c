@@ -3,6 +3,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/graphops.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
@@ -34,4 +35,20 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;
     t->regularize = mw_regularize_ref;
+    t->bn_fwd_train = mw_bn_fwd_train_ref;
+    t->bn_fwd_infer = mw_bn_fwd_infer_ref;
+    t->bn_bwd = mw_bn_bwd_ref;
+    t->avgpool_fwd = mw_avgpool_fwd_ref;
+    t->avgpool_bwd = mw_avgpool_bwd_ref;
+    t->pad2d_fwd = mw_pad2d_fwd_ref;
+    t->pad2d_bwd = mw_pad2d_bwd_ref;
+    t->acc = mw_acc_ref;
+    t->mul_fwd = mw_mul_fwd_ref;
+    t->mul_bwd = mw_mul_bwd_ref;
+    t->concat_fwd = mw_concat_fwd_ref;
+    t->concat_bwd = mw_concat_bwd_ref;
+    t->act_fwd = mw_act_fwd_ref;
+    t->act_bwd = mw_act_bwd_ref;
+    t->softmax_fwd = mw_softmax_fwd_ref;
+    t->softmax_bwd = mw_softmax_bwd_ref;
 }

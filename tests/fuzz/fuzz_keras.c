@@ -50,7 +50,7 @@ static void run_small(mw_model *m)
     cost(m, &flops, &acts);
     size_t weights = 0;
     for (int i = 0; i < m->nlayers; i++)
-        weights += m->layers[i].w_count + m->layers[i].b_count;
+        weights += m->layers[i].w_count + m->layers[i].b_count + m->layers[i].s_count;
     if (weights > (1u << 16) || flops > 3e5 || acts > 1e5)
         return;
     if (mw_model_finalize(m, 16) != MW_OK)
@@ -101,9 +101,10 @@ static void one(const char *text, size_t size, int h, int w, int c, int nclasses
             const mw_layer *l = &m.layers[i];
             check(l->name[0] != '\0' && l->cls != NULL, "named layer");
             check(l->out_h > 0 && l->out_w > 0 && l->out_c > 0, "positive shapes");
-            if (i > 0)
-                check(l->in_h == m.layers[i - 1].out_h && l->in_w == m.layers[i - 1].out_w &&
-                          l->in_c == m.layers[i - 1].out_c,
+            check(l->nin >= 1 && l->in[0] >= -1 && l->in[0] < i, "inputs come earlier");
+            if (l->in[0] >= 0) /* the first input's shape is the layer's input shape */
+                check(l->in_h == m.layers[l->in[0]].out_h && l->in_w == m.layers[l->in[0]].out_w &&
+                          (l->kind == MW_LAYER_CONCAT || l->in_c == m.layers[l->in[0]].out_c),
                       "layers chain");
         }
         check(m.source && m.source_nbytes == size && memcmp(m.source, text, size) == 0,

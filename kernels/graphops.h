@@ -1,0 +1,57 @@
+/* Twins of the ops Functional graphs and their layers add (see kernels.h for the contract):
+ * BatchNormalization, average pooling, zero padding, the elementwise merges (Add, Multiply,
+ * Concatenate), the smooth activations and a softmax layer. */
+#ifndef MW_KERNELS_GRAPHOPS_H
+#define MW_KERNELS_GRAPHOPS_H
+
+#include "kernels/kernels.h"
+
+#define MW_GRAPHOPS_DECL(sfx)                                                                      \
+    void mw_bn_fwd_train_##sfx(const mw_kctx *k, float *y, float *mean, float *var, float *invstd, \
+                               const float *x, const float *gamma, const float *beta, size_t rows, \
+                               int C, float eps);                                                  \
+    void mw_bn_fwd_infer_##sfx(const mw_kctx *k, float *y, const float *x, const float *gamma,     \
+                               const float *beta, const float *mean, const float *var,             \
+                               size_t rows, int C, float eps);                                     \
+    void mw_bn_bwd_##sfx(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,                 \
+                         const float *dy, const float *x, const float *mean, const float *invstd,  \
+                         const float *gamma, size_t rows, int C);                                  \
+    void mw_avgpool_fwd_##sfx(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g,   \
+                              int N);                                                              \
+    void mw_avgpool_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const mw_pool_geom *g, \
+                              int N);                                                              \
+    void mw_pad2d_fwd_##sfx(const mw_kctx *k, float *y, const float *x, int H, int W, int C,       \
+                            int PT, int PB, int PL, int PR, int N);                                \
+    void mw_pad2d_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, int H, int W, int C,     \
+                            int PT, int PB, int PL, int PR, int N);                                \
+    void mw_acc_##sfx(const mw_kctx *k, float *y, const float *x, size_t count);                   \
+    void mw_mul_fwd_##sfx(const mw_kctx *k, float *y, const float *a, const float *b,              \
+                          size_t count);                                                           \
+    void mw_mul_bwd_##sfx(const mw_kctx *k, float *da, float *db, const float *dy, const float *a, \
+                          const float *b, size_t count);                                           \
+    void mw_concat_fwd_##sfx(const mw_kctx *k, float *y, const float *x, size_t rows, int CX,      \
+                             int CY, int off);                                                     \
+    void mw_concat_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, size_t rows, int CX,    \
+                             int CY, int off);                                                     \
+    void mw_act_fwd_##sfx(const mw_kctx *k, float *y, const float *x, size_t count,                \
+                          mw_act_kind kind, float alpha);                                          \
+    void mw_act_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *x,            \
+                          const float *y, size_t count, mw_act_kind kind, float alpha);            \
+    void mw_softmax_fwd_##sfx(const mw_kctx *k, float *y, const float *x, size_t rows, int C);     \
+    void mw_softmax_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *y,        \
+                              size_t rows, int C);
+MW_GRAPHOPS_DECL(ref)
+#undef MW_GRAPHOPS_DECL
+
+/* The fast CPU path overrides BatchNormalization (kernels/cpu/graphops.c). */
+void mw_bn_fwd_train_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                         const float *x, const float *gamma, const float *beta, size_t rows, int C,
+                         float eps);
+void mw_bn_fwd_infer_cpu(const mw_kctx *k, float *y, const float *x, const float *gamma,
+                         const float *beta, const float *mean, const float *var, size_t rows, int C,
+                         float eps);
+void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
+                   const float *x, const float *mean, const float *invstd, const float *gamma,
+                   size_t rows, int C);
+
+#endif

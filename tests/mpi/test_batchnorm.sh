@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# BatchNormalization under data parallelism (worker/model.h, replicas_cpu.c), on a Functional
+# residual block with BN (tests/data/keras/graph/resblock_k3.json):
+# - the CPU backend's --micro-batch does not change the result: a replica's batch statistics
+#   come from its whole slice (weights and moving statistics bitwise equal for micro-batches
+#   of 4, 16 and 64);
+# - the moving statistics travel with the gradient all-reduce: 2 ranks x 1 replica and
+#   1 rank x 2 replicas (the same slices) agree within 1e-4, and 2 ranks twice are bitwise
+#   equal; the moving variance has moved away from its initial 1;
+# - a checkpoint carries the moving statistics: 1 epoch, then --resume for a 2nd, is bitwise
+#   the 2 epochs in one run.
+#   test_batchnorm.sh MWTRAIN CMP_WEIGHTS
+set -uo pipefail
+mw=$1 cmp=$2
+src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+model=$src/tests/data/keras/graph/resblock_k3.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+pass=0 fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+common=(train --model "$model" --steps-per-epoch 8 --test-examples 200 --progress none --quiet
+        --summary-dir "" --collective-timeout 120 --threads 1)
+run() { # name ranks [flags...]
+    local name=$1 n=$2
+    shift 2
+    timeout 300 mpiexec -n "$n" "$mw" "${common[@]}" --dump-weights "$tmp/$name.bin" "$@" \
+        >"$tmp/$name.out" 2>&1
+    local rc=$?
+    check '[[ $rc -eq 0 ]]' "$name: exit $rc: $(tail -n 3 "$tmp/$name.out")"
+}
+run mb4 1 --epochs 1 --checkpoint-every-epochs 0 --micro-batch 4
+run mb16 1 --epochs 1 --checkpoint-every-epochs 0 --micro-batch 16
+run mb64 1 --epochs 1 --checkpoint-every-epochs 0 --micro-batch 64
+check '"$cmp" "$tmp/mb4.bin" "$tmp/mb16.bin" && "$cmp" "$tmp/mb4.bin" "$tmp/mb64.bin"' \
+    "--micro-batch 4, 16, 64: the same weights and moving statistics, bitwise"
+
+run r2 2 --epochs 1 --checkpoint-every-epochs 0 --batch-per-replica 32
+run r2-again 2 --epochs 1 --checkpoint-every-epochs 0 --batch-per-replica 32
+run rep2 1 --epochs 1 --checkpoint-every-epochs 0 --batch-per-replica 32 --replicas-per-worker 2
+check '"$cmp" "$tmp/r2.bin" "$tmp/r2-again.bin"' "2 ranks twice: bitwise equal"
+check '"$cmp" "$tmp/r2.bin" "$tmp/rep2.bin" 1e-4' "2 ranks and 1 rank x 2 replicas agree"
+# the BN's moving variance left its initial 1 (the dump is packed, layer by layer: conv_a
+# kernel 36, bias 4, conv_b 144 + 4, bn gamma 4, beta 4, moving mean 4, moving variance 4, ...)
+check 'python3 - "$tmp/r2.bin" <<PY
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+f = struct.unpack("<%df" % (len(d) // 4), d)
+o = 36 + 4 + 144 + 4 + 4 + 4 + 4
+var = f[o:o + 4]
+sys.exit(0 if len(f) == 254 and all(abs(v - 1.0) > 1e-4 and v > 0 for v in var) else 1)
+PY' "the moving variance was updated by training"
+
+run straight 1 --epochs 2 --checkpoint-every-epochs 0
+run first 1 --epochs 1 --checkpoint-dir "$tmp/ck"
+run resumed 1 --epochs 2 --resume --checkpoint-dir "$tmp/ck"
+check '"$cmp" "$tmp/straight.bin" "$tmp/resumed.bin"' \
+    "1 epoch + --resume: bitwise the 2 epochs in one run (moving statistics included)"
+echo "$pass passed, $fail failed"
+((fail == 0))
