@@ -28,9 +28,12 @@ void mw_train_opts_default(mw_train_opts *o)
     o->summary_dir = "./logs";
     o->device = "auto";
     o->collective_timeout = MW_DEFAULT_TIMEOUT;
+    o->rho = 0.9;
+    o->initial_accumulator = 0.1;
 }
 
 const char *mw_opts_optimizer_name(const mw_train_opts *o)
 {
-    return o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
+    static const char *const names[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
+    return (unsigned)o->optimizer < 5 ? names[o->optimizer] : "?";
 }

@@ -30,13 +30,13 @@
 
 /* One device this rank drives. */
 typedef struct {
-    int ordinal;                     /* CUDA device number */
-    mw_kctx k;                       /* stream, cuBLAS, device scratch */
-    float *params, *grads, *m1, *m2; /* device arrays, the host arenas' layout */
-    double *reg;                     /* device: this step's weight penalty */
-    uint32_t *ids;                   /* device: a micro-batch's example ids (dropout) */
-    mw_model_ws ws;                  /* device workspace for one micro-batch */
-    void *stage;                     /* pinned host: the h_ buffers below */
+    int ordinal;                          /* CUDA device number */
+    mw_kctx k;                            /* stream, cuBLAS, device scratch */
+    float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
+    double *reg;                          /* device: this step's weight penalty */
+    uint32_t *ids;                        /* device: a micro-batch's example ids (dropout) */
+    mw_model_ws ws;                       /* device workspace for one micro-batch */
+    void *stage;                          /* pinned host: the h_ buffers below */
     float *h_x, *h_prob, *h_loss;
     int32_t *h_labels;
     uint32_t *h_ids;
@@ -65,8 +65,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     g->ordinal = ordinal;
     MW_TRY(mw_cuda_ctx_open(&g->k, ordinal));
     MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
-    float **arr[4] = {&g->params, &g->grads, &g->m1, &g->m2};
-    for (int i = 0; i < 4; i++)
+    float **arr[5] = {&g->params, &g->grads, &g->m1, &g->m2, &g->m3};
+    for (int i = 0; i < 5; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
     MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
     MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
@@ -143,6 +143,7 @@ static mw_status gpu_push(mw_replicas *r, int weights_only)
         if (!weights_only) {
             MW_TRY(mw_cuda_upload(g->m1, e->m1->data, nb, &g->k));
             MW_TRY(mw_cuda_upload(g->m2, e->m2->data, nb, &g->k));
+            MW_TRY(mw_cuda_upload(g->m3, e->m3->data, nb, &g->k));
         }
     }
     return sync_all(r);
@@ -157,6 +158,7 @@ static mw_status gpu_pull(mw_replicas *r)
     MW_TRY(mw_cuda_download(e->model->params.data, g->params, nb, &g->k));
     MW_TRY(mw_cuda_download(e->m1->data, g->m1, nb, &g->k));
     MW_TRY(mw_cuda_download(e->m2->data, g->m2, nb, &g->k));
+    MW_TRY(mw_cuda_download(e->m3->data, g->m3, nb, &g->k));
     return mw_cuda_sync(&g->k);
 }
 
@@ -330,13 +332,14 @@ static void gpu_metrics(mw_replicas *r, double sums[3], int reset)
     mw_metrics_take(r->acc, sums, reset);
 }
 
-static mw_status gpu_update(mw_replicas *r, float rate)
+static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
 {
     const mw_replicas_env *e = &r->env;
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
-        mw_optimizer_apply(e->o, &r->kt, &g->k, g->params, g->m1, g->m2, g->grads,
-                           e->model->params.count, rate);
+        float *const slots[3] = {g->m1, g->m2, g->m3};
+        mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
+                           e->model->params.count, h);
     }
     for (int d = 0; d < r->ngpu; d++)
         MW_TRY(mw_cuda_last_status(&r->gd[d].k));
@@ -377,7 +380,7 @@ static void gpu_close(mw_replicas **rp, int abandoned)
         (void)mw_cuda_sync(&g->k);
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
         mw_model_ws_free(&g->ws);
-        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->reg, g->ids};
+        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->m3, g->reg, g->ids};
         for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
             mw_cuda_free(dev[i]);
         mw_cuda_host_free(g->stage);

@@ -123,7 +123,9 @@ static mw_status step(trainer *t, long start, long gb)
     const uint64_t dseed = mw_rng_hash(s->seed, 0x64726f70, (uint64_t)s->global_step);
     MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed));
     MW_TRY(s->ops->allreduce(s->rep, s->global_step));
-    MW_TRY(s->ops->update(s->rep, mw_optimizer_rate(s->o, &s->opt_step)));
+    mw_optim_hyper h;
+    mw_optimizer_hyper(s->o, &s->opt_step, &h);
+    MW_TRY(s->ops->update(s->rep, &h));
     s->global_step++;
     return MW_OK;
 }

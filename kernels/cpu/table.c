@@ -22,4 +22,8 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->sgd = mw_sgd_cpu;
     t->dropout_fwd = mw_dropout_fwd_cpu;
     t->dropout_bwd = mw_dropout_bwd_cpu;
+    t->sgd_step = mw_sgd_step_cpu;
+    t->adam_step = mw_adam_step_cpu;
+    t->rmsprop_step = mw_rmsprop_step_cpu;
+    t->adagrad_step = mw_adagrad_step_cpu;
 }

@@ -34,4 +34,9 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;
     t->regularize = mw_regularize_ref;
+    t->sgd_step = mw_sgd_step_ref;
+    t->adam_step = mw_adam_step_ref;
+    t->rmsprop_step = mw_rmsprop_step_ref;
+    t->adagrad_step = mw_adagrad_step_ref;
+    t->sumsq = mw_sumsq_ref;
 }
