@@ -44,7 +44,11 @@ void mw_optimizer_hyper(const mw_train_opts *o, long *opt_step, mw_optim_hyper *
     const double lr = mw_optimizer_lr(o, *opt_step), t = (double)++*opt_step;
     const int adam = o->optimizer == MW_OPT_ADAM || o->optimizer == MW_OPT_ADAMW;
     memset(h, 0, sizeof *h);
-    h->lr = (float)(adam ? lr * sqrt(1.0 - pow(o->beta2, t)) / (1.0 - pow(o->beta1, t)) : lr);
+    h->lr = (float)lr;
+    if (adam) { /* Keras: in float32, local_step = iterations + 1 */
+        const float b1p = powf((float)o->beta1, (float)t), b2p = powf((float)o->beta2, (float)t);
+        h->lr = (float)lr * sqrtf(1.0f - b2p) / (1.0f - b1p);
+    }
     h->weight_decay = (float)o->weight_decay;
     h->decay_lr = (float)lr;
     h->gscale = 1.0f;
