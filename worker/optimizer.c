@@ -26,8 +26,9 @@ static mw_status bad(const loc *l, const char *key, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return mw_err(MW_ECONFIG, "%s: %s%s%s: %s", l->where, l->path, *l->path && key ? "." : "",
-                  key ? key : "", what);
+    const char *sep = *l->path && key ? "." : "", *colon = *l->path || key ? ": " : "";
+    return mw_err(MW_ECONFIG, "%s: %s%s%s%s%s", l->where, l->path, sep, key ? key : "", colon,
+                  what);
 }
 
 static void sub(loc *dst, const loc *l, const char *key)
@@ -41,7 +42,7 @@ static void sub(loc *dst, const loc *l, const char *key)
 /* A JSON value for messages, short. */
 static const char *show(const json_t *v, char *buf, size_t len)
 {
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
     snprintf(buf, len, "%s", s ? s : "?");
     if (s && strlen(s) >= len && len > 4)
         memcpy(buf + len - 4, "...", 4);
