@@ -34,7 +34,7 @@ static int bad_config(void *ctx, const char *name, const char *text, size_t n)
     fclose(f);
     mw_train_opts o, before;
     mw_train_opts_default(&o);
-    before = o;
+    memcpy(&before, &o, sizeof o); /* padding included, for the memcmp below */
     mw_status rc = mw_optimizer_load(&o, path);
     int ok = (rc == MW_ECONFIG || rc == MW_EUNSUPPORTED) && mw_err_status() == rc &&
              strncmp(mw_err_msg(), path, strlen(path)) == 0 && memcmp(&o, &before, sizeof o) == 0;
