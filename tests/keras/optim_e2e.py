@@ -47,7 +47,7 @@ def cases():
         ("ExponentialDecay", O.SGD(S.ExponentialDecay(0.1, 10, 0.5))),
         ("PiecewiseConstantDecay",
          O.SGD(S.PiecewiseConstantDecay([10, 30], [0.1, 0.05, 0.01]), momentum=0.9)),
-        ("PolynomialDecay", O.Adam(S.PolynomialDecay(2e-3, 30, end_learning_rate=1e-4,
+        ("PolynomialDecay", O.Adam(S.PolynomialDecay(1e-3, 30, end_learning_rate=1e-4,
                                                      power=2.0, cycle=True))),
         ("InverseTimeDecay", O.RMSprop(S.InverseTimeDecay(1e-3, 5, 0.5, staircase=True))),
         ("CosineDecay warmup", O.Adam(S.CosineDecay(1e-4, 40, alpha=0.1, warmup_target=2e-3,
