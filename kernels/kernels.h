@@ -100,6 +100,28 @@ typedef void (*mw_adam_fn)(const mw_kctx *k, float *p, float *m, float *v, const
 /* Keras SGD with momentum: vel = mu vel - lr g; p += vel (mu = 0: p -= lr g). */
 typedef void (*mw_sgd_fn)(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,
                           float lr, float mu);
+/* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
+ * formulas). Per element, in this order: p -= p * weight_decay * decay_lr (when
+ * weight_decay > 0); g' = g * gscale, clamped to [-clipvalue, clipvalue] when clipvalue > 0
+ * (the gradient itself is never written); then the rule's update with g'. */
+typedef struct {
+    float lr;           /* the rule's rate (Adam: alpha = lr sqrt(1 - b2^t) / (1 - b1^t)) */
+    float weight_decay; /* decoupled weight decay (0: none) */
+    float decay_lr;     /* the scheduled learning rate the decay multiplies */
+    float gscale;       /* clipnorm / global_clipnorm factor (1: none) */
+    float clipvalue;    /* 0: none */
+    float beta1, beta2, epsilon; /* Adam */
+    float momentum;              /* SGD, RMSprop (0: no momentum slot) */
+    float rho;                   /* RMSprop */
+    int nesterov, amsgrad, centered;
+} mw_optim_hyper;
+/* An update rule over count elements: parameters p, slots s1..s3 (which ones a rule uses, and
+ * their meaning, are in kernels/optim.h; unused ones may be NULL), gradients g (read only). */
+typedef void (*mw_optim_fn)(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,
+                            const float *g, size_t count, const mw_optim_hyper *h);
+/* *out = sum of g[i]^2 in double, in a fixed order (reproducible). out is HOST memory: the
+ * CUDA twin waits for its stream. */
+typedef void (*mw_sumsq_fn)(const mw_kctx *k, double *out, const float *g, size_t count);
 /* Inverted dropout while training, x and y (N, D): element e of example n is
  * kept when mw_rng_hash(seed, stream, ids[n] * D + e) >> 40 (24 uniform bits)
  * is at least ceil(rate * 2^24), so a mask depends on the example's global id
@@ -223,6 +245,8 @@ typedef struct {
     mw_act_bwd_fn act_bwd;
     mw_softmax_fwd_fn softmax_fwd;
     mw_softmax_bwd_fn softmax_bwd;
+    mw_optim_fn sgd_step, adam_step, rmsprop_step, adagrad_step; /* kernels/optim.h */
+    mw_sumsq_fn sumsq;
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

@@ -1,5 +1,14 @@
 /* Optimizer update twins: Adam, SGD with momentum, and the L1/L2 weight penalty
- * (see kernels.h). */
+ * (see kernels.h); and Keras 3's update rules with weight decay and clipping (mw_optim_hyper,
+ * the formulas in kernels/optim_rules.h):
+ *
+ *   sgd_step      s1 = momentum (when momentum != 0)
+ *   adam_step     s1 = m, s2 = v, s3 = vhat (amsgrad)     (Adam and AdamW)
+ *   rmsprop_step  s1 = velocity (mean square), s2 = momentum (when > 0), s3 = average
+ *                 gradient (centered)
+ *   adagrad_step  s1 = accumulator (initial_accumulator_value at the start)
+ *
+ * and sumsq, the squared norm behind clipnorm and global_clipnorm. */
 #ifndef MW_KERNELS_OPTIM_H
 #define MW_KERNELS_OPTIM_H
 
@@ -9,7 +18,15 @@
     void mw_adam_##sfx(const mw_kctx *k, float *p, float *m, float *v, const float *g,             \
                        size_t count, float lr_t, float b1, float b2, float eps);                   \
     void mw_sgd_##sfx(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,        \
-                      float lr, float mu);
+                      float lr, float mu);                                                         \
+    void mw_sgd_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,            \
+                           const float *g, size_t count, const mw_optim_hyper *h);                 \
+    void mw_adam_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,           \
+                            const float *g, size_t count, const mw_optim_hyper *h);                \
+    void mw_rmsprop_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,        \
+                               const float *g, size_t count, const mw_optim_hyper *h);             \
+    void mw_adagrad_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,        \
+                               const float *g, size_t count, const mw_optim_hyper *h);
 MW_OPTIM_DECL(ref)
 MW_OPTIM_DECL(cpu)
 MW_OPTIM_DECL(cuda)
@@ -19,6 +36,9 @@ MW_OPTIM_DECL(cuda)
  * reference (its double sums are sequential, so the penalty is reproducible). */
 void mw_regularize_ref(const mw_kctx *k, float *g, double *acc, const float *w, size_t count,
                        double l1, double l2, float scale);
+/* sumsq: sequential in double on the CPU (the CPU table keeps the reference). */
+void mw_sumsq_ref(const mw_kctx *k, double *out, const float *g, size_t count);
+void mw_sumsq_cuda(const mw_kctx *k, double *out, const float *g, size_t count);
 void mw_regularize_cuda(const mw_kctx *k, float *g, double *acc, const float *w, size_t count,
                         double l1, double l2, float scale);
 

@@ -313,6 +313,35 @@ static void hd_regularize(const mw_kctx *k, float *g, double *acc, const float *
     hd_cpu.regularize(&h, g, acc, w, count, l1, l2, scale);
 }
 
+/* Keras 3's update rules: p, g and the first slot always; the others when the rule uses
+ * them (NULL otherwise). sumsq's result is host memory. */
+#define HD_RULE(name)                                                                              \
+    static void hd_##name(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,             \
+                          const float *g, size_t count, const mw_optim_hyper *h)                   \
+    {                                                                                              \
+        hd_ctx *c = hd_of(k, __func__);                                                            \
+        CHK(p, count, F);                                                                          \
+        CHK_OPT(s1, count, F);                                                                     \
+        CHK_OPT(s2, count, F);                                                                     \
+        CHK_OPT(s3, count, F);                                                                     \
+        CHK(g, count, F);                                                                          \
+        mw_kctx hk = hd_host(k);                                                                   \
+        hd_cpu.name(&hk, p, s1, s2, s3, g, count, h);                                              \
+    }
+HD_RULE(sgd_step)
+HD_RULE(adam_step)
+HD_RULE(rmsprop_step)
+HD_RULE(adagrad_step)
+#undef HD_RULE
+
+static void hd_sumsq(const mw_kctx *k, double *out, const float *g, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(g, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.sumsq(&h, out, g, count);
+}
+
 #undef CHK
 #undef CHK_OPT
 #undef F
@@ -341,6 +370,11 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;
     t->regularize = hd_regularize;
+    t->sgd_step = hd_sgd_step;
+    t->adam_step = hd_adam_step;
+    t->rmsprop_step = hd_rmsprop_step;
+    t->adagrad_step = hd_adagrad_step;
+    t->sumsq = hd_sumsq;
 }
 
 int mw_cuda_device_count(void)

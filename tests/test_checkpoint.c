@@ -94,7 +94,7 @@ static void make_state(mw_ckpt *c, size_t nparams, const char *opt, int nslot_ar
     static const uint32_t specials[] = {0x80000000u, 0x7fc00001u, 0x00000001u, 0x7f800000u};
     for (size_t i = 0; i < 4 && i < nparams; i++)
         memcpy(&c->params[i], &specials[i], 4); /* -0, a NaN payload, a denormal, inf */
-    float **slots[2] = {&c->slot1, &c->slot2};
+    float **slots[3] = {&c->slot1, &c->slot2, &c->slot3};
     for (int s = 0; s < nslot_arrays; s++) {
         *slots[s] = malloc((nparams ? nparams : 1) * sizeof(float));
         assert_non_null(*slots[s]);
@@ -123,6 +123,9 @@ static void assert_same_state(const mw_ckpt *a, const mw_ckpt *b)
         assert_memory_equal(a->slot1, b->slot1, a->nslots * sizeof(float));
     if (a->slot2 && a->nslots)
         assert_memory_equal(a->slot2, b->slot2, a->nslots * sizeof(float));
+    assert_true((a->slot3 == NULL) == (b->slot3 == NULL));
+    if (a->slot3 && a->nslots)
+        assert_memory_equal(a->slot3, b->slot3, a->nslots * sizeof(float));
     assert_string_equal(a->optimizer, b->optimizer);
     assert_int_equal(a->opt_step, b->opt_step);
     assert_int_equal(a->epoch, b->epoch);
@@ -288,6 +291,12 @@ static void test_roundtrip(void **state)
     roundtrip_one(dir, 5, "sgd", 0, 1);
     roundtrip_one(dir, 0, "adam", 2, 1);
     roundtrip_one(dir, 100000, "adam", 2, 0);
+    /* Keras' other optimizers and the third slot (amsgrad, centered RMSprop) */
+    roundtrip_one(dir, 333, "adam", 3, 0);
+    roundtrip_one(dir, 333, "adamw", 3, 0);
+    roundtrip_one(dir, 50, "rmsprop", 3, 0);
+    roundtrip_one(dir, 50, "rmsprop", 1, 0);
+    roundtrip_one(dir, 7, "adagrad", 1, 0);
     assert_string_equal(listing(dir), "one.ckpt"); /* no temporary files left */
 }
 
@@ -338,10 +347,19 @@ static void test_write_rejects_bad_state(void **state)
     size_t n;
     expect_err(mw_ckpt_serialize(&c, &data, &n), MW_EINVAL, "optimizer adam with 1 slot(s)");
     mw_err_clear();
-    snprintf(c.optimizer, sizeof c.optimizer, "rmsprop");
-    expect_err(mw_ckpt_serialize(&c, &data, &n), MW_EINVAL, "unknown optimizer 'rmsprop'");
+    snprintf(c.optimizer, sizeof c.optimizer, "lamb");
+    expect_err(mw_ckpt_serialize(&c, &data, &n), MW_EINVAL, "unknown optimizer 'lamb'");
     mw_err_clear();
+    mw_ckpt_free(&c);
+    make_state(&c, 4, "rmsprop", 3, 1);
+    float *s2 = c.slot2;
+    c.slot2 = NULL; /* slot3 needs slot2 */
+    expect_err(mw_ckpt_serialize(&c, &data, &n), MW_EINVAL, "optimizer slot3 without slot2");
+    mw_err_clear();
+    c.slot2 = s2;
     snprintf(c.optimizer, sizeof c.optimizer, "sgd");
+    free(c.slot3), free(c.slot2);
+    c.slot3 = c.slot2 = NULL;
     c.global_batch = 0;
     expect_err(mw_ckpt_serialize(&c, &data, &n), MW_EINVAL, "global batch 0");
     mw_err_clear();
@@ -926,10 +944,17 @@ static void test_bad_meta(void **state)
         const char *want;
     } cases[] = {
         {{"lbfgs", 10, 10, 1, 5, 1, 2, 7, 42, 64, 0.01, 2},
-         "unknown optimizer 'lbfgs' (expected adam or sgd)"},
+         "unknown optimizer 'lbfgs' (expected adam, sgd, adamw, rmsprop or adagrad)"},
         {{"adam", 10, 10, 1, 5, 1, 2, 7, 42, 64, 0.01, 2},
-         "optimizer adam with 1 slot(s) (expected 2: m and v)"},
-        {{"sgd", 10, 10, 3, 5, 1, 2, 7, 42, 64, 0.01, 2}, "meta lists 3 optimizer slots"},
+         "optimizer adam with 1 slot(s) (expected 2 or 3: m, v and with amsgrad vhat)"},
+        {{"sgd", 10, 10, 4, 5, 1, 2, 7, 42, 64, 0.01, 2}, "meta lists 4 optimizer slots"},
+        {{"sgd", 10, 10, 3, 5, 1, 2, 7, 42, 64, 0.01, 2},
+         "optimizer sgd with 3 slot(s) (expected 0 or 1: the momentum)"},
+        {{"adagrad", 10, 10, 2, 5, 1, 2, 7, 42, 64, 0.01, 2},
+         "optimizer adagrad with 2 slot(s) (expected 1: the accumulator)"},
+        {{"rmsprop", 10, 0, 0, 5, 1, 2, 7, 42, 64, 0.01, 2},
+         "optimizer rmsprop with 0 slot(s) (expected 1 to 3: velocity, momentum, average "
+         "gradient)"},
         {{"sgd", 10, 9, 1, 5, 1, 2, 7, 42, 64, 0.01, 2},
          "9 floats per optimizer slot (expected 10: one per parameter)"},
         {{"sgd", 10, 10, 1, -5, 1, 2, 7, 42, 64, 0.01, 2}, "negative counter"},

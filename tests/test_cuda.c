@@ -177,6 +177,8 @@ static void test_no_device_fallback(void **state)
         assert_string_equal(t.name, "cuda");
         assert_ptr_equal(t.conv2d_fwd, mw_conv2d_fwd_cuda);
         assert_ptr_equal(t.sgd, mw_sgd_cuda);
+        assert_ptr_equal(t.adam_step, mw_adam_step_cuda);
+        assert_ptr_equal(t.sumsq, mw_sumsq_cuda);
         assert_ptr_equal(t.regularize, mw_regularize_cuda);
         assert_ptr_equal(t.dropout_fwd, mw_dropout_fwd_cuda);
         return;
@@ -453,6 +455,65 @@ static void test_optim(void **state)
     cuda.adam(&ctx, NULL, NULL, NULL, NULL, 0, 1e-3f, 0.9f, 0.999f, 1e-7f);
     cuda.sgd(&ctx, NULL, NULL, NULL, 0, 0.01f, 0.9f);
     check_sync();
+}
+
+/* Keras 3's update rules (kernels/optim_rules.h) against the reference, with every option
+ * that changes the arithmetic (momentum and nesterov, amsgrad, centered, weight decay, the
+ * clipping factor and clipvalue), three steps each; and sumsq into host memory. */
+static void test_optim_rules(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    const mw_optim_hyper base = {
+        .lr = 0.01f, .gscale = 1.0f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f, .rho = 0.9f};
+    mw_optim_hyper hs[6];
+    for (int i = 0; i < 6; i++)
+        hs[i] = base;
+    hs[1].momentum = 0.9f, hs[1].nesterov = 1, hs[1].weight_decay = 0.01f, hs[1].decay_lr = 0.1f;
+    hs[2].amsgrad = 1, hs[2].clipvalue = 0.3f;
+    hs[3].momentum = 0.5f, hs[3].centered = 1, hs[3].gscale = 0.5f;
+    hs[4].momentum = 0.9f, hs[4].amsgrad = 1, hs[4].centered = 1, hs[4].epsilon = 0.1f;
+    hs[5].weight_decay = 0.004f, hs[5].decay_lr = 0.01f, hs[5].gscale = 0.25f;
+    const mw_optim_fn refs[4] = {mw_sgd_step_ref, mw_adam_step_ref, mw_rmsprop_step_ref,
+                                 mw_adagrad_step_ref};
+    const mw_optim_fn devs[4] = {cuda.sgd_step, cuda.adam_step, cuda.rmsprop_step,
+                                 cuda.adagrad_step};
+    const size_t n = 10007, nb = n * sizeof(float);
+    for (int r = 0; r < 4; r++) {
+        for (int i = 0; i < 6; i++) {
+            pool P = {0};
+            float *p = h_rand(&P, n, 300 + i, -1, 1), *s[3];
+            float *dP = d_put(&P, p, nb), *dS[3];
+            for (int j = 0; j < 3; j++) {
+                /* s1 a mean square or accumulator, well above s3^2 (centered RMSprop) */
+                s[j] = h_rand(&P, n, 310 + j, j == 0 ? 0.05f : 0.0f, j == 2 ? 0.01f : 0.1f);
+                dS[j] = d_put(&P, s[j], nb);
+            }
+            float *dG = d_put(&P, NULL, nb);
+            for (int step = 1; step <= 3; step++) {
+                float *g = h_rand(&P, n, 320 + 10 * i + step, -1, 1);
+                check_rc(mw_cuda_upload(dG, g, nb, &ctx), "upload g");
+                refs[r](NULL, p, s[0], s[1], s[2], g, n, &hs[i]);
+                devs[r](&ctx, dP, dS[0], dS[1], dS[2], dG, n, &hs[i]);
+                check_sync();
+            }
+            expect_close((float *)d_get(&P, dP, nb), p, n, 1e-6f, 1e-5f);
+            for (int j = 0; j < 3; j++)
+                expect_close((float *)d_get(&P, dS[j], nb), s[j], n, 1e-7f, 1e-5f);
+            pool_free(&P);
+        }
+    }
+    pool P = {0};
+    float *g = h_rand(&P, n, 400, -1, 1);
+    float *dG = d_put(&P, g, nb);
+    double want, got = -1.0;
+    mw_sumsq_ref(NULL, &want, g, n);
+    cuda.sumsq(&ctx, &got, dG, n);
+    check_sync();
+    assert_true(fabs(got - want) <= 1e-12 * want);
+    cuda.sumsq(&ctx, &got, NULL, 0);
+    assert_true(got == 0.0);
+    pool_free(&P);
 }
 
 /* The weight penalty against the reference: the gradient term, and the penalty added into a
@@ -733,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_optim),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_conv2d),

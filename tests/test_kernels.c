@@ -1235,6 +1235,108 @@ static void test_optim_cpu_vs_ref(void **state)
     pool_free(&P);
 }
 
+/* Keras 3's rules (kernels/optim_rules.h): the fast path equals the reference bitwise with
+ * several threads, for every option that changes the arithmetic; the slots a rule does not
+ * use may be NULL; count 0 touches nothing. */
+static void test_optim_rules_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref);
+    mw_kernels_init_cpu(&cpu);
+    const mw_optim_hyper base = {
+        .lr = 0.01f, .gscale = 1.0f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f, .rho = 0.9f};
+    mw_optim_hyper hs[5] = {base, base, base, base, base};
+    hs[1].momentum = 0.9f, hs[1].nesterov = 1, hs[1].weight_decay = 0.01f, hs[1].decay_lr = 0.1f;
+    hs[2].amsgrad = 1, hs[2].clipvalue = 0.3f;
+    hs[3].momentum = 0.5f, hs[3].centered = 1, hs[3].gscale = 0.5f;
+    hs[4].weight_decay = 0.004f, hs[4].decay_lr = 0.01f, hs[4].epsilon = 0.1f;
+    const mw_optim_fn rr[4] = {ref.sgd_step, ref.adam_step, ref.rmsprop_step, ref.adagrad_step};
+    const mw_optim_fn cc[4] = {cpu.sgd_step, cpu.adam_step, cpu.rmsprop_step, cpu.adagrad_step};
+    const size_t n = 1031;
+    ctx R, C;
+    ctx_open(&R, 0, 1);
+    ctx_open(&C, 0, 3);
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < 5; i++) {
+            pool P = {0};
+            float *a[4], *b[4]; /* p, s1, s2, s3 */
+            for (int j = 0; j < 4; j++) {
+                a[j] = frand(&P, n, 500 + j,
+                             j == 0   ? -1.0f
+                             : j == 1 ? 0.05f
+                                      : 0.0f,
+                             j == 3 ? 0.01f : 0.1f);
+                b[j] = fcopy(&P, a[j], n);
+            }
+            /* the slots each rule may leave NULL: SGD without momentum uses none */
+            int unused2 = r == 0 || r == 3 || (r == 2 && hs[i].momentum == 0);
+            int unused3 =
+                r == 0 || r == 3 || (r == 1 && !hs[i].amsgrad) || (r == 2 && !hs[i].centered);
+            int unused1 = r == 0 && hs[i].momentum == 0;
+            float *g = fzero(&P, n);
+            for (int step = 1; step <= 3; step++) {
+                mw_test_fill_uniform(g, n, 510 + step, -1.0f, 1.0f);
+                rr[r](&R.k, a[0], unused1 ? NULL : a[1], unused2 ? NULL : a[2],
+                      unused3 ? NULL : a[3], g, n, &hs[i]);
+                cc[r](&C.k, b[0], unused1 ? NULL : b[1], unused2 ? NULL : b[2],
+                      unused3 ? NULL : b[3], g, n, &hs[i]);
+            }
+            for (int j = 0; j < 4; j++)
+                assert_memory_equal(a[j], b[j], n * sizeof(float));
+            float before = a[0][0];
+            cc[r](&C.k, a[0], a[1], a[2], a[3], NULL, 0, &hs[i]);
+            assert_true(a[0][0] == before);
+            pool_free(&P);
+        }
+    ctx_close(&R);
+    ctx_close(&C);
+}
+
+/* Two rules by hand, in double from Keras' formulas, one element over two steps: centered
+ * RMSprop with momentum, and Adagrad with weight decay. (The whole family is checked against
+ * Keras itself in the keras suite.) */
+static void test_rmsprop_adagrad_by_hand(void **state)
+{
+    (void)state;
+    mw_kernels t;
+    mw_kernels_init_ref(&t);
+    const double gs[2] = {0.5, -0.25}, lr = 0.01, rho = 0.9, mu = 0.5, eps = 1e-7;
+    double p = 0.3, ms = 0, mom = 0, mg = 0;
+    for (int k = 0; k < 2; k++) {
+        ms = rho * ms + (1 - rho) * gs[k] * gs[k];
+        mg = rho * mg + (1 - rho) * gs[k];
+        mom = mu * mom + lr * gs[k] / sqrt(ms - mg * mg + eps);
+        p -= mom;
+    }
+    mw_optim_hyper h = {.lr = 0.01f,
+                        .gscale = 1.0f,
+                        .epsilon = 1e-7f,
+                        .rho = 0.9f,
+                        .momentum = 0.5f,
+                        .centered = 1};
+    float fp = 0.3f, s1 = 0, s2 = 0, s3 = 0;
+    for (int k = 0; k < 2; k++) {
+        float g = (float)gs[k];
+        t.rmsprop_step(NULL, &fp, &s1, &s2, &s3, &g, 1, &h);
+    }
+    assert_true(fabs(fp - p) <= 1e-6 && fabs(s1 - ms) <= 1e-7 && fabs(s3 - mg) <= 1e-7);
+    double q = 0.3, acc = 0.1, wd = 0.01, alr = 0.05, aeps = 1e-3;
+    for (int k = 0; k < 2; k++) {
+        q -= q * wd * alr;
+        acc += gs[k] * gs[k];
+        q -= alr * gs[k] / sqrt(acc + aeps);
+    }
+    mw_optim_hyper a = {
+        .lr = 0.05f, .decay_lr = 0.05f, .weight_decay = 0.01f, .gscale = 1.0f, .epsilon = 1e-3f};
+    float fq = 0.3f, facc = 0.1f;
+    for (int k = 0; k < 2; k++) {
+        float g = (float)gs[k];
+        t.adagrad_step(NULL, &fq, &facc, NULL, NULL, &g, 1, &a);
+    }
+    assert_true(fabs(fq - q) <= 1e-6 && fabs(facc - acc) <= 1e-6);
+}
+
 /* ---- empty batch ---- */
 
 /* N = 0 (count = 0): no kernel touches any output, scratch included. */
@@ -1671,6 +1773,8 @@ int main(void)
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_optim_cpu_vs_ref),
         cmocka_unit_test(test_regularize),
+        cmocka_unit_test(test_optim_rules_cpu_vs_ref),
+        cmocka_unit_test(test_rmsprop_adagrad_by_hand),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_conv_ws_capped),
         cmocka_unit_test(test_bn_grad),

@@ -53,8 +53,23 @@ enum {
 #define MAX_RAW ((uint64_t)1 << 30) /* 1 GiB per section */
 #define MAX_INDEX_NBYTES (1u << 20)
 
-enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, NSEC };
-static const char *const SEC_NAMES[NSEC] = {"meta", "model", "params", "slot1", "slot2"};
+enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, SEC_SLOT3, NSEC };
+static const char *const SEC_NAMES[NSEC] = {"meta", "model", "params", "slot1", "slot2", "slot3"};
+
+/* The optimizers a checkpoint may name and the slot sections each may hold (docs/checkpoint.md):
+ * files written before Keras' other optimizers existed (adam: 2, sgd: 0 or 1) still read. */
+static const struct {
+    const char *name;
+    int lo, hi;
+    const char *what;
+} OPTIMIZERS[] = {
+    {"adam", 2, 3, "2 or 3: m, v and with amsgrad vhat"},
+    {"sgd", 0, 1, "0 or 1: the momentum"},
+    {"adamw", 2, 3, "2 or 3: m, v and with amsgrad vhat"},
+    {"rmsprop", 1, 3, "1 to 3: velocity, momentum, average gradient"},
+    {"adagrad", 1, 1, "1: the accumulator"},
+};
+#define NOPTIMIZERS (sizeof OPTIMIZERS / sizeof *OPTIMIZERS)
 
 /* ---- little-endian fields ---- */
 
@@ -99,6 +114,7 @@ void mw_ckpt_free(mw_ckpt *c)
     free(c->params);
     free(c->slot1);
     free(c->slot2);
+    free(c->slot3);
     mw_ckpt_init(c);
 }
 
@@ -118,13 +134,17 @@ static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code,
 {
     char opt[sizeof c->optimizer + 1];
     printable(opt, c->optimizer, sizeof c->optimizer);
-    if (!memchr(c->optimizer, '\0', sizeof c->optimizer) ||
-        (strcmp(c->optimizer, "adam") != 0 && strcmp(c->optimizer, "sgd") != 0))
-        return mw_err(code, "%s: unknown optimizer '%s' (expected adam or sgd)", name, opt);
-    int adam = strcmp(c->optimizer, "adam") == 0;
-    if (adam ? nslot_arrays != 2 : nslot_arrays > 1)
+    size_t k = 0;
+    while (k < NOPTIMIZERS && (!memchr(c->optimizer, '\0', sizeof c->optimizer) ||
+                               strcmp(c->optimizer, OPTIMIZERS[k].name) != 0))
+        k++;
+    if (k == NOPTIMIZERS)
+        return mw_err(code,
+                      "%s: unknown optimizer '%s' (expected adam, sgd, adamw, rmsprop or adagrad)",
+                      name, opt);
+    if (nslot_arrays < OPTIMIZERS[k].lo || nslot_arrays > OPTIMIZERS[k].hi)
         return mw_err(code, "%s: optimizer %s with %d slot(s) (expected %s)", name, opt,
-                      nslot_arrays, adam ? "2: m and v" : "0 or 1: the velocity");
+                      nslot_arrays, OPTIMIZERS[k].what);
     if (c->nparams > MAX_RAW / sizeof(float))
         return mw_err(code, "%s: %zu parameters (expected at most %llu: 1 GiB)", name, c->nparams,
                       (unsigned long long)(MAX_RAW / sizeof(float)));
@@ -174,9 +194,10 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
 {
     *data = NULL;
     *nbytes = 0;
-    if (c->slot2 && !c->slot1)
-        return mw_err(MW_EINVAL, "checkpoint: optimizer slot2 without slot1");
-    int nslot_arrays = c->slot1 ? (c->slot2 ? 2 : 1) : 0;
+    if ((c->slot2 && !c->slot1) || (c->slot3 && !c->slot2))
+        return mw_err(MW_EINVAL, "checkpoint: optimizer slot%d without slot%d",
+                      c->slot3 && !c->slot2 ? 3 : 2, c->slot3 && !c->slot2 ? 2 : 1);
+    int nslot_arrays = c->slot1 ? (c->slot2 ? (c->slot3 ? 3 : 2) : 1) : 0;
     MW_TRY(check_state(c, nslot_arrays, MW_EINVAL, "checkpoint"));
     if (c->nparams && !c->params)
         return mw_err(MW_EINVAL, "checkpoint: %zu parameters but no parameter array", c->nparams);
@@ -201,6 +222,7 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
         {SEC_PARAMS, c->params ? (const void *)c->params : empty, c->nparams * sizeof(float)},
         {SEC_SLOT1, c->slot1, c->nslots * sizeof(float)},
         {SEC_SLOT2, c->slot2, c->nslots * sizeof(float)},
+        {SEC_SLOT3, c->slot3, c->nslots * sizeof(float)},
     };
     int nsec = 3 + nslot_arrays;
     size_t cap = HDR_NBYTES;
@@ -316,9 +338,9 @@ static mw_status meta_decode(mw_ckpt *t, const unsigned char *m, int *nslot_arra
                    "%llu: 1 GiB)",
                    (unsigned long long)np, (unsigned long long)ns,
                    (unsigned long long)(MAX_RAW / sizeof(float)));
-    if (arrays > 2 || reserved != 0)
+    if (arrays > 3 || reserved != 0)
         return bad(name,
-                   "meta lists %u optimizer slots, reserved field %u (expected 0 to 2, "
+                   "meta lists %u optimizer slots, reserved field %u (expected 0 to 3, "
                    "and 0)",
                    arrays, reserved);
     if (ep > INT_MAX)
@@ -400,7 +422,7 @@ static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
         char tag[9];
         return bad(name,
                    "unknown section tag '%s' at byte %zu (expected meta, model, "
-                   "params, slot1 or slot2)",
+                   "params, slot1, slot2 or slot3)",
                    printable(tag, (const char *)h, 8), off);
     }
     const char *sn = SEC_NAMES[id];
@@ -481,7 +503,7 @@ static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst
         MW_TRY(rc);
         r->want[SEC_MODEL] = model_nbytes;
         r->want[SEC_PARAMS] = t->nparams * sizeof(float);
-        r->want[SEC_SLOT1] = r->want[SEC_SLOT2] = t->nslots * sizeof(float);
+        r->want[SEC_SLOT1] = r->want[SEC_SLOT2] = r->want[SEC_SLOT3] = t->nslots * sizeof(float);
     } else if (id == SEC_MODEL) {
         const void *nul = memchr(dst, '\0', (size_t)raw);
         if (nul) {
@@ -495,7 +517,7 @@ static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst
         dst[raw] = '\0';
         t->model_json = (char *)dst;
     } else {
-        float **slot[NSEC] = {NULL, NULL, &t->params, &t->slot1, &t->slot2};
+        float **slot[NSEC] = {NULL, NULL, &t->params, &t->slot1, &t->slot2, &t->slot3};
         *slot[id] = (float *)dst;
     }
     return MW_OK;

@@ -30,14 +30,16 @@ typedef struct {
     float *slot1, *slot2; /* owned optimizer slots packed like params: Adam m and v; SGD:
                              slot1 = velocity, slot2 NULL; NULL when absent */
     size_t nslots;        /* floats in each present slot: nparams, or 0 with no slots */
-    char optimizer[16];   /* "adam" | "sgd" */
-    long opt_step;        /* Adam's t */
+    char optimizer[16];   /* "adam" | "sgd" | "adamw" | "rmsprop" | "adagrad" */
+    long opt_step;        /* the optimizer's iterations (Adam's t, the schedules' step) */
     int epoch;            /* epochs completed */
     long step_in_epoch;   /* steps done in the current epoch (0 at an epoch boundary) */
     long global_step;     /* steps done in all */
     uint64_t seed;        /* shuffle and initialization seed */
     long global_batch;    /* examples per step */
     double learning_rate;
+    float *slot3; /* owned: the third slot (Adam/AdamW vhat with amsgrad, RMSprop's average
+                     gradient; kernels/optim.h), NULL when absent; needs slot2 */
 } mw_ckpt;
 
 /* Zero everything (pointers NULL). Free is safe on a half-filled struct and leaves it

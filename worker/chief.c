@@ -207,24 +207,26 @@ mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long
 {
     const mw_train_opts *o = s->o;
     const size_t n = s->model.nparams;
-    const int adam = o->optimizer == MW_OPT_ADAM;
+    const int nslots = mw_optimizer_slots(o);
     MW_TRY(s->ops->pull(s->rep)); /* a device holds the current state */
     mw_ckpt c;
     mw_ckpt_init(&c);
     mw_status rc = MW_OK;
     c.params = malloc(n * sizeof(float));
-    c.slot1 = malloc(n * sizeof(float));
-    c.slot2 = adam ? malloc(n * sizeof(float)) : NULL;
+    float **slots[3] = {&c.slot1, &c.slot2, &c.slot3};
+    const mw_arena *arenas[3] = {&s->m1, &s->m2, &s->m3};
+    int ok = c.params != NULL;
+    for (int i = 0; i < nslots; i++)
+        ok &= (*slots[i] = malloc(n * sizeof(float))) != NULL;
     c.model_json = strdup(s->model_json);
-    if (!c.params || !c.slot1 || (adam && !c.slot2) || !c.model_json) {
+    if (!ok || !c.model_json) {
         rc = mw_err(MW_ENOMEM, "checkpoint: out of memory");
         goto done;
     }
     c.nparams = c.nslots = n;
     mw_ckpt_pack(&s->model, c.params, s->model.params.data);
-    mw_ckpt_pack(&s->model, c.slot1, s->m1.data);
-    if (c.slot2)
-        mw_ckpt_pack(&s->model, c.slot2, s->m2.data);
+    for (int i = 0; i < nslots; i++)
+        mw_ckpt_pack(&s->model, *slots[i], arenas[i]->data);
     snprintf(c.optimizer, sizeof c.optimizer, "%s", mw_opts_optimizer_name(o));
     c.opt_step = s->opt_step;
     c.epoch = epochs_done;
@@ -329,7 +331,7 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
     static const char *const names[] = {"train/loss",    "train/accuracy", "test/loss",
                                         "test/accuracy", "images_per_sec", "learning_rate"};
     const double v[] = {em->train_loss, em->train_acc,      em->test_loss,
-                        em->test_acc,   em->images_per_sec, s->o->learning_rate};
+                        em->test_acc,   em->images_per_sec, mw_optimizer_lr(s->o, s->opt_step)};
     for (int i = 0; i < 6; i++)
         MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
     MW_TRY(mw_summary_row(sum, s->global_step, epoch + 1, names, v, 6));

@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "worker/data.h"
+#include "worker/optimizer.h"
 
 /* which commands take a flag */
 enum { C_TRAIN = 1, C_EVAL = 2, C_EXPORT = 4, C_CLUSTER = 8, C_SUMMARY = 16, C_TFCONF = 32 };
@@ -61,7 +62,8 @@ _Static_assert(sizeof(mw_optimizer) == sizeof(int), "K_CHOICE stores an int");
 _Static_assert(sizeof(mw_progress) == sizeof(int), "K_CHOICE stores an int");
 _Static_assert(sizeof(mw_ar_algo) == sizeof(int), "K_CHOICE stores an int");
 
-static const char *const optimizers[] = {"adam", "sgd", NULL}; /* mw_optimizer order */
+static const char *const optimizers[] = {"adam",    "sgd",     "adamw",
+                                         "rmsprop", "adagrad", NULL}; /* mw_optimizer order */
 static const char *const backends[] = {"cpu", "ref", NULL};
 static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL};   /* mw_progress */
 static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
@@ -87,10 +89,17 @@ static const flag flags[] = {
              "the caches; a GPU runs a replica's slice at once, up to 1024)"},
     {"learning-rate", "X", C_TRAIN, K_DOUBLE, TR(learning_rate, double), .lo = 0, .hi = 1e6,
      .open = OPEN_LO, .help = "optimizer learning rate (default 0.001)"},
-    {"optimizer", "adam|sgd", C_TRAIN, K_CHOICE, TR(optimizer, mw_optimizer), .choices = optimizers,
-     .help = "Adam (Keras defaults) or SGD with momentum (default adam)"},
+    {"optimizer", "adam|sgd|adamw|rmsprop|adagrad", C_TRAIN, K_CHOICE, TR(optimizer, mw_optimizer),
+     .choices = optimizers,
+     .help = "a Keras optimizer with Keras' defaults, except SGD's momentum (--momentum); "
+             "adamw: weight decay 0.004 (default adam)"},
     {"momentum", "X", C_TRAIN, K_DOUBLE, TR(momentum, double), .lo = 0, .hi = 1, .open = OPEN_HI,
-     .help = "SGD momentum in [0, 1) (default 0.9)"},
+     .help = "SGD momentum in [0, 1) (default 0.9), RMSprop's (default 0)"},
+    {"optimizer-config", "FILE", C_TRAIN, K_PATH, TR(optimizer_config, const char *),
+     .help = "the optimizer as keras.optimizers.serialize writes it (JSON; Keras 3 or 2): "
+             "SGD, Adam, AdamW, RMSprop, Adagrad with weight decay, clipping and a "
+             "learning-rate schedule; an error together with --optimizer, --learning-rate "
+             "or --momentum"},
     {"seed", "N", C_TRAIN, K_U64, TR(seed, uint64_t),
      .help = "seed of initial weights and the shuffle (default 42)"},
     {"data-dir", "DIR", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
@@ -491,6 +500,30 @@ static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const 
  * -h (a short name), `--` (ends the flags), and a flag name given as a value (the flag before
  * it most likely lost its value: `--summary-dir --epochs 1`); `--flag=value` always takes the
  * value as written. */
+/* --optimizer-config FILE or the shorthand flags, never both: read the file, or complete the
+ * shorthand (AdamW's default weight decay). */
+static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
+{
+    static const char *const shorthands[] = {"optimizer", "learning-rate", "momentum"};
+    for (int j = 0; j < NFLAGS; j++)
+        for (size_t k = 0; k < 3; k++)
+            if ((seen >> j & 1) && !strcmp(flags[j].name, shorthands[k]) && o->optimizer_config)
+                return mw_err(MW_EINVAL,
+                              "--%s and --optimizer-config %s: give the optimizer one way (put "
+                              "the value in the config)",
+                              shorthands[k], o->optimizer_config);
+    if (o->optimizer_config)
+        return mw_optimizer_load(o, o->optimizer_config);
+    int momentum_given = 0;
+    for (int j = 0; j < NFLAGS; j++)
+        momentum_given |= (seen >> j & 1) && !strcmp(flags[j].name, "momentum");
+    if (o->optimizer == MW_OPT_RMSPROP && !momentum_given)
+        o->momentum = 0.0; /* Keras' RMSprop default; 0.9 is SGD's shorthand default */
+    if (o->optimizer == MW_OPT_ADAMW)
+        o->weight_decay = 0.004;
+    return MW_OK;
+}
+
 static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
 {
     const char *cmd = argv[0];
@@ -538,7 +571,7 @@ static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
         if ((flags[j].required & mask) && !(seen >> j & 1))
             return mw_err(MW_EINVAL, "%s needs --%s %s (see `mwtrain %s --help`)", cmd,
                           flags[j].name, flags[j].metavar, cmd);
-    return MW_OK;
+    return c->help ? MW_OK : optimizer_flags(&c->train, seen);
 }
 
 mw_status mw_cli_parse(mw_cli *c, int argc, char **argv)

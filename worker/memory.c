@@ -8,10 +8,10 @@
 
 #include "worker/replicas.h"
 
-/* Arenas of the parameter count: params, m1, m2; and while a checkpoint is written its three
- * copies and a serialized buffer about as large. */
-#define MODEL_ARENAS 3
-#define CHECKPOINT_COPIES 6
+/* Arenas of the parameter count: params, m1, m2, m3; and while a checkpoint is written its
+ * four copies and a serialized buffer about as large. */
+#define MODEL_ARENAS 4
+#define CHECKPOINT_COPIES 8
 
 static uint64_t dataset_nbytes(const mw_dataset *d)
 {

@@ -30,6 +30,8 @@ void mw_train_opts_default(mw_train_opts *o)
     o->collective_timeout = MW_DEFAULT_TIMEOUT;
     o->export_format = "safetensors";
     o->evaluator_device = "cpu";
+    o->rho = 0.9;
+    o->initial_accumulator = 0.1;
 }
 
 const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator)
@@ -39,5 +41,6 @@ const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator)
 
 const char *mw_opts_optimizer_name(const mw_train_opts *o)
 {
-    return o->optimizer == MW_OPT_ADAM ? "adam" : "sgd";
+    static const char *const names[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
+    return (unsigned)o->optimizer < 5 ? names[o->optimizer] : "?";
 }

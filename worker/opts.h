@@ -6,11 +6,13 @@
 #include <stdint.h>
 
 #include "cluster/allreduce.h"
+#include "worker/schedule.h"
 
 /* --collective-timeout's default, seconds: every wait of a run, not only the step's. */
 #define MW_DEFAULT_TIMEOUT 300.0
 
-typedef enum { MW_OPT_ADAM, MW_OPT_SGD } mw_optimizer;
+/* Keras' optimizers (worker/optimizer.h); the order of --optimizer's choices. */
+typedef enum { MW_OPT_ADAM, MW_OPT_SGD, MW_OPT_ADAMW, MW_OPT_RMSPROP, MW_OPT_ADAGRAD } mw_optimizer;
 typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
 
 typedef struct {
@@ -53,10 +55,18 @@ typedef struct {
     const char *evaluator_device;
     const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
     int tf32;             /* --tf32: TF32 tensor-core math on GPUs (cuBLAS, cuDNN) */
+    /* The rest of a Keras optimizer (worker/optimizer.h reads them from its JSON) */
+    const char *optimizer_config;                /* --optimizer-config FILE, or NULL */
+    int nesterov, amsgrad, centered;             /* SGD; Adam, AdamW; RMSprop */
+    double rho;                                  /* RMSprop (0.9) */
+    double initial_accumulator;                  /* Adagrad initial_accumulator_value (0.1) */
+    double weight_decay;                         /* decoupled, 0: none (AdamW: 0.004) */
+    double clipnorm, clipvalue, global_clipnorm; /* 0: off; at most one is set */
+    mw_schedule schedule; /* learning_rate as a schedule; constant: learning_rate */
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);
-/* "adam" or "sgd", as checkpoints record it. */
+/* "adam", "sgd", "adamw", "rmsprop" or "adagrad", as checkpoints record it. */
 const char *mw_opts_optimizer_name(const mw_train_opts *o);
 /* The --device mode of a task: --evaluator-device for an evaluator (the CPU by default: on a
  * node it shares with trainers it would share one of their GPUs, which EXCLUSIVE_PROCESS

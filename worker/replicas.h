@@ -10,7 +10,7 @@
  *
  *     ops->grads(r, data, ids, gb, dseed);   this rank's replica slices
  *     ops->allreduce(r, step);               SUM over every replica
- *     ops->update(r, rate);                  the same update everywhere
+ *     ops->update(r, &hyper);                the same update everywhere
  *     ops->metrics(r, sums, 0);              the epoch's running sums so far
  *
  * Replica slices: a global batch of gb examples over R replicas gives replica i
@@ -20,8 +20,8 @@
  * r*rpw + rpw - 1 (rpw = replicas per worker), in turn on the CPU, spread over
  * its GPUs on devices.
  *
- * State: the host arenas (the model's parameters, the optimizer slots m1 and
- * m2) are the source of truth for broadcasts and checkpoints. The CPU backend
+ * State: the host arenas (the model's parameters, the optimizer slots m1, m2
+ * and m3) are the source of truth for broadcasts and checkpoints. The CPU backend
  * trains on them directly; the GPU backend holds device copies, filled by push
  * and read back by pull. */
 #ifndef MW_WORKER_REPLICAS_H
@@ -47,7 +47,7 @@ typedef struct {
     MPI_Comm comm;              /* the ranks this backend sums over (MPI_COMM_SELF: alone) */
     int rank, world;            /* in comm */
     mw_model *model;            /* finalized; params hold the initial weights */
-    mw_arena *m1, *m2;          /* host optimizer slots (Adam m and v; SGD velocity in m1) */
+    mw_arena *m1, *m2, *m3;     /* host optimizer slots s1..s3 of kernels/optim.h */
     int nthreads;               /* CPU: compute threads of this rank */
     int first_device, ndevices; /* GPU: the CUDA devices this rank drives */
 } mw_replicas_env;
@@ -73,8 +73,8 @@ typedef struct {
     /* The running sums (scaled loss, correct, examples) of this rank since the last
      * reset, complete after update; reset: start again from zero. */
     void (*metrics)(mw_replicas *r, double sums[3], int reset);
-    /* The optimizer update with this step's rate (mw_optimizer_rate), on every copy. */
-    mw_status (*update)(mw_replicas *r, float rate);
+    /* The optimizer update with this step's scalars (mw_optimizer_hyper), on every copy. */
+    mw_status (*update)(mw_replicas *r, const mw_optim_hyper *h);
     /* Forward over this rank's replica slices of the first n examples of d (ids equal
      * positions); adds the loss sum, the correct count and the examples into sums. */
     mw_status (*evaluate)(mw_replicas *r, const mw_dataset *d, long n, double sums[3]);
@@ -102,13 +102,25 @@ int mw_cpu_examples_per_thread(const mw_train_opts *o, int threads);
 void mw_slice(long total, int nrep, int i, long *off, long *cnt);
 /* Examples of total that rank's rpw replicas hold, of world * rpw replicas. */
 long mw_rank_examples(long total, int world, int rpw, int rank);
-/* The optimizer of o on count floats in the memory k's kernels work on. */
-void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
-                        float *m1, float *m2, const float *g, size_t count, float rate);
+/* The optimizer of o on count floats (the model's arena layout) in the memory k's kernels work
+ * on: slots s[0..2] (kernels/optim.h), gradients g read only (they may be shared). Clipping:
+ * clipnorm per tensor of m, global_clipnorm over all of g (the same bits on every replica, as
+ * g is), clipvalue per element; weight decay first, as Keras does. */
+void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k,
+                        const mw_model *m, float *p, float *const s[3], const float *g,
+                        size_t count, const mw_optim_hyper *h);
 /* A backend's metrics op: sums = acc, and acc = 0 when reset. */
 void mw_metrics_take(double acc[3], double sums[3], int reset);
-/* The rate of the next update, counting it in *opt_step (Adam: its bias-corrected
- * lr_t). Once per step, however many copies of the state apply it. */
-float mw_optimizer_rate(const mw_train_opts *o, long *opt_step);
+/* The scalars of the next update, counting it in *opt_step (Keras' iterations): the
+ * scheduled rate of step *opt_step, Adam's bias-corrected alpha, the decay. Once per step,
+ * however many copies of the state apply it. */
+void mw_optimizer_hyper(const mw_train_opts *o, long *opt_step, mw_optim_hyper *h);
+/* The learning rate of optimizer step `step` (its schedule's, else learning_rate). */
+double mw_optimizer_lr(const mw_train_opts *o, long step);
+/* How many slot arenas (m1, m2, m3) the optimizer of o keeps state in (checkpoints). */
+int mw_optimizer_slots(const mw_train_opts *o);
+/* Fill fresh slots (m1 m2 m3 of count floats, host memory): zeros, Adagrad's accumulator
+ * initial_accumulator_value. */
+void mw_optimizer_init_slots(const mw_train_opts *o, float *m1, float *m2, float *m3, size_t count);
 
 #endif

@@ -227,12 +227,13 @@ static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
     mw_metrics_take(r->acc, sums, reset);
 }
 
-static mw_status cpu_update(mw_replicas *r, float rate)
+static mw_status cpu_update(mw_replicas *r, const mw_optim_hyper *h)
 {
     const mw_replicas_env *e = &r->env;
     mw_model_update_stats(e->model, e->model->params.data, r->tgrads[0]);
-    mw_optimizer_apply(e->o, &r->kt, &r->k, e->model->params.data, e->m1->data, e->m2->data,
-                       r->tgrads[0], e->model->params.count, rate);
+    float *const slots[3] = {e->m1->data, e->m2->data, e->m3->data};
+    mw_optimizer_apply(e->o, &r->kt, &r->k, e->model, e->model->params.data, slots, r->tgrads[0],
+                       e->model->params.count, h);
     return MW_OK;
 }
 

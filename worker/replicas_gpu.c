@@ -36,15 +36,15 @@
 
 /* One device this rank drives. */
 typedef struct {
-    int ordinal;                     /* CUDA device number */
-    mw_kctx k;                       /* stream, cuBLAS, device scratch */
-    float *params, *grads, *m1, *m2; /* device arrays, the host arenas' layout */
-    double *reg;                     /* device: this step's weight penalty */
-    uint32_t *ids;                   /* device: a micro-batch's example ids (dropout) */
-    double *macc;                    /* device: loss sum, correct count (mw_cuda_metrics_add) */
-    mw_model_ws ws;                  /* device workspace for one micro-batch */
-    void *stage;                     /* pinned host: the h_ buffers below */
-    float *h_x[2];                   /* the two staging slots (marks 0 and 1) */
+    int ordinal;                          /* CUDA device number */
+    mw_kctx k;                            /* stream, cuBLAS, device scratch */
+    float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
+    double *reg;                          /* device: this step's weight penalty */
+    uint32_t *ids;                        /* device: a micro-batch's example ids (dropout) */
+    double *macc;   /* device: loss sum, correct count (mw_cuda_metrics_add) */
+    mw_model_ws ws; /* device workspace for one micro-batch */
+    void *stage;    /* pinned host: the h_ buffers below */
+    float *h_x[2];  /* the two staging slots (marks 0 and 1) */
     int32_t *h_labels[2];
     uint32_t *h_ids[2];
     double *h_reg, *h_macc; /* downloads of reg and macc */
@@ -93,8 +93,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
     if (r->env.o->tf32)
         MW_TRY(mw_cuda_set_tf32(&g->k, 1));
-    float **arr[4] = {&g->params, &g->grads, &g->m1, &g->m2};
-    for (int i = 0; i < 4; i++)
+    float **arr[5] = {&g->params, &g->grads, &g->m1, &g->m2, &g->m3};
+    for (int i = 0; i < 5; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
     MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
     MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
@@ -172,6 +172,7 @@ static mw_status gpu_push(mw_replicas *r, int weights_only)
         if (!weights_only) {
             MW_TRY(mw_cuda_upload(g->m1, e->m1->data, nb, &g->k));
             MW_TRY(mw_cuda_upload(g->m2, e->m2->data, nb, &g->k));
+            MW_TRY(mw_cuda_upload(g->m3, e->m3->data, nb, &g->k));
         }
     }
     return sync_all(r);
@@ -186,6 +187,7 @@ static mw_status gpu_pull(mw_replicas *r)
     MW_TRY(mw_cuda_download(e->model->params.data, g->params, nb, &g->k));
     MW_TRY(mw_cuda_download(e->m1->data, g->m1, nb, &g->k));
     MW_TRY(mw_cuda_download(e->m2->data, g->m2, nb, &g->k));
+    MW_TRY(mw_cuda_download(e->m3->data, g->m3, nb, &g->k));
     return mw_cuda_sync(&g->k);
 }
 
@@ -376,16 +378,25 @@ static void gpu_metrics(mw_replicas *r, double sums[3], int reset)
 /* Enqueued behind the all-reduce on each stream; then the step's one host wait: NCCL's
  * polled wait (the sums and the update), or on one GPU the step mark. The step's metrics and
  * penalty downloads are complete then. */
-static mw_status gpu_update(mw_replicas *r, float rate)
+static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
 {
     const mw_replicas_env *e = &r->env;
+    /* A clip norm reads the summed gradient's norm back to the host (mw_sumsq_cuda waits on
+     * the stream): take the polled wait for the sums first, so no host wait sits behind an
+     * all-reduce outside --collective-timeout. */
+    const int clip = e->o->clipnorm > 0 || e->o->global_clipnorm > 0;
+    if (clip && r->nccl)
+        MW_TRY(mw_nccl_wait(r->nccl));
+    else if (clip)
+        MW_TRY(wait_devices(r, "the GPU step's all-reduce"));
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
-        mw_optimizer_apply(e->o, &r->kt, &g->k, g->params, g->m1, g->m2, g->grads,
-                           e->model->params.count, rate);
+        float *const slots[3] = {g->m1, g->m2, g->m3};
+        mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
+                           e->model->params.count, h);
     }
     MW_TL_BEGIN("wait: the all-reduce and the update", "wait");
-    if (r->nccl)
+    if (r->nccl && !clip)
         MW_TRY(mw_nccl_wait(r->nccl));
     else
         MW_TRY(wait_devices(r, "the GPU step"));
@@ -433,7 +444,7 @@ static void gpu_close(mw_replicas **rp, int abandoned)
         (void)mw_cuda_sync(&g->k);
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
         mw_model_ws_free(&g->ws);
-        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->reg, g->ids, g->macc};
+        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->m3, g->reg, g->ids, g->macc};
         for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
             mw_cuda_free(dev[i]);
         mw_cuda_host_free(g->stage);

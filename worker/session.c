@@ -22,6 +22,7 @@ void mw_session_init(mw_session *s)
     mw_dataset_init(&s->test);
     mw_arena_init(&s->m1);
     mw_arena_init(&s->m2);
+    mw_arena_init(&s->m3);
     s->comm = MPI_COMM_NULL;
     s->saved_step = -1;
     s->model_json = "";
@@ -148,11 +149,12 @@ static mw_status build_model(mw_session *s, int with_data)
     MW_TRY(rc);
     if (s->model.source) /* the model description travels in every checkpoint */
         s->model_json = s->model.source;
-    mw_arena *as[2] = {&s->m1, &s->m2};
-    for (int i = 0; i < 2; i++) {
+    mw_arena *as[3] = {&s->m1, &s->m2, &s->m3};
+    for (int i = 0; i < 3; i++) {
         mw_arena_reserve(as[i], s->model.params.count);
         MW_TRY(mw_arena_alloc(as[i]));
     }
+    mw_optimizer_init_slots(s->o, s->m1.data, s->m2.data, s->m3.data, s->model.params.count);
     return MW_OK;
 }
 
@@ -209,6 +211,7 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         .model = &s->model,
         .m1 = &s->m1,
         .m2 = &s->m2,
+        .m3 = &s->m3,
         .nthreads = nthreads,
         .first_device = s->dev.first,
         .ndevices = s->dev.n,
@@ -315,14 +318,20 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
                       "run's global batch is %ld (batch per replica x replicas): use the same "
                       "global batch, or resume from an epoch-boundary checkpoint",
                       name, c->global_batch, gb);
-    if (!c->slot1 || c->nslots != c->nparams || (o->optimizer == MW_OPT_ADAM && !c->slot2))
-        return mw_err(MW_ECKPT, "%s has no optimizer state for %s", name,
-                      mw_opts_optimizer_name(o));
+    const int need = mw_optimizer_slots(o);
+    float *const slots[3] = {c->slot1, c->slot2, c->slot3};
+    if (c->nslots != c->nparams || !slots[need - 1])
+        return mw_err(MW_ECKPT, "%s has no optimizer state for %s%s (%d slot(s) needed)", name,
+                      mw_opts_optimizer_name(o), o->amsgrad ? " with amsgrad" : "", need);
     mw_ckpt_unpack(&s->model, s->model.params.data, c->params);
-    mw_ckpt_unpack(&s->model, s->m1.data, c->slot1);
-    if (c->slot2)
-        mw_ckpt_unpack(&s->model, s->m2.data, c->slot2);
+    mw_arena *arenas[3] = {&s->m1, &s->m2, &s->m3};
+    for (int i = 0; i < 3; i++)
+        if (slots[i])
+            mw_ckpt_unpack(&s->model, arenas[i]->data, slots[i]);
     s->opt_step = c->opt_step;
+    /* SGD counted no iterations before schedules existed: its steps are the global steps */
+    if (strcmp(c->optimizer, "sgd") == 0 && c->opt_step == 0)
+        s->opt_step = c->global_step;
     s->start_epoch = c->epoch;
     s->start_step = c->step_in_epoch;
     s->global_step = c->global_step;
@@ -355,6 +364,7 @@ void mw_session_close(mw_session *s, int abandoned)
     mw_dataset_free(&s->test);
     mw_arena_free(&s->m1);
     mw_arena_free(&s->m2);
+    mw_arena_free(&s->m3);
     mw_model_free(&s->model);
     free(s->saved_model);
     free(s->latest);

@@ -7,7 +7,7 @@
  *     ...
  *     mw_session_close(&s, abandoned);
  *
- * The host arenas (model.params, m1, m2) and the counters below are what a checkpoint
+ * The host arenas (model.params, m1, m2, m3) and the counters below are what a checkpoint
  * holds; the backend's copies follow them through ops->push and ops->pull. */
 #ifndef MW_WORKER_SESSION_H
 #define MW_WORKER_SESSION_H
@@ -46,7 +46,7 @@ typedef struct {
     MPI_Comm comm;   /* the training communicator, or MPI_COMM_SELF for the evaluator */
     int rank, world; /* in comm */
     mw_model model;
-    mw_arena m1, m2; /* optimizer slots (Adam m, v; SGD velocity in m1) */
+    mw_arena m1, m2, m3; /* optimizer slots s1..s3 (kernels/optim.h) */
     mw_dataset train, test;
     mw_device_choice dev;
     mw_session_use use;

@@ -141,7 +141,9 @@ static mw_status step(trainer *t, long start, long gb, double *secs)
     MW_TRY(s->ops->allreduce(s->rep, s->global_step));
     MW_TL_END("all-reduce", "allreduce");
     MW_TL_BEGIN("update", "update");
-    MW_TRY(s->ops->update(s->rep, mw_optimizer_rate(s->o, &s->opt_step)));
+    mw_optim_hyper h;
+    mw_optimizer_hyper(s->o, &s->opt_step, &h);
+    MW_TRY(s->ops->update(s->rep, &h));
     if (mw_timeline_on) {
         mw_timeline_end("update", "update");
         mw_timeline_end("step", "step");

@@ -38,4 +38,9 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;
     t->regularize = mw_regularize_cuda;
+    t->sgd_step = mw_sgd_step_cuda;
+    t->adam_step = mw_adam_step_cuda;
+    t->rmsprop_step = mw_rmsprop_step_cuda;
+    t->adagrad_step = mw_adagrad_step_cuda;
+    t->sumsq = mw_sumsq_cuda;
 }

@@ -3,6 +3,50 @@
 
 #include <math.h>
 
+#define MW_OPTIM_HD static inline
+#include "kernels/optim_rules.h"
+
+void mw_sgd_step_ref(const mw_kctx *k, float *p, float *s1, float *s2, float *s3, const float *g,
+                     size_t count, const mw_optim_hyper *h)
+{
+    (void)k, (void)s2, (void)s3;
+    for (size_t i = 0; i < count; i++)
+        rule_sgd(p + i, s1 ? s1 + i : NULL, g[i], h);
+}
+
+void mw_adam_step_ref(const mw_kctx *k, float *p, float *s1, float *s2, float *s3, const float *g,
+                      size_t count, const mw_optim_hyper *h)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        rule_adam(p + i, s1 + i, s2 + i, s3 ? s3 + i : NULL, g[i], h);
+}
+
+void mw_rmsprop_step_ref(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,
+                         const float *g, size_t count, const mw_optim_hyper *h)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        rule_rmsprop(p + i, s1 + i, s2 ? s2 + i : NULL, s3 ? s3 + i : NULL, g[i], h);
+}
+
+void mw_adagrad_step_ref(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,
+                         const float *g, size_t count, const mw_optim_hyper *h)
+{
+    (void)k, (void)s2, (void)s3;
+    for (size_t i = 0; i < count; i++)
+        rule_adagrad(p + i, s1 + i, g[i], h);
+}
+
+void mw_sumsq_ref(const mw_kctx *k, double *out, const float *g, size_t count)
+{
+    (void)k;
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += (double)g[i] * g[i];
+    *out = s;
+}
+
 void mw_adam_ref(const mw_kctx *k, float *p, float *m, float *v, const float *g, size_t count,
                  float lr_t, float b1, float b2, float eps)
 {

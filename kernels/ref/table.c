@@ -51,4 +51,9 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->act_bwd = mw_act_bwd_ref;
     t->softmax_fwd = mw_softmax_fwd_ref;
     t->softmax_bwd = mw_softmax_bwd_ref;
+    t->sgd_step = mw_sgd_step_ref;
+    t->adam_step = mw_adam_step_ref;
+    t->rmsprop_step = mw_rmsprop_step_ref;
+    t->adagrad_step = mw_adagrad_step_ref;
+    t->sumsq = mw_sumsq_ref;
 }

@@ -129,6 +129,41 @@ check '[[ -n $s6 && -n $s12 && $s12 -eq $s6 && $((w12 - w6)) -eq 24 && $((d12 - 
        $((b12 - b6)) -eq 192 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
 
 # checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
+# Keras' other optimizers on the GPU path against CPU training: RMSprop with momentum and
+# per-tensor clipnorm (a sumsq per tensor on the device), Adam's third slot (amsgrad) with
+# global_clipnorm, Adagrad under a warm-up schedule with clipvalue. Rates stay small: the
+# replicas' summation order differs between the two, and 12 steps at a large rate (or centered
+# RMSprop, whose ms - mg^2 cancels) amplify that beyond 1e-4.
+cat >"$tmp/rms.json" <<'JSON'
+{"class_name": "RMSprop", "config": {"learning_rate": 0.002, "momentum": 0.5, "clipnorm": 0.5}}
+JSON
+cat >"$tmp/amsgrad.json" <<'JSON'
+{"class_name": "Adam", "config": {"learning_rate": 0.002, "amsgrad": true, "global_clipnorm": 1.0}}
+JSON
+cat >"$tmp/adagrad.json" <<'JSON'
+{"class_name": "Adagrad", "config": {"learning_rate": {"class_name": "CosineDecay", "config":
+ {"initial_learning_rate": 0.002, "decay_steps": 8, "warmup_target": 0.01, "warmup_steps": 4}},
+ "clipvalue": 0.1}}
+JSON
+for o in rms amsgrad adagrad; do
+    run gpu-1x2-$o 1 2 "$hd" --device gpu --batch-per-replica 16 --optimizer-config "$tmp/$o.json"
+    run cpu-1x2-$o 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 \
+        --batch-per-replica 16 --optimizer-config "$tmp/$o.json"
+    same gpu-1x2-$o cpu-1x2-$o
+done
+# and its state through a checkpoint on the GPU path: straight equals 1 epoch + resume
+MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${quick[@]}" --epochs 2 --device gpu \
+    --optimizer-config "$tmp/amsgrad.json" --checkpoint-every-epochs 1 \
+    --checkpoint-dir "$tmp/ckams" --dump-weights "$tmp/ams-straight.bin" >"$tmp/ams1.out" 2>&1
+MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${quick[@]}" --epochs 1 --device gpu \
+    --optimizer-config "$tmp/amsgrad.json" --checkpoint-every-epochs 1 \
+    --checkpoint-dir "$tmp/ckams2" >"$tmp/ams2.out" 2>&1 &&
+    MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${quick[@]}" --epochs 2 --device gpu \
+        --optimizer-config "$tmp/amsgrad.json" --checkpoint-every-epochs 1 --resume \
+        --checkpoint-dir "$tmp/ckams2" --dump-weights "$tmp/ams-resumed.bin" >"$tmp/ams3.out" 2>&1
+check '[[ $? -eq 0 ]] && "$cmp" "$tmp/ams-straight.bin" "$tmp/ams-resumed.bin" >/dev/null' \
+    "amsgrad resume on the GPU path is bitwise: $(tail -n 1 "$tmp/ams3.out") $("$cmp" "$tmp/ams-straight.bin" "$tmp/ams-resumed.bin" 2>&1)"
+
 ck=(--steps-per-epoch 6 --test-examples 200 --progress none --summary-dir "" --device gpu
     --batch-per-replica 16)
 MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 2 --checkpoint-dir "$tmp/ckA" \

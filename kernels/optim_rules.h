@@ -1,0 +1,105 @@
+/* The per-element update rules of Keras 3.6's optimizers (keras/src/optimizers/), written
+ * once and compiled into the reference, the fast CPU path and the CUDA twins, so the three
+ * agree bit for bit. Private to kernels/: included only by ref/optim.c, cpu/optim.c and
+ * cuda/optim.cu, which define MW_OPTIM_HD first ("static inline", or "__device__ inline").
+ *
+ * Every rule first applies the decoupled weight decay to the parameter and the clipping to
+ * the gradient (mw_optim_hyper in kernels.h), then Keras' update, in float32 as Keras does. */
+#ifndef MW_KERNELS_OPTIM_RULES_H
+#define MW_KERNELS_OPTIM_RULES_H
+
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+/* base_optimizer._apply_weight_decay: variable - variable * wd * lr */
+MW_OPTIM_HD float rule_decay(float p, const mw_optim_hyper *h)
+{
+    return h->weight_decay > 0.0f ? p - p * h->weight_decay * h->decay_lr : p;
+}
+
+/* _clip_gradients: the norm clips as a factor, clipvalue as ops.clip(g, -v, v) */
+MW_OPTIM_HD float rule_grad(float g, const mw_optim_hyper *h)
+{
+    g *= h->gscale;
+    if (h->clipvalue > 0.0f)
+        g = fminf(fmaxf(g, -h->clipvalue), h->clipvalue);
+    return g;
+}
+
+/* SGD: m = m mu - g lr; p += m (nesterov: p += m mu - g lr); mu = 0: p -= g lr. s1 = m. */
+MW_OPTIM_HD void rule_sgd(float *p, float *s1, float g0, const mw_optim_hyper *h)
+{
+    float q = rule_decay(*p, h), g = rule_grad(g0, h);
+    if (h->momentum != 0.0f) {
+        float m = *s1 * h->momentum - g * h->lr;
+        *s1 = m;
+        q += h->nesterov ? m * h->momentum - g * h->lr : m;
+    } else {
+        q -= g * h->lr;
+    }
+    *p = q;
+}
+
+/* Adam / AdamW (lr = alpha): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ * amsgrad: vhat = max(vhat, v), v = vhat; p -= m alpha / (sqrt(v) + eps).
+ * s1 = m, s2 = v, s3 = vhat (amsgrad only).
+ * Keras writes the moments as m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2): the same
+ * algebra, and within float rounding of it (tests/keras/optim_parity.py: 1e-6 over 50 steps).
+ * mwtrain keeps its original form because the subtraction form broke layout independence
+ * (tests/mpi/test_layout.sh): over 20 Adam steps of the tutorial CNN it turned the rounding
+ * differences of the layouts' gradient sums into 5e-3 of the weights, where this form stays at
+ * 1.5e-6. */
+MW_OPTIM_HD void rule_adam(float *p, float *s1, float *s2, float *s3, float g0,
+                           const mw_optim_hyper *h)
+{
+    float q = rule_decay(*p, h), g = rule_grad(g0, h);
+    float m = h->beta1 * *s1 + (1.0f - h->beta1) * g;
+    float v = h->beta2 * *s2 + (1.0f - h->beta2) * g * g;
+    *s1 = m;
+    *s2 = v;
+    if (h->amsgrad) {
+        v = fmaxf(*s3, v);
+        *s3 = v;
+    }
+    *p = q - m * h->lr / (sqrtf(v) + h->epsilon);
+}
+
+/* RMSprop: ms = rho ms + (1 - rho) g^2; centered: mg = rho mg + (1 - rho) g, den = ms - mg^2
+ * + eps, else den = ms + eps; inc = lr g / sqrt(den); momentum: mom = mu mom + inc, p -= mom;
+ * else p -= inc. s1 = ms (Keras' velocity), s2 = mom, s3 = mg (average_gradient). */
+MW_OPTIM_HD void rule_rmsprop(float *p, float *s1, float *s2, float *s3, float g0,
+                              const mw_optim_hyper *h)
+{
+    float q = rule_decay(*p, h), g = rule_grad(g0, h);
+    float ms = h->rho * *s1 + (1.0f - h->rho) * (g * g), den;
+    *s1 = ms;
+    if (h->centered) {
+        float mg = h->rho * *s3 + (1.0f - h->rho) * g;
+        *s3 = mg;
+        den = ms - mg * mg + h->epsilon;
+    } else {
+        den = ms + h->epsilon;
+    }
+    float inc = h->lr * g / sqrtf(den);
+    if (h->momentum > 0.0f) {
+        float mom = h->momentum * *s2 + inc;
+        *s2 = mom;
+        q -= mom;
+    } else {
+        q -= inc;
+    }
+    *p = q;
+}
+
+/* Adagrad: acc += g^2; p -= lr g / sqrt(acc + eps). s1 = acc (starts at
+ * initial_accumulator_value, which the caller fills). */
+MW_OPTIM_HD void rule_adagrad(float *p, float *s1, float g0, const mw_optim_hyper *h)
+{
+    float q = rule_decay(*p, h), g = rule_grad(g0, h);
+    float acc = *s1 + g * g;
+    *s1 = acc;
+    *p = q - h->lr * g / sqrtf(acc + h->epsilon);
+}
+
+#endif
