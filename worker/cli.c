@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "worker/data.h"
+#include "worker/keras_archive.h"
 #include "worker/optimizer.h"
 
 /* which commands take a flag */
@@ -500,6 +501,20 @@ static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const 
  * -h (a short name), `--` (ends the flags), and a flag name given as a value (the flag before
  * it most likely lost its value: `--summary-dir --epochs 1`); `--flag=value` always takes the
  * value as written. */
+/* A .keras archive's compile_config optimizer, when it has one. */
+static mw_status archive_optimizer(mw_train_opts *o)
+{
+    json_t *j = NULL;
+    MW_TRY(mw_keras_archive_optimizer(o->model_path, &j));
+    if (!j)
+        return MW_OK;
+    char where[600];
+    snprintf(where, sizeof where, "%s: config.json: compile_config.optimizer", o->model_path);
+    mw_status rc = mw_optimizer_from_json(o, j, where);
+    json_decref(j);
+    return rc;
+}
+
 /* --optimizer-config FILE or the shorthand flags, never both: read the file, or complete the
  * shorthand (AdamW's default weight decay). */
 static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
@@ -514,7 +529,12 @@ static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
                               shorthands[k], o->optimizer_config);
     if (o->optimizer_config)
         return mw_optimizer_load(o, o->optimizer_config);
-    int momentum_given = 0;
+    int given = 0, momentum_given = 0;
+    for (int j = 0; j < NFLAGS; j++)
+        for (size_t k = 0; k < 3; k++)
+            given |= (seen >> j & 1) && !strcmp(flags[j].name, shorthands[k]);
+    if (!given && o->model_path && mw_keras_archive_is(o->model_path))
+        return archive_optimizer(o);
     for (int j = 0; j < NFLAGS; j++)
         momentum_given |= (seen >> j & 1) && !strcmp(flags[j].name, "momentum");
     if (o->optimizer == MW_OPT_RMSPROP && !momentum_given)

@@ -48,8 +48,10 @@ mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
  * hyperparameters the checkpoint does not record are the flags' defaults. */
 static mw_status export_file(const mw_session *s, const mw_train_opts *o)
 {
-    const int saved = s->saved_optimizer[0] != 0;
-    const char *name = saved ? s->saved_optimizer : mw_opts_optimizer_name(o);
+    /* Keras' variables for Adam and SGD's slots; the other optimizers go out without their
+     * state (Keras then starts them afresh), never with slots under the wrong names. */
+    const char *name = s->saved_optimizer[0] ? s->saved_optimizer : mw_opts_optimizer_name(o);
+    const int saved = s->saved_optimizer[0] != 0 && (!strcmp(name, "adam") || !strcmp(name, "sgd"));
     const mw_keras_optimizer opt = {
         .name = name,
         .learning_rate = o->learning_rate,

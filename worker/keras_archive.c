@@ -205,6 +205,40 @@ mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, in
     return rc;
 }
 
+mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return MW_OK; /* the model load reports it */
+    fclose(f);
+    int ze = 0;
+    zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (!z) {
+        zip_error_t e;
+        zip_error_init_with_code(&e, ze);
+        return zip_fail(path, &e);
+    }
+    char *cfg = NULL;
+    size_t ncfg = 0;
+    mw_status rc = read_member(z, "config.json", MW_KERAS_MAX_BYTES, path, &cfg, &ncfg);
+    zip_discard(z);
+    if (rc != MW_OK || !cfg) {
+        free(cfg);
+        return rc; /* no config.json: the model load reports it */
+    }
+    json_error_t je;
+    json_t *root = json_loadb(cfg, ncfg, 0, &je);
+    free(cfg);
+    if (!root) /* the model load reports it, with the line */
+        return MW_OK;
+    json_t *opt = json_object_get(json_object_get(root, "compile_config"), "optimizer");
+    if (opt && !json_is_null(opt))
+        *out = json_incref(opt);
+    json_decref(root);
+    return MW_OK;
+}
+
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w)
 {
@@ -420,14 +454,28 @@ static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].softmax)
             from_logits = 0;
-    json_t *opt = !strcmp(o->name, "sgd")
-                      ? obj("keras.optimizers", "SGD",
-                            json_pack("{s:s, s:f, s:f}", "name", "SGD", "learning_rate",
-                                      o->learning_rate, "momentum", o->momentum))
-                      : obj("keras.optimizers", "Adam",
-                            json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", "adam", "learning_rate",
-                                      o->learning_rate, "beta_1", o->beta1, "beta_2", o->beta2,
-                                      "epsilon", o->epsilon));
+    /* Keras' class for each optimizer name (worker/opts.h); the hyperparameters a checkpoint
+     * does not record come from the flags (see mw_keras_optimizer). */
+    static const char *const names[][2] = {{"sgd", "SGD"},
+                                           {"adam", "Adam"},
+                                           {"adamw", "AdamW"},
+                                           {"rmsprop", "RMSprop"},
+                                           {"adagrad", "Adagrad"}};
+    const char *cls = "Adam";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(o->name, names[i][0]))
+            cls = names[i][1];
+    json_t *opt =
+        !strcmp(cls, "SGD") ? obj("keras.optimizers", "SGD",
+                                  json_pack("{s:s, s:f, s:f}", "name", "SGD", "learning_rate",
+                                            o->learning_rate, "momentum", o->momentum))
+        : !strcmp(cls, "Adam") || !strcmp(cls, "AdamW")
+            ? obj("keras.optimizers", cls,
+                  json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", o->name, "learning_rate",
+                            o->learning_rate, "beta_1", o->beta1, "beta_2", o->beta2, "epsilon",
+                            o->epsilon))
+            : obj("keras.optimizers", cls,
+                  json_pack("{s:s, s:f}", "name", o->name, "learning_rate", o->learning_rate));
     json_t *loss = obj("keras.losses", "SparseCategoricalCrossentropy",
                        json_pack("{s:s, s:s, s:b, s:n}", "name", "sparse_categorical_crossentropy",
                                  "reduction", "sum_over_batch_size", "from_logits", from_logits,
