@@ -9,7 +9,7 @@ initial weights it dumps with --epochs 0; Keras loads them into the same model a
 model.fit. Relative error: per variable, max|mwtrain - keras| / max|keras|.
 
 Asserted: after 2 steps every case is within 1e-4 (the model, the loss scaling, the config
-and the update agree). Printed, not asserted: the error after 50 steps. It grows for reasons
+and the update agree). Printed, not asserted: the error after STEPS steps (10; MW_E2E_STEPS). It grows for reasons
 outside the optimizer: Adam, RMSprop and Adagrad move a weight whose gradient is ~0 by about
 lr x sign(noise) each step, so a gradient that is exactly 0 in one implementation and 1e-12
 in the other (XLA's convolutions against oneDNN's) becomes a full step; and plain SGD, equal
@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 O = keras.optimizers
 S = keras.optimizers.schedules
 DATA = "/usr/share/datasets/fashion-mnist"
-N, CHECKED, STEPS, TOL = 64, 2, 50, 1e-4
+# The suite prints the error after 10 steps; MW_E2E_STEPS=50 reproduces the 50-step table.
+N, CHECKED, STEPS, TOL = 64, 2, int(os.environ.get("MW_E2E_STEPS", "10")), 1e-4
 
 
 def cases():
