@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/fault.h"
 #include "common/timeline.h"
 #include "common/timer.h"
+#include "common/watchdog.h"
 
 static unsigned long yield_after = 4096;
 
@@ -32,7 +35,16 @@ static void timeline_wait(const mw_wait_ctx *w, double since)
     mw_timeline_span(name, "wait", since);
 }
 
-mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int *peers)
+/* The backstop behind the polled deadline: an MPI call that itself does not return (Open MPI
+ * blocked writing to a TCP peer whose node is stopped) never reaches the clock check, so the
+ * watchdog ends the process a margin (5..30 s) after the deadline instead. */
+static double backstop(double timeout)
+{
+    return timeout + (timeout < 5 ? 5 : timeout > 30 ? 30 : timeout);
+}
+
+static mw_status poll_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int *peers,
+                           int *guard)
 {
     double t0 = -1;
     const double tl0 = mw_timeline_on ? mw_timeline_now() : 0;
@@ -52,8 +64,11 @@ mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int
             continue;
         /* Past the first few microseconds, check the clock and let others run. */
         double now = mw_now();
-        if (t0 < 0)
+        if (t0 < 0) {
             t0 = now;
+            if (w->timeout > 0) /* only a wait that took a while pays for the guard */
+                *guard = mw_watchdog_arm_if_idle(w->op, backstop(w->timeout));
+        }
         if (w->timeout > 0 && now - t0 > w->timeout) {
             int peer = -1;
             for (int i = 0; i < n && peers; i++) {
@@ -79,6 +94,25 @@ mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int
                           w->op, at, now - t0, w->timeout);
         }
     }
+}
+
+mw_status mw_comm_wait(const mw_wait_ctx *w, MPI_Request *reqs, int n, const int *peers)
+{
+    static int wedged = -1; /* MW_FAULT=wedge (common/fault.h): this wait never returns */
+    if (wedged < 0)
+        wedged = mw_fault_wedged(-1);
+    if (wedged && w->timeout > 0) {
+        mw_watchdog_arm_if_idle(w->op, backstop(w->timeout));
+        fprintf(stderr, "mwtrain: MW_FAULT: wedged in %s\n", w->op);
+        fflush(stderr);
+        for (;;)
+            pause();
+    }
+    int guard = 0;
+    mw_status rc = poll_wait(w, reqs, n, peers, &guard);
+    if (guard)
+        mw_watchdog_disarm();
+    return rc;
 }
 
 mw_status mw_comm_bcast(const mw_wait_ctx *w, void *buf, int count, MPI_Datatype type, int root,

@@ -49,3 +49,11 @@ void mw_fault_slow(int rank)
     while (nanosleep(&t, &t) != 0)
         ;
 }
+
+int mw_fault_wedged(int rank)
+{
+    const char *f = getenv("MW_FAULT");
+    if (!f || strncmp(f, "wedge:", 6) != 0)
+        return 0;
+    return !strcmp(f + 6, "all") || atoi(f + 6) == (rank < 0 ? env_rank() : rank);
+}

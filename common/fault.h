@@ -4,6 +4,9 @@
  *     MW_FAULT=stop:POINT:RANK   that rank stops itself (SIGSTOP) on reaching POINT
  *     MW_FAULT=slow:RANK:MS      that rank sleeps MS milliseconds in every training step
  *                                (mw_fault_slow), a straggler for the epoch line's note
+ *     MW_FAULT=wedge:RANK        that rank's first collective wait never returns, as a rank
+ *                                blocked inside an MPI call whose peer's node is stopped
+ *                                (RANK "all": every rank); cluster/comm.c's backstop ends it
  *
  * Points: init (before MPI_Init), setup (before the set-up agreement), restore (before the
  * --resume read and broadcast), finish (before the shut-down agreement). RANK is the MPI world
@@ -16,5 +19,9 @@
 void mw_fault_point(const char *point, int rank);
 /* MW_FAULT=slow:RANK:MS and this is RANK: sleep MS milliseconds. The variable is read once. */
 void mw_fault_slow(int rank);
+
+/* MW_FAULT=wedge:RANK (or wedge:all) names this process (rank < 0: the launcher's
+ * environment): 1, else 0. */
+int mw_fault_wedged(int rank);
 
 #endif

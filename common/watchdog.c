@@ -97,3 +97,14 @@ void mw_watchdog_disarm(void)
     pthread_cond_signal(&wake);
     pthread_mutex_unlock(&lock);
 }
+
+int mw_watchdog_arm_if_idle(const char *what, double seconds)
+{
+    pthread_mutex_lock(&lock);
+    const int busy = armed;
+    pthread_mutex_unlock(&lock);
+    if (busy || seconds <= 0)
+        return 0;
+    arm(what, seconds, EXIT_TIMEOUT, 0);
+    return 1;
+}

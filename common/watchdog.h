@@ -22,4 +22,9 @@ void mw_watchdog_disarm(void);
  * itself (MPI_Abort), "WHAT did not end this process within S s", then _exit(code). */
 void mw_watchdog_arm_exit(const char *what, double seconds, int code);
 
+/* Arm as mw_watchdog_arm only when no guard is armed: 1 when it armed (the caller disarms),
+ * 0 when another guard stays in charge. For backstops inside code that a guarded call may
+ * run. */
+int mw_watchdog_arm_if_idle(const char *what, double seconds);
+
 #endif

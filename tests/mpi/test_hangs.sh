@@ -11,6 +11,9 @@
 #            checkpoint is complete, and a --resume run afterwards finishes (nothing is lost)
 #   evaluator the evaluator task (world rank 2) stops before the set-up agreement: the message
 #            names rank 2, not the chief
+#   wedge    every rank's first collective wait never returns (MW_FAULT=wedge:all, as ranks
+#            blocked inside an MPI call whose peer's node is stopped): cluster/comm.c's
+#            watchdog backstop ends each a margin after the deadline
 #   test_hangs.sh MWTRAIN
 set -uo pipefail
 mw=$1
@@ -77,6 +80,8 @@ check '[[ $? -eq 0 ]] && grep -q "^Epoch 2," <<<"$out"' \
 
 TFC='{"cluster":{"chief":["h:1"],"worker":["h:2"],"evaluator":["h:3"]},"task":{"type":"chief","index":0}}' \
     case_ evaluator 3 stop:setup:2 "collective timeout: agreement waited $T s for rank 2 "
+
+case_ wedge 2 wedge:all "error: .* did not return within $((T + 5)) s \\(--collective-timeout\\)"
 
 echo "$pass passed, $fail failed"
 ((fail == 0))
