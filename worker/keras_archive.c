@@ -185,6 +185,18 @@ mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, c
     return rc;
 }
 
+/* path opened read-only with its consistency checked, or MW_EDATA naming it. */
+static mw_status open_zip(const char *path, zip_t **z)
+{
+    int ze = 0;
+    *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (*z)
+        return MW_OK;
+    zip_error_t e;
+    zip_error_init_with_code(&e, ze);
+    return zip_fail(path, &e);
+}
+
 mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                                      int nclasses, mw_keras_weights *w)
 {
@@ -193,13 +205,8 @@ mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, in
     if (!f)
         return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
     fclose(f);
-    int ze = 0;
-    zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
-    if (!z) {
-        zip_error_t e;
-        zip_error_init_with_code(&e, ze);
-        return zip_fail(path, &e);
-    }
+    zip_t *z;
+    MW_TRY(open_zip(path, &z));
     mw_status rc = load_zip(z, m, path, in_h, in_w, in_c, nclasses, w);
     zip_discard(z);
     return rc;
@@ -212,13 +219,8 @@ mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
     if (!f)
         return MW_OK; /* the model load reports it */
     fclose(f);
-    int ze = 0;
-    zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
-    if (!z) {
-        zip_error_t e;
-        zip_error_init_with_code(&e, ze);
-        return zip_fail(path, &e);
-    }
+    zip_t *z;
+    MW_TRY(open_zip(path, &z));
     char *cfg = NULL;
     size_t ncfg = 0;
     mw_status rc = read_member(z, "config.json", MW_KERAS_MAX_BYTES, path, &cfg, &ncfg);

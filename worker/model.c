@@ -1502,6 +1502,7 @@ static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *
                padding_differs(d, n, x, y, (const int[]){cx->PT, cx->PL, cx->OH, cx->OW},
                                (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
     case MW_LAYER_MAXPOOL:
+    case MW_LAYER_AVGPOOL:
         return dims_differ(d, n, "pool size", (const int[]){qx->PH, qx->PW},
                            (const int[]){qy->PH, qy->PW}, 2) ||
                dims_differ(d, n, "strides", (const int[]){qx->SH, qx->SW},
@@ -1510,13 +1511,6 @@ static int config_differs(char *d, size_t n, const mw_layer *x, const mw_layer *
                                (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
     case MW_LAYER_DENSE:
         return dims_differ(d, n, "units", &x->out_c, &y->out_c, 1);
-    case MW_LAYER_AVGPOOL:
-        return dims_differ(d, n, "pool size", (const int[]){qx->PH, qx->PW},
-                           (const int[]){qy->PH, qy->PW}, 2) ||
-               dims_differ(d, n, "strides", (const int[]){qx->SH, qx->SW},
-                           (const int[]){qy->SH, qy->SW}, 2) ||
-               padding_differs(d, n, x, y, (const int[]){qx->PT, qx->PL, qx->OH, qx->OW},
-                               (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
     case MW_LAYER_ZEROPAD:
         return dims_differ(d, n, "padding", x->pad, y->pad, 4);
     case MW_LAYER_BATCHNORM:
