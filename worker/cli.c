@@ -103,6 +103,10 @@ static const flag flags[] = {
              "or --momentum"},
     {"seed", "N", C_TRAIN, K_U64, TR(seed, uint64_t),
      .help = "seed of initial weights and the shuffle (default 42)"},
+    {"no-shuffle", NULL, C_TRAIN, K_SWITCH, TR(no_shuffle, int), .on = 1,
+     .help = "every epoch takes the training set in file order (Keras' fit(shuffle=False)), "
+             "e.g. to feed another framework the same batches; default a seeded shuffle "
+             "per epoch"},
     {"data-dir", "DIR", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
      .help = "directory with the IDX files (train-images-idx3-ubyte[.gz], ...) "
              "(default " MW_DATA_DEFAULT_DIR ")"},

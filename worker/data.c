@@ -114,11 +114,16 @@ void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t 
         release_pages(d, ids, n, nbytes);
 }
 
+void mw_dataset_file_order(uint32_t *ids, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = i;
+}
+
 void mw_dataset_epoch_order(uint32_t *ids, uint32_t n, uint64_t seed, int epoch)
 {
     mw_rng r;
     mw_rng_seed(&r, seed, UINT64_C(0x5eed0000) + (uint64_t)epoch);
-    for (uint32_t i = 0; i < n; i++)
-        ids[i] = i;
+    mw_dataset_file_order(ids, n);
     mw_rng_shuffle(&r, ids, n);
 }

@@ -109,5 +109,7 @@ mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
  * shuffle with buffer = len(train)). The same (seed, epoch) gives the same order on every
  * machine; different epochs give different orders. */
 void mw_dataset_epoch_order(uint32_t *ids, uint32_t n, uint64_t seed, int epoch);
+/* --no-shuffle: 0..n-1, the file's order, every epoch. */
+void mw_dataset_file_order(uint32_t *ids, uint32_t n);
 
 #endif

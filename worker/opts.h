@@ -27,6 +27,7 @@ typedef struct {
     double momentum; /* SGD */
     double beta1, beta2, epsilon;
     uint64_t seed;
+    int no_shuffle;       /* --no-shuffle: every epoch in file order (Keras shuffle=False) */
     const char *data_dir; /* --data PATH or --data-dir DIR */
     int threads;          /* 0: cores / ranks on the node */
     const char *backend;  /* "cpu" or "ref" */

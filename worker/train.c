@@ -210,7 +210,10 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     const long GB = mw_session_global_batch(s), N = s->train.count, steps = steps_per_epoch(s);
     const long first = epoch == s->start_epoch ? s->start_step : 0;
     mw_progress_state prog;
-    mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
+    if (o->no_shuffle)
+        mw_dataset_file_order(t->order, (uint32_t)N);
+    else
+        mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
     s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data.h) */
     double sums[3] = {0, 0, 0}; /* scaled loss, correct, examples (local, then all) */
     double t0 = mw_now(), seen_local = 0;

@@ -1,21 +1,28 @@
 """End-to-end optimizer parity with real Keras on the tutorial CNN (suite 'keras').
 
 For each optimizer and each schedule, the tutorial CNN from the same initial weights and the
-same batches, trained by mwtrain and by Keras. The same batches without exporting mwtrain's
-shuffle: the training set is cut to its first 64 examples, so with a global batch of 64 every
-epoch is one step over the same 64 examples (the mean loss does not depend on their order).
-mwtrain trains with --optimizer-config (the JSON of keras.optimizers.serialize) from the
-initial weights it dumps with --epochs 0; Keras loads them into the same model and runs
-model.fit. Relative error: per variable, max|mwtrain - keras| / max|keras|.
+same batches, trained by mwtrain and by Keras. The same batches: mwtrain trains with
+--no-shuffle on the first 64 x STEPS training examples, one epoch of STEPS distinct batches of
+64, and Keras runs model.fit(shuffle=False) over the same arrays. mwtrain takes the optimizer
+from --optimizer-config (the JSON of keras.optimizers.serialize) and its initial weights are
+the ones it dumps with --epochs 0, loaded into Keras' model. Relative error: per variable,
+max|mwtrain - keras| / max|keras|, the worst variable.
 
 Asserted: after 2 steps every case is within 1e-4 (the model, the loss scaling, the config
-and the update agree). Printed, not asserted: the error after STEPS steps (10; MW_E2E_STEPS). It grows for reasons
-outside the optimizer: Adam, RMSprop and Adagrad move a weight whose gradient is ~0 by about
-lr x sign(noise) each step, so a gradient that is exactly 0 in one implementation and 1e-12
-in the other (XLA's convolutions against oneDNN's) becomes a full step; and plain SGD, equal
-to 7e-7 through step 10, jumps to 3e-3 by step 20, most likely where float noise flips a ReLU
-or max-pool decision. tests/keras/optim_parity.py checks 50 steps of every rule and schedule on the same
-gradients, where these effects do not arise.
+and the update agree). With MW_E2E_STEPS=N (50 for the issue's table) it also prints, not
+asserts, the error after N steps next to a noise floor: mwtrain against mwtrain with
+--micro-batch 8, which changes nothing but the order in which float32 gradients are summed.
+
+Why not assert 50 steps: the trajectories amplify rounding through discrete events. Adam's
+case (MW_E2E_STEPS=10): steps 1-4 agree within 1e-5 in every variable; at step 5, 45 kernel
+weights of the second convolution jump to 1.5e-3 at once. A ReLU whose input is within
+rounding of 0 opens in one implementation and not in the other, and Adam's first update of a
+weight whose gradient was 0 is about 0.5 x lr whatever the gradient's size, so a gradient of
+1e-9 against 0 becomes a step of 5e-4 against none. mwtrain's oneDNN backend against its own
+reference loops (--backend ref) diverges the same way, 4e-3..1.5e-1 after 50 steps, so two
+correct float32 implementations cannot be held to 1e-4 after 50 steps of this model.
+tests/keras/optim_parity.py checks 50 steps of every rule and schedule on the same gradients,
+where no such event can occur, within 1e-5.
 
 usage: optim_e2e.py MWTRAIN WORKDIR"""
 import gzip
@@ -31,8 +38,10 @@ import numpy as np  # noqa: E402
 O = keras.optimizers
 S = keras.optimizers.schedules
 DATA = "/usr/share/datasets/fashion-mnist"
-# The suite prints the error after 10 steps; MW_E2E_STEPS=50 reproduces the 50-step table.
-N, CHECKED, STEPS, TOL = 64, 2, int(os.environ.get("MW_E2E_STEPS", "10")), 1e-4
+# The suite asserts 2 steps; MW_E2E_STEPS=50 also prints the 50-step table.
+B, CHECKED, TOL = 64, 2, 1e-4
+STEPS = max(CHECKED, int(os.environ.get("MW_E2E_STEPS", "0")))
+N = B * STEPS  # training examples: STEPS distinct batches
 
 
 def cases():
@@ -91,9 +100,15 @@ def tutorial_cnn():
         L.Dense(64, activation="relu"), L.Dense(10)])
 
 
+def rel_err(got, want):
+    return max(float(np.max(np.abs(np.ravel(g) - np.ravel(w))) / np.max(np.abs(w)))
+               for g, w in zip(got, want))
+
+
 def mwtrain(mw, data, work, *args):
-    cmd = [mw, "train", "--data-dir", data, "--batch-per-replica", str(N), "--threads", "1",
-           "--test-examples", "64", "--summary-dir", "", "--checkpoint-every-epochs", "0",
+    cmd = [mw, "train", "--data-dir", data, "--batch-per-replica", str(B), "--threads", "1",
+           "--no-shuffle",
+           "--test-examples", str(B), "--summary-dir", "", "--checkpoint-every-epochs", "0",
            "--checkpoint-dir", os.path.join(work, "ck"), "--progress", "none", *args]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -121,24 +136,29 @@ def main():
         m.set_weights(init_w)
         m.compile(optimizer=O.deserialize(O.serialize(opt)),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        errs = []
-        for start, end in ((0, CHECKED), (CHECKED, STEPS)):
-            out = os.path.join(work, "w%02d-%d.bin" % (i, end))
-            mwtrain(mw, data, work, "--epochs", str(end), "--optimizer-config", cfg_path,
-                    "--dump-weights", out)
-            got = np.split(np.fromfile(out, "<f4"), splits)
-            m.fit(x, y, batch_size=N, initial_epoch=start, epochs=end, shuffle=False,
-                  verbose=0)
-            errs.append(max(float(np.max(np.abs(g - w.ravel())) / np.max(np.abs(w)))
-                            for g, w in zip(got, m.get_weights())))
+        errs, runs = [], {}
+        for start, end in ((0, CHECKED), (CHECKED, STEPS))[:1 + (STEPS > CHECKED)]:
+            for mb in ("16", "8") if end > CHECKED else ("16",):
+                out = os.path.join(work, "w%02d-%d-%s.bin" % (i, end, mb))
+                mwtrain(mw, data, work, "--epochs", "1", "--steps-per-epoch", str(end),
+                        "--micro-batch", mb, "--optimizer-config", cfg_path,
+                        "--dump-weights", out)
+                runs[mb] = np.split(np.fromfile(out, "<f4"), splits)
+            m.fit(x[start * B:end * B], y[start * B:end * B], batch_size=B, epochs=1,
+                  shuffle=False, verbose=0)
+            errs.append(rel_err(runs["16"], m.get_weights()))
         ok = errs[0] <= TOL
         failed += not ok
-        rows.append("%-30s %.2e   %.2e   %s" % (name, errs[0], errs[1], "ok" if ok else "FAIL"))
-    print("%-30s %-9s  %-9s" % ("tutorial CNN", "%d steps" % CHECKED, "%d steps" % STEPS))
+        more = "%.2e   %.2e   " % (errs[1], rel_err(runs["16"], runs["8"])) if errs[1:] else ""
+        rows.append("%-30s %.2e   %s%s" % (name, errs[0], more, "ok" if ok else "FAIL"))
+    head = "%-30s %-9s  " % ("tutorial CNN vs Keras", "%d steps" % CHECKED)
+    if STEPS > CHECKED:
+        head += "%-9s  floor at %d (mwtrain vs --micro-batch 8)" % ("%d steps" % STEPS, STEPS)
+    print(head)
     print("\n".join(rows))
-    print("relative error allowed after %d steps: %g (per variable, max norm); after %d: "
-          "printed only (see the top of tests/keras/optim_e2e.py); %d case(s), %d failed"
-          % (CHECKED, TOL, STEPS, len(rows), failed))
+    print("relative error allowed after %d steps: %g (per variable, max norm; MW_E2E_STEPS=50 "
+          "prints 50 steps, see the top of tests/keras/optim_e2e.py); %d case(s), %d failed"
+          % (CHECKED, TOL, len(rows), failed))
     return 1 if failed else 0
 
 
