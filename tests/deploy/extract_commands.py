@@ -15,7 +15,9 @@ Rewriting, per command (words split as the shell would, without expanding anythi
   - the binary is the first word named mwtrain (any path) or $MWTRAIN / ${MWTRAIN...};
     the words before it (mpirun/srun and their options, exec, timeout, env settings) become
     `mpirun -n 2 --oversubscribe` when they launch MPI ranks, else nothing;
-  - --epochs N -> min(N, 2); --steps-per-epoch -> 2 (added to train when absent);
+  - --epochs N -> min(N, 2) (train: 2 when absent); --steps-per-epoch -> 2 (added to train
+    when absent); --test-examples N -> min(N, 256) (train and eval: 256 when absent, so
+    each epoch does not evaluate all 10,000 test images);
     --threads -> 1; --data-dir -> the local data directory; --hostfile -> a local hostfile;
     --checkpoint-dir, --summary-dir, --dump-weights, --tf-config -> under the temporary
     directory, one folder per source file, the same value mapping to the same place (so a
@@ -161,7 +163,7 @@ def rewrite(text, folder, mwtrain, data_dir, hostfile, rel="", file_text="", dep
     out = ["mpirun"] + tune_args(launcher, rel, file_text, deploy) + \
         ["-n", "2", "--oversubscribe"] if mpi else []
     out += [mwtrain, sub]
-    have_steps = False
+    have_steps = have_epochs = have_test = False
     k = 1
     while k < len(args):
         w = args[k]
@@ -173,7 +175,7 @@ def rewrite(text, folder, mwtrain, data_dir, hostfile, rel="", file_text="", dep
             out.append(expand(w))
             continue
         takes = name in PATH_FLAGS or name in ("--epochs", "--steps-per-epoch", "--threads",
-                                               "--data-dir", "--hostfile")
+                                               "--data-dir", "--hostfile", "--test-examples")
         if not takes:
             out.append(expand(w))
             continue
@@ -189,6 +191,14 @@ def rewrite(text, folder, mwtrain, data_dir, hostfile, rel="", file_text="", dep
             except (Bad, ValueError):
                 n = 2
             out += [name, str(min(max(n, 1), 2))]
+            have_epochs = True
+        elif name == "--test-examples":
+            try:
+                n = int(expand(value))
+            except (Bad, ValueError):
+                n = 256
+            out += [name, str(min(n, 256) if n > 0 else 256)]
+            have_test = True
         elif name == "--steps-per-epoch":
             out += [name, "2"]
             have_steps = True
@@ -207,6 +217,10 @@ def rewrite(text, folder, mwtrain, data_dir, hostfile, rel="", file_text="", dep
             out += [name, local]
     if sub == "train" and not have_steps:
         out += ["--steps-per-epoch", "2"]
+    if sub == "train" and not have_epochs:
+        out += ["--epochs", "2"]
+    if sub in ("train", "eval") and not have_test:
+        out += ["--test-examples", "256"]
     return out
 
 
