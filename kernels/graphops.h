@@ -1,6 +1,7 @@
 /* Twins of the ops Functional graphs and their layers add (see kernels.h for the contract):
- * BatchNormalization, average pooling, zero padding, the elementwise merges (Add, Multiply,
- * Concatenate), the smooth activations and a softmax layer. */
+ * BatchNormalization (and its moving statistics), average pooling, zero padding, the
+ * elementwise merges (Add, Multiply, Concatenate), the smooth activations and a softmax
+ * layer. The reference is kernels/ref/graphops.c, the CUDA twins kernels/cuda/graphops.cu. */
 #ifndef MW_KERNELS_GRAPHOPS_H
 #define MW_KERNELS_GRAPHOPS_H
 
@@ -16,6 +17,10 @@
     void mw_bn_bwd_##sfx(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,                 \
                          const float *dy, const float *x, const float *mean, const float *invstd,  \
                          const float *gamma, size_t rows, int C);                                  \
+    void mw_bn_stats_acc_##sfx(const mw_kctx *k, float *g, const float *st, size_t count,          \
+                               float w);                                                           \
+    void mw_bn_stats_update_##sfx(const mw_kctx *k, float *p, float *g, size_t count,              \
+                                  float momentum);                                                 \
     void mw_avgpool_fwd_##sfx(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g,   \
                               int N);                                                              \
     void mw_avgpool_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const mw_pool_geom *g, \
@@ -41,9 +46,11 @@
     void mw_softmax_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *y,        \
                               size_t rows, int C);
 MW_GRAPHOPS_DECL(ref)
+MW_GRAPHOPS_DECL(cuda)
 #undef MW_GRAPHOPS_DECL
 
-/* The fast CPU path overrides BatchNormalization (kernels/cpu/graphops.c). */
+/* The fast CPU path overrides BatchNormalization (kernels/cpu/graphops.c); the statistics
+ * entries are the reference's loops in both CPU tables (2 C floats per layer and step). */
 void mw_bn_fwd_train_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
                          const float *x, const float *gamma, const float *beta, size_t rows, int C,
                          float eps);

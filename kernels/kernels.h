@@ -174,6 +174,15 @@ typedef void (*mw_bn_fwd_infer_fn)(const mw_kctx *k, float *y, const float *x, c
 typedef void (*mw_bn_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
                              const float *dy, const float *x, const float *mean,
                              const float *invstd, const float *gamma, size_t rows, int C);
+/* The moving statistics (worker/model.h), in the backend's memory, count elements:
+ * stats_acc adds a replica's batch statistics into their gradient slots, g[i] += w * st[i];
+ * stats_update folds the all-reduced sums in, p[i] = p[i] * momentum + g[i] * (1 - momentum),
+ * and zeroes g[i]. Float products and sums, each rounded on its own (the CUDA twin forbids
+ * fma contraction), so the tables agree bitwise. */
+typedef void (*mw_bn_stats_acc_fn)(const mw_kctx *k, float *g, const float *st, size_t count,
+                                   float w);
+typedef void (*mw_bn_stats_update_fn)(const mw_kctx *k, float *p, float *g, size_t count,
+                                      float momentum);
 /* AveragePooling2D: the mean over the window's cells inside the image (padded cells are
  * not counted, as in TensorFlow); backward dx += dy / cells. */
 typedef void (*mw_avgpool_fwd_fn)(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g,
@@ -227,11 +236,13 @@ typedef struct {
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;
     mw_regularize_fn regularize;
-    /* Functional-graph layers (kernels/graphops.h). A table may leave them NULL (CUDA
-     * does): a model that needs one is then refused (mw_model_check_kernels). */
+    /* Functional-graph layers (kernels/graphops.h). A table may leave them NULL: a model
+     * that needs one is then refused (mw_model_check_kernels). */
     mw_bn_fwd_train_fn bn_fwd_train;
     mw_bn_fwd_infer_fn bn_fwd_infer;
     mw_bn_bwd_fn bn_bwd;
+    mw_bn_stats_acc_fn bn_stats_acc;
+    mw_bn_stats_update_fn bn_stats_update;
     mw_avgpool_fwd_fn avgpool_fwd;
     mw_avgpool_bwd_fn avgpool_bwd;
     mw_pad2d_fwd_fn pad2d_fwd;

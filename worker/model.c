@@ -1020,8 +1020,8 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
 }
 
 /* BatchNormalization's backward, and its batch statistics into the moving-statistics
- * gradient slots (scale * n * stat; see model.h). The statistics are host memory here:
- * the tables that run BN (ref, cpu) work on the host. */
+ * gradient slots (scale * n * stat; see model.h), through the table: on the GPU both are
+ * device memory. */
 static void bwd_batchnorm(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                           const mw_model_ws *ws, const float *P, float *G, int i, int n,
                           float scale)
@@ -1033,11 +1033,7 @@ static void bwd_batchnorm(const mw_model *m, const mw_kernels *kt, const mw_kctx
     kt->bn_bwd(k, t > 0 ? ws->grad[t] : NULL, l->w_count ? G + l->w_off : NULL,
                l->b_count ? G + l->b_off : NULL, ws->grad[i + 1], ws->act[t], st, st + 2 * C,
                l->w_count ? P + l->w_off : NULL, rows, C);
-    const float w = scale * (float)n;
-    for (int c = 0; c < C; c++) {
-        G[l->s_off + c] += w * st[c];
-        G[l->s_off + C + c] += w * st[C + c];
-    }
+    kt->bn_stats_acc(k, G + l->s_off, st, 2 * (size_t)C, scale * (float)n); /* mean, var */
 }
 
 /* The backward of the layers Functional graphs add; every one accumulates into dx. */
@@ -1170,18 +1166,13 @@ int mw_model_has_batchnorm(const mw_model *m)
     return 0;
 }
 
-void mw_model_update_stats(const mw_model *m, float *params, float *grads)
+void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, float *params,
+                           float *grads)
 {
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
-        if (l->kind != MW_LAYER_BATCHNORM)
-            continue;
-        const float mom = l->momentum;
-        for (size_t c = 0; c < l->s_count; c++) {
-            float *p = params + l->s_off + c, *g = grads + l->s_off + c;
-            *p = *p * mom + *g * (1.0f - mom);
-            *g = 0.0f;
-        }
+        if (l->kind == MW_LAYER_BATCHNORM)
+            kt->bn_stats_update(k, params + l->s_off, grads + l->s_off, l->s_count, l->momentum);
     }
 }
 
@@ -1192,7 +1183,8 @@ mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
         int ok = 1;
         switch (l->kind) {
         case MW_LAYER_BATCHNORM:
-            ok = t->bn_fwd_train && t->bn_fwd_infer && t->bn_bwd;
+            ok = t->bn_fwd_train && t->bn_fwd_infer && t->bn_bwd && t->bn_stats_acc &&
+                 t->bn_stats_update;
             break;
         case MW_LAYER_AVGPOOL:
             ok = t->avgpool_fwd && t->avgpool_bwd;

@@ -16,8 +16,8 @@
  * mw_model_update_stats, called between the all-reduce and the optimizer, folds them into the
  * moving statistics (Keras: moving = moving * momentum + stat * (1 - momentum)) and zeroes
  * the slots. Adam and SGD leave a weight with a zero gradient and zero slots unchanged.
- * Batch statistics are taken over one forward call: the CPU backend runs a BN model's
- * replica slice in one pass (see mw_model_has_batchnorm).
+ * Batch statistics are taken over one forward call: the CPU and GPU backends run a BN
+ * model's replica slice in one pass (see mw_model_has_batchnorm).
  *
  * Building is two-phase: add layers (shapes are checked here, once, so kernels
  * never have to), then mw_model_finalize allocates the parameter arena with a
@@ -224,11 +224,13 @@ void mw_model_init_params(mw_model *m, uint64_t seed);
  * replica slice in one call). */
 int mw_model_has_batchnorm(const mw_model *m);
 /* After the all-reduce, before the optimizer: fold the summed batch statistics in grads
- * into the moving statistics in params and zero those gradient slots (host arrays, arena
- * layout). Nothing without BatchNormalization. */
-void mw_model_update_stats(const mw_model *m, float *params, float *grads);
-/* MW_EUNSUPPORTED naming the first layer whose op the table t lacks (the CUDA table does
- * not fill the graph ops yet); MW_OK when t runs every layer. */
+ * into the moving statistics in params and zero those gradient slots (arena layout, in kt's
+ * memory: device arrays on the GPU, enqueued on k's stream behind the all-reduce). Nothing
+ * without BatchNormalization. */
+void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, float *params,
+                           float *grads);
+/* MW_EUNSUPPORTED naming the first layer whose op the table t lacks (a table may leave the
+ * graph ops NULL); MW_OK when t runs every layer. */
 mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t);
 
 /* Weight regularization (Keras kernel_regularizer / bias_regularizer):

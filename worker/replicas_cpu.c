@@ -230,7 +230,7 @@ static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
 static mw_status cpu_update(mw_replicas *r, const mw_optim_hyper *h)
 {
     const mw_replicas_env *e = &r->env;
-    mw_model_update_stats(e->model, e->model->params.data, r->tgrads[0]);
+    mw_model_update_stats(e->model, &r->kt, &r->k, e->model->params.data, r->tgrads[0]);
     float *const slots[3] = {e->m1->data, e->m2->data, e->m3->data};
     mw_optimizer_apply(e->o, &r->kt, &r->k, e->model, e->model->params.data, slots, r->tgrads[0],
                        e->model->params.count, h);

@@ -17,7 +17,8 @@
  * and step, never the n x K probabilities. The weight penalty goes into each device's
  * gradients after the backward passes, scaled by its share of the replicas; the gradient
  * sum over every device of the cluster is NCCL (cluster/nccl.h) on the contexts' streams,
- * and every device's optimizer update is enqueued behind it on the same stream. The step's
+ * and every device's BatchNormalization statistics update (mw_model_update_stats) and
+ * optimizer update are enqueued behind it on the same stream. The step's
  * only host wait is the polled one that ends the update (mw_nccl_wait, or the step mark on
  * one GPU), under --collective-timeout. */
 #include <stdio.h>
@@ -139,9 +140,11 @@ static mw_status gpu_open(mw_replicas **out, const mw_replicas_env *env)
     MW_TRY(mw_model_check_kernels(env->model, &r->kt));
     if (!(r->gd = calloc((size_t)ndev, sizeof *r->gd)))
         return mw_err(MW_ENOMEM, "out of memory");
-    /* a device runs a replica's whole slice at once: micro-batches are for the CPU's caches */
+    /* a device runs a replica's whole slice at once: micro-batches are for the CPU's caches;
+     * BatchNormalization's batch statistics are over the whole slice, so it is never cut */
     const int bpr = env->o->batch_per_replica;
-    const int max_n = bpr < GPU_MAX_BATCH ? bpr : GPU_MAX_BATCH;
+    const int max_n =
+        bpr < GPU_MAX_BATCH || mw_model_has_batchnorm(env->model) ? bpr : GPU_MAX_BATCH;
     for (int d = 0; d < ndev; d++) {
         r->ngpu = d + 1; /* close releases what was opened */
         MW_TRY(dev_open(r, &r->gd[d], first + d, max_n));
@@ -392,6 +395,8 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
         float *const slots[3] = {g->m1, g->m2, g->m3};
+        /* behind the sums on the stream, as the CPU's between the all-reduce and the update */
+        mw_model_update_stats(e->model, &r->kt, &g->k, g->params, g->grads);
         mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
                            e->model->params.count, h);
     }

@@ -7,6 +7,7 @@ extern "C" {
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/graphops.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 }
@@ -38,6 +39,24 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;
     t->regularize = mw_regularize_cuda;
+    t->bn_fwd_train = mw_bn_fwd_train_cuda;
+    t->bn_fwd_infer = mw_bn_fwd_infer_cuda;
+    t->bn_bwd = mw_bn_bwd_cuda;
+    t->bn_stats_acc = mw_bn_stats_acc_cuda;
+    t->bn_stats_update = mw_bn_stats_update_cuda;
+    t->avgpool_fwd = mw_avgpool_fwd_cuda;
+    t->avgpool_bwd = mw_avgpool_bwd_cuda;
+    t->pad2d_fwd = mw_pad2d_fwd_cuda;
+    t->pad2d_bwd = mw_pad2d_bwd_cuda;
+    t->acc = mw_acc_cuda;
+    t->mul_fwd = mw_mul_fwd_cuda;
+    t->mul_bwd = mw_mul_bwd_cuda;
+    t->concat_fwd = mw_concat_fwd_cuda;
+    t->concat_bwd = mw_concat_bwd_cuda;
+    t->act_fwd = mw_act_fwd_cuda;
+    t->act_bwd = mw_act_bwd_cuda;
+    t->softmax_fwd = mw_softmax_fwd_cuda;
+    t->softmax_bwd = mw_softmax_bwd_cuda;
     t->sgd_step = mw_sgd_step_cuda;
     t->adam_step = mw_adam_step_cuda;
     t->rmsprop_step = mw_rmsprop_step_cuda;

@@ -71,6 +71,22 @@ void mw_bn_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
     }
 }
 
+void mw_bn_stats_acc_ref(const mw_kctx *k, float *g, const float *st, size_t count, float w)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        g[i] += w * st[i];
+}
+
+void mw_bn_stats_update_ref(const mw_kctx *k, float *p, float *g, size_t count, float momentum)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++) {
+        p[i] = p[i] * momentum + g[i] * (1.0f - momentum);
+        g[i] = 0.0f;
+    }
+}
+
 /* Cells of window (oh, ow) inside the image. */
 static int window(const mw_pool_geom *g, int oh, int ow, int *h0, int *h1, int *w0, int *w1)
 {

@@ -38,6 +38,8 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->bn_fwd_train = mw_bn_fwd_train_ref;
     t->bn_fwd_infer = mw_bn_fwd_infer_ref;
     t->bn_bwd = mw_bn_bwd_ref;
+    t->bn_stats_acc = mw_bn_stats_acc_ref;
+    t->bn_stats_update = mw_bn_stats_update_ref;
     t->avgpool_fwd = mw_avgpool_fwd_ref;
     t->avgpool_bwd = mw_avgpool_bwd_ref;
     t->pad2d_fwd = mw_pad2d_fwd_ref;

@@ -130,7 +130,7 @@ static int run(const char *dir, const char *backend, mw_model *m, mw_model_ws *w
                         (size_t)n * m->nclasses * sizeof(float)) ||
              write_file(dir, "out_loss.f64", &loss, sizeof loss) ||
              write_packed(dir, "out_grads.f32", m, *grads);
-    mw_model_update_stats(m, m->params.data, *grads);
+    mw_model_update_stats(m, &kt, &k, m->params.data, *grads);
     return rc || write_packed(dir, "out_params.f32", m, m->params.data);
 }
 
