@@ -6,7 +6,8 @@
  * mock), the device optimizer, checkpoints and evaluation. What it cannot show is that the
  * CUDA kernels themselves are right: those are the `cuda` suite's, on a real device.
  *
- * The "CUDA kernels" are the CPU table's, wrapped: every call first checks that its context is
+ * The "CUDA kernels" are the CPU table's (the graph ops of Functional models included),
+ * wrapped: every call first checks that its context is
  * an open stand-in context and that each array it is given lies inside that context's fake
  * device memory (a host pointer, or another device's, aborts with a message naming the kernel
  * and the argument), then runs the CPU kernel on the context's scratch. Copies check their
@@ -342,6 +343,211 @@ static void hd_sumsq(const mw_kctx *k, double *out, const float *g, size_t count
     hd_cpu.sumsq(&h, out, g, count);
 }
 
+/* ---- the graph ops (kernels/graphops.h) ---- */
+
+static void hd_bn_fwd_train(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                            const float *x, const float *gamma, const float *beta, size_t rows,
+                            int C, float eps)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, rows * C, F);
+    CHK(mean, C, F);
+    CHK(var, C, F);
+    CHK(invstd, C, F);
+    CHK(x, rows * C, F);
+    CHK_OPT(gamma, C, F);
+    CHK_OPT(beta, C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_fwd_train(&h, y, mean, var, invstd, x, gamma, beta, rows, C, eps);
+}
+
+static void hd_bn_fwd_infer(const mw_kctx *k, float *y, const float *x, const float *gamma,
+                            const float *beta, const float *mean, const float *var, size_t rows,
+                            int C, float eps)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, rows * C, F);
+    CHK(x, rows * C, F);
+    CHK_OPT(gamma, C, F);
+    CHK_OPT(beta, C, F);
+    CHK(mean, C, F);
+    CHK(var, C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_fwd_infer(&h, y, x, gamma, beta, mean, var, rows, C, eps);
+}
+
+static void hd_bn_bwd(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
+                      const float *x, const float *mean, const float *invstd, const float *gamma,
+                      size_t rows, int C)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(dx, rows * C, F);
+    CHK_OPT(dgamma, C, F);
+    CHK_OPT(dbeta, C, F);
+    CHK(dy, rows * C, F);
+    CHK(x, rows * C, F);
+    CHK(mean, C, F);
+    CHK(invstd, C, F);
+    CHK_OPT(gamma, C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_bwd(&h, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C);
+}
+
+static void hd_bn_stats_acc(const mw_kctx *k, float *g, const float *st, size_t count, float w)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(g, count, F);
+    CHK(st, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_stats_acc(&h, g, st, count, w);
+}
+
+static void hd_bn_stats_update(const mw_kctx *k, float *p, float *g, size_t count, float momentum)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(p, count, F);
+    CHK(g, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_stats_update(&h, p, g, count, momentum);
+}
+
+static void hd_avgpool_fwd(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)N * g->OH * g->OW * g->C, F);
+    CHK(x, (size_t)N * g->H * g->W * g->C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.avgpool_fwd(&h, y, x, g, N);
+}
+
+static void hd_avgpool_bwd(const mw_kctx *k, float *dx, const float *dy, const mw_pool_geom *g,
+                           int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, (size_t)N * g->H * g->W * g->C, F);
+    CHK(dy, (size_t)N * g->OH * g->OW * g->C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.avgpool_bwd(&h, dx, dy, g, N);
+}
+
+static void hd_pad2d_fwd(const mw_kctx *k, float *y, const float *x, int H, int W, int C, int PT,
+                         int PB, int PL, int PR, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)N * (PT + H + PB) * (PL + W + PR) * C, F);
+    CHK(x, (size_t)N * H * W * C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.pad2d_fwd(&h, y, x, H, W, C, PT, PB, PL, PR, N);
+}
+
+static void hd_pad2d_bwd(const mw_kctx *k, float *dx, const float *dy, int H, int W, int C, int PT,
+                         int PB, int PL, int PR, int N)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, (size_t)N * H * W * C, F);
+    CHK(dy, (size_t)N * (PT + H + PB) * (PL + W + PR) * C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.pad2d_bwd(&h, dx, dy, H, W, C, PT, PB, PL, PR, N);
+}
+
+static void hd_acc(const mw_kctx *k, float *y, const float *x, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, count, F);
+    CHK(x, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.acc(&h, y, x, count);
+}
+
+static void hd_mul_fwd(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, count, F);
+    CHK(a, count, F);
+    CHK(b, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.mul_fwd(&h, y, a, b, count);
+}
+
+static void hd_mul_bwd(const mw_kctx *k, float *da, float *db, const float *dy, const float *a,
+                       const float *b, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(da, count, F);
+    CHK_OPT(db, count, F);
+    CHK(dy, count, F);
+    CHK(a, count, F);
+    CHK(b, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.mul_bwd(&h, da, db, dy, a, b, count);
+}
+
+static void hd_concat_fwd(const mw_kctx *k, float *y, const float *x, size_t rows, int CX, int CY,
+                          int off)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, rows * CY, F);
+    CHK(x, rows * CX, F);
+    if (off < 0 || off + CX > CY)
+        hd_misuse(__func__, "channels [off, off + CX) outside [0, CY)");
+    mw_kctx h = hd_host(k);
+    hd_cpu.concat_fwd(&h, y, x, rows, CX, CY, off);
+}
+
+static void hd_concat_bwd(const mw_kctx *k, float *dx, const float *dy, size_t rows, int CX, int CY,
+                          int off)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, rows * CX, F);
+    CHK(dy, rows * CY, F);
+    if (off < 0 || off + CX > CY)
+        hd_misuse(__func__, "channels [off, off + CX) outside [0, CY)");
+    mw_kctx h = hd_host(k);
+    hd_cpu.concat_bwd(&h, dx, dy, rows, CX, CY, off);
+}
+
+static void hd_act_fwd(const mw_kctx *k, float *y, const float *x, size_t count, mw_act_kind kind,
+                       float alpha)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, count, F);
+    CHK(x, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.act_fwd(&h, y, x, count, kind, alpha);
+}
+
+static void hd_act_bwd(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *y,
+                       size_t count, mw_act_kind kind, float alpha)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, count, F);
+    CHK(dy, count, F);
+    CHK(x, count, F);
+    CHK(y, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.act_bwd(&h, dx, dy, x, y, count, kind, alpha);
+}
+
+static void hd_softmax_fwd(const mw_kctx *k, float *y, const float *x, size_t rows, int C)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, rows * C, F);
+    CHK(x, rows * C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.softmax_fwd(&h, y, x, rows, C);
+}
+
+static void hd_softmax_bwd(const mw_kctx *k, float *dx, const float *dy, const float *y,
+                           size_t rows, int C)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, rows * C, F);
+    CHK(dy, rows * C, F);
+    CHK(y, rows * C, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.softmax_bwd(&h, dx, dy, y, rows, C);
+}
+
 #undef CHK
 #undef CHK_OPT
 #undef F
@@ -370,6 +576,24 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;
     t->regularize = hd_regularize;
+    t->bn_fwd_train = hd_bn_fwd_train;
+    t->bn_fwd_infer = hd_bn_fwd_infer;
+    t->bn_bwd = hd_bn_bwd;
+    t->bn_stats_acc = hd_bn_stats_acc;
+    t->bn_stats_update = hd_bn_stats_update;
+    t->avgpool_fwd = hd_avgpool_fwd;
+    t->avgpool_bwd = hd_avgpool_bwd;
+    t->pad2d_fwd = hd_pad2d_fwd;
+    t->pad2d_bwd = hd_pad2d_bwd;
+    t->acc = hd_acc;
+    t->mul_fwd = hd_mul_fwd;
+    t->mul_bwd = hd_mul_bwd;
+    t->concat_fwd = hd_concat_fwd;
+    t->concat_bwd = hd_concat_bwd;
+    t->act_fwd = hd_act_fwd;
+    t->act_bwd = hd_act_bwd;
+    t->softmax_fwd = hd_softmax_fwd;
+    t->softmax_bwd = hd_softmax_bwd;
     t->sgd_step = hd_sgd_step;
     t->adam_step = hd_adam_step;
     t->rmsprop_step = hd_rmsprop_step;
