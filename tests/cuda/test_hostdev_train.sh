@@ -8,6 +8,9 @@
 #     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
+#   - Functional models on the GPU path (BatchNormalization, Add, pooling, padding, Multiply,
+#     Concatenate, activation and softmax layers), one rank x 2 GPUs and 2 ranks x 1 GPU,
+#     the moving statistics folded in on the devices: the same, against the CPU;
 #   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts;
 #   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 16 bytes of metrics
 #     per GPU downloaded, one polled staging wait per micro-batch;
@@ -110,6 +113,24 @@ run gpu-keras 1 2 "$hd" --device gpu --model "$cnn" --batch-per-replica 16
 run cpu-keras 1 0 "$mw" --device cpu --model "$cnn" --replicas-per-worker 2 --threads 1 \
     --batch-per-replica 16
 same gpu-keras cpu-keras
+
+# Functional models on the devices: the graph ops of the CUDA table (here the hostdev wrappers)
+# and BatchNormalization's moving statistics, added per replica and folded in on each device
+# behind the all-reduce, before the optimizer. resblock_k3: Conv2D, BatchNormalization, Add,
+# GlobalAveragePooling2D; gradcheck_k2: ZeroPadding2D, strided Conv2D, BN (twice, one on Dense
+# units), Add, Dropout, Multiply, Concatenate, AveragePooling2D, GlobalMaxPooling2D and tanh,
+# gelu, elu and softmax layers. The weights hold the moving mean and variance, and the epoch
+# line's test loss is the inference forward with them. SGD: the sums' order differs (above).
+for g in resblock_k3 gradcheck_k2; do
+    gm=$src/tests/data/keras/graph/$g.json
+    run gpu-1x2-$g 1 2 "$hd" --device gpu --model "$gm" "${sgd[@]}"
+    run cpu-1x2-$g 1 0 "$mw" --device cpu --model "$gm" --replicas-per-worker 2 --threads 1 \
+        "${sgd[@]}"
+    same gpu-1x2-$g cpu-1x2-$g
+    run gpu-2x1-$g 2 2 "$hd" --device gpu --model "$gm" "${sgd[@]}"
+    run cpu-2x1-$g 2 0 "$mw" --device cpu --model "$gm" --threads 1 "${sgd[@]}"
+    same gpu-2x1-$g cpu-2x1-$g
+done
 
 # the step's shape on the devices (MW_HOSTDEV_STATS): 6 more steps of one rank x 2 fake GPUs
 # x 2 replicas each (2 micro-batches per GPU and step) add, per step, no blocking sync, one
