@@ -14,7 +14,8 @@
  * - An empty batch (N = 0, count = 0) leaves every output untouched.
  * - The graph ops (BatchNormalization, average pooling, zero padding, Multiply,
  *   Concatenate, the activations, a softmax layer): values against formulas and every
- *   backward against central differences. */
+ *   backward against central differences; BN's moving-statistics entries bitwise against
+ *   their float expressions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1748,6 +1749,50 @@ static void test_bn_cpu_vs_ref(void **state)
     pool_free(&P);
 }
 
+/* BatchNormalization's moving statistics (bn_stats_acc, bn_stats_update), both tables: the
+ * float expressions of the contract, bitwise (the CPU's training results and checkpoints must
+ * not change with them), next to the formula in double; acc adds onto what g holds, update
+ * zeroes g, and count 0 touches nothing. */
+static void test_bn_stats(void **state)
+{
+    (void)state;
+    const size_t n = 37;
+    const float w = 16.0f / 64.0f, mom = 0.99f;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx X;
+        ctx_open(&X, 0, 2);
+        float *g = frand(&P, n, 71, -1.0f, 1.0f), *st = frand(&P, n, 72, 0.0f, 3.0f);
+        float *p = frand(&P, n, 73, -2.0f, 2.0f), *g0 = fcopy(&P, g, n), *p0 = fcopy(&P, p, n);
+        t.bn_stats_acc(&X.k, g, st, n, w);
+        t.bn_stats_acc(&X.k, g, st, n, w); /* a second replica's statistics add on */
+        float *want = fzero(&P, n);
+        for (size_t i = 0; i < n; i++) {
+            float a = g0[i] + w * st[i];
+            want[i] = a + w * st[i];
+            expect_near(g[i], g0[i] + 2.0 * w * st[i], 1e-6);
+        }
+        assert_memory_equal(g, want, n * sizeof *g);
+        float *g1 = fcopy(&P, g, n);
+        t.bn_stats_update(&X.k, p, g, n, mom);
+        for (size_t i = 0; i < n; i++) {
+            want[i] = p0[i] * mom + g1[i] * (1.0f - mom);
+            expect_near(p[i], p0[i] * (double)mom + g1[i] * (1.0 - (double)mom), 1e-6);
+            assert_true(g[i] == 0.0f);
+        }
+        assert_memory_equal(p, want, n * sizeof *p);
+        float *p1 = fcopy(&P, p, n), *g2 = fcopy(&P, g1, n);
+        t.bn_stats_acc(&X.k, g2, st, 0, w);
+        t.bn_stats_update(&X.k, p, g2, 0, mom);
+        assert_memory_equal(g2, g1, n * sizeof *g2);
+        assert_memory_equal(p, p1, n * sizeof *p);
+        ctx_close(&X);
+        pool_free(&P);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1781,6 +1826,7 @@ int main(void)
         cmocka_unit_test(test_bn_cpu_vs_ref),
         cmocka_unit_test(test_graph_ops_grad),
         cmocka_unit_test(test_act_grad),
+        cmocka_unit_test(test_bn_stats),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }
