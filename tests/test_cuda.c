@@ -19,6 +19,7 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/graphops.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 #include "tests/util.h"
@@ -168,6 +169,10 @@ static void test_no_device_fallback(void **state)
     assert_true(y[0] == 9 && y[3] == 9);
     assert_int_equal(mw_cuda_last_status(&host), MW_EDEVICE);
     mw_err_clear();
+    mw_acc_cuda(&host, y, x, 4); /* a graph op too */
+    assert_int_equal(mw_err_status(), MW_EDEVICE);
+    assert_true(y[0] == 9 && y[3] == 9);
+    mw_err_clear();
 
     /* The table: init_cuda overrides it only when a device is usable. */
     mw_kernels t;
@@ -181,6 +186,10 @@ static void test_no_device_fallback(void **state)
         assert_ptr_equal(t.sumsq, mw_sumsq_cuda);
         assert_ptr_equal(t.regularize, mw_regularize_cuda);
         assert_ptr_equal(t.dropout_fwd, mw_dropout_fwd_cuda);
+        assert_ptr_equal(t.bn_bwd, mw_bn_bwd_cuda);
+        assert_ptr_equal(t.bn_stats_update, mw_bn_stats_update_cuda);
+        assert_ptr_equal(t.avgpool_bwd, mw_avgpool_bwd_cuda);
+        assert_ptr_equal(t.softmax_fwd, mw_softmax_fwd_cuda);
         return;
     }
     assert_string_equal(t.name, "ref");
@@ -762,6 +771,253 @@ static void test_maxpool(void **state)
     check_sync();
 }
 
+/* --- graph ops (kernels/graphops.h) ---------------------------------------- */
+
+/* BatchNormalization: training forward (outputs and statistics), inference, backward onto
+ * non-zero dx / dgamma / dbeta, with and without gamma and beta, an empty batch; the
+ * fixed-order reductions give the same bits twice; and the moving-statistics entries, whose
+ * float expressions are the reference's bit for bit. */
+static void test_bn(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const struct {
+        size_t rows;
+        int C, affine;
+    } cs[] = {{1, 1, 1}, {37, 19, 1}, {1000, 3, 1}, {5000, 64, 0}, {513, 7, 1}, {0, 4, 1}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+        pool P = {0};
+        const size_t rows = cs[c].rows, n = rows * cs[c].C;
+        const int C = cs[c].C;
+        const uint64_t s = 900 + 10 * c;
+        float *x = h_rand(&P, n, s, -2, 3), *dy = h_rand(&P, n, s + 1, -1, 1);
+        float *g = cs[c].affine ? h_rand(&P, C, s + 2, 0.5f, 1.5f) : NULL;
+        float *b = cs[c].affine ? h_rand(&P, C, s + 3, -1, 1) : NULL;
+        float *y = h_rand(&P, n, s + 4, 0, 1), *st = h_rand(&P, 3 * C, s + 5, 0, 1);
+        float *dx = h_rand(&P, n, s + 6, -1, 1), *dg = h_rand(&P, C, s + 7, -1, 1);
+        float *db = h_rand(&P, C, s + 8, -1, 1), *yi = h_rand(&P, n, s + 9, 0, 1);
+        float *dX = d_put(&P, x, n * 4), *dDY = d_put(&P, dy, n * 4);
+        float *dG = g ? d_put(&P, g, C * 4) : NULL, *dB = b ? d_put(&P, b, C * 4) : NULL;
+        float *dY = d_put(&P, NULL, n * 4), *dST = d_put(&P, NULL, 3 * C * 4);
+        float *dDX = d_put(&P, dx, n * 4), *dDG = d_put(&P, dg, C * 4);
+        float *dDB = d_put(&P, db, C * 4), *dYI = d_put(&P, NULL, n * 4);
+
+        mw_bn_fwd_train_ref(NULL, y, st, st + C, st + 2 * C, x, g, b, rows, C, 1e-3f);
+        cuda.bn_fwd_train(&ctx, dY, dST, dST + C, dST + 2 * C, dX, dG, dB, rows, C, 1e-3f);
+        float *st1 = d_get(&P, dST, 3 * C * 4);
+        expect_close(st1, st, 3 * C, 1e-6f, 1e-5f);
+        expect_close((float *)d_get(&P, dY, n * 4), y, n, 1e-5f, 1e-5f);
+        cuda.bn_fwd_train(&ctx, dY, dST, dST + C, dST + 2 * C, dX, dG, dB, rows, C, 1e-3f);
+        assert_memory_equal(d_get(&P, dST, 3 * C * 4), st1, 3 * C * 4); /* reproducible */
+        float *dSTr = d_put(&P, st, 3 * C * 4); /* the rest: the reference's statistics */
+
+        mw_bn_fwd_infer_ref(NULL, yi, x, g, b, st, st + C, rows, C, 1e-3f);
+        cuda.bn_fwd_infer(&ctx, dYI, dX, dG, dB, dSTr, dSTr + C, rows, C, 1e-3f);
+        expect_close((float *)d_get(&P, dYI, n * 4), yi, n, 1e-5f, 1e-5f);
+
+        mw_bn_bwd_ref(NULL, dx, dg, db, dy, x, st, st + 2 * C, g, rows, C);
+        cuda.bn_bwd(&ctx, dDX, dDG, dDB, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        expect_close((float *)d_get(&P, dDX, n * 4), dx, n, 1e-5f, 1e-4f);
+        expect_close((float *)d_get(&P, dDG, C * 4), dg, C, 1e-5f, 1e-4f);
+        expect_close((float *)d_get(&P, dDB, C * 4), db, C, 1e-5f, 1e-4f);
+        mw_bn_bwd_ref(NULL, dx, NULL, NULL, dy, x, st, st + 2 * C, g, rows, C); /* dx only */
+        cuda.bn_bwd(&ctx, dDX, NULL, NULL, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        expect_close((float *)d_get(&P, dDX, n * 4), dx, n, 2e-5f, 1e-4f);
+
+        /* the moving statistics (the reference's batch statistics on both sides): g += w st
+         * twice, then folded into p, bitwise */
+        float *mg = h_rand(&P, 2 * C, s + 10, -1, 1), *mp = h_rand(&P, 2 * C, s + 11, -1, 1);
+        float *dMG = d_put(&P, mg, 2 * C * 4), *dMP = d_put(&P, mp, 2 * C * 4);
+        for (int r = 0; r < 2; r++) {
+            mw_bn_stats_acc_ref(NULL, mg, st, 2 * (size_t)C, 0.25f);
+            cuda.bn_stats_acc(&ctx, dMG, dSTr, 2 * (size_t)C, 0.25f);
+        }
+        expect_close((float *)d_get(&P, dMG, 2 * C * 4), mg, 2 * C, 0.0f, 0.0f);
+        mw_bn_stats_update_ref(NULL, mp, mg, 2 * (size_t)C, 0.99f);
+        cuda.bn_stats_update(&ctx, dMP, dMG, 2 * (size_t)C, 0.99f);
+        expect_close((float *)d_get(&P, dMP, 2 * C * 4), mp, 2 * C, 0.0f, 0.0f);
+        expect_close((float *)d_get(&P, dMG, 2 * C * 4), mg, 2 * C, 0.0f, 0.0f); /* zeroed */
+        pool_free(&P);
+    }
+    cuda.bn_stats_acc(&ctx, NULL, NULL, 0, 1.0f);
+    cuda.bn_stats_update(&ctx, NULL, NULL, 0, 0.9f);
+    check_sync();
+}
+
+/* AveragePooling2D ('same' edges count only their cells, overlapping windows, a global
+ * pool) and ZeroPadding2D: the device sums in the reference's order, so forward and the
+ * accumulating backward are bitwise the reference's. */
+static void test_avgpool_pad(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int cs[][9] = {
+        /* H, W, C, PH, PW, SH, SW, same, N */
+        {7, 9, 3, 3, 3, 2, 2, 1, 2}, {6, 5, 2, 3, 3, 1, 1, 1, 2},  {6, 6, 4, 2, 2, 2, 2, 0, 3},
+        {5, 8, 4, 2, 3, 1, 2, 0, 3}, {7, 7, 16, 7, 7, 7, 7, 0, 5}, {1, 1, 1, 1, 1, 1, 1, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+        const int *p = cs[c];
+        mw_pool_geom g;
+        assert_int_equal(mw_pool_geom_init(&g, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]), 0);
+        const int N = p[8];
+        const size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
+        const uint64_t s = 1000 + 10 * c;
+        pool P = {0};
+        float *x = h_rand(&P, nx, s, -1, 1), *y = h_rand(&P, ny, s + 1, 0, 1);
+        float *dy = h_rand(&P, ny, s + 2, -1, 1), *dx = h_rand(&P, nx, s + 3, -1, 1);
+        float *dX = d_put(&P, x, nx * 4), *dY = d_put(&P, NULL, ny * 4);
+        float *dDY = d_put(&P, dy, ny * 4), *dDX = d_put(&P, dx, nx * 4);
+        mw_avgpool_fwd_ref(NULL, y, x, &g, N);
+        cuda.avgpool_fwd(&ctx, dY, dX, &g, N);
+        expect_close((float *)d_get(&P, dY, ny * 4), y, ny, 0.0f, 0.0f);
+        mw_avgpool_bwd_ref(NULL, dx, dy, &g, N);
+        cuda.avgpool_bwd(&ctx, dDX, dDY, &g, N);
+        expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, 0.0f, 0.0f);
+
+        /* ZeroPadding2D of the same input, pads (top, bottom, left, right) from the case */
+        const int PT = p[3] - 1, PB = p[5] - 1, PL = p[4], PR = c % 2;
+        const size_t nz = (size_t)N * (PT + g.H + PB) * (PL + g.W + PR) * g.C;
+        float *z = h_rand(&P, nz, s + 4, 5, 6), *dz = h_rand(&P, nz, s + 5, -1, 1);
+        float *dZ = d_put(&P, z, nz * 4), *dDZ = d_put(&P, dz, nz * 4); /* z: stale values */
+        mw_pad2d_fwd_ref(NULL, z, x, g.H, g.W, g.C, PT, PB, PL, PR, N);
+        cuda.pad2d_fwd(&ctx, dZ, dX, g.H, g.W, g.C, PT, PB, PL, PR, N);
+        expect_close((float *)d_get(&P, dZ, nz * 4), z, nz, 0.0f, 0.0f);
+        mw_pad2d_bwd_ref(NULL, dx, dz, g.H, g.W, g.C, PT, PB, PL, PR, N);
+        cuda.pad2d_bwd(&ctx, dDX, dDZ, g.H, g.W, g.C, PT, PB, PL, PR, N);
+        expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, 0.0f, 0.0f);
+        pool_free(&P);
+    }
+    mw_pool_geom g;
+    assert_int_equal(mw_pool_geom_init(&g, 4, 4, 1, 2, 2, 2, 2, 0), 0);
+    cuda.avgpool_fwd(&ctx, NULL, NULL, &g, 0);
+    cuda.avgpool_bwd(&ctx, NULL, NULL, &g, 0);
+    cuda.pad2d_fwd(&ctx, NULL, NULL, 4, 4, 1, 1, 1, 1, 1, 0);
+    cuda.pad2d_bwd(&ctx, NULL, NULL, 4, 4, 1, 1, 1, 1, 1, 0);
+    check_sync();
+}
+
+/* Add (acc), Multiply and Concatenate: exact arithmetic (a product and a sum rounded on their
+ * own), so bitwise; concatenation leaves the other channels of y alone; Multiply's backward
+ * with one side NULL. */
+static void test_merge(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const size_t ns[] = {1, 1001, 70000};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        pool P = {0};
+        const size_t n = ns[c], nb = n * 4;
+        const uint64_t s = 1100 + 10 * c;
+        float *a = h_rand(&P, n, s, -2, 2), *b = h_rand(&P, n, s + 1, -2, 2);
+        float *y = h_rand(&P, n, s + 2, -1, 1), *dy = h_rand(&P, n, s + 3, -1, 1);
+        float *da = h_rand(&P, n, s + 4, -1, 1), *db = h_rand(&P, n, s + 5, -1, 1);
+        float *dA = d_put(&P, a, nb), *dB = d_put(&P, b, nb), *dYv = d_put(&P, y, nb);
+        float *dDY = d_put(&P, dy, nb), *dDA = d_put(&P, da, nb), *dDB = d_put(&P, db, nb);
+        mw_acc_ref(NULL, y, a, n);
+        cuda.acc(&ctx, dYv, dA, n);
+        expect_close((float *)d_get(&P, dYv, nb), y, n, 0.0f, 0.0f);
+        mw_mul_fwd_ref(NULL, y, a, b, n);
+        cuda.mul_fwd(&ctx, dYv, dA, dB, n);
+        expect_close((float *)d_get(&P, dYv, nb), y, n, 0.0f, 0.0f);
+        mw_mul_bwd_ref(NULL, da, db, dy, a, b, n);
+        cuda.mul_bwd(&ctx, dDA, dDB, dDY, dA, dB, n);
+        expect_close((float *)d_get(&P, dDA, nb), da, n, 0.0f, 0.0f);
+        expect_close((float *)d_get(&P, dDB, nb), db, n, 0.0f, 0.0f);
+        mw_mul_bwd_ref(NULL, NULL, db, dy, a, b, n);
+        cuda.mul_bwd(&ctx, NULL, dDB, dDY, dA, dB, n);
+        expect_close((float *)d_get(&P, dDB, nb), db, n, 0.0f, 0.0f);
+        pool_free(&P);
+    }
+    static const int cc[][3] = {/* rows, CX, CY; x at off and at CY - CX */
+                                {33, 3, 8},
+                                {1, 1, 1},
+                                {4097, 16, 48}};
+    for (size_t c = 0; c < sizeof cc / sizeof *cc; c++) {
+        pool P = {0};
+        const size_t rows = (size_t)cc[c][0], nx = rows * cc[c][1], ny = rows * cc[c][2];
+        const int CX = cc[c][1], CY = cc[c][2], offs[2] = {CY > 2 * CX ? 2 : 0, CY - CX};
+        const uint64_t s = 1200 + 10 * c;
+        float *x = h_rand(&P, nx, s, -1, 1), *y = h_rand(&P, ny, s + 1, 5, 6);
+        float *dy = h_rand(&P, ny, s + 2, -1, 1), *dx = h_rand(&P, nx, s + 3, -1, 1);
+        float *dX = d_put(&P, x, nx * 4), *dYv = d_put(&P, y, ny * 4);
+        float *dDY = d_put(&P, dy, ny * 4), *dDX = d_put(&P, dx, nx * 4);
+        for (int o = 0; o < 2; o++) {
+            mw_concat_fwd_ref(NULL, y, x, rows, CX, CY, offs[o]);
+            cuda.concat_fwd(&ctx, dYv, dX, rows, CX, CY, offs[o]);
+            expect_close((float *)d_get(&P, dYv, ny * 4), y, ny, 0.0f, 0.0f);
+            mw_concat_bwd_ref(NULL, dx, dy, rows, CX, CY, offs[o]);
+            cuda.concat_bwd(&ctx, dDX, dDY, rows, CX, CY, offs[o]);
+            expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, 0.0f, 0.0f);
+        }
+        pool_free(&P);
+    }
+    cuda.acc(&ctx, NULL, NULL, 0);
+    cuda.mul_fwd(&ctx, NULL, NULL, NULL, 0);
+    cuda.mul_bwd(&ctx, NULL, NULL, NULL, NULL, NULL, 0);
+    cuda.concat_fwd(&ctx, NULL, NULL, 0, 3, 8, 0);
+    cuda.concat_bwd(&ctx, NULL, NULL, 0, 3, 8, 0);
+    check_sync();
+}
+
+/* Every activation kind, forward and the accumulating backward, and the softmax layer (large
+ * logits too): the device's expf / erff / tanhf against the host's, to rounding. */
+static void test_act_softmax(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const mw_act_kind kinds[] = {MW_ACTK_SIGMOID,   MW_ACTK_TANH, MW_ACTK_GELU,
+                                        MW_ACTK_GELU_TANH, MW_ACTK_SILU, MW_ACTK_ELU,
+                                        MW_ACTK_LEAKY_RELU};
+    const size_t n = 4099, nb = n * 4;
+    for (size_t a = 0; a < sizeof kinds / sizeof *kinds; a++) {
+        pool P = {0};
+        const uint64_t s = 1300 + 10 * a;
+        const float alpha = kinds[a] == MW_ACTK_ELU ? 1.3f : 0.2f;
+        float *x = h_rand(&P, n, s, -6, 6), *y = h_rand(&P, n, s + 1, 0, 1);
+        float *dy = h_rand(&P, n, s + 2, -1, 1), *dx = h_rand(&P, n, s + 3, -1, 1);
+        float *dX = d_put(&P, x, nb), *dYv = d_put(&P, NULL, nb), *dDY = d_put(&P, dy, nb);
+        float *dDX = d_put(&P, dx, nb);
+        mw_act_fwd_ref(NULL, y, x, n, kinds[a], alpha);
+        cuda.act_fwd(&ctx, dYv, dX, n, kinds[a], alpha);
+        float *yd = d_get(&P, dYv, nb);
+        expect_close(yd, y, n, 1e-6f, 1e-5f);
+        /* the backward from the same y on both sides */
+        float *dYd = d_put(&P, y, nb);
+        mw_act_bwd_ref(NULL, dx, dy, x, y, n, kinds[a], alpha);
+        cuda.act_bwd(&ctx, dDX, dDY, dX, dYd, n, kinds[a], alpha);
+        expect_close((float *)d_get(&P, dDX, nb), dx, n, 1e-5f, 1e-4f);
+        pool_free(&P);
+    }
+    static const struct {
+        int rows, C;
+        float lo, hi;
+    } cs[] = {{1, 1, -1, 1}, {5, 10, -5, 5}, {33, 37, -5, 5}, {3, 1000, -8, 8}, {9, 10, 80, 120}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+        pool P = {0};
+        const size_t rows = (size_t)cs[c].rows, nc = rows * cs[c].C;
+        const int C = cs[c].C;
+        const uint64_t s = 1400 + 10 * c;
+        float *x = h_rand(&P, nc, s, cs[c].lo, cs[c].hi), *y = h_rand(&P, nc, s + 1, 0, 1);
+        float *dy = h_rand(&P, nc, s + 2, -1, 1), *dx = h_rand(&P, nc, s + 3, -1, 1);
+        float *dX = d_put(&P, x, nc * 4), *dYv = d_put(&P, NULL, nc * 4);
+        float *dDY = d_put(&P, dy, nc * 4), *dDX = d_put(&P, dx, nc * 4);
+        mw_softmax_fwd_ref(NULL, y, x, rows, C);
+        cuda.softmax_fwd(&ctx, dYv, dX, rows, C);
+        expect_close((float *)d_get(&P, dYv, nc * 4), y, nc, 1e-7f, 1e-5f);
+        float *dYr = d_put(&P, y, nc * 4); /* backward from the reference's y */
+        mw_softmax_bwd_ref(NULL, dx, dy, y, rows, C);
+        cuda.softmax_bwd(&ctx, dDX, dDY, dYr, rows, C);
+        expect_close((float *)d_get(&P, dDX, nc * 4), dx, nc, 1e-6f, 1e-4f);
+        pool_free(&P);
+    }
+    cuda.act_fwd(&ctx, NULL, NULL, 0, MW_ACTK_TANH, 0.0f);
+    cuda.act_bwd(&ctx, NULL, NULL, NULL, NULL, 0, MW_ACTK_TANH, 0.0f);
+    cuda.softmax_fwd(&ctx, NULL, NULL, 0, 10);
+    cuda.softmax_bwd(&ctx, NULL, NULL, NULL, 0, 10);
+    check_sync();
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -800,6 +1056,10 @@ int main(void)
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_reproducible),
         cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_bn),
+        cmocka_unit_test(test_avgpool_pad),
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_act_softmax),
     };
     return cmocka_run_group_tests_name("cuda", tests, group_setup, group_teardown);
 }
