@@ -952,10 +952,14 @@ static void test_graph_configs(void **state)
     free(s);
     char what[400];
     assert_int_equal(mw_model_diff(&a, &b, what, sizeof what), 0);
-    /* a table without the graph ops (the CUDA one) refuses the model, naming the layer */
+    /* a table without one of the graph ops refuses the model, naming the layer: BN needs
+     * its moving-statistics entries too (they run where the gradients live) */
     mw_kernels kt;
     mw_kernels_init_cpu(&kt);
     assert_int_equal(mw_model_check_kernels(&a, &kt), MW_OK);
+    kt.bn_stats_update = NULL;
+    assert_int_equal(mw_model_check_kernels(&a, &kt), MW_EUNSUPPORTED);
+    mw_kernels_init_cpu(&kt);
     kt.bn_bwd = NULL, kt.name = "cuda";
     mw_err_clear();
     assert_int_equal(mw_model_check_kernels(&a, &kt), MW_EUNSUPPORTED);
