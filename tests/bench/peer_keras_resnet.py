@@ -19,6 +19,7 @@ import gzip
 import os
 import sys
 import time
+import warnings
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
@@ -54,7 +55,9 @@ def main():
         m.save(a.path)
         print("saved %s: %d parameters" % (a.path, m.count_params()))
         return 0
-    m = keras.models.load_model(a.path)
+    with warnings.catch_warnings():  # the archive holds no optimizer variables yet: says so
+        warnings.simplefilter("ignore")
+        m = keras.models.load_model(a.path)
     x, y = fashion((a.warmup + a.steps) * a.batch)
     w = a.warmup * a.batch
     m.fit(x[:w], y[:w], batch_size=a.batch, epochs=1, shuffle=False, verbose=0)
