@@ -21,6 +21,9 @@ extern "C" {
 #include "kernels/graphops.h"
 }
 
+#define MW_ACT_HD static __device__ inline
+#include "kernels/act_rules.h"
+
 #define GRID_STRIDE(i, count)                                                                      \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count);                    \
          i += (size_t)gridDim.x * blockDim.x)
@@ -397,45 +400,12 @@ extern "C" void mw_concat_bwd_cuda(const mw_kctx *k, float *dx, const float *dy,
 
 /* ---- activations --------------------------------------------------------------------------- */
 
-#define SQRT_2_PI 0.7978845608028654f /* sqrt(2 / pi) */
-
-__device__ static inline float sigm(float x)
-{
-    return 1.0f / (1.0f + expf(-x));
-}
-
 static __global__ void act_fwd_kernel(float *y, const float *x, size_t count, mw_act_kind kind,
                                       float alpha)
 {
     GRID_STRIDE(i, count)
     {
-        const float v = x[i];
-        float o = 0.0f, u;
-        switch (kind) {
-        case MW_ACTK_SIGMOID:
-            o = sigm(v);
-            break;
-        case MW_ACTK_TANH:
-            o = tanhf(v);
-            break;
-        case MW_ACTK_GELU:
-            o = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-            break;
-        case MW_ACTK_GELU_TANH:
-            u = SQRT_2_PI * (v + 0.044715f * v * v * v);
-            o = 0.5f * v * (1.0f + tanhf(u));
-            break;
-        case MW_ACTK_SILU:
-            o = v * sigm(v);
-            break;
-        case MW_ACTK_ELU:
-            o = v > 0.0f ? v : alpha * expm1f(v);
-            break;
-        case MW_ACTK_LEAKY_RELU:
-            o = v >= 0.0f ? v : alpha * v;
-            break;
-        }
-        y[i] = o;
+        y[i] = act_value(x[i], kind, alpha);
     }
 }
 
@@ -444,37 +414,7 @@ static __global__ void act_bwd_kernel(float *dx, const float *dy, const float *x
 {
     GRID_STRIDE(i, count)
     {
-        const float v = x[i], o = y[i];
-        float d = 0.0f, s, u, t;
-        switch (kind) {
-        case MW_ACTK_SIGMOID:
-            d = o * (1.0f - o);
-            break;
-        case MW_ACTK_TANH:
-            d = 1.0f - o * o;
-            break;
-        case MW_ACTK_GELU: /* Phi(x) + x phi(x) */
-            d = 0.5f * (1.0f + erff(v * 0.70710678118654752f)) +
-                v * 0.3989422804014327f * expf(-0.5f * v * v);
-            break;
-        case MW_ACTK_GELU_TANH:
-            u = SQRT_2_PI * (v + 0.044715f * v * v * v);
-            t = tanhf(u);
-            d = 0.5f * (1.0f + t) +
-                0.5f * v * (1.0f - t * t) * SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
-            break;
-        case MW_ACTK_SILU:
-            s = sigm(v);
-            d = s * (1.0f + v * (1.0f - s));
-            break;
-        case MW_ACTK_ELU:
-            d = v > 0.0f ? 1.0f : alpha * expf(v);
-            break;
-        case MW_ACTK_LEAKY_RELU:
-            d = v >= 0.0f ? 1.0f : alpha;
-            break;
-        }
-        dx[i] += dy[i] * d;
+        dx[i] += dy[i] * act_slope(x[i], y[i], kind, alpha);
     }
 }
 

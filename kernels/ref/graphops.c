@@ -5,6 +5,9 @@
 #include <math.h>
 #include <string.h>
 
+#define MW_ACT_HD static inline
+#include "kernels/act_rules.h"
+
 void mw_bn_fwd_train_ref(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
                          const float *x, const float *gamma, const float *beta, size_t rows, int C,
                          float eps)
@@ -206,82 +209,20 @@ void mw_concat_bwd_ref(const mw_kctx *k, float *dx, const float *dy, size_t rows
             dx[r * CX + c] += dy[r * CY + off + c];
 }
 
-static float sigm(float x)
-{
-    return 1.0f / (1.0f + expf(-x));
-}
-
-#define SQRT_2_PI 0.7978845608028654f /* sqrt(2 / pi) */
-
 void mw_act_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count, mw_act_kind kind,
                     float alpha)
 {
     (void)k;
-    for (size_t i = 0; i < count; i++) {
-        float v = x[i], u;
-        switch (kind) {
-        case MW_ACTK_SIGMOID:
-            y[i] = sigm(v);
-            break;
-        case MW_ACTK_TANH:
-            y[i] = tanhf(v);
-            break;
-        case MW_ACTK_GELU:
-            y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-            break;
-        case MW_ACTK_GELU_TANH:
-            u = SQRT_2_PI * (v + 0.044715f * v * v * v);
-            y[i] = 0.5f * v * (1.0f + tanhf(u));
-            break;
-        case MW_ACTK_SILU:
-            y[i] = v * sigm(v);
-            break;
-        case MW_ACTK_ELU:
-            y[i] = v > 0.0f ? v : alpha * expm1f(v);
-            break;
-        case MW_ACTK_LEAKY_RELU:
-            y[i] = v >= 0.0f ? v : alpha * v;
-            break;
-        }
-    }
+    for (size_t i = 0; i < count; i++)
+        y[i] = act_value(x[i], kind, alpha);
 }
 
 void mw_act_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *y,
                     size_t count, mw_act_kind kind, float alpha)
 {
     (void)k;
-    for (size_t i = 0; i < count; i++) {
-        float v = x[i], o = y[i], d = 0.0f, s, u, t;
-        switch (kind) {
-        case MW_ACTK_SIGMOID:
-            d = o * (1.0f - o);
-            break;
-        case MW_ACTK_TANH:
-            d = 1.0f - o * o;
-            break;
-        case MW_ACTK_GELU: /* Phi(x) + x phi(x) */
-            d = 0.5f * (1.0f + erff(v * 0.70710678118654752f)) +
-                v * 0.3989422804014327f * expf(-0.5f * v * v);
-            break;
-        case MW_ACTK_GELU_TANH:
-            u = SQRT_2_PI * (v + 0.044715f * v * v * v);
-            t = tanhf(u);
-            d = 0.5f * (1.0f + t) +
-                0.5f * v * (1.0f - t * t) * SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
-            break;
-        case MW_ACTK_SILU:
-            s = sigm(v);
-            d = s * (1.0f + v * (1.0f - s));
-            break;
-        case MW_ACTK_ELU:
-            d = v > 0.0f ? 1.0f : alpha * expf(v);
-            break;
-        case MW_ACTK_LEAKY_RELU:
-            d = v >= 0.0f ? 1.0f : alpha;
-            break;
-        }
-        dx[i] += dy[i] * d;
-    }
+    for (size_t i = 0; i < count; i++)
+        dx[i] += dy[i] * act_slope(x[i], y[i], kind, alpha);
 }
 
 void mw_softmax_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t rows, int C)

@@ -1,0 +1,69 @@
+/* The smooth activations' value and slope (Keras 3.6's keras/src/activations/), written once
+ * for the reference (ref/graphops.c) and the CUDA twin (cuda/graphops.cu). Private to
+ * kernels/: each includer defines MW_ACT_HD first ("static inline", or
+ * "__device__ static inline"). The math library's expf, tanhf and erff differ between the
+ * host and the device in the last bits; the formulas do not. */
+#ifndef MW_KERNELS_ACT_RULES_H
+#define MW_KERNELS_ACT_RULES_H
+
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+#define MW_SQRT_2_PI 0.7978845608028654f /* sqrt(2 / pi) */
+
+MW_ACT_HD float act_sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* y = f(x) */
+MW_ACT_HD float act_value(float v, mw_act_kind kind, float alpha)
+{
+    switch (kind) {
+    case MW_ACTK_SIGMOID:
+        return act_sigmoid(v);
+    case MW_ACTK_TANH:
+        return tanhf(v);
+    case MW_ACTK_GELU:
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case MW_ACTK_GELU_TANH:
+        return 0.5f * v * (1.0f + tanhf(MW_SQRT_2_PI * (v + 0.044715f * v * v * v)));
+    case MW_ACTK_SILU:
+        return v * act_sigmoid(v);
+    case MW_ACTK_ELU:
+        return v > 0.0f ? v : alpha * expm1f(v);
+    case MW_ACTK_LEAKY_RELU:
+        return v >= 0.0f ? v : alpha * v;
+    }
+    return 0.0f;
+}
+
+/* f'(x), given x = v and y = o */
+MW_ACT_HD float act_slope(float v, float o, mw_act_kind kind, float alpha)
+{
+    float s, t;
+    switch (kind) {
+    case MW_ACTK_SIGMOID:
+        return o * (1.0f - o);
+    case MW_ACTK_TANH:
+        return 1.0f - o * o;
+    case MW_ACTK_GELU: /* Phi(x) + x phi(x) */
+        return 0.5f * (1.0f + erff(v * 0.70710678118654752f)) +
+               v * 0.3989422804014327f * expf(-0.5f * v * v);
+    case MW_ACTK_GELU_TANH:
+        t = tanhf(MW_SQRT_2_PI * (v + 0.044715f * v * v * v));
+        return 0.5f * (1.0f + t) +
+               0.5f * v * (1.0f - t * t) * MW_SQRT_2_PI * (1.0f + 3.0f * 0.044715f * v * v);
+    case MW_ACTK_SILU:
+        s = act_sigmoid(v);
+        return s * (1.0f + v * (1.0f - s));
+    case MW_ACTK_ELU:
+        return v > 0.0f ? 1.0f : alpha * expf(v);
+    case MW_ACTK_LEAKY_RELU:
+        return v >= 0.0f ? 1.0f : alpha;
+    }
+    return 0.0f;
+}
+
+#endif
