@@ -61,4 +61,18 @@ void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
                    const float *x, const float *mean, const float *invstd, const float *gamma,
                    size_t rows, int C);
 
+/* Synchronized BatchNormalization (kernels.h): the reference loops and the fast CPU ones. */
+#define MW_BN_SYNC_DECL(sfx)                                                                       \
+    void mw_bn_sums_##sfx(const mw_kctx *k, double *s, const float *x, const float *dy,            \
+                          const float *mean, const float *invstd, size_t rows, int C);             \
+    void mw_bn_sync_fwd_##sfx(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,  \
+                              const float *x, const float *gamma, const float *beta,               \
+                              const double *s, double M, size_t rows, int C, float eps);           \
+    void mw_bn_sync_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *x,        \
+                              const float *mean, const float *invstd, const float *gamma,          \
+                              const double *s, double M, size_t rows, int C);
+MW_BN_SYNC_DECL(ref)
+MW_BN_SYNC_DECL(cpu)
+#undef MW_BN_SYNC_DECL
+
 #endif

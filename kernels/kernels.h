@@ -183,6 +183,24 @@ typedef void (*mw_bn_stats_acc_fn)(const mw_kctx *k, float *g, const float *st, 
                                    float w);
 typedef void (*mw_bn_stats_update_fn)(const mw_kctx *k, float *p, float *g, size_t count,
                                       float momentum);
+/* Synchronized BatchNormalization (Keras' synchronized=True): the batch statistics and the
+ * backward's two sums are taken over every replica's slice. bn_sums gives this slice's
+ * per-channel sums (s: 2 C doubles, overwritten), which the caller sums over the replicas:
+ * dy NULL: s[c] = sum x, s[C + c] = sum x^2 (forward); otherwise s[c] = sum dy,
+ * s[C + c] = sum dy xhat with xhat = (x - mean) * invstd (backward). */
+typedef void (*mw_bn_sums_fn)(const mw_kctx *k, double *s, const float *x, const float *dy,
+                              const float *mean, const float *invstd, size_t rows, int C);
+/* The forward from the summed s over M rows in all: mean = s[c] / M, var = max(s[C + c] / M
+ * - mean^2, 0) (biased), invstd and y as bn_fwd_train. */
+typedef void (*mw_bn_sync_fwd_fn)(const mw_kctx *k, float *y, float *mean, float *var,
+                                  float *invstd, const float *x, const float *gamma,
+                                  const float *beta, const double *s, double M, size_t rows, int C,
+                                  float eps);
+/* dx += gamma invstd / M (M dy - s[c] - xhat s[C + c]) with the summed backward s over M rows
+ * (gamma NULL: 1); dgamma and dbeta are this slice's own (bn_bwd with dx NULL). */
+typedef void (*mw_bn_sync_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                                  const float *mean, const float *invstd, const float *gamma,
+                                  const double *s, double M, size_t rows, int C);
 /* AveragePooling2D: the mean over the window's cells inside the image (padded cells are
  * not counted, as in TensorFlow); backward dx += dy / cells. */
 typedef void (*mw_avgpool_fwd_fn)(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g,
@@ -243,6 +261,9 @@ typedef struct {
     mw_bn_bwd_fn bn_bwd;
     mw_bn_stats_acc_fn bn_stats_acc;
     mw_bn_stats_update_fn bn_stats_update;
+    mw_bn_sums_fn bn_sums; /* synchronized BN: NULL where the backend cannot run it */
+    mw_bn_sync_fwd_fn bn_sync_fwd;
+    mw_bn_sync_bwd_fn bn_sync_bwd;
     mw_avgpool_fwd_fn avgpool_fwd;
     mw_avgpool_bwd_fn avgpool_bwd;
     mw_pad2d_fwd_fn pad2d_fwd;

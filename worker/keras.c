@@ -825,10 +825,6 @@ static mw_status add_batchnorm(builder *B, const lctx *L, const json_t *cfg, con
     MW_TRY(get_bool(L, cfg, "center", 1, &center));
     MW_TRY(get_bool(L, cfg, "scale", 1, &scale));
     MW_TRY(get_bool(L, cfg, "synchronized", 0, &sync));
-    if (sync)
-        return lfail(L, MW_EUNSUPPORTED,
-                     "synchronized true (statistics all-reduced across replicas) is not "
-                     "supported yet; supported: false (each replica normalizes by its own slice)");
     MW_TRY(get_bool(L, cfg, "renorm", 0, &renorm));
     if (renorm)
         return lfail(L, MW_EUNSUPPORTED, "renorm true is not supported; supported: false");
@@ -842,7 +838,7 @@ static mw_status add_batchnorm(builder *B, const lctx *L, const json_t *cfg, con
         MW_TRY(need_null(L, cfg, nulls[i],
                          "BatchNormalization regularizers, constraints, "
                          "virtual batches and adjustments"));
-    mw_status rc = mw_model_add_batchnorm(B->m, name, (float)mom, (float)eps, center, scale);
+    mw_status rc = mw_model_add_batchnorm(B->m, name, (float)mom, (float)eps, center, scale, sync);
     if (rc != MW_OK)
         return from_model(B->origin, rc);
     mw_layer *l = &B->m->layers[B->m->nlayers - 1];

@@ -270,7 +270,7 @@ static const char *producer_name(const mw_model *m, int idx)
 }
 
 mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, float epsilon,
-                                 int center, int scale)
+                                 int center, int scale, int sync)
 {
     mw_layer *l = push(m, MW_LAYER_BATCHNORM, name, "BatchNormalization", "batch_normalization");
     if (!l)
@@ -281,7 +281,7 @@ mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, 
                                 "expected 0 <= momentum <= 1 and epsilon > 0",
                                 l->name, (double)momentum, (double)epsilon));
     l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->momentum = momentum, l->epsilon = epsilon;
+    l->momentum = momentum, l->epsilon = epsilon, l->sync = sync;
     l->w_count = scale ? (size_t)l->in_c : 0;
     l->has_bias = center;
     l->b_count = center ? (size_t)l->in_c : 0;
@@ -1009,14 +1009,20 @@ static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     }
 }
 
+void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           mw_model_ws *ws, int n, int from, int to)
+{
+    const float *P = ws->params ? ws->params : m->params.data;
+    for (int i = from; i < to; i++)
+        fwd_layer(m, kt, k, ws, P, i, n);
+    if (to == m->nlayers && n > 0)
+        kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
+}
+
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                       int n)
 {
-    const float *P = ws->params ? ws->params : m->params.data;
-    for (int i = 0; i < m->nlayers; i++)
-        fwd_layer(m, kt, k, ws, P, i, n);
-    if (n > 0)
-        kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
+    mw_model_forward_part(m, kt, k, ws, n, 0, m->nlayers);
 }
 
 /* BatchNormalization's backward, and its batch statistics into the moving-statistics
@@ -1137,12 +1143,16 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     }
 }
 
-void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
-                       float *grads, int n, float scale)
+void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                            mw_model_ws *ws, float *grads, int n, float scale, int from, int to)
 {
     const float *P = ws->params ? ws->params : m->params.data;
     const int L = m->nlayers;
     if (n <= 0)
+        return;
+    for (int i = to - 1; i >= from && to < L; i--)
+        bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+    if (to < L)
         return;
     /* Zero the input gradients that layer backward functions accumulate into: every input
      * of a layer that is not in place (in place, dx is dy's own buffer). */
@@ -1154,8 +1164,76 @@ void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
                          (size_t)n * tensor_count(m, l->in[j] + 1) * sizeof(float));
     }
     kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale, n, m->nclasses);
-    for (int i = L - 1; i >= 0; i--)
+    for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+}
+
+void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                       float *grads, int n, float scale)
+{
+    mw_model_backward_part(m, kt, k, ws, grads, n, scale, 0, m->nlayers);
+}
+
+/* ---- synchronized BatchNormalization ---- */
+
+int mw_model_is_sync(const mw_model *m, int i)
+{
+    return i >= 0 && i < m->nlayers && m->layers[i].kind == MW_LAYER_BATCHNORM && m->layers[i].sync;
+}
+
+int mw_model_has_sync(const mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (mw_model_is_sync(m, i))
+            return 1;
+    return 0;
+}
+
+void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                        const mw_model_ws *ws, int i, int n, int backward, double *s)
+{
+    const mw_layer *l = &m->layers[i];
+    const int C = l->out_c;
+    const float *x = ws->act[l->in[0] + 1], *st = ws->stats[i];
+    const size_t rows = (size_t)(n > 0 ? n : 0) * l->out_h * l->out_w;
+    if (backward)
+        kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, rows, C);
+    else
+        kt->bn_sums(k, s, x, NULL, NULL, NULL, rows, C);
+}
+
+void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           mw_model_ws *ws, int i, int n, const double *s, long total)
+{
+    const mw_layer *l = &m->layers[i];
+    const float *P = ws->params ? ws->params : m->params.data;
+    const int C = l->out_c;
+    const float *g = l->w_count ? P + l->w_off : NULL, *b = l->b_count ? P + l->b_off : NULL;
+    float *st = ws->stats[i];
+    const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)(n > 0 ? n : 0) * hw;
+    kt->bn_sync_fwd(k, ws->act[i + 1], st, st + C, st + 2 * C, ws->act[l->in[0] + 1], g, b, s,
+                    (double)total * (double)hw, rows, C, l->epsilon);
+}
+
+void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                            mw_model_ws *ws, float *grads, int i, int n, float scale,
+                            const double *s, long total)
+{
+    const mw_layer *l = &m->layers[i];
+    const float *P = ws->params ? ws->params : m->params.data;
+    const int C = l->out_c, t = l->in[0] + 1;
+    const float *st = ws->stats[i], *g = l->w_count ? P + l->w_off : NULL;
+    const float *x = ws->act[t], *dy = ws->grad[i + 1];
+    const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)n * hw;
+    if (n <= 0)
+        return;
+    /* gamma's and beta's gradients are this slice's share: the gradient all-reduce sums them */
+    kt->bn_bwd(k, NULL, l->w_count ? grads + l->w_off : NULL, l->b_count ? grads + l->b_off : NULL,
+               dy, x, st, st + 2 * C, g, rows, C);
+    if (t > 0)
+        kt->bn_sync_bwd(k, ws->grad[t], dy, x, st, st + 2 * C, g, s, (double)total * (double)hw,
+                        rows, C);
+    kt->bn_stats_acc(k, grads + l->s_off, st, 2 * (size_t)C, scale * (float)n);
 }
 
 int mw_model_has_batchnorm(const mw_model *m)
@@ -1185,6 +1263,12 @@ mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
         case MW_LAYER_BATCHNORM:
             ok = t->bn_fwd_train && t->bn_fwd_infer && t->bn_bwd && t->bn_stats_acc &&
                  t->bn_stats_update;
+            if (ok && l->sync && !(t->bn_sums && t->bn_sync_fwd && t->bn_sync_bwd))
+                return mw_err(MW_EUNSUPPORTED,
+                              "layer '%s' (BatchNormalization): synchronized true: the %s "
+                              "backend cannot all-reduce batch statistics yet; train this model "
+                              "on the CPU (--device cpu) or set synchronized false",
+                              l->name, t->name);
             break;
         case MW_LAYER_AVGPOOL:
             ok = t->avgpool_fwd && t->avgpool_bwd;
@@ -1459,7 +1543,7 @@ static int padding_differs(char *d, size_t n, const mw_layer *x, const mw_layer 
     return differs(d, n, "padding", x->same ? "same" : "valid", y->same ? "same" : "valid");
 }
 
-/* BatchNormalization: center, scale, momentum, epsilon. */
+/* BatchNormalization: center, scale, synchronized, momentum, epsilon. */
 static int bn_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
     char sx[40], sy[40];
@@ -1468,6 +1552,9 @@ static int bn_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
     if (!!x->b_count != !!y->b_count)
         return differs(d, n, "center", x->b_count ? "true" : "false",
                        y->b_count ? "true" : "false");
+    if (x->sync != y->sync)
+        return differs(d, n, "synchronized", x->sync ? "true" : "false",
+                       y->sync ? "true" : "false");
     const float vx[2] = {x->momentum, x->epsilon}, vy[2] = {y->momentum, y->epsilon};
     for (int k = 0; k < 2; k++)
         if (vx[k] != vy[k]) {

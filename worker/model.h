@@ -137,6 +137,7 @@ typedef struct {
      * mean and variance at s_off (s_count = 2 C, not trainable) */
     size_t s_off, s_count;
     float momentum, epsilon;
+    int sync; /* synchronized: batch statistics over every replica's slice (see below) */
 } mw_layer;
 
 typedef struct {
@@ -185,9 +186,9 @@ mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded);
 /* The inputs of the NEXT added layer (producer indices < nlayers, -1: the model input);
  * without it a layer reads the previous one. Graph builders call it before each add. */
 mw_status mw_model_set_inputs(mw_model *m, const int *in, int nin);
-/* Keras BatchNormalization(axis=-1, momentum, epsilon, center, scale). */
+/* Keras BatchNormalization(axis=-1, momentum, epsilon, center, scale, synchronized). */
 mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, float epsilon,
-                                 int center, int scale);
+                                 int center, int scale, int sync);
 /* AveragePooling2D (padded cells are not counted). */
 mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
                                int same);
@@ -310,6 +311,32 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
  * into the gradient arena grads (same layout as params). */
 void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                        float *grads, int n, float scale);
+/* Layers [from, to) of the forward (to == nlayers: the loss too), and of the backward in
+ * reverse (to == nlayers: first the loss's gradient, zeroing the accumulated input
+ * gradients); the whole passes are from = 0, to = nlayers. */
+void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           mw_model_ws *ws, int n, int from, int to);
+void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                            mw_model_ws *ws, float *grads, int n, float scale, int from, int to);
+
+/* Synchronized BatchNormalization (Keras' synchronized=True): a layer whose batch statistics,
+ * and the two sums of its backward, are taken over every replica's slice of the global
+ * batch, so any layout trains the same model. A backend runs its replicas in lockstep: the
+ * parts between synchronized layers with the functions above; at synchronized layer i, each
+ * replica's sums (mw_model_sync_sums, 2 C doubles), SUMMED over every replica of the cluster,
+ * go to each replica's mw_model_sync_forward (total: the examples of the global batch); the
+ * backward likewise, with backward = 1 and mw_model_sync_backward (which also adds the slice's
+ * gamma / beta gradients and its share of the moving statistics, as an unsynchronized layer
+ * does). mw_model_forward alone runs a synchronized layer on its own slice: one replica. */
+int mw_model_is_sync(const mw_model *m, int i);
+int mw_model_has_sync(const mw_model *m);
+void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                        const mw_model_ws *ws, int i, int n, int backward, double *s);
+void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           mw_model_ws *ws, int i, int n, const double *s, long total);
+void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                            mw_model_ws *ws, float *grads, int i, int n, float scale,
+                            const double *s, long total);
 /* After a forward: how many of the n examples have argmax(prob) == label. */
 int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n);
 /* The same from host copies of prob (n x nclasses) and labels (n). */

@@ -12,7 +12,12 @@
  * model with BN trains each slice in ONE forward/backward on thread 0's workspace (sized
  * for the whole slice) with kernels that may use every thread: --micro-batch and the thread
  * count do not change its statistics. Its moving statistics travel in the gradient
- * all-reduce and are folded in before the optimizer (mw_model_update_stats). */
+ * all-reduce and are folded in before the optimizer (mw_model_update_stats).
+ *
+ * Synchronized BN (worker/model.h) runs the rank's replicas in lockstep, each on its own
+ * whole-slice workspace: the parts between synchronized layers replica by replica, and at
+ * each such layer the replicas' sums added in replica order, then summed over the ranks by
+ * one polled MPI all-reduce of 2 C doubles (under --collective-timeout). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,7 @@
 #endif
 
 #include "cluster/allreduce.h"
+#include "cluster/comm.h"
 #include "common/timeline.h"
 #include "kernels/cpu/cpu.h"
 #include "worker/replicas.h"
@@ -40,7 +46,37 @@ struct mw_replicas {
     double acc[3];                      /* running sums (replicas.h) */
     mw_allreduce ar;
     float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
+    int sync;         /* synchronized BN: the local replicas train in lockstep */
+    mw_model_ws *rws; /* sync: replicas 1 .. rpw-1's whole-slice workspaces (replica 0: ws[0]) */
+    double *ssum;     /* sync: a replica's sums, then their total (2 x 2 C doubles) */
 };
+
+/* Local replica lr's workspace in lockstep. */
+static mw_model_ws *rep_ws(mw_replicas *r, int lr)
+{
+    return lr ? &r->rws[lr - 1] : &r->ws[0];
+}
+
+/* A synchronized-BN model's extra state: a workspace per further local replica and the sums. */
+static mw_status open_lockstep(mw_replicas *r)
+{
+    const mw_model *m = r->env.model;
+    const int rpw = r->env.o->replicas_per_worker;
+    int cmax = 1;
+    for (int i = 0; i < m->nlayers; i++)
+        if (mw_model_is_sync(m, i) && m->layers[i].out_c > cmax)
+            cmax = m->layers[i].out_c;
+    r->sync = 1;
+    r->ssum = calloc(4 * (size_t)cmax, sizeof *r->ssum);
+    r->rws = calloc((size_t)rpw, sizeof *r->rws);
+    if (!r->ssum || !r->rws)
+        return mw_err(MW_ENOMEM, "out of memory");
+    for (int lr = 0; lr < rpw; lr++)
+        mw_model_ws_init(&r->rws[lr]);
+    for (int lr = 1; lr < rpw; lr++)
+        MW_TRY(mw_model_ws_alloc(&r->rws[lr - 1], m, r->env.o->batch_per_replica));
+    return MW_OK;
+}
 
 static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
 {
@@ -80,7 +116,7 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
     r->bk.nthreads = T;
     r->bk.ws = r->ws[0].scratch;
     r->bk.ws_count = r->ws[0].scratch_count;
-    return MW_OK;
+    return mw_model_has_sync(env->model) ? open_lockstep(r) : MW_OK;
 }
 
 static mw_status cpu_connect(mw_replicas *r)
@@ -117,6 +153,103 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     sums[0] += ls / (double)gb;
     sums[1] += mw_model_correct(m, ws, n);
     sums[2] += (double)cnt;
+}
+
+/* Synchronized layer i of every local replica (forward, or backward): the replicas' sums in
+ * replica order, summed over the ranks, then each replica's pass through the layer. */
+static mw_status sync_layer(mw_replicas *r, int i, int backward, long gb)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    const int C = m->layers[i].out_c;
+    double *tot = r->ssum, *mine = r->ssum + 2 * C;
+    memset(tot, 0, 2 * (size_t)C * sizeof *tot);
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        mw_model_sync_sums(m, &r->kt, &r->bk, rep_ws(r, lr), i, (int)cnt, backward, mine);
+        for (int c = 0; c < 2 * C; c++)
+            tot[c] += mine[c];
+    }
+    if (e->world > 1) {
+        char op[128];
+        snprintf(op, sizeof op, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
+                 m->layers[i].name, backward ? "backward" : "forward");
+        mw_wait_ctx w = {op, -1, e->o->collective_timeout};
+        MW_TRY(mw_comm_allreduce(&w, tot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
+    }
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        if (backward)
+            mw_model_sync_backward(m, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], i, (int)cnt,
+                                   1.0f / (float)gb, tot, gb);
+        else
+            mw_model_sync_forward(m, &r->kt, &r->bk, rep_ws(r, lr), i, (int)cnt, tot, gb);
+    }
+    return MW_OK;
+}
+
+/* Every local replica through layers [from, to) forward, or backward (in reverse). */
+static void lockstep_part(mw_replicas *r, long gb, int from, int to, int backward)
+{
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        if (backward)
+            mw_model_backward_part(e->model, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], (int)cnt,
+                                   1.0f / (float)gb, from, to);
+        else
+            mw_model_forward_part(e->model, &r->kt, &r->bk, rep_ws(r, lr), (int)cnt, from, to);
+    }
+}
+
+/* A synchronized-BN model's training step on this rank: every local replica's slice in its
+ * own workspace, forward and backward in lockstep, synchronized at each such layer. */
+static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long gb,
+                              uint64_t dseed)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        mw_model_ws *ws = rep_ws(r, lr);
+        mw_dataset_batch(data, ws->act[0], ws->labels, ids + off, (int)cnt);
+        ws->training = 1;
+        ws->dropout_seed = dseed;
+        ws->example_ids = ids + off;
+    }
+    for (int i = 0, from = 0; i <= L; i++)
+        if (i == L || mw_model_is_sync(m, i)) {
+            lockstep_part(r, gb, from, i, 0);
+            if (i < L)
+                MW_TRY(sync_layer(r, i, 0, gb));
+            from = i + 1;
+        }
+    for (int i = L - 1, to = L; i >= -1; i--)
+        if (i < 0 || mw_model_is_sync(m, i)) {
+            lockstep_part(r, gb, i + 1, to, 1);
+            if (i >= 0)
+                MW_TRY(sync_layer(r, i, 1, gb));
+            to = i;
+        }
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        const mw_model_ws *ws = rep_ws(r, lr);
+        double ls = 0;
+        for (long j = 0; j < cnt; j++)
+            ls += ws->loss[j];
+        r->acc[0] += ls / (double)gb;
+        r->acc[1] += mw_model_correct(m, ws, (int)cnt);
+        r->acc[2] += (double)cnt;
+    }
+    return MW_OK;
 }
 
 /* One replica's slice of cnt examples of data, cut again among the threads. ids: the
@@ -204,7 +337,9 @@ static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     for (int th = 0; th < e->nthreads; th++)
         memset(r->tgrads[th], 0, e->model->params.count * sizeof(float));
-    for (int lr = 0; lr < rpw; lr++) {
+    if (r->sync)
+        MW_TRY(run_lockstep(r, d, ids, gb, dseed));
+    for (int lr = 0; lr < rpw && !r->sync; lr++) {
         long off, cnt;
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
         run_slice(r, d, ids + off, 0, cnt, 1, gb, dseed, (double)gb, r->acc);
@@ -282,6 +417,10 @@ static void cpu_close(mw_replicas **rp, int abandoned)
     if (!abandoned)
         mw_allreduce_close(&r->ar);
     free(r->own_grads);
+    for (int lr = 1; r->rws && lr < r->env.o->replicas_per_worker; lr++)
+        mw_model_ws_free(&r->rws[lr - 1]);
+    free(r->rws);
+    free(r->ssum);
     free(r);
     *rp = NULL;
 }

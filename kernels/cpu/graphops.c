@@ -100,3 +100,66 @@ void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
             dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
         }
 }
+
+/* Synchronized BatchNormalization: row-major sweeps, as above. */
+void mw_bn_sums_cpu(const mw_kctx *k, double *s, const float *x, const float *dy, const float *mean,
+                    const float *invstd, size_t rows, int C)
+{
+    if (C > MAXC) {
+        mw_bn_sums_ref(k, s, x, dy, mean, invstd, rows, C);
+        return;
+    }
+    memset(s, 0, 2 * (size_t)C * sizeof *s);
+    double *a = s, *b = s + C;
+    if (!dy) {
+        for (size_t r = 0; r < rows; r++)
+            for (int c = 0; c < C; c++) {
+                double v = x[r * C + c];
+                a[c] += v;
+                b[c] += v * v;
+            }
+        return;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            float xh = (x[r * C + c] - mean[c]) * invstd[c];
+            a[c] += dy[r * C + c];
+            b[c] += (double)(dy[r * C + c] * xh);
+        }
+}
+
+void mw_bn_sync_fwd_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                        const float *x, const float *gamma, const float *beta, const double *s,
+                        double M, size_t rows, int C, float eps)
+{
+    for (int c = 0; c < C; c++) {
+        double mu = M > 0 ? s[c] / M : 0.0, v = M > 0 ? s[C + c] / M - mu * mu : 0.0;
+        mean[c] = (float)mu;
+        var[c] = (float)(v > 0.0 ? v : 0.0);
+        invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
+    }
+    mw_bn_fwd_infer_cpu(k, y, x, gamma, beta, mean, var, rows, C, eps);
+}
+
+void mw_bn_sync_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                        const float *mean, const float *invstd, const float *gamma, const double *s,
+                        double M, size_t rows, int C)
+{
+    if (C > MAXC) {
+        mw_bn_sync_bwd_ref(k, dx, dy, x, mean, invstd, gamma, s, M, rows, C);
+        return;
+    }
+    if (!dx || M <= 0)
+        return;
+    float f[MAXC], u[MAXC], v[MAXC];
+    for (int c = 0; c < C; c++) {
+        f[c] = (float)((gamma ? gamma[c] : 1.0) * invstd[c]); /* dx += f (dy - u - xhat v) */
+        u[c] = (float)(s[c] / M);
+        v[c] = (float)(s[C + c] / M);
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            float xh = (x[r * C + c] - mean[c]) * invstd[c];
+            dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
+        }
+}

@@ -26,6 +26,9 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->bn_fwd_train = mw_bn_fwd_train_cpu;
     t->bn_fwd_infer = mw_bn_fwd_infer_cpu;
     t->bn_bwd = mw_bn_bwd_cpu;
+    t->bn_sums = mw_bn_sums_cpu;
+    t->bn_sync_fwd = mw_bn_sync_fwd_cpu;
+    t->bn_sync_bwd = mw_bn_sync_bwd_cpu;
     t->sgd_step = mw_sgd_step_cpu;
     t->adam_step = mw_adam_step_cpu;
     t->rmsprop_step = mw_rmsprop_step_cpu;

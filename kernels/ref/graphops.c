@@ -90,6 +90,56 @@ void mw_bn_stats_update_ref(const mw_kctx *k, float *p, float *g, size_t count, 
     }
 }
 
+void mw_bn_sums_ref(const mw_kctx *k, double *s, const float *x, const float *dy, const float *mean,
+                    const float *invstd, size_t rows, int C)
+{
+    (void)k;
+    for (int c = 0; c < C; c++) {
+        double a = 0.0, b = 0.0;
+        for (size_t r = 0; r < rows; r++) {
+            double v = x[r * C + c];
+            if (dy) {
+                double xh = (v - mean[c]) * invstd[c];
+                a += dy[r * C + c];
+                b += dy[r * C + c] * xh;
+            } else {
+                a += v;
+                b += v * v;
+            }
+        }
+        s[c] = a, s[C + c] = b;
+    }
+}
+
+void mw_bn_sync_fwd_ref(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                        const float *x, const float *gamma, const float *beta, const double *s,
+                        double M, size_t rows, int C, float eps)
+{
+    for (int c = 0; c < C; c++) {
+        double mu = M > 0 ? s[c] / M : 0.0, v = M > 0 ? s[C + c] / M - mu * mu : 0.0;
+        mean[c] = (float)mu;
+        var[c] = (float)(v > 0.0 ? v : 0.0);
+        invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
+    }
+    mw_bn_fwd_infer_ref(k, y, x, gamma, beta, mean, var, rows, C, eps);
+}
+
+void mw_bn_sync_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                        const float *mean, const float *invstd, const float *gamma, const double *s,
+                        double M, size_t rows, int C)
+{
+    (void)k;
+    if (!dx || M <= 0)
+        return;
+    for (int c = 0; c < C; c++) {
+        double f = (gamma ? gamma[c] : 1.0) * invstd[c] / M;
+        for (size_t r = 0; r < rows; r++) {
+            double xh = ((double)x[r * C + c] - mean[c]) * invstd[c];
+            dx[r * C + c] += (float)(f * (M * dy[r * C + c] - s[c] - xh * s[C + c]));
+        }
+    }
+}
+
 /* Cells of window (oh, ow) inside the image. */
 static int window(const mw_pool_geom *g, int oh, int ow, int *h0, int *h1, int *w0, int *w1)
 {

@@ -40,6 +40,9 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->bn_bwd = mw_bn_bwd_ref;
     t->bn_stats_acc = mw_bn_stats_acc_ref;
     t->bn_stats_update = mw_bn_stats_update_ref;
+    t->bn_sums = mw_bn_sums_ref;
+    t->bn_sync_fwd = mw_bn_sync_fwd_ref;
+    t->bn_sync_bwd = mw_bn_sync_bwd_ref;
     t->avgpool_fwd = mw_avgpool_fwd_ref;
     t->avgpool_bwd = mw_avgpool_bwd_ref;
     t->pad2d_fwd = mw_pad2d_fwd_ref;
