@@ -9,7 +9,8 @@
  *                                (RANK "all": every rank); cluster/comm.c's backstop ends it
  *
  * Points: init (before MPI_Init), setup (before the set-up agreement), restore (before the
- * --resume read and broadcast), finish (before the shut-down agreement). RANK is the MPI world
+ * --resume read and broadcast), bn-sync (before a synchronized BatchNormalization's all-reduce
+ * inside a training step), finish (before the shut-down agreement). RANK is the MPI world
  * rank (before MPI_Init it is read from the launcher's environment). Unset: nothing happens.
  * libc only. */
 #ifndef MW_COMMON_FAULT_H

@@ -1592,6 +1592,92 @@ static void test_bn_grad(void **state)
     }
 }
 
+/* Synchronized BatchNormalization over three replica slices of 5, 0 and 7 rows (the middle
+ * one empty): each slice's sums (bn_sums), added, then each slice's pass. */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *y, *x, *g, *b, *st; /* st: 3 C per slice */
+    const float *r;
+    int C;
+} sbn_env;
+
+static const size_t sbn_rows[3] = {5, 0, 7}; /* 12 in all */
+
+static double sbn_loss(void *env)
+{
+    sbn_env *e = env;
+    const int C = e->C;
+    double tot[8] = {0}, s[8];
+    for (int p = 0, off = 0; p < 3; off += (int)sbn_rows[p++]) {
+        e->t->bn_sums(e->k, s, e->x + off * C, NULL, NULL, NULL, sbn_rows[p], C);
+        for (int c = 0; c < 2 * C; c++)
+            tot[c] += s[c];
+    }
+    for (int p = 0, off = 0; p < 3; off += (int)sbn_rows[p++]) {
+        float *st = e->st + 3 * C * p;
+        e->t->bn_sync_fwd(e->k, e->y + off * C, st, st + C, st + 2 * C, e->x + off * C, e->g, e->b,
+                          tot, 12.0, sbn_rows[p], C, 1e-3f);
+    }
+    return dot_r(e->r, e->y, 12 * (size_t)C);
+}
+
+/* dx, dgamma, dbeta of the synchronized layer (the slices' own gamma / beta sums added, as the
+ * gradient all-reduce does) against central differences of the sum of every slice's loss; and
+ * the whole layer equals one BatchNormalization over the 12 rows (bn_fwd_train, bn_bwd). */
+static void test_bn_sync(void **state)
+{
+    (void)state;
+    const int C = 4;
+    const size_t n = 12 * (size_t)C;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx X;
+        ctx_open(&X, 0, 1);
+        sbn_env e = {.t = &t, .k = &X.k, .C = C};
+        e.y = fzero(&P, n), e.x = frand(&P, n, 71, -1.0f, 2.0f), e.st = fzero(&P, 9 * C);
+        e.g = frand(&P, C, 72, 0.5f, 1.5f), e.b = frand(&P, C, 73, -0.5f, 0.5f);
+        e.r = frand(&P, n, 74, -1.0f, 1.0f);
+        float *dx = fzero(&P, n), *dg = fzero(&P, C), *db = fzero(&P, C);
+        sbn_loss(&e);
+        double tot[8] = {0}, s[8];
+        for (int p = 0, off = 0; p < 3; off += (int)sbn_rows[p++]) {
+            const float *st = e.st + 3 * C * p;
+            t.bn_sums(&X.k, s, e.x + off * C, e.r + off * C, st, st + 2 * C, sbn_rows[p], C);
+            for (int c = 0; c < 2 * C; c++)
+                tot[c] += s[c];
+            t.bn_bwd(&X.k, NULL, dg, db, e.r + off * C, e.x + off * C, st, st + 2 * C, e.g,
+                     sbn_rows[p], C);
+        }
+        for (int p = 0, off = 0; p < 3; off += (int)sbn_rows[p++]) {
+            const float *st = e.st + 3 * C * p;
+            t.bn_sync_bwd(&X.k, dx + off * C, e.r + off * C, e.x + off * C, st, st + 2 * C, e.g,
+                          tot, 12.0, sbn_rows[p], C);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s synchronized bn", t.name);
+        grad_check(sbn_loss, &e, e.x, n, dx, 1e-3f, 18, what);
+        grad_check(sbn_loss, &e, e.g, C, dg, 1e-3f, 18, what);
+        grad_check(sbn_loss, &e, e.b, C, db, 1e-3f, 18, what);
+        /* one BatchNormalization over all 12 rows: the same outputs, statistics and dx */
+        float *y1 = fzero(&P, n), *st1 = fzero(&P, 3 * C), *dx1 = fzero(&P, n);
+        float *dg1 = fzero(&P, C), *db1 = fzero(&P, C);
+        sbn_loss(&e);
+        t.bn_fwd_train(&X.k, y1, st1, st1 + C, st1 + 2 * C, e.x, e.g, e.b, 12, C, 1e-3f);
+        t.bn_bwd(&X.k, dx1, dg1, db1, e.r, e.x, st1, st1 + 2 * C, e.g, 12, C);
+        expect_close(e.y, y1, n, 1e-5f, 1e-5f);
+        for (int p = 0; p < 3; p++)
+            expect_close(e.st + 3 * C * p, st1, 3 * (size_t)C, 1e-6f, 1e-5f);
+        expect_close(dx, dx1, n, 1e-5f, 1e-4f);
+        expect_close(dg, dg1, C, 1e-5f, 1e-4f);
+        expect_close(db, db1, C, 1e-5f, 1e-4f);
+        ctx_close(&X);
+        pool_free(&P);
+    }
+}
+
 /* AveragePooling2D with 'same' padding and strides (edge windows count only their cells),
  * ZeroPadding2D, Multiply, Concatenate, Softmax: central differences of each backward. */
 static void test_graph_ops_grad(void **state)
@@ -1823,6 +1909,7 @@ int main(void)
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_conv_ws_capped),
         cmocka_unit_test(test_bn_grad),
+        cmocka_unit_test(test_bn_sync),
         cmocka_unit_test(test_bn_cpu_vs_ref),
         cmocka_unit_test(test_graph_ops_grad),
         cmocka_unit_test(test_act_grad),

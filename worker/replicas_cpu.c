@@ -27,6 +27,7 @@
 
 #include "cluster/allreduce.h"
 #include "cluster/comm.h"
+#include "common/fault.h"
 #include "common/timeline.h"
 #include "kernels/cpu/cpu.h"
 #include "worker/replicas.h"
@@ -177,6 +178,7 @@ static mw_status sync_layer(mw_replicas *r, int i, int backward, long gb)
         snprintf(op, sizeof op, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
                  m->layers[i].name, backward ? "backward" : "forward");
         mw_wait_ctx w = {op, -1, e->o->collective_timeout};
+        mw_fault_point("bn-sync", e->topo->world_rank);
         MW_TRY(mw_comm_allreduce(&w, tot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
     }
     for (int lr = 0; lr < rpw; lr++) {

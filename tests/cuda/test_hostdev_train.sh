@@ -18,6 +18,7 @@
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
 #     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
 #     GPU reports what the chief measured;
+#   - synchronized BatchNormalization is refused on the GPU path before training (one message);
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
@@ -288,6 +289,13 @@ fault async async:5 7 \
     "error: NCCL all-reduce at step 4 on CUDA device .: NCCL reported an asynchronous error"
 fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" \
     --collective-timeout 3
+
+# synchronized BatchNormalization runs on the CPU backend only: refused on the GPU, before
+# training, with one message naming the layer and what to do
+out=$(MW_HOSTDEV_GPUS=1 timeout 60 "$hd" train "${quick[@]}" --device gpu \
+    --model "$src/tests/data/keras/graph/syncbn_k3.json" 2>&1)
+check '[[ $? -ne 0 ]] && ! grep -q "^Epoch" <<<"$out" && grep -qF "error: layer '"'bn_a'"' (BatchNormalization): synchronized true: the cuda backend cannot all-reduce batch statistics yet; train this model on the CPU (--device cpu) or set synchronized false" <<<"$out"' \
+    "synchronized BN refused on the GPU: $out"
 
 # `mwtrain cluster` shows what each rank trains on: 2 fake nodes x 2 ranks, 4 GPUs a node
 fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223"]},'

@@ -2,7 +2,8 @@
 # A stopped rank (SIGSTOP) must not leave the job hanging: with a short
 # --collective-timeout the other rank reports whom it waited for and at which
 # step, and the whole job ends with the retryable exit code (131) well within
-# the time limit.
+# the time limit. The same for a rank stopped inside a step's synchronized BatchNormalization
+# all-reduce (MW_FAULT=stop:bn-sync:1): the message names the layer.
 #   test_stall.sh MWTRAIN
 set -uo pipefail
 mw=$1
@@ -48,5 +49,21 @@ check '((took <= 25))' "ended within 25 s of the stop (took $took s)"
 check 'grep -q "collective timeout: .* at step [0-9]* waited [0-9]* s for rank 1" "$tmp/err"' \
     "message names the step and rank 1"
 check 'grep -q "aborting the job (exit code 131)" "$tmp/err"' "says it aborts"
+
+# a rank stopped before a synchronized BatchNormalization's all-reduce, inside the step
+src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+start=$(date +%s)
+MW_FAULT=stop:bn-sync:1 timeout -k 5 60 mpiexec -n 2 "$mw" train \
+    --model "$src/tests/data/keras/graph/syncbn_k3.json" --epochs 1 --steps-per-epoch 5 \
+    --collective-timeout $timeout --threads 1 --checkpoint-every-epochs 0 --summary-dir "" \
+    --progress none >"$tmp/bn.out" 2>"$tmp/bn.err"
+rc=$?
+took=$(($(date +%s) - start))
+pkill -9 -f "$src/tests/data/keras/graph/syncbn_k3.json" 2>/dev/null
+echo "bn-sync stop: exit code $rc after $took s"
+check '[[ $rc -eq 131 ]]' "bn-sync stop: exit code 131 (got $rc)"
+check '((took <= 25))' "bn-sync stop: ended within 25 s (took $took s)"
+check 'grep -q "collective timeout: synchronized BatchNormalization all-reduce (layer .bn_a., forward) waited" "$tmp/bn.err"' \
+    "bn-sync stop: the message names the layer"
 echo "$pass passed, $fail failed"
 ((fail == 0))
