@@ -1,9 +1,12 @@
 """Keras peer for mwtrain's ResNet-20 benchmark (tests/bench/bench_resnet.sh).
 
-  python peer_keras_resnet.py save OUT.keras
+  python peer_keras_resnet.py save OUT.keras [--synchronized]
       the ResNet-20 v1 of tests/keras/parity/parity.py (CIFAR-style, 3 stages of 16/32/64
       filters, BatchNormalization, Add, GlobalAveragePooling2D) for 28x28x1 inputs, compiled
       with Adam(1e-3) and from-logits sparse cross-entropy, saved as a .keras archive;
+      --synchronized sets every BatchNormalization's synchronized flag in the archive's
+      config.json afterwards (Keras builds that flag only on its TensorFlow backend; the
+      weights are the same either way), for mwtrain only;
   python peer_keras_resnet.py time MODEL.keras --batch B --steps S [--warmup W]
       trains that archive with model.fit on consecutive batches of Fashion-MNIST (uint8 / 255,
       no shuffle) in this process: W untimed steps (XLA compiles the step), then S timed ones.
@@ -16,10 +19,12 @@ thread pool takes the machine's cores, so mwtrain runs against it with as many t
 """
 import argparse
 import gzip
+import json
 import os
 import sys
 import time
 import warnings
+import zipfile
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
@@ -39,6 +44,21 @@ def fashion(n):
     return x.reshape(n, 28, 28, 1).astype(np.float32) / np.float32(255), y.astype(np.int32)
 
 
+def synchronize(path):
+    """Rewrite the archive with synchronized: true in every BatchNormalization's config."""
+    with zipfile.ZipFile(path) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    cfg = json.loads(files["config.json"])
+    bns = [l for l in cfg["config"]["layers"] if l["class_name"] == "BatchNormalization"]
+    assert bns, "no BatchNormalization layer"
+    for l in bns:
+        l["config"]["synchronized"] = True
+    files["config.json"] = json.dumps(cfg).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, b in files.items():
+            z.writestr(n, b)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["save", "time"])
@@ -46,6 +66,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--synchronized", action="store_true")
     a = ap.parse_args()
     if a.what == "save":
         keras.utils.set_random_seed(1)
@@ -53,6 +74,8 @@ def main():
         m.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         m.save(a.path)
+        if a.synchronized:
+            synchronize(a.path)
         print("saved %s: %d parameters" % (a.path, m.count_params()))
         return 0
     with warnings.catch_warnings():  # the archive holds no optimizer variables yet: says so
