@@ -982,8 +982,32 @@ static void test_graph_configs(void **state)
     assert_int_equal(mw_model_diff(&a, &c, what, sizeof what), 1);
     if (!strstr(what, "layer 2 (bn): momentum 0.99 in the checkpoint, 0.9 in --model"))
         fail_msg("diff: %s", what);
+    /* synchronized: the layer says so, a different flag is a different model, and a table
+     * without the synchronized entries refuses it (naming the layer and the way out) */
+    memcpy(mom, "\"momentum\": 0.99", 16);
+    char *sync = strstr(text, "\"synchronized\": false");
+    assert_non_null(sync);
+    memcpy(sync, "\"synchronized\": true ", 21);
+    mw_model d;
+    check_rc(mw_keras_load(&d, text, n, "d.json", 28, 28, 1, 10), "synchronized");
+    assert_true(d.layers[3].sync && !a.layers[3].sync);
+    assert_true(mw_model_has_sync(&d) && !mw_model_has_sync(&a));
+    assert_int_equal(mw_model_diff(&a, &d, what, sizeof what), 1);
+    if (!strstr(what, "layer 2 (bn): synchronized false in the checkpoint, true in --model"))
+        fail_msg("diff: %s", what);
+    check_rc(mw_model_finalize(&d, 16), "finalize d");
+    mw_kernels_init_cpu(&kt);
+    assert_int_equal(mw_model_check_kernels(&d, &kt), MW_OK);
+    kt.bn_sync_bwd = NULL, kt.name = "cuda";
+    assert_int_equal(mw_model_check_kernels(&a, &kt), MW_OK);
+    assert_int_equal(mw_model_check_kernels(&d, &kt), MW_EUNSUPPORTED);
+    assert_string_equal(mw_err_msg(), "layer 'bn' (BatchNormalization): synchronized true: the "
+                                      "cuda backend cannot all-reduce batch statistics yet; train "
+                                      "this model on the CPU (--device cpu) or set synchronized "
+                                      "false");
+    mw_err_clear();
     free(text);
-    mw_model_free(&a), mw_model_free(&b), mw_model_free(&c);
+    mw_model_free(&a), mw_model_free(&b), mw_model_free(&c), mw_model_free(&d);
 }
 
 /* Central differences through tests/data/keras/graph/gradcheck_k2.json: padding, a strided

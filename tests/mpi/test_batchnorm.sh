@@ -8,7 +8,8 @@
 #   1 rank x 2 replicas (the same slices) agree within 1e-4, and 2 ranks twice are bitwise
 #   equal; the moving variance has moved away from its initial 1;
 # - a checkpoint carries the moving statistics: 1 epoch, then --resume for a 2nd, is bitwise
-#   the 2 epochs in one run.
+#   the 2 epochs in one run; the same for synchronized BN (tests/data/keras/graph/syncbn_k3.json)
+#   on 2 ranks, which also repeats bitwise.
 #   test_batchnorm.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
 mw=$1 cmp=$2
@@ -56,5 +57,14 @@ run first 1 --epochs 1 --checkpoint-dir "$tmp/ck"
 run resumed 1 --epochs 2 --resume --checkpoint-dir "$tmp/ck"
 check '"$cmp" "$tmp/straight.bin" "$tmp/resumed.bin"' \
     "1 epoch + --resume: bitwise the 2 epochs in one run (moving statistics included)"
+
+sync=(--model "$src/tests/data/keras/graph/syncbn_k3.json" --batch-per-replica 32)
+run s-straight 2 "${sync[@]}" --epochs 2 --checkpoint-every-epochs 0
+run s-again 2 "${sync[@]}" --epochs 2 --checkpoint-every-epochs 0
+run s-first 2 "${sync[@]}" --epochs 1 --checkpoint-dir "$tmp/sck"
+run s-resumed 2 "${sync[@]}" --epochs 2 --resume --checkpoint-dir "$tmp/sck"
+check '"$cmp" "$tmp/s-straight.bin" "$tmp/s-again.bin"' "synchronized BN, 2 ranks twice: bitwise"
+check '"$cmp" "$tmp/s-straight.bin" "$tmp/s-resumed.bin"' \
+    "synchronized BN: 1 epoch + --resume is bitwise the 2 epochs in one run"
 echo "$pass passed, $fail failed"
 ((fail == 0))
