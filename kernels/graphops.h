@@ -61,7 +61,8 @@ void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
                    const float *x, const float *mean, const float *invstd, const float *gamma,
                    size_t rows, int C);
 
-/* Synchronized BatchNormalization (kernels.h): the reference loops and the fast CPU ones. */
+/* Synchronized BatchNormalization (kernels.h): the reference loops, the fast CPU ones and the
+ * CUDA twins. */
 #define MW_BN_SYNC_DECL(sfx)                                                                       \
     void mw_bn_sums_##sfx(const mw_kctx *k, double *s, const float *x, const float *dy,            \
                           const float *mean, const float *invstd, size_t rows, int C);             \
@@ -73,6 +74,7 @@ void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
                               const double *s, double M, size_t rows, int C);
 MW_BN_SYNC_DECL(ref)
 MW_BN_SYNC_DECL(cpu)
+MW_BN_SYNC_DECL(cuda)
 #undef MW_BN_SYNC_DECL
 
 #endif

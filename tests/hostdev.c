@@ -411,6 +411,54 @@ static void hd_bn_stats_update(const mw_kctx *k, float *p, float *g, size_t coun
     hd_cpu.bn_stats_update(&h, p, g, count, momentum);
 }
 
+static void hd_bn_sums(const mw_kctx *k, double *s, const float *x, const float *dy,
+                       const float *mean, const float *invstd, size_t rows, int C)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(s, 2 * C, sizeof(double));
+    CHK_OPT(x, rows * C, F);
+    CHK_OPT(dy, rows * C, F);
+    if (dy) {
+        CHK(mean, C, F);
+        CHK(invstd, C, F);
+    }
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_sums(&h, s, x, dy, mean, invstd, rows, C);
+}
+
+static void hd_bn_sync_fwd(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                           const float *x, const float *gamma, const float *beta, const double *s,
+                           double M, size_t rows, int C, float eps)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(y, rows * C, F);
+    CHK(mean, C, F);
+    CHK(var, C, F);
+    CHK(invstd, C, F);
+    CHK_OPT(x, rows * C, F);
+    CHK_OPT(gamma, C, F);
+    CHK_OPT(beta, C, F);
+    CHK(s, 2 * C, sizeof(double));
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_sync_fwd(&h, y, mean, var, invstd, x, gamma, beta, s, M, rows, C, eps);
+}
+
+static void hd_bn_sync_bwd(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                           const float *mean, const float *invstd, const float *gamma,
+                           const double *s, double M, size_t rows, int C)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(dx, rows * C, F);
+    CHK(dy, rows * C, F);
+    CHK(x, rows * C, F);
+    CHK(mean, C, F);
+    CHK(invstd, C, F);
+    CHK_OPT(gamma, C, F);
+    CHK(s, 2 * C, sizeof(double));
+    mw_kctx h = hd_host(k);
+    hd_cpu.bn_sync_bwd(&h, dx, dy, x, mean, invstd, gamma, s, M, rows, C);
+}
+
 static void hd_avgpool_fwd(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g, int N)
 {
     hd_ctx *c = hd_of(k, __func__);
@@ -581,6 +629,9 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->bn_bwd = hd_bn_bwd;
     t->bn_stats_acc = hd_bn_stats_acc;
     t->bn_stats_update = hd_bn_stats_update;
+    t->bn_sums = hd_bn_sums;
+    t->bn_sync_fwd = hd_bn_sync_fwd;
+    t->bn_sync_bwd = hd_bn_sync_bwd;
     t->avgpool_fwd = hd_avgpool_fwd;
     t->avgpool_bwd = hd_avgpool_bwd;
     t->pad2d_fwd = hd_pad2d_fwd;

@@ -844,6 +844,66 @@ static void test_bn(void **state)
     check_sync();
 }
 
+/* Synchronized BatchNormalization's twins against the reference: a slice's forward and
+ * backward sums (double, fixed-order tree: the same bits twice), the forward from given sums
+ * (here the slice's own, times 3: M = 3 rows) and the backward's dx. */
+static void test_bn_sync(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const struct {
+        size_t rows;
+        int C, affine;
+    } cs[] = {{1, 1, 1}, {37, 19, 1}, {5000, 64, 0}, {513, 7, 1}, {0, 4, 1}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+        pool P = {0};
+        const size_t rows = cs[c].rows, n = rows * cs[c].C;
+        const int C = cs[c].C;
+        const uint64_t s = 950 + 10 * c;
+        const double M = 3.0 * (double)(rows ? rows : 1);
+        float *x = h_rand(&P, n, s, -2, 3), *dy = h_rand(&P, n, s + 1, -1, 1);
+        float *g = cs[c].affine ? h_rand(&P, C, s + 2, 0.5f, 1.5f) : NULL;
+        float *b = cs[c].affine ? h_rand(&P, C, s + 3, -1, 1) : NULL;
+        float *y = h_rand(&P, n, s + 4, 0, 1), *st = h_rand(&P, 3 * C, s + 5, 0, 1);
+        float *dx = h_rand(&P, n, s + 6, -1, 1);
+        double *sum = h_keep(&P, calloc(2 * (size_t)C, sizeof(double)));
+        float *dX = d_put(&P, x, n * 4), *dDY = d_put(&P, dy, n * 4);
+        float *dG = g ? d_put(&P, g, C * 4) : NULL, *dB = b ? d_put(&P, b, C * 4) : NULL;
+        float *dY = d_put(&P, NULL, n * 4), *dST = d_put(&P, NULL, 3 * C * 4);
+        float *dDX = d_put(&P, dx, n * 4);
+        double *dS = d_put(&P, NULL, 2 * C * sizeof(double));
+
+        mw_bn_sums_ref(NULL, sum, x, NULL, NULL, NULL, rows, C);
+        cuda.bn_sums(&ctx, dS, dX, NULL, NULL, NULL, rows, C);
+        const double *s1 = d_get(&P, dS, 2 * C * sizeof(double));
+        for (int i = 0; i < 2 * C; i++)
+            assert_true(fabs(s1[i] - sum[i]) <= 1e-9 * (1.0 + fabs(sum[i])));
+        cuda.bn_sums(&ctx, dS, dX, NULL, NULL, NULL, rows, C);
+        assert_memory_equal(d_get(&P, dS, 2 * C * sizeof(double)), s1, 2 * C * sizeof(double));
+
+        for (int i = 0; i < 2 * C; i++)
+            sum[i] *= 3.0; /* three such slices */
+        double *dSum = d_put(&P, sum, 2 * C * sizeof(double));
+        mw_bn_sync_fwd_ref(NULL, y, st, st + C, st + 2 * C, x, g, b, sum, M, rows, C, 1e-3f);
+        cuda.bn_sync_fwd(&ctx, dY, dST, dST + C, dST + 2 * C, dX, dG, dB, dSum, M, rows, C, 1e-3f);
+        expect_close((float *)d_get(&P, dST, 3 * C * 4), st, 3 * C, 1e-6f, 1e-5f);
+        expect_close((float *)d_get(&P, dY, n * 4), y, n, 1e-5f, 1e-5f);
+        float *dSTr = d_put(&P, st, 3 * C * 4); /* the rest: the reference's statistics */
+
+        mw_bn_sums_ref(NULL, sum, x, dy, st, st + 2 * C, rows, C);
+        cuda.bn_sums(&ctx, dS, dX, dDY, dSTr, dSTr + 2 * C, rows, C);
+        s1 = d_get(&P, dS, 2 * C * sizeof(double));
+        for (int i = 0; i < 2 * C; i++)
+            assert_true(fabs(s1[i] - sum[i]) <= 1e-6 * (1.0 + fabs(sum[i])));
+        dSum = d_put(&P, sum, 2 * C * sizeof(double));
+        mw_bn_sync_bwd_ref(NULL, dx, dy, x, st, st + 2 * C, g, sum, M, rows, C);
+        cuda.bn_sync_bwd(&ctx, dDX, dDY, dX, dSTr, dSTr + 2 * C, dG, dSum, M, rows, C);
+        expect_close((float *)d_get(&P, dDX, n * 4), dx, n, 1e-5f, 1e-4f);
+        pool_free(&P);
+    }
+    check_sync();
+}
+
 /* AveragePooling2D ('same' edges count only their cells, overlapping windows, a global
  * pool) and ZeroPadding2D: the device sums in the reference's order, so forward and the
  * accumulating backward are bitwise the reference's. */
@@ -1057,6 +1117,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_reproducible),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_bn),
+        cmocka_unit_test(test_bn_sync),
         cmocka_unit_test(test_avgpool_pad),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_act_softmax),

@@ -1183,10 +1183,16 @@ int mw_model_is_sync(const mw_model *m, int i)
 
 int mw_model_has_sync(const mw_model *m)
 {
+    return mw_model_sync_channels(m) > 0;
+}
+
+int mw_model_sync_channels(const mw_model *m)
+{
+    int cmax = 0;
     for (int i = 0; i < m->nlayers; i++)
-        if (mw_model_is_sync(m, i))
-            return 1;
-    return 0;
+        if (mw_model_is_sync(m, i) && m->layers[i].out_c > cmax)
+            cmax = m->layers[i].out_c;
+    return cmax;
 }
 
 void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,

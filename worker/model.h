@@ -330,6 +330,8 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
  * does). mw_model_forward alone runs a synchronized layer on its own slice: one replica. */
 int mw_model_is_sync(const mw_model *m, int i);
 int mw_model_has_sync(const mw_model *m);
+/* The most channels of a synchronized layer (its sums are 2 C doubles); 0 when none. */
+int mw_model_sync_channels(const mw_model *m);
 void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                         const mw_model_ws *ws, int i, int n, int backward, double *s);
 void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,

@@ -63,10 +63,7 @@ static mw_status open_lockstep(mw_replicas *r)
 {
     const mw_model *m = r->env.model;
     const int rpw = r->env.o->replicas_per_worker;
-    int cmax = 1;
-    for (int i = 0; i < m->nlayers; i++)
-        if (mw_model_is_sync(m, i) && m->layers[i].out_c > cmax)
-            cmax = m->layers[i].out_c;
+    const int cmax = mw_model_sync_channels(m);
     r->sync = 1;
     r->ssum = calloc(4 * (size_t)cmax, sizeof *r->ssum);
     r->rws = calloc((size_t)rpw, sizeof *r->rws);

@@ -20,12 +20,20 @@
  * and every device's BatchNormalization statistics update (mw_model_update_stats) and
  * optimizer update are enqueued behind it on the same stream. The step's
  * only host wait is the polled one that ends the update (mw_nccl_wait, or the step mark on
- * one GPU), under --collective-timeout. */
+ * one GPU), under --collective-timeout.
+ *
+ * Synchronized BatchNormalization (worker/model.h) needs one replica per device: the devices
+ * run their slices in lockstep, and at each synchronized layer every device's 2 C sums come
+ * down to pinned memory (a polled wait), are added in device order, summed over the ranks by
+ * a polled MPI all-reduce, and go back up to every device; a host round trip per synchronized
+ * layer and direction. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/comm.h"
 #include "cluster/nccl.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
@@ -50,6 +58,9 @@ typedef struct {
     uint32_t *h_ids[2];
     double *h_reg, *h_macc; /* downloads of reg and macc */
     unsigned round;         /* micro-batches staged: the slot is round % 2 */
+    double *dsum, *dtot;    /* synchronized BN, device: this slice's sums, the cluster's */
+    double *h_sum, *h_tot;  /* their pinned host copies (sstage) */
+    void *sstage;
 } gpu_dev;
 
 #define STEP_MARK 2 /* the mark after a step's update (one GPU, no NCCL) */
@@ -64,6 +75,8 @@ struct mw_replicas {
     int reg_pending; /* the penalty downloads of this step land at the update's wait */
     long gb;         /* this step's global batch: the metrics' divisor */
     long step;       /* this step, for messages */
+    int sync_c;      /* synchronized BN: the most channels of such a layer (0: none) */
+    double *stot;    /* synchronized BN: the sums over the devices, then the cluster (host) */
 };
 
 static size_t up64(size_t nbytes)
@@ -119,6 +132,14 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     }
     g->h_reg = (double *)b;
     g->h_macc = (double *)(b + up64(sizeof(double)));
+    if (r->sync_c > 0) {
+        const size_t sb = 2 * (size_t)r->sync_c * sizeof(double);
+        MW_TRY(mw_cuda_alloc((void **)&g->dsum, sb));
+        MW_TRY(mw_cuda_alloc((void **)&g->dtot, sb));
+        MW_TRY(mw_cuda_host_alloc(&g->sstage, 2 * up64(sb)));
+        g->h_sum = g->sstage;
+        g->h_tot = (double *)((char *)g->sstage + up64(sb));
+    }
     return mw_cuda_sync(&g->k);
 }
 
@@ -138,6 +159,14 @@ static mw_status gpu_open(mw_replicas **out, const mw_replicas_env *env)
     if (strcmp(r->kt.name, "cuda") != 0)
         return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available", first);
     MW_TRY(mw_model_check_kernels(env->model, &r->kt));
+    if ((r->sync_c = mw_model_sync_channels(env->model)) > 0 && env->o->replicas_per_worker != ndev)
+        return mw_err(MW_EUNSUPPORTED,
+                      "synchronized BatchNormalization on GPUs runs one replica per GPU; this "
+                      "rank has %d replicas on %d GPU(s): set --replicas-per-worker %d, or "
+                      "train on the CPU (--device cpu)",
+                      env->o->replicas_per_worker, ndev, ndev);
+    if (r->sync_c > 0 && !(r->stot = malloc(2 * (size_t)r->sync_c * sizeof *r->stot)))
+        return mw_err(MW_ENOMEM, "out of memory");
     if (!(r->gd = calloc((size_t)ndev, sizeof *r->gd)))
         return mw_err(MW_ENOMEM, "out of memory");
     /* a device runs a replica's whole slice at once: micro-batches are for the CPU's caches;
@@ -314,6 +343,100 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     return MW_OK;
 }
 
+/* Synchronized layer i on every device (one replica each, cnt[d] examples): the sums down, a
+ * polled wait, their total over the devices and the ranks, back up, and each device's pass. */
+static mw_status gpu_sync_layer(mw_replicas *r, int i, int backward, long gb, const long *cnt)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int C = m->layers[i].out_c;
+    const size_t sb = 2 * (size_t)C * sizeof(double);
+    char what[128];
+    snprintf(what, sizeof what, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
+             m->layers[i].name, backward ? "backward" : "forward");
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (cnt[d] > 0) {
+            mw_model_sync_sums(m, &r->kt, &g->k, &g->ws, i, (int)cnt[d], backward, g->dsum);
+            MW_TRY(mw_cuda_download(g->h_sum, g->dsum, sb, &g->k));
+        } else {
+            memset(g->h_sum, 0, sb);
+        }
+        MW_TRY(mw_cuda_mark(&g->k, STEP_MARK));
+    }
+    memset(r->stot, 0, sb);
+    for (int d = 0; d < r->ngpu; d++) {
+        MW_TRY(mw_cuda_wait_mark(&r->gd[d].k, STEP_MARK, e->o->collective_timeout, what));
+        for (int c = 0; c < 2 * C; c++)
+            r->stot[c] += r->gd[d].h_sum[c];
+    }
+    if (e->world > 1) {
+        mw_wait_ctx w = {what, -1, e->o->collective_timeout};
+        mw_fault_point("bn-sync", e->topo->world_rank);
+        MW_TRY(mw_comm_allreduce(&w, r->stot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
+    }
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (cnt[d] <= 0)
+            continue;
+        memcpy(g->h_tot, r->stot, sb); /* its last upload is done: the wait above */
+        MW_TRY(mw_cuda_upload(g->dtot, g->h_tot, sb, &g->k));
+        if (backward)
+            mw_model_sync_backward(m, &r->kt, &g->k, &g->ws, g->grads, i, (int)cnt[d],
+                                   1.0f / (float)gb, g->dtot, gb);
+        else
+            mw_model_sync_forward(m, &r->kt, &g->k, &g->ws, i, (int)cnt[d], g->dtot, gb);
+    }
+    return MW_OK;
+}
+
+/* A synchronized-BN model's training pass: each device's one replica slice, staged whole, the
+ * parts between synchronized layers enqueued device by device, synchronized at each. */
+static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long gb,
+                          uint64_t dseed)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    long cnt[MAX_GPUS];
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        long off;
+        mw_slice(gb, nrep, e->rank * rpw + d, &off, &cnt[d]);
+        MW_TRY(mw_cuda_zero(g->macc, 2 * sizeof(double), &g->k));
+        if (cnt[d] > 0)
+            MW_TRY(stage(r, g, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
+    }
+    for (int i = 0, from = 0; i <= L; i++)
+        if (i == L || mw_model_is_sync(m, i)) {
+            for (int d = 0; d < r->ngpu; d++)
+                if (cnt[d] > 0)
+                    mw_model_forward_part(m, &r->kt, &r->gd[d].k, &r->gd[d].ws, (int)cnt[d], from,
+                                          i);
+            if (i < L)
+                MW_TRY(gpu_sync_layer(r, i, 0, gb, cnt));
+            from = i + 1;
+        }
+    for (int i = L - 1, to = L; i >= -1; i--)
+        if (i < 0 || mw_model_is_sync(m, i)) {
+            for (int d = 0; d < r->ngpu; d++)
+                if (cnt[d] > 0)
+                    mw_model_backward_part(m, &r->kt, &r->gd[d].k, &r->gd[d].ws, r->gd[d].grads,
+                                           (int)cnt[d], 1.0f / (float)gb, i + 1, to);
+            if (i >= 0)
+                MW_TRY(gpu_sync_layer(r, i, 1, gb, cnt));
+            to = i;
+        }
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (cnt[d] > 0)
+            mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, (int)cnt[d],
+                                m->nclasses);
+        MW_TRY(mw_cuda_download(g->h_macc, g->macc, 2 * sizeof(double), &g->k));
+    }
+    return MW_OK;
+}
+
 /* The devices' metrics downloads (complete after a wait) into sums[0] (/ div) and sums[1]. */
 static void take_macc(const mw_replicas *r, double *sums, double div)
 {
@@ -331,7 +454,10 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     const size_t count = e->model->params.count;
     for (int dv = 0; dv < r->ngpu; dv++)
         MW_TRY(mw_cuda_zero(r->gd[dv].grads, count * sizeof(float), &r->gd[dv].k));
-    MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
+    if (r->sync_c > 0)
+        MW_TRY(run_sync(r, d, ids, gb, dseed));
+    else
+        MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
     r->gb = gb; /* the loss and correct count are read after the update's wait */
     r->acc[2] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
     /* the penalty scaled by the device's share of the replicas (its replicas / all
@@ -449,13 +575,16 @@ static void gpu_close(mw_replicas **rp, int abandoned)
         (void)mw_cuda_sync(&g->k);
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
         mw_model_ws_free(&g->ws);
-        void *dev[] = {g->params, g->grads, g->m1, g->m2, g->m3, g->reg, g->ids, g->macc};
+        void *dev[] = {g->params, g->grads, g->m1,   g->m2,   g->m3,
+                       g->reg,    g->ids,   g->macc, g->dsum, g->dtot};
         for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
             mw_cuda_free(dev[i]);
         mw_cuda_host_free(g->stage);
+        mw_cuda_host_free(g->sstage);
         mw_cuda_ctx_close(&g->k);
     }
     free(r->gd);
+    free(r->stot);
     free(r);
 }
 

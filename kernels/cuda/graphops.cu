@@ -166,6 +166,100 @@ extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float
     mw_cuda_end(d, op);
 }
 
+/* Synchronized BatchNormalization (kernels.h): a slice's sums, one block per channel as above;
+ * the statistics from the summed sums, one thread per channel; the forward's normalization is
+ * bn_fwd_infer_kernel's; the backward's dx, one thread per element, in the reference's double
+ * expression. */
+static __global__ void bn_sums_kernel(double *s, const float *x, const float *dy, const float *mean,
+                                      const float *invstd, size_t rows, int C)
+{
+    __shared__ double sh[BN_BLOCK];
+    const int c = blockIdx.x;
+    double a = 0.0, b = 0.0;
+    for (size_t r = threadIdx.x; r < rows; r += BN_BLOCK) {
+        const double v = x[r * C + c];
+        if (dy) {
+            const double xh = (v - mean[c]) * invstd[c];
+            a += dy[r * C + c];
+            b += dy[r * C + c] * xh;
+        } else {
+            a += v;
+            b += v * v;
+        }
+    }
+    a = block_sum(a, sh);
+    b = block_sum(b, sh);
+    if (threadIdx.x == 0)
+        s[c] = a, s[C + c] = b;
+}
+
+static __global__ void bn_sync_stats_kernel(float *mean, float *var, float *invstd, const double *s,
+                                            double M, int C, float eps)
+{
+    GRID_STRIDE(c, (size_t)C)
+    {
+        const double mu = M > 0 ? s[c] / M : 0.0, v = M > 0 ? s[C + c] / M - mu * mu : 0.0;
+        mean[c] = (float)mu;
+        var[c] = (float)(v > 0.0 ? v : 0.0);
+        invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
+    }
+}
+
+static __global__ void bn_sync_bwd_kernel(float *dx, const float *dy, const float *x,
+                                          const float *mean, const float *invstd,
+                                          const float *gamma, const double *s, double M,
+                                          size_t count, int C)
+{
+    GRID_STRIDE(i, count)
+    {
+        const int c = (int)(i % (size_t)C);
+        const double f = (gamma ? gamma[c] : 1.0) * invstd[c] / M;
+        const double xh = ((double)x[i] - mean[c]) * invstd[c];
+        dx[i] += (float)(f * (M * dy[i] - s[c] - xh * s[C + c]));
+    }
+}
+
+extern "C" void mw_bn_sums_cuda(const mw_kctx *k, double *s, const float *x, const float *dy,
+                                const float *mean, const float *invstd, size_t rows, int C)
+{
+    const char *op = "mw_bn_sums_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || C <= 0)
+        return;
+    bn_sums_kernel<<<(unsigned)C, BN_BLOCK, 0, d->stream>>>(s, x, dy, mean, invstd, rows, C);
+    MW_LAUNCHED_K(d, "bn_sums_kernel");
+    mw_cuda_end(d, op);
+}
+
+extern "C" void mw_bn_sync_fwd_cuda(const mw_kctx *k, float *y, float *mean, float *var,
+                                    float *invstd, const float *x, const float *gamma,
+                                    const float *beta, const double *s, double M, size_t rows,
+                                    int C, float eps)
+{
+    const char *op = "mw_bn_sync_fwd_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || C <= 0)
+        return;
+    bn_sync_stats_kernel<<<mw_cuda_grid((size_t)C), MW_CUDA_BLOCK, 0, d->stream>>>(
+        mean, var, invstd, s, M, C, eps);
+    MW_LAUNCHED_K(d, "bn_sync_stats_kernel");
+    const size_t count = rows * (size_t)C;
+    if (count)
+        bn_fwd_infer_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
+            y, x, gamma, beta, mean, var, count, C, eps);
+    MW_LAUNCHED_K(d, "bn_fwd_infer_kernel");
+    mw_cuda_end(d, op);
+}
+
+extern "C" void mw_bn_sync_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                                    const float *mean, const float *invstd, const float *gamma,
+                                    const double *s, double M, size_t rows, int C)
+{
+    const size_t count = dx && M > 0 ? rows * (size_t)(C > 0 ? C : 0) : 0;
+    EW_LAUNCH("mw_bn_sync_bwd_cuda", bn_sync_bwd_kernel, count, dx, dy, x, mean, invstd, gamma, s,
+              M, count, C);
+}
+
 /* The moving statistics (worker/model.h): the reference's float expressions, rounded as the
  * host rounds them. */
 static __global__ void bn_stats_acc_kernel(float *g, const float *st, size_t count, float w)

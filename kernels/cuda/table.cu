@@ -44,6 +44,9 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->bn_bwd = mw_bn_bwd_cuda;
     t->bn_stats_acc = mw_bn_stats_acc_cuda;
     t->bn_stats_update = mw_bn_stats_update_cuda;
+    t->bn_sums = mw_bn_sums_cuda;
+    t->bn_sync_fwd = mw_bn_sync_fwd_cuda;
+    t->bn_sync_bwd = mw_bn_sync_bwd_cuda;
     t->avgpool_fwd = mw_avgpool_fwd_cuda;
     t->avgpool_bwd = mw_avgpool_bwd_cuda;
     t->pad2d_fwd = mw_pad2d_fwd_cuda;

@@ -18,7 +18,8 @@
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
 #     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
 #     GPU reports what the chief measured;
-#   - synchronized BatchNormalization is refused on the GPU path before training (one message);
+#   - synchronized BatchNormalization on the devices (lockstep, sums through the host) trains
+#     like the CPU, 1 rank x 2 GPUs and 2 ranks x 1 GPU; 2 replicas on one GPU are refused;
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
 #     --collective-timeout (exit 131) stop every rank with one message naming the step;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
@@ -123,7 +124,9 @@ same gpu-keras cpu-keras
 # units), Add, Dropout, Multiply, Concatenate, AveragePooling2D, GlobalMaxPooling2D and tanh,
 # gelu, elu and softmax layers. The weights hold the moving mean and variance, and the epoch
 # line's test loss is the inference forward with them. SGD: the sums' order differs (above).
-for g in resblock_k3 gradcheck_k2; do
+# syncbn_k3: three synchronized BN layers (statistics over the global batch: the devices in
+# lockstep, their sums through the host and MPI).
+for g in resblock_k3 gradcheck_k2 syncbn_k3; do
     gm=$src/tests/data/keras/graph/$g.json
     run gpu-1x2-$g 1 2 "$hd" --device gpu --model "$gm" "${sgd[@]}"
     run cpu-1x2-$g 1 0 "$mw" --device cpu --model "$gm" --replicas-per-worker 2 --threads 1 \
@@ -290,12 +293,12 @@ fault async async:5 7 \
 fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" \
     --collective-timeout 3
 
-# synchronized BatchNormalization runs on the CPU backend only: refused on the GPU, before
-# training, with one message naming the layer and what to do
+# synchronized BatchNormalization on GPUs runs one replica per GPU: two on one GPU is refused
+# before training, with one message saying what to do
 out=$(MW_HOSTDEV_GPUS=1 timeout 60 "$hd" train "${quick[@]}" --device gpu \
-    --model "$src/tests/data/keras/graph/syncbn_k3.json" 2>&1)
-check '[[ $? -ne 0 ]] && ! grep -q "^Epoch" <<<"$out" && grep -qF "error: layer '"'bn_a'"' (BatchNormalization): synchronized true: the cuda backend cannot all-reduce batch statistics yet; train this model on the CPU (--device cpu) or set synchronized false" <<<"$out"' \
-    "synchronized BN refused on the GPU: $out"
+    --model "$src/tests/data/keras/graph/syncbn_k3.json" --replicas-per-worker 2 2>&1)
+check '[[ $? -ne 0 ]] && ! grep -q "^Epoch" <<<"$out" && grep -qF "error: synchronized BatchNormalization on GPUs runs one replica per GPU; this rank has 2 replicas on 1 GPU(s): set --replicas-per-worker 1, or train on the CPU (--device cpu)" <<<"$out"' \
+    "synchronized BN, 2 replicas on one GPU: refused: $out"
 
 # `mwtrain cluster` shows what each rank trains on: 2 fake nodes x 2 ranks, 4 GPUs a node
 fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223"]},'
