@@ -76,5 +76,9 @@ MW_BN_SYNC_DECL(ref)
 MW_BN_SYNC_DECL(cpu)
 MW_BN_SYNC_DECL(cuda)
 #undef MW_BN_SYNC_DECL
+/* The synchronized statistics from the summed sums s over M rows (host arrays; the CUDA twin
+ * has its own kernel): mean, biased variance (never below 0), 1 / sqrt(var + eps). */
+void mw_bn_sync_stats(float *mean, float *var, float *invstd, const double *s, double M, int C,
+                      float eps);
 
 #endif

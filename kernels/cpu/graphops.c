@@ -132,12 +132,7 @@ void mw_bn_sync_fwd_cpu(const mw_kctx *k, float *y, float *mean, float *var, flo
                         const float *x, const float *gamma, const float *beta, const double *s,
                         double M, size_t rows, int C, float eps)
 {
-    for (int c = 0; c < C; c++) {
-        double mu = M > 0 ? s[c] / M : 0.0, v = M > 0 ? s[C + c] / M - mu * mu : 0.0;
-        mean[c] = (float)mu;
-        var[c] = (float)(v > 0.0 ? v : 0.0);
-        invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
-    }
+    mw_bn_sync_stats(mean, var, invstd, s, M, C, eps);
     mw_bn_fwd_infer_cpu(k, y, x, gamma, beta, mean, var, rows, C, eps);
 }
 

@@ -111,9 +111,8 @@ void mw_bn_sums_ref(const mw_kctx *k, double *s, const float *x, const float *dy
     }
 }
 
-void mw_bn_sync_fwd_ref(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
-                        const float *x, const float *gamma, const float *beta, const double *s,
-                        double M, size_t rows, int C, float eps)
+void mw_bn_sync_stats(float *mean, float *var, float *invstd, const double *s, double M, int C,
+                      float eps)
 {
     for (int c = 0; c < C; c++) {
         double mu = M > 0 ? s[c] / M : 0.0, v = M > 0 ? s[C + c] / M - mu * mu : 0.0;
@@ -121,6 +120,13 @@ void mw_bn_sync_fwd_ref(const mw_kctx *k, float *y, float *mean, float *var, flo
         var[c] = (float)(v > 0.0 ? v : 0.0);
         invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
     }
+}
+
+void mw_bn_sync_fwd_ref(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                        const float *x, const float *gamma, const float *beta, const double *s,
+                        double M, size_t rows, int C, float eps)
+{
+    mw_bn_sync_stats(mean, var, invstd, s, M, C, eps);
     mw_bn_fwd_infer_ref(k, y, x, gamma, beta, mean, var, rows, C, eps);
 }
 
