@@ -375,12 +375,8 @@ void mw_concat_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t rows, 
                        int off)
 {
 #pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        float *restrict yr = y + r * CY + off;
-        const float *restrict xr = x + r * CX;
-        for (int c = 0; c < CX; c++)
-            yr[c] = xr[c];
-    }
+    for (size_t r = 0; r < rows; r++)
+        memcpy(y + r * CY + off, x + r * CX, (size_t)CX * sizeof *x);
 }
 
 void mw_concat_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, size_t rows, int CX, int CY,

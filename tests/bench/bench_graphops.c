@@ -6,8 +6,8 @@
  *
  * Every case first checks the fast path against the reference on the same inputs (bitwise,
  * or within 1e-5 relative for BatchNormalization: a benchmark of wrong results is
- * worthless), then times the three side by side, rep after rep (so drift hits all alike),
- * and prints the medians and the ratios ref / cpu. */
+ * worthless), then times the three side by side, rep after rep in a rotating order (so drift
+ * hits all alike), and prints the medians and the ratios ref / cpu. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,11 +291,11 @@ int main(int argc, char **argv)
         /* calls per sample: about 2 ms of the fast path with one thread */
         double once = sample(c, &b, &cpu, &k1, 1);
         int iters = once > 2e-3 ? 1 : (int)(2e-3 / (once > 1e-7 ? once : 1e-7));
-        for (int r = 0; r < reps; r++) {
-            t[0][r] = sample(c, &b, &ref, &k1, iters);
-            t[1][r] = sample(c, &b, &cpu, &k1, iters);
-            t[2][r] = sample(c, &b, &cpu, &k2, iters);
-        }
+        for (int r = 0; r < reps; r++) /* the order rotates: each follows each as often */
+            for (int j = 0; j < 3; j++) {
+                const int w = (r + j) % 3;
+                t[w][r] = sample(c, &b, w ? &cpu : &ref, w == 2 ? &k2 : &k1, iters);
+            }
         double m0 = median(t[0], reps), m1 = median(t[1], reps), m2 = median(t[2], reps);
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%dx%dx%d", b.N, b.H, b.W, b.C);
