@@ -179,7 +179,7 @@ static void bn_grad_sums(double *restrict sdy, double *restrict sdyx, const floa
                          const float *restrict x, const float *restrict mean,
                          const float *restrict invstd, size_t rows, int C, int c0, int c1)
 {
-    const size_t R = tile_rows(c0, c1) > 1 ? tile_rows(c0, c1) / 2 : 1; /* two tensors */
+    const size_t R = tile_rows(c0, c1);
     for (int c = c0; c < c1; c++)
         sdy[c] = sdyx[c] = 0.0;
     for (size_t r0 = 0; r0 < rows; r0 += R) {
