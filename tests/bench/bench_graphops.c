@@ -2,7 +2,7 @@
  * threads, on ResNet-20's shapes: a batch of 64 at 28x28x16, 14x14x32 and 7x7x64 (its three
  * stages), the global average pooling at 7x7x64 and a softmax over 64 x 10.
  *
- *   bench_graphops [reps=21]
+ *   bench_graphops [reps=21] [op]      (op: only the ops whose name contains it)
  *
  * Every case first checks the fast path against the reference on the same inputs (bitwise,
  * or within 1e-5 relative for BatchNormalization: a benchmark of wrong results is
@@ -258,7 +258,7 @@ int main(int argc, char **argv)
 {
     const int reps = argc > 1 ? atoi(argv[1]) : 21;
     if (reps < 3) {
-        fprintf(stderr, "usage: bench_graphops [reps >= 3]\n");
+        fprintf(stderr, "usage: bench_graphops [reps >= 3] [op]\n");
         return 2;
     }
     mw_kernels ref, cpu;
@@ -284,6 +284,8 @@ int main(int argc, char **argv)
     const mw_kctx k1 = {.nthreads = 1}, k2 = {.nthreads = 2};
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const bench_case *c = &cases[ci];
+        if (argc > 2 && !strstr(c->name, argv[2]))
+            continue;
         set_shape(&b, c);
         if (validate(c, &b, &ref, &cpu, 1) || validate(c, &b, &ref, &cpu, 2))
             return 1;
