@@ -15,7 +15,9 @@
  * - The graph ops (BatchNormalization, average pooling, zero padding, Multiply,
  *   Concatenate, the activations, a softmax layer): values against formulas and every
  *   backward against central differences; BN's moving-statistics entries bitwise against
- *   their float expressions. */
+ *   their float expressions.
+ * - The fast graph ops against the reference with 1 and 3 threads on odd shapes: bitwise
+ *   (BatchNormalization: to rounding, and bitwise across thread counts). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
