@@ -1916,8 +1916,9 @@ static void test_pad_concat_cpu_vs_ref(void **state)
 
 /* Add (acc), Multiply (both gradients, each alone, and x * x whose two gradients are one
  * buffer), every activation kind (zeros of both signs, saturating values, more elements
- * than one block of the fast path) and the softmax layer (an odd shape, and the logits'
- * shape with a large offset), fast against the reference, 1 and 3 threads, bitwise. */
+ * than one block of the fast path) and the softmax layer (an odd shape, the logits' shape,
+ * several blocks of rows; one row with a large offset), fast against the reference, 1 and 3
+ * threads, bitwise. */
 static void test_elementwise_cpu_vs_ref(void **state)
 {
     (void)state;
@@ -1965,9 +1966,9 @@ static void test_elementwise_cpu_vs_ref(void **state)
             cpu.act_bwd(&X.k, o1, dy, a, y1, n, kinds[ki], alpha);
             expect_same(o1, o0, n);
         }
-        static const size_t srows[] = {37, 64};
-        static const int sC[] = {19, 10};
-        for (int si = 0; si < 2; si++) {
+        static const size_t srows[] = {37, 64, 301}; /* 301: several blocks of rows */
+        static const int sC[] = {19, 10, 7};
+        for (int si = 0; si < 3; si++) {
             const size_t m = srows[si] * sC[si];
             float *x = fcopy(&P, a, m), *y0 = fzero(&P, m), *y1 = fzero(&P, m);
             for (int c = 0; c < sC[si]; c++)
