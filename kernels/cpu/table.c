@@ -26,6 +26,10 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->bn_fwd_train = mw_bn_fwd_train_cpu;
     t->bn_fwd_infer = mw_bn_fwd_infer_cpu;
     t->bn_bwd = mw_bn_bwd_cpu;
+    t->sgd_step = mw_sgd_step_cpu;
+    t->adam_step = mw_adam_step_cpu;
+    t->rmsprop_step = mw_rmsprop_step_cpu;
+    t->adagrad_step = mw_adagrad_step_cpu;
     t->avgpool_fwd = mw_avgpool_fwd_cpu;
     t->avgpool_bwd = mw_avgpool_bwd_cpu;
     t->pad2d_fwd = mw_pad2d_fwd_cpu;
@@ -39,8 +43,4 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->act_bwd = mw_act_bwd_cpu;
     t->softmax_fwd = mw_softmax_fwd_cpu;
     t->softmax_bwd = mw_softmax_bwd_cpu;
-    t->sgd_step = mw_sgd_step_cpu;
-    t->adam_step = mw_adam_step_cpu;
-    t->rmsprop_step = mw_rmsprop_step_cpu;
-    t->adagrad_step = mw_adagrad_step_cpu;
 }
