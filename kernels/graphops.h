@@ -49,8 +49,9 @@ MW_GRAPHOPS_DECL(ref)
 MW_GRAPHOPS_DECL(cuda)
 #undef MW_GRAPHOPS_DECL
 
-/* The fast CPU path overrides BatchNormalization (kernels/cpu/graphops.c); the statistics
- * entries are the reference's loops in both CPU tables (2 C floats per layer and step). */
+/* The fast CPU path (kernels/cpu/graphops.c) overrides every graph op but the statistics
+ * entries, which are the reference's loops in both CPU tables (2 C floats per layer and step).
+ * BatchNormalization, parallel over channel blocks (results independent of k's threads): */
 void mw_bn_fwd_train_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
                          const float *x, const float *gamma, const float *beta, size_t rows, int C,
                          float eps);
@@ -60,6 +61,29 @@ void mw_bn_fwd_infer_cpu(const mw_kctx *k, float *y, const float *x, const float
 void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
                    const float *x, const float *mean, const float *invstd, const float *gamma,
                    size_t rows, int C);
+/* The fast CPU path of the other graph ops (kernels/cpu/graphops.c), parallel over k's
+ * threads; bitwise equal to the reference. */
+void mw_avgpool_fwd_cpu(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g, int N);
+void mw_avgpool_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const mw_pool_geom *g, int N);
+void mw_pad2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, int H, int W, int C, int PT,
+                      int PB, int PL, int PR, int N);
+void mw_pad2d_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, int H, int W, int C, int PT,
+                      int PB, int PL, int PR, int N);
+void mw_acc_cpu(const mw_kctx *k, float *y, const float *x, size_t count);
+void mw_mul_fwd_cpu(const mw_kctx *k, float *y, const float *a, const float *b, size_t count);
+void mw_mul_bwd_cpu(const mw_kctx *k, float *da, float *db, const float *dy, const float *a,
+                    const float *b, size_t count);
+void mw_concat_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t rows, int CX, int CY,
+                       int off);
+void mw_concat_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, size_t rows, int CX, int CY,
+                       int off);
+void mw_act_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count, mw_act_kind kind,
+                    float alpha);
+void mw_act_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *y,
+                    size_t count, mw_act_kind kind, float alpha);
+void mw_softmax_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t rows, int C);
+void mw_softmax_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *y, size_t rows,
+                        int C);
 
 /* Synchronized BatchNormalization (kernels.h): the reference loops, the fast CPU ones and the
  * CUDA twins. */

@@ -15,7 +15,9 @@
  * - The graph ops (BatchNormalization, average pooling, zero padding, Multiply,
  *   Concatenate, the activations, a softmax layer): values against formulas and every
  *   backward against central differences; BN's moving-statistics entries bitwise against
- *   their float expressions. */
+ *   their float expressions.
+ * - The fast graph ops against the reference with 1 and 3 threads on odd shapes: bitwise
+ *   (BatchNormalization: to rounding, and bitwise across thread counts). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1799,40 +1801,274 @@ static void test_act_grad(void **state)
     }
 }
 
-/* The fast BatchNormalization against the reference on an odd shape: outputs, statistics,
- * gradients, inference. */
+/* Threads the fast graph ops run with against the reference: one, and more than the rows
+ * or channel blocks of some shapes divide evenly into. */
+static const int gop_threads[] = {1, 3};
+#define N_GOP_THREADS (sizeof gop_threads / sizeof gop_threads[0])
+
+/* got and ref bitwise equal (the zero signs too), printing the first difference. */
+#define expect_same(got, ref, count)                                                               \
+    do {                                                                                           \
+        expect_close(got, ref, count, 0.0f, 0.0f);                                                 \
+        assert_memory_equal(got, ref, (count) * sizeof(float));                                    \
+    } while (0)
+
+/* One BatchNormalization run: training forward, backward onto random dx, inference with
+ * the reference's statistics (st_in), gamma and beta or neither. */
+typedef struct {
+    float *y, *st, *dx, *dg, *db, *yi;
+} bn_out;
+
+static void bn_run(pool *P, const mw_kernels *t, const mw_kctx *k, bn_out *o, const float *x,
+                   const float *g, const float *b, const float *dy, const float *st_in, size_t rows,
+                   int C)
+{
+    const size_t n = rows * C;
+    o->y = fzero(P, n), o->st = fzero(P, 3 * (size_t)C), o->yi = fzero(P, n);
+    o->dx = frand(P, n, 95, -1.0f, 1.0f), o->dg = frand(P, C, 96, -1.0f, 1.0f);
+    o->db = frand(P, C, 97, -1.0f, 1.0f);
+    t->bn_fwd_train(k, o->y, o->st, o->st + C, o->st + 2 * C, x, g, b, rows, C, 1e-3f);
+    t->bn_bwd(k, o->dx, g ? o->dg : NULL, b ? o->db : NULL, dy, x, o->st, o->st + 2 * C, g, rows,
+              C);
+    st_in = st_in ? st_in : o->st;
+    t->bn_fwd_infer(k, o->yi, x, g, b, st_in, st_in + C, rows, C, 1e-3f);
+}
+
+/* The fast BatchNormalization against the reference on odd shapes (one channel block, and
+ * several: 67 channels), with and without gamma and beta: outputs, statistics, gradients
+ * (accumulated onto non-zero values), inference. With 3 threads the fast path gives bitwise
+ * the results of 1 thread (its sums are split by channel, each summed in row order). */
 static void test_bn_cpu_vs_ref(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t rows;
+        int C;
+    } shapes[] = {{37, 19}, {101, 67}, {5, 3}};
+    mw_kernels ref, cpu;
+    table(&ref, 0);
+    table(&cpu, 1);
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int affine = 1; affine >= 0; affine--) {
+            pool P = {0};
+            const size_t rows = shapes[si].rows, n = rows * shapes[si].C;
+            const int C = shapes[si].C;
+            float *x = frand(&P, n, 91, -2.0f, 3.0f), *dy = frand(&P, n, 94, -1.0f, 1.0f);
+            float *g = affine ? frand(&P, C, 92, 0.5f, 1.5f) : NULL;
+            float *b = affine ? frand(&P, C, 93, -1.0f, 1.0f) : NULL;
+            ctx R;
+            ctx_open(&R, 0, 1);
+            bn_out o[1 + N_GOP_THREADS];
+            bn_run(&P, &ref, &R.k, &o[0], x, g, b, dy, NULL, rows, C);
+            for (size_t ti = 0; ti < N_GOP_THREADS; ti++) {
+                ctx X;
+                ctx_open(&X, 0, gop_threads[ti]);
+                bn_out *c = &o[1 + ti];
+                bn_run(&P, &cpu, &X.k, c, x, g, b, dy, o[0].st, rows, C);
+                expect_close(c->y, o[0].y, n, 1e-5f, 1e-5f);
+                expect_close(c->st, o[0].st, 3 * (size_t)C, 1e-6f, 1e-5f);
+                expect_close(c->dx, o[0].dx, n, 1e-5f, 1e-4f);
+                expect_close(c->dg, o[0].dg, C, 1e-5f, 1e-4f);
+                expect_close(c->db, o[0].db, C, 1e-5f, 1e-4f);
+                expect_close(c->yi, o[0].yi, n, 1e-5f, 1e-5f);
+                expect_close(o[0].yi, o[0].y, n, 1e-5f, 1e-4f); /* the batch's own statistics */
+                if (ti > 0) {
+                    expect_same(c->y, o[1].y, n);
+                    expect_same(c->st, o[1].st, 3 * (size_t)C);
+                    expect_same(c->dx, o[1].dx, n);
+                    expect_same(c->dg, o[1].dg, (size_t)C);
+                    expect_same(c->db, o[1].db, (size_t)C);
+                    expect_same(c->yi, o[1].yi, n);
+                }
+                ctx_close(&X);
+            }
+            ctx_close(&R);
+            pool_free(&P);
+        }
+}
+
+/* Average pooling: 'same' with strides (edge windows hold fewer cells), overlapping windows
+ * (backward adds in window order), 'valid', a global average, more channels than the fast
+ * path sums at once. */
+static const struct {
+    int H, W, C, PH, PW, SH, SW, same, N;
+} avg_cases[] = {
+    {9, 7, 19, 3, 3, 2, 2, 1, 3}, {9, 7, 19, 3, 3, 1, 1, 1, 2},  {8, 6, 19, 2, 2, 2, 2, 0, 3},
+    {7, 7, 37, 7, 7, 1, 1, 0, 5}, {5, 4, 150, 2, 3, 1, 2, 1, 2},
+};
+
+/* The fast average pooling against the reference, 1 and 3 threads: forward (every output
+ * written: it starts as SENTINEL) and backward (onto random dx) bitwise equal. N = 0 leaves
+ * both untouched. */
+static void test_avgpool_cpu_vs_ref(void **state)
 {
     (void)state;
     mw_kernels ref, cpu;
     table(&ref, 0);
     table(&cpu, 1);
-    pool P = {0};
-    const size_t rows = 37;
-    const int C = 19;
-    const size_t n = rows * C;
-    float *x = frand(&P, n, 91, -2.0f, 3.0f), *g = frand(&P, C, 92, 0.5f, 1.5f);
-    float *b = frand(&P, C, 93, -1.0f, 1.0f), *dy = frand(&P, n, 94, -1.0f, 1.0f);
-    float *y[2], *st[2], *dx[2], *dg[2], *db[2], *yi[2];
-    ctx X;
-    ctx_open(&X, 0, 1);
-    for (int t = 0; t < 2; t++) {
-        const mw_kernels *k = t ? &cpu : &ref;
-        y[t] = fzero(&P, n), st[t] = fzero(&P, 3 * C), yi[t] = fzero(&P, n);
-        dx[t] = frand(&P, n, 95, -1.0f, 1.0f), dg[t] = fzero(&P, C), db[t] = fzero(&P, C);
-        k->bn_fwd_train(&X.k, y[t], st[t], st[t] + C, st[t] + 2 * C, x, g, b, rows, C, 1e-3f);
-        k->bn_bwd(&X.k, dx[t], dg[t], db[t], dy, x, st[t], st[t] + 2 * C, g, rows, C);
-        k->bn_fwd_infer(&X.k, yi[t], x, g, b, st[0], st[0] + C, rows, C, 1e-3f);
+    for (size_t ci = 0; ci < sizeof avg_cases / sizeof *avg_cases; ci++)
+        for (size_t ti = 0; ti < N_GOP_THREADS; ti++) {
+            pool P = {0};
+            mw_pool_geom g;
+            assert_int_equal(mw_pool_geom_init(&g, avg_cases[ci].H, avg_cases[ci].W,
+                                               avg_cases[ci].C, avg_cases[ci].PH, avg_cases[ci].PW,
+                                               avg_cases[ci].SH, avg_cases[ci].SW,
+                                               avg_cases[ci].same),
+                             0);
+            const int N = avg_cases[ci].N;
+            const size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.C;
+            float *x = frand(&P, nx, 101 + ci, -1.0f, 1.0f), *dy = frand(&P, ny, 111, -1, 1);
+            float *y0 = fzero(&P, ny), *y1 = fzero(&P, ny);
+            float *dx0 = frand(&P, nx, 121, -1.0f, 1.0f), *dx1 = fcopy(&P, dx0, nx);
+            ctx R, X;
+            ctx_open(&R, 0, 1);
+            ctx_open(&X, 0, gop_threads[ti]);
+            fill_const(y0, ny, SENTINEL), fill_const(y1, ny, SENTINEL);
+            ref.avgpool_fwd(&R.k, y0, x, &g, N);
+            cpu.avgpool_fwd(&X.k, y1, x, &g, N);
+            expect_same(y1, y0, ny);
+            ref.avgpool_bwd(&R.k, dx0, dy, &g, N);
+            cpu.avgpool_bwd(&X.k, dx1, dy, &g, N);
+            expect_same(dx1, dx0, nx);
+            float *y2 = fcopy(&P, y1, ny), *dx2 = fcopy(&P, dx1, nx);
+            cpu.avgpool_fwd(&X.k, y1, x, &g, 0);
+            cpu.avgpool_bwd(&X.k, dx1, dy, &g, 0);
+            assert_memory_equal(y1, y2, ny * sizeof *y1);
+            assert_memory_equal(dx1, dx2, nx * sizeof *dx1);
+            ctx_close(&R), ctx_close(&X);
+            pool_free(&P);
+        }
+}
+
+/* Zero padding (uneven sides, none, all sides) and Concatenate (three parts of 19, 5 and 1
+ * channels into 25, the middle one at an offset), fast against the reference, 1 and 3
+ * threads, bitwise: padding's forward writes every output (they start as SENTINEL), concat's
+ * forward only its own channels (the others keep SENTINEL), both backwards accumulate. */
+static void test_pad_concat_cpu_vs_ref(void **state)
+{
+    (void)state;
+    static const int pads[][8] = {/* H, W, C, PT, PB, PL, PR, N */
+                                  {5, 4, 19, 1, 2, 0, 3, 3},
+                                  {7, 9, 3, 0, 0, 0, 0, 2},
+                                  {6, 6, 16, 2, 2, 2, 2, 1}};
+    mw_kernels ref, cpu;
+    table(&ref, 0);
+    table(&cpu, 1);
+    for (size_t ti = 0; ti < N_GOP_THREADS; ti++) {
+        ctx R, X;
+        ctx_open(&R, 0, 1);
+        ctx_open(&X, 0, gop_threads[ti]);
+        for (size_t pi = 0; pi < sizeof pads / sizeof *pads; pi++) {
+            pool P = {0};
+            const int *p = pads[pi], H = p[0], W = p[1], C = p[2], N = p[7];
+            const size_t nx = (size_t)N * H * W * C;
+            const size_t ny = (size_t)N * (H + p[3] + p[4]) * (W + p[5] + p[6]) * C;
+            float *x = frand(&P, nx, 131 + pi, -1.0f, 1.0f), *dy = frand(&P, ny, 141, -1, 1);
+            float *y0 = fzero(&P, ny), *y1 = fzero(&P, ny);
+            float *dx0 = frand(&P, nx, 151, -1.0f, 1.0f), *dx1 = fcopy(&P, dx0, nx);
+            fill_const(y0, ny, SENTINEL), fill_const(y1, ny, SENTINEL);
+            ref.pad2d_fwd(&R.k, y0, x, H, W, C, p[3], p[4], p[5], p[6], N);
+            cpu.pad2d_fwd(&X.k, y1, x, H, W, C, p[3], p[4], p[5], p[6], N);
+            expect_same(y1, y0, ny);
+            ref.pad2d_bwd(&R.k, dx0, dy, H, W, C, p[3], p[4], p[5], p[6], N);
+            cpu.pad2d_bwd(&X.k, dx1, dy, H, W, C, p[3], p[4], p[5], p[6], N);
+            expect_same(dx1, dx0, nx);
+            pool_free(&P);
+        }
+        pool P = {0};
+        const size_t rows = 37;
+        const int CX[3] = {19, 5, 1}, off[3] = {0, 19, 24}, CY = 25;
+        float *y0 = fzero(&P, rows * CY), *y1 = fzero(&P, rows * CY);
+        fill_const(y0, rows * CY, SENTINEL), fill_const(y1, rows * CY, SENTINEL);
+        float *dy = frand(&P, rows * CY, 161, -1.0f, 1.0f);
+        for (int j = 0; j < 3; j++) {
+            const size_t nx = rows * CX[j];
+            float *x = frand(&P, nx, 171 + j, -1.0f, 1.0f);
+            float *dx0 = frand(&P, nx, 181 + j, -1.0f, 1.0f), *dx1 = fcopy(&P, dx0, nx);
+            ref.concat_fwd(&R.k, y0, x, rows, CX[j], CY, off[j]);
+            cpu.concat_fwd(&X.k, y1, x, rows, CX[j], CY, off[j]);
+            expect_same(y1, y0, rows * CY);
+            ref.concat_bwd(&R.k, dx0, dy, rows, CX[j], CY, off[j]);
+            cpu.concat_bwd(&X.k, dx1, dy, rows, CX[j], CY, off[j]);
+            expect_same(dx1, dx0, nx);
+            for (size_t r = 0; r < rows; r++) /* the later parts' channels: not yet written */
+                for (int c = off[j] + CX[j]; c < CY; c++)
+                    assert_true(y1[r * CY + c] == SENTINEL);
+        }
+        ctx_close(&R), ctx_close(&X);
+        pool_free(&P);
     }
-    expect_close(y[1], y[0], n, 1e-5f, 1e-5f);
-    expect_close(st[1], st[0], 3 * C, 1e-6f, 1e-5f);
-    expect_close(dx[1], dx[0], n, 1e-5f, 1e-4f);
-    expect_close(dg[1], dg[0], C, 1e-5f, 1e-4f);
-    expect_close(db[1], db[0], C, 1e-5f, 1e-4f);
-    expect_close(yi[1], yi[0], n, 1e-5f, 1e-5f);
-    expect_close(yi[0], y[0], n, 1e-5f, 1e-4f); /* the batch's own statistics: the same y */
-    ctx_close(&X);
-    pool_free(&P);
+}
+
+/* Add (acc), Multiply (both gradients, each alone, and x * x whose two gradients are one
+ * buffer), every activation kind (zeros of both signs, saturating values, more elements
+ * than one block of the fast path) and the softmax layer (an odd shape, the logits' shape,
+ * several blocks of rows; one row with a large offset), fast against the reference, 1 and 3
+ * threads, bitwise. */
+static void test_elementwise_cpu_vs_ref(void **state)
+{
+    (void)state;
+    static const mw_act_kind kinds[] = {MW_ACTK_SIGMOID,   MW_ACTK_TANH, MW_ACTK_GELU,
+                                        MW_ACTK_GELU_TANH, MW_ACTK_SILU, MW_ACTK_ELU,
+                                        MW_ACTK_LEAKY_RELU};
+    const size_t n = 2 * 4096 + 1037;
+    mw_kernels ref, cpu;
+    table(&ref, 0);
+    table(&cpu, 1);
+    for (size_t ti = 0; ti < N_GOP_THREADS; ti++) {
+        pool P = {0};
+        ctx R, X;
+        ctx_open(&R, 0, 1);
+        ctx_open(&X, 0, gop_threads[ti]);
+        float *a = frand(&P, n, 191, -4.0f, 4.0f), *b = frand(&P, n, 192, -4.0f, 4.0f);
+        float *dy = frand(&P, n, 193, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i += 97)
+            a[i] = (i / 97) % 3 == 0 ? 0.0f : (i / 97) % 3 == 1 ? -0.0f : 40.0f - (float)(i % 80);
+        float *o0 = frand(&P, n, 194, -1.0f, 1.0f), *o1 = fcopy(&P, o0, n);
+        ref.acc(&R.k, o0, a, n);
+        cpu.acc(&X.k, o1, a, n);
+        expect_same(o1, o0, n);
+        ref.mul_fwd(&R.k, o0, a, b, n);
+        cpu.mul_fwd(&X.k, o1, a, b, n);
+        expect_same(o1, o0, n);
+        float *d0 = frand(&P, n, 195, -1.0f, 1.0f), *d1 = fcopy(&P, d0, n);
+        for (int mode = 0; mode < 4; mode++) { /* both, da alone, db alone, x * x */
+            float *da0 = mode == 2 ? NULL : o0, *da1 = mode == 2 ? NULL : o1;
+            float *db0 = mode == 1 ? NULL : mode == 3 ? o0 : d0;
+            float *db1 = mode == 1 ? NULL : mode == 3 ? o1 : d1;
+            const float *bb = mode == 3 ? a : b;
+            ref.mul_bwd(&R.k, da0, db0, dy, a, bb, n);
+            cpu.mul_bwd(&X.k, da1, db1, dy, a, bb, n);
+            expect_same(o1, o0, n);
+            expect_same(d1, d0, n);
+        }
+        for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++) {
+            const float alpha = kinds[ki] == MW_ACTK_ELU ? 1.5f : 0.2f;
+            float *y0 = fzero(&P, n), *y1 = fzero(&P, n);
+            ref.act_fwd(&R.k, y0, a, n, kinds[ki], alpha);
+            cpu.act_fwd(&X.k, y1, a, n, kinds[ki], alpha);
+            expect_same(y1, y0, n);
+            ref.act_bwd(&R.k, o0, dy, a, y0, n, kinds[ki], alpha);
+            cpu.act_bwd(&X.k, o1, dy, a, y1, n, kinds[ki], alpha);
+            expect_same(o1, o0, n);
+        }
+        static const size_t srows[] = {37, 64, 301}; /* 301: several blocks of rows */
+        static const int sC[] = {19, 10, 7};
+        for (int si = 0; si < 3; si++) {
+            const size_t m = srows[si] * sC[si];
+            float *x = fcopy(&P, a, m), *y0 = fzero(&P, m), *y1 = fzero(&P, m);
+            for (int c = 0; c < sC[si]; c++)
+                x[c] += 80.0f; /* a row far from 0: the max is subtracted first */
+            ref.softmax_fwd(&R.k, y0, x, srows[si], sC[si]);
+            cpu.softmax_fwd(&X.k, y1, x, srows[si], sC[si]);
+            expect_same(y1, y0, m);
+            ref.softmax_bwd(&R.k, o0, dy, y0, srows[si], sC[si]);
+            cpu.softmax_bwd(&X.k, o1, dy, y1, srows[si], sC[si]);
+            expect_same(o1, o0, n);
+        }
+        ctx_close(&R), ctx_close(&X);
+        pool_free(&P);
+    }
 }
 
 /* BatchNormalization's moving statistics (bn_stats_acc, bn_stats_update), both tables: the
@@ -1914,6 +2150,9 @@ int main(void)
         cmocka_unit_test(test_graph_ops_grad),
         cmocka_unit_test(test_act_grad),
         cmocka_unit_test(test_bn_stats),
+        cmocka_unit_test(test_avgpool_cpu_vs_ref),
+        cmocka_unit_test(test_pad_concat_cpu_vs_ref),
+        cmocka_unit_test(test_elementwise_cpu_vs_ref),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -33,4 +33,17 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->adam_step = mw_adam_step_cpu;
     t->rmsprop_step = mw_rmsprop_step_cpu;
     t->adagrad_step = mw_adagrad_step_cpu;
+    t->avgpool_fwd = mw_avgpool_fwd_cpu;
+    t->avgpool_bwd = mw_avgpool_bwd_cpu;
+    t->pad2d_fwd = mw_pad2d_fwd_cpu;
+    t->pad2d_bwd = mw_pad2d_bwd_cpu;
+    t->acc = mw_acc_cpu;
+    t->mul_fwd = mw_mul_fwd_cpu;
+    t->mul_bwd = mw_mul_bwd_cpu;
+    t->concat_fwd = mw_concat_fwd_cpu;
+    t->concat_bwd = mw_concat_bwd_cpu;
+    t->act_fwd = mw_act_fwd_cpu;
+    t->act_bwd = mw_act_bwd_cpu;
+    t->softmax_fwd = mw_softmax_fwd_cpu;
+    t->softmax_bwd = mw_softmax_bwd_cpu;
 }

@@ -1,5 +1,5 @@
 /* Reference loops of the graph ops (kernels/graphops.h): the spec the tests trust. The
- * fast CPU table keeps these (they are plain vector loops already). */
+ * fast CPU twins are kernels/cpu/graphops.c. */
 #include "kernels/graphops.h"
 
 #include <math.h>
