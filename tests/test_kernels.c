@@ -1680,6 +1680,54 @@ static void test_bn_sync(void **state)
     }
 }
 
+/* The fast synchronized BN against the reference on a shape with several channel blocks and
+ * leftover channels: the sums (forward and backward), the forward from sums and dx; with 3
+ * threads bitwise what 1 thread gives (each channel is summed on its own, in row order). */
+static void test_bn_sync_cpu_vs_ref(void **state)
+{
+    (void)state;
+    mw_kernels ref, cpu;
+    table(&ref, 0);
+    table(&cpu, 1);
+    pool P = {0};
+    const size_t rows = 101;
+    const int C = 67;
+    const size_t n = rows * C;
+    const double M = 3.0 * rows;
+    float *x = frand(&P, n, 81, -2.0f, 3.0f), *dy = frand(&P, n, 82, -1.0f, 1.0f);
+    float *g = frand(&P, C, 83, 0.5f, 1.5f), *b = frand(&P, C, 84, -1.0f, 1.0f);
+    double *sf[3], *sb[3];
+    float *y[3], *st[3], *dx[3];
+    for (int t = 0; t < 3; t++) { /* the reference, cpu x 1 thread, cpu x 3 threads */
+        const mw_kernels *k = t ? &cpu : &ref;
+        ctx X;
+        ctx_open(&X, 0, t == 2 ? 3 : 1);
+        sf[t] = keep(&P, calloc(2 * (size_t)C, sizeof(double)));
+        sb[t] = keep(&P, calloc(2 * (size_t)C, sizeof(double)));
+        y[t] = fzero(&P, n), st[t] = fzero(&P, 3 * C), dx[t] = frand(&P, n, 85, -1.0f, 1.0f);
+        k->bn_sums(&X.k, sf[t], x, NULL, NULL, NULL, rows, C);
+        for (int c = 0; c < 2 * C; c++)
+            sf[t][c] *= 3.0;
+        k->bn_sync_fwd(&X.k, y[t], st[t], st[t] + C, st[t] + 2 * C, x, g, b, sf[t], M, rows, C,
+                       1e-3f);
+        k->bn_sums(&X.k, sb[t], x, dy, st[t], st[t] + 2 * C, rows, C);
+        k->bn_sync_bwd(&X.k, dx[t], dy, x, st[t], st[t] + 2 * C, g, sb[t], M, rows, C);
+        ctx_close(&X);
+    }
+    for (int c = 0; c < 2 * C; c++) {
+        expect_near(sf[1][c], sf[0][c], 1e-9 * (1.0 + fabs(sf[0][c])));
+        expect_near(sb[1][c], sb[0][c], 1e-6 * (1.0 + fabs(sb[0][c])));
+    }
+    expect_close(st[1], st[0], 3 * (size_t)C, 1e-6f, 1e-5f);
+    expect_close(y[1], y[0], n, 1e-5f, 1e-5f);
+    expect_close(dx[1], dx[0], n, 1e-5f, 1e-4f);
+    assert_memory_equal(sf[2], sf[1], 2 * (size_t)C * sizeof(double));
+    assert_memory_equal(sb[2], sb[1], 2 * (size_t)C * sizeof(double));
+    assert_memory_equal(y[2], y[1], n * sizeof(float));
+    assert_memory_equal(dx[2], dx[1], n * sizeof(float));
+    pool_free(&P);
+}
+
 /* AveragePooling2D with 'same' padding and strides (edge windows count only their cells),
  * ZeroPadding2D, Multiply, Concatenate, Softmax: central differences of each backward. */
 static void test_graph_ops_grad(void **state)
@@ -2146,6 +2194,7 @@ int main(void)
         cmocka_unit_test(test_conv_ws_capped),
         cmocka_unit_test(test_bn_grad),
         cmocka_unit_test(test_bn_sync),
+        cmocka_unit_test(test_bn_sync_cpu_vs_ref),
         cmocka_unit_test(test_bn_cpu_vs_ref),
         cmocka_unit_test(test_graph_ops_grad),
         cmocka_unit_test(test_act_grad),

@@ -516,6 +516,19 @@ static void bn_grad_sums(double *restrict sdy, double *restrict sdyx, const floa
     }
 }
 
+/* dx[r][c] += f[c] (dy[r][c] - u[c] - xhat v[c]), rows spread over the threads. */
+static void dx_rows(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *mean,
+                    const float *invstd, const float *f, const float *u, const float *v,
+                    size_t rows, int C)
+{
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            float xh = (x[r * C + c] - mean[c]) * invstd[c];
+            dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
+        }
+}
+
 void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
                    const float *x, const float *mean, const float *invstd, const float *gamma,
                    size_t rows, int C)
@@ -543,17 +556,46 @@ void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
         u[c] = (float)(sdy[c] / M);
         v[c] = (float)(sdyx[c] / M);
     }
-    if (!dx)
-        return;
-#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
-    for (size_t r = 0; r < rows; r++)
-        for (int c = 0; c < C; c++) {
-            float xh = (x[r * C + c] - mean[c]) * invstd[c];
-            dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
-        }
+    if (dx)
+        dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C);
 }
 
-/* Synchronized BatchNormalization: row-major sweeps, as above. */
+/* Synchronized BatchNormalization: the same channel blocks and tiles as above. */
+
+/* s[c] = sum x, q[c] = sum x^2 over all rows, c in [c0, c1); tiled as col_sums. */
+static void col_moments(double *restrict s, double *restrict q, const float *restrict x,
+                        size_t rows, int C, int c0, int c1)
+{
+    const size_t R = tile_rows(c0, c1);
+    for (int c = c0; c < c1; c++)
+        s[c] = q[c] = 0.0;
+    for (size_t r0 = 0; r0 < rows; r0 += R) {
+        const size_t r1 = rows - r0 < R ? rows : r0 + R;
+        int c = c0;
+        for (; c + CW <= c1; c += CW) {
+            double a[CW], b[CW];
+            memcpy(a, s + c, sizeof a);
+            memcpy(b, q + c, sizeof b);
+            for (size_t r = r0; r < r1; r++) {
+                const float *xr = x + r * C + c;
+                for (int j = 0; j < CW; j++) {
+                    double v = xr[j];
+                    a[j] += v;
+                    b[j] += v * v;
+                }
+            }
+            memcpy(s + c, a, sizeof a);
+            memcpy(q + c, b, sizeof b);
+        }
+        for (; c < c1; c++)
+            for (size_t r = r0; r < r1; r++) {
+                double v = x[r * C + c];
+                s[c] += v;
+                q[c] += v * v;
+            }
+    }
+}
+
 void mw_bn_sums_cpu(const mw_kctx *k, double *s, const float *x, const float *dy, const float *mean,
                     const float *invstd, size_t rows, int C)
 {
@@ -561,23 +603,16 @@ void mw_bn_sums_cpu(const mw_kctx *k, double *s, const float *x, const float *dy
         mw_bn_sums_ref(k, s, x, dy, mean, invstd, rows, C);
         return;
     }
-    memset(s, 0, 2 * (size_t)C * sizeof *s);
-    double *a = s, *b = s + C;
-    if (!dy) {
-        for (size_t r = 0; r < rows; r++)
-            for (int c = 0; c < C; c++) {
-                double v = x[r * C + c];
-                a[c] += v;
-                b[c] += v * v;
-            }
-        return;
+    const int nb = bn_blocks(k, C);
+#pragma omp parallel for num_threads(nb) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int c0, c1;
+        bn_block(C, nb, b, &c0, &c1);
+        if (dy)
+            bn_grad_sums(s, s + C, dy, x, mean, invstd, rows, C, c0, c1);
+        else
+            col_moments(s, s + C, x, rows, C, c0, c1);
     }
-    for (size_t r = 0; r < rows; r++)
-        for (int c = 0; c < C; c++) {
-            float xh = (x[r * C + c] - mean[c]) * invstd[c];
-            a[c] += dy[r * C + c];
-            b[c] += (double)(dy[r * C + c] * xh);
-        }
 }
 
 void mw_bn_sync_fwd_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
@@ -604,9 +639,5 @@ void mw_bn_sync_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const floa
         u[c] = (float)(s[c] / M);
         v[c] = (float)(s[C + c] / M);
     }
-    for (size_t r = 0; r < rows; r++)
-        for (int c = 0; c < C; c++) {
-            float xh = (x[r * C + c] - mean[c]) * invstd[c];
-            dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
-        }
+    dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C);
 }
