@@ -8,6 +8,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/strfmt.h"
+#include "common/timer.h"
 #include "tests/util.h"
 
 static void status_table(void **state)
@@ -151,13 +152,25 @@ static void str_quote_escape(void **state)
     assert_string_equal(tiny, "");
 }
 
+/* mw_median: odd and even counts (unsorted input, sorted on return), one value, none. */
+static void median_counts(void **state)
+{
+    (void)state;
+    double odd[5] = {3, 1, 5, 2, 4}, even[4] = {4, 1, 3, 2}, one[1] = {7};
+    assert_true(mw_median(odd, 5) == 3.0);
+    assert_true(odd[0] == 1.0 && odd[4] == 5.0);
+    assert_true(mw_median(even, 4) == 2.5);
+    assert_true(mw_median(one, 1) == 7.0);
+    assert_true(mw_median(NULL, 0) == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_table),           cmocka_unit_test(first_error_wins),
         cmocka_unit_test(rng_deterministic),      cmocka_unit_test(rng_ranges),
         cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
-        cmocka_unit_test(str_quote_escape),
+        cmocka_unit_test(str_quote_escape),       cmocka_unit_test(median_counts),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

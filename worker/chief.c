@@ -13,6 +13,7 @@
 #include "cluster/comm.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/timer.h"
 
 int mw_chief_checkpointing(const mw_train_opts *o)
 {
@@ -357,12 +358,6 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
     return MW_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int world)
 {
     buf[0] = '\0';
@@ -370,8 +365,7 @@ void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int w
     if (!v)
         return; /* one rank, or no memory for a note */
     memcpy(v, medians, (size_t)world * sizeof *v);
-    qsort(v, (size_t)world, sizeof *v, cmp_double);
-    const double mid = world % 2 ? v[world / 2] : 0.5 * (v[world / 2 - 1] + v[world / 2]);
+    const double mid = mw_median(v, world);
     free(v);
     int slow = 0;
     for (int r = 1; r < world; r++)

@@ -174,12 +174,6 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     return MW_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The epoch's sums over every rank (scaled loss, correct, examples) into sums, and every
  * rank's median step time (its own slot, the others 0, so one sum gathers them) into
  * t->gather + 3: one all-reduce at the epoch's end. */
@@ -189,11 +183,8 @@ static mw_status epoch_sums(trainer *t, double sums[3], long nsteps)
     double *g = t->gather;
     memset(g, 0, (3 + (size_t)s->world) * sizeof *g);
     memcpy(g, sums, 3 * sizeof *g);
-    if (nsteps > 0) {
-        qsort(t->secs, (size_t)nsteps, sizeof *t->secs, cmp_double);
-        g[3 + s->rank] = nsteps % 2 ? t->secs[nsteps / 2]
-                                    : 0.5 * (t->secs[nsteps / 2 - 1] + t->secs[nsteps / 2]);
-    }
+    if (nsteps > 0)
+        g[3 + s->rank] = mw_median(t->secs, (int)nsteps);
     mw_wait_ctx w = {"training metrics all-reduce", s->global_step, s->o->collective_timeout};
     MPI_Request req;
     MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, g, 3 + s->world, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);

@@ -158,18 +158,6 @@ static const bench_case cases[] = {
     {"softmax_bwd", smax_bwd, 3, 0, 0},
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void fill(float *p, size_t count, unsigned seed, float lo, float hi)
 {
     for (size_t i = 0; i < count; i++) {
@@ -298,7 +286,7 @@ int main(int argc, char **argv)
                 const int w = (r + j) % 3;
                 t[w][r] = sample(c, &b, w ? &cpu : &ref, w == 2 ? &k2 : &k1, iters);
             }
-        double m0 = median(t[0], reps), m1 = median(t[1], reps), m2 = median(t[2], reps);
+        double m0 = mw_median(t[0], reps), m1 = mw_median(t[1], reps), m2 = mw_median(t[2], reps);
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%dx%dx%d", b.N, b.H, b.W, b.C);
         if (c->shape == 3)

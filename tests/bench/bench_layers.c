@@ -18,18 +18,6 @@
 #include "worker/keras.h"
 #include "worker/model.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static const char *kind_name(mw_layer_kind k)
 {
     static const char *names[] = {"Conv2D", "MaxPool2D", "Flatten", "Dense",
@@ -118,7 +106,7 @@ static void gemm_compare(void)
                 mw_sgemm_cpu(shapes[s].ta, shapes[s].tb, M, N, K, 1, A, lda, B, ldb, 0, C, N);
                 t[r] = mw_now() - t0;
             }
-            gf[lib] = 2.0 * M * N * K / median(t, 30) / 1e9;
+            gf[lib] = 2.0 * M * N * K / mw_median(t, 30) / 1e9;
         }
         printf("%-14s %6d %6d %6d %10.1f %10.1f %6.2fx\n", shapes[s].what, M, N, K, gf[0], gf[1],
                gf[1] / gf[0]);
@@ -195,12 +183,13 @@ int main(int argc, char **argv)
         }
         step[rep] = mw_now() - s0;
     }
-    double total = median(step, reps);
+    double total = mw_median(step, reps);
     printf("per-layer time, fast CPU path (%s sgemm), 1 thread, batch %d, median of %d\n",
            mw_kernels_cpu_blas(), n, reps);
     printf("%-20s %-10s %10s %10s %7s\n", "layer", "type", "fwd us", "bwd us", "share");
     for (int i = 0; i < L; i++) {
-        double f = median(tf + (size_t)i * reps, reps), b = median(tb + (size_t)i * reps, reps);
+        double f = mw_median(tf + (size_t)i * reps, reps),
+               b = mw_median(tb + (size_t)i * reps, reps);
         printf("%-20s %-10s %10.1f %10.1f %6.1f%%\n", m.layers[i].name, kind_name(m.layers[i].kind),
                f * 1e6, b * 1e6, 100 * (f + b) / total);
     }
