@@ -35,7 +35,9 @@ void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_d
     if (!on_gpu && mw_model_has_batchnorm(m) && o->batch_per_replica > e->per_thread)
         e->activations += mw_model_ws_nbytes(m, o->batch_per_replica) - /* thread 0: a whole */
                           mw_model_ws_nbytes(m, e->per_thread);         /* slice (replicas_cpu) */
-    if (!on_gpu && mw_model_has_sync(m) && o->replicas_per_worker > 1)  /* lockstep replicas */
+    /* the lockstep replicas' workspaces (replicas_cpu), counted with the conv scratch they do
+     * not get: an upper bound */
+    if (!on_gpu && mw_model_has_sync(m) && o->replicas_per_worker > 1)
         e->activations +=
             (uint64_t)(o->replicas_per_worker - 1) * mw_model_ws_nbytes(m, o->batch_per_replica);
     e->gradients = (uint64_t)e->threads * grad_nbytes;

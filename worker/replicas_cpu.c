@@ -58,6 +58,14 @@ static mw_model_ws *rep_ws(mw_replicas *r, int lr)
     return lr ? &r->rws[lr - 1] : &r->ws[0];
 }
 
+/* Host blocks for the lockstep workspaces: through mw_model_ws_alloc_with they get no conv
+ * scratch of their own (every replica's kernels run on bk, whose scratch is ws[0]'s). */
+static mw_status host_block(void **p, size_t nbytes)
+{
+    *p = mw_alloc_aligned(nbytes);
+    return *p ? MW_OK : mw_err(MW_ENOMEM, "lockstep workspace: out of memory (%zu bytes)", nbytes);
+}
+
 /* A synchronized-BN model's extra state: a workspace per further local replica and the sums. */
 static mw_status open_lockstep(mw_replicas *r)
 {
@@ -72,7 +80,8 @@ static mw_status open_lockstep(mw_replicas *r)
     for (int lr = 0; lr < rpw; lr++)
         mw_model_ws_init(&r->rws[lr]);
     for (int lr = 1; lr < rpw; lr++)
-        MW_TRY(mw_model_ws_alloc(&r->rws[lr - 1], m, r->env.o->batch_per_replica));
+        MW_TRY(mw_model_ws_alloc_with(&r->rws[lr - 1], m, r->env.o->batch_per_replica, host_block,
+                                      free));
     return MW_OK;
 }
 
