@@ -8,7 +8,7 @@
  *
  * A step, as the loop calls it (DESIGN.md):
  *
- *     ops->grads(r, data, ids, gb, dseed);   this rank's replica slices
+ *     ops->grads(r, data, ids, gb, dseed, step);   this rank's replica slices
  *     ops->allreduce(r, step);               SUM over every replica
  *     ops->update(r, &hyper);                the same update everywhere
  *     ops->metrics(r, sums, 0);              the epoch's running sums so far
@@ -65,9 +65,10 @@ typedef struct {
     /* Gradients of this rank's replica slices of a global batch of gb examples whose ids
      * are ids[0..gb), each loss scaled by 1/gb (dropout keyed by dseed and the example
      * ids), plus this rank's share of the weight penalty. The scaled loss (penalty
-     * included), the correct count and the examples go into the running sums. */
+     * included), the correct count and the examples go into the running sums. step: the
+     * training step, for messages (a synchronized BatchNormalization's all-reduce). */
     mw_status (*grads)(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
-                       uint64_t dseed);
+                       uint64_t dseed, long step);
     /* Sum the gradients over every replica of the cluster (step: for messages). */
     mw_status (*allreduce)(mw_replicas *r, long step);
     /* The running sums (scaled loss, correct, examples) of this rank since the last

@@ -50,6 +50,7 @@ struct mw_replicas {
     int sync;         /* synchronized BN: the local replicas train in lockstep */
     mw_model_ws *rws; /* sync: replicas 1 .. rpw-1's whole-slice workspaces (replica 0: ws[0]) */
     double *ssum;     /* sync: a replica's sums, then their total (2 x 2 C doubles) */
+    long step;        /* this step, for messages */
 };
 
 /* Local replica lr's workspace in lockstep. */
@@ -183,7 +184,7 @@ static mw_status sync_layer(mw_replicas *r, int i, int backward, long gb)
         char op[128];
         snprintf(op, sizeof op, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
                  m->layers[i].name, backward ? "backward" : "forward");
-        mw_wait_ctx w = {op, -1, e->o->collective_timeout};
+        mw_wait_ctx w = {op, r->step, e->o->collective_timeout};
         mw_fault_point("bn-sync", e->topo->world_rank);
         MW_TRY(mw_comm_allreduce(&w, tot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
     }
@@ -339,8 +340,9 @@ static void reduce_threads(mw_replicas *r)
 }
 
 static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
-                           uint64_t dseed)
+                           uint64_t dseed, long step)
 {
+    r->step = step;
     const mw_replicas_env *e = &r->env;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     for (int th = 0; th < e->nthreads; th++)

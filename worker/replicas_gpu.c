@@ -371,7 +371,7 @@ static mw_status gpu_sync_layer(mw_replicas *r, int i, int backward, long gb, co
             r->stot[c] += r->gd[d].h_sum[c];
     }
     if (e->world > 1) {
-        mw_wait_ctx w = {what, -1, e->o->collective_timeout};
+        mw_wait_ctx w = {what, r->step, e->o->collective_timeout};
         mw_fault_point("bn-sync", e->topo->world_rank);
         MW_TRY(mw_comm_allreduce(&w, r->stot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
     }
@@ -447,8 +447,9 @@ static void take_macc(const mw_replicas *r, double *sums, double div)
 }
 
 static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
-                           uint64_t dseed)
+                           uint64_t dseed, long step)
 {
+    r->step = step;
     const mw_replicas_env *e = &r->env;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     const size_t count = e->model->params.count;

@@ -134,7 +134,7 @@ static mw_status step(trainer *t, long start, long gb, double *secs)
         mw_timeline_begin("forward/backward", "compute");
     }
     mw_fault_slow(s->rank);
-    MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed));
+    MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed, s->global_step));
     *secs = mw_now() - t0;
     MW_TL_END("forward/backward", "compute");
     MW_TL_BEGIN("all-reduce", "allreduce");

@@ -3,7 +3,7 @@
 # --collective-timeout the other rank reports whom it waited for and at which
 # step, and the whole job ends with the retryable exit code (131) well within
 # the time limit. The same for a rank stopped inside a step's synchronized BatchNormalization
-# all-reduce (MW_FAULT=stop:bn-sync:1): the message names the layer.
+# all-reduce (MW_FAULT=stop:bn-sync:1): the message names the layer and the step.
 #   test_stall.sh MWTRAIN
 set -uo pipefail
 mw=$1
@@ -63,7 +63,7 @@ pkill -9 -f "$src/tests/data/keras/graph/syncbn_k3.json" 2>/dev/null
 echo "bn-sync stop: exit code $rc after $took s"
 check '[[ $rc -eq 131 ]]' "bn-sync stop: exit code 131 (got $rc)"
 check '((took <= 25))' "bn-sync stop: ended within 25 s (took $took s)"
-check 'grep -q "collective timeout: synchronized BatchNormalization all-reduce (layer .bn_a., forward) waited" "$tmp/bn.err"' \
-    "bn-sync stop: the message names the layer"
+check 'grep -q "collective timeout: synchronized BatchNormalization all-reduce (layer .bn_a., forward) at step 0 waited" "$tmp/bn.err"' \
+    "bn-sync stop: the message names the layer and the step"
 echo "$pass passed, $fail failed"
 ((fail == 0))
