@@ -89,7 +89,8 @@ void mw_softmax_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const floa
  * CUDA twins. */
 #define MW_BN_SYNC_DECL(sfx)                                                                       \
     void mw_bn_sums_##sfx(const mw_kctx *k, double *s, const float *x, const float *dy,            \
-                          const float *mean, const float *invstd, size_t rows, int C);             \
+                          const float *mean, const float *invstd, float *dgamma, float *dbeta,     \
+                          size_t rows, int C);                                                     \
     void mw_bn_sync_fwd_##sfx(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,  \
                               const float *x, const float *gamma, const float *beta,               \
                               const double *s, double M, size_t rows, int C, float eps);           \

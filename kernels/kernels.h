@@ -187,9 +187,12 @@ typedef void (*mw_bn_stats_update_fn)(const mw_kctx *k, float *p, float *g, size
  * backward's two sums are taken over every replica's slice. bn_sums gives this slice's
  * per-channel sums (s: 2 C doubles, overwritten), which the caller sums over the replicas:
  * dy NULL: s[c] = sum x, s[C + c] = sum x^2 (forward); otherwise s[c] = sum dy,
- * s[C + c] = sum dy xhat with xhat = (x - mean) * invstd (backward). */
+ * s[C + c] = sum dy xhat with xhat = (x - mean) * invstd (backward), which are also this
+ * slice's gradients of beta and gamma: dbeta[c] += s[c], dgamma[c] += s[C + c] (either NULL:
+ * skipped; both ignored in the forward). */
 typedef void (*mw_bn_sums_fn)(const mw_kctx *k, double *s, const float *x, const float *dy,
-                              const float *mean, const float *invstd, size_t rows, int C);
+                              const float *mean, const float *invstd, float *dgamma, float *dbeta,
+                              size_t rows, int C);
 /* The forward from the summed s over M rows in all: mean = s[c] / M, var = max(s[C + c] / M
  * - mean^2, 0) (biased), invstd and y as bn_fwd_train. */
 typedef void (*mw_bn_sync_fwd_fn)(const mw_kctx *k, float *y, float *mean, float *var,
@@ -197,7 +200,7 @@ typedef void (*mw_bn_sync_fwd_fn)(const mw_kctx *k, float *y, float *mean, float
                                   const float *beta, const double *s, double M, size_t rows, int C,
                                   float eps);
 /* dx += gamma invstd / M (M dy - s[c] - xhat s[C + c]) with the summed backward s over M rows
- * (gamma NULL: 1); dgamma and dbeta are this slice's own (bn_bwd with dx NULL). */
+ * (gamma NULL: 1); dgamma and dbeta are this slice's own (bn_sums). */
 typedef void (*mw_bn_sync_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
                                   const float *mean, const float *invstd, const float *gamma,
                                   const double *s, double M, size_t rows, int C);

@@ -412,7 +412,8 @@ static void hd_bn_stats_update(const mw_kctx *k, float *p, float *g, size_t coun
 }
 
 static void hd_bn_sums(const mw_kctx *k, double *s, const float *x, const float *dy,
-                       const float *mean, const float *invstd, size_t rows, int C)
+                       const float *mean, const float *invstd, float *dgamma, float *dbeta,
+                       size_t rows, int C)
 {
     hd_ctx *c = hd_of(k, __func__);
     CHK(s, 2 * C, sizeof(double));
@@ -421,9 +422,11 @@ static void hd_bn_sums(const mw_kctx *k, double *s, const float *x, const float 
     if (dy) {
         CHK(mean, C, F);
         CHK(invstd, C, F);
+        CHK_OPT(dgamma, C, F);
+        CHK_OPT(dbeta, C, F);
     }
     mw_kctx h = hd_host(k);
-    hd_cpu.bn_sums(&h, s, x, dy, mean, invstd, rows, C);
+    hd_cpu.bn_sums(&h, s, x, dy, mean, invstd, dgamma, dbeta, rows, C);
 }
 
 static void hd_bn_sync_fwd(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,

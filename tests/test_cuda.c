@@ -873,12 +873,12 @@ static void test_bn_sync(void **state)
         float *dDX = d_put(&P, dx, n * 4);
         double *dS = d_put(&P, NULL, 2 * C * sizeof(double));
 
-        mw_bn_sums_ref(NULL, sum, x, NULL, NULL, NULL, rows, C);
-        cuda.bn_sums(&ctx, dS, dX, NULL, NULL, NULL, rows, C);
+        mw_bn_sums_ref(NULL, sum, x, NULL, NULL, NULL, NULL, NULL, rows, C);
+        cuda.bn_sums(&ctx, dS, dX, NULL, NULL, NULL, NULL, NULL, rows, C);
         const double *s1 = d_get(&P, dS, 2 * C * sizeof(double));
         for (int i = 0; i < 2 * C; i++)
             assert_true(fabs(s1[i] - sum[i]) <= 1e-9 * (1.0 + fabs(sum[i])));
-        cuda.bn_sums(&ctx, dS, dX, NULL, NULL, NULL, rows, C);
+        cuda.bn_sums(&ctx, dS, dX, NULL, NULL, NULL, NULL, NULL, rows, C);
         assert_memory_equal(d_get(&P, dS, 2 * C * sizeof(double)), s1, 2 * C * sizeof(double));
 
         for (int i = 0; i < 2 * C; i++)
@@ -890,11 +890,15 @@ static void test_bn_sync(void **state)
         expect_close((float *)d_get(&P, dY, n * 4), y, n, 1e-5f, 1e-5f);
         float *dSTr = d_put(&P, st, 3 * C * 4); /* the rest: the reference's statistics */
 
-        mw_bn_sums_ref(NULL, sum, x, dy, st, st + 2 * C, rows, C);
-        cuda.bn_sums(&ctx, dS, dX, dDY, dSTr, dSTr + 2 * C, rows, C);
+        float *dg = h_rand(&P, C, s + 7, -1, 1), *db = h_rand(&P, C, s + 8, -1, 1);
+        float *dDG = d_put(&P, dg, C * 4), *dDB = d_put(&P, db, C * 4);
+        mw_bn_sums_ref(NULL, sum, x, dy, st, st + 2 * C, dg, db, rows, C);
+        cuda.bn_sums(&ctx, dS, dX, dDY, dSTr, dSTr + 2 * C, dDG, dDB, rows, C);
         s1 = d_get(&P, dS, 2 * C * sizeof(double));
         for (int i = 0; i < 2 * C; i++)
             assert_true(fabs(s1[i] - sum[i]) <= 1e-6 * (1.0 + fabs(sum[i])));
+        expect_close((float *)d_get(&P, dDG, C * 4), dg, C, 1e-5f, 1e-4f);
+        expect_close((float *)d_get(&P, dDB, C * 4), db, C, 1e-5f, 1e-4f);
         dSum = d_put(&P, sum, 2 * C * sizeof(double));
         mw_bn_sync_bwd_ref(NULL, dx, dy, x, st, st + 2 * C, g, sum, M, rows, C);
         cuda.bn_sync_bwd(&ctx, dDX, dDY, dX, dSTr, dSTr + 2 * C, dG, dSum, M, rows, C);

@@ -1196,16 +1196,19 @@ int mw_model_sync_channels(const mw_model *m)
 }
 
 void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                        const mw_model_ws *ws, int i, int n, int backward, double *s)
+                        const mw_model_ws *ws, float *grads, int i, int n, int backward, double *s)
 {
     const mw_layer *l = &m->layers[i];
     const int C = l->out_c;
     const float *x = ws->act[l->in[0] + 1], *st = ws->stats[i];
     const size_t rows = (size_t)(n > 0 ? n : 0) * l->out_h * l->out_w;
+    /* backward: the same sums are this slice's share of gamma's and beta's gradients (the
+     * gradient all-reduce adds the replicas') */
     if (backward)
-        kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, rows, C);
+        kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, l->w_count ? grads + l->w_off : NULL,
+                    l->b_count ? grads + l->b_off : NULL, rows, C);
     else
-        kt->bn_sums(k, s, x, NULL, NULL, NULL, rows, C);
+        kt->bn_sums(k, s, x, NULL, NULL, NULL, NULL, NULL, rows, C);
 }
 
 void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
@@ -1233,9 +1236,6 @@ void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kc
     const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)n * hw;
     if (n <= 0)
         return;
-    /* gamma's and beta's gradients are this slice's share: the gradient all-reduce sums them */
-    kt->bn_bwd(k, NULL, l->w_count ? grads + l->w_off : NULL, l->b_count ? grads + l->b_off : NULL,
-               dy, x, st, st + 2 * C, g, rows, C);
     if (t > 0)
         kt->bn_sync_bwd(k, ws->grad[t], dy, x, st, st + 2 * C, g, s, (double)total * (double)hw,
                         rows, C);

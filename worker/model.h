@@ -325,15 +325,16 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
  * parts between synchronized layers with the functions above; at synchronized layer i, each
  * replica's sums (mw_model_sync_sums, 2 C doubles), SUMMED over every replica of the cluster,
  * go to each replica's mw_model_sync_forward (total: the examples of the global batch); the
- * backward likewise, with backward = 1 and mw_model_sync_backward (which also adds the slice's
- * gamma / beta gradients and its share of the moving statistics, as an unsynchronized layer
- * does). mw_model_forward alone runs a synchronized layer on its own slice: one replica. */
+ * backward likewise, with backward = 1 (whose sums also add the slice's gamma / beta
+ * gradients into grads) and mw_model_sync_backward (dx, and the slice's share of the moving
+ * statistics, as an unsynchronized layer adds them). mw_model_forward alone runs a synchronized
+ * layer on its own slice: one replica. */
 int mw_model_is_sync(const mw_model *m, int i);
 int mw_model_has_sync(const mw_model *m);
 /* The most channels of a synchronized layer (its sums are 2 C doubles); 0 when none. */
 int mw_model_sync_channels(const mw_model *m);
 void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                        const mw_model_ws *ws, int i, int n, int backward, double *s);
+                        const mw_model_ws *ws, float *grads, int i, int n, int backward, double *s);
 void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                            mw_model_ws *ws, int i, int n, const double *s, long total);
 void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,

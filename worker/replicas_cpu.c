@@ -176,7 +176,8 @@ static mw_status sync_layer(mw_replicas *r, int i, int backward, long gb)
     for (int lr = 0; lr < rpw; lr++) {
         long off, cnt;
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
-        mw_model_sync_sums(m, &r->kt, &r->bk, rep_ws(r, lr), i, (int)cnt, backward, mine);
+        mw_model_sync_sums(m, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], i, (int)cnt, backward,
+                           mine);
         for (int c = 0; c < 2 * C; c++)
             tot[c] += mine[c];
     }

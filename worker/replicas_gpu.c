@@ -357,7 +357,8 @@ static mw_status gpu_sync_layer(mw_replicas *r, int i, int backward, long gb, co
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
         if (cnt[d] > 0) {
-            mw_model_sync_sums(m, &r->kt, &g->k, &g->ws, i, (int)cnt[d], backward, g->dsum);
+            mw_model_sync_sums(m, &r->kt, &g->k, &g->ws, g->grads, i, (int)cnt[d], backward,
+                               g->dsum);
             MW_TRY(mw_cuda_download(g->h_sum, g->dsum, sb, &g->k));
         } else {
             memset(g->h_sum, 0, sb);

@@ -597,10 +597,10 @@ static void col_moments(double *restrict s, double *restrict q, const float *res
 }
 
 void mw_bn_sums_cpu(const mw_kctx *k, double *s, const float *x, const float *dy, const float *mean,
-                    const float *invstd, size_t rows, int C)
+                    const float *invstd, float *dgamma, float *dbeta, size_t rows, int C)
 {
     if (C > MAXC) {
-        mw_bn_sums_ref(k, s, x, dy, mean, invstd, rows, C);
+        mw_bn_sums_ref(k, s, x, dy, mean, invstd, dgamma, dbeta, rows, C);
         return;
     }
     const int nb = bn_blocks(k, C);
@@ -612,6 +612,12 @@ void mw_bn_sums_cpu(const mw_kctx *k, double *s, const float *x, const float *dy
             bn_grad_sums(s, s + C, dy, x, mean, invstd, rows, C, c0, c1);
         else
             col_moments(s, s + C, x, rows, C, c0, c1);
+    }
+    for (int c = 0; c < C && dy; c++) {
+        if (dgamma)
+            dgamma[c] += (float)s[C + c];
+        if (dbeta)
+            dbeta[c] += (float)s[c];
     }
 }
 

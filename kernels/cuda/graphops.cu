@@ -171,7 +171,8 @@ extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float
  * bn_fwd_infer_kernel's; the backward's dx, one thread per element, in the reference's double
  * expression. */
 static __global__ void bn_sums_kernel(double *s, const float *x, const float *dy, const float *mean,
-                                      const float *invstd, size_t rows, int C)
+                                      const float *invstd, float *dgamma, float *dbeta, size_t rows,
+                                      int C)
 {
     __shared__ double sh[BN_BLOCK];
     const int c = blockIdx.x;
@@ -189,8 +190,13 @@ static __global__ void bn_sums_kernel(double *s, const float *x, const float *dy
     }
     a = block_sum(a, sh);
     b = block_sum(b, sh);
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         s[c] = a, s[C + c] = b;
+        if (dy && dgamma)
+            dgamma[c] += (float)b;
+        if (dy && dbeta)
+            dbeta[c] += (float)a;
+    }
 }
 
 static __global__ void bn_sync_stats_kernel(float *mean, float *var, float *invstd, const double *s,
@@ -220,13 +226,15 @@ static __global__ void bn_sync_bwd_kernel(float *dx, const float *dy, const floa
 }
 
 extern "C" void mw_bn_sums_cuda(const mw_kctx *k, double *s, const float *x, const float *dy,
-                                const float *mean, const float *invstd, size_t rows, int C)
+                                const float *mean, const float *invstd, float *dgamma, float *dbeta,
+                                size_t rows, int C)
 {
     const char *op = "mw_bn_sums_cuda";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || C <= 0)
         return;
-    bn_sums_kernel<<<(unsigned)C, BN_BLOCK, 0, d->stream>>>(s, x, dy, mean, invstd, rows, C);
+    bn_sums_kernel<<<(unsigned)C, BN_BLOCK, 0, d->stream>>>(s, x, dy, mean, invstd, dgamma, dbeta,
+                                                            rows, C);
     MW_LAUNCHED_K(d, "bn_sums_kernel");
     mw_cuda_end(d, op);
 }

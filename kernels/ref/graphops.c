@@ -91,7 +91,7 @@ void mw_bn_stats_update_ref(const mw_kctx *k, float *p, float *g, size_t count, 
 }
 
 void mw_bn_sums_ref(const mw_kctx *k, double *s, const float *x, const float *dy, const float *mean,
-                    const float *invstd, size_t rows, int C)
+                    const float *invstd, float *dgamma, float *dbeta, size_t rows, int C)
 {
     (void)k;
     for (int c = 0; c < C; c++) {
@@ -108,6 +108,10 @@ void mw_bn_sums_ref(const mw_kctx *k, double *s, const float *x, const float *dy
             }
         }
         s[c] = a, s[C + c] = b;
+        if (dy && dgamma)
+            dgamma[c] += (float)b;
+        if (dy && dbeta)
+            dbeta[c] += (float)a;
     }
 }
 
