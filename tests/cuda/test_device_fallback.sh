@@ -34,7 +34,8 @@ check 'grep -q "mwtrain: error: --device gpu: no CUDA device is available" <<<"$
     "--device gpu: the message: $out"
 check '! grep -q "^Epoch" <<<"$out"' "--device gpu does not train"
 out=$("$mw" train --device tpu "${quick[@]}" 2>&1)
-check '[[ $? -eq 2 ]] && grep -q "\-\-device .tpu.: expected one of auto, cpu, gpu" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "\-\-device .tpu.: expected one of auto, cpu, gpu" <<<"$out"' \
     "--device tpu: bad value"
 echo "$pass passed, $fail failed"
 ((fail == 0))

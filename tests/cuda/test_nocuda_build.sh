@@ -17,7 +17,8 @@ else
         -Dbuildtype=debugoptimized >/dev/null
 fi
 out=$(ninja -C "$build" 2>&1)
-check '[[ $? -eq 0 ]]' "the no-CUDA build compiles: $(tail -n 20 <<<"$out")"
+rc=$?
+check '[[ $rc -eq 0 ]]' "the no-CUDA build compiles: $(tail -n 20 <<<"$out")"
 mw=$build/worker/mwtrain
 check '[[ ! -e $build/worker/mwtrain-cuda.so ]]' "no CUDA module is built"
 out=$("$mw" version 2>&1)
@@ -25,13 +26,16 @@ check 'grep -qx "CUDA: not built" <<<"$out"' "version says CUDA is not built: $o
 quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epochs 0
        --summary-dir "" --progress none)
 out=$("$mw" train --device auto "${quick[@]}" 2>&1)
-check '[[ $? -eq 0 ]] && grep -q "info: built without CUDA.*: training on the CPU" <<<"$out" &&
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "info: built without CUDA.*: training on the CPU" <<<"$out" &&
        grep -q "^Epoch 1," <<<"$out"' "--device auto trains on the CPU and says why: $out"
 msg='error: --device gpu: no CUDA device is available (built without CUDA'
 out=$(mpiexec -n 2 "$mw" train --device gpu "${quick[@]}" 2>&1)
-check '[[ $? -eq 7 && $(grep -cF "$msg" <<<"$out") -eq 1 ]]' \
+rc=$?
+check '[[ $rc -eq 7 && $(grep -cF "$msg" <<<"$out") -eq 1 ]]' \
     "--device gpu: one error, exit 7: $out"
 out=$(mpiexec -n 2 "$mw" cluster 2>&1)
-check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 .* worker +cpu$" <<<"$out"' "cluster shows cpu: $out"
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -Eq "^1 +1 .* worker +cpu$" <<<"$out"' "cluster shows cpu: $out"
 echo "no-CUDA build: $pass passed, $fail failed"
 ((fail == 0))

@@ -15,11 +15,13 @@ quick=(--steps-per-epoch 5 --test-examples 100 --summary-dir "" --progress none)
 
 "$mw" train --epochs 2 --checkpoint-every-epochs 1 --checkpoint-dir "$tmp/ck" "${quick[@]}" \
     >"$tmp/train.out" 2>&1
-check '[[ $? -eq 0 && -f $tmp/ck/ckpt-1 && -f $tmp/ck/ckpt-2 ]]' "two checkpoints written"
+rc=$?
+check '[[ $rc -eq 0 && -f $tmp/ck/ckpt-1 && -f $tmp/ck/ckpt-2 ]]' "two checkpoints written"
 check 'grep -qx "model_checkpoint_path: \"ckpt-2\"" "$tmp/ck/checkpoint"' "index names ckpt-2"
 
 "$mw" eval --checkpoint-dir "$tmp/ck" --test-examples 100 >"$tmp/eval.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Accuracy after restoring the saved model without strategy: [0-9.]*$" "$tmp/eval.out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Accuracy after restoring the saved model without strategy: [0-9.]*$" "$tmp/eval.out"' \
     "eval prints the tutorial's line"
 
 # flip one byte in the middle of the newest checkpoint
@@ -27,7 +29,8 @@ cp "$tmp/ck/ckpt-1" "$tmp/ckpt-1.orig"
 size=$(stat -c %s "$tmp/ck/ckpt-2")
 printf '\xff' | dd of="$tmp/ck/ckpt-2" bs=1 seek=$((size / 2)) conv=notrunc status=none
 "$mw" eval --checkpoint-dir "$tmp/ck" --test-examples 100 >"$tmp/fallback.out" 2>&1
-check '[[ $? -eq 0 ]]' "eval falls back"
+rc=$?
+check '[[ $rc -eq 0 ]]' "eval falls back"
 check 'grep -q "warning: .*ckpt-2" "$tmp/fallback.out" && grep -q "restoring .*ckpt-1 " "$tmp/fallback.out"' \
     "warns about ckpt-2 and restores ckpt-1"
 
@@ -39,11 +42,13 @@ check 'grep -q "mwtrain: error: no valid checkpoint in .*tried: .*ckpt-2.*ckpt-1
     "all corrupt: one message listing what was tried"
 
 "$mw" eval --checkpoint-dir "$tmp/empty" >"$tmp/empty.out" 2>&1
-check '[[ $? -eq 5 ]] && grep -q "no checkpoint in .*empty" "$tmp/empty.out"' "eval without checkpoints"
+rc=$?
+check '[[ $rc -eq 5 ]] && grep -q "no checkpoint in .*empty" "$tmp/empty.out"' "eval without checkpoints"
 
 # resume with an empty directory starts from scratch (the first start of a restartable job)
 "$mw" train --epochs 1 --resume --checkpoint-dir "$tmp/fresh" "${quick[@]}" >"$tmp/fresh.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "no checkpoint in .*fresh yet; starting from scratch" "$tmp/fresh.out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "no checkpoint in .*fresh yet; starting from scratch" "$tmp/fresh.out"' \
     "--resume on an empty directory starts from scratch"
 
 # unwritable directory: a path below a regular file (root ignores permissions)
@@ -61,8 +66,10 @@ after=$(cat "$tmp/ck/checkpoint" "$tmp/ck/ckpt-1" | md5sum)
 check '[[ $before == "$after" ]]' "existing checkpoints intact"
 
 "$mw" export --checkpoint-dir "$tmp/ck" --output "$tmp/w.safetensors" >"$tmp/export.out" 2>&1
-check '[[ $? -eq 0 && -s $tmp/w.safetensors ]]' "export from the restored checkpoint"
+rc=$?
+check '[[ $rc -eq 0 && -s $tmp/w.safetensors ]]' "export from the restored checkpoint"
 "$mw" export --checkpoint-dir "$tmp/ck" >"$tmp/export2.out" 2>&1
-check '[[ $? -eq 2 ]] && grep -q "export needs --output FILE" "$tmp/export2.out"' "export without --output"
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "export needs --output FILE" "$tmp/export2.out"' "export without --output"
 echo "$pass passed, $fail failed"
 ((fail == 0))

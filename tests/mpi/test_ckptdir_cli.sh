@@ -157,7 +157,8 @@ check '[[ $rc -eq 0 ]] && grep -q "restoring .*ck6/ckpt-1 (epoch 1" "$tmp/6a.out
 check '[[ -s $tmp/ck6/ckpt-1 && -s $tmp/ck6/ckpt-2 && -s $tmp/ck6/ckpt-3 ]] &&
        grep -qx "model_checkpoint_path: \"ckpt-3\"" "$tmp/ck6/checkpoint"' "first job's checkpoints intact"
 "$mw" eval --checkpoint-dir "$tmp/ck6" --test-examples 50 >"$tmp/6v.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "restoring .*ck6/ckpt-3 (epoch 3" "$tmp/6v.out" && ! grep -q warning "$tmp/6v.out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "restoring .*ck6/ckpt-3 (epoch 3" "$tmp/6v.out" && ! grep -q warning "$tmp/6v.out"' \
     "first job's latest checkpoint restores cleanly"
 # a lock file left by a dead process: only its text is stale
 echo "deadhost 999999" >"$tmp/ck6/.mwtrain.lock"

@@ -127,9 +127,11 @@ check '[[ $rc -eq 0 ]] && grep -q "^Epoch 1, Loss: " "$tmp/two.out"' \
     "a 2-class float32 .npy set trains with the built-in model"
 timeout 120 mpiexec -n 2 "$mw" eval --data "$tmp/two" --checkpoint-dir "$tmp/ck-two" \
     --quiet >"$tmp/eval.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Test Loss: " "$tmp/eval.out"' "eval on the 2-class set"
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Test Loss: " "$tmp/eval.out"' "eval on the 2-class set"
 "$mw" export --checkpoint-dir "$tmp/ck-two" --output "$tmp/two.safetensors" --quiet >"$tmp/export.out" 2>&1
-check '[[ $? -eq 0 && -s $tmp/two.safetensors ]]' "export of the 2-class model (the built-in CNN for 32x32x3)"
+rc=$?
+check '[[ $rc -eq 0 && -s $tmp/two.safetensors ]]' "export of the 2-class model (the built-in CNN for 32x32x3)"
 
 # --- 4. models that do not fit the data -------------------------------------------------------
 timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --data "$tmp/cifar100" --model "$model" \

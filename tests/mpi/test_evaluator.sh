@@ -16,7 +16,8 @@ check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "
 timeout 120 mpiexec -n 3 "$mw" train --epochs 3 --steps-per-epoch 10 --test-examples 300 \
     --checkpoint-every-epochs 1 --checkpoint-dir "$tmp/ck" --summary-dir "$tmp/logs" \
     --progress none >"$tmp/out" 2>"$tmp/err"
-check '[[ $? -eq 0 ]]' "the job completes"
+rc=$?
+check '[[ $rc -eq 0 ]]' "the job completes"
 check '[[ $(grep -c "^Evaluator: ckpt-[123] (epoch [123], step [0-9]*), Test Loss" "$tmp/out") -eq 3 ]]' \
     "three checkpoints evaluated"
 chief=$(sed -n 's/^Epoch.*Test Accuracy: \([0-9.]*\),.*/\1/p' "$tmp/out" | tr '\n' ' ')

@@ -19,7 +19,8 @@ check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "
 # 1. the uninterrupted run
 mpiexec -n 2 "$mw" "${flags[@]}" --checkpoint-dir "$tmp/a" --dump-weights "$tmp/full.bin" \
     >"$tmp/a.out" 2>&1
-check '[[ $? -eq 0 && -s $tmp/full.bin ]]' "uninterrupted run"
+rc=$?
+check '[[ $rc -eq 0 && -s $tmp/full.bin ]]' "uninterrupted run"
 
 # 2. the same run, rank 1 killed once the checkpoint at step 100 (mid epoch 1) exists
 mpiexec -n 2 "$mw" "${flags[@]}" --checkpoint-dir "$tmp/b" >"$tmp/b.out" 2>&1 &
@@ -52,7 +53,8 @@ check '! grep -q "Epoch 2," "$tmp/b.out"' "killed before the end"
 # 3. resume: completes and ends bitwise equal to the uninterrupted run
 mpiexec -n 2 "$mw" "${flags[@]}" --checkpoint-dir "$tmp/b" --resume \
     --dump-weights "$tmp/resumed.bin" >"$tmp/c.out" 2>&1
-check '[[ $? -eq 0 ]]' "resumed run completes"
+rc=$?
+check '[[ $rc -eq 0 ]]' "resumed run completes"
 grep -o "restoring .*" "$tmp/c.out" | head -1
 check 'grep -q "restoring .*ckpt-[0-9]* (epoch [01], step [0-9]* of it" "$tmp/c.out"' \
     "resumed from a mid-run checkpoint"
@@ -61,6 +63,7 @@ check '"$cmp" "$tmp/full.bin" "$tmp/resumed.bin"' "resumed weights bitwise equal
 # 4. resuming into another layout (saved with 2 ranks, resumed with 1 x 2 replicas) works
 mpiexec -n 1 "$mw" "${flags[@]}" --epochs 3 --batch-per-replica 64 --replicas-per-worker 2 \
     --checkpoint-dir "$tmp/b" --resume >"$tmp/d.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Epoch 3," "$tmp/d.out"' "resume into 1 rank x 2 replicas"
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Epoch 3," "$tmp/d.out"' "resume into 1 rank x 2 replicas"
 echo "$pass passed, $fail failed"
 ((fail == 0))

@@ -75,7 +75,8 @@ check 'grep -q "^Epoch 1," "$tmp/finish.out" && [[ -s $tmp/ck-finish/checkpoint 
     "finish: trained and checkpointed before the stop"
 out=$(timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --checkpoint-dir "$tmp/ck-finish" \
       --resume --epochs 2 2>&1)
-check '[[ $? -eq 0 ]] && grep -q "^Epoch 2," <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Epoch 2," <<<"$out"' \
     "finish: a --resume run afterwards continues from the checkpoint: $out"
 
 TFC='{"cluster":{"chief":["h:1"],"worker":["h:2"],"evaluator":["h:3"]},"task":{"type":"chief","index":0}}' \

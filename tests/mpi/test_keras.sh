@@ -44,7 +44,8 @@ check '"$cmp" "$tmp/1x1.bin" "$tmp/2x1.bin" 1e-4' "dropout CNN: 2 ranks = 1 rank
 check '"$cmp" "$tmp/1x1.bin" "$tmp/1x2rep.bin" 1e-4' "dropout CNN: 2 replicas = 1 rank"
 
 "$mw" summary --model "$cnn" >"$tmp/summary.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^dropout_2 (Dropout) *(None, 128) *0$" "$tmp/summary.out" &&
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^dropout_2 (Dropout) *(None, 128) *0$" "$tmp/summary.out" &&
        grep -q "^Total params: 225034$" "$tmp/summary.out"' "summary --model"
 
 bad=$src/tests/data/keras/bad/channels_first/input.json
@@ -63,15 +64,19 @@ check '[[ $rc -eq 2 ]] && grep -q "(None, 150, 150, 3)" "$tmp/wrong.out"' \
 ck=(--checkpoint-dir "$tmp/kc" --steps-per-epoch 4 --test-examples 100 --progress none
     --summary-dir "")
 timeout 300 mpiexec -n 2 "$mw" train --model "$cnn" --epochs 1 "${ck[@]}" >"$tmp/kc1.out" 2>&1
-check '[[ $? -eq 0 ]]' "Keras CNN with checkpoints: $(tail -n 2 "$tmp/kc1.out")"
+rc=$?
+check '[[ $rc -eq 0 ]]' "Keras CNN with checkpoints: $(tail -n 2 "$tmp/kc1.out")"
 trained=$(sed -n 's/^Epoch 1, .*\(Test Loss: [0-9.]*, Test Accuracy: [0-9.]*\),.*/\1/p' "$tmp/kc1.out")
 timeout 120 "$mw" eval --checkpoint-dir "$tmp/kc" --test-examples 100 >"$tmp/kc-eval.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "info: model: the one saved in $tmp/kc/ckpt-1" "$tmp/kc-eval.out" &&
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "info: model: the one saved in $tmp/kc/ckpt-1" "$tmp/kc-eval.out" &&
        [[ -n "$trained" && "$(grep "^Test Loss" "$tmp/kc-eval.out")" == "$trained" ]]'     "eval restores the Keras model from the checkpoint ($trained): $(tail -n 2 "$tmp/kc-eval.out")"
 timeout 120 "$mw" export --checkpoint-dir "$tmp/kc" --output "$tmp/kc.safetensors" >"$tmp/kc-export.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Exported 225034 parameters" "$tmp/kc-export.out"'     "export restores the Keras model: $(tail -n 1 "$tmp/kc-export.out")"
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Exported 225034 parameters" "$tmp/kc-export.out"'     "export restores the Keras model: $(tail -n 1 "$tmp/kc-export.out")"
 timeout 300 mpiexec -n 2 "$mw" train --resume --epochs 2 "${ck[@]}" >"$tmp/kc2.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "225034 parameters" "$tmp/kc2.out" && grep -q "^Epoch 2, Loss" "$tmp/kc2.out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "225034 parameters" "$tmp/kc2.out" && grep -q "^Epoch 2, Loss" "$tmp/kc2.out"' \
     "train --resume without --model continues the Keras model: $(tail -n 2 "$tmp/kc2.out")"
 timeout 300 mpiexec -n 2 "$mw" train --resume --epochs 3 --model "$src/tests/data/keras/mlp_k3.json" \
     "${ck[@]}" >"$tmp/kc3.out" 2>&1

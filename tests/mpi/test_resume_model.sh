@@ -33,7 +33,8 @@ check '[[ $(diff "$a" "$b" | grep -c "^>") -eq 1 ]] && grep -q "\"linear\"" "$b"
     "B differs from A in one line"
 
 timeout 300 mpiexec -n 2 "$mw" train --model "$a" --epochs 1 "${quick[@]}" >"$tmp/a.out" 2>&1
-check '[[ $? -eq 0 && -f $tmp/ck/ckpt-1 ]]' "train --model A writes ckpt-1: $(tail -n 2 "$tmp/a.out")"
+rc=$?
+check '[[ $rc -eq 0 && -f $tmp/ck/ckpt-1 ]]' "train --model A writes ckpt-1: $(tail -n 2 "$tmp/a.out")"
 before=$(snapshot)
 
 want="--resume: --model $b differs from the model saved in ckpt-1: layer 5 (dense): activation relu"
@@ -50,14 +51,17 @@ check '[[ "$(snapshot)" == "$before" ]]' "--resume --model B: the checkpoint dir
 
 timeout 300 mpiexec -n 2 "$mw" train --resume --model "$a2" --epochs 2 "${quick[@]}" \
     >"$tmp/a2.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Epoch 2, Loss" "$tmp/a2.out" && [[ -f $tmp/ck/ckpt-2 ]]' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Epoch 2, Loss" "$tmp/a2.out" && [[ -f $tmp/ck/ckpt-2 ]]' \
     "--resume --model A with other layer names trains on: $(tail -n 2 "$tmp/a2.out")"
 timeout 300 mpiexec -n 2 "$mw" train --resume --model "$a" --epochs 3 "${quick[@]}" \
     >"$tmp/a-again.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Epoch 3, Loss" "$tmp/a-again.out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Epoch 3, Loss" "$tmp/a-again.out"' \
     "--resume --model A (the same text) trains on: $(tail -n 2 "$tmp/a-again.out")"
 timeout 300 mpiexec -n 2 "$mw" train --resume --epochs 4 "${quick[@]}" >"$tmp/saved.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "^Epoch 4, Loss" "$tmp/saved.out" &&
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Epoch 4, Loss" "$tmp/saved.out" &&
        grep -q "model: the one saved in .*ckpt-3" "$tmp/saved.out"' \
     "--resume without --model uses the saved model: $(tail -n 2 "$tmp/saved.out")"
 

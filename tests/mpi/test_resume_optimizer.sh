@@ -53,14 +53,17 @@ for name in sgd adam adamw rmsprop adagrad restarts; do
     "${run[@]}" "$mw" train --optimizer-config "$d/opt.json" --epochs 3 "${quick[@]}" \
         --checkpoint-dir "$d/straight" --summary-dir "$d/logs-a" --dump-weights "$d/a.bin" \
         >"$d/a.out" 2>&1
-    check '[[ $? -eq 0 ]]' "$name: 3 epochs straight: $(tail -n 2 "$d/a.out")"
+    rc=$?
+    check '[[ $rc -eq 0 ]]' "$name: 3 epochs straight: $(tail -n 2 "$d/a.out")"
     "${run[@]}" "$mw" train --optimizer-config "$d/opt.json" --epochs 1 "${quick[@]}" \
         --checkpoint-dir "$d/split" --summary-dir "$d/logs-b" >"$d/b.out" 2>&1
-    check '[[ $? -eq 0 && -f $d/split/ckpt-1 ]]' "$name: 1 epoch: $(tail -n 2 "$d/b.out")"
+    rc=$?
+    check '[[ $rc -eq 0 && -f $d/split/ckpt-1 ]]' "$name: 1 epoch: $(tail -n 2 "$d/b.out")"
     "${run[@]}" "$mw" train --optimizer-config "$d/opt.json" --epochs 3 --resume "${quick[@]}" \
         --checkpoint-dir "$d/split" --summary-dir "$d/logs-c" --dump-weights "$d/c.bin" \
         >"$d/c.out" 2>&1
-    check '[[ $? -eq 0 ]] && grep -q "restoring .*ckpt-1" "$d/c.out"' \
+    rc=$?
+    check '[[ $rc -eq 0 ]] && grep -q "restoring .*ckpt-1" "$d/c.out"' \
         "$name: resume to 3 epochs: $(tail -n 2 "$d/c.out")"
     check '"$cmpw" "$d/a.bin" "$d/c.bin" >"$d/cmp.out" 2>&1' \
         "$name: resumed weights bitwise equal to the straight run: $(cat "$d/cmp.out")"
@@ -93,7 +96,8 @@ for o in sgd adam; do
     [[ $o == sgd ]] && args+=(--learning-rate 0.05)
     "$mw" train "${args[@]}" --epochs 2 --resume "${quick[@]}" --checkpoint-dir "$d" \
         --summary-dir "" --dump-weights "$d/now.bin" >"$d/out" 2>&1
-    check '[[ $? -eq 0 ]] && grep -q "restoring .*ckpt-1" "$d/out"' \
+    rc=$?
+    check '[[ $rc -eq 0 ]] && grep -q "restoring .*ckpt-1" "$d/out"' \
         "main's $o checkpoint resumes: $(tail -n 2 "$d/out")"
     tol=0
     [[ $o == adam ]] && tol=1e-5

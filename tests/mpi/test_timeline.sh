@@ -27,7 +27,8 @@ quick=(--epochs 2 --steps-per-epoch 4 --test-examples 200 --progress none --summ
 # 2 ranks, one node: the hierarchical all-reduce (auto)
 timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --checkpoint-dir "$tmp/ck1" \
     --timeline "$tmp/tl.json" --dump-weights "$tmp/tl.bin" >"$tmp/tl.out" 2>&1
-check '[[ $? -eq 0 ]]' "2 ranks with --timeline train: $(tail -n 3 "$tmp/tl.out")"
+rc=$?
+check '[[ $rc -eq 0 ]]' "2 ranks with --timeline train: $(tail -n 3 "$tmp/tl.out")"
 check '[[ ! -e $tmp/tl.json ]]' "several ranks: no file without the rank in its name"
 for r in 0 1; do
     extra=(data "all-reduce (intra-node reduce-scatter)" "all-reduce (intra-node all-gather)")
@@ -45,14 +46,16 @@ check '[[ $(grep -c "\"name\": \"checkpoint\", .*\"ph\": \"B\".*\"step\": -1}" \
 check 'grep -q "\"name\": \"rank 1 (worker 1, " "$tmp/tl.rank1.json"' "rank 1's track is named"
 timeout 120 mpiexec -n 2 "$mw" train "${quick[@]}" --checkpoint-dir "$tmp/ck2" \
     --dump-weights "$tmp/plain.bin" >"$tmp/plain.out" 2>&1
-check '[[ $? -eq 0 ]] && "$cmp" "$tmp/plain.bin" "$tmp/tl.bin" 0 >/dev/null' \
+rc=$?
+check '[[ $rc -eq 0 ]] && "$cmp" "$tmp/plain.bin" "$tmp/tl.bin" 0 >/dev/null' \
     "the timeline changes nothing in the training: $("$cmp" "$tmp/plain.bin" "$tmp/tl.bin" 0)"
 
 # %r, and two fake nodes: the inter-node ring of the hierarchical all-reduce
 two='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
 timeout 120 mpiexec -n 2 -x TF_CONFIG="$two" "$mw" train "${quick[@]}" --checkpoint-dir "$tmp/ck3" \
     --allreduce hierarchical --timeline "$tmp/nodes-%r.trace" >"$tmp/nodes.out" 2>&1
-check '[[ $? -eq 0 ]]' "2 fake nodes with --timeline train: $(tail -n 3 "$tmp/nodes.out")"
+rc=$?
+check '[[ $rc -eq 0 ]]' "2 fake nodes with --timeline train: $(tail -n 3 "$tmp/nodes.out")"
 for r in 0 1; do
     check 'python3 "$check_tl" 8 "$tmp/nodes-$r.trace" $r "all-reduce (inter-node ring)"' \
         "fake node $r: $(python3 "$check_tl" 8 "$tmp/nodes-$r.trace" $r \
@@ -62,10 +65,12 @@ done
 # one rank: FILE itself; a missing directory: one error
 timeout 120 "$mw" train "${quick[@]}" --epochs 1 --checkpoint-dir "$tmp/ck4" \
     --timeline "$tmp/one.json" >"$tmp/one.out" 2>&1
-check '[[ $? -eq 0 ]] && python3 "$check_tl" 4 "$tmp/one.json" 0 data >/dev/null' \
+rc=$?
+check '[[ $rc -eq 0 ]] && python3 "$check_tl" 4 "$tmp/one.json" 0 data >/dev/null' \
     "one rank writes FILE: $(python3 "$check_tl" 4 "$tmp/one.json" 0 data 2>&1 | tail -n 3)"
 out=$(timeout 60 "$mw" train "${quick[@]}" --timeline "$tmp/no/such/dir/tl.json" 2>&1)
-check '[[ $? -eq 2 ]] && grep -q "^mwtrain: error: --timeline.*no/such/dir" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "^mwtrain: error: --timeline.*no/such/dir" <<<"$out"' \
     "a missing directory: $out"
 
 # a straggler: 300 ms more per step on rank 2 of 3 (a step computes in well under 100 ms,
