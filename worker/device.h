@@ -31,7 +31,7 @@
 #define MW_GPU_MODULE_FILE "mwtrain-cuda.so"
 /* Its one exported symbol: const mw_gpu_module *mw_gpu_module_get(void). */
 #define MW_GPU_MODULE_ENTRY "mw_gpu_module_get"
-#define MW_GPU_MODULE_ABI 2 /* 2: grads takes the step */
+#define MW_GPU_MODULE_ABI 3 /* 2: grads takes the step; 3: the prefetch op */
 
 typedef struct {
     int abi; /* MW_GPU_MODULE_ABI */

@@ -10,6 +10,7 @@
  *
  *     ops->grads(r, data, ids, gb, dseed, step);   this rank's replica slices
  *     ops->allreduce(r, step);               SUM over every replica
+ *     ops->prefetch(r, data, next, ...);     the next step's batch (optional)
  *     ops->update(r, &hyper);                the same update everywhere
  *     ops->metrics(r, sums, 0);              the epoch's running sums so far
  *
@@ -69,6 +70,12 @@ typedef struct {
      * training step, for messages (a synchronized BatchNormalization's all-reduce). */
     mw_status (*grads)(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
                        uint64_t dseed, long step);
+    /* Optional (NULL: nothing to gain). The next step's batch (its grads arguments), told
+     * between this step's allreduce and update, so a backend can assemble and upload it while
+     * the update runs; the next grads with the same d, ids, gb and dseed starts from it, and
+     * any other grads or an evaluate drops it. ids stay valid until that grads. */
+    mw_status (*prefetch)(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                          uint64_t dseed);
     /* Sum the gradients over every replica of the cluster (step: for messages). */
     mw_status (*allreduce)(mw_replicas *r, long step);
     /* The running sums (scaled loss, correct, examples) of this rank since the last

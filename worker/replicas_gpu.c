@@ -12,9 +12,12 @@
  * staged on the host into one of its two pinned staging slots, uploaded, and run forward
  * and backward (all enqueued, so the devices work at the same time, and the host assembles
  * the next micro-batch into the other slot while a device computes; a slot is refilled once
- * the device has passed the mark after its upload). The loss sum and the correct count
- * are accumulated on the device (mw_cuda_metrics_add) and come back as 16 bytes per device
- * and step, never the n x K probabilities. The weight penalty goes into each device's
+ * the device has passed the mark after its upload). The next step's first micro-batch per
+ * device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
+ * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
+ * for its data. The loss sum and the correct count are accumulated on the device
+ * (mw_cuda_metrics_add) and come back as 16 bytes per device and step, never the n x K
+ * probabilities. The weight penalty goes into each device's
  * gradients after the backward passes, scaled by its share of the replicas; the gradient
  * sum over every device of the cluster is NCCL (cluster/nccl.h) on the contexts' streams,
  * and every device's BatchNormalization statistics update (mw_model_update_stats) and
@@ -58,6 +61,7 @@ typedef struct {
     uint32_t *h_ids[2];
     double *h_reg, *h_macc; /* downloads of reg and macc */
     unsigned round;         /* micro-batches staged: the slot is round % 2 */
+    int pre_n;              /* examples of the next step's first micro-batch staged (prefetch) */
     double *dsum, *dtot;    /* synchronized BN, device: this slice's sums, the cluster's */
     double *h_sum, *h_tot;  /* their pinned host copies (sstage) */
     void *sstage;
@@ -77,6 +81,13 @@ struct mw_replicas {
     long step;       /* this step, for messages */
     int sync_c;      /* synchronized BN: the most channels of such a layer (0: none) */
     double *stot;    /* synchronized BN: the sums over the devices, then the cluster (host) */
+    struct {         /* the next step's batch (gpu_prefetch), staged by gpu_update */
+        const mw_dataset *d;
+        const uint32_t *ids;
+        long gb;
+        uint64_t dseed;
+        int state; /* 0 none, 1 asked for, 2 staged */
+    } next;
 };
 
 static size_t up64(size_t nbytes)
@@ -283,6 +294,7 @@ typedef struct {
     long off, cnt; /* the current replica's slice */
     long i;        /* examples of it done */
     int n;         /* examples in flight this round */
+    int rounds;    /* micro-batches so far */
 } cursor;
 
 /* Move q to the next replica slice with examples left; 0 when the device is done. */
@@ -297,6 +309,70 @@ static int next_slice(const mw_replicas *r, cursor *q, long total)
     return q->lr < q->end;
 }
 
+/* Device d's first micro-batch of a step of total examples, as run's cursor finds it: the start
+ * of the first of its replicas' slices that has examples, at most a workspace's worth; *n = 0
+ * when the device has none. */
+static void first_batch(const mw_replicas *r, int d, long total, long *off, int *n)
+{
+    const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
+    const int rpd = rpw / r->ngpu, max_n = r->gd[d].ws.max_n;
+    *n = 0;
+    for (int lr = d * rpd; lr < (d + 1) * rpd; lr++) {
+        long cnt;
+        mw_slice(total, nrep, r->env.rank * rpw + lr, off, &cnt);
+        if (cnt > 0) {
+            *n = cnt < max_n ? (int)cnt : max_n;
+            return;
+        }
+    }
+}
+
+/* Whether the staged next batch is the training batch (d, ids, gb, dseed); either way the
+ * request is used up (ids NULL: not a training batch). */
+static int take_next(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                     uint64_t dseed)
+{
+    const int hit = r->next.state == 2 && ids && r->next.d == d && r->next.ids == ids &&
+                    r->next.gb == gb && r->next.dseed == dseed;
+    r->next.state = 0;
+    return hit;
+}
+
+/* The asked-for next batch (gpu_prefetch): each device's first micro-batch staged, its upload
+ * enqueued behind this step's update. */
+static mw_status stage_next(mw_replicas *r)
+{
+    if (r->next.state != 1)
+        return MW_OK;
+    r->next.state = 0; /* unless it is all staged */
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        long off;
+        first_batch(r, d, r->next.gb, &off, &g->pre_n);
+        if (g->pre_n > 0)
+            MW_TRY(stage(r, g, r->next.d, r->next.ids + off, (uint32_t)off, g->pre_n, 1,
+                         r->next.dseed));
+    }
+    r->next.state = 2;
+    return MW_OK;
+}
+
+/* A device's first micro-batch of n examples: already staged (pre: the prefetched batch), or
+ * staged now. */
+static mw_status stage_first(const mw_replicas *r, gpu_dev *g, int pre, const mw_dataset *data,
+                             const uint32_t *ids, uint32_t first, int n, int training,
+                             uint64_t dseed)
+{
+    if (!pre || g->pre_n == 0)
+        return stage(r, g, data, ids, first, n, training, dseed);
+    if (g->pre_n != n)
+        return mw_err(MW_EINTERNAL,
+                      "CUDA device %d: %d examples were prefetched, the step "
+                      "begins with %d",
+                      g->ordinal, g->pre_n, n);
+    return MW_OK;
+}
+
 /* This rank's replicas' slices of total examples on the devices, in rounds of one
  * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
  * ids equal to positions (evaluation). Training: forward and backward into the devices'
@@ -309,9 +385,10 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
     const int rpd = rpw / r->ngpu;
     const mw_model *m = r->env.model;
+    const int pre = take_next(r, data, training ? base : NULL, total, dseed);
     cursor c[MAX_GPUS];
     for (int d = 0; d < r->ngpu; d++) {
-        c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0;
+        c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0, c[d].rounds = 0;
         mw_slice(total, nrep, r->env.rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
         MW_TRY(mw_cuda_zero(r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
     }
@@ -324,8 +401,12 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             if (!next_slice(r, q, total))
                 continue;
             int n = q->cnt - q->i < g->ws.max_n ? (int)(q->cnt - q->i) : g->ws.max_n;
-            MW_TRY(stage(r, g, data, base ? base + q->off + q->i : NULL, (uint32_t)(q->off + q->i),
-                         n, training, dseed));
+            const uint32_t *ids = base ? base + q->off + q->i : NULL;
+            const uint32_t first = (uint32_t)(q->off + q->i);
+            if (q->rounds++ == 0)
+                MW_TRY(stage_first(r, g, pre, data, ids, first, n, training, dseed));
+            else
+                MW_TRY(stage(r, g, data, ids, first, n, training, dseed));
             mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
             if (training)
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
@@ -399,6 +480,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
     const mw_replicas_env *e = &r->env;
     const mw_model *m = e->model;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    const int pre = take_next(r, data, ids, gb, dseed);
     long cnt[MAX_GPUS];
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
@@ -406,7 +488,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         mw_slice(gb, nrep, e->rank * rpw + d, &off, &cnt[d]);
         MW_TRY(mw_cuda_zero(g->macc, 2 * sizeof(double), &g->k));
         if (cnt[d] > 0)
-            MW_TRY(stage(r, g, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
+            MW_TRY(stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
     }
     for (int i = 0, from = 0; i <= L; i++)
         if (i == L || mw_model_is_sync(m, i)) {
@@ -528,6 +610,7 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
         mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
                            e->model->params.count, h);
     }
+    MW_TRY(stage_next(r)); /* the host assembles the next batch while the devices update */
     MW_TL_BEGIN("wait: the all-reduce and the update", "wait");
     if (r->nccl && !clip)
         MW_TRY(mw_nccl_wait(r->nccl));
@@ -540,6 +623,14 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
     for (int d = 0; d < r->ngpu && r->reg_pending; d++)
         r->acc[0] += *r->gd[d].h_reg;
     r->reg_pending = 0;
+    return MW_OK;
+}
+
+static mw_status gpu_prefetch(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                              uint64_t dseed)
+{
+    r->next.d = d, r->next.ids = ids, r->next.gb = gb, r->next.dseed = dseed;
+    r->next.state = ids && gb > 0 ? 1 : 0;
     return MW_OK;
 }
 
@@ -595,6 +686,7 @@ static const mw_replicas_ops gpu_ops = {
     .open = gpu_open,
     .connect = gpu_connect,
     .grads = gpu_grads,
+    .prefetch = gpu_prefetch,
     .allreduce = gpu_allreduce,
     .metrics = gpu_metrics,
     .update = gpu_update,

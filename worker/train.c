@@ -122,12 +122,19 @@ static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
     return rc;
 }
 
-/* One step: the global batch starting at example start of the epoch's order. */
-static mw_status step(trainer *t, long start, long gb, double *secs)
+/* The dropout key of global step `step`. */
+static uint64_t dropout_seed(const mw_session *s, long step)
+{
+    return mw_rng_hash(s->seed, 0x64726f70, (uint64_t)step);
+}
+
+/* One step: the global batch of gb examples starting at example start of the epoch's order;
+ * next_gb: the next step's, which follows it in the order (0: none in this epoch). */
+static mw_status step(trainer *t, long start, long gb, long next_gb, double *secs)
 {
     mw_session *s = &t->s;
     const double t0 = mw_now();
-    const uint64_t dseed = mw_rng_hash(s->seed, 0x64726f70, (uint64_t)s->global_step);
+    const uint64_t dseed = dropout_seed(s, s->global_step);
     if (mw_timeline_on) {
         mw_timeline_step(s->global_step);
         mw_timeline_begin("step", "step");
@@ -140,6 +147,9 @@ static mw_status step(trainer *t, long start, long gb, double *secs)
     MW_TL_BEGIN("all-reduce", "allreduce");
     MW_TRY(s->ops->allreduce(s->rep, s->global_step));
     MW_TL_END("all-reduce", "allreduce");
+    if (next_gb > 0 && s->ops->prefetch)
+        MW_TRY(s->ops->prefetch(s->rep, &s->train, t->order + start + gb, next_gb,
+                                dropout_seed(s, s->global_step + 1)));
     MW_TL_BEGIN("update", "update");
     mw_optim_hyper h;
     mw_optimizer_hyper(s->o, &s->opt_step, &h);
@@ -213,7 +223,8 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
                           o->epochs, (int)steps);
     for (long k = first; k < steps; k++) {
         const long start = k * GB, gb = N - start < GB ? N - start : GB;
-        MW_TRY(step(t, start, gb, &t->secs[k - first]));
+        const long next = start + gb, next_gb = k + 1 < steps ? (N - next < GB ? N - next : GB) : 0;
+        MW_TRY(step(t, start, gb, next_gb, &t->secs[k - first]));
         seen_local += (double)gb;
         if (s->rank != 0)
             continue;

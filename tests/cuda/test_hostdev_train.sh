@@ -12,7 +12,8 @@
 #     Concatenate, activation and softmax layers), one rank x 2 GPUs and 2 ranks x 1 GPU,
 #     the moving statistics folded in on the devices: the same, against the CPU; a BN
 #     model's replica slice larger than a device micro-batch still runs in one pass;
-#   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts;
+#   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts,
+#     and the next step's batch is assembled and uploaded while the update runs (prefetch);
 #   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 16 bytes of metrics
 #     per GPU downloaded, one polled staging wait per micro-batch;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
@@ -82,7 +83,8 @@ check 'grep -qF "; im2col convolutions (the CPU kernels of the host stand-in), F
            "$tmp/gpu-1x2.out"' "the start-up line: the convolutions and FP32 by default"
 out=$(MW_HOSTDEV_GPUS=1 timeout 60 "$hd" train "${quick[@]}" --device gpu --steps-per-epoch 2 \
     --tf32 2>&1)
-check '[[ $? -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"' \
     "--tf32 says so in the start-up line: $(grep "training on" <<<"$out")"
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}"
 same gpu-1x2 cpu-1x2
@@ -97,12 +99,16 @@ TFC=$two_nodes run gpu-2nodes-x2 2 2 "$hd" --device gpu --batch-per-replica 8 \
     --timeline "$tmp/gpu-tl-%r.json"
 check 'grep -qF "2 rank(s) on 2 node(s) x 2 replica(s), global batch 32, 2 GPU(s) per rank" \
            "$tmp/gpu-2nodes-x2.out"' "two fake nodes, two fake GPUs each"
-# --timeline on the GPU path: the NCCL all-reduce's parts in every step of both ranks
-gpu_tl=(data "all-reduce (NCCL intra-node reduce-scatter)" "all-reduce (inter-node ring)"
+# --timeline on the GPU path: the NCCL all-reduce's parts in every step of both ranks, and the
+# next step's batch assembled while this step's update runs (one micro-batch per fake GPU here:
+# no step but the first assembles its data in its forward/backward)
+gpu_tl=("all-reduce (NCCL intra-node reduce-scatter)" "all-reduce (inter-node ring)"
         "all-reduce (NCCL intra-node all-gather)")
 for r in 0 1; do
-    out=$(python3 "$src/tests/mpi/check_timeline.py" 12 "$tmp/gpu-tl-$r.json" $r "${gpu_tl[@]}")
-    check '[[ $? -eq 0 ]]' "GPU timeline of rank $r: $(tail -n 4 <<<"$out")"
+    out=$(python3 "$src/tests/mpi/check_timeline.py" --prefetched 12 "$tmp/gpu-tl-$r.json" $r \
+        "${gpu_tl[@]}")
+    rc=$?
+    check '[[ $rc -eq 0 ]]' "GPU timeline of rank $r: $(tail -n 4 <<<"$out")"
 done
 run cpu-1x4 1 0 "$mw" --device cpu --replicas-per-worker 4 --threads 1 --batch-per-replica 8
 same gpu-2nodes-x2 cpu-1x4
@@ -199,19 +205,22 @@ MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${quick[@]}" --epochs 1 --device gpu 
     MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${quick[@]}" --epochs 2 --device gpu \
         --optimizer-config "$tmp/amsgrad.json" --checkpoint-every-epochs 1 --resume \
         --checkpoint-dir "$tmp/ckams2" --dump-weights "$tmp/ams-resumed.bin" >"$tmp/ams3.out" 2>&1
-check '[[ $? -eq 0 ]] && "$cmp" "$tmp/ams-straight.bin" "$tmp/ams-resumed.bin" >/dev/null' \
+rc=$?
+check '[[ $rc -eq 0 ]] && "$cmp" "$tmp/ams-straight.bin" "$tmp/ams-resumed.bin" >/dev/null' \
     "amsgrad resume on the GPU path is bitwise: $(tail -n 1 "$tmp/ams3.out") $("$cmp" "$tmp/ams-straight.bin" "$tmp/ams-resumed.bin" 2>&1)"
 
 ck=(--steps-per-epoch 6 --test-examples 200 --progress none --summary-dir "" --device gpu
     --batch-per-replica 16)
 MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 2 --checkpoint-dir "$tmp/ckA" \
     --dump-weights "$tmp/straight.bin" >"$tmp/straight.out" 2>&1
-check '[[ $? -eq 0 ]]' "2 epochs straight: $(tail -n 2 "$tmp/straight.out")"
+rc=$?
+check '[[ $rc -eq 0 ]]' "2 epochs straight: $(tail -n 2 "$tmp/straight.out")"
 MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 1 --checkpoint-dir "$tmp/ckB" \
     >"$tmp/first.out" 2>&1 &&
     MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train "${ck[@]}" --epochs 2 --checkpoint-dir "$tmp/ckB" \
         --resume --dump-weights "$tmp/resumed.bin" >"$tmp/resumed.out" 2>&1
-check '[[ $? -eq 0 ]] && grep -q "restoring" "$tmp/resumed.out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "restoring" "$tmp/resumed.out"' \
     "1 epoch + resume: $(tail -n 2 "$tmp/resumed.out")"
 check '"$cmp" "$tmp/straight.bin" "$tmp/resumed.bin" >/dev/null' \
     "resume on the GPU path is bitwise: $("$cmp" "$tmp/straight.bin" "$tmp/resumed.bin")"
@@ -229,7 +238,8 @@ evcfg+='"task":{"type":"chief","index":0}}'
 timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 -x TF_CONFIG="$evcfg" "$hd" train --device gpu \
     --evaluator-device gpu --epochs 2 --steps-per-epoch 3 --test-examples 100 --summary-dir "" --progress none \
     --checkpoint-dir "$tmp/ev" --checkpoint-every-epochs 1 >"$tmp/ev.out" 2>&1
-check '[[ $? -eq 0 ]] &&
+rc=$?
+check '[[ $rc -eq 0 ]] &&
        grep -qF "evaluator: waiting for checkpoints from the chief (evaluating on the GPU)" \
            "$tmp/ev.out"' "evaluator on the GPU: $(tail -n 3 "$tmp/ev.out")"
 for e in 1 2; do
@@ -297,7 +307,8 @@ fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 wait
 # before training, with one message saying what to do
 out=$(MW_HOSTDEV_GPUS=1 timeout 60 "$hd" train "${quick[@]}" --device gpu \
     --model "$src/tests/data/keras/graph/syncbn_k3.json" --replicas-per-worker 2 2>&1)
-check '[[ $? -ne 0 ]] && ! grep -q "^Epoch" <<<"$out" && grep -qF "error: synchronized BatchNormalization on GPUs runs one replica per GPU; this rank has 2 replicas on 1 GPU(s): set --replicas-per-worker 1, or train on the CPU (--device cpu)" <<<"$out"' \
+rc=$?
+check '[[ $rc -ne 0 ]] && ! grep -q "^Epoch" <<<"$out" && grep -qF "error: synchronized BatchNormalization on GPUs runs one replica per GPU; this rank has 2 replicas on 1 GPU(s): set --replicas-per-worker 1, or train on the CPU (--device cpu)" <<<"$out"' \
     "synchronized BN, 2 replicas on one GPU: refused: $out"
 
 # `mwtrain cluster` shows what each rank trains on: 2 fake nodes x 2 ranks, 4 GPUs a node
@@ -305,37 +316,43 @@ fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b
 fake2x2+='"task":{"type":"worker","index":0}}'
 out=$(timeout 60 mpiexec -n 4 -x MW_HOSTDEV_GPUS=4 -x TF_CONFIG="$fake2x2" "$hd" cluster \
     --device gpu 2>&1)
-check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +node-a +0 +1 +worker +cuda:2-3$" <<<"$out" &&
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +node-a +0 +1 +worker +cuda:2-3$" <<<"$out" &&
        grep -Eq "^2 +2 +worker\[2\] +node-b +1 +0 +worker +cuda:0-1$" <<<"$out"' \
     "cluster --device gpu: $out"
 out=$(timeout 60 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 "$hd" cluster --json 2>&1)
 check 'grep -qF "\"role\": \"worker\", \"device\": \"cuda:1\"}" <<<"$out"' \
     "cluster --json has the device: $out"
 out=$(timeout 60 mpiexec -n 2 "$hd" cluster --device gpu 2>&1)
-check '[[ $? -eq 7 &&
+rc=$?
+check '[[ $rc -eq 7 &&
        $(grep -c "error: --device gpu: no CUDA device is available" <<<"$out") -eq 1 ]]' \
     "cluster --device gpu without a device: one error, exit 7: $out"
 out=$(timeout 60 mpiexec -n 2 "$hd" cluster 2>&1)
-check '[[ $? -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -Eq "^1 +1 +worker\[1\] +.* +worker +cpu$" <<<"$out"' \
     "cluster without a device: cpu"
 
 # tests/cuda/test_device_fallback.sh on a "GPU host": it decides from `mwtrain cluster --json`
 # (rank 0 on cuda:0 here) and skips, where it once grepped for a line mwtrain never prints and
 # failed
 out=$(MW_HOSTDEV_GPUS=1 bash "$src/tests/cuda/test_device_fallback.sh" "$hd" 2>&1)
-check '[[ $? -eq 77 ]] && grep -qF "SKIP: rank 0 would train on cuda:0" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 77 ]] && grep -qF "SKIP: rank 0 would train on cuda:0" <<<"$out"' \
     "device-fallback skips where a device exists: $out"
 
 # bad layouts
 out=$(MW_HOSTDEV_GPUS=2 "$hd" train "${quick[@]}" --device gpu --replicas-per-worker 3 2>&1)
-check '[[ $? -eq 2 ]] &&
+rc=$?
+check '[[ $rc -eq 2 ]] &&
        grep -qF "error: --replicas-per-worker 3: this rank drives 2 GPUs (CUDA devices 0..1)" \
            <<<"$out"' "replicas not a multiple of the GPUs: $out"
 # two ranks that both see one device of the same PCI bus id: truly shared, refused by NCCL
 seen='sees 1 CUDA device for 2 ranks and drives CUDA device 0: right when each rank was given'
 shared='error: NCCL set-up: local ranks 0 and 1 both drive the GPU at PCI 0000:01:00.0'
 out=$(timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=1 "$hd" train "${quick[@]}" --device gpu 2>&1)
-check '[[ $? -eq 7 ]] && grep -qF "$seen" <<<"$out" &&
+rc=$?
+check '[[ $rc -eq 7 ]] && grep -qF "$seen" <<<"$out" &&
        [[ $(grep -cF "$shared" <<<"$out") -eq 1 ]] && ! grep -q "^Epoch" <<<"$out"' \
     "a shared GPU is refused once, exit 7: $out"
 # ranks that disagree (two processes with their own environment or flags, mpiexec's ':')
@@ -347,25 +364,31 @@ one() { # RANK-1-GPUS RANK-2-GPUS FLAGS...: two ranks on two fake nodes
         "${quick[@]}" "$@" 2>&1
 }
 out=$(one 1 2 --device gpu)
-check '[[ $? -eq 2 && $(grep -cF "error: ranks run different numbers of replicas (1 to 2)" \
+rc=$?
+check '[[ $rc -eq 2 && $(grep -cF "error: ranks run different numbers of replicas (1 to 2)" \
        <<<"$out") -eq 1 ]] && ! grep -q "^Epoch" <<<"$out"' \
     "1 GPU on one node, 2 on the other: one error, exit 2: $out"
 out=$(one 1 0 --device auto)
-check '[[ $? -eq 7 && $(grep -cF "error: some ranks train on a GPU and others on the CPU" \
+rc=$?
+check '[[ $rc -eq 7 && $(grep -cF "error: some ranks train on a GPU and others on the CPU" \
        <<<"$out") -eq 1 ]]' "a GPU node and a CPU node: one error, exit 7: $out"
 out=$(timeout 120 mpiexec -n 1 "$mw" train "${quick[@]}" --replicas-per-worker 1 : \
     -n 1 "$mw" train "${quick[@]}" --replicas-per-worker 2 2>&1)
-check '[[ $? -eq 2 && $(grep -cF "error: ranks run different numbers of replicas (1 to 2)" \
+rc=$?
+check '[[ $rc -eq 2 && $(grep -cF "error: ranks run different numbers of replicas (1 to 2)" \
        <<<"$out") -eq 1 ]]' "CPU ranks with different --replicas-per-worker: exit 2: $out"
 out=$(MW_HOSTDEV_GPUS=17 "$hd" train "${quick[@]}" --device gpu 2>&1)
-check '[[ $? -eq 2 ]] &&
+rc=$?
+check '[[ $rc -eq 2 ]] &&
        grep -qF "error: this rank was given 17 CUDA devices; a rank drives at most 16" <<<"$out"' \
     "17 GPUs for one rank: exit 2: $out"
 out=$("$hd" train "${quick[@]}" --device gpu 2>&1)
-check '[[ $? -eq 7 ]] && grep -q "error: --device gpu: no CUDA device is available" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 7 ]] && grep -q "error: --device gpu: no CUDA device is available" <<<"$out"' \
     "no fake device, --device gpu: $out"
 out=$("$hd" train "${quick[@]}" --device auto 2>&1)
-check '[[ $? -eq 0 ]] && grep -q "training on the CPU" <<<"$out" && grep -q "^Epoch 1" <<<"$out"' \
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "training on the CPU" <<<"$out" && grep -q "^Epoch 1" <<<"$out"' \
     "no fake device, --device auto trains on the CPU"
 
 echo "$pass passed, $fail failed"
