@@ -774,9 +774,11 @@ static void test_maxpool(void **state)
 /* --- graph ops (kernels/graphops.h) ---------------------------------------- */
 
 /* BatchNormalization: training forward (outputs and statistics), inference, backward onto
- * non-zero dx / dgamma / dbeta, with and without gamma and beta, an empty batch; the
- * fixed-order reductions give the same bits twice; and the moving-statistics entries, whose
- * float expressions are the reference's bit for bit. */
+ * non-zero dx / dgamma / dbeta, with and without gamma and beta, an empty batch; shapes of one
+ * and of many chunks of rows (256, the cap, with a short last one) and channel counts that
+ * leave part of the last 32-channel tile empty; the fixed-order reductions give the same bits
+ * twice; and the moving-statistics entries, whose float expressions are the reference's bit
+ * for bit. */
 static void test_bn(void **state)
 {
     (void)state;
@@ -784,7 +786,8 @@ static void test_bn(void **state)
     static const struct {
         size_t rows;
         int C, affine;
-    } cs[] = {{1, 1, 1}, {37, 19, 1}, {1000, 3, 1}, {5000, 64, 0}, {513, 7, 1}, {0, 4, 1}};
+    } cs[] = {{1, 1, 1}, {37, 19, 1},   {1000, 3, 1}, {5000, 64, 0}, {513, 7, 1},
+              {0, 4, 1}, {5000, 40, 1}, {1, 3, 1},    {70000, 5, 1}};
     for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
         pool P = {0};
         const size_t rows = cs[c].rows, n = rows * cs[c].C;
@@ -804,11 +807,12 @@ static void test_bn(void **state)
 
         mw_bn_fwd_train_ref(NULL, y, st, st + C, st + 2 * C, x, g, b, rows, C, 1e-3f);
         cuda.bn_fwd_train(&ctx, dY, dST, dST + C, dST + 2 * C, dX, dG, dB, rows, C, 1e-3f);
-        float *st1 = d_get(&P, dST, 3 * C * 4);
+        float *st1 = d_get(&P, dST, 3 * C * 4), *y1 = d_get(&P, dY, n * 4);
         expect_close(st1, st, 3 * C, 1e-6f, 1e-5f);
-        expect_close((float *)d_get(&P, dY, n * 4), y, n, 1e-5f, 1e-5f);
+        expect_close(y1, y, n, 1e-5f, 1e-5f);
         cuda.bn_fwd_train(&ctx, dY, dST, dST + C, dST + 2 * C, dX, dG, dB, rows, C, 1e-3f);
         assert_memory_equal(d_get(&P, dST, 3 * C * 4), st1, 3 * C * 4); /* reproducible */
+        assert_memory_equal(d_get(&P, dY, n * 4), y1, n * 4);
         float *dSTr = d_put(&P, st, 3 * C * 4); /* the rest: the reference's statistics */
 
         mw_bn_fwd_infer_ref(NULL, yi, x, g, b, st, st + C, rows, C, 1e-3f);
@@ -823,6 +827,12 @@ static void test_bn(void **state)
         mw_bn_bwd_ref(NULL, dx, NULL, NULL, dy, x, st, st + 2 * C, g, rows, C); /* dx only */
         cuda.bn_bwd(&ctx, dDX, NULL, NULL, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
         expect_close((float *)d_get(&P, dDX, n * 4), dx, n, 2e-5f, 1e-4f);
+        /* dgamma and dbeta from zero, twice: the same bits */
+        float *zero = h_keep(&P, calloc(2 * (size_t)C + 1, sizeof(float)));
+        float *dZ1 = d_put(&P, zero, 2 * C * 4), *dZ2 = d_put(&P, zero, 2 * C * 4);
+        cuda.bn_bwd(&ctx, NULL, dZ1, dZ1 + C, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        cuda.bn_bwd(&ctx, NULL, dZ2, dZ2 + C, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        assert_memory_equal(d_get(&P, dZ1, 2 * C * 4), d_get(&P, dZ2, 2 * C * 4), 2 * C * 4);
 
         /* the moving statistics (the reference's batch statistics on both sides): g += w st
          * twice, then folded into p, bitwise */
@@ -844,8 +854,37 @@ static void test_bn(void **state)
     check_sync();
 }
 
+/* BatchNormalization's sums keep their partials in the context's scratch: 4 rows of 4 channels
+ * make one chunk, which needs 2 (1 + 1) 4 doubles = 32 floats (partials and totals). With 32
+ * they run; with 31 the context fails, naming the workspace. */
+static void test_bn_workspace(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    mw_kctx k;
+    check_rc(mw_cuda_ctx_open(&k, 0), "mw_cuda_ctx_open");
+    float *y = NULL, *x = NULL, *st = NULL;
+    check_rc(mw_cuda_alloc((void **)&y, 16 * sizeof(float)), "alloc");
+    check_rc(mw_cuda_alloc((void **)&x, 16 * sizeof(float)), "alloc");
+    check_rc(mw_cuda_alloc((void **)&st, 12 * sizeof(float)), "alloc");
+    check_rc(mw_cuda_zero(x, 16 * sizeof(float), &k), "mw_cuda_zero");
+    mw_kctx small = k;
+    small.ws_count = 32;
+    cuda.bn_fwd_train(&small, y, st, st + 4, st + 8, x, NULL, NULL, 4, 4, 1e-3f);
+    check_rc(mw_cuda_sync(&k), "bn_fwd_train with 32 floats of scratch");
+    small.ws_count = 31;
+    cuda.bn_fwd_train(&small, y, st, st + 4, st + 8, x, NULL, NULL, 4, 4, 1e-3f);
+    print_message("expected failure: %s\n", mw_err_msg());
+    expect_err(mw_cuda_sync(&k), MW_EINVAL, "workspace");
+    mw_cuda_free(y);
+    mw_cuda_free(x);
+    mw_cuda_free(st);
+    mw_cuda_ctx_close(&k);
+    mw_err_clear();
+}
+
 /* Synchronized BatchNormalization's twins against the reference: a slice's forward and
- * backward sums (double, fixed-order tree: the same bits twice), the forward from given sums
+ * backward sums (double, in a fixed order: the same bits twice), the forward from given sums
  * (here the slice's own, times 3: M = 3 rows) and the backward's dx. */
 static void test_bn_sync(void **state)
 {
@@ -854,7 +893,8 @@ static void test_bn_sync(void **state)
     static const struct {
         size_t rows;
         int C, affine;
-    } cs[] = {{1, 1, 1}, {37, 19, 1}, {5000, 64, 0}, {513, 7, 1}, {0, 4, 1}};
+    } cs[] = {{1, 1, 1}, {37, 19, 1},   {5000, 64, 0}, {513, 7, 1},
+              {0, 4, 1}, {5000, 40, 1}, {1, 3, 1}};
     for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
         pool P = {0};
         const size_t rows = cs[c].rows, n = rows * cs[c].C;
@@ -1121,6 +1161,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_reproducible),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_bn),
+        cmocka_unit_test(test_bn_workspace),
         cmocka_unit_test(test_bn_sync),
         cmocka_unit_test(test_avgpool_pad),
         cmocka_unit_test(test_merge),
