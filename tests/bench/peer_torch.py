@@ -3,18 +3,22 @@
 
 The tutorial CNN written the way a PyTorch user would (NCHW, nn.Conv2d,
 nn.MaxPool2d, nn.Linear, float32), trained with Adam(lr=1e-3, eps=1e-7) and
-CrossEntropyLoss on Fashion-MNIST, in one process on the CPU.
+CrossEntropyLoss on Fashion-MNIST, in one process on the CPU, or on one GPU
+with --device cuda (the peer of mwtrain --device gpu: FP32 unless --tf32, as
+mwtrain; PyTorch's own default lets cuDNN use TF32).
 
   /usr/bin/python3 tests/bench/peer_torch.py --threads 2 [--batch 64]
       [--steps 200] [--warmup 20] [--data-dir DIR] [--profile]
+      [--device cpu|cuda] [--tf32]
 
 A timed step is: gather the batch (uint8 -> float32 /255, like mwtrain's batch
-assembly), forward, loss, backward, Adam step. Steps walk consecutive batches
+assembly; on a GPU the uint8 batch is copied up and converted there), forward,
+loss, backward, Adam step. Steps walk consecutive batches
 of one fixed random permutation of the training set (wrapping around). After
 --warmup untimed steps, --steps steps are timed in windows of 20; the result
 is the median images/sec over the windows. The last line printed is always
 
-  peer_torch images_per_sec=<median> threads=<T> batch=<B> steps=<S> mkldnn=<bool>
+  peer_torch images_per_sec=<median> threads=<T> batch=<B> steps=<S> mkldnn=<bool> device=<D>
 
 --profile additionally profiles a few extra steps (after the timed run, so
 the number above is unaffected) and prints the top-15 ops by self CPU time
@@ -47,7 +51,11 @@ def parse_args():
     ap.add_argument("--profile", action="store_true",
                     help="print a per-op / per-layer profile (extra steps, untimed)")
     ap.add_argument("--profile-steps", type=int, default=10)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="with --device cuda: TF32 tensor cores")
     a = ap.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch.cuda.is_available() is False")
     if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 0:
         ap.error("--threads, --batch and --steps must be >= 1, --warmup >= 0")
     return a
@@ -94,8 +102,9 @@ def build_model():
 
 
 class Trainer:
-    def __init__(self, model, x, y, batch):
+    def __init__(self, model, x, y, batch, device="cpu"):
         self.model, self.x, self.y, self.batch = model, x, y, batch
+        self.device = torch.device(device)
         self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
         self.loss_fn = nn.CrossEntropyLoss()
         self.perm = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(SEED))
@@ -107,7 +116,11 @@ class Trainer:
             self.pos = 0
         idx = self.perm[self.pos:self.pos + self.batch]
         self.pos += self.batch
-        return self.x[idx].float().div_(255.0), self.y[idx]
+        if self.device.type == "cpu":
+            return self.x[idx].float().div_(255.0), self.y[idx]
+        xb = self.x[idx].pin_memory().to(self.device, non_blocking=True)
+        yb = self.y[idx].pin_memory().to(self.device, non_blocking=True)
+        return xb.float().div_(255.0), yb
 
     def step(self):
         xb, yb = self.next_batch()
@@ -194,9 +207,12 @@ def main():
     torch.set_num_interop_threads(1)
     torch.manual_seed(SEED)
 
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
     x, y, src = load_train(a.data_dir)
-    model = build_model()
-    trainer = Trainer(model, x, y, a.batch)
+    model = build_model().to(a.device)
+    trainer = Trainer(model, x, y, a.batch, a.device)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
           f"interop={torch.get_num_interop_threads()} params={nparam} data={src}")
@@ -207,10 +223,12 @@ def main():
     rates, done, last_loss = [], 0, float("nan")
     while done < a.steps:
         n = min(WINDOW, a.steps - done)
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(n):
             loss = trainer.step()
-        last_loss = loss.item()  # sync point outside the step loop is fine on CPU
+        last_loss = loss.item()  # waits for the device: the window's steps are all done
         dt = time.perf_counter() - t0
         rates.append(n * a.batch / dt)
         done += n
@@ -223,7 +241,7 @@ def main():
         profile(trainer, a.profile_steps)
 
     print(f"peer_torch images_per_sec={med:.1f} threads={a.threads} batch={a.batch} "
-          f"steps={a.steps} mkldnn={torch.backends.mkldnn.is_available()}")
+          f"steps={a.steps} mkldnn={torch.backends.mkldnn.is_available()} device={a.device}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The first run on a GPU host, in one command (issue #13's list), so that a short loan of a GPU
+# is spent running, not typing:
+#   1. meson test --suite cuda, and test_cuda under compute-sanitizer memcheck and racecheck;
+#   2. 1 epoch of --device gpu against --device cpu with the same replicas: the epoch's training
+#      and test losses must agree within 1e-3 relative; one rank with a replica per GPU, with
+#      two replicas per GPU, and with two GPUs or more, mpirun -n 2 (a GPU per rank);
+#   3. throughput (images/s, the median of the rounds' second epochs) of the tutorial CNN at
+#      64 and 1024 examples per replica, with and without --tf32, and PyTorch on the same GPU
+#      (tests/bench/peer_torch.py --device cuda), rounds alternating the two.
+# Each check is one line of OUTDIR/report.md (PASS, FAIL or SKIP with its numbers); each run's
+# output is kept beside it. Exit 0 when nothing failed, 1 when something did, 77 (SKIP) when
+# rank 0 would not train on a CUDA device.
+#
+#   gpu_first_run.sh BUILDDIR [OUTDIR] [--quick] [--no-throughput]
+#
+# BUILDDIR: a build with CUDA (worker/mwtrain, worker/mwtrain-cuda.so, tests/cuda/test_cuda,
+# tests/mpi/cmp_weights). OUTDIR defaults to ./gpu-first-run. --quick: no meson test and no
+# compute-sanitizer, few steps, one round (the dry run on fake devices, tests/cuda/meson.build);
+# --no-throughput: checks 1 and 2 only.
+# Without Fashion-MNIST at its Debian path, a random data set of its shape is written with
+# numpy into OUTDIR (fine for agreement and throughput; the accuracy means nothing then).
+# Environment: MW_FIRST_RUN_CPU_FLAGS, extra flags for the CPU side of the comparisons (the dry
+# run's negative control uses it to make them disagree).
+set -uo pipefail
+build=${1:?usage: gpu_first_run.sh BUILDDIR [OUTDIR] [--quick]}
+out=gpu-first-run quick=0 throughput=1
+for a in "${@:2}"; do
+    case $a in
+    --quick) quick=1 ;;
+    --no-throughput) throughput=0 ;;
+    *) out=$a ;;
+    esac
+done
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mw=$build/worker/mwtrain cmp=$build/tests/mpi/cmp_weights
+mkdir -p "$out" || exit 1
+report=$out/report.md
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+read -r -a cpu_extra <<<"${MW_FIRST_RUN_CPU_FLAGS:-}"
+failed=0
+line() { # line RESULT CHECK DETAIL
+    printf '| %s | %s | %s |\n' "$2" "$1" "$3" >>"$report"
+    printf '%-4s %s: %s\n' "$1" "$2" "$3"
+    [[ $1 != FAIL ]] || failed=1
+}
+
+# Which device rank 0 trains on, as mwtrain itself decides (the module's probe, not nvidia-smi).
+cluster=$("$mw" cluster --json 2>&1)
+dev=$(sed -n 's/.*"rank": 0,.*"device": "\([^"]*\)".*/\1/p' <<<"$cluster")
+if [[ $dev != cuda:* ]]; then
+    echo "SKIP: rank 0 would train on '${dev:-?}', not a CUDA device: $(tail -n 2 <<<"$cluster")"
+    exit 77
+fi
+range=${dev#cuda:}
+ngpu=$((${range#*-} - ${range%-*} + 1))
+{
+    echo "# First GPU run, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    echo "- mwtrain: $("$mw" --version 2>&1 | head -n 1); rank 0 on $dev ($ngpu GPU(s) for one rank)"
+    command -v nvidia-smi >/dev/null &&
+        echo "- $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
+    echo
+    echo "| check | result | detail |"
+    echo "|---|---|---|"
+} >"$report"
+
+# Data: the Debian Fashion-MNIST when it is there, else a random set of its shape.
+data=()
+if [[ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+    python3 - "$out/random-fmnist" <<'PY' || { line FAIL data "numpy could not write a data set"; exit 1; }
+import os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+g = np.random.default_rng(1234)
+for part, n in (("train", 60000), ("test", 10000)):
+    np.save(f"{d}/x_{part}.npy", g.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+    np.save(f"{d}/y_{part}.npy", g.integers(0, 10, (n,), dtype=np.uint8))
+PY
+    data=(--data "$out/random-fmnist")
+    line SKIP data "no Fashion-MNIST here: a random set of its shape ($out/random-fmnist)"
+fi
+
+# 1. The CUDA suite and compute-sanitizer.
+if ((quick)); then
+    line SKIP "meson test --suite cuda" "--quick"
+    line SKIP compute-sanitizer "--quick"
+else
+    if command -v meson >/dev/null; then
+        meson test -C "$build" --suite cuda --print-errorlogs >"$out/meson-cuda.txt" 2>&1
+        rc=$?
+        sum=$(grep -E '^(Ok|Fail|Skipped|Timeout):' "$out/meson-cuda.txt" | tr -s ' \n' ' ')
+        line "$( ((rc == 0)) && echo PASS || echo FAIL)" "meson test --suite cuda" "exit $rc; $sum"
+    else
+        line SKIP "meson test --suite cuda" "meson is not installed"
+    fi
+    if command -v compute-sanitizer >/dev/null; then
+        for tool in memcheck racecheck; do
+            compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/cuda/test_cuda" \
+                >"$out/sanitizer-$tool.txt" 2>&1
+            rc=$?
+            line "$( ((rc == 0)) && echo PASS || echo FAIL)" "compute-sanitizer $tool" \
+                "exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.txt" | tail -n 1)"
+        done
+    else
+        line SKIP compute-sanitizer "compute-sanitizer is not on the PATH"
+    fi
+fi
+
+# 2. GPU against CPU. train NAME RANKS FLAGS...: one epoch; keeps NAME.out and NAME.bin.
+steps=$( ((quick)) && echo 20 || echo 200)
+train() {
+    local name=$1 n=$2
+    shift 2
+    local launch=()
+    ((n > 1)) && launch=(timeout 600 mpirun -n "$n")
+    "${launch[@]}" "$mw" train --epochs 1 --steps-per-epoch "$steps" --test-examples 2000 \
+        --progress none --summary-dir "" --checkpoint-every-epochs 0 --seed 7 "${data[@]}" \
+        --dump-weights "$out/$name.bin" "$@" >"$out/$name.out" 2>&1
+}
+# loss NAME FIELD: the number after "FIELD: " (Loss or Test Loss) in NAME's epoch line
+loss() { sed -n "s/^Epoch 1,\\(.*,\\)\\? $2: \\([0-9.]*\\),.*/\\2/p" "$out/$1.out" | head -n 1; }
+# agree GPU-NAME CPU-NAME WHAT: losses within 1e-3 relative
+agree() {
+    local g=$1 c=$2 what=$3 detail="" ok=1
+    for f in Loss "Test Loss"; do
+        local a b r
+        a=$(loss "$g" "$f") b=$(loss "$c" "$f")
+        if [[ -z $a || -z $b ]]; then
+            ok=0 detail+="$f: no epoch line ($(tail -n 1 "$out/$g.out"); $(tail -n 1 "$out/$c.out")); "
+            continue
+        fi
+        r=$(awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; print d / (b > 0 ? b : 1) }')
+        awk -v r="$r" 'BEGIN { exit !(r <= 1e-3) }' || ok=0
+        detail+="$f gpu $a cpu $b (rel $r); "
+    done
+    [[ -s $out/$g.bin && -s $out/$c.bin ]] &&
+        detail+="weights: $("$cmp" "$out/$c.bin" "$out/$g.bin" 1 2>&1 | tail -n 1)"
+    line "$( ((ok)) && echo PASS || echo FAIL)" "$what" "$detail"
+}
+cpu=(--device cpu "${cpu_extra[@]}")
+# one rank drives all of its GPUs, a replica each (the default), or two replicas on each
+train gpu-1rank 1 --device gpu
+train cpu-1rank 1 "${cpu[@]}" --replicas-per-worker "$ngpu"
+agree gpu-1rank cpu-1rank "1 epoch, 1 rank on $ngpu GPU(s) vs CPU, $ngpu replica(s)"
+train gpu-2per 1 --device gpu --replicas-per-worker $((2 * ngpu))
+train cpu-2per 1 "${cpu[@]}" --replicas-per-worker $((2 * ngpu))
+agree gpu-2per cpu-2per "1 epoch, 1 rank x 2 replicas per GPU vs CPU, $((2 * ngpu)) replicas"
+if ((ngpu >= 2)); then
+    train gpu-2x1 2 --device gpu
+    train cpu-2x1 2 "${cpu[@]}"
+    agree gpu-2x1 cpu-2x1 "1 epoch, mpirun -n 2 on 2 GPUs vs CPU"
+else
+    line SKIP "mpirun -n 2 on 2 GPUs" "one GPU"
+fi
+
+# 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
+if ((!throughput)); then
+    line SKIP throughput "--no-throughput"
+    echo "report: $report"
+    exit "$failed"
+fi
+rounds=$( ((quick)) && echo 1 || echo 3)
+peer_ok=0
+if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    peer_ok=1
+else
+    line SKIP "PyTorch on the GPU" "python3 has no CUDA-enabled torch"
+fi
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+for b in 64 1024; do
+    for tf in "" --tf32; do
+        per=$((60000 / b)) mws=() pts=() name="b$b${tf:+-tf32}"
+        ((per > (quick ? 10 : 300))) && per=$((quick ? 10 : 300))
+        for ((r = 1; r <= rounds; r++)); do
+            "$mw" train --device gpu --epochs 2 --steps-per-epoch "$per" --batch-per-replica "$b" \
+                $tf --progress none --summary-dir "" --checkpoint-every-epochs 0 "${data[@]}" \
+                --test-examples 1000 \
+                >"$out/tp-$name-$r.out" 2>&1
+            mws+=("$(sed -n 's/^Epoch 2,.*Images\/s: \([0-9.]*\).*/\1/p' "$out/tp-$name-$r.out")")
+            if ((peer_ok)); then
+                python3 "$src/tests/bench/peer_torch.py" --device cuda --batch "$b" $tf \
+                    --steps "$per" >"$out/torch-$name-$r.out" 2>&1
+                pts+=("$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' "$out/torch-$name-$r.out")")
+            fi
+        done
+        if [[ " ${mws[*]} " == *"  "* || -z ${mws[0]} ]]; then
+            line FAIL "throughput, batch $b${tf:+, --tf32}" \
+                "no epoch 2 line: $(tail -n 1 "$out/tp-$name-1.out")"
+            continue
+        fi
+        m=$(median "${mws[@]}") detail="mwtrain $m images/s (rounds: ${mws[*]})"
+        if [[ -n $tf ]] && ! grep -qF "TF32 tensor-core math (--tf32)" "$out/tp-$name-1.out"; then
+            line FAIL "throughput, batch $b, --tf32" "the start-up line does not say TF32"
+            continue
+        fi
+        if ((peer_ok)) && [[ -n ${pts[0]} ]]; then
+            p=$(median "${pts[@]}")
+            detail+="; PyTorch $p (rounds: ${pts[*]}); ratio $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')x"
+        fi
+        line PASS "throughput, batch $b per replica${tf:+, --tf32}" "$detail"
+    done
+done
+echo "report: $report"
+exit "$failed"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The dry run of tests/bench/gpu_first_run.sh (the first GPU run's list in one command) on fake
+# devices: mwtrain opens the hostdev module (tests/hostdev.c) as it opens mwtrain-cuda.so, so
+# every command of the script runs, and what it parses and decides is checked here, before a
+# GPU host spends its time on it. Asserted:
+#   - on 2 fake GPUs, --quick: exit 0; the three GPU-vs-CPU agreements PASS with their numbers;
+#     four throughput lines (64 and 1024 per replica, with and without --tf32) PASS with an
+#     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
+#     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
+#   - a negative control (the CPU side at another learning rate): the agreements FAIL, exit 1;
+#   - no device: exit 77 and one SKIP line naming what rank 0 would train on.
+#   test_first_run_dry.sh SCRIPT BUILDDIR HOSTDEV_MODULE
+set -uo pipefail
+script=$1 build=$2 module=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export MW_CUDA_MODULE=$module
+unset TF_CONFIG MW_HOSTDEV_FAULT MW_FIRST_RUN_CPU_FLAGS
+pass=0 fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+
+MW_HOSTDEV_GPUS=2 bash "$script" "$build" "$tmp/ok" --quick >"$tmp/ok.out" 2>&1
+rc=$?
+r=$tmp/ok/report.md
+cat "$tmp/ok.out"
+check '[[ $rc -eq 0 ]]' "2 fake GPUs: exit $rc"
+check '[[ $(grep -cE "^\| 1 epoch, .* \| PASS \| Loss gpu [0-9.]+ cpu [0-9.]+ \(rel [0-9.e-]+\); Test Loss gpu" "$r") -eq 3 ]]' \
+    "three GPU-vs-CPU agreements pass: $(grep "1 epoch" "$r")"
+check 'grep -qF "| 1 epoch, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r" &&
+       grep -qF "| 1 epoch, 1 rank x 2 replicas per GPU vs CPU, 4 replicas | PASS |" "$r" &&
+       grep -qF "| 1 epoch, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$r"' "the layouts: $(grep "1 epoch" "$r")"
+check '[[ $(grep -cE "^\| throughput, batch (64|1024) per replica(, --tf32)? \| PASS \| mwtrain [0-9.]+ images/s" "$r") -eq 4 ]]' \
+    "four throughput lines: $(grep throughput "$r")"
+check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
+       grep -qF "| compute-sanitizer | SKIP | --quick |" "$r" &&
+       grep -qE "^\| PyTorch on the GPU \| SKIP \| python3 has no CUDA-enabled torch \|" "$r"' \
+    "what needs a real GPU is SKIP: $(grep SKIP "$r")"
+
+MW_HOSTDEV_GPUS=2 MW_FIRST_RUN_CPU_FLAGS="--learning-rate 0.01" \
+    bash "$script" "$build" "$tmp/neg" --quick --no-throughput >"$tmp/neg.out" 2>&1
+rc=$?
+check '[[ $rc -eq 1 && $(grep -c "^| 1 epoch, .* | FAIL | Loss gpu" "$tmp/neg/report.md") -eq 3 ]]' \
+    "negative control: exit $rc, $(grep "1 epoch" "$tmp/neg/report.md")"
+
+MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
+rc=$?
+check '[[ $rc -eq 77 ]] && grep -qF "SKIP: rank 0 would train on '"'"'cpu'"'"', not a CUDA device" "$tmp/none.out"' \
+    "no device: exit $rc: $(cat "$tmp/none.out")"
+echo "$pass passed, $fail failed"
+((fail == 0))
