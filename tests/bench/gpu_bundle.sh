@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A self-contained copy of a CUDA build for a GPU host that has CUDA, cuDNN and NCCL but none
+# of this project's Debian packages (a lent machine whose image has the CUDA toolkit and
+# PyTorch's nvidia-* wheels, and nothing that can be installed): the binaries in a build
+# directory's layout, so tests/bench/gpu_first_run.sh takes the bundle as its BUILDDIR, with
+# the shared libraries they need from this machine, Open MPI's mpirun, plugins and help files.
+#
+#   gpu_bundle.sh BUILDDIR OUTDIR [--xz]
+#
+# OUTDIR gets worker/mwtrain and worker/mwtrain-cuda.so, tests/cuda/test_cuda,
+# tests/mpi/cmp_weights, bin/mpirun, lib/ (every library the binaries and Open MPI's plugins
+# load, except the C library's own, libstdc++ and libgcc_s, which the host's newer ones
+# replace, and CUDA's, which the host must have), openmpi/ (plugins, help files) and env.sh;
+# --xz also writes OUTDIR.tar.xz. On the GPU host:
+#
+#   tar xJf gpu-bundle.tar.xz -C /tmp && . /tmp/gpu-bundle/env.sh &&
+#       tests/bench/gpu_first_run.sh /tmp/gpu-bundle /tmp/first-run
+#
+# env.sh puts lib/ and the host's CUDA libraries on LD_LIBRARY_PATH (/usr/local/cuda, and the
+# nvidia-* wheels of the python3 on the PATH, where cuDNN and NCCL come from on such hosts),
+# bin/ on the PATH, and points Open MPI at the bundle's plugins and help files. Test
+# bundle-hidden-mpi (tests/cuda/meson.build) runs the bundle with this machine's Open MPI and
+# the other bundled libraries hidden.
+set -euo pipefail
+build=${1:?usage: gpu_bundle.sh BUILDDIR OUTDIR [--xz]} out=${2:?usage: gpu_bundle.sh BUILDDIR OUTDIR [--xz]}
+xz=${3:-}
+ompi_lib=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
+ompi_share=/usr/share/openmpi
+for f in worker/mwtrain worker/mwtrain-cuda.so tests/cuda/test_cuda tests/mpi/cmp_weights; do
+    [[ -f $build/$f ]] || { echo "gpu_bundle: $build/$f is missing (a build with CUDA?)" >&2; exit 1; }
+done
+[[ -d $ompi_lib && -d $ompi_share ]] || { echo "gpu_bundle: no Open MPI at $ompi_lib" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out"/{worker,tests/cuda,tests/mpi,bin,lib,openmpi}
+for f in worker/mwtrain worker/mwtrain-cuda.so tests/cuda/test_cuda tests/mpi/cmp_weights; do
+    cp "$build/$f" "$out/$f"
+done
+cp -L "$(command -v mpirun)" "$out/bin/mpirun"
+cp -r "$ompi_lib" "$out/openmpi/plugins"
+cp -r "$ompi_share" "$out/openmpi/share"
+
+# The libraries every ELF file of the bundle loads, found by the dynamic loader here.
+keep() {
+    case ${1##*/} in
+    libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libutil.so*) return 1 ;;
+    libstdc++.so* | libgcc_s.so*) return 1 ;;
+    libcuda.so* | libcudart.so* | libcublas*.so* | libnccl.so* | libcudnn*.so* | libnvrtc*) return 1 ;;
+    esac
+    [[ $1 != /usr/local/cuda* ]]
+}
+n=0
+while IFS= read -r elf; do
+    while IFS= read -r lib; do
+        if keep "$lib" && [[ ! -e $out/lib/${lib##*/} ]]; then
+            cp -L "$lib" "$out/lib/"
+            n=$((n + 1))
+        fi
+    done < <(ldd "$elf" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
+done < <(find "$out/worker" "$out/tests" "$out/bin" "$out/openmpi/plugins" -type f \
+    \( -name '*.so' -o -perm -u+x \))
+
+cat >"$out/env.sh" <<'EOF'
+# Source me: the bundle's libraries, mpirun and Open MPI plugins, and the host's CUDA.
+_b=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+_cuda=""
+for _d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -d $_d ]] && _cuda+=":$_d"
+done
+# cuDNN, NCCL, cuBLAS from PyTorch's nvidia-* wheels, where the host has them
+if command -v python3 >/dev/null; then
+    for _d in $(python3 -c 'import glob, os, sys
+for p in sys.path:
+    for d in sorted(glob.glob(os.path.join(p, "nvidia", "*", "lib"))):
+        print(d)' 2>/dev/null); do
+        _cuda+=":$_d"
+    done
+fi
+export LD_LIBRARY_PATH="$_b/lib$_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$_b/bin:$PATH"
+export OMPI_MCA_mca_base_component_path="$_b/openmpi/plugins" OPAL_PKGDATADIR="$_b/openmpi/share"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset _b _d _cuda
+EOF
+echo "gpu_bundle: $out: $n libraries, $(du -sh "$out" | cut -f1)"
+if [[ $xz == --xz ]]; then
+    tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
+    echo "gpu_bundle: $out.tar.xz: $(du -sh "$out.tar.xz" | cut -f1)"
+fi
