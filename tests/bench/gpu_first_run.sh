@@ -34,6 +34,9 @@ for a in "${@:2}"; do
 done
 src=$(cd "$(dirname "$0")/../.." && pwd)
 mw=$build/worker/mwtrain cmp=$build/tests/mpi/cmp_weights
+for f in "$mw" "$cmp"; do
+    [[ -x $f ]] || { echo "gpu_first_run: $f is missing: BUILDDIR must be a build (or a bundle)" >&2; exit 2; }
+done
 mkdir -p "$out" || exit 1
 report=$out/report.md
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -5,7 +5,8 @@
 # mounts of /dev/null and an empty directory); there, asserted:
 #   - without the bundle's env.sh, mwtrain cannot start (so the hiding is real);
 #   - with it, gpu_first_run.sh on fake GPUs (the hostdev module) passes its three GPU-vs-CPU
-#     agreements, mpirun -n 2 included, and mwtrain finds libmpi in the bundle.
+#     agreements, mpirun -n 2 included, and mwtrain finds libmpi in the bundle;
+#   - a build without the CUDA module: exit 1, one message naming it, no bundle written.
 # Needs root (unshare -m); SKIP (77) with the reason otherwise.
 #   test_bundle.sh BUILDDIR HOSTDEV_MODULE
 set -uo pipefail
@@ -65,5 +66,10 @@ check '[[ $rc -eq 0 ]] && grep -q "libmpi.so.40 => $tmp/b/lib/libmpi.so.40" "$tm
        [[ $(grep -c "^| 1 epoch, .* | PASS |" "$tmp/fr/report.md") -eq 3 ]] &&
        grep -qF "| 1 epoch, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$tmp/fr/report.md"' \
     "the first run from the bundle (exit $rc): $(tail -n 3 "$tmp/run.out")"
+mkdir -p "$tmp/half/worker" && cp "$build/worker/mwtrain" "$tmp/half/worker/"
+out=$(bash "$src/tests/bench/gpu_bundle.sh" "$tmp/half" "$tmp/b2" 2>&1)
+rc=$?
+check '[[ $rc -eq 1 && ! -e $tmp/b2 ]] && grep -qF "gpu_bundle: $tmp/half/worker/mwtrain-cuda.so is missing (a build with CUDA?)" <<<"$out"' \
+    "a build without the CUDA module: exit $rc: $out"
 echo "$pass passed, $fail failed"
 ((fail == 0))

@@ -8,7 +8,8 @@
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL, exit 1;
-#   - no device: exit 77 and one SKIP line naming what rank 0 would train on.
+#   - no device: exit 77 and one SKIP line naming what rank 0 would train on;
+#   - a BUILDDIR without mwtrain: exit 2 and one message naming the missing file.
 #   test_first_run_dry.sh SCRIPT BUILDDIR HOSTDEV_MODULE
 set -uo pipefail
 script=$1 build=$2 module=$3
@@ -46,5 +47,9 @@ MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2
 rc=$?
 check '[[ $rc -eq 77 ]] && grep -qF "SKIP: rank 0 would train on '"'"'cpu'"'"', not a CUDA device" "$tmp/none.out"' \
     "no device: exit $rc: $(cat "$tmp/none.out")"
+out=$(bash "$script" "$tmp/nowhere" "$tmp/x" 2>&1)
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -qF "gpu_first_run: $tmp/nowhere/worker/mwtrain is missing: BUILDDIR must be a build (or a bundle)" <<<"$out"' \
+    "a BUILDDIR without mwtrain: exit $rc: $out"
 echo "$pass passed, $fail failed"
 ((fail == 0))
