@@ -180,6 +180,11 @@ if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/de
 else
     line SKIP "PyTorch on the GPU" "python3 has no CUDA-enabled torch"
 fi
+all_set() { # all_set VALUE...: at least one value, none empty
+    (($#)) || return 1
+    local v
+    for v; do [[ -n $v ]] || return 1; done
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for b in 64 1024; do
     for tf in "" --tf32; do
@@ -197,7 +202,7 @@ for b in 64 1024; do
                 pts+=("$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' "$out/torch-$name-$r.out")")
             fi
         done
-        if [[ " ${mws[*]} " == *"  "* || -z ${mws[0]} ]]; then
+        if ! all_set "${mws[@]}"; then
             line FAIL "throughput, batch $b${tf:+, --tf32}" \
                 "no epoch 2 line: $(tail -n 1 "$out/tp-$name-1.out")"
             continue
@@ -207,9 +212,11 @@ for b in 64 1024; do
             line FAIL "throughput, batch $b, --tf32" "the start-up line does not say TF32"
             continue
         fi
-        if ((peer_ok)) && [[ -n ${pts[0]} ]]; then
+        if ((peer_ok)) && all_set "${pts[@]}"; then
             p=$(median "${pts[@]}")
             detail+="; PyTorch $p (rounds: ${pts[*]}); ratio $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')x"
+        elif ((peer_ok)); then # say why there is no ratio rather than leave it out
+            detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-$name-$rounds.out")"
         fi
         line PASS "throughput, batch $b per replica${tf:+, --tf32}" "$detail"
     done
