@@ -8,7 +8,7 @@
 #   gpu_bundle.sh BUILDDIR OUTDIR [--xz]
 #
 # OUTDIR gets worker/mwtrain and worker/mwtrain-cuda.so, tests/cuda/test_cuda,
-# tests/mpi/cmp_weights, bin/mpirun, lib/ (every library the binaries and Open MPI's plugins
+# tests/mpi/cmp_weights, bin/mpirun and bin/orted, data/fashion-mnist (30000 training examples), lib/ (every library the binaries and Open MPI's plugins
 # load, except the C library's own, libstdc++ and libgcc_s, which the host's newer ones
 # replace, and CUDA's, which the host must have), openmpi/ (plugins, help files) and env.sh;
 # --xz also writes OUTDIR.tar.xz. On the GPU host:
@@ -36,13 +36,42 @@ for f in worker/mwtrain worker/mwtrain-cuda.so tests/cuda/test_cuda tests/mpi/cm
     cp "$build/$f" "$out/$f"
 done
 cp -L "$(command -v mpirun)" "$out/bin/mpirun"
+# A process started without mpirun (a singleton: every 1-rank command) forks orted from Open
+# MPI's bindir; env.sh points OPAL_BINDIR at bin/, so the bundle must hold it too.
+cp -L "$(command -v orted)" "$out/bin/orted"
 cp -r "$ompi_lib" "$out/openmpi/plugins"
 cp -r "$ompi_share" "$out/openmpi/share"
+
+# A learnable data set for the GPU-vs-CPU agreement (a GPU host has no Debian Fashion-MNIST,
+# and on random images the loss stays at ln 10 whatever the arithmetic): the first 30000
+# training examples of Fashion-MNIST and its whole test set, as IDX files, 17 MB.
+fm=/usr/share/datasets/fashion-mnist
+[[ -f $fm/train-images-idx3-ubyte.gz ]] ||
+    { echo "gpu_bundle: no Fashion-MNIST at $fm (deploy/setup.sh installs it)" >&2; exit 1; }
+mkdir -p "$out/data/fashion-mnist"
+cp "$fm"/t10k-*-ubyte.gz "$out/data/fashion-mnist/"
+python3 - "$fm" "$out/data/fashion-mnist" 30000 <<'PY'
+import gzip, struct, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for name, head in (("train-images-idx3-ubyte.gz", 16), ("train-labels-idx1-ubyte.gz", 8)):
+    with gzip.open(f"{src}/{name}") as f:
+        d = f.read()
+    dims = struct.unpack(">%dI" % (head // 4), d[:head])
+    per = 1
+    for k in dims[2:]:
+        per *= k
+    with gzip.open(f"{dst}/{name}", "wb", 6) as f:
+        f.write(struct.pack(">%dI" % (head // 4), dims[0], n, *dims[2:]) + d[head:head + n * per])
+PY
 
 # The libraries every ELF file of the bundle loads, found by the dynamic loader here.
 keep() {
     case ${1##*/} in
+    # glibc's own libraries: the host's glibc must be the one that runs, and these call its
+    # private symbols (GLIBC_PRIVATE), which only the same build of glibc guarantees
     libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libutil.so*) return 1 ;;
+    libresolv.so* | libanl.so* | libnss_*.so* | libBrokenLocale.so* | libmvec.so* | libnsl.so.1) return 1 ;;
+    libthread_db.so* | libc_malloc_debug.so* | libmemusage.so* | libpcprofile.so*) return 1 ;;
     libstdc++.so* | libgcc_s.so*) return 1 ;;
     libcuda.so* | libcudart.so* | libcublas*.so* | libnccl.so* | libcudnn*.so* | libnvrtc*) return 1 ;;
     esac
@@ -59,9 +88,22 @@ while IFS= read -r elf; do
 done < <(find "$out/worker" "$out/tests" "$out/bin" "$out/openmpi/plugins" -type f \
     \( -name '*.so' -o -perm -u+x \))
 
-cat >"$out/env.sh" <<'EOF'
+# The oldest glibc the bundle runs on: the newest GLIBC_x.y symbol version any of its files
+# imports (libevent_core's arc4random makes it 2.36 on Debian 12).
+floor=$(find "$out" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} + 2>/dev/null |
+    grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
+[[ -n $floor ]] || { echo "gpu_bundle: objdump found no GLIBC symbol versions (binutils?)" >&2; exit 1; }
+printf '# The bundle needs glibc %s or newer (the newest GLIBC_ symbol version its files import).\n_glibc_floor=%s\n' \
+    "$floor" "$floor" >"$out/env.sh"
+cat >>"$out/env.sh" <<'EOF'
 # Source me: the bundle's libraries, mpirun and Open MPI plugins, and the host's CUDA.
 _b=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [[ -z $_glibc || $(printf '%s\n%s\n' "$_glibc_floor" "$_glibc" | sort -V | head -n 1) != "$_glibc_floor" ]]; then
+    echo "gpu-bundle env.sh: this host's glibc is ${_glibc:-unknown}; the bundle needs $_glibc_floor or newer" >&2
+    unset _b _glibc _glibc_floor
+    return 1 2>/dev/null || exit 1
+fi
 _cuda=""
 for _d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
     [[ -d $_d ]] && _cuda+=":$_d"
@@ -78,8 +120,10 @@ fi
 export LD_LIBRARY_PATH="$_b/lib$_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$_b/bin:$PATH"
 export OMPI_MCA_mca_base_component_path="$_b/openmpi/plugins" OPAL_PKGDATADIR="$_b/openmpi/share"
+# a singleton (a rank started without mpirun) forks orted from here
+export OPAL_BINDIR="$_b/bin"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset _b _d _cuda
+unset _b _d _cuda _glibc _glibc_floor
 EOF
 echo "gpu_bundle: $out: $n libraries, $(du -sh "$out" | cut -f1)"
 if [[ $xz == --xz ]]; then

@@ -44,7 +44,7 @@ for l in "$b"/lib/*; do
         [[ -f $f ]] && mount --bind /dev/null "$f" && n=$((n + 1))
     done
 done
-for f in mpirun mpiexec orterun; do
+for f in mpirun mpiexec orterun orted; do
     f=$(readlink -f "/usr/bin/$f" 2>/dev/null || true)
     [[ -f $f ]] && mount --bind /dev/null "$f"
 done
