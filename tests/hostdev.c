@@ -11,7 +11,10 @@
  * an open stand-in context and that each array it is given lies inside that context's fake
  * device memory (a host pointer, or another device's, aborts with a message naming the kernel
  * and the argument), then runs the CPU kernel on the context's scratch. Copies check their
- * device side the same way. Work runs at once: streams are always idle.
+ * device side the same way. Work runs at once: streams are always idle. The copy stream's
+ * ordering is checked all the same: a kernel or copy on the compute stream that touches memory
+ * an upload on the copy stream wrote, before a copy mark after that upload was made a wait of
+ * the compute stream (mw_cuda_copy_mark, mw_cuda_compute_after), aborts naming both.
  *
  * Environment:
  *   MW_HOSTDEV_GPUS=N       fake devices per process (default 0: no device)
@@ -34,11 +37,22 @@
 
 #define HD_MAGIC 0x68646576 /* "hdev" */
 
+/* An upload on the copy stream whose data the compute stream may not read yet: until a copy
+ * mark recorded after it (slot >= 0) is waited for by mw_cuda_compute_after. */
+#define HD_PENDING 16
+typedef struct {
+    const char *p;
+    size_t nbytes;
+    int slot; /* -1: no copy mark recorded since */
+} hd_pending;
+
 typedef struct {
     int magic;
     int device;
     cudaStream_t stream; /* the mock's, for NCCL calls on "the context's stream" */
     mw_status status;
+    hd_pending pending[HD_PENDING];
+    int npending;
 } hd_ctx;
 
 static int hd_ndev = -1;
@@ -114,6 +128,19 @@ static void hd_check(const hd_ctx *c, const char *op, const char *arg, const voi
         snprintf(what, sizeof what, "%s (%zu bytes at %p) is not memory of CUDA device %d", arg,
                  nbytes, p, c->device);
         hd_misuse(op, what);
+    }
+    const char *q = p;
+    for (int i = 0; i < c->npending; i++) {
+        const hd_pending *u = &c->pending[i];
+        if (q < u->p + u->nbytes && u->p < q + nbytes) {
+            char what[256];
+            snprintf(what, sizeof what,
+                     "%s (%zu bytes at %p) overlaps an upload on the copy stream that the "
+                     "compute stream has not waited for (%s)",
+                     arg, nbytes, p,
+                     u->slot < 0 ? "no copy mark after it" : "mw_cuda_compute_after not called");
+            hd_misuse(op, what);
+        }
     }
 }
 
@@ -860,6 +887,87 @@ mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_t nbytes, c
     hd_stats.downloads++;
     hd_stats.download_bytes += (long)nbytes;
     return hd_copy(dst_host, src_dev, nbytes, k, 0, "mw_cuda_download");
+}
+
+mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes,
+                              const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_upload_copy"));
+    hd_ctx *c = k->dev;
+    hd_check(c, "mw_cuda_upload_copy", "the destination", dst_dev, nbytes, 0);
+    if (!nbytes)
+        return MW_OK;
+    if (c->npending == HD_PENDING)
+        hd_misuse("mw_cuda_upload_copy", "more than 16 uploads on the copy stream never waited for");
+    memmove(dst_dev, src_host, nbytes);
+    c->pending[c->npending++] = (hd_pending){dst_dev, nbytes, -1};
+    return MW_OK;
+}
+
+mw_status mw_cuda_copy_mark(const mw_kctx *k, int slot)
+{
+    MW_TRY(hd_status(k, "mw_cuda_copy_mark"));
+    if (slot < 0 || slot >= MW_CUDA_COPY_MARKS)
+        hd_misuse("mw_cuda_copy_mark", "slot out of range");
+    hd_ctx *c = k->dev;
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].slot < 0)
+            c->pending[i].slot = slot;
+    return MW_OK;
+}
+
+mw_status mw_cuda_compute_after(const mw_kctx *k, int slot)
+{
+    MW_TRY(hd_status(k, "mw_cuda_compute_after"));
+    if (slot < 0 || slot >= MW_CUDA_COPY_MARKS)
+        hd_misuse("mw_cuda_compute_after", "slot out of range");
+    hd_ctx *c = k->dev;
+    int kept = 0;
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].slot != slot)
+            c->pending[kept++] = c->pending[i];
+    c->npending = kept;
+    return MW_OK;
+}
+
+mw_status mw_cuda_copy_after(const mw_kctx *k, int slot)
+{
+    MW_TRY(hd_status(k, "mw_cuda_copy_after"));
+    if (slot < 0 || slot >= MW_CUDA_MARKS)
+        hd_misuse("mw_cuda_copy_after", "slot out of range");
+    return MW_OK;
+}
+
+mw_status mw_cuda_wait_copy_mark(const mw_kctx *k, int slot, double timeout, const char *what)
+{
+    (void)timeout, (void)what;
+    hd_stats.waits++;
+    MW_TRY(hd_status(k, "mw_cuda_wait_copy_mark"));
+    if (slot < 0 || slot >= MW_CUDA_COPY_MARKS)
+        hd_misuse("mw_cuda_wait_copy_mark", "slot out of range");
+    return MW_OK;
+}
+
+mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nbytes, const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_copy"));
+    hd_check(k->dev, "mw_cuda_copy", "the destination", dst_dev, nbytes, 0);
+    hd_check(k->dev, "mw_cuda_copy", "the source", src_dev, nbytes, 0);
+    if (nbytes)
+        memmove(dst_dev, src_dev, nbytes);
+    return MW_OK;
+}
+
+mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds)
+{
+    (void)seconds; /* work runs at once: nothing here can wait */
+    return hd_status(k, "mw_cuda_set_timeout");
+}
+
+long mw_cuda_conv_plans(const mw_kctx *k)
+{
+    (void)k;
+    return 0; /* no cuDNN here */
 }
 
 mw_status mw_cuda_zero(void *dst_dev, size_t nbytes, const mw_kctx *k)

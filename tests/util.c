@@ -278,3 +278,13 @@ char *mw_test_read_file(const char *path, size_t *nbytes)
     *nbytes = n;
     return buf;
 }
+
+int mw_test_contains_(const char *hay, const char *needle, const char *what, const char *file,
+                      int line)
+{
+    if (hay && needle && strstr(hay, needle))
+        return 1;
+    fprintf(stderr, "%s:%d: %s lacks the text\n  wanted: \"%s\"\n  got:    \"%s\"\n", file, line,
+            what, needle ? needle : "(null)", hay ? hay : "(null)");
+    return 0;
+}

@@ -20,6 +20,12 @@
 int mw_test_close_(const float *got, const float *ref, size_t count, float atol, float rtol,
                    const char *what, const char *file, int line);
 
+/* Fail unless the string hay contains needle; on failure print the place, both strings. */
+#define expect_contains(hay, needle)                                                               \
+    assert_true(mw_test_contains_((hay), (needle), #hay, __FILE__, __LINE__))
+int mw_test_contains_(const char *hay, const char *needle, const char *what, const char *file,
+                      int line);
+
 /* Fail unless rc == want and the recorded first-error message (mw_err_msg) contains every
  * given string (at least one; "" for none in particular). On failure print the place, the
  * status got and wanted by name, the message and each string it lacks. The message is left

@@ -9,13 +9,17 @@
  * device arrays of the host arenas' layout; the host arenas stay the source for the
  * initial broadcast and for checkpoints (pull downloads from device 0, push uploads to
  * every device). A step runs in rounds: each device in turn gets its next micro-batch
- * staged on the host into one of its two pinned staging slots, uploaded, and run forward
- * and backward (all enqueued, so the devices work at the same time, and the host assembles
- * the next micro-batch into the other slot while a device computes; a slot is refilled once
- * the device has passed the mark after its upload). The next step's first micro-batch per
- * device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
+ * staged on the host into one of its two pinned staging slots, uploaded on the context's copy
+ * stream into the device slot of the same number, and run forward and backward on the compute
+ * stream (all enqueued, so the devices work at the same time, and the host assembles the next
+ * micro-batch into the other slot while a device computes). The streams meet at marks, on the
+ * device: the compute stream waits for the upload's copy mark, copies the images into the
+ * workspace's input and reads the labels and ids in place; the copy stream waits for the
+ * compute mark after the micro-batch that last read a device slot before refilling it; the
+ * host refills a pinned slot once its last upload is done. The next step's first micro-batch
+ * per device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
  * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
- * for its data. The loss sum and the correct count are accumulated on the device
+ * for its data, and its upload overlaps the update. The loss sum and the correct count are accumulated on the device
  * (mw_cuda_metrics_add) and come back as 16 bytes per device and step, never the n x K
  * probabilities. The weight penalty goes into each device's
  * gradients after the backward passes, scaled by its share of the replicas; the gradient
@@ -52,13 +56,18 @@ typedef struct {
     mw_kctx k;                            /* stream, cuBLAS, device scratch */
     float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
     double *reg;                          /* device: this step's weight penalty */
-    uint32_t *ids;                        /* device: a micro-batch's example ids (dropout) */
     double *macc;   /* device: loss sum, correct count (mw_cuda_metrics_add) */
     mw_model_ws ws; /* device workspace for one micro-batch */
     void *stage;    /* pinned host: the h_ buffers below */
-    float *h_x[2];  /* the two staging slots (marks 0 and 1) */
+    float *h_x[2];  /* the two staging slots (copy marks 0 and 1 after their uploads) */
     int32_t *h_labels[2];
     uint32_t *h_ids[2];
+    void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
+                   * after the micro-batch that last read them) */
+    float *d_x[2];
+    int32_t *d_labels[2]; /* read in place by the loss and the metrics */
+    uint32_t *d_ids[2];   /* the examples' ids (dropout), read in place */
+    int slot;             /* the slot of the micro-batch staged last */
     double *h_reg, *h_macc; /* downloads of reg and macc */
     unsigned round;         /* micro-batches staged: the slot is round % 2 */
     int pre_n;              /* examples of the next step's first micro-batch staged (prefetch) */
@@ -116,6 +125,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     g->ordinal = ordinal;
     MW_TRY(mw_cuda_ctx_open(&g->k, ordinal));
     MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
+    /* no host wait inside the backend outlasts --collective-timeout (a hung device) */
+    MW_TRY(mw_cuda_set_timeout(&g->k, r->env.o->collective_timeout));
     if (r->env.o->tf32)
         MW_TRY(mw_cuda_set_tf32(&g->k, 1));
     float **arr[5] = {&g->params, &g->grads, &g->m1, &g->m2, &g->m3};
@@ -130,7 +141,6 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     if (scratch > g->k.ws_count)
         MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
     const size_t n = (size_t)g->ws.max_n;
-    MW_TRY(mw_cuda_alloc((void **)&g->ids, n * sizeof(uint32_t)));
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
     const size_t o_lab = up64(in * sizeof(float)), o_ids = o_lab + up64(n * sizeof(int32_t));
     const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
@@ -143,6 +153,13 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     }
     g->h_reg = (double *)b;
     g->h_macc = (double *)(b + up64(sizeof(double)));
+    MW_TRY(mw_cuda_alloc(&g->dstage, 2 * slot));
+    b = g->dstage;
+    for (int s = 0; s < 2; s++, b += slot) {
+        g->d_x[s] = (float *)b;
+        g->d_labels[s] = (int32_t *)(b + o_lab);
+        g->d_ids[s] = (uint32_t *)(b + o_ids);
+    }
     if (r->sync_c > 0) {
         const size_t sb = 2 * (size_t)r->sync_c * sizeof(double);
         MW_TRY(mw_cuda_alloc((void **)&g->dsum, sb));
@@ -259,33 +276,45 @@ static mw_status gpu_connect(mw_replicas *r)
 }
 
 /* Stage n examples of d on the host (ids, or first, first+1, ... when ids is NULL) into g's
- * next staging slot, once the device has passed that slot's last upload (a polled wait,
- * passed at once unless the device is two micro-batches behind), and enqueue their upload
- * into g's workspace, then the slot's mark; training: dropout keyed by the examples' global
- * ids. */
+ * next staging slot s, once that slot's last upload is done (a polled wait, passed at once
+ * unless the device is two micro-batches behind); enqueue their upload on the copy stream into
+ * device slot s, behind the compute mark after the last micro-batch that read it; make the
+ * compute stream wait for the upload and copy the images into the workspace's input. The
+ * caller marks s on the compute stream after the micro-batch's last kernel (done_with).
+ * Training: dropout keyed by the examples' global ids. */
 static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
                        uint32_t first, int n, int training, uint64_t dseed)
 {
     mw_model_ws *ws = &g->ws;
     const mw_model *m = r->env.model;
     const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
-    const int s = (int)(g->round++ % 2);
-    MW_TRY(mw_cuda_wait_mark(&g->k, s, r->env.o->collective_timeout, "GPU staging"));
+    const int s = g->slot = (int)(g->round++ % 2);
+    MW_TRY(mw_cuda_wait_copy_mark(&g->k, s, r->env.o->collective_timeout, "GPU staging"));
     MW_TL_BEGIN("data", "data");
     for (int j = 0; j < n; j++)
         g->h_ids[s][j] = ids ? ids[j] : first + (uint32_t)j;
     mw_dataset_batch(d, g->h_x[s], g->h_labels[s], g->h_ids[s], n);
     MW_TL_END("data", "data");
-    MW_TRY(mw_cuda_upload(ws->act[0], g->h_x[s], in * sizeof(float), &g->k));
-    MW_TRY(mw_cuda_upload(ws->labels, g->h_labels[s], (size_t)n * sizeof(int32_t), &g->k));
+    MW_TRY(mw_cuda_copy_after(&g->k, s));
+    MW_TRY(mw_cuda_upload_copy(g->d_x[s], g->h_x[s], in * sizeof(float), &g->k));
+    MW_TRY(mw_cuda_upload_copy(g->d_labels[s], g->h_labels[s], (size_t)n * sizeof(int32_t), &g->k));
+    if (training)
+        MW_TRY(mw_cuda_upload_copy(g->d_ids[s], g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
+    MW_TRY(mw_cuda_copy_mark(&g->k, s));
+    MW_TRY(mw_cuda_compute_after(&g->k, s));
+    /* the input is copied (layers may alias it); labels and ids are read where they landed */
+    MW_TRY(mw_cuda_copy(ws->act[0], g->d_x[s], in * sizeof(float), &g->k));
+    ws->labels = g->d_labels[s];
     ws->training = training;
     ws->dropout_seed = training ? dseed : 0;
-    ws->example_ids = NULL;
-    if (training) {
-        MW_TRY(mw_cuda_upload(g->ids, g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
-        ws->example_ids = g->ids;
-    }
-    return mw_cuda_mark(&g->k, s);
+    ws->example_ids = training ? g->d_ids[s] : NULL;
+    return MW_OK;
+}
+
+/* After the last kernel of g's micro-batch staged last: its device slot may be refilled. */
+static mw_status done_with(gpu_dev *g)
+{
+    return mw_cuda_mark(&g->k, g->slot);
 }
 
 /* Where a device is in its replicas' slices during run. */
@@ -412,6 +441,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
             mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, n,
                                 m->nclasses);
+            MW_TRY(done_with(g));
             q->n = n;
             q->i += n;
             busy = 1;
@@ -512,9 +542,11 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         }
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
-        if (cnt[d] > 0)
+        if (cnt[d] > 0) {
             mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, (int)cnt[d],
                                 m->nclasses);
+            MW_TRY(done_with(g));
+        }
         MW_TRY(mw_cuda_download(g->h_macc, g->macc, 2 * sizeof(double), &g->k));
     }
     return MW_OK;
@@ -669,7 +701,7 @@ static void gpu_close(mw_replicas **rp, int abandoned)
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
         mw_model_ws_free(&g->ws);
         void *dev[] = {g->params, g->grads, g->m1,   g->m2,   g->m3,
-                       g->reg,    g->ids,   g->macc, g->dsum, g->dtot};
+                       g->reg,    g->macc,  g->dsum, g->dtot, g->dstage};
         for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
             mw_cuda_free(dev[i]);
         mw_cuda_host_free(g->stage);

@@ -182,9 +182,15 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
     size_t in_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
     if (db)
         MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, rows * N, g->O));
-    if (mw_cudnn_conv_bwd(d, k, dx, dw, dy, x, w, g, N)) {
+    switch (mw_cudnn_conv_bwd(d, k, dx, dw, dy, x, w, g, N)) {
+    case MW_CUDNN_DONE:
         mw_cuda_end(d, op);
         return;
+    case MW_CUDNN_IM2COL_DW: /* cuDNN added dx already */
+        dx = NULL;
+        break;
+    case MW_CUDNN_IM2COL:
+        break;
     }
     int nb = chunk_images(d, k, g, N, op);
     if (nb == 0)

@@ -61,8 +61,8 @@ void mw_cuda_ctx_close(mw_kctx *k);
  * first). The conv kernels chunk the batch to fit, but need at least
  * mw_conv2d_ws_min floats; mw_conv2d_ws_count is the no-chunking size. */
 mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count);
-/* Wait for everything enqueued on k's stream. Returns the context's first
- * failure: one recorded by a kernel, a copy, or this wait. */
+/* Wait for everything enqueued on k's streams (polled, under mw_cuda_set_timeout's limit).
+ * Returns the context's first failure: one recorded by a kernel, a copy, or this wait. */
 mw_status mw_cuda_sync(const mw_kctx *k);
 /* The context's first recorded failure so far, without waiting (MW_OK when
  * none; MW_EDEVICE when k is not an open CUDA context). */
@@ -103,6 +103,9 @@ mw_status mw_cuda_set_tf32(const mw_kctx *k, int on);
 /* "cuDNN 9.19.0 convolutions" or "im2col convolutions (built without cuDNN)": what conv2d
  * runs on (cuDNN falls back to im2col per call for shapes it cannot take). Static storage. */
 const char *mw_cuda_conv_backend(void);
+/* The convolution plans made on k so far: rounds of cuDNN heuristic queries, one per shape
+ * (kernels/cuda/dnn_plan.h); 0 without cuDNN. */
+long mw_cuda_conv_plans(const mw_kctx *k);
 
 /* acc[0] += the sum of loss[0..n), acc[1] += the number of rows i of prob (n x K) whose
  * largest entry (the first, on ties) is at labels[i]; acc: 2 doubles of device memory, every
@@ -118,6 +121,32 @@ void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const
 #define MW_CUDA_MARKS 3
 mw_status mw_cuda_mark(const mw_kctx *k, int slot);
 mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const char *what);
+
+/* The copy stream: each context has a second stream for host-to-device copies that overlap
+ * the compute stream's work (the next batch's upload while this step's update runs). The two
+ * streams are ordered by marks on the device, with no host wait:
+ *   mw_cuda_upload_copy    enqueues an upload on the copy stream (the host buffer stays
+ *                          untouched until the copy mark after it is passed);
+ *   mw_cuda_copy_mark      records copy mark slot behind what the copy stream has so far;
+ *   mw_cuda_compute_after  makes the compute stream wait for copy mark slot;
+ *   mw_cuda_copy_after     makes the copy stream wait for the compute stream's mark slot;
+ *   mw_cuda_wait_copy_mark waits on the host, polled as mw_cuda_wait_mark, for copy mark slot.
+ * A slot never marked is passed. mw_cuda_sync waits for both streams. */
+#define MW_CUDA_COPY_MARKS 2
+mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes,
+                              const mw_kctx *k);
+mw_status mw_cuda_copy_mark(const mw_kctx *k, int slot);
+mw_status mw_cuda_compute_after(const mw_kctx *k, int slot);
+mw_status mw_cuda_copy_after(const mw_kctx *k, int slot);
+mw_status mw_cuda_wait_copy_mark(const mw_kctx *k, int slot, double timeout, const char *what);
+/* Enqueue dst_dev[0..nbytes) = src_dev[0..nbytes) on k's compute stream (one device). */
+mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nbytes, const mw_kctx *k);
+
+/* The longest any host wait inside the backend may take (mw_cuda_sync, growing the scratch,
+ * reading a gradient norm back), in seconds, 0 (a new context's default) for no limit: the
+ * GPU backend passes --collective-timeout, so a hung device ends the job with MW_ETIMEOUT
+ * instead of blocking its rank. */
+mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds);
 
 /* k's stream as a cudaStream_t behind void * (for NCCL calls on the same stream), or NULL
  * when k is not an open CUDA context. Borrowed. */

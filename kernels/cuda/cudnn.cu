@@ -8,17 +8,26 @@
  * odd pixel after; cuDNN pads symmetrically, which computes the same outputs whenever its output
  * size equals ours (the extra row or column is never read), so that is the test, else fallback.
  *
- * Deterministic: the algorithm is the first of cuDNN's heuristic list (cudnnGet*Algorithm_v7,
- * no benchmarking, so the choice is the same every run) that is CUDNN_DETERMINISTIC, supported,
- * and whose workspace fits in the scratch after the transposed kernels. Math: CUDNN_FMA_MATH
- * (plain FP32) unless the context allows TF32 (--tf32), then CUDNN_TENSOR_OP_MATH.
+ * The choices are made once per shape and kept (dnn_plan.h: the cache per context, and what
+ * happens when one fails): the descriptors, and per pass the candidates of cuDNN's heuristic
+ * list (cudnnGet*Algorithm_v7, no benchmarking, so the choice is the same every run) that are
+ * CUDNN_DETERMINISTIC, supported, and whose workspace fits in the scratch after the transposed
+ * kernels. A call that cuDNN refuses moves its pass to the next candidate and then to im2col,
+ * so a refusal never fails the context. The backward pass runs backward-data first (into dx)
+ * and backward-filter second: when the filter pass has no candidate left, im2col computes dw
+ * alone (conv2d.cu), and nothing is added twice. Math: CUDNN_FMA_MATH (plain FP32) unless the
+ * context allows TF32 (--tf32), then CUDNN_TENSOR_OP_MATH.
  *
- * Any set-up failure (unsupported shape, too little scratch) returns false before anything is
- * enqueued, and the caller runs im2col; a failure of the convolution call itself is recorded on
- * the context like any kernel failure. */
+ * MW_FAULT=cudnn:first (a refused algorithm ahead of every pass's candidates), cudnn:filter
+ * (every backward-filter candidate refused) and cudnn:all (every candidate refused), read when
+ * a plan is made, are the test_cuda checks of those fallbacks on a real device. */
+#include <new>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/dnn_plan.h"
 
 #ifdef MW_HAVE_CUDNN
 #include <cudnn.h>
@@ -26,7 +35,7 @@
 namespace
 {
 
-/* The descriptors of one call; destroyed by the destructor. */
+/* The descriptors of one shape; destroyed by the destructor. */
 struct descs {
     cudnnTensorDescriptor_t x = nullptr, y = nullptr;
     cudnnFilterDescriptor_t w = nullptr;
@@ -66,23 +75,128 @@ struct descs {
     }
 };
 
-/* An acceptable algorithm of a _v7 list: deterministic, supported, never converting to FP16,
- * tensor-core math only with tf32, and a workspace of at most room bytes. */
-template <typename Perf> int pick(const Perf *p, int n, size_t room, bool tf32)
+void free_descs(void *p)
 {
-    for (int i = 0; i < n; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC &&
-            p[i].memory <= room && p[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
-            (tf32 || p[i].mathType != CUDNN_TENSOR_OP_MATH))
-            return i;
-    return -1;
+    delete (descs *)p;
 }
 
-/* The math a picked algorithm runs with: its own with tf32, else always plain FP32 FMA
- * (CUDNN_DEFAULT_MATH would allow TF32 on Ampere and later). */
-static cudnnMathType_t math_of(cudnnMathType_t picked, bool tf32)
+/* The acceptable algorithms of a _v7 list, in its order: deterministic, supported, never
+ * converting to FP16, tensor-core math only with tf32, a workspace of at most room bytes. */
+template <typename Perf>
+void accept(mw_dnn_plan *p, int pass, const Perf *perf, int n, bool tf32)
 {
-    return tf32 ? picked : CUDNN_FMA_MATH;
+    for (int i = 0; i < n && p->ncand[pass] < MW_DNN_MAX_CANDS; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+            perf[i].memory <= p->room &&
+            perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+            (tf32 || perf[i].mathType != CUDNN_TENSOR_OP_MATH)) {
+            mw_dnn_cand *c = &p->cand[pass][p->ncand[pass]++];
+            c->algo = (int)perf[i].algo;
+            c->math = (int)perf[i].mathType;
+            c->nbytes = perf[i].memory;
+        }
+    if (p->ncand[pass] == 0)
+        snprintf(p->why[pass], sizeof p->why[pass],
+                 "none of cuDNN's %d algorithms is deterministic and fits %zu KiB of scratch", n,
+                 p->room / 1024);
+}
+
+/* A query that failed: the whole plan is im2col's, with cuDNN's reason (a sub-library that does
+ * not load, CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED, shows here). */
+void refused(mw_dnn_plan *p, const char *call, cudnnStatus_t s)
+{
+    char why[160];
+    snprintf(why, sizeof why, "%s: %s", call, cudnnGetErrorString(s));
+    mw_dnn_plan_refuse(p, why);
+}
+
+/* MW_FAULT=cudnn:first|filter|all (see the file comment). */
+void inject(mw_dnn_plan *p)
+{
+    const char *f = getenv("MW_FAULT");
+    if (!f || strncmp(f, "cudnn:", 6) != 0)
+        return;
+    const char *what = f + 6;
+    for (int pass = 0; pass < MW_DNN_PASSES; pass++) {
+        const bool all = !strcmp(what, "all") || (!strcmp(what, "filter") &&
+                                                   pass == MW_DNN_BWD_FILTER);
+        if (all) {
+            for (int i = 0; i < p->ncand[pass]; i++)
+                p->cand[pass][i].algo = -1 - i; /* no such algorithm: CUDNN_STATUS_BAD_PARAM */
+        } else if (!strcmp(what, "first") && p->ncand[pass] > 0) {
+            const int n = p->ncand[pass] < MW_DNN_MAX_CANDS ? p->ncand[pass] : MW_DNN_MAX_CANDS - 1;
+            memmove(&p->cand[pass][1], &p->cand[pass][0], (size_t)n * sizeof(mw_dnn_cand));
+            p->cand[pass][0].algo = -1;
+            p->ncand[pass] = n + 1;
+        }
+    }
+}
+
+const char *algo_name(int pass, int algo)
+{
+    static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+                                       "WINOGRAD_NONFUSED"};
+    static const char *const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+                                         "WINOGRAD_NONFUSED", "FFT_TILING"};
+    const char *const *names = pass == MW_DNN_FWD ? fwd : pass == MW_DNN_BWD_DATA ? data : filter;
+    const int n = pass == MW_DNN_FWD ? 8 : pass == MW_DNN_BWD_DATA ? 6 : 7;
+    return algo >= 0 && algo < n ? names[algo] : "refused by MW_FAULT";
+}
+
+/* The plan of this call's shape: found, or made now (descriptors and the three lists). NULL
+ * when out of host memory (then im2col runs, and nothing is cached). */
+mw_dnn_plan *plan_of(mw_cuda_dev *d, const mw_conv2d_geom *g, int N, size_t room)
+{
+    mw_dnn_cache *c = (mw_dnn_cache *)d->dnn_cache;
+    if (!c) {
+        if (!(c = (mw_dnn_cache *)calloc(1, sizeof *c)))
+            return nullptr;
+        c->algo_name = algo_name;
+        d->dnn_cache = c;
+    }
+    int fresh = 0;
+    mw_dnn_plan *p = mw_dnn_cache_get(c, g, N, d->tf32, room, &fresh);
+    if (!p || !fresh)
+        return p;
+    descs *D = new (std::nothrow) descs(g, N, d->tf32);
+    p->descs = D;
+    cudnnHandle_t h = (cudnnHandle_t)d->dnn;
+    cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t pw[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n = 0;
+    cudnnStatus_t s;
+    if (!D || !D->ok)
+        mw_dnn_plan_refuse(p, D ? "cuDNN cannot express this padding" : "out of host memory");
+    else if ((s = cudnnGetConvolutionForwardAlgorithm_v7(
+                  h, D->x, D->w, D->c, D->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pf)))
+        refused(p, "cudnnGetConvolutionForwardAlgorithm_v7", s);
+    else {
+        accept(p, MW_DNN_FWD, pf, n, d->tf32);
+        if ((s = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                 h, D->w, D->y, D->c, D->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd)))
+            refused(p, "cudnnGetConvolutionBackwardDataAlgorithm_v7", s);
+        else {
+            accept(p, MW_DNN_BWD_DATA, pd, n, d->tf32);
+            if ((s = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                     h, D->x, D->y, D->c, D->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pw)))
+                refused(p, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", s);
+            else
+                accept(p, MW_DNN_BWD_FILTER, pw, n, d->tf32);
+        }
+    }
+    inject(p);
+    mw_dnn_plan_made(c, p, d->device);
+    return p;
+}
+
+/* The math a candidate runs with: its own with tf32, else always plain FP32 FMA
+ * (CUDNN_DEFAULT_MATH would allow TF32 on Ampere and later). */
+cudnnMathType_t math_of(const mw_dnn_cand *k, bool tf32)
+{
+    return tf32 ? (cudnnMathType_t)k->math : CUDNN_FMA_MATH;
 }
 
 } // namespace
@@ -108,27 +222,41 @@ static size_t up16(size_t floats)
     return (floats + 15) / 16 * 16; /* 64-byte alignment */
 }
 
+/* The plan for a call whose scratch keeps `kept` floats for transposed kernels, or NULL (no
+ * cuDNN, scratch too small, out of memory: im2col). */
+static mw_dnn_plan *plan_for(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *g, int N,
+                             size_t kept)
+{
+    if (!d->dnn || k->ws_count < kept)
+        return nullptr;
+    return plan_of(d, g, N, (k->ws_count - kept) * sizeof(float));
+}
+
+/* Run pass of p with its candidates in turn until cuDNN takes one: run(candidate) returns
+ * cuDNN's status. True when one ran; false when none is left (nothing of this pass was done). */
+template <typename Run> static bool run_pass(mw_cuda_dev *d, mw_dnn_plan *p, int pass, Run run)
+{
+    const descs *D = (const descs *)p->descs;
+    for (const mw_dnn_cand *c = mw_dnn_plan_current(p, pass); c;) {
+        cudnnStatus_t s = cudnnSetConvolutionMathType(D->c, math_of(c, d->tf32));
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = run(c);
+        if (s == CUDNN_STATUS_SUCCESS)
+            return true;
+        c = mw_dnn_plan_failed(p, pass, cudnnGetErrorString(s), d->device);
+    }
+    return false;
+}
+
 bool mw_cudnn_conv_fwd(mw_cuda_dev *d, const mw_kctx *k, float *y, const float *x, const float *w,
                        const float *b, const mw_conv2d_geom *g, int N)
 {
-    if (!d->dnn)
-        return false;
-    descs D(g, N, d->tf32);
-    if (!D.ok)
-        return false;
     const size_t rsc = (size_t)g->KH * g->KW * g->C, wt = up16(rsc * g->O);
-    if (k->ws_count < wt)
+    mw_dnn_plan *p = plan_for(d, k, g, N, wt);
+    if (!p || !mw_dnn_plan_current(p, MW_DNN_FWD))
         return false;
-    const size_t room = (k->ws_count - wt) * sizeof(float);
+    const descs *D = (const descs *)p->descs;
     cudnnHandle_t h = (cudnnHandle_t)d->dnn;
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    if (cudnnGetConvolutionForwardAlgorithm_v7(h, D.x, D.w, D.c, D.y,
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf))
-        return false;
-    int i = pick(perf, n, room, d->tf32);
-    if (i < 0 || cudnnSetConvolutionMathType(D.c, math_of(perf[i].mathType, d->tf32)))
-        return false;
     float *w_t = k->ws, *work = k->ws + wt;
     transpose_kernel<<<mw_cuda_grid(rsc * g->O), MW_CUDA_BLOCK, 0, d->stream>>>(w_t, w, rsc, g->O,
                                                                                 true);
@@ -140,66 +268,48 @@ bool mw_cudnn_conv_fwd(mw_cuda_dev *d, const mw_kctx *k, float *y, const float *
             return true;
         beta = 1.0f;
     }
-    cudnnStatus_t s = cudnnConvolutionForward(h, &alpha, D.x, x, D.w, w_t, D.c, perf[i].algo, work,
-                                              perf[i].memory, &beta, D.y, y);
-    if (s != CUDNN_STATUS_SUCCESS)
-        mw_cuda_note(d, mw_err(MW_EDEVICE, "mw_conv2d_fwd_cuda: cudnnConvolutionForward: %s",
-                               cudnnGetErrorString(s)));
-    return true;
+    /* a refused call writes nothing: im2col after it starts from the bias again */
+    return run_pass(d, p, MW_DNN_FWD, [&](const mw_dnn_cand *c) {
+        return cudnnConvolutionForward(h, &alpha, D->x, x, D->w, w_t, D->c,
+                                       (cudnnConvolutionFwdAlgo_t)c->algo, work, c->nbytes, &beta,
+                                       D->y, y);
+    });
 }
 
-bool mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *dx, float *dw, const float *dy,
-                       const float *x, const float *w, const mw_conv2d_geom *g, int N)
+mw_cudnn_bwd_result mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *dx, float *dw,
+                                      const float *dy, const float *x, const float *w,
+                                      const mw_conv2d_geom *g, int N)
 {
-    if (!d->dnn)
-        return false;
-    descs D(g, N, d->tf32);
-    if (!D.ok)
-        return false;
     const size_t rsc = (size_t)g->KH * g->KW * g->C, wt = up16(rsc * g->O);
-    if (k->ws_count < 2 * wt)
-        return false;
-    const size_t room = (k->ws_count - 2 * wt) * sizeof(float);
+    mw_dnn_plan *p = plan_for(d, k, g, N, 2 * wt);
+    if (!p || (dx && !mw_dnn_plan_current(p, MW_DNN_BWD_DATA)))
+        return MW_CUDNN_IM2COL;
+    const descs *D = (const descs *)p->descs;
     cudnnHandle_t h = (cudnnHandle_t)d->dnn;
-    cudnnConvolutionBwdFilterAlgoPerf_t pf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int nf = 0, nd = 0, jf = -1, jd = -1;
-    if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            h, D.x, D.y, D.c, D.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nf, pf) ||
-        (jf = pick(pf, nf, room, d->tf32)) < 0)
-        return false;
-    if (dx && (cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                   h, D.w, D.y, D.c, D.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, pd) ||
-               (jd = pick(pd, nd, room, d->tf32)) < 0))
-        return false;
     float *w_t = k->ws, *dw_t = k->ws + wt, *work = k->ws + 2 * wt;
     const float one = 1.0f, zero = 0.0f;
     const unsigned grid = mw_cuda_grid(rsc * g->O);
-    /* dw_t (O,KH,KW,C) = the filter gradient, then added onto dw transposed */
-    cudnnStatus_t s = cudnnSetConvolutionMathType(D.c, math_of(pf[jf].mathType, d->tf32));
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnConvolutionBackwardFilter(h, &one, D.x, x, D.y, dy, D.c, pf[jf].algo, work,
-                                           pf[jf].memory, &zero, D.w, dw_t);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        mw_cuda_note(d, mw_err(MW_EDEVICE, "mw_conv2d_bwd_cuda: cudnnConvolutionBackwardFilter: %s",
-                               cudnnGetErrorString(s)));
-        return true;
+    if (dx) { /* dx += the data gradient, through the transposed kernel */
+        transpose_kernel<<<grid, MW_CUDA_BLOCK, 0, d->stream>>>(w_t, w, rsc, g->O, true);
+        if (!mw_cuda_note(d, mw_cuda_launched_("transpose_kernel", __FILE__, __LINE__)))
+            return MW_CUDNN_DONE;
+        if (!run_pass(d, p, MW_DNN_BWD_DATA, [&](const mw_dnn_cand *c) {
+                return cudnnConvolutionBackwardData(h, &one, D->w, w_t, D->y, dy, D->c,
+                                                    (cudnnConvolutionBwdDataAlgo_t)c->algo, work,
+                                                    c->nbytes, &one, D->x, dx);
+            }))
+            return MW_CUDNN_IM2COL; /* nothing was added yet */
     }
+    /* dw_t (O,KH,KW,C) = the filter gradient, then added onto dw transposed */
+    if (!run_pass(d, p, MW_DNN_BWD_FILTER, [&](const mw_dnn_cand *c) {
+            return cudnnConvolutionBackwardFilter(h, &one, D->x, x, D->y, dy, D->c,
+                                                  (cudnnConvolutionBwdFilterAlgo_t)c->algo, work,
+                                                  c->nbytes, &zero, D->w, dw_t);
+        }))
+        return dx ? MW_CUDNN_IM2COL_DW : MW_CUDNN_IM2COL;
     transpose_kernel<<<grid, MW_CUDA_BLOCK, 0, d->stream>>>(dw, dw_t, rsc, g->O, false);
-    if (!mw_cuda_note(d, mw_cuda_launched_("transpose_kernel", __FILE__, __LINE__)) || !dx)
-        return true;
-    /* dx += the data gradient, through the transposed kernel */
-    transpose_kernel<<<grid, MW_CUDA_BLOCK, 0, d->stream>>>(w_t, w, rsc, g->O, true);
-    if (!mw_cuda_note(d, mw_cuda_launched_("transpose_kernel", __FILE__, __LINE__)))
-        return true;
-    s = cudnnSetConvolutionMathType(D.c, math_of(pd[jd].mathType, d->tf32));
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnConvolutionBackwardData(h, &one, D.w, w_t, D.y, dy, D.c, pd[jd].algo, work,
-                                         pd[jd].memory, &one, D.x, dx);
-    if (s != CUDNN_STATUS_SUCCESS)
-        mw_cuda_note(d, mw_err(MW_EDEVICE, "mw_conv2d_bwd_cuda: cudnnConvolutionBackwardData: %s",
-                               cudnnGetErrorString(s)));
-    return true;
+    mw_cuda_note(d, mw_cuda_launched_("transpose_kernel", __FILE__, __LINE__));
+    return MW_CUDNN_DONE;
 }
 
 mw_status mw_cudnn_open(mw_cuda_dev *d)
@@ -219,9 +329,20 @@ mw_status mw_cudnn_open(mw_cuda_dev *d)
 
 void mw_cudnn_close(mw_cuda_dev *d)
 {
+    if (d->dnn_cache) {
+        mw_dnn_cache_free((mw_dnn_cache *)d->dnn_cache, free_descs);
+        free(d->dnn_cache);
+        d->dnn_cache = nullptr;
+    }
     if (d->dnn)
         cudnnDestroy((cudnnHandle_t)d->dnn);
     d->dnn = nullptr;
+}
+
+extern "C" long mw_cuda_conv_plans(const mw_kctx *k)
+{
+    const mw_cuda_dev *d = k && k->dev ? (const mw_cuda_dev *)k->dev : nullptr;
+    return d && d->dnn_cache ? ((const mw_dnn_cache *)d->dnn_cache)->made : 0;
 }
 
 extern "C" const char *mw_cuda_conv_backend(void)
@@ -241,10 +362,11 @@ bool mw_cudnn_conv_fwd(mw_cuda_dev *, const mw_kctx *, float *, const float *, c
     return false;
 }
 
-bool mw_cudnn_conv_bwd(mw_cuda_dev *, const mw_kctx *, float *, float *, const float *,
-                       const float *, const float *, const mw_conv2d_geom *, int)
+mw_cudnn_bwd_result mw_cudnn_conv_bwd(mw_cuda_dev *, const mw_kctx *, float *, float *,
+                                      const float *, const float *, const float *,
+                                      const mw_conv2d_geom *, int)
 {
-    return false;
+    return MW_CUDNN_IM2COL;
 }
 
 mw_status mw_cudnn_open(mw_cuda_dev *d)
@@ -256,6 +378,11 @@ mw_status mw_cudnn_open(mw_cuda_dev *d)
 void mw_cudnn_close(mw_cuda_dev *d)
 {
     d->dnn = nullptr;
+}
+
+extern "C" long mw_cuda_conv_plans(const mw_kctx *)
+{
+    return 0;
 }
 
 extern "C" const char *mw_cuda_conv_backend(void)

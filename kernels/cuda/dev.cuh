@@ -31,8 +31,22 @@ struct mw_cuda_dev {
     bool tf32;                        /* --tf32: tensor-core math allowed (mw_cuda_set_tf32) */
     cudaEvent_t marks[MW_CUDA_MARKS]; /* mw_cuda_mark */
     int marked[MW_CUDA_MARKS];        /* recorded at least once */
-    mw_status status;                 /* first failure on this context */
+    cudaStream_t copy;                /* the copy stream (mw_cuda_upload_copy) */
+    cudaEvent_t copy_marks[MW_CUDA_COPY_MARKS]; /* mw_cuda_copy_mark */
+    int copy_marked[MW_CUDA_COPY_MARKS];
+    cudaEvent_t idle;   /* recorded by mw_cuda_wait_idle_ behind a stream's work */
+    double timeout;     /* seconds a host wait may take (mw_cuda_set_timeout; 0: forever) */
+    void *dnn_cache;    /* cudnn.cu's choices per convolution shape (NULL: none yet) */
+    mw_status status;   /* first failure on this context */
 };
+
+/* Wait on the host until stream s of d has done all it was given: an event behind its work,
+ * polled (never blocking in CUDA) under d->timeout. Past it MW_ETIMEOUT "collective timeout:
+ * <what> waited S s for CUDA device D (--collective-timeout T)", recorded on d: a device that
+ * hangs ends the job instead of the host thread. */
+mw_status mw_cuda_wait_idle_(mw_cuda_dev *d, cudaStream_t s, const char *what);
+/* The polled wait for event e itself (recorded on one of d's streams). */
+mw_status mw_cuda_wait_event_(mw_cuda_dev *d, cudaEvent_t e, double timeout, const char *what);
 
 /* Translate a code into mw_err(MW_EDEVICE, "file:line: cudaXxx: reason");
  * return MW_OK or MW_EDEVICE. */
@@ -84,13 +98,18 @@ static inline unsigned mw_cuda_grid(size_t count)
     return (unsigned)(g < 65536 ? g : 65536);
 }
 
-/* Conv2D through cuDNN (cudnn.cu): true when the op was taken (enqueued, or its failure
- * recorded on d), false when cuDNN is absent or cannot take this shape within k's scratch:
- * then nothing was enqueued and the caller runs im2col. Same contract as the kernels. */
+/* Conv2D through cuDNN (cudnn.cu): the forward is true when the op was taken (enqueued, or
+ * its failure recorded on d), false when cuDNN is absent, cannot take this shape within k's
+ * scratch, or refused every candidate: then the caller runs im2col. Same contract as the
+ * kernels. */
 bool mw_cudnn_conv_fwd(mw_cuda_dev *d, const mw_kctx *k, float *y, const float *x, const float *w,
                        const float *b, const mw_conv2d_geom *g, int N);
-bool mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *dx, float *dw, const float *dy,
-                       const float *x, const float *w, const mw_conv2d_geom *g, int N);
+/* The backward pass: done by cuDNN; im2col's entirely (nothing was enqueued but scratch
+ * work); or im2col's for dw alone (cuDNN added dx, its filter pass had no candidate left). */
+typedef enum { MW_CUDNN_DONE, MW_CUDNN_IM2COL, MW_CUDNN_IM2COL_DW } mw_cudnn_bwd_result;
+mw_cudnn_bwd_result mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *dx, float *dw,
+                                      const float *dy, const float *x, const float *w,
+                                      const mw_conv2d_geom *g, int N);
 /* d's cuDNN handle on its stream (d->dnn; none without cuDNN), and its release. */
 mw_status mw_cudnn_open(mw_cuda_dev *d);
 void mw_cudnn_close(mw_cuda_dev *d);

@@ -90,7 +90,8 @@ extern "C" void mw_sumsq_cuda(const mw_kctx *k, double *out, const float *g, siz
     sumsq_total_kernel<<<1, 1, 0, d->stream>>>(part, part + 1, nb);
     MW_LAUNCHED_K(d, "sumsq_total_kernel");
     MW_CUDA_K(d, cudaMemcpyAsync(out, part, sizeof(double), cudaMemcpyDeviceToHost, d->stream));
-    MW_CUDA_K(d, cudaStreamSynchronize(d->stream));
+    if (mw_cuda_wait_idle_(d, d->stream, "reading the gradient norm (clipnorm)") != MW_OK)
+        return;
     mw_cuda_end(d, "mw_sumsq_cuda");
 }
 

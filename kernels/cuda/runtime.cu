@@ -136,8 +136,14 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
     if (d) {
         /* Best effort: report failures but release everything regardless. */
         if (cudaSetDevice(d->device) == cudaSuccess) {
-            if (d->stream)
-                MW_CUDA(cudaStreamSynchronize(d->stream));
+            /* a device that does not finish in time is left as it is: freeing memory it may
+             * still use would block, and the process is about to end the job anyway */
+            if ((d->stream && mw_cuda_wait_idle_(d, d->stream, "closing the context") != MW_OK) ||
+                (d->copy && mw_cuda_wait_idle_(d, d->copy, "closing the context") != MW_OK)) {
+                free(d);
+                memset(k, 0, sizeof *k);
+                return;
+            }
             if (d->blas)
                 MW_CUBLAS(cublasDestroy(d->blas));
             mw_cudnn_close(d);
@@ -146,6 +152,13 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             for (int i = 0; i < MW_CUDA_MARKS; i++)
                 if (d->marks[i])
                     MW_CUDA(cudaEventDestroy(d->marks[i]));
+            for (int i = 0; i < MW_CUDA_COPY_MARKS; i++)
+                if (d->copy_marks[i])
+                    MW_CUDA(cudaEventDestroy(d->copy_marks[i]));
+            if (d->idle)
+                MW_CUDA(cudaEventDestroy(d->idle));
+            if (d->copy)
+                MW_CUDA(cudaStreamDestroy(d->copy));
             if (d->stream)
                 MW_CUDA(cudaStreamDestroy(d->stream));
         }
@@ -183,6 +196,7 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     mw_status rc;
     MW_TRY_GOTO(MW_CUDA(cudaSetDevice(device)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking)), rc, fail);
     MW_TRY_GOTO(MW_CUBLAS(cublasCreate(&d->blas)), rc, fail);
     MW_TRY_GOTO(MW_CUBLAS(cublasSetStream(d->blas, d->stream)), rc, fail);
     /* Plain FP32 (no TF32 tensor cores): results stay within float rounding
@@ -197,9 +211,13 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     for (int i = 0; i < MW_CUDA_MARKS; i++)
         MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->marks[i], cudaEventDisableTiming)), rc,
                     fail);
+    for (int i = 0; i < MW_CUDA_COPY_MARKS; i++)
+        MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->copy_marks[i], cudaEventDisableTiming)),
+                    rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->idle, cudaEventDisableTiming)), rc, fail);
     MW_TRY_GOTO(mw_cudnn_open(d), rc, fail);
     k->ws_count = MW_CUDA_WS_DEFAULT;
-    MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail); /* no timeout set yet */
     return MW_OK;
 fail:
     mw_cuda_ctx_close(k);
@@ -235,8 +253,7 @@ extern "C" mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
     MW_TRY(ctx_of(k, "mw_cuda_ws_reserve", &d));
     if (ws_count <= k->ws_count)
         return MW_OK;
-    if (!mw_cuda_note(d, MW_CUDA(cudaStreamSynchronize(d->stream))))
-        return d->status;
+    MW_TRY(mw_cuda_wait_idle_(d, d->stream, "growing the device scratch"));
     if (!mw_cuda_note(d, MW_CUDA(cudaFree(k->ws))))
         return d->status;
     k->ws = NULL;
@@ -253,9 +270,51 @@ extern "C" mw_status mw_cuda_sync(const mw_kctx *k)
         return mw_err(MW_EDEVICE, "mw_cuda_sync: not a CUDA context");
     mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
     /* Wait even after a failure, so no work is left in flight. */
-    if (cudaSetDevice(d->device) == cudaSuccess)
-        mw_cuda_note(d, MW_CUDA(cudaStreamSynchronize(d->stream)));
+    if (cudaSetDevice(d->device) == cudaSuccess) {
+        mw_cuda_wait_idle_(d, d->copy, "a device synchronization");
+        mw_cuda_wait_idle_(d, d->stream, "a device synchronization");
+    }
     return d->status;
+}
+
+mw_status mw_cuda_wait_event_(mw_cuda_dev *d, cudaEvent_t e, double timeout, const char *what)
+{
+    const struct timespec nap = {0, 20000};
+    double t0 = mw_now();
+    for (unsigned long spin = 0;; spin++) {
+        cudaError_t q = cudaEventQuery(e);
+        if (q == cudaSuccess)
+            return MW_OK;
+        if (q != cudaErrorNotReady)
+            return MW_CUDA(q);
+        if (spin % 64 != 63)
+            continue;
+        double now = mw_now();
+        if (timeout > 0 && now - t0 > timeout)
+            return mw_err(MW_ETIMEOUT,
+                          "collective timeout: %s waited %.0f s for CUDA device %d "
+                          "(--collective-timeout %.0f)",
+                          what, now - t0, d->device, timeout);
+        if (spin > 4096)
+            nanosleep(&nap, NULL);
+    }
+}
+
+mw_status mw_cuda_wait_idle_(mw_cuda_dev *d, cudaStream_t s, const char *what)
+{
+    mw_status rc = MW_CUDA(cudaEventRecord(d->idle, s));
+    if (rc == MW_OK)
+        rc = mw_cuda_wait_event_(d, d->idle, d->timeout, what);
+    mw_cuda_note(d, rc);
+    return rc;
+}
+
+extern "C" mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_set_timeout", &d));
+    d->timeout = seconds > 0 ? seconds : 0;
+    return MW_OK;
 }
 
 extern "C" mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
@@ -286,27 +345,85 @@ extern "C" mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeou
         return mw_err(MW_EINTERNAL, "mw_cuda_wait_mark: slot %d of %d", slot, MW_CUDA_MARKS);
     if (!d->marked[slot])
         return MW_OK;
-    const struct timespec nap = {0, 20000};
-    double t0 = mw_now();
-    for (unsigned long spin = 0;; spin++) {
-        cudaError_t e = cudaEventQuery(d->marks[slot]);
-        if (e == cudaSuccess)
-            return d->status;
-        if (e != cudaErrorNotReady) {
-            mw_cuda_note(d, MW_CUDA(e));
-            return d->status;
-        }
-        if (spin % 64 != 63)
-            continue;
-        double now = mw_now();
-        if (timeout > 0 && now - t0 > timeout)
-            return mw_err(MW_ETIMEOUT,
-                          "collective timeout: %s waited %.0f s for CUDA device %d "
-                          "(--collective-timeout %.0f)",
-                          what, now - t0, d->device, timeout);
-        if (spin > 4096)
-            nanosleep(&nap, NULL);
-    }
+    mw_status rc = mw_cuda_wait_event_(d, d->marks[slot], timeout, what);
+    if (rc != MW_ETIMEOUT) /* a timeout is the caller's to report; the device may yet finish */
+        mw_cuda_note(d, rc);
+    return rc != MW_OK ? rc : d->status;
+}
+
+/* ---- the copy stream ---------------------------------------------------------------------- */
+
+static mw_status copy_slot(const mw_kctx *k, const char *what, int slot, int count,
+                           mw_cuda_dev **d)
+{
+    MW_TRY(ctx_of(k, what, d));
+    if (slot < 0 || slot >= count)
+        return mw_err(MW_EINTERNAL, "%s: slot %d of %d", what, slot, count);
+    return MW_OK;
+}
+
+extern "C" mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes,
+                                         const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_upload_copy", &d));
+    if (nbytes == 0)
+        return MW_OK;
+    mw_cuda_note(
+        d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_host, nbytes, cudaMemcpyHostToDevice, d->copy)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_copy_mark(const mw_kctx *k, int slot)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(copy_slot(k, "mw_cuda_copy_mark", slot, MW_CUDA_COPY_MARKS, &d));
+    mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->copy_marks[slot], d->copy)));
+    d->copy_marked[slot] = 1;
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_compute_after(const mw_kctx *k, int slot)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(copy_slot(k, "mw_cuda_compute_after", slot, MW_CUDA_COPY_MARKS, &d));
+    if (d->copy_marked[slot])
+        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->stream, d->copy_marks[slot], 0)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_copy_after(const mw_kctx *k, int slot)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(copy_slot(k, "mw_cuda_copy_after", slot, MW_CUDA_MARKS, &d));
+    if (d->marked[slot])
+        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->copy, d->marks[slot], 0)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_wait_copy_mark(const mw_kctx *k, int slot, double timeout,
+                                            const char *what)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(copy_slot(k, "mw_cuda_wait_copy_mark", slot, MW_CUDA_COPY_MARKS, &d));
+    if (!d->copy_marked[slot])
+        return MW_OK;
+    mw_status rc = mw_cuda_wait_event_(d, d->copy_marks[slot], timeout, what);
+    if (rc != MW_ETIMEOUT)
+        mw_cuda_note(d, rc);
+    return rc != MW_OK ? rc : d->status;
+}
+
+extern "C" mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nbytes,
+                                  const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_copy", &d));
+    if (nbytes == 0)
+        return MW_OK;
+    mw_cuda_note(d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_dev, nbytes, cudaMemcpyDeviceToDevice,
+                                            d->stream)));
+    return d->status;
 }
 
 extern "C" mw_status mw_cuda_last_status(const mw_kctx *k)

@@ -41,6 +41,11 @@ cp -L "$(command -v mpirun)" "$out/bin/mpirun"
 cp -L "$(command -v orted)" "$out/bin/orted"
 cp -r "$ompi_lib" "$out/openmpi/plugins"
 cp -r "$ompi_share" "$out/openmpi/share"
+# PMIx (Open MPI's process manager interface) loads its own plugins from its own install dir;
+# a host with another PMIx there (the lent GPU machines have one) prints a page of warnings
+# per process about its mismatched plugins
+pmix_lib=/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
+[[ -d $pmix_lib ]] && cp -r "$pmix_lib" "$out/openmpi/pmix"
 
 # A learnable data set for the GPU-vs-CPU agreement (a GPU host has no Debian Fashion-MNIST,
 # and on random images the loss stays at ln 10 whatever the arithmetic): the first 30000
@@ -85,7 +90,7 @@ while IFS= read -r elf; do
             n=$((n + 1))
         fi
     done < <(ldd "$elf" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
-done < <(find "$out/worker" "$out/tests" "$out/bin" "$out/openmpi/plugins" -type f \
+done < <(find "$out/worker" "$out/tests" "$out/bin" "$out/openmpi" -type f \
     \( -name '*.so' -o -perm -u+x \))
 
 # The oldest glibc the bundle runs on: the newest GLIBC_x.y symbol version any of its files
@@ -122,6 +127,7 @@ export PATH="$_b/bin:$PATH"
 export OMPI_MCA_mca_base_component_path="$_b/openmpi/plugins" OPAL_PKGDATADIR="$_b/openmpi/share"
 # a singleton (a rank started without mpirun) forks orted from here
 export OPAL_BINDIR="$_b/bin"
+[[ -d $_b/openmpi/pmix ]] && export PMIX_MCA_mca_base_component_path="$_b/openmpi/pmix"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset _b _d _cuda _glibc _glibc_floor
 EOF

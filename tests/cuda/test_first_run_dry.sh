@@ -3,12 +3,15 @@
 # devices: mwtrain opens the hostdev module (tests/hostdev.c) as it opens mwtrain-cuda.so, so
 # every command of the script runs, and what it parses and decides is checked here, before a
 # GPU host spends its time on it. Asserted:
-#   - on 2 fake GPUs, --quick: exit 0; the three GPU-vs-CPU agreements PASS with their numbers;
+#   - on 2 fake GPUs, --quick: exit 0; the SGD tolerance is measured (ref vs cpu) and can fail;
+#     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
 #     four throughput lines (64 and 1024 per replica, with and without --tf32) PASS with an
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL, exit 1;
-#   - no device: exit 77 and one SKIP line naming what rank 0 would train on;
+#   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
+#   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
+#     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
 #   - a BUILDDIR without mwtrain: exit 2 and one message naming the missing file.
 #   test_first_run_dry.sh SCRIPT BUILDDIR HOSTDEV_MODULE
 set -uo pipefail
@@ -25,11 +28,15 @@ rc=$?
 r=$tmp/ok/report.md
 cat "$tmp/ok.out"
 check '[[ $rc -eq 0 ]]' "2 fake GPUs: exit $rc"
-check '[[ $(grep -cE "^\| 1 epoch, .* \| PASS \| Loss gpu [0-9.]+ cpu [0-9.]+ \(rel [0-9.e-]+\); Test Loss gpu" "$r") -eq 3 ]]' \
-    "three GPU-vs-CPU agreements pass: $(grep "1 epoch" "$r")"
-check 'grep -qF "| 1 epoch, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r" &&
-       grep -qF "| 1 epoch, 1 rank x 2 replicas per GPU vs CPU, 4 replicas | PASS |" "$r" &&
-       grep -qF "| 1 epoch, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$r"' "the layouts: $(grep "1 epoch" "$r")"
+check 'grep -qE "^\| SGD tolerance 1e-5 \(smooth CNN, 20 steps\) \| PASS \| --backend ref vs cpu [0-9.e-]+; the weights move [0-9.e-]+ \(1 step vs 20\)" "$r"' \
+    "the tolerance is measured, with power: $(grep "SGD tolerance" "$r")"
+check '[[ $(grep -cE "^\| SGD, .* \| PASS \| weights rel diff [0-9.e-]+ <= [0-9.e-]+; Loss gpu [0-9.]+ cpu [0-9.]+" "$r") -eq 3 ]]' \
+    "three GPU-vs-CPU agreements pass: $(grep "SGD" "$r")"
+check 'grep -qF "| SGD, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r" &&
+       grep -qF "| SGD, 1 rank x 2 replicas per GPU vs CPU, 4 replicas | PASS |" "$r" &&
+       grep -qF "| SGD, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$r"' "the layouts: $(grep "SGD, " "$r")"
+check 'grep -qE "^\| Adam, 20 steps, GPU learns as the CPU \| PASS \| Test Accuracy gpu [0-9.]+ cpu [0-9.]+" "$r"' \
+    "the Adam epoch: $(grep "Adam" "$r")"
 check '[[ $(grep -cE "^\| throughput, batch (64|1024) per replica(, --tf32)? \| PASS \| mwtrain [0-9.]+ images/s" "$r") -eq 4 ]]' \
     "four throughput lines: $(grep throughput "$r")"
 check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
@@ -37,16 +44,23 @@ check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
        grep -qE "^\| PyTorch on the GPU \| SKIP \| python3 has no CUDA-enabled torch \|" "$r"' \
     "what needs a real GPU is SKIP: $(grep SKIP "$r")"
 
-MW_HOSTDEV_GPUS=2 MW_FIRST_RUN_CPU_FLAGS="--learning-rate 0.01" \
+MW_HOSTDEV_GPUS=2 MW_FIRST_RUN_CPU_FLAGS="--learning-rate 0.011" \
     bash "$script" "$build" "$tmp/neg" --quick --no-throughput >"$tmp/neg.out" 2>&1
 rc=$?
-check '[[ $rc -eq 1 && $(grep -c "^| 1 epoch, .* | FAIL | Loss gpu" "$tmp/neg/report.md") -eq 3 ]]' \
-    "negative control: exit $rc, $(grep "1 epoch" "$tmp/neg/report.md")"
+check '[[ $rc -eq 1 && $(grep -c "^| SGD, .* | FAIL | weights rel diff" "$tmp/neg/report.md") -eq 3 ]]' \
+    "negative control: exit $rc, $(grep "SGD, " "$tmp/neg/report.md")"
 
 MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
 rc=$?
 check '[[ $rc -eq 77 ]] && grep -qF "SKIP: rank 0 would train on '"'"'cpu'"'"', not a CUDA device" "$tmp/none.out"' \
     "no device: exit $rc: $(cat "$tmp/none.out")"
+mkdir -p "$tmp/bin"
+printf '#!/bin/sh\necho "GPU 0: NVIDIA Fake (UUID: GPU-0)"\n' >"$tmp/bin/nvidia-smi"
+chmod +x "$tmp/bin/nvidia-smi"
+PATH=$tmp/bin:$PATH MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/unused" --quick >"$tmp/unused.out" 2>&1
+rc=$?
+check '[[ $rc -eq 1 ]] && grep -qF "FAIL: nvidia-smi lists 1 GPU(s), but rank 0 would train on '"'"'cpu'"'"': mwtrain: error: --device gpu: no CUDA device is available (cudaGetDeviceCount found 0 devices (host stand-in, MW_HOSTDEV_GPUS unset))" "$tmp/unused.out"' \
+    "a visible GPU left unused: exit $rc: $(cat "$tmp/unused.out")"
 out=$(bash "$script" "$tmp/nowhere" "$tmp/x" 2>&1)
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -qF "gpu_first_run: $tmp/nowhere/worker/mwtrain is missing: BUILDDIR must be a build (or a bundle)" <<<"$out"' \
