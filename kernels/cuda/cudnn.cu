@@ -222,14 +222,16 @@ static size_t up16(size_t floats)
     return (floats + 15) / 16 * 16; /* 64-byte alignment */
 }
 
-/* The plan for a call whose scratch keeps `kept` floats for transposed kernels, or NULL (no
- * cuDNN, scratch too small, out of memory: im2col). */
+/* The plan of a call, or NULL (no cuDNN, scratch too small, out of memory: im2col). The
+ * scratch keeps 2 wt floats for the transposed kernels (the backward pass needs both; the
+ * forward, one), so the forward and backward of a shape share one plan and one round of
+ * queries. */
 static mw_dnn_plan *plan_for(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *g, int N,
-                             size_t kept)
+                             size_t wt)
 {
-    if (!d->dnn || k->ws_count < kept)
+    if (!d->dnn || k->ws_count < 2 * wt)
         return nullptr;
-    return plan_of(d, g, N, (k->ws_count - kept) * sizeof(float));
+    return plan_of(d, g, N, (k->ws_count - 2 * wt) * sizeof(float));
 }
 
 /* Run pass of p with its candidates in turn until cuDNN takes one: run(candidate) returns
@@ -257,7 +259,7 @@ bool mw_cudnn_conv_fwd(mw_cuda_dev *d, const mw_kctx *k, float *y, const float *
         return false;
     const descs *D = (const descs *)p->descs;
     cudnnHandle_t h = (cudnnHandle_t)d->dnn;
-    float *w_t = k->ws, *work = k->ws + wt;
+    float *w_t = k->ws, *work = k->ws + 2 * wt; /* the plan's room is after 2 wt */
     transpose_kernel<<<mw_cuda_grid(rsc * g->O), MW_CUDA_BLOCK, 0, d->stream>>>(w_t, w, rsc, g->O,
                                                                                 true);
     if (!mw_cuda_note(d, mw_cuda_launched_("transpose_kernel", __FILE__, __LINE__)))
@@ -281,7 +283,7 @@ mw_cudnn_bwd_result mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *d
                                       const mw_conv2d_geom *g, int N)
 {
     const size_t rsc = (size_t)g->KH * g->KW * g->C, wt = up16(rsc * g->O);
-    mw_dnn_plan *p = plan_for(d, k, g, N, 2 * wt);
+    mw_dnn_plan *p = plan_for(d, k, g, N, wt);
     if (!p || (dx && !mw_dnn_plan_current(p, MW_DNN_BWD_DATA)))
         return MW_CUDNN_IM2COL;
     const descs *D = (const descs *)p->descs;

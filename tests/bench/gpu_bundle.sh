@@ -127,7 +127,11 @@ export PATH="$_b/bin:$PATH"
 export OMPI_MCA_mca_base_component_path="$_b/openmpi/plugins" OPAL_PKGDATADIR="$_b/openmpi/share"
 # a singleton (a rank started without mpirun) forks orted from here
 export OPAL_BINDIR="$_b/bin"
+# PMIx's plugins: the bundle's own; a host's other PMIx in PMIx's compiled-in directory is
+# tried all the same (seen on the lent GPU machines), and what it cannot load is only
+# warned about: not a page of it per process
 [[ -d $_b/openmpi/pmix ]] && export PMIX_MCA_mca_base_component_path="$_b/openmpi/pmix"
+export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset _b _d _cuda _glibc _glibc_floor
 EOF

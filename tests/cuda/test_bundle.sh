@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # tests/bench/gpu_bundle.sh: the bundle of a CUDA build runs where none of this project's
 # packages are installed. In a private mount namespace this machine's Open MPI (libraries,
-# plugins, help files, mpirun) and every other library the bundle carries are hidden (bind
+# plugins, help files, mpirun, orted) and every other library the bundle carries are hidden (bind
 # mounts of /dev/null and an empty directory); there, asserted:
 #   - without the bundle's env.sh, mwtrain cannot start (so the hiding is real);
 #   - with it, gpu_first_run.sh on fake GPUs (the hostdev module) passes its three GPU-vs-CPU
 #     agreements, mpirun -n 2 included, and mwtrain finds libmpi in the bundle;
+#   - one rank (a singleton, which forks orted) starts with orted hidden as well;
+#   - env.sh states the bundle's glibc floor and refuses an older glibc with one message, and
+#     the bundle holds no library of glibc's own;
 #   - a build without the CUDA module: exit 1, one message naming it, no bundle written.
 # Needs root (unshare -m); SKIP (77) with the reason otherwise.
 #   test_bundle.sh BUILDDIR HOSTDEV_MODULE
@@ -63,9 +66,25 @@ unshare -m bash "$tmp/hidden.sh" "$tmp/b" bash -c '. "$1/env.sh" && ldd "$1/work
 rc=$?
 cat "$tmp/run.out"
 check '[[ $rc -eq 0 ]] && grep -q "libmpi.so.40 => $tmp/b/lib/libmpi.so.40" "$tmp/run.out" &&
-       [[ $(grep -c "^| 1 epoch, .* | PASS |" "$tmp/fr/report.md") -eq 3 ]] &&
-       grep -qF "| 1 epoch, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$tmp/fr/report.md"' \
+       [[ $(grep -c "^| SGD, .* | PASS |" "$tmp/fr/report.md") -eq 3 ]] &&
+       grep -qF "| SGD, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$tmp/fr/report.md"' \
     "the first run from the bundle (exit $rc): $(tail -n 3 "$tmp/run.out")"
+# a 1-rank command with orted hidden too (a singleton forks orted: OPAL_BINDIR, the bundle's)
+out=$(unshare -m bash "$tmp/hidden.sh" "$tmp/b" bash -c '. "$1/env.sh" && "$1/worker/mwtrain" cluster' \
+    _ "$tmp/b" 2>&1)
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -qE "^0 +0 +worker\[0\] .* chief +cpu" <<<"$out"' \
+    "mwtrain cluster, one rank, Open MPI hidden (exit $rc): $out"
+# the glibc floor: env.sh refuses a host older than the newest GLIBC_ version the bundle imports
+check 'grep -qE "^_glibc_floor=2\.[0-9]+$" "$tmp/b/env.sh"' "env.sh states the floor: $(grep floor "$tmp/b/env.sh")"
+sed 's/^_glibc_floor=.*/_glibc_floor=9.99/' "$tmp/b/env.sh" >"$tmp/b/env-future.sh"
+out=$(bash -c '. "$1" && echo sourced' _ "$tmp/b/env-future.sh" 2>&1)
+rc=$?
+check '[[ $rc -ne 0 ]] && ! grep -q sourced <<<"$out" &&
+       grep -qE "gpu-bundle env.sh: this host.s glibc is 2\.[0-9]+; the bundle needs 9\.99 or newer" <<<"$out"' \
+    "a host older than the floor is refused (exit $rc): $out"
+check '! ls "$tmp/b/lib" | grep -qE "^(libc|libm|libresolv|libpthread|libdl|librt|libnss_|libanl)\.so"' \
+    "no glibc library in the bundle: $(ls "$tmp/b/lib" | grep -E "^lib(c|m|resolv|pthread|dl|rt|nss_|anl)\." | tr "\n" " ")"
 mkdir -p "$tmp/half/worker" && cp "$build/worker/mwtrain" "$tmp/half/worker/"
 out=$(bash "$src/tests/bench/gpu_bundle.sh" "$tmp/half" "$tmp/b2" 2>&1)
 rc=$?
