@@ -131,7 +131,7 @@ export OPAL_BINDIR="$_b/bin"
 # tried all the same (seen on the lent GPU machines), and what it cannot load is only
 # warned about: not a page of it per process
 [[ -d $_b/openmpi/pmix ]] && export PMIX_MCA_mca_base_component_path="$_b/openmpi/pmix"
-export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
+export PMIX_MCA_mca_base_component_show_load_errors=none PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset _b _d _cuda _glibc _glibc_floor
 EOF

@@ -87,7 +87,7 @@ ngpu=$((${range#*-} - ${range%-*} + 1))
 {
     echo "# First GPU run, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "- mwtrain: $("$mw" --version 2>&1 | head -n 1); rank 0 on $dev ($ngpu GPU(s) for one rank)"
+    echo "- mwtrain: $("$mw" --version 2>/dev/null | grep -m 1 "^mwtrain"); rank 0 on $dev ($ngpu GPU(s) for one rank)"
     command -v nvidia-smi >/dev/null &&
         echo "- $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
     echo
