@@ -8,6 +8,11 @@
  *                                blocked inside an MPI call whose peer's node is stopped
  *                                (RANK "all": every rank); cluster/comm.c's backstop ends it
  *
+ *     MW_FAULT=cudnn:WHICH       kernels/cuda/cudnn.cu refuses its own choices when it makes a
+ *                                plan: first (a bad algorithm ahead of every pass's candidates),
+ *                                filter (every backward-filter candidate), all (every one); the
+ *                                fallbacks' test on a device (test_cuda)
+ *
  * Points: init (before MPI_Init), setup (before the set-up agreement), restore (before the
  * --resume read and broadcast), bn-sync (before a synchronized BatchNormalization's all-reduce
  * inside a training step), finish (before the shut-down agreement). RANK is the MPI world
