@@ -5,7 +5,8 @@
  * is the root cause, not the last frame that noticed it. Each status maps to a
  * process exit code (see the table): configuration errors are not worth a
  * restart, peer loss and timeouts are (>= 128), so schedulers can tell them
- * apart. */
+ * apart. MW_EPREEMPTED is not a failure but the agreed end of a preempted run
+ * (a signal, common/preempt.h): a restart with --resume continues it. */
 #ifndef MW_COMMON_STATUS_H
 #define MW_COMMON_STATUS_H
 
@@ -23,10 +24,12 @@
     X(MW_ECKPT, 5, "bad checkpoint")                                                               \
     X(MW_ENOMEM, 6, "out of memory")                                                               \
     X(MW_EDEVICE, 7, "device error")                                                               \
+    X(MW_EDIVERGED, 8, "diverged: a non-finite loss or weights")                                   \
     X(MW_EINTERNAL, 1, "internal error")                                                           \
     X(MW_EMPI, 129, "MPI error")                                                                   \
     X(MW_EPEER, 130, "peer lost")                                                                  \
-    X(MW_ETIMEOUT, 131, "timeout")
+    X(MW_ETIMEOUT, 131, "timeout")                                                                 \
+    X(MW_EPREEMPTED, 133, "preempted: the checkpoint of the step reached is saved")
 
 typedef enum {
 #define MW_X_ENUM(name, code, desc) name,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,39 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
     return MW_OK;
 }
 
+/* MW_EDIVERGED unless the parameters and the optimizer's slots (pulled) are all finite: a
+ * run whose update overflowed (Adam at learning rate 1e308) can print a finite loss and would
+ * save weights that are all NaN, pushing the good checkpoints out of --keep-checkpoints. */
+static mw_status check_finite(const mw_session *s, const char *what)
+{
+    const mw_arena *arenas[4] = {&s->model.params, &s->m1, &s->m2, &s->m3};
+    const char *names[4] = {"weights", "optimizer slot 1", "optimizer slot 2", "optimizer slot 3"};
+    const int nslots = mw_optimizer_slots(s->o);
+    for (int a = 0; a < 1 + nslots; a++) {
+        const float *p = arenas[a]->data;
+        for (int i = 0; i < s->model.nlayers; i++) {
+            const mw_layer *l = &s->model.layers[i];
+            const size_t off[3] = {l->w_off, l->b_off, l->s_off};
+            const size_t cnt[3] = {l->w_count, l->b_count, l->s_count};
+            for (int k = 0; k < 3; k++) {
+                size_t bad = 0, first = 0;
+                for (size_t j = 0; j < cnt[k]; j++)
+                    if (!isfinite(p[off[k] + j]) && bad++ == 0)
+                        first = j;
+                if (bad)
+                    return mw_err(MW_EDIVERGED,
+                                  "the run diverged: after step %ld the %s of layer '%s' hold "
+                                  "%zu non-finite value(s) of %zu (the first: %g at %zu); %s "
+                                  "not written, the earlier checkpoints stay; lower the "
+                                  "learning rate or check the optimizer's settings",
+                                  s->global_step, names[a], l->name, bad, cnt[k],
+                                  (double)p[off[k] + first], first, what);
+            }
+        }
+    }
+    return MW_OK;
+}
+
 mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long *number,
                         void **bytes, size_t *nbytes)
 {
@@ -210,6 +244,7 @@ mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long
     const size_t n = s->model.nparams;
     const int nslots = mw_optimizer_slots(o);
     MW_TRY(s->ops->pull(s->rep)); /* a device holds the current state */
+    MW_TRY(check_finite(s, "the checkpoint is"));
     mw_ckpt c;
     mw_ckpt_init(&c);
     mw_status rc = MW_OK;
@@ -342,6 +377,7 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
 mw_status mw_chief_dump_weights(mw_session *s, const char *path)
 {
     MW_TRY(s->ops->pull(s->rep));
+    MW_TRY(check_finite(s, "--dump-weights is"));
     FILE *f = fopen(path, "wb");
     if (!f)
         return mw_err(MW_EIO, "--dump-weights %s: cannot open for writing", path);

@@ -144,6 +144,12 @@ static const flag flags[] = {
     {"collective-timeout", "SECONDS", C_TRAIN | C_EVAL, K_DOUBLE, TR(collective_timeout, double),
      .lo = 0.1, .hi = 1e7,
      .help = "abort the job (exit 131) when a collective waits longer (default 300)"},
+    {"preemption-grace", "SECONDS", C_TRAIN, K_DOUBLE, TR(preemption_grace, double), .lo = 1,
+     .hi = 86400,
+     .help = "after SIGTERM, SIGINT or SIGUSR1 the ranks stop at the next step, the chief "
+             "saves it and all exit 133; past this many seconds from the signal (a peer gone, "
+             "a save that hangs) the process ends at once with exit 131, unsaved; keep it "
+             "below the scheduler's own grace (Kubernetes 30 s) (default 20)"},
     {"checkpoint-dir", "DIR", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(checkpoint_dir, const char *),
      .help = "checkpoints (ckpt-N and a `checkpoint` index), written by the chief only "
              "(default ./training_checkpoints)"},
@@ -253,7 +259,8 @@ void mw_cli_usage(FILE *f)
                "`mwtrain <command> --help` lists the flags of a command.\n"
                "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
                "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
-               ">= 128 worth a restart (129 MPI, 130 peer lost, 131 timeout).\n");
+               "8 diverged (a non-finite loss or weights); >= 128 worth a restart (129 MPI,\n"
+               "130 peer lost, 131 timeout, 133 preempted: the step reached is saved).\n");
 }
 
 /* Help text starts in this column (0-based) and lines end by this one. */

@@ -69,6 +69,14 @@ mw_status mw_evlink_finish(mw_evlink *l, long step)
     return evlink_wait(l, step);
 }
 
+mw_status mw_evlink_preempted(mw_evlink *l, long step)
+{
+    if (l->rank < 0)
+        return MW_OK;
+    MW_TRY(evlink_post(l, -2, NULL, 0, step));
+    return evlink_wait(l, step);
+}
+
 void mw_evlink_free(mw_evlink *l)
 {
     free(l->buf);
@@ -162,10 +170,18 @@ mw_status mw_evaluator_run(const mw_train_opts *o, const mw_topology *topo, int 
         mw_log_info("evaluator: waiting for checkpoints from the chief (evaluating on %s)",
                     s.dev.use_gpu ? "the GPU" : "the CPU");
     const int started = rc == MW_OK;
+    int started_agreed = 0; /* a preemption: the trainers end with the same code, no abort */
     while (rc == MW_OK) {
         long number = 0, nbytes = 0;
         char *buf = NULL;
         rc = receive(topo, o->collective_timeout, &number, &buf, &nbytes);
+        if (rc == MW_OK && number == -2) { /* the trainers stopped: end as they do */
+            free(buf);
+            rc = mw_err(MW_EPREEMPTED, "evaluator: the trainers were preempted and saved their "
+                                       "step; run again with --resume");
+            started_agreed = 1;
+            break;
+        }
         if (rc == MW_OK && number < 0) {
             free(buf);
             mw_log_info("evaluator: training has finished");
@@ -175,7 +191,8 @@ mw_status mw_evaluator_run(const mw_train_opts *o, const mw_topology *topo, int 
             rc = evaluate_one(&s, &sum, number, buf, nbytes);
         free(buf);
     }
-    *mid_run = started && rc != MW_OK; /* the trainers are past their agreements */
+    *mid_run = started && rc != MW_OK && !started_agreed; /* the trainers are past their
+                                                            * agreements */
     if (!*mid_run) {
         mw_summary_close(&sum);
         mw_session_close(&s, 0);

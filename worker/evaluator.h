@@ -27,7 +27,9 @@
  * and writes eval/loss and eval/accuracy into <summary-dir>/eval.
  *
  * End. When training has finished, the chief sends the header {-1, 0} and an empty data
- * message; the evaluator logs it and exits 0.
+ * message; the evaluator logs it and exits 0. When the trainers were preempted (a signal,
+ * worker/train.c) and the chief has saved, the header is {-2, 0}: the evaluator ends with
+ * MW_EPREEMPTED as they do.
  *
  * Failure. Nothing is agreed after start: a failure on either side afterwards ends the
  * job (MPI_Abort, through *mid_run). */
@@ -60,6 +62,9 @@ void mw_evlink_init(mw_evlink *l, const mw_topology *topo, double timeout);
 mw_status mw_evlink_send(mw_evlink *l, long number, void *bytes, size_t nbytes, long step);
 /* Tell the evaluator that training has finished, and wait until it has taken it. */
 mw_status mw_evlink_finish(mw_evlink *l, long step);
+/* Tell the evaluator that the trainers were preempted and have saved, and wait until it has
+ * taken it. */
+mw_status mw_evlink_preempted(mw_evlink *l, long step);
 /* Release what is in flight (after a failure: the requests stay, the job is aborting). */
 void mw_evlink_free(mw_evlink *l);
 

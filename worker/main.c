@@ -17,6 +17,7 @@
 #include "cluster/topology.h"
 #include "common/fault.h"
 #include "common/log.h"
+#include "common/preempt.h"
 #include "common/status.h"
 #include "common/watchdog.h"
 #include "kernels/kernels.h"
@@ -129,7 +130,8 @@ static void end_job(mw_status rc, int already_printed)
  * cluster is broken: no agreement can be reached, so the job ends here. */
 static void abort_if_broken(mw_status rc, int already_printed)
 {
-    if (mw_status_exit_code(rc) >= 128)
+    /* a preempted run ended by agreement: every rank exits, nothing to abort */
+    if (mw_status_exit_code(rc) >= 128 && rc != MW_EPREEMPTED)
         end_job(rc, already_printed);
 }
 
@@ -189,10 +191,12 @@ static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, 
             }
         } else {
             rc = run_train(cli, topo);
-            /* training's own failures were agreed: every rank has the message */
+            /* training's own failures were agreed: every rank has the message (a preempted
+             * run's is not an error: where it stopped and what was saved) */
             if (rc != MW_OK) {
                 if (topo->rank == 0)
-                    fprintf(stderr, "mwtrain: error: %s\n", mw_err_msg());
+                    fprintf(stderr, "mwtrain: %s%s\n", rc == MW_EPREEMPTED ? "" : "error: ",
+                            mw_err_msg());
                 *printed = 1;
             }
         }
@@ -216,6 +220,9 @@ int main(int argc, char **argv)
     mw_watchdog_disarm();
     /* Errors from MPI calls come back as codes we translate, never a silent abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    /* SIGTERM, SIGINT, SIGUSR1: stop at the next step and save it (worker/train.c) */
+    if (rc == MW_OK && cli.cmd == MW_CMD_TRAIN)
+        mw_preempt_install(cli.train.preemption_grace);
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);

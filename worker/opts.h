@@ -49,6 +49,7 @@ typedef struct {
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
+    double preemption_grace;   /* seconds from a SIGTERM to the end, saved or not (20) */
     int classes;               /* --classes: 0 = the largest label + 1 */
     int cifar_label;           /* --label: 0 fine, 1 coarse (CIFAR-100) */
 

@@ -9,9 +9,17 @@
  *                                                        whether training starts
  * A step: this rank's replica slices of the global batch -> gradients -> all-reduce ->
  * the same update on every replica -> metrics; the chief's duties at step and epoch ends.
- * Nothing is agreed after start: a failure there ends the job (*mid_run). */
+ * After each step the ranks vote on stopping (vote_step): a preemption signal on any rank
+ * (common/preempt.h) or a non-finite loss on any rank. The vote of step k is a small
+ * non-blocking all-reduce started after step k and read after step k + 1, so it overlaps a
+ * step and every rank reads the same answer at the same step: preempted, every rank stops
+ * there, the chief saves that step and all return MW_EPREEMPTED once the save is agreed (a
+ * rank that left first would make mpirun kill the chief mid-save); diverged, all return
+ * MW_EDIVERGED with nothing saved. Those outcomes are agreed; any other failure after start
+ * ends the job (*mid_run). */
 #include "worker/train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +27,7 @@
 #include "cluster/comm.h"
 #include "common/fault.h"
 #include "common/log.h"
+#include "common/preempt.h"
 #include "common/rng.h"
 #include "common/timeline.h"
 #include "common/timer.h"
@@ -35,7 +44,17 @@ typedef struct {
     uint32_t *order; /* the epoch's permutation of the training set */
     double *secs;    /* this epoch's step times without the all-reduce (straggler note) */
     double *gather;  /* 3 sums and one median step time per rank: the epoch's all-reduce */
+    struct {         /* the stop vote in flight (vote_step) */
+        MPI_Request req;
+        int mine, all, pending;
+        long step; /* the global step the pending vote was cast after */
+    } vote;
+    int agreed;     /* the run ended by an agreed outcome (preempted, diverged): not mid-run */
+    int stop_after; /* a preemption agreed at an epoch's last step: stop after its end */
 } trainer;
+
+/* What a rank votes for after a step (bits of an MPI_BOR all-reduce). */
+enum { STOP_SIGNAL = 1, STOP_NONFINITE = 2 };
 
 /* Steps per epoch: from the data set, the same on every rank unless the ranks read
  * different files; agreed in agree_layout. */
@@ -163,6 +182,77 @@ static mw_status step(trainer *t, long start, long gb, long next_gb, double *sec
     return MW_OK;
 }
 
+/* After a step: read the vote cast after the step before (every rank reads the same answer,
+ * *stop: the bits any rank set then, *at: the global step they were cast after), then, unless
+ * that says stop or this is the final read of the run, cast this rank's vote on this step: a
+ * preemption signal, or a non-finite local loss so far this epoch. No vote is left in flight
+ * when the run stops. */
+static mw_status vote_step(trainer *t, int final, int *stop, long *at)
+{
+    mw_session *s = &t->s;
+    *stop = 0, *at = -1;
+    if (t->vote.pending) {
+        mw_wait_ctx w = {"stop vote all-reduce", s->global_step, s->o->collective_timeout};
+        MW_TRY(mw_comm_wait(&w, &t->vote.req, 1, NULL));
+        t->vote.pending = 0;
+        *stop = t->vote.all, *at = t->vote.step;
+    }
+    if (final || *stop)
+        return MW_OK;
+    double sums[3] = {0, 0, 0};
+    s->ops->metrics(s->rep, sums, 0);
+    t->vote.mine = (mw_preempt_requested() ? STOP_SIGNAL : 0) |
+                   (isfinite(sums[0]) ? 0 : STOP_NONFINITE);
+    t->vote.all = 0;
+    t->vote.step = s->global_step;
+    mw_wait_ctx w = {"stop vote all-reduce", s->global_step, s->o->collective_timeout};
+    MW_MPI(MPI_Iallreduce(&t->vote.mine, &t->vote.all, 1, MPI_INT, MPI_BOR, s->comm,
+                          &t->vote.req),
+           w.op);
+    t->vote.pending = 1;
+    return MW_OK;
+}
+
+/* The agreed end of a diverged run: nothing is saved from this state. */
+static mw_status diverged(trainer *t, long at)
+{
+    t->agreed = 1;
+    return mw_err(MW_EDIVERGED,
+                  "the run diverged: the training loss was not finite by step %ld on some "
+                  "rank; nothing was saved from it, the earlier checkpoints stay (lower the "
+                  "learning rate, or check the optimizer's settings and the data)",
+                  at + 1);
+}
+
+/* The agreed end of a preempted run at this step boundary (epochs_done, step_in_epoch, as
+ * a checkpoint names it): the chief saves unless the step is saved already, every rank learns
+ * that the save succeeded, the evaluator task is told, and all return MW_EPREEMPTED. */
+static mw_status preempt(trainer *t, int epochs_done, long step_in_epoch)
+{
+    mw_session *s = &t->s;
+    mw_status rc = MW_OK;
+    if (s->rank == 0 && mw_chief_checkpointing(s->o) && s->saved_step != s->global_step)
+        rc = save(t, epochs_done, step_in_epoch);
+    MW_TRY(mw_agree(s->comm, rc, NULL));
+    if (s->rank == 0)
+        MW_TRY(mw_evlink_preempted(&t->ev, s->global_step));
+    t->agreed = 1;
+    char when[64] = "";
+    if (mw_preempt_requested())
+        snprintf(when, sizeof when, ", %.1f s after the signal", mw_preempt_elapsed());
+    const char *who = mw_preempt_requested() ? "a signal" : "a signal to another rank";
+    if (!mw_chief_checkpointing(s->o))
+        return mw_err(MW_EPREEMPTED,
+                      "preempted (%s) after step %ld%s; nothing was saved "
+                      "(--checkpoint-every-epochs 0) (exit 133)",
+                      who, s->global_step, when);
+    return mw_err(MW_EPREEMPTED,
+                  "preempted (%s) after step %ld (epoch %d, step %ld of it): saved in %s%s; "
+                  "run again with --resume to continue from there (exit 133)",
+                  who, s->global_step, epochs_done + (step_in_epoch > 0), step_in_epoch,
+                  s->o->checkpoint_dir, when);
+}
+
 /* The chief's duties after an epoch: its line, the summaries, a checkpoint after epochs
  * 1, 1+N, ... (the tutorial's zero-based epoch % 2 == 0) and after the last one, so a
  * finished run can be evaluated and resumed. */
@@ -226,6 +316,18 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         const long next = start + gb, next_gb = k + 1 < steps ? (N - next < GB ? N - next : GB) : 0;
         MW_TRY(step(t, start, gb, next_gb, &t->secs[k - first]));
         seen_local += (double)gb;
+        int stop;
+        long at;
+        MW_TRY(vote_step(t, 0, &stop, &at));
+        if (stop & STOP_NONFINITE)
+            return diverged(t, at);
+        if ((stop & STOP_SIGNAL) && k + 1 < steps) {
+            if (s->rank == 0)
+                mw_progress_end(&prog);
+            return preempt(t, epoch, k + 1);
+        }
+        if (stop & STOP_SIGNAL) /* the epoch's last step: its end first, then stop */
+            t->stop_after = 1;
         if (s->rank != 0)
             continue;
         double el = mw_now() - t0;
@@ -251,6 +353,9 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     MW_TL_BEGIN("evaluate", "evaluate");
     MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_acc));
     MW_TL_END("evaluate", "evaluate");
+    /* every rank holds the same all-reduced sums: the same decision everywhere */
+    if (!isfinite(em->train_loss) || !isfinite(em->test_loss))
+        return diverged(t, s->global_step - 1);
     MW_TRY(s->rank == 0 ? chief_epoch_end(t, epoch, em) : MW_OK);
     mw_timeline_flush();
     return MW_OK;
@@ -264,7 +369,12 @@ static mw_status train_epochs(trainer *t, mw_epoch_metrics *last)
         MW_TRY(run_epoch(t, epoch, &em));
         if (last)
             *last = em;
+        if (t->stop_after && epoch + 1 < s->o->epochs)
+            return preempt(t, epoch + 1, 0);
     }
+    int stop; /* the last vote: training has finished whatever it says */
+    long at;
+    MW_TRY(vote_step(t, 1, &stop, &at));
     if (s->o->dump_weights && s->rank == 0)
         MW_TRY(mw_chief_dump_weights(s, s->o->dump_weights));
     /* training has finished: the evaluator may go */
@@ -336,10 +446,10 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
     mw_status rc = setup(t, o, topo);
     if (rc == MW_OK) {
         rc = train_epochs(t, last);
-        *mid_run = rc != MW_OK;
+        *mid_run = rc != MW_OK && !t->agreed;
     }
     /* a set-up wait that timed out (or MPI failing) cannot be agreed either */
-    if (mw_status_exit_code(rc) >= 128)
+    if (mw_status_exit_code(rc) >= 128 && !t->agreed)
         *mid_run = 1;
     /* after a failure mid-run a peer may be gone: the caller aborts the job, and nothing
      * that would wait for a peer is released */

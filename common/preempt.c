@@ -1,0 +1,83 @@
+/* Preemption requests from signals; see preempt.h. */
+#include "common/preempt.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t first_signal; /* 0: none yet */
+static struct timespec first_at;
+static unsigned grace_s;
+static char grace_msg[200];
+
+static void say(const char *s)
+{
+    ssize_t n = write(2, s, strlen(s));
+    (void)n; /* nothing to do if stderr is gone */
+}
+
+static const char *name_of(int sig)
+{
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    say(grace_msg);
+    _exit(131);
+}
+
+static void on_signal(int sig)
+{
+    if (!first_signal) {
+        first_signal = sig;
+        clock_gettime(CLOCK_MONOTONIC, &first_at);
+        alarm(grace_s);
+        say("mwtrain: ");
+        say(name_of(sig));
+        say(" received: stopping at the next step boundary to save a checkpoint (a second "
+            "signal ends the process at once)\n");
+        return;
+    }
+    say("mwtrain: ");
+    say(name_of(sig));
+    say(" received again: ending at once, without saving\n");
+    _exit(128 + sig);
+}
+
+void mw_preempt_install(double grace)
+{
+    grace_s = grace >= 1 ? (unsigned)ceil(grace) : 1;
+    snprintf(grace_msg, sizeof grace_msg,
+             "mwtrain: the preemption grace (--preemption-grace %u s) passed before the "
+             "checkpoint was agreed: ending at once (exit 131)\n",
+             grace_s);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+int mw_preempt_requested(void)
+{
+    return first_signal;
+}
+
+double mw_preempt_elapsed(void)
+{
+    if (!first_signal)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - first_at.tv_sec) + 1e-9 * (double)(now.tv_nsec - first_at.tv_nsec);
+}
