@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "worker/data_formats.h"
 
@@ -66,17 +67,18 @@ static mw_status stat_file(char *path, size_t cap, const char *dir, const char *
     struct stat st;
     if (stat(path, &st) != 0)
         return mw_err(MW_EIO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return mw_err(MW_EIO, "%s: not a regular file", path);
+    if (!S_ISREG(st.st_mode)) /* never opened: a FIFO would block */
+        return mw_err(MW_EIO, "%s: is %s, not a regular file; expected a CIFAR binary batch", path,
+                      mw_fs_kind(st.st_mode));
     *nbytes = (size_t)st.st_size;
     return MW_OK;
 }
 
 static mw_status read_file(const char *path, uint8_t *buf, size_t nbytes)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    size_t now;
+    MW_TRY(mw_fs_fopen_input(path, "a CIFAR binary batch", &f, &now));
     size_t got = fread(buf, 1, nbytes, f);
     int bad = ferror(f);
     fclose(f);

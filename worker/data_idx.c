@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 
 #define READ_CHUNK (1u << 30) /* gzread takes an unsigned and returns an int */
@@ -127,11 +129,14 @@ static mw_status expect_end(gzFile f, const char *path, size_t header_nbytes, si
 
 static mw_status open_idx(gzFile *out, const char *path)
 {
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path,
-                      errno ? strerror(errno) : "out of memory");
+    int fd;
+    size_t nbytes;
+    MW_TRY(mw_fs_open_input(path, "an IDX file, gzip-compressed or plain", &fd, &nbytes));
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return mw_err(MW_ENOMEM, "%s: cannot open: out of memory", path);
+    }
     gzbuffer(f, GZ_BUFFER);
     *out = f;
     return MW_OK;

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "worker/data_formats.h"
 
@@ -448,18 +449,12 @@ mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name)
 static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
 {
     snprintf(a->name, sizeof a->name, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    size_t file_nbytes;
+    MW_TRY(mw_fs_open_input(path, "a .npy file", &fd, &file_nbytes));
     mw_status rc = MW_OK;
-    struct stat st;
     uint8_t *hdr = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = mw_err(MW_EIO, "%s: not a regular file", path);
-        goto done;
-    }
-    size_t avail =
-        (uint64_t)st.st_size < MW_NPY_MAX_HEADER + 12 ? (size_t)st.st_size : MW_NPY_MAX_HEADER + 12;
+    size_t avail = file_nbytes < MW_NPY_MAX_HEADER + 12 ? file_nbytes : MW_NPY_MAX_HEADER + 12;
     hdr = malloc(avail ? avail : 1);
     if (!hdr) {
         rc = mw_err(MW_ENOMEM, "out of memory");
@@ -469,17 +464,16 @@ static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
         rc = mw_err(MW_EIO, "%s: read error: %s", path, strerror(errno));
         goto done;
     }
-    MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, avail, (uint64_t)st.st_size, path), rc, done);
+    MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, avail, (uint64_t)file_nbytes, path), rc, done);
     if (map_images) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        void *p = mmap(NULL, file_nbytes, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
-            rc = mw_err(MW_EIO, "%s: cannot map %lld bytes: %s", path, (long long)st.st_size,
-                        strerror(errno));
+            rc = mw_err(MW_EIO, "%s: cannot map %zu bytes: %s", path, file_nbytes, strerror(errno));
             goto done;
         }
-        madvise(p, (size_t)st.st_size, MADV_RANDOM);
+        madvise(p, file_nbytes, MADV_RANDOM);
         a->map = p;
-        a->map_nbytes = (size_t)st.st_size;
+        a->map_nbytes = file_nbytes;
         a->data = (uint8_t *)p + a->h.data_offset;
     } else {
         uint64_t nbytes = a->h.count * (uint64_t)a->h.itemsize;

@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "worker/data_formats.h"
+#include "worker/zip_input.h"
 
 #define INFLATE_RATIO 1032u
 #define CRC_WINDOW (64u << 20) /* bytes of a mapped member summed before they are dropped */
@@ -211,23 +212,10 @@ done:
 mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path, int classes,
                            int *max_label)
 {
-    int err = 0;
-    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
-    if (!za) {
-        zip_error_t e;
-        zip_error_init_with_code(&e, err);
-        mw_status rc =
-            mw_err(err == ZIP_ER_OPEN || err == ZIP_ER_READ ? MW_EIO : MW_EDATA,
-                   "%s: not a readable zip archive (.npz): %s", path, zip_error_strerror(&e));
-        zip_error_fini(&e);
-        return rc;
-    }
-    file_ref fr = {open(path, O_RDONLY | O_CLOEXEC), 0};
-    struct stat sb;
-    if (fr.fd >= 0 && fstat(fr.fd, &sb) == 0)
-        fr.nbytes = (size_t)sb.st_size;
-    else if (fr.fd >= 0)
-        close(fr.fd), fr.fd = -1;
+    zip_t *za;
+    file_ref fr = {-1, 0};
+    MW_TRY(mw_zip_input_open_file(path, "a .npz archive or a directory",
+                                  "not a readable zip archive (.npz)", &za, &fr.fd, &fr.nbytes));
     mw_status rc = read_archive(za, train, test, path, &fr, classes, max_label);
     zip_discard(za);
     if (fr.fd >= 0)
@@ -241,19 +229,8 @@ mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path
 mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const void *bytes,
                                   size_t nbytes, const char *name, int classes, int *max_label)
 {
-    zip_error_t e;
-    zip_error_init(&e);
-    zip_source_t *src = zip_source_buffer_create(bytes, nbytes, 0, &e);
-    zip_t *za = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e) : NULL;
-    if (!za) {
-        mw_status rc = mw_err(MW_EDATA, "%s: not a readable zip archive (.npz): %s", name,
-                              zip_error_strerror(&e));
-        if (src)
-            zip_source_free(src);
-        zip_error_fini(&e);
-        return rc;
-    }
-    zip_error_fini(&e);
+    zip_t *za;
+    MW_TRY(mw_zip_input_open_buffer(bytes, nbytes, name, "not a readable zip archive (.npz)", &za));
     const file_ref none = {-1, 0};
     mw_status rc = read_archive(za, train, test, name, &none, classes, max_label);
     zip_discard(za);

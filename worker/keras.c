@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "common/fs.h"
 #include "common/strfmt.h"
 #include "worker/preprocess.h"
 
@@ -1589,22 +1590,12 @@ mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, 
                              int nclasses)
 {
     mw_model_init(m, 0, 0, 0);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open the model: %s", path, strerror(errno));
-    char *buf = malloc((size_t)MW_KERAS_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return mw_err(MW_ENOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, (size_t)MW_KERAS_MAX_BYTES + 1, f);
-    int err = ferror(f);
-    fclose(f);
-    mw_status rc;
-    if (err)
-        rc = mw_err(MW_EIO, "%s: cannot read the model", path);
-    else
-        rc = mw_keras_load(m, buf, n, path, in_h, in_w, in_c, nclasses);
+    char *buf = NULL;
+    size_t n = 0;
+    /* a regular file, never blocking, its size checked before it is read (common/fs.h) */
+    MW_TRY(mw_fs_read_input(path, "a Keras model: JSON or a .keras archive", MW_KERAS_MAX_BYTES,
+                            MW_EMODEL, &buf, &n));
+    mw_status rc = mw_keras_load(m, buf, n, path, in_h, in_w, in_c, nclasses);
     free(buf);
     return rc;
 }

@@ -8,17 +8,21 @@
 #include "worker/keras_archive.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include "common/log.h"
 #include "worker/keras.h"
 #include "worker/keras_h5.h"
 #include "worker/keras_vars.h"
+#include "worker/zip_input.h"
 
 /* The Keras version whose layout this writes (metadata.json's keras_version). */
 #define KERAS_VERSION "3.6.0"
@@ -41,12 +45,16 @@ int mw_keras_archive_is(const char *path)
     const size_t n = strlen(path);
     if (n >= 6 && !strcmp(path + n - 6, ".keras"))
         return 1;
-    FILE *f = fopen(path, "rb");
-    unsigned char b[4] = {0};
-    if (!f)
+    /* never open what is not a regular file (a FIFO would block): the loader reports it */
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
-    const size_t got = fread(b, 1, 4, f);
-    fclose(f);
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    unsigned char b[4] = {0};
+    if (fd < 0)
+        return 0;
+    const ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, 4, 0) : 0;
+    close(fd);
     return got == 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4;
 }
 
@@ -157,54 +165,30 @@ static mw_status load_zip(zip_t *z, mw_model *m, const char *origin, int in_h, i
     return rc;
 }
 
-static mw_status zip_fail(const char *origin, zip_error_t *e)
-{
-    mw_status rc = mw_err(MW_EDATA, "%s: not a zip archive, or a truncated one: %s", origin,
-                          zip_error_strerror(e));
-    zip_error_fini(e);
-    return rc;
-}
+#define BAD_ZIP "not a zip archive, or a truncated one"
 
 mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, const char *origin,
                                 int in_h, int in_w, int in_c, int nclasses, mw_keras_weights *w)
 {
     mw_model_init(m, 0, 0, 0);
-    zip_error_t e;
-    zip_error_init(&e);
-    zip_source_t *src = zip_source_buffer_create(bytes, nbytes, 0, &e);
-    if (!src)
-        return zip_fail(origin, &e);
-    zip_t *z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e);
-    if (!z) {
-        zip_source_free(src);
-        return zip_fail(origin, &e);
-    }
-    zip_error_fini(&e);
+    zip_t *z;
+    MW_TRY(mw_zip_input_open_buffer(bytes, nbytes, origin, BAD_ZIP, &z));
     mw_status rc = load_zip(z, m, origin, in_h, in_w, in_c, nclasses, w);
     zip_discard(z);
     return rc;
 }
 
-/* path opened read-only with its consistency checked, or MW_EDATA naming it. */
+/* path, a regular file (MW_EIO otherwise), opened read-only with its consistency checked, or
+ * MW_EDATA naming it. */
 static mw_status open_zip(const char *path, zip_t **z)
 {
-    int ze = 0;
-    *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
-    if (*z)
-        return MW_OK;
-    zip_error_t e;
-    zip_error_init_with_code(&e, ze);
-    return zip_fail(path, &e);
+    return mw_zip_input_open_file(path, "a .keras archive (or Keras JSON)", BAD_ZIP, z, NULL, NULL);
 }
 
 mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                                      int nclasses, mw_keras_weights *w)
 {
     mw_model_init(m, 0, 0, 0);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
-    fclose(f);
     zip_t *z;
     MW_TRY(open_zip(path, &z));
     mw_status rc = load_zip(z, m, path, in_h, in_w, in_c, nclasses, w);
@@ -215,10 +199,9 @@ mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, in
 mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return MW_OK; /* the model load reports it */
-    fclose(f);
     zip_t *z;
     MW_TRY(open_zip(path, &z));
     char *cfg = NULL;
