@@ -16,6 +16,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/data_formats.h"
 
 #define SIDE 32u
@@ -105,6 +106,9 @@ static mw_status read_set(mw_dataset *d, const char *dir, const char *const *nam
     }
     if ((uint64_t)total * IMAGE_NBYTES > MW_DATA_MAX_NBYTES || total >= UINT32_MAX)
         return mw_err(MW_EDATA, "%s: %zu records, more than the limit", dir, total);
+    /* the images, the labels and the largest file's bytes, before they are read */
+    MW_TRY(mw_sysmem_check_load(total * (IMAGE_NBYTES + sizeof *d->labels) + biggest,
+                                "%s: %zu CIFAR records take", dir, total));
     d->count = (uint32_t)total;
     d->rows = d->cols = SIDE;
     d->channels = 3;

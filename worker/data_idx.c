@@ -19,6 +19,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 
 #define READ_CHUNK (1u << 30) /* gzread takes an unsigned and returns an int */
 #define GZ_BUFFER (1u << 17)  /* larger than zlib's 8 KiB default: fewer read calls */
@@ -223,6 +224,11 @@ mw_status mw_dataset_load(mw_dataset *d, const char *images_path, const char *la
     t.channels = 1;
     t.num_classes = num_classes;
     size_t image_nbytes = (size_t)t.count * t.rows * t.cols;
+    /* sizes from the headers, checked before a byte of the bodies is inflated */
+    MW_TRY_GOTO(mw_sysmem_check_load(image_nbytes + (uint64_t)t.count * (1 + sizeof *t.labels),
+                                     "%s: %u images of %ux%u take", images_path, t.count, t.rows,
+                                     t.cols),
+                rc, fail);
     t.images = malloc(image_nbytes);
     t.labels = malloc((size_t)t.count * sizeof *t.labels);
     raw_labels = malloc(t.count);

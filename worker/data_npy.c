@@ -19,6 +19,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/data_formats.h"
 
 #define SCAN_WINDOW (64u << 20) /* bytes of float images scanned before they are dropped */
@@ -482,6 +483,7 @@ static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
                         (unsigned long long)nbytes, (unsigned long long)MW_DATA_MAX_NBYTES);
             goto done;
         }
+        MW_TRY_GOTO(mw_sysmem_check_load(nbytes, "%s: its data take", path), rc, done);
         a->heap = malloc(nbytes ? (size_t)nbytes : 1);
         if (!a->heap) {
             rc = mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes", path,

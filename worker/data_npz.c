@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/data_formats.h"
 #include "worker/zip_input.h"
 
@@ -188,11 +189,38 @@ static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[4])
     return MW_OK;
 }
 
+/* What the members will take on the heap, from the zip directory alone (nothing inflated yet):
+ * every member but the stored images of an archive on disk, which are mapped. Checked against
+ * the memory this process may use (common/sysmem.h). */
+static mw_status check_heap(zip_t *za, const char *arch, const file_ref *fr,
+                            const zip_int64_t idx[4])
+{
+    uint64_t total = 0;
+    int deflated = 0, n = 0;
+    char names[128] = "";
+    for (int k = 0; k < 4; k++) {
+        zip_stat_t st;
+        if (zip_stat_index(za, (zip_uint64_t)idx[k], 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+            continue; /* load_member reports it */
+        const int stored = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method == ZIP_CM_STORE;
+        if (fr->fd >= 0 && k % 2 == 0 && stored)
+            continue;
+        total += st.size;
+        deflated += !stored;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? " + " : "",
+                 members[k]);
+    }
+    return mw_sysmem_check_load(total, "%s: %s %s to", arch, names,
+                                deflated ? (n > 1 ? "inflate" : "inflates")
+                                         : (n > 1 ? "take" : "takes"));
+}
+
 static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, const char *arch,
                               const file_ref *fr, int classes, int *max_label)
 {
     zip_int64_t idx[4];
     MW_TRY(find_members(za, arch, idx));
+    MW_TRY(check_heap(za, arch, fr, idx));
     mw_npy_array a[4];
     for (int k = 0; k < 4; k++)
         mw_npy_array_init(&a[k]);

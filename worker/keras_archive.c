@@ -19,6 +19,7 @@
 #include <zip.h>
 
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/keras.h"
 #include "worker/keras_h5.h"
 #include "worker/keras_vars.h"
@@ -78,6 +79,9 @@ static mw_status read_member(zip_t *z, const char *name, zip_uint64_t max, const
         return mw_err(MW_EDATA, "%s: %s claims %llu bytes (at most %llu accepted%s)", origin, name,
                       (unsigned long long)st.size, (unsigned long long)max,
                       bounded ? "" : "; more than its compressed size can hold: corrupt");
+    /* the size from the zip directory, checked before anything is inflated */
+    MW_TRY(mw_sysmem_check_load(st.size, "%s: %s %s to", origin, name,
+                                st.comp_method == ZIP_CM_STORE ? "takes" : "inflates"));
     char *buf = malloc((size_t)st.size + 1);
     if (!buf)
         return mw_err(MW_ENOMEM, "%s: %s: %llu bytes: out of memory", origin, name,

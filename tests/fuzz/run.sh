@@ -61,7 +61,7 @@ mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/preprocess.c" \
     "$ROOT/worker/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/fs.c" -ljansson -lzip -lz -lm \
+    "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" -ljansson -lzip -lz -lm \
     -o "$OUT/fuzz_data" &
 pids="$pids $!"
 
@@ -115,7 +115,8 @@ mkdir -p "$OUT/corpus-keras_archive"
 "$CLANG" $CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras_archive.c" \
     "$ROOT/worker/keras_h5.c" "$ROOT/worker/keras_vars.c" "$ROOT/worker/keras.c" \
-    "$ROOT/worker/zip_input.c" "$ROOT/common/fs.c" "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT/worker/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
+    "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm \
     -o "$OUT/fuzz_keras_archive" &
