@@ -525,9 +525,31 @@ static mw_status add_member(zip_t *z, const char *name, const void *data, size_t
     return MW_OK;
 }
 
-mw_status mw_keras_archive_write(const mw_model *m, const float *params,
-                                 const mw_keras_optimizer *opt, const char *path)
+/* The bytes written into src (an in-memory zip source after zip_close), malloc'ed. */
+static mw_status take_image(zip_source_t *src, const char *name, void **out, size_t *nbytes)
 {
+    *out = NULL, *nbytes = 0;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_source_stat(src, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) || zip_source_open(src) != 0)
+        return mw_err(MW_EINTERNAL, "%s: the archive written in memory cannot be read back", name);
+    void *buf = malloc(st.size ? (size_t)st.size : 1);
+    const zip_int64_t got = buf ? zip_source_read(src, buf, st.size) : -1;
+    zip_source_close(src);
+    if (got < 0 || (zip_uint64_t)got != st.size) {
+        free(buf);
+        return mw_err(buf ? MW_EINTERNAL : MW_ENOMEM, "%s: cannot take the archive's %llu bytes",
+                      name, (unsigned long long)st.size);
+    }
+    *out = buf, *nbytes = (size_t)st.size;
+    return MW_OK;
+}
+
+mw_status mw_keras_archive_image(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *name, void **out,
+                                 size_t *nbytes)
+{
+    *out = NULL, *nbytes = 0;
     char *cfg = NULL, meta[160], origin[600], date[32];
     void *h5 = NULL;
     size_t nh5 = 0;
@@ -537,30 +559,55 @@ mw_status mw_keras_archive_write(const mw_model *m, const float *params,
     strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
     snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}",
              KERAS_VERSION, date);
-    snprintf(origin, sizeof origin, "%s: model.weights.h5", path);
+    snprintf(origin, sizeof origin, "%s: model.weights.h5", name);
     MW_TRY(mw_keras_config_json(m, opt, &cfg));
     mw_status rc = mw_keras_h5_write(m, params, opt, &h5, &nh5, origin);
-    int ze = 0;
-    zip_t *z = rc == MW_OK ? zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &ze) : NULL;
-    if (rc == MW_OK && !z) {
-        zip_error_t e;
-        zip_error_init_with_code(&e, ze);
-        rc = mw_err(MW_EIO, "%s: cannot create the archive: %s", path, zip_error_strerror(&e));
-        zip_error_fini(&e);
+    zip_error_t e;
+    zip_error_init(&e);
+    zip_source_t *src = rc == MW_OK ? zip_source_buffer_create(NULL, 0, 0, &e) : NULL;
+    zip_t *z = NULL;
+    if (src) {
+        zip_source_keep(src); /* the archive's bytes are read from it after zip_close */
+        z = zip_open_from_source(src, ZIP_TRUNCATE, &e);
     }
+    if (rc == MW_OK && !z)
+        rc = mw_err(MW_ENOMEM, "%s: cannot make the archive in memory: %s", name,
+                    zip_error_strerror(&e));
+    zip_error_fini(&e);
     if (rc == MW_OK)
-        rc = add_member(z, "metadata.json", meta, strlen(meta), path);
+        rc = add_member(z, "metadata.json", meta, strlen(meta), name);
     if (rc == MW_OK)
-        rc = add_member(z, "config.json", cfg, strlen(cfg), path);
+        rc = add_member(z, "config.json", cfg, strlen(cfg), name);
     if (rc == MW_OK)
-        rc = add_member(z, "model.weights.h5", h5, nh5, path);
+        rc = add_member(z, "model.weights.h5", h5, nh5, name);
     if (rc == MW_OK && zip_close(z) != 0) {
-        rc = mw_err(MW_EIO, "%s: cannot write the archive: %s", path, zip_strerror(z));
+        rc = mw_err(MW_ENOMEM, "%s: cannot write the archive in memory: %s", name, zip_strerror(z));
         zip_discard(z);
     } else if (rc != MW_OK && z) {
         zip_discard(z);
     }
+    if (rc == MW_OK)
+        rc = take_image(src, name, out, nbytes);
+    if (src)
+        zip_source_free(src);
     free(cfg);
     free(h5);
     return rc;
+}
+
+mw_status mw_keras_archive_write(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *path)
+{
+    void *img = NULL;
+    size_t n = 0;
+    MW_TRY(mw_keras_archive_image(m, params, opt, path, &img, &n));
+    FILE *f = fopen(path, "wb");
+    int bad = !f || fwrite(img, 1, n, f) != n;
+    const int e = errno;
+    if (f && fclose(f) != 0 && !bad)
+        bad = 1;
+    free(img);
+    if (bad)
+        return mw_err(MW_EIO, "%s: cannot write the archive: %s", path, strerror(e ? e : EIO));
+    return MW_OK;
 }
