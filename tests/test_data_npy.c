@@ -3,15 +3,20 @@
  * as stored, CIFAR's channel-major records transposed), class counting, the memory mapping, and
  * a table of bad inputs per format (how the file is built, the status and the message parts:
  * the file, the field and what was expected). Archives are written with libzip, stored and
- * deflated; CIFAR files byte by byte. */
+ * deflated; CIFAR files byte by byte. A mapped x_train.npy or stored .npz truncated while a
+ * batch reads it ends the process with exit 3 and one line naming the file (common/mapguard.h),
+ * where it died of SIGBUS (135) without the guard: each run in a child process. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
+#include "common/mapguard.h"
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/data.h"
@@ -280,6 +285,78 @@ static void test_npz_good(void **state)
         mw_dataset_free(&te);
         free(path);
     }
+}
+
+/* ---- a mapped file that shrinks ---- */
+
+/* In a child: assemble example 0 of d (its file now truncated), unguarded when `unguard`.
+ * Returns the child's wait status; its stderr goes to err (cap bytes). */
+static int batch_in_child(const mw_dataset *d, int unguard, char *err, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        if (unguard) { /* as before the guard: no handler at all (cmocka has its own) */
+            mw_mapguard_remove(d->map);
+            signal(SIGBUS, SIG_DFL);
+        }
+        float x[8];
+        uint32_t id = 0;
+        mw_dataset_batch(d, x, NULL, &id, 1);
+        _exit(0); /* the read succeeded: the file did not shrink under it */
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fds[0], err + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+static void test_mapped_file_shrinks(void **state)
+{
+    const char *dir = *state;
+    char sub[600], xpath[700], want[900], err[2048];
+    snprintf(sub, sizeof sub, "%s/npy", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    write_npy_dir(sub, NULL);
+    char *npz = write_npz(dir, "d.npz", NULL, 0, -1, NULL); /* stored: mapped */
+    for (int k = 0; k < 2; k++) {
+        const char *path = k ? npz : sub;
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        expect_err(mw_dataset_open(&tr, &te, path, &no_opts), MW_OK, "");
+        assert_non_null(tr.map);
+        snprintf(xpath, sizeof xpath, "%s/x_train.npy", sub);
+        assert_int_equal(truncate(k ? npz : xpath, 0), 0); /* every page now past the end */
+        int st = batch_in_child(&tr, 0, err, sizeof err);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 3)
+            fail_msg("%s: the child ended with status 0x%x, expected exit 3; stderr: %s", path, st,
+                     err);
+        snprintf(want, sizeof want,
+                 "mwtrain: error: %s%s: the memory-mapped file shrank while it "
+                 "was read (truncated or rewritten during the run?): byte ",
+                 k ? npz : xpath, k ? ": x_train.npy" : "");
+        if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, "-byte mapping is gone (SIGBUS)"))
+            fail_msg("%s: stderr\n  %s\nexpected it to start\n  %s", path, err, want);
+        /* the control: without the guard the same read dies of SIGBUS, without a word */
+        st = batch_in_child(&tr, 1, err, sizeof err);
+        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS);
+        assert_string_equal(err, "");
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+    }
+    free(npz);
 }
 
 /* ---- CIFAR ---- */
@@ -1034,6 +1111,7 @@ int main(void)
         mw_test_in_tmpdir(test_npy_dir_good),
         mw_test_in_tmpdir(test_npy_versions_shapes),
         mw_test_in_tmpdir(test_npz_good),
+        mw_test_in_tmpdir(test_mapped_file_shrinks),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),
         mw_test_in_tmpdir(test_bad_npy),

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "common/rng.h"
 #include "worker/preprocess.h"
 
@@ -22,9 +23,10 @@ void mw_dataset_init(mw_dataset *d)
 
 void mw_dataset_free(mw_dataset *d)
 {
-    if (d->map)
+    if (d->map) {
+        mw_mapguard_remove(d->map);
         munmap(d->map, d->map_nbytes);
-    else
+    } else
         free(d->images);
     free(d->labels);
     mw_dataset_init(d);

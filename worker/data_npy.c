@@ -19,6 +19,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "common/sysmem.h"
 #include "worker/data_formats.h"
 
@@ -263,8 +264,10 @@ void mw_npy_array_init(mw_npy_array *a)
 void mw_npy_array_free(mw_npy_array *a)
 {
     free(a->heap);
-    if (a->map)
+    if (a->map) {
+        mw_mapguard_remove(a->map);
         munmap(a->map, a->map_nbytes);
+    }
     mw_npy_array_init(a);
 }
 
@@ -473,6 +476,7 @@ static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
             goto done;
         }
         madvise(p, file_nbytes, MADV_RANDOM);
+        mw_mapguard_add(p, file_nbytes, path); /* a file that shrinks: exit 3, named */
         a->map = p;
         a->map_nbytes = file_nbytes;
         a->data = (uint8_t *)p + a->h.data_offset;

@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "common/sysmem.h"
 #include "worker/data_formats.h"
 #include "worker/zip_input.h"
@@ -75,6 +76,7 @@ static int map_member(mw_npy_array *a, int fd, size_t nbytes, const char *member
         return 0;
     }
     madvise(p, nbytes, MADV_RANDOM);
+    mw_mapguard_add(p, nbytes, a->name); /* an archive that shrinks: exit 3, named */
     a->map = p, a->map_nbytes = nbytes;
     a->data = p + off + a->h.data_offset;
     uLong crc = crc32(0L, Z_NULL, 0);

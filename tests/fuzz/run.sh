@@ -61,7 +61,8 @@ mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/preprocess.c" \
     "$ROOT/worker/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" -ljansson -lzip -lz -lm \
+    "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" "$ROOT/common/mapguard.c" \
+    -ljansson -lzip -lz -lm \
     -o "$OUT/fuzz_data" &
 pids="$pids $!"
 
