@@ -287,6 +287,41 @@ static void test_npz_good(void **state)
     }
 }
 
+/* ---- classes without a training example ---- */
+
+static void test_unseen_classes(void **state)
+{
+    (void)state;
+    int32_t tr_labels[4] = {0, 1, 2, 200}, te_labels[2] = {0, 12};
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    tr.labels = tr_labels, tr.count = 4, tr.num_classes = 201;
+    te.labels = te_labels, te.count = 1, te.num_classes = 201; /* the 0 only, at first */
+    char note[1024];
+    /* one stray training label: 201 classes, 197 never seen */
+    assert_int_equal(mw_dataset_unseen_classes(&tr, &te, "d.npz", 0, note, sizeof note), 197);
+    assert_string_equal(note, "data d.npz: 197 of the 201 classes have no training example: the "
+                              "class count is the largest label + 1, and the largest is 200, in "
+                              "the training set (a stray label?); the model cannot learn the "
+                              "empty classes (fix the labels, or give --classes N if that many "
+                              "is meant)");
+    /* a test label above every training label */
+    tr_labels[3] = 3, te.count = 2, tr.num_classes = te.num_classes = 13;
+    assert_int_equal(mw_dataset_unseen_classes(&tr, &te, "d.npz", 0, note, sizeof note), 9);
+    assert_non_null(strstr(note, "9 of the 13 classes have no training example"));
+    assert_non_null(strstr(note, "the largest is 12, in the test set"));
+    /* --classes more than the labels use */
+    tr.num_classes = 10;
+    assert_int_equal(mw_dataset_unseen_classes(&tr, NULL, "d", 1, note, sizeof note), 6);
+    assert_string_equal(note, "data d: 6 of the 10 classes (--classes 10) have no training "
+                              "example: the model cannot learn them");
+    /* every class seen: no note */
+    tr.num_classes = 4;
+    assert_int_equal(mw_dataset_unseen_classes(&tr, &te, "d", 0, note, sizeof note), 0);
+    assert_string_equal(note, "");
+}
+
 /* ---- a mapped file that shrinks ---- */
 
 /* In a child: assemble example 0 of d (its file now truncated), unguarded when `unguard`.
@@ -815,7 +850,8 @@ typedef enum {
     Z_CORRUPT_DEFLATED,
     Z_GARBAGE,
     Z_NOT_ZIP,
-    Z_SINGLE_NPY
+    Z_SINGLE_NPY,
+    Z_DUPLICATE
 } zip_fault;
 typedef struct {
     const char *name;
@@ -832,6 +868,10 @@ static const npz_case npz_cases[] = {
     {"garbage_after_signature", Z_GARBAGE, MW_EDATA, {"d.npz", "not a readable zip archive"}},
     {"not_zip", Z_NOT_ZIP, MW_EDATA, {"d.npz", "not a zip archive", "\"PK\""}},
     {"single_npy", Z_SINGLE_NPY, MW_EDATA, {"d.npz", "a single .npy array", "x_train.npy"}},
+    {"duplicate_member",
+     Z_DUPLICATE,
+     MW_EDATA,
+     {"d.npz", "the member name 'x_train.npy' appears twice in the archive"}},
 };
 
 /* Offset of the first occurrence of needle in the file's bytes, for corrupting a member. */
@@ -864,6 +904,15 @@ static void make_npz_case(const char *sub, const npz_case *c, char **path)
     case Z_SINGLE_NPY:
         b = case_file(NULL, 0, &n);
         *path = mw_test_write_file(sub, "d.npz", b, n);
+        free(b);
+        return;
+    case Z_DUPLICATE: /* a fifth member renamed x_train.npy in its local and central headers */
+        *path = write_npz(sub, "d.npz", NULL, 0, -1, "z_extra.npy");
+        b = (uint8_t *)mw_test_read_file(*path, &n);
+        for (size_t at = 0; at + 11 <= n; at++)
+            if (!memcmp(b + at, "z_extra.npy", 11))
+                memcpy(b + at, "x_train.npy", 11);
+        free(mw_test_write_file(sub, "d.npz", b, n));
         free(b);
         return;
     default:
@@ -1112,6 +1161,7 @@ int main(void)
         mw_test_in_tmpdir(test_npy_versions_shapes),
         mw_test_in_tmpdir(test_npz_good),
         mw_test_in_tmpdir(test_mapped_file_shrinks),
+        cmocka_unit_test(test_unseen_classes),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),
         mw_test_in_tmpdir(test_bad_npy),

@@ -193,6 +193,11 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
+    char note[1024];
+    if (with_data && use == MW_USE_TRAIN && s->rank == 0 &&
+        mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
+                                  sizeof note) > 0)
+        mw_log_warn("%s", note);
     MW_TRY(build_model(s, with_data));
     if (use == MW_USE_EXPORT)
         return MW_OK;
