@@ -1,6 +1,7 @@
 /* The .weights.h5 reader (worker/keras_h5.c) against every way HDF5 can store a dataset or reach
- * an object (issue 26: "A .keras archive reads host files"). The model is one Dense(3) over 4
- * features: layers/dense/vars/0 (4, 3) and /1 (3,), written here with the HDF5 C API.
+ * an object (issue 26: "A .keras archive reads host files"). The model is one Dense(3) over
+ * 2x2x1 images, flattened: layers/dense/vars/0 (4, 3) and /1 (3,), written here with the HDF5
+ * C API.
  *
  * Storage layouts of the kernel:
  *   accepted, read bitwise: contiguous (what Keras writes), compact, chunked, chunked with
@@ -19,7 +20,10 @@
  * weights applied), the path `train --model` takes.
  *
  *   test_keras_h5 --corpus DIR   writes each case as DIR/h5_<case>.keras (the fuzz seeds of
- *                                tests/fuzz/corpus/keras_archive) and exits. */
+ *                                tests/fuzz/corpus/keras_archive) and exits;
+ *   test_keras_h5 --case NAME OUT.keras HOSTFILE
+ *                                writes case NAME, its external names leading to HOSTFILE
+ *                                (nothing is written there), for tests/mpi/test_hostile.sh. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -37,11 +41,14 @@
 #include "worker/keras_vars.h"
 #include "worker/model.h"
 
+/* 2x2x1 images (so `mwtrain train` can run it on a tiny .npz), flattened into Dense(3). */
 static const char model_json[] =
     "{\"module\": \"keras\", \"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", "
     "\"layers\": [{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"config\": "
-    "{\"batch_shape\": [null, 4], \"name\": \"in\"}}, {\"module\": \"keras.layers\", "
-    "\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 3}}]}}";
+    "{\"batch_shape\": [null, 2, 2, 1], \"name\": \"in\"}}, {\"module\": \"keras.layers\", "
+    "\"class_name\": \"Flatten\", \"config\": {\"name\": \"f\"}}, {\"module\": "
+    "\"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": "
+    "3}}]}}";
 
 #define NK 12 /* kernel (4, 3) */
 #define NB 3  /* bias (3,) */
@@ -519,10 +526,31 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* --case NAME OUT HOSTFILE */
+static int write_one(const char *name, const char *out, const char *host)
+{
+    corpus_mode = 1;
+    snprintf(canary_raw, sizeof canary_raw, "%s", host);
+    snprintf(canary_h5, sizeof canary_h5, "%s", host);
+    H5Lregister(&ud_class);
+    for (size_t i = 0; i < NCASES; i++)
+        if (!strcmp(cases[i].name, name)) {
+            size_t n = 0;
+            void *img = build(&cases[i], &n);
+            write_keras(out, img, n);
+            free(img);
+            return 0;
+        }
+    fprintf(stderr, "test_keras_h5: no case %s\n", name);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--corpus"))
         return write_corpus(argv[2]);
+    if (argc == 5 && !strcmp(argv[1], "--case"))
+        return write_one(argv[2], argv[3], argv[4]);
     const struct CMUnitTest tests[] = {
         mw_test_in_tmpdir(every_layout_and_link),
         mw_test_in_tmpdir(control_hdf5_follows_them),

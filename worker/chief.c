@@ -377,8 +377,8 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
     if (fclose(f) != 0 && !e)
         e = errno;
     if (e || n != want)
-        return mw_err(MW_EIO, "--dump-weights %s: cannot write it: %s (%zu of %zu bytes)", path,
-                      strerror(e ? e : EIO), n * sizeof(float), want * sizeof(float));
+        return mw_err(MW_EIO, "--dump-weights %s: cannot write it: %s", path,
+                      strerror(e ? e : EIO));
     return MW_OK;
 }
 
