@@ -56,15 +56,23 @@ static void rewrite(const mw_model *m)
     free(img);
 }
 
-/* The empty directory the target runs in, and its watch (made on the first input). */
+/* The empty directory the target runs in, and its watch (made on the first input; removed
+ * when the fuzzer exits). */
 static int sandbox_watch = -1;
+static char sandbox_dir[] = "/tmp/mwfuzz-cwd-XXXXXX";
+
+static void sandbox_remove(void)
+{
+    rmdir(sandbox_dir);
+}
 
 static void sandbox(void)
 {
     if (sandbox_watch >= 0)
         return;
-    char dir[] = "/tmp/mwfuzz-cwd-XXXXXX";
-    check(mkdtemp(dir) != NULL && chdir(dir) == 0, "make and enter an empty directory");
+    check(mkdtemp(sandbox_dir) != NULL && chdir(sandbox_dir) == 0,
+          "make and enter an empty directory");
+    atexit(sandbox_remove);
     sandbox_watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     check(sandbox_watch >= 0 &&
               inotify_add_watch(sandbox_watch, ".", IN_OPEN | IN_CREATE | IN_ACCESS) >= 0,
