@@ -281,3 +281,33 @@ const char *mw_fs_output_kind(const char *path)
         return lstat(path, &st) == 0 ? mw_fs_kind(st.st_mode) : NULL;
     return S_ISREG(st.st_mode) ? NULL : mw_fs_kind(st.st_mode);
 }
+
+int mw_fs_open_output_errno(const char *path, int *fd_out, const char **kind)
+{
+    *fd_out = -1;
+    if (kind)
+        *kind = NULL;
+    const int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        const int e = errno;
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (kind)
+            *kind = mw_fs_kind(st.st_mode);
+        close(fd);
+        return ENOTSUP;
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (ftruncate(fd, 0) != 0 || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        const int e = errno;
+        close(fd);
+        return e;
+    }
+    *fd_out = fd;
+    return 0;
+}

@@ -74,6 +74,14 @@ const char *mw_fs_kind(unsigned mode);
  * socket is never opened, renamed over or replaced. */
 const char *mw_fs_output_kind(const char *path);
 
+/* Open path for writing from its start (created 0666 & ~umask when missing) as only a regular
+ * file may be: without blocking (O_NONBLOCK: a FIFO without a reader fails at once instead of
+ * hanging), then fstat; anything but a regular file is closed untouched, and only then is the
+ * file truncated and O_NONBLOCK cleared. Symbolic links to regular files are followed. Returns
+ * 0 with *fd, or an errno (*kind, when not NULL, then names what path is, or NULL: the open
+ * itself failed). ENOTSUP with *kind set: not a regular file. */
+int mw_fs_open_output_errno(const char *path, int *fd, const char **kind);
+
 /* ---- errno forms: 0 or an errno, no message recorded ---- */
 
 /* mw_fs_mkdir_p. failed (may be NULL, failed_cap bytes) gets the component that could not be

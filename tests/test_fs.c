@@ -346,6 +346,48 @@ static void output_kind(void **state)
     close(sock);
 }
 
+/* Outputs opened for writing: a regular file (through a link too) truncated, a new one made; a
+ * FIFO without a reader, a device and a directory refused untouched, never blocking. */
+static void open_output(void **state)
+{
+    const char *dir = *state;
+    int sock = -1;
+    make_specials(dir, &sock);
+    alarm(10);
+    char p[700];
+    int fd = -1;
+    const char *kind = NULL;
+    snprintf(p, sizeof p, "%s/link-plain", dir);
+    assert_int_equal(mw_fs_open_output_errno(p, &fd, &kind), 0);
+    assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    close(fd);
+    snprintf(p, sizeof p, "%s/plain", dir);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0); /* truncated */
+    snprintf(p, sizeof p, "%s/new", dir);
+    assert_int_equal(mw_fs_open_output_errno(p, &fd, &kind), 0);
+    close(fd);
+    static const struct {
+        const char *name, *kind;
+    } refused[] = {{"fifo", "a FIFO"}, {"link-fifo", "a FIFO"}};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, refused[i].name);
+        kind = NULL;
+        const int e = mw_fs_open_output_errno(p, &fd, &kind);
+        /* no reader: the non-blocking open itself fails (ENXIO), before any fstat */
+        assert_true(e == ENXIO || (e == ENOTSUP && kind && !strcmp(kind, refused[i].kind)));
+        assert_int_equal(fd, -1);
+    }
+    kind = NULL;
+    assert_int_equal(mw_fs_open_output_errno("/dev/null", &fd, &kind), ENOTSUP);
+    assert_string_equal(kind, "a character device");
+    snprintf(p, sizeof p, "%s/subdir", dir);
+    assert_int_equal(mw_fs_open_output_errno(p, &fd, &kind), EISDIR);
+    alarm(0);
+    close(sock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +398,7 @@ int main(void)
         mw_test_in_tmpdir(open_input_regular_only),
         mw_test_in_tmpdir(read_input_size_first),
         mw_test_in_tmpdir(output_kind),
+        mw_test_in_tmpdir(open_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

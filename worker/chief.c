@@ -345,20 +345,17 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
 mw_status mw_chief_dump_weights(mw_session *s, const char *path)
 {
     MW_TRY(s->ops->pull(s->rep));
-    const int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return mw_err(MW_EIO, "--dump-weights %s: cannot open it for writing: %s", path,
-                      strerror(errno));
-    struct stat st = {0};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    int fd;
+    const char *kind = NULL;
+    const int oe = mw_fs_open_output_errno(path, &fd, &kind);
+    if (oe && kind)
         return mw_err(MW_EIO, "--dump-weights %s: is %s, not a regular file: not written", path,
-                      mw_fs_kind(st.st_mode));
-    }
-    FILE *f = ftruncate(fd, 0) == 0 ? fdopen(fd, "wb") : NULL;
+                      kind);
+    FILE *f = oe ? NULL : fdopen(fd, "wb");
     if (!f) {
-        const int e = errno;
-        close(fd);
+        const int e = oe ? oe : errno;
+        if (!oe)
+            close(fd);
         return mw_err(MW_EIO, "--dump-weights %s: cannot write it: %s", path, strerror(e));
     }
     size_t want = 0, n = 0;
