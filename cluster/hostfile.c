@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "common/fs.h"
+
 /* Longest piece of user text quoted in a message, and the host length limit (RFC 1035). */
 #define QUOTE_MAX 48
 #define HOST_MAX 255
@@ -294,30 +296,37 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
     return add_slots(n, path, lineno, host, hlen, slots);
 }
 
+/* The whole file first (a regular file of at most MW_HOSTFILE_MAX_BYTES, never blocking:
+ * common/fs.h), then line by line, each at most MW_HOSTFILE_MAX_LINE bytes. */
 static mw_status read_hostfile(nodes *n, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return mw_err(MW_ECONFIG, "%s: cannot open: %s; expected a readable Open MPI hostfile",
-                      path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    char *text = NULL;
+    size_t nbytes = 0;
+    MW_TRY(mw_fs_read_input(path, "a readable Open MPI hostfile", MW_HOSTFILE_MAX_BYTES, MW_ECONFIG,
+                            &text, &nbytes));
+    char line[MW_HOSTFILE_MAX_LINE + 2];
     int lineno = 0;
     mw_status rc = MW_OK;
-    while (rc == MW_OK && (len = getline(&line, &cap, f)) >= 0) {
+    for (size_t at = 0; rc == MW_OK && at < nbytes;) {
+        const char *nl = memchr(text + at, '\n', nbytes - at);
+        const size_t len = nl ? (size_t)(nl - (text + at)) + 1 : nbytes - at;
         lineno++;
-        if (strlen(line) != (size_t)len)
+        if (len - (nl != NULL) > MW_HOSTFILE_MAX_LINE)
+            rc = mw_err(MW_ECONFIG,
+                        "%s:%d: a line of %zu bytes; expected at most %d (\"host [slots=N] "
+                        "[max_slots=N]\")",
+                        path, lineno, len - (nl != NULL), MW_HOSTFILE_MAX_LINE);
+        else if (memchr(text + at, '\0', len))
             rc = mw_err(MW_ECONFIG, "%s:%d: contains a NUL byte; expected a text hostfile", path,
                         lineno);
-        else
+        else {
+            memcpy(line, text + at, len);
+            line[len] = '\0';
             rc = parse_line(n, path, lineno, line);
+        }
+        at += len;
     }
-    if (rc == MW_OK && ferror(f))
-        rc = mw_err(MW_ECONFIG, "%s: cannot read: %s; expected a readable Open MPI hostfile", path,
-                    strerror(errno));
-    free(line);
-    fclose(f);
+    free(text);
     if (rc == MW_OK && n->ntasks == 0)
         rc = mw_err(MW_ECONFIG,
                     "%s: no hosts (only blank lines and comments); expected lines "

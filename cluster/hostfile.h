@@ -18,8 +18,9 @@
  * Unlike mpirun, a line without slots= counts 1 slot, not the host's core count, which a
  * remote host's file cannot tell us: write slots= explicitly.
  *
- * Every error is MW_ECONFIG with a message naming the file and line, what was found and what
- * was expected:
+ * A hostfile that cannot be read, or is not a regular file (a FIFO is refused without being
+ * opened), is MW_EIO. Every other error is MW_ECONFIG with a message naming the file and line,
+ * what was found and what was expected:
  *
  *   hosts.txt:3: slots="x" is not a number; expected slots=N with N a positive integer */
 #ifndef MW_CLUSTER_HOSTFILE_H
@@ -33,6 +34,11 @@
 #define MW_HOSTFILE_DEFAULT_PORT 2222
 /* Most slots (worker tasks) a hostfile may describe in all. */
 #define MW_HOSTFILE_MAX_TASKS 65536
+/* Largest hostfile (a line per task at MW_HOSTFILE_MAX_LINE would be more; real ones are far
+ * smaller) and longest line, without its line break: more is an error naming the file (and
+ * the line), found before anything more is read. */
+#define MW_HOSTFILE_MAX_BYTES (16u << 20)
+#define MW_HOSTFILE_MAX_LINE 4096
 
 /* Read the hostfile at `path` and build one TF_CONFIG per worker task. On success
  * *configs_out is an owned array of *ntasks_out owned, NUL-terminated compact JSON strings,

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <jansson.h>
 
+#include "common/fs.h"
 #include "common/strfmt.h"
 
 /* Longest piece of user text quoted in a message. */
@@ -499,62 +499,12 @@ mw_status mw_tfconfig_parse(mw_tfconfig *c, const char *text, size_t nbytes, con
     return rc;
 }
 
-/* Read a whole file. Reading stops past the size cap, so a file over it is reported here with
- * its own size (fstat; "more than" the cap for a pipe), not with the bytes read so far. */
+/* A whole TF_CONFIG file: a regular file (a FIFO or device is refused without being opened:
+ * MW_EIO), its size checked against the cap before anything is read (common/fs.h). */
 static mw_status read_file(const char *path, char **text, size_t *nbytes)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_ECONFIG, "%s: cannot open: %s; expected a readable TF_CONFIG JSON file",
-                      path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    mw_status rc = MW_OK;
-    if (!buf) {
-        rc = mw_err(MW_ENOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (;;) {
-        if (n == cap) {
-            if (cap > MW_TFCONFIG_MAX_BYTES)
-                break;
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                rc = mw_err(MW_ENOMEM, "%s: out of memory", path);
-                goto done;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f))
-                rc = mw_err(MW_ECONFIG,
-                            "%s: cannot read: %s; expected a readable TF_CONFIG "
-                            "JSON file",
-                            path, strerror(errno));
-            break;
-        }
-    }
-    if (rc == MW_OK && n > MW_TFCONFIG_MAX_BYTES) {
-        struct stat st;
-        if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
-            rc = fail(path, "", "%lld bytes; expected at most %u (1 MiB)", (long long)st.st_size,
-                      MW_TFCONFIG_MAX_BYTES);
-        else
-            rc = fail(path, "", "more than %u bytes; expected at most %u (1 MiB)",
-                      MW_TFCONFIG_MAX_BYTES, MW_TFCONFIG_MAX_BYTES);
-    }
-done:
-    fclose(f);
-    if (rc != MW_OK) {
-        free(buf);
-        return rc;
-    }
-    *text = buf;
-    *nbytes = n;
-    return MW_OK;
+    return mw_fs_read_input(path, "a readable TF_CONFIG JSON file", MW_TFCONFIG_MAX_BYTES,
+                            MW_ECONFIG, text, nbytes);
 }
 
 mw_status mw_tfconfig_load(mw_tfconfig *c, const char *path, int *found)

@@ -69,7 +69,8 @@ mw_status mw_tfconfig_parse(mw_tfconfig *c, const char *text, size_t nbytes, con
 /* Read the file at `path` when path is non-NULL, else the TF_CONFIG environment variable, and
  * parse it. *found (may be NULL) is 1 when a config was read, 0 when path is NULL and TF_CONFIG
  * is unset (not an error: the cluster then comes from MPI). A set but empty TF_CONFIG is an
- * error. */
+ * error. The file must be a regular file (a FIFO is refused without being opened) that can be
+ * read, else MW_EIO; one over MW_TFCONFIG_MAX_BYTES is MW_ECONFIG, nothing read. */
 mw_status mw_tfconfig_load(mw_tfconfig *c, const char *path, int *found);
 
 /* Index in c->tasks of task `index` of `job`, or -1 when there is none. */

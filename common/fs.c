@@ -1,12 +1,15 @@
 /* mkdir -p, path join and atomic file replacement; see fs.h. These were three copies of mkdir -p
- * (train, checkpoint, summary) and the checkpoint's private atomic write. */
+ * (train, checkpoint, summary) and the checkpoint's private atomic write. The input helpers at
+ * the end are the one way a reader opens a file the user names. */
 #include "common/fs.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,4 +145,169 @@ mw_status mw_fs_write_atomic(const char *dir, const char *name, const void *byte
     if (e)
         return mw_err(MW_EIO, "%s %s: cannot %s %s (%s)", what, dir, step, name, strerror(e));
     return MW_OK;
+}
+
+/* ---- inputs ---- */
+
+const char *mw_fs_kind(unsigned mode)
+{
+    const mode_t m = (mode_t)mode;
+    return S_ISREG(m)    ? "a regular file"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISLNK(m)  ? "a symbolic link"
+                         : "a special file";
+}
+
+/* "; expected WHAT", or "" without one. */
+static void expected_note(char *buf, size_t cap, const char *expected)
+{
+    if (expected && *expected)
+        snprintf(buf, cap, "; expected %s", expected);
+    else
+        buf[0] = '\0';
+}
+
+static mw_status not_regular(const char *path, mode_t mode, const char *expected)
+{
+    char note[256];
+    expected_note(note, sizeof note, expected);
+    return mw_err(MW_EIO, "%s: is %s, not a regular file%s", path, mw_fs_kind(mode), note);
+}
+
+mw_status mw_fs_open_input(const char *path, const char *expected, int *fd_out, size_t *nbytes)
+{
+    char note[256];
+    *fd_out = -1;
+    struct stat st;
+    /* stat first: what is not a regular file is refused without being opened at all */
+    if (stat(path, &st) != 0) {
+        expected_note(note, sizeof note, expected);
+        return mw_err(MW_EIO, "%s: cannot open: %s%s", path, strerror(errno), note);
+    }
+    if (!S_ISREG(st.st_mode))
+        return not_regular(path, st.st_mode, expected);
+    /* O_NONBLOCK: should the path have become a FIFO since the stat, the open returns at once */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        expected_note(note, sizeof note, expected);
+        return mw_err(MW_EIO, "%s: cannot open: %s%s", path, strerror(errno), note);
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const mode_t mode = st.st_mode;
+        close(fd);
+        return not_regular(path, mode, expected);
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return mw_err(MW_EIO, "%s: %lld bytes: too large to read here", path,
+                      (long long)st.st_size);
+    }
+    *fd_out = fd;
+    *nbytes = (size_t)st.st_size;
+    return MW_OK;
+}
+
+mw_status mw_fs_fopen_input(const char *path, const char *expected, FILE **f, size_t *nbytes)
+{
+    int fd;
+    *f = NULL;
+    MW_TRY(mw_fs_open_input(path, expected, &fd, nbytes));
+    if (!(*f = fdopen(fd, "rb"))) {
+        int e = errno;
+        close(fd);
+        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return MW_OK;
+}
+
+mw_status mw_fs_read_input(const char *path, const char *expected, size_t max, mw_status too_big,
+                           char **text, size_t *nbytes)
+{
+    *text = NULL;
+    *nbytes = 0;
+    int fd;
+    size_t size;
+    MW_TRY(mw_fs_open_input(path, expected, &fd, &size));
+    if (size > max) {
+        close(fd);
+        char lim[64];
+        if (max % ((size_t)1 << 20) == 0)
+            snprintf(lim, sizeof lim, "%zu MiB", max >> 20);
+        else if (max % ((size_t)1 << 10) == 0)
+            snprintf(lim, sizeof lim, "%zu KiB", max >> 10);
+        else
+            snprintf(lim, sizeof lim, "%zu bytes", max);
+        return mw_err(too_big, "%s: %zu bytes; expected at most %zu (%s)", path, size, max, lim);
+    }
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return mw_err(MW_ENOMEM, "%s: %zu bytes: out of memory", path, size);
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return mw_err(MW_EIO, "%s: read error after %zu of %zu bytes: %s", path, got, size,
+                          e ? strerror(e) : "the file shrank while it was read");
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[size] = '\0';
+    *text = buf;
+    *nbytes = size;
+    return MW_OK;
+}
+
+const char *mw_fs_output_kind(const char *path)
+{
+    struct stat st;
+    /* a dangling symbolic link is refused: writing through it would create its target,
+     * wherever that is */
+    if (stat(path, &st) != 0)
+        return lstat(path, &st) == 0 ? mw_fs_kind(st.st_mode) : NULL;
+    return S_ISREG(st.st_mode) ? NULL : mw_fs_kind(st.st_mode);
+}
+
+int mw_fs_open_output_errno(const char *path, int *fd_out, const char **kind)
+{
+    *fd_out = -1;
+    if (kind)
+        *kind = NULL;
+    const int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        const int e = errno;
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (kind)
+            *kind = mw_fs_kind(st.st_mode);
+        close(fd);
+        return ENOTSUP;
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (ftruncate(fd, 0) != 0 || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        const int e = errno;
+        close(fd);
+        return e;
+    }
+    *fd_out = fd;
+    return 0;
 }

@@ -1,9 +1,11 @@
 /* The memory this process may use; see sysmem.h. */
 #include "common/sysmem.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PATH_CAP 4096
 #define NO_LIMIT (UINT64_C(1) << 60) /* v1 writes "none" as about 2^63 */
@@ -306,4 +308,45 @@ const char *mw_sysmem_describe(const mw_sysmem *m, char *buf, size_t nbytes)
         snprintf(buf, nbytes, "no memory information");
     }
     return buf;
+}
+
+/* ---- a load checked before it is made ---- */
+
+static int load_share = 1;
+
+void mw_sysmem_set_share(int ranks)
+{
+    load_share = ranks > 1 ? ranks : 1;
+}
+
+int mw_sysmem_check_enabled(void)
+{
+    const char *v = getenv("MW_MEMORY_CHECK");
+    if (!v)
+        return 1;
+    return !(strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 ||
+             strcasecmp(v, "false") == 0);
+}
+
+mw_status mw_sysmem_check_load(uint64_t nbytes, const char *fmt, ...)
+{
+    mw_sysmem m;
+    if (!mw_sysmem_check_enabled() || mw_sysmem_query(&m) == MW_SYSMEM_NONE)
+        return MW_OK;
+    const uint64_t mine = m.available / (uint64_t)load_share;
+    if (nbytes <= mine)
+        return MW_OK;
+    char subject[1024], need[32], av[32], src[512], sh[96] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(subject, sizeof subject, fmt, ap);
+    va_end(ap);
+    if (load_share > 1)
+        snprintf(sh, sizeof sh, "; shared by %d ranks on this node", load_share);
+    return mw_err(MW_ENOMEM,
+                  "%s %s (%llu bytes) in memory, more than the %s this process may use (%s%s): "
+                  "nothing was loaded; MW_MEMORY_CHECK=off skips this check",
+                  subject, mw_sysmem_bytes_str(need, sizeof need, nbytes),
+                  (unsigned long long)nbytes, mw_sysmem_bytes_str(av, sizeof av, mine),
+                  mw_sysmem_describe(&m, src, sizeof src), sh);
 }

@@ -15,12 +15,20 @@
  *   otherwise: MemAvailable (MemFree on kernels without it) of MemTotal.
  *
  * A file that is missing or does not parse is skipped (never an error): the query falls
- * back level by level, to /proc/meminfo at the end. Nothing here sets the error slot. */
+ * back level by level, to /proc/meminfo at the end. Only mw_sysmem_check_load sets the error
+ * slot.
+ *
+ * Readers that inflate or copy a file onto the heap (a compressed .npz or .keras member, an
+ * IDX file, CIFAR batches) ask mw_sysmem_check_load first, with the size the file's headers
+ * give, so a file that would not fit ends the run with MW_ENOMEM (exit 6, not worth a retry)
+ * before anything is inflated, instead of the OOM killer's SIGKILL (137) halfway through. */
 #ifndef MW_COMMON_SYSMEM_H
 #define MW_COMMON_SYSMEM_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/status.h"
 
 typedef enum {
     MW_SYSMEM_NONE,      /* nothing could be read: the caller has no bound to check */
@@ -49,5 +57,23 @@ const char *mw_sysmem_describe(const mw_sysmem *m, char *buf, size_t nbytes);
 /* nbytes as "512 B", "3.0 KiB", "55.2 MiB", "1.0 GiB", "21.3 TiB" (one decimal above B);
  * returns buf. */
 const char *mw_sysmem_bytes_str(char *buf, size_t cap, uint64_t nbytes);
+
+/* ---- a load checked before it is made ---- */
+
+/* The ranks of this node that load the same files at the same time (the session sets it once
+ * the cluster is known; 1 until then): each may take its share of what is available. */
+void mw_sysmem_set_share(int ranks);
+/* 0 when MW_MEMORY_CHECK is "off", "0", "no" or "false" (an escape hatch for systems whose
+ * accounting misleads the checks), else 1. */
+int mw_sysmem_check_enabled(void);
+/* MW_OK when nbytes fit in this process's share of what it may use now (mw_sysmem_query), when
+ * the check is off or when nothing could be read; else MW_ENOMEM:
+ *   "SUBJECT 627.2 MiB (657696128 bytes) in memory, more than the 437.5 MiB this process may use
+ *    (cgroup v2 memory.max of /job: limit 512.0 MiB, 74.5 MiB in use): nothing was loaded;
+ *    MW_MEMORY_CHECK=off skips this check"
+ * where SUBJECT is fmt's text, naming the file and what takes the memory ("data.npz: its
+ * deflated members inflate to"). */
+mw_status mw_sysmem_check_load(uint64_t nbytes, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "common/fs.h"
 
 typedef struct {
     double us;       /* timestamp, microseconds */
@@ -95,11 +98,19 @@ mw_status mw_timeline_open(const char *path, int pid, const char *name)
         T.ev = NULL;
         return mw_err(MW_ENOMEM, "--timeline %s: out of memory", path);
     }
-    if (!(T.f = fopen(path, "w"))) {
-        int e = errno;
+    /* only a regular file, never blocking on a FIFO (common/fs.h) */
+    int fd = -1;
+    const char *kind = NULL;
+    int e = mw_fs_open_output_errno(path, &fd, &kind);
+    if (!e && !(T.f = fdopen(fd, "w")))
+        e = errno, close(fd);
+    if (e) {
         free(T.ev);
         free(T.path);
         memset(&T, 0, sizeof T);
+        if (kind)
+            return mw_err(MW_EIO, "--timeline %s: is %s, not a regular file: not written", path,
+                          kind);
         return mw_err(MW_EIO, "--timeline %s: cannot create the file: %s", path, strerror(e));
     }
     struct timespec rt;

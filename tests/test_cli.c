@@ -339,6 +339,31 @@ static void output_path_checked_at_parse(void **state)
     expect_msg(parse(&c, "train --dump-weights="),
                "train --dump-weights=", "--dump-weights: expected a file, got an empty value");
 
+    /* what exists must be a regular file: a device (--dump-weights /dev/full used to fail only
+     * after the whole run), a FIFO, a link to a device; refused when the flags are read */
+    expect_msg(parse(&c, "train --dump-weights /dev/full"), "train --dump-weights /dev/full",
+               "--dump-weights '/dev/full': is a character device; expected a regular file or a "
+               "new name (only a regular file is ever replaced)");
+    expect_msg(parse(&c, "export --output /dev/null"), "export --output /dev/null",
+               "--output '/dev/null': is a character device; expected a regular file or a new "
+               "name (only a regular file is ever replaced)");
+    snprintf(line, sizeof line, "%s/fifo", dir);
+    assert_int_equal(mkfifo(line, 0644), 0);
+    snprintf(line, sizeof line, "export --output %s/fifo", dir);
+    snprintf(want, sizeof want,
+             "--output '%s/fifo': is a FIFO; expected a regular file or a new name (only a "
+             "regular file is ever replaced)",
+             dir);
+    expect_msg(parse(&c, line), line, want);
+    snprintf(line, sizeof line, "train --timeline %s/fifo", dir);
+    snprintf(want, sizeof want,
+             "--timeline '%s/fifo': is a FIFO; expected a regular file or a new name (only a "
+             "regular file is ever replaced)",
+             dir);
+    expect_msg(parse(&c, line), line, want);
+    snprintf(line, sizeof line, "%s/fifo", dir);
+    unlink(line);
+
     /* good: a new file, an existing file, and the current directory */
     snprintf(line, sizeof line, "train --dump-weights %s/w.bin", dir);
     assert_int_equal(parse(&c, line), MW_OK);

@@ -287,14 +287,14 @@ static const bad_case bad_cases[] = {
      MW_EIO,
      IN_LABELS,
      {"cannot open", "No such file"}},
-    /* A directory opens but cannot be read (root may read any file, so no chmod case). */
+    /* A directory is no IDX file: refused before it is opened (as a FIFO or a device is). */
     {"unreadable",
      {.kind = THE_DIR},
      GOOD_LABELS(PLAIN),
      3,
      MW_EIO,
      IN_IMAGES,
-     {"read error", "Is a directory"}},
+     {"is a directory, not a regular file", "expected an IDX file"}},
     {"bad_image_magic",
      {.magic = 0x12345678u, .ndims = 3, .dims = {1, 1, 1}, .body = seven, .body_nbytes = 1},
      LABELS(PLAIN, 1, zero1),

@@ -3,15 +3,20 @@
  * as stored, CIFAR's channel-major records transposed), class counting, the memory mapping, and
  * a table of bad inputs per format (how the file is built, the status and the message parts:
  * the file, the field and what was expected). Archives are written with libzip, stored and
- * deflated; CIFAR files byte by byte. */
+ * deflated; CIFAR files byte by byte. A mapped x_train.npy or stored .npz truncated while a
+ * batch reads it ends the process with exit 3 and one line naming the file (common/mapguard.h),
+ * where it died of SIGBUS (135) without the guard: each run in a child process. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
+#include "common/mapguard.h"
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/data.h"
@@ -280,6 +285,113 @@ static void test_npz_good(void **state)
         mw_dataset_free(&te);
         free(path);
     }
+}
+
+/* ---- classes without a training example ---- */
+
+static void test_unseen_classes(void **state)
+{
+    (void)state;
+    int32_t tr_labels[4] = {0, 1, 2, 200}, te_labels[2] = {0, 12};
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    tr.labels = tr_labels, tr.count = 4, tr.num_classes = 201;
+    te.labels = te_labels, te.count = 1, te.num_classes = 201; /* the 0 only, at first */
+    char note[1024];
+    /* one stray training label: 201 classes, 197 never seen */
+    assert_int_equal(mw_dataset_unseen_classes(&tr, &te, "d.npz", 0, note, sizeof note), 197);
+    assert_string_equal(note, "data d.npz: 197 of the 201 classes have no training example: the "
+                              "class count is the largest label + 1, and the largest is 200, in "
+                              "the training set (a stray label?); the model cannot learn the "
+                              "empty classes (fix the labels, or give --classes N if that many "
+                              "is meant)");
+    /* a test label above every training label */
+    tr_labels[3] = 3, te.count = 2, tr.num_classes = te.num_classes = 13;
+    assert_int_equal(mw_dataset_unseen_classes(&tr, &te, "d.npz", 0, note, sizeof note), 9);
+    assert_non_null(strstr(note, "9 of the 13 classes have no training example"));
+    assert_non_null(strstr(note, "the largest is 12, in the test set"));
+    /* --classes more than the labels use */
+    tr.num_classes = 10;
+    assert_int_equal(mw_dataset_unseen_classes(&tr, NULL, "d", 1, note, sizeof note), 6);
+    assert_string_equal(note, "data d: 6 of the 10 classes (--classes 10) have no training "
+                              "example: the model cannot learn them");
+    /* every class seen: no note */
+    tr.num_classes = 4;
+    assert_int_equal(mw_dataset_unseen_classes(&tr, &te, "d", 0, note, sizeof note), 0);
+    assert_string_equal(note, "");
+}
+
+/* ---- a mapped file that shrinks ---- */
+
+/* In a child: assemble example 0 of d (its file now truncated), unguarded when `unguard`.
+ * Returns the child's wait status; its stderr goes to err (cap bytes). */
+static int batch_in_child(const mw_dataset *d, int unguard, char *err, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        if (unguard) { /* as before the guard: no handler at all (cmocka has its own) */
+            mw_mapguard_remove(d->map);
+            signal(SIGBUS, SIG_DFL);
+        }
+        float x[8];
+        uint32_t id = 0;
+        mw_dataset_batch(d, x, NULL, &id, 1);
+        _exit(0); /* the read succeeded: the file did not shrink under it */
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fds[0], err + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+static void test_mapped_file_shrinks(void **state)
+{
+    const char *dir = *state;
+    char sub[600], xpath[700], want[900], err[2048];
+    snprintf(sub, sizeof sub, "%s/npy", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    write_npy_dir(sub, NULL);
+    char *npz = write_npz(dir, "d.npz", NULL, 0, -1, NULL); /* stored: mapped */
+    for (int k = 0; k < 2; k++) {
+        const char *path = k ? npz : sub;
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        expect_err(mw_dataset_open(&tr, &te, path, &no_opts), MW_OK, "");
+        assert_non_null(tr.map);
+        snprintf(xpath, sizeof xpath, "%s/x_train.npy", sub);
+        assert_int_equal(truncate(k ? npz : xpath, 0), 0); /* every page now past the end */
+        int st = batch_in_child(&tr, 0, err, sizeof err);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 3)
+            fail_msg("%s: the child ended with status 0x%x, expected exit 3; stderr: %s", path, st,
+                     err);
+        snprintf(want, sizeof want,
+                 "mwtrain: error: %s%s: the memory-mapped file shrank while it "
+                 "was read (truncated or rewritten during the run?): byte ",
+                 k ? npz : xpath, k ? ": x_train.npy" : "");
+        if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, "-byte mapping is gone (SIGBUS)"))
+            fail_msg("%s: stderr\n  %s\nexpected it to start\n  %s", path, err, want);
+        /* the control: without the guard the same read dies of SIGBUS, without a word */
+        st = batch_in_child(&tr, 1, err, sizeof err);
+        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS);
+        assert_string_equal(err, "");
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+    }
+    free(npz);
 }
 
 /* ---- CIFAR ---- */
@@ -738,7 +850,8 @@ typedef enum {
     Z_CORRUPT_DEFLATED,
     Z_GARBAGE,
     Z_NOT_ZIP,
-    Z_SINGLE_NPY
+    Z_SINGLE_NPY,
+    Z_DUPLICATE
 } zip_fault;
 typedef struct {
     const char *name;
@@ -755,6 +868,10 @@ static const npz_case npz_cases[] = {
     {"garbage_after_signature", Z_GARBAGE, MW_EDATA, {"d.npz", "not a readable zip archive"}},
     {"not_zip", Z_NOT_ZIP, MW_EDATA, {"d.npz", "not a zip archive", "\"PK\""}},
     {"single_npy", Z_SINGLE_NPY, MW_EDATA, {"d.npz", "a single .npy array", "x_train.npy"}},
+    {"duplicate_member",
+     Z_DUPLICATE,
+     MW_EDATA,
+     {"d.npz", "the member name 'x_train.npy' appears twice in the archive"}},
 };
 
 /* Offset of the first occurrence of needle in the file's bytes, for corrupting a member. */
@@ -787,6 +904,15 @@ static void make_npz_case(const char *sub, const npz_case *c, char **path)
     case Z_SINGLE_NPY:
         b = case_file(NULL, 0, &n);
         *path = mw_test_write_file(sub, "d.npz", b, n);
+        free(b);
+        return;
+    case Z_DUPLICATE: /* a fifth member renamed x_train.npy in its local and central headers */
+        *path = write_npz(sub, "d.npz", NULL, 0, -1, "z_extra.npy");
+        b = (uint8_t *)mw_test_read_file(*path, &n);
+        for (size_t at = 0; at + 11 <= n; at++)
+            if (!memcmp(b + at, "z_extra.npy", 11))
+                memcpy(b + at, "x_train.npy", 11);
+        free(mw_test_write_file(sub, "d.npz", b, n));
         free(b);
         return;
     default:
@@ -1034,6 +1160,8 @@ int main(void)
         mw_test_in_tmpdir(test_npy_dir_good),
         mw_test_in_tmpdir(test_npy_versions_shapes),
         mw_test_in_tmpdir(test_npz_good),
+        mw_test_in_tmpdir(test_mapped_file_shrinks),
+        cmocka_unit_test(test_unseen_classes),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),
         mw_test_in_tmpdir(test_bad_npy),

@@ -1,14 +1,19 @@
 /* worker/export: the tutorial model written as safetensors and read back
  * here (header length and padding, the JSON header's names, dtypes, shapes
  * and offsets, every tensor's bytes), atomic replacement, and the messages
- * for unwritable paths and models that cannot be exported. */
+ * for unwritable paths and models that cannot be exported; a FIFO, a device node or a dangling
+ * link as --output refused untouched in every format, and a failed write naming --output and
+ * its reason, the old file intact. */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,17 +220,19 @@ static void error_messages(void **state)
     snprintf(path, sizeof path, "%s/missing/model.safetensors", dir);
     mw_err_clear();
     assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_EIO);
-    snprintf(want, sizeof want, "export %s: cannot create a file there: %s", path,
+    snprintf(want, sizeof want, "export %s: cannot create a file beside it: %s", path,
              strerror(ENOENT));
     assert_string_equal(mw_err_msg(), want);
 
-    /* the target is a directory: the rename fails, the temp file goes away */
+    /* the target is a directory: refused before anything is written */
     snprintf(path, sizeof path, "%s/adir", dir);
     assert_int_equal(mkdir(path, 0777), 0);
     mw_err_clear();
-    assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_EIO);
-    snprintf(want, sizeof want, "export %s: cannot rename %s.tmp.%ld over it: %s", path, path,
-             (long)getpid(), strerror(EISDIR));
+    assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_EINVAL);
+    snprintf(want, sizeof want,
+             "export --output %s: is a directory; expected a regular file or a new name (only "
+             "a regular file is ever replaced)",
+             path);
     assert_string_equal(mw_err_msg(), want);
     assert_int_equal(count_entries(dir), 1);
 
@@ -272,12 +279,99 @@ static void error_messages(void **state)
     mw_err_clear();
 }
 
+/* `export --output` onto what is not a regular file (a FIFO, a device node through a link, a
+ * socket, a dangling link) is refused in every format with MW_EINVAL (exit 2): the node is
+ * still there, the same inode, nothing opened it, and no temporary file is left. */
+static void non_regular_targets(void **state)
+{
+    const char *dir = *state;
+    mw_model m;
+    build(&m);
+    char fifo[600], dev[600], dangling[600], want[1600];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(dev, sizeof dev, "%s/null", dir);
+    snprintf(dangling, sizeof dangling, "%s/dangling", dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(symlink("/dev/null", dev), 0);
+    assert_int_equal(symlink("nowhere", dangling), 0);
+    const struct {
+        const char *path, *kind, *watched;
+    } targets[] = {
+        {fifo, "a FIFO", fifo},
+        {dev, "a character device", "/dev/null"},
+        {dangling, "a symbolic link", NULL},
+    };
+    static const char *const formats[] = {"safetensors", "keras", "weights-h5"};
+    const mw_keras_optimizer opt = {"adam", 1e-3, 0.9, 0.9, 0.999, 1e-7, 0, NULL, NULL};
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++)
+        for (size_t f = 0; f < 3; f++) {
+            struct stat before, after;
+            assert_int_equal(lstat(targets[t].path, &before), 0);
+            int w = targets[t].watched ? mw_test_watch(targets[t].watched) : -1;
+            mw_err_clear();
+            assert_int_equal(mw_export_file(&m, m.params.data, formats[f], &opt, targets[t].path),
+                             MW_EINVAL);
+            snprintf(want, sizeof want,
+                     "export --output %s: is %s; expected a regular file or a new name (only a "
+                     "regular file is ever replaced)",
+                     targets[t].path, targets[t].kind);
+            assert_string_equal(mw_err_msg(), want);
+            assert_int_equal(lstat(targets[t].path, &after), 0);
+            assert_int_equal(before.st_ino, after.st_ino);
+            assert_int_equal(before.st_mode, after.st_mode);
+            if (w >= 0)
+                assert_false(mw_test_watch_events(w) & (IN_OPEN | IN_MODIFY | IN_ATTRIB));
+            assert_int_equal(count_entries(dir), 3); /* no temporary file left */
+        }
+    mw_model_free(&m);
+    mw_err_clear();
+}
+
+/* A write that fails (here a file size limit: EFBIG, as a full disk gives ENOSPC) names
+ * --output and the reason, never the temporary file, and leaves the old file as it was. */
+static void write_failure_names_output(void **state)
+{
+    const char *dir = *state;
+    mw_model m;
+    build(&m);
+    char *old = mw_test_write_file(dir, "m.keras", "old", 3);
+    const mw_keras_optimizer opt = {"adam", 1e-3, 0.9, 0.9, 0.999, 1e-7, 0, NULL, NULL};
+    struct rlimit saved, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    small = (struct rlimit){4096, saved.rlim_max}; /* the soft limit alone: it can go back */
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    static const char *const formats[] = {"keras", "weights-h5", "safetensors"};
+    char want[1600];
+    for (size_t f = 0; f < 3; f++) {
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+        mw_err_clear();
+        const mw_status rc = mw_export_file(&m, m.params.data, formats[f], &opt, old);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+        assert_int_equal(rc, MW_EIO);
+        snprintf(want, sizeof want, "export %s: cannot write it: %s (nothing was replaced)", old,
+                 strerror(EFBIG));
+        assert_string_equal(mw_err_msg(), want);
+        size_t n = 0;
+        char *text = mw_test_read_file(old, &n);
+        assert_int_equal(n, 3);
+        assert_memory_equal(text, "old", 3);
+        free(text);
+        assert_int_equal(count_entries(dir), 1);
+    }
+    signal(SIGXFSZ, prev);
+    free(old);
+    mw_model_free(&m);
+    mw_err_clear();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         mw_test_in_tmpdir(tutorial_roundtrip),
         mw_test_in_tmpdir(no_bias_and_names),
         mw_test_in_tmpdir(error_messages),
+        mw_test_in_tmpdir(non_regular_targets),
+        mw_test_in_tmpdir(write_failure_names_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,7 +220,7 @@ static void test_missing_file(void **state)
     char **configs;
     int n;
     mw_err_clear();
-    assert_int_equal(mw_hostfile_tf_configs(path, 2222, &configs, &n, NULL), MW_ECONFIG);
+    assert_int_equal(mw_hostfile_tf_configs(path, 2222, &configs, &n, NULL), MW_EIO);
     char want[1200];
     snprintf(want, sizeof want,
              "%s: cannot open: No such file or directory; expected a readable "

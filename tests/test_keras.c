@@ -319,7 +319,8 @@ static void test_input_shapes(void **state)
 
     mw_err_clear();
     expect_err(mw_keras_load_file(&m, "/nonexistent/model.json", 28, 28, 1, 10), MW_EIO,
-               "/nonexistent/model.json: cannot open the model");
+               "/nonexistent/model.json: cannot open: No such file or directory; expected a "
+               "Keras model");
     mw_model_free(&m);
     expect_err(load_text(&m, "", 28, 28, 1, 10), MW_EMODEL,
                "test.json: empty; expected a Keras model JSON");

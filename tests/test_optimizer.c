@@ -15,6 +15,7 @@
 #include "worker/cli.h"
 #include "worker/optimizer.h"
 #include "worker/replicas.h"
+#include "worker/schedule.h"
 
 /* A bad config, read from a file as --optimizer-config reads it: MW_ECONFIG (MW_EUNSUPPORTED
  * for features mwtrain lacks), a message that starts with the file's path, and the options
@@ -146,6 +147,45 @@ static void test_piecewise_boundaries(void **state)
     const double want[] = {0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25, 0.125, 0.125};
     for (long t = 0; t < 10; t++)
         assert_true(mw_optimizer_lr(&o, t) == want[t]);
+
+    /* a boundary per epoch: 100 epochs of 938 steps (once refused above 64), and the most,
+     * MW_SCHED_MAX_BOUNDARIES; one more is refused with the limit named */
+    const int counts[] = {100, MW_SCHED_MAX_BOUNDARIES, MW_SCHED_MAX_BOUNDARIES + 1};
+    for (int k = 0; k < 3; k++) {
+        const int n = counts[k];
+        size_t cap = 200 + (size_t)n * 48, len = 0;
+        char *text = malloc(cap);
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"class_name\": \"SGD\", \"config\": {\"learning_rate\": "
+                                "{\"class_name\": \"PiecewiseConstantDecay\", \"config\": "
+                                "{\"boundaries\": [");
+        for (int i = 0; i < n; i++)
+            len += (size_t)snprintf(text + len, cap - len, "%s%d", i ? ", " : "", 938 * (i + 1));
+        len += (size_t)snprintf(text + len, cap - len, "], \"values\": [");
+        for (int i = 0; i <= n; i++)
+            len += (size_t)snprintf(text + len, cap - len, "%s%.17g", i ? ", " : "",
+                                    1.0 / (double)(i + 1));
+        snprintf(text + len, cap - len, "]}}}}");
+        mw_train_opts_default(&o);
+        mw_err_clear();
+        const mw_status rc = from_text(&o, text);
+        free(text);
+        if (n > MW_SCHED_MAX_BOUNDARIES) {
+            char want_msg[200];
+            snprintf(want_msg, sizeof want_msg,
+                     "config.learning_rate.config.boundaries: expected a list of 1 to %d step "
+                     "numbers, got [938,1876,",
+                     MW_SCHED_MAX_BOUNDARIES);
+            expect_err(rc, MW_ECONFIG, want_msg);
+            mw_err_clear();
+            continue;
+        }
+        assert_int_equal(rc, MW_OK);
+        assert_true(mw_optimizer_lr(&o, 0) == 1.0);
+        assert_true(mw_optimizer_lr(&o, 938) == 1.0);                    /* step <= boundary 0 */
+        assert_true(mw_optimizer_lr(&o, 939) == 1.0 / 2);                /* past it */
+        assert_true(mw_optimizer_lr(&o, 938L * n + 1) == 1.0 / (n + 1)); /* past the last */
+    }
 }
 
 /* The step counts for every optimizer (schedules follow it), and Adam's alpha is Keras':

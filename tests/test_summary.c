@@ -1,14 +1,16 @@
 /* worker/summary and common/crc32c: CRC-32C vectors, then the event file read
  * back by an independent TFRecord + protobuf reader written here (its own
- * bitwise CRC, a generic wire-type decoder), metrics.csv content, and the
- * error messages for bad directories and bad rows. */
+ * bitwise CRC, a generic wire-type decoder), metrics.csv content (never written through a
+ * symbolic link or into a FIFO), and the error messages for bad directories and bad rows. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "tests/util.h"
@@ -444,6 +446,48 @@ static void csv_append_after_partial_row(void **state)
     mw_summary_close(&s);
 }
 
+/* metrics.csv is never written through a symbolic link (its target, anywhere, would be
+ * overwritten), as the event file, the lock and the checkpoints are not; a FIFO there is
+ * refused without blocking. The link's target is untouched: the same bytes, never opened. */
+static void csv_never_through_links(void **state)
+{
+    const char *dir = *state;
+    char outside[600], logs[600], link[700], fifo_dir[600], fifo[700], want[2000];
+    snprintf(outside, sizeof outside, "%s/outside.txt", dir);
+    free(mw_test_write_file(dir, "outside.txt", "keep me\n", 8));
+    snprintf(logs, sizeof logs, "%s/logs", dir);
+    snprintf(link, sizeof link, "%s/metrics.csv", logs);
+    assert_int_equal(mkdir(logs, 0777), 0);
+    assert_int_equal(symlink(outside, link), 0);
+    mw_summary s;
+    for (int append = 0; append < 2; append++) {
+        const int w = mw_test_watch(outside);
+        mw_err_clear();
+        assert_int_equal(mw_summary_open(&s, logs, append), MW_EIO);
+        snprintf(want, sizeof want,
+                 "summary file %s: is a symbolic link; expected a regular file (summaries are "
+                 "never written through links)",
+                 link);
+        assert_string_equal(mw_err_msg(), want);
+        assert_false(mw_test_watch_events(w) & (IN_OPEN | IN_MODIFY | IN_ATTRIB));
+        char *text = read_text(dir, "outside.txt");
+        assert_string_equal(text, "keep me\n");
+        free(text);
+        struct stat st;
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+    }
+    snprintf(fifo_dir, sizeof fifo_dir, "%s/fifo", dir);
+    snprintf(fifo, sizeof fifo, "%s/metrics.csv", fifo_dir);
+    assert_int_equal(mkdir(fifo_dir, 0777), 0);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    mw_err_clear();
+    assert_int_equal(mw_summary_open(&s, fifo_dir, 0), MW_EIO);
+    snprintf(want, sizeof want, "summary file %s: is a FIFO; expected a regular file", fifo);
+    assert_string_equal(mw_err_msg(), want);
+    mw_err_clear();
+}
+
 /* ---- errors ---- */
 
 static void error_messages(void **state)
@@ -532,6 +576,7 @@ int main(void)
         mw_test_in_tmpdir(events_two_writers),
         mw_test_in_tmpdir(csv_rows),
         mw_test_in_tmpdir(csv_append_after_partial_row),
+        mw_test_in_tmpdir(csv_never_through_links),
         mw_test_in_tmpdir(error_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

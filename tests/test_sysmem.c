@@ -2,7 +2,10 @@
  * directory: a cgroup v2 limit, "max", nested limits (the least headroom wins), v1 (and its
  * "unlimited" 2^63), a container's mount root from mountinfo, and every way back to
  * /proc/meminfo (no cgroup line, missing or unparsable limit files, meminfo tighter than the
- * cgroup); nothing readable at all; the byte formatting and the descriptions. */
+ * cgroup); nothing readable at all; the byte formatting and the descriptions. And the check a
+ * reader makes before it inflates a file (mw_sysmem_check_load) on the live system: what fits
+ * passes, 1 EiB is MW_ENOMEM with the size, the limit and its source named, a share of 4 ranks
+ * takes a quarter, MW_MEMORY_CHECK=off lets everything through. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +235,35 @@ static void live(void **state)
     assert_true(m.available <= m.limit);
 }
 
+static void check_load(void **state)
+{
+    (void)state;
+    unsetenv("MW_MEMORY_CHECK");
+    mw_sysmem m;
+    assert_true(mw_sysmem_query(&m) != MW_SYSMEM_NONE);
+    mw_err_clear();
+    assert_int_equal(mw_sysmem_check_load(4096, "f: takes"), MW_OK);
+    const uint64_t eib = UINT64_C(1) << 60;
+    expect_err(mw_sysmem_check_load(eib, "%s: x_train.npy inflates to", "d.npz"), MW_ENOMEM,
+               "d.npz: x_train.npy inflates to 1.0 EiB (1152921504606846976 bytes) in memory, "
+               "more than the ",
+               " this process may use (", "): nothing was loaded; MW_MEMORY_CHECK=off skips");
+    mw_err_clear();
+    /* a share: what fits one rank does not fit each of 4 when it is most of it */
+    const uint64_t most = m.available / 4 * 3;
+    assert_int_equal(mw_sysmem_check_load(most, "f"), MW_OK);
+    mw_sysmem_set_share(4);
+    expect_err(mw_sysmem_check_load(most, "f: takes"), MW_ENOMEM,
+               "; shared by 4 ranks on this node)");
+    mw_err_clear();
+    mw_sysmem_set_share(1);
+    setenv("MW_MEMORY_CHECK", "off", 1);
+    assert_int_equal(mw_sysmem_check_load(eib, "f"), MW_OK);
+    assert_int_equal(mw_sysmem_check_enabled(), 0);
+    unsetenv("MW_MEMORY_CHECK");
+    assert_int_equal(mw_sysmem_check_enabled(), 1);
+}
+
 static void bytes_str(void **state)
 {
     (void)state;
@@ -267,6 +299,7 @@ int main(void)
         mw_test_in_tmpdir(fallbacks),
         cmocka_unit_test(live),
         cmocka_unit_test(bytes_str),
+        cmocka_unit_test(check_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

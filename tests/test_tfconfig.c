@@ -282,12 +282,13 @@ static void test_load(void **state)
     char missing[4200];
     snprintf(missing, sizeof missing, "%s/none.json", dir);
     found = -1;
-    expect_err(mw_tfconfig_load(&c, missing, &found), MW_ECONFIG,
+    expect_err(mw_tfconfig_load(&c, missing, &found), MW_EIO,
                "none.json: cannot open: No such file or directory");
     assert_int_equal(found, 0);
     mw_err_clear();
 
-    expect_err(mw_tfconfig_load(&c, dir, &found), MW_ECONFIG, "cannot read: Is a directory");
+    expect_err(mw_tfconfig_load(&c, dir, &found), MW_EIO,
+               "is a directory, not a regular file; expected a readable TF_CONFIG JSON file");
     mw_err_clear();
 
     /* a file over the cap: the message states the file's size, also past what is read (a sparse

@@ -47,6 +47,14 @@ static void test_open_errors(void **state)
     assert_int_equal(mw_timeline_on, 0);
     mw_err_clear();
     assert_int_equal(mw_timeline_close(), MW_OK); /* none open: a no-op */
+    /* a rank's file that is a device: refused, never written; (a FIFO without a reader fails
+     * the non-blocking open at once: common/fs.h's test) */
+    assert_int_equal(mw_timeline_open("/dev/full", 0, "r"), MW_EIO);
+    assert_string_equal(mw_err_msg(),
+                        "--timeline /dev/full: is a character device, not a regular file: not "
+                        "written");
+    assert_int_equal(mw_timeline_on, 0);
+    mw_err_clear();
 }
 
 static char *slurp(const char *path)

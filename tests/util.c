@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -287,4 +288,29 @@ int mw_test_contains_(const char *hay, const char *needle, const char *what, con
     fprintf(stderr, "%s:%d: %s lacks the text\n  wanted: \"%s\"\n  got:    \"%s\"\n", file, line,
             what, needle ? needle : "(null)", hay ? hay : "(null)");
     return 0;
+}
+
+int mw_test_watch(const char *path)
+{
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0 || inotify_add_watch(fd, path, IN_ALL_EVENTS) < 0) {
+        fprintf(stderr, "cannot watch %s: %s\n", path, strerror(errno));
+        fail();
+    }
+    return fd;
+}
+
+unsigned mw_test_watch_events(int fd)
+{
+    unsigned seen = 0;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *e = (const struct inotify_event *)p;
+            seen |= e->mask;
+            p += sizeof *e + e->len;
+        }
+    close(fd);
+    return seen;
 }

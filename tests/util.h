@@ -81,4 +81,11 @@ char *mw_test_read_file(const char *path, size_t *nbytes);
 /* Path of a source-tree file: $MW_SRCDIR/rel (malloc'ed). */
 char *mw_test_srcpath(const char *rel);
 
+/* "Nothing outside the target was touched": an inotify watch on path (a file, FIFO or device
+ * node) for any open, read, write or attribute change by anyone. mw_test_watch returns the
+ * watch's descriptor (fails the test when it cannot be made); mw_test_watch_events returns the
+ * events seen since, as IN_* bits (0: untouched), and closes it. */
+int mw_test_watch(const char *path);
+unsigned mw_test_watch_events(int fd);
+
 #endif

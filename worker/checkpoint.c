@@ -589,17 +589,6 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off)
 }
 
 /* What a directory entry that is not a regular file is, for messages. */
-static const char *file_kind(mode_t mode)
-{
-    return S_ISDIR(mode)    ? "a directory"
-           : S_ISFIFO(mode) ? "a FIFO"
-           : S_ISSOCK(mode) ? "a socket"
-           : S_ISCHR(mode)  ? "a character device"
-           : S_ISBLK(mode)  ? "a block device"
-           : S_ISLNK(mode)  ? "a symbolic link"
-                            : "a special file";
-}
-
 /* Open path for reading a checkpoint without ever blocking or following a symbolic link, and
  * accept only a regular file of a size the format allows: *fd and its *size. */
 static mw_status open_file(const char *path, int *fd_out, uint64_t *size)
@@ -623,7 +612,7 @@ static mw_status open_file(const char *path, int *fd_out, uint64_t *size)
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return mw_err(MW_EIO, "%s: is %s (expected a checkpoint file)", path,
-                      file_kind(st.st_mode));
+                      mw_fs_kind(st.st_mode));
     }
     if ((uint64_t)st.st_size > max_file_nbytes() || (uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
@@ -1258,7 +1247,7 @@ static int entry_complete(const char *dir, const char *name, const char **why)
     else if (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && st.st_size > 0))
         return 1;
     else
-        *why = S_ISREG(st.st_mode) ? "an empty file" : file_kind(st.st_mode);
+        *why = S_ISREG(st.st_mode) ? "an empty file" : mw_fs_kind(st.st_mode);
     return 0;
 }
 

@@ -374,23 +374,44 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
     return mw_summary_flush(sum);
 }
 
+/* The path was checked when the flags were read (cli.c: a regular file, or a new name in a
+ * writable directory); it is opened without blocking and written only when it is still a
+ * regular file, not truncated before that is known. Every failure says why. */
 mw_status mw_chief_dump_weights(mw_session *s, const char *path)
 {
     MW_TRY(s->ops->pull(s->rep));
     MW_TRY(check_finite(s, "--dump-weights is"));
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return mw_err(MW_EIO, "--dump-weights %s: cannot open for writing", path);
+    int fd;
+    const char *kind = NULL;
+    const int oe = mw_fs_open_output_errno(path, &fd, &kind);
+    if (oe && kind)
+        return mw_err(MW_EIO, "--dump-weights %s: is %s, not a regular file: not written", path,
+                      kind);
+    FILE *f = oe ? NULL : fdopen(fd, "wb");
+    if (!f) {
+        const int e = oe ? oe : errno;
+        if (!oe)
+            close(fd);
+        return mw_err(MW_EIO, "--dump-weights %s: cannot write it: %s", path, strerror(e));
+    }
     size_t want = 0, n = 0;
+    int e = 0;
     for (int i = 0; i < s->model.nlayers; i++) {
         const mw_layer *l = &s->model.layers[i];
         n += fwrite(s->model.params.data + l->w_off, sizeof(float), l->w_count, f);
         n += fwrite(s->model.params.data + l->b_off, sizeof(float), l->b_count, f);
         n += fwrite(s->model.params.data + l->s_off, sizeof(float), l->s_count, f); /* BN */
         want += l->w_count + l->b_count + l->s_count;
+        if (n != want && !e)
+            e = errno;
     }
-    if (fclose(f) != 0 || n != want)
-        return mw_err(MW_EIO, "--dump-weights %s: write failed", path);
+    if (fflush(f) != 0 && !e)
+        e = errno;
+    if (fclose(f) != 0 && !e)
+        e = errno;
+    if (e || n != want)
+        return mw_err(MW_EIO, "--dump-weights %s: cannot write it: %s", path,
+                      strerror(e ? e : EIO));
     return MW_OK;
 }
 

@@ -67,7 +67,9 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
 void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int world);
 
 /* Chief: the parameters tensor by tensor in model order (Keras layouts), without the
- * arena's alignment and shard padding: the same bytes for any layout (--dump-weights). */
+ * arena's alignment and shard padding: the same bytes for any layout (--dump-weights). Only
+ * into a regular file (or a new one); MW_EIO with the reason (errno) when it cannot be
+ * written. */
 mw_status mw_chief_dump_weights(mw_session *s, const char *path);
 
 #endif

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "worker/data.h"
 #include "worker/keras_archive.h"
@@ -399,7 +400,9 @@ static mw_status parse_choice(const flag *f, const char *v, int *out)
 }
 
 /* An output file is written at the end of a run (after training, say), so its directory is
- * checked now: a typo then fails at once, with the reason. Every rank that parses checks; the
+ * checked now: a typo then fails at once, with the reason; what is there already must be a
+ * regular file (--dump-weights /dev/full, --output /dev/null are refused now, not after the
+ * run). Every rank that parses checks; the
  * chief writes the file, but the other ranks' view of the path is expected to be the same. */
 static mw_status check_output(const flag *f, const char *path)
 {
@@ -431,6 +434,13 @@ static mw_status check_output(const flag *f, const char *path)
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return mw_err(MW_EINVAL, "--%s '%s': %s; expected a file name", f->name, path,
                       strerror(EISDIR));
+    /* only a regular file is ever replaced or written into: never a FIFO, device or socket */
+    const char *what = mw_fs_output_kind(path);
+    if (what)
+        return mw_err(MW_EINVAL,
+                      "--%s '%s': is %s; expected a regular file or a new name (only a regular "
+                      "file is ever replaced)",
+                      f->name, path, what);
     if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
         return mw_err(MW_EINVAL, "--%s '%s': %s; expected a writable file", f->name, path,
                       strerror(errno));

@@ -4,11 +4,13 @@
 #include "worker/data.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "common/log.h"
+#include "common/mapguard.h"
 #include "common/rng.h"
 #include "worker/preprocess.h"
 
@@ -22,12 +24,54 @@ void mw_dataset_init(mw_dataset *d)
 
 void mw_dataset_free(mw_dataset *d)
 {
-    if (d->map)
+    if (d->map) {
+        mw_mapguard_remove(d->map);
         munmap(d->map, d->map_nbytes);
-    else
+    } else
         free(d->images);
     free(d->labels);
     mw_dataset_init(d);
+}
+
+int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, const char *path,
+                              int classes_given, char *note, size_t cap)
+{
+    note[0] = '\0';
+    const int nc = train->num_classes;
+    if (nc < 1 || !train->labels)
+        return 0;
+    unsigned char *seen = calloc((size_t)nc, 1);
+    if (!seen)
+        return 0; /* a warning is not worth failing for */
+    int32_t top_train = -1, top_test = -1;
+    for (uint32_t i = 0; i < train->count; i++) {
+        const int32_t y = train->labels[i];
+        if (y >= 0 && y < nc)
+            seen[y] = 1;
+        top_train = y > top_train ? y : top_train;
+    }
+    for (uint32_t i = 0; test && test->labels && i < test->count; i++)
+        top_test = test->labels[i] > top_test ? test->labels[i] : top_test;
+    int unseen = 0;
+    for (int c = 0; c < nc; c++)
+        unseen += !seen[c];
+    free(seen);
+    if (!unseen)
+        return 0;
+    if (classes_given)
+        snprintf(note, cap,
+                 "data %s: %d of the %d classes (--classes %d) have no training example: the "
+                 "model cannot learn them",
+                 path, unseen, nc, nc);
+    else
+        snprintf(note, cap,
+                 "data %s: %d of the %d classes have no training example: the class count is "
+                 "the largest label + 1, and the largest is %d, in the %s set (a stray "
+                 "label?); the model cannot learn the empty classes (fix the labels, or give "
+                 "--classes N if that many is meant)",
+                 path, unseen, nc, top_test > top_train ? top_test : top_train,
+                 top_test > top_train ? "test" : "training");
+    return unseen;
 }
 
 size_t mw_dataset_image_nbytes(const mw_dataset *d)

@@ -105,6 +105,15 @@ size_t mw_dataset_image_nbytes(const mw_dataset *d);
 mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
                           const mw_data_opts *o);
 
+/* Classes without a training example: labels decide the class count (the largest label + 1,
+ * without --classes), so one stray label (200 in a 10-class set, or a test label above every
+ * training label) makes a 201-class model that cannot learn the empty ones. Returns how many
+ * of train->num_classes have no example in train, and (when any) a warning for the user in
+ * note (cap bytes) naming path, the count, the largest label and the set it is in;
+ * classes_given: --classes was given (its value is num_classes). */
+int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, const char *path,
+                              int classes_given, char *note, size_t cap);
+
 /* The epoch's example order: a seeded permutation of 0..n-1 over the whole set (TF's
  * shuffle with buffer = len(train)). The same (seed, epoch) gives the same order on every
  * machine; different epochs give different orders. */

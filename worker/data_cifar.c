@@ -14,7 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/data_formats.h"
 
 #define SIDE 32u
@@ -66,17 +68,18 @@ static mw_status stat_file(char *path, size_t cap, const char *dir, const char *
     struct stat st;
     if (stat(path, &st) != 0)
         return mw_err(MW_EIO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return mw_err(MW_EIO, "%s: not a regular file", path);
+    if (!S_ISREG(st.st_mode)) /* never opened: a FIFO would block */
+        return mw_err(MW_EIO, "%s: is %s, not a regular file; expected a CIFAR binary batch", path,
+                      mw_fs_kind(st.st_mode));
     *nbytes = (size_t)st.st_size;
     return MW_OK;
 }
 
 static mw_status read_file(const char *path, uint8_t *buf, size_t nbytes)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    size_t now;
+    MW_TRY(mw_fs_fopen_input(path, "a CIFAR binary batch", &f, &now));
     size_t got = fread(buf, 1, nbytes, f);
     int bad = ferror(f);
     fclose(f);
@@ -103,6 +106,9 @@ static mw_status read_set(mw_dataset *d, const char *dir, const char *const *nam
     }
     if ((uint64_t)total * IMAGE_NBYTES > MW_DATA_MAX_NBYTES || total >= UINT32_MAX)
         return mw_err(MW_EDATA, "%s: %zu records, more than the limit", dir, total);
+    /* the images, the labels and the largest file's bytes, before they are read */
+    MW_TRY(mw_sysmem_check_load(total * (IMAGE_NBYTES + sizeof *d->labels) + biggest,
+                                "%s: %zu CIFAR records take", dir, total));
     d->count = (uint32_t)total;
     d->rows = d->cols = SIDE;
     d->channels = 3;

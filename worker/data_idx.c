@@ -14,9 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 
 #define READ_CHUNK (1u << 30) /* gzread takes an unsigned and returns an int */
 #define GZ_BUFFER (1u << 17)  /* larger than zlib's 8 KiB default: fewer read calls */
@@ -127,11 +130,14 @@ static mw_status expect_end(gzFile f, const char *path, size_t header_nbytes, si
 
 static mw_status open_idx(gzFile *out, const char *path)
 {
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path,
-                      errno ? strerror(errno) : "out of memory");
+    int fd;
+    size_t nbytes;
+    MW_TRY(mw_fs_open_input(path, "an IDX file, gzip-compressed or plain", &fd, &nbytes));
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return mw_err(MW_ENOMEM, "%s: cannot open: out of memory", path);
+    }
     gzbuffer(f, GZ_BUFFER);
     *out = f;
     return MW_OK;
@@ -218,6 +224,11 @@ mw_status mw_dataset_load(mw_dataset *d, const char *images_path, const char *la
     t.channels = 1;
     t.num_classes = num_classes;
     size_t image_nbytes = (size_t)t.count * t.rows * t.cols;
+    /* sizes from the headers, checked before a byte of the bodies is inflated */
+    MW_TRY_GOTO(mw_sysmem_check_load(image_nbytes + (uint64_t)t.count * (1 + sizeof *t.labels),
+                                     "%s: %u images of %ux%u take", images_path, t.count, t.rows,
+                                     t.cols),
+                rc, fail);
     t.images = malloc(image_nbytes);
     t.labels = malloc((size_t)t.count * sizeof *t.labels);
     raw_labels = malloc(t.count);

@@ -17,7 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
+#include "common/mapguard.h"
+#include "common/sysmem.h"
 #include "worker/data_formats.h"
 
 #define SCAN_WINDOW (64u << 20) /* bytes of float images scanned before they are dropped */
@@ -261,8 +264,10 @@ void mw_npy_array_init(mw_npy_array *a)
 void mw_npy_array_free(mw_npy_array *a)
 {
     free(a->heap);
-    if (a->map)
+    if (a->map) {
+        mw_mapguard_remove(a->map);
         munmap(a->map, a->map_nbytes);
+    }
     mw_npy_array_init(a);
 }
 
@@ -448,18 +453,12 @@ mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name)
 static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
 {
     snprintf(a->name, sizeof a->name, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    size_t file_nbytes;
+    MW_TRY(mw_fs_open_input(path, "a .npy file", &fd, &file_nbytes));
     mw_status rc = MW_OK;
-    struct stat st;
     uint8_t *hdr = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = mw_err(MW_EIO, "%s: not a regular file", path);
-        goto done;
-    }
-    size_t avail =
-        (uint64_t)st.st_size < MW_NPY_MAX_HEADER + 12 ? (size_t)st.st_size : MW_NPY_MAX_HEADER + 12;
+    size_t avail = file_nbytes < MW_NPY_MAX_HEADER + 12 ? file_nbytes : MW_NPY_MAX_HEADER + 12;
     hdr = malloc(avail ? avail : 1);
     if (!hdr) {
         rc = mw_err(MW_ENOMEM, "out of memory");
@@ -469,17 +468,17 @@ static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
         rc = mw_err(MW_EIO, "%s: read error: %s", path, strerror(errno));
         goto done;
     }
-    MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, avail, (uint64_t)st.st_size, path), rc, done);
+    MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, avail, (uint64_t)file_nbytes, path), rc, done);
     if (map_images) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        void *p = mmap(NULL, file_nbytes, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
-            rc = mw_err(MW_EIO, "%s: cannot map %lld bytes: %s", path, (long long)st.st_size,
-                        strerror(errno));
+            rc = mw_err(MW_EIO, "%s: cannot map %zu bytes: %s", path, file_nbytes, strerror(errno));
             goto done;
         }
-        madvise(p, (size_t)st.st_size, MADV_RANDOM);
+        madvise(p, file_nbytes, MADV_RANDOM);
+        mw_mapguard_add(p, file_nbytes, path); /* a file that shrinks: exit 3, named */
         a->map = p;
-        a->map_nbytes = (size_t)st.st_size;
+        a->map_nbytes = file_nbytes;
         a->data = (uint8_t *)p + a->h.data_offset;
     } else {
         uint64_t nbytes = a->h.count * (uint64_t)a->h.itemsize;
@@ -488,6 +487,7 @@ static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
                         (unsigned long long)nbytes, (unsigned long long)MW_DATA_MAX_NBYTES);
             goto done;
         }
+        MW_TRY_GOTO(mw_sysmem_check_load(nbytes, "%s: its data take", path), rc, done);
         a->heap = malloc(nbytes ? (size_t)nbytes : 1);
         if (!a->heap) {
             rc = mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes", path,

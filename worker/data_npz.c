@@ -21,7 +21,10 @@
 #include <zlib.h>
 
 #include "common/log.h"
+#include "common/mapguard.h"
+#include "common/sysmem.h"
 #include "worker/data_formats.h"
+#include "worker/zip_input.h"
 
 #define INFLATE_RATIO 1032u
 #define CRC_WINDOW (64u << 20) /* bytes of a mapped member summed before they are dropped */
@@ -73,6 +76,7 @@ static int map_member(mw_npy_array *a, int fd, size_t nbytes, const char *member
         return 0;
     }
     madvise(p, nbytes, MADV_RANDOM);
+    mw_mapguard_add(p, nbytes, a->name); /* an archive that shrinks: exit 3, named */
     a->map = p, a->map_nbytes = nbytes;
     a->data = p + off + a->h.data_offset;
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -187,11 +191,38 @@ static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[4])
     return MW_OK;
 }
 
+/* What the members will take on the heap, from the zip directory alone (nothing inflated yet):
+ * every member but the stored images of an archive on disk, which are mapped. Checked against
+ * the memory this process may use (common/sysmem.h). */
+static mw_status check_heap(zip_t *za, const char *arch, const file_ref *fr,
+                            const zip_int64_t idx[4])
+{
+    uint64_t total = 0;
+    int deflated = 0, n = 0;
+    char names[128] = "";
+    for (int k = 0; k < 4; k++) {
+        zip_stat_t st;
+        if (zip_stat_index(za, (zip_uint64_t)idx[k], 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+            continue; /* load_member reports it */
+        const int stored = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method == ZIP_CM_STORE;
+        if (fr->fd >= 0 && k % 2 == 0 && stored)
+            continue;
+        total += st.size;
+        deflated += !stored;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? " + " : "",
+                 members[k]);
+    }
+    return mw_sysmem_check_load(total, "%s: %s %s to", arch, names,
+                                deflated ? (n > 1 ? "inflate" : "inflates")
+                                         : (n > 1 ? "take" : "takes"));
+}
+
 static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, const char *arch,
                               const file_ref *fr, int classes, int *max_label)
 {
     zip_int64_t idx[4];
     MW_TRY(find_members(za, arch, idx));
+    MW_TRY(check_heap(za, arch, fr, idx));
     mw_npy_array a[4];
     for (int k = 0; k < 4; k++)
         mw_npy_array_init(&a[k]);
@@ -211,23 +242,10 @@ done:
 mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path, int classes,
                            int *max_label)
 {
-    int err = 0;
-    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
-    if (!za) {
-        zip_error_t e;
-        zip_error_init_with_code(&e, err);
-        mw_status rc =
-            mw_err(err == ZIP_ER_OPEN || err == ZIP_ER_READ ? MW_EIO : MW_EDATA,
-                   "%s: not a readable zip archive (.npz): %s", path, zip_error_strerror(&e));
-        zip_error_fini(&e);
-        return rc;
-    }
-    file_ref fr = {open(path, O_RDONLY | O_CLOEXEC), 0};
-    struct stat sb;
-    if (fr.fd >= 0 && fstat(fr.fd, &sb) == 0)
-        fr.nbytes = (size_t)sb.st_size;
-    else if (fr.fd >= 0)
-        close(fr.fd), fr.fd = -1;
+    zip_t *za;
+    file_ref fr = {-1, 0};
+    MW_TRY(mw_zip_input_open_file(path, "a .npz archive or a directory",
+                                  "not a readable zip archive (.npz)", &za, &fr.fd, &fr.nbytes));
     mw_status rc = read_archive(za, train, test, path, &fr, classes, max_label);
     zip_discard(za);
     if (fr.fd >= 0)
@@ -241,19 +259,8 @@ mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path
 mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const void *bytes,
                                   size_t nbytes, const char *name, int classes, int *max_label)
 {
-    zip_error_t e;
-    zip_error_init(&e);
-    zip_source_t *src = zip_source_buffer_create(bytes, nbytes, 0, &e);
-    zip_t *za = src ? zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e) : NULL;
-    if (!za) {
-        mw_status rc = mw_err(MW_EDATA, "%s: not a readable zip archive (.npz): %s", name,
-                              zip_error_strerror(&e));
-        if (src)
-            zip_source_free(src);
-        zip_error_fini(&e);
-        return rc;
-    }
-    zip_error_fini(&e);
+    zip_t *za;
+    MW_TRY(mw_zip_input_open_buffer(bytes, nbytes, name, "not a readable zip archive (.npz)", &za));
     const file_ref none = {-1, 0};
     mw_status rc = read_archive(za, train, test, name, &none, classes, max_label);
     zip_discard(za);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fs.h"
 #include "worker/data.h"
 #include "worker/data_formats.h"
 
@@ -29,9 +30,9 @@ static mw_status detect(const char *path, data_format *f)
     *f = F_NONE;
     if (S_ISREG(st.st_mode)) {
         uint8_t magic[6] = {0};
-        FILE *fp = fopen(path, "rb");
-        if (!fp)
-            return mw_err(MW_EIO, "data %s: cannot open: %s", path, strerror(errno));
+        FILE *fp;
+        size_t nbytes;
+        MW_TRY(mw_fs_fopen_input(path, "a .npz archive or a directory", &fp, &nbytes));
         size_t got = fread(magic, 1, sizeof magic, fp);
         fclose(fp);
         if (got >= 4 && !memcmp(magic, "PK", 2))
@@ -48,8 +49,11 @@ static mw_status detect(const char *path, data_format *f)
                           path);
         return MW_OK;
     }
-    if (!S_ISDIR(st.st_mode))
-        return mw_err(MW_EIO, "data %s: neither a file nor a directory", path);
+    if (!S_ISDIR(st.st_mode)) /* never opened: a FIFO would block */
+        return mw_err(MW_EIO,
+                      "data %s: is %s, not a regular file; expected a .npz archive or a "
+                      "directory",
+                      path, mw_fs_kind(st.st_mode));
     if (exists(path, "x_train.npy"))
         *f = F_NPY_DIR;
     else if (exists(path, "data_batch_1.bin"))

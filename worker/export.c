@@ -4,7 +4,10 @@
  * appear in model order), pad it with spaces to a multiple of 8 so the data
  * that follows is aligned, then write header length, header and the tensors
  * to a temp file beside the target, fsync it, rename it over the target and
- * fsync the directory so the rename itself is durable. */
+ * fsync the directory so the rename itself is durable. The .keras and .weights.h5 images are
+ * made in memory and go out the same way. Only a regular file (or nothing) is ever replaced:
+ * a FIFO, device node or socket at --output is refused (MW_EINVAL) before anything is
+ * written, and again just before the rename; messages name --output, never the temporary. */
 #include "worker/export.h"
 
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "worker/keras_archive.h"
 #include "worker/keras_h5.h"
 #include "worker/keras_vars.h"
@@ -140,14 +144,16 @@ static mw_status write_body(FILE *f, const mw_model *m, const float *params, con
     unsigned char len[8];
     put_le(len, hdr_nbytes, 8);
     if (fwrite(len, 1, 8, f) != 8 || fwrite(hdr, 1, hdr_nbytes, f) != hdr_nbytes)
-        return mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
+        return mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                      strerror(errno));
     for (int i = 0; i < m->nlayers; i++) {
         tensor t[MW_KERAS_MAX_VARS];
         int nt;
         MW_TRY(layer_tensors(&m->layers[i], params, t, &nt, path));
         for (int j = 0; j < nt; j++)
             if (write_floats(f, t[j].data, t[j].count) != 0)
-                return mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
+                return mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                              strerror(errno));
     }
     return MW_OK;
 }
@@ -174,77 +180,54 @@ static mw_status sync_dir(const char *path)
     return MW_OK;
 }
 
-mw_status mw_export_safetensors(const mw_model *m, const float *params, const char *path)
+/* What is at path may be replaced only when it is a regular file (or nothing): a FIFO, a
+ * device node (--output /dev/null, as root, would replace the system's) or a socket never is.
+ * MW_EINVAL (exit 2, a bad --output) otherwise. */
+static mw_status check_target(const char *path)
 {
-    if (!m->finalized || !params)
-        return mw_err(MW_EINTERNAL, "export %s: the model has no parameters yet", path);
-    char *hdr = NULL;
-    size_t hdr_nbytes = 0;
-    MW_TRY(build_header(m, params, path, &hdr, &hdr_nbytes));
-
-    /* <path>.tmp.<pid>: unique among live writers; one left by a dead process
-     * of the same pid is stale and truncated. open (not mkstemp) so the file
-     * gets the usual 0666 & ~umask. */
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(hdr);
-        return mw_err(MW_ENOMEM, "export %s: out of memory", path);
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    mw_status rc = MW_OK;
-    FILE *f = NULL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        rc = mw_err(MW_EIO, "export %s: cannot create a file there: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!(f = fdopen(fd, "wb"))) {
-        rc = mw_err(MW_EIO, "export %s: %s", path, strerror(errno));
-        close(fd);
-        goto fail;
-    }
-    MW_TRY_GOTO(write_body(f, m, params, hdr, hdr_nbytes, path), rc, fail);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        rc = mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
-        goto fail;
-    }
-    int closed = fclose(f);
-    f = NULL;
-    if (closed != 0) {
-        rc = mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = mw_err(MW_EIO, "export %s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-        goto fail;
-    }
-    rc = sync_dir(path);
-    goto done;
-fail:
-    if (f)
-        fclose(f);
-    unlink(tmp);
-done:
-    free(tmp);
-    free(hdr);
-    return rc;
+    const char *kind = mw_fs_output_kind(path);
+    if (kind)
+        return mw_err(MW_EINVAL,
+                      "export --output %s: is %s; expected a regular file or a new name (only "
+                      "a regular file is ever replaced)",
+                      path, kind);
+    return MW_OK;
 }
 
-/* ---- .keras and .weights.h5 (worker/keras_archive.h, worker/keras_h5.h) ---- */
-
-/* tmp (complete) onto the disk, renamed over path, the directory synced; tmp removed on
- * failure. */
-static mw_status publish(const char *tmp, const char *path)
+/* The temporary file beside path, <path>.tmp.<pid>, created new (a leftover of a dead process
+ * with the same pid, or a link planted there, is removed first: nothing is written through it)
+ * with the usual 0666 & ~umask. *tmp is malloc'ed; messages name path, never the temporary. */
+static mw_status create_tmp(const char *path, char **tmp, int *fd)
 {
-    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    *fd = -1;
+    const size_t tlen = strlen(path) + 32;
+    if (!(*tmp = malloc(tlen)))
+        return mw_err(MW_ENOMEM, "export %s: out of memory", path);
+    snprintf(*tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    unlink(*tmp);
+    *fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (*fd < 0)
+        return mw_err(MW_EIO, "export %s: cannot create a file beside it: %s", path,
+                      strerror(errno));
+    return MW_OK;
+}
+
+/* tmp (written, its descriptor fd still open) onto the disk and renamed over path, the
+ * directory synced; tmp removed on failure. Every message names path and the reason. */
+static mw_status publish(const char *tmp, int fd, const char *path)
+{
     mw_status rc = MW_OK;
-    if (fd < 0 || fsync(fd) != 0)
-        rc = mw_err(MW_EIO, "export %s: cannot sync %s: %s", path, tmp, strerror(errno));
-    if (fd >= 0)
-        close(fd);
+    if (fsync(fd) != 0)
+        rc = mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                    strerror(errno));
+    if (close(fd) != 0 && rc == MW_OK)
+        rc = mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                    strerror(errno));
+    if (rc == MW_OK)
+        rc = check_target(path); /* again: it may have been replaced since the start */
     if (rc == MW_OK && rename(tmp, path) != 0)
-        rc = mw_err(MW_EIO, "export %s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+        rc = mw_err(MW_EIO, "export %s: cannot rename the finished file over it: %s", path,
+                    strerror(errno));
     if (rc != MW_OK) {
         unlink(tmp);
         return rc;
@@ -252,45 +235,81 @@ static mw_status publish(const char *tmp, const char *path)
     return sync_dir(path);
 }
 
-static mw_status write_image(const char *tmp, const void *data, size_t n, const char *path)
+/* All of data into fd; 0 or an errno (ENOSPC for a write that made no progress). */
+static int write_all(int fd, const void *data, size_t n)
 {
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return mw_err(MW_EIO, "export %s: cannot create a file there: %s", path, strerror(errno));
-    int bad = fwrite(data, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        unlink(tmp);
-        return mw_err(MW_EIO, "export %s: write failed: %s", path, strerror(errno));
+    const unsigned char *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        p += w, n -= (size_t)w;
     }
-    return MW_OK;
+    return 0;
 }
+
+mw_status mw_export_safetensors(const mw_model *m, const float *params, const char *path)
+{
+    if (!m->finalized || !params)
+        return mw_err(MW_EINTERNAL, "export %s: the model has no parameters yet", path);
+    MW_TRY(check_target(path));
+    char *hdr = NULL;
+    size_t hdr_nbytes = 0;
+    MW_TRY(build_header(m, params, path, &hdr, &hdr_nbytes));
+    char *tmp = NULL;
+    int fd = -1;
+    mw_status rc = create_tmp(path, &tmp, &fd);
+    FILE *f = NULL;
+    if (rc == MW_OK && !(f = fdopen(dup(fd), "wb")))
+        rc = mw_err(MW_EIO, "export %s: %s", path, strerror(errno));
+    if (rc == MW_OK)
+        rc = write_body(f, m, params, hdr, hdr_nbytes, path);
+    if (f && fclose(f) != 0 && rc == MW_OK)
+        rc = mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                    strerror(errno));
+    if (rc == MW_OK) {
+        rc = publish(tmp, fd, path); /* closes fd */
+    } else if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    free(tmp);
+    free(hdr);
+    return rc;
+}
+
+/* ---- .keras and .weights.h5 (worker/keras_archive.h, worker/keras_h5.h) ---- */
 
 static mw_status export_other(const mw_model *m, const float *params, int keras,
                               const mw_keras_optimizer *opt, const char *path)
 {
     if (!m->finalized || !params)
         return mw_err(MW_EINTERNAL, "export %s: the model has no parameters yet", path);
-    char *tmp = malloc(strlen(path) + 32);
-    if (!tmp)
-        return mw_err(MW_ENOMEM, "export %s: out of memory", path);
-    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid()); /* as the safetensors writer's */
-    mw_status rc;
-    if (keras) {
-        rc = mw_keras_archive_write(m, params, opt, tmp);
-        if (rc != MW_OK)
+    MW_TRY(check_target(path));
+    void *img = NULL;
+    size_t n = 0;
+    if (keras)
+        MW_TRY(mw_keras_archive_image(m, params, opt, path, &img, &n));
+    else
+        MW_TRY(mw_keras_h5_write(m, params, opt, &img, &n, path));
+    char *tmp = NULL;
+    int fd = -1;
+    mw_status rc = create_tmp(path, &tmp, &fd);
+    if (rc == MW_OK) {
+        const int e = write_all(fd, img, n);
+        if (e) {
+            rc = mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                        strerror(e));
+            close(fd);
             unlink(tmp);
-    } else {
-        void *img = NULL;
-        size_t n = 0;
-        rc = mw_keras_h5_write(m, params, opt, &img, &n, path);
-        if (rc == MW_OK)
-            rc = write_image(tmp, img, n, path);
-        free(img);
+        } else {
+            rc = publish(tmp, fd, path); /* closes fd */
+        }
     }
-    if (rc == MW_OK)
-        rc = publish(tmp, path);
     free(tmp);
+    free(img);
     return rc;
 }
 

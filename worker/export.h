@@ -22,7 +22,9 @@
 /* Write m's parameters, taken from params (the layout of m's arena: the
  * model's own m->params.data or a restored copy; borrowed), to path. The
  * write is atomic: a temp file in the same directory, fsync, rename, fsync of
- * the directory; on failure path is untouched. MW_EIO naming the path. */
+ * the directory; on failure path is untouched. MW_EIO naming the path and the
+ * reason; MW_EINVAL when path exists and is not a regular file (a FIFO, a
+ * device node, a socket, a directory or a dangling link: never replaced). */
 mw_status mw_export_safetensors(const mw_model *m, const float *params, const char *path);
 
 /* `mwtrain export --format`: "safetensors" (above), "keras" (a .keras archive that

@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "common/fs.h"
 #include "common/strfmt.h"
 #include "worker/preprocess.h"
 
@@ -882,15 +883,22 @@ static mw_status add_zeropad(builder *B, const lctx *L, const json_t *cfg, const
     char d[QUOTE_MAX * 4 + 64];
     MW_TRY(check_data_format(L, cfg));
     if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0))) {
+        /* the first bad entry, by its place and value (not "an array of 2") */
+        static const char *const side[2][2] = {{"top", "bottom"}, {"left", "right"}};
         for (int i = 0; i < 2; i++) {
             const json_t *q = json_array_get(v, (size_t)i);
-            if (!json_is_array(q) || json_array_size(q) != 2 ||
-                !as_int(json_array_get(q, 0), 0, MAX_WINDOW, &p[2 * i]) ||
-                !as_int(json_array_get(q, 1), 0, MAX_WINDOW, &p[2 * i + 1]))
+            if (!json_is_array(q) || json_array_size(q) != 2)
                 return lfail(L, MW_EMODEL,
-                             "padding: found %s; expected n, [h, w] or [[top, bottom], "
-                             "[left, right]] with integers from 0 to %d",
-                             describe(d, sizeof d, v), MAX_WINDOW);
+                             "padding[%d]: found %s; expected [%s, %s] with integers from 0 to "
+                             "%d (padding is n, [h, w] or [[top, bottom], [left, right]])",
+                             i, describe(d, sizeof d, q), side[i][0], side[i][1], MAX_WINDOW);
+            for (int j = 0; j < 2; j++)
+                if (!as_int(json_array_get(q, (size_t)j), 0, MAX_WINDOW, &p[2 * i + j]))
+                    return lfail(L, MW_EMODEL,
+                                 "padding[%d][%d] (%s): found %s; expected an integer from 0 "
+                                 "to %d",
+                                 i, j, side[i][j], describe(d, sizeof d, json_array_get(q, j)),
+                                 MAX_WINDOW);
         }
     } else if (v) {
         MW_TRY(get_pair(L, cfg, "padding", 1, 0, MAX_WINDOW, hw));
@@ -1589,22 +1597,12 @@ mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, 
                              int nclasses)
 {
     mw_model_init(m, 0, 0, 0);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open the model: %s", path, strerror(errno));
-    char *buf = malloc((size_t)MW_KERAS_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return mw_err(MW_ENOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, (size_t)MW_KERAS_MAX_BYTES + 1, f);
-    int err = ferror(f);
-    fclose(f);
-    mw_status rc;
-    if (err)
-        rc = mw_err(MW_EIO, "%s: cannot read the model", path);
-    else
-        rc = mw_keras_load(m, buf, n, path, in_h, in_w, in_c, nclasses);
+    char *buf = NULL;
+    size_t n = 0;
+    /* a regular file, never blocking, its size checked before it is read (common/fs.h) */
+    MW_TRY(mw_fs_read_input(path, "a Keras model: JSON or a .keras archive", MW_KERAS_MAX_BYTES,
+                            MW_EMODEL, &buf, &n));
+    mw_status rc = mw_keras_load(m, buf, n, path, in_h, in_w, in_c, nclasses);
     free(buf);
     return rc;
 }

@@ -8,17 +8,22 @@
 #include "worker/keras_archive.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/keras.h"
 #include "worker/keras_h5.h"
 #include "worker/keras_vars.h"
+#include "worker/zip_input.h"
 
 /* The Keras version whose layout this writes (metadata.json's keras_version). */
 #define KERAS_VERSION "3.6.0"
@@ -41,12 +46,16 @@ int mw_keras_archive_is(const char *path)
     const size_t n = strlen(path);
     if (n >= 6 && !strcmp(path + n - 6, ".keras"))
         return 1;
-    FILE *f = fopen(path, "rb");
-    unsigned char b[4] = {0};
-    if (!f)
+    /* never open what is not a regular file (a FIFO would block): the loader reports it */
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
-    const size_t got = fread(b, 1, 4, f);
-    fclose(f);
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    unsigned char b[4] = {0};
+    if (fd < 0)
+        return 0;
+    const ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, 4, 0) : 0;
+    close(fd);
     return got == 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4;
 }
 
@@ -70,6 +79,9 @@ static mw_status read_member(zip_t *z, const char *name, zip_uint64_t max, const
         return mw_err(MW_EDATA, "%s: %s claims %llu bytes (at most %llu accepted%s)", origin, name,
                       (unsigned long long)st.size, (unsigned long long)max,
                       bounded ? "" : "; more than its compressed size can hold: corrupt");
+    /* the size from the zip directory, checked before anything is inflated */
+    MW_TRY(mw_sysmem_check_load(st.size, "%s: %s %s to", origin, name,
+                                st.comp_method == ZIP_CM_STORE ? "takes" : "inflates"));
     char *buf = malloc((size_t)st.size + 1);
     if (!buf)
         return mw_err(MW_ENOMEM, "%s: %s: %llu bytes: out of memory", origin, name,
@@ -157,54 +169,30 @@ static mw_status load_zip(zip_t *z, mw_model *m, const char *origin, int in_h, i
     return rc;
 }
 
-static mw_status zip_fail(const char *origin, zip_error_t *e)
-{
-    mw_status rc = mw_err(MW_EDATA, "%s: not a zip archive, or a truncated one: %s", origin,
-                          zip_error_strerror(e));
-    zip_error_fini(e);
-    return rc;
-}
+#define BAD_ZIP "not a zip archive, or a truncated one"
 
 mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, const char *origin,
                                 int in_h, int in_w, int in_c, int nclasses, mw_keras_weights *w)
 {
     mw_model_init(m, 0, 0, 0);
-    zip_error_t e;
-    zip_error_init(&e);
-    zip_source_t *src = zip_source_buffer_create(bytes, nbytes, 0, &e);
-    if (!src)
-        return zip_fail(origin, &e);
-    zip_t *z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e);
-    if (!z) {
-        zip_source_free(src);
-        return zip_fail(origin, &e);
-    }
-    zip_error_fini(&e);
+    zip_t *z;
+    MW_TRY(mw_zip_input_open_buffer(bytes, nbytes, origin, BAD_ZIP, &z));
     mw_status rc = load_zip(z, m, origin, in_h, in_w, in_c, nclasses, w);
     zip_discard(z);
     return rc;
 }
 
-/* path opened read-only with its consistency checked, or MW_EDATA naming it. */
+/* path, a regular file (MW_EIO otherwise), opened read-only with its consistency checked, or
+ * MW_EDATA naming it. */
 static mw_status open_zip(const char *path, zip_t **z)
 {
-    int ze = 0;
-    *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
-    if (*z)
-        return MW_OK;
-    zip_error_t e;
-    zip_error_init_with_code(&e, ze);
-    return zip_fail(path, &e);
+    return mw_zip_input_open_file(path, "a .keras archive (or Keras JSON)", BAD_ZIP, z, NULL, NULL);
 }
 
 mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                                      int nclasses, mw_keras_weights *w)
 {
     mw_model_init(m, 0, 0, 0);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
-    fclose(f);
     zip_t *z;
     MW_TRY(open_zip(path, &z));
     mw_status rc = load_zip(z, m, path, in_h, in_w, in_c, nclasses, w);
@@ -215,10 +203,9 @@ mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, in
 mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return MW_OK; /* the model load reports it */
-    fclose(f);
     zip_t *z;
     MW_TRY(open_zip(path, &z));
     char *cfg = NULL;
@@ -538,9 +525,31 @@ static mw_status add_member(zip_t *z, const char *name, const void *data, size_t
     return MW_OK;
 }
 
-mw_status mw_keras_archive_write(const mw_model *m, const float *params,
-                                 const mw_keras_optimizer *opt, const char *path)
+/* The bytes written into src (an in-memory zip source after zip_close), malloc'ed. */
+static mw_status take_image(zip_source_t *src, const char *name, void **out, size_t *nbytes)
 {
+    *out = NULL, *nbytes = 0;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_source_stat(src, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) || zip_source_open(src) != 0)
+        return mw_err(MW_EINTERNAL, "%s: the archive written in memory cannot be read back", name);
+    void *buf = malloc(st.size ? (size_t)st.size : 1);
+    const zip_int64_t got = buf ? zip_source_read(src, buf, st.size) : -1;
+    zip_source_close(src);
+    if (got < 0 || (zip_uint64_t)got != st.size) {
+        free(buf);
+        return mw_err(buf ? MW_EINTERNAL : MW_ENOMEM, "%s: cannot take the archive's %llu bytes",
+                      name, (unsigned long long)st.size);
+    }
+    *out = buf, *nbytes = (size_t)st.size;
+    return MW_OK;
+}
+
+mw_status mw_keras_archive_image(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *name, void **out,
+                                 size_t *nbytes)
+{
+    *out = NULL, *nbytes = 0;
     char *cfg = NULL, meta[160], origin[600], date[32];
     void *h5 = NULL;
     size_t nh5 = 0;
@@ -550,30 +559,55 @@ mw_status mw_keras_archive_write(const mw_model *m, const float *params,
     strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
     snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}",
              KERAS_VERSION, date);
-    snprintf(origin, sizeof origin, "%s: model.weights.h5", path);
+    snprintf(origin, sizeof origin, "%s: model.weights.h5", name);
     MW_TRY(mw_keras_config_json(m, opt, &cfg));
     mw_status rc = mw_keras_h5_write(m, params, opt, &h5, &nh5, origin);
-    int ze = 0;
-    zip_t *z = rc == MW_OK ? zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &ze) : NULL;
-    if (rc == MW_OK && !z) {
-        zip_error_t e;
-        zip_error_init_with_code(&e, ze);
-        rc = mw_err(MW_EIO, "%s: cannot create the archive: %s", path, zip_error_strerror(&e));
-        zip_error_fini(&e);
+    zip_error_t e;
+    zip_error_init(&e);
+    zip_source_t *src = rc == MW_OK ? zip_source_buffer_create(NULL, 0, 0, &e) : NULL;
+    zip_t *z = NULL;
+    if (src) {
+        zip_source_keep(src); /* the archive's bytes are read from it after zip_close */
+        z = zip_open_from_source(src, ZIP_TRUNCATE, &e);
     }
+    if (rc == MW_OK && !z)
+        rc = mw_err(MW_ENOMEM, "%s: cannot make the archive in memory: %s", name,
+                    zip_error_strerror(&e));
+    zip_error_fini(&e);
     if (rc == MW_OK)
-        rc = add_member(z, "metadata.json", meta, strlen(meta), path);
+        rc = add_member(z, "metadata.json", meta, strlen(meta), name);
     if (rc == MW_OK)
-        rc = add_member(z, "config.json", cfg, strlen(cfg), path);
+        rc = add_member(z, "config.json", cfg, strlen(cfg), name);
     if (rc == MW_OK)
-        rc = add_member(z, "model.weights.h5", h5, nh5, path);
+        rc = add_member(z, "model.weights.h5", h5, nh5, name);
     if (rc == MW_OK && zip_close(z) != 0) {
-        rc = mw_err(MW_EIO, "%s: cannot write the archive: %s", path, zip_strerror(z));
+        rc = mw_err(MW_ENOMEM, "%s: cannot write the archive in memory: %s", name, zip_strerror(z));
         zip_discard(z);
     } else if (rc != MW_OK && z) {
         zip_discard(z);
     }
+    if (rc == MW_OK)
+        rc = take_image(src, name, out, nbytes);
+    if (src)
+        zip_source_free(src);
     free(cfg);
     free(h5);
     return rc;
+}
+
+mw_status mw_keras_archive_write(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *path)
+{
+    void *img = NULL;
+    size_t n = 0;
+    MW_TRY(mw_keras_archive_image(m, params, opt, path, &img, &n));
+    FILE *f = fopen(path, "wb");
+    int bad = !f || fwrite(img, 1, n, f) != n;
+    const int e = errno;
+    if (f && fclose(f) != 0 && !bad)
+        bad = 1;
+    free(img);
+    if (bad)
+        return mw_err(MW_EIO, "%s: cannot write the archive: %s", path, strerror(e ? e : EIO));
+    return MW_OK;
 }

@@ -62,8 +62,13 @@ mw_status mw_keras_weights_apply(const mw_keras_weights *w, const mw_model *m, f
  * the model ends in softmax), accuracy, and opt's optimizer with its hyperparameters. */
 mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out);
 
-/* Write a .keras archive of m with params (m's arena layout) and opt's state to path (replaced; not
- * atomic: the caller writes a temporary name and renames it). */
+/* A .keras archive of m with params (m's arena layout) and opt's state, made in memory: *out
+ * (malloc'ed) of *nbytes. name names it in messages. */
+mw_status mw_keras_archive_image(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *name, void **out,
+                                 size_t *nbytes);
+/* The same written to path (replaced; not atomic: mwtrain export writes through
+ * mw_keras_archive_image and its own atomic replacement). */
 mw_status mw_keras_archive_write(const mw_model *m, const float *params,
                                  const mw_keras_optimizer *opt, const char *path);
 

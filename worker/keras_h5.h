@@ -10,7 +10,15 @@
  *
  * Files from Keras 2.13 name the top group `_layer_checkpoint_dependencies`; both are read.
  * HDF5's own error printing is switched off: every problem is one mw_err naming the origin,
- * the layer and the variable. */
+ * the layer and the variable.
+ *
+ * A weights file must hold its weights itself (it comes inside a .keras from anywhere): every
+ * link the reader follows is a hard link (soft, external and user-defined links are refused),
+ * every dataset it reads is compact, contiguous or chunked in the file, with no external raw
+ * storage, not virtual, and filtered by nothing but shuffle and fletcher32 (a chunk at most
+ * the dataset and 1 MiB); HDF5 filter plugins are never loaded. Each refusal is MW_EDATA
+ * (exit 3) naming the object and what it would reach, decided before HDF5 opens anything it
+ * names. The image is used in place: no copy of it is made. */
 #ifndef MW_WORKER_KERAS_H5_H
 #define MW_WORKER_KERAS_H5_H
 
@@ -19,10 +27,11 @@
 #include "common/status.h"
 #include "worker/model.h"
 
-/* Fill params (m's arena layout) from the HDF5 file image image[0..nbytes) (borrowed). Every
- * layer of m with variables must have exactly its variables there, float32, in their Keras
- * shapes; the file may have no weights for a layer m does not have. origin names the file in
- * messages ("m.keras: model.weights.h5"). MW_EDATA for any mismatch or a corrupt or truncated
+/* Fill params (m's arena layout) from the HDF5 file image image[0..nbytes) (borrowed, not
+ * copied, not written). Every layer of m with variables must have exactly its variables there,
+ * float32, in their Keras shapes, stored as above; the file may have no weights for a layer m
+ * does not have. origin names the file in messages ("m.keras: model.weights.h5"). MW_EDATA
+ * for any mismatch, a link or storage that leads outside the file, or a corrupt or truncated
  * file; params is then partly written. */
 mw_status mw_keras_h5_read(const mw_model *m, float *params, const void *image, size_t nbytes,
                            const char *origin);

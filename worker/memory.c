@@ -50,11 +50,7 @@ void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_d
 
 int mw_memory_check_enabled(void)
 {
-    const char *v = getenv("MW_MEMORY_CHECK");
-    if (!v)
-        return 1;
-    return !(strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 ||
-             strcasecmp(v, "false") == 0);
+    return mw_sysmem_check_enabled();
 }
 
 /* "activations 3.7 GiB for 2 threads x 4096 examples, gradients ..., libraries 64.0 MiB" */

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/fs.h"
+
 /* Where a value lives, for messages: the source and the key path. */
 typedef struct {
     const char *where;
@@ -421,12 +423,14 @@ mw_status mw_optimizer_from_json(mw_train_opts *o, const json_t *j, const char *
 
 mw_status mw_optimizer_load(mw_train_opts *o, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mw_err(MW_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t n = 0;
+    /* a regular file, never blocking, its size checked before it is read (common/fs.h) */
+    MW_TRY(mw_fs_read_input(path, "the JSON of keras.optimizers.serialize", MW_OPTIMIZER_MAX_BYTES,
+                            MW_ECONFIG, &text, &n));
     json_error_t e;
-    json_t *j = json_loadf(f, JSON_DECODE_ANY, &e);
-    fclose(f);
+    json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &e);
+    free(text);
     if (!j)
         return mw_err(MW_ECONFIG,
                       "%s: line %d: %s (expected the JSON of "

@@ -30,8 +30,14 @@
  * feature mwtrain lacks) "WHERE: config.learning_rate.config.decay_steps: expected a number
  * > 0, got -3", and o's optimizer fields are unchanged. */
 mw_status mw_optimizer_from_json(mw_train_opts *o, const json_t *j, const char *where);
-/* Read path (JSON) and apply it with mw_optimizer_from_json; MW_EIO when it cannot be read,
- * MW_ECONFIG "PATH: line L: ..." when it is not JSON. */
+/* Largest --optimizer-config file: 1 MiB, as TF_CONFIG (a config with a schedule of
+ * MW_SCHED_MAX_BOUNDARIES boundaries takes well under 200 KiB). */
+#define MW_OPTIMIZER_MAX_BYTES (1u << 20)
+
+/* Read path (JSON, a regular file of at most MW_OPTIMIZER_MAX_BYTES) and apply it with
+ * mw_optimizer_from_json; MW_EIO when it cannot be read or is not a regular file (a FIFO is
+ * refused without being opened), MW_ECONFIG "PATH: N bytes; expected at most 1048576 (1 MiB)"
+ * for a larger one (nothing is read), MW_ECONFIG "PATH: line L: ..." when it is not JSON. */
 mw_status mw_optimizer_load(mw_train_opts *o, const char *path);
 
 #endif

@@ -15,7 +15,9 @@ typedef enum {
     MW_SCHED_COSINE_RESTARTS,
 } mw_sched_kind;
 
-#define MW_SCHED_MAX_BOUNDARIES 64
+/* PiecewiseConstantDecay's most boundaries: a boundary per epoch for a few thousand epochs.
+ * (It was 64, short of a plain 100-epoch config.) */
+#define MW_SCHED_MAX_BOUNDARIES 4096
 
 /* The fields a kind uses, Keras' config names in comments. Zeroed: constant. */
 typedef struct {

@@ -189,8 +189,15 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     mw_sysmem mem; /* read before the data and the model are in memory */
     const int check = with_data && mw_memory_check_enabled() && mw_sysmem_query(&mem);
     const mw_data_opts dopts = {.classes = o->classes, .cifar_fine = o->cifar_label == 0};
+    /* the node's ranks load the same files at once: each reader checks its share */
+    mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
+    char note[1024];
+    if (with_data && use == MW_USE_TRAIN && s->rank == 0 &&
+        mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
+                                  sizeof note) > 0)
+        mw_log_warn("%s", note);
     MW_TRY(build_model(s, with_data));
     if (use == MW_USE_EXPORT)
         return MW_OK;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -158,9 +159,30 @@ static mw_status open_csv(mw_summary *s, const char *dir, int append)
     s->csv_path = join(dir, "metrics.csv");
     if (!s->csv_path)
         return mw_err(MW_ENOMEM, "summary dir %s: out of memory", dir);
-    s->csv = fopen(s->csv_path, append ? "a+" : "w");
-    if (!s->csv)
+    /* as the lock, the checkpoints and the event file: never through a symbolic link (its
+     * target would be overwritten), never blocking, only a regular file, truncated (a new
+     * run) only once that is known */
+    const int fd = open(s->csv_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    struct stat st = {0};
+    if (fd < 0 && errno == ELOOP)
+        return mw_err(MW_EIO,
+                      "summary file %s: is a symbolic link; expected a regular file (summaries "
+                      "are never written through links)",
+                      s->csv_path);
+    if (fd < 0)
         return mw_err(MW_EIO, "summary file %s: cannot open: %s", s->csv_path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return mw_err(MW_EIO, "summary file %s: is %s; expected a regular file", s->csv_path,
+                      mw_fs_kind(st.st_mode));
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if ((!append && ftruncate(fd, 0) != 0) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
+        !(s->csv = fdopen(fd, append ? "a+" : "w"))) {
+        const int e = errno;
+        close(fd);
+        return mw_err(MW_EIO, "summary file %s: cannot open: %s", s->csv_path, strerror(e));
+    }
     if (!append)
         return MW_OK;
     char *line = NULL;

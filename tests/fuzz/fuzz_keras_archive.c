@@ -6,12 +6,18 @@
  * variables) or fail with one message starting "fuzz.keras: " and a status of bad data, bad
  * or unsupported model, or out of memory; never crash, leak or read out of bounds. A loaded
  * model is then written back as an archive image's weights and read again, which must give
- * the same parameters. Seeds: tests/fuzz/corpus/keras_archive (archives made by Keras and
- * the broken ones of tests/data/keras_archive). Run it with tests/fuzz/run.sh. */
+ * the same parameters. No input may reach a file outside itself: the target runs in an empty
+ * directory of its own (where an HDF5 external name without a directory leads), watched with
+ * inotify; a file opened or made there is a failure. Seeds: tests/fuzz/corpus/keras_archive
+ * (archives made by Keras, the broken ones of tests/data/keras_archive, and every HDF5
+ * storage layout and link kind of tests/test_keras_h5.c, `test_keras_h5 --corpus DIR`).
+ * Run it with tests/fuzz/run.sh. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include "common/status.h"
 #include "worker/keras_archive.h"
@@ -50,8 +56,41 @@ static void rewrite(const mw_model *m)
     free(img);
 }
 
+/* The empty directory the target runs in, and its watch (made on the first input; removed
+ * when the fuzzer exits). */
+static int sandbox_watch = -1;
+static char sandbox_dir[] = "/tmp/mwfuzz-cwd-XXXXXX";
+
+static void sandbox_remove(void)
+{
+    rmdir(sandbox_dir);
+}
+
+static void sandbox(void)
+{
+    if (sandbox_watch >= 0)
+        return;
+    check(mkdtemp(sandbox_dir) != NULL && chdir(sandbox_dir) == 0,
+          "make and enter an empty directory");
+    atexit(sandbox_remove);
+    sandbox_watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    check(sandbox_watch >= 0 &&
+              inotify_add_watch(sandbox_watch, ".", IN_OPEN | IN_CREATE | IN_ACCESS) >= 0,
+          "watch it");
+}
+
+static void nothing_outside(void)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    const ssize_t n = read(sandbox_watch, buf, sizeof buf);
+    if (n > 0)
+        fprintf(stderr, "fuzz_keras_archive: %s\n", ((const struct inotify_event *)buf)->name);
+    check(n <= 0, "nothing outside the archive is opened or made (a file in the directory)");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    sandbox();
     mw_model m;
     mw_keras_weights w;
     mw_keras_weights_init(&w);
@@ -72,5 +111,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     mw_keras_weights_free(&w);
     mw_model_free(&m);
+    nothing_outside();
     return 0;
 }

@@ -36,7 +36,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
-    "$ROOT/common/status.c" "$ROOT/common/strfmt.c" -ljansson -o "$OUT/fuzz_tfconfig" &
+    "$ROOT/common/status.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -o "$OUT/fuzz_tfconfig" &
 pids="$pids $!"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
@@ -52,14 +52,17 @@ python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras.c" \
     "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" -ljansson -lm -o "$OUT/fuzz_keras" &
+    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm \
+    -o "$OUT/fuzz_keras" &
 pids="$pids $!"
 
 # The data readers: worker/data*.c with common/, libzip and zlib.
 mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/preprocess.c" \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" -ljansson -lzip -lz -lm \
+    "$ROOT/worker/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
+    "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" "$ROOT/common/mapguard.c" \
+    -ljansson -lzip -lz -lm \
     -o "$OUT/fuzz_data" &
 pids="$pids $!"
 
@@ -113,6 +116,7 @@ mkdir -p "$OUT/corpus-keras_archive"
 "$CLANG" $CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras_archive.c" \
     "$ROOT/worker/keras_h5.c" "$ROOT/worker/keras_vars.c" "$ROOT/worker/keras.c" \
+    "$ROOT/worker/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
     "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm \

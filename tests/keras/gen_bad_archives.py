@@ -10,6 +10,7 @@ The model: Input (6, 6, 1), Conv2D(2, 3), Flatten, Dense(3): weights layers/conv
 import io
 import json
 import os
+import warnings
 import zipfile
 
 import h5py
@@ -73,6 +74,18 @@ def extra(f):
     f.create_group("layers/dense_1/vars")["0"] = np.zeros((3, 3), np.float32)
 
 
+def duplicated(name):
+    """The archive with member `name` twice (zipfile writes it, warning)."""
+    b = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with zipfile.ZipFile(b, "w") as z:
+            for n, data in members.items():
+                z.writestr(n, data)
+            z.writestr(name, members[name])
+    return b.getvalue()
+
+
 cfg = json.loads(members["config.json"])
 cfg["config"]["layers"][1]["config"]["filters"] = 4
 more_filters = json.dumps(cfg).encode()
@@ -103,6 +116,7 @@ cases = {
         replace("layers/dense/vars/1", np.zeros((3,), np.int32)))),
     "config_weights_mismatch": with_member("config.json", more_filters),
     "unknown_layer": with_member("config.json", unknown_layer),
+    "duplicate_member": duplicated("config.json"),
 }
 for name, data in cases.items():
     os.makedirs(os.path.join(out, name), exist_ok=True)

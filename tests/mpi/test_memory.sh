@@ -9,9 +9,15 @@
 #   3. a normal small run in the same cgroup still trains (exit 0): the check does not refuse
 #      what fits;
 #   4. MW_MEMORY_CHECK=off skips the check (the run then meets the limit: no exit 6).
+#   5. compressed inputs that inflate past the limit, in a 512 MiB cgroup (issue 26): a 2.7 MB
+#      np.savez_compressed .npz holding 599 MiB, a .keras whose model.weights.h5 is padded to
+#      599 MiB, and a gzip IDX file of 800000 28x28 images each exit 6 within seconds, with one
+#      message naming the file and the size, from the sizes in the zip directory and the IDX
+#      header, before anything is inflated; the same .npz with MW_MEMORY_CHECK=off is killed
+#      by the OOM killer (137): the control that shows what the check prevents.
 # The cgroup is made with cgroup v2 (/sys/fs/cgroup/mwtrain-test-$$, memory.max) or, on a v1 or
 # hybrid system, the v1 memory controller (memory.limit_in_bytes); without either, or without
-# the rights to make one, parts 2-4 are skipped (exit 77 with the reason). The cgroup is
+# the rights to make one, parts 2-5 are skipped (exit 77 with the reason). The cgroup is
 # removed on every exit, after the processes in it have ended.
 #   test_memory.sh MWTRAIN
 set -uo pipefail
@@ -104,7 +110,7 @@ else
     skip="no cgroup v2 memory controller and no cgroup v1 memory mount under /sys/fs/cgroup"
 fi
 if [[ -n $skip ]]; then
-    echo "SKIP parts 2-4: $skip"
+    echo "SKIP parts 2-5: $skip"
     ((fail)) && exit 1
     exit 77
 fi
@@ -157,6 +163,99 @@ rc=$?
 echo "part 4 (MW_MEMORY_CHECK=off): exit $rc"
 check '[[ $rc -ne 6 ]] && ! grep -q "this run needs about" "$tmp/err4"' \
     "MW_MEMORY_CHECK=off: no check (got $rc)"
+
+# --- 5. compressed inputs larger than a 512 MiB cgroup: exit 6 before inflating --------------
+if [[ $kind == "cgroup v2"* ]]; then
+    echo 512M >"$cg/memory.max"
+else
+    echo 512M >"$cg/memory.limit_in_bytes"
+    echo 512M >"$cg/memory.memsw.limit_in_bytes" 2>/dev/null
+fi
+# bomb.npz: np.savez_compressed's layout, x_train (800000, 28, 28) uint8 zeros (599 MiB with
+# the rest); padded.keras: a config for 28x28x1, model.weights.h5 an HDF5 signature and 599 MiB
+# of zeros; idx/: train-images-idx3-ubyte.gz of 800000 28x28 zero images (only the headers of
+# the others, which are never read)
+if ! /usr/bin/python3 - "$tmp" <<'EOF'; then
+import gzip, os, struct, sys, zipfile
+t, n = sys.argv[1], 800000
+zero = bytes(1 << 22)
+def zeros(f, nbytes):
+    while nbytes > 0:
+        f.write(zero[:min(nbytes, len(zero))])
+        nbytes -= len(zero)
+def npy_header(shape):
+    d = "{'descr': '|u1', 'fortran_order': False, 'shape': %r, }" % (tuple(shape),)
+    d += " " * (63 - (10 + len(d)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode()
+with zipfile.ZipFile(os.path.join(t, "bomb.npz"), "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    for name, shape in (("x_train", (n, 28, 28)), ("y_train", (n,)), ("x_test", (10, 28, 28)),
+                        ("y_test", (10,))):
+        with z.open(name + ".npy", "w", force_zip64=True) as f:
+            f.write(npy_header(shape))
+            count = 1
+            for s in shape:
+                count *= s
+            zeros(f, count)
+cfg = ('{"module": "keras", "class_name": "Sequential", "config": {"name": "s", "layers": ['
+       '{"module": "keras.layers", "class_name": "InputLayer", "config": {"batch_shape": '
+       '[null, 28, 28, 1], "name": "in"}}, {"module": "keras.layers", "class_name": "Flatten", '
+       '"config": {"name": "f"}}, {"module": "keras.layers", "class_name": "Dense", "config": '
+       '{"name": "d", "units": 10}}]}}')
+with zipfile.ZipFile(os.path.join(t, "padded.keras"), "w", zipfile.ZIP_DEFLATED,
+                     compresslevel=1) as z:
+    z.writestr("metadata.json", '{"keras_version": "3.6.0"}')
+    z.writestr("config.json", cfg)
+    with z.open("model.weights.h5", "w", force_zip64=True) as f:
+        f.write(b"\x89HDF\r\n\x1a\n")
+        zeros(f, 628000000)
+os.mkdir(os.path.join(t, "idx"))
+with gzip.open(os.path.join(t, "idx", "train-images-idx3-ubyte.gz"), "wb", compresslevel=1) as f:
+    f.write(struct.pack(">IIII", 0x803, n, 28, 28))
+    zeros(f, n * 784)
+for name, hdr in (("train-labels-idx1-ubyte", struct.pack(">II", 0x801, n)),
+                  ("t10k-images-idx3-ubyte", struct.pack(">IIII", 0x803, 10, 28, 28)),
+                  ("t10k-labels-idx1-ubyte", struct.pack(">II", 0x801, 10))):
+    with open(os.path.join(t, "idx", name), "wb") as f:
+        f.write(hdr)
+EOF
+    echo "FAIL: part 5: /usr/bin/python3 could not write the compressed inputs"
+    fail=$((fail + 1))
+else
+    ls -l "$tmp/bomb.npz" "$tmp/padded.keras" "$tmp/idx/train-images-idx3-ubyte.gz" |
+        awk '{ print "part 5 input: " $NF ", " $5 " bytes" }'
+    # inflate NAME WANT mwtrain-args...: exit 6 within seconds, one message containing WANT
+    inflate() {
+        local name=$1 want=$2
+        shift 2
+        local t0 rc took
+        t0=$(now)
+        in_cgroup 60 "$tmp/out5-$name" "$tmp/err5-$name" train "${quick[@]}" "$@"
+        rc=$?
+        took=$(secs "$t0" "$(now)")
+        echo "part 5 $name: exit $rc in $took s"
+        grep "error" "$tmp/err5-$name"
+        check '[[ $rc -eq 6 ]]' "$name in 512 MiB: exit 6 (got $rc)"
+        check 'awk -v t="$took" "BEGIN { exit !(t < 20) }"' "$name: exit within 20 s (took $took s)"
+        check 'grep -qF -- "$want" "$tmp/err5-$name"' "$name: the message names the file and size"
+        check 'grep -q "this process may use ($kind of /mwtrain-test-$$: limit 512.0 MiB" \
+            "$tmp/err5-$name"' "$name: the message names the 512 MiB limit"
+        check '(($(grep -c "in memory, more than" "$tmp/err5-$name") == 1))' "$name: one message"
+    }
+    inflate npz "$tmp/bomb.npz: x_train.npy + y_train.npy + x_test.npy + y_test.npy inflate to \
+598.9 MiB (628008362 bytes) in memory" --data "$tmp/bomb.npz"
+    inflate keras "$tmp/padded.keras: model.weights.h5 inflates to 598.9 MiB (628000008 bytes) \
+in memory" --model "$tmp/padded.keras"
+    inflate idx "$tmp/idx/train-images-idx3-ubyte.gz: 800000 images of 28x28 take 602.0 MiB \
+(631200000 bytes) in memory" --data "$tmp/idx"
+    # the control: unchecked, the same archive is inflated into the limit
+    t0=$(now)
+    MW_MEMORY_CHECK=off in_cgroup 60 "$tmp/out5-off" "$tmp/err5-off" train "${quick[@]}" \
+        --data "$tmp/bomb.npz"
+    rc=$?
+    echo "part 5 control (MW_MEMORY_CHECK=off): exit $rc in $(secs "$t0" "$(now)") s"
+    check '[[ $rc -ne 0 && $rc -ne 6 ]]' \
+        "control: unchecked, the .npz is not refused but dies (got $rc; 137: the OOM killer)"
+fi
 
 echo "$pass passed, $fail failed"
 ((fail == 0))
