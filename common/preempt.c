@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t first_signal; /* 0: none yet */
+static volatile sig_atomic_t quiet;
 static struct timespec first_at;
 static unsigned grace_s;
 static char grace_msg[200];
@@ -33,6 +34,11 @@ static void on_alarm(int sig)
 
 static void on_signal(int sig)
 {
+    if (quiet) {
+        if (!first_signal)
+            first_signal = sig;
+        return;
+    }
     if (!first_signal) {
         first_signal = sig;
         clock_gettime(CLOCK_MONOTONIC, &first_at);
@@ -66,6 +72,11 @@ void mw_preempt_install(double grace)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+}
+
+void mw_preempt_quiet(void)
+{
+    quiet = 1;
 }
 
 int mw_preempt_requested(void)

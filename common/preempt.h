@@ -18,5 +18,9 @@ void mw_preempt_install(double grace);
 int mw_preempt_requested(void);
 /* Seconds since the first request (0 when none). */
 double mw_preempt_elapsed(void);
+/* The run has agreed to end (preempted and saved): later signals are taken silently (the
+ * launcher ends the ranks that have not left yet; each is past the save), the grace clock
+ * still runs. */
+void mw_preempt_quiet(void);
 
 #endif

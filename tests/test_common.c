@@ -20,13 +20,20 @@ static void status_table(void **state)
     assert_int_equal(mw_status_exit_code(MW_OK), 0);
     assert_int_equal(mw_status_exit_code(MW_ECONFIG), 2);
     assert_int_equal(mw_status_exit_code(MW_EINVAL), 2);
-    /* restartable failures are >= 128, the rest are not */
+    /* restartable outcomes are >= 128 (a preempted run too: --resume continues it), the
+     * rest are not; no two statuses above 7 share a code, and none is a shell's 128 + a
+     * signal that ends processes (137 SIGKILL, 143 SIGTERM, 134 SIGABRT, 139 SIGSEGV) */
     for (int s = 0; s < MW_STATUS_COUNT; s++) {
         int code = mw_status_exit_code((mw_status)s);
-        int retry = s == MW_EMPI || s == MW_EPEER || s == MW_ETIMEOUT;
+        int retry = s == MW_EMPI || s == MW_EPEER || s == MW_ETIMEOUT || s == MW_EPREEMPTED;
         assert_true(retry ? code >= 128 : code < 128);
         assert_true(s == MW_OK ? code == 0 : code != 0);
+        assert_true(code != 134 && code != 137 && code != 139 && code != 143);
+        for (int t = 0; t < s; t++)
+            assert_true(code <= 7 || code != mw_status_exit_code((mw_status)t));
     }
+    assert_int_equal(mw_status_exit_code(MW_EPREEMPTED), 133);
+    assert_int_equal(mw_status_exit_code(MW_EDIVERGED), 8);
 }
 
 static void first_error_wins(void **state)

@@ -103,7 +103,21 @@ mw_status mw_chief_check_dir(const char *dir)
     if (mw_ckpt_remove_temps(dir, held.removed, sizeof held.removed) > 0)
         mw_log_info("removed leftover temporary files of an interrupted save from %s: %s", dir,
                     held.removed);
+    /* a preemption mark belongs to the run it ended; this is a new one */
+    char mark[4200];
+    if (mw_fs_join(mark, sizeof mark, dir, MW_CHIEF_PREEMPTED) == MW_OK)
+        (void)unlink(mark);
     return MW_OK;
+}
+
+mw_status mw_chief_mark_preempted(const mw_session *s, int signal_here)
+{
+    char text[512];
+    int n = snprintf(text, sizeof text,
+                     "preempted after step %ld (a signal%s); checkpoint of step %ld saved\n",
+                     s->global_step, signal_here ? "" : " to another rank", s->saved_step);
+    return mw_fs_write_atomic(s->o->checkpoint_dir, MW_CHIEF_PREEMPTED, text, (size_t)n,
+                              "--checkpoint-dir");
 }
 
 void mw_chief_release_dir(void)

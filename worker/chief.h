@@ -38,6 +38,13 @@ mw_status mw_chief_check_dir(const char *dir);
 /* Release the lock mw_chief_check_dir took (no-op when none is held). */
 void mw_chief_release_dir(void);
 
+/* The mark a preempted run leaves in its checkpoint directory once the step reached is saved:
+ * one line, "preempted after step N (a signal); checkpoint of step N saved". A launcher whose
+ * mpirun was signalled itself (and so exits 1 whatever the ranks did) reads it to return 133
+ * (deploy/mpirun/run.sh). mw_chief_check_dir removes it: it belongs to the run it ended. */
+#define MW_CHIEF_PREEMPTED "preempted"
+mw_status mw_chief_mark_preempted(const mw_session *s, int signal_here);
+
 /* Restore the latest checkpoint of --checkpoint-dir over s->comm. required = 0 (train
  * --resume): a directory without any complete checkpoint (empty, or only leftovers such as
  * temporary files, empty files or an index naming nothing usable: a warning names them)

@@ -214,15 +214,17 @@ int main(int argc, char **argv)
     const double timeout = rc == MW_OK ? cli.train.collective_timeout : MW_DEFAULT_TIMEOUT;
     mw_comm_set_timeout(timeout);
     mw_fault_point("init", -1);
+    /* SIGTERM, SIGINT, SIGUSR1: stop at the next step and save it (worker/train.c); from
+     * before MPI_Init, so that a signal during start-up is a request too, not the default
+     * action (the end of the process, which can leave mpirun waiting for it) */
+    if (rc == MW_OK && cli.cmd == MW_CMD_TRAIN)
+        mw_preempt_install(cli.train.preemption_grace);
     mw_watchdog_arm("MPI_Init", timeout);
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     mw_watchdog_disarm();
     /* Errors from MPI calls come back as codes we translate, never a silent abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    /* SIGTERM, SIGINT, SIGUSR1: stop at the next step and save it (worker/train.c) */
-    if (rc == MW_OK && cli.cmd == MW_CMD_TRAIN)
-        mw_preempt_install(cli.train.preemption_grace);
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);

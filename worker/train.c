@@ -213,15 +213,16 @@ static mw_status vote_step(trainer *t, int final, int *stop, long *at)
     return MW_OK;
 }
 
-/* The agreed end of a diverged run: nothing is saved from this state. */
-static mw_status diverged(trainer *t, long at)
+/* The agreed end of a diverged run (what: the value that was not finite, and when):
+ * nothing is saved from this state. */
+static mw_status diverged(trainer *t, const char *what)
 {
     t->agreed = 1;
     return mw_err(MW_EDIVERGED,
-                  "the run diverged: the training loss was not finite by step %ld on some "
-                  "rank; nothing was saved from it, the earlier checkpoints stay (lower the "
-                  "learning rate, or check the optimizer's settings and the data)",
-                  at + 1);
+                  "the run diverged: %s was not finite; nothing was saved from it, the earlier "
+                  "checkpoints stay (lower the learning rate, or check the optimizer's settings "
+                  "and the data) (exit 8)",
+                  what);
 }
 
 /* The agreed end of a preempted run at this step boundary (epochs_done, step_in_epoch, as
@@ -233,13 +234,16 @@ static mw_status preempt(trainer *t, int epochs_done, long step_in_epoch)
     mw_status rc = MW_OK;
     if (s->rank == 0 && mw_chief_checkpointing(s->o) && s->saved_step != s->global_step)
         rc = save(t, epochs_done, step_in_epoch);
+    if (rc == MW_OK && s->rank == 0 && mw_chief_checkpointing(s->o))
+        rc = mw_chief_mark_preempted(s, mw_preempt_requested() != 0);
     MW_TRY(mw_agree(s->comm, rc, NULL));
+    mw_preempt_quiet(); /* saved: a launcher ending the ranks now ends nothing unsaved */
     if (s->rank == 0)
         MW_TRY(mw_evlink_preempted(&t->ev, s->global_step));
     t->agreed = 1;
     char when[64] = "";
     if (mw_preempt_requested())
-        snprintf(when, sizeof when, ", %.1f s after the signal", mw_preempt_elapsed());
+        snprintf(when, sizeof when, ", %.3f s after the signal", mw_preempt_elapsed());
     const char *who = mw_preempt_requested() ? "a signal" : "a signal to another rank";
     if (!mw_chief_checkpointing(s->o))
         return mw_err(MW_EPREEMPTED,
@@ -319,8 +323,11 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         int stop;
         long at;
         MW_TRY(vote_step(t, 0, &stop, &at));
-        if (stop & STOP_NONFINITE)
-            return diverged(t, at);
+        if (stop & STOP_NONFINITE) {
+            char what[96];
+            snprintf(what, sizeof what, "the training loss on some rank by step %ld", at + 1);
+            return diverged(t, what);
+        }
         if ((stop & STOP_SIGNAL) && k + 1 < steps) {
             if (s->rank == 0)
                 mw_progress_end(&prog);
@@ -354,8 +361,12 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_acc));
     MW_TL_END("evaluate", "evaluate");
     /* every rank holds the same all-reduced sums: the same decision everywhere */
-    if (!isfinite(em->train_loss) || !isfinite(em->test_loss))
-        return diverged(t, s->global_step - 1);
+    if (!isfinite(em->train_loss) || !isfinite(em->test_loss)) {
+        char what[96];
+        snprintf(what, sizeof what, "the %s loss of epoch %d (step %ld)",
+                 isfinite(em->train_loss) ? "test" : "training", epoch + 1, s->global_step);
+        return diverged(t, what);
+    }
     MW_TRY(s->rank == 0 ? chief_epoch_end(t, epoch, em) : MW_OK);
     mw_timeline_flush();
     return MW_OK;

@@ -2,7 +2,8 @@
 # Launch mwtrain with mpirun on the machines of an Open MPI hostfile, one rank per slot (per
 # GPU). Passes --hostfile explicitly: Open MPI 5 ignores the OMPI_MCA_orte_* variables
 # (orte_default_hostfile, ...) that older set-ups and some operators export. Always resumes
-# from the last checkpoint, so re-running the same command after a failure continues the job.
+# from the last checkpoint, so re-running the same command after a failure or a preemption
+# (exit 133) continues the job.
 #   deploy/mpirun/run.sh HOSTFILE [mwtrain train flags...]
 # Environment:
 #   MWTRAIN   the binary, the same path on every host (default: mwtrain on PATH)
@@ -10,6 +11,7 @@
 #   CKPT_DIR  checkpoints, on the first host of HOSTFILE where the chief runs (default
 #             ./mwtrain-ckpt); summaries go to CKPT_DIR/logs
 #   NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE, NCCL_DEBUG, MW_LOG: passed to every rank when set
+#   MPIRUN_ARGS  more mpirun options, split on spaces (e.g. "--mca btl_tcp_if_include eth0")
 set -euo pipefail
 hostfile=${1:?usage: run.sh HOSTFILE [mwtrain train flags...]}
 shift
@@ -27,7 +29,61 @@ done
 # core per rank for np <= 2, else one socket) would squeeze them together. See README.md.
 # --tune: Open MPI's settings to fail fast when a node is lost (mca-params.conf beside this
 # script says why, line by line).
+# Preemption (README.md "Preemption"): a SIGTERM or SIGINT to this script (a scheduler, the
+# kubelet, Ctrl-C) is passed to mpirun as SIGUSR1, which mpirun forwards to every rank without
+# killing them (a SIGTERM would make mpirun kill the ranks odls_base_sigkill_timeout later).
+# The ranks stop at the next step, the chief saves it, all exit 133 and so does mpirun, and so
+# this script. A second signal is passed on as SIGTERM: the ranks end at once, unsaved. The
+# script never outlives the first signal by more than GRACE + 10 s (GRACE: mwtrain's
+# --preemption-grace, 20 s unless the flags say; the ranks end themselves by then): after that mpirun gets SIGTERM,
+# and 5 s later SIGKILL. A signal before mpirun has started ends the script (143).
+# When mpirun itself was signalled (a process-group kill), it exits 1 whatever the ranks did:
+# the chief's <checkpoint-dir>/preempted, newer than this run, says they saved, and 133 is
+# returned instead. Exit codes: mwtrain's (README's table), 133 preempted and saved.
+start=$(date +%s)
+signals=0 pid="" backstop=""
+grace=20
+prev=""
+for a in "$@"; do # --preemption-grace S, if the flags give it
+    [[ $prev == --preemption-grace ]] && grace=${a%.*}
+    prev=$a
+done
+on_signal() {
+    signals=$((signals + 1))
+    [[ -n $pid ]] || exit 143
+    if ((signals == 1)); then
+        kill -USR1 "$pid" 2>/dev/null || true
+        # the backstop: a job that does not end within the grace is ended
+        (sleep $((grace + 10)); kill -TERM "$pid" 2>/dev/null && sleep 5 && kill -KILL "$pid") \
+            2>/dev/null &
+        backstop=$!
+    else
+        kill -TERM "$pid" 2>/dev/null || true
+    fi
+}
+trap on_signal TERM INT
+# setsid: mpirun in a process group of its own, so a terminal's Ctrl-C (or a kill of this
+# script's group) reaches this script alone, which passes it on as above
 # mwtrain-command
-exec mpirun --tune "$here/mca-params.conf" --hostfile "$hostfile" -n "$np" --map-by slot \
-    --bind-to none "${exports[@]}" \
-    "$MWTRAIN" train --resume --checkpoint-dir "$ckpt" --summary-dir "$ckpt/logs" "$@"
+read -r -a more <<<"${MPIRUN_ARGS:-}"
+setsid mpirun --tune "$here/mca-params.conf" --hostfile "$hostfile" -n "$np" --map-by slot \
+    --bind-to none "${exports[@]}" "${more[@]}" \
+    "$MWTRAIN" train --resume --checkpoint-dir "$ckpt" --summary-dir "$ckpt/logs" "$@" &
+pid=$!
+rc=0
+while :; do
+    wait "$pid" && rc=0 || rc=$?
+    # a trapped signal interrupts wait (status > 128) while mpirun still runs: wait again
+    kill -0 "$pid" 2>/dev/null || break
+done
+# mpirun may have ended just after a signal interrupted the wait: its own status, if so
+if ((rc > 128)); then
+    wait "$pid" 2>/dev/null && rc=0 || { r=$?; ((r == 127)) || rc=$r; }
+fi
+# the backstop is not needed any more (nor its sleep)
+[[ -z $backstop ]] || { pkill -P "$backstop" 2>/dev/null; kill "$backstop" 2>/dev/null; } || true
+if ((rc == 1)) && [[ -f $ckpt/preempted ]] && (($(stat -c %Y "$ckpt/preempted") >= start)); then
+    echo "run.sh: mpirun exited 1 after the ranks saved ($(head -n 1 "$ckpt/preempted")): 133" >&2
+    rc=133
+fi
+exit "$rc"
