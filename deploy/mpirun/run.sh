@@ -64,8 +64,8 @@ on_signal() {
 trap on_signal TERM INT
 # setsid: mpirun in a process group of its own, so a terminal's Ctrl-C (or a kill of this
 # script's group) reaches this script alone, which passes it on as above
-# mwtrain-command
 read -r -a more <<<"${MPIRUN_ARGS:-}"
+# mwtrain-command
 setsid mpirun --tune "$here/mca-params.conf" --hostfile "$hostfile" -n "$np" --map-by slot \
     --bind-to none "${exports[@]}" "${more[@]}" \
     "$MWTRAIN" train --resume --checkpoint-dir "$ckpt" --summary-dir "$ckpt/logs" "$@" &

@@ -13,6 +13,9 @@ Markdown code block) is an error, so a command cannot escape the test by lacking
 Rewriting, per command (words split as the shell would, without expanding anything):
   - cut at the first control operator or redirection (`||`, `&&`, `;`, `|`, `>`, `2>` ...);
   - the binary is the first word named mwtrain (any path) or $MWTRAIN / ${MWTRAIN...};
+    or, with none, deploy/mpirun/run.sh HOSTFILE (the launcher script: its words after the
+    hostfile are train flags), run here as `env MWTRAIN=... CKPT_DIR=TMP/... bash
+    DEPLOY_DIR/mpirun/run.sh LOCAL_HOSTFILE flags...`;
     the words before it (mpirun/srun and their options, exec, timeout, env settings) become
     `mpirun -n 2 --oversubscribe` when they launch MPI ranks, else nothing;
   - --epochs N -> min(N, 2) (train: 2 when absent); --steps-per-epoch -> 2 (added to train
@@ -46,6 +49,7 @@ SUBCOMMANDS = ("train", "eval", "cluster", "tf-config", "summary", "version", "h
 PATH_FLAGS = ("--checkpoint-dir", "--summary-dir", "--dump-weights", "--tf-config")
 CONTROL = {"||", "&&", ";", "|", "&", "|&", ";;"}
 LAUNCHERS = ("mpirun", "mpiexec", "srun", "orterun", "prterun")
+RUN_SH = "mpirun/run.sh"  # the launcher script: `.../mpirun/run.sh HOSTFILE [train flags]`
 BINARY_VAR = re.compile(r"^\$\{?MWTRAIN(:-[^}]*)?\}?$")
 DEFAULT_VAR = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}$]*)\}")
 # An invocation in command position: the binary (a path ending in mwtrain, or $MWTRAIN)
@@ -151,18 +155,29 @@ def rewrite(text, folder, mwtrain, data_dir, hostfile, rel="", file_text="", dep
             words = words[:k]
             break
     b = next((k for k, w in enumerate(words) if is_binary(w)), None)
-    if b is None:
+    r = next((k for k, w in enumerate(words) if w.endswith(RUN_SH)), None)
+    if b is None and r is not None:
+        # deploy/mpirun/run.sh HOSTFILE [train flags]: the launcher script itself, run here
+        # on the local hostfile with its checkpoints under the temporary directory
+        if r + 1 >= len(words):
+            raise Bad("%s without its HOSTFILE in: %s" % (RUN_SH, text))
+        args = ["train"] + words[r + 2:]
+        sub = "train"
+        out = ["env", "MWTRAIN=" + mwtrain, "CKPT_DIR=" + os.path.join(folder, "run_sh"),
+               "bash", os.path.join(os.path.abspath(deploy), RUN_SH), hostfile]
+    elif b is None:
         raise Bad("no mwtrain binary (mwtrain, a path ending in /mwtrain, or $MWTRAIN) in: "
                   + text)
-    launcher = words[:b]
-    mpi = any(os.path.basename(w) in LAUNCHERS for w in launcher)
-    args = words[b + 1:]
-    if not args:
-        raise Bad("mwtrain without a subcommand in: " + text)
-    sub = expand(args[0])
-    out = ["mpirun"] + tune_args(launcher, rel, file_text, deploy) + \
-        ["-n", "2", "--oversubscribe"] if mpi else []
-    out += [mwtrain, sub]
+    else:
+        launcher = words[:b]
+        mpi = any(os.path.basename(w) in LAUNCHERS for w in launcher)
+        args = words[b + 1:]
+        if not args:
+            raise Bad("mwtrain without a subcommand in: " + text)
+        sub = expand(args[0])
+        out = ["mpirun"] + tune_args(launcher, rel, file_text, deploy) + \
+            ["-n", "2", "--oversubscribe"] if mpi else []
+        out += [mwtrain, sub]
     have_steps = have_epochs = have_test = False
     k = 1
     while k < len(args):
