@@ -5,8 +5,11 @@
 #   2. a generated CIFAR-shaped set (32x32x3, 10 classes), written as .npz and as CIFAR-10
 #      binary batches from the same arrays, gives bitwise equal weights with a 32x32x3 Keras
 #      model that starts with RandomFlip + RandomCrop (2 epochs: the augmentation changes with
-#      the epoch); 2 ranks and 1 rank x 2 replicas agree with 1 rank within the layout test's
-#      1e-4;
+#      the epoch); 2 ranks and 1 rank x 2 replicas compute 1 rank's gradients in epoch 1's
+#      first step and in epoch 2's (one SGD step of lr 1 from the initial weights, the other
+#      after a step of lr 0), within the layout test's 1e-4 of the largest update
+#      (cmp_weights A B 1e-4 W0; argued in tests/mpi/test_layout.sh); the controls, one example
+#      fewer and epoch 1's step against epoch 2's, differ by more than 1e-2;
 #   3. a 100-class set (CIFAR-100 binary, fine labels) and a 2-class set (.npy directory,
 #      float32 images) train, `eval` reads the same data and `export` writes the model;
 #   4. a model whose last layer does not match the classes, and one whose input does not match
@@ -107,14 +110,31 @@ model=$src/tests/data/data/cifar_cnn_k3.json aug=$src/tests/data/data/cifar_aug_
 two_epochs=(--epochs 2 --steps-per-epoch 8 --model "$aug")
 run c-npz-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
     run c-bin-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar10" &&
-    run c-npz-2x1 2 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
-    run c-npz-1x2rep 1 2 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
     run c-npz-1x1-again 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz"
 check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-bin-1x1.bin"' "CIFAR-shaped: .npz = CIFAR binary, bitwise"
 check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x1-again.bin"' "CIFAR-shaped: the same run twice, bitwise"
-check '"$cmp" "$tmp/c-npz-1x1.bin" "$tmp/c-npz-2x1.bin" 1e-4' "CIFAR-shaped: 2 ranks = 1 rank"
-check '"$cmp" "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x2rep.bin" 1e-4' \
-    "CIFAR-shaped: 1 rank x 2 replicas = 1 rank"
+cat >"$tmp/epoch2.json" <<'EOF'
+{"class_name": "SGD", "config": {"learning_rate": {"class_name": "PiecewiseConstantDecay",
+ "config": {"boundaries": [0], "values": [0.0, 1.0]}}}}
+EOF
+cifar=(--model "$aug" --data "$tmp/cifar.npz")
+s1=(--optimizer sgd --learning-rate 1 --steps-per-epoch 1)
+e2=(--optimizer-config "$tmp/epoch2.json" --epochs 2 --steps-per-epoch 1)
+run c-w0 1 1 "${cifar[@]}" --epochs 0 && run c-s1-1x1 1 1 "${cifar[@]}" "${s1[@]}" &&
+    run c-s1-2x1 2 1 "${cifar[@]}" "${s1[@]}" && run c-s1-1x2rep 1 2 "${cifar[@]}" "${s1[@]}" &&
+    run c-e2-1x1 1 1 "${cifar[@]}" "${e2[@]}" && run c-e2-2x1 2 1 "${cifar[@]}" "${e2[@]}" &&
+    run c-e2-1x2rep 1 2 "${cifar[@]}" "${e2[@]}" &&
+    run c-e2-1x1-31 1 1 "${cifar[@]}" "${e2[@]}" --batch-per-replica 31
+for l in 2x1 1x2rep; do
+    for s in s1 e2; do
+        check '"$cmp" "$tmp/c-$s-1x1.bin" "$tmp/c-$s-$l.bin" 1e-4 "$tmp/c-w0.bin"' \
+            "CIFAR-shaped, $s: $l = 1 rank"
+    done
+done
+check '! "$cmp" "$tmp/c-e2-1x1.bin" "$tmp/c-e2-1x1-31.bin" 1e-2 "$tmp/c-w0.bin"' \
+    "CIFAR-shaped: the control, one example fewer, differs by more than 1e-2"
+check '! "$cmp" "$tmp/c-s1-1x1.bin" "$tmp/c-e2-1x1.bin" 1e-2 "$tmp/c-w0.bin"' \
+    "CIFAR-shaped: the control, epoch 1's first step against epoch 2's, differs by more than 1e-2"
 
 # --- 3. 100 and 2 classes ---------------------------------------------------------------------
 run c100 2 1 --steps-per-epoch 5 --data "$tmp/cifar100" --model "$src/tests/data/data/cifar_cnn_100_k3.json"
