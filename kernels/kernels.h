@@ -292,6 +292,10 @@ void mw_kernels_init_cpu(mw_kernels *t);
 
 /* Name of the matrix library behind the fast CPU path ("OpenBLAS", "oneDNN"). */
 const char *mw_kernels_cpu_blas(void);
+/* The instruction set oneDNN's kernels use here ("avx2", "avx512_core_bf16", ...; the CPU's
+ * best unless ONEDNN_MAX_CPU_ISA caps it), or "" when oneDNN is not the matrix library.
+ * Another ISA means other kernels, which sum in another order. */
+const char *mw_kernels_cpu_isa(void);
 /* Tell the matrix library how many threads it may use. */
 void mw_kernels_cpu_set_threads(int n);
 
