@@ -65,7 +65,8 @@ run() {
     env "${envs[@]}" timeout 300 mpiexec -n "$n" "$mw" "${common[@]}" \
         --batch-per-replica $((64 / (n * rpw))) --replicas-per-worker "$rpw" "$@" \
         --dump-weights "$tmp/$name.bin" >"$tmp/$name.out"
-    sed -n 's/^Epoch 1, Loss: \([0-9.]*\),.*Test Loss: \([0-9.]*\),.*/\1 \2/p' "$tmp/$name.out" >"$tmp/$name.loss"
+    sed -n 's/^Epoch 1, Loss: \([0-9.]*\),.*Test Loss: \([0-9.]*\),.*/\1 \2/p' "$tmp/$name.out" \
+        >"$tmp/$name.loss"
     echo "$name: $(cat "$tmp/$name.loss")"
 }
 # every layout: NAME-PREFIX [FLAGS...]
