@@ -25,7 +25,8 @@ ok=${ok:-0} fail=$((${fail:-0} + ${timeouts:-0})) skip=${skip:-0}
 
 # The ISA oneDNN picks here, and the one ONEDNN_MAX_CPU_ISA=AVX2 leaves: when they differ, the
 # host runs other kernels than an AVX2 machine would, so the 'isa' suite runs under both.
-mw_isa() { env "$@" "$MW_BUILD/worker/mwtrain" version | sed -n 's/^CPU kernels: .*, ISA //p'; }
+mw=$MW_BUILD/worker/mwtrain
+mw_isa() { env "$@" "$mw" version | sed -n 's/^CPU kernels: .*, ISA //p'; }
 host_isa=$(mw_isa) avx2_isa=$(mw_isa ONEDNN_MAX_CPU_ISA=AVX2)
 if (($# > 0)); then
     echo "isa: no AVX2 pass with meson test arguments ($*)"
