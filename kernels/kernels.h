@@ -110,9 +110,11 @@ typedef struct {
     float decay_lr;     /* the scheduled learning rate the decay multiplies */
     float gscale;       /* clipnorm / global_clipnorm factor (1: none) */
     float clipvalue;    /* 0: none */
-    float beta1, beta2, epsilon; /* Adam */
-    float momentum;              /* SGD, RMSprop (0: no momentum slot) */
-    float rho;                   /* RMSprop */
+    /* Adam: 1 - beta_1 and 1 - beta_2 computed in double and rounded once to float32, as
+     * Keras' Python floats are (1.0f - 0.9f would be 0.100000024, Keras multiplies by 0.1f) */
+    float one_minus_beta1, one_minus_beta2, epsilon;
+    float momentum; /* SGD, RMSprop (0: no momentum slot) */
+    float rho;      /* RMSprop */
     int nesterov, amsgrad, centered;
 } mw_optim_hyper;
 /* An update rule over count elements: parameters p, slots s1..s3 (which ones a rule uses, and
@@ -290,6 +292,10 @@ void mw_kernels_init_cpu(mw_kernels *t);
 
 /* Name of the matrix library behind the fast CPU path ("OpenBLAS", "oneDNN"). */
 const char *mw_kernels_cpu_blas(void);
+/* The instruction set oneDNN's kernels use here ("avx2", "avx512_core_bf16", ...; the CPU's
+ * best unless ONEDNN_MAX_CPU_ISA caps it), or "" when oneDNN is not the matrix library.
+ * Another ISA means other kernels, which sum in another order. */
+const char *mw_kernels_cpu_isa(void);
 /* Tell the matrix library how many threads it may use. */
 void mw_kernels_cpu_set_threads(int n);
 

@@ -41,21 +41,25 @@ MW_OPTIM_HD void rule_sgd(float *p, float *s1, float g0, const mw_optim_hyper *h
     *p = q;
 }
 
-/* Adam / AdamW (lr = alpha): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
- * amsgrad: vhat = max(vhat, v), v = vhat; p -= m alpha / (sqrt(v) + eps).
- * s1 = m, s2 = v, s3 = vhat (amsgrad only).
- * Keras writes the moments as m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2): the same
- * algebra, and within float rounding of it (tests/keras/optim_parity.py: 1e-6 over 50 steps).
- * mwtrain keeps its original form because the subtraction form broke layout independence
- * (tests/mpi/test_layout.sh): over 20 Adam steps of the tutorial CNN it turned the rounding
- * differences of the layouts' gradient sums into 5e-3 of the weights, where this form stays at
- * 1.5e-6. */
+/* Adam / AdamW (lr = alpha), as keras/src/optimizers/adam.py writes it:
+ * m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); amsgrad: vhat = max(vhat, v), v = vhat;
+ * p -= m alpha / (sqrt(v) + eps). s1 = m, s2 = v, s3 = vhat (amsgrad only).
+ * With 1 - b1 and 1 - b2 rounded as Keras rounds them (mw_optim_hyper) and Keras' order of
+ * operations, each step rounds exactly as Keras' does (tests/keras/optim_parity.py: bitwise
+ * over 50 steps, where b1 m + (1 - b1) g was 1.2e-6 away). That other form is the same algebra,
+ * but it rounds b1 m, as large as m, where Keras' rounds only the small increment before the
+ * one sum, and it does not keep m == g fixed under a steady gradient.
+ * It was used for a while because 20 Adam steps of two layouts drifted apart less with it on
+ * one CPU; that drift is Adam's first steps moving a weight by about lr whatever the size of
+ * its gradient, so near-zero gradients turn summation-order rounding into lr-sized
+ * differences in either form. tests/mpi/test_layout.sh now compares what a layout can change,
+ * the gradients. */
 MW_OPTIM_HD void rule_adam(float *p, float *s1, float *s2, float *s3, float g0,
                            const mw_optim_hyper *h)
 {
     float q = rule_decay(*p, h), g = rule_grad(g0, h);
-    float m = h->beta1 * *s1 + (1.0f - h->beta1) * g;
-    float v = h->beta2 * *s2 + (1.0f - h->beta2) * g * g;
+    float m = *s1 + (g - *s1) * h->one_minus_beta1;
+    float v = *s2 + (g * g - *s2) * h->one_minus_beta2;
     *s1 = m;
     *s2 = v;
     if (h->amsgrad) {

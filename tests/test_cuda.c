@@ -489,8 +489,12 @@ static void test_optim_rules(void **state)
 {
     (void)state;
     NEED_DEVICE();
-    const mw_optim_hyper base = {
-        .lr = 0.01f, .gscale = 1.0f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f, .rho = 0.9f};
+    const mw_optim_hyper base = {.lr = 0.01f,
+                                 .gscale = 1.0f,
+                                 .one_minus_beta1 = 0.1f,
+                                 .one_minus_beta2 = 0.001f,
+                                 .epsilon = 1e-7f,
+                                 .rho = 0.9f};
     mw_optim_hyper hs[6];
     for (int i = 0; i < 6; i++)
         hs[i] = base;

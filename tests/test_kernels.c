@@ -1247,8 +1247,12 @@ static void test_optim_rules_cpu_vs_ref(void **state)
     mw_kernels ref, cpu;
     mw_kernels_init_ref(&ref);
     mw_kernels_init_cpu(&cpu);
-    const mw_optim_hyper base = {
-        .lr = 0.01f, .gscale = 1.0f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f, .rho = 0.9f};
+    const mw_optim_hyper base = {.lr = 0.01f,
+                                 .gscale = 1.0f,
+                                 .one_minus_beta1 = 0.1f,
+                                 .one_minus_beta2 = 0.001f,
+                                 .epsilon = 1e-7f,
+                                 .rho = 0.9f};
     mw_optim_hyper hs[5] = {base, base, base, base, base};
     hs[1].momentum = 0.9f, hs[1].nesterov = 1, hs[1].weight_decay = 0.01f, hs[1].decay_lr = 0.1f;
     hs[2].amsgrad = 1, hs[2].clipvalue = 0.3f;
@@ -1338,6 +1342,40 @@ static void test_rmsprop_adagrad_by_hand(void **state)
         t.adagrad_step(NULL, &fq, &facc, NULL, NULL, &g, 1, &a);
     }
     assert_true(fabs(fq - q) <= 1e-6 && fabs(facc - acc) <= 1e-6);
+}
+
+/* Adam as keras/src/optimizers/adam.py computes it, one float32 operation at a time, with
+ * 1 - beta rounded once from Python's double: the reference rule equals it bitwise over three
+ * steps. And a steady gradient (g == m, g^2 == v) leaves both moments exactly where they are,
+ * for every value tried, which Keras' m += (g - m)(1 - b1) promises and b1 m + (1 - b1) g does
+ * not (0.9f x + (1.0f - 0.9f) x is not x for x = 0.437166423f). */
+static void test_adam_keras_order(void **state)
+{
+    (void)state;
+    mw_kernels t;
+    mw_kernels_init_ref(&t);
+    const float c1 = (float)(1.0 - 0.9), c2 = (float)(1.0 - 0.999), eps = 1e-7f, alpha = 1e-3f;
+    const mw_optim_hyper h = {
+        .lr = alpha, .gscale = 1.0f, .one_minus_beta1 = c1, .one_minus_beta2 = c2, .epsilon = eps};
+    const float gs[3] = {0.3f, -0.02f, 1.5e-4f};
+    float p = 0.5f, m = 0.0f, v = 0.0f, fp = 0.5f, s1 = 0.0f, s2 = 0.0f;
+    for (int k = 0; k < 3; k++) {
+        float g = gs[k];
+        m = m + (g - m) * c1;
+        v = v + (g * g - v) * c2;
+        p = p - m * alpha / (sqrtf(v) + eps);
+        t.adam_step(NULL, &fp, &s1, &s2, NULL, &g, 1, &h);
+        if (fp != p || s1 != m || s2 != v)
+            fail_msg("step %d: p %.9g m %.9g v %.9g, Keras' order gives %.9g %.9g %.9g", k + 1, fp,
+                     s1, s2, p, m, v);
+    }
+    int moved = 0;
+    for (float x = 1e-3f; x < 4.0f; x *= 1.37f) {
+        float q = 0.5f, sm = x, sv = x * x;
+        t.adam_step(NULL, &q, &sm, &sv, NULL, &x, 1, &h);
+        moved += sm != x || sv != x * x;
+    }
+    assert_int_equal(moved, 0);
 }
 
 /* ---- empty batch ---- */
@@ -2190,6 +2228,7 @@ int main(void)
         cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_optim_rules_cpu_vs_ref),
         cmocka_unit_test(test_rmsprop_adagrad_by_hand),
+        cmocka_unit_test(test_adam_keras_order),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_conv_ws_capped),
         cmocka_unit_test(test_bn_grad),

@@ -207,6 +207,9 @@ static void test_hyper_counts_steps(void **state)
     mw_optimizer_hyper(&o, &it, &h);
     double want = 1e-3 * sqrt(1.0 - pow(0.999, 5)) / (1.0 - pow(0.9, 5));
     assert_true(fabs(h.lr - want) <= 1e-4 * want); /* in float32, as Keras: 0.999f != 0.999 */
+    /* 1 - beta as Keras multiplies by it: Python's 1 - 0.9 rounded to float32, not 1.0f - 0.9f */
+    assert_true(h.one_minus_beta1 == 0.1f && h.one_minus_beta2 == 0.001f);
+    assert_true(h.one_minus_beta1 != 1.0f - 0.9f && h.one_minus_beta2 != 1.0f - 0.999f);
 }
 
 /* --optimizer-config with a shorthand flag is an error naming both; alone it is read. */

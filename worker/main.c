@@ -43,7 +43,9 @@ static void print_version(void)
     if (nl)
         *nl = '\0';
     printf("mwtrain %s\n", MW_VERSION);
-    printf("CPU kernels: im2col + %s sgemm\n", mw_kernels_cpu_blas());
+    const char *isa = mw_kernels_cpu_isa();
+    printf("CPU kernels: im2col + %s sgemm%s%s\n", mw_kernels_cpu_blas(), *isa ? ", ISA " : "",
+           isa);
     char cuda[1024];
     mw_device_version(cuda, sizeof cuda);
     printf("%s\n", cuda);

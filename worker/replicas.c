@@ -53,7 +53,8 @@ void mw_optimizer_hyper(const mw_train_opts *o, long *opt_step, mw_optim_hyper *
     h->decay_lr = (float)lr;
     h->gscale = 1.0f;
     h->clipvalue = (float)o->clipvalue;
-    h->beta1 = (float)o->beta1, h->beta2 = (float)o->beta2, h->epsilon = (float)o->epsilon;
+    h->one_minus_beta1 = (float)(1.0 - o->beta1), h->one_minus_beta2 = (float)(1.0 - o->beta2);
+    h->epsilon = (float)o->epsilon;
     h->momentum = (float)o->momentum;
     h->rho = (float)o->rho;
     h->nesterov = o->nesterov, h->amsgrad = o->amsgrad, h->centered = o->centered;

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # README command 2: set up, build (warnings are errors), and run every test
-# suite (unit, headers, cuda, mpi, ...), then a short bounded libFuzzer run of
-# the TF_CONFIG, checkpoint and Keras readers, the unit suite under ASan + UBSan,
-# and the build without CUDA.
-# Extra arguments go to `meson test` (e.g. --suite unit).
+# suite (unit, headers, cuda, mpi, ...); on a host where oneDNN uses more than
+# AVX2, the suite 'isa' (the tests whose numbers depend on oneDNN's kernels:
+# cross-layout and stored-file comparisons, fast path against reference) a second
+# time under ONEDNN_MAX_CPU_ISA=AVX2, so both kernel sets pass; then a short
+# bounded libFuzzer run of the TF_CONFIG, checkpoint and Keras readers, the unit
+# suite under ASan + UBSan, and the build without CUDA.
+# Extra arguments go to `meson test` (e.g. --suite unit); with them there is no
+# AVX2 pass.
 # Ends with one line: "tests: N passed, N failed, N skipped".
 set -euo pipefail
 MW_BUILD=${MW_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build-test}
@@ -18,6 +22,27 @@ count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$MW_BUILD/test-output.txt" | tail 
 ok=$(count Ok) fail=$(count Fail) skip=$(count Skipped) timeouts=$(count Timeout)
 ok=${ok:-0} fail=$((${fail:-0} + ${timeouts:-0})) skip=${skip:-0}
 ((meson_rc != 0 && fail == 0)) && fail=1 # a build or harness failure counts too
+
+# The ISA oneDNN picks here, and the one ONEDNN_MAX_CPU_ISA=AVX2 leaves: when they differ, the
+# host runs other kernels than an AVX2 machine would, so the 'isa' suite runs under both.
+mw=$MW_BUILD/worker/mwtrain
+mw_isa() { env "$@" "$mw" version | sed -n 's/^CPU kernels: .*, ISA //p'; }
+host_isa=$(mw_isa) avx2_isa=$(mw_isa ONEDNN_MAX_CPU_ISA=AVX2)
+if (($# > 0)); then
+    echo "isa: no AVX2 pass with meson test arguments ($*)"
+elif [[ -z $host_isa || $host_isa == "$avx2_isa" ]]; then
+    echo "isa: no AVX2 pass: oneDNN uses '${host_isa:-none}' here, as under ONEDNN_MAX_CPU_ISA=AVX2"
+else
+    echo "isa: suite 'isa' again under ONEDNN_MAX_CPU_ISA=AVX2 ($avx2_isa; the host's is $host_isa)"
+    ONEDNN_MAX_CPU_ISA=AVX2 meson test -C "$MW_BUILD" --print-errorlogs --num-processes 2 \
+        --no-rebuild --suite isa --logbase testlog-avx2 2>&1 | tee "$MW_BUILD/test-output-avx2.txt"
+    isa_rc=${PIPESTATUS[0]}
+    count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$MW_BUILD/test-output-avx2.txt" | tail -n 1; }
+    i_ok=$(count Ok) i_fail=$(count Fail) i_skip=$(count Skipped) i_timeouts=$(count Timeout)
+    i_fail=$((${i_fail:-0} + ${i_timeouts:-0}))
+    ((isa_rc != 0 && i_fail == 0)) && i_fail=1
+    ok=$((ok + ${i_ok:-0})) fail=$((fail + i_fail)) skip=$((skip + ${i_skip:-0}))
+fi
 
 echo "fuzz: TF_CONFIG parser, ${MW_FUZZ_SECONDS:-20} s"
 if bash "$MW_ROOT/tests/fuzz/run.sh" "${MW_FUZZ_SECONDS:-20}"; then

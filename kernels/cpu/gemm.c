@@ -39,6 +39,36 @@ const char *mw_kernels_cpu_blas(void)
     return use_dnnl() ? "oneDNN" : "OpenBLAS";
 }
 
+const char *mw_kernels_cpu_isa(void)
+{
+#ifdef MW_HAVE_DNNL
+    if (!use_dnnl())
+        return "";
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+        return "sse41";
+    case dnnl_cpu_isa_avx:
+        return "avx";
+    case dnnl_cpu_isa_avx2:
+        return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+        return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+        return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+        return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+        return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+        return "avx512_core_amx";
+    default:
+        return "other";
+    }
+#else
+    return "";
+#endif
+}
+
 void mw_kernels_cpu_set_threads(int n)
 {
     if (n < 1)

@@ -5,8 +5,11 @@
 #   2. a generated CIFAR-shaped set (32x32x3, 10 classes), written as .npz and as CIFAR-10
 #      binary batches from the same arrays, gives bitwise equal weights with a 32x32x3 Keras
 #      model that starts with RandomFlip + RandomCrop (2 epochs: the augmentation changes with
-#      the epoch); 2 ranks and 1 rank x 2 replicas agree with 1 rank within the layout test's
-#      1e-4;
+#      the epoch); 2 ranks and 1 rank x 2 replicas compute 1 rank's gradients in epoch 1's
+#      first step and in epoch 2's (one SGD step of lr 1 from the initial weights, the other
+#      after a step of lr 0), within the layout test's 1e-4 of the largest update
+#      (cmp_weights A B 1e-4 W0; argued in tests/mpi/test_layout.sh); the controls, one example
+#      fewer and epoch 1's step against epoch 2's, differ by more than 1e-2;
 #   3. a 100-class set (CIFAR-100 binary, fine labels) and a 2-class set (.npy directory,
 #      float32 images) train, `eval` reads the same data and `export` writes the model;
 #   4. a model whose last layer does not match the classes, and one whose input does not match
@@ -14,9 +17,12 @@
 #   5. the evaluator task reports the chief's test accuracies on the same data and pipeline;
 #      a checkpoint's input pipeline is compared with --model's on --resume (exit 5);
 #   6. bad data end with exit 3 and a message naming the file.
-#   test_data.sh MWTRAIN CMP_WEIGHTS
+#   test_data.sh MWTRAIN CMP_WEIGHTS [layout|other]
+# PART layout is 2.'s layouts alone (meson's 'data-layout', in suite 'isa' too), other the rest
+# ('data'); neither: both.
 set -uo pipefail
-mw=$1 cmp=$2
+mw=$1 cmp=$2 part=${3:-all}
+want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 py=/usr/bin/python3
 if ! "$py" -c 'import numpy' 2>/dev/null; then
@@ -44,27 +50,6 @@ run() { # name ranks replicas-per-worker flags...
     [[ $rc -eq 0 ]] || echo "$name: exit $rc: $(tail -n 3 "$tmp/$name.out")"
     return $rc
 }
-
-# --- 1. Fashion-MNIST: IDX and .npz -----------------------------------------------------------
-"$py" - "$fm" "$tmp/fm.npz" <<'EOF'
-import gzip, os, sys
-import numpy as np
-d, out = sys.argv[1:3]
-def idx(name, off):
-    p = os.path.join(d, name)
-    raw = gzip.open(p + ".gz").read() if os.path.exists(p + ".gz") else open(p, "rb").read()
-    return np.frombuffer(raw, np.uint8, offset=off)
-np.savez(out, x_train=idx("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-         y_train=idx("train-labels-idx1-ubyte", 8).astype(np.int64),
-         x_test=idx("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-         y_test=idx("t10k-labels-idx1-ubyte", 8).astype(np.int64))
-EOF
-for n in 1 2; do
-    run "fm-idx-$n" "$n" 1 --steps-per-epoch 20 --data "$fm" &&
-        run "fm-npz-$n" "$n" 1 --steps-per-epoch 20 --data "$tmp/fm.npz"
-    check 'cmp -s "$tmp/fm-idx-$n.bin" "$tmp/fm-npz-$n.bin"' \
-        "Fashion-MNIST .npz = IDX, bitwise, $n rank(s)"
-done
 
 # --- 2. CIFAR-shaped: .npz and CIFAR-10 binary from the same arrays ---------------------------
 "$py" - "$tmp" <<'EOF'
@@ -105,16 +90,65 @@ for k, v in dict(x_train=xf[:n_train], y_train=(y[:n_train] % 2).astype(np.int32
 EOF
 model=$src/tests/data/data/cifar_cnn_k3.json aug=$src/tests/data/data/cifar_aug_k3.json
 two_epochs=(--epochs 2 --steps-per-epoch 8 --model "$aug")
-run c-npz-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
-    run c-bin-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar10" &&
-    run c-npz-2x1 2 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
-    run c-npz-1x2rep 1 2 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
-    run c-npz-1x1-again 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz"
-check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-bin-1x1.bin"' "CIFAR-shaped: .npz = CIFAR binary, bitwise"
-check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x1-again.bin"' "CIFAR-shaped: the same run twice, bitwise"
-check '"$cmp" "$tmp/c-npz-1x1.bin" "$tmp/c-npz-2x1.bin" 1e-4' "CIFAR-shaped: 2 ranks = 1 rank"
-check '"$cmp" "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x2rep.bin" 1e-4' \
-    "CIFAR-shaped: 1 rank x 2 replicas = 1 rank"
+if want other; then
+    run c-npz-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz" &&
+        run c-bin-1x1 1 1 "${two_epochs[@]}" --data "$tmp/cifar10" &&
+        run c-npz-1x1-again 1 1 "${two_epochs[@]}" --data "$tmp/cifar.npz"
+    check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-bin-1x1.bin"' \
+        "CIFAR-shaped: .npz = CIFAR binary, bitwise"
+    check 'cmp -s "$tmp/c-npz-1x1.bin" "$tmp/c-npz-1x1-again.bin"' \
+        "CIFAR-shaped: the same run twice, bitwise"
+fi
+cat >"$tmp/epoch2.json" <<'EOF'
+{"class_name": "SGD", "config": {"learning_rate": {"class_name": "PiecewiseConstantDecay",
+ "config": {"boundaries": [0], "values": [0.0, 1.0]}}}}
+EOF
+if want layout; then
+    cifar=(--model "$aug" --data "$tmp/cifar.npz")
+    s1=(--optimizer sgd --learning-rate 1 --steps-per-epoch 1)
+    e2=(--optimizer-config "$tmp/epoch2.json" --epochs 2 --steps-per-epoch 1)
+    run c-w0 1 1 "${cifar[@]}" --epochs 0 && run c-s1-1x1 1 1 "${cifar[@]}" "${s1[@]}" &&
+        run c-s1-2x1 2 1 "${cifar[@]}" "${s1[@]}" && run c-s1-1x2rep 1 2 "${cifar[@]}" "${s1[@]}" &&
+        run c-e2-1x1 1 1 "${cifar[@]}" "${e2[@]}" && run c-e2-2x1 2 1 "${cifar[@]}" "${e2[@]}" &&
+        run c-e2-1x2rep 1 2 "${cifar[@]}" "${e2[@]}" &&
+        run c-e2-1x1-31 1 1 "${cifar[@]}" "${e2[@]}" --batch-per-replica 31
+    for l in 2x1 1x2rep; do
+        for s in s1 e2; do
+            check '"$cmp" "$tmp/c-$s-1x1.bin" "$tmp/c-$s-$l.bin" 1e-4 "$tmp/c-w0.bin"' \
+                "CIFAR-shaped, $s: $l = 1 rank"
+        done
+    done
+    check '! "$cmp" "$tmp/c-e2-1x1.bin" "$tmp/c-e2-1x1-31.bin" 1e-2 "$tmp/c-w0.bin"' \
+        "CIFAR-shaped: the control, one example fewer, differs by more than 1e-2"
+    check '! "$cmp" "$tmp/c-s1-1x1.bin" "$tmp/c-e2-1x1.bin" 1e-2 "$tmp/c-w0.bin"' \
+        "CIFAR-shaped: the control, epoch 1's first step against epoch 2's, differs by > 1e-2"
+fi
+if ! want other; then
+    echo "$pass passed, $fail failed"
+    ((fail == 0))
+    exit
+fi
+
+# --- 1. Fashion-MNIST: IDX and .npz -----------------------------------------------------------
+"$py" - "$fm" "$tmp/fm.npz" <<'EOF'
+import gzip, os, sys
+import numpy as np
+d, out = sys.argv[1:3]
+def idx(name, off):
+    p = os.path.join(d, name)
+    raw = gzip.open(p + ".gz").read() if os.path.exists(p + ".gz") else open(p, "rb").read()
+    return np.frombuffer(raw, np.uint8, offset=off)
+np.savez(out, x_train=idx("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
+         y_train=idx("train-labels-idx1-ubyte", 8).astype(np.int64),
+         x_test=idx("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
+         y_test=idx("t10k-labels-idx1-ubyte", 8).astype(np.int64))
+EOF
+for n in 1 2; do
+    run "fm-idx-$n" "$n" 1 --steps-per-epoch 20 --data "$fm" &&
+        run "fm-npz-$n" "$n" 1 --steps-per-epoch 20 --data "$tmp/fm.npz"
+    check 'cmp -s "$tmp/fm-idx-$n.bin" "$tmp/fm-npz-$n.bin"' \
+        "Fashion-MNIST .npz = IDX, bitwise, $n rank(s)"
+done
 
 # --- 3. 100 and 2 classes ---------------------------------------------------------------------
 run c100 2 1 --steps-per-epoch 5 --data "$tmp/cifar100" --model "$src/tests/data/data/cifar_cnn_100_k3.json"

@@ -191,13 +191,15 @@ mwn_hostfile() { # FILE NODES PPN
 }
 
 # mpirun in the launcher over nodes 1..NODES x PPN: mwn_mpirun NODES PPN [mpirun args...]
+# ONEDNN_MAX_CPU_ISA, when set (deploy/local/test.sh's rerun under AVX2), reaches every rank.
 mwn_mpirun() {
-    local nn=$1 ppn=$2
+    local nn=$1 ppn=$2 isa=()
     shift 2
+    [[ -n ${ONEDNN_MAX_CPU_ISA:-} ]] && isa=(-x ONEDNN_MAX_CPU_ISA)
     mwn_hostfile "$MWN_ROOT/hostfile-$nn-$ppn" "$nn" "$ppn"
     # shellcheck disable=SC2046
     node_exec 0 mpirun $(mwn_mca) --hostfile "$MWN_ROOT/hostfile-$nn-$ppn" -n $((nn * ppn)) \
-        --map-by slot --bind-to none "$@"
+        --map-by slot --bind-to none "${isa[@]}" "$@"
 }
 
 # Wait until no process is left in any namespace of the run (at most SECONDS); prints the

@@ -43,8 +43,10 @@ flags=(train --model "$here/../data/keras/mlp_k3.json" --epochs 2 --steps-per-ep
 pass=0 fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 
-# 1. the uninterrupted run, once per binary (its weights do not depend on the fault)
-key=$( (sha1sum "$mw" | cut -c1-12; echo "${flags[*]}" | sed "s#$MWN_ROOT##g") | sha1sum | cut -c1-12)
+# 1. the uninterrupted run, once per binary, flags and oneDNN ISA cap (its weights do not depend
+# on the fault, but oneDNN's kernels, which sum in another order, do)
+key=$( (sha1sum "$mw" | cut -c1-12; echo "${flags[*]}" | sed "s#$MWN_ROOT##g"
+        echo "${ONEDNN_MAX_CPU_ISA:-}") | sha1sum | cut -c1-12)
 ref=$(dirname "$cmp")/nodes-ref-$key.bin
 exec 9>"$ref.lock"
 flock 9
