@@ -39,6 +39,8 @@ static void on_signal(int sig)
             first_signal = sig;
         return;
     }
+    if (first_signal && sig == SIGUSR1)
+        return; /* a launcher's request, repeated until the ranks have it: not "again" */
     if (!first_signal) {
         first_signal = sig;
         clock_gettime(CLOCK_MONOTONIC, &first_at);

@@ -6,7 +6,10 @@
  * step boundary, the chief saves the step reached, and every process exits with MW_EPREEMPTED
  * (worker/train.c). The handler also starts the grace clock: if the process is still running
  * `grace` seconds after the first signal (a peer gone, a save that hangs), it ends at once with
- * exit 131 and one line saying so; a second signal ends it at once with 128 + the signal.
+ * exit 131 and one line saying so; a second SIGTERM or SIGINT ends it at once with 128 + the
+ * signal. SIGUSR1 is the launcher's request and may come again (deploy/mpirun/run.sh repeats
+ * it until mpirun ends, since mpirun forwards it only to ranks that have started): a repeat
+ * changes nothing.
  * Nothing half-written is left either way: checkpoints are written to a temporary file and
  * renamed (worker/checkpoint.c). libc only; async-signal-safe inside the handlers. */
 #ifndef MW_COMMON_PREEMPT_H

@@ -127,13 +127,14 @@ static mw_status setup_collective(trainer *t)
     return MW_OK;
 }
 
-/* Chief: a checkpoint now, handed to the evaluator task when there is one. */
-static mw_status save(trainer *t, int epochs_done, long step_in_epoch)
+/* Chief: a checkpoint now, handed to the evaluator task when there is one and evaluate is set
+ * (a preemption's is not: the stop waits for nothing). */
+static mw_status save(trainer *t, int epochs_done, long step_in_epoch, int evaluate)
 {
     long number = 0;
     void *bytes = NULL;
     size_t nbytes = 0;
-    const int ev = t->ev.rank >= 0;
+    const int ev = evaluate && t->ev.rank >= 0;
     MW_TL_BEGIN("checkpoint", "checkpoint");
     MW_TRY(mw_chief_save(&t->s, epochs_done, step_in_epoch, &number, ev ? &bytes : NULL, &nbytes));
     mw_status rc = ev ? mw_evlink_send(&t->ev, number, bytes, nbytes, t->s.global_step) : MW_OK;
@@ -233,7 +234,7 @@ static mw_status preempt(trainer *t, int epochs_done, long step_in_epoch)
     mw_session *s = &t->s;
     mw_status rc = MW_OK;
     if (s->rank == 0 && mw_chief_checkpointing(s->o) && s->saved_step != s->global_step)
-        rc = save(t, epochs_done, step_in_epoch);
+        rc = save(t, epochs_done, step_in_epoch, 0);
     if (rc == MW_OK && s->rank == 0 && mw_chief_checkpointing(s->o))
         rc = mw_chief_mark_preempted(s, mw_preempt_requested() != 0);
     MW_TRY(mw_agree(s->comm, rc, NULL));
@@ -274,7 +275,7 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     MW_TRY(mw_chief_summaries(s, &t->sum, epoch, em));
     const int every = o->checkpoint_every_epochs;
     if (mw_chief_checkpointing(o) && ((every > 0 && epoch % every == 0) || epoch + 1 == o->epochs))
-        MW_TRY(save(t, epoch + 1, 0));
+        MW_TRY(save(t, epoch + 1, 0, 1));
     return MW_OK;
 }
 
@@ -345,7 +346,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         if (o->checkpoint_every_steps > 0 && k + 1 < steps &&
             s->global_step % o->checkpoint_every_steps == 0) {
             mw_progress_end(&prog);
-            MW_TRY(save(t, epoch, k + 1));
+            MW_TRY(save(t, epoch, k + 1, 1));
         }
     }
     const double train_time = mw_now() - t0;

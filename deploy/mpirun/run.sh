@@ -52,10 +52,14 @@ on_signal() {
     signals=$((signals + 1))
     [[ -n $pid ]] || exit 143
     if ((signals == 1)); then
-        kill -USR1 "$pid" 2>/dev/null || true
-        # the backstop: a job that does not end within the grace is ended
-        (sleep $((grace + 10)); kill -TERM "$pid" 2>/dev/null && sleep 5 && kill -KILL "$pid") \
-            2>/dev/null &
+        # SIGUSR1 now and every 2 s (mpirun forwards it only to the ranks already started; a
+        # repeat is no second signal to mwtrain), and the backstop: a job that does not end
+        # within the grace is ended
+        (for ((t = 0; t < grace + 10; t += 2)); do
+            kill -USR1 "$pid" || exit
+            sleep 2
+        done
+        kill -TERM "$pid" && sleep 5 && kill -KILL "$pid") 2>/dev/null &
         backstop=$!
     else
         kill -TERM "$pid" 2>/dev/null || true

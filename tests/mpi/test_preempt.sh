@@ -22,7 +22,7 @@ tmp=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export MWTRAIN=$mw
 echo "localhost slots=2" >"$tmp/hosts"
-flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 400 --batch-per-replica 16
+flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1500 --batch-per-replica 16
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --collective-timeout 60)
 pids=()
@@ -92,8 +92,8 @@ for target in launcher chief worker; do
         step=$(sed -n 's/.*preempted (.*) after step \([0-9]*\) .*/\1/p' "$d.out" | head -n 1)
         latest=$(sed -n 's/.*saved checkpoint .*(epoch [0-9]*, step \([0-9]*\)).*/\1/p' "$d.out" | tail -n 1)
         echo "$target $i: exit $rc, gone after $took s, stopped after step ${step:-?} (last checkpoint at step ${latest:-?})"
-        check '[[ $rc -eq 133 ]] && le=$(awk -v t="$took" "BEGIN { exit !(t <= 20) }") ' \
-            "$target $i: launcher exit 133 and all gone within the grace (exit $rc, $took s): $(grep -vE '^$|^-' "$d.out" | tail -n 3)"
+        check '[[ $rc -eq 133 ]] && awk -v t="$took" "BEGIN { exit !(t <= 20) }"' \
+            "$target $i: launcher exit 133 and all gone within the grace (exit $rc, $took s): $(grep -E 'Signal|signal [0-9]|corrupt|error|Abort' "$d.out" | head -n 12) $(grep -vE '^$|^-' "$d.out" | tail -n 3)"
         check '[[ -n $step && $step == "$latest" && -f $d/preempted ]] && grep -q "after step $step " "$d/preempted"' \
             "$target $i: the step reached ($step) is the last checkpoint ($latest), and marked: $(cat "$d/preempted" 2>/dev/null)"
         CKPT_DIR=$d bash "$src/deploy/mpirun/run.sh" "$tmp/hosts" "${flags[@]}" \
