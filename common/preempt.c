@@ -22,7 +22,10 @@ static void say(const char *s)
 
 static const char *name_of(int sig)
 {
-    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+    return sig == SIGTERM   ? "SIGTERM"
+           : sig == SIGINT  ? "SIGINT"
+           : sig == SIGUSR1 ? "SIGUSR1"
+                            : "a signal";
 }
 
 static void on_alarm(int sig)

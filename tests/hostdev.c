@@ -889,8 +889,7 @@ mw_status mw_cuda_download(void *dst_host, const void *src_dev, size_t nbytes, c
     return hd_copy(dst_host, src_dev, nbytes, k, 0, "mw_cuda_download");
 }
 
-mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes,
-                              const mw_kctx *k)
+mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes, const mw_kctx *k)
 {
     MW_TRY(hd_status(k, "mw_cuda_upload_copy"));
     hd_ctx *c = k->dev;
@@ -898,7 +897,8 @@ mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes
     if (!nbytes)
         return MW_OK;
     if (c->npending == HD_PENDING)
-        hd_misuse("mw_cuda_upload_copy", "more than 16 uploads on the copy stream never waited for");
+        hd_misuse("mw_cuda_upload_copy",
+                  "more than 16 uploads on the copy stream never waited for");
     memmove(dst_dev, src_host, nbytes);
     c->pending[c->npending++] = (hd_pending){dst_dev, nbytes, -1};
     return MW_OK;

@@ -275,7 +275,7 @@ static void test_sticky_error(void **state)
     cuda.bn_fwd_train(&small, x + 8, st, st + 4, st + 8, x, NULL, NULL, 2, 4, 1e-3f);
     print_message("expected failure: %s\n", mw_err_msg());
     expect_err(mw_cuda_last_status(&k), MW_EINVAL, "workspace");
-    cuda.relu_fwd(&k, y, y, 10); /* skipped: the context already failed */
+    cuda.relu_fwd(&k, y, y, 10);                          /* skipped: the context already failed */
     expect_err(mw_cuda_sync(&k), MW_EINVAL, "workspace"); /* the first failure, still */
     mw_err_clear();
     /* y is as it was: the ReLU never ran (read through a context that has not failed) */
@@ -762,8 +762,8 @@ static void test_conv2d_plans(void **state)
             for (int l = 0; l < 2; l++) {
                 const conv_case *cc = layers[l];
                 mw_conv2d_geom g;
-                assert_int_equal(mw_conv2d_geom_init(&g, cc->H, cc->W, cc->C, cc->O, cc->KH,
-                                                     cc->KW, cc->SH, cc->SW, cc->same),
+                assert_int_equal(mw_conv2d_geom_init(&g, cc->H, cc->W, cc->C, cc->O, cc->KH, cc->KW,
+                                                     cc->SH, cc->SW, cc->same),
                                  0);
                 const int N = batch ? 5 : 4;
                 size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;

@@ -73,11 +73,11 @@ static void test_cache_keys(void **state)
         const mw_conv2d_geom *g;
         int n, tf32;
         size_t room;
-    } other[] = {{&a, 63, 0, 1 << 20}, {&a, 64, 1, 1 << 20}, {&a, 64, 0, 1 << 19},
-                 {&b, 64, 0, 1 << 20}};
+    } other[] = {
+        {&a, 63, 0, 1 << 20}, {&a, 64, 1, 1 << 20}, {&a, 64, 0, 1 << 19}, {&b, 64, 0, 1 << 20}};
     for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
-        mw_dnn_plan *q = mw_dnn_cache_get(&c, other[i].g, other[i].n, other[i].tf32,
-                                          other[i].room, &fresh);
+        mw_dnn_plan *q =
+            mw_dnn_cache_get(&c, other[i].g, other[i].n, other[i].tf32, other[i].room, &fresh);
         assert_non_null(q);
         assert_int_equal(fresh, 1);
         assert_ptr_not_equal(q, pa);
@@ -156,9 +156,10 @@ static void test_fallback(void **state)
     assert_null(f.got[2]);
     assert_non_null(f.got[3]);
     assert_int_equal(f.got[3]->algo, 4);
-    expect_contains(err, "CUDA device 3: cuDNN conv 11x11x2 -> 9x9x5 (3x3, stride 1x1), batch 7, "
-                         "FP32: backward-filter algorithm 4 failed (CUDNN_STATUS_EXECUTION_FAILED); "
-                         "trying algorithm 5");
+    expect_contains(err,
+                    "CUDA device 3: cuDNN conv 11x11x2 -> 9x9x5 (3x3, stride 1x1), batch 7, "
+                    "FP32: backward-filter algorithm 4 failed (CUDNN_STATUS_EXECUTION_FAILED); "
+                    "trying algorithm 5");
     expect_contains(err, "backward-filter algorithm 5 failed (CUDNN_STATUS_NOT_SUPPORTED), the "
                          "last candidate; im2col + cuBLAS from now on");
     expect_contains(p->why[MW_DNN_BWD_FILTER], "algorithm 5 failed: CUDNN_STATUS_NOT_SUPPORTED");
@@ -234,8 +235,8 @@ static void test_refuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cache_keys),     cmocka_unit_test(test_free_descs),
-        cmocka_unit_test(test_fallback),       cmocka_unit_test(test_announced_once),
+        cmocka_unit_test(test_cache_keys), cmocka_unit_test(test_free_descs),
+        cmocka_unit_test(test_fallback),   cmocka_unit_test(test_announced_once),
         cmocka_unit_test(test_refuse),
     };
     return cmocka_run_group_tests_name("dnn_plan", tests, NULL, NULL);

@@ -192,7 +192,7 @@ mw_status mw_evaluator_run(const mw_train_opts *o, const mw_topology *topo, int 
         free(buf);
     }
     *mid_run = started && rc != MW_OK && !started_agreed; /* the trainers are past their
-                                                            * agreements */
+                                                           * agreements */
     if (!*mid_run) {
         mw_summary_close(&sum);
         mw_session_close(&s, 0);

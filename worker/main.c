@@ -197,8 +197,8 @@ static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, 
              * run's is not an error: where it stopped and what was saved) */
             if (rc != MW_OK) {
                 if (topo->rank == 0)
-                    fprintf(stderr, "mwtrain: %s%s\n", rc == MW_EPREEMPTED ? "" : "error: ",
-                            mw_err_msg());
+                    fprintf(stderr, "mwtrain: %s%s\n",
+                            rc == MW_EPREEMPTED ? "" : "error: ", mw_err_msg());
                 *printed = 1;
             }
         }

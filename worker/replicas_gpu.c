@@ -19,15 +19,14 @@
  * host refills a pinned slot once its last upload is done. The next step's first micro-batch
  * per device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
  * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
- * for its data, and its upload overlaps the update. The loss sum and the correct count are accumulated on the device
- * (mw_cuda_metrics_add) and come back as 16 bytes per device and step, never the n x K
- * probabilities. The weight penalty goes into each device's
- * gradients after the backward passes, scaled by its share of the replicas; the gradient
- * sum over every device of the cluster is NCCL (cluster/nccl.h) on the contexts' streams,
- * and every device's BatchNormalization statistics update (mw_model_update_stats) and
- * optimizer update are enqueued behind it on the same stream. The step's
- * only host wait is the polled one that ends the update (mw_nccl_wait, or the step mark on
- * one GPU), under --collective-timeout.
+ * for its data, and its upload overlaps the update. The loss sum and the correct count are
+ * accumulated on the device (mw_cuda_metrics_add) and come back as 16 bytes per device and step,
+ * never the n x K probabilities. The weight penalty goes into each device's gradients after the
+ * backward passes, scaled by its share of the replicas; the gradient sum over every device of the
+ * cluster is NCCL (cluster/nccl.h) on the contexts' streams, and every device's BatchNormalization
+ * statistics update (mw_model_update_stats) and optimizer update are enqueued behind it on the same
+ * stream. The step's only host wait is the polled one that ends the update (mw_nccl_wait, or the
+ * step mark on one GPU), under --collective-timeout.
  *
  * Synchronized BatchNormalization (worker/model.h) needs one replica per device: the devices
  * run their slices in lockstep, and at each synchronized layer every device's 2 C sums come
@@ -65,9 +64,9 @@ typedef struct {
     void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
                    * after the micro-batch that last read them) */
     float *d_x[2];
-    int32_t *d_labels[2]; /* read in place by the loss and the metrics */
-    uint32_t *d_ids[2];   /* the examples' ids (dropout), read in place */
-    int slot;             /* the slot of the micro-batch staged last */
+    int32_t *d_labels[2];   /* read in place by the loss and the metrics */
+    uint32_t *d_ids[2];     /* the examples' ids (dropout), read in place */
+    int slot;               /* the slot of the micro-batch staged last */
     double *h_reg, *h_macc; /* downloads of reg and macc */
     unsigned round;         /* micro-batches staged: the slot is round % 2 */
     int pre_n;              /* examples of the next step's first micro-batch staged (prefetch) */

@@ -202,13 +202,12 @@ static mw_status vote_step(trainer *t, int final, int *stop, long *at)
         return MW_OK;
     double sums[3] = {0, 0, 0};
     s->ops->metrics(s->rep, sums, 0);
-    t->vote.mine = (mw_preempt_requested() ? STOP_SIGNAL : 0) |
-                   (isfinite(sums[0]) ? 0 : STOP_NONFINITE);
+    t->vote.mine =
+        (mw_preempt_requested() ? STOP_SIGNAL : 0) | (isfinite(sums[0]) ? 0 : STOP_NONFINITE);
     t->vote.all = 0;
     t->vote.step = s->global_step;
     mw_wait_ctx w = {"stop vote all-reduce", s->global_step, s->o->collective_timeout};
-    MW_MPI(MPI_Iallreduce(&t->vote.mine, &t->vote.all, 1, MPI_INT, MPI_BOR, s->comm,
-                          &t->vote.req),
+    MW_MPI(MPI_Iallreduce(&t->vote.mine, &t->vote.all, 1, MPI_INT, MPI_BOR, s->comm, &t->vote.req),
            w.op);
     t->vote.pending = 1;
     return MW_OK;

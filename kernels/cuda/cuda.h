@@ -133,8 +133,7 @@ mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const ch
  *   mw_cuda_wait_copy_mark waits on the host, polled as mw_cuda_wait_mark, for copy mark slot.
  * A slot never marked is passed. mw_cuda_sync waits for both streams. */
 #define MW_CUDA_COPY_MARKS 2
-mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes,
-                              const mw_kctx *k);
+mw_status mw_cuda_upload_copy(void *dst_dev, const void *src_host, size_t nbytes, const mw_kctx *k);
 mw_status mw_cuda_copy_mark(const mw_kctx *k, int slot);
 mw_status mw_cuda_compute_after(const mw_kctx *k, int slot);
 mw_status mw_cuda_copy_after(const mw_kctx *k, int slot);

@@ -82,8 +82,7 @@ void free_descs(void *p)
 
 /* The acceptable algorithms of a _v7 list, in its order: deterministic, supported, never
  * converting to FP16, tensor-core math only with tf32, a workspace of at most room bytes. */
-template <typename Perf>
-void accept(mw_dnn_plan *p, int pass, const Perf *perf, int n, bool tf32)
+template <typename Perf> void accept(mw_dnn_plan *p, int pass, const Perf *perf, int n, bool tf32)
 {
     for (int i = 0; i < n && p->ncand[pass] < MW_DNN_MAX_CANDS; i++)
         if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
@@ -118,8 +117,8 @@ void inject(mw_dnn_plan *p)
         return;
     const char *what = f + 6;
     for (int pass = 0; pass < MW_DNN_PASSES; pass++) {
-        const bool all = !strcmp(what, "all") || (!strcmp(what, "filter") &&
-                                                   pass == MW_DNN_BWD_FILTER);
+        const bool all =
+            !strcmp(what, "all") || (!strcmp(what, "filter") && pass == MW_DNN_BWD_FILTER);
         if (all) {
             for (int i = 0; i < p->ncand[pass]; i++)
                 p->cand[pass][i].algo = -1 - i; /* no such algorithm: CUDNN_STATUS_BAD_PARAM */
@@ -134,12 +133,13 @@ void inject(mw_dnn_plan *p)
 
 const char *algo_name(int pass, int algo)
 {
-    static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-    static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
-                                       "WINOGRAD_NONFUSED"};
-    static const char *const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
-                                         "WINOGRAD_NONFUSED", "FFT_TILING"};
+    static const char *const fwd[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                       "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const filter[] = {
+        "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
     const char *const *names = pass == MW_DNN_FWD ? fwd : pass == MW_DNN_BWD_DATA ? data : filter;
     const int n = pass == MW_DNN_FWD ? 8 : pass == MW_DNN_BWD_DATA ? 6 : 7;
     return algo >= 0 && algo < n ? names[algo] : "refused by MW_FAULT";
@@ -170,8 +170,8 @@ mw_dnn_plan *plan_of(mw_cuda_dev *d, const mw_conv2d_geom *g, int N, size_t room
     cudnnStatus_t s;
     if (!D || !D->ok)
         mw_dnn_plan_refuse(p, D ? "cuDNN cannot express this padding" : "out of host memory");
-    else if ((s = cudnnGetConvolutionForwardAlgorithm_v7(
-                  h, D->x, D->w, D->c, D->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pf)))
+    else if ((s = cudnnGetConvolutionForwardAlgorithm_v7(h, D->x, D->w, D->c, D->y,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pf)))
         refused(p, "cudnnGetConvolutionForwardAlgorithm_v7", s);
     else {
         accept(p, MW_DNN_FWD, pf, n, d->tf32);

@@ -127,8 +127,9 @@ const mw_dnn_cand *mw_dnn_plan_failed(mw_dnn_plan *p, int pass, const char *reas
         p->at[pass]++;
     const mw_dnn_cand *next = mw_dnn_plan_current(p, pass);
     if (next) {
-        snprintf(line, sizeof line, "cuDNN conv %s: %s algorithm %d failed (%s); trying algorithm %d",
-                 key, pass_names[pass], failed, reason, next->algo);
+        snprintf(line, sizeof line,
+                 "cuDNN conv %s: %s algorithm %d failed (%s); trying algorithm %d", key,
+                 pass_names[pass], failed, reason, next->algo);
     } else {
         snprintf(p->why[pass], sizeof p->why[pass], "algorithm %d failed: %s", failed, reason);
         snprintf(line, sizeof line,

@@ -37,9 +37,9 @@ typedef struct {
     mw_conv2d_geom g; /* the key: geometry, batch, math, workspace room (bytes) */
     int n, tf32;
     size_t room;
-    void *descs;               /* the mechanism's descriptors (released by its free_descs) */
-    int ncand[MW_DNN_PASSES];  /* acceptable candidates, 0..MW_DNN_MAX_CANDS */
-    int at[MW_DNN_PASSES];     /* the one to run; == ncand: the pass is im2col's */
+    void *descs;              /* the mechanism's descriptors (released by its free_descs) */
+    int ncand[MW_DNN_PASSES]; /* acceptable candidates, 0..MW_DNN_MAX_CANDS */
+    int at[MW_DNN_PASSES];    /* the one to run; == ncand: the pass is im2col's */
     mw_dnn_cand cand[MW_DNN_PASSES][MW_DNN_MAX_CANDS];
     char why[MW_DNN_PASSES][160]; /* why a pass is im2col's (empty while it is cuDNN's) */
 } mw_dnn_plan;

@@ -353,8 +353,7 @@ extern "C" mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeou
 
 /* ---- the copy stream ---------------------------------------------------------------------- */
 
-static mw_status copy_slot(const mw_kctx *k, const char *what, int slot, int count,
-                           mw_cuda_dev **d)
+static mw_status copy_slot(const mw_kctx *k, const char *what, int slot, int count, mw_cuda_dev **d)
 {
     MW_TRY(ctx_of(k, what, d));
     if (slot < 0 || slot >= count)
@@ -421,8 +420,8 @@ extern "C" mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nby
     MW_TRY(ctx_of(k, "mw_cuda_copy", &d));
     if (nbytes == 0)
         return MW_OK;
-    mw_cuda_note(d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_dev, nbytes, cudaMemcpyDeviceToDevice,
-                                            d->stream)));
+    mw_cuda_note(
+        d, MW_CUDA(cudaMemcpyAsync(dst_dev, src_dev, nbytes, cudaMemcpyDeviceToDevice, d->stream)));
     return d->status;
 }
 
