@@ -105,43 +105,45 @@ for target in launcher chief worker; do
     echo "signal to the $target: gone after median $(median "${times[@]}") s, worst $(worst "${times[@]}") s ($trials trials)"
 done
 
-# a second signal: at once, unsaved. The worker is stopped first (SIGSTOP), so the chief
-# cannot finish the vote before the second signal comes
-d=$tmp/twice
-start "$d"
-sleep 0.5
-before=$(ls "$d" | grep -c ckpt-)
-w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
-kill -STOP "$w"
-t0=$(now)
-kill -TERM "$c"
-for _ in $(seq 1 100); do
-    grep -q "SIGTERM received: stopping at the next step boundary" "$d.out" && break
-    sleep 0.05
-done
-kill -TERM "$c"
-sleep 1
-kill -CONT "$w" 2>/dev/null
-wait "$job"
-rc=$?
-took=$(gone "$d" "$t0")
+# stopped_worker NAME WAIT [flags]: a run whose worker is stopped (SIGSTOP) while the chief gets
+# SIGTERM, so that the chief cannot finish the vote; then (after_signal, if defined) more, the
+# worker continued after WAIT s; sets d, rc, took and before (the checkpoints before)
+stopped_worker() {
+    d=$tmp/$1
+    local wait_s=$2
+    shift 2
+    start "$d" "$@"
+    sleep 0.5
+    before=$(ls "$d" | grep -c ckpt-)
+    local w c
+    w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
+    kill -STOP "$w"
+    t0=$(now)
+    kill -TERM "$c"
+    if declare -F after_signal >/dev/null; then after_signal "$c"; fi
+    sleep "$wait_s"
+    kill -CONT "$w" 2>/dev/null
+    wait "$job"
+    rc=$?
+    took=$(gone "$d" "$t0")
+}
+
+# a second signal: at once, unsaved
+after_signal() {
+    for _ in $(seq 1 100); do
+        grep -q "SIGTERM received: stopping at the next step boundary" "$d.out" && break
+        sleep 0.05
+    done
+    kill -TERM "$1"
+}
+stopped_worker twice 1
+unset -f after_signal
 check '[[ $rc -ne 0 && $rc -ne 133 && ! -f $d/preempted ]] && grep -q "SIGTERM received again: ending at once, without saving" "$d.out" &&
        [[ $(ls "$d" | grep -c ckpt-) -eq $before ]] && awk -v t="$took" "BEGIN { exit !(t <= 10) }"' \
     "two SIGTERMs: at once and unsaved (exit $rc, $took s): $(grep -vE '^$|^-' "$d.out" | tail -n 3)"
 
 # a worker that cannot answer: the chief ends at its grace (3 s), unsaved, and so does the job
-d=$tmp/stopped
-start "$d" --preemption-grace 3
-sleep 0.5
-w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
-kill -STOP "$w"
-t0=$(now)
-kill -TERM "$c"
-sleep 5
-kill -CONT "$w" 2>/dev/null
-wait "$job"
-rc=$?
-took=$(gone "$d" "$t0")
+stopped_worker stopped 5 --preemption-grace 3
 check '[[ $rc -ne 0 && $rc -ne 133 && ! -f $d/preempted ]] && grep -q "the preemption grace (--preemption-grace 3 s) passed before the checkpoint was agreed: ending at once (exit 131)" "$d.out"' \
     "a stopped worker: the chief ends at the grace, unsaved (exit $rc, $took s): $(grep -vE '^$|^-' "$d.out" | tail -n 3)"
 
