@@ -124,10 +124,20 @@ check '[[ -z $(mwn_all_pids) ]]' "no orphan in any namespace: $(mwn_describe_pid
 ip -n "$MWN_BR" link set b1 up
 ip -n "$MWN_BR" link set b2 up
 mwn_wait_links
-mwn_mpirun 2 2 "$mw" "${flags[@]}" --resume --dump-weights "$MWN_DISK/resumed.bin" \
-    >"$MWN_ROOT/resume.out" 2>&1
-rc=$?
-check '[[ $rc -eq 0 ]]' "resumed run completes (exit $rc): $(tail -n 3 "$MWN_ROOT/resume.out")"
+# A port that forwards again can still refuse the first TCP connections between nodes for a
+# moment (seen about once in four runs on a loaded 2-core machine: Open MPI's "connect() to
+# 10.x.0.1:1026 failed: Operation now in progress", then the set-up agreement times out, before
+# any step). That is the repaired network, not the resume under test: once more, and said.
+for attempt in 1 2; do
+    mwn_mpirun 2 2 "$mw" "${flags[@]}" --resume --dump-weights "$MWN_DISK/resumed.bin" \
+        >"$MWN_ROOT/resume.out" 2>&1
+    rc=$?
+    ((rc != 0 && attempt == 1)) && grep -q "connect() to .* failed" "$MWN_ROOT/resume.out" &&
+        ! grep -q "^Epoch 1," "$MWN_ROOT/resume.out" || break
+    echo "the repaired network refused the resume's first connections (exit $rc): once more"
+    sleep 2
+done
+check '[[ $rc -eq 0 ]]' "resumed run completes (exit $rc): $(grep -vE "^$|^-" "$MWN_ROOT/resume.out" | grep -v "SIGTERM received" | tail -n 12)"
 grep -o "restoring .*" "$MWN_ROOT/resume.out" | head -n 1
 check 'grep -q "restoring .*ckpt-[0-9]* (epoch [0-9], step [0-9]* of it" "$MWN_ROOT/resume.out"' \
     "resumed from a mid-run checkpoint"

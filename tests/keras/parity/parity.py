@@ -20,6 +20,10 @@ import subprocess
 import sys
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
+# the driver (mwtrain's kernels) runs under the ISA cap the test run asked for (parity.sh)
+DRIVER_ENV = dict(os.environ)
+if os.environ.get("MW_DRIVER_ONEDNN_MAX_CPU_ISA"):
+    DRIVER_ENV["ONEDNN_MAX_CPU_ISA"] = os.environ["MW_DRIVER_ONEDNN_MAX_CPU_ISA"]
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
@@ -180,7 +184,7 @@ def check(model, driver, work, rng):
     gmax = max(float(np.max(np.abs(t))) for t in grads)
     zeros = set()
     for backend in ("cpu", "ref"):
-        subprocess.run([driver, d, backend], check=True)
+        subprocess.run([driver, d, backend], check=True, env=DRIVER_ENV)
         mw_logits = np.fromfile(os.path.join(d, "out_logits.f32"), np.float32)
         mw_loss = float(np.fromfile(os.path.join(d, "out_loss.f64"), np.float64)[0])
         mw_grads = np.fromfile(os.path.join(d, "out_grads.f32"), np.float32)

@@ -11,4 +11,9 @@ if ! py=$(bash "$MW_SRCDIR/tests/keras/venv.sh" "$build"); then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-KERAS_BACKEND=jax JAX_PLATFORMS=cpu "$py" "$script" "$driver" "$work"
+# ONEDNN_MAX_CPU_ISA is meant for mwtrain's kernels (deploy/local/test.sh's AVX2 pass): the
+# oracle keeps the host's own, since XLA's CPU kernels read the variable too (under AVX2 its
+# ResNet gradients moved by 5e-3, ReLU choices flipping, while mwtrain's ref and cpu agreed);
+# parity.py hands it back to the driver
+MW_DRIVER_ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-} KERAS_BACKEND=jax JAX_PLATFORMS=cpu \
+    env -u ONEDNN_MAX_CPU_ISA "$py" "$script" "$driver" "$work"
