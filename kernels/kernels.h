@@ -236,6 +236,9 @@ typedef void (*mw_act_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t
                               mw_act_kind kind, float alpha);
 typedef void (*mw_act_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
                               const float *y, size_t count, mw_act_kind kind, float alpha);
+/* Round count floats in place to the nearest bfloat16 value (kernels/cast.h): the casts of
+ * mixed precision. */
+typedef void (*mw_round_bf16_fn)(const mw_kctx *k, float *p, size_t count);
 /* Softmax over the last axis of (rows, C), as a layer; backward dx += y (dy - sum dy y). */
 typedef void (*mw_softmax_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t rows, int C);
 typedef void (*mw_softmax_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *y,
@@ -284,6 +287,7 @@ typedef struct {
     mw_softmax_bwd_fn softmax_bwd;
     mw_optim_fn sgd_step, adam_step, rmsprop_step, adagrad_step; /* kernels/optim.h */
     mw_sumsq_fn sumsq;
+    mw_round_bf16_fn round_bf16; /* mixed_bfloat16; NULL where the backend cannot run it */
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);
@@ -296,6 +300,9 @@ const char *mw_kernels_cpu_blas(void);
  * best unless ONEDNN_MAX_CPU_ISA caps it), or "" when oneDNN is not the matrix library.
  * Another ISA means other kernels, which sum in another order. */
 const char *mw_kernels_cpu_isa(void);
+/* 1 when oneDNN is the matrix library and its ISA has bfloat16 instructions (AVX512_BF16 or
+ * AMX: avx512_core_bf16, avx512_core_amx), the CPUs where mixed_bfloat16 is offered. */
+int mw_kernels_cpu_has_bf16(void);
 /* Tell the matrix library how many threads it may use. */
 void mw_kernels_cpu_set_threads(int n);
 

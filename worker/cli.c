@@ -71,6 +71,7 @@ static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; 
 static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
+static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
 
 /* In --help order. */
@@ -203,6 +204,12 @@ static const flag flags[] = {
     {"tf32", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(tf32, int), .on = 1,
      .help = "on GPUs, TF32 tensor-core math in cuBLAS and cuDNN (faster from Ampere on, "
              "inputs rounded to 10 mantissa bits); default plain FP32"},
+    {"dtype-policy", "float32|mixed_bfloat16|mixed_float16", C_TRAIN | C_EVAL | C_EXPORT, K_NAME,
+     TR(dtype_policy, const char *), .choices = policies,
+     .help = "Keras' dtype policy for every layer, over the model's own: mixed_bfloat16 "
+             "computes in bfloat16 with float32 weights, slots and loss, on CPUs with "
+             "AVX512_BF16 or AMX; give it again with --resume and export (default: each "
+             "layer's dtype in the Keras model, float32 for the built-in one)"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,

@@ -102,6 +102,7 @@ static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
 typedef struct {
     const char *origin;
     char where[QUOTE_MAX * 8 + 96]; /* holds an escaped name and class */
+    mw_policy policy;               /* the layer's dtype policy (read_layer) */
 } lctx;
 
 static mw_status lfail(const lctx *L, mw_status s, const char *fmt, ...)
@@ -279,14 +280,17 @@ static mw_status check_data_format(const lctx *L, const json_t *cfg)
     return get_choice(L, cfg, "data_format", names, 1, 0, "\"channels_last\"", &dummy);
 }
 
-/* "float32", {"class_name": "DTypePolicy", "config": {"name": "float32"}} (Keras 3, and
- * Keras 2's mixed-precision Policy), or absent / null. */
-static mw_status check_dtype(const lctx *L, const json_t *cfg)
+/* "float32", "mixed_bfloat16", "mixed_float16", or a policy object with that name
+ * ({"class_name": "DTypePolicy", "config": {"name": ...}} in Keras 3, Policy in Keras 2), or
+ * absent / null (float32). 16-bit variables ("bfloat16", "float16") are refused: training
+ * keeps float32 weights. */
+static mw_status check_dtype(const lctx *L, const json_t *cfg, mw_policy *policy)
 {
     const json_t *v = json_object_get(cfg, "dtype");
     const char *name = NULL;
     char d[QUOTE_MAX * 4 + 64];
     qbuf q;
+    *policy = MW_POLICY_FLOAT32;
     if (!v || json_is_null(v))
         return MW_OK;
     if (json_is_string(v))
@@ -298,10 +302,18 @@ static mw_status check_dtype(const lctx *L, const json_t *cfg)
                      "dtype: found %s; expected \"float32\" or a dtype policy "
                      "object",
                      describe(d, sizeof d, v));
-    if (strcmp(name, "float32") != 0)
-        return lfail(L, MW_EUNSUPPORTED, "dtype %s is not supported; supported: \"float32\"",
+    if (mw_policy_parse(name, policy) == 0)
+        return MW_OK;
+    if (!strcmp(name, "bfloat16") || !strcmp(name, "float16"))
+        return lfail(L, MW_EUNSUPPORTED,
+                     "dtype %s keeps the weights in 16 bits, which training does not support; "
+                     "supported: \"float32\", \"mixed_bfloat16\", \"mixed_float16\" (float32 "
+                     "weights, 16-bit compute)",
                      quote(q, name));
-    return MW_OK;
+    return lfail(L, MW_EUNSUPPORTED,
+                 "dtype %s is not supported; supported: \"float32\", \"mixed_bfloat16\", "
+                 "\"mixed_float16\"",
+                 quote(q, name));
 }
 
 /* A layer or model name: 1..max printable ASCII bytes without '/'. */
@@ -1017,7 +1029,7 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
 static mw_status find_input(const char *origin, const json_t *model, const json_t *conf,
                             const json_t *layers, kshape *s)
 {
-    lctx L = {origin, ""};
+    lctx L = {origin, "", MW_POLICY_FLOAT32};
     memset(s, 0, sizeof *s);
     const json_t *first = json_array_get(layers, 0);
     const json_t *fcfg = json_object_get(first, "config");
@@ -1187,7 +1199,7 @@ static mw_status read_layer(lctx *L, const json_t *e, size_t i, const char **cls
         return lfail(L, MW_EUNSUPPORTED,
                      "trainable false (a frozen layer) is not "
                      "supported; supported: true");
-    MW_TRY(check_dtype(L, cfg));
+    MW_TRY(check_dtype(L, cfg, &L->policy));
     *cls_out = cls;
     *cfg_out = cfg;
     *name_out = name;
@@ -1199,6 +1211,11 @@ static mw_status check_input_layer(const lctx *L, const json_t *cfg, size_t i)
 {
     if (i != 0)
         return lfail(L, MW_EMODEL, "an InputLayer must be the first layer");
+    if (L->policy != MW_POLICY_FLOAT32)
+        return lfail(L, MW_EUNSUPPORTED,
+                     "dtype %s: the input is float32 (a layer's dtype policy says how it "
+                     "computes); supported: \"float32\"",
+                     mw_policy_name(L->policy));
     int sparse = 0, ragged = 0;
     MW_TRY(get_bool(L, cfg, "sparse", 0, &sparse));
     MW_TRY(get_bool(L, cfg, "ragged", 0, &ragged));
@@ -1223,6 +1240,7 @@ static mw_status add_layer(builder *B, const lctx *L, const char *cls, const jso
                              "the name is already used by an earlier layer; "
                              "expected unique layer names");
     mw_status rc;
+    const int first = B->m->nlayers;
     if (!strcmp(cls, "Conv2D"))
         rc = add_conv2d(B, L, cfg, name, is_last);
     else if (!strcmp(cls, "Dense"))
@@ -1250,6 +1268,8 @@ static mw_status add_layer(builder *B, const lctx *L, const char *cls, const jso
     else
         rc = lfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                    quote(q, cls), layer_list);
+    for (int j = first; rc == MW_OK && j < B->m->nlayers; j++) /* and its folded activation */
+        B->m->layers[j].policy = L->policy;
     return rc;
 }
 
@@ -1444,7 +1464,7 @@ static mw_status graph_layers(builder *B, const json_t *layers, knames *K, int n
 {
     const size_t n = json_array_size(layers);
     for (size_t i = 1; i < n; i++) {
-        lctx L = {B->origin, ""};
+        lctx L = {B->origin, "", MW_POLICY_FLOAT32};
         const char *cls = NULL, *name = NULL, *src = NULL;
         const json_t *cfg = NULL, *refs[MW_MAX_INPUTS];
         int in[MW_MAX_INPUTS], nin = 0;
@@ -1532,7 +1552,7 @@ static mw_status build(builder *B, const json_t *root, int h, int w, int c, int 
 
     size_t nreal = 0;
     for (size_t i = 0; i < n; i++) {
-        lctx L = {origin, ""};
+        lctx L = {origin, "", MW_POLICY_FLOAT32};
         const char *cls = NULL, *name = NULL;
         const json_t *cfg = NULL;
         MW_TRY(read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));

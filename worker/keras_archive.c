@@ -345,7 +345,14 @@ static void weights_config(json_t *c, const mw_layer *l)
 static json_t *layer_config(const mw_model *m, int i)
 {
     const mw_layer *l = &m->layers[i];
-    json_t *c = json_pack("{s:s, s:b, s:s}", "name", l->name, "trainable", 1, "dtype", "float32");
+    json_t *c = json_pack("{s:s, s:b}", "name", l->name, "trainable", 1);
+    if (l->policy == MW_POLICY_FLOAT32)
+        json_object_set_new(c, "dtype", json_string("float32"));
+    else /* as Keras 3 writes a policy */
+        json_object_set_new(c, "dtype",
+                            json_pack("{s:s, s:s, s:{s:s}, s:n}", "module", "keras", "class_name",
+                                      "DTypePolicy", "config", "name", mw_policy_name(l->policy),
+                                      "registered_name"));
     const char *cls = l->cls;
     switch (l->kind) {
     case MW_LAYER_CONV2D:

@@ -521,6 +521,75 @@ static void plan_in_place(mw_model *m)
     }
 }
 
+static const char *const policy_names[] = {"float32", "mixed_bfloat16", "mixed_float16"};
+
+const char *mw_policy_name(mw_policy p)
+{
+    return (unsigned)p < 3 ? policy_names[p] : "?";
+}
+
+int mw_policy_parse(const char *name, mw_policy *p)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, policy_names[i])) {
+            *p = (mw_policy)i;
+            return 0;
+        }
+    return -1;
+}
+
+void mw_model_set_policy(mw_model *m, mw_policy p)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        m->layers[i].policy = p;
+}
+
+mw_policy mw_model_policy(const mw_model *m)
+{
+    mw_policy p = MW_POLICY_FLOAT32;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].policy == MW_POLICY_MIXED_FLOAT16)
+            return MW_POLICY_MIXED_FLOAT16;
+        else if (m->layers[i].policy == MW_POLICY_MIXED_BFLOAT16)
+            p = MW_POLICY_MIXED_BFLOAT16;
+    return p;
+}
+
+/* Mixed precision rounds a tensor where it is made (kernels/cast.h), so a 16-bit layer must
+ * read 16-bit tensors: the output of a 16-bit layer, or the model's input when every layer
+ * that reads it is 16-bit (it is rounded once per step). Keras casts a float32 tensor at each
+ * 16-bit consumer instead; the one layout that needs it, a float32 layer between 16-bit ones,
+ * is refused here with the way out. */
+static mw_status check_policies(const mw_model *m)
+{
+    int in16 = -1; /* the input's consumers: -1 none yet, 0 float32, 1 16-bit */
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        const int half = l->policy != MW_POLICY_FLOAT32;
+        for (int j = 0; j < l->nin; j++) {
+            const int t = l->in[j];
+            if (t < 0 && in16 >= 0 && in16 != half)
+                return mw_err(MW_EUNSUPPORTED,
+                              "layer '%s' (dtype %s): the model's input also feeds a layer of "
+                              "another dtype policy; expected every layer that reads the input "
+                              "to have the same policy",
+                              l->name, mw_policy_name(l->policy));
+            if (t < 0)
+                in16 = half;
+            else if (half && m->layers[t].policy != l->policy)
+                return mw_err(MW_EUNSUPPORTED,
+                              "layer '%s' (dtype %s) reads the output of layer '%s' (dtype "
+                              "%s); a 16-bit layer must read a layer of its own policy (or "
+                              "the model's input): give '%s' the policy %s, or make the "
+                              "float32 layers the last ones",
+                              l->name, mw_policy_name(l->policy), m->layers[t].name,
+                              mw_policy_name(m->layers[t].policy), m->layers[t].name,
+                              mw_policy_name(l->policy));
+        }
+    }
+    return MW_OK;
+}
+
 mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
 {
     if (m->nlayers == 0)
@@ -533,6 +602,7 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
                           m->layers[i].name);
     if (consumers(m, m->nlayers - 1) != 0)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
+    MW_TRY(check_policies(m));
     pool_before_relu(m);
     plan_in_place(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
@@ -746,6 +816,7 @@ typedef struct {
     size_t *act, *grad; /* L + 1 each: the input and each layer's output */
     size_t *arg;        /* L: a maxpool's argmax or a dropout's mask (a layer has at most one) */
     size_t prob, loss, labels, scratch;
+    size_t params16;      /* mixed_bfloat16's rounded weights (SIZE_MAX: none) */
     size_t scratch_count; /* floats of conv2d scratch, the most any layer needs */
     size_t nbytes;        /* the block's size */
 } ws_plan;
@@ -801,6 +872,11 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
     off += up64(n * sizeof(float));
     p->labels = off;
     off += up64(n * sizeof(int32_t));
+    p->params16 = SIZE_MAX;
+    if (mw_model_policy(m) == MW_POLICY_MIXED_BFLOAT16) {
+        p->params16 = off;
+        off += up64(m->params.count * sizeof(float));
+    }
     p->scratch = off;
     if (with_scratch)
         off += up64(scratch * sizeof(float));
@@ -847,6 +923,7 @@ static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int w
     ws->prob = (float *)(base + p->prob);
     ws->loss = (float *)(base + p->loss);
     ws->labels = (int32_t *)(base + p->labels);
+    ws->params16 = p->params16 == SIZE_MAX ? NULL : (float *)(base + p->params16);
     ws->scratch = with_scratch ? (float *)(base + p->scratch) : NULL;
     ws->scratch_count = p->scratch_count;
 }
@@ -971,8 +1048,43 @@ static void fwd_graph(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     }
 }
 
-static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
-                      const float *P, int i, int n)
+/* The parameters layer l computes with: its matmul weights rounded to bfloat16 under
+ * mixed_bfloat16 (Keras casts the float32 variable to the compute dtype at use), P else. */
+static const float *layer_params(const mw_layer *l, const mw_model_ws *ws, const float *P)
+{
+    const int matmul = l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_DENSE;
+    return matmul && l->policy == MW_POLICY_MIXED_BFLOAT16 && ws->params16 ? ws->params16 : P;
+}
+
+/* mixed_bfloat16, before a forward from layer 0: the model's input rounded when its
+ * consumers compute in bfloat16 (mw_model_finalize refused a mix), and the matmul layers'
+ * weights rounded into ws->params16. */
+static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      const float *P, int n)
+{
+    if (!ws->params16)
+        return;
+    int input16 = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        for (int j = 0; j < l->nin; j++)
+            input16 |= l->in[j] < 0 && l->policy == MW_POLICY_MIXED_BFLOAT16;
+        if (l->policy != MW_POLICY_MIXED_BFLOAT16 ||
+            (l->kind != MW_LAYER_CONV2D && l->kind != MW_LAYER_DENSE))
+            continue;
+        copy_buf(kt, k, ws->params16 + l->w_off, P + l->w_off, l->w_count);
+        kt->round_bf16(k, ws->params16 + l->w_off, l->w_count);
+        if (l->b_count) {
+            copy_buf(kt, k, ws->params16 + l->b_off, P + l->b_off, l->b_count);
+            kt->round_bf16(k, ws->params16 + l->b_off, l->b_count);
+        }
+    }
+    if (input16 && n > 0)
+        kt->round_bf16(k, ws->act[0], (size_t)n * tensor_count(m, 0));
+}
+
+static void fwd_kind(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                     const float *P, int i, int n)
 {
     const mw_layer *l = &m->layers[i];
     float *x = ws->act[l->in[0] + 1], *y = ws->act[i + 1];
@@ -1009,10 +1121,21 @@ static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     }
 }
 
+static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      const float *P, int i, int n)
+{
+    const mw_layer *l = &m->layers[i];
+    fwd_kind(m, kt, k, ws, layer_params(l, ws, P), i, n);
+    if (l->policy == MW_POLICY_MIXED_BFLOAT16) /* the layer's output is a bfloat16 tensor */
+        kt->round_bf16(k, ws->act[i + 1], (size_t)n * out_count(l));
+}
+
 void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                            mw_model_ws *ws, int n, int from, int to)
 {
     const float *P = ws->params ? ws->params : m->params.data;
+    if (from == 0)
+        fwd_casts(m, kt, k, ws, P, n);
     for (int i = from; i < to; i++)
         fwd_layer(m, kt, k, ws, P, i, n);
     if (to == m->nlayers && n > 0)
@@ -1111,8 +1234,22 @@ static void bwd_simple(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
         kt->acc(k, dx, dy, cnt);
 }
 
+static void bwd_kind(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                     const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale);
+
+/* A bfloat16 layer's output gradient is a bfloat16 tensor (the complete sum of its consumers'
+ * contributions, every one of which has run), rounded before the layer's backward reads it. */
 static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                       const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
+{
+    const mw_layer *l = &m->layers[i];
+    if (l->policy == MW_POLICY_MIXED_BFLOAT16)
+        kt->round_bf16(k, ws->grad[i + 1], (size_t)n * out_count(l));
+    bwd_kind(m, kt, k, ws, layer_params(l, ws, P), G, i, n, scale);
+}
+
+static void bwd_kind(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                     const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
 {
     const mw_layer *l = &m->layers[i];
     const int t = l->in[0] + 1;
@@ -1203,7 +1340,10 @@ void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *
     const float *x = ws->act[l->in[0] + 1], *st = ws->stats[i];
     const size_t rows = (size_t)(n > 0 ? n : 0) * l->out_h * l->out_w;
     /* backward: the same sums are this slice's share of gamma's and beta's gradients (the
-     * gradient all-reduce adds the replicas') */
+     * gradient all-reduce adds the replicas'); they come first, so a bfloat16 layer's output
+     * gradient is rounded here, as bwd_layer does */
+    if (backward && l->policy == MW_POLICY_MIXED_BFLOAT16 && n > 0)
+        kt->round_bf16(k, ws->grad[i + 1], rows * C);
     if (backward)
         kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, l->w_count ? grads + l->w_off : NULL,
                     l->b_count ? grads + l->b_off : NULL, rows, C);
@@ -1222,6 +1362,8 @@ void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kct
     const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)(n > 0 ? n : 0) * hw;
     kt->bn_sync_fwd(k, ws->act[i + 1], st, st + C, st + 2 * C, ws->act[l->in[0] + 1], g, b, s,
                     (double)total * (double)hw, rows, C, l->epsilon);
+    if (l->policy == MW_POLICY_MIXED_BFLOAT16 && rows > 0)
+        kt->round_bf16(k, ws->act[i + 1], rows * C);
 }
 
 void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
@@ -1262,6 +1404,18 @@ void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kct
 
 mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
 {
+    if (mw_model_policy(m) == MW_POLICY_MIXED_FLOAT16)
+        return mw_err(MW_EUNSUPPORTED,
+                      "dtype policy mixed_float16: the %s backend does not compute in float16 "
+                      "yet (it needs Keras' dynamic loss scaling); train in float32 (on GPUs "
+                      "--tf32 gives tensor-core speed)",
+                      t->name);
+    if (mw_model_policy(m) == MW_POLICY_MIXED_BFLOAT16 && !t->round_bf16)
+        return mw_err(MW_EUNSUPPORTED,
+                      "dtype policy mixed_bfloat16: the %s backend does not compute in "
+                      "bfloat16 yet; train on the CPU (--device cpu, a CPU with AVX512_BF16 or "
+                      "AMX) or in float32 (--dtype-policy float32)",
+                      t->name);
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         int ok = 1;

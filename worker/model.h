@@ -107,8 +107,22 @@ typedef enum {
     MW_ACT_LEAKY_RELU,
 } mw_activation;
 
+/* A layer's Keras dtype policy: float32, or mixed precision (float32 variables, optimizer
+ * slots and loss; the layer computes in 16 bits). mixed_bfloat16 rounds every value a
+ * bfloat16 tensor of Keras would hold (the layer's input, its matmul weights, its output, and
+ * the gradient of its output) to bfloat16 and computes in float32 on those values; the
+ * weights' gradients stay float32 (kernels/cast.h). mixed_float16 is parsed so that it can be
+ * refused with the reason where the model meets a backend. */
+typedef enum { MW_POLICY_FLOAT32, MW_POLICY_MIXED_BFLOAT16, MW_POLICY_MIXED_FLOAT16 } mw_policy;
+
+/* Keras' name of p ("float32", "mixed_bfloat16", "mixed_float16"). */
+const char *mw_policy_name(mw_policy p);
+/* 0 and *p for one of those names, -1 for anything else. */
+int mw_policy_parse(const char *name, mw_policy *p);
+
 typedef struct {
     mw_layer_kind kind;
+    mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
     const char *cls;      /* Keras class shown by the summary ("Conv2D", "Activation"); static */
     char name[64];        /* Keras-style: conv2d, conv2d_1, dense, ... */
     int in_h, in_w, in_c; /* per-example input shape */
@@ -221,6 +235,12 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple);
  * n values has fan_in = fan_out = n. */
 void mw_model_init_params(mw_model *m, uint64_t seed);
 
+/* Every layer's dtype policy becomes p (--dtype-policy). */
+void mw_model_set_policy(mw_model *m, mw_policy p);
+/* The model's 16-bit policy: mixed_float16 when a layer has it, else mixed_bfloat16 when a
+ * layer has it, else float32. */
+mw_policy mw_model_policy(const mw_model *m);
+
 /* 1 when the model has a BatchNormalization layer (its training forward needs the whole
  * replica slice in one call). */
 int mw_model_has_batchnorm(const mw_model *m);
@@ -280,6 +300,8 @@ typedef struct {
     float *scratch;       /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
     size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
     const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
+    float *params16;      /* mixed_bfloat16: the weights of its matmul layers rounded to
+                             bfloat16, made by each forward from layer 0 (else NULL) */
     void *block;          /* the single owned allocation behind act/grad/... */
     size_t nbytes;        /* block's size: mw_model_ws_nbytes (host) or less scratch (device) */
     void (*block_free)(void *); /* how block is released; NULL: the host allocator */

@@ -57,6 +57,9 @@ typedef struct {
     const char *evaluator_device;
     const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
     int tf32;             /* --tf32: TF32 tensor-core math on GPUs (cuBLAS, cuDNN) */
+    /* --dtype-policy: Keras' policy for every layer (NULL: each layer's own, float32 when
+     * the model says nothing) */
+    const char *dtype_policy;
     /* The rest of a Keras optimizer (worker/optimizer.h reads them from its JSON) */
     const char *optimizer_config;                /* --optimizer-config FILE, or NULL */
     int nesterov, amsgrad, centered;             /* SGD; Adam, AdamW; RMSprop */

@@ -86,6 +86,31 @@ static mw_status open_lockstep(mw_replicas *r)
     return MW_OK;
 }
 
+/* Mixed precision on the CPU: mixed_bfloat16 where oneDNN has bfloat16 instructions (and on
+ * the reference backend, the spec, anywhere); mixed_float16 nowhere, with the reasons. */
+static mw_status check_policy(const mw_model *m, const char *backend)
+{
+    const mw_policy p = mw_model_policy(m);
+    if (p == MW_POLICY_MIXED_FLOAT16)
+        return mw_err(MW_EUNSUPPORTED,
+                      "dtype policy mixed_float16 is not offered on the CPU: x86 CPUs compute "
+                      "float16 fast only with AVX512_FP16 or AMX-FP16, and a float16 run needs "
+                      "loss scaling; use mixed_bfloat16 (same speed-up where the CPU has "
+                      "AVX512_BF16 or AMX, no loss scaling) or float32");
+    if (p != MW_POLICY_MIXED_BFLOAT16 || strcmp(backend, "ref") == 0 || mw_kernels_cpu_has_bf16())
+        return MW_OK;
+    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    const char *isa = mw_kernels_cpu_isa();
+    return mw_err(MW_EUNSUPPORTED,
+                  "dtype policy mixed_bfloat16: this CPU's matrix kernels (%s%s%s%s%s) have no "
+                  "bfloat16 instructions, so it would train slower than float32; it needs "
+                  "AVX512_BF16 or AMX%s. Use --dtype-policy float32 here (--backend ref "
+                  "computes mixed_bfloat16 anywhere, slowly, for tests)",
+                  mw_kernels_cpu_blas(), *isa ? ", ISA " : "", isa,
+                  cap ? ", capped by ONEDNN_MAX_CPU_ISA=" : "", cap ? cap : "",
+                  cap ? " and no ONEDNN_MAX_CPU_ISA below it" : "");
+}
+
 static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
 {
     mw_replicas *r = *out = calloc(1, sizeof *r);
@@ -96,6 +121,7 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
     for (int i = 0; i < MW_CPU_MAX_THREADS; i++)
         mw_model_ws_init(&r->ws[i]);
     const mw_train_opts *o = env->o;
+    MW_TRY(check_policy(env->model, o->backend));
     const int T = mw_cpu_threads(env->nthreads);
     r->env.nthreads = T;
     if (strcmp(o->backend, "ref") == 0)
@@ -410,8 +436,10 @@ static mw_status cpu_pull(mw_replicas *r)
 
 static void cpu_describe(const mw_replicas *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "%d thread(s) per rank, kernels %s (%s), all-reduce %s", r->env.nthreads,
-             r->kt.name, mw_kernels_cpu_blas(), mw_ar_algo_name(r->ar.requested));
+    const mw_policy p = mw_model_policy(r->env.model);
+    snprintf(buf, len, "%d thread(s) per rank, kernels %s (%s)%s%s, all-reduce %s", r->env.nthreads,
+             r->kt.name, mw_kernels_cpu_blas(), p != MW_POLICY_FLOAT32 ? ", dtype policy " : "",
+             p != MW_POLICY_FLOAT32 ? mw_policy_name(p) : "", mw_ar_algo_name(r->ar.requested));
 }
 
 static void cpu_close(mw_replicas **rp, int abandoned)

@@ -139,6 +139,9 @@ static mw_status build_model(mw_session *s, int with_data)
         free(text);
     }
     rc = model_mismatch(s, rc);
+    mw_policy policy;
+    if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
+        mw_model_set_policy(&s->model, policy); /* over the model's own */
     if (rc == MW_OK)
         rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
     if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */

@@ -69,6 +69,18 @@ const char *mw_kernels_cpu_isa(void)
 #endif
 }
 
+int mw_kernels_cpu_has_bf16(void)
+{
+#ifdef MW_HAVE_DNNL
+    if (!use_dnnl())
+        return 0;
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+#else
+    return 0;
+#endif
+}
+
 void mw_kernels_cpu_set_threads(int n)
 {
     if (n < 1)

@@ -1,5 +1,6 @@
 /* The fast CPU path: the reference table with the fast entries overriding. */
 #include "kernels/activation.h"
+#include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
@@ -46,4 +47,5 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->act_bwd = mw_act_bwd_cpu;
     t->softmax_fwd = mw_softmax_fwd_cpu;
     t->softmax_bwd = mw_softmax_bwd_cpu;
+    t->round_bf16 = mw_round_bf16_cpu;
 }

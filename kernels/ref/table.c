@@ -1,5 +1,6 @@
 /* The reference fills every entry of the backend table. */
 #include "kernels/activation.h"
+#include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
@@ -61,4 +62,5 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->rmsprop_step = mw_rmsprop_step_ref;
     t->adagrad_step = mw_adagrad_step_ref;
     t->sumsq = mw_sumsq_ref;
+    t->round_bf16 = mw_round_bf16_ref;
 }
