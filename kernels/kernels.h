@@ -23,6 +23,10 @@ typedef struct {
     float *ws;       /* scratch, at least ws_count floats, 64-byte aligned */
     size_t ws_count; /* kernels chunk their work to fit */
     void *dev;       /* backend state (CUDA: stream and cuBLAS handle); NULL on CPU */
+    int bf16;        /* 1: every operand of conv2d's and dense's matrix products holds bfloat16
+                        values (mixed_bfloat16, worker/model.c): the fast CPU path multiplies
+                        them with bfloat16 instructions, the same exact products summed in
+                        float32 */
 } mw_kctx;
 
 /* Conv2D geometry for one layer (the batch size N is passed per call). */

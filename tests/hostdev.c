@@ -147,7 +147,7 @@ static void hd_check(const hd_ctx *c, const char *op, const char *arg, const voi
 /* The host context the CPU kernel runs with: the device scratch, one thread. */
 static mw_kctx hd_host(const mw_kctx *k)
 {
-    mw_kctx h = {1, k->ws, k->ws_count, NULL};
+    mw_kctx h = {.nthreads = 1, .ws = k->ws, .ws_count = k->ws_count};
     return h;
 }
 

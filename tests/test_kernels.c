@@ -26,7 +26,9 @@
 #include "common/arena.h"
 #include "common/rng.h"
 #include "kernels/activation.h"
+#include "kernels/cast.h"
 #include "kernels/conv2d.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/dense.h"
 #include "kernels/graphops.h"
 #include "kernels/maxpool.h"
@@ -2201,6 +2203,136 @@ static void test_bn_stats(void **state)
     }
 }
 
+/* bfloat16 rounding (kernels/cast.h), bit patterns by hand: ties to even, a carry into the
+ * exponent, overflow to infinity, NaNs that stay NaN (a signaling one would become infinity if
+ * rounded as a number), subnormals; then the cpu twin against the reference over a million
+ * random bit patterns, bitwise. */
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void test_round_bf16(void **state)
+{
+    (void)state;
+    static const uint32_t cases[][2] = {
+        {0x3F800000u, 0x3F800000u}, /* 1 */
+        {0x3F808000u, 0x3F800000u}, /* 1 + 2^-8: a tie, to the even 1 */
+        {0x3F818000u, 0x3F820000u}, /* 1 + 3 2^-8: a tie, to the even 1 + 2^-6 */
+        {0x3F808001u, 0x3F810000u}, /* just above the tie: up */
+        {0x3F807FFFu, 0x3F800000u}, /* just below: down */
+        {0x3FFF8000u, 0x40000000u}, /* a tie whose even neighbour carries into the exponent */
+        {0xBF818000u, 0xBF820000u}, /* the sign does not change the rounding */
+        {0x7F7FFFFFu, 0x7F800000u}, /* FLT_MAX: past bfloat16's largest, infinity */
+        {0x7F7F7FFFu, 0x7F7F0000u}, /* bfloat16's largest stays */
+        {0x7F800000u, 0x7F800000u}, /* inf */
+        {0xFF800000u, 0xFF800000u}, /* -inf */
+        {0x80000000u, 0x80000000u}, /* -0 */
+        {0x7FC00001u, 0x7FC00000u}, /* a quiet NaN keeps its top payload */
+        {0x7F800001u, 0x7FC00000u}, /* a signaling NaN stays NaN, quiet (not infinity) */
+        {0xFFFFFFFFu, 0xFFFF0000u}, /* a negative NaN */
+        {0x00008000u, 0x00000000u}, /* a subnormal tie, to the even 0 */
+        {0x00018000u, 0x00020000u}, /* a subnormal tie, to the even 2 */
+        {0x00000001u, 0x00000000u}, /* the smallest subnormal: down */
+    };
+    const size_t nc = sizeof cases / sizeof *cases;
+    float got[sizeof cases / sizeof *cases], got_cpu[sizeof cases / sizeof *cases];
+    for (size_t i = 0; i < nc; i++)
+        got[i] = got_cpu[i] = of_bits(cases[i][0]);
+    mw_kctx k = {.nthreads = 2};
+    mw_round_bf16_ref(&k, got, nc);
+    mw_round_bf16_cpu(&k, got_cpu, nc);
+    for (size_t i = 0; i < nc; i++) {
+        if (bits_of(got[i]) != cases[i][1] || bits_of(got_cpu[i]) != cases[i][1])
+            fail_msg("round_bf16(0x%08X): ref 0x%08X, cpu 0x%08X, expected 0x%08X", cases[i][0],
+                     bits_of(got[i]), bits_of(got_cpu[i]), cases[i][1]);
+    }
+    const size_t n = 1000003; /* odd: the vector loop's tail too */
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        a[i] = b[i] = of_bits((uint32_t)(x >> 16));
+    }
+    mw_round_bf16_ref(&k, a, n);
+    mw_round_bf16_cpu(&k, b, n);
+    for (size_t i = 0; i < n; i++)
+        if (bits_of(a[i]) != bits_of(b[i]) || (bits_of(a[i]) & 0xFFFFu))
+            fail_msg("round_bf16 element %zu: ref 0x%08X, cpu 0x%08X", i, bits_of(a[i]),
+                     bits_of(b[i]));
+    free(a);
+    free(b);
+}
+
+/* mw_gemm_cpu with k->bf16 (the bfloat16 matmul of mixed_bfloat16) against sgemm on the same
+ * bfloat16-valued operands, every transpose, beta 0 and 1, a ldc wider than N: each product
+ * is exact in float32 on both sides, so they differ only by the order of the float32 sums,
+ * within |error| <= 2 K u sum_k |a_ik b_kj| (u = 2^-24; the classic bound of a recursive
+ * sum is (K - 1) u, doubled for the two orders). Skipped (visibly) without bf16 instructions. */
+static void test_gemm_bf16(void **state)
+{
+    (void)state;
+    if (!mw_kernels_cpu_has_bf16()) {
+        print_message("gemm_bf16: no bfloat16 instructions here (oneDNN ISA '%s'): skipped\n",
+                      mw_kernels_cpu_isa());
+        skip();
+    }
+    const int M = 37, N = 19, K = 301, ldc = 23;
+    float *A = malloc((size_t)M * K * sizeof *A), *B = malloc((size_t)K * N * sizeof *B);
+    float *C = malloc((size_t)M * ldc * sizeof *C), *R = malloc((size_t)M * ldc * sizeof *R);
+    assert_true(A && B && C && R);
+    mw_rng r;
+    mw_rng_seed(&r, 11, 0);
+    for (int i = 0; i < M * K; i++)
+        A[i] = mw_bf16_round(mw_rng_normal(&r));
+    for (int i = 0; i < K * N; i++)
+        B[i] = mw_bf16_round(mw_rng_normal(&r));
+    const unsigned long before = mw_gemm_cpu_bf16_count();
+    mw_kctx k = {.nthreads = 1, .bf16 = 1};
+    for (int t = 0; t < 8; t++) {
+        const char ta = t & 1 ? 'T' : 'N', tb = t & 2 ? 'T' : 'N';
+        const float beta = t & 4 ? 1.0f : 0.0f;
+        const int lda = ta == 'T' ? M : K, ldb = tb == 'T' ? K : N;
+        for (int i = 0; i < M * ldc; i++)
+            C[i] = R[i] = beta != 0.0f ? (float)(i % 7) - 3.0f : NAN; /* beta 0 ignores C */
+        mw_gemm_cpu(&k, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        mw_sgemm_cpu(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, R, ldc);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                /* beta 1 adds C's first value, ((i ldc + j) % 7) - 3, as one more term */
+                double s = beta != 0.0f ? fabs((double)((i * ldc + j) % 7) - 3.0) : 0.0;
+                for (int q = 0; q < K; q++) {
+                    const float a = ta == 'T' ? A[(size_t)q * lda + i] : A[(size_t)i * lda + q];
+                    const float b = tb == 'T' ? B[(size_t)j * ldb + q] : B[(size_t)q * ldb + j];
+                    s += fabs((double)a * b);
+                }
+                const double tol = 2.0 * (K + 1) * 0x1p-24 * s;
+                const double d = fabs((double)C[i * ldc + j] - R[i * ldc + j]);
+                if (!(d <= tol))
+                    fail_msg(
+                        "gemm_bf16 %c%c beta %g: C[%d][%d] = %.9g, sgemm %.9g (|d| %.3g > %.3g)",
+                        ta, tb, beta, i, j, C[i * ldc + j], R[i * ldc + j], d, tol);
+            }
+        for (int i = 0; i < M; i++) /* the columns past N are untouched */
+            for (int j = N; j < ldc; j++)
+                if (memcmp(&C[i * ldc + j], &R[i * ldc + j], sizeof *C) != 0)
+                    fail_msg("gemm_bf16 wrote C[%d][%d] past N", i, j);
+    }
+    assert_int_equal(mw_gemm_cpu_bf16_count() - before, 8); /* the bfloat16 path ran each time */
+    free(A), free(B), free(C), free(R);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2241,6 +2373,8 @@ int main(void)
         cmocka_unit_test(test_avgpool_cpu_vs_ref),
         cmocka_unit_test(test_pad_concat_cpu_vs_ref),
         cmocka_unit_test(test_elementwise_cpu_vs_ref),
+        cmocka_unit_test(test_round_bf16),
+        cmocka_unit_test(test_gemm_bf16),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -774,7 +774,7 @@ double mw_model_regularization(const mw_model *m, float *grads, float scale)
 {
     mw_kernels ref;
     mw_kernels_init_ref(&ref);
-    mw_kctx k = {1, NULL, 0, NULL};
+    mw_kctx k = {.nthreads = 1};
     double total = 0.0;
     mw_model_regularize(m, &ref, &k, m->params.data, grads, &total, scale);
     return total;
@@ -1125,7 +1125,9 @@ static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                       const float *P, int i, int n)
 {
     const mw_layer *l = &m->layers[i];
-    fwd_kind(m, kt, k, ws, layer_params(l, ws, P), i, n);
+    mw_kctx kb = *k;
+    kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16; /* its products' operands are bfloat16 */
+    fwd_kind(m, kt, &kb, ws, layer_params(l, ws, P), i, n);
     if (l->policy == MW_POLICY_MIXED_BFLOAT16) /* the layer's output is a bfloat16 tensor */
         kt->round_bf16(k, ws->act[i + 1], (size_t)n * out_count(l));
 }
@@ -1243,9 +1245,11 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                       const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
 {
     const mw_layer *l = &m->layers[i];
-    if (l->policy == MW_POLICY_MIXED_BFLOAT16)
+    mw_kctx kb = *k;
+    kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16;
+    if (kb.bf16)
         kt->round_bf16(k, ws->grad[i + 1], (size_t)n * out_count(l));
-    bwd_kind(m, kt, k, ws, layer_params(l, ws, P), G, i, n, scale);
+    bwd_kind(m, kt, &kb, ws, layer_params(l, ws, P), G, i, n, scale);
 }
 
 static void bwd_kind(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,

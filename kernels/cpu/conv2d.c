@@ -121,7 +121,7 @@ void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *
                 memcpy(yc + r * g->O, b, sizeof(float) * g->O);
             beta = 1.0f;
         }
-        mw_sgemm_cpu('N', 'N', n * P, g->O, K, 1.0f, col, K, w, g->O, beta, yc, g->O);
+        mw_gemm_cpu(k, 'N', 'N', n * P, g->O, K, 1.0f, col, K, w, g->O, beta, yc, g->O);
     }
 }
 
@@ -137,9 +137,9 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
                 db[o] += dy[r * g->O + o];
     }
     if (is_pointwise(g)) {
-        mw_sgemm_cpu('T', 'N', K, g->O, N * P, 1.0f, x, K, dy, g->O, 1.0f, dw, g->O);
+        mw_gemm_cpu(k, 'T', 'N', K, g->O, N * P, 1.0f, x, K, dy, g->O, 1.0f, dw, g->O);
         if (dx)
-            mw_sgemm_cpu('N', 'T', N * P, K, g->O, 1.0f, dy, g->O, w, g->O, 1.0f, dx, K);
+            mw_gemm_cpu(k, 'N', 'T', N * P, K, g->O, 1.0f, dy, g->O, w, g->O, 1.0f, dx, K);
         return;
     }
     int step = chunk_images(k, g, N);
@@ -147,9 +147,9 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
         int n = N - n0 < step ? N - n0 : step;
         const float *dyc = dy + n0 * out_img;
         im2col(k->ws, x + n0 * in_img, g, n, MW_NT(k));
-        mw_sgemm_cpu('T', 'N', K, g->O, n * P, 1.0f, k->ws, K, dyc, g->O, 1.0f, dw, g->O);
+        mw_gemm_cpu(k, 'T', 'N', K, g->O, n * P, 1.0f, k->ws, K, dyc, g->O, 1.0f, dw, g->O);
         if (dx) {
-            mw_sgemm_cpu('N', 'T', n * P, K, g->O, 1.0f, dyc, g->O, w, g->O, 0.0f, k->ws, K);
+            mw_gemm_cpu(k, 'N', 'T', n * P, K, g->O, 1.0f, dyc, g->O, w, g->O, 0.0f, k->ws, K);
             col2im(dx + n0 * in_img, k->ws, g, n, MW_NT(k));
         }
     }

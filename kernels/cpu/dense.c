@@ -7,25 +7,23 @@
 void mw_dense_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
                       int N, int I, int O)
 {
-    (void)k;
     float beta = 0.0f;
     if (b) {
         for (int n = 0; n < N; n++)
             memcpy(y + (size_t)n * O, b, sizeof(float) * O);
         beta = 1.0f;
     }
-    mw_sgemm_cpu('N', 'N', N, O, I, 1.0f, x, I, w, O, beta, y, O);
+    mw_gemm_cpu(k, 'N', 'N', N, O, I, 1.0f, x, I, w, O, beta, y, O);
 }
 
 void mw_dense_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, int N, int I, int O)
 {
-    (void)k;
     if (db)
         for (int n = 0; n < N; n++)
             for (int o = 0; o < O; o++)
                 db[o] += dy[(size_t)n * O + o];
-    mw_sgemm_cpu('T', 'N', I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O);
+    mw_gemm_cpu(k, 'T', 'N', I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O);
     if (dx)
-        mw_sgemm_cpu('N', 'T', N, I, O, 1.0f, dy, O, w, O, 1.0f, dx, I);
+        mw_gemm_cpu(k, 'N', 'T', N, I, O, 1.0f, dy, O, w, O, 1.0f, dx, I);
 }

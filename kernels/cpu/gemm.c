@@ -4,6 +4,8 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/kernels.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +111,154 @@ void mw_sgemm_cpu(char ta, char tb, int M, int N, int K, float alpha, const floa
     cblas_sgemm(CblasRowMajor, ta == 'T' ? CblasTrans : CblasNoTrans,
                 tb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
+}
+
+static unsigned long bf16_count; /* atomic */
+
+unsigned long mw_gemm_cpu_bf16_count(void)
+{
+    return __atomic_load_n(&bf16_count, __ATOMIC_RELAXED);
+}
+
+#ifdef MW_HAVE_DNNL
+/* bfloat16 products: one matmul primitive per (M, N, K, ldc, beta) kept for the process's
+ * life (a training step repeats a few dozen shapes), made under a lock and executed by any
+ * thread (oneDNN's primitives are thread-safe; streams are made per call). */
+enum { MAX_PLANS = 128 };
+typedef struct {
+    int M, N, K, ldc, sum;
+    dnnl_primitive_t p;
+} bf16_plan;
+static bf16_plan plans[MAX_PLANS];
+static int nplans;
+static dnnl_engine_t engine;
+static pthread_mutex_t plans_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int md2(dnnl_memory_desc_t *md, int rows, int cols, dnnl_data_type_t dt, int ld)
+{
+    dnnl_dims_t d = {rows, cols}, st = {ld, 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, d, dt, st) == dnnl_success;
+}
+
+/* The primitive for C (M,N; ldc) [+]= A16 (M,K) B16 (K,N); NULL when oneDNN has none. */
+static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum)
+{
+    dnnl_memory_desc_t a, b, c;
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t p = NULL;
+    if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
+        return NULL;
+    if (!md2(&a, M, K, dnnl_bf16, K) || !md2(&b, K, N, dnnl_bf16, N) ||
+        !md2(&c, M, N, dnnl_f32, ldc) ||
+        dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) != dnnl_success ||
+        dnnl_primitive_attr_create(&attr) != dnnl_success)
+        return NULL;
+    int ok = 1;
+    if (sum)
+        ok = dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    if (ok && dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success)
+        (void)dnnl_primitive_create(&p, pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    return p;
+}
+
+static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int *owned)
+{
+    dnnl_primitive_t p = NULL;
+    *owned = 0;
+    pthread_mutex_lock(&plans_mu);
+    for (int i = 0; i < nplans && !p; i++)
+        if (plans[i].M == M && plans[i].N == N && plans[i].K == K && plans[i].ldc == ldc &&
+            plans[i].sum == sum)
+            p = plans[i].p;
+    if (!p && (p = make_plan(M, N, K, ldc, sum)) != NULL) {
+        if (nplans < MAX_PLANS)
+            plans[nplans++] = (bf16_plan){M, N, K, ldc, sum, p};
+        else
+            *owned = 1; /* a model of unusually many shapes: made per call */
+    }
+    pthread_mutex_unlock(&plans_mu);
+    return p;
+}
+
+/* dst (rows, cols), row-major bfloat16, = op(src) whose elements are bfloat16 values (the top
+ * half of each float; trans: op(src)[r][c] = src[c * ld + r]). */
+static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld, int trans)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            uint32_t u;
+            memcpy(&u, trans ? src + (size_t)c * ld + r : src + (size_t)r * ld + c, sizeof u);
+            dst[(size_t)r * cols + c] = (uint16_t)(u >> 16);
+        }
+}
+
+static int gemm_bf16(char ta, char tb, int M, int N, int K, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc)
+{
+    int owned;
+    dnnl_primitive_t p = find_plan(M, N, K, ldc, beta != 0.0f, &owned);
+    if (!p)
+        return 0;
+    uint16_t *a16 = malloc(((size_t)M * K + (size_t)K * N) * sizeof *a16);
+    dnnl_stream_t st = NULL;
+    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
+    dnnl_memory_desc_t a, b, c;
+    int ok = a16 && md2(&a, M, K, dnnl_bf16, K) && md2(&b, K, N, dnnl_bf16, N) &&
+             md2(&c, M, N, dnnl_f32, ldc);
+    if (ok) {
+        uint16_t *b16 = a16 + (size_t)M * K;
+        to_bf16(a16, A, M, K, lda, ta == 'T');
+        to_bf16(b16, B, K, N, ldb, tb == 'T');
+        ok = dnnl_stream_create(&st, engine, dnnl_stream_default_flags) == dnnl_success &&
+             dnnl_memory_create(&ma, &a, engine, a16) == dnnl_success &&
+             dnnl_memory_create(&mb, &b, engine, b16) == dnnl_success &&
+             dnnl_memory_create(&mc, &c, engine, C) == dnnl_success;
+    }
+    if (ok) {
+        const dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+        ok = dnnl_primitive_execute(p, st, 3, args) == dnnl_success &&
+             dnnl_stream_wait(st) == dnnl_success;
+    }
+    if (mc)
+        dnnl_memory_destroy(mc);
+    if (mb)
+        dnnl_memory_destroy(mb);
+    if (ma)
+        dnnl_memory_destroy(ma);
+    if (st)
+        dnnl_stream_destroy(st);
+    if (owned)
+        dnnl_primitive_destroy(p);
+    free(a16);
+    return ok;
+}
+#endif
+
+void mw_gemm_cpu(const mw_kctx *k, char ta, char tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+#ifdef MW_HAVE_DNNL
+    /* K == 0 (an empty slice's dW) and a failed plan go to sgemm, whose result is the same */
+    if (k && k->bf16 && K > 0 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+        mw_kernels_cpu_has_bf16() && gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)) {
+        __atomic_add_fetch(&bf16_count, 1, __ATOMIC_RELAXED);
+        return;
+    }
+#else
+    (void)k;
+#endif
+    mw_sgemm_cpu(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

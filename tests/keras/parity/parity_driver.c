@@ -115,7 +115,7 @@ static int run(const char *dir, const char *backend, mw_model *m, mw_model_ws *w
         mw_kernels_init_ref(&kt);
     else
         mw_kernels_init_cpu(&kt);
-    mw_kctx k = {1, ws->scratch, ws->scratch_count, NULL};
+    mw_kctx k = {.nthreads = 1, .ws = ws->scratch, .ws_count = ws->scratch_count};
     *grads = calloc(m->params.count, sizeof **grads);
     if (!*grads)
         return 1;
