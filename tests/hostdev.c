@@ -147,7 +147,7 @@ static void hd_check(const hd_ctx *c, const char *op, const char *arg, const voi
 /* The host context the CPU kernel runs with: the device scratch, one thread. */
 static mw_kctx hd_host(const mw_kctx *k)
 {
-    mw_kctx h = {.nthreads = 1, .ws = k->ws, .ws_count = k->ws_count};
+    mw_kctx h = {.nthreads = 1, .ws = k->ws, .ws_count = k->ws_count, .bf16 = k->bf16};
     return h;
 }
 
@@ -537,6 +537,14 @@ static void hd_acc(const mw_kctx *k, float *y, const float *x, size_t count)
     hd_cpu.acc(&h, y, x, count);
 }
 
+static void hd_round_bf16(const mw_kctx *k, float *p, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(p, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.round_bf16(&h, p, count);
+}
+
 static void hd_mul_fwd(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
 {
     hd_ctx *c = hd_of(k, __func__);
@@ -667,6 +675,7 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->pad2d_fwd = hd_pad2d_fwd;
     t->pad2d_bwd = hd_pad2d_bwd;
     t->acc = hd_acc;
+    t->round_bf16 = hd_round_bf16;
     t->mul_fwd = hd_mul_fwd;
     t->mul_bwd = hd_mul_bwd;
     t->concat_fwd = hd_concat_fwd;

@@ -15,6 +15,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "kernels/activation.h"
+#include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/dense.h"
@@ -649,6 +650,14 @@ static const conv_case conv_cases[] = {
 
 /* chunk: 0 = the context's full scratch; else scratch for about that many
  * images (so the batch is cut into chunks). */
+static int conv_bf16; /* run_conv: operands rounded to bfloat16 and k.bf16 set */
+
+static void round_host(float *p, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        p[i] = mw_bf16_round(p[i]);
+}
+
 static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
 {
     mw_conv2d_geom g;
@@ -670,6 +679,10 @@ static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
     float *dy = h_rand(&P, ny, s + 3, -1, 1), *y = h_rand(&P, ny, s + 4, -1, 1);
     float *dx = h_rand(&P, nx, s + 5, -1, 1), *dw = h_rand(&P, nw, s + 6, -1, 1);
     float *db = h_rand(&P, g.O, s + 7, -1, 1);
+    if (conv_bf16) {
+        round_host(x, nx), round_host(w, nw), round_host(dy, ny);
+        k.bf16 = 1;
+    }
     float *dX = d_put(&P, x, nx * 4), *dW = d_put(&P, w, nw * 4);
     float *dB = b ? d_put(&P, b, g.O * 4) : NULL, *dY = d_put(&P, y, ny * 4);
     float *dDY = d_put(&P, dy, ny * 4), *dDX = d_put(&P, dx, nx * 4);
@@ -1234,6 +1247,71 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* --- mixed_bfloat16 ------------------------------------------------------ */
+
+/* The rounding twin bit for bit (specials and random bit patterns), and the conv and dense
+ * twins with k.bf16 (TF32 tensor cores in cuDNN, cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF) on
+ * bfloat16-valued operands: exact products, so within the float32 tolerance of the
+ * reference's sums, as the FP32 twins. A tensor core that rounded the products or summed in
+ * 16 bits would miss it by far (bfloat16's step is 2^-8 relative). */
+static void test_bf16(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    assert_non_null(cuda.round_bf16);
+    pool P = {0};
+    const size_t n = 100003;
+    uint32_t *bits = h_keep(&P, malloc(n * sizeof *bits));
+    static const uint32_t specials[] = {0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0x7F800001u,
+                                        0xFFFFFFFFu, 0x00008000u, 0x00018000u, 0x80000000u};
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        bits[i] = i < sizeof specials / sizeof *specials ? specials[i] : (uint32_t)(x >> 16);
+    }
+    float *h = h_copy(&P, bits, n * 4), *d = d_put(&P, bits, n * 4);
+    mw_round_bf16_ref(NULL, h, n);
+    cuda.round_bf16(&ctx, d, n);
+    const uint32_t *got = d_get(&P, d, n * 4);
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &h[i], 4) != 0)
+            fail_msg("round_bf16 of 0x%08X: cuda 0x%08X, ref 0x%08X", bits[i], got[i],
+                     *(const uint32_t *)&h[i]);
+
+    static const int cs[][3] = {{17, 64, 10}, {64, 1600, 64}, {33, 7, 129}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
+        int N = cs[c][0], I = cs[c][1], O = cs[c][2];
+        size_t nx = (size_t)N * I, nw = (size_t)I * O, ny = (size_t)N * O;
+        uint64_t s = 700 + 10 * c;
+        float *xv = h_rand(&P, nx, s, -1, 1), *w = h_rand(&P, nw, s + 1, -1, 1);
+        float *b = h_rand(&P, O, s + 2, -1, 1), *dy = h_rand(&P, ny, s + 3, -1, 1);
+        float *y = h_rand(&P, ny, s + 4, -1, 1), *dx = h_rand(&P, nx, s + 5, -1, 1);
+        float *dw = h_rand(&P, nw, s + 6, -1, 1), *db = h_rand(&P, O, s + 7, -1, 1);
+        round_host(xv, nx), round_host(w, nw), round_host(dy, ny), round_host(b, O);
+        float *dX = d_put(&P, xv, nx * 4), *dW = d_put(&P, w, nw * 4), *dB = d_put(&P, b, O * 4);
+        float *dY = d_put(&P, y, ny * 4), *dDY = d_put(&P, dy, ny * 4);
+        float *dDX = d_put(&P, dx, nx * 4), *dDW = d_put(&P, dw, nw * 4);
+        float *dDB = d_put(&P, db, O * 4);
+        mw_kctx k = ctx;
+        k.bf16 = 1;
+        mw_dense_fwd_ref(NULL, y, xv, w, b, N, I, O);
+        cuda.dense_fwd(&k, dY, dX, dW, dB, N, I, O);
+        expect_close((float *)d_get(&P, dY, ny * 4), y, ny, tol(I), 1e-5f);
+        mw_dense_bwd_ref(NULL, dx, dw, db, dy, xv, w, N, I, O);
+        cuda.dense_bwd(&k, dDX, dDW, dDB, dDY, dX, dW, N, I, O);
+        expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol(O), 1e-5f);
+        expect_close((float *)d_get(&P, dDW, nw * 4), dw, nw, tol(N), 1e-5f);
+        expect_close((float *)d_get(&P, dDB, O * 4), db, O, tol(N), 1e-5f);
+    }
+    pool_free(&P);
+    conv_bf16 = 1;
+    for (size_t c = 0; c < 2; c++) /* the tutorial CNN's convolutions, whole and by image */
+        for (int chunk = 0; chunk < 2; chunk++)
+            run_conv(&conv_cases[c], 0, chunk ? 1.0 : 0, 950 + 20 * c + (uint64_t)chunk);
+    conv_bf16 = 0;
+    check_sync();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1259,6 +1337,7 @@ int main(void)
         cmocka_unit_test(test_avgpool_pad),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_act_softmax),
+        cmocka_unit_test(test_bf16),
     };
     return cmocka_run_group_tests_name("cuda", tests, group_setup, group_teardown);
 }

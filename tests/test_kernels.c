@@ -2333,6 +2333,47 @@ static void test_gemm_bf16(void **state)
     free(A), free(B), free(C), free(R);
 }
 
+/* The bfloat16 product run by several threads at once, as the CPU backend's threads run their
+ * micro-batches: one shape (the tutorial CNN's second convolution, whose oneDNN kernel uses a
+ * scratchpad), each thread its own operands, each result checked against sgemm. A scratchpad
+ * shared by the threads (oneDNN's library mode) mixed their results: training diverged. */
+static void test_gemm_bf16_threads(void **state)
+{
+    (void)state;
+    if (!mw_kernels_cpu_has_bf16()) {
+        print_message("gemm_bf16_threads: no bfloat16 instructions here: skipped\n");
+        skip();
+    }
+    enum { T = 4, M = 1936, N = 64, K = 288, REPS = 6 };
+    float *A = malloc((size_t)T * M * K * sizeof *A), *B = malloc((size_t)T * K * N * sizeof *B);
+    float *C = malloc((size_t)T * M * N * sizeof *C), *R = malloc((size_t)T * M * N * sizeof *R);
+    assert_true(A && B && C && R);
+    mw_rng r;
+    mw_rng_seed(&r, 12, 0);
+    for (size_t i = 0; i < (size_t)T * M * K; i++)
+        A[i] = mw_bf16_round(mw_rng_uniform(&r));
+    for (size_t i = 0; i < (size_t)T * K * N; i++)
+        B[i] = mw_bf16_round(mw_rng_uniform(&r) - 0.5f);
+    for (int t = 0; t < T; t++)
+        mw_sgemm_cpu('N', 'N', M, N, K, 1.0f, A + (size_t)t * M * K, K, B + (size_t)t * K * N, N,
+                     0.0f, R + (size_t)t * M * N, N);
+    int bad = 0;
+    for (int rep = 0; rep < REPS; rep++) {
+#pragma omp parallel for num_threads(T) schedule(static, 1) reduction(+ : bad)
+        for (int t = 0; t < T; t++) {
+            const mw_kctx k = {.nthreads = 1, .bf16 = 1};
+            float *c = C + (size_t)t * M * N;
+            mw_gemm_cpu(&k, 'N', 'N', M, N, K, 1.0f, A + (size_t)t * M * K, K,
+                        B + (size_t)t * K * N, N, 0.0f, c, N);
+            for (size_t i = 0; i < (size_t)M * N; i++) /* sums of K terms below 0.5 in size */
+                bad += !(fabsf(c[i] - R[(size_t)t * M * N + i]) <= 2.0f * K * 0x1p-24f * 0.5f * K);
+        }
+    }
+    if (bad)
+        fail_msg("gemm_bf16 from %d threads at once: %d elements off sgemm's", T, bad);
+    free(A), free(B), free(C), free(R);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2375,6 +2416,7 @@ int main(void)
         cmocka_unit_test(test_elementwise_cpu_vs_ref),
         cmocka_unit_test(test_round_bf16),
         cmocka_unit_test(test_gemm_bf16),
+        cmocka_unit_test(test_gemm_bf16_threads),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -262,7 +262,14 @@ static mw_status gpu_connect(mw_replicas *r)
                             e->model->params.count, e->o->collective_timeout));
     }
     if (e->rank == 0) {
-        const char *math = e->o->tf32 ? "TF32 tensor-core math (--tf32)" : "FP32 math";
+        const int bf16 = mw_model_policy(e->model) == MW_POLICY_MIXED_BFLOAT16;
+        const char *math =
+            bf16 ? (e->o->tf32 ? "mixed_bfloat16 (bfloat16 values on TF32 and bfloat16 tensor "
+                                 "cores; float32 layers TF32, --tf32)"
+                               : "mixed_bfloat16 (bfloat16 values on TF32 and bfloat16 tensor "
+                                 "cores; float32 layers FP32)")
+            : e->o->tf32 ? "TF32 tensor-core math (--tf32)"
+                         : "FP32 math";
         if (r->ngpu == 1)
             mw_log_info("training on CUDA device %d (%s); %s, %s", r->gd[0].ordinal,
                         mw_cuda_version_string(), mw_cuda_conv_backend(), math);

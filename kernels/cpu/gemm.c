@@ -128,6 +128,7 @@ enum { MAX_PLANS = 128 };
 typedef struct {
     int M, N, K, ldc, sum;
     dnnl_primitive_t p;
+    size_t scratch; /* bytes of its scratchpad, which each call brings */
 } bf16_plan;
 static bf16_plan plans[MAX_PLANS];
 static int nplans;
@@ -140,8 +141,10 @@ static int md2(dnnl_memory_desc_t *md, int rows, int cols, dnnl_data_type_t dt, 
     return dnnl_memory_desc_init_by_strides(md, 2, d, dt, st) == dnnl_success;
 }
 
-/* The primitive for C (M,N; ldc) [+]= A16 (M,K) B16 (K,N); NULL when oneDNN has none. */
-static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum)
+/* The primitive for C (M,N; ldc) [+]= A16 (M,K) B16 (K,N); NULL when oneDNN has none. Its
+ * scratchpad is the caller's (user mode): threads running one primitive at once must not
+ * share the library's. */
+static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum, size_t *scratch)
 {
     dnnl_memory_desc_t a, b, c;
     dnnl_matmul_desc_t md;
@@ -156,13 +159,18 @@ static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum)
         dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) != dnnl_success ||
         dnnl_primitive_attr_create(&attr) != dnnl_success)
         return NULL;
-    int ok = 1;
-    if (sum)
+    int ok =
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && sum)
         ok = dnnl_post_ops_create(&po) == dnnl_success &&
              dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-    if (ok && dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success)
+    if (ok && dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success) {
+        const dnnl_memory_desc_t *sd =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        *scratch = sd ? dnnl_memory_desc_get_size(sd) : 0;
         (void)dnnl_primitive_create(&p, pd);
+    }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (po)
@@ -171,18 +179,20 @@ static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum)
     return p;
 }
 
-static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int *owned)
+static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int *owned,
+                                  size_t *scratch)
 {
     dnnl_primitive_t p = NULL;
     *owned = 0;
+    *scratch = 0;
     pthread_mutex_lock(&plans_mu);
     for (int i = 0; i < nplans && !p; i++)
         if (plans[i].M == M && plans[i].N == N && plans[i].K == K && plans[i].ldc == ldc &&
             plans[i].sum == sum)
-            p = plans[i].p;
-    if (!p && (p = make_plan(M, N, K, ldc, sum)) != NULL) {
+            p = plans[i].p, *scratch = plans[i].scratch;
+    if (!p && (p = make_plan(M, N, K, ldc, sum, scratch)) != NULL) {
         if (nplans < MAX_PLANS)
-            plans[nplans++] = (bf16_plan){M, N, K, ldc, sum, p};
+            plans[nplans++] = (bf16_plan){M, N, K, ldc, sum, p, *scratch};
         else
             *owned = 1; /* a model of unusually many shapes: made per call */
     }
@@ -206,15 +216,19 @@ static int gemm_bf16(char ta, char tb, int M, int N, int K, const float *A, int 
                      int ldb, float beta, float *C, int ldc)
 {
     int owned;
-    dnnl_primitive_t p = find_plan(M, N, K, ldc, beta != 0.0f, &owned);
+    size_t scratch;
+    dnnl_primitive_t p = find_plan(M, N, K, ldc, beta != 0.0f, &owned, &scratch);
     if (!p)
         return 0;
-    uint16_t *a16 = malloc(((size_t)M * K + (size_t)K * N) * sizeof *a16);
+    const size_t halves = (size_t)M * K + (size_t)K * N;
+    uint16_t *a16 = malloc(halves * sizeof *a16 + 64 + scratch);
     dnnl_stream_t st = NULL;
-    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
-    dnnl_memory_desc_t a, b, c;
+    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
+    dnnl_memory_desc_t a, b, c, sp;
+    dnnl_dims_t sdim = {(dnnl_dim_t)(scratch > 0 ? scratch : 1)};
     int ok = a16 && md2(&a, M, K, dnnl_bf16, K) && md2(&b, K, N, dnnl_bf16, N) &&
-             md2(&c, M, N, dnnl_f32, ldc);
+             md2(&c, M, N, dnnl_f32, ldc) &&
+             dnnl_memory_desc_init_by_tag(&sp, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success;
     if (ok) {
         uint16_t *b16 = a16 + (size_t)M * K;
         to_bf16(a16, A, M, K, lda, ta == 'T');
@@ -223,13 +237,20 @@ static int gemm_bf16(char ta, char tb, int M, int N, int K, const float *A, int 
              dnnl_memory_create(&ma, &a, engine, a16) == dnnl_success &&
              dnnl_memory_create(&mb, &b, engine, b16) == dnnl_success &&
              dnnl_memory_create(&mc, &c, engine, C) == dnnl_success;
+        /* the scratchpad after the halves, 64-byte aligned */
+        uintptr_t sp_at = ((uintptr_t)(a16 + halves) + 63) & ~(uintptr_t)63;
+        ok = ok && dnnl_memory_create(&ms, &sp, engine, (void *)sp_at) == dnnl_success;
     }
     if (ok) {
-        const dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-        ok = dnnl_primitive_execute(p, st, 3, args) == dnnl_success &&
+        const dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma},
+                                         {DNNL_ARG_WEIGHTS, mb},
+                                         {DNNL_ARG_DST, mc},
+                                         {DNNL_ARG_SCRATCHPAD, ms}};
+        ok = dnnl_primitive_execute(p, st, 4, args) == dnnl_success &&
              dnnl_stream_wait(st) == dnnl_success;
     }
+    if (ms)
+        dnnl_memory_destroy(ms);
     if (mc)
         dnnl_memory_destroy(mc);
     if (mb)

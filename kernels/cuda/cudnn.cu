@@ -147,7 +147,7 @@ const char *algo_name(int pass, int algo)
 
 /* The plan of this call's shape: found, or made now (descriptors and the three lists). NULL
  * when out of host memory (then im2col runs, and nothing is cached). */
-mw_dnn_plan *plan_of(mw_cuda_dev *d, const mw_conv2d_geom *g, int N, size_t room)
+mw_dnn_plan *plan_of(mw_cuda_dev *d, const mw_conv2d_geom *g, int N, size_t room, bool tf32)
 {
     mw_dnn_cache *c = (mw_dnn_cache *)d->dnn_cache;
     if (!c) {
@@ -157,10 +157,10 @@ mw_dnn_plan *plan_of(mw_cuda_dev *d, const mw_conv2d_geom *g, int N, size_t room
         d->dnn_cache = c;
     }
     int fresh = 0;
-    mw_dnn_plan *p = mw_dnn_cache_get(c, g, N, d->tf32, room, &fresh);
+    mw_dnn_plan *p = mw_dnn_cache_get(c, g, N, tf32, room, &fresh);
     if (!p || !fresh)
         return p;
-    descs *D = new (std::nothrow) descs(g, N, d->tf32);
+    descs *D = new (std::nothrow) descs(g, N, tf32);
     p->descs = D;
     cudnnHandle_t h = (cudnnHandle_t)d->dnn;
     cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -174,17 +174,17 @@ mw_dnn_plan *plan_of(mw_cuda_dev *d, const mw_conv2d_geom *g, int N, size_t room
                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pf)))
         refused(p, "cudnnGetConvolutionForwardAlgorithm_v7", s);
     else {
-        accept(p, MW_DNN_FWD, pf, n, d->tf32);
+        accept(p, MW_DNN_FWD, pf, n, tf32);
         if ((s = cudnnGetConvolutionBackwardDataAlgorithm_v7(
                  h, D->w, D->y, D->c, D->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd)))
             refused(p, "cudnnGetConvolutionBackwardDataAlgorithm_v7", s);
         else {
-            accept(p, MW_DNN_BWD_DATA, pd, n, d->tf32);
+            accept(p, MW_DNN_BWD_DATA, pd, n, tf32);
             if ((s = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                      h, D->x, D->y, D->c, D->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pw)))
                 refused(p, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", s);
             else
-                accept(p, MW_DNN_BWD_FILTER, pw, n, d->tf32);
+                accept(p, MW_DNN_BWD_FILTER, pw, n, tf32);
         }
     }
     inject(p);
@@ -225,13 +225,15 @@ static size_t up16(size_t floats)
 /* The plan of a call, or NULL (no cuDNN, scratch too small, out of memory: im2col). The
  * scratch keeps 2 wt floats for the transposed kernels (the backward pass needs both; the
  * forward, one), so the forward and backward of a shape share one plan and one round of
- * queries. */
+ * queries. Tensor-core math with --tf32, and for a mixed_bfloat16 layer (k->bf16): its
+ * operands are bfloat16 values, exact in TF32's 10 mantissa bits, so TF32 tensor cores give
+ * bfloat16 products exactly, summed in float32. */
 static mw_dnn_plan *plan_for(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *g, int N,
                              size_t wt)
 {
     if (!d->dnn || k->ws_count < 2 * wt)
         return nullptr;
-    return plan_of(d, g, N, (k->ws_count - 2 * wt) * sizeof(float));
+    return plan_of(d, g, N, (k->ws_count - 2 * wt) * sizeof(float), d->tf32 || k->bf16);
 }
 
 /* Run pass of p with its candidates in turn until cuDNN takes one: run(candidate) returns
@@ -240,7 +242,7 @@ template <typename Run> static bool run_pass(mw_cuda_dev *d, mw_dnn_plan *p, int
 {
     const descs *D = (const descs *)p->descs;
     for (const mw_dnn_cand *c = mw_dnn_plan_current(p, pass); c;) {
-        cudnnStatus_t s = cudnnSetConvolutionMathType(D->c, math_of(c, d->tf32));
+        cudnnStatus_t s = cudnnSetConvolutionMathType(D->c, math_of(c, p->tf32 != 0));
         if (s == CUDNN_STATUS_SUCCESS)
             s = run(c);
         if (s == CUDNN_STATUS_SUCCESS)

@@ -116,10 +116,12 @@ void mw_cudnn_close(mw_cuda_dev *d);
 
 /* Row-major GEMM on k's stream: C (M,N) = alpha op(A) op(B) + beta C, where
  * op(A) is (M,K) and op(B) is (K,N); ta/tb say whether A/B are stored
- * transposed; lda/ldb/ldc are row strides. Returns MW_OK or MW_EDEVICE. */
-mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, bool ta, bool tb, int M, int N, int K, float alpha,
-                          const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                          int ldc);
+ * transposed; lda/ldb/ldc are row strides. bf16 (k->bf16: A and B hold bfloat16 values):
+ * cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF, bfloat16 tensor cores on those exact values with
+ * float32 sums. Returns MW_OK or MW_EDEVICE. */
+mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, bool bf16, bool ta, bool tb, int M, int N, int K,
+                          float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                          float *C, int ldc);
 
 /* The column-major cuBLAS call that mw_cuda_gemm_rm makes (pure arithmetic,
  * split out so it can be checked on the host): C^T = op(B)^T op(A)^T. */

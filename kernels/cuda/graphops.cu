@@ -26,6 +26,7 @@
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
+#include "kernels/cast.h"
 #include "kernels/graphops.h"
 }
 
@@ -593,6 +594,25 @@ static __global__ void concat_bwd_kernel(float *dx, const float *dy, size_t coun
 {
     GRID_STRIDE(i, count)
     dx[i] += dy[(i / CX) * CY + off + i % CX];
+}
+
+/* kernels/cast.h's rounding, bit for bit (the reference's integer steps). */
+static __global__ void round_bf16_kernel(float *p, size_t count)
+{
+    GRID_STRIDE(i, count)
+    {
+        unsigned u = __float_as_uint(p[i]);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            u = (u | 0x00400000u) & 0xffff0000u;
+        else
+            u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        p[i] = __uint_as_float(u);
+    }
+}
+
+extern "C" void mw_round_bf16_cuda(const mw_kctx *k, float *p, size_t count)
+{
+    EW_LAUNCH("mw_round_bf16_cuda", round_bf16_kernel, count, p, count);
 }
 
 extern "C" void mw_acc_cuda(const mw_kctx *k, float *y, const float *x, size_t count)

@@ -88,6 +88,22 @@ check '[[ $rc -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"'
     "--tf32 says so in the start-up line: $(grep "training on" <<<"$out")"
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}"
 same gpu-1x2 cpu-1x2
+# mixed_bfloat16 on the fake GPUs (the rounding twin, and the products flagged as bfloat16 to
+# the kernels: the CPU's bfloat16 matmul behind the stand-in) trains like the CPU's
+# mixed_bfloat16 with the same replicas, the bfloat16 weights cache in device memory; where the
+# CPU refuses mixed_bfloat16 (no bf16 instructions) the pair is skipped, visibly
+if out=$("$mw" train --epochs 0 --dtype-policy mixed_bfloat16 2>&1); then
+    run gpu-1x2-bf16 1 2 "$hd" --device gpu "${sgd[@]}" --dtype-policy mixed_bfloat16
+    check 'grep -qF ", mixed_bfloat16 (" "$tmp/gpu-1x2-bf16.out"' \
+        "the start-up line names the policy: $(grep "training on" "$tmp/gpu-1x2-bf16.out")"
+    run cpu-1x2-bf16 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}" \
+        --dtype-policy mixed_bfloat16
+    same gpu-1x2-bf16 cpu-1x2-bf16
+    check "! '$cmp' '$tmp/cpu-1x2.bin' '$tmp/cpu-1x2-bf16.bin' 1e-3 >/dev/null" \
+        "mixed_bfloat16 changed the training (float32 vs bfloat16 weights differ by > 1e-3)"
+else
+    echo "SKIP: mixed_bfloat16 on the fake GPUs: the CPU side refuses it here (${out##*error: })"
+fi
 
 run gpu-2x1-sgd 2 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.out"' \
