@@ -7,9 +7,11 @@
 #      tolerance measured on the spot (10 x --backend ref against --backend cpu, and the weights
 #      must move 100 x more than it), one rank with a replica per GPU, two replicas per GPU, and
 #      with two GPUs or more mpirun -n 2 (a GPU per rank); then the tutorial's Adam epoch, whose
-#      test accuracy on the GPU must be within 2 points of the CPU's;
+#      test accuracy on the GPU must be within 2 points of the CPU's; mixed_bfloat16's update
+#      against the CPU's;
 #   3. throughput (images/s, the median of the rounds' second epochs) of the tutorial CNN at
-#      64 and 1024 examples per replica, with and without --tf32, and PyTorch on the same GPU
+#      64 and 1024 examples per replica, FP32, --tf32 and mixed_bfloat16 (PyTorch: autocast
+#      to bfloat16), and PyTorch on the same GPU
 #      (tests/bench/peer_torch.py --device cuda), rounds alternating the two, both pinned to
 #      one GPU;
 #   4. test_cuda under compute-sanitizer memcheck and racecheck, judged on their summaries.
@@ -265,6 +267,38 @@ else
         "Test Accuracy gpu $ga cpu $ca; Loss gpu $(field gpu-adam Loss) cpu $(field cpu-adam Loss); weights rel diff $(rel cpu-adam gpu-adam)"
 fi
 
+# mixed_bfloat16 on the GPU (bfloat16 values on TF32 and bfloat16 tensor cores) against the
+# CPU's (oneDNN's bfloat16 matmul, or --backend ref where this CPU has no bf16 instructions):
+# one SGD step of learning rate 1 of the smooth CNN, compared as the update (cmp_weights with
+# the initial weights as base, so the update is the gradient). Both round the same float32
+# values to bfloat16, so they differ where a value straddles a rounding boundary between two
+# summation orders: measured on an AVX-512 host, --backend ref vs cpu 4.9e-5; the tolerance is
+# 5e-4. bfloat16 itself moves the update 4.1e-3 from float32 there, so the GPU's update must
+# also be at least 2e-3 from the CPU's float32 one (it did round).
+bf=(--model "$src/tests/bench/smooth_cnn.json" --optimizer sgd --momentum 0 --learning-rate 1)
+bf16_cpu=("${cpu[@]}")
+if ! "$mw" train --epochs 0 --dtype-policy mixed_bfloat16 --device cpu >/dev/null 2>&1; then
+    bf16_cpu+=(--backend ref)
+fi
+train bf16-w0 1 1 --device cpu "${bf[@]}" --epochs 0
+train bf16-gpu 1 1 --device gpu "${bf[@]}" --dtype-policy mixed_bfloat16
+train bf16-cpu 1 1 "${bf[@]}" "${bf16_cpu[@]}" --replicas-per-worker "$ngpu" --dtype-policy mixed_bfloat16
+train bf16-f32 1 1 "${bf[@]}" "${cpu[@]}" --replicas-per-worker "$ngpu"
+upd() { # upd A B: the updates' relative difference from bf16-w0
+    [[ -s $out/$1.bin && -s $out/$2.bin && -s $out/bf16-w0.bin ]] || return 0
+    "$cmp" "$out/$1.bin" "$out/$2.bin" 1 "$out/bf16-w0.bin" 2>/dev/null |
+        sed -n 's/.*relative difference \([0-9.e+-]*\).*/\1/p'
+}
+d16=$(upd bf16-gpu bf16-cpu) d32=$(upd bf16-gpu bf16-f32)
+what="mixed_bfloat16, 1 SGD step, GPU vs CPU (${bf16_cpu[*]})"
+if [[ -z $d16 || -z $d32 ]]; then
+    line FAIL "$what" "no weights: $(tail -n 1 "$out/bf16-gpu.out"); $(tail -n 1 "$out/bf16-cpu.out")"
+elif le "$d16" 5e-4 && le 2e-3 "$d32" && grep -qF "mixed_bfloat16 (" "$out/bf16-gpu.out"; then
+    line PASS "$what" "update rel diff $d16 <= 5e-4; from the CPU's float32 update $d32 >= 2e-3"
+else
+    line FAIL "$what" "update rel diff $d16 (<= 5e-4?); from the CPU's float32 update $d32 (>= 2e-3?); $(grep -m 1 "training on" "$out/bf16-gpu.out")"
+fi
+
 # 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
 if ((!throughput)); then
     line SKIP throughput "--no-throughput"
@@ -289,30 +323,36 @@ all_set() { # all_set VALUE...: at least one value, none empty
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for b in 64 1024; do
-    for tf in "" --tf32; do
-        per=$((60000 / b)) mws=() pts=() name="b$b${tf:+-tf32}"
+    for mode in fp32 tf32 bf16; do
+        case $mode in # mwtrain's flags, PyTorch's, the report's words, the start-up line's
+        fp32) mwf=() ptf=() label="" says="" ;;
+        tf32) mwf=(--tf32) ptf=(--tf32) label=", --tf32" says="TF32 tensor-core math (--tf32)" ;;
+        bf16) mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16 (PyTorch: autocast bfloat16)"
+            says="mixed_bfloat16 (" ;;
+        esac
+        per=$((60000 / b)) mws=() pts=() name="b$b-$mode"
         ((per > (quick ? 10 : 300))) && per=$((quick ? 10 : 300))
         for ((r = 1; r <= rounds; r++)); do
             CUDA_VISIBLE_DEVICES=$one timeout 600 "$mw" train --device gpu --epochs 2 --steps-per-epoch "$per" --batch-per-replica "$b" \
-                $tf --progress none --summary-dir "" --checkpoint-every-epochs 0 "${data[@]}" \
+                "${mwf[@]}" --progress none --summary-dir "" --checkpoint-every-epochs 0 "${data[@]}" \
                 --test-examples 1000 \
                 >"$out/tp-$name-$r.out" 2>&1
             mws+=("$(sed -n 's/^Epoch 2,.*Images\/s: \([0-9.]*\).*/\1/p' "$out/tp-$name-$r.out")")
             if ((peer_ok)); then
-                CUDA_VISIBLE_DEVICES=$one timeout 600 python3 "$src/tests/bench/peer_torch.py" --device cuda --batch "$b" $tf \
+                CUDA_VISIBLE_DEVICES=$one timeout 600 python3 "$src/tests/bench/peer_torch.py" --device cuda --batch "$b" "${ptf[@]}" \
                     ${data_dir:+--data-dir "$data_dir"} \
                     --steps "$per" >"$out/torch-$name-$r.out" 2>&1
                 pts+=("$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' "$out/torch-$name-$r.out")")
             fi
         done
         if ! all_set "${mws[@]}"; then
-            line FAIL "throughput, batch $b${tf:+, --tf32}" \
+            line FAIL "throughput, batch $b$label" \
                 "no epoch 2 line: $(tail -n 1 "$out/tp-$name-1.out")"
             continue
         fi
         m=$(median "${mws[@]}") detail="mwtrain $m images/s (rounds: ${mws[*]})"
-        if [[ -n $tf ]] && ! grep -qF "TF32 tensor-core math (--tf32)" "$out/tp-$name-1.out"; then
-            line FAIL "throughput, batch $b, --tf32" "the start-up line does not say TF32"
+        if [[ -n $says ]] && ! grep -qF "$says" "$out/tp-$name-1.out"; then
+            line FAIL "throughput, batch $b$label" "the start-up line does not say '$says'"
             continue
         fi
         if ((peer_ok)) && all_set "${pts[@]}"; then
@@ -321,7 +361,7 @@ for b in 64 1024; do
         elif ((peer_ok)); then # say why there is no ratio rather than leave it out
             detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-$name-$rounds.out")"
         fi
-        line PASS "throughput, batch $b per replica${tf:+, --tf32}" "$detail"
+        line PASS "throughput, batch $b per replica$label" "$detail"
     done
 done
 sanitizers

@@ -5,11 +5,14 @@ The tutorial CNN written the way a PyTorch user would (NCHW, nn.Conv2d,
 nn.MaxPool2d, nn.Linear, float32), trained with Adam(lr=1e-3, eps=1e-7) and
 CrossEntropyLoss on Fashion-MNIST, in one process on the CPU, or on one GPU
 with --device cuda (the peer of mwtrain --device gpu: FP32 unless --tf32, as
-mwtrain; PyTorch's own default lets cuDNN use TF32).
+mwtrain; PyTorch's own default lets cuDNN use TF32). --bf16: the forward under
+torch.autocast(dtype=torch.bfloat16), PyTorch's mixed precision (float32 weights
+and optimizer, bfloat16 convolutions and matmuls), the peer of mwtrain
+--dtype-policy mixed_bfloat16.
 
   /usr/bin/python3 tests/bench/peer_torch.py --threads 2 [--batch 64]
       [--steps 200] [--warmup 20] [--data-dir DIR] [--profile]
-      [--device cpu|cuda] [--tf32]
+      [--device cpu|cuda] [--tf32] [--bf16]
 
 A timed step is: gather the batch (uint8 -> float32 /255, like mwtrain's batch
 assembly; on a GPU the uint8 batch is copied up and converted there), forward,
@@ -53,6 +56,8 @@ def parse_args():
     ap.add_argument("--profile-steps", type=int, default=10)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--tf32", action="store_true", help="with --device cuda: TF32 tensor cores")
+    ap.add_argument("--bf16", action="store_true",
+                    help="autocast the forward to bfloat16 (mixed precision)")
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch.cuda.is_available() is False")
@@ -102,9 +107,9 @@ def build_model():
 
 
 class Trainer:
-    def __init__(self, model, x, y, batch, device="cpu"):
+    def __init__(self, model, x, y, batch, device="cpu", bf16=False):
         self.model, self.x, self.y, self.batch = model, x, y, batch
-        self.device = torch.device(device)
+        self.device, self.device_type, self.bf16 = torch.device(device), device, bf16
         self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
         self.loss_fn = nn.CrossEntropyLoss()
         self.perm = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(SEED))
@@ -125,7 +130,9 @@ class Trainer:
     def step(self):
         xb, yb = self.next_batch()
         self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(xb), yb)
+        with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16):
+            logits = self.model(xb)
+        loss = self.loss_fn(logits.float(), yb)
         loss.backward()
         self.opt.step()
         return loss
@@ -212,7 +219,7 @@ def main():
         torch.backends.cudnn.allow_tf32 = a.tf32
     x, y, src = load_train(a.data_dir)
     model = build_model().to(a.device)
-    trainer = Trainer(model, x, y, a.batch, a.device)
+    trainer = Trainer(model, x, y, a.batch, a.device, a.bf16)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
           f"interop={torch.get_num_interop_threads()} params={nparam} data={src}")
@@ -241,7 +248,8 @@ def main():
         profile(trainer, a.profile_steps)
 
     print(f"peer_torch images_per_sec={med:.1f} threads={a.threads} batch={a.batch} "
-          f"steps={a.steps} mkldnn={torch.backends.mkldnn.is_available()} device={a.device}")
+          f"steps={a.steps} mkldnn={torch.backends.mkldnn.is_available()} device={a.device}"
+          f"{' bf16=1' if a.bf16 else ''}")
 
 
 if __name__ == "__main__":
