@@ -251,6 +251,15 @@ static json_t *obj(const char *module, const char *cls, json_t *config)
                      "registered_name");
 }
 
+/* A layer's dtype as Keras 3 writes a policy. */
+static json_t *policy_json(mw_policy p)
+{
+    if (p == MW_POLICY_FLOAT32)
+        return json_string("float32");
+    return json_pack("{s:s, s:s, s:{s:s}, s:n}", "module", "keras", "class_name", "DTypePolicy",
+                     "config", "name", mw_policy_name(p), "registered_name");
+}
+
 static json_t *pair(int a, int b)
 {
     return json_pack("[i, i]", a, b);
@@ -346,13 +355,7 @@ static json_t *layer_config(const mw_model *m, int i)
 {
     const mw_layer *l = &m->layers[i];
     json_t *c = json_pack("{s:s, s:b}", "name", l->name, "trainable", 1);
-    if (l->policy == MW_POLICY_FLOAT32)
-        json_object_set_new(c, "dtype", json_string("float32"));
-    else /* as Keras 3 writes a policy */
-        json_object_set_new(c, "dtype",
-                            json_pack("{s:s, s:s, s:{s:s}, s:n}", "module", "keras", "class_name",
-                                      "DTypePolicy", "config", "name", mw_policy_name(l->policy),
-                                      "registered_name"));
+    json_object_set_new(c, "dtype", policy_json(l->policy));
     const char *cls = l->cls;
     switch (l->kind) {
     case MW_LAYER_CONV2D:
@@ -481,6 +484,33 @@ static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
                      "steps_per_execution", 1, "jit_compile", 0);
 }
 
+/* Each layer of a Keras 3 config (model.config.layers) whose policy m computes with differs
+ * from the one the config names (--dtype-policy over the file's) gets m's. */
+static void apply_policies(json_t *model, const mw_model *m)
+{
+    json_t *layers = json_object_get(json_object_get(model, "config"), "layers");
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *cfg = json_object_get(json_array_get(layers, i), "config");
+        const char *name = json_string_value(json_object_get(cfg, "name"));
+        for (int j = 0; name && j < m->nlayers; j++) {
+            const mw_layer *l = &m->layers[j];
+            if (l->folded || strcmp(l->name, name) != 0)
+                continue;
+            const json_t *v = json_object_get(cfg, "dtype");
+            const char *had =
+                json_is_string(v)
+                    ? json_string_value(v)
+                    : json_string_value(json_object_get(json_object_get(v, "config"), "name"));
+            mw_policy p = MW_POLICY_FLOAT32;
+            if (had && mw_policy_parse(had, &p) != 0)
+                p = (mw_policy)-1;
+            if (p != l->policy)
+                json_object_set_new(cfg, "dtype", policy_json(l->policy));
+            break;
+        }
+    }
+}
+
 /* m->source's model object when it is Keras 3's shape (has "module"), a new reference; else
  * NULL. */
 static json_t *keras3_source(const mw_model *m)
@@ -502,7 +532,9 @@ mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt,
 {
     *out = NULL;
     json_t *model = keras3_source(m);
-    if (!model)
+    if (model)
+        apply_policies(model, m);
+    else
         MW_TRY(sequential_config(m, &model));
     if (!json_object_get(model, "build_config"))
         json_object_set_new(model, "build_config",

@@ -26,6 +26,7 @@ power to fail: mwtrain in float32 on the same archive must differ from the emula
 than mwtrain's mixed_bfloat16 does (relative L2 over all variables).
 
 Also: the exported .keras keeps the policy (Keras reads mixed_bfloat16 back on every layer),
+--dtype-policy at export replaces the file's,
 and the run skips, with the reason, where mwtrain refuses mixed_bfloat16 (no AVX512_BF16 or
 AMX, or ONEDNN_MAX_CPU_ISA below it), unless the CPU has them and nothing caps the ISA.
 """
@@ -204,4 +205,13 @@ if "cpu mixed_bfloat16" in results:
     back = keras.saving.load_model(out)
     names = sorted({l.dtype_policy.name for l in back.layers})
     o.check(names == ["mixed_bfloat16"], f"export --format keras: Keras reads the policies {names}")
+# --dtype-policy over the file's: the float32 control's checkpoint holds the mixed_bfloat16
+# archive's description; exported with --dtype-policy float32, Keras reads float32 layers
+if "cpu float32 (control)" in results:
+    run = results["cpu float32 (control)"][2]
+    out = os.path.join(run, "out32.keras")
+    o.mwtrain("export", "--checkpoint-dir", os.path.join(run, "ck"), "--format", "keras",
+              "--dtype-policy", "float32", "--output", out, cwd=run)
+    names = sorted({l.dtype_policy.name for l in keras.saving.load_model(out).layers})
+    o.check(names == ["float32"], f"export --dtype-policy float32: Keras reads the policies {names}")
 o.finish()
