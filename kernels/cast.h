@@ -19,10 +19,11 @@ static inline float mw_bf16_round(float x)
 {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep the sign and the top payload, quiet */
-        u = (u | 0x00400000u) & 0xffff0000u;
-    else
-        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    /* a NaN keeps its sign and top payload, made quiet; branch-free, so loops vectorize */
+    const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t q = (u | 0x00400000u) & 0xffff0000u;
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    u = nan ? q : r;
     memcpy(&x, &u, sizeof x);
     return x;
 }

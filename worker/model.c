@@ -590,6 +590,45 @@ static mw_status check_policies(const mw_model *m)
     return MW_OK;
 }
 
+/* A layer whose forward output holds bfloat16 values when its inputs do: it selects, copies or
+ * zeroes, never computes a new value. */
+static int exact_fwd(const mw_layer *l)
+{
+    return l->kind == MW_LAYER_RELU || l->kind == MW_LAYER_MAXPOOL || l->kind == MW_LAYER_FLATTEN ||
+           l->kind == MW_LAYER_IDENTITY || l->kind == MW_LAYER_ZEROPAD ||
+           l->kind == MW_LAYER_CONCAT;
+}
+
+/* The same of its backward: dx holds bfloat16 values when dy does (max pooling only when its
+ * windows do not overlap: overlapping ones add). */
+static int exact_bwd(const mw_layer *l)
+{
+    if (l->kind == MW_LAYER_MAXPOOL)
+        return l->pool.SH >= l->pool.PH && l->pool.SW >= l->pool.PW;
+    return l->kind == MW_LAYER_RELU || l->kind == MW_LAYER_FLATTEN ||
+           l->kind == MW_LAYER_IDENTITY || l->kind == MW_LAYER_ZEROPAD ||
+           l->kind == MW_LAYER_CONCAT;
+}
+
+/* round_out / round_grad of every layer (kernels/cast.h's roundings, only where needed). A
+ * tensor's gradient is exact when every consumer's backward is exact, from a bfloat16 dy,
+ * and there is one (several add up); the last layer's comes from the loss. */
+static void plan_rounding(mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        const int half = l->policy == MW_POLICY_MIXED_BFLOAT16;
+        l->round_out = half && !exact_fwd(l);
+        int exact = i + 1 < m->nlayers && consumers(m, i) == 1;
+        for (int c = i + 1; c < m->nlayers && exact; c++)
+            for (int j = 0; j < m->layers[c].nin; j++)
+                if (m->layers[c].in[j] == i)
+                    exact =
+                        exact_bwd(&m->layers[c]) && m->layers[c].policy == MW_POLICY_MIXED_BFLOAT16;
+        l->round_grad = half && !exact;
+    }
+}
+
 mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
 {
     if (m->nlayers == 0)
@@ -605,6 +644,7 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     MW_TRY(check_policies(m));
     pool_before_relu(m);
     plan_in_place(m);
+    plan_rounding(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
     if (last->out_h != 1 || last->out_w != 1)
         return mw_err(MW_EMODEL,
@@ -1128,7 +1168,7 @@ static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     mw_kctx kb = *k;
     kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16; /* its products' operands are bfloat16 */
     fwd_kind(m, kt, &kb, ws, layer_params(l, ws, P), i, n);
-    if (l->policy == MW_POLICY_MIXED_BFLOAT16) /* the layer's output is a bfloat16 tensor */
+    if (l->round_out) /* the layer's output is a bfloat16 tensor */
         kt->round_bf16(k, ws->act[i + 1], (size_t)n * out_count(l));
 }
 
@@ -1247,7 +1287,7 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     const mw_layer *l = &m->layers[i];
     mw_kctx kb = *k;
     kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16;
-    if (kb.bf16)
+    if (l->round_grad)
         kt->round_bf16(k, ws->grad[i + 1], (size_t)n * out_count(l));
     bwd_kind(m, kt, &kb, ws, layer_params(l, ws, P), G, i, n, scale);
 }
@@ -1346,7 +1386,7 @@ void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *
     /* backward: the same sums are this slice's share of gamma's and beta's gradients (the
      * gradient all-reduce adds the replicas'); they come first, so a bfloat16 layer's output
      * gradient is rounded here, as bwd_layer does */
-    if (backward && l->policy == MW_POLICY_MIXED_BFLOAT16 && n > 0)
+    if (backward && l->round_grad && n > 0)
         kt->round_bf16(k, ws->grad[i + 1], rows * C);
     if (backward)
         kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, l->w_count ? grads + l->w_off : NULL,
@@ -1366,7 +1406,7 @@ void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kct
     const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)(n > 0 ? n : 0) * hw;
     kt->bn_sync_fwd(k, ws->act[i + 1], st, st + C, st + 2 * C, ws->act[l->in[0] + 1], g, b, s,
                     (double)total * (double)hw, rows, C, l->epsilon);
-    if (l->policy == MW_POLICY_MIXED_BFLOAT16 && rows > 0)
+    if (l->round_out && rows > 0)
         kt->round_bf16(k, ws->act[i + 1], rows * C);
 }
 

@@ -152,6 +152,10 @@ typedef struct {
     size_t s_off, s_count;
     float momentum, epsilon;
     int sync; /* synchronized: batch statistics over every replica's slice (see below) */
+    /* mixed_bfloat16 (set by mw_model_finalize): this layer's output, and its output's
+     * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or
+     * max pooling of bfloat16 values, a reshape or a crop) */
+    int round_out, round_grad;
 } mw_layer;
 
 typedef struct {

@@ -14,7 +14,8 @@ void mw_sgemm_cpu(char ta, char tb, int M, int N, int K, float alpha, const floa
 
 /* The same product where k->bf16 says every element of A and B is a bfloat16 value: on a
  * CPU with bfloat16 instructions (mw_kernels_cpu_has_bf16), a oneDNN matmul on bfloat16
- * copies of op(A) and op(B) with float32 output (each product exact, sums in float32 as
+ * copies of A and B in their stored layout (the matmul reads a transposed one through
+ * strides) with float32 output (each product exact, sums in float32 as
  * sgemm's, in another order); elsewhere, and for alpha != 1 or beta other than 0 and 1,
  * mw_sgemm_cpu. The copies are this call's own allocation (the exception to "kernels
  * allocate nothing": M K + K N halves, which malloc reuses from call to call); the matmul

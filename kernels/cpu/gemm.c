@@ -126,7 +126,7 @@ unsigned long mw_gemm_cpu_bf16_count(void)
  * thread (oneDNN's primitives are thread-safe; streams are made per call). */
 enum { MAX_PLANS = 128 };
 typedef struct {
-    int M, N, K, ldc, sum;
+    int M, N, K, ldc, sum, ta, tb;
     dnnl_primitive_t p;
     size_t scratch; /* bytes of its scratchpad, which each call brings */
 } bf16_plan;
@@ -135,16 +135,27 @@ static int nplans;
 static dnnl_engine_t engine;
 static pthread_mutex_t plans_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int md2(dnnl_memory_desc_t *md, int rows, int cols, dnnl_data_type_t dt, int ld)
+/* (rows, cols) with row stride ld, or (trans) its transpose's layout: element (r, c) at
+ * c * ld + r. */
+static int md2(dnnl_memory_desc_t *md, int rows, int cols, dnnl_data_type_t dt, int ld, int trans)
 {
-    dnnl_dims_t d = {rows, cols}, st = {ld, 1};
-    return dnnl_memory_desc_init_by_strides(md, 2, d, dt, st) == dnnl_success;
+    dnnl_dims_t d = {rows, cols}, st = {ld, 1}, stt = {1, ld};
+    return dnnl_memory_desc_init_by_strides(md, 2, d, dt, trans ? stt : st) == dnnl_success;
 }
 
-/* The primitive for C (M,N; ldc) [+]= A16 (M,K) B16 (K,N); NULL when oneDNN has none. Its
- * scratchpad is the caller's (user mode): threads running one primitive at once must not
- * share the library's. */
-static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum, size_t *scratch)
+/* The bfloat16 operands: op(A) (M,K) and op(B) (K,N) kept in their stored layout (oneDNN's
+ * matmul reads transposed operands through strides), each densely packed. */
+static int operand_mds(dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, int M, int N, int K, int ta,
+                       int tb)
+{
+    return md2(a, M, K, dnnl_bf16, ta ? M : K, ta) && md2(b, K, N, dnnl_bf16, tb ? K : N, tb);
+}
+
+/* The primitive for C (M,N; ldc) [+]= op(A16) (M,K) op(B16) (K,N); NULL when oneDNN has
+ * none. Its scratchpad is the caller's (user mode): threads running one primitive at once
+ * must not share the library's. */
+static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum, int ta, int tb,
+                                  size_t *scratch)
 {
     dnnl_memory_desc_t a, b, c;
     dnnl_matmul_desc_t md;
@@ -154,8 +165,7 @@ static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum, size_t 
     dnnl_primitive_t p = NULL;
     if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
         return NULL;
-    if (!md2(&a, M, K, dnnl_bf16, K) || !md2(&b, K, N, dnnl_bf16, N) ||
-        !md2(&c, M, N, dnnl_f32, ldc) ||
+    if (!operand_mds(&a, &b, M, N, K, ta, tb) || !md2(&c, M, N, dnnl_f32, ldc, 0) ||
         dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) != dnnl_success ||
         dnnl_primitive_attr_create(&attr) != dnnl_success)
         return NULL;
@@ -179,7 +189,7 @@ static dnnl_primitive_t make_plan(int M, int N, int K, int ldc, int sum, size_t 
     return p;
 }
 
-static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int *owned,
+static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int ta, int tb, int *owned,
                                   size_t *scratch)
 {
     dnnl_primitive_t p = NULL;
@@ -188,11 +198,11 @@ static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int *ow
     pthread_mutex_lock(&plans_mu);
     for (int i = 0; i < nplans && !p; i++)
         if (plans[i].M == M && plans[i].N == N && plans[i].K == K && plans[i].ldc == ldc &&
-            plans[i].sum == sum)
+            plans[i].sum == sum && plans[i].ta == ta && plans[i].tb == tb)
             p = plans[i].p, *scratch = plans[i].scratch;
-    if (!p && (p = make_plan(M, N, K, ldc, sum, scratch)) != NULL) {
+    if (!p && (p = make_plan(M, N, K, ldc, sum, ta, tb, scratch)) != NULL) {
         if (nplans < MAX_PLANS)
-            plans[nplans++] = (bf16_plan){M, N, K, ldc, sum, p, *scratch};
+            plans[nplans++] = (bf16_plan){M, N, K, ldc, sum, ta, tb, p, *scratch};
         else
             *owned = 1; /* a model of unusually many shapes: made per call */
     }
@@ -200,16 +210,25 @@ static dnnl_primitive_t find_plan(int M, int N, int K, int ldc, int sum, int *ow
     return p;
 }
 
-/* dst (rows, cols), row-major bfloat16, = op(src) whose elements are bfloat16 values (the top
- * half of each float; trans: op(src)[r][c] = src[c * ld + r]). */
-static void to_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld, int trans)
+/* The top halves of n floats (bfloat16 values: exact), a loop the compiler vectorizes. */
+static void halves(uint16_t *restrict dst, const float *restrict src, size_t n)
 {
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            uint32_t u;
-            memcpy(&u, trans ? src + (size_t)c * ld + r : src + (size_t)r * ld + c, sizeof u);
-            dst[(size_t)r * cols + c] = (uint16_t)(u >> 16);
-        }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, src + i, sizeof u);
+        dst[i] = (uint16_t)(u >> 16);
+    }
+}
+
+/* dst (rows, cols) densely packed = the top halves of src (rows, cols; row stride ld). */
+static void pack(uint16_t *restrict dst, const float *restrict src, int rows, int cols, int ld)
+{
+    if (ld == cols)
+        halves(dst, src, (size_t)rows * cols);
+    else
+        for (int r = 0; r < rows; r++)
+            halves(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
 }
 
 static int gemm_bf16(char ta, char tb, int M, int N, int K, const float *A, int lda, const float *B,
@@ -217,7 +236,8 @@ static int gemm_bf16(char ta, char tb, int M, int N, int K, const float *A, int 
 {
     int owned;
     size_t scratch;
-    dnnl_primitive_t p = find_plan(M, N, K, ldc, beta != 0.0f, &owned, &scratch);
+    const int ta_ = ta == 'T', tb_ = tb == 'T';
+    dnnl_primitive_t p = find_plan(M, N, K, ldc, beta != 0.0f, ta_, tb_, &owned, &scratch);
     if (!p)
         return 0;
     const size_t halves = (size_t)M * K + (size_t)K * N;
@@ -226,13 +246,12 @@ static int gemm_bf16(char ta, char tb, int M, int N, int K, const float *A, int 
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
     dnnl_memory_desc_t a, b, c, sp;
     dnnl_dims_t sdim = {(dnnl_dim_t)(scratch > 0 ? scratch : 1)};
-    int ok = a16 && md2(&a, M, K, dnnl_bf16, K) && md2(&b, K, N, dnnl_bf16, N) &&
-             md2(&c, M, N, dnnl_f32, ldc) &&
+    int ok = a16 && operand_mds(&a, &b, M, N, K, ta_, tb_) && md2(&c, M, N, dnnl_f32, ldc, 0) &&
              dnnl_memory_desc_init_by_tag(&sp, 1, sdim, dnnl_u8, dnnl_a) == dnnl_success;
     if (ok) {
         uint16_t *b16 = a16 + (size_t)M * K;
-        to_bf16(a16, A, M, K, lda, ta == 'T');
-        to_bf16(b16, B, K, N, ldb, tb == 'T');
+        pack(a16, A, ta_ ? K : M, ta_ ? M : K, lda); /* as stored */
+        pack(b16, B, tb_ ? N : K, tb_ ? K : N, ldb);
         ok = dnnl_stream_create(&st, engine, dnnl_stream_default_flags) == dnnl_success &&
              dnnl_memory_create(&ma, &a, engine, a16) == dnnl_success &&
              dnnl_memory_create(&mb, &b, engine, b16) == dnnl_success &&

@@ -26,7 +26,7 @@ if ! msg=$("$mw" "${common[@]}" --epochs 0 --dtype-policy mixed_bfloat16 2>&1); 
     exit 77
 fi
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-field() { sed -n "s/.*$1: \([0-9.]*\).*/\1/p" | tail -n 1; }
+field() { sed -n "s|.*$1: \([0-9.]*\).*|\1|p" | tail -n 1; }
 
 if [[ $what == accuracy || $what == both ]]; then
     declare -A acc
@@ -61,7 +61,11 @@ if [[ $what == throughput || $what == both ]]; then
                 ips[tf_$pol]+="$t "
             fi
         done
-        echo "round $r: ${!ips[*]}: $(for k in "${!ips[@]}"; do printf '%s=[%s] ' "$k" "${ips[$k]% }"; done)"
+        printf 'round %d (images/s):' "$r"
+        for k in mw_float32 mw_mixed_bfloat16 tf_float32 tf_mixed_bfloat16; do
+            [[ -n ${ips[$k]:-} ]] && printf ' %s %s' "$k" "$(awk '{print $NF}' <<<"${ips[$k]}")"
+        done
+        echo
     done
     m32=$(median ${ips[mw_float32]}) m16=$(median ${ips[mw_mixed_bfloat16]})
     printf 'throughput, tutorial CNN, batch 64, 2 threads, median of %d rounds (images/s):\n' "$rounds"
