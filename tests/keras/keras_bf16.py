@@ -52,12 +52,7 @@ def cpu_has_bf16():
     return ("avx512_bf16" in flags or "amx_bf16" in flags) and "ONEDNN_MAX_CPU_ISA" not in os.environ
 
 
-x_all, y_all = o.test_set()
-xb, yb = x_all[:64], y_all[:64]
-d = o.workdir()
-data = os.path.join(d, "data")
-raw = np.round(xb[..., 0] * 255).astype(np.uint8)
-o.write_idx_dir(data, raw, yb, raw[:16], yb[:16])
+xb, yb, d, data = o.one_batch_data()
 
 keras.utils.set_random_seed(3)
 keras.config.set_dtype_policy("mixed_bfloat16")

@@ -15,12 +15,7 @@ import numpy as np
 
 import oracle as o
 
-x_all, y_all = o.test_set()
-xb, yb = x_all[:64], y_all[:64]
-d = o.workdir()
-data = os.path.join(d, "data")
-raw = np.round(xb[..., 0] * 255).astype(np.uint8)
-o.write_idx_dir(data, raw, yb, raw[:16], yb[:16])
+xb, yb, d, data = o.one_batch_data()
 for opt in ("adam", "sgd"):
     run = o.workdir()
     ck, dump3, dump4 = (os.path.join(run, n) for n in ("ck", "w3.bin", "w4.bin"))

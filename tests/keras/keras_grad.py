@@ -19,12 +19,7 @@ import numpy as np
 import oracle as o
 
 LR = 1000.0
-x_all, y_all = o.test_set()
-xb, yb = x_all[:64], y_all[:64]
-d = o.workdir()
-data = os.path.join(d, "data")
-raw = np.round(xb[..., 0] * 255).astype(np.uint8)
-o.write_idx_dir(data, raw, yb, raw[:16], yb[:16])
+xb, yb, d, data = o.one_batch_data()
 worst = {}
 for name, build in [("tutorial_cnn", o.tutorial_cnn), ("mlp", lambda: o.mlp(dropout=0))]:
     keras.utils.set_random_seed(3)

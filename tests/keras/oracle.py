@@ -114,3 +114,16 @@ def write_idx_dir(d, x_train, y_train, x_test, y_test):
         head = struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in arr.shape)
         with gzip.open(os.path.join(d, name + ".gz"), "wb") as f:
             f.write(head + arr.tobytes())
+
+
+def one_batch_data(n=64):
+    """The first n test images as one global batch: (x, y, a work directory, an IDX data
+    directory under it whose training set is exactly those images, its test set the first 16),
+    so a step's gradient is the mean over them whatever the shuffle."""
+    x_all, y_all = test_set()
+    xb, yb = x_all[:n], y_all[:n]
+    d = workdir()
+    data = os.path.join(d, "data")
+    raw = np.round(xb[..., 0] * 255).astype(np.uint8)
+    write_idx_dir(data, raw, yb, raw[:16], yb[:16])
+    return xb, yb, d, data

@@ -4,18 +4,22 @@
 # Tests compare mwtrain against these; the product never needs Python.
 #
 #   tests/keras/venv.sh BUILD_DIR     -> prints the venv's python on stdout
+#   tests/keras/venv.sh BUILD_DIR NAME PIN...   another venv, BUILD_DIR/NAME, of those pins
+#                                             (tests/bench/tf_venv.sh: TensorFlow's)
 #
 # Made once and reused while its stamp matches the pinned versions below;
 # concurrent callers (meson runs tests in parallel) wait on one lock.
 # Needs Debian's python3-venv (deploy/setup.sh) and the package registry.
 set -euo pipefail
-build=${1:?usage: venv.sh BUILD_DIR}
-venv="$build/keras-venv"
+build=${1:?usage: venv.sh BUILD_DIR [NAME PIN...]}
+name=${2:-keras-venv}
+venv="$build/$name"
 pins=(keras==3.6.0 'jax[cpu]==0.4.35' tensorboard==2.18.0 h5py==3.12.1 'numpy==2.0.2')
+(($# > 2)) && pins=("${@:3}")
 stamp="${pins[*]}"
 mkdir -p "$build"
-exec 9>"$build/.keras-venv.lock"
-flock -w 600 9 || { echo "venv.sh: waited 600 s for $build/.keras-venv.lock" >&2; exit 1; }
+exec 9>"$build/.$name.lock"
+flock -w 900 9 || { echo "venv.sh: waited 900 s for $build/.$name.lock" >&2; exit 1; }
 if [[ ! -x $venv/bin/python || $(cat "$venv/.mw-stamp" 2>/dev/null) != "$stamp" ]]; then
     echo "venv.sh: creating $venv (${pins[*]})" >&2
     rm -rf "$venv"
