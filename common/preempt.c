@@ -92,15 +92,17 @@ void mw_preempt_install(double grace)
     sigaction(SIGUSR1, &sa, NULL);
     /* the signal thread first, with the requests unblocked; then they are blocked in this
      * thread and so in every thread made after it (MPI's, the watchdog, OpenMP's) */
+    static int thread_made; /* a repeated install changes the grace only */
     pthread_attr_t attr;
     pthread_t t;
-    if (pthread_attr_init(&attr) != 0)
+    if (thread_made || pthread_attr_init(&attr) != 0)
         return;
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     const int made = pthread_create(&t, &attr, signal_thread, NULL) == 0;
     pthread_attr_destroy(&attr);
     if (!made)
         return; /* the handler then runs on whichever thread the kernel picks */
+    thread_made = 1;
     sigset_t req;
     sigemptyset(&req);
     sigaddset(&req, SIGTERM);

@@ -11,7 +11,10 @@
  * it until mpirun ends, since mpirun forwards it only to ranks that have started): a repeat
  * changes nothing.
  * Nothing half-written is left either way: checkpoints are written to a temporary file and
- * renamed (worker/checkpoint.c). libc only; async-signal-safe inside the handlers. */
+ * renamed (worker/checkpoint.c). libc only; async-signal-safe inside the handlers.
+ * The signals are taken by a thread of their own (started by the first mw_preempt_install,
+ * which blocks them in its caller and so in every thread made later): call it before any other
+ * thread exists, so that no compute thread is interrupted by a handler. */
 #ifndef MW_COMMON_PREEMPT_H
 #define MW_COMMON_PREEMPT_H
 
