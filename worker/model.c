@@ -576,15 +576,20 @@ static mw_status check_policies(const mw_model *m)
                               l->name, mw_policy_name(l->policy));
             if (t < 0)
                 in16 = half;
-            else if (half && m->layers[t].policy != l->policy)
+            else if (half && m->layers[t].policy != l->policy) {
+                /* a folded activation is named "layer/relu": the Keras layer is the part
+                 * before the slash */
+                const char *pn = m->layers[t].name;
+                const int pl = (int)strcspn(pn, "/");
                 return mw_err(MW_EUNSUPPORTED,
-                              "layer '%s' (dtype %s) reads the output of layer '%s' (dtype "
+                              "layer '%s' (dtype %s) reads the output of layer '%.*s' (dtype "
                               "%s); a 16-bit layer must read a layer of its own policy (or "
-                              "the model's input): give '%s' the policy %s, or make the "
+                              "the model's input): give '%.*s' the policy %s, or make the "
                               "float32 layers the last ones",
-                              l->name, mw_policy_name(l->policy), m->layers[t].name,
-                              mw_policy_name(m->layers[t].policy), m->layers[t].name,
+                              l->name, mw_policy_name(l->policy), pl, pn,
+                              mw_policy_name(m->layers[t].policy), pl, pn,
                               mw_policy_name(l->policy));
+            }
         }
     }
     return MW_OK;

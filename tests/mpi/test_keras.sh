@@ -79,6 +79,28 @@ rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "(None, 150, 150, 3)" "$tmp/wrong.out"' \
     "input shape mismatch: exit 2 (got $rc)"
 
+# dtype policies: a float32 layer between mixed_bfloat16 ones is one error naming both; the
+# CPU refuses mixed_float16, and mixed_bfloat16 under ONEDNN_MAX_CPU_ISA=AVX2, with the reason
+python3 - "$src/tests/data/keras/mlp_k3.json" "$tmp/mix.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for l in d["config"]["layers"][1:]:
+    l["config"]["dtype"]["config"]["name"] = "float32" if l["config"]["name"] == "dense" else "mixed_bfloat16"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$mw" summary --model "$tmp/mix.json" >"$tmp/mix.out" 2>&1
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "layer .dropout. (dtype mixed_bfloat16) reads the output of layer .dense. (dtype float32)" "$tmp/mix.out"' \
+    "a float32 layer between mixed_bfloat16 ones: exit $rc: $(tail -n 1 "$tmp/mix.out")"
+timeout 60 "$mw" train "${quick[@]}" --dtype-policy mixed_float16 >"$tmp/f16.out" 2>&1
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "mixed_float16 is not offered on the CPU" "$tmp/f16.out" && ! grep -q "^Epoch" "$tmp/f16.out"' \
+    "mixed_float16 on the CPU: exit $rc: $(tail -n 1 "$tmp/f16.out")"
+ONEDNN_MAX_CPU_ISA=AVX2 timeout 60 "$mw" train "${quick[@]}" --dtype-policy mixed_bfloat16 >"$tmp/b16.out" 2>&1
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "no bfloat16 instructions" "$tmp/b16.out" && grep -q "capped by ONEDNN_MAX_CPU_ISA=AVX2" "$tmp/b16.out"' \
+    "mixed_bfloat16 under ONEDNN_MAX_CPU_ISA=AVX2: exit $rc: $(tail -n 1 "$tmp/b16.out")"
+
 # a checkpoint brings its model: eval, export and train --resume need no --model
 ck=(--checkpoint-dir "$tmp/kc" --steps-per-epoch 4 --test-examples 100 --progress none
     --summary-dir "")
