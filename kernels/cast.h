@@ -1,12 +1,16 @@
-/* Mixed precision's casts: float32 to bfloat16 and back, in place (see kernels.h for the
- * table's contract). Keras' mixed_bfloat16 keeps float32 variables and computes each layer in
- * bfloat16; mwtrain keeps every buffer float32 and rounds the values a bfloat16 tensor would
- * hold (worker/model.c says where), so a product of two rounded values is exact in float32
- * and a float32 sum of them is what a bfloat16 matrix unit with float32 accumulation gives.
+/* Mixed precision's casts: float32 to bfloat16 or float16 and back, in place (see kernels.h
+ * for the table's contract). Keras' mixed_bfloat16 and mixed_float16 keep float32 variables
+ * and compute each layer in 16 bits; mwtrain keeps every buffer float32 and rounds the values
+ * a 16-bit tensor would hold (worker/model.c says where), so a product of two rounded values
+ * is exact in float32 (8 + 8 or 11 + 11 significant bits, at most 24) and a float32 sum of
+ * them is what a 16-bit matrix unit with float32 accumulation gives.
  *
  * Rounding is to nearest, ties to even, as ml_dtypes, TensorFlow and XLA convert: a NaN stays
- * a (quiet) NaN, a finite value past bfloat16's largest (3.3895e38) becomes infinity, and
- * subnormals round like any other value. */
+ * a (quiet) NaN with its sign and top payload bits, and a finite value past the format's
+ * largest (bfloat16 3.3895e38, float16 65504) becomes infinity. bfloat16's subnormals round
+ * like any other value; float16's smallest normal is 2^-14, and below it the values are the
+ * multiples of 2^-24 (its subnormals), so a float32 under 2^-25 becomes a (signed) zero:
+ * the underflow that mixed_float16's loss scaling is there to avoid. */
 #ifndef MW_KERNELS_CAST_H
 #define MW_KERNELS_CAST_H
 
@@ -28,7 +32,30 @@ static inline float mw_bf16_round(float x)
     return x;
 }
 
-#define MW_CAST_DECL(sfx) void mw_round_bf16_##sfx(const mw_kctx *k, float *p, size_t count);
+/* float16: the 13 low bits of the significand rounded off above 2^-14 (an overflow past 65504
+ * gives infinity), and below it x + 0.5 - 0.5, which rounds |x| to a multiple of 2^-24 in
+ * float32's own round-to-nearest-even (the ulp of [0.5, 1) is 2^-24). Branch-free. */
+static inline float mw_f16_round(float x)
+{
+    uint32_t u, sub_u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t a = u & 0x7fffffffu, sign = u & 0x80000000u;
+    const uint32_t nan = a > 0x7f800000u;
+    const uint32_t q = (u | 0x00400000u) & 0xffffe000u;
+    uint32_t n = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+    n = n > 0x477fe000u ? 0x7f800000u : n; /* 0x477fe000: 65504 */
+    float ax;
+    memcpy(&ax, &a, sizeof ax);
+    const float sub = (ax + 0.5f) - 0.5f;
+    memcpy(&sub_u, &sub, sizeof sub_u);
+    u = nan ? q : sign | (a < 0x38800000u ? sub_u : n); /* 0x38800000: 2^-14 */
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+#define MW_CAST_DECL(sfx)                                                                          \
+    void mw_round_bf16_##sfx(const mw_kctx *k, float *p, size_t count);                            \
+    void mw_round_f16_##sfx(const mw_kctx *k, float *p, size_t count);
 MW_CAST_DECL(ref)
 MW_CAST_DECL(cpu)
 MW_CAST_DECL(cuda)

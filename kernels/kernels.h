@@ -27,6 +27,8 @@ typedef struct {
                         values (mixed_bfloat16, worker/model.c): the fast CPU path multiplies
                         them with bfloat16 instructions, the same exact products summed in
                         float32 */
+    int f16;         /* 1: the same with float16 values (mixed_float16): CUDA multiplies them on
+                        float16 tensor cores, exactly as in float32 */
 } mw_kctx;
 
 /* Conv2D geometry for one layer (the batch size N is passed per call). */
@@ -240,8 +242,8 @@ typedef void (*mw_act_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t
                               mw_act_kind kind, float alpha);
 typedef void (*mw_act_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
                               const float *y, size_t count, mw_act_kind kind, float alpha);
-/* Round count floats in place to the nearest bfloat16 value (kernels/cast.h): the casts of
- * mixed precision. */
+/* Round count floats in place to the nearest bfloat16 (round_bf16) or float16 (round_f16)
+ * value (kernels/cast.h): the casts of mixed precision. */
 typedef void (*mw_round_bf16_fn)(const mw_kctx *k, float *p, size_t count);
 /* Softmax over the last axis of (rows, C), as a layer; backward dx += y (dy - sum dy y). */
 typedef void (*mw_softmax_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t rows, int C);
@@ -292,6 +294,7 @@ typedef struct {
     mw_optim_fn sgd_step, adam_step, rmsprop_step, adagrad_step; /* kernels/optim.h */
     mw_sumsq_fn sumsq;
     mw_round_bf16_fn round_bf16; /* mixed_bfloat16; NULL where the backend cannot run it */
+    mw_round_bf16_fn round_f16;  /* mixed_float16; likewise */
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

@@ -545,6 +545,14 @@ static void hd_round_bf16(const mw_kctx *k, float *p, size_t count)
     hd_cpu.round_bf16(&h, p, count);
 }
 
+static void hd_round_f16(const mw_kctx *k, float *p, size_t count)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(p, count, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.round_f16(&h, p, count);
+}
+
 static void hd_mul_fwd(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
 {
     hd_ctx *c = hd_of(k, __func__);
@@ -676,6 +684,7 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->pad2d_bwd = hd_pad2d_bwd;
     t->acc = hd_acc;
     t->round_bf16 = hd_round_bf16;
+    t->round_f16 = hd_round_f16;
     t->mul_fwd = hd_mul_fwd;
     t->mul_bwd = hd_mul_bwd;
     t->concat_fwd = hd_concat_fwd;

@@ -650,12 +650,13 @@ static const conv_case conv_cases[] = {
 
 /* chunk: 0 = the context's full scratch; else scratch for about that many
  * images (so the batch is cut into chunks). */
-static int conv_bf16; /* run_conv: operands rounded to bfloat16 and k.bf16 set */
+static int conv_half; /* run_conv: operands rounded to bfloat16 (1, k.bf16 set) or float16
+                         (2, k.f16 set) */
 
 static void round_host(float *p, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        p[i] = mw_bf16_round(p[i]);
+        p[i] = conv_half == 2 ? mw_f16_round(p[i]) : mw_bf16_round(p[i]);
 }
 
 static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
@@ -679,9 +680,9 @@ static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
     float *dy = h_rand(&P, ny, s + 3, -1, 1), *y = h_rand(&P, ny, s + 4, -1, 1);
     float *dx = h_rand(&P, nx, s + 5, -1, 1), *dw = h_rand(&P, nw, s + 6, -1, 1);
     float *db = h_rand(&P, g.O, s + 7, -1, 1);
-    if (conv_bf16) {
+    if (conv_half) {
         round_host(x, nx), round_host(w, nw), round_host(dy, ny);
-        k.bf16 = 1;
+        k.bf16 = conv_half == 1, k.f16 = conv_half == 2;
     }
     float *dX = d_put(&P, x, nx * 4), *dW = d_put(&P, w, nw * 4);
     float *dB = b ? d_put(&P, b, g.O * 4) : NULL, *dY = d_put(&P, y, ny * 4);
@@ -1247,36 +1248,39 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* --- mixed_bfloat16 ------------------------------------------------------ */
+/* --- mixed_bfloat16 and mixed_float16 ------------------------------------- */
 
 /* The rounding twin bit for bit (specials and random bit patterns), and the conv and dense
- * twins with k.bf16 (TF32 tensor cores in cuDNN, cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF) on
- * bfloat16-valued operands: exact products, so within the float32 tolerance of the
- * reference's sums, as the FP32 twins. A tensor core that rounded the products or summed in
- * 16 bits would miss it by far (bfloat16's step is 2^-8 relative). */
-static void test_bf16(void **state)
+ * twins with k.bf16 or k.f16 (TF32 tensor cores in cuDNN, cuBLAS'
+ * CUBLAS_COMPUTE_32F_FAST_16BF or _16F) on 16-bit-valued operands: exact products, so within
+ * the float32 tolerance of the reference's sums, as the FP32 twins. A tensor core that
+ * rounded the products or summed in 16 bits would miss it by far (bfloat16's step is 2^-8
+ * relative, float16's 2^-11). half: 1 bfloat16, 2 float16. */
+static void check_half(int half)
 {
-    (void)state;
     NEED_DEVICE();
-    assert_non_null(cuda.round_bf16);
+    mw_round_bf16_fn round_dev = half == 2 ? cuda.round_f16 : cuda.round_bf16;
+    assert_non_null(round_dev);
+    conv_half = half;
     pool P = {0};
     const size_t n = 100003;
     uint32_t *bits = h_keep(&P, malloc(n * sizeof *bits));
     static const uint32_t specials[] = {0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0x7F800001u,
-                                        0xFFFFFFFFu, 0x00008000u, 0x00018000u, 0x80000000u};
+                                        0xFFFFFFFFu, 0x00008000u, 0x00018000u, 0x80000000u,
+                                        0x477FF000u, 0x387FFFFFu, 0x33000000u, 0x33C00000u};
     uint64_t x = 88172645463325252ull;
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         bits[i] = i < sizeof specials / sizeof *specials ? specials[i] : (uint32_t)(x >> 16);
     }
     float *h = h_copy(&P, bits, n * 4), *d = d_put(&P, bits, n * 4);
-    mw_round_bf16_ref(NULL, h, n);
-    cuda.round_bf16(&ctx, d, n);
+    (half == 2 ? mw_round_f16_ref : mw_round_bf16_ref)(NULL, h, n);
+    round_dev(&ctx, d, n);
     const uint32_t *got = d_get(&P, d, n * 4);
     for (size_t i = 0; i < n; i++)
         if (memcmp(&got[i], &h[i], 4) != 0)
-            fail_msg("round_bf16 of 0x%08X: cuda 0x%08X, ref 0x%08X", bits[i], got[i],
-                     *(const uint32_t *)&h[i]);
+            fail_msg("round_%s of 0x%08X: cuda 0x%08X, ref 0x%08X", half == 2 ? "f16" : "bf16",
+                     bits[i], got[i], *(const uint32_t *)&h[i]);
 
     static const int cs[][3] = {{17, 64, 10}, {64, 1600, 64}, {33, 7, 129}};
     for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
@@ -1293,7 +1297,7 @@ static void test_bf16(void **state)
         float *dDX = d_put(&P, dx, nx * 4), *dDW = d_put(&P, dw, nw * 4);
         float *dDB = d_put(&P, db, O * 4);
         mw_kctx k = ctx;
-        k.bf16 = 1;
+        k.bf16 = half == 1, k.f16 = half == 2;
         mw_dense_fwd_ref(NULL, y, xv, w, b, N, I, O);
         cuda.dense_fwd(&k, dY, dX, dW, dB, N, I, O);
         expect_close((float *)d_get(&P, dY, ny * 4), y, ny, tol(I), 1e-5f);
@@ -1304,12 +1308,23 @@ static void test_bf16(void **state)
         expect_close((float *)d_get(&P, dDB, O * 4), db, O, tol(N), 1e-5f);
     }
     pool_free(&P);
-    conv_bf16 = 1;
     for (size_t c = 0; c < 2; c++) /* the tutorial CNN's convolutions, whole and by image */
         for (int chunk = 0; chunk < 2; chunk++)
             run_conv(&conv_cases[c], 0, chunk ? 1.0 : 0, 950 + 20 * c + (uint64_t)chunk);
-    conv_bf16 = 0;
+    conv_half = 0;
     check_sync();
+}
+
+static void test_bf16(void **state)
+{
+    (void)state;
+    check_half(1);
+}
+
+static void test_f16(void **state)
+{
+    (void)state;
+    check_half(2);
 }
 
 int main(void)
@@ -1338,6 +1353,7 @@ int main(void)
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_act_softmax),
         cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_f16),
     };
     return cmocka_run_group_tests_name("cuda", tests, group_setup, group_teardown);
 }

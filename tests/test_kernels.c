@@ -2275,6 +2275,55 @@ static void test_round_bf16(void **state)
     free(b);
 }
 
+/* float16 rounding against GCC's own conversion (_Float16: libgcc's or F16C's, round to
+ * nearest even, IEEE's float16 with subnormals), over every 127th float32 bit pattern and the
+ * edges by name; NaNs are compared as NaNs of the same sign (their payloads are ours: the
+ * top bits kept, quiet, as round_bf16 keeps them). The fast CPU twin bitwise equal. */
+static void test_round_f16(void **state)
+{
+    (void)state;
+    static const uint32_t edges[] = {
+        0x3F801000u, /* 1 + 2^-11: a tie, to the even 1 */
+        0x3F803000u, /* 1 + 3 2^-11: a tie, to the even 1 + 2^-9 */
+        0x477FE000u, /* 65504, the largest */
+        0x477FEFFFu, /* just below the tie with 65536: 65504 */
+        0x477FF000u, /* the tie: to the even 65536, infinity */
+        0x38800000u, /* 2^-14, the smallest normal */
+        0x387FFFFFu, /* just below: the subnormal step rounds it up to 2^-14 */
+        0x33800000u, /* 2^-24, the smallest subnormal */
+        0x33000000u, /* 2^-25: a tie with 0, to the even 0 */
+        0x33000001u, /* just above: 2^-24 */
+        0x33C00000u, /* 1.5 2^-24: a tie, to the even 2^-23 */
+        0x80000001u, /* a float32 subnormal: -0 */
+        0x7F800000u, 0xFF800000u, 0x7FC00001u, 0x7F800001u, 0xFFFFFFFFu,
+    };
+    const size_t ne = sizeof edges / sizeof *edges, stride = 127;
+    const size_t n = ne + ((size_t)1 << 32) / stride + 1;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        a[i] = b[i] = of_bits(i < ne ? edges[i] : (uint32_t)((i - ne) * stride));
+    mw_kctx k = {.nthreads = 2};
+    mw_round_f16_ref(&k, a, n);
+    mw_round_f16_cpu(&k, b, n);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t in = i < ne ? edges[i] : (uint32_t)((i - ne) * stride);
+        const volatile float x = of_bits(in);
+        const float want = (float)(_Float16)x;
+        const int same = isnan(want) ? isnan(a[i]) && signbit(a[i]) == signbit(want)
+                                     : bits_of(a[i]) == bits_of(want);
+        if (!same || bits_of(a[i]) != bits_of(b[i]))
+            fail_msg("round_f16(0x%08X): ref 0x%08X, cpu 0x%08X, _Float16 0x%08X", in,
+                     bits_of(a[i]), bits_of(b[i]), bits_of(want));
+        if (isnan(a[i]) && (bits_of(a[i]) != ((in | 0x00400000u) & 0xFFFFE000u)))
+            fail_msg("round_f16(0x%08X): NaN 0x%08X, expected its top payload, quiet", in,
+                     bits_of(a[i]));
+    }
+    free(a);
+    free(b);
+}
+
 /* mw_gemm_cpu with k->bf16 (the bfloat16 matmul of mixed_bfloat16) against sgemm on the same
  * bfloat16-valued operands, every transpose, beta 0 and 1, a ldc wider than N: each product
  * is exact in float32 on both sides, so they differ only by the order of the float32 sums,
@@ -2415,6 +2464,7 @@ int main(void)
         cmocka_unit_test(test_pad_concat_cpu_vs_ref),
         cmocka_unit_test(test_elementwise_cpu_vs_ref),
         cmocka_unit_test(test_round_bf16),
+        cmocka_unit_test(test_round_f16),
         cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_gemm_bf16_threads),
     };

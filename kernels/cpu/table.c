@@ -48,4 +48,5 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->softmax_fwd = mw_softmax_fwd_cpu;
     t->softmax_bwd = mw_softmax_bwd_cpu;
     t->round_bf16 = mw_round_bf16_cpu;
+    t->round_f16 = mw_round_f16_cpu;
 }

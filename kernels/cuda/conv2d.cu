@@ -165,7 +165,7 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
             MW_TRY_K(d, mw_cuda_bias_fill(d, yc, b, (size_t)M, g->O));
             beta = 1.0f;
         }
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, false, false, M, g->O, kc, 1.0f, col, kc, w,
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, false, M, g->O, kc, 1.0f, col, kc, w,
                                     g->O, beta, yc, g->O));
     }
     mw_cuda_end(d, op);
@@ -211,20 +211,20 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
             col = k->ws;
         }
         /* dw (Kc,O) += col^T (Kc,M) dy (M,O) */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, true, false, kc, g->O, M, 1.0f, col, kc, dyc,
-                                    g->O, 1.0f, dw, g->O));
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, kc, g->O, M, 1.0f, col, kc,
+                                    dyc, g->O, 1.0f, dw, g->O));
         if (!dx)
             continue;
         float *dxc = dx + (size_t)n0 * in_img;
         if (pw) { /* dx (M,C) += dy (M,O) w^T (O,C) */
-            MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, false, true, M, kc, g->O, 1.0f, dyc, g->O,
-                                        w, g->O, 1.0f, dxc, kc));
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f, dyc,
+                                        g->O, w, g->O, 1.0f, dxc, kc));
             continue;
         }
         /* dcol (M,Kc) = dy (M,O) w^T (O,Kc), over col (stream order keeps the
          * dw GEMM's reads ahead of these writes), then gathered onto dx. */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, false, true, M, kc, g->O, 1.0f, dyc, g->O, w,
-                                    g->O, 0.0f, k->ws, kc));
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f, dyc, g->O,
+                                    w, g->O, 0.0f, k->ws, kc));
         size_t count = (size_t)cnt * in_img;
         col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dxc, k->ws, *g, count);
         MW_LAUNCHED_K(d, "col2im_kernel");

@@ -225,15 +225,16 @@ static size_t up16(size_t floats)
 /* The plan of a call, or NULL (no cuDNN, scratch too small, out of memory: im2col). The
  * scratch keeps 2 wt floats for the transposed kernels (the backward pass needs both; the
  * forward, one), so the forward and backward of a shape share one plan and one round of
- * queries. Tensor-core math with --tf32, and for a mixed_bfloat16 layer (k->bf16): its
- * operands are bfloat16 values, exact in TF32's 10 mantissa bits, so TF32 tensor cores give
- * bfloat16 products exactly, summed in float32. */
+ * queries. Tensor-core math with --tf32, and for a mixed_bfloat16 or mixed_float16 layer
+ * (k->bf16, k->f16): its operands are bfloat16 or float16 values, exact in TF32's 10 mantissa
+ * bits and 8 exponent bits, so TF32 tensor cores give their products exactly, summed in
+ * float32. */
 static mw_dnn_plan *plan_for(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *g, int N,
                              size_t wt)
 {
     if (!d->dnn || k->ws_count < 2 * wt)
         return nullptr;
-    return plan_of(d, g, N, (k->ws_count - 2 * wt) * sizeof(float), d->tf32 || k->bf16);
+    return plan_of(d, g, N, (k->ws_count - 2 * wt) * sizeof(float), d->tf32 || k->bf16 || k->f16);
 }
 
 /* Run pass of p with its candidates in turn until cuDNN takes one: run(candidate) returns

@@ -19,8 +19,8 @@ extern "C" void mw_dense_fwd_cuda(const mw_kctx *k, float *y, const float *x, co
     }
     if (I > 0) {
         /* y (N,O) = x (N,I) w (I,O) + beta y */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, false, false, N, O, I, 1.0f, x, I, w, O, beta,
-                                    y, O));
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, false, N, O, I, 1.0f, x, I, w, O,
+                                    beta, y, O));
     } else if (!b) {
         MW_CUDA_K(d, cudaMemsetAsync(y, 0, (size_t)N * O * sizeof(float), d->stream));
     }
@@ -38,11 +38,11 @@ extern "C" void mw_dense_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float 
         MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, (size_t)N, O));
     if (I > 0) {
         /* dw (I,O) += x^T (I,N) dy (N,O) */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, true, false, I, O, N, 1.0f, x, I, dy, O, 1.0f,
-                                    dw, O));
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, I, O, N, 1.0f, x, I, dy, O,
+                                    1.0f, dw, O));
         /* dx (N,I) += dy (N,O) w^T (O,I) */
         if (dx)
-            MW_TRY_K(d, mw_cuda_gemm_rm(d, k->bf16 != 0, false, true, N, I, O, 1.0f, dy, O, w, O,
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, N, I, O, 1.0f, dy, O, w, O,
                                         1.0f, dx, I));
     }
     mw_cuda_end(d, "mw_dense_bwd_cuda");

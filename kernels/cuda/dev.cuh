@@ -114,12 +114,20 @@ mw_cudnn_bwd_result mw_cudnn_conv_bwd(mw_cuda_dev *d, const mw_kctx *k, float *d
 mw_status mw_cudnn_open(mw_cuda_dev *d);
 void mw_cudnn_close(mw_cuda_dev *d);
 
+/* What a layer's matrix operands hold (mw_cuda_half of its context): float32, or bfloat16 or
+ * float16 values (mixed precision, kernels/cast.h). */
+enum { MW_HALF_NONE = 0, MW_HALF_BF16 = 1, MW_HALF_F16 = 2 };
+static inline int mw_cuda_half(const mw_kctx *k)
+{
+    return k->bf16 ? MW_HALF_BF16 : k->f16 ? MW_HALF_F16 : MW_HALF_NONE;
+}
+
 /* Row-major GEMM on k's stream: C (M,N) = alpha op(A) op(B) + beta C, where
  * op(A) is (M,K) and op(B) is (K,N); ta/tb say whether A/B are stored
- * transposed; lda/ldb/ldc are row strides. bf16 (k->bf16: A and B hold bfloat16 values):
- * cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF, bfloat16 tensor cores on those exact values with
- * float32 sums. Returns MW_OK or MW_EDEVICE. */
-mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, bool bf16, bool ta, bool tb, int M, int N, int K,
+ * transposed; lda/ldb/ldc are row strides. half (mw_cuda_half): A and B hold bfloat16 or
+ * float16 values, multiplied with cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF or _16F, 16-bit tensor
+ * cores on those exact values with float32 sums. Returns MW_OK or MW_EDEVICE. */
+mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, int half, bool ta, bool tb, int M, int N, int K,
                           float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                           float *C, int ldc);
 

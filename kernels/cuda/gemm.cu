@@ -7,7 +7,7 @@
  * transpose flags (mw_cuda_gemm_rm_to_cm in dev.cuh). */
 #include "kernels/cuda/dev.cuh"
 
-mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, bool bf16, bool ta, bool tb, int M, int N, int K,
+mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, int half, bool ta, bool tb, int M, int N, int K,
                           float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                           float *C, int ldc)
 {
@@ -19,10 +19,12 @@ mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, bool bf16, bool ta, bool tb, int M, in
         return mw_err(MW_EINTERNAL, "mw_cuda_gemm_rm: K = 0 with beta %g", (double)beta);
     }
     mw_cuda_gemm_cm g = mw_cuda_gemm_rm_to_cm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
-    if (bf16)
+    if (half) /* the operands hold 16-bit values: the conversion cuBLAS makes is exact */
         return MW_CUBLAS(cublasGemmEx(d->blas, g.opa, g.opb, g.m, g.n, g.k, &alpha, g.a, CUDA_R_32F,
                                       g.lda, g.b, CUDA_R_32F, g.ldb, &beta, g.c, CUDA_R_32F, g.ldc,
-                                      CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+                                      half == MW_HALF_F16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                                          : CUBLAS_COMPUTE_32F_FAST_16BF,
+                                      CUBLAS_GEMM_DEFAULT));
     return MW_CUBLAS(cublasSgemm(d->blas, g.opa, g.opb, g.m, g.n, g.k, &alpha, g.a, g.lda, g.b,
                                  g.ldb, &beta, g.c, g.ldc));
 }

@@ -615,6 +615,32 @@ extern "C" void mw_round_bf16_cuda(const mw_kctx *k, float *p, size_t count)
     EW_LAUNCH("mw_round_bf16_cuda", round_bf16_kernel, count, p, count);
 }
 
+/* kernels/cast.h's float16 rounding, bit for bit (not __float2half_rn, whose NaNs lose their
+ * payload); the subnormal step's two adds rounded to nearest whatever the flags. */
+static __global__ void round_f16_kernel(float *p, size_t count)
+{
+    GRID_STRIDE(i, count)
+    {
+        const unsigned u = __float_as_uint(p[i]), a = u & 0x7fffffffu;
+        unsigned r;
+        if (a > 0x7f800000u)
+            r = (u | 0x00400000u) & 0xffffe000u;
+        else if (a < 0x38800000u)
+            r = (u & 0x80000000u) |
+                __float_as_uint(__fsub_rn(__fadd_rn(__uint_as_float(a), 0.5f), 0.5f));
+        else {
+            r = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+            r = (u & 0x80000000u) | (r > 0x477fe000u ? 0x7f800000u : r);
+        }
+        p[i] = __uint_as_float(r);
+    }
+}
+
+extern "C" void mw_round_f16_cuda(const mw_kctx *k, float *p, size_t count)
+{
+    EW_LAUNCH("mw_round_f16_cuda", round_f16_kernel, count, p, count);
+}
+
 extern "C" void mw_acc_cuda(const mw_kctx *k, float *y, const float *x, size_t count)
 {
     EW_LAUNCH("mw_acc_cuda", acc_kernel, count, y, x, count);

@@ -54,6 +54,7 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->pad2d_bwd = mw_pad2d_bwd_cuda;
     t->acc = mw_acc_cuda;
     t->round_bf16 = mw_round_bf16_cuda;
+    t->round_f16 = mw_round_f16_cuda;
     t->mul_fwd = mw_mul_fwd_cuda;
     t->mul_bwd = mw_mul_bwd_cuda;
     t->concat_fwd = mw_concat_fwd_cuda;

@@ -63,4 +63,5 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->adagrad_step = mw_adagrad_step_ref;
     t->sumsq = mw_sumsq_ref;
     t->round_bf16 = mw_round_bf16_ref;
+    t->round_f16 = mw_round_f16_ref;
 }
