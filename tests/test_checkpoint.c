@@ -4,6 +4,7 @@
  * checkpoints intact. Bad files are built by an independent encoder of docs/checkpoint.md
  * (craft() below), so the tests also check the document. */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,11 @@ static void assert_same_state(const mw_ckpt *a, const mw_ckpt *b)
     assert_int_equal(a->global_step, b->global_step);
     assert_true(a->seed == b->seed);
     assert_int_equal(a->global_batch, b->global_batch);
+    assert_int_equal(a->has_loss_scale, b->has_loss_scale);
+    if (a->has_loss_scale) {
+        assert_true(a->loss_scale == b->loss_scale);
+        assert_int_equal(a->loss_scale_steps, b->loss_scale_steps);
+    }
     assert_memory_equal(&a->learning_rate, &b->learning_rate, sizeof(double));
 }
 
@@ -298,6 +304,60 @@ static void test_roundtrip(void **state)
     roundtrip_one(dir, 50, "rmsprop", 1, 0);
     roundtrip_one(dir, 7, "adagrad", 1, 0);
     assert_string_equal(listing(dir), "one.ckpt"); /* no temporary files left */
+}
+
+/* mixed_float16's loss-scale section: kept through a file, refused when it is not a positive
+ * power of 2 or its count is negative (writing and reading alike), and of its fixed size. */
+static void test_loss_scale_section(void **state)
+{
+    const char *dir = *state;
+    mw_ckpt a, b;
+    make_state(&a, 40, "adam", 2, 3);
+    a.has_loss_scale = 1, a.loss_scale = 0x1p-3, a.loss_scale_steps = 1999;
+    char *path = join(dir, "ls.ckpt");
+    assert_int_equal(mw_ckpt_write(&a, path), MW_OK);
+    mw_ckpt_init(&b);
+    assert_int_equal(mw_ckpt_read(&b, path), MW_OK);
+    assert_same_state(&a, &b);
+    mw_ckpt_free(&b);
+    void *data;
+    size_t n;
+    a.loss_scale = 3.0;
+    expect_err(mw_ckpt_serialize(&a, &data, &n), MW_EINVAL,
+               "loss scale 3 (expected a finite power of 2)");
+    mw_err_clear();
+    a.loss_scale = 1024.0, a.loss_scale_steps = -1;
+    expect_err(mw_ckpt_serialize(&a, &data, &n), MW_EINVAL, "finite steps -1 (expected >= 0)");
+    mw_ckpt_free(&a);
+    free(path);
+
+    tmeta t = meta_default();
+    uint8_t m[104];
+    meta_bytes(m, &t);
+    static const struct {
+        double scale;
+        int64_t steps;
+        int nbytes;
+        const char *want;
+    } bad[] = {
+        {0.0, 0, 16, "loss scale 0 (expected a finite power of 2)"},
+        {-4.0, 0, 16, "loss scale -4 (expected a finite power of 2)"},
+        {INFINITY, 0, 16, "loss scale inf (expected a finite power of 2)"},
+        {1000.0, 0, 16, "loss scale 1000 (expected a finite power of 2)"},
+        {1024.0, -2, 16, "finite steps -2 (expected >= 0)"},
+        {1024.0, 0, 12, "section lscale holds 12 bytes (expected 16 from the meta section)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint8_t ls[16];
+        memcpy(ls, &bad[i].scale, 8);
+        memcpy(ls + 8, &bad[i].steps, 8);
+        tsec s[] = {SEC("meta", m, 104), SEC("model", "{}", 2), SEC("params", P10, 40),
+                    SEC("slot1", V10, 40), SEC("lscale", ls, bad[i].nbytes)};
+        size_t nb;
+        uint8_t *buf = craft(1, -1, s, 5, &nb);
+        expect_bad(buf, nb, bad[i].want, NULL);
+        free(buf);
+    }
 }
 
 /* The tests' own encoder writes a file the reader accepts: the document and code agree. */
@@ -1320,6 +1380,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         mw_test_in_tmpdir(test_roundtrip),
+        mw_test_in_tmpdir(test_loss_scale_section),
         cmocka_unit_test(test_crafted_valid),
         cmocka_unit_test(test_write_rejects_bad_state),
         mw_test_in_tmpdir(test_save_keep),

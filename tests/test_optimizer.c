@@ -132,6 +132,38 @@ static void test_keras2_and_names(void **state)
         assert_true(s[0][i] == 0.5f && s[1][i] == 0.0f && s[2][i] == 0.0f);
 }
 
+/* Keras 3's serialize(LossScaleOptimizer(SGD(0.05), initial_scale=2**40,
+ * dynamic_growth_steps=3)), as Python printed it: the inner optimizer's fields and the
+ * scaling's; a bare name inside works too, with Keras' defaults for the scaling. */
+static void test_loss_scale_optimizer(void **state)
+{
+    (void)state;
+    mw_train_opts o;
+    mw_train_opts_default(&o);
+    assert_true(o.loss_scale_initial == 32768.0 && o.loss_scale_growth == 2000);
+    assert_int_equal(
+        from_text(&o, "{\"module\": \"keras.optimizers\", \"class_name\": \"LossScaleOptimizer\", "
+                      "\"config\": {\"name\": \"loss_scale_optimizer\", \"weight_decay\": null, "
+                      "\"clipnorm\": null, \"global_clipnorm\": null, \"clipvalue\": null, "
+                      "\"use_ema\": false, \"ema_momentum\": 0.99, \"ema_overwrite_frequency\": "
+                      "null, \"loss_scale_factor\": null, \"gradient_accumulation_steps\": null, "
+                      "\"inner_optimizer\": {\"module\": \"keras.optimizers\", \"class_name\": "
+                      "\"SGD\", \"config\": {\"name\": \"SGD\", \"learning_rate\": "
+                      "0.05000000074505806, \"momentum\": 0.0, \"nesterov\": false}, "
+                      "\"registered_name\": null}, \"initial_scale\": 1099511627776.0, "
+                      "\"dynamic_growth_steps\": 3}, \"registered_name\": null}"),
+        MW_OK);
+    assert_int_equal(o.optimizer, MW_OPT_SGD);
+    assert_true(o.learning_rate == 0.05000000074505806 && o.momentum == 0.0);
+    assert_true(o.loss_scale_initial == 0x1p40 && o.loss_scale_growth == 3);
+    mw_train_opts_default(&o);
+    assert_int_equal(from_text(&o, "{\"class_name\": \"LossScaleOptimizer\", \"config\": "
+                                   "{\"inner_optimizer\": \"rmsprop\"}}"),
+                     MW_OK);
+    assert_int_equal(o.optimizer, MW_OPT_RMSPROP);
+    assert_true(o.loss_scale_initial == 32768.0 && o.loss_scale_growth == 2000);
+}
+
 /* PiecewiseConstantDecay at and around its boundaries (Keras: values[i] while
  * boundaries[i-1] < step <= boundaries[i]); the numbers come from the config itself. */
 static void test_piecewise_boundaries(void **state)
@@ -243,9 +275,10 @@ static void test_cli_conflict(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),        cmocka_unit_test(test_keras3_rmsprop_cosine),
-        cmocka_unit_test(test_keras2_and_names),   cmocka_unit_test(test_piecewise_boundaries),
-        cmocka_unit_test(test_hyper_counts_steps), cmocka_unit_test(test_cli_conflict),
+        cmocka_unit_test(test_bad_configs),          cmocka_unit_test(test_keras3_rmsprop_cosine),
+        cmocka_unit_test(test_keras2_and_names),     cmocka_unit_test(test_loss_scale_optimizer),
+        cmocka_unit_test(test_piecewise_boundaries), cmocka_unit_test(test_hyper_counts_steps),
+        cmocka_unit_test(test_cli_conflict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,8 +53,10 @@ enum {
 #define MAX_RAW ((uint64_t)1 << 30) /* 1 GiB per section */
 #define MAX_INDEX_NBYTES (1u << 20)
 
-enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, SEC_SLOT3, NSEC };
-static const char *const SEC_NAMES[NSEC] = {"meta", "model", "params", "slot1", "slot2", "slot3"};
+enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, SEC_SLOT3, SEC_LSCALE, NSEC };
+static const char *const SEC_NAMES[NSEC] = {"meta",  "model", "params", "slot1",
+                                            "slot2", "slot3", "lscale"};
+enum { LSCALE_NBYTES = 16 }; /* float64 loss scale, int64 finite steps since it changed */
 
 /* The optimizers a checkpoint may name and the slot sections each may hold (docs/checkpoint.md):
  * files written before Keras' other optimizers existed (adam: 2, sgd: 0 or 1) still read. */
@@ -168,6 +170,20 @@ static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code,
     return MW_OK;
 }
 
+/* The loss-scale record's rules (docs/checkpoint.md). */
+static mw_status check_loss_scale(const mw_ckpt *c, mw_status code, const char *name)
+{
+    int e;
+    const double m = frexp(c->loss_scale, &e);
+    if (!(c->loss_scale > 0) || !isfinite(c->loss_scale) || m != 0.5)
+        return mw_err(code, "%s: loss scale %g (expected a finite power of 2)", name,
+                      c->loss_scale);
+    if (c->loss_scale_steps < 0)
+        return mw_err(code, "%s: loss scale's finite steps %ld (expected >= 0)", name,
+                      c->loss_scale_steps);
+    return MW_OK;
+}
+
 /* ---- serialize ---- */
 
 static void meta_encode(unsigned char *m, const mw_ckpt *c, int nslot_arrays, size_t model_nbytes)
@@ -199,6 +215,13 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
                       c->slot3 && !c->slot2 ? 3 : 2, c->slot3 && !c->slot2 ? 2 : 1);
     int nslot_arrays = c->slot1 ? (c->slot2 ? (c->slot3 ? 3 : 2) : 1) : 0;
     MW_TRY(check_state(c, nslot_arrays, MW_EINVAL, "checkpoint"));
+    if (c->has_loss_scale)
+        MW_TRY(check_loss_scale(c, MW_EINVAL, "checkpoint"));
+    unsigned char lscale[LSCALE_NBYTES];
+    uint64_t lsbits;
+    memcpy(&lsbits, &c->loss_scale, sizeof lsbits);
+    put_u64(lscale, lsbits);
+    put_u64(lscale + 8, (uint64_t)c->loss_scale_steps);
     if (c->nparams && !c->params)
         return mw_err(MW_EINVAL, "checkpoint: %zu parameters but no parameter array", c->nparams);
     const char *model = c->model_json ? c->model_json : "";
@@ -223,8 +246,11 @@ mw_status mw_ckpt_serialize(const mw_ckpt *c, void **data, size_t *nbytes)
         {SEC_SLOT1, c->slot1, c->nslots * sizeof(float)},
         {SEC_SLOT2, c->slot2, c->nslots * sizeof(float)},
         {SEC_SLOT3, c->slot3, c->nslots * sizeof(float)},
+        {SEC_LSCALE, lscale, LSCALE_NBYTES},
     };
     int nsec = 3 + nslot_arrays;
+    if (c->has_loss_scale) /* after the slots that are written */
+        sec[nsec++] = sec[SEC_LSCALE];
     size_t cap = HDR_NBYTES;
     for (int i = 0; i < nsec; i++)
         cap += SEC_HDR_NBYTES + compressBound((uLong)sec[i].nbytes);
@@ -422,7 +448,7 @@ static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
         char tag[9];
         return bad(name,
                    "unknown section tag '%s' at byte %zu (expected meta, model, "
-                   "params, slot1, slot2 or slot3)",
+                   "params, slot1, slot2, slot3 or lscale)",
                    printable(tag, (const char *)h, 8), off);
     }
     const char *sn = SEC_NAMES[id];
@@ -430,7 +456,7 @@ static mw_status parse_section_header(reader *r, uint32_t i, sec_hdr *s)
         return bad(name, "first section is %s (expected meta)", sn);
     if (r->seen[id])
         return bad(name, "duplicate section %s at byte %zu (expected each once)", sn, off);
-    if (id >= SEC_SLOT1 && id - SEC_SLOT1 >= r->nslot_arrays)
+    if (id >= SEC_SLOT1 && id <= SEC_SLOT3 && id - SEC_SLOT1 >= r->nslot_arrays)
         return bad(name, "unexpected section %s (meta lists %d optimizer slot(s))", sn,
                    r->nslot_arrays);
     if (raw > MAX_RAW)
@@ -504,6 +530,13 @@ static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst
         r->want[SEC_MODEL] = model_nbytes;
         r->want[SEC_PARAMS] = t->nparams * sizeof(float);
         r->want[SEC_SLOT1] = r->want[SEC_SLOT2] = r->want[SEC_SLOT3] = t->nslots * sizeof(float);
+    } else if (id == SEC_LSCALE) {
+        uint64_t bits = get_u64(dst);
+        memcpy(&t->loss_scale, &bits, sizeof bits);
+        t->loss_scale_steps = (long)(int64_t)get_u64(dst + 8);
+        t->has_loss_scale = 1;
+        free(dst);
+        return check_loss_scale(t, MW_ECKPT, name);
     } else if (id == SEC_MODEL) {
         const void *nul = memchr(dst, '\0', (size_t)raw);
         if (nul) {
@@ -529,7 +562,7 @@ static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const 
                 .nbytes = nbytes,
                 .name = name,
                 .off = HDR_NBYTES,
-                .want = {META_NBYTES, 0, 0, 0, 0}};
+                .want = {META_NBYTES, 0, 0, 0, 0, 0, LSCALE_NBYTES}};
     MW_TRY(parse_header(&r));
     for (uint32_t i = 0; i < r.count; i++) {
         sec_hdr s = {0};

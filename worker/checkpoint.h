@@ -40,6 +40,11 @@ typedef struct {
     double learning_rate;
     float *slot3; /* owned: the third slot (Adam/AdamW vhat with amsgrad, RMSprop's average
                      gradient; kernels/optim.h), NULL when absent; needs slot2 */
+    /* mixed_float16's dynamic loss scale (Keras' LossScaleOptimizer dynamic_scale and
+     * step_counter): the optional `lscale` section, written when has_loss_scale */
+    int has_loss_scale;
+    double loss_scale;     /* a power of 2 */
+    long loss_scale_steps; /* finite steps since it last changed */
 } mw_ckpt;
 
 /* Zero everything (pointers NULL). Free is safe on a half-filled struct and leaves it

@@ -285,6 +285,8 @@ mw_status mw_chief_save(mw_session *s, int epochs_done, long step_in_epoch, long
     c.seed = s->seed;
     c.global_batch = mw_session_global_batch(s);
     c.learning_rate = o->learning_rate;
+    c.has_loss_scale = s->loss_scale > 0;
+    c.loss_scale = s->loss_scale, c.loss_scale_steps = s->loss_scale_steps;
     int num = 0;
     rc = mw_ckpt_save(o->checkpoint_dir, &c, o->keep_checkpoints, &num);
     if (rc == MW_OK) {

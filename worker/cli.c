@@ -208,8 +208,10 @@ static const flag flags[] = {
      TR(dtype_policy, const char *), .choices = policies,
      .help = "Keras' dtype policy for every layer, over the model's own: mixed_bfloat16 "
              "computes in bfloat16 with float32 weights, slots and loss, on CPUs with "
-             "AVX512_BF16 or AMX; give it again with --resume and export (default: each "
-             "layer's dtype in the Keras model, float32 for the built-in one)"},
+             "AVX512_BF16 or AMX and on GPUs; mixed_float16 in float16 with dynamic loss "
+             "scaling (a LossScaleOptimizer in --optimizer-config sets it), on GPUs; give it "
+             "again with --resume and export (default: each layer's dtype in the Keras "
+             "model, float32 for the built-in one)"},
     {"quiet", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_WARN,
      .help = "only warnings and errors on stderr"},
     {"verbose", NULL, C_ALL, K_SWITCH, AT(log_level, int), .on = MW_LOG_DEBUG,

@@ -595,7 +595,7 @@ static mw_status check_policies(const mw_model *m)
     return MW_OK;
 }
 
-/* A layer whose forward output holds bfloat16 values when its inputs do: it selects, copies or
+/* A layer whose forward output holds 16-bit values when its inputs do: it selects, copies or
  * zeroes, never computes a new value. */
 static int exact_fwd(const mw_layer *l)
 {
@@ -604,7 +604,7 @@ static int exact_fwd(const mw_layer *l)
            l->kind == MW_LAYER_CONCAT;
 }
 
-/* The same of its backward: dx holds bfloat16 values when dy does (max pooling only when its
+/* The same of its backward: dx holds 16-bit values when dy does (max pooling only when its
  * windows do not overlap: overlapping ones add). */
 static int exact_bwd(const mw_layer *l)
 {
@@ -616,20 +616,19 @@ static int exact_bwd(const mw_layer *l)
 }
 
 /* round_out / round_grad of every layer (kernels/cast.h's roundings, only where needed). A
- * tensor's gradient is exact when every consumer's backward is exact, from a bfloat16 dy,
+ * tensor's gradient is exact when every consumer's backward is exact, from a 16-bit dy,
  * and there is one (several add up); the last layer's comes from the loss. */
 static void plan_rounding(mw_model *m)
 {
     for (int i = 0; i < m->nlayers; i++) {
         mw_layer *l = &m->layers[i];
-        const int half = l->policy == MW_POLICY_MIXED_BFLOAT16;
+        const int half = l->policy != MW_POLICY_FLOAT32;
         l->round_out = half && !exact_fwd(l);
         int exact = i + 1 < m->nlayers && consumers(m, i) == 1;
         for (int c = i + 1; c < m->nlayers && exact; c++)
             for (int j = 0; j < m->layers[c].nin; j++)
                 if (m->layers[c].in[j] == i)
-                    exact =
-                        exact_bwd(&m->layers[c]) && m->layers[c].policy == MW_POLICY_MIXED_BFLOAT16;
+                    exact = exact_bwd(&m->layers[c]) && m->layers[c].policy == l->policy;
         l->round_grad = half && !exact;
     }
 }
@@ -861,7 +860,7 @@ typedef struct {
     size_t *act, *grad; /* L + 1 each: the input and each layer's output */
     size_t *arg;        /* L: a maxpool's argmax or a dropout's mask (a layer has at most one) */
     size_t prob, loss, labels, scratch;
-    size_t params16;      /* mixed_bfloat16's rounded weights (SIZE_MAX: none) */
+    size_t params16;      /* a mixed policy's rounded weights (SIZE_MAX: none) */
     size_t scratch_count; /* floats of conv2d scratch, the most any layer needs */
     size_t nbytes;        /* the block's size */
 } ws_plan;
@@ -918,7 +917,7 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
     p->labels = off;
     off += up64(n * sizeof(int32_t));
     p->params16 = SIZE_MAX;
-    if (mw_model_policy(m) == MW_POLICY_MIXED_BFLOAT16) {
+    if (mw_model_policy(m) != MW_POLICY_FLOAT32) {
         p->params16 = off;
         off += up64(m->params.count * sizeof(float));
     }
@@ -1093,39 +1092,46 @@ static void fwd_graph(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     }
 }
 
-/* The parameters layer l computes with: its matmul weights rounded to bfloat16 under
- * mixed_bfloat16 (Keras casts the float32 variable to the compute dtype at use), P else. */
+/* The cast of a 16-bit policy (kernels/cast.h): round_bf16 or round_f16. */
+static mw_round_bf16_fn round_of(const mw_kernels *kt, mw_policy p)
+{
+    return p == MW_POLICY_MIXED_FLOAT16 ? kt->round_f16 : kt->round_bf16;
+}
+
+/* The parameters layer l computes with: its matmul weights rounded to 16 bits under a mixed
+ * policy (Keras casts the float32 variable to the compute dtype at use), P else. */
 static const float *layer_params(const mw_layer *l, const mw_model_ws *ws, const float *P)
 {
     const int matmul = l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_DENSE;
-    return matmul && l->policy == MW_POLICY_MIXED_BFLOAT16 && ws->params16 ? ws->params16 : P;
+    return matmul && l->policy != MW_POLICY_FLOAT32 && ws->params16 ? ws->params16 : P;
 }
 
-/* mixed_bfloat16, before a forward from layer 0: the model's input rounded when its
- * consumers compute in bfloat16 (mw_model_finalize refused a mix), and the matmul layers'
+/* A mixed policy, before a forward from layer 0: the model's input rounded when its
+ * consumers compute in 16 bits (mw_model_finalize refused a mix), and the matmul layers'
  * weights rounded into ws->params16. */
 static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                       const float *P, int n)
 {
     if (!ws->params16)
         return;
+    const mw_policy half = mw_model_policy(m);
     int input16 = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         for (int j = 0; j < l->nin; j++)
-            input16 |= l->in[j] < 0 && l->policy == MW_POLICY_MIXED_BFLOAT16;
-        if (l->policy != MW_POLICY_MIXED_BFLOAT16 ||
+            input16 |= l->in[j] < 0 && l->policy != MW_POLICY_FLOAT32;
+        if (l->policy == MW_POLICY_FLOAT32 ||
             (l->kind != MW_LAYER_CONV2D && l->kind != MW_LAYER_DENSE))
             continue;
         copy_buf(kt, k, ws->params16 + l->w_off, P + l->w_off, l->w_count);
-        kt->round_bf16(k, ws->params16 + l->w_off, l->w_count);
+        round_of(kt, l->policy)(k, ws->params16 + l->w_off, l->w_count);
         if (l->b_count) {
             copy_buf(kt, k, ws->params16 + l->b_off, P + l->b_off, l->b_count);
-            kt->round_bf16(k, ws->params16 + l->b_off, l->b_count);
+            round_of(kt, l->policy)(k, ws->params16 + l->b_off, l->b_count);
         }
     }
     if (input16 && n > 0)
-        kt->round_bf16(k, ws->act[0], (size_t)n * tensor_count(m, 0));
+        round_of(kt, half)(k, ws->act[0], (size_t)n * tensor_count(m, 0));
 }
 
 static void fwd_kind(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
@@ -1171,10 +1177,11 @@ static void fwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
 {
     const mw_layer *l = &m->layers[i];
     mw_kctx kb = *k;
-    kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16; /* its products' operands are bfloat16 */
+    kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16; /* its products' operands are 16-bit */
+    kb.f16 = l->policy == MW_POLICY_MIXED_FLOAT16;
     fwd_kind(m, kt, &kb, ws, layer_params(l, ws, P), i, n);
-    if (l->round_out) /* the layer's output is a bfloat16 tensor */
-        kt->round_bf16(k, ws->act[i + 1], (size_t)n * out_count(l));
+    if (l->round_out) /* the layer's output is a 16-bit tensor */
+        round_of(kt, l->policy)(k, ws->act[i + 1], (size_t)n * out_count(l));
 }
 
 void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
@@ -1284,7 +1291,7 @@ static void bwd_simple(const mw_model *m, const mw_kernels *kt, const mw_kctx *k
 static void bwd_kind(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                      const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale);
 
-/* A bfloat16 layer's output gradient is a bfloat16 tensor (the complete sum of its consumers'
+/* A 16-bit layer's output gradient is a 16-bit tensor (the complete sum of its consumers'
  * contributions, every one of which has run), rounded before the layer's backward reads it. */
 static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                       const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
@@ -1292,8 +1299,9 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     const mw_layer *l = &m->layers[i];
     mw_kctx kb = *k;
     kb.bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16;
+    kb.f16 = l->policy == MW_POLICY_MIXED_FLOAT16;
     if (l->round_grad)
-        kt->round_bf16(k, ws->grad[i + 1], (size_t)n * out_count(l));
+        round_of(kt, l->policy)(k, ws->grad[i + 1], (size_t)n * out_count(l));
     bwd_kind(m, kt, &kb, ws, layer_params(l, ws, P), G, i, n, scale);
 }
 
@@ -1349,7 +1357,10 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
                 zero_buf(kt, k, ws->grad[l->in[j] + 1],
                          (size_t)n * tensor_count(m, l->in[j] + 1) * sizeof(float));
     }
-    kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale, n, m->nclasses);
+    /* mixed_float16's loss scale multiplies the loss, so every gradient, but not the moving
+     * statistics' slots that `scale` also weighs (a power of 2: the product is exact) */
+    kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale * mw_model_loss_scale(m), n,
+                 m->nclasses);
     for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
 }
@@ -1389,10 +1400,10 @@ void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *
     const float *x = ws->act[l->in[0] + 1], *st = ws->stats[i];
     const size_t rows = (size_t)(n > 0 ? n : 0) * l->out_h * l->out_w;
     /* backward: the same sums are this slice's share of gamma's and beta's gradients (the
-     * gradient all-reduce adds the replicas'); they come first, so a bfloat16 layer's output
+     * gradient all-reduce adds the replicas'); they come first, so a 16-bit layer's output
      * gradient is rounded here, as bwd_layer does */
     if (backward && l->round_grad && n > 0)
-        kt->round_bf16(k, ws->grad[i + 1], rows * C);
+        round_of(kt, l->policy)(k, ws->grad[i + 1], rows * C);
     if (backward)
         kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, l->w_count ? grads + l->w_off : NULL,
                     l->b_count ? grads + l->b_off : NULL, rows, C);
@@ -1412,7 +1423,7 @@ void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kct
     kt->bn_sync_fwd(k, ws->act[i + 1], st, st + C, st + 2 * C, ws->act[l->in[0] + 1], g, b, s,
                     (double)total * (double)hw, rows, C, l->epsilon);
     if (l->round_out && rows > 0)
-        kt->round_bf16(k, ws->act[i + 1], rows * C);
+        round_of(kt, l->policy)(k, ws->act[i + 1], rows * C);
 }
 
 void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
@@ -1453,11 +1464,10 @@ void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kct
 
 mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
 {
-    if (mw_model_policy(m) == MW_POLICY_MIXED_FLOAT16)
+    if (mw_model_policy(m) == MW_POLICY_MIXED_FLOAT16 && !t->round_f16)
         return mw_err(MW_EUNSUPPORTED,
                       "dtype policy mixed_float16: the %s backend does not compute in float16 "
-                      "yet (it needs Keras' dynamic loss scaling); train in float32 (on GPUs "
-                      "--tf32 gives tensor-core speed)",
+                      "yet; train in float32 (on GPUs --tf32 gives tensor-core speed)",
                       t->name);
     if (mw_model_policy(m) == MW_POLICY_MIXED_BFLOAT16 && !t->round_bf16)
         return mw_err(MW_EUNSUPPORTED,

@@ -111,8 +111,9 @@ typedef enum {
  * slots and loss; the layer computes in 16 bits). mixed_bfloat16 rounds every value a
  * bfloat16 tensor of Keras would hold (the layer's input, its matmul weights, its output, and
  * the gradient of its output) to bfloat16 and computes in float32 on those values; the
- * weights' gradients stay float32 (kernels/cast.h). mixed_float16 is parsed so that it can be
- * refused with the reason where the model meets a backend. */
+ * weights' gradients stay float32 (kernels/cast.h). mixed_float16 does the same with float16
+ * values, the loss multiplied by loss_scale (below) so that small gradients do not underflow
+ * float16's 2^-24; the training loop unscales and skips steps (worker/loss_scale.h). */
 typedef enum { MW_POLICY_FLOAT32, MW_POLICY_MIXED_BFLOAT16, MW_POLICY_MIXED_FLOAT16 } mw_policy;
 
 /* Keras' name of p ("float32", "mixed_bfloat16", "mixed_float16"). */
@@ -175,6 +176,9 @@ typedef struct {
     size_t nparams;  /* real parameters (without padding), BN moving statistics included */
     size_t nstate;   /* of which non-trainable (BN moving statistics) */
     int finalized;
+    float loss_scale; /* mixed_float16: the loss is multiplied by it in the backward (a power
+                         of 2, Keras' dynamic loss scale, set by the loop before each step);
+                         0 (as initialized) or 1: none */
     struct mw_preprocess *pre; /* owned: the leading Keras preprocessing layers, or NULL */
 } mw_model;
 
@@ -258,6 +262,12 @@ void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kct
  * graph ops NULL); MW_OK when t runs every layer. */
 mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t);
 
+/* m->loss_scale, or 1 where it is not set. */
+static inline float mw_model_loss_scale(const mw_model *m)
+{
+    return m->loss_scale > 0 ? m->loss_scale : 1.0f;
+}
+
 /* Weight regularization (Keras kernel_regularizer / bias_regularizer):
  * adds scale * d(reg)/dw into grads (same layout as params; NULL: loss only)
  * and returns scale * reg, where reg = sum over tensors of
@@ -304,8 +314,8 @@ typedef struct {
     float *scratch;       /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
     size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
     const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
-    float *params16;      /* mixed_bfloat16: the weights of its matmul layers rounded to
-                             bfloat16, made by each forward from layer 0 (else NULL) */
+    float *params16;      /* a mixed policy: the weights of its matmul layers rounded to 16
+                             bits, made by each forward from layer 0 (else NULL) */
     void *block;          /* the single owned allocation behind act/grad/... */
     size_t nbytes;        /* block's size: mw_model_ws_nbytes (host) or less scratch (device) */
     void (*block_free)(void *); /* how block is released; NULL: the host allocator */

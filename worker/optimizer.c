@@ -392,21 +392,74 @@ static mw_status opt_values(const loc *l, const json_t *cfg, mw_train_opts *o)
     return MW_OK;
 }
 
+static mw_status from_json(mw_train_opts *o, const json_t *j, const loc *lp, int outer);
+
+/* Keras' LossScaleOptimizer (mixed_float16's dynamic loss scaling) around one of the classes
+ * above: its initial_scale (a power of 2 here, so unscaling is exact) and
+ * dynamic_growth_steps into t, the inner optimizer's fields as any optimizer's. */
+static mw_status loss_scale_optimizer(mw_train_opts *t, const loc *l, const json_t *cfg)
+{
+    static const char *const own[] = {"inner_optimizer", "initial_scale", "dynamic_growth_steps",
+                                      "dynamic", NULL};
+    MW_TRY(known_keys(l, cfg, "LossScaleOptimizer", opt_common, own,
+                      "name, and the base optimizer's keys at their defaults"));
+    MW_TRY(unsupported(l, cfg));
+    double init = 32768.0, growth = 2000.0;
+    int dynamic = 1, e;
+    MW_TRY(num(l, cfg, "initial_scale", 0, INFINITY, LO_OPEN, &init));
+    if (frexp(init, &e) != 0.5)
+        return bad(l, "initial_scale", "expected a power of 2 (2**15 is Keras' default), got %g",
+                   init);
+    MW_TRY(num(l, cfg, "dynamic_growth_steps", 1, 1e9, 0, &growth));
+    if (growth != floor(growth))
+        return bad(l, "dynamic_growth_steps", "expected a whole number of steps, got %g", growth);
+    MW_TRY(boolean(l, cfg, "dynamic", &dynamic));
+    if (!dynamic)
+        return bad(l, "dynamic", "expected true (Keras 3 only scales dynamically)");
+    const json_t *inner = json_object_get(cfg, "inner_optimizer");
+    if (!inner)
+        return bad(l, "inner_optimizer", "missing (expected the wrapped optimizer's config)");
+    loc c;
+    sub(&c, l, "inner_optimizer");
+    MW_TRY(from_json(t, inner, &c, 0));
+    t->loss_scale_initial = init;
+    t->loss_scale_growth = (long)growth;
+    return MW_OK;
+}
+
 mw_status mw_optimizer_from_json(mw_train_opts *o, const json_t *j, const char *where)
 {
     loc l = {.where = where, .path = ""};
+    return from_json(o, j, &l, 1);
+}
+
+/* The optimizer j at lp into o; outer: a LossScaleOptimizer may wrap it. */
+static mw_status from_json(mw_train_opts *o, const json_t *j, const loc *lp, int outer)
+{
+    const loc l = *lp;
     const char *cls;
     const json_t *cfg = NULL;
     if (json_is_string(j))
         cls = json_string_value(j);
     else
         MW_TRY(unwrap(&l, j, "keras.optimizers", &cls, &cfg));
+    if (outer && !strcmp(cls, "LossScaleOptimizer")) {
+        if (!cfg)
+            return bad(&l, NULL, "LossScaleOptimizer needs its config (the inner optimizer)");
+        mw_train_opts t = *o;
+        loc c;
+        sub(&c, &l, "config");
+        MW_TRY(loss_scale_optimizer(&t, &c, cfg));
+        *o = t;
+        return MW_OK;
+    }
     size_t i = 0;
     while (i < NOPT && strcasecmp(opt_classes[i].cls, cls) != 0)
         i++;
     if (i == NOPT)
         return bad(&l, json_is_string(j) ? NULL : "class_name",
-                   "unknown optimizer '%s' (expected SGD, Adam, AdamW, RMSprop or Adagrad)", cls);
+                   "unknown optimizer '%s' (expected SGD, Adam, AdamW, RMSprop or Adagrad%s)", cls,
+                   outer ? ", or a LossScaleOptimizer around one" : "");
     mw_train_opts t = *o;
     class_defaults(&t, opt_classes[i].kind);
     if (cfg) {

@@ -8,7 +8,9 @@
  *   a name:   "adam" (Keras' defaults, as keras.optimizers.get takes it)
  * Classes: SGD (momentum, nesterov), Adam and AdamW (beta_1, beta_2, epsilon, amsgrad),
  * RMSprop (rho, momentum, epsilon, centered), Adagrad (initial_accumulator_value, epsilon), each
- * with weight_decay and one of clipnorm, clipvalue, global_clipnorm. learning_rate is a number
+ * with weight_decay and one of clipnorm, clipvalue, global_clipnorm; and LossScaleOptimizer
+ * around one of them (inner_optimizer, initial_scale: a power of 2, dynamic_growth_steps: the
+ * loss_scale_* fields, used under mixed_float16). learning_rate is a number
  * or one of the schedules of worker/schedule.h. Keys Keras writes that change nothing here
  * (name, jit_compile, is_legacy_optimizer, ema_momentum, ...) are accepted; use_ema,
  * loss_scale_factor and gradient_accumulation_steps only at their defaults (off). Anything else
@@ -24,7 +26,8 @@
 /* The entry point for any reader of Keras configs (--optimizer-config, the compile_config
  * "optimizer" of a .keras archive): set o's optimizer fields (optimizer, learning_rate,
  * momentum, beta1, beta2, epsilon, nesterov, amsgrad, centered, rho, initial_accumulator,
- * weight_decay, clipnorm, clipvalue, global_clipnorm, schedule) from j, Keras' defaults for
+ * weight_decay, clipnorm, clipvalue, global_clipnorm, schedule; loss_scale_initial and
+ * loss_scale_growth from a LossScaleOptimizer) from j, Keras' defaults for
  * the keys j leaves out. where names the source in messages ("opt.json", "m.keras:
  * compile_config.optimizer"). j is borrowed. On failure MW_ECONFIG (MW_EUNSUPPORTED for a
  * feature mwtrain lacks) "WHERE: config.learning_rate.config.decay_steps: expected a number

@@ -33,6 +33,8 @@ void mw_train_opts_default(mw_train_opts *o)
     o->evaluator_device = "cpu";
     o->rho = 0.9;
     o->initial_accumulator = 0.1;
+    o->loss_scale_initial = 32768.0;
+    o->loss_scale_growth = 2000;
 }
 
 const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator)

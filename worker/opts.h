@@ -68,6 +68,10 @@ typedef struct {
     double weight_decay;                         /* decoupled, 0: none (AdamW: 0.004) */
     double clipnorm, clipvalue, global_clipnorm; /* 0: off; at most one is set */
     mw_schedule schedule; /* learning_rate as a schedule; constant: learning_rate */
+    /* mixed_float16's dynamic loss scaling (Keras' LossScaleOptimizer, whose config sets them):
+     * the first scale (a power of 2, 2^15) and the finite steps after which it doubles (2000) */
+    double loss_scale_initial;
+    long loss_scale_growth;
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);

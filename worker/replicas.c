@@ -108,14 +108,22 @@ static void rule(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k,
     }
 }
 
-/* Keras' clip_by_norm factor: clip / max(norm, clip) (1 for a zero gradient). */
+/* Keras' clip_by_norm factor of the gradient g * unscale, times unscale: the gscale that
+ * clips it (unscale: 1, or 1 / the loss scale, a power of 2, so both products are exact). */
 static float norm_scale(const mw_kernels *kt, const mw_kctx *k, const float *g, size_t count,
-                        double clip)
+                        double clip, float unscale)
 {
     double ss;
     kt->sumsq(k, &ss, g, count);
-    double norm = sqrt(ss);
-    return (float)(clip / (norm > clip ? norm : clip));
+    double norm = sqrt(ss) * unscale;
+    return unscale * (float)(clip / (norm > clip ? norm : clip));
+}
+
+int mw_grads_finite(const mw_kernels *kt, const mw_kctx *k, const float *g, size_t count)
+{
+    double ss;
+    kt->sumsq(k, &ss, g, count);
+    return isfinite(ss);
 }
 
 void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k,
@@ -130,14 +138,14 @@ void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_k
             for (int t = 0; t < 2; t++) {
                 if (!counts[t] || (t == 1 && !L->has_bias))
                     continue;
-                hh.gscale = norm_scale(kt, k, g + offs[t], counts[t], o->clipnorm);
+                hh.gscale = norm_scale(kt, k, g + offs[t], counts[t], o->clipnorm, h->gscale);
                 rule(o, kt, k, p, s, g, offs[t], counts[t], &hh);
             }
         }
         return;
     }
     if (o->global_clipnorm > 0)
-        hh.gscale = norm_scale(kt, k, g, count, o->global_clipnorm);
+        hh.gscale = norm_scale(kt, k, g, count, o->global_clipnorm, h->gscale);
     rule(o, kt, k, p, s, g, 0, count, &hh);
 }
 

@@ -11,6 +11,7 @@
  *     ops->grads(r, data, ids, gb, dseed, step);   this rank's replica slices
  *     ops->allreduce(r, step);               SUM over every replica
  *     ops->prefetch(r, data, next, ...);     the next step's batch (optional)
+ *     ops->finite(r, &ok);                   mixed_float16 only: skip the update if not
  *     ops->update(r, &hyper);                the same update everywhere
  *     ops->metrics(r, sums, 0);              the epoch's running sums so far
  *
@@ -78,10 +79,16 @@ typedef struct {
                           uint64_t dseed);
     /* Sum the gradients over every replica of the cluster (step: for messages). */
     mw_status (*allreduce)(mw_replicas *r, long step);
+    /* Whether every summed gradient is finite (mixed_float16's dynamic loss scaling, Keras'
+     * LossScaleOptimizer): read after allreduce, before update; every replica holds the same
+     * sums, so every rank gets the same answer. */
+    mw_status (*finite)(mw_replicas *r, int *all_finite);
     /* The running sums (scaled loss, correct, examples) of this rank since the last
      * reset, complete after update; reset: start again from zero. */
     void (*metrics)(mw_replicas *r, double sums[3], int reset);
-    /* The optimizer update with this step's scalars (mw_optimizer_hyper), on every copy. */
+    /* The optimizer update with this step's scalars (mw_optimizer_hyper), on every copy; h
+     * NULL: a skipped step (non-finite gradients under loss scaling), which only folds the
+     * batch statistics into BatchNormalization's moving ones, as Keras' skipped step does. */
     mw_status (*update)(mw_replicas *r, const mw_optim_hyper *h);
     /* Forward over this rank's replica slices of the first n examples of d (ids equal
      * positions); adds the loss sum, the correct count and the examples into sums. */
@@ -111,12 +118,16 @@ void mw_slice(long total, int nrep, int i, long *off, long *cnt);
 /* Examples of total that rank's rpw replicas hold, of world * rpw replicas. */
 long mw_rank_examples(long total, int world, int rpw, int rank);
 /* The optimizer of o on count floats (the model's arena layout) in the memory k's kernels work
- * on: slots s[0..2] (kernels/optim.h), gradients g read only (they may be shared). Clipping:
- * clipnorm per tensor of m, global_clipnorm over all of g (the same bits on every replica, as
- * g is), clipvalue per element; weight decay first, as Keras does. */
+ * on: slots s[0..2] (kernels/optim.h), gradients g read only (they may be shared), multiplied
+ * by h->gscale (1, or 1 / the loss scale). Clipping: clipnorm per tensor of m,
+ * global_clipnorm over all of g (the same bits on every replica, as g is), on the unscaled
+ * gradients, clipvalue per element; weight decay first, as Keras does. */
 void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k,
                         const mw_model *m, float *p, float *const s[3], const float *g,
                         size_t count, const mw_optim_hyper *h);
+/* A backend's finite op on the summed gradients g (count floats in k's memory): the squared
+ * norm summed in double, finite exactly when every element is. */
+int mw_grads_finite(const mw_kernels *kt, const mw_kctx *k, const float *g, size_t count);
 /* A backend's metrics op: sums = acc, and acc = 0 when reset. */
 void mw_metrics_take(double acc[3], double sums[3], int reset);
 /* The scalars of the next update, counting it in *opt_step (Keras' iterations): the

@@ -86,17 +86,20 @@ static mw_status open_lockstep(mw_replicas *r)
     return MW_OK;
 }
 
-/* Mixed precision on the CPU: mixed_bfloat16 where oneDNN has bfloat16 instructions (and on
- * the reference backend, the spec, anywhere); mixed_float16 nowhere, with the reasons. */
+/* Mixed precision on the CPU: mixed_bfloat16 where oneDNN has bfloat16 instructions; on the
+ * reference backend (the spec) both policies anywhere; mixed_float16 not on the fast path,
+ * with the reasons. */
 static mw_status check_policy(const mw_model *m, const char *backend)
 {
     const mw_policy p = mw_model_policy(m);
-    if (p == MW_POLICY_MIXED_FLOAT16)
+    if (p == MW_POLICY_MIXED_FLOAT16 && strcmp(backend, "ref") != 0)
         return mw_err(MW_EUNSUPPORTED,
                       "dtype policy mixed_float16 is not offered on the CPU: x86 CPUs compute "
-                      "float16 fast only with AVX512_FP16 or AMX-FP16, and a float16 run needs "
-                      "loss scaling; use mixed_bfloat16 (same speed-up where the CPU has "
-                      "AVX512_BF16 or AMX, no loss scaling) or float32");
+                      "float16 fast only with AVX512_FP16 or AMX-FP16, which the CPU kernels do "
+                      "not use, so it would train slower than float32, and with loss scaling; "
+                      "use mixed_bfloat16 (same speed-up where the CPU has AVX512_BF16 or AMX, "
+                      "no loss scaling) or float32 (--backend ref computes mixed_float16 "
+                      "anywhere, slowly, for tests)");
     if (p != MW_POLICY_MIXED_BFLOAT16 || strcmp(backend, "ref") == 0 || mw_kernels_cpu_has_bf16())
         return MW_OK;
     const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
@@ -384,7 +387,9 @@ static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     reduce_threads(r);
     /* regularization scaled by 1/replicas per replica (this rank's share), as
      * tf.nn.scale_regularization_loss: the SUM holds it once */
-    r->acc[0] += mw_model_regularization(e->model, r->tgrads[0], (float)rpw / (float)nrep);
+    const float ls = mw_model_loss_scale(e->model); /* the gradients', not the loss's */
+    r->acc[0] +=
+        mw_model_regularization(e->model, r->tgrads[0], (float)rpw / (float)nrep * ls) / ls;
     return MW_OK;
 }
 
@@ -392,6 +397,12 @@ static mw_status cpu_allreduce(mw_replicas *r, long step)
 {
     r->ar.step = step;
     return mw_allreduce_sum(&r->ar, r->tgrads[0], r->env.model->params.count);
+}
+
+static mw_status cpu_finite(mw_replicas *r, int *all_finite)
+{
+    *all_finite = mw_grads_finite(&r->kt, &r->k, r->tgrads[0], r->env.model->params.count);
+    return MW_OK;
 }
 
 static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
@@ -403,6 +414,8 @@ static mw_status cpu_update(mw_replicas *r, const mw_optim_hyper *h)
 {
     const mw_replicas_env *e = &r->env;
     mw_model_update_stats(e->model, &r->kt, &r->k, e->model->params.data, r->tgrads[0]);
+    if (!h)
+        return MW_OK;
     float *const slots[3] = {e->m1->data, e->m2->data, e->m3->data};
     mw_optimizer_apply(e->o, &r->kt, &r->k, e->model, e->model->params.data, slots, r->tgrads[0],
                        e->model->params.count, h);
@@ -470,6 +483,7 @@ const mw_replicas_ops mw_replicas_cpu = {
     .connect = cpu_connect,
     .grads = cpu_grads,
     .allreduce = cpu_allreduce,
+    .finite = cpu_finite,
     .metrics = cpu_metrics,
     .update = cpu_update,
     .evaluate = cpu_evaluate,

@@ -85,6 +85,8 @@ struct mw_replicas {
     mw_nccl *nccl;   /* gradient all-reduce over every device of the cluster */
     double acc[3];   /* running sums (replicas.h) */
     int reg_pending; /* the penalty downloads of this step land at the update's wait */
+    float reg_ls;    /* the loss scale the penalty's gradient was made with (its loss: / it) */
+    int summed;      /* gpu_finite waited for this step's sums */
     long gb;         /* this step's global batch: the metrics' divisor */
     long step;       /* this step, for messages */
     int sync_c;      /* synchronized BN: the most channels of such a layer (0: none) */
@@ -262,14 +264,20 @@ static mw_status gpu_connect(mw_replicas *r)
                             e->model->params.count, e->o->collective_timeout));
     }
     if (e->rank == 0) {
-        const int bf16 = mw_model_policy(e->model) == MW_POLICY_MIXED_BFLOAT16;
-        const char *math =
-            bf16 ? (e->o->tf32 ? "mixed_bfloat16 (bfloat16 values on TF32 and bfloat16 tensor "
-                                 "cores; float32 layers TF32, --tf32)"
-                               : "mixed_bfloat16 (bfloat16 values on TF32 and bfloat16 tensor "
-                                 "cores; float32 layers FP32)")
-            : e->o->tf32 ? "TF32 tensor-core math (--tf32)"
-                         : "FP32 math";
+        const mw_policy p = mw_model_policy(e->model);
+        const char *f32 = e->o->tf32 ? "float32 layers TF32, --tf32" : "float32 layers FP32";
+        char math[256];
+        if (p == MW_POLICY_MIXED_BFLOAT16)
+            snprintf(math, sizeof math,
+                     "mixed_bfloat16 (bfloat16 values on TF32 and bfloat16 tensor cores; %s)", f32);
+        else if (p == MW_POLICY_MIXED_FLOAT16)
+            snprintf(math, sizeof math,
+                     "mixed_float16 (float16 values on TF32 and float16 tensor cores, dynamic "
+                     "loss scale from %g; %s)",
+                     e->o->loss_scale_initial, f32);
+        else
+            snprintf(math, sizeof math, "%s",
+                     e->o->tf32 ? "TF32 tensor-core math (--tf32)" : "FP32 math");
         if (r->ngpu == 1)
             mw_log_info("training on CUDA device %d (%s); %s, %s", r->gd[0].ordinal,
                         mw_cuda_version_string(), mw_cuda_conv_backend(), math);
@@ -584,7 +592,8 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     r->acc[2] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
     /* the penalty scaled by the device's share of the replicas (its replicas / all
      * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
-    const float share = (float)(rpw / r->ngpu) / (float)nrep;
+    r->reg_ls = mw_model_loss_scale(e->model); /* scales the gradients; the loss is unscaled */
+    const float share = (float)(rpw / r->ngpu) / (float)nrep * r->reg_ls;
     r->reg_pending = mw_model_has_regularizers(e->model);
     for (int dv = 0; dv < r->ngpu && r->reg_pending; dv++) {
         gpu_dev *g = &r->gd[dv];
@@ -621,6 +630,20 @@ static mw_status wait_devices(mw_replicas *r, const char *what)
     return MW_OK;
 }
 
+/* The sums are waited for here (polled), so the update that follows waits for its own work
+ * only (r->summed). */
+static mw_status gpu_finite(mw_replicas *r, int *all_finite)
+{
+    if (r->nccl)
+        MW_TRY(mw_nccl_wait(r->nccl));
+    else
+        MW_TRY(wait_devices(r, "the GPU step's all-reduce"));
+    r->summed = 1;
+    gpu_dev *g = &r->gd[0];
+    *all_finite = mw_grads_finite(&r->kt, &g->k, g->grads, r->env.model->params.count);
+    return mw_cuda_last_status(&g->k);
+}
+
 static void gpu_metrics(mw_replicas *r, double sums[3], int reset)
 {
     mw_metrics_take(r->acc, sums, reset);
@@ -635,22 +658,25 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
     /* A clip norm reads the summed gradient's norm back to the host (mw_sumsq_cuda waits on
      * the stream): take the polled wait for the sums first, so no host wait sits behind an
      * all-reduce outside --collective-timeout. */
-    const int clip = e->o->clipnorm > 0 || e->o->global_clipnorm > 0;
-    if (clip && r->nccl)
+    const int clip = h && (e->o->clipnorm > 0 || e->o->global_clipnorm > 0);
+    const int summed = r->summed; /* gpu_finite waited for the sums */
+    r->summed = 0;
+    if (clip && r->nccl && !summed)
         MW_TRY(mw_nccl_wait(r->nccl));
-    else if (clip)
+    else if (clip && !summed)
         MW_TRY(wait_devices(r, "the GPU step's all-reduce"));
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
         float *const slots[3] = {g->m1, g->m2, g->m3};
         /* behind the sums on the stream, as the CPU's between the all-reduce and the update */
         mw_model_update_stats(e->model, &r->kt, &g->k, g->params, g->grads);
-        mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
-                           e->model->params.count, h);
+        if (h) /* NULL: a skipped step */
+            mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
+                               e->model->params.count, h);
     }
     MW_TRY(stage_next(r)); /* the host assembles the next batch while the devices update */
     MW_TL_BEGIN("wait: the all-reduce and the update", "wait");
-    if (r->nccl && !clip)
+    if (r->nccl && !clip && !summed)
         MW_TRY(mw_nccl_wait(r->nccl));
     else
         MW_TRY(wait_devices(r, "the GPU step"));
@@ -659,7 +685,7 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
         MW_TRY(mw_cuda_last_status(&r->gd[d].k));
     take_macc(r, r->acc, (double)r->gb);
     for (int d = 0; d < r->ngpu && r->reg_pending; d++)
-        r->acc[0] += *r->gd[d].h_reg;
+        r->acc[0] += *r->gd[d].h_reg / r->reg_ls;
     r->reg_pending = 0;
     return MW_OK;
 }
@@ -726,6 +752,7 @@ static const mw_replicas_ops gpu_ops = {
     .grads = gpu_grads,
     .prefetch = gpu_prefetch,
     .allreduce = gpu_allreduce,
+    .finite = gpu_finite,
     .metrics = gpu_metrics,
     .update = gpu_update,
     .evaluate = gpu_evaluate,

@@ -158,6 +158,8 @@ static mw_status build_model(mw_session *s, int with_data)
         MW_TRY(mw_arena_alloc(as[i]));
     }
     mw_optimizer_init_slots(s->o, s->m1.data, s->m2.data, s->m3.data, s->model.params.count);
+    if (mw_model_policy(&s->model) == MW_POLICY_MIXED_FLOAT16) /* Keras' LossScaleOptimizer */
+        s->loss_scale = s->o->loss_scale_initial, s->loss_scale_steps = 0;
     return MW_OK;
 }
 
@@ -339,6 +341,8 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
         if (slots[i])
             mw_ckpt_unpack(&s->model, arenas[i]->data, slots[i]);
     s->opt_step = c->opt_step;
+    if (s->loss_scale > 0 && c->has_loss_scale) /* else the run starts its own scaling */
+        s->loss_scale = c->loss_scale, s->loss_scale_steps = c->loss_scale_steps;
     /* SGD counted no iterations before schedules existed: its steps are the global steps */
     if (strcmp(c->optimizer, "sgd") == 0 && c->opt_step == 0)
         s->opt_step = c->global_step;

@@ -69,6 +69,10 @@ typedef struct {
     /* a weights-only restore that found optimizer slots: their optimizer ("adam", "sgd"; ""
      * when none), the slots in m1/m2 and opt_step (export writes them for Keras) */
     char saved_optimizer[16];
+    /* mixed_float16's dynamic loss scale (0: no loss scaling) and the finite steps since it
+     * last changed; a checkpoint carries both */
+    double loss_scale;
+    long loss_scale_steps;
 } mw_session;
 
 void mw_session_init(mw_session *s);

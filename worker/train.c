@@ -50,6 +50,7 @@ typedef struct {
         long step; /* the global step the pending vote was cast after */
     } vote;
     int agreed;     /* the run ended by an agreed outcome (preempted, diverged): not mid-run */
+    long skipped;   /* mixed_float16: steps skipped for non-finite gradients this epoch */
     int stop_after; /* a preemption agreed at an epoch's last step: stop after its end */
 } trainer;
 
@@ -148,8 +149,37 @@ static uint64_t dropout_seed(const mw_session *s, long step)
     return mw_rng_hash(s->seed, 0x64726f70, (uint64_t)step);
 }
 
+static mw_status diverged(trainer *t, const char *what);
+
+/* Keras' LossScaleOptimizer after a step (mixed_float16): a finite one counts toward doubling
+ * the scale (after loss_scale_growth of them in a row); a non-finite one was skipped and
+ * halves it. Every rank decides alike: the summed gradients are the same bits everywhere. A
+ * scale under 2^-24 (float16's smallest step) cannot help any more: the run diverged. */
+static mw_status loss_scale_next(trainer *t, int finite)
+{
+    mw_session *s = &t->s;
+    if (finite) {
+        if (++s->loss_scale_steps >= s->o->loss_scale_growth)
+            s->loss_scale *= 2, s->loss_scale_steps = 0;
+        return MW_OK;
+    }
+    s->loss_scale /= 2, s->loss_scale_steps = 0;
+    t->skipped++;
+    if (s->loss_scale >= 0x1p-24)
+        return MW_OK;
+    char what[160];
+    snprintf(what, sizeof what,
+             "the gradient of step %ld (mixed_float16, with the loss scale halved down to "
+             "2^-24)",
+             s->global_step);
+    return diverged(t, what);
+}
+
 /* One step: the global batch of gb examples starting at example start of the epoch's order;
- * next_gb: the next step's, which follows it in the order (0: none in this epoch). */
+ * next_gb: the next step's, which follows it in the order (0: none in this epoch). Under
+ * mixed_float16 the loss is scaled, and a step whose summed gradients are not all finite
+ * updates nothing but BatchNormalization's moving statistics, as Keras' LossScaleOptimizer
+ * (its optimizer iterations do not count it). */
 static mw_status step(trainer *t, long start, long gb, long next_gb, double *secs)
 {
     mw_session *s = &t->s;
@@ -161,6 +191,8 @@ static mw_status step(trainer *t, long start, long gb, long next_gb, double *sec
         mw_timeline_begin("forward/backward", "compute");
     }
     mw_fault_slow(s->rank);
+    if (s->loss_scale > 0)
+        s->model.loss_scale = (float)s->loss_scale;
     MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed, s->global_step));
     *secs = mw_now() - t0;
     MW_TL_END("forward/backward", "compute");
@@ -171,16 +203,23 @@ static mw_status step(trainer *t, long start, long gb, long next_gb, double *sec
         MW_TRY(s->ops->prefetch(s->rep, &s->train, t->order + start + gb, next_gb,
                                 dropout_seed(s, s->global_step + 1)));
     MW_TL_BEGIN("update", "update");
+    const int scaling = s->loss_scale > 0;
+    int finite = 1;
+    if (scaling)
+        MW_TRY(s->ops->finite(s->rep, &finite));
     mw_optim_hyper h;
-    mw_optimizer_hyper(s->o, &s->opt_step, &h);
-    MW_TRY(s->ops->update(s->rep, &h));
+    if (finite)
+        mw_optimizer_hyper(s->o, &s->opt_step, &h);
+    if (finite && scaling) /* unscaled: exact, the scale is a power of 2 */
+        h.gscale = (float)(1.0 / s->loss_scale);
+    MW_TRY(s->ops->update(s->rep, finite ? &h : NULL));
     if (mw_timeline_on) {
         mw_timeline_end("update", "update");
         mw_timeline_end("step", "step");
         mw_timeline_step(-1);
     }
     s->global_step++;
-    return MW_OK;
+    return scaling ? loss_scale_next(t, finite) : MW_OK;
 }
 
 /* After a step: read the vote cast after the step before (every rank reads the same answer,
@@ -352,6 +391,11 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     if (s->rank == 0)
         mw_progress_end(&prog);
     s->ops->metrics(s->rep, sums, 1);
+    if (s->loss_scale > 0 && s->rank == 0)
+        mw_log_info("epoch %d: loss scale %.17g after %ld step(s) skipped for non-finite gradients "
+                    "(mixed_float16)",
+                    epoch + 1, s->loss_scale, t->skipped);
+    t->skipped = 0;
     MW_TRY(epoch_sums(t, sums, steps - first));
     em->train_loss = steps > first ? sums[0] / (double)(steps - first) : 0;
     em->train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
