@@ -7,11 +7,11 @@
 #      tolerance measured on the spot (10 x --backend ref against --backend cpu, and the weights
 #      must move 100 x more than it), one rank with a replica per GPU, two replicas per GPU, and
 #      with two GPUs or more mpirun -n 2 (a GPU per rank); then the tutorial's Adam epoch, whose
-#      test accuracy on the GPU must be within 2 points of the CPU's; mixed_bfloat16's update
-#      against the CPU's;
+#      test accuracy on the GPU must be within 2 points of the CPU's; mixed_bfloat16's and
+#      mixed_float16's updates against the CPU's;
 #   3. throughput (images/s, the median of the rounds' second epochs) of the tutorial CNN at
-#      64 and 1024 examples per replica, FP32, --tf32 and mixed_bfloat16 (PyTorch: autocast
-#      to bfloat16), and PyTorch on the same GPU
+#      64 and 1024 examples per replica, FP32, --tf32, mixed_bfloat16 and mixed_float16
+#      (PyTorch: autocast to bfloat16; to float16 with a GradScaler), and PyTorch on the same GPU
 #      (tests/bench/peer_torch.py --device cuda), rounds alternating the two, both pinned to
 #      one GPU;
 #   4. test_cuda under compute-sanitizer memcheck and racecheck, judged on their summaries.
@@ -299,6 +299,22 @@ else
     line FAIL "$what" "update rel diff $d16 (<= 5e-4?); from the CPU's float32 update $d32 (>= 2e-3?); $(grep -m 1 "training on" "$out/bf16-gpu.out")"
 fi
 
+# mixed_float16 likewise against the reference backend's (the CPU's fast path refuses it), at
+# Keras' default loss scale 2^15: measured on an AVX-512 host, ref with another summation order
+# 4.2e-6, the fake GPUs 1.3e-5, and float16 moving the update 2.5e-4 to 4.8e-4 from float32, so
+# the GPU's update must be within 1e-4 of the reference's and at least 2e-4 from float32's.
+train f16-gpu 1 1 --device gpu "${bf[@]}" --dtype-policy mixed_float16
+train f16-cpu 1 1 "${bf[@]}" "${cpu[@]}" --backend ref --replicas-per-worker "$ngpu" --dtype-policy mixed_float16
+d16=$(upd f16-gpu f16-cpu) d32=$(upd f16-gpu bf16-f32)
+what="mixed_float16, 1 SGD step, GPU vs CPU (--backend ref)"
+if [[ -z $d16 || -z $d32 ]]; then
+    line FAIL "$what" "no weights: $(tail -n 1 "$out/f16-gpu.out"); $(tail -n 1 "$out/f16-cpu.out")"
+elif le "$d16" 1e-4 && le 2e-4 "$d32" && grep -qF "mixed_float16 (" "$out/f16-gpu.out"; then
+    line PASS "$what" "update rel diff $d16 <= 1e-4; from the CPU's float32 update $d32 >= 2e-4"
+else
+    line FAIL "$what" "update rel diff $d16 (<= 1e-4?); from the CPU's float32 update $d32 (>= 2e-4?); $(grep -m 1 "training on" "$out/f16-gpu.out")"
+fi
+
 # 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
 if ((!throughput)); then
     line SKIP throughput "--no-throughput"
@@ -323,12 +339,14 @@ all_set() { # all_set VALUE...: at least one value, none empty
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for b in 64 1024; do
-    for mode in fp32 tf32 bf16; do
+    for mode in fp32 tf32 bf16 f16; do
         case $mode in # mwtrain's flags, PyTorch's, the report's words, the start-up line's
         fp32) mwf=() ptf=() label="" says="" ;;
         tf32) mwf=(--tf32) ptf=(--tf32) label=", --tf32" says="TF32 tensor-core math (--tf32)" ;;
         bf16) mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16 (PyTorch: autocast bfloat16)"
             says="mixed_bfloat16 (" ;;
+        f16) mwf=(--dtype-policy mixed_float16) ptf=(--f16) label=", mixed_float16 (PyTorch: autocast float16, GradScaler)"
+            says="mixed_float16 (" ;;
         esac
         per=$((60000 / b)) mws=() pts=() name="b$b-$mode"
         ((per > (quick ? 10 : 300))) && per=$((quick ? 10 : 300))

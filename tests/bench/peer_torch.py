@@ -8,11 +8,12 @@ with --device cuda (the peer of mwtrain --device gpu: FP32 unless --tf32, as
 mwtrain; PyTorch's own default lets cuDNN use TF32). --bf16: the forward under
 torch.autocast(dtype=torch.bfloat16), PyTorch's mixed precision (float32 weights
 and optimizer, bfloat16 convolutions and matmuls), the peer of mwtrain
---dtype-policy mixed_bfloat16.
+--dtype-policy mixed_bfloat16. --f16 (with --device cuda): the same in float16 with
+torch.cuda.amp.GradScaler's dynamic loss scaling, the peer of mixed_float16.
 
   /usr/bin/python3 tests/bench/peer_torch.py --threads 2 [--batch 64]
       [--steps 200] [--warmup 20] [--data-dir DIR] [--profile]
-      [--device cpu|cuda] [--tf32] [--bf16]
+      [--device cpu|cuda] [--tf32] [--bf16 | --f16]
 
 A timed step is: gather the batch (uint8 -> float32 /255, like mwtrain's batch
 assembly; on a GPU the uint8 batch is copied up and converted there), forward,
@@ -58,7 +59,11 @@ def parse_args():
     ap.add_argument("--tf32", action="store_true", help="with --device cuda: TF32 tensor cores")
     ap.add_argument("--bf16", action="store_true",
                     help="autocast the forward to bfloat16 (mixed precision)")
+    ap.add_argument("--f16", action="store_true",
+                    help="with --device cuda: autocast to float16 with a GradScaler")
     a = ap.parse_args()
+    if a.f16 and (a.bf16 or a.device != "cuda"):
+        ap.error("--f16 needs --device cuda and no --bf16")
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: torch.cuda.is_available() is False")
     if a.threads < 1 or a.batch < 1 or a.steps < 1 or a.warmup < 0:
@@ -107,9 +112,11 @@ def build_model():
 
 
 class Trainer:
-    def __init__(self, model, x, y, batch, device="cpu", bf16=False):
+    def __init__(self, model, x, y, batch, device="cpu", bf16=False, f16=False):
         self.model, self.x, self.y, self.batch = model, x, y, batch
         self.device, self.device_type, self.bf16 = torch.device(device), device, bf16
+        self.f16 = f16
+        self.scaler = torch.cuda.amp.GradScaler() if f16 else None
         self.opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
         self.loss_fn = nn.CrossEntropyLoss()
         self.perm = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(SEED))
@@ -130,9 +137,15 @@ class Trainer:
     def step(self):
         xb, yb = self.next_batch()
         self.opt.zero_grad(set_to_none=True)
-        with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16):
+        half = torch.float16 if self.f16 else torch.bfloat16
+        with torch.autocast(self.device_type, dtype=half, enabled=self.bf16 or self.f16):
             logits = self.model(xb)
         loss = self.loss_fn(logits.float(), yb)
+        if self.scaler:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            return loss
         loss.backward()
         self.opt.step()
         return loss
@@ -219,7 +232,7 @@ def main():
         torch.backends.cudnn.allow_tf32 = a.tf32
     x, y, src = load_train(a.data_dir)
     model = build_model().to(a.device)
-    trainer = Trainer(model, x, y, a.batch, a.device, a.bf16)
+    trainer = Trainer(model, x, y, a.batch, a.device, a.bf16, a.f16)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"# torch {torch.__version__} threads={torch.get_num_threads()} "
           f"interop={torch.get_num_interop_threads()} params={nparam} data={src}")
@@ -249,7 +262,7 @@ def main():
 
     print(f"peer_torch images_per_sec={med:.1f} threads={a.threads} batch={a.batch} "
           f"steps={a.steps} mkldnn={torch.backends.mkldnn.is_available()} device={a.device}"
-          f"{' bf16=1' if a.bf16 else ''}")
+          f"{' bf16=1' if a.bf16 else ''}{' f16=1' if a.f16 else ''}")
 
 
 if __name__ == "__main__":

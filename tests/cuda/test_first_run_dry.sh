@@ -5,12 +5,13 @@
 # GPU host spends its time on it. Asserted:
 #   - on 2 fake GPUs, --quick: exit 0; the SGD tolerance is measured (ref vs cpu) and can fail;
 #     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
-#     mixed_bfloat16's update on the GPU agrees with the CPU's and not with float32's; six
-#     throughput lines (64 and 1024 per replica; FP32, --tf32 and mixed_bfloat16) PASS with an
+#     mixed_bfloat16's and mixed_float16's updates on the GPU agree with the CPU's and not with
+#     float32's; eight throughput lines (64 and 1024 per replica; FP32, --tf32, mixed_bfloat16
+#     and mixed_float16) PASS with an
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL (the
-#     mixed_bfloat16 one too), exit 1;
+#     16-bit ones too), exit 1;
 #   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
 #   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
 #     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
@@ -41,8 +42,10 @@ check 'grep -qE "^\| Adam, 20 steps, GPU learns as the CPU \| PASS \| Test Accur
     "the Adam epoch: $(grep "Adam" "$r")"
 check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU \(--device cpu( --backend ref)?\) \| PASS \| update rel diff [0-9.e-]+ <= 5e-4; from the CPU.s float32 update [0-9.e-]+ >= 2e-3" "$r"' \
     "mixed_bfloat16 on the GPU: $(grep mixed_bfloat16 "$r" | head -n 1)"
-check '[[ $(grep -cE "^\| throughput, batch (64|1024) per replica(, --tf32|, mixed_bfloat16 \(PyTorch: autocast bfloat16\))? \| PASS \| mwtrain [0-9.]+ images/s" "$r") -eq 6 ]]' \
-    "six throughput lines: $(grep throughput "$r")"
+check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU \(--backend ref\) \| PASS \| update rel diff [0-9.e-]+ <= 1e-4; from the CPU.s float32 update [0-9.e-]+ >= 2e-4" "$r"' \
+    "mixed_float16 on the GPU: $(grep mixed_float16 "$r" | head -n 1)"
+check '[[ $(grep -cE "^\| throughput, batch (64|1024) per replica(, --tf32|, mixed_bfloat16 \(PyTorch: autocast bfloat16\)|, mixed_float16 \(PyTorch: autocast float16, GradScaler\))? \| PASS \| mwtrain [0-9.]+ images/s" "$r") -eq 8 ]]' \
+    "eight throughput lines: $(grep throughput "$r")"
 check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
        grep -qF "| compute-sanitizer | SKIP | --quick |" "$r" &&
        grep -qE "^\| PyTorch on the GPU \| SKIP \| python3 has no CUDA-enabled torch \|" "$r"' \
@@ -55,6 +58,8 @@ check '[[ $rc -eq 1 && $(grep -c "^| SGD, .* | FAIL | weights rel diff" "$tmp/ne
     "negative control: exit $rc, $(grep "SGD, " "$tmp/neg/report.md")"
 check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU .* \| FAIL \| update rel diff" "$tmp/neg/report.md"' \
     "negative control, mixed_bfloat16: $(grep mixed_bfloat16 "$tmp/neg/report.md")"
+check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU .* \| FAIL \| update rel diff" "$tmp/neg/report.md"' \
+    "negative control, mixed_float16: $(grep mixed_float16 "$tmp/neg/report.md")"
 
 MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
 rc=$?

@@ -8,6 +8,8 @@
 #     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
+#   - mixed_float16 on the fake GPUs: one step as the reference backend's within 1e-4, and a
+#     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same;
 #   - Functional models on the GPU path (BatchNormalization, Add, pooling, padding, Multiply,
 #     Concatenate, activation and softmax layers), one rank x 2 GPUs and 2 ranks x 1 GPU,
 #     the moving statistics folded in on the devices: the same, against the CPU; a BN
@@ -104,6 +106,30 @@ if out=$("$mw" train --epochs 0 --dtype-policy mixed_bfloat16 2>&1); then
 else
     echo "SKIP: mixed_bfloat16 on the fake GPUs: the CPU side refuses it here (${out##*error: })"
 fi
+
+# mixed_float16 on the fake GPUs (the float16 rounding twin, products flagged as float16, the
+# loss scale, the finite check of the summed gradients and the skipped update) against the
+# reference backend's mixed_float16 (the CPU's fast path refuses it) with the same replicas.
+# One step (Keras' default scale 2^15): the same weights within 1e-4; the two sum in other
+# orders, and over more steps float16's rounding of the weights amplifies that noise (6.7e-4
+# after 12). Twelve steps of a LossScaleOptimizer from 2^24 with growth every 3 steps (it skips,
+# halves and doubles): the same loss scale and skipped steps after the epoch
+run gpu-1x2-f16 1 2 "$hd" --device gpu --dtype-policy mixed_float16 --steps-per-epoch 1
+check 'grep -qF ", mixed_float16 (" "$tmp/gpu-1x2-f16.out"' \
+    "the start-up line names the policy: $(grep "training on" "$tmp/gpu-1x2-f16.out")"
+run ref-1x2-f16 1 0 "$mw" --device cpu --backend ref --replicas-per-worker 2 --threads 1 \
+    --dtype-policy mixed_float16 --steps-per-epoch 1
+same gpu-1x2-f16 ref-1x2-f16
+printf '%s' '{"class_name": "LossScaleOptimizer", "config": {"inner_optimizer": {"class_name":
+  "SGD", "config": {"learning_rate": 0.05}}, "initial_scale": 16777216.0,
+  "dynamic_growth_steps": 3}}' >"$tmp/lso.json"
+f16=(--optimizer-config "$tmp/lso.json" --dtype-policy mixed_float16)
+run gpu-1x2-lso 1 2 "$hd" --device gpu "${f16[@]}"
+run ref-1x2-lso 1 0 "$mw" --device cpu --backend ref --replicas-per-worker 2 --threads 1 "${f16[@]}"
+scale_of() { sed -n 's/.*epoch 1: loss scale \([^ ]*\) after \([0-9]*\) step.*/\1 \2/p' "$tmp/$1.out"; }
+check '[[ -n "$(scale_of gpu-1x2-lso)" && "$(scale_of gpu-1x2-lso)" == "$(scale_of ref-1x2-lso)" ]] &&
+       ! [[ "$(scale_of gpu-1x2-lso)" =~ \ 0$ ]]' \
+    "the loss scale and the skipped steps: fake GPUs '$(scale_of gpu-1x2-lso)', ref '$(scale_of ref-1x2-lso)'"
 
 run gpu-2x1-sgd 2 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.out"' \
