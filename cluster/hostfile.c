@@ -169,28 +169,14 @@ static mw_status add_slots(nodes *n, const char *path, int lineno, const char *h
 
 static const char *const expect_line = "expected \"host [slots=N] [max_slots=N]\"";
 
-/* One line: nothing (blank or comment) or a host and its settings. */
-static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
+/* The host of a line's first word w: "user@host" is read as host, as mpirun does; a name or
+ * an IP address (':' only in IPv6 ones). */
+static mw_status line_host(const word *w, const char *path, int lineno, const char **host_out,
+                           size_t *hlen_out)
 {
-    char q[QUOTE_MAX * 4 + 16], q2[QUOTE_MAX * 4 + 16];
-    char *hash = strchr(line, '#');
-    if (hash)
-        *hash = '\0';
-    word w[WORDS_MAX];
-    int nw = split(line, w);
-    if (nw < 0)
-        return mw_err(MW_ECONFIG,
-                      "%s:%d: more than %d words on one line; %s, one host per "
-                      "line",
-                      path, lineno, WORDS_MAX, expect_line);
-    if (nw == 0)
-        return MW_OK;
-    if (is(&w[0], "="))
-        return mw_err(MW_ECONFIG, "%s:%d: the line starts with '='; %s", path, lineno, expect_line);
-
-    /* the host: "user@host" is read as host, as mpirun does */
-    const char *host = w[0].s;
-    size_t hlen = w[0].len;
+    char q[QUOTE_MAX * 4 + 16];
+    const char *host = w->s;
+    size_t hlen = w->len;
     const char *at = memchr(host, '@', hlen);
     if (at) {
         hlen -= (size_t)(at + 1 - host);
@@ -198,7 +184,7 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
     }
     if (hlen == 0)
         return mw_err(MW_ECONFIG, "%s:%d: %s has an empty host name; %s", path, lineno,
-                      quote(q, sizeof q, w[0].s, w[0].len), expect_line);
+                      quote(q, sizeof q, w->s, w->len), expect_line);
     if (hlen > HOST_MAX)
         return mw_err(MW_ECONFIG, "%s:%d: the host name is %zu bytes; expected at most %d", path,
                       lineno, hlen, HOST_MAX);
@@ -213,9 +199,8 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
             return mw_err(MW_ECONFIG,
                           "%s:%d: host %s contains %s; expected a host name or IP "
                           "address",
-                          path, lineno, quote(q, sizeof q, w[0].s, w[0].len), what);
+                          path, lineno, quote(q, sizeof q, w->s, w->len), what);
     }
-
     /* ':' only in IPv6 addresses; "host:N" is MPICH's and Intel MPI's way to give slots */
     const char *colon = memchr(host, ':', hlen);
     if (colon) {
@@ -227,65 +212,94 @@ static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
             return mw_err(MW_ECONFIG,
                           "%s:%d: host %s contains ':' but is not an IPv6 address; "
                           "%s (\"host:N\" is MPICH's and Intel MPI's format, not Open MPI's)",
-                          path, lineno, quote(q, sizeof q, w[0].s, w[0].len), expect_line);
+                          path, lineno, quote(q, sizeof q, w->s, w->len), expect_line);
     }
+    *host_out = host, *hlen_out = hlen;
+    return MW_OK;
+}
 
-    int slots = 0, max_slots = 0;
-    for (int i = 1; i < nw; i += 3) {
-        const word *key = &w[i];
-        if (is(key, "="))
-            return mw_err(MW_ECONFIG, "%s:%d: '=' without a setting name before it; %s", path,
-                          lineno, expect_line);
-        int k_slots = is(key, "slots"), k_max = is(key, "max_slots");
-        if (i + 1 >= nw || !is(&w[i + 1], "=")) {
-            if (k_slots || k_max)
-                return mw_err(MW_ECONFIG,
-                              "%s:%d: %.*s has no '=value'; expected %.*s=N with N "
-                              "a positive integer",
-                              path, lineno, (int)key->len, key->s, (int)key->len, key->s);
+/* The setting that starts at word i of a line's nw words, "key = value", into *slots or
+ * *max_slots (0 until set). */
+static mw_status line_setting(const word *w, int nw, int i, const char *path, int lineno,
+                              int *slots, int *max_slots)
+{
+    char q[QUOTE_MAX * 4 + 16], q2[QUOTE_MAX * 4 + 16];
+    const word *key = &w[i];
+    if (is(key, "="))
+        return mw_err(MW_ECONFIG, "%s:%d: '=' without a setting name before it; %s", path, lineno,
+                      expect_line);
+    int k_slots = is(key, "slots"), k_max = is(key, "max_slots");
+    if (i + 1 >= nw || !is(&w[i + 1], "=")) {
+        if (k_slots || k_max)
             return mw_err(MW_ECONFIG,
-                          "%s:%d: unexpected %s after the host; %s, one host per "
-                          "line",
-                          path, lineno, quote(q, sizeof q, key->s, key->len), expect_line);
-        }
-        if (!k_slots && !k_max)
-            return mw_err(MW_ECONFIG,
-                          "%s:%d: unknown setting %s; expected slots=N or "
-                          "max_slots=N",
-                          path, lineno, quote(q, sizeof q, key->s, key->len));
-        if ((k_slots && slots) || (k_max && max_slots))
-            return mw_err(MW_ECONFIG,
-                          "%s:%d: %.*s is given twice; expected it at most once per "
-                          "line",
-                          path, lineno, (int)key->len, key->s);
-        word none = {"", 0};
-        const word *val = i + 2 < nw && !is(&w[i + 2], "=") ? &w[i + 2] : &none;
-        const char *why = NULL;
-        int v = count_value(val, &why);
-        if (!v) {
-            if (val->len == 0)
-                return mw_err(MW_ECONFIG,
-                              "%s:%d: %.*s= has no value; expected %.*s=N with N a "
-                              "positive integer",
-                              path, lineno, (int)key->len, key->s, (int)key->len, key->s);
-            if (strcmp(why, "is too large") == 0)
-                return mw_err(MW_ECONFIG,
-                              "%s:%d: %.*s=%s is too large; expected %.*s=N with N "
-                              "at most %d",
-                              path, lineno, (int)key->len, key->s,
-                              quote(q2, sizeof q2, val->s, val->len), (int)key->len, key->s,
-                              MW_HOSTFILE_MAX_TASKS);
-            return mw_err(MW_ECONFIG,
-                          "%s:%d: %.*s=%s %s; expected %.*s=N with N a positive "
-                          "integer",
-                          path, lineno, (int)key->len, key->s,
-                          quote(q2, sizeof q2, val->s, val->len), why, (int)key->len, key->s);
-        }
-        if (k_slots)
-            slots = v;
-        else
-            max_slots = v;
+                          "%s:%d: %.*s has no '=value'; expected %.*s=N with N "
+                          "a positive integer",
+                          path, lineno, (int)key->len, key->s, (int)key->len, key->s);
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: unexpected %s after the host; %s, one host per "
+                      "line",
+                      path, lineno, quote(q, sizeof q, key->s, key->len), expect_line);
     }
+    if (!k_slots && !k_max)
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: unknown setting %s; expected slots=N or "
+                      "max_slots=N",
+                      path, lineno, quote(q, sizeof q, key->s, key->len));
+    if ((k_slots && *slots) || (k_max && *max_slots))
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: %.*s is given twice; expected it at most once per "
+                      "line",
+                      path, lineno, (int)key->len, key->s);
+    word none = {"", 0};
+    const word *val = i + 2 < nw && !is(&w[i + 2], "=") ? &w[i + 2] : &none;
+    const char *why = NULL;
+    int v = count_value(val, &why);
+    if (!v) {
+        if (val->len == 0)
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: %.*s= has no value; expected %.*s=N with N a "
+                          "positive integer",
+                          path, lineno, (int)key->len, key->s, (int)key->len, key->s);
+        if (strcmp(why, "is too large") == 0)
+            return mw_err(MW_ECONFIG,
+                          "%s:%d: %.*s=%s is too large; expected %.*s=N with N "
+                          "at most %d",
+                          path, lineno, (int)key->len, key->s,
+                          quote(q2, sizeof q2, val->s, val->len), (int)key->len, key->s,
+                          MW_HOSTFILE_MAX_TASKS);
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: %.*s=%s %s; expected %.*s=N with N a positive "
+                      "integer",
+                      path, lineno, (int)key->len, key->s, quote(q2, sizeof q2, val->s, val->len),
+                      why, (int)key->len, key->s);
+    }
+    *(k_slots ? slots : max_slots) = v;
+    return MW_OK;
+}
+
+/* One line: nothing (blank or comment) or a host and its settings. */
+static mw_status parse_line(nodes *n, const char *path, int lineno, char *line)
+{
+    char *hash = strchr(line, '#');
+    if (hash)
+        *hash = '\0';
+    word w[WORDS_MAX];
+    int nw = split(line, w);
+    if (nw < 0)
+        return mw_err(MW_ECONFIG,
+                      "%s:%d: more than %d words on one line; %s, one host per "
+                      "line",
+                      path, lineno, WORDS_MAX, expect_line);
+    if (nw == 0)
+        return MW_OK;
+    if (is(&w[0], "="))
+        return mw_err(MW_ECONFIG, "%s:%d: the line starts with '='; %s", path, lineno, expect_line);
+    const char *host = NULL;
+    size_t hlen = 0;
+    MW_TRY(line_host(&w[0], path, lineno, &host, &hlen));
+    int slots = 0, max_slots = 0;
+    for (int i = 1; i < nw; i += 3)
+        MW_TRY(line_setting(w, nw, i, path, lineno, &slots, &max_slots));
     if (!slots)
         slots = 1;
     if (max_slots && max_slots < slots)

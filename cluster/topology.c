@@ -151,75 +151,49 @@ static void prefix_rank(int rank, int size)
 
 /* ---- pure parts ---------------------------------------------------------------------------- */
 
-mw_status mw_topology_assign(const mw_tfconfig *c, const int *claims, int world_size,
-                             int *task_of_rank, mw_topo_mode *mode)
+/* Shared TF_CONFIG and a world of another size: the message naming what is left over. */
+static mw_status shared_mismatch(const mw_tfconfig *c, int world_size)
 {
-    int nt = c->ntasks, shared = 1;
-    for (int r = 0; r < world_size; r++) {
-        if (claims[r] < 0 || claims[r] >= nt)
-            return mw_err(MW_EINTERNAL, "rank %d claims task %d of %d", r, claims[r], nt);
-        shared &= claims[r] == claims[0];
-    }
-    *mode = shared ? MW_TOPO_SHARED : MW_TOPO_PER_RANK;
+    const int nt = c->ntasks;
     sb s = {.len = 0};
     s.buf[0] = '\0';
-
-    if (shared) {
-        if (world_size == nt) {
-            for (int r = 0; r < world_size; r++)
-                task_of_rank[r] = r;
-            return MW_OK;
-        }
-        /* One environment: rank r would take task r; name what is left over. */
-        sb_add(&s, "MPI started %d rank%s but TF_CONFIG lists %d task%s (", world_size,
-               world_size == 1 ? "" : "s", nt, nt == 1 ? "" : "s");
-        sb_jobs(&s, c->njob);
-        sb_add(&s, "): ");
-        if (world_size < nt) {
-            int left = nt - world_size;
-            sb_add(&s, "task%s ", left == 1 ? "" : "s");
-            for (int i = 0; i < left; i++) {
-                if (i == LIST_MAX && left > LIST_MAX + 1) {
-                    sb_add(&s, ", ... (%d in all)", left);
-                    break;
-                }
-                sb_add(&s, "%s", i == 0 ? "" : i == left - 1 ? " and " : ", ");
-                sb_task(&s, c, world_size + i);
+    /* One environment: rank r would take task r; name what is left over. */
+    sb_add(&s, "MPI started %d rank%s but TF_CONFIG lists %d task%s (", world_size,
+           world_size == 1 ? "" : "s", nt, nt == 1 ? "" : "s");
+    sb_jobs(&s, c->njob);
+    sb_add(&s, "): ");
+    if (world_size < nt) {
+        int left = nt - world_size;
+        sb_add(&s, "task%s ", left == 1 ? "" : "s");
+        for (int i = 0; i < left; i++) {
+            if (i == LIST_MAX && left > LIST_MAX + 1) {
+                sb_add(&s, ", ... (%d in all)", left);
+                break;
             }
-            sb_add(&s, " %s no rank", left == 1 ? "has" : "have");
-        } else {
-            int left = world_size - nt, v[LIST_MAX + 2];
-            for (int i = 0; i < left && i < LIST_MAX + 2; i++)
-                v[i] = nt + i;
-            sb_ranks(&s, v, left);
-            sb_add(&s, " %s no task", left == 1 ? "has" : "have");
+            sb_add(&s, "%s", i == 0 ? "" : i == left - 1 ? " and " : ", ");
+            sb_task(&s, c, world_size + i);
         }
-        sb_add(&s, "; expected one rank per task (mpiexec -n %d)", nt);
-        return mw_err(MW_ECONFIG, "%s", s.buf);
+        sb_add(&s, " %s no rank", left == 1 ? "has" : "have");
+    } else {
+        int left = world_size - nt, v[LIST_MAX + 2] = {0};
+        for (int i = 0; i < left && i < LIST_MAX + 2; i++)
+            v[i] = nt + i;
+        sb_ranks(&s, v, left);
+        sb_add(&s, " %s no task", left == 1 ? "has" : "have");
     }
+    sb_add(&s, "; expected one rank per task (mpiexec -n %d)", nt);
+    return mw_err(MW_ECONFIG, "%s", s.buf);
+}
 
-    /* One TF_CONFIG per rank: every task claimed exactly once. */
-    int *count = calloc((size_t)nt, sizeof *count);
-    int *who = malloc((size_t)(world_size > 0 ? world_size : 1) * sizeof *who);
-    if (!count || !who) {
-        free(count);
-        free(who);
-        return mw_err(MW_ENOMEM, "out of memory for %d ranks", world_size);
-    }
-    int ndup = 0, nfree = 0;
-    for (int r = 0; r < world_size; r++)
-        count[claims[r]]++;
-    for (int i = 0; i < nt; i++) {
-        ndup += count[i] > 1;
-        nfree += count[i] == 0;
-    }
-    if (world_size == nt && ndup == 0 && nfree == 0) {
-        for (int r = 0; r < world_size; r++)
-            task_of_rank[r] = claims[r];
-        free(count);
-        free(who);
-        return MW_OK;
-    }
+/* Per-rank TF_CONFIGs that do not claim every task once (count[i]: the ranks claiming task i,
+ * ndup tasks claimed twice or more, nfree claimed by none; who: scratch for world_size ranks):
+ * the message naming the first duplicates and the unclaimed tasks. */
+static mw_status per_rank_mismatch(const mw_tfconfig *c, const int *claims, int world_size,
+                                   const int *count, int ndup, int nfree, int *who)
+{
+    const int nt = c->ntasks;
+    sb s = {.len = 0};
+    s.buf[0] = '\0';
     if (world_size != nt) {
         sb_add(&s, "MPI started %d rank%s but TF_CONFIG lists %d task%s (", world_size,
                world_size == 1 ? "" : "s", nt, nt == 1 ? "" : "s");
@@ -264,9 +238,50 @@ mw_status mw_topology_assign(const mw_tfconfig *c, const int *claims, int world_
                "every rank)");
     if (world_size != nt)
         sb_add(&s, " and mpiexec -n %d", nt);
+    return mw_err(MW_ECONFIG, "%s", s.buf);
+}
+
+mw_status mw_topology_assign(const mw_tfconfig *c, const int *claims, int world_size,
+                             int *task_of_rank, mw_topo_mode *mode)
+{
+    int nt = c->ntasks, shared = 1;
+    for (int r = 0; r < world_size; r++) {
+        if (claims[r] < 0 || claims[r] >= nt)
+            return mw_err(MW_EINTERNAL, "rank %d claims task %d of %d", r, claims[r], nt);
+        shared &= claims[r] == claims[0];
+    }
+    *mode = shared ? MW_TOPO_SHARED : MW_TOPO_PER_RANK;
+    if (shared && world_size != nt)
+        return shared_mismatch(c, world_size);
+    if (shared) {
+        for (int r = 0; r < world_size; r++)
+            task_of_rank[r] = r;
+        return MW_OK;
+    }
+    /* One TF_CONFIG per rank: every task claimed exactly once. */
+    int *count = calloc((size_t)nt, sizeof *count);
+    int *who = malloc((size_t)(world_size > 0 ? world_size : 1) * sizeof *who);
+    if (!count || !who) {
+        free(count);
+        free(who);
+        return mw_err(MW_ENOMEM, "out of memory for %d ranks", world_size);
+    }
+    int ndup = 0, nfree = 0;
+    for (int r = 0; r < world_size; r++)
+        count[claims[r]]++;
+    for (int i = 0; i < nt; i++) {
+        ndup += count[i] > 1;
+        nfree += count[i] == 0;
+    }
+    mw_status rc = MW_OK;
+    if (world_size == nt && ndup == 0 && nfree == 0)
+        for (int r = 0; r < world_size; r++)
+            task_of_rank[r] = claims[r];
+    else
+        rc = per_rank_mismatch(c, claims, world_size, count, ndup, nfree, who);
     free(count);
     free(who);
-    return mw_err(MW_ECONFIG, "%s", s.buf);
+    return rc;
 }
 
 typedef struct {
@@ -415,35 +430,40 @@ static void canon_line(char *buf, size_t n, const char *text, int i)
 /* Step 2: every rank has a TF_CONFIG or none, and all clusters equal rank 0's. The branch taken
  * depends only on allgathered data, so every rank takes the same one (the broadcast inside is
  * safe); only the message about a differing cluster is local to a rank. */
+/* TF_CONFIG set on some ranks only (info: each rank's I_FOUND): the message naming both. */
+static mw_status found_on_some(const int *info, int ws)
+{
+    int *with = malloc((size_t)ws * sizeof *with), *without = malloc((size_t)ws * sizeof *with);
+    if (!with || !without) {
+        free(with);
+        free(without);
+        return mw_err(MW_ENOMEM, "out of memory for %d ranks", ws);
+    }
+    int a = 0, b = 0;
+    for (int r = 0; r < ws; r++) {
+        if (info[r * I_COUNT + I_FOUND])
+            with[a++] = r;
+        else
+            without[b++] = r;
+    }
+    sb s = {.len = 0};
+    sb_add(&s, "TF_CONFIG is set on ");
+    sb_ranks(&s, with, a);
+    sb_add(&s, " but not on ");
+    sb_ranks(&s, without, b);
+    sb_add(&s, "; expected it on every rank or on none");
+    free(with);
+    free(without);
+    return mw_err(MW_ECONFIG, "%s", s.buf);
+}
+
 static mw_status check_same(const mw_tfconfig *c, const int *info, int ws, int wr)
 {
     int nfound = 0;
     for (int r = 0; r < ws; r++)
         nfound += info[r * I_COUNT + I_FOUND] != 0;
-    if (nfound != 0 && nfound != ws) {
-        int *with = malloc((size_t)ws * sizeof *with), *without = malloc((size_t)ws * sizeof *with);
-        if (!with || !without) {
-            free(with);
-            free(without);
-            return mw_err(MW_ENOMEM, "out of memory for %d ranks", ws);
-        }
-        int a = 0, b = 0;
-        for (int r = 0; r < ws; r++) {
-            if (info[r * I_COUNT + I_FOUND])
-                with[a++] = r;
-            else
-                without[b++] = r;
-        }
-        sb s = {.len = 0};
-        sb_add(&s, "TF_CONFIG is set on ");
-        sb_ranks(&s, with, a);
-        sb_add(&s, " but not on ");
-        sb_ranks(&s, without, b);
-        sb_add(&s, "; expected it on every rank or on none");
-        free(with);
-        free(without);
-        return mw_err(MW_ECONFIG, "%s", s.buf);
-    }
+    if (nfound != 0 && nfound != ws)
+        return found_on_some(info, ws);
     if (nfound == 0)
         return MW_OK;
 
