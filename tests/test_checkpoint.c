@@ -456,7 +456,7 @@ static void test_save_keep(void **state)
     mw_ckpt_init(&r);
     char *used = NULL;
     assert_int_equal(mw_ckpt_load_latest(sub, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-7"));
+    expect_contains(used, "/ckpt-7");
     assert_int_equal(r.global_step, 7);
     assert_same_state(&c, &r);
 
@@ -550,13 +550,13 @@ static void test_load_falls_back(void **state)
     mw_ckpt_init(&r);
     char *used = NULL;
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-2"));
+    expect_contains(used, "/ckpt-2");
     assert_int_equal(r.global_step, 20);
     free(used);
 
     truncate_to(dir, "ckpt-2", 30);
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     assert_int_equal(r.global_step, 10);
     free(used);
 
@@ -565,7 +565,7 @@ static void test_load_falls_back(void **state)
     assert_int_equal(unlink(ip), 0);
     free(ip);
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     free(used);
 
     /* all bad: one error listing each one tried, newest first, with its reason */
@@ -601,12 +601,12 @@ static void test_load_bad_index(void **state)
     mw_ckpt_init(&r);
     char *used = NULL;
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     free(used);
     const char *junk = "model_checkpoint_path ckpt-1\n";
     free(mw_test_write_file(dir, "checkpoint", junk, strlen(junk)));
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     free(used);
     mw_ckpt_free(&c);
     mw_ckpt_free(&r);
@@ -733,7 +733,7 @@ static void test_save_unwritable(void **state)
     mw_ckpt_init(&r);
     char *used;
     assert_int_equal(mw_ckpt_load_latest(ck, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1")); /* the index decides, even with ckpt-2 there */
+    expect_contains(used, "/ckpt-1"); /* the index decides, even with ckpt-2 there */
     assert_int_equal(r.global_step, 1);
     free(used);
 
@@ -1152,7 +1152,7 @@ static void test_read_header_first(void **state)
     assert_int_equal(rename(sparse, three), 0);
     char *used = NULL;
     assert_int_equal(mw_ckpt_load_latest(ck, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     free(used);
     free(three);
     free(ck);
@@ -1193,7 +1193,7 @@ static void test_read_special(void **state)
     free(mw_test_write_file(dir, "checkpoint", idx, strlen(idx)));
     char *used = NULL;
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     assert_same_state(&c, &r);
     free(used);
     /* the index itself as a FIFO: the ckpt-N files are found */
@@ -1201,7 +1201,7 @@ static void test_read_special(void **state)
     assert_int_equal(unlink(ip), 0);
     assert_int_equal(mkfifo(ip, 0644), 0);
     assert_int_equal(mw_ckpt_load_latest(dir, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "/ckpt-1"));
+    expect_contains(used, "/ckpt-1");
     free(used);
     alarm(0);
     free(ip);
@@ -1238,17 +1238,17 @@ static void test_index_outside(void **state)
     char *used = NULL;
     mw_ckpt_init(&r);
     assert_int_equal(mw_ckpt_load_latest(ck, &r, &used), MW_OK);
-    assert_non_null(strstr(used, "ck/ckpt-1"));
+    expect_contains(used, "ck/ckpt-1");
     assert_int_equal(r.global_step, 1); /* not the other run's 7 */
     free(used);
 
     mw_ckpt_survey sv;
     assert_int_equal(mw_ckpt_survey_dir(ck, &sv), MW_OK);
     assert_int_equal(sv.complete, 1);
-    assert_non_null(strstr(sv.debris, "checkpoint (index entry ../elsewhere/ckpt-1: outside the "
-                                      "directory)"));
-    assert_non_null(strstr(sv.debris, "checkpoint (index entry sub/ckpt-8: outside"));
-    assert_non_null(strstr(sv.debris, "checkpoint (index entry ..: outside"));
+    expect_contains(sv.debris, "checkpoint (index entry ../elsewhere/ckpt-1: outside the "
+                               "directory)");
+    expect_contains(sv.debris, "checkpoint (index entry sub/ckpt-8: outside");
+    expect_contains(sv.debris, "checkpoint (index entry ..: outside");
 
     /* only the index's entries named outside: nothing to try */
     char *one = join(ck, "ckpt-1");

@@ -92,9 +92,9 @@ static void test_roundtrip(void **state)
     char *cfg = NULL;
     const mw_keras_optimizer adam = {"adam", 1e-3, 0.9, 0.9, 0.999, 1e-7, 0, NULL, NULL};
     check_rc(mw_keras_config_json(&a, &adam, &cfg), "config");
-    assert_non_null(strstr(cfg, "\"name\":\"hidden\""));
-    assert_non_null(strstr(cfg, "\"compile_config\""));
-    assert_non_null(strstr(cfg, "\"from_logits\":false")); /* it ends in softmax */
+    expect_contains(cfg, "\"name\":\"hidden\"");
+    expect_contains(cfg, "\"compile_config\"");
+    expect_contains(cfg, "\"from_logits\":false"); /* it ends in softmax */
     free(cfg);
     mw_model_free(&a);
 }
@@ -223,7 +223,7 @@ static void test_named_keras(void **state)
     mw_model m;
     mw_err_clear();
     assert_int_equal(mw_keras_model_load(&m, path, 0, 0, 0, 0, NULL), MW_EDATA);
-    assert_non_null(strstr(mw_err_msg(), "m.keras: not a zip archive"));
+    expect_contains(mw_err_msg(), "m.keras: not a zip archive");
     mw_model_free(&m);
     free(path);
 }

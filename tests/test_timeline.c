@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/timeline.h"
+#include "tests/util.h"
 #include "worker/chief.h"
 
 static void test_path(void **state)
@@ -98,11 +99,11 @@ static void test_trace(void **state)
     assert_int_equal(mw_timeline_on, 0);
     char *b = slurp(path);
     remove(path);
-    assert_non_null(strstr(b, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n"));
-    assert_non_null(strstr(b, "\"args\": {\"name\": \"rank 7 \\\"x\\\\y\\\"\"}"));
-    assert_non_null(strstr(b, "\"name\": \"wait: a \\\"quoted\\\" op\", \"cat\": \"wait\", "
-                              "\"ph\": \"B\""));
-    assert_non_null(strstr(b, "\"args\": {\"step\": 8191}}"));
+    expect_contains(b, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    expect_contains(b, "\"args\": {\"name\": \"rank 7 \\\"x\\\\y\\\"\"}");
+    expect_contains(b, "\"name\": \"wait: a \\\"quoted\\\" op\", \"cat\": \"wait\", "
+                       "\"ph\": \"B\"");
+    expect_contains(b, "\"args\": {\"step\": 8191}}");
     const size_t len = strlen(b);
     assert_string_equal(b + len - 4, "\n]}\n");
     /* One event a line: each line is searched on its own (a strstr over the whole file per
