@@ -13,6 +13,7 @@
 # Needs root (unshare -m); SKIP (77) with the reason otherwise.
 #   test_bundle.sh BUILDDIR HOSTDEV_MODULE
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 build=$1 module=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 if [[ $(id -u) != 0 ]] || ! unshare -m true 2>/dev/null; then
@@ -21,8 +22,6 @@ if [[ $(id -u) != 0 ]] || ! unshare -m true 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 
 bash "$src/tests/bench/gpu_bundle.sh" "$build" "$tmp/b" >"$tmp/bundle.out" 2>&1
 rc=$?
@@ -90,5 +89,4 @@ out=$(bash "$src/tests/bench/gpu_bundle.sh" "$tmp/half" "$tmp/b2" 2>&1)
 rc=$?
 check '[[ $rc -eq 1 && ! -e $tmp/b2 ]] && grep -qF "gpu_bundle: $tmp/half/worker/mwtrain-cuda.so is missing (a build with CUDA?)" <<<"$out"' \
     "a build without the CUDA module: exit $rc: $out"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -5,6 +5,7 @@
 # would train on: there the fallback is not what runs.
 #   test_device_fallback.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset MW_CUDA_MODULE
@@ -21,8 +22,6 @@ quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epoc
        --summary-dir "" --progress none)
 out=$("$mw" train --device auto "${quick[@]}" 2>&1)
 rc=$?
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 check '[[ $rc -eq 0 ]] && grep -q "^Epoch 1," <<<"$out"' "--device auto trains"
 re='info: (no CUDA device \((no CUDA driver: |cuInit: |cuDeviceGetCount).*\)|built without CUDA.*)'
 check 'grep -Eq "$re: training on the CPU" <<<"$out" && ! grep -q warning <<<"$out"' \
@@ -37,5 +36,4 @@ out=$("$mw" train --device tpu "${quick[@]}" 2>&1)
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "\-\-device .tpu.: expected one of auto, cpu, gpu" <<<"$out"' \
     "--device tpu: bad value"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -18,13 +18,12 @@
 #   - a BUILDDIR without mwtrain: exit 2 and one message naming the missing file.
 #   test_first_run_dry.sh SCRIPT BUILDDIR HOSTDEV_MODULE
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 script=$1 build=$2 module=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export MW_CUDA_MODULE=$module
 unset TF_CONFIG MW_HOSTDEV_FAULT MW_FIRST_RUN_CPU_FLAGS
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 
 MW_HOSTDEV_GPUS=2 bash "$script" "$build" "$tmp/ok" --quick >"$tmp/ok.out" 2>&1
 rc=$?
@@ -76,5 +75,4 @@ out=$(bash "$script" "$tmp/nowhere" "$tmp/x" 2>&1)
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -qF "gpu_first_run: $tmp/nowhere/worker/mwtrain is missing: BUILDDIR must be a build (or a bundle)" <<<"$out"' \
     "a BUILDDIR without mwtrain: exit $rc: $out"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -34,6 +34,7 @@
 #     no device with auto trains on the CPU.
 #   test_hostdev_train.sh HOSTDEV_MODULE MWTRAIN CMP_WEIGHTS
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 module=$1 mw=$2 cmp=$3
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
@@ -44,8 +45,6 @@ printf '#!/bin/sh\nMW_CUDA_MODULE=%q exec %q "$@"\n' "$module" "$mw" >"$hd"
 chmod +x "$hd"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
        --checkpoint-every-epochs 0 --collective-timeout 60)
 two_nodes='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
@@ -433,5 +432,4 @@ rc=$?
 check '[[ $rc -eq 0 ]] && grep -q "training on the CPU" <<<"$out" && grep -q "^Epoch 1" <<<"$out"' \
     "no fake device, --device auto trains on the CPU"
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

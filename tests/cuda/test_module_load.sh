@@ -14,11 +14,10 @@
 #       loaded, and every message names the missing library. Skipped (77) where mount
 #       namespaces cannot be made. Nothing outside the namespace is touched.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 fake=$2 mode=$3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset MW_CUDA_MODULE MW_FAKE_CUINIT MW_FAKE_DEVICES
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epochs 0
        --summary-dir "" --progress none)
 [[ -f $fake/libcuda.so.1 ]] || { echo "FAIL: no fake driver in $fake"; exit 1; }
@@ -111,5 +110,4 @@ else
     echo "usage: test_module_load.sh MWTRAIN FAKE_LIBCUDA_DIR probes|no-cuda-libs"
     exit 2
 fi
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -5,11 +5,10 @@
 # build of its own, without tests: a few seconds).
 #   test_nocuda_build.sh BUILD_DIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 build=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 if [[ -d $build ]]; then
     meson setup --reconfigure "$build" "$src" -Dcuda=disabled -Dtests=false -Dwerror=true >/dev/null
 else
@@ -37,5 +36,4 @@ check '[[ $rc -eq 7 && $(grep -cF "$msg" <<<"$out") -eq 1 ]]' \
 out=$(mpiexec -n 2 "$mw" cluster 2>&1)
 rc=$?
 check '[[ $rc -eq 0 ]] && grep -Eq "^1 +1 .* worker +cpu$" <<<"$out"' "cluster shows cpu: $out"
-echo "no-CUDA build: $pass passed, $fail failed"
-((fail == 0))
+finish "no-CUDA build"

@@ -7,6 +7,7 @@
 #   test_commands.sh MWTRAIN [SOURCE_ROOT]      (SOURCE_ROOT default: $MW_SRCDIR)
 # Environment: MW_DATA_DIR (IDX files, default /usr/share/datasets/fashion-mnist).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1")
 src=${2:-${MW_SRCDIR:?pass SOURCE_ROOT or set MW_SRCDIR}}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,7 +21,7 @@ printf 'localhost slots=2\n' >"$tmp/hostfile"
 python3 "$here/extract_commands.py" "$src/deploy" "$mw" "$tmp/run" \
     "${MW_DATA_DIR:-/usr/share/datasets/fashion-mnist}" "$tmp/hostfile" >"$tmp/commands"
 
-pass=0 fail=0 n=0
+n=0
 while IFS=$'\t' read -r where cmd msg; do
     n=$((n + 1))
     if [[ $cmd == ERROR ]]; then
@@ -51,5 +52,4 @@ if ((n == 0)); then
     echo "FAIL: no marked mwtrain command found under $src/deploy"
     fail=1
 fi
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -5,12 +5,11 @@
 # without --signal.
 #   test_preemption_rules.sh MWTRAIN [SOURCE_ROOT]
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 src=${2:-$MW_SRCDIR}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 out=$(python3 "$here/check_preemption.py" "$src/deploy" "$mw" 2>&1)
 rc=$?
 check '[[ $rc -eq 0 ]]' "deploy/ as shipped: $out"
@@ -45,5 +44,4 @@ broken "no --signal" '
 import sys
 p = sys.argv[1] + "/slurm/train.sbatch"; s = open(p).read()
 open(p, "w").write(s.replace("#SBATCH --signal=TERM@120", "#SBATCH --comment=x"))' "--signal=TERM@SECONDS"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

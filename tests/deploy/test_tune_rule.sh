@@ -6,6 +6,7 @@
 # exempt.
 #   test_tune_rule.sh
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -32,9 +33,10 @@ mpirun -n 2 mwtrain train
 X
 python3 "$here/extract_commands.py" "$d" /bin/mwtrain "$tmp/run" /data "$tmp/hf" >"$tmp/out"
 cat "$tmp/out"
-pass=0 fail=0
 expect() { # PATTERN WHAT
-    if grep -qE -- "$1" "$tmp/out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi
+    local ok=false
+    grep -qE -- "$1" "$tmp/out" && ok=true
+    check "$ok" "$2"
 }
 expect $'^deploy/mpirun/run.sh:2\tERROR\tmpirun without --tune \\.\\.\\./mca-params\\.conf' \
     "mpirun without --tune is an error naming run.sh:2"
@@ -44,5 +46,4 @@ expect $'^deploy/slurm/a.sbatch:2\tERROR\tsrun launch without OMPI_MCA_mca_base_
     "srun without the variable is an error naming a.sbatch:2"
 expect $'^deploy/slurm/b.sbatch:3\tmpirun -n 2' "srun with the variable runs"
 expect $'^deploy/local/train.sh:2\tmpirun -n 2' "deploy/local/ (one machine) is exempt"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -18,6 +18,7 @@
 # PART layout is the first-step comparison alone (meson's 'batchnorm-layout', in suite 'isa'
 # too), other the rest ('batchnorm'); neither: both.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2 part=${3:-all}
 want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -25,8 +26,6 @@ model=$src/tests/data/keras/graph/resblock_k3.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 common=(train --model "$model" --steps-per-epoch 8 --test-examples 200 --progress none --quiet
         --summary-dir "" --collective-timeout 120 --threads 1)
 run() { # name ranks [flags...]
@@ -89,5 +88,4 @@ run s-resumed 2 "${sync[@]}" --epochs 2 --resume --checkpoint-dir "$tmp/sck"
 check '"$cmp" "$tmp/s-straight.bin" "$tmp/s-again.bin"' "synchronized BN, 2 ranks twice: bitwise"
 check '"$cmp" "$tmp/s-straight.bin" "$tmp/s-resumed.bin"' \
     "synchronized BN: 1 epoch + --resume is bitwise the 2 epochs in one run"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -5,12 +5,11 @@
 # existing checkpoints intact; eval and export need no cluster.
 #   test_checkpoint_cli.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--steps-per-epoch 5 --test-examples 100 --summary-dir "" --progress none)
 
 "$mw" train --epochs 2 --checkpoint-every-epochs 1 --checkpoint-dir "$tmp/ck" "${quick[@]}" \
@@ -71,5 +70,4 @@ check '[[ $rc -eq 0 && -s $tmp/w.safetensors ]]' "export from the restored check
 "$mw" export --checkpoint-dir "$tmp/ck" >"$tmp/export2.out" 2>&1
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "export needs --output FILE" "$tmp/export2.out"' "export without --output"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -14,14 +14,13 @@
 #    block.
 #   test_ckptdir_cli.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 tmp=$(mktemp -d)
 job=""
 cleanup() { [[ -n $job ]] && kill -9 "$job" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 1 --steps-per-epoch 3 --test-examples 50 --progress none --summary-dir '')
 show() { echo "--- $1"; cat "$1"; }
 
@@ -169,5 +168,4 @@ check '[[ $rc -eq 0 ]] && grep -q "saved checkpoint .*ck6/ckpt-4 (epoch 4" "$tmp
     "a stale lock file does not block (exit $rc)"
 ((fail)) && show "$tmp/6a.out" && show "$tmp/6b.out" && show "$tmp/6s.out"
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

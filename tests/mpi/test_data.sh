@@ -21,6 +21,7 @@
 # PART layout is 2.'s layouts alone (meson's 'data-layout', in suite 'isa' too), other the rest
 # ('data'); neither: both.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2 part=${3:-all}
 want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -37,8 +38,6 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 1 --progress none --quiet --summary-dir "" --checkpoint-every-epochs 0
        --collective-timeout 120 --test-examples 200)
 run() { # name ranks replicas-per-worker flags...
@@ -215,5 +214,4 @@ rc=$?
 check '[[ $rc -eq 3 ]] && grep -q "y_train.npy: example [0-9]* has label 1, expected 0..0 (--classes 1)" \
     "$tmp/cls.out"' "--classes below the labels: exit 3 (got $rc)"
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

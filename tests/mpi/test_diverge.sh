@@ -10,6 +10,7 @@
 # prints a finite training loss and leaves every weight non-finite: exit 8, nothing saved.
 #   test_diverge.sh MWTRAIN DATADIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 data=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -17,8 +18,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 flags=(train --model "$data/keras/mlp_k3.json" --steps-per-epoch 40 --batch-per-replica 16
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --keep-checkpoints 2 --summary-dir "" --collective-timeout 60)
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 sums() { (cd "$1" && sha1sum ckpt-* checkpoint 2>/dev/null); }
 
 for opt in adam adamw; do
@@ -60,5 +59,4 @@ mpiexec -n 2 "$mw" "${flags[@]}" --epochs 1 --steps-per-epoch 1 \
 rc=$?
 check '[[ $rc -eq 8 ]] && ! ls "$tmp/one" | grep -q ckpt- && grep -q "error: the run diverged: the test loss of epoch 1 (step 1) was not finite" "$tmp/one.out"' \
     "one step at lr 1e308: exit 8, no checkpoint (exit $rc; $(ls "$tmp/one" | tr '\n' ' ')): $(grep -m 1 error "$tmp/one.out")"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -6,13 +6,12 @@
 # ends all three with one message.
 #   test_evaluator.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export TF_CONFIG='{"cluster":{"chief":["localhost:2222"],"worker":["localhost:2223"],"evaluator":["localhost:2224"]},"task":{"type":"chief","index":0}}'
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 timeout 120 mpiexec -n 3 "$mw" train --epochs 3 --steps-per-epoch 10 --test-examples 300 \
     --checkpoint-every-epochs 1 --checkpoint-dir "$tmp/ck" --summary-dir "$tmp/logs" \
     --progress none >"$tmp/out" 2>"$tmp/err"
@@ -32,5 +31,4 @@ timeout 60 mpiexec -n 3 "$mw" train --epochs 1 --data-dir "$tmp/nowhere" >"$tmp/
 rc=$?
 check '[[ $rc -eq 4 || $rc -eq 3 ]]' "a bad data dir fails every task (exit $rc)"
 check '[[ $(grep -c "mwtrain: error:" "$tmp/err2") -eq 1 ]]' "one message"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

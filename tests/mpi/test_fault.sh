@@ -5,6 +5,7 @@
 # bitwise. Also: mid-epoch checkpoints restore into the same step.
 #   test_fault.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2
 tmp=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -13,8 +14,6 @@ flags=(train --epochs 2 --steps-per-epoch 200 --checkpoint-every-steps 50 --chec
 job=""
 cleanup() { [[ -n $job ]] && kill -9 "$job" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 
 # 1. the uninterrupted run
 mpiexec -n 2 "$mw" "${flags[@]}" --checkpoint-dir "$tmp/a" --dump-weights "$tmp/full.bin" \
@@ -65,5 +64,4 @@ mpiexec -n 1 "$mw" "${flags[@]}" --epochs 3 --batch-per-replica 64 --replicas-pe
     --checkpoint-dir "$tmp/b" --resume >"$tmp/d.out" 2>&1
 rc=$?
 check '[[ $rc -eq 0 ]] && grep -q "^Epoch 3," "$tmp/d.out"' "resume into 1 rank x 2 replicas"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

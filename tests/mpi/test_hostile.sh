@@ -26,6 +26,7 @@
 # is under a timeout; the FIFO writers, the tmpfs and the files are removed on every exit.
 #   test_hostile.sh MWTRAIN TEST_KERAS_H5
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1")
 h5case=$(realpath "$2")
 py=/usr/bin/python3
@@ -47,8 +48,6 @@ cleanup() {
 trap cleanup EXIT
 cd "$tmp" || exit 1
 
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 quick=(--epochs 1 --steps-per-epoch 2 --progress none --summary-dir '' --checkpoint-every-epochs 0
@@ -286,5 +285,4 @@ check '[[ $rc -eq 0 ]]' "a stray label still trains (got $rc: $(grep -m1 error "
 check 'grep -qF -- "data $tmp/stray.npz: 197 of the 201 classes have no training example" \
     "$tmp/stray.err"' "a stray label: the warning names the classes without an example"
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

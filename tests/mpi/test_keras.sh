@@ -11,14 +11,13 @@
 # PART layout is the Dropout CNN's layouts alone (meson's 'keras-layout', in suite 'isa' too),
 # other the rest ('keras'); neither: both.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2 part=${3:-all}
 want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 1 --progress none --summary-dir "" --checkpoint-every-epochs 0
        --collective-timeout 120)
 
@@ -125,5 +124,4 @@ rc=$?
 check '[[ $rc -eq 5 && $(grep -c "error: the latest checkpoint holds 225034 parameters" "$tmp/kc3.out") -eq 1 ]]' \
     "--model of another model: one error, exit 5 (got $rc): $(grep error "$tmp/kc3.out" | head -n 2)"
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -35,6 +35,7 @@
 # its AVX2 ones. That is rounding amplified, not a layout bug; the same layout repeats bitwise.
 #   test_layout.sh MWTRAIN CMP_WEIGHTS
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2
 tmp=$(mktemp -d)
 trap "rm -rf $tmp" EXIT; [[ -n ${KEEP:-} ]] && trap - EXIT
@@ -94,8 +95,6 @@ run adam-2nodes-x2-again 4 1 TF_CONFIG="$fake2x2" -- "${adam20[@]}"
 run sync-adam-2nodes-x2 4 1 TF_CONFIG="$fake2x2" -- "${sync[@]}" "${adam20[@]}"
 run sync-adam-2nodes-x2-again 4 1 TF_CONFIG="$fake2x2" -- "${sync[@]}" "${adam20[@]}"
 
-pass=0 fail=0
-check() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
 # differs A B BASE: the control, more than $control apart
 differs() {
     if "$cmp" "$1" "$2" "$control" "$3"; then
@@ -108,24 +107,23 @@ differs() {
 # the losses as printed (4 decimals): equal up to one unit of the last digit, since values
 # 1e-7 apart can round to either side of a printed digit
 same_losses() {
-    check awk -v a="$(cat "$tmp/$1.loss")" -v b="$(cat "$tmp/$2.loss")" \
+    check_cmd awk -v a="$(cat "$tmp/$1.loss")" -v b="$(cat "$tmp/$2.loss")" \
         'BEGIN { split(a, x); split(b, y); d1 = x[1] - y[1]; d2 = x[2] - y[2];
                  exit !(x[1] > 0 && d1 * d1 <= 1.0201e-8 && d2 * d2 <= 1.0201e-8) }'
 }
 for l in 2x1 4x1 2nodes-x2 1x4rep; do
-    check "$cmp" "$tmp/s1-1x1.bin" "$tmp/s1-$l.bin" "$tol" "$tmp/w0.bin"
+    check_cmd "$cmp" "$tmp/s1-1x1.bin" "$tmp/s1-$l.bin" "$tol" "$tmp/w0.bin"
     same_losses s1-1x1 "s1-$l"
-    check "$cmp" "$tmp/s14-1x1.bin" "$tmp/s14-$l.bin" "$tol" "$tmp/w0.bin"
+    check_cmd "$cmp" "$tmp/s14-1x1.bin" "$tmp/s14-$l.bin" "$tol" "$tmp/w0.bin"
     same_losses s14-1x1 "s14-$l"
-    check "$cmp" "$tmp/sync-s1-1x1.bin" "$tmp/sync-s1-$l.bin" "$tol" "$tmp/sw0.bin"
+    check_cmd "$cmp" "$tmp/sync-s1-1x1.bin" "$tmp/sync-s1-$l.bin" "$tol" "$tmp/sw0.bin"
     same_losses sync-s1-1x1 "sync-s1-$l"
 done
 differs "$tmp/s1-1x1.bin" "$tmp/s1-63.bin" "$tmp/w0.bin"
 differs "$tmp/s1-1x1.bin" "$tmp/s14-1x1.bin" "$tmp/w0.bin"
-check "$cmp" "$tmp/sync-s1-1x1.bin" "$tmp/unsync-s1-1x1.bin" "$tol" "$tmp/sw0.bin"
+check_cmd "$cmp" "$tmp/sync-s1-1x1.bin" "$tmp/unsync-s1-1x1.bin" "$tol" "$tmp/sw0.bin"
 differs "$tmp/unsync-s1-1x1.bin" "$tmp/unsync-s1-4x1.bin" "$tmp/sw0.bin"
-check "$cmp" "$tmp/adam-1x1.bin" "$tmp/adam-1x1-again.bin"
-check "$cmp" "$tmp/adam-2nodes-x2.bin" "$tmp/adam-2nodes-x2-again.bin"
-check "$cmp" "$tmp/sync-adam-2nodes-x2.bin" "$tmp/sync-adam-2nodes-x2-again.bin"
-echo "$pass passed, $fail failed"
-((fail == 0))
+check_cmd "$cmp" "$tmp/adam-1x1.bin" "$tmp/adam-1x1-again.bin"
+check_cmd "$cmp" "$tmp/adam-2nodes-x2.bin" "$tmp/adam-2nodes-x2-again.bin"
+check_cmd "$cmp" "$tmp/sync-adam-2nodes-x2.bin" "$tmp/sync-adam-2nodes-x2-again.bin"
+finish

@@ -21,6 +21,7 @@
 # removed on every exit, after the processes in it have ended.
 #   test_memory.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset MW_MEMORY_CHECK
@@ -46,8 +47,6 @@ cleanup() {
 trap cleanup EXIT
 cd "$tmp" || exit 1
 
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 1 --steps-per-epoch 1 --progress none --summary-dir '' --checkpoint-every-epochs 0)
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -257,5 +256,4 @@ in memory" --model "$tmp/padded.keras"
         "control: unchecked, the .npz is not refused but dies (got $rc; 137: the OOM killer)"
 fi
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

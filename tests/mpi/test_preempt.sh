@@ -16,6 +16,7 @@
 # to the same weights.
 #   test_preempt.sh MWTRAIN CMP_WEIGHTS DATADIR [TRIALS]
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1") cmp=$2 data=$3 trials=${4:-2}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -32,8 +33,6 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 now() { date +%s.%N; }
 # rank_pid DIR R: the pid of rank R of the run writing checkpoints to DIR
 rank_pid() {
@@ -167,5 +166,4 @@ CKPT_DIR=$d bash "$src/deploy/mpirun/run.sh" "$tmp/hosts" "${flags[@]}" --dump-w
 rc=$?
 check '[[ $rc -eq 0 ]] && "$cmp" "$tmp/ref.bin" "$d.bin" >/dev/null' \
     "after a SIGTERM to mpirun, --resume ends bitwise equal to the uninterrupted run (exit $rc)"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

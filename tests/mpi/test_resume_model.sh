@@ -7,13 +7,12 @@
 # refuses the chief's checkpoints of A.
 #   test_resume_model.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--steps-per-epoch 2 --test-examples 100 --progress none --summary-dir ""
        --collective-timeout 120 --checkpoint-dir "$tmp/ck")
 # every file of the checkpoint directory: name, size, modification time, contents
@@ -76,5 +75,4 @@ check '[[ $rc -ne 0 ]] && grep -qF "error: evaluator: --model $b differs from th
     "an evaluator with --model B refuses ckpt-1 (exit $rc): $(grep error "$tmp/ev.out" | head -n 2)"
 check '! grep -q "^Evaluator: ckpt-1" "$tmp/ev.out"' "the evaluator did not evaluate ckpt-1"
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

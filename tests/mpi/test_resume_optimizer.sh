@@ -22,14 +22,13 @@
 # PART old is the checkpoints from before this change alone (meson's 'resume-old-checkpoints',
 # in suite 'isa' too), other the rest ('resume-optimizer'); neither: both.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmpw=$2 part=${3:-all}
 want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:?MW_SRCDIR must name the source tree}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 data=$src/tests/data/optimizer_ckpt
 quick=(--model "$data/tiny.json" --steps-per-epoch 7 --test-examples 100 --progress none
     --checkpoint-every-epochs 1 --threads 1)
@@ -136,5 +135,4 @@ if want old; then
     check '[[ $cmp_rc -eq 1 ]]' \
         "the control, lr 10% larger, differs by more than 3e-6: $(cat "$tmp/main-adam-lr/cmp.out")"
 fi
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

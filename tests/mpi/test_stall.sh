@@ -6,6 +6,7 @@
 # all-reduce (MW_FAULT=stop:bn-sync:1): the message names the layer and the step.
 #   test_stall.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 tmp=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -28,8 +29,6 @@ for p in $(pgrep -f "$mw train --epochs 1 --steps-per-epoch 100000"); do
         victim=$p
     fi
 done
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 check '[[ -n $victim ]]' "found rank 1's process"
 stopped=$(date +%s)
 kill -STOP "$victim"
@@ -65,5 +64,4 @@ check '[[ $rc -eq 131 ]]' "bn-sync stop: exit code 131 (got $rc)"
 check '((took <= 25))' "bn-sync stop: ended within 25 s (took $took s)"
 check 'grep -q "collective timeout: synchronized BatchNormalization all-reduce (layer .bn_a., forward) at step 0 waited" "$tmp/bn.err"' \
     "bn-sync stop: the message names the layer and the step"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

@@ -12,6 +12,7 @@
 #     300 ms more per step) is named, with its median step, in every epoch line.
 #   test_timeline.sh MWTRAIN CMP_WEIGHTS
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 check_tl=$src/tests/mpi/check_timeline.py
@@ -19,8 +20,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset TF_CONFIG MW_FAULT
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 quick=(--epochs 2 --steps-per-epoch 4 --test-examples 200 --progress none --summary-dir ""
        --checkpoint-every-epochs 1 --collective-timeout 60)
 
@@ -85,5 +84,4 @@ check '[[ $rc -eq 0 && $(grep -Ec "$re" "$tmp/slow.out") -eq 2 ]]' \
 ms=$(sed -n "s/^Epoch 1, .*rank 2's median step (without the all-reduce) \([0-9]*\).*/\1/p" \
     "$tmp/slow.out")
 check '[[ -n $ms && $ms -ge 300 ]]' "its median step holds the 300 ms: ${ms:-none} ms"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

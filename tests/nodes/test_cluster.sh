@@ -5,12 +5,11 @@
 # cluster line the number of nodes.
 #   test_cluster.sh MWTRAIN
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 nodes_up 3
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 tfconfig() { # NODES PPN -> a TF_CONFIG with worker i on node (i / PPN) + 1
     local w="" i
     for ((i = 0; i < $1 * $2; i++)); do w+="${w:+,}\"node$((i / $2 + 1)):$((2222 + i % $2))\""; done
@@ -37,5 +36,4 @@ for layout in "2 2" "3 1"; do
             "$nn x $ppn ($tf): the cluster line names $nn nodes"
     done
 done
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

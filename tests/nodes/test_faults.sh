@@ -25,6 +25,7 @@
 # 2 x 2 run's (computed once per build and binary, cached next to CMP_WEIGHTS).
 #   test_faults.sh MWTRAIN CMP_WEIGHTS FAULT
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1") cmp=$(realpath "$2") fault=$3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
@@ -40,8 +41,6 @@ flags=(train --model "$here/../data/keras/mlp_k3.json" --epochs 2 --steps-per-ep
        --batch-per-replica 16 --checkpoint-every-steps 25 --checkpoint-every-epochs 1
        --test-examples 200 --summary-dir "" --progress none --threads 1
        --collective-timeout "$timeout_s" --checkpoint-dir "$MWN_DISK/ckpt")
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 
 # 1. the uninterrupted run, once per binary, flags and oneDNN ISA cap (its weights do not depend
 # on the fault, but oneDNN's kernels, which sum in another order, do)
@@ -143,5 +142,4 @@ check 'grep -q "restoring .*ckpt-[0-9]* (epoch [0-9], step [0-9]* of it" "$MWN_R
     "resumed from a mid-run checkpoint"
 check '[[ -s $ref ]] && "$cmp" "$ref" "$MWN_ROOT/disk/node1/resumed.bin"' \
     "resumed weights bitwise equal to the uninterrupted run's"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

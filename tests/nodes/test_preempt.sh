@@ -10,12 +10,11 @@
 # run's.
 #   test_preempt.sh MWTRAIN CMP_WEIGHTS DATADIR [TRIALS]
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1") cmp=$(realpath "$2") data=$(realpath "$3") trials=${4:-1}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 nodes_up 2
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 mwn_hostfile "$MWN_ROOT/hosts" 2 2
 flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 300 --batch-per-replica 8
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
@@ -78,5 +77,4 @@ for target in launcher chief worker; do
     done
     echo "signal to the $target: every process gone after median $(median "${times[@]}") s, worst $(printf '%s\n' "${times[@]}" | sort -g | tail -n 1) s ($trials trials)"
 done
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish

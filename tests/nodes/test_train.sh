@@ -14,13 +14,12 @@
 # PART layout is the first-step comparison alone (meson's 'train-layout', in suite 'isa' too),
 # other the rest ('train'); neither: both.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$(realpath "$1") cmp=$(realpath "$2") part=${3:-all}
 want() { [[ $part == all || $part == "$1" ]]; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 nodes_up 3
-pass=0 fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 # global batch 64 in every layout (the default CNN, as test_layout.sh)
 common=(train --epochs 1 --progress none --collective-timeout 120 --threads 1 --test-examples 500)
 step1=(--optimizer sgd --learning-rate 1 --steps-per-epoch 1 --checkpoint-every-epochs 0
@@ -53,8 +52,7 @@ if want layout; then
         "2 x 2 losses equal 1 x 1's: $(cat "$MWN_ROOT/s1-1x1.loss"), $(cat "$MWN_ROOT/s1-2x2.loss")"
 fi
 if ! want other; then
-    echo "$pass passed, $fail failed"
-    ((fail == 0))
+    finish
     exit
 fi
 
@@ -88,5 +86,4 @@ check 'grep -q "^Epoch 2," "$MWN_ROOT/resume.out" && ! grep -q "^Epoch 1," "$MWN
     "resume trained epoch 2 only"
 check '[[ -f $MWN_ROOT/disk/node1/ckpt/ckpt-2 && -z $(find "$MWN_ROOT/disk/node2" "$MWN_ROOT/disk/node3" -mindepth 1) ]]' \
     "the resumed job's checkpoint is on node1 only"
-echo "$pass passed, $fail failed"
-((fail == 0))
+finish
