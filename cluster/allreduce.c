@@ -19,21 +19,31 @@
 #define SMALL_NBYTES 65536 /* auto: below this, MPI_Allreduce */
 #define FLAG_STRIDE 16     /* longs: one 128-byte line per barrier flag */
 
-static const char *const algo_names[] = {"auto", "ring", "hierarchical", "mpi"};
+const char *const mw_ar_algo_names[MW_AR_COUNT + 1] = {
+    [MW_AR_AUTO] = "auto",
+    [MW_AR_RING] = "ring",
+    [MW_AR_HIER] = "hierarchical",
+    [MW_AR_MPI] = "mpi",
+    [MW_AR_HALVING] = "halving-doubling",
+};
 
 const char *mw_ar_algo_name(mw_ar_algo a)
 {
-    return (unsigned)a < 4 ? algo_names[a] : "?";
+    return (unsigned)a < MW_AR_COUNT ? mw_ar_algo_names[a] : "?";
 }
 
 mw_status mw_ar_algo_parse(const char *s, mw_ar_algo *out)
 {
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(s, algo_names[i])) {
+    char list[160] = "";
+    for (int i = 0; i < MW_AR_COUNT; i++) {
+        if (!strcmp(s, mw_ar_algo_names[i])) {
             *out = (mw_ar_algo)i;
             return MW_OK;
         }
-    return mw_err(MW_EINVAL, "--allreduce '%s': expected one of auto, ring, hierarchical, mpi", s);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 mw_ar_algo_names[i]);
+    }
+    return mw_err(MW_EINVAL, "--allreduce '%s': expected one of %s", s, list);
 }
 
 void mw_allreduce_init(mw_allreduce *ar)
@@ -58,6 +68,7 @@ void mw_allreduce_close(mw_allreduce *ar)
     mw_ring_close(&ar->cross_ring);
     free(ar->slots);
     free(ar->node_peer);
+    free(ar->hd_tmp);
     mw_allreduce_init(ar);
 }
 
@@ -163,6 +174,22 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
     return rc;
 }
 
+static mw_status run_ring(mw_allreduce *ar, float *buf, size_t count)
+{
+    MW_TL_BEGIN("all-reduce (ring)", "allreduce");
+    mw_status rc = mw_ring_sum(&ar->ring, buf, count, ar->step);
+    MW_TL_END("all-reduce (ring)", "allreduce");
+    return rc;
+}
+
+static mw_status run_mpi(mw_allreduce *ar, float *buf, size_t count)
+{
+    mw_wait_ctx w = {"MPI_Allreduce", ar->step, ar->timeout};
+    MPI_Request req;
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, ar->comm, &req), w.op);
+    return mw_comm_wait(&w, &req, 1, NULL);
+}
+
 mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count)
 {
     if (count > ar->max_count)
@@ -180,25 +207,20 @@ mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, s
                                   "every node, sharing memory within a node; use ring or auto");
     if (ar->size <= 1 || count == 0)
         return MW_OK;
-    switch (algo) {
-    case MW_AR_RING: {
-        MW_TL_BEGIN("all-reduce (ring)", "allreduce");
-        mw_status rc = mw_ring_sum(&ar->ring, buf, count, ar->step);
-        MW_TL_END("all-reduce (ring)", "allreduce");
-        return rc;
-    }
-    case MW_AR_HIER:
-        return hierarchical(ar, buf, count);
-    case MW_AR_MPI: {
-        mw_wait_ctx w = {"MPI_Allreduce", ar->step, ar->timeout};
-        MPI_Request req;
-        MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, ar->comm, &req),
-               w.op);
-        return mw_comm_wait(&w, &req, 1, NULL);
-    }
-    default:
+    static mw_status (*const run[MW_AR_COUNT])(mw_allreduce *, float *, size_t) = {
+        [MW_AR_RING] = run_ring,
+        [MW_AR_HIER] = hierarchical,
+        [MW_AR_MPI] = run_mpi,
+        [MW_AR_HALVING] = mw_allreduce_halving_doubling,
+    };
+    if ((unsigned)algo >= MW_AR_COUNT || !run[algo])
         return mw_err(MW_EINTERNAL, "all-reduce: unknown algorithm %d", (int)algo);
-    }
+    if (algo == MW_AR_HALVING)
+        MW_TL_BEGIN("all-reduce (halving-doubling)", "allreduce");
+    mw_status rc = run[algo](ar, buf, count);
+    if (algo == MW_AR_HALVING)
+        MW_TL_END("all-reduce (halving-doubling)", "allreduce");
+    return rc;
 }
 
 mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count)

@@ -10,10 +10,18 @@
  *                 (each on its own shard), then a node-local all-gather.
  *                 Needs the same number of ranks on every node.
  *   mpi           MPI_Allreduce, the baseline.
+ *   halving-doubling  recursive halving (a reduce-scatter) then recursive
+ *                 doubling (an all-gather), pairs of ranks exchanging halves:
+ *                 log2 P steps each way, for latency-bound sizes (halving.c).
+ *                 tests/bench/bench_allreduce: 2.3x MPI_Allreduce at 4 bytes on
+ *                 2 ranks, 0.6-1.0x on 4 ranks sharing 2 cores (the ring 0.4-0.8x).
  *   auto          hierarchical when every node has the same number of ranks
  *                 and some node has more than one and the node's ranks really
  *                 share memory; otherwise ring for buffers >= 64 KiB and mpi
  *                 below (latency-bound sizes, where MPI's tree wins).
+ *
+ * The algorithms are the rows of a table in allreduce.c (name, function); a new one is an
+ * enum value here, its row there, and its own file.
  *
  * Every algorithm adds in an order fixed by the layout, so the same layout
  * run twice gives bitwise equal sums. Every wait has the collective timeout.
@@ -31,7 +39,16 @@
 #include "cluster/ring.h"
 #include "common/status.h"
 
-typedef enum { MW_AR_AUTO, MW_AR_RING, MW_AR_HIER, MW_AR_MPI } mw_ar_algo;
+typedef enum {
+    MW_AR_AUTO,
+    MW_AR_RING,
+    MW_AR_HIER,
+    MW_AR_MPI,
+    MW_AR_HALVING,
+    MW_AR_COUNT
+} mw_ar_algo;
+/* The algorithms' names, indexed by mw_ar_algo, NULL-terminated (--allreduce's choices). */
+extern const char *const mw_ar_algo_names[MW_AR_COUNT + 1];
 
 typedef struct {
     mw_ar_algo requested, algo; /* algo: what runs (auto resolved per call) */
@@ -48,7 +65,9 @@ typedef struct {
     long epoch;
     int *node_peer; /* train rank of each local rank, for messages (owned) */
     double timeout;
-    long step;                 /* for timeout messages; set by the caller */
+    long step;     /* for timeout messages; set by the caller */
+    float *hd_tmp; /* halving-doubling's receive buffer (owned), hd_cap floats */
+    size_t hd_cap;
     unsigned long yield_after; /* spins before sched_yield in waits */
 } mw_allreduce;
 
@@ -65,8 +84,11 @@ mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count);
 mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count);
 void mw_allreduce_close(mw_allreduce *ar);
 
+/* The algorithms' own entry points, as the table runs them (count > 0, more than one rank). */
+mw_status mw_allreduce_halving_doubling(mw_allreduce *ar, float *buf, size_t count);
+
 const char *mw_ar_algo_name(mw_ar_algo a);
-/* "auto", "ring", "hierarchical", "mpi"; MW_EINVAL naming the value otherwise. */
+/* One of mw_ar_algo_names; MW_EINVAL naming the value otherwise. */
 mw_status mw_ar_algo_parse(const char *s, mw_ar_algo *out);
 
 #endif

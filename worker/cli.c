@@ -67,8 +67,7 @@ _Static_assert(sizeof(mw_ar_algo) == sizeof(int), "K_CHOICE stores an int");
 static const char *const optimizers[] = {"adam",    "sgd",     "adamw",
                                          "rmsprop", "adagrad", NULL}; /* mw_optimizer order */
 static const char *const backends[] = {"cpu", "ref", NULL};
-static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL};   /* mw_progress */
-static const char *const algos[] = {"auto", "ring", "hierarchical", "mpi", NULL}; /* mw_ar_algo */
+static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; /* mw_progress */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
@@ -139,8 +138,8 @@ static const flag flags[] = {
      TR(tf_config, const char *),
      .help = "TF_CONFIG JSON file (default: the TF_CONFIG environment variable; "
              "neither: all ranks are workers)"},
-    {"allreduce", "auto|ring|hierarchical|mpi", C_TRAIN, K_CHOICE, TR(allreduce, mw_ar_algo),
-     .choices = algos,
+    {"allreduce", "ALGORITHM", C_TRAIN, K_CHOICE, TR(allreduce, mw_ar_algo),
+     .choices = mw_ar_algo_names,
      .help = "gradient all-reduce algorithm (default auto: hierarchical when a node has "
              "several ranks, else ring, MPI below 64 KiB)"},
     {"collective-timeout", "SECONDS", C_TRAIN | C_EVAL, K_DOUBLE, TR(collective_timeout, double),
@@ -276,15 +275,22 @@ void mw_cli_usage(FILE *f)
 /* Help text starts in this column (0-based) and lines end by this one. */
 enum { HELP_COL = 31, HELP_WIDTH = 100 };
 
-/* "  --name METAVAR" padded to HELP_COL (on a line of its own when longer), then the help
- * wrapped at spaces, continuation lines indented to HELP_COL. */
+/* "  --name METAVAR" (a choice's "--name a|b|c", from its table) padded to HELP_COL (on a
+ * line of its own when longer), then the help wrapped at spaces, continuation lines indented
+ * to HELP_COL. */
 static void print_flag(FILE *f, const flag *fl)
 {
-    char left[64];
-    if (fl->metavar)
+    char left[160];
+    if (fl->choices) {
+        snprintf(left, sizeof left, "--%s ", fl->name);
+        for (int i = 0; fl->choices[i]; i++)
+            snprintf(left + strlen(left), sizeof left - strlen(left), "%s%s", i ? "|" : "",
+                     fl->choices[i]);
+    } else if (fl->metavar) {
         snprintf(left, sizeof left, "--%s %s", fl->name, fl->metavar);
-    else
+    } else {
         snprintf(left, sizeof left, "--%s", fl->name);
+    }
     int col = fprintf(f, "  %s", left);
     if (col >= HELP_COL) {
         fputc('\n', f);

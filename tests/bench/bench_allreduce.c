@@ -8,7 +8,9 @@
  * round, and reports the median time of each; the ratio column is against
  * MPI_Allreduce. Results are checked against the sequential sum first.
  * "hier zero-copy" is the hierarchical path on a buffer that lives in the
- * shared window (mw_allreduce_buffer), as the trainer keeps its gradients. */
+ * shared window (mw_allreduce_buffer), as the trainer keeps its gradients.
+ * Then the latency-bound sizes (4 B to 64 KiB): the median time of MPI_Allreduce, the ring
+ * and halving-doubling (auto's choice below 64 KiB), and the ratios to MPI_Allreduce. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,46 @@ static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* Small buffers: median microseconds of MPI_Allreduce, ring and halving-doubling. */
+static void latency(mw_allreduce *ar, float *buf, int rank, int world, int reps)
+{
+    const mw_ar_algo algos[3] = {MW_AR_MPI, MW_AR_RING, MW_AR_HALVING};
+    const size_t sizes[] = {1, 16, 256, 1024, 4096, 16383};
+    double *t = malloc(sizeof(double) * 3 * (size_t)reps);
+    if (rank == 0)
+        printf("\nsmall buffers, %d ranks: median us (ratio: MPI_Allreduce's time / this one's)\n"
+               "%10s %14s %22s %22s\n",
+               world, "bytes", "MPI_Allreduce", "ring", "halving-doubling");
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes && sizes[si] <= ar->max_count; si++) {
+        const size_t count = sizes[si];
+        for (int r = 0; r < reps; r++)
+            for (int a = 0; a < 3; a++) {
+                for (size_t i = 0; i < count; i++)
+                    buf[i] = (float)(rank + 1);
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = mw_now();
+                mw_allreduce_sum_with(ar, algos[a], buf, count);
+                double dt = mw_now() - t0;
+                MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                t[a * reps + r] = dt;
+                if (buf[count - 1] != (float)(world * (world + 1) / 2)) {
+                    fprintf(stderr, "algorithm %d gave a wrong sum\n", a);
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+            }
+        if (rank == 0) {
+            double med[3];
+            for (int a = 0; a < 3; a++) {
+                qsort(t + a * reps, (size_t)reps, sizeof(double), cmp);
+                med[a] = t[a * reps + reps / 2];
+            }
+            printf("%10zu %14.1f %14.1f (%5.2fx) %14.1f (%5.2fx)\n", count * 4, med[0] * 1e6,
+                   med[1] * 1e6, med[0] / med[1], med[2] * 1e6, med[0] / med[2]);
+        }
+    }
+    free(t);
 }
 
 int main(int argc, char **argv)
@@ -98,6 +140,7 @@ int main(int argc, char **argv)
             printf("\n");
         }
     }
+    latency(&ar, buf, rank, world, reps < 200 ? 200 : reps);
     free(buf), free(times);
     mw_allreduce_close(&ar);
     mw_topology_free(&t);

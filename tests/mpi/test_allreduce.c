@@ -3,7 +3,7 @@
  * Values are small integers stored as floats, so any summation order is
  * exact and results compare with memcmp. Counts: 0, 1, 7, ranks-1, a prime,
  * 1M, and the CNN's padded gradient. The layout comes from the topology
- * (TF_CONFIG or MPI), so the same program covers 1-4 ranks and the fake
+ * (TF_CONFIG or MPI), so the same program covers 1-7 ranks and the fake
  * 2 nodes x 2 ranks. Also: the zero-copy buffer, bitwise repeatability of a
  * non-integer sum, and the algorithm parser's message.
  * Prints "N passed, M failed" and exits non-zero on any failure. */
@@ -94,8 +94,8 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("layout: %d ranks, %d node(s) x %d local; hierarchical %s\n", P, ar.nnodes,
                ar.local_size, ar.hier_ok ? "available" : "unavailable");
-    mw_ar_algo algos[] = {MW_AR_RING, MW_AR_MPI, MW_AR_AUTO, MW_AR_HIER};
-    for (int a = 0; a < 4; a++) {
+    mw_ar_algo algos[] = {MW_AR_RING, MW_AR_MPI, MW_AR_AUTO, MW_AR_HIER, MW_AR_HALVING};
+    for (int a = 0; a < (int)(sizeof algos / sizeof *algos); a++) {
         if (algos[a] == MW_AR_HIER && !ar.hier_ok)
             continue;
         for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     mw_err_clear();
     check(mw_ar_algo_parse("tree", &parsed) == MW_EINVAL &&
               strstr(mw_err_msg(), "--allreduce 'tree': expected one of auto, ring, "
-                                   "hierarchical, mpi"),
+                                   "hierarchical, mpi, halving-doubling"),
           "parse error message");
     check(mw_ar_algo_parse("hierarchical", &parsed) == MW_OK && parsed == MW_AR_HIER, "parse");
     mw_allreduce_close(&ar);
