@@ -17,8 +17,8 @@
  * (Open MPI's, or the default).
  *
  * Why a handler and not pread: the mapping is what keeps a 4 GB x_train.npy at 80 MiB per rank
- * (README, "Memory does not grow with the data set"), and batches are assembled on the compute
- * threads, where a failed read would have no way out but this one; a file changing under a
+ * (docs/data.md, "Memory does not grow with the data set"), and batches are assembled on the
+ * compute threads, where a failed read would have no way out but this one; a file changing under a
  * run is a mistake that must end it, clearly and without a retry. The handler is async-signal
  * safe: it reads the registry (slots published with atomic stores), formats with its own
  * digits and write(2)s, then _exit()s. */

@@ -29,7 +29,7 @@ done
 # core per rank for np <= 2, else one socket) would squeeze them together. See README.md.
 # --tune: Open MPI's settings to fail fast when a node is lost (mca-params.conf beside this
 # script says why, line by line).
-# Preemption (README.md "Preemption"): a SIGTERM or SIGINT to this script (a scheduler, the
+# Preemption (docs/running.md, "Preemption and divergence"): a SIGTERM or SIGINT to this script (a scheduler, the
 # kubelet, Ctrl-C) is passed to mpirun as SIGUSR1, which mpirun forwards to every rank without
 # killing them (a SIGTERM would make mpirun kill the ranks odls_base_sigkill_timeout later).
 # The ranks stop at the next step, the chief saves it, all exit 133 and so does mpirun, and so

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The launchers in deploy/ keep what preemption needs (README "Preemption").
+"""The launchers in deploy/ keep what preemption needs (docs/running.md, "Preemption and divergence").
 
 Checked, each failure one line naming the file and what is wrong:
   - k8s/single-node-job.yaml: podFailurePolicy's FIRST rule ignores the DisruptionTarget

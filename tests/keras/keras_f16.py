@@ -25,7 +25,7 @@ As for mixed_bfloat16 (keras_bf16.py), the oracle has two parts:
    weights' gradients are float16 tensors, which overflow sooner: at this run's scale 2^22
    its convolutions' are infinite where mwtrain's float32 ones are finite, so Keras' own
    model would skip steps that mwtrain takes; mwtrain skips only where a float16 tensor of
-   the model overflows: README, "Mixed precision".)
+   the model overflows: docs/mixed-precision.md.)
 
 The tolerance: both round the same float32 values, which differ only by float32 summation
 order (about 1e-7 relative), so an element rounds differently only when it straddles a float16
