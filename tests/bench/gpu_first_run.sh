@@ -289,15 +289,20 @@ upd() { # upd A B: the updates' relative difference from bf16-w0
     "$cmp" "$out/$1.bin" "$out/$2.bin" 1 "$out/bf16-w0.bin" 2>/dev/null |
         sed -n 's/.*relative difference \([0-9.e+-]*\).*/\1/p'
 }
-d16=$(upd bf16-gpu bf16-cpu) d32=$(upd bf16-gpu bf16-f32)
-what="mixed_bfloat16, 1 SGD step, GPU vs CPU (${bf16_cpu[*]})"
-if [[ -z $d16 || -z $d32 ]]; then
-    line FAIL "$what" "no weights: $(tail -n 1 "$out/bf16-gpu.out"); $(tail -n 1 "$out/bf16-cpu.out")"
-elif le "$d16" 5e-4 && le 2e-3 "$d32" && grep -qF "mixed_bfloat16 (" "$out/bf16-gpu.out"; then
-    line PASS "$what" "update rel diff $d16 <= 5e-4; from the CPU's float32 update $d32 >= 2e-3"
-else
-    line FAIL "$what" "update rel diff $d16 (<= 5e-4?); from the CPU's float32 update $d32 (>= 2e-3?); $(grep -m 1 "training on" "$out/bf16-gpu.out")"
-fi
+# agree16 POLICY TAG WHAT TOL MIN: run TAG-gpu's update within TOL of TAG-cpu's and at least
+# MIN from the CPU's float32 one, its start-up line naming POLICY
+agree16() {
+    local policy=$1 tag=$2 what=$3 tol=$4 min=$5 d16 d32
+    d16=$(upd "$tag-gpu" "$tag-cpu") d32=$(upd "$tag-gpu" bf16-f32)
+    if [[ -z $d16 || -z $d32 ]]; then
+        line FAIL "$what" "no weights: $(tail -n 1 "$out/$tag-gpu.out"); $(tail -n 1 "$out/$tag-cpu.out")"
+    elif le "$d16" "$tol" && le "$min" "$d32" && grep -qF "$policy (" "$out/$tag-gpu.out"; then
+        line PASS "$what" "update rel diff $d16 <= $tol; from the CPU's float32 update $d32 >= $min"
+    else
+        line FAIL "$what" "update rel diff $d16 (<= $tol?); from the CPU's float32 update $d32 (>= $min?); $(grep -m 1 "training on" "$out/$tag-gpu.out")"
+    fi
+}
+agree16 mixed_bfloat16 bf16 "mixed_bfloat16, 1 SGD step, GPU vs CPU (${bf16_cpu[*]})" 5e-4 2e-3
 
 # mixed_float16 likewise against the reference backend's (the CPU's fast path refuses it), at
 # Keras' default loss scale 2^15: measured on an AVX-512 host, ref with another summation order
@@ -305,15 +310,7 @@ fi
 # the GPU's update must be within 1e-4 of the reference's and at least 2e-4 from float32's.
 train f16-gpu 1 1 --device gpu "${bf[@]}" --dtype-policy mixed_float16
 train f16-cpu 1 1 "${bf[@]}" "${cpu[@]}" --backend ref --replicas-per-worker "$ngpu" --dtype-policy mixed_float16
-d16=$(upd f16-gpu f16-cpu) d32=$(upd f16-gpu bf16-f32)
-what="mixed_float16, 1 SGD step, GPU vs CPU (--backend ref)"
-if [[ -z $d16 || -z $d32 ]]; then
-    line FAIL "$what" "no weights: $(tail -n 1 "$out/f16-gpu.out"); $(tail -n 1 "$out/f16-cpu.out")"
-elif le "$d16" 1e-4 && le 2e-4 "$d32" && grep -qF "mixed_float16 (" "$out/f16-gpu.out"; then
-    line PASS "$what" "update rel diff $d16 <= 1e-4; from the CPU's float32 update $d32 >= 2e-4"
-else
-    line FAIL "$what" "update rel diff $d16 (<= 1e-4?); from the CPU's float32 update $d32 (>= 2e-4?); $(grep -m 1 "training on" "$out/f16-gpu.out")"
-fi
+agree16 mixed_float16 f16 "mixed_float16, 1 SGD step, GPU vs CPU (--backend ref)" 1e-4 2e-4
 
 # 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
 if ((!throughput)); then

@@ -74,22 +74,7 @@ def loss_fn(tv_):
 
 
 
-@jax.custom_vjp
-def r16(x):
-    """A bfloat16 tensor: rounded forward, and its gradient rounded backward (a cast's)."""
-    return x.astype(jnp.bfloat16).astype(jnp.float32)
-
-
-r16.defvjp(lambda x: (r16(x), None), lambda _, g: (g.astype(jnp.bfloat16).astype(jnp.float32),))
-
-
-@jax.custom_vjp
-def w16(x):
-    """A variable cast to bfloat16 at use; its gradient kept float32 (mwtrain's choice)."""
-    return x.astype(jnp.bfloat16).astype(jnp.float32)
-
-
-w16.defvjp(lambda x: (w16(x), None), lambda _, g: (g,))
+r16, w16 = o.half_casts(jnp.bfloat16)  # a bfloat16 tensor; a variable cast at use
 
 
 def emulated(tv_, wcast):

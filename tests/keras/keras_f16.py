@@ -80,26 +80,7 @@ def keras_loss(tv_, scale):
     return scale * keras.losses.sparse_categorical_crossentropy(yb, pred, from_logits=True).mean()
 
 
-def to16(x):
-    return x.astype(jnp.float16).astype(jnp.float32)
-
-
-@jax.custom_vjp
-def r16(x):
-    """A float16 tensor: rounded forward, and its gradient rounded backward (a cast's)."""
-    return to16(x)
-
-
-r16.defvjp(lambda x: (r16(x), None), lambda _, g: (to16(g),))
-
-
-@jax.custom_vjp
-def w16(x):
-    """A variable cast to float16 at use; its gradient kept float32 (mwtrain's choice)."""
-    return to16(x)
-
-
-w16.defvjp(lambda x: (w16(x), None), lambda _, g: (g,))
+r16, w16 = o.half_casts(jnp.float16)  # a float16 tensor; a variable cast at use
 
 
 def pool(h):

@@ -127,3 +127,27 @@ def one_batch_data(n=64):
     raw = np.round(xb[..., 0] * 255).astype(np.uint8)
     write_idx_dir(data, raw, yb, raw[:16], yb[:16])
     return xb, yb, d, data
+
+
+def half_casts(dtype):
+    """(r16, w16) for JAX emulations of a mixed precision (dtype: jnp.bfloat16 or
+    jnp.float16): r16 is a 16-bit tensor of Keras, rounded forward and its gradient rounded
+    backward (a cast's); w16 is a variable cast at use, its gradient kept float32 (mwtrain's
+    choice: docs/mixed-precision.md)."""
+    import jax
+
+    def to16(x):
+        return x.astype(dtype).astype("float32")
+
+    @jax.custom_vjp
+    def r16(x):
+        return to16(x)
+
+    r16.defvjp(lambda x: (r16(x), None), lambda _, g: (to16(g),))
+
+    @jax.custom_vjp
+    def w16(x):
+        return to16(x)
+
+    w16.defvjp(lambda x: (w16(x), None), lambda _, g: (g,))
+    return r16, w16
