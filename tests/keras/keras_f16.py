@@ -62,16 +62,7 @@ INITIAL, GROWTH = 2.0 ** 40, 3
 
 xb, yb, d, data = o.one_batch_data()
 
-keras.utils.set_random_seed(3)
-keras.config.set_dtype_policy("mixed_float16")
-model = o.compile_like_mwtrain(o.tutorial_cnn())
-keras.config.set_dtype_policy("float32")
-path = os.path.join(d, "f16.keras")
-model.save(path)
-o.check(all(l.dtype_policy.name == "mixed_float16" for l in model.layers),
-        "Keras built every layer with mixed_float16")
-w0 = o.flat_weights(model)
-ntv = [v.value for v in model.non_trainable_variables]
+model, path, w0, ntv = o.policy_cnn("mixed_float16", d)
 
 
 def keras_loss(tv_, scale):

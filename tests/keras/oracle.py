@@ -151,3 +151,18 @@ def half_casts(dtype):
 
     w16.defvjp(lambda x: (w16(x), None), lambda _, g: (g,))
     return r16, w16
+
+
+def policy_cnn(policy, d):
+    """The tutorial CNN built by Keras under a dtype policy (seed 3), compiled as mwtrain's and
+    saved into d: (model, its .keras path, its flat initial weights, its non-trainable
+    values). Checks that Keras gave every layer the policy."""
+    keras.utils.set_random_seed(3)
+    keras.config.set_dtype_policy(policy)
+    model = compile_like_mwtrain(tutorial_cnn())
+    keras.config.set_dtype_policy("float32")
+    path = os.path.join(d, f"{policy}.keras")
+    model.save(path)
+    check(all(layer.dtype_policy.name == policy for layer in model.layers),
+          f"Keras built every layer with {policy}")
+    return model, path, flat_weights(model), [v.value for v in model.non_trainable_variables]
