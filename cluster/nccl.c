@@ -1,6 +1,6 @@
 /* The GPU hierarchical all-reduce with NCCL inside the node and the MPI ring between nodes; see
- * nccl.h. Compiled only when the build has CUDA and NCCL (cluster/meson.build); nccl_stub.c
- * stands in otherwise.
+ * nccl.h. Compiled into the CUDA module with the GPU backend (worker/meson.build) and into the
+ * tests that run it against NCCL or its mock; nothing in mwtrain itself calls it.
  *
  * Non-blocking NCCL in brief: any NCCL call may return ncclInProgress, meaning the work is still
  * being set up or enqueued in the background; the communicator's state (ncclCommGetAsyncError)

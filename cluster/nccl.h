@@ -1,7 +1,7 @@
 /* The hierarchical all-reduce on GPUs: NCCL among the GPUs of a node, the MPI ring between
- * nodes (Horovod's pattern). Plain C with no CUDA or NCCL types, so the worker and the tests
- * include it in every build; cluster/nccl_stub.c gives the same functions in a build without
- * CUDA/NCCL, each failing with MW_EDEVICE.
+ * nodes (Horovod's pattern). Plain C with no CUDA or NCCL types, so the GPU backend and the
+ * tests include it without CUDA's headers; its code (nccl.c) lives in the CUDA module with the
+ * GPU backend (worker/meson.build), the only caller.
  *
  * One NCCL communicator spans every GPU of the node. Its ranks are numbered
  * local rank x ndev_local + d, where a process drives ndev_local GPUs (1: one rank per GPU; more:

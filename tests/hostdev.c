@@ -1,10 +1,11 @@
 /* A host stand-in for the CUDA backend (kernels/cuda/cuda.h), linked with tests/nccl_mock.c
  * into `mwtrain-hostdev`, a build of mwtrain whose "GPUs" are fake devices in host memory. It
- * lets the GPU training loop of worker/train.c run on a machine without a GPU: device
- * selection, one context per device, state upload and download, the rounds of micro-batches
- * over a rank's devices, the weight penalty, the NCCL all-reduce (cluster/nccl.c against the
- * mock), the device optimizer, checkpoints and evaluation. What it cannot show is that the
- * CUDA kernels themselves are right: those are the `cuda` suite's, on a real device.
+ * lets the GPU backend (worker/replicas_gpu.c, under worker/train.c's loop) run on a machine
+ * without a GPU: device selection, one context per device, state upload and download, the
+ * rounds of micro-batches over a rank's devices, the weight penalty, the NCCL all-reduce
+ * (cluster/nccl.c against the mock), the device optimizer, checkpoints and evaluation. What it
+ * cannot show is that the CUDA kernels themselves are right: those are the `cuda` suite's, on a
+ * real device.
  *
  * The "CUDA kernels" are the CPU table's (the graph ops of Functional models included),
  * wrapped: every call first checks that its context is
