@@ -114,14 +114,16 @@ static mw_status fail(const char *origin, const char *path, const char *fmt, ...
 
 static mw_status fail(const char *origin, const char *path, const char *fmt, ...)
 {
-    char msg[900];
+    char where[600];
+    if (path && *path)
+        snprintf(where, sizeof where, "%s: %s", origin, path);
+    else
+        snprintf(where, sizeof where, "%s", origin);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mw_status rc = mw_verr_at(MW_ECONFIG, where, fmt, ap);
     va_end(ap);
-    if (path && *path)
-        return mw_err(MW_ECONFIG, "%s: %s: %s", origin, path, msg);
-    return mw_err(MW_ECONFIG, "%s: %s", origin, msg);
+    return rc;
 }
 
 /* -1 unknown, -2 "ps", else the job. */

@@ -75,6 +75,15 @@ mw_status mw_fs_join(char *out, size_t cap, const char *dir, const char *name)
                   strlen(dir) + 1 + strlen(name), cap - 1, dir, name);
 }
 
+char *mw_fs_join_alloc(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
 int mw_fs_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -26,6 +26,8 @@ mw_status mw_fs_mkdir_p(const char *dir, const char *what);
 /* out = "DIR/NAME" in cap (> 0) bytes. MW_EIO "path too long (N bytes, at most M): DIR/NAME"
  * when it does not fit; out is then "". */
 mw_status mw_fs_join(char *out, size_t cap, const char *dir, const char *name);
+/* "DIR/NAME" in a malloc'ed string (the caller frees it); NULL when out of memory. */
+char *mw_fs_join_alloc(const char *dir, const char *name);
 
 /* Replace DIR/NAME with nbytes of bytes atomically: write NAME.tmp-<pid> beside it, fsync,
  * close, rename it over NAME, fsync DIR. After a failure the temporary file is gone and NAME is

@@ -46,6 +46,17 @@ mw_status mw_verr(mw_status s, const char *fmt, va_list ap)
     return s;
 }
 
+mw_status mw_verr_at(mw_status s, const char *where, const char *fmt, va_list ap)
+{
+    if (err_status != MW_OK || s == MW_OK)
+        return s;
+    char msg[sizeof err_msg];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (where && *where)
+        return mw_err(s, "%s: %s", where, msg);
+    return mw_err(s, "%s", msg);
+}
+
 mw_status mw_err(mw_status s, const char *fmt, ...)
 {
     va_list ap;

@@ -49,6 +49,9 @@ int mw_status_exit_code(mw_status s);
  * recorded, and return s. */
 mw_status mw_err(mw_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 mw_status mw_verr(mw_status s, const char *fmt, va_list ap);
+/* The same message behind "WHERE: " (where NULL or "": none), for the readers that name the
+ * file, field or layer before every message they make. */
+mw_status mw_verr_at(mw_status s, const char *where, const char *fmt, va_list ap);
 /* The recorded message, or "" when none. Borrowed; valid until mw_err_clear. */
 const char *mw_err_msg(void);
 /* The status recorded with the message (MW_OK when none). */

@@ -291,12 +291,11 @@ static mw_status bad(const char *name, const char *fmt, ...) __attribute__((form
 
 static mw_status bad(const char *name, const char *fmt, ...)
 {
-    char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mw_status rc = mw_verr_at(MW_ECKPT, name, fmt, ap);
     va_end(ap);
-    return mw_err(MW_ECKPT, "%s: %s", name, msg);
+    return rc;
 }
 
 /* Which section a tag names, or -1. A tag is a name padded with NULs to 8 bytes. */
@@ -745,15 +744,6 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path)
 
 /* ---- writing (atomically: common/fs.h) ---- */
 
-static char *path_join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 mw_status mw_ckpt_write(const mw_ckpt *c, const char *path)
 {
     void *data;
@@ -932,7 +922,7 @@ static int index_text(const char *path, char **text, size_t *n)
  * there is none, -1 when it is unusable (with warn set, a warning says why). */
 static int index_read(const char *dir, name_list *all, char **latest, int warn)
 {
-    char *path = path_join(dir, MW_CKPT_INDEX), *text = NULL;
+    char *path = mw_fs_join_alloc(dir, MW_CKPT_INDEX), *text = NULL;
     size_t n = 0;
     int e = path ? index_text(path, &text, &n) : ENOMEM;
     int line = e ? 0 : index_parse(text, n, all, latest);
@@ -1072,7 +1062,7 @@ static mw_status write_index(const char *dir, const int *nums, int first, int co
     for (int i = first; i < count; i++)
         len += (size_t)snprintf(text + len, cap - len, "all_model_checkpoint_paths: \"ckpt-%d\"\n",
                                 nums[i]);
-    char *path = path_join(dir, MW_CKPT_INDEX);
+    char *path = mw_fs_join_alloc(dir, MW_CKPT_INDEX);
     if (!path) {
         free(text);
         return mw_err(MW_ENOMEM, "out of memory saving a checkpoint");
@@ -1097,7 +1087,7 @@ static void delete_oldest(const char *dir, const int *nums, int first)
     for (int i = 0; i < first; i++) {
         char old[32];
         snprintf(old, sizeof old, "ckpt-%d", nums[i]);
-        char *p = path_join(dir, old);
+        char *p = mw_fs_join_alloc(dir, old);
         if (p && unlink(p) != 0 && errno != ENOENT)
             mw_log_warn("checkpoint directory %s: cannot delete the old %s (%s)", dir, old,
                         strerror(errno));
@@ -1216,7 +1206,7 @@ static mw_status load_first_valid(const char *dir, const name_list *cand, mw_ckp
     int shown = 0, more = 0;
     for (int i = 0; i < cand->count; i++) {
         const char *name = cand->names[i];
-        char *path = path_join(dir, name); /* a plain name: list_candidates */
+        char *path = mw_fs_join_alloc(dir, name); /* a plain name: list_candidates */
         if (!path)
             return mw_err(MW_ENOMEM, "out of memory loading a checkpoint");
         mw_ckpt t;
@@ -1268,7 +1258,7 @@ mw_status mw_ckpt_load_latest(const char *dir, mw_ckpt *c, char **path_out)
  * read, but a user's deliberate layout, not a leftover). Otherwise why not, into *why. */
 static int entry_complete(const char *dir, const char *name, const char **why)
 {
-    char *p = path_join(dir, name);
+    char *p = mw_fs_join_alloc(dir, name);
     struct stat st;
     int e = !p ? ENOMEM : lstat(p, &st) != 0 ? errno : 0;
     free(p);
@@ -1351,7 +1341,7 @@ int mw_ckpt_remove_temps(const char *dir, char *removed, size_t cap)
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!temp_name(e->d_name))
             continue;
-        char *p = path_join(dir, e->d_name);
+        char *p = mw_fs_join_alloc(dir, e->d_name);
         struct stat st;
         if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             if (unlink(p) == 0) {

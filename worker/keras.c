@@ -90,12 +90,11 @@ static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
 {
-    char msg[900];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mw_status rc = mw_verr_at(s, origin, fmt, ap);
     va_end(ap);
-    return mw_err(s, "%s: %s", origin, msg);
+    return rc;
 }
 
 /* The layer being read, for messages: "layer 'conv2d' (Conv2D)" or "layers[3] (Conv2D)". */
@@ -109,12 +108,13 @@ static mw_status lfail(const lctx *L, mw_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static mw_status lfail(const lctx *L, mw_status s, const char *fmt, ...)
 {
-    char msg[900];
+    char where[600];
+    snprintf(where, sizeof where, "%s: %s", L->origin, L->where);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mw_status rc = mw_verr_at(s, where, fmt, ap);
     va_end(ap);
-    return mw_err(s, "%s: %s: %s", L->origin, L->where, msg);
+    return rc;
 }
 
 /* A failed mw_model_add_* recorded its own message; give it the origin prefix. */

@@ -23,14 +23,17 @@ static mw_status bad(const loc *l, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static mw_status bad(const loc *l, const char *key, const char *fmt, ...)
 {
-    char what[256];
+    char where[512];
+    const char *sep = *l->path && key ? "." : "";
+    if (*l->path || key)
+        snprintf(where, sizeof where, "%s: %s%s%s", l->where, l->path, sep, key ? key : "");
+    else
+        snprintf(where, sizeof where, "%s", l->where);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    mw_status rc = mw_verr_at(MW_ECONFIG, where, fmt, ap);
     va_end(ap);
-    const char *sep = *l->path && key ? "." : "", *colon = *l->path || key ? ": " : "";
-    return mw_err(MW_ECONFIG, "%s: %s%s%s%s%s", l->where, l->path, sep, key ? key : "", colon,
-                  what);
+    return rc;
 }
 
 static void sub(loc *dst, const loc *l, const char *key)

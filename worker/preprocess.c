@@ -46,12 +46,13 @@ static mw_status fail(const char *origin, const char *name, const char *cls, mw_
 static mw_status fail(const char *origin, const char *name, const char *cls, mw_status s,
                       const char *fmt, ...)
 {
-    char msg[600];
+    char where[400];
+    snprintf(where, sizeof where, "%s: layer '%s' (%s)", origin, name, cls);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mw_status rc = mw_verr_at(s, where, fmt, ap);
     va_end(ap);
-    return mw_err(s, "%s: layer '%s' (%s): %s", origin, name, cls, msg);
+    return rc;
 }
 
 typedef struct {

@@ -87,15 +87,6 @@ static double wall_time(void)
 
 /* ---- files ---- */
 
-static char *join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* Write one TFRecord around data. The record goes out in one fwrite, so a
  * reader never sees a header without its data unless the disk fails. */
 static mw_status write_record(mw_summary *s, const unsigned char *data, size_t nbytes)
@@ -134,7 +125,7 @@ static mw_status open_events(mw_summary *s, const char *dir)
         else
             snprintf(name, sizeof name, "events.out.tfevents.%ld.%s.%d", now, host, n);
         free(s->events_path);
-        s->events_path = join(dir, name);
+        s->events_path = mw_fs_join_alloc(dir, name);
         if (!s->events_path)
             return mw_err(MW_ENOMEM, "summary dir %s: out of memory", dir);
         int fd = open(s->events_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -156,7 +147,7 @@ static mw_status open_events(mw_summary *s, const char *dir)
  * line so later rows can be checked against it. */
 static mw_status open_csv(mw_summary *s, const char *dir, int append)
 {
-    s->csv_path = join(dir, "metrics.csv");
+    s->csv_path = mw_fs_join_alloc(dir, "metrics.csv");
     if (!s->csv_path)
         return mw_err(MW_ENOMEM, "summary dir %s: out of memory", dir);
     /* as the lock, the checkpoints and the event file: never through a symbolic link (its
