@@ -99,13 +99,6 @@ typedef void (*mw_xent_fwd_fn)(const mw_kctx *k, float *loss, float *prob, const
 /* dlogits = scale * (prob - onehot(label)). */
 typedef void (*mw_xent_bwd_fn)(const mw_kctx *k, float *dlogits, const float *prob,
                                const int32_t *labels, float scale, int N, int K);
-/* Keras Adam, with lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t) precomputed:
- * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr_t m / (sqrt(v) + eps). */
-typedef void (*mw_adam_fn)(const mw_kctx *k, float *p, float *m, float *v, const float *g,
-                           size_t count, float lr_t, float b1, float b2, float eps);
-/* Keras SGD with momentum: vel = mu vel - lr g; p += vel (mu = 0: p -= lr g). */
-typedef void (*mw_sgd_fn)(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,
-                          float lr, float mu);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
  * formulas). Per element, in this order: p -= p * weight_decay * decay_lr (when
  * weight_decay > 0); g' = g * gscale, clamped to [-clipvalue, clipvalue] when clipvalue > 0
@@ -262,8 +255,6 @@ typedef struct {
     mw_relu_bwd_fn relu_bwd;
     mw_xent_fwd_fn xent_fwd;
     mw_xent_bwd_fn xent_bwd;
-    mw_adam_fn adam;
-    mw_sgd_fn sgd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

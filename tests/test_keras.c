@@ -1172,7 +1172,9 @@ static void test_training(void **state)
             if (s >= steps - 3)
                 last += loss / 3;
             double lr_t = 3e-3 * sqrt(1.0 - pow(0.999, s + 1)) / (1.0 - pow(0.9, s + 1));
-            kt.adam(&k, m.params.data, m1, m2, g, count, (float)lr_t, 0.9f, 0.999f, 1e-7f);
+            mw_optim_hyper h = {.lr = (float)lr_t, .gscale = 1.0f, .epsilon = 1e-7f};
+            h.one_minus_beta1 = (float)(1.0 - 0.9), h.one_minus_beta2 = (float)(1.0 - 0.999);
+            kt.adam_step(&k, m.params.data, m1, m2, NULL, g, count, &h);
         }
         printf("%-22s loss %.4f -> %.4f\n", cs[ci].file, first, last);
         if (!(last < 0.6 * first))

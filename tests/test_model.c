@@ -189,7 +189,9 @@ static void run_fixture(int fast)
           *vv = calloc(m.params.count, 4);
     memcpy(pw, m.params.data, m.params.count * sizeof(float));
     double lr_t = 1e-3 * sqrt(1.0 - 0.999) / (1.0 - 0.9);
-    kt.adam(&k, pw, mm, vv, grads, m.params.count, (float)lr_t, 0.9f, 0.999f, 1e-7f);
+    mw_optim_hyper h = {.lr = (float)lr_t, .gscale = 1.0f, .epsilon = 1e-7f};
+    h.one_minus_beta1 = (float)(1.0 - 0.9), h.one_minus_beta2 = (float)(1.0 - 0.999);
+    kt.adam_step(&k, pw, mm, vv, NULL, grads, m.params.count, &h);
     for (int p = 0; p < 8; p++) {
         char nm[80];
         snprintf(nm, sizeof nm, "adam/%s", pnames[p]);
@@ -200,7 +202,8 @@ static void run_fixture(int fast)
     }
     memcpy(pw, m.params.data, m.params.count * sizeof(float));
     memset(mm, 0, m.params.count * sizeof(float));
-    kt.sgd(&k, pw, mm, grads, m.params.count, 0.01f, 0.9f);
+    mw_optim_hyper hs = {.lr = 0.01f, .gscale = 1.0f, .momentum = 0.9f};
+    kt.sgd_step(&k, pw, mm, NULL, NULL, grads, m.params.count, &hs);
     for (int p = 0; p < 8; p++) {
         char nm[80];
         snprintf(nm, sizeof nm, "sgd/%s", pnames[p]);

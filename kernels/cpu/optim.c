@@ -9,27 +9,6 @@
 #define MW_OPTIM_HD static inline
 #include "kernels/optim_rules.h"
 
-void mw_adam_cpu(const mw_kctx *k, float *p, float *m, float *v, const float *g, size_t count,
-                 float lr_t, float b1, float b2, float eps)
-{
-#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
-    for (size_t i = 0; i < count; i++) {
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] -= lr_t * m[i] / (sqrtf(v[i]) + eps);
-    }
-}
-
-void mw_sgd_cpu(const mw_kctx *k, float *p, float *vel, const float *g, size_t count, float lr,
-                float mu)
-{
-#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
-    for (size_t i = 0; i < count; i++) {
-        vel[i] = mu * vel[i] - lr * g[i];
-        p[i] += vel[i];
-    }
-}
-
 /* Keras 3's rules (optim_rules.h), element by element over the threads. */
 void mw_sgd_step_cpu(const mw_kctx *k, float *p, float *s1, float *s2, float *s3, const float *g,
                      size_t count, const mw_optim_hyper *h)

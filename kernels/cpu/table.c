@@ -20,8 +20,6 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->dense_bwd = mw_dense_bwd_cpu;
     t->relu_fwd = mw_relu_fwd_cpu;
     t->relu_bwd = mw_relu_bwd_cpu;
-    t->adam = mw_adam_cpu;
-    t->sgd = mw_sgd_cpu;
     t->dropout_fwd = mw_dropout_fwd_cpu;
     t->dropout_bwd = mw_dropout_bwd_cpu;
     t->bn_fwd_train = mw_bn_fwd_train_cpu;

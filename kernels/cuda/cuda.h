@@ -12,7 +12,7 @@
  * sticky status. Once a context has failed, later kernels on it do nothing.
  * Callers check once per step:
  *
- *     t.conv2d_fwd(&k, y, x, w, b, &g, n);  ...  t.adam(&k, ...);
+ *     t.conv2d_fwd(&k, y, x, w, b, &g, n);  ...  t.adam_step(&k, ...);
  *     MW_TRY(mw_cuda_sync(&k));   // waits, returns the first failure
  *
  * Errors raised while the device runs a kernel (an illegal address) surface at

@@ -34,8 +34,6 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->relu_bwd = mw_relu_bwd_cuda;
     t->xent_fwd = mw_xent_fwd_cuda;
     t->xent_bwd = mw_xent_bwd_cuda;
-    t->adam = mw_adam_cuda;
-    t->sgd = mw_sgd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

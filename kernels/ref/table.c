@@ -30,8 +30,6 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->relu_bwd = mw_relu_bwd_ref;
     t->xent_fwd = mw_xent_fwd_ref;
     t->xent_bwd = mw_xent_bwd_ref;
-    t->adam = mw_adam_ref;
-    t->sgd = mw_sgd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;
