@@ -1,7 +1,7 @@
 /* Files mapped for reading that shrink under the process.
  *
- * The images of a .npy file or a stored .npz member are memory-mapped (worker/data_npy.c,
- * worker/data_npz.c), so memory does not grow with the data set and the ranks of a node share
+ * The images of a .npy file or a stored .npz member are memory-mapped (worker/data/data_npy.c,
+ * worker/data/data_npz.c), so memory does not grow with the data set and the ranks of a node share
  * the page cache. If another program truncates or rewrites the file while a run reads it, the
  * kernel raises SIGBUS at the next access past the file's new end: the process died with exit
  * 135 and no word, which a scheduler reads as worth a retry (>= 128).

@@ -1,7 +1,7 @@
 /* Mixed precision's casts: float32 to bfloat16 or float16 and back, in place (see kernels.h
  * for the table's contract). Keras' mixed_bfloat16 and mixed_float16 keep float32 variables
  * and compute each layer in 16 bits; mwtrain keeps every buffer float32 and rounds the values
- * a 16-bit tensor would hold (worker/model.c says where), so a product of two rounded values
+ * a 16-bit tensor would hold (worker/model/model.c says where), so a product of two rounded values
  * is exact in float32 (8 + 8 or 11 + 11 significant bits, at most 24) and a float32 sum of
  * them is what a 16-bit matrix unit with float32 accumulation gives.
  *

@@ -24,7 +24,7 @@ typedef struct {
     size_t ws_count; /* kernels chunk their work to fit */
     void *dev;       /* backend state (CUDA: stream and cuBLAS handle); NULL on CPU */
     int bf16;        /* 1: every operand of conv2d's and dense's matrix products holds bfloat16
-                        values (mixed_bfloat16, worker/model.c): the fast CPU path multiplies
+                        values (mixed_bfloat16, worker/model/model.c): the fast CPU path multiplies
                         them with bfloat16 instructions, the same exact products summed in
                         float32 */
     int f16;         /* 1: the same with float16 values (mixed_float16): CUDA multiplies them on
@@ -175,7 +175,7 @@ typedef void (*mw_bn_fwd_infer_fn)(const mw_kctx *k, float *y, const float *x, c
 typedef void (*mw_bn_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
                              const float *dy, const float *x, const float *mean,
                              const float *invstd, const float *gamma, size_t rows, int C);
-/* The moving statistics (worker/model.h), in the backend's memory, count elements:
+/* The moving statistics (worker/model/model.h), in the backend's memory, count elements:
  * stats_acc adds a replica's batch statistics into their gradient slots, g[i] += w * st[i];
  * stats_update folds the all-reduced sums in, p[i] = p[i] * momentum + g[i] * (1 - momentum),
  * and zeroes g[i]. Float products and sums, each rounded on its own (the CUDA twin forbids

@@ -1,7 +1,7 @@
 /* A host stand-in for the CUDA backend (kernels/cuda/cuda.h), linked with tests/nccl_mock.c
  * into `mwtrain-hostdev`, a build of mwtrain whose "GPUs" are fake devices in host memory. It
- * lets the GPU backend (worker/replicas_gpu.c, under worker/train.c's loop) run on a machine
- * without a GPU: device selection, one context per device, state upload and download, the
+ * lets the GPU backend (worker/replicas/replicas_gpu.c, under worker/train.c's loop) run on a
+ * machine without a GPU: device selection, one context per device, state upload and download, the
  * rounds of micro-batches over a rank's devices, the weight penalty, the NCCL all-reduce
  * (cluster/nccl.c against the mock), the device optimizer, checkpoints and evaluation. What it
  * cannot show is that the CUDA kernels themselves are right: those are the `cuda` suite's, on a

@@ -18,7 +18,7 @@
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/checkpoint.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 /* ---- helpers ---- */
 

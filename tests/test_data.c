@@ -11,7 +11,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "tests/util.h"
-#include "worker/data.h"
+#include "worker/data/data.h"
 
 /* ---- helpers ---- */
 

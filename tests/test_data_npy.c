@@ -1,4 +1,4 @@
-/* Tests for the .npy, .npz and CIFAR readers behind mw_dataset_open (worker/data_formats.h):
+/* Tests for the .npy, .npz and CIFAR readers behind mw_dataset_open (worker/data/data_formats.h):
  * good files of every accepted version, shape and type, batch assembly (uint8 scaling, float32
  * as stored, CIFAR's channel-major records transposed), class counting, the memory mapping, and
  * a table of bad inputs per format (how the file is built, the status and the message parts:
@@ -19,8 +19,8 @@
 #include "common/mapguard.h"
 #include "common/status.h"
 #include "tests/util.h"
-#include "worker/data.h"
-#include "worker/data_formats.h"
+#include "worker/data/data.h"
+#include "worker/data/data_formats.h"
 
 /* ---- .npy bytes ---- */
 

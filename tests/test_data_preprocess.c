@@ -1,4 +1,4 @@
-/* Tests for the input pipeline of Keras preprocessing layers (worker/preprocess.h) as the data
+/* Tests for the input pipeline of Keras preprocessing layers (worker/data/preprocess.h) as the data
  * set applies it: a table of configs it refuses (status and the message parts: layer, field,
  * what is supported), the random draws (keyed by seed, epoch and example id only; in range;
  * flips about half the time), and batch assembly through a pipeline (uint8 pixels raw for a
@@ -10,10 +10,10 @@
 
 #include "common/status.h"
 #include "tests/util.h"
-#include "worker/data.h"
-#include "worker/keras.h"
-#include "worker/model.h"
-#include "worker/preprocess.h"
+#include "worker/data/data.h"
+#include "worker/data/preprocess.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 #define INPUT_8x8x3                                                                                \
     "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 8, 8, 3]}}"

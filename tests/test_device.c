@@ -1,12 +1,12 @@
-/* --device auto|cpu|gpu (worker/device.h): the division of a node's GPUs among its ranks, the
- * decision and its messages for every probe answer (so the GPU branches run without a GPU),
- * and the decision on this machine. Suite 'unit': runs in every build. */
+/* --device auto|cpu|gpu (worker/replicas/device.h): the division of a node's GPUs among its ranks,
+ * the decision and its messages for every probe answer (so the GPU branches run without a GPU), and
+ * the decision on this machine. Suite 'unit': runs in every build. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/status.h"
 #include "tests/util.h"
-#include "worker/device.h"
+#include "worker/replicas/device.h"
 
 /* The division of a node's GPUs among its ranks: pure arithmetic. */
 static void test_select_divide(void **state)

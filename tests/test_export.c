@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "tests/util.h"
-#include "worker/export.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/export.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 typedef struct {
     const char *name;
@@ -248,7 +248,7 @@ static void error_messages(void **state)
     assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_EUNSUPPORTED);
     snprintf(want, sizeof want,
              "export %s: layer 'max_pooling2d' (MaxPooling2D) has parameters, but the Keras "
-             "variable table (worker/keras_vars.c) does not know its kind",
+             "variable table (worker/keras/keras_vars.c) does not know its kind",
              path);
     assert_string_equal(mw_err_msg(), want);
     assert_int_equal(count_entries(dir), 1);

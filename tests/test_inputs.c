@@ -20,10 +20,10 @@
 #include "cluster/hostfile.h"
 #include "cluster/tfconfig.h"
 #include "tests/util.h"
-#include "worker/data.h"
-#include "worker/keras_archive.h"
-#include "worker/model.h"
-#include "worker/optimizer.h"
+#include "worker/data/data.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/keras/optimizer.h"
+#include "worker/model/model.h"
 #include "worker/opts.h"
 
 typedef enum { AS_FIFO, AS_DEVICE, AS_DIR } special;

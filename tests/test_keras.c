@@ -1,4 +1,4 @@
-/* Models from Keras JSON (worker/keras.c) and what they brought into the model: Dropout,
+/* Models from Keras JSON (worker/keras/keras.c) and what they brought into the model: Dropout,
  * Activation layers, initializers with their config values, regularizers.
  *
  * - Good configs under tests/data/keras/ (Keras 2, older Keras 2 with the layer list as
@@ -25,8 +25,8 @@
 #include "common/rng.h"
 #include "kernels/dropout.h"
 #include "tests/util.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 /* ---- helpers ---- */
 
@@ -723,7 +723,7 @@ static void test_dropout_layout(void **state)
     for (int j = 0; j < 4; j++)
         memcpy(ws.act[0] + j * img, images + a[j] * img, img * sizeof(float));
     mw_model_forward(&m, &kt, &k, &ws, 4);
-    memcpy(maskA, ws.mask[di], sizeof maskA);
+    memcpy(maskA, ((float *)ws.buf[di]), sizeof maskA);
     for (int j = 0; j < 4; j++) {
         int zeros = 0;
         for (size_t e = 0; e < D; e++)
@@ -738,21 +738,21 @@ static void test_dropout_layout(void **state)
         memcpy(ws.act[0] + j * img, images + (b[j] % 20) * img, img * sizeof(float));
     ws.example_ids = b;
     mw_model_forward(&m, &kt, &k, &ws, 3);
-    assert_memory_equal(ws.mask[di] + 0 * D, maskA[3], D * sizeof(float));
-    assert_memory_equal(ws.mask[di] + 2 * D, maskA[0], D * sizeof(float));
+    assert_memory_equal(((float *)ws.buf[di]) + 0 * D, maskA[3], D * sizeof(float));
+    assert_memory_equal(((float *)ws.buf[di]) + 2 * D, maskA[0], D * sizeof(float));
     mw_kernels ref;
     mw_kernels_init_ref(&ref);
     ws.example_ids = a + 2; /* ids 2, 7 as a micro-batch of two */
     mw_model_forward(&m, &ref, &k, &ws, 2);
-    assert_memory_equal(ws.mask[di], maskA[2], 2 * D * sizeof(float));
+    assert_memory_equal(((float *)ws.buf[di]), maskA[2], 2 * D * sizeof(float));
     ws.example_ids = a + 1; /* id 9 alone */
     mw_model_forward(&m, &ref, &k, &ws, 1);
-    assert_memory_equal(ws.mask[di], maskA[1], D * sizeof(float));
+    assert_memory_equal(((float *)ws.buf[di]), maskA[1], D * sizeof(float));
     /* the next step's seed: a new mask */
     ws.dropout_seed = 78;
     ws.example_ids = a;
     mw_model_forward(&m, &kt, &k, &ws, 1);
-    assert_true(memcmp(ws.mask[di], maskA[0], D * sizeof(float)) != 0);
+    assert_true(memcmp(((float *)ws.buf[di]), maskA[0], D * sizeof(float)) != 0);
 
     /* back to inference: identity again, same outputs as before */
     ws.training = 0;
@@ -798,7 +798,8 @@ static double model_loss(fwd_env *e)
         if (l->kind != MW_LAYER_MAXPOOL)
             continue;
         for (size_t j = 0; j < cnt; j++)
-            e->choices = mw_rng_hash(e->choices, (uint64_t)i, (uint64_t)e->ws->argmax[i][j]);
+            e->choices =
+                mw_rng_hash(e->choices, (uint64_t)i, (uint64_t)((const int32_t *)e->ws->buf[i])[j]);
     }
     return s;
 }
@@ -855,7 +856,7 @@ static void gradcheck(int fast)
     mw_model_backward(&m, &kt, &k, &ws, g, N, 1.0f);
     int dropped = 0;
     for (size_t i = 0; i < (size_t)N * 7 * 7 * 2; i++)
-        dropped += ws.mask[0][i] == 0.0f;
+        dropped += ((float *)ws.buf[0])[i] == 0.0f;
     assert_true(dropped > 0);
 
     float *p = m.params.data;

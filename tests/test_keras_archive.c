@@ -1,4 +1,4 @@
-/* .keras archives and .weights.h5 (worker/keras_archive.c, keras_h5.c, keras_vars.c).
+/* .keras archives and .weights.h5 (worker/keras/keras_archive.c, keras_h5.c, keras_vars.c).
  *
  * - Round trips: the tutorial CNN (folded activations, a Keras 2 source, so config.json is
  *   written from the layers) and a Keras 3 MLP written as .keras and as .weights.h5 and read
@@ -15,10 +15,10 @@
 #include <string.h>
 
 #include "tests/util.h"
-#include "worker/keras.h"
-#include "worker/keras_archive.h"
-#include "worker/keras_h5.h"
-#include "worker/keras_vars.h"
+#include "worker/keras/keras.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/keras/keras_h5.h"
+#include "worker/keras/keras_vars.h"
 
 static void check_rc(mw_status rc, const char *what)
 {

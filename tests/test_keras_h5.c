@@ -1,5 +1,5 @@
-/* The .weights.h5 reader (worker/keras_h5.c) against every way HDF5 can store a dataset or reach
- * an object (issue 26: "A .keras archive reads host files"). The model is one Dense(3) over
+/* The .weights.h5 reader (worker/keras/keras_h5.c) against every way HDF5 can store a dataset or
+ * reach an object (issue 26: "A .keras archive reads host files"). The model is one Dense(3) over
  * 2x2x1 images, flattened: layers/dense/vars/0 (4, 3) and /1 (3,), written here with the HDF5
  * C API.
  *
@@ -35,11 +35,11 @@
 #include <zip.h>
 
 #include "tests/util.h"
-#include "worker/keras.h"
-#include "worker/keras_archive.h"
-#include "worker/keras_h5.h"
-#include "worker/keras_vars.h"
-#include "worker/model.h"
+#include "worker/keras/keras.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/keras/keras_h5.h"
+#include "worker/keras/keras_vars.h"
+#include "worker/model/model.h"
 
 /* 2x2x1 images (so `mwtrain train` can run it on a tiny .npz), flattened into Dense(3). */
 static const char model_json[] =

@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "tests/util.h"
-#include "worker/keras.h"
+#include "worker/keras/keras.h"
 #include "worker/memory.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 #include "worker/opts.h"
-#include "worker/replicas.h"
+#include "worker/replicas/replicas.h"
 
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "tests/util.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 typedef struct {
     char name[64];

@@ -30,7 +30,7 @@
 #include "common/status.h"
 #include "kernels/cuda/cuda.h"
 #include "tests/mpi_check.h"
-#include "worker/device.h"
+#include "worker/replicas/device.h"
 
 #define MAX_DEV 16
 #define MAX_COUNT ((size_t)1 << 21)

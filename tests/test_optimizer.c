@@ -1,4 +1,4 @@
-/* Unit tests for Keras optimizer configs (worker/optimizer.h): a table of bad configs read
+/* Unit tests for Keras optimizer configs (worker/keras/optimizer.h): a table of bad configs read
  * from tests/data/optimizer/<case>/ (each must fail with its message and leave the options
  * alone), good configs in Keras 3, Keras 2 and name form with every field landing where it
  * belongs, and the command line's rule for --optimizer-config with the shorthand flags. The
@@ -13,8 +13,8 @@
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/cli.h"
-#include "worker/optimizer.h"
-#include "worker/replicas.h"
+#include "worker/keras/optimizer.h"
+#include "worker/replicas/replicas.h"
 #include "worker/schedule.h"
 
 /* A bad config, read from a file as --optimizer-config reads it: MW_ECONFIG (MW_EUNSUPPORTED

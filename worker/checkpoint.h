@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 #define MW_CKPT_VERSION 1
 #define MW_CKPT_INDEX "checkpoint" /* the index file's name in a checkpoint directory */

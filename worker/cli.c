@@ -18,9 +18,9 @@
 
 #include "common/fs.h"
 #include "common/log.h"
-#include "worker/data.h"
-#include "worker/keras_archive.h"
-#include "worker/optimizer.h"
+#include "worker/data/data.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/keras/optimizer.h"
 
 /* which commands take a flag */
 enum { C_TRAIN = 1, C_EVAL = 2, C_EXPORT = 4, C_CLUSTER = 8, C_SUMMARY = 16, C_TFCONF = 32 };

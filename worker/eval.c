@@ -7,7 +7,7 @@
 
 #include "cluster/comm.h"
 #include "worker/chief.h"
-#include "worker/export.h"
+#include "worker/keras/export.h"
 #include "worker/session.h"
 
 /* Model (the checkpoint's, or --model), data and the restored weights. */

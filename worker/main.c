@@ -22,12 +22,12 @@
 #include "common/watchdog.h"
 #include "kernels/kernels.h"
 #include "worker/cli.h"
-#include "worker/device.h"
+#include "worker/data/preprocess.h"
 #include "worker/eval.h"
-#include "worker/keras.h"
-#include "worker/keras_archive.h"
-#include "worker/model.h"
-#include "worker/preprocess.h"
+#include "worker/keras/keras.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/model/model.h"
+#include "worker/replicas/device.h"
 #include "worker/train.h"
 
 #ifndef MW_VERSION
@@ -62,7 +62,7 @@ static mw_status run_summary(const char *model_path)
     mw_status rc = mw_model_finalize(&m, 1);
     if (rc == MW_OK)
         mw_model_summary(&m, stdout);
-    if (rc == MW_OK && m.pre) { /* the leading preprocessing layers (worker/preprocess.h) */
+    if (rc == MW_OK && m.pre) { /* the leading preprocessing layers (worker/data/preprocess.h) */
         printf("Input pipeline (before the first layer, applied as batches are assembled):\n");
         mw_preprocess_summary(m.pre, stdout);
     }

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "worker/replicas.h"
+#include "worker/replicas/replicas.h"
 
 /* Arenas of the parameter count: params, m1, m2, m3; and while a checkpoint is written its
  * four copies and a serialized buffer about as large. */

@@ -27,8 +27,8 @@
 
 #include "common/status.h"
 #include "common/sysmem.h"
-#include "worker/data.h"
-#include "worker/model.h"
+#include "worker/data/data.h"
+#include "worker/model/model.h"
 #include "worker/opts.h"
 
 /* The libraries' share: MPI's buffers and shared-memory segments, the OpenMP and BLAS

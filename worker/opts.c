@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "worker/data.h"
+#include "worker/data/data.h"
 
 void mw_train_opts_default(mw_train_opts *o)
 {

@@ -11,7 +11,7 @@
 /* --collective-timeout's default, seconds: every wait of a run, not only the step's. */
 #define MW_DEFAULT_TIMEOUT 300.0
 
-/* Keras' optimizers (worker/optimizer.h); the order of --optimizer's choices. */
+/* Keras' optimizers (worker/keras/optimizer.h); the order of --optimizer's choices. */
 typedef enum { MW_OPT_ADAM, MW_OPT_SGD, MW_OPT_ADAMW, MW_OPT_RMSPROP, MW_OPT_ADAGRAD } mw_optimizer;
 typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
 
@@ -60,7 +60,7 @@ typedef struct {
     /* --dtype-policy: Keras' policy for every layer (NULL: each layer's own, float32 when
      * the model says nothing) */
     const char *dtype_policy;
-    /* The rest of a Keras optimizer (worker/optimizer.h reads them from its JSON) */
+    /* The rest of a Keras optimizer (worker/keras/optimizer.h reads them from its JSON) */
     const char *optimizer_config;                /* --optimizer-config FILE, or NULL */
     int nesterov, amsgrad, centered;             /* SGD; Adam, AdamW; RMSprop */
     double rho;                                  /* RMSprop (0.9) */

@@ -1,7 +1,7 @@
 /* Learning-rate schedules as Keras 3.6 computes them (keras/src/optimizers/schedules/
  * learning_rate_schedule.py): the rate of the optimizer's step number `step`, counted from 0
  * (Keras' optimizer.iterations before the update), so a resumed run continues the schedule
- * where it stopped. Plain math, no I/O: worker/optimizer.h reads them from Keras JSON. */
+ * where it stopped. Plain math, no I/O: worker/keras/optimizer.h reads them from Keras JSON. */
 #ifndef MW_WORKER_SCHEDULE_H
 #define MW_WORKER_SCHEDULE_H
 

@@ -10,10 +10,10 @@
 
 #include "cluster/comm.h"
 #include "common/log.h"
-#include "worker/keras.h"
-#include "worker/keras_archive.h"
+#include "worker/data/preprocess.h"
+#include "worker/keras/keras.h"
+#include "worker/keras/keras_archive.h"
 #include "worker/memory.h"
-#include "worker/preprocess.h"
 
 void mw_session_init(mw_session *s)
 {

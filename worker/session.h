@@ -20,11 +20,11 @@
 #include "common/arena.h"
 #include "common/status.h"
 #include "worker/checkpoint.h"
-#include "worker/data.h"
-#include "worker/device.h"
-#include "worker/model.h"
+#include "worker/data/data.h"
+#include "worker/model/model.h"
 #include "worker/opts.h"
-#include "worker/replicas.h"
+#include "worker/replicas/device.h"
+#include "worker/replicas/replicas.h"
 
 /* One epoch's results, as the chief prints and records them. */
 typedef struct {

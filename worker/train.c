@@ -348,7 +348,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         mw_dataset_file_order(t->order, (uint32_t)N);
     else
         mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
-    s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data.h) */
+    s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data/data.h) */
     double sums[3] = {0, 0, 0}; /* scaled loss, correct, examples (local, then all) */
     double t0 = mw_now(), seen_local = 0;
     if (s->rank == 0)

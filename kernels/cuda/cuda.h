@@ -1,6 +1,6 @@
 /* The CUDA backend: device discovery, the CUDA kernel context, device memory
  * helpers and the table init. Plain C with no CUDA types, so the worker and the
- * tests include it; it is compiled into the CUDA module (worker/device.h) with
+ * tests include it; it is compiled into the CUDA module (worker/replicas/device.h) with
  * the GPU backend, and a CPU run never loads it.
  *
  * A CUDA context is an mw_kctx whose dev points at the backend state (device,
@@ -151,7 +151,7 @@ mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds);
  * when k is not an open CUDA context. Borrowed. */
 void *mw_cuda_stream(const mw_kctx *k);
 
-/* Usable CUDA devices (the module's probe, after worker/device.c's driver probe). When the
+/* Usable CUDA devices (the module's probe, after worker/replicas/device.c's driver probe). When the
  * answer is not positive and reason is non-NULL, it receives why: "cudaGetDeviceCount: <CUDA's
  * error string>" or "cudaGetDeviceCount found 0 devices". Records no error. */
 int mw_cuda_probe(char *reason, size_t reason_len);

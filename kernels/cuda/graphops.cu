@@ -395,7 +395,7 @@ extern "C" void mw_bn_sync_bwd_cuda(const mw_kctx *k, float *dx, const float *dy
               M, count, C);
 }
 
-/* The moving statistics (worker/model.h): the reference's float expressions, rounded as the
+/* The moving statistics (worker/model/model.h): the reference's float expressions, rounded as the
  * host rounds them. */
 static __global__ void bn_stats_acc_kernel(float *g, const float *st, size_t count, float w)
 {

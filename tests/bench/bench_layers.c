@@ -15,8 +15,8 @@
 #include "common/rng.h"
 #include "common/timer.h"
 #include "kernels/cpu/cpu.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 static const char *kind_name(mw_layer_kind k)
 {
@@ -43,9 +43,9 @@ static void run_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
         break;
     case MW_LAYER_MAXPOOL:
         if (!dir)
-            kt->maxpool_fwd(k, ws->act[i + 1], ws->argmax[i], ws->act[i], &l->pool, n);
+            kt->maxpool_fwd(k, ws->act[i + 1], ws->buf[i], ws->act[i], &l->pool, n);
         else if (dx)
-            kt->maxpool_bwd(k, dx, ws->grad[i + 1], ws->argmax[i], &l->pool, n);
+            kt->maxpool_bwd(k, dx, ws->grad[i + 1], ws->buf[i], &l->pool, n);
         break;
     case MW_LAYER_DENSE:
         if (!dir)

@@ -1,6 +1,6 @@
 /* A stand-in for the CUDA driver library (libcuda.so.1) with the three entry points that
- * mwtrain's driver probe (worker/device.c) uses, so tests/cuda/test_module_load.sh can show
- * what mwtrain does where a driver reports devices but the rest of CUDA is broken or missing.
+ * mwtrain's driver probe (worker/replicas/device.c) uses, so tests/cuda/test_module_load.sh can
+ * show what mwtrain does where a driver reports devices but the rest of CUDA is broken or missing.
  * Its answers come from the environment:
  *   MW_FAKE_CUINIT=N     cuInit returns N (default 0, success; 100 is CUDA_ERROR_NO_DEVICE)
  *   MW_FAKE_DEVICES=N    cuDeviceGetCount reports N devices (default 1)

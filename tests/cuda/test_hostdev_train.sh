@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU training loop (worker/train.c over worker/replicas_gpu.c) without a GPU: mwtrain opens
+# The GPU training loop (worker/train.c over worker/replicas/replicas_gpu.c) without a GPU: mwtrain opens
 # the hostdev module through MW_CUDA_MODULE, as it opens mwtrain-cuda.so; the module is the GPU
 # backend with its CUDA calls answered by fake devices in host memory (tests/hostdev.c: the CPU
 # kernels behind wrappers that abort on any pointer outside the context's device memory) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA module (worker/device.h) where a CUDA driver reports devices but GPU training cannot
+# The CUDA module (worker/replicas/device.h) where a CUDA driver reports devices but GPU training cannot
 # run: mwtrain must still start and train on the CPU with --device auto, say why as a WARNING
 # (a cluster user must notice), and --device gpu must be one error, exit 7, naming what is
 # missing. A fake driver (tests/cuda/fake_libcuda.c, found through LD_LIBRARY_PATH) plays the

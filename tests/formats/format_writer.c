@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/export.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/export.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 #include "worker/summary.h"
 
 static int fail(void)

@@ -1,4 +1,4 @@
-/* libFuzzer target for the data readers (worker/data_formats.h): the .npy header parser, the
+/* libFuzzer target for the data readers (worker/data/data_formats.h): the .npy header parser, the
  * .npz reader (an archive in memory through libzip, mw_data_read_npz_buffer) and the CIFAR
  * record reader. The first input byte picks the reader, the rest is the file.
  *
@@ -13,8 +13,8 @@
 
 #include "common/log.h"
 #include "common/status.h"
-#include "worker/data.h"
-#include "worker/data_formats.h"
+#include "worker/data/data.h"
+#include "worker/data/data_formats.h"
 
 static void check(int ok, const char *what)
 {

@@ -1,5 +1,5 @@
-/* libFuzzer target for the Keras model reader (worker/keras.c) and the model it builds
- * (worker/model.c).
+/* libFuzzer target for the Keras model reader (worker/keras/keras.c) and the model it builds
+ * (worker/model/model.c).
  *
  * Any bytes must either build a model that satisfies the invariants below or fail with
  * MW_EMODEL, MW_EUNSUPPORTED (or MW_ENOMEM) and a message "fuzz.json: ...", leaving the model
@@ -16,8 +16,8 @@
 
 #include "common/status.h"
 #include "kernels/kernels.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 static void check(int ok, const char *what)
 {

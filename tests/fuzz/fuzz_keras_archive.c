@@ -1,6 +1,6 @@
-/* libFuzzer target for the .keras archive reader (worker/keras_archive.c) with the weights
- * reader (worker/keras_h5.c) and the Keras variable table (worker/keras_vars.c), over libzip
- * and libhdf5 as installed (not instrumented: the fuzzer steers our code, not theirs).
+/* libFuzzer target for the .keras archive reader (worker/keras/keras_archive.c) with the weights
+ * reader (worker/keras/keras_h5.c) and the Keras variable table (worker/keras/keras_vars.c), over
+ * libzip and libhdf5 as installed (not instrumented: the fuzzer steers our code, not theirs).
  *
  * Any bytes must either load (config.json builds a model, model.weights.h5 fills all of its
  * variables) or fail with one message starting "fuzz.keras: " and a status of bad data, bad
@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "common/status.h"
-#include "worker/keras_archive.h"
-#include "worker/keras_h5.h"
-#include "worker/model.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/keras/keras_h5.h"
+#include "worker/model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -42,15 +42,15 @@ pids="$pids $!"
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -o "$OUT/fuzz_checkpoint" &
 pids="$pids $!"
-# The Keras model reader: worker/keras.c and model.c, the reference kernels, the embedded
+# The Keras model reader: worker/keras/keras.c and model.c, the reference kernels, the embedded
 # built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
 KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}
 mkdir -p "$OUT/corpus-keras"
 python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras.c" \
-    "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras/keras.c" \
+    "$ROOT/worker/model/model.c" "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm \
     -o "$OUT/fuzz_keras" &
@@ -59,8 +59,8 @@ pids="$pids $!"
 # The data readers: worker/data*.c with common/, libzip and zlib.
 mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/preprocess.c" \
-    "$ROOT/worker/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/data/preprocess.c" \
+    "$ROOT/worker/data/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
     "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" "$ROOT/common/mapguard.c" \
     -ljansson -lzip -lz -lm \
     -o "$OUT/fuzz_data" &
@@ -106,7 +106,7 @@ cat > "$OUT/checkpoint.dict" <<'DICT'
 "\xff\xff\xff\xff\xff\xff\xff\xff"
 DICT
 
-# The .keras archive reader (worker/keras_archive.c, keras_h5.c, keras_vars.c) over the installed
+# The .keras archive reader (worker/keras/keras_archive.c, keras_h5.c, keras_vars.c) over the installed
 # libzip and libhdf5, with the model reader under it. It takes a third of KERAS_SECONDS from the
 # model reader, so the run's total time stays the same.
 ARCHIVE_SECONDS=$(( KERAS_SECONDS >= 3 ? KERAS_SECONDS / 3 : 1 ))
@@ -114,10 +114,10 @@ KERAS_SECONDS=$(( KERAS_SECONDS > ARCHIVE_SECONDS ? KERAS_SECONDS - ARCHIVE_SECO
 mkdir -p "$OUT/corpus-keras_archive"
 # shellcheck disable=SC2086,SC2046
 "$CLANG" $CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
-    "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras_archive.c" \
-    "$ROOT/worker/keras_h5.c" "$ROOT/worker/keras_vars.c" "$ROOT/worker/keras.c" \
-    "$ROOT/worker/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
-    "$ROOT/worker/model.c" "$ROOT/worker/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
+    "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
+    "$ROOT/worker/data/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
+    "$ROOT/worker/model/model.c" "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm \
     -o "$OUT/fuzz_keras_archive" &
@@ -132,7 +132,7 @@ cat > "$OUT/keras_archive.dict" <<'DICT'
 "\x89HDF\x0d\x0a\x1a\x0a"
 DICT
 
-# Keras config keys and values (worker/keras.h).
+# Keras config keys and values (worker/keras/keras.h).
 cat > "$OUT/keras.dict" <<'DICT'
 "\"class_name\""
 "\"config\""

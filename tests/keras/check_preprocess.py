@@ -1,4 +1,4 @@
-"""Keras's preprocessing layers against mwtrain's input pipeline (worker/preprocess.h).
+"""Keras's preprocessing layers against mwtrain's input pipeline (worker/data/preprocess.h).
 
 For each case a Keras model [Input, preprocessing layer(s), Flatten, Dense] is written with
 to_json(), mwtrain's pipeline runs on the same float32 examples (preprocess_apply), and the

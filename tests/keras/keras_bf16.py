@@ -70,7 +70,7 @@ r16, w16 = o.half_casts(jnp.bfloat16)  # a bfloat16 tensor; a variable cast at u
 
 def emulated(tv_, wcast):
     """The tutorial CNN in float32 JAX ops with bfloat16 roundings where Keras has bfloat16
-    tensors (the roundings mwtrain makes, worker/model.c)."""
+    tensors (the roundings mwtrain makes, worker/model/model.c)."""
     k1, b1, k2, b2, k3, b3, k4, b4 = tv_
     dn = ("NHWC", "HWIO", "NHWC")
 

@@ -80,7 +80,7 @@ def pool(h):
 
 def emulated(tv_, wcast, scale):
     """The tutorial CNN in float32 JAX ops with float16 roundings where Keras has float16
-    tensors (the roundings mwtrain makes, worker/model.c); the loss times scale. A layer's
+    tensors (the roundings mwtrain makes, worker/model/model.c); the loss times scale. A layer's
     activation reads its float16 pre-activation: a value that underflows to 0 has ReLU's
     zero slope (2^-26 is positive in float32), as in Keras, whose layer adds its bias in
     float16 before the activation."""

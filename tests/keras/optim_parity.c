@@ -22,8 +22,8 @@
 
 #include "common/status.h"
 #include "kernels/kernels.h"
-#include "worker/optimizer.h"
-#include "worker/replicas.h"
+#include "worker/keras/optimizer.h"
+#include "worker/replicas/replicas.h"
 
 #define MAXV 16
 

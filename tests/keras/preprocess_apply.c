@@ -1,5 +1,5 @@
-/* Applies a Keras model's input pipeline (worker/preprocess.h) to raw float32 examples, for the
- * comparison with real Keras in test_preprocess.sh.
+/* Applies a Keras model's input pipeline (worker/data/preprocess.h) to raw float32 examples, for
+ * the comparison with real Keras in test_preprocess.sh.
  *
  *   preprocess_apply MODEL.json IN.f32 N OUT.f32 [DRAWS]
  *
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 
 #include "common/status.h"
-#include "worker/keras.h"
-#include "worker/model.h"
-#include "worker/preprocess.h"
+#include "worker/data/preprocess.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 static int die(const char *what)
 {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# BatchNormalization under data parallelism (worker/model.h, replicas_cpu.c), on a Functional
+# BatchNormalization under data parallelism (worker/model/model.h, replicas_cpu.c), on a Functional
 # residual block with BN (tests/data/keras/graph/resblock_k3.json):
 # - the CPU backend's --micro-batch does not change the result: a replica's batch statistics
 #   come from its whole slice (weights and moving statistics bitwise equal for micro-batches

@@ -2,7 +2,7 @@
 """Embed a text file in the binary as a C array: embed.py INPUT OUTPUT.c SYMBOL.
 
 Writes `const char SYMBOL[]` (the bytes and a terminating NUL) and
-`const size_t SYMBOL_nbytes` (without the NUL), declared in worker/keras.h. Byte
+`const size_t SYMBOL_nbytes` (without the NUL), declared in worker/keras/keras.h. Byte
 values rather than a string literal: no escaping rules, no compiler limits on
 literal length, the same output on every platform.
 """
@@ -16,7 +16,7 @@ def main():
     with open(src, "rb") as f:
         data = f.read()
     lines = [f"/* Generated from {src.split('/')[-1]} by worker/models/embed.py; do not edit. */",
-             "#include \"worker/keras.h\"", "",
+             "#include \"worker/keras/keras.h\"", "",
              f"const char {sym}[{len(data) + 1}] = {{"]
     body = list(data) + [0]
     for i in range(0, len(body), 16):

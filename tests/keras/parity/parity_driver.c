@@ -4,7 +4,7 @@
  *
  * DIR holds what parity.py wrote with Keras: model.json (model.to_json()), params.f32 (the
  * model's weights in model.weights order, float32, packed: the arena's tensor order, see
- * worker/model.h, without the arena's alignment gaps),
+ * worker/model/model.h, without the arena's alignment gaps),
  * x.f32 (N examples) and y.i32 (N labels). The driver loads the model through the Keras
  * reader, runs one training-mode forward and backward over the N examples (loss scaled by
  * 1/N: the mean, as Keras), folds the batch statistics into BatchNormalization's moving
@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "worker/keras.h"
-#include "worker/model.h"
+#include "worker/keras/keras.h"
+#include "worker/model/model.h"
 
 static long read_file(const char *dir, const char *name, void *buf, size_t nbytes)
 {

@@ -1,0 +1,173 @@
+/* The data set (see data.h): its life cycle, batch assembly and the epoch order. --data's
+ * recognition of a format is in data_open.c, the readers in data_idx.c, data_npy.c,
+ * data_npz.c and data_cifar.c. */
+#include "worker/data/data.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/log.h"
+#include "common/mapguard.h"
+#include "common/rng.h"
+#include "worker/data/preprocess.h"
+
+void mw_dataset_init(mw_dataset *d)
+{
+    memset(d, 0, sizeof *d);
+    d->images = NULL;
+    d->labels = NULL;
+    d->map = NULL;
+}
+
+void mw_dataset_free(mw_dataset *d)
+{
+    if (d->map) {
+        mw_mapguard_remove(d->map);
+        munmap(d->map, d->map_nbytes);
+    } else
+        free(d->images);
+    free(d->labels);
+    mw_dataset_init(d);
+}
+
+int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, const char *path,
+                              int classes_given, char *note, size_t cap)
+{
+    note[0] = '\0';
+    const int nc = train->num_classes;
+    if (nc < 1 || !train->labels)
+        return 0;
+    unsigned char *seen = calloc((size_t)nc, 1);
+    if (!seen)
+        return 0; /* a warning is not worth failing for */
+    int32_t top_train = -1, top_test = -1;
+    for (uint32_t i = 0; i < train->count; i++) {
+        const int32_t y = train->labels[i];
+        if (y >= 0 && y < nc)
+            seen[y] = 1;
+        top_train = y > top_train ? y : top_train;
+    }
+    for (uint32_t i = 0; test && test->labels && i < test->count; i++)
+        top_test = test->labels[i] > top_test ? test->labels[i] : top_test;
+    int unseen = 0;
+    for (int c = 0; c < nc; c++)
+        unseen += !seen[c];
+    free(seen);
+    if (!unseen)
+        return 0;
+    if (classes_given)
+        snprintf(note, cap,
+                 "data %s: %d of the %d classes (--classes %d) have no training example: the "
+                 "model cannot learn them",
+                 path, unseen, nc, nc);
+    else
+        snprintf(note, cap,
+                 "data %s: %d of the %d classes have no training example: the class count is "
+                 "the largest label + 1, and the largest is %d, in the %s set (a stray "
+                 "label?); the model cannot learn the empty classes (fix the labels, or give "
+                 "--classes N if that many is meant)",
+                 path, unseen, nc, top_test > top_train ? top_test : top_train,
+                 top_test > top_train ? "test" : "training");
+    return unseen;
+}
+
+size_t mw_dataset_image_nbytes(const mw_dataset *d)
+{
+    return (size_t)d->rows * d->cols * d->channels * (d->type == MW_IMAGES_F32 ? 4u : 1u);
+}
+
+/* A mapped set: drop the pages around the n examples just read from this process's page
+ * tables (the page cache keeps them). A read fault maps a whole page-cache folio, up to 2 MiB,
+ * not only the example's page, so without this a rank's RSS would grow towards the file size
+ * as the epochs visit every example; the window dropped is the folio-sized one around each
+ * example. Safe while other threads read there: they fault the same bytes back in. */
+static void release_pages(const mw_dataset *d, const uint32_t *ids, int n, size_t nbytes)
+{
+    const uintptr_t W = UINT64_C(2) << 20, base = (uintptr_t)d->map;
+    const uintptr_t end = base + d->map_nbytes;
+    uintptr_t done_lo = 0, done_hi = 0;
+    for (int i = 0; i < n; i++) {
+        uintptr_t at = (uintptr_t)(d->images + (size_t)ids[i] * nbytes);
+        uintptr_t lo = at & ~(W - 1), hi = (at + nbytes + W - 1) & ~(W - 1);
+        lo = lo < base ? base : lo;
+        hi = hi > end ? end : hi;
+        if (lo >= done_lo && hi <= done_hi)
+            continue;
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        done_lo = lo, done_hi = hi;
+    }
+}
+
+/* Example id as floats (H, W, C) into dst: uint8 values / 255 (raw: as they are), float32 as
+ * stored. */
+static void assemble(const mw_dataset *d, float *dst, uint32_t id, size_t nbytes, int raw)
+{
+    const size_t hw = (size_t)d->rows * d->cols, C = d->channels, count = hw * C;
+    assert(id < d->count);
+    const uint8_t *src = d->images + (size_t)id * nbytes;
+    if (d->type == MW_IMAGES_F32) /* little-endian like the host (data.h); maybe unaligned */
+        memcpy(dst, src, count * sizeof *dst);
+    else if (!d->channel_major)
+        for (size_t j = 0; j < count; j++)
+            dst[j] = raw ? (float)src[j] : (float)src[j] / 255.0f;
+    else /* (C, H, W) -> (H, W, C) */
+        for (size_t c = 0; c < C; c++)
+            for (size_t j = 0; j < hw; j++)
+                dst[j * C + c] = raw ? (float)src[c * hw + j] : (float)src[c * hw + j] / 255.0f;
+}
+
+/* Through the input pipeline: each example assembled into scratch, then transformed into x. */
+static void batch_pipeline(const mw_dataset *d, float *x, const uint32_t *ids, int n, size_t nbytes)
+{
+    const mw_preprocess *p = d->pre;
+    const size_t in = mw_preprocess_in_count(p), out = mw_preprocess_out_count(p);
+    const int L = mw_preprocess_nlayers(p);
+    float *a = malloc(2 * in * sizeof *a);
+    mw_pre_draw *draws = malloc((size_t)L * sizeof *draws);
+    if (!a || !draws) { /* a few KiB: no way to go on, and no status to return */
+        mw_log_error("out of memory assembling a batch (%zu bytes)", 2 * in * sizeof *a);
+        abort();
+    }
+    const int raw = mw_preprocess_takes_raw(p);
+    for (int i = 0; i < n; i++) {
+        assemble(d, a, ids[i], nbytes, raw);
+        if (d->augment)
+            mw_preprocess_draw(p, d->aug_seed, d->epoch, ids[i], draws);
+        mw_preprocess_apply(p, x + (size_t)i * out, a, a + in, d->augment, draws);
+    }
+    free(draws);
+    free(a);
+}
+
+void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n)
+{
+    const size_t count = (size_t)d->rows * d->cols * d->channels;
+    const size_t nbytes = mw_dataset_image_nbytes(d);
+    if (d->pre)
+        batch_pipeline(d, x, ids, n, nbytes);
+    else
+        for (int i = 0; i < n; i++)
+            assemble(d, x + (size_t)i * count, ids[i], nbytes, 0);
+    if (y)
+        for (int i = 0; i < n; i++)
+            y[i] = d->labels[ids[i]];
+    if (d->map)
+        release_pages(d, ids, n, nbytes);
+}
+
+void mw_dataset_file_order(uint32_t *ids, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = i;
+}
+
+void mw_dataset_epoch_order(uint32_t *ids, uint32_t n, uint64_t seed, int epoch)
+{
+    mw_rng r;
+    mw_rng_seed(&r, seed, UINT64_C(0x5eed0000) + (uint64_t)epoch);
+    mw_dataset_file_order(ids, n);
+    mw_rng_shuffle(&r, ids, n);
+}

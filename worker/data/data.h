@@ -1,0 +1,124 @@
+/* The data set: images of any shape and their labels from IDX (Fashion-MNIST by default),
+ * NumPy .npy/.npz or CIFAR binary files, and the epoch order.
+ *
+ * Images stay in their stored type (uint8 or float32; 47 MB for Fashion-MNIST's train set
+ * instead of 188 MB of floats) and are converted only when a batch is assembled. Every rank loads
+ * the whole set and derives the same example order from the shared seed, so the global batch of
+ * step k holds the same example ids whatever the cluster layout (DESIGN.md, "Global batch is the
+ * unit").
+ *
+ * IDX format (big-endian): a 4-byte magic 0x0000TTNN (TT = 0x08 for unsigned bytes, NN =
+ * number of dimensions), NN 4-byte dimension sizes, then the data, row-major. Images are
+ * (count, rows, cols), labels (count). Files may be gzip-compressed or plain. */
+#ifndef MW_WORKER_DATA_H
+#define MW_WORKER_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+#define MW_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+
+#define MW_IDX_IMAGES_MAGIC 0x00000803u        /* unsigned bytes, 3 dimensions */
+#define MW_IDX_LABELS_MAGIC 0x00000801u        /* unsigned bytes, 1 dimension */
+#define MW_DATA_MAX_DIM 4096u                  /* largest accepted rows or cols */
+#define MW_DATA_MAX_NBYTES (UINT64_C(1) << 32) /* largest accepted image data */
+
+/* How one image is stored. */
+typedef enum {
+    MW_IMAGES_U8,  /* uint8, scaled to [0, 1] (pixel / 255) when a batch is assembled */
+    MW_IMAGES_F32, /* float32 (little-endian), used as stored */
+} mw_image_type;
+
+/* A set of images of any (H, W, C) with int32 labels. images points at example 0's first
+ * byte; example i starts at images + i * image nbytes (mw_dataset_image_nbytes). The bytes
+ * are either a heap block the set owns (map == NULL) or lie inside a read-only file mapping
+ * the set owns (map != NULL: an uncompressed .npy, shared with every rank of the node through
+ * the page cache; only the pages of the examples a rank assembles are ever read). */
+typedef struct {
+    uint8_t *images; /* see above; count * rows * cols * channels elements of `type` */
+    int32_t *labels; /* owned; count entries, each in [0, num_classes) */
+    uint32_t count, rows, cols, channels;
+    mw_image_type type;
+    int channel_major; /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
+    int num_classes;
+    void *map; /* the mapping holding images, or NULL (owned) */
+    size_t map_nbytes;
+    /* The model's input pipeline (worker/data/preprocess.h), applied as batches are assembled;
+     * set by the session after the model is built. */
+    const struct mw_preprocess *pre; /* borrowed, or NULL */
+    int augment;                     /* 1: its random layers act (the training set) */
+    uint64_t aug_seed;               /* their key is (aug_seed, epoch, example id) */
+    int epoch;                       /* the epoch being trained (worker/train.c sets it) */
+} mw_dataset;
+
+/* What --data reads besides the path. */
+typedef struct {
+    int classes;    /* --classes: 0 = largest label (train and test) + 1 */
+    int cifar_fine; /* CIFAR-100: 1 = the fine (100) labels, 0 = the coarse (20) */
+} mw_data_opts;
+
+void mw_dataset_init(mw_dataset *d);
+/* Release the arrays and reset to the init state; safe on a half-built or freed set. */
+void mw_dataset_free(mw_dataset *d);
+
+/* Load an IDX image file (magic 0x00000803, 3 dims) and label file (0x00000801, 1 dim),
+ * each gzip-compressed or plain. Checks the headers (magic, dimensions, size limits, equal
+ * counts, count > 0) before allocating, that each body is complete with nothing after it
+ * (for gzip, that the stream and its CRC are intact), and that every label is below
+ * num_classes (>= 1).
+ * d must be initialised. On success its old contents are freed and replaced; on failure
+ * d is unchanged, nothing is leaked and mw_err_msg() names the file and the problem. */
+mw_status mw_dataset_load(mw_dataset *d, const char *images_path, const char *labels_path,
+                          int num_classes);
+
+/* Load train and test sets from dir with the standard file names (train-images-idx3-ubyte,
+ * train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte), each with a
+ * .gz suffix or without (.gz preferred when both exist), and check that train and test
+ * images have the same size. A missing file's message names the directory and the names
+ * tried. Same ownership rules as mw_dataset_load: on failure train and test are unchanged. */
+mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *dir,
+                              int num_classes);
+
+/* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
+ * float32 as stored, channel-major records transposed), y (n) = labels (y may be NULL), for
+ * the example ids given (each < d->count). Reads only those examples' bytes. With an input
+ * pipeline (d->pre) each example then goes through it: x is (n, its output shape), uint8
+ * pixels stay 0..255 when it rescales or normalizes, and its random layers act when
+ * d->augment, keyed by (d->aug_seed, d->epoch, id). */
+void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n);
+
+/* Bytes of one stored image. */
+size_t mw_dataset_image_nbytes(const mw_dataset *d);
+
+/* Open --data PATH, recognised by content (docs/formats.md):
+ *   a file starting with a zip signature: a Keras-style .npz (x_train, y_train, x_test, y_test)
+ *   a directory with x_train.npy: the four .npy files (uncompressed images are memory-mapped)
+ *   a directory with data_batch_1.bin: CIFAR-10 (data_batch_1..5.bin, test_batch.bin)
+ *   a directory with train.bin and test.bin: CIFAR-100 (o->cifar_fine picks the labels)
+ *   a directory with train-images-idx3-ubyte[.gz]: IDX (mw_dataset_load_dir)
+ * Classes: o->classes, or the largest label of train and test + 1; every label is checked
+ * against them. Train and test images must have the same shape. Every error names the file,
+ * the field and what was expected (MW_EDATA, exit 3; MW_EIO when a file cannot be read). Same
+ * ownership rules as mw_dataset_load. */
+mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
+                          const mw_data_opts *o);
+
+/* Classes without a training example: labels decide the class count (the largest label + 1,
+ * without --classes), so one stray label (200 in a 10-class set, or a test label above every
+ * training label) makes a 201-class model that cannot learn the empty ones. Returns how many
+ * of train->num_classes have no example in train, and (when any) a warning for the user in
+ * note (cap bytes) naming path, the count, the largest label and the set it is in;
+ * classes_given: --classes was given (its value is num_classes). */
+int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, const char *path,
+                              int classes_given, char *note, size_t cap);
+
+/* The epoch's example order: a seeded permutation of 0..n-1 over the whole set (TF's
+ * shuffle with buffer = len(train)). The same (seed, epoch) gives the same order on every
+ * machine; different epochs give different orders. */
+void mw_dataset_epoch_order(uint32_t *ids, uint32_t n, uint64_t seed, int epoch);
+/* --no-shuffle: 0..n-1, the file's order, every epoch. */
+void mw_dataset_file_order(uint32_t *ids, uint32_t n);
+
+#endif

@@ -1,0 +1,104 @@
+/* The readers behind mw_dataset_open, one file per format (worker/data/data_idx.c, data_npy.c,
+ * data_npz.c, data_cifar.c), and what they share: the .npy header parser, arrays as a reader
+ * hands them over, label conversion and the checks every format makes.
+ *
+ * A .npy file (NumPy's format, version 1.0, 2.0 or 3.0):
+ *   magic "\x93NUMPY", major and minor version bytes (1|2|3, 0),
+ *   header_len: little-endian uint16 (version 1) or uint32 (2 and 3),
+ *   header_len bytes of a Python dict literal, padded with spaces and ending in '\n':
+ *     {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }
+ *   then the array's data, C order, shape product x itemsize bytes, nothing after it. */
+#ifndef MW_WORKER_DATA_FORMATS_H
+#define MW_WORKER_DATA_FORMATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/data/data.h"
+
+#define MW_NPY_MAX_DIMS 8
+#define MW_NPY_MAX_HEADER (1u << 20)           /* largest header_len accepted */
+#define MW_DATA_MAX_CHANNELS 4096u             /* largest accepted channel count */
+#define MW_DATA_MAX_MAPPED (UINT64_C(1) << 40) /* largest memory-mapped image data */
+#define MW_DATA_MAX_CLASSES 65536              /* labels must be below this without --classes */
+
+/* A parsed .npy header. */
+typedef struct {
+    char kind;      /* 'u', 'i' or 'f' (NumPy's type character) */
+    int itemsize;   /* bytes per element: 1, 2, 4 or 8 */
+    char descr[16]; /* as written, for messages ('<f4') */
+    int ndim;       /* 0..MW_NPY_MAX_DIMS */
+    uint64_t shape[MW_NPY_MAX_DIMS];
+    uint64_t count;     /* elements: the product of shape */
+    size_t data_offset; /* where the data start: 10 or 12 + header_len */
+} mw_npy_header;
+
+/* Parse and check the header at buf[0..avail) of a .npy of file_nbytes bytes in all (avail
+ * may be less: the header must lie within it). Checks: the magic, the version (1.0, 2.0, 3.0),
+ * header_len against avail, the dict's syntax and its keys (descr, fortran_order and shape,
+ * each once, nothing else), descr a little-endian or byte-order-free integer or float type,
+ * fortran_order False, shape a tuple of at most MW_NPY_MAX_DIMS sizes, and the data size
+ * (product of shape x itemsize) equal to what follows the header. name names the file (or
+ * archive member) in messages: "<name>: npy header field 'shape': ...". MW_EDATA. */
+mw_status mw_npy_parse_header(mw_npy_header *h, const uint8_t *buf, size_t avail,
+                              uint64_t file_nbytes, const char *name);
+
+/* An array as a reader hands it over: its header, its data (h.count elements), and what holds
+ * them: a heap block (heap), a read-only file mapping (map), or neither (borrowed). */
+typedef struct {
+    char name[512]; /* for messages: "dir/x_train.npy" or "data.npz: x_train.npy" */
+    mw_npy_header h;
+    uint8_t *data;
+    void *heap; /* owned, or NULL */
+    void *map;  /* owned, or NULL */
+    size_t map_nbytes;
+} mw_npy_array;
+
+void mw_npy_array_init(mw_npy_array *a);
+void mw_npy_array_free(mw_npy_array *a);
+
+/* Build d from images x ((N, H, W) or (N, H, W, C), uint8 or float32; finite floats) and
+ * labels y ((N,) or (N, 1), uint8, int32 or int64; each in [0, classes), classes 0: below
+ * MW_DATA_MAX_CLASSES), N equal and > 0. d takes over x's storage (x is left empty); y is
+ * left as it is. *max_label: the largest label. d must be initialised and empty. */
+mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
+                              int *max_label);
+
+/* Convert count raw labels (kind 'u'/'i', itemsize 1, 4 or 8, little-endian; src may be
+ * unaligned) to out, checking each is in [0, classes) (classes 0: below MW_DATA_MAX_CLASSES).
+ * stride: bytes from one label to the next. why says what set classes in messages
+ * ("--classes 5", "CIFAR-10 has 10 classes"). *max_label: the largest. */
+mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, char kind,
+                              int itemsize, uint32_t count, int classes, const char *why,
+                              const char *name, int *max_label);
+
+/* Readers: each fills train and test (initialised, empty) or fails leaving them for the caller
+ * to free; *max_label: the largest label of both. classes: --classes (0: none). */
+mw_status mw_data_read_npy_dir(mw_dataset *train, mw_dataset *test, const char *dir, int classes,
+                               int *max_label);
+mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path, int classes,
+                           int *max_label);
+/* The same from an archive in memory (bytes[0..nbytes), borrowed while it runs; the fuzz
+ * target's way in). */
+mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const void *bytes,
+                                  size_t nbytes, const char *name, int classes, int *max_label);
+/* Where the data of member `name` of the zip archive file[0..nbytes) begin: the central
+ * directory (zip64 or not) gives the member's local header, whose name and extra field
+ * lengths give the data's offset. 0 when any of it is missing or out of bounds. Used for a
+ * stored member, whose data are its bytes, after libzip has checked the archive. */
+uint64_t mw_data_zip_data_offset(const uint8_t *file, size_t nbytes, const char *name);
+
+/* CIFAR-10 (fine unused) or CIFAR-100 (fine: the fine labels, else the coarse); *nclasses:
+ * the format's own class count (10, 100 or 20). */
+mw_status mw_data_read_cifar(mw_dataset *train, mw_dataset *test, const char *dir, int cifar100,
+                             int fine, int classes, int *nclasses);
+/* Records of one CIFAR file in memory (bytes[0..nbytes)) appended to d's images and labels at
+ * example *next (d->count examples allocated). */
+mw_status mw_data_cifar_records(mw_dataset *d, uint32_t *next, const uint8_t *bytes, size_t nbytes,
+                                int cifar100, int fine, int classes, const char *name);
+
+/* path joined to name in out (cap bytes); MW_EINVAL when too long. */
+mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,545 @@
+/* The .npy reader (worker/data/data_formats.h): the header parser, arrays and their conversion into
+ * a data set, and a directory of x_train.npy, y_train.npy, x_test.npy, y_test.npy.
+ *
+ * Images are memory-mapped read-only, never copied: ranks on one node share the page cache,
+ * and a rank's resident memory holds only the pages of the examples it assembles (MADV_RANDOM:
+ * no read-ahead or fault-around of the neighbours). Float images are scanned once for NaN and
+ * infinities, a window at a time, each window dropped from this process's page tables after
+ * it is scanned (MADV_DONTNEED on a file mapping keeps the page cache), so the scan does not
+ * leave the whole file resident. Labels are small: read and converted to int32. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/mapguard.h"
+#include "common/sysmem.h"
+#include "worker/data/data_formats.h"
+
+#define SCAN_WINDOW (64u << 20) /* bytes of float images scanned before they are dropped */
+
+static mw_status hfail(const char *name, const char *field, const char *fmt, const char *got)
+{
+    return mw_err(MW_EDATA, "%s: npy header field '%s': %s (got %s)", name, field, fmt, got);
+}
+
+/* ---- the header dict: {'key': value, ...}, values a string, True/False or a tuple ---- */
+
+typedef struct {
+    const char *p, *end;
+    const char *name;
+} lexer;
+
+static void skip_space(lexer *L)
+{
+    while (L->p < L->end && (*L->p == ' ' || *L->p == '\t' || *L->p == '\n' || *L->p == '\r'))
+        L->p++;
+}
+
+static int accept(lexer *L, char c)
+{
+    skip_space(L);
+    if (L->p < L->end && *L->p == c) {
+        L->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A quoted string ('...' or "...") without escapes into out. */
+static int read_string(lexer *L, char *out, size_t cap)
+{
+    skip_space(L);
+    if (L->p >= L->end || (*L->p != '\'' && *L->p != '"'))
+        return 0;
+    char q = *L->p++;
+    size_t n = 0;
+    while (L->p < L->end && *L->p != q) {
+        if (*L->p == '\\' || n + 1 >= cap)
+            return 0;
+        out[n++] = *L->p++;
+    }
+    if (L->p >= L->end)
+        return 0;
+    L->p++;
+    out[n] = '\0';
+    return 1;
+}
+
+/* What is left of the header for messages: at most 40 characters, quoted. */
+static const char *rest(const lexer *L, char *buf, size_t cap)
+{
+    size_t n = (size_t)(L->end - L->p);
+    if (n > 40)
+        n = 40;
+    size_t j = 0;
+    buf[j++] = '"';
+    for (size_t i = 0; i < n && j + 2 < cap; i++)
+        buf[j++] = L->p[i] >= 32 && L->p[i] < 127 ? L->p[i] : '?';
+    buf[j++] = '"';
+    buf[j] = '\0';
+    return buf;
+}
+
+static mw_status parse_descr(mw_npy_header *h, lexer *L)
+{
+    char s[64], why[96];
+    if (!read_string(L, h->descr, sizeof h->descr))
+        return hfail(L->name, "descr",
+                     "expected a type string such as '|u1' or '<f4' (a structured dtype is not "
+                     "supported)",
+                     rest(L, why, sizeof why));
+    snprintf(s, sizeof s, "'%s'", h->descr);
+    const char *d = h->descr;
+    if (strlen(d) != 3 || !strchr("<>|=", d[0]) || !strchr("uif", d[1]) || !strchr("1248", d[2]) ||
+        (d[1] == 'f' && d[2] != '4' && d[2] != '8'))
+        return hfail(L->name, "descr",
+                     "expected an integer or float type such as '|u1', '<i4', "
+                     "'<i8' or '<f4'",
+                     s);
+    h->kind = d[1];
+    h->itemsize = d[2] - '0';
+    if (d[0] == '>' && h->itemsize > 1)
+        return hfail(L->name, "descr",
+                     "big-endian data are not supported; expected '<' "
+                     "(little-endian): save with arr.astype(arr.dtype.newbyteorder('<'))",
+                     s);
+    return MW_OK;
+}
+
+static mw_status parse_fortran(lexer *L)
+{
+    char why[96];
+    skip_space(L);
+    size_t left = (size_t)(L->end - L->p);
+    if (left >= 5 && !memcmp(L->p, "False", 5)) {
+        L->p += 5;
+        return MW_OK;
+    }
+    if (left >= 4 && !memcmp(L->p, "True", 4))
+        return hfail(L->name, "fortran_order",
+                     "expected False: the data must be in C order (save "
+                     "np.ascontiguousarray(arr))",
+                     "True");
+    return hfail(L->name, "fortran_order", "expected False", rest(L, why, sizeof why));
+}
+
+static mw_status parse_shape(mw_npy_header *h, lexer *L)
+{
+    char why[96];
+    if (!accept(L, '('))
+        return hfail(L->name, "shape", "expected a tuple such as (60000, 28, 28)",
+                     rest(L, why, sizeof why));
+    h->ndim = 0;
+    while (!accept(L, ')')) {
+        skip_space(L);
+        if (L->p >= L->end || *L->p < '0' || *L->p > '9')
+            return hfail(L->name, "shape", "expected non-negative integer sizes",
+                         rest(L, why, sizeof why));
+        if (h->ndim == MW_NPY_MAX_DIMS) {
+            snprintf(why, sizeof why, "more than %d", MW_NPY_MAX_DIMS);
+            return hfail(L->name, "shape", "too many dimensions", why);
+        }
+        uint64_t v = 0;
+        while (L->p < L->end && *L->p >= '0' && *L->p <= '9') {
+            if (v > (UINT64_C(1) << 48))
+                return hfail(L->name, "shape", "a size is too large", rest(L, why, sizeof why));
+            v = v * 10 + (uint64_t)(*L->p++ - '0');
+        }
+        if (L->p < L->end && *L->p == 'L') /* Python 2's long suffix */
+            L->p++;
+        h->shape[h->ndim++] = v;
+        if (!accept(L, ',')) {
+            if (!accept(L, ')'))
+                return hfail(L->name, "shape", "expected ',' or ')' in the tuple",
+                             rest(L, why, sizeof why));
+            break;
+        }
+    }
+    return MW_OK;
+}
+
+static mw_status parse_dict(mw_npy_header *h, lexer *L)
+{
+    char key[32], why[96];
+    int seen[3] = {0, 0, 0};
+    static const char *const keys[3] = {"descr", "fortran_order", "shape"};
+    if (!accept(L, '{'))
+        return mw_err(MW_EDATA, "%s: npy header: expected a Python dict starting with '{' (got %s)",
+                      L->name, rest(L, why, sizeof why));
+    while (!accept(L, '}')) {
+        if (!read_string(L, key, sizeof key))
+            return mw_err(MW_EDATA, "%s: npy header: expected a quoted key (got %s)", L->name,
+                          rest(L, why, sizeof why));
+        int k = 0;
+        while (k < 3 && strcmp(key, keys[k]) != 0)
+            k++;
+        if (k == 3)
+            return mw_err(MW_EDATA,
+                          "%s: npy header: unexpected key '%s'; expected only 'descr', "
+                          "'fortran_order' and 'shape'",
+                          L->name, key);
+        if (seen[k]++)
+            return mw_err(MW_EDATA, "%s: npy header: key '%s' appears twice", L->name, key);
+        if (!accept(L, ':'))
+            return mw_err(MW_EDATA, "%s: npy header: expected ':' after '%s' (got %s)", L->name,
+                          key, rest(L, why, sizeof why));
+        MW_TRY(k == 0 ? parse_descr(h, L) : k == 1 ? parse_fortran(L) : parse_shape(h, L));
+        if (!accept(L, ',')) {
+            if (!accept(L, '}'))
+                return mw_err(MW_EDATA, "%s: npy header: expected ',' or '}' after '%s' (got %s)",
+                              L->name, key, rest(L, why, sizeof why));
+            break;
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        if (!seen[k])
+            return mw_err(MW_EDATA, "%s: npy header: key '%s' is missing", L->name, keys[k]);
+    skip_space(L);
+    if (L->p != L->end)
+        return mw_err(MW_EDATA, "%s: npy header: unexpected text after the dict (got %s)", L->name,
+                      rest(L, why, sizeof why));
+    return MW_OK;
+}
+
+mw_status mw_npy_parse_header(mw_npy_header *h, const uint8_t *buf, size_t avail,
+                              uint64_t file_nbytes, const char *name)
+{
+    memset(h, 0, sizeof *h);
+    if (avail < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
+        return mw_err(MW_EDATA, "%s: npy magic: expected the 6 bytes \\x93NUMPY at the start (%s)",
+                      name, avail < 10 ? "the file is shorter than 10 bytes" : "not a .npy file");
+    if (buf[6] < 1 || buf[6] > 3 || buf[7] != 0)
+        return mw_err(MW_EDATA, "%s: npy version %u.%u: expected 1.0, 2.0 or 3.0", name, buf[6],
+                      buf[7]);
+    size_t pre = buf[6] == 1 ? 10 : 12;
+    if (avail < pre)
+        return mw_err(MW_EDATA, "%s: npy header_len: the file ends after %zu bytes, expected %zu",
+                      name, avail, pre);
+    uint64_t hlen = buf[6] == 1 ? (uint64_t)buf[8] | (uint64_t)buf[9] << 8
+                                : (uint64_t)buf[8] | (uint64_t)buf[9] << 8 |
+                                      (uint64_t)buf[10] << 16 | (uint64_t)buf[11] << 24;
+    if (hlen > MW_NPY_MAX_HEADER || pre + hlen > avail)
+        return mw_err(MW_EDATA,
+                      "%s: npy header_len %llu: the header would end at byte %llu, but only %zu "
+                      "bytes are there (at most %u accepted)",
+                      name, (unsigned long long)hlen, (unsigned long long)(pre + hlen), avail,
+                      MW_NPY_MAX_HEADER);
+    lexer L = {(const char *)buf + pre, (const char *)buf + pre + hlen, name};
+    MW_TRY(parse_dict(h, &L));
+    h->data_offset = pre + (size_t)hlen;
+    uint64_t count = 1;
+    for (int i = 0; i < h->ndim; i++) {
+        if (h->shape[i] && count > (UINT64_C(1) << 56) / h->shape[i])
+            return mw_err(MW_EDATA, "%s: npy header field 'shape': too many elements", name);
+        count *= h->shape[i];
+    }
+    h->count = count;
+    uint64_t want = count * (uint64_t)h->itemsize;
+    if (file_nbytes < h->data_offset || file_nbytes - h->data_offset != want)
+        return mw_err(
+            MW_EDATA,
+            "%s: npy header field 'shape': %llu elements of '%s' need %llu data bytes "
+            "after the %zu-byte header, but the file has %llu (%s)",
+            name, (unsigned long long)count, h->descr, (unsigned long long)want, h->data_offset,
+            (unsigned long long)(file_nbytes > h->data_offset ? file_nbytes - h->data_offset : 0),
+            file_nbytes - h->data_offset < want ? "truncated" : "extra bytes at the end");
+    return MW_OK;
+}
+
+/* ---- arrays ---- */
+
+void mw_npy_array_init(mw_npy_array *a)
+{
+    memset(a, 0, sizeof *a);
+}
+
+void mw_npy_array_free(mw_npy_array *a)
+{
+    free(a->heap);
+    if (a->map) {
+        mw_mapguard_remove(a->map);
+        munmap(a->map, a->map_nbytes);
+    }
+    mw_npy_array_init(a);
+}
+
+static const char *shape_str(const mw_npy_header *h, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < h->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ", %llu" : "%llu",
+                              (unsigned long long)h->shape[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, h->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, char kind,
+                              int itemsize, uint32_t count, int classes, const char *why,
+                              const char *name, int *max_label)
+{
+    const int64_t limit = classes > 0 ? classes : MW_DATA_MAX_CLASSES;
+    int64_t top = -1;
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *p = src + (size_t)i * stride;
+        int64_t v;
+        if (itemsize == 1) {
+            v = kind == 'i' ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
+        } else {
+            uint64_t u = 0;
+            for (int b = itemsize - 1; b >= 0; b--)
+                u = u << 8 | p[b];
+            if (kind == 'i' && itemsize < 8 && (u >> (8 * itemsize - 1)) & 1)
+                u |= ~UINT64_C(0) << (8 * itemsize); /* sign-extend */
+            v = kind == 'u' && itemsize == 8 && u > INT64_MAX ? INT64_MAX : (int64_t)u;
+        }
+        if (v < 0 || v >= limit) {
+            if (classes > 0)
+                return mw_err(MW_EDATA, "%s: example %u has label %lld, expected 0..%d (%s)", name,
+                              i, (long long)v, classes - 1, why);
+            return mw_err(MW_EDATA, "%s: example %u has label %lld, expected a class index 0..%d",
+                          name, i, (long long)v, MW_DATA_MAX_CLASSES - 1);
+        }
+        out[i] = (int32_t)v;
+        if (v > top)
+            top = v;
+    }
+    *max_label = (int)top;
+    return MW_OK;
+}
+
+/* NaN or an infinity anywhere in count float32 values: the first one's error. A mapped array
+ * is dropped from this process's pages window by window as it is scanned. */
+static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_example)
+{
+    const size_t window = SCAN_WINDOW / sizeof(float);
+    for (size_t at = 0; at < count; at += window) {
+        size_t end = count - at < window ? count : at + window;
+        for (size_t i = at; i < end; i++) {
+            float v;
+            memcpy(&v, x->data + i * sizeof v, sizeof v);
+            if (!isfinite(v))
+                return mw_err(
+                    MW_EDATA, "%s: example %llu has %s at element %llu: images must be finite",
+                    x->name, (unsigned long long)(i / per_example),
+                    isnan(v) ? "NaN" : "an infinity", (unsigned long long)(i % per_example));
+        }
+        if (x->map) {
+            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t lo = (uintptr_t)(x->data + at * sizeof(float)) & ~(pg - 1);
+            uintptr_t hi = (uintptr_t)(x->data + end * sizeof(float)) & ~(pg - 1);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+    }
+    return MW_OK;
+}
+
+static mw_status check_images(const mw_npy_array *x)
+{
+    const mw_npy_header *h = &x->h;
+    char sh[160];
+    if (h->ndim != 3 && h->ndim != 4)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': %s has %d dimensions; expected images "
+                      "(N, H, W) or (N, H, W, C)",
+                      x->name, shape_str(h, sh, sizeof sh), h->ndim);
+    if (!((h->kind == 'u' && h->itemsize == 1) || (h->kind == 'f' && h->itemsize == 4)))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': images of '%s'; expected uint8 ('|u1') or "
+                      "float32 ('<f4')",
+                      x->name, h->descr);
+    const uint64_t c = h->ndim == 4 ? h->shape[3] : 1;
+    if (h->shape[0] == 0 || h->shape[0] >= UINT32_MAX)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': %s holds %llu images; expected "
+                      "1..%u",
+                      x->name, shape_str(h, sh, sizeof sh), (unsigned long long)h->shape[0],
+                      UINT32_MAX - 1);
+    if (h->shape[1] == 0 || h->shape[2] == 0 || h->shape[1] > MW_DATA_MAX_DIM ||
+        h->shape[2] > MW_DATA_MAX_DIM || c == 0 || c > MW_DATA_MAX_CHANNELS)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': images of %s; expected height and width "
+                      "1..%u and 1..%u channels",
+                      x->name, shape_str(h, sh, sizeof sh), MW_DATA_MAX_DIM, MW_DATA_MAX_CHANNELS);
+    uint64_t nbytes = h->count * (uint64_t)h->itemsize;
+    uint64_t limit = x->map ? MW_DATA_MAX_MAPPED : MW_DATA_MAX_NBYTES;
+    if (nbytes > limit)
+        return mw_err(MW_EDATA, "%s: %llu bytes of images, more than the limit %llu", x->name,
+                      (unsigned long long)nbytes, (unsigned long long)limit);
+    return MW_OK;
+}
+
+static mw_status check_labels(const mw_npy_array *y, const mw_npy_array *x)
+{
+    const mw_npy_header *h = &y->h;
+    char sh[160];
+    if (!(h->ndim == 1 || (h->ndim == 2 && h->shape[1] == 1)))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': labels of shape %s; expected (N,) or (N, 1)",
+                      y->name, shape_str(h, sh, sizeof sh));
+    if (!((h->kind == 'u' && h->itemsize == 1) ||
+          (h->kind == 'i' && (h->itemsize == 4 || h->itemsize == 8))))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': labels of '%s'; expected uint8 ('|u1'), "
+                      "int32 ('<i4') or int64 ('<i8')",
+                      y->name, h->descr);
+    if (h->shape[0] != x->h.shape[0])
+        return mw_err(MW_EDATA, "%s has %llu images but %s has %llu labels: the counts must match",
+                      x->name, (unsigned long long)x->h.shape[0], y->name,
+                      (unsigned long long)h->shape[0]);
+    return MW_OK;
+}
+
+mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
+                              int *max_label)
+{
+    MW_TRY(check_images(x));
+    MW_TRY(check_labels(y, x));
+    const mw_npy_header *h = &x->h;
+    const uint32_t n = (uint32_t)h->shape[0];
+    const uint64_t per = h->count / n;
+    if (h->kind == 'f')
+        MW_TRY(check_finite(x, (size_t)h->count, per));
+    d->labels = malloc((size_t)n * sizeof *d->labels);
+    if (!d->labels)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %u labels", y->name, n);
+    char why[32];
+    snprintf(why, sizeof why, "--classes %d", classes);
+    MW_TRY(mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
+                               n, classes, why, y->name, max_label));
+    d->count = n;
+    d->rows = (uint32_t)h->shape[1];
+    d->cols = (uint32_t)h->shape[2];
+    d->channels = h->ndim == 4 ? (uint32_t)h->shape[3] : 1;
+    d->type = h->kind == 'f' ? MW_IMAGES_F32 : MW_IMAGES_U8;
+    d->images = x->data;
+    d->map = x->map;
+    d->map_nbytes = x->map_nbytes;
+    if (!x->map && x->heap != x->data) { /* the data lie inside the heap block: own a copy */
+        size_t nbytes = (size_t)h->count * (size_t)h->itemsize;
+        d->images = malloc(nbytes ? nbytes : 1);
+        if (!d->images)
+            return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes", x->name, nbytes);
+        memcpy(d->images, x->data, nbytes);
+        free(x->heap);
+    }
+    x->heap = NULL, x->map = NULL, x->data = NULL; /* now d's */
+    return MW_OK;
+}
+
+/* ---- a directory of .npy files ---- */
+
+mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name)
+{
+    size_t dlen = strlen(dir);
+    while (dlen > 1 && dir[dlen - 1] == '/')
+        dlen--;
+    int n = snprintf(out, cap, "%.*s/%s", (int)dlen, dir, name);
+    if (n < 0 || (size_t)n >= cap)
+        return mw_err(MW_EINVAL, "data directory %s: path too long", dir);
+    return MW_OK;
+}
+
+/* Open path, parse its header; images (map_images) are mapped, labels read onto the heap. */
+static mw_status load_npy(mw_npy_array *a, const char *path, int map_images)
+{
+    snprintf(a->name, sizeof a->name, "%s", path);
+    int fd;
+    size_t file_nbytes;
+    MW_TRY(mw_fs_open_input(path, "a .npy file", &fd, &file_nbytes));
+    mw_status rc = MW_OK;
+    uint8_t *hdr = NULL;
+    size_t avail = file_nbytes < MW_NPY_MAX_HEADER + 12 ? file_nbytes : MW_NPY_MAX_HEADER + 12;
+    hdr = malloc(avail ? avail : 1);
+    if (!hdr) {
+        rc = mw_err(MW_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (pread(fd, hdr, avail, 0) != (ssize_t)avail) {
+        rc = mw_err(MW_EIO, "%s: read error: %s", path, strerror(errno));
+        goto done;
+    }
+    MW_TRY_GOTO(mw_npy_parse_header(&a->h, hdr, avail, (uint64_t)file_nbytes, path), rc, done);
+    if (map_images) {
+        void *p = mmap(NULL, file_nbytes, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            rc = mw_err(MW_EIO, "%s: cannot map %zu bytes: %s", path, file_nbytes, strerror(errno));
+            goto done;
+        }
+        madvise(p, file_nbytes, MADV_RANDOM);
+        mw_mapguard_add(p, file_nbytes, path); /* a file that shrinks: exit 3, named */
+        a->map = p;
+        a->map_nbytes = file_nbytes;
+        a->data = (uint8_t *)p + a->h.data_offset;
+    } else {
+        uint64_t nbytes = a->h.count * (uint64_t)a->h.itemsize;
+        if (nbytes > MW_DATA_MAX_NBYTES) {
+            rc = mw_err(MW_EDATA, "%s: %llu data bytes, more than the limit %llu", path,
+                        (unsigned long long)nbytes, (unsigned long long)MW_DATA_MAX_NBYTES);
+            goto done;
+        }
+        MW_TRY_GOTO(mw_sysmem_check_load(nbytes, "%s: its data take", path), rc, done);
+        a->heap = malloc(nbytes ? (size_t)nbytes : 1);
+        if (!a->heap) {
+            rc = mw_err(MW_ENOMEM, "%s: cannot allocate %llu bytes", path,
+                        (unsigned long long)nbytes);
+            goto done;
+        }
+        a->data = a->heap;
+        size_t got = 0;
+        while (got < nbytes) {
+            ssize_t r =
+                pread(fd, a->data + got, (size_t)nbytes - got, (off_t)(a->h.data_offset + got));
+            if (r <= 0) {
+                rc = mw_err(MW_EIO, "%s: read error: %s", path, r ? strerror(errno) : "short");
+                goto done;
+            }
+            got += (size_t)r;
+        }
+    }
+done:
+    free(hdr);
+    close(fd);
+    return rc;
+}
+
+static mw_status load_pair(mw_dataset *d, const char *dir, const char *xname, const char *yname,
+                           int classes, int *max_label)
+{
+    char xp[4096], yp[4096];
+    MW_TRY(mw_data_join(xp, sizeof xp, dir, xname));
+    MW_TRY(mw_data_join(yp, sizeof yp, dir, yname));
+    mw_npy_array x, y;
+    mw_npy_array_init(&x);
+    mw_npy_array_init(&y);
+    mw_status rc = MW_OK;
+    MW_TRY_GOTO(load_npy(&x, xp, 1), rc, done);
+    MW_TRY_GOTO(load_npy(&y, yp, 0), rc, done);
+    MW_TRY_GOTO(mw_data_from_arrays(d, &x, &y, classes, max_label), rc, done);
+done:
+    mw_npy_array_free(&x);
+    mw_npy_array_free(&y);
+    return rc;
+}
+
+mw_status mw_data_read_npy_dir(mw_dataset *train, mw_dataset *test, const char *dir, int classes,
+                               int *max_label)
+{
+    int m1 = -1, m2 = -1;
+    MW_TRY(load_pair(train, dir, "x_train.npy", "y_train.npy", classes, &m1));
+    MW_TRY(load_pair(test, dir, "x_test.npy", "y_test.npy", classes, &m2));
+    *max_label = m1 > m2 ? m1 : m2;
+    mw_log_debug("data: %u train and %u test images of %ux%ux%u (%s, memory-mapped) from %s",
+                 train->count, test->count, train->rows, train->cols, train->channels,
+                 train->type == MW_IMAGES_F32 ? "float32" : "uint8", dir);
+    return MW_OK;
+}

@@ -1,0 +1,652 @@
+/* .keras archives through libzip; see keras_archive.h.
+ *
+ * Reading: open the zip (from memory or a file, with libzip's consistency checks), read
+ * config.json (bounded by MW_KERAS_MAX_BYTES) into the Keras JSON reader, check metadata.json
+ * when present, and keep model.weights.h5's bytes; each member is read to its end so libzip
+ * verifies its CRC. Writing: metadata.json, config.json and model.weights.h5, stored
+ * uncompressed as Keras does, in that order. */
+#include "worker/keras/keras_archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "common/log.h"
+#include "common/sysmem.h"
+#include "worker/data/zip_input.h"
+#include "worker/keras/keras.h"
+#include "worker/keras/keras_h5.h"
+#include "worker/keras/keras_vars.h"
+
+/* The Keras version whose layout this writes (metadata.json's keras_version). */
+#define KERAS_VERSION "3.6.0"
+/* Largest model.weights.h5 read (4 GiB of weights is far beyond what mwtrain trains). */
+#define MAX_WEIGHTS_BYTES ((zip_uint64_t)4 << 30)
+
+void mw_keras_weights_init(mw_keras_weights *w)
+{
+    memset(w, 0, sizeof *w);
+}
+
+void mw_keras_weights_free(mw_keras_weights *w)
+{
+    free(w->h5);
+    mw_keras_weights_init(w);
+}
+
+int mw_keras_archive_is(const char *path)
+{
+    const size_t n = strlen(path);
+    if (n >= 6 && !strcmp(path + n - 6, ".keras"))
+        return 1;
+    /* never open what is not a regular file (a FIFO would block): the loader reports it */
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    unsigned char b[4] = {0};
+    if (fd < 0)
+        return 0;
+    const ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, 4, 0) : 0;
+    close(fd);
+    return got == 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4;
+}
+
+/* Member `name` into a malloc'ed buffer (NUL-terminated; *nbytes without it): *out NULL when
+ * the archive has no such member. At most max bytes. */
+static mw_status read_member(zip_t *z, const char *name, zip_uint64_t max, const char *origin,
+                             char **out, size_t *nbytes)
+{
+    *out = NULL, *nbytes = 0;
+    const zip_int64_t idx = zip_name_locate(z, name, 0);
+    if (idx < 0)
+        return MW_OK;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+        return mw_err(MW_EDATA, "%s: %s: its size cannot be read: %s", origin, name,
+                      zip_strerror(z));
+    /* deflate cannot expand more than 1032:1: a larger claim is a corrupt directory */
+    const int bounded = !(st.valid & ZIP_STAT_COMP_SIZE) || st.size <= st.comp_size * 1032 + 64;
+    if (st.size > max || !bounded)
+        return mw_err(MW_EDATA, "%s: %s claims %llu bytes (at most %llu accepted%s)", origin, name,
+                      (unsigned long long)st.size, (unsigned long long)max,
+                      bounded ? "" : "; more than its compressed size can hold: corrupt");
+    /* the size from the zip directory, checked before anything is inflated */
+    MW_TRY(mw_sysmem_check_load(st.size, "%s: %s %s to", origin, name,
+                                st.comp_method == ZIP_CM_STORE ? "takes" : "inflates"));
+    char *buf = malloc((size_t)st.size + 1);
+    if (!buf)
+        return mw_err(MW_ENOMEM, "%s: %s: %llu bytes: out of memory", origin, name,
+                      (unsigned long long)st.size);
+    zip_file_t *zf = zip_fopen_index(z, (zip_uint64_t)idx, 0);
+    if (!zf) {
+        free(buf);
+        return mw_err(MW_EDATA, "%s: %s cannot be opened: %s", origin, name, zip_strerror(z));
+    }
+    zip_uint64_t got = 0;
+    zip_int64_t r = 1;
+    while (r > 0 && got <= st.size) { /* to the end: libzip checks the CRC there */
+        char extra;
+        r = got < st.size ? zip_fread(zf, buf + got, st.size - got) : zip_fread(zf, &extra, 1);
+        if (r > 0)
+            got += (zip_uint64_t)r;
+    }
+    mw_status rc = MW_OK;
+    if (r < 0)
+        rc = mw_err(MW_EDATA, "%s: %s cannot be read (truncated or corrupt archive): %s", origin,
+                    name, zip_file_strerror(zf));
+    else if (got != st.size)
+        rc = mw_err(MW_EDATA, "%s: %s holds %llu bytes, the archive's directory says %llu", origin,
+                    name, (unsigned long long)got, (unsigned long long)st.size);
+    zip_fclose(zf);
+    if (rc != MW_OK) {
+        free(buf);
+        return rc;
+    }
+    buf[st.size] = '\0';
+    *out = buf, *nbytes = (size_t)st.size;
+    return MW_OK;
+}
+
+static mw_status check_metadata(const char *text, size_t n, const char *origin)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, n, 0, &je);
+    const char *v = json_string_value(json_object_get(root, "keras_version"));
+    mw_status rc = MW_OK;
+    if (!json_is_object(root))
+        rc = mw_err(MW_EDATA, "%s: metadata.json is not a JSON object%s%s", origin,
+                    root ? "" : ": ", root ? "" : je.text);
+    else
+        mw_log_debug("%s: written by Keras %s", origin, v ? v : "(no keras_version)");
+    json_decref(root);
+    return rc;
+}
+
+static mw_status load_zip(zip_t *z, mw_model *m, const char *origin, int in_h, int in_w, int in_c,
+                          int nclasses, mw_keras_weights *w)
+{
+    char *cfg = NULL, *meta = NULL, *h5 = NULL;
+    size_t ncfg = 0, nmeta = 0, nh5 = 0;
+    char where[600];
+    mw_status rc = read_member(z, "config.json", MW_KERAS_MAX_BYTES, origin, &cfg, &ncfg);
+    if (rc == MW_OK && !cfg)
+        rc = mw_err(MW_EDATA,
+                    "%s: no config.json in the archive (a .keras archive holds "
+                    "config.json, metadata.json and model.weights.h5)",
+                    origin);
+    if (rc == MW_OK)
+        rc = read_member(z, "metadata.json", MW_KERAS_MAX_BYTES, origin, &meta, &nmeta);
+    if (rc == MW_OK && meta)
+        rc = check_metadata(meta, nmeta, origin);
+    if (rc == MW_OK)
+        rc = read_member(z, "model.weights.h5", MAX_WEIGHTS_BYTES, origin, &h5, &nh5);
+    if (rc == MW_OK && !h5)
+        rc = mw_err(MW_EDATA,
+                    "%s: no model.weights.h5 in the archive (a .keras archive holds "
+                    "config.json, metadata.json and model.weights.h5)",
+                    origin);
+    if (rc == MW_OK) {
+        snprintf(where, sizeof where, "%s: config.json", origin);
+        rc = mw_keras_load(m, cfg, ncfg, where, in_h, in_w, in_c, nclasses);
+    }
+    if (rc == MW_OK && w) {
+        w->h5 = h5, w->h5_nbytes = nh5;
+        snprintf(w->origin, sizeof w->origin, "%s: model.weights.h5", origin);
+        h5 = NULL;
+    }
+    free(cfg);
+    free(meta);
+    free(h5);
+    return rc;
+}
+
+#define BAD_ZIP "not a zip archive, or a truncated one"
+
+mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, const char *origin,
+                                int in_h, int in_w, int in_c, int nclasses, mw_keras_weights *w)
+{
+    mw_model_init(m, 0, 0, 0);
+    zip_t *z;
+    MW_TRY(mw_zip_input_open_buffer(bytes, nbytes, origin, BAD_ZIP, &z));
+    mw_status rc = load_zip(z, m, origin, in_h, in_w, in_c, nclasses, w);
+    zip_discard(z);
+    return rc;
+}
+
+/* path, a regular file (MW_EIO otherwise), opened read-only with its consistency checked, or
+ * MW_EDATA naming it. */
+static mw_status open_zip(const char *path, zip_t **z)
+{
+    return mw_zip_input_open_file(path, "a .keras archive (or Keras JSON)", BAD_ZIP, z, NULL, NULL);
+}
+
+mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                     int nclasses, mw_keras_weights *w)
+{
+    mw_model_init(m, 0, 0, 0);
+    zip_t *z;
+    MW_TRY(open_zip(path, &z));
+    mw_status rc = load_zip(z, m, path, in_h, in_w, in_c, nclasses, w);
+    zip_discard(z);
+    return rc;
+}
+
+mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
+{
+    *out = NULL;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return MW_OK; /* the model load reports it */
+    zip_t *z;
+    MW_TRY(open_zip(path, &z));
+    char *cfg = NULL;
+    size_t ncfg = 0;
+    mw_status rc = read_member(z, "config.json", MW_KERAS_MAX_BYTES, path, &cfg, &ncfg);
+    zip_discard(z);
+    if (rc != MW_OK || !cfg) {
+        free(cfg);
+        return rc; /* no config.json: the model load reports it */
+    }
+    json_error_t je;
+    json_t *root = json_loadb(cfg, ncfg, 0, &je);
+    free(cfg);
+    if (!root) /* the model load reports it, with the line */
+        return MW_OK;
+    json_t *opt = json_object_get(json_object_get(root, "compile_config"), "optimizer");
+    if (opt && !json_is_null(opt))
+        *out = json_incref(opt);
+    json_decref(root);
+    return MW_OK;
+}
+
+mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                              int nclasses, mw_keras_weights *w)
+{
+    if (mw_keras_archive_is(path))
+        return mw_keras_archive_load_file(m, path, in_h, in_w, in_c, nclasses, w);
+    return mw_keras_load_file(m, path, in_h, in_w, in_c, nclasses);
+}
+
+mw_status mw_keras_weights_apply(const mw_keras_weights *w, const mw_model *m, float *params)
+{
+    if (!w->h5)
+        return MW_OK;
+    return mw_keras_h5_read(m, params, w->h5, w->h5_nbytes, w->origin);
+}
+
+/* ---- config.json ---- */
+
+static json_t *obj(const char *module, const char *cls, json_t *config)
+{
+    return json_pack("{s:s, s:s, s:o, s:n}", "module", module, "class_name", cls, "config", config,
+                     "registered_name");
+}
+
+/* A layer's dtype as Keras 3 writes a policy. */
+static json_t *policy_json(mw_policy p)
+{
+    if (p == MW_POLICY_FLOAT32)
+        return json_string("float32");
+    return json_pack("{s:s, s:s, s:{s:s}, s:n}", "module", "keras", "class_name", "DTypePolicy",
+                     "config", "name", mw_policy_name(p), "registered_name");
+}
+
+static json_t *pair(int a, int b)
+{
+    return json_pack("[i, i]", a, b);
+}
+
+static json_t *initializer(const mw_init *in)
+{
+    static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
+    static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform"};
+    const char *cls = "GlorotUniform";
+    json_t *c = json_object();
+    switch (in->kind) {
+    case MW_INIT_ZEROS:
+        cls = "Zeros";
+        break;
+    case MW_INIT_ONES:
+        cls = "Ones";
+        break;
+    case MW_INIT_GLOROT_UNIFORM:
+        cls = "GlorotUniform";
+        break;
+    case MW_INIT_GLOROT_NORMAL:
+        cls = "GlorotNormal";
+        break;
+    case MW_INIT_HE_UNIFORM:
+        cls = "HeUniform";
+        break;
+    case MW_INIT_HE_NORMAL:
+        cls = "HeNormal";
+        break;
+    case MW_INIT_VARIANCE_SCALING:
+        cls = "VarianceScaling";
+        json_object_set_new(c, "scale", json_real(in->scale));
+        json_object_set_new(c, "mode", json_string(modes[in->mode]));
+        json_object_set_new(c, "distribution", json_string(dists[in->dist]));
+        break;
+    case MW_INIT_RANDOM_UNIFORM:
+        cls = "RandomUniform";
+        json_object_set_new(c, "minval", json_real(in->a));
+        json_object_set_new(c, "maxval", json_real(in->b));
+        break;
+    case MW_INIT_RANDOM_NORMAL:
+    case MW_INIT_TRUNCATED_NORMAL:
+        cls = in->kind == MW_INIT_RANDOM_NORMAL ? "RandomNormal" : "TruncatedNormal";
+        json_object_set_new(c, "mean", json_real(in->a));
+        json_object_set_new(c, "stddev", json_real(in->b));
+        break;
+    case MW_INIT_CONSTANT:
+        cls = "Constant";
+        json_object_set_new(c, "value", json_real(in->a));
+        break;
+    }
+    if (in->kind != MW_INIT_ZEROS && in->kind != MW_INIT_ONES && in->kind != MW_INIT_CONSTANT)
+        json_object_set_new(c, "seed", json_null());
+    return obj("keras.initializers", cls, c);
+}
+
+static json_t *regularizer(const mw_regularizer *r)
+{
+    if (r->l1 == 0 && r->l2 == 0)
+        return json_null();
+    return obj("keras.regularizers", "L1L2",
+               json_pack("{s:f, s:f}", "l1", (double)r->l1, "l2", (double)r->l2));
+}
+
+/* The activation Keras keeps inside Conv2D or Dense layer i: a folded layer after it and
+ * before the next Conv2D or Dense (the model may have moved it past a MaxPooling2D, with
+ * which a ReLU commutes). */
+static const char *folded_activation(const mw_model *m, int i)
+{
+    for (int j = i + 1; j < m->nlayers; j++) {
+        const mw_layer *l = &m->layers[j];
+        if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_DENSE)
+            break;
+        if (l->folded)
+            return l->kind == MW_LAYER_RELU ? "relu" : "softmax";
+    }
+    return "linear";
+}
+
+/* conv2d and dense: the weights' part of the config. */
+static void weights_config(json_t *c, const mw_layer *l)
+{
+    json_object_set_new(c, "use_bias", json_boolean(l->has_bias));
+    json_object_set_new(c, "kernel_initializer", initializer(&l->kernel_init));
+    json_object_set_new(c, "bias_initializer", initializer(&l->bias_init));
+    json_object_set_new(c, "kernel_regularizer", regularizer(&l->kernel_reg));
+    json_object_set_new(c, "bias_regularizer", regularizer(&l->bias_reg));
+}
+
+/* Keras 3's config of own layer i of m; NULL for a kind this writer does not know. */
+static json_t *layer_config(const mw_model *m, int i)
+{
+    const mw_layer *l = &m->layers[i];
+    json_t *c = json_pack("{s:s, s:b}", "name", l->name, "trainable", 1);
+    json_object_set_new(c, "dtype", policy_json(l->policy));
+    const char *cls = l->cls;
+    switch (l->kind) {
+    case MW_LAYER_CONV2D:
+        cls = "Conv2D";
+        json_object_set_new(c, "filters", json_integer(l->conv.O));
+        json_object_set_new(c, "kernel_size", pair(l->conv.KH, l->conv.KW));
+        json_object_set_new(c, "strides", pair(l->conv.SH, l->conv.SW));
+        json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
+        json_object_set_new(c, "data_format", json_string("channels_last"));
+        json_object_set_new(c, "dilation_rate", pair(1, 1));
+        json_object_set_new(c, "groups", json_integer(1));
+        json_object_set_new(c, "activation", json_string(folded_activation(m, i)));
+        weights_config(c, l);
+        break;
+    case MW_LAYER_DENSE:
+        cls = "Dense";
+        json_object_set_new(c, "units", json_integer(l->out_c));
+        json_object_set_new(c, "activation", json_string(folded_activation(m, i)));
+        weights_config(c, l);
+        break;
+    case MW_LAYER_MAXPOOL:
+        cls = "MaxPooling2D";
+        json_object_set_new(c, "pool_size", pair(l->pool.PH, l->pool.PW));
+        json_object_set_new(c, "strides", pair(l->pool.SH, l->pool.SW));
+        json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
+        json_object_set_new(c, "data_format", json_string("channels_last"));
+        break;
+    case MW_LAYER_FLATTEN:
+        json_object_set_new(c, "data_format", json_string("channels_last"));
+        break;
+    case MW_LAYER_DROPOUT:
+        json_object_set_new(c, "rate", json_real(l->rate));
+        json_object_set_new(c, "seed", json_null());
+        json_object_set_new(c, "noise_shape", json_null());
+        break;
+    case MW_LAYER_RELU:
+    case MW_LAYER_IDENTITY:
+        if (!strcmp(cls, "Activation"))
+            json_object_set_new(c, "activation",
+                                json_string(l->kind == MW_LAYER_RELU ? "relu"
+                                            : l->softmax             ? "softmax"
+                                                                     : "linear"));
+        else if (!strcmp(cls, "Softmax"))
+            json_object_set_new(c, "axis", json_integer(-1));
+        else if (strcmp(cls, "ReLU") != 0)
+            cls = NULL;
+        break;
+    default:
+        cls = NULL;
+    }
+    if (!cls) {
+        json_decref(c);
+        return NULL;
+    }
+    return obj("keras.layers", cls, c);
+}
+
+static json_t *input_shape(const mw_model *m)
+{
+    if (m->flat_input)
+        return json_pack("[n, i]", m->in_c);
+    return json_pack("[n, i, i, i]", m->in_h, m->in_w, m->in_c);
+}
+
+/* A Keras 3 Sequential config from m's layers (a Keras 2 source, which Keras 3 cannot read). */
+static mw_status sequential_config(const mw_model *m, json_t **out)
+{
+    json_t *layers = json_array();
+    json_array_append_new(layers,
+                          obj("keras.layers", "InputLayer",
+                              json_pack("{s:o, s:s, s:b, s:s}", "batch_shape", input_shape(m),
+                                        "dtype", "float32", "sparse", 0, "name", "input_layer")));
+    for (int i = 0; i < m->nlayers; i++) {
+        if (!mw_keras_layer_is_own(&m->layers[i]))
+            continue;
+        json_t *l = layer_config(m, i);
+        if (!l) {
+            json_decref(layers);
+            return mw_err(MW_EUNSUPPORTED,
+                          "layer '%s' (%s): writing its Keras 3 config is not supported "
+                          "(worker/keras/keras_archive.c)",
+                          m->layers[i].name, m->layers[i].cls);
+        }
+        json_array_append_new(layers, l);
+    }
+    json_t *cfg = json_pack("{s:s, s:b, s:s, s:o}", "name", m->name[0] ? m->name : "sequential",
+                            "trainable", 1, "dtype", "float32", "layers", layers);
+    *out = obj("keras", "Sequential", cfg);
+    return MW_OK;
+}
+
+static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
+{
+    int from_logits = 1;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].softmax)
+            from_logits = 0;
+    /* Keras' class for each optimizer name (worker/opts.h); the hyperparameters a checkpoint
+     * does not record come from the flags (see mw_keras_optimizer). */
+    static const char *const names[][2] = {{"sgd", "SGD"},
+                                           {"adam", "Adam"},
+                                           {"adamw", "AdamW"},
+                                           {"rmsprop", "RMSprop"},
+                                           {"adagrad", "Adagrad"}};
+    const char *cls = "Adam";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(o->name, names[i][0]))
+            cls = names[i][1];
+    json_t *opt =
+        !strcmp(cls, "SGD") ? obj("keras.optimizers", "SGD",
+                                  json_pack("{s:s, s:f, s:f}", "name", "SGD", "learning_rate",
+                                            o->learning_rate, "momentum", o->momentum))
+        : !strcmp(cls, "Adam") || !strcmp(cls, "AdamW")
+            ? obj("keras.optimizers", cls,
+                  json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", o->name, "learning_rate",
+                            o->learning_rate, "beta_1", o->beta1, "beta_2", o->beta2, "epsilon",
+                            o->epsilon))
+            : obj("keras.optimizers", cls,
+                  json_pack("{s:s, s:f}", "name", o->name, "learning_rate", o->learning_rate));
+    json_t *loss = obj("keras.losses", "SparseCategoricalCrossentropy",
+                       json_pack("{s:s, s:s, s:b, s:n}", "name", "sparse_categorical_crossentropy",
+                                 "reduction", "sum_over_batch_size", "from_logits", from_logits,
+                                 "ignore_class"));
+    return json_pack("{s:o, s:o, s:n, s:[s], s:n, s:b, s:i, s:b}", "optimizer", opt, "loss", loss,
+                     "loss_weights", "metrics", "accuracy", "weighted_metrics", "run_eagerly", 0,
+                     "steps_per_execution", 1, "jit_compile", 0);
+}
+
+/* Each layer of a Keras 3 config (model.config.layers) whose policy m computes with differs
+ * from the one the config names (--dtype-policy over the file's) gets m's. */
+static void apply_policies(json_t *model, const mw_model *m)
+{
+    json_t *layers = json_object_get(json_object_get(model, "config"), "layers");
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *cfg = json_object_get(json_array_get(layers, i), "config");
+        const char *name = json_string_value(json_object_get(cfg, "name"));
+        for (int j = 0; name && j < m->nlayers; j++) {
+            const mw_layer *l = &m->layers[j];
+            if (l->folded || strcmp(l->name, name) != 0)
+                continue;
+            const json_t *v = json_object_get(cfg, "dtype");
+            const char *had =
+                json_is_string(v)
+                    ? json_string_value(v)
+                    : json_string_value(json_object_get(json_object_get(v, "config"), "name"));
+            mw_policy p = MW_POLICY_FLOAT32;
+            if (had && mw_policy_parse(had, &p) != 0)
+                p = (mw_policy)-1;
+            if (p != l->policy)
+                json_object_set_new(cfg, "dtype", policy_json(l->policy));
+            break;
+        }
+    }
+}
+
+/* m->source's model object when it is Keras 3's shape (has "module"), a new reference; else
+ * NULL. */
+static json_t *keras3_source(const mw_model *m)
+{
+    if (!m->source)
+        return NULL;
+    json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
+    json_t *model = root, *topo = json_object_get(root, "modelTopology");
+    if (topo)
+        model =
+            json_object_get(topo, "model_config") ? json_object_get(topo, "model_config") : topo;
+    json_t *out = json_is_object(model) && json_object_get(model, "module") ? model : NULL;
+    json_incref(out);
+    json_decref(root);
+    return out;
+}
+
+mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out)
+{
+    *out = NULL;
+    json_t *model = keras3_source(m);
+    if (model)
+        apply_policies(model, m);
+    else
+        MW_TRY(sequential_config(m, &model));
+    if (!json_object_get(model, "build_config"))
+        json_object_set_new(model, "build_config",
+                            json_pack("{s:o}", "input_shape", input_shape(m)));
+    if (!json_is_object(json_object_get(model, "compile_config")))
+        json_object_set_new(model, "compile_config", compile_config(m, opt));
+    *out = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(model);
+    return *out ? MW_OK : mw_err(MW_ENOMEM, "config.json: out of memory");
+}
+
+/* ---- writing the zip ---- */
+
+/* Add name with data[0..n) (copied into the archive's buffer by libzip at close: data must
+ * live until zip_close), stored uncompressed. */
+static mw_status add_member(zip_t *z, const char *name, const void *data, size_t n,
+                            const char *path)
+{
+    zip_source_t *src = zip_source_buffer(z, data, n, 0);
+    zip_int64_t idx = src ? zip_file_add(z, name, src, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE) : -1;
+    if (idx < 0) {
+        zip_source_free(src);
+        return mw_err(MW_EIO, "%s: cannot add %s: %s", path, name, zip_strerror(z));
+    }
+    if (zip_set_file_compression(z, (zip_uint64_t)idx, ZIP_CM_STORE, 0) != 0)
+        return mw_err(MW_EIO, "%s: %s: %s", path, name, zip_strerror(z));
+    return MW_OK;
+}
+
+/* The bytes written into src (an in-memory zip source after zip_close), malloc'ed. */
+static mw_status take_image(zip_source_t *src, const char *name, void **out, size_t *nbytes)
+{
+    *out = NULL, *nbytes = 0;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_source_stat(src, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) || zip_source_open(src) != 0)
+        return mw_err(MW_EINTERNAL, "%s: the archive written in memory cannot be read back", name);
+    void *buf = malloc(st.size ? (size_t)st.size : 1);
+    const zip_int64_t got = buf ? zip_source_read(src, buf, st.size) : -1;
+    zip_source_close(src);
+    if (got < 0 || (zip_uint64_t)got != st.size) {
+        free(buf);
+        return mw_err(buf ? MW_EINTERNAL : MW_ENOMEM, "%s: cannot take the archive's %llu bytes",
+                      name, (unsigned long long)st.size);
+    }
+    *out = buf, *nbytes = (size_t)st.size;
+    return MW_OK;
+}
+
+mw_status mw_keras_archive_image(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *name, void **out,
+                                 size_t *nbytes)
+{
+    *out = NULL, *nbytes = 0;
+    char *cfg = NULL, meta[160], origin[600], date[32];
+    void *h5 = NULL;
+    size_t nh5 = 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &tm);
+    snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}",
+             KERAS_VERSION, date);
+    snprintf(origin, sizeof origin, "%s: model.weights.h5", name);
+    MW_TRY(mw_keras_config_json(m, opt, &cfg));
+    mw_status rc = mw_keras_h5_write(m, params, opt, &h5, &nh5, origin);
+    zip_error_t e;
+    zip_error_init(&e);
+    zip_source_t *src = rc == MW_OK ? zip_source_buffer_create(NULL, 0, 0, &e) : NULL;
+    zip_t *z = NULL;
+    if (src) {
+        zip_source_keep(src); /* the archive's bytes are read from it after zip_close */
+        z = zip_open_from_source(src, ZIP_TRUNCATE, &e);
+    }
+    if (rc == MW_OK && !z)
+        rc = mw_err(MW_ENOMEM, "%s: cannot make the archive in memory: %s", name,
+                    zip_error_strerror(&e));
+    zip_error_fini(&e);
+    if (rc == MW_OK)
+        rc = add_member(z, "metadata.json", meta, strlen(meta), name);
+    if (rc == MW_OK)
+        rc = add_member(z, "config.json", cfg, strlen(cfg), name);
+    if (rc == MW_OK)
+        rc = add_member(z, "model.weights.h5", h5, nh5, name);
+    if (rc == MW_OK && zip_close(z) != 0) {
+        rc = mw_err(MW_ENOMEM, "%s: cannot write the archive in memory: %s", name, zip_strerror(z));
+        zip_discard(z);
+    } else if (rc != MW_OK && z) {
+        zip_discard(z);
+    }
+    if (rc == MW_OK)
+        rc = take_image(src, name, out, nbytes);
+    if (src)
+        zip_source_free(src);
+    free(cfg);
+    free(h5);
+    return rc;
+}
+
+mw_status mw_keras_archive_write(const mw_model *m, const float *params,
+                                 const mw_keras_optimizer *opt, const char *path)
+{
+    void *img = NULL;
+    size_t n = 0;
+    MW_TRY(mw_keras_archive_image(m, params, opt, path, &img, &n));
+    FILE *f = fopen(path, "wb");
+    int bad = !f || fwrite(img, 1, n, f) != n;
+    const int e = errno;
+    if (f && fclose(f) != 0 && !bad)
+        bad = 1;
+    free(img);
+    if (bad)
+        return mw_err(MW_EIO, "%s: cannot write the archive: %s", path, strerror(e ? e : EIO));
+    return MW_OK;
+}

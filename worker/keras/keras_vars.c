@@ -1,0 +1,133 @@
+/* The per-layer Keras variable table; see keras_vars.h. */
+#include "worker/keras/keras_vars.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t count, int rank,
+                long long d0, long long d1, long long d2, long long d3)
+{
+    mw_keras_var *x = &v[(*nv)++];
+    x->name = name;
+    x->off = off;
+    x->count = count;
+    x->rank = rank;
+    x->shape[0] = d0, x->shape[1] = d1, x->shape[2] = d2, x->shape[3] = d3;
+    x->trainable = 1;
+}
+
+/* HOW TO ADD A LAYER KIND: one case below, appending its variables with add() in the order
+ * Keras creates them in the layer's build() (that order is the index i of
+ * layers/<name>/vars/<i> in .weights.h5 and the order of layer.weights), skipping the ones
+ * the config turns off, with their Keras names and shapes and their offset in the arena.
+ * BatchNormalization (axis -1, C channels) is, in this order:
+ *     if (scale)  add(v, nv, "gamma", <gamma off>, C, 1, C, 0, 0, 0);
+ *     if (center) add(v, nv, "beta", <beta off>, C, 1, C, 0, 0, 0);
+ *     add(v, nv, "moving_mean", <mean off>, C, 1, C, 0, 0, 0);
+ *     add(v, nv, "moving_variance", <var off>, C, 1, C, 0, 0, 0);
+ * (moving statistics are non-trainable but still Keras variables of the layer: they go in
+ * the files; set v[*nv - 1].trainable = 0 after adding each, so the optimizer's state in
+ * .weights.h5 skips them as Keras' does). Raise MW_KERAS_MAX_VARS if a kind needs more. If some
+ * variables come to live outside the parameter arena, give mw_keras_var a field saying which buffer
+ * `off` is in, and teach the two readers of `off` (worker/keras/keras_h5.c, worker/keras/export.c)
+ * about it. */
+mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    *nv = 0;
+    switch (l->kind) {
+    case MW_LAYER_CONV2D:
+        add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, l->conv.C, l->conv.O);
+        break;
+    case MW_LAYER_DENSE:
+        add(v, nv, "kernel", l->w_off, l->w_count, 2, (long long)l->in_h * l->in_w * l->in_c,
+            l->out_c, 0, 0);
+        break;
+    case MW_LAYER_BATCHNORM: /* gamma, beta, then the non-trainable moving statistics */
+        if (l->w_count)
+            add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
+        if (l->b_count)
+            add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+        add(v, nv, "moving_mean", l->s_off, (size_t)l->out_c, 1, l->out_c, 0, 0, 0);
+        v[*nv - 1].trainable = 0;
+        add(v, nv, "moving_variance", l->s_off + (size_t)l->out_c, (size_t)l->out_c, 1, l->out_c, 0,
+            0, 0);
+        v[*nv - 1].trainable = 0;
+        return MW_OK;
+    default:
+        if (l->w_count || l->b_count)
+            return mw_err(MW_EUNSUPPORTED,
+                          "layer '%s' (%s) has parameters, but the Keras variable table "
+                          "(worker/keras/keras_vars.c) does not know its kind",
+                          l->name, l->cls);
+        return MW_OK;
+    }
+    if (l->has_bias)
+        add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+    for (int i = 0; i < *nv; i++) {
+        long long n = 1;
+        for (int d = 0; d < v[i].rank; d++)
+            n *= v[i].shape[d];
+        if ((size_t)n != v[i].count)
+            return mw_err(MW_EINTERNAL, "layer '%s': variable %s holds %zu values, its shape %lld",
+                          l->name, v[i].name, v[i].count, n);
+    }
+    return MW_OK;
+}
+
+int mw_keras_layer_is_own(const mw_layer *l)
+{
+    return !l->folded;
+}
+
+/* The three re.sub steps of to_snake_case, in order, on ASCII. */
+void mw_keras_snake_case(const char *cls, char *out, size_t len)
+{
+    char a[128], b[256];
+    size_t n = 0, m = 0;
+    for (const char *p = cls; *p && n + 1 < sizeof a; p++) /* re.sub(r"\W+", "", name) */
+        if (isalnum((unsigned char)*p) || *p == '_')
+            a[n++] = *p;
+    a[n] = '\0';
+    /* re.sub("(.)([A-Z][a-z]+)", r"\1_\2"): matches do not overlap */
+    for (size_t i = 0; i < n && m + 4 < sizeof b;) {
+        if (i + 2 < n + 1 && isupper((unsigned char)a[i + 1]) && islower((unsigned char)a[i + 2])) {
+            b[m++] = a[i], b[m++] = '_', b[m++] = a[i + 1];
+            i += 2;
+            while (i < n && islower((unsigned char)a[i]) && m + 2 < sizeof b)
+                b[m++] = a[i++];
+        } else {
+            b[m++] = a[i++];
+        }
+    }
+    b[m] = '\0';
+    /* re.sub("([a-z])([A-Z])", r"\1_\2").lower() */
+    size_t k = 0;
+    for (size_t i = 0; i < m && k + 3 < len;) {
+        if (islower((unsigned char)b[i]) && isupper((unsigned char)b[i + 1])) {
+            out[k++] = b[i], out[k++] = '_', out[k++] = (char)tolower((unsigned char)b[i + 1]);
+            i += 2;
+        } else {
+            out[k++] = (char)tolower((unsigned char)b[i++]);
+        }
+    }
+    if (len)
+        out[k < len ? k : len - 1] = '\0';
+}
+
+void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len)
+{
+    char mine[128], other[128];
+    mw_keras_snake_case(m->layers[i].cls, mine, sizeof mine);
+    int before = 0;
+    for (int j = 0; j < i; j++) {
+        if (!mw_keras_layer_is_own(&m->layers[j]))
+            continue;
+        mw_keras_snake_case(m->layers[j].cls, other, sizeof other);
+        before += !strcmp(mine, other);
+    }
+    if (before)
+        snprintf(out, len, "%s_%d", mine, before);
+    else
+        snprintf(out, len, "%s", mine);
+}

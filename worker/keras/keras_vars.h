@@ -1,0 +1,48 @@
+/* The Keras variables of each layer: ONE table that says, for every layer kind with
+ * parameters, which variables Keras gives it, in which order, with which shapes, and where
+ * each lives in mwtrain's parameter arena. Every file format that names weights the Keras
+ * way reads it: the safetensors export (<layer>/<variable>), and the .weights.h5 inside a
+ * .keras archive, where variable i of a layer is the dataset layers/<layer>/vars/<i>
+ * (i = the variable's place in Keras' layer.weights). The arena layouts ARE Keras' layouts
+ * (Conv2D kernel (KH, KW, Cin, Cout), Dense kernel (in, out), row-major), so a variable is
+ * one contiguous run of floats. */
+#ifndef MW_WORKER_KERAS_VARS_H
+#define MW_WORKER_KERAS_VARS_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+#include "worker/model/model.h"
+
+/* Most variables one layer has (BatchNormalization will have 4). */
+#define MW_KERAS_MAX_VARS 4
+
+typedef struct {
+    const char *name; /* Keras' variable name: "kernel", "bias", ... (static) */
+    size_t off;       /* first float in the parameter arena */
+    size_t count;     /* floats: the product of shape */
+    int rank;
+    long long shape[4];
+    int trainable; /* 1: in model.trainable_variables, so the optimizer has slots for it */
+} mw_keras_var;
+
+/* l's variables in Keras order into v (room for MW_KERAS_MAX_VARS), their number into *nv
+ * (0 for a layer without weights). MW_EUNSUPPORTED when l has parameters of a kind the table
+ * does not know, MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
+mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv);
+
+/* Keras' naming.to_snake_case of a class name: "Conv2D" -> "conv2d", "MaxPooling2D" ->
+ * "max_pooling2d", "ReLU" -> "re_lu", "BatchNormalization" -> "batch_normalization". */
+void mw_keras_snake_case(const char *cls, char *out, size_t len);
+
+/* The key of own layer i of m in .weights.h5 (layers/<key>/vars): NOT the layer's name but,
+ * as keras/src/saving/saving_lib.py's _save_container_state makes it, the snake-case class
+ * name numbered by how many own layers of the same class come before it in model order
+ * (dense, dense_1, dense_2, ... whatever the layers are called). */
+void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len);
+
+/* 1 when layer l is a layer of its own in Keras' model (not an activation folded into the
+ * Conv2D or Dense before it, which Keras keeps inside that layer). */
+int mw_keras_layer_is_own(const mw_layer *l);
+
+#endif

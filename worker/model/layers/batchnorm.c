@@ -1,0 +1,192 @@
+/* BatchNormalization, synchronized or not: the layer table's row (worker/model/layer.h), the
+ * moving statistics' fold (mw_model_update_stats) and the lockstep steps of a synchronized
+ * layer (mw_model_sync_*); model.h says how the statistics travel. */
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, float epsilon,
+                                 int center, int scale, int sync)
+{
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_BATCHNORM, name, "BatchNormalization", "batch_normalization");
+    if (!l)
+        return mw_err_status();
+    if (!(momentum >= 0.0f && momentum <= 1.0f) || !(epsilon > 0.0f))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (BatchNormalization): momentum %g, epsilon "
+                                         "%g: expected 0 <= momentum <= 1 and epsilon > 0",
+                                         l->name, (double)momentum, (double)epsilon));
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->momentum = momentum, l->epsilon = epsilon, l->sync = sync;
+    l->w_count = scale ? (size_t)l->in_c : 0;
+    l->has_bias = center;
+    l->b_count = center ? (size_t)l->in_c : 0;
+    l->s_count = 2 * (size_t)l->in_c;
+    l->fan_in = l->fan_out = l->in_c;
+    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+static const float *gamma_of(const mw_layer *l, const float *P)
+{
+    return l->w_count ? P + l->w_off : NULL;
+}
+
+static void forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const int C = l->out_c;
+    const float *P = c->P, *b = l->b_count ? P + l->b_off : NULL;
+    float *st = c->buf;
+    if (c->ws->training)
+        c->kt->bn_fwd_train(c->k, c->y, st, st + C, st + 2 * C, c->x, gamma_of(l, P), b, c->rows, C,
+                            l->epsilon);
+    else
+        c->kt->bn_fwd_infer(c->k, c->y, c->x, gamma_of(l, P), b, P + l->s_off, P + l->s_off + C,
+                            c->rows, C, l->epsilon);
+}
+
+/* The backward, and the batch statistics into the moving-statistics gradient slots
+ * (scale * n * stat; see model.h), through the table: on the GPU both are device memory. */
+static void backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const int C = l->out_c;
+    const float *st = c->buf;
+    float *G = c->G;
+    c->kt->bn_bwd(c->k, c->dx, l->w_count ? G + l->w_off : NULL, l->b_count ? G + l->b_off : NULL,
+                  c->dy, c->x, st, st + 2 * C, gamma_of(l, c->P), c->rows, C);
+    c->kt->bn_stats_acc(c->k, G + l->s_off, st, 2 * (size_t)C, c->scale * (float)c->n);
+}
+
+/* Batch mean, variance, 1 / stddev (3 C floats, whatever n). */
+static size_t buf(const mw_layer *l, size_t n)
+{
+    (void)n;
+    return 3 * (size_t)l->out_c * sizeof(float);
+}
+
+static int has_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    if (!(t->bn_fwd_train && t->bn_fwd_infer && t->bn_bwd && t->bn_stats_acc && t->bn_stats_update))
+        return 0;
+    if (l->sync && !(t->bn_sums && t->bn_sync_fwd && t->bn_sync_bwd)) {
+        mw_err(MW_EUNSUPPORTED,
+               "layer '%s' (BatchNormalization): synchronized true: the %s backend cannot "
+               "all-reduce batch statistics yet; train this model on the CPU (--device cpu) or "
+               "set synchronized false",
+               l->name, t->name);
+        return -1;
+    }
+    return 1;
+}
+
+/* center, scale, synchronized, momentum, epsilon. */
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_flag(d, n, "scale", !!x->w_count, !!y->w_count) ||
+           mw_diff_flag(d, n, "center", !!x->b_count, !!y->b_count) ||
+           mw_diff_flag(d, n, "synchronized", x->sync, y->sync) ||
+           mw_diff_real(d, n, "momentum", x->momentum, y->momentum) ||
+           mw_diff_real(d, n, "epsilon", x->epsilon, y->epsilon);
+}
+
+const mw_layer_ops mw_layer_batchnorm = {
+    .keras = {"BatchNormalization"},
+    .forward = forward,
+    .backward = backward,
+    .buf_bytes = buf,
+    .has_kernels = has_kernels,
+    .differs = differs,
+};
+
+int mw_model_has_batchnorm(const mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == MW_LAYER_BATCHNORM)
+            return 1;
+    return 0;
+}
+
+void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, float *params,
+                           float *grads)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->kind == MW_LAYER_BATCHNORM)
+            kt->bn_stats_update(k, params + l->s_off, grads + l->s_off, l->s_count, l->momentum);
+    }
+}
+
+/* ---- synchronized BatchNormalization ---- */
+
+int mw_model_is_sync(const mw_model *m, int i)
+{
+    return i >= 0 && i < m->nlayers && m->layers[i].kind == MW_LAYER_BATCHNORM && m->layers[i].sync;
+}
+
+int mw_model_has_sync(const mw_model *m)
+{
+    return mw_model_sync_channels(m) > 0;
+}
+
+int mw_model_sync_channels(const mw_model *m)
+{
+    int cmax = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (mw_model_is_sync(m, i) && m->layers[i].out_c > cmax)
+            cmax = m->layers[i].out_c;
+    return cmax;
+}
+
+void mw_model_sync_sums(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                        const mw_model_ws *ws, float *grads, int i, int n, int backward, double *s)
+{
+    const mw_layer *l = &m->layers[i];
+    const int C = l->out_c;
+    const float *x = ws->act[l->in[0] + 1], *st = ws->buf[i];
+    const size_t rows = (size_t)(n > 0 ? n : 0) * l->out_h * l->out_w;
+    /* backward: the same sums are this slice's share of gamma's and beta's gradients (the
+     * gradient all-reduce adds the replicas'); they come first, so a 16-bit layer's output
+     * gradient is rounded here, as the model's backward does */
+    if (backward && l->round_grad && n > 0)
+        mw_layer_round(kt, k, l->policy, ws->grad[i + 1], rows * C);
+    if (backward)
+        kt->bn_sums(k, s, x, ws->grad[i + 1], st, st + 2 * C, l->w_count ? grads + l->w_off : NULL,
+                    l->b_count ? grads + l->b_off : NULL, rows, C);
+    else
+        kt->bn_sums(k, s, x, NULL, NULL, NULL, NULL, NULL, rows, C);
+}
+
+void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           mw_model_ws *ws, int i, int n, const double *s, long total)
+{
+    const mw_layer *l = &m->layers[i];
+    const float *P = ws->params ? ws->params : m->params.data;
+    const int C = l->out_c;
+    const float *b = l->b_count ? P + l->b_off : NULL;
+    float *st = ws->buf[i];
+    const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)(n > 0 ? n : 0) * hw;
+    kt->bn_sync_fwd(k, ws->act[i + 1], st, st + C, st + 2 * C, ws->act[l->in[0] + 1],
+                    gamma_of(l, P), b, s, (double)total * (double)hw, rows, C, l->epsilon);
+    if (l->round_out && rows > 0)
+        mw_layer_round(kt, k, l->policy, ws->act[i + 1], rows * C);
+}
+
+void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                            mw_model_ws *ws, float *grads, int i, int n, float scale,
+                            const double *s, long total)
+{
+    const mw_layer *l = &m->layers[i];
+    const float *P = ws->params ? ws->params : m->params.data;
+    const int C = l->out_c, t = l->in[0] + 1;
+    const float *st = ws->buf[i];
+    const float *x = ws->act[t], *dy = ws->grad[i + 1];
+    const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)n * hw;
+    if (n <= 0)
+        return;
+    if (t > 0)
+        kt->bn_sync_bwd(k, ws->grad[t], dy, x, st, st + 2 * C, gamma_of(l, P), s,
+                        (double)total * (double)hw, rows, C);
+    kt->bn_stats_acc(k, grads + l->s_off, st, 2 * (size_t)C, scale * (float)n);
+}

@@ -1,0 +1,74 @@
+/* Conv2D: the layer table's row (worker/model/layer.h). */
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
+                              int sw, int same, int use_bias)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_CONV2D, name, "Conv2D", "conv2d");
+    if (!l)
+        return mw_err_status();
+    if (filters <= 0 || kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (Conv2D): filters %d, kernel %dx%d, strides "
+                                         "%dx%d: expected positive values",
+                                         l->name, filters, kh, kw, sh, sw));
+    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, filters, kh, kw, sh, sw, same) !=
+        0)
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (Conv2D): a %dx%d kernel with padding '%s' does not fit its "
+                      "%dx%dx%d input",
+                      l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w, l->in_c));
+    l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
+    l->same = same;
+    l->flat = 0;
+    l->w_count = (size_t)kh * kw * l->in_c * filters;
+    l->has_bias = use_bias;
+    l->b_count = use_bias ? (size_t)filters : 0;
+    l->fan_in = kh * kw * l->in_c, l->fan_out = kh * kw * filters;
+    l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+static void forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->conv2d_fwd(c->k, c->y, c->x, c->P + l->w_off, l->has_bias ? c->P + l->b_off : NULL,
+                      &l->conv, c->n);
+}
+
+static void backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->conv2d_bwd(c->k, c->dx, c->G + l->w_off, l->has_bias ? c->G + l->b_off : NULL, c->dy,
+                      c->x, c->P + l->w_off, &l->conv, c->n);
+}
+
+static size_t scratch(const mw_layer *l, size_t n)
+{
+    return mw_conv2d_ws_count(&l->conv, (int)n);
+}
+
+/* Filters, kernel, strides, and the padding by its effect: the zero rows and columns before
+ * the input and the output size ('same' and 'valid' that pad alike are equal). */
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    const mw_conv2d_geom *cx = &x->conv, *cy = &y->conv;
+    return mw_diff_dims(d, n, "filters", &cx->O, &cy->O, 1) ||
+           mw_diff_dims(d, n, "kernel", (const int[]){cx->KH, cx->KW},
+                        (const int[]){cy->KH, cy->KW}, 2) ||
+           mw_diff_dims(d, n, "strides", (const int[]){cx->SH, cx->SW},
+                        (const int[]){cy->SH, cy->SW}, 2) ||
+           mw_diff_padding(d, n, x->same, y->same, (const int[]){cx->PT, cx->PL, cx->OH, cx->OW},
+                           (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
+}
+
+const mw_layer_ops mw_layer_conv2d = {
+    .keras = {"Conv2D"},
+    .forward = forward,
+    .backward = backward,
+    .scratch = scratch,
+    .matmul = 1,
+    .differs = differs,
+};

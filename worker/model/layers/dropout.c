@@ -1,0 +1,55 @@
+/* Dropout: the layer table's row (worker/model/layer.h). */
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate)
+{
+    mw_layer *l = mw_layer_push_same(m, MW_LAYER_DROPOUT, name, "Dropout", "dropout");
+    if (!l)
+        return mw_err_status();
+    if (!(rate >= 0.0f && rate < 1.0f))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (Dropout): rate %g: expected 0 <= rate < 1",
+                                         l->name, (double)rate));
+    l->rate = rate;
+    return MW_OK;
+}
+
+/* Inverted dropout while training; the layer index keys the mask (model.h). */
+static void forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    if (c->ws->training && l->rate > 0.0f)
+        c->kt->dropout_fwd(c->k, c->y, c->buf, c->x, c->ws->example_ids, c->ws->dropout_seed,
+                           (uint64_t)c->i, l->rate, c->n, mw_layer_out_count(l));
+    else
+        mw_layer_pass_fwd(c);
+}
+
+static void backward(const mw_layer_call *c)
+{
+    if (!c->dx)
+        return;
+    if (c->ws->training && c->l->rate > 0.0f)
+        c->kt->dropout_bwd(c->k, mw_layer_bwd_out(c), c->dy, c->buf, c->cnt);
+    mw_layer_pass_bwd(c);
+}
+
+/* The mask of each output value. */
+static size_t buf(const mw_layer *l, size_t n)
+{
+    return n * mw_layer_out_count(l) * sizeof(float);
+}
+
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_real(d, n, "rate", x->rate, y->rate);
+}
+
+const mw_layer_ops mw_layer_dropout = {
+    .keras = {"Dropout"},
+    .forward = forward,
+    .backward = backward,
+    .buf_bytes = buf,
+    .differs = differs,
+};

@@ -1,0 +1,144 @@
+/* Add, Multiply and Concatenate: the merges of a Functional graph's tensors. The layer
+ * table's rows (worker/model/layer.h). */
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+/* A merge of l's inputs: every input's shape equal to the first's, or (concat) the same
+ * height and width; out_c gets the channel total. */
+static mw_status merge_layer(mw_model *m, mw_layer *l, int concat)
+{
+    int s0[3], s[3];
+    mw_model_shape_of(m, l->in[0], s0);
+    l->out_h = s0[0], l->out_w = s0[1], l->out_c = 0;
+    for (int j = 0; j < l->nin; j++) {
+        mw_model_shape_of(m, l->in[j], s);
+        int flat = l->in[j] < 0 ? m->flat_input : m->layers[l->in[j]].flat;
+        if (s[0] != s0[0] || s[1] != s0[1] || (!concat && s[2] != s0[2]) || flat != l->flat)
+            return mw_layer_reject(
+                m, mw_err(MW_EMODEL,
+                          "layer '%s' (%s): input %d ('%s') is %dx%dx%d but input 0 ('%s') is "
+                          "%dx%dx%d; expected %s",
+                          l->name, l->cls, j, mw_model_producer_name(m, l->in[j]), s[0], s[1], s[2],
+                          mw_model_producer_name(m, l->in[0]), s0[0], s0[1], s0[2],
+                          concat ? "the same height and width" : "equal shapes"));
+        l->out_c += s[2];
+    }
+    if (!concat)
+        l->out_c = s0[2];
+    return MW_OK;
+}
+
+mw_status mw_model_add_add(mw_model *m, const char *name)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_ADD, name, "Add", "add");
+    return l ? merge_layer(m, l, 0) : mw_err_status();
+}
+
+mw_status mw_model_add_multiply(mw_model *m, const char *name)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_MULTIPLY, name, "Multiply", "multiply");
+    if (!l)
+        return mw_err_status();
+    if (l->nin != 2)
+        return mw_layer_reject(m, mw_err(MW_EUNSUPPORTED,
+                                         "layer '%s' (Multiply): %d inputs; supported: exactly 2",
+                                         l->name, l->nin));
+    return merge_layer(m, l, 0);
+}
+
+mw_status mw_model_add_concat(mw_model *m, const char *name)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_CONCAT, name, "Concatenate", "concatenate");
+    return l ? merge_layer(m, l, 1) : mw_err_status();
+}
+
+static void add_forward(const mw_layer_call *c)
+{
+    mw_layer_zero(c->kt, c->k, c->y, c->cnt * sizeof *c->y);
+    for (int j = 0; j < c->l->nin; j++)
+        c->kt->acc(c->k, c->y, c->ws->act[c->l->in[j] + 1], c->cnt);
+}
+
+static void add_backward(const mw_layer_call *c)
+{
+    for (int j = 0; j < c->l->nin; j++)
+        if (c->l->in[j] >= 0)
+            c->kt->acc(c->k, c->ws->grad[c->l->in[j] + 1], c->dy, c->cnt);
+}
+
+static void mul_forward(const mw_layer_call *c)
+{
+    c->kt->mul_fwd(c->k, c->y, c->x, c->ws->act[c->l->in[1] + 1], c->cnt);
+}
+
+static void mul_backward(const mw_layer_call *c)
+{
+    const int u = c->l->in[1] + 1;
+    c->kt->mul_bwd(c->k, c->dx, u > 0 ? c->ws->grad[u] : NULL, c->dy, c->x, c->ws->act[u], c->cnt);
+}
+
+static int mul_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->mul_fwd && t->mul_bwd;
+}
+
+/* The channels of input j. */
+static int channels(const mw_layer_call *c, int j)
+{
+    const mw_layer *l = c->l;
+    return (int)mw_model_tensor_count(c->m, l->in[j] + 1) / (l->out_h * l->out_w);
+}
+
+static void concat_forward(const mw_layer_call *c)
+{
+    for (int j = 0, off = 0; j < c->l->nin; j++) {
+        const int cj = channels(c, j);
+        c->kt->concat_fwd(c->k, c->y, c->ws->act[c->l->in[j] + 1], c->rows, cj, c->l->out_c, off);
+        off += cj;
+    }
+}
+
+static void concat_backward(const mw_layer_call *c)
+{
+    for (int j = 0, off = 0; j < c->l->nin; j++) {
+        const int tj = c->l->in[j] + 1, cj = channels(c, j);
+        if (tj > 0)
+            c->kt->concat_bwd(c->k, c->ws->grad[tj], c->dy, c->rows, cj, c->l->out_c, off);
+        off += cj;
+    }
+}
+
+/* Copies: 16-bit values stay 16-bit both ways. */
+static int concat_exact(const mw_layer *l, int backward)
+{
+    (void)l, (void)backward;
+    return 1;
+}
+
+static int concat_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->concat_fwd && t->concat_bwd;
+}
+
+const mw_layer_ops mw_layer_add = {
+    .keras = {"Add"},
+    .forward = add_forward,
+    .backward = add_backward,
+};
+
+const mw_layer_ops mw_layer_multiply = {
+    .keras = {"Multiply"},
+    .forward = mul_forward,
+    .backward = mul_backward,
+    .has_kernels = mul_kernels,
+};
+
+const mw_layer_ops mw_layer_concat = {
+    .keras = {"Concatenate"},
+    .forward = concat_forward,
+    .backward = concat_backward,
+    .exact = concat_exact,
+    .has_kernels = concat_kernels,
+};

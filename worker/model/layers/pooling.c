@@ -1,0 +1,120 @@
+/* MaxPooling2D, AveragePooling2D and their global forms: the layer table's rows
+ * (worker/model/layer.h). */
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+static mw_status pool_layer(mw_model *m, mw_layer *l, int ph, int pw, int sh, int sw, int same)
+{
+    if (mw_pool_geom_init(&l->pool, l->in_h, l->in_w, l->in_c, ph, pw, sh, sw, same) != 0)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (%s): pool %dx%d, strides %dx%d, padding "
+                                         "'%s' does not fit its %dx%dx%d input",
+                                         l->name, l->cls, ph, pw, sh, sw, same ? "same" : "valid",
+                                         l->in_h, l->in_w, l->in_c));
+    l->out_h = l->pool.OH, l->out_w = l->pool.OW, l->out_c = l->in_c;
+    l->same = same;
+    l->flat = 0;
+    return MW_OK;
+}
+
+mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
+                               int same)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_MAXPOOL, name, "MaxPooling2D", "max_pooling2d");
+    return l ? pool_layer(m, l, ph, pw, sh, sw, same) : mw_err_status();
+}
+
+mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
+                               int same)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_AVGPOOL, name, "AveragePooling2D", "average_pooling2d");
+    return l ? pool_layer(m, l, ph, pw, sh, sw, same) : mw_err_status();
+}
+
+mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max)
+{
+    mw_layer *l =
+        max ? mw_layer_push(m, MW_LAYER_MAXPOOL, name, "GlobalMaxPooling2D", "global_max_pooling2d")
+            : mw_layer_push(m, MW_LAYER_AVGPOOL, name, "GlobalAveragePooling2D",
+                            "global_average_pooling2d");
+    if (!l)
+        return mw_err_status();
+    if (l->flat)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (%s): input is flat (None, %d); expected "
+                                         "(None, height, width, channels)",
+                                         l->name, l->cls, l->in_c));
+    MW_TRY(pool_layer(m, l, l->in_h, l->in_w, 1, 1, 0));
+    l->global = 1;
+    l->flat = 1;
+    return MW_OK;
+}
+
+static void max_forward(const mw_layer_call *c)
+{
+    c->kt->maxpool_fwd(c->k, c->y, c->buf, c->x, &c->l->pool, c->n);
+}
+
+static void max_backward(const mw_layer_call *c)
+{
+    if (c->dx)
+        c->kt->maxpool_bwd(c->k, c->dx, c->dy, c->buf, &c->l->pool, c->n);
+}
+
+/* The argmax of each output value. */
+static size_t max_buf(const mw_layer *l, size_t n)
+{
+    return n * mw_layer_out_count(l) * sizeof(int32_t);
+}
+
+/* Max pooling selects; its backward routes each dy to one input, exact unless windows overlap
+ * (overlapping ones add). */
+static int max_exact(const mw_layer *l, int backward)
+{
+    return !backward || (l->pool.SH >= l->pool.PH && l->pool.SW >= l->pool.PW);
+}
+
+static void avg_forward(const mw_layer_call *c)
+{
+    c->kt->avgpool_fwd(c->k, c->y, c->x, &c->l->pool, c->n);
+}
+
+static void avg_backward(const mw_layer_call *c)
+{
+    if (c->dx)
+        c->kt->avgpool_bwd(c->k, c->dx, c->dy, &c->l->pool, c->n);
+}
+
+static int avg_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->avgpool_fwd && t->avgpool_bwd;
+}
+
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    const mw_pool_geom *qx = &x->pool, *qy = &y->pool;
+    return mw_diff_dims(d, n, "pool size", (const int[]){qx->PH, qx->PW},
+                        (const int[]){qy->PH, qy->PW}, 2) ||
+           mw_diff_dims(d, n, "strides", (const int[]){qx->SH, qx->SW},
+                        (const int[]){qy->SH, qy->SW}, 2) ||
+           mw_diff_padding(d, n, x->same, y->same, (const int[]){qx->PT, qx->PL, qx->OH, qx->OW},
+                           (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
+}
+
+const mw_layer_ops mw_layer_maxpool = {
+    .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D"},
+    .forward = max_forward,
+    .backward = max_backward,
+    .buf_bytes = max_buf,
+    .exact = max_exact,
+    .differs = differs,
+};
+
+const mw_layer_ops mw_layer_avgpool = {
+    .keras = {"AveragePooling2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalAvgPool2D"},
+    .forward = avg_forward,
+    .backward = avg_backward,
+    .has_kernels = avg_kernels,
+    .differs = differs,
+};

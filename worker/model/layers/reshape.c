@@ -1,0 +1,81 @@
+/* Flatten and ZeroPadding2D: the layer table's rows (worker/model/layer.h). */
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+mw_status mw_model_add_flatten(mw_model *m, const char *name)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_FLATTEN, name, "Flatten", "flatten");
+    if (!l)
+        return mw_err_status();
+    l->out_h = 1, l->out_w = 1, l->out_c = l->in_h * l->in_w * l->in_c;
+    l->in_place = 1;
+    l->flat = 1;
+    return MW_OK;
+}
+
+mw_status mw_model_add_zeropad(mw_model *m, const char *name, int top, int bottom, int left,
+                               int right)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_ZEROPAD, name, "ZeroPadding2D", "zero_padding2d");
+    if (!l)
+        return mw_err_status();
+    if (top < 0 || bottom < 0 || left < 0 || right < 0 || l->flat)
+        return mw_layer_reject(m,
+                               mw_err(MW_EMODEL,
+                                      "layer '%s' (ZeroPadding2D): padding %d,%d,%d,%d on a "
+                                      "%s input: expected padding >= 0 on (None, height, "
+                                      "width, channels)",
+                                      l->name, top, bottom, left, right, l->flat ? "flat" : "4-D"));
+    l->pad[0] = top, l->pad[1] = bottom, l->pad[2] = left, l->pad[3] = right;
+    l->out_h = l->in_h + top + bottom, l->out_w = l->in_w + left + right, l->out_c = l->in_c;
+    return MW_OK;
+}
+
+/* Copies or zeroes: 16-bit values stay 16-bit both ways. */
+static int always(const mw_layer *l, int backward)
+{
+    (void)l, (void)backward;
+    return 1;
+}
+
+static void pad_forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->pad2d_fwd(c->k, c->y, c->x, l->in_h, l->in_w, l->in_c, l->pad[0], l->pad[1], l->pad[2],
+                     l->pad[3], c->n);
+}
+
+static void pad_backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    if (c->dx)
+        c->kt->pad2d_bwd(c->k, c->dx, c->dy, l->in_h, l->in_w, l->in_c, l->pad[0], l->pad[1],
+                         l->pad[2], l->pad[3], c->n);
+}
+
+static int pad_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->pad2d_fwd && t->pad2d_bwd;
+}
+
+static int pad_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_dims(d, n, "padding", x->pad, y->pad, 4);
+}
+
+const mw_layer_ops mw_layer_flatten = {
+    .keras = {"Flatten"},
+    .forward = mw_layer_pass_fwd,
+    .backward = mw_layer_pass_bwd,
+    .exact = always,
+};
+
+const mw_layer_ops mw_layer_zeropad = {
+    .keras = {"ZeroPadding2D"},
+    .forward = pad_forward,
+    .backward = pad_backward,
+    .exact = always,
+    .has_kernels = pad_kernels,
+    .differs = pad_differs,
+};

@@ -1,0 +1,786 @@
+/* The model graph: layer shapes, the parameter arena, forward and backward through the
+ * backend table. See model.h. */
+#include "worker/model/model.h"
+
+#include "worker/model/layer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rng.h"
+#include "worker/data/preprocess.h"
+
+void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
+{
+    memset(m, 0, sizeof *m);
+    m->in_h = in_h, m->in_w = in_w, m->in_c = in_c;
+    snprintf(m->name, sizeof m->name, "sequential");
+    mw_arena_init(&m->params);
+}
+
+void mw_model_free(mw_model *m)
+{
+    free(m->layers);
+    free(m->source);
+    mw_preprocess_close(&m->pre);
+    free(m->next_in);
+    mw_arena_free(&m->params);
+    memset(m, 0, sizeof *m);
+}
+
+size_t mw_layer_out_count(const mw_layer *l)
+{
+    return (size_t)l->out_h * l->out_w * l->out_c;
+}
+
+mw_layer *mw_layer_push(mw_model *m, int kind, const char *name, const char *cls,
+                        const char *auto_base)
+{
+    if (m->finalized) {
+        mw_err(MW_EINTERNAL, "model: layer added after finalize");
+        return NULL;
+    }
+    if (m->nlayers == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 16;
+        mw_layer *p = realloc(m->layers, sizeof *p * cap);
+        if (!p) {
+            mw_err(MW_ENOMEM, "model: out of memory");
+            return NULL;
+        }
+        m->layers = p, m->cap = cap;
+    }
+    mw_layer *l = &m->layers[m->nlayers];
+    memset(l, 0, sizeof *l);
+    l->kind = (mw_layer_kind)kind;
+    l->cls = cls;
+    if (m->next_nin > 0) {
+        l->nin = m->next_nin;
+        memcpy(l->in, m->next_in, (size_t)l->nin * sizeof *l->in);
+        m->next_nin = 0;
+    } else {
+        l->nin = 1;
+        l->in[0] = m->nlayers - 1;
+    }
+    if (l->in[0] < 0) {
+        l->in_h = m->in_h, l->in_w = m->in_w, l->in_c = m->in_c;
+        l->flat = m->flat_input;
+    } else {
+        const mw_layer *p = &m->layers[l->in[0]];
+        l->in_h = p->out_h, l->in_w = p->out_w, l->in_c = p->out_c;
+        l->flat = p->flat;
+    }
+    if (name && *name) {
+        snprintf(l->name, sizeof l->name, "%s", name);
+    } else { /* Keras: base, base_1, base_2, ... counted per class */
+        int same = 0;
+        for (int i = 0; i < m->nlayers; i++)
+            if (!m->layers[i].folded && strcmp(m->layers[i].cls, cls) == 0)
+                same++;
+        if (same == 0)
+            snprintf(l->name, sizeof l->name, "%s", auto_base);
+        else
+            snprintf(l->name, sizeof l->name, "%s_%d", auto_base, same);
+    }
+    m->nlayers++;
+    return l;
+}
+
+mw_layer *mw_layer_push_same(mw_model *m, int kind, const char *name, const char *cls,
+                             const char *auto_base)
+{
+    mw_layer *l = mw_layer_push(m, kind, name, cls, auto_base);
+    if (l) {
+        l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+        l->in_place = 1;
+    }
+    return l;
+}
+
+mw_status mw_layer_reject(mw_model *m, mw_status s)
+{
+    m->nlayers--;
+    return s;
+}
+
+mw_status mw_model_set_inputs(mw_model *m, const int *in, int nin)
+{
+    if (nin < 1 || nin > MW_MAX_INPUTS)
+        return mw_err(MW_EMODEL, "a layer with %d inputs: expected 1 to %d", nin, MW_MAX_INPUTS);
+    for (int j = 0; j < nin; j++)
+        if (in[j] < -1 || in[j] >= m->nlayers)
+            return mw_err(MW_EINTERNAL,
+                          "model: input %d of the next layer is not an earlier "
+                          "layer",
+                          in[j]);
+    if (!m->next_in && !(m->next_in = malloc(MW_MAX_INPUTS * sizeof *m->next_in)))
+        return mw_err(MW_ENOMEM, "model: out of memory");
+    memcpy(m->next_in, in, (size_t)nin * sizeof *in);
+    m->next_nin = nin;
+    return MW_OK;
+}
+
+void mw_model_shape_of(const mw_model *m, int idx, int s[3])
+{
+    if (idx < 0) {
+        s[0] = m->in_h, s[1] = m->in_w, s[2] = m->in_c;
+        return;
+    }
+    const mw_layer *p = &m->layers[idx];
+    s[0] = p->out_h, s[1] = p->out_w, s[2] = p->out_c;
+}
+
+const char *mw_model_producer_name(const mw_model *m, int idx)
+{
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    return idx < 0 ? (m->input_name[0] ? m->input_name : "the model input") : m->layers[idx].name;
+}
+
+static mw_layer *last_with_weights(mw_model *m)
+{
+    if (m->nlayers == 0 || m->finalized || !m->layers[m->nlayers - 1].w_count) {
+        mw_err(MW_EINTERNAL, "model: initializer or regularizer set on a layer without weights");
+        return NULL;
+    }
+    return &m->layers[m->nlayers - 1];
+}
+
+mw_status mw_model_set_init(mw_model *m, const mw_init *kernel, const mw_init *bias)
+{
+    mw_layer *l = last_with_weights(m);
+    if (!l)
+        return MW_EINTERNAL;
+    if (kernel)
+        l->kernel_init = *kernel;
+    if (bias)
+        l->bias_init = *bias;
+    return MW_OK;
+}
+
+mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
+                                   const mw_regularizer *bias)
+{
+    mw_layer *l = last_with_weights(m);
+    if (!l)
+        return MW_EINTERNAL;
+    if (kernel)
+        l->kernel_reg = *kernel;
+    if (bias)
+        l->bias_reg = *bias;
+    return MW_OK;
+}
+
+/* ReLU then MaxPool equals MaxPool then ReLU (ReLU is monotonic, so it
+ * commutes with max), and the gradients agree too: where a window's max is
+ * <= 0 both give 0, elsewhere both route dy to the same first maximum. After
+ * the pool the ReLU touches a quarter of the values, forward and backward. */
+/* How many layers read the output of layer idx (-1: the model input). */
+static int consumers(const mw_model *m, int idx)
+{
+    int n = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        for (int j = 0; j < m->layers[i].nin; j++)
+            n += m->layers[i].in[j] == idx;
+    return n;
+}
+
+static void pool_before_relu(mw_model *m)
+{
+    for (int i = 0; i + 1 < m->nlayers; i++) {
+        mw_layer *r = &m->layers[i], *p = &m->layers[i + 1];
+        if (r->kind != MW_LAYER_RELU || !r->folded || p->kind != MW_LAYER_MAXPOOL ||
+            p->in[0] != i || consumers(m, i) != 1)
+            continue;
+        mw_layer relu = *r, pool = *p;
+        pool.in_h = relu.in_h, pool.in_w = relu.in_w, pool.in_c = relu.in_c;
+        pool.in[0] = relu.in[0];
+        relu.in[0] = i;
+        relu.in_h = relu.out_h = pool.out_h;
+        relu.in_w = relu.out_w = pool.out_w;
+        relu.in_c = relu.out_c = pool.out_c;
+        relu.flat = pool.flat;
+        *r = pool, *p = relu;
+        i++;
+    }
+}
+
+/* Layers that change their input in place (ReLU, Dropout) may do so only when no other
+ * layer reads it, and not over the output of a layer whose backward needs it (ACT,
+ * SOFTMAX: found through the aliases). Flatten and identities alias only a sole consumer's
+ * input. A softmax before the end becomes a computed layer. */
+static void plan_in_place(mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        if (l->softmax && i + 1 < m->nlayers)
+            l->kind = MW_LAYER_SOFTMAX, l->in_place = 0;
+        if (!l->in_place)
+            continue;
+        if (consumers(m, l->in[0]) != 1) {
+            l->in_place = 0;
+            continue;
+        }
+        if (l->kind != MW_LAYER_RELU && l->kind != MW_LAYER_DROPOUT)
+            continue;
+        int p = l->in[0];
+        while (p >= 0 && m->layers[p].in_place)
+            p = m->layers[p].in[0];
+        if (p >= 0 && (m->layers[p].kind == MW_LAYER_ACT || m->layers[p].kind == MW_LAYER_SOFTMAX))
+            l->in_place = 0;
+    }
+}
+
+static const char *const policy_names[] = {"float32", "mixed_bfloat16", "mixed_float16"};
+
+const char *mw_policy_name(mw_policy p)
+{
+    return (unsigned)p < 3 ? policy_names[p] : "?";
+}
+
+int mw_policy_parse(const char *name, mw_policy *p)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, policy_names[i])) {
+            *p = (mw_policy)i;
+            return 0;
+        }
+    return -1;
+}
+
+void mw_model_set_policy(mw_model *m, mw_policy p)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        m->layers[i].policy = p;
+}
+
+mw_policy mw_model_policy(const mw_model *m)
+{
+    mw_policy p = MW_POLICY_FLOAT32;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].policy == MW_POLICY_MIXED_FLOAT16)
+            return MW_POLICY_MIXED_FLOAT16;
+        else if (m->layers[i].policy == MW_POLICY_MIXED_BFLOAT16)
+            p = MW_POLICY_MIXED_BFLOAT16;
+    return p;
+}
+
+/* Mixed precision rounds a tensor where it is made (kernels/cast.h), so a 16-bit layer must
+ * read 16-bit tensors: the output of a 16-bit layer, or the model's input when every layer
+ * that reads it is 16-bit (it is rounded once per step). Keras casts a float32 tensor at each
+ * 16-bit consumer instead; the one layout that needs it, a float32 layer between 16-bit ones,
+ * is refused here with the way out. */
+static mw_status check_policies(const mw_model *m)
+{
+    int in16 = -1; /* the input's consumers: -1 none yet, 0 float32, 1 16-bit */
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        const int half = l->policy != MW_POLICY_FLOAT32;
+        for (int j = 0; j < l->nin; j++) {
+            const int t = l->in[j];
+            if (t < 0 && in16 >= 0 && in16 != half)
+                return mw_err(MW_EUNSUPPORTED,
+                              "layer '%s' (dtype %s): the model's input also feeds a layer of "
+                              "another dtype policy; expected every layer that reads the input "
+                              "to have the same policy",
+                              l->name, mw_policy_name(l->policy));
+            if (t < 0)
+                in16 = half;
+            else if (half && m->layers[t].policy != l->policy) {
+                /* a folded activation is named "layer/relu": the Keras layer is the part
+                 * before the slash */
+                const char *pn = m->layers[t].name;
+                const int pl = (int)strcspn(pn, "/");
+                return mw_err(MW_EUNSUPPORTED,
+                              "layer '%s' (dtype %s) reads the output of layer '%.*s' (dtype "
+                              "%s); a 16-bit layer must read a layer of its own policy (or "
+                              "the model's input): give '%.*s' the policy %s, or make the "
+                              "float32 layers the last ones",
+                              l->name, mw_policy_name(l->policy), pl, pn,
+                              mw_policy_name(m->layers[t].policy), pl, pn,
+                              mw_policy_name(l->policy));
+            }
+        }
+    }
+    return MW_OK;
+}
+
+/* Whether layer l keeps 16-bit values exact forward (backward 0) or backward (its row). */
+static int keeps16(const mw_layer *l, int backward)
+{
+    const mw_layer_ops *r = mw_layer_row(l->kind);
+    return r->exact && r->exact(l, backward);
+}
+
+/* round_out / round_grad of every layer (kernels/cast.h's roundings, only where needed). A
+ * tensor's gradient is exact when every consumer's backward is exact, from a 16-bit dy,
+ * and there is one (several add up); the last layer's comes from the loss. */
+static void plan_rounding(mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        const int half = l->policy != MW_POLICY_FLOAT32;
+        l->round_out = half && !keeps16(l, 0);
+        int exact = i + 1 < m->nlayers && consumers(m, i) == 1;
+        for (int c = i + 1; c < m->nlayers && exact; c++)
+            for (int j = 0; j < m->layers[c].nin; j++)
+                if (m->layers[c].in[j] == i)
+                    exact = keeps16(&m->layers[c], 1) && m->layers[c].policy == l->policy;
+        l->round_grad = half && !exact;
+    }
+}
+
+mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
+{
+    if (m->nlayers == 0)
+        return mw_err(MW_EMODEL, "model has no layers");
+    for (int i = 0; i + 1 < m->nlayers; i++)
+        if (consumers(m, i) == 0)
+            return mw_err(MW_EMODEL,
+                          "layer '%s': its output is not used; expected every layer to lead to "
+                          "the model's output (the last layer)",
+                          m->layers[i].name);
+    if (consumers(m, m->nlayers - 1) != 0)
+        return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
+    MW_TRY(check_policies(m));
+    pool_before_relu(m);
+    plan_in_place(m);
+    plan_rounding(m);
+    const mw_layer *last = &m->layers[m->nlayers - 1];
+    if (last->out_h != 1 || last->out_w != 1)
+        return mw_err(MW_EMODEL,
+                      "model output is %dx%dx%d after layer '%s'; the classifier needs a flat "
+                      "output (end with Flatten and Dense)",
+                      last->out_h, last->out_w, last->out_c, last->name);
+    m->nclasses = last->out_c;
+    mw_arena_init(&m->params);
+    m->nparams = 0;
+    m->nstate = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        if (l->w_count) {
+            l->w_off = mw_arena_reserve(&m->params, l->w_count);
+            m->nparams += l->w_count;
+        }
+        if (l->b_count) {
+            l->b_off = mw_arena_reserve(&m->params, l->b_count);
+            m->nparams += l->b_count;
+        }
+        if (l->s_count) {
+            l->s_off = mw_arena_reserve(&m->params, l->s_count);
+            m->nparams += l->s_count;
+            m->nstate += l->s_count;
+        }
+    }
+    mw_arena_pad_to(&m->params, pad_multiple);
+    MW_TRY(mw_arena_alloc(&m->params));
+    m->finalized = 1;
+    return MW_OK;
+}
+
+void mw_model_ws_init(mw_model_ws *ws)
+{
+    memset(ws, 0, sizeof *ws);
+}
+
+void mw_model_ws_free(mw_model_ws *ws)
+{
+    free(ws->act);
+    free(ws->grad);
+    free(ws->buf);
+    if (ws->block_free)
+        ws->block_free(ws->block);
+    else
+        free(ws->block);
+    memset(ws, 0, sizeof *ws);
+}
+
+static size_t up64(size_t nbytes)
+{
+    return (nbytes + 63) / 64 * 64;
+}
+
+mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
+{
+    return mw_model_ws_alloc_with(ws, m, max_n, NULL, NULL);
+}
+
+/* Where each workspace buffer sits in the one block: byte offsets from its start. */
+typedef struct {
+    size_t *act, *grad; /* L + 1 each: the input and each layer's output */
+    size_t *buf;        /* L: each layer's buffer (its row's buf_bytes; SIZE_MAX: none) */
+    size_t prob, loss, labels, scratch;
+    size_t params16;      /* a mixed policy's rounded weights (SIZE_MAX: none) */
+    size_t scratch_count; /* floats of conv2d scratch, the most any layer needs */
+    size_t nbytes;        /* the block's size */
+} ws_plan;
+
+static void plan_free(ws_plan *p)
+{
+    free(p->act), free(p->grad), free(p->buf);
+}
+
+/* Record v at a[i] unless a is NULL (a plan that only counts bytes). */
+static void put(size_t *a, int i, size_t v)
+{
+    if (a)
+        a[i] = v;
+}
+
+/* Plan offsets in one block: act[0], then each non-aliased output and its gradient, and the
+ * layer's buffer, prob, loss, labels, scratch (only when with_scratch: a device
+ * block has none). With p's offset tables NULL it only counts: p->nbytes and
+ * p->scratch_count are the same either way, so the estimate (mw_model_ws_nbytes) and the
+ * allocation cannot drift apart. */
+static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
+{
+    const int L = m->nlayers;
+    size_t off = 0, in0 = n * m->in_h * m->in_w * m->in_c * sizeof(float);
+    put(p->act, 0, off), off += up64(in0);
+    put(p->grad, 0, off), off += up64(in0);
+    size_t scratch = 0;
+    for (int i = 0; i < L; i++) {
+        const mw_layer *l = &m->layers[i];
+        size_t bytes = n * mw_layer_out_count(l) * sizeof(float);
+        if (l->in_place) {
+            put(p->act, i + 1, p->act ? p->act[l->in[0] + 1] : 0);
+            put(p->grad, i + 1, p->grad ? p->grad[l->in[0] + 1] : 0);
+        } else {
+            put(p->act, i + 1, off), off += up64(bytes);
+            put(p->grad, i + 1, off), off += up64(bytes);
+        }
+        const mw_layer_ops *r = mw_layer_row(l->kind);
+        put(p->buf, i, SIZE_MAX);
+        if (r->buf_bytes)
+            put(p->buf, i, off), off += up64(r->buf_bytes(l, n));
+        if (r->scratch) {
+            size_t s = r->scratch(l, n);
+            scratch = s > scratch ? s : scratch;
+        }
+    }
+    p->prob = off;
+    off += up64(n * m->nclasses * sizeof(float));
+    p->loss = off;
+    off += up64(n * sizeof(float));
+    p->labels = off;
+    off += up64(n * sizeof(int32_t));
+    p->params16 = SIZE_MAX;
+    if (mw_model_policy(m) != MW_POLICY_FLOAT32) {
+        p->params16 = off;
+        off += up64(m->params.count * sizeof(float));
+    }
+    p->scratch = off;
+    if (with_scratch)
+        off += up64(scratch * sizeof(float));
+    p->scratch_count = scratch;
+    p->nbytes = off;
+}
+
+/* The offset tables of a plan; 0 when out of memory. */
+static int plan_alloc(ws_plan *p, int L)
+{
+    memset(p, 0, sizeof *p);
+    p->act = calloc((size_t)L + 1, sizeof *p->act);
+    p->grad = calloc((size_t)L + 1, sizeof *p->grad);
+    p->buf = calloc((size_t)L > 0 ? (size_t)L : 1, sizeof *p->buf);
+    if (!p->act || !p->grad || !p->buf) {
+        plan_free(p);
+        return 0;
+    }
+    return 1;
+}
+
+size_t mw_model_ws_nbytes(const mw_model *m, int max_n)
+{
+    ws_plan p;
+    memset(&p, 0, sizeof p); /* no tables: count only */
+    plan_ws(&p, m, (size_t)(max_n > 0 ? max_n : 1), 1);
+    return p.nbytes;
+}
+
+/* Point ws's buffers into its block as planned. */
+static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int with_scratch)
+{
+    char *base = ws->block;
+    for (int i = 0; i <= m->nlayers; i++) {
+        ws->act[i] = (float *)(base + p->act[i]);
+        ws->grad[i] = (float *)(base + p->grad[i]);
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        ws->buf[i] = p->buf[i] == SIZE_MAX ? NULL : base + p->buf[i];
+    }
+    ws->prob = (float *)(base + p->prob);
+    ws->loss = (float *)(base + p->loss);
+    ws->labels = (int32_t *)(base + p->labels);
+    ws->params16 = p->params16 == SIZE_MAX ? NULL : (float *)(base + p->params16);
+    ws->scratch = with_scratch ? (float *)(base + p->scratch) : NULL;
+    ws->scratch_count = p->scratch_count;
+}
+
+mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
+                                 mw_status (*alloc_fn)(void **p, size_t nbytes),
+                                 void (*free_fn)(void *p))
+{
+    mw_model_ws_free(ws);
+    const int L = m->nlayers;
+    const size_t n = (size_t)(max_n > 0 ? max_n : 1);
+    ws->max_n = (int)n;
+    ws->act = calloc((size_t)L + 1, sizeof *ws->act);
+    ws->grad = calloc((size_t)L + 1, sizeof *ws->grad);
+    ws->buf = calloc((size_t)L, sizeof *ws->buf);
+    if (!ws->act || !ws->grad || !ws->buf)
+        goto oom;
+
+    ws_plan plan;
+    if (!plan_alloc(&plan, L))
+        goto oom;
+    plan_ws(&plan, m, n, !alloc_fn);
+    if (alloc_fn) {
+        void *blk = NULL;
+        mw_status rc = alloc_fn(&blk, plan.nbytes);
+        if (rc != MW_OK) {
+            plan_free(&plan);
+            mw_model_ws_free(ws);
+            return rc;
+        }
+        ws->block = blk;
+        ws->block_free = free_fn;
+    } else {
+        ws->block = mw_alloc_aligned(plan.nbytes);
+    }
+    if (!ws->block) {
+        plan_free(&plan);
+        goto oom;
+    }
+    carve_ws(ws, m, &plan, !alloc_fn);
+    ws->nbytes = plan.nbytes;
+    plan_free(&plan);
+    return MW_OK;
+oom:
+    mw_model_ws_free(ws);
+    return mw_err(MW_ENOMEM, "model workspace for batch %zu: out of memory", n);
+}
+
+/* ---- forward / backward ---- */
+
+size_t mw_model_tensor_count(const mw_model *m, int t)
+{
+    return t == 0 ? (size_t)m->in_h * m->in_w * m->in_c : mw_layer_out_count(&m->layers[t - 1]);
+}
+
+void mw_layer_zero(const mw_kernels *kt, const mw_kctx *k, void *p, size_t nbytes)
+{
+    if (kt->zero)
+        kt->zero(k, p, nbytes);
+    else
+        memset(p, 0, nbytes);
+}
+
+void mw_layer_copy(const mw_kernels *kt, const mw_kctx *k, float *y, const float *x, size_t count)
+{
+    mw_layer_zero(kt, k, y, count * sizeof *y);
+    kt->acc(k, y, x, count);
+}
+
+void mw_layer_pass_fwd(const mw_layer_call *c)
+{
+    if (!c->l->in_place)
+        mw_layer_copy(c->kt, c->k, c->y, c->x, c->cnt);
+}
+
+float *mw_layer_bwd_out(const mw_layer_call *c)
+{
+    return c->l->in_place ? c->dx : c->dy;
+}
+
+void mw_layer_pass_bwd(const mw_layer_call *c)
+{
+    if (c->dx && !c->l->in_place)
+        c->kt->acc(c->k, c->dx, c->dy, c->cnt);
+}
+
+void mw_layer_round(const mw_kernels *kt, const mw_kctx *k, int policy, float *x, size_t count)
+{
+    (policy == MW_POLICY_MIXED_FLOAT16 ? kt->round_f16 : kt->round_bf16)(k, x, count);
+}
+
+/* The parameters layer l computes with: its matmul weights rounded to 16 bits under a mixed
+ * policy (Keras casts the float32 variable to the compute dtype at use), P else. */
+static const float *layer_params(const mw_layer *l, const mw_model_ws *ws, const float *P)
+{
+    return mw_layer_row(l->kind)->matmul && l->policy != MW_POLICY_FLOAT32 && ws->params16
+               ? ws->params16
+               : P;
+}
+
+/* A mixed policy, before a forward from layer 0: the model's input rounded when its
+ * consumers compute in 16 bits (mw_model_finalize refused a mix), and the matmul layers'
+ * weights rounded into ws->params16. */
+static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      const float *P, int n)
+{
+    if (!ws->params16)
+        return;
+    int input16 = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        for (int j = 0; j < l->nin; j++)
+            input16 |= l->in[j] < 0 && l->policy != MW_POLICY_FLOAT32;
+        if (l->policy == MW_POLICY_FLOAT32 || !mw_layer_row(l->kind)->matmul)
+            continue;
+        mw_layer_copy(kt, k, ws->params16 + l->w_off, P + l->w_off, l->w_count);
+        mw_layer_round(kt, k, l->policy, ws->params16 + l->w_off, l->w_count);
+        if (l->b_count) {
+            mw_layer_copy(kt, k, ws->params16 + l->b_off, P + l->b_off, l->b_count);
+            mw_layer_round(kt, k, l->policy, ws->params16 + l->b_off, l->b_count);
+        }
+    }
+    if (input16 && n > 0)
+        mw_layer_round(kt, k, mw_model_policy(m), ws->act[0],
+                       (size_t)n * mw_model_tensor_count(m, 0));
+}
+
+/* Layer i's call: its tensors, and a kernel context whose products' operands are 16-bit
+ * under its policy. */
+static mw_layer_call call_of(const mw_model *m, const mw_kernels *kt, mw_kctx *kb,
+                             const mw_model_ws *ws, const float *P, int i, int n)
+{
+    const mw_layer *l = &m->layers[i];
+    const int t = l->in[0] + 1;
+    kb->bf16 = l->policy == MW_POLICY_MIXED_BFLOAT16;
+    kb->f16 = l->policy == MW_POLICY_MIXED_FLOAT16;
+    return (mw_layer_call){.m = m,
+                           .l = l,
+                           .kt = kt,
+                           .k = kb,
+                           .ws = ws,
+                           .P = layer_params(l, ws, P),
+                           .i = i,
+                           .n = n,
+                           .x = ws->act[t],
+                           .y = ws->act[i + 1],
+                           .dx = t > 0 ? ws->grad[t] : NULL,
+                           .dy = ws->grad[i + 1],
+                           .buf = ws->buf[i],
+                           .cnt = (size_t)n * mw_layer_out_count(l),
+                           .rows = (size_t)n * l->out_h * l->out_w};
+}
+
+void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           mw_model_ws *ws, int n, int from, int to)
+{
+    const float *P = ws->params ? ws->params : m->params.data;
+    if (from == 0)
+        fwd_casts(m, kt, k, ws, P, n);
+    for (int i = from; i < to; i++) {
+        const mw_layer *l = &m->layers[i];
+        mw_kctx kb = *k;
+        mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
+        mw_layer_row(l->kind)->forward(&c);
+        if (l->round_out) /* the layer's output is a 16-bit tensor */
+            mw_layer_round(kt, k, l->policy, c.y, c.cnt);
+    }
+    if (to == m->nlayers && n > 0)
+        kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
+}
+
+void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                      int n)
+{
+    mw_model_forward_part(m, kt, k, ws, n, 0, m->nlayers);
+}
+
+/* A 16-bit layer's output gradient is a 16-bit tensor (the complete sum of its consumers'
+ * contributions, every one of which has run), rounded before the layer's backward reads it. */
+static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                      const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
+{
+    const mw_layer *l = &m->layers[i];
+    mw_kctx kb = *k;
+    mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
+    c.G = G, c.scale = scale;
+    if (l->round_grad)
+        mw_layer_round(kt, k, l->policy, c.dy, c.cnt);
+    mw_layer_row(l->kind)->backward(&c);
+}
+
+void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                            mw_model_ws *ws, float *grads, int n, float scale, int from, int to)
+{
+    const float *P = ws->params ? ws->params : m->params.data;
+    const int L = m->nlayers;
+    if (n <= 0)
+        return;
+    for (int i = to - 1; i >= from && to < L; i--)
+        bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+    if (to < L)
+        return;
+    /* Zero the input gradients that layer backward functions accumulate into: every input
+     * of a layer that is not in place (in place, dx is dy's own buffer). */
+    for (int i = 0; i < L; i++) {
+        const mw_layer *l = &m->layers[i];
+        for (int j = 0; j < l->nin && !l->in_place; j++)
+            if (l->in[j] >= 0)
+                mw_layer_zero(kt, k, ws->grad[l->in[j] + 1],
+                              (size_t)n * mw_model_tensor_count(m, l->in[j] + 1) * sizeof(float));
+    }
+    /* mixed_float16's loss scale multiplies the loss, so every gradient, but not the moving
+     * statistics' slots that `scale` also weighs (a power of 2: the product is exact) */
+    kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale * mw_model_loss_scale(m), n,
+                 m->nclasses);
+    for (int i = L - 1; i >= from; i--)
+        bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+}
+
+void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
+                       float *grads, int n, float scale)
+{
+    mw_model_backward_part(m, kt, k, ws, grads, n, scale, 0, m->nlayers);
+}
+
+mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
+{
+    if (mw_model_policy(m) == MW_POLICY_MIXED_FLOAT16 && !t->round_f16)
+        return mw_err(MW_EUNSUPPORTED,
+                      "dtype policy mixed_float16: the %s backend does not compute in float16 "
+                      "yet; train in float32 (on GPUs --tf32 gives tensor-core speed)",
+                      t->name);
+    if (mw_model_policy(m) == MW_POLICY_MIXED_BFLOAT16 && !t->round_bf16)
+        return mw_err(MW_EUNSUPPORTED,
+                      "dtype policy mixed_bfloat16: the %s backend does not compute in "
+                      "bfloat16 yet; train on the CPU (--device cpu, a CPU with AVX512_BF16 or "
+                      "AMX) or in float32 (--dtype-policy float32)",
+                      t->name);
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        const mw_layer_ops *r = mw_layer_row(l->kind);
+        const int ok = r->has_kernels ? r->has_kernels(l, t) : 1;
+        if (ok < 0) /* the row said why */
+            return MW_EUNSUPPORTED;
+        if (!ok)
+            return mw_err(MW_EUNSUPPORTED,
+                          "layer '%s' (%s): the %s kernels do not implement it yet; train this "
+                          "model on the CPU (--device cpu)",
+                          l->name, l->cls, t->name);
+    }
+    return MW_OK;
+}
+
+int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
+{
+    return mw_model_correct_host(m, ws->prob, ws->labels, n);
+}
+
+int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n)
+{
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *p = prob + (size_t)i * m->nclasses;
+        int best = 0;
+        for (int j = 1; j < m->nclasses; j++)
+            if (p[j] > p[best])
+                best = j;
+        correct += best == labels[i];
+    }
+    return correct;
+}

@@ -1,0 +1,84 @@
+/* The Keras-like summary table of a model (mw_model_summary, model.h). */
+#include <stdio.h>
+
+#include "worker/model/model.h"
+
+/* The Keras layer whose output tensor idx is (a folded activation belongs to its layer). */
+static const char *shown_name(const mw_model *m, int idx)
+{
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    return idx < 0 ? (m->input_name[0] ? m->input_name : "input_layer") : m->layers[idx].name;
+}
+
+static void shape_text(char *s, size_t n, const mw_layer *l)
+{
+    if (l->flat)
+        snprintf(s, n, "(None, %d)", l->out_c);
+    else
+        snprintf(s, n, "(None, %d, %d, %d)", l->out_h, l->out_w, l->out_c);
+}
+
+/* A graph's rows: Keras' "Connected to" column names each input as layer[0][0]. */
+static size_t summary_graph(const mw_model *m, FILE *f)
+{
+    char shape[48];
+    if (m->flat_input)
+        snprintf(shape, sizeof shape, "(None, %d)", m->in_c);
+    else
+        snprintf(shape, sizeof shape, "(None, %d, %d, %d)", m->in_h, m->in_w, m->in_c);
+    char label[96];
+    snprintf(label, sizeof label, "%s (InputLayer)", shown_name(m, -1));
+    fprintf(f, "%-48s %-22s %10d  %s\n", label, shape, 0, "-");
+    size_t total = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        if (l->folded)
+            continue;
+        char conn[512] = "";
+        size_t used = 0;
+        for (int j = 0; j < l->nin && used < sizeof conn; j++)
+            used += (size_t)snprintf(conn + used, sizeof conn - used, "%s%s[0][0]", j ? ", " : "",
+                                     shown_name(m, l->in[j]));
+        snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
+        shape_text(shape, sizeof shape, l);
+        size_t np = l->w_count + l->b_count + l->s_count;
+        total += np;
+        fprintf(f, "%-48s %-22s %10zu  %s\n", label, shape, np, conn);
+    }
+    return total;
+}
+
+void mw_model_summary(const mw_model *m, FILE *f)
+{
+    fprintf(f, "Model: \"%s\"\n", m->name);
+    size_t total = 0, state = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        state += m->layers[i].s_count;
+    if (m->graph) {
+        fprintf(f, "%-48s %-22s %10s  %s\n", "Layer (type)", "Output Shape", "Param #",
+                "Connected to");
+        fprintf(f, "==================================================================="
+                   "==================\n");
+        total = summary_graph(m, f);
+        fprintf(f, "==================================================================="
+                   "==================\n");
+    } else {
+        fprintf(f, "%-32s %-22s %10s\n", "Layer (type)", "Output Shape", "Param #");
+        fprintf(f, "=================================================================\n");
+        for (int i = 0; i < m->nlayers; i++) {
+            const mw_layer *l = &m->layers[i];
+            if (l->folded)
+                continue;
+            char label[96], shape[48];
+            snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
+            shape_text(shape, sizeof shape, l);
+            size_t np = l->w_count + l->b_count + l->s_count;
+            total += np;
+            fprintf(f, "%-32s %-22s %10zu\n", label, shape, np);
+        }
+        fprintf(f, "=================================================================\n");
+    }
+    fprintf(f, "Total params: %zu\nTrainable params: %zu\nNon-trainable params: %zu\n", total,
+            total - state, state);
+}

@@ -1,0 +1,494 @@
+/* The CPU replica backend (see replicas.h): a rank's replicas run in turn, each
+ * replica's slice cut again among the rank's threads.
+ *
+ * Threads split the batch, not the ops: each thread runs forward and backward on
+ * its part of the slice, in micro-batches that keep the activations in cache, with
+ * single-threaded kernels, its own workspace and its own gradient buffer (no
+ * barriers inside a step). The buffers are summed in thread order, so a given
+ * layout and thread count is bitwise reproducible. The gradients of thread 0 live
+ * in the all-reduce's shared slot when it has one (no copy in).
+ *
+ * BatchNormalization takes its batch statistics over the replica's whole slice, so a
+ * model with BN trains each slice in ONE forward/backward on thread 0's workspace (sized
+ * for the whole slice) with kernels that may use every thread: --micro-batch and the thread
+ * count do not change its statistics. Its moving statistics travel in the gradient
+ * all-reduce and are folded in before the optimizer (mw_model_update_stats).
+ *
+ * Synchronized BN (worker/model/model.h) runs the rank's replicas in lockstep, each on its own
+ * whole-slice workspace: the parts between synchronized layers replica by replica, and at
+ * each such layer the replicas' sums added in replica order, then summed over the ranks by
+ * one polled MPI all-reduce of 2 C doubles (under --collective-timeout). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cluster/allreduce.h"
+#include "cluster/comm.h"
+#include "common/fault.h"
+#include "common/timeline.h"
+#include "kernels/cpu/cpu.h"
+#include "worker/replicas/replicas.h"
+
+#define EVAL_IDS 1024 /* ids built per evaluation micro-batch */
+
+struct mw_replicas {
+    mw_replicas_env env;
+    mw_kernels kt;
+    mw_kctx k;                          /* whole-rank context (optimizer update) */
+    mw_kctx tk[MW_CPU_MAX_THREADS];     /* per-thread contexts */
+    mw_kctx bk;                         /* BN models: a whole slice on ws[0], all threads */
+    int whole_slice;                    /* the model has BN: train a slice in one pass */
+    mw_model_ws ws[MW_CPU_MAX_THREADS]; /* per-thread activations */
+    float *tgrads[MW_CPU_MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
+    double tsum[MW_CPU_MAX_THREADS][3]; /* per-thread loss sum, correct, examples */
+    double acc[3];                      /* running sums (replicas.h) */
+    mw_allreduce ar;
+    float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
+    int sync;         /* synchronized BN: the local replicas train in lockstep */
+    mw_model_ws *rws; /* sync: replicas 1 .. rpw-1's whole-slice workspaces (replica 0: ws[0]) */
+    double *ssum;     /* sync: a replica's sums, then their total (2 x 2 C doubles) */
+    long step;        /* this step, for messages */
+};
+
+/* Local replica lr's workspace in lockstep. */
+static mw_model_ws *rep_ws(mw_replicas *r, int lr)
+{
+    return lr ? &r->rws[lr - 1] : &r->ws[0];
+}
+
+/* Host blocks for the lockstep workspaces: through mw_model_ws_alloc_with they get no conv
+ * scratch of their own (every replica's kernels run on bk, whose scratch is ws[0]'s). */
+static mw_status host_block(void **p, size_t nbytes)
+{
+    *p = mw_alloc_aligned(nbytes);
+    return *p ? MW_OK : mw_err(MW_ENOMEM, "lockstep workspace: out of memory (%zu bytes)", nbytes);
+}
+
+/* A synchronized-BN model's extra state: a workspace per further local replica and the sums. */
+static mw_status open_lockstep(mw_replicas *r)
+{
+    const mw_model *m = r->env.model;
+    const int rpw = r->env.o->replicas_per_worker;
+    const int cmax = mw_model_sync_channels(m);
+    r->sync = 1;
+    r->ssum = calloc(4 * (size_t)cmax, sizeof *r->ssum);
+    r->rws = calloc((size_t)rpw, sizeof *r->rws);
+    if (!r->ssum || !r->rws)
+        return mw_err(MW_ENOMEM, "out of memory");
+    for (int lr = 0; lr < rpw; lr++)
+        mw_model_ws_init(&r->rws[lr]);
+    for (int lr = 1; lr < rpw; lr++)
+        MW_TRY(mw_model_ws_alloc_with(&r->rws[lr - 1], m, r->env.o->batch_per_replica, host_block,
+                                      free));
+    return MW_OK;
+}
+
+/* Mixed precision on the CPU: mixed_bfloat16 where oneDNN has bfloat16 instructions; on the
+ * reference backend (the spec) both policies anywhere; mixed_float16 not on the fast path,
+ * with the reasons. */
+static mw_status check_policy(const mw_model *m, const char *backend)
+{
+    const mw_policy p = mw_model_policy(m);
+    if (p == MW_POLICY_MIXED_FLOAT16 && strcmp(backend, "ref") != 0)
+        return mw_err(MW_EUNSUPPORTED,
+                      "dtype policy mixed_float16 is not offered on the CPU: x86 CPUs compute "
+                      "float16 fast only with AVX512_FP16 or AMX-FP16, which the CPU kernels do "
+                      "not use, so it would train slower than float32, and with loss scaling; "
+                      "use mixed_bfloat16 (same speed-up where the CPU has AVX512_BF16 or AMX, "
+                      "no loss scaling) or float32 (--backend ref computes mixed_float16 "
+                      "anywhere, slowly, for tests)");
+    if (p != MW_POLICY_MIXED_BFLOAT16 || strcmp(backend, "ref") == 0 || mw_kernels_cpu_has_bf16())
+        return MW_OK;
+    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    const char *isa = mw_kernels_cpu_isa();
+    return mw_err(MW_EUNSUPPORTED,
+                  "dtype policy mixed_bfloat16: this CPU's matrix kernels (%s%s%s%s%s) have no "
+                  "bfloat16 instructions, so it would train slower than float32; it needs "
+                  "AVX512_BF16 or AMX%s. Use --dtype-policy float32 here (--backend ref "
+                  "computes mixed_bfloat16 anywhere, slowly, for tests)",
+                  mw_kernels_cpu_blas(), *isa ? ", ISA " : "", isa,
+                  cap ? ", capped by ONEDNN_MAX_CPU_ISA=" : "", cap ? cap : "",
+                  cap ? " and no ONEDNN_MAX_CPU_ISA below it" : "");
+}
+
+static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
+{
+    mw_replicas *r = *out = calloc(1, sizeof *r);
+    if (!r)
+        return mw_err(MW_ENOMEM, "out of memory");
+    r->env = *env;
+    mw_allreduce_init(&r->ar);
+    for (int i = 0; i < MW_CPU_MAX_THREADS; i++)
+        mw_model_ws_init(&r->ws[i]);
+    const mw_train_opts *o = env->o;
+    MW_TRY(check_policy(env->model, o->backend));
+    const int T = mw_cpu_threads(env->nthreads);
+    r->env.nthreads = T;
+    if (strcmp(o->backend, "ref") == 0)
+        mw_kernels_init_ref(&r->kt);
+    else
+        mw_kernels_init_cpu(&r->kt);
+    mw_kernels_cpu_set_threads(T);
+    r->k.nthreads = T;
+#ifdef _OPENMP
+    omp_set_max_active_levels(1); /* kernels inside a thread's slice stay sequential */
+#endif
+    const size_t count = env->model->params.count;
+    const int per_thread = mw_cpu_examples_per_thread(o, T);
+    r->whole_slice = mw_model_has_batchnorm(env->model);
+    for (int i = 0; i < T; i++) {
+        int max_n = i == 0 && r->whole_slice && o->batch_per_replica > per_thread
+                        ? o->batch_per_replica
+                        : per_thread;
+        MW_TRY(mw_model_ws_alloc(&r->ws[i], env->model, max_n));
+        r->tk[i].nthreads = 1;
+        r->tk[i].ws = r->ws[i].scratch;
+        r->tk[i].ws_count = r->ws[i].scratch_count;
+        if (i > 0 && !(r->tgrads[i] = mw_alloc_aligned(count * sizeof(float))))
+            return mw_err(MW_ENOMEM, "cannot allocate per-thread gradients");
+    }
+    r->bk.nthreads = T;
+    r->bk.ws = r->ws[0].scratch;
+    r->bk.ws_count = r->ws[0].scratch_count;
+    return mw_model_has_sync(env->model) ? open_lockstep(r) : MW_OK;
+}
+
+static mw_status cpu_connect(mw_replicas *r)
+{
+    const mw_replicas_env *e = &r->env;
+    const size_t count = e->model->params.count;
+    MW_TRY(mw_allreduce_open(&r->ar, e->comm, e->topo->node_comm, e->topo->cross, count,
+                             e->o->allreduce, e->o->collective_timeout));
+    r->tgrads[0] = mw_allreduce_buffer(&r->ar);
+    if (!r->tgrads[0]) {
+        if (!(r->own_grads = mw_alloc_aligned(count * sizeof(float))))
+            return mw_err(MW_ENOMEM, "cannot allocate the gradients");
+        r->tgrads[0] = r->own_grads;
+    }
+    return MW_OK;
+}
+
+/* A BN model's training slice: one forward and backward over all cnt examples. */
+static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long cnt,
+                            long gb, uint64_t dseed, double sums[3])
+{
+    const mw_model *m = r->env.model;
+    mw_model_ws *ws = &r->ws[0];
+    const int n = (int)cnt;
+    double ls = 0;
+    mw_dataset_batch(data, ws->act[0], ws->labels, ids, n);
+    ws->training = 1;
+    ws->dropout_seed = dseed;
+    ws->example_ids = ids;
+    mw_model_forward(m, &r->kt, &r->bk, ws, n);
+    mw_model_backward(m, &r->kt, &r->bk, ws, r->tgrads[0], n, 1.0f / (float)gb);
+    for (int j = 0; j < n; j++)
+        ls += ws->loss[j];
+    sums[0] += ls / (double)gb;
+    sums[1] += mw_model_correct(m, ws, n);
+    sums[2] += (double)cnt;
+}
+
+/* Synchronized layer i of every local replica (forward, or backward): the replicas' sums in
+ * replica order, summed over the ranks, then each replica's pass through the layer. */
+static mw_status sync_layer(mw_replicas *r, int i, int backward, long gb)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    const int C = m->layers[i].out_c;
+    double *tot = r->ssum, *mine = r->ssum + 2 * C;
+    memset(tot, 0, 2 * (size_t)C * sizeof *tot);
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        mw_model_sync_sums(m, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], i, (int)cnt, backward,
+                           mine);
+        for (int c = 0; c < 2 * C; c++)
+            tot[c] += mine[c];
+    }
+    if (e->world > 1) {
+        char op[128];
+        snprintf(op, sizeof op, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
+                 m->layers[i].name, backward ? "backward" : "forward");
+        mw_wait_ctx w = {op, r->step, e->o->collective_timeout};
+        mw_fault_point("bn-sync", e->topo->world_rank);
+        MW_TRY(mw_comm_allreduce(&w, tot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
+    }
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        if (backward)
+            mw_model_sync_backward(m, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], i, (int)cnt,
+                                   1.0f / (float)gb, tot, gb);
+        else
+            mw_model_sync_forward(m, &r->kt, &r->bk, rep_ws(r, lr), i, (int)cnt, tot, gb);
+    }
+    return MW_OK;
+}
+
+/* Every local replica through layers [from, to) forward, or backward (in reverse). */
+static void lockstep_part(mw_replicas *r, long gb, int from, int to, int backward)
+{
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        if (backward)
+            mw_model_backward_part(e->model, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], (int)cnt,
+                                   1.0f / (float)gb, from, to);
+        else
+            mw_model_forward_part(e->model, &r->kt, &r->bk, rep_ws(r, lr), (int)cnt, from, to);
+    }
+}
+
+/* A synchronized-BN model's training step on this rank: every local replica's slice in its
+ * own workspace, forward and backward in lockstep, synchronized at each such layer. */
+static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long gb,
+                              uint64_t dseed)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        mw_model_ws *ws = rep_ws(r, lr);
+        mw_dataset_batch(data, ws->act[0], ws->labels, ids + off, (int)cnt);
+        ws->training = 1;
+        ws->dropout_seed = dseed;
+        ws->example_ids = ids + off;
+    }
+    for (int i = 0, from = 0; i <= L; i++)
+        if (i == L || mw_model_is_sync(m, i)) {
+            lockstep_part(r, gb, from, i, 0);
+            if (i < L)
+                MW_TRY(sync_layer(r, i, 0, gb));
+            from = i + 1;
+        }
+    for (int i = L - 1, to = L; i >= -1; i--)
+        if (i < 0 || mw_model_is_sync(m, i)) {
+            lockstep_part(r, gb, i + 1, to, 1);
+            if (i >= 0)
+                MW_TRY(sync_layer(r, i, 1, gb));
+            to = i;
+        }
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        const mw_model_ws *ws = rep_ws(r, lr);
+        double ls = 0;
+        for (long j = 0; j < cnt; j++)
+            ls += ws->loss[j];
+        r->acc[0] += ls / (double)gb;
+        r->acc[1] += mw_model_correct(m, ws, (int)cnt);
+        r->acc[2] += (double)cnt;
+    }
+    return MW_OK;
+}
+
+/* One replica's slice of cnt examples of data, cut again among the threads. ids: the
+ * slice's example ids, or NULL for first, first+1, ... (evaluation). Training: forward
+ * and backward (dropout keyed by the example ids, gradients scaled by 1 / gb) into the
+ * per-thread gradients; otherwise forward only. Adds each thread's loss sum / div,
+ * correct count and examples into sums. */
+static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long first,
+                      long cnt, int training, long gb, uint64_t dseed, double div, double sums[3])
+{
+    const int T = r->env.nthreads;
+    const mw_model *m = r->env.model;
+    if (training && r->whole_slice) {
+        run_whole_slice(r, data, ids, cnt, gb, dseed, sums);
+        return;
+    }
+#pragma omp parallel num_threads(T)
+    {
+        int th = 0;
+#ifdef _OPENMP
+        th = omp_get_thread_num();
+#endif
+        mw_model_ws *ws = &r->ws[th];
+        long toff, tcnt;
+        mw_slice(cnt, T, th, &toff, &tcnt);
+        uint32_t pos[EVAL_IDS]; /* the ids when they are positions */
+        double ls = 0, corr = 0;
+        for (long i = 0; i < tcnt;) {
+            int n = tcnt - i < ws->max_n ? (int)(tcnt - i) : ws->max_n;
+            const uint32_t *mb = ids ? ids + toff + i : pos;
+            if (!ids) {
+                n = n < EVAL_IDS ? n : EVAL_IDS;
+                for (int j = 0; j < n; j++)
+                    pos[j] = (uint32_t)(first + toff + i + j);
+            }
+            /* the timeline is the loop thread's (thread 0): its micro-batches' assembly */
+            const int tl = th == 0 && mw_timeline_on;
+            if (tl)
+                mw_timeline_begin("data", "data");
+            mw_dataset_batch(data, ws->act[0], ws->labels, mb, n);
+            if (tl)
+                mw_timeline_end("data", "data");
+            /* Dropout masks are keyed by example id: the same for any layout */
+            ws->training = training;
+            ws->dropout_seed = training ? dseed : 0;
+            ws->example_ids = training ? mb : NULL;
+            mw_model_forward(m, &r->kt, &r->tk[th], ws, n);
+            if (training)
+                mw_model_backward(m, &r->kt, &r->tk[th], ws, r->tgrads[th], n, 1.0f / (float)gb);
+            for (int j = 0; j < n; j++)
+                ls += ws->loss[j];
+            corr += mw_model_correct(m, ws, n);
+            i += n;
+        }
+        r->tsum[th][0] = ls, r->tsum[th][1] = corr, r->tsum[th][2] = (double)tcnt;
+    }
+    for (int th = 0; th < T; th++) {
+        sums[0] += r->tsum[th][0] / div;
+        sums[1] += r->tsum[th][1];
+        sums[2] += r->tsum[th][2];
+    }
+}
+
+/* tgrads[0] = the sum of the per-thread gradients, in thread order. */
+static void reduce_threads(mw_replicas *r)
+{
+    const int T = r->env.nthreads;
+    const size_t count = r->env.model->params.count;
+    if (T == 1)
+        return;
+    float *g = r->tgrads[0];
+#pragma omp parallel for num_threads(T) schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        float s = g[i];
+        for (int th = 1; th < T; th++)
+            s += r->tgrads[th][i];
+        g[i] = s;
+    }
+}
+
+static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                           uint64_t dseed, long step)
+{
+    r->step = step;
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    for (int th = 0; th < e->nthreads; th++)
+        memset(r->tgrads[th], 0, e->model->params.count * sizeof(float));
+    if (r->sync)
+        MW_TRY(run_lockstep(r, d, ids, gb, dseed));
+    for (int lr = 0; lr < rpw && !r->sync; lr++) {
+        long off, cnt;
+        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        run_slice(r, d, ids + off, 0, cnt, 1, gb, dseed, (double)gb, r->acc);
+    }
+    reduce_threads(r);
+    /* regularization scaled by 1/replicas per replica (this rank's share), as
+     * tf.nn.scale_regularization_loss: the SUM holds it once */
+    const float ls = mw_model_loss_scale(e->model); /* the gradients', not the loss's */
+    r->acc[0] +=
+        mw_model_regularization(e->model, r->tgrads[0], (float)rpw / (float)nrep * ls) / ls;
+    return MW_OK;
+}
+
+static mw_status cpu_allreduce(mw_replicas *r, long step)
+{
+    r->ar.step = step;
+    return mw_allreduce_sum(&r->ar, r->tgrads[0], r->env.model->params.count);
+}
+
+static mw_status cpu_finite(mw_replicas *r, int *all_finite)
+{
+    *all_finite = mw_grads_finite(&r->kt, &r->k, r->tgrads[0], r->env.model->params.count);
+    return MW_OK;
+}
+
+static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
+{
+    mw_metrics_take(r->acc, sums, reset);
+}
+
+static mw_status cpu_update(mw_replicas *r, const mw_optim_hyper *h)
+{
+    const mw_replicas_env *e = &r->env;
+    mw_model_update_stats(e->model, &r->kt, &r->k, e->model->params.data, r->tgrads[0]);
+    if (!h)
+        return MW_OK;
+    float *const slots[3] = {e->m1->data, e->m2->data, e->m3->data};
+    mw_optimizer_apply(e->o, &r->kt, &r->k, e->model, e->model->params.data, slots, r->tgrads[0],
+                       e->model->params.count, h);
+    return MW_OK;
+}
+
+static mw_status cpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[3])
+{
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    for (int lr = 0; lr < rpw; lr++) {
+        long off, cnt;
+        mw_slice(n, nrep, e->rank * rpw + lr, &off, &cnt);
+        run_slice(r, d, NULL, off, cnt, 0, 0, 0, 1.0, sums);
+    }
+    return MW_OK;
+}
+
+/* The host arenas are this backend's state: nothing to copy. */
+static mw_status cpu_push(mw_replicas *r, int weights_only)
+{
+    (void)r, (void)weights_only;
+    return MW_OK;
+}
+
+static mw_status cpu_pull(mw_replicas *r)
+{
+    (void)r;
+    return MW_OK;
+}
+
+static void cpu_describe(const mw_replicas *r, char *buf, size_t len)
+{
+    const mw_policy p = mw_model_policy(r->env.model);
+    snprintf(buf, len, "%d thread(s) per rank, kernels %s (%s)%s%s, all-reduce %s", r->env.nthreads,
+             r->kt.name, mw_kernels_cpu_blas(), p != MW_POLICY_FLOAT32 ? ", dtype policy " : "",
+             p != MW_POLICY_FLOAT32 ? mw_policy_name(p) : "", mw_ar_algo_name(r->ar.requested));
+}
+
+static void cpu_close(mw_replicas **rp, int abandoned)
+{
+    mw_replicas *r = *rp;
+    if (!r)
+        return;
+    for (int i = 0; i < MW_CPU_MAX_THREADS; i++) {
+        mw_model_ws_free(&r->ws[i]);
+        if (i > 0)
+            free(r->tgrads[i]);
+    }
+    /* Freeing the shared window is collective: with a peer gone it would block. */
+    if (!abandoned)
+        mw_allreduce_close(&r->ar);
+    free(r->own_grads);
+    for (int lr = 1; r->rws && lr < r->env.o->replicas_per_worker; lr++)
+        mw_model_ws_free(&r->rws[lr - 1]);
+    free(r->rws);
+    free(r->ssum);
+    free(r);
+    *rp = NULL;
+}
+
+const mw_replicas_ops mw_replicas_cpu = {
+    .name = "cpu",
+    .open = cpu_open,
+    .connect = cpu_connect,
+    .grads = cpu_grads,
+    .allreduce = cpu_allreduce,
+    .finite = cpu_finite,
+    .metrics = cpu_metrics,
+    .update = cpu_update,
+    .evaluate = cpu_evaluate,
+    .push = cpu_push,
+    .pull = cpu_pull,
+    .describe = cpu_describe,
+    .close = cpu_close,
+};

@@ -1,0 +1,776 @@
+/* The GPU replica backend (see replicas.h), built into the CUDA module
+ * (mwtrain-cuda.so) with kernels/cuda and cluster/nccl.c; worker/replicas/device.c opens it
+ * only when a GPU trains, so a CPU run never maps a CUDA library.
+ *
+ * A rank drives the devices worker/replicas/device.c gave it (one per rank, or all of its
+ * node's), one CUDA context each, and its replicas_per_worker replicas are dealt out
+ * in order: device d runs replicas [d rpd, (d+1) rpd), rpd = replicas per device.
+ * Every device holds the whole state (parameters, gradients, optimizer slots) in
+ * device arrays of the host arenas' layout; the host arenas stay the source for the
+ * initial broadcast and for checkpoints (pull downloads from device 0, push uploads to
+ * every device). A step runs in rounds: each device in turn gets its next micro-batch
+ * staged on the host into one of its two pinned staging slots, uploaded on the context's copy
+ * stream into the device slot of the same number, and run forward and backward on the compute
+ * stream (all enqueued, so the devices work at the same time, and the host assembles the next
+ * micro-batch into the other slot while a device computes). The streams meet at marks, on the
+ * device: the compute stream waits for the upload's copy mark, copies the images into the
+ * workspace's input and reads the labels and ids in place; the copy stream waits for the
+ * compute mark after the micro-batch that last read a device slot before refilling it; the
+ * host refills a pinned slot once its last upload is done. The next step's first micro-batch
+ * per device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
+ * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
+ * for its data, and its upload overlaps the update. The loss sum and the correct count are
+ * accumulated on the device (mw_cuda_metrics_add) and come back as 16 bytes per device and step,
+ * never the n x K probabilities. The weight penalty goes into each device's gradients after the
+ * backward passes, scaled by its share of the replicas; the gradient sum over every device of the
+ * cluster is NCCL (cluster/nccl.h) on the contexts' streams, and every device's BatchNormalization
+ * statistics update (mw_model_update_stats) and optimizer update are enqueued behind it on the same
+ * stream. The step's only host wait is the polled one that ends the update (mw_nccl_wait, or the
+ * step mark on one GPU), under --collective-timeout.
+ *
+ * Synchronized BatchNormalization (worker/model/model.h) needs one replica per device: the devices
+ * run their slices in lockstep, and at each synchronized layer every device's 2 C sums come
+ * down to pinned memory (a polled wait), are added in device order, summed over the ranks by
+ * a polled MPI all-reduce, and go back up to every device; a host round trip per synchronized
+ * layer and direction. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/comm.h"
+#include "cluster/nccl.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "common/timeline.h"
+#include "kernels/cuda/cuda.h"
+#include "worker/replicas/device.h"
+#include "worker/replicas/replicas.h"
+
+#define MAX_GPUS 16
+#define GPU_MAX_BATCH 1024 /* examples per device micro-batch, at most */
+
+/* One device this rank drives. */
+typedef struct {
+    int ordinal;                          /* CUDA device number */
+    mw_kctx k;                            /* stream, cuBLAS, device scratch */
+    float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
+    double *reg;                          /* device: this step's weight penalty */
+    double *macc;   /* device: loss sum, correct count (mw_cuda_metrics_add) */
+    mw_model_ws ws; /* device workspace for one micro-batch */
+    void *stage;    /* pinned host: the h_ buffers below */
+    float *h_x[2];  /* the two staging slots (copy marks 0 and 1 after their uploads) */
+    int32_t *h_labels[2];
+    uint32_t *h_ids[2];
+    void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
+                   * after the micro-batch that last read them) */
+    float *d_x[2];
+    int32_t *d_labels[2];   /* read in place by the loss and the metrics */
+    uint32_t *d_ids[2];     /* the examples' ids (dropout), read in place */
+    int slot;               /* the slot of the micro-batch staged last */
+    double *h_reg, *h_macc; /* downloads of reg and macc */
+    unsigned round;         /* micro-batches staged: the slot is round % 2 */
+    int pre_n;              /* examples of the next step's first micro-batch staged (prefetch) */
+    double *dsum, *dtot;    /* synchronized BN, device: this slice's sums, the cluster's */
+    double *h_sum, *h_tot;  /* their pinned host copies (sstage) */
+    void *sstage;
+} gpu_dev;
+
+#define STEP_MARK 2 /* the mark after a step's update (one GPU, no NCCL) */
+
+struct mw_replicas {
+    mw_replicas_env env;
+    mw_kernels kt;
+    int ngpu;
+    gpu_dev *gd;     /* ngpu devices (owned) */
+    mw_nccl *nccl;   /* gradient all-reduce over every device of the cluster */
+    double acc[3];   /* running sums (replicas.h) */
+    int reg_pending; /* the penalty downloads of this step land at the update's wait */
+    float reg_ls;    /* the loss scale the penalty's gradient was made with (its loss: / it) */
+    int summed;      /* gpu_finite waited for this step's sums */
+    long gb;         /* this step's global batch: the metrics' divisor */
+    long step;       /* this step, for messages */
+    int sync_c;      /* synchronized BN: the most channels of such a layer (0: none) */
+    double *stot;    /* synchronized BN: the sums over the devices, then the cluster (host) */
+    struct {         /* the next step's batch (gpu_prefetch), staged by gpu_update */
+        const mw_dataset *d;
+        const uint32_t *ids;
+        long gb;
+        uint64_t dseed;
+        int state; /* 0 none, 1 asked for, 2 staged */
+    } next;
+};
+
+static size_t up64(size_t nbytes)
+{
+    return (nbytes + 63) / 64 * 64;
+}
+
+/* The device scratch to reserve: what the conv kernels' chunking uses for max_n images when
+ * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer). The model's
+ * scratch_count is the un-chunked size, which for large images asks for gigabytes. */
+static size_t conv_scratch(const mw_model *m, int max_n)
+{
+    size_t want = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == MW_LAYER_CONV2D) {
+            size_t s = mw_conv2d_ws_capped(&m->layers[i].conv, max_n, MW_CUDA_WS_CAP);
+            want = s > want ? s : want;
+        }
+    return want;
+}
+
+static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
+{
+    const mw_model *m = r->env.model;
+    const size_t count = m->params.count;
+    g->ordinal = ordinal;
+    MW_TRY(mw_cuda_ctx_open(&g->k, ordinal));
+    MW_TRY(mw_cuda_activate(&g->k)); /* the allocations below land on this device */
+    /* no host wait inside the backend outlasts --collective-timeout (a hung device) */
+    MW_TRY(mw_cuda_set_timeout(&g->k, r->env.o->collective_timeout));
+    if (r->env.o->tf32)
+        MW_TRY(mw_cuda_set_tf32(&g->k, 1));
+    float **arr[5] = {&g->params, &g->grads, &g->m1, &g->m2, &g->m3};
+    for (int i = 0; i < 5; i++)
+        MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
+    MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
+    MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
+    MW_TRY(mw_cuda_alloc((void **)&g->macc, 2 * sizeof(double)));
+    MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
+    g->ws.params = g->params;
+    const size_t scratch = conv_scratch(m, max_n);
+    if (scratch > g->k.ws_count)
+        MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
+    const size_t n = (size_t)g->ws.max_n;
+    const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
+    const size_t o_lab = up64(in * sizeof(float)), o_ids = o_lab + up64(n * sizeof(int32_t));
+    const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
+    MW_TRY(mw_cuda_host_alloc(&g->stage, 2 * slot + 3 * up64(sizeof(double))));
+    char *b = g->stage;
+    for (int s = 0; s < 2; s++, b += slot) {
+        g->h_x[s] = (float *)b;
+        g->h_labels[s] = (int32_t *)(b + o_lab);
+        g->h_ids[s] = (uint32_t *)(b + o_ids);
+    }
+    g->h_reg = (double *)b;
+    g->h_macc = (double *)(b + up64(sizeof(double)));
+    MW_TRY(mw_cuda_alloc(&g->dstage, 2 * slot));
+    b = g->dstage;
+    for (int s = 0; s < 2; s++, b += slot) {
+        g->d_x[s] = (float *)b;
+        g->d_labels[s] = (int32_t *)(b + o_lab);
+        g->d_ids[s] = (uint32_t *)(b + o_ids);
+    }
+    if (r->sync_c > 0) {
+        const size_t sb = 2 * (size_t)r->sync_c * sizeof(double);
+        MW_TRY(mw_cuda_alloc((void **)&g->dsum, sb));
+        MW_TRY(mw_cuda_alloc((void **)&g->dtot, sb));
+        MW_TRY(mw_cuda_host_alloc(&g->sstage, 2 * up64(sb)));
+        g->h_sum = g->sstage;
+        g->h_tot = (double *)((char *)g->sstage + up64(sb));
+    }
+    return mw_cuda_sync(&g->k);
+}
+
+static mw_status gpu_open(mw_replicas **out, const mw_replicas_env *env)
+{
+    mw_replicas *r = *out = calloc(1, sizeof *r);
+    if (!r)
+        return mw_err(MW_ENOMEM, "out of memory");
+    r->env = *env;
+    const int ndev = env->ndevices, first = env->first_device;
+    if (ndev > MAX_GPUS)
+        return mw_err(MW_EUNSUPPORTED,
+                      "this rank was given %d CUDA devices; a rank drives at "
+                      "most %d: run more ranks per node",
+                      ndev, MAX_GPUS);
+    mw_kernels_init_cuda(&r->kt);
+    if (strcmp(r->kt.name, "cuda") != 0)
+        return mw_err(MW_EDEVICE, "CUDA device %d: the CUDA kernels are not available", first);
+    MW_TRY(mw_model_check_kernels(env->model, &r->kt));
+    if ((r->sync_c = mw_model_sync_channels(env->model)) > 0 && env->o->replicas_per_worker != ndev)
+        return mw_err(MW_EUNSUPPORTED,
+                      "synchronized BatchNormalization on GPUs runs one replica per GPU; this "
+                      "rank has %d replicas on %d GPU(s): set --replicas-per-worker %d, or "
+                      "train on the CPU (--device cpu)",
+                      env->o->replicas_per_worker, ndev, ndev);
+    if (r->sync_c > 0 && !(r->stot = malloc(2 * (size_t)r->sync_c * sizeof *r->stot)))
+        return mw_err(MW_ENOMEM, "out of memory");
+    if (!(r->gd = calloc((size_t)ndev, sizeof *r->gd)))
+        return mw_err(MW_ENOMEM, "out of memory");
+    /* a device runs a replica's whole slice at once: micro-batches are for the CPU's caches;
+     * BatchNormalization's batch statistics are over the whole slice, so it is never cut */
+    const int bpr = env->o->batch_per_replica;
+    const int max_n =
+        bpr < GPU_MAX_BATCH || mw_model_has_batchnorm(env->model) ? bpr : GPU_MAX_BATCH;
+    for (int d = 0; d < ndev; d++) {
+        r->ngpu = d + 1; /* close releases what was opened */
+        MW_TRY(dev_open(r, &r->gd[d], first + d, max_n));
+    }
+    return MW_OK;
+}
+
+/* The first failure among the devices' contexts, waiting for each (so no work is left in
+ * flight). */
+static mw_status sync_all(mw_replicas *r)
+{
+    mw_status first = MW_OK;
+    for (int d = 0; d < r->ngpu; d++) {
+        mw_status rc = mw_cuda_sync(&r->gd[d].k);
+        if (first == MW_OK)
+            first = rc;
+    }
+    return first;
+}
+
+static mw_status gpu_push(mw_replicas *r, int weights_only)
+{
+    const mw_replicas_env *e = &r->env;
+    const size_t nb = e->model->params.count * sizeof(float);
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        MW_TRY(mw_cuda_upload(g->params, e->model->params.data, nb, &g->k));
+        if (!weights_only) {
+            MW_TRY(mw_cuda_upload(g->m1, e->m1->data, nb, &g->k));
+            MW_TRY(mw_cuda_upload(g->m2, e->m2->data, nb, &g->k));
+            MW_TRY(mw_cuda_upload(g->m3, e->m3->data, nb, &g->k));
+        }
+    }
+    return sync_all(r);
+}
+
+/* Device 0 -> host arenas: every device holds the same state. */
+static mw_status gpu_pull(mw_replicas *r)
+{
+    const mw_replicas_env *e = &r->env;
+    const size_t nb = e->model->params.count * sizeof(float);
+    gpu_dev *g = &r->gd[0];
+    MW_TRY(mw_cuda_download(e->model->params.data, g->params, nb, &g->k));
+    MW_TRY(mw_cuda_download(e->m1->data, g->m1, nb, &g->k));
+    MW_TRY(mw_cuda_download(e->m2->data, g->m2, nb, &g->k));
+    MW_TRY(mw_cuda_download(e->m3->data, g->m3, nb, &g->k));
+    return mw_cuda_sync(&g->k);
+}
+
+static mw_status gpu_connect(mw_replicas *r)
+{
+    const mw_replicas_env *e = &r->env;
+    /* NCCL over every GPU of the training ranks; agreed inside mw_nccl_open */
+    if (e->world * r->ngpu > 1) {
+        int ordinals[MAX_GPUS];
+        for (int d = 0; d < r->ngpu; d++)
+            ordinals[d] = r->gd[d].ordinal;
+        MW_TRY(mw_nccl_open(&r->nccl, e->topo->node_comm, e->topo->cross, r->ngpu, ordinals,
+                            e->model->params.count, e->o->collective_timeout));
+    }
+    if (e->rank == 0) {
+        const mw_policy p = mw_model_policy(e->model);
+        const char *f32 = e->o->tf32 ? "float32 layers TF32, --tf32" : "float32 layers FP32";
+        char math[256];
+        if (p == MW_POLICY_MIXED_BFLOAT16)
+            snprintf(math, sizeof math,
+                     "mixed_bfloat16 (bfloat16 values on TF32 and bfloat16 tensor cores; %s)", f32);
+        else if (p == MW_POLICY_MIXED_FLOAT16)
+            snprintf(math, sizeof math,
+                     "mixed_float16 (float16 values on TF32 and float16 tensor cores, dynamic "
+                     "loss scale from %g; %s)",
+                     e->o->loss_scale_initial, f32);
+        else
+            snprintf(math, sizeof math, "%s",
+                     e->o->tf32 ? "TF32 tensor-core math (--tf32)" : "FP32 math");
+        if (r->ngpu == 1)
+            mw_log_info("training on CUDA device %d (%s); %s, %s", r->gd[0].ordinal,
+                        mw_cuda_version_string(), mw_cuda_conv_backend(), math);
+        else
+            mw_log_info("training on CUDA devices %d-%d as %d replicas (%s); %s, %s",
+                        r->gd[0].ordinal, r->gd[r->ngpu - 1].ordinal, e->o->replicas_per_worker,
+                        mw_cuda_version_string(), mw_cuda_conv_backend(), math);
+    }
+    return MW_OK;
+}
+
+/* Stage n examples of d on the host (ids, or first, first+1, ... when ids is NULL) into g's
+ * next staging slot s, once that slot's last upload is done (a polled wait, passed at once
+ * unless the device is two micro-batches behind); enqueue their upload on the copy stream into
+ * device slot s, behind the compute mark after the last micro-batch that read it; make the
+ * compute stream wait for the upload and copy the images into the workspace's input. The
+ * caller marks s on the compute stream after the micro-batch's last kernel (done_with).
+ * Training: dropout keyed by the examples' global ids. */
+static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
+                       uint32_t first, int n, int training, uint64_t dseed)
+{
+    mw_model_ws *ws = &g->ws;
+    const mw_model *m = r->env.model;
+    const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
+    const int s = g->slot = (int)(g->round++ % 2);
+    MW_TRY(mw_cuda_wait_copy_mark(&g->k, s, r->env.o->collective_timeout, "GPU staging"));
+    MW_TL_BEGIN("data", "data");
+    for (int j = 0; j < n; j++)
+        g->h_ids[s][j] = ids ? ids[j] : first + (uint32_t)j;
+    mw_dataset_batch(d, g->h_x[s], g->h_labels[s], g->h_ids[s], n);
+    MW_TL_END("data", "data");
+    MW_TRY(mw_cuda_copy_after(&g->k, s));
+    MW_TRY(mw_cuda_upload_copy(g->d_x[s], g->h_x[s], in * sizeof(float), &g->k));
+    MW_TRY(mw_cuda_upload_copy(g->d_labels[s], g->h_labels[s], (size_t)n * sizeof(int32_t), &g->k));
+    if (training)
+        MW_TRY(mw_cuda_upload_copy(g->d_ids[s], g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
+    MW_TRY(mw_cuda_copy_mark(&g->k, s));
+    MW_TRY(mw_cuda_compute_after(&g->k, s));
+    /* the input is copied (layers may alias it); labels and ids are read where they landed */
+    MW_TRY(mw_cuda_copy(ws->act[0], g->d_x[s], in * sizeof(float), &g->k));
+    ws->labels = g->d_labels[s];
+    ws->training = training;
+    ws->dropout_seed = training ? dseed : 0;
+    ws->example_ids = training ? g->d_ids[s] : NULL;
+    return MW_OK;
+}
+
+/* After the last kernel of g's micro-batch staged last: its device slot may be refilled. */
+static mw_status done_with(gpu_dev *g)
+{
+    return mw_cuda_mark(&g->k, g->slot);
+}
+
+/* Where a device is in its replicas' slices during run. */
+typedef struct {
+    int lr, end;   /* current local replica, one past its last */
+    long off, cnt; /* the current replica's slice */
+    long i;        /* examples of it done */
+    int n;         /* examples in flight this round */
+    int rounds;    /* micro-batches so far */
+} cursor;
+
+/* Move q to the next replica slice with examples left; 0 when the device is done. */
+static int next_slice(const mw_replicas *r, cursor *q, long total)
+{
+    const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
+    while (q->lr < q->end && q->i >= q->cnt)
+        if (++q->lr < q->end) {
+            q->i = 0;
+            mw_slice(total, nrep, r->env.rank * rpw + q->lr, &q->off, &q->cnt);
+        }
+    return q->lr < q->end;
+}
+
+/* Device d's first micro-batch of a step of total examples, as run's cursor finds it: the start
+ * of the first of its replicas' slices that has examples, at most a workspace's worth; *n = 0
+ * when the device has none. */
+static void first_batch(const mw_replicas *r, int d, long total, long *off, int *n)
+{
+    const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
+    const int rpd = rpw / r->ngpu, max_n = r->gd[d].ws.max_n;
+    *n = 0;
+    for (int lr = d * rpd; lr < (d + 1) * rpd; lr++) {
+        long cnt;
+        mw_slice(total, nrep, r->env.rank * rpw + lr, off, &cnt);
+        if (cnt > 0) {
+            *n = cnt < max_n ? (int)cnt : max_n;
+            return;
+        }
+    }
+}
+
+/* Whether the staged next batch is the training batch (d, ids, gb, dseed); either way the
+ * request is used up (ids NULL: not a training batch). */
+static int take_next(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                     uint64_t dseed)
+{
+    const int hit = r->next.state == 2 && ids && r->next.d == d && r->next.ids == ids &&
+                    r->next.gb == gb && r->next.dseed == dseed;
+    r->next.state = 0;
+    return hit;
+}
+
+/* The asked-for next batch (gpu_prefetch): each device's first micro-batch staged, its upload
+ * enqueued behind this step's update. */
+static mw_status stage_next(mw_replicas *r)
+{
+    if (r->next.state != 1)
+        return MW_OK;
+    r->next.state = 0; /* unless it is all staged */
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        long off;
+        first_batch(r, d, r->next.gb, &off, &g->pre_n);
+        if (g->pre_n > 0)
+            MW_TRY(stage(r, g, r->next.d, r->next.ids + off, (uint32_t)off, g->pre_n, 1,
+                         r->next.dseed));
+    }
+    r->next.state = 2;
+    return MW_OK;
+}
+
+/* A device's first micro-batch of n examples: already staged (pre: the prefetched batch), or
+ * staged now. */
+static mw_status stage_first(const mw_replicas *r, gpu_dev *g, int pre, const mw_dataset *data,
+                             const uint32_t *ids, uint32_t first, int n, int training,
+                             uint64_t dseed)
+{
+    if (!pre || g->pre_n == 0)
+        return stage(r, g, data, ids, first, n, training, dseed);
+    if (g->pre_n != n)
+        return mw_err(MW_EINTERNAL,
+                      "CUDA device %d: %d examples were prefetched, the step "
+                      "begins with %d",
+                      g->ordinal, g->pre_n, n);
+    return MW_OK;
+}
+
+/* This rank's replicas' slices of total examples on the devices, in rounds of one
+ * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
+ * ids equal to positions (evaluation). Training: forward and backward into the devices'
+ * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and correct count go
+ * into each device's macc (zeroed first) and their download into h_macc is enqueued: read
+ * it after the next wait. */
+static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const uint32_t *base,
+                     int training, long gb, uint64_t dseed)
+{
+    const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
+    const int rpd = rpw / r->ngpu;
+    const mw_model *m = r->env.model;
+    const int pre = take_next(r, data, training ? base : NULL, total, dseed);
+    cursor c[MAX_GPUS];
+    for (int d = 0; d < r->ngpu; d++) {
+        c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0, c[d].rounds = 0;
+        mw_slice(total, nrep, r->env.rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
+        MW_TRY(mw_cuda_zero(r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
+    }
+    for (;;) {
+        int busy = 0;
+        for (int d = 0; d < r->ngpu; d++) {
+            gpu_dev *g = &r->gd[d];
+            cursor *q = &c[d];
+            q->n = 0;
+            if (!next_slice(r, q, total))
+                continue;
+            int n = q->cnt - q->i < g->ws.max_n ? (int)(q->cnt - q->i) : g->ws.max_n;
+            const uint32_t *ids = base ? base + q->off + q->i : NULL;
+            const uint32_t first = (uint32_t)(q->off + q->i);
+            if (q->rounds++ == 0)
+                MW_TRY(stage_first(r, g, pre, data, ids, first, n, training, dseed));
+            else
+                MW_TRY(stage(r, g, data, ids, first, n, training, dseed));
+            mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
+            if (training)
+                mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
+            mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, n,
+                                m->nclasses);
+            MW_TRY(done_with(g));
+            q->n = n;
+            q->i += n;
+            busy = 1;
+        }
+        if (!busy)
+            break;
+    }
+    for (int d = 0; d < r->ngpu; d++) /* a failed kernel surfaces at the next wait */
+        MW_TRY(mw_cuda_download(r->gd[d].h_macc, r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
+    return MW_OK;
+}
+
+/* Synchronized layer i on every device (one replica each, cnt[d] examples): the sums down, a
+ * polled wait, their total over the devices and the ranks, back up, and each device's pass. */
+static mw_status gpu_sync_layer(mw_replicas *r, int i, int backward, long gb, const long *cnt)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int C = m->layers[i].out_c;
+    const size_t sb = 2 * (size_t)C * sizeof(double);
+    char what[128];
+    snprintf(what, sizeof what, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
+             m->layers[i].name, backward ? "backward" : "forward");
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (cnt[d] > 0) {
+            mw_model_sync_sums(m, &r->kt, &g->k, &g->ws, g->grads, i, (int)cnt[d], backward,
+                               g->dsum);
+            MW_TRY(mw_cuda_download(g->h_sum, g->dsum, sb, &g->k));
+        } else {
+            memset(g->h_sum, 0, sb);
+        }
+        MW_TRY(mw_cuda_mark(&g->k, STEP_MARK));
+    }
+    memset(r->stot, 0, sb);
+    for (int d = 0; d < r->ngpu; d++) {
+        MW_TRY(mw_cuda_wait_mark(&r->gd[d].k, STEP_MARK, e->o->collective_timeout, what));
+        for (int c = 0; c < 2 * C; c++)
+            r->stot[c] += r->gd[d].h_sum[c];
+    }
+    if (e->world > 1) {
+        mw_wait_ctx w = {what, r->step, e->o->collective_timeout};
+        mw_fault_point("bn-sync", e->topo->world_rank);
+        MW_TRY(mw_comm_allreduce(&w, r->stot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
+    }
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (cnt[d] <= 0)
+            continue;
+        memcpy(g->h_tot, r->stot, sb); /* its last upload is done: the wait above */
+        MW_TRY(mw_cuda_upload(g->dtot, g->h_tot, sb, &g->k));
+        if (backward)
+            mw_model_sync_backward(m, &r->kt, &g->k, &g->ws, g->grads, i, (int)cnt[d],
+                                   1.0f / (float)gb, g->dtot, gb);
+        else
+            mw_model_sync_forward(m, &r->kt, &g->k, &g->ws, i, (int)cnt[d], g->dtot, gb);
+    }
+    return MW_OK;
+}
+
+/* A synchronized-BN model's training pass: each device's one replica slice, staged whole, the
+ * parts between synchronized layers enqueued device by device, synchronized at each. */
+static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long gb,
+                          uint64_t dseed)
+{
+    const mw_replicas_env *e = &r->env;
+    const mw_model *m = e->model;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    const int pre = take_next(r, data, ids, gb, dseed);
+    long cnt[MAX_GPUS];
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        long off;
+        mw_slice(gb, nrep, e->rank * rpw + d, &off, &cnt[d]);
+        MW_TRY(mw_cuda_zero(g->macc, 2 * sizeof(double), &g->k));
+        if (cnt[d] > 0)
+            MW_TRY(stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
+    }
+    for (int i = 0, from = 0; i <= L; i++)
+        if (i == L || mw_model_is_sync(m, i)) {
+            for (int d = 0; d < r->ngpu; d++)
+                if (cnt[d] > 0)
+                    mw_model_forward_part(m, &r->kt, &r->gd[d].k, &r->gd[d].ws, (int)cnt[d], from,
+                                          i);
+            if (i < L)
+                MW_TRY(gpu_sync_layer(r, i, 0, gb, cnt));
+            from = i + 1;
+        }
+    for (int i = L - 1, to = L; i >= -1; i--)
+        if (i < 0 || mw_model_is_sync(m, i)) {
+            for (int d = 0; d < r->ngpu; d++)
+                if (cnt[d] > 0)
+                    mw_model_backward_part(m, &r->kt, &r->gd[d].k, &r->gd[d].ws, r->gd[d].grads,
+                                           (int)cnt[d], 1.0f / (float)gb, i + 1, to);
+            if (i >= 0)
+                MW_TRY(gpu_sync_layer(r, i, 1, gb, cnt));
+            to = i;
+        }
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (cnt[d] > 0) {
+            mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, (int)cnt[d],
+                                m->nclasses);
+            MW_TRY(done_with(g));
+        }
+        MW_TRY(mw_cuda_download(g->h_macc, g->macc, 2 * sizeof(double), &g->k));
+    }
+    return MW_OK;
+}
+
+/* The devices' metrics downloads (complete after a wait) into sums[0] (/ div) and sums[1]. */
+static void take_macc(const mw_replicas *r, double *sums, double div)
+{
+    for (int d = 0; d < r->ngpu; d++) {
+        sums[0] += r->gd[d].h_macc[0] / div;
+        sums[1] += r->gd[d].h_macc[1];
+    }
+}
+
+static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                           uint64_t dseed, long step)
+{
+    r->step = step;
+    const mw_replicas_env *e = &r->env;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
+    const size_t count = e->model->params.count;
+    for (int dv = 0; dv < r->ngpu; dv++)
+        MW_TRY(mw_cuda_zero(r->gd[dv].grads, count * sizeof(float), &r->gd[dv].k));
+    if (r->sync_c > 0)
+        MW_TRY(run_sync(r, d, ids, gb, dseed));
+    else
+        MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
+    r->gb = gb; /* the loss and correct count are read after the update's wait */
+    r->acc[2] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
+    /* the penalty scaled by the device's share of the replicas (its replicas / all
+     * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
+    r->reg_ls = mw_model_loss_scale(e->model); /* scales the gradients; the loss is unscaled */
+    const float share = (float)(rpw / r->ngpu) / (float)nrep * r->reg_ls;
+    r->reg_pending = mw_model_has_regularizers(e->model);
+    for (int dv = 0; dv < r->ngpu && r->reg_pending; dv++) {
+        gpu_dev *g = &r->gd[dv];
+        MW_TRY(mw_cuda_zero(g->reg, sizeof(double), &g->k));
+        mw_model_regularize(e->model, &r->kt, &g->k, g->params, g->grads, g->reg, share);
+        MW_TRY(mw_cuda_download(g->h_reg, g->reg, sizeof(double), &g->k));
+    }
+    return MW_OK;
+}
+
+/* Enqueued only: the sums follow the backward passes on the compute streams, and the update
+ * follows the sums; gpu_update waits. */
+static mw_status gpu_allreduce(mw_replicas *r, long step)
+{
+    r->step = step;
+    if (!r->nccl)
+        return MW_OK;
+    float *bufs[MAX_GPUS];
+    void *streams[MAX_GPUS];
+    for (int d = 0; d < r->ngpu; d++) {
+        bufs[d] = r->gd[d].grads;
+        streams[d] = mw_cuda_stream(&r->gd[d].k);
+    }
+    return mw_nccl_allreduce_start(r->nccl, bufs, r->env.model->params.count, streams, step);
+}
+
+/* Wait, polled under --collective-timeout, until every device has done all it was given. */
+static mw_status wait_devices(mw_replicas *r, const char *what)
+{
+    for (int d = 0; d < r->ngpu; d++)
+        MW_TRY(mw_cuda_mark(&r->gd[d].k, STEP_MARK));
+    for (int d = 0; d < r->ngpu; d++)
+        MW_TRY(mw_cuda_wait_mark(&r->gd[d].k, STEP_MARK, r->env.o->collective_timeout, what));
+    return MW_OK;
+}
+
+/* The sums are waited for here (polled), so the update that follows waits for its own work
+ * only (r->summed). */
+static mw_status gpu_finite(mw_replicas *r, int *all_finite)
+{
+    if (r->nccl)
+        MW_TRY(mw_nccl_wait(r->nccl));
+    else
+        MW_TRY(wait_devices(r, "the GPU step's all-reduce"));
+    r->summed = 1;
+    gpu_dev *g = &r->gd[0];
+    *all_finite = mw_grads_finite(&r->kt, &g->k, g->grads, r->env.model->params.count);
+    return mw_cuda_last_status(&g->k);
+}
+
+static void gpu_metrics(mw_replicas *r, double sums[3], int reset)
+{
+    mw_metrics_take(r->acc, sums, reset);
+}
+
+/* Enqueued behind the all-reduce on each stream; then the step's one host wait: NCCL's
+ * polled wait (the sums and the update), or on one GPU the step mark. The step's metrics and
+ * penalty downloads are complete then. */
+static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
+{
+    const mw_replicas_env *e = &r->env;
+    /* A clip norm reads the summed gradient's norm back to the host (mw_sumsq_cuda waits on
+     * the stream): take the polled wait for the sums first, so no host wait sits behind an
+     * all-reduce outside --collective-timeout. */
+    const int clip = h && (e->o->clipnorm > 0 || e->o->global_clipnorm > 0);
+    const int summed = r->summed; /* gpu_finite waited for the sums */
+    r->summed = 0;
+    if (clip && r->nccl && !summed)
+        MW_TRY(mw_nccl_wait(r->nccl));
+    else if (clip && !summed)
+        MW_TRY(wait_devices(r, "the GPU step's all-reduce"));
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        float *const slots[3] = {g->m1, g->m2, g->m3};
+        /* behind the sums on the stream, as the CPU's between the all-reduce and the update */
+        mw_model_update_stats(e->model, &r->kt, &g->k, g->params, g->grads);
+        if (h) /* NULL: a skipped step */
+            mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
+                               e->model->params.count, h);
+    }
+    MW_TRY(stage_next(r)); /* the host assembles the next batch while the devices update */
+    MW_TL_BEGIN("wait: the all-reduce and the update", "wait");
+    if (r->nccl && !clip && !summed)
+        MW_TRY(mw_nccl_wait(r->nccl));
+    else
+        MW_TRY(wait_devices(r, "the GPU step"));
+    MW_TL_END("wait: the all-reduce and the update", "wait");
+    for (int d = 0; d < r->ngpu; d++)
+        MW_TRY(mw_cuda_last_status(&r->gd[d].k));
+    take_macc(r, r->acc, (double)r->gb);
+    for (int d = 0; d < r->ngpu && r->reg_pending; d++)
+        r->acc[0] += *r->gd[d].h_reg / r->reg_ls;
+    r->reg_pending = 0;
+    return MW_OK;
+}
+
+static mw_status gpu_prefetch(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
+                              uint64_t dseed)
+{
+    r->next.d = d, r->next.ids = ids, r->next.gb = gb, r->next.dseed = dseed;
+    r->next.state = ids && gb > 0 ? 1 : 0;
+    return MW_OK;
+}
+
+static mw_status gpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[3])
+{
+    const mw_replicas_env *e = &r->env;
+    MW_TRY(run(r, d, n, NULL, 0, 0, 0));
+    MW_TRY(wait_devices(r, "GPU evaluation"));
+    take_macc(r, sums, 1.0);
+    sums[2] += (double)mw_rank_examples(n, e->world, e->o->replicas_per_worker, e->rank);
+    return MW_OK;
+}
+
+static void gpu_describe(const mw_replicas *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d GPU(s) per rank, kernels %s, all-reduce %s", r->ngpu, r->kt.name,
+             r->nccl ? mw_nccl_version_string() : "none (one GPU)");
+}
+
+static void gpu_close(mw_replicas **rp, int abandoned)
+{
+    mw_replicas *r = *rp;
+    if (!r)
+        return;
+    *rp = NULL;
+    /* A peer or a device may be stuck: waiting for a stream or destroying the NCCL
+     * communicator could block. The job is about to be aborted; leave it all. */
+    if (abandoned)
+        return;
+    mw_nccl_close(&r->nccl);
+    for (int d = 0; d < r->ngpu; d++) {
+        gpu_dev *g = &r->gd[d];
+        if (!g->k.dev)
+            continue;
+        (void)mw_cuda_sync(&g->k);
+        (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
+        mw_model_ws_free(&g->ws);
+        void *dev[] = {g->params, g->grads, g->m1,   g->m2,   g->m3,
+                       g->reg,    g->macc,  g->dsum, g->dtot, g->dstage};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+            mw_cuda_free(dev[i]);
+        mw_cuda_host_free(g->stage);
+        mw_cuda_host_free(g->sstage);
+        mw_cuda_ctx_close(&g->k);
+    }
+    free(r->gd);
+    free(r->stot);
+    free(r);
+}
+
+static const mw_replicas_ops gpu_ops = {
+    .name = "cuda",
+    .open = gpu_open,
+    .connect = gpu_connect,
+    .grads = gpu_grads,
+    .prefetch = gpu_prefetch,
+    .allreduce = gpu_allreduce,
+    .finite = gpu_finite,
+    .metrics = gpu_metrics,
+    .update = gpu_update,
+    .evaluate = gpu_evaluate,
+    .push = gpu_push,
+    .pull = gpu_pull,
+    .describe = gpu_describe,
+    .close = gpu_close,
+};
+
+static const mw_gpu_module module = {
+    .abi = MW_GPU_MODULE_ABI,
+    .probe = mw_cuda_probe,
+    .version = mw_cuda_version_string,
+    .replicas = &gpu_ops,
+};
+
+/* The module's one entry point (worker/replicas/device.c looks it up by name). */
+const mw_gpu_module *mw_gpu_module_get(void)
+{
+    return &module;
+}
