@@ -9,9 +9,10 @@
  *   TensorFlow.js       {"modelTopology": {"model_config": <one of the above>}, ...} or
  *                       {"modelTopology": <one of the above>}
  *
- * Layers: InputLayer, Conv2D, MaxPooling2D, Flatten, Dense, Dropout, Activation, ReLU and
- * Softmax; activations linear, relu and softmax, where a softmax must come last and is folded
- * into the cross-entropy (the model's output stays logits, so the loss is computed stably);
+ * Layers: InputLayer, the classes of the layer table (worker/model/layer.h: each row reads its
+ * own config, with worker/keras/keras_layer.h's typed readers) and the Keras preprocessing
+ * layers (worker/data/preprocess.h); a final softmax is folded into the cross-entropy (the
+ * model's output stays logits, so the loss is computed stably);
  * the initializers GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal,
  * LecunUniform, VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones and
  * Constant with their config values (their `seed` is ignored: mwtrain seeds from --seed); the

@@ -3,6 +3,9 @@
  * (worker/model/layer.h). */
 #include <stdio.h>
 
+#include "worker/keras/keras_layer.h"
+#include <string.h>
+
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -129,8 +132,89 @@ static int softmax_kernels(const mw_layer *l, const mw_kernels *t)
     return t->softmax_fwd && t->softmax_bwd;
 }
 
+/* ---- Keras ---- */
+
+static mw_status add_relu_layer(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                                const char *name)
+{
+    static const char *const keys[] = {"max_value", "negative_slope", "threshold"};
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(cfg, keys[i]);
+        if (!v || json_is_null(v) || (i > 0 && json_is_number(v) && json_number_value(v) == 0.0))
+            continue;
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "%s: found %s; supported: the plain ReLU (max_value "
+                        "null, negative_slope 0, threshold 0)",
+                        keys[i], mw_kdescribe(d, sizeof d, v));
+    }
+    mw_status rc = mw_model_add_relu(B->m, name, 0);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+static mw_status add_activation_layer(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                                      const char *name, int is_last)
+{
+    mw_activation act;
+    MW_TRY(mw_kget_activation(L, cfg, "activation", is_last, 1, &act));
+    mw_status rc = mw_model_add_act(B->m, name, act, mw_kact_alpha(act), 0);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+static mw_status add_softmax_layer(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                                   const char *name, int is_last)
+{
+    const json_t *axis = json_object_get(cfg, "axis");
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    int a = -1;
+    if (axis && json_is_array(axis) && json_array_size(axis) == 1)
+        axis = json_array_get(axis, 0);
+    if (axis && !json_is_null(axis) && (!mw_kas_int(axis, -8, 8, &a) || a != -1))
+        return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the class axis)",
+                        mw_kdescribe(d, sizeof d, axis));
+    (void)is_last; /* before the end it is computed as a layer */
+    mw_status rc = mw_model_add_softmax(B->m, name, 0);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+/* LeakyReLU (negative_slope; Keras 2: alpha; default 0.3) and ELU (alpha, default 1). */
+static mw_status add_param_act(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                               const char *name, int elu)
+{
+    double a = elu ? 1.0 : 0.3;
+    if (!elu && json_object_get(cfg, "negative_slope"))
+        MW_TRY(mw_kget_num(L, "", cfg, "negative_slope", 0.3, &a));
+    else
+        MW_TRY(mw_kget_num(L, "", cfg, "alpha", a, &a));
+    mw_status rc = mw_model_add_act(B->m, name, elu ? MW_ACT_ELU : MW_ACT_LEAKY_RELU, (float)a, 0);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    B->m->layers[B->m->nlayers - 1].cls = elu ? "ELU" : "LeakyReLU";
+    return MW_OK;
+}
+
+static mw_status parse_relu(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    (void)cls;
+    return add_relu_layer(R->B, R->L, cfg, name);
+}
+
+/* Activation and Softmax layers. */
+static mw_status parse_identity(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    if (!strcmp(cls, "Softmax"))
+        return add_softmax_layer(R->B, R->L, cfg, name, R->is_last);
+    return add_activation_layer(R->B, R->L, cfg, name, R->is_last);
+}
+
+static mw_status parse_act(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    return add_param_act(R->B, R->L, cfg, name, !strcmp(cls, "ELU"));
+}
+
 const mw_layer_ops mw_layer_relu = {
     .keras = {"ReLU"},
+    .parse = parse_relu,
     .forward = relu_forward,
     .backward = relu_backward,
     .exact = always,
@@ -138,6 +222,7 @@ const mw_layer_ops mw_layer_relu = {
 
 const mw_layer_ops mw_layer_identity = {
     .keras = {"Activation", "Softmax"},
+    .parse = parse_identity,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
     .exact = always,
@@ -145,6 +230,7 @@ const mw_layer_ops mw_layer_identity = {
 
 const mw_layer_ops mw_layer_act = {
     .keras = {"LeakyReLU", "ELU"},
+    .parse = parse_act,
     .forward = act_forward,
     .backward = act_backward,
     .has_kernels = act_kernels,

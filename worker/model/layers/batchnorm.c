@@ -1,6 +1,7 @@
 /* BatchNormalization, synchronized or not: the layer table's row (worker/model/layer.h), the
  * moving statistics' fold (mw_model_update_stats) and the lockstep steps of a synchronized
  * layer (mw_model_sync_*); model.h says how the statistics travel. */
+#include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -91,8 +92,47 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
            mw_diff_real(d, n, "epsilon", x->epsilon, y->epsilon);
 }
 
+/* ---- Keras ---- */
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    double mom = 0.99, eps = 1e-3;
+    int center = 1, scale = 1, sync = 0, renorm = 0;
+    mw_init beta, gamma;
+    int p = B->m->next_nin > 0 ? B->m->next_in[0] : B->m->nlayers - 1;
+    MW_TRY(mw_kget_bn_axis(L, cfg, p >= 0 ? B->m->layers[p].flat : B->m->flat_input));
+    MW_TRY(mw_kget_num(L, "", cfg, "momentum", 0.99, &mom));
+    MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
+    MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
+    MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));
+    MW_TRY(mw_kget_bool(L, cfg, "synchronized", 0, &sync));
+    MW_TRY(mw_kget_bool(L, cfg, "renorm", 0, &renorm));
+    if (renorm)
+        return mw_kfail(L, MW_EUNSUPPORTED, "renorm true is not supported; supported: false");
+    MW_TRY(mw_kget_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &beta));
+    MW_TRY(mw_kget_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &gamma));
+    MW_TRY(mw_kneed_init(L, cfg, "moving_mean_initializer", MW_INIT_ZEROS));
+    MW_TRY(mw_kneed_init(L, cfg, "moving_variance_initializer", MW_INIT_ONES));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer",  "beta_constraint",
+                                        "gamma_constraint", "virtual_batch_size", "adjustment"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        MW_TRY(mw_kneed_null(L, cfg, nulls[i],
+                             "BatchNormalization regularizers, constraints, "
+                             "virtual batches and adjustments"));
+    mw_status rc = mw_model_add_batchnorm(B->m, name, (float)mom, (float)eps, center, scale, sync);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    mw_layer *l = &B->m->layers[B->m->nlayers - 1];
+    l->kernel_init = gamma, l->bias_init = beta;
+    return MW_OK;
+}
+
 const mw_layer_ops mw_layer_batchnorm = {
     .keras = {"BatchNormalization"},
+    .parse = parse,
     .forward = forward,
     .backward = backward,
     .buf_bytes = buf,

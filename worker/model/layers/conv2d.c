@@ -1,4 +1,5 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
+#include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -64,8 +65,52 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
                            (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
 }
 
+/* ---- Keras ---- */
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    int filters = 0, groups = 0, same = 0;
+    int ks[2] = {0, 0}, st[2] = {0, 0}, dil[2] = {0, 0};
+    mw_kweights w;
+    MW_TRY(mw_kget_int(L, cfg, "filters", 0, 1, 1, MW_KMAX_DIM, &filters));
+    MW_TRY(mw_kget_pair(L, cfg, "kernel_size", 0, 1, MW_KMAX_WINDOW, ks));
+    MW_TRY(mw_kget_pair(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, st));
+    MW_TRY(mw_kget_padding(L, cfg, &same));
+    MW_TRY(mw_kcheck_data_format(L, cfg));
+    MW_TRY(mw_kget_pair(L, cfg, "dilation_rate", 1, 1, MW_KMAX_WINDOW, dil));
+    if (dil[0] != 1 || dil[1] != 1)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "dilation_rate [%d, %d] is not supported; supported: "
+                        "1 (no dilation)",
+                        dil[0], dil[1]);
+    MW_TRY(mw_kget_int(L, cfg, "groups", 1, 0, 1, MW_KMAX_DIM, &groups));
+    if (groups != 1)
+        return mw_kfail(L, MW_EUNSUPPORTED, "groups %d is not supported; supported: 1", groups);
+    MW_TRY(mw_kread_weights(L, cfg, R->is_last, &w));
+    MW_TRY(mw_kneed_channels(B, L));
+    if ((long long)ks[0] * ks[1] * mw_kcur_c(B->m) * filters > MW_KMAX_TENSOR)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "a %dx%dx%dx%d kernel is larger than the %d values "
+                        "supported per tensor",
+                        ks[0], ks[1], mw_kcur_c(B->m), filters, MW_KMAX_TENSOR);
+    mw_status rc =
+        mw_model_add_conv2d(B->m, name, filters, ks[0], ks[1], st[0], st[1], same, w.use_bias);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    if (mw_klast_out(B->m) > MW_KMAX_TENSOR)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "its output has %zu values per example; at most %d are "
+                        "supported",
+                        mw_klast_out(B->m), MW_KMAX_TENSOR);
+    return mw_kapply_weights(B, &w);
+}
+
 const mw_layer_ops mw_layer_conv2d = {
     .keras = {"Conv2D"},
+    .parse = parse,
     .forward = forward,
     .backward = backward,
     .scratch = scratch,

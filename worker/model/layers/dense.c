@@ -1,4 +1,5 @@
 /* Dense: the layer table's row (worker/model/layer.h). */
+#include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -44,8 +45,31 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
     return mw_diff_dims(d, n, "units", &x->out_c, &y->out_c, 1);
 }
 
+/* ---- Keras ---- */
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    int units = 0;
+    mw_kweights w;
+    MW_TRY(mw_kget_int(L, cfg, "units", 0, 1, 1, MW_KMAX_DIM, &units));
+    MW_TRY(mw_kread_weights(L, cfg, R->is_last, &w));
+    if ((long long)mw_kcur_c(B->m) * units > MW_KMAX_TENSOR)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "a %dx%d kernel is larger than the %d values supported "
+                        "per tensor",
+                        mw_kcur_c(B->m), units, MW_KMAX_TENSOR);
+    mw_status rc = mw_model_add_dense(B->m, name, units, w.use_bias);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    return mw_kapply_weights(B, &w);
+}
+
 const mw_layer_ops mw_layer_dense = {
     .keras = {"Dense"},
+    .parse = parse,
     .forward = forward,
     .backward = backward,
     .matmul = 1,

@@ -1,4 +1,5 @@
 /* Dropout: the layer table's row (worker/model/layer.h). */
+#include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -46,8 +47,32 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
     return mw_diff_real(d, n, "rate", x->rate, y->rate);
 }
 
+/* ---- Keras ---- */
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    double rate = 0.0;
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (!json_object_get(cfg, "rate"))
+        return mw_kfail(L, MW_EMODEL, "rate is missing; expected a number from 0 up to 1");
+    MW_TRY(mw_kget_num(L, "", cfg, "rate", 0.0, &rate));
+    if (!(rate >= 0.0 && rate < 1.0))
+        return mw_kfail(L, MW_EMODEL, "rate %g: expected 0 <= rate < 1", rate);
+    MW_TRY(mw_kneed_null(L, cfg, "noise_shape", "noise shapes (masks shared across axes)"));
+    const json_t *seed = json_object_get(cfg, "seed");
+    if (seed && !json_is_null(seed) && !json_is_integer(seed))
+        return mw_kfail(L, MW_EMODEL, "seed: found %s; expected an integer or null",
+                        mw_kdescribe(d, sizeof d, seed));
+    mw_status rc = mw_model_add_dropout(B->m, name, (float)rate);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
 const mw_layer_ops mw_layer_dropout = {
     .keras = {"Dropout"},
+    .parse = parse,
     .forward = forward,
     .backward = backward,
     .buf_bytes = buf,

@@ -1,5 +1,8 @@
 /* Add, Multiply and Concatenate: the merges of a Functional graph's tensors. The layer
  * table's rows (worker/model/layer.h). */
+#include "worker/keras/keras_layer.h"
+#include <string.h>
+
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -122,14 +125,42 @@ static int concat_kernels(const mw_layer *l, const mw_kernels *t)
     return t->concat_fwd && t->concat_bwd;
 }
 
+/* ---- Keras ---- */
+
+/* Add, Multiply, Concatenate: inputs from the graph (a Sequential model has none to merge). */
+static mw_status add_merge(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg, const char *name,
+                           const char *cls)
+{
+    if (B->m->next_nin < 1)
+        return mw_kfail(L, MW_EMODEL, "a merge layer needs a Functional model's inbound_nodes");
+    mw_status rc;
+    if (!strcmp(cls, "Concatenate")) {
+        int p = B->m->next_in[0], flat = p >= 0 ? B->m->layers[p].flat : B->m->flat_input;
+        MW_TRY(mw_kget_bn_axis(L, cfg, flat));
+        rc = mw_model_add_concat(B->m, name);
+    } else if (!strcmp(cls, "Add")) {
+        rc = mw_model_add_add(B->m, name);
+    } else {
+        rc = mw_model_add_multiply(B->m, name);
+    }
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    return add_merge(R->B, R->L, cfg, name, cls);
+}
+
 const mw_layer_ops mw_layer_add = {
     .keras = {"Add"},
+    .parse = parse,
     .forward = add_forward,
     .backward = add_backward,
 };
 
 const mw_layer_ops mw_layer_multiply = {
     .keras = {"Multiply"},
+    .parse = parse,
     .forward = mul_forward,
     .backward = mul_backward,
     .has_kernels = mul_kernels,
@@ -137,6 +168,7 @@ const mw_layer_ops mw_layer_multiply = {
 
 const mw_layer_ops mw_layer_concat = {
     .keras = {"Concatenate"},
+    .parse = parse,
     .forward = concat_forward,
     .backward = concat_backward,
     .exact = concat_exact,

@@ -1,5 +1,8 @@
 /* MaxPooling2D, AveragePooling2D and their global forms: the layer table's rows
  * (worker/model/layer.h). */
+#include "worker/keras/keras_layer.h"
+#include <string.h>
+
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -102,8 +105,65 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
                            (const int[]){qy->PT, qy->PL, qy->OH, qy->OW});
 }
 
+/* ---- Keras ---- */
+
+static mw_status add_maxpool(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                             const char *name)
+{
+    int ps[2] = {0, 0}, st[2] = {0, 0}, same = 0;
+    const json_t *strides = json_object_get(cfg, "strides");
+    MW_TRY(mw_kget_pair(L, cfg, "pool_size", 2, 1, MW_KMAX_WINDOW, ps));
+    st[0] = ps[0], st[1] = ps[1]; /* strides absent or null: the pool size */
+    if (strides && !json_is_null(strides))
+        MW_TRY(mw_kget_pair(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, st));
+    MW_TRY(mw_kget_padding(L, cfg, &same));
+    MW_TRY(mw_kcheck_data_format(L, cfg));
+    MW_TRY(mw_kneed_channels(B, L));
+    mw_status rc = mw_model_add_maxpool(B->m, name, ps[0], ps[1], st[0], st[1], same);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+static mw_status add_avgpool(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                             const char *name)
+{
+    int ps[2] = {0, 0}, st[2] = {0, 0}, same = 0;
+    const json_t *strides = json_object_get(cfg, "strides");
+    MW_TRY(mw_kget_pair(L, cfg, "pool_size", 2, 1, MW_KMAX_WINDOW, ps));
+    st[0] = ps[0], st[1] = ps[1];
+    if (strides && !json_is_null(strides))
+        MW_TRY(mw_kget_pair(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, st));
+    MW_TRY(mw_kget_padding(L, cfg, &same));
+    MW_TRY(mw_kcheck_data_format(L, cfg));
+    MW_TRY(mw_kneed_channels(B, L));
+    mw_status rc = mw_model_add_avgpool(B->m, name, ps[0], ps[1], st[0], st[1], same);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                                 const char *name, int max)
+{
+    int keep = 0;
+    MW_TRY(mw_kcheck_data_format(L, cfg));
+    MW_TRY(mw_kget_bool(L, cfg, "keepdims", 0, &keep));
+    if (keep)
+        return mw_kfail(L, MW_EUNSUPPORTED, "keepdims true is not supported; supported: false");
+    MW_TRY(mw_kneed_channels(B, L));
+    mw_status rc = mw_model_add_global_pool(B->m, name, max);
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
+/* MaxPooling2D, AveragePooling2D and their Global forms (cls says which). */
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    const int max = strstr(cls, "Max") != NULL;
+    if (!strncmp(cls, "Global", 6))
+        return add_global_pool(R->B, R->L, cfg, name, max);
+    return max ? add_maxpool(R->B, R->L, cfg, name) : add_avgpool(R->B, R->L, cfg, name);
+}
+
 const mw_layer_ops mw_layer_maxpool = {
     .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D"},
+    .parse = parse,
     .forward = max_forward,
     .backward = max_backward,
     .buf_bytes = max_buf,
@@ -113,6 +173,7 @@ const mw_layer_ops mw_layer_maxpool = {
 
 const mw_layer_ops mw_layer_avgpool = {
     .keras = {"AveragePooling2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalAvgPool2D"},
+    .parse = parse,
     .forward = avg_forward,
     .backward = avg_backward,
     .has_kernels = avg_kernels,

@@ -1,0 +1,497 @@
+/* The typed readers a layer row's Keras reader uses; see keras_layer.h. */
+#include "worker/keras/keras_layer.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/strfmt.h"
+
+const char *mw_kquote(mw_kqbuf q, const char *s)
+{
+    return mw_str_quote(q, sizeof(mw_kqbuf), s, MW_KQUOTE_MAX);
+}
+
+const char *mw_kdescribe(char *buf, size_t n, const json_t *v)
+{
+    mw_kqbuf q;
+    if (!v) {
+        snprintf(buf, n, "nothing");
+        return buf;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        snprintf(buf, n, "an object");
+        break;
+    case JSON_ARRAY:
+        snprintf(buf, n, "an array of %zu", json_array_size(v));
+        break;
+    case JSON_STRING:
+        snprintf(buf, n, "a string (%s)", mw_kquote(q, json_string_value(v)));
+        break;
+    case JSON_INTEGER:
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        snprintf(buf, n, "%g", json_real_value(v));
+        break;
+    case JSON_TRUE:
+        snprintf(buf, n, "true");
+        break;
+    case JSON_FALSE:
+        snprintf(buf, n, "false");
+        break;
+    default:
+        snprintf(buf, n, "null");
+        break;
+    }
+    return buf;
+}
+
+mw_status mw_kfail(const mw_klayer *L, mw_status s, const char *fmt, ...)
+{
+    char where[600];
+    snprintf(where, sizeof where, "%s: %s", L->origin, L->where);
+    va_list ap;
+    va_start(ap, fmt);
+    mw_status rc = mw_verr_at(s, where, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+mw_status mw_kfrom_model(const char *origin, mw_status rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mw_err_msg());
+    mw_err_clear();
+    return mw_err(rc, "%s: %s", origin, msg);
+}
+
+int mw_kas_int(const json_t *v, long long lo, long long hi, int *out)
+{
+    double d;
+    if (json_is_integer(v))
+        d = (double)json_integer_value(v);
+    else if (json_is_real(v))
+        d = json_real_value(v);
+    else
+        return 0;
+    if (!(d >= (double)lo && d <= (double)hi) || d != floor(d))
+        return 0;
+    *out = (int)d;
+    return 1;
+}
+
+mw_status mw_kget_int(const mw_klayer *L, const json_t *cfg, const char *key, int def, int required,
+                      int lo, int hi, int *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (!v) {
+        if (required)
+            return mw_kfail(L, MW_EMODEL, "%s is missing; expected an integer from %d to %d", key,
+                            lo, hi);
+        *out = def;
+        return MW_OK;
+    }
+    if (!mw_kas_int(v, lo, hi, out))
+        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected an integer from %d to %d", key,
+                        mw_kdescribe(d, sizeof d, v), lo, hi);
+    return MW_OK;
+}
+
+mw_status mw_kget_pair(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
+                       int hi, int out[2])
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (!v || json_is_null(v)) {
+        if (!def)
+            return mw_kfail(L, MW_EMODEL,
+                            "%s is missing; expected an integer or a list of 2 "
+                            "integers from %d to %d",
+                            key, lo, hi);
+        out[0] = out[1] = def;
+        return MW_OK;
+    }
+    if (mw_kas_int(v, lo, hi, &out[0])) {
+        out[1] = out[0];
+        return MW_OK;
+    }
+    if (json_is_array(v) && json_array_size(v) == 2 &&
+        mw_kas_int(json_array_get(v, 0), lo, hi, &out[0]) &&
+        mw_kas_int(json_array_get(v, 1), lo, hi, &out[1]))
+        return MW_OK;
+    if (json_is_array(v) && json_array_size(v) == 2) {
+        const json_t *bad = mw_kas_int(json_array_get(v, 0), lo, hi, &out[0])
+                                ? json_array_get(v, 1)
+                                : json_array_get(v, 0);
+        return mw_kfail(L, MW_EMODEL, "%s: found %s in the list; expected integers from %d to %d",
+                        key, mw_kdescribe(d, sizeof d, bad), lo, hi);
+    }
+    return mw_kfail(L, MW_EMODEL,
+                    "%s: found %s; expected an integer or a list of 2 integers from "
+                    "%d to %d",
+                    key, mw_kdescribe(d, sizeof d, v), lo, hi);
+}
+
+mw_status mw_kget_bool(const mw_klayer *L, const json_t *cfg, const char *key, int def, int *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (!v) {
+        *out = def;
+        return MW_OK;
+    }
+    if (!json_is_boolean(v))
+        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected true or false", key,
+                        mw_kdescribe(d, sizeof d, v));
+    *out = json_is_true(v);
+    return MW_OK;
+}
+
+mw_status mw_kget_num(const mw_klayer *L, const char *path, const json_t *obj, const char *key,
+                      double def, double *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (!v) {
+        *out = def;
+        return MW_OK;
+    }
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return mw_kfail(L, MW_EMODEL, "%s%s: found %s; expected a number", path, key,
+                        mw_kdescribe(d, sizeof d, v));
+    *out = json_number_value(v);
+    return MW_OK;
+}
+
+mw_status mw_kneed_null(const mw_klayer *L, const json_t *cfg, const char *key, const char *why)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (v && !json_is_null(v))
+        return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s; %s are not supported (supported: null)",
+                        key, mw_kdescribe(d, sizeof d, v), why);
+    return MW_OK;
+}
+
+mw_status mw_kget_choice(const mw_klayer *L, const json_t *cfg, const char *key,
+                         const char *const *names, int n, int def, const char *supported, int *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kqbuf q;
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return MW_OK;
+    }
+    if (!json_is_string(v))
+        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected one of %s", key,
+                        mw_kdescribe(d, sizeof d, v), supported);
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(json_string_value(v), names[i]) == 0) {
+            *out = i;
+            return MW_OK;
+        }
+    return mw_kfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                    mw_kquote(q, json_string_value(v)), supported);
+}
+
+mw_status mw_kget_padding(const mw_klayer *L, const json_t *cfg, int *same)
+{
+    static const char *const names[] = {"valid", "same"};
+    return mw_kget_choice(L, cfg, "padding", names, 2, 0, "\"valid\", \"same\"", same);
+}
+
+mw_status mw_kcheck_data_format(const mw_klayer *L, const json_t *cfg)
+{
+    static const char *const names[] = {"channels_last"};
+    int dummy;
+    return mw_kget_choice(L, cfg, "data_format", names, 1, 0, "\"channels_last\"", &dummy);
+}
+
+static const char *const act_list = "\"relu\", \"linear\", \"softmax\", \"sigmoid\", \"tanh\", "
+                                    "\"gelu\", \"silu\", \"swish\", \"elu\", \"leaky_relu\"";
+
+mw_status mw_kget_activation(const mw_klayer *L, const json_t *cfg, const char *key, int is_last,
+                             int required, mw_activation *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kqbuf q;
+    *out = MW_ACT_LINEAR;
+    if (!v && required)
+        return mw_kfail(L, MW_EMODEL, "%s is missing; expected one of %s", key, act_list);
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (!json_is_string(v))
+        return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s",
+                        key, mw_kdescribe(d, sizeof d, v), act_list);
+    static const struct {
+        const char *id;
+        mw_activation act;
+    } acts[] = {{"linear", MW_ACT_LINEAR},   {"relu", MW_ACT_RELU},
+                {"softmax", MW_ACT_SOFTMAX}, {"sigmoid", MW_ACT_SIGMOID},
+                {"tanh", MW_ACT_TANH},       {"gelu", MW_ACT_GELU},
+                {"silu", MW_ACT_SILU},       {"swish", MW_ACT_SILU},
+                {"elu", MW_ACT_ELU},         {"leaky_relu", MW_ACT_LEAKY_RELU}};
+    (void)is_last; /* a softmax before the end is computed as a layer */
+    const char *s = json_string_value(v);
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (!strcmp(s, acts[i].id)) {
+            *out = acts[i].act;
+            return MW_OK;
+        }
+    return mw_kfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                    mw_kquote(q, s), act_list);
+}
+
+float mw_kact_alpha(mw_activation a)
+{
+    return a == MW_ACT_ELU ? 1.0f : a == MW_ACT_LEAKY_RELU ? 0.2f : 0.0f;
+}
+
+typedef struct {
+    const char *cls, *id; /* Keras class name and its string identifier */
+    mw_init_kind kind;
+    double scale;
+    mw_fan_mode mode;
+    mw_dist dist;
+    double a, b;
+} init_entry;
+
+static const init_entry init_table[] = {
+    {"GlorotUniform", "glorot_uniform", MW_INIT_GLOROT_UNIFORM, 0, 0, 0, 0, 0},
+    {"GlorotNormal", "glorot_normal", MW_INIT_GLOROT_NORMAL, 0, 0, 0, 0, 0},
+    {"HeNormal", "he_normal", MW_INIT_HE_NORMAL, 0, 0, 0, 0, 0},
+    {"HeUniform", "he_uniform", MW_INIT_HE_UNIFORM, 0, 0, 0, 0, 0},
+    {"LecunNormal", "lecun_normal", MW_INIT_VARIANCE_SCALING, 1, MW_FAN_IN,
+     MW_DIST_TRUNCATED_NORMAL, 0, 0},
+    {"LecunUniform", "lecun_uniform", MW_INIT_VARIANCE_SCALING, 1, MW_FAN_IN, MW_DIST_UNIFORM, 0,
+     0},
+    {"VarianceScaling", "variance_scaling", MW_INIT_VARIANCE_SCALING, 1, MW_FAN_IN,
+     MW_DIST_TRUNCATED_NORMAL, 0, 0},
+    {"RandomUniform", "random_uniform", MW_INIT_RANDOM_UNIFORM, 0, 0, 0, -0.05, 0.05},
+    {"RandomNormal", "random_normal", MW_INIT_RANDOM_NORMAL, 0, 0, 0, 0.0, 0.05},
+    {"TruncatedNormal", "truncated_normal", MW_INIT_TRUNCATED_NORMAL, 0, 0, 0, 0.0, 0.05},
+    {"Zeros", "zeros", MW_INIT_ZEROS, 0, 0, 0, 0, 0},
+    {"Ones", "ones", MW_INIT_ONES, 0, 0, 0, 0, 0},
+    {"Constant", "constant", MW_INIT_CONSTANT, 0, 0, 0, 0, 0},
+};
+
+static const char *const init_list =
+    "GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
+    "VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones, Constant";
+
+/* The arguments in an initializer's config c (an object) for its kind, out->kind, over the
+ * class defaults already in *out. */
+static mw_status get_init_config(const mw_klayer *L, const json_t *c, const char *key, mw_init *out)
+{
+    char d[MW_KQUOTE_MAX * 4 + 64], path[96];
+    snprintf(path, sizeof path, "%s.config.", key);
+    const json_t *seed = json_object_get(c, "seed");
+    if (seed && !json_is_null(seed) && !json_is_integer(seed))
+        return mw_kfail(L, MW_EMODEL, "%sseed: found %s; expected an integer or null", path,
+                        mw_kdescribe(d, sizeof d, seed));
+    switch (out->kind) {
+    case MW_INIT_VARIANCE_SCALING: {
+        static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
+        static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform",
+                                            "normal"};
+        int mode = (int)out->mode, dist = (int)out->dist;
+        mw_klayer sub = *L;
+        snprintf(sub.where + strlen(sub.where), sizeof sub.where - strlen(sub.where), ": %s", key);
+        MW_TRY(mw_kget_num(L, path, c, "scale", out->scale, &out->scale));
+        if (!(out->scale > 0.0))
+            return mw_kfail(L, MW_EMODEL, "%sscale: %g; expected a number > 0", path, out->scale);
+        MW_TRY(mw_kget_choice(&sub, c, "mode", modes, 3, mode,
+                              "\"fan_in\", \"fan_out\", \"fan_avg\"", &mode));
+        MW_TRY(mw_kget_choice(&sub, c, "distribution", dists, 4, dist,
+                              "\"truncated_normal\", \"untruncated_normal\", \"uniform\"", &dist));
+        out->mode = (mw_fan_mode)mode;
+        out->dist = dist == 3 ? MW_DIST_TRUNCATED_NORMAL : (mw_dist)dist; /* Keras 2: "normal" */
+        break;
+    }
+    case MW_INIT_RANDOM_UNIFORM:
+        MW_TRY(mw_kget_num(L, path, c, "minval", out->a, &out->a));
+        MW_TRY(mw_kget_num(L, path, c, "maxval", out->b, &out->b));
+        break;
+    case MW_INIT_RANDOM_NORMAL:
+    case MW_INIT_TRUNCATED_NORMAL:
+        MW_TRY(mw_kget_num(L, path, c, "mean", out->a, &out->a));
+        MW_TRY(mw_kget_num(L, path, c, "stddev", out->b, &out->b));
+        if (!(out->b >= 0.0))
+            return mw_kfail(L, MW_EMODEL, "%sstddev: %g; expected a number >= 0", path, out->b);
+        break;
+    case MW_INIT_CONSTANT:
+        MW_TRY(mw_kget_num(L, path, c, "value", out->a, &out->a));
+        break;
+    default:
+        break;
+    }
+    return MW_OK;
+}
+
+/* cfg[key] as Keras writes initializers and regularizers: a bare name ("l2"), or
+ * {"class_name": ..., "config": {...}}. *cls gets the class (NULL when cfg[key] is absent or
+ * null), *c its config (NULL when none); what names the expected classes in messages. */
+static mw_status class_and_config(const mw_klayer *L, const json_t *v, const char *key,
+                                  const char *what, const char **cls, const json_t **c)
+{
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    *cls = NULL, *c = NULL;
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (json_is_string(v)) {
+        *cls = json_string_value(v);
+        return MW_OK;
+    }
+    if (!json_is_object(v))
+        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected %s object or null", key,
+                        mw_kdescribe(d, sizeof d, v), what);
+    *cls = json_string_value(json_object_get(v, "class_name"));
+    *c = json_object_get(v, "config");
+    if (!*cls)
+        return mw_kfail(L, MW_EMODEL, "%s.class_name: found %s; expected %s class name", key,
+                        mw_kdescribe(d, sizeof d, json_object_get(v, "class_name")), what);
+    if (*c && !json_is_null(*c) && !json_is_object(*c))
+        return mw_kfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
+                        mw_kdescribe(d, sizeof d, *c));
+    return MW_OK;
+}
+
+mw_status mw_kget_init(const mw_klayer *L, const json_t *cfg, const char *key, mw_init_kind def,
+                       mw_init *out)
+{
+    const json_t *v = json_object_get(cfg, key), *c = NULL;
+    const char *cls = NULL;
+    mw_kqbuf q;
+    memset(out, 0, sizeof *out);
+    out->kind = def;
+    MW_TRY(class_and_config(L, v, key, "an initializer", &cls, &c));
+    if (!cls)
+        return MW_OK;
+    const init_entry *e = NULL;
+    for (size_t i = 0; i < sizeof init_table / sizeof *init_table; i++)
+        if (!strcmp(cls, init_table[i].cls) || !strcmp(cls, init_table[i].id))
+            e = &init_table[i];
+    if (!e)
+        return mw_kfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
+                        mw_kquote(q, cls), init_list);
+    out->kind = e->kind, out->scale = e->scale, out->mode = e->mode, out->dist = e->dist;
+    out->a = e->a, out->b = e->b;
+    if (!json_is_object(c))
+        return MW_OK;
+    return get_init_config(L, c, key, out);
+}
+
+/* cfg[key]: null, {"class_name": "L2" | "L1" | "L1L2", "config": {...}} or "l2" / "l1" /
+ * "l1_l2". Missing config values take Keras' defaults. */
+static mw_status get_reg(const mw_klayer *L, const json_t *cfg, const char *key,
+                         mw_regularizer *out)
+{
+    const json_t *v = json_object_get(cfg, key), *c = NULL;
+    const char *cls = NULL;
+    char path[96];
+    mw_kqbuf q;
+    memset(out, 0, sizeof *out);
+    MW_TRY(class_and_config(L, v, key, "a regularizer (L2, L1 or L1L2)", &cls, &c));
+    if (!cls)
+        return MW_OK;
+    int has1, has2;
+    if (!strcmp(cls, "L2") || !strcmp(cls, "l2"))
+        has1 = 0, has2 = 1, out->l2 = 0.01;
+    else if (!strcmp(cls, "L1") || !strcmp(cls, "l1"))
+        has1 = 1, has2 = 0, out->l1 = 0.01;
+    else if (!strcmp(cls, "L1L2"))
+        has1 = has2 = 1;
+    else if (!strcmp(cls, "l1_l2"))
+        has1 = has2 = 1, out->l1 = out->l2 = 0.01;
+    else
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "%s %s is not supported; supported: L2, L1, L1L2 or "
+                        "null",
+                        key, mw_kquote(q, cls));
+    if (json_is_object(c)) {
+        snprintf(path, sizeof path, "%s.config.", key);
+        if (has1)
+            MW_TRY(mw_kget_num(L, path, c, "l1", out->l1, &out->l1));
+        if (has2)
+            MW_TRY(mw_kget_num(L, path, c, "l2", out->l2, &out->l2));
+    }
+    if (!(out->l1 >= 0.0 && out->l2 >= 0.0))
+        return mw_kfail(L, MW_EMODEL, "%s: l1 %g, l2 %g; expected factors >= 0", key, out->l1,
+                        out->l2);
+    return MW_OK;
+}
+
+size_t mw_klast_out(const mw_model *m)
+{
+    const mw_layer *l = &m->layers[m->nlayers - 1];
+    return (size_t)l->out_h * l->out_w * l->out_c;
+}
+
+int mw_kcur_c(const mw_model *m)
+{
+    int p = m->next_nin > 0 ? m->next_in[0] : m->nlayers - 1;
+    return p >= 0 ? m->layers[p].out_c : m->in_c;
+}
+
+mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, mw_kweights *w)
+{
+    MW_TRY(mw_kget_activation(L, cfg, "activation", is_last, 0, &w->act));
+    MW_TRY(mw_kget_bool(L, cfg, "use_bias", 1, &w->use_bias));
+    MW_TRY(mw_kget_init(L, cfg, "kernel_initializer", MW_INIT_GLOROT_UNIFORM, &w->kinit));
+    MW_TRY(mw_kget_init(L, cfg, "bias_initializer", MW_INIT_ZEROS, &w->binit));
+    MW_TRY(get_reg(L, cfg, "kernel_regularizer", &w->kreg));
+    MW_TRY(get_reg(L, cfg, "bias_regularizer", &w->breg));
+    MW_TRY(mw_kneed_null(L, cfg, "activity_regularizer", "activity regularizers"));
+    MW_TRY(mw_kneed_null(L, cfg, "kernel_constraint", "weight constraints"));
+    MW_TRY(mw_kneed_null(L, cfg, "bias_constraint", "weight constraints"));
+    MW_TRY(mw_kneed_null(L, cfg, "lora_rank", "LoRA adapters"));
+    return MW_OK;
+}
+
+mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w)
+{
+    MW_TRY(mw_model_set_init(B->m, &w->kinit, &w->binit));
+    MW_TRY(mw_model_set_regularizer(B->m, &w->kreg, &w->breg));
+    return mw_model_add_act(B->m, NULL, w->act, mw_kact_alpha(w->act), 1);
+}
+
+mw_status mw_kneed_channels(const mw_kbuilder *B, const mw_klayer *L)
+{
+    if (!B->no_channels)
+        return MW_OK;
+    const mw_model *m = B->m;
+    return mw_kfail(L, MW_EMODEL,
+                    "needs a 4-D input (batch, height, width, channels), but the "
+                    "model's input is (None, %d, %d); give the input shape as (None, %d, %d, 1)",
+                    m->in_h, m->in_w, m->in_h, m->in_w);
+}
+
+mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, mw_init_kind kind)
+{
+    mw_init in;
+    MW_TRY(mw_kget_init(L, cfg, key, kind, &in));
+    if (in.kind != kind)
+        return mw_kfail(L, MW_EUNSUPPORTED, "%s: only the default (%s) is supported", key,
+                        kind == MW_INIT_ZEROS ? "Zeros" : "Ones");
+    return MW_OK;
+}
+
+mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat)
+{
+    const json_t *v = json_object_get(cfg, "axis");
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    int a = -1, last = flat ? 1 : 3;
+    if (v && json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    if (v && !json_is_null(v) && (!mw_kas_int(v, -8, 8, &a) || (a != -1 && a != last)))
+        return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the channels)",
+                        mw_kdescribe(d, sizeof d, v));
+    return MW_OK;
+}

@@ -1,0 +1,139 @@
+/* What a layer row's Keras reader (mw_layer_ops.parse, worker/model/layer.h) uses: the model
+ * being built, the layer being read (for messages), and the typed readers of config fields,
+ * activations, initializers and regularizers, whose messages name the file, the layer, the
+ * field and what was expected. worker/keras/keras.c reads the model around the layers. */
+#ifndef MW_WORKER_KERAS_KERAS_LAYER_H
+#define MW_WORKER_KERAS_KERAS_LAYER_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "common/status.h"
+#include "worker/model/model.h"
+
+#define MW_KQUOTE_MAX 48         /* longest piece of user text quoted in a message */
+#define MW_KMAX_DIM 65536        /* an input dimension, filters, units */
+#define MW_KMAX_WINDOW 1024      /* kernel, pool and stride sizes */
+#define MW_KMAX_TENSOR (1 << 28) /* floats in one weight tensor or one example's activation */
+
+/* The layer being read, for messages: "layer 'conv2d' (Conv2D)" or "layers[3] (Conv2D)". */
+typedef struct mw_klayer {
+    const char *origin;
+    char where[MW_KQUOTE_MAX * 8 + 96]; /* holds an escaped name and class */
+    mw_policy policy;                   /* the layer's dtype policy (read_layer) */
+} mw_klayer;
+
+/* The model being built. */
+typedef struct mw_kbuilder {
+    const char *origin;
+    mw_model *m;
+    int no_channels; /* (None, H, W) input not yet flattened: no Conv2D / MaxPooling2D */
+} mw_kbuilder;
+
+/* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'
+ * settings after the layer itself was added. */
+typedef struct {
+    mw_init kinit, binit;
+    mw_regularizer kreg, breg;
+    mw_activation act;
+    int use_bias;
+} mw_kweights;
+
+/* Room for one quoted piece of user text (mw_kquote). */
+typedef char mw_kqbuf[MW_KQUOTE_MAX * 4 + 8];
+
+/* What a row's parse gets: the model being built, the layer being read, and whether it is
+ * the model's last layer (a softmax there is folded into the loss). */
+struct mw_kread {
+    mw_kbuilder *B;
+    const mw_klayer *L;
+    int is_last;
+};
+
+/* "s", escaped and shortened. */
+const char *mw_kquote(mw_kqbuf q, const char *s);
+
+/* What a JSON value is, for "found ...". */
+const char *mw_kdescribe(char *buf, size_t n, const json_t *v);
+
+/* "origin: layer ...: message" as the error, with status s. */
+mw_status mw_kfail(const mw_klayer *L, mw_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A failed mw_model_add_* recorded its own message; give it the origin prefix. */
+mw_status mw_kfrom_model(const char *origin, mw_status rc);
+
+/* An integral JSON number in [lo, hi] (reals such as 3.0 too); 0 when it is not one. */
+int mw_kas_int(const json_t *v, long long lo, long long hi, int *out);
+
+/* cfg[key]: an integer in [lo, hi]; absent gives def, unless required. */
+mw_status mw_kget_int(const mw_klayer *L, const json_t *cfg, const char *key, int def, int required,
+                      int lo, int hi, int *out);
+
+/* cfg[key]: n or [a, b] (Keras normalizes both to a pair), each in [lo, hi]. Absent (or
+ * null) gives (def, def); def 0 makes it required. */
+mw_status mw_kget_pair(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
+                       int hi, int out[2]);
+
+/* cfg[key]: true or false; absent gives def. */
+mw_status mw_kget_bool(const mw_klayer *L, const json_t *cfg, const char *key, int def, int *out);
+
+/* obj[key]: a finite number; absent gives def. */
+mw_status mw_kget_num(const mw_klayer *L, const char *path, const json_t *obj, const char *key,
+                      double def, double *out);
+
+/* cfg[key] absent or null: the fields this program does not implement. */
+mw_status mw_kneed_null(const mw_klayer *L, const json_t *cfg, const char *key, const char *why);
+
+/* cfg[key]: one of names[] (case-insensitive, as Keras lower-cases these); absent or null
+ * gives def. */
+mw_status mw_kget_choice(const mw_klayer *L, const json_t *cfg, const char *key,
+                         const char *const *names, int n, int def, const char *supported, int *out);
+
+/* cfg["padding"]: "valid" (0) or "same" (1); absent gives valid. */
+mw_status mw_kget_padding(const mw_klayer *L, const json_t *cfg, int *same);
+
+/* cfg["data_format"]: absent, null or "channels_last". */
+mw_status mw_kcheck_data_format(const mw_klayer *L, const json_t *cfg);
+
+/* cfg[key]: an activation by its string identifier; absent or null gives linear, unless
+ * required. */
+mw_status mw_kget_activation(const mw_klayer *L, const json_t *cfg, const char *key, int is_last,
+                             int required, mw_activation *out);
+
+/* The parameter of an activation named by its string identifier: Keras 3's defaults
+ * (elu alpha 1, leaky_relu negative_slope 0.2). */
+float mw_kact_alpha(mw_activation a);
+
+/* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
+ * absent / null for the default. */
+mw_status mw_kget_init(const mw_klayer *L, const json_t *cfg, const char *key, mw_init_kind def,
+                       mw_init *out);
+
+/* Values per example of the last layer's output. */
+size_t mw_klast_out(const mw_model *m);
+
+/* Channels of the next layer's input: its first graph input, else the last layer. */
+int mw_kcur_c(const mw_model *m);
+
+/* The weights' settings of Conv2D and Dense in cfg: activation, use_bias, initializers,
+ * regularizers (constraints, activity regularizers and LoRA refused). */
+mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, mw_kweights *w);
+
+/* After the layer itself was added: its initializers, regularizers and folded activation. */
+mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w);
+
+/* MW_OK unless the model's input is (None, H, W), not yet flattened, which has no channels
+ * for a 2-D layer. */
+mw_status mw_kneed_channels(const mw_kbuilder *B, const mw_klayer *L);
+
+/* The initializer at cfg[key] must be the default kind (the moving statistics start at
+ * zeros and ones: restored weights replace them, but a different start is a different
+ * model). */
+mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, mw_init_kind kind);
+
+/* BatchNormalization's axis: -1, or the last axis written out (3 on images, 1 on flat). */
+mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat);
+
+#endif
