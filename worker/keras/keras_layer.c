@@ -495,3 +495,34 @@ mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat)
                         mw_kdescribe(d, sizeof d, v));
     return MW_OK;
 }
+
+mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, int def, int out[4])
+{
+    const json_t *v = json_object_get(cfg, key);
+    int hw[2];
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    out[0] = out[1] = out[2] = out[3] = def;
+    if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0))) {
+        /* the first bad entry, by its place and value (not "an array of 2") */
+        static const char *const side[2][2] = {{"top", "bottom"}, {"left", "right"}};
+        for (int i = 0; i < 2; i++) {
+            const json_t *q = json_array_get(v, (size_t)i);
+            if (!json_is_array(q) || json_array_size(q) != 2)
+                return mw_kfail(L, MW_EMODEL,
+                                "%s[%d]: found %s; expected [%s, %s] with integers from 0 to %d "
+                                "(%s is n, [h, w] or [[top, bottom], [left, right]])",
+                                key, i, mw_kdescribe(d, sizeof d, q), side[i][0], side[i][1],
+                                MW_KMAX_WINDOW, key);
+            for (int j = 0; j < 2; j++)
+                if (!mw_kas_int(json_array_get(q, (size_t)j), 0, MW_KMAX_WINDOW, &out[2 * i + j]))
+                    return mw_kfail(
+                        L, MW_EMODEL, "%s[%d][%d] (%s): found %s; expected an integer from 0 to %d",
+                        key, i, j, side[i][j], mw_kdescribe(d, sizeof d, json_array_get(q, j)),
+                        MW_KMAX_WINDOW);
+        }
+    } else if (v && !json_is_null(v)) {
+        MW_TRY(mw_kget_pair(L, cfg, key, 1, 0, MW_KMAX_WINDOW, hw));
+        out[0] = out[1] = hw[0], out[2] = out[3] = hw[1];
+    }
+    return MW_OK;
+}

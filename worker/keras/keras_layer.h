@@ -91,6 +91,12 @@ mw_status mw_kneed_null(const mw_klayer *L, const json_t *cfg, const char *key, 
 mw_status mw_kget_choice(const mw_klayer *L, const json_t *cfg, const char *key,
                          const char *const *names, int n, int def, const char *supported, int *out);
 
+/* cfg[key] as ZeroPadding2D's padding or Cropping2D's cropping: n, [h, w] or [[top, bottom],
+ * [left, right]], integers from 0 to MW_KMAX_WINDOW, into out (top, bottom, left, right);
+ * absent or null gives def on every side. */
+mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, int def,
+                        int out[4]);
+
 /* cfg["padding"]: "valid" (0) or "same" (1); absent gives valid. */
 mw_status mw_kget_padding(const mw_klayer *L, const json_t *cfg, int *same);
 

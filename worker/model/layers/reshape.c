@@ -77,38 +77,12 @@ static mw_status parse_flatten(mw_kread *R, const char *cls, const json_t *cfg, 
     return rc;
 }
 
-/* ZeroPadding2D's padding: n, [h, w] or [[top, bottom], [left, right]]. */
 static mw_status add_zeropad(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
                              const char *name)
 {
-    const json_t *v = json_object_get(cfg, "padding");
-    int p[4] = {1, 1, 1, 1}, hw[2];
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    int p[4];
     MW_TRY(mw_kcheck_data_format(L, cfg));
-    if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0))) {
-        /* the first bad entry, by its place and value (not "an array of 2") */
-        static const char *const side[2][2] = {{"top", "bottom"}, {"left", "right"}};
-        for (int i = 0; i < 2; i++) {
-            const json_t *q = json_array_get(v, (size_t)i);
-            if (!json_is_array(q) || json_array_size(q) != 2)
-                return mw_kfail(L, MW_EMODEL,
-                                "padding[%d]: found %s; expected [%s, %s] with integers from 0 to "
-                                "%d (padding is n, [h, w] or [[top, bottom], [left, right]])",
-                                i, mw_kdescribe(d, sizeof d, q), side[i][0], side[i][1],
-                                MW_KMAX_WINDOW);
-            for (int j = 0; j < 2; j++)
-                if (!mw_kas_int(json_array_get(q, (size_t)j), 0, MW_KMAX_WINDOW, &p[2 * i + j]))
-                    return mw_kfail(L, MW_EMODEL,
-                                    "padding[%d][%d] (%s): found %s; expected an integer from 0 "
-                                    "to %d",
-                                    i, j, side[i][j],
-                                    mw_kdescribe(d, sizeof d, json_array_get(q, j)),
-                                    MW_KMAX_WINDOW);
-        }
-    } else if (v) {
-        MW_TRY(mw_kget_pair(L, cfg, "padding", 1, 0, MW_KMAX_WINDOW, hw));
-        p[0] = p[1] = hw[0], p[2] = p[3] = hw[1];
-    }
+    MW_TRY(mw_kget_sides(L, cfg, "padding", 1, p));
     MW_TRY(mw_kneed_channels(B, L));
     mw_status rc = mw_model_add_zeropad(B->m, name, p[0], p[1], p[2], p[3]);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
