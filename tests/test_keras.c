@@ -1018,18 +1018,25 @@ static void test_graph_configs(void **state)
  * pooling, tanh feeding Flatten and GlobalMaxPooling2D, gelu, elu, BN on a flat Dense, a
  * softmax in the middle. Training mode (BN uses the batch statistics, so every example's loss
  * depends on every other's), both kernel tables, every trainable parameter; a step that
- * changes a max pooling's choice is skipped as in gradcheck(). */
-static void graph_gradcheck(int fast)
+ * changes a max pooling's choice is skipped as in gradcheck(). The same through
+ * tests/data/keras/graph/gradcheck_crop.json: two Cropping2D of one convolution's output added
+ * (their backward adds into the shared gradient), and a Cropping2D after a tanh. */
+static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
-    char *path = mw_test_srcpath("tests/data/keras/graph/gradcheck_k2.json");
+    char *path = mw_test_srcpath(rel);
     mw_err_clear();
     check_rc(mw_keras_load_file(&m, path, 28, 28, 1, 10), path);
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
-    assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
-    assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
+    if (strstr(rel, "k2")) {
+        assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
+        assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
+    } else {
+        assert_int_equal(m.layers[1].kind, MW_LAYER_CROP);
+        assert_int_equal(m.layers[2].kind, MW_LAYER_CROP);
+    }
     const int N = 3;
     mw_kernels kt;
     if (fast)
@@ -1083,8 +1090,8 @@ static void graph_gradcheck(int fast)
             }
         }
     }
-    printf("%s graph: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name,
-           checked, kinks, maxerr);
+    printf("%s %s: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name,
+           m.name, checked, kinks, maxerr);
     assert_int_equal(checked + kinks, m.nparams - m.nstate);
     assert_true(kinks <= m.nparams / 10);
     assert_int_equal(bad, 0);
@@ -1097,13 +1104,25 @@ static void graph_gradcheck(int fast)
 static void test_graph_gradcheck_ref(void **state)
 {
     (void)state;
-    graph_gradcheck(0);
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_k2.json");
 }
 
 static void test_graph_gradcheck_cpu(void **state)
 {
     (void)state;
-    graph_gradcheck(1);
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_k2.json");
+}
+
+static void test_crop_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_crop.json");
+}
+
+static void test_crop_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_crop.json");
 }
 
 /* ---- a few training steps per config ---- */
@@ -1205,6 +1224,8 @@ int main(void)
         cmocka_unit_test(test_graph_configs),
         cmocka_unit_test(test_graph_gradcheck_ref),
         cmocka_unit_test(test_graph_gradcheck_cpu),
+        cmocka_unit_test(test_crop_gradcheck_ref),
+        cmocka_unit_test(test_crop_gradcheck_cpu),
         cmocka_unit_test(test_gradcheck_cpu),
         cmocka_unit_test(test_training),
     };

@@ -59,6 +59,7 @@ typedef enum {
     MW_LAYER_CONCAT,    /* Concatenate on the channel axis */
     MW_LAYER_ACT,       /* sigmoid, tanh, gelu, silu, elu, leaky_relu (act, alpha) */
     MW_LAYER_SOFTMAX,   /* a softmax computed as a layer (not the last one) */
+    MW_LAYER_CROP,      /* Cropping2D (pad: the rows and columns cut) */
     MW_LAYER_KINDS      /* how many; each has its row in the layer table (layer.h) */
 } mw_layer_kind;
 
@@ -148,7 +149,7 @@ typedef struct mw_layer {
     mw_act_kind act; /* MW_LAYER_ACT */
     float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
     int global;      /* pooling over the whole image (Global*Pooling2D) */
-    int pad[4];      /* ZeroPadding2D: top, bottom, left, right */
+    int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at s_off (s_count = 2 C, not trainable) */
     size_t s_off, s_count;

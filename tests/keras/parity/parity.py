@@ -129,6 +129,21 @@ def zoo():
     return keras.Model(inp, out, name="zoo")
 
 
+def crop():
+    """Cropping2D in its three config forms, two crops of one tensor added (their gradients
+    add up in it), a crop of the model's input."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Cropping2D(((2, 1), (0, 3)))(inp)
+    x = layers.Conv2D(8, 3, strides=2, activation="relu")(x)
+    a = layers.Cropping2D(((1, 0), (2, 1)))(x)
+    b = layers.Cropping2D(((0, 1), (0, 3)))(x)
+    y = layers.Conv2D(8, 3, padding="same", activation="tanh")(layers.Add()([a, b]))
+    y = layers.Cropping2D(1)(y)
+    y = layers.Cropping2D((2, 0))(y)
+    out = layers.Dense(10)(layers.Flatten()(y))
+    return keras.Model(inp, out, name="crop")
+
+
 def randomize_bn(model, rng):
     for layer in model.layers:
         if isinstance(layer, layers.BatchNormalization):
@@ -217,7 +232,7 @@ def main():
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo):
+    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))
