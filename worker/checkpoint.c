@@ -35,6 +35,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "worker/optimizers.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "worker/checkpoint.c copies float arrays as they are: it needs a little-endian host"
@@ -57,21 +58,6 @@ enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, SEC_SLOT3, SEC_LSC
 static const char *const SEC_NAMES[NSEC] = {"meta",  "model", "params", "slot1",
                                             "slot2", "slot3", "lscale"};
 enum { LSCALE_NBYTES = 16 }; /* float64 loss scale, int64 finite steps since it changed */
-
-/* The optimizers a checkpoint may name and the slot sections each may hold (docs/checkpoint.md):
- * files written before Keras' other optimizers existed (adam: 2, sgd: 0 or 1) still read. */
-static const struct {
-    const char *name;
-    int lo, hi;
-    const char *what;
-} OPTIMIZERS[] = {
-    {"adam", 2, 3, "2 or 3: m, v and with amsgrad vhat"},
-    {"sgd", 0, 1, "0 or 1: the momentum"},
-    {"adamw", 2, 3, "2 or 3: m, v and with amsgrad vhat"},
-    {"rmsprop", 1, 3, "1 to 3: velocity, momentum, average gradient"},
-    {"adagrad", 1, 1, "1: the accumulator"},
-};
-#define NOPTIMIZERS (sizeof OPTIMIZERS / sizeof *OPTIMIZERS)
 
 /* ---- little-endian fields ---- */
 
@@ -136,17 +122,18 @@ static mw_status check_state(const mw_ckpt *c, int nslot_arrays, mw_status code,
 {
     char opt[sizeof c->optimizer + 1];
     printable(opt, c->optimizer, sizeof c->optimizer);
-    size_t k = 0;
-    while (k < NOPTIMIZERS && (!memchr(c->optimizer, '\0', sizeof c->optimizer) ||
-                               strcmp(c->optimizer, OPTIMIZERS[k].name) != 0))
-        k++;
-    if (k == NOPTIMIZERS)
-        return mw_err(code,
-                      "%s: unknown optimizer '%s' (expected adam, sgd, adamw, rmsprop or adagrad)",
-                      name, opt);
-    if (nslot_arrays < OPTIMIZERS[k].lo || nslot_arrays > OPTIMIZERS[k].hi)
+    /* the optimizers a checkpoint may name and the slot sections each may hold (the table's
+     * rows, docs/checkpoint.md): files written before Keras' other optimizers existed (adam:
+     * 2, sgd: 0 or 1) still read */
+    const int k =
+        memchr(c->optimizer, '\0', sizeof c->optimizer) ? mw_optimizer_find(c->optimizer, 0) : -1;
+    if (k < 0)
+        return mw_err(code, "%s: unknown optimizer '%s' (expected %s)", name, opt,
+                      mw_optimizer_list(0));
+    const mw_optimizer_row *row = mw_optimizer_row_of((mw_optimizer)k);
+    if (nslot_arrays < row->slots_lo || nslot_arrays > row->slots_hi)
         return mw_err(code, "%s: optimizer %s with %d slot(s) (expected %s)", name, opt,
-                      nslot_arrays, OPTIMIZERS[k].what);
+                      nslot_arrays, row->slots_what);
     if (c->nparams > MAX_RAW / sizeof(float))
         return mw_err(code, "%s: %zu parameters (expected at most %llu: 1 GiB)", name, c->nparams,
                       (unsigned long long)(MAX_RAW / sizeof(float)));

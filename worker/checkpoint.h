@@ -30,7 +30,7 @@ typedef struct {
     float *slot1, *slot2; /* owned optimizer slots packed like params: Adam m and v; SGD:
                              slot1 = velocity, slot2 NULL; NULL when absent */
     size_t nslots;        /* floats in each present slot: nparams, or 0 with no slots */
-    char optimizer[16];   /* "adam" | "sgd" | "adamw" | "rmsprop" | "adagrad" */
+    char optimizer[16];   /* mw_optimizer_names (worker/opts.h) */
     long opt_step;        /* the optimizer's iterations (Adam's t, the schedules' step) */
     int epoch;            /* epochs completed */
     long step_in_epoch;   /* steps done in the current epoch (0 at an epoch boundary) */

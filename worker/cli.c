@@ -21,6 +21,7 @@
 #include "worker/data/data.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/optimizer.h"
+#include "worker/optimizers.h"
 
 /* which commands take a flag */
 enum { C_TRAIN = 1, C_EVAL = 2, C_EXPORT = 4, C_CLUSTER = 8, C_SUMMARY = 16, C_TFCONF = 32 };
@@ -64,8 +65,6 @@ _Static_assert(sizeof(mw_optimizer) == sizeof(int), "K_CHOICE stores an int");
 _Static_assert(sizeof(mw_progress) == sizeof(int), "K_CHOICE stores an int");
 _Static_assert(sizeof(mw_ar_algo) == sizeof(int), "K_CHOICE stores an int");
 
-static const char *const optimizers[] = {"adam",    "sgd",     "adamw",
-                                         "rmsprop", "adagrad", NULL}; /* mw_optimizer order */
 static const char *const backends[] = {"cpu", "ref", NULL};
 static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; /* mw_progress */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
@@ -91,17 +90,17 @@ static const flag flags[] = {
              "the caches; a GPU runs a replica's slice at once, up to 1024)"},
     {"learning-rate", "X", C_TRAIN, K_DOUBLE, TR(learning_rate, double), .lo = 0, .hi = 1e6,
      .open = OPEN_LO, .help = "optimizer learning rate (default 0.001)"},
-    {"optimizer", "adam|sgd|adamw|rmsprop|adagrad", C_TRAIN, K_CHOICE, TR(optimizer, mw_optimizer),
-     .choices = optimizers,
+    {"optimizer", "NAME", C_TRAIN, K_CHOICE, TR(optimizer, mw_optimizer),
+     .choices = mw_optimizer_names,
      .help = "a Keras optimizer with Keras' defaults, except SGD's momentum (--momentum); "
              "adamw: weight decay 0.004 (default adam)"},
     {"momentum", "X", C_TRAIN, K_DOUBLE, TR(momentum, double), .lo = 0, .hi = 1, .open = OPEN_HI,
      .help = "SGD momentum in [0, 1) (default 0.9), RMSprop's (default 0)"},
     {"optimizer-config", "FILE", C_TRAIN, K_PATH, TR(optimizer_config, const char *),
      .help = "the optimizer as keras.optimizers.serialize writes it (JSON; Keras 3 or 2): "
-             "SGD, Adam, AdamW, RMSprop, Adagrad with weight decay, clipping and a "
-             "learning-rate schedule; an error together with --optimizer, --learning-rate "
-             "or --momentum"},
+             "any optimizer --optimizer names (by its Keras class) with weight decay, clipping "
+             "and a learning-rate schedule; an error together with --optimizer, "
+             "--learning-rate or --momentum"},
     {"seed", "N", C_TRAIN, K_U64, TR(seed, uint64_t),
      .help = "seed of initial weights and the shuffle (default 42)"},
     {"no-shuffle", NULL, C_TRAIN, K_SWITCH, TR(no_shuffle, int), .on = 1,
@@ -573,10 +572,13 @@ static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
         return archive_optimizer(o);
     for (int j = 0; j < NFLAGS; j++)
         momentum_given |= (seen >> j & 1) && !strcmp(flags[j].name, "momentum");
-    if (o->optimizer == MW_OPT_RMSPROP && !momentum_given)
-        o->momentum = 0.0; /* Keras' RMSprop default; 0.9 is SGD's shorthand default */
-    if (o->optimizer == MW_OPT_ADAMW)
-        o->weight_decay = 0.004;
+    /* --momentum's default 0.9 is SGD's; another optimizer with a momentum (RMSprop) takes
+     * Keras' 0 */
+    const mw_optimizer_row *row = mw_optimizer_row_of(o->optimizer);
+    for (int i = 0; i < 6 && row->keys[i]; i++)
+        if (!strcmp(row->keys[i], "momentum") && o->optimizer != MW_OPT_SGD && !momentum_given)
+            o->momentum = 0.0;
+    o->weight_decay = row->weight_decay; /* AdamW's 0.004 */
     return MW_OK;
 }
 

@@ -8,6 +8,7 @@
 #include "cluster/comm.h"
 #include "worker/chief.h"
 #include "worker/keras/export.h"
+#include "worker/optimizers.h"
 #include "worker/session.h"
 
 /* Model (the checkpoint's, or --model), data and the restored weights. */
@@ -48,10 +49,13 @@ mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
  * hyperparameters the checkpoint does not record are the flags' defaults. */
 static mw_status export_file(const mw_session *s, const mw_train_opts *o)
 {
-    /* Keras' variables for Adam and SGD's slots; the other optimizers go out without their
-     * state (Keras then starts them afresh), never with slots under the wrong names. */
+    /* Keras' variables for the slots of an optimizer whose row says how (Adam, SGD); the
+     * others go out without their state (Keras then starts them afresh), never with slots
+     * under the wrong names */
     const char *name = s->saved_optimizer[0] ? s->saved_optimizer : mw_opts_optimizer_name(o);
-    const int saved = s->saved_optimizer[0] != 0 && (!strcmp(name, "adam") || !strcmp(name, "sgd"));
+    const int k = mw_optimizer_find(name, 0);
+    const mw_optimizer_row *row = k >= 0 ? mw_optimizer_row_of((mw_optimizer)k) : NULL;
+    const int saved = s->saved_optimizer[0] != 0 && row && row->keras_slots > 0;
     const mw_keras_optimizer opt = {
         .name = name,
         .learning_rate = o->learning_rate,
@@ -59,11 +63,13 @@ static mw_status export_file(const mw_session *s, const mw_train_opts *o)
         .beta1 = o->beta1,
         .beta2 = o->beta2,
         .epsilon = o->epsilon,
-        .iterations = !saved                  ? 0
-                      : !strcmp(name, "adam") ? s->opt_step
-                                              : s->global_step,
+        /* Keras' iterations: the optimizer's own count, or for one whose old checkpoints kept
+         * none (SGD), the steps done */
+        .iterations = !saved              ? 0
+                      : row->legacy_steps ? s->global_step
+                                          : s->opt_step,
         .slot1 = saved ? s->m1.data : NULL,
-        .slot2 = saved && !strcmp(name, "adam") ? s->m2.data : NULL,
+        .slot2 = saved && row->keras_slots > 1 ? s->m2.data : NULL,
     };
     return mw_export_file(&s->model, s->model.params.data, o->export_format, &opt, o->export_path);
 }

@@ -42,8 +42,11 @@ const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator)
     return is_evaluator ? o->evaluator_device : o->device;
 }
 
+#define MW_OPT_NAME(E, name) #name,
+const char *const mw_optimizer_names[MW_OPT_COUNT + 1] = {MW_OPTIMIZERS(MW_OPT_NAME) NULL};
+#undef MW_OPT_NAME
+
 const char *mw_opts_optimizer_name(const mw_train_opts *o)
 {
-    static const char *const names[] = {"adam", "sgd", "adamw", "rmsprop", "adagrad"};
-    return (unsigned)o->optimizer < 5 ? names[o->optimizer] : "?";
+    return (unsigned)o->optimizer < MW_OPT_COUNT ? mw_optimizer_names[o->optimizer] : "?";
 }

@@ -11,8 +11,16 @@
 /* --collective-timeout's default, seconds: every wait of a run, not only the step's. */
 #define MW_DEFAULT_TIMEOUT 300.0
 
-/* Keras' optimizers (worker/keras/optimizer.h); the order of --optimizer's choices. */
-typedef enum { MW_OPT_ADAM, MW_OPT_SGD, MW_OPT_ADAMW, MW_OPT_RMSPROP, MW_OPT_ADAGRAD } mw_optimizer;
+/* Keras' optimizers, X(ENUM, name) in the order of --optimizer's choices: name is how
+ * --optimizer and checkpoints spell it. Each has its row in the optimizer table
+ * (worker/optimizers.h). */
+#define MW_OPTIMIZERS(X)                                                                           \
+    X(ADAM, adam) X(SGD, sgd) X(ADAMW, adamw) X(RMSPROP, rmsprop) X(ADAGRAD, adagrad)
+#define MW_OPT_ENUM(E, name) MW_OPT_##E,
+typedef enum { MW_OPTIMIZERS(MW_OPT_ENUM) MW_OPT_COUNT } mw_optimizer;
+#undef MW_OPT_ENUM
+/* The names, in mw_optimizer order, NULL-terminated. */
+extern const char *const mw_optimizer_names[MW_OPT_COUNT + 1];
 typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
 
 typedef struct {
@@ -75,7 +83,7 @@ typedef struct {
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);
-/* "adam", "sgd", "adamw", "rmsprop" or "adagrad", as checkpoints record it. */
+/* o's optimizer's name (mw_optimizer_names), as checkpoints record it. */
 const char *mw_opts_optimizer_name(const mw_train_opts *o);
 /* The --device mode of a task: --evaluator-device for an evaluator (the CPU by default: on a
  * node it shares with trainers it would share one of their GPUs, which EXCLUSIVE_PROCESS

@@ -14,6 +14,7 @@
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/memory.h"
+#include "worker/optimizers.h"
 
 void mw_session_init(mw_session *s)
 {
@@ -344,7 +345,8 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
     if (s->loss_scale > 0 && c->has_loss_scale) /* else the run starts its own scaling */
         s->loss_scale = c->loss_scale, s->loss_scale_steps = c->loss_scale_steps;
     /* SGD counted no iterations before schedules existed: its steps are the global steps */
-    if (strcmp(c->optimizer, "sgd") == 0 && c->opt_step == 0)
+    const int k = mw_optimizer_find(c->optimizer, 0);
+    if (k >= 0 && mw_optimizer_row_of((mw_optimizer)k)->legacy_steps && c->opt_step == 0)
         s->opt_step = c->global_step;
     s->start_epoch = c->epoch;
     s->start_step = c->step_in_epoch;

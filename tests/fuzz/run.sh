@@ -40,9 +40,10 @@ mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 pids="$pids $!"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -o "$OUT/fuzz_checkpoint" &
+    "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
+    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -lm -o "$OUT/fuzz_checkpoint" &
 pids="$pids $!"
-# The Keras model reader: worker/keras/keras.c and model.c, the reference kernels, the embedded
+# The Keras model reader: worker/keras/keras.c and the model with its layers, the reference kernels, the embedded
 # built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
 KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}
 mkdir -p "$OUT/corpus-keras"
@@ -50,16 +51,17 @@ python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras/keras.c" \
-    "$ROOT/worker/model/model.c" "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
+    "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm \
     -o "$OUT/fuzz_keras" &
 pids="$pids $!"
 
-# The data readers: worker/data*.c with common/, libzip and zlib.
+# The data readers: worker/data/data*.c with common/, libzip and zlib.
 mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data*.c "$ROOT/worker/data/preprocess.c" \
+"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
     "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" "$ROOT/common/mapguard.c" \
     -ljansson -lzip -lz -lm \
@@ -117,7 +119,8 @@ mkdir -p "$OUT/corpus-keras_archive"
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
     "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
-    "$ROOT/worker/model/model.c" "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
+    "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
+    "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm \
     -o "$OUT/fuzz_keras_archive" &

@@ -24,6 +24,7 @@
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_h5.h"
 #include "worker/keras/keras_vars.h"
+#include "worker/optimizers.h"
 
 /* The Keras version whose layout this writes (metadata.json's keras_version). */
 #define KERAS_VERSION "3.6.0"
@@ -453,28 +454,21 @@ static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
     for (int i = 0; i < m->nlayers; i++)
         if (m->layers[i].softmax)
             from_logits = 0;
-    /* Keras' class for each optimizer name (worker/opts.h); the hyperparameters a checkpoint
-     * does not record come from the flags (see mw_keras_optimizer). */
-    static const char *const names[][2] = {{"sgd", "SGD"},
-                                           {"adam", "Adam"},
-                                           {"adamw", "AdamW"},
-                                           {"rmsprop", "RMSprop"},
-                                           {"adagrad", "Adagrad"}};
-    const char *cls = "Adam";
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(o->name, names[i][0]))
-            cls = names[i][1];
-    json_t *opt =
-        !strcmp(cls, "SGD") ? obj("keras.optimizers", "SGD",
-                                  json_pack("{s:s, s:f, s:f}", "name", "SGD", "learning_rate",
-                                            o->learning_rate, "momentum", o->momentum))
-        : !strcmp(cls, "Adam") || !strcmp(cls, "AdamW")
-            ? obj("keras.optimizers", cls,
-                  json_pack("{s:s, s:f, s:f, s:f, s:f}", "name", o->name, "learning_rate",
-                            o->learning_rate, "beta_1", o->beta1, "beta_2", o->beta2, "epsilon",
-                            o->epsilon))
-            : obj("keras.optimizers", cls,
-                  json_pack("{s:s, s:f}", "name", o->name, "learning_rate", o->learning_rate));
+    /* Keras' class of the optimizer and the hyperparameters its row names (worker/optimizers.h);
+     * those a checkpoint does not record come from the flags (see mw_keras_optimizer) */
+    const int k = mw_optimizer_find(o->name, 0);
+    const mw_optimizer_row *row = mw_optimizer_row_of(k < 0 ? MW_OPT_ADAM : (mw_optimizer)k);
+    json_t *c = json_pack("{s:s, s:f}", "name", row->keras_name ? row->keras_name : o->name,
+                          "learning_rate", o->learning_rate);
+    for (int i = 0; i < 4 && row->keras_hyper[i]; i++) {
+        const char *h = row->keras_hyper[i];
+        const double v = !strcmp(h, "momentum") ? o->momentum
+                         : !strcmp(h, "beta_1") ? o->beta1
+                         : !strcmp(h, "beta_2") ? o->beta2
+                                                : o->epsilon;
+        json_object_set_new(c, h, json_real(v));
+    }
+    json_t *opt = obj("keras.optimizers", row->keras, c);
     json_t *loss = obj("keras.losses", "SparseCategoricalCrossentropy",
                        json_pack("{s:s, s:s, s:b, s:n}", "name", "sparse_categorical_crossentropy",
                                  "reduction", "sum_over_batch_size", "from_logits", from_logits,

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "common/fs.h"
+#include "worker/optimizers.h"
 
 /* Where a value lives, for messages: the source and the key path. */
 typedef struct {
@@ -307,30 +308,19 @@ static const char *const opt_common[] = {"name",
                                          "decay",
                                          NULL};
 
-static const struct {
-    const char *cls;
-    mw_optimizer kind;
-    const char *keys[6];
-} opt_classes[] = {
-    {"SGD", MW_OPT_SGD, {"momentum", "nesterov", NULL}},
-    {"Adam", MW_OPT_ADAM, {"beta_1", "beta_2", "epsilon", "amsgrad", NULL}},
-    {"AdamW", MW_OPT_ADAMW, {"beta_1", "beta_2", "epsilon", "amsgrad", NULL}},
-    {"RMSprop", MW_OPT_RMSPROP, {"rho", "momentum", "epsilon", "centered", NULL}},
-    {"Adagrad", MW_OPT_ADAGRAD, {"initial_accumulator_value", "epsilon", NULL}},
-};
-#define NOPT (sizeof opt_classes / sizeof *opt_classes)
-
-/* Keras' defaults for a class: what its constructor takes when a key is left out. */
+/* Keras' defaults for a class: what its constructor takes when a key is left out (the
+ * optimizer table's row, worker/optimizers.h, where they differ between classes). */
 static void class_defaults(mw_train_opts *o, mw_optimizer kind)
 {
+    const mw_optimizer_row *r = mw_optimizer_row_of(kind);
     o->optimizer = kind;
-    o->learning_rate = kind == MW_OPT_SGD ? 0.01 : 0.001;
+    o->learning_rate = r->lr;
     o->momentum = 0.0;
-    o->beta1 = 0.9, o->beta2 = 0.999, o->epsilon = 1e-7;
+    o->beta1 = 0.9, o->beta2 = r->beta2 > 0 ? r->beta2 : 0.999, o->epsilon = 1e-7;
     o->nesterov = o->amsgrad = o->centered = 0;
     o->rho = 0.9;
     o->initial_accumulator = 0.1;
-    o->weight_decay = kind == MW_OPT_ADAMW ? 0.004 : 0.0;
+    o->weight_decay = r->weight_decay;
     o->clipnorm = o->clipvalue = o->global_clipnorm = 0.0;
     memset(&o->schedule, 0, sizeof o->schedule);
 }
@@ -456,19 +446,18 @@ static mw_status from_json(mw_train_opts *o, const json_t *j, const loc *lp, int
         *o = t;
         return MW_OK;
     }
-    size_t i = 0;
-    while (i < NOPT && strcasecmp(opt_classes[i].cls, cls) != 0)
-        i++;
-    if (i == NOPT)
+    const int k = mw_optimizer_find(cls, 1);
+    if (k < 0)
         return bad(&l, json_is_string(j) ? NULL : "class_name",
-                   "unknown optimizer '%s' (expected SGD, Adam, AdamW, RMSprop or Adagrad%s)", cls,
+                   "unknown optimizer '%s' (expected %s%s)", cls, mw_optimizer_list(1),
                    outer ? ", or a LossScaleOptimizer around one" : "");
+    const mw_optimizer_row *row = mw_optimizer_row_of((mw_optimizer)k);
     mw_train_opts t = *o;
-    class_defaults(&t, opt_classes[i].kind);
+    class_defaults(&t, (mw_optimizer)k);
     if (cfg) {
         loc c;
         sub(&c, &l, "config");
-        MW_TRY(known_keys(&c, cfg, opt_classes[i].cls, opt_common, opt_classes[i].keys,
+        MW_TRY(known_keys(&c, cfg, row->keras, opt_common, row->keys,
                           "learning_rate, weight_decay, clipnorm, clipvalue, global_clipnorm, "
                           "name, ..."));
         MW_TRY(opt_values(&c, cfg, &t));

@@ -40,6 +40,7 @@
 #include "kernels/kernels.h"
 #include "worker/data/data.h"
 #include "worker/model/model.h"
+#include "worker/optimizers.h"
 #include "worker/opts.h"
 
 /* What a backend is given; borrowed, alive until close. */
@@ -117,29 +118,6 @@ int mw_cpu_examples_per_thread(const mw_train_opts *o, int threads);
 void mw_slice(long total, int nrep, int i, long *off, long *cnt);
 /* Examples of total that rank's rpw replicas hold, of world * rpw replicas. */
 long mw_rank_examples(long total, int world, int rpw, int rank);
-/* The optimizer of o on count floats (the model's arena layout) in the memory k's kernels work
- * on: slots s[0..2] (kernels/optim.h), gradients g read only (they may be shared), multiplied
- * by h->gscale (1, or 1 / the loss scale). Clipping: clipnorm per tensor of m,
- * global_clipnorm over all of g (the same bits on every replica, as g is), on the unscaled
- * gradients, clipvalue per element; weight decay first, as Keras does. */
-void mw_optimizer_apply(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k,
-                        const mw_model *m, float *p, float *const s[3], const float *g,
-                        size_t count, const mw_optim_hyper *h);
-/* A backend's finite op on the summed gradients g (count floats in k's memory): the squared
- * norm summed in double, finite exactly when every element is. */
-int mw_grads_finite(const mw_kernels *kt, const mw_kctx *k, const float *g, size_t count);
 /* A backend's metrics op: sums = acc, and acc = 0 when reset. */
 void mw_metrics_take(double acc[3], double sums[3], int reset);
-/* The scalars of the next update, counting it in *opt_step (Keras' iterations): the
- * scheduled rate of step *opt_step, Adam's bias-corrected alpha, the decay. Once per step,
- * however many copies of the state apply it. */
-void mw_optimizer_hyper(const mw_train_opts *o, long *opt_step, mw_optim_hyper *h);
-/* The learning rate of optimizer step `step` (its schedule's, else learning_rate). */
-double mw_optimizer_lr(const mw_train_opts *o, long step);
-/* How many slot arenas (m1, m2, m3) the optimizer of o keeps state in (checkpoints). */
-int mw_optimizer_slots(const mw_train_opts *o);
-/* Fill fresh slots (m1 m2 m3 of count floats, host memory): zeros, Adagrad's accumulator
- * initial_accumulator_value. */
-void mw_optimizer_init_slots(const mw_train_opts *o, float *m1, float *m2, float *m3, size_t count);
-
 #endif
