@@ -114,6 +114,8 @@ typedef struct {
     float one_minus_beta1, one_minus_beta2, epsilon;
     float momentum; /* SGD, RMSprop (0: no momentum slot) */
     float rho;      /* RMSprop */
+    float beta2;    /* Adamax: beta_2 rounded to float32, as Keras multiplies by it */
+    float bias1;    /* Adamax: 1 - beta_1^t in float32 */
     int nesterov, amsgrad, centered;
 } mw_optim_hyper;
 /* An update rule over count elements: parameters p, slots s1..s3 (which ones a rule uses, and
@@ -282,7 +284,7 @@ typedef struct {
     mw_act_bwd_fn act_bwd;
     mw_softmax_fwd_fn softmax_fwd;
     mw_softmax_bwd_fn softmax_bwd;
-    mw_optim_fn sgd_step, adam_step, rmsprop_step, adagrad_step; /* kernels/optim.h */
+    mw_optim_fn sgd_step, adam_step, rmsprop_step, adagrad_step, adamax_step; /* kernels/optim.h */
     mw_sumsq_fn sumsq;
     mw_round_bf16_fn round_bf16; /* mixed_bfloat16; NULL where the backend cannot run it */
     mw_round_bf16_fn round_f16;  /* mixed_float16; likewise */

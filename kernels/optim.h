@@ -7,6 +7,7 @@
  *   rmsprop_step  s1 = velocity (mean square), s2 = momentum (when > 0), s3 = average
  *                 gradient (centered)
  *   adagrad_step  s1 = accumulator (initial_accumulator_value at the start)
+ *   adamax_step   s1 = m, s2 = u (the exponentially weighted infinity norm)
  *
  * and sumsq, the squared norm behind clipnorm and global_clipnorm. */
 #ifndef MW_KERNELS_OPTIM_H
@@ -22,7 +23,9 @@
     void mw_rmsprop_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,        \
                                const float *g, size_t count, const mw_optim_hyper *h);             \
     void mw_adagrad_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,        \
-                               const float *g, size_t count, const mw_optim_hyper *h);
+                               const float *g, size_t count, const mw_optim_hyper *h);             \
+    void mw_adamax_step_##sfx(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,         \
+                              const float *g, size_t count, const mw_optim_hyper *h);
 MW_OPTIM_DECL(ref)
 MW_OPTIM_DECL(cpu)
 MW_OPTIM_DECL(cuda)

@@ -106,4 +106,16 @@ MW_OPTIM_HD void rule_adagrad(float *p, float *s1, float g0, const mw_optim_hype
     *p = q - h->lr * g / sqrtf(acc + h->epsilon);
 }
 
+/* Adamax: m += (g - m)(1 - b1); u = max(b2 u, |g|); p -= lr m / ((1 - b1^t)(u + eps)), as
+ * keras/src/optimizers/adamax.py writes it (bias1 = 1 - b1^t in float32). s1 = m, s2 = u. */
+MW_OPTIM_HD void rule_adamax(float *p, float *s1, float *s2, float g0, const mw_optim_hyper *h)
+{
+    float q = rule_decay(*p, h), g = rule_grad(g0, h);
+    float m = *s1 + (g - *s1) * h->one_minus_beta1;
+    float u = fmaxf(h->beta2 * *s2, fabsf(g));
+    *s1 = m;
+    *s2 = u;
+    *p = q - h->lr * m / (h->bias1 * (u + h->epsilon));
+}
+
 #endif

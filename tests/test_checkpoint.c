@@ -1004,7 +1004,7 @@ static void test_bad_meta(void **state)
         const char *want;
     } cases[] = {
         {{"lbfgs", 10, 10, 1, 5, 1, 2, 7, 42, 64, 0.01, 2},
-         "unknown optimizer 'lbfgs' (expected adam, sgd, adamw, rmsprop or adagrad)"},
+         "unknown optimizer 'lbfgs' (expected adam, sgd, adamw, rmsprop, adagrad or adamax)"},
         {{"adam", 10, 10, 1, 5, 1, 2, 7, 42, 64, 0.01, 2},
          "optimizer adam with 1 slot(s) (expected 2 or 3: m, v and with amsgrad vhat)"},
         {{"sgd", 10, 10, 4, 5, 1, 2, 7, 42, 64, 0.01, 2}, "meta lists 4 optimizer slots"},

@@ -460,7 +460,9 @@ static void test_optim_rules(void **state)
                                  .one_minus_beta1 = 0.1f,
                                  .one_minus_beta2 = 0.001f,
                                  .epsilon = 1e-7f,
-                                 .rho = 0.9f};
+                                 .rho = 0.9f,
+                                 .beta2 = 0.999f,
+                                 .bias1 = 0.271f};
     mw_optim_hyper hs[6];
     for (int i = 0; i < 6; i++)
         hs[i] = base;
@@ -469,12 +471,12 @@ static void test_optim_rules(void **state)
     hs[3].momentum = 0.5f, hs[3].centered = 1, hs[3].gscale = 0.5f;
     hs[4].momentum = 0.9f, hs[4].amsgrad = 1, hs[4].centered = 1, hs[4].epsilon = 0.1f;
     hs[5].weight_decay = 0.004f, hs[5].decay_lr = 0.01f, hs[5].gscale = 0.25f;
-    const mw_optim_fn refs[4] = {mw_sgd_step_ref, mw_adam_step_ref, mw_rmsprop_step_ref,
-                                 mw_adagrad_step_ref};
-    const mw_optim_fn devs[4] = {cuda.sgd_step, cuda.adam_step, cuda.rmsprop_step,
-                                 cuda.adagrad_step};
+    const mw_optim_fn refs[5] = {mw_sgd_step_ref, mw_adam_step_ref, mw_rmsprop_step_ref,
+                                 mw_adagrad_step_ref, mw_adamax_step_ref};
+    const mw_optim_fn devs[5] = {cuda.sgd_step, cuda.adam_step, cuda.rmsprop_step,
+                                 cuda.adagrad_step, cuda.adamax_step};
     const size_t n = 10007, nb = n * sizeof(float);
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < 5; r++) {
         for (int i = 0; i < 6; i++) {
             pool P = {0};
             float *p = h_rand(&P, n, 300 + i, -1, 1), *s[3];

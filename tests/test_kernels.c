@@ -1225,19 +1225,23 @@ static void test_optim_rules_cpu_vs_ref(void **state)
                                  .one_minus_beta1 = 0.1f,
                                  .one_minus_beta2 = 0.001f,
                                  .epsilon = 1e-7f,
-                                 .rho = 0.9f};
+                                 .rho = 0.9f,
+                                 .beta2 = 0.999f,
+                                 .bias1 = 0.271f};
     mw_optim_hyper hs[5] = {base, base, base, base, base};
     hs[1].momentum = 0.9f, hs[1].nesterov = 1, hs[1].weight_decay = 0.01f, hs[1].decay_lr = 0.1f;
     hs[2].amsgrad = 1, hs[2].clipvalue = 0.3f;
     hs[3].momentum = 0.5f, hs[3].centered = 1, hs[3].gscale = 0.5f;
     hs[4].weight_decay = 0.004f, hs[4].decay_lr = 0.01f, hs[4].epsilon = 0.1f;
-    const mw_optim_fn rr[4] = {ref.sgd_step, ref.adam_step, ref.rmsprop_step, ref.adagrad_step};
-    const mw_optim_fn cc[4] = {cpu.sgd_step, cpu.adam_step, cpu.rmsprop_step, cpu.adagrad_step};
+    const mw_optim_fn rr[5] = {ref.sgd_step, ref.adam_step, ref.rmsprop_step, ref.adagrad_step,
+                               ref.adamax_step};
+    const mw_optim_fn cc[5] = {cpu.sgd_step, cpu.adam_step, cpu.rmsprop_step, cpu.adagrad_step,
+                               cpu.adamax_step};
     const size_t n = 1031;
     ctx R, C;
     ctx_open(&R, 0, 1);
     ctx_open(&C, 0, 3);
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 5; r++)
         for (int i = 0; i < 5; i++) {
             pool P = {0};
             float *a[4], *b[4]; /* p, s1, s2, s3 */
@@ -1251,8 +1255,8 @@ static void test_optim_rules_cpu_vs_ref(void **state)
             }
             /* the slots each rule may leave NULL: SGD without momentum uses none */
             int unused2 = r == 0 || r == 3 || (r == 2 && hs[i].momentum == 0);
-            int unused3 =
-                r == 0 || r == 3 || (r == 1 && !hs[i].amsgrad) || (r == 2 && !hs[i].centered);
+            int unused3 = r == 0 || r == 3 || r == 4 || (r == 1 && !hs[i].amsgrad) ||
+                          (r == 2 && !hs[i].centered);
             int unused1 = r == 0 && hs[i].momentum == 0;
             float *g = fzero(&P, n);
             for (int step = 1; step <= 3; step++) {

@@ -59,6 +59,20 @@ static void adagrad_step(const mw_train_opts *o, const mw_kernels *kt, const mw_
     kt->adagrad_step(k, p, s1, NULL, NULL, g, count, h);
 }
 
+static int two_slots(const mw_train_opts *o)
+{
+    (void)o;
+    return 2;
+}
+
+static void adamax_step(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
+                        float *s1, float *s2, float *s3, const float *g, size_t count,
+                        const mw_optim_hyper *h)
+{
+    (void)o, (void)s3;
+    kt->adamax_step(k, p, s1, s2, NULL, g, count, h);
+}
+
 static const mw_optimizer_row rows[MW_OPT_COUNT] = {
     [MW_OPT_ADAM] = {.keras = "Adam",
                      .keys = {"beta_1", "beta_2", "epsilon", "amsgrad"},
@@ -112,6 +126,14 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                         .slots = one_slot,
                         .slot1_start = adagrad_start,
                         .step = adagrad_step},
+    [MW_OPT_ADAMAX] = {.keras = "Adamax",
+                       .keys = {"beta_1", "beta_2", "epsilon"},
+                       .lr = 0.001,
+                       .slots_lo = 2,
+                       .slots_hi = 2,
+                       .slots_what = "2: m and the infinity norm u",
+                       .slots = two_slots,
+                       .step = adamax_step},
 };
 
 const mw_optimizer_row *mw_optimizer_row_of(mw_optimizer id)
@@ -168,6 +190,8 @@ void mw_optimizer_hyper(const mw_train_opts *o, long *opt_step, mw_optim_hyper *
     h->epsilon = (float)o->epsilon;
     h->momentum = (float)o->momentum;
     h->rho = (float)o->rho;
+    h->beta2 = (float)o->beta2;
+    h->bias1 = 1.0f - powf((float)o->beta1, (float)t); /* Keras: in float32 */
     h->nesterov = o->nesterov, h->amsgrad = o->amsgrad, h->centered = o->centered;
 }
 

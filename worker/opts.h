@@ -15,7 +15,8 @@
  * --optimizer and checkpoints spell it. Each has its row in the optimizer table
  * (worker/optimizers.h). */
 #define MW_OPTIMIZERS(X)                                                                           \
-    X(ADAM, adam) X(SGD, sgd) X(ADAMW, adamw) X(RMSPROP, rmsprop) X(ADAGRAD, adagrad)
+    X(ADAM, adam)                                                                                  \
+    X(SGD, sgd) X(ADAMW, adamw) X(RMSPROP, rmsprop) X(ADAGRAD, adagrad) X(ADAMAX, adamax)
 #define MW_OPT_ENUM(E, name) MW_OPT_##E,
 typedef enum { MW_OPTIMIZERS(MW_OPT_ENUM) MW_OPT_COUNT } mw_optimizer;
 #undef MW_OPT_ENUM

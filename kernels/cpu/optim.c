@@ -43,3 +43,12 @@ void mw_adagrad_step_cpu(const mw_kctx *k, float *p, float *s1, float *s2, float
     for (size_t i = 0; i < count; i++)
         rule_adagrad(p + i, s1 + i, g[i], h);
 }
+
+void mw_adamax_step_cpu(const mw_kctx *k, float *p, float *s1, float *s2, float *s3, const float *g,
+                        size_t count, const mw_optim_hyper *h)
+{
+    (void)s3;
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (size_t i = 0; i < count; i++)
+        rule_adamax(p + i, s1 + i, s2 + i, g[i], h);
+}

@@ -32,6 +32,7 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->adam_step = mw_adam_step_cpu;
     t->rmsprop_step = mw_rmsprop_step_cpu;
     t->adagrad_step = mw_adagrad_step_cpu;
+    t->adamax_step = mw_adamax_step_cpu;
     t->avgpool_fwd = mw_avgpool_fwd_cpu;
     t->avgpool_bwd = mw_avgpool_bwd_cpu;
     t->pad2d_fwd = mw_pad2d_fwd_cpu;

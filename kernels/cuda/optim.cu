@@ -37,6 +37,7 @@ MW_RULE_KERNEL(adam_step, rule_adam(p + i, s1 + i, s2 + i, s3 ? s3 + i : NULL, g
 MW_RULE_KERNEL(rmsprop_step,
                rule_rmsprop(p + i, s1 + i, s2 ? s2 + i : NULL, s3 ? s3 + i : NULL, g[i], &h))
 MW_RULE_KERNEL(adagrad_step, rule_adagrad(p + i, s1 + i, g[i], &h))
+MW_RULE_KERNEL(adamax_step, rule_adamax(p + i, s1 + i, s2 + i, g[i], &h))
 #undef MW_RULE_KERNEL
 
 /* sumsq: per-block partial sums in double (a fixed tree), then the blocks in order by one

@@ -65,5 +65,6 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->adam_step = mw_adam_step_cuda;
     t->rmsprop_step = mw_rmsprop_step_cuda;
     t->adagrad_step = mw_adagrad_step_cuda;
+    t->adamax_step = mw_adamax_step_cuda;
     t->sumsq = mw_sumsq_cuda;
 }

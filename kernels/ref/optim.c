@@ -38,6 +38,14 @@ void mw_adagrad_step_ref(const mw_kctx *k, float *p, float *s1, float *s2, float
         rule_adagrad(p + i, s1 + i, g[i], h);
 }
 
+void mw_adamax_step_ref(const mw_kctx *k, float *p, float *s1, float *s2, float *s3, const float *g,
+                        size_t count, const mw_optim_hyper *h)
+{
+    (void)k, (void)s3;
+    for (size_t i = 0; i < count; i++)
+        rule_adamax(p + i, s1 + i, s2 + i, g[i], h);
+}
+
 void mw_sumsq_ref(const mw_kctx *k, double *out, const float *g, size_t count)
 {
     (void)k;

@@ -59,6 +59,7 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->adam_step = mw_adam_step_ref;
     t->rmsprop_step = mw_rmsprop_step_ref;
     t->adagrad_step = mw_adagrad_step_ref;
+    t->adamax_step = mw_adamax_step_ref;
     t->sumsq = mw_sumsq_ref;
     t->round_bf16 = mw_round_bf16_ref;
     t->round_f16 = mw_round_f16_ref;

@@ -33,13 +33,16 @@ HALF=$(( SECONDS_MAX - DATA_SECONDS > 1 ? (SECONDS_MAX - DATA_SECONDS) / 2 : 1 )
 pids=""
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+# The optimizer table's header (worker/optimizers.h, read by the checkpoint and .keras archive
+# code) sees mpi.h through worker/opts.h: those targets get its include path, no MPI code.
+MPI_CFLAGS=$(pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile)
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
     "$ROOT/common/status.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -o "$OUT/fuzz_tfconfig" &
 pids="$pids $!"
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
+"$CLANG" $CFLAGS $MPI_CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
     "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -lm -o "$OUT/fuzz_checkpoint" &
 pids="$pids $!"
@@ -115,8 +118,9 @@ ARCHIVE_SECONDS=$(( KERAS_SECONDS >= 3 ? KERAS_SECONDS / 3 : 1 ))
 KERAS_SECONDS=$(( KERAS_SECONDS > ARCHIVE_SECONDS ? KERAS_SECONDS - ARCHIVE_SECONDS : 1 ))
 mkdir -p "$OUT/corpus-keras_archive"
 # shellcheck disable=SC2086,SC2046
-"$CLANG" $CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
+"$CLANG" $CFLAGS $MPI_CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
+    "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
     "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
     "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \

@@ -54,6 +54,7 @@ def cases():
         ("RMSprop momentum clipvalue", O.RMSprop(5e-4, momentum=0.5, clipvalue=0.05)),
         ("RMSprop centered", O.RMSprop(5e-4, centered=True)),
         ("Adagrad", O.Adagrad(0.01)),
+        ("Adamax", O.Adamax(2e-3, weight_decay=0.01)),
         ("ExponentialDecay", O.SGD(S.ExponentialDecay(0.1, 10, 0.5))),
         ("PiecewiseConstantDecay",
          O.SGD(S.PiecewiseConstantDecay([10, 30], [0.1, 0.05, 0.01]), momentum=0.9)),

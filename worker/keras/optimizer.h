@@ -6,15 +6,14 @@
  *              "registered_name": null}
  *   Keras 2 / tf.keras:  {"class_name": "Adam", "config": {...}}
  *   a name:   "adam" (Keras' defaults, as keras.optimizers.get takes it)
- * Classes: SGD (momentum, nesterov), Adam and AdamW (beta_1, beta_2, epsilon, amsgrad),
- * RMSprop (rho, momentum, epsilon, centered), Adagrad (initial_accumulator_value, epsilon), each
- * with weight_decay and one of clipnorm, clipvalue, global_clipnorm; and LossScaleOptimizer
- * around one of them (inner_optimizer, initial_scale: a power of 2, dynamic_growth_steps: the
- * loss_scale_* fields, used under mixed_float16). learning_rate is a number
- * or one of the schedules of worker/schedule.h. Keys Keras writes that change nothing here
- * (name, jit_compile, is_legacy_optimizer, ema_momentum, ...) are accepted; use_ema,
- * loss_scale_factor and gradient_accumulation_steps only at their defaults (off). Anything else
- * is an error naming the key. */
+ * Classes: the optimizer table's (worker/optimizers.h: each row names its Keras class, its own
+ * config keys and its defaults), each with weight_decay and one of clipnorm, clipvalue,
+ * global_clipnorm; and LossScaleOptimizer around one of them (inner_optimizer, initial_scale: a
+ * power of 2, dynamic_growth_steps: the loss_scale_* fields, used under mixed_float16).
+ * learning_rate is a number or one of the schedules of worker/schedule.h. Keys Keras writes that
+ * change nothing here (name, jit_compile, is_legacy_optimizer, ema_momentum, ...) are accepted;
+ * use_ema, loss_scale_factor and gradient_accumulation_steps only at their defaults (off). Anything
+ * else is an error naming the key. */
 #ifndef MW_WORKER_OPTIMIZER_H
 #define MW_WORKER_OPTIMIZER_H
 
