@@ -155,3 +155,34 @@ mw_status mw_data_read_cifar(mw_dataset *train, mw_dataset *test, const char *di
                  cifar100 ? "100" : "10", dir);
     return MW_OK;
 }
+
+/* ---- the reader table's rows ---- */
+
+static int cifar10_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+{
+    (void)head, (void)got;
+    return is_dir && mw_data_has(path, "data_batch_1.bin");
+}
+
+static int cifar100_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+{
+    (void)head, (void)got;
+    return is_dir && mw_data_has(path, "train.bin");
+}
+
+static mw_status cifar10_read(mw_dataset *train, mw_dataset *test, const char *path,
+                              const mw_data_opts *o, int *top, int *own)
+{
+    (void)top;
+    return mw_data_read_cifar(train, test, path, 0, o->cifar_fine, o->classes, own);
+}
+
+static mw_status cifar100_read(mw_dataset *train, mw_dataset *test, const char *path,
+                               const mw_data_opts *o, int *top, int *own)
+{
+    (void)top;
+    return mw_data_read_cifar(train, test, path, 1, o->cifar_fine, o->classes, own);
+}
+
+const mw_data_reader mw_reader_cifar10 = {"CIFAR-10", cifar10_claims, cifar10_read};
+const mw_data_reader mw_reader_cifar100 = {"CIFAR-100", cifar100_claims, cifar100_read};

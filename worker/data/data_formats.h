@@ -1,6 +1,8 @@
 /* The readers behind mw_dataset_open, one file per format (worker/data/data_idx.c, data_npy.c,
- * data_npz.c, data_cifar.c), and what they share: the .npy header parser, arrays as a reader
- * hands them over, label conversion and the checks every format makes.
+ * data_npz.c, data_cifar.c), each with its row of the reader table (mw_data_reader, listed in
+ * data_open.c), and what they share (data_arrays.c): arrays as a reader hands them over,
+ * label conversion and the checks every format makes; and the .npy header parser, which the
+ * .npz reader uses too. A new format is its file with its row, and the row in data_open.c.
  *
  * A .npy file (NumPy's format, version 1.0, 2.0 or 3.0):
  *   magic "\x93NUMPY", major and minor version bytes (1|2|3, 0),
@@ -22,6 +24,22 @@
 #define MW_DATA_MAX_CHANNELS 4096u             /* largest accepted channel count */
 #define MW_DATA_MAX_MAPPED (UINT64_C(1) << 40) /* largest memory-mapped image data */
 #define MW_DATA_MAX_CLASSES 65536              /* labels must be below this without --classes */
+
+/* A row of the reader table: one data format. */
+typedef struct {
+    const char *name; /* for messages and the debug log ("CIFAR-10") */
+    /* 1 when path is in this format: a directory (is_dir) by the files it holds, a regular
+     * file by its first bytes head[0..got) (got <= 8). */
+    int (*claims)(const char *path, int is_dir, const uint8_t *head, size_t got);
+    /* Fill train and test (initialised, empty) from path, or fail leaving them for the caller
+     * to free; *top: the largest label of both (-1: none seen), *own: the format's own class
+     * count (0: none; CIFAR's 10, 100 or 20). */
+    mw_status (*read)(mw_dataset *train, mw_dataset *test, const char *path, const mw_data_opts *o,
+                      int *top, int *own);
+} mw_data_reader;
+
+/* 1 when dir/name exists. */
+int mw_data_has(const char *dir, const char *name);
 
 /* A parsed .npy header. */
 typedef struct {

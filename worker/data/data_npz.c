@@ -266,3 +266,20 @@ mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const voi
     zip_discard(za);
     return rc;
 }
+
+/* ---- the reader table's row ---- */
+
+static int npz_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+{
+    (void)path;
+    return !is_dir && got >= 4 && !memcmp(head, "PK", 2);
+}
+
+static mw_status npz_read(mw_dataset *train, mw_dataset *test, const char *path,
+                          const mw_data_opts *o, int *top, int *own)
+{
+    (void)own;
+    return mw_data_read_npz(train, test, path, o->classes, top);
+}
+
+const mw_data_reader mw_reader_npz = {"a .npz archive", npz_claims, npz_read};

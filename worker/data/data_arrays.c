@@ -1,0 +1,207 @@
+/* What the readers share (worker/data/data_formats.h): arrays as a reader hands them over,
+ * their checks and conversion into a data set, label conversion, and path joins. Float images
+ * are scanned once for NaN and infinities, a window at a time, each window dropped from this
+ * process's page tables after it is scanned (MADV_DONTNEED on a file mapping keeps the page
+ * cache), so the scan does not leave a mapped file resident. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/mapguard.h"
+#include "worker/data/data_formats.h"
+
+#define SCAN_WINDOW (64u << 20) /* bytes of float images scanned before they are dropped */
+
+void mw_npy_array_init(mw_npy_array *a)
+{
+    memset(a, 0, sizeof *a);
+}
+
+void mw_npy_array_free(mw_npy_array *a)
+{
+    free(a->heap);
+    if (a->map) {
+        mw_mapguard_remove(a->map);
+        munmap(a->map, a->map_nbytes);
+    }
+    mw_npy_array_init(a);
+}
+
+static const char *shape_str(const mw_npy_header *h, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < h->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ", %llu" : "%llu",
+                              (unsigned long long)h->shape[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, h->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, char kind,
+                              int itemsize, uint32_t count, int classes, const char *why,
+                              const char *name, int *max_label)
+{
+    const int64_t limit = classes > 0 ? classes : MW_DATA_MAX_CLASSES;
+    int64_t top = -1;
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *p = src + (size_t)i * stride;
+        int64_t v;
+        if (itemsize == 1) {
+            v = kind == 'i' ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
+        } else {
+            uint64_t u = 0;
+            for (int b = itemsize - 1; b >= 0; b--)
+                u = u << 8 | p[b];
+            if (kind == 'i' && itemsize < 8 && (u >> (8 * itemsize - 1)) & 1)
+                u |= ~UINT64_C(0) << (8 * itemsize); /* sign-extend */
+            v = kind == 'u' && itemsize == 8 && u > INT64_MAX ? INT64_MAX : (int64_t)u;
+        }
+        if (v < 0 || v >= limit) {
+            if (classes > 0)
+                return mw_err(MW_EDATA, "%s: example %u has label %lld, expected 0..%d (%s)", name,
+                              i, (long long)v, classes - 1, why);
+            return mw_err(MW_EDATA, "%s: example %u has label %lld, expected a class index 0..%d",
+                          name, i, (long long)v, MW_DATA_MAX_CLASSES - 1);
+        }
+        out[i] = (int32_t)v;
+        if (v > top)
+            top = v;
+    }
+    *max_label = (int)top;
+    return MW_OK;
+}
+
+/* NaN or an infinity anywhere in count float32 values: the first one's error. A mapped array
+ * is dropped from this process's pages window by window as it is scanned. */
+static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_example)
+{
+    const size_t window = SCAN_WINDOW / sizeof(float);
+    for (size_t at = 0; at < count; at += window) {
+        size_t end = count - at < window ? count : at + window;
+        for (size_t i = at; i < end; i++) {
+            float v;
+            memcpy(&v, x->data + i * sizeof v, sizeof v);
+            if (!isfinite(v))
+                return mw_err(
+                    MW_EDATA, "%s: example %llu has %s at element %llu: images must be finite",
+                    x->name, (unsigned long long)(i / per_example),
+                    isnan(v) ? "NaN" : "an infinity", (unsigned long long)(i % per_example));
+        }
+        if (x->map) {
+            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t lo = (uintptr_t)(x->data + at * sizeof(float)) & ~(pg - 1);
+            uintptr_t hi = (uintptr_t)(x->data + end * sizeof(float)) & ~(pg - 1);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+    }
+    return MW_OK;
+}
+
+static mw_status check_images(const mw_npy_array *x)
+{
+    const mw_npy_header *h = &x->h;
+    char sh[160];
+    if (h->ndim != 3 && h->ndim != 4)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': %s has %d dimensions; expected images "
+                      "(N, H, W) or (N, H, W, C)",
+                      x->name, shape_str(h, sh, sizeof sh), h->ndim);
+    if (!((h->kind == 'u' && h->itemsize == 1) || (h->kind == 'f' && h->itemsize == 4)))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': images of '%s'; expected uint8 ('|u1') or "
+                      "float32 ('<f4')",
+                      x->name, h->descr);
+    const uint64_t c = h->ndim == 4 ? h->shape[3] : 1;
+    if (h->shape[0] == 0 || h->shape[0] >= UINT32_MAX)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': %s holds %llu images; expected "
+                      "1..%u",
+                      x->name, shape_str(h, sh, sizeof sh), (unsigned long long)h->shape[0],
+                      UINT32_MAX - 1);
+    if (h->shape[1] == 0 || h->shape[2] == 0 || h->shape[1] > MW_DATA_MAX_DIM ||
+        h->shape[2] > MW_DATA_MAX_DIM || c == 0 || c > MW_DATA_MAX_CHANNELS)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': images of %s; expected height and width "
+                      "1..%u and 1..%u channels",
+                      x->name, shape_str(h, sh, sizeof sh), MW_DATA_MAX_DIM, MW_DATA_MAX_CHANNELS);
+    uint64_t nbytes = h->count * (uint64_t)h->itemsize;
+    uint64_t limit = x->map ? MW_DATA_MAX_MAPPED : MW_DATA_MAX_NBYTES;
+    if (nbytes > limit)
+        return mw_err(MW_EDATA, "%s: %llu bytes of images, more than the limit %llu", x->name,
+                      (unsigned long long)nbytes, (unsigned long long)limit);
+    return MW_OK;
+}
+
+static mw_status check_labels(const mw_npy_array *y, const mw_npy_array *x)
+{
+    const mw_npy_header *h = &y->h;
+    char sh[160];
+    if (!(h->ndim == 1 || (h->ndim == 2 && h->shape[1] == 1)))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': labels of shape %s; expected (N,) or (N, 1)",
+                      y->name, shape_str(h, sh, sizeof sh));
+    if (!((h->kind == 'u' && h->itemsize == 1) ||
+          (h->kind == 'i' && (h->itemsize == 4 || h->itemsize == 8))))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': labels of '%s'; expected uint8 ('|u1'), "
+                      "int32 ('<i4') or int64 ('<i8')",
+                      y->name, h->descr);
+    if (h->shape[0] != x->h.shape[0])
+        return mw_err(MW_EDATA, "%s has %llu images but %s has %llu labels: the counts must match",
+                      x->name, (unsigned long long)x->h.shape[0], y->name,
+                      (unsigned long long)h->shape[0]);
+    return MW_OK;
+}
+
+mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
+                              int *max_label)
+{
+    MW_TRY(check_images(x));
+    MW_TRY(check_labels(y, x));
+    const mw_npy_header *h = &x->h;
+    const uint32_t n = (uint32_t)h->shape[0];
+    const uint64_t per = h->count / n;
+    if (h->kind == 'f')
+        MW_TRY(check_finite(x, (size_t)h->count, per));
+    d->labels = malloc((size_t)n * sizeof *d->labels);
+    if (!d->labels)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %u labels", y->name, n);
+    char why[32];
+    snprintf(why, sizeof why, "--classes %d", classes);
+    MW_TRY(mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
+                               n, classes, why, y->name, max_label));
+    d->count = n;
+    d->rows = (uint32_t)h->shape[1];
+    d->cols = (uint32_t)h->shape[2];
+    d->channels = h->ndim == 4 ? (uint32_t)h->shape[3] : 1;
+    d->type = h->kind == 'f' ? MW_IMAGES_F32 : MW_IMAGES_U8;
+    d->images = x->data;
+    d->map = x->map;
+    d->map_nbytes = x->map_nbytes;
+    if (!x->map && x->heap != x->data) { /* the data lie inside the heap block: own a copy */
+        size_t nbytes = (size_t)h->count * (size_t)h->itemsize;
+        d->images = malloc(nbytes ? nbytes : 1);
+        if (!d->images)
+            return mw_err(MW_ENOMEM, "%s: cannot allocate %zu bytes", x->name, nbytes);
+        memcpy(d->images, x->data, nbytes);
+        free(x->heap);
+    }
+    x->heap = NULL, x->map = NULL, x->data = NULL; /* now d's */
+    return MW_OK;
+}
+
+mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name)
+{
+    size_t dlen = strlen(dir);
+    while (dlen > 1 && dir[dlen - 1] == '/')
+        dlen--;
+    int n = snprintf(out, cap, "%.*s/%s", (int)dlen, dir, name);
+    if (n < 0 || (size_t)n >= cap)
+        return mw_err(MW_EINVAL, "data directory %s: path too long", dir);
+    return MW_OK;
+}
