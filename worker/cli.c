@@ -113,7 +113,8 @@ static const flag flags[] = {
     {"data", "PATH", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
      .help = "the data, recognised by content: a Keras-style .npz (x_train, y_train, x_test, "
              "y_test), or a directory of those four .npy files (memory-mapped), of CIFAR-10 or "
-             "CIFAR-100 binary batches, or of IDX files (same as --data-dir; "
+             "CIFAR-100 binary batches, of train.csv and test.csv (label, features), or of IDX "
+             "files (same as --data-dir; "
              "default " MW_DATA_DEFAULT_DIR ")"},
     {"classes", "N", C_TRAIN | C_EVAL, K_INT, TR(classes, int), .lo = 1, .hi = 65536,
      .help = "number of classes; every label must be below it (default: the largest label + "

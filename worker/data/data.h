@@ -97,6 +97,7 @@ size_t mw_dataset_image_nbytes(const mw_dataset *d);
  *   a directory with x_train.npy: the four .npy files (uncompressed images are memory-mapped)
  *   a directory with data_batch_1.bin: CIFAR-10 (data_batch_1..5.bin, test_batch.bin)
  *   a directory with train.bin and test.bin: CIFAR-100 (o->cifar_fine picks the labels)
+ *   a directory with train.csv: tabular data, train.csv and test.csv (label, features)
  *   a directory with train-images-idx3-ubyte[.gz]: IDX (mw_dataset_load_dir)
  * Classes: o->classes, or the largest label of train and test + 1; every label is checked
  * against them. Train and test images must have the same shape. Every error names the file,

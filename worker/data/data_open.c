@@ -11,13 +11,13 @@
 #include "worker/data/data_formats.h"
 
 extern const mw_data_reader mw_reader_npz, mw_reader_npy_file, mw_reader_npy_dir, mw_reader_cifar10,
-    mw_reader_cifar100, mw_reader_idx;
+    mw_reader_cifar100, mw_reader_csv, mw_reader_idx;
 
 /* The reader table's rows, asked in order: the first that claims a path reads it (IDX, which
  * takes any directory, last). */
 static const mw_data_reader *const readers[] = {
-    &mw_reader_npz,     &mw_reader_npy_file, &mw_reader_npy_dir,
-    &mw_reader_cifar10, &mw_reader_cifar100, &mw_reader_idx,
+    &mw_reader_npz,      &mw_reader_npy_file, &mw_reader_npy_dir, &mw_reader_cifar10,
+    &mw_reader_cifar100, &mw_reader_csv,      &mw_reader_idx,
 };
 
 int mw_data_has(const char *dir, const char *name)

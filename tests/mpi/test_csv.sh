@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The CSV reader (worker/data/data_csv.c), against NumPy as the oracle:
+#   1. a tabular set written by numpy.savetxt (a header line, CRLF line ends in test.csv, a
+#      blank line) trains to --dump-weights identical to the same arrays in a .npz, with a
+#      Dense model on Input((12,)), on 1 rank and on 2 ranks;
+#   2. bad CSV files end with exit 3 and one message naming the file, the line and the field.
+#   test_csv.sh MWTRAIN
+set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+mw=$1
+py=/usr/bin/python3
+if ! "$py" -c 'import numpy' 2>/dev/null; then
+    echo "skip: $py has no numpy (Debian package python3-numpy, deploy/setup.sh)"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+"$py" - "$tmp" <<'PY'
+import sys
+import numpy as np
+t = sys.argv[1]
+r = np.random.default_rng(29)
+n, F = 400, 12
+x = r.normal(size=(n, F)).astype(np.float32)
+y = np.argmax(x @ r.normal(size=(F, 4)), axis=1)
+tr, te = slice(0, 320), slice(320, n)
+np.savez(f"{t}/tab.npz", x_train=x[tr].reshape(-1, 1, 1, F), y_train=y[tr],
+         x_test=x[te].reshape(-1, 1, 1, F), y_test=y[te])
+import os
+os.makedirs(f"{t}/csv")
+rows = lambda s: np.column_stack([y[s].astype(np.float64), x[s].astype(np.float64)])
+# %.9g: 9 significant digits give every float32 back exactly
+np.savetxt(f"{t}/csv/train.csv", rows(tr), fmt=["%d"] + ["%.9g"] * F, delimiter=",",
+           header="label," + ",".join(f"f{i}" for i in range(F)), comments="")
+np.savetxt(f"{t}/csv/test.csv", rows(te), fmt=["%d"] + ["%.9g"] * F, delimiter=",",
+           newline="\r\n")
+with open(f"{t}/csv/train.csv", "a") as f:
+    f.write("\n")
+PY
+cat >"$tmp/mlp.json" <<'JSON'
+{"class_name": "Sequential", "config": {"name": "tab", "layers": [
+ {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 12], "name": "in"}},
+ {"class_name": "Dense", "config": {"name": "d1", "units": 16, "activation": "relu"}},
+ {"class_name": "Dense", "config": {"name": "d2", "units": 4}}]}}
+JSON
+common=(train --model "$tmp/mlp.json" --epochs 2 --batch-per-replica 20 --progress none --quiet
+        --summary-dir "" --checkpoint-every-epochs 0 --collective-timeout 120)
+for n in 1 2; do
+    for d in csv tab.npz; do
+        timeout 300 mpiexec -n "$n" "$mw" "${common[@]}" --data "$tmp/$d" \
+            --dump-weights "$tmp/$d-$n.bin" >"$tmp/$d-$n.out" 2>&1 ||
+            echo "$d on $n rank(s): $(tail -n 3 "$tmp/$d-$n.out")"
+    done
+    check 'cmp -s "$tmp/csv-$n.bin" "$tmp/tab.npz-$n.bin"' \
+        "$n rank(s): the CSV files train bitwise like the .npz of the same arrays"
+done
+
+bad() { # name train.csv-text expected-message-part
+    local name=$1 want=$3
+    mkdir -p "$tmp/bad-$1"
+    printf '%b' "$2" >"$tmp/bad-$1/train.csv"
+    printf '0,1,2\n' >"$tmp/bad-$1/test.csv"
+    timeout 120 "$mw" train --data "$tmp/bad-$1" --epochs 1 --progress none --summary-dir "" \
+        --checkpoint-every-epochs 0 >"$tmp/bad-$1.out" 2>&1
+    local rc=$?
+    check '[[ $rc -eq 3 ]] && grep -qF -- "$want" "$tmp/bad-$name.out"' \
+        "$name: exit 3 and '$want' (got $rc: $(tail -n 1 "$tmp/bad-$name.out"))"
+}
+bad word '0,1,2\n1,x3,4\n' "bad-word/train.csv: line 2: field 2: found 'x3'; expected a number"
+bad ragged 'label,a,b\n0,1,2\n1,2\n' "bad-ragged/train.csv: line 3: 2 fields, but the first example has 3"
+bad label '0,1,2\n-1,2,3\n' "bad-label/train.csv: line 2: label -1; expected an integer from 0 to 65535"
+bad label-real '0,1,2\n1.5,2,3\n' "line 2: label 1.5; expected an integer"
+bad huge '0,1,2\n1,1e39,3\n' "line 2: field 2: 1e+39 is not a finite float32"
+bad nan '0,1,2\n1,nan,3\n' "line 2: field 2: nan is not a finite float32"
+bad empty '' "bad-empty/train.csv: no examples"
+bad header-only 'label,a,b\n' "bad-header-only/train.csv: no examples"
+bad one-field '0\n1\n' "line 1: 1 field; expected a label and at least one feature"
+finish
