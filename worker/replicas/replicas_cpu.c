@@ -30,6 +30,7 @@
 #include "common/fault.h"
 #include "common/timeline.h"
 #include "kernels/cpu/cpu.h"
+#include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 
 #define EVAL_IDS 1024 /* ids built per evaluation micro-batch */
@@ -49,7 +50,8 @@ struct mw_replicas {
     float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
     int sync;         /* synchronized BN: the local replicas train in lockstep */
     mw_model_ws *rws; /* sync: replicas 1 .. rpw-1's whole-slice workspaces (replica 0: ws[0]) */
-    double *ssum;     /* sync: a replica's sums, then their total (2 x 2 C doubles) */
+    double *ssum;     /* sync: the lockstep's host sums (lockstep.h) */
+    long gb;          /* sync: this step's global batch, for the lockstep's slices */
     long step;        /* this step, for messages */
 };
 
@@ -72,9 +74,8 @@ static mw_status open_lockstep(mw_replicas *r)
 {
     const mw_model *m = r->env.model;
     const int rpw = r->env.o->replicas_per_worker;
-    const int cmax = mw_model_sync_channels(m);
     r->sync = 1;
-    r->ssum = calloc(4 * (size_t)cmax, sizeof *r->ssum);
+    r->ssum = calloc(mw_lockstep_host_count(m, rpw), sizeof *r->ssum);
     r->rws = calloc((size_t)rpw, sizeof *r->rws);
     if (!r->ssum || !r->rws)
         return mw_err(MW_ENOMEM, "out of memory");
@@ -192,59 +193,28 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     sums[2] += (double)cnt;
 }
 
-/* Synchronized layer i of every local replica (forward, or backward): the replicas' sums in
- * replica order, summed over the ranks, then each replica's pass through the layer. */
-static mw_status sync_layer(mw_replicas *r, int i, int backward, long gb)
+/* The lockstep's view of the local replicas (lockstep.h): each its own whole-slice workspace,
+ * all on the whole-rank kernel context and thread 0's gradients; the sums in host memory. */
+static void ls_replica(void *ctx, int lr, mw_model_ws **ws, const mw_kctx **k, float **grads,
+                       long *cnt)
 {
+    mw_replicas *r = ctx;
     const mw_replicas_env *e = &r->env;
-    const mw_model *m = e->model;
-    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
-    const int C = m->layers[i].out_c;
-    double *tot = r->ssum, *mine = r->ssum + 2 * C;
-    memset(tot, 0, 2 * (size_t)C * sizeof *tot);
-    for (int lr = 0; lr < rpw; lr++) {
-        long off, cnt;
-        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
-        mw_model_sync_sums(m, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], i, (int)cnt, backward,
-                           mine);
-        for (int c = 0; c < 2 * C; c++)
-            tot[c] += mine[c];
-    }
-    if (e->world > 1) {
-        char op[128];
-        snprintf(op, sizeof op, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
-                 m->layers[i].name, backward ? "backward" : "forward");
-        mw_wait_ctx w = {op, r->step, e->o->collective_timeout};
-        mw_fault_point("bn-sync", e->topo->world_rank);
-        MW_TRY(mw_comm_allreduce(&w, tot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
-    }
-    for (int lr = 0; lr < rpw; lr++) {
-        long off, cnt;
-        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
-        if (backward)
-            mw_model_sync_backward(m, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], i, (int)cnt,
-                                   1.0f / (float)gb, tot, gb);
-        else
-            mw_model_sync_forward(m, &r->kt, &r->bk, rep_ws(r, lr), i, (int)cnt, tot, gb);
-    }
-    return MW_OK;
+    const int rpw = e->o->replicas_per_worker;
+    long off;
+    mw_slice(r->gb, e->world * rpw, e->rank * rpw + lr, &off, cnt);
+    *ws = rep_ws(r, lr);
+    *k = &r->bk;
+    *grads = r->tgrads[0];
 }
 
-/* Every local replica through layers [from, to) forward, or backward (in reverse). */
-static void lockstep_part(mw_replicas *r, long gb, int from, int to, int backward)
+static double *ls_sums(void *ctx, int lr, double *host)
 {
-    const mw_replicas_env *e = &r->env;
-    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
-    for (int lr = 0; lr < rpw; lr++) {
-        long off, cnt;
-        mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
-        if (backward)
-            mw_model_backward_part(e->model, &r->kt, &r->bk, rep_ws(r, lr), r->tgrads[0], (int)cnt,
-                                   1.0f / (float)gb, from, to);
-        else
-            mw_model_forward_part(e->model, &r->kt, &r->bk, rep_ws(r, lr), (int)cnt, from, to);
-    }
+    (void)ctx, (void)lr;
+    return host;
 }
+
+static const mw_lockstep_ops cpu_lockstep = {.replica = ls_replica, .sums = ls_sums};
 
 /* A synchronized-BN model's training step on this rank: every local replica's slice in its
  * own workspace, forward and backward in lockstep, synchronized at each such layer. */
@@ -253,7 +223,7 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
 {
     const mw_replicas_env *e = &r->env;
     const mw_model *m = e->model;
-    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     for (int lr = 0; lr < rpw; lr++) {
         long off, cnt;
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
@@ -263,20 +233,19 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
         ws->dropout_seed = dseed;
         ws->example_ids = ids + off;
     }
-    for (int i = 0, from = 0; i <= L; i++)
-        if (i == L || mw_model_is_sync(m, i)) {
-            lockstep_part(r, gb, from, i, 0);
-            if (i < L)
-                MW_TRY(sync_layer(r, i, 0, gb));
-            from = i + 1;
-        }
-    for (int i = L - 1, to = L; i >= -1; i--)
-        if (i < 0 || mw_model_is_sync(m, i)) {
-            lockstep_part(r, gb, i + 1, to, 1);
-            if (i >= 0)
-                MW_TRY(sync_layer(r, i, 1, gb));
-            to = i;
-        }
+    r->gb = gb;
+    const mw_lockstep lock = {.model = m,
+                              .kt = &r->kt,
+                              .ops = &cpu_lockstep,
+                              .ctx = r,
+                              .replicas = rpw,
+                              .comm = e->comm,
+                              .world = e->world,
+                              .world_rank = e->topo->world_rank,
+                              .timeout = e->o->collective_timeout,
+                              .step = r->step,
+                              .host = r->ssum};
+    MW_TRY(mw_lockstep_step(&lock, gb));
     for (int lr = 0; lr < rpw; lr++) {
         long off, cnt;
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);

@@ -44,6 +44,7 @@
 #include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
 #include "worker/replicas/device.h"
+#include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 
 #define MAX_GPUS 16
@@ -81,17 +82,18 @@ struct mw_replicas {
     mw_replicas_env env;
     mw_kernels kt;
     int ngpu;
-    gpu_dev *gd;     /* ngpu devices (owned) */
-    mw_nccl *nccl;   /* gradient all-reduce over every device of the cluster */
-    double acc[3];   /* running sums (replicas.h) */
-    int reg_pending; /* the penalty downloads of this step land at the update's wait */
-    float reg_ls;    /* the loss scale the penalty's gradient was made with (its loss: / it) */
-    int summed;      /* gpu_finite waited for this step's sums */
-    long gb;         /* this step's global batch: the metrics' divisor */
-    long step;       /* this step, for messages */
-    int sync_c;      /* synchronized BN: the most channels of such a layer (0: none) */
-    double *stot;    /* synchronized BN: the sums over the devices, then the cluster (host) */
-    struct {         /* the next step's batch (gpu_prefetch), staged by gpu_update */
+    gpu_dev *gd;         /* ngpu devices (owned) */
+    mw_nccl *nccl;       /* gradient all-reduce over every device of the cluster */
+    double acc[3];       /* running sums (replicas.h) */
+    int reg_pending;     /* the penalty downloads of this step land at the update's wait */
+    float reg_ls;        /* the loss scale the penalty's gradient was made with (its loss: / it) */
+    int summed;          /* gpu_finite waited for this step's sums */
+    long gb;             /* this step's global batch: the metrics' divisor */
+    long step;           /* this step, for messages */
+    int sync_c;          /* synchronized BN: the most channels of such a layer (0: none) */
+    double *stot;        /* synchronized BN: the lockstep's host sums (lockstep.h) */
+    long scnt[MAX_GPUS]; /* synchronized BN: this step's examples on each device */
+    struct {             /* the next step's batch (gpu_prefetch), staged by gpu_update */
         const mw_dataset *d;
         const uint32_t *ids;
         long gb;
@@ -194,7 +196,8 @@ static mw_status gpu_open(mw_replicas **out, const mw_replicas_env *env)
                       "rank has %d replicas on %d GPU(s): set --replicas-per-worker %d, or "
                       "train on the CPU (--device cpu)",
                       env->o->replicas_per_worker, ndev, ndev);
-    if (r->sync_c > 0 && !(r->stot = malloc(2 * (size_t)r->sync_c * sizeof *r->stot)))
+    if (r->sync_c > 0 &&
+        !(r->stot = malloc(mw_lockstep_host_count(env->model, ndev) * sizeof *r->stot)))
         return mw_err(MW_ENOMEM, "out of memory");
     if (!(r->gd = calloc((size_t)ndev, sizeof *r->gd)))
         return mw_err(MW_ENOMEM, "out of memory");
@@ -468,53 +471,50 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     return MW_OK;
 }
 
-/* Synchronized layer i on every device (one replica each, cnt[d] examples): the sums down, a
- * polled wait, their total over the devices and the ranks, back up, and each device's pass. */
-static mw_status gpu_sync_layer(mw_replicas *r, int i, int backward, long gb, const long *cnt)
+/* The lockstep's view of the devices (lockstep.h), one replica each: its sums on the device,
+ * downloaded to pinned memory and marked, waited for under the collective timeout, the total
+ * uploaded again. */
+static void ls_replica(void *ctx, int d, mw_model_ws **ws, const mw_kctx **k, float **grads,
+                       long *cnt)
 {
-    const mw_replicas_env *e = &r->env;
-    const mw_model *m = e->model;
-    const int C = m->layers[i].out_c;
-    const size_t sb = 2 * (size_t)C * sizeof(double);
-    char what[128];
-    snprintf(what, sizeof what, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
-             m->layers[i].name, backward ? "backward" : "forward");
-    for (int d = 0; d < r->ngpu; d++) {
-        gpu_dev *g = &r->gd[d];
-        if (cnt[d] > 0) {
-            mw_model_sync_sums(m, &r->kt, &g->k, &g->ws, g->grads, i, (int)cnt[d], backward,
-                               g->dsum);
-            MW_TRY(mw_cuda_download(g->h_sum, g->dsum, sb, &g->k));
-        } else {
-            memset(g->h_sum, 0, sb);
-        }
-        MW_TRY(mw_cuda_mark(&g->k, STEP_MARK));
-    }
-    memset(r->stot, 0, sb);
-    for (int d = 0; d < r->ngpu; d++) {
-        MW_TRY(mw_cuda_wait_mark(&r->gd[d].k, STEP_MARK, e->o->collective_timeout, what));
-        for (int c = 0; c < 2 * C; c++)
-            r->stot[c] += r->gd[d].h_sum[c];
-    }
-    if (e->world > 1) {
-        mw_wait_ctx w = {what, r->step, e->o->collective_timeout};
-        mw_fault_point("bn-sync", e->topo->world_rank);
-        MW_TRY(mw_comm_allreduce(&w, r->stot, 2 * C, MPI_DOUBLE, MPI_SUM, e->comm));
-    }
-    for (int d = 0; d < r->ngpu; d++) {
-        gpu_dev *g = &r->gd[d];
-        if (cnt[d] <= 0)
-            continue;
-        memcpy(g->h_tot, r->stot, sb); /* its last upload is done: the wait above */
-        MW_TRY(mw_cuda_upload(g->dtot, g->h_tot, sb, &g->k));
-        if (backward)
-            mw_model_sync_backward(m, &r->kt, &g->k, &g->ws, g->grads, i, (int)cnt[d],
-                                   1.0f / (float)gb, g->dtot, gb);
-        else
-            mw_model_sync_forward(m, &r->kt, &g->k, &g->ws, i, (int)cnt[d], g->dtot, gb);
-    }
+    mw_replicas *r = ctx;
+    gpu_dev *g = &r->gd[d];
+    *ws = &g->ws, *k = &g->k, *grads = g->grads, *cnt = r->scnt[d];
+}
+
+static double *ls_sums(void *ctx, int d, double *host)
+{
+    (void)host;
+    return ((mw_replicas *)ctx)->gd[d].dsum;
+}
+
+static mw_status ls_fetch(void *ctx, int d, size_t nbytes)
+{
+    gpu_dev *g = &((mw_replicas *)ctx)->gd[d];
+    MW_TRY(mw_cuda_download(g->h_sum, g->dsum, nbytes, &g->k));
+    return mw_cuda_mark(&g->k, STEP_MARK);
+}
+
+static mw_status ls_wait(void *ctx, int d, double *host, size_t nbytes, const char *what)
+{
+    mw_replicas *r = ctx;
+    gpu_dev *g = &r->gd[d];
+    MW_TRY(mw_cuda_wait_mark(&g->k, STEP_MARK, r->env.o->collective_timeout, what));
+    memcpy(host, g->h_sum, nbytes);
     return MW_OK;
 }
+
+static mw_status ls_put(void *ctx, int d, const double *tot, size_t nbytes, const double **at)
+{
+    gpu_dev *g = &((mw_replicas *)ctx)->gd[d];
+    memcpy(g->h_tot, tot, nbytes); /* its last upload is done: the wait for its sums */
+    MW_TRY(mw_cuda_upload(g->dtot, g->h_tot, nbytes, &g->k));
+    *at = g->dtot;
+    return MW_OK;
+}
+
+static const mw_lockstep_ops gpu_lockstep = {
+    .replica = ls_replica, .sums = ls_sums, .fetch = ls_fetch, .wait = ls_wait, .put = ls_put};
 
 /* A synchronized-BN model's training pass: each device's one replica slice, staged whole, the
  * parts between synchronized layers enqueued device by device, synchronized at each. */
@@ -523,9 +523,9 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
 {
     const mw_replicas_env *e = &r->env;
     const mw_model *m = e->model;
-    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw, L = m->nlayers;
+    const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     const int pre = take_next(r, data, ids, gb, dseed);
-    long cnt[MAX_GPUS];
+    long *cnt = r->scnt;
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
         long off;
@@ -534,26 +534,18 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         if (cnt[d] > 0)
             MW_TRY(stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
     }
-    for (int i = 0, from = 0; i <= L; i++)
-        if (i == L || mw_model_is_sync(m, i)) {
-            for (int d = 0; d < r->ngpu; d++)
-                if (cnt[d] > 0)
-                    mw_model_forward_part(m, &r->kt, &r->gd[d].k, &r->gd[d].ws, (int)cnt[d], from,
-                                          i);
-            if (i < L)
-                MW_TRY(gpu_sync_layer(r, i, 0, gb, cnt));
-            from = i + 1;
-        }
-    for (int i = L - 1, to = L; i >= -1; i--)
-        if (i < 0 || mw_model_is_sync(m, i)) {
-            for (int d = 0; d < r->ngpu; d++)
-                if (cnt[d] > 0)
-                    mw_model_backward_part(m, &r->kt, &r->gd[d].k, &r->gd[d].ws, r->gd[d].grads,
-                                           (int)cnt[d], 1.0f / (float)gb, i + 1, to);
-            if (i >= 0)
-                MW_TRY(gpu_sync_layer(r, i, 1, gb, cnt));
-            to = i;
-        }
+    const mw_lockstep lock = {.model = m,
+                              .kt = &r->kt,
+                              .ops = &gpu_lockstep,
+                              .ctx = r,
+                              .replicas = r->ngpu,
+                              .comm = e->comm,
+                              .world = e->world,
+                              .world_rank = e->topo->world_rank,
+                              .timeout = e->o->collective_timeout,
+                              .step = r->step,
+                              .host = r->stot};
+    MW_TRY(mw_lockstep_step(&lock, gb));
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
         if (cnt[d] > 0) {
