@@ -244,7 +244,8 @@ static void test_hyper_counts_steps(void **state)
     assert_true(h.one_minus_beta1 != 1.0f - 0.9f && h.one_minus_beta2 != 1.0f - 0.999f);
 }
 
-/* --optimizer-config with a shorthand flag is an error naming both; alone it is read. */
+/* --optimizer-config with a shorthand flag is an error naming both, at parse; alone it is read
+ * once argv is parsed (mw_optimizer_resolve: the parse opens no file). */
 static void test_cli_conflict(void **state)
 {
     (void)state;
@@ -258,6 +259,8 @@ static void test_cli_conflict(void **state)
     mw_cli c;
     char *ok[] = {"mwtrain", "train", "--optimizer-config", path};
     assert_int_equal(mw_cli_parse(&c, 4, ok), MW_OK);
+    assert_int_equal(c.train.optimizer, MW_OPT_ADAM);
+    assert_int_equal(mw_optimizer_resolve(&c.train), MW_OK);
     assert_int_equal(c.train.optimizer, MW_OPT_RMSPROP);
     assert_true(c.train.learning_rate == 0.01 && c.train.momentum == 0.0);
     char *both[] = {"mwtrain", "train", "--learning-rate", "0.1", "--optimizer-config", path};
@@ -266,9 +269,11 @@ static void test_cli_conflict(void **state)
     mw_err_clear();
     char *rms[] = {"mwtrain", "train", "--optimizer", "rmsprop"};
     assert_int_equal(mw_cli_parse(&c, 4, rms), MW_OK);
+    assert_int_equal(mw_optimizer_resolve(&c.train), MW_OK);
     assert_true(c.train.momentum == 0.0); /* Keras' RMSprop default, not SGD's shorthand 0.9 */
     char *adamw[] = {"mwtrain", "train", "--optimizer", "adamw"};
     assert_int_equal(mw_cli_parse(&c, 4, adamw), MW_OK);
+    assert_int_equal(mw_optimizer_resolve(&c.train), MW_OK);
     assert_true(c.train.weight_decay == 0.004);
 }
 

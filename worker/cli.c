@@ -19,9 +19,6 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "worker/data/data.h"
-#include "worker/keras/keras_archive.h"
-#include "worker/keras/optimizer.h"
-#include "worker/optimizers.h"
 
 /* which commands take a flag */
 enum { C_TRAIN = 1, C_EVAL = 2, C_EXPORT = 4, C_CLUSTER = 8, C_SUMMARY = 16, C_TFCONF = 32 };
@@ -537,49 +534,22 @@ static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const 
  * -h (a short name), `--` (ends the flags), and a flag name given as a value (the flag before
  * it most likely lost its value: `--summary-dir --epochs 1`); `--flag=value` always takes the
  * value as written. */
-/* A .keras archive's compile_config optimizer, when it has one. */
-static mw_status archive_optimizer(mw_train_opts *o)
-{
-    json_t *j = NULL;
-    MW_TRY(mw_keras_archive_optimizer(o->model_path, &j));
-    if (!j)
-        return MW_OK;
-    char where[600];
-    snprintf(where, sizeof where, "%s: config.json: compile_config.optimizer", o->model_path);
-    mw_status rc = mw_optimizer_from_json(o, j, where);
-    json_decref(j);
-    return rc;
-}
-
-/* --optimizer-config FILE or the shorthand flags, never both: read the file, or complete the
- * shorthand (AdamW's default weight decay). */
+/* --optimizer-config FILE or the shorthand flags, never both; which were given is recorded
+ * for mw_optimizer_resolve (worker/keras/optimizer.h), which reads the files after parsing. */
 static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
 {
     static const char *const shorthands[] = {"optimizer", "learning-rate", "momentum"};
     for (int j = 0; j < NFLAGS; j++)
         for (size_t k = 0; k < 3; k++)
-            if ((seen >> j & 1) && !strcmp(flags[j].name, shorthands[k]) && o->optimizer_config)
-                return mw_err(MW_EINVAL,
-                              "--%s and --optimizer-config %s: give the optimizer one way (put "
-                              "the value in the config)",
-                              shorthands[k], o->optimizer_config);
-    if (o->optimizer_config)
-        return mw_optimizer_load(o, o->optimizer_config);
-    int given = 0, momentum_given = 0;
-    for (int j = 0; j < NFLAGS; j++)
-        for (size_t k = 0; k < 3; k++)
-            given |= (seen >> j & 1) && !strcmp(flags[j].name, shorthands[k]);
-    if (!given && o->model_path && mw_keras_archive_is(o->model_path))
-        return archive_optimizer(o);
-    for (int j = 0; j < NFLAGS; j++)
-        momentum_given |= (seen >> j & 1) && !strcmp(flags[j].name, "momentum");
-    /* --momentum's default 0.9 is SGD's; another optimizer with a momentum (RMSprop) takes
-     * Keras' 0 */
-    const mw_optimizer_row *row = mw_optimizer_row_of(o->optimizer);
-    for (int i = 0; i < 6 && row->keys[i]; i++)
-        if (!strcmp(row->keys[i], "momentum") && o->optimizer != MW_OPT_SGD && !momentum_given)
-            o->momentum = 0.0;
-    o->weight_decay = row->weight_decay; /* AdamW's 0.004 */
+            if ((seen >> j & 1) && !strcmp(flags[j].name, shorthands[k])) {
+                if (o->optimizer_config)
+                    return mw_err(MW_EINVAL,
+                                  "--%s and --optimizer-config %s: give the optimizer one way "
+                                  "(put the value in the config)",
+                                  shorthands[k], o->optimizer_config);
+                o->optimizer_given = 1;
+                o->momentum_given |= k == 2;
+            }
     return MW_OK;
 }
 

@@ -26,6 +26,7 @@
 #include "worker/eval.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
+#include "worker/keras/optimizer.h"
 #include "worker/model/model.h"
 #include "worker/replicas/device.h"
 #include "worker/train.h"
@@ -213,6 +214,8 @@ int main(int argc, char **argv)
      * others there forever (common/watchdog.h). */
     mw_cli cli;
     mw_status rc = mw_cli_parse(&cli, argc, argv);
+    if (rc == MW_OK && !cli.help) /* the optimizer's files: read once argv is parsed */
+        rc = mw_optimizer_resolve(&cli.train);
     const double timeout = rc == MW_OK ? cli.train.collective_timeout : MW_DEFAULT_TIMEOUT;
     mw_comm_set_timeout(timeout);
     mw_fault_point("init", -1);

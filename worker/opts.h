@@ -70,11 +70,13 @@ typedef struct {
      * the model says nothing) */
     const char *dtype_policy;
     /* The rest of a Keras optimizer (worker/keras/optimizer.h reads them from its JSON) */
-    const char *optimizer_config;                /* --optimizer-config FILE, or NULL */
-    int nesterov, amsgrad, centered;             /* SGD; Adam, AdamW; RMSprop */
-    double rho;                                  /* RMSprop (0.9) */
-    double initial_accumulator;                  /* Adagrad initial_accumulator_value (0.1) */
-    double weight_decay;                         /* decoupled, 0: none (AdamW: 0.004) */
+    const char *optimizer_config;        /* --optimizer-config FILE, or NULL */
+    int optimizer_given, momentum_given; /* the command line gave --optimizer, --learning-rate
+                                            or --momentum; --momentum */
+    int nesterov, amsgrad, centered;     /* SGD; Adam, AdamW; RMSprop */
+    double rho;                          /* RMSprop (0.9) */
+    double initial_accumulator;          /* Adagrad initial_accumulator_value (0.1) */
+    double weight_decay;                 /* decoupled, 0: none (AdamW: 0.004) */
     double clipnorm, clipvalue, global_clipnorm; /* 0: off; at most one is set */
     mw_schedule schedule; /* learning_rate as a schedule; constant: learning_rate */
     /* mixed_float16's dynamic loss scaling (Keras' LossScaleOptimizer, whose config sets them):

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "common/fs.h"
+#include "worker/keras/keras_archive.h"
 #include "worker/optimizers.h"
 
 /* Where a value lives, for messages: the source and the key path. */
@@ -484,4 +485,34 @@ mw_status mw_optimizer_load(mw_train_opts *o, const char *path)
     mw_status rc = mw_optimizer_from_json(o, j, path);
     json_decref(j);
     return rc;
+}
+
+/* The optimizer of a .keras archive's compile_config, when it has one. */
+static mw_status archive_optimizer(mw_train_opts *o)
+{
+    json_t *j = NULL;
+    MW_TRY(mw_keras_archive_optimizer(o->model_path, &j));
+    if (!j)
+        return MW_OK;
+    char where[600];
+    snprintf(where, sizeof where, "%s: config.json: compile_config.optimizer", o->model_path);
+    mw_status rc = mw_optimizer_from_json(o, j, where);
+    json_decref(j);
+    return rc;
+}
+
+mw_status mw_optimizer_resolve(mw_train_opts *o)
+{
+    if (o->optimizer_config)
+        return mw_optimizer_load(o, o->optimizer_config);
+    if (!o->optimizer_given && o->model_path && mw_keras_archive_is(o->model_path))
+        return archive_optimizer(o);
+    /* --momentum's default 0.9 is SGD's; another optimizer with a momentum (RMSprop) takes
+     * Keras' 0 */
+    const mw_optimizer_row *row = mw_optimizer_row_of(o->optimizer);
+    for (int i = 0; i < 6 && row->keys[i]; i++)
+        if (!strcmp(row->keys[i], "momentum") && o->optimizer != MW_OPT_SGD && !o->momentum_given)
+            o->momentum = 0.0;
+    o->weight_decay = row->weight_decay; /* AdamW's 0.004 */
+    return MW_OK;
 }

@@ -42,4 +42,10 @@ mw_status mw_optimizer_from_json(mw_train_opts *o, const json_t *j, const char *
  * for a larger one (nothing is read), MW_ECONFIG "PATH: line L: ..." when it is not JSON. */
 mw_status mw_optimizer_load(mw_train_opts *o, const char *path);
 
+/* After the command line is parsed: o's optimizer from --optimizer-config (mw_optimizer_load),
+ * else, when no shorthand flag was given and --model is a .keras archive, from its
+ * compile_config, else the shorthand completed with Keras' defaults (RMSprop's momentum 0
+ * unless --momentum was given, AdamW's weight decay). */
+mw_status mw_optimizer_resolve(mw_train_opts *o);
+
 #endif
