@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,4 +450,76 @@ void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int w
                  ", straggler: rank %d's median step (without the all-reduce) %.1f ms, %.0f%% "
                  "slower than the median rank's %.1f ms",
                  slow, 1e3 * medians[slow], 100 * (medians[slow] / mid - 1), 1e3 * mid);
+}
+
+/* ---- the evaluator task's link (the protocol: worker/evaluator.h) ---- */
+
+void mw_evlink_init(mw_evlink *l, const mw_topology *topo, double timeout)
+{
+    l->rank = topo->ntrain < topo->world_size ? topo->ntrain : -1;
+    l->world = topo->world;
+    l->timeout = timeout;
+    l->buf = NULL;
+    l->hdr[0] = l->hdr[1] = 0;
+    l->req[0] = l->req[1] = MPI_REQUEST_NULL;
+}
+
+/* Wait until the evaluator has taken the previous message. */
+static mw_status evlink_wait(mw_evlink *l, long step)
+{
+    if (l->req[0] == MPI_REQUEST_NULL && l->req[1] == MPI_REQUEST_NULL)
+        return MW_OK;
+    mw_wait_ctx w = {"sending a checkpoint to the evaluator", step, l->timeout};
+    int peers[2] = {l->rank, l->rank};
+    MW_TRY(mw_comm_wait(&w, l->req, 2, peers));
+    free(l->buf);
+    l->buf = NULL;
+    return MW_OK;
+}
+
+/* Send the header {number, nbytes} and the bytes (owned from here on). */
+static mw_status evlink_post(mw_evlink *l, long number, void *bytes, size_t nbytes, long step)
+{
+    mw_status rc = evlink_wait(l, step);
+    if (rc == MW_OK && nbytes > (size_t)INT_MAX)
+        rc = mw_err(MW_EINTERNAL, "checkpoint of %zu bytes: too large to send", nbytes);
+    if (rc != MW_OK) {
+        free(bytes);
+        return rc;
+    }
+    l->buf = bytes;
+    l->hdr[0] = number, l->hdr[1] = (long)nbytes;
+    MW_MPI(MPI_Isend(l->hdr, 2, MPI_LONG, l->rank, MW_EV_TAG_HDR, l->world, &l->req[0]),
+           "sending to the evaluator");
+    MW_MPI(MPI_Isend(bytes ? bytes : l->hdr, (int)nbytes, MPI_BYTE, l->rank, MW_EV_TAG_DATA,
+                     l->world, &l->req[1]),
+           "sending to the evaluator");
+    return MW_OK;
+}
+
+mw_status mw_evlink_send(mw_evlink *l, long number, void *bytes, size_t nbytes, long step)
+{
+    return evlink_post(l, number, bytes, nbytes, step);
+}
+
+mw_status mw_evlink_finish(mw_evlink *l, long step)
+{
+    if (l->rank < 0)
+        return MW_OK;
+    MW_TRY(evlink_post(l, -1, NULL, 0, step));
+    return evlink_wait(l, step);
+}
+
+mw_status mw_evlink_preempted(mw_evlink *l, long step)
+{
+    if (l->rank < 0)
+        return MW_OK;
+    MW_TRY(evlink_post(l, -2, NULL, 0, step));
+    return evlink_wait(l, step);
+}
+
+void mw_evlink_free(mw_evlink *l)
+{
+    free(l->buf);
+    l->buf = NULL;
 }

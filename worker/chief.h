@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include "cluster/topology.h"
 #include "common/status.h"
 #include "worker/checkpoint.h"
 #include "worker/opts.h"
@@ -78,5 +79,30 @@ void mw_chief_straggler_note(char *buf, size_t len, const double *medians, int w
  * into a regular file (or a new one); MW_EIO with the reason (errno) when it cannot be
  * written. */
 mw_status mw_chief_dump_weights(mw_session *s, const char *path);
+
+/* The chief's end of the evaluator task's link (the protocol: worker/evaluator.h). */
+enum { MW_EV_TAG_HDR = 71, MW_EV_TAG_DATA = 72 };
+
+typedef struct {
+    int rank;           /* the evaluator's rank in world; -1 when there is none */
+    MPI_Comm world;     /* borrowed */
+    double timeout;     /* --collective-timeout */
+    void *buf;          /* the checkpoint bytes in flight (owned) */
+    long hdr[2];        /* number (-1: done), bytes */
+    MPI_Request req[2]; /* header, data */
+} mw_evlink;
+
+/* The link of topo (rank -1 without an evaluator task). */
+void mw_evlink_init(mw_evlink *l, const mw_topology *topo, double timeout);
+/* Hand checkpoint number (>= 1) to the evaluator: bytes (nbytes) are owned from here on,
+ * also on failure. Waits for the previous send first. step: for messages. */
+mw_status mw_evlink_send(mw_evlink *l, long number, void *bytes, size_t nbytes, long step);
+/* Tell the evaluator that training has finished, and wait until it has taken it. */
+mw_status mw_evlink_finish(mw_evlink *l, long step);
+/* Tell the evaluator that the trainers were preempted and have saved, and wait until it has
+ * taken it. */
+mw_status mw_evlink_preempted(mw_evlink *l, long step);
+/* Release what is in flight (after a failure: the requests stay, the job is aborting). */
+void mw_evlink_free(mw_evlink *l);
 
 #endif

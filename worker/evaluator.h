@@ -31,6 +31,9 @@
  * worker/train.c) and the chief has saved, the header is {-2, 0}: the evaluator ends with
  * MW_EPREEMPTED as they do.
  *
+ * The chief's end of the link (mw_evlink, the tags) is in worker/chief.h, with its other duties;
+ * the evaluator's end is here.
+ *
  * Failure. Nothing is agreed after start: a failure on either side afterwards ends the
  * job (MPI_Abort, through *mid_run). */
 #ifndef MW_WORKER_EVALUATOR_H
@@ -42,31 +45,6 @@
 #include "cluster/topology.h"
 #include "common/status.h"
 #include "worker/opts.h"
-
-enum { MW_EV_TAG_HDR = 71, MW_EV_TAG_DATA = 72 };
-
-/* The chief's end of the link. */
-typedef struct {
-    int rank;           /* the evaluator's rank in world; -1 when there is none */
-    MPI_Comm world;     /* borrowed */
-    double timeout;     /* --collective-timeout */
-    void *buf;          /* the checkpoint bytes in flight (owned) */
-    long hdr[2];        /* number (-1: done), bytes */
-    MPI_Request req[2]; /* header, data */
-} mw_evlink;
-
-/* The link of topo (rank -1 without an evaluator task). */
-void mw_evlink_init(mw_evlink *l, const mw_topology *topo, double timeout);
-/* Hand checkpoint number (>= 1) to the evaluator: bytes (nbytes) are owned from here on,
- * also on failure. Waits for the previous send first. step: for messages. */
-mw_status mw_evlink_send(mw_evlink *l, long number, void *bytes, size_t nbytes, long step);
-/* Tell the evaluator that training has finished, and wait until it has taken it. */
-mw_status mw_evlink_finish(mw_evlink *l, long step);
-/* Tell the evaluator that the trainers were preempted and have saved, and wait until it has
- * taken it. */
-mw_status mw_evlink_preempted(mw_evlink *l, long step);
-/* Release what is in flight (after a failure: the requests stay, the job is aborting). */
-void mw_evlink_free(mw_evlink *l);
 
 /* The two start-up agreements (above); every task of topo->world calls both in order. */
 mw_status mw_evaluator_agree_setup(const mw_topology *topo, mw_status mine);

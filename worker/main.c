@@ -24,6 +24,7 @@
 #include "worker/cli.h"
 #include "worker/data/preprocess.h"
 #include "worker/eval.h"
+#include "worker/evaluator.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/optimizer.h"
@@ -158,7 +159,9 @@ static mw_status finish(MPI_Comm comm, mw_status rc, int already_printed)
 static mw_status run_train(const mw_cli *cli, const mw_topology *topo)
 {
     int mid_run = 0;
-    mw_status rc = mw_train_run(&cli->train, topo, NULL, &mid_run);
+    /* the evaluator task evaluates the chief's checkpoints; every other task trains */
+    mw_status rc = topo->is_evaluator ? mw_evaluator_run(&cli->train, topo, &mid_run)
+                                      : mw_train_run(&cli->train, topo, NULL, &mid_run);
     if (mid_run)
         end_job(rc, 0);
     return rc;

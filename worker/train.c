@@ -490,8 +490,6 @@ mw_status mw_train_run(const mw_train_opts *o, const mw_topology *topo, mw_epoch
                        int *mid_run)
 {
     *mid_run = 0;
-    if (topo->is_evaluator)
-        return mw_evaluator_run(o, topo, mid_run);
     trainer *t = calloc(1, sizeof *t);
     if (!t)
         return mw_err(MW_ENOMEM, "out of memory");

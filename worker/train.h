@@ -16,7 +16,9 @@
 #include "worker/opts.h"
 #include "worker/session.h"
 
-/* Run the whole training over the topology's training ranks; prints the
+/* A training rank's run (the evaluator task runs mw_evaluator_run, worker/evaluator.h, instead:
+ * main dispatches the roles). Runs the whole training over the topology's training ranks;
+ * prints the
  * per-epoch lines on the chief. Failures before the first step are agreed by
  * every rank (the same status everywhere). A failure inside a step, or any
  * failure with a retryable exit code (a collective timeout, a lost peer, MPI
