@@ -197,7 +197,7 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
     if (me == 0) { /* nothing usable: the restore says so */
         mw_ckpt_survey sv;
         int found = 0;
-        rc = load_dir(o->checkpoint_dir, &s->latest, &s->latest_len, &s->latest_number, &text,
+        rc = load_dir(o->checkpoint_dir, &s->latest.bytes, &s->latest.len, &s->latest.number, &text,
                       &found, &sv);
         len = text ? (long)strlen(text) : 0;
     }
@@ -215,7 +215,7 @@ mw_status mw_chief_fetch_model(mw_session *s, const mw_train_opts *o, MPI_Comm c
         return rc;
     }
     text[len] = '\0';
-    s->saved_model = text;
+    s->latest.model = text;
     return MW_OK;
 }
 
@@ -308,10 +308,10 @@ done:
 static mw_status chief_read(mw_session *s, int required, void **buf, long hdr[3])
 {
     const char *dir = s->o->checkpoint_dir;
-    if (s->latest) { /* read already, for its model */
-        *buf = s->latest;
-        hdr[0] = (long)s->latest_len, hdr[1] = 1, hdr[2] = s->latest_number;
-        s->latest = NULL;
+    if (s->latest.bytes) { /* read already, for its model */
+        *buf = s->latest.bytes;
+        hdr[0] = (long)s->latest.len, hdr[1] = 1, hdr[2] = s->latest.number;
+        s->latest.bytes = NULL;
         return MW_OK;
     }
     mw_ckpt_survey sv;

@@ -17,9 +17,9 @@
 int mw_chief_checkpointing(const mw_train_opts *o);
 
 /* Without --model, a checkpoint brings its own model: rank 0 of comm reads the latest
- * checkpoint of --checkpoint-dir (keeping it in s->latest for the restore, so the model
+ * checkpoint of --checkpoint-dir (keeping it in s->latest.bytes for the restore, so the model
  * and the weights come from the same file, read once) and every rank of comm receives its
- * model text into s->saved_model (left NULL when the directory holds no complete
+ * model text into s->latest.model (left NULL when the directory holds no complete
  * checkpoint yet, only leftovers at most, or it names no model: then the tutorial CNN).
  * Before mw_session_open; collective over comm; a directory whose complete checkpoints are
  * all unreadable is the error the restore would give. */

@@ -127,8 +127,8 @@ static mw_status build_model(mw_session *s, int with_data)
     mw_status rc;
     if (o->model_path) {
         rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, n, &kw);
-    } else if (s->saved_model) {
-        rc = mw_keras_load(&s->model, s->saved_model, strlen(s->saved_model),
+    } else if (s->latest.model) {
+        rc = mw_keras_load(&s->model, s->latest.model, strlen(s->latest.model),
                            "the model saved in the checkpoint", h, w, c, n);
     } else if (!with_data || (h == 28 && w == 28 && c == 1 && n == 10)) {
         rc = mw_keras_build_tutorial(&s->model, 28, 28, 1, 10);
@@ -382,8 +382,8 @@ void mw_session_close(mw_session *s, int abandoned)
     mw_arena_free(&s->m2);
     mw_arena_free(&s->m3);
     mw_model_free(&s->model);
-    free(s->saved_model);
-    free(s->latest);
-    s->saved_model = NULL;
-    s->latest = NULL;
+    free(s->latest.model);
+    free(s->latest.bytes);
+    s->latest.model = NULL;
+    s->latest.bytes = NULL;
 }

@@ -61,11 +61,14 @@ typedef struct {
     long saved_step;        /* global_step of the last checkpoint, -1 when none */
     uint64_t seed;          /* shuffle seed: the flag's, or the checkpoint's */
     const char *model_json; /* the model description every checkpoint carries (borrowed) */
-    /* without --model: the latest checkpoint, read once for its model (chief.h) */
-    char *saved_model; /* its model text (owned) */
-    void *latest;      /* rank 0: its bytes, until the restore takes them (owned) */
-    size_t latest_len;
-    long latest_number; /* rank 0: its N (ckpt-N) */
+    /* the chief's checkpoint hand-off: without --model, the latest checkpoint, read once for
+     * its model (chief.h) */
+    struct {
+        char *model; /* its model text (owned) */
+        void *bytes; /* rank 0: its bytes, until the restore takes them (owned) */
+        size_t len;
+        long number; /* rank 0: its N (ckpt-N) */
+    } latest;
     /* a weights-only restore that found optimizer slots: their optimizer ("adam", "sgd"; ""
      * when none), the slots in m1/m2 and opt_step (export writes them for Keras) */
     char saved_optimizer[16];
