@@ -23,7 +23,9 @@
 #include "worker/data/zip_input.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_h5.h"
+#include "worker/keras/keras_layer.h"
 #include "worker/keras/keras_vars.h"
+#include "worker/model/layer.h"
 #include "worker/optimizers.h"
 
 /* The Keras version whose layout this writes (metadata.json's keras_version). */
@@ -261,152 +263,14 @@ static json_t *policy_json(mw_policy p)
                      "config", "name", mw_policy_name(p), "registered_name");
 }
 
-static json_t *pair(int a, int b)
-{
-    return json_pack("[i, i]", a, b);
-}
-
-static json_t *initializer(const mw_init *in)
-{
-    static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
-    static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform"};
-    const char *cls = "GlorotUniform";
-    json_t *c = json_object();
-    switch (in->kind) {
-    case MW_INIT_ZEROS:
-        cls = "Zeros";
-        break;
-    case MW_INIT_ONES:
-        cls = "Ones";
-        break;
-    case MW_INIT_GLOROT_UNIFORM:
-        cls = "GlorotUniform";
-        break;
-    case MW_INIT_GLOROT_NORMAL:
-        cls = "GlorotNormal";
-        break;
-    case MW_INIT_HE_UNIFORM:
-        cls = "HeUniform";
-        break;
-    case MW_INIT_HE_NORMAL:
-        cls = "HeNormal";
-        break;
-    case MW_INIT_VARIANCE_SCALING:
-        cls = "VarianceScaling";
-        json_object_set_new(c, "scale", json_real(in->scale));
-        json_object_set_new(c, "mode", json_string(modes[in->mode]));
-        json_object_set_new(c, "distribution", json_string(dists[in->dist]));
-        break;
-    case MW_INIT_RANDOM_UNIFORM:
-        cls = "RandomUniform";
-        json_object_set_new(c, "minval", json_real(in->a));
-        json_object_set_new(c, "maxval", json_real(in->b));
-        break;
-    case MW_INIT_RANDOM_NORMAL:
-    case MW_INIT_TRUNCATED_NORMAL:
-        cls = in->kind == MW_INIT_RANDOM_NORMAL ? "RandomNormal" : "TruncatedNormal";
-        json_object_set_new(c, "mean", json_real(in->a));
-        json_object_set_new(c, "stddev", json_real(in->b));
-        break;
-    case MW_INIT_CONSTANT:
-        cls = "Constant";
-        json_object_set_new(c, "value", json_real(in->a));
-        break;
-    }
-    if (in->kind != MW_INIT_ZEROS && in->kind != MW_INIT_ONES && in->kind != MW_INIT_CONSTANT)
-        json_object_set_new(c, "seed", json_null());
-    return obj("keras.initializers", cls, c);
-}
-
-static json_t *regularizer(const mw_regularizer *r)
-{
-    if (r->l1 == 0 && r->l2 == 0)
-        return json_null();
-    return obj("keras.regularizers", "L1L2",
-               json_pack("{s:f, s:f}", "l1", (double)r->l1, "l2", (double)r->l2));
-}
-
-/* The activation Keras keeps inside Conv2D or Dense layer i: a folded layer after it and
- * before the next Conv2D or Dense (the model may have moved it past a MaxPooling2D, with
- * which a ReLU commutes). */
-static const char *folded_activation(const mw_model *m, int i)
-{
-    for (int j = i + 1; j < m->nlayers; j++) {
-        const mw_layer *l = &m->layers[j];
-        if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_DENSE)
-            break;
-        if (l->folded)
-            return l->kind == MW_LAYER_RELU ? "relu" : "softmax";
-    }
-    return "linear";
-}
-
-/* conv2d and dense: the weights' part of the config. */
-static void weights_config(json_t *c, const mw_layer *l)
-{
-    json_object_set_new(c, "use_bias", json_boolean(l->has_bias));
-    json_object_set_new(c, "kernel_initializer", initializer(&l->kernel_init));
-    json_object_set_new(c, "bias_initializer", initializer(&l->bias_init));
-    json_object_set_new(c, "kernel_regularizer", regularizer(&l->kernel_reg));
-    json_object_set_new(c, "bias_regularizer", regularizer(&l->bias_reg));
-}
-
 /* Keras 3's config of own layer i of m; NULL for a kind this writer does not know. */
 static json_t *layer_config(const mw_model *m, int i)
 {
     const mw_layer *l = &m->layers[i];
     json_t *c = json_pack("{s:s, s:b}", "name", l->name, "trainable", 1);
     json_object_set_new(c, "dtype", policy_json(l->policy));
-    const char *cls = l->cls;
-    switch (l->kind) {
-    case MW_LAYER_CONV2D:
-        cls = "Conv2D";
-        json_object_set_new(c, "filters", json_integer(l->conv.O));
-        json_object_set_new(c, "kernel_size", pair(l->conv.KH, l->conv.KW));
-        json_object_set_new(c, "strides", pair(l->conv.SH, l->conv.SW));
-        json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
-        json_object_set_new(c, "data_format", json_string("channels_last"));
-        json_object_set_new(c, "dilation_rate", pair(1, 1));
-        json_object_set_new(c, "groups", json_integer(1));
-        json_object_set_new(c, "activation", json_string(folded_activation(m, i)));
-        weights_config(c, l);
-        break;
-    case MW_LAYER_DENSE:
-        cls = "Dense";
-        json_object_set_new(c, "units", json_integer(l->out_c));
-        json_object_set_new(c, "activation", json_string(folded_activation(m, i)));
-        weights_config(c, l);
-        break;
-    case MW_LAYER_MAXPOOL:
-        cls = "MaxPooling2D";
-        json_object_set_new(c, "pool_size", pair(l->pool.PH, l->pool.PW));
-        json_object_set_new(c, "strides", pair(l->pool.SH, l->pool.SW));
-        json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
-        json_object_set_new(c, "data_format", json_string("channels_last"));
-        break;
-    case MW_LAYER_FLATTEN:
-        json_object_set_new(c, "data_format", json_string("channels_last"));
-        break;
-    case MW_LAYER_DROPOUT:
-        json_object_set_new(c, "rate", json_real(l->rate));
-        json_object_set_new(c, "seed", json_null());
-        json_object_set_new(c, "noise_shape", json_null());
-        break;
-    case MW_LAYER_RELU:
-    case MW_LAYER_IDENTITY:
-        if (!strcmp(cls, "Activation"))
-            json_object_set_new(c, "activation",
-                                json_string(l->kind == MW_LAYER_RELU ? "relu"
-                                            : l->softmax             ? "softmax"
-                                                                     : "linear"));
-        else if (!strcmp(cls, "Softmax"))
-            json_object_set_new(c, "axis", json_integer(-1));
-        else if (strcmp(cls, "ReLU") != 0)
-            cls = NULL;
-        break;
-    default:
-        cls = NULL;
-    }
+    const mw_layer_ops *row = mw_layer_row(l->kind);
+    const char *cls = row->to_keras ? row->to_keras(m, i, c) : NULL;
     if (!cls) {
         json_decref(c);
         return NULL;

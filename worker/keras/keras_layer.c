@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "common/strfmt.h"
+#include "worker/model/layer.h"
 
 const char *mw_kquote(mw_kqbuf q, const char *s)
 {
@@ -525,4 +526,98 @@ mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, 
         out[0] = out[1] = hw[0], out[2] = out[3] = hw[1];
     }
     return MW_OK;
+}
+
+/* ---- writing a layer back to Keras 3 ---- */
+
+json_t *mw_kw_pair(int a, int b)
+{
+    return json_pack("[i, i]", a, b);
+}
+
+json_t *mw_kw_initializer(const mw_init *in)
+{
+    static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
+    static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform"};
+    const char *cls = "GlorotUniform";
+    json_t *c = json_object();
+    switch (in->kind) {
+    case MW_INIT_ZEROS:
+        cls = "Zeros";
+        break;
+    case MW_INIT_ONES:
+        cls = "Ones";
+        break;
+    case MW_INIT_GLOROT_UNIFORM:
+        cls = "GlorotUniform";
+        break;
+    case MW_INIT_GLOROT_NORMAL:
+        cls = "GlorotNormal";
+        break;
+    case MW_INIT_HE_UNIFORM:
+        cls = "HeUniform";
+        break;
+    case MW_INIT_HE_NORMAL:
+        cls = "HeNormal";
+        break;
+    case MW_INIT_VARIANCE_SCALING:
+        cls = "VarianceScaling";
+        json_object_set_new(c, "scale", json_real(in->scale));
+        json_object_set_new(c, "mode", json_string(modes[in->mode]));
+        json_object_set_new(c, "distribution", json_string(dists[in->dist]));
+        break;
+    case MW_INIT_RANDOM_UNIFORM:
+        cls = "RandomUniform";
+        json_object_set_new(c, "minval", json_real(in->a));
+        json_object_set_new(c, "maxval", json_real(in->b));
+        break;
+    case MW_INIT_RANDOM_NORMAL:
+    case MW_INIT_TRUNCATED_NORMAL:
+        cls = in->kind == MW_INIT_RANDOM_NORMAL ? "RandomNormal" : "TruncatedNormal";
+        json_object_set_new(c, "mean", json_real(in->a));
+        json_object_set_new(c, "stddev", json_real(in->b));
+        break;
+    case MW_INIT_CONSTANT:
+        cls = "Constant";
+        json_object_set_new(c, "value", json_real(in->a));
+        break;
+    }
+    if (in->kind != MW_INIT_ZEROS && in->kind != MW_INIT_ONES && in->kind != MW_INIT_CONSTANT)
+        json_object_set_new(c, "seed", json_null());
+    return json_pack("{s:s, s:s, s:o, s:n}", "module", "keras.initializers", "class_name", cls,
+                     "config", c, "registered_name");
+}
+
+json_t *mw_kw_regularizer(const mw_regularizer *r)
+{
+    if (r->l1 == 0 && r->l2 == 0)
+        return json_null();
+    return json_pack("{s:s, s:s, s:o, s:n}", "module", "keras.regularizers", "class_name", "L1L2",
+                     "config", json_pack("{s:f, s:f}", "l1", (double)r->l1, "l2", (double)r->l2),
+                     "registered_name");
+}
+
+/* The activation Keras keeps inside Conv2D or Dense layer i: a folded layer after it and
+ * before the next Conv2D or Dense (the model may have moved it past a MaxPooling2D, with
+ * which a ReLU commutes). */
+const char *mw_kw_folded_activation(const mw_model *m, int i)
+{
+    for (int j = i + 1; j < m->nlayers; j++) {
+        const mw_layer *l = &m->layers[j];
+        if (mw_layer_row(l->kind)->matmul)
+            break;
+        if (l->folded)
+            return l->kind == MW_LAYER_RELU ? "relu" : "softmax";
+    }
+    return "linear";
+}
+
+/* conv2d and dense: the weights' part of the config. */
+void mw_kw_weights(json_t *c, const mw_layer *l)
+{
+    json_object_set_new(c, "use_bias", json_boolean(l->has_bias));
+    json_object_set_new(c, "kernel_initializer", mw_kw_initializer(&l->kernel_init));
+    json_object_set_new(c, "bias_initializer", mw_kw_initializer(&l->bias_init));
+    json_object_set_new(c, "kernel_regularizer", mw_kw_regularizer(&l->kernel_reg));
+    json_object_set_new(c, "bias_regularizer", mw_kw_regularizer(&l->bias_reg));
 }

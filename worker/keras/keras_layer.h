@@ -142,4 +142,18 @@ mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, 
 /* BatchNormalization's axis: -1, or the last axis written out (3 on images, 1 on flat). */
 mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat);
 
+/* ---- writing a layer back to Keras 3 (mw_layer_ops.to_keras) ---- */
+
+/* [a, b] */
+json_t *mw_kw_pair(int a, int b);
+/* An initializer or a regularizer as Keras 3 serializes it (NULL regularizer: json null). */
+json_t *mw_kw_initializer(const mw_init *in);
+json_t *mw_kw_regularizer(const mw_regularizer *r);
+/* The activation Keras keeps inside Conv2D or Dense layer i: a folded layer after it and
+ * before the next matmul layer (the model may have moved it past a MaxPooling2D, with which a
+ * ReLU commutes). */
+const char *mw_kw_folded_activation(const mw_model *m, int i);
+/* Conv2D's and Dense's weights' part of the config: use_bias, initializers, regularizers. */
+void mw_kw_weights(json_t *c, const mw_layer *l);
+
 #endif

@@ -77,6 +77,10 @@ typedef struct {
     /* The first difference of x and y (same kind, same input shape) past their shapes, as
      * mw_layer_diff writes it; 0: none. NULL: nothing else to compare. */
     int (*differs)(char *d, size_t len, const struct mw_layer *x, const struct mw_layer *y);
+    /* Layer i of m written back as Keras 3 does (a .keras export of a model whose own text
+     * Keras 3 cannot read): its keys added to config, which holds name, trainable and dtype;
+     * returns its Keras class. NULL (or returning NULL): this writer cannot. */
+    const char *(*to_keras)(const struct mw_model *m, int i, json_t *config);
 } mw_layer_ops;
 
 /* The row of an mw_layer_kind; NULL for none (MW_LAYER_KINDS). */

@@ -212,12 +212,29 @@ static mw_status parse_act(mw_kread *R, const char *cls, const json_t *cfg, cons
     return add_param_act(R->B, R->L, cfg, name, !strcmp(cls, "ELU"));
 }
 
+/* ReLU, Activation (relu, linear, softmax) and Softmax layers as their own class. */
+static const char *to_keras(const mw_model *m, int i, json_t *c)
+{
+    const mw_layer *l = &m->layers[i];
+    if (!strcmp(l->cls, "Activation"))
+        json_object_set_new(c, "activation",
+                            json_string(l->kind == MW_LAYER_RELU ? "relu"
+                                        : l->softmax             ? "softmax"
+                                                                 : "linear"));
+    else if (!strcmp(l->cls, "Softmax"))
+        json_object_set_new(c, "axis", json_integer(-1));
+    else if (strcmp(l->cls, "ReLU") != 0)
+        return NULL;
+    return l->cls;
+}
+
 const mw_layer_ops mw_layer_relu = {
     .keras = {"ReLU"},
     .parse = parse_relu,
     .forward = relu_forward,
     .backward = relu_backward,
     .exact = always,
+    .to_keras = to_keras,
 };
 
 const mw_layer_ops mw_layer_identity = {
@@ -226,6 +243,7 @@ const mw_layer_ops mw_layer_identity = {
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
     .exact = always,
+    .to_keras = to_keras,
 };
 
 const mw_layer_ops mw_layer_act = {

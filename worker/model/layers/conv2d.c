@@ -108,6 +108,21 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return mw_kapply_weights(B, &w);
 }
 
+static const char *to_keras(const mw_model *m, int i, json_t *c)
+{
+    const mw_layer *l = &m->layers[i];
+    json_object_set_new(c, "filters", json_integer(l->conv.O));
+    json_object_set_new(c, "kernel_size", mw_kw_pair(l->conv.KH, l->conv.KW));
+    json_object_set_new(c, "strides", mw_kw_pair(l->conv.SH, l->conv.SW));
+    json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
+    json_object_set_new(c, "data_format", json_string("channels_last"));
+    json_object_set_new(c, "dilation_rate", mw_kw_pair(1, 1));
+    json_object_set_new(c, "groups", json_integer(1));
+    json_object_set_new(c, "activation", json_string(mw_kw_folded_activation(m, i)));
+    mw_kw_weights(c, l);
+    return "Conv2D";
+}
+
 const mw_layer_ops mw_layer_conv2d = {
     .keras = {"Conv2D"},
     .parse = parse,
@@ -116,4 +131,5 @@ const mw_layer_ops mw_layer_conv2d = {
     .scratch = scratch,
     .matmul = 1,
     .differs = differs,
+    .to_keras = to_keras,
 };

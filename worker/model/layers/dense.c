@@ -67,6 +67,15 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return mw_kapply_weights(B, &w);
 }
 
+static const char *to_keras(const mw_model *m, int i, json_t *c)
+{
+    const mw_layer *l = &m->layers[i];
+    json_object_set_new(c, "units", json_integer(l->out_c));
+    json_object_set_new(c, "activation", json_string(mw_kw_folded_activation(m, i)));
+    mw_kw_weights(c, l);
+    return "Dense";
+}
+
 const mw_layer_ops mw_layer_dense = {
     .keras = {"Dense"},
     .parse = parse,
@@ -74,4 +83,5 @@ const mw_layer_ops mw_layer_dense = {
     .backward = backward,
     .matmul = 1,
     .differs = differs,
+    .to_keras = to_keras,
 };

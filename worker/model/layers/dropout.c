@@ -70,6 +70,14 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
+static const char *to_keras(const mw_model *m, int i, json_t *c)
+{
+    json_object_set_new(c, "rate", json_real(m->layers[i].rate));
+    json_object_set_new(c, "seed", json_null());
+    json_object_set_new(c, "noise_shape", json_null());
+    return m->layers[i].cls;
+}
+
 const mw_layer_ops mw_layer_dropout = {
     .keras = {"Dropout"},
     .parse = parse,
@@ -77,4 +85,5 @@ const mw_layer_ops mw_layer_dropout = {
     .backward = backward,
     .buf_bytes = buf,
     .differs = differs,
+    .to_keras = to_keras,
 };

@@ -161,6 +161,17 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return max ? add_maxpool(R->B, R->L, cfg, name) : add_avgpool(R->B, R->L, cfg, name);
 }
 
+/* Max pooling, as MaxPooling2D (a global one too: the same pooling over the whole image). */
+static const char *to_keras(const mw_model *m, int i, json_t *c)
+{
+    const mw_layer *l = &m->layers[i];
+    json_object_set_new(c, "pool_size", mw_kw_pair(l->pool.PH, l->pool.PW));
+    json_object_set_new(c, "strides", mw_kw_pair(l->pool.SH, l->pool.SW));
+    json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
+    json_object_set_new(c, "data_format", json_string("channels_last"));
+    return "MaxPooling2D";
+}
+
 const mw_layer_ops mw_layer_maxpool = {
     .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D"},
     .parse = parse,
@@ -169,6 +180,7 @@ const mw_layer_ops mw_layer_maxpool = {
     .buf_bytes = max_buf,
     .exact = max_exact,
     .differs = differs,
+    .to_keras = to_keras,
 };
 
 const mw_layer_ops mw_layer_avgpool = {

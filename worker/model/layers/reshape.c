@@ -94,12 +94,19 @@ static mw_status parse_zeropad(mw_kread *R, const char *cls, const json_t *cfg, 
     return add_zeropad(R->B, R->L, cfg, name);
 }
 
+static const char *to_keras(const mw_model *m, int i, json_t *c)
+{
+    json_object_set_new(c, "data_format", json_string("channels_last"));
+    return m->layers[i].cls;
+}
+
 const mw_layer_ops mw_layer_flatten = {
     .keras = {"Flatten"},
     .parse = parse_flatten,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
     .exact = always,
+    .to_keras = to_keras,
 };
 
 const mw_layer_ops mw_layer_zeropad = {
