@@ -26,6 +26,7 @@
 #include "worker/keras/keras_layer.h"
 #include "worker/keras/keras_vars.h"
 #include "worker/model/layer.h"
+#include "worker/model/loss.h"
 #include "worker/optimizers.h"
 
 /* The Keras version whose layout this writes (metadata.json's keras_version). */
@@ -333,10 +334,11 @@ static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
         json_object_set_new(c, h, json_real(v));
     }
     json_t *opt = obj("keras.optimizers", row->keras, c);
-    json_t *loss = obj("keras.losses", "SparseCategoricalCrossentropy",
-                       json_pack("{s:s, s:s, s:b, s:n}", "name", "sparse_categorical_crossentropy",
-                                 "reduction", "sum_over_batch_size", "from_logits", from_logits,
-                                 "ignore_class"));
+    const mw_loss_ops *lr = mw_loss_row((mw_loss_kind)m->loss);
+    json_t *loss =
+        obj("keras.losses", lr->keras,
+            json_pack("{s:s, s:s, s:b, s:n}", "name", lr->keras_name, "reduction",
+                      "sum_over_batch_size", "from_logits", from_logits, "ignore_class"));
     return json_pack("{s:o, s:o, s:n, s:[s], s:n, s:b, s:i, s:b}", "optimizer", opt, "loss", loss,
                      "loss_weights", "metrics", "accuracy", "weighted_metrics", "run_eagerly", 0,
                      "steps_per_execution", 1, "jit_compile", 0);

@@ -3,6 +3,7 @@
 #include "worker/model/model.h"
 
 #include "worker/model/layer.h"
+#include "worker/model/loss.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -681,7 +682,8 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
             mw_layer_round(kt, k, l->policy, c.y, c.cnt);
     }
     if (to == m->nlayers && n > 0)
-        kt->xent_fwd(k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n, m->nclasses);
+        mw_loss_row(m->loss)->forward(kt, k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n,
+                                      m->nclasses);
 }
 
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
@@ -726,8 +728,8 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     }
     /* mixed_float16's loss scale multiplies the loss, so every gradient, but not the moving
      * statistics' slots that `scale` also weighs (a power of 2: the product is exact) */
-    kt->xent_bwd(k, ws->grad[L], ws->prob, ws->labels, scale * mw_model_loss_scale(m), n,
-                 m->nclasses);
+    mw_loss_row(m->loss)->backward(kt, k, ws->grad[L], ws->prob, ws->labels,
+                                   scale * mw_model_loss_scale(m), n, m->nclasses);
     for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
 }
@@ -773,14 +775,5 @@ int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
 
 int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n)
 {
-    int correct = 0;
-    for (int i = 0; i < n; i++) {
-        const float *p = prob + (size_t)i * m->nclasses;
-        int best = 0;
-        for (int j = 1; j < m->nclasses; j++)
-            if (p[j] > p[best])
-                best = j;
-        correct += best == labels[i];
-    }
-    return correct;
+    return mw_loss_row(m->loss)->correct(prob, labels, n, m->nclasses);
 }

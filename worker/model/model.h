@@ -170,6 +170,8 @@ typedef struct mw_model {
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
     int nclasses;        /* width of the last layer */
+    int loss;            /* its loss: an mw_loss_kind (worker/model/loss.h; 0, as initialized:
+                            sparse softmax cross-entropy from logits) */
     int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
     char input_name[64]; /* the graph's InputLayer, for the summary */
     int *next_in;        /* mw_model_set_inputs: inputs of the next added layer (owned) */
