@@ -7,22 +7,11 @@
 #include <string.h>
 #include <strings.h>
 
-static int adam_slots(const mw_train_opts *o)
-{
-    return o->amsgrad ? 3 : 2;
-}
-
 static void adam_step(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
                       float *s1, float *s2, float *s3, const float *g, size_t count,
                       const mw_optim_hyper *h)
 {
     kt->adam_step(k, p, s1, s2, o->amsgrad ? s3 : NULL, g, count, h);
-}
-
-static int one_slot(const mw_train_opts *o)
-{
-    (void)o;
-    return 1;
 }
 
 static void sgd_step(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
@@ -31,12 +20,6 @@ static void sgd_step(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx
 {
     (void)s2, (void)s3;
     kt->sgd_step(k, p, o->momentum != 0 ? s1 : NULL, NULL, NULL, g, count, h);
-}
-
-static int three_slots(const mw_train_opts *o)
-{
-    (void)o;
-    return 3;
 }
 
 static void rmsprop_step(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
@@ -59,12 +42,6 @@ static void adagrad_step(const mw_train_opts *o, const mw_kernels *kt, const mw_
     kt->adagrad_step(k, p, s1, NULL, NULL, g, count, h);
 }
 
-static int two_slots(const mw_train_opts *o)
-{
-    (void)o;
-    return 2;
-}
-
 static void adamax_step(const mw_train_opts *o, const mw_kernels *kt, const mw_kctx *k, float *p,
                         float *s1, float *s2, float *s3, const float *g, size_t count,
                         const mw_optim_hyper *h)
@@ -80,7 +57,8 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                      .slots_lo = 2,
                      .slots_hi = 3,
                      .slots_what = "2 or 3: m, v and with amsgrad vhat",
-                     .slots = adam_slots,
+                     .slots = 2,
+                     .amsgrad_slot = 1,
                      .bias_corrected = 1,
                      .step = adam_step,
                      .keras_slots = 2,
@@ -92,7 +70,7 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                     .slots_lo = 0,
                     .slots_hi = 1,
                     .slots_what = "0 or 1: the momentum",
-                    .slots = one_slot,
+                    .slots = 1,
                     .step = sgd_step,
                     .keras_slots = 1,
                     .keras_hyper = {"momentum"},
@@ -105,7 +83,8 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                       .slots_lo = 2,
                       .slots_hi = 3,
                       .slots_what = "2 or 3: m, v and with amsgrad vhat",
-                      .slots = adam_slots,
+                      .slots = 2,
+                      .amsgrad_slot = 1,
                       .bias_corrected = 1,
                       .step = adam_step,
                       .keras_hyper = {"beta_1", "beta_2", "epsilon"}},
@@ -115,7 +94,7 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                         .slots_lo = 1,
                         .slots_hi = 3,
                         .slots_what = "1 to 3: velocity, momentum, average gradient",
-                        .slots = three_slots,
+                        .slots = 3,
                         .step = rmsprop_step},
     [MW_OPT_ADAGRAD] = {.keras = "Adagrad",
                         .keys = {"initial_accumulator_value", "epsilon"},
@@ -123,7 +102,7 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                         .slots_lo = 1,
                         .slots_hi = 1,
                         .slots_what = "1: the accumulator",
-                        .slots = one_slot,
+                        .slots = 1,
                         .slot1_start = adagrad_start,
                         .step = adagrad_step},
     [MW_OPT_ADAMAX] = {.keras = "Adamax",
@@ -132,7 +111,7 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                        .slots_lo = 2,
                        .slots_hi = 2,
                        .slots_what = "2: m and the infinity norm u",
-                       .slots = two_slots,
+                       .slots = 2,
                        .step = adamax_step},
 };
 
@@ -197,7 +176,8 @@ void mw_optimizer_hyper(const mw_train_opts *o, long *opt_step, mw_optim_hyper *
 
 int mw_optimizer_slots(const mw_train_opts *o)
 {
-    return mw_optimizer_row_of(o->optimizer)->slots(o);
+    const mw_optimizer_row *r = mw_optimizer_row_of(o->optimizer);
+    return r->slots + (r->amsgrad_slot && o->amsgrad);
 }
 
 void mw_optimizer_init_slots(const mw_train_opts *o, float *m1, float *m2, float *m3, size_t count)

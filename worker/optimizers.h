@@ -27,7 +27,8 @@ typedef struct {
     double beta2;           /* Keras' default beta_2 where it has one (0: 0.999) */
     int slots_lo, slots_hi; /* the slot arrays a checkpoint of it may hold */
     const char *slots_what; /* what they are, for messages */
-    int (*slots)(const mw_train_opts *o); /* the slot arrays a run of o keeps (m1, m2, m3) */
+    int slots;              /* the slot arrays a run keeps (m1, m2, m3; RMSprop keeps all 3) */
+    int amsgrad_slot;       /* and one more with amsgrad (Adam's vhat) */
     /* The first slot's value at the start (Adagrad's initial accumulator); NULL: 0. */
     double (*slot1_start)(const mw_train_opts *o);
     int bias_corrected; /* Adam's step size lr sqrt(1 - b2^t) / (1 - b1^t) goes in h->lr */

@@ -117,6 +117,9 @@ void mw_layer_copy(const mw_kernels *kt, const mw_kctx *k, float *y, const float
 void mw_layer_round(const mw_kernels *kt, const mw_kctx *k, int policy, float *x, size_t count);
 /* The kernel (bias 0) or bias (bias 1) regularizer of l; NULL: none. */
 const struct mw_regularizer *mw_layer_regularizer(const struct mw_layer *l, int bias);
+/* A row's exact for a layer that selects, copies or zeroes: 16-bit values stay 16-bit both
+ * ways. */
+int mw_layer_exact_always(const struct mw_layer *l, int backward);
 /* A layer that computes nothing (Flatten, an identity, Dropout at inference): y = x unless in
  * place; and its backward, dx += dy unless in place. */
 void mw_layer_pass_fwd(const mw_layer_call *c);

@@ -589,6 +589,12 @@ void mw_layer_pass_fwd(const mw_layer_call *c)
         mw_layer_copy(c->kt, c->k, c->y, c->x, c->cnt);
 }
 
+int mw_layer_exact_always(const mw_layer *l, int backward)
+{
+    (void)l, (void)backward;
+    return 1;
+}
+
 float *mw_layer_bwd_out(const mw_layer_call *c)
 {
     return c->l->in_place ? c->dx : c->dy;

@@ -91,13 +91,6 @@ static void relu_backward(const mw_layer_call *c)
     mw_layer_pass_bwd(c);
 }
 
-/* Selects, copies or zeroes: 16-bit values stay 16-bit both ways. */
-static int always(const mw_layer *l, int backward)
-{
-    (void)l, (void)backward;
-    return 1;
-}
-
 static void act_forward(const mw_layer_call *c)
 {
     c->kt->act_fwd(c->k, c->y, c->x, c->cnt, c->l->act, c->l->alpha);
@@ -233,7 +226,7 @@ const mw_layer_ops mw_layer_relu = {
     .parse = parse_relu,
     .forward = relu_forward,
     .backward = relu_backward,
-    .exact = always,
+    .exact = mw_layer_exact_always,
     .to_keras = to_keras,
 };
 
@@ -242,7 +235,7 @@ const mw_layer_ops mw_layer_identity = {
     .parse = parse_identity,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
-    .exact = always,
+    .exact = mw_layer_exact_always,
     .to_keras = to_keras,
 };
 

@@ -65,13 +65,6 @@ static size_t buf(const mw_layer *l, size_t n)
     return n * l->in_h * l->in_w * l->in_c * sizeof(float);
 }
 
-/* Copies: 16-bit values stay 16-bit both ways. */
-static int exact(const mw_layer *l, int backward)
-{
-    (void)l, (void)backward;
-    return 1;
-}
-
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
 {
     (void)l;
@@ -89,7 +82,7 @@ const mw_layer_ops mw_layer_crop = {
     .forward = forward,
     .backward = backward,
     .buf_bytes = buf,
-    .exact = exact,
+    .exact = mw_layer_exact_always,
     .has_kernels = has_kernels,
     .differs = differs,
 };

@@ -112,13 +112,6 @@ static void concat_backward(const mw_layer_call *c)
     }
 }
 
-/* Copies: 16-bit values stay 16-bit both ways. */
-static int concat_exact(const mw_layer *l, int backward)
-{
-    (void)l, (void)backward;
-    return 1;
-}
-
 static int concat_kernels(const mw_layer *l, const mw_kernels *t)
 {
     (void)l;
@@ -171,6 +164,6 @@ const mw_layer_ops mw_layer_concat = {
     .parse = parse,
     .forward = concat_forward,
     .backward = concat_backward,
-    .exact = concat_exact,
+    .exact = mw_layer_exact_always,
     .has_kernels = concat_kernels,
 };

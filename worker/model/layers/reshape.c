@@ -32,13 +32,6 @@ mw_status mw_model_add_zeropad(mw_model *m, const char *name, int top, int botto
     return MW_OK;
 }
 
-/* Copies or zeroes: 16-bit values stay 16-bit both ways. */
-static int always(const mw_layer *l, int backward)
-{
-    (void)l, (void)backward;
-    return 1;
-}
-
 static void pad_forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
@@ -105,7 +98,7 @@ const mw_layer_ops mw_layer_flatten = {
     .parse = parse_flatten,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
-    .exact = always,
+    .exact = mw_layer_exact_always,
     .to_keras = to_keras,
 };
 
@@ -114,7 +107,7 @@ const mw_layer_ops mw_layer_zeropad = {
     .parse = parse_zeropad,
     .forward = pad_forward,
     .backward = pad_backward,
-    .exact = always,
+    .exact = mw_layer_exact_always,
     .has_kernels = pad_kernels,
     .differs = pad_differs,
 };
