@@ -266,6 +266,43 @@ static void test_npy_versions_shapes(void **state)
     }
 }
 
+/* Tabular float32 features (N, F) read as (1, 1, F): a Keras Input((F,)); a uint8 (N, F) stays
+ * refused (images_2d in the bad table). */
+static void test_npy_features(void **state)
+{
+    const char *dir = *state;
+    float xf[3 * 5];
+    int32_t yl[3] = {1, 0, 1};
+    for (int i = 0; i < 15; i++)
+        xf[i] = (float)i * 0.5f - 2.0f;
+    size_t n;
+    uint8_t *b =
+        npy_make(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 5)}", xf, sizeof xf, &n);
+    free(mw_test_write_file(dir, "x_train.npy", b, n));
+    free(mw_test_write_file(dir, "x_test.npy", b, n));
+    free(b);
+    b = npy_make(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,)}", yl, sizeof yl, &n);
+    free(mw_test_write_file(dir, "y_train.npy", b, n));
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    assert_int_equal(tr.rows, 1);
+    assert_int_equal(tr.cols, 1);
+    assert_int_equal(tr.channels, 5);
+    assert_int_equal(tr.type, MW_IMAGES_F32);
+    float x[5];
+    int32_t y[1];
+    uint32_t id = 2;
+    mw_dataset_batch(&tr, x, y, &id, 1);
+    assert_memory_equal(x, xf + 10, sizeof x);
+    assert_int_equal(y[0], 1);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+}
+
 /* Stored, deflated and mixed members give the same set as the .npy directory. */
 static void test_npz_good(void **state)
 {
@@ -1159,6 +1196,7 @@ int main(void)
         cmocka_unit_test(test_parse_header),
         mw_test_in_tmpdir(test_npy_dir_good),
         mw_test_in_tmpdir(test_npy_versions_shapes),
+        mw_test_in_tmpdir(test_npy_features),
         mw_test_in_tmpdir(test_npz_good),
         mw_test_in_tmpdir(test_mapped_file_shrinks),
         cmocka_unit_test(test_unseen_classes),

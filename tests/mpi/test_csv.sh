@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CSV reader (worker/data/data_csv.c), against NumPy as the oracle:
 #   1. a tabular set written by numpy.savetxt (a header line, CRLF line ends in test.csv, a
-#      blank line) trains to --dump-weights identical to the same arrays in a .npz, with a
-#      Dense model on Input((12,)), on 1 rank and on 2 ranks;
+#      blank line) trains to --dump-weights identical to the same arrays in a .npz (features
+#      (N, F) float32, as a tabular x_train is), with a Dense model on Input((12,)), on 1 rank
+#      and on 2 ranks;
 #   2. bad CSV files end with exit 3 and one message naming the file, the line and the field.
 #   test_csv.sh MWTRAIN
 set -uo pipefail
@@ -25,8 +26,7 @@ n, F = 400, 12
 x = r.normal(size=(n, F)).astype(np.float32)
 y = np.argmax(x @ r.normal(size=(F, 4)), axis=1)
 tr, te = slice(0, 320), slice(320, n)
-np.savez(f"{t}/tab.npz", x_train=x[tr].reshape(-1, 1, 1, F), y_train=y[tr],
-         x_test=x[te].reshape(-1, 1, 1, F), y_test=y[te])
+np.savez(f"{t}/tab.npz", x_train=x[tr], y_train=y[tr], x_test=x[te], y_test=y[te])
 import os
 os.makedirs(f"{t}/csv")
 rows = lambda s: np.column_stack([y[s].astype(np.float64), x[s].astype(np.float64)])

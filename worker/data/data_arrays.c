@@ -106,29 +106,32 @@ static mw_status check_images(const mw_npy_array *x)
 {
     const mw_npy_header *h = &x->h;
     char sh[160];
-    if (h->ndim != 3 && h->ndim != 4)
+    const int features = h->ndim == 2 && h->kind == 'f'; /* tabular (N, F): (1, 1, F) */
+    if (h->ndim != 3 && h->ndim != 4 && !features)
         return mw_err(MW_EDATA,
                       "%s: npy header field 'shape': %s has %d dimensions; expected images "
-                      "(N, H, W) or (N, H, W, C)",
+                      "(N, H, W) or (N, H, W, C), or float32 features (N, F)",
                       x->name, shape_str(h, sh, sizeof sh), h->ndim);
     if (!((h->kind == 'u' && h->itemsize == 1) || (h->kind == 'f' && h->itemsize == 4)))
         return mw_err(MW_EDATA,
                       "%s: npy header field 'descr': images of '%s'; expected uint8 ('|u1') or "
                       "float32 ('<f4')",
                       x->name, h->descr);
-    const uint64_t c = h->ndim == 4 ? h->shape[3] : 1;
+    const uint64_t c = h->ndim == 4 ? h->shape[3] : features ? h->shape[1] : 1;
+    const uint64_t hh = features ? 1 : h->shape[1], ww = features ? 1 : h->shape[2];
     if (h->shape[0] == 0 || h->shape[0] >= UINT32_MAX)
         return mw_err(MW_EDATA,
                       "%s: npy header field 'shape': %s holds %llu images; expected "
                       "1..%u",
                       x->name, shape_str(h, sh, sizeof sh), (unsigned long long)h->shape[0],
                       UINT32_MAX - 1);
-    if (h->shape[1] == 0 || h->shape[2] == 0 || h->shape[1] > MW_DATA_MAX_DIM ||
-        h->shape[2] > MW_DATA_MAX_DIM || c == 0 || c > MW_DATA_MAX_CHANNELS)
+    if (hh == 0 || ww == 0 || hh > MW_DATA_MAX_DIM || ww > MW_DATA_MAX_DIM || c == 0 ||
+        c > MW_DATA_MAX_CHANNELS)
         return mw_err(MW_EDATA,
-                      "%s: npy header field 'shape': images of %s; expected height and width "
-                      "1..%u and 1..%u channels",
-                      x->name, shape_str(h, sh, sizeof sh), MW_DATA_MAX_DIM, MW_DATA_MAX_CHANNELS);
+                      "%s: npy header field 'shape': %s %s; expected height and width 1..%u and "
+                      "1..%u channels (features)",
+                      x->name, features ? "features of" : "images of", shape_str(h, sh, sizeof sh),
+                      MW_DATA_MAX_DIM, MW_DATA_MAX_CHANNELS);
     uint64_t nbytes = h->count * (uint64_t)h->itemsize;
     uint64_t limit = x->map ? MW_DATA_MAX_MAPPED : MW_DATA_MAX_NBYTES;
     if (nbytes > limit)
@@ -176,9 +179,10 @@ mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array
     MW_TRY(mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
                                n, classes, why, y->name, max_label));
     d->count = n;
-    d->rows = (uint32_t)h->shape[1];
-    d->cols = (uint32_t)h->shape[2];
-    d->channels = h->ndim == 4 ? (uint32_t)h->shape[3] : 1;
+    const int features = h->ndim == 2; /* float32 (N, F), checked: (1, 1, F) */
+    d->rows = features ? 1 : (uint32_t)h->shape[1];
+    d->cols = features ? 1 : (uint32_t)h->shape[2];
+    d->channels = h->ndim == 4 ? (uint32_t)h->shape[3] : features ? (uint32_t)h->shape[1] : 1;
     d->type = h->kind == 'f' ? MW_IMAGES_F32 : MW_IMAGES_U8;
     d->images = x->data;
     d->map = x->map;
