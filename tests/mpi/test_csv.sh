@@ -4,7 +4,8 @@
 #      blank line) trains to --dump-weights identical to the same arrays in a .npz (features
 #      (N, F) float32, as a tabular x_train is), with a Dense model on Input((12,)), on 1 rank
 #      and on 2 ranks;
-#   2. bad CSV files end with exit 3 and one message naming the file, the line and the field.
+#   2. bad CSV files end with exit 3 and one message naming the file, the line and the field; a
+#      missing test.csv with exit 4 naming it.
 #   test_csv.sh MWTRAIN
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -76,4 +77,11 @@ bad nan '0,1,2\n1,nan,3\n' "line 2: field 2: nan is not a finite float32"
 bad empty '' "bad-empty/train.csv: no examples"
 bad header-only 'label,a,b\n' "bad-header-only/train.csv: no examples"
 bad one-field '0\n1\n' "line 1: 1 field; expected a label and at least one feature"
+# test.csv missing: the reader's open names it (exit 4, a file that cannot be read)
+mkdir -p "$tmp/no-test" && printf '0,1,2\n' >"$tmp/no-test/train.csv"
+timeout 120 "$mw" train --data "$tmp/no-test" --epochs 1 --progress none --summary-dir "" \
+    --checkpoint-every-epochs 0 >"$tmp/no-test.out" 2>&1
+rc=$?
+check '[[ $rc -eq 4 ]] && grep -qF "no-test/test.csv" "$tmp/no-test.out"' \
+    "test.csv missing: exit 4 naming it (got $rc: $(tail -n 1 "$tmp/no-test.out"))"
 finish
