@@ -99,6 +99,49 @@ typedef void (*mw_xent_fwd_fn)(const mw_kctx *k, float *loss, float *prob, const
 /* dlogits = scale * (prob - onehot(label)). */
 typedef void (*mw_xent_bwd_fn)(const mw_kctx *k, float *dlogits, const float *prob,
                                const int32_t *labels, float scale, int N, int K);
+/* The losses of dense float targets y (N, K), Keras 3's formulas (keras/src/losses/losses.py
+ * and its backends' nn.py): per example the mean over K of an elementwise loss, or the sum
+ * over K (CCE). The formulas are kernels/loss_rules.h. */
+typedef enum {
+    MW_DLOSS_MSE,     /* (p - y)^2 */
+    MW_DLOSS_MAE,     /* |p - y| */
+    MW_DLOSS_HUBER,   /* e^2 / 2 where |e| <= delta, else delta |e| - delta^2 / 2 */
+    MW_DLOSS_LOGCOSH, /* e + softplus(-2 e) - log 2 */
+    MW_DLOSS_BCE,     /* -(y log p + (1 - y) log(1 - p)); p clipped to [1e-7, 1 - 1e-7] */
+    MW_DLOSS_FOCAL,   /* (1 - p_t)^gamma bce, times alpha_t when balanced */
+    MW_DLOSS_CCE,     /* -sum_k y_k log softmax(z)_k, from logits (a final softmax folded) */
+} mw_dloss_kind;
+
+typedef struct {
+    mw_dloss_kind kind;
+    int from_logits; /* BCE, FOCAL: out holds logits, p = sigmoid(out) */
+    float smoothing; /* BCE, FOCAL: y (1 - s) + s / 2; CCE: y (1 - s) + s / K */
+    float delta;     /* HUBER */
+    float gamma;     /* FOCAL */
+    float alpha;     /* FOCAL, when balanced: alpha for y = 1, 1 - alpha for y = 0 */
+    int balanced;    /* FOCAL: apply_class_balancing */
+} mw_dloss;
+
+/* The metrics an epoch reports beside the loss (Keras' names: accuracy in its sparse,
+ * categorical and binary forms, mae, mse, rmse), each a per-example value summed over the
+ * epoch (kernels/loss_rules.h: metric_value). */
+typedef enum {
+    MW_METRIC_NONE,
+    MW_METRIC_SPARSE_ACC, /* argmax(q) == label */
+    MW_METRIC_CAT_ACC,    /* argmax(q) == argmax(y) */
+    MW_METRIC_BIN_ACC,    /* mean over K of (q > 0.5) == y */
+    MW_METRIC_MAE,        /* mean over K of |q - y| */
+    MW_METRIC_MSE,        /* mean over K of (q - y)^2 */
+    MW_METRIC_RMSE,       /* the same per example; the root of the epoch's mean */
+} mw_metric_kind;
+
+/* loss[i] from out row i and y row i; prob (N, K): the output as Keras' metrics see it
+ * (CCE: softmax(out), the folded softmax; otherwise out as it is). */
+typedef void (*mw_dloss_fwd_fn)(const mw_kctx *k, const mw_dloss *p, float *loss, float *prob,
+                                const float *out, const float *y, int N, int K);
+/* dout = scale * d loss[i] / d out (dout may not alias out or prob). */
+typedef void (*mw_dloss_bwd_fn)(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,
+                                const float *prob, const float *y, float scale, int N, int K);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
  * formulas). Per element, in this order: p -= p * weight_decay * decay_lr (when
  * weight_decay > 0); g' = g * gscale, clamped to [-clipvalue, clipvalue] when clipvalue > 0
@@ -257,6 +300,8 @@ typedef struct {
     mw_relu_bwd_fn relu_bwd;
     mw_xent_fwd_fn xent_fwd;
     mw_xent_bwd_fn xent_bwd;
+    mw_dloss_fwd_fn dloss_fwd; /* kernels/loss.h */
+    mw_dloss_bwd_fn dloss_bwd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

@@ -36,6 +36,9 @@
 #include "kernels/kernels.h"
 #include "tests/nccl_mock.h"
 
+#define MW_LOSS_HD static inline
+#include "kernels/loss_rules.h" /* metric_value, as kernels/cuda/metrics.cu's */
+
 #define HD_MAGIC 0x68646576 /* "hdev" */
 
 /* An upload on the copy stream whose data the compute stream may not read yet: until a copy
@@ -274,6 +277,30 @@ static void hd_xent_bwd(const mw_kctx *k, float *dlogits, const float *prob, con
     CHK(labels, N, sizeof(int32_t));
     mw_kctx h = hd_host(k);
     hd_cpu.xent_bwd(&h, dlogits, prob, labels, scale, N, K);
+}
+
+static void hd_dloss_fwd(const mw_kctx *k, const mw_dloss *p, float *loss, float *prob,
+                         const float *out, const float *y, int N, int K)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(loss, N, F);
+    CHK(prob, (size_t)N * K, F);
+    CHK(out, (size_t)N * K, F);
+    CHK(y, (size_t)N * K, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.dloss_fwd(&h, p, loss, prob, out, y, N, K);
+}
+
+static void hd_dloss_bwd(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,
+                         const float *prob, const float *y, float scale, int N, int K)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dout, (size_t)N * K, F);
+    CHK(out, (size_t)N * K, F);
+    CHK(prob, (size_t)N * K, F);
+    CHK(y, (size_t)N * K, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.dloss_bwd(&h, p, dout, out, prob, y, scale, N, K);
 }
 
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
@@ -642,6 +669,8 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->relu_bwd = hd_relu_bwd;
     t->xent_fwd = hd_xent_fwd;
     t->xent_bwd = hd_xent_bwd;
+    t->dloss_fwd = hd_dloss_fwd;
+    t->dloss_bwd = hd_dloss_bwd;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;
@@ -798,7 +827,7 @@ mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const ch
 }
 
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const int32_t *labels, int n, int K)
+                         const void *y, size_t ybytes, mw_metric_kind kind, int n, int K)
 {
     hd_ctx *c = hd_of(k, __func__);
     hd_check(c, __func__, "acc", acc, 2 * sizeof(double), 0);
@@ -806,18 +835,13 @@ void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const
         return;
     hd_check(c, __func__, "loss", loss, (size_t)n * sizeof(float), 0);
     hd_check(c, __func__, "prob", prob, (size_t)n * (size_t)K * sizeof(float), 0);
-    hd_check(c, __func__, "labels", labels, (size_t)n * sizeof(int32_t), 0);
-    double ls = 0, corr = 0;
+    hd_check(c, __func__, "y", y, (size_t)n * ybytes, 0);
+    double ls = 0, met = 0;
     for (int i = 0; i < n; i++) {
-        const float *p = prob + (size_t)i * K;
-        int best = 0;
-        for (int j = 1; j < K; j++)
-            if (p[j] > p[best])
-                best = j;
-        corr += best == labels[i];
+        met += metric_value(kind, prob + (size_t)i * K, (const char *)y + (size_t)i * ybytes, K);
         ls += loss[i];
     }
-    acc[0] += ls, acc[1] += corr;
+    acc[0] += ls, acc[1] += met;
 }
 
 mw_status mw_cuda_last_status(const mw_kctx *k)

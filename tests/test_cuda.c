@@ -21,9 +21,13 @@
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
 #include "kernels/graphops.h"
+#include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 #include "tests/util.h"
+
+#define MW_LOSS_HD static inline
+#include "kernels/loss_rules.h" /* metric_value: the host's sum of the device metrics */
 
 static mw_kctx ctx;     /* the suite's CUDA context; ctx.dev == NULL without a device */
 static mw_kernels cuda; /* the table after mw_kernels_init_cuda */
@@ -407,41 +411,148 @@ static void test_xent(void **state)
     check_sync();
 }
 
-/* The device metrics (mw_cuda_metrics_add) against the host's sequential sum and
- * mw_model_correct_host's rule (first maximum on ties: grid values make ties), added onto what
- * the accumulators held; and the marks: a wait on a passed mark returns, one never marked too. */
+/* The dense-target losses (kernels/loss.h) against the reference: every kind, with each
+ * option that changes the arithmetic (from_logits, smoothing, delta, gamma, balanced), BCE's
+ * clip (probabilities outside [1e-7, 1 - 1e-7]: a zero slope), one example and one output,
+ * and more examples than one block.
+ *
+ * Tolerance 1e-6 absolute + 1e-5 relative. The formulas are the same code
+ * (kernels/loss_rules.h) in the same order; what differs is the device's expf, logf, log1pf,
+ * tanhf and powf (within 1 to 4 ulp of glibc's, the CUDA Programming Guide's table) and nvcc's
+ * fma contraction (a product and a sum rounded once): a few ulp, far below 1e-5 (84 ulp) of
+ * a loss whose terms share one sign. Where terms cancel (log cosh's e + softplus(-2 e), Huber's
+ * d |e| - d^2 / 2), the value stays above the largest term less log 2 or d^2 / 2, so the
+ * relative part still holds; the gradient's cancellations (focal's df bce + f dbce, CCE's
+ * prob sum(t) - t) are a few ulp of terms below 1 / 0.01 = 100, times scale / K = 1 / 64 / K:
+ * below 1e-6 absolute. */
+typedef struct {
+    mw_dloss p;
+    float lo, hi; /* outputs uniform in [lo, hi) */
+    int targets;  /* 0: uniform in [-1, 1); 1: 0 or 1; 2: soft, uniform in [0, 1) */
+} dloss_case;
+
+static const dloss_case dloss_cases[] = {
+    {{.kind = MW_DLOSS_MSE}, -2, 2, 0},
+    {{.kind = MW_DLOSS_MAE}, -2, 2, 0},
+    {{.kind = MW_DLOSS_HUBER, .delta = 1}, -3, 3, 0},
+    {{.kind = MW_DLOSS_HUBER, .delta = 0.3f}, -2, 2, 0},
+    {{.kind = MW_DLOSS_LOGCOSH}, -3, 3, 0},
+    {{.kind = MW_DLOSS_BCE}, 0.01f, 0.99f, 1},
+    {{.kind = MW_DLOSS_BCE, .smoothing = 0.2f}, -0.2f, 1.2f, 2}, /* clipped */
+    {{.kind = MW_DLOSS_BCE, .from_logits = 1}, -6, 6, 1},
+    {{.kind = MW_DLOSS_BCE, .from_logits = 1, .smoothing = 0.2f}, -6, 6, 2},
+    {{.kind = MW_DLOSS_FOCAL, .gamma = 2}, 0.01f, 0.99f, 1},
+    {{.kind = MW_DLOSS_FOCAL, .smoothing = 0.1f, .gamma = 1.5f, .alpha = 0.25f, .balanced = 1},
+     0.01f,
+     0.99f,
+     2},
+    {{.kind = MW_DLOSS_FOCAL, .from_logits = 1, .gamma = 2, .alpha = 0.25f, .balanced = 1},
+     -6,
+     6,
+     1},
+    {{.kind = MW_DLOSS_FOCAL, .from_logits = 1, .smoothing = 0.1f, .gamma = 1.5f}, -6, 6, 2},
+    {{.kind = MW_DLOSS_CCE}, -5, 5, 2},
+    {{.kind = MW_DLOSS_CCE, .smoothing = 0.1f}, -5, 5, 2},
+};
+
+static void run_dloss(const dloss_case *dc, int N, int K, uint64_t s)
+{
+    pool P = {0};
+    const size_t nk = (size_t)N * K, nb = nk * sizeof(float);
+    float *out = h_rand(&P, nk, s, dc->lo, dc->hi);
+    float *y = dc->targets == 1 ? h_grid(&P, nk, s + 1, 2)
+                                : h_rand(&P, nk, s + 1, dc->targets ? 0.0f : -1.0f, 1.0f);
+    float *loss = h_rand(&P, N, s + 2, 0, 1), *prob = h_rand(&P, nk, s + 3, 0, 1);
+    float *dout = h_rand(&P, nk, s + 4, -1, 1); /* bwd overwrites */
+    float *dO = d_put(&P, out, nb), *dY = d_put(&P, y, nb), *dP = d_put(&P, prob, nb);
+    float *dL = d_put(&P, loss, N * sizeof(float)), *dD = d_put(&P, dout, nb);
+    const float scale = 1.0f / 64;
+
+    mw_dloss_fwd_ref(NULL, &dc->p, loss, prob, out, y, N, K);
+    cuda.dloss_fwd(&ctx, &dc->p, dL, dP, dO, dY, N, K);
+    expect_close((float *)d_get(&P, dL, N * sizeof(float)), loss, N, 1e-6f, 1e-5f);
+    expect_close((float *)d_get(&P, dP, nb), prob, nk, 1e-6f, 1e-5f);
+    mw_dloss_bwd_ref(NULL, &dc->p, dout, out, prob, y, scale, N, K);
+    cuda.dloss_bwd(&ctx, &dc->p, dD, dO, dP, dY, scale, N, K);
+    expect_close((float *)d_get(&P, dD, nb), dout, nk, 1e-6f, 1e-5f);
+    pool_free(&P);
+}
+
+static void test_dloss(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int shapes[][2] = {{1, 1}, {37, 5}, {1000, 3}};
+    for (size_t c = 0; c < sizeof dloss_cases / sizeof *dloss_cases; c++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            run_dloss(&dloss_cases[c], shapes[s][0], shapes[s][1], 500 + 10 * c + s);
+    cuda.dloss_fwd(&ctx, &dloss_cases[0].p, NULL, NULL, NULL, NULL, 0, 4);
+    cuda.dloss_bwd(&ctx, &dloss_cases[0].p, NULL, NULL, NULL, NULL, 1.0f, 0, 4);
+    check_sync();
+}
+
+/* One mw_cuda_metrics_add call against the host's sequential sum of metric_value, added onto
+ * what the accumulators held. Targets: int32 labels (SPARSE_ACC, 4 bytes each), or K floats:
+ * grid values with ties (CAT_ACC: the first maximum on both sides), 0 or 1 against outputs
+ * in {0, 0.25, 0.5, 0.75} (BIN_ACC: 0.5 exactly, which is not above 0.5), uniform (the
+ * errors). Accuracy counts are integers, exact in double in any order; the other sums (n
+ * values below 4, in the device's tree order) are within n 2^-53 of the sum: 1e-12. */
+static void metrics_case(mw_metric_kind kind, int N, int K, uint64_t s)
+{
+    pool P = {0};
+    const size_t nk = (size_t)N * K;
+    float *loss = h_rand(&P, N, s, 0, 5), *prob = h_grid(&P, nk, s + 1, 4);
+    const void *y = h_labels(&P, N, K, s + 2);
+    size_t ybytes = sizeof(int32_t);
+    if (kind != MW_METRIC_SPARSE_ACC) {
+        ybytes = (size_t)K * sizeof(float);
+        y = kind == MW_METRIC_BIN_ACC   ? h_grid(&P, nk, s + 3, 2)
+            : kind == MW_METRIC_CAT_ACC ? h_grid(&P, nk, s + 3, 4)
+                                        : h_rand(&P, nk, s + 3, 0, 1);
+    }
+    if (kind == MW_METRIC_BIN_ACC)
+        for (size_t i = 0; i < nk; i++)
+            prob[i] /= 4;
+    double want[2] = {0.25, 3}; /* what the accumulators hold before */
+    for (int i = 0; i < N; i++) {
+        want[1] += metric_value(kind, prob + (size_t)i * K, (const char *)y + i * ybytes, K);
+        want[0] += loss[i];
+    }
+    double start[2] = {0.25, 3};
+    double *dAcc = d_put(&P, start, sizeof start);
+    mw_cuda_metrics_add(&ctx, dAcc, d_put(&P, loss, N * sizeof(float)),
+                        d_put(&P, prob, nk * sizeof(float)), d_put(&P, y, N * ybytes), ybytes, kind,
+                        N, K);
+    check_rc(mw_cuda_mark(&ctx, 0), "mw_cuda_mark");
+    check_rc(mw_cuda_wait_mark(&ctx, 0, 30, "test"), "mw_cuda_wait_mark");
+    const double *got = d_get(&P, dAcc, sizeof start);
+    const int exact = kind == MW_METRIC_SPARSE_ACC || kind == MW_METRIC_CAT_ACC;
+    if (!(fabs(got[0] - want[0]) <= 1e-9 * fabs(want[0])) ||
+        !(fabs(got[1] - want[1]) <= (exact ? 0 : 1e-12 * fabs(want[1]))))
+        fail_msg("metric kind %d, n %d, K %d: got loss %.17g metric %.17g, want %.17g %.17g",
+                 (int)kind, N, K, got[0], got[1], want[0], want[1]);
+    pool_free(&P);
+}
+
+/* The device metrics (mw_cuda_metrics_add) for each metric kind and sizes around the block
+ * (256 threads); and the marks: a wait on a passed mark returns, one never marked too. */
 static void test_metrics(void **state)
 {
     (void)state;
     NEED_DEVICE();
     static const int ns[] = {1, 7, 255, 256, 257, 1024}, ks[] = {1, 10, 3, 10, 37, 10};
-    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
-        pool P = {0};
-        const int N = ns[c], K = ks[c];
-        float *loss = h_rand(&P, N, 80 + c, 0, 5), *prob = h_grid(&P, (size_t)N * K, 90 + c, 4);
-        int32_t *lab = h_labels(&P, N, K, 100 + c);
-        double want[2] = {0.25, 3}; /* what the accumulators hold before */
-        for (int i = 0; i < N; i++) {
-            const float *p = prob + (size_t)i * K;
-            int best = 0;
-            for (int j = 1; j < K; j++)
-                if (p[j] > p[best])
-                    best = j;
-            want[1] += best == lab[i];
-            want[0] += loss[i];
-        }
-        double start[2] = {0.25, 3};
-        double *dAcc = d_put(&P, start, sizeof start);
-        mw_cuda_metrics_add(&ctx, dAcc, d_put(&P, loss, N * sizeof(float)),
-                            d_put(&P, prob, (size_t)N * K * sizeof(float)),
-                            d_put(&P, lab, N * sizeof(int32_t)), N, K);
-        check_rc(mw_cuda_mark(&ctx, 0), "mw_cuda_mark");
-        check_rc(mw_cuda_wait_mark(&ctx, 0, 30, "test"), "mw_cuda_wait_mark");
-        const double *got = d_get(&P, dAcc, sizeof start);
-        assert_true(fabs(got[0] - want[0]) <= 1e-9 * fabs(want[0]));
-        assert_true(got[1] == want[1]);
-        pool_free(&P);
-    }
+    static const mw_metric_kind kinds[] = {MW_METRIC_SPARSE_ACC, MW_METRIC_CAT_ACC,
+                                           MW_METRIC_BIN_ACC,    MW_METRIC_MAE,
+                                           MW_METRIC_MSE,        MW_METRIC_RMSE};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (size_t m = 0; m < sizeof kinds / sizeof *kinds; m++)
+            metrics_case(kinds[m], ns[c], ks[c], 80 + 10 * c + m);
+    pool P = {0};
+    double start[2] = {0.25, 3};
+    double *dAcc = d_put(&P, start, sizeof start);
+    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, MW_METRIC_SPARSE_ACC, 0, 10);
+    assert_memory_equal(d_get(&P, dAcc, sizeof start), start, sizeof start); /* n = 0 */
+    pool_free(&P);
     check_rc(mw_cuda_wait_mark(&ctx, MW_CUDA_MARKS - 1, 30, "test"), "a mark never recorded");
     assert_int_equal(mw_cuda_mark(&ctx, MW_CUDA_MARKS), MW_EINTERNAL);
     mw_err_clear();
@@ -1303,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_relu),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_dloss),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

@@ -303,6 +303,86 @@ static void test_npy_features(void **state)
     mw_dataset_free(&te);
 }
 
+/* Float32 targets (N, K) (regression values, one-hot or multi-hot classes): read as they are,
+ * assembled K per example; labels (N,) become (N, 1) targets for a loss of floats; a NaN
+ * target, a train/test mismatch and int (N, K) arrays are refused naming the file. */
+static void write_xy(const char *dir, const char *ydict_train, const void *ytr, size_t ntr,
+                     const char *ydict_test, const void *yte, size_t nte)
+{
+    float xf[3 * 2] = {0, 1, 2, 3, 4, 5};
+    size_t n;
+    uint8_t *b =
+        npy_make(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2)}", xf, sizeof xf, &n);
+    free(mw_test_write_file(dir, "x_train.npy", b, n));
+    free(mw_test_write_file(dir, "x_test.npy", b, n));
+    free(b);
+    b = npy_make(1, ydict_train, ytr, ntr, &n);
+    free(mw_test_write_file(dir, "y_train.npy", b, n));
+    free(b);
+    b = npy_make(1, ydict_test, yte, nte, &n);
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+}
+
+static void test_npy_targets(void **state)
+{
+    const char *dir = *state;
+    const char *f34 = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)}";
+    float t[12];
+    for (int i = 0; i < 12; i++)
+        t[i] = (float)i * 0.25f - 1.0f;
+    write_xy(dir, f34, t, sizeof t, f34, t, sizeof t);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    assert_null(tr.labels);
+    assert_int_equal(tr.target_width, 4);
+    assert_int_equal(mw_dataset_target_nbytes(&tr), 16);
+    float x[2], y[4];
+    uint32_t id = 1;
+    mw_dataset_batch(&tr, x, y, &id, 1);
+    assert_memory_equal(y, t + 4, sizeof y);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    /* labels as targets (N, 1) */
+    const int32_t lab[3] = {1, 0, 1};
+    const char *i3 = "{'descr': '<i4', 'fortran_order': False, 'shape': (3,)}";
+    write_xy(dir, i3, lab, sizeof lab, i3, lab, sizeof lab);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    expect_err(mw_dataset_labels_as_targets(&tr, "set"), MW_OK, "");
+    assert_null(tr.labels);
+    assert_int_equal(tr.target_width, 1);
+    mw_dataset_batch(&tr, x, y, &id, 1);
+    assert_true(y[0] == 0.0f);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    /* a NaN target: the file, the example and the element */
+    t[6] = NAN;
+    write_xy(dir, f34, t, sizeof t, f34, t, sizeof t);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA, "y_train.npy",
+               "example 1 has NaN at element 2: targets must be finite");
+    t[6] = 0.5f;
+    /* float targets beside int labels, and widths that differ */
+    write_xy(dir, f34, t, sizeof t, i3, lab, sizeof lab);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA,
+               "the training set has float32 targets but the test set has integer class labels");
+    const char *f32 = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2)}";
+    write_xy(dir, f34, t, sizeof t, f32, t, 6 * sizeof(float));
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA,
+               "training targets have 4 values per example, the test targets 2");
+    /* integer (N, K) arrays are neither labels nor targets */
+    const int32_t hot[6] = {1, 0, 0, 1, 1, 0};
+    write_xy(dir, "{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2)}", hot, sizeof hot, i3,
+             lab, sizeof lab);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA, "y_train.npy",
+               "labels of shape (3, 2)", "float32 targets (N,) or (N, K)");
+}
+
 /* Stored, deflated and mixed members give the same set as the .npy directory. */
 static void test_npz_good(void **state)
 {
@@ -1197,6 +1277,7 @@ int main(void)
         mw_test_in_tmpdir(test_npy_dir_good),
         mw_test_in_tmpdir(test_npy_versions_shapes),
         mw_test_in_tmpdir(test_npy_features),
+        mw_test_in_tmpdir(test_npy_targets),
         mw_test_in_tmpdir(test_npz_good),
         mw_test_in_tmpdir(test_mapped_file_shrinks),
         cmocka_unit_test(test_unseen_classes),

@@ -1,6 +1,7 @@
 /* Every reader of a file the user names refuses what is not a regular file, without opening it
  * (issue 26, "A FIFO given as an input hangs the whole job forever"): the .npz, .npy, IDX and
  * CIFAR readers (--data), the Keras JSON and .keras readers (--model), --optimizer-config,
+ * --loss-config,
  * --tf-config and `tf-config --hostfile`.
  *
  * Each reader gets, where its file is expected, a FIFO without a writer (an open without
@@ -21,6 +22,7 @@
 #include "cluster/tfconfig.h"
 #include "tests/util.h"
 #include "worker/data/data.h"
+#include "worker/keras/compile.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/optimizer.h"
 #include "worker/model/model.h"
@@ -78,7 +80,7 @@ static mw_status read_archive_optimizer(const char *arg)
     json_t *j = NULL;
     if (mw_keras_archive_is(arg))
         return mw_err(MW_EINTERNAL, "%s: taken for an archive: it was opened", arg);
-    mw_status rc = mw_keras_archive_optimizer(arg, &j);
+    mw_status rc = mw_keras_archive_compiled(arg, "optimizer", &j);
     if (rc != MW_OK || j) {
         json_decref(j);
         return mw_err(MW_EINTERNAL, "%s: an optimizer was read", arg);
@@ -91,6 +93,14 @@ static mw_status read_optimizer(const char *arg)
     mw_train_opts o;
     mw_train_opts_default(&o);
     return mw_optimizer_load(&o, arg);
+}
+
+static mw_status read_loss(const char *arg)
+{
+    mw_train_opts o;
+    mw_train_opts_default(&o);
+    o.loss_config = arg;
+    return mw_loss_resolve(&o);
 }
 
 static mw_status read_tfconfig(const char *arg)
@@ -134,6 +144,8 @@ static const struct {
      NULL},
     {"--optimizer-config", "opt.json", 0, read_optimizer,
      "expected the JSON of keras.optimizers.serialize", NULL},
+    {"--loss-config", "loss.json", 0, read_loss, "expected the JSON of keras.losses.serialize",
+     NULL},
     {"--tf-config", "tf.json", 0, read_tfconfig, "expected a readable TF_CONFIG JSON file", NULL},
     {"tf-config --hostfile", "hosts", 0, read_hostfile, "expected a readable Open MPI hostfile",
      NULL},

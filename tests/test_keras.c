@@ -705,7 +705,7 @@ static void test_dropout_layout(void **state)
     /* inference: the dropout output equals its input (the dense relu output) */
     for (int j = 0; j < 4; j++) {
         memcpy(ws.act[0] + j * img, images + j * img, img * sizeof(float));
-        ws.labels[j] = j;
+        ((int32_t *)ws.y)[j] = j;
     }
     mw_model_forward(&m, &kt, &k, &ws, 4);
     float *before = malloc(4 * D * sizeof(float));
@@ -846,7 +846,7 @@ static void gradcheck(int fast)
     float *input = malloc(in_count * sizeof(float));
     mw_test_fill_uniform(input, in_count, 21, -1.0f, 1.0f);
     const uint32_t ids[3] = {4, 17, 9};
-    ws.labels[0] = 1, ws.labels[1] = 4, ws.labels[2] = 0;
+    ((int32_t *)ws.y)[0] = 1, ((int32_t *)ws.y)[1] = 4, ((int32_t *)ws.y)[2] = 0;
     ws.training = 1;
     ws.dropout_seed = 5;
     ws.example_ids = ids;
@@ -1051,7 +1051,7 @@ static void graph_gradcheck(int fast, const char *rel)
     float *input = malloc(in_count * sizeof(float));
     mw_test_fill_uniform(input, in_count, 23, -1.0f, 1.0f);
     const uint32_t ids[3] = {3, 8, 1};
-    ws.labels[0] = 4, ws.labels[1] = 9, ws.labels[2] = 2;
+    ((int32_t *)ws.y)[0] = 4, ((int32_t *)ws.y)[1] = 9, ((int32_t *)ws.y)[2] = 2;
     ws.training = 1;
     ws.dropout_seed = 9;
     ws.example_ids = ids;
@@ -1179,7 +1179,7 @@ static void test_training(void **state)
         ws.example_ids = ids;
         for (int s = 0; s < steps; s++) {
             memcpy(ws.act[0], x, (size_t)N * 784 * sizeof(float));
-            memcpy(ws.labels, labels, N * sizeof(int32_t));
+            memcpy(ws.y, labels, N * sizeof(int32_t));
             ws.dropout_seed = mw_rng_hash(42, 0xd1, (uint64_t)s);
             memset(g, 0, count * sizeof(float));
             mw_model_forward(&m, &kt, &k, &ws, N);

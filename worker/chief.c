@@ -381,10 +381,15 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
 {
     if (s->rank != 0 || !s->o->summary_dir[0])
         return MW_OK;
-    static const char *const names[] = {"train/loss",    "train/accuracy", "test/loss",
-                                        "test/accuracy", "images_per_sec", "learning_rate"};
-    const double v[] = {em->train_loss, em->train_acc,      em->test_loss,
-                        em->test_acc,   em->images_per_sec, mw_optimizer_lr(s->o, s->opt_step)};
+    /* the metric and the throughput by their names (loss.h, session.h) */
+    const char *key = mw_metric_key(mw_loss_metric(&s->model.loss));
+    char tr[32], te[32];
+    snprintf(tr, sizeof tr, "train/%s", key);
+    snprintf(te, sizeof te, "test/%s", key);
+    const char *const names[] = {"train/loss",   tr, "test/loss", te, mw_session_throughput(s, 1),
+                                 "learning_rate"};
+    const double v[] = {em->train_loss,  em->train_metric,     em->test_loss,
+                        em->test_metric, em->examples_per_sec, mw_optimizer_lr(s->o, s->opt_step)};
     for (int i = 0; i < 6; i++)
         MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
     MW_TRY(mw_summary_row(sum, s->global_step, epoch + 1, names, v, 6));

@@ -98,6 +98,16 @@ static const flag flags[] = {
              "any optimizer --optimizer names (by its Keras class) with weight decay, clipping "
              "and a learning-rate schedule; an error together with --optimizer, "
              "--learning-rate or --momentum"},
+    {"loss", "NAME", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(loss_name, const char *),
+     .help = "a Keras loss with Keras' defaults (from_logits=False: the output ends in "
+             "softmax or sigmoid): sparse_categorical_crossentropy, categorical_crossentropy, "
+             "binary_crossentropy, binary_focal_crossentropy, mse, mae, huber, log_cosh "
+             "(default: a .keras --model's compile_config, else sparse categorical "
+             "cross-entropy from logits)"},
+    {"loss-config", "FILE", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(loss_config, const char *),
+     .help = "the loss as keras.losses.serialize writes it (JSON): from_logits, "
+             "label_smoothing, delta, gamma, alpha, apply_class_balancing; an error together "
+             "with --loss"},
     {"seed", "N", C_TRAIN, K_U64, TR(seed, uint64_t),
      .help = "seed of initial weights and the shuffle (default 42)"},
     {"no-shuffle", NULL, C_TRAIN, K_SWITCH, TR(no_shuffle, int), .on = 1,

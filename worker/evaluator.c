@@ -61,16 +61,20 @@ static mw_status evaluate_one(mw_session *s, mw_summary *sum, long number, const
     if (rc == MW_OK)
         rc = mw_session_apply(s, &c, name, number, 1);
     mw_ckpt_free(&c);
-    double loss = 0, acc = 0;
+    double loss = 0, metric = 0;
     MW_TRY(rc);
-    MW_TRY(mw_session_evaluate(s, &loss, &acc));
-    printf("Evaluator: %s (epoch %d, step %ld), Test Loss: %.4f, Test Accuracy: %.2f\n", name,
-           s->start_epoch, s->global_step, loss, 100 * acc);
+    MW_TRY(mw_session_evaluate(s, &loss, &metric));
+    char te[64];
+    mw_session_metric_text(s, te, sizeof te, "Test ", metric);
+    printf("Evaluator: %s (epoch %d, step %ld), Test Loss: %.4f, %s\n", name, s->start_epoch,
+           s->global_step, loss, te);
     fflush(stdout);
     if (!s->o->summary_dir[0])
         return MW_OK;
-    static const char *const names[] = {"eval/loss", "eval/accuracy"};
-    const double v[] = {loss, acc};
+    char key[32];
+    snprintf(key, sizeof key, "eval/%s", mw_metric_key(mw_loss_metric(&s->model.loss)));
+    const char *const names[] = {"eval/loss", key};
+    const double v[] = {loss, metric};
     for (int i = 0; i < 2; i++)
         MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
     MW_TRY(mw_summary_row(sum, s->global_step, s->start_epoch, names, v, 2));

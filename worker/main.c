@@ -25,6 +25,7 @@
 #include "worker/data/preprocess.h"
 #include "worker/eval.h"
 #include "worker/evaluator.h"
+#include "worker/keras/compile.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/optimizer.h"
@@ -219,6 +220,8 @@ int main(int argc, char **argv)
     mw_status rc = mw_cli_parse(&cli, argc, argv);
     if (rc == MW_OK && !cli.help) /* the optimizer's files: read once argv is parsed */
         rc = mw_optimizer_resolve(&cli.train);
+    if (rc == MW_OK && !cli.help) /* the loss's: --loss-config, or the archive's compile_config */
+        rc = mw_loss_resolve(&cli.train);
     const double timeout = rc == MW_OK ? cli.train.collective_timeout : MW_DEFAULT_TIMEOUT;
     mw_comm_set_timeout(timeout);
     mw_fault_point("init", -1);

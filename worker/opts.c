@@ -35,6 +35,7 @@ void mw_train_opts_default(mw_train_opts *o)
     o->initial_accumulator = 0.1;
     o->loss_scale_initial = 32768.0;
     o->loss_scale_growth = 2000;
+    mw_loss_default(&o->loss);
 }
 
 const char *mw_opts_device_for(const mw_train_opts *o, int is_evaluator)

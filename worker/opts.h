@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cluster/allreduce.h"
+#include "worker/model/loss.h"
 #include "worker/schedule.h"
 
 /* --collective-timeout's default, seconds: every wait of a run, not only the step's. */
@@ -83,6 +84,14 @@ typedef struct {
      * the first scale (a power of 2, 2^15) and the finite steps after which it doubles (2000) */
     double loss_scale_initial;
     long loss_scale_growth;
+    /* The loss and its metric (worker/keras/keras_loss.h: mw_loss_resolve): --loss NAME or
+     * --loss-config FILE (never both), else a .keras --model's compile_config, else sparse
+     * softmax cross-entropy from logits with accuracy; loss_from says which ("" for the
+     * default) for messages */
+    const char *loss_name;
+    const char *loss_config;
+    mw_loss loss;
+    char loss_from[600];
 } mw_train_opts;
 
 void mw_train_opts_default(mw_train_opts *o);

@@ -13,6 +13,7 @@
 #include "worker/data/preprocess.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
+#include "worker/keras/keras_loss.h"
 #include "worker/memory.h"
 #include "worker/optimizers.h"
 
@@ -113,6 +114,92 @@ static mw_status model_mismatch(const mw_session *s, mw_status rc)
                   s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
 }
 
+/* The model's last layer, as a Keras user names it, and whether it is a sigmoid or the folded
+ * softmax. */
+static const mw_layer *last_shown(const mw_model *m)
+{
+    const mw_layer *l = &m->layers[m->nlayers - 1];
+    while (l->folded && l > m->layers)
+        l--;
+    return l;
+}
+
+/* The loss against the output's activation: from_logits=False wants the activation that
+ * makes probabilities, from_logits=True a linear output (Keras would apply it twice). The
+ * default loss takes either, as it always has. */
+static mw_status check_activation(const mw_session *s)
+{
+    const mw_model *m = &s->model;
+    const mw_loss *ls = &m->loss;
+    const mw_layer *l = &m->layers[m->nlayers - 1];
+    const int softmax = l->softmax, sigmoid = l->kind == MW_LAYER_ACT && l->act == MW_ACTK_SIGMOID;
+    const mw_loss_out want = mw_loss_wants(ls);
+    const char *cls = mw_loss_row(ls->kind)->keras, *from = s->o->loss_from;
+    if (!from[0])
+        return MW_OK;
+    if (want == MW_LOSS_OUT_SOFTMAX && !softmax)
+        return mw_err(MW_EMODEL,
+                      "%s: %s(from_logits=False) wants probabilities, but the model's output "
+                      "(layer '%s') has no softmax; end it with activation=\"softmax\", or use "
+                      "from_logits=True",
+                      from, cls, last_shown(m)->name);
+    if (want == MW_LOSS_OUT_SIGMOID && !sigmoid)
+        return mw_err(MW_EMODEL,
+                      "%s: %s(from_logits=False) wants probabilities, but the model's output "
+                      "(layer '%s') has no sigmoid; end it with activation=\"sigmoid\", or use "
+                      "from_logits=True",
+                      from, cls, last_shown(m)->name);
+    if (mw_loss_row(ls->kind)->has_logits && ls->d.from_logits && (softmax || sigmoid))
+        return mw_err(MW_EMODEL,
+                      "%s: %s(from_logits=True) wants logits, but the model's output (layer "
+                      "'%s') ends in a %s; remove the activation, or use from_logits=False",
+                      from, cls, last_shown(m)->name, softmax ? "softmax" : "sigmoid");
+    return MW_OK;
+}
+
+/* The loss (o->loss) set on the model and checked against the data's targets and the
+ * model's output; integer labels become float targets for a loss that takes floats. */
+static mw_status check_loss(mw_session *s)
+{
+    mw_model *m = &s->model;
+    mw_loss_accuracy_by_shape(&m->loss, m->layers[m->nlayers - 1].out_c);
+    const mw_loss_ops *row = mw_loss_row(m->loss.kind);
+    const char *from = s->o->loss_from[0] ? s->o->loss_from : "the default loss";
+    if (m->loss.kind == MW_LOSS_CCE && !s->train.targets)
+        return mw_err(MW_EDATA,
+                      "%s: CategoricalCrossentropy takes one-hot (or soft) float32 targets "
+                      "(N, K), but %s has integer class labels; use "
+                      "SparseCategoricalCrossentropy for labels",
+                      from, s->o->data_dir);
+    if (!row->dense && s->train.targets)
+        return mw_err(MW_EDATA,
+                      "%s: %s takes integer class labels, but %s has float32 targets (%d per "
+                      "example); use CategoricalCrossentropy (one-hot targets), "
+                      "BinaryCrossentropy or a regression loss (--loss, --loss-config)",
+                      from, row->keras, s->o->data_dir, s->train.target_width);
+    if (row->dense) {
+        MW_TRY(mw_dataset_labels_as_targets(&s->train, s->o->data_dir));
+        MW_TRY(mw_dataset_labels_as_targets(&s->test, s->o->data_dir));
+        const int width = m->layers[m->nlayers - 1].out_c; /* m->nclasses once finalized */
+        if (width != s->train.target_width)
+            return mw_err(MW_EMODEL,
+                          "%s: %s: the model's output has %d units (layer '%s') but %s has %d "
+                          "target value(s) per example; expected a last Dense(%d)%s",
+                          from, row->keras, width, last_shown(m)->name, s->o->data_dir,
+                          s->train.target_width, s->train.target_width,
+                          m->loss.kind == MW_LOSS_CCE && s->train.target_width == 1
+                              ? " (CategoricalCrossentropy takes one-hot targets (N, K); "
+                                "integer labels go with SparseCategoricalCrossentropy)"
+                              : "");
+        if (s->test.count && s->test.target_width != s->train.target_width)
+            return mw_err(MW_EDATA,
+                          "%s: the test targets have %d value(s) per example, the "
+                          "training targets %d",
+                          s->o->data_dir, s->test.target_width, s->train.target_width);
+    }
+    return check_activation(s);
+}
+
 /* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
  * classes); export needs no data (the file's own input shape). */
 static mw_status build_model(mw_session *s, int with_data)
@@ -120,16 +207,33 @@ static mw_status build_model(mw_session *s, int with_data)
     const mw_train_opts *o = s->o;
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
     const int c = with_data ? (int)s->train.channels : 0;
-    const int n = with_data ? s->train.num_classes : 0;
+    /* without a loss flag or an archive's, the checkpoint's model carries the loss trained */
+    int found = 0;
+    if (!o->model_path && s->latest.model && !s->opts.loss_from[0]) {
+        MW_TRY(mw_keras_source_loss(s->latest.model, &s->opts.loss,
+                                    "the model saved in the "
+                                    "checkpoint",
+                                    &found));
+        if (found)
+            snprintf(s->opts.loss_from, sizeof s->opts.loss_from,
+                     "the loss saved in the checkpoint");
+    }
+    const int dense = mw_loss_row(o->loss.kind)->dense;
+    /* the output's width the data want: the classes, or the targets' values per example */
+    const int n = !with_data         ? 0
+                  : !dense           ? s->train.num_classes
+                  : s->train.targets ? s->train.target_width
+                                     : 1;
     s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = n;
     mw_keras_weights kw; /* a .keras archive's initial weights */
     mw_keras_weights_init(&kw);
     mw_status rc;
+    const int nc = dense ? 0 : n; /* a dense loss's width is checked with the loss (check_loss) */
     if (o->model_path) {
-        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, n, &kw);
+        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, &kw);
     } else if (s->latest.model) {
         rc = mw_keras_load(&s->model, s->latest.model, strlen(s->latest.model),
-                           "the model saved in the checkpoint", h, w, c, n);
+                           "the model saved in the checkpoint", h, w, c, nc);
     } else if (!with_data || (h == 28 && w == 28 && c == 1 && n == 10)) {
         rc = mw_keras_build_tutorial(&s->model, 28, 28, 1, 10);
     } else {
@@ -140,11 +244,16 @@ static mw_status build_model(mw_session *s, int with_data)
         free(text);
     }
     rc = model_mismatch(s, rc);
+    s->model.loss = o->loss; /* (finalize: a final softmax is Keras' from_logits=False) */
+    if (rc == MW_OK && with_data)
+        rc = check_loss(s);
     mw_policy policy;
     if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
         mw_model_set_policy(&s->model, policy); /* over the model's own */
     if (rc == MW_OK)
         rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK) /* the loss travels in every checkpoint with the model */
+        rc = mw_keras_source_set_loss(&s->model);
     if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
         mw_model_init_params(&s->model, s->o->seed);
     if (rc == MW_OK)
@@ -230,6 +339,24 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         .ndevices = s->dev.n,
     };
     return s->ops->open(&s->rep, &env);
+}
+
+const char *mw_session_throughput(const mw_session *s, int key)
+{
+    const int images = s->model.in_h > 1 || s->model.in_w > 1;
+    if (key)
+        return images ? "images_per_sec" : "examples_per_sec";
+    return images ? "Images/s" : "Examples/s";
+}
+
+void mw_session_metric_text(const mw_session *s, char *out, size_t cap, const char *prefix,
+                            double v)
+{
+    const mw_metric_kind k = mw_loss_metric(&s->model.loss);
+    if (mw_metric_percent(k))
+        snprintf(out, cap, "%s%s: %.2f", prefix, mw_metric_label(k), 100 * v);
+    else
+        snprintf(out, cap, "%s%s: %.4f", prefix, mw_metric_label(k), v);
 }
 
 long mw_session_global_batch(const mw_session *s)
@@ -356,19 +483,19 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
     return s->ops ? s->ops->push(s->rep, 0) : MW_OK;
 }
 
-mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc)
+mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric)
 {
     long ntest = s->test.count;
     if (s->o->test_examples > 0 && s->o->test_examples < ntest)
         ntest = s->o->test_examples;
-    double sums[3] = {0, 0, 0}; /* loss, correct, count */
+    double sums[3] = {0, 0, 0}; /* loss, metric, count */
     MW_TRY(s->ops->evaluate(s->rep, &s->test, ntest, sums));
     mw_wait_ctx w = {"evaluation metrics all-reduce", -1, s->o->collective_timeout};
     MPI_Request req;
     MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
     MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
     *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
-    *acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+    *metric = mw_metric_value(mw_loss_metric(&s->model.loss), sums[1], sums[2]);
     return MW_OK;
 }
 

@@ -28,8 +28,9 @@
 
 /* One epoch's results, as the chief prints and records them. */
 typedef struct {
-    double train_loss, train_acc, test_loss, test_acc;
-    double images_per_sec, seconds;
+    double train_loss, train_metric, test_loss,
+        test_metric; /* the loss's metric (mw_loss_metric) */
+    double examples_per_sec, seconds;
 } mw_epoch_metrics;
 
 typedef enum {
@@ -98,8 +99,16 @@ long mw_session_global_batch(const mw_session *s);
 mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, long number,
                            int weights_only);
 /* Forward over the test set (or its first --test-examples), sharded over every replica of
- * comm; the mean loss and the accuracy, reduced over comm under --collective-timeout. */
-mw_status mw_session_evaluate(mw_session *s, double *loss, double *acc);
+ * comm; the mean loss and the loss's metric (the accuracy, MAE, ...: mw_metric_value),
+ * reduced over comm under --collective-timeout. */
+mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric);
+/* The throughput's name: "Images/s" for an image model, else "Examples/s"; key 1:
+ * metrics.csv's and TensorBoard's "images_per_sec" / "examples_per_sec". */
+const char *mw_session_throughput(const mw_session *s, int key);
+/* "<prefix><Label>: <value>" of the loss's metric as the epoch line prints it (accuracies
+ * in percent with 2 decimals, errors with 4): "Test Accuracy: 91.20", "MAE: 0.1234". */
+void mw_session_metric_text(const mw_session *s, char *out, size_t cap, const char *prefix,
+                            double v);
 /* abandoned: a peer may be gone (the job is being aborted): skip what would wait for it. */
 void mw_session_close(mw_session *s, int abandoned);
 

@@ -305,10 +305,12 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     const mw_train_opts *o = s->o;
     char note[160];
     mw_chief_straggler_note(note, sizeof note, t->gather + 3, s->world);
-    printf("Epoch %d, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f, "
-           "Time: %.2f s, Images/s: %.0f%s\n",
-           epoch + 1, em->train_loss, 100 * em->train_acc, em->test_loss, 100 * em->test_acc,
-           em->seconds, em->images_per_sec, note);
+    char tr[64], te[64];
+    mw_session_metric_text(s, tr, sizeof tr, "", em->train_metric);
+    mw_session_metric_text(s, te, sizeof te, "Test ", em->test_metric);
+    printf("Epoch %d, Loss: %.4f, %s, Test Loss: %.4f, %s, Time: %.2f s, %s: %.0f%s\n", epoch + 1,
+           em->train_loss, tr, em->test_loss, te, em->seconds, mw_session_throughput(s, 0),
+           em->examples_per_sec, note);
     fflush(stdout);
     MW_TRY(mw_chief_summaries(s, &t->sum, epoch, em));
     const int every = o->checkpoint_every_epochs;
@@ -317,7 +319,7 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     return MW_OK;
 }
 
-/* The epoch's sums over every rank (scaled loss, correct, examples) into sums, and every
+/* The epoch's sums over every rank (scaled loss, metric, examples) into sums, and every
  * rank's median step time (its own slot, the others 0, so one sum gathers them) into
  * t->gather + 3: one all-reduce at the epoch's end. */
 static mw_status epoch_sums(trainer *t, double sums[3], long nsteps)
@@ -349,7 +351,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     else
         mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
     s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data/data.h) */
-    double sums[3] = {0, 0, 0}; /* scaled loss, correct, examples (local, then all) */
+    double sums[3] = {0, 0, 0}; /* scaled loss, metric, examples (local, then all) */
     double t0 = mw_now(), seen_local = 0;
     if (s->rank == 0)
         mw_progress_begin(&prog, stderr, (int)o->progress, o->progress_interval, epoch + 1,
@@ -398,11 +400,11 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     t->skipped = 0;
     MW_TRY(epoch_sums(t, sums, steps - first));
     em->train_loss = steps > first ? sums[0] / (double)(steps - first) : 0;
-    em->train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
+    em->train_metric = mw_metric_value(mw_loss_metric(&s->model.loss), sums[1], sums[2]);
     em->seconds = train_time;
-    em->images_per_sec = train_time > 0 ? sums[2] / train_time : 0;
+    em->examples_per_sec = train_time > 0 ? sums[2] / train_time : 0;
     MW_TL_BEGIN("evaluate", "evaluate");
-    MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_acc));
+    MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_metric));
     MW_TL_END("evaluate", "evaluate");
     /* every rank holds the same all-reduced sums: the same decision everywhere */
     if (!isfinite(em->train_loss) || !isfinite(em->test_loss)) {

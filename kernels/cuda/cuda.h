@@ -107,11 +107,12 @@ const char *mw_cuda_conv_backend(void);
  * (kernels/cuda/dnn_plan.h); 0 without cuDNN. */
 long mw_cuda_conv_plans(const mw_kctx *k);
 
-/* acc[0] += the sum of loss[0..n), acc[1] += the number of rows i of prob (n x K) whose
- * largest entry (the first, on ties) is at labels[i]; acc: 2 doubles of device memory, every
- * array on k's device. Enqueued on k's stream: the GPU loop's metrics stay on the device. */
+/* acc[0] += the sum of loss[0..n), acc[1] += the sum over the rows i of prob (n x K) of the
+ * metric's value against target i (ybytes each: an int32 label or K floats; kernels/loss_rules.h
+ * metric_value); acc: 2 doubles of device memory, every array on k's device. Enqueued on k's
+ * stream: the GPU loop's metrics stay on the device. */
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const int32_t *labels, int n, int K);
+                         const void *y, size_t ybytes, mw_metric_kind kind, int n, int K);
 
 /* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
  * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never

@@ -9,6 +9,7 @@ extern "C" {
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
 #include "kernels/graphops.h"
+#include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 }
@@ -34,6 +35,8 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->relu_bwd = mw_relu_bwd_cuda;
     t->xent_fwd = mw_xent_fwd_cuda;
     t->xent_bwd = mw_xent_bwd_cuda;
+    t->dloss_fwd = mw_dloss_fwd_cuda;
+    t->dloss_bwd = mw_dloss_bwd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

@@ -5,6 +5,7 @@
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
 #include "kernels/graphops.h"
+#include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
@@ -30,6 +31,8 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->relu_bwd = mw_relu_bwd_ref;
     t->xent_fwd = mw_xent_fwd_ref;
     t->xent_bwd = mw_xent_bwd_ref;
+    t->dloss_fwd = mw_dloss_fwd_ref;
+    t->dloss_bwd = mw_dloss_bwd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;

@@ -144,7 +144,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)n * 784; i++)
         ws.act[0][i] = mw_rng_uniform(&r);
     for (int i = 0; i < n; i++)
-        ws.labels[i] = (int32_t)mw_rng_below(&r, 10);
+        ((int32_t *)ws.y)[i] = (int32_t)mw_rng_below(&r, 10);
     mw_kctx k = {.nthreads = 1, .ws = ws.scratch, .ws_count = ws.scratch_count};
     float *g1 = mw_alloc_aligned(m.params.count * 4), *g2 = mw_alloc_aligned(m.params.count * 4);
 
@@ -174,8 +174,8 @@ int main(int argc, char **argv)
             run_layer(&m, &cpu, &k, &ws, g2, i, n, 0);
             tf[i * reps + rep] = mw_now() - t0;
         }
-        cpu.xent_fwd(&k, ws.loss, ws.prob, ws.act[L], ws.labels, n, m.nclasses);
-        cpu.xent_bwd(&k, ws.grad[L], ws.prob, ws.labels, 1.0f / n, n, m.nclasses);
+        cpu.xent_fwd(&k, ws.loss, ws.prob, ws.act[L], (int32_t *)ws.y, n, m.nclasses);
+        cpu.xent_bwd(&k, ws.grad[L], ws.prob, (int32_t *)ws.y, 1.0f / n, n, m.nclasses);
         for (int i = L - 1; i >= 0; i--) {
             double t0 = mw_now();
             run_layer(&m, &cpu, &k, &ws, g2, i, n, 1);

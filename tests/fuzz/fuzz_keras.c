@@ -69,7 +69,7 @@ static void run_small(mw_model *m)
     size_t in = (size_t)m->in_h * m->in_w * m->in_c;
     for (size_t i = 0; i < 2 * in; i++)
         ws.act[0][i] = (float)(i % 7) / 7.0f;
-    ws.labels[0] = 0, ws.labels[1] = m->nclasses - 1;
+    ((int32_t *)ws.y)[0] = 0, ((int32_t *)ws.y)[1] = m->nclasses - 1;
     const uint32_t ids[2] = {3, 1u << 31};
     ws.training = 1, ws.dropout_seed = 11, ws.example_ids = ids;
     float *g = calloc(m->params.count ? m->params.count : 1, sizeof(float));
@@ -77,7 +77,7 @@ static void run_small(mw_model *m)
         mw_model_forward(m, &kt, &k, &ws, 2);
         mw_model_backward(m, &kt, &k, &ws, g, 2, 0.5f);
         (void)mw_model_regularization(m, g, 0.5f);
-        (void)mw_model_correct(m, &ws, 2);
+        (void)mw_model_metric_sum(m, &ws, 2);
         free(g);
     }
     mw_model_ws_free(&ws);

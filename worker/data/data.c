@@ -30,7 +30,28 @@ void mw_dataset_free(mw_dataset *d)
     } else
         free(d->images);
     free(d->labels);
+    free(d->targets);
     mw_dataset_init(d);
+}
+
+size_t mw_dataset_target_nbytes(const mw_dataset *d)
+{
+    return d->targets ? (size_t)d->target_width * sizeof(float) : sizeof(int32_t);
+}
+
+mw_status mw_dataset_labels_as_targets(mw_dataset *d, const char *what)
+{
+    if (d->targets || d->count == 0)
+        return MW_OK;
+    float *t = malloc((size_t)d->count * sizeof *t);
+    if (!t)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %u targets", what, d->count);
+    for (uint32_t i = 0; i < d->count; i++)
+        t[i] = (float)d->labels[i];
+    free(d->labels);
+    d->labels = NULL;
+    d->targets = t, d->target_width = 1;
+    return MW_OK;
 }
 
 int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, const char *path,
@@ -142,7 +163,7 @@ static void batch_pipeline(const mw_dataset *d, float *x, const uint32_t *ids, i
     free(a);
 }
 
-void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n)
+void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *ids, int n)
 {
     const size_t count = (size_t)d->rows * d->cols * d->channels;
     const size_t nbytes = mw_dataset_image_nbytes(d);
@@ -151,9 +172,10 @@ void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t 
     else
         for (int i = 0; i < n; i++)
             assemble(d, x + (size_t)i * count, ids[i], nbytes, 0);
-    if (y)
-        for (int i = 0; i < n; i++)
-            y[i] = d->labels[ids[i]];
+    const size_t tb = mw_dataset_target_nbytes(d);
+    const uint8_t *src = d->targets ? (const uint8_t *)d->targets : (const uint8_t *)d->labels;
+    for (int i = 0; y && i < n; i++)
+        memcpy((uint8_t *)y + (size_t)i * tb, src + (size_t)ids[i] * tb, tb);
     if (d->map)
         release_pages(d, ids, n, nbytes);
 }

@@ -37,8 +37,11 @@ typedef enum {
  * the set owns (map != NULL: an uncompressed .npy, shared with every rank of the node through
  * the page cache; only the pages of the examples a rank assembles are ever read). */
 typedef struct {
-    uint8_t *images; /* see above; count * rows * cols * channels elements of `type` */
-    int32_t *labels; /* owned; count entries, each in [0, num_classes) */
+    uint8_t *images;  /* see above; count * rows * cols * channels elements of `type` */
+    int32_t *labels;  /* owned; count entries, each in [0, num_classes); NULL with targets */
+    float *targets;   /* owned, or NULL: float targets, count x target_width (regression
+                         values, one-hot or multi-hot classes; worker/model/loss.h) */
+    int target_width; /* 0: the labels are the targets */
     uint32_t count, rows, cols, channels;
     mw_image_type type;
     int channel_major; /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
@@ -82,12 +85,19 @@ mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *d
                               int num_classes);
 
 /* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
- * float32 as stored, channel-major records transposed), y (n) = labels (y may be NULL), for
+ * float32 as stored, channel-major records transposed), y = the targets (n labels, or n x
+ * target_width floats; y may be NULL), for
  * the example ids given (each < d->count). Reads only those examples' bytes. With an input
  * pipeline (d->pre) each example then goes through it: x is (n, its output shape), uint8
  * pixels stay 0..255 when it rescales or normalizes, and its random layers act when
  * d->augment, keyed by (d->aug_seed, d->epoch, id). */
-void mw_dataset_batch(const mw_dataset *d, float *x, int32_t *y, const uint32_t *ids, int n);
+void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *ids, int n);
+/* Bytes of one example's target in a batch: 4 (an int32 label) or 4 x target_width. */
+size_t mw_dataset_target_nbytes(const mw_dataset *d);
+/* Integer labels (N,) as float targets (N, 1), for a loss that takes floats (a binary or
+ * regression loss on a Dense(1)); nothing when the set has float targets already. what names
+ * the set in messages. */
+mw_status mw_dataset_labels_as_targets(mw_dataset *d, const char *what);
 
 /* Bytes of one stored image. */
 size_t mw_dataset_image_nbytes(const mw_dataset *d);

@@ -77,7 +77,8 @@ mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, c
 
 /* NaN or an infinity anywhere in count float32 values: the first one's error. A mapped array
  * is dropped from this process's pages window by window as it is scanned. */
-static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_example)
+static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_example,
+                              const char *what)
 {
     const size_t window = SCAN_WINDOW / sizeof(float);
     for (size_t at = 0; at < count; at += window) {
@@ -87,9 +88,9 @@ static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_
             memcpy(&v, x->data + i * sizeof v, sizeof v);
             if (!isfinite(v))
                 return mw_err(
-                    MW_EDATA, "%s: example %llu has %s at element %llu: images must be finite",
-                    x->name, (unsigned long long)(i / per_example),
-                    isnan(v) ? "NaN" : "an infinity", (unsigned long long)(i % per_example));
+                    MW_EDATA, "%s: example %llu has %s at element %llu: %s must be finite", x->name,
+                    (unsigned long long)(i / per_example), isnan(v) ? "NaN" : "an infinity",
+                    (unsigned long long)(i % per_example), what);
         }
         if (x->map) {
             uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -144,21 +145,53 @@ static mw_status check_labels(const mw_npy_array *y, const mw_npy_array *x)
 {
     const mw_npy_header *h = &y->h;
     char sh[160];
-    if (!(h->ndim == 1 || (h->ndim == 2 && h->shape[1] == 1)))
+    const int floats = h->kind == 'f' && h->itemsize == 4; /* targets (N,) or (N, K) */
+    if (!(h->ndim == 1 || (h->ndim == 2 && (h->shape[1] == 1 || floats))))
         return mw_err(MW_EDATA,
-                      "%s: npy header field 'shape': labels of shape %s; expected (N,) or (N, 1)",
+                      "%s: npy header field 'shape': labels of shape %s; expected (N,) or (N, 1) "
+                      "class labels, or float32 targets (N,) or (N, K)",
                       y->name, shape_str(h, sh, sizeof sh));
-    if (!((h->kind == 'u' && h->itemsize == 1) ||
+    if (!((h->kind == 'u' && h->itemsize == 1) || floats ||
           (h->kind == 'i' && (h->itemsize == 4 || h->itemsize == 8))))
         return mw_err(MW_EDATA,
                       "%s: npy header field 'descr': labels of '%s'; expected uint8 ('|u1'), "
-                      "int32 ('<i4') or int64 ('<i8')",
+                      "int32 ('<i4') or int64 ('<i8') class labels, or float32 ('<f4') targets",
                       y->name, h->descr);
+    if (floats && h->ndim == 2 && (h->shape[1] == 0 || h->shape[1] > MW_DATA_MAX_TARGETS))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': targets of shape %s; expected 1..%d values "
+                      "per example",
+                      y->name, shape_str(h, sh, sizeof sh), MW_DATA_MAX_TARGETS);
     if (h->shape[0] != x->h.shape[0])
         return mw_err(MW_EDATA, "%s has %llu images but %s has %llu labels: the counts must match",
                       x->name, (unsigned long long)x->h.shape[0], y->name,
                       (unsigned long long)h->shape[0]);
     return MW_OK;
+}
+
+/* Float32 targets (N,) or (N, K), each finite, into d->targets. */
+static mw_status take_targets(mw_dataset *d, const mw_npy_array *y, uint32_t n)
+{
+    const int K = y->h.ndim == 2 ? (int)y->h.shape[1] : 1;
+    MW_TRY(check_finite(y, (size_t)n * K, (uint64_t)K, "targets"));
+    d->targets = malloc((size_t)n * K * sizeof *d->targets);
+    if (!d->targets)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %u x %d targets", y->name, n, K);
+    memcpy(d->targets, y->data, (size_t)n * K * sizeof *d->targets); /* little-endian host */
+    d->target_width = K;
+    return MW_OK;
+}
+
+static mw_status take_labels(mw_dataset *d, const mw_npy_array *y, uint32_t n, int classes,
+                             int *max_label)
+{
+    d->labels = malloc((size_t)n * sizeof *d->labels);
+    if (!d->labels)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %u labels", y->name, n);
+    char why[32];
+    snprintf(why, sizeof why, "--classes %d", classes);
+    return mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
+                               n, classes, why, y->name, max_label);
 }
 
 mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
@@ -170,14 +203,12 @@ mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array
     const uint32_t n = (uint32_t)h->shape[0];
     const uint64_t per = h->count / n;
     if (h->kind == 'f')
-        MW_TRY(check_finite(x, (size_t)h->count, per));
-    d->labels = malloc((size_t)n * sizeof *d->labels);
-    if (!d->labels)
-        return mw_err(MW_ENOMEM, "%s: cannot allocate %u labels", y->name, n);
-    char why[32];
-    snprintf(why, sizeof why, "--classes %d", classes);
-    MW_TRY(mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
-                               n, classes, why, y->name, max_label));
+        MW_TRY(check_finite(x, (size_t)h->count, per, "images"));
+    *max_label = -1;
+    if (y->h.kind == 'f')
+        MW_TRY(take_targets(d, y, n));
+    else
+        MW_TRY(take_labels(d, y, n, classes, max_label));
     d->count = n;
     const int features = h->ndim == 2; /* float32 (N, F), checked: (1, 1, F) */
     d->rows = features ? 1 : (uint32_t)h->shape[1];

@@ -24,6 +24,7 @@
 #define MW_DATA_MAX_CHANNELS 4096u             /* largest accepted channel count */
 #define MW_DATA_MAX_MAPPED (UINT64_C(1) << 40) /* largest memory-mapped image data */
 #define MW_DATA_MAX_CLASSES 65536              /* labels must be below this without --classes */
+#define MW_DATA_MAX_TARGETS 65536              /* float targets per example */
 
 /* A row of the reader table: one data format. */
 typedef struct {
@@ -78,8 +79,9 @@ void mw_npy_array_free(mw_npy_array *a);
 
 /* Build d from images x ((N, H, W) or (N, H, W, C), uint8 or float32; finite floats) and
  * labels y ((N,) or (N, 1), uint8, int32 or int64; each in [0, classes), classes 0: below
- * MW_DATA_MAX_CLASSES), N equal and > 0. d takes over x's storage (x is left empty); y is
- * left as it is. *max_label: the largest label. d must be initialised and empty. */
+ * MW_DATA_MAX_CLASSES) or float32 targets y ((N,) or (N, K), finite: d->targets), N equal
+ * and > 0. d takes over x's storage (x is left empty); y is left as it is. *max_label: the
+ * largest label (-1 for targets). d must be initialised and empty. */
 mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
                               int *max_label);
 

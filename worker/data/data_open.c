@@ -78,6 +78,21 @@ mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
                     path, te.rows, te.cols, te.channels, tr.rows, tr.cols, tr.channels);
         goto fail;
     }
+    if (tr.targets && te.targets && tr.target_width != te.target_width) {
+        rc = mw_err(MW_EDATA,
+                    "data %s: the training targets have %d values per example, the test "
+                    "targets %d; expected the same",
+                    path, tr.target_width, te.target_width);
+        goto fail;
+    }
+    if (!tr.targets != !te.targets) {
+        rc = mw_err(MW_EDATA,
+                    "data %s: the training set has %s but the test set has %s; expected the "
+                    "same kind of targets",
+                    path, tr.targets ? "float32 targets" : "integer class labels",
+                    te.targets ? "float32 targets" : "integer class labels");
+        goto fail;
+    }
     tr.num_classes = te.num_classes = o->classes > 0 ? o->classes : own > 0 ? own : top + 1;
     mw_dataset_free(train);
     mw_dataset_free(test);

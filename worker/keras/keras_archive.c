@@ -24,6 +24,7 @@
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_h5.h"
 #include "worker/keras/keras_layer.h"
+#include "worker/keras/keras_loss.h"
 #include "worker/keras/keras_vars.h"
 #include "worker/model/layer.h"
 #include "worker/model/loss.h"
@@ -204,7 +205,7 @@ mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, in
     return rc;
 }
 
-mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
+mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **out)
 {
     *out = NULL;
     struct stat st;
@@ -225,7 +226,7 @@ mw_status mw_keras_archive_optimizer(const char *path, json_t **out)
     free(cfg);
     if (!root) /* the model load reports it, with the line */
         return MW_OK;
-    json_t *opt = json_object_get(json_object_get(root, "compile_config"), "optimizer");
+    json_t *opt = json_object_get(json_object_get(root, "compile_config"), key);
     if (opt && !json_is_null(opt))
         *out = json_incref(opt);
     json_decref(root);
@@ -315,10 +316,6 @@ static mw_status sequential_config(const mw_model *m, json_t **out)
 
 static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
 {
-    int from_logits = 1;
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].softmax)
-            from_logits = 0;
     /* Keras' class of the optimizer and the hyperparameters its row names (worker/optimizers.h);
      * those a checkpoint does not record come from the flags (see mw_keras_optimizer) */
     const int k = mw_optimizer_find(o->name, 0);
@@ -334,14 +331,11 @@ static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
         json_object_set_new(c, h, json_real(v));
     }
     json_t *opt = obj("keras.optimizers", row->keras, c);
-    const mw_loss_ops *lr = mw_loss_row((mw_loss_kind)m->loss);
-    json_t *loss =
-        obj("keras.losses", lr->keras,
-            json_pack("{s:s, s:s, s:b, s:n}", "name", lr->keras_name, "reduction",
-                      "sum_over_batch_size", "from_logits", from_logits, "ignore_class"));
-    return json_pack("{s:o, s:o, s:n, s:[s], s:n, s:b, s:i, s:b}", "optimizer", opt, "loss", loss,
-                     "loss_weights", "metrics", "accuracy", "weighted_metrics", "run_eagerly", 0,
-                     "steps_per_execution", 1, "jit_compile", 0);
+    const mw_loss ls = m->loss; /* as trained (worker/keras/keras_loss.h) */
+    return json_pack("{s:o, s:o, s:n, s:o, s:n, s:b, s:i, s:b}", "optimizer", opt, "loss",
+                     mw_keras_loss_to_json(&ls), "loss_weights", "metrics",
+                     mw_keras_metrics_to_json(&ls, m->nclasses), "weighted_metrics", "run_eagerly",
+                     0, "steps_per_execution", 1, "jit_compile", 0);
 }
 
 /* Each layer of a Keras 3 config (model.config.layers) whose policy m computes with differs
@@ -399,8 +393,18 @@ mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt,
     if (!json_object_get(model, "build_config"))
         json_object_set_new(model, "build_config",
                             json_pack("{s:o}", "input_shape", input_shape(m)));
-    if (!json_is_object(json_object_get(model, "compile_config")))
-        json_object_set_new(model, "compile_config", compile_config(m, opt));
+    /* the source's compile_config (an archive's, or the loss mwtrain put there: its keys are
+     * kept), with the loss and metric as trained and an optimizer where it has none */
+    json_t *ours = compile_config(m, opt), *cc = json_object_get(model, "compile_config");
+    if (json_is_object(cc)) {
+        json_object_set(cc, "loss", json_object_get(ours, "loss"));
+        json_object_set(cc, "metrics", json_object_get(ours, "metrics"));
+        if (!json_is_object(json_object_get(cc, "optimizer")))
+            json_object_set(cc, "optimizer", json_object_get(ours, "optimizer"));
+        json_decref(ours);
+    } else {
+        json_object_set_new(model, "compile_config", ours);
+    }
     *out = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(model);
     return *out ? MW_OK : mw_err(MW_ENOMEM, "config.json: out of memory");

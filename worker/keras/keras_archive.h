@@ -43,11 +43,12 @@ mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, c
 /* The same from a file (MW_EIO when it cannot be read). */
 mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                                      int nclasses, mw_keras_weights *w);
-/* The optimizer an archive was compiled with: config.json's compile_config.optimizer (Keras'
- * serialized form, for mw_optimizer_from_json) as a new reference in *out, or NULL when the
- * archive has none (not compiled). Problems with the archive itself are MW_EDATA as above;
- * a config.json that is not JSON leaves *out NULL (the model load reports it). */
-mw_status mw_keras_archive_optimizer(const char *path, json_t **out);
+/* What an archive was compiled with: config.json's compile_config[key] ("optimizer",
+ * "loss", "metrics"; Keras' serialized form, for mw_optimizer_from_json and
+ * mw_keras_loss_from_json) as a new reference in *out, or NULL when the archive has none (not
+ * compiled, or null). Problems with the archive itself are MW_EDATA as above; a config.json
+ * that is not JSON leaves *out NULL (the model load reports it). */
+mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **out);
 /* --model: a .keras archive (w gets its weights) or Keras JSON (w stays empty). */
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w);

@@ -12,196 +12,53 @@
 #include <strings.h>
 
 #include "common/fs.h"
+#include "worker/keras/kconfig.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/optimizers.h"
-
-/* Where a value lives, for messages: the source and the key path. */
-typedef struct {
-    const char *where;
-    char path[160];
-} loc;
-
-static mw_status bad(const loc *l, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static mw_status bad(const loc *l, const char *key, const char *fmt, ...)
-{
-    char where[512];
-    const char *sep = *l->path && key ? "." : "";
-    if (*l->path || key)
-        snprintf(where, sizeof where, "%s: %s%s%s", l->where, l->path, sep, key ? key : "");
-    else
-        snprintf(where, sizeof where, "%s", l->where);
-    va_list ap;
-    va_start(ap, fmt);
-    mw_status rc = mw_verr_at(MW_ECONFIG, where, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static void sub(loc *dst, const loc *l, const char *key)
-{
-    dst->where = l->where;
-    int n = snprintf(dst->path, sizeof dst->path, "%s%s%s", l->path, *l->path ? "." : "", key);
-    if (n >= (int)sizeof dst->path) /* paths are a few keys deep: never, but stay terminated */
-        dst->path[sizeof dst->path - 1] = '\0';
-}
-
-/* A JSON value for messages, short. */
-static const char *show(const json_t *v, char *buf, size_t len)
-{
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
-    snprintf(buf, len, "%s", s ? s : "?");
-    if (s && strlen(s) >= len && len > 4)
-        memcpy(buf + len - 4, "...", 4);
-    free(s);
-    return buf;
-}
-
-enum { LO_OPEN = 1, HI_OPEN = 2, NULL_OK = 4 };
-
-/* cfg[key] as a number in [lo, hi] (ends excluded by LO_OPEN / HI_OPEN); absent: *out stays;
- * null: *out = 0 with NULL_OK (the option off), else an error. */
-static mw_status num(const loc *l, const json_t *cfg, const char *key, double lo, double hi,
-                     unsigned flags, double *out)
-{
-    const json_t *v = json_object_get(cfg, key);
-    char buf[64];
-    if (!v)
-        return MW_OK;
-    if (json_is_null(v)) {
-        if (!(flags & NULL_OK))
-            return bad(l, key, "expected a number, got null");
-        *out = 0.0;
-        return MW_OK;
-    }
-    if (!json_is_number(v))
-        return bad(l, key, "expected a number, got %s", show(v, buf, sizeof buf));
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < lo || x > hi || ((flags & LO_OPEN) && x == lo) ||
-        ((flags & HI_OPEN) && x == hi)) {
-        char range[96];
-        if (isinf(hi))
-            snprintf(range, sizeof range, "%s %g", (flags & LO_OPEN) ? ">" : ">=", lo);
-        else
-            snprintf(range, sizeof range, "in %c%g, %g%c", (flags & LO_OPEN) ? '(' : '[', lo, hi,
-                     (flags & HI_OPEN) ? ')' : ']');
-        return bad(l, key, "expected a number %s, got %s", range, show(v, buf, sizeof buf));
-    }
-    *out = x;
-    return MW_OK;
-}
-
-static mw_status boolean(const loc *l, const json_t *cfg, const char *key, int *out)
-{
-    const json_t *v = json_object_get(cfg, key);
-    char buf[64];
-    if (!v)
-        return MW_OK;
-    if (!json_is_boolean(v))
-        return bad(l, key, "expected true or false, got %s", show(v, buf, sizeof buf));
-    *out = json_is_true(v);
-    return MW_OK;
-}
-
-/* Every key of cfg is in one of the NULL-terminated lists: a (common to the family, summed
- * up as common in messages) or b (the class's own). */
-static mw_status known_keys(const loc *l, const json_t *cfg, const char *cls, const char *const *a,
-                            const char *const *b, const char *common)
-{
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)cfg, key, v)
-    {
-        int ok = 0;
-        for (const char *const *k = a; *k && !ok; k++)
-            ok = strcmp(*k, key) == 0;
-        for (const char *const *k = b; *k && !ok; k++)
-            ok = strcmp(*k, key) == 0;
-        if (!ok) {
-            char list[384] = "";
-            for (const char *const *k = b; *k; k++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s, ", *k);
-            return bad(l, key, "unknown argument of %s (expected %s%s)", cls, list, common);
-        }
-    }
-    return MW_OK;
-}
-
-/* The {"module", "class_name", "config", "registered_name"} wrapper: its class name and
- * config (NULL when absent). module, when given and not null, must be want_module. */
-static mw_status unwrap(const loc *l, const json_t *j, const char *want_module, const char **cls,
-                        const json_t **cfg)
-{
-    char buf[64];
-    if (!json_is_object(j))
-        return bad(l, NULL, "expected an object {\"class_name\": ..., \"config\": {...}}, got %s",
-                   show(j, buf, sizeof buf));
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)j, key, v)
-    {
-        if (strcmp(key, "class_name") != 0 && strcmp(key, "config") != 0 &&
-            strcmp(key, "module") != 0 && strcmp(key, "registered_name") != 0)
-            return bad(l, key,
-                       "unknown key (expected module, class_name, config, "
-                       "registered_name)");
-    }
-    const json_t *c = json_object_get(j, "class_name"), *m = json_object_get(j, "module");
-    if (!json_is_string(c))
-        return bad(l, "class_name", "expected a string, got %s",
-                   c ? show(c, buf, sizeof buf) : "nothing");
-    if (m && !json_is_null(m) &&
-        (!json_is_string(m) || strcmp(json_string_value(m), want_module) != 0))
-        return bad(l, "module", "expected \"%s\", got %s", want_module, show(m, buf, sizeof buf));
-    *cls = json_string_value(c);
-    *cfg = json_object_get(j, "config");
-    if (*cfg && !json_is_object(*cfg))
-        return bad(l, "config", "expected an object, got %s", show(*cfg, buf, sizeof buf));
-    return MW_OK;
-}
 
 /* ---- schedules ------------------------------------------------------------------------- */
 
 static const char *const sched_common[] = {"name", NULL};
 
-static mw_status required(const loc *l, const json_t *cfg, const char *cls, const char *const *keys)
+static mw_status required(const mw_kc_loc *l, const json_t *cfg, const char *cls,
+                          const char *const *keys)
 {
     for (const char *const *k = keys; *k; k++)
         if (!cfg || !json_object_get(cfg, *k))
-            return bad(l, *k, "missing (%s requires it)", cls);
+            return mw_kc_bad(l, *k, "missing (%s requires it)", cls);
     return MW_OK;
 }
 
-static mw_status piecewise(const loc *l, const json_t *cfg, mw_schedule *s)
+static mw_status piecewise(const mw_kc_loc *l, const json_t *cfg, mw_schedule *s)
 {
     const json_t *b = json_object_get(cfg, "boundaries"), *v = json_object_get(cfg, "values");
     char buf[64];
     if (!json_is_array(b) || json_array_size(b) < 1 || json_array_size(b) > MW_SCHED_MAX_BOUNDARIES)
-        return bad(l, "boundaries", "expected a list of 1 to %d step numbers, got %s",
-                   MW_SCHED_MAX_BOUNDARIES, show(b, buf, sizeof buf));
+        return mw_kc_bad(l, "boundaries", "expected a list of 1 to %d step numbers, got %s",
+                         MW_SCHED_MAX_BOUNDARIES, mw_kc_show(b, buf, sizeof buf));
     if (!json_is_array(v) || json_array_size(v) != json_array_size(b) + 1)
-        return bad(l, "values",
-                   "expected a list of %zu rates (one more than the %zu boundaries), got %s",
-                   json_array_size(b) + 1, json_array_size(b), show(v, buf, sizeof buf));
+        return mw_kc_bad(
+            l, "values", "expected a list of %zu rates (one more than the %zu boundaries), got %s",
+            json_array_size(b) + 1, json_array_size(b), mw_kc_show(v, buf, sizeof buf));
     s->nboundaries = (int)json_array_size(b);
     for (size_t i = 0; i <= json_array_size(b); i++) {
         const json_t *x = json_array_get(v, i);
         if (!json_is_number(x) || !(json_number_value(x) >= 0) || !isfinite(json_number_value(x)))
-            return bad(l, "values", "entry %zu: expected a rate >= 0, got %s", i,
-                       show(x, buf, sizeof buf));
+            return mw_kc_bad(l, "values", "entry %zu: expected a rate >= 0, got %s", i,
+                             mw_kc_show(x, buf, sizeof buf));
         s->values[i] = json_number_value(x);
         if (i == json_array_size(b))
             break;
         x = json_array_get(b, i);
         if (!json_is_number(x) || !isfinite(json_number_value(x)))
-            return bad(l, "boundaries", "entry %zu: expected a step number, got %s", i,
-                       show(x, buf, sizeof buf));
+            return mw_kc_bad(l, "boundaries", "entry %zu: expected a step number, got %s", i,
+                             mw_kc_show(x, buf, sizeof buf));
         s->boundaries[i] = json_number_value(x);
         if (i > 0 && !(s->boundaries[i] > s->boundaries[i - 1]))
-            return bad(l, "boundaries",
-                       "expected increasing step numbers, but entry %zu (%g) "
-                       "is not above entry %zu (%g)",
-                       i, s->boundaries[i], i - 1, s->boundaries[i - 1]);
+            return mw_kc_bad(l, "boundaries",
+                             "expected increasing step numbers, but entry %zu (%g) "
+                             "is not above entry %zu (%g)",
+                             i, s->boundaries[i], i - 1, s->boundaries[i - 1]);
     }
     return MW_OK;
 }
@@ -237,44 +94,45 @@ static const struct {
 #define NSCHED (sizeof sched_classes / sizeof *sched_classes)
 
 /* The numbers of a schedule's config, by kind (all optional fields at Keras' defaults). */
-static mw_status sched_values(const loc *l, const json_t *cfg, mw_schedule *s)
+static mw_status sched_values(const mw_kc_loc *l, const json_t *cfg, mw_schedule *s)
 {
     const double inf = INFINITY;
-    MW_TRY(num(l, cfg, "initial_learning_rate", 0, inf, 0, &s->initial));
-    MW_TRY(num(l, cfg, "decay_steps", 0, inf, LO_OPEN, &s->decay_steps));
-    MW_TRY(num(l, cfg, "first_decay_steps", 0, inf, LO_OPEN, &s->decay_steps));
-    MW_TRY(num(l, cfg, "decay_rate", 0, inf, 0, &s->decay_rate));
-    MW_TRY(boolean(l, cfg, "staircase", &s->staircase));
-    MW_TRY(num(l, cfg, "end_learning_rate", 0, inf, 0, &s->end_lr));
-    MW_TRY(num(l, cfg, "power", 0, inf, 0, &s->power));
-    MW_TRY(boolean(l, cfg, "cycle", &s->cycle));
-    MW_TRY(num(l, cfg, "alpha", 0, 1, 0, &s->alpha));
+    MW_TRY(mw_kc_num(l, cfg, "initial_learning_rate", 0, inf, 0, &s->initial));
+    MW_TRY(mw_kc_num(l, cfg, "decay_steps", 0, inf, LO_OPEN, &s->decay_steps));
+    MW_TRY(mw_kc_num(l, cfg, "first_decay_steps", 0, inf, LO_OPEN, &s->decay_steps));
+    MW_TRY(mw_kc_num(l, cfg, "decay_rate", 0, inf, 0, &s->decay_rate));
+    MW_TRY(mw_kc_bool(l, cfg, "staircase", &s->staircase));
+    MW_TRY(mw_kc_num(l, cfg, "end_learning_rate", 0, inf, 0, &s->end_lr));
+    MW_TRY(mw_kc_num(l, cfg, "power", 0, inf, 0, &s->power));
+    MW_TRY(mw_kc_bool(l, cfg, "cycle", &s->cycle));
+    MW_TRY(mw_kc_num(l, cfg, "alpha", 0, 1, 0, &s->alpha));
     const json_t *wt = json_object_get(cfg, "warmup_target");
     s->warmup = wt && !json_is_null(wt);
-    MW_TRY(num(l, cfg, "warmup_target", 0, inf, NULL_OK, &s->warmup_target));
-    MW_TRY(num(l, cfg, "warmup_steps", 0, inf, 0, &s->warmup_steps));
-    MW_TRY(num(l, cfg, "t_mul", 0, inf, LO_OPEN, &s->t_mul));
-    MW_TRY(num(l, cfg, "m_mul", 0, inf, 0, &s->m_mul));
+    MW_TRY(mw_kc_num(l, cfg, "warmup_target", 0, inf, NULL_OK, &s->warmup_target));
+    MW_TRY(mw_kc_num(l, cfg, "warmup_steps", 0, inf, 0, &s->warmup_steps));
+    MW_TRY(mw_kc_num(l, cfg, "t_mul", 0, inf, LO_OPEN, &s->t_mul));
+    MW_TRY(mw_kc_num(l, cfg, "m_mul", 0, inf, 0, &s->m_mul));
     if (s->kind == MW_SCHED_PIECEWISE)
         MW_TRY(piecewise(l, cfg, s));
     return MW_OK;
 }
 
-static mw_status schedule_from_json(const loc *l, const json_t *j, mw_schedule *out)
+static mw_status schedule_from_json(const mw_kc_loc *l, const json_t *j, mw_schedule *out)
 {
     const char *cls;
     const json_t *cfg;
-    MW_TRY(unwrap(l, j, "keras.optimizers.schedules", &cls, &cfg));
+    MW_TRY(mw_kc_unwrap(l, j, "keras.optimizers.schedules", &cls, &cfg));
     size_t i = 0;
     while (i < NSCHED && strcmp(sched_classes[i].cls, cls) != 0)
         i++;
     if (i == NSCHED)
-        return bad(l, "class_name",
-                   "unknown schedule '%s' (expected ExponentialDecay, PiecewiseConstantDecay, "
-                   "PolynomialDecay, InverseTimeDecay, CosineDecay or CosineDecayRestarts)",
-                   cls);
-    loc c;
-    sub(&c, l, "config");
+        return mw_kc_bad(
+            l, "class_name",
+            "unknown schedule '%s' (expected ExponentialDecay, PiecewiseConstantDecay, "
+            "PolynomialDecay, InverseTimeDecay, CosineDecay or CosineDecayRestarts)",
+            cls);
+    mw_kc_loc c;
+    mw_kc_sub(&c, l, "config");
     MW_TRY(required(&c, cfg, cls, sched_classes[i].req));
     const char *keys[12];
     size_t n = 0;
@@ -283,7 +141,7 @@ static mw_status schedule_from_json(const loc *l, const json_t *j, mw_schedule *
     for (const char *const *k = sched_classes[i].opt; *k; k++)
         keys[n++] = *k;
     keys[n] = NULL;
-    MW_TRY(known_keys(&c, cfg, cls, sched_common, keys, "name"));
+    MW_TRY(mw_kc_known(&c, cfg, cls, sched_common, keys, "name"));
     mw_schedule s = {
         .kind = sched_classes[i].kind, .end_lr = 1e-4, .power = 1.0, .t_mul = 2.0, .m_mul = 1.0};
     MW_TRY(sched_values(&c, cfg, &s));
@@ -327,7 +185,7 @@ static void class_defaults(mw_train_opts *o, mw_optimizer kind)
 }
 
 /* Keys Keras writes that must stay at their "off" values here. */
-static mw_status unsupported(const loc *l, const json_t *cfg)
+static mw_status unsupported(const mw_kc_loc *l, const json_t *cfg)
 {
     static const char *const off[] = {"use_ema", "loss_scale_factor",
                                       "gradient_accumulation_steps"};
@@ -336,85 +194,86 @@ static mw_status unsupported(const loc *l, const json_t *cfg)
         const json_t *v = json_object_get(cfg, off[i]);
         if (v && !json_is_null(v) && !json_is_false(v))
             return mw_err(MW_EUNSUPPORTED, "%s: %s%s%s: %s is not supported (expected %s)",
-                          l->where, l->path, ".", off[i], show(v, buf, sizeof buf),
+                          l->where, l->path, ".", off[i], mw_kc_show(v, buf, sizeof buf),
                           i == 0 ? "false" : "null");
     }
     const json_t *d = json_object_get(cfg, "decay");
     if (d && !json_is_null(d) && !(json_is_number(d) && json_number_value(d) == 0.0))
-        return bad(l, "decay",
-                   "no longer supported by Keras (expected 0 or null; use a "
-                   "learning-rate schedule), got %s",
-                   show(d, buf, sizeof buf));
+        return mw_kc_bad(l, "decay",
+                         "no longer supported by Keras (expected 0 or null; use a "
+                         "learning-rate schedule), got %s",
+                         mw_kc_show(d, buf, sizeof buf));
     return MW_OK;
 }
 
-static mw_status learning_rate(const loc *l, const json_t *cfg, mw_train_opts *o)
+static mw_status learning_rate(const mw_kc_loc *l, const json_t *cfg, mw_train_opts *o)
 {
     const json_t *v = json_object_get(cfg, "learning_rate");
     if (json_is_object(v)) {
-        loc s;
-        sub(&s, l, "learning_rate");
+        mw_kc_loc s;
+        mw_kc_sub(&s, l, "learning_rate");
         MW_TRY(schedule_from_json(&s, v, &o->schedule));
         o->learning_rate = mw_schedule_rate(&o->schedule, 0.0, 0);
         return MW_OK;
     }
-    return num(l, cfg, "learning_rate", 0, INFINITY, LO_OPEN, &o->learning_rate);
+    return mw_kc_num(l, cfg, "learning_rate", 0, INFINITY, LO_OPEN, &o->learning_rate);
 }
 
-static mw_status opt_values(const loc *l, const json_t *cfg, mw_train_opts *o)
+static mw_status opt_values(const mw_kc_loc *l, const json_t *cfg, mw_train_opts *o)
 {
     const double inf = INFINITY;
     MW_TRY(unsupported(l, cfg));
     MW_TRY(learning_rate(l, cfg, o));
-    MW_TRY(num(l, cfg, "weight_decay", 0, inf, NULL_OK, &o->weight_decay));
-    MW_TRY(num(l, cfg, "clipnorm", 0, inf, LO_OPEN | NULL_OK, &o->clipnorm));
-    MW_TRY(num(l, cfg, "clipvalue", 0, inf, LO_OPEN | NULL_OK, &o->clipvalue));
-    MW_TRY(num(l, cfg, "global_clipnorm", 0, inf, LO_OPEN | NULL_OK, &o->global_clipnorm));
+    MW_TRY(mw_kc_num(l, cfg, "weight_decay", 0, inf, NULL_OK, &o->weight_decay));
+    MW_TRY(mw_kc_num(l, cfg, "clipnorm", 0, inf, LO_OPEN | NULL_OK, &o->clipnorm));
+    MW_TRY(mw_kc_num(l, cfg, "clipvalue", 0, inf, LO_OPEN | NULL_OK, &o->clipvalue));
+    MW_TRY(mw_kc_num(l, cfg, "global_clipnorm", 0, inf, LO_OPEN | NULL_OK, &o->global_clipnorm));
     if ((o->clipnorm > 0) + (o->clipvalue > 0) + (o->global_clipnorm > 0) > 1)
-        return bad(l, NULL,
-                   "only one of clipnorm, clipvalue and global_clipnorm may be set "
-                   "(as in Keras)");
-    MW_TRY(num(l, cfg, "momentum", 0, 1, 0, &o->momentum));
-    MW_TRY(boolean(l, cfg, "nesterov", &o->nesterov));
-    MW_TRY(num(l, cfg, "beta_1", 0, 1, HI_OPEN, &o->beta1));
-    MW_TRY(num(l, cfg, "beta_2", 0, 1, HI_OPEN, &o->beta2));
-    MW_TRY(num(l, cfg, "epsilon", 0, inf, 0, &o->epsilon));
-    MW_TRY(boolean(l, cfg, "amsgrad", &o->amsgrad));
-    MW_TRY(num(l, cfg, "rho", 0, 1, HI_OPEN, &o->rho));
-    MW_TRY(boolean(l, cfg, "centered", &o->centered));
-    MW_TRY(num(l, cfg, "initial_accumulator_value", 0, inf, 0, &o->initial_accumulator));
+        return mw_kc_bad(l, NULL,
+                         "only one of clipnorm, clipvalue and global_clipnorm may be set "
+                         "(as in Keras)");
+    MW_TRY(mw_kc_num(l, cfg, "momentum", 0, 1, 0, &o->momentum));
+    MW_TRY(mw_kc_bool(l, cfg, "nesterov", &o->nesterov));
+    MW_TRY(mw_kc_num(l, cfg, "beta_1", 0, 1, HI_OPEN, &o->beta1));
+    MW_TRY(mw_kc_num(l, cfg, "beta_2", 0, 1, HI_OPEN, &o->beta2));
+    MW_TRY(mw_kc_num(l, cfg, "epsilon", 0, inf, 0, &o->epsilon));
+    MW_TRY(mw_kc_bool(l, cfg, "amsgrad", &o->amsgrad));
+    MW_TRY(mw_kc_num(l, cfg, "rho", 0, 1, HI_OPEN, &o->rho));
+    MW_TRY(mw_kc_bool(l, cfg, "centered", &o->centered));
+    MW_TRY(mw_kc_num(l, cfg, "initial_accumulator_value", 0, inf, 0, &o->initial_accumulator));
     return MW_OK;
 }
 
-static mw_status from_json(mw_train_opts *o, const json_t *j, const loc *lp, int outer);
+static mw_status from_json(mw_train_opts *o, const json_t *j, const mw_kc_loc *lp, int outer);
 
 /* Keras' LossScaleOptimizer (mixed_float16's dynamic loss scaling) around one of the classes
  * above: its initial_scale (a power of 2 here, so unscaling is exact) and
  * dynamic_growth_steps into t, the inner optimizer's fields as any optimizer's. */
-static mw_status loss_scale_optimizer(mw_train_opts *t, const loc *l, const json_t *cfg)
+static mw_status loss_scale_optimizer(mw_train_opts *t, const mw_kc_loc *l, const json_t *cfg)
 {
     static const char *const own[] = {"inner_optimizer", "initial_scale", "dynamic_growth_steps",
                                       "dynamic", NULL};
-    MW_TRY(known_keys(l, cfg, "LossScaleOptimizer", opt_common, own,
-                      "name, and the base optimizer's keys at their defaults"));
+    MW_TRY(mw_kc_known(l, cfg, "LossScaleOptimizer", opt_common, own,
+                       "name, and the base optimizer's keys at their defaults"));
     MW_TRY(unsupported(l, cfg));
     double init = 32768.0, growth = 2000.0;
     int dynamic = 1, e;
-    MW_TRY(num(l, cfg, "initial_scale", 0, INFINITY, LO_OPEN, &init));
+    MW_TRY(mw_kc_num(l, cfg, "initial_scale", 0, INFINITY, LO_OPEN, &init));
     if (frexp(init, &e) != 0.5)
-        return bad(l, "initial_scale", "expected a power of 2 (2**15 is Keras' default), got %g",
-                   init);
-    MW_TRY(num(l, cfg, "dynamic_growth_steps", 1, 1e9, 0, &growth));
+        return mw_kc_bad(l, "initial_scale",
+                         "expected a power of 2 (2**15 is Keras' default), got %g", init);
+    MW_TRY(mw_kc_num(l, cfg, "dynamic_growth_steps", 1, 1e9, 0, &growth));
     if (growth != floor(growth))
-        return bad(l, "dynamic_growth_steps", "expected a whole number of steps, got %g", growth);
-    MW_TRY(boolean(l, cfg, "dynamic", &dynamic));
+        return mw_kc_bad(l, "dynamic_growth_steps", "expected a whole number of steps, got %g",
+                         growth);
+    MW_TRY(mw_kc_bool(l, cfg, "dynamic", &dynamic));
     if (!dynamic)
-        return bad(l, "dynamic", "expected true (Keras 3 only scales dynamically)");
+        return mw_kc_bad(l, "dynamic", "expected true (Keras 3 only scales dynamically)");
     const json_t *inner = json_object_get(cfg, "inner_optimizer");
     if (!inner)
-        return bad(l, "inner_optimizer", "missing (expected the wrapped optimizer's config)");
-    loc c;
-    sub(&c, l, "inner_optimizer");
+        return mw_kc_bad(l, "inner_optimizer", "missing (expected the wrapped optimizer's config)");
+    mw_kc_loc c;
+    mw_kc_sub(&c, l, "inner_optimizer");
     MW_TRY(from_json(t, inner, &c, 0));
     t->loss_scale_initial = init;
     t->loss_scale_growth = (long)growth;
@@ -423,44 +282,44 @@ static mw_status loss_scale_optimizer(mw_train_opts *t, const loc *l, const json
 
 mw_status mw_optimizer_from_json(mw_train_opts *o, const json_t *j, const char *where)
 {
-    loc l = {.where = where, .path = ""};
+    mw_kc_loc l = {.where = where, .path = ""};
     return from_json(o, j, &l, 1);
 }
 
 /* The optimizer j at lp into o; outer: a LossScaleOptimizer may wrap it. */
-static mw_status from_json(mw_train_opts *o, const json_t *j, const loc *lp, int outer)
+static mw_status from_json(mw_train_opts *o, const json_t *j, const mw_kc_loc *lp, int outer)
 {
-    const loc l = *lp;
+    const mw_kc_loc l = *lp;
     const char *cls;
     const json_t *cfg = NULL;
     if (json_is_string(j))
         cls = json_string_value(j);
     else
-        MW_TRY(unwrap(&l, j, "keras.optimizers", &cls, &cfg));
+        MW_TRY(mw_kc_unwrap(&l, j, "keras.optimizers", &cls, &cfg));
     if (outer && !strcmp(cls, "LossScaleOptimizer")) {
         if (!cfg)
-            return bad(&l, NULL, "LossScaleOptimizer needs its config (the inner optimizer)");
+            return mw_kc_bad(&l, NULL, "LossScaleOptimizer needs its config (the inner optimizer)");
         mw_train_opts t = *o;
-        loc c;
-        sub(&c, &l, "config");
+        mw_kc_loc c;
+        mw_kc_sub(&c, &l, "config");
         MW_TRY(loss_scale_optimizer(&t, &c, cfg));
         *o = t;
         return MW_OK;
     }
     const int k = mw_optimizer_find(cls, 1);
     if (k < 0)
-        return bad(&l, json_is_string(j) ? NULL : "class_name",
-                   "unknown optimizer '%s' (expected %s%s)", cls, mw_optimizer_list(1),
-                   outer ? ", or a LossScaleOptimizer around one" : "");
+        return mw_kc_bad(&l, json_is_string(j) ? NULL : "class_name",
+                         "unknown optimizer '%s' (expected %s%s)", cls, mw_optimizer_list(1),
+                         outer ? ", or a LossScaleOptimizer around one" : "");
     const mw_optimizer_row *row = mw_optimizer_row_of((mw_optimizer)k);
     mw_train_opts t = *o;
     class_defaults(&t, (mw_optimizer)k);
     if (cfg) {
-        loc c;
-        sub(&c, &l, "config");
-        MW_TRY(known_keys(&c, cfg, row->keras, opt_common, row->keys,
-                          "learning_rate, weight_decay, clipnorm, clipvalue, global_clipnorm, "
-                          "name, ..."));
+        mw_kc_loc c;
+        mw_kc_sub(&c, &l, "config");
+        MW_TRY(mw_kc_known(&c, cfg, row->keras, opt_common, row->keys,
+                           "learning_rate, weight_decay, clipnorm, clipvalue, global_clipnorm, "
+                           "name, ..."));
         MW_TRY(opt_values(&c, cfg, &t));
     }
     *o = t;
@@ -491,7 +350,7 @@ mw_status mw_optimizer_load(mw_train_opts *o, const char *path)
 static mw_status archive_optimizer(mw_train_opts *o)
 {
     json_t *j = NULL;
-    MW_TRY(mw_keras_archive_optimizer(o->model_path, &j));
+    MW_TRY(mw_keras_archive_compiled(o->model_path, "optimizer", &j));
     if (!j)
         return MW_OK;
     char where[600];

@@ -1,44 +1,205 @@
-/* The loss table's rows; see loss.h. */
+/* The loss table's rows and the metrics beside them; see loss.h. */
 #include "worker/model/loss.h"
 
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
-static void xent_forward(const mw_kernels *kt, const mw_kctx *k, float *loss, float *prob,
-                         const float *out, const int32_t *labels, int n, int width)
+#define MW_LOSS_HD static inline
+#include "kernels/loss_rules.h"
+
+static void xent_forward(const mw_kernels *kt, const mw_kctx *k, const mw_loss *ls, float *loss,
+                         float *prob, const float *out, const void *y, int n, int width)
 {
-    kt->xent_fwd(k, loss, prob, out, labels, n, width);
+    (void)ls;
+    kt->xent_fwd(k, loss, prob, out, (const int32_t *)y, n, width);
 }
 
-static void xent_backward(const mw_kernels *kt, const mw_kctx *k, float *dout, const float *prob,
-                          const int32_t *labels, float scale, int n, int width)
+static void xent_backward(const mw_kernels *kt, const mw_kctx *k, const mw_loss *ls, float *dout,
+                          const float *out, const float *prob, const void *y, float scale, int n,
+                          int width)
 {
-    kt->xent_bwd(k, dout, prob, labels, scale, n, width);
+    (void)ls, (void)out;
+    kt->xent_bwd(k, dout, prob, (const int32_t *)y, scale, n, width);
 }
 
-/* argmax(prob) == label (the first maximum on ties). */
-static int argmax_correct(const float *prob, const int32_t *labels, int n, int width)
+static void dense_forward(const mw_kernels *kt, const mw_kctx *k, const mw_loss *ls, float *loss,
+                          float *prob, const float *out, const void *y, int n, int width)
 {
-    int correct = 0;
-    for (int i = 0; i < n; i++) {
-        const float *p = prob + (size_t)i * width;
-        int best = 0;
-        for (int j = 1; j < width; j++)
-            if (p[j] > p[best])
-                best = j;
-        correct += best == labels[i];
-    }
-    return correct;
+    kt->dloss_fwd(k, &ls->d, loss, prob, out, (const float *)y, n, width);
 }
+
+static void dense_backward(const mw_kernels *kt, const mw_kctx *k, const mw_loss *ls, float *dout,
+                           const float *out, const float *prob, const void *y, float scale, int n,
+                           int width)
+{
+    kt->dloss_bwd(k, &ls->d, dout, out, prob, (const float *)y, scale, n, width);
+}
+
+#define DENSE .dense = 1, .forward = dense_forward, .backward = dense_backward
+#define REGRESSION(k) .dkind = (k), .accuracy = MW_METRIC_NONE, DENSE
 
 static const mw_loss_ops rows[MW_LOSS_KINDS] = {
-    [MW_LOSS_SPARSE_XENT] = {.keras = "SparseCategoricalCrossentropy",
-                             .keras_name = "sparse_categorical_crossentropy",
+    [MW_LOSS_SPARSE_XENT] = {"SparseCategoricalCrossentropy",
+                             "sparse_categorical_crossentropy",
+                             NULL,
+                             {"from_logits", "ignore_class", "axis"},
+                             .has_logits = 1,
+                             .accuracy = MW_METRIC_SPARSE_ACC,
                              .forward = xent_forward,
-                             .backward = xent_backward,
-                             .correct = argmax_correct},
+                             .backward = xent_backward},
+    [MW_LOSS_CCE] = {"CategoricalCrossentropy",
+                     "categorical_crossentropy",
+                     NULL,
+                     {"from_logits", "label_smoothing", "axis"},
+                     .dkind = MW_DLOSS_CCE,
+                     .has_logits = 1,
+                     .accuracy = MW_METRIC_CAT_ACC,
+                     DENSE},
+    [MW_LOSS_BCE] = {"BinaryCrossentropy",
+                     "binary_crossentropy",
+                     NULL,
+                     {"from_logits", "label_smoothing", "axis"},
+                     .dkind = MW_DLOSS_BCE,
+                     .has_logits = 1,
+                     .accuracy = MW_METRIC_BIN_ACC,
+                     DENSE},
+    [MW_LOSS_FOCAL] = {"BinaryFocalCrossentropy",
+                       "binary_focal_crossentropy",
+                       NULL,
+                       {"from_logits", "label_smoothing", "axis", "gamma", "alpha",
+                        "apply_class_balancing"},
+                       .dkind = MW_DLOSS_FOCAL,
+                       .has_logits = 1,
+                       .accuracy = MW_METRIC_BIN_ACC,
+                       DENSE},
+    [MW_LOSS_MSE] =
+        {"MeanSquaredError", "mean_squared_error", "mse", {NULL}, REGRESSION(MW_DLOSS_MSE)},
+    [MW_LOSS_MAE] =
+        {"MeanAbsoluteError", "mean_absolute_error", "mae", {NULL}, REGRESSION(MW_DLOSS_MAE)},
+    [MW_LOSS_HUBER] = {"Huber", "huber_loss", "huber", {"delta"}, REGRESSION(MW_DLOSS_HUBER)},
+    [MW_LOSS_LOGCOSH] = {"LogCosh", "log_cosh", "logcosh", {NULL}, REGRESSION(MW_DLOSS_LOGCOSH)},
 };
 
 const mw_loss_ops *mw_loss_row(mw_loss_kind kind)
 {
     return &rows[(unsigned)kind < MW_LOSS_KINDS ? kind : MW_LOSS_SPARSE_XENT];
+}
+
+int mw_loss_find(const char *name)
+{
+    for (int i = 0; name && i < MW_LOSS_KINDS; i++)
+        if (!strcmp(name, rows[i].keras) || !strcmp(name, rows[i].keras_name) ||
+            (rows[i].alias && !strcmp(name, rows[i].alias)))
+            return i;
+    return -1;
+}
+
+const char *mw_loss_list(void)
+{
+    static char list[512];
+    if (!list[0])
+        for (int i = 0; i < MW_LOSS_KINDS; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     rows[i].keras);
+    return list;
+}
+
+void mw_loss_default(mw_loss *ls)
+{
+    memset(ls, 0, sizeof *ls);
+    ls->kind = MW_LOSS_SPARSE_XENT;
+    ls->d.from_logits = 1;
+    ls->d.delta = 1.0f, ls->d.gamma = 2.0f, ls->d.alpha = 0.25f;
+}
+
+mw_loss_out mw_loss_wants(const mw_loss *ls)
+{
+    const mw_loss_ops *r = mw_loss_row(ls->kind);
+    if (!r->has_logits || ls->d.from_logits)
+        return MW_LOSS_OUT_ANY;
+    return r->accuracy == MW_METRIC_BIN_ACC ? MW_LOSS_OUT_SIGMOID : MW_LOSS_OUT_SOFTMAX;
+}
+
+size_t mw_loss_target_bytes(const mw_loss *ls, int width)
+{
+    return mw_loss_row(ls->kind)->dense ? (size_t)width * sizeof(float) : sizeof(int32_t);
+}
+
+mw_metric_kind mw_loss_metric(const mw_loss *ls)
+{
+    if (ls->metric != MW_METRIC_NONE)
+        return ls->metric;
+    const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy; /* a classifier's own */
+    return acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE;         /* a regression's: MAE */
+}
+
+void mw_loss_accuracy_by_shape(mw_loss *ls, int width)
+{
+    if (!ls->metric_by_shape)
+        return;
+    ls->metric = width == 1                      ? MW_METRIC_BIN_ACC
+                 : !mw_loss_row(ls->kind)->dense ? MW_METRIC_SPARSE_ACC
+                                                 : MW_METRIC_CAT_ACC;
+}
+
+static const struct {
+    const char *names[4];
+    mw_metric_kind kind;
+} metric_names[] = {
+    {{"mae", "mean_absolute_error", "MeanAbsoluteError"}, MW_METRIC_MAE},
+    {{"mse", "mean_squared_error", "MeanSquaredError"}, MW_METRIC_MSE},
+    {{"rmse", "root_mean_squared_error", "RootMeanSquaredError"}, MW_METRIC_RMSE},
+    {{"binary_accuracy", "BinaryAccuracy"}, MW_METRIC_BIN_ACC},
+    {{"categorical_accuracy", "CategoricalAccuracy"}, MW_METRIC_CAT_ACC},
+    {{"sparse_categorical_accuracy", "SparseCategoricalAccuracy"}, MW_METRIC_SPARSE_ACC},
+};
+
+mw_metric_kind mw_metric_find(const char *name, mw_loss_kind loss)
+{
+    if (!name)
+        return MW_METRIC_NONE;
+    if (!strcmp(name, "accuracy") || !strcmp(name, "acc")) /* by the shapes: see loss.h */
+        return mw_loss_row(loss)->accuracy;
+    for (size_t i = 0; i < sizeof metric_names / sizeof metric_names[0]; i++)
+        for (int j = 0; j < 4 && metric_names[i].names[j]; j++)
+            if (!strcmp(name, metric_names[i].names[j]))
+                return metric_names[i].kind;
+    return MW_METRIC_NONE;
+}
+
+const char *mw_metric_label(mw_metric_kind m)
+{
+    static const char *const l[] = {"Accuracy", "Accuracy", "Accuracy", "Accuracy",
+                                    "MAE",      "MSE",      "RMSE"};
+    return (unsigned)m < sizeof l / sizeof l[0] ? l[m] : "Accuracy";
+}
+
+const char *mw_metric_key(mw_metric_kind m)
+{
+    static const char *const l[] = {"accuracy", "accuracy", "accuracy", "accuracy",
+                                    "mae",      "mse",      "rmse"};
+    return (unsigned)m < sizeof l / sizeof l[0] ? l[m] : "accuracy";
+}
+
+int mw_metric_percent(mw_metric_kind m)
+{
+    return m != MW_METRIC_MAE && m != MW_METRIC_MSE && m != MW_METRIC_RMSE;
+}
+
+double mw_metric_value(mw_metric_kind m, double sum, double count)
+{
+    const double mean = count > 0 ? sum / count : 0;
+    return m == MW_METRIC_RMSE ? sqrt(mean) : mean;
+}
+
+double mw_metric_sum_host(mw_metric_kind m, const float *prob, const void *y, int n, int width)
+{
+    const size_t yb = m == MW_METRIC_SPARSE_ACC ? sizeof(int32_t) : (size_t)width * sizeof(float);
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += metric_value(m, prob + (size_t)i * width, (const uint8_t *)y + (size_t)i * yb, width);
+    return s;
 }

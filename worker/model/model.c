@@ -17,6 +17,7 @@ void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
     memset(m, 0, sizeof *m);
     m->in_h = in_h, m->in_w = in_w, m->in_c = in_c;
     snprintf(m->name, sizeof m->name, "sequential");
+    mw_loss_default(&m->loss);
     mw_arena_init(&m->params);
 }
 
@@ -354,6 +355,10 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
                       "output (end with Flatten and Dense)",
                       last->out_h, last->out_w, last->out_c, last->name);
     m->nclasses = last->out_c;
+    /* a final softmax folded into a categorical loss: in Keras' terms its output is
+     * probabilities (from_logits=False); the loss computes the same from the logits */
+    if (last->softmax && (m->loss.kind == MW_LOSS_SPARSE_XENT || m->loss.kind == MW_LOSS_CCE))
+        m->loss.d.from_logits = 0;
     mw_arena_init(&m->params);
     m->nparams = 0;
     m->nstate = 0;
@@ -410,7 +415,7 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
 typedef struct {
     size_t *act, *grad; /* L + 1 each: the input and each layer's output */
     size_t *buf;        /* L: each layer's buffer (its row's buf_bytes; SIZE_MAX: none) */
-    size_t prob, loss, labels, scratch;
+    size_t prob, loss, y, scratch;
     size_t params16;      /* a mixed policy's rounded weights (SIZE_MAX: none) */
     size_t scratch_count; /* floats of conv2d scratch, the most any layer needs */
     size_t nbytes;        /* the block's size */
@@ -429,7 +434,7 @@ static void put(size_t *a, int i, size_t v)
 }
 
 /* Plan offsets in one block: act[0], then each non-aliased output and its gradient, and the
- * layer's buffer, prob, loss, labels, scratch (only when with_scratch: a device
+ * layer's buffer, prob, loss, targets, scratch (only when with_scratch: a device
  * block has none). With p's offset tables NULL it only counts: p->nbytes and
  * p->scratch_count are the same either way, so the estimate (mw_model_ws_nbytes) and the
  * allocation cannot drift apart. */
@@ -463,8 +468,8 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
     off += up64(n * m->nclasses * sizeof(float));
     p->loss = off;
     off += up64(n * sizeof(float));
-    p->labels = off;
-    off += up64(n * sizeof(int32_t));
+    p->y = off;
+    off += up64(n * mw_loss_target_bytes(&m->loss, m->nclasses));
     p->params16 = SIZE_MAX;
     if (mw_model_policy(m) != MW_POLICY_FLOAT32) {
         p->params16 = off;
@@ -512,7 +517,7 @@ static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int w
     }
     ws->prob = (float *)(base + p->prob);
     ws->loss = (float *)(base + p->loss);
-    ws->labels = (int32_t *)(base + p->labels);
+    ws->y = base + p->y;
     ws->params16 = p->params16 == SIZE_MAX ? NULL : (float *)(base + p->params16);
     ws->scratch = with_scratch ? (float *)(base + p->scratch) : NULL;
     ws->scratch_count = p->scratch_count;
@@ -688,8 +693,9 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
             mw_layer_round(kt, k, l->policy, c.y, c.cnt);
     }
     if (to == m->nlayers && n > 0)
-        mw_loss_row(m->loss)->forward(kt, k, ws->loss, ws->prob, ws->act[m->nlayers], ws->labels, n,
-                                      m->nclasses);
+        mw_loss_row(m->loss.kind)
+            ->forward(kt, k, &m->loss, ws->loss, ws->prob, ws->act[m->nlayers], ws->y, n,
+                      m->nclasses);
 }
 
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
@@ -734,8 +740,9 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     }
     /* mixed_float16's loss scale multiplies the loss, so every gradient, but not the moving
      * statistics' slots that `scale` also weighs (a power of 2: the product is exact) */
-    mw_loss_row(m->loss)->backward(kt, k, ws->grad[L], ws->prob, ws->labels,
-                                   scale * mw_model_loss_scale(m), n, m->nclasses);
+    mw_loss_row(m->loss.kind)
+        ->backward(kt, k, &m->loss, ws->grad[L], ws->act[L], ws->prob, ws->y,
+                   scale * mw_model_loss_scale(m), n, m->nclasses);
     for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
 }
@@ -774,12 +781,7 @@ mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
     return MW_OK;
 }
 
-int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n)
+double mw_model_metric_sum(const mw_model *m, const mw_model_ws *ws, int n)
 {
-    return mw_model_correct_host(m, ws->prob, ws->labels, n);
-}
-
-int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n)
-{
-    return mw_loss_row(m->loss)->correct(prob, labels, n, m->nclasses);
+    return mw_metric_sum_host(mw_loss_metric(&m->loss), ws->prob, ws->y, n, m->nclasses);
 }

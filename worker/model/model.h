@@ -42,6 +42,7 @@
 #include "common/arena.h"
 #include "common/status.h"
 #include "kernels/kernels.h"
+#include "worker/model/loss.h"
 
 typedef enum {
     MW_LAYER_CONV2D,
@@ -170,8 +171,8 @@ typedef struct mw_model {
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
     int nclasses;        /* width of the last layer */
-    int loss;            /* its loss: an mw_loss_kind (worker/model/loss.h; 0, as initialized:
-                            sparse softmax cross-entropy from logits) */
+    mw_loss loss;        /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
+                            cross-entropy from logits, accuracy) */
     int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
     char input_name[64]; /* the graph's InputLayer, for the summary */
     int *next_in;        /* mw_model_set_inputs: inputs of the next added layer (owned) */
@@ -312,9 +313,10 @@ typedef struct mw_model_ws {
     void **buf;           /* per layer: the buffer its row keeps between forward and backward (a
                              maxpool's argmax, a dropout mask, BN's batch mean, variance and 1/stddev),
                              else NULL */
-    float *prob;          /* (max_n, nclasses) softmax */
+    float *prob;          /* (max_n, nclasses): the output as Keras' metrics see it (the loss's) */
     float *loss;          /* (max_n) per-example losses */
-    int32_t *labels;      /* (max_n) */
+    void *y;              /* (max_n) targets: int32 labels or nclasses floats each (the loss's
+                             mw_loss_target_bytes) */
     float *scratch;       /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
     size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
     const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
@@ -328,7 +330,7 @@ typedef struct mw_model_ws {
 void mw_model_ws_init(mw_model_ws *ws);
 mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n);
 /* The same layout in memory from alloc_fn / free_fn (e.g. mw_cuda_alloc and
- * mw_cuda_free: a device workspace, whose act/grad/prob/loss/labels/... are
+ * mw_cuda_free: a device workspace, whose act/grad/prob/loss/y/... are
  * device pointers). The kernel scratch is not part of it: ws->scratch is NULL
  * and ws->scratch_count says how many floats to give the kernel context
  * (mw_cuda_ws_reserve). The workspace's pointer tables stay on the host. */
@@ -337,11 +339,11 @@ mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
                                  void (*free_fn)(void *p));
 void mw_model_ws_free(mw_model_ws *ws);
 /* The bytes mw_model_ws_alloc(ws, m, max_n) takes for its block (activations, gradients,
- * argmax and dropout masks, probabilities, losses, labels, kernel scratch), computed from
+ * argmax and dropout masks, probabilities, losses, targets, kernel scratch), computed from
  * the same plan without allocating: what one workspace costs before it is made. */
 size_t mw_model_ws_nbytes(const mw_model *m, int max_n);
 
-/* Forward for n examples already in ws->act[0] (and labels in ws->labels):
+/* Forward for n examples already in ws->act[0] (and targets in ws->y):
  * fills logits, prob and per-example losses. Parameters come from ws->params
  * (NULL: m->params.data), and every buffer is in the memory the kernel table
  * works on (host, or device for the CUDA table with a device workspace). */
@@ -380,10 +382,9 @@ void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kct
 void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                             mw_model_ws *ws, float *grads, int i, int n, float scale,
                             const double *s, long total);
-/* After a forward: how many of the n examples have argmax(prob) == label. */
-int mw_model_correct(const mw_model *m, const mw_model_ws *ws, int n);
-/* The same from host copies of prob (n x nclasses) and labels (n). */
-int mw_model_correct_host(const mw_model *m, const float *prob, const int32_t *labels, int n);
+/* After a forward on the host: the sum over the n examples of the loss's metric
+ * (mw_loss_metric: the number right for an accuracy). */
+double mw_model_metric_sum(const mw_model *m, const mw_model_ws *ws, int n);
 
 /* Whether a and b compute the same function given the same weights: 0 when they do, else 1
  * with `what` (len bytes, may be NULL when len is 0) naming the FIRST difference for a user,

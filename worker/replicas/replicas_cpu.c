@@ -180,7 +180,7 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     mw_model_ws *ws = &r->ws[0];
     const int n = (int)cnt;
     double ls = 0;
-    mw_dataset_batch(data, ws->act[0], ws->labels, ids, n);
+    mw_dataset_batch(data, ws->act[0], ws->y, ids, n);
     ws->training = 1;
     ws->dropout_seed = dseed;
     ws->example_ids = ids;
@@ -189,7 +189,7 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     for (int j = 0; j < n; j++)
         ls += ws->loss[j];
     sums[0] += ls / (double)gb;
-    sums[1] += mw_model_correct(m, ws, n);
+    sums[1] += mw_model_metric_sum(m, ws, n);
     sums[2] += (double)cnt;
 }
 
@@ -228,7 +228,7 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
         long off, cnt;
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
         mw_model_ws *ws = rep_ws(r, lr);
-        mw_dataset_batch(data, ws->act[0], ws->labels, ids + off, (int)cnt);
+        mw_dataset_batch(data, ws->act[0], ws->y, ids + off, (int)cnt);
         ws->training = 1;
         ws->dropout_seed = dseed;
         ws->example_ids = ids + off;
@@ -254,7 +254,7 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
         for (long j = 0; j < cnt; j++)
             ls += ws->loss[j];
         r->acc[0] += ls / (double)gb;
-        r->acc[1] += mw_model_correct(m, ws, (int)cnt);
+        r->acc[1] += mw_model_metric_sum(m, ws, (int)cnt);
         r->acc[2] += (double)cnt;
     }
     return MW_OK;
@@ -297,7 +297,7 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
             const int tl = th == 0 && mw_timeline_on;
             if (tl)
                 mw_timeline_begin("data", "data");
-            mw_dataset_batch(data, ws->act[0], ws->labels, mb, n);
+            mw_dataset_batch(data, ws->act[0], ws->y, mb, n);
             if (tl)
                 mw_timeline_end("data", "data");
             /* Dropout masks are keyed by example id: the same for any layout */
@@ -309,7 +309,7 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
                 mw_model_backward(m, &r->kt, &r->tk[th], ws, r->tgrads[th], n, 1.0f / (float)gb);
             for (int j = 0; j < n; j++)
                 ls += ws->loss[j];
-            corr += mw_model_correct(m, ws, n);
+            corr += mw_model_metric_sum(m, ws, n);
             i += n;
         }
         r->tsum[th][0] = ls, r->tsum[th][1] = corr, r->tsum[th][2] = (double)tcnt;

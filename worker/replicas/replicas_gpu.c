@@ -14,12 +14,12 @@
  * stream (all enqueued, so the devices work at the same time, and the host assembles the next
  * micro-batch into the other slot while a device computes). The streams meet at marks, on the
  * device: the compute stream waits for the upload's copy mark, copies the images into the
- * workspace's input and reads the labels and ids in place; the copy stream waits for the
+ * workspace's input and reads the targets and ids in place; the copy stream waits for the
  * compute mark after the micro-batch that last read a device slot before refilling it; the
  * host refills a pinned slot once its last upload is done. The next step's first micro-batch
  * per device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
  * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
- * for its data, and its upload overlaps the update. The loss sum and the correct count are
+ * for its data, and its upload overlaps the update. The loss sum and the metric's sum are
  * accumulated on the device (mw_cuda_metrics_add) and come back as 16 bytes per device and step,
  * never the n x K probabilities. The weight penalty goes into each device's gradients after the
  * backward passes, scaled by its share of the replicas; the gradient sum over every device of the
@@ -56,16 +56,16 @@ typedef struct {
     mw_kctx k;                            /* stream, cuBLAS, device scratch */
     float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
     double *reg;                          /* device: this step's weight penalty */
-    double *macc;   /* device: loss sum, correct count (mw_cuda_metrics_add) */
-    mw_model_ws ws; /* device workspace for one micro-batch */
-    void *stage;    /* pinned host: the h_ buffers below */
-    float *h_x[2];  /* the two staging slots (copy marks 0 and 1 after their uploads) */
-    int32_t *h_labels[2];
+    double *macc;                         /* device: loss sum, metric sum (mw_cuda_metrics_add) */
+    mw_model_ws ws;                       /* device workspace for one micro-batch */
+    void *stage;                          /* pinned host: the h_ buffers below */
+    float *h_x[2]; /* the two staging slots (copy marks 0 and 1 after their uploads) */
+    void *h_y[2];  /* targets (mw_dataset_target_nbytes each) */
     uint32_t *h_ids[2];
     void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
                    * after the micro-batch that last read them) */
     float *d_x[2];
-    int32_t *d_labels[2];   /* read in place by the loss and the metrics */
+    void *d_y[2];           /* read in place by the loss and the metrics */
     uint32_t *d_ids[2];     /* the examples' ids (dropout), read in place */
     int slot;               /* the slot of the micro-batch staged last */
     double *h_reg, *h_macc; /* downloads of reg and macc */
@@ -145,13 +145,14 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
         MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
     const size_t n = (size_t)g->ws.max_n;
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
-    const size_t o_lab = up64(in * sizeof(float)), o_ids = o_lab + up64(n * sizeof(int32_t));
+    const size_t yb = mw_loss_target_bytes(&m->loss, m->nclasses);
+    const size_t o_lab = up64(in * sizeof(float)), o_ids = o_lab + up64(n * yb);
     const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
     MW_TRY(mw_cuda_host_alloc(&g->stage, 2 * slot + 3 * up64(sizeof(double))));
     char *b = g->stage;
     for (int s = 0; s < 2; s++, b += slot) {
         g->h_x[s] = (float *)b;
-        g->h_labels[s] = (int32_t *)(b + o_lab);
+        g->h_y[s] = b + o_lab;
         g->h_ids[s] = (uint32_t *)(b + o_ids);
     }
     g->h_reg = (double *)b;
@@ -160,7 +161,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     b = g->dstage;
     for (int s = 0; s < 2; s++, b += slot) {
         g->d_x[s] = (float *)b;
-        g->d_labels[s] = (int32_t *)(b + o_lab);
+        g->d_y[s] = b + o_lab;
         g->d_ids[s] = (uint32_t *)(b + o_ids);
     }
     if (r->sync_c > 0) {
@@ -299,6 +300,14 @@ static mw_status gpu_connect(mw_replicas *r)
  * compute stream wait for the upload and copy the images into the workspace's input. The
  * caller marks s on the compute stream after the micro-batch's last kernel (done_with).
  * Training: dropout keyed by the examples' global ids. */
+/* The loss sum and the metric's sum of the n examples in g's workspace into g->macc. */
+static void metrics_add(const mw_model *m, gpu_dev *g, int n)
+{
+    const mw_metric_kind kind = mw_loss_metric(&m->loss);
+    mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.y,
+                        mw_loss_target_bytes(&m->loss, m->nclasses), kind, n, m->nclasses);
+}
+
 static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
                        uint32_t first, int n, int training, uint64_t dseed)
 {
@@ -310,18 +319,19 @@ static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, co
     MW_TL_BEGIN("data", "data");
     for (int j = 0; j < n; j++)
         g->h_ids[s][j] = ids ? ids[j] : first + (uint32_t)j;
-    mw_dataset_batch(d, g->h_x[s], g->h_labels[s], g->h_ids[s], n);
+    mw_dataset_batch(d, g->h_x[s], g->h_y[s], g->h_ids[s], n);
     MW_TL_END("data", "data");
     MW_TRY(mw_cuda_copy_after(&g->k, s));
     MW_TRY(mw_cuda_upload_copy(g->d_x[s], g->h_x[s], in * sizeof(float), &g->k));
-    MW_TRY(mw_cuda_upload_copy(g->d_labels[s], g->h_labels[s], (size_t)n * sizeof(int32_t), &g->k));
+    MW_TRY(
+        mw_cuda_upload_copy(g->d_y[s], g->h_y[s], (size_t)n * mw_dataset_target_nbytes(d), &g->k));
     if (training)
         MW_TRY(mw_cuda_upload_copy(g->d_ids[s], g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
     MW_TRY(mw_cuda_copy_mark(&g->k, s));
     MW_TRY(mw_cuda_compute_after(&g->k, s));
-    /* the input is copied (layers may alias it); labels and ids are read where they landed */
+    /* the input is copied (layers may alias it); targets and ids are read where they landed */
     MW_TRY(mw_cuda_copy(ws->act[0], g->d_x[s], in * sizeof(float), &g->k));
-    ws->labels = g->d_labels[s];
+    ws->y = g->d_y[s];
     ws->training = training;
     ws->dropout_seed = training ? dseed : 0;
     ws->example_ids = training ? g->d_ids[s] : NULL;
@@ -422,7 +432,7 @@ static mw_status stage_first(const mw_replicas *r, gpu_dev *g, int pre, const mw
 /* This rank's replicas' slices of total examples on the devices, in rounds of one
  * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
  * ids equal to positions (evaluation). Training: forward and backward into the devices'
- * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and correct count go
+ * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and metric sum go
  * into each device's macc (zeroed first) and their download into h_macc is enqueued: read
  * it after the next wait. */
 static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const uint32_t *base,
@@ -456,8 +466,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
             if (training)
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
-            mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, n,
-                                m->nclasses);
+            metrics_add(m, g, n);
             MW_TRY(done_with(g));
             q->n = n;
             q->i += n;
@@ -549,8 +558,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
         if (cnt[d] > 0) {
-            mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.labels, (int)cnt[d],
-                                m->nclasses);
+            metrics_add(m, g, (int)cnt[d]);
             MW_TRY(done_with(g));
         }
         MW_TRY(mw_cuda_download(g->h_macc, g->macc, 2 * sizeof(double), &g->k));
@@ -580,7 +588,7 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
         MW_TRY(run_sync(r, d, ids, gb, dseed));
     else
         MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
-    r->gb = gb; /* the loss and correct count are read after the update's wait */
+    r->gb = gb; /* the loss and metric sum are read after the update's wait */
     r->acc[2] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
     /* the penalty scaled by the device's share of the replicas (its replicas / all
      * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */

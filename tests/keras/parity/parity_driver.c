@@ -103,7 +103,7 @@ static int run(const char *dir, const char *backend, mw_model *m, mw_model_ws *w
     const int n = (int)(yn / 4);
     if (yn <= 0 || mw_model_ws_alloc(ws, m, n) != MW_OK ||
         read_file(dir, "x.f32", ws->act[0], (size_t)n * per * 4) != (long)((size_t)n * per * 4) ||
-        read_file(dir, "y.i32", ws->labels, (size_t)n * 4) != (long)n * 4) {
+        read_file(dir, "y.i32", ws->y, (size_t)n * 4) != (long)n * 4) {
         fprintf(stderr, "parity_driver: bad batch files in %s\n", dir);
         return 1;
     }

@@ -1,0 +1,68 @@
+/* A run's loss and metric from the flags or a .keras archive; see compile.h. */
+#include "worker/keras/compile.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/fs.h"
+#include "worker/keras/keras_archive.h"
+#include "worker/keras/keras_loss.h"
+
+static mw_status loss_file(mw_train_opts *o)
+{
+    char *text = NULL;
+    size_t n = 0;
+    MW_TRY(mw_fs_read_input(o->loss_config, "the JSON of keras.losses.serialize", MW_LOSS_MAX_BYTES,
+                            MW_ECONFIG, &text, &n));
+    json_error_t e;
+    json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &e);
+    free(text);
+    if (!j)
+        return mw_err(MW_ECONFIG, "%s: line %d: %s (expected the JSON of keras.losses.serialize)",
+                      o->loss_config, e.line, e.text);
+    mw_status rc = mw_keras_loss_from_json(&o->loss, j, o->loss_config);
+    json_decref(j);
+    snprintf(o->loss_from, sizeof o->loss_from, "--loss-config %s", o->loss_config);
+    return rc;
+}
+
+/* A .keras archive's compile_config: its loss, then its first metric. */
+static mw_status archive_loss(mw_train_opts *o)
+{
+    json_t *j = NULL, *m = NULL;
+    MW_TRY(mw_keras_archive_compiled(o->model_path, "loss", &j));
+    if (!j)
+        return MW_OK;
+    snprintf(o->loss_from, sizeof o->loss_from, "%s: config.json: compile_config.loss",
+             o->model_path);
+    mw_status rc = mw_keras_loss_from_json(&o->loss, j, o->loss_from);
+    json_decref(j);
+    if (rc == MW_OK)
+        rc = mw_keras_archive_compiled(o->model_path, "metrics", &m);
+    char where[700];
+    snprintf(where, sizeof where, "%s: config.json: compile_config.metrics", o->model_path);
+    if (rc == MW_OK && m)
+        rc = mw_keras_metrics_from_json(&o->loss, m, where);
+    json_decref(m);
+    return rc;
+}
+
+mw_status mw_loss_resolve(mw_train_opts *o)
+{
+    if (o->loss_name && o->loss_config)
+        return mw_err(MW_EINVAL, "--loss %s and --loss-config %s: give the loss one way",
+                      o->loss_name, o->loss_config);
+    if (o->loss_config)
+        return loss_file(o);
+    if (o->loss_name) {
+        json_t *j = json_string(o->loss_name);
+        mw_status rc = j ? mw_keras_loss_from_json(&o->loss, j, "--loss") : MW_ENOMEM;
+        json_decref(j);
+        snprintf(o->loss_from, sizeof o->loss_from, "--loss %s", o->loss_name);
+        return rc;
+    }
+    if (o->model_path && mw_keras_archive_is(o->model_path))
+        return archive_loss(o);
+    return MW_OK;
+}

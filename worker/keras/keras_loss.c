@@ -1,0 +1,230 @@
+/* Keras loss and metric configs into an mw_loss and back; see keras_loss.h. */
+#include "worker/keras/keras_loss.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/keras/kconfig.h"
+
+static const char *const loss_common[] = {"name", "dtype", "reduction", NULL};
+
+/* Keras' defaults of a kind: what keras.losses.get(name) builds. */
+static void keras_defaults(mw_loss *ls, mw_loss_kind kind, mw_metric_kind metric)
+{
+    memset(ls, 0, sizeof *ls);
+    ls->kind = kind;
+    ls->d.kind = mw_loss_row(kind)->dkind;
+    ls->d.delta = 1.0f, ls->d.gamma = 2.0f, ls->d.alpha = 0.25f;
+    ls->metric = metric;
+}
+
+static mw_status find_kind(const mw_kc_loc *l, const char *key, const char *name, mw_loss_kind *k)
+{
+    const int i = mw_loss_find(name);
+    if (i < 0)
+        return mw_kc_bad(l, key, "loss '%s' is not supported; supported: %s", name, mw_loss_list());
+    *k = (mw_loss_kind)i;
+    return MW_OK;
+}
+
+/* reduction, axis and ignore_class at the values mwtrain computes. */
+static mw_status fixed_keys(const mw_kc_loc *l, const json_t *cfg)
+{
+    const json_t *r = json_object_get(cfg, "reduction");
+    if (r && !json_is_null(r) &&
+        (!json_is_string(r) || (strcmp(json_string_value(r), "sum_over_batch_size") != 0 &&
+                                strcmp(json_string_value(r), "auto") != 0)))
+        return mw_kc_bad(l, "reduction",
+                         "expected \"sum_over_batch_size\" (the mean over the global batch, what "
+                         "mwtrain computes)");
+    const json_t *a = json_object_get(cfg, "axis");
+    if (a && !(json_is_integer(a) && json_integer_value(a) == -1))
+        return mw_kc_bad(l, "axis", "expected -1 (the last axis)");
+    const json_t *ic = json_object_get(cfg, "ignore_class");
+    if (ic && !json_is_null(ic)) {
+        mw_status rc = mw_kc_bad(l, "ignore_class",
+                                 "expected null: ignoring a class is not "
+                                 "supported yet");
+        return rc == MW_ECONFIG ? MW_EUNSUPPORTED : rc;
+    }
+    return MW_OK;
+}
+
+static mw_status class_values(const mw_kc_loc *l, const json_t *cfg, mw_loss *ls)
+{
+    const mw_loss_ops *row = mw_loss_row(ls->kind);
+    const char *const none[] = {NULL};
+    MW_TRY(mw_kc_known(l, cfg, row->keras, loss_common, row->keys[0] ? row->keys : none,
+                       "name, dtype, reduction"));
+    MW_TRY(fixed_keys(l, cfg));
+    double s = 0, delta = 1, gamma = 2, alpha = 0.25;
+    MW_TRY(mw_kc_bool(l, cfg, "from_logits", &ls->d.from_logits));
+    MW_TRY(mw_kc_num(l, cfg, "label_smoothing", 0, 1, 0, &s));
+    MW_TRY(mw_kc_num(l, cfg, "delta", 0, INFINITY, LO_OPEN, &delta));
+    MW_TRY(mw_kc_num(l, cfg, "gamma", 0, INFINITY, 0, &gamma));
+    MW_TRY(mw_kc_num(l, cfg, "alpha", 0, 1, 0, &alpha));
+    MW_TRY(mw_kc_bool(l, cfg, "apply_class_balancing", &ls->d.balanced));
+    ls->d.smoothing = (float)s, ls->d.delta = (float)delta;
+    ls->d.gamma = (float)gamma, ls->d.alpha = (float)alpha;
+    return MW_OK;
+}
+
+mw_status mw_keras_loss_from_json(mw_loss *ls, const json_t *j, const char *where)
+{
+    mw_kc_loc l = {.where = where};
+    mw_loss t;
+    mw_loss_kind kind = MW_LOSS_SPARSE_XENT;
+    if (json_is_string(j)) {
+        MW_TRY(find_kind(&l, NULL, json_string_value(j), &kind));
+        keras_defaults(&t, kind, ls->metric);
+        *ls = t;
+        return MW_OK;
+    }
+    const char *cls;
+    const json_t *cfg;
+    MW_TRY(mw_kc_unwrap(&l, j, "keras.losses", &cls, &cfg));
+    MW_TRY(find_kind(&l, "class_name", cls, &kind));
+    keras_defaults(&t, kind, ls->metric);
+    mw_kc_loc c;
+    mw_kc_sub(&c, &l, "config");
+    if (cfg)
+        MW_TRY(class_values(&c, cfg, &t));
+    *ls = t;
+    return MW_OK;
+}
+
+/* A metric entry: a name or a serialized metric ({"class_name": ..., "config": {...}}). */
+static mw_status metric_of(const mw_kc_loc *l, const json_t *m, mw_loss_kind loss,
+                           mw_metric_kind *out)
+{
+    const char *name = json_string_value(m);
+    if (!name) {
+        const json_t *cfg;
+        MW_TRY(mw_kc_unwrap(l, m, "keras.metrics", &name, &cfg));
+        const json_t *th = json_object_get(cfg, "threshold");
+        if (th && !(json_is_number(th) && json_number_value(th) == 0.5))
+            return mw_kc_bad(l, "config.threshold", "expected 0.5 (mwtrain's binary threshold)");
+    }
+    *out = mw_metric_find(name, loss);
+    if (!strcmp(name, "accuracy") || !strcmp(name, "acc")) /* by the shapes, later */
+        return MW_OK;
+    const int sparse = !mw_loss_row(loss)->dense;
+    if (*out == MW_METRIC_NONE || sparse != (*out == MW_METRIC_SPARSE_ACC))
+        return mw_kc_bad(l, NULL, "metric '%s' is not one mwtrain computes beside %s; expected %s",
+                         name, mw_loss_row(loss)->keras,
+                         sparse ? "accuracy (or sparse_categorical_accuracy)"
+                         : mw_loss_row(loss)->accuracy != MW_METRIC_NONE
+                             ? "accuracy, binary_accuracy, categorical_accuracy, mae, mse or rmse"
+                             : "mae, mse or rmse");
+    return MW_OK;
+}
+
+mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const char *where)
+{
+    mw_kc_loc l = {.where = where};
+    if (!metrics || json_is_null(metrics))
+        return MW_OK;
+    if (!json_is_array(metrics))
+        return mw_kc_bad(&l, NULL, "expected a list of metrics");
+    if (json_array_size(metrics) == 0)
+        return MW_OK;
+    mw_kc_loc e;
+    mw_kc_sub(&e, &l, "0");
+    mw_metric_kind k = MW_METRIC_NONE;
+    const json_t *m0 = json_array_get(metrics, 0);
+    MW_TRY(metric_of(&e, m0, ls->kind, &k));
+    ls->metric = k;
+    ls->metric_by_shape = json_is_string(m0) && (!strcmp(json_string_value(m0), "accuracy") ||
+                                                 !strcmp(json_string_value(m0), "acc"));
+    return MW_OK;
+}
+
+json_t *mw_keras_loss_to_json(const mw_loss *ls)
+{
+    const mw_loss_ops *row = mw_loss_row(ls->kind);
+    json_t *cfg =
+        json_pack("{s:s, s:s}", "name", row->keras_name, "reduction", "sum_over_batch_size");
+    for (int i = 0; cfg && i < 6 && row->keys[i]; i++) {
+        const char *k = row->keys[i];
+        json_t *v = !strcmp(k, "from_logits")             ? json_boolean(ls->d.from_logits)
+                    : !strcmp(k, "label_smoothing")       ? json_real(ls->d.smoothing)
+                    : !strcmp(k, "axis")                  ? json_integer(-1)
+                    : !strcmp(k, "delta")                 ? json_real(ls->d.delta)
+                    : !strcmp(k, "gamma")                 ? json_real(ls->d.gamma)
+                    : !strcmp(k, "alpha")                 ? json_real(ls->d.alpha)
+                    : !strcmp(k, "apply_class_balancing") ? json_boolean(ls->d.balanced)
+                                                          : json_null();
+        json_object_set_new(cfg, k, v);
+    }
+    return json_pack("{s:s, s:s, s:o, s:n}", "module", "keras.losses", "class_name", row->keras,
+                     "config", cfg, "registered_name");
+}
+
+json_t *mw_keras_metrics_to_json(const mw_loss *ls, int width)
+{
+    const mw_metric_kind m = mw_loss_metric(ls);
+    mw_loss shaped = *ls; /* what Keras' "accuracy" would be here */
+    shaped.metric_by_shape = 1;
+    mw_loss_accuracy_by_shape(&shaped, width);
+    static const char *const names[] = {
+        [MW_METRIC_SPARSE_ACC] = "sparse_categorical_accuracy",
+        [MW_METRIC_CAT_ACC] = "categorical_accuracy",
+        [MW_METRIC_BIN_ACC] = "binary_accuracy",
+        [MW_METRIC_MAE] = "mae",
+        [MW_METRIC_MSE] = "mse",
+        [MW_METRIC_RMSE] = "root_mean_squared_error",
+    };
+    const char *name = m == shaped.metric ? "accuracy" : names[m] ? names[m] : "accuracy";
+    return json_pack("[s]", name);
+}
+
+mw_status mw_keras_source_set_loss(mw_model *m)
+{
+    if (!m->source)
+        return MW_OK;
+    json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
+    if (!json_is_object(root)) { /* it was read as a model: never */
+        json_decref(root);
+        return MW_OK;
+    }
+    json_t *cc = json_object_get(root, "compile_config");
+    if (!json_is_object(cc)) {
+        cc = json_object();
+        json_object_set_new(root, "compile_config", cc);
+    }
+    json_object_set_new(cc, "loss", mw_keras_loss_to_json(&m->loss));
+    json_object_set_new(cc, "metrics", mw_keras_metrics_to_json(&m->loss, m->nclasses));
+    char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text)
+        return mw_err(MW_ENOMEM, "the model's description: out of memory");
+    free(m->source);
+    m->source = text;
+    m->source_nbytes = strlen(text);
+    return MW_OK;
+}
+
+mw_status mw_keras_source_loss(const char *text, mw_loss *ls, const char *where, int *found)
+{
+    *found = 0;
+    json_t *root = json_loads(text, 0, NULL);
+    const json_t *cc = json_object_get(root, "compile_config");
+    const json_t *loss = json_object_get(cc, "loss");
+    mw_status rc = MW_OK;
+    mw_loss t = *ls;
+    if (loss && !json_is_null(loss)) {
+        char w[600];
+        snprintf(w, sizeof w, "%s: compile_config.loss", where);
+        t.metric = MW_METRIC_NONE, t.metric_by_shape = 0;
+        rc = mw_keras_loss_from_json(&t, loss, w);
+        snprintf(w, sizeof w, "%s: compile_config.metrics", where);
+        if (rc == MW_OK)
+            rc = mw_keras_metrics_from_json(&t, json_object_get(cc, "metrics"), w);
+        if (rc == MW_OK)
+            *ls = t, *found = 1;
+    }
+    json_decref(root);
+    return rc;
+}
