@@ -48,7 +48,7 @@ unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
 quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
        --checkpoint-every-epochs 0 --collective-timeout 60)
 two_nodes='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
-epoch_re='Epoch 1, Loss: [0-9.]*, Accuracy: [0-9.]*, Test Loss: [0-9.]*, Test Accuracy: [0-9.]*'
+epoch_re='Epoch 1, Loss: [0-9.]*, [A-Za-z]*: [0-9.]*, Test Loss: [0-9.]*, Test [A-Za-z]*: [0-9.]*'
 
 # run NAME RANKS GPUS-PER-PROCESS BINARY FLAGS...: train, dump weights, keep the epoch line
 run() {
@@ -89,6 +89,41 @@ check '[[ $rc -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"'
     "--tf32 says so in the start-up line: $(grep "training on" <<<"$out")"
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}"
 same gpu-1x2 cpu-1x2
+# The losses of float targets on the fake GPUs (worker/model/loss.h: the dense-loss kernels,
+# float targets staged and uploaded, the metric summed on the devices): MSE (and MAE) on
+# (N, 3) regression targets, focal cross-entropy from logits on multi-hot ones, each like the
+# CPU with the same replicas
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+import numpy as np
+r = np.random.default_rng(7)
+x = r.normal(size=(448, 6)).astype(np.float32)
+w = r.normal(size=(6, 3)).astype(np.float32)
+np.savez(sys.argv[1] + "/reg.npz", x_train=x[:384], y_train=x[:384] @ w, x_test=x[384:],
+         y_test=x[384:] @ w)
+hot = (x @ w > 0).astype(np.float32)
+np.savez(sys.argv[1] + "/hot.npz", x_train=x[:384], y_train=hot[:384], x_test=x[384:],
+         y_test=hot[384:])
+dense = lambda n, u: {"class_name": "Dense", "config": {"name": n, "units": u}}
+json.dump({"class_name": "Sequential", "config": {"name": "tab", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [None, 6], "name": "in"}},
+    dense("hidden", 16), {"class_name": "Activation", "config": {"name": "r",
+                                                                  "activation": "relu"}},
+    dense("out", 3)]}}, open(sys.argv[1] + "/tab.json", "w"))
+json.dump({"class_name": "MeanSquaredError", "config": {}}, open(sys.argv[1] + "/mse.json", "w"))
+json.dump({"class_name": "BinaryFocalCrossentropy", "config": {"from_logits": True,
+           "apply_class_balancing": True}}, open(sys.argv[1] + "/focal.json", "w"))
+PY
+for loss in mse focal; do
+    data=$tmp/reg.npz
+    [[ $loss == focal ]] && data=$tmp/hot.npz
+    tab=(--data "$data" --model "$tmp/tab.json" --loss-config "$tmp/$loss.json" "${sgd[@]}")
+    run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
+    run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"
+    same gpu-1x2-$loss cpu-1x2-$loss
+done
+check 'grep -qF ", MAE: " "$tmp/gpu-1x2-mse.out" && grep -qF "Examples/s: " "$tmp/gpu-1x2-mse.out"' \
+    "a regression's epoch line names its metric and examples: $(grep Epoch "$tmp/gpu-1x2-mse.out")"
 # mixed_bfloat16 on the fake GPUs (the rounding twin, and the products flagged as bfloat16 to
 # the kernels: the CPU's bfloat16 matmul behind the stand-in) trains like the CPU's
 # mixed_bfloat16 with the same replicas, the bfloat16 weights cache in device memory; where the
