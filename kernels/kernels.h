@@ -142,6 +142,8 @@ typedef void (*mw_dloss_fwd_fn)(const mw_kctx *k, const mw_dloss *p, float *loss
 /* dout = scale * d loss[i] / d out (dout may not alias out or prob). */
 typedef void (*mw_dloss_bwd_fn)(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,
                                 const float *prob, const float *y, float scale, int N, int K);
+/* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
+typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
  * formulas). Per element, in this order: p -= p * weight_decay * decay_lr (when
  * weight_decay > 0); g' = g * gscale, clamped to [-clipvalue, clipvalue] when clipvalue > 0
@@ -302,6 +304,7 @@ typedef struct {
     mw_xent_bwd_fn xent_bwd;
     mw_dloss_fwd_fn dloss_fwd; /* kernels/loss.h */
     mw_dloss_bwd_fn dloss_bwd;
+    mw_scale_rows_fn scale_rows;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

@@ -9,7 +9,8 @@
     void mw_dloss_fwd_##sfx(const mw_kctx *k, const mw_dloss *p, float *loss, float *prob,         \
                             const float *out, const float *y, int N, int K);                       \
     void mw_dloss_bwd_##sfx(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,    \
-                            const float *prob, const float *y, float scale, int N, int K);
+                            const float *prob, const float *y, float scale, int N, int K);         \
+    void mw_scale_rows_##sfx(const mw_kctx *k, float *a, const float *w, int n, int width);
 MW_LOSS_DECL(ref)
 MW_LOSS_DECL(cuda)
 #undef MW_LOSS_DECL

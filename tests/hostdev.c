@@ -303,6 +303,15 @@ static void hd_dloss_bwd(const mw_kctx *k, const mw_dloss *p, float *dout, const
     hd_cpu.dloss_bwd(&h, p, dout, out, prob, y, scale, N, K);
 }
 
+static void hd_scale_rows(const mw_kctx *k, float *a, const float *w, int n, int width)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(a, (size_t)n * width, F);
+    CHK(w, n, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.scale_rows(&h, a, w, n, width);
+}
+
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
                            const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                            size_t D)
@@ -671,6 +680,7 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->xent_bwd = hd_xent_bwd;
     t->dloss_fwd = hd_dloss_fwd;
     t->dloss_bwd = hd_dloss_bwd;
+    t->scale_rows = hd_scale_rows;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;

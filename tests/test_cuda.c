@@ -491,6 +491,27 @@ static void test_dloss(void **state)
     check_sync();
 }
 
+/* Sample weights (scale_rows): one product per element on both sides, so bitwise. */
+static void test_scale_rows(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int shapes[][2] = {{1, 1}, {37, 5}, {1000, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        pool P = {0};
+        const int N = shapes[s][0], K = shapes[s][1];
+        const size_t nb = (size_t)N * K * sizeof(float);
+        float *a = h_rand(&P, (size_t)N * K, 700 + s, -2, 2), *w = h_rand(&P, N, 710 + s, 0, 3);
+        float *dA = d_put(&P, a, nb), *dW = d_put(&P, w, N * sizeof(float));
+        mw_scale_rows_ref(NULL, a, w, N, K);
+        cuda.scale_rows(&ctx, dA, dW, N, K);
+        expect_close((float *)d_get(&P, dA, nb), a, (size_t)N * K, 0.0f, 0.0f);
+        pool_free(&P);
+    }
+    cuda.scale_rows(&ctx, NULL, NULL, 0, 3);
+    check_sync();
+}
+
 /* One mw_cuda_metrics_add call against the host's sequential sum of metric_value, added onto
  * what the accumulators held. Targets: int32 labels (SPARSE_ACC, 4 bytes each), or K floats:
  * grid values with ties (CAT_ACC: the first maximum on both sides), 0 or 1 against outputs
@@ -1415,6 +1436,7 @@ int main(void)
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_dloss),
+        cmocka_unit_test(test_scale_rows),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

@@ -374,6 +374,56 @@ static void test_npy_targets(void **state)
     mw_err_clear();
     expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA,
                "training targets have 4 values per example, the test targets 2");
+    /* sample weights: read per example; negative, NaN, a wrong count or integers refused */
+    write_xy(dir, f34, t, sizeof t, f34, t, sizeof t);
+    const double good_w[3] = {0.5, 0, 2};
+    size_t n;
+    uint8_t *b = npy_make(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}", good_w,
+                          sizeof good_w, &n);
+    free(mw_test_write_file(dir, "sample_weight_train.npy", b, n));
+    free(b);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    float w[1];
+    id = 2;
+    assert_true(mw_dataset_batch_weights(&tr, w, &id, 1) == w && w[0] == 2.0f);
+    assert_null(mw_dataset_batch_weights(&te, w, &id, 1)); /* the test set has none */
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    static const struct {
+        const char *dict;
+        float v[4];
+        size_t n;
+        const char *want;
+    } bad_w[] = {
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}",
+         {1, -1, 1},
+         3,
+         "example 1 has sample weight -1; expected a finite weight >= 0"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}",
+         {1, 1, NAN},
+         3,
+         "example 2 has sample weight nan"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4,)}",
+         {1, 1, 1, 1},
+         4,
+         "sample weights of shape (4,); expected (3,) or (3, 1), one per example"},
+        {"{'descr': '<i4', 'fortran_order': False, 'shape': (3,)}",
+         {0},
+         3,
+         "sample weights of '<i4'; expected float32 ('<f4') or float64 ('<f8')"},
+    };
+    for (size_t k = 0; k < sizeof bad_w / sizeof bad_w[0]; k++) {
+        b = npy_make(1, bad_w[k].dict, bad_w[k].v, bad_w[k].n * 4, &n);
+        free(mw_test_write_file(dir, "sample_weight_train.npy", b, n));
+        free(b);
+        mw_err_clear();
+        expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA, "sample_weight_train.npy",
+                   bad_w[k].want);
+    }
+    char *wp = NULL;
+    assert_true(asprintf(&wp, "%s/sample_weight_train.npy", dir) > 0);
+    unlink(wp);
+    free(wp);
     /* integer (N, K) arrays are neither labels nor targets */
     const int32_t hot[6] = {1, 0, 0, 1, 1, 0};
     write_xy(dir, "{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2)}", hot, sizeof hot, i3,

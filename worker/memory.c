@@ -19,7 +19,7 @@ static uint64_t dataset_nbytes(const mw_dataset *d)
         return 0;
     /* memory-mapped images are page cache, shared by the node's ranks and reclaimable */
     const uint64_t images = d->map ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
-    return images + (uint64_t)d->count * mw_dataset_target_nbytes(d);
+    return images + (uint64_t)d->count * (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0));
 }
 
 void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,

@@ -71,3 +71,21 @@ extern "C" void mw_dloss_bwd_cuda(const mw_kctx *k, const mw_dloss *p, float *do
     MW_LAUNCHED_K(d, "dloss_bwd_kernel");
     mw_cuda_end(d, "mw_dloss_bwd_cuda");
 }
+
+static __global__ void scale_rows_kernel(float *a, const float *w, size_t count, int width)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        a[i] *= w[i / (size_t)width];
+}
+
+extern "C" void mw_scale_rows_cuda(const mw_kctx *k, float *a, const float *w, int n, int width)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_scale_rows_cuda");
+    if (!d || n <= 0 || width <= 0)
+        return;
+    const size_t count = (size_t)n * width;
+    scale_rows_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(a, w, count, width);
+    MW_LAUNCHED_K(d, "scale_rows_kernel");
+    mw_cuda_end(d, "mw_scale_rows_cuda");
+}

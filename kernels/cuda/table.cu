@@ -37,6 +37,7 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->xent_bwd = mw_xent_bwd_cuda;
     t->dloss_fwd = mw_dloss_fwd_cuda;
     t->dloss_bwd = mw_dloss_bwd_cuda;
+    t->scale_rows = mw_scale_rows_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

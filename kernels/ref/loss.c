@@ -43,3 +43,11 @@ void mw_dloss_bwd_ref(const mw_kctx *k, const mw_dloss *p, float *dout, const fl
         }
     }
 }
+
+void mw_scale_rows_ref(const mw_kctx *k, float *a, const float *w, int n, int width)
+{
+    (void)k;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < width; j++)
+            a[(size_t)i * width + j] *= w[i];
+}

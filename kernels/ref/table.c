@@ -33,6 +33,7 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->xent_bwd = mw_xent_bwd_ref;
     t->dloss_fwd = mw_dloss_fwd_ref;
     t->dloss_bwd = mw_dloss_bwd_ref;
+    t->scale_rows = mw_scale_rows_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;

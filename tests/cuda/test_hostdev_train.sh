@@ -90,9 +90,9 @@ check '[[ $rc -eq 0 ]] && grep -qF ", TF32 tensor-core math (--tf32)" <<<"$out"'
 run cpu-1x2 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${sgd[@]}"
 same gpu-1x2 cpu-1x2
 # The losses of float targets on the fake GPUs (worker/model/loss.h: the dense-loss kernels,
-# float targets staged and uploaded, the metric summed on the devices): MSE (and MAE) on
-# (N, 3) regression targets, focal cross-entropy from logits on multi-hot ones, each like the
-# CPU with the same replicas
+# float targets and sample weights staged and uploaded, the metric summed on the devices): MSE
+# (and MAE) on (N, 3) regression targets with sample weights, focal cross-entropy from logits
+# on multi-hot ones, each like the CPU with the same replicas
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 import numpy as np
@@ -100,7 +100,7 @@ r = np.random.default_rng(7)
 x = r.normal(size=(448, 6)).astype(np.float32)
 w = r.normal(size=(6, 3)).astype(np.float32)
 np.savez(sys.argv[1] + "/reg.npz", x_train=x[:384], y_train=x[:384] @ w, x_test=x[384:],
-         y_test=x[384:] @ w)
+         y_test=x[384:] @ w, sample_weight_train=r.uniform(0, 2, 384).astype(np.float32))
 hot = (x @ w > 0).astype(np.float32)
 np.savez(sys.argv[1] + "/hot.npz", x_train=x[:384], y_train=hot[:384], x_test=x[384:],
          y_test=hot[384:])

@@ -87,11 +87,13 @@ def check(ok, what):
 class Case:
     """name; the loss object; K (the output width); targets: sparse | onehot | soft | binary |
     multihot | regress; the last activation; Keras' metric; how mwtrain gets the loss:
-    keras (a .keras archive), name (--loss NAME, the string in .name) or config."""
+    keras (a .keras archive), name (--loss NAME, the string in .name) or config; weighted:
+    sample weights in the .npz (sample_weight_train, sample_weight_test), Keras' fit and
+    evaluate given the same."""
 
-    def __init__(self, name, loss, k, targets, act, metric, via, loss_name=None):
+    def __init__(self, name, loss, k, targets, act, metric, via, loss_name=None, weighted=False):
         self.name, self.loss, self.k, self.targets, self.act = name, loss, k, targets, act
-        self.metric, self.via, self.loss_name = metric, via, loss_name
+        self.metric, self.via, self.loss_name, self.weighted = metric, via, loss_name, weighted
 
 
 def cases():
@@ -131,6 +133,10 @@ def cases():
         Case("Huber (.keras, rmse)", L.Huber(), 2, "regress", None, "rmse", "keras"),
         Case("Huber delta 0.5", L.Huber(delta=0.5), 2, "regress", None, "mae", "config"),
         Case("LogCosh (.keras, mae)", L.LogCosh(), 1, "regress", None, "mae", "keras"),
+        Case("MSE sample weights", L.MeanSquaredError(), 2, "regress", None, "mae", "config",
+             weighted=True),
+        Case("SparseCCE sample weights", L.SparseCategoricalCrossentropy(from_logits=True), 3,
+             "sparse", None, "accuracy", "config", weighted=True),
     ]
 
 
@@ -234,7 +240,12 @@ def one_case(mw, work, i, c, rows):
     tag = "c%02d" % i
     x, y, xt, yt = make_data(c.targets, c.k, 1000 + i)
     data = os.path.join(work, tag + ".npz")
-    np.savez(data, x_train=x, y_train=y, x_test=xt, y_test=yt)
+    sw = {}
+    if c.weighted:  # a few zeros among them: those examples count for nothing
+        rng = np.random.default_rng(3000 + i)
+        sw = {"sample_weight_train": rng.choice([0.0, 0.5, 1.0, 2.5], N_TRAIN),
+              "sample_weight_test": rng.uniform(0, 2, N_TEST).astype(np.float32)}
+    np.savez(data, x_train=x, y_train=y, x_test=xt, y_test=yt, **sw)
     model = build(c, 2000 + i)
     shapes = [tuple(w.shape) for w in model.weights]
     args = []
@@ -274,9 +285,11 @@ def one_case(mw, work, i, c, rows):
     def keras_run(loss):
         m = compiled(build(c, 2000 + i), loss, c.metric)
         m.set_weights(init_w)
-        h = m.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0).history
+        h = m.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0,
+                  sample_weight=sw.get("sample_weight_train")).history
         key = next(k for k in h if k != "loss")
-        ev = m.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True)
+        ev = m.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True,
+                        sample_weight=sw.get("sample_weight_test"))
         return m.get_weights(), h["loss"][0], h[key][0], ev["loss"], ev[key]
 
     kw, kloss, kmet, ktloss, ktmet = keras_run(L.get(c.loss) if isinstance(c.loss, str)

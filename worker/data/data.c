@@ -31,6 +31,7 @@ void mw_dataset_free(mw_dataset *d)
         free(d->images);
     free(d->labels);
     free(d->targets);
+    free(d->weights);
     mw_dataset_init(d);
 }
 
@@ -178,6 +179,15 @@ void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *id
         memcpy((uint8_t *)y + (size_t)i * tb, src + (size_t)ids[i] * tb, tb);
     if (d->map)
         release_pages(d, ids, n, nbytes);
+}
+
+float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n)
+{
+    if (!d->weights)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        w[i] = d->weights[ids[i]];
+    return w;
 }
 
 void mw_dataset_file_order(uint32_t *ids, uint32_t n)

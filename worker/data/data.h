@@ -42,6 +42,8 @@ typedef struct {
     float *targets;   /* owned, or NULL: float targets, count x target_width (regression
                          values, one-hot or multi-hot classes; worker/model/loss.h) */
     int target_width; /* 0: the labels are the targets */
+    float *weights;   /* owned, or NULL: each example's sample weight (>= 0; Keras'
+                         fit(sample_weight=...)): its loss is multiplied by it */
     uint32_t count, rows, cols, channels;
     mw_image_type type;
     int channel_major; /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
@@ -92,6 +94,9 @@ mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *d
  * pixels stay 0..255 when it rescales or normalizes, and its random layers act when
  * d->augment, keyed by (d->aug_seed, d->epoch, id). */
 void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *ids, int n);
+/* The sample weights of the n examples ids into w, and w; NULL (w untouched) when the set has
+ * none (every weight 1). */
+float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n);
 /* Bytes of one example's target in a batch: 4 (an int32 label) or 4 x target_width. */
 size_t mw_dataset_target_nbytes(const mw_dataset *d);
 /* Integer labels (N,) as float targets (N, 1), for a loss that takes floats (a binary or

@@ -3,6 +3,7 @@
  * are scanned once for NaN and infinities, a window at a time, each window dropped from this
  * process's page tables after it is scanned (MADV_DONTNEED on a file mapping keeps the page
  * cache), so the scan does not leave a mapped file resident. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +193,41 @@ static mw_status take_labels(mw_dataset *d, const mw_npy_array *y, uint32_t n, i
     snprintf(why, sizeof why, "--classes %d", classes);
     return mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,
                                n, classes, why, y->name, max_label);
+}
+
+mw_status mw_data_take_weights(mw_dataset *d, const mw_npy_array *w)
+{
+    const mw_npy_header *h = &w->h;
+    char sh[160];
+    if (!(h->ndim == 1 || (h->ndim == 2 && h->shape[1] == 1)) || h->shape[0] != d->count)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'shape': sample weights of shape %s; expected (%u,) "
+                      "or (%u, 1), one per example",
+                      w->name, shape_str(h, sh, sizeof sh), d->count, d->count);
+    if (h->kind != 'f' || (h->itemsize != 4 && h->itemsize != 8))
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': sample weights of '%s'; expected float32 "
+                      "('<f4') or float64 ('<f8')",
+                      w->name, h->descr);
+    d->weights = malloc((size_t)d->count * sizeof *d->weights + 1);
+    if (!d->weights)
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %u weights", w->name, d->count);
+    for (uint32_t i = 0; i < d->count; i++) {
+        double v;
+        if (h->itemsize == 8) {
+            memcpy(&v, w->data + (size_t)i * 8, 8);
+        } else {
+            float f;
+            memcpy(&f, w->data + (size_t)i * 4, 4);
+            v = f;
+        }
+        if (!isfinite(v) || v < 0 || v > FLT_MAX)
+            return mw_err(MW_EDATA,
+                          "%s: example %u has sample weight %g; expected a finite weight >= 0",
+                          w->name, i, v);
+        d->weights[i] = (float)v;
+    }
+    return MW_OK;
 }
 
 mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,

@@ -85,6 +85,10 @@ void mw_npy_array_free(mw_npy_array *a);
 mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
                               int *max_label);
 
+/* d's sample weights from w ((N,) or (N, 1), float32 or float64, N = d->count; each finite and
+ * >= 0): d->weights. MW_EDATA naming the array, the example and the value. */
+mw_status mw_data_take_weights(mw_dataset *d, const mw_npy_array *w);
+
 /* Convert count raw labels (kind 'u'/'i', itemsize 1, 4 or 8, little-endian; src may be
  * unaligned) to out, checking each is in [0, classes) (classes 0: below MW_DATA_MAX_CLASSES).
  * stride: bytes from one label to the next. why says what set classes in messages

@@ -335,12 +335,30 @@ done:
     return rc;
 }
 
+/* The optional sample weights of d, dir/name, when the file exists. */
+static mw_status load_weights(mw_dataset *d, const char *dir, const char *name)
+{
+    if (!mw_data_has(dir, name))
+        return MW_OK;
+    char wp[4096];
+    MW_TRY(mw_data_join(wp, sizeof wp, dir, name));
+    mw_npy_array w;
+    mw_npy_array_init(&w);
+    mw_status rc = load_npy(&w, wp, 0);
+    if (rc == MW_OK)
+        rc = mw_data_take_weights(d, &w);
+    mw_npy_array_free(&w);
+    return rc;
+}
+
 mw_status mw_data_read_npy_dir(mw_dataset *train, mw_dataset *test, const char *dir, int classes,
                                int *max_label)
 {
     int m1 = -1, m2 = -1;
     MW_TRY(load_pair(train, dir, "x_train.npy", "y_train.npy", classes, &m1));
     MW_TRY(load_pair(test, dir, "x_test.npy", "y_test.npy", classes, &m2));
+    MW_TRY(load_weights(train, dir, "sample_weight_train.npy"));
+    MW_TRY(load_weights(test, dir, "sample_weight_test.npy"));
     *max_label = m1 > m2 ? m1 : m2;
     mw_log_debug("data: %u train and %u test images of %ux%ux%u (%s, memory-mapped) from %s",
                  train->count, test->count, train->rows, train->cols, train->channels,

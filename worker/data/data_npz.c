@@ -1,7 +1,9 @@
 /* The .npz reader (worker/data/data_formats.h): a zip archive (np.savez: stored members;
  * np.savez_compressed: deflated) holding exactly x_train.npy, y_train.npy, x_test.npy and
- * y_test.npy, as Keras's mnist.npz does. libzip reads the archive structure and inflates; it
- * checks each member's CRC when the member has been read to its end.
+ * y_test.npy, as Keras's mnist.npz does, and optionally sample_weight_train.npy and
+ * sample_weight_test.npy (Keras' fit(sample_weight=...), evaluate(sample_weight=...)). libzip reads
+ * the archive structure and inflates; it checks each member's CRC when the member has been read to
+ * its end.
  *
  * A stored member of images (np.savez) is memory-mapped from the archive like a .npy file,
  * its CRC-32 checked over the mapping; a deflated one is inflated onto the heap.
@@ -34,7 +36,10 @@ typedef struct {
     int fd;
     size_t nbytes;
 } file_ref;
-static const char *const members[4] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
+enum { NMEMBERS = 6, NREQUIRED = 4 }; /* the last two are optional */
+static const char *const members[NMEMBERS] = {
+    "x_train.npy",           "y_train.npy", "x_test.npy", "y_test.npy", "sample_weight_train.npy",
+    "sample_weight_test.npy"};
 
 static mw_status zip_fail(const char *name, const char *what, zip_error_t *e)
 {
@@ -162,27 +167,29 @@ done:
     return rc;
 }
 
-/* The archive's members by name: exactly the four, each once. */
-static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[4])
+/* The archive's members by name: the four, each once, and the optional weights (idx -1 when
+ * absent). */
+static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[NMEMBERS])
 {
     zip_int64_t n = zip_get_num_entries(za, 0);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NMEMBERS; k++)
         idx[k] = -1;
     for (zip_int64_t i = 0; i < n; i++) {
         const char *nm = zip_get_name(za, (zip_uint64_t)i, 0);
         int k = 0;
-        while (k < 4 && (!nm || strcmp(nm, members[k]) != 0))
+        while (k < NMEMBERS && (!nm || strcmp(nm, members[k]) != 0))
             k++;
-        if (k == 4)
+        if (k == NMEMBERS)
             return mw_err(MW_EDATA,
                           "%s: unexpected member '%s'; a Keras-style .npz holds exactly "
-                          "x_train, y_train, x_test and y_test",
+                          "x_train, y_train, x_test and y_test (and optionally "
+                          "sample_weight_train, sample_weight_test)",
                           arch, nm ? nm : "?");
         if (idx[k] >= 0)
             return mw_err(MW_EDATA, "%s: member '%s' appears twice", arch, nm);
         idx[k] = i;
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NREQUIRED; k++)
         if (idx[k] < 0)
             return mw_err(MW_EDATA,
                           "%s: member '%s' is missing; a Keras-style .npz holds x_train, "
@@ -195,14 +202,15 @@ static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[4])
  * every member but the stored images of an archive on disk, which are mapped. Checked against
  * the memory this process may use (common/sysmem.h). */
 static mw_status check_heap(zip_t *za, const char *arch, const file_ref *fr,
-                            const zip_int64_t idx[4])
+                            const zip_int64_t idx[NMEMBERS])
 {
     uint64_t total = 0;
     int deflated = 0, n = 0;
-    char names[128] = "";
-    for (int k = 0; k < 4; k++) {
+    char names[192] = "";
+    for (int k = 0; k < NMEMBERS; k++) {
         zip_stat_t st;
-        if (zip_stat_index(za, (zip_uint64_t)idx[k], 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+        if (idx[k] < 0 || zip_stat_index(za, (zip_uint64_t)idx[k], 0, &st) != 0 ||
+            !(st.valid & ZIP_STAT_SIZE))
             continue; /* load_member reports it */
         const int stored = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method == ZIP_CM_STORE;
         if (fr->fd >= 0 && k % 2 == 0 && stored)
@@ -220,21 +228,27 @@ static mw_status check_heap(zip_t *za, const char *arch, const file_ref *fr,
 static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, const char *arch,
                               const file_ref *fr, int classes, int *max_label)
 {
-    zip_int64_t idx[4];
+    zip_int64_t idx[NMEMBERS];
     MW_TRY(find_members(za, arch, idx));
     MW_TRY(check_heap(za, arch, fr, idx));
-    mw_npy_array a[4];
-    for (int k = 0; k < 4; k++)
+    mw_npy_array a[NMEMBERS];
+    for (int k = 0; k < NMEMBERS; k++)
         mw_npy_array_init(&a[k]);
     mw_status rc = MW_OK;
     int m1 = -1, m2 = -1;
-    for (int k = 0; k < 4; k++)
-        MW_TRY_GOTO(load_member(za, idx[k], arch, &a[k], fr, k % 2 == 0), rc, done);
+    for (int k = 0; k < NMEMBERS; k++)
+        if (idx[k] >= 0)
+            MW_TRY_GOTO(load_member(za, idx[k], arch, &a[k], fr, k < NREQUIRED && k % 2 == 0), rc,
+                        done);
     MW_TRY_GOTO(mw_data_from_arrays(train, &a[0], &a[1], classes, &m1), rc, done);
     MW_TRY_GOTO(mw_data_from_arrays(test, &a[2], &a[3], classes, &m2), rc, done);
+    if (idx[4] >= 0)
+        MW_TRY_GOTO(mw_data_take_weights(train, &a[4]), rc, done);
+    if (idx[5] >= 0)
+        MW_TRY_GOTO(mw_data_take_weights(test, &a[5]), rc, done);
     *max_label = m1 > m2 ? m1 : m2;
 done:
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < NMEMBERS; k++)
         mw_npy_array_free(&a[k]);
     return rc;
 }

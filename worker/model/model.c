@@ -415,7 +415,7 @@ mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n)
 typedef struct {
     size_t *act, *grad; /* L + 1 each: the input and each layer's output */
     size_t *buf;        /* L: each layer's buffer (its row's buf_bytes; SIZE_MAX: none) */
-    size_t prob, loss, y, scratch;
+    size_t prob, loss, y, w, scratch;
     size_t params16;      /* a mixed policy's rounded weights (SIZE_MAX: none) */
     size_t scratch_count; /* floats of conv2d scratch, the most any layer needs */
     size_t nbytes;        /* the block's size */
@@ -470,6 +470,8 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
     off += up64(n * sizeof(float));
     p->y = off;
     off += up64(n * mw_loss_target_bytes(&m->loss, m->nclasses));
+    p->w = off;
+    off += up64(n * sizeof(float));
     p->params16 = SIZE_MAX;
     if (mw_model_policy(m) != MW_POLICY_FLOAT32) {
         p->params16 = off;
@@ -518,6 +520,8 @@ static void carve_ws(mw_model_ws *ws, const mw_model *m, const ws_plan *p, int w
     ws->prob = (float *)(base + p->prob);
     ws->loss = (float *)(base + p->loss);
     ws->y = base + p->y;
+    ws->w_buf = (float *)(base + p->w);
+    ws->w = NULL;
     ws->params16 = p->params16 == SIZE_MAX ? NULL : (float *)(base + p->params16);
     ws->scratch = with_scratch ? (float *)(base + p->scratch) : NULL;
     ws->scratch_count = p->scratch_count;
@@ -692,10 +696,12 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
         if (l->round_out) /* the layer's output is a 16-bit tensor */
             mw_layer_round(kt, k, l->policy, c.y, c.cnt);
     }
-    if (to == m->nlayers && n > 0)
-        mw_loss_row(m->loss.kind)
-            ->forward(kt, k, &m->loss, ws->loss, ws->prob, ws->act[m->nlayers], ws->y, n,
-                      m->nclasses);
+    if (to < m->nlayers || n <= 0)
+        return;
+    mw_loss_row(m->loss.kind)
+        ->forward(kt, k, &m->loss, ws->loss, ws->prob, ws->act[m->nlayers], ws->y, n, m->nclasses);
+    if (ws->w) /* Keras: sum(w_i loss_i) / batch, so each loss times its weight */
+        kt->scale_rows(k, ws->loss, ws->w, n, 1);
 }
 
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
@@ -743,6 +749,8 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     mw_loss_row(m->loss.kind)
         ->backward(kt, k, &m->loss, ws->grad[L], ws->act[L], ws->prob, ws->y,
                    scale * mw_model_loss_scale(m), n, m->nclasses);
+    if (ws->w)
+        kt->scale_rows(k, ws->grad[L], ws->w, n, m->nclasses);
     for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
 }

@@ -317,6 +317,9 @@ typedef struct mw_model_ws {
     float *loss;          /* (max_n) per-example losses */
     void *y;              /* (max_n) targets: int32 labels or nclasses floats each (the loss's
                              mw_loss_target_bytes) */
+    float *w;             /* (n) sample weights of the batch, or NULL (all 1): each example's
+                             loss, and its gradient, times its weight (set with the batch) */
+    float *w_buf;         /* (max_n): where a host batch's weights go */
     float *scratch;       /* kernel workspace (NULL in a workspace from mw_model_ws_alloc_with) */
     size_t scratch_count; /* floats the kernels want (with _alloc_with: to reserve elsewhere) */
     const float *params;  /* the parameters forward/backward read; NULL: m->params.data */
@@ -343,7 +346,7 @@ void mw_model_ws_free(mw_model_ws *ws);
  * the same plan without allocating: what one workspace costs before it is made. */
 size_t mw_model_ws_nbytes(const mw_model *m, int max_n);
 
-/* Forward for n examples already in ws->act[0] (and targets in ws->y):
+/* Forward for n examples already in ws->act[0] (and targets in ws->y, weights in ws->w):
  * fills logits, prob and per-example losses. Parameters come from ws->params
  * (NULL: m->params.data), and every buffer is in the memory the kernel table
  * works on (host, or device for the CUDA table with a device workspace). */

@@ -181,6 +181,7 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     const int n = (int)cnt;
     double ls = 0;
     mw_dataset_batch(data, ws->act[0], ws->y, ids, n);
+    ws->w = mw_dataset_batch_weights(data, ws->w_buf, ids, n);
     ws->training = 1;
     ws->dropout_seed = dseed;
     ws->example_ids = ids;
@@ -229,6 +230,7 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
         mw_model_ws *ws = rep_ws(r, lr);
         mw_dataset_batch(data, ws->act[0], ws->y, ids + off, (int)cnt);
+        ws->w = mw_dataset_batch_weights(data, ws->w_buf, ids + off, (int)cnt);
         ws->training = 1;
         ws->dropout_seed = dseed;
         ws->example_ids = ids + off;
@@ -298,6 +300,7 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
             if (tl)
                 mw_timeline_begin("data", "data");
             mw_dataset_batch(data, ws->act[0], ws->y, mb, n);
+            ws->w = mw_dataset_batch_weights(data, ws->w_buf, mb, n);
             if (tl)
                 mw_timeline_end("data", "data");
             /* Dropout masks are keyed by example id: the same for any layout */

@@ -61,11 +61,13 @@ typedef struct {
     void *stage;                          /* pinned host: the h_ buffers below */
     float *h_x[2]; /* the two staging slots (copy marks 0 and 1 after their uploads) */
     void *h_y[2];  /* targets (mw_dataset_target_nbytes each) */
+    float *h_w[2]; /* sample weights */
     uint32_t *h_ids[2];
     void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
                    * after the micro-batch that last read them) */
     float *d_x[2];
     void *d_y[2];           /* read in place by the loss and the metrics */
+    float *d_w[2];          /* sample weights, read in place by the loss */
     uint32_t *d_ids[2];     /* the examples' ids (dropout), read in place */
     int slot;               /* the slot of the micro-batch staged last */
     double *h_reg, *h_macc; /* downloads of reg and macc */
@@ -146,13 +148,15 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     const size_t n = (size_t)g->ws.max_n;
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
     const size_t yb = mw_loss_target_bytes(&m->loss, m->nclasses);
-    const size_t o_lab = up64(in * sizeof(float)), o_ids = o_lab + up64(n * yb);
+    const size_t o_lab = up64(in * sizeof(float)), o_w = o_lab + up64(n * yb);
+    const size_t o_ids = o_w + up64(n * sizeof(float));
     const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
     MW_TRY(mw_cuda_host_alloc(&g->stage, 2 * slot + 3 * up64(sizeof(double))));
     char *b = g->stage;
     for (int s = 0; s < 2; s++, b += slot) {
         g->h_x[s] = (float *)b;
         g->h_y[s] = b + o_lab;
+        g->h_w[s] = (float *)(b + o_w);
         g->h_ids[s] = (uint32_t *)(b + o_ids);
     }
     g->h_reg = (double *)b;
@@ -162,6 +166,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     for (int s = 0; s < 2; s++, b += slot) {
         g->d_x[s] = (float *)b;
         g->d_y[s] = b + o_lab;
+        g->d_w[s] = (float *)(b + o_w);
         g->d_ids[s] = (uint32_t *)(b + o_ids);
     }
     if (r->sync_c > 0) {
@@ -325,6 +330,9 @@ static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, co
     MW_TRY(mw_cuda_upload_copy(g->d_x[s], g->h_x[s], in * sizeof(float), &g->k));
     MW_TRY(
         mw_cuda_upload_copy(g->d_y[s], g->h_y[s], (size_t)n * mw_dataset_target_nbytes(d), &g->k));
+    const int weighted = mw_dataset_batch_weights(d, g->h_w[s], g->h_ids[s], n) != NULL;
+    if (weighted)
+        MW_TRY(mw_cuda_upload_copy(g->d_w[s], g->h_w[s], (size_t)n * sizeof(float), &g->k));
     if (training)
         MW_TRY(mw_cuda_upload_copy(g->d_ids[s], g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
     MW_TRY(mw_cuda_copy_mark(&g->k, s));
@@ -332,6 +340,7 @@ static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, co
     /* the input is copied (layers may alias it); targets and ids are read where they landed */
     MW_TRY(mw_cuda_copy(ws->act[0], g->d_x[s], in * sizeof(float), &g->k));
     ws->y = g->d_y[s];
+    ws->w = weighted ? g->d_w[s] : NULL;
     ws->training = training;
     ws->dropout_seed = training ? dseed : 0;
     ws->example_ids = training ? g->d_ids[s] : NULL;
