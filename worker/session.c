@@ -137,18 +137,15 @@ static mw_status check_activation(const mw_session *s)
     const char *cls = mw_loss_row(ls->kind)->keras, *from = s->o->loss_from;
     if (!from[0])
         return MW_OK;
-    if (want == MW_LOSS_OUT_SOFTMAX && !softmax)
+    const int missing =
+        (want == MW_LOSS_OUT_SOFTMAX && !softmax) || (want == MW_LOSS_OUT_SIGMOID && !sigmoid);
+    const char *act = want == MW_LOSS_OUT_SOFTMAX ? "softmax" : "sigmoid";
+    if (missing)
         return mw_err(MW_EMODEL,
                       "%s: %s(from_logits=False) wants probabilities, but the model's output "
-                      "(layer '%s') has no softmax; end it with activation=\"softmax\", or use "
+                      "(layer '%s') has no %s; end it with activation=\"%s\", or use "
                       "from_logits=True",
-                      from, cls, last_shown(m)->name);
-    if (want == MW_LOSS_OUT_SIGMOID && !sigmoid)
-        return mw_err(MW_EMODEL,
-                      "%s: %s(from_logits=False) wants probabilities, but the model's output "
-                      "(layer '%s') has no sigmoid; end it with activation=\"sigmoid\", or use "
-                      "from_logits=True",
-                      from, cls, last_shown(m)->name);
+                      from, cls, last_shown(m)->name, act, act);
     if (mw_loss_row(ls->kind)->has_logits && ls->d.from_logits && (softmax || sigmoid))
         return mw_err(MW_EMODEL,
                       "%s: %s(from_logits=True) wants logits, but the model's output (layer "

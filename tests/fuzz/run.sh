@@ -44,6 +44,7 @@ pids="$pids $!"
 # shellcheck disable=SC2086
 "$CLANG" $CFLAGS $MPI_CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
+    "$ROOT/worker/model/loss.c" \
     "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -lm -o "$OUT/fuzz_checkpoint" &
 pids="$pids $!"
 # The Keras model reader: worker/keras/keras.c and the model with its layers, the reference kernels, the embedded

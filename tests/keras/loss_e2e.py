@@ -67,6 +67,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 warnings.filterwarnings("ignore")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from oracle import check, failures  # noqa: E402
 
 L = keras.losses
 N_TRAIN, N_TEST, F, HIDDEN, B, LR = 64, 32, 6, 8, 32, 0.1
@@ -74,14 +75,6 @@ TOL_W, TOL_LOSS, TOL_LAYOUT = 1e-4, 1e-4, 1e-5
 # Keras' metric per case (compile's metrics=[...]) and the epoch line's name of it
 LABEL = {"accuracy": "Accuracy", "binary_accuracy": "Accuracy", "mae": "MAE", "mse": "MSE",
          "rmse": "RMSE"}
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
 class Case:

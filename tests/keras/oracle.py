@@ -19,10 +19,11 @@ failures = []
 
 
 def check(ok, what):
-    """Record a failed check (all are reported; the script exits 1 at the end)."""
+    """Record a failed check (all are reported; the script exits 1 at the end); ok."""
     print(("ok    " if ok else "FAIL  ") + what, flush=True)
     if not ok:
         failures.append(what)
+    return ok
 
 
 def finish():

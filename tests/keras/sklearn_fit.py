@@ -60,19 +60,12 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 warnings.filterwarnings("ignore")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from oracle import check, failures  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONVERT = os.path.join(HERE, "..", "data", "sklearn_npz.py")
 N_SEEDS = 5
 INIT_SEED = 1234
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
 class Set:
