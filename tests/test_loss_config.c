@@ -195,6 +195,24 @@ static void test_round_trip(void **state)
     }
 }
 
+/* Keras gets the values as written: 0.1, not float32's 0.10000000149011612. */
+static void test_short_values(void **state)
+{
+    (void)state;
+    mw_loss ls;
+    assert_int_equal(parse(&ls,
+                           "{\"class_name\": \"BinaryFocalCrossentropy\", \"config\": "
+                           "{\"label_smoothing\": 0.1, \"gamma\": 1.7, \"alpha\": 0.3}}",
+                           "x"),
+                     MW_OK);
+    json_t *j = mw_keras_loss_to_json(&ls);
+    const json_t *cfg = json_object_get(j, "config");
+    assert_true(json_real_value(json_object_get(cfg, "label_smoothing")) == 0.1);
+    assert_true(json_real_value(json_object_get(cfg, "gamma")) == 1.7);
+    assert_true(json_real_value(json_object_get(cfg, "alpha")) == 0.3);
+    json_decref(j);
+}
+
 /* The loss put into a model's description comes back out of it; a text without one leaves
  * the loss alone. */
 static void test_source(void **state)
@@ -265,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_good_configs), cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_metrics),      cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_source),       cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_short_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,6 +123,7 @@ mkdir -p "$OUT/corpus-keras_archive"
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
     "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
+    "$ROOT/worker/keras/keras_loss.c" "$ROOT/worker/keras/kconfig.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
     "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \

@@ -425,6 +425,34 @@ def csv_rows(work, tag):
         return list(csv.DictReader(f))
 
 
+def exports(mw, work, results, cases_by_name):
+    """Every case's loss goes back to Keras: one step with a checkpoint, `export --format
+    keras`, and keras.models.load_model compiles the archive with the loss's own class and
+    arguments (Keras' constructor refuses an argument it lacks, such as axis beside the sparse
+    loss)."""
+    for i, (name, r) in enumerate(sorted(results.items())):
+        ck, out = os.path.join(work, "ex%d-ck" % i), os.path.join(work, "ex%d.keras" % i)
+        p = run([mw, "train", "--model", r["path"], "--data", r["data"], *r["args"],
+                 "--epochs", "1", "--steps-per-epoch", "1", "--summary-dir", "", "--progress",
+                 "none", "--checkpoint-dir", ck])
+        if p.returncode == 0:
+            p = run([mw, "export", "--checkpoint-dir", ck, "--format", "keras", "--output", out])
+        if not check(p.returncode == 0, "export %s: exit %d%s" % (
+                name, p.returncode, "\n" + p.stderr[-600:] if p.returncode else "")):
+            continue
+        try:
+            got = keras.models.load_model(out).loss
+            err = ""
+        except Exception as e:  # noqa: BLE001 (the test reports what Keras said)
+            got, err = None, str(e)
+        c = cases_by_name[name]
+        want = {"mse": L.MeanSquaredError()}[c.loss] if isinstance(c.loss, str) else c.loss
+        same = got is not None and type(got) is type(want) and \
+            getattr(got, "_fn_kwargs", {}) == getattr(want, "_fn_kwargs", {})
+        check(same, "export %s: Keras loads the archive compiled with %s %s%s"
+              % (name, type(want).__name__, getattr(want, "_fn_kwargs", {}), err and ": " + err))
+
+
 def refusals(mw, work):
     """A loss whose from_logits contradicts the last activation, or a probability loss after
     the wrong activation, is refused: exit non-zero, a message naming the loss and the layer
@@ -463,13 +491,15 @@ def refusals(mw, work):
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     rows, results = [], {}
-    for i, c in enumerate(cases()):
+    all_cases = cases()
+    for i, c in enumerate(all_cases):
         r = one_case(mw, work, i, c, rows)
         if r is not None:
             results[c.name] = r
     controls(results)
     layouts(mw, work, results)
     resume_export(mw, work, results)
+    exports(mw, work, results, {c.name: c for c in all_cases})
     refusals(mw, work)
     print("%-32s %-7s %-15s %-9s %-9s %-9s %-9s %s"
           % ("case (2 SGD steps vs Keras)", "via", "metric", "weights", "loss", "test loss",

@@ -141,6 +141,19 @@ mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const c
     return MW_OK;
 }
 
+/* A float32 value as the shortest decimal that reads back as the same float32 (0.2f as 0.2,
+ * not 0.20000000298023224): what the user wrote, for Keras' config. */
+static json_t *short_real(float f)
+{
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if ((float)strtod(buf, NULL) == f)
+            break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
 json_t *mw_keras_loss_to_json(const mw_loss *ls)
 {
     const mw_loss_ops *row = mw_loss_row(ls->kind);
@@ -149,11 +162,11 @@ json_t *mw_keras_loss_to_json(const mw_loss *ls)
     for (int i = 0; cfg && i < 6 && row->keys[i]; i++) {
         const char *k = row->keys[i];
         json_t *v = !strcmp(k, "from_logits")             ? json_boolean(ls->d.from_logits)
-                    : !strcmp(k, "label_smoothing")       ? json_real(ls->d.smoothing)
+                    : !strcmp(k, "label_smoothing")       ? short_real(ls->d.smoothing)
                     : !strcmp(k, "axis")                  ? json_integer(-1)
-                    : !strcmp(k, "delta")                 ? json_real(ls->d.delta)
-                    : !strcmp(k, "gamma")                 ? json_real(ls->d.gamma)
-                    : !strcmp(k, "alpha")                 ? json_real(ls->d.alpha)
+                    : !strcmp(k, "delta")                 ? short_real(ls->d.delta)
+                    : !strcmp(k, "gamma")                 ? short_real(ls->d.gamma)
+                    : !strcmp(k, "alpha")                 ? short_real(ls->d.alpha)
                     : !strcmp(k, "apply_class_balancing") ? json_boolean(ls->d.balanced)
                                                           : json_null();
         json_object_set_new(cfg, k, v);

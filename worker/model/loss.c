@@ -45,7 +45,7 @@ static const mw_loss_ops rows[MW_LOSS_KINDS] = {
     [MW_LOSS_SPARSE_XENT] = {"SparseCategoricalCrossentropy",
                              "sparse_categorical_crossentropy",
                              NULL,
-                             {"from_logits", "ignore_class", "axis"},
+                             {"from_logits", "ignore_class"},
                              .has_logits = 1,
                              .accuracy = MW_METRIC_SPARSE_ACC,
                              .forward = xent_forward,
