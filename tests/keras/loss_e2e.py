@@ -52,8 +52,6 @@ mwtrain's delta 0.5, and the focal loss without class balancing against mwtrain'
 must both differ by more than the tolerance.
 
 usage: loss_e2e.py MWTRAIN WORKDIR"""
-import csv
-import glob
 import json
 import os
 import re
@@ -67,7 +65,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 warnings.filterwarnings("ignore")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from oracle import check, failures  # noqa: E402
+from oracle import check, failures, metrics_rows  # noqa: E402
 
 L = keras.losses
 N_TRAIN, N_TEST, F, HIDDEN, B, LR = 64, 32, 6, 8, 32, 0.1
@@ -213,12 +211,8 @@ def mwtrain(mw, work, tag, model, data, *args, launcher=(), bpr=B):
 
 def csv_row(work, tag):
     """The first epoch's row of metrics.csv: {column: float}."""
-    paths = glob.glob(os.path.join(work, tag + "-logs", "**", "metrics.csv"), recursive=True)
-    if not paths:
-        return {}
-    with open(paths[0]) as f:
-        rows = list(csv.DictReader(f))
-    return {k: float(v) for k, v in rows[0].items()} if rows else {}
+    rows = metrics_rows(os.path.join(work, tag + "-logs"))
+    return rows[0] if rows else {}
 
 
 EPOCH = re.compile(r"Epoch 1, Loss: (\S+), (\w+): (\S+), Test Loss: (\S+), Test (\w+): (\S+),")
@@ -427,16 +421,11 @@ def resume_export(mw, work, results):
     m = keras.models.load_model(out)
     d = np.load(r["data"])
     got = m.evaluate(d["x_test"][:N_TEST], d["y_test"][:N_TEST], verbose=0, return_dict=True)
-    want = float(csv_rows(work, "rs")[-1]["test/loss"])
+    want = metrics_rows(os.path.join(work, "rs-logs"))[-1]["test/loss"]
     check(abs(got["loss"] - want) <= TOL_LOSS * abs(want),
           "export: Keras' evaluate of the exported archive %.9g = mwtrain's test loss %.9g"
           % (got["loss"], want))
 
-
-def csv_rows(work, tag):
-    paths = glob.glob(os.path.join(work, tag + "-logs", "**", "metrics.csv"), recursive=True)
-    with open(paths[0]) as f:
-        return list(csv.DictReader(f))
 
 
 def exports(mw, work, results, cases_by_name):

@@ -1,5 +1,7 @@
 """Shared helpers of the Keras oracle tests: the mwtrain binary, Fashion-MNIST's test set as
 Keras sees it, the models Keras builds, and checks that print both values on failure."""
+import csv
+import glob
 import gzip
 import os
 import subprocess
@@ -90,6 +92,16 @@ def compile_like_mwtrain(model):
 
 def flat_weights(model):
     return np.concatenate([np.asarray(w, np.float32).ravel() for w in model.weights])
+
+
+def metrics_rows(logs):
+    """The rows of the metrics.csv under a --summary-dir (one per epoch), each {column: float}
+    (empty cells left out); [] when there is none."""
+    paths = glob.glob(os.path.join(logs, "**", "metrics.csv"), recursive=True)
+    if not paths:
+        return []
+    with open(paths[0]) as f:
+        return [{k: float(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
 
 
 def read_csv(path):

@@ -46,8 +46,6 @@ and Keras trained with Adam at twice the learning rate (2e-3; measured: the test
 6 to 11 %), must each fall outside the tolerance, in the metric or the loss, on every data set.
 
 usage: sklearn_fit.py MWTRAIN WORKDIR   (python with keras, jax, numpy, scikit-learn)"""
-import csv
-import glob
 import os
 import re
 import shutil
@@ -60,7 +58,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 warnings.filterwarnings("ignore")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from oracle import check, failures  # noqa: E402
+from oracle import check, failures, metrics_rows  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONVERT = os.path.join(HERE, "..", "data", "sklearn_npz.py")
@@ -118,12 +116,8 @@ def mwtrain(mw, work, tag, s, *args, launcher=()):
 
 def last_row(work, tag):
     """The last epoch's row of metrics.csv: {column: float}."""
-    paths = glob.glob(os.path.join(work, tag + "-logs", "**", "metrics.csv"), recursive=True)
-    if not paths:
-        return {}
-    with open(paths[0]) as f:
-        rows = list(csv.DictReader(f))
-    return {k: float(v) for k, v in rows[-1].items() if v != ""} if rows else {}
+    rows = metrics_rows(os.path.join(work, tag + "-logs"))
+    return rows[-1] if rows else {}
 
 
 EPOCH = re.compile(r"Epoch (\d+), .*Test Loss: (\S+), Test (\w+): (\S+),")
