@@ -133,7 +133,30 @@ typedef enum {
     MW_METRIC_MAE,        /* mean over K of |q - y| */
     MW_METRIC_MSE,        /* mean over K of (q - y)^2 */
     MW_METRIC_RMSE,       /* the same per example; the root of the epoch's mean */
+    MW_METRIC_AUC,        /* Keras' AUC(): ROC, interpolated, 200 thresholds, over every
+                             output (q clipped to [0, 1]) against y != 0 */
 } mw_metric_kind;
+
+/* The metrics a model reports, in compile_config's order (at most one AUC). */
+#define MW_METRICS_MAX 4
+typedef struct {
+    int n;
+    mw_metric_kind kind[MW_METRICS_MAX];
+} mw_metric_list;
+
+/* Keras' AUC thresholds (num_thresholds): an output q falls in bucket
+ * max(0, ceil(q * (T - 1)) - 1), and the counts at threshold j are those of buckets >= j. */
+#define MW_AUC_THRESHOLDS 200
+/* The running sums of the metrics (host and device alike), in doubles: [MW_SUM_LOSS] the
+ * loss sum, [MW_SUM_COUNT] the examples, [MW_SUM_METRIC(i)] metric i's per-example values
+ * summed (an AUC's slot unused), then, when an AUC is listed, the positive and the negative
+ * outputs counted per bucket. Integer counts: their sums are exact in any order. */
+#define MW_SUM_LOSS 0
+#define MW_SUM_COUNT 1
+#define MW_SUM_METRIC(i) (2 + (i))
+#define MW_SUM_AUC_POS (2 + MW_METRICS_MAX)
+#define MW_SUM_AUC_NEG (MW_SUM_AUC_POS + MW_AUC_THRESHOLDS)
+#define MW_SUMS (MW_SUM_AUC_NEG + MW_AUC_THRESHOLDS)
 
 /* loss[i] from out row i and y row i; prob (N, K): the output as Keras' metrics see it
  * (CCE: softmax(out), the folded softmax; otherwise out as it is). */

@@ -169,8 +169,39 @@ MW_LOSS_HD double metric_value(mw_metric_kind kind, const float *q, const void *
         for (int j = 0; j < K; j++)
             s += (double)(q[j] - y[j]) * (q[j] - y[j]);
         return s / K;
+    case MW_METRIC_AUC: /* counted per bucket: metric_auc_bucket */
+        return 0.0;
     }
     return 0.0;
+}
+
+/* The AUC bucket of an output (Keras' metrics_utils, evenly spaced thresholds with epsilon):
+ * q clipped to [0, 1] (NaN as 0), then max(0, ceil(q (T - 1)) - 1) in float32. */
+MW_LOSS_HD int metric_auc_bucket(float q)
+{
+    if (!(q > 0.0f))
+        q = 0.0f;
+    if (q > 1.0f)
+        q = 1.0f;
+    const int b = (int)ceilf(q * (float)(MW_AUC_THRESHOLDS - 1)) - 1;
+    return b < 0 ? 0 : b;
+}
+
+/* One example's contributions to the running sums (kernels.h' MW_SUM_*): each listed metric's
+ * value into its slot; an AUC's K outputs counted in their buckets, positive where the
+ * target is not 0 (Keras casts it to bool). */
+MW_LOSS_HD void metrics_add_example(const mw_metric_list *ml, double *acc, const float *q,
+                                    const void *target, int K)
+{
+    for (int m = 0; m < ml->n; m++) {
+        if (ml->kind[m] != MW_METRIC_AUC) {
+            acc[MW_SUM_METRIC(m)] += metric_value(ml->kind[m], q, target, K);
+            continue;
+        }
+        const float *y = (const float *)target;
+        for (int j = 0; j < K; j++)
+            acc[(y[j] != 0.0f ? MW_SUM_AUC_POS : MW_SUM_AUC_NEG) + metric_auc_bucket(q[j])] += 1.0;
+    }
 }
 
 #endif

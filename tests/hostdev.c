@@ -37,7 +37,7 @@
 #include "tests/nccl_mock.h"
 
 #define MW_LOSS_HD static inline
-#include "kernels/loss_rules.h" /* metric_value, as kernels/cuda/metrics.cu's */
+#include "kernels/loss_rules.h" /* metrics_add_example, as kernels/cuda/metrics.cu's */
 
 #define HD_MAGIC 0x68646576 /* "hdev" */
 
@@ -837,21 +837,21 @@ mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const ch
 }
 
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, mw_metric_kind kind, int n, int K)
+                         const void *y, size_t ybytes, const mw_metric_list *ml, int n, int K)
 {
     hd_ctx *c = hd_of(k, __func__);
-    hd_check(c, __func__, "acc", acc, 2 * sizeof(double), 0);
+    hd_check(c, __func__, "acc", acc, MW_SUMS * sizeof(double), 0);
     if (n <= 0)
         return;
     hd_check(c, __func__, "loss", loss, (size_t)n * sizeof(float), 0);
     hd_check(c, __func__, "prob", prob, (size_t)n * (size_t)K * sizeof(float), 0);
     hd_check(c, __func__, "y", y, (size_t)n * ybytes, 0);
-    double ls = 0, met = 0;
+    double ls = 0;
     for (int i = 0; i < n; i++) {
-        met += metric_value(kind, prob + (size_t)i * K, (const char *)y + (size_t)i * ybytes, K);
+        metrics_add_example(ml, acc, prob + (size_t)i * K, (const char *)y + (size_t)i * ybytes, K);
         ls += loss[i];
     }
-    acc[0] += ls, acc[1] += met;
+    acc[MW_SUM_LOSS] += ls;
 }
 
 mw_status mw_cuda_last_status(const mw_kctx *k)

@@ -27,7 +27,7 @@
 #include "tests/util.h"
 
 #define MW_LOSS_HD static inline
-#include "kernels/loss_rules.h" /* metric_value: the host's sum of the device metrics */
+#include "kernels/loss_rules.h" /* metrics_add_example: the host's sums of the device metrics */
 
 static mw_kctx ctx;     /* the suite's CUDA context; ctx.dev == NULL without a device */
 static mw_kernels cuda; /* the table after mw_kernels_init_cuda */
@@ -512,66 +512,89 @@ static void test_scale_rows(void **state)
     check_sync();
 }
 
-/* One mw_cuda_metrics_add call against the host's sequential sum of metric_value, added onto
- * what the accumulators held. Targets: int32 labels (SPARSE_ACC, 4 bytes each), or K floats:
- * grid values with ties (CAT_ACC: the first maximum on both sides), 0 or 1 against outputs
- * in {0, 0.25, 0.5, 0.75} (BIN_ACC: 0.5 exactly, which is not above 0.5), uniform (the
- * errors). Accuracy counts are integers, exact in double in any order; the other sums (n
- * values below 4, in the device's tree order) are within n 2^-53 of the sum: 1e-12. */
-static void metrics_case(mw_metric_kind kind, int N, int K, uint64_t s)
+/* One mw_cuda_metrics_add call against the host's sequential sums (metrics_add_example),
+ * added onto what the accumulators held. Targets: int32 labels (a sparse accuracy, 4 bytes
+ * each), or K floats: grid values with ties (CAT_ACC: the first maximum on both sides), 0 or
+ * 1 against outputs in {0, 0.25, 0.5, 0.75} (BIN_ACC: 0.5 exactly, which is not above 0.5;
+ * AUC: ties within buckets and bucket edges), uniform (the errors). Accuracy counts and AUC
+ * bucket counts are integers, exact in double in any order; the other sums (n values below
+ * 4, in the device's tree order) are within n 2^-53 of the sum: 1e-12. */
+static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
 {
     pool P = {0};
     const size_t nk = (size_t)N * K;
+    const mw_metric_kind first = ml->kind[0];
     float *loss = h_rand(&P, N, s, 0, 5), *prob = h_grid(&P, nk, s + 1, 4);
     const void *y = h_labels(&P, N, K, s + 2);
     size_t ybytes = sizeof(int32_t);
-    if (kind != MW_METRIC_SPARSE_ACC) {
+    int binary = 0;
+    for (int m = 0; m < ml->n; m++)
+        binary |= ml->kind[m] == MW_METRIC_BIN_ACC || ml->kind[m] == MW_METRIC_AUC;
+    if (first != MW_METRIC_SPARSE_ACC) {
         ybytes = (size_t)K * sizeof(float);
-        y = kind == MW_METRIC_BIN_ACC   ? h_grid(&P, nk, s + 3, 2)
-            : kind == MW_METRIC_CAT_ACC ? h_grid(&P, nk, s + 3, 4)
-                                        : h_rand(&P, nk, s + 3, 0, 1);
+        y = binary                       ? h_grid(&P, nk, s + 3, 2)
+            : first == MW_METRIC_CAT_ACC ? h_grid(&P, nk, s + 3, 4)
+                                         : h_rand(&P, nk, s + 3, 0, 1);
     }
-    if (kind == MW_METRIC_BIN_ACC)
+    if (binary)
         for (size_t i = 0; i < nk; i++)
             prob[i] /= 4;
-    double want[2] = {0.25, 3}; /* what the accumulators hold before */
+    double start[MW_SUMS], want[MW_SUMS];
+    for (int j = 0; j < MW_SUMS; j++) /* what the accumulators hold before */
+        start[j] = j == MW_SUM_LOSS ? 0.25 : j == MW_SUM_COUNT ? -1 : (double)(j % 5);
+    memcpy(want, start, sizeof want);
     for (int i = 0; i < N; i++) {
-        want[1] += metric_value(kind, prob + (size_t)i * K, (const char *)y + i * ybytes, K);
-        want[0] += loss[i];
+        metrics_add_example(ml, want, prob + (size_t)i * K, (const char *)y + i * ybytes, K);
+        want[MW_SUM_LOSS] += loss[i];
     }
-    double start[2] = {0.25, 3};
     double *dAcc = d_put(&P, start, sizeof start);
     mw_cuda_metrics_add(&ctx, dAcc, d_put(&P, loss, N * sizeof(float)),
-                        d_put(&P, prob, nk * sizeof(float)), d_put(&P, y, N * ybytes), ybytes, kind,
+                        d_put(&P, prob, nk * sizeof(float)), d_put(&P, y, N * ybytes), ybytes, ml,
                         N, K);
     check_rc(mw_cuda_mark(&ctx, 0), "mw_cuda_mark");
     check_rc(mw_cuda_wait_mark(&ctx, 0, 30, "test"), "mw_cuda_wait_mark");
     const double *got = d_get(&P, dAcc, sizeof start);
-    const int exact = kind == MW_METRIC_SPARSE_ACC || kind == MW_METRIC_CAT_ACC;
-    if (!(fabs(got[0] - want[0]) <= 1e-9 * fabs(want[0])) ||
-        !(fabs(got[1] - want[1]) <= (exact ? 0 : 1e-12 * fabs(want[1]))))
-        fail_msg("metric kind %d, n %d, K %d: got loss %.17g metric %.17g, want %.17g %.17g",
-                 (int)kind, N, K, got[0], got[1], want[0], want[1]);
+    if (!(fabs(got[MW_SUM_LOSS] - want[MW_SUM_LOSS]) <= 1e-9 * fabs(want[MW_SUM_LOSS])))
+        fail_msg("metrics n %d, K %d: loss sum %.17g, want %.17g", N, K, got[MW_SUM_LOSS],
+                 want[MW_SUM_LOSS]);
+    for (int j = MW_SUM_COUNT; j < MW_SUMS; j++) {
+        const int m = j - MW_SUM_METRIC(0);
+        const int exact = j == MW_SUM_COUNT || m >= MW_METRICS_MAX || m >= ml->n ||
+                          ml->kind[m] == MW_METRIC_SPARSE_ACC || ml->kind[m] == MW_METRIC_CAT_ACC ||
+                          ml->kind[m] == MW_METRIC_BIN_ACC;
+        if (!(fabs(got[j] - want[j]) <= (exact ? 0 : 1e-12 * fabs(want[j]))))
+            fail_msg("metrics n %d, K %d: sum %d (first kind %d) %.17g, want %.17g", N, K, j,
+                     (int)first, got[j], want[j]);
+    }
     pool_free(&P);
 }
 
-/* The device metrics (mw_cuda_metrics_add) for each metric kind and sizes around the block
- * (256 threads); and the marks: a wait on a passed mark returns, one never marked too. */
+/* The device metrics (mw_cuda_metrics_add) for each metric kind alone and in lists of up to
+ * MW_METRICS_MAX with an AUC, sizes around the block (256 threads); and the marks: a wait
+ * on a passed mark returns, one never marked too. */
 static void test_metrics(void **state)
 {
     (void)state;
     NEED_DEVICE();
     static const int ns[] = {1, 7, 255, 256, 257, 1024}, ks[] = {1, 10, 3, 10, 37, 10};
-    static const mw_metric_kind kinds[] = {MW_METRIC_SPARSE_ACC, MW_METRIC_CAT_ACC,
-                                           MW_METRIC_BIN_ACC,    MW_METRIC_MAE,
-                                           MW_METRIC_MSE,        MW_METRIC_RMSE};
+    static const mw_metric_list lists[] = {
+        {1, {MW_METRIC_SPARSE_ACC}},
+        {1, {MW_METRIC_CAT_ACC}},
+        {1, {MW_METRIC_BIN_ACC}},
+        {1, {MW_METRIC_MAE}},
+        {1, {MW_METRIC_MSE}},
+        {1, {MW_METRIC_RMSE}},
+        {1, {MW_METRIC_AUC}},
+        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}},
+        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}},
+    };
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
-        for (size_t m = 0; m < sizeof kinds / sizeof *kinds; m++)
-            metrics_case(kinds[m], ns[c], ks[c], 80 + 10 * c + m);
+        for (size_t m = 0; m < sizeof lists / sizeof *lists; m++)
+            metrics_case(&lists[m], ns[c], ks[c], 80 + 10 * c + m);
     pool P = {0};
-    double start[2] = {0.25, 3};
+    double start[MW_SUMS] = {0.25, 3};
     double *dAcc = d_put(&P, start, sizeof start);
-    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, MW_METRIC_SPARSE_ACC, 0, 10);
+    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, &lists[0], 0, 10);
     assert_memory_equal(d_get(&P, dAcc, sizeof start), start, sizeof start); /* n = 0 */
     pool_free(&P);
     check_rc(mw_cuda_wait_mark(&ctx, MW_CUDA_MARKS - 1, 30, "test"), "a mark never recorded");

@@ -6,6 +6,7 @@
  * compute are checked against real Keras in the keras suite (tests/keras/loss_e2e.py) and
  * the kernels by finite differences (tests/test_loss.c). */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,12 @@ static mw_status parse(mw_loss *ls, const char *text, const char *where)
     return rc;
 }
 
+/* The first metric reported. */
+static mw_metric_kind first_metric(const mw_loss *ls)
+{
+    return mw_loss_metrics(ls).kind[0];
+}
+
 static void test_good_configs(void **state)
 {
     (void)state;
@@ -35,7 +42,7 @@ static void test_good_configs(void **state)
     mw_loss_default(&ls);
     assert_int_equal(parse(&ls, "\"mse\"", "x"), MW_OK);
     assert_int_equal(ls.kind, MW_LOSS_MSE);
-    assert_int_equal(mw_loss_metric(&ls), MW_METRIC_MAE); /* a regression loss's default */
+    assert_int_equal(first_metric(&ls), MW_METRIC_MAE); /* a regression loss's default */
     assert_int_equal(parse(&ls, "\"BinaryCrossentropy\"", "x"), MW_OK);
     assert_int_equal(ls.kind, MW_LOSS_BCE);
     assert_int_equal(ls.d.from_logits, 0); /* Keras' default */
@@ -137,21 +144,24 @@ static void test_metrics(void **state)
     assert_int_equal(parse(&ls, "\"binary_crossentropy\"", "x"), MW_OK);
     assert_int_equal(metrics(&ls, "[\"accuracy\", \"mae\"]"), MW_OK);
     mw_loss_accuracy_by_shape(&ls, 1);
-    assert_int_equal(mw_loss_metric(&ls), MW_METRIC_BIN_ACC);
+    assert_int_equal(first_metric(&ls), MW_METRIC_BIN_ACC);
     mw_loss_accuracy_by_shape(&ls, 3); /* multi-hot: Keras takes categorical accuracy */
-    assert_int_equal(mw_loss_metric(&ls), MW_METRIC_CAT_ACC);
+    assert_int_equal(first_metric(&ls), MW_METRIC_CAT_ACC);
     assert_int_equal(parse(&ls, "\"mse\"", "x"), MW_OK);
-    ls.metric = MW_METRIC_NONE, ls.metric_by_shape = 0;
+    ls.metrics.n = 0, ls.by_shape = 0;
     assert_int_equal(
         metrics(&ls, "[{\"module\": \"keras.metrics\", \"class_name\": \"RootMeanSquaredError\", "
                      "\"config\": {\"name\": \"root_mean_squared_error\", \"dtype\": "
                      "\"float32\"}, \"registered_name\": null}]"),
         MW_OK);
-    assert_int_equal(mw_loss_metric(&ls), MW_METRIC_RMSE);
+    assert_int_equal(first_metric(&ls), MW_METRIC_RMSE);
     assert_string_equal(mw_metric_label(MW_METRIC_RMSE), "RMSE");
-    assert_true(mw_metric_value(MW_METRIC_RMSE, 8.0, 2.0) == 2.0);
+    double sums[MW_SUMS] = {0};
+    sums[MW_SUM_COUNT] = 2.0, sums[MW_SUM_METRIC(0)] = 8.0;
+    const mw_metric_list rmse = mw_loss_metrics(&ls);
+    assert_true(mw_metrics_value(&rmse, 0, sums) == 2.0);
     assert_int_equal(metrics(&ls, "[]"), MW_OK); /* keeps what it had */
-    assert_int_equal(mw_loss_metric(&ls), MW_METRIC_RMSE);
+    assert_int_equal(first_metric(&ls), MW_METRIC_RMSE);
     mw_err_clear();
     expect_err(metrics(&ls, "[\"auc\"]"), MW_ECONFIG, "m: 0: metric 'auc' is not one",
                "mae, mse or rmse");
@@ -165,6 +175,98 @@ static void test_metrics(void **state)
     expect_err(metrics(&ls, "[{\"class_name\": \"BinaryAccuracy\", \"config\": {\"threshold\": "
                             "0.7}}]"),
                MW_ECONFIG, "config.threshold: expected 0.5");
+}
+
+/* Several metrics, in compile_config's order, and what is refused of a list. */
+static void test_metric_list(void **state)
+{
+    (void)state;
+    mw_loss ls;
+    assert_int_equal(parse(&ls, "\"binary_crossentropy\"", "x"), MW_OK);
+    assert_int_equal(
+        metrics(&ls, "[\"mse\", \"accuracy\", {\"module\": \"keras.metrics\", \"class_name\": "
+                     "\"AUC\", \"config\": {\"name\": \"auc\", \"num_thresholds\": 200, "
+                     "\"curve\": \"ROC\", \"summation_method\": \"interpolation\", "
+                     "\"multi_label\": false, \"num_labels\": null, \"label_weights\": null, "
+                     "\"from_logits\": false}, \"registered_name\": null}, \"rmse\"]"),
+        MW_OK);
+    mw_loss_accuracy_by_shape(&ls, 1);
+    mw_metric_list ml = mw_loss_metrics(&ls);
+    assert_int_equal(ml.n, 4);
+    assert_int_equal(ml.kind[0], MW_METRIC_MSE);
+    assert_int_equal(ml.kind[1], MW_METRIC_BIN_ACC);
+    assert_int_equal(ml.kind[2], MW_METRIC_AUC);
+    assert_int_equal(ml.kind[3], MW_METRIC_RMSE);
+    assert_int_equal(mw_sums_len(&ml), MW_SUMS); /* an AUC: its buckets too */
+    /* the way out: Keras' names, "accuracy" where Keras' rule gives that metric */
+    json_t *out = mw_keras_metrics_to_json(&ls, 1);
+    char *text = json_dumps(out, JSON_COMPACT);
+    assert_string_equal(text, "[\"mse\",\"accuracy\",\"auc\",\"root_mean_squared_error\"]");
+    free(text);
+    json_decref(out);
+    const mw_metric_list two = {2, {MW_METRIC_MAE, MW_METRIC_RMSE}};
+    assert_int_equal(mw_sums_len(&two), MW_SUM_METRIC(2)); /* no AUC: no buckets */
+    const struct {
+        const char *text, *sub1, *sub2;
+    } bad[] = {
+        {"[\"mae\", \"mae\"]", "m: 1: a second MAE metric", "entry 0"},
+        {"[\"accuracy\", \"binary_accuracy\"]", "m: 1: a second Accuracy metric", "entry 0"},
+        {"[\"mae\", \"mse\", \"rmse\", \"auc\", \"accuracy\"]", "m: 5 metrics", "at most 4"},
+        {"[\"mae\", {\"class_name\": \"AUC\", \"config\": {\"num_thresholds\": 100}}]",
+         "m: 1.config.num_thresholds: expected 200", "default AUC"},
+        {"[{\"class_name\": \"AUC\", \"config\": {\"curve\": \"PR\"}}]",
+         "m: 0.config.curve: expected \"ROC\"", NULL},
+        {"[{\"class_name\": \"AUC\", \"config\": {\"multi_label\": true}}]",
+         "m: 0.config.multi_label: expected false", NULL},
+        {"[\"mae\", \"precision\"]", "m: 1: metric 'precision' is not one", "auc"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mw_loss before = ls;
+        mw_err_clear();
+        char who[32];
+        snprintf(who, sizeof who, "list %zu", i);
+        if (!mw_test_err_matches(who, metrics(&ls, bad[i].text), MW_ECONFIG,
+                                 (const char *const[]){bad[i].sub1, bad[i].sub2, NULL}))
+            fail_msg("%s: %s", who, bad[i].text);
+        assert_memory_equal(&ls, &before, sizeof ls); /* unchanged on failure */
+    }
+    /* AUC is a classifier's: refused beside a sparse loss and a regression */
+    assert_int_equal(parse(&ls, "\"sparse_categorical_crossentropy\"", "x"), MW_OK);
+    mw_err_clear();
+    expect_err(metrics(&ls, "[\"accuracy\", \"auc\"]"), MW_ECONFIG, "m: 1: metric 'auc'",
+               "beside SparseCategoricalCrossentropy");
+}
+
+/* Keras' AUC.result from the bucket counts: separated outputs give 1, a constant output 0.5,
+ * reversed ones 0; a mixed case against the trapezoids worked by hand. */
+static void test_auc_value(void **state)
+{
+    (void)state;
+    const mw_metric_list ml = {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}};
+    const struct {
+        float q[4], y[4];
+        double want;
+    } cases[] = {
+        {{0.9f, 0.8f, 0.2f, 0.1f}, {1, 1, 0, 0}, 1.0},
+        {{0.5f, 0.5f, 0.5f, 0.5f}, {1, 0, 1, 0}, 0.5},
+        {{0.1f, 0.2f, 0.8f, 0.9f}, {1, 1, 0, 0}, 0.0},
+        /* positives at 0.9 and 0.3, negatives at 0.6 and 0.1: ranks give 3 of 4 pairs */
+        {{0.9f, 0.3f, 0.6f, 0.1f}, {1, 1, 0, 0}, 0.75},
+        /* outside [0, 1] and NaN are clipped (NaN as 0): 2 > 1 > 0 ~ -1 */
+        {{2.0f, -1.0f, 0.5f, NAN}, {1, 0, 1, 0}, 1.0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double acc[MW_SUMS] = {0};
+        mw_metrics_add_host(&ml, acc, cases[c].q, cases[c].y, sizeof(float), 4, 1);
+        acc[MW_SUM_COUNT] = 4;
+        double pos = 0, neg = 0;
+        for (int j = 0; j < MW_AUC_THRESHOLDS; j++)
+            pos += acc[MW_SUM_AUC_POS + j], neg += acc[MW_SUM_AUC_NEG + j];
+        assert_true(pos == 2 && neg == 2);
+        const double got = mw_metrics_value(&ml, 1, acc);
+        if (fabs(got - cases[c].want) > 1e-12)
+            fail_msg("AUC case %zu: %.17g, expected %.17g", c, got, cases[c].want);
+    }
 }
 
 /* to_json then from_json gives the same loss, for every kind. */
@@ -226,7 +328,7 @@ static void test_source(void **state)
     m.nclasses = 1;
     assert_int_equal(parse(&m.loss, "{\"class_name\": \"Huber\", \"config\": {\"delta\": 2}}", "x"),
                      MW_OK);
-    m.loss.metric = MW_METRIC_RMSE;
+    m.loss.metrics = (mw_metric_list){1, {MW_METRIC_RMSE}};
     assert_int_equal(mw_keras_source_set_loss(&m), MW_OK);
     mw_loss got;
     mw_loss_default(&got);
@@ -235,7 +337,7 @@ static void test_source(void **state)
     assert_int_equal(found, 1);
     assert_int_equal(got.kind, MW_LOSS_HUBER);
     assert_true(got.d.delta == 2.0f);
-    assert_int_equal(mw_loss_metric(&got), MW_METRIC_RMSE);
+    assert_int_equal(first_metric(&got), MW_METRIC_RMSE);
     mw_loss none;
     mw_loss_default(&none);
     assert_int_equal(mw_keras_source_loss(text, &none, "ckpt", &found), MW_OK);
@@ -281,7 +383,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_configs), cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_metrics),      cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_metrics),      cmocka_unit_test(test_metric_list),
+        cmocka_unit_test(test_auc_value),    cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_source),       cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_short_values),
     };

@@ -381,18 +381,28 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
 {
     if (s->rank != 0 || !s->o->summary_dir[0])
         return MW_OK;
-    /* the metric and the throughput by their names (loss.h, session.h) */
-    const char *key = mw_metric_key(mw_loss_metric(&s->model.loss));
-    char tr[32], te[32];
-    snprintf(tr, sizeof tr, "train/%s", key);
-    snprintf(te, sizeof te, "test/%s", key);
-    const char *const names[] = {"train/loss",   tr, "test/loss", te, mw_session_throughput(s, 1),
-                                 "learning_rate"};
-    const double v[] = {em->train_loss,  em->train_metric,     em->test_loss,
-                        em->test_metric, em->examples_per_sec, mw_optimizer_lr(s->o, s->opt_step)};
-    for (int i = 0; i < 6; i++)
+    /* the metrics (in compile_config's order) and the throughput by their names (loss.h,
+     * session.h) */
+    const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
+    char keys[2][MW_METRICS_MAX][32];
+    const char *names[4 + 2 * MW_METRICS_MAX];
+    double v[4 + 2 * MW_METRICS_MAX];
+    int n = 0;
+    for (int half = 0; half < 2; half++) {
+        names[n] = half ? "test/loss" : "train/loss";
+        v[n++] = half ? em->test_loss : em->train_loss;
+        for (int i = 0; i < ml.n; i++) {
+            snprintf(keys[half][i], sizeof keys[half][i], "%s/%s", half ? "test" : "train",
+                     mw_metric_key(ml.kind[i]));
+            names[n] = keys[half][i];
+            v[n++] = half ? em->test_metric[i] : em->train_metric[i];
+        }
+    }
+    names[n] = mw_session_throughput(s, 1), v[n++] = em->examples_per_sec;
+    names[n] = "learning_rate", v[n++] = mw_optimizer_lr(s->o, s->opt_step);
+    for (int i = 0; i < n; i++)
         MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
-    MW_TRY(mw_summary_row(sum, s->global_step, epoch + 1, names, v, 6));
+    MW_TRY(mw_summary_row(sum, s->global_step, epoch + 1, names, v, n));
     return mw_summary_flush(sum);
 }
 

@@ -29,15 +29,15 @@ mw_status mw_eval_run(const mw_train_opts *o, const mw_topology *topo)
     mw_session s;
     mw_session_init(&s);
     mw_status rc = open_restored(&s, o, topo, MW_USE_EVAL);
-    double loss = 0, metric = 0;
+    double loss = 0, metric[MW_METRICS_MAX];
     if (rc == MW_OK)
-        rc = mw_agree(topo->train, mw_session_evaluate(&s, &loss, &metric), NULL);
+        rc = mw_agree(topo->train, mw_session_evaluate(&s, &loss, metric), NULL);
     if (rc == MW_OK && s.rank == 0) {
         printf("Restored the checkpoint of epoch %d (step %ld) from %s\n", s.start_epoch,
                s.global_step, o->checkpoint_dir);
-        char te[64], plain[64];
-        mw_session_metric_text(&s, te, sizeof te, "Test ", metric);
-        mw_session_metric_text(&s, plain, sizeof plain, "", metric);
+        char te[160], plain[64];
+        mw_session_metric_text(&s, te, sizeof te, "Test ", metric, 0);
+        mw_session_metric_text(&s, plain, sizeof plain, "", metric, 1);
         printf("Test Loss: %.4f, %s\n", loss, te);
         if (s.world == 1) /* the tutorial's line: "Accuracy after restoring ...: X" */
             printf("%.*s after restoring the saved model without strategy:%s\n",

@@ -61,23 +61,27 @@ static mw_status evaluate_one(mw_session *s, mw_summary *sum, long number, const
     if (rc == MW_OK)
         rc = mw_session_apply(s, &c, name, number, 1);
     mw_ckpt_free(&c);
-    double loss = 0, metric = 0;
+    double loss = 0, metric[MW_METRICS_MAX];
     MW_TRY(rc);
-    MW_TRY(mw_session_evaluate(s, &loss, &metric));
-    char te[64];
-    mw_session_metric_text(s, te, sizeof te, "Test ", metric);
+    MW_TRY(mw_session_evaluate(s, &loss, metric));
+    char te[160];
+    mw_session_metric_text(s, te, sizeof te, "Test ", metric, 0);
     printf("Evaluator: %s (epoch %d, step %ld), Test Loss: %.4f, %s\n", name, s->start_epoch,
            s->global_step, loss, te);
     fflush(stdout);
     if (!s->o->summary_dir[0])
         return MW_OK;
-    char key[32];
-    snprintf(key, sizeof key, "eval/%s", mw_metric_key(mw_loss_metric(&s->model.loss)));
-    const char *const names[] = {"eval/loss", key};
-    const double v[] = {loss, metric};
-    for (int i = 0; i < 2; i++)
+    const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
+    char keys[MW_METRICS_MAX][32];
+    const char *names[1 + MW_METRICS_MAX] = {"eval/loss"};
+    double v[1 + MW_METRICS_MAX] = {loss};
+    for (int i = 0; i < ml.n; i++) {
+        snprintf(keys[i], sizeof keys[i], "eval/%s", mw_metric_key(ml.kind[i]));
+        names[1 + i] = keys[i], v[1 + i] = metric[i];
+    }
+    for (int i = 0; i < 1 + ml.n; i++)
         MW_TRY(mw_summary_scalar(sum, names[i], s->global_step, v[i]));
-    MW_TRY(mw_summary_row(sum, s->global_step, s->start_epoch, names, v, 2));
+    MW_TRY(mw_summary_row(sum, s->global_step, s->start_epoch, names, v, 1 + ml.n));
     return mw_summary_flush(sum);
 }
 

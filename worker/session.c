@@ -347,13 +347,18 @@ const char *mw_session_throughput(const mw_session *s, int key)
 }
 
 void mw_session_metric_text(const mw_session *s, char *out, size_t cap, const char *prefix,
-                            double v)
+                            const double *v, int first_only)
 {
-    const mw_metric_kind k = mw_loss_metric(&s->model.loss);
-    if (mw_metric_percent(k))
-        snprintf(out, cap, "%s%s: %.2f", prefix, mw_metric_label(k), 100 * v);
-    else
-        snprintf(out, cap, "%s%s: %.4f", prefix, mw_metric_label(k), v);
+    const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < ml.n && at < cap && (i == 0 || !first_only); i++) {
+        const int pct = mw_metric_percent(ml.kind[i]);
+        const int w =
+            snprintf(out + at, cap - at, pct ? "%s%s%s: %.2f" : "%s%s%s: %.4f", i ? ", " : "",
+                     prefix, mw_metric_label(ml.kind[i]), pct ? 100 * v[i] : v[i]);
+        at += w > 0 ? (size_t)w : 0;
+    }
 }
 
 long mw_session_global_batch(const mw_session *s)
@@ -485,14 +490,18 @@ mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric)
     long ntest = s->test.count;
     if (s->o->test_examples > 0 && s->o->test_examples < ntest)
         ntest = s->o->test_examples;
-    double sums[3] = {0, 0, 0}; /* loss, metric, count */
+    double sums[MW_SUMS] = {0}; /* kernels.h' MW_SUM_* */
     MW_TRY(s->ops->evaluate(s->rep, &s->test, ntest, sums));
+    const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
     mw_wait_ctx w = {"evaluation metrics all-reduce", -1, s->o->collective_timeout};
     MPI_Request req;
-    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, mw_sums_len(&ml), MPI_DOUBLE, MPI_SUM, s->comm, &req),
+           w.op);
     MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
-    *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
-    *metric = mw_metric_value(mw_loss_metric(&s->model.loss), sums[1], sums[2]);
+    const double count = sums[MW_SUM_COUNT];
+    *loss = count > 0 ? sums[MW_SUM_LOSS] / count : 0.0;
+    for (int i = 0; i < MW_METRICS_MAX; i++)
+        metric[i] = mw_metrics_value(&ml, i, sums);
     return MW_OK;
 }
 

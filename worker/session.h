@@ -28,8 +28,8 @@
 
 /* One epoch's results, as the chief prints and records them. */
 typedef struct {
-    double train_loss, train_metric, test_loss,
-        test_metric; /* the loss's metric (mw_loss_metric) */
+    double train_loss, test_loss;
+    double train_metric[MW_METRICS_MAX], test_metric[MW_METRICS_MAX]; /* mw_loss_metrics' */
     double examples_per_sec, seconds;
 } mw_epoch_metrics;
 
@@ -99,16 +99,18 @@ long mw_session_global_batch(const mw_session *s);
 mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, long number,
                            int weights_only);
 /* Forward over the test set (or its first --test-examples), sharded over every replica of
- * comm; the mean loss and the loss's metric (the accuracy, MAE, ...: mw_metric_value),
- * reduced over comm under --collective-timeout. */
+ * comm; the mean loss and the loss's metrics (the accuracy, MAE, AUC, ...: mw_metrics_value,
+ * MW_METRICS_MAX values), reduced over comm under --collective-timeout. */
 mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric);
 /* The throughput's name: "Images/s" for an image model, else "Examples/s"; key 1:
  * metrics.csv's and TensorBoard's "images_per_sec" / "examples_per_sec". */
 const char *mw_session_throughput(const mw_session *s, int key);
-/* "<prefix><Label>: <value>" of the loss's metric as the epoch line prints it (accuracies
- * in percent with 2 decimals, errors with 4): "Test Accuracy: 91.20", "MAE: 0.1234". */
+/* "<prefix><Label>: <value>" of each of the loss's metrics (v: mw_loss_metrics' values), as
+ * the epoch line prints them, joined by ", " (accuracies in percent with 2 decimals, the
+ * others with 4): "Test Accuracy: 91.20", "MAE: 0.1234, RMSE: 0.2000"; only the first when
+ * first_only. */
 void mw_session_metric_text(const mw_session *s, char *out, size_t cap, const char *prefix,
-                            double v);
+                            const double *v, int first_only);
 /* abandoned: a peer may be gone (the job is being aborted): skip what would wait for it. */
 void mw_session_close(mw_session *s, int abandoned);
 

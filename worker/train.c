@@ -43,7 +43,7 @@ typedef struct {
     mw_evlink ev;    /* chief: the evaluator task, if any */
     uint32_t *order; /* the epoch's permutation of the training set */
     double *secs;    /* this epoch's step times without the all-reduce (straggler note) */
-    double *gather;  /* 3 sums and one median step time per rank: the epoch's all-reduce */
+    double *gather;  /* MW_SUMS sums and one median step time per rank: the epoch's all-reduce */
     struct {         /* the stop vote in flight (vote_step) */
         MPI_Request req;
         int mine, all, pending;
@@ -239,10 +239,10 @@ static mw_status vote_step(trainer *t, int final, int *stop, long *at)
     }
     if (final || *stop)
         return MW_OK;
-    double sums[3] = {0, 0, 0};
+    double sums[MW_SUMS];
     s->ops->metrics(s->rep, sums, 0);
-    t->vote.mine =
-        (mw_preempt_requested() ? STOP_SIGNAL : 0) | (isfinite(sums[0]) ? 0 : STOP_NONFINITE);
+    t->vote.mine = (mw_preempt_requested() ? STOP_SIGNAL : 0) |
+                   (isfinite(sums[MW_SUM_LOSS]) ? 0 : STOP_NONFINITE);
     t->vote.all = 0;
     t->vote.step = s->global_step;
     mw_wait_ctx w = {"stop vote all-reduce", s->global_step, s->o->collective_timeout};
@@ -304,10 +304,10 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     mw_session *s = &t->s;
     const mw_train_opts *o = s->o;
     char note[160];
-    mw_chief_straggler_note(note, sizeof note, t->gather + 3, s->world);
-    char tr[64], te[64];
-    mw_session_metric_text(s, tr, sizeof tr, "", em->train_metric);
-    mw_session_metric_text(s, te, sizeof te, "Test ", em->test_metric);
+    mw_chief_straggler_note(note, sizeof note, t->gather + MW_SUMS, s->world);
+    char tr[160], te[160];
+    mw_session_metric_text(s, tr, sizeof tr, "", em->train_metric, 0);
+    mw_session_metric_text(s, te, sizeof te, "Test ", em->test_metric, 0);
     printf("Epoch %d, Loss: %.4f, %s, Test Loss: %.4f, %s, Time: %.2f s, %s: %.0f%s\n", epoch + 1,
            em->train_loss, tr, em->test_loss, te, em->seconds, mw_session_throughput(s, 0),
            em->examples_per_sec, note);
@@ -319,23 +319,42 @@ static mw_status chief_epoch_end(trainer *t, int epoch, const mw_epoch_metrics *
     return MW_OK;
 }
 
-/* The epoch's sums over every rank (scaled loss, metric, examples) into sums, and every
- * rank's median step time (its own slot, the others 0, so one sum gathers them) into
- * t->gather + 3: one all-reduce at the epoch's end. */
-static mw_status epoch_sums(trainer *t, double sums[3], long nsteps)
+/* The epoch's running sums over every rank (kernels.h' MW_SUM_*: the scaled loss, examples,
+ * metrics) into sums, and every rank's median step time (its own slot, the others 0, so one
+ * sum gathers them) into t->gather + MW_SUMS: one all-reduce at the epoch's end, of the sums
+ * the metrics use and the times. */
+static mw_status epoch_sums(trainer *t, double *sums, long nsteps)
 {
     mw_session *s = &t->s;
+    const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
+    const int len = mw_sums_len(&ml);
     double *g = t->gather;
-    memset(g, 0, (3 + (size_t)s->world) * sizeof *g);
-    memcpy(g, sums, 3 * sizeof *g);
+    memset(g, 0, (MW_SUMS + (size_t)s->world) * sizeof *g);
+    memcpy(g, sums, MW_SUMS * sizeof *g);
     if (nsteps > 0)
-        g[3 + s->rank] = mw_median(t->secs, (int)nsteps);
+        g[MW_SUMS + s->rank] = mw_median(t->secs, (int)nsteps);
+    /* the used sums, then the times: moved next to them for the one reduction */
+    memmove(g + len, g + MW_SUMS, (size_t)s->world * sizeof *g);
     mw_wait_ctx w = {"training metrics all-reduce", s->global_step, s->o->collective_timeout};
     MPI_Request req;
-    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, g, 3 + s->world, MPI_DOUBLE, MPI_SUM, s->comm, &req), w.op);
+    MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, g, len + s->world, MPI_DOUBLE, MPI_SUM, s->comm, &req),
+           w.op);
     MW_TRY(mw_comm_wait(&w, &req, 1, NULL));
-    memcpy(sums, g, 3 * sizeof *g);
+    memmove(g + MW_SUMS, g + len, (size_t)s->world * sizeof *g);
+    memcpy(sums, g, (size_t)len * sizeof *g);
     return MW_OK;
+}
+
+/* The epoch's training results from the running sums over every rank of nsteps steps. */
+static void train_results(const mw_session *s, const double *sums, long nsteps, double secs,
+                          mw_epoch_metrics *em)
+{
+    const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
+    em->train_loss = nsteps > 0 ? sums[MW_SUM_LOSS] / (double)nsteps : 0;
+    for (int i = 0; i < MW_METRICS_MAX; i++)
+        em->train_metric[i] = mw_metrics_value(&ml, i, sums);
+    em->seconds = secs;
+    em->examples_per_sec = secs > 0 ? sums[MW_SUM_COUNT] / secs : 0;
 }
 
 static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
@@ -351,7 +370,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     else
         mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
     s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data/data.h) */
-    double sums[3] = {0, 0, 0}; /* scaled loss, metric, examples (local, then all) */
+    double sums[MW_SUMS] = {0};                          /* kernels.h' MW_SUM_* (local, then all) */
     double t0 = mw_now(), seen_local = 0;
     if (s->rank == 0)
         mw_progress_begin(&prog, stderr, (int)o->progress, o->progress_interval, epoch + 1,
@@ -381,7 +400,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         double el = mw_now() - t0;
         s->ops->metrics(s->rep, sums, 0);
         /* the local replicas' share, scaled to an estimate of the global step loss */
-        double est = sums[0] * nrep / rpw / (double)(k + 1 - first);
+        double est = sums[MW_SUM_LOSS] * nrep / rpw / (double)(k + 1 - first);
         mw_progress_update(&prog, (int)(k + 1), est, el > 0 ? seen_local / el : 0);
         if (o->checkpoint_every_steps > 0 && k + 1 < steps &&
             s->global_step % o->checkpoint_every_steps == 0) {
@@ -399,12 +418,9 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
                     epoch + 1, s->loss_scale, t->skipped);
     t->skipped = 0;
     MW_TRY(epoch_sums(t, sums, steps - first));
-    em->train_loss = steps > first ? sums[0] / (double)(steps - first) : 0;
-    em->train_metric = mw_metric_value(mw_loss_metric(&s->model.loss), sums[1], sums[2]);
-    em->seconds = train_time;
-    em->examples_per_sec = train_time > 0 ? sums[2] / train_time : 0;
+    train_results(s, sums, steps - first, train_time, em);
     MW_TL_BEGIN("evaluate", "evaluate");
-    MW_TRY(mw_session_evaluate(s, &em->test_loss, &em->test_metric));
+    MW_TRY(mw_session_evaluate(s, &em->test_loss, em->test_metric));
     MW_TL_END("evaluate", "evaluate");
     /* every rank holds the same all-reduced sums: the same decision everywhere */
     if (!isfinite(em->train_loss) || !isfinite(em->test_loss)) {
@@ -460,7 +476,7 @@ static mw_status setup(trainer *t, const mw_train_opts *o, const mw_topology *to
         rc = mw_session_open(s, o, topo, MW_USE_TRAIN);
     if (rc == MW_OK && (!(t->order = malloc(sizeof *t->order * (s->train.count + 1))) ||
                         !(t->secs = malloc(sizeof *t->secs * (size_t)(steps_per_epoch(s) + 1))) ||
-                        !(t->gather = malloc(sizeof *t->gather * (size_t)(3 + s->world)))))
+                        !(t->gather = malloc(sizeof *t->gather * (size_t)(MW_SUMS + s->world)))))
         rc = mw_err(MW_ENOMEM, "cannot allocate the epoch order");
     if (rc == MW_OK && o->timeline)
         rc = timeline_open(o->timeline, topo);

@@ -107,12 +107,15 @@ const char *mw_cuda_conv_backend(void);
  * (kernels/cuda/dnn_plan.h); 0 without cuDNN. */
 long mw_cuda_conv_plans(const mw_kctx *k);
 
-/* acc[0] += the sum of loss[0..n), acc[1] += the sum over the rows i of prob (n x K) of the
- * metric's value against target i (ybytes each: an int32 label or K floats; kernels/loss_rules.h
- * metric_value); acc: 2 doubles of device memory, every array on k's device. Enqueued on k's
- * stream: the GPU loop's metrics stay on the device. */
+/* The running sums (kernels.h' MW_SUM_* layout, MW_SUMS doubles of device memory) of n more
+ * examples: acc[MW_SUM_LOSS] += the sum of loss[0..n); for each metric i of ml, its values
+ * over the rows of prob (n x K) against the targets (ybytes each: an int32 label or K floats;
+ * kernels/loss_rules.h metrics_add_example) into acc[MW_SUM_METRIC(i)], an AUC's outputs
+ * counted in its buckets; acc[MW_SUM_COUNT] is the host's. Every array on k's device; ml is
+ * read when the call is made. Enqueued on k's stream: the GPU loop's metrics stay on the
+ * device. */
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, mw_metric_kind kind, int n, int K);
+                         const void *y, size_t ybytes, const mw_metric_list *ml, int n, int K);
 
 /* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
  * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never

@@ -1,10 +1,11 @@
-/* CUDA training metrics on the device (see cuda.h): the loss sum and the metric's sum of a
+/* CUDA training metrics on the device (see cuda.h): the loss sum and the metrics' sums of a
  * micro-batch added into device accumulators, so the GPU loop never downloads the n x K
  * probabilities; the host reads the accumulators at progress and epoch boundaries.
  *
  * One block: each thread takes examples t, t + B, ... (kernels/loss_rules.h' metric_value, as
- * the host's), then a shared-memory tree sums the threads' parts in a fixed
- * order: the same inputs give the same sums on every run. */
+ * the host's), then a shared-memory tree sums the threads' parts in a fixed order: the same
+ * inputs give the same sums on every run. An AUC's bucket counts are integers, counted with
+ * shared-memory atomics: exact in any order. */
 #include "kernels/cuda/dev.cuh"
 
 #define MW_LOSS_HD __device__ static inline
@@ -14,37 +15,58 @@
 
 /* ybytes: one example's target (an int32 label, or K floats) */
 static __global__ void metrics_add_kernel(double *acc, const float *loss, const float *prob,
-                                          const uint8_t *y, size_t ybytes, mw_metric_kind kind,
-                                          int n, int K)
+                                          const uint8_t *y, size_t ybytes, mw_metric_list ml, int n,
+                                          int K)
 {
-    __shared__ double s_loss[METRICS_BLOCK], s_metric[METRICS_BLOCK];
+    __shared__ double s_sum[1 + MW_METRICS_MAX][METRICS_BLOCK]; /* the loss, each metric */
+    __shared__ unsigned s_auc[2 * MW_AUC_THRESHOLDS];           /* positives, negatives */
     const int t = threadIdx.x;
-    double ls = 0, met = 0;
+    int auc = 0;
+    for (int m = 0; m < ml.n; m++)
+        auc |= ml.kind[m] == MW_METRIC_AUC;
+    for (int j = t; auc && j < 2 * MW_AUC_THRESHOLDS; j += METRICS_BLOCK)
+        s_auc[j] = 0;
+    __syncthreads();
+    double part[1 + MW_METRICS_MAX] = {0};
     for (int i = t; i < n; i += METRICS_BLOCK) {
-        met += metric_value(kind, prob + (size_t)i * K, y + (size_t)i * ybytes, K);
-        ls += loss[i];
+        const float *q = prob + (size_t)i * K;
+        const uint8_t *yi = y + (size_t)i * ybytes;
+        part[0] += loss[i];
+        for (int m = 0; m < ml.n; m++)
+            part[1 + m] += metric_value(ml.kind[m], q, yi, K);
+        for (int j = 0; auc && j < K; j++) {
+            const int neg = ((const float *)yi)[j] == 0.0f;
+            atomicAdd(&s_auc[neg * MW_AUC_THRESHOLDS + metric_auc_bucket(q[j])], 1u);
+        }
     }
-    s_loss[t] = ls, s_metric[t] = met;
+    for (int m = 0; m <= ml.n; m++)
+        s_sum[m][t] = part[m];
     __syncthreads();
     for (int w = METRICS_BLOCK / 2; w > 0; w /= 2) {
         if (t < w)
-            s_loss[t] += s_loss[t + w], s_metric[t] += s_metric[t + w];
+            for (int m = 0; m <= ml.n; m++)
+                s_sum[m][t] += s_sum[m][t + w];
         __syncthreads();
     }
-    if (t == 0)
-        acc[0] += s_loss[0], acc[1] += s_metric[0];
+    if (t == 0) {
+        acc[MW_SUM_LOSS] += s_sum[0][0];
+        for (int m = 0; m < ml.n; m++)
+            acc[MW_SUM_METRIC(m)] += s_sum[1 + m][0];
+    }
+    for (int j = t; auc && j < 2 * MW_AUC_THRESHOLDS; j += METRICS_BLOCK)
+        acc[MW_SUM_AUC_POS + j] += (double)s_auc[j];
 }
 
 extern "C" void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss,
                                     const float *prob, const void *y, size_t ybytes,
-                                    mw_metric_kind kind, int n, int K)
+                                    const mw_metric_list *ml, int n, int K)
 {
     const char *op = "mw_cuda_metrics_add";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || n <= 0)
         return;
     metrics_add_kernel<<<1, METRICS_BLOCK, 0, d->stream>>>(acc, loss, prob, (const uint8_t *)y,
-                                                           ybytes, kind, n, K);
+                                                           ybytes, *ml, n, K);
     MW_LAUNCHED_K(d, "metrics_add_kernel");
     mw_cuda_end(d, op);
 }

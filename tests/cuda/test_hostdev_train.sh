@@ -16,8 +16,9 @@
 #     model's replica slice larger than a device micro-batch still runs in one pass;
 #   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts,
 #     and the next step's batch is assembled and uploaded while the update runs (prefetch);
-#   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 16 bytes of metrics
-#     per GPU downloaded, one polled staging wait per micro-batch;
+#   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 24 bytes of metrics
+#     per GPU downloaded (the running sums the model's one metric uses: kernels.h MW_SUM_*),
+#     one polled staging wait per micro-batch;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
 #     bitwise; `eval --device gpu` prints what the CPU eval prints; an evaluator task on a
 #     GPU reports what the chief measured;
@@ -233,7 +234,7 @@ check 'diff -q "$tmp/gpu-bn-slice.epoch" "$tmp/cpu-bn-slice.epoch" >/dev/null &&
 
 # the step's shape on the devices (MW_HOSTDEV_STATS): 6 more steps of one rank x 2 fake GPUs
 # x 2 replicas each (2 micro-batches per GPU and step) add, per step, no blocking sync, one
-# 16-byte metrics download per GPU (never the n x K probabilities) and one polled staging-slot
+# 24-byte metrics download per GPU (loss, count slot, accuracy; never the n x K probabilities) and one polled staging-slot
 # wait per micro-batch; the step's end is NCCL's polled wait
 stats() { # STEPS: the "hostdev stats" numbers of a run, one per line
     MW_HOSTDEV_STATS=1 MW_HOSTDEV_GPUS=2 timeout 120 "$hd" train --device gpu --epochs 1 \
@@ -246,7 +247,7 @@ read -r s12 w12 d12 b12 <<<"$(stats 12)"
 per="syncs $(((s12 - s6) / 6)), mark waits $(((w12 - w6) / 6)), downloads $(((d12 - d6) / 6)) of $(((b12 - b6) / 6)) bytes"
 echo "per GPU step (1 rank x 2 fake GPUs x 2 replicas each): $per"
 check '[[ -n $s6 && -n $s12 && $s12 -eq $s6 && $((w12 - w6)) -eq 24 && $((d12 - d6)) -eq 12 &&
-       $((b12 - b6)) -eq 192 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
+       $((b12 - b6)) -eq 288 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
 
 # checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
 # Keras' other optimizers on the GPU path against CPU training: RMSprop with momentum and

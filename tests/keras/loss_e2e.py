@@ -7,7 +7,7 @@ examples of a fixed numpy RNG in a Keras-style .npz, one epoch of 2 steps of SGD
 batch 32, mwtrain with --no-shuffle and Keras' fit(shuffle=False). mwtrain's initial weights
 are the ones it dumps with --epochs 0, loaded into Keras' model (for a .keras archive they are
 the archive's, and must equal Keras' own bit for bit). The loss reaches mwtrain three ways:
-a .keras archive saved after compile() (compile_config's loss, first metric and optimizer; at
+a .keras archive saved after compile() (compile_config's loss, metrics in order and optimizer; at
 least one case per metric: accuracy, MAE, MSE, RMSE), --loss NAME, and --loss-config (the
 JSON of keras.losses.serialize) with --optimizer-config. Keras 3.6's Huber.get_config drops
 delta (see loss_json), so Huber(delta=0.5) cannot travel in a .keras archive (Keras' own
@@ -70,9 +70,13 @@ from oracle import check, failures, metrics_rows  # noqa: E402
 L = keras.losses
 N_TRAIN, N_TEST, F, HIDDEN, B, LR = 64, 32, 6, 8, 32, 0.1
 TOL_W, TOL_LOSS, TOL_LAYOUT = 1e-4, 1e-4, 1e-5
-# Keras' metric per case (compile's metrics=[...]) and the epoch line's name of it
+# Keras' metrics per case (compile's metrics=[...]): the epoch line's name of each, its
+# metrics.csv key in mwtrain, and its key in Keras' history
 LABEL = {"accuracy": "Accuracy", "binary_accuracy": "Accuracy", "mae": "MAE", "mse": "MSE",
-         "rmse": "RMSE"}
+         "rmse": "RMSE", "auc": "AUC"}
+MWKEY = {"accuracy": "accuracy", "binary_accuracy": "accuracy", "mae": "mae", "mse": "mse",
+         "rmse": "rmse", "auc": "auc"}
+KKEY = {"rmse": "root_mean_squared_error"}
 
 
 class Case:
@@ -84,7 +88,8 @@ class Case:
 
     def __init__(self, name, loss, k, targets, act, metric, via, loss_name=None, weighted=False):
         self.name, self.loss, self.k, self.targets, self.act = name, loss, k, targets, act
-        self.metric, self.via, self.loss_name, self.weighted = metric, via, loss_name, weighted
+        self.metrics = metric if isinstance(metric, list) else [metric]
+        self.via, self.loss_name, self.weighted = via, loss_name, weighted
 
 
 def cases():
@@ -110,15 +115,21 @@ def cases():
              "multihot", "sigmoid", "binary_accuracy", "config"),
         # Keras' "accuracy" beside multi-hot targets is CategoricalAccuracy (by the shapes,
         # compile_utils.get_metric), through the .keras archive's compile_config
-        Case("BCE sigmoid multi-hot (.keras, accuracy)", L.BinaryCrossentropy(), 3, "multihot",
-             "sigmoid", "accuracy", "keras"),
+        # and an AUC over every output of every example (multi_label=False flattens them)
+        Case("BCE sigmoid multi-hot (.keras, accuracy, auc)", L.BinaryCrossentropy(), 3,
+             "multihot", "sigmoid", ["accuracy", "auc"], "keras"),
+        # AUC first, on logits as Keras' AUC() reads them (clipped to [0, 1]), unweighted
+        # beside a weighted loss: Keras' compiled metrics take no sample_weight
+        Case("BCE logits weighted (.keras, auc, accuracy)", L.BinaryCrossentropy(from_logits=True),
+             1, "binary", None, ["auc", "accuracy"], "keras", weighted=True),
         Case("Focal sigmoid gamma 2", L.BinaryFocalCrossentropy(gamma=2.0), 1, "binary",
              "sigmoid", "accuracy", "config"),
         Case("Focal logits balanced smooth",
              L.BinaryFocalCrossentropy(apply_class_balancing=True, alpha=0.3, gamma=1.5,
                                        from_logits=True, label_smoothing=0.1), 1, "binary",
              None, "accuracy", "config"),
-        Case("MSE K=2 (.keras, mse)", "mse", 2, "regress", None, "mse", "keras"),
+        Case("MSE K=2 (.keras, mse, mae, rmse)", "mse", 2, "regress", None,
+             ["mse", "mae", "rmse"], "keras"),
         Case("MAE (--loss mae)", L.MeanAbsoluteError(), 1, "regress", None, "mae", "name",
              "mae"),
         Case("Huber (.keras, rmse)", L.Huber(), 2, "regress", None, "rmse", "keras"),
@@ -178,8 +189,9 @@ def build(c, seed):
         keras.layers.Dense(c.k, activation=c.act, name="head")])
 
 
-def compiled(model, loss, metric):
-    model.compile(optimizer=keras.optimizers.SGD(LR), loss=loss, metrics=[keras_metric(metric)])
+def compiled(model, loss, metrics):
+    model.compile(optimizer=keras.optimizers.SGD(LR), loss=loss,
+                  metrics=[keras_metric(m) for m in metrics])
     return model
 
 
@@ -215,7 +227,19 @@ def csv_row(work, tag):
     return rows[0] if rows else {}
 
 
-EPOCH = re.compile(r"Epoch 1, Loss: (\S+), (\w+): (\S+), Test Loss: (\S+), Test (\w+): (\S+),")
+EPOCH = re.compile(r"Epoch 1, Loss: (\S+), (.*?), Test Loss: (\S+), (.*?), Time: ")
+
+
+def epoch_line(stdout):
+    """The epoch line's (train loss, [(label, value)], test loss, [(label, value)]), or None."""
+    m = EPOCH.search(stdout)
+    if m is None:
+        return None
+    pairs = [[tuple(p.split(": ")) for p in g.split(", ")] for g in (m.group(2), m.group(4))]
+    train = [(a, float(b)) for a, b in pairs[0]]
+    test = [(a[len("Test "):] if a.startswith("Test ") else "?" + a, float(b))
+            for a, b in pairs[1]]
+    return float(m.group(1)), train, float(m.group(3)), test
 
 
 def split_weights(flat, shapes):
@@ -238,7 +262,7 @@ def one_case(mw, work, i, c, rows):
     args = []
     if c.via == "keras":
         path = os.path.join(work, tag + ".keras")
-        compiled(model, c.loss, c.metric).save(path)
+        compiled(model, c.loss, c.metrics).save(path)
     else:
         path = os.path.join(work, tag + ".json")
         with open(path, "w") as f:
@@ -270,55 +294,66 @@ def one_case(mw, work, i, c, rows):
     got = split_weights(np.fromfile(out, "<f4"), shapes)
 
     def keras_run(loss):
-        m = compiled(build(c, 2000 + i), loss, c.metric)
+        m = compiled(build(c, 2000 + i), loss, c.metrics)
         m.set_weights(init_w)
         h = m.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0,
                   sample_weight=sw.get("sample_weight_train")).history
-        key = next(k for k in h if k != "loss")
         ev = m.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True,
                         sample_weight=sw.get("sample_weight_test"))
-        return m.get_weights(), h["loss"][0], h[key][0], ev["loss"], ev[key]
+        keys = [KKEY.get(n, n) for n in c.metrics]
+        return (m.get_weights(), h["loss"][0], [h[k][0] for k in keys], ev["loss"],
+                [ev[k] for k in keys])
 
-    kw, kloss, kmet, ktloss, ktmet = keras_run(L.get(c.loss) if isinstance(c.loss, str)
-                                               else c.loss)
+    kw, kloss, kmets, ktloss, ktmets = keras_run(L.get(c.loss) if isinstance(c.loss, str)
+                                                 else c.loss)
     werr = rel_err(got, kw)
     check(werr <= TOL_W, "%s: weights after 2 steps, relative error %.2e <= %g"
           % (c.name, werr, TOL_W))
     row = csv_row(work, tag)
     mloss, mtloss = row.get("train/loss", float("nan")), row.get("test/loss", float("nan"))
-    mkeys = [k for k in row if k.startswith("train/") and k != "train/loss"]
-    tkeys = [k for k in row if k.startswith("test/") and k != "test/loss"]
-    mmet = row[mkeys[0]] if mkeys else float("nan")
-    mtmet = row[tkeys[0]] if tkeys else float("nan")
     lerr, tlerr = rel(mloss, kloss), rel(mtloss, ktloss)
     check(lerr <= TOL_LOSS, "%s: train loss %.9g = Keras' history loss %.9g (relative %.2e)"
           % (c.name, mloss, kloss, lerr))
     check(tlerr <= TOL_LOSS, "%s: test loss %.9g = Keras' evaluate %.9g (relative %.2e)"
           % (c.name, mtloss, ktloss, tlerr))
-    acc = LABEL[c.metric] == "Accuracy"
-    # accuracies are counts over 64 / 32 examples: exact in float32 and double
-    merr = abs(mmet - kmet) if acc else rel(mmet, kmet)
-    terr = abs(mtmet - ktmet) if acc else rel(mtmet, ktmet)
-    mtol = 1e-6 if acc else TOL_LOSS
-    check(merr <= mtol and terr <= mtol,
-          "%s: metrics.csv %s %.9g, %s %.9g = Keras' %s %.9g (train), %.9g (test)"
-          % (c.name, mkeys[0] if mkeys else "train/?", mmet, tkeys[0] if tkeys else "test/?",
-             mtmet, c.metric, kmet, ktmet))
-    m = EPOCH.search(stdout)
-    if check(m is not None, "%s: the epoch line parses: %s" % (c.name, stdout.strip()[-300:])):
-        lab = LABEL[c.metric]
-        check(m.group(2) == lab and m.group(5) == lab,
-              "%s: the epoch line names the metric %s (got %s, Test %s)"
-              % (c.name, lab, m.group(2), m.group(5)))
-        scale, half = (100.0, 0.005) if acc else (1.0, 5e-5)
-        printed = [float(m.group(g)) for g in (1, 3, 4, 6)]
-        want = [kloss, scale * kmet, ktloss, scale * ktmet]
-        halves = [5e-5, half, 5e-5, half]
-        ok = all(abs(p - w) <= h + 1e-4 * abs(w) for p, w, h in zip(printed, want, halves))
+    # metrics.csv's metric columns, in compile_config's order
+    mkeys = [k[len("train/"):] for k in row if k.startswith("train/") and k != "train/loss"]
+    check(mkeys == [MWKEY[n] for n in c.metrics], "%s: metrics.csv's columns %s are Keras' "
+          "metrics %s in their order" % (c.name, mkeys, c.metrics))
+    merr = terr = 0.0
+    for n, kmet, ktmet in zip(c.metrics, kmets, ktmets):
+        mmet = row.get("train/" + MWKEY[n], float("nan"))
+        mtmet = row.get("test/" + MWKEY[n], float("nan"))
+        acc = LABEL[n] == "Accuracy"
+        # accuracies are counts over 64 / 32 examples: exact in float32 and double. An AUC
+        # is made of bucket counts (exact) and Keras' float32 sums over 199 trapezoids.
+        e1 = abs(mmet - kmet) if acc else rel(mmet, kmet)
+        e2 = abs(mtmet - ktmet) if acc else rel(mtmet, ktmet)
+        merr, terr = max(merr, e1), max(terr, e2)
+        mtol = 1e-6 if acc else TOL_LOSS
+        check(e1 <= mtol and e2 <= mtol,
+              "%s: metrics.csv %s %.9g (train), %.9g (test) = Keras' %s %.9g, %.9g"
+              % (c.name, MWKEY[n], mmet, mtmet, n, kmet, ktmet))
+    line = epoch_line(stdout)
+    if check(line is not None, "%s: the epoch line parses: %s" % (c.name, stdout.strip()[-300:])):
+        labs = [LABEL[n] for n in c.metrics]
+        check([a for a, _ in line[1]] == labs and [a for a, _ in line[3]] == labs,
+              "%s: the epoch line names the metrics %s in order (got %s, Test %s)"
+              % (c.name, labs, line[1], line[3]))
+        printed, want, halves = [line[0], line[2]], [kloss, ktloss], [5e-5, 5e-5]
+        for j, n in enumerate(c.metrics):
+            scale, half = (100.0, 0.005) if LABEL[n] == "Accuracy" else (1.0, 5e-5)
+            for vals, kv in ((line[1], kmets), (line[3], ktmets)):
+                if j < len(vals):
+                    printed.append(vals[j][1])
+                    want.append(scale * kv[j])
+                    halves.append(half)
+        ok = len(printed) == 2 + 2 * len(c.metrics) and all(
+            abs(p - w) <= h + 1e-4 * abs(w) for p, w, h in zip(printed, want, halves))
         check(ok, "%s: the epoch line %s = Keras' %s rounded"
               % (c.name, printed, ["%.6g" % v for v in want]))
-    rows.append("%-32s %-7s %-15s %.2e  %.2e  %.2e  %.2e  %.2e"
-                % (c.name, c.via, c.metric, werr, lerr, tlerr, merr, terr))
+    rows.append("%-44s %-7s %-15s %.2e  %.2e  %.2e  %.2e  %.2e"
+                % (c.name, c.via, ",".join(c.metrics), werr, lerr, tlerr, merr, terr))
     return dict(path=path, data=data, args=args, weights=got, shapes=shapes, keras_run=keras_run)
 
 
@@ -432,7 +467,7 @@ def exports(mw, work, results, cases_by_name):
     """Each loss goes back to Keras: one step with a checkpoint, `export --format
     keras`, and keras.models.load_model compiles the archive with the loss's own class and
     arguments (Keras' constructor refuses an argument it lacks, such as axis beside the sparse
-    loss)."""
+    loss) and the metrics in their order, which Keras' evaluate reports."""
     for i, (name, r) in enumerate(results):
         ck, out = os.path.join(work, "ex%d-ck" % i), os.path.join(work, "ex%d.keras" % i)
         p = run([mw, "train", "--model", r["path"], "--data", r["data"], *r["args"],
@@ -443,12 +478,21 @@ def exports(mw, work, results, cases_by_name):
         if not check(p.returncode == 0, "export %s: exit %d%s" % (
                 name, p.returncode, "\n" + p.stderr[-600:] if p.returncode else "")):
             continue
+        c = cases_by_name[name]
         try:
-            got = keras.models.load_model(out).loss
+            model = keras.models.load_model(out)
+            got = model.loss
+            d = np.load(r["data"])
+            ev = model.evaluate(d["x_test"], d["y_test"], verbose=0, return_dict=True)
             err = ""
         except Exception as e:  # noqa: BLE001 (the test reports what Keras said)
-            got, err = None, str(e)
-        c = cases_by_name[name]
+            got, ev, err = None, {}, str(e)
+        # the metrics, in their order, under the names Keras reports them by
+        written = json.loads(zipfile.ZipFile(out).read("config.json"))["compile_config"]
+        want_m = [KKEY.get(n, n) for n in c.metrics]
+        check(written.get("metrics") == want_m and sorted(ev) == sorted(["loss", *want_m]),
+              "export %s: compile_config.metrics %s = %s, and Keras evaluates them (%s)"
+              % (name, written.get("metrics"), want_m, sorted(ev)))
         want = {"mse": L.MeanSquaredError()}[c.loss] if isinstance(c.loss, str) else c.loss
         same = got is not None and type(got) is type(want) and \
             getattr(got, "_fn_kwargs", {}) == getattr(want, "_fn_kwargs", {})
@@ -505,7 +549,7 @@ def main():
     resume_export(mw, work, results)
     exports(mw, work, one_per_loss(results, by_name), by_name)
     refusals(mw, work)
-    print("%-32s %-7s %-15s %-9s %-9s %-9s %-9s %s"
+    print("%-44s %-7s %-15s %-9s %-9s %-9s %-9s %s"
           % ("case (2 SGD steps vs Keras)", "via", "metric", "weights", "loss", "test loss",
              "metric", "test metric"))
     print("\n".join(rows))

@@ -11,13 +11,13 @@
 static const char *const loss_common[] = {"name", "dtype", "reduction", NULL};
 
 /* Keras' defaults of a kind: what keras.losses.get(name) builds. */
-static void keras_defaults(mw_loss *ls, mw_loss_kind kind, mw_metric_kind metric)
+static void keras_defaults(mw_loss *ls, mw_loss_kind kind, const mw_loss *metrics_of)
 {
     memset(ls, 0, sizeof *ls);
     ls->kind = kind;
     ls->d.kind = mw_loss_row(kind)->dkind;
     ls->d.delta = 1.0f, ls->d.gamma = 2.0f, ls->d.alpha = 0.25f;
-    ls->metric = metric;
+    ls->metrics = metrics_of->metrics, ls->by_shape = metrics_of->by_shape;
 }
 
 static mw_status find_kind(const mw_kc_loc *l, const char *key, const char *name, mw_loss_kind *k)
@@ -78,7 +78,7 @@ mw_status mw_keras_loss_from_json(mw_loss *ls, const json_t *j, const char *wher
     mw_loss_kind kind = MW_LOSS_SPARSE_XENT;
     if (json_is_string(j)) {
         MW_TRY(find_kind(&l, NULL, json_string_value(j), &kind));
-        keras_defaults(&t, kind, ls->metric);
+        keras_defaults(&t, kind, ls);
         *ls = t;
         return MW_OK;
     }
@@ -86,7 +86,7 @@ mw_status mw_keras_loss_from_json(mw_loss *ls, const json_t *j, const char *wher
     const json_t *cfg;
     MW_TRY(mw_kc_unwrap(&l, j, "keras.losses", &cls, &cfg));
     MW_TRY(find_kind(&l, "class_name", cls, &kind));
-    keras_defaults(&t, kind, ls->metric);
+    keras_defaults(&t, kind, ls);
     mw_kc_loc c;
     mw_kc_sub(&c, &l, "config");
     if (cfg)
@@ -95,13 +95,41 @@ mw_status mw_keras_loss_from_json(mw_loss *ls, const json_t *j, const char *wher
     return MW_OK;
 }
 
+/* An AUC's config at the values mwtrain computes (Keras' defaults). */
+static mw_status auc_config(const mw_kc_loc *l, const json_t *cfg)
+{
+    static const struct {
+        const char *key, *want;
+    } fixed[] = {{"num_thresholds", "200"},
+                 {"curve", "\"ROC\""},
+                 {"summation_method", "\"interpolation\""},
+                 {"multi_label", "false"},
+                 {"num_labels", "null"},
+                 {"label_weights", "null"},
+                 {"from_logits", "false"},
+                 {"thresholds", "null"}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        const json_t *v = json_object_get(cfg, fixed[i].key);
+        json_t *want = json_loads(fixed[i].want, JSON_DECODE_ANY, NULL);
+        const int ok = !v || json_equal(v, want) || (json_is_null(want) && json_is_null(v));
+        json_decref(want);
+        if (!ok) {
+            char key[64];
+            snprintf(key, sizeof key, "config.%s", fixed[i].key);
+            return mw_kc_bad(l, key, "expected %s (mwtrain computes Keras' default AUC)",
+                             fixed[i].want);
+        }
+    }
+    return MW_OK;
+}
+
 /* A metric entry: a name or a serialized metric ({"class_name": ..., "config": {...}}). */
 static mw_status metric_of(const mw_kc_loc *l, const json_t *m, mw_loss_kind loss,
                            mw_metric_kind *out)
 {
     const char *name = json_string_value(m);
+    const json_t *cfg = NULL;
     if (!name) {
-        const json_t *cfg;
         MW_TRY(mw_kc_unwrap(l, m, "keras.metrics", &name, &cfg));
         const json_t *th = json_object_get(cfg, "threshold");
         if (th && !(json_is_number(th) && json_number_value(th) == 0.5))
@@ -110,15 +138,17 @@ static mw_status metric_of(const mw_kc_loc *l, const json_t *m, mw_loss_kind los
     *out = mw_metric_find(name, loss);
     if (!strcmp(name, "accuracy") || !strcmp(name, "acc")) /* by the shapes, later */
         return MW_OK;
-    const int sparse = !mw_loss_row(loss)->dense;
-    if (*out == MW_METRIC_NONE || sparse != (*out == MW_METRIC_SPARSE_ACC))
+    const mw_loss_ops *row = mw_loss_row(loss);
+    const int sparse = !row->dense, classifier = row->accuracy != MW_METRIC_NONE;
+    if (*out == MW_METRIC_NONE || sparse != (*out == MW_METRIC_SPARSE_ACC) ||
+        (*out == MW_METRIC_AUC && !classifier))
         return mw_kc_bad(l, NULL, "metric '%s' is not one mwtrain computes beside %s; expected %s",
-                         name, mw_loss_row(loss)->keras,
-                         sparse ? "accuracy (or sparse_categorical_accuracy)"
-                         : mw_loss_row(loss)->accuracy != MW_METRIC_NONE
-                             ? "accuracy, binary_accuracy, categorical_accuracy, mae, mse or rmse"
-                             : "mae, mse or rmse");
-    return MW_OK;
+                         name, row->keras,
+                         sparse       ? "accuracy (or sparse_categorical_accuracy)"
+                         : classifier ? "accuracy, binary_accuracy, categorical_accuracy, auc, "
+                                        "mae, mse or rmse"
+                                      : "mae, mse or rmse");
+    return *out == MW_METRIC_AUC && cfg ? auc_config(l, cfg) : MW_OK;
 }
 
 mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const char *where)
@@ -128,16 +158,30 @@ mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const c
         return MW_OK;
     if (!json_is_array(metrics))
         return mw_kc_bad(&l, NULL, "expected a list of metrics");
-    if (json_array_size(metrics) == 0)
-        return MW_OK;
-    mw_kc_loc e;
-    mw_kc_sub(&e, &l, "0");
-    mw_metric_kind k = MW_METRIC_NONE;
-    const json_t *m0 = json_array_get(metrics, 0);
-    MW_TRY(metric_of(&e, m0, ls->kind, &k));
-    ls->metric = k;
-    ls->metric_by_shape = json_is_string(m0) && (!strcmp(json_string_value(m0), "accuracy") ||
-                                                 !strcmp(json_string_value(m0), "acc"));
+    if (json_array_size(metrics) > MW_METRICS_MAX)
+        return mw_kc_bad(&l, NULL, "%zu metrics; mwtrain reports at most %d",
+                         json_array_size(metrics), MW_METRICS_MAX);
+    mw_metric_list ml = {0, {MW_METRIC_NONE}};
+    unsigned by_shape = 0;
+    for (size_t i = 0; i < json_array_size(metrics); i++) {
+        mw_kc_loc e;
+        char idx[24];
+        snprintf(idx, sizeof idx, "%zu", i);
+        mw_kc_sub(&e, &l, idx);
+        const json_t *mi = json_array_get(metrics, i);
+        MW_TRY(metric_of(&e, mi, ls->kind, &ml.kind[i]));
+        if (json_is_string(mi) &&
+            (!strcmp(json_string_value(mi), "accuracy") || !strcmp(json_string_value(mi), "acc")))
+            by_shape |= 1u << i;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(mw_metric_key(ml.kind[j]), mw_metric_key(ml.kind[i])))
+                return mw_kc_bad(&e, NULL,
+                                 "a second %s metric (entry %zu is one); each is reported once",
+                                 mw_metric_label(ml.kind[i]), j);
+        ml.n = (int)i + 1;
+    }
+    if (ml.n > 0)
+        ls->metrics = ml, ls->by_shape = by_shape;
     return MW_OK;
 }
 
@@ -177,9 +221,9 @@ json_t *mw_keras_loss_to_json(const mw_loss *ls)
 
 json_t *mw_keras_metrics_to_json(const mw_loss *ls, int width)
 {
-    const mw_metric_kind m = mw_loss_metric(ls);
+    const mw_metric_list ml = mw_loss_metrics(ls);
     mw_loss shaped = *ls; /* what Keras' "accuracy" would be here */
-    shaped.metric_by_shape = 1;
+    shaped.metrics.n = 1, shaped.by_shape = 1;
     mw_loss_accuracy_by_shape(&shaped, width);
     static const char *const names[] = {
         [MW_METRIC_SPARSE_ACC] = "sparse_categorical_accuracy",
@@ -188,9 +232,17 @@ json_t *mw_keras_metrics_to_json(const mw_loss *ls, int width)
         [MW_METRIC_MAE] = "mae",
         [MW_METRIC_MSE] = "mse",
         [MW_METRIC_RMSE] = "root_mean_squared_error",
+        [MW_METRIC_AUC] = "auc",
     };
-    const char *name = m == shaped.metric ? "accuracy" : names[m] ? names[m] : "accuracy";
-    return json_pack("[s]", name);
+    json_t *list = json_array();
+    for (int i = 0; list && i < ml.n; i++) {
+        const mw_metric_kind m = ml.kind[i];
+        const char *name = m == shaped.metrics.kind[0] ? "accuracy"
+                           : names[m]                  ? names[m]
+                                                       : "accuracy";
+        json_array_append_new(list, json_string(name));
+    }
+    return list;
 }
 
 mw_status mw_keras_source_set_loss(mw_model *m)
@@ -230,7 +282,7 @@ mw_status mw_keras_source_loss(const char *text, mw_loss *ls, const char *where,
     if (loss && !json_is_null(loss)) {
         char w[600];
         snprintf(w, sizeof w, "%s: compile_config.loss", where);
-        t.metric = MW_METRIC_NONE, t.metric_by_shape = 0;
+        t.metrics.n = 0, t.by_shape = 0;
         rc = mw_keras_loss_from_json(&t, loss, w);
         snprintf(w, sizeof w, "%s: compile_config.metrics", where);
         if (rc == MW_OK)

@@ -21,21 +21,23 @@
 /* ls from j (its metric left as it was); where names the source in messages. MW_ECONFIG, or
  * MW_EUNSUPPORTED for a feature mwtrain lacks; ls unchanged on failure. */
 mw_status mw_keras_loss_from_json(mw_loss *ls, const json_t *j, const char *where);
-/* ls->metric from a compile_config "metrics" list (names or serialized metrics): the first
- * one; null or [] leaves the loss's default. A metric mwtrain does not compute, or one that
- * does not fit the loss (mae beside a sparse loss), is an error naming it. */
+/* ls->metrics from a compile_config "metrics" list (names or serialized metrics), in its
+ * order, at most MW_METRICS_MAX; null or [] leaves the loss's default. A metric mwtrain does
+ * not compute, one that does not fit the loss (mae beside a sparse loss, auc beside a
+ * regression), an AUC configured otherwise than Keras' default, or a metric listed twice is an
+ * error naming its entry. */
 mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const char *where);
 /* Keras 3's serialized form of ls (a new reference; NULL when out of memory). */
 json_t *mw_keras_loss_to_json(const mw_loss *ls);
-/* ["<metric>"], Keras' name of ls's metric beside an output of width units ("accuracy" where
- * Keras' rule for it gives that metric). */
+/* ["<metric>", ...], Keras' names of ls's metrics beside an output of width units
+ * ("accuracy" where Keras' rule for it gives that metric). */
 json_t *mw_keras_metrics_to_json(const mw_loss *ls, int width);
 
 /* The loss travels with the model: m->source (the Keras JSON the model was built from, which
  * every checkpoint holds) gets a top-level compile_config with m->loss's "loss" and "metrics"
  * (the other keys of one it has are kept). Nothing without a source. MW_ENOMEM. */
 mw_status mw_keras_source_set_loss(mw_model *m);
-/* The loss a model text carries (its compile_config's loss and first metric) into *ls when it
+/* The loss a model text carries (its compile_config's loss and metrics) into *ls when it
  * has one: *found 1, else 0 and ls unchanged. where names the text in messages. */
 mw_status mw_keras_source_loss(const char *text, mw_loss *ls, const char *where, int *found);
 

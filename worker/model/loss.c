@@ -128,21 +128,22 @@ size_t mw_loss_target_bytes(const mw_loss *ls, int width)
     return mw_loss_row(ls->kind)->dense ? (size_t)width * sizeof(float) : sizeof(int32_t);
 }
 
-mw_metric_kind mw_loss_metric(const mw_loss *ls)
+mw_metric_list mw_loss_metrics(const mw_loss *ls)
 {
-    if (ls->metric != MW_METRIC_NONE)
-        return ls->metric;
-    const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy; /* a classifier's own */
-    return acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE;         /* a regression's: MAE */
+    if (ls->metrics.n > 0)
+        return ls->metrics;
+    const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy;            /* a classifier's own */
+    mw_metric_list d = {1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}}; /* a regression's */
+    return d;
 }
 
 void mw_loss_accuracy_by_shape(mw_loss *ls, int width)
 {
-    if (!ls->metric_by_shape)
-        return;
-    ls->metric = width == 1                      ? MW_METRIC_BIN_ACC
-                 : !mw_loss_row(ls->kind)->dense ? MW_METRIC_SPARSE_ACC
-                                                 : MW_METRIC_CAT_ACC;
+    for (int i = 0; i < ls->metrics.n; i++)
+        if (ls->by_shape & (1u << i))
+            ls->metrics.kind[i] = width == 1                      ? MW_METRIC_BIN_ACC
+                                  : !mw_loss_row(ls->kind)->dense ? MW_METRIC_SPARSE_ACC
+                                                                  : MW_METRIC_CAT_ACC;
 }
 
 static const struct {
@@ -155,6 +156,7 @@ static const struct {
     {{"binary_accuracy", "BinaryAccuracy"}, MW_METRIC_BIN_ACC},
     {{"categorical_accuracy", "CategoricalAccuracy"}, MW_METRIC_CAT_ACC},
     {{"sparse_categorical_accuracy", "SparseCategoricalAccuracy"}, MW_METRIC_SPARSE_ACC},
+    {{"auc", "AUC"}, MW_METRIC_AUC},
 };
 
 mw_metric_kind mw_metric_find(const char *name, mw_loss_kind loss)
@@ -173,33 +175,64 @@ mw_metric_kind mw_metric_find(const char *name, mw_loss_kind loss)
 const char *mw_metric_label(mw_metric_kind m)
 {
     static const char *const l[] = {"Accuracy", "Accuracy", "Accuracy", "Accuracy",
-                                    "MAE",      "MSE",      "RMSE"};
+                                    "MAE",      "MSE",      "RMSE",     "AUC"};
     return (unsigned)m < sizeof l / sizeof l[0] ? l[m] : "Accuracy";
 }
 
 const char *mw_metric_key(mw_metric_kind m)
 {
     static const char *const l[] = {"accuracy", "accuracy", "accuracy", "accuracy",
-                                    "mae",      "mse",      "rmse"};
+                                    "mae",      "mse",      "rmse",     "auc"};
     return (unsigned)m < sizeof l / sizeof l[0] ? l[m] : "accuracy";
 }
 
 int mw_metric_percent(mw_metric_kind m)
 {
-    return m != MW_METRIC_MAE && m != MW_METRIC_MSE && m != MW_METRIC_RMSE;
+    return m == MW_METRIC_SPARSE_ACC || m == MW_METRIC_CAT_ACC || m == MW_METRIC_BIN_ACC;
 }
 
-double mw_metric_value(mw_metric_kind m, double sum, double count)
+int mw_sums_len(const mw_metric_list *ml)
 {
+    for (int i = 0; i < ml->n; i++)
+        if (ml->kind[i] == MW_METRIC_AUC)
+            return MW_SUMS;
+    return MW_SUM_METRIC(ml->n);
+}
+
+/* Keras' AUC.result (ROC, interpolation): the true and false positive rates at each threshold
+ * from the bucket counts (a rate with nothing to count is 0, as divide_no_nan makes it), and
+ * the trapezoids between neighbouring thresholds summed. */
+static double auc_value(const double *sums)
+{
+    const double *pos = sums + MW_SUM_AUC_POS, *neg = sums + MW_SUM_AUC_NEG;
+    double tp[MW_AUC_THRESHOLDS + 1] = {0}, fp[MW_AUC_THRESHOLDS + 1] = {0};
+    for (int j = MW_AUC_THRESHOLDS - 1; j >= 0; j--)
+        tp[j] = tp[j + 1] + pos[j], fp[j] = fp[j + 1] + neg[j];
+    const double P = tp[0], N = fp[0];
+    double auc = 0;
+    for (int j = 0; j + 1 < MW_AUC_THRESHOLDS; j++) {
+        const double x0 = N > 0 ? fp[j] / N : 0, x1 = N > 0 ? fp[j + 1] / N : 0;
+        const double y0 = P > 0 ? tp[j] / P : 0, y1 = P > 0 ? tp[j + 1] / P : 0;
+        auc += (x0 - x1) * (y0 + y1) / 2;
+    }
+    return auc;
+}
+
+double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums)
+{
+    if (i < 0 || i >= ml->n)
+        return 0;
+    if (ml->kind[i] == MW_METRIC_AUC)
+        return auc_value(sums);
+    const double count = sums[MW_SUM_COUNT], sum = sums[MW_SUM_METRIC(i)];
     const double mean = count > 0 ? sum / count : 0;
-    return m == MW_METRIC_RMSE ? sqrt(mean) : mean;
+    return ml->kind[i] == MW_METRIC_RMSE ? sqrt(mean) : mean;
 }
 
-double mw_metric_sum_host(mw_metric_kind m, const float *prob, const void *y, int n, int width)
+void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
+                         size_t ybytes, int n, int width)
 {
-    const size_t yb = m == MW_METRIC_SPARSE_ACC ? sizeof(int32_t) : (size_t)width * sizeof(float);
-    double s = 0;
     for (int i = 0; i < n; i++)
-        s += metric_value(m, prob + (size_t)i * width, (const uint8_t *)y + (size_t)i * yb, width);
-    return s;
+        metrics_add_example(ml, acc, prob + (size_t)i * width,
+                            (const uint8_t *)y + (size_t)i * ybytes, width);
 }

@@ -39,13 +39,14 @@ typedef enum {
     MW_LOSS_OUT_SIGMOID, /* the binary rows, from_logits = 0 */
 } mw_loss_out;
 
-/* A loss as configured (Keras' config of it) and the metric reported beside it. */
+/* A loss as configured (Keras' config of it) and the metrics reported beside it. */
 typedef struct {
     mw_loss_kind kind;
-    mw_dloss d;            /* the dense rows' parameters (from_logits, label_smoothing, ...) */
-    mw_metric_kind metric; /* MW_METRIC_NONE: the loss's default (its row's) */
-    int metric_by_shape;   /* "accuracy" was named: Keras picks its form by the shapes
-                              (mw_loss_accuracy_by_shape) */
+    mw_dloss d;             /* the dense rows' parameters (from_logits, label_smoothing, ...) */
+    mw_metric_list metrics; /* compile_config's, in its order; none: the loss's default (its
+                               row's accuracy, or MAE) */
+    unsigned by_shape;      /* bit i: metric i was named "accuracy", whose form Keras picks by
+                               the shapes (mw_loss_accuracy_by_shape) */
 } mw_loss;
 
 typedef struct {
@@ -81,26 +82,32 @@ mw_loss_out mw_loss_wants(const mw_loss *ls);
 
 /* Bytes of one example's target: 4 (an int32 label) or 4 x width. */
 size_t mw_loss_target_bytes(const mw_loss *ls, int width);
-/* The metric reported: ls->metric, else the row's accuracy, else (a regression) MAE. */
-mw_metric_kind mw_loss_metric(const mw_loss *ls);
+/* The metrics reported: ls->metrics, else the row's accuracy, else (a regression) MAE. */
+mw_metric_list mw_loss_metrics(const mw_loss *ls);
 /* Keras' "accuracy" (compile_utils.get_metric): binary when the output has one unit, sparse
- * categorical beside integer labels, categorical otherwise; set on ls when it named it. */
+ * categorical beside integer labels, categorical otherwise; set on each metric of ls that
+ * was named so. */
 void mw_loss_accuracy_by_shape(mw_loss *ls, int width);
 /* A metric by Keras' name ("accuracy", "acc", "mae", "mean_absolute_error", "mse", "rmse",
  * "root_mean_squared_error", "binary_accuracy", "categorical_accuracy",
- * "sparse_categorical_accuracy", and their classes' names); "accuracy" resolves against the
- * loss. MW_METRIC_NONE when unknown (or accuracy beside a regression loss). */
+ * "sparse_categorical_accuracy", "auc", and their classes' names); "accuracy" resolves against
+ * the loss. MW_METRIC_NONE when unknown (or accuracy beside a regression loss). */
 mw_metric_kind mw_metric_find(const char *name, mw_loss_kind loss);
-/* How the epoch line names the metric ("Accuracy", "MAE", "MSE", "RMSE"), and
- * metrics.csv / TensorBoard ("accuracy", "mae", "mse", "rmse"). */
+/* How the epoch line names a metric ("Accuracy", "MAE", "MSE", "RMSE", "AUC"), and
+ * metrics.csv / TensorBoard ("accuracy", "mae", "mse", "rmse", "auc"). */
 const char *mw_metric_label(mw_metric_kind m);
 const char *mw_metric_key(mw_metric_kind m);
-/* The epoch's value from the sum of per-example values over count examples (the accuracies
- * in [0, 1]; RMSE the root of the mean). */
-double mw_metric_value(mw_metric_kind m, double sum, double count);
 /* 1 when the epoch line shows it in percent (the accuracies). */
 int mw_metric_percent(mw_metric_kind m);
-/* The sum of the metric over n examples from host copies of prob (n x width) and targets. */
-double mw_metric_sum_host(mw_metric_kind m, const float *prob, const void *y, int n, int width);
+/* How many of the running sums (kernels.h' MW_SUM_*) ml uses: they are what is reduced. */
+int mw_sums_len(const mw_metric_list *ml);
+/* Metric i's value from the running sums over every replica: the mean of its per-example
+ * values (the accuracies in [0, 1]; RMSE the root of the mean), or an AUC from its buckets
+ * as Keras' AUC.result computes it. */
+double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums);
+/* Adds the n examples' metric values (and AUC counts) into acc (MW_SUMS doubles), from host
+ * copies of prob (n x width) and the targets (ybytes each: mw_loss_target_bytes). */
+void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
+                         size_t ybytes, int n, int width);
 
 #endif

@@ -789,7 +789,9 @@ mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
     return MW_OK;
 }
 
-double mw_model_metric_sum(const mw_model *m, const mw_model_ws *ws, int n)
+void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc)
 {
-    return mw_metric_sum_host(mw_loss_metric(&m->loss), ws->prob, ws->y, n, m->nclasses);
+    const mw_metric_list ml = mw_loss_metrics(&m->loss);
+    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_loss_target_bytes(&m->loss, m->nclasses), n,
+                        m->nclasses);
 }

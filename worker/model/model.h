@@ -385,9 +385,9 @@ void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kct
 void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                             mw_model_ws *ws, float *grads, int i, int n, float scale,
                             const double *s, long total);
-/* After a forward on the host: the sum over the n examples of the loss's metric
- * (mw_loss_metric: the number right for an accuracy). */
-double mw_model_metric_sum(const mw_model *m, const mw_model_ws *ws, int n);
+/* After a forward on the host: the n examples' values of the loss's metrics
+ * (mw_loss_metrics: the number right for an accuracy) added into acc (MW_SUMS doubles). */
+void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc);
 
 /* Whether a and b compute the same function given the same weights: 0 when they do, else 1
  * with `what` (len bytes, may be NULL when len is 0) naming the FIRST difference for a user,

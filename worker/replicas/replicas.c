@@ -34,9 +34,9 @@ long mw_rank_examples(long total, int world, int rpw, int rank)
     return sum;
 }
 
-void mw_metrics_take(double acc[3], double sums[3], int reset)
+void mw_metrics_take(double acc[MW_SUMS], double sums[MW_SUMS], int reset)
 {
-    memcpy(sums, acc, 3 * sizeof *acc);
+    memcpy(sums, acc, MW_SUMS * sizeof *acc);
     if (reset)
-        memset(acc, 0, 3 * sizeof *acc);
+        memset(acc, 0, MW_SUMS * sizeof *acc);
 }

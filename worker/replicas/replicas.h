@@ -84,16 +84,16 @@ typedef struct {
      * LossScaleOptimizer): read after allreduce, before update; every replica holds the same
      * sums, so every rank gets the same answer. */
     mw_status (*finite)(mw_replicas *r, int *all_finite);
-    /* The running sums (scaled loss, correct, examples) of this rank since the last
-     * reset, complete after update; reset: start again from zero. */
-    void (*metrics)(mw_replicas *r, double sums[3], int reset);
+    /* The running sums (kernels.h' MW_SUM_*: scaled loss, examples, the metrics' sums) of
+     * this rank since the last reset, complete after update; reset: start again from zero. */
+    void (*metrics)(mw_replicas *r, double sums[MW_SUMS], int reset);
     /* The optimizer update with this step's scalars (mw_optimizer_hyper), on every copy; h
      * NULL: a skipped step (non-finite gradients under loss scaling), which only folds the
      * batch statistics into BatchNormalization's moving ones, as Keras' skipped step does. */
     mw_status (*update)(mw_replicas *r, const mw_optim_hyper *h);
     /* Forward over this rank's replica slices of the first n examples of d (ids equal
-     * positions); adds the loss sum, the correct count and the examples into sums. */
-    mw_status (*evaluate)(mw_replicas *r, const mw_dataset *d, long n, double sums[3]);
+     * positions); adds the loss sum, the examples and the metrics' sums into sums (MW_SUM_*). */
+    mw_status (*evaluate)(mw_replicas *r, const mw_dataset *d, long n, double sums[MW_SUMS]);
     /* Host arenas -> the backend's copies (parameters; the optimizer slots too unless
      * weights_only), and the backend's copies -> the host arenas. */
     mw_status (*push)(mw_replicas *r, int weights_only);
@@ -119,5 +119,5 @@ void mw_slice(long total, int nrep, int i, long *off, long *cnt);
 /* Examples of total that rank's rpw replicas hold, of world * rpw replicas. */
 long mw_rank_examples(long total, int world, int rpw, int rank);
 /* A backend's metrics op: sums = acc, and acc = 0 when reset. */
-void mw_metrics_take(double acc[3], double sums[3], int reset);
+void mw_metrics_take(double acc[MW_SUMS], double sums[MW_SUMS], int reset);
 #endif

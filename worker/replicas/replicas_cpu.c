@@ -44,8 +44,8 @@ struct mw_replicas {
     int whole_slice;                    /* the model has BN: train a slice in one pass */
     mw_model_ws ws[MW_CPU_MAX_THREADS]; /* per-thread activations */
     float *tgrads[MW_CPU_MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
-    double tsum[MW_CPU_MAX_THREADS][3]; /* per-thread loss sum, correct, examples */
-    double acc[3];                      /* running sums (replicas.h) */
+    double tsum[MW_CPU_MAX_THREADS][MW_SUMS]; /* per-thread running sums (kernels.h) */
+    double acc[MW_SUMS];                      /* running sums (replicas.h) */
     mw_allreduce ar;
     float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
     int sync;         /* synchronized BN: the local replicas train in lockstep */
@@ -174,7 +174,7 @@ static mw_status cpu_connect(mw_replicas *r)
 
 /* A BN model's training slice: one forward and backward over all cnt examples. */
 static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long cnt,
-                            long gb, uint64_t dseed, double sums[3])
+                            long gb, uint64_t dseed, double sums[MW_SUMS])
 {
     const mw_model *m = r->env.model;
     mw_model_ws *ws = &r->ws[0];
@@ -189,9 +189,9 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     mw_model_backward(m, &r->kt, &r->bk, ws, r->tgrads[0], n, 1.0f / (float)gb);
     for (int j = 0; j < n; j++)
         ls += ws->loss[j];
-    sums[0] += ls / (double)gb;
-    sums[1] += mw_model_metric_sum(m, ws, n);
-    sums[2] += (double)cnt;
+    sums[MW_SUM_LOSS] += ls / (double)gb;
+    sums[MW_SUM_COUNT] += (double)cnt;
+    mw_model_metrics_add(m, ws, n, sums);
 }
 
 /* The lockstep's view of the local replicas (lockstep.h): each its own whole-slice workspace,
@@ -255,9 +255,9 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
         double ls = 0;
         for (long j = 0; j < cnt; j++)
             ls += ws->loss[j];
-        r->acc[0] += ls / (double)gb;
-        r->acc[1] += mw_model_metric_sum(m, ws, (int)cnt);
-        r->acc[2] += (double)cnt;
+        r->acc[MW_SUM_LOSS] += ls / (double)gb;
+        r->acc[MW_SUM_COUNT] += (double)cnt;
+        mw_model_metrics_add(m, ws, (int)cnt, r->acc);
     }
     return MW_OK;
 }
@@ -268,7 +268,8 @@ static mw_status run_lockstep(mw_replicas *r, const mw_dataset *data, const uint
  * per-thread gradients; otherwise forward only. Adds each thread's loss sum / div,
  * correct count and examples into sums. */
 static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *ids, long first,
-                      long cnt, int training, long gb, uint64_t dseed, double div, double sums[3])
+                      long cnt, int training, long gb, uint64_t dseed, double div,
+                      double sums[MW_SUMS])
 {
     const int T = r->env.nthreads;
     const mw_model *m = r->env.model;
@@ -286,7 +287,8 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
         long toff, tcnt;
         mw_slice(cnt, T, th, &toff, &tcnt);
         uint32_t pos[EVAL_IDS]; /* the ids when they are positions */
-        double ls = 0, corr = 0;
+        double *ts = r->tsum[th], ls = 0;
+        memset(ts, 0, sizeof r->tsum[th]);
         for (long i = 0; i < tcnt;) {
             int n = tcnt - i < ws->max_n ? (int)(tcnt - i) : ws->max_n;
             const uint32_t *mb = ids ? ids + toff + i : pos;
@@ -312,15 +314,17 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
                 mw_model_backward(m, &r->kt, &r->tk[th], ws, r->tgrads[th], n, 1.0f / (float)gb);
             for (int j = 0; j < n; j++)
                 ls += ws->loss[j];
-            corr += mw_model_metric_sum(m, ws, n);
+            mw_model_metrics_add(m, ws, n, ts);
             i += n;
         }
-        r->tsum[th][0] = ls, r->tsum[th][1] = corr, r->tsum[th][2] = (double)tcnt;
+        ts[MW_SUM_LOSS] = ls, ts[MW_SUM_COUNT] = (double)tcnt;
     }
+    const mw_metric_list ml = mw_loss_metrics(&m->loss);
+    const int len = mw_sums_len(&ml);
     for (int th = 0; th < T; th++) {
-        sums[0] += r->tsum[th][0] / div;
-        sums[1] += r->tsum[th][1];
-        sums[2] += r->tsum[th][2];
+        sums[MW_SUM_LOSS] += r->tsum[th][MW_SUM_LOSS] / div;
+        for (int j = MW_SUM_COUNT; j < len; j++)
+            sums[j] += r->tsum[th][j];
     }
 }
 
@@ -360,7 +364,7 @@ static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     /* regularization scaled by 1/replicas per replica (this rank's share), as
      * tf.nn.scale_regularization_loss: the SUM holds it once */
     const float ls = mw_model_loss_scale(e->model); /* the gradients', not the loss's */
-    r->acc[0] +=
+    r->acc[MW_SUM_LOSS] +=
         mw_model_regularization(e->model, r->tgrads[0], (float)rpw / (float)nrep * ls) / ls;
     return MW_OK;
 }
@@ -377,7 +381,7 @@ static mw_status cpu_finite(mw_replicas *r, int *all_finite)
     return MW_OK;
 }
 
-static void cpu_metrics(mw_replicas *r, double sums[3], int reset)
+static void cpu_metrics(mw_replicas *r, double sums[MW_SUMS], int reset)
 {
     mw_metrics_take(r->acc, sums, reset);
 }
@@ -394,7 +398,7 @@ static mw_status cpu_update(mw_replicas *r, const mw_optim_hyper *h)
     return MW_OK;
 }
 
-static mw_status cpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[3])
+static mw_status cpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[MW_SUMS])
 {
     const mw_replicas_env *e = &r->env;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;

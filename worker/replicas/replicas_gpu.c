@@ -19,14 +19,14 @@
  * host refills a pinned slot once its last upload is done. The next step's first micro-batch
  * per device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
  * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
- * for its data, and its upload overlaps the update. The loss sum and the metric's sum are
- * accumulated on the device (mw_cuda_metrics_add) and come back as 16 bytes per device and step,
- * never the n x K probabilities. The weight penalty goes into each device's gradients after the
- * backward passes, scaled by its share of the replicas; the gradient sum over every device of the
- * cluster is NCCL (cluster/nccl.h) on the contexts' streams, and every device's BatchNormalization
- * statistics update (mw_model_update_stats) and optimizer update are enqueued behind it on the same
- * stream. The step's only host wait is the polled one that ends the update (mw_nccl_wait, or the
- * step mark on one GPU), under --collective-timeout.
+ * for its data, and its upload overlaps the update. The loss sum and the metrics' sums are
+ * accumulated on the device (mw_cuda_metrics_add) and come back as a few doubles per device and
+ * step (3.2 KB with an AUC's buckets), never the n x K probabilities. The weight penalty goes into
+ * each device's gradients after the backward passes, scaled by its share of the replicas; the
+ * gradient sum over every device of the cluster is NCCL (cluster/nccl.h) on the contexts' streams,
+ * and every device's BatchNormalization statistics update (mw_model_update_stats) and optimizer
+ * update are enqueued behind it on the same stream. The step's only host wait is the polled one
+ * that ends the update (mw_nccl_wait, or the step mark on one GPU), under --collective-timeout.
  *
  * Synchronized BatchNormalization (worker/model/model.h) needs one replica per device: the devices
  * run their slices in lockstep, and at each synchronized layer every device's 2 C sums come
@@ -56,12 +56,12 @@ typedef struct {
     mw_kctx k;                            /* stream, cuBLAS, device scratch */
     float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
     double *reg;                          /* device: this step's weight penalty */
-    double *macc;                         /* device: loss sum, metric sum (mw_cuda_metrics_add) */
-    mw_model_ws ws;                       /* device workspace for one micro-batch */
-    void *stage;                          /* pinned host: the h_ buffers below */
-    float *h_x[2]; /* the two staging slots (copy marks 0 and 1 after their uploads) */
-    void *h_y[2];  /* targets (mw_dataset_target_nbytes each) */
-    float *h_w[2]; /* sample weights */
+    double *macc;   /* device: the running sums' layout (kernels.h MW_SUM_*; mw_cuda_metrics_add) */
+    mw_model_ws ws; /* device workspace for one micro-batch */
+    void *stage;    /* pinned host: the h_ buffers below */
+    float *h_x[2];  /* the two staging slots (copy marks 0 and 1 after their uploads) */
+    void *h_y[2];   /* targets (mw_dataset_target_nbytes each) */
+    float *h_w[2];  /* sample weights */
     uint32_t *h_ids[2];
     void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
                    * after the micro-batch that last read them) */
@@ -86,7 +86,7 @@ struct mw_replicas {
     int ngpu;
     gpu_dev *gd;         /* ngpu devices (owned) */
     mw_nccl *nccl;       /* gradient all-reduce over every device of the cluster */
-    double acc[3];       /* running sums (replicas.h) */
+    double acc[MW_SUMS]; /* running sums (replicas.h) */
     int reg_pending;     /* the penalty downloads of this step land at the update's wait */
     float reg_ls;        /* the loss scale the penalty's gradient was made with (its loss: / it) */
     int summed;          /* gpu_finite waited for this step's sums */
@@ -139,7 +139,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
     MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
     MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
-    MW_TRY(mw_cuda_alloc((void **)&g->macc, 2 * sizeof(double)));
+    MW_TRY(mw_cuda_alloc((void **)&g->macc, MW_SUMS * sizeof(double)));
     MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
     g->ws.params = g->params;
     const size_t scratch = conv_scratch(m, max_n);
@@ -151,7 +151,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     const size_t o_lab = up64(in * sizeof(float)), o_w = o_lab + up64(n * yb);
     const size_t o_ids = o_w + up64(n * sizeof(float));
     const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
-    MW_TRY(mw_cuda_host_alloc(&g->stage, 2 * slot + 3 * up64(sizeof(double))));
+    MW_TRY(mw_cuda_host_alloc(&g->stage,
+                              2 * slot + up64(sizeof(double)) + up64(MW_SUMS * sizeof(double))));
     char *b = g->stage;
     for (int s = 0; s < 2; s++, b += slot) {
         g->h_x[s] = (float *)b;
@@ -305,12 +306,19 @@ static mw_status gpu_connect(mw_replicas *r)
  * compute stream wait for the upload and copy the images into the workspace's input. The
  * caller marks s on the compute stream after the micro-batch's last kernel (done_with).
  * Training: dropout keyed by the examples' global ids. */
-/* The loss sum and the metric's sum of the n examples in g's workspace into g->macc. */
+/* The loss sum and the metrics' sums of the n examples in g's workspace into g->macc. */
 static void metrics_add(const mw_model *m, gpu_dev *g, int n)
 {
-    const mw_metric_kind kind = mw_loss_metric(&m->loss);
+    const mw_metric_list ml = mw_loss_metrics(&m->loss);
     mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.y,
-                        mw_loss_target_bytes(&m->loss, m->nclasses), kind, n, m->nclasses);
+                        mw_loss_target_bytes(&m->loss, m->nclasses), &ml, n, m->nclasses);
+}
+
+/* The bytes of the running sums the model's metrics use: what is zeroed and downloaded. */
+static size_t macc_bytes(const mw_model *m)
+{
+    const mw_metric_list ml = mw_loss_metrics(&m->loss);
+    return (size_t)mw_sums_len(&ml) * sizeof(double);
 }
 
 static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
@@ -441,7 +449,7 @@ static mw_status stage_first(const mw_replicas *r, gpu_dev *g, int pre, const mw
 /* This rank's replicas' slices of total examples on the devices, in rounds of one
  * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
  * ids equal to positions (evaluation). Training: forward and backward into the devices'
- * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and metric sum go
+ * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and metrics' sums go
  * into each device's macc (zeroed first) and their download into h_macc is enqueued: read
  * it after the next wait. */
 static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const uint32_t *base,
@@ -455,7 +463,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     for (int d = 0; d < r->ngpu; d++) {
         c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0, c[d].rounds = 0;
         mw_slice(total, nrep, r->env.rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
-        MW_TRY(mw_cuda_zero(r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
+        MW_TRY(mw_cuda_zero(r->gd[d].macc, macc_bytes(m), &r->gd[d].k));
     }
     for (;;) {
         int busy = 0;
@@ -485,7 +493,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             break;
     }
     for (int d = 0; d < r->ngpu; d++) /* a failed kernel surfaces at the next wait */
-        MW_TRY(mw_cuda_download(r->gd[d].h_macc, r->gd[d].macc, 2 * sizeof(double), &r->gd[d].k));
+        MW_TRY(mw_cuda_download(r->gd[d].h_macc, r->gd[d].macc, macc_bytes(m), &r->gd[d].k));
     return MW_OK;
 }
 
@@ -548,7 +556,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         gpu_dev *g = &r->gd[d];
         long off;
         mw_slice(gb, nrep, e->rank * rpw + d, &off, &cnt[d]);
-        MW_TRY(mw_cuda_zero(g->macc, 2 * sizeof(double), &g->k));
+        MW_TRY(mw_cuda_zero(g->macc, macc_bytes(m), &g->k));
         if (cnt[d] > 0)
             MW_TRY(stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
     }
@@ -570,17 +578,21 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
             metrics_add(m, g, (int)cnt[d]);
             MW_TRY(done_with(g));
         }
-        MW_TRY(mw_cuda_download(g->h_macc, g->macc, 2 * sizeof(double), &g->k));
+        MW_TRY(mw_cuda_download(g->h_macc, g->macc, macc_bytes(m), &g->k));
     }
     return MW_OK;
 }
 
-/* The devices' metrics downloads (complete after a wait) into sums[0] (/ div) and sums[1]. */
+/* The devices' metrics downloads (complete after a wait) into sums: the loss sum / div, the
+ * metrics' sums as they are (the examples are counted on the host). */
 static void take_macc(const mw_replicas *r, double *sums, double div)
 {
+    const int len = (int)(macc_bytes(r->env.model) / sizeof(double));
     for (int d = 0; d < r->ngpu; d++) {
-        sums[0] += r->gd[d].h_macc[0] / div;
-        sums[1] += r->gd[d].h_macc[1];
+        const double *h = r->gd[d].h_macc;
+        sums[MW_SUM_LOSS] += h[MW_SUM_LOSS] / div;
+        for (int j = MW_SUM_METRIC(0); j < len; j++)
+            sums[j] += h[j];
     }
 }
 
@@ -598,7 +610,7 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     else
         MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
     r->gb = gb; /* the loss and metric sum are read after the update's wait */
-    r->acc[2] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
+    r->acc[MW_SUM_COUNT] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
     /* the penalty scaled by the device's share of the replicas (its replicas / all
      * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
     r->reg_ls = mw_model_loss_scale(e->model); /* scales the gradients; the loss is unscaled */
@@ -653,7 +665,7 @@ static mw_status gpu_finite(mw_replicas *r, int *all_finite)
     return mw_cuda_last_status(&g->k);
 }
 
-static void gpu_metrics(mw_replicas *r, double sums[3], int reset)
+static void gpu_metrics(mw_replicas *r, double sums[MW_SUMS], int reset)
 {
     mw_metrics_take(r->acc, sums, reset);
 }
@@ -694,7 +706,7 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
         MW_TRY(mw_cuda_last_status(&r->gd[d].k));
     take_macc(r, r->acc, (double)r->gb);
     for (int d = 0; d < r->ngpu && r->reg_pending; d++)
-        r->acc[0] += *r->gd[d].h_reg / r->reg_ls;
+        r->acc[MW_SUM_LOSS] += *r->gd[d].h_reg / r->reg_ls;
     r->reg_pending = 0;
     return MW_OK;
 }
@@ -707,13 +719,13 @@ static mw_status gpu_prefetch(mw_replicas *r, const mw_dataset *d, const uint32_
     return MW_OK;
 }
 
-static mw_status gpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[3])
+static mw_status gpu_evaluate(mw_replicas *r, const mw_dataset *d, long n, double sums[MW_SUMS])
 {
     const mw_replicas_env *e = &r->env;
     MW_TRY(run(r, d, n, NULL, 0, 0, 0));
     MW_TRY(wait_devices(r, "GPU evaluation"));
     take_macc(r, sums, 1.0);
-    sums[2] += (double)mw_rank_examples(n, e->world, e->o->replicas_per_worker, e->rank);
+    sums[MW_SUM_COUNT] += (double)mw_rank_examples(n, e->world, e->o->replicas_per_worker, e->rank);
     return MW_OK;
 }
 
