@@ -93,10 +93,12 @@ typedef void (*mw_relu_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_
 typedef void (*mw_relu_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *y,
                                size_t count);
 /* Sparse softmax cross-entropy from logits (N,K): prob = softmax(logits),
- * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). */
+ * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). A label outside [0, K) (an
+ * ignore_class label: the data check every other) has loss 0 and no one-hot term; its
+ * sample weight 0 zeroes its gradient. */
 typedef void (*mw_xent_fwd_fn)(const mw_kctx *k, float *loss, float *prob, const float *logits,
                                const int32_t *labels, int N, int K);
-/* dlogits = scale * (prob - onehot(label)). */
+/* dlogits = scale * (prob - onehot(label)) (onehot 0 for a label outside [0, K)). */
 typedef void (*mw_xent_bwd_fn)(const mw_kctx *k, float *dlogits, const float *prob,
                                const int32_t *labels, float scale, int N, int K);
 /* The losses of dense float targets y (N, K), Keras 3's formulas (keras/src/losses/losses.py

@@ -389,6 +389,8 @@ static void test_xent(void **state)
         size_t nk = (size_t)N * K;
         float *z = h_rand(&P, nk, 50 + c, cs[c].lo, cs[c].hi);
         int32_t *lab = h_labels(&P, N, K, 60 + c);
+        if (N > 4) /* ignore_class labels outside [0, K): loss 0, no one-hot term */
+            lab[1] = K, lab[3] = 255 + K;
         float *loss = h_rand(&P, N, 1, 0, 1), *prob = h_rand(&P, nk, 2, 0, 1);
         float *dz = h_rand(&P, nk, 70 + c, -1, 1), *dzr = h_copy(&P, dz, nk * sizeof(float));
         float *dZ = d_put(&P, z, nk * sizeof(float)), *dL = d_put(&P, NULL, N * sizeof(float));
@@ -399,6 +401,8 @@ static void test_xent(void **state)
         mw_xent_fwd_ref(NULL, loss, prob, z, lab, N, K);
         cuda.xent_fwd(&ctx, dL, dP, dZ, dLab, N, K);
         expect_close((float *)d_get(&P, dL, N * sizeof(float)), loss, N, 1e-5f, 1e-5f);
+        if (N > 4)
+            assert_true(loss[1] == 0.0f && loss[3] == 0.0f);
         expect_close((float *)d_get(&P, dP, nk * sizeof(float)), prob, nk, 1e-7f, 1e-5f);
         float scale = 1.0f / 64;
         mw_xent_bwd_ref(NULL, dzr, prob, lab, scale, N, K);

@@ -1107,6 +1107,17 @@ static void test_xent(void **state)
             expect_close(ls, loss, N, s ? 5e-3f : 1e-5f, 1e-4f);
             expect_close(ps, prob, nz, s ? 5e-3f : 1e-5f, 1e-4f);
         }
+        /* ignore_class labels outside [0, K) (K and 255): loss 0, dlogits scale x prob */
+        const int32_t ign[] = {0, K, 3, 255};
+        float *li = fzero(&P, N), *pi = fzero(&P, nz), *di = fzero(&P, nz);
+        t.xent_fwd(&C.k, li, pi, z, ign, N, K);
+        t.xent_bwd(&C.k, di, pi, ign, scale, N, K);
+        expect_close(pi, prob, nz, 0.0f, 0.0f);
+        assert_true(li[0] == loss[0] && li[1] == 0.0f && li[2] == loss[2] && li[3] == 0.0f);
+        for (int j = 0; j < K; j++) {
+            assert_true(di[K + j] == scale * prob[K + j]);
+            assert_true(di[3 * K + j] == scale * prob[3 * K + j]);
+        }
         ctx_close(&C);
         pool_free(&P);
     }

@@ -103,8 +103,13 @@ static void test_bad_configs(void **state)
         {"{\"class_name\": \"CategoricalCrossentropy\", \"config\": {\"axis\": 1}}", MW_ECONFIG,
          "config.axis: expected -1", "last axis"},
         {"{\"class_name\": \"SparseCategoricalCrossentropy\", \"config\": {\"ignore_class\": "
-         "0}}",
-         MW_EUNSUPPORTED, "config.ignore_class: expected null", "not supported"},
+         "-1}}",
+         MW_ECONFIG, "config.ignore_class: expected null or a label >= 0", "such as 255"},
+        {"{\"class_name\": \"SparseCategoricalCrossentropy\", \"config\": {\"ignore_class\": "
+         "\"pad\"}}",
+         MW_ECONFIG, "config.ignore_class: expected null or a label >= 0", NULL},
+        {"{\"class_name\": \"CategoricalCrossentropy\", \"config\": {\"ignore_class\": 0}}",
+         MW_ECONFIG, "ignore_class", NULL},
         {"{\"module\": \"keras.optimizers\", \"class_name\": \"Huber\"}", MW_ECONFIG,
          "src: module: expected \"keras.losses\"", "keras.optimizers"},
         {"[1]", MW_ECONFIG, "src: expected an object", "class_name"},
@@ -286,6 +291,8 @@ static void test_round_trip(void **state)
             a.d.gamma = 3.0f, a.d.alpha = 0.75f, a.d.balanced = 1;
         if (a.kind == MW_LOSS_HUBER)
             a.d.delta = 0.125f;
+        if (a.kind == MW_LOSS_SPARSE_XENT)
+            a.has_ignore = 1, a.ignore_class = 255;
         json_t *j = mw_keras_loss_to_json(&a);
         assert_non_null(j);
         b = a;
@@ -294,6 +301,8 @@ static void test_round_trip(void **state)
         json_decref(j);
         assert_int_equal(b.kind, a.kind);
         assert_memory_equal(&b.d, &a.d, sizeof a.d);
+        assert_int_equal(b.has_ignore, a.has_ignore);
+        assert_int_equal(b.ignore_class, a.ignore_class);
     }
 }
 
@@ -377,6 +386,25 @@ static void test_resolve(void **state)
     assert_int_equal(mw_loss_resolve(&o), MW_OK); /* nothing given: the default */
     assert_int_equal(o.loss.kind, MW_LOSS_SPARSE_XENT);
     assert_string_equal(o.loss_from, "");
+    /* --metrics: Keras' names in order over the loss's default, spaces and empty entries
+     * ignored, each checked against the loss */
+    mw_train_opts_default(&o);
+    o.loss_name = "binary_crossentropy", o.metrics = " auc, accuracy,,mse ";
+    assert_int_equal(mw_loss_resolve(&o), MW_OK);
+    mw_loss_accuracy_by_shape(&o.loss, 1);
+    const mw_metric_list ml = mw_loss_metrics(&o.loss);
+    assert_int_equal(ml.n, 3);
+    assert_true(ml.kind[0] == MW_METRIC_AUC && ml.kind[1] == MW_METRIC_BIN_ACC &&
+                ml.kind[2] == MW_METRIC_MSE);
+    o.metrics = "mae,precision";
+    mw_err_clear();
+    expect_err(mw_metrics_resolve(&o), MW_ECONFIG, "--metrics: 1: metric 'precision' is not one",
+               "beside BinaryCrossentropy");
+    mw_train_opts_default(&o);
+    o.metrics = "auc"; /* beside the default sparse loss */
+    mw_err_clear();
+    expect_err(mw_loss_resolve(&o), MW_ECONFIG, "--metrics: 0: metric 'auc'",
+               "beside SparseCategoricalCrossentropy");
 }
 
 int main(void)

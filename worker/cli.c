@@ -106,8 +106,13 @@ static const flag flags[] = {
              "cross-entropy from logits)"},
     {"loss-config", "FILE", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(loss_config, const char *),
      .help = "the loss as keras.losses.serialize writes it (JSON): from_logits, "
-             "label_smoothing, delta, gamma, alpha, apply_class_balancing; an error together "
-             "with --loss"},
+             "label_smoothing, delta, gamma, alpha, apply_class_balancing, ignore_class; an "
+             "error together with --loss"},
+    {"metrics", "LIST", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(metrics, const char *),
+     .help = "the metrics reported, Keras' names in order, comma-separated (at most 4): "
+             "accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy, "
+             "auc, mae, mse, rmse (default: a .keras --model's compile_config, else the "
+             "loss's accuracy, or MAE for a regression)"},
     {"seed", "N", C_TRAIN, K_U64, TR(seed, uint64_t),
      .help = "seed of initial weights and the shuffle (default 42)"},
     {"no-shuffle", NULL, C_TRAIN, K_SWITCH, TR(no_shuffle, int), .on = 1,

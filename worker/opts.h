@@ -90,6 +90,7 @@ typedef struct {
      * default) for messages */
     const char *loss_name;
     const char *loss_config;
+    const char *metrics; /* --metrics: Keras' names, comma-separated, over the loss's own */
     mw_loss loss;
     char loss_from[600];
 } mw_train_opts;

@@ -11,6 +11,7 @@
 #include "cluster/comm.h"
 #include "common/log.h"
 #include "worker/data/preprocess.h"
+#include "worker/keras/compile.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/keras_loss.h"
@@ -154,6 +155,23 @@ static mw_status check_activation(const mw_session *s)
     return MW_OK;
 }
 
+/* Beside ignore_class the model says how many classes there are: its output must have a unit
+ * for every other label (and match --classes when given); the ignore label is a class of the
+ * model's when below its width (Keras' ignore_class=0 for padding), else none. */
+static mw_status check_ignore_width(mw_session *s, const char *from)
+{
+    const mw_model *m = &s->model;
+    const int width = m->layers[m->nlayers - 1].out_c, nc = s->train.num_classes;
+    if (width < nc || (s->o->classes > 0 && width != nc))
+        return mw_err(MW_EMODEL,
+                      "%s: the model's output has %d units (layer '%s') but %s has %d classes "
+                      "(labels other than ignore_class %d); expected a last Dense(%d)%s",
+                      from, width, last_shown(m)->name, s->o->data_dir, nc,
+                      (int)m->loss.ignore_class, nc, s->o->classes > 0 ? " (--classes)" : "");
+    s->train.num_classes = s->test.num_classes = width;
+    return MW_OK;
+}
+
 /* The loss (o->loss) set on the model and checked against the data's targets and the
  * model's output; integer labels become float targets for a loss that takes floats. */
 static mw_status check_loss(mw_session *s)
@@ -174,6 +192,8 @@ static mw_status check_loss(mw_session *s)
                       "example); use CategoricalCrossentropy (one-hot targets), "
                       "BinaryCrossentropy or a regression loss (--loss, --loss-config)",
                       from, row->keras, s->o->data_dir, s->train.target_width);
+    if (!row->dense && m->loss.has_ignore)
+        MW_TRY(check_ignore_width(s, from));
     if (row->dense) {
         MW_TRY(mw_dataset_labels_as_targets(&s->train, s->o->data_dir));
         MW_TRY(mw_dataset_labels_as_targets(&s->test, s->o->data_dir));
@@ -197,6 +217,20 @@ static mw_status check_loss(mw_session *s)
     return check_activation(s);
 }
 
+/* Without a loss flag or an archive's, the checkpoint's model carries the loss trained: known
+ * before the data are read (an ignore_class label is no class). */
+static mw_status adopt_checkpoint_loss(mw_session *s)
+{
+    int found = 0;
+    if (s->o->model_path || !s->latest.model || s->opts.loss_from[0])
+        return MW_OK;
+    MW_TRY(mw_keras_source_loss(s->latest.model, &s->opts.loss, "the model saved in the checkpoint",
+                                &found));
+    if (found)
+        snprintf(s->opts.loss_from, sizeof s->opts.loss_from, "the loss saved in the checkpoint");
+    return found ? mw_metrics_resolve(&s->opts) : MW_OK; /* --metrics over its metrics */
+}
+
 /* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
  * classes); export needs no data (the file's own input shape). */
 static mw_status build_model(mw_session *s, int with_data)
@@ -204,17 +238,6 @@ static mw_status build_model(mw_session *s, int with_data)
     const mw_train_opts *o = s->o;
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
     const int c = with_data ? (int)s->train.channels : 0;
-    /* without a loss flag or an archive's, the checkpoint's model carries the loss trained */
-    int found = 0;
-    if (!o->model_path && s->latest.model && !s->opts.loss_from[0]) {
-        MW_TRY(mw_keras_source_loss(s->latest.model, &s->opts.loss,
-                                    "the model saved in the "
-                                    "checkpoint",
-                                    &found));
-        if (found)
-            snprintf(s->opts.loss_from, sizeof s->opts.loss_from,
-                     "the loss saved in the checkpoint");
-    }
     const int dense = mw_loss_row(o->loss.kind)->dense;
     /* the output's width the data want: the classes, or the targets' values per example */
     const int n = !with_data         ? 0
@@ -225,7 +248,8 @@ static mw_status build_model(mw_session *s, int with_data)
     mw_keras_weights kw; /* a .keras archive's initial weights */
     mw_keras_weights_init(&kw);
     mw_status rc;
-    const int nc = dense ? 0 : n; /* a dense loss's width is checked with the loss (check_loss) */
+    /* a dense loss's width, and one beside ignore_class, is checked with the loss (check_loss) */
+    const int nc = dense || o->loss.has_ignore ? 0 : n;
     if (o->model_path) {
         rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, &kw);
     } else if (s->latest.model) {
@@ -244,6 +268,10 @@ static mw_status build_model(mw_session *s, int with_data)
     s->model.loss = o->loss; /* (finalize: a final softmax is Keras' from_logits=False) */
     if (rc == MW_OK && with_data)
         rc = check_loss(s);
+    if (rc == MW_OK && with_data && s->model.loss.has_ignore) /* the examples it ignores */
+        rc = mw_dataset_set_ignore(&s->train, s->model.loss.ignore_class, "the training set");
+    if (rc == MW_OK && with_data && s->model.loss.has_ignore)
+        rc = mw_dataset_set_ignore(&s->test, s->model.loss.ignore_class, "the test set");
     mw_policy policy;
     if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
         mw_model_set_policy(&s->model, policy); /* over the model's own */
@@ -303,8 +331,11 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     const mw_data_opts dopts = {.classes = o->classes, .cifar_fine = o->cifar_label == 0};
     /* the node's ranks load the same files at once: each reader checks its share */
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
+    MW_TRY(adopt_checkpoint_loss(s));
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
+    if (with_data && o->loss.has_ignore && o->classes <= 0) /* 255 beside 0..9 is no class */
+        mw_dataset_classes_without(&s->train, &s->test, o->loss.ignore_class);
     char note[1024];
     if (with_data && use == MW_USE_TRAIN && s->rank == 0 &&
         mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
@@ -490,7 +521,8 @@ mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric)
     long ntest = s->test.count;
     if (s->o->test_examples > 0 && s->o->test_examples < ntest)
         ntest = s->o->test_examples;
-    double sums[MW_SUMS] = {0}; /* kernels.h' MW_SUM_* */
+    double sums[MW_SUMS] = {0};                            /* kernels.h' MW_SUM_* */
+    mw_dataset_mask_batches(&s->test, NULL, ntest, ntest); /* ignore_class: one batch */
     MW_TRY(s->ops->evaluate(s->rep, &s->test, ntest, sums));
     const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
     mw_wait_ctx w = {"evaluation metrics all-reduce", -1, s->o->collective_timeout};

@@ -84,7 +84,8 @@ static __global__ void xent_fwd_kernel(float *loss, float *prob, const float *lo
         p[j] *= inv;
     if (lane == 0) {
         int32_t t = labels[n];
-        loss[n] = t >= 0 && t < K ? (float)(log(sum) + (double)mx - (double)z[t]) : NAN;
+        /* outside [0, K): an ignored label (kernels.h) */
+        loss[n] = t >= 0 && t < K ? (float)(log(sum) + (double)mx - (double)z[t]) : 0.0f;
     }
 }
 

@@ -37,7 +37,8 @@ void mw_xent_fwd_ref(const mw_kctx *k, float *loss, float *prob, const float *lo
         float inv = (float)(1.0 / sum);
         for (int j = 0; j < K; j++)
             p[j] *= inv;
-        loss[n] = (float)(log(sum) + mx - z[labels[n]]);
+        const int32_t t = labels[n]; /* outside [0, K): ignored (kernels.h) */
+        loss[n] = t >= 0 && t < K ? (float)(log(sum) + mx - z[t]) : 0.0f;
     }
 }
 

@@ -93,7 +93,10 @@ same gpu-1x2 cpu-1x2
 # The losses of float targets on the fake GPUs (worker/model/loss.h: the dense-loss kernels,
 # float targets and sample weights staged and uploaded, the metric summed on the devices): MSE
 # (and MAE) on (N, 3) regression targets with sample weights, focal cross-entropy from logits
-# on multi-hot ones, each like the CPU with the same replicas
+# on multi-hot ones (with --metrics binary_accuracy,auc,mse: the device metrics and AUC's
+# buckets), and the sparse loss with ignore_class 255 on a quarter of the labels (its factors
+# in the uploaded weights, the kernels' zero loss for the label), each like the CPU with the
+# same replicas
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 import numpy as np
@@ -105,6 +108,10 @@ np.savez(sys.argv[1] + "/reg.npz", x_train=x[:384], y_train=x[:384] @ w, x_test=
 hot = (x @ w > 0).astype(np.float32)
 np.savez(sys.argv[1] + "/hot.npz", x_train=x[:384], y_train=hot[:384], x_test=x[384:],
          y_test=hot[384:])
+lab = np.argmax(x @ w, 1).astype(np.int32)
+lab[::4] = 255
+np.savez(sys.argv[1] + "/ign.npz", x_train=x[:384], y_train=lab[:384], x_test=x[384:],
+         y_test=lab[384:])
 dense = lambda n, u: {"class_name": "Dense", "config": {"name": n, "units": u}}
 json.dump({"class_name": "Sequential", "config": {"name": "tab", "layers": [
     {"class_name": "InputLayer", "config": {"batch_shape": [None, 6], "name": "in"}},
@@ -114,17 +121,24 @@ json.dump({"class_name": "Sequential", "config": {"name": "tab", "layers": [
 json.dump({"class_name": "MeanSquaredError", "config": {}}, open(sys.argv[1] + "/mse.json", "w"))
 json.dump({"class_name": "BinaryFocalCrossentropy", "config": {"from_logits": True,
            "apply_class_balancing": True}}, open(sys.argv[1] + "/focal.json", "w"))
+json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True,
+           "ignore_class": 255}}, open(sys.argv[1] + "/ign.json", "w"))
 PY
-for loss in mse focal; do
-    data=$tmp/reg.npz
-    [[ $loss == focal ]] && data=$tmp/hot.npz
-    tab=(--data "$data" --model "$tmp/tab.json" --loss-config "$tmp/$loss.json" "${sgd[@]}")
+for loss in mse focal ign; do
+    data=$tmp/reg.npz metrics=()
+    [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
+    [[ $loss == ign ]] && data=$tmp/ign.npz
+    tab=(--data "$data" --model "$tmp/tab.json" --loss-config "$tmp/$loss.json" "${sgd[@]}"
+        "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
     run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"
     same gpu-1x2-$loss cpu-1x2-$loss
 done
 check 'grep -qF ", MAE: " "$tmp/gpu-1x2-mse.out" && grep -qF "Examples/s: " "$tmp/gpu-1x2-mse.out"' \
     "a regression's epoch line names its metric and examples: $(grep Epoch "$tmp/gpu-1x2-mse.out")"
+check 'grep -qE "Loss: [0-9.]+, Accuracy: [0-9.]+, AUC: 0\.[0-9]+, MSE: [0-9.]+, Test Loss" \
+    "$tmp/gpu-1x2-focal.out"' \
+    "the metrics in --metrics' order on the GPU path: $(grep Epoch "$tmp/gpu-1x2-focal.out" | head -1)"
 # mixed_bfloat16 on the fake GPUs (the rounding twin, and the products flagged as bfloat16 to
 # the kernels: the CPU's bfloat16 matmul behind the stand-in) trains like the CPU's
 # mixed_bfloat16 with the same replicas, the bfloat16 weights cache in device memory; where the

@@ -139,6 +139,16 @@ def cases():
              weighted=True),
         Case("SparseCCE sample weights", L.SparseCategoricalCrossentropy(from_logits=True), 3,
              "sparse", None, "accuracy", "config", weighted=True),
+        # ignore_class: a class of the model's (2 of 0..2), through the archive; and a label
+        # above every class (255 on a quarter of the examples: no class of its own), with
+        # sample weights. Keras divides by the batch's other examples; its accuracy still
+        # counts the ignored ones (255 is never the argmax)
+        Case("SparseCCE ignore_class 2 (.keras)",
+             L.SparseCategoricalCrossentropy(from_logits=True, ignore_class=2), 3, "sparse",
+             None, "accuracy", "keras"),
+        Case("SparseCCE ignore_class 255 weighted",
+             L.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255), 3,
+             "sparse255", None, "accuracy", "config", weighted=True),
     ]
 
 
@@ -166,8 +176,10 @@ def make_data(targets, k, seed):
     n = N_TRAIN + N_TEST
     x = rng.standard_normal((n, F)).astype(np.float32)
     z = x @ rng.standard_normal((F, max(k, 1))) + 0.5 * rng.standard_normal((n, max(k, 1)))
-    if targets == "sparse":
+    if targets in ("sparse", "sparse255"):
         y = np.argmax(z, 1).astype(np.int32)
+        if targets == "sparse255":  # the ignore_class label on every fourth example
+            y[::4] = 255
     elif targets == "onehot":
         y = np.eye(k, dtype=np.float32)[np.argmax(z, 1)]
     elif targets == "soft":
@@ -177,7 +189,7 @@ def make_data(targets, k, seed):
         y = (z > 0).astype(np.float32)
     else:
         y = (0.5 * z).astype(np.float32)
-    if k == 1 and targets != "sparse":
+    if k == 1 and not targets.startswith("sparse"):
         y = y[:, 0]  # (N,) against a Dense(1) output
     return x[:N_TRAIN], y[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:]
 
@@ -293,11 +305,12 @@ def one_case(mw, work, i, c, rows):
         return None
     got = split_weights(np.fromfile(out, "<f4"), shapes)
 
-    def keras_run(loss):
+    def keras_run(loss, weights=None):
         m = compiled(build(c, 2000 + i), loss, c.metrics)
         m.set_weights(init_w)
         h = m.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0,
-                  sample_weight=sw.get("sample_weight_train")).history
+                  sample_weight=sw.get("sample_weight_train") if weights is None
+                  else weights(y)).history
         ev = m.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True,
                         sample_weight=sw.get("sample_weight_test"))
         keys = [KKEY.get(n, n) for n in c.metrics]
@@ -358,12 +371,23 @@ def one_case(mw, work, i, c, rows):
 
 
 def controls(results):
-    """A neighbouring loss in Keras must differ from mwtrain's by more than the tolerance."""
+    """A neighbouring loss in Keras must differ from mwtrain's by more than the tolerance; and
+    ignore_class's divisor: the same examples masked by sample weights (0 for label 2), which
+    Keras divides by the whole batch instead of its valid examples, must differ too."""
+    r = results.get("SparseCCE ignore_class 2 (.keras)")
+    if r is not None:
+        kw = r["keras_run"](L.SparseCategoricalCrossentropy(from_logits=True),
+                            weights=lambda y: (y != 2).astype(np.float32))[0]
+        e = rel_err(r["weights"], kw)
+        check(e > TOL_W, "control: ignore_class 2 against Keras' mask by sample weights "
+              "(divided by the batch, not its valid examples) differs, %.2e > %g" % (e, TOL_W))
     for name, other in [("Huber delta 0.5", L.Huber(delta=1.0)),
                         ("Focal logits balanced smooth",
                          L.BinaryFocalCrossentropy(apply_class_balancing=False, alpha=0.3,
                                                    gamma=1.5, from_logits=True,
-                                                   label_smoothing=0.1))]:
+                                                   label_smoothing=0.1)),
+                        ("SparseCCE ignore_class 2 (.keras)",
+                         L.SparseCategoricalCrossentropy(from_logits=True))]:
         r = results.get(name)
         if r is None:
             continue

@@ -9,7 +9,7 @@ its own seeded order; Keras trains the same archive (keras.models.load_model: th
 initial weights, a fresh Adam) with fit(batch_size=2B, epochs=E, shuffle=True), then
 evaluate() on the test set.
 
-  breast_cancer  Dense(16, relu) -> Dense(1, sigmoid), BinaryCrossentropy, accuracy
+  breast_cancer  Dense(16, relu) -> Dense(1, sigmoid), BinaryCrossentropy, accuracy and AUC
   diabetes       Dense(32, relu) -> Dense(1), MeanSquaredError, mae
   digits         Conv2D(16, 3, relu) -> MaxPooling2D(2) -> Flatten -> Dense(10, softmax),
                  CategoricalCrossentropy(label_smoothing=0.1), accuracy (categorical)
@@ -29,7 +29,8 @@ the spread of 8 Keras seeds measured on this split (2 cores, AVX-512): the test 
 MAE vary by 0.3 to 0.6 % (sd, relative), the accuracies by 0.36 to 0.4 points, so
   - accuracy: 2 points (5 sd; 3 of the 143 breast-cancer test examples, 9 of the 450 digits);
   - MAE (diabetes, in units of the target's std): 3 % relative (10 sd);
-  - every loss: 3 % relative (6 sd).
+  - every loss: 3 % relative (6 sd);
+  - AUC (breast cancer's second metric): 0.01 absolute (its sd over seeds is ~0.001).
 The floors leave room for what a CPU's rounding adds (a few ulps per step, which training
 amplifies into a different trajectory of the same distribution, as a shuffle does) without
 hiding a real difference: the controls below show what the check resolves.
@@ -40,7 +41,9 @@ the test loss and metric mwtrain reports in metrics.csv (loss and MAE relative 1
 of 111 to 450 float32 per-example values after a forward pass of a few hundred products,
 whose rounding is ~1e-6 relative; accuracy within 1 example, as an output within rounding of
 0.5, or two logits within rounding of each other, could flip), and the epoch line names the
-metric (Accuracy, MAE) and prints those values rounded.
+metric (Accuracy, MAE) and prints those values rounded. An AUC is bucket counts, exact, of
+outputs that may each land on the other side of a bucket edge by rounding: one such output
+moves it by at most 1 / (positives x negatives) of the test set, its tolerance.
 Controls, showing the statistical check can fail: Keras trained with a tenth of the epochs,
 and Keras trained with Adam at twice the learning rate (2e-3; measured: the test loss moves by
 6 to 11 %), must each fall outside the tolerance, in the metric or the loss, on every data set.
@@ -71,8 +74,10 @@ class Set:
     the metrics.csv key), epochs, batch per replica, and the floors of the tolerance (metric:
     absolute for accuracy, relative otherwise; loss: relative)."""
 
-    def __init__(self, name, layers, loss, metric, epochs, bpr, metric_floor, loss_floor):
+    def __init__(self, name, layers, loss, metric, epochs, bpr, metric_floor, loss_floor,
+                 extra=()):
         self.name, self.layers, self.loss, self.metric = name, layers, loss, metric
+        self.extra = list(extra)  # more metrics after the first (AUC), compared the same way
         self.epochs, self.bpr = epochs, bpr
         self.metric_floor, self.loss_floor = metric_floor, loss_floor
         self.relative = metric != "accuracy"
@@ -84,7 +89,7 @@ def sets():
         Set("breast_cancer",
             lambda: [keras.Input((30,)), D.Dense(16, activation="relu"),
                      D.Dense(1, activation="sigmoid")],
-            L.BinaryCrossentropy(), "accuracy", 30, 16, 0.02, 0.03),
+            L.BinaryCrossentropy(), "accuracy", 30, 16, 0.02, 0.03, extra=["auc"]),
         Set("diabetes",
             lambda: [keras.Input((10,)), D.Dense(32, activation="relu"), D.Dense(1)],
             L.MeanSquaredError(), "mae", 60, 16, 0.03, 0.03),
@@ -133,13 +138,17 @@ def keras_fit(s, path, data, seed, epochs, lr=None):
     shuffle, then evaluate; (loss, metric)."""
     m = keras.models.load_model(path)
     if lr is not None:
-        m.compile(optimizer=keras.optimizers.Adam(lr), loss=s.loss, metrics=[s.metric])
+        m.compile(optimizer=keras.optimizers.Adam(lr), loss=s.loss,
+                  metrics=[s.metric, *s.extra])
     keras.utils.set_random_seed(seed)
     m.fit(data["x_train"], data["y_train"], batch_size=2 * s.bpr, epochs=epochs, shuffle=True,
           verbose=0)
     ev = m.evaluate(data["x_test"], data["y_test"], batch_size=len(data["x_test"]), verbose=0,
                     return_dict=True)
-    return ev["loss"], ev[s.metric]
+    return (ev["loss"], ev[s.metric], *[ev[x] for x in s.extra])
+
+
+AUC_FLOOR = 0.01
 
 
 def within(got, mean, spread, floor, relative):
@@ -154,7 +163,8 @@ def one_set(mw, work, s, mpirun, table):
     data = dict(np.load(npz))
     keras.utils.set_random_seed(INIT_SEED)
     model = keras.Sequential(s.layers(), name=s.name)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=s.loss, metrics=[s.metric])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=s.loss,
+                  metrics=[s.metric, *s.extra])
     model.save(path)
     shapes = [tuple(w.shape) for w in model.weights]
     init = os.path.join(work, s.name + "-init.bin")
@@ -201,6 +211,13 @@ def one_set(mw, work, s, mpirun, table):
     check(lerr <= 1e-4 and mok,
           "%s: mwtrain's test loss %.6g and %s %.6g = Keras' evaluate of its final weights "
           "%.6g, %.6g" % (s.name, mw_loss, s.metric, mw_met, ev["loss"], ev[s.metric]))
+    pos = float(np.sum(data["y_test"] != 0))
+    pair = 1.0 / max(pos * (n_test - pos), 1.0)  # one output across a bucket edge
+    mw_extra = [row.get("test/" + x, float("nan")) for x in s.extra]
+    for x, v in zip(s.extra, mw_extra):
+        check(abs(v - ev[x]) <= pair + 1e-6,
+              "%s: mwtrain's test %s %.6g = Keras' evaluate of its final weights %.6g "
+              "(within %.2g, one pair)" % (s.name, x, v, ev[x], pair))
 
     runs = np.array([keras_fit(s, path, data, 100 + i, s.epochs) for i in range(N_SEEDS)])
     mean, spread = runs.mean(0), runs.std(0, ddof=1)
@@ -211,19 +228,28 @@ def one_set(mw, work, s, mpirun, table):
              tol_m))
     check(ok_l, "%s: test loss, mwtrain %.4f, Keras %.4f +- %.4f (%d seeds), |diff| %.4f <= %.4f"
           % (s.name, mw_loss, mean[0], spread[0], N_SEEDS, abs(mw_loss - mean[0]), tol_l))
-    print("  keras runs (loss, %s): %s" % (s.metric, ", ".join("(%.4f, %.4f)" % tuple(r)
-                                                              for r in runs)))
+    extra_rows = []
+    for j, (x, v) in enumerate(zip(s.extra, mw_extra)):
+        ok_x, tol_x = within(v, mean[2 + j], spread[2 + j], AUC_FLOOR, False)
+        check(ok_x, "%s: test %s, mwtrain %.4f, Keras %.4f +- %.4f (%d seeds), |diff| %.4f <= "
+              "%.4f" % (s.name, x, v, mean[2 + j], spread[2 + j], N_SEEDS,
+                        abs(v - mean[2 + j]), tol_x))
+        extra_rows.append((s.name, x, s.epochs, 2 * s.bpr, v, mean[2 + j], spread[2 + j], tol_x,
+                           ok_x, mw_loss, mean[0], spread[0], tol_l, ok_l))
+    print("  keras runs (loss, %s): %s" % (", ".join([s.metric, *s.extra]), ", ".join(
+        "(" + ", ".join("%.4f" % v for v in r) + ")" for r in runs)))
 
     # controls: an under-trained Keras, and one at twice the learning rate, are outside
     for what, epochs, lr in [("a tenth of the epochs", max(1, s.epochs // 10), None),
                              ("Adam(2e-3)", s.epochs, 2e-3)]:
-        c_loss, c_met = keras_fit(s, path, data, 99, epochs, lr)
+        c_loss, c_met = keras_fit(s, path, data, 99, epochs, lr)[:2]
         c_out = not within(c_met, mean[1], spread[1], s.metric_floor, s.relative)[0] or \
             not within(c_loss, mean[0], spread[0], s.loss_floor, True)[0]
         check(c_out, "control: %s, Keras with %s (test loss %.4f, %s %.4f) is outside the "
               "tolerance" % (s.name, what, c_loss, s.metric, c_met))
     table.append((s.name, s.metric, s.epochs, 2 * s.bpr, mw_met, mean[1], spread[1], tol_m,
                   ok_m, mw_loss, mean[0], spread[0], tol_l, ok_l))
+    table.extend(extra_rows)
     print("  %s: %.1f s" % (s.name, time.time() - t0), flush=True)
 
 

@@ -3,15 +3,14 @@
 # by tests/data/sklearn_npz.py, trained by `mpirun -n 2 mwtrain` and by Keras' fit from the
 # same .keras archive; the final test metric and loss within Keras' own spread over shuffle
 # seeds (tests/keras/sklearn_fit.py).   sklearn_fit.sh MWTRAIN
-# Its own venv (the Keras oracle's has no scikit-learn): BUILD_DIR/sklearn-venv, venv.sh.
+# The Keras oracle's venv (tests/keras/venv.sh), which has scikit-learn.
 set -uo pipefail
 mw=${1:?usage: sklearn_fit.sh MWTRAIN}
 if ! command -v mpirun >/dev/null; then
     echo "SKIP: no mpirun on the PATH"
     exit 77
 fi
-if ! py=$(bash "$MW_SRCDIR/tests/keras/venv.sh" "$MW_BUILDDIR" sklearn-venv keras==3.6.0 \
-        'jax[cpu]==0.4.35' h5py==3.12.1 numpy==2.0.2 scipy==1.14.1 scikit-learn==1.5.2); then
+if ! py=$(bash "$MW_SRCDIR/tests/keras/venv.sh" "$MW_BUILDDIR"); then
     echo "SKIP: no Keras + scikit-learn environment (tests/keras/venv.sh failed; see above)"
     exit 77
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The oracle environment: real Keras 3 (JAX CPU backend), TensorBoard's event
-# reader, h5py and numpy, in a virtual environment under the build directory.
+# reader, h5py, numpy and scikit-learn (its bundled data sets: tests/keras/sklearn_fit.py), in
+# a virtual environment under the build directory.
 # Tests compare mwtrain against these; the product never needs Python.
 #
 #   tests/keras/venv.sh BUILD_DIR     -> prints the venv's python on stdout
@@ -14,7 +15,8 @@ set -euo pipefail
 build=${1:?usage: venv.sh BUILD_DIR [NAME PIN...]}
 name=${2:-keras-venv}
 venv="$build/$name"
-pins=(keras==3.6.0 'jax[cpu]==0.4.35' tensorboard==2.18.0 h5py==3.12.1 'numpy==2.0.2')
+pins=(keras==3.6.0 'jax[cpu]==0.4.35' tensorboard==2.18.0 h5py==3.12.1 'numpy==2.0.2'
+    scipy==1.14.1 scikit-learn==1.5.2)
 (($# > 2)) && pins=("${@:3}")
 stamp="${pins[*]}"
 mkdir -p "$build"

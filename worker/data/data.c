@@ -32,6 +32,7 @@ void mw_dataset_free(mw_dataset *d)
     free(d->labels);
     free(d->targets);
     free(d->weights);
+    free(d->mask_w);
     mw_dataset_init(d);
 }
 
@@ -183,11 +184,56 @@ void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *id
 
 float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n)
 {
-    if (!d->weights)
+    if (!d->weights && !d->mask_w)
         return NULL;
-    for (int i = 0; i < n; i++)
-        w[i] = d->weights[ids[i]];
+    for (int i = 0; i < n; i++) /* Keras: sample_weight * mask */
+        w[i] = (d->weights ? d->weights[ids[i]] : 1.0f) * (d->mask_w ? d->mask_w[ids[i]] : 1.0f);
     return w;
+}
+
+mw_status mw_dataset_set_ignore(mw_dataset *d, int32_t label, const char *what)
+{
+    free(d->mask_w);
+    d->mask_w = NULL;
+    if (d->count == 0 || !d->labels)
+        return MW_OK;
+    if (!(d->mask_w = calloc(d->count, sizeof *d->mask_w)))
+        return mw_err(MW_ENOMEM, "%s: out of memory for the ignore_class factors (%u examples)",
+                      what, d->count);
+    d->ignore_label = label;
+    return MW_OK;
+}
+
+void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb)
+{
+    if (!d->mask_w || gb <= 0)
+        return;
+    if (n > (long)d->count)
+        n = (long)d->count;
+    for (long at = 0; at < n; at += gb) {
+        const long end = n - at < gb ? n : at + gb;
+        long valid = 0;
+        for (long i = at; i < end; i++)
+            valid += d->labels[ids ? ids[i] : (uint32_t)i] != d->ignore_label;
+        /* Keras' mask *= total / (valid + epsilon), in float32 */
+        const float f = (float)(end - at) / ((float)valid + 1e-7f);
+        for (long i = at; i < end; i++) {
+            const uint32_t id = ids ? ids[i] : (uint32_t)i;
+            d->mask_w[id] = d->labels[id] != d->ignore_label ? f : 0.0f;
+        }
+    }
+}
+
+void mw_dataset_classes_without(mw_dataset *train, mw_dataset *test, int32_t ignore)
+{
+    int32_t top = -1;
+    const mw_dataset *sets[2] = {train, test};
+    for (int s = 0; s < 2; s++)
+        for (uint32_t i = 0; sets[s]->labels && i < sets[s]->count; i++)
+            if (sets[s]->labels[i] != ignore && sets[s]->labels[i] > top)
+                top = sets[s]->labels[i];
+    if (top >= 0 && ignore > top && train->num_classes > top + 1)
+        train->num_classes = test->num_classes = top + 1;
 }
 
 void mw_dataset_file_order(uint32_t *ids, uint32_t n)

@@ -37,13 +37,16 @@ typedef enum {
  * the set owns (map != NULL: an uncompressed .npy, shared with every rank of the node through
  * the page cache; only the pages of the examples a rank assembles are ever read). */
 typedef struct {
-    uint8_t *images;  /* see above; count * rows * cols * channels elements of `type` */
-    int32_t *labels;  /* owned; count entries, each in [0, num_classes); NULL with targets */
-    float *targets;   /* owned, or NULL: float targets, count x target_width (regression
-                         values, one-hot or multi-hot classes; worker/model/loss.h) */
-    int target_width; /* 0: the labels are the targets */
-    float *weights;   /* owned, or NULL: each example's sample weight (>= 0; Keras'
-                         fit(sample_weight=...)): its loss is multiplied by it */
+    uint8_t *images;      /* see above; count * rows * cols * channels elements of `type` */
+    int32_t *labels;      /* owned; count entries, each in [0, num_classes); NULL with targets */
+    float *targets;       /* owned, or NULL: float targets, count x target_width (regression
+                             values, one-hot or multi-hot classes; worker/model/loss.h) */
+    int target_width;     /* 0: the labels are the targets */
+    float *weights;       /* owned, or NULL: each example's sample weight (>= 0; Keras'
+                             fit(sample_weight=...)): its loss is multiplied by it */
+    float *mask_w;        /* owned, or NULL: an ignore_class loss (mw_dataset_set_ignore): each
+                             example's factor in its batch (mw_dataset_mask_batches) */
+    int32_t ignore_label; /* with mask_w: the label whose examples count for nothing */
     uint32_t count, rows, cols, channels;
     mw_image_type type;
     int channel_major; /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
@@ -95,8 +98,24 @@ mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *d
  * d->augment, keyed by (d->aug_seed, d->epoch, id). */
 void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *ids, int n);
 /* The sample weights of the n examples ids into w, and w; NULL (w untouched) when the set has
- * none (every weight 1). */
+ * none (every weight 1). With an ignore label, each weight times the example's factor in its
+ * batch (mw_dataset_mask_batches). */
 float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n);
+/* SparseCategoricalCrossentropy(ignore_class=label): the examples with that label count for
+ * nothing and a batch's loss is divided by its other examples, as Keras' loss masks do
+ * (keras/src/losses/loss.py, apply_mask): each example's weight gets a factor, 0 for an
+ * ignored one and total / (valid + 1e-7) in float32 for the others, so that the usual sum /
+ * global batch is sum / valid. Allocates count factors (MW_ENOMEM naming what). */
+mw_status mw_dataset_set_ignore(mw_dataset *d, int32_t label, const char *what);
+/* The factors for batches of gb of ids[0..n) (the last one shorter when gb does not divide
+ * n; ids NULL: the examples 0..n-1): every rank computes the same from the epoch order, so
+ * the valid count is the global batch's, whatever the cluster layout. Nothing without an
+ * ignore label. */
+void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb);
+/* The classes beside an ignore label (--classes not given): the largest other label of train
+ * and test + 1, when the ignore label lies above every class (255 beside labels 0..9 is not
+ * a class); num_classes is left alone otherwise. */
+void mw_dataset_classes_without(mw_dataset *train, mw_dataset *test, int32_t ignore);
 /* Bytes of one example's target in a batch: 4 (an int32 label) or 4 x target_width. */
 size_t mw_dataset_target_nbytes(const mw_dataset *d);
 /* Integer labels (N,) as float targets (N, 1), for a loss that takes floats (a binary or

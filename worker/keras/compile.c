@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/fs.h"
 #include "worker/keras/keras_archive.h"
@@ -48,7 +49,7 @@ static mw_status archive_loss(mw_train_opts *o)
     return rc;
 }
 
-mw_status mw_loss_resolve(mw_train_opts *o)
+static mw_status loss_only(mw_train_opts *o)
 {
     if (o->loss_name && o->loss_config)
         return mw_err(MW_EINVAL, "--loss %s and --loss-config %s: give the loss one way",
@@ -65,4 +66,33 @@ mw_status mw_loss_resolve(mw_train_opts *o)
     if (o->model_path && mw_keras_archive_is(o->model_path))
         return archive_loss(o);
     return MW_OK;
+}
+
+mw_status mw_loss_resolve(mw_train_opts *o)
+{
+    MW_TRY(loss_only(o));
+    return mw_metrics_resolve(o);
+}
+
+mw_status mw_metrics_resolve(mw_train_opts *o)
+{
+    if (!o->metrics)
+        return MW_OK;
+    json_t *list = json_array();
+    const char *p = o->metrics;
+    while (list && *p) { /* comma-separated names, spaces around them ignored */
+        p += strspn(p, " ,");
+        const size_t n = strcspn(p, ",");
+        size_t e = n;
+        while (e > 0 && p[e - 1] == ' ')
+            e--;
+        if (e > 0 && json_array_append_new(list, json_stringn(p, e)) != 0)
+            json_decref(list), list = NULL;
+        p += n;
+    }
+    if (!list)
+        return mw_err(MW_ENOMEM, "--metrics: out of memory");
+    mw_status rc = mw_keras_metrics_from_json(&o->loss, list, "--metrics");
+    json_decref(list);
+    return rc;
 }

@@ -2,6 +2,7 @@
 #include "worker/keras/keras_loss.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static mw_status find_kind(const mw_kc_loc *l, const char *key, const char *name
     return MW_OK;
 }
 
-/* reduction, axis and ignore_class at the values mwtrain computes. */
+/* reduction and axis at the values mwtrain computes. */
 static mw_status fixed_keys(const mw_kc_loc *l, const json_t *cfg)
 {
     const json_t *r = json_object_get(cfg, "reduction");
@@ -42,13 +43,23 @@ static mw_status fixed_keys(const mw_kc_loc *l, const json_t *cfg)
     const json_t *a = json_object_get(cfg, "axis");
     if (a && !(json_is_integer(a) && json_integer_value(a) == -1))
         return mw_kc_bad(l, "axis", "expected -1 (the last axis)");
+    return MW_OK;
+}
+
+/* ignore_class: null, or a label >= 0 (mwtrain's labels are class indices; Keras' -1 has no
+ * example to ignore in data mwtrain reads). */
+static mw_status ignore_class(const mw_kc_loc *l, const json_t *cfg, mw_loss *ls)
+{
     const json_t *ic = json_object_get(cfg, "ignore_class");
-    if (ic && !json_is_null(ic)) {
-        mw_status rc = mw_kc_bad(l, "ignore_class",
-                                 "expected null: ignoring a class is not "
-                                 "supported yet");
-        return rc == MW_ECONFIG ? MW_EUNSUPPORTED : rc;
-    }
+    if (!ic || json_is_null(ic))
+        return MW_OK;
+    if (!json_is_integer(ic) || json_integer_value(ic) < 0 || json_integer_value(ic) > INT32_MAX)
+        return mw_kc_bad(l, "ignore_class",
+                         "expected null or a label >= 0 (the examples with that label count "
+                         "for nothing; mwtrain's labels are class indices >= 0, so give the "
+                         "examples to ignore a label of their own, such as 255)");
+    ls->has_ignore = 1;
+    ls->ignore_class = (int32_t)json_integer_value(ic);
     return MW_OK;
 }
 
@@ -59,6 +70,7 @@ static mw_status class_values(const mw_kc_loc *l, const json_t *cfg, mw_loss *ls
     MW_TRY(mw_kc_known(l, cfg, row->keras, loss_common, row->keys[0] ? row->keys : none,
                        "name, dtype, reduction"));
     MW_TRY(fixed_keys(l, cfg));
+    MW_TRY(ignore_class(l, cfg, ls));
     double s = 0, delta = 1, gamma = 2, alpha = 0.25;
     MW_TRY(mw_kc_bool(l, cfg, "from_logits", &ls->d.from_logits));
     MW_TRY(mw_kc_num(l, cfg, "label_smoothing", 0, 1, 0, &s));
@@ -205,14 +217,15 @@ json_t *mw_keras_loss_to_json(const mw_loss *ls)
         json_pack("{s:s, s:s}", "name", row->keras_name, "reduction", "sum_over_batch_size");
     for (int i = 0; cfg && i < 6 && row->keys[i]; i++) {
         const char *k = row->keys[i];
-        json_t *v = !strcmp(k, "from_logits")             ? json_boolean(ls->d.from_logits)
-                    : !strcmp(k, "label_smoothing")       ? short_real(ls->d.smoothing)
-                    : !strcmp(k, "axis")                  ? json_integer(-1)
-                    : !strcmp(k, "delta")                 ? short_real(ls->d.delta)
-                    : !strcmp(k, "gamma")                 ? short_real(ls->d.gamma)
-                    : !strcmp(k, "alpha")                 ? short_real(ls->d.alpha)
-                    : !strcmp(k, "apply_class_balancing") ? json_boolean(ls->d.balanced)
-                                                          : json_null();
+        json_t *v = !strcmp(k, "from_logits")                      ? json_boolean(ls->d.from_logits)
+                    : !strcmp(k, "label_smoothing")                ? short_real(ls->d.smoothing)
+                    : !strcmp(k, "axis")                           ? json_integer(-1)
+                    : !strcmp(k, "delta")                          ? short_real(ls->d.delta)
+                    : !strcmp(k, "gamma")                          ? short_real(ls->d.gamma)
+                    : !strcmp(k, "alpha")                          ? short_real(ls->d.alpha)
+                    : !strcmp(k, "apply_class_balancing")          ? json_boolean(ls->d.balanced)
+                    : !strcmp(k, "ignore_class") && ls->has_ignore ? json_integer(ls->ignore_class)
+                                                                   : json_null();
         json_object_set_new(cfg, k, v);
     }
     return json_pack("{s:s, s:s, s:o, s:n}", "module", "keras.losses", "class_name", row->keras,

@@ -7,8 +7,8 @@
  * {"class_name": C, "config": {...}} (Keras 2), or a name ("mse", "binary_crossentropy",
  * "BinaryCrossentropy"), C one of the loss table's classes. Config keys: name, dtype,
  * reduction ("sum_over_batch_size", Keras 2's "auto"), axis (-1), and the class's own
- * (from_logits, label_smoothing in [0, 1], ignore_class (null only), delta > 0, gamma >= 0,
- * alpha in [0, 1], apply_class_balancing). Anything else is an error naming the key. */
+ * (from_logits, label_smoothing in [0, 1], ignore_class (null or a label >= 0), delta > 0, gamma >=
+ * 0, alpha in [0, 1], apply_class_balancing). Anything else is an error naming the key. */
 #ifndef MW_WORKER_KERAS_KERAS_LOSS_H
 #define MW_WORKER_KERAS_KERAS_LOSS_H
 

@@ -47,6 +47,10 @@ typedef struct {
                                row's accuracy, or MAE) */
     unsigned by_shape;      /* bit i: metric i was named "accuracy", whose form Keras picks by
                                the shapes (mw_loss_accuracy_by_shape) */
+    int has_ignore;         /* SparseCategoricalCrossentropy(ignore_class=ignore_class): */
+    int32_t ignore_class;   /* the examples of that label (>= 0) count for nothing, and the
+                               loss is divided by the global batch's other examples
+                               (worker/data/data.h, mw_dataset_mask_batches) */
 } mw_loss;
 
 typedef struct {
