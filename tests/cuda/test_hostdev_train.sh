@@ -49,7 +49,8 @@ unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
 quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
        --checkpoint-every-epochs 0 --collective-timeout 60)
 two_nodes='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
-epoch_re='Epoch 1, Loss: [0-9.]*, [A-Za-z]*: [0-9.]*, Test Loss: [0-9.]*, Test [A-Za-z]*: [0-9.]*'
+# the losses and the metrics (one or more, "Name: value, ..." each) of the epoch line
+epoch_re='Epoch 1, Loss: [0-9.]*, [A-Za-z]*: [0-9.]*\(, [A-Za-z]*: [0-9.]*\)*, Test Loss: [0-9.]*, Test [A-Za-z]*: [0-9.]*\(, Test [A-Za-z]*: [0-9.]*\)*'
 
 # run NAME RANKS GPUS-PER-PROCESS BINARY FLAGS...: train, dump weights, keep the epoch line
 run() {
