@@ -391,6 +391,7 @@ static void test_resolve(void **state)
     mw_train_opts_default(&o);
     o.loss_name = "binary_crossentropy", o.metrics = " auc, accuracy,,mse ";
     assert_int_equal(mw_loss_resolve(&o), MW_OK);
+    assert_int_equal(mw_metrics_resolve(&o), MW_OK);
     mw_loss_accuracy_by_shape(&o.loss, 1);
     const mw_metric_list ml = mw_loss_metrics(&o.loss);
     assert_int_equal(ml.n, 3);
@@ -403,7 +404,7 @@ static void test_resolve(void **state)
     mw_train_opts_default(&o);
     o.metrics = "auc"; /* beside the default sparse loss */
     mw_err_clear();
-    expect_err(mw_loss_resolve(&o), MW_ECONFIG, "--metrics: 0: metric 'auc'",
+    expect_err(mw_metrics_resolve(&o), MW_ECONFIG, "--metrics: 0: metric 'auc'",
                "beside SparseCategoricalCrossentropy");
 }
 

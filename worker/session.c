@@ -217,18 +217,18 @@ static mw_status check_loss(mw_session *s)
     return check_activation(s);
 }
 
-/* Without a loss flag or an archive's, the checkpoint's model carries the loss trained: known
- * before the data are read (an ignore_class label is no class). */
-static mw_status adopt_checkpoint_loss(mw_session *s)
+/* The run's loss, final before the data are read (an ignore_class label is no class):
+ * without a loss flag or an archive's, the checkpoint's model carries the loss trained; then
+ * --metrics over its metrics. */
+static mw_status settle_loss(mw_session *s)
 {
     int found = 0;
-    if (s->o->model_path || !s->latest.model || s->opts.loss_from[0])
-        return MW_OK;
-    MW_TRY(mw_keras_source_loss(s->latest.model, &s->opts.loss, "the model saved in the checkpoint",
-                                &found));
+    if (!s->o->model_path && s->latest.model && !s->opts.loss_from[0])
+        MW_TRY(mw_keras_source_loss(s->latest.model, &s->opts.loss,
+                                    "the model saved in the checkpoint", &found));
     if (found)
         snprintf(s->opts.loss_from, sizeof s->opts.loss_from, "the loss saved in the checkpoint");
-    return found ? mw_metrics_resolve(&s->opts) : MW_OK; /* --metrics over its metrics */
+    return mw_metrics_resolve(&s->opts);
 }
 
 /* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
@@ -331,11 +331,11 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     const mw_data_opts dopts = {.classes = o->classes, .cifar_fine = o->cifar_label == 0};
     /* the node's ranks load the same files at once: each reader checks its share */
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
-    MW_TRY(adopt_checkpoint_loss(s));
+    MW_TRY(settle_loss(s));
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
-    if (with_data && o->loss.has_ignore && o->classes <= 0) /* 255 beside 0..9 is no class */
-        mw_dataset_classes_without(&s->train, &s->test, o->loss.ignore_class);
+    if (with_data && s->opts.loss.has_ignore && o->classes <= 0) /* 255 beside 0..9: no class */
+        mw_dataset_classes_without(&s->train, &s->test, s->opts.loss.ignore_class);
     char note[1024];
     if (with_data && use == MW_USE_TRAIN && s->rank == 0 &&
         mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,

@@ -77,7 +77,8 @@ static void run_small(mw_model *m)
         mw_model_forward(m, &kt, &k, &ws, 2);
         mw_model_backward(m, &kt, &k, &ws, g, 2, 0.5f);
         (void)mw_model_regularization(m, g, 0.5f);
-        (void)mw_model_metric_sum(m, &ws, 2);
+        double sums[MW_SUMS] = {0};
+        mw_model_metrics_add(m, &ws, 2, sums);
         free(g);
     }
     mw_model_ws_free(&ws);

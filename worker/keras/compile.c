@@ -49,7 +49,7 @@ static mw_status archive_loss(mw_train_opts *o)
     return rc;
 }
 
-static mw_status loss_only(mw_train_opts *o)
+mw_status mw_loss_resolve(mw_train_opts *o)
 {
     if (o->loss_name && o->loss_config)
         return mw_err(MW_EINVAL, "--loss %s and --loss-config %s: give the loss one way",
@@ -66,12 +66,6 @@ static mw_status loss_only(mw_train_opts *o)
     if (o->model_path && mw_keras_archive_is(o->model_path))
         return archive_loss(o);
     return MW_OK;
-}
-
-mw_status mw_loss_resolve(mw_train_opts *o)
-{
-    MW_TRY(loss_only(o));
-    return mw_metrics_resolve(o);
 }
 
 mw_status mw_metrics_resolve(mw_train_opts *o)

@@ -16,8 +16,8 @@
  * for a file that cannot be read. */
 mw_status mw_loss_resolve(mw_train_opts *o);
 /* --metrics "a,b" (Keras' names, in order) into o->loss's metrics, checked against its loss
- * (worker/keras/keras_loss.h); nothing without the flag. Again after a checkpoint's loss is
- * adopted (worker/session.c). */
+ * (worker/keras/keras_loss.h); nothing without the flag. The session calls it once the loss
+ * is final (after a checkpoint's is adopted: worker/session.c). */
 mw_status mw_metrics_resolve(mw_train_opts *o);
 
 #endif
