@@ -167,6 +167,14 @@ typedef void (*mw_dloss_fwd_fn)(const mw_kctx *k, const mw_dloss *p, float *loss
 /* dout = scale * d loss[i] / d out (dout may not alias out or prob). */
 typedef void (*mw_dloss_bwd_fn)(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,
                                 const float *prob, const float *y, float scale, int N, int K);
+/* Embedding (kernels/embed.h): ids (n, T) token ids held as floats (exact below 2^24),
+ * table (V, D), y (n, T, D): y[i, t] = table[ids[i, t]]. An id that is not an integer in
+ * [0, V) (the data are checked before: never) gives a zero row. */
+typedef void (*mw_embed_fwd_fn)(const mw_kctx *k, float *y, const float *ids, const float *table,
+                                int n, int T, int D, int V);
+/* gtable[ids[i, t]] += dy[i, t] for every (i, t) (an id outside [0, V): nothing). */
+typedef void (*mw_embed_bwd_fn)(const mw_kctx *k, float *gtable, const float *dy, const float *ids,
+                                int n, int T, int D, int V);
 /* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
 typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
@@ -330,6 +338,8 @@ typedef struct {
     mw_dloss_fwd_fn dloss_fwd; /* kernels/loss.h */
     mw_dloss_bwd_fn dloss_bwd;
     mw_scale_rows_fn scale_rows;
+    mw_embed_fwd_fn embed_fwd; /* kernels/embed.h */
+    mw_embed_bwd_fn embed_bwd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

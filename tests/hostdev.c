@@ -312,6 +312,28 @@ static void hd_scale_rows(const mw_kctx *k, float *a, const float *w, int n, int
     hd_cpu.scale_rows(&h, a, w, n, width);
 }
 
+static void hd_embed_fwd(const mw_kctx *k, float *y, const float *ids, const float *table, int n,
+                         int T, int D, int V)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)n * T * D, F);
+    CHK(ids, (size_t)n * T, F);
+    CHK(table, (size_t)V * D, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.embed_fwd(&h, y, ids, table, n, T, D, V);
+}
+
+static void hd_embed_bwd(const mw_kctx *k, float *gtable, const float *dy, const float *ids, int n,
+                         int T, int D, int V)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(gtable, (size_t)V * D, F);
+    CHK(dy, (size_t)n * T * D, F);
+    CHK(ids, (size_t)n * T, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.embed_bwd(&h, gtable, dy, ids, n, T, D, V);
+}
+
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
                            const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                            size_t D)
@@ -681,6 +703,8 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->dloss_fwd = hd_dloss_fwd;
     t->dloss_bwd = hd_dloss_bwd;
     t->scale_rows = hd_scale_rows;
+    t->embed_fwd = hd_embed_fwd;
+    t->embed_bwd = hd_embed_bwd;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;

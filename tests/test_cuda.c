@@ -20,6 +20,7 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
@@ -496,6 +497,41 @@ static void test_dloss(void **state)
 }
 
 /* Sample weights (scale_rows): one product per element on both sides, so bitwise. */
+/* Embedding's twins against the reference: the gather bitwise; the scatter-add within
+ * float32 rounding (atomics add a row's repeats in any order: each gradient entry is a sum of
+ * at most n T values of |dy| <= 1, so within n T 2^-24 of the reference's, 1e-5 relative at
+ * 64 x 16); ids outside [0, V) give zero rows and no gradient. */
+static void test_embed(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int shapes[][4] = {{1, 1, 1, 1}, {3, 5, 4, 7}, {64, 16, 33, 50}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        pool P = {0};
+        const int n = shapes[s][0], T = shapes[s][1], D = shapes[s][2], V = shapes[s][3];
+        const size_t np = (size_t)n * T, ny = np * D, nt = (size_t)V * D;
+        float *ids = h_rand(&P, np, 720 + s, 0, 1);
+        for (size_t i = 0; i < np; i++)
+            ids[i] = (float)(int)(ids[i] * V);
+        if (np > 4)
+            ids[1] = (float)V, ids[3] = -1.0f; /* no row */
+        float *tab = h_rand(&P, nt, 730 + s, -1, 1), *dy = h_rand(&P, ny, 740 + s, -1, 1);
+        float *y = h_rand(&P, ny, 750 + s, 0, 1), *g = h_rand(&P, nt, 760 + s, -1, 1);
+        float *dIds = d_put(&P, ids, np * sizeof(float)), *dTab = d_put(&P, tab, nt * 4);
+        float *dY = d_put(&P, y, ny * 4), *dDy = d_put(&P, dy, ny * 4), *dG = d_put(&P, g, nt * 4);
+        mw_embed_fwd_ref(NULL, y, ids, tab, n, T, D, V);
+        cuda.embed_fwd(&ctx, dY, dIds, dTab, n, T, D, V);
+        expect_close((float *)d_get(&P, dY, ny * 4), y, ny, 0.0f, 0.0f);
+        mw_embed_bwd_ref(NULL, g, dy, ids, n, T, D, V);
+        cuda.embed_bwd(&ctx, dG, dDy, dIds, n, T, D, V);
+        expect_close((float *)d_get(&P, dG, nt * 4), g, nt, 1e-5f, 1e-5f);
+        pool_free(&P);
+    }
+    cuda.embed_fwd(&ctx, NULL, NULL, NULL, 0, 5, 4, 7);
+    cuda.embed_bwd(&ctx, NULL, NULL, NULL, 0, 5, 4, 7);
+    check_sync();
+}
+
 static void test_scale_rows(void **state)
 {
     (void)state;
@@ -1464,6 +1500,7 @@ int main(void)
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_dloss),
         cmocka_unit_test(test_scale_rows),
+        cmocka_unit_test(test_embed),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

@@ -303,6 +303,91 @@ static void test_npy_features(void **state)
     mw_dataset_free(&te);
 }
 
+/* Token ids (N, T) of each integer type: mapped, read as exact floats (65535 and 2^24 - 1
+ * included), found by mw_dataset_find_token; a negative id, one of 2^24 and a 2-D float64
+ * array are refused naming the file, the example and the position. */
+static void write_tokens(const char *dir, const char *descr, const void *x, size_t nbytes)
+{
+    char dict[128];
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (2, 3)}", descr);
+    const int32_t yl[2] = {1, 0};
+    size_t n;
+    uint8_t *b = npy_make(1, dict, x, nbytes, &n);
+    free(mw_test_write_file(dir, "x_train.npy", b, n));
+    free(mw_test_write_file(dir, "x_test.npy", b, n));
+    free(b);
+    b = npy_make(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,)}", yl, sizeof yl, &n);
+    free(mw_test_write_file(dir, "y_train.npy", b, n));
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+}
+
+static void test_npy_tokens(void **state)
+{
+    const char *dir = *state;
+    const uint8_t u8[6] = {0, 1, 2, 255, 7, 9};
+    const uint16_t u16[6] = {0, 65535, 3, 4, 5, 6};
+    const int32_t i32[6] = {5, 4, 3, 2, 1, (1 << 24) - 1};
+    const int64_t i64[6] = {9, 8, 7, 6, 5, 4};
+    const struct {
+        const char *descr;
+        const void *x;
+        size_t nbytes;
+        float want[6];
+    } good[] = {
+        {"|u1", u8, sizeof u8, {0, 1, 2, 255, 7, 9}},
+        {"<u2", u16, sizeof u16, {0, 65535, 3, 4, 5, 6}},
+        {"<i4", i32, sizeof i32, {5, 4, 3, 2, 1, (float)((1 << 24) - 1)}},
+        {"<i8", i64, sizeof i64, {9, 8, 7, 6, 5, 4}},
+    };
+    for (size_t c = 0; c < sizeof good / sizeof *good; c++) {
+        write_tokens(dir, good[c].descr, good[c].x, good[c].nbytes);
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+        assert_int_equal(tr.type, MW_IMAGES_TOKENS);
+        assert_int_equal(tr.channels, 3);
+        assert_non_null(tr.map); /* mapped, as images are */
+        float x[6];
+        const uint32_t ids[2] = {0, 1};
+        mw_dataset_batch(&tr, x, NULL, ids, 2);
+        assert_memory_equal(x, good[c].want, sizeof x);
+        uint32_t ex = 9, pos = 9;
+        int64_t v = 0;
+        assert_int_equal(mw_dataset_find_token(&tr, (int64_t)good[c].want[4] + 1, &ex, &pos, &v),
+                         1);
+        assert_true(v > good[c].want[4]); /* the first id above that limit */
+        assert_int_equal(mw_dataset_find_token(&tr, INT64_C(1) << 24, &ex, &pos, &v), 0);
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+    }
+    const int32_t neg[6] = {1, 2, 3, 4, -5, 6}, big[6] = {1, 2, 1 << 24, 4, 5, 6};
+    const double f8[6] = {0};
+    const struct {
+        const char *descr;
+        const void *x;
+        size_t nbytes;
+        const char *sub1, *sub2;
+    } bad[] = {
+        {"<i4", neg, sizeof neg, "x_train.npy: example 1 has token id -5 at position 1",
+         "expected an id in 0..16777215"},
+        {"<i4", big, sizeof big, "x_train.npy: example 0 has token id 16777216 at position 2",
+         NULL},
+        {"<f8", f8, sizeof f8, "x_train.npy", "features of '<f8'; expected float32 ('<f4')"},
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof *bad; c++) {
+        write_tokens(dir, bad[c].descr, bad[c].x, bad[c].nbytes);
+        mw_dataset tr, te;
+        mw_dataset_init(&tr);
+        mw_dataset_init(&te);
+        mw_err_clear();
+        expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA, bad[c].sub1, bad[c].sub2);
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+    }
+}
+
 /* Float32 targets (N, K) (regression values, one-hot or multi-hot classes): read as they are,
  * assembled K per example; labels (N,) become (N, 1) targets for a loss of floats; a NaN
  * target, a train/test mismatch and int (N, K) arrays are refused naming the file. */
@@ -843,16 +928,18 @@ static const npy_case npy_cases[] = {
      0,
      MW_EDATA,
      {"x_test.npy", "has 13", "extra bytes at the end"}},
+    /* a 2-D uint8 array is token ids now (test_npy_tokens); float64 is neither features nor
+     * ids */
     {"images_2d",
      0,
      0,
-     "{'descr': '|u1', 'fortran_order': False, 'shape': (4, 6)}",
+     "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 3)}",
      D_GOOD,
      NULL,
      0,
      0,
      MW_EDATA,
-     {"x_train.npy", "(4, 6) has 2 dimensions", "(N, H, W) or (N, H, W, C)"}},
+     {"x_train.npy", "features of '<f8'", "expected float32 ('<f4')"}},
     {"images_int32",
      0,
      0,
@@ -1331,6 +1418,7 @@ int main(void)
         mw_test_in_tmpdir(test_npz_good),
         mw_test_in_tmpdir(test_mapped_file_shrinks),
         cmocka_unit_test(test_unseen_classes),
+        mw_test_in_tmpdir(test_npy_tokens),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),
         mw_test_in_tmpdir(test_bad_npy),

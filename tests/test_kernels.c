@@ -800,6 +800,61 @@ static void test_maxpool_definition(void **state)
     }
 }
 
+/* ---- embedding ---- */
+
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    int n, T, D, V;
+    float *y;
+    const float *ids, *table, *r;
+} embed_env;
+
+static double embed_loss(void *env)
+{
+    embed_env *e = env;
+    e->t->embed_fwd(e->k, e->y, e->ids, e->table, e->n, e->T, e->D, e->V);
+    return dot_r(e->r, e->y, (size_t)e->n * e->T * e->D);
+}
+
+/* n=3 sequences of T=5 ids into a V=7 x D=4 table, ids repeating (their rows' gradients
+ * add): the gather exact, the table's gradient by central differences of sum(r * y); ids that
+ * are no row (V, -1, 2.5: never in checked data) give zero rows and no gradient. */
+static void test_embed(void **state)
+{
+    (void)state;
+    const int n = 3, T = 5, D = 4, V = 7;
+    const float ids[] = {0, 6, 2, 2, 5, 1, 1, 1, 0, 3, 6, 5, 4, 4, 0};
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx C;
+        ctx_open(&C, 0, 2);
+        const size_t ny = (size_t)n * T * D, nt = (size_t)V * D;
+        float *tab = frand(&P, nt, 91, -1.0f, 1.0f), *y = fzero(&P, ny);
+        float *r = frand(&P, ny, 92, -1.0f, 1.0f), *g = fzero(&P, nt);
+        t.embed_fwd(&C.k, y, ids, tab, n, T, D, V);
+        for (size_t p = 0; p < (size_t)n * T; p++)
+            assert_memory_equal(y + p * D, tab + (size_t)ids[p] * D, D * sizeof(float));
+        t.embed_bwd(&C.k, g, r, ids, n, T, D, V);
+        embed_env e = {&t, &C.k, n, T, D, V, fzero(&P, ny), ids, tab, r};
+        char what[64];
+        snprintf(what, sizeof what, "%s embedding dtable", t.name);
+        grad_check(embed_loss, &e, tab, nt, g, 1e-2f, 93, what);
+        const float bad[] = {7, -1, 2.5f};
+        float *yb = frand(&P, 3 * (size_t)D, 94, 1.0f, 2.0f), *gb = fzero(&P, nt);
+        t.embed_fwd(&C.k, yb, bad, tab, 3, 1, D, V);
+        t.embed_bwd(&C.k, gb, r, bad, 3, 1, D, V);
+        for (size_t i = 0; i < 3 * (size_t)D; i++)
+            assert_true(yb[i] == 0.0f);
+        for (size_t i = 0; i < nt; i++)
+            assert_true(gb[i] == 0.0f);
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
 /* ---- dense ---- */
 
 typedef struct {
@@ -2432,6 +2487,7 @@ int main(void)
         cmocka_unit_test(test_relu_grad),
         cmocka_unit_test(test_relu_cpu_vs_ref),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_embed),
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_regularize),

@@ -217,6 +217,37 @@ static mw_status check_loss(mw_session *s)
     return check_activation(s);
 }
 
+/* A model that starts with an Embedding reads token ids: the data must hold integer ids
+ * (N, T), each below its input_dim (the first one that is not names the example and the
+ * position). */
+static mw_status check_tokens(mw_session *s)
+{
+    const mw_model *m = &s->model;
+    const mw_layer *e = &m->layers[0];
+    if (m->nlayers == 0 || e->kind != MW_LAYER_EMBED)
+        return MW_OK;
+    const mw_dataset *sets[2] = {&s->train, &s->test};
+    const char *names[2] = {"training", "test"};
+    for (int i = 0; i < 2; i++) {
+        uint32_t ex = 0, pos = 0;
+        int64_t v = 0;
+        if (sets[i]->count && sets[i]->type != MW_IMAGES_TOKENS)
+            return mw_err(MW_EDATA,
+                          "%s: the %s set holds %s, but the model's first layer '%s' "
+                          "(Embedding) reads integer token ids (N, T)",
+                          s->o->data_dir, names[i],
+                          sets[i]->type == MW_IMAGES_F32 ? "float32 values" : "uint8 images",
+                          e->name);
+        if (mw_dataset_find_token(sets[i], e->pad[0], &ex, &pos, &v))
+            return mw_err(MW_EDATA,
+                          "%s: %s example %u has token id %lld at position %u; the model's "
+                          "Embedding '%s' has input_dim %d (ids 0..%d)",
+                          s->o->data_dir, names[i], ex, (long long)v, pos, e->name, e->pad[0],
+                          e->pad[0] - 1);
+    }
+    return MW_OK;
+}
+
 /* The run's loss, final before the data are read (an ignore_class label is no class):
  * without a loss flag or an archive's, the checkpoint's model carries the loss trained; then
  * --metrics over its metrics. */
@@ -268,6 +299,8 @@ static mw_status build_model(mw_session *s, int with_data)
     s->model.loss = o->loss; /* (finalize: a final softmax is Keras' from_logits=False) */
     if (rc == MW_OK && with_data)
         rc = check_loss(s);
+    if (rc == MW_OK && with_data)
+        rc = check_tokens(s);
     if (rc == MW_OK && with_data && s->model.loss.has_ignore) /* the examples it ignores */
         rc = mw_dataset_set_ignore(&s->train, s->model.loss.ignore_class, "the training set");
     if (rc == MW_OK && with_data && s->model.loss.has_ignore)
@@ -369,9 +402,17 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     return s->ops->open(&s->rep, &env);
 }
 
+long mw_session_positions(const mw_session *s)
+{
+    const mw_model *m = &s->model;
+    return m->nlayers > 0 && m->layers[0].kind == MW_LAYER_EMBED ? m->layers[0].out_w : 1;
+}
+
 const char *mw_session_throughput(const mw_session *s, int key)
 {
     const int images = s->model.in_h > 1 || s->model.in_w > 1;
+    if (mw_session_positions(s) > 1)
+        return key ? "tokens_per_sec" : "Tokens/s";
     if (key)
         return images ? "images_per_sec" : "examples_per_sec";
     return images ? "Images/s" : "Examples/s";

@@ -102,9 +102,12 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
  * comm; the mean loss and the loss's metrics (the accuracy, MAE, AUC, ...: mw_metrics_value,
  * MW_METRICS_MAX values), reduced over comm under --collective-timeout. */
 mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric);
-/* The throughput's name: "Images/s" for an image model, else "Examples/s"; key 1:
- * metrics.csv's and TensorBoard's "images_per_sec" / "examples_per_sec". */
+/* The throughput's name: "Tokens/s" for a model of token sequences (an Embedding first),
+ * "Images/s" for an image model, else "Examples/s"; key 1: metrics.csv's and TensorBoard's
+ * "tokens_per_sec", "images_per_sec" / "examples_per_sec". */
 const char *mw_session_throughput(const mw_session *s, int key);
+/* What one example counts for in the throughput: a token model's sequence length, else 1. */
+long mw_session_positions(const mw_session *s);
 /* "<prefix><Label>: <value>" of each of the loss's metrics (v: mw_loss_metrics' values), as
  * the epoch line prints them, joined by ", " (accuracies in percent with 2 decimals, the
  * others with 4): "Test Accuracy: 91.20", "MAE: 0.1234, RMSE: 0.2000"; only the first when

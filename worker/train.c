@@ -354,7 +354,9 @@ static void train_results(const mw_session *s, const double *sums, long nsteps, 
     for (int i = 0; i < MW_METRICS_MAX; i++)
         em->train_metric[i] = mw_metrics_value(&ml, i, sums);
     em->seconds = secs;
-    em->examples_per_sec = secs > 0 ? sums[MW_SUM_COUNT] / secs : 0;
+    /* examples, or tokens (examples x positions) for a sequence model */
+    em->examples_per_sec =
+        secs > 0 ? sums[MW_SUM_COUNT] * (double)mw_session_positions(s) / secs : 0;
 }
 
 static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)

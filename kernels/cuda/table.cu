@@ -8,6 +8,7 @@ extern "C" {
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
@@ -38,6 +39,8 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->dloss_fwd = mw_dloss_fwd_cuda;
     t->dloss_bwd = mw_dloss_bwd_cuda;
     t->scale_rows = mw_scale_rows_cuda;
+    t->embed_fwd = mw_embed_fwd_cuda;
+    t->embed_bwd = mw_embed_bwd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

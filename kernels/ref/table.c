@@ -4,6 +4,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
+#include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
@@ -34,6 +35,8 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->dloss_fwd = mw_dloss_fwd_ref;
     t->dloss_bwd = mw_dloss_bwd_ref;
     t->scale_rows = mw_scale_rows_ref;
+    t->embed_fwd = mw_embed_fwd_ref;
+    t->embed_bwd = mw_embed_bwd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;

@@ -95,9 +95,9 @@ same gpu-1x2 cpu-1x2
 # float targets and sample weights staged and uploaded, the metric summed on the devices): MSE
 # (and MAE) on (N, 3) regression targets with sample weights, focal cross-entropy from logits
 # on multi-hot ones (with --metrics binary_accuracy,auc,mse: the device metrics and AUC's
-# buckets), and the sparse loss with ignore_class 255 on a quarter of the labels (its factors
-# in the uploaded weights, the kernels' zero loss for the label), each like the CPU with the
-# same replicas
+# buckets), the sparse loss with ignore_class 255 on a quarter of the labels (its factors
+# in the uploaded weights, the kernels' zero loss for the label), and a token model, each like
+# the CPU with the same replicas
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 import numpy as np
@@ -124,13 +124,26 @@ json.dump({"class_name": "BinaryFocalCrossentropy", "config": {"from_logits": Tr
            "apply_class_balancing": True}}, open(sys.argv[1] + "/focal.json", "w"))
 json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True,
            "ignore_class": 255}}, open(sys.argv[1] + "/ign.json", "w"))
+tok = r.integers(0, 50, size=(448, 12)).astype(np.uint16)
+np.savez(sys.argv[1] + "/tok.npz", x_train=tok[:384], y_train=(tok[:384, 0] % 3).astype(np.int32),
+         x_test=tok[384:], y_test=(tok[384:, 0] % 3).astype(np.int32))
+json.dump({"class_name": "Sequential", "config": {"name": "tok", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [None, 12], "dtype": "int32",
+                                            "name": "in"}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8}},
+    {"class_name": "GlobalAveragePooling1D", "config": {"name": "gap"}},
+    dense("out", 3)]}}, open(sys.argv[1] + "/tok.json", "w"))
+json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True}},
+          open(sys.argv[1] + "/tok-loss.json", "w"))
 PY
-for loss in mse focal ign; do
-    data=$tmp/reg.npz metrics=()
+for loss in mse focal ign tok; do
+    data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
-    tab=(--data "$data" --model "$tmp/tab.json" --loss-config "$tmp/$loss.json" "${sgd[@]}"
-        "${metrics[@]}")
+    # token ids (uint16) through an Embedding (its gather and scatter-add twins) and 1-D
+    # global average pooling
+    [[ $loss == tok ]] && data=$tmp/tok.npz model=$tmp/tok.json lossf=$tmp/tok-loss.json
+    tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
     run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"
     same gpu-1x2-$loss cpu-1x2-$loss

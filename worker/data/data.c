@@ -99,7 +99,10 @@ int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, c
 
 size_t mw_dataset_image_nbytes(const mw_dataset *d)
 {
-    return (size_t)d->rows * d->cols * d->channels * (d->type == MW_IMAGES_F32 ? 4u : 1u);
+    const size_t item = d->type == MW_IMAGES_F32      ? 4u
+                        : d->type == MW_IMAGES_TOKENS ? (size_t)d->tok_size
+                                                      : 1u;
+    return (size_t)d->rows * d->cols * d->channels * item;
 }
 
 /* A mapped set: drop the pages around the n examples just read from this process's page
@@ -133,6 +136,9 @@ static void assemble(const mw_dataset *d, float *dst, uint32_t id, size_t nbytes
     const uint8_t *src = d->images + (size_t)id * nbytes;
     if (d->type == MW_IMAGES_F32) /* little-endian like the host (data.h); maybe unaligned */
         memcpy(dst, src, count * sizeof *dst);
+    else if (d->type == MW_IMAGES_TOKENS)
+        for (size_t j = 0; j < count; j++)
+            dst[j] = (float)mw_token_at(src + j * (size_t)d->tok_size, d->tok_size, d->tok_signed);
     else if (!d->channel_major)
         for (size_t j = 0; j < count; j++)
             dst[j] = raw ? (float)src[j] : (float)src[j] / 255.0f;
@@ -222,6 +228,28 @@ void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb
             d->mask_w[id] = d->labels[id] != d->ignore_label ? f : 0.0f;
         }
     }
+}
+
+int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example, uint32_t *pos,
+                          int64_t *value)
+{
+    if (d->type != MW_IMAGES_TOKENS)
+        return 0;
+    const size_t per = (size_t)d->rows * d->cols * d->channels, nb = mw_dataset_image_nbytes(d);
+    for (uint32_t i = 0; i < d->count; i++) {
+        const uint8_t *src = d->images + (size_t)i * nb;
+        for (size_t t = 0; t < per; t++) {
+            const int64_t v =
+                mw_token_at(src + t * (size_t)d->tok_size, d->tok_size, d->tok_signed);
+            if (v >= limit) {
+                *example = i, *pos = (uint32_t)t, *value = v;
+                return 1;
+            }
+        }
+        if (d->map)
+            release_pages(d, &i, 1, nb);
+    }
+    return 0;
 }
 
 void mw_dataset_classes_without(mw_dataset *train, mw_dataset *test, int32_t ignore)

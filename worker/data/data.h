@@ -27,8 +27,10 @@
 
 /* How one image is stored. */
 typedef enum {
-    MW_IMAGES_U8,  /* uint8, scaled to [0, 1] (pixel / 255) when a batch is assembled */
-    MW_IMAGES_F32, /* float32 (little-endian), used as stored */
+    MW_IMAGES_U8,     /* uint8, scaled to [0, 1] (pixel / 255) when a batch is assembled */
+    MW_IMAGES_F32,    /* float32 (little-endian), used as stored */
+    MW_IMAGES_TOKENS, /* integer token ids (N, T) (little-endian, tok_size bytes, tok_signed),
+                         as floats (exact: every id is checked to lie in [0, 2^24)) */
 } mw_image_type;
 
 /* A set of images of any (H, W, C) with int32 labels. images points at example 0's first
@@ -49,7 +51,8 @@ typedef struct {
     int32_t ignore_label; /* with mask_w: the label whose examples count for nothing */
     uint32_t count, rows, cols, channels;
     mw_image_type type;
-    int channel_major; /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
+    int tok_size, tok_signed; /* MW_IMAGES_TOKENS: bytes per id (1, 2, 4, 8), signed */
+    int channel_major;        /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
     int num_classes;
     void *map; /* the mapping holding images, or NULL (owned) */
     size_t map_nbytes;
@@ -60,6 +63,18 @@ typedef struct {
     uint64_t aug_seed;               /* their key is (aug_seed, epoch, example id) */
     int epoch;                       /* the epoch being trained (worker/train.c sets it) */
 } mw_dataset;
+
+/* One little-endian integer of size bytes (1, 2, 4, 8), signed or not, as int64 (an unsigned
+ * 64-bit value above INT64_MAX as INT64_MAX). */
+static inline int64_t mw_token_at(const uint8_t *p, int size, int is_signed)
+{
+    uint64_t u = 0;
+    for (int b = size - 1; b >= 0; b--)
+        u = u << 8 | p[b];
+    if (is_signed && size < 8 && (u >> (8 * size - 1)) & 1)
+        u |= ~UINT64_C(0) << (8 * size); /* sign-extend */
+    return !is_signed && size == 8 && u > INT64_MAX ? INT64_MAX : (int64_t)u;
+}
 
 /* What --data reads besides the path. */
 typedef struct {
@@ -122,6 +137,11 @@ size_t mw_dataset_target_nbytes(const mw_dataset *d);
  * regression loss on a Dense(1)); nothing when the set has float targets already. what names
  * the set in messages. */
 mw_status mw_dataset_labels_as_targets(mw_dataset *d, const char *what);
+
+/* The first token id at or above limit (MW_IMAGES_TOKENS): 1 and where it is (example,
+ * position, value); 0 when none is. */
+int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example, uint32_t *pos,
+                          int64_t *value);
 
 /* Bytes of one stored image. */
 size_t mw_dataset_image_nbytes(const mw_dataset *d);

@@ -104,20 +104,62 @@ static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_
     return MW_OK;
 }
 
+/* Token ids (N, T): each an integer in [0, 2^24) (floats hold them exactly; the model's
+ * Embedding checks its own input_dim, worker/session.c), or the first one outside is an error
+ * naming the example and the position. A mapped array is dropped from this process's pages
+ * window by window as it is scanned. */
+static mw_status check_tokens(const mw_npy_array *x, size_t count, uint64_t per)
+{
+    const int size = x->h.itemsize, sgn = x->h.kind == 'i';
+    const size_t window = SCAN_WINDOW / (size_t)size;
+    for (size_t at = 0; at < count; at += window) {
+        const size_t end = count - at < window ? count : at + window;
+        for (size_t i = at; i < end; i++) {
+            const int64_t v = mw_token_at(x->data + i * (size_t)size, size, sgn);
+            if (v < 0 || v >= (INT64_C(1) << 24))
+                return mw_err(MW_EDATA,
+                              "%s: example %llu has token id %lld at position %llu; expected "
+                              "an id in 0..%d",
+                              x->name, (unsigned long long)(i / per), (long long)v,
+                              (unsigned long long)(i % per), (1 << 24) - 1);
+        }
+        if (x->map) {
+            uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t lo = (uintptr_t)(x->data + at * (size_t)size) & ~(pg - 1);
+            uintptr_t hi = (uintptr_t)(x->data + end * (size_t)size) & ~(pg - 1);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+    }
+    return MW_OK;
+}
+
 static mw_status check_images(const mw_npy_array *x)
 {
     const mw_npy_header *h = &x->h;
     char sh[160];
-    const int features = h->ndim == 2 && h->kind == 'f'; /* tabular (N, F): (1, 1, F) */
+    /* tabular (N, F) float32, or token ids (N, T) of any integer type: (1, 1, F) */
+    const int features = h->ndim == 2;
     if (h->ndim != 3 && h->ndim != 4 && !features)
         return mw_err(MW_EDATA,
                       "%s: npy header field 'shape': %s has %d dimensions; expected images "
-                      "(N, H, W) or (N, H, W, C), or float32 features (N, F)",
+                      "(N, H, W) or (N, H, W, C), float32 features (N, F) or integer token ids "
+                      "(N, T)",
                       x->name, shape_str(h, sh, sizeof sh), h->ndim);
-    if (!((h->kind == 'u' && h->itemsize == 1) || (h->kind == 'f' && h->itemsize == 4)))
+    if (features && h->kind != 'f' && h->kind != 'u' && h->kind != 'i')
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': a 2-D array of '%s'; expected float32 "
+                      "features ('<f4') or integer token ids (uint8, uint16, int32, int64, ...)",
+                      x->name, h->descr);
+    if (!features &&
+        !((h->kind == 'u' && h->itemsize == 1) || (h->kind == 'f' && h->itemsize == 4)))
         return mw_err(MW_EDATA,
                       "%s: npy header field 'descr': images of '%s'; expected uint8 ('|u1') or "
                       "float32 ('<f4')",
+                      x->name, h->descr);
+    if (features && h->kind == 'f' && h->itemsize != 4)
+        return mw_err(MW_EDATA,
+                      "%s: npy header field 'descr': features of '%s'; expected float32 ('<f4')",
                       x->name, h->descr);
     const uint64_t c = h->ndim == 4 ? h->shape[3] : features ? h->shape[1] : 1;
     const uint64_t hh = features ? 1 : h->shape[1], ww = features ? 1 : h->shape[2];
@@ -240,17 +282,20 @@ mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array
     const uint64_t per = h->count / n;
     if (h->kind == 'f')
         MW_TRY(check_finite(x, (size_t)h->count, per, "images"));
+    else if (h->ndim == 2)
+        MW_TRY(check_tokens(x, (size_t)h->count, per));
     *max_label = -1;
     if (y->h.kind == 'f')
         MW_TRY(take_targets(d, y, n));
     else
         MW_TRY(take_labels(d, y, n, classes, max_label));
     d->count = n;
-    const int features = h->ndim == 2; /* float32 (N, F), checked: (1, 1, F) */
+    const int features = h->ndim == 2; /* float32 (N, F) or token ids (N, T): (1, 1, F) */
     d->rows = features ? 1 : (uint32_t)h->shape[1];
     d->cols = features ? 1 : (uint32_t)h->shape[2];
     d->channels = h->ndim == 4 ? (uint32_t)h->shape[3] : features ? (uint32_t)h->shape[1] : 1;
-    d->type = h->kind == 'f' ? MW_IMAGES_F32 : MW_IMAGES_U8;
+    d->type = h->kind == 'f' ? MW_IMAGES_F32 : h->ndim == 2 ? MW_IMAGES_TOKENS : MW_IMAGES_U8;
+    d->tok_size = h->itemsize, d->tok_signed = h->kind == 'i';
     d->images = x->data;
     d->map = x->map;
     d->map_nbytes = x->map_nbytes;

@@ -90,6 +90,19 @@ static mw_status check_dtype(const mw_klayer *L, const json_t *cfg, mw_policy *p
                     mw_kquote(q, name));
 }
 
+/* An integer dtype ("int32", "int64", "uint8", ...): an InputLayer of token ids, which travel
+ * as floats (worker/model/layers/embedding.c). */
+static int int_dtype(const json_t *v)
+{
+    static const char *const ints[] = {"int8",  "int16",  "int32",  "int64",
+                                       "uint8", "uint16", "uint32", "uint64"};
+    const char *name = json_string_value(v);
+    for (size_t i = 0; name && i < sizeof ints / sizeof *ints; i++)
+        if (!strcmp(name, ints[i]))
+            return 1;
+    return 0;
+}
+
 /* A layer or model name: 1..max printable ASCII bytes without '/'. */
 static int name_ok(const char *s, size_t max)
 {
@@ -385,7 +398,10 @@ static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char 
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "trainable false (a frozen layer) is not "
                         "supported; supported: true");
-    MW_TRY(check_dtype(L, cfg, &L->policy));
+    if (!strcmp(cls, "InputLayer") && int_dtype(json_object_get(cfg, "dtype")))
+        L->policy = MW_POLICY_FLOAT32; /* token ids: an Embedding reads them */
+    else
+        MW_TRY(check_dtype(L, cfg, &L->policy));
     *cls_out = cls;
     *cfg_out = cfg;
     *name_out = name;

@@ -43,6 +43,9 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
         add(v, nv, "kernel", l->w_off, l->w_count, 2, (long long)l->in_h * l->in_w * l->in_c,
             l->out_c, 0, 0);
         break;
+    case MW_LAYER_EMBED:
+        add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[0], l->out_c, 0, 0);
+        return MW_OK;
     case MW_LAYER_BATCHNORM: /* gamma, beta, then the non-trainable moving statistics */
         if (l->w_count)
             add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);

@@ -61,6 +61,7 @@ typedef enum {
     MW_LAYER_ACT,       /* sigmoid, tanh, gelu, silu, elu, leaky_relu (act, alpha) */
     MW_LAYER_SOFTMAX,   /* a softmax computed as a layer (not the last one) */
     MW_LAYER_CROP,      /* Cropping2D (pad: the rows and columns cut) */
+    MW_LAYER_EMBED,     /* Embedding: token ids (the model's input) -> vectors; vocab in pad[0] */
     MW_LAYER_KINDS      /* how many; each has its row in the layer table (layer.h) */
 } mw_layer_kind;
 
@@ -220,7 +221,14 @@ mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, 
 mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
                                int same);
 /* GlobalAveragePooling2D (max = 0) or GlobalMaxPooling2D (max = 1): (None, C) outputs. */
-mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max);
+mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max, int one_d);
+/* Token ids travel as floats, exact below 2^24: the largest vocabulary. */
+#define MW_EMBED_MAX_VOCAB (1 << 24)
+/* Embedding(input_dim, output_dim): the model's input (None, T) of token ids (held as floats)
+ * into (None, T, output_dim) (here (1, T, output_dim)); weights "embeddings" (input_dim,
+ * output_dim), RandomUniform(-0.05, 0.05) unless the config says otherwise. The first layer
+ * only: it reads the model's input. */
+mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim);
 mw_status mw_model_add_zeropad(mw_model *m, const char *name, int top, int bottom, int left,
                                int right);
 /* Merges of the inputs set by mw_model_set_inputs: Add (equal shapes), Multiply (two

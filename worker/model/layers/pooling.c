@@ -34,12 +34,15 @@ mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, in
     return l ? pool_layer(m, l, ph, pw, sh, sw, same) : mw_err_status();
 }
 
-mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max)
+mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max, int one_d)
 {
-    mw_layer *l =
-        max ? mw_layer_push(m, MW_LAYER_MAXPOOL, name, "GlobalMaxPooling2D", "global_max_pooling2d")
-            : mw_layer_push(m, MW_LAYER_AVGPOOL, name, "GlobalAveragePooling2D",
-                            "global_average_pooling2d");
+    static const char *const cls[2][2] = {{"GlobalAveragePooling2D", "GlobalMaxPooling2D"},
+                                          {"GlobalAveragePooling1D", "GlobalMaxPooling1D"}};
+    static const char *const base[2][2] = {{"global_average_pooling2d", "global_max_pooling2d"},
+                                           {"global_average_pooling1d", "global_max_pooling1d"}};
+    /* 1-D: (None, steps, features) is (1, steps, features) here, pooled the same way */
+    mw_layer *l = mw_layer_push(m, max ? MW_LAYER_MAXPOOL : MW_LAYER_AVGPOOL, name,
+                                cls[!!one_d][!!max], base[!!one_d][!!max]);
     if (!l)
         return mw_err_status();
     if (l->flat)
@@ -140,7 +143,7 @@ static mw_status add_avgpool(mw_kbuilder *B, const mw_klayer *L, const json_t *c
 }
 
 static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
-                                 const char *name, int max)
+                                 const char *name, int max, int one_d)
 {
     int keep = 0;
     MW_TRY(mw_kcheck_data_format(L, cfg));
@@ -148,7 +151,7 @@ static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_
     if (keep)
         return mw_kfail(L, MW_EUNSUPPORTED, "keepdims true is not supported; supported: false");
     MW_TRY(mw_kneed_channels(B, L));
-    mw_status rc = mw_model_add_global_pool(B->m, name, max);
+    mw_status rc = mw_model_add_global_pool(B->m, name, max, one_d);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
@@ -157,7 +160,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     const int max = strstr(cls, "Max") != NULL;
     if (!strncmp(cls, "Global", 6))
-        return add_global_pool(R->B, R->L, cfg, name, max);
+        return add_global_pool(R->B, R->L, cfg, name, max, strstr(cls, "1D") != NULL);
     return max ? add_maxpool(R->B, R->L, cfg, name) : add_avgpool(R->B, R->L, cfg, name);
 }
 
@@ -173,7 +176,8 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
 }
 
 const mw_layer_ops mw_layer_maxpool = {
-    .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D"},
+    .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D",
+              "GlobalMaxPooling1D"},
     .parse = parse,
     .forward = max_forward,
     .backward = max_backward,
@@ -184,7 +188,8 @@ const mw_layer_ops mw_layer_maxpool = {
 };
 
 const mw_layer_ops mw_layer_avgpool = {
-    .keras = {"AveragePooling2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalAvgPool2D"},
+    .keras = {"AveragePooling2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalAvgPool2D",
+              "GlobalAveragePooling1D"},
     .parse = parse,
     .forward = avg_forward,
     .backward = avg_backward,

@@ -1,0 +1,23 @@
+/* Embedding's twins (see kernels.h: mw_embed_fwd_fn, mw_embed_bwd_fn); the CPU table takes
+ * the reference's (a gather and a scatter-add: memory-bound, n x T x D values per step). */
+#ifndef MW_KERNELS_EMBED_H
+#define MW_KERNELS_EMBED_H
+
+#include "kernels/kernels.h"
+
+#define MW_EMBED_DECL(sfx)                                                                         \
+    void mw_embed_fwd_##sfx(const mw_kctx *k, float *y, const float *ids, const float *table,      \
+                            int n, int T, int D, int V);                                           \
+    void mw_embed_bwd_##sfx(const mw_kctx *k, float *gtable, const float *dy, const float *ids,    \
+                            int n, int T, int D, int V);
+MW_EMBED_DECL(ref)
+MW_EMBED_DECL(cuda)
+#undef MW_EMBED_DECL
+
+/* The row of an id held as a float: its index in [0, V), or -1 (not an integer in range). */
+static inline long mw_embed_row(float id, int V)
+{
+    return id >= 0.0f && id < (float)V && id == (float)(long)id ? (long)id : -1;
+}
+
+#endif

@@ -1,0 +1,254 @@
+"""Token models against real Keras (suite 'keras', issue #29's first part): integer token ids
+(N, T) in a .npz, a Keras Input((T,), dtype="int32") -> Embedding -> GlobalAveragePooling1D
+(or GlobalMaxPooling1D) -> Dense(K), saved with model.save() after compile (SGD(0.1), sparse
+cross-entropy from logits, accuracy).
+
+For each case mwtrain starts from the archive's weights (its --epochs 0 --dump-weights equals
+Keras' own bit for bit) and trains one epoch of 2 steps of 32 with --no-shuffle; Keras trains
+the same archive with fit(shuffle=False). Asserted:
+  - the weights after 2 steps (the embeddings among them) within 1e-4 relative to the
+    variable's largest value (the argument is tests/keras/loss_e2e.py's: a gradient entry is
+    a sum of at most 32 x 12 products, each with a few float32 roundings, summed in other
+    orders by XLA and by mwtrain: ~sqrt(384) x 6e-8 = 1.2e-6, and the first layer's entries
+    are sums of copies, no transcendental; 1e-4 leaves room for the softmax's exp/log);
+  - the train and test loss within 1e-4 relative, the accuracies exactly (counts over 64 and
+    32 examples);
+  - the epoch line's throughput is Tokens/s (examples x positions), metrics.csv's
+    tokens_per_sec;
+  - layouts: `mpirun -n 2` with 16 per replica and 2 replicas of 16 in one process against
+    one process of 32, within 1e-5 (only the order of the float32 sums changes: the
+    embedding rows two ranks both touch are added across ranks); the control, a global batch
+    of 64, differs by more;
+  - `export --format keras` after training: Keras loads the archive, and its evaluate() of the
+    test set equals mwtrain's test loss within 1e-5 relative (the same weights, a mean of 32
+    float32 losses);
+  - refused with one message naming the file, the example and the position: a token id at
+    or above the Embedding's input_dim, a negative id (at load), float32 features given to an
+    Embedding model; mask_zero=True is refused as not yet supported.
+
+usage: text_e2e.py MWTRAIN WORKDIR"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+import zipfile
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+warnings.filterwarnings("ignore")
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from oracle import check, failures, metrics_rows  # noqa: E402
+
+N_TRAIN, N_TEST, T, V, D, K, B, LR = 64, 32, 12, 50, 8, 3, 32, 0.1
+TOL_W, TOL_LOSS, TOL_LAYOUT, TOL_EXPORT = 1e-4, 1e-4, 1e-5, 1e-5
+
+
+def build(pool, seed, mask_zero=False):
+    keras.utils.set_random_seed(seed)
+    p = keras.layers.GlobalMaxPooling1D() if pool == "max" else \
+        keras.layers.GlobalAveragePooling1D()
+    m = keras.Sequential([keras.Input((T,), dtype="int32"),
+                          keras.layers.Embedding(V, D, mask_zero=mask_zero, name="embed"),
+                          p, keras.layers.Dense(K, name="head")])
+    m.compile(optimizer=keras.optimizers.SGD(LR),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
+def make_data(path, seed, dtype):
+    """Token ids with a signal: the label is which third of the vocabulary the first tokens
+    come from most (learnable by a bag of embeddings), the rest uniform."""
+    rng = np.random.default_rng(seed)
+    n = N_TRAIN + N_TEST
+    y = rng.integers(0, K, n)
+    x = rng.integers(1, V, (n, T))
+    lo = 1 + y * ((V - 1) // K)
+    x[:, :4] = lo[:, None] + rng.integers(0, (V - 1) // K, (n, 4))
+    x = x.astype(dtype)
+    np.savez(path, x_train=x[:N_TRAIN], y_train=y[:N_TRAIN].astype(np.int32),
+             x_test=x[N_TRAIN:], y_test=y[N_TRAIN:].astype(np.int32))
+    return x[:N_TRAIN], y[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:]
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def mwtrain(mw, work, tag, model, data, *args, launcher=(), bpr=B):
+    cmd = [*launcher, mw, "train", "--data", data, "--model", model, "--batch-per-replica",
+           str(bpr), "--threads", "1", "--no-shuffle", "--test-examples", str(N_TEST),
+           "--summary-dir", os.path.join(work, tag + "-logs"), "--checkpoint-dir",
+           os.path.join(work, tag + "-ck"), "--progress", "none", *args]
+    r = run(cmd)
+    if not check(r.returncode == 0, "%s: exit %d%s" % (tag, r.returncode,
+                                                        "\n" + r.stderr[-800:] if r.returncode
+                                                        else "")):
+        return None
+    return r.stdout
+
+
+def split(flat, shapes):
+    cuts = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+    return [a.reshape(s) for a, s in zip(np.split(flat, cuts), shapes)]
+
+
+def rel_err(got, want):
+    return max(float(np.max(np.abs(np.ravel(g) - np.ravel(w))) / max(np.max(np.abs(w)), 1e-30))
+               for g, w in zip(got, want))
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def one_case(mw, work, name, pool, dtype, seed, table):
+    tag = "%s-%s" % (pool, np.dtype(dtype).name)
+    data = os.path.join(work, tag + ".npz")
+    x, y, xt, yt = make_data(data, seed, dtype)
+    model = build(pool, seed)
+    path = os.path.join(work, tag + ".keras")
+    model.save(path)
+    shapes = [tuple(w.shape) for w in model.weights]
+    init = os.path.join(work, tag + "-init.bin")
+    if mwtrain(mw, work, tag + "-init", path, data, "--epochs", "0", "--dump-weights",
+               init) is None:
+        return None
+    init_w = split(np.fromfile(init, "<f4"), shapes)
+    check(all(np.array_equal(a, np.asarray(w)) for a, w in zip(init_w, model.weights)),
+          "%s: mwtrain's initial weights are the archive's (embeddings included)" % name)
+    out = os.path.join(work, tag + "-w.bin")
+    stdout = mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                     "--dump-weights", out)
+    if stdout is None:
+        return None
+    got = split(np.fromfile(out, "<f4"), shapes)
+    k = keras.models.load_model(path)
+    h = k.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0).history
+    ev = k.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True)
+    werr = rel_err(got, k.get_weights())
+    check(werr <= TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, werr, TOL_W))
+    row = metrics_rows(os.path.join(work, tag + "-logs"))[0]
+    lerr, terr = rel(row["train/loss"], h["loss"][0]), rel(row["test/loss"], ev["loss"])
+    check(lerr <= TOL_LOSS and terr <= TOL_LOSS,
+          "%s: train loss %.9g, test loss %.9g = Keras' %.9g, %.9g" %
+          (name, row["train/loss"], row["test/loss"], h["loss"][0], ev["loss"]))
+    check(row["train/accuracy"] == h["accuracy"][0] and row["test/accuracy"] == ev["accuracy"],
+          "%s: accuracy %.6g, test %.6g = Keras' %.6g, %.6g" %
+          (name, row["train/accuracy"], row["test/accuracy"], h["accuracy"][0],
+           ev["accuracy"]))
+    check("tokens_per_sec" in row and re.search(r", Tokens/s: \d+", stdout) is not None,
+          "%s: the throughput is Tokens/s (metrics.csv %s): %s" %
+          (name, sorted(row), stdout.strip().splitlines()[-1] if stdout.strip() else ""))
+    table.append("%-34s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
+    return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
+
+
+def layouts(mw, work, name, r):
+    mpirun = shutil.which("mpirun")
+    if not check(mpirun is not None, "layouts: mpirun is on the PATH"):
+        return
+    mpi = [mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2"]
+    for tag, launcher, extra, bpr in [("mpi2", mpi, [], B // 2),
+                                      ("rpw2", [], ["--replicas-per-worker", "2"], B // 2),
+                                      ("control", mpi, [], B)]:
+        out = os.path.join(work, "lay-%s.bin" % tag)
+        if mwtrain(mw, work, "lay-" + tag, r["path"], r["data"], "--epochs", "1",
+                   "--steps-per-epoch", "2", "--dump-weights", out, *extra, launcher=launcher,
+                   bpr=bpr) is None:
+            continue
+        e = rel_err(split(np.fromfile(out, "<f4"), r["shapes"]), r["weights"])
+        if tag == "control":
+            check(e > TOL_LAYOUT, "layout control: %s, a global batch of 64 differs from 32 "
+                  "by %.2e > %g" % (name, e, TOL_LAYOUT))
+        else:
+            check(e <= TOL_LAYOUT, "layout: %s, %s against 1 process: relative %.2e <= %g"
+                  % (name, tag, e, TOL_LAYOUT))
+
+
+def export(mw, work, name, r):
+    ck, out = os.path.join(work, "ex-ck"), os.path.join(work, "ex.keras")
+    logs = os.path.join(work, "ex-logs")
+    p = run([mw, "train", "--model", r["path"], "--data", r["data"], "--epochs", "2",
+             "--batch-per-replica", str(B), "--threads", "1", "--test-examples", str(N_TEST),
+             "--progress", "none", "--summary-dir", logs, "--checkpoint-dir", ck])
+    if p.returncode == 0:
+        p = run([mw, "export", "--checkpoint-dir", ck, "--format", "keras", "--output", out])
+    if not check(p.returncode == 0, "export %s: exit %d%s" % (
+            name, p.returncode, "\n" + p.stderr[-600:] if p.returncode else "")):
+        return
+    m = keras.models.load_model(out)
+    ev = m.evaluate(r["xt"], r["yt"], batch_size=N_TEST, verbose=0, return_dict=True)
+    want = metrics_rows(logs)[-1]["test/loss"]
+    check(rel(ev["loss"], want) <= TOL_EXPORT,
+          "export %s: Keras' evaluate of the exported archive %.9g = mwtrain's test loss %.9g"
+          % (name, ev["loss"], want))
+    cfg = json.loads(zipfile.ZipFile(out).read("config.json"))
+    classes = [lay["class_name"] for lay in cfg["config"]["layers"]]
+    check("Embedding" in classes, "export %s: the archive's layers %s" % (name, classes))
+
+
+def refusals(mw, work, r):
+    """Each bad input is one error naming what is wrong and where."""
+    d = dict(np.load(r["data"]))
+    cases = []
+    big = d["x_train"].copy()
+    big[5, 7] = V  # one past the vocabulary
+    cases.append(("id >= input_dim", dict(d, x_train=big),
+                  ["training example 5 has token id %d at position 7" % V, "input_dim %d" % V,
+                   "'embed'"]))
+    neg = d["x_test"].astype(np.int64)
+    neg[2, 3] = -1
+    cases.append(("negative id", dict(d, x_test=neg),
+                  ["x_test", "example 2 has token id -1 at position 3"]))
+    cases.append(("float features", dict(d, x_train=d["x_train"].astype(np.float32),
+                                         x_test=d["x_test"].astype(np.float32)),
+                  ["float32 values", "'embed' (Embedding) reads integer token ids"]))
+    for i, (what, arrays, subs) in enumerate(cases):
+        path = os.path.join(work, "bad%d.npz" % i)
+        np.savez(path, **arrays)
+        p = run([mw, "train", "--model", r["path"], "--data", path, "--epochs", "1",
+                 "--summary-dir", "", "--checkpoint-dir", os.path.join(work, "bad%d-ck" % i)])
+        msg = (p.stdout + p.stderr).strip().splitlines()
+        last = msg[-1] if msg else ""
+        check(p.returncode != 0 and all(s in last for s in subs),
+              "refused, %s (exit %d): %s" % (what, p.returncode, last))
+    masked = os.path.join(work, "masked.keras")
+    build("avg", 5, mask_zero=True).save(masked)
+    p = run([mw, "train", "--model", masked, "--data", r["data"], "--epochs", "1",
+             "--summary-dir", "", "--checkpoint-dir", os.path.join(work, "masked-ck")])
+    last = (p.stdout + p.stderr).strip().splitlines()[-1:]
+    check(p.returncode != 0 and last and "mask_zero true is not supported yet" in last[0],
+          "refused, mask_zero=True (exit %d): %s" % (p.returncode, last))
+
+
+def main():
+    mw, work = sys.argv[1], sys.argv[2]
+    table = []
+    first = None
+    for name, pool, dtype, seed in [("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11),
+                                    ("Embedding, GlobalMaxPooling1D (uint16)", "max",
+                                     np.uint16, 12),
+                                    ("Embedding, GlobalAveragePooling1D (uint8)", "avg",
+                                     np.uint8, 13)]:
+        r = one_case(mw, work, name, pool, dtype, seed, table)
+        first = first or (name, r)
+    if first[1] is not None:
+        layouts(mw, work, *first)
+        export(mw, work, *first)
+        refusals(mw, work, first[1])
+    print("%-34s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss",
+                                  "test loss"))
+    print("\n".join(table))
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
