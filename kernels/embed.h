@@ -1,5 +1,6 @@
-/* Embedding's twins (see kernels.h: mw_embed_fwd_fn, mw_embed_bwd_fn); the CPU table takes
- * the reference's (a gather and a scatter-add: memory-bound, n x T x D values per step). */
+/* Embedding's twins and the padding mask's mean (see kernels.h: mw_embed_fwd_fn,
+ * mw_embed_bwd_fn, mw_masked_mean_fwd_fn, mw_masked_mean_bwd_fn); the CPU table takes the
+ * reference's (a gather, a scatter-add, a masked sum: memory-bound, n x T x D values). */
 #ifndef MW_KERNELS_EMBED_H
 #define MW_KERNELS_EMBED_H
 
@@ -9,7 +10,11 @@
     void mw_embed_fwd_##sfx(const mw_kctx *k, float *y, const float *ids, const float *table,      \
                             int n, int T, int D, int V);                                           \
     void mw_embed_bwd_##sfx(const mw_kctx *k, float *gtable, const float *dy, const float *ids,    \
-                            int n, int T, int D, int V);
+                            int n, int T, int D, int V);                                           \
+    void mw_masked_mean_fwd_##sfx(const mw_kctx *k, float *y, const float *x, const float *ids,    \
+                                  int n, int T, int D);                                            \
+    void mw_masked_mean_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *ids,  \
+                                  int n, int T, int D);
 MW_EMBED_DECL(ref)
 MW_EMBED_DECL(cuda)
 #undef MW_EMBED_DECL

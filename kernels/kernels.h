@@ -175,6 +175,14 @@ typedef void (*mw_embed_fwd_fn)(const mw_kctx *k, float *y, const float *ids, co
 /* gtable[ids[i, t]] += dy[i, t] for every (i, t) (an id outside [0, V): nothing). */
 typedef void (*mw_embed_bwd_fn)(const mw_kctx *k, float *gtable, const float *dy, const float *ids,
                                 int n, int T, int D, int V);
+/* Keras' GlobalAveragePooling1D under a padding mask (Embedding(mask_zero=True): the steps
+ * whose id is 0 are padding): x (n, T, D), ids (n, T); y[i] = the sum over the steps of x[i, t]
+ * with ids[i, t] != 0, divided by their number (0 of them: 0 / 0, NaN, as Keras). */
+typedef void (*mw_masked_mean_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *ids,
+                                      int n, int T, int D);
+/* dx[i, t] += dy[i] / count for the unmasked steps (accumulates, as every backward). */
+typedef void (*mw_masked_mean_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
+                                      const float *ids, int n, int T, int D);
 /* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
 typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
@@ -340,6 +348,8 @@ typedef struct {
     mw_scale_rows_fn scale_rows;
     mw_embed_fwd_fn embed_fwd; /* kernels/embed.h */
     mw_embed_bwd_fn embed_bwd;
+    mw_masked_mean_fwd_fn masked_mean_fwd;
+    mw_masked_mean_bwd_fn masked_mean_bwd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

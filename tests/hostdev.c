@@ -334,6 +334,28 @@ static void hd_embed_bwd(const mw_kctx *k, float *gtable, const float *dy, const
     hd_cpu.embed_bwd(&h, gtable, dy, ids, n, T, D, V);
 }
 
+static void hd_masked_mean_fwd(const mw_kctx *k, float *y, const float *x, const float *ids, int n,
+                               int T, int D)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)n * D, F);
+    CHK(x, (size_t)n * T * D, F);
+    CHK(ids, (size_t)n * T, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.masked_mean_fwd(&h, y, x, ids, n, T, D);
+}
+
+static void hd_masked_mean_bwd(const mw_kctx *k, float *dx, const float *dy, const float *ids,
+                               int n, int T, int D)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(dx, (size_t)n * T * D, F);
+    CHK(dy, (size_t)n * D, F);
+    CHK(ids, (size_t)n * T, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.masked_mean_bwd(&h, dx, dy, ids, n, T, D);
+}
+
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
                            const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                            size_t D)
@@ -705,6 +727,8 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->scale_rows = hd_scale_rows;
     t->embed_fwd = hd_embed_fwd;
     t->embed_bwd = hd_embed_bwd;
+    t->masked_mean_fwd = hd_masked_mean_fwd;
+    t->masked_mean_bwd = hd_masked_mean_bwd;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;

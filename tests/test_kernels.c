@@ -855,6 +855,57 @@ static void test_embed(void **state)
     }
 }
 
+/* The padding mask's mean (GlobalAveragePooling1D after Embedding(mask_zero=True)): n=3
+ * sequences of T=4 steps, D=5, ids 0 padding (the second has one real step); the mean of the
+ * unmasked steps, the gradient by central differences; a sequence of padding only is 0 / 0. */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *y;
+    const float *x, *ids, *r;
+} mmean_env;
+
+static double mmean_loss(void *env)
+{
+    mmean_env *e = env;
+    e->t->masked_mean_fwd(e->k, e->y, e->x, e->ids, 3, 4, 5);
+    return dot_r(e->r, e->y, 15);
+}
+
+static void test_masked_mean(void **state)
+{
+    (void)state;
+    const float ids[] = {3, 0, 7, 1, 0, 0, 2, 0, 5, 5, 5, 5};
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx C;
+        ctx_open(&C, 0, 2);
+        float *x = frand(&P, 60, 95, -1.0f, 1.0f), *y = fzero(&P, 15);
+        float *r = frand(&P, 15, 96, -1.0f, 1.0f), *dx = frand(&P, 60, 97, -1.0f, 1.0f);
+        float *dx0 = fcopy(&P, dx, 60);
+        t.masked_mean_fwd(&C.k, y, x, ids, 3, 4, 5);
+        for (int j = 0; j < 5; j++) {
+            expect_near(y[j], ((double)x[j] + x[10 + j] + x[15 + j]) / 3, 1e-6);
+            expect_near(y[5 + j], x[20 + 10 + j], 0);
+        }
+        t.masked_mean_bwd(&C.k, dx, r, ids, 3, 4, 5);
+        for (size_t i = 0; i < 60; i++) /* accumulated: the analytic gradient is dx - dx0 */
+            dx[i] -= dx0[i];
+        mmean_env e = {&t, &C.k, fzero(&P, 15), x, ids, r};
+        char what[64];
+        snprintf(what, sizeof what, "%s masked mean dx", t.name);
+        grad_check(mmean_loss, &e, x, 60, dx, 1e-2f, 98, what);
+        const float pad[] = {0, 0, 0, 0};
+        float *yp = fzero(&P, 5);
+        t.masked_mean_fwd(&C.k, yp, x, pad, 1, 4, 5);
+        assert_true(isnan(yp[0])); /* Keras: 0 / 0 */
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
 /* ---- dense ---- */
 
 typedef struct {
@@ -2488,6 +2539,7 @@ int main(void)
         cmocka_unit_test(test_relu_cpu_vs_ref),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_regularize),

@@ -59,3 +59,61 @@ extern "C" void mw_embed_bwd_cuda(const mw_kctx *k, float *gtable, const float *
     MW_LAUNCHED_K(d, "embed_bwd_kernel");
     mw_cuda_end(d, "mw_embed_bwd_cuda");
 }
+
+/* One thread per (example, feature): the steps in order, as the reference. */
+static __global__ void masked_mean_fwd_kernel(float *y, const float *x, const float *ids, int n,
+                                              int T, int D)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)n * D;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t e = i / D, j = i % D;
+        const float *id = ids + e * T, *xe = x + e * T * D;
+        float s = 0.0f, c = 0.0f;
+        for (int t = 0; t < T; t++)
+            if (id[t] != 0.0f)
+                s += xe[(size_t)t * D + j], c += 1.0f;
+        y[i] = s / c;
+    }
+}
+
+static __global__ void masked_mean_bwd_kernel(float *dx, const float *dy, const float *ids, int n,
+                                              int T, int D)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)n * T * D;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t e = i / ((size_t)T * D), t = i / D % T, j = i % D;
+        const float *id = ids + e * T;
+        if (id[t] == 0.0f)
+            continue;
+        float c = 0.0f;
+        for (int u = 0; u < T; u++)
+            c += id[u] != 0.0f;
+        dx[i] += dy[e * D + j] / c;
+    }
+}
+
+extern "C" void mw_masked_mean_fwd_cuda(const mw_kctx *k, float *y, const float *x,
+                                        const float *ids, int n, int T, int D)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_masked_mean_fwd_cuda");
+    const size_t count = (size_t)n * D;
+    if (!d || count == 0)
+        return;
+    masked_mean_fwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(y, x, ids, n, T,
+                                                                                 D);
+    MW_LAUNCHED_K(d, "masked_mean_fwd_kernel");
+    mw_cuda_end(d, "mw_masked_mean_fwd_cuda");
+}
+
+extern "C" void mw_masked_mean_bwd_cuda(const mw_kctx *k, float *dx, const float *dy,
+                                        const float *ids, int n, int T, int D)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_masked_mean_bwd_cuda");
+    const size_t count = (size_t)n * T * D;
+    if (!d || count == 0)
+        return;
+    masked_mean_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dx, dy, ids, n, T,
+                                                                                 D);
+    MW_LAUNCHED_K(d, "masked_mean_bwd_kernel");
+    mw_cuda_end(d, "mw_masked_mean_bwd_cuda");
+}

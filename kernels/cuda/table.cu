@@ -41,6 +41,8 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->scale_rows = mw_scale_rows_cuda;
     t->embed_fwd = mw_embed_fwd_cuda;
     t->embed_bwd = mw_embed_bwd_cuda;
+    t->masked_mean_fwd = mw_masked_mean_fwd_cuda;
+    t->masked_mean_bwd = mw_masked_mean_bwd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

@@ -31,3 +31,44 @@ void mw_embed_bwd_ref(const mw_kctx *k, float *gtable, const float *dy, const fl
             g[j] += d[j];
     }
 }
+
+/* The steps of example i that are not padding. */
+static int unmasked(const float *ids, int T)
+{
+    int c = 0;
+    for (int t = 0; t < T; t++)
+        c += ids[t] != 0.0f;
+    return c;
+}
+
+void mw_masked_mean_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *ids, int n,
+                            int T, int D)
+{
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        const float *id = ids + (size_t)i * T, *xi = x + (size_t)i * T * D;
+        const float cnt = (float)unmasked(id, T);
+        float *yi = y + (size_t)i * D;
+        for (int j = 0; j < D; j++) {
+            float s = 0.0f; /* Keras: sum(x * mask) / sum(mask), in float32 */
+            for (int t = 0; t < T; t++)
+                s += id[t] != 0.0f ? xi[(size_t)t * D + j] : 0.0f;
+            yi[j] = s / cnt;
+        }
+    }
+}
+
+void mw_masked_mean_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *ids, int n,
+                            int T, int D)
+{
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        const float *id = ids + (size_t)i * T, *d = dy + (size_t)i * D;
+        const float cnt = (float)unmasked(id, T);
+        float *dxi = dx + (size_t)i * T * D;
+        for (int t = 0; t < T; t++)
+            if (id[t] != 0.0f)
+                for (int j = 0; j < D; j++)
+                    dxi[(size_t)t * D + j] += d[j] / cnt;
+    }
+}

@@ -37,6 +37,8 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->scale_rows = mw_scale_rows_ref;
     t->embed_fwd = mw_embed_fwd_ref;
     t->embed_bwd = mw_embed_bwd_ref;
+    t->masked_mean_fwd = mw_masked_mean_fwd_ref;
+    t->masked_mean_bwd = mw_masked_mean_bwd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;

@@ -24,7 +24,11 @@ the same archive with fit(shuffle=False). Asserted:
     float32 losses);
   - refused with one message naming the file, the example and the position: a token id at
     or above the Embedding's input_dim, a negative id (at load), float32 features given to an
-    Embedding model; mask_zero=True is refused as not yet supported.
+    Embedding model; a padding mask reaching a layer that cannot take it yet
+    (GlobalMaxPooling1D).
+A padded case: Embedding(mask_zero=True) -> GlobalAveragePooling1D, sequences 1..T long, the
+rest id 0: Keras' masked mean (the sum over the real steps / their number), against Keras
+and across the layouts like the first case.
 
 usage: text_e2e.py MWTRAIN WORKDIR"""
 import json
@@ -59,15 +63,19 @@ def build(pool, seed, mask_zero=False):
     return m
 
 
-def make_data(path, seed, dtype):
+def make_data(path, seed, dtype, padded=False):
     """Token ids with a signal: the label is which third of the vocabulary the first tokens
-    come from most (learnable by a bag of embeddings), the rest uniform."""
+    come from most (learnable by a bag of embeddings), the rest uniform (ids 1..V-1); padded:
+    each sequence 1..T long, the rest id 0."""
     rng = np.random.default_rng(seed)
     n = N_TRAIN + N_TEST
     y = rng.integers(0, K, n)
     x = rng.integers(1, V, (n, T))
     lo = 1 + y * ((V - 1) // K)
     x[:, :4] = lo[:, None] + rng.integers(0, (V - 1) // K, (n, 4))
+    if padded:
+        for i, length in enumerate(rng.integers(1, T + 1, n)):
+            x[i, length:] = 0
     x = x.astype(dtype)
     np.savez(path, x_train=x[:N_TRAIN], y_train=y[:N_TRAIN].astype(np.int32),
              x_test=x[N_TRAIN:], y_test=y[N_TRAIN:].astype(np.int32))
@@ -105,11 +113,11 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def one_case(mw, work, name, pool, dtype, seed, table):
-    tag = "%s-%s" % (pool, np.dtype(dtype).name)
+def one_case(mw, work, name, pool, dtype, seed, table, mask=False):
+    tag = "%s-%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "")
     data = os.path.join(work, tag + ".npz")
-    x, y, xt, yt = make_data(data, seed, dtype)
-    model = build(pool, seed)
+    x, y, xt, yt = make_data(data, seed, dtype, padded=mask)
+    model = build(pool, seed, mask_zero=mask)
     path = os.path.join(work, tag + ".keras")
     model.save(path)
     shapes = [tuple(w.shape) for w in model.weights]
@@ -131,6 +139,13 @@ def one_case(mw, work, name, pool, dtype, seed, table):
     ev = k.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True)
     werr = rel_err(got, k.get_weights())
     check(werr <= TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, werr, TOL_W))
+    if mask:  # control: the same weights and batches without the mask train otherwise
+        u = build(pool, seed, mask_zero=False)
+        u.set_weights(init_w)
+        u.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
+        e = rel_err(got, u.get_weights())
+        check(e > TOL_W, "control: %s against Keras without mask_zero differs, %.2e > %g"
+              % (name, e, TOL_W))
     row = metrics_rows(os.path.join(work, tag + "-logs"))[0]
     lerr, terr = rel(row["train/loss"], h["loss"][0]), rel(row["test/loss"], ev["loss"])
     check(lerr <= TOL_LOSS and terr <= TOL_LOSS,
@@ -147,7 +162,7 @@ def one_case(mw, work, name, pool, dtype, seed, table):
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
 
 
-def layouts(mw, work, name, r):
+def layouts(mw, work, name, r, prefix=""):
     mpirun = shutil.which("mpirun")
     if not check(mpirun is not None, "layouts: mpirun is on the PATH"):
         return
@@ -155,8 +170,8 @@ def layouts(mw, work, name, r):
     for tag, launcher, extra, bpr in [("mpi2", mpi, [], B // 2),
                                       ("rpw2", [], ["--replicas-per-worker", "2"], B // 2),
                                       ("control", mpi, [], B)]:
-        out = os.path.join(work, "lay-%s.bin" % tag)
-        if mwtrain(mw, work, "lay-" + tag, r["path"], r["data"], "--epochs", "1",
+        out = os.path.join(work, "%slay-%s.bin" % (prefix, tag))
+        if mwtrain(mw, work, prefix + "lay-" + tag, r["path"], r["data"], "--epochs", "1",
                    "--steps-per-epoch", "2", "--dump-weights", out, *extra, launcher=launcher,
                    bpr=bpr) is None:
             continue
@@ -217,25 +232,28 @@ def refusals(mw, work, r):
         check(p.returncode != 0 and all(s in last for s in subs),
               "refused, %s (exit %d): %s" % (what, p.returncode, last))
     masked = os.path.join(work, "masked.keras")
-    build("avg", 5, mask_zero=True).save(masked)
+    build("max", 5, mask_zero=True).save(masked)
     p = run([mw, "train", "--model", masked, "--data", r["data"], "--epochs", "1",
              "--summary-dir", "", "--checkpoint-dir", os.path.join(work, "masked-ck")])
     last = (p.stdout + p.stderr).strip().splitlines()[-1:]
-    check(p.returncode != 0 and last and "mask_zero true is not supported yet" in last[0],
-          "refused, mask_zero=True (exit %d): %s" % (p.returncode, last))
+    check(p.returncode != 0 and last and "gets the padding mask of Embedding(mask_zero=True)"
+          in last[0] and "GlobalMaxPooling1D" in last[0],
+          "refused, a padding mask into GlobalMaxPooling1D (exit %d): %s" % (p.returncode, last))
 
 
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     table = []
     first = None
-    for name, pool, dtype, seed in [("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11),
-                                    ("Embedding, GlobalMaxPooling1D (uint16)", "max",
-                                     np.uint16, 12),
-                                    ("Embedding, GlobalAveragePooling1D (uint8)", "avg",
-                                     np.uint8, 13)]:
-        r = one_case(mw, work, name, pool, dtype, seed, table)
+    for name, pool, dtype, seed, mask in [
+            ("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11, False),
+            ("Embedding, GlobalMaxPooling1D (uint16)", "max", np.uint16, 12, False),
+            ("Embedding, GlobalAveragePooling1D (uint8)", "avg", np.uint8, 13, False),
+            ("Embedding(mask_zero), GAP1D, padded", "avg", np.int32, 14, True)]:
+        r = one_case(mw, work, name, pool, dtype, seed, table, mask)
         first = first or (name, r)
+        if mask and r is not None:
+            layouts(mw, work, name, r, "mask-")
     if first[1] is not None:
         layouts(mw, work, *first)
         export(mw, work, *first)

@@ -464,6 +464,9 @@ static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, 
 static mw_status check_output(const mw_kbuilder *B, int nclasses)
 {
     const char *origin = B->origin;
+    mw_status mrc = mw_model_plan_masks(B->m); /* a padding mask only where it is honoured */
+    if (mrc != MW_OK)
+        return mw_kfrom_model(origin, mrc);
     const mw_model *m = B->m;
     const mw_layer *last = &m->layers[m->nlayers - 1], *shown = last;
     while (shown->folded && shown > m->layers) /* name the Keras layer, not "dense/softmax" */

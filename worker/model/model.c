@@ -345,6 +345,7 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     if (consumers(m, m->nlayers - 1) != 0)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     MW_TRY(check_policies(m));
+    MW_TRY(mw_model_plan_masks(m));
     pool_before_relu(m);
     plan_in_place(m);
     plan_rounding(m);

@@ -151,6 +151,9 @@ typedef struct mw_layer {
     mw_act_kind act; /* MW_LAYER_ACT */
     float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
     int global;      /* pooling over the whole image (Global*Pooling2D) */
+    int mask_zero;   /* Embedding: ids 0 are padding, a mask its consumers honour */
+    int masked;      /* GlobalAveragePooling1D: the mean over the steps that are not padding
+                        (its input carries an Embedding's mask: mw_model_plan_masks) */
     int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at s_off (s_count = 2 C, not trainable) */
@@ -222,6 +225,11 @@ mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, in
                                int same);
 /* GlobalAveragePooling2D (max = 0) or GlobalMaxPooling2D (max = 1): (None, C) outputs. */
 mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max, int one_d);
+/* Keras' padding mask (Embedding(mask_zero=True)) through the model: Dropout passes it on,
+ * GlobalAveragePooling1D takes the mean over the unmasked steps (sets its masked); a mask
+ * reaching any other layer is refused (MW_EUNSUPPORTED naming the layer). Called by
+ * mw_model_finalize. */
+mw_status mw_model_plan_masks(mw_model *m);
 /* Token ids travel as floats, exact below 2^24: the largest vocabulary. */
 #define MW_EMBED_MAX_VOCAB (1 << 24)
 /* Embedding(input_dim, output_dim): the model's input (None, T) of token ids (held as floats)

@@ -52,7 +52,8 @@ static int has_kernels(const mw_layer *l, const mw_kernels *t)
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
     const int a[2] = {x->pad[0], x->out_c}, b[2] = {y->pad[0], y->out_c};
-    return mw_diff_dims(d, n, "input_dim x output_dim", a, b, 2);
+    return mw_diff_dims(d, n, "input_dim x output_dim", a, b, 2) ||
+           mw_diff_flag(d, n, "mask_zero", x->mask_zero, y->mask_zero);
 }
 
 /* ---- Keras ---- */
@@ -67,10 +68,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kget_int(L, cfg, "input_dim", 0, 1, 1, MW_EMBED_MAX_VOCAB, &vocab));
     MW_TRY(mw_kget_int(L, cfg, "output_dim", 0, 1, 1, MW_KMAX_DIM, &dim));
     MW_TRY(mw_kget_bool(L, cfg, "mask_zero", 0, &mask));
-    if (mask)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "mask_zero true is not supported yet (padding masks: issue [4/6]); "
-                        "supported: false");
     MW_TRY(mw_kneed_null(L, cfg, "embeddings_regularizer", "a penalty on the embeddings"));
     MW_TRY(mw_kneed_null(L, cfg, "activity_regularizer", "a penalty on the output"));
     MW_TRY(mw_kneed_null(L, cfg, "embeddings_constraint", "a constraint on the embeddings"));
@@ -88,6 +85,34 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     B->m->layers[B->m->nlayers - 1].kernel_init = init;
+    B->m->layers[B->m->nlayers - 1].mask_zero = mask;
+    return MW_OK;
+}
+
+mw_status mw_model_plan_masks(mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        int from = -1; /* the masked input's producer */
+        for (int j = 0; j < l->nin; j++) {
+            const mw_layer *p = l->in[j] >= 0 ? &m->layers[l->in[j]] : NULL;
+            if (p && ((p->kind == MW_LAYER_EMBED && p->mask_zero) ||
+                      ((p->kind == MW_LAYER_DROPOUT || p->kind == MW_LAYER_IDENTITY) && p->masked)))
+                from = l->in[j];
+        }
+        l->masked = 0;
+        if (from < 0)
+            continue;
+        if (l->kind == MW_LAYER_DROPOUT || l->kind == MW_LAYER_IDENTITY ||
+            (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1)) {
+            l->masked = 1; /* passed on, or the masked mean */
+            continue;
+        }
+        return mw_err(MW_EUNSUPPORTED,
+                      "layer '%s' (%s) gets the padding mask of Embedding(mask_zero=True) (through "
+                      "'%s'); supported there yet: GlobalAveragePooling1D, Dropout",
+                      l->name, l->cls, m->layers[from].name);
+    }
     return MW_OK;
 }
 

@@ -80,21 +80,29 @@ static int max_exact(const mw_layer *l, int backward)
     return !backward || (l->pool.SH >= l->pool.PH && l->pool.SW >= l->pool.PW);
 }
 
+/* Masked (GlobalAveragePooling1D after Embedding(mask_zero=True)): the mean over the steps
+ * whose id, in the model's input, is not 0. */
 static void avg_forward(const mw_layer_call *c)
 {
-    c->kt->avgpool_fwd(c->k, c->y, c->x, &c->l->pool, c->n);
+    const mw_layer *l = c->l;
+    if (l->masked)
+        c->kt->masked_mean_fwd(c->k, c->y, c->x, c->ws->act[0], c->n, l->in_w, l->in_c);
+    else
+        c->kt->avgpool_fwd(c->k, c->y, c->x, &l->pool, c->n);
 }
 
 static void avg_backward(const mw_layer_call *c)
 {
-    if (c->dx)
-        c->kt->avgpool_bwd(c->k, c->dx, c->dy, &c->l->pool, c->n);
+    const mw_layer *l = c->l;
+    if (c->dx && l->masked)
+        c->kt->masked_mean_bwd(c->k, c->dx, c->dy, c->ws->act[0], c->n, l->in_w, l->in_c);
+    else if (c->dx)
+        c->kt->avgpool_bwd(c->k, c->dx, c->dy, &l->pool, c->n);
 }
 
 static int avg_kernels(const mw_layer *l, const mw_kernels *t)
 {
-    (void)l;
-    return t->avgpool_fwd && t->avgpool_bwd;
+    return l->masked ? t->masked_mean_fwd && t->masked_mean_bwd : t->avgpool_fwd && t->avgpool_bwd;
 }
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
