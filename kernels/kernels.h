@@ -183,6 +183,18 @@ typedef void (*mw_masked_mean_fwd_fn)(const mw_kctx *k, float *y, const float *x
 /* dx[i, t] += dy[i] / count for the unmasked steps (accumulates, as every backward). */
 typedef void (*mw_masked_mean_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
                                       const float *ids, int n, int T, int D);
+/* Keras' LayerNormalization over the last axis (kernels/layernorm.h): for each of rows rows
+ * of D values, y = (x - mean) / sqrt(var + eps) * gamma + beta (var the biased variance;
+ * gamma, beta NULL: 1, 0); stat (2 x rows) gets each row's mean and 1 / sqrt(var + eps) for
+ * the backward. */
+typedef void (*mw_layernorm_fwd_fn)(const mw_kctx *k, float *y, float *stat, const float *x,
+                                    const float *gamma, const float *beta, int rows, int D,
+                                    float eps);
+/* dx += the input's gradient (dx NULL: none); dgamma, dbeta += theirs (NULL: none), from x,
+ * stat and dy. */
+typedef void (*mw_layernorm_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
+                                    const float *dy, const float *x, const float *stat,
+                                    const float *gamma, int rows, int D);
 /* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
 typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
@@ -350,6 +362,8 @@ typedef struct {
     mw_embed_bwd_fn embed_bwd;
     mw_masked_mean_fwd_fn masked_mean_fwd;
     mw_masked_mean_bwd_fn masked_mean_bwd;
+    mw_layernorm_fwd_fn layernorm_fwd; /* kernels/layernorm.h */
+    mw_layernorm_bwd_fn layernorm_bwd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

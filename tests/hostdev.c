@@ -356,6 +356,35 @@ static void hd_masked_mean_bwd(const mw_kctx *k, float *dx, const float *dy, con
     hd_cpu.masked_mean_bwd(&h, dx, dy, ids, n, T, D);
 }
 
+static void hd_layernorm_fwd(const mw_kctx *k, float *y, float *stat, const float *x,
+                             const float *gamma, const float *beta, int rows, int D, float eps)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)rows * D, F);
+    CHK(stat, 2 * (size_t)rows, F);
+    CHK(x, (size_t)rows * D, F);
+    CHK_OPT(gamma, D, F);
+    CHK_OPT(beta, D, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.layernorm_fwd(&h, y, stat, x, gamma, beta, rows, D, eps);
+}
+
+static void hd_layernorm_bwd(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
+                             const float *dy, const float *x, const float *stat, const float *gamma,
+                             int rows, int D)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK_OPT(dx, (size_t)rows * D, F);
+    CHK_OPT(dgamma, D, F);
+    CHK_OPT(dbeta, D, F);
+    CHK(dy, (size_t)rows * D, F);
+    CHK(x, (size_t)rows * D, F);
+    CHK(stat, 2 * (size_t)rows, F);
+    CHK_OPT(gamma, D, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.layernorm_bwd(&h, dx, dgamma, dbeta, dy, x, stat, gamma, rows, D);
+}
+
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
                            const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                            size_t D)
@@ -729,6 +758,8 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->embed_bwd = hd_embed_bwd;
     t->masked_mean_fwd = hd_masked_mean_fwd;
     t->masked_mean_bwd = hd_masked_mean_bwd;
+    t->layernorm_fwd = hd_layernorm_fwd;
+    t->layernorm_bwd = hd_layernorm_bwd;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;

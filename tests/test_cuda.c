@@ -22,6 +22,7 @@
 #include "kernels/dropout.h"
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
+#include "kernels/layernorm.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -535,6 +536,48 @@ static void test_embed(void **state)
 /* The padding mask's mean against the reference: the same sums in the same step order
  * (forward within 1 ulp of a T-term float32 sum's rounding, 1e-6); the backward's one
  * division per value (1e-6); ids with padding at the end, in the middle, and none. */
+/* LayerNormalization's twins against the reference: the same loops in the same order per row
+ * (forward and dx within 1e-6: sqrtf and the double sums may round differently on the
+ * device), gamma's and beta's gradients summed over the rows in order (1e-5: a sum of up to
+ * 2048 float32 products); with and without gamma and beta, dx NULL too. */
+static void test_layernorm(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int shapes[][2] = {{1, 1}, {7, 5}, {2048, 96}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int affine = 1; affine >= 0; affine--) {
+            pool P = {0};
+            const int rows = shapes[s][0], D = shapes[s][1];
+            const size_t nx = (size_t)rows * D;
+            float *x = h_rand(&P, nx, 820 + s, -3, 5), *y = h_rand(&P, nx, 830 + s, 0, 1);
+            float *st = h_rand(&P, 2 * (size_t)rows, 840 + s, 0, 1);
+            float *g = affine ? h_rand(&P, D, 850 + s, 0.5f, 1.5f) : NULL;
+            float *b = affine ? h_rand(&P, D, 860 + s, -1, 1) : NULL;
+            float *dy = h_rand(&P, nx, 870 + s, -1, 1), *dx = h_rand(&P, nx, 880 + s, -1, 1);
+            float *dg = h_rand(&P, D, 890 + s, -1, 1), *db = h_rand(&P, D, 900 + s, -1, 1);
+            float *dX = d_put(&P, x, nx * 4), *dY = d_put(&P, y, nx * 4);
+            float *dSt = d_put(&P, st, 2 * (size_t)rows * 4);
+            float *dG = affine ? d_put(&P, g, D * 4) : NULL,
+                  *dB = affine ? d_put(&P, b, D * 4) : NULL;
+            float *dDy = d_put(&P, dy, nx * 4), *dDx = d_put(&P, dx, nx * 4);
+            float *dDg = d_put(&P, dg, D * 4), *dDb = d_put(&P, db, D * 4);
+            mw_layernorm_fwd_ref(NULL, y, st, x, g, b, rows, D, 1e-3f);
+            cuda.layernorm_fwd(&ctx, dY, dSt, dX, dG, dB, rows, D, 1e-3f);
+            expect_close((float *)d_get(&P, dY, nx * 4), y, nx, 1e-6f, 1e-6f);
+            expect_close((float *)d_get(&P, dSt, 2 * (size_t)rows * 4), st, 2 * (size_t)rows, 1e-6f,
+                         1e-6f);
+            mw_layernorm_bwd_ref(NULL, dx, dg, db, dy, x, st, g, rows, D);
+            cuda.layernorm_bwd(&ctx, dDx, dDg, dDb, dDy, dX, dSt, dG, rows, D);
+            expect_close((float *)d_get(&P, dDx, nx * 4), dx, nx, 1e-6f, 1e-5f);
+            expect_close((float *)d_get(&P, dDg, D * 4), dg, D, 1e-5f, 1e-5f);
+            expect_close((float *)d_get(&P, dDb, D * 4), db, D, 1e-5f, 1e-5f);
+            cuda.layernorm_bwd(&ctx, NULL, dDg, NULL, dDy, dX, dSt, dG, rows, D); /* no dx */
+            pool_free(&P);
+        }
+    check_sync();
+}
+
 static void test_masked_mean(void **state)
 {
     (void)state;
@@ -1533,6 +1576,7 @@ int main(void)
         cmocka_unit_test(test_scale_rows),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
+        cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

@@ -906,6 +906,70 @@ static void test_masked_mean(void **state)
     }
 }
 
+/* LayerNormalization over the last axis: rows=6 of D=5 (values far from 0 mean: the
+ * centring matters), with gamma and beta, then without either; every gradient (the input's,
+ * gamma's, beta's) by central differences of sum(r * y); each row's mean 0 and variance
+ * 1 / (1 + eps / var) before gamma and beta. */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *y, *stat;
+    const float *x, *gamma, *beta, *r;
+    int rows, D;
+} ln_env;
+
+static double ln_loss(void *env)
+{
+    ln_env *e = env;
+    e->t->layernorm_fwd(e->k, e->y, e->stat, e->x, e->gamma, e->beta, e->rows, e->D, 1e-3f);
+    return dot_r(e->r, e->y, (size_t)e->rows * e->D);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    const int rows = 6, D = 5;
+    const size_t nx = (size_t)rows * D;
+    for (int cpu = 0; cpu < 2; cpu++)
+        for (int affine = 1; affine >= 0; affine--) {
+            mw_kernels t;
+            table(&t, cpu);
+            pool P = {0};
+            ctx C;
+            ctx_open(&C, 0, 2);
+            float *x = frand(&P, nx, 101, 2.0f, 4.0f), *y = fzero(&P, nx);
+            float *stat = fzero(&P, 2 * (size_t)rows), *r = frand(&P, nx, 102, -1.0f, 1.0f);
+            float *gamma = affine ? frand(&P, D, 103, 0.5f, 1.5f) : NULL;
+            float *beta = affine ? frand(&P, D, 104, -0.5f, 0.5f) : NULL;
+            float *dx = fzero(&P, nx), *dg = affine ? fzero(&P, D) : NULL;
+            float *db = affine ? fzero(&P, D) : NULL;
+            t.layernorm_fwd(&C.k, y, stat, x, gamma, beta, rows, D, 1e-3f);
+            if (!affine)
+                for (int rr = 0; rr < rows; rr++) {
+                    double s = 0, v = 0;
+                    for (int j = 0; j < D; j++)
+                        s += y[(size_t)rr * D + j],
+                            v += (double)y[(size_t)rr * D + j] * y[(size_t)rr * D + j];
+                    expect_near(s / D, 0.0, 1e-6);
+                    expect_near(v / D, 1.0, 2e-2); /* var / (var + 1e-3), var ~ 1/3 */
+                }
+            t.layernorm_bwd(&C.k, dx, dg, db, r, x, stat, gamma, rows, D);
+            ln_env e = {&t,   &C.k, fzero(&P, nx), fzero(&P, 2 * (size_t)rows), x, gamma, beta, r,
+                        rows, D};
+            char what[64];
+            snprintf(what, sizeof what, "%s layernorm dx (affine %d)", t.name, affine);
+            grad_check(ln_loss, &e, x, nx, dx, 1e-2f, 105, what);
+            if (affine) {
+                snprintf(what, sizeof what, "%s layernorm dgamma", t.name);
+                grad_check(ln_loss, &e, gamma, D, dg, 1e-2f, 106, what);
+                snprintf(what, sizeof what, "%s layernorm dbeta", t.name);
+                grad_check(ln_loss, &e, beta, D, db, 1e-2f, 107, what);
+            }
+            ctx_close(&C);
+            pool_free(&P);
+        }
+}
+
 /* ---- dense ---- */
 
 typedef struct {
@@ -2540,6 +2604,7 @@ int main(void)
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
+        cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_regularize),

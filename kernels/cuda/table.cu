@@ -10,6 +10,7 @@ extern "C" {
 #include "kernels/dropout.h"
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
+#include "kernels/layernorm.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -43,6 +44,8 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->embed_bwd = mw_embed_bwd_cuda;
     t->masked_mean_fwd = mw_masked_mean_fwd_cuda;
     t->masked_mean_bwd = mw_masked_mean_bwd_cuda;
+    t->layernorm_fwd = mw_layernorm_fwd_cuda;
+    t->layernorm_bwd = mw_layernorm_bwd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

@@ -6,6 +6,7 @@
 #include "kernels/dropout.h"
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
+#include "kernels/layernorm.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -39,6 +40,8 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->embed_bwd = mw_embed_bwd_ref;
     t->masked_mean_fwd = mw_masked_mean_fwd_ref;
     t->masked_mean_bwd = mw_masked_mean_bwd_ref;
+    t->layernorm_fwd = mw_layernorm_fwd_ref;
+    t->layernorm_bwd = mw_layernorm_bwd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;

@@ -130,20 +130,29 @@ np.savez(sys.argv[1] + "/tok.npz", x_train=tok[:384], y_train=(tok[:384, 0] % 3)
 json.dump({"class_name": "Sequential", "config": {"name": "tok", "layers": [
     {"class_name": "InputLayer", "config": {"batch_shape": [None, 12], "dtype": "int32",
                                             "name": "in"}},
-    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8,
-                                           "mask_zero": True}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8}},
+    {"class_name": "LayerNormalization", "config": {"name": "ln"}},
+    {"class_name": "Dense", "config": {"name": "ff", "units": 6, "activation": "relu"}},
     {"class_name": "GlobalAveragePooling1D", "config": {"name": "gap"}},
     dense("out", 3)]}}, open(sys.argv[1] + "/tok.json", "w"))
 json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True}},
           open(sys.argv[1] + "/tok-loss.json", "w"))
+json.dump({"class_name": "Sequential", "config": {"name": "tokm", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [None, 12], "dtype": "int32",
+                                            "name": "in"}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8,
+                                           "mask_zero": True}},
+    {"class_name": "GlobalAveragePooling1D", "config": {"name": "gap"}},
+    dense("out", 3)]}}, open(sys.argv[1] + "/tokm.json", "w"))
 PY
-for loss in mse focal ign tok; do
+for loss in mse focal ign tok tokm; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
-    # token ids (uint16, some 0: padding) through an Embedding(mask_zero=True) (its gather and
-    # scatter-add twins) and the masked 1-D global average pooling
-    [[ $loss == tok ]] && data=$tmp/tok.npz model=$tmp/tok.json lossf=$tmp/tok-loss.json
+    # token ids (uint16) through an Embedding (its gather and scatter-add twins), a
+    # LayerNormalization and a Dense on each position, 1-D global average pooling; tokm the
+    # same with Embedding(mask_zero=True), some ids 0 (padding), and the masked pooling
+    [[ $loss == tok* ]] && data=$tmp/tok.npz model=$tmp/$loss.json lossf=$tmp/tok-loss.json
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
     run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"

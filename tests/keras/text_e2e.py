@@ -26,7 +26,9 @@ the same archive with fit(shuffle=False). Asserted:
     or above the Embedding's input_dim, a negative id (at load), float32 features given to an
     Embedding model; a padding mask reaching a layer that cannot take it yet
     (GlobalMaxPooling1D).
-A padded case: Embedding(mask_zero=True) -> GlobalAveragePooling1D, sequences 1..T long, the
+A case with LayerNormalization (epsilon 1e-3, gamma and beta) and a Dense(16, relu) applied to
+each position between the Embedding and the pooling (the Transformer block's parts), the
+same way. A padded case: Embedding(mask_zero=True) -> GlobalAveragePooling1D, sequences 1..T long, the
 rest id 0: Keras' masked mean (the sum over the real steps / their number), against Keras
 and across the layouts like the first case.
 
@@ -50,13 +52,17 @@ N_TRAIN, N_TEST, T, V, D, K, B, LR = 64, 32, 12, 50, 8, 3, 32, 0.1
 TOL_W, TOL_LOSS, TOL_LAYOUT, TOL_EXPORT = 1e-4, 1e-4, 1e-5, 1e-5
 
 
-def build(pool, seed, mask_zero=False):
+def build(pool, seed, mask_zero=False, ln=False):
+    """ln: LayerNormalization and a Dense(16, relu) on each position between the Embedding
+    and the pooling."""
     keras.utils.set_random_seed(seed)
     p = keras.layers.GlobalMaxPooling1D() if pool == "max" else \
         keras.layers.GlobalAveragePooling1D()
+    body = [keras.layers.LayerNormalization(name="norm"),
+            keras.layers.Dense(16, activation="relu", name="ff")] if ln else []
     m = keras.Sequential([keras.Input((T,), dtype="int32"),
                           keras.layers.Embedding(V, D, mask_zero=mask_zero, name="embed"),
-                          p, keras.layers.Dense(K, name="head")])
+                          *body, p, keras.layers.Dense(K, name="head")])
     m.compile(optimizer=keras.optimizers.SGD(LR),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
@@ -113,11 +119,11 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def one_case(mw, work, name, pool, dtype, seed, table, mask=False):
-    tag = "%s-%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "")
+def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
+    tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-ln" if ln else "")
     data = os.path.join(work, tag + ".npz")
     x, y, xt, yt = make_data(data, seed, dtype, padded=mask)
-    model = build(pool, seed, mask_zero=mask)
+    model = build(pool, seed, mask_zero=mask, ln=ln)
     path = os.path.join(work, tag + ".keras")
     model.save(path)
     shapes = [tuple(w.shape) for w in model.weights]
@@ -158,7 +164,7 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False):
     check("tokens_per_sec" in row and re.search(r", Tokens/s: \d+", stdout) is not None,
           "%s: the throughput is Tokens/s (metrics.csv %s): %s" %
           (name, sorted(row), stdout.strip().splitlines()[-1] if stdout.strip() else ""))
-    table.append("%-34s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
+    table.append("%-44s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
 
 
@@ -245,20 +251,21 @@ def main():
     mw, work = sys.argv[1], sys.argv[2]
     table = []
     first = None
-    for name, pool, dtype, seed, mask in [
-            ("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11, False),
-            ("Embedding, GlobalMaxPooling1D (uint16)", "max", np.uint16, 12, False),
-            ("Embedding, GlobalAveragePooling1D (uint8)", "avg", np.uint8, 13, False),
-            ("Embedding(mask_zero), GAP1D, padded", "avg", np.int32, 14, True)]:
-        r = one_case(mw, work, name, pool, dtype, seed, table, mask)
+    for name, pool, dtype, seed, mask, ln in [
+            ("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11, False, False),
+            ("Embedding, GlobalMaxPooling1D (uint16)", "max", np.uint16, 12, False, False),
+            ("Embedding, GlobalAveragePooling1D (uint8)", "avg", np.uint8, 13, False, False),
+            ("Embedding(mask_zero), GAP1D, padded", "avg", np.int32, 14, True, False),
+            ("Embedding, LayerNorm, Dense/position, GAP1D", "avg", np.int32, 15, False, True)]:
+        r = one_case(mw, work, name, pool, dtype, seed, table, mask, ln)
         first = first or (name, r)
-        if mask and r is not None:
-            layouts(mw, work, name, r, "mask-")
+        if (mask or ln) and r is not None:
+            layouts(mw, work, name, r, "mask-" if mask else "ln-")
     if first[1] is not None:
         layouts(mw, work, *first)
         export(mw, work, *first)
         refusals(mw, work, first[1])
-    print("%-34s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss",
+    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss",
                                   "test loss"))
     print("\n".join(table))
     if failures:

@@ -40,9 +40,14 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
         add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, l->conv.C, l->conv.O);
         break;
     case MW_LAYER_DENSE:
-        add(v, nv, "kernel", l->w_off, l->w_count, 2, (long long)l->in_h * l->in_w * l->in_c,
-            l->out_c, 0, 0);
+        add(v, nv, "kernel", l->w_off, l->w_count, 2, l->in_c, l->out_c, 0, 0); /* last axis */
         break;
+    case MW_LAYER_LAYERNORM: /* gamma (scale), beta (center), as Keras builds them */
+        if (l->w_count)
+            add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
+        if (l->b_count)
+            add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+        return MW_OK;
     case MW_LAYER_EMBED:
         add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[0], l->out_c, 0, 0);
         return MW_OK;

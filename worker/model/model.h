@@ -62,6 +62,7 @@ typedef enum {
     MW_LAYER_SOFTMAX,   /* a softmax computed as a layer (not the last one) */
     MW_LAYER_CROP,      /* Cropping2D (pad: the rows and columns cut) */
     MW_LAYER_EMBED,     /* Embedding: token ids (the model's input) -> vectors; vocab in pad[0] */
+    MW_LAYER_LAYERNORM, /* LayerNormalization over the last axis (epsilon, gamma, beta) */
     MW_LAYER_KINDS      /* how many; each has its row in the layer table (layer.h) */
 } mw_layer_kind;
 
@@ -225,6 +226,9 @@ mw_status mw_model_add_avgpool(mw_model *m, const char *name, int ph, int pw, in
                                int same);
 /* GlobalAveragePooling2D (max = 0) or GlobalMaxPooling2D (max = 1): (None, C) outputs. */
 mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max, int one_d);
+/* LayerNormalization(axis=-1, epsilon, center, scale): over each position's channels. */
+mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
+                                 int scale);
 /* Keras' padding mask (Embedding(mask_zero=True)) through the model: Dropout passes it on,
  * GlobalAveragePooling1D takes the mean over the unmasked steps (sets its masked); a mask
  * reaching any other layer is refused (MW_EUNSUPPORTED naming the layer). Called by

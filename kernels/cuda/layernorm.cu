@@ -1,0 +1,101 @@
+/* LayerNormalization's CUDA twins (kernels/layernorm.h): one thread per row for the forward
+ * and the input's gradient, the reference's loops in the reference's order; the parameters'
+ * gradients one thread per feature, summing the rows in order (no atomics: the same sums as
+ * the reference). */
+#include "kernels/cuda/dev.cuh"
+
+extern "C" {
+#include "kernels/layernorm.h"
+}
+
+static __global__ void layernorm_fwd_kernel(float *y, float *stat, const float *x,
+                                            const float *gamma, const float *beta, int rows, int D,
+                                            float eps)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+        const float *xr = x + (size_t)r * D;
+        float *yr = y + (size_t)r * D;
+        double s = 0, v = 0;
+        for (int j = 0; j < D; j++)
+            s += xr[j];
+        const float mean = (float)(s / D);
+        for (int j = 0; j < D; j++)
+            v += ((double)xr[j] - mean) * ((double)xr[j] - mean);
+        const float rstd = 1.0f / sqrtf((float)(v / D) + eps);
+        stat[r] = mean, stat[rows + r] = rstd;
+        for (int j = 0; j < D; j++) {
+            const float inv = gamma ? rstd * gamma[j] : rstd;
+            yr[j] = xr[j] * inv + ((beta ? beta[j] : 0.0f) - mean * inv);
+        }
+    }
+}
+
+static __global__ void layernorm_dx_kernel(float *dx, const float *dy, const float *x,
+                                           const float *stat, const float *gamma, int rows, int D)
+{
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+        const float *xr = x + (size_t)r * D, *dr = dy + (size_t)r * D;
+        const float mean = stat[r], rstd = stat[rows + r];
+        double sg = 0, sgx = 0;
+        for (int j = 0; j < D; j++) {
+            const float xh = (xr[j] - mean) * rstd, g = gamma ? dr[j] * gamma[j] : dr[j];
+            sg += g, sgx += (double)g * xh;
+        }
+        const float mg = (float)(sg / D), mgx = (float)(sgx / D);
+        float *o = dx + (size_t)r * D;
+        for (int j = 0; j < D; j++) {
+            const float xh = (xr[j] - mean) * rstd, g = gamma ? dr[j] * gamma[j] : dr[j];
+            o[j] += rstd * (g - mg - xh * mgx);
+        }
+    }
+}
+
+static __global__ void layernorm_params_kernel(float *dgamma, float *dbeta, const float *dy,
+                                               const float *x, const float *stat, int rows, int D)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < D; j += gridDim.x * blockDim.x) {
+        float gg = dgamma ? dgamma[j] : 0.0f, gb = dbeta ? dbeta[j] : 0.0f;
+        for (int r = 0; r < rows; r++) {
+            const float d = dy[(size_t)r * D + j];
+            gg += d * ((x[(size_t)r * D + j] - stat[r]) * stat[rows + r]);
+            gb += d;
+        }
+        if (dgamma)
+            dgamma[j] = gg;
+        if (dbeta)
+            dbeta[j] = gb;
+    }
+}
+
+extern "C" void mw_layernorm_fwd_cuda(const mw_kctx *k, float *y, float *stat, const float *x,
+                                      const float *gamma, const float *beta, int rows, int D,
+                                      float eps)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_layernorm_fwd_cuda");
+    if (!d || rows <= 0)
+        return;
+    layernorm_fwd_kernel<<<mw_cuda_grid((size_t)rows), MW_CUDA_BLOCK, 0, d->stream>>>(
+        y, stat, x, gamma, beta, rows, D, eps);
+    MW_LAUNCHED_K(d, "layernorm_fwd_kernel");
+    mw_cuda_end(d, "mw_layernorm_fwd_cuda");
+}
+
+extern "C" void mw_layernorm_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
+                                      const float *dy, const float *x, const float *stat,
+                                      const float *gamma, int rows, int D)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_layernorm_bwd_cuda");
+    if (!d || rows <= 0)
+        return;
+    if (dgamma || dbeta) {
+        layernorm_params_kernel<<<mw_cuda_grid((size_t)D), MW_CUDA_BLOCK, 0, d->stream>>>(
+            dgamma, dbeta, dy, x, stat, rows, D);
+        MW_LAUNCHED_K(d, "layernorm_params_kernel");
+    }
+    if (dx) {
+        layernorm_dx_kernel<<<mw_cuda_grid((size_t)rows), MW_CUDA_BLOCK, 0, d->stream>>>(
+            dx, dy, x, stat, gamma, rows, D);
+        MW_LAUNCHED_K(d, "layernorm_dx_kernel");
+    }
+    mw_cuda_end(d, "mw_layernorm_bwd_cuda");
+}

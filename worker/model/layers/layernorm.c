@@ -1,0 +1,120 @@
+/* LayerNormalization: the layer table's row (worker/model/layer.h). Over the last axis (the
+ * channels) of each position: a flat input (None, D), a sequence (None, T, D) or an image's
+ * pixels; gamma (scale) and beta (center) of D values; each example alone, so nothing crosses
+ * replicas. */
+#include "worker/keras/keras_layer.h"
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
+                                 int scale)
+{
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_LAYERNORM, name, "LayerNormalization", "layer_normalization");
+    if (!l)
+        return mw_err_status();
+    if (!(epsilon > 0.0f))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (LayerNormalization): epsilon %g: expected "
+                                         "> 0",
+                                         l->name, (double)epsilon));
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->epsilon = epsilon;
+    l->w_count = scale ? (size_t)l->in_c : 0;
+    l->has_bias = center;
+    l->b_count = center ? (size_t)l->in_c : 0;
+    l->fan_in = l->fan_out = l->in_c;
+    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+static void forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const float *P = c->P;
+    c->kt->layernorm_fwd(c->k, c->y, c->buf, c->x, l->w_count ? P + l->w_off : NULL,
+                         l->b_count ? P + l->b_off : NULL, (int)c->rows, l->out_c, l->epsilon);
+}
+
+static void backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->layernorm_bwd(c->k, c->dx, l->w_count ? c->G + l->w_off : NULL,
+                         l->b_count ? c->G + l->b_off : NULL, c->dy, c->x, c->buf,
+                         l->w_count ? c->P + l->w_off : NULL, (int)c->rows, l->out_c);
+}
+
+/* Each position's mean and 1 / stddev. */
+static size_t buf(const mw_layer *l, size_t n)
+{
+    return 2 * n * (size_t)l->out_h * l->out_w * sizeof(float);
+}
+
+static int has_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->layernorm_fwd && t->layernorm_bwd;
+}
+
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_real(d, n, "epsilon", x->epsilon, y->epsilon) ||
+           mw_diff_flag(d, n, "scale", x->w_count > 0, y->w_count > 0) ||
+           mw_diff_flag(d, n, "center", x->b_count > 0, y->b_count > 0);
+}
+
+/* ---- Keras ---- */
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    double eps = 1e-3;
+    int center = 1, scale = 1, rms = 0;
+    mw_init beta, gamma;
+    const int p = B->m->next_nin > 0 ? B->m->next_in[0] : B->m->nlayers - 1;
+    const mw_layer *in = p >= 0 ? &B->m->layers[p] : NULL;
+    /* the last axis: -1, or its index (1 flat, 2 a sequence, 3 an image) */
+    const int last = in                 ? (in->flat                          ? 1
+                                           : in->out_h == 1 && in->out_w > 1 ? 2
+                                                                             : 3)
+                     : B->m->flat_input ? 1
+                                        : 3;
+    const json_t *v = json_object_get(cfg, "axis");
+    if (v && json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    int a = -1;
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (v && !json_is_null(v) && (!mw_kas_int(v, -8, 8, &a) || (a != -1 && a != last)))
+        return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the last axis)",
+                        mw_kdescribe(d, sizeof d, v));
+    MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
+    MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
+    MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));
+    MW_TRY(mw_kget_bool(L, cfg, "rms_scaling", 0, &rms));
+    if (rms)
+        return mw_kfail(L, MW_EUNSUPPORTED, "rms_scaling true is not supported; supported: false");
+    MW_TRY(mw_kget_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &beta));
+    MW_TRY(mw_kget_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &gamma));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                        "gamma_constraint"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        MW_TRY(mw_kneed_null(L, cfg, nulls[i], "LayerNormalization regularizers and constraints"));
+    mw_status rc = mw_model_add_layernorm(B->m, name, (float)eps, center, scale);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    mw_layer *l = &B->m->layers[B->m->nlayers - 1];
+    l->kernel_init = gamma, l->bias_init = beta;
+    return MW_OK;
+}
+
+const mw_layer_ops mw_layer_layernorm = {
+    .keras = {"LayerNormalization"},
+    .parse = parse,
+    .forward = forward,
+    .backward = backward,
+    .buf_bytes = buf,
+    .has_kernels = has_kernels,
+    .differs = differs,
+};
