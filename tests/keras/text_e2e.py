@@ -27,7 +27,8 @@ the same archive with fit(shuffle=False). Asserted:
     Embedding model; a padding mask reaching a layer that cannot take it yet
     (GlobalMaxPooling1D).
 A case with LayerNormalization (epsilon 1e-3, gamma and beta) and a Dense(16, relu) applied to
-each position between the Embedding and the pooling (the Transformer block's parts), the
+each position between the Embedding and the pooling (the Transformer block's parts), and one
+with Conv1D (same and valid padding, a stride of 2) and MaxPooling1D / AveragePooling1D, the
 same way. A padded case: Embedding(mask_zero=True) -> GlobalAveragePooling1D, sequences 1..T long, the
 rest id 0: Keras' masked mean (the sum over the real steps / their number), against Keras
 and across the layouts like the first case.
@@ -52,14 +53,18 @@ N_TRAIN, N_TEST, T, V, D, K, B, LR = 64, 32, 12, 50, 8, 3, 32, 0.1
 TOL_W, TOL_LOSS, TOL_LAYOUT, TOL_EXPORT = 1e-4, 1e-4, 1e-5, 1e-5
 
 
-def build(pool, seed, mask_zero=False, ln=False):
-    """ln: LayerNormalization and a Dense(16, relu) on each position between the Embedding
-    and the pooling."""
+def build(pool, seed, mask_zero=False, ln=None):
+    """ln "ln": LayerNormalization and a Dense(16, relu) on each position between the
+    Embedding and the pooling; "conv": Conv1D(10, 3, relu, same), MaxPooling1D(2),
+    Conv1D(6, 2, strides 2, valid), AveragePooling1D(2, padding same)."""
     keras.utils.set_random_seed(seed)
     p = keras.layers.GlobalMaxPooling1D() if pool == "max" else \
         keras.layers.GlobalAveragePooling1D()
-    body = [keras.layers.LayerNormalization(name="norm"),
-            keras.layers.Dense(16, activation="relu", name="ff")] if ln else []
+    L = keras.layers
+    body = {"ln": [L.LayerNormalization(name="norm"), L.Dense(16, activation="relu", name="ff")],
+            "conv": [L.Conv1D(10, 3, activation="relu", padding="same", name="c1"),
+                     L.MaxPooling1D(2, name="p1"), L.Conv1D(6, 2, strides=2, name="c2"),
+                     L.AveragePooling1D(2, padding="same", name="p2")]}.get(ln, [])
     m = keras.Sequential([keras.Input((T,), dtype="int32"),
                           keras.layers.Embedding(V, D, mask_zero=mask_zero, name="embed"),
                           *body, p, keras.layers.Dense(K, name="head")])
@@ -120,7 +125,7 @@ def rel(a, b):
 
 
 def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
-    tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-ln" if ln else "")
+    tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-" + ln if ln else "")
     data = os.path.join(work, tag + ".npz")
     x, y, xt, yt = make_data(data, seed, dtype, padded=mask)
     model = build(pool, seed, mask_zero=mask, ln=ln)
@@ -190,9 +195,9 @@ def layouts(mw, work, name, r, prefix=""):
                   % (name, tag, e, TOL_LAYOUT))
 
 
-def export(mw, work, name, r):
-    ck, out = os.path.join(work, "ex-ck"), os.path.join(work, "ex.keras")
-    logs = os.path.join(work, "ex-logs")
+def export(mw, work, name, r, prefix="ex"):
+    ck, out = os.path.join(work, prefix + "-ck"), os.path.join(work, prefix + ".keras")
+    logs = os.path.join(work, prefix + "-logs")
     p = run([mw, "train", "--model", r["path"], "--data", r["data"], "--epochs", "2",
              "--batch-per-replica", str(B), "--threads", "1", "--test-examples", str(N_TEST),
              "--progress", "none", "--summary-dir", logs, "--checkpoint-dir", ck])
@@ -210,6 +215,7 @@ def export(mw, work, name, r):
     cfg = json.loads(zipfile.ZipFile(out).read("config.json"))
     classes = [lay["class_name"] for lay in cfg["config"]["layers"]]
     check("Embedding" in classes, "export %s: the archive's layers %s" % (name, classes))
+    return classes
 
 
 def refusals(mw, work, r):
@@ -252,15 +258,18 @@ def main():
     table = []
     first = None
     for name, pool, dtype, seed, mask, ln in [
-            ("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11, False, False),
-            ("Embedding, GlobalMaxPooling1D (uint16)", "max", np.uint16, 12, False, False),
-            ("Embedding, GlobalAveragePooling1D (uint8)", "avg", np.uint8, 13, False, False),
-            ("Embedding(mask_zero), GAP1D, padded", "avg", np.int32, 14, True, False),
-            ("Embedding, LayerNorm, Dense/position, GAP1D", "avg", np.int32, 15, False, True)]:
+            ("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11, False, None),
+            ("Embedding, GlobalMaxPooling1D (uint16)", "max", np.uint16, 12, False, None),
+            ("Embedding, GlobalAveragePooling1D (uint8)", "avg", np.uint8, 13, False, None),
+            ("Embedding(mask_zero), GAP1D, padded", "avg", np.int32, 14, True, None),
+            ("Embedding, LayerNorm, Dense/position, GAP1D", "avg", np.int32, 15, False, "ln"),
+            ("Embedding, Conv1D, pooling 1D x2, GMP1D", "max", np.int32, 16, False, "conv")]:
         r = one_case(mw, work, name, pool, dtype, seed, table, mask, ln)
         first = first or (name, r)
         if (mask or ln) and r is not None:
-            layouts(mw, work, name, r, "mask-" if mask else "ln-")
+            layouts(mw, work, name, r, "mask-" if mask else ln + "-")
+        if ln and r is not None:  # Conv1D's kernel (k, C, O) and LayerNorm's gamma, beta
+            export(mw, work, name, r, "ex-" + ln)
     if first[1] is not None:
         layouts(mw, work, *first)
         export(mw, work, *first)

@@ -103,6 +103,30 @@ mw_status mw_kget_int(const mw_klayer *L, const json_t *cfg, const char *key, in
     return MW_OK;
 }
 
+mw_status mw_kget_dims(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
+                       int hi, int one_d, int out[2])
+{
+    if (!one_d)
+        return mw_kget_pair(L, cfg, key, def, lo, hi, out);
+    const json_t *v = json_object_get(cfg, key);
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    out[0] = 1; /* the sequence is 1 x T here: the window spans one row */
+    if (!v || json_is_null(v)) {
+        if (!def)
+            return mw_kfail(L, MW_EMODEL, "%s is missing; expected an integer from %d to %d", key,
+                            lo, hi);
+        out[1] = def;
+        return MW_OK;
+    }
+    if (json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    if (mw_kas_int(v, lo, hi, &out[1]))
+        return MW_OK;
+    return mw_kfail(L, MW_EMODEL,
+                    "%s: found %s; expected an integer (or a list of 1) from %d to %d", key,
+                    mw_kdescribe(d, sizeof d, json_object_get(cfg, key)), lo, hi);
+}
+
 mw_status mw_kget_pair(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
                        int hi, int out[2])
 {

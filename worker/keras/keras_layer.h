@@ -127,6 +127,11 @@ int mw_kcur_c(const mw_model *m);
  * regularizers (constraints, activity regularizers and LoRA refused). */
 mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, mw_kweights *w);
 
+/* A window's sizes: a 2-D layer's pair (mw_kget_pair), or a 1-D layer's one integer (or a list
+ * of 1) as {1, k}, its sequence being 1 x T here. */
+mw_status mw_kget_dims(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
+                       int hi, int one_d, int out[2]);
+
 /* After the layer itself was added: its initializers, regularizers and folded activation. */
 mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w);
 

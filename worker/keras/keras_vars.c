@@ -37,7 +37,11 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
     *nv = 0;
     switch (l->kind) {
     case MW_LAYER_CONV2D:
-        add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, l->conv.C, l->conv.O);
+        if (!strcmp(l->cls, "Conv1D")) /* (k, C, O): KH is 1 */
+            add(v, nv, "kernel", l->w_off, l->w_count, 3, l->conv.KW, l->conv.C, l->conv.O, 0);
+        else
+            add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, l->conv.C,
+                l->conv.O);
         break;
     case MW_LAYER_DENSE:
         add(v, nv, "kernel", l->w_off, l->w_count, 2, l->in_c, l->out_c, 0, 0); /* last axis */

@@ -49,10 +49,13 @@ typedef struct {
 /* The Keras model reader's state for one layer (worker/keras/keras_layer.h). */
 typedef struct mw_kread mw_kread;
 
+/* Keras class names a row reads, at most (the last entry of a full list is NULL). */
+#define MW_LAYER_KERAS_MAX 8
+
 typedef struct {
     /* The Keras class names it reads (NULL-terminated); none for the kinds the model makes
      * itself (a computed softmax). */
-    const char *keras[6];
+    const char *keras[MW_LAYER_KERAS_MAX];
     /* Keras config -> mw_model_add_*: R names the layer for messages and holds the model. */
     mw_status (*parse)(mw_kread *R, const char *cls, const json_t *cfg, const char *name);
     void (*forward)(const mw_layer_call *c);

@@ -31,7 +31,7 @@ const mw_layer_ops *mw_layer_row(int kind)
 const mw_layer_ops *mw_layer_row_keras(const char *cls)
 {
     for (int k = 0; k < MW_LAYER_KINDS; k++)
-        for (int j = 0; rows[k] && rows[k]->keras[j]; j++)
+        for (int j = 0; rows[k] && j < MW_LAYER_KERAS_MAX && rows[k]->keras[j]; j++)
             if (!strcmp(rows[k]->keras[j], cls))
                 return rows[k];
     return NULL;
@@ -44,7 +44,8 @@ const char *mw_layer_keras_list(void)
         return list;
     size_t used = 0;
     for (int k = 0; k < MW_LAYER_KINDS; k++)
-        for (int j = 0; rows[k] && rows[k]->keras[j] && used < sizeof list; j++)
+        for (int j = 0;
+             rows[k] && j < MW_LAYER_KERAS_MAX && rows[k]->keras[j] && used < sizeof list; j++)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
                                      rows[k]->keras[j]);
     return list;

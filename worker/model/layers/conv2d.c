@@ -1,4 +1,6 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
+#include <string.h>
+
 #include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
@@ -71,16 +73,17 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    /* Conv1D on (None, T, C), here 1 x T x C: a Conv2D with a 1 x k kernel */
+    const int one_d = !strcmp(cls, "Conv1D");
     int filters = 0, groups = 0, same = 0;
     int ks[2] = {0, 0}, st[2] = {0, 0}, dil[2] = {0, 0};
     mw_kweights w;
     MW_TRY(mw_kget_int(L, cfg, "filters", 0, 1, 1, MW_KMAX_DIM, &filters));
-    MW_TRY(mw_kget_pair(L, cfg, "kernel_size", 0, 1, MW_KMAX_WINDOW, ks));
-    MW_TRY(mw_kget_pair(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, st));
+    MW_TRY(mw_kget_dims(L, cfg, "kernel_size", 0, 1, MW_KMAX_WINDOW, one_d, ks));
+    MW_TRY(mw_kget_dims(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, one_d, st));
     MW_TRY(mw_kget_padding(L, cfg, &same));
     MW_TRY(mw_kcheck_data_format(L, cfg));
-    MW_TRY(mw_kget_pair(L, cfg, "dilation_rate", 1, 1, MW_KMAX_WINDOW, dil));
+    MW_TRY(mw_kget_dims(L, cfg, "dilation_rate", 1, 1, MW_KMAX_WINDOW, one_d, dil));
     if (dil[0] != 1 || dil[1] != 1)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "dilation_rate [%d, %d] is not supported; supported: "
@@ -96,10 +99,17 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "a %dx%dx%dx%d kernel is larger than the %d values "
                         "supported per tensor",
                         ks[0], ks[1], mw_kcur_c(B->m), filters, MW_KMAX_TENSOR);
+    const mw_layer *in = B->m->nlayers > 0 ? &B->m->layers[B->m->nlayers - 1] : NULL;
+    if (one_d && (B->m->next_nin > 0 || !in || in->out_h != 1 || in->flat))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "needs a sequence (None, steps, channels) from the layer before it "
+                        "(an Embedding, Conv1D or the like)");
     mw_status rc =
         mw_model_add_conv2d(B->m, name, filters, ks[0], ks[1], st[0], st[1], same, w.use_bias);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
+    if (one_d)
+        B->m->layers[B->m->nlayers - 1].cls = "Conv1D";
     if (mw_klast_out(B->m) > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "its output has %zu values per example; at most %d are "
@@ -124,7 +134,7 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
 }
 
 const mw_layer_ops mw_layer_conv2d = {
-    .keras = {"Conv2D"},
+    .keras = {"Conv2D", "Conv1D"},
     .parse = parse,
     .forward = forward,
     .backward = backward,

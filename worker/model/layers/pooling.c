@@ -119,14 +119,14 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 /* ---- Keras ---- */
 
 static mw_status add_maxpool(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
-                             const char *name)
+                             const char *name, int one_d)
 {
     int ps[2] = {0, 0}, st[2] = {0, 0}, same = 0;
     const json_t *strides = json_object_get(cfg, "strides");
-    MW_TRY(mw_kget_pair(L, cfg, "pool_size", 2, 1, MW_KMAX_WINDOW, ps));
+    MW_TRY(mw_kget_dims(L, cfg, "pool_size", 2, 1, MW_KMAX_WINDOW, one_d, ps));
     st[0] = ps[0], st[1] = ps[1]; /* strides absent or null: the pool size */
     if (strides && !json_is_null(strides))
-        MW_TRY(mw_kget_pair(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, st));
+        MW_TRY(mw_kget_dims(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, one_d, st));
     MW_TRY(mw_kget_padding(L, cfg, &same));
     MW_TRY(mw_kcheck_data_format(L, cfg));
     MW_TRY(mw_kneed_channels(B, L));
@@ -135,14 +135,14 @@ static mw_status add_maxpool(mw_kbuilder *B, const mw_klayer *L, const json_t *c
 }
 
 static mw_status add_avgpool(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
-                             const char *name)
+                             const char *name, int one_d)
 {
     int ps[2] = {0, 0}, st[2] = {0, 0}, same = 0;
     const json_t *strides = json_object_get(cfg, "strides");
-    MW_TRY(mw_kget_pair(L, cfg, "pool_size", 2, 1, MW_KMAX_WINDOW, ps));
+    MW_TRY(mw_kget_dims(L, cfg, "pool_size", 2, 1, MW_KMAX_WINDOW, one_d, ps));
     st[0] = ps[0], st[1] = ps[1];
     if (strides && !json_is_null(strides))
-        MW_TRY(mw_kget_pair(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, st));
+        MW_TRY(mw_kget_dims(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, one_d, st));
     MW_TRY(mw_kget_padding(L, cfg, &same));
     MW_TRY(mw_kcheck_data_format(L, cfg));
     MW_TRY(mw_kneed_channels(B, L));
@@ -163,13 +163,22 @@ static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
-/* MaxPooling2D, AveragePooling2D and their Global forms (cls says which). */
+/* MaxPooling2D, AveragePooling2D, their 1-D forms (a 1 x p window over the 1 x T sequence)
+ * and their Global forms (cls says which). */
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    const int max = strstr(cls, "Max") != NULL;
+    const int max = strstr(cls, "Max") != NULL, one_d = strstr(cls, "1D") != NULL;
     if (!strncmp(cls, "Global", 6))
-        return add_global_pool(R->B, R->L, cfg, name, max, strstr(cls, "1D") != NULL);
-    return max ? add_maxpool(R->B, R->L, cfg, name) : add_avgpool(R->B, R->L, cfg, name);
+        return add_global_pool(R->B, R->L, cfg, name, max, one_d);
+    const mw_layer *in = R->B->m->nlayers > 0 ? &R->B->m->layers[R->B->m->nlayers - 1] : NULL;
+    if (one_d && (R->B->m->next_nin > 0 || !in || in->out_h != 1 || in->flat))
+        return mw_kfail(R->L, MW_EUNSUPPORTED,
+                        "needs a sequence (None, steps, channels) from the layer before it");
+    mw_status rc =
+        max ? add_maxpool(R->B, R->L, cfg, name, one_d) : add_avgpool(R->B, R->L, cfg, name, one_d);
+    if (rc == MW_OK && one_d)
+        R->B->m->layers[R->B->m->nlayers - 1].cls = max ? "MaxPooling1D" : "AveragePooling1D";
+    return rc;
 }
 
 /* Max pooling, as MaxPooling2D (a global one too: the same pooling over the whole image). */
@@ -185,7 +194,7 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
 
 const mw_layer_ops mw_layer_maxpool = {
     .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D",
-              "GlobalMaxPooling1D"},
+              "GlobalMaxPooling1D", "MaxPooling1D"},
     .parse = parse,
     .forward = max_forward,
     .backward = max_backward,
@@ -197,7 +206,7 @@ const mw_layer_ops mw_layer_maxpool = {
 
 const mw_layer_ops mw_layer_avgpool = {
     .keras = {"AveragePooling2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalAvgPool2D",
-              "GlobalAveragePooling1D"},
+              "GlobalAveragePooling1D", "AveragePooling1D"},
     .parse = parse,
     .forward = avg_forward,
     .backward = avg_backward,
