@@ -144,6 +144,8 @@ typedef enum {
 typedef struct {
     int n;
     mw_metric_kind kind[MW_METRICS_MAX];
+    int positions; /* outputs per example: a sequence's T (each example's value the mean over
+                      its positions, an AUC counting every one); 0 or 1: one */
 } mw_metric_list;
 
 /* Keras' AUC thresholds (num_thresholds): an output q falls in bucket
@@ -197,6 +199,9 @@ typedef void (*mw_layernorm_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, 
                                     const float *gamma, int rows, int D);
 /* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
 typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
+/* out[i] = the mean of in[i P .. i P + P) (a sequence's per-position losses into its
+ * example's loss, summed in order in double); out and in do not overlap. */
+typedef void (*mw_row_mean_fn)(const mw_kctx *k, float *out, const float *in, int n, int P);
 /* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
  * formulas). Per element, in this order: p -= p * weight_decay * decay_lr (when
  * weight_decay > 0); g' = g * gscale, clamped to [-clipvalue, clipvalue] when clipvalue > 0
@@ -358,6 +363,7 @@ typedef struct {
     mw_dloss_fwd_fn dloss_fwd; /* kernels/loss.h */
     mw_dloss_bwd_fn dloss_bwd;
     mw_scale_rows_fn scale_rows;
+    mw_row_mean_fn row_mean;
     mw_embed_fwd_fn embed_fwd; /* kernels/embed.h */
     mw_embed_bwd_fn embed_bwd;
     mw_masked_mean_fwd_fn masked_mean_fwd;

@@ -10,7 +10,8 @@
                             const float *out, const float *y, int N, int K);                       \
     void mw_dloss_bwd_##sfx(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,    \
                             const float *prob, const float *y, float scale, int N, int K);         \
-    void mw_scale_rows_##sfx(const mw_kctx *k, float *a, const float *w, int n, int width);
+    void mw_scale_rows_##sfx(const mw_kctx *k, float *a, const float *w, int n, int width);        \
+    void mw_row_mean_##sfx(const mw_kctx *k, float *out, const float *in, int n, int P);
 MW_LOSS_DECL(ref)
 MW_LOSS_DECL(cuda)
 #undef MW_LOSS_DECL

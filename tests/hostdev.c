@@ -312,6 +312,15 @@ static void hd_scale_rows(const mw_kctx *k, float *a, const float *w, int n, int
     hd_cpu.scale_rows(&h, a, w, n, width);
 }
 
+static void hd_row_mean(const mw_kctx *k, float *out, const float *in, int n, int P)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(out, n, F);
+    CHK(in, (size_t)n * P, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.row_mean(&h, out, in, n, P);
+}
+
 static void hd_embed_fwd(const mw_kctx *k, float *y, const float *ids, const float *table, int n,
                          int T, int D, int V)
 {
@@ -754,6 +763,7 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->dloss_fwd = hd_dloss_fwd;
     t->dloss_bwd = hd_dloss_bwd;
     t->scale_rows = hd_scale_rows;
+    t->row_mean = hd_row_mean;
     t->embed_fwd = hd_embed_fwd;
     t->embed_bwd = hd_embed_bwd;
     t->masked_mean_fwd = hd_masked_mean_fwd;
@@ -923,11 +933,13 @@ void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const
     if (n <= 0)
         return;
     hd_check(c, __func__, "loss", loss, (size_t)n * sizeof(float), 0);
-    hd_check(c, __func__, "prob", prob, (size_t)n * (size_t)K * sizeof(float), 0);
+    const size_t per = (size_t)(ml->positions > 1 ? ml->positions : 1) * (size_t)K;
+    hd_check(c, __func__, "prob", prob, (size_t)n * per * sizeof(float), 0);
     hd_check(c, __func__, "y", y, (size_t)n * ybytes, 0);
     double ls = 0;
     for (int i = 0; i < n; i++) {
-        metrics_add_example(ml, acc, prob + (size_t)i * K, (const char *)y + (size_t)i * ybytes, K);
+        metrics_add_example(ml, acc, prob + (size_t)i * per, (const char *)y + (size_t)i * ybytes,
+                            K);
         ls += loss[i];
     }
     acc[MW_SUM_LOSS] += ls;

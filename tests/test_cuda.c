@@ -692,15 +692,15 @@ static void test_metrics(void **state)
     NEED_DEVICE();
     static const int ns[] = {1, 7, 255, 256, 257, 1024}, ks[] = {1, 10, 3, 10, 37, 10};
     static const mw_metric_list lists[] = {
-        {1, {MW_METRIC_SPARSE_ACC}},
-        {1, {MW_METRIC_CAT_ACC}},
-        {1, {MW_METRIC_BIN_ACC}},
-        {1, {MW_METRIC_MAE}},
-        {1, {MW_METRIC_MSE}},
-        {1, {MW_METRIC_RMSE}},
-        {1, {MW_METRIC_AUC}},
-        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}},
-        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}},
+        {1, {MW_METRIC_SPARSE_ACC}, 1},
+        {1, {MW_METRIC_CAT_ACC}, 1},
+        {1, {MW_METRIC_BIN_ACC}, 1},
+        {1, {MW_METRIC_MAE}, 1},
+        {1, {MW_METRIC_MSE}, 1},
+        {1, {MW_METRIC_RMSE}, 1},
+        {1, {MW_METRIC_AUC}, 1},
+        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}, 1},
+        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}, 1},
     };
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
         for (size_t m = 0; m < sizeof lists / sizeof *lists; m++)

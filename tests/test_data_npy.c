@@ -322,6 +322,49 @@ static void write_tokens(const char *dir, const char *descr, const void *x, size
     free(b);
 }
 
+/* Labels per position (N, T) int: taken whole (the classes their largest + 1), assembled T
+ * per example; the test set's T must be the training set's. */
+static void test_npy_position_labels(void **state)
+{
+    const char *dir = *state;
+    const uint16_t x[6] = {1, 2, 3, 4, 5, 6};
+    const int32_t y[6] = {0, 1, 2, 2, 1, 0}, y3[3] = {0, 1, 2};
+    write_tokens(dir, "<u2", x, sizeof x);
+    size_t n;
+    uint8_t *b =
+        npy_make(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3)}", y, sizeof y, &n);
+    free(mw_test_write_file(dir, "y_train.npy", b, n));
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    assert_int_equal(tr.label_width, 3);
+    assert_int_equal(tr.num_classes, 3);
+    assert_int_equal(mw_dataset_target_nbytes(&tr), 12);
+    float xb[6];
+    int32_t yb[6];
+    const uint32_t ids[2] = {1, 0};
+    mw_dataset_batch(&tr, xb, yb, ids, 2);
+    assert_memory_equal(yb, y + 3, 3 * sizeof *yb);
+    assert_memory_equal(yb + 3, y, 3 * sizeof *yb);
+    mw_err_clear();
+    expect_err(mw_dataset_labels_as_targets(&tr, "d"), MW_EDATA, "d: labels per position (N, 3)");
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    b = npy_make(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 1)}", y3, 8, &n);
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA,
+               "the training set has 3 label(s) per example, the test set 1");
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+}
+
 static void test_npy_tokens(void **state)
 {
     const char *dir = *state;
@@ -509,13 +552,14 @@ static void test_npy_targets(void **state)
     assert_true(asprintf(&wp, "%s/sample_weight_train.npy", dir) > 0);
     unlink(wp);
     free(wp);
-    /* integer (N, K) arrays are neither labels nor targets */
+    /* integer (N, K) arrays are labels per position (test_npy_position_labels), not one-hot
+     * targets: beside (N,) test labels, a mismatch */
     const int32_t hot[6] = {1, 0, 0, 1, 1, 0};
     write_xy(dir, "{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2)}", hot, sizeof hot, i3,
              lab, sizeof lab);
     mw_err_clear();
-    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA, "y_train.npy",
-               "labels of shape (3, 2)", "float32 targets (N,) or (N, K)");
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA,
+               "the training set has 2 label(s) per example, the test set 1");
 }
 
 /* Stored, deflated and mixed members give the same set as the .npy directory. */
@@ -970,16 +1014,17 @@ static const npy_case npy_cases[] = {
      0,
      MW_EDATA,
      {"x_train.npy", "1..4096 channels"}},
+    /* (N, T) labels per position are read (test_npy_position_labels); 3-D labels are not */
     {"labels_2d",
      1,
      0,
-     "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2)}",
+     "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1, 2)}",
      D_GOOD,
      NULL,
      0,
      0,
      MW_EDATA,
-     {"y_train.npy", "labels of shape (2, 2)", "expected (N,) or (N, 1)"}},
+     {"y_train.npy", "labels of shape (2, 1, 2)", "expected (N,) or (N, 1)"}},
     {"labels_float",
      1,
      0,
@@ -1419,6 +1464,7 @@ int main(void)
         mw_test_in_tmpdir(test_mapped_file_shrinks),
         cmocka_unit_test(test_unseen_classes),
         mw_test_in_tmpdir(test_npy_tokens),
+        mw_test_in_tmpdir(test_npy_position_labels),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),
         mw_test_in_tmpdir(test_bad_npy),

@@ -155,6 +155,44 @@ static mw_status check_activation(const mw_session *s)
     return MW_OK;
 }
 
+/* A model whose output is a sequence (None, T, C) has a loss per position: the data's labels
+ * (N, T), the sparse loss (without ignore_class, yet); and labels per position need such a
+ * model. */
+static mw_status check_positions(mw_session *s, const char *from)
+{
+    const mw_model *m = &s->model;
+    const mw_layer *last = &m->layers[m->nlayers - 1];
+    const int T = last->out_h == 1 && last->out_w > 1 && !last->flat ? last->out_w : 1;
+    const int W = s->train.targets ? 1 : s->train.label_width > 1 ? s->train.label_width : 1;
+    if (T != W && T == 1)
+        return mw_err(MW_EDATA,
+                      "%s: labels (N, %d), one per position, but the model's output (layer '%s') "
+                      "is (None, %d); a model of labels per position ends in a Dense on each "
+                      "position: (None, %d, classes)",
+                      s->o->data_dir, W, last_shown(m)->name, last->out_c, W);
+    if (T != W)
+        return mw_err(MW_EDATA,
+                      "%s: %d label(s) per example, but the model's output (layer '%s') is "
+                      "(None, %d, %d), one per position; expected labels (N, %d)",
+                      s->o->data_dir, W, last_shown(m)->name, T, last->out_c, T);
+    if (T > 1 && (m->loss.kind != MW_LOSS_SPARSE_XENT || m->loss.has_ignore))
+        return mw_err(MW_EUNSUPPORTED,
+                      "%s: a loss per position is SparseCategoricalCrossentropy without "
+                      "ignore_class, for now; the model's output is a sequence (layer '%s')",
+                      from, last_shown(m)->name);
+    if (T > 1 && (last->out_c < s->train.num_classes ||
+                  (s->o->classes > 0 && last->out_c != s->train.num_classes)))
+        return mw_err(MW_EMODEL,
+                      "%s: the model's output has %d units per position (layer '%s') but %s has "
+                      "%d classes; expected a last Dense(%d)%s",
+                      from, last->out_c, last_shown(m)->name, s->o->data_dir, s->train.num_classes,
+                      s->train.num_classes,
+                      s->o->classes > 0 ? " (--classes)" : " or wider (a vocabulary)");
+    if (T > 1) /* the model's vocabulary: the labels are below it */
+        s->train.num_classes = s->test.num_classes = last->out_c;
+    return MW_OK;
+}
+
 /* Beside ignore_class the model says how many classes there are: its output must have a unit
  * for every other label (and match --classes when given); the ignore label is a class of the
  * model's when below its width (Keras' ignore_class=0 for padding), else none. */
@@ -192,6 +230,7 @@ static mw_status check_loss(mw_session *s)
                       "example); use CategoricalCrossentropy (one-hot targets), "
                       "BinaryCrossentropy or a regression loss (--loss, --loss-config)",
                       from, row->keras, s->o->data_dir, s->train.target_width);
+    MW_TRY(check_positions(s, from));
     if (!row->dense && m->loss.has_ignore)
         MW_TRY(check_ignore_width(s, from));
     if (row->dense) {
@@ -280,7 +319,7 @@ static mw_status build_model(mw_session *s, int with_data)
     mw_keras_weights_init(&kw);
     mw_status rc;
     /* a dense loss's width, and one beside ignore_class, is checked with the loss (check_loss) */
-    const int nc = dense || o->loss.has_ignore ? 0 : n;
+    const int nc = dense || o->loss.has_ignore || (with_data && s->train.label_width > 1) ? 0 : n;
     if (o->model_path) {
         rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, &kw);
     } else if (s->latest.model) {

@@ -109,8 +109,8 @@ long mw_cuda_conv_plans(const mw_kctx *k);
 
 /* The running sums (kernels.h' MW_SUM_* layout, MW_SUMS doubles of device memory) of n more
  * examples: acc[MW_SUM_LOSS] += the sum of loss[0..n); for each metric i of ml, its values
- * over the rows of prob (n x K) against the targets (ybytes each: an int32 label or K floats;
- * kernels/loss_rules.h metrics_add_example) into acc[MW_SUM_METRIC(i)], an AUC's outputs
+ * over the rows of prob (n x ml->positions x K) against the targets (ybytes each: an int32 label or
+ * K floats; kernels/loss_rules.h metrics_add_example) into acc[MW_SUM_METRIC(i)], an AUC's outputs
  * counted in its buckets; acc[MW_SUM_COUNT] is the host's. Every array on k's device; ml is
  * read when the call is made. Enqueued on k's stream: the GPU loop's metrics stay on the
  * device. */

@@ -89,3 +89,23 @@ extern "C" void mw_scale_rows_cuda(const mw_kctx *k, float *a, const float *w, i
     MW_LAUNCHED_K(d, "scale_rows_kernel");
     mw_cuda_end(d, "mw_scale_rows_cuda");
 }
+
+static __global__ void row_mean_kernel(float *out, const float *in, int n, int P)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        double s = 0;
+        for (int p = 0; p < P; p++)
+            s += in[(size_t)i * P + p];
+        out[i] = (float)(s / P);
+    }
+}
+
+extern "C" void mw_row_mean_cuda(const mw_kctx *k, float *out, const float *in, int n, int P)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_row_mean_cuda");
+    if (!d || n <= 0)
+        return;
+    row_mean_kernel<<<mw_cuda_grid((size_t)n), MW_CUDA_BLOCK, 0, d->stream>>>(out, in, n, P);
+    MW_LAUNCHED_K(d, "row_mean_kernel");
+    mw_cuda_end(d, "mw_row_mean_cuda");
+}

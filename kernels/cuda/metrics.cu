@@ -28,13 +28,15 @@ static __global__ void metrics_add_kernel(double *acc, const float *loss, const 
         s_auc[j] = 0;
     __syncthreads();
     double part[1 + MW_METRICS_MAX] = {0};
+    const int PK = (ml.positions > 1 ? ml.positions : 1) * K; /* outputs per example */
     for (int i = t; i < n; i += METRICS_BLOCK) {
-        const float *q = prob + (size_t)i * K;
+        const float *q = prob + (size_t)i * PK;
         const uint8_t *yi = y + (size_t)i * ybytes;
         part[0] += loss[i];
         for (int m = 0; m < ml.n; m++)
-            part[1 + m] += metric_value(ml.kind[m], q, yi, K);
-        for (int j = 0; auc && j < K; j++) {
+            if (ml.kind[m] != MW_METRIC_AUC)
+                part[1 + m] += metric_example(&ml, ml.kind[m], q, yi, K);
+        for (int j = 0; auc && j < PK; j++) {
             const int neg = ((const float *)yi)[j] == 0.0f;
             atomicAdd(&s_auc[neg * MW_AUC_THRESHOLDS + metric_auc_bucket(q[j])], 1u);
         }

@@ -51,3 +51,14 @@ void mw_scale_rows_ref(const mw_kctx *k, float *a, const float *w, int n, int wi
         for (int j = 0; j < width; j++)
             a[(size_t)i * width + j] *= w[i];
 }
+
+void mw_row_mean_ref(const mw_kctx *k, float *out, const float *in, int n, int P)
+{
+    (void)k;
+    for (int i = 0; i < n; i++) {
+        double s = 0;
+        for (int p = 0; p < P; p++)
+            s += in[(size_t)i * P + p];
+        out[i] = (float)(s / P);
+    }
+}

@@ -144,8 +144,15 @@ json.dump({"class_name": "Sequential", "config": {"name": "tokm", "layers": [
                                            "mask_zero": True}},
     {"class_name": "GlobalAveragePooling1D", "config": {"name": "gap"}},
     dense("out", 3)]}}, open(sys.argv[1] + "/tokm.json", "w"))
+np.savez(sys.argv[1] + "/tags.npz", x_train=tok[:384], y_train=(tok[:384] % 3).astype(np.int32),
+         x_test=tok[384:], y_test=(tok[384:] % 3).astype(np.int32))
+json.dump({"class_name": "Sequential", "config": {"name": "tokt", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [None, 12], "dtype": "int32",
+                                            "name": "in"}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8}},
+    dense("out", 3)]}}, open(sys.argv[1] + "/tokt.json", "w"))
 PY
-for loss in mse focal ign tok tokm; do
+for loss in mse focal ign tok tokm tokt; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
@@ -153,6 +160,8 @@ for loss in mse focal ign tok tokm; do
     # LayerNormalization and a Dense on each position, 1-D global average pooling; tokm the
     # same with Embedding(mask_zero=True), some ids 0 (padding), and the masked pooling
     [[ $loss == tok* ]] && data=$tmp/tok.npz model=$tmp/$loss.json lossf=$tmp/tok-loss.json
+    # tokt: a label per position (N, 12): the loss and the token accuracy on each position
+    [[ $loss == tokt ]] && data=$tmp/tags.npz
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
     run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"

@@ -65,16 +65,18 @@ def build(pool, seed, mask_zero=False, ln=None):
             "conv": [L.Conv1D(10, 3, activation="relu", padding="same", name="c1"),
                      L.MaxPooling1D(2, name="p1"), L.Conv1D(6, 2, strides=2, name="c2"),
                      L.AveragePooling1D(2, padding="same", name="p2")]}.get(ln, [])
+    if ln == "tag":  # a label per position: no pooling, the head on each position
+        body, p = [L.LayerNormalization(name="norm"), L.Dense(16, activation="relu", name="ff")], None
     m = keras.Sequential([keras.Input((T,), dtype="int32"),
                           keras.layers.Embedding(V, D, mask_zero=mask_zero, name="embed"),
-                          *body, p, keras.layers.Dense(K, name="head")])
+                          *body, *([p] if p else []), keras.layers.Dense(K, name="head")])
     m.compile(optimizer=keras.optimizers.SGD(LR),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
     return m
 
 
-def make_data(path, seed, dtype, padded=False):
+def make_data(path, seed, dtype, padded=False, tags=False):
     """Token ids with a signal: the label is which third of the vocabulary the first tokens
     come from most (learnable by a bag of embeddings), the rest uniform (ids 1..V-1); padded:
     each sequence 1..T long, the rest id 0."""
@@ -87,6 +89,8 @@ def make_data(path, seed, dtype, padded=False):
     if padded:
         for i, length in enumerate(rng.integers(1, T + 1, n)):
             x[i, length:] = 0
+    if tags:  # a label per position: a token's class (its id mod K), noisy
+        y = (x % K + (rng.random((n, T)) < 0.2)) % K
     x = x.astype(dtype)
     np.savez(path, x_train=x[:N_TRAIN], y_train=y[:N_TRAIN].astype(np.int32),
              x_test=x[N_TRAIN:], y_test=y[N_TRAIN:].astype(np.int32))
@@ -127,7 +131,7 @@ def rel(a, b):
 def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
     tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-" + ln if ln else "")
     data = os.path.join(work, tag + ".npz")
-    x, y, xt, yt = make_data(data, seed, dtype, padded=mask)
+    x, y, xt, yt = make_data(data, seed, dtype, padded=mask, tags=ln == "tag")
     model = build(pool, seed, mask_zero=mask, ln=ln)
     path = os.path.join(work, tag + ".keras")
     model.save(path)
@@ -218,10 +222,27 @@ def export(mw, work, name, r, prefix="ex"):
     return classes
 
 
-def refusals(mw, work, r):
+def refusals(mw, work, r, tagger=None):
     """Each bad input is one error naming what is wrong and where."""
     d = dict(np.load(r["data"]))
     cases = []
+    if tagger is not None:  # labels per position beside a pooled model, and the other way
+        t = dict(np.load(tagger["data"]))
+        path = os.path.join(work, "bad-tags.npz")
+        np.savez(path, **dict(d, y_train=t["y_train"], y_test=t["y_test"]))
+        p = run([mw, "train", "--model", r["path"], "--data", path, "--epochs", "1",
+                 "--summary-dir", "", "--checkpoint-dir", os.path.join(work, "bad-tags-ck")])
+        last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+        check(p.returncode != 0 and "labels (N, 12), one per position" in last and
+              "(layer 'head') is (None, 3)" in last,
+              "refused, labels (N, T) beside a pooled model (exit %d): %s" % (p.returncode, last))
+        p = run([mw, "train", "--model", tagger["path"], "--data", r["data"], "--epochs", "1",
+                 "--summary-dir", "", "--checkpoint-dir", os.path.join(work, "bad-tags2-ck")])
+        last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+        check(p.returncode != 0 and "1 label(s) per example" in last and
+              "is (None, 12, 3), one per position; expected labels (N, 12)" in last,
+              "refused, labels (N,) beside a model with an output per position (exit %d): %s"
+              % (p.returncode, last))
     big = d["x_train"].copy()
     big[5, 7] = V  # one past the vocabulary
     cases.append(("id >= input_dim", dict(d, x_train=big),
@@ -256,16 +277,18 @@ def refusals(mw, work, r):
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     table = []
-    first = None
+    first = tagger = None
     for name, pool, dtype, seed, mask, ln in [
             ("Embedding, GlobalAveragePooling1D", "avg", np.int32, 11, False, None),
             ("Embedding, GlobalMaxPooling1D (uint16)", "max", np.uint16, 12, False, None),
             ("Embedding, GlobalAveragePooling1D (uint8)", "avg", np.uint8, 13, False, None),
             ("Embedding(mask_zero), GAP1D, padded", "avg", np.int32, 14, True, None),
             ("Embedding, LayerNorm, Dense/position, GAP1D", "avg", np.int32, 15, False, "ln"),
-            ("Embedding, Conv1D, pooling 1D x2, GMP1D", "max", np.int32, 16, False, "conv")]:
+            ("Embedding, Conv1D, pooling 1D x2, GMP1D", "max", np.int32, 16, False, "conv"),
+            ("tagger: a label per position (N, T)", "avg", np.int32, 17, False, "tag")]:
         r = one_case(mw, work, name, pool, dtype, seed, table, mask, ln)
         first = first or (name, r)
+        tagger = r if ln == "tag" else tagger
         if (mask or ln) and r is not None:
             layouts(mw, work, name, r, "mask-" if mask else ln + "-")
         if ln and r is not None:  # Conv1D's kernel (k, C, O) and LayerNorm's gamma, beta
@@ -273,7 +296,7 @@ def main():
     if first[1] is not None:
         layouts(mw, work, *first)
         export(mw, work, *first)
-        refusals(mw, work, first[1])
+        refusals(mw, work, first[1], tagger)
     print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss",
                                   "test loss"))
     print("\n".join(table))

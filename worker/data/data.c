@@ -38,13 +38,19 @@ void mw_dataset_free(mw_dataset *d)
 
 size_t mw_dataset_target_nbytes(const mw_dataset *d)
 {
-    return d->targets ? (size_t)d->target_width * sizeof(float) : sizeof(int32_t);
+    return d->targets ? (size_t)d->target_width * sizeof(float)
+                      : sizeof(int32_t) * (size_t)(d->label_width > 1 ? d->label_width : 1);
 }
 
 mw_status mw_dataset_labels_as_targets(mw_dataset *d, const char *what)
 {
     if (d->targets || d->count == 0)
         return MW_OK;
+    if (d->label_width > 1)
+        return mw_err(MW_EDATA,
+                      "%s: labels per position (N, %d) go with SparseCategoricalCrossentropy; "
+                      "a loss of float targets takes (N, K) float32",
+                      what, d->label_width);
     float *t = malloc((size_t)d->count * sizeof *t);
     if (!t)
         return mw_err(MW_ENOMEM, "%s: cannot allocate %u targets", what, d->count);
@@ -67,13 +73,15 @@ int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, c
     if (!seen)
         return 0; /* a warning is not worth failing for */
     int32_t top_train = -1, top_test = -1;
-    for (uint32_t i = 0; i < train->count; i++) {
+    const size_t wtr = train->label_width > 1 ? (size_t)train->label_width : 1;
+    const size_t wte = test && test->label_width > 1 ? (size_t)test->label_width : 1;
+    for (size_t i = 0; i < (size_t)train->count * wtr; i++) {
         const int32_t y = train->labels[i];
         if (y >= 0 && y < nc)
             seen[y] = 1;
         top_train = y > top_train ? y : top_train;
     }
-    for (uint32_t i = 0; test && test->labels && i < test->count; i++)
+    for (size_t i = 0; test && test->labels && i < (size_t)test->count * wte; i++)
         top_test = test->labels[i] > top_test ? test->labels[i] : top_test;
     int unseen = 0;
     for (int c = 0; c < nc; c++)

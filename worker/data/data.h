@@ -44,6 +44,8 @@ typedef struct {
     float *targets;       /* owned, or NULL: float targets, count x target_width (regression
                              values, one-hot or multi-hot classes; worker/model/loss.h) */
     int target_width;     /* 0: the labels are the targets */
+    int label_width;      /* labels per example: 1, or a sequence's T ((N, T) labels: one per
+                             position, for a model whose output is (None, T, classes)) */
     float *weights;       /* owned, or NULL: each example's sample weight (>= 0; Keras'
                              fit(sample_weight=...)): its loss is multiplied by it */
     float *mask_w;        /* owned, or NULL: an ignore_class loss (mw_dataset_set_ignore): each

@@ -85,6 +85,13 @@ mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
                     path, tr.target_width, te.target_width);
         goto fail;
     }
+    if (!tr.targets && te.count && tr.label_width != te.label_width) {
+        rc = mw_err(MW_EDATA,
+                    "data %s: the training set has %d label(s) per example, the test set %d; "
+                    "expected the same",
+                    path, tr.label_width, te.label_width);
+        goto fail;
+    }
     if (!tr.targets != !te.targets) {
         rc = mw_err(MW_EDATA,
                     "data %s: the training set has %s but the test set has %s; expected the "

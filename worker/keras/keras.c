@@ -474,7 +474,7 @@ static mw_status check_output(const mw_kbuilder *B, int nclasses)
     char want[32] = "classes";
     if (nclasses > 0)
         snprintf(want, sizeof want, "%d", nclasses);
-    if (!last->flat)
+    if (!last->flat && !(last->out_h == 1 && last->out_w > 1)) /* a sequence's: per position */
         return gfail(origin, MW_EMODEL,
                      "the model's output is (None, %d, %d, %d) after layer "
                      "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",

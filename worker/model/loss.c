@@ -132,8 +132,8 @@ mw_metric_list mw_loss_metrics(const mw_loss *ls)
 {
     if (ls->metrics.n > 0)
         return ls->metrics;
-    const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy;            /* a classifier's own */
-    mw_metric_list d = {1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}}; /* a regression's */
+    const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy; /* a classifier's own */
+    mw_metric_list d = {1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}, 1}; /* a regression's */
     return d;
 }
 
@@ -232,7 +232,8 @@ double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums)
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
                          size_t ybytes, int n, int width)
 {
+    const size_t per = (size_t)(ml->positions > 1 ? ml->positions : 1) * width;
     for (int i = 0; i < n; i++)
-        metrics_add_example(ml, acc, prob + (size_t)i * width,
+        metrics_add_example(ml, acc, prob + (size_t)i * per,
                             (const uint8_t *)y + (size_t)i * ybytes, width);
 }

@@ -110,7 +110,7 @@ int mw_sums_len(const mw_metric_list *ml);
  * as Keras' AUC.result computes it. */
 double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums);
 /* Adds the n examples' metric values (and AUC counts) into acc (MW_SUMS doubles), from host
- * copies of prob (n x width) and the targets (ybytes each: mw_loss_target_bytes). */
+ * copies of prob (n x positions x width) and the targets (ybytes each). */
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
                          size_t ybytes, int n, int width);
 

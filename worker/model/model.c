@@ -350,12 +350,14 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     plan_in_place(m);
     plan_rounding(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
-    if (last->out_h != 1 || last->out_w != 1)
+    const int seq = last->out_h == 1 && last->out_w > 1 && !last->flat; /* (None, T, C) */
+    if ((last->out_h != 1 || last->out_w != 1) && !seq)
         return mw_err(MW_EMODEL,
                       "model output is %dx%dx%d after layer '%s'; the classifier needs a flat "
                       "output (end with Flatten and Dense)",
                       last->out_h, last->out_w, last->out_c, last->name);
     m->nclasses = last->out_c;
+    m->positions = seq ? last->out_w : 1;
     /* a final softmax folded into a categorical loss: in Keras' terms its output is
      * probabilities (from_logits=False); the loss computes the same from the logits */
     if (last->softmax && (m->loss.kind == MW_LOSS_SPARSE_XENT || m->loss.kind == MW_LOSS_CCE))
@@ -465,12 +467,13 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
             scratch = s > scratch ? s : scratch;
         }
     }
+    const size_t P = m->positions > 1 ? (size_t)m->positions : 1;
     p->prob = off;
-    off += up64(n * m->nclasses * sizeof(float));
-    p->loss = off;
-    off += up64(n * sizeof(float));
+    off += up64(n * P * m->nclasses * sizeof(float));
+    p->loss = off; /* the examples' losses, then (a sequence) the positions' */
+    off += up64(n * (P > 1 ? 1 + P : 1) * sizeof(float));
     p->y = off;
-    off += up64(n * mw_loss_target_bytes(&m->loss, m->nclasses));
+    off += up64(n * mw_model_target_bytes(m));
     p->w = off;
     off += up64(n * sizeof(float));
     p->params16 = SIZE_MAX;
@@ -699,8 +702,14 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
     }
     if (to < m->nlayers || n <= 0)
         return;
+    const int T = m->positions > 1 ? m->positions : 1;
+    /* a sequence (the sparse loss only, worker/session.c): each position a row, and each
+     * example's loss the mean of its positions' (Keras: the mean over N x T) */
     mw_loss_row(m->loss.kind)
-        ->forward(kt, k, &m->loss, ws->loss, ws->prob, ws->act[m->nlayers], ws->y, n, m->nclasses);
+        ->forward(kt, k, &m->loss, T > 1 ? ws->loss + n : ws->loss, ws->prob, ws->act[m->nlayers],
+                  ws->y, n * T, m->nclasses);
+    if (T > 1)
+        kt->row_mean(k, ws->loss, ws->loss + n, n, T);
     if (ws->w) /* Keras: sum(w_i loss_i) / batch, so each loss times its weight */
         kt->scale_rows(k, ws->loss, ws->w, n, 1);
 }
@@ -747,11 +756,12 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     }
     /* mixed_float16's loss scale multiplies the loss, so every gradient, but not the moving
      * statistics' slots that `scale` also weighs (a power of 2: the product is exact) */
+    const int T = m->positions > 1 ? m->positions : 1; /* a sequence: each position 1 / T */
     mw_loss_row(m->loss.kind)
         ->backward(kt, k, &m->loss, ws->grad[L], ws->act[L], ws->prob, ws->y,
-                   scale * mw_model_loss_scale(m), n, m->nclasses);
+                   scale * mw_model_loss_scale(m) / (float)T, n * T, m->nclasses);
     if (ws->w)
-        kt->scale_rows(k, ws->grad[L], ws->w, n, m->nclasses);
+        kt->scale_rows(k, ws->grad[L], ws->w, n, T * m->nclasses);
     for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
 }
@@ -790,9 +800,21 @@ mw_status mw_model_check_kernels(const mw_model *m, const mw_kernels *t)
     return MW_OK;
 }
 
+size_t mw_model_target_bytes(const mw_model *m)
+{
+    return mw_loss_target_bytes(&m->loss, m->nclasses) *
+           (size_t)(m->positions > 1 ? m->positions : 1);
+}
+
+mw_metric_list mw_model_metrics(const mw_model *m)
+{
+    mw_metric_list ml = mw_loss_metrics(&m->loss);
+    ml.positions = m->positions > 1 ? m->positions : 1;
+    return ml;
+}
+
 void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc)
 {
-    const mw_metric_list ml = mw_loss_metrics(&m->loss);
-    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_loss_target_bytes(&m->loss, m->nclasses), n,
-                        m->nclasses);
+    const mw_metric_list ml = mw_model_metrics(m);
+    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), n, m->nclasses);
 }

@@ -176,6 +176,8 @@ typedef struct mw_model {
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
     int nclasses;        /* width of the last layer */
+    int positions;       /* the output's positions per example: 1, or a sequence's T (its
+                            output (None, T, nclasses), a loss and metrics per position) */
     mw_loss loss;        /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
                             cross-entropy from logits, accuracy) */
     int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
@@ -405,6 +407,10 @@ void mw_model_sync_forward(const mw_model *m, const mw_kernels *kt, const mw_kct
 void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                             mw_model_ws *ws, float *grads, int i, int n, float scale,
                             const double *s, long total);
+/* Bytes of one example's targets: the loss's (mw_loss_target_bytes) per position. */
+size_t mw_model_target_bytes(const mw_model *m);
+/* The loss's metrics as the model reports them (mw_loss_metrics, per position). */
+mw_metric_list mw_model_metrics(const mw_model *m);
 /* After a forward on the host: the n examples' values of the loss's metrics
  * (mw_loss_metrics: the number right for an accuracy) added into acc (MW_SUMS doubles). */
 void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc);

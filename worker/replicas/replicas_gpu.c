@@ -147,7 +147,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
         MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
     const size_t n = (size_t)g->ws.max_n;
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
-    const size_t yb = mw_loss_target_bytes(&m->loss, m->nclasses);
+    const size_t yb = mw_model_target_bytes(m);
     const size_t o_lab = up64(in * sizeof(float)), o_w = o_lab + up64(n * yb);
     const size_t o_ids = o_w + up64(n * sizeof(float));
     const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
@@ -309,9 +309,9 @@ static mw_status gpu_connect(mw_replicas *r)
 /* The loss sum and the metrics' sums of the n examples in g's workspace into g->macc. */
 static void metrics_add(const mw_model *m, gpu_dev *g, int n)
 {
-    const mw_metric_list ml = mw_loss_metrics(&m->loss);
-    mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.y,
-                        mw_loss_target_bytes(&m->loss, m->nclasses), &ml, n, m->nclasses);
+    const mw_metric_list ml = mw_model_metrics(m);
+    mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.y, mw_model_target_bytes(m),
+                        &ml, n, m->nclasses);
 }
 
 /* The bytes of the running sums the model's metrics use: what is zeroed and downloaded. */
