@@ -630,22 +630,24 @@ static void test_scale_rows(void **state)
  * added onto what the accumulators held. Targets: int32 labels (a sparse accuracy, 4 bytes
  * each), or K floats: grid values with ties (CAT_ACC: the first maximum on both sides), 0 or
  * 1 against outputs in {0, 0.25, 0.5, 0.75} (BIN_ACC: 0.5 exactly, which is not above 0.5;
- * AUC: ties within buckets and bucket edges), uniform (the errors). Accuracy counts and AUC
- * bucket counts are integers, exact in double in any order; the other sums (n values below
- * 4, in the device's tree order) are within n 2^-53 of the sum: 1e-12. */
+ * AUC: ties within buckets and bucket edges), uniform (the errors); ml->positions of them per
+ * example (a sequence). Argmax accuracy counts of one position and AUC bucket counts are
+ * integers, exact in double in any order; the other sums (n values below 4, in the device's
+ * tree order) are within n 2^-53 of the sum: 1e-12. */
 static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
 {
     pool P = {0};
-    const size_t nk = (size_t)N * K;
+    const int T = ml->positions > 1 ? ml->positions : 1; /* outputs per example: T x K */
+    const size_t nk = (size_t)N * T * K;
     const mw_metric_kind first = ml->kind[0];
     float *loss = h_rand(&P, N, s, 0, 5), *prob = h_grid(&P, nk, s + 1, 4);
-    const void *y = h_labels(&P, N, K, s + 2);
-    size_t ybytes = sizeof(int32_t);
+    const void *y = h_labels(&P, N * T, K, s + 2);
+    size_t ybytes = sizeof(int32_t) * T;
     int binary = 0;
     for (int m = 0; m < ml->n; m++)
         binary |= ml->kind[m] == MW_METRIC_BIN_ACC || ml->kind[m] == MW_METRIC_AUC;
     if (first != MW_METRIC_SPARSE_ACC) {
-        ybytes = (size_t)K * sizeof(float);
+        ybytes = (size_t)T * K * sizeof(float);
         y = binary                       ? h_grid(&P, nk, s + 3, 2)
             : first == MW_METRIC_CAT_ACC ? h_grid(&P, nk, s + 3, 4)
                                          : h_rand(&P, nk, s + 3, 0, 1);
@@ -658,7 +660,7 @@ static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
         start[j] = j == MW_SUM_LOSS ? 0.25 : j == MW_SUM_COUNT ? -1 : (double)(j % 5);
     memcpy(want, start, sizeof want);
     for (int i = 0; i < N; i++) {
-        metrics_add_example(ml, want, prob + (size_t)i * K, (const char *)y + i * ybytes, K);
+        metrics_add_example(ml, want, prob + (size_t)i * T * K, (const char *)y + i * ybytes, K);
         want[MW_SUM_LOSS] += loss[i];
     }
     double *dAcc = d_put(&P, start, sizeof start);
@@ -673,9 +675,11 @@ static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
                  want[MW_SUM_LOSS]);
     for (int j = MW_SUM_COUNT; j < MW_SUMS; j++) {
         const int m = j - MW_SUM_METRIC(0);
-        const int exact = j == MW_SUM_COUNT || m >= MW_METRICS_MAX || m >= ml->n ||
-                          ml->kind[m] == MW_METRIC_SPARSE_ACC || ml->kind[m] == MW_METRIC_CAT_ACC ||
-                          ml->kind[m] == MW_METRIC_BIN_ACC;
+        /* integers: the counts, the AUC's buckets, and the argmax accuracies of one position
+         * (a binary accuracy is a share of K, a sequence's a share of T: sums of fractions) */
+        const int exact =
+            j == MW_SUM_COUNT || m >= MW_METRICS_MAX || m >= ml->n ||
+            ((ml->kind[m] == MW_METRIC_SPARSE_ACC || ml->kind[m] == MW_METRIC_CAT_ACC) && T == 1);
         if (!(fabs(got[j] - want[j]) <= (exact ? 0 : 1e-12 * fabs(want[j]))))
             fail_msg("metrics n %d, K %d: sum %d (first kind %d) %.17g, want %.17g", N, K, j,
                      (int)first, got[j], want[j]);
@@ -701,6 +705,8 @@ static void test_metrics(void **state)
         {1, {MW_METRIC_AUC}, 1},
         {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}, 1},
         {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}, 1},
+        {1, {MW_METRIC_SPARSE_ACC}, 5}, /* per position: the token accuracy */
+        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3},
     };
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
         for (size_t m = 0; m < sizeof lists / sizeof *lists; m++)
