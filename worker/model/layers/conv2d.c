@@ -81,7 +81,16 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kget_int(L, cfg, "filters", 0, 1, 1, MW_KMAX_DIM, &filters));
     MW_TRY(mw_kget_dims(L, cfg, "kernel_size", 0, 1, MW_KMAX_WINDOW, one_d, ks));
     MW_TRY(mw_kget_dims(L, cfg, "strides", 1, 1, MW_KMAX_WINDOW, one_d, st));
-    MW_TRY(mw_kget_padding(L, cfg, &same));
+    /* Conv1D's "causal": the k - 1 zeros all before the sequence (step t sees t - k + 1 .. t) */
+    static const char *const pads[] = {"valid", "same", "causal"};
+    MW_TRY(mw_kget_choice(L, cfg, "padding", pads, one_d ? 3 : 2, 0,
+                          one_d ? "\"valid\", \"same\", \"causal\"" : "\"valid\", \"same\"",
+                          &same));
+    const int causal = same == 2;
+    if (causal && st[1] != 1)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "padding \"causal\" with strides %d is not supported; supported: 1", st[1]);
+    same = same != 0;
     MW_TRY(mw_kcheck_data_format(L, cfg));
     MW_TRY(mw_kget_dims(L, cfg, "dilation_rate", 1, 1, MW_KMAX_WINDOW, one_d, dil));
     if (dil[0] != 1 || dil[1] != 1)
@@ -110,6 +119,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
         return mw_kfrom_model(B->origin, rc);
     if (one_d)
         B->m->layers[B->m->nlayers - 1].cls = "Conv1D";
+    if (causal) /* 'same''s output length (stride 1), every zero before */
+        B->m->layers[B->m->nlayers - 1].conv.PL = ks[1] - 1;
     if (mw_klast_out(B->m) > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "its output has %zu values per example; at most %d are "
