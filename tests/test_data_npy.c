@@ -177,7 +177,7 @@ static char *write_npz(const char *dir, const char *name, const npy_case *c, uns
     return path;
 }
 
-static const mw_data_opts no_opts = {0, 1};
+static const mw_data_opts no_opts = {0, 1, 0};
 
 /* ---- good files ---- */
 
@@ -212,7 +212,7 @@ static void test_npy_dir_good(void **state)
     check_good_set(&tr, &te);
     assert_non_null(tr.map); /* mapped, not copied */
     assert_non_null(te.map);
-    mw_data_opts five = {5, 1};
+    mw_data_opts five = {5, 1, 0};
     expect_err(mw_dataset_open(&tr, &te, dir, &five), MW_OK, "");
     assert_int_equal(tr.num_classes, 5);
     mw_dataset_free(&tr);
@@ -363,6 +363,60 @@ static void test_npy_position_labels(void **state)
                "the training set has 3 label(s) per example, the test set 1");
     mw_dataset_free(&tr);
     mw_dataset_free(&te);
+}
+
+/* A text corpus (--sequence-length 4): 42 bytes make 10 windows of 4 + 1, the last one (a
+ * tenth, rounded up) to validate; each window's ids its bytes, its labels the next bytes; 256
+ * classes. Too short a text, and a byte at or above --classes, are errors naming the file. */
+static void test_text_corpus(void **state)
+{
+    const char *dir = *state;
+    char text[43];
+    for (int i = 0; i < 42; i++)
+        text[i] = (char)('a' + i % 26);
+    text[42] = 0;
+    char *path = mw_test_write_file(dir, "corpus.txt", text, 42);
+    mw_data_opts o = {0, 1, 4};
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, path, &o), MW_OK, "");
+    assert_int_equal(tr.count, 9);
+    assert_int_equal(te.count, 1);
+    assert_int_equal(tr.type, MW_IMAGES_TOKENS);
+    assert_int_equal(tr.channels, 4);
+    assert_int_equal(tr.label_width, 4);
+    assert_int_equal(tr.num_classes, 256);
+    float x[4];
+    int32_t y[4];
+    const uint32_t id = 2;
+    mw_dataset_batch(&tr, x, y, &id, 1);
+    for (int t = 0; t < 4; t++) {
+        assert_true(x[t] == (float)text[8 + t]);
+        assert_int_equal(y[t], text[9 + t]);
+    }
+    const uint32_t first = 0;
+    mw_dataset_batch(&te, x, y, &first, 1); /* window 9: bytes 36..40 */
+    assert_true(x[0] == (float)text[36]);
+    assert_int_equal(y[3], text[40]);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    o.classes = 100; /* 'a'.. are 97..122 */
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, path, &o), MW_EDATA, "corpus.txt", "expected 0..99");
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    o.classes = 0, o.sequence_length = 30; /* 41 / 30: one window */
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, path, &o), MW_EDATA,
+               "42 bytes make 1 window(s) of 30 + 1 bytes", "a shorter --sequence-length");
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    free(path);
 }
 
 static void test_npy_tokens(void **state)
@@ -768,7 +822,7 @@ static void test_cifar100_labels(void **state)
     assert_int_equal(tr.num_classes, 100);
     assert_int_equal(tr.labels[0], 97);
     assert_int_equal(tr.labels[3], 0);
-    mw_data_opts coarse = {0, 0};
+    mw_data_opts coarse = {0, 0, 0};
     expect_err(mw_dataset_open(&tr, &te, dir, &coarse), MW_OK, "");
     assert_int_equal(tr.num_classes, 20);
     assert_int_equal(tr.labels[0], 19);
@@ -1116,7 +1170,7 @@ static void test_bad_npy(void **state)
             mw_dataset tr, te;
             mw_dataset_init(&tr);
             mw_dataset_init(&te);
-            mw_data_opts o = {c->classes, 1};
+            mw_data_opts o = {c->classes, 1, 0};
             mw_err_clear();
             mw_status rc = mw_dataset_open(&tr, &te, npz ? path : sub, &o);
             char who[256];
@@ -1306,7 +1360,7 @@ static void test_bad_cifar(void **state)
         char sub[4096], p[4200];
         snprintf(sub, sizeof sub, "%s/%s", dir, c->name);
         assert_int_equal(mkdir(sub, 0755), 0);
-        mw_data_opts o = {c->fault == C_CLASSES ? 1 : 0, c->fault != C_COARSE20};
+        mw_data_opts o = {c->fault == C_CLASSES ? 1 : 0, c->fault != C_COARSE20, 0};
         if (c->fault == C_FINE100 || c->fault == C_COARSE20 || c->fault == C_100_SIZE) {
             write_cifar(sub, "train.bin", 3, 1, 0, c->fault == C_FINE100 ? 100 : 0);
             write_cifar(sub, "test.bin", 2, 1, 0, 0);
@@ -1464,6 +1518,7 @@ int main(void)
         mw_test_in_tmpdir(test_mapped_file_shrinks),
         cmocka_unit_test(test_unseen_classes),
         mw_test_in_tmpdir(test_npy_tokens),
+        mw_test_in_tmpdir(test_text_corpus),
         mw_test_in_tmpdir(test_npy_position_labels),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),

@@ -131,6 +131,10 @@ static const flag flags[] = {
     {"classes", "N", C_TRAIN | C_EVAL, K_INT, TR(classes, int), .lo = 1, .hi = 65536,
      .help = "number of classes; every label must be below it (default: the largest label + "
              "1; CIFAR: 10, 100 or 20)"},
+    {"sequence-length", "T", C_TRAIN | C_EVAL, K_INT, TR(sequence_length, int), .lo = 1, .hi = 4096,
+     .help = "--data is a text file, a byte-level language-modelling corpus: windows of T + 1 "
+             "bytes (T token ids, each byte's next as its label), the last tenth for "
+             "validation"},
     {"label", "fine|coarse", C_TRAIN | C_EVAL, K_CHOICE, TR(cifar_label, int),
      .choices = cifar_labels,
      .help = "CIFAR-100's labels: 100 fine or 20 coarse classes "

@@ -61,6 +61,7 @@ typedef struct {
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
     double preemption_grace;   /* seconds from a SIGTERM to the end, saved or not (20) */
     int classes;               /* --classes: 0 = the largest label + 1 */
+    int sequence_length;       /* --sequence-length: --data is a text corpus (0: not) */
     int cifar_label;           /* --label: 0 fine, 1 coarse (CIFAR-100) */
 
     /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */

@@ -400,7 +400,9 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     const int with_data = use != MW_USE_EXPORT;
     mw_sysmem mem; /* read before the data and the model are in memory */
     const int check = with_data && mw_memory_check_enabled() && mw_sysmem_query(&mem);
-    const mw_data_opts dopts = {.classes = o->classes, .cifar_fine = o->cifar_label == 0};
+    const mw_data_opts dopts = {.classes = o->classes,
+                                .cifar_fine = o->cifar_label == 0,
+                                .sequence_length = o->sequence_length};
     /* the node's ranks load the same files at once: each reader checks its share */
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
     MW_TRY(settle_loss(s));

@@ -228,6 +228,73 @@ def export(mw, work, name, r, prefix="ex"):
     return classes
 
 
+CORPUS = "/usr/share/common-licenses/GPL-3"  # Debian's base-files: on every Debian machine
+
+
+def corpus_lm(mw, work, table):
+    """A byte-level language model on a real text (--data FILE --sequence-length 32): the
+    windows as data_text.c cuts them (32 + 1 bytes, 32 apart; the last tenth to validate),
+    cut again here in numpy for Keras; Embedding(256, 16) -> Conv1D(32, 3, causal, relu) ->
+    Dense(256) on each position, next-byte labels. 2 SGD steps against Keras', the layouts
+    and the validation loss."""
+    if not check(os.path.exists(CORPUS), "the corpus %s exists (base-files)" % CORPUS):
+        return
+    S = 32
+    text = np.frombuffer(open(CORPUS, "rb").read(), np.uint8)
+    n = (len(text) - 1) // S
+    valid = (n + 9) // 10
+    xs = text[:n * S].reshape(n, S).astype(np.int32)
+    ys = text[1:n * S + 1].reshape(n, S).astype(np.int32)
+    x, y, xt, yt = xs[:n - valid], ys[:n - valid], xs[n - valid:], ys[n - valid:]
+    keras.utils.set_random_seed(19)
+    L = keras.layers
+    model = keras.Sequential([keras.Input((S,), dtype="int32"), L.Embedding(256, 16, name="emb"),
+                              L.Conv1D(32, 3, padding="causal", activation="relu", name="c1"),
+                              L.Dense(256, name="next")])
+    model.compile(optimizer=keras.optimizers.SGD(LR),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    path = os.path.join(work, "lm.keras")
+    model.save(path)
+    shapes = [tuple(w.shape) for w in model.weights]
+    out = os.path.join(work, "lm-w.bin")
+    stdout = mwtrain(mw, work, "lm", path, CORPUS, "--sequence-length", str(S), "--epochs", "1",
+                     "--steps-per-epoch", "2", "--dump-weights", out)
+    if stdout is None:
+        return
+    got = split(np.fromfile(out, "<f4"), shapes)
+    k = keras.models.load_model(path)
+    h = k.fit(x[:2 * B], y[:2 * B], batch_size=B, epochs=1, shuffle=False, verbose=0).history
+    ev = k.evaluate(xt[:N_TEST], yt[:N_TEST], batch_size=N_TEST, verbose=0, return_dict=True)
+    werr = rel_err(got, k.get_weights())
+    row = metrics_rows(os.path.join(work, "lm-logs"))[0]
+    lerr, terr = rel(row["train/loss"], h["loss"][0]), rel(row["test/loss"], ev["loss"])
+    check(werr <= TOL_W and lerr <= TOL_LOSS and terr <= TOL_LOSS,
+          "corpus LM (%s, %d windows, %d to validate): weights %.2e, train loss %.9g = %.9g, "
+          "validation loss %.9g = %.9g" % (CORPUS, n, valid, werr, row["train/loss"],
+                                           h["loss"][0], row["test/loss"], ev["loss"]))
+    check(abs(row["test/accuracy"] - ev["accuracy"]) <= 1e-6,
+          "corpus LM: next-byte accuracy %.6g = Keras' %.6g" % (row["test/accuracy"],
+                                                               ev["accuracy"]))
+    table.append("%-44s %.2e  %.2e  %.2e" % ("byte LM on GPL-3 (--sequence-length 32)", werr,
+                                             lerr, terr))
+    mpirun = shutil.which("mpirun")
+    if mpirun:
+        o2 = os.path.join(work, "lm-mpi.bin")
+        if mwtrain(mw, work, "lm-mpi", path, CORPUS, "--sequence-length", str(S), "--epochs", "1",
+                   "--steps-per-epoch", "2", "--dump-weights", o2,
+                   launcher=[mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2"],
+                   bpr=B // 2) is not None:
+            e = rel_err(split(np.fromfile(o2, "<f4"), shapes), got)
+            check(e <= TOL_LAYOUT, "corpus LM: mpirun -n 2 against 1 process: relative %.2e "
+                  "<= %g" % (e, TOL_LAYOUT))
+    p = run([mw, "train", "--model", path, "--data", CORPUS, "--sequence-length", "9000",
+             "--summary-dir", "", "--checkpoint-dir", os.path.join(work, "lm-bad")])
+    last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+    check(p.returncode != 0 and "--sequence-length" in last and "4096" in last,
+          "refused, --sequence-length 9000 (exit %d): %s" % (p.returncode, last))
+
+
 def refusals(mw, work, r, tagger=None):
     """Each bad input is one error naming what is wrong and where."""
     d = dict(np.load(r["data"]))
@@ -304,6 +371,7 @@ def main():
         layouts(mw, work, *first)
         export(mw, work, *first)
         refusals(mw, work, first[1], tagger)
+    corpus_lm(mw, work, table)
     print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss",
                                   "test loss"))
     print("\n".join(table))

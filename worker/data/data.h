@@ -80,8 +80,9 @@ static inline int64_t mw_token_at(const uint8_t *p, int size, int is_signed)
 
 /* What --data reads besides the path. */
 typedef struct {
-    int classes;    /* --classes: 0 = largest label (train and test) + 1 */
-    int cifar_fine; /* CIFAR-100: 1 = the fine (100) labels, 0 = the coarse (20) */
+    int classes;         /* --classes: 0 = largest label (train and test) + 1 */
+    int cifar_fine;      /* CIFAR-100: 1 = the fine (100) labels, 0 = the coarse (20) */
+    int sequence_length; /* --sequence-length T: --data is a text corpus (data_text.c) */
 } mw_data_opts;
 
 void mw_dataset_init(mw_dataset *d);
@@ -154,6 +155,7 @@ size_t mw_dataset_image_nbytes(const mw_dataset *d);
  *   a directory with data_batch_1.bin: CIFAR-10 (data_batch_1..5.bin, test_batch.bin)
  *   a directory with train.bin and test.bin: CIFAR-100 (o->cifar_fine picks the labels)
  *   a directory with train.csv: tabular data, train.csv and test.csv (label, features)
+ *   with o->sequence_length T: a text file as a byte-level corpus, windows of T + 1 bytes
  *   a directory with train-images-idx3-ubyte[.gz]: IDX (mw_dataset_load_dir)
  * Classes: o->classes, or the largest label of train and test + 1; every label is checked
  * against them. Train and test images must have the same shape. Every error names the file,

@@ -39,6 +39,10 @@ typedef struct {
                       int *top, int *own);
 } mw_data_reader;
 
+/* A text file as a byte-level corpus, when --sequence-length is given (data_text.c). */
+mw_status mw_data_read_text(mw_dataset *train, mw_dataset *test, const char *path,
+                            const mw_data_opts *o, int *top, int *own);
+
 /* 1 when dir/name exists. */
 int mw_data_has(const char *dir, const char *name);
 

@@ -64,8 +64,10 @@ static mw_status detect(const char *path, const mw_data_reader **out)
 mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
                           const mw_data_opts *o)
 {
-    const mw_data_reader *r = NULL;
-    MW_TRY(detect(path, &r));
+    static const mw_data_reader text = {"text corpus", NULL, mw_data_read_text};
+    const mw_data_reader *r = &text;
+    if (o->sequence_length <= 0) /* a text corpus only by --sequence-length */
+        MW_TRY(detect(path, &r));
     mw_log_debug("data %s: %s", path, r->name);
     mw_dataset tr, te;
     mw_dataset_init(&tr);
