@@ -411,7 +411,7 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     if (with_data && s->opts.loss.has_ignore && o->classes <= 0) /* 255 beside 0..9: no class */
         mw_dataset_classes_without(&s->train, &s->test, s->opts.loss.ignore_class);
     char note[1024];
-    if (with_data && use == MW_USE_TRAIN && s->rank == 0 &&
+    if (with_data && use == MW_USE_TRAIN && s->rank == 0 && o->sequence_length <= 0 && /* bytes */
         mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
                                   sizeof note) > 0)
         mw_log_warn("%s", note);
