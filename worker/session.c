@@ -111,6 +111,9 @@ static mw_status model_mismatch(const mw_session *s, mw_status rc)
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mw_err_msg());
     mw_err_clear();
+    if (s->shape[0] == 1 && s->shape[1] == 1) /* (N, F): features or token ids */
+        return mw_err(rc, "%s (the data: %s, %d values per example, %d classes)", msg,
+                      s->o->data_dir, s->shape[2], s->shape[3]);
     return mw_err(rc, "%s (the data: %s, %dx%dx%d images, %d classes)", msg, s->o->data_dir,
                   s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
 }

@@ -290,6 +290,11 @@ static mw_status start_model(mw_kbuilder *B, const kshape *s, int h, int w, int 
         ok = s->d[0] == h && s->d[1] == w && c == 1;
     else
         ok = (long long)s->d[0] == (long long)h * w * c;
+    if (!ok && h == 1 && w == 1) /* features or token ids (N, F) */
+        return gfail(origin, MW_EMODEL,
+                     "the model's input is %s (%s) but the data hold %d values per example "
+                     "(features or token ids (N, %d)); expected (None, %d)",
+                     ks, s->from, c, c, c);
     if (!ok) {
         char alt[64] = "";
         if (c == 1)
