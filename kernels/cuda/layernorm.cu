@@ -1,5 +1,5 @@
 /* LayerNormalization's CUDA twins (kernels/layernorm.h): one thread per row for the forward
- * and the input's gradient, the reference's loops in the reference's order; the parameters'
+ * and the input's gradient, the reference's rows (kernels/layernorm_rules.h); the parameters'
  * gradients one thread per feature, summing the rows in order (no atomics: the same sums as
  * the reference). */
 #include "kernels/cuda/dev.cuh"
@@ -7,47 +7,24 @@
 extern "C" {
 #include "kernels/layernorm.h"
 }
+#define MW_LN_HD __device__ static inline
+#include "kernels/layernorm_rules.h"
 
 static __global__ void layernorm_fwd_kernel(float *y, float *stat, const float *x,
                                             const float *gamma, const float *beta, int rows, int D,
                                             float eps)
 {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-        const float *xr = x + (size_t)r * D;
-        float *yr = y + (size_t)r * D;
-        double s = 0, v = 0;
-        for (int j = 0; j < D; j++)
-            s += xr[j];
-        const float mean = (float)(s / D);
-        for (int j = 0; j < D; j++)
-            v += ((double)xr[j] - mean) * ((double)xr[j] - mean);
-        const float rstd = 1.0f / sqrtf((float)(v / D) + eps);
-        stat[r] = mean, stat[rows + r] = rstd;
-        for (int j = 0; j < D; j++) {
-            const float inv = gamma ? rstd * gamma[j] : rstd;
-            yr[j] = xr[j] * inv + ((beta ? beta[j] : 0.0f) - mean * inv);
-        }
-    }
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+        ln_row_fwd(y + (size_t)r * D, stat + r, stat + rows + r, x + (size_t)r * D, gamma, beta, D,
+                   eps);
 }
 
 static __global__ void layernorm_dx_kernel(float *dx, const float *dy, const float *x,
                                            const float *stat, const float *gamma, int rows, int D)
 {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-        const float *xr = x + (size_t)r * D, *dr = dy + (size_t)r * D;
-        const float mean = stat[r], rstd = stat[rows + r];
-        double sg = 0, sgx = 0;
-        for (int j = 0; j < D; j++) {
-            const float xh = (xr[j] - mean) * rstd, g = gamma ? dr[j] * gamma[j] : dr[j];
-            sg += g, sgx += (double)g * xh;
-        }
-        const float mg = (float)(sg / D), mgx = (float)(sgx / D);
-        float *o = dx + (size_t)r * D;
-        for (int j = 0; j < D; j++) {
-            const float xh = (xr[j] - mean) * rstd, g = gamma ? dr[j] * gamma[j] : dr[j];
-            o[j] += rstd * (g - mg - xh * mgx);
-        }
-    }
+    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+        ln_row_dx(dx + (size_t)r * D, dy + (size_t)r * D, x + (size_t)r * D, gamma, stat[r],
+                  stat[rows + r], D);
 }
 
 static __global__ void layernorm_params_kernel(float *dgamma, float *dbeta, const float *dy,
