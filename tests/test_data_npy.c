@@ -387,6 +387,7 @@ static void test_text_corpus(void **state)
     assert_int_equal(tr.channels, 4);
     assert_int_equal(tr.label_width, 4);
     assert_int_equal(tr.num_classes, 256);
+    assert_int_equal(tr.tok_max, 'z');
     float x[4];
     int32_t y[4];
     const uint32_t id = 2;
@@ -446,6 +447,10 @@ static void test_npy_tokens(void **state)
         assert_int_equal(tr.type, MW_IMAGES_TOKENS);
         assert_int_equal(tr.channels, 3);
         assert_non_null(tr.map); /* mapped, as images are */
+        float top = 0; /* the largest id, known from the read: no scan to check a vocabulary */
+        for (int i = 0; i < 6; i++)
+            top = good[c].want[i] > top ? good[c].want[i] : top;
+        assert_true((float)tr.tok_max == top);
         float x[6];
         const uint32_t ids[2] = {0, 1};
         mw_dataset_batch(&tr, x, NULL, ids, 2);

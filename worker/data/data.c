@@ -241,7 +241,7 @@ void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb
 int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example, uint32_t *pos,
                           int64_t *value)
 {
-    if (d->type != MW_IMAGES_TOKENS)
+    if (d->type != MW_IMAGES_TOKENS || d->tok_max < limit) /* the usual case: no scan */
         return 0;
     const size_t per = (size_t)d->rows * d->cols * d->channels, nb = mw_dataset_image_nbytes(d);
     for (uint32_t i = 0; i < d->count; i++) {

@@ -54,6 +54,7 @@ typedef struct {
     uint32_t count, rows, cols, channels;
     mw_image_type type;
     int tok_size, tok_signed; /* MW_IMAGES_TOKENS: bytes per id (1, 2, 4, 8), signed */
+    int64_t tok_max;          /* MW_IMAGES_TOKENS: the largest id, found when the set is read */
     int channel_major;        /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
     int num_classes;
     void *map; /* the mapping holding images, or NULL (owned) */
@@ -142,7 +143,7 @@ size_t mw_dataset_target_nbytes(const mw_dataset *d);
 mw_status mw_dataset_labels_as_targets(mw_dataset *d, const char *what);
 
 /* The first token id at or above limit (MW_IMAGES_TOKENS): 1 and where it is (example,
- * position, value); 0 when none is. */
+ * position, value); 0 when none is, known from tok_max without a scan. */
 int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example, uint32_t *pos,
                           int64_t *value);
 

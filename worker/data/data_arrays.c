@@ -108,8 +108,9 @@ static mw_status check_finite(const mw_npy_array *x, size_t count, uint64_t per_
  * Embedding checks its own input_dim, worker/session.c), or the first one outside is an error
  * naming the example and the position. A mapped array is dropped from this process's pages
  * window by window as it is scanned. */
-static mw_status check_tokens(const mw_npy_array *x, size_t count, uint64_t per)
+static mw_status check_tokens(const mw_npy_array *x, size_t count, uint64_t per, int64_t *max)
 {
+    *max = 0;
     const int size = x->h.itemsize, sgn = x->h.kind == 'i';
     const size_t window = SCAN_WINDOW / (size_t)size;
     for (size_t at = 0; at < count; at += window) {
@@ -122,6 +123,7 @@ static mw_status check_tokens(const mw_npy_array *x, size_t count, uint64_t per)
                               "an id in 0..%d",
                               x->name, (unsigned long long)(i / per), (long long)v,
                               (unsigned long long)(i % per), (1 << 24) - 1);
+            *max = v > *max ? v : *max;
         }
         if (x->map) {
             uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -291,7 +293,7 @@ mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array
     if (h->kind == 'f')
         MW_TRY(check_finite(x, (size_t)h->count, per, "images"));
     else if (h->ndim == 2)
-        MW_TRY(check_tokens(x, (size_t)h->count, per));
+        MW_TRY(check_tokens(x, (size_t)h->count, per, &d->tok_max));
     *max_label = -1;
     if (y->h.kind == 'f')
         MW_TRY(take_targets(d, y, n));

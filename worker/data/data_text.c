@@ -27,6 +27,9 @@ static mw_status take_windows(mw_dataset *d, const uint8_t *text, size_t first, 
         return mw_err(MW_ENOMEM, "%s: cannot allocate %zu windows of %d bytes", path, n, T);
     memcpy(d->images, text + first * (size_t)T, count);
     d->type = MW_IMAGES_TOKENS, d->tok_size = 1, d->tok_signed = 0;
+    d->tok_max = 0;
+    for (size_t i = 0; i < count; i++)
+        d->tok_max = d->images[i] > d->tok_max ? d->images[i] : d->tok_max;
     d->count = (uint32_t)n;
     d->rows = 1, d->cols = 1, d->channels = (uint32_t)T;
     d->label_width = T;
