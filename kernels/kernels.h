@@ -197,6 +197,37 @@ typedef void (*mw_layernorm_fwd_fn)(const mw_kctx *k, float *y, float *stat, con
 typedef void (*mw_layernorm_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
                                     const float *dy, const float *x, const float *stat,
                                     const float *gamma, int rows, int D);
+/* Keras' MultiHeadAttention between its projections (kernels/attention.h), per example i and
+ * head h: q (n, T, H, dk), kk (n, S, H, dk), v (n, S, H, dv), the layout of Keras' projected
+ * tensors. Scores s[t, u] = (q[t] * scale) . kk[u]; where (t, u) is masked, s + (-1e9) in
+ * float32, as Keras' Softmax(mask) adds it (a row masked everywhere so becomes nearly uniform,
+ * as in Keras); p = softmax over u, o[t] = sum over u of p[t, u] drop[t, u] v[u]. */
+typedef struct {
+    int T, S, H, dk, dv; /* query and key positions, heads, key and value widths */
+    float scale;         /* multiplies q: Keras' 1 / sqrt(key_dim) in float32 */
+    int causal;          /* use_causal_mask: (t, u) masked where u > t */
+    const float *qids;   /* a query padding mask: (t, u) masked where qids[i, t] == 0 (token ids
+                            (n, T) as floats, the model's input); NULL: none */
+    const float *vids;   /* the same for the values: masked where vids[i, u] == 0 */
+    /* dropout of the probabilities while training (rate 0: none): kept where
+     * mw_rng_hash(seed, stream, ids[i] * H T S + (h T + t) S + u) >> 40 is at least
+     * mw_dropout_threshold(rate), then times 1 / (1 - rate); ids NULL: example i has id i. The
+     * multipliers are recomputed where needed, never stored. */
+    float rate;
+    uint64_t seed, stream;
+    const uint32_t *ids;
+} mw_attn_geom;
+/* p (n, H, T, S) gets the probabilities (kept for the backward), o (n, T, H, dv) the output. */
+typedef void (*mw_attn_fwd_fn)(const mw_kctx *k, float *o, float *p, const float *q,
+                               const float *kk, const float *v, const mw_attn_geom *g, int n);
+/* dq, dk, dv += the gradients (same layouts as q, kk, v) from dout (n, T, H, dv) and the
+ * forward's p, which it overwrites (the scores' gradient takes its place). */
+typedef void (*mw_attn_bwd_fn)(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
+                               const float *dout, const float *q, const float *kk, const float *v,
+                               const mw_attn_geom *g, int n);
+/* Floats of k's scratch the fast CPU attention uses (one T x S matrix per thread, for up to
+ * this many threads); the others use none. */
+#define MW_ATTN_WS_SLOTS 16
 /* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
 typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
 /* out[i] = the mean of in[i P .. i P + P) (a sequence's per-position losses into its
@@ -370,6 +401,8 @@ typedef struct {
     mw_masked_mean_bwd_fn masked_mean_bwd;
     mw_layernorm_fwd_fn layernorm_fwd; /* kernels/layernorm.h */
     mw_layernorm_bwd_fn layernorm_bwd;
+    mw_attn_fwd_fn attn_fwd; /* kernels/attention.h */
+    mw_attn_bwd_fn attn_bwd;
     mw_dropout_fwd_fn dropout_fwd;
     mw_dropout_bwd_fn dropout_bwd;
     mw_zero_fn zero;

@@ -394,6 +394,49 @@ static void hd_layernorm_bwd(const mw_kctx *k, float *dx, float *dgamma, float *
     hd_cpu.layernorm_bwd(&h, dx, dgamma, dbeta, dy, x, stat, gamma, rows, D);
 }
 
+/* The attention's geometry's device pointers: the masks' ids and the dropout's example ids. */
+static void hd_attn_geom(hd_ctx *c, const char *op, const mw_attn_geom *g, int n)
+{
+    hd_check(c, op, "g->qids", g->qids, (size_t)n * g->T * F, 1);
+    hd_check(c, op, "g->vids", g->vids, (size_t)n * g->S * F, 1);
+    if (g->rate > 0.0f)
+        hd_check(c, op, "g->ids", g->ids, (size_t)n * sizeof(uint32_t), 1);
+}
+
+static void hd_attn_fwd(const mw_kctx *k, float *o, float *p, const float *q, const float *kk,
+                        const float *v, const mw_attn_geom *g, int n)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    const size_t nT = (size_t)n * g->T * g->H, nS = (size_t)n * g->S * g->H;
+    CHK(o, nT * g->dv, F);
+    CHK(p, nT * g->S, F);
+    CHK(q, nT * g->dk, F);
+    CHK(kk, nS * g->dk, F);
+    CHK(v, nS * g->dv, F);
+    hd_attn_geom(c, __func__, g, n);
+    mw_kctx h = hd_host(k);
+    hd_cpu.attn_fwd(&h, o, p, q, kk, v, g, n);
+}
+
+static void hd_attn_bwd(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
+                        const float *dout, const float *q, const float *kk, const float *v,
+                        const mw_attn_geom *g, int n)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    const size_t nT = (size_t)n * g->T * g->H, nS = (size_t)n * g->S * g->H;
+    CHK(dq, nT * g->dk, F);
+    CHK(dk, nS * g->dk, F);
+    CHK(dv, nS * g->dv, F);
+    CHK(p, nT * g->S, F);
+    CHK(dout, nT * g->dv, F);
+    CHK(q, nT * g->dk, F);
+    CHK(kk, nS * g->dk, F);
+    CHK(v, nS * g->dv, F);
+    hd_attn_geom(c, __func__, g, n);
+    mw_kctx h = hd_host(k);
+    hd_cpu.attn_bwd(&h, dq, dk, dv, p, dout, q, kk, v, g, n);
+}
+
 static void hd_dropout_fwd(const mw_kctx *k, float *y, float *mask, const float *x,
                            const uint32_t *ids, uint64_t seed, uint64_t stream, float rate, int N,
                            size_t D)
@@ -770,6 +813,8 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->masked_mean_bwd = hd_masked_mean_bwd;
     t->layernorm_fwd = hd_layernorm_fwd;
     t->layernorm_bwd = hd_layernorm_bwd;
+    t->attn_fwd = hd_attn_fwd;
+    t->attn_bwd = hd_attn_bwd;
     t->dropout_fwd = hd_dropout_fwd;
     t->dropout_bwd = hd_dropout_bwd;
     t->zero = hd_zero;

@@ -1,5 +1,6 @@
 /* The fast CPU path: the reference table with the fast entries overriding. */
 #include "kernels/activation.h"
+#include "kernels/attention.h"
 #include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
@@ -18,6 +19,8 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->maxpool_bwd = mw_maxpool_bwd_cpu;
     t->dense_fwd = mw_dense_fwd_cpu;
     t->dense_bwd = mw_dense_bwd_cpu;
+    t->attn_fwd = mw_attn_fwd_cpu;
+    t->attn_bwd = mw_attn_bwd_cpu;
     t->relu_fwd = mw_relu_fwd_cpu;
     t->relu_bwd = mw_relu_bwd_cpu;
     t->dropout_fwd = mw_dropout_fwd_cpu;

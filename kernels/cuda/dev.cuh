@@ -163,4 +163,19 @@ mw_status mw_cuda_colsum_add(mw_cuda_dev *d, float *sum, const float *X, size_t 
 /* Y[r*O + o] = b[o] for r < M (row-major (M,O)). */
 mw_status mw_cuda_bias_fill(mw_cuda_dev *d, float *Y, const float *b, size_t M, int O);
 
+/* == common/rng.c's mw_rng_hash(seed, stream, counter), on the device: a dropout mask keyed by
+ * global example id must equal the host's bit for bit. */
+__device__ static inline uint64_t mw_cuda_splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+__device__ static inline uint64_t mw_cuda_rng_hash(uint64_t seed, uint64_t stream,
+                                                   uint64_t counter)
+{
+    return mw_cuda_splitmix64(mw_cuda_splitmix64(mw_cuda_splitmix64(seed) ^ stream) ^ counter);
+}
+
 #endif

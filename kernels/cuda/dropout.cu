@@ -1,27 +1,12 @@
 /* CUDA inverted dropout (see kernels.h): element-wise grid-stride loops.
  *
- * The mask must equal the reference's bit for bit, so the device carries its
- * own copy of common/rng.c's mw_rng_hash (splitmix64 of splitmix64 of ...)
- * and takes the threshold from mw_dropout_threshold on the host. ids is a
+ * The mask must equal the reference's bit for bit: the device's copy of common/rng.c's
+ * mw_rng_hash (dev.cuh), and the threshold from mw_dropout_threshold on the host. ids is a
  * device pointer (or NULL: example n has id n). */
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
 #include "kernels/dropout.h"
-}
-
-__device__ static inline uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-/* == mw_rng_hash(seed, stream, counter) */
-__device__ static inline uint64_t rng_hash(uint64_t seed, uint64_t stream, uint64_t counter)
-{
-    return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ counter);
 }
 
 static __global__ void dropout_fwd_kernel(float *y, float *mask, const float *x,
@@ -32,7 +17,7 @@ static __global__ void dropout_fwd_kernel(float *y, float *mask, const float *x,
          i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / D, e = i % D;
         uint64_t id = ids ? ids[n] : (uint32_t)n;
-        uint32_t u = (uint32_t)(rng_hash(seed, stream, id * D + e) >> 40);
+        uint32_t u = (uint32_t)(mw_cuda_rng_hash(seed, stream, id * D + e) >> 40);
         float m = u >= thr ? keep : 0.0f;
         mask[i] = m;
         y[i] = x[i] * m;

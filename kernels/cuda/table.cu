@@ -11,6 +11,7 @@ extern "C" {
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/layernorm.h"
+#include "kernels/attention.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -47,6 +48,8 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->masked_mean_bwd = mw_masked_mean_bwd_cuda;
     t->layernorm_fwd = mw_layernorm_fwd_cuda;
     t->layernorm_bwd = mw_layernorm_bwd_cuda;
+    t->attn_fwd = mw_attn_fwd_cuda;
+    t->attn_bwd = mw_attn_bwd_cuda;
     t->dropout_fwd = mw_dropout_fwd_cuda;
     t->dropout_bwd = mw_dropout_bwd_cuda;
     t->zero = zero_cuda;

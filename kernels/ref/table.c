@@ -7,6 +7,7 @@
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/layernorm.h"
+#include "kernels/attention.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -43,6 +44,8 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->masked_mean_bwd = mw_masked_mean_bwd_ref;
     t->layernorm_fwd = mw_layernorm_fwd_ref;
     t->layernorm_bwd = mw_layernorm_bwd_ref;
+    t->attn_fwd = mw_attn_fwd_ref;
+    t->attn_bwd = mw_attn_bwd_ref;
     t->dropout_fwd = mw_dropout_fwd_ref;
     t->dropout_bwd = mw_dropout_bwd_ref;
     t->zero = zero_ref;

@@ -151,8 +151,28 @@ json.dump({"class_name": "Sequential", "config": {"name": "tokt", "layers": [
                                             "name": "in"}},
     {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8}},
     dense("out", 3)]}}, open(sys.argv[1] + "/tokt.json", "w"))
+ref = lambda n: {"class_name": "__keras_tensor__", "config": {"keras_history": [n, 0, 0]}}
+node = lambda *a, **kw: [{"args": list(a), "kwargs": kw}]
+json.dump({"class_name": "Functional", "config": {"name": "tokmha", "layers": [
+    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
+     "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
+    {"class_name": "Embedding", "name": "emb", "inbound_nodes": node(ref("in")),
+     "config": {"name": "emb", "input_dim": 50, "output_dim": 8, "mask_zero": True}},
+    {"class_name": "MultiHeadAttention", "name": "att",
+     "inbound_nodes": node(ref("emb"), ref("emb"), use_causal_mask=True),
+     "config": {"name": "att", "num_heads": 2, "key_dim": 4, "value_dim": 3, "dropout": 0.25}},
+    {"class_name": "Add", "name": "res", "inbound_nodes": node([ref("emb"), ref("att")]),
+     "config": {"name": "res"}},
+    {"class_name": "LayerNormalization", "name": "ln", "inbound_nodes": node(ref("res")),
+     "config": {"name": "ln"}},
+    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("ln")),
+     "config": {"name": "gap"}},
+    {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
+     "config": {"name": "out", "units": 3}}],
+    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
+    open(sys.argv[1] + "/tokmha.json", "w"))
 PY
-for loss in mse focal ign tok tokm tokt; do
+for loss in mse focal ign tok tokm tokt tokmha; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
@@ -160,7 +180,9 @@ for loss in mse focal ign tok tokm tokt; do
     # LayerNormalization and a Dense on each position, 1-D global average pooling; tokm the
     # same with Embedding(mask_zero=True), some ids 0 (padding), and the masked pooling
     [[ $loss == tok* ]] && data=$tmp/tok.npz model=$tmp/$loss.json lossf=$tmp/tok-loss.json
-    # tokt: a label per position (N, 12): the loss and the token accuracy on each position
+    # tokt: a label per position (N, 12): the loss and the token accuracy on each position;
+    # tokmha: a MultiHeadAttention (causal and padding masks, dropout of the probabilities:
+    # the same multipliers on the devices as on the CPU) in a Functional graph
     [[ $loss == tokt ]] && data=$tmp/tags.npz
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"

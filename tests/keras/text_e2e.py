@@ -59,6 +59,8 @@ def build(pool, seed, mask_zero=False, ln=None):
     Embedding and the pooling; "conv": Conv1D(10, 3, relu, same), MaxPooling1D(2),
     Conv1D(6, 2, strides 2, valid), AveragePooling1D(2, padding same)."""
     keras.utils.set_random_seed(seed)
+    if ln in ("mha", "gpt"):
+        return build_transformer(seed, mask_zero, causal=ln == "gpt")
     p = keras.layers.GlobalMaxPooling1D() if pool == "max" else \
         keras.layers.GlobalAveragePooling1D()
     L = keras.layers
@@ -73,6 +75,29 @@ def build(pool, seed, mask_zero=False, ln=None):
     m = keras.Sequential([keras.Input((T,), dtype="int32"),
                           keras.layers.Embedding(V, D, mask_zero=mask_zero, name="embed"),
                           *body, *([p] if p else []), keras.layers.Dense(K, name="head")])
+    m.compile(optimizer=keras.optimizers.SGD(LR),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
+def build_transformer(seed, mask_zero, causal):
+    """A Transformer block from core layers (Functional): Embedding -> MultiHeadAttention(2
+    heads, key_dim 4, value_dim 3) called on (x, x) -> Add -> LayerNormalization -> Dense(16,
+    gelu) -> Dense(D) -> Add -> LayerNormalization, then GlobalAveragePooling1D -> Dense(K) (a
+    classifier; with mask_zero the padding mask reaches the attention and the pooling), or
+    (causal) use_causal_mask and Dense(K) on each position (a next-token model's shape)."""
+    L = keras.layers
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((T,), dtype="int32", name="ids")
+    x = L.Embedding(V, D, mask_zero=mask_zero, name="embed")(inp)
+    a = L.MultiHeadAttention(2, 4, value_dim=3, name="att")(x, x, use_causal_mask=causal)
+    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
+    f = L.Dense(D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
+    x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
+    if not causal:
+        x = L.GlobalAveragePooling1D(name="pool")(x)
+    m = keras.Model(inp, L.Dense(K, name="head")(x))
     m.compile(optimizer=keras.optimizers.SGD(LR),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
@@ -123,7 +148,11 @@ def split(flat, shapes):
 
 
 def rel_err(got, want):
-    return max(float(np.max(np.abs(np.ravel(g) - np.ravel(w))) / max(np.max(np.abs(w)), 1e-30))
+    """The largest error of each variable relative to its largest value, at least 1e-6: the
+    attention's key bias has a zero gradient in exact arithmetic (a softmax does not change
+    when a row's scores all move by q . b), so after training it holds rounding noise of about
+    1e-12 in Keras and here alike, which only an absolute bound can compare."""
+    return max(float(np.max(np.abs(np.ravel(g) - np.ravel(w))) / max(np.max(np.abs(w)), 1e-6))
                for g, w in zip(got, want))
 
 
@@ -134,7 +163,8 @@ def rel(a, b):
 def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
     tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-" + ln if ln else "")
     data = os.path.join(work, tag + ".npz")
-    x, y, xt, yt = make_data(data, seed, dtype, padded=mask, tags=ln in ("tag", "causal"))
+    x, y, xt, yt = make_data(data, seed, dtype, padded=mask,
+                             tags=ln in ("tag", "causal", "gpt"))
     model = build(pool, seed, mask_zero=mask, ln=ln)
     path = os.path.join(work, tag + ".keras")
     model.save(path)
@@ -158,7 +188,7 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
     werr = rel_err(got, k.get_weights())
     check(werr <= TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, werr, TOL_W))
     if mask:  # control: the same weights and batches without the mask train otherwise
-        u = build(pool, seed, mask_zero=False)
+        u = build(pool, seed, mask_zero=False, ln=ln)
         u.set_weights(init_w)
         u.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
         e = rel_err(got, u.get_weights())

@@ -437,7 +437,7 @@ static mw_status check_input_layer(const mw_klayer *L, const json_t *cfg, size_t
 /* Add a layer of Keras class cls (not InputLayer) to the model, once its name is known to be
  * unique. */
 static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, const json_t *cfg,
-                           const char *name, int is_last)
+                           const char *name, int is_last, const json_t *kwargs)
 {
     mw_kqbuf q;
     if (name) /* Keras needs unique names; the summary and checkpoints do too */
@@ -450,7 +450,7 @@ static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, 
     const int first = B->m->nlayers;
     const mw_layer_ops *row = mw_layer_row_keras(cls);
     if (row) { /* the layer table (worker/model/layer.h) */
-        mw_kread R = {.B = B, .L = L, .is_last = is_last};
+        mw_kread R = {.B = B, .L = L, .is_last = is_last, .kwargs = kwargs};
         rc = row->parse(&R, cls, cfg, name);
     } else if (mw_preprocess_is_layer(cls)) { /* the input pipeline (worker/data/preprocess.h) */
         rc = mw_preprocess_add(&B->m->pre, &B->m->in_h, &B->m->in_w, &B->m->in_c, B->m->nlayers,
@@ -553,7 +553,8 @@ static mw_status read_ref(const mw_klayer *L, const json_t *t, const char **name
     return MW_OK;
 }
 
-/* Keras 3 call arguments besides the inputs: only mask null and training are allowed. */
+/* Keras 3 call arguments besides the inputs: only mask (null, or Keras' own mask tensor: see
+ * mask_op) and training are allowed. */
 static mw_status check_kwargs(const mw_klayer *L, const json_t *kw)
 {
     const char *key;
@@ -561,7 +562,7 @@ static mw_status check_kwargs(const mw_klayer *L, const json_t *kw)
     mw_kqbuf q;
     json_object_foreach((json_t *)kw, key, v)
     {
-        if ((!strcmp(key, "mask") && json_is_null(v)) ||
+        if (!strcmp(key, "mask") ||
             (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))))
             continue;
         return mw_kfail(L, MW_EUNSUPPORTED,
@@ -572,9 +573,15 @@ static mw_status check_kwargs(const mw_klayer *L, const json_t *kw)
     return MW_OK;
 }
 
-/* The input references of layers[i]'s only node: refs[0..*n), borrowed. */
-static mw_status read_node(const mw_klayer *L, const json_t *e, const json_t **refs, int *n)
+/* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
+ * keyword arguments (NULL: none). A layer of class cls that takes several tensors as its call's
+ * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
+ * keyword arguments itself; the others have only the inputs. */
+static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
+                           const json_t **refs, int *n, const json_t **kwargs)
 {
+    *kwargs = NULL;
+    const int multi = cls && !strcmp(cls, "MultiHeadAttention");
     char d[MW_KQUOTE_MAX * 4 + 64];
     const json_t *nodes = json_object_get(e, "inbound_nodes"), *list;
     if (!json_is_array(nodes) || json_array_size(nodes) != 1)
@@ -585,6 +592,23 @@ static mw_status read_node(const mw_klayer *L, const json_t *e, const json_t **r
     const json_t *node = json_array_get(nodes, 0);
     if (json_is_object(node)) { /* Keras 3 */
         const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+        if (multi && json_is_array(args) && json_array_size(args) >= 1 &&
+            json_array_size(args) <= 3) {
+            const json_t *key = json_is_object(kw) ? json_object_get(kw, "key") : NULL;
+            *n = (int)json_array_size(args);
+            for (int j = 0; j < *n; j++)
+                refs[j] = json_array_get(args, (size_t)j);
+            if (key && !json_is_null(key)) {
+                if (*n != 2)
+                    return mw_kfail(L, MW_EMODEL,
+                                    "inbound_nodes[0]: a key in kwargs beside %d arguments; "
+                                    "expected query and value as arguments",
+                                    *n);
+                refs[(*n)++] = key;
+            }
+            *kwargs = json_is_object(kw) ? kw : NULL;
+            return MW_OK;
+        }
         if (!json_is_array(args) || json_array_size(args) != 1)
             return mw_kfail(L, MW_EMODEL, "inbound_nodes[0].args: found %s; expected one argument",
                             mw_kdescribe(d, sizeof d, args));
@@ -654,6 +678,87 @@ static mw_status check_graph_output(const char *origin, const json_t *conf, cons
     return MW_OK;
 }
 
+/* The model index standing for a mask tensor (see mask_op) in knames. */
+#define MASK_NODE (-2)
+
+/* Keras 3 writes the padding mask's computation into a Functional graph as operation layers
+ * (module keras.src.ops.numpy): NotEqual(ids, 0), which Embedding(mask_zero=True) computes,
+ * and LogicalOr / LogicalAnd of masks, which merges compute; layers get them as call
+ * arguments (mask, query_mask, ...). mwtrain plans the same mask from the Embedding
+ * (mw_model_plan_masks), so these nodes are checked to be that mask and add no layer. */
+static int is_mask_op(const json_t *e)
+{
+    const char *c = json_string_value(json_object_get(e, "class_name"));
+    const char *mod = json_string_value(json_object_get(e, "module"));
+    return c && mod && !strncmp(mod, "keras.src.ops", 13) &&
+           (!strcmp(c, "NotEqual") || !strcmp(c, "LogicalOr") || !strcmp(c, "LogicalAnd"));
+}
+
+/* A mask op's node: NotEqual of the model's input and 0, or a logical op of two masks. */
+static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *layers, size_t i,
+                         const char *cls)
+{
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    const json_t *nodes = json_object_get(json_array_get(layers, i), "inbound_nodes");
+    const json_t *node = json_array_get(nodes, 0);
+    const json_t *args = json_object_get(node, "args");
+    if (!json_is_array(nodes) || json_array_size(nodes) != 1 || !json_is_array(args) ||
+        json_array_size(args) != 2)
+        return mw_kfail(L, MW_EMODEL, "inbound_nodes: found %s; expected one node of 2 arguments",
+                        mw_kdescribe(d, sizeof d, nodes));
+    const int ne = !strcmp(cls, "NotEqual");
+    for (size_t j = 0; j < 2; j++) {
+        const json_t *a = json_array_get(args, j);
+        const char *src = NULL;
+        int idx = 0;
+        if (ne && j == 1) {
+            if (!json_is_number(a) || json_number_value(a) != 0)
+                return mw_kfail(L, MW_EUNSUPPORTED,
+                                "inbound_nodes[0].args[1]: found %s; supported: 0 (the padding "
+                                "mask of Embedding(mask_zero=True))",
+                                mw_kdescribe(d, sizeof d, a));
+            continue;
+        }
+        MW_TRY(read_ref(L, a, &src));
+        MW_TRY(resolve(L, K, layers, i, src, &idx));
+        if (ne ? idx != -1 : idx != MASK_NODE)
+            return mw_kfail(L, MW_EUNSUPPORTED,
+                            "inbound_nodes[0].args[%zu]: %s; supported: %s", j,
+                            mw_kdescribe(d, sizeof d, a),
+                            ne ? "the model's input (the padding mask of "
+                                 "Embedding(mask_zero=True))"
+                               : "masks (NotEqual, LogicalOr, LogicalAnd)");
+    }
+    return MW_OK;
+}
+
+/* Every call argument of a node that holds a tensor (mask, query_mask, ...) must be a mask
+ * op's (the layers read their masks from the plan, not from the file). */
+static mw_status check_mask_args(const mw_klayer *L, const knames *K, const json_t *layers,
+                                 size_t i, const json_t *kw)
+{
+    const char *key;
+    const json_t *v;
+    mw_kqbuf q;
+    json_object_foreach((json_t *)kw, key, v)
+    {
+        const size_t n = strlen(key);
+        if (!(json_is_object(v) || json_is_array(v)) ||
+            !(!strcmp(key, "mask") || (n > 5 && !strcmp(key + n - 5, "_mask"))))
+            continue; /* not a tensor (use_causal_mask: a flag) */
+        const char *src = NULL;
+        int idx = 0;
+        MW_TRY(read_ref(L, v, &src));
+        MW_TRY(resolve(L, K, layers, i, src, &idx));
+        if (idx != MASK_NODE)
+            return mw_kfail(L, MW_EUNSUPPORTED,
+                            "inbound_nodes[0].kwargs.%s: the output of %s; supported: the "
+                            "padding mask of Embedding(mask_zero=True)",
+                            key, mw_kquote(q, src));
+    }
+    return MW_OK;
+}
+
 static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, int nclasses)
 {
     const size_t n = json_array_size(layers);
@@ -665,15 +770,32 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         MW_TRY(read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
         if (!name)
             return mw_kfail(&L, MW_EMODEL, "name is missing; a Functional model names its layers");
-        MW_TRY(read_node(&L, json_array_get(layers, i), refs, &nin));
+        if (is_mask_op(json_array_get(layers, i)) && i + 1 < n) {
+            MW_TRY(mask_op(&L, K, layers, i, cls));
+            K->name[i] = name;
+            K->idx[i] = MASK_NODE;
+            continue;
+        }
+        const json_t *kwargs = NULL, *node = json_array_get(
+                                            json_object_get(json_array_get(layers, i),
+                                                            "inbound_nodes"),
+                                            0);
+        MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs));
+        if (json_is_object(node) && json_is_object(json_object_get(node, "kwargs")))
+            MW_TRY(check_mask_args(&L, K, layers, i, json_object_get(node, "kwargs")));
         for (int j = 0; j < nin; j++) {
             MW_TRY(read_ref(&L, refs[j], &src));
             MW_TRY(resolve(&L, K, layers, i, src, &in[j]));
+            if (in[j] == MASK_NODE)
+                return mw_kfail(&L, MW_EUNSUPPORTED,
+                                "inbound_nodes: input %d is a mask (%s); supported: masks as "
+                                "the call's mask arguments",
+                                j, src);
         }
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
-        MW_TRY(add_layer(B, &L, cls, cfg, name, i + 1 == n));
+        MW_TRY(add_layer(B, &L, cls, cfg, name, i + 1 == n, kwargs));
         K->name[i] = name;
         K->idx[i] = B->m->nlayers - 1;
     }
@@ -754,7 +876,7 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
             MW_TRY(check_input_layer(&L, cfg, i));
             continue;
         }
-        MW_TRY(add_layer(B, &L, cls, cfg, name, i + 1 == n));
+        MW_TRY(add_layer(B, &L, cls, cfg, name, i + 1 == n, NULL));
         nreal++;
     }
     if (nreal == 0)

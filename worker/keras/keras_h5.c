@@ -315,6 +315,46 @@ done:
     return rc;
 }
 
+/* Variables v[0..nv) of l, which all live in one vars group: layers/<key>/vars, or
+ * layers/<key>/<sub>/vars for a sublayer's (MultiHeadAttention's query_dense, ...). */
+static mw_status read_group(hid_t top, const char *top_name, const access_lists *acc,
+                            const mw_layer *l, const char *key, const mw_keras_var *v, int nv,
+                            float *params, const char *origin)
+{
+    char path[200];
+    hid_t parent = top, kg = -1, vars = -1;
+    const char *gname = key;
+    snprintf(path, sizeof path, "%s", key);
+    if (v[0].sub) { /* the layer's group first, then the sublayer's within it */
+        int exists = 0;
+        char where[400];
+        snprintf(where, sizeof where, "%s/%s", top_name, key);
+        MW_TRY(hard_link(top, key, where, origin, &exists));
+        if (exists && (kg = H5Gopen2(top, key, acc->gapl)) < 0)
+            return mw_err(MW_EDATA, "%s: %s cannot be opened (corrupt file?)", origin, where);
+        parent = kg, gname = v[0].sub;
+        snprintf(path, sizeof path, "%s/%s", key, v[0].sub);
+    }
+    char pname[240];
+    snprintf(pname, sizeof pname, "%s%s%s", top_name, v[0].sub ? "/" : "", v[0].sub ? key : "");
+    mw_status rc = parent >= 0 ? open_vars(parent, pname, gname, acc, origin, &vars) : MW_OK;
+    if (rc == MW_OK && vars < 0)
+        rc = mw_err(MW_EDATA, "%s: no weights for layer '%s' (%s): group %s/%s/vars is missing",
+                    origin, l->name, l->cls, top_name, path);
+    const long long n = rc == MW_OK ? nlinks(vars) : 0;
+    if (rc == MW_OK && n != nv)
+        rc = mw_err(MW_EDATA,
+                    "%s: layer '%s' (%s) has %lld variables in %s/%s/vars; config.json "
+                    "gives it %d (%s%s%s)",
+                    origin, l->name, l->cls, n, top_name, path, nv, v[0].name, nv > 1 ? ", " : "",
+                    nv > 1 ? v[1].name : "");
+    for (int i = 0; i < nv && rc == MW_OK; i++)
+        rc = read_var(vars, acc, v[i].idx, &v[i], l, path, params, origin, top_name);
+    close_id(vars, H5Gclose);
+    close_id(kg, H5Gclose);
+    return rc;
+}
+
 static mw_status read_layer(hid_t top, const char *top_name, const access_lists *acc,
                             const mw_model *m, int li, float *params, const char *origin)
 {
@@ -326,23 +366,12 @@ static mw_status read_layer(hid_t top, const char *top_name, const access_lists 
         return MW_OK;
     char key[160];
     mw_keras_layer_key(m, li, key, sizeof key);
-    hid_t vars;
-    MW_TRY(open_vars(top, top_name, key, acc, origin, &vars));
-    if (vars < 0)
-        return mw_err(MW_EDATA, "%s: no weights for layer '%s' (%s): group %s/%s/vars is missing",
-                      origin, l->name, l->cls, top_name, key);
-    mw_status rc = MW_OK;
-    const long long n = nlinks(vars);
-    if (n != nv)
-        rc = mw_err(MW_EDATA,
-                    "%s: layer '%s' (%s) has %lld variables in %s/%s/vars; config.json "
-                    "gives it %d (%s%s%s)",
-                    origin, l->name, l->cls, n, top_name, key, nv, v[0].name, nv > 1 ? ", " : "",
-                    nv > 1 ? v[1].name : "");
-    for (int i = 0; i < nv && rc == MW_OK; i++)
-        rc = read_var(vars, acc, i, &v[i], l, key, params, origin, top_name);
-    H5Gclose(vars);
-    return rc;
+    for (int i = 0, j; i < nv; i = j) { /* each run of variables of one group */
+        for (j = i + 1; j < nv && v[j].sub == v[i].sub; j++)
+            ;
+        MW_TRY(read_group(top, top_name, acc, l, key, v + i, j - i, params, origin));
+    }
+    return MW_OK;
 }
 
 /* Every layer group of the file with variables must be a layer of m that has them. */
@@ -568,12 +597,29 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
         hid_t vars = make_vars(layers, key, l->name);
         if (vars < 0)
             rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/vars", origin, key);
-        for (int j = 0; j < nv && rc == MW_OK; j++)
-            if (!put(vars, j, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
-                     params + v[j].off))
-                rc =
-                    mw_err(MW_EINTERNAL, "%s: HDF5 cannot write layers/%s/vars/%d", origin, key, j);
         close_id(vars, H5Gclose);
+        /* its sublayers' groups (with or without variables), then each variable in its own */
+        const char *const *subs = mw_keras_layer_subs(l);
+        hid_t kg = subs && rc == MW_OK ? H5Gopen2(layers, key, H5P_DEFAULT) : -1;
+        for (int s = 0; subs && subs[s] && rc == MW_OK; s++) {
+            hid_t sv = kg >= 0 ? make_vars(kg, subs[s], l->name) : -1;
+            if (sv < 0)
+                rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/%s/vars", origin, key,
+                            subs[s]);
+            close_id(sv, H5Gclose);
+        }
+        for (int j = 0; j < nv && rc == MW_OK; j++) {
+            char path[400];
+            snprintf(path, sizeof path, "%s%s%s/vars", key, v[j].sub ? "/" : "",
+                     v[j].sub ? v[j].sub : "");
+            hid_t g = H5Gopen2(layers, path, H5P_DEFAULT);
+            if (g < 0 || !put(g, v[j].idx, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
+                              params + v[j].off))
+                rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot write layers/%s/%d", origin, path,
+                            v[j].idx);
+            close_id(g, H5Gclose);
+        }
+        close_id(kg, H5Gclose);
     }
     H5Gclose(layers);
     if (rc != MW_OK)

@@ -49,6 +49,8 @@ struct mw_kread {
     mw_kbuilder *B;
     const mw_klayer *L;
     int is_last;
+    const json_t *kwargs; /* a Functional call's keyword arguments (inbound_nodes[0].kwargs) for
+                             the rows that read them (MultiHeadAttention), else NULL */
 };
 
 /* "s", escaped and shortened. */

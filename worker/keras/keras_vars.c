@@ -10,6 +10,8 @@ static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t c
 {
     mw_keras_var *x = &v[(*nv)++];
     x->name = name;
+    x->sub = NULL;
+    x->idx = *nv - 1;
     x->off = off;
     x->count = count;
     x->rank = rank;
@@ -55,6 +57,32 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
     case MW_LAYER_EMBED:
         add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[0], l->out_c, 0, 0);
         return MW_OK;
+    case MW_LAYER_MHA: { /* four EinsumDense sublayers, each its kernel and bias */
+        static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
+                                          "attention_output/kernel"};
+        static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
+                                             "attention_output/bias"};
+        const char *const *subs = mw_keras_layer_subs(l);
+        const mw_mha *a = &l->mha;
+        const long long in[3] = {l->in_c, a->key_c, a->value_c},
+                        w[3] = {a->key_dim, a->key_dim, a->value_dim};
+        size_t wo[4], wn[4], bo[4], bn[4];
+        mw_mha_parts(l, wo, wn, bo, bn);
+        for (int j = 0; j < 4; j++) {
+            const int first = *nv;
+            if (j < 3)
+                add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], a->heads, w[j], 0);
+            else
+                add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c, 0);
+            if (l->has_bias && j < 3)
+                add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
+            else if (l->has_bias)
+                add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
+            for (int t = first; t < *nv; t++)
+                v[t].sub = subs[j], v[t].idx = t - first;
+        }
+        break;
+    }
     case MW_LAYER_BATCHNORM: /* gamma, beta, then the non-trainable moving statistics */
         if (l->w_count)
             add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
@@ -74,7 +102,7 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
                           l->name, l->cls);
         return MW_OK;
     }
-    if (l->has_bias)
+    if (l->has_bias && l->kind != MW_LAYER_MHA)
         add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
     for (int i = 0; i < *nv; i++) {
         long long n = 1;
@@ -85,6 +113,15 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
                           l->name, v[i].name, v[i].count, n);
     }
     return MW_OK;
+}
+
+const char *const *mw_keras_layer_subs(const mw_layer *l)
+{
+    /* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by
+     * name, so only the names matter */
+    static const char *const mha[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
+                                      "_dropout_layer", "_softmax",  NULL};
+    return l->kind == MW_LAYER_MHA ? mha : NULL;
 }
 
 int mw_keras_layer_is_own(const mw_layer *l)

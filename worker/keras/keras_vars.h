@@ -14,11 +14,16 @@
 #include "common/status.h"
 #include "worker/model/model.h"
 
-/* Most variables one layer has (BatchNormalization will have 4). */
-#define MW_KERAS_MAX_VARS 4
+/* Most variables one layer has (MultiHeadAttention's 8). */
+#define MW_KERAS_MAX_VARS 8
 
 typedef struct {
-    const char *name; /* Keras' variable name: "kernel", "bias", ... (static) */
+    const char *name; /* Keras' variable path in the layer: "kernel", "bias", ..., or a
+                         sublayer's "query/kernel" (static) */
+    const char *sub;  /* the sublayer whose variable it is in .weights.h5
+                         (layers/<key>/<sub>/vars/<idx>: MultiHeadAttention's "query_dense",
+                         ...), NULL for the layer's own (layers/<key>/vars/<idx>) */
+    int idx;          /* its index in that vars group */
     size_t off;       /* first float in the parameter arena */
     size_t count;     /* floats: the product of shape */
     int rank;
@@ -30,6 +35,11 @@ typedef struct {
  * (0 for a layer without weights). MW_EUNSUPPORTED when l has parameters of a kind the table
  * does not know, MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
 mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv);
+
+/* The sublayer groups Keras writes in l's group of .weights.h5, with or without variables
+ * (MultiHeadAttention: query_dense, key_dense, value_dense, output_dense, _softmax,
+ * _dropout_layer), NULL-terminated; NULL for a layer without sublayers. */
+const char *const *mw_keras_layer_subs(const mw_layer *l);
 
 /* Keras' naming.to_snake_case of a class name: "Conv2D" -> "conv2d", "MaxPooling2D" ->
  * "max_pooling2d", "ReLU" -> "re_lu", "BatchNormalization" -> "batch_normalization". */

@@ -63,6 +63,7 @@ typedef enum {
     MW_LAYER_CROP,      /* Cropping2D (pad: the rows and columns cut) */
     MW_LAYER_EMBED,     /* Embedding: token ids (the model's input) -> vectors; vocab in pad[0] */
     MW_LAYER_LAYERNORM, /* LayerNormalization over the last axis (epsilon, gamma, beta) */
+    MW_LAYER_MHA,       /* MultiHeadAttention (mha; inputs query, value and maybe key) */
     MW_LAYER_KINDS      /* how many; each has its row in the layer table (layer.h) */
 } mw_layer_kind;
 
@@ -126,6 +127,15 @@ const char *mw_policy_name(mw_policy p);
 /* 0 and *p for one of those names, -1 for anything else. */
 int mw_policy_parse(const char *name, mw_policy *p);
 
+/* MultiHeadAttention's shape (worker/model/layers/attention.c): the query is the layer's
+ * input (1, T, in_c), the output (1, T, out_c). */
+typedef struct {
+    int heads, key_dim, value_dim;
+    int steps;            /* S: the value's (and key's) steps */
+    int value_c, key_c;   /* the value's and the key's features */
+    int causal;           /* use_causal_mask */
+} mw_mha;
+
 typedef struct mw_layer {
     mw_layer_kind kind;
     mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
@@ -153,8 +163,11 @@ typedef struct mw_layer {
     float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
     int global;      /* pooling over the whole image (Global*Pooling2D) */
     int mask_zero;   /* Embedding: ids 0 are padding, a mask its consumers honour */
-    int masked;      /* GlobalAveragePooling1D: the mean over the steps that are not padding
-                        (its input carries an Embedding's mask: mw_model_plan_masks) */
+    int masked;      /* the inputs that carry an Embedding's padding mask, bit j for input j
+                        (mw_model_plan_masks): GlobalAveragePooling1D takes the mean over the
+                        steps that are not padding, MultiHeadAttention masks them, the others
+                        pass the mask on */
+    mw_mha mha;      /* MW_LAYER_MHA */
     int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at s_off (s_count = 2 C, not trainable) */
@@ -231,10 +244,13 @@ mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max, int o
 /* LayerNormalization(axis=-1, epsilon, center, scale): over each position's channels. */
 mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
                                  int scale);
-/* Keras' padding mask (Embedding(mask_zero=True)) through the model: Dropout passes it on,
- * GlobalAveragePooling1D takes the mean over the unmasked steps (sets its masked); a mask
- * reaching any other layer is refused (MW_EUNSUPPORTED naming the layer). Called by
- * mw_model_finalize. */
+/* Keras' padding mask (Embedding(mask_zero=True)) through the model, as Keras 3 propagates it:
+ * the layers that keep the steps (Dropout, activations, LayerNormalization, Dense on each
+ * position, Add, Multiply) pass it on, MultiHeadAttention masks the padded steps of its query,
+ * value and key and passes the query's mask on, GlobalAveragePooling1D takes the mean over the
+ * unmasked steps; every layer's masked says which inputs carry it. A mask reaching any other
+ * layer, or the loss of a per-position output (Keras would mask the loss), is refused
+ * (MW_EUNSUPPORTED naming the layer). Called by mw_model_finalize. */
 mw_status mw_model_plan_masks(mw_model *m);
 /* Token ids travel as floats, exact below 2^24: the largest vocabulary. */
 #define MW_EMBED_MAX_VOCAB (1 << 24)
@@ -243,6 +259,15 @@ mw_status mw_model_plan_masks(mw_model *m);
  * output_dim), RandomUniform(-0.05, 0.05) unless the config says otherwise. The first layer
  * only: it reads the model's input. */
 mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim);
+/* Keras MultiHeadAttention(num_heads, key_dim, value_dim, dropout, use_bias, output_shape
+ * out_dim (0: the query's width)) called on the inputs set by mw_model_set_inputs (query,
+ * value, and a key), with use_causal_mask causal. */
+mw_status mw_model_add_mha(mw_model *m, const char *name, int heads, int key_dim, int value_dim,
+                           int out_dim, int use_bias, float dropout, int causal);
+/* Where the query, key, value and output kernels (w, wn floats) and biases (b, bn; 0 floats
+ * without use_bias) of a MultiHeadAttention lie in its kernel block (offsets from w_off), in
+ * Keras' order: kernel, bias, kernel, bias, ... */
+void mw_mha_parts(const mw_layer *l, size_t w[4], size_t wn[4], size_t b[4], size_t bn[4]);
 mw_status mw_model_add_zeropad(mw_model *m, const char *name, int top, int bottom, int left,
                                int right);
 /* Merges of the inputs set by mw_model_set_inputs: Add (equal shapes), Multiply (two

@@ -89,30 +89,69 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return MW_OK;
 }
 
+/* 1 when layer i's output carries the padding mask (its masked planned). */
+static int carries(const mw_model *m, int i)
+{
+    if (i < 0)
+        return 0;
+    const mw_layer *l = &m->layers[i];
+    switch (l->kind) {
+    case MW_LAYER_EMBED:
+        return l->mask_zero;
+    case MW_LAYER_MHA: /* the query's mask (Keras: the first argument's) */
+        return l->masked & 1;
+    case MW_LAYER_AVGPOOL: /* the masked mean consumes it */
+        return 0;
+    default:
+        return l->masked != 0;
+    }
+}
+
+/* 1 when l passes a mask on as Keras 3 does (supports_masking, the steps kept). */
+static int passes(const mw_layer *l)
+{
+    switch (l->kind) {
+    case MW_LAYER_DROPOUT:
+    case MW_LAYER_IDENTITY:
+    case MW_LAYER_RELU:
+    case MW_LAYER_ACT:
+    case MW_LAYER_LAYERNORM:
+    case MW_LAYER_ADD:
+    case MW_LAYER_MULTIPLY:
+        return 1;
+    case MW_LAYER_DENSE: /* on each position of a sequence */
+        return !l->flat;
+    default:
+        return 0;
+    }
+}
+
 mw_status mw_model_plan_masks(mw_model *m)
 {
     for (int i = 0; i < m->nlayers; i++) {
         mw_layer *l = &m->layers[i];
-        int from = -1; /* the masked input's producer */
-        for (int j = 0; j < l->nin; j++) {
-            const mw_layer *p = l->in[j] >= 0 ? &m->layers[l->in[j]] : NULL;
-            if (p && ((p->kind == MW_LAYER_EMBED && p->mask_zero) ||
-                      ((p->kind == MW_LAYER_DROPOUT || p->kind == MW_LAYER_IDENTITY) && p->masked)))
-                from = l->in[j];
-        }
+        int from = -1; /* a masked input's producer */
         l->masked = 0;
-        if (from < 0)
+        for (int j = 0; j < l->nin; j++)
+            if (carries(m, l->in[j]))
+                l->masked |= 1 << j, from = l->in[j];
+        if (!l->masked || passes(l) || l->kind == MW_LAYER_MHA ||
+            (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1))
             continue;
-        if (l->kind == MW_LAYER_DROPOUT || l->kind == MW_LAYER_IDENTITY ||
-            (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1)) {
-            l->masked = 1; /* passed on, or the masked mean */
-            continue;
-        }
+        l->masked = 0;
         return mw_err(MW_EUNSUPPORTED,
                       "layer '%s' (%s) gets the padding mask of Embedding(mask_zero=True) (through "
-                      "'%s'); supported there yet: GlobalAveragePooling1D, Dropout",
-                      l->name, l->cls, m->layers[from].name);
+                      "'%s'); supported there yet: GlobalAveragePooling1D, MultiHeadAttention, "
+                      "and the layers that keep the steps (Dense, LayerNormalization, Add, "
+                      "Multiply, Dropout, Activation)",
+                      l->name, l->cls, mw_model_producer_name(m, from));
     }
+    if (m->nlayers > 0 && carries(m, m->nlayers - 1))
+        return mw_err(MW_EUNSUPPORTED,
+                      "the model's output (layer '%s') carries the padding mask of "
+                      "Embedding(mask_zero=True), which Keras applies to a per-position loss; "
+                      "supported yet: a mask consumed by GlobalAveragePooling1D",
+                      mw_model_producer_name(m, m->nlayers - 1));
     return MW_OK;
 }
 

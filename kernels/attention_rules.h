@@ -1,0 +1,155 @@
+/* MultiHeadAttention's arithmetic (kernels.h: mw_attn_geom), written once for the reference
+ * (kernels/ref/attention.c), its CUDA twin (kernels/cuda/attention.cu) and the fast CPU twin's
+ * softmax: one row (example i, head h, query position t) or one column (key position u) at a
+ * time, every sum in order. The backward: dv first (from p), then each row's scores' gradient
+ * ds = p (dp - sum p dp), dp = dout . v times the dropout multiplier, written over p, then
+ * dq = scale ds kk and dk = ds (q scale). Private to kernels/: each includer defines MW_ATT_HD
+ * (static inline, or __device__ static inline) and MW_ATT_HASH (mw_rng_hash, or its device
+ * copy). */
+#ifndef MW_KERNELS_ATTENTION_RULES_H
+#define MW_KERNELS_ATTENTION_RULES_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The value Keras' Softmax(mask) adds to a masked score (_large_negative_number, float32). */
+#define MW_ATT_MASKED (-1e9f)
+
+/* Row (i, h, t) of p (n, H, T, S); q's, kk's, v's and o's rows of (i, position, h). */
+MW_ATT_HD size_t att_prow(const mw_attn_geom *g, int i, int h, int t)
+{
+    return (((size_t)i * g->H + h) * g->T + t) * g->S;
+}
+MW_ATT_HD size_t att_qrow(const mw_attn_geom *g, int i, int h, int t, int w)
+{
+    return (((size_t)i * g->T + t) * g->H + h) * w;
+}
+MW_ATT_HD size_t att_krow(const mw_attn_geom *g, int i, int h, int u, int w)
+{
+    return (((size_t)i * g->S + u) * g->H + h) * w;
+}
+
+/* 1 when (t, u) of example i is masked. */
+MW_ATT_HD int att_masked(const mw_attn_geom *g, int i, int t, int u)
+{
+    return (g->causal && u > t) || (g->qids && g->qids[(size_t)i * g->T + t] == 0.0f) ||
+           (g->vids && g->vids[(size_t)i * g->S + u] == 0.0f);
+}
+
+/* The dropout multiplier of p[i, h, t, u]: 1 without dropout. */
+MW_ATT_HD float att_drop(const mw_attn_geom *g, int i, int h, int t, int u)
+{
+    if (!(g->rate > 0.0f))
+        return 1.0f;
+    const uint64_t id = g->ids ? g->ids[i] : (uint32_t)i;
+    const uint64_t e = ((uint64_t)h * g->T + t) * g->S + u;
+    const uint32_t x =
+        (uint32_t)(MW_ATT_HASH(g->seed, g->stream, id * ((uint64_t)g->H * g->T * g->S) + e) >> 40);
+    const uint32_t thr = (uint32_t)ceil((double)g->rate * 16777216.0); /* mw_dropout_threshold */
+    return x >= thr ? 1.0f / (1.0f - g->rate) : 0.0f;
+}
+
+/* Softmax in place over a row of S scores: exp(x - max) / sum, as jax.nn.softmax. */
+MW_ATT_HD void att_softmax(float *pr, int S)
+{
+    float mx = pr[0];
+    for (int u = 1; u < S; u++)
+        mx = pr[u] > mx ? pr[u] : mx;
+    float sum = 0.0f;
+    for (int u = 0; u < S; u++) {
+        pr[u] = expf(pr[u] - mx);
+        sum += pr[u];
+    }
+    for (int u = 0; u < S; u++)
+        pr[u] = pr[u] / sum;
+}
+
+/* Forward of row (i, h, t): p's row, and o's. */
+MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, const float *v,
+                           const mw_attn_geom *g, int i, int h, int t)
+{
+    const float *qr = q + att_qrow(g, i, h, t, g->dk);
+    float *pr = p + att_prow(g, i, h, t);
+    for (int u = 0; u < g->S; u++) {
+        const float *kr = kk + att_krow(g, i, h, u, g->dk);
+        float s = 0.0f;
+        for (int d = 0; d < g->dk; d++)
+            s += (qr[d] * g->scale) * kr[d];
+        pr[u] = att_masked(g, i, t, u) ? s + MW_ATT_MASKED : s;
+    }
+    att_softmax(pr, g->S);
+    float *orow = o + att_qrow(g, i, h, t, g->dv);
+    for (int d = 0; d < g->dv; d++) {
+        float a = 0.0f;
+        for (int u = 0; u < g->S; u++)
+            a += pr[u] * att_drop(g, i, h, t, u) * v[att_krow(g, i, h, u, g->dv) + d];
+        orow[d] = a;
+    }
+}
+
+/* dv's row (i, u, h) += sum over t of p[t, u] drop dout[t]. */
+MW_ATT_HD void att_col_dv(float *dv, const float *p, const float *dout, const mw_attn_geom *g,
+                          int i, int h, int u)
+{
+    float *r = dv + att_krow(g, i, h, u, g->dv);
+    for (int d = 0; d < g->dv; d++) {
+        float a = 0.0f;
+        for (int t = 0; t < g->T; t++)
+            a += p[att_prow(g, i, h, t) + u] * att_drop(g, i, h, t, u) *
+                 dout[att_qrow(g, i, h, t, g->dv) + d];
+        r[d] += a;
+    }
+}
+
+/* dp[u] of row (i, h, t): dout . v[u], times the dropout multiplier. */
+MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g, int i, int h,
+                       int t, int u)
+{
+    const float *dr = dout + att_qrow(g, i, h, t, g->dv), *vr = v + att_krow(g, i, h, u, g->dv);
+    float a = 0.0f;
+    for (int d = 0; d < g->dv; d++)
+        a += dr[d] * vr[d];
+    return a * att_drop(g, i, h, t, u);
+}
+
+/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp). */
+MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_attn_geom *g,
+                          int i, int h, int t)
+{
+    float *pr = p + att_prow(g, i, h, t);
+    float sum = 0.0f;
+    for (int u = 0; u < g->S; u++)
+        sum += pr[u] * att_dp(dout, v, g, i, h, t, u);
+    for (int u = 0; u < g->S; u++)
+        pr[u] = pr[u] * (att_dp(dout, v, g, i, h, t, u) - sum);
+}
+
+/* dq's row (i, t, h) += scale sum over u of ds[t, u] kk[u]. */
+MW_ATT_HD void att_row_dq(float *dq, const float *ds, const float *kk, const mw_attn_geom *g,
+                          int i, int h, int t)
+{
+    const float *sr = ds + att_prow(g, i, h, t);
+    float *r = dq + att_qrow(g, i, h, t, g->dk);
+    for (int d = 0; d < g->dk; d++) {
+        float a = 0.0f;
+        for (int u = 0; u < g->S; u++)
+            a += sr[u] * kk[att_krow(g, i, h, u, g->dk) + d];
+        r[d] += a * g->scale;
+    }
+}
+
+/* dk's row (i, u, h) += sum over t of ds[t, u] (q[t] scale). */
+MW_ATT_HD void att_col_dk(float *dk, const float *ds, const float *q, const mw_attn_geom *g, int i,
+                          int h, int u)
+{
+    float *r = dk + att_krow(g, i, h, u, g->dk);
+    for (int d = 0; d < g->dk; d++) {
+        float a = 0.0f;
+        for (int t = 0; t < g->T; t++)
+            a += ds[att_prow(g, i, h, t) + u] * (q[att_qrow(g, i, h, t, g->dk) + d] * g->scale);
+        r[d] += a;
+    }
+}
+
+#endif

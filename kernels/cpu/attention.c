@@ -1,0 +1,105 @@
+/* MultiHeadAttention's core, the fast CPU twin (kernels/attention.h): for each example and
+ * head, the scores Q K^T, the products P V and the backward's four products are sgemm calls on
+ * strided views of the projections (a head's rows are H dk apart), the masked softmax and the
+ * scores' gradient the reference's rules (kernels/attention_rules.h). Examples x heads are
+ * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
+ * them at most); without room for one, the reference runs. */
+#include "kernels/attention.h"
+
+#include <omp.h>
+
+#include "common/rng.h"
+#include "kernels/cpu/cpu.h"
+
+#define MW_ATT_HD static inline
+#define MW_ATT_HASH mw_rng_hash
+#include "kernels/attention_rules.h"
+
+/* Threads with a T x S matrix each. */
+static int slots(const mw_kctx *k, const mw_attn_geom *g)
+{
+    const size_t ts = (size_t)g->T * g->S;
+    size_t s = k->ws && ts ? k->ws_count / ts : 0;
+    s = s < (size_t)MW_NT(k) ? s : (size_t)MW_NT(k);
+    return (int)(s < MW_ATTN_WS_SLOTS ? s : MW_ATTN_WS_SLOTS);
+}
+
+/* w = p times the dropout multipliers, for head (i, h). */
+static void dropped(float *w, const float *p, const mw_attn_geom *g, int i, int h)
+{
+    for (int t = 0; t < g->T; t++)
+        for (int u = 0; u < g->S; u++)
+            w[(size_t)t * g->S + u] = p[(size_t)t * g->S + u] * att_drop(g, i, h, t, u);
+}
+
+void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const float *kk,
+                     const float *v, const mw_attn_geom *g, int n)
+{
+    const int nt = slots(k, g);
+    if (nt < 1) {
+        mw_attn_fwd_ref(k, o, p, q, kk, v, g, n);
+        return;
+    }
+    const int T = g->T, S = g->S, H = g->H, dk = g->dk, dv = g->dv;
+    const long pairs = (long)n * H;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (long ih = 0; ih < pairs; ih++) {
+        const int i = (int)(ih / H), h = (int)(ih % H);
+        float *w = k->ws + (size_t)omp_get_thread_num() * T * S;
+        float *P = p + att_prow(g, i, h, 0);
+        mw_sgemm_cpu('N', 'T', T, S, dk, g->scale, q + att_qrow(g, i, h, 0, dk), H * dk,
+                     kk + att_krow(g, i, h, 0, dk), H * dk, 0.0f, P, S);
+        for (int t = 0; t < T; t++) {
+            float *pr = P + (size_t)t * S;
+            for (int u = 0; u < S; u++)
+                if (att_masked(g, i, t, u))
+                    pr[u] += MW_ATT_MASKED;
+            att_softmax(pr, S);
+        }
+        const float *W = P;
+        if (g->rate > 0.0f)
+            dropped(w, P, g, i, h), W = w;
+        mw_sgemm_cpu('N', 'N', T, dv, S, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv, 0.0f,
+                     o + att_qrow(g, i, h, 0, dv), H * dv);
+    }
+}
+
+void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
+                     const float *dout, const float *q, const float *kk, const float *v,
+                     const mw_attn_geom *g, int n)
+{
+    const int nt = slots(k, g);
+    if (nt < 1) {
+        mw_attn_bwd_ref(k, dq, dk, dv, p, dout, q, kk, v, g, n);
+        return;
+    }
+    const int T = g->T, S = g->S, H = g->H, dK = g->dk, dV = g->dv;
+    const long pairs = (long)n * H;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (long ih = 0; ih < pairs; ih++) {
+        const int i = (int)(ih / H), h = (int)(ih % H);
+        float *w = k->ws + (size_t)omp_get_thread_num() * T * S;
+        float *P = p + att_prow(g, i, h, 0);
+        const float *dO = dout + att_qrow(g, i, h, 0, dV), *V = v + att_krow(g, i, h, 0, dV);
+        const float *W = P;
+        if (g->rate > 0.0f)
+            dropped(w, P, g, i, h), W = w;
+        /* dV += (P drop)^T dO; then w = dP = (dO V^T) drop */
+        mw_sgemm_cpu('T', 'N', S, dV, T, 1.0f, W, S, dO, H * dV, 1.0f, dv + att_krow(g, i, h, 0, dV),
+                     H * dV);
+        mw_sgemm_cpu('N', 'T', T, S, dV, 1.0f, dO, H * dV, V, H * dV, 0.0f, w, S);
+        for (int t = 0; t < T; t++) {
+            float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
+            for (int u = 0; u < S; u++) {
+                wr[u] *= att_drop(g, i, h, t, u);
+                sum += pr[u] * wr[u];
+            }
+            for (int u = 0; u < S; u++)
+                pr[u] = pr[u] * (wr[u] - sum);
+        }
+        mw_sgemm_cpu('N', 'N', T, dK, S, g->scale, P, S, kk + att_krow(g, i, h, 0, dK), H * dK,
+                     1.0f, dq + att_qrow(g, i, h, 0, dK), H * dK);
+        mw_sgemm_cpu('T', 'N', S, dK, T, g->scale, P, S, q + att_qrow(g, i, h, 0, dK), H * dK,
+                     1.0f, dk + att_krow(g, i, h, 0, dK), H * dK);
+    }
+}

@@ -1,0 +1,37 @@
+/* MultiHeadAttention's core, the reference (kernels/attention.h): every row and column by
+ * kernels/attention_rules.h, in order. */
+#include "kernels/attention.h"
+
+#include "common/rng.h"
+
+#define MW_ATT_HD static inline
+#define MW_ATT_HASH mw_rng_hash
+#include "kernels/attention_rules.h"
+
+void mw_attn_fwd_ref(const mw_kctx *k, float *o, float *p, const float *q, const float *kk,
+                     const float *v, const mw_attn_geom *g, int n)
+{
+    (void)k;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < g->H; h++)
+            for (int t = 0; t < g->T; t++)
+                att_row_fwd(o, p, q, kk, v, g, i, h, t);
+}
+
+void mw_attn_bwd_ref(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
+                     const float *dout, const float *q, const float *kk, const float *v,
+                     const mw_attn_geom *g, int n)
+{
+    (void)k;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < g->H; h++) {
+            for (int u = 0; u < g->S; u++)
+                att_col_dv(dv, p, dout, g, i, h, u);
+            for (int t = 0; t < g->T; t++)
+                att_row_ds(p, dout, v, g, i, h, t);
+            for (int t = 0; t < g->T; t++)
+                att_row_dq(dq, p, kk, g, i, h, t);
+            for (int u = 0; u < g->S; u++)
+                att_col_dk(dk, p, q, g, i, h, u);
+        }
+}

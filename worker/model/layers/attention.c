@@ -1,0 +1,336 @@
+/* MultiHeadAttention: the layer table's row (worker/model/layer.h). Keras 3's layer on
+ * sequences: query (None, T, Dq), value (None, S, Dv) and key (None, S, Dk; the value when the
+ * call gives none) are projected per position (kernels (D, H, dk) and (D, H, dv), biases
+ * (H, dk) and (H, dv)), attend per head (kernels.h: mw_attn_geom, with the causal mask, the
+ * padding masks of Embedding(mask_zero=True) and dropout of the probabilities), and the heads'
+ * outputs are projected back (kernel (H, dv, Do), bias (Do)) to (None, T, Do).
+ *
+ * The weights: all eight variables in the kernel block, in Keras' order (query kernel, query
+ * bias, key kernel, ..., output bias: mw_mha_parts gives where), so the packed parameters of
+ * checkpoints and --dump-weights are Keras' model.weights, as for every layer; the bias block
+ * is empty, and weight regularizers, which would need the two apart, are refused. The buffer keeps the projections, the heads'
+ * outputs and the probabilities (n H T S floats: the attention matrices the memory estimate
+ * counts) from the forward for the backward, and the backward's gradients of them. */
+#include <math.h>
+#include <string.h>
+
+#include "worker/keras/keras_layer.h"
+#include "worker/model/layer.h"
+#include "worker/model/model.h"
+
+void mw_mha_parts(const mw_layer *l, size_t w[4], size_t wn[4], size_t b[4], size_t bn[4])
+{
+    const mw_mha *a = &l->mha;
+    const size_t hk = (size_t)a->heads * a->key_dim, hv = (size_t)a->heads * a->value_dim;
+    wn[0] = (size_t)l->in_c * hk, wn[1] = (size_t)a->key_c * hk, wn[2] = (size_t)a->value_c * hv;
+    wn[3] = hv * l->out_c;
+    bn[0] = hk, bn[1] = hk, bn[2] = hv, bn[3] = (size_t)l->out_c;
+    if (!l->has_bias)
+        bn[0] = bn[1] = bn[2] = bn[3] = 0;
+    for (int j = 0; j < 4; j++) {
+        w[j] = j ? b[j - 1] + bn[j - 1] : 0;
+        b[j] = w[j] + wn[j];
+    }
+}
+
+mw_status mw_model_add_mha(mw_model *m, const char *name, int heads, int key_dim, int value_dim,
+                           int out_dim, int use_bias, float dropout, int causal)
+{
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_MHA, name, "MultiHeadAttention", "multi_head_attention");
+    if (!l)
+        return mw_err_status();
+    if (l->nin < 2 || l->nin > 3)
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (MultiHeadAttention): %d inputs; expected query and value (and "
+                      "a key)",
+                      l->name, l->nin));
+    if (heads < 1 || key_dim < 1 || value_dim < 1 || out_dim < 0)
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (MultiHeadAttention): num_heads %d, key_dim %d, value_dim %d: "
+                      "expected each > 0",
+                      l->name, heads, key_dim, value_dim));
+    if (!(dropout >= 0.0f && dropout < 1.0f))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (MultiHeadAttention): dropout %g: expected 0 "
+                                         "<= dropout < 1",
+                                         l->name, (double)dropout));
+    int s[3][3];
+    static const char *const role[3] = {"query", "value", "key"};
+    for (int j = 0; j < l->nin; j++) {
+        mw_model_shape_of(m, l->in[j], s[j]);
+        const int flat = l->in[j] < 0 ? m->flat_input : m->layers[l->in[j]].flat;
+        if (s[j][0] != 1 || flat)
+            return mw_layer_reject(
+                m, mw_err(MW_EMODEL,
+                          "layer '%s' (MultiHeadAttention): its %s ('%s') is %s%dx%dx%d; "
+                          "expected a sequence (None, steps, features)",
+                          l->name, role[j], mw_model_producer_name(m, l->in[j]),
+                          flat ? "flat " : "", s[j][0], s[j][1], s[j][2]));
+    }
+    if (l->nin == 3 && s[2][1] != s[1][1])
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (MultiHeadAttention): the key has %d steps, the value %d; "
+                      "expected the same",
+                      l->name, s[2][1], s[1][1]));
+    mw_mha *a = &l->mha;
+    a->heads = heads, a->key_dim = key_dim, a->value_dim = value_dim, a->causal = causal;
+    a->steps = s[1][1], a->value_c = s[1][2], a->key_c = s[l->nin == 3 ? 2 : 1][2];
+    l->rate = dropout;
+    l->out_h = 1, l->out_w = l->in_w, l->out_c = out_dim ? out_dim : l->in_c;
+    size_t w[4], wn[4], b[4], bn[4];
+    l->has_bias = use_bias;
+    mw_mha_parts(l, w, wn, b, bn);
+    l->w_count = b[3] + bn[3];
+    l->b_count = 0;
+    l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+/* Floats of each part of the buffer for n examples, in order: the projected query, key and
+ * value, the heads' outputs, the probabilities, then the gradients of the first four. */
+static void parts(const mw_layer *l, size_t n, size_t c[5])
+{
+    const mw_mha *a = &l->mha;
+    c[0] = n * l->in_w * a->heads * a->key_dim;
+    c[1] = n * a->steps * a->heads * a->key_dim;
+    c[2] = n * a->steps * a->heads * a->value_dim;
+    c[3] = n * l->in_w * a->heads * a->value_dim;
+    c[4] = n * a->heads * l->in_w * a->steps;
+}
+
+static size_t buf(const mw_layer *l, size_t n)
+{
+    size_t c[5];
+    parts(l, n, c);
+    return (2 * (c[0] + c[1] + c[2] + c[3]) + c[4]) * sizeof(float);
+}
+
+static size_t scratch(const mw_layer *l, size_t n)
+{
+    (void)n;
+    return (size_t)MW_ATTN_WS_SLOTS * l->in_w * l->mha.steps;
+}
+
+typedef struct {
+    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout;
+    const float *xq, *xk, *xv;
+    mw_attn_geom g;
+} views;
+
+static void carve(const mw_layer_call *c, views *V)
+{
+    const mw_layer *l = c->l;
+    size_t s[5];
+    parts(l, (size_t)c->n, s);
+    float *f = c->buf;
+    V->q = f, f += s[0];
+    V->k = f, f += s[1];
+    V->v = f, f += s[2];
+    V->o = f, f += s[3];
+    V->p = f, f += s[4];
+    V->dq = f, f += s[0];
+    V->dk = f, f += s[1];
+    V->dv = f, f += s[2];
+    V->dout = f;
+    float *const *act = c->ws->act;
+    V->xq = act[l->in[0] + 1], V->xv = act[l->in[1] + 1];
+    V->xk = l->nin == 3 ? act[l->in[2] + 1] : V->xv;
+    const mw_mha *a = &l->mha;
+    mw_attn_geom g = {
+        .T = l->in_w,
+        .S = a->steps,
+        .H = a->heads,
+        .dk = a->key_dim,
+        .dv = a->value_dim,
+        .scale = (float)(1.0 / sqrt((double)a->key_dim)),
+        .causal = a->causal,
+        /* every padding mask here is the model input's ids != 0 (mw_model_plan_masks) */
+        .qids = (l->masked & 1) ? act[0] : NULL,
+        .vids = (l->masked & 6) ? act[0] : NULL,
+        .rate = c->ws->training ? l->rate : 0.0f,
+        .seed = c->ws->dropout_seed,
+        .stream = (uint64_t)c->i,
+        .ids = c->ws->example_ids,
+    };
+    V->g = g;
+}
+
+static void forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const mw_mha *a = &l->mha;
+    views V;
+    carve(c, &V);
+    size_t w[4], wn[4], b[4], bn[4];
+    mw_mha_parts(l, w, wn, b, bn);
+    const float *W = c->P + l->w_off, *B = l->has_bias ? W : NULL;
+    const int T = l->in_w, S = a->steps, hk = a->heads * a->key_dim, hv = a->heads * a->value_dim;
+    c->kt->dense_fwd(c->k, V.q, V.xq, W + w[0], B ? B + b[0] : NULL, c->n * T, l->in_c, hk);
+    c->kt->dense_fwd(c->k, V.k, V.xk, W + w[1], B ? B + b[1] : NULL, c->n * S, a->key_c, hk);
+    c->kt->dense_fwd(c->k, V.v, V.xv, W + w[2], B ? B + b[2] : NULL, c->n * S, a->value_c, hv);
+    c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
+    c->kt->dense_fwd(c->k, c->y, V.o, W + w[3], B ? B + b[3] : NULL, c->n * T, hv, l->out_c);
+}
+
+static void backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const mw_mha *a = &l->mha;
+    views V;
+    carve(c, &V);
+    size_t w[4], wn[4], b[4], bn[4], s[5];
+    mw_mha_parts(l, w, wn, b, bn);
+    parts(l, (size_t)c->n, s);
+    const float *W = c->P + l->w_off;
+    float *GW = c->G + l->w_off, *GB = l->has_bias ? GW : NULL;
+    const int T = l->in_w, S = a->steps, hk = a->heads * a->key_dim, hv = a->heads * a->value_dim;
+    mw_layer_zero(c->kt, c->k, V.dq, (s[0] + s[1] + s[2] + s[3]) * sizeof(float));
+    c->kt->dense_bwd(c->k, V.dout, GW + w[3], GB ? GB + b[3] : NULL, c->dy, V.o, W + w[3],
+                     c->n * T, hv, l->out_c);
+    c->kt->attn_bwd(c->k, V.dq, V.dk, V.dv, V.p, V.dout, V.q, V.k, V.v, &V.g, c->n);
+    float *const *grad = c->ws->grad;
+    const int iq = l->in[0], iv = l->in[1], ik = l->nin == 3 ? l->in[2] : iv;
+    c->kt->dense_bwd(c->k, iq >= 0 ? grad[iq + 1] : NULL, GW + w[0], GB ? GB + b[0] : NULL, V.dq,
+                     V.xq, W + w[0], c->n * T, l->in_c, hk);
+    c->kt->dense_bwd(c->k, ik >= 0 ? grad[ik + 1] : NULL, GW + w[1], GB ? GB + b[1] : NULL, V.dk,
+                     V.xk, W + w[1], c->n * S, a->key_c, hk);
+    c->kt->dense_bwd(c->k, iv >= 0 ? grad[iv + 1] : NULL, GW + w[2], GB ? GB + b[2] : NULL, V.dv,
+                     V.xv, W + w[2], c->n * S, a->value_c, hv);
+}
+
+static int has_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->attn_fwd && t->attn_bwd && t->dense_fwd && t->dense_bwd;
+}
+
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    const mw_mha *a = &x->mha, *b = &y->mha;
+    return mw_diff_dims(d, n, "num_heads", &a->heads, &b->heads, 1) ||
+           mw_diff_dims(d, n, "key_dim", &a->key_dim, &b->key_dim, 1) ||
+           mw_diff_dims(d, n, "value_dim", &a->value_dim, &b->value_dim, 1) ||
+           mw_diff_dims(d, n, "output width", &x->out_c, &y->out_c, 1) ||
+           mw_diff_flag(d, n, "use_bias", x->has_bias, y->has_bias) ||
+           mw_diff_flag(d, n, "use_causal_mask", a->causal, b->causal) ||
+           mw_diff_real(d, n, "dropout", x->rate, y->rate);
+}
+
+/* ---- Keras ---- */
+
+/* The call's keyword arguments (inbound_nodes[0].kwargs): use_causal_mask; the masks Keras
+ * passes from the inputs (query_mask, value_mask, key_mask: this program knows them from the
+ * Embedding, mw_model_plan_masks); training. */
+static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
+{
+    *causal = 0;
+    const char *key;
+    const json_t *v;
+    mw_kqbuf q;
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    json_object_foreach((json_t *)kw, key, v)
+    {
+        if (!strcmp(key, "use_causal_mask")) {
+            if (!json_is_boolean(v))
+                return mw_kfail(L, MW_EMODEL,
+                                "inbound_nodes[0].kwargs.use_causal_mask: found %s; expected true "
+                                "or false",
+                                mw_kdescribe(d, sizeof d, v));
+            *causal = json_is_true(v);
+        } else if (!strcmp(key, "query_mask") || !strcmp(key, "value_mask") ||
+                   !strcmp(key, "key_mask") || !strcmp(key, "key") || !strcmp(key, "mask")) {
+            continue; /* the key is an input (keras.c); the masks are planned */
+        } else if ((!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))) ||
+                   ((!strcmp(key, "attention_mask") && json_is_null(v))) ||
+                   (!strcmp(key, "return_attention_scores") && json_is_false(v))) {
+            continue;
+        } else {
+            return mw_kfail(L, MW_EUNSUPPORTED,
+                            "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
+                            "supported: use_causal_mask, and the padding masks of "
+                            "Embedding(mask_zero=True)",
+                            mw_kquote(q, key), mw_kdescribe(d, sizeof d, v));
+        }
+    }
+    return MW_OK;
+}
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    if (B->m->next_nin < 2)
+        return mw_kfail(L, MW_EMODEL,
+                        "MultiHeadAttention needs a Functional model's call with a query and a "
+                        "value (inbound_nodes)");
+    if (L->policy != MW_POLICY_FLOAT32)
+        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for MultiHeadAttention: float32",
+                        mw_policy_name(L->policy));
+    int heads = 0, key_dim = 0, value_dim = 0, out = 0, causal = 0;
+    double dropout = 0.0;
+    mw_kweights w;
+    MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &heads));
+    MW_TRY(mw_kget_int(L, cfg, "key_dim", 0, 1, 1, MW_KMAX_DIM, &key_dim));
+    const json_t *vd = json_object_get(cfg, "value_dim");
+    value_dim = key_dim;
+    if (vd && !json_is_null(vd))
+        MW_TRY(mw_kget_int(L, cfg, "value_dim", 0, 1, 1, MW_KMAX_DIM, &value_dim));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.0, &dropout));
+    if (!(dropout >= 0.0 && dropout < 1.0))
+        return mw_kfail(L, MW_EMODEL, "dropout %g: expected 0 <= dropout < 1", dropout);
+    const json_t *os = json_object_get(cfg, "output_shape");
+    if (os && json_is_array(os) && json_array_size(os) == 1)
+        os = json_array_get(os, 0);
+    if (os && !json_is_null(os) && !mw_kas_int(os, 1, MW_KMAX_DIM, &out))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "output_shape: found %s; supported: null, or one width (n or [n])",
+                        mw_kdescribe(d, sizeof d, json_object_get(cfg, "output_shape")));
+    /* the attention runs over the steps: axis 1 of (None, T, D) */
+    const json_t *ax = json_object_get(cfg, "attention_axes");
+    if (ax && json_is_array(ax) && json_array_size(ax) == 1)
+        ax = json_array_get(ax, 0);
+    int axis = 1;
+    if (ax && !json_is_null(ax) && (!mw_kas_int(ax, -3, 3, &axis) || (axis != 1 && axis != -2)))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "attention_axes: found %s; supported: null or [1] (over the steps)",
+                        mw_kdescribe(d, sizeof d, json_object_get(cfg, "attention_axes")));
+    if (json_is_true(json_object_get(cfg, "flash_attention")))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "flash_attention true: supported: null or false (this program chooses "
+                        "its own attention kernels)");
+    MW_TRY(mw_kread_weights(L, cfg, 0, &w));
+    if (w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 || w.breg.l1 != 0.0 || w.breg.l2 != 0.0)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "kernel_regularizer / bias_regularizer: supported for "
+                        "MultiHeadAttention: null (use the optimizer's weight_decay)");
+    if (R->kwargs)
+        MW_TRY(read_call(L, R->kwargs, &causal));
+    if ((long long)heads * (key_dim > value_dim ? key_dim : value_dim) > MW_KMAX_DIM)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "num_heads %d x key_dim %d / value_dim %d: more than %d projected "
+                        "features",
+                        heads, key_dim, value_dim, MW_KMAX_DIM);
+    mw_status rc = mw_model_add_mha(B->m, name, heads, key_dim, value_dim, out, w.use_bias,
+                                    (float)dropout, causal);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    return mw_kapply_weights(B, &w);
+}
+
+const mw_layer_ops mw_layer_mha = {
+    .keras = {"MultiHeadAttention"},
+    .parse = parse,
+    .forward = forward,
+    .backward = backward,
+    .buf_bytes = buf,
+    .scratch = scratch,
+    .has_kernels = has_kernels,
+    .differs = differs,
+    .matmul = 1,
+};
