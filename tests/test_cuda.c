@@ -23,6 +23,7 @@
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/layernorm.h"
+#include "kernels/attention.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -575,6 +576,79 @@ static void test_layernorm(void **state)
             cuda.layernorm_bwd(&ctx, NULL, dDg, NULL, dDy, dX, dSt, dG, rows, D); /* no dx */
             pool_free(&P);
         }
+    check_sync();
+}
+
+/* MultiHeadAttention's core (kernels/attention.h) against the reference, which applies the
+ * same row rules in the same order: the probabilities, the output and the three gradients
+ * within float32 rounding (the device may fuse a multiply and an add: 1e-6 of the scale). Four
+ * geometries: 1 x 1; causal with padding masks (padded query rows masked everywhere); cross
+ * attention of 7 queries on 11 values with a value mask; 64 causal steps, 4 heads of 16, with
+ * dropout of the probabilities keyed by example ids (the multipliers the host's). */
+static void test_attention(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const struct {
+        int n, T, S, H, dk, dv, causal, masks;
+        float rate;
+    } shapes[] = {{1, 1, 1, 1, 1, 1, 0, 0, 0.0f},
+                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f},
+                  {2, 7, 11, 2, 4, 3, 0, 1, 0.0f},
+                  {3, 64, 64, 4, 16, 16, 1, 0, 0.2f}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        pool P = {0};
+        const int n = shapes[s].n, T = shapes[s].T, S = shapes[s].S, H = shapes[s].H;
+        const int dk = shapes[s].dk, dv = shapes[s].dv;
+        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * H * dk,
+                     nv = (size_t)n * S * H * dv, no = (size_t)n * T * H * dv,
+                     np = (size_t)n * H * T * S;
+        float *qi = h_rand(&P, (size_t)n * T, 1010 + s, 0, 1), *vi = h_rand(&P, (size_t)n * S, 1020 + s, 0, 1);
+        for (int i = 0; i < n * T; i++) /* the last steps of example 1 are padding */
+            qi[i] = T == S && i / T == 1 && i % T >= T - 2 ? 0.0f : 3.0f;
+        for (int i = 0; i < n * S; i++)
+            vi[i] = T == S ? qi[i] : vi[i] < 0.3f ? 0.0f : 7.0f;
+        uint32_t ids[3] = {5, 11, 2};
+        float *q = h_rand(&P, nq, 1030 + s, -1.5f, 1.5f), *k = h_rand(&P, nk, 1040 + s, -1.5f, 1.5f);
+        float *v = h_rand(&P, nv, 1050 + s, -1, 1), *dout = h_rand(&P, no, 1060 + s, -1, 1);
+        float *o = h_rand(&P, no, 1070 + s, 0, 1), *p = h_rand(&P, np, 1080 + s, 0, 1);
+        float *dq = h_rand(&P, nq, 1090 + s, -1, 1), *dk_ = h_rand(&P, nk, 1100 + s, -1, 1);
+        float *dv_ = h_rand(&P, nv, 1110 + s, -1, 1);
+        float *dQ = d_put(&P, q, nq * 4), *dK = d_put(&P, k, nk * 4), *dV = d_put(&P, v, nv * 4);
+        float *dO = d_put(&P, o, no * 4), *dPr = d_put(&P, p, np * 4),
+              *dDout = d_put(&P, dout, no * 4);
+        float *dDq = d_put(&P, dq, nq * 4), *dDk = d_put(&P, dk_, nk * 4),
+              *dDv = d_put(&P, dv_, nv * 4);
+        mw_attn_geom g = {.T = T,
+                          .S = S,
+                          .H = H,
+                          .dk = dk,
+                          .dv = dv,
+                          .scale = (float)(1.0 / sqrt((double)dk)),
+                          .causal = shapes[s].causal,
+                          .rate = shapes[s].rate,
+                          .seed = 77,
+                          .stream = 4};
+        mw_attn_geom gd = g;
+        if (shapes[s].masks) {
+            g.qids = T == S ? qi : NULL, g.vids = vi;
+            gd.qids = T == S ? d_put(&P, qi, (size_t)n * T * 4) : NULL;
+            gd.vids = d_put(&P, vi, (size_t)n * S * 4);
+        }
+        if (g.rate > 0)
+            g.ids = ids, gd.ids = d_put(&P, ids, sizeof ids);
+        mw_attn_fwd_ref(NULL, o, p, q, k, v, &g, n);
+        cuda.attn_fwd(&ctx, dO, dPr, dQ, dK, dV, &gd, n);
+        expect_close((float *)d_get(&P, dO, no * 4), o, no, 1e-6f, 1e-5f);
+        expect_close((float *)d_get(&P, dPr, np * 4), p, np, 1e-6f, 1e-5f);
+        mw_attn_bwd_ref(NULL, dq, dk_, dv_, p, dout, q, k, v, &g, n);
+        cuda.attn_bwd(&ctx, dDq, dDk, dDv, dPr, dDout, dQ, dK, dV, &gd, n);
+        expect_close((float *)d_get(&P, dDq, nq * 4), dq, nq, 1e-5f, 1e-5f);
+        expect_close((float *)d_get(&P, dDk, nk * 4), dk_, nk, 1e-5f, 1e-5f);
+        expect_close((float *)d_get(&P, dDv, nv * 4), dv_, nv, 1e-5f, 1e-5f);
+        expect_close((float *)d_get(&P, dPr, np * 4), p, np, 1e-5f, 1e-5f); /* ds over p */
+        pool_free(&P);
+    }
     check_sync();
 }
 
@@ -1583,6 +1657,7 @@ int main(void)
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

@@ -26,6 +26,8 @@
 #include "common/arena.h"
 #include "common/rng.h"
 #include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/dropout.h"
 #include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/cpu/cpu.h"
@@ -968,6 +970,160 @@ static void test_layernorm(void **state)
             ctx_close(&C);
             pool_free(&P);
         }
+}
+
+/* ---- MultiHeadAttention's core ---- */
+
+/* The attention core (kernels.h: mw_attn_geom) on n = 2 examples, H = 2 heads, dk = 3, dv = 2,
+ * in five geometries: self-attention of 5 steps unmasked; causal; causal with padding masks
+ * (example 1's steps 3 and 4 are padding, so its query rows 3 and 4 are masked everywhere);
+ * cross-attention of 4 queries on 6 values with a value mask; and dropout of the
+ * probabilities (rate 0.3, example ids 7 and 9). The padded query rows get no output gradient
+ * (r = 0 there, as a masked pooling gives them): their scores are lost in s - 1e9 in float32,
+ * so central differences see 0 where autodiff (Keras', and the kernels') sees the uniform
+ * softmax's derivative. Asserted, for the reference and the fast CPU
+ * twin: each probability row sums to 1; a masked entry of a row with an unmasked one is 0
+ * exactly (exp of -1e9); a row masked everywhere is uniform, 1 / S (Keras' Softmax adds -1e9
+ * to every score: the scores vanish in float32); o equals the contract's sum over u of p drop
+ * v with the multipliers recomputed here from mw_rng_hash as kernels.h states them; every
+ * gradient (q, k, v) by central differences of sum(r * o); and the CPU twin against the
+ * reference within float32 rounding of sums of S products (2e-6 of the output's scale). */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *o, *p;
+    const float *q, *kk, *v, *r;
+    const mw_attn_geom *g;
+    int n;
+} attn_env;
+
+static double attn_loss(void *env)
+{
+    attn_env *e = env;
+    e->t->attn_fwd(e->k, e->o, e->p, e->q, e->kk, e->v, e->g, e->n);
+    return dot_r(e->r, e->o, (size_t)e->n * e->g->T * e->g->H * e->g->dv);
+}
+
+/* The dropout multiplier of p[i, h, t, u] as kernels.h states it. */
+static float attn_drop_spec(const mw_attn_geom *g, int i, int h, int t, int u)
+{
+    if (!(g->rate > 0.0f))
+        return 1.0f;
+    const uint64_t id = g->ids ? g->ids[i] : (uint32_t)i;
+    const uint64_t c = id * ((uint64_t)g->H * g->T * g->S) + ((uint64_t)h * g->T + t) * g->S + u;
+    return (uint32_t)(mw_rng_hash(g->seed, g->stream, c) >> 40) >= mw_dropout_threshold(g->rate)
+               ? 1.0f / (1.0f - g->rate)
+               : 0.0f;
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    const int n = 2, H = 2, dk = 3, dv = 2;
+    /* ids as floats: example 1 ends in two padding steps */
+    const float qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0};
+    const float vid[2 * 6] = {2, 7, 1, 8, 2, 8, 1, 0, 3, 3, 0, 4};
+    const uint32_t eids[2] = {7, 9};
+    struct {
+        int T, S, causal, qmask, vmask;
+        float rate;
+    } cases[] = {{5, 5, 0, 0, 0, 0.0f},
+                 {5, 5, 1, 0, 0, 0.0f},
+                 {5, 5, 1, 1, 1, 0.0f},
+                 {4, 6, 0, 0, 1, 0.0f},
+                 {5, 5, 1, 0, 0, 0.3f}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int T = cases[ci].T, S = cases[ci].S;
+        mw_attn_geom g = {.T = T,
+                          .S = S,
+                          .H = H,
+                          .dk = dk,
+                          .dv = dv,
+                          .scale = (float)(1.0 / sqrt(3.0)),
+                          .causal = cases[ci].causal,
+                          .qids = cases[ci].qmask ? qid : NULL,
+                          .vids = cases[ci].vmask ? (S == 5 ? qid : vid) : NULL,
+                          .rate = cases[ci].rate,
+                          .seed = 42,
+                          .stream = 3,
+                          .ids = cases[ci].rate > 0 ? eids : NULL};
+        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * H * dk,
+                     nv = (size_t)n * S * H * dv, no = (size_t)n * T * H * dv,
+                     np = (size_t)n * H * T * S;
+        float *out[2][4]; /* per table: o, dq, dk, dv */
+        for (int cpu = 0; cpu < 2; cpu++) {
+            mw_kernels t;
+            table(&t, cpu);
+            pool P = {0};
+            ctx C;
+            ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
+            float *q = frand(&P, nq, 201 + ci, -1.5f, 1.5f), *kk = frand(&P, nk, 211 + ci, -1.5f, 1.5f);
+            float *v = frand(&P, nv, 221 + ci, -1.0f, 1.0f), *r = frand(&P, no, 231 + ci, -1.0f, 1.0f);
+            float *o = fzero(&P, no), *p = fzero(&P, np);
+            for (size_t x = 0; g.qids && x < no; x++)
+                if (g.qids[x / ((size_t)H * dv)] == 0.0f)
+                    r[x] = 0.0f;
+            t.attn_fwd(&C.k, o, p, q, kk, v, &g, n);
+            ctx_check(&C, "attn_fwd");
+            char what[96];
+            for (int i = 0; i < n; i++)
+                for (int h = 0; h < H; h++)
+                    for (int tt = 0; tt < T; tt++) {
+                        const float *pr = p + (((size_t)i * H + h) * T + tt) * S;
+                        double sum = 0;
+                        int any = 0;
+                        for (int u = 0; u < S; u++) {
+                            sum += pr[u];
+                            any |= !((g.causal && u > tt) || (g.qids && g.qids[i * T + tt] == 0) ||
+                                     (g.vids && g.vids[i * S + u] == 0));
+                        }
+                        expect_near(sum, 1.0, 1e-6);
+                        for (int u = 0; u < S; u++) {
+                            const int masked = (g.causal && u > tt) ||
+                                               (g.qids && g.qids[i * T + tt] == 0) ||
+                                               (g.vids && g.vids[i * S + u] == 0);
+                            if (masked && any && pr[u] != 0.0f)
+                                fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g, masked", t.name, ci,
+                                         i, h, tt, u, (double)pr[u]);
+                            if (!any)
+                                expect_near(pr[u], 1.0 / S, 1e-7);
+                        }
+                        for (int d = 0; d < dv; d++) { /* o by the contract */
+                            double want = 0;
+                            for (int u = 0; u < S; u++)
+                                want += (double)pr[u] * attn_drop_spec(&g, i, h, tt, u) *
+                                        v[(((size_t)i * S + u) * H + h) * dv + d];
+                            expect_near(o[(((size_t)i * T + tt) * H + h) * dv + d], want, 2e-6);
+                        }
+                    }
+            float *dq = fzero(&P, nq), *dkk = fzero(&P, nk), *dvv = fzero(&P, nv);
+            t.attn_bwd(&C.k, dq, dkk, dvv, p, r, q, kk, v, &g, n);
+            ctx_check(&C, "attn_bwd");
+            attn_env e = {&t, &C.k, fzero(&P, no), fzero(&P, np), q, kk, v, r, &g, n};
+            snprintf(what, sizeof what, "%s attention dq (case %zu)", t.name, ci);
+            grad_check(attn_loss, &e, q, nq, dq, 1e-2f, 241, what);
+            snprintf(what, sizeof what, "%s attention dk (case %zu)", t.name, ci);
+            grad_check(attn_loss, &e, kk, nk, dkk, 1e-2f, 242, what);
+            snprintf(what, sizeof what, "%s attention dv (case %zu)", t.name, ci);
+            grad_check(attn_loss, &e, v, nv, dvv, 1e-2f, 243, what);
+            const float *res[4] = {o, dq, dkk, dvv};
+            const size_t cnt[4] = {no, nq, nk, nv};
+            for (int j = 0; j < 4; j++) {
+                out[cpu][j] = malloc(cnt[j] * sizeof(float));
+                assert_non_null(out[cpu][j]);
+                memcpy(out[cpu][j], res[j], cnt[j] * sizeof(float));
+            }
+            ctx_close(&C);
+            pool_free(&P);
+        }
+        const size_t cnt[4] = {no, nq, nk, nv};
+        for (int j = 0; j < 4; j++) {
+            for (size_t x = 0; x < cnt[j]; x++)
+                expect_near(out[1][j][x], out[0][j][x], 2e-6 * (1.0 + fabs(out[0][j][x])));
+            free(out[0][j]);
+            free(out[1][j]);
+        }
+    }
 }
 
 /* ---- dense ---- */
@@ -2605,6 +2761,7 @@ int main(void)
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),
         cmocka_unit_test(test_regularize),

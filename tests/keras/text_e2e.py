@@ -81,7 +81,7 @@ def build(pool, seed, mask_zero=False, ln=None):
     return m
 
 
-def build_transformer(seed, mask_zero, causal):
+def build_transformer(seed, mask_zero, causal, per_position=None):
     """A Transformer block from core layers (Functional): Embedding -> MultiHeadAttention(2
     heads, key_dim 4, value_dim 3) called on (x, x) -> Add -> LayerNormalization -> Dense(16,
     gelu) -> Dense(D) -> Add -> LayerNormalization, then GlobalAveragePooling1D -> Dense(K) (a
@@ -95,7 +95,7 @@ def build_transformer(seed, mask_zero, causal):
     x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
     f = L.Dense(D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
     x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
-    if not causal:
+    if not (causal if per_position is None else per_position):
         x = L.GlobalAveragePooling1D(name="pool")(x)
     m = keras.Model(inp, L.Dense(K, name="head")(x))
     m.compile(optimizer=keras.optimizers.SGD(LR),
@@ -129,12 +129,16 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+LAST_STDERR = [""]  # the last mwtrain's messages (its start-up line names the layout)
+
+
 def mwtrain(mw, work, tag, model, data, *args, launcher=(), bpr=B):
     cmd = [*launcher, mw, "train", "--data", data, "--model", model, "--batch-per-replica",
            str(bpr), "--threads", "1", "--no-shuffle", "--test-examples", str(N_TEST),
            "--summary-dir", os.path.join(work, tag + "-logs"), "--checkpoint-dir",
            os.path.join(work, tag + "-ck"), "--progress", "none", *args]
     r = run(cmd)
+    LAST_STDERR[0] = r.stderr
     if not check(r.returncode == 0, "%s: exit %d%s" % (tag, r.returncode,
                                                         "\n" + r.stderr[-800:] if r.returncode
                                                         else "")):
@@ -187,6 +191,13 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
     ev = k.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True)
     werr = rel_err(got, k.get_weights())
     check(werr <= TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, werr, TOL_W))
+    if ln == "gpt":  # control: the same without the causal mask trains otherwise
+        u = build_transformer(seed, False, causal=False, per_position=True)
+        u.set_weights(init_w)
+        u.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
+        e = rel_err(got, u.get_weights())
+        check(e > TOL_W, "control: %s against Keras without use_causal_mask differs, %.2e > %g"
+              % (name, e, TOL_W))
     if mask:  # control: the same weights and batches without the mask train otherwise
         u = build(pool, seed, mask_zero=False, ln=ln)
         u.set_weights(init_w)
@@ -213,20 +224,33 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
 
 
-def layouts(mw, work, name, r, prefix=""):
+def layouts(mw, work, name, r, prefix="", more=False):
+    """more: also 1 rank x 4 replicas, and 2 nodes x 2 ranks (TF_CONFIG's hosts: shared memory
+    within a node, the MPI ring between them)."""
     mpirun = shutil.which("mpirun")
     if not check(mpirun is not None, "layouts: mpirun is on the PATH"):
         return
     mpi = [mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2"]
+    two_nodes = json.dumps({"cluster": {"worker": ["node-a:1", "node-a:2", "node-b:1",
+                                                   "node-b:2"]},
+                            "task": {"type": "worker", "index": 0}})
+    mpi4 = [mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "4", "-x",
+            "TF_CONFIG=" + two_nodes]
+    extra_layouts = [("rpw4", [], ["--replicas-per-worker", "4"], B // 4),
+                     ("nodes2x2", mpi4, [], B // 4)] if more else []
     for tag, launcher, extra, bpr in [("mpi2", mpi, [], B // 2),
                                       ("rpw2", [], ["--replicas-per-worker", "2"], B // 2),
-                                      ("control", mpi, [], B)]:
+                                      *extra_layouts, ("control", mpi, [], B)]:
         out = os.path.join(work, "%slay-%s.bin" % (prefix, tag))
         if mwtrain(mw, work, prefix + "lay-" + tag, r["path"], r["data"], "--epochs", "1",
                    "--steps-per-epoch", "2", "--dump-weights", out, *extra, launcher=launcher,
                    bpr=bpr) is None:
             continue
         e = rel_err(split(np.fromfile(out, "<f4"), r["shapes"]), r["weights"])
+        if tag == "nodes2x2":
+            check("4 rank(s) on 2 node(s)" in LAST_STDERR[0],
+                  "layout: TF_CONFIG puts the 4 ranks on 2 nodes: %s" %
+                  [s for s in LAST_STDERR[0].splitlines() if "rank(s) on" in s][:1])
         if tag == "control":
             check(e > TOL_LAYOUT, "layout control: %s, a global batch of 64 differs from 32 "
                   "by %.2e > %g" % (name, e, TOL_LAYOUT))
@@ -392,12 +416,15 @@ def main():
             ("Embedding, LayerNorm, Dense/position, GAP1D", "avg", np.int32, 15, False, "ln"),
             ("Embedding, Conv1D, pooling 1D x2, GMP1D", "max", np.int32, 16, False, "conv"),
             ("tagger: a label per position (N, T)", "avg", np.int32, 17, False, "tag"),
-            ("causal Conv1D tagger", "avg", np.int32, 18, False, "causal")]:
+            ("causal Conv1D tagger", "avg", np.int32, 18, False, "causal"),
+            ("Transformer block (MHA, mask_zero), GAP1D", "avg", np.int32, 21, True, "mha"),
+            ("causal Transformer block, per position", "avg", np.int32, 22, False, "gpt")]:
         r = one_case(mw, work, name, pool, dtype, seed, table, mask, ln)
         first = first or (name, r)
         tagger = r if ln == "tag" else tagger
         if (mask or ln) and r is not None:
-            layouts(mw, work, name, r, "mask-" if mask else ln + "-")
+            prefix = "-".join(t for t in ("mask" if mask else "", ln or "") if t) + "-"
+            layouts(mw, work, name, r, prefix, more=ln == "gpt")
         if ln and r is not None and not isa_pass:  # Conv1D's (k, C, O), LayerNorm's gamma, beta
             export(mw, work, name, r, "ex-" + ln)
     if first[1] is not None:

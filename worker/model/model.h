@@ -218,6 +218,9 @@ mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh
 mw_status mw_model_add_maxpool(mw_model *m, const char *name, int ph, int pw, int sh, int sw,
                                int same);
 mw_status mw_model_add_flatten(mw_model *m, const char *name);
+/* Keras Reshape(target_shape dims[0..nd), nd 1 to 3, one of them -1 at most): (d) flat,
+ * (T, C) a sequence, (H, W, C) an image, the values in place. */
+mw_status mw_model_add_reshape(mw_model *m, const char *name, const int *dims, int nd);
 mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_bias);
 /* folded = 1: the activation of the previous layer (Conv2D(..., activation='relu')). */
 mw_status mw_model_add_relu(mw_model *m, const char *name, int folded);

@@ -296,10 +296,16 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (ax && json_is_array(ax) && json_array_size(ax) == 1)
         ax = json_array_get(ax, 0);
     int axis = 1;
-    if (ax && !json_is_null(ax) && (!mw_kas_int(ax, -3, 3, &axis) || (axis != 1 && axis != -2)))
+    if (ax && !json_is_null(ax) && (!mw_kas_int(ax, -3, 3, &axis) || (axis != 1 && axis != -2))) {
+        if (json_is_integer(ax))
+            return mw_kfail(L, MW_EUNSUPPORTED,
+                            "attention_axes: found axis %lld; supported: null or [1] (over the "
+                            "steps)",
+                            (long long)json_integer_value(ax));
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "attention_axes: found %s; supported: null or [1] (over the steps)",
                         mw_kdescribe(d, sizeof d, json_object_get(cfg, "attention_axes")));
+    }
     if (json_is_true(json_object_get(cfg, "flash_attention")))
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "flash_attention true: supported: null or false (this program chooses "

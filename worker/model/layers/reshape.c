@@ -1,5 +1,9 @@
-/* Flatten and ZeroPadding2D: the layer table's rows (worker/model/layer.h). */
+/* Flatten, Reshape and ZeroPadding2D: the layer table's rows (worker/model/layer.h). Reshape
+ * is Flatten's kind with another output shape: the values stay in place (channels_last is
+ * row-major), only their shape changes. */
 #include "worker/keras/keras_layer.h"
+#include <string.h>
+
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -11,6 +15,42 @@ mw_status mw_model_add_flatten(mw_model *m, const char *name)
     l->out_h = 1, l->out_w = 1, l->out_c = l->in_h * l->in_w * l->in_c;
     l->in_place = 1;
     l->flat = 1;
+    return MW_OK;
+}
+
+mw_status mw_model_add_reshape(mw_model *m, const char *name, const int *dims, int nd)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_FLATTEN, name, "Reshape", "reshape");
+    if (!l)
+        return mw_err_status();
+    const long long total = (long long)l->in_h * l->in_w * l->in_c;
+    long long known = 1;
+    int d[3], free_at = -1;
+    for (int j = 0; j < nd; j++) {
+        d[j] = dims[j];
+        if (dims[j] == -1 && free_at < 0)
+            free_at = j;
+        else if (dims[j] < 1)
+            return mw_layer_reject(
+                m, mw_err(MW_EMODEL,
+                          "layer '%s' (Reshape): target_shape has %d; expected sizes > 0 and "
+                          "at most one -1",
+                          l->name, dims[j]));
+        else
+            known *= dims[j];
+    }
+    if (free_at >= 0 && known > 0 && total % known == 0)
+        d[free_at] = (int)(total / known), known = total;
+    if (nd < 1 || nd > 3 || known != total)
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (Reshape): %lld values per example (%dx%dx%d) cannot take %d "
+                      "dimension(s) of %lld values; expected 1 to 3 dimensions of as many",
+                      l->name, total, l->in_h, l->in_w, l->in_c, nd, known));
+    l->out_h = nd == 3 ? d[0] : 1, l->out_w = nd == 1 ? 1 : d[nd - 2], l->out_c = d[nd - 1];
+    l->pad[0] = nd; /* the target's rank, for the export */
+    l->flat = nd == 1;
+    l->in_place = 1;
     return MW_OK;
 }
 
@@ -60,9 +100,30 @@ static int pad_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+static mw_status parse_reshape(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
+                               const char *name)
+{
+    char d[MW_KQUOTE_MAX * 4 + 64];
+    const json_t *t = json_object_get(cfg, "target_shape");
+    int dims[3];
+    if (!json_is_array(t) || json_array_size(t) < 1 || json_array_size(t) > 3)
+        return mw_kfail(L, MW_EMODEL,
+                        "target_shape: found %s; expected a list of 1 to 3 sizes (without the "
+                        "batch)",
+                        mw_kdescribe(d, sizeof d, t));
+    for (size_t j = 0; j < json_array_size(t); j++)
+        if (!mw_kas_int(json_array_get(t, j), -1, MW_KMAX_TENSOR, &dims[j]) || dims[j] == 0)
+            return mw_kfail(L, MW_EMODEL, "target_shape[%zu]: found %s; expected a size > 0 or -1",
+                            j, mw_kdescribe(d, sizeof d, json_array_get(t, j)));
+    mw_status rc = mw_model_add_reshape(B->m, name, dims, (int)json_array_size(t));
+    B->no_channels = 0;
+    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+}
+
 static mw_status parse_flatten(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    (void)cls;
+    if (!strcmp(cls, "Reshape"))
+        return parse_reshape(R->B, R->L, cfg, name);
     mw_status rc = mw_kcheck_data_format(R->L, cfg);
     if (rc == MW_OK && (rc = mw_model_add_flatten(R->B->m, name)) != MW_OK)
         rc = mw_kfrom_model(R->B->origin, rc);
@@ -89,12 +150,21 @@ static mw_status parse_zeropad(mw_kread *R, const char *cls, const json_t *cfg, 
 
 static const char *to_keras(const mw_model *m, int i, json_t *c)
 {
+    const mw_layer *l = &m->layers[i];
+    if (!strcmp(l->cls, "Reshape")) {
+        const int all[3] = {l->out_h, l->out_w, l->out_c};
+        json_t *t = json_array();
+        for (int j = 3 - l->pad[0]; j < 3; j++)
+            json_array_append_new(t, json_integer(all[j]));
+        json_object_set_new(c, "target_shape", t);
+        return l->cls;
+    }
     json_object_set_new(c, "data_format", json_string("channels_last"));
-    return m->layers[i].cls;
+    return l->cls;
 }
 
 const mw_layer_ops mw_layer_flatten = {
-    .keras = {"Flatten"},
+    .keras = {"Flatten", "Reshape"},
     .parse = parse_flatten,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
