@@ -50,6 +50,10 @@ MW_ATT_HD float att_drop(const mw_attn_geom *g, int i, int h, int t, int u)
     return x >= thr ? 1.0f / (1.0f - g->rate) : 0.0f;
 }
 
+/* Below this, expf is 0 in float32 (its smallest subnormal is e^-103.28): a masked score
+ * (-1e9 beside an unmasked one) takes the shortcut, not expf's slow underflow path. */
+#define MW_ATT_EXP_ZERO (-110.0f)
+
 /* Softmax in place over a row of S scores: exp(x - max) / sum, as jax.nn.softmax. */
 MW_ATT_HD void att_softmax(float *pr, int S)
 {
@@ -58,7 +62,8 @@ MW_ATT_HD void att_softmax(float *pr, int S)
         mx = pr[u] > mx ? pr[u] : mx;
     float sum = 0.0f;
     for (int u = 0; u < S; u++) {
-        pr[u] = expf(pr[u] - mx);
+        const float z = pr[u] - mx;
+        pr[u] = z < MW_ATT_EXP_ZERO ? 0.0f : expf(z);
         sum += pr[u];
     }
     for (int u = 0; u < S; u++)

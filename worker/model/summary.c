@@ -11,10 +11,14 @@ static const char *shown_name(const mw_model *m, int idx)
     return idx < 0 ? (m->input_name[0] ? m->input_name : "input_layer") : m->layers[idx].name;
 }
 
+/* A sequence (None, T, C) is held as 1 x T x C (the rule Dense and LayerNormalization read it
+ * by): shown as Keras shows it. */
 static void shape_text(char *s, size_t n, const mw_layer *l)
 {
     if (l->flat)
         snprintf(s, n, "(None, %d)", l->out_c);
+    else if (l->out_h == 1 && l->out_w > 1)
+        snprintf(s, n, "(None, %d, %d)", l->out_w, l->out_c);
     else
         snprintf(s, n, "(None, %d, %d, %d)", l->out_h, l->out_w, l->out_c);
 }

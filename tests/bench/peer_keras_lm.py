@@ -1,0 +1,94 @@
+"""The causal language model of issue #29's speed goal, in Keras 3, for tests/bench/bench_lm.sh:
+a GPT of core layers (KerasHub's TransformerDecoder without cross-attention is the same
+block): Embedding(vocab, width) -> blocks x [MultiHeadAttention(heads, width / heads, causal)
+-> Add -> LayerNormalization(1e-5) -> Dense(ff, relu) -> Dense(width) -> Add ->
+LayerNormalization(1e-5)] -> Dense(vocab) on each position; sparse cross-entropy from logits,
+Adam(1e-3). The defaults are the issue's: 4 blocks of width 128, 4 heads, ff 512, context 128,
+a byte vocabulary (875,264 parameters with KerasHub's position embedding; 858,880 here without
+it, the same matrix work).
+
+  peer_keras_lm.py save PATH [--blocks 4] [--width 128] [--heads 4] [--ff 512]
+                             [--context 128] [--vocab 256]
+  peer_keras_lm.py data PATH --examples N [--context 128] [--vocab 256]
+  peer_keras_lm.py time PATH DATA --batch 32 --steps 40 [--warmup 5]
+
+`time` trains the saved model with fit() on the data's windows (KERAS_BACKEND picks the
+backend) and prints, last, `peer_keras_lm tokens_per_sec=<median over windows of 5 steps>`.
+`data` writes random byte windows (N, context) and their next bytes as x_train / y_train (and a
+small test set) for both programs."""
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+
+def build(a):
+    import keras
+    L = keras.layers
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((a.context,), dtype="int32", name="ids")
+    x = L.Embedding(a.vocab, a.width, name="embed")(inp)
+    for b in range(a.blocks):
+        att = L.MultiHeadAttention(a.heads, a.width // a.heads, name="att%d" % b)(
+            x, x, use_causal_mask=True)
+        x = L.LayerNormalization(epsilon=1e-5, name="ln%da" % b)(L.Add(name="res%da" % b)([x, att]))
+        f = L.Dense(a.ff, activation="relu", name="ff%da" % b)(x)
+        f = L.Dense(a.width, name="ff%db" % b)(f)
+        x = L.LayerNormalization(epsilon=1e-5, name="ln%db" % b)(L.Add(name="res%db" % b)([x, f]))
+    m = keras.Model(inp, L.Dense(a.vocab, name="next")(x), name="gpt")
+    m.compile(optimizer=keras.optimizers.Adam(1e-3),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("cmd", choices=["save", "data", "time"])
+    p.add_argument("path")
+    p.add_argument("data", nargs="?")
+    for k, v in [("blocks", 4), ("width", 128), ("heads", 4), ("ff", 512), ("context", 128),
+                 ("vocab", 256), ("batch", 32), ("steps", 40), ("warmup", 5),
+                 ("examples", 1024)]:
+        p.add_argument("--" + k, type=int, default=v)
+    a = p.parse_args()
+    import numpy as np
+    if a.cmd == "save":
+        m = build(a)
+        m.save(a.path)
+        print("saved %s: %d parameters" % (a.path, m.count_params()))
+        return 0
+    if a.cmd == "data":
+        r = np.random.default_rng(3)
+        s = r.integers(0, a.vocab, (a.examples + 64, a.context + 1)).astype(np.uint8)
+        np.savez(a.path, x_train=s[:a.examples, :-1], y_train=s[:a.examples, 1:].astype(np.int32),
+                 x_test=s[a.examples:, :-1], y_test=s[a.examples:, 1:].astype(np.int32))
+        return 0
+    import keras
+    m = keras.models.load_model(a.path)
+    d = np.load(a.data)
+    x, y = d["x_train"].astype(np.int32), d["y_train"]
+    times = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            times.append(time.perf_counter())
+
+    need = (a.warmup + a.steps) * a.batch
+    reps = -(-need // len(x))
+    xs, ys = np.concatenate([x] * reps)[:need], np.concatenate([y] * reps)[:need]
+    m.fit(xs, ys, batch_size=a.batch, epochs=1, shuffle=False, verbose=0, callbacks=[Clock()])
+    t = times[a.warmup - 1:]
+    per = [(t[i + 5] - t[i]) / 5 for i in range(0, len(t) - 5, 5)]
+    tps = a.batch * a.context / statistics.median(per)
+    print("peer_keras_lm tokens_per_sec=%.0f backend=%s batch=%d steps=%d" %
+          (tps, keras.backend.backend(), a.batch, a.steps))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
