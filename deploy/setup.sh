@@ -20,6 +20,7 @@ pkgs=(
     valgrind                                       # memory checks in tests
     time                                           # GNU time: peak memory in tests/mpi
     yamllint                                       # deploy/ manifests (tests/deploy)
+    wamerican wngerman wfrench wspanish            # word lists: the language-ID data set (tests/bench/langid.py)
 )
 if [[ ${1:-} == --peer ]]; then
     pkgs+=(python3-torch)

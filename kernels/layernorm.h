@@ -1,5 +1,5 @@
-/* LayerNormalization's twins (see kernels.h: mw_layernorm_fwd_fn, mw_layernorm_bwd_fn); the CPU
- * table takes the reference's (two passes over each row of D values: memory-bound). */
+/* LayerNormalization's twins (see kernels.h: mw_layernorm_fwd_fn, mw_layernorm_bwd_fn); the fast
+ * CPU twin runs the reference's rows on k's threads, bitwise the same. */
 #ifndef MW_KERNELS_LAYERNORM_H
 #define MW_KERNELS_LAYERNORM_H
 
@@ -13,6 +13,7 @@
                                 const float *dy, const float *x, const float *stat,                \
                                 const float *gamma, int rows, int D);
 MW_LAYERNORM_DECL(ref)
+MW_LAYERNORM_DECL(cpu)
 MW_LAYERNORM_DECL(cuda)
 #undef MW_LAYERNORM_DECL
 

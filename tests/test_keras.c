@@ -1020,7 +1020,12 @@ static void test_graph_configs(void **state)
  * depends on every other's), both kernel tables, every trainable parameter; a step that
  * changes a max pooling's choice is skipped as in gradcheck(). The same through
  * tests/data/keras/graph/gradcheck_crop.json: two Cropping2D of one convolution's output added
- * (their backward adds into the shared gradient), and a Cropping2D after a tanh. */
+ * (their backward adds into the shared gradient), and a Cropping2D after a tanh. The same
+ * through tests/data/keras/graph/gradcheck_mha.json: a Reshape of the image into 28 steps, a
+ * causal self-attention with dropout of its probabilities (the multipliers keyed by the
+ * example ids, the same in every forward), and a cross-attention whose query, value and key
+ * are three tensors (an output_shape of its own), then Add, LayerNormalization and the 1-D
+ * pooling: every projection's kernel and bias, through the masked softmax. */
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1030,7 +1035,12 @@ static void graph_gradcheck(int fast, const char *rel)
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
-    if (strstr(rel, "k2")) {
+    if (strstr(rel, "mha")) {
+        int mha = 0;
+        for (int i = 0; i < m.nlayers; i++)
+            mha += m.layers[i].kind == MW_LAYER_MHA;
+        assert_int_equal(mha, 2);
+    } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
     } else {
@@ -1123,6 +1133,50 @@ static void test_crop_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_crop.json");
+}
+
+static void test_mha_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_mha.json");
+}
+
+static void test_mha_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_mha.json");
+}
+
+/* The memory estimate counts what a MultiHeadAttention keeps for its backward: per example
+ * its projections, the heads' outputs, their gradients, and the probabilities (heads x T x S
+ * floats, the term that grows with the square of the context): 32 more examples cost at
+ * least 32 x that much more workspace. */
+static void test_mha_memory(void **state)
+{
+    (void)state;
+    mw_model m;
+    char *path = mw_test_srcpath("tests/data/keras/graph/gradcheck_mha.json");
+    mw_err_clear();
+    check_rc(mw_keras_load_file(&m, path, 28, 28, 1, 10), path);
+    free(path);
+    check_rc(mw_model_finalize(&m, 1), "finalize");
+    size_t per = 0; /* floats per example kept by the attentions */
+    for (int i = 0; i < m.nlayers; i++) {
+        const mw_layer *l = &m.layers[i];
+        if (l->kind != MW_LAYER_MHA)
+            continue;
+        const mw_mha *a = &l->mha;
+        const size_t T = (size_t)l->in_w, S = (size_t)a->steps, H = (size_t)a->heads;
+        per += 2 * (T * H * a->key_dim + S * H * a->key_dim + S * H * a->value_dim +
+                    T * H * a->value_dim) +
+               H * T * S;
+    }
+    assert_true(per > 0);
+    const size_t d = mw_model_ws_nbytes(&m, 64) - mw_model_ws_nbytes(&m, 32);
+    if (d < 32 * per * sizeof(float))
+        fail_msg("32 more examples add %zu bytes of workspace; the attentions alone keep %zu", d,
+                 32 * per * sizeof(float));
+    mw_model_free(&m);
 }
 
 /* ---- a few training steps per config ---- */
@@ -1226,6 +1280,9 @@ int main(void)
         cmocka_unit_test(test_graph_gradcheck_cpu),
         cmocka_unit_test(test_crop_gradcheck_ref),
         cmocka_unit_test(test_crop_gradcheck_cpu),
+        cmocka_unit_test(test_mha_gradcheck_ref),
+        cmocka_unit_test(test_mha_gradcheck_cpu),
+        cmocka_unit_test(test_mha_memory),
         cmocka_unit_test(test_gradcheck_cpu),
         cmocka_unit_test(test_training),
     };

@@ -972,6 +972,44 @@ static void test_layernorm(void **state)
         }
 }
 
+/* The fast CPU LayerNormalization runs the reference's rows and sums each feature's gradient
+ * over the rows in the reference's order: bitwise equal, here on 300 rows of 100 features (the
+ * features go 32 at a time: a last partial group), with 2 threads, affine and not. */
+static void test_layernorm_cpu_vs_ref(void **state)
+{
+    (void)state;
+    const int rows = 300, D = 100;
+    const size_t nx = (size_t)rows * D;
+    for (int affine = 1; affine >= 0; affine--) {
+        mw_kernels ref, cpu;
+        mw_kernels_init_ref(&ref);
+        mw_kernels_init_cpu(&cpu);
+        pool P = {0};
+        ctx C;
+        ctx_open(&C, 0, 2);
+        float *x = frand(&P, nx, 111, -2.0f, 3.0f), *dy = frand(&P, nx, 112, -1.0f, 1.0f);
+        float *g = affine ? frand(&P, D, 113, 0.5f, 1.5f) : NULL;
+        float *b = affine ? frand(&P, D, 114, -0.5f, 0.5f) : NULL;
+        float *y[2], *st[2], *dx[2], *dg[2], *db[2];
+        for (int t = 0; t < 2; t++) {
+            const mw_kernels *kt = t ? &cpu : &ref;
+            y[t] = fzero(&P, nx), st[t] = fzero(&P, 2 * (size_t)rows);
+            dx[t] = frand(&P, nx, 115, -1.0f, 1.0f); /* accumulated into */
+            dg[t] = frand(&P, D, 116, -1.0f, 1.0f), db[t] = frand(&P, D, 117, -1.0f, 1.0f);
+            kt->layernorm_fwd(&C.k, y[t], st[t], x, g, b, rows, D, 1e-5f);
+            kt->layernorm_bwd(&C.k, dx[t], affine ? dg[t] : NULL, affine ? db[t] : NULL, dy, x,
+                              st[t], g, rows, D);
+        }
+        assert_memory_equal(y[0], y[1], nx * sizeof(float));
+        assert_memory_equal(st[0], st[1], 2 * (size_t)rows * sizeof(float));
+        assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
+        assert_memory_equal(dg[0], dg[1], D * sizeof(float));
+        assert_memory_equal(db[0], db[1], D * sizeof(float));
+        ctx_close(&C);
+        pool_free(&P);
+    }
+}
+
 /* ---- MultiHeadAttention's core ---- */
 
 /* The attention core (kernels.h: mw_attn_geom) on n = 2 examples, H = 2 heads, dk = 3, dv = 2,
@@ -2761,6 +2799,7 @@ int main(void)
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_layernorm_cpu_vs_ref),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),

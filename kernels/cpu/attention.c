@@ -1,12 +1,16 @@
 /* MultiHeadAttention's core, the fast CPU twin (kernels/attention.h): for each example and
  * head, the scores Q K^T, the products P V and the backward's four products are sgemm calls on
  * strided views of the projections (a head's rows are H dk apart), the masked softmax and the
- * scores' gradient the reference's rules (kernels/attention_rules.h). Examples x heads are
+ * scores' gradient the reference's rules (kernels/attention_rules.h), the softmax a
+ * vectorized loop (an exp within 2 ulp of expf's, a product by the sum's reciprocal: within
+ * float32 rounding of the reference's row). Examples x heads are
  * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
  * them at most); without room for one, the reference runs. */
 #include "kernels/attention.h"
 
 #include <omp.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "common/rng.h"
 #include "kernels/cpu/cpu.h"
@@ -14,6 +18,69 @@
 #define MW_ATT_HD static inline
 #define MW_ATT_HASH mw_rng_hash
 #include "kernels/attention_rules.h"
+
+/* The softmax's loops vectorize only where GCC may evaluate a comparison's select without
+ * regard to floating-point traps (nothing here enables them). */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+
+/* exp(x) for a softmax's exponents (x <= 0, the row's maximum subtracted): 2^n p(r),
+ * n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-7 polynomial of expf
+ * (relative error below 2 ulp); below -87, where the result would be subnormal, 0 (at most
+ * 1e-38 against the row's 1). Selects, no branches, so the loops around it vectorize. */
+static inline float exp_neg(float x)
+{
+    const float keep = x < -87.0f ? 0.0f : 1.0f;
+    x = x < -87.0f ? -87.0f : x;
+    const float big = 12582912.0f; /* 1.5 x 2^23: adding it rounds to an integer */
+    const float n = (x * 1.44269504088896341f + big) - big;
+    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } s;
+    s.i = ((int32_t)n + 127) * (1 << 23); /* 2^n: n >= -126 here */
+    return p * s.f * keep;
+}
+
+/* Row (i, t) of a head's scores: the masks added as the reference adds them, then the
+ * softmax. */
+static void softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
+{
+    const int S = g->S;
+    const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
+    const float *vids = g->vids ? g->vids + (size_t)i * S : NULL;
+    const int lim = qm ? -1 : g->causal ? t : S - 1; /* the last step no rule but vids masks */
+    if (vids) /* each masked score gets -1e9 once, as the reference adds it */
+#pragma omp simd
+        for (int u = 0; u < S; u++)
+            pr[u] += ((u > lim) | (vids[u] == 0.0f)) ? MW_ATT_MASKED : 0.0f;
+    else
+        for (int u = lim + 1; u < S; u++)
+            pr[u] += MW_ATT_MASKED;
+    float mx = pr[0], sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+    for (int u = 1; u < S; u++)
+        mx = pr[u] > mx ? pr[u] : mx;
+#pragma omp simd reduction(+ : sum)
+    for (int u = 0; u < S; u++) {
+        pr[u] = exp_neg(pr[u] - mx);
+        sum += pr[u];
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int u = 0; u < S; u++)
+        pr[u] *= inv;
+}
+
+#pragma GCC pop_options
 
 /* Threads with a T x S matrix each. */
 static int slots(const mw_kctx *k, const mw_attn_geom *g)
@@ -49,13 +116,8 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
         float *P = p + att_prow(g, i, h, 0);
         mw_sgemm_cpu('N', 'T', T, S, dk, g->scale, q + att_qrow(g, i, h, 0, dk), H * dk,
                      kk + att_krow(g, i, h, 0, dk), H * dk, 0.0f, P, S);
-        for (int t = 0; t < T; t++) {
-            float *pr = P + (size_t)t * S;
-            for (int u = 0; u < S; u++)
-                if (att_masked(g, i, t, u))
-                    pr[u] += MW_ATT_MASKED;
-            att_softmax(pr, S);
-        }
+        for (int t = 0; t < T; t++)
+            softmax_row(P + (size_t)t * S, g, i, t);
         const float *W = P;
         if (g->rate > 0.0f)
             dropped(w, P, g, i, h), W = w;

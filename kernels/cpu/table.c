@@ -6,6 +6,7 @@
 #include "kernels/dense.h"
 #include "kernels/dropout.h"
 #include "kernels/graphops.h"
+#include "kernels/layernorm.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
 
@@ -19,6 +20,8 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->maxpool_bwd = mw_maxpool_bwd_cpu;
     t->dense_fwd = mw_dense_fwd_cpu;
     t->dense_bwd = mw_dense_bwd_cpu;
+    t->layernorm_fwd = mw_layernorm_fwd_cpu;
+    t->layernorm_bwd = mw_layernorm_bwd_cpu;
     t->attn_fwd = mw_attn_fwd_cpu;
     t->attn_bwd = mw_attn_bwd_cpu;
     t->relu_fwd = mw_relu_fwd_cpu;
