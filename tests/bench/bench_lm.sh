@@ -6,7 +6,7 @@
 # and Keras, the same architecture written in PyTorch (tests/bench/peer_torch_lm.py), the same
 # random byte windows, 2 cores. Rounds alternate the programs so drift hits all alike; prints
 # the medians in tokens/s, the ratios, and the matrix work's GFLOP/s against the sgemm ceiling
-# bench_gemm measures in the same run (the matrix work per token: 3 x the forward's
+# bench_gemm measures in every round too (its median; the matrix work per token: 3 x the forward's
 # 2 x (4 D^2 + 2 D F + 2 T D) per block + 2 D V for the head, attention's full T x T).
 #   bench_lm.sh MWTRAIN [rounds=3] [steps=40]
 # The peers' environments are made under the build directory: tests/keras/venv.sh (Keras on
@@ -35,7 +35,7 @@ flags=(--model "$work/gpt.keras" --data "$work/d.npz" --epochs 2 --progress none
        --checkpoint-dir "$work/ck")
 tps() { sed -n 's/^Epoch 2,.*Tokens\/s: \([0-9.]*\).*/\1/p' | tail -n 1; }
 num() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" | tail -n 1; }
-one=() two=() tf=() jx=() pt=()
+one=() two=() tf=() jx=() pt=() ceil=()
 for ((r = 1; r <= rounds; r++)); do
     # epoch 2 of 2 is steady state (epoch 1 includes the first touch of every buffer)
     one+=("$("$mwtrain" train "${flags[@]}" --batch-per-replica 32 --threads 2 | tps)")
@@ -47,15 +47,16 @@ for ((r = 1; r <= rounds; r++)); do
         --steps "$steps" 2>/dev/null | num tokens_per_sec)")
     [[ -n $torchpy ]] && pt+=("$("$torchpy" "$src/tests/bench/peer_torch_lm.py" "$work/d.npz" \
         --threads 2 --steps "$steps" | num tokens_per_sec)")
+    ceil+=("$("$build/tests/bench/bench_gemm" 2 10 | num ceiling_gflops)")
     echo "round $r: mwtrain 1 x 2 threads ${one[-1]}, mpirun -n 2 ${two[-1]}," \
-        "keras-tf ${tf[-1]:-skipped}, keras-jax ${jx[-1]}, pytorch ${pt[-1]:-skipped} tokens/s"
+        "keras-tf ${tf[-1]:-skipped}, keras-jax ${jx[-1]}, pytorch ${pt[-1]:-skipped} tokens/s;" \
+        "sgemm ceiling ${ceil[-1]} GFLOP/s"
 done
-ceiling=$("$build/tests/bench/bench_gemm" 2 20 | tee /dev/stderr | num ceiling_gflops)
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf (b > 0 ? "%.2fx" : "-"), a / b}'; }
 # matrix work per token, training (forward x 3), D 128, F 512, T 128, V 256, 4 blocks
 flop=$(awk 'BEGIN {D = 128; F = 512; T = 128; V = 256; print 3 * (4 * 2 * (4 * D * D + 2 * D * F + 2 * T * D) + 2 * D * V)}')
-m1=$(median "${one[@]}") m2=$(median "${two[@]}") j=$(median "${jx[@]}")
+m1=$(median "${one[@]}") m2=$(median "${two[@]}") j=$(median "${jx[@]}") ceiling=$(median "${ceil[@]}")
 t=$( ((${#tf[@]})) && median "${tf[@]}" || echo 0) p=$( ((${#pt[@]})) && median "${pt[@]}" || echo 0)
 gf() { awk -v x="$1" -v f="$flop" -v c="$ceiling" 'BEGIN {printf "%.0f GFLOP/s, %.0f%% of the ceiling", x * f / 1e9, 100 * x * f / 1e9 / c}'; }
 printf 'causal LM (4 x TransformerDecoder, width 128, context 128), batch 32, median of %d rounds:\n' "$rounds"
@@ -66,5 +67,5 @@ printf '  mwtrain, mpirun -n 2           %7.0f tokens/s  %s Keras-TF, %s PyTorch
 printf '  keras 3, tensorflow            %7.0f tokens/s  (%s)\n' "$t" "$(gf "$t")"
 printf '  keras 3, jax                   %7.0f tokens/s  (%s)\n' "$j" "$(gf "$j")"
 printf '  pytorch %-22s %7.0f tokens/s  (%s)\n' "" "$p" "$(gf "$p")"
-printf '  sgemm ceiling (bench_gemm, 2 threads) %.1f GFLOP/s; matrix work %.2f MFLOP per token\n' \
+printf '  sgemm ceiling (bench_gemm, 2 threads, median of the rounds) %.1f GFLOP/s; matrix work %.2f MFLOP per token\n' \
     "$ceiling" "$(awk -v f="$flop" 'BEGIN {print f / 1e6}')"

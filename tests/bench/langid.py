@@ -12,7 +12,7 @@ The model (Keras 3 Functional, saved as .keras, which mwtrain reads): Embedding(
 mask_zero=True) -> a Transformer block (MultiHeadAttention(4 heads of 8) on (x, x) -> Add ->
 LayerNormalization -> Dense(64, relu) -> Dense(32) -> Add -> LayerNormalization) ->
 GlobalAveragePooling1D (the padding masked out) -> Dense(4); Adam(1e-3), sparse cross-entropy
-from logits, accuracy; batch 64, EPOCHS epochs.
+from logits, accuracy; batch 64, EPOCHS epochs (15).
 
 mwtrain trains the archive under `mpirun -n 2` (32 per rank); Keras trains the same archive
 with fit() (batch 64, shuffled) for 3 seeds. Printed: each one's validation loss and accuracy,
@@ -106,7 +106,7 @@ def main():
     p.add_argument("mwtrain")
     p.add_argument("work")
     p.add_argument("--per-language", type=int, default=4000)
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=15)
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     data, model = os.path.join(a.work, "langid.npz"), os.path.join(a.work, "langid.keras")

@@ -3,9 +3,9 @@
 # against Keras 3 on the same model and steps: tests/bench/langid.py says how. Needs the word
 # lists (deploy/setup.sh installs wamerican, wngerman, wfrench, wspanish) and the Keras
 # environment (tests/keras/venv.sh); 77 without the latter.
-#   langid.sh MWTRAIN [per-language=4000] [epochs=6]
+#   langid.sh MWTRAIN [per-language=4000] [epochs=15]
 set -euo pipefail
-mwtrain=$(readlink -f "$1") per=${2:-4000} epochs=${3:-6}
+mwtrain=$(readlink -f "$1") per=${2:-4000} epochs=${3:-15}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${MW_BUILDDIR:-$(dirname "$(dirname "$mwtrain")")}
 if ! py=$(bash "$src/tests/keras/venv.sh" "$build"); then
