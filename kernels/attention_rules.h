@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The value Keras' Softmax(mask) adds to a masked score (_large_negative_number, float32). */
+/* The value Keras' Softmax(mask) puts in place of a masked score (_large_negative_number,
+ * float32). */
 #define MW_ATT_MASKED (-1e9f)
 
 /* Row (i, h, t) of p (n, H, T, S); q's, kk's, v's and o's rows of (i, position, h). */
@@ -70,20 +71,29 @@ MW_ATT_HD void att_softmax(float *pr, int S)
         pr[u] = pr[u] / sum;
 }
 
-/* Forward of row (i, h, t): p's row, and o's. */
+/* Forward of row (i, h, t): p's row, and o's. A masked score is -1e9, so its probability is 0
+ * beside an unmasked one (its exp underflows); a row masked everywhere is 0 (Keras 3.15 zeroes
+ * the masked probabilities after the softmax). */
 MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, const float *v,
                            const mw_attn_geom *g, int i, int h, int t)
 {
     const float *qr = q + att_qrow(g, i, h, t, g->dk);
     float *pr = p + att_prow(g, i, h, t);
+    int any = 0;
     for (int u = 0; u < g->S; u++) {
         const float *kr = kk + att_krow(g, i, h, u, g->dk);
         float s = 0.0f;
         for (int d = 0; d < g->dk; d++)
             s += (qr[d] * g->scale) * kr[d];
-        pr[u] = att_masked(g, i, t, u) ? s + MW_ATT_MASKED : s;
+        const int m = att_masked(g, i, t, u);
+        pr[u] = m ? MW_ATT_MASKED : s;
+        any |= !m;
     }
-    att_softmax(pr, g->S);
+    if (any)
+        att_softmax(pr, g->S);
+    else
+        for (int u = 0; u < g->S; u++)
+            pr[u] = 0.0f;
     float *orow = o + att_qrow(g, i, h, t, g->dv);
     for (int d = 0; d < g->dv; d++) {
         float a = 0.0f;

@@ -199,9 +199,11 @@ typedef void (*mw_layernorm_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, 
                                     const float *gamma, int rows, int D);
 /* Keras' MultiHeadAttention between its projections (kernels/attention.h), per example i and
  * head h: q (n, T, H, dk), kk (n, S, H, dk), v (n, S, H, dv), the layout of Keras' projected
- * tensors. Scores s[t, u] = (q[t] * scale) . kk[u]; where (t, u) is masked, s + (-1e9) in
- * float32, as Keras' Softmax(mask) adds it (a row masked everywhere so becomes nearly uniform,
- * as in Keras); p = softmax over u, o[t] = sum over u of p[t, u] drop[t, u] v[u]. */
+ * tensors. Scores s[t, u] = (q[t] * scale) . kk[u]; where (t, u) is masked, -1e9 instead, and
+ * p = softmax over u with the masked probabilities 0, as Keras 3.15's Softmax(mask) computes
+ * it (a row masked everywhere, a padded query step's, is 0, and so is its output; Keras 3.6
+ * added -1e9 to the score and kept the softmax's nearly uniform row there, which no unmasked
+ * step ever sees); o[t] = sum over u of p[t, u] drop[t, u] v[u]. */
 typedef struct {
     int T, S, H, dk, dv; /* query and key positions, heads, key and value widths */
     float scale;         /* multiplies q: Keras' 1 / sqrt(key_dim) in float32 */

@@ -58,13 +58,24 @@ static void softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
     const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
     const float *vids = g->vids ? g->vids + (size_t)i * S : NULL;
     const int lim = qm ? -1 : g->causal ? t : S - 1; /* the last step no rule but vids masks */
-    if (vids) /* each masked score gets -1e9 once, as the reference adds it */
-#pragma omp simd
-        for (int u = 0; u < S; u++)
-            pr[u] += ((u > lim) | (vids[u] == 0.0f)) ? MW_ATT_MASKED : 0.0f;
-    else
+    int open = lim + 1;                               /* the unmasked scores */
+    if (vids) {
+        open = 0;
+#pragma omp simd reduction(+ : open)
+        for (int u = 0; u < S; u++) {
+            const int m = (u > lim) | (vids[u] == 0.0f);
+            pr[u] = m ? MW_ATT_MASKED : pr[u];
+            open += !m;
+        }
+    } else {
         for (int u = lim + 1; u < S; u++)
-            pr[u] += MW_ATT_MASKED;
+            pr[u] = MW_ATT_MASKED;
+    }
+    if (open == 0) { /* masked everywhere: 0, as the reference */
+        for (int u = 0; u < S; u++)
+            pr[u] = 0.0f;
+        return;
+    }
     float mx = pr[0], sum = 0.0f;
 #pragma omp simd reduction(max : mx)
     for (int u = 1; u < S; u++)
