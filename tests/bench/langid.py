@@ -113,6 +113,9 @@ def main():
     x, y, xt, yt = make_data(data, a.per_language)
     print("langid: %d training words, %d held out, 4 languages" % (len(x), len(xt)))
     import keras
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras"))
+    os.environ.setdefault("MW_BUILDDIR", os.path.dirname(os.path.dirname(a.mwtrain)))
+    import oracle  # noqa: F401  (its fix of Keras 3.6's stale masks: see fix_keras_mask_ids)
     build().save(model)
     logs = os.path.join(a.work, "logs")
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", a.mwtrain, "train",

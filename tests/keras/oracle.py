@@ -15,6 +15,53 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import keras  # noqa: E402
 
+
+def fix_keras_mask_ids():
+    """Keras 3.6 keeps the mask of a tensor that takes no attributes (a JAX tracer) in a
+    dictionary keyed by id(tensor), the mask held weakly: once the tensor is gone, its id can
+    name another tensor, which then "has" the old mask, and a masked model's fit() fails at
+    random ("Incompatible shapes for broadcasting: (32,) and (32, 12)": a stale (N, T) padding
+    mask met the loss). Keras 3.15 removes the entry when its tensor dies (weakref.finalize);
+    this installs that fix where the oracle's Keras lacks it."""
+    import weakref
+    from keras.src.backend.common import global_state, tensor_attributes as ta
+    if hasattr(ta, "_clear_tensor_attr"):
+        return
+
+    def clear(tensor_id, attr):
+        d = global_state.get_global_attribute(f"{attr}_dict")
+        if d is not None:
+            d.pop(tensor_id, None)
+
+    def set_tensor_attr(tensor, attr, value):
+        try:
+            setattr(tensor, attr, value)
+        except AttributeError:
+            d = global_state.get_global_attribute(f"{attr}_dict")
+            if d is None:
+                if value is None:
+                    return
+                d = {}
+                global_state.set_global_attribute(f"{attr}_dict", d)
+            if value is not None:
+                d[id(tensor)] = value
+                weakref.finalize(tensor, clear, id(tensor), attr)
+            else:
+                d.pop(id(tensor), None)
+
+    def get_tensor_attr(tensor, attr):
+        if not hasattr(tensor, attr):
+            d = global_state.get_global_attribute(f"{attr}_dict")
+            return d.get(id(tensor)) if d is not None else None
+        return getattr(tensor, attr, None)
+
+    ta.set_tensor_attr, ta.get_tensor_attr = set_tensor_attr, get_tensor_attr
+    from keras.src.backend.common import masking
+    masking.set_tensor_attr, masking.get_tensor_attr = set_tensor_attr, get_tensor_attr
+
+
+fix_keras_mask_ids()
+
 MWTRAIN = os.path.join(os.environ["MW_BUILDDIR"], "worker", "mwtrain")
 DATA = "/usr/share/datasets/fashion-mnist"
 failures = []

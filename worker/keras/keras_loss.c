@@ -9,7 +9,9 @@
 
 #include "worker/keras/kconfig.h"
 
-static const char *const loss_common[] = {"name", "dtype", "reduction", NULL};
+/* "axis": -1 only (fixed_keys); Keras 3.15 gives SparseCategoricalCrossentropy one, Keras 3.6
+ * did not, so it is read for every loss and written only where a loss row lists it. */
+static const char *const loss_common[] = {"name", "dtype", "reduction", "axis", NULL};
 
 /* Keras' defaults of a kind: what keras.losses.get(name) builds. */
 static void keras_defaults(mw_loss *ls, mw_loss_kind kind, const mw_loss *metrics_of)
