@@ -1015,7 +1015,8 @@ static void test_layernorm_cpu_vs_ref(void **state)
 /* The attention core (kernels.h: mw_attn_geom) on n = 2 examples, H = 2 heads, dk = 3, dv = 2,
  * in five geometries: self-attention of 5 steps unmasked; causal; causal with padding masks
  * (example 1's steps 3 and 4 are padding, so its query rows 3 and 4 are masked everywhere);
- * cross-attention of 4 queries on 6 values with a value mask; and dropout of the
+ * cross-attention of 4 queries on 6 values with a value mask; 70 causal steps with padding
+ * (the fast CPU twin's row blocks, a partial one last); and dropout of the
  * probabilities (rate 0.3, example ids 7 and 9). Asserted, for the reference and the fast CPU
  * twin: each probability row sums to 1; a masked entry of a row with an unmasked one is 0
  * exactly (exp of -1e9); a row masked everywhere is 0 (Keras 3.15's Softmax(mask)), so a
@@ -1060,6 +1061,9 @@ static void test_attention(void **state)
     const float qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0};
     const float vid[2 * 6] = {2, 7, 1, 8, 2, 8, 1, 0, 3, 3, 0, 4};
     const uint32_t eids[2] = {7, 9};
+    float q70[2 * 70]; /* 70 steps: example 1's last 10 are padding */
+    for (int j = 0; j < 2 * 70; j++)
+        q70[j] = j >= 70 + 60 ? 0.0f : (float)(1 + j % 7);
     struct {
         int T, S, causal, qmask, vmask;
         float rate;
@@ -1067,7 +1071,8 @@ static void test_attention(void **state)
                  {5, 5, 1, 0, 0, 0.0f},
                  {5, 5, 1, 1, 1, 0.0f},
                  {4, 6, 0, 0, 1, 0.0f},
-                 {5, 5, 1, 0, 0, 0.3f}};
+                 {5, 5, 1, 0, 0, 0.3f},
+                 {70, 70, 1, 1, 1, 0.0f}}; /* the CPU twin's causal row blocks: 32, 32, 6 */
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int T = cases[ci].T, S = cases[ci].S;
         mw_attn_geom g = {.T = T,
@@ -1077,8 +1082,8 @@ static void test_attention(void **state)
                           .dv = dv,
                           .scale = (float)(1.0 / sqrt(3.0)),
                           .causal = cases[ci].causal,
-                          .qids = cases[ci].qmask ? qid : NULL,
-                          .vids = cases[ci].vmask ? (S == 5 ? qid : vid) : NULL,
+                          .qids = cases[ci].qmask ? (T == 70 ? q70 : qid) : NULL,
+                          .vids = cases[ci].vmask ? (S == 70 ? q70 : S == 5 ? qid : vid) : NULL,
                           .rate = cases[ci].rate,
                           .seed = 42,
                           .stream = 3,

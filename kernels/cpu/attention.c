@@ -3,7 +3,9 @@
  * strided views of the projections (a head's rows are H dk apart), the masked softmax and the
  * scores' gradient the reference's rules (kernels/attention_rules.h), the softmax a
  * vectorized loop (an exp within 2 ulp of expf's, a product by the sum's reciprocal: within
- * float32 rounding of the reference's row). Examples x heads are
+ * float32 rounding of the reference's row). Under the causal mask a head's rows go in blocks
+ * that multiply only the keys they can see (half the products of a full T x S). Examples x
+ * heads are
  * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
  * them at most); without room for one, the reference runs. */
 #include "kernels/attention.h"
@@ -102,11 +104,22 @@ static int slots(const mw_kctx *k, const mw_attn_geom *g)
     return (int)(s < MW_ATTN_WS_SLOTS ? s : MW_ATTN_WS_SLOTS);
 }
 
-/* w = p times the dropout multipliers, for head (i, h). */
-static void dropped(float *w, const float *p, const mw_attn_geom *g, int i, int h)
+/* Rows of a causal head go in blocks of this many: block [t0, t1) reads keys [0, t1) only, the
+ * rest of its rows being masked (p 0), so the products skip the upper triangle. */
+#define ATT_BLOCK 32
+
+/* The keys rows [t0, t1) can see: all S, or [0, min(S, t1)) under the causal mask. */
+static int cols_of(const mw_attn_geom *g, int t1)
 {
-    for (int t = 0; t < g->T; t++)
-        for (int u = 0; u < g->S; u++)
+    return g->causal && t1 < g->S ? t1 : g->S;
+}
+
+/* w = p times the dropout multipliers on rows [t0, t1), columns [0, c), for head (i, h). */
+static void dropped(float *w, const float *p, const mw_attn_geom *g, int i, int h, int t0,
+                    int t1, int c)
+{
+    for (int t = t0; t < t1; t++)
+        for (int u = 0; u < c; u++)
             w[(size_t)t * g->S + u] = p[(size_t)t * g->S + u] * att_drop(g, i, h, t, u);
 }
 
@@ -119,21 +132,27 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
         return;
     }
     const int T = g->T, S = g->S, H = g->H, dk = g->dk, dv = g->dv;
+    const int blk = g->causal ? ATT_BLOCK : T;
     const long pairs = (long)n * H;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (long ih = 0; ih < pairs; ih++) {
         const int i = (int)(ih / H), h = (int)(ih % H);
         float *w = k->ws + (size_t)omp_get_thread_num() * T * S;
         float *P = p + att_prow(g, i, h, 0);
-        mw_sgemm_cpu('N', 'T', T, S, dk, g->scale, q + att_qrow(g, i, h, 0, dk), H * dk,
-                     kk + att_krow(g, i, h, 0, dk), H * dk, 0.0f, P, S);
-        for (int t = 0; t < T; t++)
-            softmax_row(P + (size_t)t * S, g, i, t);
-        const float *W = P;
-        if (g->rate > 0.0f)
-            dropped(w, P, g, i, h), W = w;
-        mw_sgemm_cpu('N', 'N', T, dv, S, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv, 0.0f,
-                     o + att_qrow(g, i, h, 0, dv), H * dv);
+        for (int t0 = 0; t0 < T; t0 += blk) {
+            const int t1 = t0 + blk < T ? t0 + blk : T, m = t1 - t0, c = cols_of(g, t1);
+            float *Pb = P + (size_t)t0 * S;
+            /* scores of the visible keys; softmax_row masks the columns past them */
+            mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
+                         kk + att_krow(g, i, h, 0, dk), H * dk, 0.0f, Pb, S);
+            for (int t = t0; t < t1; t++)
+                softmax_row(P + (size_t)t * S, g, i, t);
+            const float *W = Pb;
+            if (g->rate > 0.0f)
+                dropped(w, P, g, i, h, t0, t1, c), W = w + (size_t)t0 * S;
+            mw_sgemm_cpu('N', 'N', m, dv, c, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv,
+                         0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
+        }
     }
 }
 
@@ -147,32 +166,38 @@ void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
         return;
     }
     const int T = g->T, S = g->S, H = g->H, dK = g->dk, dV = g->dv;
+    const int blk = g->causal ? ATT_BLOCK : T;
     const long pairs = (long)n * H;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (long ih = 0; ih < pairs; ih++) {
         const int i = (int)(ih / H), h = (int)(ih % H);
         float *w = k->ws + (size_t)omp_get_thread_num() * T * S;
         float *P = p + att_prow(g, i, h, 0);
-        const float *dO = dout + att_qrow(g, i, h, 0, dV), *V = v + att_krow(g, i, h, 0, dV);
-        const float *W = P;
-        if (g->rate > 0.0f)
-            dropped(w, P, g, i, h), W = w;
-        /* dV += (P drop)^T dO; then w = dP = (dO V^T) drop */
-        mw_sgemm_cpu('T', 'N', S, dV, T, 1.0f, W, S, dO, H * dV, 1.0f, dv + att_krow(g, i, h, 0, dV),
-                     H * dV);
-        mw_sgemm_cpu('N', 'T', T, S, dV, 1.0f, dO, H * dV, V, H * dV, 0.0f, w, S);
-        for (int t = 0; t < T; t++) {
-            float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
-            for (int u = 0; u < S; u++) {
-                wr[u] *= att_drop(g, i, h, t, u);
-                sum += pr[u] * wr[u];
+        const float *V = v + att_krow(g, i, h, 0, dV);
+        for (int t0 = 0; t0 < T; t0 += blk) {
+            const int t1 = t0 + blk < T ? t0 + blk : T, m = t1 - t0, c = cols_of(g, t1);
+            float *Pb = P + (size_t)t0 * S, *wb = w + (size_t)t0 * S;
+            const float *dO = dout + att_qrow(g, i, h, t0, dV);
+            const float *W = Pb;
+            if (g->rate > 0.0f)
+                dropped(w, P, g, i, h, t0, t1, c), W = wb;
+            /* dV[0, c) += (P drop)^T dO; then w = dP = (dO V^T) drop */
+            mw_sgemm_cpu('T', 'N', c, dV, m, 1.0f, W, S, dO, H * dV, 1.0f,
+                         dv + att_krow(g, i, h, 0, dV), H * dV);
+            mw_sgemm_cpu('N', 'T', m, c, dV, 1.0f, dO, H * dV, V, H * dV, 0.0f, wb, S);
+            for (int t = t0; t < t1; t++) { /* p is 0 past c: so is ds */
+                float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
+                for (int u = 0; u < c; u++) {
+                    wr[u] *= att_drop(g, i, h, t, u);
+                    sum += pr[u] * wr[u];
+                }
+                for (int u = 0; u < c; u++)
+                    pr[u] = pr[u] * (wr[u] - sum);
             }
-            for (int u = 0; u < S; u++)
-                pr[u] = pr[u] * (wr[u] - sum);
+            mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_krow(g, i, h, 0, dK),
+                         H * dK, 1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
+            mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK),
+                         H * dK, 1.0f, dk + att_krow(g, i, h, 0, dK), H * dK);
         }
-        mw_sgemm_cpu('N', 'N', T, dK, S, g->scale, P, S, kk + att_krow(g, i, h, 0, dK), H * dK,
-                     1.0f, dq + att_qrow(g, i, h, 0, dK), H * dK);
-        mw_sgemm_cpu('T', 'N', S, dK, T, g->scale, P, S, q + att_qrow(g, i, h, 0, dK), H * dK,
-                     1.0f, dk + att_krow(g, i, h, 0, dK), H * dK);
     }
 }
