@@ -1484,6 +1484,25 @@ static void test_xent(void **state)
             assert_true(di[K + j] == scale * prob[K + j]);
             assert_true(di[3 * K + j] == scale * prob[3 * K + j]);
         }
+        if (cpu) { /* the fast path's row chunks (37 rows on 2 threads) equal the reference */
+            mw_kernels r;
+            mw_kernels_init_ref(&r);
+            const int M = 37;
+            float *zz = frand(&P, (size_t)M * K, 72, -3.0f, 3.0f);
+            int32_t lab[37];
+            for (int n = 0; n < M; n++)
+                lab[n] = (n * 5) % (K + 1); /* K: ignored */
+            float *l1 = fzero(&P, M), *l2 = fzero(&P, M), *p1 = fzero(&P, (size_t)M * K);
+            float *p2 = fzero(&P, (size_t)M * K), *d1 = fzero(&P, (size_t)M * K);
+            float *d2 = fzero(&P, (size_t)M * K);
+            t.xent_fwd(&C.k, l1, p1, zz, lab, M, K);
+            r.xent_fwd(&C.k, l2, p2, zz, lab, M, K);
+            t.xent_bwd(&C.k, d1, p1, lab, scale, M, K);
+            r.xent_bwd(&C.k, d2, p2, lab, scale, M, K);
+            assert_memory_equal(l1, l2, M * sizeof(float));
+            assert_memory_equal(p1, p2, (size_t)M * K * sizeof(float));
+            assert_memory_equal(d1, d2, (size_t)M * K * sizeof(float));
+        }
         ctx_close(&C);
         pool_free(&P);
     }

@@ -26,6 +26,8 @@ void mw_kernels_init_cpu(mw_kernels *t)
     t->attn_bwd = mw_attn_bwd_cpu;
     t->relu_fwd = mw_relu_fwd_cpu;
     t->relu_bwd = mw_relu_bwd_cpu;
+    t->xent_fwd = mw_xent_fwd_cpu;
+    t->xent_bwd = mw_xent_bwd_cpu;
     t->dropout_fwd = mw_dropout_fwd_cpu;
     t->dropout_bwd = mw_dropout_bwd_cpu;
     t->bn_fwd_train = mw_bn_fwd_train_cpu;
