@@ -167,11 +167,12 @@ def split(flat, shapes):
 
 
 def rel_err(got, want):
-    """The largest error of each variable relative to its largest value, at least 1e-6: the
+    """The largest error of each variable relative to its largest value, at least 1e-5: the
     attention's key bias has a zero gradient in exact arithmetic (a softmax does not change
-    when a row's scores all move by q . b), so after training it holds rounding noise of about
-    1e-12 in Keras and here alike, which only an absolute bound can compare."""
-    return max(float(np.max(np.abs(np.ravel(g) - np.ravel(w))) / max(np.max(np.abs(w)), 1e-6))
+    when a row's scores all move by q . b), so after training it holds rounding noise of 1e-12
+    to 1e-10 in Keras and here alike, which only an absolute bound can compare (a variable that
+    learns moves by more than 1e-4 in these 2 steps of SGD(0.1))."""
+    return max(float(np.max(np.abs(np.ravel(g) - np.ravel(w))) / max(np.max(np.abs(w)), 1e-5))
                for g, w in zip(got, want))
 
 
@@ -179,11 +180,11 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
+def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, control=True):
     tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-" + ln if ln else "")
     data = os.path.join(work, tag + ".npz")
     x, y, xt, yt = make_data(data, seed, dtype, padded=mask,
-                             tags=ln in ("tag", "causal", "gpt"))
+                             tags=ln in ("tag", "causal") or str(ln).endswith("gpt"))
     model = build(pool, seed, mask_zero=mask, ln=ln)
     path = os.path.join(work, tag + ".keras")
     model.save(path)
@@ -206,7 +207,7 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
     ev = k.evaluate(xt, yt, batch_size=N_TEST, verbose=0, return_dict=True)
     werr = rel_err(got, k.get_weights())
     check(werr <= TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, werr, TOL_W))
-    if ln in ("mha", "gpt") and "ONEDNN_MAX_CPU_ISA" not in os.environ:
+    if str(ln).endswith(("mha", "gpt", "pos")) and "ONEDNN_MAX_CPU_ISA" not in os.environ:
         # the 2 steps' checkpoint exported: Keras' logits of the archive are those of the
         # model Keras trained itself, within 1e-5 of the largest (the weights agree to 2e-6)
         ex = os.path.join(work, tag + "-2steps.keras")
@@ -227,7 +228,7 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False):
         e = rel_err(got, u.get_weights())
         check(e > TOL_W, "control: %s against Keras without use_causal_mask differs, %.2e > %g"
               % (name, e, TOL_W))
-    if mask:  # control: the same weights and batches without the mask train otherwise
+    if mask and control:  # control: the same weights and batches without the mask differ
         u = build(pool, seed, mask_zero=False, ln=ln)
         u.set_weights(init_w)
         u.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)

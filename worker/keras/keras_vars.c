@@ -55,7 +55,18 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
             add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
         return MW_OK;
     case MW_LAYER_EMBED:
+        if (l->pad[1]) { /* TokenAndPositionEmbedding: two sublayers' tables */
+            const size_t tok = (size_t)l->pad[0] * l->out_c;
+            add(v, nv, "token_embedding/embeddings", l->w_off, tok, 2, l->pad[0], l->out_c, 0, 0);
+            add(v, nv, "position_embedding/embeddings", l->w_off + tok, l->w_count - tok, 2,
+                l->pad[1], l->out_c, 0, 0);
+            v[0].sub = "token_embedding", v[1].sub = "position_embedding", v[1].idx = 0;
+            break;
+        }
         add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[0], l->out_c, 0, 0);
+        return MW_OK;
+    case MW_LAYER_POSEMB:
+        add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[1], l->out_c, 0, 0);
         return MW_OK;
     case MW_LAYER_MHA: { /* four EinsumDense sublayers, each its kernel and bias */
         static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
@@ -102,7 +113,7 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
                           l->name, l->cls);
         return MW_OK;
     }
-    if (l->has_bias && l->kind != MW_LAYER_MHA)
+    if (l->has_bias && l->kind != MW_LAYER_MHA && l->kind != MW_LAYER_EMBED)
         add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
     for (int i = 0; i < *nv; i++) {
         long long n = 1;
@@ -121,7 +132,10 @@ const char *const *mw_keras_layer_subs(const mw_layer *l)
      * name, so only the names matter */
     static const char *const mha[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
                                       "_dropout_layer", "_softmax",  NULL};
-    return l->kind == MW_LAYER_MHA ? mha : NULL;
+    static const char *const tpe[] = {"token_embedding", "position_embedding", NULL};
+    return l->kind == MW_LAYER_MHA                  ? mha
+           : l->kind == MW_LAYER_EMBED && l->pad[1] ? tpe
+                                                    : NULL;
 }
 
 int mw_keras_layer_is_own(const mw_layer *l)

@@ -9,7 +9,8 @@
 extern const mw_layer_ops mw_layer_conv2d, mw_layer_maxpool, mw_layer_flatten, mw_layer_dense,
     mw_layer_relu, mw_layer_dropout, mw_layer_identity, mw_layer_batchnorm, mw_layer_avgpool,
     mw_layer_zeropad, mw_layer_add, mw_layer_multiply, mw_layer_concat, mw_layer_act,
-    mw_layer_softmax, mw_layer_crop, mw_layer_embed, mw_layer_layernorm, mw_layer_mha;
+    mw_layer_softmax, mw_layer_crop, mw_layer_embed, mw_layer_layernorm, mw_layer_mha,
+    mw_layer_posemb;
 
 static const mw_layer_ops *const rows[MW_LAYER_KINDS] = {
     [MW_LAYER_CONV2D] = &mw_layer_conv2d,     [MW_LAYER_MAXPOOL] = &mw_layer_maxpool,
@@ -21,7 +22,7 @@ static const mw_layer_ops *const rows[MW_LAYER_KINDS] = {
     [MW_LAYER_CONCAT] = &mw_layer_concat,     [MW_LAYER_ACT] = &mw_layer_act,
     [MW_LAYER_SOFTMAX] = &mw_layer_softmax,   [MW_LAYER_CROP] = &mw_layer_crop,
     [MW_LAYER_EMBED] = &mw_layer_embed,       [MW_LAYER_LAYERNORM] = &mw_layer_layernorm,
-    [MW_LAYER_MHA] = &mw_layer_mha,
+    [MW_LAYER_MHA] = &mw_layer_mha,           [MW_LAYER_POSEMB] = &mw_layer_posemb,
 };
 
 const mw_layer_ops *mw_layer_row(int kind)

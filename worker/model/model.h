@@ -64,6 +64,7 @@ typedef enum {
     MW_LAYER_EMBED,     /* Embedding: token ids (the model's input) -> vectors; vocab in pad[0] */
     MW_LAYER_LAYERNORM, /* LayerNormalization over the last axis (epsilon, gamma, beta) */
     MW_LAYER_MHA,       /* MultiHeadAttention (mha; inputs query, value and maybe key) */
+    MW_LAYER_POSEMB,    /* KerasHub's PositionEmbedding: a table's first T rows (pad[1] rows) */
     MW_LAYER_KINDS      /* how many; each has its row in the layer table (layer.h) */
 } mw_layer_kind;
 
@@ -262,6 +263,16 @@ mw_status mw_model_plan_masks(mw_model *m);
  * output_dim), RandomUniform(-0.05, 0.05) unless the config says otherwise. The first layer
  * only: it reads the model's input. */
 mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim);
+/* Positions a position table may hold (KerasHub's sequence_length). */
+#define MW_KMAX_POSITIONS (1 << 20)
+/* KerasHub's TokenAndPositionEmbedding(vocabulary_size, sequence_length, embedding_dim): an
+ * Embedding (kind MW_LAYER_EMBED) whose output adds row t of a position table (positions rows,
+ * pad[1]) at step t; the kernel block holds the token table, then the position table. */
+mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, int positions,
+                                      int dim);
+/* KerasHub's PositionEmbedding(sequence_length): (None, T, D) into the first T rows of a
+ * (positions, D) table, for every example (the input's values unused; Add it to them). */
+mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int positions);
 /* Keras MultiHeadAttention(num_heads, key_dim, value_dim, dropout, use_bias, output_shape
  * out_dim (0: the query's width)) called on the inputs set by mw_model_set_inputs (query,
  * value, and a key), with use_causal_mask causal. */

@@ -118,6 +118,13 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
             init_mha(m->params.data, l, &r);
             continue;
         }
+        if (l->kind == MW_LAYER_EMBED && l->pad[1]) { /* two tables, each its own fans */
+            const size_t tok = (size_t)l->pad[0] * l->out_c;
+            init_tensor(m->params.data + l->w_off, tok, &l->kernel_init, l->pad[0], l->out_c, &r);
+            init_tensor(m->params.data + l->w_off + tok, l->w_count - tok, &l->kernel_init,
+                        l->pad[1], l->out_c, &r);
+            continue;
+        }
         if (l->w_count)
             init_tensor(m->params.data + l->w_off, l->w_count, &l->kernel_init, l->fan_in,
                         l->fan_out, &r);

@@ -1,25 +1,34 @@
 /* Embedding: the layer table's row (worker/model/layer.h). The model's input (None, T) of
  * token ids, held as floats (exact below 2^24; the session checks every id of the data against
- * input_dim before training), into (None, T, output_dim): (1, T, output_dim) here. */
+ * input_dim before training), into (None, T, output_dim): (1, T, output_dim) here.
+ *
+ * KerasHub's TokenAndPositionEmbedding is the same kind with a second table: pad[1] positions
+ * (its sequence_length), the kernel block the token table (V, D) then the position table
+ * (L, D), the output token + position row. And KerasHub's PositionEmbedding (MW_LAYER_POSEMB)
+ * is the position table alone: its output is the table's first T rows for every example,
+ * whatever the input's values (only its shape counts), which a model adds with Add. */
 #include "worker/keras/keras_layer.h"
+#include <string.h>
+
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
-mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim)
+static mw_status add_embed(mw_model *m, const char *name, const char *cls, const char *base,
+                           int input_dim, int output_dim)
 {
-    mw_layer *l = mw_layer_push(m, MW_LAYER_EMBED, name, "Embedding", "embedding");
+    mw_layer *l = mw_layer_push(m, MW_LAYER_EMBED, name, cls, base);
     if (!l)
         return mw_err_status();
     if (input_dim <= 0 || output_dim <= 0 || input_dim > MW_EMBED_MAX_VOCAB)
         return mw_layer_reject(m, mw_err(MW_EMODEL,
-                                         "layer '%s' (Embedding): input_dim %d, output_dim %d: "
+                                         "layer '%s' (%s): input_dim %d, output_dim %d: "
                                          "expected 1..%d and > 0",
-                                         l->name, input_dim, output_dim, MW_EMBED_MAX_VOCAB));
+                                         l->name, cls, input_dim, output_dim, MW_EMBED_MAX_VOCAB));
     if (l->nin != 1 || l->in[0] != -1 || !l->flat)
         return mw_layer_reject(m, mw_err(MW_EMODEL,
-                                         "layer '%s' (Embedding): its input must be the model's "
+                                         "layer '%s' (%s): its input must be the model's "
                                          "input of token ids (None, sequence length)",
-                                         l->name));
+                                         l->name, cls));
     l->pad[0] = input_dim;
     l->out_h = 1, l->out_w = l->in_c, l->out_c = output_dim;
     l->flat = 0;
@@ -30,10 +39,78 @@ mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, i
     return MW_OK;
 }
 
+mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim)
+{
+    return add_embed(m, name, "Embedding", "embedding", input_dim, output_dim);
+}
+
+mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, int positions,
+                                      int dim)
+{
+    MW_TRY(add_embed(m, name, "TokenAndPositionEmbedding", "token_and_position_embedding", vocab,
+                     dim));
+    mw_layer *l = &m->layers[m->nlayers - 1];
+    if (positions < l->out_w || positions > MW_KMAX_POSITIONS)
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (TokenAndPositionEmbedding): sequence_length %d, but the "
+                      "input has %d steps; expected at least as many (and at most %d)",
+                      l->name, positions, l->out_w, MW_KMAX_POSITIONS));
+    l->pad[1] = positions;
+    l->w_count += (size_t)positions * dim;
+    return MW_OK;
+}
+
+mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int positions)
+{
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_POSEMB, name, "PositionEmbedding", "position_embedding");
+    if (!l)
+        return mw_err_status();
+    if (l->flat || l->in_h != 1)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (PositionEmbedding): its input is %dx%dx%d; "
+                                         "expected a sequence (None, steps, features)",
+                                         l->name, l->in_h, l->in_w, l->in_c));
+    if (positions < l->in_w || positions > MW_KMAX_POSITIONS)
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (PositionEmbedding): sequence_length %d, but the input has %d "
+                      "steps; expected at least as many (and at most %d)",
+                      l->name, positions, l->in_w, MW_KMAX_POSITIONS));
+    l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->pad[1] = positions;
+    l->w_count = (size_t)positions * l->in_c;
+    l->fan_in = positions, l->fan_out = l->in_c;
+    l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM;
+    return MW_OK;
+}
+
+/* The position table's rows 0..T-1 added to (add 1) or copied into (0) every example's
+ * output; backward, every example's output gradient added into the table's rows. */
+static void positions_fwd(const mw_layer_call *c, const float *pos, int add)
+{
+    const size_t per = (size_t)c->l->out_w * c->l->out_c;
+    for (int i = 0; i < c->n; i++)
+        if (add)
+            c->kt->acc(c->k, c->y + i * per, pos, per);
+        else
+            mw_layer_copy(c->kt, c->k, c->y + i * per, pos, per);
+}
+
+static void positions_bwd(const mw_layer_call *c, float *gpos)
+{
+    const size_t per = (size_t)c->l->out_w * c->l->out_c;
+    for (int i = 0; i < c->n; i++) /* in example order: the same sums on any backend */
+        c->kt->acc(c->k, gpos, c->dy + i * per, per);
+}
+
 static void forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->embed_fwd(c->k, c->y, c->x, c->P + l->w_off, c->n, l->out_w, l->out_c, l->pad[0]);
+    if (l->pad[1]) /* TokenAndPositionEmbedding: token + position, as KerasHub adds them */
+        positions_fwd(c, c->P + l->w_off + (size_t)l->pad[0] * l->out_c, 1);
 }
 
 /* The ids get no gradient (the model's input): only the table's rows. */
@@ -41,6 +118,19 @@ static void backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->embed_bwd(c->k, c->G + l->w_off, c->dy, c->x, c->n, l->out_w, l->out_c, l->pad[0]);
+    if (l->pad[1])
+        positions_bwd(c, c->G + l->w_off + (size_t)l->pad[0] * l->out_c);
+}
+
+static void pos_forward(const mw_layer_call *c)
+{
+    positions_fwd(c, c->P + c->l->w_off, 0);
+}
+
+/* The output does not depend on the input's values: no input gradient. */
+static void pos_backward(const mw_layer_call *c)
+{
+    positions_bwd(c, c->G + c->l->w_off);
 }
 
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
@@ -53,16 +143,65 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
     const int a[2] = {x->pad[0], x->out_c}, b[2] = {y->pad[0], y->out_c};
     return mw_diff_dims(d, n, "input_dim x output_dim", a, b, 2) ||
+           mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1) ||
            mw_diff_flag(d, n, "mask_zero", x->mask_zero, y->mask_zero);
 }
 
+static int pos_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1);
+}
+
+static int pos_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->acc != NULL;
+}
+
 /* ---- Keras ---- */
+
+/* KerasHub's TokenAndPositionEmbedding (vocabulary_size, sequence_length, embedding_dim,
+ * embeddings_initializer for both tables, mask_zero; tie_weights only matters to a reverse
+ * call of the token table, which no layer here makes). */
+static mw_status parse_token_position(mw_kread *R, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    int vocab = 0, dim = 0, len = 0, mask = 0, tie = 1;
+    mw_init init;
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, MW_EMBED_MAX_VOCAB, &vocab));
+    MW_TRY(mw_kget_int(L, cfg, "sequence_length", 0, 1, 1, MW_KMAX_POSITIONS, &len));
+    MW_TRY(mw_kget_int(L, cfg, "embedding_dim", 0, 1, 1, MW_KMAX_DIM, &dim));
+    MW_TRY(mw_kget_bool(L, cfg, "mask_zero", 0, &mask));
+    MW_TRY(mw_kget_bool(L, cfg, "tie_weights", 1, &tie));
+    MW_TRY(mw_kget_init(L, cfg, "embeddings_initializer", MW_INIT_RANDOM_UNIFORM, &init));
+    const json_t *given = json_object_get(cfg, "embeddings_initializer");
+    if (!given || json_is_null(given)) /* KerasHub's default, "uniform" */
+        init.a = -0.05, init.b = 0.05;
+    if (mask)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "mask_zero true: Keras 3.15 keeps this layer's padding mask out of the "
+                        "model's graph, and MultiHeadAttention removes it from its inputs, so "
+                        "what a later layer sees depends on the order Keras runs them; not "
+                        "supported: give Embedding(mask_zero=True) the tokens instead");
+    if ((long long)(vocab + len) * dim > MW_KMAX_TENSOR)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "%d + %d rows of %d values are more than the %d supported per tensor",
+                        vocab, len, dim, MW_KMAX_TENSOR);
+    mw_status rc = mw_model_add_token_position(B->m, name, vocab, len, dim);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    B->m->layers[B->m->nlayers - 1].kernel_init = init;
+    B->m->layers[B->m->nlayers - 1].mask_zero = mask;
+    return MW_OK;
+}
 
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    if (!strcmp(cls, "TokenAndPositionEmbedding"))
+        return parse_token_position(R, cfg, name);
     int vocab = 0, dim = 0, mask = 0;
     mw_init init;
     MW_TRY(mw_kget_int(L, cfg, "input_dim", 0, 1, 1, MW_EMBED_MAX_VOCAB, &vocab));
@@ -101,13 +240,16 @@ static int carries(const mw_model *m, int i)
     case MW_LAYER_MHA: /* the query's mask (Keras: the first argument's) */
         return l->masked & 1;
     case MW_LAYER_AVGPOOL: /* the masked mean consumes it */
+    case MW_LAYER_POSEMB:  /* KerasHub's layer does not support masking: Keras drops it there */
         return 0;
     default:
         return l->masked != 0;
     }
 }
 
-/* 1 when l passes a mask on as Keras 3 does (supports_masking, the steps kept). */
+/* 1 when l passes a mask on as Keras 3 does (supports_masking, the steps kept); a merge only
+ * when every input has it (Keras 3.15's Merge.compute_mask: an input without a mask, such as
+ * a PositionEmbedding's output, drops it). */
 static int passes(const mw_layer *l)
 {
     switch (l->kind) {
@@ -116,9 +258,10 @@ static int passes(const mw_layer *l)
     case MW_LAYER_RELU:
     case MW_LAYER_ACT:
     case MW_LAYER_LAYERNORM:
+        return 1;
     case MW_LAYER_ADD:
     case MW_LAYER_MULTIPLY:
-        return 1;
+        return l->masked == (1 << l->nin) - 1;
     case MW_LAYER_DENSE: /* on each position of a sequence */
         return !l->flat;
     default:
@@ -135,7 +278,12 @@ mw_status mw_model_plan_masks(mw_model *m)
         for (int j = 0; j < l->nin; j++)
             if (carries(m, l->in[j]))
                 l->masked |= 1 << j, from = l->in[j];
-        if (!l->masked || passes(l) || l->kind == MW_LAYER_MHA ||
+        if (l->kind == MW_LAYER_ADD || l->kind == MW_LAYER_MULTIPLY) {
+            if (!passes(l))
+                l->masked = 0; /* an input without the mask: the merge has none */
+            continue;
+        }
+        if (!l->masked || passes(l) || l->kind == MW_LAYER_MHA || l->kind == MW_LAYER_POSEMB ||
             (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1))
             continue;
         l->masked = 0;
@@ -155,11 +303,37 @@ mw_status mw_model_plan_masks(mw_model *m)
     return MW_OK;
 }
 
+/* KerasHub's PositionEmbedding (sequence_length, initializer). */
+static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    mw_kbuilder *B = R->B;
+    const mw_klayer *L = R->L;
+    (void)cls;
+    int len = 0;
+    mw_init init;
+    MW_TRY(mw_kget_int(L, cfg, "sequence_length", 0, 1, 1, MW_KMAX_POSITIONS, &len));
+    MW_TRY(mw_kget_init(L, cfg, "initializer", MW_INIT_GLOROT_UNIFORM, &init));
+    mw_status rc = mw_model_add_position_embedding(B->m, name, len);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    B->m->layers[B->m->nlayers - 1].kernel_init = init;
+    return MW_OK;
+}
+
 const mw_layer_ops mw_layer_embed = {
-    .keras = {"Embedding"},
+    .keras = {"Embedding", "TokenAndPositionEmbedding"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
     .has_kernels = has_kernels,
     .differs = differs,
+};
+
+const mw_layer_ops mw_layer_posemb = {
+    .keras = {"PositionEmbedding"},
+    .parse = parse_position,
+    .forward = pos_forward,
+    .backward = pos_backward,
+    .has_kernels = pos_kernels,
+    .differs = pos_differs,
 };

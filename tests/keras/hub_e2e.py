@@ -1,0 +1,114 @@
+"""KerasHub's layers against KerasHub 0.32 on Keras 3.15 (suite 'keras', its own venv:
+tests/keras/hub_e2e.sh), the way tests/keras/text_e2e.py holds the core layers to Keras: the
+same archive, 2 SGD steps of 32 with --no-shuffle against fit(shuffle=False), the weights
+within 1e-4 of each variable's largest value, the losses within 1e-4, the accuracies within
+1e-6, the layouts (`mpirun -n 2`, 2 replicas) within 1e-5, and the 2 steps' checkpoint
+exported, Keras' logits of it equal to those of its own training within 1e-5.
+  - TokenAndPositionEmbedding(50, 12, 8) -> a Transformer block of core layers
+    (MultiHeadAttention, Add, LayerNormalization, Dense) -> GlobalAveragePooling1D -> Dense;
+  - TokenAndPositionEmbedding(50, 16, 8) (a position table longer than the 12 steps: its
+    first rows) -> a causal block -> Dense on each position (a GPT's shape);
+  - Embedding(mask_zero=True) + PositionEmbedding(12) -> Add -> the block -> pooling, padded:
+    the PositionEmbedding takes no mask, and Keras 3.15's Add keeps a mask only when every
+    input has one, so nothing after it is masked (no control: without mask_zero it is the
+    same model).
+Refused, each one message: a KerasHub layer not read yet (SinePositionEncoding), a sequence
+longer than TokenAndPositionEmbedding's sequence_length, and TokenAndPositionEmbedding with
+mask_zero=True (Keras keeps that mask out of the graph and MultiHeadAttention removes it from
+its inputs, so Keras' own masking depends on the order it runs the layers).
+
+usage: hub_e2e.py MWTRAIN WORKDIR"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
+from oracle import check, finish  # noqa: E402
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+
+core_build = E.build
+
+
+def build(pool, seed, mask_zero=False, ln=None):
+    if not str(ln).startswith("hub"):
+        return core_build(pool, seed, mask_zero, ln)
+    L, H = keras.layers, keras_hub.layers
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((E.T,), dtype="int32", name="ids")
+    if ln == "hub-pos":
+        x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
+        x = L.Add(name="with_pos")([x, H.PositionEmbedding(E.T, name="pos")(x)])
+    else:
+        x = H.TokenAndPositionEmbedding(E.V, E.T + (4 if ln == "hub-gpt" else 0), E.D,
+                                        mask_zero=mask_zero, name="tok_pos")(inp)
+    causal = ln == "hub-gpt"
+    a = L.MultiHeadAttention(2, 4, name="att")(x, x, use_causal_mask=causal)
+    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
+    f = L.Dense(E.D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
+    x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
+    if not causal:
+        x = L.GlobalAveragePooling1D(name="pool")(x)
+    m = keras.Model(inp, L.Dense(E.K, name="head")(x))
+    m.compile(optimizer=keras.optimizers.SGD(E.LR),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
+E.build = build
+
+
+def refusals(mw, work, data):
+    keras.utils.set_random_seed(3)
+    inp = keras.Input((E.T,), dtype="int32")
+    x = keras.layers.Embedding(E.V, E.D)(inp)
+    x = keras.layers.Add()([x, keras_hub.layers.SinePositionEncoding(name="sine")(x)])
+    m = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
+    for what, model, subs in [
+            ("a KerasHub layer not read yet", m,
+             ["layer 'sine' (SinePositionEncoding)", "not supported"]),
+            ("a sequence longer than sequence_length",
+             keras.Sequential([keras.Input((E.T,), dtype="int32"),
+                               keras_hub.layers.TokenAndPositionEmbedding(E.V, E.T - 2, E.D,
+                                                                          name="short"),
+                               keras.layers.GlobalAveragePooling1D(),
+                               keras.layers.Dense(E.K)]),
+             ["'short' (TokenAndPositionEmbedding): sequence_length 10, but the input has 12 "
+              "steps"]),
+            ("TokenAndPositionEmbedding(mask_zero=True)", build("avg", 3, True, "hub-cls"),
+             ["'tok_pos' (TokenAndPositionEmbedding): mask_zero true", "not supported"])]:
+        path = os.path.join(work, "bad-%d.keras" % len(what))
+        model.save(path)
+        p = E.run([mw, "train", "--model", path, "--data", data, "--epochs", "1",
+                   "--summary-dir", "", "--checkpoint-dir", path + "-ck"])
+        last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+        check(p.returncode != 0 and all(s in last for s in subs),
+              "refused, %s (exit %d): %s" % (what, p.returncode, last))
+
+
+def main():
+    mw, work = sys.argv[1], sys.argv[2]
+    print("Keras %s, KerasHub %s" % (keras.__version__, keras_hub.__version__))
+    table = []
+    data = None
+    for name, seed, mask, ln in [
+            ("TokenAndPositionEmbedding, block, pooled", 31, False, "hub-cls"),
+            ("TokenAndPositionEmbedding, causal block", 32, False, "hub-gpt"),
+            ("Embedding + PositionEmbedding, block", 33, True, "hub-pos")]:
+        r = E.one_case(mw, work, name, "avg", np.int32, seed, table, mask, ln, control=False)
+        if r is not None:
+            E.layouts(mw, work, name, r, ln + "-")
+            data = data or r["data"]
+    if data:
+        refusals(mw, work, data)
+    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras + KerasHub)", "weights", "loss",
+                                  "test loss"))
+    print("\n".join(table))
+    finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
