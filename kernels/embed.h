@@ -14,10 +14,24 @@
     void mw_masked_mean_fwd_##sfx(const mw_kctx *k, float *y, const float *x, const float *ids,    \
                                   int n, int T, int D);                                            \
     void mw_masked_mean_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *ids,  \
-                                  int n, int T, int D);
+                                  int n, int T, int D);                                            \
+    void mw_sine_pos_##sfx(const mw_kctx *k, float *y, int n, int T, int D, float max_wavelength);
 MW_EMBED_DECL(ref)
 MW_EMBED_DECL(cuda)
 #undef MW_EMBED_DECL
+
+/* SinePositionEncoding's value at step t, feature j (kernels.h: mw_sine_pos_fn), for the
+ * reference and the CUDA twin: each includer defines MW_SINE_HD first (static inline, or
+ * __device__ static inline). */
+#ifdef MW_SINE_HD
+MW_SINE_HD float mw_sine_pos_value(int t, int j, int D, float max_wavelength)
+{
+    const float min_freq = (float)(1.0 / (double)max_wavelength); /* Keras: 1 / w in Python */
+    const float w = powf(min_freq, (float)(2 * (j / 2)) / (float)D);
+    const float a = (float)t * w;
+    return j % 2 ? cosf(a) : sinf(a);
+}
+#endif
 
 /* The row of an id held as a float: its index in [0, V), or -1 (not an integer in range). */
 static inline long mw_embed_row(float id, int V)

@@ -230,6 +230,11 @@ typedef void (*mw_attn_bwd_fn)(const mw_kctx *k, float *dq, float *dk, float *dv
 /* Floats of k's scratch the fast CPU attention uses (one T x S matrix per thread, for up to
  * this many threads); the others use none. */
 #define MW_ATTN_WS_SLOTS 16
+/* KerasHub's SinePositionEncoding (kernels/embed.h): y (n, T, D), the same for every example:
+ * step t, feature j: sin(t w_j) for even j, cos(t w_j) for odd j, w_j = (1 / max_wavelength)
+ * ^ (2 floor(j / 2) / D), each step in float32 as KerasHub computes it. */
+typedef void (*mw_sine_pos_fn)(const mw_kctx *k, float *y, int n, int T, int D,
+                               float max_wavelength);
 /* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
 typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
 /* out[i] = the mean of in[i P .. i P + P) (a sequence's per-position losses into its
@@ -401,6 +406,7 @@ typedef struct {
     mw_embed_bwd_fn embed_bwd;
     mw_masked_mean_fwd_fn masked_mean_fwd;
     mw_masked_mean_bwd_fn masked_mean_bwd;
+    mw_sine_pos_fn sine_pos;
     mw_layernorm_fwd_fn layernorm_fwd; /* kernels/layernorm.h */
     mw_layernorm_bwd_fn layernorm_bwd;
     mw_attn_fwd_fn attn_fwd; /* kernels/attention.h */

@@ -343,6 +343,14 @@ static void hd_embed_bwd(const mw_kctx *k, float *gtable, const float *dy, const
     hd_cpu.embed_bwd(&h, gtable, dy, ids, n, T, D, V);
 }
 
+static void hd_sine_pos(const mw_kctx *k, float *y, int n, int T, int D, float max_wavelength)
+{
+    hd_ctx *c = hd_of(k, __func__);
+    CHK(y, (size_t)n * T * D, F);
+    mw_kctx h = hd_host(k);
+    hd_cpu.sine_pos(&h, y, n, T, D, max_wavelength);
+}
+
 static void hd_masked_mean_fwd(const mw_kctx *k, float *y, const float *x, const float *ids, int n,
                                int T, int D)
 {
@@ -808,6 +816,7 @@ void mw_kernels_init_cuda(mw_kernels *t)
     t->scale_rows = hd_scale_rows;
     t->row_mean = hd_row_mean;
     t->embed_fwd = hd_embed_fwd;
+    t->sine_pos = hd_sine_pos;
     t->embed_bwd = hd_embed_bwd;
     t->masked_mean_fwd = hd_masked_mean_fwd;
     t->masked_mean_bwd = hd_masked_mean_bwd;

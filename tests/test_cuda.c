@@ -652,6 +652,23 @@ static void test_attention(void **state)
     check_sync();
 }
 
+/* SinePositionEncoding's CUDA twin against the reference: device sinf, cosf and powf within
+ * 2 ulp of the host's (1e-6 absolute for values in [-1, 1]). */
+static void test_sine_pos(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    pool P = {0};
+    const int n = 4, T = 129, D = 32;
+    const size_t cnt = (size_t)n * T * D;
+    float *y = h_rand(&P, cnt, 1201, 0, 1), *dY = d_put(&P, y, cnt * 4);
+    mw_sine_pos_ref(NULL, y, n, T, D, 10000.0f);
+    cuda.sine_pos(&ctx, dY, n, T, D, 10000.0f);
+    expect_close((float *)d_get(&P, dY, cnt * 4), y, cnt, 1e-6f, 0.0f);
+    pool_free(&P);
+    check_sync();
+}
+
 static void test_masked_mean(void **state)
 {
     (void)state;
@@ -1658,6 +1675,7 @@ int main(void)
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_sine_pos),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),

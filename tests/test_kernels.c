@@ -972,6 +972,28 @@ static void test_layernorm(void **state)
         }
 }
 
+/* KerasHub's SinePositionEncoding (kernels.h: mw_sine_pos_fn): every example the same, and
+ * each value sin or cos of t w_j, w_j = 1e-4^(2 floor(j / 2) / D), against the same in double
+ * (float32's rounding of w_j and of the angle, up to 40: 1e-5). */
+static void test_sine_pos(void **state)
+{
+    (void)state;
+    mw_kernels t;
+    mw_kernels_init_cpu(&t);
+    const int n = 3, T = 41, D = 10;
+    float *y = malloc((size_t)n * T * D * sizeof(float));
+    assert_non_null(y);
+    t.sine_pos(NULL, y, n, T, D, 10000.0f);
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < T; s++)
+            for (int j = 0; j < D; j++) {
+                const double w = pow(1e-4, 2.0 * (j / 2) / D), a = s * w;
+                expect_near(y[((size_t)i * T + s) * D + j], j % 2 ? cos(a) : sin(a), 1e-5);
+            }
+    assert_memory_equal(y, y + (size_t)2 * T * D, (size_t)T * D * sizeof(float));
+    free(y);
+}
+
 /* The fast CPU LayerNormalization runs the reference's rows and sums each feature's gradient
  * over the rows in the reference's order: bitwise equal, here on 300 rows of 100 features (the
  * features go 32 at a time: a last partial group), with 2 threads, affine and not. */
@@ -2821,6 +2843,7 @@ int main(void)
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_layernorm_cpu_vs_ref),
+        cmocka_unit_test(test_sine_pos),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_adam_by_hand),
         cmocka_unit_test(test_sgd_by_hand),

@@ -4,6 +4,7 @@
  * rounding of it, which test_cuda bounds). */
 #include "kernels/cuda/dev.cuh"
 
+#define MW_SINE_HD __device__ static inline
 extern "C" {
 #include "kernels/embed.h"
 }
@@ -116,4 +117,26 @@ extern "C" void mw_masked_mean_bwd_cuda(const mw_kctx *k, float *dx, const float
                                                                                  D);
     MW_LAUNCHED_K(d, "masked_mean_bwd_kernel");
     mw_cuda_end(d, "mw_masked_mean_bwd_cuda");
+}
+
+static __global__ void sine_pos_kernel(float *y, size_t count, int T, int D, float max_wavelength)
+{
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = e % ((size_t)T * D);
+        y[e] = mw_sine_pos_value((int)(r / D), (int)(r % D), D, max_wavelength);
+    }
+}
+
+extern "C" void mw_sine_pos_cuda(const mw_kctx *k, float *y, int n, int T, int D,
+                                 float max_wavelength)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_sine_pos_cuda");
+    const size_t count = (size_t)(n > 0 ? n : 0) * T * D;
+    if (!d || count == 0)
+        return;
+    sine_pos_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(y, count, T, D,
+                                                                          max_wavelength);
+    MW_LAUNCHED_K(d, "sine_pos_kernel");
+    mw_cuda_end(d, "mw_sine_pos_cuda");
 }

@@ -43,6 +43,7 @@ extern "C" void mw_kernels_init_cuda(mw_kernels *t)
     t->scale_rows = mw_scale_rows_cuda;
     t->row_mean = mw_row_mean_cuda;
     t->embed_fwd = mw_embed_fwd_cuda;
+    t->sine_pos = mw_sine_pos_cuda;
     t->embed_bwd = mw_embed_bwd_cuda;
     t->masked_mean_fwd = mw_masked_mean_fwd_cuda;
     t->masked_mean_bwd = mw_masked_mean_bwd_cuda;

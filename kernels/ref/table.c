@@ -39,6 +39,7 @@ void mw_kernels_init_ref(mw_kernels *t)
     t->scale_rows = mw_scale_rows_ref;
     t->row_mean = mw_row_mean_ref;
     t->embed_fwd = mw_embed_fwd_ref;
+    t->sine_pos = mw_sine_pos_ref;
     t->embed_bwd = mw_embed_bwd_ref;
     t->masked_mean_fwd = mw_masked_mean_fwd_ref;
     t->masked_mean_bwd = mw_masked_mean_bwd_ref;

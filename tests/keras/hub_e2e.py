@@ -8,11 +8,12 @@ exported, Keras' logits of it equal to those of its own training within 1e-5.
     (MultiHeadAttention, Add, LayerNormalization, Dense) -> GlobalAveragePooling1D -> Dense;
   - TokenAndPositionEmbedding(50, 16, 8) (a position table longer than the 12 steps: its
     first rows) -> a causal block -> Dense on each position (a GPT's shape);
+  - Embedding + SinePositionEncoding(max_wavelength=500) -> Add -> the block -> pooling;
   - Embedding(mask_zero=True) + PositionEmbedding(12) -> Add -> the block -> pooling, padded:
     the PositionEmbedding takes no mask, and Keras 3.15's Add keeps a mask only when every
     input has one, so nothing after it is masked (no control: without mask_zero it is the
     same model).
-Refused, each one message: a KerasHub layer not read yet (SinePositionEncoding), a sequence
+Refused, each one message: a KerasHub layer not read yet (TransformerEncoder), a sequence
 longer than TokenAndPositionEmbedding's sequence_length, and TokenAndPositionEmbedding with
 mask_zero=True (Keras keeps that mask out of the graph and MultiHeadAttention removes it from
 its inputs, so Keras' own masking depends on the order it runs the layers).
@@ -37,9 +38,11 @@ def build(pool, seed, mask_zero=False, ln=None):
     L, H = keras.layers, keras_hub.layers
     keras.utils.set_random_seed(seed)
     inp = keras.Input((E.T,), dtype="int32", name="ids")
-    if ln == "hub-pos":
+    if ln in ("hub-pos", "hub-sine"):
         x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
-        x = L.Add(name="with_pos")([x, H.PositionEmbedding(E.T, name="pos")(x)])
+        p = H.PositionEmbedding(E.T, name="pos") if ln == "hub-pos" else \
+            H.SinePositionEncoding(max_wavelength=500, name="sine")
+        x = L.Add(name="with_pos")([x, p(x)])
     else:
         x = H.TokenAndPositionEmbedding(E.V, E.T + (4 if ln == "hub-gpt" else 0), E.D,
                                         mask_zero=mask_zero, name="tok_pos")(inp)
@@ -64,11 +67,11 @@ def refusals(mw, work, data):
     keras.utils.set_random_seed(3)
     inp = keras.Input((E.T,), dtype="int32")
     x = keras.layers.Embedding(E.V, E.D)(inp)
-    x = keras.layers.Add()([x, keras_hub.layers.SinePositionEncoding(name="sine")(x)])
+    x = keras_hub.layers.TransformerEncoder(16, 2, name="enc")(x)
     m = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
     for what, model, subs in [
             ("a KerasHub layer not read yet", m,
-             ["layer 'sine' (SinePositionEncoding)", "not supported"]),
+             ["layer 'enc' (TransformerEncoder)", "not supported yet"]),
             ("a sequence longer than sequence_length",
              keras.Sequential([keras.Input((E.T,), dtype="int32"),
                                keras_hub.layers.TokenAndPositionEmbedding(E.V, E.T - 2, E.D,
@@ -96,6 +99,7 @@ def main():
     for name, seed, mask, ln in [
             ("TokenAndPositionEmbedding, block, pooled", 31, False, "hub-cls"),
             ("TokenAndPositionEmbedding, causal block", 32, False, "hub-gpt"),
+            ("Embedding + SinePositionEncoding, block", 34, False, "hub-sine"),
             ("Embedding + PositionEmbedding, block", 33, True, "hub-pos")]:
         r = E.one_case(mw, work, name, "avg", np.int32, seed, table, mask, ln, control=False)
         if r is not None:

@@ -394,11 +394,12 @@ static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char 
     const json_t *reg = json_object_get(e, "registered_name");
     char hub[MW_KQUOTE_MAX * 2];
     snprintf(hub, sizeof hub, "keras_hub>%s", cls); /* KerasHub's layers this program reads */
-    const int hub_ok = !strcmp(cls, "TokenAndPositionEmbedding") || !strcmp(cls, "PositionEmbedding");
+    const int hub_ok = !strcmp(cls, "TokenAndPositionEmbedding") ||
+                       !strcmp(cls, "PositionEmbedding") || !strcmp(cls, "SinePositionEncoding");
     if (json_is_string(reg) && !strcmp(json_string_value(reg), hub) && !hub_ok)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "KerasHub's %s is not supported yet; supported from KerasHub: "
-                        "TokenAndPositionEmbedding, PositionEmbedding",
+                        "TokenAndPositionEmbedding, PositionEmbedding, SinePositionEncoding",
                         mw_kquote(q, cls));
     if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0 &&
         !(strcmp(json_string_value(reg), hub) == 0 && hub_ok))

@@ -65,8 +65,9 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
         }
         add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[0], l->out_c, 0, 0);
         return MW_OK;
-    case MW_LAYER_POSEMB:
-        add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[1], l->out_c, 0, 0);
+    case MW_LAYER_POSEMB: /* SinePositionEncoding has none */
+        if (l->w_count)
+            add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[1], l->out_c, 0, 0);
         return MW_OK;
     case MW_LAYER_MHA: { /* four EinsumDense sublayers, each its kernel and bias */
         static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",

@@ -273,6 +273,9 @@ mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, 
 /* KerasHub's PositionEmbedding(sequence_length): (None, T, D) into the first T rows of a
  * (positions, D) table, for every example (the input's values unused; Add it to them). */
 mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int positions);
+/* KerasHub's SinePositionEncoding(max_wavelength): (None, T, D) into the sinusoid of
+ * kernels.h's mw_sine_pos_fn (kind MW_LAYER_POSEMB without a table; max_wavelength in alpha). */
+mw_status mw_model_add_sine_position(mw_model *m, const char *name, float max_wavelength);
 /* Keras MultiHeadAttention(num_heads, key_dim, value_dim, dropout, use_bias, output_shape
  * out_dim (0: the query's width)) called on the inputs set by mw_model_set_inputs (query,
  * value, and a key), with use_causal_mask causal. */

@@ -86,6 +86,24 @@ mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int pos
     return MW_OK;
 }
 
+mw_status mw_model_add_sine_position(mw_model *m, const char *name, float max_wavelength)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_POSEMB, name, "SinePositionEncoding",
+                                "sine_position_encoding");
+    if (!l)
+        return mw_err_status();
+    if (l->flat || l->in_h != 1 || !(max_wavelength > 0.0f))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (SinePositionEncoding): input %dx%dx%d, "
+                                         "max_wavelength %g: expected a sequence (None, steps, "
+                                         "features) and max_wavelength > 0",
+                                         l->name, l->in_h, l->in_w, l->in_c,
+                                         (double)max_wavelength));
+    l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->alpha = max_wavelength; /* no table: pad[1] stays 0 */
+    return MW_OK;
+}
+
 /* The position table's rows 0..T-1 added to (add 1) or copied into (0) every example's
  * output; backward, every example's output gradient added into the table's rows. */
 static void positions_fwd(const mw_layer_call *c, const float *pos, int add)
@@ -124,13 +142,19 @@ static void backward(const mw_layer_call *c)
 
 static void pos_forward(const mw_layer_call *c)
 {
-    positions_fwd(c, c->P + c->l->w_off, 0);
+    const mw_layer *l = c->l;
+    if (l->pad[1])
+        positions_fwd(c, c->P + l->w_off, 0);
+    else /* SinePositionEncoding */
+        c->kt->sine_pos(c->k, c->y, c->n, l->out_w, l->out_c, l->alpha);
 }
 
-/* The output does not depend on the input's values: no input gradient. */
+/* The output does not depend on the input's values: no input gradient (and the sinusoid has
+ * no weights). */
 static void pos_backward(const mw_layer_call *c)
 {
-    positions_bwd(c, c->G + c->l->w_off);
+    if (c->l->pad[1])
+        positions_bwd(c, c->G + c->l->w_off);
 }
 
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
@@ -149,13 +173,13 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 static int pos_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
-    return mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1);
+    return mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1) ||
+           mw_diff_real(d, n, "max_wavelength", x->alpha, y->alpha);
 }
 
 static int pos_kernels(const mw_layer *l, const mw_kernels *t)
 {
-    (void)l;
-    return t->acc != NULL;
+    return l->pad[1] ? t->acc != NULL : t->sine_pos != NULL;
 }
 
 /* ---- Keras ---- */
@@ -308,7 +332,12 @@ static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg,
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    if (!strcmp(cls, "SinePositionEncoding")) { /* KerasHub's (max_wavelength) */
+        double wl = 10000.0;
+        MW_TRY(mw_kget_num(L, "", cfg, "max_wavelength", 10000.0, &wl));
+        mw_status rc = mw_model_add_sine_position(B->m, name, (float)wl);
+        return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+    }
     int len = 0;
     mw_init init;
     MW_TRY(mw_kget_int(L, cfg, "sequence_length", 0, 1, 1, MW_KMAX_POSITIONS, &len));
@@ -330,7 +359,7 @@ const mw_layer_ops mw_layer_embed = {
 };
 
 const mw_layer_ops mw_layer_posemb = {
-    .keras = {"PositionEmbedding"},
+    .keras = {"PositionEmbedding", "SinePositionEncoding"},
     .parse = parse_position,
     .forward = pos_forward,
     .backward = pos_backward,
