@@ -165,7 +165,12 @@ json.dump({"class_name": "Functional", "config": {"name": "tokmha", "layers": [
      "config": {"name": "res"}},
     {"class_name": "LayerNormalization", "name": "ln", "inbound_nodes": node(ref("res")),
      "config": {"name": "ln"}},
-    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("ln")),
+    {"class_name": "SinePositionEncoding", "name": "sine", "registered_name":
+     "keras_hub>SinePositionEncoding", "inbound_nodes": node(ref("ln")),
+     "config": {"name": "sine", "max_wavelength": 100}},
+    {"class_name": "Add", "name": "pos", "inbound_nodes": node([ref("ln"), ref("sine")]),
+     "config": {"name": "pos"}},
+    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("pos")),
      "config": {"name": "gap"}},
     {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
      "config": {"name": "out", "units": 3}}],
@@ -182,7 +187,8 @@ for loss in mse focal ign tok tokm tokt tokmha; do
     [[ $loss == tok* ]] && data=$tmp/tok.npz model=$tmp/$loss.json lossf=$tmp/tok-loss.json
     # tokt: a label per position (N, 12): the loss and the token accuracy on each position;
     # tokmha: a MultiHeadAttention (causal and padding masks, dropout of the probabilities:
-    # the same multipliers on the devices as on the CPU) in a Functional graph
+    # the same multipliers on the devices as on the CPU) in a Functional graph, and KerasHub's
+    # SinePositionEncoding (its kernel) added after it
     [[ $loss == tokt ]] && data=$tmp/tags.npz
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
