@@ -229,20 +229,18 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, con
             e = float(np.max(np.abs(mine - want)) / np.max(np.abs(want)))
             check(e <= TOL_EXPORT, "%s: the exported archive's logits %s = Keras' own, "
                   "relative %.2e <= %g" % (name, mine.shape, e, TOL_EXPORT))
-    if ln == "gpt":  # control: the same without the causal mask trains otherwise
-        u = build_transformer(seed, False, causal=False, per_position=True)
+    controls = []  # the same weights and batches without the causal mask, or the padding mask
+    if ln == "gpt":
+        controls.append(("use_causal_mask",
+                         build_transformer(seed, False, causal=False, per_position=True)))
+    if mask and control:
+        controls.append(("mask_zero", build(pool, seed, mask_zero=False, ln=ln)))
+    for what, u in controls:
         u.set_weights(init_w)
         u.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
         e = rel_err(got, u.get_weights())
-        check(e > TOL_W, "control: %s against Keras without use_causal_mask differs, %.2e > %g"
-              % (name, e, TOL_W))
-    if mask and control:  # control: the same weights and batches without the mask differ
-        u = build(pool, seed, mask_zero=False, ln=ln)
-        u.set_weights(init_w)
-        u.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
-        e = rel_err(got, u.get_weights())
-        check(e > TOL_W, "control: %s against Keras without mask_zero differs, %.2e > %g"
-              % (name, e, TOL_W))
+        check(e > TOL_W, "control: %s against Keras without %s differs, %.2e > %g"
+              % (name, what, e, TOL_W))
     row = metrics_rows(os.path.join(work, tag + "-logs"))[0]
     lerr, terr = rel(row["train/loss"], h["loss"][0]), rel(row["test/loss"], ev["loss"])
     check(lerr <= TOL_LOSS and terr <= TOL_LOSS,
