@@ -129,8 +129,8 @@ MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g,
 }
 
 /* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp). */
-MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_attn_geom *g,
-                          int i, int h, int t)
+MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_attn_geom *g, int i,
+                          int h, int t)
 {
     float *pr = p + att_prow(g, i, h, t);
     float sum = 0.0f;
@@ -141,8 +141,8 @@ MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_
 }
 
 /* dq's row (i, t, h) += scale sum over u of ds[t, u] kk[u]. */
-MW_ATT_HD void att_row_dq(float *dq, const float *ds, const float *kk, const mw_attn_geom *g,
-                          int i, int h, int t)
+MW_ATT_HD void att_row_dq(float *dq, const float *ds, const float *kk, const mw_attn_geom *g, int i,
+                          int h, int t)
 {
     const float *sr = ds + att_prow(g, i, h, t);
     float *r = dq + att_qrow(g, i, h, t, g->dk);

@@ -15,6 +15,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "kernels/activation.h"
+#include "kernels/attention.h"
 #include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/cuda/cuda.h"
@@ -23,7 +24,6 @@
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/layernorm.h"
-#include "kernels/attention.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -603,13 +603,15 @@ static void test_attention(void **state)
         const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * H * dk,
                      nv = (size_t)n * S * H * dv, no = (size_t)n * T * H * dv,
                      np = (size_t)n * H * T * S;
-        float *qi = h_rand(&P, (size_t)n * T, 1010 + s, 0, 1), *vi = h_rand(&P, (size_t)n * S, 1020 + s, 0, 1);
+        float *qi = h_rand(&P, (size_t)n * T, 1010 + s, 0, 1),
+              *vi = h_rand(&P, (size_t)n * S, 1020 + s, 0, 1);
         for (int i = 0; i < n * T; i++) /* the last steps of example 1 are padding */
             qi[i] = T == S && i / T == 1 && i % T >= T - 2 ? 0.0f : 3.0f;
         for (int i = 0; i < n * S; i++)
             vi[i] = T == S ? qi[i] : vi[i] < 0.3f ? 0.0f : 7.0f;
         uint32_t ids[3] = {5, 11, 2};
-        float *q = h_rand(&P, nq, 1030 + s, -1.5f, 1.5f), *k = h_rand(&P, nk, 1040 + s, -1.5f, 1.5f);
+        float *q = h_rand(&P, nq, 1030 + s, -1.5f, 1.5f),
+              *k = h_rand(&P, nk, 1040 + s, -1.5f, 1.5f);
         float *v = h_rand(&P, nv, 1050 + s, -1, 1), *dout = h_rand(&P, no, 1060 + s, -1, 1);
         float *o = h_rand(&P, no, 1070 + s, 0, 1), *p = h_rand(&P, np, 1080 + s, 0, 1);
         float *dq = h_rand(&P, nq, 1090 + s, -1, 1), *dk_ = h_rand(&P, nk, 1100 + s, -1, 1);

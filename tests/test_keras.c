@@ -1265,26 +1265,16 @@ static void test_training(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_configs),
-        cmocka_unit_test(test_config_details),
-        cmocka_unit_test(test_input_shapes),
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_builtin_tutorial),
-        cmocka_unit_test(test_initializers),
-        cmocka_unit_test(test_regularization),
-        cmocka_unit_test(test_dropout_kernels),
-        cmocka_unit_test(test_dropout_layout),
-        cmocka_unit_test(test_gradcheck_ref),
-        cmocka_unit_test(test_graph_configs),
-        cmocka_unit_test(test_graph_gradcheck_ref),
-        cmocka_unit_test(test_graph_gradcheck_cpu),
-        cmocka_unit_test(test_crop_gradcheck_ref),
-        cmocka_unit_test(test_crop_gradcheck_cpu),
-        cmocka_unit_test(test_mha_gradcheck_ref),
-        cmocka_unit_test(test_mha_gradcheck_cpu),
-        cmocka_unit_test(test_mha_memory),
-        cmocka_unit_test(test_gradcheck_cpu),
-        cmocka_unit_test(test_training),
+        cmocka_unit_test(test_good_configs),        cmocka_unit_test(test_config_details),
+        cmocka_unit_test(test_input_shapes),        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_builtin_tutorial),    cmocka_unit_test(test_initializers),
+        cmocka_unit_test(test_regularization),      cmocka_unit_test(test_dropout_kernels),
+        cmocka_unit_test(test_dropout_layout),      cmocka_unit_test(test_gradcheck_ref),
+        cmocka_unit_test(test_graph_configs),       cmocka_unit_test(test_graph_gradcheck_ref),
+        cmocka_unit_test(test_graph_gradcheck_cpu), cmocka_unit_test(test_crop_gradcheck_ref),
+        cmocka_unit_test(test_crop_gradcheck_cpu),  cmocka_unit_test(test_mha_gradcheck_ref),
+        cmocka_unit_test(test_mha_gradcheck_cpu),   cmocka_unit_test(test_mha_memory),
+        cmocka_unit_test(test_gradcheck_cpu),       cmocka_unit_test(test_training),
     };
     return cmocka_run_group_tests_name("keras", tests, NULL, NULL);
 }

@@ -27,11 +27,11 @@
 #include "common/rng.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
-#include "kernels/dropout.h"
 #include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/dense.h"
+#include "kernels/dropout.h"
 #include "kernels/graphops.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"
@@ -1105,7 +1105,10 @@ static void test_attention(void **state)
                           .scale = (float)(1.0 / sqrt(3.0)),
                           .causal = cases[ci].causal,
                           .qids = cases[ci].qmask ? (T == 70 ? q70 : qid) : NULL,
-                          .vids = cases[ci].vmask ? (S == 70 ? q70 : S == 5 ? qid : vid) : NULL,
+                          .vids = cases[ci].vmask ? (S == 70  ? q70
+                                                     : S == 5 ? qid
+                                                              : vid)
+                                                  : NULL,
                           .rate = cases[ci].rate,
                           .seed = 42,
                           .stream = 3,
@@ -1120,8 +1123,10 @@ static void test_attention(void **state)
             pool P = {0};
             ctx C;
             ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
-            float *q = frand(&P, nq, 201 + ci, -1.5f, 1.5f), *kk = frand(&P, nk, 211 + ci, -1.5f, 1.5f);
-            float *v = frand(&P, nv, 221 + ci, -1.0f, 1.0f), *r = frand(&P, no, 231 + ci, -1.0f, 1.0f);
+            float *q = frand(&P, nq, 201 + ci, -1.5f, 1.5f),
+                  *kk = frand(&P, nk, 211 + ci, -1.5f, 1.5f);
+            float *v = frand(&P, nv, 221 + ci, -1.0f, 1.0f),
+                  *r = frand(&P, no, 231 + ci, -1.0f, 1.0f);
             float *o = fzero(&P, no), *p = fzero(&P, np);
             t.attn_fwd(&C.k, o, p, q, kk, v, &g, n);
             ctx_check(&C, "attn_fwd");
@@ -1143,8 +1148,8 @@ static void test_attention(void **state)
                                                (g.qids && g.qids[i * T + tt] == 0) ||
                                                (g.vids && g.vids[i * S + u] == 0);
                             if (masked && any && pr[u] != 0.0f)
-                                fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g, masked", t.name, ci,
-                                         i, h, tt, u, (double)pr[u]);
+                                fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g, masked", t.name, ci, i,
+                                         h, tt, u, (double)pr[u]);
                             if (!any && pr[u] != 0.0f)
                                 fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g in a row masked "
                                          "everywhere",

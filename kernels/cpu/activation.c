@@ -42,7 +42,7 @@ void mw_xent_bwd_cpu(const mw_kctx *k, float *dlogits, const float *prob, const 
     for (int c = 0; c < nt; c++) {
         const int r0 = c * per, m = N - r0 < per ? N - r0 : per;
         if (m > 0)
-            mw_xent_bwd_ref(k, dlogits + (size_t)r0 * K, prob + (size_t)r0 * K, labels + r0,
-                            scale, m, K);
+            mw_xent_bwd_ref(k, dlogits + (size_t)r0 * K, prob + (size_t)r0 * K, labels + r0, scale,
+                            m, K);
     }
 }

@@ -60,7 +60,7 @@ static void softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
     const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
     const float *vids = g->vids ? g->vids + (size_t)i * S : NULL;
     const int lim = qm ? -1 : g->causal ? t : S - 1; /* the last step no rule but vids masks */
-    int open = lim + 1;                               /* the unmasked scores */
+    int open = lim + 1;                              /* the unmasked scores */
     if (vids) {
         open = 0;
 #pragma omp simd reduction(+ : open)
@@ -115,8 +115,8 @@ static int cols_of(const mw_attn_geom *g, int t1)
 }
 
 /* w = p times the dropout multipliers on rows [t0, t1), columns [0, c), for head (i, h). */
-static void dropped(float *w, const float *p, const mw_attn_geom *g, int i, int h, int t0,
-                    int t1, int c)
+static void dropped(float *w, const float *p, const mw_attn_geom *g, int i, int h, int t0, int t1,
+                    int c)
 {
     for (int t = t0; t < t1; t++)
         for (int u = 0; u < c; u++)
@@ -150,15 +150,14 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
             const float *W = Pb;
             if (g->rate > 0.0f)
                 dropped(w, P, g, i, h, t0, t1, c), W = w + (size_t)t0 * S;
-            mw_sgemm_cpu('N', 'N', m, dv, c, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv,
-                         0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
+            mw_sgemm_cpu('N', 'N', m, dv, c, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv, 0.0f,
+                         o + att_qrow(g, i, h, t0, dv), H * dv);
         }
     }
 }
 
-void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
-                     const float *dout, const float *q, const float *kk, const float *v,
-                     const mw_attn_geom *g, int n)
+void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p, const float *dout,
+                     const float *q, const float *kk, const float *v, const mw_attn_geom *g, int n)
 {
     const int nt = slots(k, g);
     if (nt < 1) {
@@ -194,10 +193,10 @@ void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
                 for (int u = 0; u < c; u++)
                     pr[u] = pr[u] * (wr[u] - sum);
             }
-            mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_krow(g, i, h, 0, dK),
-                         H * dK, 1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
-            mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK),
-                         H * dK, 1.0f, dk + att_krow(g, i, h, 0, dK), H * dK);
+            mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_krow(g, i, h, 0, dK), H * dK,
+                         1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
+            mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK), H * dK,
+                         1.0f, dk + att_krow(g, i, h, 0, dK), H * dK);
         }
     }
 }

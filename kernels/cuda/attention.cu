@@ -26,8 +26,8 @@ static __global__ void attn_fwd_kernel(float *o, float *p, const float *q, const
     }
 }
 
-static __global__ void attn_dv_kernel(float *dv, const float *p, const float *dout,
-                                      mw_attn_geom g, size_t cols)
+static __global__ void attn_dv_kernel(float *dv, const float *p, const float *dout, mw_attn_geom g,
+                                      size_t cols)
 {
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < cols;
          r += (size_t)gridDim.x * blockDim.x) {
@@ -73,15 +73,14 @@ extern "C" void mw_attn_fwd_cuda(const mw_kctx *k, float *o, float *p, const flo
     if (!d || n <= 0)
         return;
     const size_t rows = (size_t)n * g->H * g->T;
-    attn_fwd_kernel<<<mw_cuda_grid(rows), MW_CUDA_BLOCK, 0, d->stream>>>(o, p, q, kk, v, *g,
-                                                                         rows);
+    attn_fwd_kernel<<<mw_cuda_grid(rows), MW_CUDA_BLOCK, 0, d->stream>>>(o, p, q, kk, v, *g, rows);
     MW_LAUNCHED_K(d, "attn_fwd_kernel");
     mw_cuda_end(d, "mw_attn_fwd_cuda");
 }
 
 extern "C" void mw_attn_bwd_cuda(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
-                                 const float *dout, const float *q, const float *kk,
-                                 const float *v, const mw_attn_geom *g, int n)
+                                 const float *dout, const float *q, const float *kk, const float *v,
+                                 const mw_attn_geom *g, int n)
 {
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_attn_bwd_cuda");
     if (!d || n <= 0)

@@ -172,8 +172,7 @@ __device__ static inline uint64_t mw_cuda_splitmix64(uint64_t x)
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
     return x ^ (x >> 31);
 }
-__device__ static inline uint64_t mw_cuda_rng_hash(uint64_t seed, uint64_t stream,
-                                                   uint64_t counter)
+__device__ static inline uint64_t mw_cuda_rng_hash(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     return mw_cuda_splitmix64(mw_cuda_splitmix64(mw_cuda_splitmix64(seed) ^ stream) ^ counter);
 }

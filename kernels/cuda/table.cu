@@ -4,6 +4,7 @@
 
 extern "C" {
 #include "kernels/activation.h"
+#include "kernels/attention.h"
 #include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
@@ -11,7 +12,6 @@ extern "C" {
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/layernorm.h"
-#include "kernels/attention.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"

@@ -18,9 +18,8 @@ void mw_attn_fwd_ref(const mw_kctx *k, float *o, float *p, const float *q, const
                 att_row_fwd(o, p, q, kk, v, g, i, h, t);
 }
 
-void mw_attn_bwd_ref(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
-                     const float *dout, const float *q, const float *kk, const float *v,
-                     const mw_attn_geom *g, int n)
+void mw_attn_bwd_ref(const mw_kctx *k, float *dq, float *dk, float *dv, float *p, const float *dout,
+                     const float *q, const float *kk, const float *v, const mw_attn_geom *g, int n)
 {
     (void)k;
     for (int i = 0; i < n; i++)

@@ -1,5 +1,6 @@
 /* The reference fills every entry of the backend table. */
 #include "kernels/activation.h"
+#include "kernels/attention.h"
 #include "kernels/cast.h"
 #include "kernels/conv2d.h"
 #include "kernels/dense.h"
@@ -7,7 +8,6 @@
 #include "kernels/embed.h"
 #include "kernels/graphops.h"
 #include "kernels/layernorm.h"
-#include "kernels/attention.h"
 #include "kernels/loss.h"
 #include "kernels/maxpool.h"
 #include "kernels/optim.h"

@@ -732,8 +732,7 @@ static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *laye
         MW_TRY(read_ref(L, a, &src));
         MW_TRY(resolve(L, K, layers, i, src, &idx));
         if (ne ? idx != -1 : idx != MASK_NODE)
-            return mw_kfail(L, MW_EUNSUPPORTED,
-                            "inbound_nodes[0].args[%zu]: %s; supported: %s", j,
+            return mw_kfail(L, MW_EUNSUPPORTED, "inbound_nodes[0].args[%zu]: %s; supported: %s", j,
                             mw_kdescribe(d, sizeof d, a),
                             ne ? "the model's input (the padding mask of "
                                  "Embedding(mask_zero=True))"
@@ -786,10 +785,9 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
             K->idx[i] = MASK_NODE;
             continue;
         }
-        const json_t *kwargs = NULL, *node = json_array_get(
-                                            json_object_get(json_array_get(layers, i),
-                                                            "inbound_nodes"),
-                                            0);
+        const json_t *kwargs = NULL,
+                     *node = json_array_get(
+                         json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
         MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs));
         if (json_is_object(node) && json_is_object(json_object_get(node, "kwargs")))
             MW_TRY(check_mask_args(&L, K, layers, i, json_object_get(node, "kwargs")));

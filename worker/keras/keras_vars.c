@@ -19,6 +19,34 @@ static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t c
     x->trainable = 1;
 }
 
+/* MultiHeadAttention's: four EinsumDense sublayers, each its kernel and bias. */
+static void mha_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
+                                      "attention_output/kernel"};
+    static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
+                                         "attention_output/bias"};
+    const char *const *subs = mw_keras_layer_subs(l);
+    const mw_mha *a = &l->mha;
+    const long long in[3] = {l->in_c, a->key_c, a->value_c},
+                    w[3] = {a->key_dim, a->key_dim, a->value_dim};
+    size_t wo[4], wn[4], bo[4], bn[4];
+    mw_mha_parts(l, wo, wn, bo, bn);
+    for (int j = 0; j < 4; j++) {
+        const int first = *nv;
+        if (j < 3)
+            add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], a->heads, w[j], 0);
+        else
+            add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c, 0);
+        if (l->has_bias && j < 3)
+            add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
+        else if (l->has_bias)
+            add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
+        for (int t = first; t < *nv; t++)
+            v[t].sub = subs[j], v[t].idx = t - first;
+    }
+}
+
 /* HOW TO ADD A LAYER KIND: one case below, appending its variables with add() in the order
  * Keras creates them in the layer's build() (that order is the index i of
  * layers/<name>/vars/<i> in .weights.h5 and the order of layer.weights), skipping the ones
@@ -69,32 +97,9 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
         if (l->w_count)
             add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[1], l->out_c, 0, 0);
         return MW_OK;
-    case MW_LAYER_MHA: { /* four EinsumDense sublayers, each its kernel and bias */
-        static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
-                                          "attention_output/kernel"};
-        static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
-                                             "attention_output/bias"};
-        const char *const *subs = mw_keras_layer_subs(l);
-        const mw_mha *a = &l->mha;
-        const long long in[3] = {l->in_c, a->key_c, a->value_c},
-                        w[3] = {a->key_dim, a->key_dim, a->value_dim};
-        size_t wo[4], wn[4], bo[4], bn[4];
-        mw_mha_parts(l, wo, wn, bo, bn);
-        for (int j = 0; j < 4; j++) {
-            const int first = *nv;
-            if (j < 3)
-                add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], a->heads, w[j], 0);
-            else
-                add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c, 0);
-            if (l->has_bias && j < 3)
-                add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
-            else if (l->has_bias)
-                add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
-            for (int t = first; t < *nv; t++)
-                v[t].sub = subs[j], v[t].idx = t - first;
-        }
+    case MW_LAYER_MHA:
+        mha_vars(l, v, nv);
         break;
-    }
     case MW_LAYER_BATCHNORM: /* gamma, beta, then the non-trainable moving statistics */
         if (l->w_count)
             add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
@@ -134,9 +139,7 @@ const char *const *mw_keras_layer_subs(const mw_layer *l)
     static const char *const mha[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
                                       "_dropout_layer", "_softmax",  NULL};
     static const char *const tpe[] = {"token_embedding", "position_embedding", NULL};
-    return l->kind == MW_LAYER_MHA                  ? mha
-           : l->kind == MW_LAYER_EMBED && l->pad[1] ? tpe
-                                                    : NULL;
+    return l->kind == MW_LAYER_MHA ? mha : l->kind == MW_LAYER_EMBED && l->pad[1] ? tpe : NULL;
 }
 
 int mw_keras_layer_is_own(const mw_layer *l)

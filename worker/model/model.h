@@ -132,9 +132,9 @@ int mw_policy_parse(const char *name, mw_policy *p);
  * input (1, T, in_c), the output (1, T, out_c). */
 typedef struct {
     int heads, key_dim, value_dim;
-    int steps;            /* S: the value's (and key's) steps */
-    int value_c, key_c;   /* the value's and the key's features */
-    int causal;           /* use_causal_mask */
+    int steps;          /* S: the value's (and key's) steps */
+    int value_c, key_c; /* the value's and the key's features */
+    int causal;         /* use_causal_mask */
 } mw_mha;
 
 typedef struct mw_layer {

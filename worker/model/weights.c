@@ -95,15 +95,15 @@ static void init_mha(float *params, const mw_layer *l, mw_rng *r)
     const mw_mha *a = &l->mha;
     size_t w[4], wn[4], b[4], bn[4];
     mw_mha_parts(l, w, wn, b, bn);
-    const int in[3] = {l->in_c, a->key_c, a->value_c}, width[3] = {a->key_dim, a->key_dim,
-                                                                   a->value_dim};
+    const int in[3] = {l->in_c, a->key_c, a->value_c},
+              width[3] = {a->key_dim, a->key_dim, a->value_dim};
     for (int j = 0; j < 4; j++) {
         const int fi = j < 3 ? a->heads * in[j] : a->value_dim * a->heads;
         const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
         init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
         if (l->has_bias)
-            init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init, j < 3 ? a->heads : (int)bn[j],
-                        j < 3 ? width[j] : (int)bn[j], r);
+            init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,
+                        j < 3 ? a->heads : (int)bn[j], j < 3 ? width[j] : (int)bn[j], r);
     }
 }
 

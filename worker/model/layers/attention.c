@@ -8,9 +8,10 @@
  * The weights: all eight variables in the kernel block, in Keras' order (query kernel, query
  * bias, key kernel, ..., output bias: mw_mha_parts gives where), so the packed parameters of
  * checkpoints and --dump-weights are Keras' model.weights, as for every layer; the bias block
- * is empty, and weight regularizers, which would need the two apart, are refused. The buffer keeps the projections, the heads'
- * outputs and the probabilities (n H T S floats: the attention matrices the memory estimate
- * counts) from the forward for the backward, and the backward's gradients of them. */
+ * is empty, and weight regularizers, which would need the two apart, are refused. The buffer keeps
+ * the projections, the heads' outputs and the probabilities (n H T S floats: the attention matrices
+ * the memory estimate counts) from the forward for the backward, and the backward's gradients of
+ * them. */
 #include <math.h>
 #include <string.h>
 
@@ -189,8 +190,8 @@ static void backward(const mw_layer_call *c)
     float *GW = c->G + l->w_off, *GB = l->has_bias ? GW : NULL;
     const int T = l->in_w, S = a->steps, hk = a->heads * a->key_dim, hv = a->heads * a->value_dim;
     mw_layer_zero(c->kt, c->k, V.dq, (s[0] + s[1] + s[2] + s[3]) * sizeof(float));
-    c->kt->dense_bwd(c->k, V.dout, GW + w[3], GB ? GB + b[3] : NULL, c->dy, V.o, W + w[3],
-                     c->n * T, hv, l->out_c);
+    c->kt->dense_bwd(c->k, V.dout, GW + w[3], GB ? GB + b[3] : NULL, c->dy, V.o, W + w[3], c->n * T,
+                     hv, l->out_c);
     c->kt->attn_bwd(c->k, V.dq, V.dk, V.dv, V.p, V.dout, V.q, V.k, V.v, &V.g, c->n);
     float *const *grad = c->ws->grad;
     const int iq = l->in[0], iv = l->in[1], ik = l->nin == 3 ? l->in[2] : iv;

@@ -88,17 +88,17 @@ mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int pos
 
 mw_status mw_model_add_sine_position(mw_model *m, const char *name, float max_wavelength)
 {
-    mw_layer *l = mw_layer_push(m, MW_LAYER_POSEMB, name, "SinePositionEncoding",
-                                "sine_position_encoding");
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_POSEMB, name, "SinePositionEncoding", "sine_position_encoding");
     if (!l)
         return mw_err_status();
     if (l->flat || l->in_h != 1 || !(max_wavelength > 0.0f))
-        return mw_layer_reject(m, mw_err(MW_EMODEL,
-                                         "layer '%s' (SinePositionEncoding): input %dx%dx%d, "
-                                         "max_wavelength %g: expected a sequence (None, steps, "
-                                         "features) and max_wavelength > 0",
-                                         l->name, l->in_h, l->in_w, l->in_c,
-                                         (double)max_wavelength));
+        return mw_layer_reject(m,
+                               mw_err(MW_EMODEL,
+                                      "layer '%s' (SinePositionEncoding): input %dx%dx%d, "
+                                      "max_wavelength %g: expected a sequence (None, steps, "
+                                      "features) and max_wavelength > 0",
+                                      l->name, l->in_h, l->in_w, l->in_c, (double)max_wavelength));
     l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
     l->alpha = max_wavelength; /* no table: pad[1] stays 0 */
     return MW_OK;
