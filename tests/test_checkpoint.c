@@ -1356,6 +1356,9 @@ static void test_pack_unpack(void **state)
     m.layers = layers;
     m.nlayers = 3;
     m.nparams = 27 + 3 + 50 + 5;
+    int order[3];
+    mw_model_weight_order(&m, order);
+    m.worder = order;
     float arena[144], back[144], packed[85];
     for (int i = 0; i < 144; i++)
         arena[i] = (float)i;
@@ -1374,6 +1377,43 @@ static void test_pack_unpack(void **state)
         int real = i < 27 || (i >= 32 && i < 35) || (i >= 48 && i < 98) || (i >= 112 && i < 117);
         assert_true(back[i] == (real ? (float)i : 0.0f)); /* padding untouched */
     }
+}
+
+/* A KerasHub block's parts pack in Keras' order of its weights (part_rank), not the model's:
+ * layers 0 to 2 one block, layer 0's weights last (a post-norm encoder's final LayerNorm). */
+static void test_pack_block_order(void **state)
+{
+    (void)state;
+    mw_layer layers[4];
+    memset(layers, 0, sizeof layers);
+    layers[0].w_off = 0, layers[0].w_count = 4;
+    layers[2].w_off = 16, layers[2].w_count = 3, layers[2].b_off = 32, layers[2].b_count = 2;
+    layers[3].w_off = 48, layers[3].w_count = 1;
+    for (int i = 0; i < 3; i++)
+        layers[i].block = 1, layers[i].block_first = i == 0;
+    layers[0].part_rank = 2, layers[2].part_rank = 1;
+    mw_model m;
+    memset(&m, 0, sizeof m);
+    m.layers = layers;
+    m.nlayers = 4;
+    int order[4];
+    mw_model_weight_order(&m, order);
+    assert_int_equal(order[0], 1); /* rank 0: the part without weights */
+    assert_int_equal(order[1], 2);
+    assert_int_equal(order[2], 0);
+    assert_int_equal(order[3], 3); /* the next layer after the whole block */
+    m.worder = order;
+    float arena[64], packed[10], back[64];
+    for (int i = 0; i < 64; i++)
+        arena[i] = (float)i;
+    mw_ckpt_pack(&m, packed, arena);
+    const float want[10] = {16, 17, 18, 32, 33, 0, 1, 2, 3, 48};
+    for (int i = 0; i < 10; i++)
+        assert_true(packed[i] == want[i]);
+    memset(back, 0, sizeof back);
+    mw_ckpt_unpack(&m, back, packed);
+    for (int i = 0; i < 10; i++)
+        assert_true(back[(int)want[i]] == want[i]);
 }
 
 int main(void)
@@ -1401,6 +1441,7 @@ int main(void)
         mw_test_in_tmpdir(test_index_outside),
         mw_test_in_tmpdir(test_survey_and_temps),
         cmocka_unit_test(test_pack_unpack),
+        cmocka_unit_test(test_pack_block_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1035,11 +1035,14 @@ static void graph_gradcheck(int fast, const char *rel)
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
-    if (strstr(rel, "mha")) {
-        int mha = 0;
-        for (int i = 0; i < m.nlayers; i++)
+    if (strstr(rel, "mha") || strstr(rel, "transformer")) {
+        int mha = 0, blocks = 0;
+        for (int i = 0; i < m.nlayers; i++) {
             mha += m.layers[i].kind == MW_LAYER_MHA;
+            blocks += m.layers[i].block_first;
+        }
         assert_int_equal(mha, 2);
+        assert_int_equal(blocks, strstr(rel, "transformer") ? 2 : 0);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1145,6 +1148,22 @@ static void test_mha_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_mha.json");
+}
+
+/* KerasHub's blocks as this program builds them (tests/data/keras/graph/
+ * gradcheck_transformer.json): a Dense on each of 28 steps, a pre-norm TransformerEncoder with
+ * dropout (of the probabilities and of both branches), a post-norm TransformerDecoder (causal,
+ * gelu), the 1-D pooling and a Dense: every parameter of every part, both kernel tables. */
+static void test_transformer_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_transformer.json");
+}
+
+static void test_transformer_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_transformer.json");
 }
 
 /* The memory estimate counts what a MultiHeadAttention keeps for its backward: per example
@@ -1265,16 +1284,28 @@ static void test_training(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_configs),        cmocka_unit_test(test_config_details),
-        cmocka_unit_test(test_input_shapes),        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_builtin_tutorial),    cmocka_unit_test(test_initializers),
-        cmocka_unit_test(test_regularization),      cmocka_unit_test(test_dropout_kernels),
-        cmocka_unit_test(test_dropout_layout),      cmocka_unit_test(test_gradcheck_ref),
-        cmocka_unit_test(test_graph_configs),       cmocka_unit_test(test_graph_gradcheck_ref),
-        cmocka_unit_test(test_graph_gradcheck_cpu), cmocka_unit_test(test_crop_gradcheck_ref),
-        cmocka_unit_test(test_crop_gradcheck_cpu),  cmocka_unit_test(test_mha_gradcheck_ref),
-        cmocka_unit_test(test_mha_gradcheck_cpu),   cmocka_unit_test(test_mha_memory),
-        cmocka_unit_test(test_gradcheck_cpu),       cmocka_unit_test(test_training),
+        cmocka_unit_test(test_good_configs),
+        cmocka_unit_test(test_config_details),
+        cmocka_unit_test(test_input_shapes),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_builtin_tutorial),
+        cmocka_unit_test(test_initializers),
+        cmocka_unit_test(test_regularization),
+        cmocka_unit_test(test_dropout_kernels),
+        cmocka_unit_test(test_dropout_layout),
+        cmocka_unit_test(test_gradcheck_ref),
+        cmocka_unit_test(test_graph_configs),
+        cmocka_unit_test(test_graph_gradcheck_ref),
+        cmocka_unit_test(test_graph_gradcheck_cpu),
+        cmocka_unit_test(test_crop_gradcheck_ref),
+        cmocka_unit_test(test_crop_gradcheck_cpu),
+        cmocka_unit_test(test_mha_gradcheck_ref),
+        cmocka_unit_test(test_mha_gradcheck_cpu),
+        cmocka_unit_test(test_transformer_gradcheck_ref),
+        cmocka_unit_test(test_transformer_gradcheck_cpu),
+        cmocka_unit_test(test_mha_memory),
+        cmocka_unit_test(test_gradcheck_cpu),
+        cmocka_unit_test(test_training),
     };
     return cmocka_run_group_tests_name("keras", tests, NULL, NULL);
 }

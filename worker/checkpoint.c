@@ -1353,7 +1353,7 @@ void mw_ckpt_pack(const mw_model *m, float *packed, const float *arena)
 {
     size_t k = 0;
     for (int i = 0; i < m->nlayers; i++) {
-        const mw_layer *l = &m->layers[i];
+        const mw_layer *l = &m->layers[m->worder[i]];
         if (l->w_count)
             memcpy(packed + k, arena + l->w_off, l->w_count * sizeof(float));
         k += l->w_count;
@@ -1370,7 +1370,7 @@ void mw_ckpt_unpack(const mw_model *m, float *arena, const float *packed)
 {
     size_t k = 0;
     for (int i = 0; i < m->nlayers; i++) {
-        const mw_layer *l = &m->layers[i];
+        const mw_layer *l = &m->layers[m->worder[i]];
         if (l->w_count)
             memcpy(arena + l->w_off, packed + k, l->w_count * sizeof(float));
         k += l->w_count;

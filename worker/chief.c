@@ -429,7 +429,7 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
     size_t want = 0, n = 0;
     int e = 0;
     for (int i = 0; i < s->model.nlayers; i++) {
-        const mw_layer *l = &s->model.layers[i];
+        const mw_layer *l = &s->model.layers[s->model.worder[i]]; /* Keras' order */
         n += fwrite(s->model.params.data + l->w_off, sizeof(float), l->w_count, f);
         n += fwrite(s->model.params.data + l->b_off, sizeof(float), l->b_count, f);
         n += fwrite(s->model.params.data + l->s_off, sizeof(float), l->s_count, f); /* BN */

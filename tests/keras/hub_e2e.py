@@ -32,12 +32,37 @@ import numpy as np  # noqa: E402
 core_build = E.build
 
 
+def compiled(inp, out):
+    m = keras.Model(inp, out)
+    m.compile(optimizer=keras.optimizers.SGD(E.LR),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
+def build_blocks(ln, mask_zero, inp):
+    """KerasHub's own blocks: Embedding(mask_zero) -> TransformerEncoder -> pooling -> Dense,
+    or TokenAndPositionEmbedding -> TransformerDecoder (post-norm) -> TransformerDecoder
+    (normalize_first, gelu) -> Dense on each position."""
+    L, H = keras.layers, keras_hub.layers
+    if ln == "hub-enc":
+        x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
+        x = H.TransformerEncoder(16, 2, name="enc")(x)
+        return compiled(inp, L.Dense(E.K, name="head")(L.GlobalAveragePooling1D(name="pool")(x)))
+    x = H.TokenAndPositionEmbedding(E.V, E.T, E.D, name="tok_pos")(inp)
+    x = H.TransformerDecoder(16, 2, name="dec1")(x)
+    x = H.TransformerDecoder(16, 2, activation="gelu", normalize_first=True, name="dec2")(x)
+    return compiled(inp, L.Dense(E.K, name="head")(x))
+
+
 def build(pool, seed, mask_zero=False, ln=None):
     if not str(ln).startswith("hub"):
         return core_build(pool, seed, mask_zero, ln)
     L, H = keras.layers, keras_hub.layers
     keras.utils.set_random_seed(seed)
     inp = keras.Input((E.T,), dtype="int32", name="ids")
+    if ln in ("hub-enc", "hub-dec-gpt"):
+        return build_blocks(ln, mask_zero, inp)
     if ln in ("hub-pos", "hub-sine"):
         x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
         p = H.PositionEmbedding(E.T, name="pos") if ln == "hub-pos" else \
@@ -53,11 +78,7 @@ def build(pool, seed, mask_zero=False, ln=None):
     x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
     if not causal:
         x = L.GlobalAveragePooling1D(name="pool")(x)
-    m = keras.Model(inp, L.Dense(E.K, name="head")(x))
-    m.compile(optimizer=keras.optimizers.SGD(E.LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              metrics=["accuracy"])
-    return m
+    return compiled(inp, L.Dense(E.K, name="head")(x))
 
 
 E.build = build
@@ -67,11 +88,17 @@ def refusals(mw, work, data):
     keras.utils.set_random_seed(3)
     inp = keras.Input((E.T,), dtype="int32")
     x = keras.layers.Embedding(E.V, E.D)(inp)
-    x = keras_hub.layers.TransformerEncoder(16, 2, name="enc")(x)
+    x = keras_hub.layers.RotaryEmbedding(name="rope")(x)
     m = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
-    for what, model, subs in [
+    enc = keras.layers.Embedding(E.V, E.D)(inp)
+    x = keras_hub.layers.TransformerDecoder(16, 2, name="xdec")(enc, enc)
+    cross = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
+    for i, (what, model, subs) in enumerate([
             ("a KerasHub layer not read yet", m,
-             ["layer 'enc' (TransformerEncoder)", "not supported yet"]),
+             ["layer 'rope' (RotaryEmbedding)", "not supported yet"]),
+            ("a TransformerDecoder with cross-attention", cross,
+             ["layer 'xdec' (TransformerDecoder)", "called on 2 tensors",
+              "decoder-only use"]),
             ("a sequence longer than sequence_length",
              keras.Sequential([keras.Input((E.T,), dtype="int32"),
                                keras_hub.layers.TokenAndPositionEmbedding(E.V, E.T - 2, E.D,
@@ -81,8 +108,8 @@ def refusals(mw, work, data):
              ["'short' (TokenAndPositionEmbedding): sequence_length 10, but the input has 12 "
               "steps"]),
             ("TokenAndPositionEmbedding(mask_zero=True)", build("avg", 3, True, "hub-cls"),
-             ["'tok_pos' (TokenAndPositionEmbedding): mask_zero true", "not supported"])]:
-        path = os.path.join(work, "bad-%d.keras" % len(what))
+             ["'tok_pos' (TokenAndPositionEmbedding): mask_zero true", "not supported"])]):
+        path = os.path.join(work, "bad-%d.keras" % i)
         model.save(path)
         p = E.run([mw, "train", "--model", path, "--data", data, "--epochs", "1",
                    "--summary-dir", "", "--checkpoint-dir", path + "-ck"])
@@ -100,10 +127,13 @@ def main():
             ("TokenAndPositionEmbedding, block, pooled", 31, False, "hub-cls"),
             ("TokenAndPositionEmbedding, causal block", 32, False, "hub-gpt"),
             ("Embedding + SinePositionEncoding, block", 34, False, "hub-sine"),
-            ("Embedding + PositionEmbedding, block", 33, True, "hub-pos")]:
-        r = E.one_case(mw, work, name, "avg", np.int32, seed, table, mask, ln, control=False)
+            ("Embedding + PositionEmbedding, block", 33, True, "hub-pos"),
+            ("Embedding(mask_zero) -> TransformerEncoder", 35, True, "hub-enc"),
+            ("TokenAndPositionEmbedding -> 2 TransformerDecoder", 36, False, "hub-dec-gpt")]:
+        r = E.one_case(mw, work, name, "avg", np.int32, seed, table, mask, ln,
+                       control=ln == "hub-enc")
         if r is not None:
-            E.layouts(mw, work, name, r, ln + "-")
+            E.layouts(mw, work, name, r, ln + "-", more=ln == "hub-dec-gpt")
             data = data or r["data"]
     if data:
         refusals(mw, work, data)

@@ -26,34 +26,37 @@
 
 /* One tensor of the file: a view into params with its Keras name and shape. */
 typedef struct {
-    char name[80];
+    char name[MW_KERAS_SUB_MAX + 160];
     const float *data;
     size_t count;
     int rank;
     json_int_t shape[4];
 } tensor;
 
-/* The tensors of layer l (at most MW_KERAS_MAX_VARS) into t, from the Keras variable table
- * (worker/keras/keras_vars.h): <layer>/<variable>. */
-static mw_status layer_tensors(const mw_layer *l, const float *params, tensor *t, int *nt,
+/* The tensors of Keras layer i of m (at most MW_KERAS_MAX_VARS; none for a layer that is not a
+ * Keras layer of its own) into t, from the Keras variable table (worker/keras/keras_vars.h):
+ * <layer>/<variable>, a block's part's <block>/<sublayer>/<variable>, Keras' variable paths. */
+static mw_status layer_tensors(const mw_model *m, int i, const float *params, tensor *t, int *nt,
                                const char *path)
 {
     mw_keras_var v[MW_KERAS_MAX_VARS];
     *nt = 0;
-    if (mw_keras_layer_vars(l, v, nt) != MW_OK) {
+    if (!mw_keras_layer_is_own(&m->layers[i]))
+        return MW_OK;
+    if (mw_keras_vars(m, i, v, nt) != MW_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", mw_err_msg());
         mw_status s = mw_err_status();
         mw_err_clear();
         return mw_err(s, "export %s: %s", path, msg);
     }
-    for (int i = 0; i < *nt; i++) {
-        snprintf(t[i].name, sizeof t[i].name, "%s/%s", l->name, v[i].name);
-        t[i].data = params + v[i].off;
-        t[i].count = v[i].count;
-        t[i].rank = v[i].rank;
-        for (int d = 0; d < v[i].rank; d++)
-            t[i].shape[d] = (json_int_t)v[i].shape[d];
+    for (int j = 0; j < *nt; j++) {
+        snprintf(t[j].name, sizeof t[j].name, "%s/%s", v[j].l->name, v[j].name);
+        t[j].data = params + v[j].off;
+        t[j].count = v[j].count;
+        t[j].rank = v[j].rank;
+        for (int d = 0; d < v[j].rank; d++)
+            t[j].shape[d] = (json_int_t)v[j].shape[d];
     }
     return MW_OK;
 }
@@ -84,7 +87,7 @@ static mw_status build_header(const mw_model *m, const float *params, const char
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++) {
         tensor t[MW_KERAS_MAX_VARS];
         int nt;
-        rc = layer_tensors(&m->layers[i], params, t, &nt, path);
+        rc = layer_tensors(m, i, params, t, &nt, path);
         for (int j = 0; j < nt && rc == MW_OK; j++) {
             if (json_object_get(root, t[j].name)) {
                 rc = mw_err(MW_EMODEL, "export %s: two tensors are named '%s'", path, t[j].name);
@@ -149,7 +152,7 @@ static mw_status write_body(FILE *f, const mw_model *m, const float *params, con
     for (int i = 0; i < m->nlayers; i++) {
         tensor t[MW_KERAS_MAX_VARS];
         int nt;
-        MW_TRY(layer_tensors(&m->layers[i], params, t, &nt, path));
+        MW_TRY(layer_tensors(m, i, params, t, &nt, path));
         for (int j = 0; j < nt; j++)
             if (write_floats(f, t[j].data, t[j].count) != 0)
                 return mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,

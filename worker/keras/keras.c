@@ -395,11 +395,13 @@ static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char 
     char hub[MW_KQUOTE_MAX * 2];
     snprintf(hub, sizeof hub, "keras_hub>%s", cls); /* KerasHub's layers this program reads */
     const int hub_ok = !strcmp(cls, "TokenAndPositionEmbedding") ||
-                       !strcmp(cls, "PositionEmbedding") || !strcmp(cls, "SinePositionEncoding");
+                       !strcmp(cls, "PositionEmbedding") || !strcmp(cls, "SinePositionEncoding") ||
+                       !strcmp(cls, "TransformerEncoder") || !strcmp(cls, "TransformerDecoder");
     if (json_is_string(reg) && !strcmp(json_string_value(reg), hub) && !hub_ok)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "KerasHub's %s is not supported yet; supported from KerasHub: "
-                        "TokenAndPositionEmbedding, PositionEmbedding, SinePositionEncoding",
+                        "TokenAndPositionEmbedding, PositionEmbedding, SinePositionEncoding, "
+                        "TransformerEncoder, TransformerDecoder",
                         mw_kquote(q, cls));
     if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0 &&
         !(strcmp(json_string_value(reg), hub) == 0 && hub_ok))
@@ -592,6 +594,9 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
 {
     *kwargs = NULL;
     const int multi = cls && !strcmp(cls, "MultiHeadAttention");
+    /* KerasHub's blocks read their own keyword arguments, and refuse a second sequence */
+    const int block =
+        cls && (!strcmp(cls, "TransformerEncoder") || !strcmp(cls, "TransformerDecoder"));
     char d[MW_KQUOTE_MAX * 4 + 64];
     const json_t *nodes = json_object_get(e, "inbound_nodes"), *list;
     if (!json_is_array(nodes) || json_array_size(nodes) != 1)
@@ -619,10 +624,16 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
             *kwargs = json_is_object(kw) ? kw : NULL;
             return MW_OK;
         }
+        if (block && json_is_array(args) && json_array_size(args) == 2) {
+            refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
+            return MW_OK; /* the block refuses it, naming what it supports */
+        }
         if (!json_is_array(args) || json_array_size(args) != 1)
             return mw_kfail(L, MW_EMODEL, "inbound_nodes[0].args: found %s; expected one argument",
                             mw_kdescribe(d, sizeof d, args));
-        if (kw && json_is_object(kw))
+        if (kw && json_is_object(kw) && block)
+            *kwargs = kw;
+        else if (kw && json_is_object(kw))
             MW_TRY(check_kwargs(L, kw));
         list = json_array_get(args, 0);
         if (!json_is_array(list)) {

@@ -315,29 +315,40 @@ done:
     return rc;
 }
 
-/* Variables v[0..nv) of l, which all live in one vars group: layers/<key>/vars, or
- * layers/<key>/<sub>/vars for a sublayer's (MultiHeadAttention's query_dense, ...). */
+/* Variables v[0..nv), which all live in one vars group: layers/<key>/vars, or
+ * layers/<key>/<sub>/vars for a sublayer's (MultiHeadAttention's query_dense, a block's
+ * _self_attention_layer/query_dense, ...), each group on the way a hard link. */
 static mw_status read_group(hid_t top, const char *top_name, const access_lists *acc,
-                            const mw_layer *l, const char *key, const mw_keras_var *v, int nv,
-                            float *params, const char *origin)
+                            const char *key, const mw_keras_var *v, int nv, float *params,
+                            const char *origin)
 {
-    char path[200];
-    hid_t parent = top, kg = -1, vars = -1;
-    const char *gname = key;
-    snprintf(path, sizeof path, "%s", key);
-    if (v[0].sub) { /* the layer's group first, then the sublayer's within it */
+    char path[240], pname[512], comp[240];
+    snprintf(path, sizeof path, "%s%s%s", key, v[0].sub[0] ? "/" : "", v[0].sub);
+    snprintf(comp, sizeof comp, "%s", path);
+    snprintf(pname, sizeof pname, "%s", top_name);
+    hid_t parent = top, vars = -1;
+    mw_status rc = MW_OK;
+    char *name = comp, *slash;
+    while (rc == MW_OK && parent >= 0 && (slash = strchr(name, '/'))) { /* the groups above */
+        *slash = '\0';
+        char where[512];
         int exists = 0;
-        char where[400];
-        snprintf(where, sizeof where, "%s/%s", top_name, key);
-        MW_TRY(hard_link(top, key, where, origin, &exists));
-        if (exists && (kg = H5Gopen2(top, key, acc->gapl)) < 0)
-            return mw_err(MW_EDATA, "%s: %s cannot be opened (corrupt file?)", origin, where);
-        parent = kg, gname = v[0].sub;
-        snprintf(path, sizeof path, "%s/%s", key, v[0].sub);
+        snprintf(where, sizeof where, "%.270s/%.230s", pname, name);
+        rc = hard_link(parent, name, where, origin, &exists);
+        hid_t g = rc == MW_OK && exists ? H5Gopen2(parent, name, acc->gapl) : -1;
+        if (rc == MW_OK && exists && g < 0)
+            rc = mw_err(MW_EDATA, "%s: %s cannot be opened (corrupt file?)", origin, where);
+        if (parent != top)
+            H5Gclose(parent);
+        parent = g;
+        snprintf(pname, sizeof pname, "%s", where);
+        name = slash + 1;
     }
-    char pname[240];
-    snprintf(pname, sizeof pname, "%s%s%s", top_name, v[0].sub ? "/" : "", v[0].sub ? key : "");
-    mw_status rc = parent >= 0 ? open_vars(parent, pname, gname, acc, origin, &vars) : MW_OK;
+    if (rc == MW_OK && parent >= 0)
+        rc = open_vars(parent, pname, name, acc, origin, &vars);
+    if (parent >= 0 && parent != top)
+        H5Gclose(parent);
+    const mw_layer *l = v[0].l;
     if (rc == MW_OK && vars < 0)
         rc = mw_err(MW_EDATA, "%s: no weights for layer '%s' (%s): group %s/%s/vars is missing",
                     origin, l->name, l->cls, top_name, path);
@@ -349,27 +360,25 @@ static mw_status read_group(hid_t top, const char *top_name, const access_lists 
                     origin, l->name, l->cls, n, top_name, path, nv, v[0].name, nv > 1 ? ", " : "",
                     nv > 1 ? v[1].name : "");
     for (int i = 0; i < nv && rc == MW_OK; i++)
-        rc = read_var(vars, acc, v[i].idx, &v[i], l, path, params, origin, top_name);
+        rc = read_var(vars, acc, v[i].idx, &v[i], v[i].l, path, params, origin, top_name);
     close_id(vars, H5Gclose);
-    close_id(kg, H5Gclose);
     return rc;
 }
 
 static mw_status read_layer(hid_t top, const char *top_name, const access_lists *acc,
                             const mw_model *m, int li, float *params, const char *origin)
 {
-    const mw_layer *l = &m->layers[li];
     mw_keras_var v[MW_KERAS_MAX_VARS];
     int nv = 0;
-    MW_TRY(mw_keras_layer_vars(l, v, &nv));
-    if (nv == 0 || !mw_keras_layer_is_own(l))
+    if (!mw_keras_layer_is_own(&m->layers[li]))
         return MW_OK;
+    MW_TRY(mw_keras_vars(m, li, v, &nv));
     char key[160];
     mw_keras_layer_key(m, li, key, sizeof key);
     for (int i = 0, j; i < nv; i = j) { /* each run of variables of one group */
-        for (j = i + 1; j < nv && v[j].sub == v[i].sub; j++)
+        for (j = i + 1; j < nv && !strcmp(v[j].sub, v[i].sub); j++)
             ;
-        MW_TRY(read_group(top, top_name, acc, l, key, v + i, j - i, params, origin));
+        MW_TRY(read_group(top, top_name, acc, key, v + i, j - i, params, origin));
     }
     return MW_OK;
 }
@@ -559,8 +568,7 @@ static int write_optimizer(hid_t f, const mw_model *m, const mw_keras_optimizer 
     for (int i = 0; i < m->nlayers && ok && o->slot1; i++) {
         mw_keras_var v[MW_KERAS_MAX_VARS];
         int nv = 0;
-        if (!mw_keras_layer_is_own(&m->layers[i]) ||
-            mw_keras_layer_vars(&m->layers[i], v, &nv) != MW_OK)
+        if (!mw_keras_layer_is_own(&m->layers[i]) || mw_keras_vars(m, i, v, &nv) != MW_OK)
             continue; /* the weights' loop has reported a table error already */
         for (int j = 0; j < nv && ok; j++) {
             if (!v[j].trainable)
@@ -590,19 +598,21 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
             continue;
         mw_keras_var v[MW_KERAS_MAX_VARS];
         int nv = 0;
-        if ((rc = mw_keras_layer_vars(l, v, &nv)) != MW_OK)
+        if ((rc = mw_keras_vars(m, i, v, &nv)) != MW_OK)
             break;
         char key[160];
         mw_keras_layer_key(m, i, key, sizeof key);
-        hid_t vars = make_vars(layers, key, l->name);
+        const char *kname = l->block ? l->block_name : l->name;
+        hid_t vars = make_vars(layers, key, kname);
         if (vars < 0)
             rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/vars", origin, key);
         close_id(vars, H5Gclose);
         /* its sublayers' groups (with or without variables), then each variable in its own */
-        const char *const *subs = mw_keras_layer_subs(l);
-        hid_t kg = subs && rc == MW_OK ? H5Gopen2(layers, key, H5P_DEFAULT) : -1;
-        for (int s = 0; subs && subs[s] && rc == MW_OK; s++) {
-            hid_t sv = kg >= 0 ? make_vars(kg, subs[s], l->name) : -1;
+        char subs[24][MW_KERAS_SUB_MAX];
+        const int ns = mw_keras_layer_subs(m, i, subs, 24);
+        hid_t kg = ns && rc == MW_OK ? H5Gopen2(layers, key, H5P_DEFAULT) : -1;
+        for (int s = 0; s < ns && rc == MW_OK; s++) {
+            hid_t sv = kg >= 0 ? make_vars(kg, subs[s], kname) : -1;
             if (sv < 0)
                 rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/%s/vars", origin, key,
                             subs[s]);
@@ -610,8 +620,7 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
         }
         for (int j = 0; j < nv && rc == MW_OK; j++) {
             char path[400];
-            snprintf(path, sizeof path, "%s%s%s/vars", key, v[j].sub ? "/" : "",
-                     v[j].sub ? v[j].sub : "");
+            snprintf(path, sizeof path, "%s%s%s/vars", key, v[j].sub[0] ? "/" : "", v[j].sub);
             hid_t g = H5Gopen2(layers, path, H5P_DEFAULT);
             if (g < 0 || !put(g, v[j].idx, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
                               params + v[j].off))

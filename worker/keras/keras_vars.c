@@ -10,7 +10,8 @@ static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t c
 {
     mw_keras_var *x = &v[(*nv)++];
     x->name = name;
-    x->sub = NULL;
+    x->sub[0] = '\0';
+    x->l = NULL;
     x->idx = *nv - 1;
     x->off = off;
     x->count = count;
@@ -26,7 +27,7 @@ static void mha_vars(const mw_layer *l, mw_keras_var *v, int *nv)
                                       "attention_output/kernel"};
     static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
                                          "attention_output/bias"};
-    const char *const *subs = mw_keras_layer_subs(l);
+    static const char *const subs[4] = {"query_dense", "key_dense", "value_dense", "output_dense"};
     const mw_mha *a = &l->mha;
     const long long in[3] = {l->in_c, a->key_c, a->value_c},
                     w[3] = {a->key_dim, a->key_dim, a->value_dim};
@@ -42,8 +43,10 @@ static void mha_vars(const mw_layer *l, mw_keras_var *v, int *nv)
             add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
         else if (l->has_bias)
             add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
-        for (int t = first; t < *nv; t++)
-            v[t].sub = subs[j], v[t].idx = t - first;
+        for (int t = first; t < *nv; t++) {
+            snprintf(v[t].sub, sizeof v[t].sub, "%s", subs[j]);
+            v[t].idx = t - first;
+        }
     }
 }
 
@@ -62,7 +65,7 @@ static void mha_vars(const mw_layer *l, mw_keras_var *v, int *nv)
  * variables come to live outside the parameter arena, give mw_keras_var a field saying which buffer
  * `off` is in, and teach the two readers of `off` (worker/keras/keras_h5.c, worker/keras/export.c)
  * about it. */
-mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+static mw_status layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
     *nv = 0;
     switch (l->kind) {
@@ -88,7 +91,9 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
             add(v, nv, "token_embedding/embeddings", l->w_off, tok, 2, l->pad[0], l->out_c, 0, 0);
             add(v, nv, "position_embedding/embeddings", l->w_off + tok, l->w_count - tok, 2,
                 l->pad[1], l->out_c, 0, 0);
-            v[0].sub = "token_embedding", v[1].sub = "position_embedding", v[1].idx = 0;
+            snprintf(v[0].sub, sizeof v[0].sub, "token_embedding");
+            snprintf(v[1].sub, sizeof v[1].sub, "position_embedding");
+            v[1].idx = 0;
             break;
         }
         add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->pad[0], l->out_c, 0, 0);
@@ -132,19 +137,93 @@ mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
     return MW_OK;
 }
 
-const char *const *mw_keras_layer_subs(const mw_layer *l)
+mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
-    /* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by
-     * name, so only the names matter */
-    static const char *const mha[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
-                                      "_dropout_layer", "_softmax",  NULL};
+    const mw_status rc = layer_vars(l, v, nv);
+    for (int i = 0; i < *nv; i++)
+        v[i].l = l;
+    return rc;
+}
+
+/* A part's variables: sub becomes "<part>" or "<part>/<sub>". */
+static void prefix_part(const mw_layer *l, mw_keras_var *v, int nv)
+{
+    for (int i = 0; i < nv; i++) {
+        char sub[MW_KERAS_SUB_MAX];
+        snprintf(sub, sizeof sub, "%s", v[i].sub);
+        if (sub[0]) /* the longest: "_self_attention_layer/query_dense" */
+            snprintf(v[i].sub, sizeof v[i].sub, "%.31s/%.24s", l->part, sub);
+        else
+            snprintf(v[i].sub, sizeof v[i].sub, "%s", l->part);
+    }
+}
+
+mw_status mw_keras_vars(const mw_model *m, int i, mw_keras_var *v, int *nv)
+{
+    const mw_layer *l = &m->layers[i];
+    if (!l->block)
+        return mw_keras_layer_vars(l, v, nv);
+    *nv = 0;
+    for (int k = 0; k < m->nlayers; k++) { /* the block's layers in Keras' order */
+        const mw_layer *p = &m->layers[m->worder[k]];
+        if (p->block != l->block)
+            continue;
+        mw_keras_var pv[MW_KERAS_MAX_VARS];
+        int np = 0;
+        MW_TRY(mw_keras_layer_vars(p, pv, &np));
+        if (*nv + np > MW_KERAS_MAX_VARS)
+            return mw_err(MW_EINTERNAL, "layer '%s': more than %d Keras variables", l->block_name,
+                          MW_KERAS_MAX_VARS);
+        prefix_part(p, pv, np);
+        memcpy(v + *nv, pv, (size_t)np * sizeof *pv);
+        *nv += np;
+    }
+    return MW_OK;
+}
+
+/* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by name, so
+ * only the names matter */
+static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
+                                       "_dropout_layer", "_softmax",  NULL};
+
+/* Layer l's sublayers, with prefix (a part's path, or ""), appended to out at *n. */
+static void add_subs(const mw_layer *l, const char *prefix, char (*out)[MW_KERAS_SUB_MAX], int *n,
+                     int max)
+{
     static const char *const tpe[] = {"token_embedding", "position_embedding", NULL};
-    return l->kind == MW_LAYER_MHA ? mha : l->kind == MW_LAYER_EMBED && l->pad[1] ? tpe : NULL;
+    const char *const *s = l->kind == MW_LAYER_MHA                  ? mha_subs
+                           : l->kind == MW_LAYER_EMBED && l->pad[1] ? tpe
+                                                                    : NULL;
+    for (int j = 0; s && s[j] && *n < max; j++)
+        snprintf(out[(*n)++], MW_KERAS_SUB_MAX, "%s%s%s", prefix, *prefix ? "/" : "", s[j]);
+}
+
+int mw_keras_layer_subs(const mw_model *m, int i, char (*out)[MW_KERAS_SUB_MAX], int max)
+{
+    const mw_layer *l = &m->layers[i];
+    int n = 0;
+    if (!l->block) {
+        add_subs(l, "", out, &n, max);
+        return n;
+    }
+    for (int k = i; k < m->nlayers && m->layers[k].block == l->block; k++) {
+        const mw_layer *p = &m->layers[k];
+        if (!p->part || !*p->part || p->folded || n >= max)
+            continue; /* an Add (the block's own arithmetic), or a Dense's activation */
+        snprintf(out[n++], MW_KERAS_SUB_MAX, "%s", p->part);
+        add_subs(p, p->part, out, &n, max);
+    }
+    return n;
+}
+
+const char *mw_keras_class(const mw_layer *l)
+{
+    return l->block ? l->block_cls : l->cls;
 }
 
 int mw_keras_layer_is_own(const mw_layer *l)
 {
-    return !l->folded;
+    return !l->folded && (!l->block || l->block_first);
 }
 
 /* The three re.sub steps of to_snake_case, in order, on ASCII. */
@@ -185,12 +264,12 @@ void mw_keras_snake_case(const char *cls, char *out, size_t len)
 void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len)
 {
     char mine[128], other[128];
-    mw_keras_snake_case(m->layers[i].cls, mine, sizeof mine);
+    mw_keras_snake_case(mw_keras_class(&m->layers[i]), mine, sizeof mine);
     int before = 0;
     for (int j = 0; j < i; j++) {
         if (!mw_keras_layer_is_own(&m->layers[j]))
             continue;
-        mw_keras_snake_case(m->layers[j].cls, other, sizeof other);
+        mw_keras_snake_case(mw_keras_class(&m->layers[j]), other, sizeof other);
         before += !strcmp(mine, other);
     }
     if (before)

@@ -14,18 +14,24 @@
 #include "common/status.h"
 #include "worker/model/model.h"
 
-/* Most variables one layer has (MultiHeadAttention's 8). */
-#define MW_KERAS_MAX_VARS 8
+/* Most variables one Keras layer has (a KerasHub TransformerEncoder's 16). */
+#define MW_KERAS_MAX_VARS 16
+
+/* Longest sublayer path in a layer's .weights.h5 group ("_self_attention_layer/query_dense"). */
+#define MW_KERAS_SUB_MAX 64
 
 typedef struct {
-    const char *name; /* Keras' variable path in the layer: "kernel", "bias", ..., or a
-                         sublayer's "query/kernel" (static) */
-    const char *sub;  /* the sublayer whose variable it is in .weights.h5
-                         (layers/<key>/<sub>/vars/<idx>: MultiHeadAttention's "query_dense",
-                         ...), NULL for the layer's own (layers/<key>/vars/<idx>) */
-    int idx;          /* its index in that vars group */
-    size_t off;       /* first float in the parameter arena */
-    size_t count;     /* floats: the product of shape */
+    const char *name;           /* Keras' variable path in the layer: "kernel", "bias", ..., or a
+                                   sublayer's "query/kernel" (static) */
+    char sub[MW_KERAS_SUB_MAX]; /* the sublayer whose variable it is in .weights.h5
+                                   (layers/<key>/<sub>/vars/<idx>: MultiHeadAttention's
+                                   "query_dense", a TransformerEncoder's
+                                   "_self_attention_layer/query_dense", ...), "" for the layer's
+                                   own (layers/<key>/vars/<idx>) */
+    int idx;                    /* its index in that vars group */
+    const mw_layer *l;          /* the model's layer that holds it (a part, for a KerasHub block) */
+    size_t off;                 /* first float in the parameter arena */
+    size_t count;               /* floats: the product of shape */
     int rank;
     long long shape[4];
     int trainable; /* 1: in model.trainable_variables, so the optimizer has slots for it */
@@ -36,10 +42,19 @@ typedef struct {
  * does not know, MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
 mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv);
 
-/* The sublayer groups Keras writes in l's group of .weights.h5, with or without variables
- * (MultiHeadAttention: query_dense, key_dense, value_dense, output_dense, _softmax,
- * _dropout_layer), NULL-terminated; NULL for a layer without sublayers. */
-const char *const *mw_keras_layer_subs(const mw_layer *l);
+/* The variables of Keras layer i of m (mw_keras_layer_is_own) in Keras' order: layer i's, or,
+ * for the first layer of a KerasHub block (mw_layer.block), every part's, by part_rank, each
+ * with its sub prefixed by the part's path. */
+mw_status mw_keras_vars(const mw_model *m, int i, mw_keras_var *v, int *nv);
+
+/* The sublayer groups Keras writes in the group of Keras layer i of m in .weights.h5, with or
+ * without variables (MultiHeadAttention: query_dense, key_dense, value_dense, output_dense,
+ * _softmax, _dropout_layer; a block: its parts' paths and their sublayers'), into
+ * out[0..return), each at most MW_KERAS_SUB_MAX bytes; max the room in out. */
+int mw_keras_layer_subs(const mw_model *m, int i, char (*out)[MW_KERAS_SUB_MAX], int max);
+
+/* Keras' class of layer l's Keras layer: the block's for a part. */
+const char *mw_keras_class(const mw_layer *l);
 
 /* Keras' naming.to_snake_case of a class name: "Conv2D" -> "conv2d", "MaxPooling2D" ->
  * "max_pooling2d", "ReLU" -> "re_lu", "BatchNormalization" -> "batch_normalization". */
@@ -52,7 +67,8 @@ void mw_keras_snake_case(const char *cls, char *out, size_t len);
 void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len);
 
 /* 1 when layer l is a layer of its own in Keras' model (not an activation folded into the
- * Conv2D or Dense before it, which Keras keeps inside that layer). */
+ * Conv2D or Dense before it, which Keras keeps inside that layer, nor a part of a KerasHub
+ * block other than its first layer, which stands for the block). */
 int mw_keras_layer_is_own(const mw_layer *l);
 
 #endif

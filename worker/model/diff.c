@@ -231,7 +231,7 @@ int mw_model_diff(const mw_model *a, const mw_model *b, char *what, size_t len)
         if (!layer_differs(d, sizeof d, a, i, b, j))
             continue;
         const char *nx = a->layers[i].name, *ny = b->layers[j].name;
-        char where[200];
+        char where[280];
         if (!strcmp(nx, ny))
             snprintf(where, sizeof where, "layer %d (%s)", k, nx);
         else

@@ -27,6 +27,7 @@ void mw_model_free(mw_model *m)
     free(m->source);
     mw_preprocess_close(&m->pre);
     free(m->next_in);
+    free(m->worder);
     mw_arena_free(&m->params);
     memset(m, 0, sizeof *m);
 }
@@ -77,7 +78,7 @@ mw_layer *mw_layer_push(mw_model *m, int kind, const char *name, const char *cls
     } else { /* Keras: base, base_1, base_2, ... counted per class */
         int same = 0;
         for (int i = 0; i < m->nlayers; i++)
-            if (!m->layers[i].folded && strcmp(m->layers[i].cls, cls) == 0)
+            if (!m->layers[i].folded && !m->layers[i].block && strcmp(m->layers[i].cls, cls) == 0)
                 same++;
         if (same == 0)
             snprintf(l->name, sizeof l->name, "%s", auto_base);
@@ -250,6 +251,27 @@ int mw_policy_parse(const char *name, mw_policy *p)
     return -1;
 }
 
+void mw_model_weight_order(const mw_model *m, int *order)
+{
+    int k = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const int b = m->layers[i].block;
+        if (!b) {
+            order[k++] = i;
+            continue;
+        }
+        if (b != i + 1)
+            continue; /* placed with its block's first layer */
+        int last = i;
+        while (last + 1 < m->nlayers && m->layers[last + 1].block == b)
+            last++;
+        for (int r = 0; r <= last - i; r++) /* parts without weights have rank 0 too */
+            for (int j = i; j <= last; j++)
+                if (m->layers[j].part_rank == r)
+                    order[k++] = j;
+    }
+}
+
 void mw_model_set_policy(mw_model *m, mw_policy p)
 {
     for (int i = 0; i < m->nlayers; i++)
@@ -367,6 +389,10 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
      * probabilities (from_logits=False); the loss computes the same from the logits */
     if (last->softmax && (m->loss.kind == MW_LOSS_SPARSE_XENT || m->loss.kind == MW_LOSS_CCE))
         m->loss.d.from_logits = 0;
+    free(m->worder);
+    if (!(m->worder = malloc((size_t)m->nlayers * sizeof *m->worder)))
+        return mw_err(MW_ENOMEM, "model: out of memory");
+    mw_model_weight_order(m, m->worder);
     mw_arena_init(&m->params);
     m->nparams = 0;
     m->nstate = 0;

@@ -135,13 +135,17 @@ typedef struct {
     int steps;          /* S: the value's (and key's) steps */
     int value_c, key_c; /* the value's and the key's features */
     int causal;         /* use_causal_mask */
+    int keys_only;      /* a padding mask on the query masks only the keys it attends to, the
+                           query's rows stay (KerasHub's TransformerDecoder, whose attention
+                           takes its mask as attention_mask); the output keeps the mask */
 } mw_mha;
 
 typedef struct mw_layer {
     mw_layer_kind kind;
     mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
     const char *cls;      /* Keras class shown by the summary ("Conv2D", "Activation"); static */
-    char name[64];        /* Keras-style: conv2d, conv2d_1, dense, ... */
+    char name[96];        /* Keras-style: conv2d, conv2d_1, dense, ...; a block's part:
+                             "<block>/<sublayer>" (transformer_encoder/self_attention_layer) */
     int in_h, in_w, in_c; /* per-example input shape */
     int out_h, out_w, out_c;
     mw_conv2d_geom conv;
@@ -179,6 +183,17 @@ typedef struct mw_layer {
      * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or
      * max pooling of bfloat16 values, a reshape or a crop) */
     int round_out, round_grad;
+    /* A part of a KerasHub block that this program builds from its own layers (a
+     * TransformerEncoder: attention, dropouts, adds, LayerNormalizations, Dense layers): the
+     * block is one Keras layer, named block_name, of class block_cls, whose .weights.h5 group
+     * holds each part's under the attribute path part ("_self_attention_layer", ...). block is
+     * the index of the block's first layer + 1 (0: not a part); part_rank the place of the
+     * part's variables in the block's Keras weights (their order differs from the computation's:
+     * a post-norm encoder's last LayerNormalization holds its second variables). */
+    int block, part_rank;
+    int block_first; /* the block's first layer, which stands for it (summary, files) */
+    const char *block_cls, *part; /* static */
+    char block_name[64];
 } mw_layer;
 
 typedef struct mw_model {
@@ -206,6 +221,7 @@ typedef struct mw_model {
                          of 2, Keras' dynamic loss scale, set by the loop before each step);
                          0 (as initialized) or 1: none */
     struct mw_preprocess *pre; /* owned: the leading Keras preprocessing layers, or NULL */
+    int *worder; /* owned, set by finalize: mw_model_weight_order, the packing's order */
 } mw_model;
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c);
@@ -311,6 +327,11 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple);
  * Conv2D kernel fan_in = KH*KW*C, fan_out = KH*KW*O; Dense (I, O); a bias of
  * n values has fan_in = fan_out = n. */
 void mw_model_init_params(mw_model *m, uint64_t seed);
+
+/* The layers in the order of Keras' model.weights into order[0..m->nlayers): model order,
+ * except that a block's parts (mw_layer.block) come together, at the block's first layer, by
+ * part_rank. Checkpoints, --dump-weights and the Keras files pack the parameters in it. */
+void mw_model_weight_order(const mw_model *m, int *order);
 
 /* Every layer's dtype policy becomes p (--dtype-policy). */
 void mw_model_set_policy(mw_model *m, mw_policy p);

@@ -31,7 +31,7 @@ static size_t summary_graph(const mw_model *m, FILE *f)
         snprintf(shape, sizeof shape, "(None, %d)", m->in_c);
     else
         snprintf(shape, sizeof shape, "(None, %d, %d, %d)", m->in_h, m->in_w, m->in_c);
-    char label[96];
+    char label[160];
     snprintf(label, sizeof label, "%s (InputLayer)", shown_name(m, -1));
     fprintf(f, "%-48s %-22s %10d  %s\n", label, shape, 0, "-");
     size_t total = 0;
@@ -74,7 +74,7 @@ void mw_model_summary(const mw_model *m, FILE *f)
             const mw_layer *l = &m->layers[i];
             if (l->folded)
                 continue;
-            char label[96], shape[48];
+            char label[160], shape[48];
             snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
             shape_text(shape, sizeof shape, l);
             size_t np = l->w_count + l->b_count + l->s_count;

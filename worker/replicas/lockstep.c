@@ -21,7 +21,7 @@ static mw_status sync_layer(const mw_lockstep *ls, int i, int backward, long gb)
     const int C = m->layers[i].out_c, n = ls->replicas;
     const size_t nb = 2 * (size_t)C * sizeof(double);
     double *tot = ls->host + (size_t)n * 2 * C;
-    char what[128];
+    char what[192];
     snprintf(what, sizeof what, "synchronized BatchNormalization all-reduce (layer '%s', %s)",
              m->layers[i].name, backward ? "backward" : "forward");
     for (int lr = 0; lr < n; lr++) {

@@ -11,9 +11,9 @@
 
 mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
 {
-    char nm[80] = "";
+    char nm[96] = "";
     if (folded && m->nlayers > 0)
-        snprintf(nm, sizeof nm, "%s/relu", m->layers[m->nlayers - 1].name);
+        snprintf(nm, sizeof nm, "%.80s/relu", m->layers[m->nlayers - 1].name);
     mw_layer *l = mw_layer_push_same(m, MW_LAYER_RELU, folded ? nm : name, "ReLU", "re_lu");
     if (!l)
         return mw_err_status();
@@ -33,9 +33,9 @@ mw_status mw_model_add_activation(mw_model *m, const char *name, mw_activation a
 
 mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded)
 {
-    char nm[80] = "";
+    char nm[96] = "";
     if (folded && m->nlayers > 0)
-        snprintf(nm, sizeof nm, "%s/softmax", m->layers[m->nlayers - 1].name);
+        snprintf(nm, sizeof nm, "%.80s/softmax", m->layers[m->nlayers - 1].name);
     mw_layer *l =
         mw_layer_push_same(m, MW_LAYER_IDENTITY, folded ? nm : name, "Softmax", "softmax");
     if (!l)
@@ -56,9 +56,9 @@ mw_status mw_model_add_act(mw_model *m, const char *name, mw_activation act, flo
         return folded ? mw_model_add_softmax(m, NULL, 1) : mw_model_add_activation(m, name, act);
     if (act == MW_ACT_LINEAR)
         return folded ? MW_OK : mw_model_add_activation(m, name, act);
-    char nm[80] = "";
+    char nm[96] = "";
     if (folded && m->nlayers > 0)
-        snprintf(nm, sizeof nm, "%s/%s", m->layers[m->nlayers - 1].name, names[act]);
+        snprintf(nm, sizeof nm, "%.80s/%.12s", m->layers[m->nlayers - 1].name, names[act]);
     mw_layer *l = mw_layer_push(m, MW_LAYER_ACT, folded ? nm : name, "Activation", "activation");
     if (!l)
         return mw_err_status();

@@ -17,6 +17,7 @@
 
 #include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/transformer.h"
 #include "worker/model/model.h"
 
 void mw_mha_parts(const mw_layer *l, size_t w[4], size_t wn[4], size_t b[4], size_t bn[4])
@@ -150,7 +151,7 @@ static void carve(const mw_layer_call *c, views *V)
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
         .causal = a->causal,
         /* every padding mask here is the model input's ids != 0 (mw_model_plan_masks) */
-        .qids = (l->masked & 1) ? act[0] : NULL,
+        .qids = (l->masked & 1) && !l->mha.keys_only ? act[0] : NULL,
         .vids = (l->masked & 6) ? act[0] : NULL,
         .rate = c->ws->training ? l->rate : 0.0f,
         .seed = c->ws->dropout_seed,
@@ -264,7 +265,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    if (strcmp(cls, "MultiHeadAttention") != 0) /* KerasHub's blocks around it */
+        return mw_transformer_parse(R, cls, cfg, name);
     char d[MW_KQUOTE_MAX * 4 + 64];
     if (B->m->next_nin < 2)
         return mw_kfail(L, MW_EMODEL,
@@ -331,7 +333,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 }
 
 const mw_layer_ops mw_layer_mha = {
-    .keras = {"MultiHeadAttention"},
+    .keras = {"MultiHeadAttention", "TransformerEncoder", "TransformerDecoder"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
