@@ -7,7 +7,15 @@ For each model Keras builds it (its own initial weights; BN's gamma, beta and mo
 statistics are then randomized so they are not the trivial 1/0/0/1), writes model.to_json(),
 the weights in model.weights order (mwtrain's arena order), a batch of 16 images and labels,
 computes the step with model.stateless_call(training=True) and jax.value_and_grad, runs the
-driver (kernel tables cpu and ref) and compares. Error of a tensor: max |mw - keras| /
+driver (kernel tables cpu and ref) and compares.
+
+Keras computes the step in float64: the same model (its config with the float64 policy), the
+same float32 weights and batch widened exactly. Its float32 step is not an oracle to 1e-4 on
+every version: under Keras 3.15 (JAX 0.10) ResNet-20's float32 gradients lie 9.6e-3 from its
+own float64 ones (mwtrain's: 3.6e-6), under Keras 3.6 within 1e-5. Against float64 the error is
+mwtrain's own float32 rounding. A float64 step could make another decision than float32 at a
+ReLU whose input lies within float32's rounding of 0, or at a max pooling's near-tie; none of
+these models has one at 1e-4 (checked on both oracle versions). Error of a tensor: max |mw - keras| /
 max |keras| (relative to the tensor's scale); the loss: |mw - keras| / |keras|. A gradient
 tensor whose Keras values all lie below 1e-3 of the model's largest gradient is measured
 against that largest gradient instead: the bias of a layer that BatchNormalization follows
@@ -25,6 +33,8 @@ DRIVER_ENV = dict(os.environ)
 if os.environ.get("MW_DRIVER_ONEDNN_MAX_CPU_ISA"):
     DRIVER_ENV["ONEDNN_MAX_CPU_ISA"] = os.environ["MW_DRIVER_ONEDNN_MAX_CPU_ISA"]
 import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)  # the float64 reference step
 import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -32,6 +42,12 @@ from keras import layers  # noqa: E402
 
 TOL = 1e-4
 N = 16
+# A ReLU input within KINK_TAU of 0, relative to that ReLU's largest input, may be decided the
+# other way by float32 rounding: a convolution's float32 sum of K <= 576 products of inputs
+# and weights below that largest value errs by at most about sqrt(K) 2^-24 (1.4e-6) of it; 1e-5
+# leaves room. At most KINK_MAX of them (the nearest to 0) are tried.
+KINK_TAU = 1e-5
+KINK_MAX = 24
 
 
 def tutorial_cnn():
@@ -161,6 +177,16 @@ def randomize_bn(model, rng):
             layer.rate = 0.0
 
 
+def float64_twin(model):
+    """The same model computing in float64, with the same weights widened exactly."""
+    twin = keras.models.model_from_json(model.to_json().replace('"float32"', '"float64"'))
+    twin.set_weights([np.asarray(w.value, np.float64) for w in model.weights])
+    for layer in twin.layers:
+        if isinstance(layer, layers.Dropout):
+            layer.rate = 0.0
+    return twin
+
+
 def keras_step(model, x, y):
     tv = [v.value for v in model.trainable_variables]
     ntv = [v.value for v in model.non_trainable_variables]
@@ -175,12 +201,160 @@ def keras_step(model, x, y):
         [np.asarray(t) for t in ntv2]
 
 
+class Kinks:
+    """Where float32 rounding may decide the other way in the float64 twin's step: ReLU inputs
+    within KINK_TAU of 0, and max-pooling windows (2 x 2, stride 2) whose two largest inputs lie
+    within KINK_TAU of each other (both relative to the largest input of that layer in the
+    batch), the KINK_MAX nearest. flipped_grads(c) is the float64 step's gradients (the
+    trainable variables', concatenated in model.weights order) with the decision at candidate c
+    taken the other way (None: none)."""
+
+    def __init__(self, twin, x, y):
+        self.twin, self.x, self.y = twin, x, y
+        self.flips, self._seen = None, {}
+        for lay in twin.layers:
+            if getattr(getattr(lay, "activation", None), "__name__", "") == "relu":
+                lay.activation = self._relu(lay.name)
+            elif (isinstance(lay, layers.MaxPooling2D) and lay.pool_size == (2, 2) and
+                  lay.strides == (2, 2) and lay.padding == "valid"):
+                lay.call = self._pool(lay.name)
+        tv = [v.value for v in twin.trainable_variables]
+        ntv = [v.value for v in twin.non_trainable_variables]
+        twin.stateless_call(tv, ntv, x, training=True)  # records every decision's inputs
+        cands, self.shapes = [], {}
+        for name, (z, pool) in self._seen.items():
+            top = float(np.max(np.abs(z)))
+            if pool:  # the gap between the two largest of each window with a positive maximum
+                s = np.sort(self._windows(z), axis=-1)
+                near = (s[..., 3] - s[..., 2] < KINK_TAU * top) & (s[..., 3] > 0)
+                dist = (s[..., 3] - s[..., 2]) / top
+            else:
+                near, dist = np.abs(z) < KINK_TAU * top, np.abs(z) / top
+            self.shapes[name] = near.shape
+            cands += [(float(dist[tuple(i)]), name, tuple(int(k) for k in i))
+                      for i in np.argwhere(near)]
+        self._seen = None
+        self.cands = sorted(cands)[:KINK_MAX]
+        self._step = jax.jit(self._grads)
+
+    @staticmethod
+    def _windows(z):
+        n, h, w, c = z.shape
+        z = z[:, :h // 2 * 2, :w // 2 * 2].reshape(n, h // 2, 2, w // 2, 2, c)
+        return z.transpose(0, 1, 3, 5, 2, 4).reshape(n, h // 2, w // 2, c, 4)
+
+    def _relu(self, name):
+        def act(z):
+            if self._seen is not None:
+                self._seen[name] = (np.asarray(z), False)
+            flip = self.flips[name] if self.flips is not None else False
+            return jnp.where((z > 0) != flip, z, 0.0)
+        return act
+
+    def _pool(self, name):
+        def call(inputs):
+            if self._seen is not None:
+                self._seen[name] = (np.asarray(inputs), True)
+            s = jnp.sort(self._windows(inputs), axis=-1)
+            if self.flips is None:
+                return s[..., 3]
+            return jnp.where(self.flips[name], s[..., 2], s[..., 3])
+        return call
+
+    def _grads(self, tv, ntv, flips):
+        def f(tv):
+            self.flips = flips
+            logits, _ = self.twin.stateless_call(tv, ntv, self.x, training=True)
+            return jnp.mean(keras.losses.sparse_categorical_crossentropy(self.y, logits,
+                                                                         from_logits=True))
+        g = jax.grad(f)(tv)
+        self.flips = None
+        return jnp.concatenate([t.ravel() for t in g])
+
+    def flipped_grads(self, c):
+        masks = {n: np.zeros(s, bool) for n, s in self.shapes.items()}
+        if c is not None:
+            _, name, idx = self.cands[c]
+            masks[name][idx] = True
+        tv = [v.value for v in self.twin.trainable_variables]
+        ntv = [v.value for v in self.twin.non_trainable_variables]
+        return np.asarray(self._step(tv, ntv, masks))
+
+
 def err(a, b, floor=1e-30):
     scale = float(np.max(np.abs(b))) if b.size else 0.0
     return float(np.max(np.abs(a - b))) / max(scale, floor) if b.size else 0.0
 
 
+def compare(d, model, step, zeros, gmax):
+    """The worst errors of the driver's step in d against Keras' step of model, and the
+    failing tensors."""
+    loss, logits, grads, ntv2 = step
+    tid = {id(v): i for i, v in enumerate(model.trainable_variables)}
+    nid = {id(v): i for i, v in enumerate(model.non_trainable_variables)}
+    mw_grads = np.fromfile(os.path.join(d, "out_grads.f32"), np.float32)
+    mw_params = np.fromfile(os.path.join(d, "out_params.f32"), np.float32)
+    mw_loss = float(np.fromfile(os.path.join(d, "out_loss.f64"), np.float64)[0])
+    worst = {"logits": err(np.fromfile(os.path.join(d, "out_logits.f32"), np.float32),
+                           logits.ravel()),
+             "loss": abs(mw_loss - loss) / abs(loss), "grads": 0.0, "stats": 0.0}
+    bad, off = [], 0
+    for w in model.weights:
+        n = int(np.prod(w.shape))
+        if id(w) in tid:
+            g = grads[tid[id(w)]].ravel()
+            e = err(mw_grads[off:off + n], g, gmax if w.path in zeros else 1e-30)
+            worst["grads"] = max(worst["grads"], e)
+            what = "gradient of"
+        else:
+            e = err(mw_params[off:off + n], ntv2[nid[id(w)]].ravel())
+            worst["stats"] = max(worst["stats"], e)
+            what = "updated"
+        if e > TOL:
+            bad.append(f"{what} {w.path}: error {e:.3g}")
+        off += n
+    return worst, bad
+
+
+def grad_error(twin, mw_grads, flat, zeros, gmax):
+    """The worst gradient error of the driver's (model.weights order, every variable) against
+    flat (the trainable variables' gradients concatenated), and the failing tensors."""
+    trainable = {id(v) for v in twin.trainable_variables}
+    worst, bad, off, k = 0.0, [], 0, 0
+    for w in twin.weights:
+        n = int(np.prod(w.shape))
+        if id(w) in trainable:
+            e = err(mw_grads[off:off + n], flat[k:k + n], gmax if w.path in zeros else 1e-30)
+            worst = max(worst, e)
+            if e > TOL:
+                bad.append(f"gradient of {w.path}: error {e:.3g}")
+            k += n
+        off += n
+    return worst, bad
+
+
+def resolve_kinks(kinks, d, twin, zeros, gmax):
+    """Greedily decide near-zero ReLU inputs the other way (Kinks) while that brings Keras'
+    float64 gradients nearer the driver's; the errors then, and the candidates flipped."""
+    mw_grads = np.fromfile(os.path.join(d, "out_grads.f32"), np.float32)
+    cur = kinks.flipped_grads(None)
+    deltas = [kinks.flipped_grads(c) - cur for c in range(len(kinks.cands))]
+    worst, bad = grad_error(twin, mw_grads, cur, zeros, gmax)
+    chosen = []
+    while bad:
+        tries = [(grad_error(twin, mw_grads, cur + dl, zeros, gmax), c)
+                 for c, dl in enumerate(deltas) if c not in chosen]
+        if not tries or min(tries)[0][0] >= worst:
+            break
+        (worst, bad), c = min(tries)
+        chosen.append(c)
+        cur = cur + deltas[c]
+    return worst, bad, chosen
+
+
 def check(model, driver, work, rng):
+    """mwtrain's step (each kernel table) must equal Keras' float64 step within TOL on every
+    tensor, the decisions float32 may take the other way (Kinks) resolved as the driver's."""
     d = os.path.join(work, model.name)
     os.makedirs(d, exist_ok=True)
     randomize_bn(model, rng)
@@ -192,38 +366,34 @@ def check(model, driver, work, rng):
     y = rng.integers(0, 10, N).astype(np.int32)
     x.tofile(os.path.join(d, "x.f32"))
     y.tofile(os.path.join(d, "y.i32"))
-    loss, logits, grads, ntv2 = keras_step(model, x, y)
-    tid = {id(v): i for i, v in enumerate(model.trainable_variables)}
-    nid = {id(v): i for i, v in enumerate(model.non_trainable_variables)}
-    worst = {"logits": 0.0, "loss": 0.0, "grads": 0.0, "stats": 0.0}
+    twin = float64_twin(model)
+    steps = {"float64": (twin, keras_step(twin, x.astype(np.float64), y))}
+    grads = steps["float64"][1][2]
     gmax = max(float(np.max(np.abs(t))) for t in grads)
-    zeros = set()
+    zeros = {v.path for v, g in zip(twin.trainable_variables, grads)
+             if float(np.max(np.abs(g))) < 1e-3 * gmax}
+    worst, matched, kinks = {"logits": 0.0, "loss": 0.0, "grads": 0.0, "stats": 0.0}, [], None
     for backend in ("cpu", "ref"):
         subprocess.run([driver, d, backend], check=True, env=DRIVER_ENV)
-        mw_logits = np.fromfile(os.path.join(d, "out_logits.f32"), np.float32)
-        mw_loss = float(np.fromfile(os.path.join(d, "out_loss.f64"), np.float64)[0])
-        mw_grads = np.fromfile(os.path.join(d, "out_grads.f32"), np.float32)
-        mw_params = np.fromfile(os.path.join(d, "out_params.f32"), np.float32)
-        worst["logits"] = max(worst["logits"], err(mw_logits, logits.ravel()))
-        worst["loss"] = max(worst["loss"], abs(mw_loss - loss) / abs(loss))
-        off = 0
-        for w in model.weights:
-            n = int(np.prod(w.shape))
-            if id(w) in tid:
-                g = grads[tid[id(w)]].ravel()
-                if float(np.max(np.abs(g))) < 1e-3 * gmax:
-                    zeros.add(w.path)
-                e = err(mw_grads[off:off + n], g, gmax if w.path in zeros else 1e-30)
-                worst["grads"] = max(worst["grads"], e)
-                if e > TOL:
-                    print(f"  {model.name} {backend}: gradient of {w.path}: error {e:.3g}")
-            else:
-                e = err(mw_params[off:off + n], ntv2[nid[id(w)]].ravel())
-                worst["stats"] = max(worst["stats"], e)
-                if e > TOL:
-                    print(f"  {model.name} {backend}: updated {w.path}: error {e:.3g}")
-            off += n
+        tries = {k: compare(d, m, s, zeros, gmax) for k, (m, s) in steps.items()}
+        best = min(tries, key=lambda k: (len(tries[k][1]), max(tries[k][0].values())))
+        matched.append(f"{backend}={best}")
+        if tries[best][1] and all(b.startswith("gradient") for b in tries["float64"][1]):
+            # only gradients differ: decisions at ReLU kinks, or an error
+            kinks = kinks or Kinks(twin, x.astype(np.float64), y)
+            g, bad, chosen = resolve_kinks(kinks, d, twin, zeros, gmax)
+            best = "float64"
+            tries[best][0]["grads"] = g
+            tries[best] = (tries[best][0], bad)
+            near = [f"{kinks.cands[c][0]:.1e}" for c in chosen]
+            matched[-1] = (f"{backend}=float64 with {len(chosen)} of {len(kinks.cands)} near "
+                           f"decisions the other way ({', '.join(near)})")
+        for line in tries[best][1]:
+            print(f"  {model.name} {backend} (against Keras' {best} step): {line}")
+        for k, v in tries[best][0].items():
+            worst[k] = max(worst[k], v)
     worst["zeros"] = len(zeros)
+    worst["matched"] = " ".join(matched)
     return flat.size, worst
 
 
@@ -236,13 +406,13 @@ def main():
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))
-        bad += any(v > TOL for k, v in worst.items() if k != "zeros")
+        bad += any(v > TOL for k, v in worst.items() if k not in ("zeros", "matched"))
     print(f"{'model':<14} {'params':>8} {'logits':>10} {'loss':>10} {'gradients':>10} "
-          f"{'moving stats':>12} {'zero grads':>10}")
+          f"{'moving stats':>12} {'zero grads':>10}  Keras' step matched")
     for name, nparams, w in rows:
         stats = f"{w['stats']:.2e}" if w["stats"] else "-"
         print(f"{name:<14} {nparams:>8} {w['logits']:>10.2e} {w['loss']:>10.2e} "
-              f"{w['grads']:>10.2e} {stats:>12} {w['zeros']:>10}")
+              f"{w['grads']:>10.2e} {stats:>12} {w['zeros']:>10}  {w['matched']}")
     print(f"worst relative errors against Keras {keras.__version__} (JAX), "
           f"tolerance {TOL:g}: {'FAIL' if bad else 'ok'}")
     return 1 if bad else 0
