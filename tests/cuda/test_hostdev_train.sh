@@ -176,8 +176,25 @@ json.dump({"class_name": "Functional", "config": {"name": "tokmha", "layers": [
      "config": {"name": "out", "units": 3}}],
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/tokmha.json", "w"))
+hub = lambda cls, name, inb, **cfg: {"class_name": cls, "name": name, "registered_name":
+    "keras_hub>" + cls, "inbound_nodes": inb, "config": dict(name=name, **cfg)}
+json.dump({"class_name": "Functional", "config": {"name": "tokblk", "layers": [
+    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
+     "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
+    {"class_name": "Embedding", "name": "emb", "inbound_nodes": node(ref("in")),
+     "config": {"name": "emb", "input_dim": 50, "output_dim": 8, "mask_zero": True}},
+    hub("TransformerEncoder", "enc", node(ref("emb")), intermediate_dim=16, num_heads=2,
+        dropout=0.2),
+    hub("TransformerDecoder", "dec", node(ref("enc")), intermediate_dim=16, num_heads=2,
+        dropout=0.2, activation="gelu", normalize_first=True),
+    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("dec")),
+     "config": {"name": "gap"}},
+    {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
+     "config": {"name": "out", "units": 3}}],
+    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
+    open(sys.argv[1] + "/tokblk.json", "w"))
 PY
-for loss in mse focal ign tok tokm tokt tokmha; do
+for loss in mse focal ign tok tokm tokt tokmha tokblk; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
@@ -188,7 +205,8 @@ for loss in mse focal ign tok tokm tokt tokmha; do
     # tokt: a label per position (N, 12): the loss and the token accuracy on each position;
     # tokmha: a MultiHeadAttention (causal and padding masks, dropout of the probabilities:
     # the same multipliers on the devices as on the CPU) in a Functional graph, and KerasHub's
-    # SinePositionEncoding (its kernel) added after it
+    # SinePositionEncoding (its kernel) added after it; tokblk: KerasHub's TransformerEncoder
+    # and TransformerDecoder with dropout (the encoder's padding mask, the decoder's on its keys)
     [[ $loss == tokt ]] && data=$tmp/tags.npz
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"

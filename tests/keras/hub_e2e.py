@@ -19,6 +19,7 @@ mask_zero=True (Keras keeps that mask out of the graph and MultiHeadAttention re
 its inputs, so Keras' own masking depends on the order it runs the layers).
 
 usage: hub_e2e.py MWTRAIN WORKDIR"""
+import json
 import os
 import sys
 
@@ -118,6 +119,24 @@ def refusals(mw, work, data):
               "refused, %s (exit %d): %s" % (what, p.returncode, last))
 
 
+def safetensors_names(mw, work, name, r):
+    """The safetensors export names a block's variables by their Keras paths
+    (enc/self_attention_layer/query/kernel, ...), in model.weights order."""
+    ck = os.path.splitext(r["path"])[0] + "-ck"
+    out = os.path.join(work, "names.safetensors")
+    p = E.run([mw, "export", "--checkpoint-dir", ck, "--format", "safetensors", "--output", out])
+    if not check(p.returncode == 0, "%s: safetensors export (exit %d) %s" %
+                 (name, p.returncode, p.stderr[-300:] if p.returncode else "")):
+        return
+    with open(out, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        names = [k for k in json.loads(f.read(n)) if k != "__metadata__"]
+    want = [w.path for w in keras.models.load_model(r["path"]).weights]
+    check(names == want, "%s: the safetensors names are Keras' variable paths in order (%d, "
+          "first differing: %s)" % (name, len(names),
+                                    next((a for a, b in zip(names, want) if a != b), "none")))
+
+
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     print("Keras %s, KerasHub %s" % (keras.__version__, keras_hub.__version__))
@@ -134,6 +153,8 @@ def main():
                        control=ln == "hub-enc")
         if r is not None:
             E.layouts(mw, work, name, r, ln + "-", more=ln == "hub-dec-gpt")
+            if ln in ("hub-enc", "hub-dec-gpt"):
+                safetensors_names(mw, work, name, r)
             data = data or r["data"]
     if data:
         refusals(mw, work, data)
