@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Keras preprocessing layers (worker/data/preprocess.h) against real Keras 3.6 (tests/keras/venv.sh):
+# Keras preprocessing layers (worker/data/preprocess.h) against real Keras 3.15 (tests/keras/venv.sh):
 # every layer at inference and, with its random choice forced, in training; see
 # check_preprocess.py. Skips (77) when the oracle environment cannot be made.
 #   test_preprocess.sh PREPROCESS_APPLY BUILD_DIR
