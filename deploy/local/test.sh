@@ -13,6 +13,12 @@ set -euo pipefail
 MW_BUILD=${MW_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build-test}
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 bash "$MW_ROOT/deploy/setup.sh"
+[[ -f $MW_BUILD/build.ninja ]] || meson setup "$MW_BUILD" "$MW_ROOT" -Dwerror=true \
+    -Dbuildtype=debugoptimized
+# the Keras oracle's venv (tests/keras/venv.sh: pip, mostly waiting on the network and the disk)
+# is made while the build compiles; the suite 'keras' waits on its lock, and says why it skips
+# when it could not be made
+bash "$MW_ROOT/tests/keras/venv.sh" "$MW_BUILD" >"$MW_BUILD/venv-output.txt" 2>&1 &
 mw_build -Dwerror=true -Dbuildtype=debugoptimized
 
 set +e

@@ -8,11 +8,12 @@ a byte vocabulary (875,264 parameters with KerasHub's position embedding; 858,88
 it, the same matrix work).
 
   peer_keras_lm.py save PATH [--blocks 4] [--width 128] [--heads 4] [--ff 512]
-                             [--context 128] [--vocab 256]
+                             [--context 128] [--vocab 256] [--hub]
   peer_keras_lm.py data PATH --examples N [--context 128] [--vocab 256]
   peer_keras_lm.py time PATH DATA --batch 32 --steps 40 [--warmup 5]
 
-`time` trains the saved model with fit() on the data's windows (KERAS_BACKEND picks the
+`save --hub` writes the issue's own model instead: KerasHub's TokenAndPositionEmbedding and
+TransformerDecoder blocks (the same matrix work, 875,264 parameters). `time` trains the saved model with fit() on the data's windows (KERAS_BACKEND picks the
 backend) and prints, last, `peer_keras_lm tokens_per_sec=<median over windows of 5 steps>`.
 `data` writes random byte windows (N, context) and their next bytes as x_train / y_train (and a
 small test set) for both programs."""
@@ -26,8 +27,27 @@ import warnings
 warnings.filterwarnings("ignore")
 
 
+def build_hub(a):
+    """The issue's own model: KerasHub's TokenAndPositionEmbedding -> blocks x
+    TransformerDecoder(ff, heads) -> Dense(vocab) (875,264 parameters at the defaults)."""
+    import keras
+    import keras_hub
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((a.context,), dtype="int32", name="ids")
+    x = keras_hub.layers.TokenAndPositionEmbedding(a.vocab, a.context, a.width, name="embed")(inp)
+    for b in range(a.blocks):
+        x = keras_hub.layers.TransformerDecoder(a.ff, a.heads, name="dec%d" % b)(x)
+    m = keras.Model(inp, keras.layers.Dense(a.vocab, name="next")(x), name="gpt_hub")
+    m.compile(optimizer=keras.optimizers.Adam(1e-3),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
 def build(a):
     import keras
+    if a.hub:
+        return build_hub(a)
     L = keras.layers
     keras.utils.set_random_seed(1)
     inp = keras.Input((a.context,), dtype="int32", name="ids")
@@ -55,6 +75,7 @@ def main():
                  ("vocab", 256), ("batch", 32), ("steps", 40), ("warmup", 5),
                  ("examples", 1024)]:
         p.add_argument("--" + k, type=int, default=v)
+    p.add_argument("--hub", action="store_true", help="save KerasHub's blocks instead")
     a = p.parse_args()
     import numpy as np
     if a.cmd == "save":

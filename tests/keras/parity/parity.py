@@ -196,7 +196,7 @@ def keras_step(model, x, y):
         loss = jnp.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
         return loss, (logits, ntv2)
 
-    (loss, (logits, ntv2)), g = jax.value_and_grad(f, has_aux=True)(tv, ntv)
+    (loss, (logits, ntv2)), g = jax.jit(jax.value_and_grad(f, has_aux=True))(tv, ntv)
     return float(loss), np.asarray(logits), [np.asarray(t) for t in g], \
         [np.asarray(t) for t in ntv2]
 
