@@ -69,6 +69,7 @@ static void run_small(mw_model *m)
     size_t in = (size_t)m->in_h * m->in_w * m->in_c;
     for (size_t i = 0; i < 2 * in; i++)
         ws.act[0][i] = (float)(i % 7) / 7.0f;
+    memset(ws.y, 0, 2 * mw_model_target_bytes(m)); /* a sequence's labels: one per position */
     ((int32_t *)ws.y)[0] = 0, ((int32_t *)ws.y)[1] = m->nclasses - 1;
     const uint32_t ids[2] = {3, 1u << 31};
     ws.training = 1, ws.dropout_seed = 11, ws.example_ids = ids;
@@ -96,7 +97,10 @@ static void one(const char *text, size_t size, int h, int w, int c, int nclasses
         check(m.nlayers > 0 && m.layers, "layers");
         check(h == 0 || (m.in_h * m.in_w * m.in_c == h * w * c), "input matches the data");
         const mw_layer *last = &m.layers[m.nlayers - 1];
-        check(last->flat && last->out_h == 1 && last->out_w == 1, "flat output");
+        /* (None, classes) logits, or a sequence's (None, T, classes): a loss per position */
+        check((last->flat && last->out_h == 1 && last->out_w == 1) ||
+                  (!last->flat && last->out_h == 1 && last->out_w > 1),
+              "flat or per-position output");
         check(nclasses == 0 || last->out_c == nclasses, "output width");
         for (int i = 0; i < m.nlayers; i++) {
             const mw_layer *l = &m.layers[i];
