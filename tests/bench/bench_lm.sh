@@ -29,8 +29,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mwbench-lm-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 peer=$src/tests/bench/peer_keras_lm.py
 KERAS_BACKEND=jax "$jaxpy" "$peer" save "$work/gpt.keras" >&2
-# the issue's own model, KerasHub's blocks, for mwtrain and Keras on JAX (the TensorFlow venv's
-# Keras cannot read KerasHub 0.32's layers)
+# the issue's own model, KerasHub's blocks, for mwtrain and Keras on TensorFlow and on JAX
 KERAS_BACKEND=jax "$jaxpy" "$peer" save "$work/hub.keras" --hub >&2
 KERAS_BACKEND=jax "$jaxpy" "$peer" data "$work/d.npz" --examples $((32 * steps))
 flags=(--model "$work/gpt.keras" --data "$work/d.npz" --epochs 2 --progress none --quiet
@@ -38,7 +37,7 @@ flags=(--model "$work/gpt.keras" --data "$work/d.npz" --epochs 2 --progress none
        --checkpoint-dir "$work/ck")
 tps() { sed -n 's/^Epoch 2,.*Tokens\/s: \([0-9.]*\).*/\1/p' | tail -n 1; }
 num() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" | tail -n 1; }
-one=() two=() tf=() jx=() pt=() ceil=() hub=() jxh=()
+one=() two=() tf=() jx=() pt=() ceil=() hub=() jxh=() tfh=()
 for ((r = 1; r <= rounds; r++)); do
     # epoch 2 of 2 is steady state (epoch 1 includes the first touch of every buffer)
     one+=("$("$mwtrain" train "${flags[@]}" --batch-per-replica 32 --threads 2 | tps)")
@@ -54,10 +53,12 @@ for ((r = 1; r <= rounds; r++)); do
         --threads 2 | tps)")
     jxh+=("$(KERAS_BACKEND=jax "$jaxpy" "$peer" time "$work/hub.keras" "$work/d.npz" \
         --steps "$steps" 2>/dev/null | num tokens_per_sec)")
+    [[ -n $tfpy ]] && tfh+=("$(KERAS_BACKEND=tensorflow "$tfpy" "$peer" time "$work/hub.keras" \
+        "$work/d.npz" --steps "$steps" 2>/dev/null | num tokens_per_sec)")
     ceil+=("$("$build/tests/bench/bench_gemm" 2 10 | num ceiling_gflops)")
     echo "round $r: mwtrain 1 x 2 threads ${one[-1]}, mpirun -n 2 ${two[-1]}," \
         "keras-tf ${tf[-1]:-skipped}, keras-jax ${jx[-1]}, pytorch ${pt[-1]:-skipped} tokens/s;" \
-        "KerasHub's model: mwtrain ${hub[-1]}, keras-jax ${jxh[-1]};" \
+        "KerasHub's model: mwtrain ${hub[-1]}, keras-tf ${tfh[-1]:-skipped}, keras-jax ${jxh[-1]};" \
         "sgemm ceiling ${ceil[-1]} GFLOP/s"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -76,7 +77,8 @@ printf '  keras 3, tensorflow            %7.0f tokens/s  (%s)\n' "$t" "$(gf "$t"
 printf '  keras 3, jax                   %7.0f tokens/s  (%s)\n' "$j" "$(gf "$j")"
 printf '  pytorch %-22s %7.0f tokens/s  (%s)\n' "" "$p" "$(gf "$p")"
 h=$(median "${hub[@]}") hj=$(median "${jxh[@]}")
-printf "  KerasHub's TransformerDecoder x 4 (+ TokenAndPositionEmbedding): mwtrain 1 x 2 threads %.0f tokens/s (%s), %s Keras-JAX on it (%.0f)\n" \
-    "$h" "$(gf "$h")" "$(ratio "$h" "$hj")" "$hj"
+ht=$( ((${#tfh[@]})) && median "${tfh[@]}" || echo 0)
+printf "  KerasHub's TransformerDecoder x 4 (+ TokenAndPositionEmbedding): mwtrain 1 x 2 threads %.0f tokens/s (%s); %s Keras-TF (%.0f), %s Keras-JAX (%.0f) on the same archive\n" \
+    "$h" "$(gf "$h")" "$(ratio "$h" "$ht")" "$ht" "$(ratio "$h" "$hj")" "$hj"
 printf '  sgemm ceiling (bench_gemm, 2 threads, median of the rounds) %.1f GFLOP/s; matrix work %.2f MFLOP per token\n' \
     "$ceiling" "$(awk -v f="$flop" 'BEGIN {print f / 1e6}')"

@@ -8,8 +8,10 @@
 # Tests compare mwtrain against these; the product never needs Python.
 #
 #   tests/keras/venv.sh BUILD_DIR     -> prints the venv's python on stdout
-#   tests/keras/venv.sh BUILD_DIR NAME PIN...   another venv, BUILD_DIR/NAME, of those pins
-#                                             (tests/bench/tf_venv.sh: TensorFlow's)
+#   tests/keras/venv.sh BUILD_DIR NAME PIN... [--no-deps PIN...]
+#                                 another venv, BUILD_DIR/NAME, of those pins (the ones after
+#                                 --no-deps installed without their dependencies)
+#                                 (tests/bench/tf_venv.sh: TensorFlow's)
 #
 # Made once and reused while its stamp matches the pinned versions below;
 # concurrent callers (meson runs tests in parallel) wait on one lock.
@@ -22,7 +24,18 @@ pins=(keras==3.15.0 'jax[cpu]==0.10.2' tensorboard==2.18.0 h5py==3.14.0 'numpy==
     scipy==1.14.1 scikit-learn==1.5.2 tokenizers==0.23.3 sentencepiece==0.2.3 regex kagglehub
     packaging absl-py)
 nodeps=(keras-hub==0.32.0) # installed after the pins, without their declared dependencies
-(($# > 2)) && pins=("${@:3}") && nodeps=()
+if (($# > 2)); then
+    pins=() nodeps=()
+    for a in "${@:3}"; do
+        if [[ $a == --no-deps ]]; then
+            sink=nodeps
+        elif [[ ${sink:-pins} == nodeps ]]; then
+            nodeps+=("$a")
+        else
+            pins+=("$a")
+        fi
+    done
+fi
 stamp="${pins[*]} ${nodeps[*]}"
 mkdir -p "$build"
 exec 9>"$build/.$name.lock"
