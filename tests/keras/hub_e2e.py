@@ -137,6 +137,32 @@ def safetensors_names(mw, work, name, r):
                                     next((a for a, b in zip(names, want) if a != b), "none")))
 
 
+def missing_nested_group(mw, work, name, r):
+    """A block's archive without one of its attention's sublayer groups: refused, naming the
+    part and the two-level group."""
+    import h5py
+    import zipfile
+    src, bad = r["path"], os.path.join(work, "nested-missing.keras")
+    with zipfile.ZipFile(src) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    h5 = os.path.join(work, "nested.weights.h5")
+    with open(h5, "wb") as f:
+        f.write(items["model.weights.h5"])
+    with h5py.File(h5, "a") as f:
+        del f["layers/transformer_encoder/_self_attention_layer/key_dense"]
+    with open(h5, "rb") as f:
+        items["model.weights.h5"] = f.read()
+    with zipfile.ZipFile(bad, "w") as z:
+        for n, b in items.items():
+            z.writestr(n, b)
+    p = E.run([mw, "train", "--model", bad, "--data", r["data"], "--epochs", "1",
+               "--summary-dir", "", "--checkpoint-dir", bad + "-ck"])
+    last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+    check(p.returncode != 0 and "layer 'enc/self_attention_layer' (MultiHeadAttention)" in last
+          and "_self_attention_layer/key_dense/vars is missing" in last,
+          "%s: a missing sublayer group is refused (exit %d): %s" % (name, p.returncode, last))
+
+
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     print("Keras %s, KerasHub %s" % (keras.__version__, keras_hub.__version__))
@@ -155,6 +181,8 @@ def main():
             E.layouts(mw, work, name, r, ln + "-", more=ln == "hub-dec-gpt")
             if ln in ("hub-enc", "hub-dec-gpt"):
                 safetensors_names(mw, work, name, r)
+            if ln == "hub-enc":
+                missing_nested_group(mw, work, name, r)
             data = data or r["data"]
     if data:
         refusals(mw, work, data)

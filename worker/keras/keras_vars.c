@@ -20,14 +20,19 @@ static void add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t c
     x->trainable = 1;
 }
 
-/* MultiHeadAttention's: four EinsumDense sublayers, each its kernel and bias. */
+/* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by name, so
+ * only the names matter */
+static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
+                                       "_dropout_layer", "_softmax",  NULL};
+
+/* MultiHeadAttention's: four EinsumDense sublayers (mha_subs' first four), each its kernel and
+ * bias. */
 static void mha_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
     static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
                                       "attention_output/kernel"};
     static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
                                          "attention_output/bias"};
-    static const char *const subs[4] = {"query_dense", "key_dense", "value_dense", "output_dense"};
     const mw_mha *a = &l->mha;
     const long long in[3] = {l->in_c, a->key_c, a->value_c},
                     w[3] = {a->key_dim, a->key_dim, a->value_dim};
@@ -44,7 +49,7 @@ static void mha_vars(const mw_layer *l, mw_keras_var *v, int *nv)
         else if (l->has_bias)
             add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
         for (int t = first; t < *nv; t++) {
-            snprintf(v[t].sub, sizeof v[t].sub, "%s", subs[j]);
+            snprintf(v[t].sub, sizeof v[t].sub, "%s", mha_subs[j]);
             v[t].idx = t - first;
         }
     }
@@ -180,11 +185,6 @@ mw_status mw_keras_vars(const mw_model *m, int i, mw_keras_var *v, int *nv)
     }
     return MW_OK;
 }
-
-/* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by name, so
- * only the names matter */
-static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
-                                       "_dropout_layer", "_softmax",  NULL};
 
 /* Layer l's sublayers, with prefix (a part's path, or ""), appended to out at *n. */
 static void add_subs(const mw_layer *l, const char *prefix, char (*out)[MW_KERAS_SUB_MAX], int *n,
