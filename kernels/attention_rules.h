@@ -71,9 +71,24 @@ MW_ATT_HD void att_softmax(float *pr, int S)
         pr[u] = pr[u] / sum;
 }
 
+/* 1 when row (i, t) is masked everywhere (a padded query step's, or one that sees only padded
+ * keys). */
+MW_ATT_HD int att_row_empty(const mw_attn_geom *g, int i, int t)
+{
+    for (int u = 0; u < g->S; u++)
+        if (!att_masked(g, i, t, u))
+            return 0;
+    return 1;
+}
+
+/* A row masked everywhere: 1 / S over every key with empty_uniform, else 0. */
+MW_ATT_HD float att_empty_p(const mw_attn_geom *g)
+{
+    return g->empty_uniform ? 1.0f / (float)g->S : 0.0f;
+}
+
 /* Forward of row (i, h, t): p's row, and o's. A masked score is -1e9, so its probability is 0
- * beside an unmasked one (its exp underflows); a row masked everywhere is 0 (Keras 3.15 zeroes
- * the masked probabilities after the softmax). */
+ * beside an unmasked one (its exp underflows); a row masked everywhere is att_empty_p. */
 MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, const float *v,
                            const mw_attn_geom *g, int i, int h, int t)
 {
@@ -93,7 +108,7 @@ MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, 
         att_softmax(pr, g->S);
     else
         for (int u = 0; u < g->S; u++)
-            pr[u] = 0.0f;
+            pr[u] = att_empty_p(g);
     float *orow = o + att_qrow(g, i, h, t, g->dv);
     for (int d = 0; d < g->dv; d++) {
         float a = 0.0f;
@@ -128,11 +143,17 @@ MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g,
     return a * att_drop(g, i, h, t, u);
 }
 
-/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp). */
+/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp); 0 for a row masked
+ * everywhere (its probabilities do not depend on the scores). */
 MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_attn_geom *g, int i,
                           int h, int t)
 {
     float *pr = p + att_prow(g, i, h, t);
+    if (att_row_empty(g, i, t)) {
+        for (int u = 0; u < g->S; u++)
+            pr[u] = 0.0f;
+        return;
+    }
     float sum = 0.0f;
     for (int u = 0; u < g->S; u++)
         sum += pr[u] * att_dp(dout, v, g, i, h, t, u);

@@ -146,6 +146,10 @@ typedef struct {
     mw_metric_kind kind[MW_METRICS_MAX];
     int positions; /* outputs per example: a sequence's T (each example's value the mean over
                       its positions, an AUC counting every one); 0 or 1: one */
+    int masked;    /* 1: the output carries Embedding(mask_zero)'s padding mask (Keras' metrics
+                      weigh by it): output position p of an example counts only where its input
+                      id at p is not 0; each metric's slot sums its counted positions' values
+                      and MW_SUM_VALID counts them (mw_metrics_value: the mean over them) */
 } mw_metric_list;
 
 /* Keras' AUC thresholds (num_thresholds): an output q falls in bucket
@@ -157,8 +161,9 @@ typedef struct {
  * outputs counted per bucket. Integer counts: their sums are exact in any order. */
 #define MW_SUM_LOSS 0
 #define MW_SUM_COUNT 1
-#define MW_SUM_METRIC(i) (2 + (i))
-#define MW_SUM_AUC_POS (2 + MW_METRICS_MAX)
+#define MW_SUM_VALID 2 /* with a padding mask: the positions counted (mw_metric_list.masked) */
+#define MW_SUM_METRIC(i) (3 + (i))
+#define MW_SUM_AUC_POS (3 + MW_METRICS_MAX)
 #define MW_SUM_AUC_NEG (MW_SUM_AUC_POS + MW_AUC_THRESHOLDS)
 #define MW_SUMS (MW_SUM_AUC_NEG + MW_AUC_THRESHOLDS)
 
@@ -200,10 +205,12 @@ typedef void (*mw_layernorm_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, 
 /* Keras' MultiHeadAttention between its projections (kernels/attention.h), per example i and
  * head h: q (n, T, H, dk), kk (n, S, H, dk), v (n, S, H, dv), the layout of Keras' projected
  * tensors. Scores s[t, u] = (q[t] * scale) . kk[u]; where (t, u) is masked, -1e9 instead, and
- * p = softmax over u with the masked probabilities 0, as Keras 3.15's Softmax(mask) computes
- * it (a row masked everywhere, a padded query step's, is 0, and so is its output; Keras 3.6
- * added -1e9 to the score and kept the softmax's nearly uniform row there, which no unmasked
- * step ever sees); o[t] = sum over u of p[t, u] drop[t, u] v[u]. */
+ * p = softmax over u with the masked probabilities 0; o[t] = sum over u of p[t, u] drop[t, u]
+ * v[u]. A row masked everywhere (a padded query step's) is what Keras 3.15 computes there,
+ * which depends on the layer's dropout: with none, its dot_product_attention's softmax over
+ * equal scores, 1 / S for every key (empty_uniform); with dropout, its Softmax(mask), which
+ * zeroes the masked probabilities, 0 (and so is the output). Either way the row's gradient
+ * reaches no score. */
 typedef struct {
     int T, S, H, dk, dv; /* query and key positions, heads, key and value widths */
     float scale;         /* multiplies q: Keras' 1 / sqrt(key_dim) in float32 */
@@ -211,6 +218,7 @@ typedef struct {
     const float *qids;   /* a query padding mask: (t, u) masked where qids[i, t] == 0 (token ids
                             (n, T) as floats, the model's input); NULL: none */
     const float *vids;   /* the same for the values: masked where vids[i, u] == 0 */
+    int empty_uniform;   /* a row masked everywhere: 1 / S (1), or 0 (0); see above */
     /* dropout of the probabilities while training (rate 0: none): kept where
      * mw_rng_hash(seed, stream, ids[i] * H T S + (h T + t) S + u) >> 40 is at least
      * mw_dropout_threshold(rate), then times 1 / (1 - rate); ids NULL: example i has id i. The

@@ -980,20 +980,23 @@ mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const ch
 }
 
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, const mw_metric_list *ml, int n, int K)
+                         const void *y, size_t ybytes, const float *ids, const mw_metric_list *ml,
+                         int n, int K)
 {
     hd_ctx *c = hd_of(k, __func__);
     hd_check(c, __func__, "acc", acc, MW_SUMS * sizeof(double), 0);
     if (n <= 0)
         return;
     hd_check(c, __func__, "loss", loss, (size_t)n * sizeof(float), 0);
-    const size_t per = (size_t)(ml->positions > 1 ? ml->positions : 1) * (size_t)K;
+    const size_t P = (size_t)(ml->positions > 1 ? ml->positions : 1), per = P * (size_t)K;
     hd_check(c, __func__, "prob", prob, (size_t)n * per * sizeof(float), 0);
     hd_check(c, __func__, "y", y, (size_t)n * ybytes, 0);
+    if (ml->masked)
+        hd_check(c, __func__, "ids", ids, (size_t)n * P * sizeof(float), 0);
     double ls = 0;
     for (int i = 0; i < n; i++) {
         metrics_add_example(ml, acc, prob + (size_t)i * per, (const char *)y + (size_t)i * ybytes,
-                            K);
+                            K, ml->masked ? ids + (size_t)i * P : NULL);
         ls += loss[i];
     }
     acc[MW_SUM_LOSS] += ls;

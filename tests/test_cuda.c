@@ -589,13 +589,15 @@ static void test_attention(void **state)
 {
     (void)state;
     NEED_DEVICE();
-    static const struct {
+    static const struct { /* uniform: example 1's padded query rows are 1 / S (no dropout) */
         int n, T, S, H, dk, dv, causal, masks;
         float rate;
-    } shapes[] = {{1, 1, 1, 1, 1, 1, 0, 0, 0.0f},
-                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f},
-                  {2, 7, 11, 2, 4, 3, 0, 1, 0.0f},
-                  {3, 64, 64, 4, 16, 16, 1, 0, 0.2f}};
+        int uniform;
+    } shapes[] = {{1, 1, 1, 1, 1, 1, 0, 0, 0.0f, 0},
+                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f, 0},
+                  {2, 7, 11, 2, 4, 3, 0, 1, 0.0f, 0},
+                  {3, 64, 64, 4, 16, 16, 1, 0, 0.2f, 0},
+                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         pool P = {0};
         const int n = shapes[s].n, T = shapes[s].T, S = shapes[s].S, H = shapes[s].H;
@@ -628,6 +630,7 @@ static void test_attention(void **state)
                           .dv = dv,
                           .scale = (float)(1.0 / sqrt((double)dk)),
                           .causal = shapes[s].causal,
+                          .empty_uniform = shapes[s].uniform,
                           .rate = shapes[s].rate,
                           .seed = 77,
                           .stream = 4};
@@ -724,9 +727,10 @@ static void test_scale_rows(void **state)
  * each), or K floats: grid values with ties (CAT_ACC: the first maximum on both sides), 0 or
  * 1 against outputs in {0, 0.25, 0.5, 0.75} (BIN_ACC: 0.5 exactly, which is not above 0.5;
  * AUC: ties within buckets and bucket edges), uniform (the errors); ml->positions of them per
- * example (a sequence). Argmax accuracy counts of one position and AUC bucket counts are
- * integers, exact in double in any order; the other sums (n values below 4, in the device's
- * tree order) are within n 2^-53 of the sum: 1e-12. */
+ * example (a sequence); with ml->masked, input ids of 0 or 1 (half the positions padding).
+ * Argmax accuracy counts of one position (or of a mask's counted positions), the positions
+ * counted and AUC bucket counts are integers, exact in double in any order; the other sums
+ * (n values below 4, in the device's tree order) are within n 2^-53 of the sum: 1e-12. */
 static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
 {
     pool P = {0};
@@ -748,18 +752,20 @@ static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
     if (binary)
         for (size_t i = 0; i < nk; i++)
             prob[i] /= 4;
+    const float *ids = ml->masked ? h_grid(&P, (size_t)N * T, s + 4, 2) : NULL;
     double start[MW_SUMS], want[MW_SUMS];
     for (int j = 0; j < MW_SUMS; j++) /* what the accumulators hold before */
         start[j] = j == MW_SUM_LOSS ? 0.25 : j == MW_SUM_COUNT ? -1 : (double)(j % 5);
     memcpy(want, start, sizeof want);
     for (int i = 0; i < N; i++) {
-        metrics_add_example(ml, want, prob + (size_t)i * T * K, (const char *)y + i * ybytes, K);
+        metrics_add_example(ml, want, prob + (size_t)i * T * K, (const char *)y + i * ybytes, K,
+                            ids ? ids + (size_t)i * T : NULL);
         want[MW_SUM_LOSS] += loss[i];
     }
     double *dAcc = d_put(&P, start, sizeof start);
     mw_cuda_metrics_add(&ctx, dAcc, d_put(&P, loss, N * sizeof(float)),
-                        d_put(&P, prob, nk * sizeof(float)), d_put(&P, y, N * ybytes), ybytes, ml,
-                        N, K);
+                        d_put(&P, prob, nk * sizeof(float)), d_put(&P, y, N * ybytes), ybytes,
+                        ids ? d_put(&P, ids, (size_t)N * T * sizeof(float)) : NULL, ml, N, K);
     check_rc(mw_cuda_mark(&ctx, 0), "mw_cuda_mark");
     check_rc(mw_cuda_wait_mark(&ctx, 0, 30, "test"), "mw_cuda_wait_mark");
     const double *got = d_get(&P, dAcc, sizeof start);
@@ -771,8 +777,9 @@ static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
         /* integers: the counts, the AUC's buckets, and the argmax accuracies of one position
          * (a binary accuracy is a share of K, a sequence's a share of T: sums of fractions) */
         const int exact =
-            j == MW_SUM_COUNT || m >= MW_METRICS_MAX || m >= ml->n ||
-            ((ml->kind[m] == MW_METRIC_SPARSE_ACC || ml->kind[m] == MW_METRIC_CAT_ACC) && T == 1);
+            j == MW_SUM_COUNT || j == MW_SUM_VALID || m >= MW_METRICS_MAX || m >= ml->n ||
+            ((ml->kind[m] == MW_METRIC_SPARSE_ACC || ml->kind[m] == MW_METRIC_CAT_ACC) &&
+             (T == 1 || ml->masked));
         if (!(fabs(got[j] - want[j]) <= (exact ? 0 : 1e-12 * fabs(want[j]))))
             fail_msg("metrics n %d, K %d: sum %d (first kind %d) %.17g, want %.17g", N, K, j,
                      (int)first, got[j], want[j]);
@@ -789,17 +796,19 @@ static void test_metrics(void **state)
     NEED_DEVICE();
     static const int ns[] = {1, 7, 255, 256, 257, 1024}, ks[] = {1, 10, 3, 10, 37, 10};
     static const mw_metric_list lists[] = {
-        {1, {MW_METRIC_SPARSE_ACC}, 1},
-        {1, {MW_METRIC_CAT_ACC}, 1},
-        {1, {MW_METRIC_BIN_ACC}, 1},
-        {1, {MW_METRIC_MAE}, 1},
-        {1, {MW_METRIC_MSE}, 1},
-        {1, {MW_METRIC_RMSE}, 1},
-        {1, {MW_METRIC_AUC}, 1},
-        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}, 1},
-        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}, 1},
-        {1, {MW_METRIC_SPARSE_ACC}, 5}, /* per position: the token accuracy */
-        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3},
+        {1, {MW_METRIC_SPARSE_ACC}, 1, 0},
+        {1, {MW_METRIC_CAT_ACC}, 1, 0},
+        {1, {MW_METRIC_BIN_ACC}, 1, 0},
+        {1, {MW_METRIC_MAE}, 1, 0},
+        {1, {MW_METRIC_MSE}, 1, 0},
+        {1, {MW_METRIC_RMSE}, 1, 0},
+        {1, {MW_METRIC_AUC}, 1, 0},
+        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}, 1, 0},
+        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}, 1, 0},
+        {1, {MW_METRIC_SPARSE_ACC}, 5, 0}, /* per position: the token accuracy */
+        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3, 0},
+        {1, {MW_METRIC_SPARSE_ACC}, 5, 1}, /* the padding positions not counted */
+        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3, 1},
     };
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
         for (size_t m = 0; m < sizeof lists / sizeof *lists; m++)
@@ -807,7 +816,7 @@ static void test_metrics(void **state)
     pool P = {0};
     double start[MW_SUMS] = {0.25, 3};
     double *dAcc = d_put(&P, start, sizeof start);
-    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, &lists[0], 0, 10);
+    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, NULL, &lists[0], 0, 10);
     assert_memory_equal(d_get(&P, dAcc, sizeof start), start, sizeof start); /* n = 0 */
     pool_free(&P);
     check_rc(mw_cuda_wait_mark(&ctx, MW_CUDA_MARKS - 1, 30, "test"), "a mark never recorded");

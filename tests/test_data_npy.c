@@ -1511,6 +1511,76 @@ static void test_zip_data_offset(void **state)
     assert_int_equal(mw_data_zip_data_offset(b, n, "a.npy"), 0);
 }
 
+/* A masked loss's weights (mw_dataset_set_mask, mw_dataset_mask_batches, batch_weights) on a
+ * token set built in memory, against the rule computed here position by position: a position
+ * counts unless its id is 0 (pad) or its label is the ignored one; each global batch's
+ * factor is its positions / the ones that count there, in float32 (Keras 3.15's apply_mask),
+ * times the sample weight; a batch with none gets 0, never an infinity. Then one label per
+ * example (ignore_class alone), and no mask at all. */
+static void test_mask_weights(void **state)
+{
+    (void)state;
+    enum { N = 5, T = 4 };
+    int32_t ids[N][T] = {{3, 4, 0, 0}, {5, 0, 0, 0}, {1, 2, 3, 4}, {0, 0, 0, 0}, {7, 7, 7, 0}};
+    int32_t labels[N][T] = {{1, 2, 0, 0}, {2, 2, 2, 2}, {2, 0, 1, 2}, {0, 1, 2, 0}, {2, 2, 2, 2}};
+    float sw[N] = {1.0f, 0.5f, 2.0f, 1.0f, 3.0f};
+    mw_dataset d;
+    mw_dataset_init(&d);
+    d.images = (uint8_t *)ids, d.labels = &labels[0][0], d.weights = sw;
+    d.count = N, d.rows = 1, d.cols = T, d.channels = 1, d.label_width = T;
+    d.type = MW_IMAGES_TOKENS, d.tok_size = 4, d.tok_signed = 1;
+    const uint32_t order[N] = {4, 0, 2, 1, 3}; /* global batches of 2: {4, 0}, {2, 1}, {3} */
+    for (int pad = 0; pad <= 1; pad++)
+        for (int ignore = 0; ignore <= 1; ignore++) {
+            expect_err(mw_dataset_set_mask(&d, ignore, 2, pad, "the set"), MW_OK, "");
+            if (!pad && !ignore) {
+                assert_null(d.mask_w);
+                continue;
+            }
+            mw_dataset_mask_batches(&d, order, N, 2);
+            for (int b = 0; b < N; b += 2) {
+                const int nb = N - b < 2 ? N - b : 2;
+                int valid = 0, counts[2][T];
+                for (int i = 0; i < nb; i++)
+                    for (int t = 0; t < T; t++) {
+                        const uint32_t id = order[b + i];
+                        counts[i][t] = !(pad && ids[id][t] == 0) && !(ignore && labels[id][t] == 2);
+                        valid += counts[i][t];
+                    }
+                float w[2 * T];
+                assert_true(mw_dataset_batch_weights(&d, w, order + b, nb) == w);
+                const float f = valid ? (float)(nb * T) / (float)valid : 0.0f;
+                for (int i = 0; i < nb; i++)
+                    for (int t = 0; t < T; t++)
+                        if (w[i * T + t] != (counts[i][t] ? sw[order[b + i]] * f : 0.0f))
+                            fail_msg("pad %d ignore %d: example %u position %d weight %g, want "
+                                     "%g (valid %d of the batch's %d)",
+                                     pad, ignore, order[b + i], t, (double)w[i * T + t],
+                                     (double)(counts[i][t] ? sw[order[b + i]] * f : 0.0f), valid,
+                                     nb * T);
+            }
+        }
+    /* the last batch, example 3 alone, is all padding: 0 with the mask, not 0/0 */
+    float w[T];
+    assert_true(mw_dataset_batch_weights(&d, w, &order[4], 1) == w);
+    for (int t = 0; t < T; t++)
+        assert_true(w[t] == 0.0f);
+    /* one label per example: the examples labelled 2 count for nothing, the others 4/2 here */
+    expect_err(mw_dataset_set_mask(&d, 0, 0, 0, "the set"), MW_OK, "");
+    d.label_width = 1, d.weights = NULL;
+    int32_t one[N] = {2, 0, 2, 1, 2};
+    d.labels = one;
+    expect_err(mw_dataset_set_mask(&d, 1, 2, 0, "the set"), MW_OK, "");
+    const uint32_t all[4] = {0, 1, 2, 3};
+    mw_dataset_mask_batches(&d, all, 4, 4);
+    assert_true(mw_dataset_batch_weights(&d, w, all, 4) == w);
+    assert_true(w[0] == 0.0f && w[1] == 2.0f && w[2] == 0.0f && w[3] == 2.0f);
+    expect_err(mw_dataset_set_mask(&d, 0, 0, 0, "the set"), MW_OK, "");
+    assert_null(mw_dataset_batch_weights(&d, w, all, 4)); /* no mask, no weights */
+    d.images = NULL, d.labels = NULL;                     /* the arrays are this test's */
+    mw_dataset_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1525,6 +1595,7 @@ int main(void)
         mw_test_in_tmpdir(test_npy_tokens),
         mw_test_in_tmpdir(test_text_corpus),
         mw_test_in_tmpdir(test_npy_position_labels),
+        cmocka_unit_test(test_mask_weights),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),
         mw_test_in_tmpdir(test_bad_npy),

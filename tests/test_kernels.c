@@ -1086,15 +1086,17 @@ static void test_attention(void **state)
     float q70[2 * 70]; /* 70 steps: example 1's last 10 are padding */
     for (int j = 0; j < 2 * 70; j++)
         q70[j] = j >= 70 + 60 ? 0.0f : (float)(1 + j % 7);
+    /* uniform: a row masked everywhere (example 1's padded query steps) is 1 / S, Keras 3.15's
+     * without dropout; its output then reads every key, past the causal blocks' */
     struct {
         int T, S, causal, qmask, vmask;
         float rate;
-    } cases[] = {{5, 5, 0, 0, 0, 0.0f},
-                 {5, 5, 1, 0, 0, 0.0f},
-                 {5, 5, 1, 1, 1, 0.0f},
-                 {4, 6, 0, 0, 1, 0.0f},
-                 {5, 5, 1, 0, 0, 0.3f},
-                 {70, 70, 1, 1, 1, 0.0f}}; /* the CPU twin's causal row blocks: 32, 32, 6 */
+        int uniform;
+    } cases[] = {{5, 5, 0, 0, 0, 0.0f, 0},  {5, 5, 1, 0, 0, 0.0f, 0},
+                 {5, 5, 1, 1, 1, 0.0f, 0},  {4, 6, 0, 0, 1, 0.0f, 0},
+                 {5, 5, 1, 0, 0, 0.3f, 0},  {70, 70, 1, 1, 1, 0.0f, 0},
+                 {5, 5, 1, 1, 1, 0.0f, 1},  {5, 5, 0, 1, 0, 0.0f, 1},
+                 {70, 70, 1, 1, 1, 0.0f, 1}}; /* the CPU twin's causal row blocks: 32, 32, 6 */
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int T = cases[ci].T, S = cases[ci].S;
         mw_attn_geom g = {.T = T,
@@ -1109,6 +1111,7 @@ static void test_attention(void **state)
                                                      : S == 5 ? qid
                                                               : vid)
                                                   : NULL,
+                          .empty_uniform = cases[ci].uniform,
                           .rate = cases[ci].rate,
                           .seed = 42,
                           .stream = 3,
@@ -1142,7 +1145,7 @@ static void test_attention(void **state)
                             any |= !((g.causal && u > tt) || (g.qids && g.qids[i * T + tt] == 0) ||
                                      (g.vids && g.vids[i * S + u] == 0));
                         }
-                        expect_near(sum, any ? 1.0 : 0.0, 1e-6);
+                        expect_near(sum, any || g.empty_uniform ? 1.0 : 0.0, 1e-6);
                         for (int u = 0; u < S; u++) {
                             const int masked = (g.causal && u > tt) ||
                                                (g.qids && g.qids[i * T + tt] == 0) ||
@@ -1150,10 +1153,10 @@ static void test_attention(void **state)
                             if (masked && any && pr[u] != 0.0f)
                                 fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g, masked", t.name, ci, i,
                                          h, tt, u, (double)pr[u]);
-                            if (!any && pr[u] != 0.0f)
+                            if (!any && pr[u] != (g.empty_uniform ? 1.0f / (float)S : 0.0f))
                                 fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g in a row masked "
-                                         "everywhere",
-                                         t.name, ci, i, h, tt, u, (double)pr[u]);
+                                         "everywhere (uniform %d)",
+                                         t.name, ci, i, h, tt, u, (double)pr[u], g.empty_uniform);
                         }
                         for (int d = 0; d < dv; d++) { /* o by the contract */
                             double want = 0;

@@ -19,7 +19,9 @@ static uint64_t dataset_nbytes(const mw_dataset *d)
         return 0;
     /* memory-mapped images are page cache, shared by the node's ranks and reclaimable */
     const uint64_t images = d->map ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
-    return images + (uint64_t)d->count * (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0));
+    /* a masked loss's factor and count of valid positions per example: 8 bytes */
+    return images + (uint64_t)d->count *
+                        (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0) + (d->mask_w ? 8 : 0));
 }
 
 void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,

@@ -159,8 +159,7 @@ static mw_status check_activation(const mw_session *s)
 }
 
 /* A model whose output is a sequence (None, T, C) has a loss per position: the data's labels
- * (N, T), the sparse loss (without ignore_class, yet); and labels per position need such a
- * model. */
+ * (N, T), the sparse loss; and labels per position need such a model. */
 static mw_status check_positions(mw_session *s, const char *from)
 {
     const mw_model *m = &s->model;
@@ -178,10 +177,10 @@ static mw_status check_positions(mw_session *s, const char *from)
                       "%s: %d label(s) per example, but the model's output (layer '%s') is "
                       "(None, %d, %d), one per position; expected labels (N, %d)",
                       s->o->data_dir, W, last_shown(m)->name, T, last->out_c, T);
-    if (T > 1 && (m->loss.kind != MW_LOSS_SPARSE_XENT || m->loss.has_ignore))
+    if (T > 1 && m->loss.kind != MW_LOSS_SPARSE_XENT)
         return mw_err(MW_EUNSUPPORTED,
-                      "%s: a loss per position is SparseCategoricalCrossentropy without "
-                      "ignore_class, for now; the model's output is a sequence (layer '%s')",
+                      "%s: a loss per position is SparseCategoricalCrossentropy, for now; the "
+                      "model's output is a sequence (layer '%s')",
                       from, last_shown(m)->name);
     if (T > 1 && (last->out_c < s->train.num_classes ||
                   (s->o->classes > 0 && last->out_c != s->train.num_classes)))
@@ -343,15 +342,17 @@ static mw_status build_model(mw_session *s, int with_data)
         rc = check_loss(s);
     if (rc == MW_OK && with_data)
         rc = check_tokens(s);
-    if (rc == MW_OK && with_data && s->model.loss.has_ignore) /* the examples it ignores */
-        rc = mw_dataset_set_ignore(&s->train, s->model.loss.ignore_class, "the training set");
-    if (rc == MW_OK && with_data && s->model.loss.has_ignore)
-        rc = mw_dataset_set_ignore(&s->test, s->model.loss.ignore_class, "the test set");
     mw_policy policy;
     if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
         mw_model_set_policy(&s->model, policy); /* over the model's own */
     if (rc == MW_OK)
         rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK && with_data) /* the examples or positions the loss ignores */
+        rc = mw_dataset_set_mask(&s->train, s->model.loss.has_ignore, s->model.loss.ignore_class,
+                                 s->model.loss.masked, "the training set");
+    if (rc == MW_OK && with_data)
+        rc = mw_dataset_set_mask(&s->test, s->model.loss.has_ignore, s->model.loss.ignore_class,
+                                 s->model.loss.masked, "the test set");
     if (rc == MW_OK) /* the loss travels in every checkpoint with the model */
         rc = mw_keras_source_set_loss(&s->model);
     if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
@@ -607,7 +608,7 @@ mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric)
     if (s->o->test_examples > 0 && s->o->test_examples < ntest)
         ntest = s->o->test_examples;
     double sums[MW_SUMS] = {0};                            /* kernels.h' MW_SUM_* */
-    mw_dataset_mask_batches(&s->test, NULL, ntest, ntest); /* ignore_class: one batch */
+    mw_dataset_mask_batches(&s->test, NULL, ntest, ntest); /* a masked loss: one batch */
     MW_TRY(s->ops->evaluate(s->rep, &s->test, ntest, sums));
     const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
     mw_wait_ctx w = {"evaluation metrics all-reduce", -1, s->o->collective_timeout};

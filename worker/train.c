@@ -372,7 +372,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     else
         mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
     s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data/data.h) */
-    mw_dataset_mask_batches(&s->train, t->order, N, GB); /* ignore_class: per global batch */
+    mw_dataset_mask_batches(&s->train, t->order, N, GB); /* a masked loss: per global batch */
     double sums[MW_SUMS] = {0};                          /* kernels.h' MW_SUM_* (local, then all) */
     double t0 = mw_now(), seen_local = 0;
     if (s->rank == 0)

@@ -53,8 +53,8 @@ static inline float exp_neg(float x)
 }
 
 /* Row (i, t) of a head's scores: the masks added as the reference adds them, then the
- * softmax. */
-static void softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
+ * softmax; 1 when the row is masked everywhere (att_empty_p). */
+static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
 {
     const int S = g->S;
     const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
@@ -73,10 +73,10 @@ static void softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
         for (int u = lim + 1; u < S; u++)
             pr[u] = MW_ATT_MASKED;
     }
-    if (open == 0) { /* masked everywhere: 0, as the reference */
+    if (open == 0) { /* masked everywhere: as the reference */
         for (int u = 0; u < S; u++)
-            pr[u] = 0.0f;
-        return;
+            pr[u] = att_empty_p(g);
+        return 1;
     }
     float mx = pr[0], sum = 0.0f;
 #pragma omp simd reduction(max : mx)
@@ -91,6 +91,7 @@ static void softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
 #pragma omp simd
     for (int u = 0; u < S; u++)
         pr[u] *= inv;
+    return 0;
 }
 
 #pragma GCC pop_options
@@ -112,6 +113,16 @@ static int slots(const mw_kctx *k, const mw_attn_geom *g)
 static int cols_of(const mw_attn_geom *g, int t1)
 {
     return g->causal && t1 < g->S ? t1 : g->S;
+}
+
+/* 1 when one of rows [t0, t1) of example i is masked everywhere and reads every key
+ * (empty_uniform): its block then multiplies all S columns. */
+static int block_empty(const mw_attn_geom *g, int i, int t0, int t1)
+{
+    for (int t = t0; g->empty_uniform && t < t1; t++)
+        if (att_row_empty(g, i, t))
+            return 1;
+    return 0;
 }
 
 /* w = p times the dropout multipliers on rows [t0, t1), columns [0, c), for head (i, h). */
@@ -145,13 +156,15 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
             /* scores of the visible keys; softmax_row masks the columns past them */
             mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
                          kk + att_krow(g, i, h, 0, dk), H * dk, 0.0f, Pb, S);
+            int empty = 0;
             for (int t = t0; t < t1; t++)
-                softmax_row(P + (size_t)t * S, g, i, t);
+                empty |= softmax_row(P + (size_t)t * S, g, i, t);
+            const int cv = empty && g->empty_uniform ? S : c; /* a uniform row reads every key */
             const float *W = Pb;
             if (g->rate > 0.0f)
-                dropped(w, P, g, i, h, t0, t1, c), W = w + (size_t)t0 * S;
-            mw_sgemm_cpu('N', 'N', m, dv, c, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv, 0.0f,
-                         o + att_qrow(g, i, h, t0, dv), H * dv);
+                dropped(w, P, g, i, h, t0, t1, cv), W = w + (size_t)t0 * S;
+            mw_sgemm_cpu('N', 'N', m, dv, cv, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv,
+                         0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
         }
     }
 }
@@ -174,7 +187,8 @@ void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
         float *P = p + att_prow(g, i, h, 0);
         const float *V = v + att_krow(g, i, h, 0, dV);
         for (int t0 = 0; t0 < T; t0 += blk) {
-            const int t1 = t0 + blk < T ? t0 + blk : T, m = t1 - t0, c = cols_of(g, t1);
+            const int t1 = t0 + blk < T ? t0 + blk : T, m = t1 - t0;
+            const int c = block_empty(g, i, t0, t1) ? S : cols_of(g, t1);
             float *Pb = P + (size_t)t0 * S, *wb = w + (size_t)t0 * S;
             const float *dO = dout + att_qrow(g, i, h, t0, dV);
             const float *W = Pb;
@@ -186,6 +200,10 @@ void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
             mw_sgemm_cpu('N', 'T', m, c, dV, 1.0f, dO, H * dV, V, H * dV, 0.0f, wb, S);
             for (int t = t0; t < t1; t++) { /* p is 0 past c: so is ds */
                 float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
+                if (att_row_empty(g, i, t)) { /* no score moves it */
+                    memset(pr, 0, (size_t)S * sizeof *pr);
+                    continue;
+                }
                 for (int u = 0; u < c; u++) {
                     wr[u] *= att_drop(g, i, h, t, u);
                     sum += pr[u] * wr[u];

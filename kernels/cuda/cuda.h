@@ -111,11 +111,13 @@ long mw_cuda_conv_plans(const mw_kctx *k);
  * examples: acc[MW_SUM_LOSS] += the sum of loss[0..n); for each metric i of ml, its values
  * over the rows of prob (n x ml->positions x K) against the targets (ybytes each: an int32 label or
  * K floats; kernels/loss_rules.h metrics_add_example) into acc[MW_SUM_METRIC(i)], an AUC's outputs
- * counted in its buckets; acc[MW_SUM_COUNT] is the host's. Every array on k's device; ml is
- * read when the call is made. Enqueued on k's stream: the GPU loop's metrics stay on the
- * device. */
+ * counted in its buckets; with ml->masked, only the positions whose input id (ids: n x
+ * positions floats) is not 0, counted into acc[MW_SUM_VALID]; acc[MW_SUM_COUNT] is the host's.
+ * Every array on k's device; ml is read when the call is made. Enqueued on k's stream: the GPU
+ * loop's metrics stay on the device. CPU twin: mw_metrics_add_host (worker/model/loss.h). */
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, const mw_metric_list *ml, int n, int K);
+                         const void *y, size_t ybytes, const float *ids, const mw_metric_list *ml,
+                         int n, int K);
 
 /* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
  * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never

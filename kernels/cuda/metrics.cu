@@ -13,13 +13,15 @@
 
 #define METRICS_BLOCK 256
 
-/* ybytes: one example's target (an int32 label, or K floats) */
+/* ybytes: one example's target (an int32 label, or K floats); ids: with a mask, the input ids
+ * (n x positions), else NULL */
 static __global__ void metrics_add_kernel(double *acc, const float *loss, const float *prob,
-                                          const uint8_t *y, size_t ybytes, mw_metric_list ml, int n,
-                                          int K)
+                                          const uint8_t *y, size_t ybytes, const float *ids,
+                                          mw_metric_list ml, int n, int K)
 {
-    __shared__ double s_sum[1 + MW_METRICS_MAX][METRICS_BLOCK]; /* the loss, each metric */
-    __shared__ unsigned s_auc[2 * MW_AUC_THRESHOLDS];           /* positives, negatives */
+    /* the loss, the positions counted, each metric */
+    __shared__ double s_sum[2 + MW_METRICS_MAX][METRICS_BLOCK];
+    __shared__ unsigned s_auc[2 * MW_AUC_THRESHOLDS]; /* positives, negatives */
     const int t = threadIdx.x;
     int auc = 0;
     for (int m = 0; m < ml.n; m++)
@@ -27,33 +29,38 @@ static __global__ void metrics_add_kernel(double *acc, const float *loss, const 
     for (int j = t; auc && j < 2 * MW_AUC_THRESHOLDS; j += METRICS_BLOCK)
         s_auc[j] = 0;
     __syncthreads();
-    double part[1 + MW_METRICS_MAX] = {0};
-    const int PK = (ml.positions > 1 ? ml.positions : 1) * K; /* outputs per example */
+    double part[2 + MW_METRICS_MAX] = {0};
+    const int P = ml.positions > 1 ? ml.positions : 1, PK = P * K; /* outputs per example */
     for (int i = t; i < n; i += METRICS_BLOCK) {
         const float *q = prob + (size_t)i * PK;
         const uint8_t *yi = y + (size_t)i * ybytes;
+        const float *xi = ids ? ids + (size_t)i * P : NULL;
         part[0] += loss[i];
+        for (int p = 0; ml.masked && p < P; p++)
+            part[1] += metric_counts(&ml, xi, p);
         for (int m = 0; m < ml.n; m++)
             if (ml.kind[m] != MW_METRIC_AUC)
-                part[1 + m] += metric_example(&ml, ml.kind[m], q, yi, K);
+                part[2 + m] += metric_example(&ml, ml.kind[m], q, yi, K, xi);
         for (int j = 0; auc && j < PK; j++) {
             const int neg = ((const float *)yi)[j] == 0.0f;
-            atomicAdd(&s_auc[neg * MW_AUC_THRESHOLDS + metric_auc_bucket(q[j])], 1u);
+            if (metric_counts(&ml, xi, j / K))
+                atomicAdd(&s_auc[neg * MW_AUC_THRESHOLDS + metric_auc_bucket(q[j])], 1u);
         }
     }
-    for (int m = 0; m <= ml.n; m++)
+    for (int m = 0; m < 2 + ml.n; m++)
         s_sum[m][t] = part[m];
     __syncthreads();
     for (int w = METRICS_BLOCK / 2; w > 0; w /= 2) {
         if (t < w)
-            for (int m = 0; m <= ml.n; m++)
+            for (int m = 0; m < 2 + ml.n; m++)
                 s_sum[m][t] += s_sum[m][t + w];
         __syncthreads();
     }
     if (t == 0) {
         acc[MW_SUM_LOSS] += s_sum[0][0];
+        acc[MW_SUM_VALID] += s_sum[1][0];
         for (int m = 0; m < ml.n; m++)
-            acc[MW_SUM_METRIC(m)] += s_sum[1 + m][0];
+            acc[MW_SUM_METRIC(m)] += s_sum[2 + m][0];
     }
     for (int j = t; auc && j < 2 * MW_AUC_THRESHOLDS; j += METRICS_BLOCK)
         acc[MW_SUM_AUC_POS + j] += (double)s_auc[j];
@@ -61,14 +68,14 @@ static __global__ void metrics_add_kernel(double *acc, const float *loss, const 
 
 extern "C" void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss,
                                     const float *prob, const void *y, size_t ybytes,
-                                    const mw_metric_list *ml, int n, int K)
+                                    const float *ids, const mw_metric_list *ml, int n, int K)
 {
     const char *op = "mw_cuda_metrics_add";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || n <= 0)
         return;
-    metrics_add_kernel<<<1, METRICS_BLOCK, 0, d->stream>>>(acc, loss, prob, (const uint8_t *)y,
-                                                           ybytes, *ml, n, K);
+    metrics_add_kernel<<<1, METRICS_BLOCK, 0, d->stream>>>(
+        acc, loss, prob, (const uint8_t *)y, ybytes, ml->masked ? ids : NULL, *ml, n, K);
     MW_LAUNCHED_K(d, "metrics_add_kernel");
     mw_cuda_end(d, op);
 }

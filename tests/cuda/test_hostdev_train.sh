@@ -16,7 +16,7 @@
 #     model's replica slice larger than a device micro-batch still runs in one pass;
 #   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts,
 #     and the next step's batch is assembled and uploaded while the update runs (prefetch);
-#   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 24 bytes of metrics
+#   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 32 bytes of metrics
 #     per GPU downloaded (the running sums the model's one metric uses: kernels.h MW_SUM_*),
 #     one polled staging wait per micro-batch;
 #   - checkpoints on the GPU path: 1 epoch, then --resume to 2, equals 2 epochs straight,
@@ -151,6 +151,20 @@ json.dump({"class_name": "Sequential", "config": {"name": "tokt", "layers": [
                                             "name": "in"}},
     {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8}},
     dense("out", 3)]}}, open(sys.argv[1] + "/tokt.json", "w"))
+pad = tok.copy()  # sequences 1..12 long, the rest id 0
+for i, n in enumerate(r.integers(1, 13, size=448)):
+    pad[i, n:] = 0
+np.savez(sys.argv[1] + "/tagp.npz", x_train=pad[:384], y_train=(pad[:384] % 3).astype(np.int32),
+         x_test=pad[384:], y_test=(pad[384:] % 3).astype(np.int32))
+json.dump({"class_name": "Sequential", "config": {"name": "tokp", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [None, 12], "dtype": "int32",
+                                            "name": "in"}},
+    {"class_name": "Embedding", "config": {"name": "emb", "input_dim": 50, "output_dim": 8,
+                                           "mask_zero": True}},
+    {"class_name": "LayerNormalization", "config": {"name": "ln"}},
+    dense("out", 3)]}}, open(sys.argv[1] + "/tokp.json", "w"))
+json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True,
+           "ignore_class": 1}}, open(sys.argv[1] + "/tokp-loss.json", "w"))
 ref = lambda n: {"class_name": "__keras_tensor__", "config": {"keras_history": [n, 0, 0]}}
 node = lambda *a, **kw: [{"args": list(a), "kwargs": kw}]
 json.dump({"class_name": "Functional", "config": {"name": "tokmha", "layers": [
@@ -194,7 +208,7 @@ json.dump({"class_name": "Functional", "config": {"name": "tokblk", "layers": [
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/tokblk.json", "w"))
 PY
-for loss in mse focal ign tok tokm tokt tokmha tokblk; do
+for loss in mse focal ign tok tokm tokt tokp tokmha tokblk; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
@@ -208,6 +222,9 @@ for loss in mse focal ign tok tokm tokt tokmha tokblk; do
     # SinePositionEncoding (its kernel) added after it; tokblk: KerasHub's TransformerEncoder
     # and TransformerDecoder with dropout (the encoder's padding mask, the decoder's on its keys)
     [[ $loss == tokt ]] && data=$tmp/tags.npz
+    # tokp: padded, the mask reaching the loss per position with ignore_class 1 (the weights
+    # of the positions that count, the valid count of the global batch, the masked accuracy)
+    [[ $loss == tokp ]] && data=$tmp/tagp.npz lossf=$tmp/tokp-loss.json
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
     run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"
@@ -340,7 +357,7 @@ read -r s12 w12 d12 b12 <<<"$(stats 12)"
 per="syncs $(((s12 - s6) / 6)), mark waits $(((w12 - w6) / 6)), downloads $(((d12 - d6) / 6)) of $(((b12 - b6) / 6)) bytes"
 echo "per GPU step (1 rank x 2 fake GPUs x 2 replicas each): $per"
 check '[[ -n $s6 && -n $s12 && $s12 -eq $s6 && $((w12 - w6)) -eq 24 && $((d12 - d6)) -eq 12 &&
-       $((b12 - b6)) -eq 288 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
+       $((b12 - b6)) -eq 384 ]]' "the asynchronous step: $per (6 steps: $s6 $w6 $d6 $b6)"
 
 # checkpoints: 2 epochs straight, or 1 and a resume, on two fake GPUs
 # Keras' other optimizers on the GPU path against CPU training: RMSprop with momentum and

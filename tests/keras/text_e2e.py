@@ -45,8 +45,21 @@ Add -> LayerNormalization, then
   - a causal block (use_causal_mask) with Dense(K) on each position and labels (N, T), the
     shape of a GPT; its control is Keras without the causal mask, and its layouts go on to 1
     rank x 4 replicas and 2 nodes x 2 ranks (TF_CONFIG's hosts; not in the AVX2 pass).
-For both, the checkpoint of the 2 steps is exported and Keras' logits of that archive equal
-those of the model Keras trained itself within 1e-5 of the largest.
+  - a tagger padded (Embedding(mask_zero=True), LayerNormalization and Dense on each
+    position, sequences 1..T long) with SparseCategoricalCrossentropy(ignore_class=1): the
+    padding mask reaches the output, and the loss counts the positions that are neither
+    padding nor labelled 1, divided by the global batch's number of them; the token accuracy
+    counts the positions that are not padding (Keras' metrics get the output's mask, not the
+    loss's ignore_class; for training, Keras' own metric on each step's output:
+    masked_train_accuracy says why not fit()'s history); controls: Keras without mask_zero,
+    and without ignore_class;
+  - the causal block padded, with ignore_class=1. Keras 3.15's MultiHeadAttention deletes its
+    inputs' masks when it runs, so the residual Add after it, and the output, carry none: the
+    loss counts every position not labelled 1, the accuracy every position (worker/model/
+    layers/embedding.c, plan_run_time); controls as the tagger's; its layouts as the causal
+    block's.
+For the Transformers, the checkpoint of the 2 steps is exported and Keras' logits of that archive
+equal those of the model Keras trained itself within 1e-5 of the largest.
 The attention's key bias has a zero gradient in exact arithmetic, so its values after training
 are rounding noise on both sides: rel_err measures every variable against at least 1e-6.
 
@@ -67,16 +80,19 @@ import numpy as np  # noqa: E402
 from oracle import check, finish, metrics_rows  # noqa: E402
 
 N_TRAIN, N_TEST, T, V, D, K, B, LR = 64, 32, 12, 50, 8, 3, 32, 0.1
+IGNORE = 1  # the padded GPT's ignore_class
 TOL_W, TOL_LOSS, TOL_LAYOUT, TOL_EXPORT = 1e-4, 1e-4, 1e-5, 1e-5
 
 
-def build(pool, seed, mask_zero=False, ln=None):
+def build(pool, seed, mask_zero=False, ln=None, ignore="auto"):
     """ln "ln": LayerNormalization and a Dense(16, relu) on each position between the
     Embedding and the pooling; "conv": Conv1D(10, 3, relu, same), MaxPooling1D(2),
-    Conv1D(6, 2, strides 2, valid), AveragePooling1D(2, padding same)."""
+    Conv1D(6, 2, strides 2, valid), AveragePooling1D(2, padding same). "padtag", "padgpt":
+    "tag" and "gpt" with the loss's ignore_class IGNORE (unless ignore says otherwise)."""
     keras.utils.set_random_seed(seed)
-    if ln in ("mha", "gpt"):
-        return build_transformer(seed, mask_zero, causal=ln == "gpt")
+    ignore = (IGNORE if ln in ("padtag", "padgpt") else None) if ignore == "auto" else ignore
+    if ln in ("mha", "gpt", "padgpt"):
+        return build_transformer(seed, mask_zero, causal=ln != "mha", ignore=ignore)
     p = keras.layers.GlobalMaxPooling1D() if pool == "max" else \
         keras.layers.GlobalAveragePooling1D()
     L = keras.layers
@@ -84,7 +100,7 @@ def build(pool, seed, mask_zero=False, ln=None):
             "conv": [L.Conv1D(10, 3, activation="relu", padding="same", name="c1"),
                      L.MaxPooling1D(2, name="p1"), L.Conv1D(6, 2, strides=2, name="c2"),
                      L.AveragePooling1D(2, padding="same", name="p2")]}.get(ln, [])
-    if ln == "tag":  # a label per position: no pooling, the head on each position
+    if ln in ("tag", "padtag"):  # a label per position: no pooling, the head on each position
         body, p = [L.LayerNormalization(name="norm"), L.Dense(16, activation="relu", name="ff")], None
     if ln == "causal":  # each position sees itself and the 2 before: a next-token model's shape
         body, p = [L.Conv1D(12, 3, padding="causal", activation="relu", name="c1")], None
@@ -92,17 +108,19 @@ def build(pool, seed, mask_zero=False, ln=None):
                           keras.layers.Embedding(V, D, mask_zero=mask_zero, name="embed"),
                           *body, *([p] if p else []), keras.layers.Dense(K, name="head")])
     m.compile(optimizer=keras.optimizers.SGD(LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                              ignore_class=ignore),
               metrics=["accuracy"])
     return m
 
 
-def build_transformer(seed, mask_zero, causal, per_position=None):
+def build_transformer(seed, mask_zero, causal, per_position=None, ignore=None):
     """A Transformer block from core layers (Functional): Embedding -> MultiHeadAttention(2
     heads, key_dim 4) called on (x, x) -> Add -> LayerNormalization -> Dense(16,
     gelu) -> Dense(D) -> Add -> LayerNormalization, then GlobalAveragePooling1D -> Dense(K) (a
     classifier; with mask_zero the padding mask reaches the attention and the pooling), or
-    (causal) use_causal_mask and Dense(K) on each position (a next-token model's shape)."""
+    (causal) use_causal_mask and Dense(K) on each position (a next-token model's shape);
+    ignore: the loss's ignore_class."""
     L = keras.layers
     keras.utils.set_random_seed(seed)
     inp = keras.Input((T,), dtype="int32", name="ids")
@@ -115,7 +133,8 @@ def build_transformer(seed, mask_zero, causal, per_position=None):
         x = L.GlobalAveragePooling1D(name="pool")(x)
     m = keras.Model(inp, L.Dense(K, name="head")(x))
     m.compile(optimizer=keras.optimizers.SGD(LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                              ignore_class=ignore),
               metrics=["accuracy"])
     return m
 
@@ -193,7 +212,7 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, con
     tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-" + ln if ln else "")
     data = os.path.join(work, tag + ".npz")
     x, y, xt, yt = make_data(data, seed, dtype, padded=mask,
-                             tags=ln in ("tag", "causal") or str(ln).endswith("gpt"))
+                             tags=ln in ("tag", "padtag", "causal") or str(ln).endswith("gpt"))
     model = build(pool, seed, mask_zero=mask, ln=ln)
     path = os.path.join(work, tag + ".keras")
     model.save(path)
@@ -234,6 +253,8 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, con
     if ln == "gpt":
         controls.append(("use_causal_mask",
                          build_transformer(seed, False, causal=False, per_position=True)))
+    if ln in ("padtag", "padgpt"):
+        controls.append(("ignore_class", build(pool, seed, mask_zero=True, ln=ln, ignore=None)))
     if mask and control:
         controls.append(("mask_zero", build(pool, seed, mask_zero=False, ln=ln)))
     for what, u in controls:
@@ -247,6 +268,8 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, con
     check(lerr <= TOL_LOSS and terr <= TOL_LOSS,
           "%s: train loss %.9g, test loss %.9g = Keras' %.9g, %.9g" %
           (name, row["train/loss"], row["test/loss"], h["loss"][0], ev["loss"]))
+    if ln == "padtag":  # the output keeps the padding mask: see masked_train_accuracy
+        h = dict(h, accuracy=[masked_train_accuracy(path, x, y)])
     # a share of 64 (or 64 x 12 positions) counts: Keras' float32 quotient against mwtrain's
     # double, so within float32's rounding of a number below 1 (6e-8); 1e-6 allows it
     check(abs(row["train/accuracy"] - h["accuracy"][0]) <= 1e-6 and
@@ -259,6 +282,23 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, con
           (name, sorted(row), stdout.strip().splitlines()[-1] if stdout.strip() else ""))
     table.append("%-44s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
+
+
+def masked_train_accuracy(path, x, y):
+    """The training accuracy of the 2 steps as Keras' metric computes it on an output that
+    carries the padding mask (MeanMetricWrapper weighs by y_pred's mask): each step's output
+    before its update, through keras.metrics.SparseCategoricalAccuracy. Keras 3.15's JAX
+    trainer reports another number in fit()'s history: it computes the training metrics on
+    the y_pred that jax.value_and_grad hands back as aux, a new array without the mask, so
+    the padded positions count there (and not in evaluate(), nor on TensorFlow, where the
+    metric sees the mask)."""
+    k = keras.models.load_model(path)
+    acc = keras.metrics.SparseCategoricalAccuracy()
+    for b in range(2):
+        xb, yb = x[b * B:(b + 1) * B], y[b * B:(b + 1) * B]
+        acc.update_state(yb, k(xb))
+        k.fit(xb, yb, batch_size=B, epochs=1, shuffle=False, verbose=0)
+    return float(acc.result())
 
 
 def layouts(mw, work, name, r, prefix="", more=False):
@@ -455,14 +495,17 @@ def main():
             ("tagger: a label per position (N, T)", "avg", np.int32, 17, False, "tag"),
             ("causal Conv1D tagger", "avg", np.int32, 18, False, "causal"),
             ("Transformer block (MHA, mask_zero), GAP1D", "avg", np.int32, 21, True, "mha"),
-            ("causal Transformer block, per position", "avg", np.int32, 22, False, "gpt")]:
+            ("causal Transformer block, per position", "avg", np.int32, 22, False, "gpt"),
+            ("tagger, padded, ignore_class=%d" % IGNORE, "avg", np.int32, 19, True, "padtag"),
+            ("causal block, padded, ignore_class=%d" % IGNORE, "avg", np.int32, 23, True,
+             "padgpt")]:
         r = one_case(mw, work, name, pool, dtype, seed, table, mask, ln)
         first = first or (name, r)
         tagger = r if ln == "tag" else tagger
         if (mask or ln) and r is not None:
             prefix = "-".join(t for t in ("mask" if mask else "", ln or "") if t) + "-"
             # the 4-replica layouts test the collectives, not the kernels: not in the AVX2 pass
-            layouts(mw, work, name, r, prefix, more=ln == "gpt" and not isa_pass)
+            layouts(mw, work, name, r, prefix, more=ln in ("gpt", "padgpt") and not isa_pass)
         if ln and r is not None and not isa_pass:  # Conv1D's (k, C, O), LayerNorm's gamma, beta
             export(mw, work, name, r, "ex-" + ln)
     if first[1] is not None:

@@ -33,6 +33,7 @@ void mw_dataset_free(mw_dataset *d)
     free(d->targets);
     free(d->weights);
     free(d->mask_w);
+    free(d->valid);
     mw_dataset_init(d);
 }
 
@@ -196,25 +197,66 @@ void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *id
         release_pages(d, ids, n, nbytes);
 }
 
+/* Loss weights per example: a sequence's positions (labels (N, T)), else 1. */
+static int positions_of(const mw_dataset *d)
+{
+    return d->label_width > 1 ? d->label_width : 1;
+}
+
+/* 1 when position t of example id counts in the loss: its label is not the ignored one, and
+ * with a padding mask its input id is not 0 (the output's position t is the input's). */
+static int position_counts(const mw_dataset *d, uint32_t id, int t)
+{
+    const int P = positions_of(d);
+    if (d->mask_ignore && d->labels && d->labels[(size_t)id * P + t] == d->ignore_label)
+        return 0;
+    if (!d->mask_pad || d->type != MW_IMAGES_TOKENS)
+        return 1;
+    const uint8_t *x = d->images + (size_t)id * mw_dataset_image_nbytes(d);
+    return mw_token_at(x + (size_t)t * (size_t)d->tok_size, d->tok_size, d->tok_signed) != 0;
+}
+
 float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n)
 {
     if (!d->weights && !d->mask_w)
         return NULL;
-    for (int i = 0; i < n; i++) /* Keras: sample_weight * mask */
-        w[i] = (d->weights ? d->weights[ids[i]] : 1.0f) * (d->mask_w ? d->mask_w[ids[i]] : 1.0f);
+    const int P = positions_of(d);
+    for (int i = 0; i < n; i++) { /* Keras: sample_weight * mask */
+        const float sw = d->weights ? d->weights[ids[i]] : 1.0f;
+        for (int t = 0; t < P; t++)
+            w[(size_t)i * P + t] = !d->mask_w                      ? sw
+                                   : position_counts(d, ids[i], t) ? sw * d->mask_w[ids[i]]
+                                                                   : 0.0f;
+    }
     return w;
 }
 
-mw_status mw_dataset_set_ignore(mw_dataset *d, int32_t label, const char *what)
+mw_status mw_dataset_set_mask(mw_dataset *d, int has_ignore, int32_t label, int pad,
+                              const char *what)
 {
     free(d->mask_w);
-    d->mask_w = NULL;
-    if (d->count == 0 || !d->labels)
-        return MW_OK;
-    if (!(d->mask_w = calloc(d->count, sizeof *d->mask_w)))
-        return mw_err(MW_ENOMEM, "%s: out of memory for the ignore_class factors (%u examples)",
-                      what, d->count);
+    free(d->valid);
+    d->mask_w = NULL, d->valid = NULL;
+    d->mask_ignore = has_ignore && d->labels, d->mask_pad = pad && d->type == MW_IMAGES_TOKENS;
     d->ignore_label = label;
+    if (d->count == 0 || (!d->mask_ignore && !d->mask_pad))
+        return MW_OK;
+    d->mask_w = calloc(d->count, sizeof *d->mask_w);
+    d->valid = calloc(d->count, sizeof *d->valid);
+    if (!d->mask_w || !d->valid) {
+        free(d->mask_w), free(d->valid);
+        d->mask_w = NULL, d->valid = NULL;
+        return mw_err(MW_ENOMEM, "%s: out of memory for the loss mask's factors (%u examples)",
+                      what, d->count);
+    }
+    const int P = positions_of(d);
+    const size_t nb = mw_dataset_image_nbytes(d);
+    for (uint32_t i = 0; i < d->count; i++) {
+        for (int t = 0; t < P; t++)
+            d->valid[i] += (uint32_t)position_counts(d, i, t);
+        if (d->map && d->mask_pad)
+            release_pages(d, &i, 1, nb);
+    }
     return MW_OK;
 }
 
@@ -224,17 +266,16 @@ void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb
         return;
     if (n > (long)d->count)
         n = (long)d->count;
+    const long P = positions_of(d);
     for (long at = 0; at < n; at += gb) {
         const long end = n - at < gb ? n : at + gb;
         long valid = 0;
         for (long i = at; i < end; i++)
-            valid += d->labels[ids ? ids[i] : (uint32_t)i] != d->ignore_label;
-        /* Keras' mask *= total / (valid + epsilon), in float32 */
-        const float f = (float)(end - at) / ((float)valid + 1e-7f);
-        for (long i = at; i < end; i++) {
-            const uint32_t id = ids ? ids[i] : (uint32_t)i;
-            d->mask_w[id] = d->labels[id] != d->ignore_label ? f : 0.0f;
-        }
+            valid += d->valid[ids ? ids[i] : (uint32_t)i];
+        /* Keras 3.15's apply_mask: divide_no_nan(total, valid), in float32 */
+        const float f = valid > 0 ? (float)((end - at) * P) / (float)valid : 0.0f;
+        for (long i = at; i < end; i++)
+            d->mask_w[ids ? ids[i] : (uint32_t)i] = f;
     }
 }
 
@@ -265,7 +306,8 @@ void mw_dataset_classes_without(mw_dataset *train, mw_dataset *test, int32_t ign
     int32_t top = -1;
     const mw_dataset *sets[2] = {train, test};
     for (int s = 0; s < 2; s++)
-        for (uint32_t i = 0; sets[s]->labels && i < sets[s]->count; i++)
+        for (size_t i = 0; sets[s]->labels && i < (size_t)sets[s]->count * positions_of(sets[s]);
+             i++)
             if (sets[s]->labels[i] != ignore && sets[s]->labels[i] > top)
                 top = sets[s]->labels[i];
     if (top >= 0 && ignore > top && train->num_classes > top + 1)

@@ -39,18 +39,22 @@ typedef enum {
  * the set owns (map != NULL: an uncompressed .npy, shared with every rank of the node through
  * the page cache; only the pages of the examples a rank assembles are ever read). */
 typedef struct {
-    uint8_t *images;      /* see above; count * rows * cols * channels elements of `type` */
-    int32_t *labels;      /* owned; count entries, each in [0, num_classes); NULL with targets */
-    float *targets;       /* owned, or NULL: float targets, count x target_width (regression
-                             values, one-hot or multi-hot classes; worker/model/loss.h) */
-    int target_width;     /* 0: the labels are the targets */
-    int label_width;      /* labels per example: 1, or a sequence's T ((N, T) labels: one per
-                             position, for a model whose output is (None, T, classes)) */
-    float *weights;       /* owned, or NULL: each example's sample weight (>= 0; Keras'
-                             fit(sample_weight=...)): its loss is multiplied by it */
-    float *mask_w;        /* owned, or NULL: an ignore_class loss (mw_dataset_set_ignore): each
-                             example's factor in its batch (mw_dataset_mask_batches) */
-    int32_t ignore_label; /* with mask_w: the label whose examples count for nothing */
+    uint8_t *images;  /* see above; count * rows * cols * channels elements of `type` */
+    int32_t *labels;  /* owned; count entries, each in [0, num_classes); NULL with targets */
+    float *targets;   /* owned, or NULL: float targets, count x target_width (regression
+                         values, one-hot or multi-hot classes; worker/model/loss.h) */
+    int target_width; /* 0: the labels are the targets */
+    int label_width;  /* labels per example: 1, or a sequence's T ((N, T) labels: one per
+                         position, for a model whose output is (None, T, classes)) */
+    float *weights;   /* owned, or NULL: each example's sample weight (>= 0; Keras'
+                         fit(sample_weight=...)): its loss is multiplied by it */
+    float *mask_w;    /* owned, or NULL: a masked loss (mw_dataset_set_mask): each example's
+                         factor in its batch (mw_dataset_mask_batches) */
+    uint32_t *valid;  /* owned with mask_w: each example's positions that count (1 or 0
+                         for an example without positions) */
+    int mask_ignore;  /* with mask_w: the labels ignore_label count for nothing */
+    int32_t ignore_label;
+    int mask_pad; /* with mask_w: the positions whose input id is 0 count for nothing */
     uint32_t count, rows, cols, channels;
     mw_image_type type;
     int tok_size, tok_signed; /* MW_IMAGES_TOKENS: bytes per id (1, 2, 4, 8), signed */
@@ -116,20 +120,27 @@ mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *d
  * pixels stay 0..255 when it rescales or normalizes, and its random layers act when
  * d->augment, keyed by (d->aug_seed, d->epoch, id). */
 void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *ids, int n);
-/* The sample weights of the n examples ids into w, and w; NULL (w untouched) when the set has
- * none (every weight 1). With an ignore label, each weight times the example's factor in its
- * batch (mw_dataset_mask_batches). */
+/* The loss weights of the n examples ids into w, and w; NULL (w untouched) when the set has
+ * none (every weight 1). One per example, or with labels per position (label_width T > 1) T
+ * per example (n x T): the example's sample weight, times with a mask (mw_dataset_set_mask)
+ * the example's factor in its batch (mw_dataset_mask_batches) where the position counts, 0
+ * where it does not. */
 float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n);
-/* SparseCategoricalCrossentropy(ignore_class=label): the examples with that label count for
- * nothing and a batch's loss is divided by its other examples, as Keras' loss masks do
- * (keras/src/losses/loss.py, apply_mask): each example's weight gets a factor, 0 for an
- * ignored one and total / (valid + 1e-7) in float32 for the others, so that the usual sum /
- * global batch is sum / valid. Allocates count factors (MW_ENOMEM naming what). */
-mw_status mw_dataset_set_ignore(mw_dataset *d, int32_t label, const char *what);
+/* The loss's mask, as Keras applies one (keras/src/losses/loss.py, apply_mask): with
+ * has_ignore (SparseCategoricalCrossentropy(ignore_class=label)) the examples, or positions,
+ * of that label, and with pad (the model's output carries Embedding(mask_zero)'s padding
+ * mask; token ids only) the positions whose input id is 0, count for nothing, and a batch's
+ * loss is divided by the positions that count: each weight gets a factor, 0 where a position
+ * does not count and total / valid in float32 where it does (total: the batch's positions),
+ * so that the usual sum / (global batch x positions) is sum / valid. Counts each example's
+ * valid positions once (reading a token set's ids); allocates count factors and counts
+ * (MW_ENOMEM naming what). Neither: no mask, nothing allocated. */
+mw_status mw_dataset_set_mask(mw_dataset *d, int has_ignore, int32_t label, int pad,
+                              const char *what);
 /* The factors for batches of gb of ids[0..n) (the last one shorter when gb does not divide
  * n; ids NULL: the examples 0..n-1): every rank computes the same from the epoch order, so
- * the valid count is the global batch's, whatever the cluster layout. Nothing without an
- * ignore label. */
+ * the valid count is the global batch's, whatever the cluster layout. A batch with no valid
+ * position gets 0 (Keras' divide_no_nan). Nothing without a mask. */
 void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb);
 /* The classes beside an ignore label (--classes not given): the largest other label of train
  * and test + 1, when the ignore label lies above every class (255 beside labels 0..9 is not

@@ -175,7 +175,7 @@ mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const c
     if (json_array_size(metrics) > MW_METRICS_MAX)
         return mw_kc_bad(&l, NULL, "%zu metrics; mwtrain reports at most %d",
                          json_array_size(metrics), MW_METRICS_MAX);
-    mw_metric_list ml = {0, {MW_METRIC_NONE}, 1};
+    mw_metric_list ml = {0, {MW_METRIC_NONE}, 1, 0};
     unsigned by_shape = 0;
     for (size_t i = 0; i < json_array_size(metrics); i++) {
         mw_kc_loc e;

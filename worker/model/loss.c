@@ -130,10 +130,12 @@ size_t mw_loss_target_bytes(const mw_loss *ls, int width)
 
 mw_metric_list mw_loss_metrics(const mw_loss *ls)
 {
-    if (ls->metrics.n > 0)
-        return ls->metrics;
-    const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy; /* a classifier's own */
-    mw_metric_list d = {1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}, 1}; /* a regression's */
+    mw_metric_list d = ls->metrics;
+    if (d.n <= 0) { /* the loss's default: a classifier's own accuracy, a regression's MAE */
+        const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy;
+        d = (mw_metric_list){1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}, 1, 0};
+    }
+    d.masked = ls->masked;
     return d;
 }
 
@@ -224,16 +226,18 @@ double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums)
         return 0;
     if (ml->kind[i] == MW_METRIC_AUC)
         return auc_value(sums);
-    const double count = sums[MW_SUM_COUNT], sum = sums[MW_SUM_METRIC(i)];
+    const double count = sums[ml->masked ? MW_SUM_VALID : MW_SUM_COUNT];
+    const double sum = sums[MW_SUM_METRIC(i)];
     const double mean = count > 0 ? sum / count : 0;
     return ml->kind[i] == MW_METRIC_RMSE ? sqrt(mean) : mean;
 }
 
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
-                         size_t ybytes, int n, int width)
+                         size_t ybytes, const float *ids, int n, int width)
 {
-    const size_t per = (size_t)(ml->positions > 1 ? ml->positions : 1) * width;
+    const size_t P = (size_t)(ml->positions > 1 ? ml->positions : 1), per = P * width;
     for (int i = 0; i < n; i++)
         metrics_add_example(ml, acc, prob + (size_t)i * per,
-                            (const uint8_t *)y + (size_t)i * ybytes, width);
+                            (const uint8_t *)y + (size_t)i * ybytes, width,
+                            ml->masked && ids ? ids + (size_t)i * P : NULL);
 }

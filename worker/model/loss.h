@@ -48,9 +48,13 @@ typedef struct {
     unsigned by_shape;      /* bit i: metric i was named "accuracy", whose form Keras picks by
                                the shapes (mw_loss_accuracy_by_shape) */
     int has_ignore;         /* SparseCategoricalCrossentropy(ignore_class=ignore_class): */
-    int32_t ignore_class;   /* the examples of that label (>= 0) count for nothing, and the
-                               loss is divided by the global batch's other examples
+    int32_t ignore_class;   /* the examples (or positions) of that label (>= 0) count for
+                               nothing, and the loss is divided by the global batch's others
                                (worker/data/data.h, mw_dataset_mask_batches) */
+    int masked;             /* the model's output carries Embedding(mask_zero)'s padding mask
+                               (mw_model.out_masked): the positions whose input id is 0 count
+                               for nothing in the loss (as ignore_class) and the metrics
+                               (mw_metric_list.masked) */
 } mw_loss;
 
 typedef struct {
@@ -106,12 +110,14 @@ int mw_metric_percent(mw_metric_kind m);
 /* How many of the running sums (kernels.h' MW_SUM_*) ml uses: they are what is reduced. */
 int mw_sums_len(const mw_metric_list *ml);
 /* Metric i's value from the running sums over every replica: the mean of its per-example
- * values (the accuracies in [0, 1]; RMSE the root of the mean), or an AUC from its buckets
- * as Keras' AUC.result computes it. */
+ * values (with a mask, of the positions counted; the accuracies in [0, 1]; RMSE the root of
+ * the mean), or an AUC from its buckets as Keras' AUC.result computes it. */
 double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums);
 /* Adds the n examples' metric values (and AUC counts) into acc (MW_SUMS doubles), from host
- * copies of prob (n x positions x width) and the targets (ybytes each). */
+ * copies of prob (n x positions x width) and the targets (ybytes each); with ml->masked the
+ * positions whose input id (ids, n x positions) is 0 do not count. The CPU twin of
+ * mw_cuda_metrics_add (kernels/cuda/cuda.h). */
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
-                         size_t ybytes, int n, int width);
+                         size_t ybytes, const float *ids, int n, int width);
 
 #endif

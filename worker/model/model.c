@@ -373,6 +373,7 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     MW_TRY(check_policies(m));
     MW_TRY(mw_model_plan_masks(m));
+    m->loss.masked = m->out_masked;
     pool_before_relu(m);
     plan_in_place(m);
     plan_rounding(m);
@@ -505,8 +506,8 @@ static void plan_ws(ws_plan *p, const mw_model *m, size_t n, int with_scratch)
     off += up64(n * (P > 1 ? 1 + P : 1) * sizeof(float));
     p->y = off;
     off += up64(n * mw_model_target_bytes(m));
-    p->w = off;
-    off += up64(n * sizeof(float));
+    p->w = off; /* a weight per example, or per position (mw_dataset_batch_weights) */
+    off += up64(n * P * sizeof(float));
     p->params16 = SIZE_MAX;
     if (mw_model_policy(m) != MW_POLICY_FLOAT32) {
         p->params16 = off;
@@ -736,13 +737,13 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
     const int T = m->positions > 1 ? m->positions : 1;
     /* a sequence (the sparse loss only, worker/session.c): each position a row, and each
      * example's loss the mean of its positions' (Keras: the mean over N x T) */
+    float *rows = T > 1 ? ws->loss + n : ws->loss;
     mw_loss_row(m->loss.kind)
-        ->forward(kt, k, &m->loss, T > 1 ? ws->loss + n : ws->loss, ws->prob, ws->act[m->nlayers],
-                  ws->y, n * T, m->nclasses);
+        ->forward(kt, k, &m->loss, rows, ws->prob, ws->act[m->nlayers], ws->y, n * T, m->nclasses);
+    if (ws->w) /* Keras: sum(w_i loss_i) / size, so each loss (each position's) times its weight */
+        kt->scale_rows(k, rows, ws->w, n * T, 1);
     if (T > 1)
         kt->row_mean(k, ws->loss, ws->loss + n, n, T);
-    if (ws->w) /* Keras: sum(w_i loss_i) / batch, so each loss times its weight */
-        kt->scale_rows(k, ws->loss, ws->w, n, 1);
 }
 
 void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
@@ -791,8 +792,8 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     mw_loss_row(m->loss.kind)
         ->backward(kt, k, &m->loss, ws->grad[L], ws->act[L], ws->prob, ws->y,
                    scale * mw_model_loss_scale(m) / (float)T, n * T, m->nclasses);
-    if (ws->w)
-        kt->scale_rows(k, ws->grad[L], ws->w, n, T * m->nclasses);
+    if (ws->w) /* a weight per example or per position (mw_dataset_batch_weights) */
+        kt->scale_rows(k, ws->grad[L], ws->w, n * T, m->nclasses);
     for (int i = L - 1; i >= from; i--)
         bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
 }
@@ -847,5 +848,6 @@ mw_metric_list mw_model_metrics(const mw_model *m)
 void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc)
 {
     const mw_metric_list ml = mw_model_metrics(m);
-    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), n, m->nclasses);
+    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), ws->act[0], n,
+                        m->nclasses);
 }

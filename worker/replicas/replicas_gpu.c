@@ -149,7 +149,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     const size_t in = n * (size_t)m->in_h * m->in_w * m->in_c;
     const size_t yb = mw_model_target_bytes(m);
     const size_t o_lab = up64(in * sizeof(float)), o_w = o_lab + up64(n * yb);
-    const size_t o_ids = o_w + up64(n * sizeof(float));
+    const size_t P = m->positions > 1 ? (size_t)m->positions : 1; /* loss weights per example */
+    const size_t o_ids = o_w + up64(n * P * sizeof(float));
     const size_t slot = o_ids + up64(n * sizeof(uint32_t)); /* bytes of one staging slot */
     MW_TRY(mw_cuda_host_alloc(&g->stage,
                               2 * slot + up64(sizeof(double)) + up64(MW_SUMS * sizeof(double))));
@@ -311,7 +312,7 @@ static void metrics_add(const mw_model *m, gpu_dev *g, int n)
 {
     const mw_metric_list ml = mw_model_metrics(m);
     mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.y, mw_model_target_bytes(m),
-                        &ml, n, m->nclasses);
+                        g->ws.act[0], &ml, n, m->nclasses);
 }
 
 /* The bytes of the running sums the model's metrics use: what is zeroed and downloaded. */
@@ -327,6 +328,7 @@ static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, co
     mw_model_ws *ws = &g->ws;
     const mw_model *m = r->env.model;
     const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
+    const size_t P = m->positions > 1 ? (size_t)m->positions : 1; /* loss weights per example */
     const int s = g->slot = (int)(g->round++ % 2);
     MW_TRY(mw_cuda_wait_copy_mark(&g->k, s, r->env.o->collective_timeout, "GPU staging"));
     MW_TL_BEGIN("data", "data");
@@ -340,7 +342,7 @@ static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, co
         mw_cuda_upload_copy(g->d_y[s], g->h_y[s], (size_t)n * mw_dataset_target_nbytes(d), &g->k));
     const int weighted = mw_dataset_batch_weights(d, g->h_w[s], g->h_ids[s], n) != NULL;
     if (weighted)
-        MW_TRY(mw_cuda_upload_copy(g->d_w[s], g->h_w[s], (size_t)n * sizeof(float), &g->k));
+        MW_TRY(mw_cuda_upload_copy(g->d_w[s], g->h_w[s], (size_t)n * P * sizeof(float), &g->k));
     if (training)
         MW_TRY(mw_cuda_upload_copy(g->d_ids[s], g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
     MW_TRY(mw_cuda_copy_mark(&g->k, s));
@@ -591,7 +593,7 @@ static void take_macc(const mw_replicas *r, double *sums, double div)
     for (int d = 0; d < r->ngpu; d++) {
         const double *h = r->gd[d].h_macc;
         sums[MW_SUM_LOSS] += h[MW_SUM_LOSS] / div;
-        for (int j = MW_SUM_METRIC(0); j < len; j++)
+        for (int j = MW_SUM_VALID; j < len; j++)
             sums[j] += h[j];
     }
 }

@@ -153,6 +153,8 @@ static void carve(const mw_layer_call *c, views *V)
         /* every padding mask here is the model input's ids != 0 (mw_model_plan_masks) */
         .qids = (l->masked & 1) && !l->mha.keys_only ? act[0] : NULL,
         .vids = (l->masked & 6) ? act[0] : NULL,
+        /* Keras 3.15: its fused attention without dropout, its Softmax(mask) with it */
+        .empty_uniform = !(l->rate > 0.0f),
         .rate = c->ws->training ? l->rate : 0.0f,
         .seed = c->ws->dropout_seed,
         .stream = (uint64_t)c->i,

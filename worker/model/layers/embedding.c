@@ -293,6 +293,57 @@ static int passes(const mw_layer *l)
     }
 }
 
+/* What Keras 3.15 does at run time, beside what its graph records: a layer's mask travels as
+ * an attribute of its output tensor, from the first input's (Layer.__call__'s previous_mask),
+ * and MultiHeadAttention.call takes its query mask from that attribute, then deletes the
+ * attribute from its query, value and key tensors (keras/src/layers/attention/
+ * multi_head_attention.py: "the masks are handled at the level of the layer"). So a residual
+ * Add([x, attention(x, x)]) runs after the attention, on an x without its mask, and keeps
+ * none, and neither does the output after it. The loss and the metrics take the output's
+ * attribute: out_masked. An attention whose query lost the attribute masks only the keys
+ * (keys_only; the value and key masks are the graph's call arguments). A KerasHub block
+ * keeps its input's mask (its own attention does not delete it). Allocates a flag per layer
+ * (MW_ENOMEM). */
+static mw_status plan_run_time(mw_model *m)
+{
+    unsigned char *rt = calloc((size_t)m->nlayers + 1, 1), *at = rt ? rt + 1 : NULL;
+    if (!rt)
+        return mw_err(MW_ENOMEM, "out of memory for the padding mask's plan");
+    int block_rt = 0; /* a KerasHub block's: its input's, when its first part runs */
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        const int first = l->nin > 0 ? at[l->in[0]] : 0; /* at[-1]: the model's input, none */
+        if (l->block) {
+            block_rt = l->block_first ? first : block_rt;
+            at[i] = (unsigned char)block_rt;
+            continue;
+        }
+        switch (l->kind) {
+        case MW_LAYER_EMBED:
+            at[i] = (unsigned char)l->mask_zero;
+            break;
+        case MW_LAYER_MHA:
+            l->mha.keys_only = (l->masked & 1) && !first;
+            at[i] = (unsigned char)first;
+            for (int j = 0; j < l->nin; j++)
+                if (l->in[j] >= 0)
+                    at[l->in[j]] = 0;
+            break;
+        case MW_LAYER_ADD:
+        case MW_LAYER_MULTIPLY:
+            at[i] = 1;
+            for (int j = 0; j < l->nin; j++)
+                at[i] &= at[l->in[j]];
+            break;
+        default:
+            at[i] = (unsigned char)(passes(l) && first);
+        }
+    }
+    m->out_masked = m->nlayers > 0 && at[m->nlayers - 1] && carries(m, m->nlayers - 1);
+    free(rt);
+    return MW_OK;
+}
+
 mw_status mw_model_plan_masks(mw_model *m)
 {
     for (int i = 0; i < m->nlayers; i++) {
@@ -318,12 +369,17 @@ mw_status mw_model_plan_masks(mw_model *m)
                       "Multiply, Dropout, Activation)",
                       l->name, l->cls, mw_model_producer_name(m, from));
     }
-    if (m->nlayers > 0 && carries(m, m->nlayers - 1))
+    MW_TRY(plan_run_time(m));
+    /* the output's position t is the input's (the layers that pass the mask keep the steps):
+     * its input id says whether it counts in the loss and the metrics */
+    const mw_layer *last = m->out_masked ? &m->layers[m->nlayers - 1] : NULL;
+    const long steps = (long)m->in_h * m->in_w * m->in_c; /* the input's ids per example */
+    if (last && (last->out_h != 1 || last->out_w != steps))
         return mw_err(MW_EUNSUPPORTED,
                       "the model's output (layer '%s') carries the padding mask of "
-                      "Embedding(mask_zero=True), which Keras applies to a per-position loss; "
-                      "supported yet: a mask consumed by GlobalAveragePooling1D",
-                      mw_model_producer_name(m, m->nlayers - 1));
+                      "Embedding(mask_zero=True) with %dx%d positions, but its input has %ld "
+                      "steps; a masked loss takes an output of the input's steps",
+                      mw_model_producer_name(m, m->nlayers - 1), last->out_h, last->out_w, steps);
     return MW_OK;
 }
 
