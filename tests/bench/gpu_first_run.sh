@@ -20,25 +20,31 @@
 # no GPU is visible and rank 0 would not train on one; where a GPU is visible (nvidia-smi,
 # /dev/nvidia0) and mwtrain would not use it, exit 1 with mwtrain's reason.
 #
-#   gpu_first_run.sh BUILDDIR [OUTDIR] [--quick] [--no-throughput] [--rounds=N]
+#   gpu_first_run.sh BUILDDIR [OUTDIR] [--quick] [--no-throughput] [--rounds=N] [--tp-steps=N]
+#                    [--sgd-steps=N]
 #
 # BUILDDIR: a build with CUDA (worker/mwtrain, worker/mwtrain-cuda.so, tests/cuda/test_cuda,
 # tests/mpi/cmp_weights), or a bundle of one (tests/bench/gpu_bundle.sh). OUTDIR defaults to
 # ./gpu-first-run. --quick: no meson test and no compute-sanitizer, few steps, one round (the
 # dry run on fake devices, tests/cuda/meson.build); --no-throughput: checks 1, 2 and 4;
-# --rounds=N: N throughput rounds (default 3).
+# --rounds=N: N throughput rounds (default 3); --tp-steps=N: at most N steps per epoch in a
+# throughput run (default 300, --quick 10; the dry run takes 1: its numbers mean nothing);
+# --sgd-steps=N: the SGD agreements' steps (default 50, --quick 20; the dry run's negative
+# control takes 2, enough to disagree).
 # Data: Fashion-MNIST at its Debian path, else the bundle's 30000 examples of it, else a
 # random set of its shape written with numpy (then the report says the agreement checks little).
 # Environment: MW_FIRST_RUN_CPU_FLAGS, extra flags for the CPU side of the comparisons (the dry
 # run's negative control uses it to make them disagree).
 set -uo pipefail
 build=${1:?usage: gpu_first_run.sh BUILDDIR [OUTDIR] [--quick]}
-out=gpu-first-run quick=0 throughput=1 rounds=""
+out=gpu-first-run quick=0 throughput=1 rounds="" tp_steps="" sgd_opt=""
 for a in "${@:2}"; do
     case $a in
     --quick) quick=1 ;;
     --no-throughput) throughput=0 ;;
     --rounds=*) rounds=${a#--rounds=} ;;
+    --tp-steps=*) tp_steps=${a#--tp-steps=} ;;
+    --sgd-steps=*) sgd_opt=${a#--sgd-steps=} ;;
     *) out=$a ;;
     esac
 done
@@ -206,7 +212,7 @@ le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 # 0.6 of their largest value in those steps (against 1 step), so a GPU that computed a wrong
 # gradient, or none, fails by orders of magnitude.
 smooth=(--model "$src/tests/bench/smooth_cnn.json")
-sgd_steps=$( ((quick)) && echo 20 || echo 50)
+sgd_steps=${sgd_opt:-$( ((quick)) && echo 20 || echo 50)}
 sgd=("${smooth[@]}" --optimizer sgd --learning-rate 0.01)
 tol=1e-5
 cpu=(--device cpu "${cpu_extra[@]}")
@@ -346,7 +352,8 @@ for b in 64 1024; do
             says="mixed_float16 (" ;;
         esac
         per=$((60000 / b)) mws=() pts=() name="b$b-$mode"
-        ((per > (quick ? 10 : 300))) && per=$((quick ? 10 : 300))
+        cap=${tp_steps:-$( ((quick)) && echo 10 || echo 300)}
+        ((per > cap)) && per=$cap
         for ((r = 1; r <= rounds; r++)); do
             CUDA_VISIBLE_DEVICES=$one timeout 600 "$mw" train --device gpu --epochs 2 --steps-per-epoch "$per" --batch-per-replica "$b" \
                 "${mwf[@]}" --progress none --summary-dir "" --checkpoint-every-epochs 0 "${data[@]}" \

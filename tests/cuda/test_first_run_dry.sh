@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 export MW_CUDA_MODULE=$module
 unset TF_CONFIG MW_HOSTDEV_FAULT MW_FIRST_RUN_CPU_FLAGS
 
-MW_HOSTDEV_GPUS=2 bash "$script" "$build" "$tmp/ok" --quick >"$tmp/ok.out" 2>&1
+MW_HOSTDEV_GPUS=2 bash "$script" "$build" "$tmp/ok" --quick --tp-steps=1 >"$tmp/ok.out" 2>&1
 rc=$?
 r=$tmp/ok/report.md
 cat "$tmp/ok.out"
@@ -51,7 +51,7 @@ check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
     "what needs a real GPU is SKIP: $(grep SKIP "$r")"
 
 MW_HOSTDEV_GPUS=2 MW_FIRST_RUN_CPU_FLAGS="--learning-rate 0.011" \
-    bash "$script" "$build" "$tmp/neg" --quick --no-throughput >"$tmp/neg.out" 2>&1
+    bash "$script" "$build" "$tmp/neg" --quick --no-throughput --sgd-steps=2 >"$tmp/neg.out" 2>&1
 rc=$?
 check '[[ $rc -eq 1 && $(grep -c "^| SGD, .* | FAIL | weights rel diff" "$tmp/neg/report.md") -eq 3 ]]' \
     "negative control: exit $rc, $(grep "SGD, " "$tmp/neg/report.md")"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Preemption under mpirun -n 2 started as deploy/ starts it (deploy/mpirun/run.sh, with its
-# mca-params.conf). TRIALS times each (default 2; the closing note's numbers come from 5), at a
+# mca-params.conf). TRIALS times each (default 2, the suite 1; the closing note's numbers come
+# from 5), at a
 # random moment of the run, SIGTERM to: the launcher (run.sh: the kubelet's or Slurm's view),
 # the chief (rank 0) and a worker (rank 1). Asserted for every trial:
 #   - the launcher exits 133 and every process is gone within --preemption-grace (printed:
