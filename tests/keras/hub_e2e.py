@@ -13,6 +13,9 @@ exported, Keras' logits of it equal to those of its own training within 1e-5.
     the PositionEmbedding takes no mask, and Keras 3.15's Add keeps a mask only when every
     input has one, so nothing after it is masked (no control: without mask_zero it is the
     same model).
+  - Embedding(mask_zero=True) -> the two TransformerDecoder -> Dense on each position,
+    padded: the blocks keep the mask to the output, so the loss and the token accuracy count
+    the positions that are not padding (control: Keras without mask_zero).
 Refused, each one message: a KerasHub layer not read yet (TransformerEncoder), a sequence
 longer than TokenAndPositionEmbedding's sequence_length, and TokenAndPositionEmbedding with
 mask_zero=True (Keras keeps that mask out of the graph and MultiHeadAttention removes it from
@@ -44,13 +47,17 @@ def compiled(inp, out):
 def build_blocks(ln, mask_zero, inp):
     """KerasHub's own blocks: Embedding(mask_zero) -> TransformerEncoder -> pooling -> Dense,
     or TokenAndPositionEmbedding -> TransformerDecoder (post-norm) -> TransformerDecoder
-    (normalize_first, gelu) -> Dense on each position."""
+    (normalize_first, gelu) -> Dense on each position; hub-dec-padgpt: the same decoders after
+    Embedding(mask_zero), padded, the mask reaching the loss."""
     L, H = keras.layers, keras_hub.layers
     if ln == "hub-enc":
         x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
         x = H.TransformerEncoder(16, 2, name="enc")(x)
         return compiled(inp, L.Dense(E.K, name="head")(L.GlobalAveragePooling1D(name="pool")(x)))
-    x = H.TokenAndPositionEmbedding(E.V, E.T, E.D, name="tok_pos")(inp)
+    if ln == "hub-dec-padgpt":
+        x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
+    else:
+        x = H.TokenAndPositionEmbedding(E.V, E.T, E.D, name="tok_pos")(inp)
     x = H.TransformerDecoder(16, 2, name="dec1")(x)
     x = H.TransformerDecoder(16, 2, activation="gelu", normalize_first=True, name="dec2")(x)
     return compiled(inp, L.Dense(E.K, name="head")(x))
@@ -62,7 +69,7 @@ def build(pool, seed, mask_zero=False, ln=None):
     L, H = keras.layers, keras_hub.layers
     keras.utils.set_random_seed(seed)
     inp = keras.Input((E.T,), dtype="int32", name="ids")
-    if ln in ("hub-enc", "hub-dec-gpt"):
+    if ln in ("hub-enc", "hub-dec-gpt", "hub-dec-padgpt"):
         return build_blocks(ln, mask_zero, inp)
     if ln in ("hub-pos", "hub-sine"):
         x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
@@ -174,9 +181,10 @@ def main():
             ("Embedding + SinePositionEncoding, block", 34, False, "hub-sine"),
             ("Embedding + PositionEmbedding, block", 33, True, "hub-pos"),
             ("Embedding(mask_zero) -> TransformerEncoder", 35, True, "hub-enc"),
-            ("TokenAndPositionEmbedding -> 2 TransformerDecoder", 36, False, "hub-dec-gpt")]:
+            ("TokenAndPositionEmbedding -> 2 TransformerDecoder", 36, False, "hub-dec-gpt"),
+            ("Embedding(mask_zero) -> 2 TransformerDecoder", 37, True, "hub-dec-padgpt")]:
         r = E.one_case(mw, work, name, "avg", np.int32, seed, table, mask, ln,
-                       control=ln == "hub-enc")
+                       control=ln in ("hub-enc", "hub-dec-padgpt"))
         if r is not None:
             E.layouts(mw, work, name, r, ln + "-", more=ln == "hub-dec-gpt")
             if ln in ("hub-enc", "hub-dec-gpt"):
