@@ -61,7 +61,7 @@ check '[[ $rc -ne 0 ]] && grep -q "hidden: [1-9][0-9]* library files" <<<"$out"'
 
 unshare -m bash "$tmp/hidden.sh" "$tmp/b" bash -c '. "$1/env.sh" && ldd "$1/worker/mwtrain" | grep libmpi &&
     MW_CUDA_MODULE="$2" MW_HOSTDEV_GPUS=2 bash "$3/tests/bench/gpu_first_run.sh" "$1" "$4" --quick \
-        --no-throughput' _ "$tmp/b" "$module" "$src" "$tmp/fr" >"$tmp/run.out" 2>&1
+        --no-throughput --sgd-steps=5' _ "$tmp/b" "$module" "$src" "$tmp/fr" >"$tmp/run.out" 2>&1
 rc=$?
 cat "$tmp/run.out"
 check '[[ $rc -eq 0 ]] && grep -q "libmpi.so.40 => $tmp/b/lib/libmpi.so.40" "$tmp/run.out" &&
