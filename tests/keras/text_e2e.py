@@ -447,6 +447,15 @@ def refusals(mw, work, r, tagger=None):
               "is (None, 12, 3), one per position; expected labels (N, 12)" in last,
               "refused, labels (N,) beside a model with an output per position (exit %d): %s"
               % (p.returncode, last))
+        p = run([mw, "train", "--model", tagger["path"], "--data", tagger["data"], "--loss", "mse",
+                 "--epochs", "1", "--summary-dir", "", "--checkpoint-dir",
+                 os.path.join(work, "bad-tags3-ck")])
+        last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
+        check(p.returncode != 0 and
+              "--loss mse: a loss per position is SparseCategoricalCrossentropy, for now" in last and
+              "(layer 'head')" in last,
+              "refused, a loss per position other than the sparse one (exit %d): %s"
+              % (p.returncode, last))
     big = d["x_train"].copy()
     big[5, 7] = V  # one past the vocabulary
     cases.append(("id >= input_dim", dict(d, x_train=big),

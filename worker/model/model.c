@@ -373,7 +373,6 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     MW_TRY(check_policies(m));
     MW_TRY(mw_model_plan_masks(m));
-    m->loss.masked = m->out_masked;
     pool_before_relu(m);
     plan_in_place(m);
     plan_rounding(m);

@@ -209,9 +209,6 @@ typedef struct mw_model {
                             output (None, T, nclasses), a loss and metrics per position) */
     mw_loss loss;        /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
                             cross-entropy from logits, accuracy) */
-    int out_masked;      /* its output carries the padding mask (mw_model_plan_masks): the
-                            loss and the metrics count only the positions whose input id is
-                            not 0 (mw_loss.masked) */
     int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
     char input_name[64]; /* the graph's InputLayer, for the summary */
     int *next_in;        /* mw_model_set_inputs: inputs of the next added layer (owned) */
@@ -273,7 +270,7 @@ mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, i
  * value and key and passes the query's mask on, GlobalAveragePooling1D takes the mean over the
  * unmasked steps; every layer's masked says which inputs carry it. A mask reaching any other
  * layer is refused (MW_EUNSUPPORTED naming the layer); one reaching the output sets
- * out_masked (Keras masks the loss and the metrics with it). Called by mw_model_finalize. */
+ * loss.masked (Keras masks the loss and the metrics with it). Called by mw_model_finalize. */
 mw_status mw_model_plan_masks(mw_model *m);
 /* Token ids travel as floats, exact below 2^24: the largest vocabulary. */
 #define MW_EMBED_MAX_VOCAB (1 << 24)

@@ -300,7 +300,7 @@ static int passes(const mw_layer *l)
  * multi_head_attention.py: "the masks are handled at the level of the layer"). So a residual
  * Add([x, attention(x, x)]) runs after the attention, on an x without its mask, and keeps
  * none, and neither does the output after it. The loss and the metrics take the output's
- * attribute: out_masked. An attention whose query lost the attribute masks only the keys
+ * attribute: loss.masked. An attention whose query lost the attribute masks only the keys
  * (keys_only; the value and key masks are the graph's call arguments). A KerasHub block
  * keeps its input's mask (its own attention does not delete it). Allocates a flag per layer
  * (MW_ENOMEM). */
@@ -339,7 +339,7 @@ static mw_status plan_run_time(mw_model *m)
             at[i] = (unsigned char)(passes(l) && first);
         }
     }
-    m->out_masked = m->nlayers > 0 && at[m->nlayers - 1] && carries(m, m->nlayers - 1);
+    m->loss.masked = m->nlayers > 0 && at[m->nlayers - 1] && carries(m, m->nlayers - 1);
     free(rt);
     return MW_OK;
 }
@@ -372,13 +372,12 @@ mw_status mw_model_plan_masks(mw_model *m)
     MW_TRY(plan_run_time(m));
     /* the output's position t is the input's (the layers that pass the mask keep the steps):
      * its input id says whether it counts in the loss and the metrics */
-    const mw_layer *last = m->out_masked ? &m->layers[m->nlayers - 1] : NULL;
-    const long steps = (long)m->in_h * m->in_w * m->in_c; /* the input's ids per example */
-    if (last && (last->out_h != 1 || last->out_w != steps))
-        return mw_err(MW_EUNSUPPORTED,
-                      "the model's output (layer '%s') carries the padding mask of "
-                      "Embedding(mask_zero=True) with %dx%d positions, but its input has %ld "
-                      "steps; a masked loss takes an output of the input's steps",
+    const mw_layer *last = m->loss.masked ? &m->layers[m->nlayers - 1] : NULL;
+    const long steps = (long)m->in_h * m->in_w * m->in_c;   /* the input's ids per example */
+    if (last && (last->out_h != 1 || last->out_w != steps)) /* every layer passing it keeps them */
+        return mw_err(MW_EINTERNAL,
+                      "model: the masked output (layer '%s') has %dx%d positions, the input %ld "
+                      "steps",
                       mw_model_producer_name(m, m->nlayers - 1), last->out_h, last->out_w, steps);
     return MW_OK;
 }
