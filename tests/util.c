@@ -165,25 +165,6 @@ int mw_test_cases(const char *rel, mw_test_case_fn fn, void *ctx)
     return n;
 }
 
-const char *mw_test_tmpdir(const char *tag)
-{
-    static char path[512];
-    const char *base = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/mwtest-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    if (!mkdtemp(path)) {
-        perror("mkdtemp");
-        abort();
-    }
-    return path;
-}
-
-int mw_test_tmpdir_setup(void **state)
-{
-    *state = strdup(mw_test_tmpdir(program_invocation_short_name));
-    mw_err_clear();
-    return *state ? 0 : -1;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -196,9 +177,67 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
+static int rm_tree(const char *dir)
+{
+    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The directories mw_test_tmpdir made, removed when the test program exits (a failed
+ * assertion included: cmocka returns from main). */
+enum { MAX_TMPDIRS = 64 };
+static char *tmpdirs[MAX_TMPDIRS];
+static int n_tmpdirs;
+static pid_t tmpdirs_owner; /* a forked child that calls exit() leaves them to its parent */
+
+static void rm_tmpdirs(void)
+{
+    if (getpid() != tmpdirs_owner)
+        return;
+    for (int i = 0; i < n_tmpdirs; i++) {
+        if (access(tmpdirs[i], F_OK) == 0)
+            rm_tree(tmpdirs[i]);
+        free(tmpdirs[i]);
+    }
+    n_tmpdirs = 0;
+}
+
+static const char *make_tmpdir(const char *tag)
+{
+    static char path[512];
+    const char *base = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/mwtest-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+    if (!mkdtemp(path)) {
+        perror("mkdtemp");
+        abort();
+    }
+    return path;
+}
+
+const char *mw_test_tmpdir(const char *tag)
+{
+    const char *path = make_tmpdir(tag);
+    if (n_tmpdirs == MAX_TMPDIRS) {
+        fprintf(stderr, "mw_test_tmpdir: more than %d directories\n", MAX_TMPDIRS);
+        abort();
+    }
+    if (n_tmpdirs == 0 && !tmpdirs_owner) {
+        tmpdirs_owner = getpid();
+        atexit(rm_tmpdirs);
+    }
+    tmpdirs[n_tmpdirs++] = strdup(path);
+    return path;
+}
+
+int mw_test_tmpdir_setup(void **state)
+{
+    *state = strdup(make_tmpdir(program_invocation_short_name));
+    mw_err_clear();
+    return *state ? 0 : -1;
+}
+
 int mw_test_tmpdir_teardown(void **state)
 {
-    int rc = *state ? nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS) : 0;
+    int rc = *state ? rm_tree(*state) : 0;
     free(*state);
     *state = NULL;
     mw_err_clear();

@@ -59,7 +59,8 @@ int mw_test_case_check(const char *name, mw_test_case_fn fn, void *ctx, const ch
  * if the table is missing or has no case. Returns the number of cases. */
 int mw_test_cases(const char *rel, mw_test_case_fn fn, void *ctx);
 
-/* Make a fresh directory under $TMPDIR (or /tmp); returns a static path. */
+/* Make a fresh directory under $TMPDIR (or /tmp); returns a static path. The directory and
+ * what is under it are removed when the test program exits. */
 const char *mw_test_tmpdir(const char *tag);
 /* cmocka fixture pair: setup makes a fresh directory and sets *state to its path (malloc'ed);
  * teardown removes the tree under it, frees the path and fails when something could not be

@@ -1,9 +1,11 @@
 """Shared helpers of the Keras oracle tests: the mwtrain binary, Fashion-MNIST's test set as
 Keras sees it, the models Keras builds, and checks that print both values on failure."""
+import atexit
 import csv
 import glob
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -159,7 +161,12 @@ def read_csv(path):
 
 
 def workdir():
-    return tempfile.mkdtemp(prefix="mwkeras-")
+    """A fresh directory under $TMPDIR, removed when the test exits (kept when MW_KEEP_TMP is
+    set, to look at after a failure)."""
+    d = tempfile.mkdtemp(prefix="mwkeras-")
+    if not os.environ.get("MW_KEEP_TMP"):
+        atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def write_idx_dir(d, x_train, y_train, x_test, y_test):
