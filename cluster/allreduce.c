@@ -12,6 +12,7 @@
 
 #include "cluster/comm.h"
 #include "cluster/ring.h"
+#include "common/sysmem.h"
 #include "common/timeline.h"
 #include "common/timer.h"
 #include "common/watchdog.h"
@@ -285,6 +286,30 @@ static mw_status setup_shared(mw_allreduce *ar, int *ok)
     return MW_OK;
 }
 
+/* The training ranks on this machine (sharing its memory: a TF_CONFIG may put two "nodes" on
+ * one machine) and the number of CPUs they may run on between them, the union of their
+ * affinity masks. */
+static mw_status machine_cpus(const mw_allreduce *ar, int *ranks, int *ncpu)
+{
+    cpu_set_t set;
+    *ncpu = mw_sys_cpus(&set);
+    *ranks = 1;
+    if (ar->size <= 1)
+        return MW_OK;
+    MPI_Comm host;
+    mw_watchdog_arm("all-reduce set-up: MPI_Comm_split_type", ar->timeout);
+    int mpi = MPI_Comm_split_type(ar->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    mw_watchdog_disarm();
+    if (mpi != MPI_SUCCESS)
+        return mw_mpi_err(mpi, "all-reduce set-up");
+    MPI_Comm_size(host, ranks);
+    mw_wait_ctx w = {"all-reduce set-up: the machine's CPUs", -1, ar->timeout};
+    mw_status st = mw_comm_allreduce(&w, &set, (int)sizeof set, MPI_BYTE, MPI_BOR, host);
+    MPI_Comm_free(&host);
+    *ncpu = CPU_COUNT(&set);
+    return st;
+}
+
 mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI_Comm cross,
                             size_t max_count, mw_ar_algo algo, double timeout)
 {
@@ -331,11 +356,12 @@ mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI
     }
     free(ids);
     MPI_Group_free(&tg);
-    /* Spin while waiting, unless the node has more ranks than cores: then
-     * give the core away almost at once, or we spin on the waited-for
-     * rank's time slice. */
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    ar->yield_after = ncpu > 0 && ar->local_size > ncpu ? 8 : 65536;
+    /* Spin while waiting, unless the ranks on this machine have fewer CPUs than ranks:
+     * then give the CPU away almost at once, or we spin on the waited-for rank's time
+     * slice. Their CPUs: the union of their affinity masks (a cpuset cgroup, taskset). */
+    int host_ranks = 1, ncpu = 1;
+    MW_TRY(machine_cpus(ar, &host_ranks, &ncpu));
+    ar->yield_after = host_ranks > ncpu ? 8 : 65536;
     mw_comm_set_yield_after(ar->yield_after);
     int ok = 0;
     MW_TRY(setup_shared(ar, &ok));

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define PATH_CAP 4096
 #define NO_LIMIT (UINT64_C(1) << 60) /* v1 writes "none" as about 2^63 */
@@ -349,4 +350,23 @@ mw_status mw_sysmem_check_load(uint64_t nbytes, const char *fmt, ...)
                   subject, mw_sysmem_bytes_str(need, sizeof need, nbytes),
                   (unsigned long long)nbytes, mw_sysmem_bytes_str(av, sizeof av, mine),
                   mw_sysmem_describe(&m, src, sizeof src), sh);
+}
+
+int mw_sys_cpus(cpu_set_t *set)
+{
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    int n = 0;
+    if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+        n = CPU_COUNT(&mine);
+    if (n <= 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        n = online > 0 ? (int)(online < CPU_SETSIZE ? online : CPU_SETSIZE) : 1;
+        CPU_ZERO(&mine);
+        for (int i = 0; i < n; i++)
+            CPU_SET(i, &mine);
+    }
+    if (set)
+        *set = mine;
+    return n;
 }

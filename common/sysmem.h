@@ -25,6 +25,7 @@
 #ifndef MW_COMMON_SYSMEM_H
 #define MW_COMMON_SYSMEM_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,5 +76,12 @@ int mw_sysmem_check_enabled(void);
  * deflated members inflate to"). */
 mw_status mw_sysmem_check_load(uint64_t nbytes, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* ---- the CPUs this process may run on ---- */
+
+/* Its affinity mask (what a cpuset cgroup, taskset or a launcher's binding leaves it) into
+ * *set when set is not NULL, and the number of CPUs in it, at least 1. When the mask cannot be
+ * read: the online CPUs (*set then holds CPUs 0..n-1). */
+int mw_sys_cpus(cpu_set_t *set);
 
 #endif

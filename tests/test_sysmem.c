@@ -5,7 +5,8 @@
  * cgroup); nothing readable at all; the byte formatting and the descriptions. And the check a
  * reader makes before it inflates a file (mw_sysmem_check_load) on the live system: what fits
  * passes, 1 EiB is MW_ENOMEM with the size, the limit and its source named, a share of 4 ranks
- * takes a quarter, MW_MEMORY_CHECK=off lets everything through. */
+ * takes a quarter, MW_MEMORY_CHECK=off lets everything through. The CPUs the process may run
+ * on (mw_sys_cpus) against the kernel's own list in /proc/self/status, and once pinned to one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,57 @@ static void bytes_str(void **state)
         assert_string_equal(mw_sysmem_bytes_str(buf, sizeof buf, cases[i].n), cases[i].want);
 }
 
+/* Cpus_allowed_list ("0-3,8,10-11") into a set; the number of CPUs in it. */
+static int allowed_list(cpu_set_t *set)
+{
+    size_t nbytes = 0;
+    char *text = mw_test_read_file("/proc/self/status", &nbytes);
+    assert_non_null(text);
+    char *line = strstr(text, "\nCpus_allowed_list:");
+    assert_non_null(line);
+    char *p = line + strlen("\nCpus_allowed_list:");
+    CPU_ZERO(set);
+    int n = 0;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (*p < '0' || *p > '9')
+            break;
+        long a = strtol(p, &p, 10), b = a;
+        if (*p == '-')
+            b = strtol(p + 1, &p, 10);
+        for (long c = a; c <= b; c++, n++)
+            CPU_SET((int)c, set);
+    }
+    free(text);
+    return n;
+}
+
+static void cpus(void **state)
+{
+    (void)state;
+    cpu_set_t got, want;
+    int n = mw_sys_cpus(&got);
+    assert_int_equal(n, allowed_list(&want));
+    assert_true(CPU_EQUAL(&got, &want));
+    assert_int_equal(mw_sys_cpus(NULL), n);
+
+    /* pinned to its last CPU, as taskset -c or a cpuset would leave it */
+    int last = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &got))
+            last = c;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(last, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    cpu_set_t pinned;
+    int n1 = mw_sys_cpus(&pinned);
+    assert_int_equal(sched_setaffinity(0, sizeof got, &got), 0);
+    assert_int_equal(n1, 1);
+    assert_true(CPU_EQUAL(&pinned, &one));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +352,7 @@ int main(void)
         cmocka_unit_test(live),
         cmocka_unit_test(bytes_str),
         cmocka_unit_test(check_load),
+        cmocka_unit_test(cpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include "cluster/comm.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/data/preprocess.h"
 #include "worker/keras/compile.h"
 #include "worker/keras/keras.h"
@@ -29,12 +30,6 @@ void mw_session_init(mw_session *s)
     s->comm = MPI_COMM_NULL;
     s->saved_step = -1;
     s->model_json = "";
-}
-
-static int cpu_count(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
 }
 
 /* --device: this rank's share of its node's GPUs, or the CPU; the decision's line on the
@@ -73,7 +68,7 @@ static int threads_for(const mw_session *s)
 {
     const mw_train_opts *o = s->o;
     const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
-    int threads = o->threads > 0 ? o->threads : cpu_count() / local;
+    int threads = o->threads > 0 ? o->threads : mw_sys_cpus(NULL) / local;
     if (threads < 1)
         threads = 1;
     if (threads > o->batch_per_replica)

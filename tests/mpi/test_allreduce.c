@@ -5,7 +5,8 @@
  * 1M, and the CNN's padded gradient. The layout comes from the topology
  * (TF_CONFIG or MPI), so the same program covers 1-7 ranks and the fake
  * 2 nodes x 2 ranks. Also: the zero-copy buffer, bitwise repeatability of a
- * non-integer sum, and the algorithm parser's message.
+ * non-integer sum, the algorithm parser's message, and (MW_EXPECT_YIELD_AFTER) whether
+ * waits give the CPU away: at once when the node's ranks have fewer CPUs than ranks.
  * Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <mpi.h>
@@ -92,8 +93,15 @@ int main(int argc, char **argv)
     if (st != MW_OK)
         fprintf(stderr, "rank %d: %s\n", rank, mw_err_msg());
     if (rank == 0)
-        printf("layout: %d ranks, %d node(s) x %d local; hierarchical %s\n", P, ar.nnodes,
-               ar.local_size, ar.hier_ok ? "available" : "unavailable");
+        printf("layout: %d ranks, %d node(s) x %d local; hierarchical %s; waits yield after %lu "
+               "polls\n",
+               P, ar.nnodes, ar.local_size, ar.hier_ok ? "available" : "unavailable",
+               ar.yield_after);
+    /* MW_EXPECT_YIELD_AFTER: the launch pinned the node's ranks (taskset) or left them alone */
+    const char *want_yield = getenv("MW_EXPECT_YIELD_AFTER");
+    if (want_yield)
+        mpi_check(ar.yield_after == strtoul(want_yield, NULL, 10),
+                  "waits yield after %lu polls, expected %s", ar.yield_after, want_yield);
     mw_ar_algo algos[] = {MW_AR_RING, MW_AR_MPI, MW_AR_AUTO, MW_AR_HIER, MW_AR_HALVING};
     for (int a = 0; a < (int)(sizeof algos / sizeof *algos); a++) {
         if (algos[a] == MW_AR_HIER && !ar.hier_ok)
