@@ -24,7 +24,7 @@ tmp=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export MWTRAIN=$mw
 echo "localhost slots=2" >"$tmp/hosts"
-flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1500 --batch-per-replica 16
+flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1000 --batch-per-replica 16
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --collective-timeout 60)
 pids=()

@@ -9,6 +9,12 @@
 #                                                    own (the "switch"): the host's network
 #                                                    is never touched.
 #
+# Each node runs on CPUs of its own, as separate machines would: nodes_up splits the CPUs this
+# process may use (its affinity list) among the nodes, node K's share in $MWN_ROOT/cpus-nodeK,
+# and enter.sh runs the node's commands under taskset with it (with fewer CPUs than nodes,
+# node K gets CPU (K-1) mod the count); the launcher keeps them all. Without this, 2 nodes x 2
+# ranks on a 2-core machine would each see 2 CPUs for 2 ranks and busy-wait on one another.
+#
 # Every name starts with a prefix unique to the run (mwn<pid>-), so two runs never collide.
 # Commands run on node K through node_exec (ip netns exec + a fresh UTS namespace with hostname
 # nodeK + a mount namespace in which the node's own directory $MWN_ROOT/disk/nodeK is bound
@@ -134,12 +140,37 @@ nodes_up() { # N
         mkdir -p /etc/netns/"$ns" "$MWN_ROOT/disk/$(mwn_name "$k")"
         cp "$MWN_ROOT/hosts" /etc/netns/"$ns"/hosts
     done
+    mwn_split_cpus "$n"
     if ! mwn_wait_links; then
         echo "FAIL: the nodes' links did not come up within 10 s" >&2
         exit 1
     fi
     export MWN_PREFIX MWN_ROOT MWN_DISK
     echo "nodes: $n + launcher in namespaces $MWN_PREFIX*, subnet $MWN_SUBNET"
+}
+
+# The CPUs of this process (Cpus_allowed_list: "0-3,8,10-11"), one a line.
+mwn_cpu_ids() {
+    local r a b
+    for r in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr ',' ' '); do
+        a=${r%-*} b=${r#*-}
+        seq "$a" "$b"
+    done
+}
+
+# Node K's share of the CPUs into $MWN_ROOT/cpus-nodeK (a list for taskset -c).
+mwn_split_cpus() { # N
+    local n=$1 k per ids
+    mapfile -t ids < <(mwn_cpu_ids)
+    ((${#ids[@]} > 0)) || return 0
+    per=$((${#ids[@]} / n))
+    for ((k = 1; k <= n; k++)); do
+        if ((per >= 1)); then
+            echo "${ids[@]:$(((k - 1) * per)):$per}" | tr ' ' ','
+        else
+            echo "${ids[$(((k - 1) % ${#ids[@]}))]}"
+        fi >"$MWN_ROOT/cpus-node$k"
+    done
 }
 
 # Every node's link carries: its eth0 has a carrier (LOWER_UP) and its port on the bridge

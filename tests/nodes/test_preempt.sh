@@ -16,7 +16,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 nodes_up 2
 mwn_hostfile "$MWN_ROOT/hosts" 2 2
-flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 300 --batch-per-replica 8
+flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 500 --batch-per-replica 8
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --collective-timeout 60)
 mca="--mca plm_rsh_agent $here/agent.sh --mca plm_rsh_no_tree_spawn 1 --mca btl self,vader,tcp
