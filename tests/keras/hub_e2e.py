@@ -16,10 +16,17 @@ exported, Keras' logits of it equal to those of its own training within 1e-5.
   - Embedding(mask_zero=True) -> the two TransformerDecoder -> Dense on each position,
     padded: the blocks keep the mask to the output, so the loss and the token accuracy count
     the positions that are not padding (control: Keras without mask_zero).
-Refused, each one message: a KerasHub layer not read yet (TransformerEncoder), a sequence
-longer than TokenAndPositionEmbedding's sequence_length, and TokenAndPositionEmbedding with
-mask_zero=True (Keras keeps that mask out of the graph and MultiHeadAttention removes it from
-its inputs, so Keras' own masking depends on the order it runs the layers).
+  - TokenAndPositionEmbedding(mask_zero=True), padded, whose mask KerasHub sets on the output
+    tensor only, never in the graph (every layer after it takes the tensor's mask at run time):
+    -> the core block -> pooling: the attention masks the padded queries and keys, then
+    deletes the mask of its input, so the residual Add has none and the pooling averages
+    every step (control: Keras without mask_zero; with the mask in the graph, as
+    Embedding(mask_zero)'s, the pooling would average the steps that are not padding: the
+    weights were then 1.43 from Keras'); -> the two TransformerDecoder -> Dense on each
+    position: the blocks read it and keep it to the loss (control: the same).
+Refused, each one message: a KerasHub layer not read yet (RotaryEmbedding), a
+TransformerDecoder with cross-attention, and a sequence longer than
+TokenAndPositionEmbedding's sequence_length.
 
 usage: hub_e2e.py MWTRAIN WORKDIR"""
 import json
@@ -57,7 +64,7 @@ def build_blocks(ln, mask_zero, inp):
     if ln == "hub-dec-padgpt":
         x = L.Embedding(E.V, E.D, mask_zero=mask_zero, name="embed")(inp)
     else:
-        x = H.TokenAndPositionEmbedding(E.V, E.T, E.D, name="tok_pos")(inp)
+        x = H.TokenAndPositionEmbedding(E.V, E.T, E.D, mask_zero=mask_zero, name="tok_pos")(inp)
     x = H.TransformerDecoder(16, 2, name="dec1")(x)
     x = H.TransformerDecoder(16, 2, activation="gelu", normalize_first=True, name="dec2")(x)
     return compiled(inp, L.Dense(E.K, name="head")(x))
@@ -114,9 +121,7 @@ def refusals(mw, work, data):
                                keras.layers.GlobalAveragePooling1D(),
                                keras.layers.Dense(E.K)]),
              ["'short' (TokenAndPositionEmbedding): sequence_length 10, but the input has 12 "
-              "steps"]),
-            ("TokenAndPositionEmbedding(mask_zero=True)", build("avg", 3, True, "hub-cls"),
-             ["'tok_pos' (TokenAndPositionEmbedding): mask_zero true", "not supported"])]):
+              "steps"])]):
         path = os.path.join(work, "bad-%d.keras" % i)
         model.save(path)
         p = E.run([mw, "train", "--model", path, "--data", data, "--epochs", "1",
@@ -182,12 +187,16 @@ def main():
             ("Embedding + PositionEmbedding, block", 33, True, "hub-pos"),
             ("Embedding(mask_zero) -> TransformerEncoder", 35, True, "hub-enc"),
             ("TokenAndPositionEmbedding -> 2 TransformerDecoder", 36, False, "hub-dec-gpt"),
-            ("Embedding(mask_zero) -> 2 TransformerDecoder", 37, True, "hub-dec-padgpt")]:
+            ("Embedding(mask_zero) -> 2 TransformerDecoder", 37, True, "hub-dec-padgpt"),
+            ("TokenAndPositionEmbedding(mask_zero), block, pooled", 38, True, "hub-cls"),
+            ("TokenAndPositionEmbedding(mask_zero) -> 2 TransformerDecoder", 39, True,
+             "hub-dec-gpt")]:
         r = E.one_case(mw, work, name, "avg", np.int32, seed, table, mask, ln,
-                       control=ln in ("hub-enc", "hub-dec-padgpt"))
+                       control=mask and ln != "hub-pos")
         if r is not None:
-            E.layouts(mw, work, name, r, ln + "-", more=ln == "hub-dec-gpt")
-            if ln in ("hub-enc", "hub-dec-gpt"):
+            E.layouts(mw, work, name, r, ln + ("-mask-" if mask else "-"),
+                      more=ln == "hub-dec-gpt" and not mask)
+            if ln in ("hub-enc", "hub-dec-gpt") and not mask:
                 safetensors_names(mw, work, name, r)
             if ln == "hub-enc":
                 missing_nested_group(mw, work, name, r)

@@ -268,7 +268,8 @@ def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, con
     check(lerr <= TOL_LOSS and terr <= TOL_LOSS,
           "%s: train loss %.9g, test loss %.9g = Keras' %.9g, %.9g" %
           (name, row["train/loss"], row["test/loss"], h["loss"][0], ev["loss"]))
-    if ln in ("padtag", "hub-dec-padgpt"):  # the output keeps the mask: masked_train_accuracy
+    if ln in ("padtag", "hub-dec-padgpt") or (mask and ln == "hub-dec-gpt"):
+        # the output keeps the mask: masked_train_accuracy
         h = dict(h, accuracy=[masked_train_accuracy(path, x, y)])
     # a share of 64 (or 64 x 12 positions) counts: Keras' float32 quotient against mwtrain's
     # double, so within float32's rounding of a number below 1 (6e-8); 1e-6 allows it

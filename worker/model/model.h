@@ -167,7 +167,8 @@ typedef struct mw_layer {
     mw_act_kind act; /* MW_LAYER_ACT */
     float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
     int global;      /* pooling over the whole image (Global*Pooling2D) */
-    int mask_zero;   /* Embedding: ids 0 are padding, a mask its consumers honour */
+    int mask_zero;   /* Embedding, TokenAndPositionEmbedding: ids 0 are padding, a mask its
+                        consumers honour */
     int masked;      /* the inputs that carry an Embedding's padding mask, bit j for input j
                         (mw_model_plan_masks): GlobalAveragePooling1D takes the mean over the
                         steps that are not padding, MultiHeadAttention masks them, the others
@@ -264,13 +265,15 @@ mw_status mw_model_add_global_pool(mw_model *m, const char *name, int max, int o
 /* LayerNormalization(axis=-1, epsilon, center, scale): over each position's channels. */
 mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
                                  int scale);
-/* Keras' padding mask (Embedding(mask_zero=True)) through the model, as Keras 3 propagates it:
- * the layers that keep the steps (Dropout, activations, LayerNormalization, Dense on each
- * position, Add, Multiply) pass it on, MultiHeadAttention masks the padded steps of its query,
- * value and key and passes the query's mask on, GlobalAveragePooling1D takes the mean over the
- * unmasked steps; every layer's masked says which inputs carry it. A mask reaching any other
- * layer is refused (MW_EUNSUPPORTED naming the layer); one reaching the output sets
- * loss.masked (Keras masks the loss and the metrics with it). Called by mw_model_finalize. */
+/* Keras' padding mask (Embedding(mask_zero=True), TokenAndPositionEmbedding(mask_zero=True))
+ * through the model, as Keras 3.15 propagates it in its graph and at run time (see
+ * layers/embedding.c): the layers that keep the steps (Dropout, activations,
+ * LayerNormalization, Dense on each position, Add, Multiply) pass it on, MultiHeadAttention
+ * masks the padded steps of its query, value and key and passes the query's mask on,
+ * GlobalAveragePooling1D takes the mean over the unmasked steps; every layer's masked says
+ * which inputs carry it. A mask reaching any other layer is refused (MW_EUNSUPPORTED naming
+ * the layer); one reaching the output sets loss.masked (Keras masks the loss and the metrics
+ * with it). Called by mw_model_finalize. */
 mw_status mw_model_plan_masks(mw_model *m);
 /* Token ids travel as floats, exact below 2^24: the largest vocabulary. */
 #define MW_EMBED_MAX_VOCAB (1 << 24)

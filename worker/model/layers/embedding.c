@@ -202,12 +202,6 @@ static mw_status parse_token_position(mw_kread *R, const json_t *cfg, const char
     const json_t *given = json_object_get(cfg, "embeddings_initializer");
     if (!given || json_is_null(given)) /* KerasHub's default, "uniform" */
         init.a = -0.05, init.b = 0.05;
-    if (mask)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "mask_zero true: Keras 3.15 keeps this layer's padding mask out of the "
-                        "model's graph, and MultiHeadAttention removes it from its inputs, so "
-                        "what a later layer sees depends on the order Keras runs them; not "
-                        "supported: give Embedding(mask_zero=True) the tokens instead");
     if ((long long)(vocab + len) * dim > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "%d + %d rows of %d values are more than the %d supported per tensor",
@@ -252,29 +246,10 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return MW_OK;
 }
 
-/* 1 when layer i's output carries the padding mask (its masked planned). */
-static int carries(const mw_model *m, int i)
-{
-    if (i < 0)
-        return 0;
-    const mw_layer *l = &m->layers[i];
-    switch (l->kind) {
-    case MW_LAYER_EMBED:
-        return l->mask_zero;
-    case MW_LAYER_MHA: /* the query's mask (Keras: the first argument's) */
-        return l->masked & 1;
-    case MW_LAYER_AVGPOOL: /* the masked mean consumes it */
-    case MW_LAYER_POSEMB:  /* KerasHub's layer does not support masking: Keras drops it there */
-        return 0;
-    default:
-        return l->masked != 0;
-    }
-}
-
 /* 1 when l passes a mask on as Keras 3 does (supports_masking, the steps kept); a merge only
  * when every input has it (Keras 3.15's Merge.compute_mask: an input without a mask, such as
  * a PositionEmbedding's output, drops it). */
-static int passes(const mw_layer *l)
+static int passes(const mw_layer *l, int masked)
 {
     switch (l->kind) {
     case MW_LAYER_DROPOUT:
@@ -285,7 +260,7 @@ static int passes(const mw_layer *l)
         return 1;
     case MW_LAYER_ADD:
     case MW_LAYER_MULTIPLY:
-        return l->masked == (1 << l->nin) - 1;
+        return masked == (1 << l->nin) - 1;
     case MW_LAYER_DENSE: /* on each position of a sequence */
         return !l->flat;
     default:
@@ -293,83 +268,118 @@ static int passes(const mw_layer *l)
     }
 }
 
-/* What Keras 3.15 does at run time, beside what its graph records: a layer's mask travels as
- * an attribute of its output tensor, from the first input's (Layer.__call__'s previous_mask),
- * and MultiHeadAttention.call takes its query mask from that attribute, then deletes the
- * attribute from its query, value and key tensors (keras/src/layers/attention/
- * multi_head_attention.py: "the masks are handled at the level of the layer"). So a residual
- * Add([x, attention(x, x)]) runs after the attention, on an x without its mask, and keeps
- * none, and neither does the output after it. The loss and the metrics take the output's
- * attribute: loss.masked. An attention whose query lost the attribute masks only the keys
- * (keys_only; the value and key masks are the graph's call arguments). A KerasHub block
- * keeps its input's mask (its own attention does not delete it). Allocates a flag per layer
- * (MW_ENOMEM). */
-static mw_status plan_run_time(mw_model *m)
+/* 1 for a layer that uses a padding mask it gets (GlobalAveragePooling1D, MultiHeadAttention)
+ * or drops it as Keras does (PositionEmbedding), or passes it on. */
+static int takes_mask(const mw_layer *l, int masked)
 {
-    unsigned char *rt = calloc((size_t)m->nlayers + 1, 1), *at = rt ? rt + 1 : NULL;
-    if (!rt)
-        return mw_err(MW_ENOMEM, "out of memory for the padding mask's plan");
-    int block_rt = 0; /* a KerasHub block's: its input's, when its first part runs */
-    for (int i = 0; i < m->nlayers; i++) {
-        mw_layer *l = &m->layers[i];
-        const int first = l->nin > 0 ? at[l->in[0]] : 0; /* at[-1]: the model's input, none */
-        if (l->block) {
-            block_rt = l->block_first ? first : block_rt;
-            at[i] = (unsigned char)block_rt;
-            continue;
-        }
-        switch (l->kind) {
-        case MW_LAYER_EMBED:
-            at[i] = (unsigned char)l->mask_zero;
-            break;
-        case MW_LAYER_MHA:
-            l->mha.keys_only = (l->masked & 1) && !first;
-            at[i] = (unsigned char)first;
-            for (int j = 0; j < l->nin; j++)
-                if (l->in[j] >= 0)
-                    at[l->in[j]] = 0;
-            break;
-        case MW_LAYER_ADD:
-        case MW_LAYER_MULTIPLY:
-            at[i] = 1;
-            for (int j = 0; j < l->nin; j++)
-                at[i] &= at[l->in[j]];
-            break;
-        default:
-            at[i] = (unsigned char)(passes(l) && first);
-        }
+    return passes(l, masked) || l->kind == MW_LAYER_MHA || l->kind == MW_LAYER_POSEMB ||
+           (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1);
+}
+
+/* Keras 3.15 keeps a padding mask in two places, and a layer takes it from either:
+ *  - the graph: a mask the model's graph computes (Embedding(mask_zero=True)'s NotEqual) is
+ *    recorded as a call argument of the layers after it (GlobalAveragePooling1D's mask,
+ *    MultiHeadAttention's value_mask and key_mask): carries(), bit j of masked;
+ *  - the run time: a mask travels as an attribute of the output tensor, from the first
+ *    input's (Layer.__call__'s previous_mask), and a call argument recorded as None is filled
+ *    from it when the layer runs. MultiHeadAttention takes its query mask from the attribute
+ *    only, then deletes the attribute from its query, value and key tensors
+ *    (keras/src/layers/attention/multi_head_attention.py: "the masks are handled at the level
+ *    of the layer"). So a residual Add([x, attention(x, x)]) runs on an x without its mask and
+ *    keeps none, and nothing after it sees one at run time: not the loss and the metrics
+ *    (they take the output's attribute: loss.masked), not a layer whose graph argument is
+ *    None. An attention whose query lost the attribute masks only the keys (keys_only). A
+ *    KerasHub block reads its input's attribute (merge_padding_and_attention_mask) and keeps
+ *    it on its output (its own attention does not delete it); TokenAndPositionEmbedding
+ *    (mask_zero=True) sets only the attribute.
+ * The layers run in the model's order (Keras runs a graph by depth; in a chain with residuals
+ * the orders agree). Allocates a flag per layer (MW_ENOMEM). */
+/* Layer i's masks (masked, mha.keys_only), graph[i] and at[i], after its inputs'; at[] of the
+ * tensors an attention reads cleared. block_rt: the attribute a KerasHub block's parts see. */
+static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char *graph,
+                            int *block_rt)
+{
+    mw_layer *l = &m->layers[i];
+    const int first = l->nin > 0 ? at[l->in[0]] : 0;
+    int from = -1; /* a masked input's producer */
+    int gbits = 0; /* the inputs with a mask in the graph */
+    for (int j = 0; j < l->nin; j++) {
+        const int in = l->in[j];
+        /* a block's part reads what comes from outside the block at run time */
+        if (l->block && in < l->block - 1 ? at[in] : graph[in])
+            gbits |= 1 << j, from = in;
     }
-    m->loss.masked = m->nlayers > 0 && at[m->nlayers - 1] && carries(m, m->nlayers - 1);
-    free(rt);
-    return MW_OK;
+    l->masked = gbits;
+    switch (l->kind) {
+    case MW_LAYER_EMBED:
+        graph[i] = (unsigned char)(l->mask_zero && !l->pad[1]); /* pad[1]: KerasHub's */
+        break;
+    case MW_LAYER_MHA: /* its output: the query's mask */
+        graph[i] = (unsigned char)(gbits & 1);
+        break;
+    case MW_LAYER_AVGPOOL: /* the masked mean consumes it */
+    case MW_LAYER_POSEMB:  /* KerasHub's layer does not support masking: Keras drops it */
+        graph[i] = 0;
+        break;
+    default:
+        graph[i] = (unsigned char)(gbits && passes(l, gbits));
+    }
+    if (l->block) {
+        *block_rt = l->block_first ? first : *block_rt;
+        at[i] = (unsigned char)*block_rt;
+    } else if (l->kind == MW_LAYER_EMBED) {
+        at[i] = (unsigned char)l->mask_zero;
+    } else if (l->kind == MW_LAYER_MHA) {
+        /* value and key: the graph's argument, else the attribute; query: the attribute */
+        for (int j = 1; j < l->nin; j++)
+            if (at[l->in[j]])
+                l->masked |= 1 << j, from = l->in[j];
+        l->mha.keys_only = (gbits & 1) && !first;
+        if (first)
+            l->masked |= 1, from = l->in[0];
+        at[i] = (unsigned char)first;
+        for (int j = 0; j < l->nin; j++)
+            if (l->in[j] >= 0)
+                at[l->in[j]] = 0;
+    } else if (l->kind == MW_LAYER_ADD || l->kind == MW_LAYER_MULTIPLY) {
+        at[i] = 1;
+        for (int j = 0; j < l->nin; j++)
+            at[i] &= at[l->in[j]];
+        if (!passes(l, gbits))
+            l->masked = 0; /* an input without the mask: the merge has none */
+    } else {
+        if (first && !gbits && !passes(l, 0))
+            l->masked = 1, from = l->in[0]; /* the attribute fills a None argument */
+        at[i] = (unsigned char)(passes(l, l->masked) && first);
+    }
+    if (!l->masked || takes_mask(l, l->masked))
+        return MW_OK;
+    l->masked = 0;
+    return mw_err(MW_EUNSUPPORTED,
+                  "layer '%s' (%s) gets the padding mask of %s (through '%s'); supported there "
+                  "yet: GlobalAveragePooling1D, MultiHeadAttention, and the layers that keep the "
+                  "steps (Dense, LayerNormalization, Add, Multiply, Dropout, Activation)",
+                  l->name, l->cls,
+                  m->layers[0].pad[1] ? "TokenAndPositionEmbedding(mask_zero=True)"
+                                      : "Embedding(mask_zero=True)",
+                  mw_model_producer_name(m, from));
 }
 
 mw_status mw_model_plan_masks(mw_model *m)
 {
-    for (int i = 0; i < m->nlayers; i++) {
-        mw_layer *l = &m->layers[i];
-        int from = -1; /* a masked input's producer */
-        l->masked = 0;
-        for (int j = 0; j < l->nin; j++)
-            if (carries(m, l->in[j]))
-                l->masked |= 1 << j, from = l->in[j];
-        if (l->kind == MW_LAYER_ADD || l->kind == MW_LAYER_MULTIPLY) {
-            if (!passes(l))
-                l->masked = 0; /* an input without the mask: the merge has none */
-            continue;
-        }
-        if (!l->masked || passes(l) || l->kind == MW_LAYER_MHA || l->kind == MW_LAYER_POSEMB ||
-            (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1))
-            continue;
-        l->masked = 0;
-        return mw_err(MW_EUNSUPPORTED,
-                      "layer '%s' (%s) gets the padding mask of Embedding(mask_zero=True) (through "
-                      "'%s'); supported there yet: GlobalAveragePooling1D, MultiHeadAttention, "
-                      "and the layers that keep the steps (Dense, LayerNormalization, Add, "
-                      "Multiply, Dropout, Activation)",
-                      l->name, l->cls, mw_model_producer_name(m, from));
-    }
-    MW_TRY(plan_run_time(m));
+    /* per layer (index -1: the model's input): at, the attribute of its output when the
+     * layers after it run; graph, the mask its output has in Keras' graph */
+    unsigned char *buf = calloc(2 * ((size_t)m->nlayers + 1), 1);
+    if (!buf)
+        return mw_err(MW_ENOMEM, "out of memory for the padding mask's plan");
+    unsigned char *at = buf + 1, *graph = buf + m->nlayers + 2;
+    int block_rt = 0; /* a KerasHub block's: its input's attribute, when its first part runs */
+    mw_status st = MW_OK;
+    for (int i = 0; i < m->nlayers && st == MW_OK; i++)
+        st = plan_layer(m, i, at, graph, &block_rt);
+    m->loss.masked = st == MW_OK && m->nlayers > 0 && at[m->nlayers - 1];
+    free(buf);
+    MW_TRY(st);
     /* the output's position t is the input's (the layers that pass the mask keep the steps):
      * its input id says whether it counts in the loss and the metrics */
     const mw_layer *last = m->loss.masked ? &m->layers[m->nlayers - 1] : NULL;
