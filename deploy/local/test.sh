@@ -20,6 +20,19 @@ bash "$MW_ROOT/deploy/setup.sh"
 # when it could not be made
 bash "$MW_ROOT/tests/keras/venv.sh" "$MW_BUILD" >"$MW_BUILD/venv-output.txt" 2>&1 &
 mw_build -Dwerror=true -Dbuildtype=debugoptimized
+# The checks after the suites build their own binaries (the fuzz targets, the unit suite under
+# ASan + UBSan, the build without CUDA): those compile meanwhile at the lowest priority, on the
+# CPU the suites leave idle (their deadline and signal tests mostly wait), and the runs below
+# find them made (a build that failed here fails again there, with its message).
+(
+    nice -n 19 env FUZZ_OUT="$MW_BUILD-fuzz" FUZZ_STAGE=build bash "$MW_ROOT/tests/fuzz/run.sh" ||
+        true
+    nice -n 19 env MW_STAGE=build bash "$MW_ROOT/tests/sanitize/unit_asan.sh" "$MW_BUILD-asan" ||
+        true
+    nice -n 19 env MW_STAGE=build bash "$MW_ROOT/tests/cuda/test_nocuda_build.sh" \
+        "$MW_BUILD-nocuda" || true
+) >"$MW_BUILD/prebuild-output.txt" 2>&1 &
+prebuild=$!
 
 set +e
 meson test -C "$MW_BUILD" --print-errorlogs --num-processes 2 "$@" 2>&1 | tee "$MW_BUILD/test-output.txt"
@@ -50,8 +63,10 @@ else
     ok=$((ok + ${i_ok:-0})) fail=$((fail + i_fail)) skip=$((skip + ${i_skip:-0}))
 fi
 
+wait "$prebuild"
 echo "fuzz: TF_CONFIG parser, ${MW_FUZZ_SECONDS:-20} s"
-if bash "$MW_ROOT/tests/fuzz/run.sh" "${MW_FUZZ_SECONDS:-20}"; then
+if FUZZ_OUT="$MW_BUILD-fuzz" FUZZ_STAGE=run bash "$MW_ROOT/tests/fuzz/run.sh" \
+    "${MW_FUZZ_SECONDS:-20}"; then
     ok=$((ok + 1))
 else
     fail=$((fail + 1))

@@ -4,6 +4,8 @@
 # reason, and --device gpu is one error (exit 7). Run by deploy/local/test.sh after the suites (it configures a
 # build of its own, without tests: a few seconds).
 #   test_nocuda_build.sh BUILD_DIR
+# MW_STAGE=build only configures and compiles (deploy/local/test.sh does it in the background
+# while the suites run); the run after it then finds the build made.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 build=$1
@@ -17,6 +19,7 @@ else
 fi
 out=$(ninja -C "$build" 2>&1)
 rc=$?
+[[ ${MW_STAGE:-} != build ]] || exit "$rc"
 check '[[ $rc -eq 0 ]]' "the no-CUDA build compiles: $(tail -n 20 <<<"$out")"
 mw=$build/worker/mwtrain
 check '[[ ! -e $build/worker/mwtrain-cuda.so ]]' "no CUDA module is built"

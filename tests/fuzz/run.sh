@@ -7,6 +7,10 @@
 #   tests/fuzz/run.sh [SECONDS]      (default 16 in all; FUZZ_RUNS caps the executions of each
 #                                     target, default 2000000)
 #
+# FUZZ_STAGE=build only builds the targets into FUZZ_OUT (deploy/local/test.sh does it in the
+# background while the suites run); FUZZ_STAGE=run then fuzzes with what is there, building
+# only a target that is missing; the default builds and runs.
+#
 # Works without meson: one clang command line per target over the code under test and common/.
 # New inputs go to scratch corpora, so the seed corpora in tests/fuzz/corpus/ stay as committed.
 # Exits non-zero when a build fails or the fuzzer finds a crash, leak, timeout, out-of-memory or
@@ -25,12 +29,22 @@ if [ -z "$CLANG" ]; then
     done
 fi
 [ -n "$CLANG" ] || { echo "run.sh: clang not found (set CLANG=...)" >&2; exit 2; }
+STAGE=${FUZZ_STAGE:-all}
+case $STAGE in build | run | all) ;; *) echo "run.sh: FUZZ_STAGE '$STAGE': expected build, run or all" >&2; exit 2 ;; esac
 DATA_SECONDS=$(( SECONDS_MAX > 3 ? SECONDS_MAX / 4 : 1 ))
 HALF=$(( SECONDS_MAX - DATA_SECONDS > 1 ? (SECONDS_MAX - DATA_SECONDS) / 2 : 1 ))
 
 # The targets compile concurrently (each clang command in the background; all are waited for
 # before the first run): one after the other they took a minute of CI.
 pids=""
+# build_target TARGET ARGS...: build $OUT/TARGET in the background (not when FUZZ_STAGE=run finds it)
+build_target() {
+    target=$1
+    shift
+    if [ "$STAGE" = run ] && [ -x "$OUT/$target" ]; then return 0; fi
+    "$CLANG" "$@" -o "$OUT/$target" &
+    pids="$pids $!"
+}
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 # The optimizer table's header (worker/optimizers.h, read by the checkpoint and .keras archive
@@ -38,15 +52,13 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 MPI_CFLAGS=$(pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile)
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
-    "$ROOT/common/status.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -o "$OUT/fuzz_tfconfig" &
-pids="$pids $!"
+build_target fuzz_tfconfig $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
+    "$ROOT/common/status.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS $MPI_CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
+build_target fuzz_checkpoint $CFLAGS $MPI_CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
     "$ROOT/worker/model/loss.c" \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -lm -o "$OUT/fuzz_checkpoint" &
-pids="$pids $!"
+    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -lm
 # The Keras model reader: worker/keras/keras.c and the model with its layers, the reference kernels, the embedded
 # built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
 KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}
@@ -54,23 +66,19 @@ mkdir -p "$OUT/corpus-keras"
 python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras/keras.c" \
+build_target fuzz_keras $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras/keras.c" \
     "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm \
-    -o "$OUT/fuzz_keras" &
-pids="$pids $!"
+    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm
 
 # The data readers: worker/data/data*.c with common/, libzip and zlib.
 mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
-"$CLANG" $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
+build_target fuzz_data $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
     "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" "$ROOT/common/mapguard.c" \
-    -ljansson -lzip -lz -lm \
-    -o "$OUT/fuzz_data" &
-pids="$pids $!"
+    -ljansson -lzip -lz -lm
 
 # Tokens that reach the validator's branches quickly.
 cat > "$OUT/tfconfig.dict" <<'DICT'
@@ -119,7 +127,7 @@ ARCHIVE_SECONDS=$(( KERAS_SECONDS >= 3 ? KERAS_SECONDS / 3 : 1 ))
 KERAS_SECONDS=$(( KERAS_SECONDS > ARCHIVE_SECONDS ? KERAS_SECONDS - ARCHIVE_SECONDS : 1 ))
 mkdir -p "$OUT/corpus-keras_archive"
 # shellcheck disable=SC2086,SC2046
-"$CLANG" $CFLAGS $MPI_CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
+build_target fuzz_keras_archive $CFLAGS $MPI_CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
     "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
@@ -128,9 +136,7 @@ mkdir -p "$OUT/corpus-keras_archive"
     "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
-    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm \
-    -o "$OUT/fuzz_keras_archive" &
-pids="$pids $!"
+    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm
 cat > "$OUT/keras_archive.dict" <<'DICT'
 "PK\x03\x04"
 "PK\x01\x02"
@@ -210,6 +216,10 @@ for pid in $pids; do
     wait "$pid" || build_failed=1
 done
 [ "$build_failed" -eq 0 ] || { echo "run.sh: a fuzz target did not build" >&2; exit 1; }
+if [ "$STAGE" = build ]; then
+    echo "run.sh: fuzz targets built in $OUT"
+    exit 0
+fi
 
 # run NAME MAX_LEN MALLOC_LIMIT_MB [SECONDS]: fuzz one target for SECONDS (default HALF);
 # remember a failure.

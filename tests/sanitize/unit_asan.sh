@@ -4,6 +4,8 @@
 # instrumented), warnings as errors, any undefined behaviour fatal, leaks reported except
 # Open MPI's own (tests/sanitize/lsan.supp).
 #   unit_asan.sh BUILD_DIR [meson test arguments...]
+# MW_STAGE=build only configures and compiles (deploy/local/test.sh does it in the background
+# while the suites run).
 set -euo pipefail
 build=$1
 shift
@@ -13,6 +15,7 @@ if [[ ! -f $build/build.ninja ]]; then
         -Dwerror=true -Dbuildtype=debugoptimized -Dc_args=-fno-sanitize-recover=all >/dev/null
 fi
 ninja -C "$build" >/dev/null
+[[ ${MW_STAGE:-} != build ]] || exit 0
 export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS=suppressions=$src/tests/sanitize/lsan.supp:print_suppressions=0
