@@ -229,6 +229,16 @@ mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count)
     return mw_allreduce_sum_with(ar, ar->requested, buf, count);
 }
 
+/* The ranks of comm that share this machine's memory, under the watchdog (the call cannot be
+ * polled). */
+static mw_status split_shared(MPI_Comm comm, double timeout, MPI_Comm *out)
+{
+    mw_watchdog_arm("all-reduce set-up: MPI_Comm_split_type", timeout);
+    int mpi = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, out);
+    mw_watchdog_disarm();
+    return mpi == MPI_SUCCESS ? MW_OK : mw_mpi_err(mpi, "all-reduce set-up");
+}
+
 /* Can the node communicator use shared memory, with equal node sizes
  * everywhere? Agreed over comm, so every rank decides the same. */
 static mw_status setup_shared(mw_allreduce *ar, int *ok)
@@ -236,11 +246,7 @@ static mw_status setup_shared(mw_allreduce *ar, int *ok)
     int local_ok = ar->node != MPI_COMM_NULL && ar->cross != MPI_COMM_NULL;
     if (local_ok) {
         MPI_Comm shm;
-        mw_watchdog_arm("all-reduce set-up: MPI_Comm_split_type", ar->timeout);
-        int mpi = MPI_Comm_split_type(ar->node, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shm);
-        mw_watchdog_disarm();
-        if (mpi != MPI_SUCCESS)
-            return mw_mpi_err(mpi, "all-reduce set-up");
+        MW_TRY(split_shared(ar->node, ar->timeout, &shm));
         int n = 0;
         MPI_Comm_size(shm, &n);
         MPI_Comm_free(&shm);
@@ -297,11 +303,7 @@ static mw_status machine_cpus(const mw_allreduce *ar, int *ranks, int *ncpu)
     if (ar->size <= 1)
         return MW_OK;
     MPI_Comm host;
-    mw_watchdog_arm("all-reduce set-up: MPI_Comm_split_type", ar->timeout);
-    int mpi = MPI_Comm_split_type(ar->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-    mw_watchdog_disarm();
-    if (mpi != MPI_SUCCESS)
-        return mw_mpi_err(mpi, "all-reduce set-up");
+    MW_TRY(split_shared(ar->comm, ar->timeout, &host));
     MPI_Comm_size(host, ranks);
     mw_wait_ctx w = {"all-reduce set-up: the machine's CPUs", -1, ar->timeout};
     mw_status st = mw_comm_allreduce(&w, &set, (int)sizeof set, MPI_BYTE, MPI_BOR, host);

@@ -21,15 +21,18 @@ bash "$MW_ROOT/deploy/setup.sh"
 bash "$MW_ROOT/tests/keras/venv.sh" "$MW_BUILD" >"$MW_BUILD/venv-output.txt" 2>&1 &
 mw_build -Dwerror=true -Dbuildtype=debugoptimized
 # The checks after the suites build their own binaries (the fuzz targets, the unit suite under
-# ASan + UBSan, the build without CUDA): those compile meanwhile at the lowest priority, on the
-# CPU the suites leave idle (their deadline and signal tests mostly wait), and the runs below
-# find them made (a build that failed here fails again there, with its message).
+# ASan + UBSan, the build without CUDA): those compile meanwhile under SCHED_IDLE (nice 19
+# where chrt cannot set it), on the CPU the suites leave idle (their deadline and signal tests
+# mostly wait), and the runs below find them made (a build that failed here fails again there,
+# with its message).
+idle=(nice -n 19)
+chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0)
 (
-    nice -n 19 env FUZZ_OUT="$MW_BUILD-fuzz" FUZZ_STAGE=build bash "$MW_ROOT/tests/fuzz/run.sh" ||
+    "${idle[@]}" env FUZZ_OUT="$MW_BUILD-fuzz" FUZZ_STAGE=build bash "$MW_ROOT/tests/fuzz/run.sh" ||
         true
-    nice -n 19 env MW_STAGE=build bash "$MW_ROOT/tests/sanitize/unit_asan.sh" "$MW_BUILD-asan" ||
+    "${idle[@]}" env MW_STAGE=build bash "$MW_ROOT/tests/sanitize/unit_asan.sh" "$MW_BUILD-asan" ||
         true
-    nice -n 19 env MW_STAGE=build bash "$MW_ROOT/tests/cuda/test_nocuda_build.sh" \
+    "${idle[@]}" env MW_STAGE=build bash "$MW_ROOT/tests/cuda/test_nocuda_build.sh" \
         "$MW_BUILD-nocuda" || true
 ) >"$MW_BUILD/prebuild-output.txt" 2>&1 &
 prebuild=$!
