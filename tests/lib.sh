@@ -4,10 +4,17 @@
 #   check_cmd CMD ARG...   the same for a command, printed as "FAIL: CMD ARG..."
 #   finish [LABEL]         print "[LABEL: ]P passed, F failed"; its status is 0 when none
 #                          failed (a test ends with it, so its exit status says so too)
+#   mw_cpu_ids             the CPUs this process may use (Cpus_allowed_list), one a line
 pass=0 fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 check_cmd() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
 finish() {
     echo "${1:+$1: }$pass passed, $fail failed"
     ((fail == 0))
+}
+mw_cpu_ids() {
+    local r
+    for r in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr ',' ' '); do
+        seq "${r%-*}" "${r#*-}"
+    done
 }

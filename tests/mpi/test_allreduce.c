@@ -6,7 +6,7 @@
  * (TF_CONFIG or MPI), so the same program covers 1-7 ranks and the fake
  * 2 nodes x 2 ranks. Also: the zero-copy buffer, bitwise repeatability of a
  * non-integer sum, the algorithm parser's message, and (MW_EXPECT_YIELD_AFTER) whether
- * waits give the CPU away: at once when the node's ranks have fewer CPUs than ranks.
+ * waits give the CPU away: at once when the machine's ranks have fewer CPUs than ranks.
  * Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <mpi.h>
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
                "polls\n",
                P, ar.nnodes, ar.local_size, ar.hier_ok ? "available" : "unavailable",
                ar.yield_after);
-    /* MW_EXPECT_YIELD_AFTER: the launch pinned the node's ranks (taskset) or left them alone */
+    /* MW_EXPECT_YIELD_AFTER: the launch pinned the ranks (taskset) or left them alone */
     const char *want_yield = getenv("MW_EXPECT_YIELD_AFTER");
     if (want_yield)
         mpi_check(ar.yield_after == strtoul(want_yield, NULL, 10),

@@ -36,6 +36,7 @@
 # MWN_SUBNET, MWN_NODES.
 
 MWN_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+declare -F mw_cpu_ids >/dev/null || . "$MWN_HERE/../lib.sh" # check, finish, mw_cpu_ids
 MWN_PREFIX=mwn$$-
 MWN_ROOT=""
 MWN_NODES=0
@@ -149,19 +150,10 @@ nodes_up() { # N
     echo "nodes: $n + launcher in namespaces $MWN_PREFIX*, subnet $MWN_SUBNET"
 }
 
-# The CPUs of this process (Cpus_allowed_list: "0-3,8,10-11"), one a line.
-mwn_cpu_ids() {
-    local r a b
-    for r in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr ',' ' '); do
-        a=${r%-*} b=${r#*-}
-        seq "$a" "$b"
-    done
-}
-
 # Node K's share of the CPUs into $MWN_ROOT/cpus-nodeK (a list for taskset -c).
 mwn_split_cpus() { # N
     local n=$1 k per ids
-    mapfile -t ids < <(mwn_cpu_ids)
+    mapfile -t ids < <(mw_cpu_ids)
     ((${#ids[@]} > 0)) || return 0
     per=$((${#ids[@]} / n))
     for ((k = 1; k <= n; k++)); do

@@ -276,24 +276,6 @@ static int takes_mask(const mw_layer *l, int masked)
            (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1);
 }
 
-/* Keras 3.15 keeps a padding mask in two places, and a layer takes it from either:
- *  - the graph: a mask the model's graph computes (Embedding(mask_zero=True)'s NotEqual) is
- *    recorded as a call argument of the layers after it (GlobalAveragePooling1D's mask,
- *    MultiHeadAttention's value_mask and key_mask): carries(), bit j of masked;
- *  - the run time: a mask travels as an attribute of the output tensor, from the first
- *    input's (Layer.__call__'s previous_mask), and a call argument recorded as None is filled
- *    from it when the layer runs. MultiHeadAttention takes its query mask from the attribute
- *    only, then deletes the attribute from its query, value and key tensors
- *    (keras/src/layers/attention/multi_head_attention.py: "the masks are handled at the level
- *    of the layer"). So a residual Add([x, attention(x, x)]) runs on an x without its mask and
- *    keeps none, and nothing after it sees one at run time: not the loss and the metrics
- *    (they take the output's attribute: loss.masked), not a layer whose graph argument is
- *    None. An attention whose query lost the attribute masks only the keys (keys_only). A
- *    KerasHub block reads its input's attribute (merge_padding_and_attention_mask) and keeps
- *    it on its output (its own attention does not delete it); TokenAndPositionEmbedding
- *    (mask_zero=True) sets only the attribute.
- * The layers run in the model's order (Keras runs a graph by depth; in a chain with residuals
- * the orders agree). Allocates a flag per layer (MW_ENOMEM). */
 /* Layer i's masks (masked, mha.keys_only), graph[i] and at[i], after its inputs'; at[] of the
  * tensors an attention reads cleared. block_rt: the attribute a KerasHub block's parts see. */
 static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char *graph,
@@ -365,6 +347,25 @@ static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char
                   mw_model_producer_name(m, from));
 }
 
+/* Keras 3.15 keeps a padding mask in two places, and a layer takes it from either:
+ *  - the graph: a mask the model's graph computes (Embedding(mask_zero=True)'s NotEqual) is
+ *    recorded as a call argument of the layers after it (GlobalAveragePooling1D's mask,
+ *    MultiHeadAttention's value_mask and key_mask): graph[];
+ *  - the run time: a mask travels as an attribute of the output tensor, from the first
+ *    input's (Layer.__call__'s previous_mask), and a call argument recorded as None is filled
+ *    from it when the layer runs. MultiHeadAttention takes its query mask from the attribute
+ *    only, then deletes the attribute from its query, value and key tensors
+ *    (keras/src/layers/attention/multi_head_attention.py: "the masks are handled at the level
+ *    of the layer"). So a residual Add([x, attention(x, x)]) runs on an x without its mask and
+ *    keeps none, and nothing after it sees one at run time: not the loss and the metrics
+ *    (they take the output's attribute: loss.masked), not a layer whose graph argument is
+ *    None. An attention whose query lost the attribute masks only the keys (keys_only). A
+ *    KerasHub block reads its input's attribute (merge_padding_and_attention_mask) and keeps
+ *    it on its output (its own attention does not delete it); TokenAndPositionEmbedding
+ *    (mask_zero=True) sets only the attribute. The attribute: at[].
+ * The layers run in the model's order (Keras runs a graph by depth; in a chain with residuals
+ * the orders agree). Each consumer takes the graph's mask, else the attribute. Allocates two
+ * flags per layer (MW_ENOMEM). */
 mw_status mw_model_plan_masks(mw_model *m)
 {
     /* per layer (index -1: the model's input): at, the attribute of its output when the
