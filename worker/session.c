@@ -17,6 +17,8 @@
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/keras_loss.h"
 #include "worker/memory.h"
+#include "worker/model/diff.h"
+#include "worker/model/weights.h"
 #include "worker/optimizers.h"
 
 void mw_session_init(mw_session *s)

@@ -18,6 +18,8 @@
 #include "kernels/kernels.h"
 #include "worker/keras/keras.h"
 #include "worker/model/model.h"
+#include "worker/model/summary.h"
+#include "worker/model/weights.h"
 
 static void check(int ok, const char *what)
 {

@@ -23,8 +23,9 @@
 #include "common/fs.h"
 #include "common/strfmt.h"
 #include "worker/data/preprocess.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 
 #define NAME_MAX_LEN 55 /* layer names: room for "/softmax" in mw_layer.name */
 #define MAX_LAYERS 1000
@@ -467,6 +468,7 @@ static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, 
     } else if (mw_preprocess_is_layer(cls)) { /* the input pipeline (worker/data/preprocess.h) */
         rc = mw_preprocess_add(&B->m->pre, &B->m->in_h, &B->m->in_w, &B->m->in_c, B->m->nlayers,
                                B->m->flat_input, is_last, cls, cfg, name, B->origin);
+        B->m->pre_free = mw_preprocess_close;
     } else {
         rc = mw_kfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                       mw_kquote(q, cls), layer_list());
@@ -481,7 +483,7 @@ static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, 
 static mw_status check_output(const mw_kbuilder *B, int nclasses)
 {
     const char *origin = B->origin;
-    mw_status mrc = mw_model_plan_masks(B->m); /* a padding mask only where it is honoured */
+    mw_status mrc = mw_masks_plan(B->m); /* a padding mask only where it is honoured */
     if (mrc != MW_OK)
         return mw_kfrom_model(origin, mrc);
     const mw_model *m = B->m;
@@ -706,7 +708,7 @@ static mw_status check_graph_output(const char *origin, const json_t *conf, cons
  * (module keras.src.ops.numpy): NotEqual(ids, 0), which Embedding(mask_zero=True) computes,
  * and LogicalOr / LogicalAnd of masks, which merges compute; layers get them as call
  * arguments (mask, query_mask, ...). mwtrain plans the same mask from the Embedding
- * (mw_model_plan_masks), so these nodes are checked to be that mask and add no layer. */
+ * (mw_masks_plan), so these nodes are checked to be that mask and add no layer. */
 static int is_mask_op(const json_t *e)
 {
     const char *c = json_string_value(json_object_get(e, "class_name"));

@@ -1,5 +1,6 @@
 /* The per-layer Keras variable table; see keras_vars.h. */
 #include "worker/keras/keras_vars.h"
+#include "worker/model/layers/attention.h"
 
 #include <ctype.h>
 #include <stdio.h>

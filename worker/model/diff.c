@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/model/diff.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 /* Conv2D, Dense: an activation folded after it is its activation. */
 static int weighted(const mw_layer *l)

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "common/rng.h"
 #include "common/status.h"
 #include "kernels/kernels.h"
 
@@ -28,7 +29,7 @@ struct mw_model_ws;
 struct mw_regularizer;
 
 /* One layer's forward or backward: what the model hands the row. */
-typedef struct {
+typedef struct mw_layer_call {
     const struct mw_model *m;
     const struct mw_layer *l;
     const mw_kernels *kt;
@@ -46,7 +47,26 @@ typedef struct {
     size_t cnt, rows;             /* n * output values per example; n * out_h * out_w */
 } mw_layer_call;
 
-/* The Keras model reader's state for one layer (worker/keras/keras_layer.h). */
+/* How a layer treats a padding mask that reaches it (the plan: masks.h). */
+typedef enum {
+    MW_MASK_REFUSE,      /* it cannot honour one: a mask reaching it is refused (MW_EUNSUPPORTED) */
+    MW_MASK_PASS,        /* it keeps the steps and passes the mask on; with several inputs only when
+                            every input has it (Keras 3.15's Merge.compute_mask: an input without a
+                            mask, such as a PositionEmbedding's output, drops it) */
+    MW_MASK_TAKE,        /* it uses the mask (mw_layer.masked says which inputs carry it) and its
+                            output has none: GlobalAveragePooling1D's masked mean */
+    MW_MASK_DROP,        /* it accepts and ignores the mask, as Keras drops it there (a layer that
+                            does not support masking but computes no step from another) */
+    MW_MASK_MAKE,        /* it makes the mask, in the graph and on its output tensor (Embedding with
+                            mask_zero) */
+    MW_MASK_MAKE_AT_RUN, /* it makes the mask on its output tensor only, never in the graph
+                            (KerasHub's TokenAndPositionEmbedding with mask_zero) */
+    MW_MASK_ATTEND,      /* MultiHeadAttention: masks the padded steps of its query, value and key
+                            (mw_mha.keys_only), passes the query's mask on in the graph and takes the
+                            tensors' masks away at run time */
+} mw_mask_rule;
+
+/* The Keras model reader's state for one layer (worker/model/kread.h). */
 typedef struct mw_kread mw_kread;
 
 /* Keras class names a row reads, at most (the last entry of a full list is NULL). */
@@ -84,6 +104,13 @@ typedef struct {
      * Keras 3 cannot read): its keys added to config, which holds name, trainable and dtype;
      * returns its Keras class. NULL (or returning NULL): this writer cannot. */
     const char *(*to_keras)(const struct mw_model *m, int i, json_t *config);
+    /* How l treats a padding mask that reaches it (masks.h; mw_mask_pass, mw_mask_drop for
+     * the rows whose rule does not depend on the layer). NULL: it refuses one. */
+    mw_mask_rule (*mask)(const struct mw_layer *l);
+    /* Draws l's weights in params from r when they are several tensors, each with its own
+     * fans (weights.h: mw_weights_init_tensor); NULL: the kernel (fan_in, fan_out), the bias
+     * and BatchNormalization's moving statistics, as weights.c does for every other layer. */
+    void (*init)(const struct mw_layer *l, float *params, mw_rng *r);
 } mw_layer_ops;
 
 /* The row of an mw_layer_kind; NULL for none (MW_LAYER_KINDS). */
@@ -92,57 +119,5 @@ const mw_layer_ops *mw_layer_row(int kind);
 const mw_layer_ops *mw_layer_row_keras(const char *cls);
 /* Every Keras class the rows read, ", "-separated, for messages (static). */
 const char *mw_layer_keras_list(void);
-
-/* ---- what model.c gives the rows ---- */
-
-/* Append a layer of kind and Keras class cls reading the current output (or the inputs set
- * by mw_model_set_inputs); NULL (mw_err set) on error. An empty name gets Keras' automatic one:
- * auto_base, then auto_base_1, ... counted over the shown layers of the same class. */
-struct mw_layer *mw_layer_push(struct mw_model *m, int kind, const char *name, const char *cls,
-                               const char *auto_base);
-/* The same for a parameter-free layer that keeps its input's shape and runs in place. */
-struct mw_layer *mw_layer_push_same(struct mw_model *m, int kind, const char *name, const char *cls,
-                                    const char *auto_base);
-/* Take back the layer just pushed; returns s. */
-mw_status mw_layer_reject(struct mw_model *m, mw_status s);
-/* Output values per example. */
-size_t mw_layer_out_count(const struct mw_layer *l);
-/* Values per example of tensor t (0: the input, i + 1: layer i's output). */
-size_t mw_model_tensor_count(const struct mw_model *m, int t);
-/* The shape of layer idx's output (-1: the model's input). */
-void mw_model_shape_of(const struct mw_model *m, int idx, int s[3]);
-/* The Keras layer behind output idx, for messages: a folded activation's own layer. */
-const char *mw_model_producer_name(const struct mw_model *m, int idx);
-/* y = 0, and y = x, through the table (device memory on a GPU). */
-void mw_layer_zero(const mw_kernels *kt, const mw_kctx *k, void *p, size_t nbytes);
-void mw_layer_copy(const mw_kernels *kt, const mw_kctx *k, float *y, const float *x, size_t count);
-/* x rounded in place to the 16 bits of mw_policy policy (kernels/cast.h). */
-void mw_layer_round(const mw_kernels *kt, const mw_kctx *k, int policy, float *x, size_t count);
-/* The kernel (bias 0) or bias (bias 1) regularizer of l; NULL: none. */
-const struct mw_regularizer *mw_layer_regularizer(const struct mw_layer *l, int bias);
-/* A row's exact for a layer that selects, copies or zeroes: 16-bit values stay 16-bit both
- * ways. */
-int mw_layer_exact_always(const struct mw_layer *l, int backward);
-/* A layer that computes nothing (Flatten, an identity, Dropout at inference): y = x unless in
- * place; and its backward, dx += dy unless in place. */
-void mw_layer_pass_fwd(const mw_layer_call *c);
-void mw_layer_pass_bwd(const mw_layer_call *c);
-/* The buffer an elementwise backward writes: dx itself in place (dy is dx), else dy (no longer
- * needed: every consumer of the output has run); mw_layer_pass_bwd then adds it into dx. */
-float *mw_layer_bwd_out(const mw_layer_call *c);
-
-/* ---- what the rows' differs use (diff.c) ---- */
-
-/* "<what> <x> in the checkpoint, <y> in --model" into d; returns 1. */
-int mw_diff_text(char *d, size_t n, const char *what, const char *x, const char *y);
-/* k sizes shown as AxBxC; 0 when equal. */
-int mw_diff_dims(char *d, size_t n, const char *what, const int *x, const int *y, int k);
-/* Two reals, with as many digits as tell them apart; 0 when equal. */
-int mw_diff_real(char *d, size_t n, const char *what, double x, double y);
-/* Padding by its effect, px and py the zero rows and columns before the input and the output
- * size (top, left, height, width): shown as same / valid; 0 when equal. */
-int mw_diff_padding(char *d, size_t n, int same_x, int same_y, const int *px, const int *py);
-/* Two flags as true / false; 0 when equal. */
-int mw_diff_flag(char *d, size_t n, const char *what, int x, int y);
 
 #endif

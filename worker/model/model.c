@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/rng.h"
-#include "worker/data/preprocess.h"
+#include "worker/model/masks.h"
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
 {
@@ -25,7 +25,8 @@ void mw_model_free(mw_model *m)
 {
     free(m->layers);
     free(m->source);
-    mw_preprocess_close(&m->pre);
+    if (m->pre && m->pre_free)
+        m->pre_free(&m->pre);
     free(m->next_in);
     free(m->worder);
     mw_arena_free(&m->params);
@@ -131,13 +132,6 @@ void mw_model_shape_of(const mw_model *m, int idx, int s[3])
     }
     const mw_layer *p = &m->layers[idx];
     s[0] = p->out_h, s[1] = p->out_w, s[2] = p->out_c;
-}
-
-const char *mw_model_producer_name(const mw_model *m, int idx)
-{
-    while (idx >= 0 && m->layers[idx].folded)
-        idx--;
-    return idx < 0 ? (m->input_name[0] ? m->input_name : "the model input") : m->layers[idx].name;
 }
 
 static mw_layer *last_with_weights(mw_model *m)
@@ -372,7 +366,7 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
     if (consumers(m, m->nlayers - 1) != 0)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     MW_TRY(check_policies(m));
-    MW_TRY(mw_model_plan_masks(m));
+    MW_TRY(mw_masks_plan(m));
     pool_before_relu(m);
     plan_in_place(m);
     plan_rounding(m);

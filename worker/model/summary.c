@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "worker/model/model.h"
+#include "worker/model/summary.h"
 
 /* The Keras layer whose output tensor idx is (a folded activation belongs to its layer). */
 static const char *shown_name(const mw_model *m, int idx)

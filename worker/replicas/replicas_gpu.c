@@ -43,6 +43,8 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
+#include "worker/model/layers/batchnorm.h"
+#include "worker/model/weights.h"
 #include "worker/replicas/device.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"

@@ -18,6 +18,7 @@
 
 #include "kernels/kernels.h"
 #include "worker/keras/keras.h"
+#include "worker/model/layers/batchnorm.h"
 #include "worker/model/model.h"
 
 static long read_file(const char *dir, const char *name, void *buf, size_t nbytes)

@@ -3,10 +3,12 @@
  * (worker/model/layer.h). */
 #include <stdio.h>
 
-#include "worker/keras/keras_layer.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
 #include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
@@ -228,6 +230,7 @@ const mw_layer_ops mw_layer_relu = {
     .backward = relu_backward,
     .exact = mw_layer_exact_always,
     .to_keras = to_keras,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_identity = {
@@ -237,6 +240,7 @@ const mw_layer_ops mw_layer_identity = {
     .backward = mw_layer_pass_bwd,
     .exact = mw_layer_exact_always,
     .to_keras = to_keras,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_act = {
@@ -245,6 +249,7 @@ const mw_layer_ops mw_layer_act = {
     .forward = act_forward,
     .backward = act_backward,
     .has_kernels = act_kernels,
+    .mask = mw_mask_pass,
 };
 
 /* Made by finalize from a softmax before the last layer (not read from Keras itself). */

@@ -15,10 +15,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/attention.h"
+
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
-#include "worker/model/layers/transformer.h"
+#include "worker/model/layers/activation.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 void mw_mha_parts(const mw_layer *l, size_t w[4], size_t wn[4], size_t b[4], size_t bn[4])
 {
@@ -150,7 +154,7 @@ static void carve(const mw_layer_call *c, views *V)
         .dv = a->value_dim,
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
         .causal = a->causal,
-        /* every padding mask here is the model input's ids != 0 (mw_model_plan_masks) */
+        /* every padding mask here is the model input's ids != 0 (mw_masks_plan) */
         .qids = (l->masked & 1) && !l->mha.keys_only ? act[0] : NULL,
         .vids = (l->masked & 6) ? act[0] : NULL,
         /* Keras 3.15: its fused attention without dropout, its Softmax(mask) with it */
@@ -228,7 +232,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* The call's keyword arguments (inbound_nodes[0].kwargs): use_causal_mask; the masks Keras
  * passes from the inputs (query_mask, value_mask, key_mask: this program knows them from the
- * Embedding, mw_model_plan_masks); training. */
+ * Embedding, mw_masks_plan); training. */
 static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
 {
     *causal = 0;
@@ -267,8 +271,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    if (strcmp(cls, "MultiHeadAttention") != 0) /* KerasHub's blocks around it */
-        return mw_transformer_parse(R, cls, cfg, name);
+    (void)cls;
     char d[MW_KQUOTE_MAX * 4 + 64];
     if (B->m->next_nin < 2)
         return mw_kfail(L, MW_EMODEL,
@@ -331,11 +334,39 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                                     (float)dropout, causal);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
-    return mw_kapply_weights(B, &w);
+    MW_TRY(mw_kapply_weights(B, &w));
+    return mw_model_add_act(B->m, NULL, w.act, mw_kact_alpha(w.act), 1); /* its folded activation */
+}
+
+/* It masks the padded steps it reads. */
+static mw_mask_rule attend_rule(const mw_layer *l)
+{
+    (void)l;
+    return MW_MASK_ATTEND;
+}
+
+/* MultiHeadAttention's four kernels and biases, each with the fans Keras computes for its
+ * shape: (D, H, k) has fan_in H D and fan_out k D (the leading axes are the receptive
+ * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. */
+static void init(const mw_layer *l, float *params, mw_rng *r)
+{
+    const mw_mha *a = &l->mha;
+    size_t w[4], wn[4], b[4], bn[4];
+    mw_mha_parts(l, w, wn, b, bn);
+    const int in[3] = {l->in_c, a->key_c, a->value_c},
+              width[3] = {a->key_dim, a->key_dim, a->value_dim};
+    for (int j = 0; j < 4; j++) {
+        const int fi = j < 3 ? a->heads * in[j] : a->value_dim * a->heads;
+        const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
+        mw_weights_init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
+        if (l->has_bias)
+            mw_weights_init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,
+                                   j < 3 ? a->heads : (int)bn[j], j < 3 ? width[j] : (int)bn[j], r);
+    }
 }
 
 const mw_layer_ops mw_layer_mha = {
-    .keras = {"MultiHeadAttention", "TransformerEncoder", "TransformerDecoder"},
+    .keras = {"MultiHeadAttention"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
@@ -344,4 +375,6 @@ const mw_layer_ops mw_layer_mha = {
     .has_kernels = has_kernels,
     .differs = differs,
     .matmul = 1,
+    .mask = attend_rule,
+    .init = init,
 };

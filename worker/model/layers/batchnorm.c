@@ -1,7 +1,9 @@
 /* BatchNormalization, synchronized or not: the layer table's row (worker/model/layer.h), the
  * moving statistics' fold (mw_model_update_stats) and the lockstep steps of a synchronized
  * layer (mw_model_sync_*); model.h says how the statistics travel. */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/batchnorm.h"
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 

@@ -1,8 +1,11 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
 #include <string.h>
 
-#include "worker/keras/keras_layer.h"
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/layers/conv2d.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
@@ -126,7 +129,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "its output has %zu values per example; at most %d are "
                         "supported",
                         mw_klast_out(B->m), MW_KMAX_TENSOR);
-    return mw_kapply_weights(B, &w);
+    MW_TRY(mw_kapply_weights(B, &w));
+    return mw_model_add_act(B->m, NULL, w.act, mw_kact_alpha(w.act), 1); /* its folded activation */
 }
 
 static const char *to_keras(const mw_model *m, int i, json_t *c)

@@ -2,7 +2,8 @@
  * the forward is pad2d_bwd's "add the inner part" into a zeroed output, the backward pads dy
  * with zeros into the layer's buffer (pad2d_fwd) and adds it into dx, so an input read by
  * several layers gets the sum of their gradients. */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 

@@ -1,6 +1,9 @@
 /* Dense: the layer table's row (worker/model/layer.h). */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_bias)
@@ -67,7 +70,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     mw_status rc = mw_model_add_dense(B->m, name, units, w.use_bias);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
-    return mw_kapply_weights(B, &w);
+    MW_TRY(mw_kapply_weights(B, &w));
+    return mw_model_add_act(B->m, NULL, w.act, mw_kact_alpha(w.act), 1); /* its folded activation */
 }
 
 static const char *to_keras(const mw_model *m, int i, json_t *c)
@@ -79,6 +83,12 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "Dense";
 }
 
+/* On each position of a sequence it keeps the steps; a flat input has none. */
+static mw_mask_rule mask_rule(const mw_layer *l)
+{
+    return l->flat ? MW_MASK_REFUSE : MW_MASK_PASS;
+}
+
 const mw_layer_ops mw_layer_dense = {
     .keras = {"Dense"},
     .parse = parse,
@@ -87,4 +97,5 @@ const mw_layer_ops mw_layer_dense = {
     .matmul = 1,
     .differs = differs,
     .to_keras = to_keras,
+    .mask = mask_rule,
 };

@@ -1,6 +1,9 @@
 /* Dropout: the layer table's row (worker/model/layer.h). */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/dropout.h"
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate)
@@ -86,4 +89,5 @@ const mw_layer_ops mw_layer_dropout = {
     .buf_bytes = buf,
     .differs = differs,
     .to_keras = to_keras,
+    .mask = mw_mask_pass,
 };

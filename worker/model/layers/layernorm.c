@@ -2,8 +2,11 @@
  * channels) of each position: a flat input (None, D), a sequence (None, T, D) or an image's
  * pixels; gamma (scale) and beta (center) of D values; each example alone, so nothing crosses
  * replicas. */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/layernorm.h"
+#include "worker/model/diff.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
@@ -117,4 +120,5 @@ const mw_layer_ops mw_layer_layernorm = {
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,
+    .mask = mw_mask_pass,
 };

@@ -1,9 +1,11 @@
 /* Add, Multiply and Concatenate: the merges of a Functional graph's tensors. The layer
  * table's rows (worker/model/layer.h). */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
 #include "worker/model/layer.h"
+#include "worker/model/layers/merge.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 /* A merge of l's inputs: every input's shape equal to the first's, or (concat) the same
@@ -149,6 +151,7 @@ const mw_layer_ops mw_layer_add = {
     .parse = parse,
     .forward = add_forward,
     .backward = add_backward,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_multiply = {
@@ -157,6 +160,7 @@ const mw_layer_ops mw_layer_multiply = {
     .forward = mul_forward,
     .backward = mul_backward,
     .has_kernels = mul_kernels,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_concat = {

@@ -1,9 +1,11 @@
 /* MaxPooling2D, AveragePooling2D and their global forms: the layer table's rows
  * (worker/model/layer.h). */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
+#include "worker/model/diff.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/pooling.h"
 #include "worker/model/model.h"
 
 static mw_status pool_layer(mw_model *m, mw_layer *l, int ph, int pw, int sh, int sw, int same)
@@ -192,6 +194,12 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "MaxPooling2D";
 }
 
+/* GlobalAveragePooling1D takes the mean over the steps that are not padding. */
+static mw_mask_rule avg_mask(const mw_layer *l)
+{
+    return l->global && l->in_h == 1 ? MW_MASK_TAKE : MW_MASK_REFUSE;
+}
+
 const mw_layer_ops mw_layer_maxpool = {
     .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D",
               "GlobalMaxPooling1D", "MaxPooling1D"},
@@ -212,4 +220,5 @@ const mw_layer_ops mw_layer_avgpool = {
     .backward = avg_backward,
     .has_kernels = avg_kernels,
     .differs = differs,
+    .mask = avg_mask,
 };

@@ -1,10 +1,12 @@
 /* Flatten, Reshape and ZeroPadding2D: the layer table's rows (worker/model/layer.h). Reshape
  * is Flatten's kind with another output shape: the values stay in place (channels_last is
  * row-major), only their shape changes. */
-#include "worker/keras/keras_layer.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
+#include "worker/model/diff.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_flatten(mw_model *m, const char *name)

@@ -16,12 +16,17 @@
  * names (<block>/<sublayer>), and in the order of its weights (part_rank), which Keras takes
  * from its build(): the encoder's attention, SA-LN, FF-LN, FF1, FF2, the decoder's attention,
  * SA-LN, FF1, FF2, FF-LN. A Dropout with rate 0 is Keras' identity and is not built. */
-#include "worker/model/layers/transformer.h"
-
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/keras/keras_layer.h"
+#include "worker/model/kread.h"
+#include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/layers/attention.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/layers/dropout.h"
+#include "worker/model/layers/layernorm.h"
+#include "worker/model/layers/merge.h"
 #include "worker/model/model.h"
 
 typedef struct {
@@ -204,7 +209,7 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
     return mw_kget_bool(L, cfg, "normalize_first", 0, &c->first_norm);
 }
 
-mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
@@ -258,3 +263,9 @@ mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, 
     }
     return MW_OK;
 }
+
+/* A row that reads Keras classes into layers of the other rows' kinds: no kind of its own. */
+const mw_layer_ops mw_layer_transformer = {
+    .keras = {"TransformerEncoder", "TransformerDecoder"},
+    .parse = parse,
+};

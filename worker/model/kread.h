@@ -2,8 +2,8 @@
  * being built, the layer being read (for messages), and the typed readers of config fields,
  * activations, initializers and regularizers, whose messages name the file, the layer, the
  * field and what was expected. worker/keras/keras.c reads the model around the layers. */
-#ifndef MW_WORKER_KERAS_KERAS_LAYER_H
-#define MW_WORKER_KERAS_KERAS_LAYER_H
+#ifndef MW_WORKER_MODEL_KREAD_H
+#define MW_WORKER_MODEL_KREAD_H
 
 #include <stddef.h>
 
@@ -134,7 +134,8 @@ mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, m
 mw_status mw_kget_dims(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
                        int hi, int one_d, int out[2]);
 
-/* After the layer itself was added: its initializers, regularizers and folded activation. */
+/* After the layer itself was added: its initializers and regularizers (the layer adds its folded
+ * activation itself, mw_model_add_act). */
 mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w);
 
 /* MW_OK unless the model's input is (None, H, W), not yet flattened, which has no channels

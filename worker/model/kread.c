@@ -1,5 +1,5 @@
-/* The typed readers a layer row's Keras reader uses; see keras_layer.h. */
-#include "worker/keras/keras_layer.h"
+/* The typed readers a layer row's Keras reader uses; see kread.h. */
+#include "worker/model/kread.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 
 #include "common/strfmt.h"
 #include "worker/model/layer.h"
+#include "worker/model/model.h"
 
 const char *mw_kquote(mw_kqbuf q, const char *s)
 {
@@ -483,8 +484,7 @@ mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, m
 mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w)
 {
     MW_TRY(mw_model_set_init(B->m, &w->kinit, &w->binit));
-    MW_TRY(mw_model_set_regularizer(B->m, &w->kreg, &w->breg));
-    return mw_model_add_act(B->m, NULL, w->act, mw_kact_alpha(w->act), 1);
+    return mw_model_set_regularizer(B->m, &w->kreg, &w->breg);
 }
 
 mw_status mw_kneed_channels(const mw_kbuilder *B, const mw_klayer *L)
