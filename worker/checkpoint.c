@@ -1360,9 +1360,9 @@ void mw_ckpt_pack(const mw_model *m, float *packed, const float *arena)
         if (l->b_count)
             memcpy(packed + k, arena + l->b_off, l->b_count * sizeof(float));
         k += l->b_count;
-        if (l->s_count) /* BatchNormalization's moving statistics */
-            memcpy(packed + k, arena + l->s_off, l->s_count * sizeof(float));
-        k += l->s_count;
+        if (l->stats_count) /* BatchNormalization's moving statistics */
+            memcpy(packed + k, arena + l->stats_off, l->stats_count * sizeof(float));
+        k += l->stats_count;
     }
 }
 
@@ -1377,8 +1377,8 @@ void mw_ckpt_unpack(const mw_model *m, float *arena, const float *packed)
         if (l->b_count)
             memcpy(arena + l->b_off, packed + k, l->b_count * sizeof(float));
         k += l->b_count;
-        if (l->s_count)
-            memcpy(arena + l->s_off, packed + k, l->s_count * sizeof(float));
-        k += l->s_count;
+        if (l->stats_count)
+            memcpy(arena + l->stats_off, packed + k, l->stats_count * sizeof(float));
+        k += l->stats_count;
     }
 }

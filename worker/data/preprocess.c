@@ -18,6 +18,8 @@ typedef enum { FILL_REFLECT, FILL_WRAP, FILL_CONSTANT, FILL_NEAREST } fill_mode;
 static const char *const classes[] = {"Rescaling", "Normalization", "RandomFlip", "RandomCrop",
                                       "RandomTranslation"};
 static const char *const fills[] = {"reflect", "wrap", "constant", "nearest"};
+_Static_assert(sizeof classes / sizeof *classes == TRANSLATION + 1, "a class per kind");
+_Static_assert(sizeof fills / sizeof *fills == FILL_NEAREST + 1, "a name per fill_mode");
 
 typedef struct {
     kind kind;

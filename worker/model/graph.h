@@ -56,18 +56,6 @@ typedef struct mw_regularizer {
     double l1, l2;
 } mw_regularizer;
 
-typedef enum {
-    MW_ACT_LINEAR,
-    MW_ACT_RELU,
-    MW_ACT_SOFTMAX,
-    MW_ACT_SIGMOID,
-    MW_ACT_TANH,
-    MW_ACT_GELU,
-    MW_ACT_SILU,
-    MW_ACT_ELU,
-    MW_ACT_LEAKY_RELU,
-} mw_activation;
-
 /* A layer's Keras dtype policy: float32, or mixed precision (float32 variables, optimizer
  * slots and loss; the layer computes in 16 bits). mixed_bfloat16 rounds every value a
  * bfloat16 tensor of Keras would hold (the layer's input, its matmul weights, its output, and
@@ -124,9 +112,14 @@ typedef struct mw_layer {
                         pass the mask on */
     mw_mha mha;      /* MW_LAYER_MHA */
     int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
+    int vocab;       /* Embedding: input_dim, the token table's rows */
+    int positions;   /* TokenAndPositionEmbedding, PositionEmbedding: sequence_length, the
+                        position table's rows (0: none, a plain Embedding's or a sine's) */
+    int kerashub;    /* KerasHub's TokenAndPositionEmbedding: its padding mask travels on its
+                        output tensor only, never in the graph (masks.c) */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
-     * mean and variance at s_off (s_count = 2 C, not trainable) */
-    size_t s_off, s_count;
+     * mean and variance at stats_off (stats_count = 2 C, not trainable) */
+    size_t stats_off, stats_count;
     float momentum, epsilon;
     int sync; /* synchronized: batch statistics over every replica's slice (see below) */
     /* mixed_bfloat16 (set by mw_model_finalize): this layer's output, and its output's

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "common/status.h"
+#include "worker/model/activations.h"
 #include "worker/model/model.h"
 
 #define MW_KQUOTE_MAX 48         /* longest piece of user text quoted in a message */
@@ -56,8 +57,11 @@ struct mw_kread {
 /* "s", escaped and shortened. */
 const char *mw_kquote(mw_kqbuf q, const char *s);
 
-/* What a JSON value is, for "found ...". */
-const char *mw_kdescribe(char *buf, size_t n, const json_t *v);
+/* Room for what a JSON value is (mw_kdescribe): a quoted piece of user text and its words. */
+typedef char mw_kdbuf[MW_KQUOTE_MAX * 4 + 64];
+
+/* What a JSON value is, for "found ...", written into buf. */
+const char *mw_kdescribe(mw_kdbuf buf, const json_t *v);
 
 /* "origin: layer ...: message" as the error, with status s. */
 mw_status mw_kfail(const mw_klayer *L, mw_status s, const char *fmt, ...)
@@ -109,10 +113,6 @@ mw_status mw_kcheck_data_format(const mw_klayer *L, const json_t *cfg);
  * required. */
 mw_status mw_kget_activation(const mw_klayer *L, const json_t *cfg, const char *key, int is_last,
                              int required, mw_activation *out);
-
-/* The parameter of an activation named by its string identifier: Keras 3's defaults
- * (elu alpha 1, leaky_relu negative_slope 0.2). */
-float mw_kact_alpha(mw_activation a);
 
 /* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
  * absent / null for the default. */

@@ -13,7 +13,8 @@ MW_LAYER_LIST(DECLARE_KIND, DECLARE_READER)
 /* By kind. */
 #define BY_KIND(K, row) [MW_LAYER_##K] = &mw_layer_##row,
 #define NOT_A_KIND(row)
-static const mw_layer_ops *const rows[MW_LAYER_KINDS] = {MW_LAYER_LIST(BY_KIND, NOT_A_KIND)};
+static const mw_layer_ops *const rows[] = {MW_LAYER_LIST(BY_KIND, NOT_A_KIND)};
+_Static_assert(sizeof rows / sizeof *rows == MW_LAYER_KINDS, "a row per mw_layer_kind");
 
 /* Every row, readers too, in the list's order: the Keras classes' lookup and listing. */
 #define IN_ORDER(K, row) &mw_layer_##row,
@@ -26,24 +27,63 @@ const mw_layer_ops *mw_layer_row(int kind)
     return (unsigned)kind < MW_LAYER_KINDS ? rows[kind] : NULL;
 }
 
-const mw_layer_ops *mw_layer_row_keras(const char *cls)
+/* A row's Keras class name without its KerasHub prefix. */
+static const char *class_of(const char *entry)
+{
+    const size_t n = strlen(MW_LAYER_KERAS_HUB);
+    return strncmp(entry, MW_LAYER_KERAS_HUB, n) ? entry : entry + n;
+}
+
+/* The row entry naming cls, NULL when none does. */
+static const char *entry_of(const char *cls, const mw_layer_ops **row)
 {
     for (int k = 0; k < NALL; k++)
         for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j]; j++)
-            if (!strcmp(all[k]->keras[j], cls))
-                return all[k];
+            if (!strcmp(class_of(all[k]->keras[j]), cls)) {
+                *row = all[k];
+                return all[k]->keras[j];
+            }
     return NULL;
+}
+
+const mw_layer_ops *mw_layer_row_keras(const char *cls)
+{
+    const mw_layer_ops *row = NULL;
+    return entry_of(cls, &row) ? row : NULL;
+}
+
+int mw_layer_keras_hub(const char *cls)
+{
+    const mw_layer_ops *row = NULL;
+    const char *e = entry_of(cls, &row);
+    return e && e != class_of(e);
+}
+
+/* The classes the rows read, ", "-separated, into list (hub: KerasHub's only). */
+static void list_classes(char *list, size_t len, int hub)
+{
+    size_t used = 0;
+    for (int k = 0; k < NALL; k++)
+        for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j] && used < len; j++) {
+            const char *e = all[k]->keras[j];
+            if (!hub || e != class_of(e))
+                used += (size_t)snprintf(list + used, len - used, "%s%s", used ? ", " : "",
+                                         class_of(e));
+        }
 }
 
 const char *mw_layer_keras_list(void)
 {
     static char list[1024];
-    if (list[0])
-        return list;
-    size_t used = 0;
-    for (int k = 0; k < NALL; k++)
-        for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j] && used < sizeof list; j++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
-                                     all[k]->keras[j]);
+    if (!list[0])
+        list_classes(list, sizeof list, 0);
+    return list;
+}
+
+const char *mw_layer_keras_hub_list(void)
+{
+    static char list[512];
+    if (!list[0])
+        list_classes(list, sizeof list, 1);
     return list;
 }

@@ -1,15 +1,18 @@
 /* The layer table: what a layer family is to the model, stated once.
  *
  * Each family (worker/model/layers/, one file each) defines one row, an mw_layer_ops, for each
- * mw_layer_kind it implements; layers.c lists the rows, and the model (model.c, diff.c) reaches a
- * layer only through its row: forward and backward through the kernel table, the workspace buffer
- * it keeps between them, whether it keeps 16-bit values exact (so mixed precision rounds only where
- * needed), the kernel entries it needs, how two instances differ, and the Keras classes it reads. A
- * family's file also holds its mw_model_add_* builders (model.h): they check the new layer against
- * its input shape and set its output shape and parameter counts.
+ * mw_layer_kind it implements; layer_list.h lists the kinds and rows once, layer.c makes the
+ * table, and the model's passes (model.c, masks.c, weights.c, diff.c, the Keras files) reach a
+ * layer only through its row: forward and backward through the kernel table, the workspace
+ * buffer it keeps between them, whether it keeps 16-bit values 16-bit (so mixed precision
+ * rounds only where needed), the kernel entries it needs, how two instances differ, how it
+ * treats a padding mask, its initializer when it has several tensors, the Keras classes it
+ * reads and the Keras variables it has. A family's file also holds its builders, declared in
+ * its own header (layers/<family>.h): they check the new layer against its input shape and
+ * set its output shape and parameter counts; a NULL name gets Keras' automatic one.
  *
- * A new layer that reuses existing kernels is its file, its row in layers.c, its kind in
- * model.h and, with weights, its variables in worker/keras/keras_vars.c. */
+ * A new layer that reuses existing kernels is its family's file (its row), its header when
+ * others call its builder, and one line in layer_list.h. */
 #ifndef MW_WORKER_MODEL_LAYER_H
 #define MW_WORKER_MODEL_LAYER_H
 
@@ -20,6 +23,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "kernels/kernels.h"
+#include "worker/model/kvars.h"
 
 /* The model's types (model.h). The table names them only by their tags, so that model.c reaches
  * the layers through it while the layers' files use the model's types: no include circle. */
@@ -71,6 +75,8 @@ typedef struct mw_kread mw_kread;
 
 /* Keras class names a row reads, at most (the last entry of a full list is NULL). */
 #define MW_LAYER_KERAS_MAX 8
+/* The prefix of a KerasHub class in a row's keras[] (its registered_name in a Keras file). */
+#define MW_LAYER_KERAS_HUB "keras_hub>"
 
 typedef struct {
     /* The Keras class names it reads (NULL-terminated); none for the kinds the model makes
@@ -91,7 +97,7 @@ typedef struct {
     /* 1 when its output (backward 0) or its input's gradient (backward 1) holds 16-bit
      * values whenever its inputs (its output's gradient) do: it selects, copies or zeroes,
      * never computes a new value. NULL: never. */
-    int (*exact)(const struct mw_layer *l, int backward);
+    int (*stays_16bit)(const struct mw_layer *l, int backward);
     int matmul; /* Conv2D, Dense: weights rounded to 16 bits under a mixed policy; an
                    activation folded after it belongs to it (summary, diff) */
     /* 1 when the kernel table t has every entry it calls; MW_EUNSUPPORTED with the reason
@@ -111,13 +117,24 @@ typedef struct {
      * fans (weights.h: mw_weights_init_tensor); NULL: the kernel (fan_in, fan_out), the bias
      * and BatchNormalization's moving statistics, as weights.c does for every other layer. */
     void (*init)(const struct mw_layer *l, float *params, mw_rng *r);
+    /* Appends l's Keras variables (kvars.h: mw_kvar_add) in the order Keras' build() creates
+     * them, skipping the ones the config turns off. NULL: it has none (a row whose layers have
+     * parameters must list them; the Keras files refuse a layer it does not). */
+    void (*keras_vars)(const struct mw_layer *l, mw_keras_var *v, int *nv);
+    /* The sublayer groups Keras writes in l's group of .weights.h5 (NULL-terminated, with or
+     * without variables: MultiHeadAttention's query_dense, ..., _softmax); NULL: none. */
+    const char *const *(*keras_subs)(const struct mw_layer *l);
 } mw_layer_ops;
 
 /* The row of an mw_layer_kind; NULL for none (MW_LAYER_KINDS). */
 const mw_layer_ops *mw_layer_row(int kind);
 /* The row that reads Keras class cls, NULL when none does. */
 const mw_layer_ops *mw_layer_row_keras(const char *cls);
-/* Every Keras class the rows read, ", "-separated, for messages (static). */
+/* 1 when the class a row reads as cls is KerasHub's (keras[] has it with MW_LAYER_KERAS_HUB). */
+int mw_layer_keras_hub(const char *cls);
+/* Every Keras class the rows read, and KerasHub's alone, ", "-separated, for messages
+ * (static). */
 const char *mw_layer_keras_list(void);
+const char *mw_layer_keras_hub_list(void);
 
 #endif

@@ -7,7 +7,7 @@
  * input) only when it is its input's sole consumer. The last layer is the model's output.
  *
  * BatchNormalization state: gamma and beta are ordinary parameters (w_off, b_off); the
- * moving mean and variance live in the same arena right after them (s_off: C means then C
+ * moving mean and variance live in the same arena right after them (stats_off: C means then C
  * variances), so checkpoints, --dump-weights and exports carry them with no new format. The
  * optimizer leaves them alone because their gradient slot is zero when it runs: backward
  * writes scale * n * (batch mean, batch variance) into those slots (n examples of the slice,
@@ -191,9 +191,9 @@ void mw_layer_zero(const mw_kernels *kt, const mw_kctx *k, void *p, size_t nbyte
 void mw_layer_copy(const mw_kernels *kt, const mw_kctx *k, float *y, const float *x, size_t count);
 /* x rounded in place to the 16 bits of mw_policy policy (kernels/cast.h). */
 void mw_layer_round(const mw_kernels *kt, const mw_kctx *k, int policy, float *x, size_t count);
-/* A row's exact for a layer that selects, copies or zeroes: 16-bit values stay 16-bit both
+/* A row's stays_16bit for a layer that selects, copies or zeroes: 16-bit values stay 16-bit both
  * ways. */
-int mw_layer_exact_always(const struct mw_layer *l, int backward);
+int mw_layer_stays_16bit_always(const struct mw_layer *l, int backward);
 /* A layer that computes nothing (Flatten, an identity, Dropout at inference): y = x unless in
  * place; and its backward, dx += dy unless in place. */
 void mw_layer_pass_fwd(const struct mw_layer_call *c);

@@ -106,8 +106,8 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
         if (l->b_count) /* Keras: a 1-D shape (n) has fan_in = fan_out = n */
             mw_weights_init_tensor(m->params.data + l->b_off, l->b_count, &l->bias_init,
                                    (int)l->b_count, (int)l->b_count, &r);
-        for (size_t c = 0; c < l->s_count / 2; c++) /* moving mean 0, moving variance 1 */
-            m->params.data[l->s_off + l->s_count / 2 + c] = 1.0f;
+        for (size_t c = 0; c < l->stats_count / 2; c++) /* moving mean 0, moving variance 1 */
+            m->params.data[l->stats_off + l->stats_count / 2 + c] = 1.0f;
     }
 }
 

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "worker/model/activations.h"
 #include "worker/model/model.h"
 
 /* folded = 1: the activation of the previous layer (Conv2D(..., activation='relu')). */

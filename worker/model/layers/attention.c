@@ -13,12 +13,15 @@
  * the memory estimate counts) from the forward for the backward, and the backward's gradients of
  * them. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "worker/model/layers/attention.h"
 
+#include "worker/model/activations.h"
 #include "worker/model/diff.h"
 #include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
 #include "worker/model/model.h"
@@ -239,7 +242,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
     const char *key;
     const json_t *v;
     mw_kqbuf q;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     json_object_foreach((json_t *)kw, key, v)
     {
         if (!strcmp(key, "use_causal_mask")) {
@@ -247,7 +250,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
                 return mw_kfail(L, MW_EMODEL,
                                 "inbound_nodes[0].kwargs.use_causal_mask: found %s; expected true "
                                 "or false",
-                                mw_kdescribe(d, sizeof d, v));
+                                mw_kdescribe(d, v));
             *causal = json_is_true(v);
         } else if (!strcmp(key, "query_mask") || !strcmp(key, "value_mask") ||
                    !strcmp(key, "key_mask") || !strcmp(key, "key") || !strcmp(key, "mask")) {
@@ -261,7 +264,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
                             "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
                             "supported: use_causal_mask, and the padding masks of "
                             "Embedding(mask_zero=True)",
-                            mw_kquote(q, key), mw_kdescribe(d, sizeof d, v));
+                            mw_kquote(q, key), mw_kdescribe(d, v));
         }
     }
     return MW_OK;
@@ -272,7 +275,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
     (void)cls;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (B->m->next_nin < 2)
         return mw_kfail(L, MW_EMODEL,
                         "MultiHeadAttention needs a Functional model's call with a query and a "
@@ -298,7 +301,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (os && !json_is_null(os) && !mw_kas_int(os, 1, MW_KMAX_DIM, &out))
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "output_shape: found %s; supported: null, or one width (n or [n])",
-                        mw_kdescribe(d, sizeof d, json_object_get(cfg, "output_shape")));
+                        mw_kdescribe(d, json_object_get(cfg, "output_shape")));
     /* the attention runs over the steps: axis 1 of (None, T, D) */
     const json_t *ax = json_object_get(cfg, "attention_axes");
     if (ax && json_is_array(ax) && json_array_size(ax) == 1)
@@ -312,7 +315,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                             (long long)json_integer_value(ax));
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "attention_axes: found %s; supported: null or [1] (over the steps)",
-                        mw_kdescribe(d, sizeof d, json_object_get(cfg, "attention_axes")));
+                        mw_kdescribe(d, json_object_get(cfg, "attention_axes")));
     }
     if (json_is_true(json_object_get(cfg, "flash_attention")))
         return mw_kfail(L, MW_EUNSUPPORTED,
@@ -335,7 +338,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     MW_TRY(mw_kapply_weights(B, &w));
-    return mw_model_add_act(B->m, NULL, w.act, mw_kact_alpha(w.act), 1); /* its folded activation */
+    return mw_model_add_act(B->m, NULL, w.act, mw_act_info_of(w.act)->param,
+                            1); /* its folded activation */
 }
 
 /* It masks the padded steps it reads. */
@@ -365,6 +369,47 @@ static void init(const mw_layer *l, float *params, mw_rng *r)
     }
 }
 
+/* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by name, so
+ * only the names matter */
+static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
+                                       "_dropout_layer", "_softmax",  NULL};
+
+/* Four EinsumDense sublayers (mha_subs' first four), each its kernel and bias. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
+                                      "attention_output/kernel"};
+    static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
+                                         "attention_output/bias"};
+    const mw_mha *a = &l->mha;
+    const long long in[3] = {l->in_c, a->key_c, a->value_c},
+                    w[3] = {a->key_dim, a->key_dim, a->value_dim};
+    size_t wo[4], wn[4], bo[4], bn[4];
+    mw_mha_parts(l, wo, wn, bo, bn);
+    for (int j = 0; j < 4; j++) {
+        const int first = *nv;
+        if (j < 3)
+            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], a->heads, w[j], 0);
+        else
+            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c,
+                        0);
+        if (l->has_bias && j < 3)
+            mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
+        else if (l->has_bias)
+            mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
+        for (int t = first; t < *nv; t++) {
+            snprintf(v[t].sub, sizeof v[t].sub, "%s", mha_subs[j]);
+            v[t].idx = t - first;
+        }
+    }
+}
+
+static const char *const *keras_subs(const mw_layer *l)
+{
+    (void)l;
+    return mha_subs;
+}
+
 const mw_layer_ops mw_layer_mha = {
     .keras = {"MultiHeadAttention"},
     .parse = parse,
@@ -377,4 +422,6 @@ const mw_layer_ops mw_layer_mha = {
     .matmul = 1,
     .mask = attend_rule,
     .init = init,
+    .keras_vars = keras_vars,
+    .keras_subs = keras_subs,
 };

@@ -6,9 +6,9 @@
 
 #include "worker/model/model.h"
 
-/* Each add checks the new layer against the current output shape and returns
- * MW_EMODEL with a message naming the layer when it does not fit. A NULL name
- * gets Keras' automatic name (conv2d, conv2d_1, ...). */
+/* Conv2D(filters, (kh, kw), (sh, sw), padding same or valid, use_bias) on the current output;
+ * MW_EMODEL with a message naming the layer when it does not fit. A NULL name gets Keras'
+ * automatic name (conv2d, conv2d_1, ...). */
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
                               int sw, int same, int use_bias);
 

@@ -83,7 +83,7 @@ const mw_layer_ops mw_layer_crop = {
     .forward = forward,
     .backward = backward,
     .buf_bytes = buf,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .has_kernels = has_kernels,
     .differs = differs,
 };

@@ -1,7 +1,9 @@
 /* Dense: the layer table's row (worker/model/layer.h). */
 #include "worker/model/layers/dense.h"
+#include "worker/model/activations.h"
 #include "worker/model/diff.h"
 #include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
 #include "worker/model/model.h"
@@ -71,7 +73,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     MW_TRY(mw_kapply_weights(B, &w));
-    return mw_model_add_act(B->m, NULL, w.act, mw_kact_alpha(w.act), 1); /* its folded activation */
+    return mw_model_add_act(B->m, NULL, w.act, mw_act_info_of(w.act)->param,
+                            1); /* its folded activation */
 }
 
 static const char *to_keras(const mw_model *m, int i, json_t *c)
@@ -89,6 +92,14 @@ static mw_mask_rule mask_rule(const mw_layer *l)
     return l->flat ? MW_MASK_REFUSE : MW_MASK_PASS;
 }
 
+/* Keras' kernel (in, out) on the last axis, then the bias. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 2, l->in_c, l->out_c, 0, 0);
+    if (l->has_bias)
+        mw_kvar_add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+}
+
 const mw_layer_ops mw_layer_dense = {
     .keras = {"Dense"},
     .parse = parse,
@@ -98,4 +109,5 @@ const mw_layer_ops mw_layer_dense = {
     .differs = differs,
     .to_keras = to_keras,
     .mask = mask_rule,
+    .keras_vars = keras_vars,
 };

@@ -58,7 +58,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     (void)cls;
     double rate = 0.0;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (!json_object_get(cfg, "rate"))
         return mw_kfail(L, MW_EMODEL, "rate is missing; expected a number from 0 up to 1");
     MW_TRY(mw_kget_num(L, "", cfg, "rate", 0.0, &rate));
@@ -68,7 +68,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const json_t *seed = json_object_get(cfg, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
         return mw_kfail(L, MW_EMODEL, "seed: found %s; expected an integer or null",
-                        mw_kdescribe(d, sizeof d, seed));
+                        mw_kdescribe(d, seed));
     mw_status rc = mw_model_add_dropout(B->m, name, (float)rate);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }

@@ -2,18 +2,20 @@
  * token ids, held as floats (exact below 2^24; the session checks every id of the data against
  * input_dim before training), into (None, T, output_dim): (1, T, output_dim) here.
  *
- * KerasHub's TokenAndPositionEmbedding is the same kind with a second table: pad[1] positions
+ * KerasHub's TokenAndPositionEmbedding is the same kind with a second table of positions rows
  * (its sequence_length), the kernel block the token table (V, D) then the position table
  * (L, D), the output token + position row. And KerasHub's PositionEmbedding (MW_LAYER_POSEMB)
  * is the position table alone: its output is the table's first T rows for every example,
  * whatever the input's values (only its shape counts), which a model adds with Add. */
 #include "worker/model/layers/embedding.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "worker/model/kread.h"
 
 #include "worker/model/diff.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/masks.h"
 #include "worker/model/model.h"
@@ -35,7 +37,7 @@ static mw_status add_embed(mw_model *m, const char *name, const char *cls, const
                                          "layer '%s' (%s): its input must be the model's "
                                          "input of token ids (None, sequence length)",
                                          l->name, cls));
-    l->pad[0] = input_dim;
+    l->vocab = input_dim;
     l->out_h = 1, l->out_w = l->in_c, l->out_c = output_dim;
     l->flat = 0;
     l->w_count = (size_t)input_dim * output_dim;
@@ -62,7 +64,8 @@ mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, 
                       "layer '%s' (TokenAndPositionEmbedding): sequence_length %d, but the "
                       "input has %d steps; expected at least as many (and at most %d)",
                       l->name, positions, l->out_w, MW_KMAX_POSITIONS));
-    l->pad[1] = positions;
+    l->positions = positions;
+    l->kerashub = 1;
     l->w_count += (size_t)positions * dim;
     return MW_OK;
 }
@@ -85,7 +88,7 @@ mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int pos
                       "steps; expected at least as many (and at most %d)",
                       l->name, positions, l->in_w, MW_KMAX_POSITIONS));
     l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->pad[1] = positions;
+    l->positions = positions;
     l->w_count = (size_t)positions * l->in_c;
     l->fan_in = positions, l->fan_out = l->in_c;
     l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM;
@@ -106,7 +109,7 @@ mw_status mw_model_add_sine_position(mw_model *m, const char *name, float max_wa
                                       "features) and max_wavelength > 0",
                                       l->name, l->in_h, l->in_w, l->in_c, (double)max_wavelength));
     l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->alpha = max_wavelength; /* no table: pad[1] stays 0 */
+    l->alpha = max_wavelength; /* no table: positions stays 0 */
     return MW_OK;
 }
 
@@ -132,24 +135,24 @@ static void positions_bwd(const mw_layer_call *c, float *gpos)
 static void forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    c->kt->embed_fwd(c->k, c->y, c->x, c->P + l->w_off, c->n, l->out_w, l->out_c, l->pad[0]);
-    if (l->pad[1]) /* TokenAndPositionEmbedding: token + position, as KerasHub adds them */
-        positions_fwd(c, c->P + l->w_off + (size_t)l->pad[0] * l->out_c, 1);
+    c->kt->embed_fwd(c->k, c->y, c->x, c->P + l->w_off, c->n, l->out_w, l->out_c, l->vocab);
+    if (l->positions) /* TokenAndPositionEmbedding: token + position, as KerasHub adds them */
+        positions_fwd(c, c->P + l->w_off + (size_t)l->vocab * l->out_c, 1);
 }
 
 /* The ids get no gradient (the model's input): only the table's rows. */
 static void backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    c->kt->embed_bwd(c->k, c->G + l->w_off, c->dy, c->x, c->n, l->out_w, l->out_c, l->pad[0]);
-    if (l->pad[1])
-        positions_bwd(c, c->G + l->w_off + (size_t)l->pad[0] * l->out_c);
+    c->kt->embed_bwd(c->k, c->G + l->w_off, c->dy, c->x, c->n, l->out_w, l->out_c, l->vocab);
+    if (l->positions)
+        positions_bwd(c, c->G + l->w_off + (size_t)l->vocab * l->out_c);
 }
 
 static void pos_forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    if (l->pad[1])
+    if (l->positions)
         positions_fwd(c, c->P + l->w_off, 0);
     else /* SinePositionEncoding */
         c->kt->sine_pos(c->k, c->y, c->n, l->out_w, l->out_c, l->alpha);
@@ -159,7 +162,7 @@ static void pos_forward(const mw_layer_call *c)
  * no weights). */
 static void pos_backward(const mw_layer_call *c)
 {
-    if (c->l->pad[1])
+    if (c->l->positions)
         positions_bwd(c, c->G + c->l->w_off);
 }
 
@@ -171,21 +174,21 @@ static int has_kernels(const mw_layer *l, const mw_kernels *t)
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
-    const int a[2] = {x->pad[0], x->out_c}, b[2] = {y->pad[0], y->out_c};
+    const int a[2] = {x->vocab, x->out_c}, b[2] = {y->vocab, y->out_c};
     return mw_diff_dims(d, n, "input_dim x output_dim", a, b, 2) ||
-           mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1) ||
+           mw_diff_dims(d, n, "sequence_length", &x->positions, &y->positions, 1) ||
            mw_diff_flag(d, n, "mask_zero", x->mask_zero, y->mask_zero);
 }
 
 static int pos_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
-    return mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1) ||
+    return mw_diff_dims(d, n, "sequence_length", &x->positions, &y->positions, 1) ||
            mw_diff_real(d, n, "max_wavelength", x->alpha, y->alpha);
 }
 
 static int pos_kernels(const mw_layer *l, const mw_kernels *t)
 {
-    return l->pad[1] ? t->acc != NULL : t->sine_pos != NULL;
+    return l->positions ? t->acc != NULL : t->sine_pos != NULL;
 }
 
 /* ---- Keras ---- */
@@ -278,25 +281,56 @@ static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg,
  * output only. */
 static mw_mask_rule make_rule(const mw_layer *l)
 {
-    return !l->mask_zero ? MW_MASK_REFUSE : l->pad[1] ? MW_MASK_MAKE_AT_RUN : MW_MASK_MAKE;
+    return !l->mask_zero ? MW_MASK_REFUSE : l->kerashub ? MW_MASK_MAKE_AT_RUN : MW_MASK_MAKE;
 }
 
 /* TokenAndPositionEmbedding's two tables, each with its own fans; an Embedding's one. */
 static void init(const mw_layer *l, float *params, mw_rng *r)
 {
-    if (!l->pad[1]) {
+    if (!l->positions) {
         mw_weights_init_tensor(params + l->w_off, l->w_count, &l->kernel_init, l->fan_in,
                                l->fan_out, r);
         return;
     }
-    const size_t tok = (size_t)l->pad[0] * l->out_c;
-    mw_weights_init_tensor(params + l->w_off, tok, &l->kernel_init, l->pad[0], l->out_c, r);
-    mw_weights_init_tensor(params + l->w_off + tok, l->w_count - tok, &l->kernel_init, l->pad[1],
+    const size_t tok = (size_t)l->vocab * l->out_c;
+    mw_weights_init_tensor(params + l->w_off, tok, &l->kernel_init, l->vocab, l->out_c, r);
+    mw_weights_init_tensor(params + l->w_off + tok, l->w_count - tok, &l->kernel_init, l->positions,
                            l->out_c, r);
 }
 
+/* An Embedding's table; TokenAndPositionEmbedding's two sublayers' tables. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (!l->positions) {
+        mw_kvar_add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->vocab, l->out_c, 0, 0);
+        return;
+    }
+    const size_t tok = (size_t)l->vocab * l->out_c;
+    mw_keras_var *t = mw_kvar_add(v, nv, "token_embedding/embeddings", l->w_off, tok, 2, l->vocab,
+                                  l->out_c, 0, 0);
+    snprintf(t->sub, sizeof t->sub, "token_embedding");
+    mw_keras_var *p = mw_kvar_add(v, nv, "position_embedding/embeddings", l->w_off + tok,
+                                  l->w_count - tok, 2, l->positions, l->out_c, 0, 0);
+    snprintf(p->sub, sizeof p->sub, "position_embedding");
+    p->idx = 0;
+}
+
+/* TokenAndPositionEmbedding's sublayers in .weights.h5. */
+static const char *const *keras_subs(const mw_layer *l)
+{
+    static const char *const tpe[] = {"token_embedding", "position_embedding", NULL};
+    return l->positions ? tpe : NULL;
+}
+
+/* A PositionEmbedding's table; SinePositionEncoding has none. */
+static void pos_keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (l->w_count)
+        mw_kvar_add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->positions, l->out_c, 0, 0);
+}
+
 const mw_layer_ops mw_layer_embed = {
-    .keras = {"Embedding", "TokenAndPositionEmbedding"},
+    .keras = {"Embedding", MW_LAYER_KERAS_HUB "TokenAndPositionEmbedding"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
@@ -304,14 +338,17 @@ const mw_layer_ops mw_layer_embed = {
     .differs = differs,
     .mask = make_rule,
     .init = init,
+    .keras_vars = keras_vars,
+    .keras_subs = keras_subs,
 };
 
 const mw_layer_ops mw_layer_posemb = {
-    .keras = {"PositionEmbedding", "SinePositionEncoding"},
+    .keras = {MW_LAYER_KERAS_HUB "PositionEmbedding", MW_LAYER_KERAS_HUB "SinePositionEncoding"},
     .parse = parse_position,
     .forward = pos_forward,
     .backward = pos_backward,
     .has_kernels = pos_kernels,
     .differs = pos_differs,
     .mask = mw_mask_drop,
+    .keras_vars = pos_keras_vars,
 };

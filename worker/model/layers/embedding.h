@@ -17,8 +17,8 @@ mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, i
 /* Positions a position table may hold (KerasHub's sequence_length). */
 #define MW_KMAX_POSITIONS (1 << 20)
 /* KerasHub's TokenAndPositionEmbedding(vocabulary_size, sequence_length, embedding_dim): an
- * Embedding (kind MW_LAYER_EMBED) whose output adds row t of a position table (positions rows,
- * pad[1]) at step t; the kernel block holds the token table, then the position table. */
+ * Embedding (kind MW_LAYER_EMBED) whose output adds row t of a position table (positions
+ * rows) at step t; the kernel block holds the token table, then the position table. */
 mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, int positions,
                                       int dim);
 /* KerasHub's PositionEmbedding(sequence_length): (None, T, D) into the first T rows of a

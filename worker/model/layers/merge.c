@@ -168,6 +168,6 @@ const mw_layer_ops mw_layer_concat = {
     .parse = parse,
     .forward = concat_forward,
     .backward = concat_backward,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .has_kernels = concat_kernels,
 };

@@ -77,7 +77,7 @@ static size_t max_buf(const mw_layer *l, size_t n)
 
 /* Max pooling selects; its backward routes each dy to one input, exact unless windows overlap
  * (overlapping ones add). */
-static int max_exact(const mw_layer *l, int backward)
+static int max_stays_16bit(const mw_layer *l, int backward)
 {
     return !backward || (l->pool.SH >= l->pool.PH && l->pool.SW >= l->pool.PW);
 }
@@ -207,7 +207,7 @@ const mw_layer_ops mw_layer_maxpool = {
     .forward = max_forward,
     .backward = max_backward,
     .buf_bytes = max_buf,
-    .exact = max_exact,
+    .stays_16bit = max_stays_16bit,
     .differs = differs,
     .to_keras = to_keras,
 };

@@ -105,18 +105,18 @@ static int pad_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 static mw_status parse_reshape(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
                                const char *name)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *t = json_object_get(cfg, "target_shape");
     int dims[3];
     if (!json_is_array(t) || json_array_size(t) < 1 || json_array_size(t) > 3)
         return mw_kfail(L, MW_EMODEL,
                         "target_shape: found %s; expected a list of 1 to 3 sizes (without the "
                         "batch)",
-                        mw_kdescribe(d, sizeof d, t));
+                        mw_kdescribe(d, t));
     for (size_t j = 0; j < json_array_size(t); j++)
         if (!mw_kas_int(json_array_get(t, j), -1, MW_KMAX_TENSOR, &dims[j]) || dims[j] == 0)
             return mw_kfail(L, MW_EMODEL, "target_shape[%zu]: found %s; expected a size > 0 or -1",
-                            j, mw_kdescribe(d, sizeof d, json_array_get(t, j)));
+                            j, mw_kdescribe(d, json_array_get(t, j)));
     mw_status rc = mw_model_add_reshape(B->m, name, dims, (int)json_array_size(t));
     B->no_channels = 0;
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
@@ -170,7 +170,7 @@ const mw_layer_ops mw_layer_flatten = {
     .parse = parse_flatten,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .to_keras = to_keras,
 };
 
@@ -179,7 +179,7 @@ const mw_layer_ops mw_layer_zeropad = {
     .parse = parse_zeropad,
     .forward = pad_forward,
     .backward = pad_backward,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .has_kernels = pad_kernels,
     .differs = pad_differs,
 };

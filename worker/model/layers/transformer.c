@@ -107,7 +107,7 @@ static mw_status dense(builder *b, int in, int units, mw_activation act, const c
     MW_TRY(mw_model_set_inputs(b->m, &in, 1));
     MW_TRY(mw_model_add_dense(b->m, part, units, 1));
     MW_TRY(mw_model_set_init(b->m, &b->c->kinit, &b->c->binit));
-    MW_TRY(mw_model_add_act(b->m, NULL, act, mw_kact_alpha(act), 1));
+    MW_TRY(mw_model_add_act(b->m, NULL, act, mw_act_info_of(act)->param, 1));
     tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
     *out = b->m->nlayers - 1;
     return MW_OK;
@@ -158,7 +158,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
     const char *key;
     const json_t *v;
     mw_kqbuf q;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     json_object_foreach((json_t *)kw, key, v)
     {
         if (decoder && !strcmp(key, "use_causal_mask")) {
@@ -166,7 +166,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
                 return mw_kfail(L, MW_EMODEL,
                                 "inbound_nodes[0].kwargs.use_causal_mask: found %s; expected "
                                 "true or false",
-                                mw_kdescribe(d, sizeof d, v));
+                                mw_kdescribe(d, v));
             *causal = json_is_true(v);
         } else if (!strcmp(key, "mask") ||
                    (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))) ||
@@ -179,7 +179,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
             return mw_kfail(L, MW_EUNSUPPORTED,
                             "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
                             "supported: %sthe padding mask of Embedding(mask_zero=True)",
-                            mw_kquote(q, key), mw_kdescribe(d, sizeof d, v),
+                            mw_kquote(q, key), mw_kdescribe(d, v),
                             decoder ? "use_causal_mask, " : "");
     }
     return MW_OK;
@@ -266,6 +266,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 
 /* A row that reads Keras classes into layers of the other rows' kinds: no kind of its own. */
 const mw_layer_ops mw_layer_transformer = {
-    .keras = {"TransformerEncoder", "TransformerDecoder"},
+    .keras = {MW_LAYER_KERAS_HUB "TransformerEncoder", MW_LAYER_KERAS_HUB "TransformerDecoder"},
     .parse = parse,
 };
