@@ -8,8 +8,8 @@ only this repository can follow every reference in it.
 - Every page under docs/ is linked from README.md or docs/architecture.md, so none is an
   orphan a reader cannot reach.
 - No tracked text file refers to a design or style document kept outside the repository
-  (OUTSIDE below), and README.md, docs/ and tests/ name no issue or task of the work that
-  made them (WORK below): they describe the product.
+  (OUTSIDE below) or names an issue or task of the work that made it (WORK below): the code,
+  the docs and the tests describe the product.
 
 Prints each problem as FILE:LINE: what, and exits 1; prints a one-line summary and exits 0
 otherwise.
@@ -27,7 +27,6 @@ WORK = re.compile(
     r"\bissue\s*\[",
     re.IGNORECASE,
 )
-WORK_SCOPE = ("README.md", "docs/", "tests/")
 
 LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)")
@@ -145,12 +144,11 @@ def main(root):
                 lines = f.read().split("\n")
         except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
             continue  # binary fixtures, submodules
-        in_scope = path.startswith(WORK_SCOPE)
         for n, line in enumerate(lines, 1):
             for m in OUTSIDE.finditer(line):
                 problems.append("%s:%d: '%s' is outside the repository; name the docs/ page "
                                 "that holds the rule" % (path, n, m.group(0)))
-            for m in WORK.finditer(line) if in_scope else ():
+            for m in WORK.finditer(line):
                 problems.append("%s:%d: '%s' names the work, not the product"
                                 % (path, n, m.group(0).strip()))
 
