@@ -112,9 +112,10 @@ static mw_status settle_loss(mw_session *s)
     return mw_metrics_resolve(&s->opts);
 }
 
-/* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
- * classes); export needs no data (the file's own input shape). */
-static mw_status build_model(mw_session *s, int with_data)
+/* The model's layers, not yet planned: --model, else the checkpoint's, else the tutorial CNN
+ * (for the data's shape and classes); export needs no data (the file's own input shape). A
+ * .keras archive's initial weights into *kw. */
+static mw_status load_model(mw_session *s, int with_data, mw_keras_weights *kw)
 {
     const mw_train_opts *o = s->o;
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
@@ -126,13 +127,11 @@ static mw_status build_model(mw_session *s, int with_data)
                   : s->train.targets ? s->train.target_width
                                      : 1;
     s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = n;
-    mw_keras_weights kw; /* a .keras archive's initial weights */
-    mw_keras_weights_init(&kw);
     mw_status rc;
     /* a dense loss's width, and one beside ignore_class, is checked with the loss (check_loss) */
     const int nc = dense || o->loss.has_ignore || (with_data && s->train.label_width > 1) ? 0 : n;
     if (o->model_path) {
-        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, &kw);
+        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, kw);
     } else if (s->latest.model) {
         rc = mw_keras_load(&s->model, s->latest.model, strlen(s->latest.model),
                            "the model saved in the checkpoint", h, w, c, nc);
@@ -155,8 +154,60 @@ static mw_status build_model(mw_session *s, int with_data)
     mw_policy policy;
     if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
         mw_model_set_policy(&s->model, policy); /* over the model's own */
+    return rc;
+}
+
+/* Refuse, before anything of the model's size is allocated, a run that would not fit in what
+ * this process may use (worker/memory.h): the model is planned, not allocated, so the
+ * estimate comes from its shapes. mem (NULL: the check is off) was read before the data and
+ * the model took their share. */
+static mw_status check_memory(const mw_session *s, const mw_sysmem *mem, int nthreads)
+{
+    if (!mem)
+        return MW_OK;
+    mw_memory_estimate e;
+    if (s->use == MW_USE_EXPORT)
+        mw_memory_estimate_export(&e, &s->model);
+    else
+        mw_memory_estimate_run(&e, &s->model, &s->train, &s->test, s->o, nthreads, s->dev.use_gpu);
+    const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
+    if (s->rank == 0) {
+        char line[1536];
+        mw_log_debug("%s", mw_memory_describe(&e, mem, local, line, sizeof line));
+    }
+    return mw_memory_check(&e, mem, local, s->o);
+}
+
+/* The limits a run meets later, checked before it starts: a training run that saves (chief.h's
+ * mw_chief_checkpointing) must fit the checkpoint format's sections. */
+static mw_status check_limits(const mw_session *s)
+{
+    const mw_train_opts *o = s->o;
+    const int saves = o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
+    if (s->use != MW_USE_TRAIN || !saves || s->model.nparams <= MW_CKPT_MAX_PARAMS)
+        return MW_OK;
+    return mw_err(MW_EMODEL,
+                  "the model has %zu parameters, more than the %zu a checkpoint holds (1 GiB of "
+                  "float32 per section; docs/checkpoint.md): its first save would fail; use a "
+                  "smaller model, or train without checkpoints (--checkpoint-every-epochs 0)",
+                  s->model.nparams, (size_t)MW_CKPT_MAX_PARAMS);
+}
+
+/* The model planned, checked against the memory and the limits, then allocated with its
+ * initial weights (Keras' initializers, an archive's over them) and the optimizer slots. */
+static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem, int nthreads)
+{
+    mw_keras_weights kw; /* a .keras archive's initial weights */
+    mw_keras_weights_init(&kw);
+    mw_status rc = load_model(s, with_data, &kw);
     if (rc == MW_OK)
-        rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+        rc = mw_model_plan(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK)
+        rc = check_memory(s, mem, nthreads);
+    if (rc == MW_OK)
+        rc = check_limits(s);
+    if (rc == MW_OK)
+        rc = mw_model_alloc_params(&s->model);
     if (rc == MW_OK && with_data) /* the examples or positions the loss ignores */
         rc = mw_dataset_set_mask(&s->train, s->model.loss.has_ignore, s->model.loss.ignore_class,
                                  s->model.loss.masked, "the training set");
@@ -184,20 +235,6 @@ static mw_status build_model(mw_session *s, int with_data)
     return MW_OK;
 }
 
-/* Refuse, before the backend allocates, a run that would not fit in what this process may
- * use (worker/memory.h); mem was read before the data and the model took their share. */
-static mw_status check_memory(const mw_session *s, const mw_sysmem *mem, int nthreads)
-{
-    mw_memory_estimate e;
-    mw_memory_estimate_run(&e, &s->model, &s->train, &s->test, s->o, nthreads, s->dev.use_gpu);
-    const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
-    if (s->rank == 0) {
-        char line[1536];
-        mw_log_debug("%s", mw_memory_describe(&e, mem, local, line, sizeof line));
-    }
-    return mw_memory_check(&e, mem, local, s->o);
-}
-
 mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
                           mw_session_use use)
 {
@@ -213,7 +250,7 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     MW_TRY(choose_device(s, use));
     const int with_data = use != MW_USE_EXPORT;
     mw_sysmem mem; /* read before the data and the model are in memory */
-    const int check = with_data && mw_memory_check_enabled() && mw_sysmem_query(&mem);
+    const int check = mw_memory_check_enabled() && mw_sysmem_query(&mem);
     const mw_data_opts dopts = {.classes = o->classes,
                                 .cifar_fine = o->cifar_label == 0,
                                 .sequence_length = o->sequence_length};
@@ -229,16 +266,14 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
                                   sizeof note) > 0)
         mw_log_warn("%s", note);
-    MW_TRY(build_model(s, with_data));
+    const int nthreads = threads_for(s);
+    MW_TRY(build_model(s, with_data, check ? &mem : NULL, nthreads));
     if (use == MW_USE_EXPORT)
         return MW_OK;
     /* the model's input pipeline: random layers act on the training set only */
     s->train.pre = s->test.pre = s->model.pre;
     s->train.augment = use == MW_USE_TRAIN;
     s->train.aug_seed = s->seed;
-    const int nthreads = threads_for(s);
-    if (check)
-        MW_TRY(check_memory(s, &mem, nthreads));
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
         .o = s->o,
