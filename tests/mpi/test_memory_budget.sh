@@ -8,22 +8,24 @@
 #      allocates no weights;
 #   3. a 2 GiB text corpus (--sequence-length; a sparse file): exit 6 from its size, before
 #      anything is read;
-#   4. a 2 GiB train.csv (134 M lines of 7 features): exit 6 after the reader's counting pass,
+#   4. a 2 GiB train.csv (119 M lines of 7 features): exit 6 after the reader's counting pass,
 #      which holds one 1 MiB buffer;
-#   5. a 3 MB checkpoint whose sections inflate to 2 GiB (eval): exit 6 from the sizes its meta
+#   5. a 3 MB checkpoint whose sections inflate to 3 GiB (eval): exit 6 from the sizes its meta
 #      section gives, before inflating; its control (MW_MEMORY_CHECK=off) is refused by the
-#      kernel (137), or fails to allocate (6 without the checkpoint's message).
+#      kernel (137), or fails to allocate (6 without the checkpoint's message);
+#   6. export of a small checkpoint whose model declares the 10.2 G parameters: exit 6 from the
+#      model's shapes, nothing written.
 # Outside the cgroup, the limits met later are checked at start:
-#   6. a model of 268.7 M parameters, over the checkpoint format's 2^28, with the memory check
+#   7. a model of 268.7 M parameters, over the checkpoint format's 2^28, with the memory check
 #      off: train exits 2 naming the limit before anything is allocated (with checkpoints off,
 #      in the cgroup, it is not refused for that but meets the memory: exit 6);
-#   7. PositionEmbedding(sequence_length=1048576) on 1040 features: exit 2 naming the layer and
+#   8. PositionEmbedding(sequence_length=1048576) on 1040 features: exit 2 naming the layer and
 #      the per-tensor cap;
-#   8. the 10.2 G model with MW_MEMORY_CHECK=off, where the kernel refuses an allocation larger
+#   9. the 10.2 G model with MW_MEMORY_CHECK=off, where the kernel refuses an allocation larger
 #      than the machine (vm.overcommit_memory 0 or 2): exit 6, the message naming the parameter
 #      count and the largest layer.
-# Without a memory cgroup (not root, no memory controller) parts 1-5 are skipped: exit 77 with
-# the reason, after 6-8. The cgroup and the large files are removed on every exit.
+# Without a memory cgroup (not root, no memory controller) parts 1-6 are skipped: exit 77 with
+# the reason, after 7-9. The cgroup and the large files are removed on every exit.
 #   test_memory_budget.sh MWTRAIN
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -77,7 +79,7 @@ run() {
     echo "$name: exit $rc, peak RSS $rss kB: $(grep -m1 -i error "$name.err")"
 }
 
-# --- 6-8: outside the cgroup ------------------------------------------------------------------
+# --- 7-9: outside the cgroup ------------------------------------------------------------------
 MW_MEMORY_CHECK=off run over 60 "$mw" train --model over.json --data csv \
     --epochs 1 --steps-per-epoch 1 --progress none --summary-dir ''
 check '[[ $rc -eq 2 ]]' "over 2^28 parameters: exit 2 (got $rc)"
@@ -93,7 +95,7 @@ check 'grep -qF "positions" posemb.err && grep -qF "a 1048576x1040 position tabl
     "PositionEmbedding: the message names the layer, the table and the cap"
 
 if [[ $(cat /proc/sys/vm/overcommit_memory) == 1 ]]; then
-    echo "part 8 skipped: vm.overcommit_memory is 1 (the kernel grants any allocation)"
+    echo "part 9 skipped: vm.overcommit_memory is 1 (the kernel grants any allocation)"
 else
     MW_MEMORY_CHECK=off run arena 60 "$mw" train --model big.json --data csv "${quick[@]}"
     check '[[ $rc -eq 6 ]]' "10 G parameters unchecked: the arena's failure is exit 6 (got $rc)"
@@ -102,9 +104,9 @@ else
         "the arena's failure names the count and the layer"
 fi
 
-# --- 1-5: in a 512 MiB cgroup -----------------------------------------------------------------
+# --- 1-6: in a 512 MiB cgroup -----------------------------------------------------------------
 if ! mw_cgroup_make 512M; then
-    echo "SKIP parts 1-5: $mw_cg_skip"
+    echo "SKIP parts 1-6: $mw_cg_skip"
     ((fail)) && exit 1
     exit 77
 fi
@@ -150,10 +152,9 @@ check 'grep -qF "big-csv/train.csv: its 119304648 examples of 7 features take" c
     "2 GiB CSV: the message names the file and the examples"
 
 # ckpt/ckpt-1: adam, 2^28 - 2^20 parameters of zeros in params and two slots (each a zlib stream
-# of 1 MB), and the index
+# of 1 MB), and the index; small/ckpt-1: sgd, 16 parameters and no slot, the model big.json
 /usr/bin/python3 - <<'EOF' || exit 1
 import os, struct, zlib
-n = (1 << 28) - (1 << 20)
 model = open("big.json", "rb").read()
 def stream(nbytes):
     c, crc, out, chunk = zlib.compressobj(9), 0, [], bytes(1 << 24)
@@ -166,18 +167,21 @@ def stream(nbytes):
     return b"".join(out), crc
 def section(tag, raw_nbytes, payload, crc):
     return tag.ljust(8, b"\0") + struct.pack("<QQI", len(payload), raw_nbytes, crc) + payload
-meta = b"adam".ljust(16, b"\0") + struct.pack("<QQII", n, n, 2, 0)
-meta += struct.pack("<qqqqQqdQ", 1, 1, 0, 1, 42, 64, 0.001, len(model))
-zeros, zcrc = stream(4 * n)
-body = section(b"meta", len(meta), zlib.compress(meta), zlib.crc32(meta))
-body += section(b"model", len(model), zlib.compress(model), zlib.crc32(model))
-for tag in (b"params", b"slot1", b"slot2"):
-    body += section(tag, 4 * n, zeros, zcrc)
-os.mkdir("ckpt")
-with open("ckpt/ckpt-1", "wb") as f:
-    f.write(b"MWCKPT\0\1" + struct.pack("<II", 1, 5) + body)
-with open("ckpt/checkpoint", "w") as f:
-    f.write('model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+def checkpoint(d, optimizer, n, slots):
+    meta = optimizer.ljust(16, b"\0") + struct.pack("<QQII", n, n if slots else 0, slots, 0)
+    meta += struct.pack("<qqqqQqdQ", 1, 1, 0, 1, 42, 64, 0.001, len(model))
+    zeros, zcrc = stream(4 * n)
+    body = section(b"meta", len(meta), zlib.compress(meta), zlib.crc32(meta))
+    body += section(b"model", len(model), zlib.compress(model), zlib.crc32(model))
+    for tag in (b"params", b"slot1", b"slot2", b"slot3")[:1 + slots]:
+        body += section(tag, 4 * n, zeros, zcrc)
+    os.mkdir(d)
+    with open(os.path.join(d, "ckpt-1"), "wb") as f:
+        f.write(b"MWCKPT\0\1" + struct.pack("<II", 1, 3 + slots) + body)
+    with open(os.path.join(d, "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+checkpoint("ckpt", b"adam", (1 << 28) - (1 << 20), 2)
+checkpoint("small", b"sgd", 16, 0)
 EOF
 in512 ckpt "$mw" eval --checkpoint-dir ckpt --data csv
 check '[[ $rc -eq 6 ]]' "a checkpoint inflating to 3 GiB: exit 6 (got $rc)"
@@ -186,5 +190,13 @@ check 'grep -qF "ckpt-1: its sections inflate to 3.0 GiB" ckpt.err' \
 MW_MEMORY_CHECK=off run ckpt-off 120 "${mw_cg_exec[@]}" "$mw" eval --checkpoint-dir ckpt --data csv
 check '[[ $rc -eq 137 ]] || { [[ $rc -eq 6 ]] && ! grep -q "sections inflate to" ckpt-off.err; }' \
     "control: unchecked, the checkpoint is inflated into the limit (got $rc)"
+
+
+# export builds the checkpoint's model: checked from its shapes as train's is (it had no check)
+in512 export "$mw" export --checkpoint-dir small --output small.safetensors
+check '[[ $rc -eq 6 ]]' "export of a 10 G-parameter model: exit 6 (got $rc)"
+check 'grep -q "this run needs about [0-9.]* GiB of memory on this rank" export.err &&
+    grep -qF "use a smaller model" export.err && [[ ! -e small.safetensors ]]' \
+    "export: the estimate, the model named, nothing written"
 
 finish
