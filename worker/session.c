@@ -178,6 +178,35 @@ static mw_status check_memory(const mw_session *s, const mw_sysmem *mem, int nth
     return mw_memory_check(&e, mem, local, s->o);
 }
 
+/* A model given as a file or by the checkpoint, checked against the memory before the data
+ * are loaded: read with its own input shape and planned, its parameters, optimizer state,
+ * gradients and workspace alone must fit. So a model that could never fit is refused before
+ * the data take their share (a 5 KB model of 10 G parameters costs no data set's load). A
+ * model that does not read without the data's shape is left to build_model to report. */
+static mw_status check_model_early(mw_session *s, const mw_sysmem *mem, int nthreads)
+{
+    const mw_train_opts *o = s->o;
+    if (!mem || (!o->model_path && !s->latest.model))
+        return MW_OK;
+    mw_model m;
+    mw_status rc = o->model_path ? mw_keras_model_load(&m, o->model_path, 0, 0, 0, 0, NULL)
+                                 : mw_keras_load(&m, s->latest.model, strlen(s->latest.model),
+                                                 "the model saved in the checkpoint", 0, 0, 0, 0);
+    if (rc == MW_OK)
+        rc = mw_model_plan(&m, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK) {
+        mw_memory_estimate e;
+        mw_memory_estimate_run(&e, &m, NULL, NULL, o, nthreads, s->dev.use_gpu);
+        const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
+        rc = mw_memory_check(&e, mem, local, o);
+    } else if (rc != MW_ENOMEM) {
+        rc = MW_OK;
+        mw_err_clear();
+    }
+    mw_model_free(&m); /* (every loader initializes it first) */
+    return rc;
+}
+
 /* The limits a run meets later, checked before it starts: a training run that saves (chief.h's
  * mw_chief_checkpointing) must fit the checkpoint format's sections. */
 static mw_status check_limits(const mw_session *s)
@@ -257,6 +286,9 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     /* the node's ranks load the same files at once: each reader checks its share */
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
     MW_TRY(settle_loss(s));
+    const int nthreads = threads_for(s);
+    if (with_data)
+        MW_TRY(check_model_early(s, check ? &mem : NULL, nthreads));
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
     if (with_data && s->opts.loss.has_ignore && o->classes <= 0) /* 255 beside 0..9: no class */
@@ -266,7 +298,6 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
                                   sizeof note) > 0)
         mw_log_warn("%s", note);
-    const int nthreads = threads_for(s);
     MW_TRY(build_model(s, with_data, check ? &mem : NULL, nthreads));
     if (use == MW_USE_EXPORT)
         return MW_OK;

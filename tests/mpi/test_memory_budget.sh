@@ -3,7 +3,8 @@
 # common/sysmem.h). In a 512 MiB memory cgroup, each run below ends at once with its exit code
 # and one message, never in the OOM killer (137), with a peak RSS under 64 MiB (GNU time):
 #   1. train of a model declaring 10.2 G parameters (4 KB of JSON; Dense layers of 16384 units,
-#      on a 4-feature CSV set): exit 6, the estimate naming the model as what takes the most;
+#      on a 4-feature CSV set, then on the default data set, refused before it is loaded): exit 6,
+#      the estimate naming the model as what takes the most;
 #   2. summary of the same model: its table (exit 0): a summary counts from shapes and
 #      allocates no weights;
 #   3. a 2 GiB text corpus (--sequence-length; a sparse file): exit 6 from its size, before
@@ -131,6 +132,11 @@ check '[[ $rc -eq 6 ]]' "train10g: exit 6 (got $rc)"
 check 'grep -q "this run needs about [0-9.]* GiB of memory on this rank" train10g.err &&
     grep -qF "use a smaller model (its parameters, gradients and optimizer state" train10g.err' \
     "train10g: the estimate, and the model named as what takes the most"
+
+# with the default data set (Fashion-MNIST, 53 MiB): refused before it is loaded
+in512 train10g-default "$mw" train --model big.json "${quick[@]}"
+check '[[ $rc -eq 6 ]] && grep -qF "use a smaller model" train10g-default.err' \
+    "train10g, the default data: exit 6 naming the model (got $rc)"
 
 in512 summary10g "$mw" summary --model big.json
 check '[[ $rc -eq 0 ]]' "summary10g: exit 0 (got $rc)"
