@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/checkpoint.h"
+#include "worker/checkpoint_dir.h"
 #include "worker/model/model.h"
 
 /* ---- helpers ---- */

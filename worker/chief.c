@@ -16,6 +16,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "worker/checkpoint_dir.h"
 
 int mw_chief_checkpointing(const mw_train_opts *o)
 {
