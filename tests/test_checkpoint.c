@@ -307,8 +307,10 @@ static void test_roundtrip(void **state)
     assert_string_equal(listing(dir), "one.ckpt"); /* no temporary files left */
 }
 
-/* mixed_float16's loss-scale section: kept through a file, refused when it is not a positive
- * power of 2 or its count is negative (writing and reading alike), and of its fixed size. */
+/* mixed_float16's loss-scale section: kept through a file at the ends of its ranges, refused
+ * when the scale is not a power of 2 a run can hold (2^-24 to 2^127: 5e-324 made 1/S infinite)
+ * or its count is outside 0 .. 10^9 - 1 (INT64_MAX overflowed the count's increment), writing
+ * and reading alike, and of its fixed size. */
 static void test_loss_scale_section(void **state)
 {
     const char *dir = *state;
@@ -320,15 +322,23 @@ static void test_loss_scale_section(void **state)
     mw_ckpt_init(&b);
     assert_int_equal(mw_ckpt_read(&b, path), MW_OK);
     assert_same_state(&a, &b);
+    const double ends[][2] = {{0x1p-24, 999999999}, {0x1p127, 0}};
+    for (int i = 0; i < 2; i++) {
+        a.loss_scale = ends[i][0], a.loss_scale_steps = (long)ends[i][1];
+        assert_int_equal(mw_ckpt_write(&a, path), MW_OK);
+        assert_int_equal(mw_ckpt_read(&b, path), MW_OK);
+        assert_same_state(&a, &b);
+    }
     mw_ckpt_free(&b);
     void *data;
     size_t n;
     a.loss_scale = 3.0;
     expect_err(mw_ckpt_serialize(&a, &data, &n), MW_EINVAL,
-               "loss scale 3 (expected a finite power of 2)");
+               "checkpoint: lscale: loss scale 3 (expected a power of 2 from 2^-24 to 2^127)");
     mw_err_clear();
     a.loss_scale = 1024.0, a.loss_scale_steps = -1;
-    expect_err(mw_ckpt_serialize(&a, &data, &n), MW_EINVAL, "finite steps -1 (expected >= 0)");
+    expect_err(mw_ckpt_serialize(&a, &data, &n), MW_EINVAL,
+               "checkpoint: lscale: finite steps -1 (expected 0 to 999999999)");
     mw_ckpt_free(&a);
     free(path);
 
@@ -341,11 +351,17 @@ static void test_loss_scale_section(void **state)
         int nbytes;
         const char *want;
     } bad[] = {
-        {0.0, 0, 16, "loss scale 0 (expected a finite power of 2)"},
-        {-4.0, 0, 16, "loss scale -4 (expected a finite power of 2)"},
-        {INFINITY, 0, 16, "loss scale inf (expected a finite power of 2)"},
-        {1000.0, 0, 16, "loss scale 1000 (expected a finite power of 2)"},
-        {1024.0, -2, 16, "finite steps -2 (expected >= 0)"},
+        {0.0, 0, 16, "lscale: loss scale 0 (expected a power of 2 from 2^-24 to 2^127)"},
+        {-4.0, 0, 16, "lscale: loss scale -4 (expected a power of 2 from 2^-24 to 2^127)"},
+        {INFINITY, 0, 16, "lscale: loss scale inf (expected a power of 2 from 2^-24 to 2^127)"},
+        {NAN, 0, 16, "lscale: loss scale nan (expected a power of 2"},
+        {1000.0, 0, 16, "lscale: loss scale 1000 (expected a power of 2 from 2^-24 to 2^127)"},
+        {5e-324, 0, 16, "lscale: loss scale 4.94066e-324 (expected a power of 2 from 2^-24"},
+        {0x1p-25, 0, 16, "lscale: loss scale 2.98023e-08 (expected a power of 2 from 2^-24"},
+        {0x1p128, 0, 16, "lscale: loss scale 3.40282e+38 (expected a power of 2 from 2^-24"},
+        {1024.0, -2, 16, "lscale: finite steps -2 (expected 0 to 999999999)"},
+        {1024.0, INT64_MAX, 16, "lscale: finite steps 9223372036854775807 (expected 0 to"},
+        {1024.0, 1000000000, 16, "lscale: finite steps 1000000000 (expected 0 to 999999999)"},
         {1024.0, 0, 12, "section lscale holds 12 bytes (expected 16 from the meta section)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -1380,6 +1396,49 @@ static void test_pack_unpack(void **state)
     }
 }
 
+/* Weights and optimizer state that are not finite are refused with the section, the layer and
+ * the variable (nothing in the format checks them: a NaN reached the kernels' exp and ended the
+ * run as diverged); all finite passes (the control). */
+static void test_check_finite(void **state)
+{
+    (void)state;
+    mw_layer layers[2];
+    memset(layers, 0, sizeof layers);
+    layers[0].w_count = 6, layers[0].b_count = 2, layers[0].cls = "Dense";
+    layers[1].w_count = 4, layers[1].s_count = 4, layers[1].cls = "BatchNormalization";
+    snprintf(layers[0].name, sizeof layers[0].name, "dense");
+    snprintf(layers[1].name, sizeof layers[1].name, "bn");
+    mw_model m;
+    memset(&m, 0, sizeof m);
+    m.layers = layers, m.nlayers = 2, m.nparams = 16;
+    int order[2];
+    mw_model_weight_order(&m, order);
+    m.worder = order;
+    float p[16], s1[16];
+    for (int i = 0; i < 16; i++)
+        p[i] = s1[i] = 0.5f;
+    mw_ckpt c;
+    mw_ckpt_init(&c);
+    c.params = p, c.nparams = 16;
+    assert_int_equal(mw_ckpt_check_finite(&m, &c, "d/ckpt-3"), MW_OK);
+    p[7] = NAN;
+    expect_err(mw_ckpt_check_finite(&m, &c, "d/ckpt-3"), MW_ECKPT,
+               "d/ckpt-3: section params: layer 'dense' (Dense) bias, value 1 of 2, is nan "
+               "(expected finite weights)");
+    mw_err_clear();
+    p[7] = 0.5f, p[13] = INFINITY;
+    expect_err(mw_ckpt_check_finite(&m, &c, "d/ckpt-3"), MW_ECKPT,
+               "section params: layer 'bn' (BatchNormalization) moving statistics, value 1 of 4, "
+               "is inf");
+    mw_err_clear();
+    p[13] = 0.5f, s1[0] = -NAN;
+    c.slot1 = s1, c.nslots = 16;
+    expect_err(mw_ckpt_check_finite(&m, &c, "d/ckpt-3"), MW_ECKPT,
+               "section slot1: layer 'dense' (Dense) kernel, value 0 of 6, is ",
+               "(expected finite optimizer state)");
+    mw_err_clear();
+}
+
 /* A KerasHub block's parts pack in Keras' order of its weights (part_rank), not the model's:
  * layers 0 to 2 one block, layer 0's weights last (a post-norm encoder's final LayerNorm). */
 static void test_pack_block_order(void **state)
@@ -1442,6 +1501,7 @@ int main(void)
         mw_test_in_tmpdir(test_index_outside),
         mw_test_in_tmpdir(test_survey_and_temps),
         cmocka_unit_test(test_pack_unpack),
+        cmocka_unit_test(test_check_finite),
         cmocka_unit_test(test_pack_block_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

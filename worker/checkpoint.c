@@ -156,12 +156,12 @@ static mw_status check_loss_scale(const mw_ckpt *c, mw_status code, const char *
 {
     int e;
     const double m = frexp(c->loss_scale, &e);
-    if (!(c->loss_scale > 0) || !isfinite(c->loss_scale) || m != 0.5)
-        return mw_err(code, "%s: loss scale %g (expected a finite power of 2)", name,
-                      c->loss_scale);
-    if (c->loss_scale_steps < 0)
-        return mw_err(code, "%s: loss scale's finite steps %ld (expected >= 0)", name,
-                      c->loss_scale_steps);
+    if (!(c->loss_scale >= MW_LOSS_SCALE_MIN && c->loss_scale <= MW_LOSS_SCALE_MAX) || m != 0.5)
+        return mw_err(code, "%s: lscale: loss scale %g (expected a power of 2 from 2^-24 to 2^127)",
+                      name, c->loss_scale);
+    if (c->loss_scale_steps < 0 || c->loss_scale_steps >= MW_LOSS_SCALE_MAX_GROWTH)
+        return mw_err(code, "%s: lscale: finite steps %ld (expected 0 to %ld)", name,
+                      c->loss_scale_steps, MW_LOSS_SCALE_MAX_GROWTH - 1);
     return MW_OK;
 }
 
@@ -722,6 +722,38 @@ mw_status mw_ckpt_write(const mw_ckpt *c, const char *path)
 }
 
 /* ---- packing ---- */
+
+/* The first value of packed (m's packed layout) that is not finite, described into what;
+ * 0 when all are finite. */
+static int first_nonfinite(const mw_model *m, const float *packed, char *what, size_t cap)
+{
+    static const char *const part[3] = {"kernel", "bias", "moving statistics"};
+    size_t k = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[m->worder[i]];
+        const size_t count[3] = {l->w_count, l->b_count, l->s_count};
+        for (int p = 0; p < 3; k += count[p], p++)
+            for (size_t j = 0; j < count[p]; j++)
+                if (!isfinite(packed[k + j])) {
+                    snprintf(what, cap, "layer '%s' (%s) %s, value %zu of %zu, is %g", l->name,
+                             l->cls, part[p], j, count[p], (double)packed[k + j]);
+                    return 1;
+                }
+    }
+    return 0;
+}
+
+mw_status mw_ckpt_check_finite(const mw_model *m, const mw_ckpt *c, const char *name)
+{
+    const float *const arrays[4] = {c->params, c->slot1, c->slot2, c->slot3};
+    char what[400];
+    for (int a = 0; a < 4; a++)
+        if (arrays[a] && c->nparams == m->nparams && (a == 0 || c->nslots == c->nparams) &&
+            first_nonfinite(m, arrays[a], what, sizeof what))
+            return mw_err(MW_ECKPT, "%s: section %s: %s (expected finite %s)", name,
+                          SEC_NAMES[SEC_PARAMS + a], what, a ? "optimizer state" : "weights");
+    return MW_OK;
+}
 
 void mw_ckpt_pack(const mw_model *m, float *packed, const float *arena)
 {

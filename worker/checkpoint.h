@@ -67,6 +67,12 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path);
  * at path is untouched. */
 mw_status mw_ckpt_write(const mw_ckpt *c, const char *path);
 
+/* Whether every value of c's parameters and optimizer slots is finite (c holds m's nparams),
+ * which nothing in the format checks: a NaN weight reached the kernels' exp and ended the run
+ * as diverged (exit 8). MW_ECKPT "NAME: section params: layer 'L' (Dense) kernel, value I of
+ * N, is nan (expected finite weights)" for the first that is not. */
+mw_status mw_ckpt_check_finite(const mw_model *m, const mw_ckpt *c, const char *name);
+
 /* Between the model's arena layout (m->params, and the gradient and slot arenas of the same
  * layout) and the packed layout: m->nparams floats, each layer's kernel then bias, in layer
  * order. */

@@ -59,6 +59,8 @@ static mw_status evaluate_one(mw_session *s, mw_summary *sum, long number, const
     mw_ckpt_init(&c);
     mw_status rc = mw_ckpt_read_buffer(&c, buf, (size_t)nbytes, name);
     if (rc == MW_OK)
+        rc = mw_ckpt_check_finite(&s->model, &c, name);
+    if (rc == MW_OK)
         rc = mw_session_apply(s, &c, name, number, 1);
     mw_ckpt_free(&c);
     double loss = 0, metric[MW_METRICS_MAX];
