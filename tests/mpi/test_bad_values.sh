@@ -9,7 +9,9 @@
 #      sections re-encoded here, CRC and all, from docs/checkpoint.md): train --resume and eval
 #      exit 5 naming DIR/ckpt-1, the section, the layer and the variable;
 #   3. a checkpoint whose lscale record holds a scale of 5e-324, 2^-25 or 2^128, or a finite-step
-#      count of INT64_MAX: exit 5, "no valid checkpoint" naming ckpt-1, lscale and the field.
+#      count of INT64_MAX: exit 5, "no valid checkpoint" naming ckpt-1, lscale and the field;
+#   4. --optimizer-config and --loss-config with a key written twice (jansson kept the last one
+#      silently; the model JSON and TF_CONFIG already refused it): exit 2 naming the file.
 # The control: the untouched checkpoint resumes (exit 0).
 #   test_bad_values.sh MWTRAIN TEST_KERAS_H5
 set -uo pipefail
@@ -107,4 +109,12 @@ for c in scale-tiny:4.94066e-324 scale-low:2.98023e-08 scale-high:3.40282e+38; d
 done
 edit steps-max
 resume steps-max 5 "(tried: ckpt-1 (lscale: finite steps 9223372036854775807 (expected 0 to 999999999)))"
+
+# 4. a key twice
+printf '{"class_name": "SGD", "config": {"learning_rate": 0.1, "learning_rate": 0.001}}' >"$tmp/o.json"
+expect optimizer-dup 2 "o.json: line 1: duplicate object key" \
+    "$mw" train --model "$tmp/m.json" "${common[@]}" --optimizer-config "$tmp/o.json"
+printf '{"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": true,\n "from_logits": false}}' >"$tmp/l.json"
+expect loss-dup 2 "l.json: line 2: duplicate object key" \
+    "$mw" train --model "$tmp/m.json" "${common[@]}" --loss-config "$tmp/l.json"
 finish

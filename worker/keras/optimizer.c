@@ -334,7 +334,7 @@ mw_status mw_optimizer_load(mw_train_opts *o, const char *path)
     MW_TRY(mw_fs_read_input(path, "the JSON of keras.optimizers.serialize", MW_OPTIMIZER_MAX_BYTES,
                             MW_ECONFIG, &text, &n));
     json_error_t e;
-    json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &e);
+    json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     free(text);
     if (!j)
         return mw_err(MW_ECONFIG,
