@@ -17,6 +17,7 @@
 #include "tests/ckpt_util.h"
 #include "tests/util.h"
 #include "worker/checkpoint.h"
+#include "worker/checkpoint_pack.h"
 #include "worker/model/model.h"
 
 /* ---- an independent encoder of docs/checkpoint.md, for crafting bad files ---- */

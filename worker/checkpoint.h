@@ -5,7 +5,8 @@
  * counters needed to continue exactly where training stopped. The file format (header with
  * magic and version, zlib-compressed sections with a CRC32 each) is in docs/checkpoint.md;
  * the reader bounds-checks every size before it allocates or reads. A directory of them (ckpt-N
- * and its index) is worker/checkpoint_dir.h.
+ * and its index) is worker/checkpoint_dir.h; the model's arrays in and out of the packed layout,
+ * worker/checkpoint_pack.h.
  *
  * No MPI here: the chief reads (or serializes) and broadcasts the bytes itself. */
 #ifndef MW_WORKER_CHECKPOINT_H
@@ -15,7 +16,6 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "worker/model/model.h"
 
 #define MW_CKPT_VERSION 1
 
@@ -66,17 +66,5 @@ mw_status mw_ckpt_read(mw_ckpt *c, const char *path);
  * MW_EIO naming the file on any failure; the temporary file is removed and an existing file
  * at path is untouched. */
 mw_status mw_ckpt_write(const mw_ckpt *c, const char *path);
-
-/* Whether every value of c's parameters and optimizer slots is finite (c holds m's nparams),
- * which nothing in the format checks: a NaN weight reached the kernels' exp and ended the run
- * as diverged (exit 8). MW_ECKPT "NAME: section params: layer 'L' (Dense) kernel, value I of
- * N, is nan (expected finite weights)" for the first that is not. */
-mw_status mw_ckpt_check_finite(const mw_model *m, const mw_ckpt *c, const char *name);
-
-/* Between the model's arena layout (m->params, and the gradient and slot arenas of the same
- * layout) and the packed layout: m->nparams floats, each layer's kernel then bias, in layer
- * order. */
-void mw_ckpt_pack(const mw_model *m, float *packed, const float *arena);
-void mw_ckpt_unpack(const mw_model *m, float *arena, const float *packed);
 
 #endif

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/timer.h"
 #include "worker/checkpoint_dir.h"
+#include "worker/checkpoint_pack.h"
 
 int mw_chief_checkpointing(const mw_train_opts *o)
 {

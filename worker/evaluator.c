@@ -9,6 +9,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "worker/checkpoint.h"
+#include "worker/checkpoint_pack.h"
 #include "worker/chief.h"
 #include "worker/session.h"
 #include "worker/summary.h"
