@@ -19,7 +19,7 @@
 #include "worker/data/data.h"
 #include "worker/data/data_formats.h"
 
-#define CSV_MAX_BYTES (UINT64_C(1) << 32) /* largest CSV file read */
+#define CSV_LINE_MAX (1 << 20) /* longest line: 4097 fields of 256 bytes */
 
 /* Why a line is not all numbers. */
 enum { FIELD_NUMBER, FIELD_EMPTY, FIELD_TEXT };
@@ -100,17 +100,6 @@ static const char *field_text(char *buf, size_t cap, const char *s, const char *
     return buf;
 }
 
-/* The end of the line starting at s: its line end (LF, CRLF or CR alone) or the text's end;
- * *next is where the next line starts. */
-static const char *line_end(const char *s, const char *text_end, const char **next)
-{
-    const char *e = s;
-    while (e < text_end && *e != '\n' && *e != '\r')
-        e++;
-    *next = e == text_end ? e : e + 1 + (*e == '\r' && e + 1 < text_end && e[1] == '\n');
-    return e;
-}
-
 static int blank(const char *s, const char *eol)
 {
     while (s < eol && (*s == ' ' || *s == '\t'))
@@ -118,40 +107,26 @@ static int blank(const char *s, const char *eol)
     return s == eol;
 }
 
-/* The error for line `line` of path, which is not all numbers (L->bad), with a note. */
-static mw_status bad_field(const char *path, int line, const csv_line *L, const char *eol,
+/* The error for line `line` of path, which is not all numbers (L->bad; ftext its field quoted
+ * by field_text), with a note. */
+static mw_status bad_field(const char *path, int line, const csv_line *L, const char *ftext,
                            const char *note)
 {
-    char buf[64];
     if (L->bad == FIELD_EMPTY)
         return mw_err(MW_EDATA,
                       "data %s: line %d: field %d (column %d) is empty; expected a number%s", path,
                       line, L->bad_k + 1, L->bad_k + 1, note);
     return mw_err(MW_EDATA, "data %s: line %d: field %d: found %s; expected a number%s", path, line,
-                  L->bad_k + 1, field_text(buf, sizeof buf, L->at, eol), note);
-}
-
-/* Whether line 1 (hdr, of hdr_n fields) is a header, seen from the first data line L: the
- * same field count. An error for line hdr_line otherwise. */
-static mw_status check_header(const char *path, int hdr_line, const csv_line *hdr,
-                              const char *hdr_eol, const csv_line *L)
-{
-    if (hdr->n == L->n)
-        return MW_OK;
-    char note[160];
-    snprintf(note, sizeof note,
-             " (not a header either: it has %d fields, the first example %d; a header names "
-             "every column)",
-             hdr->n, L->n);
-    return bad_field(path, hdr_line, hdr, hdr_eol, note);
+                  L->bad_k + 1, ftext, note);
 }
 
 /* The checks of one data line (number line) against the first one (*fields). */
 static mw_status check_data_line(const char *path, int line, const csv_line *L, const char *eol,
                                  int cap, int fields)
 {
+    char buf[64];
     if (L->bad)
-        return bad_field(path, line, L, eol, "");
+        return bad_field(path, line, L, field_text(buf, sizeof buf, L->at, eol), "");
     if (L->n > cap)
         return mw_err(MW_EDATA,
                       "data %s: line %d: %d fields; expected a label and at most %u features", path,
@@ -168,116 +143,193 @@ static mw_status check_data_line(const char *path, int line, const csv_line *L, 
     return MW_OK;
 }
 
-/* The UTF-8 byte order mark some editors and Excel put first: skipped. */
-static size_t bom_bytes(const char *text, size_t nbytes)
+/* The UTF-8 byte order mark some editors and Excel put first. */
+static const char BOM[3] = {'\xef', '\xbb', '\xbf'};
+
+/* One line's text [s, eol) (NUL at eol: no field reads into the next line), its number. */
+typedef mw_status (*csv_line_fn)(void *ctx, int line, const char *s, const char *eol);
+
+/* The first line end (LF, CR or CRLF) in [s, end), or NULL; *next after it. A CR that ends
+ * the buffer before the file's end may be half of a CRLF: NULL, read more. */
+static char *find_eol(char *s, char *end, int eof, const char **next)
 {
-    return nbytes >= 3 && !memcmp(text, "\xef\xbb\xbf", 3) ? 3 : 0;
+    char *e = s;
+    while (e < end && *e != '\n' && *e != '\r')
+        e++;
+    if (e == end || (*e == '\r' && e + 1 == end && !eof))
+        return NULL;
+    *next = e + 1 + (*e == '\r' && e + 1 < end && e[1] == '\n');
+    return e;
 }
 
-/* Count the examples and fields of text. The header rule (docs/data.md): the first non-blank
- * line is a header when it has a field that is neither a number nor empty and as many fields
- * as the first example after it; *skip is where the data start, *skip_lines the lines before
- * them. */
-static mw_status measure(const char *path, const char *text, size_t nbytes, double *v, int cap,
-                         size_t *skip, int *skip_lines, uint32_t *rows, int *fields)
+/* Each line of path in turn, through a buffer of CSV_LINE_MAX bytes: a file of any size is
+ * read in bounded memory. A line's end (LF, CRLF or CR alone) is not part of it; a byte order
+ * mark before the first line is skipped. */
+static mw_status each_line(const char *path, csv_line_fn fn, void *ctx)
 {
-    const char *end = text + nbytes, *next, *hdr_eol = NULL;
-    *skip = bom_bytes(text, nbytes), *skip_lines = 0, *rows = 0, *fields = 0;
-    int line = 0, hdr_line = 0;
-    csv_line L, hdr;
-    for (const char *s = text + *skip; s < end; s = next) {
-        const char *eol = line_end(s, end, &next);
-        line++;
-        if (blank(s, eol))
-            continue;
-        parse_line(s, eol, v, cap, &L);
-        if (L.bad && L.text_fields && !hdr_line && *rows == 0) { /* a header, if the data agree */
-            hdr = L, hdr_line = line, hdr_eol = eol;
-            *skip = (size_t)(next - text), *skip_lines = line;
-            continue;
+    FILE *f = NULL;
+    size_t nbytes = 0, have = 0;
+    MW_TRY(mw_fs_fopen_input(path, "a CSV file", &f, &nbytes));
+    char *buf = malloc(CSV_LINE_MAX + 1);
+    mw_status rc = buf ? MW_OK : mw_err(MW_ENOMEM, "data %s: out of memory", path);
+    int line = 0, eof = 0, first = 1;
+    while (rc == MW_OK && !(eof && have == 0)) {
+        const size_t got = eof ? 0 : fread(buf + have, 1, CSV_LINE_MAX - have, f);
+        if (got == 0 && ferror(f))
+            rc = mw_err(MW_EIO, "data %s: read error: %s", path, strerror(errno));
+        eof = eof || got == 0;
+        have += got;
+        buf[have] = '\0';
+        char *s = buf, *end = buf + have, *eol;
+        const char *next = end;
+        if (first) /* a regular file's first read is whole: a BOM is in it */
+            s += have >= 3 && !memcmp(buf, BOM, 3) ? 3 : 0;
+        first = 0;
+        while (rc == MW_OK && s < end && ((eol = find_eol(s, end, eof, &next)) || eof)) {
+            eol = eol ? eol : end;
+            next = eol == end ? end : next;
+            *eol = '\0';
+            rc = fn(ctx, ++line, s, eol);
+            s = (char *)next;
         }
-        if (hdr_line && *rows == 0)
-            MW_TRY(check_header(path, hdr_line, &hdr, hdr_eol, &L));
-        MW_TRY(check_data_line(path, line, &L, eol, cap, *fields));
-        if (*rows == UINT32_MAX)
-            return mw_err(MW_EDATA, "data %s: more than %u examples", path, UINT32_MAX);
-        *fields = L.n;
-        (*rows)++;
+        if (rc == MW_OK && s == buf && have == CSV_LINE_MAX)
+            rc = mw_err(MW_EDATA,
+                        "data %s: line %d: longer than %d bytes; expected a label and "
+                        "at most %u features",
+                        path, line + 1, CSV_LINE_MAX, MW_DATA_MAX_CHANNELS);
+        have = (size_t)(end - s);
+        memmove(buf, s, have);
     }
-    if (*rows == 0)
-        return mw_err(MW_EDATA, "data %s: no examples%s; expected lines of a label and features",
-                      path, hdr_line ? " after its header line" : "");
-    return MW_OK;
+    free(buf);
+    fclose(f);
+    return rc;
 }
 
-/* Fill d from the measured text, whose first line is line + 1 of the file. */
-static mw_status fill(mw_dataset *d, const char *path, const char *text, size_t nbytes, double *v,
-                      int fields, int line, int classes, int *top)
+/* What the first pass learns: the examples and fields, the header's line (0: none). */
+typedef struct {
+    const char *path;
+    double *v; /* MW_DATA_MAX_CHANNELS + 1 values */
+    int header, fields;
+    csv_line hdr;       /* the header's fields, until the first example confirms it */
+    char hdr_field[64]; /* its first field that is not a number, quoted (field_text) */
+    uint32_t rows;
+    mw_dataset *d; /* the second pass: the set to fill, its labels' bound, the largest */
+    int limit, classes, *top;
+} csv_scan;
+
+/* A line's fields into c->v: their count, or the line's error. */
+static mw_status parse_fields(const csv_scan *c, int line, const char *s, const char *eol, int *n)
 {
-    const char *end = text + nbytes, *next;
-    const int limit = classes > 0 ? classes : MW_DATA_MAX_CLASSES;
-    float *x = (float *)d->images;
+    const int cap = (int)MW_DATA_MAX_CHANNELS + 1;
     csv_line L;
-    uint32_t i = 0;
-    for (const char *s = text; s < end && i < d->count; s = next) {
-        const char *eol = line_end(s, end, &next);
-        line++;
-        if (blank(s, eol))
-            continue;
-        parse_line(s, eol, v, fields, &L); /* measured: every line parses */
-        if (!(v[0] >= 0 && v[0] < limit && v[0] == floor(v[0])))
-            return mw_err(MW_EDATA,
-                          "data %s: line %d: label %g; expected an integer from 0 to %d%s", path,
-                          line, v[0], limit - 1, classes > 0 ? " (--classes)" : "");
-        for (int f = 1; f < fields; f++) {
-            const float xf = (float)v[f];
-            if (!isfinite(xf))
-                return mw_err(MW_EDATA,
-                              "data %s: line %d: field %d: %g is not a finite float32; expected "
-                              "finite features",
-                              path, line, f + 1, v[f]);
-            x[(size_t)i * (size_t)(fields - 1) + (size_t)(f - 1)] = xf;
+    parse_line(s, eol, c->v, cap, &L);
+    *n = L.n;
+    return check_data_line(c->path, line, &L, eol, cap, c->fields);
+}
+
+/* The first pass. The header rule (docs/data.md): the first non-blank line is a header when
+ * it has a field that is neither a number nor empty and as many fields as the first example
+ * after it. The examples are counted (every other non-blank line; the second pass checks
+ * them). */
+static mw_status count_line(void *ctx, int line, const char *s, const char *eol)
+{
+    csv_scan *c = ctx;
+    if (blank(s, eol))
+        return MW_OK;
+    if (c->rows == 0) {
+        csv_line L;
+        int n;
+        parse_line(s, eol, c->v, (int)MW_DATA_MAX_CHANNELS + 1, &L);
+        if (L.bad && L.text_fields && !c->header) { /* a header, if the first example agrees */
+            c->header = line, c->hdr = L;
+            field_text(c->hdr_field, sizeof c->hdr_field, L.at, eol);
+            return MW_OK;
         }
-        d->labels[i] = (int32_t)v[0];
-        *top = d->labels[i] > *top ? d->labels[i] : *top;
-        i++;
+        if (c->header && c->hdr.n != L.n) {
+            char note[160];
+            snprintf(note, sizeof note,
+                     " (not a header either: it has %d fields, the first example %d; a header "
+                     "names every column)",
+                     c->hdr.n, L.n);
+            return bad_field(c->path, c->header, &c->hdr, c->hdr_field, note);
+        }
+        MW_TRY(parse_fields(c, line, s, eol, &n));
+        c->fields = n;
     }
+    if (c->rows == UINT32_MAX)
+        return mw_err(MW_EDATA, "data %s: more than %u examples", c->path, UINT32_MAX);
+    c->rows++;
     return MW_OK;
 }
 
+/* The second pass: each example parsed, checked and stored. */
+static mw_status fill_line(void *ctx, int line, const char *s, const char *eol)
+{
+    csv_scan *c = ctx;
+    mw_dataset *d = c->d;
+    if (blank(s, eol) || line == c->header)
+        return MW_OK;
+    int n;
+    MW_TRY(parse_fields(c, line, s, eol, &n));
+    if (c->rows == d->count)
+        return mw_err(MW_EDATA, "data %s: line %d: the file grew while it was read", c->path, line);
+    const double *v = c->v;
+    if (!(v[0] >= 0 && v[0] < c->limit && v[0] == floor(v[0])))
+        return mw_err(MW_EDATA, "data %s: line %d: label %g; expected an integer from 0 to %d%s",
+                      c->path, line, v[0], c->limit - 1, c->classes > 0 ? " (--classes)" : "");
+    float *x = (float *)d->images + (size_t)c->rows * (size_t)(n - 1);
+    for (int f = 1; f < n; f++) {
+        x[f - 1] = (float)v[f];
+        if (!isfinite(x[f - 1]))
+            return mw_err(MW_EDATA,
+                          "data %s: line %d: field %d: %g is not a finite float32; expected "
+                          "finite features",
+                          c->path, line, f + 1, v[f]);
+    }
+    d->labels[c->rows] = (int32_t)v[0];
+    *c->top = d->labels[c->rows] > *c->top ? d->labels[c->rows] : *c->top;
+    c->rows++;
+    return MW_OK;
+}
+
+/* Two passes over the file in bounded memory: count, ask the memory check, then fill. */
 static mw_status read_set(mw_dataset *d, const char *dir, const char *name, int classes, int *top)
 {
     char path[4096];
     MW_TRY(mw_data_join(path, sizeof path, dir, name));
-    char *text = NULL;
-    size_t nbytes = 0;
-    MW_TRY(mw_fs_read_input(path, "a CSV file", (size_t)CSV_MAX_BYTES, MW_EDATA, &text, &nbytes));
-    const int cap = (int)MW_DATA_MAX_CHANNELS + 1;
-    double *v = malloc((size_t)cap * sizeof *v);
-    mw_status rc = v ? MW_OK : mw_err(MW_ENOMEM, "data %s: out of memory", path);
-    size_t skip = 0;
-    uint32_t rows = 0;
-    int fields = 0, skip_lines = 0;
+    csv_scan c = {.path = path, .classes = classes, .top = top, .d = d};
+    c.limit = classes > 0 ? classes : MW_DATA_MAX_CLASSES;
+    c.v = malloc(((size_t)MW_DATA_MAX_CHANNELS + 1) * sizeof *c.v);
+    mw_status rc = c.v ? MW_OK : mw_err(MW_ENOMEM, "data %s: out of memory", path);
     if (rc == MW_OK)
-        rc = measure(path, text, nbytes, v, cap, &skip, &skip_lines, &rows, &fields);
-    const uint64_t xbytes = (uint64_t)rows * (uint64_t)(fields - 1) * sizeof(float);
+        rc = each_line(path, count_line, &c);
+    if (rc == MW_OK && c.rows == 0)
+        rc = mw_err(MW_EDATA, "data %s: no examples%s; expected lines of a label and features",
+                    path, c.header ? " after its header line" : "");
+    const uint64_t xbytes = (uint64_t)c.rows * (uint64_t)(c.fields - 1) * sizeof(float);
     if (rc == MW_OK)
-        rc = mw_sysmem_check_load(xbytes + (uint64_t)rows * sizeof(int32_t),
-                                  "data %s: its examples take", path);
+        rc = mw_sysmem_check_load(xbytes + (uint64_t)c.rows * sizeof(int32_t),
+                                  "data %s: its %u examples of %d features take", path, c.rows,
+                                  c.fields - 1);
     if (rc == MW_OK) {
         d->images = malloc(xbytes);
-        d->labels = malloc((size_t)rows * sizeof *d->labels);
+        d->labels = malloc((size_t)c.rows * sizeof *d->labels);
         if (!d->images || !d->labels)
             rc = mw_err(MW_ENOMEM, "data %s: cannot allocate %llu bytes", path,
                         (unsigned long long)xbytes);
     }
     if (rc == MW_OK) {
-        d->count = rows, d->rows = 1, d->cols = 1, d->channels = (uint32_t)(fields - 1);
+        d->count = c.rows, d->rows = 1, d->cols = 1, d->channels = (uint32_t)(c.fields - 1);
         d->type = MW_IMAGES_F32;
-        rc = fill(d, path, text + skip, nbytes - skip, v, fields, skip_lines, classes, top);
+        c.rows = 0;
+        rc = each_line(path, fill_line, &c);
     }
-    free(v);
-    free(text);
+    if (rc == MW_OK && c.rows != d->count)
+        rc = mw_err(MW_EDATA,
+                    "data %s: %u examples, %u when first counted: the file changed "
+                    "while it was read",
+                    path, c.rows, d->count);
+    free(c.v);
     return rc;
 }
 
