@@ -1,8 +1,12 @@
-/* The readers behind mw_dataset_open, one file per format (worker/data/data_idx.c, data_npy.c,
- * data_npz.c, data_cifar.c), each with its row of the reader table (mw_data_reader, listed in
- * data_open.c), and what they share (data_arrays.c): arrays as a reader hands them over,
- * label conversion and the checks every format makes; and the .npy header parser, which the
- * .npz reader uses too. A new format is its file with its row, and the row in data_open.c.
+/* The readers behind mw_dataset_open, one file per format, each with its row of the reader
+ * table (mw_data_reader, listed in data_open.c): IDX files (worker/data/data_idx.c), a .npy
+ * file and a directory of them (data_npy.c), a .npz archive (data_npz.c, with data_zip.c
+ * finding a stored member's bytes so they can be memory-mapped), CIFAR-10 and CIFAR-100
+ * (data_cifar.c) and CSV files (data_csv.c); and the byte-level text corpus (data_text.c),
+ * which --sequence-length selects instead of a row. Then what they share (data_arrays.c):
+ * arrays as a reader hands them over, label conversion and the checks every format makes;
+ * and the .npy header parser, which the .npz reader uses too. A new format is its file with
+ * its row, and the row in data_open.c.
  *
  * A .npy file (NumPy's format, version 1.0, 2.0 or 3.0):
  *   magic "\x93NUMPY", major and minor version bytes (1|2|3, 0),
