@@ -16,9 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=${MW_SRCDIR:-$(cd "$HERE/../.." && pwd)}
 MPIEXEC=${MPIEXEC:-mpiexec}
 WRAP="sh $HERE/per_rank_env.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
+. "$HERE/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 unset TF_CONFIG
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mwtopo-XXXXXX")
