@@ -1025,7 +1025,10 @@ static void test_graph_configs(void **state)
  * causal self-attention with dropout of its probabilities (the multipliers keyed by the
  * example ids, the same in every forward), and a cross-attention whose query, value and key
  * are three tensors (an output_shape of its own), then Add, LayerNormalization and the 1-D
- * pooling: every projection's kernel and bias, through the masked softmax. */
+ * pooling: every projection's kernel and bias, through the masked softmax. The same through
+ * tests/data/keras/graph/gradcheck_act.json: the activation classes (LeakyReLU and ELU, both
+ * reading one convolution, added), GlobalAveragePooling2D, and a Softmax layer between two
+ * Dense. */
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1043,6 +1046,14 @@ static void graph_gradcheck(int fast, const char *rel)
         }
         assert_int_equal(mha, 2);
         assert_int_equal(blocks, strstr(rel, "transformer") ? 2 : 0);
+    } else if (strstr(rel, "act")) {
+        int acts = 0, softmax = 0;
+        for (int i = 0; i < m.nlayers; i++) {
+            acts += m.layers[i].kind == MW_LAYER_ACT && !m.layers[i].in_place;
+            softmax += m.layers[i].kind == MW_LAYER_SOFTMAX;
+        }
+        assert_int_equal(acts, 2); /* both read c1: neither runs in place */
+        assert_int_equal(softmax, 1);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1154,6 +1165,18 @@ static void test_mha_gradcheck_cpu(void **state)
  * gradcheck_transformer.json): a Dense on each of 28 steps, a pre-norm TransformerEncoder with
  * dropout (of the probabilities and of both branches), a post-norm TransformerDecoder (causal,
  * gelu), the 1-D pooling and a Dense: every parameter of every part, both kernel tables. */
+static void test_act_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_act.json");
+}
+
+static void test_act_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_act.json");
+}
+
 static void test_transformer_gradcheck_ref(void **state)
 {
     (void)state;
@@ -1301,6 +1324,8 @@ int main(void)
         cmocka_unit_test(test_crop_gradcheck_cpu),
         cmocka_unit_test(test_mha_gradcheck_ref),
         cmocka_unit_test(test_mha_gradcheck_cpu),
+        cmocka_unit_test(test_act_gradcheck_ref),
+        cmocka_unit_test(test_act_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),
         cmocka_unit_test(test_transformer_gradcheck_cpu),
         cmocka_unit_test(test_mha_memory),
