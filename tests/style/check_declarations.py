@@ -19,6 +19,7 @@ import re
 import sys
 
 from csource import module, sources
+from verdict import verdict
 
 # (header, defining file) pairs by pattern: the header may declare that file's functions.
 OWNS = [(r"kernels/(\w+)\.h", r"kernels/(?:ref|cpu|cuda)/\1\.(?:c|cu)")]
@@ -77,14 +78,9 @@ def main(root):
                         "nowhere in the product"
                     bad.append(f"{p}:{line}: declares {name}, defined in {where}: "
                                "include its header instead")
-    for b in bad:
-        print(b)
-    if bad:
-        print(f"{len(bad)} function(s) declared outside their own file's header")
-        return 1
-    print(f"declarations: {sum(len(d) for d in defined.values())} external functions in "
-          f"{len(srcs)} files, each declared by its own file's header")
-    return 0
+    return verdict(bad, f"{len(bad)} function(s) declared outside their own file's header",
+                   f"declarations: {sum(len(d) for d in defined.values())} external functions "
+                   f"in {len(srcs)} files, each declared by its own file's header")
 
 
 if __name__ == "__main__":

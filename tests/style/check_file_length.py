@@ -12,6 +12,8 @@ and exits 1; prints a one-line summary and exits 0 otherwise.
 import subprocess
 import sys
 
+from verdict import verdict
+
 LIMIT = 800
 TOPS = ("cluster/", "common/", "kernels/", "worker/", "tests/")
 EXTS = (".c", ".h", ".cu", ".cuh", ".py")
@@ -30,13 +32,9 @@ def main(root):
             n = sum(1 for _ in fh)
         if n > LIMIT:
             bad.append((n, f"{f}:{LIMIT + 1}: {n} lines (at most {LIMIT})"))
-    for _, b in sorted(bad, reverse=True):
-        print(b)
-    if bad:
-        print(f"{len(bad)} file(s) over {LIMIT} lines: split them by concern")
-        return 1
-    print(f"file length: {len(files)} code files, none over {LIMIT} lines")
-    return 0
+    return verdict([b for _, b in sorted(bad, reverse=True)],
+                   f"{len(bad)} file(s) over {LIMIT} lines: split them by concern",
+                   f"file length: {len(files)} code files, none over {LIMIT} lines")
 
 
 if __name__ == "__main__":

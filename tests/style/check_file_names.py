@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from verdict import verdict
+
 # names that say nothing of their content: split the file by what it holds
 BANNED = ("graphops",)
 
@@ -21,14 +23,11 @@ def main(root):
     if not files:
         print(f"FAIL: no tracked files under {root} (not a git checkout?)")
         return 1
-    bad = [f for f in files if os.path.basename(f).split(".")[0] in BANNED]
-    for f in bad:
-        print(f"{f}:1: named {os.path.basename(f).split('.')[0]!r}: name it for what it holds")
-    if bad:
-        print(f"{len(bad)} file(s) with a banned name")
-        return 1
-    print(f"file names: {len(files)} files, none named {', '.join(BANNED)}")
-    return 0
+    stem = lambda f: os.path.basename(f).split(".")[0]
+    bad = [f"{f}:1: named {stem(f)!r}: name it for what it holds" for f in files
+           if stem(f) in BANNED]
+    return verdict(bad, f"{len(bad)} file(s) with a banned name",
+                   f"file names: {len(files)} files, none named {', '.join(BANNED)}")
 
 
 if __name__ == "__main__":

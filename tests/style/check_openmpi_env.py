@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 
+from verdict import verdict
+
 THE_PLACE = "tests/openmpi.env"
 # files that set them without the tests' file: {path: reason}
 ELSEWHERE = {
@@ -38,14 +40,9 @@ def main(root):
                 if setting.search(line) and not line.lstrip().startswith("#"):
                     bad.append(f"{f}:{i}: sets {setting.search(line).group(1)}: "
                                f"it comes from {THE_PLACE}")
-    for b in bad:
-        print(b)
-    if bad:
-        print(f"{len(bad)} place(s) setting the Open MPI environment outside {THE_PLACE}")
-        return 1
-    print(f"Open MPI environment: {len(names)} variables, set only in {THE_PLACE} "
-          f"({len(files)} scripts and meson files checked)")
-    return 0
+    return verdict(bad, f"{len(bad)} place(s) setting the Open MPI environment outside "
+                   f"{THE_PLACE}", f"Open MPI environment: {len(names)} variables, set only in "
+                   f"{THE_PLACE} ({len(files)} scripts and meson files checked)")
 
 
 if __name__ == "__main__":
