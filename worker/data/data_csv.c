@@ -1,10 +1,12 @@
-/* The CSV reader (worker/data/data_formats.h): tabular data, a directory with train.csv and
+/* The CSV reader (worker/data/data_csv.h): tabular data, a directory with train.csv and
  * test.csv. Each line is one example: its integer label, then its features, separated by
  * commas (the layout of pandas' DataFrame.to_csv(index=False) with the label column first,
  * or numpy.savetxt(delimiter=",")). A first line that is not all numbers is a header and is
  * skipped; empty lines are skipped; CRLF line ends are accepted. Features are float32 (each a
  * finite number), the set's shape (1, 1, features): a Keras model reads it as Input((F,)).
  * Every error names the file, the line and the field. */
+#include "worker/data/data_csv.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
