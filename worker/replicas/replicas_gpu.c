@@ -33,6 +33,8 @@
  * down to pinned memory (a polled wait), are added in device order, summed over the ranks by
  * a polled MPI all-reduce, and go back up to every device; a host round trip per synchronized
  * layer and direction. */
+#include "worker/replicas/replicas_gpu.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
