@@ -45,7 +45,6 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
-#include "worker/replicas/device.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 
