@@ -16,7 +16,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=${MW_SRCDIR:-$(cd "$HERE/../.." && pwd)}
 MPIEXEC=${MPIEXEC:-mpiexec}
 WRAP="sh $HERE/per_rank_env.sh"
-. "$HERE/../lib.sh" # the Open MPI environment (tests/openmpi.env)
+# the Open MPI environment, read as tests/lib.sh reads it (a POSIX shell cannot source lib.sh)
+set -a
+. "$HERE/../openmpi.env"
+set +a
 unset TF_CONFIG
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mwtopo-XXXXXX")
