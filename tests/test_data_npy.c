@@ -21,6 +21,9 @@
 #include "tests/util.h"
 #include "worker/data/data.h"
 #include "worker/data/data_formats.h"
+#include "worker/data/data_npy.h"
+#include "worker/data/data_open.h"
+#include "worker/data/data_zip.h"
 
 /* ---- .npy bytes ---- */
 

@@ -19,7 +19,6 @@ if ! "$py" -c 'import numpy' 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 "$py" - "$tmp" <<'PY'
 import sys
 import numpy as np

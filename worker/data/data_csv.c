@@ -1,4 +1,4 @@
-/* The CSV reader (worker/data/data_formats.h): tabular data, a directory with train.csv and
+/* The CSV reader (worker/data/data_csv.h): tabular data, a directory with train.csv and
  * test.csv. Each line is one example: its integer label, then its features, separated by
  * commas (the layout of pandas' DataFrame.to_csv(index=False) with the label column first,
  * or numpy.savetxt(delimiter=",")). A UTF-8 byte order mark is skipped; a first line with a
@@ -7,6 +7,8 @@
  * never the next line's first. Features are float32 (each a
  * finite number), the set's shape (1, 1, features): a Keras model reads it as Input((F,)).
  * Every error names the file, the line and the field. */
+#include "worker/data/data_csv.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

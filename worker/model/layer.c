@@ -27,8 +27,12 @@ const mw_layer_ops *mw_layer_row(int kind)
     return (unsigned)kind < MW_LAYER_KINDS ? rows[kind] : NULL;
 }
 
-/* A row's Keras class name without its KerasHub prefix. */
-static const char *class_of(const char *entry)
+const mw_layer_ops *mw_layer_row_nth(int i)
+{
+    return (unsigned)i < (unsigned)NALL ? all[i] : NULL;
+}
+
+const char *mw_layer_keras_class(const char *entry)
 {
     const size_t n = strlen(MW_LAYER_KERAS_HUB);
     return strncmp(entry, MW_LAYER_KERAS_HUB, n) ? entry : entry + n;
@@ -39,7 +43,7 @@ static const char *entry_of(const char *cls, const mw_layer_ops **row)
 {
     for (int k = 0; k < NALL; k++)
         for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j]; j++)
-            if (!strcmp(class_of(all[k]->keras[j]), cls)) {
+            if (!strcmp(mw_layer_keras_class(all[k]->keras[j]), cls)) {
                 *row = all[k];
                 return all[k]->keras[j];
             }
@@ -56,7 +60,7 @@ int mw_layer_keras_hub(const char *cls)
 {
     const mw_layer_ops *row = NULL;
     const char *e = entry_of(cls, &row);
-    return e && e != class_of(e);
+    return e && e != mw_layer_keras_class(e);
 }
 
 /* The classes the rows read, ", "-separated, into list (hub: KerasHub's only). */
@@ -66,9 +70,9 @@ static void list_classes(char *list, size_t len, int hub)
     for (int k = 0; k < NALL; k++)
         for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j] && used < len; j++) {
             const char *e = all[k]->keras[j];
-            if (!hub || e != class_of(e))
+            if (!hub || e != mw_layer_keras_class(e))
                 used += (size_t)snprintf(list + used, len - used, "%s%s", used ? ", " : "",
-                                         class_of(e));
+                                         mw_layer_keras_class(e));
         }
 }
 

@@ -130,6 +130,11 @@ typedef struct {
 const mw_layer_ops *mw_layer_row(int kind);
 /* The row that reads Keras class cls, NULL when none does. */
 const mw_layer_ops *mw_layer_row_keras(const char *cls);
+/* Every row, the readers without a kind of their own too, in layer_list.h's order: row i, NULL
+ * past the last. */
+const mw_layer_ops *mw_layer_row_nth(int i);
+/* The Keras class of a row's keras[] entry: without its MW_LAYER_KERAS_HUB prefix. */
+const char *mw_layer_keras_class(const char *entry);
 /* 1 when the class a row reads as cls is KerasHub's (keras[] has it with MW_LAYER_KERAS_HUB). */
 int mw_layer_keras_hub(const char *cls);
 /* Every Keras class the rows read, and KerasHub's alone, ", "-separated, for messages

@@ -30,8 +30,6 @@
 #include "common/fault.h"
 #include "common/timeline.h"
 #include "kernels/cpu/cpu.h"
-#include "worker/model/layers/batchnorm.h"
-#include "worker/model/weights.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 
