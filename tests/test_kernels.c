@@ -25,16 +25,10 @@
 
 #include "common/arena.h"
 #include "common/rng.h"
-#include "kernels/activation.h"
-#include "kernels/attention.h"
 #include "kernels/cast.h"
-#include "kernels/conv2d.h"
 #include "kernels/cpu/cpu.h"
-#include "kernels/dense.h"
 #include "kernels/dropout.h"
-#include "kernels/graphops.h"
-#include "kernels/maxpool.h"
-#include "kernels/optim.h"
+#include "kernels/twins.h"
 #include "tests/util.h"
 
 /* ---- helpers ---- */
@@ -1928,7 +1922,7 @@ static void test_regularize(void **state)
         }
 }
 
-/* ---- graph ops (kernels/graphops.h) ---- */
+/* ---- layer ops of Functional graphs ---- */
 
 enum { OP_BN, OP_AVGPOOL, OP_PAD, OP_MUL, OP_CONCAT, OP_ACT, OP_SOFTMAX };
 
