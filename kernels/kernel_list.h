@@ -224,13 +224,13 @@ MW_KERNEL(bn_bwd, CPU,
           MW_O(dx, rows *C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, rows *C) MW_A(x, rows *C)
               MW_A(mean, C) MW_A(invstd, C) MW_O(gamma, C))
 /* The moving statistics (worker/model/model.h), in the backend's memory, count elements:
- * bn_stats_acc adds a replica's batch statistics into their gradient slots, g[i] += w * st[i];
+ * bn_stats_acc adds a replica's batch statistics into their gradient slots, g[i] += weight * st[i];
  * bn_stats_update folds the all-reduced sums in, p[i] = p[i] * momentum + g[i] * (1 - momentum),
  * and zeroes g[i]. Float products and sums, each rounded on its own (the CUDA twin forbids fma
  * contraction), so the tables agree bitwise; the CPU tables keep the reference (2 C floats per
  * layer and step). */
-MW_KERNEL(bn_stats_acc, REF, (float *g, const float *st, size_t count, float w), (g, st, count, w),
-          MW_A(g, count) MW_A(st, count))
+MW_KERNEL(bn_stats_acc, REF, (float *g, const float *st, size_t count, float weight),
+          (g, st, count, weight), MW_A(g, count) MW_A(st, count))
 MW_KERNEL(bn_stats_update, REF, (float *p, float *g, size_t count, float momentum),
           (p, g, count, momentum), MW_A(p, count) MW_A(g, count))
 /* Synchronized BatchNormalization (Keras' synchronized=True): the batch statistics and the
