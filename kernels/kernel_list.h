@@ -12,9 +12,9 @@
  * args    the same names, in parentheses, to forward a call
  * arrays  the memory each pointer spans in the backend's memory, in elements of its type:
  *         MW_A(p, count) required, MW_O(p, count) NULL allowed, MW_AIF / MW_OIF (cond, p,
- *         count) only when cond holds, MW_BYTES(p, nbytes) for untyped memory, and
- *         MW_ASSERT(cond, what) for a condition the arguments must meet. A host pointer (sumsq's
- *         out) is not listed.
+ *         count) only when cond holds (kernels.h makes them of MW_A and MW_O), MW_BYTES(p,
+ *         nbytes) for untyped memory, and MW_ASSERT(cond, what) for a condition the arguments
+ *         must meet. A host pointer (sumsq's out) is not listed.
  *
  * The contract of every entry is in the comment above its line (kernels/kernels.h has the
  * conventions: layouts, accumulation). The order is mw_kernels' field order. */

@@ -203,6 +203,13 @@ typedef enum {
  * NULL where it cannot run it (a model that needs it is then refused,
  * mw_model_check_kernels); the ref, cpu and cuda tables fill every one. */
 #define MW_UNPAREN(...) __VA_ARGS__
+/* The list's conditional arrays, for the includers that define MW_A and MW_O. */
+#define MW_AIF(cond, p, count)                                                                     \
+    if (cond)                                                                                      \
+    MW_A(p, count)
+#define MW_OIF(cond, p, count)                                                                     \
+    if (cond)                                                                                      \
+    MW_O(p, count)
 #define MW_KERNEL(op, fast, params, args, arrays)                                                  \
     typedef void (*mw_##op##_fn)(const mw_kctx *k, MW_UNPAREN params);
 #include "kernels/kernel_list.h"

@@ -7,11 +7,12 @@
  * cannot show is that the CUDA kernels themselves are right: those are the `cuda` suite's, on a
  * real device.
  *
- * The "CUDA kernels" are the CPU table's (the graph ops of Functional models included),
- * wrapped: every call first checks that its context is
- * an open stand-in context and that each array it is given lies inside that context's fake
- * device memory (a host pointer, or another device's, aborts with a message naming the kernel
- * and the argument), then runs the CPU kernel on the context's scratch. Copies check their
+ * The "CUDA kernels" are the CPU table's, wrapped: one wrapper per entry of
+ * kernels/kernel_list.h, made from its line. Every call first checks that its context is an
+ * open stand-in context and that each array the line lists lies inside that context's fake
+ * device memory at the size the line gives (a host pointer, or another device's, aborts with a
+ * message naming the kernel and the argument), then runs the CPU kernel on the context's
+ * scratch. Copies check their
  * device side the same way. Work runs at once: streams are always idle. The copy stream's
  * ordering is checked all the same: a kernel or copy on the compute stream that touches memory
  * an upload on the copy stream wrote, before a copy mark after that upload was made a wait of
@@ -163,12 +164,6 @@ static mw_kctx hd_host(const mw_kctx *k)
     hd_check(c, op, #arg, arg, (size_t)(count) * (size), optional);
 #define MW_A(arg, count) MW_CHECK_(arg, count, sizeof *(arg), 0)
 #define MW_O(arg, count) MW_CHECK_(arg, count, sizeof *(arg), 1)
-#define MW_AIF(cond, arg, count)                                                                   \
-    if (cond)                                                                                      \
-    MW_A(arg, count)
-#define MW_OIF(cond, arg, count)                                                                   \
-    if (cond)                                                                                      \
-    MW_O(arg, count)
 #define MW_BYTES(arg, nbytes) MW_CHECK_(arg, nbytes, 1, 0)
 #define MW_ASSERT(cond, what)                                                                      \
     if (!(cond))                                                                                   \
@@ -185,8 +180,6 @@ static mw_kctx hd_host(const mw_kctx *k)
 #undef MW_KERNEL
 #undef MW_A
 #undef MW_O
-#undef MW_AIF
-#undef MW_OIF
 #undef MW_BYTES
 #undef MW_ASSERT
 #undef MW_CHECK_

@@ -125,12 +125,6 @@ static size_t kind_size(int kind)
 
 #define MW_A(p, c) note((const void *)(p), (size_t)(c), KKIND(p), 0);
 #define MW_O(p, c) note((const void *)(p), (size_t)(c), KKIND(p), 1);
-#define MW_AIF(cond, p, c)                                                                         \
-    if (cond)                                                                                      \
-    MW_A(p, c)
-#define MW_OIF(cond, p, c)                                                                         \
-    if (cond)                                                                                      \
-    MW_O(p, c)
 #define MW_BYTES(p, c) note((const void *)(p), (size_t)(c), K_BYTE, 0);
 #define MW_ASSERT(cond, what)
 #define MW_KERNEL(op, fast, params, args, arrays)                                                  \
@@ -152,8 +146,6 @@ static size_t kind_size(int kind)
 #undef MW_KERNEL
 #undef MW_A
 #undef MW_O
-#undef MW_AIF
-#undef MW_OIF
 #undef MW_BYTES
 #undef MW_ASSERT
 

@@ -147,9 +147,9 @@ const char *algo_name(int pass, int algo)
     static_assert(sizeof filter / sizeof *filter == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                   "backward-filter names");
     const char *const *names = pass == MW_DNN_FWD ? fwd : pass == MW_DNN_BWD_DATA ? data : filter;
-    const int n = pass == MW_DNN_FWD        ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
-                  : pass == MW_DNN_BWD_DATA ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
-                                            : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+    const int n = pass == MW_DNN_FWD        ? (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+                  : pass == MW_DNN_BWD_DATA ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                            : (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
     return algo >= 0 && algo < n ? names[algo] : "refused by MW_FAULT";
 }
 
