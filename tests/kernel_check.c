@@ -551,13 +551,15 @@ static int set_layernorm(kargs *a, int i, int phase)
 /* Attention: self and cross, causal, padding masks (a query row masked everywhere, both of
  * Keras' answers for it), dropout with example ids, and 70 causal steps (the fast twin's row
  * blocks, a partial one last); the backward with its forward's probabilities. */
-static const float att_qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0};
+static const float att_qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0}; /* example 1: 2 padding */
 static const float att_vid[2 * 6] = {2, 7, 1, 8, 2, 8, 1, 0, 3, 3, 0, 4};
 static const uint32_t att_eids[2] = {7, 9};
-static float att_q70[2 * 70];
+static float att_q70[2 * 70]; /* 70 steps: example 1's last 10 are padding */
 
-static int set_attn(kargs *a, int i, int phase)
+int mw_test_attn_geom(int i, mw_attn_geom *g)
 {
+    /* uniform: a row masked everywhere (example 1's padded query steps) is 1 / S, Keras 3.15's
+     * without dropout; its output then reads every key, past the causal blocks' */
     static const struct {
         int T, S, causal, qmask, vmask;
         float rate;
@@ -570,26 +572,35 @@ static int set_attn(kargs *a, int i, int phase)
     for (int j = 0; j < 2 * 70; j++)
         att_q70[j] = j >= 70 + 60 ? 0.0f : (float)(1 + j % 7);
     const int T = s[i].T, S = s[i].S;
-    a->ag = (mw_attn_geom){.T = T,
-                           .S = S,
-                           .H = 2,
-                           .dk = 3,
-                           .dv = 2,
-                           .scale = (float)(1.0 / sqrt(3.0)),
-                           .causal = s[i].causal,
-                           .qids = s[i].qmask ? (T == 70 ? att_q70 : att_qid) : NULL,
-                           .vids = s[i].vmask ? (S == 70  ? att_q70
-                                                 : S == 5 ? att_qid
-                                                          : att_vid)
-                                              : NULL,
-                           .empty_uniform = s[i].uniform,
-                           .rate = s[i].rate,
-                           .seed = 42,
-                           .stream = 3,
-                           .ids = s[i].rate > 0 ? att_eids : NULL};
+    *g = (mw_attn_geom){.T = T,
+                        .S = S,
+                        .H = 2,
+                        .dk = 3,
+                        .dv = 2,
+                        .scale = (float)(1.0 / sqrt(3.0)),
+                        .causal = s[i].causal,
+                        .qids = s[i].qmask ? (T == 70 ? att_q70 : att_qid) : NULL,
+                        .vids = s[i].vmask ? (S == 70  ? att_q70
+                                              : S == 5 ? att_qid
+                                                       : att_vid)
+                                           : NULL,
+                        .empty_uniform = s[i].uniform,
+                        .rate = s[i].rate,
+                        .seed = 42,
+                        .stream = 3,
+                        .ids = s[i].rate > 0 ? att_eids : NULL};
+    return 1;
+}
+
+static int set_attn(kargs *a, int i, int phase)
+{
+    if (!mw_test_attn_geom(i, &a->ag))
+        return 0;
+    const int T = a->ag.T, S = a->ag.S;
     a->g = &a->ag, a->n = 2, a->ws = (size_t)MW_ATTN_WS_SLOTS * T * S;
     snprintf(a->what, sizeof a->what, "T %d, S %d, causal %d, masks %d %d, rate %g, uniform %d", T,
-             S, s[i].causal, s[i].qmask, s[i].vmask, (double)s[i].rate, s[i].uniform);
+             S, a->ag.causal, a->ag.qids != NULL, a->ag.vids != NULL, (double)a->ag.rate,
+             a->ag.empty_uniform);
     if (phase == 1) {
         const size_t nq = (size_t)a->n * T * 2 * 3, nk = (size_t)a->n * S * 2 * 3;
         kscale(a->q, nq, 1.5f, 0.0f), kscale(a->kk, nk, 1.5f, 0.0f);

@@ -891,43 +891,9 @@ static void test_attention(void **state)
 {
     (void)state;
     const int n = 2, H = 2, dk = 3, dv = 2;
-    /* ids as floats: example 1 ends in two padding steps */
-    const float qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0};
-    const float vid[2 * 6] = {2, 7, 1, 8, 2, 8, 1, 0, 3, 3, 0, 4};
-    const uint32_t eids[2] = {7, 9};
-    float q70[2 * 70]; /* 70 steps: example 1's last 10 are padding */
-    for (int j = 0; j < 2 * 70; j++)
-        q70[j] = j >= 70 + 60 ? 0.0f : (float)(1 + j % 7);
-    /* uniform: a row masked everywhere (example 1's padded query steps) is 1 / S, Keras 3.15's
-     * without dropout; its output then reads every key, past the causal blocks' */
-    struct {
-        int T, S, causal, qmask, vmask;
-        float rate;
-        int uniform;
-    } cases[] = {{5, 5, 0, 0, 0, 0.0f, 0},  {5, 5, 1, 0, 0, 0.0f, 0},
-                 {5, 5, 1, 1, 1, 0.0f, 0},  {4, 6, 0, 0, 1, 0.0f, 0},
-                 {5, 5, 1, 0, 0, 0.3f, 0},  {70, 70, 1, 1, 1, 0.0f, 0},
-                 {5, 5, 1, 1, 1, 0.0f, 1},  {5, 5, 0, 1, 0, 0.0f, 1},
-                 {70, 70, 1, 1, 1, 0.0f, 1}}; /* the CPU twin's causal row blocks: 32, 32, 6 */
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        const int T = cases[ci].T, S = cases[ci].S;
-        mw_attn_geom g = {.T = T,
-                          .S = S,
-                          .H = H,
-                          .dk = dk,
-                          .dv = dv,
-                          .scale = (float)(1.0 / sqrt(3.0)),
-                          .causal = cases[ci].causal,
-                          .qids = cases[ci].qmask ? (T == 70 ? q70 : qid) : NULL,
-                          .vids = cases[ci].vmask ? (S == 70  ? q70
-                                                     : S == 5 ? qid
-                                                              : vid)
-                                                  : NULL,
-                          .empty_uniform = cases[ci].uniform,
-                          .rate = cases[ci].rate,
-                          .seed = 42,
-                          .stream = 3,
-                          .ids = cases[ci].rate > 0 ? eids : NULL};
+    mw_attn_geom g;
+    for (size_t ci = 0; mw_test_attn_geom((int)ci, &g); ci++) { /* kernel_check.c's cases */
+        const int T = g.T, S = g.S;
         const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * H * dk,
                      nv = (size_t)n * S * H * dv, no = (size_t)n * T * H * dv,
                      np = (size_t)n * H * T * S;
