@@ -450,9 +450,9 @@ static mw_status check_input_layer(const mw_klayer *L, const json_t *cfg, size_t
     MW_TRY(mw_kget_bool(L, cfg, "ragged", 0, &ragged));
     if (sparse || ragged)
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "%s inputs are not supported; supported: "
-                        "dense float32 inputs",
-                        sparse ? "sparse" : "ragged");
+                        "%s: found true; %s inputs are not supported; supported: false "
+                        "(dense float32 inputs)",
+                        sparse ? "sparse" : "ragged", sparse ? "sparse" : "ragged");
     return MW_OK;
 }
 

@@ -533,9 +533,14 @@ mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, 
 {
     mw_init in;
     MW_TRY(mw_kget_init(L, cfg, key, kind, &in));
-    if (in.kind != kind)
-        return mw_kfail(L, MW_EUNSUPPORTED, "%s: only the default (%s) is supported", key,
-                        kind == MW_INIT_ZEROS ? "Zeros" : "Ones");
+    if (in.kind != kind) {
+        const json_t *v = json_object_get(cfg, key);
+        const char *cls = json_is_string(v) ? json_string_value(v)
+                                            : json_string_value(json_object_get(v, "class_name"));
+        mw_kqbuf q;
+        return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s; only the default (%s) is supported", key,
+                        mw_kquote(q, cls ? cls : "?"), kind == MW_INIT_ZEROS ? "Zeros" : "Ones");
+    }
     return MW_OK;
 }
 

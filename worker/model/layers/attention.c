@@ -335,10 +335,18 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "flash_attention true: supported: null or false (this program chooses "
                         "its own attention kernels)");
     MW_TRY(mw_kread_weights(L, cfg, 0, &w));
-    if (w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 || w.breg.l1 != 0.0 || w.breg.l2 != 0.0)
+    if (w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 || w.breg.l1 != 0.0 || w.breg.l2 != 0.0) {
+        const char *rk =
+            w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 ? "kernel_regularizer" : "bias_regularizer";
+        const json_t *r = json_object_get(cfg, rk);
+        const char *rn = json_is_string(r) ? json_string_value(r)
+                                           : json_string_value(json_object_get(r, "class_name"));
+        mw_kqbuf q;
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "kernel_regularizer / bias_regularizer: supported for "
-                        "MultiHeadAttention: null (use the optimizer's weight_decay)");
+                        "%s: found %s; supported for MultiHeadAttention: null (use the "
+                        "optimizer's weight_decay)",
+                        rk, mw_kquote(q, rn ? rn : "?"));
+    }
     if (R->kwargs)
         MW_TRY(read_call(L, R->kwargs, &causal));
     if ((long long)heads * (key_dim > value_dim ? key_dim : value_dim) > MW_KMAX_DIM)

@@ -207,20 +207,13 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
 
 /* The keys KerasHub writes for TransformerEncoder and TransformerDecoder
  * (worker/keras/keras_keys.h). */
-static const mw_kkey keys[] = {
-    MW_KREAD("intermediate_dim"), MW_KREAD("num_heads"),          MW_KREAD("dropout"),
-    MW_KREAD("activation"),       MW_KREAD("layer_norm_epsilon"), MW_KREAD("kernel_initializer"),
-    MW_KREAD("bias_initializer"), MW_KREAD("normalize_first"),    MW_KEND,
-};
+#define BLOCK_KEYS                                                                                 \
+    MW_KREAD("intermediate_dim"), MW_KREAD("num_heads"), MW_KREAD("dropout"),                      \
+        MW_KREAD("activation"), MW_KREAD("layer_norm_epsilon"), MW_KREAD("kernel_initializer"),    \
+        MW_KREAD("bias_initializer"), MW_KREAD("normalize_first")
+static const mw_kkey keys[] = {BLOCK_KEYS, MW_KEND};
 static const mw_kkey decoder_keys[] = {
-    MW_KREAD("intermediate_dim"),
-    MW_KREAD("num_heads"),
-    MW_KREAD("dropout"),
-    MW_KREAD("activation"),
-    MW_KREAD("layer_norm_epsilon"),
-    MW_KREAD("kernel_initializer"),
-    MW_KREAD("bias_initializer"),
-    MW_KREAD("normalize_first"),
+    BLOCK_KEYS,
     MW_KIGN("decoder_sequence_shape", "the build shape, which the graph gives"),
     MW_KDEF("encoder_sequence_shape", "null", "cross-attention on an encoder sequence"),
     MW_KEND,
