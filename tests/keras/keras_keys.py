@@ -94,7 +94,7 @@ def other_value(key, v):
 def renderings(v):
     """How mwtrain's messages show a value (worker/keras/keras_layer.c mw_kdescribe, and the
     readers' own forms)."""
-    out = {json.dumps(v), str(v)}
+    out = {json.dumps(v), json.dumps(v, separators=(",", ":")), str(v)}
     if isinstance(v, bool):
         out.add("true" if v else "false")
     elif isinstance(v, (int, float)):

@@ -255,9 +255,9 @@ static mw_status parse_layer(const ctx *X, layer *l)
 {
     double a, b;
     const char *mode;
-    mw_klayer L = {.origin = X->origin};
-    snprintf(L.where, sizeof L.where, "layer '%s' (%s)", X->name, X->cls);
-    MW_TRY(mw_kcheck_keys(&L, X->cls, X->cfg, keys[l->kind]));
+    char where[160];
+    snprintf(where, sizeof where, "layer '%s' (%s)", X->name, X->cls);
+    MW_TRY(mw_kcheck_keys(X->origin, where, X->cls, X->cfg, keys[l->kind], 1));
     switch (l->kind) {
     case RESCALING:
         MW_TRY(get_number(X, "scale", 1.0, &a));

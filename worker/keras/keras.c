@@ -437,7 +437,7 @@ static const mw_kkey input_keys[] = {
 /* An InputLayer (layers[i]) adds nothing: it must come first and take dense inputs. */
 static mw_status check_input_layer(const mw_klayer *L, const json_t *cfg, size_t i)
 {
-    MW_TRY(mw_kcheck_keys(L, "InputLayer", cfg, input_keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "InputLayer", cfg, input_keys, 1));
     if (i != 0)
         return mw_kfail(L, MW_EMODEL, "an InputLayer must be the first layer");
     if (L->policy != MW_POLICY_FLOAT32)

@@ -368,6 +368,16 @@ static void apply_policies(json_t *model, const mw_model *m)
     }
 }
 
+/* A model description's model object: itself, or a TensorFlow.js wrapper's modelTopology (its
+ * model_config member, or modelTopology itself); borrowed from root. */
+static json_t *source_model(json_t *root)
+{
+    json_t *topo = json_object_get(root, "modelTopology");
+    if (!topo)
+        return root;
+    return json_object_get(topo, "model_config") ? json_object_get(topo, "model_config") : topo;
+}
+
 /* m->source's model object when it is Keras 3's shape (has "module"), a new reference; else
  * NULL. */
 static json_t *keras3_source(const mw_model *m)
@@ -375,10 +385,7 @@ static json_t *keras3_source(const mw_model *m)
     if (!m->source)
         return NULL;
     json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
-    json_t *model = root, *topo = json_object_get(root, "modelTopology");
-    if (topo)
-        model =
-            json_object_get(topo, "model_config") ? json_object_get(topo, "model_config") : topo;
+    json_t *model = source_model(root);
     json_t *out = json_is_object(model) && json_object_get(model, "module") ? model : NULL;
     json_incref(out);
     json_decref(root);
@@ -390,23 +397,13 @@ mw_status mw_keras_source_set_policy(mw_model *m)
     if (!m->source)
         return MW_OK;
     json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
-    json_t *model = root, *topo = json_object_get(root, "modelTopology");
-    if (topo)
-        model =
-            json_object_get(topo, "model_config") ? json_object_get(topo, "model_config") : topo;
+    json_t *model = source_model(root);
     if (!json_is_object(model)) { /* it was read as a model: never */
         json_decref(root);
         return MW_OK;
     }
     apply_policies(model, m);
-    char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text)
-        return mw_err(MW_ENOMEM, "the model's description: out of memory");
-    free(m->source);
-    m->source = text;
-    m->source_nbytes = strlen(text);
-    return MW_OK;
+    return mw_keras_source_replace(m, root);
 }
 
 mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out)

@@ -2,8 +2,14 @@
  * see keras_keys.h. */
 #include "worker/keras/keras_keys.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/strfmt.h"
+
+#define QUOTE_MAX 48 /* bytes of a key or a value quoted in a message */
 
 /* Keys every layer entry may carry, which the model reader (worker/keras/keras.c) reads for
  * every class: its name, trainable, its dtype policy, and the input shape Keras 2 writes on a
@@ -84,29 +90,50 @@ static void list_accepted(char *buf, size_t n, const char *acc)
     }
 }
 
-/* The check of one key against table (common: the layers' keys, or NULL). */
-static mw_status check_key(const mw_klayer *L, const char *cls, const char *key, const json_t *v,
-                           const mw_kkey *table, const mw_kkey *common)
+/* v as compact JSON, control bytes escaped and shortened, for messages. */
+static const char *show(char *buf, size_t n, const json_t *v)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64], list[256];
-    mw_kqbuf q;
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(9));
+    mw_str_escape(buf, n, s ? s : "?", QUOTE_MAX, 0);
+    free(s);
+    return buf;
+}
+
+static mw_status fail(const char *origin, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mw_status fail(const char *origin, const char *where, const char *fmt, ...)
+{
+    char at[1024];
+    snprintf(at, sizeof at, "%s: %s", origin, where);
+    va_list ap;
+    va_start(ap, fmt);
+    mw_status rc = mw_verr_at(MW_EUNSUPPORTED, at, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The check of one key against table (common: the layers' keys, or NULL). */
+static mw_status check_key(const char *origin, const char *where, const char *cls, const char *key,
+                           const json_t *v, const mw_kkey *table, const mw_kkey *common)
+{
+    char d[QUOTE_MAX * 4 + 8], q[QUOTE_MAX * 4 + 8], list[256];
     const mw_kkey *k = find_key(table, key);
     if (!k)
         k = find_key(common, key);
     if (!k)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "%s (found %s) " MW_KKEY_UNKNOWN
-                        " for %s (a newer Keras, or a custom argument?): not supported",
-                        mw_kquote(q, key), mw_kdescribe(d, sizeof d, v), cls);
+        return fail(origin, where,
+                    "%s (found %s) " MW_KKEY_UNKNOWN
+                    " for %s (a newer Keras, or a custom argument?): not supported",
+                    mw_str_quote(q, sizeof q, key, QUOTE_MAX), show(d, sizeof d, v), cls);
     if (k->kind != MW_KEY_DEFAULT || accepted(v, k->arg))
         return MW_OK;
     list_accepted(list, sizeof list, k->arg);
-    return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s; %s is not supported (supported: %s)", key,
-                    mw_kdescribe(d, sizeof d, v), k->what ? k->what : "another value", list);
+    return fail(origin, where, "%s: found %s; %s is not supported (supported: %s)", key,
+                show(d, sizeof d, v), k->what ? k->what : "another value", list);
 }
 
-static mw_status check_all(const mw_klayer *L, const char *cls, const json_t *cfg,
-                           const mw_kkey *table, const mw_kkey *common)
+mw_status mw_kcheck_keys(const char *origin, const char *where, const char *cls, const json_t *cfg,
+                         const mw_kkey *table, int layer)
 {
     const char *key;
     const json_t *v;
@@ -114,40 +141,21 @@ static mw_status check_all(const mw_klayer *L, const char *cls, const json_t *cf
         return MW_OK; /* the reader says what it expected */
     json_object_foreach((json_t *)cfg, key, v)
     {
-        MW_TRY(check_key(L, cls, key, v, table, common));
+        MW_TRY(check_key(origin, where, cls, key, v, table, layer ? common_keys : NULL));
     }
     return MW_OK;
 }
 
-mw_status mw_kcheck_keys(const mw_klayer *L, const char *cls, const json_t *cfg,
-                         const mw_kkey *table)
-{
-    return check_all(L, cls, cfg, table, common_keys);
-}
-
-mw_status mw_kcheck_config_keys_at(const mw_klayer *L, const char *cls, const json_t *cfg,
-                                   const mw_kkey *table)
-{
-    return check_all(L, cls, cfg, table, NULL);
-}
-
-mw_status mw_kcheck_config_keys(const char *where, const char *cls, const json_t *cfg,
+mw_status mw_kcheck_config_keys(const char *at, const char *cls, const json_t *cfg,
                                 const mw_kkey *table)
 {
-    /* "file: config.json: compile_config": the file part as the origin, the rest as where the
-     * messages point (mw_kfail joins them with ": ") */
-    mw_klayer L = {.origin = where};
     char origin[512];
-    snprintf(origin, sizeof origin, "%s", where);
+    snprintf(origin, sizeof origin, "%s", at);
     char *sep = NULL;
     for (char *p = strstr(origin, ": "); p; p = strstr(p + 2, ": "))
         sep = p;
-    if (sep) {
-        snprintf(L.where, sizeof L.where, "%s", sep + 2);
-        *sep = '\0';
-        L.origin = origin;
-    } else {
-        snprintf(L.where, sizeof L.where, "%s", cls);
-    }
-    return check_all(&L, cls, cfg, table, NULL);
+    if (!sep)
+        return mw_kcheck_keys(at, cls, cls, cfg, table, 0);
+    *sep = '\0';
+    return mw_kcheck_keys(origin, sep + 2, cls, cfg, table, 0);
 }

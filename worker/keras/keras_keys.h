@@ -10,7 +10,6 @@
 #include <jansson.h>
 
 #include "common/status.h"
-#include "worker/keras/keras_layer.h"
 
 /* What a key is to its reader. */
 typedef enum {
@@ -61,20 +60,17 @@ typedef struct {
 /* The marker of an unknown key's message (tests look for it). */
 #define MW_KKEY_UNKNOWN "is not a key mwtrain knows"
 
-/* Every key of cfg is in table (or one every layer has: name, trainable, dtype, the first
- * layer's input shape, read by the model reader), and every MW_KEY_DEFAULT key is absent or at
- * one of its values. MW_EUNSUPPORTED naming L, the key and its value otherwise. cls names the
- * class in the unknown key's message. */
-mw_status mw_kcheck_keys(const mw_klayer *L, const char *cls, const json_t *cfg,
-                         const mw_kkey *table);
+/* Every key of cfg is in table (or, with layer, one every layer has: name, trainable, dtype,
+ * the first layer's input shape, which the model reader reads), and every MW_KEY_DEFAULT key is
+ * absent or at one of its values. Otherwise MW_EUNSUPPORTED "origin: where: ..." naming the
+ * key and its value; cls names the class in an unknown key's message. A layer reader passes
+ * its mw_klayer's origin and where (worker/keras/keras_layer.h). */
+mw_status mw_kcheck_keys(const char *origin, const char *where, const char *cls, const json_t *cfg,
+                         const mw_kkey *table, int layer);
 
-/* The same for a config inside a layer's (an initializer's): no common keys. */
-mw_status mw_kcheck_config_keys_at(const mw_klayer *L, const char *cls, const json_t *cfg,
-                                   const mw_kkey *table);
-
-/* The same for a config that is not a layer's (compile_config, a metric): where names it in
- * the messages ("model.keras: config.json: compile_config"); no common keys. */
-mw_status mw_kcheck_config_keys(const char *where, const char *cls, const json_t *cfg,
+/* The same for a config that is not a layer's: at names it in the messages, its last ": "
+ * part the place ("model.keras: config.json: compile_config"); no common keys. */
+mw_status mw_kcheck_config_keys(const char *at, const char *cls, const json_t *cfg,
                                 const mw_kkey *table);
 
 #endif

@@ -334,14 +334,15 @@ static mw_status get_init_config(const mw_klayer *L, const json_t *c, const char
     mw_klayer at = *L;
     snprintf(at.where + strlen(at.where), sizeof at.where - strlen(at.where), ": %s.config", key);
     const mw_init_kind k = out->kind;
-    MW_TRY(mw_kcheck_config_keys_at(&at, "this initializer", c,
-                                    k == MW_INIT_VARIANCE_SCALING ? scaling_keys
-                                    : k == MW_INIT_RANDOM_UNIFORM ? uniform_keys
-                                    : k == MW_INIT_RANDOM_NORMAL || k == MW_INIT_TRUNCATED_NORMAL
-                                        ? normal_keys
-                                    : k == MW_INIT_CONSTANT                   ? constant_keys
-                                    : k == MW_INIT_ZEROS || k == MW_INIT_ONES ? no_keys
-                                                                              : fan_keys));
+    MW_TRY(mw_kcheck_keys(at.origin, at.where, "this initializer", c,
+                          k == MW_INIT_VARIANCE_SCALING ? scaling_keys
+                          : k == MW_INIT_RANDOM_UNIFORM ? uniform_keys
+                          : k == MW_INIT_RANDOM_NORMAL || k == MW_INIT_TRUNCATED_NORMAL
+                              ? normal_keys
+                          : k == MW_INIT_CONSTANT                   ? constant_keys
+                          : k == MW_INIT_ZEROS || k == MW_INIT_ONES ? no_keys
+                                                                    : fan_keys,
+                          0));
     snprintf(path, sizeof path, "%s.config.", key);
     const json_t *seed = json_object_get(c, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
@@ -471,7 +472,7 @@ static mw_status get_reg(const mw_klayer *L, const json_t *cfg, const char *key,
         mw_klayer at = *L;
         snprintf(at.where + strlen(at.where), sizeof at.where - strlen(at.where), ": %s.config",
                  key);
-        MW_TRY(mw_kcheck_config_keys_at(&at, "this regularizer", c, reg_keys));
+        MW_TRY(mw_kcheck_keys(at.origin, at.where, "this regularizer", c, reg_keys, 0));
         snprintf(path, sizeof path, "%s.config.", key);
         if (has1)
             MW_TRY(mw_kget_num(L, path, c, "l1", out->l1, &out->l1));

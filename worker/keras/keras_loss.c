@@ -286,6 +286,11 @@ mw_status mw_keras_source_set_loss(mw_model *m)
     }
     json_object_set_new(cc, "loss", mw_keras_loss_to_json(&m->loss));
     json_object_set_new(cc, "metrics", mw_keras_metrics_to_json(&m->loss, m->nclasses));
+    return mw_keras_source_replace(m, root);
+}
+
+mw_status mw_keras_source_replace(mw_model *m, json_t *root)
+{
     char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!text)

@@ -197,14 +197,15 @@ static const mw_kkey relu_keys[] = {MW_KREAD("max_value"), MW_KREAD("negative_sl
 
 static mw_status parse_relu(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, relu_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, relu_keys, 1));
     return add_relu_layer(R->B, R->L, cfg, name);
 }
 
 /* Activation and Softmax layers. */
 static mw_status parse_identity(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, strcmp(cls, "Softmax") ? act_keys : softmax_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strcmp(cls, "Softmax") ? act_keys : softmax_keys, 1));
     if (!strcmp(cls, "Softmax"))
         return add_softmax_layer(R->B, R->L, cfg, name, R->is_last);
     return add_activation_layer(R->B, R->L, cfg, name, R->is_last);
@@ -212,7 +213,7 @@ static mw_status parse_identity(mw_kread *R, const char *cls, const json_t *cfg,
 
 static mw_status parse_act(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, param_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, param_keys, 1));
     return add_param_act(R->B, R->L, cfg, name, !strcmp(cls, "ELU"));
 }
 

@@ -287,7 +287,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     if (strcmp(cls, "MultiHeadAttention") != 0) /* KerasHub's blocks around it */
         return mw_transformer_parse(R, cls, cfg, name);
-    MW_TRY(mw_kcheck_keys(L, cls, cfg, keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     char d[MW_KQUOTE_MAX * 4 + 64];
     if (B->m->next_nin < 2)
         return mw_kfail(L, MW_EMODEL,

@@ -81,7 +81,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(mw_kcheck_keys(L, cls, cfg, keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     /* Conv1D on (None, T, C), here 1 x T x C: a Conv2D with a 1 x k kernel */
     const int one_d = !strcmp(cls, "Conv1D");
     int filters = 0, groups = 0, same = 0;

@@ -37,7 +37,7 @@ static const mw_kkey keys[] = {MW_KREAD("cropping"), MW_KREAD("data_format"), MW
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     int c[4];
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, keys, 1));
     MW_TRY(mw_kcheck_data_format(R->L, cfg));
     MW_TRY(mw_kget_sides(R->L, cfg, "cropping", 0, c));
     MW_TRY(mw_kneed_channels(R->B, R->L));

@@ -63,7 +63,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(mw_kcheck_keys(L, cls, cfg, keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     int units = 0;
     mw_kweights w;
     MW_TRY(mw_kget_int(L, cfg, "units", 0, 1, 1, MW_KMAX_DIM, &units));

@@ -62,7 +62,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(mw_kcheck_keys(L, cls, cfg, keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     double rate = 0.0;
     char d[MW_KQUOTE_MAX * 4 + 64];
     if (!json_object_get(cfg, "rate"))

@@ -245,8 +245,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(
-        mw_kcheck_keys(L, cls, cfg, strcmp(cls, "TokenAndPositionEmbedding") ? keys : token_keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "TokenAndPositionEmbedding") ? keys : token_keys, 1));
     if (!strcmp(cls, "TokenAndPositionEmbedding"))
         return parse_token_position(R, cfg, name);
     int vocab = 0, dim = 0, mask = 0;
@@ -432,7 +432,8 @@ static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg,
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(mw_kcheck_keys(L, cls, cfg, strcmp(cls, "SinePositionEncoding") ? pos_keys : sine_keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "SinePositionEncoding") ? pos_keys : sine_keys, 1));
     if (!strcmp(cls, "SinePositionEncoding")) { /* KerasHub's (max_wavelength) */
         double wl = 10000.0;
         MW_TRY(mw_kget_num(L, "", cfg, "max_wavelength", 10000.0, &wl));

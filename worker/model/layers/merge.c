@@ -146,7 +146,8 @@ static const mw_kkey keys[] = {MW_KEND}, concat_keys[] = {MW_KREAD("axis"), MW_K
 
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, strcmp(cls, "Concatenate") ? keys : concat_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strcmp(cls, "Concatenate") ? keys : concat_keys, 1));
     return add_merge(R->B, R->L, cfg, name, cls);
 }
 

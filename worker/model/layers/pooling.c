@@ -174,7 +174,8 @@ static const mw_kkey window_keys[] = {MW_KREAD("pool_size"), MW_KREAD("strides")
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     const int max = strstr(cls, "Max") != NULL, one_d = strstr(cls, "1D") != NULL;
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, strncmp(cls, "Global", 6) ? window_keys : global_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strncmp(cls, "Global", 6) ? window_keys : global_keys, 1));
     if (!strncmp(cls, "Global", 6))
         return add_global_pool(R->B, R->L, cfg, name, max, one_d);
     const mw_layer *in = R->B->m->nlayers > 0 ? &R->B->m->layers[R->B->m->nlayers - 1] : NULL;

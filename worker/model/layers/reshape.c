@@ -128,7 +128,8 @@ static const mw_kkey flatten_keys[] = {MW_KREAD("data_format"), MW_KEND},
 
 static mw_status parse_flatten(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, strcmp(cls, "Reshape") ? flatten_keys : reshape_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strcmp(cls, "Reshape") ? flatten_keys : reshape_keys, 1));
     if (!strcmp(cls, "Reshape"))
         return parse_reshape(R->B, R->L, cfg, name);
     mw_status rc = mw_kcheck_data_format(R->L, cfg);
@@ -151,7 +152,7 @@ static mw_status add_zeropad(mw_kbuilder *B, const mw_klayer *L, const json_t *c
 
 static mw_status parse_zeropad(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    MW_TRY(mw_kcheck_keys(R->L, cls, cfg, zeropad_keys));
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, zeropad_keys, 1));
     return add_zeropad(R->B, R->L, cfg, name);
 }
 

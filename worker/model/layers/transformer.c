@@ -223,7 +223,8 @@ mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, 
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(mw_kcheck_keys(L, cls, cfg, strcmp(cls, "TransformerDecoder") ? keys : decoder_keys));
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     mw_model *m = B->m;
     block_cfg c = {.decoder = !strcmp(cls, "TransformerDecoder")};
     c.causal = c.decoder; /* use_causal_mask defaults to true */
