@@ -243,7 +243,7 @@ static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem,
     if (rc == MW_OK && with_data)
         rc = mw_dataset_set_mask(&s->test, s->model.loss.has_ignore, s->model.loss.ignore_class,
                                  s->model.loss.masked, "the test set");
-    if (rc == MW_OK && o->dtype_policy) /* the policy too: a resume computes as before */
+    if (rc == MW_OK && s->o->dtype_policy) /* the policy too: a resume computes as before */
         rc = mw_keras_source_set_policy(&s->model);
     if (rc == MW_OK) /* the loss travels in every checkpoint with the model */
         rc = mw_keras_source_set_loss(&s->model);

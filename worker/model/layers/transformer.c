@@ -223,8 +223,6 @@ mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, 
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
-                          strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     mw_model *m = B->m;
     block_cfg c = {.decoder = !strcmp(cls, "TransformerDecoder")};
     c.causal = c.decoder; /* use_causal_mask defaults to true */
@@ -235,6 +233,8 @@ mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, 
         return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence (%s)",
                         m->next_nin,
                         c.decoder ? "decoder-only use, without an encoder sequence" : "its input");
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
         MW_TRY(read_call(L, R->kwargs, c.decoder, &c.causal));
