@@ -272,6 +272,27 @@ static void test_config_details(void **state)
 
 /* Input shapes: from the file when the caller has no data, from the data when the file has
  * none; build_input_shape; load errors. */
+/* A Functional model's layer list at length 0 and 1: refused with a message (layers[0] was
+ * written past an empty allocation). */
+static void test_graph_empty_layers(void **state)
+{
+    (void)state;
+    mw_model m;
+    const char *empty = "{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", "
+                        "\"layers\": [], \"input_layers\": [], \"output_layers\": []}}";
+    expect_err(load_text(&m, empty, 0, 0, 0, 0), MW_EMODEL,
+               "test.json: layers: an empty list; expected the InputLayer first");
+    mw_model_free(&m);
+    const char *one = "{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", "
+                      "\"layers\": [{\"class_name\": \"InputLayer\", \"name\": \"in\", "
+                      "\"config\": {\"name\": \"in\", \"batch_shape\": [null, 4]}, "
+                      "\"inbound_nodes\": []}], \"input_layers\": [[\"in\", 0, 0]], "
+                      "\"output_layers\": [[\"in\", 0, 0]]}}";
+    expect_err(load_text(&m, one, 0, 0, 0, 0), MW_EMODEL,
+               "test.json: the model has no layers besides its input");
+    mw_model_free(&m);
+}
+
 static void test_input_shapes(void **state)
 {
     (void)state;
@@ -1287,6 +1308,7 @@ int main(void)
         cmocka_unit_test(test_good_configs),
         cmocka_unit_test(test_config_details),
         cmocka_unit_test(test_input_shapes),
+        cmocka_unit_test(test_graph_empty_layers),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_builtin_tutorial),
         cmocka_unit_test(test_initializers),

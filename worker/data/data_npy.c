@@ -157,6 +157,12 @@ static mw_status parse_shape(mw_npy_header *h, lexer *L)
             if (!accept(L, ')'))
                 return hfail(L->name, "shape", "expected ',' or ')' in the tuple",
                              rest(L, why, sizeof why));
+            if (h->ndim == 1) { /* Python's (N) is the number N: numpy.load refuses it */
+                snprintf(why, sizeof why, "(%llu), the integer %llu", (unsigned long long)v,
+                         (unsigned long long)v);
+                return hfail(L->name, "shape", "expected a tuple; a 1-D shape is written (N,)",
+                             why);
+            }
             break;
         }
     }
