@@ -198,7 +198,7 @@ def mwtrain_classes(tmp):
     path = os.path.join(tmp, "unknown.json")
     json.dump({"class_name": "Sequential", "config": {"layers": [
         {"class_name": "InputLayer", "config": {"batch_shape": [None, 4]}},
-        {"class_name": "NoSuchLayer", "config": {}}]}}, open(path, "w"))
+        {"class_name": "NotAKerasClass", "config": {}}]}}, open(path, "w"))
     msg = summary(path)[1]
     m = re.search(r"supported: (.*)$", msg.strip())
     return [c.strip() for c in m.group(1).split(",")] if m else []
