@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int env_rank(void)
 {
@@ -21,15 +22,18 @@ static int env_rank(void)
 void mw_fault_point(const char *point, int rank)
 {
     const char *f = getenv("MW_FAULT");
-    if (!f || strncmp(f, "stop:", 5) != 0)
+    if (!f || (strncmp(f, "stop:", 5) != 0 && strncmp(f, "hold:", 5) != 0))
         return;
     const char *p = f + 5, *colon = strchr(p, ':');
     if (!colon || (size_t)(colon - p) != strlen(point) || strncmp(p, point, strlen(point)) != 0)
         return;
     if (atoi(colon + 1) != (rank < 0 ? env_rank() : rank))
         return;
-    fprintf(stderr, "mwtrain: MW_FAULT: stopping at '%s'\n", point);
+    const int hold = f[0] == 'h';
+    fprintf(stderr, "mwtrain: MW_FAULT: %s at '%s'\n", hold ? "holding" : "stopping", point);
     fflush(stderr);
+    while (hold)
+        pause(); /* until a signal's handler ends the process */
     raise(SIGSTOP);
 }
 

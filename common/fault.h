@@ -2,6 +2,8 @@
  * the worst moment deterministically instead of racing a `kill -STOP` against the clock:
  *
  *     MW_FAULT=stop:POINT:RANK   that rank stops itself (SIGSTOP) on reaching POINT
+ *     MW_FAULT=hold:POINT:RANK   that rank's thread waits there for ever (pause()), its signals
+ *                                still taken: what a signal then does is all that happens
  *     MW_FAULT=slow:RANK:MS      that rank sleeps MS milliseconds in every training step
  *                                (mw_fault_slow), a straggler for the epoch line's note
  *     MW_FAULT=wedge:RANK        that rank's first collective wait never returns, as a rank
@@ -13,7 +15,9 @@
  *                                filter (every backward-filter candidate), all (every one); the
  *                                fallbacks' test on a device (test_cuda)
  *
- * Points: init (before MPI_Init), setup (before the set-up agreement), restore (before the
+ * Points: start (the signal handlers in place, before the flags are parsed and any file is
+ * read), temp (a temporary file just created by mw_preempt_temp_create: a checkpoint's or an
+ * export's), init (before MPI_Init), setup (before the set-up agreement), restore (before the
  * --resume read and broadcast), bn-sync (before a synchronized BatchNormalization's all-reduce
  * inside a training step), finish (before the shut-down agreement). RANK is the MPI world
  * rank (before MPI_Init it is read from the launcher's environment). Unset: nothing happens.
