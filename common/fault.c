@@ -61,3 +61,15 @@ int mw_fault_wedged(int rank)
         return 0;
     return !strcmp(f + 6, "all") || atoi(f + 6) == (rank < 0 ? env_rank() : rank);
 }
+
+mw_status mw_fault_status(void)
+{
+    const char *f = getenv("MW_FAULT");
+    if (!f || strncmp(f, "status:", 7) != 0)
+        return MW_OK;
+    for (int s = 1; s < MW_STATUS_COUNT; s++)
+        if (!strcmp(f + 7, mw_status_str((mw_status)s)))
+            return mw_err((mw_status)s, "MW_FAULT=%s: %s injected (exit %d)", f,
+                          mw_status_desc((mw_status)s), mw_status_exit_code((mw_status)s));
+    return mw_err(MW_EINVAL, "MW_FAULT=%s: expected status:MW_E... (a name of common/status.h)", f);
+}

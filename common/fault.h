@@ -10,6 +10,11 @@
  *                                blocked inside an MPI call whose peer's node is stopped
  *                                (RANK "all": every rank); cluster/comm.c's backstop ends it
  *
+ *     MW_FAULT=status:NAME       the command fails at once (after MPI_Init) with that status
+ *                                (MW_EINTERNAL, MW_EMPI, ...): each exit code of the table
+ *                                produced through main's own ending, also where no input
+ *                                reaches it (tests/check_exit_codes.py)
+ *
  *     MW_FAULT=cudnn:WHICH       kernels/cuda/cudnn.cu refuses its own choices when it makes a
  *                                plan: first (a bad algorithm ahead of every pass's candidates),
  *                                filter (every backward-filter candidate), all (every one); the
@@ -25,6 +30,8 @@
 #ifndef MW_COMMON_FAULT_H
 #define MW_COMMON_FAULT_H
 
+#include "common/status.h"
+
 /* rank < 0: take it from the launcher's environment (OMPI_COMM_WORLD_RANK, PMIX_RANK). */
 void mw_fault_point(const char *point, int rank);
 /* MW_FAULT=slow:RANK:MS and this is RANK: sleep MS milliseconds. The variable is read once. */
@@ -33,5 +40,8 @@ void mw_fault_slow(int rank);
 /* MW_FAULT=wedge:RANK (or wedge:all) names this process (rank < 0: the launcher's
  * environment): 1, else 0. */
 int mw_fault_wedged(int rank);
+
+/* MW_FAULT=status:NAME: that status, its message naming the fault; else MW_OK. */
+mw_status mw_fault_status(void);
 
 #endif

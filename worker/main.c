@@ -247,6 +247,8 @@ int main(int argc, char **argv)
     mw_log_init_from_env();
     mw_log_set_rank(rank, world);
 
+    if (rc == MW_OK) /* a test's MW_FAULT=status:NAME ends here (common/fault.h) */
+        rc = mw_fault_status();
     mw_topology topo;
     mw_topology_init(&topo);
     int printed = 0;

@@ -215,14 +215,16 @@ static mw_status check_loss(mw_session *s)
     mw_loss_accuracy_by_shape(&m->loss, m->layers[m->nlayers - 1].out_c);
     const mw_loss_ops *row = mw_loss_row(m->loss.kind);
     const char *from = s->o->loss_from[0] ? s->o->loss_from : "the default loss";
+    /* the loss chosen for data it does not fit: a configuration error (exit 2), as the output's
+     * width against the targets below; the data itself is sound */
     if (m->loss.kind == MW_LOSS_CCE && !s->train.targets)
-        return mw_err(MW_EDATA,
+        return mw_err(MW_ECONFIG,
                       "%s: CategoricalCrossentropy takes one-hot (or soft) float32 targets "
                       "(N, K), but %s has integer class labels; use "
                       "SparseCategoricalCrossentropy for labels",
                       from, s->o->data_dir);
     if (!row->dense && s->train.targets)
-        return mw_err(MW_EDATA,
+        return mw_err(MW_ECONFIG,
                       "%s: %s takes integer class labels, but %s has float32 targets (%d per "
                       "example); use CategoricalCrossentropy (one-hot targets), "
                       "BinaryCrossentropy or a regression loss (--loss, --loss-config)",

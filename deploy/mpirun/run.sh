@@ -51,13 +51,12 @@ for a in "$@"; do # --preemption-grace S, if the flags give it
     [[ $prev == --preemption-grace ]] && grace=${a%.*}
     prev=$a
 done
-# now_us: microseconds of the wall clock
-now_us() {
-    if [[ -n ${EPOCHREALTIME:-} ]]; then echo "${EPOCHREALTIME/[.,]/}"; else date +%s%6N; fi
-}
 on_signal() {
-    local now
-    now=$(now_us)
+    # microseconds, without a fork: a command substitution's subshell takes the default action
+    # of the process group's copy of the signal, and its status 143 would end this script
+    # (set -e); before bash 5, whole seconds
+    local now=$((SECONDS * 1000000))
+    [[ -z ${EPOCHREALTIME:-} ]] || now=${EPOCHREALTIME/[.,]/}
     # the same signal within 1 s of the first: the same request
     [[ $1 == "$first_sig" ]] && ((now - first_us < 1000000)) && return
     signals=$((signals + 1))
