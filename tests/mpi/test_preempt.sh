@@ -28,12 +28,7 @@ flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1000 --bat
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --collective-timeout 60)
 pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    pkill -9 -f -- "--checkpoint-dir $tmp/" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'mw_end_runs "$tmp" "${pids[@]}"' EXIT
 now() { date +%s.%N; }
 # rank_pid DIR R: the pid of rank R of the run writing checkpoints to DIR
 rank_pid() {

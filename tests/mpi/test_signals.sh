@@ -31,12 +31,7 @@ flags=(--model "$src/tests/data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 
        --batch-per-replica 16 --threads 1 --progress none --test-examples 200
        --checkpoint-every-epochs 1 --collective-timeout 60)
 pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    pkill -9 -f -- "--checkpoint-dir $tmp/" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'mw_end_runs "$tmp" "${pids[@]}"' EXIT
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.2f", a - b }'; }
 # saved D OUT: the step of OUT's "preempted (a signal) after step N", when D/preempted marks
@@ -67,19 +62,28 @@ check '[[ $? -eq 0 ]]' "a one-step run: $(tail -n 2 "$tmp/cal.out")"
 startup=$(since "$t0")
 echo "start-up and one step: $startup s"
 
+# trial D LABEL CMD...: CMD (its output in D.out) must exit 133 with the step reached saved in
+# D and marked, nothing ended at once; ok=1 when so
+trial() {
+    local d=$1 label=$2 again=""
+    shift 2
+    "$@" >"$d.out" 2>&1
+    rc=$?
+    step=$(saved "$d" "$d.out")
+    ok=0
+    [[ $rc -eq 133 && -n $step ]] && ! grep -q "ending at once" "$d.out" && ok=1
+    grep -q "again within" "$d.out" && again=" (the repeat taken as the same request)"
+    echo "$label: exit $rc, saved at step ${step:-none}$again"
+    check '((ok))' "$label: exit 133 and the step saved (exit $rc): $(grep -vE '^$|^-' "$d.out" | tail -n 4)"
+}
+
 # ---- timeout: one signal, delivered twice ----
 good=0
 for i in $(seq 1 "$trials"); do
     d=$tmp/t$i T=$(at_random "$startup")
-    timeout --preserve-status -s TERM "$T" "$mw" train "${flags[@]}" --checkpoint-dir "$d" \
-        >"$d.out" 2>&1
-    rc=$?
-    step=$(saved "$d" "$d.out")
-    echo "timeout $T: exit $rc, saved at step ${step:-none}$(grep -c 'again within' "$d.out" |
-        sed 's/^0$//; s/^[1-9].*/ (the repeat taken as the same request)/')"
-    check '[[ $rc -eq 133 && -n $step ]] && ! grep -q "ending at once" "$d.out"' \
-        "timeout $T: exit 133 and the step saved (exit $rc): $(grep -vE '^$' "$d.out" | tail -n 3)"
-    [[ $rc -eq 133 && -n $step ]] && good=$((good + 1))
+    trial "$d" "timeout $T" timeout --preserve-status -s TERM "$T" "$mw" train "${flags[@]}" \
+        --checkpoint-dir "$d"
+    good=$((good + ok))
 done
 echo "timeout -s TERM: $good of $trials saved and exited 133"
 
@@ -93,23 +97,14 @@ echo "run.sh start-up and one step: $mstartup s"
 good=0 bare=0
 for i in $(seq 1 "$mpi_trials"); do
     d=$tmp/m$i T=$(at_random "$mstartup")
-    CKPT_DIR=$d MWTRAIN=$mw timeout --preserve-status -s TERM "$T" \
-        bash "$src/deploy/mpirun/run.sh" "$tmp/hosts" "${flags[@]}" >"$d.out" 2>&1
-    rc=$?
-    step=$(saved "$d" "$d.out")
-    echo "timeout $T run.sh (mpirun -n 2): exit $rc, saved at step ${step:-none}"
-    check '[[ $rc -eq 133 && -n $step ]]' \
-        "timeout $T run.sh: exit 133 and the step saved (exit $rc): $(grep -vE '^$|^-' "$d.out" | tail -n 4)"
-    [[ $rc -eq 133 && -n $step ]] && good=$((good + 1))
+    trial "$d" "timeout $T run.sh (mpirun -n 2)" env CKPT_DIR="$d" MWTRAIN="$mw" \
+        timeout --preserve-status -s TERM "$T" bash "$src/deploy/mpirun/run.sh" "$tmp/hosts" \
+        "${flags[@]}"
+    good=$((good + ok))
     d=$tmp/b$i T=$(at_random "$mstartup")
-    timeout --preserve-status -s USR1 "$T" "$mpirun" -n 2 --bind-to none "$mw" train \
-        "${flags[@]}" --checkpoint-dir "$d" >"$d.out" 2>&1
-    rc=$?
-    step=$(saved "$d" "$d.out")
-    echo "timeout -s USR1 $T mpirun -n 2: exit $rc, saved at step ${step:-none}"
-    check '[[ $rc -eq 133 && -n $step ]]' \
-        "timeout -s USR1 $T mpirun -n 2: exit 133 and the step saved (exit $rc): $(grep -vE '^$|^-' "$d.out" | tail -n 4)"
-    [[ $rc -eq 133 && -n $step ]] && bare=$((bare + 1))
+    trial "$d" "timeout -s USR1 $T mpirun -n 2" timeout --preserve-status -s USR1 "$T" \
+        "$mpirun" -n 2 --bind-to none "$mw" train "${flags[@]}" --checkpoint-dir "$d"
+    bare=$((bare + ok))
 done
 echo "timeout -s TERM run.sh: $good of $mpi_trials saved and exited 133;" \
     "timeout -s USR1 mpirun: $bare of $mpi_trials"
