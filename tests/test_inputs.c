@@ -1,5 +1,5 @@
 /* Every reader of a file the user names refuses what is not a regular file, without opening it
- * (issue 26, "A FIFO given as an input hangs the whole job forever"): the .npz, .npy, IDX and
+ * (a FIFO given as an input would otherwise hang the whole job forever): the .npz, .npy, IDX and
  * CIFAR readers (--data), the Keras JSON and .keras readers (--model), --optimizer-config,
  * --loss-config,
  * --tf-config and `tf-config --hostfile`.

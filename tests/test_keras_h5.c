@@ -1,5 +1,5 @@
 /* The .weights.h5 reader (worker/keras/keras_h5.c) against every way HDF5 can store a dataset or
- * reach an object (issue 26: "A .keras archive reads host files"). The model is one Dense(3) over
+ * reach an object (a .keras archive must not read host files). The model is one Dense(3) over
  * 2x2x1 images, flattened: layers/dense/vars/0 (4, 3) and /1 (3,), written here with the HDF5
  * C API.
  *

@@ -552,7 +552,7 @@ static void test_conv_chunking(void **state)
     }
 }
 
-/* The GPU backend's scratch reservation (mw_conv2d_ws_capped): the issue's 224x224x64 3x3
+/* The GPU backend's scratch reservation (mw_conv2d_ws_capped): an ImageNet-sized 224x224x64 3x3
  * 'same' layer at 1024 images wants ~59 GB un-chunked; capped, it is whole images that fit the
  * cap (at least one, at most the batch), and the kernels compute the same with it. */
 static void test_conv_ws_capped(void **state)

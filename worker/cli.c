@@ -204,8 +204,8 @@ static const flag flags[] = {
     {"port", "P", C_TFCONF, K_INT, AT(port, int), .lo = 1, .hi = 65535,
      .help = "first port of each host's tasks (default 2222)"},
     {"model", "FILE", C_TRAIN | C_SUMMARY, K_PATH, TR(model_path, const char *),
-     .help = "Keras Sequential model JSON (model.to_json()), or a .keras archive (its "
-             "architecture and initial weights); default: "
+     .help = "a Keras Sequential or Functional model as model.to_json() writes it, or a .keras "
+             "archive (its architecture and initial weights); default: "
              "the tutorial CNN, or with --resume the model saved in the checkpoint"},
     {"device", "auto|cpu|gpu", C_TRAIN | C_EVAL | C_CLUSTER, K_NAME, TR(device, const char *),
      .choices = devices,

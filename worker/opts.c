@@ -1,4 +1,4 @@
-/* The defaults of a run's options; see opts.h. They are the tutorial's (DESIGN.md). */
+/* The defaults of a run's options; see opts.h. They are the tutorial's (docs/design.md). */
 #include "worker/opts.h"
 
 #include <string.h>

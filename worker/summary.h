@@ -15,7 +15,7 @@
  * resumed run (append = 1) keeps the rows already there and checks that its
  * columns match the existing header.
  *
- * Only the chief opens one (DESIGN.md: the chief owns the disk). Not thread-safe. */
+ * Only the chief opens one (docs/design.md: the chief owns the disk). Not thread-safe. */
 #ifndef MW_WORKER_SUMMARY_H
 #define MW_WORKER_SUMMARY_H
 

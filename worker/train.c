@@ -1,4 +1,4 @@
-/* The training loop of `mwtrain train`; see train.h and DESIGN.md.
+/* The training loop of `mwtrain train`; see train.h and docs/design.md.
  *
  * Set-up, on every training rank (the evaluator task runs evaluator.c instead):
  *   local set-up (session.c)                          -> agreed over the world (evaluator.h)

@@ -1,4 +1,4 @@
-"""AdamW against Keras 3.15 on TensorFlow: [3/6]'s unexplained measurement, explained.
+"""AdamW against Keras 3.15 on TensorFlow: a reported difference, explained.
 
 The report: on the tutorial CNN, one fixed 64-image batch, Keras' own initial weights, AdamW
 (learning rate 1e-3, weight decay 0.004) differed from Keras 3.15 (TensorFlow, eager) after 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mixed_bfloat16 on the CPU against float32, on the same machine in one run ([6/6]):
+# mixed_bfloat16 on the CPU against float32, on the same machine in one run:
 #   accuracy:   the tutorial CNN on Fashion-MNIST, 10 epochs (global batch 64, Adam), over
 #               SEEDS seeds each; prints each run's test accuracy and whether bfloat16's lie
 #               within the spread (min..max) of float32's;

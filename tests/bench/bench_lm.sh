@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training throughput of a causal language model (issue #29's speed goal), mwtrain against
+# Training throughput of a causal language model (the GPT benchmark model), mwtrain against
 # Keras 3 on TensorFlow and on JAX and against PyTorch 2 on the same machine: the GPT of
 # tests/bench/peer_keras_lm.py (4 post-norm Transformer blocks of width 128, 4 heads, ff 512,
 # context 128, byte vocabulary; Adam 1e-3; global batch 32), the same .keras model for mwtrain
@@ -29,7 +29,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mwbench-lm-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 peer=$src/tests/bench/peer_keras_lm.py
 KERAS_BACKEND=jax "$jaxpy" "$peer" save "$work/gpt.keras" >&2
-# the issue's own model, KerasHub's blocks, for mwtrain and Keras on TensorFlow and on JAX
+# the KerasHub GPT benchmark model (KerasHub's blocks), for mwtrain and Keras on TensorFlow and
+# on JAX
 KERAS_BACKEND=jax "$jaxpy" "$peer" save "$work/hub.keras" --hub >&2
 KERAS_BACKEND=jax "$jaxpy" "$peer" data "$work/d.npz" --examples $((32 * steps))
 flags=(--model "$work/gpt.keras" --data "$work/d.npz" --epochs 2 --progress none --quiet

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Memory that does not grow with the data set (issue 14): generate a directory of .npy files
+# Memory that does not grow with the data set: generate a directory of .npy files
 # whose x_train.npy holds EXAMPLES 32x32x3 uint8 images (default 1.3 M: 4.0 GB), or with FORMAT
 # npz the same arrays as an uncompressed .npz (np.savez's layout: stored members, zip64), train
 # STEPS steps (default 200) with 2 ranks on it, and print each rank's peak RSS (GNU time). The
 # images are memory-mapped, never copied: a rank's resident memory holds the program, the model and
 # the pages of the examples it assembled, not the file. Fails when a rank's peak RSS exceeds
-# MAX_RSS_MB (default 300, the issue's bound). Checks the free space first (the file + 10 %)
-# and removes everything on any exit.
+# MAX_RSS_MB (default 300). Checks the free space first (the file + 10 %) and removes everything
+# on any exit.
 #   tests/bench/bench_mmap.sh MWTRAIN [EXAMPLES] [STEPS] [MAX_RSS_MB] [npy|npz]
 # TMPDIR picks the file system; tests/mpi/test_data_mmap.sh runs it at 400 MB in CI.
 set -uo pipefail

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# ResNet-20 training throughput, mwtrain against Keras 3 (JAX, CPU) on the same machine: the
-# same .keras model (Keras builds and saves it), global batch, optimizer (Adam 1e-3) and cores,
-# measured side by side in one run. Rounds alternate the two so drift hits both alike; prints
-# the medians and the ratio. mwtrain runs as `mpirun -n 2` with one thread per rank (the layout
-# of the accuracy run) and as one rank with 2 threads; Keras in one process, whose XLA
-# thread pool takes every core. One more mwtrain row: the same model with every BatchNormalization
-# synchronized (statistics over the global batch: 2 all-reduces per BN layer and step), as
-# `mpirun -n 2`, for the cost of synchronizing against the unsynchronized row.
+# ResNet-20 training throughput, mwtrain against Keras 3 (JAX, CPU) on the same machine: the same
+# .keras model (Keras builds and saves it), global batch, optimizer (Adam 1e-3) and cores, measured
+# side by side in one run. Rounds alternate the two so drift hits both alike; prints the medians and
+# the ratio. mwtrain runs as `mpirun -n 2` with one thread per rank (the layout of the accuracy run
+# in docs/keras.md) and as one rank with 2 threads; Keras in one process, whose XLA thread pool
+# takes every core. One more mwtrain row: the same model with every BatchNormalization synchronized
+# (statistics over the global batch: 2 all-reduces per BN layer and step), as `mpirun -n 2`, for the
+# cost of synchronizing against the unsynchronized row.
 #   bench_resnet.sh MWTRAIN [rounds=3] [steps=30]   (needs tests/keras/venv.sh's venv; 77 without)
 set -euo pipefail
 mwtrain=$1 rounds=${2:-3} steps=${3:-30}

@@ -1,5 +1,5 @@
 """Which language a word comes from: a sequence classifier on real text the machine has without
-a download (issue #29's "real text"), mwtrain under `mpirun -n 2` against the same model in
+a download, mwtrain under `mpirun -n 2` against the same model in
 Keras for the same steps.
 
 The data: Debian's word lists (wamerican, wngerman, wfrench, wspanish: /usr/share/dict/

@@ -1,9 +1,9 @@
-"""The causal language model of issue #29's speed goal, in Keras 3, for tests/bench/bench_lm.sh:
+"""The GPT benchmark model (a causal language model), in Keras 3, for tests/bench/bench_lm.sh:
 a GPT of core layers (KerasHub's TransformerDecoder without cross-attention is the same
 block): Embedding(vocab, width) -> blocks x [MultiHeadAttention(heads, width / heads, causal)
 -> Add -> LayerNormalization(1e-5) -> Dense(ff, relu) -> Dense(width) -> Add ->
 LayerNormalization(1e-5)] -> Dense(vocab) on each position; sparse cross-entropy from logits,
-Adam(1e-3). The defaults are the issue's: 4 blocks of width 128, 4 heads, ff 512, context 128,
+Adam(1e-3). The defaults: 4 blocks of width 128, 4 heads, ff 512, context 128,
 a byte vocabulary (875,264 parameters with KerasHub's position embedding; 858,880 here without
 it, the same matrix work).
 
@@ -12,11 +12,11 @@ it, the same matrix work).
   peer_keras_lm.py data PATH --examples N [--context 128] [--vocab 256]
   peer_keras_lm.py time PATH DATA --batch 32 --steps 40 [--warmup 5]
 
-`save --hub` writes the issue's own model instead: KerasHub's TokenAndPositionEmbedding and
-TransformerDecoder blocks (the same matrix work, 875,264 parameters). `time` trains the saved model with fit() on the data's windows (KERAS_BACKEND picks the
-backend) and prints, last, `peer_keras_lm tokens_per_sec=<median over windows of 5 steps>`.
-`data` writes random byte windows (N, context) and their next bytes as x_train / y_train (and a
-small test set) for both programs."""
+`save --hub` writes the KerasHub GPT benchmark model instead: KerasHub's TokenAndPositionEmbedding
+and TransformerDecoder blocks (the same matrix work, 875,264 parameters). `time` trains the saved
+model with fit() on the data's windows (KERAS_BACKEND picks the backend) and prints, last,
+`peer_keras_lm tokens_per_sec=<median over windows of 5 steps>`. `data` writes random byte windows
+(N, context) and their next bytes as x_train / y_train (and a small test set) for both programs."""
 import argparse
 import os
 import statistics
@@ -28,7 +28,7 @@ warnings.filterwarnings("ignore")
 
 
 def build_hub(a):
-    """The issue's own model: KerasHub's TokenAndPositionEmbedding -> blocks x
+    """The KerasHub GPT benchmark model: KerasHub's TokenAndPositionEmbedding -> blocks x
     TransformerDecoder(ff, heads) -> Dense(vocab) (875,264 parameters at the defaults)."""
     import keras
     import keras_hub

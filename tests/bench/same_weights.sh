@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Behaviour unchanged across a refactoring: the same training runs with two mwtrain binaries
 # (BEFORE, e.g. built from main before the change, and AFTER) must write cmp-identical
-# --dump-weights files. Not a test (it needs two builds); [3/6]'s acceptance and any later
-# restructuring run it by hand:
+# --dump-weights files. Not a test (it needs two builds); every
+# restructuring runs it by hand:
 #   tests/bench/same_weights.sh BEFORE_MWTRAIN AFTER_MWTRAIN
 # Cases: the built-in tutorial CNN on 1 rank and on 2 ranks, a Functional model with
 # BatchNormalization and a residual Add, synchronized BatchNormalization on 2 ranks, and every

@@ -1,4 +1,4 @@
-"""scikit-learn's bundled data sets as Keras-style .npz files for mwtrain (issue #30).
+"""scikit-learn's bundled data sets as Keras-style .npz files for mwtrain.
 
 Real data with no download: load_breast_cancer, load_diabetes and load_digits read the copies
 that ship inside scikit-learn. Each becomes OUTDIR/<name>.npz holding x_train, y_train,

@@ -1,4 +1,4 @@
-"""End-to-end parity of mwtrain's losses and metrics with real Keras (suite 'keras', issue #30).
+"""End-to-end parity of mwtrain's losses and metrics with real Keras (suite 'keras').
 
 For each loss (and from_logits both ways, label smoothing, focal's class balancing, Huber's
 delta) a small tabular model, Input((6,)) -> Dense(8, relu) -> Dense(K[, activation]), trained

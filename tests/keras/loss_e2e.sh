@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Suite 'keras': every loss and metric of issue #30 trained 2 steps by mwtrain and by real
+# Suite 'keras': every loss and metric (docs/losses.md) trained 2 steps by mwtrain and by real
 # Keras from the same weights, and two of them under other layouts (tests/keras/loss_e2e.py).
 #   loss_e2e.sh MWTRAIN
 set -uo pipefail

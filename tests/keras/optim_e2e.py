@@ -9,7 +9,7 @@ the ones it dumps with --epochs 0, loaded into Keras' model. Relative error: per
 max|mwtrain - keras| / max|keras|, the worst variable.
 
 Asserted: after 2 steps every case is within 1e-4 (the model, the loss scaling, the config
-and the update agree). With MW_E2E_STEPS=N (50 for the issue's table) it also prints, not
+and the update agree). With MW_E2E_STEPS=N (50, say) it also prints, not
 asserts, the error after N steps next to a noise floor: mwtrain against mwtrain with
 --micro-batch 8, which changes nothing but the order in which float32 gradients are summed.
 

@@ -1,4 +1,4 @@
-"""Real data against Keras' fit (suite 'keras', issue #30): scikit-learn's bundled data sets.
+"""Real data against Keras' fit (suite 'keras'): scikit-learn's bundled data sets.
 
 tests/data/sklearn_npz.py turns load_breast_cancer, load_diabetes and load_digits into .npz
 files (its docstring has the split and the scaling). For each data set a small Keras model is

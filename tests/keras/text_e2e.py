@@ -1,4 +1,4 @@
-"""Token models against real Keras (suite 'keras', issue #29's first part): integer token ids
+"""Token models against real Keras (suite 'keras'): integer token ids
 (N, T) in a .npz, a Keras Input((T,), dtype="int32") -> Embedding -> GlobalAveragePooling1D
 (or GlobalMaxPooling1D) -> Dense(K), saved with model.save() after compile (SGD(0.1), sparse
 cross-entropy from logits, accuracy).

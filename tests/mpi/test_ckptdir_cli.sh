@@ -24,7 +24,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 quick=(--epochs 1 --steps-per-epoch 3 --test-examples 50 --progress none --summary-dir '')
 show() { echo "--- $1"; cat "$1"; }
 
-# 1. the repro: a crash during the first save left only its temporary file
+# 1. a crash during the first save left only its temporary file
 mkdir "$tmp/ck1"
 touch "$tmp/ck1/ckpt-1.tmp-1"
 "$mw" train --resume --checkpoint-dir "$tmp/ck1" "${quick[@]}" >"$tmp/1.out" 2>&1

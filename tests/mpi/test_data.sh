@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The user's data through the command line (issue 14):
+# The user's data through the command line (docs/data.md):
 #   1. Fashion-MNIST converted to .npz with numpy (stored; uint8 images, int64 labels) trains
 #      bitwise identically to the IDX files, on 1 rank and on 2 ranks;
 #   2. a generated CIFAR-shaped set (32x32x3, 10 classes), written as .npz and as CIFAR-10

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Every blocking point of a run outside the training step is under --collective-timeout
-# (issue: "never hangs"). A rank stops itself at a chosen point (MW_FAULT=stop:POINT:RANK,
-# common/fault.h: deterministic, unlike racing kill -STOP against the clock) and the job must
-# end by itself with the retryable exit code 131, within the timeout plus a little, with no
-# process left, and with a message naming the rank that did not arrive:
+# (docs/design.md: "fail loudly, never hang"). A rank stops itself at a chosen point
+# (MW_FAULT=stop:POINT:RANK, common/fault.h: deterministic, unlike racing kill -STOP against the
+# clock) and the job must end by itself with the retryable exit code 131, within the timeout plus a
+# little, with no process left, and with a message naming the rank that did not arrive:
 #   init     rank 1 stops before MPI_Init: the others' MPI_Init is guarded by the watchdog
 #   setup    rank 1 stops before the set-up agreement: rank 0 names rank 1
 #   restore  rank 1 stops before --resume's read and broadcast: rank 0 names rank 1

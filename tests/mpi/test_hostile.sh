@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Hostile inputs through the command line (issue 26, part 2): for each class of defect, the
-# exit code, the one message, and that nothing outside the target was read or written.
+# Hostile inputs through the command line (docs/commands.md, "Untrusted files"): for each class of
+# defect, the exit code, the one message, and that nothing outside the target was read or written.
 #   1. a FIFO where an input belongs (--data .npz, x_train.npy, an IDX file, --model JSON and
 #      .keras, --optimizer-config, --tf-config, tf-config --hostfile): exit 4 within seconds,
 #      naming the FIFO; a writer blocked on the FIFO is still blocked afterwards (nothing opened

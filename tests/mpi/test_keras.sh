@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Keras models through the command line (issue 6): every good config in tests/data/keras trains
+# Keras models through the command line: every good config in tests/data/keras trains
 # a few steps under mpiexec -n 2 with a finite loss; the Dropout CNN computes the same
 # gradients on 1 rank and on 2 ranks x 1 and 1 rank x 2 replicas (the masks follow the global
 # example id, and the regularization loss is scaled by 1/replicas); `summary --model` prints

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layout independence (DESIGN.md): 1x1, 2x1, 4x1, 2 nodes x 2 (fake hosts in TF_CONFIG) and
+# Layout independence (docs/design.md): 1x1, 2x1, 4x1, 2 nodes x 2 (fake hosts in TF_CONFIG) and
 # 1 rank x 4 replicas, global batch 64 in each, compute the same gradients and report the same
 # losses; the same layout twice trains bitwise the same weights. For the tutorial CNN and for a
 # model with synchronized BatchNormalization (tests/data/keras/graph/syncbn_k3.json, three BN

@@ -9,7 +9,7 @@
 #   3. a normal small run in the same cgroup still trains (exit 0): the check does not refuse
 #      what fits;
 #   4. MW_MEMORY_CHECK=off skips the check (the run then meets the limit: no exit 6).
-#   5. compressed inputs that inflate past the limit, in a 512 MiB cgroup (issue 26): a 2.7 MB
+#   5. compressed inputs that inflate past the limit, in a 512 MiB cgroup: a 2.7 MB
 #      np.savez_compressed .npz holding 599 MiB, a .keras whose model.weights.h5 is padded to
 #      599 MiB, and a gzip IDX file of 800000 28x28 images each exit 6 within seconds, with one
 #      message naming the file and the size, from the sizes in the zip directory and the IDX

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The model travels with the checkpoint and is compared (issue 7, item 4): after training with
+# The model travels with the checkpoint and is compared: after training with
 # --model A, `train --resume --model B` where B is A with one activation changed (the same
 # parameter count) fails on every rank with one message naming the layer and both activations,
 # exit 5, and leaves the checkpoint directory as it was; --model A again (the same text, or the same model with other layer names) resumes, and so

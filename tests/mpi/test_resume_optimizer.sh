@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every optimizer's state survives a checkpoint (issue 16): for SGD (nesterov, weight decay,
+# Every optimizer's state survives a checkpoint: for SGD (nesterov, weight decay,
 # ExponentialDecay), Adam (amsgrad, CosineDecay with warm-up), AdamW (global_clipnorm,
 # PolynomialDecay), RMSprop (momentum, centered, clipvalue, PiecewiseConstantDecay), Adagrad
 # (clipnorm, InverseTimeDecay) and CosineDecayRestarts, 3 epochs straight and 1 epoch + a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every C, CUDA and header file git tracks is formatted as .clang-format says (STYLE.md:
+# Every C, CUDA and header file git tracks is formatted as .clang-format says (docs/contributing.md:
 # 4-space indent, 100 columns, ...). Lists the files that are not, with the command that fixes
 # them. Skipped (77, with the reason) where clang-format is not installed; deploy/setup.sh
 # installs it, so CI always runs it.

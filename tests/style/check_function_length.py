@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No function over 80 lines outside tests/ (STYLE.md; [3/6]): a function longer than a
+"""No function over 80 lines outside tests/ (docs/contributing.md): a function longer than a
 screen does several things, and each of them deserves a name.
 
 A function is a line that opens a body at column 0 ("{" alone, clang-format's style for

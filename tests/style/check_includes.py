@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The project's include graph (DESIGN.md, STYLE.md): run in the 'headers' suite.
+"""The project's include graph (docs/design.md, docs/contributing.md): run in the
+'style' suite.
 
 - No include cycles, counting a .c file and its .h as one module (worker/train.c including
   chief.h while chief.h includes train.h is a cycle even though no header includes itself).

@@ -55,7 +55,7 @@ mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, 
 extern const char mw_keras_tutorial_json[];
 extern const size_t mw_keras_tutorial_json_nbytes;
 
-/* The tutorial CNN (DESIGN.md): mw_keras_load of the built-in tutorial_cnn.json, written
+/* The tutorial CNN (docs/design.md): mw_keras_load of the built-in tutorial_cnn.json, written
  * for 28x28x1 inputs and 10 classes; other shapes fail with the loader's message. */
 mw_status mw_keras_build_tutorial(mw_model *m, int h, int w, int c, int nclasses);
 

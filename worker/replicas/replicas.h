@@ -6,7 +6,7 @@
  * loaded by worker/replicas/device.c only when a GPU trains, the way kernels/ fills its
  * function table.
  *
- * A step, as the loop calls it (DESIGN.md):
+ * A step, as the loop calls it (docs/design.md, "The step boundary"):
  *
  *     ops->grads(r, data, ids, gb, dseed, step);   this rank's replica slices
  *     ops->allreduce(r, step);               SUM over every replica
