@@ -61,6 +61,9 @@ on_signal() {
     [[ $1 == "$first_sig" ]] && ((now - first_us < 1000000)) && return
     signals=$((signals + 1))
     ((signals > 1)) || first_sig=$1 first_us=$now
+    # mpirun's pid: a signal right after its fork comes before `pid=$!`, and exiting then would
+    # leave it running on its own ($! is empty until it is forked)
+    pid=${pid:-$!}
     [[ -n $pid ]] || exit 143
     if ((signals == 1)); then
         # SIGUSR1 now and every 2 s (mpirun forwards it only to the ranks already started; a
