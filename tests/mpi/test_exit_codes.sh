@@ -9,8 +9,9 @@
 #     `--loss ""` and `--metrics ""` say what a value is;
 #   - untrusted bytes are escaped in every message: an ESC ] 0 ; ... BEL (a terminal's title)
 #     and an ESC [ 2 J (clear) in a CSV field (3), a model JSON's layer name (2), an
-#     --optimizer-config's and a --loss-config's class_name (2), and --loss, --metrics and
-#     --optimizer values (2): the message holds \x1b, never the byte.
+#     --optimizer-config's and a --loss-config's class_name (2), --loss, --metrics and
+#     --optimizer values (2), a checkpoint directory's name (a warning and the error, 5): the
+#     message holds \x1b, never the byte.
 #   test_exit_codes.sh MWTRAIN
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -92,6 +93,12 @@ check '[[ $rc -eq 0 && -f $tmp/ck/ckpt-1 ]]' "a one-epoch run on the CSV (exit $
 truncate -s 100 "$tmp/ck/ckpt-1"
 run badckpt eval --checkpoint-dir "$tmp/ck" --data "$tmp/csv"
 expect badckpt 5 "no valid checkpoint in $tmp/ck (tried: ckpt-1 (truncated"
+# the same in a directory whose name holds the sequence: the warning (a log line) and the
+# error both quote it escaped
+cp -r "$tmp/ck" "$tmp/ck$esc"
+run logesc eval --checkpoint-dir "$tmp/ck$esc" --data "$tmp/csv"
+escaped logesc 5
+expect logesc 5 "warning: checkpoint $tmp/ck$shown/ckpt-1 is unusable"
 
 # untrusted bytes in messages
 mkdir -p "$tmp/esc"
