@@ -23,7 +23,7 @@
  * that have started): a repeat changes nothing.
  * Nothing half-written is left either way: files are written to a temporary name and renamed,
  * and every temporary file is made by mw_preempt_temp_create, so a process that ends on a
- * signal removes it first (checkpoints, worker/checkpoint.c; `export --output`).
+ * signal removes it first (common/fs.h's atomic writes: checkpoints; `export --output`).
  * libc only; async-signal-safe inside the handlers. The signals are taken by a thread of their
  * own (started by mw_preempt_start, which blocks them in its caller and so in every thread made
  * later), so that no compute thread is interrupted by a handler. */
