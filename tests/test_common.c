@@ -1,10 +1,16 @@
 /* common/: status table and first-error rule, RNG determinism and ranges,
- * arena layout and alignment. */
+ * arena layout and alignment, messages escaped, the temporary files a signal removes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/arena.h"
+#include "common/preempt.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/strfmt.h"
@@ -180,6 +186,39 @@ static void err_controls_escaped(void **state)
     mw_err_clear();
 }
 
+/* The temporary files a signal removes: four at a time (a fifth is ENFILE until one is done),
+ * created new (an existing name is EEXIST and takes no place), a name over PATH_MAX refused. */
+static void temp_registry(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mw_temp_XXXXXX", path[5][64];
+    assert_non_null(mkdtemp(dir));
+    int fd[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(path[i], sizeof path[i], "%s/f%d.tmp", dir, i);
+        fd[i] = mw_preempt_temp_create(path[i], O_WRONLY, 0600);
+    }
+    assert_true(fd[0] >= 0 && fd[1] >= 0 && fd[2] >= 0 && fd[3] >= 0);
+    assert_true(fd[4] < 0 && errno == ENFILE);
+    assert_true(mw_preempt_temp_create(path[0], O_WRONLY, 0600) < 0 && errno == ENFILE);
+    mw_preempt_temp_done(path[0]);
+    assert_true(mw_preempt_temp_create(path[1], O_WRONLY, 0600) < 0 && errno == EEXIST);
+    fd[4] = mw_preempt_temp_create(path[4], O_WRONLY, 0600);
+    assert_true(fd[4] >= 0);
+    char long_name[PATH_MAX + 8];
+    memset(long_name, 'a', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    mw_preempt_temp_done(path[1]);
+    assert_true(mw_preempt_temp_create(long_name, O_WRONLY, 0600) < 0 && errno == ENAMETOOLONG);
+    for (int i = 0; i < 5; i++) {
+        close(fd[i]);
+        mw_preempt_temp_done(path[i]);
+        unlink(path[i]);
+    }
+    mw_preempt_temp_done(NULL); /* nothing */
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* mw_median: odd and even counts (unsorted input, sorted on return), one value, none. */
 static void median_counts(void **state)
 {
@@ -199,7 +238,7 @@ int main(void)
         cmocka_unit_test(rng_deterministic),      cmocka_unit_test(rng_ranges),
         cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
         cmocka_unit_test(str_quote_escape),       cmocka_unit_test(median_counts),
-        cmocka_unit_test(err_controls_escaped),
+        cmocka_unit_test(err_controls_escaped),   cmocka_unit_test(temp_registry),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }
