@@ -186,6 +186,49 @@ static void check(void **state)
     mw_model_free(&m);
 }
 
+/* The estimate comes from the plan alone (no parameter arena yet: what the session checks
+ * before allocating); export counts the model only; the advice names what takes the most. */
+static void planned_and_advice(void **state)
+{
+    (void)state;
+    mw_model planned, full;
+    assert_int_equal(mw_keras_build_tutorial(&planned, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_plan(&planned, 64), MW_OK);
+    assert_null(planned.params.data);
+    load_model(&full, "tutorial");
+    mw_train_opts o;
+    mw_train_opts_default(&o);
+    const mw_dataset train = fake_data(60000), test = fake_data(10000);
+    mw_memory_estimate a, b;
+    mw_memory_estimate_run(&a, &planned, &train, &test, &o, 2, 0);
+    mw_memory_estimate_run(&b, &full, &train, &test, &o, 2, 0);
+    assert_memory_equal(&a, &b, sizeof a);
+
+    mw_memory_estimate_export(&a, &planned);
+    const uint64_t grad = (uint64_t)planned.params.count * sizeof(float);
+    assert_int_equal(a.model, 12 * grad);
+    assert_int_equal(a.activations + a.gradients + a.data, 0);
+    assert_int_equal(a.total, a.model + MW_MEMORY_MARGIN);
+
+    /* one example on one thread, no data: the model takes the most */
+    o.batch_per_replica = 1, o.micro_batch = 1;
+    mw_memory_estimate_run(&a, &planned, NULL, NULL, &o, 1, 0);
+    assert_true(a.model + a.gradients > a.activations);
+    mw_sysmem mem = cgroup_mem(a.total - 1, 0);
+    expect_err(mw_memory_check(&a, &mem, 1, &o), MW_ENOMEM,
+               "; use a smaller model (its parameters, gradients and optimizer state take the "
+               "most; `mwtrain summary` counts them), or set MW_MEMORY_CHECK=off");
+    mw_err_clear();
+    /* the same with 70000 examples: the data take the most */
+    mw_memory_estimate_run(&a, &planned, &train, &test, &o, 1, 0);
+    mem = cgroup_mem(a.total - 1, 0);
+    expect_err(mw_memory_check(&a, &mem, 1, &o), MW_ENOMEM, "data 52.8 MiB",
+               "; use a smaller data set (its arrays take the most), or set MW_MEMORY_CHECK=off");
+    mw_err_clear();
+    mw_model_free(&planned);
+    mw_model_free(&full);
+}
+
 static void env_switch(void **state)
 {
     (void)state;
@@ -209,6 +252,7 @@ int main(void)
         cmocka_unit_test(ws_nbytes_matches_alloc),
         cmocka_unit_test(estimate_parts),
         cmocka_unit_test(check),
+        cmocka_unit_test(planned_and_advice),
         cmocka_unit_test(env_switch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -230,6 +230,31 @@ static void fixture_cpu(void **state)
 }
 
 /* Parameter counts Keras reports for the tutorial model. */
+/* mw_model_plan: finalize's counts, layout and workspace size without the parameter arena
+ * (what the memory check estimates from); mw_model_alloc_params then allocates that plan. */
+static void plan_without_arena(void **state)
+{
+    (void)state;
+    mw_model a, b;
+    assert_int_equal(mw_keras_build_tutorial(&a, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_keras_build_tutorial(&b, 28, 28, 1, 10), MW_OK);
+    assert_int_equal(mw_model_plan(&a, 64), MW_OK);
+    assert_int_equal(mw_model_finalize(&b, 64), MW_OK);
+    assert_null(a.params.data);
+    assert_false(a.finalized);
+    assert_int_equal(a.nparams, 121930);
+    assert_int_equal(a.params.count, b.params.count);
+    assert_int_equal(a.params.count % 64, 0);
+    assert_int_equal(mw_model_ws_nbytes(&a, 16), mw_model_ws_nbytes(&b, 16));
+    for (int i = 0; i < a.nlayers; i++)
+        assert_int_equal(a.layers[i].w_off, b.layers[i].w_off);
+    assert_int_equal(mw_model_alloc_params(&a), MW_OK);
+    assert_non_null(a.params.data);
+    assert_true(a.finalized);
+    mw_model_free(&a);
+    mw_model_free(&b);
+}
+
 static void tutorial_counts(void **state)
 {
     (void)state;
@@ -600,10 +625,15 @@ int main(void)
         cmocka_unit_test(fixture_cpu),
     };
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(tutorial_counts), cmocka_unit_test(init_deterministic),
-        cmocka_unit_test(build_errors),    cmocka_unit_test(empty_batch),
-        cmocka_unit_test(ws_alloc_with),   cmocka_unit_test(diff_alike),
-        cmocka_unit_test(diff_layers),     cmocka_unit_test(diff_regularizers_and_layers),
+        cmocka_unit_test(tutorial_counts),
+        cmocka_unit_test(plan_without_arena),
+        cmocka_unit_test(init_deterministic),
+        cmocka_unit_test(build_errors),
+        cmocka_unit_test(empty_batch),
+        cmocka_unit_test(ws_alloc_with),
+        cmocka_unit_test(diff_alike),
+        cmocka_unit_test(diff_layers),
+        cmocka_unit_test(diff_regularizers_and_layers),
     };
     int bad =
         cmocka_run_group_tests_name("model_fixture", fixture_tests, load_fixture, free_fixture);

@@ -35,6 +35,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/optimizers.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -52,6 +53,7 @@ enum {
     ZLEVEL = 1,           /* parameters barely compress; favour speed */
 };
 #define MAX_RAW ((uint64_t)1 << 30) /* 1 GiB per section */
+_Static_assert(MAX_RAW / sizeof(float) == MW_CKPT_MAX_PARAMS, "checkpoint.h's limit");
 #define MAX_INDEX_NBYTES (1u << 20)
 
 enum { SEC_META, SEC_MODEL, SEC_PARAMS, SEC_SLOT1, SEC_SLOT2, SEC_SLOT3, SEC_LSCALE, NSEC };
@@ -542,6 +544,17 @@ static mw_status store_section(mw_ckpt *t, reader *r, int id, unsigned char *dst
     return MW_OK;
 }
 
+/* The sections the meta section fixes (the model's is at most 1 GiB, each array too) fit in
+ * what this process may use (common/sysmem.h), else MW_ENOMEM before anything is inflated. */
+static mw_status check_inflated(const reader *r)
+{
+    uint64_t total = 0;
+    for (int id = SEC_MODEL; id <= SEC_SLOT3; id++)
+        if (id < SEC_SLOT1 || id - SEC_SLOT1 < r->nslot_arrays)
+            total += r->want[id];
+    return mw_sysmem_check_load(total, "%s: its sections inflate to", r->name);
+}
+
 static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const char *name)
 {
     reader r = {.p = p,
@@ -558,6 +571,8 @@ static mw_status parse(mw_ckpt *t, const unsigned char *p, size_t nbytes, const 
         r.off += s.comp;
         r.seen[s.id] = 1;
         MW_TRY(store_section(t, &r, s.id, dst, s.raw));
+        if (s.id == SEC_META) /* the sizes it fixes, asked before any is inflated */
+            MW_TRY(check_inflated(&r));
     }
     if (r.off != nbytes)
         return bad(name,

@@ -22,6 +22,9 @@
 
 #define MW_CKPT_VERSION 1
 #define MW_CKPT_INDEX "checkpoint" /* the index file's name in a checkpoint directory */
+/* The most parameters a checkpoint holds: each section (parameters, each optimizer slot) is at
+ * most 1 GiB of float32 (2^28 values); a training run is refused at start above it. */
+#define MW_CKPT_MAX_PARAMS (((size_t)1 << 30) / sizeof(float))
 
 typedef struct {
     char *model_json; /* model description (Keras JSON text), owned; "" when none */

@@ -62,7 +62,7 @@ static mw_status run_summary(const char *model_path)
         MW_TRY(mw_keras_model_load(&m, model_path, 0, 0, 0, 0, NULL));
     else
         MW_TRY(mw_keras_build_tutorial(&m, 28, 28, 1, 10));
-    mw_status rc = mw_model_finalize(&m, 1);
+    mw_status rc = mw_model_plan(&m, 1); /* the counts only: no weights are allocated */
     if (rc == MW_OK)
         mw_model_summary(&m, stdout);
     if (rc == MW_OK && m.pre) { /* the leading preprocessing layers (worker/data/preprocess.h) */

@@ -13,15 +13,16 @@
 #define MODEL_ARENAS 4
 #define CHECKPOINT_COPIES 8
 
-static uint64_t dataset_nbytes(const mw_dataset *d)
+/* d as loaded; masked: the model's loss ignores a class or masks padding, so the set gets
+ * a factor and a count of valid positions per example (8 bytes) once the model is built. */
+static uint64_t dataset_nbytes(const mw_dataset *d, int masked)
 {
     if (!d)
         return 0;
     /* memory-mapped images are page cache, shared by the node's ranks and reclaimable */
     const uint64_t images = d->map ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
-    /* a masked loss's factor and count of valid positions per example: 8 bytes */
-    return images + (uint64_t)d->count *
-                        (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0) + (d->mask_w ? 8 : 0));
+    return images + (uint64_t)d->count * (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0) +
+                                          (d->mask_w || masked ? 8 : 0));
 }
 
 void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,
@@ -44,10 +45,19 @@ void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_d
             (uint64_t)(o->replicas_per_worker - 1) * mw_model_ws_nbytes(m, o->batch_per_replica);
     e->gradients = (uint64_t)e->threads * grad_nbytes;
     e->model = (MODEL_ARENAS + CHECKPOINT_COPIES) * grad_nbytes;
-    e->data = dataset_nbytes(train) + dataset_nbytes(test) +
+    const int masked = m->loss.has_ignore || m->loss.masked;
+    e->data = dataset_nbytes(train, masked) + dataset_nbytes(test, masked) +
               (train ? ((uint64_t)train->count + 1) * sizeof(uint32_t) : 0);
     e->margin = MW_MEMORY_MARGIN;
     e->total = e->activations + e->gradients + e->model + e->data + e->margin;
+}
+
+void mw_memory_estimate_export(mw_memory_estimate *e, const mw_model *m)
+{
+    memset(e, 0, sizeof *e);
+    e->model = (MODEL_ARENAS + CHECKPOINT_COPIES) * (uint64_t)m->params.count * sizeof(float);
+    e->margin = MW_MEMORY_MARGIN;
+    e->total = e->model + e->margin;
 }
 
 int mw_memory_check_enabled(void)
@@ -93,19 +103,26 @@ mw_status mw_memory_check(const mw_memory_estimate *e, const mw_sysmem *mem, int
     char tot[32], av[32], src[512], parts[512], sh[96], flags[160];
     share(mem, local_ranks, sh, sizeof sh);
     breakdown(e, parts, sizeof parts);
-    if (e->activations && e->threads > 1)
+    const uint64_t model = e->model + e->gradients;
+    if (model >= e->activations && model >= e->data)
         snprintf(flags, sizeof flags,
-                 "--micro-batch (now %d, the examples a thread holds), --batch-per-replica "
-                 "(now %d) or --threads (now %d)",
+                 "use a smaller model (its parameters, gradients and optimizer state take the "
+                 "most; `mwtrain summary` counts them)");
+    else if (e->data >= e->activations)
+        snprintf(flags, sizeof flags, "use a smaller data set (its arrays take the most)");
+    else if (e->activations && e->threads > 1)
+        snprintf(flags, sizeof flags,
+                 "lower --micro-batch (now %d, the examples a thread holds), "
+                 "--batch-per-replica (now %d) or --threads (now %d)",
                  o->micro_batch, o->batch_per_replica, e->threads);
     else
         snprintf(flags, sizeof flags,
-                 "--micro-batch (now %d, the examples a thread holds) or --batch-per-replica "
-                 "(now %d)",
+                 "lower --micro-batch (now %d, the examples a thread holds) or "
+                 "--batch-per-replica (now %d)",
                  o->micro_batch, o->batch_per_replica);
     return mw_err(MW_ENOMEM,
                   "this run needs about %s of memory on this rank, more than the %s it may use "
-                  "(%s%s): %s; lower %s, or set MW_MEMORY_CHECK=off to skip this check",
+                  "(%s%s): %s; %s, or set MW_MEMORY_CHECK=off to skip this check",
                   mw_sysmem_bytes_str(tot, sizeof tot, e->total),
                   mw_sysmem_bytes_str(av, sizeof av, mem->available / (uint64_t)local_ranks),
                   mw_sysmem_describe(mem, src, sizeof src), sh, parts, flags);

@@ -7,6 +7,10 @@
  * the same death. Refused here, it ends in set-up with MW_ENOMEM (exit 6, do not retry) and
  * one message that says what takes the memory and which flag to lower.
  *
+ * The estimate is made from shapes alone: the model planned (mw_model_plan) but its
+ * parameter arena not yet allocated, the data's arrays as the readers loaded them (each
+ * reader checks its own load first, mw_sysmem_check_load).
+ *
  * What the estimate counts (bytes on this rank):
  *   activations  threads x mw_model_ws_nbytes(model, per_thread): every thread's
  *                workspace, per_thread = mw_cpu_examples_per_thread (0 on a GPU: device
@@ -47,6 +51,9 @@ typedef struct {
 void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,
                             const mw_dataset *test, const mw_train_opts *o, int nthreads,
                             int on_gpu);
+/* The estimate of `export`: the model's arenas and a checkpoint's copies (no data, no
+ * device, no workspace). */
+void mw_memory_estimate_export(mw_memory_estimate *e, const mw_model *m);
 /* 0 when MW_MEMORY_CHECK is "off" (or "0", "no", "false"), else 1. */
 int mw_memory_check_enabled(void);
 /* MW_ENOMEM, with the estimate broken down, the limit and its source, and the flags to

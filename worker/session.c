@@ -18,6 +18,7 @@
 #include "worker/keras/keras_loss.h"
 #include "worker/memory.h"
 #include "worker/optimizers.h"
+#include "worker/session_checks.h"
 
 void mw_session_init(mw_session *s)
 {
@@ -97,195 +98,6 @@ static char *tutorial_for(int h, int w, int c, int n)
     return text;
 }
 
-/* A model that does not fit the data: the loader's message (it names the model's file and
- * the mismatch), and which data the model was checked against. */
-static mw_status model_mismatch(const mw_session *s, mw_status rc)
-{
-    if (rc != MW_EMODEL || !s->shape[0])
-        return rc;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", mw_err_msg());
-    mw_err_clear();
-    if (s->shape[0] == 1 && s->shape[1] == 1) /* (N, F): features or token ids */
-        return mw_err(rc, "%s (the data: %s, %d values per example, %d classes)", msg,
-                      s->o->data_dir, s->shape[2], s->shape[3]);
-    return mw_err(rc, "%s (the data: %s, %dx%dx%d images, %d classes)", msg, s->o->data_dir,
-                  s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
-}
-
-/* The model's last layer, as a Keras user names it, and whether it is a sigmoid or the folded
- * softmax. */
-static const mw_layer *last_shown(const mw_model *m)
-{
-    const mw_layer *l = &m->layers[m->nlayers - 1];
-    while (l->folded && l > m->layers)
-        l--;
-    return l;
-}
-
-/* The loss against the output's activation: from_logits=False wants the activation that
- * makes probabilities, from_logits=True a linear output (Keras would apply it twice). The
- * default loss takes either, as it always has. */
-static mw_status check_activation(const mw_session *s)
-{
-    const mw_model *m = &s->model;
-    const mw_loss *ls = &m->loss;
-    const mw_layer *l = &m->layers[m->nlayers - 1];
-    const int softmax = l->softmax, sigmoid = l->kind == MW_LAYER_ACT && l->act == MW_ACTK_SIGMOID;
-    const mw_loss_out want = mw_loss_wants(ls);
-    const char *cls = mw_loss_row(ls->kind)->keras, *from = s->o->loss_from;
-    if (!from[0])
-        return MW_OK;
-    const int missing =
-        (want == MW_LOSS_OUT_SOFTMAX && !softmax) || (want == MW_LOSS_OUT_SIGMOID && !sigmoid);
-    const char *act = want == MW_LOSS_OUT_SOFTMAX ? "softmax" : "sigmoid";
-    if (missing)
-        return mw_err(MW_EMODEL,
-                      "%s: %s(from_logits=False) wants probabilities, but the model's output "
-                      "(layer '%s') has no %s; end it with activation=\"%s\", or use "
-                      "from_logits=True",
-                      from, cls, last_shown(m)->name, act, act);
-    if (mw_loss_row(ls->kind)->has_logits && ls->d.from_logits && (softmax || sigmoid))
-        return mw_err(MW_EMODEL,
-                      "%s: %s(from_logits=True) wants logits, but the model's output (layer "
-                      "'%s') ends in a %s; remove the activation, or use from_logits=False",
-                      from, cls, last_shown(m)->name, softmax ? "softmax" : "sigmoid");
-    return MW_OK;
-}
-
-/* A model whose output is a sequence (None, T, C) has a loss per position: the data's labels
- * (N, T), the sparse loss; and labels per position need such a model. */
-static mw_status check_positions(mw_session *s, const char *from)
-{
-    const mw_model *m = &s->model;
-    const mw_layer *last = &m->layers[m->nlayers - 1];
-    const int T = last->out_h == 1 && last->out_w > 1 && !last->flat ? last->out_w : 1;
-    const int W = s->train.targets ? 1 : s->train.label_width > 1 ? s->train.label_width : 1;
-    if (T != W && T == 1)
-        return mw_err(MW_EDATA,
-                      "%s: labels (N, %d), one per position, but the model's output (layer '%s') "
-                      "is (None, %d); a model of labels per position ends in a Dense on each "
-                      "position: (None, %d, classes)",
-                      s->o->data_dir, W, last_shown(m)->name, last->out_c, W);
-    if (T != W)
-        return mw_err(MW_EDATA,
-                      "%s: %d label(s) per example, but the model's output (layer '%s') is "
-                      "(None, %d, %d), one per position; expected labels (N, %d)",
-                      s->o->data_dir, W, last_shown(m)->name, T, last->out_c, T);
-    if (T > 1 && m->loss.kind != MW_LOSS_SPARSE_XENT)
-        return mw_err(MW_EUNSUPPORTED,
-                      "%s: a loss per position is SparseCategoricalCrossentropy, for now; the "
-                      "model's output is a sequence (layer '%s')",
-                      from, last_shown(m)->name);
-    if (T > 1 && (last->out_c < s->train.num_classes ||
-                  (s->o->classes > 0 && last->out_c != s->train.num_classes)))
-        return mw_err(MW_EMODEL,
-                      "%s: the model's output has %d units per position (layer '%s') but %s has "
-                      "%d classes; expected a last Dense(%d)%s",
-                      from, last->out_c, last_shown(m)->name, s->o->data_dir, s->train.num_classes,
-                      s->train.num_classes,
-                      s->o->classes > 0 ? " (--classes)" : " or wider (a vocabulary)");
-    if (T > 1) /* the model's vocabulary: the labels are below it */
-        s->train.num_classes = s->test.num_classes = last->out_c;
-    return MW_OK;
-}
-
-/* Beside ignore_class the model says how many classes there are: its output must have a unit
- * for every other label (and match --classes when given); the ignore label is a class of the
- * model's when below its width (Keras' ignore_class=0 for padding), else none. */
-static mw_status check_ignore_width(mw_session *s, const char *from)
-{
-    const mw_model *m = &s->model;
-    const int width = m->layers[m->nlayers - 1].out_c, nc = s->train.num_classes;
-    if (width < nc || (s->o->classes > 0 && width != nc))
-        return mw_err(MW_EMODEL,
-                      "%s: the model's output has %d units (layer '%s') but %s has %d classes "
-                      "(labels other than ignore_class %d); expected a last Dense(%d)%s",
-                      from, width, last_shown(m)->name, s->o->data_dir, nc,
-                      (int)m->loss.ignore_class, nc, s->o->classes > 0 ? " (--classes)" : "");
-    s->train.num_classes = s->test.num_classes = width;
-    return MW_OK;
-}
-
-/* The loss (o->loss) set on the model and checked against the data's targets and the
- * model's output; integer labels become float targets for a loss that takes floats. */
-static mw_status check_loss(mw_session *s)
-{
-    mw_model *m = &s->model;
-    mw_loss_accuracy_by_shape(&m->loss, m->layers[m->nlayers - 1].out_c);
-    const mw_loss_ops *row = mw_loss_row(m->loss.kind);
-    const char *from = s->o->loss_from[0] ? s->o->loss_from : "the default loss";
-    /* the loss chosen for data it does not fit: a configuration error (exit 2), as the output's
-     * width against the targets below; the data itself is sound */
-    if (m->loss.kind == MW_LOSS_CCE && !s->train.targets)
-        return mw_err(MW_ECONFIG,
-                      "%s: CategoricalCrossentropy takes one-hot (or soft) float32 targets "
-                      "(N, K), but %s has integer class labels; use "
-                      "SparseCategoricalCrossentropy for labels",
-                      from, s->o->data_dir);
-    if (!row->dense && s->train.targets)
-        return mw_err(MW_ECONFIG,
-                      "%s: %s takes integer class labels, but %s has float32 targets (%d per "
-                      "example); use CategoricalCrossentropy (one-hot targets), "
-                      "BinaryCrossentropy or a regression loss (--loss, --loss-config)",
-                      from, row->keras, s->o->data_dir, s->train.target_width);
-    MW_TRY(check_positions(s, from));
-    if (!row->dense && m->loss.has_ignore)
-        MW_TRY(check_ignore_width(s, from));
-    if (row->dense) {
-        MW_TRY(mw_dataset_labels_as_targets(&s->train, s->o->data_dir));
-        MW_TRY(mw_dataset_labels_as_targets(&s->test, s->o->data_dir));
-        const int width = m->layers[m->nlayers - 1].out_c; /* m->nclasses once finalized */
-        if (width != s->train.target_width)
-            return mw_err(MW_EMODEL,
-                          "%s: %s: the model's output has %d units (layer '%s') but %s has %d "
-                          "target value(s) per example; expected a last Dense(%d)%s",
-                          from, row->keras, width, last_shown(m)->name, s->o->data_dir,
-                          s->train.target_width, s->train.target_width,
-                          m->loss.kind == MW_LOSS_CCE && s->train.target_width == 1
-                              ? " (CategoricalCrossentropy takes one-hot targets (N, K); "
-                                "integer labels go with SparseCategoricalCrossentropy)"
-                              : "");
-        if (s->test.count && s->test.target_width != s->train.target_width)
-            return mw_err(MW_EDATA,
-                          "%s: the test targets have %d value(s) per example, the "
-                          "training targets %d",
-                          s->o->data_dir, s->test.target_width, s->train.target_width);
-    }
-    return check_activation(s);
-}
-
-/* A model that starts with an Embedding reads token ids: the data must hold integer ids
- * (N, T), each below its input_dim (the first one that is not names the example and the
- * position). */
-static mw_status check_tokens(mw_session *s)
-{
-    const mw_model *m = &s->model;
-    const mw_layer *e = &m->layers[0];
-    if (m->nlayers == 0 || e->kind != MW_LAYER_EMBED)
-        return MW_OK;
-    const mw_dataset *sets[2] = {&s->train, &s->test};
-    const char *names[2] = {"training", "test"};
-    for (int i = 0; i < 2; i++) {
-        uint32_t ex = 0, pos = 0;
-        int64_t v = 0;
-        if (sets[i]->count && sets[i]->type != MW_IMAGES_TOKENS)
-            return mw_err(MW_EDATA,
-                          "%s: the %s set holds %s, but the model's first layer '%s' "
-                          "(Embedding) reads integer token ids (N, T)",
-                          s->o->data_dir, names[i],
-                          sets[i]->type == MW_IMAGES_F32 ? "float32 values" : "uint8 images",
-                          e->name);
-        if (mw_dataset_find_token(sets[i], e->pad[0], &ex, &pos, &v))
-            return mw_err(MW_EDATA,
-                          "%s: %s example %u has token id %lld at position %u; the model's "
-                          "Embedding '%s' has input_dim %d (ids 0..%d)",
-                          s->o->data_dir, names[i], ex, (long long)v, pos, e->name, e->pad[0],
-                          e->pad[0] - 1);
-    }
-    return MW_OK;
-}
-
 /* The run's loss, final before the data are read (an ignore_class label is no class):
  * without a loss flag or an archive's, the checkpoint's model carries the loss trained; then
  * --metrics over its metrics. */
@@ -300,9 +112,10 @@ static mw_status settle_loss(mw_session *s)
     return mw_metrics_resolve(&s->opts);
 }
 
-/* The model: --model, else the checkpoint's, else the tutorial CNN (for the data's shape and
- * classes); export needs no data (the file's own input shape). */
-static mw_status build_model(mw_session *s, int with_data)
+/* The model's layers, not yet planned: --model, else the checkpoint's, else the tutorial CNN
+ * (for the data's shape and classes); export needs no data (the file's own input shape). A
+ * .keras archive's initial weights into *kw. */
+static mw_status load_model(mw_session *s, int with_data, mw_keras_weights *kw)
 {
     const mw_train_opts *o = s->o;
     const int h = with_data ? (int)s->train.rows : 0, w = with_data ? (int)s->train.cols : 0;
@@ -314,13 +127,11 @@ static mw_status build_model(mw_session *s, int with_data)
                   : s->train.targets ? s->train.target_width
                                      : 1;
     s->shape[0] = h, s->shape[1] = w, s->shape[2] = c, s->shape[3] = n;
-    mw_keras_weights kw; /* a .keras archive's initial weights */
-    mw_keras_weights_init(&kw);
     mw_status rc;
     /* a dense loss's width, and one beside ignore_class, is checked with the loss (check_loss) */
     const int nc = dense || o->loss.has_ignore || (with_data && s->train.label_width > 1) ? 0 : n;
     if (o->model_path) {
-        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, &kw);
+        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, kw);
     } else if (s->latest.model) {
         rc = mw_keras_load(&s->model, s->latest.model, strlen(s->latest.model),
                            "the model saved in the checkpoint", h, w, c, nc);
@@ -333,17 +144,99 @@ static mw_status build_model(mw_session *s, int with_data)
                   : mw_err(MW_ENOMEM, "out of memory");
         free(text);
     }
-    rc = model_mismatch(s, rc);
+    mw_fit fit = {&s->model, &s->train, &s->test, s->o, s->shape};
+    rc = mw_fit_mismatch(&fit, rc);
     s->model.loss = o->loss; /* (finalize: a final softmax is Keras' from_logits=False) */
     if (rc == MW_OK && with_data)
-        rc = check_loss(s);
+        rc = mw_fit_check_loss(&fit);
     if (rc == MW_OK && with_data)
-        rc = check_tokens(s);
+        rc = mw_fit_check_tokens(&fit);
     mw_policy policy;
     if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
         mw_model_set_policy(&s->model, policy); /* over the model's own */
+    return rc;
+}
+
+/* Refuse, before anything of the model's size is allocated, a run that would not fit in what
+ * this process may use (worker/memory.h): the model is planned, not allocated, so the
+ * estimate comes from its shapes. mem (NULL: the check is off) was read before the data and
+ * the model took their share. */
+static mw_status check_memory(const mw_session *s, const mw_sysmem *mem, int nthreads)
+{
+    if (!mem)
+        return MW_OK;
+    mw_memory_estimate e;
+    if (s->use == MW_USE_EXPORT)
+        mw_memory_estimate_export(&e, &s->model);
+    else
+        mw_memory_estimate_run(&e, &s->model, &s->train, &s->test, s->o, nthreads, s->dev.use_gpu);
+    const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
+    if (s->rank == 0) {
+        char line[1536];
+        mw_log_debug("%s", mw_memory_describe(&e, mem, local, line, sizeof line));
+    }
+    return mw_memory_check(&e, mem, local, s->o);
+}
+
+/* A model given as a file or by the checkpoint, checked against the memory before the data
+ * are loaded: read with its own input shape and planned, its parameters, optimizer state,
+ * gradients and workspace alone must fit. So a model that could never fit is refused before
+ * the data take their share (a 5 KB model of 10 G parameters costs no data set's load). A
+ * model that does not read without the data's shape is left to build_model to report. */
+static mw_status check_model_early(mw_session *s, const mw_sysmem *mem, int nthreads)
+{
+    const mw_train_opts *o = s->o;
+    if (!mem || (!o->model_path && !s->latest.model))
+        return MW_OK;
+    mw_model m;
+    mw_status rc = o->model_path ? mw_keras_model_load(&m, o->model_path, 0, 0, 0, 0, NULL)
+                                 : mw_keras_load(&m, s->latest.model, strlen(s->latest.model),
+                                                 "the model saved in the checkpoint", 0, 0, 0, 0);
     if (rc == MW_OK)
-        rc = mw_model_finalize(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+        rc = mw_model_plan(&m, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK) {
+        mw_memory_estimate e;
+        mw_memory_estimate_run(&e, &m, NULL, NULL, o, nthreads, s->dev.use_gpu);
+        const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
+        rc = mw_memory_check(&e, mem, local, o);
+    } else if (rc != MW_ENOMEM) {
+        rc = MW_OK;
+        mw_err_clear();
+    }
+    mw_model_free(&m); /* (every loader initializes it first) */
+    return rc;
+}
+
+/* The limits a run meets later, checked before it starts: a training run that saves (chief.h's
+ * mw_chief_checkpointing) must fit the checkpoint format's sections. */
+static mw_status check_limits(const mw_session *s)
+{
+    const mw_train_opts *o = s->o;
+    const int saves = o->checkpoint_every_epochs > 0 || o->checkpoint_every_steps > 0;
+    if (s->use != MW_USE_TRAIN || !saves || s->model.nparams <= MW_CKPT_MAX_PARAMS)
+        return MW_OK;
+    return mw_err(MW_EMODEL,
+                  "the model has %zu parameters, more than the %zu a checkpoint holds (1 GiB of "
+                  "float32 per section; docs/checkpoint.md): its first save would fail; use a "
+                  "smaller model, or train without checkpoints (--checkpoint-every-epochs 0)",
+                  s->model.nparams, (size_t)MW_CKPT_MAX_PARAMS);
+}
+
+/* The model planned, checked against the memory and the limits, then allocated with its
+ * initial weights (Keras' initializers, an archive's over them) and the optimizer slots. */
+static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem, int nthreads)
+{
+    mw_keras_weights kw; /* a .keras archive's initial weights */
+    mw_keras_weights_init(&kw);
+    mw_status rc = load_model(s, with_data, &kw);
+    if (rc == MW_OK)
+        rc = mw_model_plan(&s->model, (size_t)s->world * MW_ARENA_ALIGN);
+    if (rc == MW_OK)
+        rc = check_memory(s, mem, nthreads);
+    if (rc == MW_OK)
+        rc = check_limits(s);
+    if (rc == MW_OK)
+        rc = mw_model_alloc_params(&s->model);
     if (rc == MW_OK && with_data) /* the examples or positions the loss ignores */
         rc = mw_dataset_set_mask(&s->train, s->model.loss.has_ignore, s->model.loss.ignore_class,
                                  s->model.loss.masked, "the training set");
@@ -371,20 +264,6 @@ static mw_status build_model(mw_session *s, int with_data)
     return MW_OK;
 }
 
-/* Refuse, before the backend allocates, a run that would not fit in what this process may
- * use (worker/memory.h); mem was read before the data and the model took their share. */
-static mw_status check_memory(const mw_session *s, const mw_sysmem *mem, int nthreads)
-{
-    mw_memory_estimate e;
-    mw_memory_estimate_run(&e, &s->model, &s->train, &s->test, s->o, nthreads, s->dev.use_gpu);
-    const int local = s->topo->local_size > 0 ? s->topo->local_size : 1;
-    if (s->rank == 0) {
-        char line[1536];
-        mw_log_debug("%s", mw_memory_describe(&e, mem, local, line, sizeof line));
-    }
-    return mw_memory_check(&e, mem, local, s->o);
-}
-
 mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
                           mw_session_use use)
 {
@@ -400,13 +279,16 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     MW_TRY(choose_device(s, use));
     const int with_data = use != MW_USE_EXPORT;
     mw_sysmem mem; /* read before the data and the model are in memory */
-    const int check = with_data && mw_memory_check_enabled() && mw_sysmem_query(&mem);
+    const int check = mw_memory_check_enabled() && mw_sysmem_query(&mem);
     const mw_data_opts dopts = {.classes = o->classes,
                                 .cifar_fine = o->cifar_label == 0,
                                 .sequence_length = o->sequence_length};
     /* the node's ranks load the same files at once: each reader checks its share */
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
     MW_TRY(settle_loss(s));
+    const int nthreads = threads_for(s);
+    if (with_data)
+        MW_TRY(check_model_early(s, check ? &mem : NULL, nthreads));
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
     if (with_data && s->opts.loss.has_ignore && o->classes <= 0) /* 255 beside 0..9: no class */
@@ -416,16 +298,13 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         mw_dataset_unseen_classes(&s->train, &s->test, o->data_dir, o->classes > 0, note,
                                   sizeof note) > 0)
         mw_log_warn("%s", note);
-    MW_TRY(build_model(s, with_data));
+    MW_TRY(build_model(s, with_data, check ? &mem : NULL, nthreads));
     if (use == MW_USE_EXPORT)
         return MW_OK;
     /* the model's input pipeline: random layers act on the training set only */
     s->train.pre = s->test.pre = s->model.pre;
     s->train.augment = use == MW_USE_TRAIN;
     s->train.aug_seed = s->seed;
-    const int nthreads = threads_for(s);
-    if (check)
-        MW_TRY(check_memory(s, &mem, nthreads));
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
         .o = s->o,

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The CSV reader (worker/data/data_csv.c), against NumPy as the oracle:
 #   1. a tabular set written by numpy.savetxt (a header line, CRLF line ends in test.csv, a
-#      blank line) trains to --dump-weights identical to the same arrays in a .npz (features
+#      blank line; files over the reader's 1 MiB buffer, read twice) trains to --dump-weights identical to the same arrays in a .npz (features
 #      (N, F) float32, as a tabular x_train is), with a Dense model on Input((12,)), on 1 rank
 #      and on 2 ranks;
-#   2. bad CSV files end with exit 3 and one message naming the file, the line and the field; a
-#      missing test.csv with exit 4 naming it.
+#   2. bad CSV files end with exit 3 and one message naming the file, the line and the field (a
+#      line over the reader's 1 MiB buffer too); a missing test.csv with exit 4 naming it.
 #   test_csv.sh MWTRAIN
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -23,10 +23,10 @@ import sys
 import numpy as np
 t = sys.argv[1]
 r = np.random.default_rng(29)
-n, F = 400, 12
+n, F = 30000, 12  # train.csv 2.5 MB, test.csv 1.3 MB: lines cross the reader's 1 MiB buffer
 x = r.normal(size=(n, F)).astype(np.float32)
 y = np.argmax(x @ r.normal(size=(F, 4)), axis=1)
-tr, te = slice(0, 320), slice(320, n)
+tr, te = slice(0, 20000), slice(20000, n)
 np.savez(f"{t}/tab.npz", x_train=x[tr], y_train=y[tr], x_test=x[te], y_test=y[te])
 import os
 os.makedirs(f"{t}/csv")
@@ -77,6 +77,8 @@ bad nan '0,1,2\n1,nan,3\n' "line 2: field 2: nan is not a finite float32"
 bad empty '' "bad-empty/train.csv: no examples"
 bad header-only 'label,a,b\n' "bad-header-only/train.csv: no examples"
 bad one-field '0\n1\n' "line 1: 1 field; expected a label and at least one feature"
+bad long-line "0,1\n1,$(printf '%1100000s' | tr ' ' 1)\n" \
+    "bad-long-line/train.csv: line 2: longer than 1048576 bytes; expected a label and at most"
 # test.csv missing: the reader's open names it (exit 4, a file that cannot be read)
 mkdir -p "$tmp/no-test" && printf '0,1,2\n' >"$tmp/no-test/train.csv"
 timeout 120 "$mw" train --data "$tmp/no-test" --epochs 1 --progress none --summary-dir "" \

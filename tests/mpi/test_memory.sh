@@ -26,22 +26,8 @@ mw=$(realpath "$1")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset MW_MEMORY_CHECK
 tmp=$(mktemp -d)
-cg=""
 cleanup() {
-    if [[ -n $cg && -d $cg ]]; then
-        # the runs were waited for; give the kernel a moment to let go of them
-        for _ in $(seq 1 100); do
-            [[ -z $(cat "$cg/cgroup.procs" 2>/dev/null) ]] && break
-            sleep 0.1
-        done
-        # anything still in it was started by this test (nothing else joins this cgroup)
-        for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        for _ in $(seq 1 100); do
-            rmdir "$cg" 2>/dev/null && break
-            sleep 0.1
-        done
-        [[ -d $cg ]] && echo "WARNING: could not remove $cg"
-    fi
+    mw_cgroup_remove
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -78,49 +64,19 @@ else
 fi
 
 # --- a 1 GiB memory cgroup --------------------------------------------------------------------
-skip=""
-if (($(id -u) != 0)); then
-    skip="not root: cannot make a memory cgroup"
-elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-    if ! grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
-        skip="cgroup v2 without the memory controller (/sys/fs/cgroup/cgroup.controllers)"
-    elif ! mkdir "/sys/fs/cgroup/mwtrain-test-$$" 2>"$tmp/mkdir"; then
-        skip="cannot make /sys/fs/cgroup/mwtrain-test-$$: $(cat "$tmp/mkdir")"
-    else
-        cg=/sys/fs/cgroup/mwtrain-test-$$
-        if [[ ! -f $cg/memory.max ]]; then
-            skip="the memory controller is not enabled for children of /sys/fs/cgroup"
-        else
-            echo 1G >"$cg/memory.max"
-            echo 0 >"$cg/memory.swap.max" 2>/dev/null
-            kind="cgroup v2 memory.max"
-        fi
-    fi
-elif [[ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
-    if ! mkdir "/sys/fs/cgroup/memory/mwtrain-test-$$" 2>"$tmp/mkdir"; then
-        skip="cannot make /sys/fs/cgroup/memory/mwtrain-test-$$: $(cat "$tmp/mkdir")"
-    else
-        cg=/sys/fs/cgroup/memory/mwtrain-test-$$
-        echo 1G >"$cg/memory.limit_in_bytes"
-        echo 1G >"$cg/memory.memsw.limit_in_bytes" 2>/dev/null
-        kind="cgroup v1 memory.limit_in_bytes"
-    fi
-else
-    skip="no cgroup v2 memory controller and no cgroup v1 memory mount under /sys/fs/cgroup"
-fi
-if [[ -n $skip ]]; then
-    echo "SKIP parts 2-5: $skip"
+if ! mw_cgroup_make 1G; then
+    echo "SKIP parts 2-5: $mw_cg_skip"
     ((fail)) && exit 1
     exit 77
 fi
+cg=$mw_cg kind=$mw_cg_kind
 echo "cgroup: $cg (1 GiB, $kind)"
 
 # in_cgroup SECONDS OUTFILE ERRFILE mwtrain-args...: run mwtrain inside the cgroup
 in_cgroup() {
     local lim=$1 out=$2 err=$3
     shift 3
-    timeout -s KILL "$lim" bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
-        "$mw" "$@" >"$out" 2>"$err"
+    timeout -s KILL "$lim" "${mw_cg_exec[@]}" "$mw" "$@" >"$out" 2>"$err"
 }
 
 # --- 2. 8192 x 8192 in 1 GiB: exit 6 ----------------------------------------------------------
@@ -164,12 +120,7 @@ check '[[ $rc -ne 6 ]] && ! grep -q "this run needs about" "$tmp/err4"' \
     "MW_MEMORY_CHECK=off: no check (got $rc)"
 
 # --- 5. compressed inputs larger than a 512 MiB cgroup: exit 6 before inflating --------------
-if [[ $kind == "cgroup v2"* ]]; then
-    echo 512M >"$cg/memory.max"
-else
-    echo 512M >"$cg/memory.limit_in_bytes"
-    echo 512M >"$cg/memory.memsw.limit_in_bytes" 2>/dev/null
-fi
+mw_cgroup_limit 512M
 # bomb.npz: np.savez_compressed's layout, x_train (800000, 28, 28) uint8 zeros (599 MiB with
 # the rest); padded.keras: a config for 28x28x1, model.weights.h5 an HDF5 signature and 599 MiB
 # of zeros; idx/: train-images-idx3-ubyte.gz of 800000 28x28 zero images (only the headers of

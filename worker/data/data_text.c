@@ -7,14 +7,18 @@
  * classes (the byte values) unless --classes says otherwise. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/sysmem.h"
 #include "worker/data/data.h"
 #include "worker/data/data_formats.h"
 
 /* Largest corpus: its labels take 4 bytes per byte. */
 #define MW_TEXT_MAX_BYTES (UINT64_C(1) << 30)
+/* Bytes in memory per byte of text while it is read: the text, a token id and a label. */
+#define MW_TEXT_EXPANSION (1 + 1 + (int)sizeof(int32_t))
 
 /* Windows first .. first + n of T + 1 bytes of text into d. */
 static mw_status take_windows(mw_dataset *d, const uint8_t *text, size_t first, size_t n, int T,
@@ -48,6 +52,14 @@ mw_status mw_data_read_text(mw_dataset *train, mw_dataset *test, const char *pat
     const int T = o->sequence_length;
     char *text = NULL;
     size_t nbytes = 0;
+    int fd = -1;
+    MW_TRY(mw_fs_open_input(path, "a text corpus (--sequence-length)", &fd, &nbytes));
+    close(fd);
+    /* the text, its windows' token ids (a byte each) and their labels (4 bytes each) */
+    MW_TRY(mw_sysmem_check_load((uint64_t)nbytes * MW_TEXT_EXPANSION,
+                                "data %s: a text corpus of %zu bytes, read and cut into windows "
+                                "of token ids and labels (%d bytes a byte), takes",
+                                path, nbytes, MW_TEXT_EXPANSION));
     MW_TRY(mw_fs_read_input(path, "a text corpus (--sequence-length)", MW_TEXT_MAX_BYTES, MW_EDATA,
                             &text, &nbytes));
     const size_t windows = nbytes > 0 ? (nbytes - 1) / (size_t)T : 0;

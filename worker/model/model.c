@@ -359,7 +359,7 @@ static void plan_rounding(mw_model *m)
     }
 }
 
-mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
+mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
 {
     if (m->nlayers == 0)
         return mw_err(MW_EMODEL, "model has no layers");
@@ -413,9 +413,30 @@ mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
         }
     }
     mw_arena_pad_to(&m->params, pad_multiple);
-    MW_TRY(mw_arena_alloc(&m->params));
+    return MW_OK;
+}
+
+mw_status mw_model_alloc_params(mw_model *m)
+{
+    if (mw_arena_alloc(&m->params) != MW_OK) { /* name the largest tensor */
+        mw_err_clear();
+        const mw_layer *big = &m->layers[0];
+        for (int i = 1; i < m->nlayers; i++)
+            if (m->layers[i].w_count > big->w_count)
+                big = &m->layers[i];
+        return mw_err(MW_ENOMEM,
+                      "model: cannot allocate its %zu parameters (%zu floats with padding; the "
+                      "largest tensor: layer '%s' (%s), %zu values)",
+                      m->nparams, m->params.count, big->name, big->cls, big->w_count);
+    }
     m->finalized = 1;
     return MW_OK;
+}
+
+mw_status mw_model_finalize(mw_model *m, size_t pad_multiple)
+{
+    MW_TRY(mw_model_plan(m, pad_multiple));
+    return mw_model_alloc_params(m);
 }
 
 void mw_model_ws_init(mw_model_ws *ws)

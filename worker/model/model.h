@@ -323,8 +323,16 @@ mw_status mw_model_set_init(mw_model *m, const mw_init *kernel, const mw_init *b
 mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
                                    const mw_regularizer *bias);
 /* Allocate the parameter arena; padded to a multiple of pad_multiple floats so
- * collectives can cut it into equal shards. */
+ * collectives can cut it into equal shards. mw_model_plan then mw_model_alloc_params. */
 mw_status mw_model_finalize(mw_model *m, size_t pad_multiple);
+/* Everything mw_model_finalize does but the allocation: the graph checked, masks, in-place
+ * and rounding planned, each tensor's offset reserved, nparams, nstate and params.count set
+ * (params.data stays NULL). Enough for mw_model_summary and mw_model_ws_nbytes, so the
+ * memory a model takes is known from its shapes before anything of that size is allocated. */
+mw_status mw_model_plan(mw_model *m, size_t pad_multiple);
+/* The planned parameter arena, zeroed; MW_ENOMEM names the parameter count and the largest
+ * tensor's layer. Sets finalized. */
+mw_status mw_model_alloc_params(mw_model *m);
 /* Keras' initializers from the seed (each layer its own stream, so adding a
  * layer does not change the others' values). Fans as Keras computes them:
  * Conv2D kernel fan_in = KH*KW*C, fan_out = KH*KW*O; Dense (I, O); a bias of

@@ -408,6 +408,11 @@ static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg,
     mw_init init;
     MW_TRY(mw_kget_int(L, cfg, "sequence_length", 0, 1, 1, MW_KMAX_POSITIONS, &len));
     MW_TRY(mw_kget_init(L, cfg, "initializer", MW_INIT_GLOROT_UNIFORM, &init));
+    if ((long long)len * mw_kcur_c(B->m) > MW_KMAX_TENSOR)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "a %dx%d position table (sequence_length x the input's features) is "
+                        "larger than the %d values supported per tensor",
+                        len, mw_kcur_c(B->m), MW_KMAX_TENSOR);
     mw_status rc = mw_model_add_position_embedding(B->m, name, len);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
