@@ -27,7 +27,8 @@ tmp=$(mktemp -d)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 mpirun=${MPIEXEC:-mpirun}
 echo "localhost slots=2" >"$tmp/hosts"
-flags=(--model "$src/tests/data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1000
+# 30 epochs: training outlasts the latest signal (start-up + 2.2 s) on any machine
+flags=(--model "$src/tests/data/keras/mlp_k3.json" --epochs 30 --steps-per-epoch 1000
        --batch-per-replica 16 --threads 1 --progress none --test-examples 200
        --checkpoint-every-epochs 1 --collective-timeout 60)
 pids=()
