@@ -1,6 +1,8 @@
-/* Sum-all-reduce algorithms: ring, hierarchical (shared memory + ring), MPI.
- * See allreduce.h for the contract. The ring, on its own and as the cross-node step, is
- * cluster/ring.c's. */
+/* Sum-all-reduce: the algorithm table (auto, ring, hierarchical, mpi, halving-doubling) and
+ * the algorithms it runs: the hierarchical one (shared memory within a node + a ring across
+ * nodes) and MPI's own here, the ring, on its own and as the cross-node step, cluster/ring.c's,
+ * and halving-doubling cluster/halving.c's. auto picks one of the others per call. See
+ * allreduce.h for the contract. */
 #include "cluster/allreduce.h"
 
 #include <sched.h>
@@ -69,7 +71,7 @@ void mw_allreduce_close(mw_allreduce *ar)
     mw_ring_close(&ar->cross_ring);
     free(ar->slots);
     free(ar->node_peer);
-    free(ar->hd_tmp);
+    mw_halving_close(&ar->halving);
     mw_allreduce_init(ar);
 }
 
@@ -183,6 +185,14 @@ static mw_status run_ring(mw_allreduce *ar, float *buf, size_t count)
     return rc;
 }
 
+static mw_status run_halving(mw_allreduce *ar, float *buf, size_t count)
+{
+    MW_TL_BEGIN("all-reduce (halving-doubling)", "allreduce");
+    mw_status rc = mw_halving_sum(&ar->halving, ar->comm, buf, count, ar->step, ar->timeout);
+    MW_TL_END("all-reduce (halving-doubling)", "allreduce");
+    return rc;
+}
+
 static mw_status run_mpi(mw_allreduce *ar, float *buf, size_t count)
 {
     mw_wait_ctx w = {"MPI_Allreduce", ar->step, ar->timeout};
@@ -212,16 +222,11 @@ mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, s
         [MW_AR_RING] = run_ring,
         [MW_AR_HIER] = hierarchical,
         [MW_AR_MPI] = run_mpi,
-        [MW_AR_HALVING] = mw_allreduce_halving_doubling,
+        [MW_AR_HALVING] = run_halving,
     };
     if ((unsigned)algo >= MW_AR_COUNT || !run[algo])
         return mw_err(MW_EINTERNAL, "all-reduce: unknown algorithm %d", (int)algo);
-    if (algo == MW_AR_HALVING)
-        MW_TL_BEGIN("all-reduce (halving-doubling)", "allreduce");
-    mw_status rc = run[algo](ar, buf, count);
-    if (algo == MW_AR_HALVING)
-        MW_TL_END("all-reduce (halving-doubling)", "allreduce");
-    return rc;
+    return run[algo](ar, buf, count);
 }
 
 mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count)

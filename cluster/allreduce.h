@@ -21,7 +21,7 @@
  *                 below (latency-bound sizes, where MPI's tree wins).
  *
  * The algorithms are the rows of a table in allreduce.c (name, function); a new one is an
- * enum value here, its row there, and its own file.
+ * enum value here, its row there, and its own file with its header (halving.c, halving.h).
  *
  * Every algorithm adds in an order fixed by the layout, so the same layout
  * run twice gives bitwise equal sums. Every wait has the collective timeout.
@@ -36,6 +36,7 @@
 
 #include <mpi.h>
 
+#include "cluster/halving.h"
 #include "cluster/ring.h"
 #include "common/status.h"
 
@@ -65,9 +66,8 @@ typedef struct {
     long epoch;
     int *node_peer; /* train rank of each local rank, for messages (owned) */
     double timeout;
-    long step;     /* for timeout messages; set by the caller */
-    float *hd_tmp; /* halving-doubling's receive buffer (owned), hd_cap floats */
-    size_t hd_cap;
+    long step;                 /* for timeout messages; set by the caller */
+    mw_halving halving;        /* over comm: the halving-doubling algorithm */
     unsigned long yield_after; /* spins before sched_yield in waits */
 } mw_allreduce;
 
@@ -83,9 +83,6 @@ mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count);
 /* Run a specific algorithm (benchmarks and tests). */
 mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count);
 void mw_allreduce_close(mw_allreduce *ar);
-
-/* The algorithms' own entry points, as the table runs them (count > 0, more than one rank). */
-mw_status mw_allreduce_halving_doubling(mw_allreduce *ar, float *buf, size_t count);
 
 const char *mw_ar_algo_name(mw_ar_algo a);
 /* One of mw_ar_algo_names; MW_EINVAL naming the value otherwise. */

@@ -18,7 +18,7 @@
 #ifndef MW_CLUSTER_TOPOLOGY_H
 #define MW_CLUSTER_TOPOLOGY_H
 
-#include <stdio.h>
+#include <stddef.h>
 
 #include <mpi.h>
 
@@ -74,13 +74,9 @@ void mw_topology_free(mw_topology *t);
  * left initialized. */
 mw_status mw_topology_resolve(mw_topology *t, const char *tf_config_path);
 
-/* Print the table (rank, world rank, task, host, node, local rank, role, and with devices a
- * device column) under a one-line summary (whose node count includes an evaluator's own
- * node), or with json != 0 one JSON object ("nnodes" there is the field: training nodes; with
- * devices a "device" field per rank). devices: NULL, or world_size strings indexed by rank,
- * each what that rank trains on ("cpu", "cuda:0", "cuda:0-3"). Any rank can print; main
- * prints on rank 0. */
-void mw_topology_print(const mw_topology *t, FILE *f, int json, const char *const *devices);
+/* "chief + 2 workers + evaluator": the jobs that njob[MW_JOB_COUNT] counts, into buf[n]
+ * (cut to fit). */
+void mw_topology_jobs(const int *njob, char *buf, size_t n);
 
 /* "one environment" etc.; never NULL. */
 const char *mw_topo_mode_name(mw_topo_mode mode);

@@ -323,3 +323,19 @@ int mw_fs_open_output_errno(const char *path, int *fd_out, const char **kind)
     *fd_out = fd;
     return 0;
 }
+
+int mw_fs_pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        if (k == 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return 0;
+}

@@ -5,11 +5,13 @@
  * input file (a regular file, never blocking), and the check of an output path.
  *
  * The mw_status functions word their own messages, naming the caller's `what`. The errno forms
- * below them are for callers whose messages have a shape of their own (worker/checkpoint.c). */
+ * below them are for callers whose messages have a shape of their own (worker/checkpoint.c,
+ * worker/checkpoint_dir.c). */
 #ifndef MW_COMMON_FS_H
 #define MW_COMMON_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common/status.h"
@@ -97,5 +99,8 @@ int mw_fs_write_atomic_errno(const char *path, const void *bytes, size_t nbytes,
 /* fsync a directory so the renames and creations inside it are durable. File systems that
  * cannot sync a directory (EINVAL, ENOTSUP) count as success. */
 int mw_fs_fsync_dir(const char *dir);
+/* Read exactly n bytes at offset off of fd (retrying short reads and EINTR). Returns 0, an
+ * errno, or -1 when the file ends first. */
+int mw_fs_pread_full(int fd, void *buf, size_t n, uint64_t off);
 
 #endif

@@ -16,6 +16,11 @@
 #   mw_in_cgroup CMD ARG.. run CMD inside it (its status); "${mw_cg_exec[@]}" CMD ARG.. is
 #                          the same as a command line (for timeout, time)
 #   mw_cgroup_remove       end what is left in it and remove it: call it from the EXIT trap
+# and exports the Open MPI environment of tests/openmpi.env (run as root, oversubscribe).
+while IFS='=' read -r _mw_key _mw_value; do
+    if [[ $_mw_key == [A-Z]* ]]; then export "$_mw_key=$_mw_value"; fi
+done <"$(dirname "${BASH_SOURCE[0]}")/openmpi.env"
+unset _mw_key _mw_value
 pass=0 fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 check_cmd() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/data/data.h"
+#include "worker/data/data_idx.h"
 
 /* ---- helpers ---- */
 

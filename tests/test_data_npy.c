@@ -21,6 +21,9 @@
 #include "tests/util.h"
 #include "worker/data/data.h"
 #include "worker/data/data_formats.h"
+#include "worker/data/data_npy.h"
+#include "worker/data/data_open.h"
+#include "worker/data/data_zip.h"
 
 /* ---- .npy bytes ---- */
 
@@ -1001,6 +1004,17 @@ static const npy_case npy_cases[] = {
      0,
      MW_EDATA,
      {"field 'shape'", "non-negative integer sizes"}},
+    {"shape_not_tuple", /* Python's (24) is 24, which numpy.load refuses as a shape */
+     0,
+     0,
+     "{'descr': '|u1', 'fortran_order': False, 'shape': (24)}",
+     D_GOOD,
+     NULL,
+     0,
+     0,
+     MW_EDATA,
+     {"x_train.npy: npy header field 'shape': expected a tuple; a 1-D shape is written (N,) (got "
+      "(24), the integer 24)"}},
     {"shape_many_dims",
      0,
      0,

@@ -22,6 +22,7 @@
 #include "cluster/tfconfig.h"
 #include "tests/util.h"
 #include "worker/data/data.h"
+#include "worker/data/data_open.h"
 #include "worker/keras/compile.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/optimizer.h"

@@ -272,6 +272,27 @@ static void test_config_details(void **state)
 
 /* Input shapes: from the file when the caller has no data, from the data when the file has
  * none; build_input_shape; load errors. */
+/* A Functional model's layer list at length 0 and 1: refused with a message (layers[0] was
+ * written past an empty allocation). */
+static void test_graph_empty_layers(void **state)
+{
+    (void)state;
+    mw_model m;
+    const char *empty = "{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", "
+                        "\"layers\": [], \"input_layers\": [], \"output_layers\": []}}";
+    expect_err(load_text(&m, empty, 0, 0, 0, 0), MW_EMODEL,
+               "test.json: layers: an empty list; expected the InputLayer first");
+    mw_model_free(&m);
+    const char *one = "{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", "
+                      "\"layers\": [{\"class_name\": \"InputLayer\", \"name\": \"in\", "
+                      "\"config\": {\"name\": \"in\", \"batch_shape\": [null, 4]}, "
+                      "\"inbound_nodes\": []}], \"input_layers\": [[\"in\", 0, 0]], "
+                      "\"output_layers\": [[\"in\", 0, 0]]}}";
+    expect_err(load_text(&m, one, 0, 0, 0, 0), MW_EMODEL,
+               "test.json: the model has no layers besides its input");
+    mw_model_free(&m);
+}
+
 static void test_input_shapes(void **state)
 {
     (void)state;
@@ -1025,7 +1046,14 @@ static void test_graph_configs(void **state)
  * causal self-attention with dropout of its probabilities (the multipliers keyed by the
  * example ids, the same in every forward), and a cross-attention whose query, value and key
  * are three tensors (an output_shape of its own), then Add, LayerNormalization and the 1-D
- * pooling: every projection's kernel and bias, through the masked softmax. */
+ * pooling: every projection's kernel and bias, through the masked softmax. The same through
+ * tests/data/keras/graph/gradcheck_act.json: the activation classes (LeakyReLU and ELU, both
+ * reading one convolution, added), GlobalAveragePooling2D, and a Softmax layer between two
+ * Dense. And through the token models, whose input is 784 token ids below 20:
+ * tests/data/keras/graph/gradcheck_tokens.json (Embedding, Conv1D, MaxPooling1D,
+ * AveragePooling1D, GlobalMaxPooling1D) and gradcheck_tokens_pos.json (KerasHub's
+ * TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, the 1-D
+ * average): every row of both tables. */
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1043,6 +1071,16 @@ static void graph_gradcheck(int fast, const char *rel)
         }
         assert_int_equal(mha, 2);
         assert_int_equal(blocks, strstr(rel, "transformer") ? 2 : 0);
+    } else if (strstr(rel, "tokens")) {
+        assert_int_equal(m.layers[0].kind, MW_LAYER_EMBED);
+    } else if (strstr(rel, "act")) {
+        int acts = 0, softmax = 0;
+        for (int i = 0; i < m.nlayers; i++) {
+            acts += m.layers[i].kind == MW_LAYER_ACT && !m.layers[i].in_place;
+            softmax += m.layers[i].kind == MW_LAYER_SOFTMAX;
+        }
+        assert_int_equal(acts, 2); /* both read c1: neither runs in place */
+        assert_int_equal(softmax, 1);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1063,6 +1101,9 @@ static void graph_gradcheck(int fast, const char *rel)
     const size_t in_count = (size_t)N * 28 * 28;
     float *input = malloc(in_count * sizeof(float));
     mw_test_fill_uniform(input, in_count, 23, -1.0f, 1.0f);
+    if (strstr(rel, "tokens")) /* token ids below the fixtures' vocabulary of 20 */
+        for (size_t i = 0; i < in_count; i++)
+            input[i] = (float)(int)((input[i] + 1.0f) * 9.99f);
     const uint32_t ids[3] = {3, 8, 1};
     ((int32_t *)ws.y)[0] = 4, ((int32_t *)ws.y)[1] = 9, ((int32_t *)ws.y)[2] = 2;
     ws.training = 1;
@@ -1076,7 +1117,7 @@ static void graph_gradcheck(int fast, const char *rel)
     float *p = m.params.data;
     const float h = 1e-3f;
     size_t bad = 0, checked = 0, kinks = 0;
-    double maxerr = 0;
+    double maxerr = 0, maxg = 0; /* maxg: the checked gradients are not all near 0 */
     for (int li = 0; li < m.nlayers; li++) {
         const mw_layer *L = &m.layers[li];
         for (size_t q = 0; q < L->w_count + L->b_count; q++) {
@@ -1094,6 +1135,7 @@ static void graph_gradcheck(int fast, const char *rel)
             }
             double num = (lp - lm) / ((double)hi - (double)lo), err = fabs(num - g[i]);
             maxerr = err > maxerr ? err : maxerr;
+            maxg = fabs(g[i]) > maxg ? fabs(g[i]) : maxg;
             checked++;
             if (err > 1e-3 + 1e-2 * fabs(g[i])) {
                 if (!bad)
@@ -1103,8 +1145,9 @@ static void graph_gradcheck(int fast, const char *rel)
             }
         }
     }
-    printf("%s %s: %zu parameters checked, %zu skipped at a kink, max |err| %.3g\n", kt.name,
-           m.name, checked, kinks, maxerr);
+    printf("%s %s: %zu parameters checked, %zu skipped at a kink, max |err| %.3g, max |gradient| "
+           "%.3g\n",
+           kt.name, m.name, checked, kinks, maxerr, maxg);
     assert_int_equal(checked + kinks, m.nparams - m.nstate);
     assert_true(kinks <= m.nparams / 10);
     assert_int_equal(bad, 0);
@@ -1154,6 +1197,32 @@ static void test_mha_gradcheck_cpu(void **state)
  * gradcheck_transformer.json): a Dense on each of 28 steps, a pre-norm TransformerEncoder with
  * dropout (of the probabilities and of both branches), a post-norm TransformerDecoder (causal,
  * gelu), the 1-D pooling and a Dense: every parameter of every part, both kernel tables. */
+static void test_act_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_act.json");
+}
+
+static void test_act_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_act.json");
+}
+
+static void test_tokens_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_pos.json");
+}
+
+static void test_tokens_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_pos.json");
+}
+
 static void test_transformer_gradcheck_ref(void **state)
 {
     (void)state;
@@ -1287,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_good_configs),
         cmocka_unit_test(test_config_details),
         cmocka_unit_test(test_input_shapes),
+        cmocka_unit_test(test_graph_empty_layers),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_builtin_tutorial),
         cmocka_unit_test(test_initializers),
@@ -1301,6 +1371,10 @@ int main(void)
         cmocka_unit_test(test_crop_gradcheck_cpu),
         cmocka_unit_test(test_mha_gradcheck_ref),
         cmocka_unit_test(test_mha_gradcheck_cpu),
+        cmocka_unit_test(test_act_gradcheck_ref),
+        cmocka_unit_test(test_act_gradcheck_cpu),
+        cmocka_unit_test(test_tokens_gradcheck_ref),
+        cmocka_unit_test(test_tokens_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),
         cmocka_unit_test(test_transformer_gradcheck_cpu),
         cmocka_unit_test(test_mha_memory),

@@ -16,6 +16,8 @@
  * Every refused case also asserts that nothing outside the image was touched: an inotify watch
  * on the host files it names (the canary raw file, the canary .h5) sees no open or read, the
  * first-error message holds the variable's path, and the kernel in the arena is untouched.
+ * Values: a NaN or an infinity among the weights is refused with MW_EDATA naming the variable,
+ * the value's index and the value (--nonfinite OUT writes such a .keras for the command line).
  * One external-storage case goes through a .keras file on disk (mw_keras_model_load, then the
  * weights applied), the path `train --model` takes.
  *
@@ -545,16 +547,78 @@ static int write_one(const char *name, const char *out, const char *host)
     return 2;
 }
 
+/* An image of m's weights, every value 0.25 but the Dense kernel's value 5 (bad 0), its bias's
+ * value 2 (bad 1), or none (bad 2): NaN, -inf. */
+static void *nonfinite_image(mw_model *m, int bad, size_t *n)
+{
+    mw_keras_var v[MW_KERAS_MAX_VARS];
+    dense_vars(m, v);
+    float *params = m->params.data;
+    for (size_t i = 0; i < m->params.count; i++)
+        params[i] = 0.25f;
+    if (bad < 2)
+        params[bad == 0 ? v[0].off + 5 : v[1].off + 2] = bad == 0 ? NAN : -INFINITY;
+    const mw_keras_optimizer opt = {.name = "sgd", .learning_rate = 0.01};
+    void *img = NULL;
+    assert_int_equal(mw_keras_h5_write(m, params, &opt, &img, n, "w.h5"), MW_OK);
+    return img;
+}
+
+/* Weights that are not finite are refused when read, naming the variable and the value (they
+ * reached the kernels' exp and ended the run as diverged, exit 8); the same file with finite
+ * weights reads (the control). */
+static void nonfinite_weights_refused(void **state)
+{
+    (void)state;
+    mw_model m;
+    load_model(&m);
+    const char *const want[2] = {"layers/dense/vars/0 (kernel): value 5 of 12 is nan (expected "
+                                 "finite weights)",
+                                 "layers/dense/vars/1 (bias): value 2 of 3 is -inf"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = 0;
+        void *img = nonfinite_image(&m, k, &n);
+        mw_err_clear();
+        const mw_status rc =
+            mw_keras_h5_read(&m, m.params.data, img, n, "n.keras: model.weights.h5");
+        if (k < 2) {
+            const char *const subs[] = {"n.keras: model.weights.h5: layer 'd': ", want[k], NULL};
+            assert_true(mw_test_err_matches("non-finite weight", rc, MW_EDATA, subs));
+        } else {
+            assert_int_equal(rc, MW_OK);
+        }
+        free(img);
+    }
+    mw_model_free(&m);
+    mw_err_clear();
+}
+
+/* --nonfinite OUT: a .keras whose Dense kernel holds a NaN (tests/mpi/test_bad_values.sh). */
+static int write_nonfinite(const char *out)
+{
+    mw_model m;
+    load_model(&m);
+    size_t n = 0;
+    void *img = nonfinite_image(&m, 0, &n);
+    write_keras(out, img, n);
+    free(img);
+    mw_model_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--corpus"))
         return write_corpus(argv[2]);
     if (argc == 5 && !strcmp(argv[1], "--case"))
         return write_one(argv[2], argv[3], argv[4]);
+    if (argc == 3 && !strcmp(argv[1], "--nonfinite"))
+        return write_nonfinite(argv[2]);
     const struct CMUnitTest tests[] = {
         mw_test_in_tmpdir(every_layout_and_link),
         mw_test_in_tmpdir(control_hdf5_follows_them),
         mw_test_in_tmpdir(keras_file_with_external_storage),
+        cmocka_unit_test(nonfinite_weights_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,8 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "worker/checkpoint_dir.h"
+#include "worker/checkpoint_pack.h"
 
 int mw_chief_checkpointing(const mw_train_opts *o)
 {
@@ -367,6 +369,11 @@ mw_status mw_chief_restore(mw_session *s, int required, int weights_only, int *r
     mw_ckpt_init(&c);
     if (rc == MW_OK)
         rc = mw_ckpt_read_buffer(&c, buf, (size_t)hdr[0], "checkpoint");
+    char file[4200] = "the latest checkpoint";
+    if (hdr[2] >= 0)
+        snprintf(file, sizeof file, "%.4000s/ckpt-%ld", s->o->checkpoint_dir, hdr[2]);
+    if (rc == MW_OK)
+        rc = mw_ckpt_check_finite(&s->model, &c, file);
     if (rc == MW_OK)
         rc = mw_session_apply(s, &c, "the latest checkpoint", hdr[2], weights_only);
     mw_ckpt_free(&c);

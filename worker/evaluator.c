@@ -9,6 +9,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "worker/checkpoint.h"
+#include "worker/checkpoint_pack.h"
 #include "worker/chief.h"
 #include "worker/session.h"
 #include "worker/summary.h"
@@ -58,6 +59,8 @@ static mw_status evaluate_one(mw_session *s, mw_summary *sum, long number, const
     mw_ckpt c;
     mw_ckpt_init(&c);
     mw_status rc = mw_ckpt_read_buffer(&c, buf, (size_t)nbytes, name);
+    if (rc == MW_OK)
+        rc = mw_ckpt_check_finite(&s->model, &c, name);
     if (rc == MW_OK)
         rc = mw_session_apply(s, &c, name, number, 1);
     mw_ckpt_free(&c);

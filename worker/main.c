@@ -15,6 +15,7 @@
 #include "cluster/comm.h"
 #include "cluster/hostfile.h"
 #include "cluster/topology.h"
+#include "cluster/topology_print.h"
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/preempt.h"

@@ -25,6 +25,14 @@ typedef enum { MW_OPTIMIZERS(MW_OPT_ENUM) MW_OPT_COUNT } mw_optimizer;
 extern const char *const mw_optimizer_names[MW_OPT_COUNT + 1];
 typedef enum { MW_PROGRESS_AUTO, MW_PROGRESS_BAR, MW_PROGRESS_LINES, MW_PROGRESS_NONE } mw_progress;
 
+/* The loss scales a run can hold: below 2^-24 (float16's smallest step) a run has diverged;
+ * 2^127 is float32's largest power of 2 (Keras keeps the scale in a float32 variable), where
+ * doubling stops. And the most finite steps between doublings (dynamic_growth_steps): a
+ * checkpoint's finite-step count is below it. */
+#define MW_LOSS_SCALE_MIN 0x1p-24
+#define MW_LOSS_SCALE_MAX 0x1p127
+#define MW_LOSS_SCALE_MAX_GROWTH 1000000000L
+
 typedef struct {
     int epochs;              /* 10 */
     int batch_per_replica;   /* 64 */

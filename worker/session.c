@@ -11,6 +11,7 @@
 #include "cluster/comm.h"
 #include "common/log.h"
 #include "common/sysmem.h"
+#include "worker/data/data_open.h"
 #include "worker/data/preprocess.h"
 #include "worker/keras/compile.h"
 #include "worker/keras/keras.h"

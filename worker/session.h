@@ -20,6 +20,7 @@
 #include "common/arena.h"
 #include "common/status.h"
 #include "worker/checkpoint.h"
+#include "worker/checkpoint_pack.h"
 #include "worker/data/data.h"
 #include "worker/model/model.h"
 #include "worker/opts.h"

@@ -159,13 +159,13 @@ static mw_status loss_scale_next(trainer *t, int finite)
 {
     mw_session *s = &t->s;
     if (finite) {
-        if (++s->loss_scale_steps >= s->o->loss_scale_growth)
-            s->loss_scale *= 2, s->loss_scale_steps = 0;
+        if (++s->loss_scale_steps >= s->o->loss_scale_growth) /* bounded: checkpoint.c */
+            s->loss_scale *= s->loss_scale < MW_LOSS_SCALE_MAX ? 2 : 1, s->loss_scale_steps = 0;
         return MW_OK;
     }
     s->loss_scale /= 2, s->loss_scale_steps = 0;
     t->skipped++;
-    if (s->loss_scale >= 0x1p-24)
+    if (s->loss_scale >= MW_LOSS_SCALE_MIN)
         return MW_OK;
     char what[160];
     snprintf(what, sizeof what,

@@ -7,11 +7,10 @@
 #   deploy/local/smoke.sh [MWTRAIN]     (default: set up, build into build/, use that)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/env.sh"
 if [[ $# -ge 1 ]]; then
     MWTRAIN=$1
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 else
-    source "$here/env.sh"
     bash "$MW_ROOT/deploy/setup.sh"
     mw_build
     MWTRAIN=$MW_BUILD/worker/mwtrain

@@ -17,7 +17,7 @@ mw=${1:?usage: bench_bf16.sh MWTRAIN accuracy|throughput|both [SEEDS] [ROUNDS] [
 what=${2:-both} seeds=${3:-3} rounds=${4:-3} steps=${5:-300}
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$(dirname "$mw")/.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 common=(train --progress none --summary-dir "" --checkpoint-every-epochs 0 --threads 2)

@@ -23,7 +23,8 @@ if [[ -z $jaxpy ]]; then
     echo "bench_lm: no Keras environment (tests/keras/venv.sh failed)" >&2
     exit 77
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 JAX_PLATFORMS=cpu
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
+export JAX_PLATFORMS=cpu
 unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 work=$(mktemp -d "${TMPDIR:-/tmp}/mwbench-lm-XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -13,7 +13,7 @@ set -uo pipefail
 mw=$(realpath "$1")
 examples=${2:-1300000} steps=${3:-200} max_rss_mb=${4:-300} format=${5:-npy}
 py=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 if ! "$py" -c 'import numpy' 2>/dev/null; then
     echo "skip: $py has no numpy (Debian package python3-numpy)"
     exit 77

@@ -16,7 +16,8 @@ if ! py=$(bash "$src/tests/keras/venv.sh" "$build"); then
     echo "bench_resnet: no Keras environment (tests/keras/venv.sh failed)" >&2
     exit 77
 fi
-export KERAS_BACKEND=jax JAX_PLATFORMS=cpu OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
+export KERAS_BACKEND=jax JAX_PLATFORMS=cpu
 unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS
 work=$(mktemp -d "${TMPDIR:-/tmp}/mwbench-resnet-XXXXXX")
 trap 'rm -rf "$work"' EXIT

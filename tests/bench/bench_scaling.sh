@@ -6,7 +6,7 @@
 #   bench_scaling.sh MWTRAIN [rounds=3] [steps=150]
 set -euo pipefail
 mw=$1 rounds=${2:-3} steps=${3:-150}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 ips() { sed -n 's/.*Images\/s: \([0-9.]*\).*/\1/p' | tail -n 1; }
 one=() two=()
 for ((r = 1; r <= rounds; r++)); do

@@ -11,7 +11,7 @@ if ! $py -c 'import torch' 2>/dev/null; then
     echo "bench_train: PyTorch is not installed for $py (run deploy/setup.sh --peer)" >&2
     exit 77
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS
 mw=() pt=()
 for ((r = 1; r <= rounds; r++)); do

@@ -55,7 +55,7 @@ for f in "$mw" "$cmp"; do
 done
 mkdir -p "$out" || exit 1
 report=$out/report.md
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 read -r -a cpu_extra <<<"${MW_FIRST_RUN_CPU_FLAGS:-}"
 failed=0
 line() { # line RESULT CHECK DETAIL

@@ -12,7 +12,8 @@ if ! py=$(bash "$src/tests/keras/venv.sh" "$build"); then
     echo "langid: no Keras environment (tests/keras/venv.sh failed)" >&2
     exit 77
 fi
-export KERAS_BACKEND=jax JAX_PLATFORMS=cpu OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
+export KERAS_BACKEND=jax JAX_PLATFORMS=cpu
 work=$(mktemp -d "${TMPDIR:-/tmp}/mwbench-langid-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$py" "$src/tests/bench/langid.py" "$mwtrain" "$work" --per-language "$per" --epochs "$epochs"

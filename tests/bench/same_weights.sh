@@ -14,7 +14,6 @@ before=$1 after=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 common=(train --epochs 1 --steps-per-epoch 12 --test-examples 256 --progress none --quiet
         --summary-dir "" --checkpoint-every-epochs 0 --collective-timeout 120 --threads 1)
 case_() { # name ranks [flags...]: both binaries, then cmp

@@ -7,7 +7,6 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset MW_CUDA_MODULE
 dev=$("$mw" cluster --json 2>/dev/null | python3 -c 'import json, sys
 print(json.load(sys.stdin)["ranks"][0]["device"])') || {

@@ -44,7 +44,6 @@ trap 'rm -rf "$tmp"' EXIT
 hd=$tmp/mwtrain-hostdev
 printf '#!/bin/sh\nMW_CUDA_MODULE=%q exec %q "$@"\n' "$module" "$mw" >"$hd"
 chmod +x "$hd"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
 quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
        --checkpoint-every-epochs 0 --collective-timeout 60)

@@ -16,7 +16,6 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 fake=$2 mode=$3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset MW_CUDA_MODULE MW_FAKE_CUINIT MW_FAKE_DEVICES
 quick=(--epochs 1 --steps-per-epoch 2 --test-examples 50 --checkpoint-every-epochs 0
        --summary-dir "" --progress none)

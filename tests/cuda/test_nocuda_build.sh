@@ -10,7 +10,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 build=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 if [[ -d $build ]]; then
     meson setup --reconfigure "$build" "$src" -Dcuda=disabled -Dtests=false -Dwerror=true >/dev/null
 else

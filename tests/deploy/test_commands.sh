@@ -11,8 +11,7 @@ set -euo pipefail
 mw=$(realpath "$1")
 src=${2:-${MW_SRCDIR:?pass SOURCE_ROOT or set MW_SRCDIR}}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 unset TF_CONFIG
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

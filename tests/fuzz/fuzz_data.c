@@ -14,7 +14,11 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "worker/data/data.h"
+#include "worker/data/data_cifar.h"
 #include "worker/data/data_formats.h"
+#include "worker/data/data_npy.h"
+#include "worker/data/data_npz.h"
+#include "worker/data/data_zip.h"
 
 static void check(int ok, const char *what)
 {

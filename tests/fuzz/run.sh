@@ -58,7 +58,7 @@ build_target fuzz_tfconfig $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" 
 build_target fuzz_checkpoint $CFLAGS $MPI_CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
     "$ROOT/worker/model/loss.c" \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" -lz -lm
+    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" -lz -lm
 # The Keras model reader: worker/keras/keras.c and the model with its layers, the reference kernels, the embedded
 # built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
 KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}

@@ -16,9 +16,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=${MW_SRCDIR:-$(cd "$HERE/../.." && pwd)}
 MPIEXEC=${MPIEXEC:-mpiexec}
 WRAP="sh $HERE/per_rank_env.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
+# the Open MPI environment, read as tests/lib.sh reads it (a POSIX shell cannot source lib.sh)
+set -a
+. "$HERE/../openmpi.env"
+set +a
 unset TF_CONFIG
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mwtopo-XXXXXX")

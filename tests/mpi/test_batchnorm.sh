@@ -25,7 +25,6 @@ src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 model=$src/tests/data/keras/graph/resblock_k3.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 common=(train --model "$model" --steps-per-epoch 8 --test-examples 200 --progress none --quiet
         --summary-dir "" --collective-timeout 120 --threads 1)
 run() { # name ranks [flags...]

@@ -9,7 +9,6 @@ set -uo pipefail
 mw=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 quick=(--steps-per-epoch 5 --test-examples 100 --summary-dir "" --progress none)
 
 "$mw" train --epochs 2 --checkpoint-every-epochs 1 --checkpoint-dir "$tmp/ck" "${quick[@]}" \

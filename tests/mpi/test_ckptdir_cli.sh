@@ -20,7 +20,6 @@ tmp=$(mktemp -d)
 job=""
 cleanup() { [[ -n $job ]] && kill -9 "$job" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 quick=(--epochs 1 --steps-per-epoch 3 --test-examples 50 --progress none --summary-dir '')
 show() { echo "--- $1"; cat "$1"; }
 

@@ -5,7 +5,9 @@
 #      (N, F) float32, as a tabular x_train is), with a Dense model on Input((12,)), on 1 rank
 #      and on 2 ranks;
 #   2. bad CSV files end with exit 3 and one message naming the file, the line and the field (a
-#      line over the reader's 1 MiB buffer too); a missing test.csv with exit 4 naming it.
+#      line over the reader's 1 MiB buffer too); a missing test.csv with exit 4 naming it;
+#   3. the line rules (docs/data.md): a byte order mark, CR alone as the line end, a denormal or
+#      a quoted header name keep every example (counted in --verbose's data line).
 #   test_csv.sh MWTRAIN
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -17,7 +19,6 @@ if ! "$py" -c 'import numpy' 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 "$py" - "$tmp" <<'PY'
 import sys
 import numpy as np
@@ -79,6 +80,40 @@ bad header-only 'label,a,b\n' "bad-header-only/train.csv: no examples"
 bad one-field '0\n1\n' "line 1: 1 field; expected a label and at least one feature"
 bad long-line "0,1\n1,$(printf '%1100000s' | tr ' ' 1)\n" \
     "bad-long-line/train.csv: line 2: longer than 1048576 bytes; expected a label and at most"
+# an empty field, last or not, is an error: strtod would have read the next line's label
+bad trailing-comma '0,1,2,3,\n1,2,3,4,\n' "bad-trailing-comma/train.csv: line 1: field 5 (column 5) is empty; expected a number"
+bad trailing-blank '0,1,2,3, \n1,2,3,4\n' "line 1: field 5 (column 5) is empty"
+bad empty-field '0,1,2\n1,,3\n' "bad-empty-field/train.csv: line 2: field 2 (column 2) is empty"
+# a first line of numbers is data, however it ends: never taken for a header
+bad wide "$(seq -s, 0 4999)\n" "bad-wide/train.csv: line 1: 5000 fields; expected a label and at most 4096 features"
+bad first-overflow '0,1e999,2\n1,2,3\n' "bad-first-overflow/train.csv: line 1: field 2: inf is not a finite float32"
+# errors after a header name the file's own line
+bad after-header 'label,a,b\n0,1,2\n1,x,3\n' "bad-after-header/train.csv: line 3: field 2: found 'x'"
+bad label-after-header 'label,a,b\n0,1,2\n-1,2,3\n' "bad-label-after-header/train.csv: line 3: label -1"
+bad inf-after-header 'label,a,b\n\n0,1,2\n1,2,1e39\n' "bad-inf-after-header/train.csv: line 4: field 3: 1e+39 is not a finite float32"
+bad header-width 'label,a\n0,1,2\n' "bad-header-width/train.csv: line 1: field 1: found 'label'; expected a number (not a header either: it has 2 fields, the first example 3"
+bad cr-only '0,1,2\r1,x,3\r' "bad-cr-only/train.csv: line 2: field 2: found 'x'"
+
+good() { # name train.csv-text examples
+    mkdir -p "$tmp/good-$1"
+    printf '%b' "$2" >"$tmp/good-$1/train.csv"
+    printf '0,1,2,3\n' >"$tmp/good-$1/test.csv"
+    timeout 120 "$mw" train --data "$tmp/good-$1" --model "$tmp/mlp3.json" --epochs 1 \
+        --batch-per-replica 1 --classes 4 --progress none --summary-dir "" --checkpoint-every-epochs 0 \
+        --verbose >"$tmp/good-$1.out" 2>&1
+    local rc=$? name=$1 want="data: $3 train and 1 test examples of 3 features"
+    check '[[ $rc -eq 0 ]] && grep -qF "$want" "$tmp/good-$name.out"' \
+        "$name: exit 0 and '$want' (got $rc: $(grep -m1 'data:\|error' "$tmp/good-$name.out"))"
+}
+sed 's/12\]/3]/' "$tmp/mlp.json" >"$tmp/mlp3.json"
+good bom '\xef\xbb\xbf0,1,2,3\n1,2,3,4\n' 2
+good bom-header '\xef\xbb\xbflabel,a,b,c\n0,1,2,3\n1,2,3,4\n' 2
+good cr-only '0,1,2,3\r1,2,3,4\r\r' 2
+good crlf-mixed '0,1,2,3\r\n1,2,3,4\n2,1,1,1\r' 3
+good denormal '0,1e-320,2,3\n1,2,3,4\n' 2
+good quoted-header '"label","a,b",c,d\n0,1,2,3\n' 1
+good padded '0 , 1,\t2 ,3\n' 1
+
 # test.csv missing: the reader's open names it (exit 4, a file that cannot be read)
 mkdir -p "$tmp/no-test" && printf '0,1,2\n' >"$tmp/no-test/train.csv"
 timeout 120 "$mw" train --data "$tmp/no-test" --epochs 1 --progress none --summary-dir "" \

@@ -37,7 +37,6 @@ if [[ ! -e $fm/train-images-idx3-ubyte.gz && ! -e $fm/train-images-idx3-ubyte ]]
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 quick=(--epochs 1 --progress none --quiet --summary-dir "" --checkpoint-every-epochs 0
        --collective-timeout 120 --test-examples 200)
 run() { # name ranks replicas-per-worker flags...

@@ -14,7 +14,6 @@ set -uo pipefail
 mw=$1 data=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 flags=(train --model "$data/keras/mlp_k3.json" --steps-per-epoch 40 --batch-per-replica 16
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --keep-checkpoints 2 --summary-dir "" --collective-timeout 60)

@@ -10,7 +10,6 @@ set -uo pipefail
 mw=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export TF_CONFIG='{"cluster":{"chief":["localhost:2222"],"worker":["localhost:2223"],"evaluator":["localhost:2224"]},"task":{"type":"chief","index":0}}'
 timeout 120 mpiexec -n 3 "$mw" train --epochs 3 --steps-per-epoch 10 --test-examples 300 \
     --checkpoint-every-epochs 1 --checkpoint-dir "$tmp/ck" --summary-dir "$tmp/logs" \

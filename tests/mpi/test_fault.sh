@@ -8,7 +8,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1 cmp=$2
 tmp=$(mktemp -d)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 flags=(train --epochs 2 --steps-per-epoch 200 --checkpoint-every-steps 50 --checkpoint-every-epochs 1
        --test-examples 200 --summary-dir "" --progress none --threads 1 --collective-timeout 60)
 job=""

@@ -34,7 +34,6 @@ if ! "$py" -c 'import numpy' 2>/dev/null; then
     echo "skip: $py has no numpy (Debian package python3-numpy, deploy/setup.sh)"
     exit 77
 fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset MW_MEMORY_CHECK
 tmp=$(mktemp -d)
 full=""

@@ -17,7 +17,6 @@ want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 quick=(--epochs 1 --progress none --summary-dir "" --checkpoint-every-epochs 0
        --collective-timeout 120)
 

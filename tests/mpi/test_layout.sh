@@ -39,7 +39,6 @@ set -euo pipefail
 mw=$1 cmp=$2
 tmp=$(mktemp -d)
 trap "rm -rf $tmp" EXIT; [[ -n ${KEEP:-} ]] && trap - EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tol=1e-4 control=1e-2
 common=(train --epochs 1 --progress none --quiet --collective-timeout 120

@@ -21,7 +21,6 @@ set -uo pipefail
 mw=$(realpath "$1") cmp=$2 data=$3 trials=${4:-2}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tmp=$(mktemp -d)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export MWTRAIN=$mw
 echo "localhost slots=2" >"$tmp/hosts"
 flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1000 --batch-per-replica 16

@@ -12,7 +12,6 @@ mw=$1
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 quick=(--steps-per-epoch 2 --test-examples 100 --progress none --summary-dir ""
        --collective-timeout 120 --checkpoint-dir "$tmp/ck")
 # every file of the checkpoint directory: name, size, modification time, contents

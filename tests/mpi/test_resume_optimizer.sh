@@ -28,7 +28,6 @@ want() { [[ $part == all || $part == "$1" ]]; }
 src=${MW_SRCDIR:?MW_SRCDIR must name the source tree}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 data=$src/tests/data/optimizer_ckpt
 quick=(--model "$data/tiny.json" --steps-per-epoch 7 --test-examples 100 --progress none
     --checkpoint-every-epochs 1 --threads 1)

@@ -9,7 +9,6 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 mw=$1
 tmp=$(mktemp -d)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 timeout=3
 start=$(date +%s)
 mpiexec -n 2 "$mw" train --epochs 1 --steps-per-epoch 100000 --progress lines \

@@ -18,7 +18,6 @@ src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 check_tl=$src/tests/mpi/check_timeline.py
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset TF_CONFIG MW_FAULT
 quick=(--epochs 2 --steps-per-epoch 4 --test-examples 200 --progress none --summary-dir ""
        --checkpoint-every-epochs 1 --collective-timeout 60)

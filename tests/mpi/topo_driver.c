@@ -16,6 +16,7 @@
 
 #include "cluster/comm.h"
 #include "cluster/topology.h"
+#include "cluster/topology_print.h"
 #include "common/status.h"
 
 /* The members of comm as renumbered ranks, in comm's order; *n is the size (0 for NULL). */

@@ -10,7 +10,7 @@ mw=$1 hdmod=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # the Open MPI environment (tests/openmpi.env)
 # OpenBLAS for the matrix products: oneDNN's sgemm runs JIT-generated AVX2 code that reads a
 # vector past its own packing buffers, which memcheck reports as invalid reads in anonymous
 # code (36 of them in a GPU-path eval on AMD EPYC; none with OpenBLAS, same calls from us).

@@ -8,6 +8,8 @@
   see MPI, cluster never sees the model, common sees nothing of the project.
 - No MPI, jansson or CUDA runtime header in common/ or kernels/ headers (the CUDA sources
   under kernels/cuda/*.cu and their .cuh may use CUDA).
+- Inside worker/, the model stands below the formats it is read from and the data it is fed:
+  nothing under worker/model/ includes worker/keras/ or worker/data/ (FORBIDDEN).
 
 Prints each violation and exits 1; prints a one-line summary and exits 0 otherwise.
     check_includes.py SOURCE_ROOT"""
@@ -17,6 +19,8 @@ import sys
 
 ORDER = {"common": 0, "kernels": 1, "cluster": 2, "worker": 3}
 EXTS = (".c", ".h", ".cu", ".cuh")
+# folder -> the folders its files may not include, though the folder table allows them
+FORBIDDEN = {"worker/model/": ("worker/keras/", "worker/data/")}
 
 
 def main():
@@ -34,12 +38,17 @@ def main():
     mod = lambda p: os.path.splitext(p)[0]
     for f in sorted(files):
         text = open(f, encoding="utf-8").read()
-        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+        for m in re.finditer(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            inc, line = m.group(1), text.count("\n", 0, m.start(1)) + 1
             if not os.path.exists(inc):
                 continue
             top_f, top_i = f.split("/")[0], inc.split("/")[0]
             if top_i in ORDER and ORDER[top_i] > ORDER[top_f]:
-                bad.append(f"{f}: includes {inc}: {top_f}/ may not see {top_i}/")
+                bad.append(f"{f}:{line}: includes {inc}: {top_f}/ may not see {top_i}/")
+            for below, above in FORBIDDEN.items():
+                if f.startswith(below) and inc.startswith(above):
+                    bad.append(f"{f}:{line}: includes {inc}: {below} may not see "
+                               + " or ".join(above))
             if mod(inc) != mod(f):
                 graph.setdefault(mod(f), set()).add(mod(inc))
         if f.startswith(("common/", "kernels/")) and f.endswith(".h"):

@@ -94,24 +94,6 @@ void mw_dataset_init(mw_dataset *d);
 /* Release the arrays and reset to the init state; safe on a half-built or freed set. */
 void mw_dataset_free(mw_dataset *d);
 
-/* Load an IDX image file (magic 0x00000803, 3 dims) and label file (0x00000801, 1 dim),
- * each gzip-compressed or plain. Checks the headers (magic, dimensions, size limits, equal
- * counts, count > 0) before allocating, that each body is complete with nothing after it
- * (for gzip, that the stream and its CRC are intact), and that every label is below
- * num_classes (>= 1).
- * d must be initialised. On success its old contents are freed and replaced; on failure
- * d is unchanged, nothing is leaked and mw_err_msg() names the file and the problem. */
-mw_status mw_dataset_load(mw_dataset *d, const char *images_path, const char *labels_path,
-                          int num_classes);
-
-/* Load train and test sets from dir with the standard file names (train-images-idx3-ubyte,
- * train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte), each with a
- * .gz suffix or without (.gz preferred when both exist), and check that train and test
- * images have the same size. A missing file's message names the directory and the names
- * tried. Same ownership rules as mw_dataset_load: on failure train and test are unchanged. */
-mw_status mw_dataset_load_dir(mw_dataset *train, mw_dataset *test, const char *dir,
-                              int num_classes);
-
 /* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
  * float32 as stored, channel-major records transposed), y = the targets (n labels, or n x
  * target_width floats; y may be NULL), for
@@ -160,21 +142,6 @@ int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example,
 
 /* Bytes of one stored image. */
 size_t mw_dataset_image_nbytes(const mw_dataset *d);
-
-/* Open --data PATH, recognised by content (docs/formats.md):
- *   a file starting with a zip signature: a Keras-style .npz (x_train, y_train, x_test, y_test)
- *   a directory with x_train.npy: the four .npy files (uncompressed images are memory-mapped)
- *   a directory with data_batch_1.bin: CIFAR-10 (data_batch_1..5.bin, test_batch.bin)
- *   a directory with train.bin and test.bin: CIFAR-100 (o->cifar_fine picks the labels)
- *   a directory with train.csv: tabular data, train.csv and test.csv (label, features)
- *   with o->sequence_length T: a text file as a byte-level corpus, windows of T + 1 bytes
- *   a directory with train-images-idx3-ubyte[.gz]: IDX (mw_dataset_load_dir)
- * Classes: o->classes, or the largest label of train and test + 1; every label is checked
- * against them. Train and test images must have the same shape. Every error names the file,
- * the field and what was expected (MW_EDATA, exit 3; MW_EIO when a file cannot be read). Same
- * ownership rules as mw_dataset_load. */
-mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
-                          const mw_data_opts *o);
 
 /* Classes without a training example: labels decide the class count (the largest label + 1,
  * without --classes), so one stray label (200 in a 10-class set, or a test label above every

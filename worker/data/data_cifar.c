@@ -1,4 +1,4 @@
-/* The CIFAR binary reader (worker/data/data_formats.h).
+/* The CIFAR binary reader (worker/data/data_cifar.h).
  *
  * CIFAR-10: data_batch_1.bin .. data_batch_5.bin (train) and test_batch.bin, each a sequence
  * of 3073-byte records: 1 label byte (0..9), then 3072 image bytes, the 1024 red values of
@@ -8,6 +8,8 @@
  *
  * Each file must be a whole, non-zero number of records. The images are kept channel-major,
  * as stored, and transposed to (H, W, C) when a batch is assembled. */
+#include "worker/data/data_cifar.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,14 @@
-/* The CSV reader (worker/data/data_formats.h): tabular data, a directory with train.csv and
+/* The CSV reader (worker/data/data_csv.h): tabular data, a directory with train.csv and
  * test.csv. Each line is one example: its integer label, then its features, separated by
  * commas (the layout of pandas' DataFrame.to_csv(index=False) with the label column first,
- * or numpy.savetxt(delimiter=",")). A first line that is not all numbers is a header and is
- * skipped; empty lines are skipped; CRLF line ends are accepted. Features are float32 (each a
+ * or numpy.savetxt(delimiter=",")). A UTF-8 byte order mark is skipped; a first line with a
+ * name in it is a header when it has as many fields as the data (measure); empty lines are
+ * skipped; LF, CRLF and CR alone end lines. Every field is a number: an empty one is an error,
+ * never the next line's first. Features are float32 (each a
  * finite number), the set's shape (1, 1, features): a Keras model reads it as Input((F,)).
  * Every error names the file, the line and the field. */
+#include "worker/data/data_csv.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,27 +23,72 @@
 
 #define CSV_LINE_MAX (1 << 20) /* longest line: 4097 fields of 256 bytes */
 
-/* One parsed line's fields into v (at most cap); the count, or -1 when field k is not a
- * number (*bad = k, *end its text's end). */
-static int parse_line(const char *s, const char *eol, double *v, int cap, int *bad,
-                      const char **bad_at)
+/* Why a line is not all numbers. */
+enum { FIELD_NUMBER, FIELD_EMPTY, FIELD_TEXT };
+
+/* One line's fields: their count (all of them, also past cap) and the first that is not a
+ * number. Only ' ' and '\t' pad a field: strtod, left to skip white space itself, would run
+ * over the line's end into the next line. */
+typedef struct {
+    int n;           /* fields */
+    int bad;         /* FIELD_NUMBER when all are numbers, else what field bad_k is */
+    int bad_k;       /* 0-based */
+    const char *at;  /* where field bad_k starts */
+    int text_fields; /* fields that are neither numbers nor empty (a header's names) */
+} csv_line;
+
+/* Field at s (padding skipped) up to eol: its value into *x; FIELD_NUMBER, FIELD_EMPTY or
+ * FIELD_TEXT, *end after it. A number out of double's range is a number (its float32 check
+ * names it later): an underflow (1e-320, a denormal or less) reads as what strtod gives. */
+static int parse_field(const char *s, const char *eol, double *x, const char **end)
 {
-    int n = 0;
+    if (s == eol || *s == ',') {
+        *end = s;
+        return FIELD_EMPTY;
+    }
+    char *e = (char *)s;
+    if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != '\v' && *s != '\f')
+        *x = strtod(s, &e); /* starts at a non-space: it cannot read past the line's end */
+    const char *t = e;
+    while (t < eol && (*t == ' ' || *t == '\t'))
+        t++;
+    const int ok = e != s && e <= eol && (t == eol || *t == ',');
+    while (!ok && t < eol && *t != ',')
+        t++;
+    *end = t;
+    return ok ? FIELD_NUMBER : FIELD_TEXT;
+}
+
+/* Parse the line [s, eol): values into v (at most cap of them), the rest into *L. A double-
+ * quoted field (a header's name holding a comma) runs to its closing quote. */
+static void parse_line(const char *s, const char *eol, double *v, int cap, csv_line *L)
+{
+    memset(L, 0, sizeof *L);
     for (;;) {
-        char *end;
-        errno = 0;
-        const double x = strtod(s, &end);
-        const char *t = end;
-        while (t < eol && (*t == ' ' || *t == '\t'))
-            t++;
-        if (end == s || (t < eol && *t != ',') || n >= cap || errno == ERANGE) {
-            *bad = n, *bad_at = s;
-            return -1;
+        while (s < eol && (*s == ' ' || *s == '\t'))
+            s++;
+        const char *end;
+        double x = 0;
+        int kind;
+        if (s < eol && *s == '"') {
+            end = s + 1;
+            while (end < eol && !(*end == '"' && (end + 1 == eol || end[1] != '"')))
+                end += *end == '"' ? 2 : 1;
+            while (end < eol && *end != ',')
+                end++;
+            kind = FIELD_TEXT;
+        } else {
+            kind = parse_field(s, eol, &x, &end);
         }
-        v[n++] = x;
-        if (t >= eol)
-            return n;
-        s = t + 1;
+        if (kind == FIELD_NUMBER && L->n < cap)
+            v[L->n] = x;
+        if (kind != FIELD_NUMBER && !L->bad)
+            L->bad = kind, L->bad_k = L->n, L->at = s;
+        L->text_fields += kind == FIELD_TEXT;
+        L->n++;
+        if (end >= eol)
+            return;
+        s = end + 1;
     }
 }
 
@@ -60,11 +109,64 @@ static int blank(const char *s, const char *eol)
     return s == eol;
 }
 
+/* The error for line `line` of path, which is not all numbers (L->bad; ftext its field quoted
+ * by field_text), with a note. */
+static mw_status bad_field(const char *path, int line, const csv_line *L, const char *ftext,
+                           const char *note)
+{
+    if (L->bad == FIELD_EMPTY)
+        return mw_err(MW_EDATA,
+                      "data %s: line %d: field %d (column %d) is empty; expected a number%s", path,
+                      line, L->bad_k + 1, L->bad_k + 1, note);
+    return mw_err(MW_EDATA, "data %s: line %d: field %d: found %s; expected a number%s", path, line,
+                  L->bad_k + 1, ftext, note);
+}
+
+/* The checks of one data line (number line) against the first one (*fields). */
+static mw_status check_data_line(const char *path, int line, const csv_line *L, const char *eol,
+                                 int cap, int fields)
+{
+    char buf[64];
+    if (L->bad)
+        return bad_field(path, line, L, field_text(buf, sizeof buf, L->at, eol), "");
+    if (L->n > cap)
+        return mw_err(MW_EDATA,
+                      "data %s: line %d: %d fields; expected a label and at most %u features", path,
+                      line, L->n, MW_DATA_MAX_CHANNELS);
+    if (fields && L->n != fields)
+        return mw_err(MW_EDATA,
+                      "data %s: line %d: %d fields, but the first example has %d; expected "
+                      "a label and the same features on every line",
+                      path, line, L->n, fields);
+    if (L->n < 2)
+        return mw_err(MW_EDATA,
+                      "data %s: line %d: 1 field; expected a label and at least one feature", path,
+                      line);
+    return MW_OK;
+}
+
+/* The UTF-8 byte order mark some editors and Excel put first. */
+static const char BOM[3] = {'\xef', '\xbb', '\xbf'};
+
 /* One line's text [s, eol) (NUL at eol: no field reads into the next line), its number. */
 typedef mw_status (*csv_line_fn)(void *ctx, int line, const char *s, const char *eol);
 
+/* The first line end (LF, CR or CRLF) in [s, end), or NULL; *next after it. A CR that ends
+ * the buffer before the file's end may be half of a CRLF: NULL, read more. */
+static char *find_eol(char *s, char *end, int eof, const char **next)
+{
+    char *e = s;
+    while (e < end && *e != '\n' && *e != '\r')
+        e++;
+    if (e == end || (*e == '\r' && e + 1 == end && !eof))
+        return NULL;
+    *next = e + 1 + (*e == '\r' && e + 1 < end && e[1] == '\n');
+    return e;
+}
+
 /* Each line of path in turn, through a buffer of CSV_LINE_MAX bytes: a file of any size is
- * read in bounded memory. A line's '\n' (and a '\r' before it) is not part of it. */
+ * read in bounded memory. A line's end (LF, CRLF or CR alone) is not part of it; a byte order
+ * mark before the first line is skipped. */
 static mw_status each_line(const char *path, csv_line_fn fn, void *ctx)
 {
     FILE *f = NULL;
@@ -72,7 +174,7 @@ static mw_status each_line(const char *path, csv_line_fn fn, void *ctx)
     MW_TRY(mw_fs_fopen_input(path, "a CSV file", &f, &nbytes));
     char *buf = malloc(CSV_LINE_MAX + 1);
     mw_status rc = buf ? MW_OK : mw_err(MW_ENOMEM, "data %s: out of memory", path);
-    int line = 0, eof = 0;
+    int line = 0, eof = 0, first = 1;
     while (rc == MW_OK && !(eof && have == 0)) {
         const size_t got = eof ? 0 : fread(buf + have, 1, CSV_LINE_MAX - have, f);
         if (got == 0 && ferror(f))
@@ -80,11 +182,14 @@ static mw_status each_line(const char *path, csv_line_fn fn, void *ctx)
         eof = eof || got == 0;
         have += got;
         buf[have] = '\0';
-        char *s = buf, *end = buf + have, *nl;
-        while (rc == MW_OK && s < end && ((nl = memchr(s, '\n', (size_t)(end - s))) || eof)) {
-            char *eol = nl ? nl : end;
-            const char *next = nl ? nl + 1 : end;
-            eol -= eol > s && eol[-1] == '\r';
+        char *s = buf, *end = buf + have, *eol;
+        const char *next = end;
+        if (first) /* a regular file's first read is whole: a BOM is in it */
+            s += have >= 3 && !memcmp(buf, BOM, 3) ? 3 : 0;
+        first = 0;
+        while (rc == MW_OK && s < end && ((eol = find_eol(s, end, eof, &next)) || eof)) {
+            eol = eol ? eol : end;
+            next = eol == end ? end : next;
             *eol = '\0';
             rc = fn(ctx, ++line, s, eol);
             s = (char *)next;
@@ -102,11 +207,13 @@ static mw_status each_line(const char *path, csv_line_fn fn, void *ctx)
     return rc;
 }
 
-/* What the first pass learns: the examples and fields (a header skipped). */
+/* What the first pass learns: the examples and fields, the header's line (0: none). */
 typedef struct {
     const char *path;
     double *v; /* MW_DATA_MAX_CHANNELS + 1 values */
     int header, fields;
+    csv_line hdr;       /* the header's fields, until the first example confirms it */
+    char hdr_field[64]; /* its first field that is not a number, quoted (field_text) */
     uint32_t rows;
     mw_dataset *d; /* the second pass: the set to fill, its labels' bound, the largest */
     int limit, classes, *top;
@@ -116,32 +223,15 @@ typedef struct {
 static mw_status parse_fields(const csv_scan *c, int line, const char *s, const char *eol, int *n)
 {
     const int cap = (int)MW_DATA_MAX_CHANNELS + 1;
-    int bad;
-    const char *at;
-    char buf[64];
-    *n = parse_line(s, eol, c->v, cap, &bad, &at);
-    if (*n < 0 && bad >= cap)
-        return mw_err(MW_EDATA,
-                      "data %s: line %d: more than %d fields; expected a label and at most %u "
-                      "features",
-                      c->path, line, cap, MW_DATA_MAX_CHANNELS);
-    if (*n < 0)
-        return mw_err(MW_EDATA, "data %s: line %d: field %d: found %s; expected a number", c->path,
-                      line, bad + 1, field_text(buf, sizeof buf, at, eol));
-    if (c->fields && *n != c->fields)
-        return mw_err(MW_EDATA,
-                      "data %s: line %d: %d fields, but the first example has %d; expected a "
-                      "label and the same features on every line",
-                      c->path, line, *n, c->fields);
-    if (*n < 2)
-        return mw_err(MW_EDATA,
-                      "data %s: line %d: 1 field; expected a label and at least one feature",
-                      c->path, line);
-    return MW_OK;
+    csv_line L;
+    parse_line(s, eol, c->v, cap, &L);
+    *n = L.n;
+    return check_data_line(c->path, line, &L, eol, cap, c->fields);
 }
 
-/* The first pass: a header (a first line that is not all numbers), the first example's
- * fields, and the examples counted (every other non-blank line; the second pass checks
+/* The first pass. The header rule (docs/data.md): the first non-blank line is a header when
+ * it has a field that is neither a number nor empty and as many fields as the first example
+ * after it. The examples are counted (every other non-blank line; the second pass checks
  * them). */
 static mw_status count_line(void *ctx, int line, const char *s, const char *eol)
 {
@@ -149,11 +239,21 @@ static mw_status count_line(void *ctx, int line, const char *s, const char *eol)
     if (blank(s, eol))
         return MW_OK;
     if (c->rows == 0) {
-        int n, bad;
-        const char *at;
-        if (line == 1 && parse_line(s, eol, c->v, (int)MW_DATA_MAX_CHANNELS + 1, &bad, &at) < 0) {
-            c->header = 1;
+        csv_line L;
+        int n;
+        parse_line(s, eol, c->v, (int)MW_DATA_MAX_CHANNELS + 1, &L);
+        if (L.bad && L.text_fields && !c->header) { /* a header, if the first example agrees */
+            c->header = line, c->hdr = L;
+            field_text(c->hdr_field, sizeof c->hdr_field, L.at, eol);
             return MW_OK;
+        }
+        if (c->header && c->hdr.n != L.n) {
+            char note[160];
+            snprintf(note, sizeof note,
+                     " (not a header either: it has %d fields, the first example %d; a header "
+                     "names every column)",
+                     c->hdr.n, L.n);
+            return bad_field(c->path, c->header, &c->hdr, c->hdr_field, note);
         }
         MW_TRY(parse_fields(c, line, s, eol, &n));
         c->fields = n;
@@ -169,7 +269,7 @@ static mw_status fill_line(void *ctx, int line, const char *s, const char *eol)
 {
     csv_scan *c = ctx;
     mw_dataset *d = c->d;
-    if (blank(s, eol) || (line == 1 && c->header))
+    if (blank(s, eol) || line == c->header)
         return MW_OK;
     int n;
     MW_TRY(parse_fields(c, line, s, eol, &n));
@@ -206,7 +306,8 @@ static mw_status read_set(mw_dataset *d, const char *dir, const char *name, int 
     if (rc == MW_OK)
         rc = each_line(path, count_line, &c);
     if (rc == MW_OK && c.rows == 0)
-        rc = mw_err(MW_EDATA, "data %s: no examples; expected lines of a label and features", path);
+        rc = mw_err(MW_EDATA, "data %s: no examples%s; expected lines of a label and features",
+                    path, c.header ? " after its header line" : "");
     const uint64_t xbytes = (uint64_t)c.rows * (uint64_t)(c.fields - 1) * sizeof(float);
     if (rc == MW_OK)
         rc = mw_sysmem_check_load(xbytes + (uint64_t)c.rows * sizeof(int32_t),

@@ -1,8 +1,12 @@
-/* The readers behind mw_dataset_open, one file per format (worker/data/data_idx.c, data_npy.c,
- * data_npz.c, data_cifar.c), each with its row of the reader table (mw_data_reader, listed in
- * data_open.c), and what they share (data_arrays.c): arrays as a reader hands them over,
- * label conversion and the checks every format makes; and the .npy header parser, which the
- * .npz reader uses too. A new format is its file with its row, and the row in data_open.c.
+/* What the readers behind mw_dataset_open share (data_formats.c): the reader table's row type
+ * (mw_data_reader), arrays as a reader hands them over, label conversion and the checks every
+ * format makes. The readers are one file and header per format, each with its row (listed in
+ * data_open.c): IDX files (worker/data/data_idx.c), a .npy file and a directory of them
+ * (data_npy.c, whose header parser the .npz reader uses too), a .npz archive (data_npz.c, with
+ * data_zip.c finding a stored member's bytes so they can be memory-mapped), CIFAR-10 and
+ * CIFAR-100 (data_cifar.c) and CSV files (data_csv.c); and the byte-level text corpus
+ * (data_text.c), which --sequence-length selects instead of a row. A new format is its file
+ * and header with its row, and the row in data_open.c.
  *
  * A .npy file (NumPy's format, version 1.0, 2.0 or 3.0):
  *   magic "\x93NUMPY", major and minor version bytes (1|2|3, 0),
@@ -39,10 +43,6 @@ typedef struct {
                       int *top, int *own);
 } mw_data_reader;
 
-/* A text file as a byte-level corpus, when --sequence-length is given (data_text.c). */
-mw_status mw_data_read_text(mw_dataset *train, mw_dataset *test, const char *path,
-                            const mw_data_opts *o, int *top, int *own);
-
 /* 1 when dir/name exists. */
 int mw_data_has(const char *dir, const char *name);
 
@@ -56,16 +56,6 @@ typedef struct {
     uint64_t count;     /* elements: the product of shape */
     size_t data_offset; /* where the data start: 10 or 12 + header_len */
 } mw_npy_header;
-
-/* Parse and check the header at buf[0..avail) of a .npy of file_nbytes bytes in all (avail
- * may be less: the header must lie within it). Checks: the magic, the version (1.0, 2.0, 3.0),
- * header_len against avail, the dict's syntax and its keys (descr, fortran_order and shape,
- * each once, nothing else), descr a little-endian or byte-order-free integer or float type,
- * fortran_order False, shape a tuple of at most MW_NPY_MAX_DIMS sizes, and the data size
- * (product of shape x itemsize) equal to what follows the header. name names the file (or
- * archive member) in messages: "<name>: npy header field 'shape': ...". MW_EDATA. */
-mw_status mw_npy_parse_header(mw_npy_header *h, const uint8_t *buf, size_t avail,
-                              uint64_t file_nbytes, const char *name);
 
 /* An array as a reader hands it over: its header, its data (h.count elements), and what holds
  * them: a heap block (heap), a read-only file mapping (map), or neither (borrowed). */
@@ -100,31 +90,6 @@ mw_status mw_data_take_weights(mw_dataset *d, const mw_npy_array *w);
 mw_status mw_data_take_labels(int32_t *out, const uint8_t *src, size_t stride, char kind,
                               int itemsize, uint32_t count, int classes, const char *why,
                               const char *name, int *max_label);
-
-/* Readers: each fills train and test (initialised, empty) or fails leaving them for the caller
- * to free; *max_label: the largest label of both. classes: --classes (0: none). */
-mw_status mw_data_read_npy_dir(mw_dataset *train, mw_dataset *test, const char *dir, int classes,
-                               int *max_label);
-mw_status mw_data_read_npz(mw_dataset *train, mw_dataset *test, const char *path, int classes,
-                           int *max_label);
-/* The same from an archive in memory (bytes[0..nbytes), borrowed while it runs; the fuzz
- * target's way in). */
-mw_status mw_data_read_npz_buffer(mw_dataset *train, mw_dataset *test, const void *bytes,
-                                  size_t nbytes, const char *name, int classes, int *max_label);
-/* Where the data of member `name` of the zip archive file[0..nbytes) begin: the central
- * directory (zip64 or not) gives the member's local header, whose name and extra field
- * lengths give the data's offset. 0 when any of it is missing or out of bounds. Used for a
- * stored member, whose data are its bytes, after libzip has checked the archive. */
-uint64_t mw_data_zip_data_offset(const uint8_t *file, size_t nbytes, const char *name);
-
-/* CIFAR-10 (fine unused) or CIFAR-100 (fine: the fine labels, else the coarse); *nclasses:
- * the format's own class count (10, 100 or 20). */
-mw_status mw_data_read_cifar(mw_dataset *train, mw_dataset *test, const char *dir, int cifar100,
-                             int fine, int classes, int *nclasses);
-/* Records of one CIFAR file in memory (bytes[0..nbytes)) appended to d's images and labels at
- * example *next (d->count examples allocated). */
-mw_status mw_data_cifar_records(mw_dataset *d, uint32_t *next, const uint8_t *bytes, size_t nbytes,
-                                int cifar100, int fine, int classes, const char *name);
 
 /* path joined to name in out (cap bytes); MW_EINVAL when too long. */
 mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name);

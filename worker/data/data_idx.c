@@ -6,6 +6,8 @@
  * body one more byte is requested: it catches trailing data and, for gzip files, makes
  * zlib reach the end of the stream and verify the CRC, which a read of exactly the body
  * would skip. */
+#include "worker/data/data_idx.h"
+
 #include "worker/data/data.h"
 #include "worker/data/data_formats.h"
 

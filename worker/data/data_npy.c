@@ -1,11 +1,13 @@
-/* The .npy reader (worker/data/data_formats.h): the header parser, and a directory of
+/* The .npy reader (worker/data/data_npy.h): the header parser, and a directory of
  * x_train.npy, y_train.npy, x_test.npy, y_test.npy (the arrays' conversion into a data set is
- * data_arrays.c's, shared with the other readers).
+ * data_formats.c's, shared with the other readers).
  *
  * Images are memory-mapped read-only, never copied: ranks on one node share the page cache,
  * and a rank's resident memory holds only the pages of the examples it assembles (MADV_RANDOM:
  * no read-ahead or fault-around of the neighbours). Labels are small: read and converted to
  * int32. */
+#include "worker/data/data_npy.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -157,6 +159,12 @@ static mw_status parse_shape(mw_npy_header *h, lexer *L)
             if (!accept(L, ')'))
                 return hfail(L->name, "shape", "expected ',' or ')' in the tuple",
                              rest(L, why, sizeof why));
+            if (h->ndim == 1) { /* Python's (N) is the number N: numpy.load refuses it */
+                snprintf(why, sizeof why, "(%llu), the integer %llu", (unsigned long long)v,
+                         (unsigned long long)v);
+                return hfail(L->name, "shape", "expected a tuple; a 1-D shape is written (N,)",
+                             why);
+            }
             break;
         }
     }

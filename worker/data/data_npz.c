@@ -1,4 +1,4 @@
-/* The .npz reader (worker/data/data_formats.h): a zip archive (np.savez: stored members;
+/* The .npz reader (worker/data/data_npz.h): a zip archive (np.savez: stored members;
  * np.savez_compressed: deflated) holding exactly x_train.npy, y_train.npy, x_test.npy and
  * y_test.npy, as Keras's mnist.npz does, and optionally sample_weight_train.npy and
  * sample_weight_test.npy (Keras' fit(sample_weight=...), evaluate(sample_weight=...)). libzip reads
@@ -12,6 +12,8 @@
  * anything large is allocated, and a member may not claim more bytes than its compressed size
  * can inflate to (deflate's limit is about 1032:1), so a forged size cannot make us allocate
  * more than the archive could hold. Labels and deflated members are copied onto the heap. */
+#include "worker/data/data_npz.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,8 @@
 #include "common/mapguard.h"
 #include "common/sysmem.h"
 #include "worker/data/data_formats.h"
+#include "worker/data/data_npy.h"
+#include "worker/data/data_zip.h"
 #include "worker/data/zip_input.h"
 
 #define INFLATE_RATIO 1032u

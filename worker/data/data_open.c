@@ -1,5 +1,7 @@
 /* --data PATH: which reader a path needs, recognised by content through the reader table
- * (data_formats.h), and the classes of the set; see mw_dataset_open in data.h. */
+ * (data_formats.h), and the classes of the set; see data_open.h. */
+#include "worker/data/data_open.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,11 +9,13 @@
 
 #include "common/fs.h"
 #include "common/log.h"
-#include "worker/data/data.h"
+#include "worker/data/data_cifar.h"
+#include "worker/data/data_csv.h"
 #include "worker/data/data_formats.h"
-
-extern const mw_data_reader mw_reader_npz, mw_reader_npy_file, mw_reader_npy_dir, mw_reader_cifar10,
-    mw_reader_cifar100, mw_reader_csv, mw_reader_idx;
+#include "worker/data/data_idx.h"
+#include "worker/data/data_npy.h"
+#include "worker/data/data_npz.h"
+#include "worker/data/data_text.h"
 
 /* The reader table's rows, asked in order: the first that claims a path reads it (IDX, which
  * takes any directory, last). */
@@ -19,13 +23,6 @@ static const mw_data_reader *const readers[] = {
     &mw_reader_npz,      &mw_reader_npy_file, &mw_reader_npy_dir, &mw_reader_cifar10,
     &mw_reader_cifar100, &mw_reader_csv,      &mw_reader_idx,
 };
-
-int mw_data_has(const char *dir, const char *name)
-{
-    char p[4096];
-    struct stat st;
-    return mw_data_join(p, sizeof p, dir, name) == MW_OK && stat(p, &st) == 0;
-}
 
 /* The reader path needs: a file by its first bytes, a directory by the files it holds. */
 static mw_status detect(const char *path, const mw_data_reader **out)

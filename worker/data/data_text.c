@@ -5,6 +5,8 @@
  * tenth of the windows (rounded up, at least one) is the validation ("test") set, the rest
  * the training set: a contiguous split, so no validation text is also trained on. 256
  * classes (the byte values) unless --classes says otherwise. */
+#include "worker/data/data_text.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -1,9 +1,11 @@
-/* The data offset of a stored .npz member (worker/data/data_formats.h), so an uncompressed member
+/* The data offset of a stored .npz member (worker/data/data_zip.h), so an uncompressed member
  * can be memory-mapped like a .npy file instead of copied. libzip reads and checks the archive
  * but does not say where a member's bytes lie; this walks the zip structures for it (APPNOTE
  * 6.3: end of central directory, its zip64 locator and record, central directory headers
  * with their zip64 extra field, the local header). Every read is bounds-checked; anything
  * unexpected gives 0 and the caller copies the member through libzip instead. */
+#include "worker/data/data_zip.h"
+
 #include <string.h>
 
 #include "worker/data/data_formats.h"

@@ -17,7 +17,7 @@ static mw_status loss_file(mw_train_opts *o)
     MW_TRY(mw_fs_read_input(o->loss_config, "the JSON of keras.losses.serialize", MW_LOSS_MAX_BYTES,
                             MW_ECONFIG, &text, &n));
     json_error_t e;
-    json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &e);
+    json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     free(text);
     if (!j)
         return mw_err(MW_ECONFIG, "%s: line %d: %s (expected the JSON of keras.losses.serialize)",

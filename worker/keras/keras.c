@@ -844,6 +844,8 @@ static mw_status build_graph(mw_kbuilder *B, const json_t *model, const json_t *
     if (n > MAX_LAYERS)
         return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
                      MAX_LAYERS);
+    if (n == 0) /* K below holds layers[0] */
+        return gfail(origin, MW_EMODEL, "layers: an empty list; expected the InputLayer first");
     MW_TRY(check_graph_input(origin, conf, layers));
     kshape s;
     MW_TRY(find_input(origin, model, conf, layers, &s));

@@ -124,7 +124,7 @@ static mw_status read_member(zip_t *z, const char *name, zip_uint64_t max, const
 static mw_status check_metadata(const char *text, size_t n, const char *origin)
 {
     json_error_t je;
-    json_t *root = json_loadb(text, n, 0, &je);
+    json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
     const char *v = json_string_value(json_object_get(root, "keras_version"));
     mw_status rc = MW_OK;
     if (!json_is_object(root))
@@ -222,7 +222,7 @@ mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **
         return rc; /* no config.json: the model load reports it */
     }
     json_error_t je;
-    json_t *root = json_loadb(cfg, ncfg, 0, &je);
+    json_t *root = json_loadb(cfg, ncfg, JSON_REJECT_DUPLICATES, &je);
     free(cfg);
     if (!root) /* the model load reports it, with the line */
         return MW_OK;

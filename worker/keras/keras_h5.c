@@ -8,6 +8,7 @@
 #include "worker/keras/keras_h5.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,6 +309,10 @@ static mw_status read_var(hid_t vars, const access_lists *acc, int i, const mw_k
     MW_TRY_GOTO(check_chunks(d, dims, rank, sizeof(float), where, origin), rc, done);
     if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params + v->off) < 0)
         rc = mw_err(MW_EDATA, "%s: %s cannot be read (truncated or corrupt file)", origin, where);
+    for (size_t k = 0; rc == MW_OK && k < v->count; k++) /* no weight Keras saves is NaN */
+        if (!isfinite(params[v->off + k]))
+            rc = mw_err(MW_EDATA, "%s: %s: value %zu of %zu is %g (expected finite weights)",
+                        origin, where, k, v->count, (double)params[v->off + k]);
 done:
     close_id(sp, H5Sclose);
     close_id(t, H5Tclose);

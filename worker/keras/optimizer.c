@@ -258,11 +258,11 @@ static mw_status loss_scale_optimizer(mw_train_opts *t, const mw_kc_loc *l, cons
     MW_TRY(unsupported(l, cfg));
     double init = 32768.0, growth = 2000.0;
     int dynamic = 1, e;
-    MW_TRY(mw_kc_num(l, cfg, "initial_scale", 0, INFINITY, LO_OPEN, &init));
+    MW_TRY(mw_kc_num(l, cfg, "initial_scale", MW_LOSS_SCALE_MIN, MW_LOSS_SCALE_MAX, 0, &init));
     if (frexp(init, &e) != 0.5)
         return mw_kc_bad(l, "initial_scale",
                          "expected a power of 2 (2**15 is Keras' default), got %g", init);
-    MW_TRY(mw_kc_num(l, cfg, "dynamic_growth_steps", 1, 1e9, 0, &growth));
+    MW_TRY(mw_kc_num(l, cfg, "dynamic_growth_steps", 1, MW_LOSS_SCALE_MAX_GROWTH, 0, &growth));
     if (growth != floor(growth))
         return mw_kc_bad(l, "dynamic_growth_steps", "expected a whole number of steps, got %g",
                          growth);
@@ -334,7 +334,7 @@ mw_status mw_optimizer_load(mw_train_opts *o, const char *path)
     MW_TRY(mw_fs_read_input(path, "the JSON of keras.optimizers.serialize", MW_OPTIMIZER_MAX_BYTES,
                             MW_ECONFIG, &text, &n));
     json_error_t e;
-    json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &e);
+    json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     free(text);
     if (!j)
         return mw_err(MW_ECONFIG,

@@ -42,8 +42,6 @@ typedef struct {
     const mw_replicas_ops *replicas; /* the GPU backend */
 } mw_gpu_module;
 
-const mw_gpu_module *mw_gpu_module_get(void);
-
 /* What the probes found (steps 2-3 above). */
 typedef struct {
     int count;        /* usable devices; 0: none; -1: this mwtrain was built without CUDA */

@@ -33,6 +33,8 @@
  * down to pinned memory (a polled wait), are added in device order, summed over the ranks by
  * a polled MPI all-reduce, and go back up to every device; a host round trip per synchronized
  * layer and direction. */
+#include "worker/replicas/replicas_gpu.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,6 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
-#include "worker/replicas/device.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 

@@ -397,12 +397,25 @@ def check(model, driver, work, rng):
     return flat.size, worst
 
 
+def act():
+    """The activation classes the zoo reaches only through Activation(...): ELU, a Softmax
+    layer between two Dense; and a Reshape to a flat vector."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(6, 3, strides=2)(inp)
+    x = layers.ELU(alpha=0.7)(x)
+    x = layers.Reshape((13 * 13 * 6,))(x)
+    x = layers.Dense(16)(x)
+    x = layers.Softmax()(x)
+    out = layers.Dense(10)(x)
+    return keras.Model(inp, out, name="act")
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop):
+    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))

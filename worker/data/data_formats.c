@@ -1,18 +1,20 @@
 /* What the readers share (worker/data/data_formats.h): arrays as a reader hands them over,
- * their checks and conversion into a data set, label conversion, and path joins. Float images
- * are scanned once for NaN and infinities, a window at a time, each window dropped from this
+ * their checks and conversion into a data set, label conversion, and paths in a directory. Float
+ * images are scanned once for NaN and infinities, a window at a time, each window dropped from this
  * process's page tables after it is scanned (MADV_DONTNEED on a file mapping keeps the page
  * cache), so the scan does not leave a mapped file resident. */
+#include "worker/data/data_formats.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/mapguard.h"
-#include "worker/data/data_formats.h"
 
 #define SCAN_WINDOW (64u << 20) /* bytes of float images scanned before they are dropped */
 
@@ -330,4 +332,11 @@ mw_status mw_data_join(char *out, size_t cap, const char *dir, const char *name)
     if (n < 0 || (size_t)n >= cap)
         return mw_err(MW_EINVAL, "data directory %s: path too long", dir);
     return MW_OK;
+}
+
+int mw_data_has(const char *dir, const char *name)
+{
+    char p[4096];
+    struct stat st;
+    return mw_data_join(p, sizeof p, dir, name) == MW_OK && stat(p, &st) == 0;
 }

@@ -1,0 +1,63 @@
+"""Writes three of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+venv of tests/keras/venv.sh; run from the repository root):
+    KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py
+gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
+GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_tokens.json and
+gradcheck_tokens_pos.json: models of 784 token ids below 20 (the gradient check feeds a
+28 x 28 image's worth of ids): Embedding, Conv1D and the 1-D poolings (averaging before
+the max pooling, so that few pooling choices flip under a parameter's step); KerasHub's
+TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, then a global
+max (a global average would scale each position's gradient by 1/784, below what a central
+difference in float32 resolves)."""
+import os
+
+import keras
+import keras_hub
+from keras import initializers, layers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def act():
+    inp = keras.Input((28, 28, 1), name="in")
+    c = layers.Conv2D(4, 5, strides=3, name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
+    a = layers.LeakyReLU(negative_slope=0.2, name="leaky")(c)
+    b = layers.ELU(alpha=0.8, name="elu")(c)
+    s = layers.Add(name="add")([a, b])
+    g = layers.GlobalAveragePooling2D(name="gap")(s)
+    d = layers.Dense(6, name="d1", bias_initializer=initializers.RandomNormal(stddev=0.1))(g)
+    d = layers.Softmax(name="sm")(d)
+    out = layers.Dense(10, activation="softmax", name="out")(d)
+    return keras.Model(inp, out, name="gradcheck_act")
+
+
+def tokens():
+    return keras.Sequential([
+        keras.Input((784,), dtype="int32", name="ids"),
+        layers.Embedding(20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0),
+                         name="emb"),
+        layers.Conv1D(4, 5, strides=4, padding="same", name="conv",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1)),
+        layers.AveragePooling1D(4, name="ap"),
+        layers.MaxPooling1D(7, name="mp"),
+        layers.GlobalMaxPooling1D(name="gmp"),
+        layers.Dense(10, activation="softmax", name="out"),
+    ], name="gradcheck_tokens")
+
+
+def tokens_pos():
+    ids = keras.Input((784,), dtype="int32", name="ids")
+    x = keras_hub.layers.TokenAndPositionEmbedding(20, 784, 4, name="tok_pos")(ids)
+    p = keras_hub.layers.PositionEmbedding(sequence_length=784, name="pos")(x)
+    s = keras_hub.layers.SinePositionEncoding(name="sine")(x)
+    x = layers.Add(name="add_pos")([x, p])
+    x = layers.Add(name="add_sine")([x, s])
+    x = layers.GlobalMaxPooling1D(name="gmp")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(x)
+    return keras.Model(ids, out, name="gradcheck_tokpos")
+
+
+for name, make in (("act", act), ("tokens", tokens), ("tokens_pos", tokens_pos)):
+    with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
+        f.write(make().to_json())

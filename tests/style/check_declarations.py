@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Every function declared by its own file's header, and nowhere else: a reader who opens
+foo.h sees what foo.c offers, and who opens foo.c finds its contract in foo.h. A header
+declaring other files' functions hides who depends on whom (the call cycle check reads the
+calls because such headers made the include graph look clean).
+
+- A function that foo.c or foo.cu defines and does not keep static is declared in foo.h or
+  foo.cuh (same folder, same stem).
+- A function declared in a header foo.h is defined in foo.c or foo.cu.
+- A .c or .cu file declares no function that another file defines.
+main() needs no declaration. The one structural exception, OWNS below: a kernel family's
+header kernels/F.h declares its twins, the functions of kernels/ref/F.c, kernels/cpu/F.c and
+kernels/cuda/F.cu, which implement the one contract F.h states. ALLOWED lists single
+functions by name with the reason each cannot follow the rule; keep it empty or tiny.
+
+Prints each violation as file:line and exits 1; prints a one-line summary and exits 0.
+    check_declarations.py SOURCE_ROOT"""
+import re
+import sys
+
+from csource import module, sources
+from verdict import verdict
+
+# (header, defining file) pairs by pattern: the header may declare that file's functions.
+OWNS = [(r"kernels/(\w+)\.h", r"kernels/(?:ref|cpu|cuda)/\1\.(?:c|cu)")]
+# {function: reason}: none today.
+ALLOWED = {}
+
+
+def owns(header, path):
+    if module(header) == module(path):
+        return True
+    return any(re.fullmatch(h, header) and re.fullmatch(re.sub(r"\\1", re.escape(
+        re.fullmatch(h, header).group(1)), d), path) for h, d in OWNS)
+
+
+def main(root):
+    srcs = sources(root)
+    if len(srcs) < 20:
+        print(f"FAIL: only {len(srcs)} source files under {root}: wrong root?")
+        return 1
+    defined = {}  # name -> [(file, line)] of its non-static definitions outside headers
+    for p, s in srcs.items():
+        if p.endswith((".c", ".cu")):
+            for name, (line, static) in s.defs.items():
+                if not static:
+                    defined.setdefault(name, []).append((p, line))
+    declared = {}  # name -> [(header, line)]
+    for p, s in srcs.items():
+        if p.endswith((".h", ".cuh")):
+            for name, line in s.decls.items():
+                declared.setdefault(name, []).append((p, line))
+    bad, seen = [], set()
+    for name, defs in sorted(defined.items()):
+        if name == "main" or name in ALLOWED:
+            continue
+        for p, line in defs:
+            if not any(owns(h, p) for h, _ in declared.get(name, ())):
+                seen.add(name)
+                elsewhere = ", ".join(f"{h}:{hl}" for h, hl in declared.get(name, ()))
+                bad.append(f"{p}:{line}: {name} is declared "
+                           + (f"in {elsewhere}, not " if elsewhere else "nowhere, not even ")
+                           + f"in {module(p)}.h")
+    for name, decls in sorted(declared.items()):
+        if name in ALLOWED or name in seen:
+            continue
+        for h, line in decls:
+            defs = defined.get(name, [])
+            if name in srcs[h].defs or any(owns(h, p) for p, _ in defs):
+                continue  # its own file's, or defined in the header itself (inline)
+            where = ", ".join(f"{p}:{dl}" for p, dl in defs) or "nowhere in the product"
+            bad.append(f"{h}:{line}: declares {name}, defined in {where}, not in {module(h)}.c")
+    for p, s in srcs.items():
+        if p.endswith((".c", ".cu")):
+            for name, line in sorted(s.decls.items(), key=lambda kv: kv[1]):
+                if name not in s.defs and name not in ALLOWED:
+                    where = ", ".join(f"{d}:{dl}" for d, dl in defined.get(name, [])) or \
+                        "nowhere in the product"
+                    bad.append(f"{p}:{line}: declares {name}, defined in {where}: "
+                               "include its header instead")
+    return verdict(bad, f"{len(bad)} function(s) declared outside their own file's header",
+                   f"declarations: {sum(len(d) for d in defined.values())} external functions "
+                   f"in {len(srcs)} files, each declared by its own file's header")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
