@@ -19,7 +19,6 @@ mw=$(realpath "$1")
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 esc=$'\033]0;pwned\a\033[2J' shown='\x1b]0;pwned\x07\x1b[2J'
 # run NAME ARGS...: mwtrain ARGS, its output in $tmp/NAME.out and its exit code in rc
 run() {

@@ -24,7 +24,6 @@ mw=$(realpath "$1")
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 trials=${MW_SIGNAL_TRIALS:-5} mpi_trials=${MW_SIGNAL_MPI_TRIALS:-1}
 tmp=$(mktemp -d)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 mpirun=${MPIEXEC:-mpirun}
 echo "localhost slots=2" >"$tmp/hosts"
 # 30 epochs: training outlasts the latest signal (start-up + 2.2 s) on any machine
