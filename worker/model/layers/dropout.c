@@ -1,4 +1,5 @@
 /* Dropout: the layer table's row (worker/model/layer.h). */
+#include "worker/keras/keras_keys.h"
 #include "worker/keras/keras_layer.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
@@ -49,11 +50,19 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+/* The keys Keras writes for Dropout (worker/keras/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("rate"),
+    MW_KREAD("noise_shape"),
+    MW_KREAD("seed"), /* checked to be an integer or null; the masks come from --seed */
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     double rate = 0.0;
     char d[MW_KQUOTE_MAX * 4 + 64];
     if (!json_object_get(cfg, "rate"))
