@@ -159,6 +159,23 @@ MW_KERNEL(layernorm_bwd, CPU,
           (dx, dgamma, dbeta, dy, x, stat, gamma, rows, D),
           MW_O(dx, (size_t)rows * D) MW_O(dgamma, D) MW_O(dbeta, D) MW_A(dy, (size_t)rows * D)
           MW_A(x, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_O(gamma, D))
+/* Keras' GroupNormalization (kernels/groupnorm_rules.h): n examples of S positions of C
+ * channels, G groups of C / G channels; each example's group normalized over its S C / G
+ * values, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c] (gamma, beta NULL: 1, 0);
+ * stat (2 n G) gets each group's mean, then each group's 1 / sqrt(var + eps). */
+MW_KERNEL(groupnorm_fwd, REF,
+          (float *y, float *stat, const float *x, const float *gamma, const float *beta, int n,
+           int S, int C, int G, float eps),
+          (y, stat, x, gamma, beta, n, S, C, G, eps),
+          MW_A(y, (size_t)n * S * C) MW_A(stat, 2 * (size_t)n * G) MW_A(x, (size_t)n * S * C)
+          MW_O(gamma, C) MW_O(beta, C))
+/* dx += the input's gradient (dx NULL: none); dgamma, dbeta += theirs (NULL: none). */
+MW_KERNEL(groupnorm_bwd, REF,
+          (float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+           const float *stat, const float *gamma, int n, int S, int C, int G),
+          (dx, dgamma, dbeta, dy, x, stat, gamma, n, S, C, G),
+          MW_O(dx, (size_t)n * S * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, (size_t)n * S * C)
+          MW_A(x, (size_t)n * S * C) MW_A(stat, 2 * (size_t)n * G) MW_O(gamma, C))
 /* MultiHeadAttention's core between its projections (mw_attn_geom): p (n, H, T, S) gets the
  * probabilities (kept for the backward), o (n, T, H, dv) the output. The reference and the
  * CUDA twin compute each row by kernels/attention_rules.h; the fast CPU twin multiplies each

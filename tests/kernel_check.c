@@ -59,7 +59,7 @@ typedef struct {
         };
         void *ptr[NPTR];
     };
-    int N, I, O, K, n, T, D, V, width, P, H, W, C, PT, PB, PL, PR, CX, CY, off;
+    int N, I, O, K, n, T, D, V, width, P, H, W, C, S, G, PT, PB, PL, PR, CX, CY, off;
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;
     double l1, l2, M;

@@ -4,8 +4,7 @@
  * - Every backward, in both tables, passes a central-difference check in double precision
  *   against L = sum_i r_i y_i with a fixed random projection r, so the analytic gradient is
  *   bwd(dy = r).
- * - Layer backward accumulates (a second call adds again, onto non-zero starting values);
- *   ReLU and cross-entropy backward work in place.
+ * - Backward accumulates (a second call adds again); ReLU and cross-entropy's work in place.
  * - TF's padding arithmetic for conv and pool geometry; the capped conv scratch.
  * - An empty batch (N = 0, count = 0) leaves every output untouched.
  * - The layer ops of Functional graphs (BatchNormalization, average pooling, zero padding,
@@ -818,6 +817,51 @@ static void test_layernorm(void **state)
                 grad_check(ln_loss, &e, beta, D, db, 1e-2f, 107, what);
             }
             ctx_close(&C);
+            pool_free(&P);
+        }
+}
+
+/* GroupNormalization: n=3 examples of S=4 positions of C=6 channels (values far from 0 mean),
+ * in 2, 3 and 6 groups (6: instance normalization), affine or not: each gradient by central
+ * differences of sum(r * y). */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *y, *stat;
+    const float *x, *gamma, *beta, *r;
+    int G;
+} gn_env;
+
+static double gn_loss(void *env)
+{
+    gn_env *e = env;
+    e->t->groupnorm_fwd(e->k, e->y, e->stat, e->x, e->gamma, e->beta, 3, 4, 6, e->G, 1e-3f);
+    return dot_r(e->r, e->y, 3 * 4 * 6);
+}
+
+static void test_groupnorm(void **state)
+{
+    (void)state;
+    for (int G = 2; G <= 6; G += 1 + (G == 3) * 2)
+        for (int affine = 1; affine >= 0; affine--) {
+            mw_kernels t;
+            table(&t, 1);
+            pool P = {0};
+            ctx c;
+            ctx_open(&c, 0, 2);
+            float *x = frand(&P, 72, 111, 2.0f, 4.0f), *dx = fzero(&P, 72);
+            float *gamma = affine ? frand(&P, 6, 113, 0.5f, 1.5f) : NULL;
+            float *beta = affine ? frand(&P, 6, 114, -0.5f, 0.5f) : NULL;
+            float *dg = affine ? fzero(&P, 6) : NULL, *db = affine ? fzero(&P, 6) : NULL;
+            gn_env e = {&t, &c.k,  fzero(&P, 72), fzero(&P, 2 * 3 * 6),
+                        x,  gamma, beta,          frand(&P, 72, 112, -1.0f, 1.0f),
+                        G};
+            gn_loss(&e);
+            t.groupnorm_bwd(&c.k, dx, dg, db, e.r, x, e.stat, gamma, 3, 4, 6, G);
+            grad_check(gn_loss, &e, x, 72, dx, 1e-2f, 115, affine ? "groupnorm dx" : "gn dx, 1 0");
+            for (int p = 0; affine && p < 2; p++)
+                grad_check(gn_loss, &e, p ? beta : gamma, 6, p ? db : dg, 1e-2f, 116, "gn dg, db");
+            ctx_close(&c);
             pool_free(&P);
         }
 }
@@ -1738,6 +1782,7 @@ int main(void)
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_groupnorm),
         cmocka_unit_test(test_sine_pos),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_regularize),
