@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/preempt.h"
+
 int mw_fs_mkdir_p_errno(const char *dir, char *failed, size_t failed_cap)
 {
     if (failed && failed_cap)
@@ -102,7 +104,7 @@ int mw_fs_write_atomic_errno(const char *path, const void *bytes, size_t nbytes,
     *step = "create";
     if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = mw_preempt_temp_create(tmp, O_WRONLY, 0644); /* removed if a signal ends us */
     if (fd < 0)
         return errno;
     const unsigned char *p = bytes;
@@ -125,10 +127,11 @@ int mw_fs_write_atomic_errno(const char *path, const void *bytes, size_t nbytes,
         *step = "close", e = errno;
     if (!e && rename(tmp, path) != 0)
         *step = "rename", e = errno;
-    if (e) {
+    if (e)
         unlink(tmp);
+    mw_preempt_temp_done(tmp);
+    if (e)
         return e;
-    }
     /* The directory entry must be durable too, or a crash could bring back the old file. */
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);

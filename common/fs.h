@@ -33,7 +33,8 @@ char *mw_fs_join_alloc(const char *dir, const char *name);
 
 /* Replace DIR/NAME with nbytes of bytes atomically: write NAME.tmp-<pid> beside it, fsync,
  * close, rename it over NAME, fsync DIR. After a failure the temporary file is gone and NAME is
- * as it was (unless only the final directory sync failed). what names dir's role in messages:
+ * as it was (unless only the final directory sync failed); so it is after a signal that ends
+ * the process (mw_preempt_temp_create, common/preempt.h). what names dir's role in messages:
  *   MW_EIO "WHAT DIR: cannot STEP NAME (REASON)"
  * with STEP one of create, write, sync, close, rename, "sync the directory of". */
 mw_status mw_fs_write_atomic(const char *dir, const char *name, const void *bytes, size_t nbytes,

@@ -1,10 +1,13 @@
-/* stderr logger; one fprintf per message so ranks' lines do not interleave mid-line. */
+/* stderr logger; one fprintf per message so ranks' lines do not interleave mid-line, its control
+ * bytes escaped (common/strfmt.h). */
 #include "common/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/strfmt.h"
 
 static mw_log_level level = MW_LOG_INFO;
 static int log_rank = 0, log_nranks = 1;
@@ -41,11 +44,12 @@ void mw_log(mw_log_level lvl, const char *fmt, ...)
     static const char *tags[] = {"error", "warning", "info", "debug"};
     if (lvl > level)
         return;
-    char msg[2048];
+    char raw[2048], msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    mw_str_controls(msg, sizeof msg, raw); /* no raw control byte reaches the terminal */
     if (log_nranks > 1)
         fprintf(stderr, "mwtrain [rank %d/%d] %s: %s\n", log_rank, log_nranks, tags[lvl], msg);
     else

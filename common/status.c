@@ -1,7 +1,9 @@
-/* Status table and the thread-local first-error message. */
+/* Status table and the thread-local first-error message, its control bytes escaped. */
 #include "common/status.h"
 
 #include <stdio.h>
+
+#include "common/strfmt.h"
 
 static _Thread_local char err_msg[1024];
 static _Thread_local mw_status err_status = MW_OK;
@@ -40,7 +42,9 @@ int mw_status_exit_code(mw_status s)
 mw_status mw_verr(mw_status s, const char *fmt, va_list ap)
 {
     if (err_status == MW_OK && s != MW_OK) {
-        vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+        char raw[sizeof err_msg];
+        vsnprintf(raw, sizeof raw, fmt, ap);
+        mw_str_controls(err_msg, sizeof err_msg, raw); /* whatever it quotes: no raw ESC */
         err_status = s;
     }
     return s;

@@ -4,9 +4,11 @@
  * thread-local slot; the first one wins, so the message that reaches the user
  * is the root cause, not the last frame that noticed it. Each status maps to a
  * process exit code (see the table): configuration errors are not worth a
- * restart, peer loss and timeouts are (>= 128), so schedulers can tell them
- * apart. MW_EPREEMPTED is not a failure but the agreed end of a preempted run
- * (a signal, common/preempt.h): a restart with --resume continues it. */
+ * restart, MPI failures and timeouts are (>= 128), so schedulers can tell them
+ * apart. The table is the one list of exit codes: `mwtrain help` prints it, and
+ * tests/check_exit_codes.py holds docs/commands.md's table to it (130 is no
+ * status: it is 128 + SIGINT, common/preempt.h). MW_EPREEMPTED is not a failure but the agreed end
+ * of a preempted run (a signal, common/preempt.h): a restart with --resume continues it. */
 #ifndef MW_COMMON_STATUS_H
 #define MW_COMMON_STATUS_H
 
@@ -27,7 +29,6 @@
     X(MW_EDIVERGED, 8, "diverged: a non-finite loss or weights")                                   \
     X(MW_EINTERNAL, 1, "internal error")                                                           \
     X(MW_EMPI, 129, "MPI error")                                                                   \
-    X(MW_EPEER, 130, "peer lost")                                                                  \
     X(MW_ETIMEOUT, 131, "timeout")                                                                 \
     X(MW_EPREEMPTED, 133, "preempted: the checkpoint of the step reached is saved")
 

@@ -1,5 +1,5 @@
 /* The smooth activations' value and slope (Keras 3.6's keras/src/activations/), written once
- * for the reference (ref/graphops.c) and the CUDA twin (cuda/graphops.cu). Private to
+ * for the reference, the fast CPU and the CUDA twins ({ref,cpu,cuda}/activation.*). Private to
  * kernels/: each includer defines MW_ACT_HD first ("static inline", or
  * "__device__ static inline"). The math library's expf, tanhf and erff differ between the
  * host and the device in the last bits; the formulas do not. */

@@ -53,12 +53,4 @@ static inline float mw_f16_round(float x)
     return x;
 }
 
-#define MW_CAST_DECL(sfx)                                                                          \
-    void mw_round_bf16_##sfx(const mw_kctx *k, float *p, size_t count);                            \
-    void mw_round_f16_##sfx(const mw_kctx *k, float *p, size_t count);
-MW_CAST_DECL(ref)
-MW_CAST_DECL(cpu)
-MW_CAST_DECL(cuda)
-#undef MW_CAST_DECL
-
 #endif

@@ -6,20 +6,6 @@
 
 #include "kernels/kernels.h"
 
-#define MW_EMBED_DECL(sfx)                                                                         \
-    void mw_embed_fwd_##sfx(const mw_kctx *k, float *y, const float *ids, const float *table,      \
-                            int n, int T, int D, int V);                                           \
-    void mw_embed_bwd_##sfx(const mw_kctx *k, float *gtable, const float *dy, const float *ids,    \
-                            int n, int T, int D, int V);                                           \
-    void mw_masked_mean_fwd_##sfx(const mw_kctx *k, float *y, const float *x, const float *ids,    \
-                                  int n, int T, int D);                                            \
-    void mw_masked_mean_bwd_##sfx(const mw_kctx *k, float *dx, const float *dy, const float *ids,  \
-                                  int n, int T, int D);                                            \
-    void mw_sine_pos_##sfx(const mw_kctx *k, float *y, int n, int T, int D, float max_wavelength);
-MW_EMBED_DECL(ref)
-MW_EMBED_DECL(cuda)
-#undef MW_EMBED_DECL
-
 /* SinePositionEncoding's value at step t, feature j (kernels.h: mw_sine_pos_fn), for the
  * reference and the CUDA twin: each includer defines MW_SINE_HD first (static inline, or
  * __device__ static inline). */

@@ -1,9 +1,10 @@
 /* The kernel context and the backend function table.
  *
- * Every op has a reference twin in kernels/ref (plain loops: the spec), a fast
- * CPU twin in kernels/cpu, and a CUDA twin in kernels/cuda, all with the same
- * signature. mw_kernels_init_ref fills the table with the reference; the fast
- * inits override the entries they implement. Kernels allocate nothing and
+ * Every op is one entry of kernels/kernel_list.h, with a reference twin in kernels/ref (plain
+ * loops: the spec), a CUDA twin in kernels/cuda and, where the list says so, a fast CPU twin
+ * in kernels/cpu, all with the same signature (prototypes: kernels/twins.h).
+ * mw_kernels_init_ref fills the table with the reference; the fast inits override the entries
+ * they implement. Kernels allocate nothing and
  * return no status: shapes are checked when the model is built, and scratch
  * memory comes from the caller through mw_kctx.
  *
@@ -68,39 +69,6 @@ size_t mw_conv2d_ws_min(const mw_conv2d_geom *g);
  * images and batches is gigabytes. */
 size_t mw_conv2d_ws_capped(const mw_conv2d_geom *g, int N, size_t cap);
 
-/* y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C,O)) + b (O). */
-typedef void (*mw_conv2d_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,
-                                 const float *b, const mw_conv2d_geom *g, int N);
-/* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). */
-typedef void (*mw_conv2d_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                                 const float *x, const float *w, const mw_conv2d_geom *g, int N);
-/* y (N,OH,OW,C) = max over each window; argmax (N,OH,OW,C) keeps the winning
- * input offset within one image (h*W + w)*C + c, for backward. */
-typedef void (*mw_pool_fwd_fn)(const mw_kctx *k, float *y, int32_t *argmax, const float *x,
-                               const mw_pool_geom *g, int N);
-/* dx[argmax] += dy. */
-typedef void (*mw_pool_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const int32_t *argmax,
-                               const mw_pool_geom *g, int N);
-/* y (N,O) = x (N,I) * w (I,O) + b (O). */
-typedef void (*mw_dense_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *w,
-                                const float *b, int N, int I, int O);
-/* dx += dy w^T (dx may be NULL), dw += x^T dy, db += sum dy. */
-typedef void (*mw_dense_bwd_fn)(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                                const float *x, const float *w, int N, int I, int O);
-/* y = max(x, 0); y may equal x. */
-typedef void (*mw_relu_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t count);
-/* dx = dy * (y > 0), from the forward OUTPUT y; dx may equal dy. */
-typedef void (*mw_relu_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *y,
-                               size_t count);
-/* Sparse softmax cross-entropy from logits (N,K): prob = softmax(logits),
- * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). A label outside [0, K) (an
- * ignore_class label: the data check every other) has loss 0 and no one-hot term; its
- * sample weight 0 zeroes its gradient. */
-typedef void (*mw_xent_fwd_fn)(const mw_kctx *k, float *loss, float *prob, const float *logits,
-                               const int32_t *labels, int N, int K);
-/* dlogits = scale * (prob - onehot(label)) (onehot 0 for a label outside [0, K)). */
-typedef void (*mw_xent_bwd_fn)(const mw_kctx *k, float *dlogits, const float *prob,
-                               const int32_t *labels, float scale, int N, int K);
 /* The losses of dense float targets y (N, K), Keras 3's formulas (keras/src/losses/losses.py
  * and its backends' nn.py): per example the mean over K of an elementwise loss, or the sum
  * over K (CCE). The formulas are kernels/loss_rules.h. */
@@ -167,42 +135,7 @@ typedef struct {
 #define MW_SUM_AUC_NEG (MW_SUM_AUC_POS + MW_AUC_THRESHOLDS)
 #define MW_SUMS (MW_SUM_AUC_NEG + MW_AUC_THRESHOLDS)
 
-/* loss[i] from out row i and y row i; prob (N, K): the output as Keras' metrics see it
- * (CCE: softmax(out), the folded softmax; otherwise out as it is). */
-typedef void (*mw_dloss_fwd_fn)(const mw_kctx *k, const mw_dloss *p, float *loss, float *prob,
-                                const float *out, const float *y, int N, int K);
-/* dout = scale * d loss[i] / d out (dout may not alias out or prob). */
-typedef void (*mw_dloss_bwd_fn)(const mw_kctx *k, const mw_dloss *p, float *dout, const float *out,
-                                const float *prob, const float *y, float scale, int N, int K);
-/* Embedding (kernels/embed.h): ids (n, T) token ids held as floats (exact below 2^24),
- * table (V, D), y (n, T, D): y[i, t] = table[ids[i, t]]. An id that is not an integer in
- * [0, V) (the data are checked before: never) gives a zero row. */
-typedef void (*mw_embed_fwd_fn)(const mw_kctx *k, float *y, const float *ids, const float *table,
-                                int n, int T, int D, int V);
-/* gtable[ids[i, t]] += dy[i, t] for every (i, t) (an id outside [0, V): nothing). */
-typedef void (*mw_embed_bwd_fn)(const mw_kctx *k, float *gtable, const float *dy, const float *ids,
-                                int n, int T, int D, int V);
-/* Keras' GlobalAveragePooling1D under a padding mask (Embedding(mask_zero=True): the steps
- * whose id is 0 are padding): x (n, T, D), ids (n, T); y[i] = the sum over the steps of x[i, t]
- * with ids[i, t] != 0, divided by their number (0 of them: 0 / 0, NaN, as Keras). */
-typedef void (*mw_masked_mean_fwd_fn)(const mw_kctx *k, float *y, const float *x, const float *ids,
-                                      int n, int T, int D);
-/* dx[i, t] += dy[i] / count for the unmasked steps (accumulates, as every backward). */
-typedef void (*mw_masked_mean_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
-                                      const float *ids, int n, int T, int D);
-/* Keras' LayerNormalization over the last axis (kernels/layernorm.h): for each of rows rows
- * of D values, y = (x - mean) / sqrt(var + eps) * gamma + beta (var the biased variance;
- * gamma, beta NULL: 1, 0); stat (2 x rows) gets each row's mean and 1 / sqrt(var + eps) for
- * the backward. */
-typedef void (*mw_layernorm_fwd_fn)(const mw_kctx *k, float *y, float *stat, const float *x,
-                                    const float *gamma, const float *beta, int rows, int D,
-                                    float eps);
-/* dx += the input's gradient (dx NULL: none); dgamma, dbeta += theirs (NULL: none), from x,
- * stat and dy. */
-typedef void (*mw_layernorm_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
-                                    const float *dy, const float *x, const float *stat,
-                                    const float *gamma, int rows, int D);
-/* Keras' MultiHeadAttention between its projections (kernels/attention.h), per example i and
+/* Keras' MultiHeadAttention between its projections (attn_fwd, attn_bwd), per example i and
  * head h: q (n, T, H, dk), kk (n, S, H, dk), v (n, S, H, dv), the layout of Keras' projected
  * tensors. Scores s[t, u] = (q[t] * scale) . kk[u]; where (t, u) is masked, -1e9 instead, and
  * p = softmax over u with the masked probabilities 0; o[t] = sum over u of p[t, u] drop[t, u]
@@ -227,28 +160,12 @@ typedef struct {
     uint64_t seed, stream;
     const uint32_t *ids;
 } mw_attn_geom;
-/* p (n, H, T, S) gets the probabilities (kept for the backward), o (n, T, H, dv) the output. */
-typedef void (*mw_attn_fwd_fn)(const mw_kctx *k, float *o, float *p, const float *q,
-                               const float *kk, const float *v, const mw_attn_geom *g, int n);
-/* dq, dk, dv += the gradients (same layouts as q, kk, v) from dout (n, T, H, dv) and the
- * forward's p, which it overwrites (the scores' gradient takes its place). */
-typedef void (*mw_attn_bwd_fn)(const mw_kctx *k, float *dq, float *dk, float *dv, float *p,
-                               const float *dout, const float *q, const float *kk, const float *v,
-                               const mw_attn_geom *g, int n);
+
 /* Floats of k's scratch the fast CPU attention uses (one T x S matrix per thread, for up to
  * this many threads); the others use none. */
 #define MW_ATTN_WS_SLOTS 16
-/* KerasHub's SinePositionEncoding (kernels/embed.h): y (n, T, D), the same for every example:
- * step t, feature j: sin(t w_j) for even j, cos(t w_j) for odd j, w_j = (1 / max_wavelength)
- * ^ (2 floor(j / 2) / D), each step in float32 as KerasHub computes it. */
-typedef void (*mw_sine_pos_fn)(const mw_kctx *k, float *y, int n, int T, int D,
-                               float max_wavelength);
-/* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
-typedef void (*mw_scale_rows_fn)(const mw_kctx *k, float *a, const float *w, int n, int width);
-/* out[i] = the mean of in[i P .. i P + P) (a sequence's per-position losses into its
- * example's loss, summed in order in double); out and in do not overlap. */
-typedef void (*mw_row_mean_fn)(const mw_kctx *k, float *out, const float *in, int n, int P);
-/* One optimizer step's scalars, for the update rules of kernels/optim.h (Keras 3's
+
+/* One optimizer step's scalars, for the update rules of kernels/kernel_list.h (Keras 3's
  * formulas). Per element, in this order: p -= p * weight_decay * decay_lr (when
  * weight_decay > 0); g' = g * gscale, clamped to [-clipvalue, clipvalue] when clipvalue > 0
  * (the gradient itself is never written); then the rule's update with g'. */
@@ -267,36 +184,6 @@ typedef struct {
     float bias1;    /* Adamax: 1 - beta_1^t in float32 */
     int nesterov, amsgrad, centered;
 } mw_optim_hyper;
-/* An update rule over count elements: parameters p, slots s1..s3 (which ones a rule uses, and
- * their meaning, are in kernels/optim.h; unused ones may be NULL), gradients g (read only). */
-typedef void (*mw_optim_fn)(const mw_kctx *k, float *p, float *s1, float *s2, float *s3,
-                            const float *g, size_t count, const mw_optim_hyper *h);
-/* *out = sum of g[i]^2 in double, in a fixed order (reproducible). out is HOST memory: the
- * CUDA twin waits for its stream. */
-typedef void (*mw_sumsq_fn)(const mw_kctx *k, double *out, const float *g, size_t count);
-/* Inverted dropout while training, x and y (N, D): element e of example n is
- * kept when mw_rng_hash(seed, stream, ids[n] * D + e) >> 40 (24 uniform bits)
- * is at least ceil(rate * 2^24), so a mask depends on the example's global id
- * and never on its batch position; mask = kept ? 1 / (1 - rate) : 0 and
- * y = x * mask. ids NULL: example n has id n. y may equal x. 0 <= rate < 1. */
-typedef void (*mw_dropout_fwd_fn)(const mw_kctx *k, float *y, float *mask, const float *x,
-                                  const uint32_t *ids, uint64_t seed, uint64_t stream, float rate,
-                                  int N, size_t D);
-/* dx = dy * mask, count elements (overwrites; dx may equal dy). */
-typedef void (*mw_dropout_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *mask,
-                                  size_t count);
-/* p[0..nbytes) = 0 in the backend's memory (host: memset; CUDA: enqueued on
- * k's stream). The model zeroes the gradient buffers it accumulates into with
- * it; a table without it (NULL) means memset. */
-typedef void (*mw_zero_fn)(const mw_kctx *k, void *p, size_t nbytes);
-/* Keras' L1/L2 weight penalty on count weights w, both in the backend's memory:
- *   g[i] += scale (l1 sign(w[i]) + 2 l2 w[i])     (in float; skipped when g is NULL)
- *   *acc += scale (l1 sum |w| + l2 sum w^2)       (the sums in double)
- * acc is ONE double in the backend's memory (device memory on CUDA), so the
- * penalty never needs a synchronization to be added up. The CUDA twin needs 2 x
- * 256 doubles of k's scratch and sums in a fixed order (reproducible). */
-typedef void (*mw_regularize_fn)(const mw_kctx *k, float *g, double *acc, const float *w,
-                                 size_t count, double l1, double l2, float scale);
 
 /* Elementwise activations beyond ReLU, as Keras 3 defines them (alpha: elu's alpha,
  * leaky_relu's negative slope). gelu is the exact erf form (Keras' approximate=False),
@@ -311,145 +198,30 @@ typedef enum {
     MW_ACTK_LEAKY_RELU,
 } mw_act_kind;
 
-/* BatchNormalization over rows of C channels (rows = N*H*W), training: mean and var (the
- * biased batch variance) per channel, invstd = 1 / sqrt(var + eps), y = (x - mean) * invstd
- * * gamma + beta (gamma NULL: 1, beta NULL: 0). Sums in double. y may not alias x. */
-typedef void (*mw_bn_fwd_train_fn)(const mw_kctx *k, float *y, float *mean, float *var,
-                                   float *invstd, const float *x, const float *gamma,
-                                   const float *beta, size_t rows, int C, float eps);
-/* Inference: the same with the given (moving) mean and variance. */
-typedef void (*mw_bn_fwd_infer_fn)(const mw_kctx *k, float *y, const float *x, const float *gamma,
-                                   const float *beta, const float *mean, const float *var,
-                                   size_t rows, int C, float eps);
-/* Backward of the training forward: dx += ..., dgamma += sum dy xhat, dbeta += sum dy
- * (dgamma / dbeta NULL: skipped; gamma NULL: 1). */
-typedef void (*mw_bn_bwd_fn)(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
-                             const float *dy, const float *x, const float *mean,
-                             const float *invstd, const float *gamma, size_t rows, int C);
-/* The moving statistics (worker/model/model.h), in the backend's memory, count elements:
- * stats_acc adds a replica's batch statistics into their gradient slots, g[i] += w * st[i];
- * stats_update folds the all-reduced sums in, p[i] = p[i] * momentum + g[i] * (1 - momentum),
- * and zeroes g[i]. Float products and sums, each rounded on its own (the CUDA twin forbids
- * fma contraction), so the tables agree bitwise. */
-typedef void (*mw_bn_stats_acc_fn)(const mw_kctx *k, float *g, const float *st, size_t count,
-                                   float w);
-typedef void (*mw_bn_stats_update_fn)(const mw_kctx *k, float *p, float *g, size_t count,
-                                      float momentum);
-/* Synchronized BatchNormalization (Keras' synchronized=True): the batch statistics and the
- * backward's two sums are taken over every replica's slice. bn_sums gives this slice's
- * per-channel sums (s: 2 C doubles, overwritten), which the caller sums over the replicas:
- * dy NULL: s[c] = sum x, s[C + c] = sum x^2 (forward); otherwise s[c] = sum dy,
- * s[C + c] = sum dy xhat with xhat = (x - mean) * invstd (backward), which are also this
- * slice's gradients of beta and gamma: dbeta[c] += s[c], dgamma[c] += s[C + c] (either NULL:
- * skipped; both ignored in the forward). */
-typedef void (*mw_bn_sums_fn)(const mw_kctx *k, double *s, const float *x, const float *dy,
-                              const float *mean, const float *invstd, float *dgamma, float *dbeta,
-                              size_t rows, int C);
-/* The forward from the summed s over M rows in all: mean = s[c] / M, var = max(s[C + c] / M
- * - mean^2, 0) (biased), invstd and y as bn_fwd_train. */
-typedef void (*mw_bn_sync_fwd_fn)(const mw_kctx *k, float *y, float *mean, float *var,
-                                  float *invstd, const float *x, const float *gamma,
-                                  const float *beta, const double *s, double M, size_t rows, int C,
-                                  float eps);
-/* dx += gamma invstd / M (M dy - s[c] - xhat s[C + c]) with the summed backward s over M rows
- * (gamma NULL: 1); dgamma and dbeta are this slice's own (bn_sums). */
-typedef void (*mw_bn_sync_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
-                                  const float *mean, const float *invstd, const float *gamma,
-                                  const double *s, double M, size_t rows, int C);
-/* AveragePooling2D: the mean over the window's cells inside the image (padded cells are
- * not counted, as in TensorFlow); backward dx += dy / cells. */
-typedef void (*mw_avgpool_fwd_fn)(const mw_kctx *k, float *y, const float *x, const mw_pool_geom *g,
-                                  int N);
-typedef void (*mw_avgpool_bwd_fn)(const mw_kctx *k, float *dx, const float *dy,
-                                  const mw_pool_geom *g, int N);
-/* ZeroPadding2D: y (N, PT+H+PB, PL+W+PR, C) = x padded with zeros; backward dx += the
- * inner part of dy. */
-typedef void (*mw_pad2d_fwd_fn)(const mw_kctx *k, float *y, const float *x, int H, int W, int C,
-                                int PT, int PB, int PL, int PR, int N);
-typedef void (*mw_pad2d_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, int H, int W, int C,
-                                int PT, int PB, int PL, int PR, int N);
-/* y += x (Add, and the gradient of a tensor with several consumers). */
-typedef void (*mw_acc_fn)(const mw_kctx *k, float *y, const float *x, size_t count);
-/* Multiply: y = a * b; backward da += dy * b, db += dy * a. */
-typedef void (*mw_mul_fwd_fn)(const mw_kctx *k, float *y, const float *a, const float *b,
-                              size_t count);
-typedef void (*mw_mul_bwd_fn)(const mw_kctx *k, float *da, float *db, const float *dy,
-                              const float *a, const float *b, size_t count);
-/* Concatenate on the channel axis: y (rows, CY)[:, off:off+CX] = x (rows, CX); backward
- * dx += that part of dy. */
-typedef void (*mw_concat_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t rows, int CX,
-                                 int CY, int off);
-typedef void (*mw_concat_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, size_t rows, int CX,
-                                 int CY, int off);
-/* y = act(x) (y may not alias x); backward dx += dy * act'(x), from x and y. */
-typedef void (*mw_act_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t count,
-                              mw_act_kind kind, float alpha);
-typedef void (*mw_act_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *x,
-                              const float *y, size_t count, mw_act_kind kind, float alpha);
-/* Round count floats in place to the nearest bfloat16 (round_bf16) or float16 (round_f16)
- * value (kernels/cast.h): the casts of mixed precision. */
-typedef void (*mw_round_bf16_fn)(const mw_kctx *k, float *p, size_t count);
-/* Softmax over the last axis of (rows, C), as a layer; backward dx += y (dy - sum dy y). */
-typedef void (*mw_softmax_fwd_fn)(const mw_kctx *k, float *y, const float *x, size_t rows, int C);
-typedef void (*mw_softmax_bwd_fn)(const mw_kctx *k, float *dx, const float *dy, const float *y,
-                                  size_t rows, int C);
+/* The entries' function types, mw_<op>_fn, and the table: one field per entry of
+ * kernels/kernel_list.h, where each entry's contract is. A backend's table may leave an entry
+ * NULL where it cannot run it (a model that needs it is then refused,
+ * mw_model_check_kernels); the ref, cpu and cuda tables fill every one. */
+#define MW_UNPAREN(...) __VA_ARGS__
+/* The list's conditional arrays, for the includers that define MW_A and MW_O. */
+#define MW_AIF(cond, p, count)                                                                     \
+    if (cond)                                                                                      \
+    MW_A(p, count)
+#define MW_OIF(cond, p, count)                                                                     \
+    if (cond)                                                                                      \
+    MW_O(p, count)
+#define MW_KERNEL(op, fast, params, args, arrays)                                                  \
+    typedef void (*mw_##op##_fn)(const mw_kctx *k, MW_UNPAREN params);
+#include "kernels/kernel_list.h"
+#undef MW_KERNEL
+/* Any of the optimizer update rules (they share one signature). */
+typedef mw_sgd_step_fn mw_optim_fn;
 
 typedef struct {
     const char *name; /* "ref", "cpu", "cuda" */
-    mw_conv2d_fwd_fn conv2d_fwd;
-    mw_conv2d_bwd_fn conv2d_bwd;
-    mw_pool_fwd_fn maxpool_fwd;
-    mw_pool_bwd_fn maxpool_bwd;
-    mw_dense_fwd_fn dense_fwd;
-    mw_dense_bwd_fn dense_bwd;
-    mw_relu_fwd_fn relu_fwd;
-    mw_relu_bwd_fn relu_bwd;
-    mw_xent_fwd_fn xent_fwd;
-    mw_xent_bwd_fn xent_bwd;
-    mw_dloss_fwd_fn dloss_fwd; /* kernels/loss.h */
-    mw_dloss_bwd_fn dloss_bwd;
-    mw_scale_rows_fn scale_rows;
-    mw_row_mean_fn row_mean;
-    mw_embed_fwd_fn embed_fwd; /* kernels/embed.h */
-    mw_embed_bwd_fn embed_bwd;
-    mw_masked_mean_fwd_fn masked_mean_fwd;
-    mw_masked_mean_bwd_fn masked_mean_bwd;
-    mw_sine_pos_fn sine_pos;
-    mw_layernorm_fwd_fn layernorm_fwd; /* kernels/layernorm.h */
-    mw_layernorm_bwd_fn layernorm_bwd;
-    mw_attn_fwd_fn attn_fwd; /* kernels/attention.h */
-    mw_attn_bwd_fn attn_bwd;
-    mw_dropout_fwd_fn dropout_fwd;
-    mw_dropout_bwd_fn dropout_bwd;
-    mw_zero_fn zero;
-    mw_regularize_fn regularize;
-    /* Functional-graph layers (kernels/graphops.h). A table may leave them NULL: a model
-     * that needs one is then refused (mw_model_check_kernels). */
-    mw_bn_fwd_train_fn bn_fwd_train;
-    mw_bn_fwd_infer_fn bn_fwd_infer;
-    mw_bn_bwd_fn bn_bwd;
-    mw_bn_stats_acc_fn bn_stats_acc;
-    mw_bn_stats_update_fn bn_stats_update;
-    mw_bn_sums_fn bn_sums; /* synchronized BN: NULL where the backend cannot run it */
-    mw_bn_sync_fwd_fn bn_sync_fwd;
-    mw_bn_sync_bwd_fn bn_sync_bwd;
-    mw_avgpool_fwd_fn avgpool_fwd;
-    mw_avgpool_bwd_fn avgpool_bwd;
-    mw_pad2d_fwd_fn pad2d_fwd;
-    mw_pad2d_bwd_fn pad2d_bwd;
-    mw_acc_fn acc;
-    mw_mul_fwd_fn mul_fwd;
-    mw_mul_bwd_fn mul_bwd;
-    mw_concat_fwd_fn concat_fwd;
-    mw_concat_bwd_fn concat_bwd;
-    mw_act_fwd_fn act_fwd;
-    mw_act_bwd_fn act_bwd;
-    mw_softmax_fwd_fn softmax_fwd;
-    mw_softmax_bwd_fn softmax_bwd;
-    mw_optim_fn sgd_step, adam_step, rmsprop_step, adagrad_step, adamax_step; /* kernels/optim.h */
-    mw_sumsq_fn sumsq;
-    mw_round_bf16_fn round_bf16; /* mixed_bfloat16; NULL where the backend cannot run it */
-    mw_round_bf16_fn round_f16;  /* mixed_float16; likewise */
+#define MW_KERNEL(op, fast, params, args, arrays) mw_##op##_fn op;
+#include "kernels/kernel_list.h"
+#undef MW_KERNEL
 } mw_kernels;
 
 void mw_kernels_init_ref(mw_kernels *t);

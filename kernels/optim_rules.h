@@ -46,14 +46,13 @@ MW_OPTIM_HD void rule_sgd(float *p, float *s1, float g0, const mw_optim_hyper *h
  * p -= m alpha / (sqrt(v) + eps). s1 = m, s2 = v, s3 = vhat (amsgrad only).
  * With 1 - b1 and 1 - b2 rounded as Keras rounds them (mw_optim_hyper) and Keras' order of
  * operations, each step rounds exactly as Keras' does (tests/keras/optim_parity.py: bitwise
- * over 50 steps, where b1 m + (1 - b1) g was 1.2e-6 away). That other form is the same algebra,
- * but it rounds b1 m, as large as m, where Keras' rounds only the small increment before the
- * one sum, and it does not keep m == g fixed under a steady gradient.
- * It was used for a while because 20 Adam steps of two layouts drifted apart less with it on
- * one CPU; that drift is Adam's first steps moving a weight by about lr whatever the size of
- * its gradient, so near-zero gradients turn summation-order rounding into lr-sized
- * differences in either form. tests/mpi/test_layout.sh now compares what a layout can change,
- * the gradients. */
+ * over 50 steps; the algebraically equal b1 m + (1 - b1) g is 1.2e-6 away). That form rounds
+ * b1 m, as large as m, where Keras' rounds only the small increment before the one sum, and it
+ * does not keep m == g fixed under a steady gradient.
+ * Adam's first steps move a weight by about lr whatever the size of its gradient, so
+ * near-zero gradients turn summation-order rounding into lr-sized differences between two
+ * layouts in either form: tests/mpi/test_layout.sh compares what a layout can change, the
+ * gradients. */
 MW_OPTIM_HD void rule_adam(float *p, float *s1, float *s2, float *s3, float g0,
                            const mw_optim_hyper *h)
 {

@@ -5,6 +5,8 @@
 #   finish [LABEL]         print "[LABEL: ]P passed, F failed"; its status is 0 when none
 #                          failed (a test ends with it, so its exit status says so too)
 #   mw_cpu_ids             the CPUs this process may use (Cpus_allowed_list), one a line
+#   mw_end_runs DIR PID... kill -9 the PIDs and every process of a run whose checkpoints go
+#                          under DIR (--checkpoint-dir DIR/...), then remove DIR: an EXIT trap
 #   mw_cgroup_make LIMIT   a memory cgroup mwtrain-test-PID of LIMIT bytes (512M, 1G): cgroup
 #                          v2 memory.max (no swap), else the v1 memory controller's limit;
 #                          its path in $mw_cg, "cgroup v2 memory.max" or "cgroup v1
@@ -31,6 +33,13 @@ mw_cpu_ids() {
     for r in $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr ',' ' '); do
         seq "${r%-*}" "${r#*-}"
     done
+}
+mw_end_runs() {
+    local dir=$1 p
+    shift
+    for p in "$@"; do kill -9 "$p" 2>/dev/null; done
+    pkill -9 -f -- "--checkpoint-dir $dir/" 2>/dev/null
+    rm -rf "$dir"
 }
 mw_cg="" mw_cg_kind="" mw_cg_skip=""
 mw_cgroup_make() {

@@ -216,7 +216,10 @@ static const struct {
     {"train --epoch 3", "did you mean '--epochs'?"},
     {"train --classes 0", "--classes 0: expected a value from 1 to 65536"},
     {"train --label medium", "--label 'medium': expected one of fine, coarse"},
-    {"train --data=", "--data: expected a file, got an empty value"},
+    {"train --data=", "--data: expected a file or a directory, got an empty value"},
+    /* an empty name or list says what a value is, not "a file" */
+    {"train --loss=", "--loss: expected a Keras loss name (e.g. sparse_categorical_crossentropy"},
+    {"eval --metrics=", "--metrics: expected Keras metric names, comma-separated (e.g. accuracy"},
 };
 
 /* Numbers are plain decimal: strtod alone took --learning-rate 0x10 as 16, and "inf", "nan". */

@@ -1,10 +1,16 @@
 /* common/: status table and first-error rule, RNG determinism and ranges,
- * arena layout and alignment. */
+ * arena layout and alignment, messages escaped, the temporary files a signal removes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/arena.h"
+#include "common/preempt.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/strfmt.h"
@@ -22,13 +28,14 @@ static void status_table(void **state)
     assert_int_equal(mw_status_exit_code(MW_EINVAL), 2);
     /* restartable outcomes are >= 128 (a preempted run too: --resume continues it), the
      * rest are not; no two statuses above 7 share a code, and none is a shell's 128 + a
-     * signal that ends processes (137 SIGKILL, 143 SIGTERM, 134 SIGABRT, 139 SIGSEGV) */
+     * signal that ends processes (137 SIGKILL, 143 SIGTERM, 130 SIGINT, 134 SIGABRT, 139
+     * SIGSEGV) */
     for (int s = 0; s < MW_STATUS_COUNT; s++) {
         int code = mw_status_exit_code((mw_status)s);
-        int retry = s == MW_EMPI || s == MW_EPEER || s == MW_ETIMEOUT || s == MW_EPREEMPTED;
+        int retry = s == MW_EMPI || s == MW_ETIMEOUT || s == MW_EPREEMPTED;
         assert_true(retry ? code >= 128 : code < 128);
         assert_true(s == MW_OK ? code == 0 : code != 0);
-        assert_true(code != 134 && code != 137 && code != 139 && code != 143);
+        assert_true(code != 130 && code != 134 && code != 137 && code != 139 && code != 143);
         for (int t = 0; t < s; t++)
             assert_true(code <= 7 || code != mw_status_exit_code((mw_status)t));
     }
@@ -159,6 +166,59 @@ static void str_quote_escape(void **state)
     assert_string_equal(tiny, "");
 }
 
+/* Every stored message has its control bytes escaped, whatever it quotes: an ESC ] 0 ; ... BEL
+ * (a terminal's title) and an ESC [ 2 J (clear) from a file's field come out as text, \n and
+ * \t readable, quotes and UTF-8 as they were, a C1 control's UTF-8 (0xc2 0x9b, CSI) escaped. */
+static void err_controls_escaped(void **state)
+{
+    (void)state;
+    mw_err_clear();
+    assert_int_equal(mw_err(MW_EDATA, "line 2: found '%s'; expected a number",
+                            "x\x1b]0;pwned\x07\x1b[2J\n\t\x7f\"\xc3\xa9\xc2\x9b"
+                            "1"),
+                     MW_EDATA);
+    assert_string_equal(mw_err_msg(), "line 2: found 'x\\x1b]0;pwned\\x07\\x1b[2J\\n\\t\\x7f\""
+                                      "\xc3\xa9\\xc2\\x9b1'; expected a number");
+    mw_err_clear();
+    char b[8];
+    mw_str_controls(b, sizeof b, "\x1b\x1b\x1b"); /* cut, never a raw byte, terminated */
+    assert_string_equal(b, "\\x1b...");
+    mw_err_clear();
+}
+
+/* The temporary files a signal removes: four at a time (a fifth is ENFILE until one is done),
+ * created new (an existing name is EEXIST and takes no place), a name over PATH_MAX refused. */
+static void temp_registry(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mw_temp_XXXXXX", path[5][64];
+    assert_non_null(mkdtemp(dir));
+    int fd[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(path[i], sizeof path[i], "%s/f%d.tmp", dir, i);
+        fd[i] = mw_preempt_temp_create(path[i], O_WRONLY, 0600);
+    }
+    assert_true(fd[0] >= 0 && fd[1] >= 0 && fd[2] >= 0 && fd[3] >= 0);
+    assert_true(fd[4] < 0 && errno == ENFILE);
+    assert_true(mw_preempt_temp_create(path[0], O_WRONLY, 0600) < 0 && errno == ENFILE);
+    mw_preempt_temp_done(path[0]);
+    assert_true(mw_preempt_temp_create(path[1], O_WRONLY, 0600) < 0 && errno == EEXIST);
+    fd[4] = mw_preempt_temp_create(path[4], O_WRONLY, 0600);
+    assert_true(fd[4] >= 0);
+    char long_name[PATH_MAX + 8];
+    memset(long_name, 'a', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    mw_preempt_temp_done(path[1]);
+    assert_true(mw_preempt_temp_create(long_name, O_WRONLY, 0600) < 0 && errno == ENAMETOOLONG);
+    for (int i = 0; i < 5; i++) {
+        close(fd[i]);
+        mw_preempt_temp_done(path[i]);
+        unlink(path[i]);
+    }
+    mw_preempt_temp_done(NULL); /* nothing */
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* mw_median: odd and even counts (unsorted input, sorted on return), one value, none. */
 static void median_counts(void **state)
 {
@@ -178,6 +238,7 @@ int main(void)
         cmocka_unit_test(rng_deterministic),      cmocka_unit_test(rng_ranges),
         cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
         cmocka_unit_test(str_quote_escape),       cmocka_unit_test(median_counts),
+        cmocka_unit_test(err_controls_escaped),   cmocka_unit_test(temp_registry),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

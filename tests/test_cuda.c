@@ -14,19 +14,11 @@
 
 #include "common/rng.h"
 #include "common/status.h"
-#include "kernels/activation.h"
-#include "kernels/attention.h"
 #include "kernels/cast.h"
-#include "kernels/conv2d.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/dense.h"
 #include "kernels/dropout.h"
 #include "kernels/embed.h"
-#include "kernels/graphops.h"
-#include "kernels/layernorm.h"
-#include "kernels/loss.h"
-#include "kernels/maxpool.h"
-#include "kernels/optim.h"
+#include "kernels/twins.h"
 #include "tests/util.h"
 
 #define MW_LOSS_HD static inline
@@ -418,7 +410,7 @@ static void test_xent(void **state)
     check_sync();
 }
 
-/* The dense-target losses (kernels/loss.h) against the reference: every kind, with each
+/* The dense-target losses (dloss_fwd, dloss_bwd) against the reference: every kind, with each
  * option that changes the arithmetic (from_logits, smoothing, delta, gamma, balanced), BCE's
  * clip (probabilities outside [1e-7, 1 - 1e-7]: a zero slope), one example and one output,
  * and more examples than one block.
@@ -579,7 +571,7 @@ static void test_layernorm(void **state)
     check_sync();
 }
 
-/* MultiHeadAttention's core (kernels/attention.h) against the reference, which applies the
+/* MultiHeadAttention's core (attn_fwd, attn_bwd) against the reference, which applies the
  * same row rules in the same order: the probabilities, the output and the three gradients
  * within float32 rounding (the device may fuse a multiply and an add: 1e-6 of the scale). Four
  * geometries: 1 x 1; causal with padding masks (padded query rows masked everywhere); cross
@@ -1220,7 +1212,7 @@ static void test_maxpool(void **state)
     check_sync();
 }
 
-/* --- graph ops (kernels/graphops.h) ---------------------------------------- */
+/* --- layer ops of Functional graphs ---------------------------------------- */
 
 /* BatchNormalization: training forward (outputs and statistics), inference, backward onto
  * non-zero dx / dgamma / dbeta, with and without gamma and beta, an empty batch; shapes of one

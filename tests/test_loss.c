@@ -14,8 +14,8 @@
 #include <string.h>
 
 #define MW_LOSS_HD static inline
-#include "kernels/loss.h"
 #include "kernels/loss_rules.h"
+#include "kernels/twins.h"
 #include "tests/util.h"
 
 #define N_EX 3  /* examples per case */

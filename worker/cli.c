@@ -18,6 +18,8 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/preempt.h"
+#include "common/status.h"
 #include "worker/data/data.h"
 
 /* which commands take a flag */
@@ -30,7 +32,7 @@ typedef enum {
     K_U64,    /* uint64_t, any non-negative decimal */
     K_DOUBLE, /* double in [lo, hi], an end excluded by .open */
     K_STRING, /* const char *, any value, "" included */
-    K_PATH,   /* const char *, not empty ("a directory" for metavar DIR, else "a file") */
+    K_PATH,   /* const char *, not empty (.expect, else from the metavar: "a directory", ...) */
     K_OUTPUT, /* K_PATH that will be written: its directory must exist and be writable now */
     K_CHOICE, /* an enum: the index of the value in .choices */
     K_NAME    /* const char *: the entry of .choices equal to the value (a static string) */
@@ -49,6 +51,7 @@ typedef struct {
     const char *const *choices; /* K_CHOICE, K_NAME: NULL-terminated */
     int on;                     /* K_SWITCH: the value stored */
     unsigned required;          /* C_*: the commands that fail without it */
+    const char *expect;         /* K_PATH: what a value is, for an empty one (NULL: metavar) */
     const char *help;
 } flag;
 
@@ -101,6 +104,8 @@ static const flag flags[] = {
              "and a learning-rate schedule; an error together with --optimizer, "
              "--learning-rate or --momentum"},
     {"loss", "NAME", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(loss_name, const char *),
+     .expect = "a Keras loss name (e.g. sparse_categorical_crossentropy, mse: `mwtrain train "
+               "--help` lists them; leave --loss out for the default)",
      .help = "a Keras loss with Keras' defaults (from_logits=False: the output ends in "
              "softmax or sigmoid): sparse_categorical_crossentropy, categorical_crossentropy, "
              "binary_crossentropy, binary_focal_crossentropy, mse, mae, huber, log_cosh "
@@ -111,6 +116,8 @@ static const flag flags[] = {
              "label_smoothing, delta, gamma, alpha, apply_class_balancing, ignore_class; an "
              "error together with --loss"},
     {"metrics", "LIST", C_TRAIN | C_EVAL | C_EXPORT, K_PATH, TR(metrics, const char *),
+     .expect = "Keras metric names, comma-separated (e.g. accuracy or accuracy,auc: `mwtrain "
+               "train --help` lists them; leave --metrics out for the default)",
      .help = "the metrics reported, Keras' names in order, comma-separated (at most 4): "
              "accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy, "
              "auc, mae, mse, rmse (default: a .keras --model's compile_config, else the "
@@ -266,6 +273,33 @@ static const struct {
 };
 enum { NCOMMANDS = sizeof commands / sizeof *commands };
 
+/* The exit codes from the one list (common/status.h), a line per code with the statuses that
+ * end with it, and the signals' (common/preempt.h); tests/check_exit_codes.py compares these
+ * lines with docs/commands.md's table. */
+static void print_exit_codes(FILE *f)
+{
+    fprintf(f, "exit codes (1 to 8: fix the input, do not retry; 128 and up: worth a restart;\n"
+               "docs/commands.md):\n");
+    for (int code = 0; code < MW_PREEMPT_SIGNAL_EXIT * 2; code++) {
+        int n = 0;
+        for (int s = 0; s < MW_STATUS_COUNT; s++) {
+            if (mw_status_exit_code((mw_status)s) != code)
+                continue;
+            if (n++)
+                fputs("; ", f);
+            else
+                fprintf(f, "  %-7d", code);
+            fputs(mw_status_desc((mw_status)s), f);
+        }
+        if (n)
+            fputc('\n', f);
+    }
+    fprintf(
+        f,
+        "  %d+N  ended at once by signal N, unsaved (143 SIGTERM, 130 SIGINT; docs/running.md)\n",
+        MW_PREEMPT_SIGNAL_EXIT);
+}
+
 void mw_cli_usage(FILE *f)
 {
     fprintf(f, "usage: mwtrain <command> [flags]\n"
@@ -284,10 +318,8 @@ void mw_cli_usage(FILE *f)
                "  version    print the version and the compiled-in backends\n"
                "\n"
                "`mwtrain <command> --help` lists the flags of a command.\n"
-               "Exit codes: 0 success; 1 internal; 2 bad flags, configuration or model;\n"
-               "3 bad data; 4 I/O; 5 bad checkpoint; 6 out of memory; 7 device;\n"
-               "8 diverged (a non-finite loss or weights); >= 128 worth a restart (129 MPI,\n"
-               "130 peer lost, 131 timeout, 133 preempted: the step reached is saved).\n");
+               "\n");
+    print_exit_codes(f);
 }
 
 /* Help text starts in this column (0-based) and lines end by this one. */
@@ -499,7 +531,10 @@ static mw_status set_flag(mw_cli *c, const flag *f, const char *v)
     case K_OUTPUT:
         if (!*v)
             return mw_err(MW_EINVAL, "--%s: expected %s, got an empty value", f->name,
-                          strcmp(f->metavar, "DIR") ? "a file" : "a directory");
+                          f->expect                     ? f->expect
+                          : !strcmp(f->metavar, "DIR")  ? "a directory"
+                          : !strcmp(f->metavar, "PATH") ? "a file or a directory"
+                                                        : "a file");
         if (f->kind == K_OUTPUT)
             MW_TRY(check_output(f, v));
         /* fall through */

@@ -215,11 +215,21 @@ static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, 
 
 int main(int argc, char **argv)
 {
+    /* SIGTERM, SIGINT, SIGUSR1 handled before anything else, before any file is read or
+     * thread made: a signal during start-up is never the default action (a silent end, which
+     * can leave mpirun waiting). train: stop at the next step and save it (worker/train.c);
+     * every other command: end at once, removing its temporary files. */
+    mw_preempt_start();
+    mw_fault_point("start", -1);
     /* The flags first (they need no MPI), so that every blocking point of the run is under
      * --collective-timeout, MPI_Init included: a rank stopped at launch cannot hold the
      * others there forever (common/watchdog.h). */
     mw_cli cli;
     mw_status rc = mw_cli_parse(&cli, argc, argv);
+    if (rc == MW_OK && !cli.help && cli.cmd == MW_CMD_TRAIN)
+        mw_preempt_install(cli.train.preemption_grace);
+    else
+        mw_preempt_at_once();
     if (rc == MW_OK && !cli.help) /* the optimizer's files: read once argv is parsed */
         rc = mw_optimizer_resolve(&cli.train);
     if (rc == MW_OK && !cli.help) /* the loss's: --loss-config, or the archive's compile_config */
@@ -227,11 +237,6 @@ int main(int argc, char **argv)
     const double timeout = rc == MW_OK ? cli.train.collective_timeout : MW_DEFAULT_TIMEOUT;
     mw_comm_set_timeout(timeout);
     mw_fault_point("init", -1);
-    /* SIGTERM, SIGINT, SIGUSR1: stop at the next step and save it (worker/train.c); from
-     * before MPI_Init, so that a signal during start-up is a request too, not the default
-     * action (the end of the process, which can leave mpirun waiting for it) */
-    if (rc == MW_OK && cli.cmd == MW_CMD_TRAIN)
-        mw_preempt_install(cli.train.preemption_grace);
     mw_watchdog_arm("MPI_Init", timeout);
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -244,6 +249,8 @@ int main(int argc, char **argv)
     mw_log_init_from_env();
     mw_log_set_rank(rank, world);
 
+    if (rc == MW_OK) /* a test's MW_FAULT=status:NAME ends here (common/fault.h) */
+        rc = mw_fault_status();
     mw_topology topo;
     mw_topology_init(&topo);
     int printed = 0;

@@ -246,6 +246,8 @@ static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem,
     if (rc == MW_OK && with_data)
         rc = mw_dataset_set_mask(&s->test, s->model.loss.has_ignore, s->model.loss.ignore_class,
                                  s->model.loss.masked, "the test set");
+    if (rc == MW_OK && s->o->dtype_policy) /* the policy too: a resume computes as before */
+        rc = mw_keras_source_set_policy(&s->model);
     if (rc == MW_OK) /* the loss travels in every checkpoint with the model */
         rc = mw_keras_source_set_loss(&s->model);
     if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
@@ -381,6 +383,18 @@ static void model_context(const mw_session *s, const char **who, const char **fi
     }
 }
 
+/* Without --dtype-policy, a run computes in the policy of the model it resumes: the saved
+ * model's (an explicit --dtype-policy is the user's choice). */
+static int policy_differs(const mw_session *s, const mw_model *saved, char *what, size_t n)
+{
+    const mw_policy a = mw_model_policy(saved), b = mw_model_policy(&s->model);
+    if (s->o->dtype_policy || a == b)
+        return 0;
+    snprintf(what, n, "dtype policy %s in the checkpoint, %s in --model (pass --dtype-policy %s)",
+             mw_policy_name(a), mw_policy_name(b), mw_policy_name(a));
+    return 1;
+}
+
 /* With --model: the checkpoint's own model (c->model_json, rebuilt for the same data shape)
  * must compute what the session's does. Every rank decides alike from the same bytes. */
 static mw_status check_saved_model(mw_session *s, const mw_ckpt *c, long number)
@@ -416,7 +430,8 @@ static mw_status check_saved_model(mw_session *s, const mw_ckpt *c, long number)
         mw_err_clear();
     } else {
         differ = mw_model_diff(&saved, &s->model, what, sizeof what) ||
-                 mw_preprocess_diff(saved.pre, s->model.pre, what, sizeof what);
+                 mw_preprocess_diff(saved.pre, s->model.pre, what, sizeof what) ||
+                 policy_differs(s, &saved, what, sizeof what);
     }
     mw_model_free(&saved);
     if (!differ)
@@ -450,6 +465,12 @@ mw_status mw_session_apply(mw_session *s, const mw_ckpt *c, const char *name, lo
     if (strcmp(c->optimizer, mw_opts_optimizer_name(o)) != 0)
         return mw_err(MW_ECKPT, "%s was written with --optimizer %s; this run uses %s", name,
                       c->optimizer, mw_opts_optimizer_name(o));
+    if (c->has_loss_scale && !o->dtype_policy && s->loss_scale <= 0) /* an older checkpoint's */
+        return mw_err(MW_ECKPT,
+                      "%s was trained with mixed_float16 (it holds a loss scale); this run "
+                      "computes in %s: pass --dtype-policy mixed_float16 to resume it as it was "
+                      "trained (or --dtype-policy float32 to change)",
+                      name, mw_policy_name(mw_model_policy(&s->model)));
     if (c->step_in_epoch > 0 && c->global_batch != gb)
         return mw_err(MW_ECKPT,
                       "%s was saved in the middle of an epoch with a global batch of %ld; this "

@@ -125,14 +125,16 @@ mw_status mw_fit_check_loss(mw_fit *f)
     mw_loss_accuracy_by_shape(&m->loss, m->layers[m->nlayers - 1].out_c);
     const mw_loss_ops *row = mw_loss_row(m->loss.kind);
     const char *from = f->o->loss_from[0] ? f->o->loss_from : "the default loss";
+    /* the loss chosen for data it does not fit: a configuration error (exit 2), as the output's
+     * width against the targets below; the data itself is sound */
     if (m->loss.kind == MW_LOSS_CCE && !f->train->targets)
-        return mw_err(MW_EDATA,
+        return mw_err(MW_ECONFIG,
                       "%s: CategoricalCrossentropy takes one-hot (or soft) float32 targets "
                       "(N, K), but %s has integer class labels; use "
                       "SparseCategoricalCrossentropy for labels",
                       from, f->o->data_dir);
     if (!row->dense && f->train->targets)
-        return mw_err(MW_EDATA,
+        return mw_err(MW_ECONFIG,
                       "%s: %s takes integer class labels, but %s has float32 targets (%d per "
                       "example); use CategoricalCrossentropy (one-hot targets), "
                       "BinaryCrossentropy or a regression loss (--loss, --loss-config)",

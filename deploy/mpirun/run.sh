@@ -33,7 +33,10 @@ done
 # kubelet, Ctrl-C) is passed to mpirun as SIGUSR1, which mpirun forwards to every rank without
 # killing them (a SIGTERM would make mpirun kill the ranks odls_base_sigkill_timeout later).
 # The ranks stop at the next step, the chief saves it, all exit 133 and so does mpirun, and so
-# this script. A second signal is passed on as SIGTERM: the ranks end at once, unsaved. The
+# this script. The same signal again within 1 s is the same request (coreutils `timeout`, and
+# any wrapper that signals this script and then its process group, delivers one signal twice),
+# as mwtrain takes it. A second signal later is passed on as SIGTERM: the ranks end at once,
+# unsaved. The
 # script never outlives the first signal by more than GRACE + 10 s (GRACE: mwtrain's
 # --preemption-grace, 20 s unless the flags say; the ranks end themselves by then): after that mpirun gets SIGTERM,
 # and 5 s later SIGKILL. A signal before mpirun has started ends the script (143).
@@ -41,7 +44,7 @@ done
 # the chief's <checkpoint-dir>/preempted, newer than this run, says they saved, and 133 is
 # returned instead. Exit codes: mwtrain's (README's table), 133 preempted and saved.
 start=$(date +%s)
-signals=0 pid="" backstop=""
+signals=0 pid="" backstop="" first_sig="" first_us=0
 grace=20
 prev=""
 for a in "$@"; do # --preemption-grace S, if the flags give it
@@ -49,7 +52,18 @@ for a in "$@"; do # --preemption-grace S, if the flags give it
     prev=$a
 done
 on_signal() {
+    # microseconds, without a fork: a command substitution's subshell takes the default action
+    # of the process group's copy of the signal, and its status 143 would end this script
+    # (set -e); before bash 5, whole seconds
+    local now=$((SECONDS * 1000000))
+    [[ -z ${EPOCHREALTIME:-} ]] || now=${EPOCHREALTIME/[.,]/}
+    # the same signal within 1 s of the first: the same request
+    [[ $1 == "$first_sig" ]] && ((now - first_us < 1000000)) && return
     signals=$((signals + 1))
+    ((signals > 1)) || first_sig=$1 first_us=$now
+    # mpirun's pid: a signal right after its fork comes before `pid=$!`, and exiting then would
+    # leave it running on its own ($! is empty until it is forked)
+    pid=${pid:-$!}
     [[ -n $pid ]] || exit 143
     if ((signals == 1)); then
         # SIGUSR1 now and every 2 s (mpirun forwards it only to the ranks already started; a
@@ -65,7 +79,8 @@ on_signal() {
         kill -TERM "$pid" 2>/dev/null || true
     fi
 }
-trap on_signal TERM INT
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
 # setsid: mpirun in a process group of its own, so a terminal's Ctrl-C (or a kill of this
 # script's group) reaches this script alone, which passes it on as above
 read -r -a more <<<"${MPIRUN_ARGS:-}"

@@ -1,7 +1,11 @@
-/* Fast CPU ReLU (parallel, vectorizable). Cross-entropy is tiny (N x classes)
- * and uses the reference. */
-#include "kernels/activation.h"
+/* Fast CPU ReLU and smooth activations (parallel, vectorizable; the smooth ones bitwise the
+ * reference's, for any thread count: the reference's expressions, the kind hoisted out of the
+ * loops). Cross-entropy is tiny (N x classes) and uses the reference. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
+
+#define MW_ACT_HD static inline
+#include "kernels/act_rules.h"
 
 void mw_relu_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count)
 {
@@ -44,5 +48,71 @@ void mw_xent_bwd_cpu(const mw_kctx *k, float *dlogits, const float *prob, const 
         if (m > 0)
             mw_xent_bwd_ref(k, dlogits + (size_t)r0 * K, prob + (size_t)r0 * K, labels + r0, scale,
                             m, K);
+    }
+}
+
+/* Elements per block of the activations: the kind is switched on once per block, and each
+ * case inlines act_value / act_slope with a constant kind, so the loop is the formula alone
+ * (the reference's expressions; the math library's calls are the same ones). */
+#define ACT_BLOCK 4096
+
+#define ACT_DISPATCH(span, kind, ...)                                                              \
+    switch (kind) {                                                                                \
+    case MW_ACTK_SIGMOID:                                                                          \
+        span(MW_ACTK_SIGMOID, __VA_ARGS__);                                                        \
+        break;                                                                                     \
+    case MW_ACTK_TANH:                                                                             \
+        span(MW_ACTK_TANH, __VA_ARGS__);                                                           \
+        break;                                                                                     \
+    case MW_ACTK_GELU:                                                                             \
+        span(MW_ACTK_GELU, __VA_ARGS__);                                                           \
+        break;                                                                                     \
+    case MW_ACTK_GELU_TANH:                                                                        \
+        span(MW_ACTK_GELU_TANH, __VA_ARGS__);                                                      \
+        break;                                                                                     \
+    case MW_ACTK_SILU:                                                                             \
+        span(MW_ACTK_SILU, __VA_ARGS__);                                                           \
+        break;                                                                                     \
+    case MW_ACTK_ELU:                                                                              \
+        span(MW_ACTK_ELU, __VA_ARGS__);                                                            \
+        break;                                                                                     \
+    case MW_ACTK_LEAKY_RELU:                                                                       \
+        span(MW_ACTK_LEAKY_RELU, __VA_ARGS__);                                                     \
+        break;                                                                                     \
+    }
+
+static inline void fwd_span(mw_act_kind kind, float *restrict y, const float *restrict x, size_t n,
+                            float alpha)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = act_value(x[i], kind, alpha);
+}
+
+static inline void bwd_span(mw_act_kind kind, float *dx, const float *dy, const float *x,
+                            const float *y, size_t n, float alpha)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] += dy[i] * act_slope(x[i], y[i], kind, alpha);
+}
+
+void mw_act_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count, mw_act_kind kind,
+                    float alpha)
+{
+    const size_t nblk = (count + ACT_BLOCK - 1) / ACT_BLOCK;
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        const size_t i = b * ACT_BLOCK, n = count - i < ACT_BLOCK ? count - i : ACT_BLOCK;
+        ACT_DISPATCH(fwd_span, kind, y + i, x + i, n, alpha)
+    }
+}
+
+void mw_act_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *y,
+                    size_t count, mw_act_kind kind, float alpha)
+{
+    const size_t nblk = (count + ACT_BLOCK - 1) / ACT_BLOCK;
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        const size_t i = b * ACT_BLOCK, n = count - i < ACT_BLOCK ? count - i : ACT_BLOCK;
+        ACT_DISPATCH(bwd_span, kind, dx + i, dy + i, x + i, y + i, n, alpha)
     }
 }

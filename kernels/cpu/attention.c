@@ -1,14 +1,14 @@
-/* MultiHeadAttention's core, the fast CPU twin (kernels/attention.h): for each example and
- * head, the scores Q K^T, the products P V and the backward's four products are sgemm calls on
- * strided views of the projections (a head's rows are H dk apart), the masked softmax and the
- * scores' gradient the reference's rules (kernels/attention_rules.h), the softmax a
+/* MultiHeadAttention's core, the fast CPU twin (kernels/kernel_list.h: attn_fwd, attn_bwd): for
+ * each example and head, the scores Q K^T, the products P V and the backward's four products are
+ * sgemm calls on strided views of the projections (a head's rows are H dk apart), the masked
+ * softmax and the scores' gradient the reference's rules (kernels/attention_rules.h), the softmax a
  * vectorized loop (an exp within 2 ulp of expf's, a product by the sum's reciprocal: within
  * float32 rounding of the reference's row). Under the causal mask a head's rows go in blocks
  * that multiply only the keys they can see (half the products of a full T x S). Examples x
  * heads are
  * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
  * them at most); without room for one, the reference runs. */
-#include "kernels/attention.h"
+#include "kernels/twins.h"
 
 #include <omp.h>
 #include <stdint.h>

@@ -2,6 +2,7 @@
  * (integer adds and masks); bitwise equal to the reference. */
 #include "kernels/cast.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
 
 void mw_round_bf16_cpu(const mw_kctx *k, float *p, size_t count)
 {

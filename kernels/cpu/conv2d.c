@@ -6,8 +6,8 @@
  *   backward: dw (K, O)       += col^T x dy
  *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
  * A 1x1 stride-1 unpadded conv uses x as col directly. */
-#include "kernels/conv2d.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
 
 #include <string.h>
 

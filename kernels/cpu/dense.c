@@ -1,6 +1,6 @@
 /* Fast CPU Dense: three sgemm calls (forward, dW, dX) and a bias row sum. */
-#include "kernels/dense.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
 
 #include <string.h>
 

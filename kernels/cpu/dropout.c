@@ -2,6 +2,7 @@
  * element's hash is independent, so the split does not change a bit). */
 #include "kernels/dropout.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
 
 #include "common/rng.h"
 

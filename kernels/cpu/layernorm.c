@@ -1,8 +1,8 @@
-/* LayerNormalization, the fast CPU twin (kernels/layernorm.h): the reference's rows
- * (kernels/layernorm_rules.h) spread over k's threads, and gamma's and beta's gradients one
- * features 32 at a time, each summing the rows in order (a row's 32 in one pass, so memory
- * is read along rows): the same sums as the reference, so the results are bitwise equal. */
-#include "kernels/layernorm.h"
+/* LayerNormalization, the fast CPU twin (kernels/kernel_list.h: layernorm_fwd, layernorm_bwd): the
+ * reference's rows (kernels/layernorm_rules.h) spread over k's threads, and gamma's and beta's
+ * gradients one features 32 at a time, each summing the rows in order (a row's 32 in one pass, so
+ * memory is read along rows): the same sums as the reference, so the results are bitwise equal. */
+#include "kernels/twins.h"
 
 #include "kernels/cpu/cpu.h"
 

@@ -1,8 +1,8 @@
 /* Fast CPU MaxPooling2D: parallel over images, the channel loop innermost so
  * NHWC rows vectorize. Same tie rule as the reference (first in window order,
  * strict > to replace). */
-#include "kernels/maxpool.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
 
 #include <float.h>
 

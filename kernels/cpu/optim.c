@@ -1,8 +1,8 @@
 /* Fast CPU optimizer updates: the reference formulas, parallel and vectorized.
  * Each element's arithmetic is identical to the reference, so results match
  * it bitwise for any thread count. */
-#include "kernels/optim.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/twins.h"
 
 #include <math.h>
 

@@ -1,4 +1,5 @@
-/* CUDA ReLU and sparse softmax cross-entropy from logits (see kernels.h).
+/* CUDA ReLU, sparse softmax cross-entropy from logits, and the smooth activations
+ * (kernels/act_rules.h; the spec is kernels/ref/activation.c).
  *
  * ReLU and the cross-entropy backward are element-wise grid-stride loops. The
  * cross-entropy forward gives each row (example) one warp: lanes stride over
@@ -11,8 +12,11 @@
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/activation.h"
+#include "kernels/twins.h"
 }
+
+#define MW_ACT_HD static __device__ inline
+#include "kernels/act_rules.h"
 
 static __global__ void relu_fwd_kernel(float *y, const float *x, size_t count)
 {
@@ -123,4 +127,34 @@ extern "C" void mw_xent_bwd_cuda(const mw_kctx *k, float *dlogits, const float *
                                                                           scale, count, K);
     MW_LAUNCHED_K(d, "xent_bwd_kernel");
     mw_cuda_end(d, "mw_xent_bwd_cuda");
+}
+
+static __global__ void act_fwd_kernel(float *y, const float *x, size_t count, mw_act_kind kind,
+                                      float alpha)
+{
+    MW_GRID_STRIDE(i, count)
+    {
+        y[i] = act_value(x[i], kind, alpha);
+    }
+}
+
+static __global__ void act_bwd_kernel(float *dx, const float *dy, const float *x, const float *y,
+                                      size_t count, mw_act_kind kind, float alpha)
+{
+    MW_GRID_STRIDE(i, count)
+    {
+        dx[i] += dy[i] * act_slope(x[i], y[i], kind, alpha);
+    }
+}
+
+extern "C" void mw_act_fwd_cuda(const mw_kctx *k, float *y, const float *x, size_t count,
+                                mw_act_kind kind, float alpha)
+{
+    MW_EW_LAUNCH("mw_act_fwd_cuda", act_fwd_kernel, count, y, x, count, kind, alpha);
+}
+
+extern "C" void mw_act_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                                const float *y, size_t count, mw_act_kind kind, float alpha)
+{
+    MW_EW_LAUNCH("mw_act_bwd_cuda", act_bwd_kernel, count, dx, dy, x, y, count, kind, alpha);
 }

@@ -1,12 +1,13 @@
-/* MultiHeadAttention's core, the CUDA twin (kernels/attention.h): one thread per row (example,
- * head, query position) or per column (key position), each by the reference's rules
- * (kernels/attention_rules.h), so every sum is the reference's, in its order, with no atomics.
- * The backward runs dv (reads p), then ds (writes over p), then dq and dk, as four launches on
- * the stream. The geometry goes by value; its mask and id pointers are device memory. */
+/* MultiHeadAttention's core, the CUDA twin (kernels/kernel_list.h: attn_fwd, attn_bwd): one thread
+ * per row (example, head, query position) or per column (key position), each by the reference's
+ * rules (kernels/attention_rules.h), so every sum is the reference's, in its order, with no
+ * atomics. The backward runs dv (reads p), then ds (writes over p), then dq and dk, as four
+ * launches on the stream. The geometry goes by value; its mask and id pointers are device memory.
+ */
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/attention.h"
+#include "kernels/twins.h"
 }
 #define MW_ATT_HD __device__ static inline
 #define MW_ATT_HASH mw_cuda_rng_hash

@@ -22,7 +22,7 @@
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/conv2d.h"
+#include "kernels/twins.h"
 }
 
 /* col[e], e = r*Kc + j, r = (n*OH + oh)*OW + ow, j = (kh*KW + kw)*C + c; x

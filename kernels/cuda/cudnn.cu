@@ -140,8 +140,16 @@ const char *algo_name(int pass, int algo)
                                        "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
     static const char *const filter[] = {
         "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+    /* each list names cuDNN's algorithm enum in order: one name per value */
+    static_assert(sizeof fwd / sizeof *fwd == CUDNN_CONVOLUTION_FWD_ALGO_COUNT, "fwd names");
+    static_assert(sizeof data / sizeof *data == CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                  "backward-data names");
+    static_assert(sizeof filter / sizeof *filter == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                  "backward-filter names");
     const char *const *names = pass == MW_DNN_FWD ? fwd : pass == MW_DNN_BWD_DATA ? data : filter;
-    const int n = pass == MW_DNN_FWD ? 8 : pass == MW_DNN_BWD_DATA ? 6 : 7;
+    const int n = pass == MW_DNN_FWD        ? (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+                  : pass == MW_DNN_BWD_DATA ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                            : (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
     return algo >= 0 && algo < n ? names[algo] : "refused by MW_FAULT";
 }
 

@@ -3,7 +3,7 @@
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/dense.h"
+#include "kernels/twins.h"
 }
 
 extern "C" void mw_dense_fwd_cuda(const mw_kctx *k, float *y, const float *x, const float *w,

@@ -177,4 +177,20 @@ __device__ static inline uint64_t mw_cuda_rng_hash(uint64_t seed, uint64_t strea
     return mw_cuda_splitmix64(mw_cuda_splitmix64(mw_cuda_splitmix64(seed) ^ stream) ^ counter);
 }
 
+/* A grid-stride loop over [0, count): one thread per element. */
+#define MW_GRID_STRIDE(i, count)                                                                   \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count);                    \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Inside a void wrapper with k in scope: enqueue an element-wise kernel over count items. */
+#define MW_EW_LAUNCH(op, kernel, count, ...)                                                       \
+    do {                                                                                           \
+        mw_cuda_dev *d = mw_cuda_begin(k, op);                                                     \
+        if (!d || (count) == 0)                                                                    \
+            return;                                                                                \
+        kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(__VA_ARGS__);                 \
+        MW_LAUNCHED_K(d, #kernel);                                                                 \
+        mw_cuda_end(d, op);                                                                        \
+    } while (0)
+
 #endif

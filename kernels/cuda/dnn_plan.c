@@ -9,8 +9,9 @@
 
 #include "common/log.h"
 
-static const char *const pass_names[MW_DNN_PASSES] = {"forward", "backward-data",
-                                                      "backward-filter"};
+static const char *const pass_names[] = {"forward", "backward-data", "backward-filter"};
+_Static_assert(sizeof pass_names / sizeof *pass_names == MW_DNN_PASSES,
+               "pass_names: one name per pass (MW_DNN_FWD, MW_DNN_BWD_DATA, MW_DNN_BWD_FILTER)");
 
 static int same_key(const mw_dnn_plan *p, const mw_conv2d_geom *g, int n, int tf32, size_t room)
 {

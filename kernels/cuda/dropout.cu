@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "kernels/dropout.h"
+#include "kernels/twins.h"
 }
 
 static __global__ void dropout_fwd_kernel(float *y, float *mask, const float *x,

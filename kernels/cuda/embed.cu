@@ -7,6 +7,7 @@
 #define MW_SINE_HD __device__ static inline
 extern "C" {
 #include "kernels/embed.h"
+#include "kernels/twins.h"
 }
 
 static __device__ long embed_row(float id, int V)

@@ -1,11 +1,11 @@
-/* LayerNormalization's CUDA twins (kernels/layernorm.h): one thread per row for the forward
- * and the input's gradient, the reference's rows (kernels/layernorm_rules.h); the parameters'
- * gradients one thread per feature, summing the rows in order (no atomics: the same sums as
- * the reference). */
+/* LayerNormalization's CUDA twins (kernels/kernel_list.h: layernorm_fwd, layernorm_bwd): one thread
+ * per row for the forward and the input's gradient, the reference's rows
+ * (kernels/layernorm_rules.h); the parameters' gradients one thread per feature, summing the rows
+ * in order (no atomics: the same sums as the reference). */
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/layernorm.h"
+#include "kernels/twins.h"
 }
 #define MW_LN_HD __device__ static inline
 #include "kernels/layernorm_rules.h"

@@ -1,12 +1,12 @@
-/* CUDA twins of the dense-target losses (kernels/loss.h; the formulas are kernels/loss_rules.h,
- * shared with the reference). One thread per example: K is a model's output width, and the
- * row's mean (or CCE's softmax) is then the reference's loop in the reference's order. The
- * loss's parameters travel by value. */
+/* CUDA twins of the dense-target losses (kernels/kernel_list.h: dloss_fwd, dloss_bwd; the formulas
+ * are kernels/loss_rules.h, shared with the reference). One thread per example: K is a model's
+ * output width, and the row's mean (or CCE's softmax) is then the reference's loop in the
+ * reference's order. The loss's parameters travel by value. */
 #include "kernels/cuda/dev.cuh"
 
 #define MW_LOSS_HD __device__ static inline
 extern "C" {
-#include "kernels/loss.h"
+#include "kernels/twins.h"
 }
 #include "kernels/loss_rules.h"
 

@@ -12,7 +12,7 @@
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/maxpool.h"
+#include "kernels/twins.h"
 }
 
 /* Output o = ((n*OH + oh)*OW + ow)*C + c. */

@@ -3,7 +3,7 @@
 #include "kernels/cuda/dev.cuh"
 
 extern "C" {
-#include "kernels/optim.h"
+#include "kernels/twins.h"
 }
 
 #define MW_OPTIM_HD static __device__ inline

@@ -1,7 +1,11 @@
-/* Reference ReLU and sparse softmax cross-entropy from logits. */
-#include "kernels/activation.h"
+/* Reference ReLU, sparse softmax cross-entropy from logits, and the smooth activations
+ * (kernels/act_rules.h). */
+#include "kernels/twins.h"
 
 #include <math.h>
+
+#define MW_ACT_HD static inline
+#include "kernels/act_rules.h"
 
 void mw_relu_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count)
 {
@@ -51,4 +55,20 @@ void mw_xent_bwd_ref(const mw_kctx *k, float *dlogits, const float *prob, const 
             float t = j == labels[n] ? 1.0f : 0.0f;
             dlogits[(size_t)n * K + j] = scale * (prob[(size_t)n * K + j] - t);
         }
+}
+
+void mw_act_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count, mw_act_kind kind,
+                    float alpha)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        y[i] = act_value(x[i], kind, alpha);
+}
+
+void mw_act_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *y,
+                    size_t count, mw_act_kind kind, float alpha)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        dx[i] += dy[i] * act_slope(x[i], y[i], kind, alpha);
 }

@@ -1,6 +1,6 @@
-/* MultiHeadAttention's core, the reference (kernels/attention.h): every row and column by
- * kernels/attention_rules.h, in order. */
-#include "kernels/attention.h"
+/* MultiHeadAttention's core, the reference (kernels/kernel_list.h: attn_fwd, attn_bwd): every row
+ * and column by kernels/attention_rules.h, in order. */
+#include "kernels/twins.h"
 
 #include "common/rng.h"
 

@@ -1,5 +1,6 @@
 /* The reference cast: one value at a time (kernels/cast.h). */
 #include "kernels/cast.h"
+#include "kernels/twins.h"
 
 void mw_round_bf16_ref(const mw_kctx *k, float *p, size_t count)
 {

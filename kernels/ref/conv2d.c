@@ -1,6 +1,6 @@
 /* Reference Conv2D: direct loops in the order of the definition. The spec the
  * fast paths are tested against; clarity over speed. */
-#include "kernels/conv2d.h"
+#include "kernels/twins.h"
 
 void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
                        const mw_conv2d_geom *g, int N)

@@ -1,5 +1,5 @@
 /* Reference Dense: y = x W + b with plain loops. */
-#include "kernels/dense.h"
+#include "kernels/twins.h"
 
 void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
                       int N, int I, int O)

@@ -1,5 +1,6 @@
 /* Reference inverted dropout: the mask from mw_rng_hash, element by element. */
 #include "kernels/dropout.h"
+#include "kernels/twins.h"
 
 #include <math.h>
 

@@ -4,6 +4,7 @@
 
 #define MW_SINE_HD static inline
 #include "kernels/embed.h"
+#include "kernels/twins.h"
 
 #include <string.h>
 

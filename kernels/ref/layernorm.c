@@ -1,6 +1,6 @@
-/* LayerNormalization, the reference (kernels/layernorm.h): each row by
- * kernels/layernorm_rules.h; gamma's and beta's gradients summed over the rows in order. */
-#include "kernels/layernorm.h"
+/* LayerNormalization, the reference (kernels/kernel_list.h: layernorm_fwd, layernorm_bwd): each row
+ * by kernels/layernorm_rules.h; gamma's and beta's gradients summed over the rows in order. */
+#include "kernels/twins.h"
 
 #define MW_LN_HD static inline
 #include "kernels/layernorm_rules.h"

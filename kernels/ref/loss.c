@@ -3,8 +3,8 @@
 #include <stddef.h>
 
 #define MW_LOSS_HD static inline
-#include "kernels/loss.h"
 #include "kernels/loss_rules.h"
+#include "kernels/twins.h"
 
 void mw_dloss_fwd_ref(const mw_kctx *k, const mw_dloss *p, float *loss, float *prob,
                       const float *out, const float *y, int N, int K)

@@ -1,6 +1,6 @@
 /* Reference MaxPooling2D. Ties go to the first element in window order
  * (row-major), and padded cells never win, as in TensorFlow. */
-#include "kernels/maxpool.h"
+#include "kernels/twins.h"
 
 #include <float.h>
 

@@ -1,5 +1,5 @@
 /* Reference optimizer updates, Keras' formulas (see kernels.h). */
-#include "kernels/optim.h"
+#include "kernels/twins.h"
 
 #include <math.h>
 

@@ -99,6 +99,58 @@ rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "no bfloat16 instructions" "$tmp/b16.out" && grep -q "capped by ONEDNN_MAX_CPU_ISA=AVX2" "$tmp/b16.out"' \
     "mixed_bfloat16 under ONEDNN_MAX_CPU_ISA=AVX2: exit $rc: $(tail -n 1 "$tmp/b16.out")"
 
+# a mixed_float16 run resumed without --dtype-policy continues in mixed_float16 (the checkpoint's
+# model records each layer's policy): bitwise the uninterrupted run's weights (the ref backend is
+# deterministic); the control, resumed with --dtype-policy float32, differs. --model of the file's
+# own float32 text, and a checkpoint written before the policy was recorded (its model text
+# float32, its loss scale section there), are each one error naming the flag to pass.
+f16=(--backend ref --seed 7 --threads 1 --no-shuffle --steps-per-epoch 3 --test-examples 50
+     --progress none --summary-dir "")
+mlp=$src/tests/data/keras/mlp_k3.json
+"$mw" train "${f16[@]}" --model "$mlp" --epochs 2 --dtype-policy mixed_float16 \
+    --checkpoint-dir "$tmp/f16full" --dump-weights "$tmp/f16full.bin" >"$tmp/f16full.out" 2>&1
+"$mw" train "${f16[@]}" --model "$mlp" --epochs 1 --dtype-policy mixed_float16 \
+    --checkpoint-dir "$tmp/f16ck" >"$tmp/f16a.out" 2>&1
+cp -r "$tmp/f16ck" "$tmp/f16ck2" && cp -r "$tmp/f16ck" "$tmp/f16ck3"
+"$mw" train "${f16[@]}" --epochs 2 --resume --checkpoint-dir "$tmp/f16ck" \
+    --dump-weights "$tmp/f16res.bin" >"$tmp/f16res.out" 2>&1
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "loss scale .* (mixed_float16)" "$tmp/f16res.out" &&
+       cmp -s "$tmp/f16res.bin" "$tmp/f16full.bin"' \
+    "mixed_float16 resumed without --dtype-policy = the uninterrupted run (exit $rc): $(tail -n 1 "$tmp/f16res.out")"
+"$mw" train "${f16[@]}" --epochs 2 --resume --checkpoint-dir "$tmp/f16ck2" --dtype-policy float32 \
+    --dump-weights "$tmp/f16to32.bin" >"$tmp/f16to32.out" 2>&1
+check '! cmp -s "$tmp/f16to32.bin" "$tmp/f16full.bin"' \
+    "the control: resumed with --dtype-policy float32, the weights differ"
+"$mw" train "${f16[@]}" --epochs 2 --resume --checkpoint-dir "$tmp/f16ck3" --model "$mlp" \
+    >"$tmp/f16m.out" 2>&1
+rc=$?
+check '[[ $rc -eq 5 ]] && grep -q "dtype policy mixed_float16 in the checkpoint, float32 in --model (pass --dtype-policy mixed_float16)" "$tmp/f16m.out"' \
+    "resume of mixed_float16 with a float32 --model: exit $rc: $(grep error "$tmp/f16m.out")"
+python3 - "$tmp/f16ck3/ckpt-1" <<'PY'
+import struct, sys, zlib
+path = sys.argv[1]
+b = open(path, "rb").read()
+out, pos, secs = bytearray(b[:16]), 16, []
+for _ in range(struct.unpack_from("<I", b, 12)[0]):
+    tag, csz = b[pos:pos + 8], struct.unpack_from("<Q", b, pos + 8)[0]
+    secs.append([tag, zlib.decompress(b[pos + 28:pos + 28 + csz])])
+    pos += 28 + csz
+model = [s for s in secs if s[0].rstrip(b"\0") == b"model"][0]
+model[1] = model[1].replace(b'{"module":"keras","class_name":"DTypePolicy","config":{"name":"mixed_float16"},"registered_name":null}', b'"float32"')
+assert b"mixed_float16" not in model[1]
+meta = [s for s in secs if s[0].rstrip(b"\0") == b"meta"][0]
+meta[1] = meta[1][:96] + struct.pack("<Q", len(model[1]))
+for tag, raw in secs:
+    c = zlib.compress(raw, 1)
+    out += tag + struct.pack("<QQI", len(c), len(raw), zlib.crc32(raw)) + c
+open(path, "wb").write(out)
+PY
+"$mw" train "${f16[@]}" --epochs 2 --resume --checkpoint-dir "$tmp/f16ck3" >"$tmp/f16old.out" 2>&1
+rc=$?
+check '[[ $rc -eq 5 ]] && grep -q "the latest checkpoint was trained with mixed_float16 (it holds a loss scale); this run computes in float32: pass --dtype-policy mixed_float16" "$tmp/f16old.out"' \
+    "an older mixed_float16 checkpoint resumed without --dtype-policy: exit $rc: $(grep error "$tmp/f16old.out")"
+
 # a checkpoint brings its model: eval, export and train --resume need no --model
 ck=(--checkpoint-dir "$tmp/kc" --steps-per-epoch 4 --test-examples 100 --progress none
     --summary-dir "")

@@ -10,7 +10,7 @@
 #     directory holds the `preempted` mark, and the last checkpoint is at that step;
 #   - run.sh again (it always resumes) ends with weights bitwise equal to an uninterrupted
 #     run's.
-# Then: a second SIGTERM to the chief ends the job at once, unsaved (nothing newer than before
+# Then: a second SIGTERM to the chief (1.2 s after the first) ends the job at once, unsaved (nothing newer than before
 # the signals, launcher exit neither 0 nor 133); a worker that cannot answer (SIGSTOP) leaves
 # the chief to end at --preemption-grace (3 s here) with exit 131 and no mark; a SIGTERM to
 # mpirun itself ends the job at once (133 only with the chief's mark) and a restart continues
@@ -27,12 +27,7 @@ flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1000 --bat
        --threads 1 --progress none --test-examples 200 --checkpoint-every-epochs 1
        --collective-timeout 60)
 pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    pkill -9 -f -- "--checkpoint-dir $tmp/" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'mw_end_runs "$tmp" "${pids[@]}"' EXIT
 now() { date +%s.%N; }
 # rank_pid DIR R: the pid of rank R of the run writing checkpoints to DIR
 rank_pid() {
@@ -127,12 +122,14 @@ stopped_worker() {
     took=$(gone "$d" "$t0")
 }
 
-# a second signal: at once, unsaved
+# a second signal (past the 1 s within which the same signal is the same request): at once,
+# unsaved
 after_signal() {
     for _ in $(seq 1 100); do
         grep -q "SIGTERM received: stopping at the next step boundary" "$d.out" && break
         sleep 0.05
     done
+    sleep 1.2
     kill -TERM "$1"
 }
 stopped_worker twice 1

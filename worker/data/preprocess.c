@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "worker/model/keras_keys.h"
 
 #define MAX_PRE 16 /* layers in one pipeline */
 
@@ -240,10 +241,25 @@ static mw_status parse_crop(const ctx *X, layer *l)
     return MW_OK;
 }
 
+/* The keys Keras writes for each class, in the order of classes[] (worker/model/keras_keys.h).
+ * The random layers' seed is their random stream: mwtrain draws its own from --seed. */
+#define SEED_KEY MW_KIGN("seed", "the random stream; mwtrain draws its own from --seed")
+static const mw_kkey keys[][8] = {
+    {MW_KREAD("scale"), MW_KREAD("offset"), MW_KEND},
+    {MW_KREAD("axis"), MW_KREAD("invert"), MW_KREAD("mean"), MW_KREAD("variance"), MW_KEND},
+    {MW_KREAD("data_format"), MW_KREAD("mode"), SEED_KEY, MW_KEND},
+    {MW_KREAD("data_format"), MW_KREAD("height"), MW_KREAD("width"), SEED_KEY, MW_KEND},
+    {MW_KREAD("data_format"), MW_KREAD("height_factor"), MW_KREAD("width_factor"),
+     MW_KREAD("fill_mode"), MW_KREAD("interpolation"), MW_KREAD("fill_value"), SEED_KEY, MW_KEND},
+};
+
 static mw_status parse_layer(const ctx *X, layer *l)
 {
     double a, b;
     const char *mode;
+    char where[160];
+    snprintf(where, sizeof where, "layer '%s' (%s)", X->name, X->cls);
+    MW_TRY(mw_kcheck_keys(X->origin, where, X->cls, X->cfg, keys[l->kind], 1));
     switch (l->kind) {
     case RESCALING:
         MW_TRY(get_number(X, "scale", 1.0, &a));

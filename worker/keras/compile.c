@@ -9,6 +9,7 @@
 #include "common/fs.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/keras_loss.h"
+#include "worker/model/keras_keys.h"
 
 static mw_status loss_file(mw_train_opts *o)
 {
@@ -28,7 +29,36 @@ static mw_status loss_file(mw_train_opts *o)
     return rc;
 }
 
-/* A .keras archive's compile_config: its loss, then its first metric. */
+/* The keys Keras writes in compile_config (worker/model/keras_keys.h): the optimizer
+ * (worker/keras/optimizer.c), the loss and the metrics are read; one output's loss weight must be
+ * 1 and weighted metrics absent (mwtrain reads no sample weights). */
+static const mw_kkey compile_keys[] = {
+    MW_KREAD("optimizer"),
+    MW_KREAD("loss"),
+    MW_KREAD("metrics"),
+    MW_KDEF("loss_weights", "null|1|[1]", "a weighted loss"),
+    MW_KDEF("weighted_metrics", "null|[]", "metrics weighted by sample weights"),
+    MW_KIGN("run_eagerly", "eager or graph execution computes the same"),
+    MW_KIGN("steps_per_execution", "steps per call to the backend, the same steps"),
+    MW_KIGN("jit_compile", "XLA compilation computes the same"),
+    MW_KDEF("auto_scale_loss", "true", "mixed_float16 without loss scaling"),
+    MW_KEND,
+};
+
+/* A .keras archive's compile_config has every key accounted for (whatever gives the loss). */
+static mw_status check_compile(const mw_train_opts *o)
+{
+    json_t *cc = NULL;
+    char at[700];
+    MW_TRY(mw_keras_archive_compiled(o->model_path, NULL, &cc));
+    snprintf(at, sizeof at, "%s: config.json: compile_config", o->model_path);
+    mw_status rc =
+        json_is_object(cc) ? mw_kcheck_config_keys(at, "compile_config", cc, compile_keys) : MW_OK;
+    json_decref(cc);
+    return rc;
+}
+
+/* A .keras archive's compile_config: its loss, then its metrics. */
 static mw_status archive_loss(mw_train_opts *o)
 {
     json_t *j = NULL, *m = NULL;
@@ -51,6 +81,8 @@ static mw_status archive_loss(mw_train_opts *o)
 
 mw_status mw_loss_resolve(mw_train_opts *o)
 {
+    if (o->model_path && mw_keras_archive_is(o->model_path))
+        MW_TRY(check_compile(o));
     if (o->loss_name && o->loss_config)
         return mw_err(MW_EINVAL, "--loss %s and --loss-config %s: give the loss one way",
                       o->loss_name, o->loss_config);

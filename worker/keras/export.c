@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "common/preempt.h"
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/keras_h5.h"
 #include "worker/keras/keras_vars.h"
@@ -208,7 +209,7 @@ static mw_status create_tmp(const char *path, char **tmp, int *fd)
         return mw_err(MW_ENOMEM, "export %s: out of memory", path);
     snprintf(*tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
     unlink(*tmp);
-    *fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    *fd = mw_preempt_temp_create(*tmp, O_WRONLY | O_NOFOLLOW, 0666); /* a signal removes it */
     if (*fd < 0)
         return mw_err(MW_EIO, "export %s: cannot create a file beside it: %s", path,
                       strerror(errno));
@@ -278,6 +279,7 @@ mw_status mw_export_safetensors(const mw_model *m, const float *params, const ch
         close(fd);
         unlink(tmp);
     }
+    mw_preempt_temp_done(tmp); /* renamed or removed by now */
     free(tmp);
     free(hdr);
     return rc;
@@ -311,6 +313,7 @@ static mw_status export_other(const mw_model *m, const float *params, int keras,
             rc = publish(tmp, fd, path); /* closes fd */
         }
     }
+    mw_preempt_temp_done(tmp); /* renamed or removed by now */
     free(tmp);
     free(img);
     return rc;

@@ -24,6 +24,7 @@
 #include "common/fs.h"
 #include "common/strfmt.h"
 #include "worker/data/preprocess.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/masks.h"
@@ -423,9 +424,18 @@ static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char 
     return MW_OK;
 }
 
+/* The keys Keras writes for InputLayer besides the common ones (worker/model/keras_keys.h). */
+static const mw_kkey input_keys[] = {
+    MW_KREAD("sparse"),
+    MW_KREAD("ragged"),
+    MW_KDEF("optional", "false", "an optional input (None when not given)"),
+    MW_KEND,
+};
+
 /* An InputLayer (layers[i]) adds nothing: it must come first and take dense inputs. */
 static mw_status check_input_layer(const mw_klayer *L, const json_t *cfg, size_t i)
 {
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "InputLayer", cfg, input_keys, 1));
     if (i != 0)
         return mw_kfail(L, MW_EMODEL, "an InputLayer must be the first layer");
     if (L->policy != MW_POLICY_FLOAT32)
@@ -438,9 +448,9 @@ static mw_status check_input_layer(const mw_klayer *L, const json_t *cfg, size_t
     MW_TRY(mw_kget_bool(L, cfg, "ragged", 0, &ragged));
     if (sparse || ragged)
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "%s inputs are not supported; supported: "
-                        "dense float32 inputs",
-                        sparse ? "sparse" : "ragged");
+                        "%s: found true; %s inputs are not supported; supported: false "
+                        "(dense float32 inputs)",
+                        sparse ? "sparse" : "ragged", sparse ? "sparse" : "ragged");
     return MW_OK;
 }
 
@@ -854,6 +864,11 @@ static mw_status build_graph(mw_kbuilder *B, const json_t *model, const json_t *
     const char *in_name = json_string_value(
         json_object_get(json_object_get(json_array_get(layers, 0), "config"), "name"));
     snprintf(B->m->input_name, sizeof B->m->input_name, "%s", in_name ? in_name : "input_layer");
+    mw_klayer L0 = {origin, "", MW_POLICY_FLOAT32};
+    const char *cls0 = NULL, *name0 = NULL;
+    const json_t *cfg0 = NULL;
+    MW_TRY(read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
+    MW_TRY(check_input_layer(&L0, cfg0, 0));
     knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
     mw_status rc = K.name && K.idx ? MW_OK : fail_at(origin, MW_ENOMEM, "out of memory");
     if (rc == MW_OK) {

@@ -226,7 +226,8 @@ mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **
     free(cfg);
     if (!root) /* the model load reports it, with the line */
         return MW_OK;
-    json_t *opt = json_object_get(json_object_get(root, "compile_config"), key);
+    json_t *cc = json_object_get(root, "compile_config");
+    json_t *opt = key ? json_object_get(cc, key) : cc;
     if (opt && !json_is_null(opt))
         *out = json_incref(opt);
     json_decref(root);
@@ -338,11 +339,13 @@ static json_t *compile_config(const mw_model *m, const mw_keras_optimizer *o)
                      0, "steps_per_execution", 1, "jit_compile", 0);
 }
 
-/* Each layer of a Keras 3 config (model.config.layers) whose policy m computes with differs
- * from the one the config names (--dtype-policy over the file's) gets m's. */
+/* Each layer of a Keras config (model.config.layers, or Keras 2's config list) whose policy m
+ * computes with differs from the one the config names (--dtype-policy over the file's) gets
+ * m's. */
 static void apply_policies(json_t *model, const mw_model *m)
 {
-    json_t *layers = json_object_get(json_object_get(model, "config"), "layers");
+    json_t *conf = json_object_get(model, "config");
+    json_t *layers = json_is_array(conf) ? conf : json_object_get(conf, "layers");
     for (size_t i = 0; i < json_array_size(layers); i++) {
         json_t *cfg = json_object_get(json_array_get(layers, i), "config");
         const char *name = json_string_value(json_object_get(cfg, "name"));
@@ -365,6 +368,16 @@ static void apply_policies(json_t *model, const mw_model *m)
     }
 }
 
+/* A model description's model object: itself, or a TensorFlow.js wrapper's modelTopology (its
+ * model_config member, or modelTopology itself); borrowed from root. */
+static json_t *source_model(json_t *root)
+{
+    json_t *topo = json_object_get(root, "modelTopology");
+    if (!topo)
+        return root;
+    return json_object_get(topo, "model_config") ? json_object_get(topo, "model_config") : topo;
+}
+
 /* m->source's model object when it is Keras 3's shape (has "module"), a new reference; else
  * NULL. */
 static json_t *keras3_source(const mw_model *m)
@@ -372,14 +385,25 @@ static json_t *keras3_source(const mw_model *m)
     if (!m->source)
         return NULL;
     json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
-    json_t *model = root, *topo = json_object_get(root, "modelTopology");
-    if (topo)
-        model =
-            json_object_get(topo, "model_config") ? json_object_get(topo, "model_config") : topo;
+    json_t *model = source_model(root);
     json_t *out = json_is_object(model) && json_object_get(model, "module") ? model : NULL;
     json_incref(out);
     json_decref(root);
     return out;
+}
+
+mw_status mw_keras_source_set_policy(mw_model *m)
+{
+    if (!m->source)
+        return MW_OK;
+    json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
+    json_t *model = source_model(root);
+    if (!json_is_object(model)) { /* it was read as a model: never */
+        json_decref(root);
+        return MW_OK;
+    }
+    apply_policies(model, m);
+    return mw_keras_source_replace(m, root);
 }
 
 mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out)

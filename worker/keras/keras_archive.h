@@ -44,11 +44,15 @@ mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, c
 mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                                      int nclasses, mw_keras_weights *w);
 /* What an archive was compiled with: config.json's compile_config[key] ("optimizer",
- * "loss", "metrics"; Keras' serialized form, for mw_optimizer_from_json and
- * mw_keras_loss_from_json) as a new reference in *out, or NULL when the archive has none (not
- * compiled, or null). Problems with the archive itself are MW_EDATA as above; a config.json
- * that is not JSON leaves *out NULL (the model load reports it). */
+ * "loss", "metrics"; key NULL: the whole compile_config; Keras' serialized form, for
+ * mw_optimizer_from_json and mw_keras_loss_from_json) as a new reference in *out, or NULL when the
+ * archive has none (not compiled, or null). Problems with the archive itself are MW_EDATA as above;
+ * a config.json that is not JSON leaves *out NULL (the model load reports it). */
 mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **out);
+/* m->source with each layer's dtype set to the policy m computes with where they differ
+ * (--dtype-policy over the file's), so that the description a checkpoint keeps resumes in the
+ * same policy. MW_ENOMEM. */
+mw_status mw_keras_source_set_policy(mw_model *m);
 /* --model: a .keras archive (w gets its weights) or Keras JSON (w stays empty). */
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w);

@@ -144,7 +144,17 @@ static mw_status metric_of(const mw_kc_loc *l, const json_t *m, mw_loss_kind los
     const char *name = json_string_value(m);
     const json_t *cfg = NULL;
     if (!name) {
+        static const char *const common[] = {"name", "dtype", NULL}, *const threshold[] = {
+                                                                         "threshold", NULL};
+        static const char *const auc[] = {"num_thresholds", "curve",      "summation_method",
+                                          "multi_label",    "num_labels", "label_weights",
+                                          "from_logits",    "thresholds", NULL};
         MW_TRY(mw_kc_unwrap(l, m, "keras.metrics", &name, &cfg));
+        mw_kc_loc c;
+        mw_kc_sub(&c, l, "config");
+        if (cfg)
+            MW_TRY(mw_kc_known(&c, cfg, name, common, strcmp(name, "AUC") ? threshold : auc,
+                               "name, dtype"));
         const json_t *th = json_object_get(cfg, "threshold");
         if (th && !(json_is_number(th) && json_number_value(th) == 0.5))
             return mw_kc_bad(l, "config.threshold", "expected 0.5 (mwtrain's binary threshold)");
@@ -277,6 +287,11 @@ mw_status mw_keras_source_set_loss(mw_model *m)
     }
     json_object_set_new(cc, "loss", mw_keras_loss_to_json(&m->loss));
     json_object_set_new(cc, "metrics", mw_keras_metrics_to_json(&m->loss, m->nclasses));
+    return mw_keras_source_replace(m, root);
+}
+
+mw_status mw_keras_source_replace(mw_model *m, json_t *root)
+{
     char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!text)

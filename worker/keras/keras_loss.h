@@ -37,6 +37,8 @@ json_t *mw_keras_metrics_to_json(const mw_loss *ls, int width);
  * every checkpoint holds) gets a top-level compile_config with m->loss's "loss" and "metrics"
  * (the other keys of one it has are kept). Nothing without a source. MW_ENOMEM. */
 mw_status mw_keras_source_set_loss(mw_model *m);
+/* root (owned: released) written as m->source, compact, in its key order. MW_ENOMEM. */
+mw_status mw_keras_source_replace(mw_model *m, json_t *root);
 /* The loss a model text carries (its compile_config's loss and metrics) into *ls when it
  * has one: *found 1, else 0 and ls unchanged. where names the text in messages. */
 mw_status mw_keras_source_loss(const char *text, mw_loss *ls, const char *where, int *found);

@@ -9,6 +9,7 @@
 
 #include "common/strfmt.h"
 #include "worker/model/activations.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -304,12 +305,38 @@ static const char *const init_list =
     "GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
     "VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones, Constant";
 
+/* The keys Keras writes in an initializer's config, by kind (worker/model/keras_keys.h); Keras
+ * 3.15 added input_axes and output_axes (the fans over other axes). */
+#define AXES_KEYS                                                                                  \
+    MW_KREAD("seed"), MW_KDEF("input_axes", "null", "fans over chosen axes"),                      \
+        MW_KDEF("output_axes", "null", "fans over chosen axes")
+static const mw_kkey fan_keys[] = {AXES_KEYS, MW_KEND},
+                     scaling_keys[] = {AXES_KEYS, MW_KREAD("scale"), MW_KREAD("mode"),
+                                       MW_KREAD("distribution"), MW_KEND},
+                     uniform_keys[] = {MW_KREAD("seed"), MW_KREAD("minval"), MW_KREAD("maxval"),
+                                       MW_KEND},
+                     normal_keys[] = {MW_KREAD("seed"), MW_KREAD("mean"), MW_KREAD("stddev"),
+                                      MW_KEND},
+                     constant_keys[] = {MW_KREAD("value"), MW_KEND}, no_keys[] = {MW_KEND};
+
 /* The arguments in an initializer's config c (an object) for its kind, out->kind, over the
  * class defaults already in *out. */
 static mw_status get_init_config(const mw_klayer *L, const json_t *c, const char *key, mw_init *out)
 {
     mw_kdbuf d;
     char path[96];
+    mw_klayer at = *L;
+    snprintf(at.where + strlen(at.where), sizeof at.where - strlen(at.where), ": %s.config", key);
+    const mw_init_kind k = out->kind;
+    MW_TRY(mw_kcheck_keys(at.origin, at.where, "this initializer", c,
+                          k == MW_INIT_VARIANCE_SCALING ? scaling_keys
+                          : k == MW_INIT_RANDOM_UNIFORM ? uniform_keys
+                          : k == MW_INIT_RANDOM_NORMAL || k == MW_INIT_TRUNCATED_NORMAL
+                              ? normal_keys
+                          : k == MW_INIT_CONSTANT                   ? constant_keys
+                          : k == MW_INIT_ZEROS || k == MW_INIT_ONES ? no_keys
+                                                                    : fan_keys,
+                          0));
     snprintf(path, sizeof path, "%s.config.", key);
     const json_t *seed = json_object_get(c, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
@@ -432,6 +459,11 @@ static mw_status get_reg(const mw_klayer *L, const json_t *cfg, const char *key,
                         "null",
                         key, mw_kquote(q, cls));
     if (json_is_object(c)) {
+        static const mw_kkey reg_keys[] = {MW_KREAD("l1"), MW_KREAD("l2"), MW_KEND};
+        mw_klayer at = *L;
+        snprintf(at.where + strlen(at.where), sizeof at.where - strlen(at.where), ": %s.config",
+                 key);
+        MW_TRY(mw_kcheck_keys(at.origin, at.where, "this regularizer", c, reg_keys, 0));
         snprintf(path, sizeof path, "%s.config.", key);
         if (has1)
             MW_TRY(mw_kget_num(L, path, c, "l1", out->l1, &out->l1));
@@ -492,9 +524,14 @@ mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, 
 {
     mw_init in;
     MW_TRY(mw_kget_init(L, cfg, key, kind, &in));
-    if (in.kind != kind)
-        return mw_kfail(L, MW_EUNSUPPORTED, "%s: only the default (%s) is supported", key,
-                        kind == MW_INIT_ZEROS ? "Zeros" : "Ones");
+    if (in.kind != kind) {
+        const json_t *v = json_object_get(cfg, key);
+        const char *cls = json_is_string(v) ? json_string_value(v)
+                                            : json_string_value(json_object_get(v, "class_name"));
+        mw_kqbuf q;
+        return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s; only the default (%s) is supported", key,
+                        mw_kquote(q, cls ? cls : "?"), kind == MW_INIT_ZEROS ? "Zeros" : "Ones");
+    }
     return MW_OK;
 }
 

@@ -3,6 +3,7 @@
  * (worker/model/layer.h). */
 #include <stdio.h>
 
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include <string.h>
 
@@ -179,15 +180,25 @@ static mw_status add_param_act(mw_kbuilder *B, const mw_klayer *L, const json_t 
     return MW_OK;
 }
 
+/* The keys Keras writes for ReLU, Activation, Softmax, LeakyReLU (Keras 2: alpha) and ELU
+ * (worker/model/keras_keys.h). */
+static const mw_kkey relu_keys[] = {MW_KREAD("max_value"), MW_KREAD("negative_slope"),
+                                    MW_KREAD("threshold"), MW_KEND},
+                     act_keys[] = {MW_KREAD("activation"), MW_KEND},
+                     softmax_keys[] = {MW_KREAD("axis"), MW_KEND},
+                     param_keys[] = {MW_KREAD("negative_slope"), MW_KREAD("alpha"), MW_KEND};
+
 static mw_status parse_relu(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, relu_keys, 1));
     return add_relu_layer(R->B, R->L, cfg, name);
 }
 
 /* Activation and Softmax layers. */
 static mw_status parse_identity(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strcmp(cls, "Softmax") ? act_keys : softmax_keys, 1));
     if (!strcmp(cls, "Softmax"))
         return add_softmax_layer(R->B, R->L, cfg, name, R->is_last);
     return add_activation_layer(R->B, R->L, cfg, name, R->is_last);
@@ -195,6 +206,7 @@ static mw_status parse_identity(mw_kread *R, const char *cls, const json_t *cfg,
 
 static mw_status parse_act(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, param_keys, 1));
     return add_param_act(R->B, R->L, cfg, name, !strcmp(cls, "ELU"));
 }
 

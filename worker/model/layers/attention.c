@@ -20,6 +20,7 @@
 
 #include "worker/model/activations.h"
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
@@ -270,11 +271,29 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
     return MW_OK;
 }
 
+/* The keys Keras writes for MultiHeadAttention (worker/model/keras_keys.h); Keras 3.15 added
+ * use_gate and sliding_window. */
+static const mw_kkey keys[] = {
+    MW_KREAD("num_heads"),
+    MW_KREAD("key_dim"),
+    MW_KREAD("value_dim"),
+    MW_KREAD("dropout"),
+    MW_KREAD("output_shape"),
+    MW_KREAD("attention_axes"),
+    MW_KREAD("flash_attention"),
+    MW_KWEIGHT_KEYS,
+    MW_KDEF("use_gate", "false", "a gated attention output (sigmoid gate weights)"),
+    MW_KDEF("sliding_window", "null", "attention over a sliding window of keys"),
+    MW_KIGN("seed", "the dropout's random stream; mwtrain draws its own from --seed"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
     (void)cls;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     mw_kdbuf d;
     if (B->m->next_nin < 2)
         return mw_kfail(L, MW_EMODEL,
@@ -322,10 +341,18 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "flash_attention true: supported: null or false (this program chooses "
                         "its own attention kernels)");
     MW_TRY(mw_kread_weights(L, cfg, 0, &w));
-    if (w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 || w.breg.l1 != 0.0 || w.breg.l2 != 0.0)
+    if (w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 || w.breg.l1 != 0.0 || w.breg.l2 != 0.0) {
+        const char *rk =
+            w.kreg.l1 != 0.0 || w.kreg.l2 != 0.0 ? "kernel_regularizer" : "bias_regularizer";
+        const json_t *r = json_object_get(cfg, rk);
+        const char *rn = json_is_string(r) ? json_string_value(r)
+                                           : json_string_value(json_object_get(r, "class_name"));
+        mw_kqbuf q;
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "kernel_regularizer / bias_regularizer: supported for "
-                        "MultiHeadAttention: null (use the optimizer's weight_decay)");
+                        "%s: found %s; supported for MultiHeadAttention: null (use the "
+                        "optimizer's weight_decay)",
+                        rk, mw_kquote(q, rn ? rn : "?"));
+    }
     if (R->kwargs)
         MW_TRY(read_call(L, R->kwargs, &causal));
     if ((long long)heads * (key_dim > value_dim ? key_dim : value_dim) > MW_KMAX_DIM)

@@ -3,6 +3,7 @@
  * layer (mw_model_sync_*); model.h says how the statistics travel. */
 #include "worker/model/layers/batchnorm.h"
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
@@ -97,11 +98,35 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+/* The keys Keras writes for BatchNormalization (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("axis"),
+    MW_KREAD("momentum"),
+    MW_KREAD("epsilon"),
+    MW_KREAD("center"),
+    MW_KREAD("scale"),
+    MW_KREAD("synchronized"),
+    MW_KREAD("renorm"),
+    MW_KREAD("beta_initializer"),
+    MW_KREAD("gamma_initializer"),
+    MW_KREAD("moving_mean_initializer"),
+    MW_KREAD("moving_variance_initializer"),
+    MW_KREAD("beta_regularizer"),
+    MW_KREAD("gamma_regularizer"),
+    MW_KREAD("beta_constraint"),
+    MW_KREAD("gamma_constraint"),
+    MW_KREAD("virtual_batch_size"),
+    MW_KREAD("adjustment"),
+    MW_KIGN("renorm_clipping", "used only with renorm, which must be false"),
+    MW_KIGN("renorm_momentum", "used only with renorm, which must be false"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     double mom = 0.99, eps = 1e-3;
     int center = 1, scale = 1, sync = 0, renorm = 0;
     mw_init beta, gamma;

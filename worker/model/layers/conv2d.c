@@ -3,6 +3,7 @@
 
 #include "worker/model/activations.h"
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
@@ -74,10 +75,18 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+/* The keys Keras writes for Conv2D and Conv1D (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("filters"), MW_KREAD("kernel_size"), MW_KREAD("strides"),
+    MW_KREAD("padding"), MW_KREAD("data_format"), MW_KREAD("dilation_rate"),
+    MW_KREAD("groups"),  MW_KWEIGHT_KEYS,         MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     /* Conv1D on (None, T, C), here 1 x T x C: a Conv2D with a 1 x k kernel */
     const int one_d = !strcmp(cls, "Conv1D");
     int filters = 0, groups = 0, same = 0;

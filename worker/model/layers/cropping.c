@@ -3,6 +3,7 @@
  * with zeros into the layer's buffer (pad2d_fwd) and adds it into dx, so an input read by
  * several layers gets the sum of their gradients. */
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
@@ -31,10 +32,13 @@ static mw_status add(mw_model *m, const char *name, const int c[4])
     return MW_OK;
 }
 
+/* The keys Keras writes for Cropping2D (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {MW_KREAD("cropping"), MW_KREAD("data_format"), MW_KEND};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     int c[4];
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, keys, 1));
     MW_TRY(mw_kcheck_data_format(R->L, cfg));
     MW_TRY(mw_kget_sides(R->L, cfg, "cropping", 0, c));
     MW_TRY(mw_kneed_channels(R->B, R->L));

@@ -2,6 +2,7 @@
 #include "worker/model/layers/dense.h"
 #include "worker/model/activations.h"
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
@@ -55,11 +56,19 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+/* The keys Keras writes for Dense (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("units"),
+    MW_KWEIGHT_KEYS,
+    MW_KDEF("quantization_config", "null", "quantized weights"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     int units = 0;
     mw_kweights w;
     MW_TRY(mw_kget_int(L, cfg, "units", 0, 1, 1, MW_KMAX_DIM, &units));

@@ -1,6 +1,7 @@
 /* Dropout: the layer table's row (worker/model/layer.h). */
 #include "worker/model/layers/dropout.h"
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/masks.h"
@@ -52,11 +53,19 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+/* The keys Keras writes for Dropout (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("rate"),
+    MW_KREAD("noise_shape"),
+    MW_KREAD("seed"), /* checked to be an integer or null; the masks come from --seed */
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     double rate = 0.0;
     mw_kdbuf d;
     if (!json_object_get(cfg, "rate"))

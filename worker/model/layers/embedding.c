@@ -9,6 +9,7 @@
  * whatever the input's values (only its shape counts), which a model adds with Add. */
 #include "worker/model/layers/embedding.h"
 
+#include "worker/model/keras_keys.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -223,10 +224,38 @@ static mw_status parse_token_position(mw_kread *R, const json_t *cfg, const char
     return MW_OK;
 }
 
+/* The keys Keras writes for Embedding (Keras 2: input_length) and KerasHub's
+ * TokenAndPositionEmbedding (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("input_dim"),
+    MW_KREAD("output_dim"),
+    MW_KREAD("mask_zero"),
+    MW_KREAD("embeddings_initializer"),
+    MW_KREAD("embeddings_regularizer"),
+    MW_KREAD("activity_regularizer"),
+    MW_KREAD("embeddings_constraint"),
+    MW_KREAD("lora_rank"),
+    MW_KIGN("lora_alpha", "LoRA's scale, used only with a lora_rank, which must be null"),
+    MW_KDEF("quantization_config", "null", "quantized weights"),
+    MW_KIGN("input_length", "Keras 2's sequence length, which the model's input shape gives"),
+    MW_KEND,
+};
+static const mw_kkey token_keys[] = {
+    MW_KREAD("vocabulary_size"),
+    MW_KREAD("sequence_length"),
+    MW_KREAD("embedding_dim"),
+    MW_KREAD("mask_zero"),
+    MW_KREAD("embeddings_initializer"),
+    MW_KREAD("tie_weights"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "TokenAndPositionEmbedding") ? keys : token_keys, 1));
     if (!strcmp(cls, "TokenAndPositionEmbedding"))
         return parse_token_position(R, cfg, name);
     int vocab = 0, dim = 0, mask = 0;
@@ -255,11 +284,18 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return MW_OK;
 }
 
+/* The keys KerasHub writes for PositionEmbedding and SinePositionEncoding
+ * (worker/model/keras_keys.h). */
+static const mw_kkey pos_keys[] = {MW_KREAD("sequence_length"), MW_KREAD("initializer"), MW_KEND},
+                     sine_keys[] = {MW_KREAD("max_wavelength"), MW_KEND};
+
 /* KerasHub's PositionEmbedding (sequence_length, initializer). */
 static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "SinePositionEncoding") ? pos_keys : sine_keys, 1));
     if (!strcmp(cls, "SinePositionEncoding")) { /* KerasHub's (max_wavelength) */
         double wl = 10000.0;
         MW_TRY(mw_kget_num(L, "", cfg, "max_wavelength", 10000.0, &wl));

@@ -4,6 +4,7 @@
  * replicas. */
 #include "worker/model/layers/layernorm.h"
 #include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
@@ -69,11 +70,27 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
+/* The keys Keras writes for LayerNormalization (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {
+    MW_KREAD("axis"),
+    MW_KREAD("epsilon"),
+    MW_KREAD("center"),
+    MW_KREAD("scale"),
+    MW_KREAD("rms_scaling"),
+    MW_KREAD("beta_initializer"),
+    MW_KREAD("gamma_initializer"),
+    MW_KREAD("beta_regularizer"),
+    MW_KREAD("gamma_regularizer"),
+    MW_KREAD("beta_constraint"),
+    MW_KREAD("gamma_constraint"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     double eps = 1e-3;
     int center = 1, scale = 1, rms = 0;
     mw_init beta, gamma;

@@ -1,5 +1,6 @@
 /* Add, Multiply and Concatenate: the merges of a Functional graph's tensors. The layer
  * table's rows (worker/model/layer.h). */
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include <string.h>
 
@@ -141,8 +142,14 @@ static mw_status add_merge(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
+/* The keys Keras writes for Add and Multiply (none of their own) and Concatenate (axis)
+ * (worker/model/keras_keys.h). */
+static const mw_kkey keys[] = {MW_KEND}, concat_keys[] = {MW_KREAD("axis"), MW_KEND};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strcmp(cls, "Concatenate") ? keys : concat_keys, 1));
     return add_merge(R->B, R->L, cfg, name, cls);
 }
 

@@ -1,5 +1,6 @@
 /* MaxPooling2D, AveragePooling2D and their global forms: the layer table's rows
  * (worker/model/layer.h). */
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include <string.h>
 
@@ -165,11 +166,18 @@ static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
+/* The keys Keras writes for the windowed and the global poolings (worker/model/keras_keys.h). */
 /* MaxPooling2D, AveragePooling2D, their 1-D forms (a 1 x p window over the 1 x T sequence)
  * and their Global forms (cls says which). */
+static const mw_kkey window_keys[] = {MW_KREAD("pool_size"), MW_KREAD("strides"),
+                                      MW_KREAD("padding"), MW_KREAD("data_format"), MW_KEND},
+                     global_keys[] = {MW_KREAD("data_format"), MW_KREAD("keepdims"), MW_KEND};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     const int max = strstr(cls, "Max") != NULL, one_d = strstr(cls, "1D") != NULL;
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strncmp(cls, "Global", 6) ? window_keys : global_keys, 1));
     if (!strncmp(cls, "Global", 6))
         return add_global_pool(R->B, R->L, cfg, name, max, one_d);
     const mw_layer *in = R->B->m->nlayers > 0 ? &R->B->m->layers[R->B->m->nlayers - 1] : NULL;

@@ -1,6 +1,7 @@
 /* Flatten, Reshape and ZeroPadding2D: the layer table's rows (worker/model/layer.h). Reshape
  * is Flatten's kind with another output shape: the values stay in place (channels_last is
  * row-major), only their shape changes. */
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include <string.h>
 
@@ -122,8 +123,15 @@ static mw_status parse_reshape(mw_kbuilder *B, const mw_klayer *L, const json_t 
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
+/* The keys Keras writes for Flatten, Reshape and ZeroPadding2D (worker/model/keras_keys.h). */
+static const mw_kkey flatten_keys[] = {MW_KREAD("data_format"), MW_KEND},
+                     reshape_keys[] = {MW_KREAD("target_shape"), MW_KEND},
+                     zeropad_keys[] = {MW_KREAD("padding"), MW_KREAD("data_format"), MW_KEND};
+
 static mw_status parse_flatten(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg,
+                          strcmp(cls, "Reshape") ? flatten_keys : reshape_keys, 1));
     if (!strcmp(cls, "Reshape"))
         return parse_reshape(R->B, R->L, cfg, name);
     mw_status rc = mw_kcheck_data_format(R->L, cfg);
@@ -146,7 +154,7 @@ static mw_status add_zeropad(mw_kbuilder *B, const mw_klayer *L, const json_t *c
 
 static mw_status parse_zeropad(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
-    (void)cls;
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, zeropad_keys, 1));
     return add_zeropad(R->B, R->L, cfg, name);
 }
 

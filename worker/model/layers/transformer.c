@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
@@ -209,6 +210,20 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
     return mw_kget_bool(L, cfg, "normalize_first", 0, &c->first_norm);
 }
 
+/* The keys KerasHub writes for TransformerEncoder and TransformerDecoder
+ * (worker/model/keras_keys.h). */
+#define BLOCK_KEYS                                                                                 \
+    MW_KREAD("intermediate_dim"), MW_KREAD("num_heads"), MW_KREAD("dropout"),                      \
+        MW_KREAD("activation"), MW_KREAD("layer_norm_epsilon"), MW_KREAD("kernel_initializer"),    \
+        MW_KREAD("bias_initializer"), MW_KREAD("normalize_first")
+static const mw_kkey keys[] = {BLOCK_KEYS, MW_KEND};
+static const mw_kkey decoder_keys[] = {
+    BLOCK_KEYS,
+    MW_KIGN("decoder_sequence_shape", "the build shape, which the graph gives"),
+    MW_KDEF("encoder_sequence_shape", "null", "cross-attention on an encoder sequence"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
@@ -223,6 +238,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
         return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence (%s)",
                         m->next_nin,
                         c.decoder ? "decoder-only use, without an encoder sequence" : "its input");
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
+                          strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
         MW_TRY(read_call(L, R->kwargs, c.decoder, &c.causal));

@@ -1,8 +1,9 @@
-/* The graph ops (kernels/graphops.h), reference against the fast CPU path with 1 and 2
+/* The layer ops of Functional graphs (BatchNormalization, pooling, padding, merges,
+ * activations, softmax; kernels/kernel_list.h), reference against the fast CPU path with 1 and 2
  * threads, on ResNet-20's shapes: a batch of 64 at 28x28x16, 14x14x32 and 7x7x64 (its three
  * stages), the global average pooling at 7x7x64 and a softmax over 64 x 10.
  *
- *   bench_graphops [reps=21] [op]      (op: only the ops whose name contains it)
+ *   bench_cpu_ops [reps=21] [op]      (op: only the ops whose name contains it)
  *
  * Every case first checks the fast path against the reference on the same inputs (bitwise,
  * or within 1e-5 relative for BatchNormalization: a benchmark of wrong results is
@@ -15,7 +16,7 @@
 
 #include "common/arena.h"
 #include "common/timer.h"
-#include "kernels/graphops.h"
+#include "kernels/twins.h"
 
 /* Everything an op reads or writes; sized for the largest case. */
 typedef struct {
@@ -246,7 +247,7 @@ int main(int argc, char **argv)
 {
     const int reps = argc > 1 ? atoi(argv[1]) : 21;
     if (reps < 3) {
-        fprintf(stderr, "usage: bench_graphops [reps >= 3] [op]\n");
+        fprintf(stderr, "usage: bench_cpu_ops [reps >= 3] [op]\n");
         return 2;
     }
     mw_kernels ref, cpu;

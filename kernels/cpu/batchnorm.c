@@ -1,0 +1,333 @@
+/* The fast CPU BatchNormalization (kernels/batchnorm.h): it walks row by row instead of down
+ * each channel and forms xhat in float, so it agrees with the reference to rounding. Its sums
+ * are split over threads by CHANNEL blocks, each channel still summed over all rows in order,
+ * so its results do not depend on the thread count: they are those of the single-threaded
+ * version (bitwise). The moving statistics' entries are the reference's in both CPU tables
+ * (2 C floats per layer and step). */
+#include "kernels/batchnorm.h"
+#include "kernels/twins.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+/* Per-channel sums in double: 2 C doubles, on the stack for the channel counts models use. */
+#define MAXC 1024
+/* Channels per thread at least (one cache line of floats): fewer threads for small C. */
+#define BN_MINC 16
+
+/* Split C channels into at most MW_NT(k) blocks of at least BN_MINC channels; block b is
+ * [*c0, *c1). Any split gives the same results (each channel is summed on its own). */
+static int bn_blocks(const mw_kctx *k, int C)
+{
+    int nb = (C + BN_MINC - 1) / BN_MINC, nt = MW_NT(k);
+    return nb < nt ? (nb > 0 ? nb : 1) : nt;
+}
+
+static void bn_block(int C, int nb, int b, int *c0, int *c1)
+{
+    *c0 = (int)((long)C * b / nb);
+    *c1 = (int)((long)C * (b + 1) / nb);
+}
+
+/* The column sums run over tiles of rows (about 16 KB of the block's channels) and, within a
+ * tile, CW channels at a time whose sums stay in registers (8 doubles: 4 SSE registers) while
+ * the tile's rows go by; channels left over are summed one at a time. A tile is read from
+ * memory once and from L1 by the other groups. Each channel is still summed in row order. */
+#define CW 8
+#define TILE 4096
+
+static size_t tile_rows(int c0, int c1)
+{
+    return c1 - c0 < TILE ? (size_t)(TILE / (c1 - c0)) : 1;
+}
+
+/* s[c] = the sum of x[r][c] over all rows, for c in [c0, c1). */
+static void col_sums(double *restrict s, const float *restrict x, size_t rows, int C, int c0,
+                     int c1)
+{
+    const size_t R = tile_rows(c0, c1);
+    for (int c = c0; c < c1; c++)
+        s[c] = 0.0;
+    for (size_t r0 = 0; r0 < rows; r0 += R) {
+        const size_t r1 = rows - r0 < R ? rows : r0 + R;
+        int c = c0;
+        for (; c + CW <= c1; c += CW) {
+            double a[CW];
+            memcpy(a, s + c, sizeof a);
+            for (size_t r = r0; r < r1; r++) {
+                const float *xr = x + r * C + c;
+                for (int j = 0; j < CW; j++)
+                    a[j] += xr[j];
+            }
+            memcpy(s + c, a, sizeof a);
+        }
+        for (; c < c1; c++)
+            for (size_t r = r0; r < r1; r++)
+                s[c] += x[r * C + c];
+    }
+}
+
+/* q[c] = the sum of (x[r][c] - s[c] / rows)^2 over all rows, for c in [c0, c1). */
+static void col_sqdev(double *restrict q, const double *restrict s, const float *restrict x,
+                      size_t rows, int C, int c0, int c1)
+{
+    const size_t R = tile_rows(c0, c1);
+    double mu[MAXC];
+    for (int c = c0; c < c1; c++) {
+        q[c] = 0.0;
+        mu[c] = rows ? s[c] / (double)rows : 0.0;
+    }
+    for (size_t r0 = 0; r0 < rows; r0 += R) {
+        const size_t r1 = rows - r0 < R ? rows : r0 + R;
+        int c = c0;
+        for (; c + CW <= c1; c += CW) {
+            double a[CW], m[CW];
+            memcpy(a, q + c, sizeof a);
+            memcpy(m, mu + c, sizeof m);
+            for (size_t r = r0; r < r1; r++) {
+                const float *xr = x + r * C + c;
+                for (int j = 0; j < CW; j++) {
+                    double d = (double)xr[j] - m[j];
+                    a[j] += d * d;
+                }
+            }
+            memcpy(q + c, a, sizeof a);
+        }
+        for (; c < c1; c++)
+            for (size_t r = r0; r < r1; r++) {
+                double d = (double)x[r * C + c] - mu[c];
+                q[c] += d * d;
+            }
+    }
+}
+
+/* y[r][c] = (x[r][c] - mu[c]) * a[c] + b[c], rows spread over the threads. */
+static void affine_rows(const mw_kctx *k, float *y, const float *x, const float *mu, const float *a,
+                        const float *b, size_t rows, int C)
+{
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        float *restrict yr = y + r * C;
+        const float *restrict xr = x + r * C;
+        for (int c = 0; c < C; c++)
+            yr[c] = (xr[c] - mu[c]) * a[c] + b[c];
+    }
+}
+
+void mw_bn_fwd_train_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                         const float *x, const float *gamma, const float *beta, size_t rows, int C,
+                         float eps)
+{
+    if (C > MAXC) {
+        mw_bn_fwd_train_ref(k, y, mean, var, invstd, x, gamma, beta, rows, C, eps);
+        return;
+    }
+    double s[MAXC], q[MAXC];
+    const int nb = bn_blocks(k, C);
+#pragma omp parallel for num_threads(nb) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int c0, c1;
+        bn_block(C, nb, b, &c0, &c1);
+        col_sums(s, x, rows, C, c0, c1);
+        col_sqdev(q, s, x, rows, C, c0, c1);
+    }
+    float mu[MAXC], a[MAXC], b[MAXC];
+    for (int c = 0; c < C; c++) {
+        mean[c] = mu[c] = (float)(rows ? s[c] / (double)rows : 0.0);
+        var[c] = (float)(rows ? q[c] / (double)rows : 0.0);
+        invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
+        a[c] = invstd[c] * (gamma ? gamma[c] : 1.0f);
+        b[c] = beta ? beta[c] : 0.0f;
+    }
+    affine_rows(k, y, x, mu, a, b, rows, C);
+}
+
+void mw_bn_fwd_infer_cpu(const mw_kctx *k, float *y, const float *x, const float *gamma,
+                         const float *beta, const float *mean, const float *var, size_t rows, int C,
+                         float eps)
+{
+    if (C > MAXC) {
+        mw_bn_fwd_infer_ref(k, y, x, gamma, beta, mean, var, rows, C, eps);
+        return;
+    }
+    float a[MAXC], b[MAXC];
+    for (int c = 0; c < C; c++) {
+        a[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps)) * (gamma ? gamma[c] : 1.0f);
+        b[c] = beta ? beta[c] : 0.0f;
+    }
+    affine_rows(k, y, x, mean, a, b, rows, C);
+}
+
+/* sdy[c] = sum dy, sdyx[c] = sum dy xhat (xhat in float) over all rows, c in [c0, c1); tiled
+ * as col_sums. */
+static void bn_grad_sums(double *restrict sdy, double *restrict sdyx, const float *restrict dy,
+                         const float *restrict x, const float *restrict mean,
+                         const float *restrict invstd, size_t rows, int C, int c0, int c1)
+{
+    const size_t R = tile_rows(c0, c1);
+    for (int c = c0; c < c1; c++)
+        sdy[c] = sdyx[c] = 0.0;
+    for (size_t r0 = 0; r0 < rows; r0 += R) {
+        const size_t r1 = rows - r0 < R ? rows : r0 + R;
+        int c = c0;
+        for (; c + CW <= c1; c += CW) {
+            double a[CW], b[CW];
+            float mu[CW], is[CW];
+            memcpy(a, sdy + c, sizeof a);
+            memcpy(b, sdyx + c, sizeof b);
+            memcpy(mu, mean + c, sizeof mu);
+            memcpy(is, invstd + c, sizeof is);
+            for (size_t r = r0; r < r1; r++) {
+                const float *dr = dy + r * C + c, *xr = x + r * C + c;
+                for (int j = 0; j < CW; j++) {
+                    float xh = (xr[j] - mu[j]) * is[j];
+                    a[j] += dr[j];
+                    b[j] += (double)(dr[j] * xh);
+                }
+            }
+            memcpy(sdy + c, a, sizeof a);
+            memcpy(sdyx + c, b, sizeof b);
+        }
+        for (; c < c1; c++)
+            for (size_t r = r0; r < r1; r++) {
+                float xh = (x[r * C + c] - mean[c]) * invstd[c];
+                sdy[c] += dy[r * C + c];
+                sdyx[c] += (double)(dy[r * C + c] * xh);
+            }
+    }
+}
+
+/* dx[r][c] += f[c] (dy[r][c] - u[c] - xhat v[c]), rows spread over the threads. */
+static void dx_rows(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *mean,
+                    const float *invstd, const float *f, const float *u, const float *v,
+                    size_t rows, int C)
+{
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            float xh = (x[r * C + c] - mean[c]) * invstd[c];
+            dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
+        }
+}
+
+void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
+                   const float *x, const float *mean, const float *invstd, const float *gamma,
+                   size_t rows, int C)
+{
+    if (C > MAXC) {
+        mw_bn_bwd_ref(k, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C);
+        return;
+    }
+    double sdy[MAXC], sdyx[MAXC];
+    const int nb = bn_blocks(k, C);
+#pragma omp parallel for num_threads(nb) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int c0, c1;
+        bn_block(C, nb, b, &c0, &c1);
+        bn_grad_sums(sdy, sdyx, dy, x, mean, invstd, rows, C, c0, c1);
+    }
+    float f[MAXC], u[MAXC], v[MAXC];
+    for (int c = 0; c < C; c++) {
+        if (dgamma)
+            dgamma[c] += (float)sdyx[c];
+        if (dbeta)
+            dbeta[c] += (float)sdy[c];
+        double M = rows ? (double)rows : 1.0, g = gamma ? gamma[c] : 1.0;
+        f[c] = (float)(g * invstd[c]); /* dx = f (dy - u - xhat v) */
+        u[c] = (float)(sdy[c] / M);
+        v[c] = (float)(sdyx[c] / M);
+    }
+    if (dx)
+        dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C);
+}
+
+/* Synchronized BatchNormalization: the same channel blocks and tiles as above. */
+
+/* s[c] = sum x, q[c] = sum x^2 over all rows, c in [c0, c1); tiled as col_sums. */
+static void col_moments(double *restrict s, double *restrict q, const float *restrict x,
+                        size_t rows, int C, int c0, int c1)
+{
+    const size_t R = tile_rows(c0, c1);
+    for (int c = c0; c < c1; c++)
+        s[c] = q[c] = 0.0;
+    for (size_t r0 = 0; r0 < rows; r0 += R) {
+        const size_t r1 = rows - r0 < R ? rows : r0 + R;
+        int c = c0;
+        for (; c + CW <= c1; c += CW) {
+            double a[CW], b[CW];
+            memcpy(a, s + c, sizeof a);
+            memcpy(b, q + c, sizeof b);
+            for (size_t r = r0; r < r1; r++) {
+                const float *xr = x + r * C + c;
+                for (int j = 0; j < CW; j++) {
+                    double v = xr[j];
+                    a[j] += v;
+                    b[j] += v * v;
+                }
+            }
+            memcpy(s + c, a, sizeof a);
+            memcpy(q + c, b, sizeof b);
+        }
+        for (; c < c1; c++)
+            for (size_t r = r0; r < r1; r++) {
+                double v = x[r * C + c];
+                s[c] += v;
+                q[c] += v * v;
+            }
+    }
+}
+
+void mw_bn_sums_cpu(const mw_kctx *k, double *s, const float *x, const float *dy, const float *mean,
+                    const float *invstd, float *dgamma, float *dbeta, size_t rows, int C)
+{
+    if (C > MAXC) {
+        mw_bn_sums_ref(k, s, x, dy, mean, invstd, dgamma, dbeta, rows, C);
+        return;
+    }
+    const int nb = bn_blocks(k, C);
+#pragma omp parallel for num_threads(nb) schedule(static)
+    for (int b = 0; b < nb; b++) {
+        int c0, c1;
+        bn_block(C, nb, b, &c0, &c1);
+        if (dy)
+            bn_grad_sums(s, s + C, dy, x, mean, invstd, rows, C, c0, c1);
+        else
+            col_moments(s, s + C, x, rows, C, c0, c1);
+    }
+    for (int c = 0; c < C && dy; c++) {
+        if (dgamma)
+            dgamma[c] += (float)s[C + c];
+        if (dbeta)
+            dbeta[c] += (float)s[c];
+    }
+}
+
+void mw_bn_sync_fwd_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                        const float *x, const float *gamma, const float *beta, const double *s,
+                        double M, size_t rows, int C, float eps)
+{
+    mw_bn_sync_stats(mean, var, invstd, s, M, C, eps);
+    mw_bn_fwd_infer_cpu(k, y, x, gamma, beta, mean, var, rows, C, eps);
+}
+
+void mw_bn_sync_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                        const float *mean, const float *invstd, const float *gamma, const double *s,
+                        double M, size_t rows, int C)
+{
+    if (C > MAXC) {
+        mw_bn_sync_bwd_ref(k, dx, dy, x, mean, invstd, gamma, s, M, rows, C);
+        return;
+    }
+    if (!dx || M <= 0)
+        return;
+    float f[MAXC], u[MAXC], v[MAXC];
+    for (int c = 0; c < C; c++) {
+        f[c] = (float)((gamma ? gamma[c] : 1.0) * invstd[c]); /* dx += f (dy - u - xhat v) */
+        u[c] = (float)(s[c] / M);
+        v[c] = (float)(s[C + c] / M);
+    }
+    dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C);
+}

@@ -1,0 +1,406 @@
+/* The kernel table's entries, one line each: the single list from which kernels/kernels.h
+ * makes each entry's function type (mw_<op>_fn) and its field of mw_kernels, kernels/twins.h
+ * the twins' prototypes, the ref, cpu and cuda tables their fills, and the CUDA host stand-in
+ * (tests/hostdev.c) its checked wrappers. No include guard: each includer defines
+ *
+ *   MW_KERNEL(op, fast, params, args, arrays)
+ *
+ * op      the field name; the twins are mw_<op>_ref, mw_<op>_cpu, mw_<op>_cuda
+ * fast    CPU: kernels/cpu has a fast twin that the cpu table puts in place of the reference;
+ *         REF: the cpu table keeps the reference
+ * params  the parameters after the context (const mw_kctx *k), in parentheses
+ * args    the same names, in parentheses, to forward a call
+ * arrays  the memory each pointer spans in the backend's memory, in elements of its type:
+ *         MW_A(p, count) required, MW_O(p, count) NULL allowed, MW_AIF / MW_OIF (cond, p,
+ *         count) only when cond holds (kernels.h makes them of MW_A and MW_O), MW_BYTES(p,
+ *         nbytes) for untyped memory, and MW_ASSERT(cond, what) for a condition the arguments
+ *         must meet. A host pointer (sumsq's out) is not listed.
+ *
+ * The contract of every entry is in the comment above its line (kernels/kernels.h has the
+ * conventions: layouts, accumulation). The order is mw_kernels' field order. */
+
+/* clang-format off */
+/* y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C,O)) + b (O). */
+MW_KERNEL(conv2d_fwd, CPU,
+          (float *y, const float *x, const float *w, const float *b, const mw_conv2d_geom *g,
+           int N),
+          (y, x, w, b, g, N),
+          MW_A(y, (size_t)N * g->OH * g->OW * g->O) MW_A(x, (size_t)N * g->H * g->W * g->C)
+          MW_A(w, (size_t)g->KH * g->KW * g->C * g->O) MW_O(b, g->O))
+/* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). */
+MW_KERNEL(conv2d_bwd, CPU,
+          (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+           const mw_conv2d_geom *g, int N),
+          (dx, dw, db, dy, x, w, g, N),
+          MW_O(dx, (size_t)N * g->H * g->W * g->C) MW_A(dw, (size_t)g->KH * g->KW * g->C * g->O)
+          MW_O(db, g->O) MW_A(dy, (size_t)N * g->OH * g->OW * g->O)
+          MW_A(x, (size_t)N * g->H * g->W * g->C) MW_A(w, (size_t)g->KH * g->KW * g->C * g->O))
+/* y (N,OH,OW,C) = max over each window; argmax (N,OH,OW,C) keeps the winning input offset
+ * within one image (h*W + w)*C + c, for backward. */
+MW_KERNEL(maxpool_fwd, CPU,
+          (float *y, int32_t *argmax, const float *x, const mw_pool_geom *g, int N),
+          (y, argmax, x, g, N),
+          MW_A(y, (size_t)N * g->OH * g->OW * g->C) MW_A(argmax, (size_t)N * g->OH * g->OW * g->C)
+          MW_A(x, (size_t)N * g->H * g->W * g->C))
+/* dx[argmax] += dy. */
+MW_KERNEL(maxpool_bwd, CPU,
+          (float *dx, const float *dy, const int32_t *argmax, const mw_pool_geom *g, int N),
+          (dx, dy, argmax, g, N),
+          MW_A(dx, (size_t)N * g->H * g->W * g->C) MW_A(dy, (size_t)N * g->OH * g->OW * g->C)
+          MW_A(argmax, (size_t)N * g->OH * g->OW * g->C))
+/* y (N,O) = x (N,I) * w (I,O) + b (O). */
+MW_KERNEL(dense_fwd, CPU,
+          (float *y, const float *x, const float *w, const float *b, int N, int I, int O),
+          (y, x, w, b, N, I, O),
+          MW_A(y, (size_t)N * O) MW_A(x, (size_t)N * I) MW_A(w, (size_t)I * O) MW_O(b, O))
+/* dx += dy w^T (dx may be NULL), dw += x^T dy, db += sum dy. */
+MW_KERNEL(dense_bwd, CPU,
+          (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int N,
+           int I, int O),
+          (dx, dw, db, dy, x, w, N, I, O),
+          MW_O(dx, (size_t)N * I) MW_A(dw, (size_t)I * O) MW_O(db, O) MW_A(dy, (size_t)N * O)
+          MW_A(x, (size_t)N * I) MW_A(w, (size_t)I * O))
+/* y = max(x, 0); y may equal x. */
+MW_KERNEL(relu_fwd, CPU,
+          (float *y, const float *x, size_t count),
+          (y, x, count),
+          MW_A(y, count) MW_A(x, count))
+/* dx = dy * (y > 0), from the forward OUTPUT y; dx may equal dy. */
+MW_KERNEL(relu_bwd, CPU,
+          (float *dx, const float *dy, const float *y, size_t count),
+          (dx, dy, y, count),
+          MW_A(dx, count) MW_A(dy, count) MW_A(y, count))
+/* Sparse softmax cross-entropy from logits (N,K): prob = softmax(logits),
+ * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). A label outside [0, K) (an
+ * ignore_class label: the data check every other) has loss 0 and no one-hot term; its
+ * sample weight 0 zeroes its gradient. */
+MW_KERNEL(xent_fwd, CPU,
+          (float *loss, float *prob, const float *logits, const int32_t *labels, int N, int K),
+          (loss, prob, logits, labels, N, K),
+          MW_A(loss, N) MW_A(prob, (size_t)N * K) MW_A(logits, (size_t)N * K) MW_A(labels, N))
+/* dlogits = scale * (prob - onehot(label)) (onehot 0 for a label outside [0, K)). */
+MW_KERNEL(xent_bwd, CPU,
+          (float *dlogits, const float *prob, const int32_t *labels, float scale, int N, int K),
+          (dlogits, prob, labels, scale, N, K),
+          MW_A(dlogits, (size_t)N * K) MW_A(prob, (size_t)N * K) MW_A(labels, N))
+/* The losses of dense float targets (mw_dloss, kernels/loss_rules.h; the CPU table keeps the
+ * reference: a loss is n x K elements once per step): loss[i] from out row i and y row i; prob (N,
+ * K): the output as Keras' metrics see it (CCE: softmax(out), the folded softmax; otherwise out as
+ * it is). */
+MW_KERNEL(dloss_fwd, REF,
+          (const mw_dloss *p, float *loss, float *prob, const float *out, const float *y, int N,
+           int K),
+          (p, loss, prob, out, y, N, K),
+          MW_A(loss, N) MW_A(prob, (size_t)N * K) MW_A(out, (size_t)N * K) MW_A(y, (size_t)N * K))
+/* dout = scale * d loss[i] / d out (dout may not alias out or prob). */
+MW_KERNEL(dloss_bwd, REF,
+          (const mw_dloss *p, float *dout, const float *out, const float *prob, const float *y,
+           float scale, int N, int K),
+          (p, dout, out, prob, y, scale, N, K),
+          MW_A(dout, (size_t)N * K) MW_A(out, (size_t)N * K) MW_A(prob, (size_t)N * K)
+          MW_A(y, (size_t)N * K))
+/* Sample weights: row i of a (n, width) times w[i] (a per-example loss, or its gradient). */
+MW_KERNEL(scale_rows, REF,
+          (float *a, const float *w, int n, int width),
+          (a, w, n, width),
+          MW_A(a, (size_t)n * width) MW_A(w, n))
+/* out[i] = the mean of in[i P .. i P + P) (a sequence's per-position losses into its
+ * example's loss, summed in order in double); out and in do not overlap. */
+MW_KERNEL(row_mean, REF,
+          (float *out, const float *in, int n, int P),
+          (out, in, n, P),
+          MW_A(out, n) MW_A(in, (size_t)n * P))
+/* Embedding (kernels/embed.h): ids (n, T) token ids held as floats (exact below 2^24),
+ * table (V, D), y (n, T, D): y[i, t] = table[ids[i, t]]. An id that is not an integer in
+ * [0, V) (the data are checked before: never) gives a zero row. */
+MW_KERNEL(embed_fwd, REF,
+          (float *y, const float *ids, const float *table, int n, int T, int D, int V),
+          (y, ids, table, n, T, D, V),
+          MW_A(y, (size_t)n * T *D) MW_A(ids, (size_t)n * T) MW_A(table, (size_t)V * D))
+/* gtable[ids[i, t]] += dy[i, t] for every (i, t) (an id outside [0, V): nothing). */
+MW_KERNEL(embed_bwd, REF,
+          (float *gtable, const float *dy, const float *ids, int n, int T, int D, int V),
+          (gtable, dy, ids, n, T, D, V),
+          MW_A(gtable, (size_t)V * D) MW_A(dy, (size_t)n * T *D) MW_A(ids, (size_t)n * T))
+/* Keras' GlobalAveragePooling1D under a padding mask (Embedding(mask_zero=True): the steps
+ * whose id is 0 are padding): x (n, T, D), ids (n, T); y[i] = the sum over the steps of x[i, t]
+ * with ids[i, t] != 0, divided by their number (0 of them: 0 / 0, NaN, as Keras). */
+MW_KERNEL(masked_mean_fwd, REF,
+          (float *y, const float *x, const float *ids, int n, int T, int D),
+          (y, x, ids, n, T, D),
+          MW_A(y, (size_t)n * D) MW_A(x, (size_t)n * T *D) MW_A(ids, (size_t)n * T))
+/* dx[i, t] += dy[i] / count for the unmasked steps (accumulates, as every backward). */
+MW_KERNEL(masked_mean_bwd, REF,
+          (float *dx, const float *dy, const float *ids, int n, int T, int D),
+          (dx, dy, ids, n, T, D),
+          MW_A(dx, (size_t)n * T *D) MW_A(dy, (size_t)n * D) MW_A(ids, (size_t)n * T))
+/* KerasHub's SinePositionEncoding (kernels/embed.h): y (n, T, D), the same for every example:
+ * step t, feature j: sin(t w_j) for even j, cos(t w_j) for odd j, w_j = (1 / max_wavelength)
+ * ^ (2 floor(j / 2) / D), each step in float32 as KerasHub computes it. */
+MW_KERNEL(sine_pos, REF,
+          (float *y, int n, int T, int D, float max_wavelength),
+          (y, n, T, D, max_wavelength),
+          MW_A(y, (size_t)n * T *D))
+/* Keras' LayerNormalization over the last axis (kernels/layernorm_rules.h): for each of rows rows
+ * of D values, y = (x - mean) / sqrt(var + eps) * gamma + beta (var the biased variance;
+ * gamma, beta NULL: 1, 0); stat (2 x rows) gets each row's mean and 1 / sqrt(var + eps) for
+ * the backward. */
+MW_KERNEL(layernorm_fwd, CPU,
+          (float *y, float *stat, const float *x, const float *gamma, const float *beta, int rows,
+           int D, float eps),
+          (y, stat, x, gamma, beta, rows, D, eps),
+          MW_A(y, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_A(x, (size_t)rows * D)
+          MW_O(gamma, D) MW_O(beta, D))
+/* dx += the input's gradient (dx NULL: none); dgamma, dbeta += theirs (NULL: none), from x,
+ * stat and dy. */
+MW_KERNEL(layernorm_bwd, CPU,
+          (float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+           const float *stat, const float *gamma, int rows, int D),
+          (dx, dgamma, dbeta, dy, x, stat, gamma, rows, D),
+          MW_O(dx, (size_t)rows * D) MW_O(dgamma, D) MW_O(dbeta, D) MW_A(dy, (size_t)rows * D)
+          MW_A(x, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_O(gamma, D))
+/* Keras' GroupNormalization (kernels/groupnorm_rules.h): n examples of S positions of C
+ * channels, G groups of C / G channels; each example's group normalized over its S C / G
+ * values, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c] (gamma, beta NULL: 1, 0);
+ * stat (2 n G) gets each group's mean, then each group's 1 / sqrt(var + eps). */
+MW_KERNEL(groupnorm_fwd, REF,
+          (float *y, float *stat, const float *x, const float *gamma, const float *beta, int n,
+           int S, int C, int G, float eps),
+          (y, stat, x, gamma, beta, n, S, C, G, eps),
+          MW_A(y, (size_t)n * S * C) MW_A(stat, 2 * (size_t)n * G) MW_A(x, (size_t)n * S * C)
+          MW_O(gamma, C) MW_O(beta, C))
+/* dx += the input's gradient (dx NULL: none); dgamma, dbeta += theirs (NULL: none). */
+MW_KERNEL(groupnorm_bwd, REF,
+          (float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+           const float *stat, const float *gamma, int n, int S, int C, int G),
+          (dx, dgamma, dbeta, dy, x, stat, gamma, n, S, C, G),
+          MW_O(dx, (size_t)n * S * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, (size_t)n * S * C)
+          MW_A(x, (size_t)n * S * C) MW_A(stat, 2 * (size_t)n * G) MW_O(gamma, C))
+/* MultiHeadAttention's core between its projections (mw_attn_geom): p (n, H, T, S) gets the
+ * probabilities (kept for the backward), o (n, T, H, dv) the output. The reference and the
+ * CUDA twin compute each row by kernels/attention_rules.h; the fast CPU twin multiplies each
+ * example's and head's matrices with sgemm (other sums' order: within float32 rounding of the
+ * reference). */
+MW_KERNEL(attn_fwd, CPU,
+          (float *o, float *p, const float *q, const float *kk, const float *v,
+           const mw_attn_geom *g, int n),
+          (o, p, q, kk, v, g, n),
+          MW_A(o, (size_t)n * g->T * g->H * g->dv) MW_A(p, (size_t)n * g->T * g->H * g->S)
+          MW_A(q, (size_t)n * g->T * g->H * g->dk) MW_A(kk, (size_t)n * g->S * g->H * g->dk)
+          MW_A(v, (size_t)n * g->S * g->H * g->dv) MW_O(g->qids, (size_t)n * g->T)
+          MW_O(g->vids, (size_t)n * g->S) MW_OIF(g->rate > 0.0f, g->ids, n))
+/* dq, dk, dv += the gradients (same layouts as q, kk, v) from dout (n, T, H, dv) and the
+ * forward's p, which it overwrites (the scores' gradient takes its place). */
+MW_KERNEL(attn_bwd, CPU,
+          (float *dq, float *dk, float *dv, float *p, const float *dout, const float *q,
+           const float *kk, const float *v, const mw_attn_geom *g, int n),
+          (dq, dk, dv, p, dout, q, kk, v, g, n),
+          MW_A(dq, (size_t)n * g->T * g->H * g->dk) MW_A(dk, (size_t)n * g->S * g->H * g->dk)
+          MW_A(dv, (size_t)n * g->S * g->H * g->dv) MW_A(p, (size_t)n * g->T * g->H * g->S)
+          MW_A(dout, (size_t)n * g->T * g->H * g->dv) MW_A(q, (size_t)n * g->T * g->H * g->dk)
+          MW_A(kk, (size_t)n * g->S * g->H * g->dk) MW_A(v, (size_t)n * g->S * g->H * g->dv)
+          MW_O(g->qids, (size_t)n * g->T) MW_O(g->vids, (size_t)n * g->S)
+          MW_OIF(g->rate > 0.0f, g->ids, n))
+/* Inverted dropout while training, x and y (N, D): element e of example n is kept when
+ * mw_rng_hash(seed, stream, ids[n] * D + e) >> 40 (24 uniform bits) is at least
+ * ceil(rate * 2^24), so a mask depends on the example's global id and never on its batch
+ * position; mask = kept ? 1 / (1 - rate) : 0 and y = x * mask. ids NULL: example n has id n.
+ * y may equal x. 0 <= rate < 1. */
+MW_KERNEL(dropout_fwd, CPU,
+          (float *y, float *mask, const float *x, const uint32_t *ids, uint64_t seed,
+           uint64_t stream, float rate, int N, size_t D),
+          (y, mask, x, ids, seed, stream, rate, N, D),
+          MW_A(y, (size_t)N * D) MW_A(mask, (size_t)N * D) MW_A(x, (size_t)N * D) MW_O(ids, N))
+/* dx = dy * mask, count elements (overwrites; dx may equal dy). */
+MW_KERNEL(dropout_bwd, CPU,
+          (float *dx, const float *dy, const float *mask, size_t count),
+          (dx, dy, mask, count),
+          MW_A(dx, count) MW_A(dy, count) MW_A(mask, count))
+/* p[0..nbytes) = 0 in the backend's memory (host: memset; CUDA: enqueued on k's stream). The
+ * model zeroes the gradient buffers it accumulates into with it. */
+MW_KERNEL(zero, REF,
+          (void *p, size_t nbytes),
+          (p, nbytes),
+          MW_BYTES(p, nbytes))
+/* Keras' L1/L2 weight penalty on count weights w, both in the backend's memory:
+ *   g[i] += scale (l1 sign(w[i]) + 2 l2 w[i])     (in float; skipped when g is NULL)
+ *   *acc += scale (l1 sum |w| + l2 sum w^2)       (the sums in double)
+ * acc is ONE double in the backend's memory (device memory on CUDA), so the penalty never
+ * needs a synchronization to be added up. The CUDA twin needs 2 x 256 doubles of k's scratch
+ * and sums in a fixed order (reproducible); the CPU table keeps the reference (its double sums
+ * are sequential). */
+MW_KERNEL(regularize, REF,
+          (float *g, double *acc, const float *w, size_t count, double l1, double l2, float scale),
+          (g, acc, w, count, l1, l2, scale),
+          MW_O(g, count) MW_A(acc, 1) MW_A(w, count))
+/* BatchNormalization over rows of C channels (rows = N*H*W, kernels/batchnorm.h), training:
+ * mean and var (the biased batch variance) per channel, invstd = 1 / sqrt(var + eps),
+ * y = (x - mean) * invstd * gamma + beta (gamma NULL: 1, beta NULL: 0). Sums in double. y may
+ * not alias x. */
+MW_KERNEL(bn_fwd_train, CPU,
+          (float *y, float *mean, float *var, float *invstd, const float *x, const float *gamma,
+           const float *beta, size_t rows, int C, float eps),
+          (y, mean, var, invstd, x, gamma, beta, rows, C, eps),
+          MW_A(y, rows * C) MW_A(mean, C) MW_A(var, C) MW_A(invstd, C) MW_A(x, rows * C)
+          MW_O(gamma, C) MW_O(beta, C))
+/* Inference: the same with the given (moving) mean and variance. */
+MW_KERNEL(bn_fwd_infer, CPU,
+          (float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+           const float *var, size_t rows, int C, float eps),
+          (y, x, gamma, beta, mean, var, rows, C, eps),
+          MW_A(y, rows * C) MW_A(x, rows * C) MW_O(gamma, C) MW_O(beta, C) MW_A(mean, C)
+          MW_A(var, C))
+/* Backward of the training forward: dx += ..., dgamma += sum dy xhat, dbeta += sum dy
+ * (dgamma / dbeta NULL: skipped; gamma NULL: 1). */
+MW_KERNEL(bn_bwd, CPU,
+          (float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+           const float *mean, const float *invstd, const float *gamma, size_t rows, int C),
+          (dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C),
+          MW_O(dx, rows * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, rows * C) MW_A(x, rows * C)
+          MW_A(mean, C) MW_A(invstd, C) MW_O(gamma, C))
+/* The moving statistics (worker/model/model.h), in the backend's memory, count elements:
+ * bn_stats_acc adds a replica's batch statistics into their gradient slots, g[i] += weight * st[i];
+ * bn_stats_update folds the all-reduced sums in, p[i] = p[i] * momentum + g[i] * (1 - momentum),
+ * and zeroes g[i]. Float products and sums, each rounded on its own (the CUDA twin forbids fma
+ * contraction), so the tables agree bitwise; the CPU tables keep the reference (2 C floats per
+ * layer and step). */
+MW_KERNEL(bn_stats_acc, REF,
+          (float *g, const float *st, size_t count, float weight),
+          (g, st, count, weight),
+          MW_A(g, count) MW_A(st, count))
+MW_KERNEL(bn_stats_update, REF,
+          (float *p, float *g, size_t count, float momentum),
+          (p, g, count, momentum),
+          MW_A(p, count) MW_A(g, count))
+/* Synchronized BatchNormalization (Keras' synchronized=True): the batch statistics and the
+ * backward's two sums are taken over every replica's slice. bn_sums gives this slice's
+ * per-channel sums (s: 2 C doubles, overwritten), which the caller sums over the replicas:
+ * dy NULL: s[c] = sum x, s[C + c] = sum x^2 (forward); otherwise s[c] = sum dy,
+ * s[C + c] = sum dy xhat with xhat = (x - mean) * invstd (backward), which are also this
+ * slice's gradients of beta and gamma: dbeta[c] += s[c], dgamma[c] += s[C + c] (either NULL:
+ * skipped; both ignored in the forward). */
+MW_KERNEL(bn_sums, CPU,
+          (double *s, const float *x, const float *dy, const float *mean, const float *invstd,
+           float *dgamma, float *dbeta, size_t rows, int C),
+          (s, x, dy, mean, invstd, dgamma, dbeta, rows, C),
+          MW_A(s, 2 * C) MW_O(x, rows * C) MW_O(dy, rows * C) MW_AIF(dy, mean, C)
+          MW_AIF(dy, invstd, C) MW_OIF(dy, dgamma, C) MW_OIF(dy, dbeta, C))
+/* The forward from the summed s over M rows in all: mean = s[c] / M, var = max(s[C + c] / M
+ * - mean^2, 0) (biased), invstd and y as bn_fwd_train. */
+MW_KERNEL(bn_sync_fwd, CPU,
+          (float *y, float *mean, float *var, float *invstd, const float *x, const float *gamma,
+           const float *beta, const double *s, double M, size_t rows, int C, float eps),
+          (y, mean, var, invstd, x, gamma, beta, s, M, rows, C, eps),
+          MW_O(y, rows * C) MW_A(mean, C) MW_A(var, C) MW_A(invstd, C) MW_O(x, rows * C)
+          MW_O(gamma, C) MW_O(beta, C) MW_A(s, 2 * C))
+/* dx += gamma invstd / M (M dy - s[c] - xhat s[C + c]) with the summed backward s over M rows
+ * (gamma NULL: 1); dgamma and dbeta are this slice's own (bn_sums). */
+MW_KERNEL(bn_sync_bwd, CPU,
+          (float *dx, const float *dy, const float *x, const float *mean, const float *invstd,
+           const float *gamma, const double *s, double M, size_t rows, int C),
+          (dx, dy, x, mean, invstd, gamma, s, M, rows, C),
+          MW_O(dx, rows * C) MW_A(dy, rows * C) MW_A(x, rows * C) MW_A(mean, C) MW_A(invstd, C)
+          MW_O(gamma, C) MW_A(s, 2 * C))
+/* AveragePooling2D: the mean over the window's cells inside the image (padded cells are not
+ * counted, as in TensorFlow). */
+MW_KERNEL(avgpool_fwd, CPU,
+          (float *y, const float *x, const mw_pool_geom *g, int N),
+          (y, x, g, N),
+          MW_A(y, (size_t)N * g->OH * g->OW * g->C) MW_A(x, (size_t)N * g->H * g->W * g->C))
+/* dx += dy / cells. */
+MW_KERNEL(avgpool_bwd, CPU,
+          (float *dx, const float *dy, const mw_pool_geom *g, int N),
+          (dx, dy, g, N),
+          MW_A(dx, (size_t)N * g->H * g->W * g->C) MW_A(dy, (size_t)N * g->OH * g->OW * g->C))
+/* ZeroPadding2D: y (N, PT+H+PB, PL+W+PR, C) = x padded with zeros. */
+MW_KERNEL(pad2d_fwd, CPU,
+          (float *y, const float *x, int H, int W, int C, int PT, int PB, int PL, int PR, int N),
+          (y, x, H, W, C, PT, PB, PL, PR, N),
+          MW_A(y, (size_t)N *(PT + H + PB) * (PL + W + PR) * C) MW_A(x, (size_t)N * H *W * C))
+/* dx += the inner part of dy. */
+MW_KERNEL(pad2d_bwd, CPU,
+          (float *dx, const float *dy, int H, int W, int C, int PT, int PB, int PL, int PR, int N),
+          (dx, dy, H, W, C, PT, PB, PL, PR, N),
+          MW_A(dx, (size_t)N * H *W * C) MW_A(dy, (size_t)N *(PT + H + PB) * (PL + W + PR) * C))
+/* y += x (Add, and the gradient of a tensor with several consumers). */
+MW_KERNEL(acc, CPU,
+          (float *y, const float *x, size_t count),
+          (y, x, count),
+          MW_A(y, count) MW_A(x, count))
+/* Multiply: y = a * b. */
+MW_KERNEL(mul_fwd, CPU,
+          (float *y, const float *a, const float *b, size_t count),
+          (y, a, b, count),
+          MW_A(y, count) MW_A(a, count) MW_A(b, count))
+/* da += dy * b, db += dy * a (either NULL: skipped). */
+MW_KERNEL(mul_bwd, CPU,
+          (float *da, float *db, const float *dy, const float *a, const float *b, size_t count),
+          (da, db, dy, a, b, count),
+          MW_O(da, count) MW_O(db, count) MW_A(dy, count) MW_A(a, count) MW_A(b, count))
+/* Concatenate on the channel axis: y (rows, CY)[:, off:off+CX] = x (rows, CX). */
+MW_KERNEL(concat_fwd, CPU,
+          (float *y, const float *x, size_t rows, int CX, int CY, int off),
+          (y, x, rows, CX, CY, off),
+          MW_A(y, rows * CY) MW_A(x, rows * CX)
+          MW_ASSERT(off >= 0 && off + CX <= CY, "channels [off, off + CX) outside [0, CY)"))
+/* dx += that part of dy. */
+MW_KERNEL(concat_bwd, CPU,
+          (float *dx, const float *dy, size_t rows, int CX, int CY, int off),
+          (dx, dy, rows, CX, CY, off),
+          MW_A(dx, rows * CX) MW_A(dy, rows * CY)
+          MW_ASSERT(off >= 0 && off + CX <= CY, "channels [off, off + CX) outside [0, CY)"))
+/* y = act(x) (the elementwise activations beyond ReLU, mw_act_kind; y may not alias x). */
+MW_KERNEL(act_fwd, CPU,
+          (float *y, const float *x, size_t count, mw_act_kind kind, float alpha),
+          (y, x, count, kind, alpha),
+          MW_A(y, count) MW_A(x, count))
+/* dx += dy * act'(x), from x and y. */
+MW_KERNEL(act_bwd, CPU,
+          (float *dx, const float *dy, const float *x, const float *y, size_t count,
+           mw_act_kind kind, float alpha),
+          (dx, dy, x, y, count, kind, alpha),
+          MW_A(dx, count) MW_A(dy, count) MW_A(x, count) MW_A(y, count))
+/* Softmax over the last axis of (rows, C), as a layer. */
+MW_KERNEL(softmax_fwd, CPU,
+          (float *y, const float *x, size_t rows, int C),
+          (y, x, rows, C),
+          MW_A(y, rows * C) MW_A(x, rows * C))
+/* dx += y (dy - sum dy y). */
+MW_KERNEL(softmax_bwd, CPU,
+          (float *dx, const float *dy, const float *y, size_t rows, int C),
+          (dx, dy, y, rows, C),
+          MW_A(dx, rows * C) MW_A(dy, rows * C) MW_A(y, rows * C))
+/* Keras 3's update rules over count elements, with weight decay and clipping (mw_optim_hyper;
+ * the formulas are kernels/optim_rules.h): parameters p, slots s1..s3 (which ones a rule uses
+ * is kernels/optim.h; unused ones may be NULL), gradients g (read only). */
+#define MW_KERNEL_OPTIM_(op)                                                                       \
+    MW_KERNEL(op, CPU,                                                                             \
+              (float *p, float *s1, float *s2, float *s3, const float *g, size_t count,            \
+               const mw_optim_hyper *h),                                                           \
+              (p, s1, s2, s3, g, count, h),                                                        \
+              MW_A(p, count) MW_O(s1, count) MW_O(s2, count) MW_O(s3, count) MW_A(g, count))
+MW_KERNEL_OPTIM_(sgd_step)
+MW_KERNEL_OPTIM_(adam_step)
+MW_KERNEL_OPTIM_(rmsprop_step)
+MW_KERNEL_OPTIM_(adagrad_step)
+MW_KERNEL_OPTIM_(adamax_step)
+#undef MW_KERNEL_OPTIM_
+/* The squared norm behind clipnorm and global_clipnorm: *out = sum of g[i]^2 in double, in a
+ * fixed order (reproducible; sequential on the CPU).
+ * out is HOST memory: the CUDA twin waits for its stream. */
+MW_KERNEL(sumsq, REF,
+          (double *out, const float *g, size_t count),
+          (out, g, count),
+          MW_A(g, count))
+/* Round count floats in place to the nearest bfloat16 value (kernels/cast.h): the casts of
+ * mixed_bfloat16. */
+MW_KERNEL(round_bf16, CPU,
+          (float *p, size_t count),
+          (p, count),
+          MW_A(p, count))
+/* The same to float16 (mixed_float16). */
+MW_KERNEL(round_f16, CPU,
+          (float *p, size_t count),
+          (p, count),
+          MW_A(p, count))
+/* clang-format on */
