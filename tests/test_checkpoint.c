@@ -679,7 +679,7 @@ static void test_check_finite(void **state)
     mw_layer layers[2];
     memset(layers, 0, sizeof layers);
     layers[0].w_count = 6, layers[0].b_count = 2, layers[0].cls = "Dense";
-    layers[1].w_count = 4, layers[1].s_count = 4, layers[1].cls = "BatchNormalization";
+    layers[1].w_count = 4, layers[1].stats_count = 4, layers[1].cls = "BatchNormalization";
     snprintf(layers[0].name, sizeof layers[0].name, "dense");
     snprintf(layers[1].name, sizeof layers[1].name, "bn");
     mw_model m;

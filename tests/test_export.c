@@ -20,7 +20,12 @@
 #include "tests/util.h"
 #include "worker/keras/export.h"
 #include "worker/keras/keras.h"
+#include "worker/model/layers/conv2d.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/layers/pooling.h"
+#include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 typedef struct {
     const char *name;
@@ -247,8 +252,8 @@ static void error_messages(void **state)
     mw_err_clear();
     assert_int_equal(mw_export_safetensors(&m, m.params.data, path), MW_EUNSUPPORTED);
     snprintf(want, sizeof want,
-             "export %s: layer 'max_pooling2d' (MaxPooling2D) has parameters, but the Keras "
-             "variable table (worker/keras/keras_vars.c) does not know its kind",
+             "export %s: layer 'max_pooling2d' (MaxPooling2D) has parameters, but its row in "
+             "the layer table lists no Keras variables",
              path);
     assert_string_equal(mw_err_msg(), want);
     assert_int_equal(count_entries(dir), 1);

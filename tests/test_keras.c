@@ -26,7 +26,16 @@
 #include "kernels/dropout.h"
 #include "tests/util.h"
 #include "worker/keras/keras.h"
+#include "worker/model/diff.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/layers/batchnorm.h"
+#include "worker/model/layers/conv2d.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/layers/pooling.h"
+#include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
+#include "worker/model/summary.h"
+#include "worker/model/weights.h"
 
 /* ---- helpers ---- */
 

@@ -19,6 +19,8 @@
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/keras_h5.h"
 #include "worker/keras/keras_vars.h"
+#include "worker/model/diff.h"
+#include "worker/model/weights.h"
 
 static void check_rc(mw_status rc, const char *what)
 {

@@ -1,5 +1,5 @@
 /* The layer table's conformance: every Keras class that a row of the table reads
- * (mw_layer_row(kind)->keras[], kind < MW_LAYER_KINDS) has
+ * (mw_layer_row_nth(i)->keras[], the readers without a kind included) has
  *   (a) a gradient check: a model holding the class, read through the layer table, whose
  *       analytic gradients a test compares with central differences (gradchecks[] below: the
  *       model files and the inline model of those tests, each verified to be run by its
@@ -262,12 +262,13 @@ static void test_every_row_conforms(void **state)
     json_t *keep[sizeof gradchecks / sizeof *gradchecks];
     int nkeep = 0, missing = 0, classes = 0;
     read_evidence(&e, keep, &nkeep);
-    for (int kind = 0; kind < MW_LAYER_KINDS; kind++) {
-        const mw_layer_ops *row = mw_layer_row(kind);
+    const mw_layer_ops *row;
+    for (int k = 0; (row = mw_layer_row_nth(k)) != NULL; k++) {
         char what[96];
-        snprintf(what, sizeof what, "the row of %s", row && row->keras[0] ? row->keras[0] : "-");
-        for (int j = 0; row && j < MW_LAYER_KERAS_MAX && row->keras[j]; j++, classes++)
-            missing += check_class(&e, row->keras[j], what);
+        snprintf(what, sizeof what, "the row of %s",
+                 row->keras[0] ? mw_layer_keras_class(row->keras[0]) : "-");
+        for (int j = 0; j < MW_LAYER_KERAS_MAX && row->keras[j]; j++, classes++)
+            missing += check_class(&e, mw_layer_keras_class(row->keras[j]), what);
     }
     printf("layer table: %d Keras classes, %d missing item(s)\n", classes, missing);
     assert_true(classes > 20); /* the rows were read */

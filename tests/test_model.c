@@ -11,7 +11,13 @@
 
 #include "tests/util.h"
 #include "worker/keras/keras.h"
+#include "worker/model/diff.h"
+#include "worker/model/layers/conv2d.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/layers/pooling.h"
+#include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 typedef struct {
     char name[64];

@@ -16,7 +16,7 @@ static int first_nonfinite(const mw_model *m, const float *packed, char *what, s
     size_t k = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[m->worder[i]];
-        const size_t count[3] = {l->w_count, l->b_count, l->s_count};
+        const size_t count[3] = {l->w_count, l->b_count, l->stats_count};
         for (int p = 0; p < 3; k += count[p], p++)
             for (size_t j = 0; j < count[p]; j++)
                 if (!isfinite(packed[k + j])) {
@@ -52,9 +52,9 @@ void mw_ckpt_pack(const mw_model *m, float *packed, const float *arena)
         if (l->b_count)
             memcpy(packed + k, arena + l->b_off, l->b_count * sizeof(float));
         k += l->b_count;
-        if (l->s_count) /* BatchNormalization's moving statistics */
-            memcpy(packed + k, arena + l->s_off, l->s_count * sizeof(float));
-        k += l->s_count;
+        if (l->stats_count) /* BatchNormalization's moving statistics */
+            memcpy(packed + k, arena + l->stats_off, l->stats_count * sizeof(float));
+        k += l->stats_count;
     }
 }
 
@@ -69,8 +69,8 @@ void mw_ckpt_unpack(const mw_model *m, float *arena, const float *packed)
         if (l->b_count)
             memcpy(arena + l->b_off, packed + k, l->b_count * sizeof(float));
         k += l->b_count;
-        if (l->s_count)
-            memcpy(arena + l->s_off, packed + k, l->s_count * sizeof(float));
-        k += l->s_count;
+        if (l->stats_count)
+            memcpy(arena + l->stats_off, packed + k, l->stats_count * sizeof(float));
+        k += l->stats_count;
     }
 }

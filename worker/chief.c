@@ -233,8 +233,8 @@ static mw_status check_finite(const mw_session *s, const char *what)
         const float *p = arenas[a]->data;
         for (int i = 0; i < s->model.nlayers; i++) {
             const mw_layer *l = &s->model.layers[i];
-            const size_t off[3] = {l->w_off, l->b_off, l->s_off};
-            const size_t cnt[3] = {l->w_count, l->b_count, l->s_count};
+            const size_t off[3] = {l->w_off, l->b_off, l->stats_off};
+            const size_t cnt[3] = {l->w_count, l->b_count, l->stats_count};
             for (int k = 0; k < 3; k++) {
                 size_t bad = 0, first = 0;
                 for (size_t j = 0; j < cnt[k]; j++)
@@ -439,8 +439,8 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
         const mw_layer *l = &s->model.layers[s->model.worder[i]]; /* Keras' order */
         n += fwrite(s->model.params.data + l->w_off, sizeof(float), l->w_count, f);
         n += fwrite(s->model.params.data + l->b_off, sizeof(float), l->b_count, f);
-        n += fwrite(s->model.params.data + l->s_off, sizeof(float), l->s_count, f); /* BN */
-        want += l->w_count + l->b_count + l->s_count;
+        n += fwrite(s->model.params.data + l->stats_off, sizeof(float), l->stats_count, f); /* BN */
+        want += l->w_count + l->b_count + l->stats_count;
         if (n != want && !e)
             e = errno;
     }

@@ -71,6 +71,8 @@ static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
+_Static_assert(sizeof progresses / sizeof *progresses == MW_PROGRESS_NONE + 2,
+               "a name per mw_progress, and the NULL");
 
 /* In --help order. */
 static const flag flags[] = {

@@ -31,6 +31,7 @@
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/optimizer.h"
 #include "worker/model/model.h"
+#include "worker/model/summary.h"
 #include "worker/replicas/device.h"
 #include "worker/train.h"
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "worker/model/layers/batchnorm.h"
 #include "worker/replicas/replicas.h"
 
 /* Arenas of the parameter count: params, m1, m2, m3; and while a checkpoint is written its

@@ -50,7 +50,7 @@ static void adamax_step(const mw_train_opts *o, const mw_kernels *kt, const mw_k
     kt->adamax_step(k, p, s1, s2, NULL, g, count, h);
 }
 
-static const mw_optimizer_row rows[MW_OPT_COUNT] = {
+static const mw_optimizer_row rows[] = {
     [MW_OPT_ADAM] = {.keras = "Adam",
                      .keys = {"beta_1", "beta_2", "epsilon", "amsgrad"},
                      .lr = 0.001,
@@ -114,6 +114,7 @@ static const mw_optimizer_row rows[MW_OPT_COUNT] = {
                        .slots = 2,
                        .step = adamax_step},
 };
+_Static_assert(sizeof rows / sizeof *rows == MW_OPT_COUNT, "a row per mw_optimizer");
 
 const mw_optimizer_row *mw_optimizer_row_of(mw_optimizer id)
 {

@@ -6,6 +6,8 @@
 static const char *const names[] = {
     "constant",         "ExponentialDecay", "PiecewiseConstantDecay", "PolynomialDecay",
     "InverseTimeDecay", "CosineDecay",      "CosineDecayRestarts"};
+_Static_assert(sizeof names / sizeof *names == MW_SCHED_COSINE_RESTARTS + 1,
+               "a name per mw_sched_kind");
 
 const char *mw_schedule_name(mw_sched_kind kind)
 {

@@ -18,6 +18,8 @@
 #include "worker/keras/keras_archive.h"
 #include "worker/keras/keras_loss.h"
 #include "worker/memory.h"
+#include "worker/model/diff.h"
+#include "worker/model/weights.h"
 #include "worker/optimizers.h"
 #include "worker/session_checks.h"
 

@@ -186,12 +186,12 @@ mw_status mw_fit_check_tokens(mw_fit *f)
                           f->o->data_dir, names[i],
                           sets[i]->type == MW_IMAGES_F32 ? "float32 values" : "uint8 images",
                           e->name);
-        if (mw_dataset_find_token(sets[i], e->pad[0], &ex, &pos, &v))
+        if (mw_dataset_find_token(sets[i], e->vocab, &ex, &pos, &v))
             return mw_err(MW_EDATA,
                           "%s: %s example %u has token id %lld at position %u; the model's "
                           "Embedding '%s' has input_dim %d (ids 0..%d)",
-                          f->o->data_dir, names[i], ex, (long long)v, pos, e->name, e->pad[0],
-                          e->pad[0] - 1);
+                          f->o->data_dir, names[i], ex, (long long)v, pos, e->name, e->vocab,
+                          e->vocab - 1);
     }
     return MW_OK;
 }

@@ -10,6 +10,7 @@
 #include "worker/keras/export.h"
 #include "worker/keras/keras.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 #include "worker/summary.h"
 
 static int fail(void)

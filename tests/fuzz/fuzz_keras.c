@@ -18,6 +18,8 @@
 #include "kernels/kernels.h"
 #include "worker/keras/keras.h"
 #include "worker/model/model.h"
+#include "worker/model/summary.h"
+#include "worker/model/weights.h"
 
 static void check(int ok, const char *what)
 {
@@ -50,7 +52,7 @@ static void run_small(mw_model *m)
     cost(m, &flops, &acts);
     size_t weights = 0;
     for (int i = 0; i < m->nlayers; i++)
-        weights += m->layers[i].w_count + m->layers[i].b_count + m->layers[i].s_count;
+        weights += m->layers[i].w_count + m->layers[i].b_count + m->layers[i].stats_count;
     if (weights > (1u << 16) || flops > 3e5 || acts > 1e5)
         return;
     if (mw_model_finalize(m, 16) != MW_OK)

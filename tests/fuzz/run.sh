@@ -67,7 +67,7 @@ python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
 # shellcheck disable=SC2086
 build_target fuzz_keras $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras/keras.c" \
-    "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
+    "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm
@@ -133,7 +133,7 @@ build_target fuzz_keras_archive $CFLAGS $MPI_CFLAGS -I"$ROOT" $(pkg-config --cfl
     "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
     "$ROOT/worker/keras/keras_loss.c" "$ROOT/worker/keras/kconfig.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
-    "$ROOT/worker/keras/keras_layer.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
+    "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
     "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm

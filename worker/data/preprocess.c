@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/rng.h"
-#include "worker/keras/keras_keys.h"
+#include "worker/model/keras_keys.h"
 
 #define MAX_PRE 16 /* layers in one pipeline */
 
@@ -19,6 +19,8 @@ typedef enum { FILL_REFLECT, FILL_WRAP, FILL_CONSTANT, FILL_NEAREST } fill_mode;
 static const char *const classes[] = {"Rescaling", "Normalization", "RandomFlip", "RandomCrop",
                                       "RandomTranslation"};
 static const char *const fills[] = {"reflect", "wrap", "constant", "nearest"};
+_Static_assert(sizeof classes / sizeof *classes == TRANSLATION + 1, "a class per kind");
+_Static_assert(sizeof fills / sizeof *fills == FILL_NEAREST + 1, "a name per fill_mode");
 
 typedef struct {
     kind kind;
@@ -239,7 +241,7 @@ static mw_status parse_crop(const ctx *X, layer *l)
     return MW_OK;
 }
 
-/* The keys Keras writes for each class, in the order of classes[] (worker/keras/keras_keys.h).
+/* The keys Keras writes for each class, in the order of classes[] (worker/model/keras_keys.h).
  * The random layers' seed is their random stream: mwtrain draws its own from --seed. */
 #define SEED_KEY MW_KIGN("seed", "the random stream; mwtrain draws its own from --seed")
 static const mw_kkey keys[][8] = {

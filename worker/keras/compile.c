@@ -8,8 +8,8 @@
 
 #include "common/fs.h"
 #include "worker/keras/keras_archive.h"
-#include "worker/keras/keras_keys.h"
 #include "worker/keras/keras_loss.h"
+#include "worker/model/keras_keys.h"
 
 static mw_status loss_file(mw_train_opts *o)
 {
@@ -29,7 +29,7 @@ static mw_status loss_file(mw_train_opts *o)
     return rc;
 }
 
-/* The keys Keras writes in compile_config (worker/keras/keras_keys.h): the optimizer
+/* The keys Keras writes in compile_config (worker/model/keras_keys.h): the optimizer
  * (worker/keras/optimizer.c), the loss and the metrics are read; one output's loss weight must be
  * 1 and weighted metrics absent (mwtrain reads no sample weights). */
 static const mw_kkey compile_keys[] = {

@@ -1,12 +1,13 @@
-/* Keras Sequential JSON -> mw_model; see keras.h.
+/* Keras model JSON (Sequential, Functional) -> mw_model; see keras.h.
  *
  * Steps: parse with jansson (JSON_REJECT_DUPLICATES, so a key written twice is an error, not
  * a silent choice), unwrap the TensorFlow.js wrapper, find the layer list and the input shape,
- * then one pass over the layers: read every config field that changes what the layer
- * computes, reject the values this program does not implement, and call mw_model_add_* (the
- * model checks the shapes). Fields that do not change the math (a seed, "module", build
- * configs) are ignored. User text that reaches a message is escaped and shortened first, so
- * odd bytes cannot garble a terminal or overflow the message slot. */
+ * then one pass over the layers: the graph around each layer is read here, the layer's own
+ * config by its row of the layer table (worker/model/layer.h), which reads every field that
+ * changes what the layer computes, rejects the values this program does not implement, and
+ * calls its family's builder (which checks the shapes). Fields that do not change the math (a seed,
+ * "module", build configs) are ignored. User text that reaches a message is escaped and shortened
+ * first, so odd bytes cannot garble a terminal or overflow the message slot. */
 #include "worker/keras/keras.h"
 
 #include <errno.h>
@@ -23,9 +24,10 @@
 #include "common/fs.h"
 #include "common/strfmt.h"
 #include "worker/data/preprocess.h"
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 
 #define NAME_MAX_LEN 55 /* layer names: room for "/softmax" in mw_layer.name */
 #define MAX_LAYERS 1000
@@ -42,9 +44,9 @@ static const char *layer_list(void)
 /* ---- messages ------------------------------------------------------------------------- */
 
 /* "origin: message" */
-static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
+static mw_status fail_at(const char *origin, mw_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static mw_status gfail(const char *origin, mw_status s, const char *fmt, ...)
+static mw_status fail_at(const char *origin, mw_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -63,7 +65,7 @@ static mw_status check_dtype(const mw_klayer *L, const json_t *cfg, mw_policy *p
 {
     const json_t *v = json_object_get(cfg, "dtype");
     const char *name = NULL;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     mw_kqbuf q;
     *policy = MW_POLICY_FLOAT32;
     if (!v || json_is_null(v))
@@ -76,7 +78,7 @@ static mw_status check_dtype(const mw_klayer *L, const json_t *cfg, mw_policy *p
         return mw_kfail(L, MW_EMODEL,
                         "dtype: found %s; expected \"float32\" or a dtype policy "
                         "object",
-                        mw_kdescribe(d, sizeof d, v));
+                        mw_kdescribe(d, v));
     if (mw_policy_parse(name, policy) == 0)
         return MW_OK;
     if (!strcmp(name, "bfloat16") || !strcmp(name, "float16"))
@@ -139,20 +141,20 @@ static void shape_str(char *buf, size_t n, const kshape *s)
 /* [batch, dims...] with batch null or a positive integer (ignored), 1 to 3 dims. */
 static mw_status parse_shape(const mw_klayer *L, const json_t *v, const char *key, kshape *s)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     size_t n = json_is_array(v) ? json_array_size(v) : 0;
     if (n < 2 || n > 4)
         return mw_kfail(L, n > 4 ? MW_EUNSUPPORTED : MW_EMODEL,
                         "%s: found %s; expected [null, height, width, channels], [null, height, "
                         "width] or [null, features]",
-                        key, mw_kdescribe(d, sizeof d, v));
+                        key, mw_kdescribe(d, v));
     const json_t *b = json_array_get(v, 0);
     int bv;
     if (!json_is_null(b) && !mw_kas_int(b, 1, INT32_MAX, &bv))
         return mw_kfail(L, MW_EMODEL,
                         "%s[0] (the batch size): found %s; expected null or a "
                         "positive integer",
-                        key, mw_kdescribe(d, sizeof d, b));
+                        key, mw_kdescribe(d, b));
     s->rank = (int)n - 1;
     for (size_t i = 1; i < n; i++) {
         const json_t *e = json_array_get(v, i);
@@ -163,7 +165,7 @@ static mw_status parse_shape(const mw_klayer *L, const json_t *v, const char *ke
                             key, i);
         if (!mw_kas_int(e, 1, MW_KMAX_DIM, &s->d[i - 1]))
             return mw_kfail(L, MW_EMODEL, "%s[%zu]: found %s; expected an integer from 1 to %d",
-                            key, i, mw_kdescribe(d, sizeof d, e), MW_KMAX_DIM);
+                            key, i, mw_kdescribe(d, e), MW_KMAX_DIM);
     }
     long long total = 1;
     for (int i = 0; i < s->rank; i++)
@@ -186,40 +188,40 @@ static mw_status parse_shape(const mw_klayer *L, const json_t *v, const char *ke
 static mw_status find_model(const char *origin, const json_t *root, const json_t **out,
                             int *functional)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     mw_kqbuf q;
     const json_t *cfg = root;
     if (!json_is_object(root))
-        return gfail(origin, MW_EMODEL,
-                     "found %s; expected a Keras model object "
-                     "({\"class_name\": \"Sequential\", ...})",
-                     mw_kdescribe(d, sizeof d, root));
+        return fail_at(origin, MW_EMODEL,
+                       "found %s; expected a Keras model object "
+                       "({\"class_name\": \"Sequential\", ...})",
+                       mw_kdescribe(d, root));
     const json_t *topo = json_object_get(root, "modelTopology");
     if (topo) {
         if (!json_is_object(topo))
-            return gfail(origin, MW_EMODEL, "modelTopology: found %s; expected an object",
-                         mw_kdescribe(d, sizeof d, topo));
+            return fail_at(origin, MW_EMODEL, "modelTopology: found %s; expected an object",
+                           mw_kdescribe(d, topo));
         const json_t *mc = json_object_get(topo, "model_config");
         cfg = mc ? mc : topo;
         if (!json_is_object(cfg))
-            return gfail(origin, MW_EMODEL,
-                         "modelTopology.model_config: found %s; expected an "
-                         "object",
-                         mw_kdescribe(d, sizeof d, cfg));
+            return fail_at(origin, MW_EMODEL,
+                           "modelTopology.model_config: found %s; expected an "
+                           "object",
+                           mw_kdescribe(d, cfg));
     }
     const json_t *cls = json_object_get(cfg, "class_name");
     if (!json_is_string(cls))
-        return gfail(origin, MW_EMODEL,
-                     "class_name: found %s; expected \"Sequential\" (a Keras "
-                     "model from model.to_json())",
-                     mw_kdescribe(d, sizeof d, cls));
+        return fail_at(origin, MW_EMODEL,
+                       "class_name: found %s; expected \"Sequential\" (a Keras "
+                       "model from model.to_json())",
+                       mw_kdescribe(d, cls));
     const char *c = json_string_value(cls);
     *functional = !strcmp(c, "Functional") || !strcmp(c, "Model");
     if (strcmp(c, "Sequential") != 0 && !*functional)
-        return gfail(origin, MW_EUNSUPPORTED,
-                     "class_name %s is not supported; supported: \"Sequential\", "
-                     "\"Functional\" (subclassed models are not)",
-                     mw_kquote(q, c));
+        return fail_at(origin, MW_EUNSUPPORTED,
+                       "class_name %s is not supported; supported: \"Sequential\", "
+                       "\"Functional\" (subclassed models are not)",
+                       mw_kquote(q, c));
     *out = cfg;
     return MW_OK;
 }
@@ -237,7 +239,8 @@ static mw_status find_input(const char *origin, const json_t *model, const json_
     const char *fname = json_string_value(json_object_get(fcfg, "name"));
     static const char *const keys[] = {"batch_input_shape", "batch_shape"};
     if (json_is_object(fcfg)) {
-        char en[MW_KQUOTE_MAX * 4 + 8], ec[MW_KQUOTE_MAX * 2 + 8];
+        mw_kqbuf en;
+        char ec[MW_KQUOTE_MAX * 2 + 8];
         mw_str_escape(en, sizeof en, fname ? fname : "", MW_KQUOTE_MAX, 0);
         mw_str_escape(ec, sizeof ec, fcls ? fcls : "?", MW_KQUOTE_MAX, 0);
         if (fname)
@@ -272,9 +275,9 @@ static mw_status start_model(mw_kbuilder *B, const kshape *s, int h, int w, int 
     const char *origin = B->origin;
     if (s->rank == 0) {
         if (h == 0)
-            return gfail(origin, MW_EMODEL,
-                         "the model has no input shape (no InputLayer or "
-                         "batch_input_shape) and no data set gives one");
+            return fail_at(origin, MW_EMODEL,
+                           "the model has no input shape (no InputLayer or "
+                           "batch_input_shape) and no data set gives one");
         mw_model_init(B->m, h, w, c);
         return MW_OK;
     }
@@ -292,18 +295,18 @@ static mw_status start_model(mw_kbuilder *B, const kshape *s, int h, int w, int 
     else
         ok = (long long)s->d[0] == (long long)h * w * c;
     if (!ok && h == 1 && w == 1) /* features or token ids (N, F) */
-        return gfail(origin, MW_EMODEL,
-                     "the model's input is %s (%s) but the data hold %d values per example "
-                     "(features or token ids (N, %d)); expected (None, %d)",
-                     ks, s->from, c, c, c);
+        return fail_at(origin, MW_EMODEL,
+                       "the model's input is %s (%s) but the data hold %d values per example "
+                       "(features or token ids (N, %d)); expected (None, %d)",
+                       ks, s->from, c, c, c);
     if (!ok) {
         char alt[64] = "";
         if (c == 1)
             snprintf(alt, sizeof alt, ", (None, %d, %d)", h, w);
-        return gfail(origin, MW_EMODEL,
-                     "the model's input is %s (%s) but the data are %dx%dx%d "
-                     "images; expected (None, %d, %d, %d)%s or (None, %lld)",
-                     ks, s->from, h, w, c, h, w, c, alt, (long long)h * w * c);
+        return fail_at(origin, MW_EMODEL,
+                       "the model's input is %s (%s) but the data are %dx%dx%d "
+                       "images; expected (None, %d, %d, %d)%s or (None, %lld)",
+                       ks, s->from, h, w, c, h, w, c, alt, (long long)h * w * c);
     }
     if (s->rank == 1) {
         mw_model_init(B->m, 1, 1, s->d[0]);
@@ -319,20 +322,20 @@ static mw_status start_model(mw_kbuilder *B, const kshape *s, int h, int w, int 
 static mw_status find_layers(const char *origin, const json_t *model, const json_t **conf_out,
                              const json_t **layers_out)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *conf = json_object_get(model, "config"), *layers;
     if (json_is_array(conf)) { /* older Keras 2: config is the layer list */
         layers = conf;
     } else if (json_is_object(conf)) {
         layers = json_object_get(conf, "layers");
         if (!json_is_array(layers))
-            return gfail(origin, MW_EMODEL,
-                         "config.layers: found %s; expected the list of "
-                         "layers",
-                         mw_kdescribe(d, sizeof d, layers));
+            return fail_at(origin, MW_EMODEL,
+                           "config.layers: found %s; expected the list of "
+                           "layers",
+                           mw_kdescribe(d, layers));
     } else {
-        return gfail(origin, MW_EMODEL, "config: found %s; expected an object with \"layers\"",
-                     mw_kdescribe(d, sizeof d, conf));
+        return fail_at(origin, MW_EMODEL, "config: found %s; expected an object with \"layers\"",
+                       mw_kdescribe(d, conf));
     }
     *conf_out = conf;
     *layers_out = layers;
@@ -342,14 +345,14 @@ static mw_status find_layers(const char *origin, const json_t *model, const json
 /* config.name, when given, becomes the model's name. */
 static mw_status set_model_name(mw_kbuilder *B, const json_t *conf)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *mname = json_object_get(conf, "name");
     if (mname && !json_is_null(mname)) {
         if (!json_is_string(mname) || !name_ok(json_string_value(mname), sizeof B->m->name - 1))
-            return gfail(B->origin, MW_EMODEL,
-                         "config.name: found %s; expected 1 to %zu "
-                         "printable characters without '/'",
-                         mw_kdescribe(d, sizeof d, mname), sizeof B->m->name - 1);
+            return fail_at(B->origin, MW_EMODEL,
+                           "config.name: found %s; expected 1 to %zu "
+                           "printable characters without '/'",
+                           mw_kdescribe(d, mname), sizeof B->m->name - 1);
         snprintf(B->m->name, sizeof B->m->name, "%s", json_string_value(mname));
     }
     return MW_OK;
@@ -361,26 +364,25 @@ static mw_status set_model_name(mw_kbuilder *B, const json_t *conf)
 static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char **cls_out,
                             const json_t **cfg_out, const char **name_out)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     mw_kqbuf q;
     snprintf(L->where, sizeof L->where, "layers[%zu]", i);
     if (!json_is_object(e))
         return mw_kfail(L, MW_EMODEL,
                         "found %s; expected a layer object with class_name and "
                         "config",
-                        mw_kdescribe(d, sizeof d, e));
+                        mw_kdescribe(d, e));
     const json_t *jc = json_object_get(e, "class_name");
     if (!json_is_string(jc))
         return mw_kfail(L, MW_EMODEL, "class_name: found %s; expected a layer class name",
-                        mw_kdescribe(d, sizeof d, jc));
+                        mw_kdescribe(d, jc));
     const char *cls = json_string_value(jc);
-    char ecls[MW_KQUOTE_MAX * 4 + 8];
+    mw_kqbuf ecls;
     mw_str_escape(ecls, sizeof ecls, cls, MW_KQUOTE_MAX, 0);
     snprintf(L->where, sizeof L->where, "layers[%zu] (%s)", i, ecls);
     const json_t *cfg = json_object_get(e, "config");
     if (!json_is_object(cfg))
-        return mw_kfail(L, MW_EMODEL, "config: found %s; expected an object",
-                        mw_kdescribe(d, sizeof d, cfg));
+        return mw_kfail(L, MW_EMODEL, "config: found %s; expected an object", mw_kdescribe(d, cfg));
     const json_t *jn = json_object_get(cfg, "name");
     const char *name = NULL;
     if (jn && !json_is_null(jn)) {
@@ -388,22 +390,18 @@ static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char 
             return mw_kfail(L, MW_EMODEL,
                             "name: found %s; expected 1 to %d printable "
                             "characters without '/'",
-                            mw_kdescribe(d, sizeof d, jn), NAME_MAX_LEN);
+                            mw_kdescribe(d, jn), NAME_MAX_LEN);
         name = json_string_value(jn);
         snprintf(L->where, sizeof L->where, "layer '%s' (%s)", name, ecls);
     }
     const json_t *reg = json_object_get(e, "registered_name");
     char hub[MW_KQUOTE_MAX * 2];
-    snprintf(hub, sizeof hub, "keras_hub>%s", cls); /* KerasHub's layers this program reads */
-    const int hub_ok = !strcmp(cls, "TokenAndPositionEmbedding") ||
-                       !strcmp(cls, "PositionEmbedding") || !strcmp(cls, "SinePositionEncoding") ||
-                       !strcmp(cls, "TransformerEncoder") || !strcmp(cls, "TransformerDecoder");
+    snprintf(hub, sizeof hub, MW_LAYER_KERAS_HUB "%s", cls); /* a KerasHub registered_name */
+    const int hub_ok = mw_layer_keras_hub(cls);
     if (json_is_string(reg) && !strcmp(json_string_value(reg), hub) && !hub_ok)
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "KerasHub's %s is not supported yet; supported from KerasHub: "
-                        "TokenAndPositionEmbedding, PositionEmbedding, SinePositionEncoding, "
-                        "TransformerEncoder, TransformerDecoder",
-                        mw_kquote(q, cls));
+                        "KerasHub's %s is not supported yet; supported from KerasHub: %s",
+                        mw_kquote(q, cls), mw_layer_keras_hub_list());
     if (json_is_string(reg) && strcmp(json_string_value(reg), cls) != 0 &&
         !(strcmp(json_string_value(reg), hub) == 0 && hub_ok))
         return mw_kfail(L, MW_EUNSUPPORTED,
@@ -426,7 +424,7 @@ static mw_status read_layer(mw_klayer *L, const json_t *e, size_t i, const char 
     return MW_OK;
 }
 
-/* The keys Keras writes for InputLayer besides the common ones (worker/keras/keras_keys.h). */
+/* The keys Keras writes for InputLayer besides the common ones (worker/model/keras_keys.h). */
 static const mw_kkey input_keys[] = {
     MW_KREAD("sparse"),
     MW_KREAD("ragged"),
@@ -477,6 +475,7 @@ static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, 
     } else if (mw_preprocess_is_layer(cls)) { /* the input pipeline (worker/data/preprocess.h) */
         rc = mw_preprocess_add(&B->m->pre, &B->m->in_h, &B->m->in_w, &B->m->in_c, B->m->nlayers,
                                B->m->flat_input, is_last, cls, cfg, name, B->origin);
+        B->m->pre_free = mw_preprocess_close;
     } else {
         rc = mw_kfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                       mw_kquote(q, cls), layer_list());
@@ -491,7 +490,7 @@ static mw_status add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, 
 static mw_status check_output(const mw_kbuilder *B, int nclasses)
 {
     const char *origin = B->origin;
-    mw_status mrc = mw_model_plan_masks(B->m); /* a padding mask only where it is honoured */
+    mw_status mrc = mw_masks_plan(B->m); /* a padding mask only where it is honoured */
     if (mrc != MW_OK)
         return mw_kfrom_model(origin, mrc);
     const mw_model *m = B->m;
@@ -502,15 +501,15 @@ static mw_status check_output(const mw_kbuilder *B, int nclasses)
     if (nclasses > 0)
         snprintf(want, sizeof want, "%d", nclasses);
     if (!last->flat && !(last->out_h == 1 && last->out_w > 1)) /* a sequence's: per position */
-        return gfail(origin, MW_EMODEL,
-                     "the model's output is (None, %d, %d, %d) after layer "
-                     "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",
-                     last->out_h, last->out_w, last->out_c, shown->name, want, want);
+        return fail_at(origin, MW_EMODEL,
+                       "the model's output is (None, %d, %d, %d) after layer "
+                       "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",
+                       last->out_h, last->out_w, last->out_c, shown->name, want, want);
     if (nclasses > 0 && last->out_c != nclasses)
-        return gfail(origin, MW_EMODEL,
-                     "the model's output has %d units (layer '%s') but the "
-                     "data set has %d classes; expected a last Dense(%d)",
-                     last->out_c, shown->name, nclasses, nclasses);
+        return fail_at(origin, MW_EMODEL,
+                       "the model's output has %d units (layer '%s') but the "
+                       "data set has %d classes; expected a last Dense(%d)",
+                       last->out_c, shown->name, nclasses, nclasses);
     return MW_OK;
 }
 
@@ -553,7 +552,7 @@ static mw_status resolve(const mw_klayer *L, const knames *K, const json_t *laye
  * {"keras_history": [layer, node, tensor]}} or Keras 2's [layer, node, tensor, kwargs]. */
 static mw_status read_ref(const mw_klayer *L, const json_t *t, const char **name)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *h = t;
     int node = 0, idx = 0;
     if (json_is_object(t))
@@ -565,7 +564,7 @@ static mw_status read_ref(const mw_klayer *L, const json_t *t, const char **name
                         "inbound_nodes: found %s as an input; expected a keras tensor with "
                         "keras_history [layer, node, tensor] (Keras 3) or [layer, node, tensor, "
                         "{}] (Keras 2)",
-                        mw_kdescribe(d, sizeof d, t));
+                        mw_kdescribe(d, t));
     if (node != 0 || idx != 0)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "inbound_nodes: input node %d, tensor %d of a layer (a shared layer or "
@@ -607,13 +606,13 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
     /* KerasHub's blocks read their own keyword arguments, and refuse a second sequence */
     const int block =
         cls && (!strcmp(cls, "TransformerEncoder") || !strcmp(cls, "TransformerDecoder"));
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *nodes = json_object_get(e, "inbound_nodes"), *list;
     if (!json_is_array(nodes) || json_array_size(nodes) != 1)
         return mw_kfail(
             L, json_is_array(nodes) && json_array_size(nodes) > 1 ? MW_EUNSUPPORTED : MW_EMODEL,
             "inbound_nodes: found %s; expected one node (a layer called once)",
-            mw_kdescribe(d, sizeof d, nodes));
+            mw_kdescribe(d, nodes));
     const json_t *node = json_array_get(nodes, 0);
     if (json_is_object(node)) { /* Keras 3 */
         const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
@@ -640,7 +639,7 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
         }
         if (!json_is_array(args) || json_array_size(args) != 1)
             return mw_kfail(L, MW_EMODEL, "inbound_nodes[0].args: found %s; expected one argument",
-                            mw_kdescribe(d, sizeof d, args));
+                            mw_kdescribe(d, args));
         if (kw && json_is_object(kw) && block)
             *kwargs = kw;
         else if (kw && json_is_object(kw))
@@ -654,7 +653,7 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
         list = node;
     } else {
         return mw_kfail(L, MW_EMODEL, "inbound_nodes[0]: found %s; expected a node",
-                        mw_kdescribe(d, sizeof d, node));
+                        mw_kdescribe(d, node));
     }
     if (json_array_size(list) < 1 || json_array_size(list) > MW_MAX_INPUTS)
         return mw_kfail(L, MW_EUNSUPPORTED, "inbound_nodes: %zu inputs; supported: 1 to %d",
@@ -671,20 +670,20 @@ static mw_status check_graph_input(const char *origin, const json_t *conf, const
     const json_t *il = json_object_get(conf, "input_layers");
     size_t ni = json_is_array(il) && json_is_array(json_array_get(il, 0)) ? json_array_size(il) : 1;
     if (ni != 1)
-        return gfail(origin, MW_EUNSUPPORTED,
-                     "input_layers: the model has %zu inputs; supported: one input", ni);
+        return fail_at(origin, MW_EUNSUPPORTED,
+                       "input_layers: the model has %zu inputs; supported: one input", ni);
     for (size_t i = 0; i < json_array_size(layers); i++) {
         const json_t *e = json_array_get(layers, i);
         const char *cls = json_string_value(json_object_get(e, "class_name"));
         const char *nm = json_string_value(json_object_get(json_object_get(e, "config"), "name"));
         mw_kqbuf q;
         if (cls && !strcmp(cls, "InputLayer") && i > 0)
-            return gfail(origin, MW_EUNSUPPORTED,
-                         "layer %s (InputLayer): a second input; supported: one input",
-                         mw_kquote(q, nm ? nm : "?"));
+            return fail_at(origin, MW_EUNSUPPORTED,
+                           "layer %s (InputLayer): a second input; supported: one input",
+                           mw_kquote(q, nm ? nm : "?"));
         if (i == 0 && (!cls || strcmp(cls, "InputLayer") != 0))
-            return gfail(origin, MW_EMODEL,
-                         "layers[0]: a Functional model starts with its InputLayer");
+            return fail_at(origin, MW_EMODEL,
+                           "layers[0]: a Functional model starts with its InputLayer");
     }
     return MW_OK;
 }
@@ -696,16 +695,16 @@ static mw_status check_graph_output(const char *origin, const json_t *conf, cons
     mw_kqbuf q, r;
     if (json_is_array(ol) && json_is_array(json_array_get(ol, 0))) {
         if (json_array_size(ol) != 1)
-            return gfail(origin, MW_EUNSUPPORTED,
-                         "output_layers: the model has %zu outputs; supported: one output",
-                         json_array_size(ol));
+            return fail_at(origin, MW_EUNSUPPORTED,
+                           "output_layers: the model has %zu outputs; supported: one output",
+                           json_array_size(ol));
         ol = json_array_get(ol, 0);
     }
     const char *nm = json_string_value(json_array_get(ol, 0));
     if (!nm || !last || strcmp(nm, last) != 0)
-        return gfail(origin, MW_EMODEL,
-                     "output_layers: names %s; expected the last layer of the list, %s",
-                     mw_kquote(q, nm ? nm : "nothing"), mw_kquote(r, last ? last : "?"));
+        return fail_at(origin, MW_EMODEL,
+                       "output_layers: names %s; expected the last layer of the list, %s",
+                       mw_kquote(q, nm ? nm : "nothing"), mw_kquote(r, last ? last : "?"));
     return MW_OK;
 }
 
@@ -716,7 +715,7 @@ static mw_status check_graph_output(const char *origin, const json_t *conf, cons
  * (module keras.src.ops.numpy): NotEqual(ids, 0), which Embedding(mask_zero=True) computes,
  * and LogicalOr / LogicalAnd of masks, which merges compute; layers get them as call
  * arguments (mask, query_mask, ...). mwtrain plans the same mask from the Embedding
- * (mw_model_plan_masks), so these nodes are checked to be that mask and add no layer. */
+ * (mw_masks_plan), so these nodes are checked to be that mask and add no layer. */
 static int is_mask_op(const json_t *e)
 {
     const char *c = json_string_value(json_object_get(e, "class_name"));
@@ -729,14 +728,14 @@ static int is_mask_op(const json_t *e)
 static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *layers, size_t i,
                          const char *cls)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *nodes = json_object_get(json_array_get(layers, i), "inbound_nodes");
     const json_t *node = json_array_get(nodes, 0);
     const json_t *args = json_object_get(node, "args");
     if (!json_is_array(nodes) || json_array_size(nodes) != 1 || !json_is_array(args) ||
         json_array_size(args) != 2)
         return mw_kfail(L, MW_EMODEL, "inbound_nodes: found %s; expected one node of 2 arguments",
-                        mw_kdescribe(d, sizeof d, nodes));
+                        mw_kdescribe(d, nodes));
     const int ne = !strcmp(cls, "NotEqual");
     for (size_t j = 0; j < 2; j++) {
         const json_t *a = json_array_get(args, j);
@@ -747,14 +746,14 @@ static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *laye
                 return mw_kfail(L, MW_EUNSUPPORTED,
                                 "inbound_nodes[0].args[1]: found %s; supported: 0 (the padding "
                                 "mask of Embedding(mask_zero=True))",
-                                mw_kdescribe(d, sizeof d, a));
+                                mw_kdescribe(d, a));
             continue;
         }
         MW_TRY(read_ref(L, a, &src));
         MW_TRY(resolve(L, K, layers, i, src, &idx));
         if (ne ? idx != -1 : idx != MASK_NODE)
             return mw_kfail(L, MW_EUNSUPPORTED, "inbound_nodes[0].args[%zu]: %s; supported: %s", j,
-                            mw_kdescribe(d, sizeof d, a),
+                            mw_kdescribe(d, a),
                             ne ? "the model's input (the padding mask of "
                                  "Embedding(mask_zero=True))"
                                : "masks (NotEqual, LogicalOr, LogicalAnd)");
@@ -829,7 +828,7 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         K->idx[i] = B->m->nlayers - 1;
     }
     if (n < 2)
-        return gfail(B->origin, MW_EMODEL, "the model has no layers besides its input");
+        return fail_at(B->origin, MW_EMODEL, "the model has no layers besides its input");
     (void)nclasses;
     const mw_model *m = B->m;
     for (int i = 0; i + 1 < m->nlayers; i++) { /* every layer leads to the output */
@@ -838,10 +837,10 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
             for (int t = 0; t < m->layers[j].nin; t++)
                 used |= m->layers[j].in[t] == i;
         if (!used)
-            return gfail(B->origin, MW_EMODEL,
-                         "layer '%s' (%s): its output is not used; expected every layer to lead "
-                         "to the model's output (the last layer)",
-                         m->layers[i].name, m->layers[i].cls);
+            return fail_at(B->origin, MW_EMODEL,
+                           "layer '%s' (%s): its output is not used; expected every layer to lead "
+                           "to the model's output (the last layer)",
+                           m->layers[i].name, m->layers[i].cls);
     }
     return MW_OK;
 }
@@ -852,10 +851,10 @@ static mw_status build_graph(mw_kbuilder *B, const json_t *model, const json_t *
     const char *origin = B->origin;
     const size_t n = json_array_size(layers);
     if (n > MAX_LAYERS)
-        return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
-                     MAX_LAYERS);
+        return fail_at(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
+                       MAX_LAYERS);
     if (n == 0) /* K below holds layers[0] */
-        return gfail(origin, MW_EMODEL, "layers: an empty list; expected the InputLayer first");
+        return fail_at(origin, MW_EMODEL, "layers: an empty list; expected the InputLayer first");
     MW_TRY(check_graph_input(origin, conf, layers));
     kshape s;
     MW_TRY(find_input(origin, model, conf, layers, &s));
@@ -871,7 +870,7 @@ static mw_status build_graph(mw_kbuilder *B, const json_t *model, const json_t *
     MW_TRY(read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
     MW_TRY(check_input_layer(&L0, cfg0, 0));
     knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
-    mw_status rc = K.name && K.idx ? MW_OK : gfail(origin, MW_ENOMEM, "out of memory");
+    mw_status rc = K.name && K.idx ? MW_OK : fail_at(origin, MW_ENOMEM, "out of memory");
     if (rc == MW_OK) {
         K.name[0] = in_name ? in_name : "", K.idx[0] = -1;
         rc = graph_layers(B, layers, &K, nclasses);
@@ -895,8 +894,8 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
         return build_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
     size_t n = json_array_size(layers);
     if (n > MAX_LAYERS)
-        return gfail(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
-                     MAX_LAYERS);
+        return fail_at(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
+                       MAX_LAYERS);
     kshape s;
     MW_TRY(find_input(origin, model, conf, layers, &s));
     MW_TRY(start_model(B, &s, h, w, c));
@@ -916,7 +915,7 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
         nreal++;
     }
     if (nreal == 0)
-        return gfail(origin, MW_EMODEL, "the model has no layers besides its input");
+        return fail_at(origin, MW_EMODEL, "the model has no layers besides its input");
     return check_output(B, nclasses);
 }
 
@@ -928,22 +927,22 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
         origin = "model";
     if (in_h < 0 || in_w < 0 || in_c < 0 || nclasses < 0 ||
         ((in_h == 0) != (in_w == 0) || (in_h == 0) != (in_c == 0)))
-        return gfail(origin, MW_EINVAL,
-                     "data shape %dx%dx%d, %d classes: expected positive "
-                     "sizes (or all 0)",
-                     in_h, in_w, in_c, nclasses);
+        return fail_at(origin, MW_EINVAL,
+                       "data shape %dx%dx%d, %d classes: expected positive "
+                       "sizes (or all 0)",
+                       in_h, in_w, in_c, nclasses);
     if (!json_text || nbytes == 0)
-        return gfail(origin, MW_EMODEL, "empty; expected a Keras model JSON (model.to_json())");
+        return fail_at(origin, MW_EMODEL, "empty; expected a Keras model JSON (model.to_json())");
     if (nbytes > MW_KERAS_MAX_BYTES)
-        return gfail(origin, MW_EMODEL, "%zu bytes; expected at most %u (4 MiB)", nbytes,
-                     MW_KERAS_MAX_BYTES);
+        return fail_at(origin, MW_EMODEL, "%zu bytes; expected at most %u (4 MiB)", nbytes,
+                       MW_KERAS_MAX_BYTES);
     json_error_t je;
     json_t *root = json_loadb(json_text, nbytes, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         char t[sizeof je.text * 4 + 8];
         mw_str_escape(t, sizeof t, je.text, sizeof je.text, 0);
-        return gfail(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)", je.line,
-                     je.column, t);
+        return fail_at(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)", je.line,
+                       je.column, t);
     }
     mw_kbuilder B = {origin, m, 0};
     mw_status rc = build(&B, root, in_h, in_w, in_c, nclasses);
@@ -951,7 +950,7 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
     if (rc == MW_OK) {
         m->source = malloc(nbytes + 1);
         if (!m->source) {
-            rc = gfail(origin, MW_ENOMEM, "out of memory");
+            rc = fail_at(origin, MW_ENOMEM, "out of memory");
         } else {
             memcpy(m->source, json_text, nbytes);
             m->source[nbytes] = '\0';

@@ -1,31 +1,37 @@
-/* Models from Keras JSON: build an mw_model from what `model.to_json()` wrote.
+/* Models from Keras JSON: build an mw_model from what `model.to_json()` wrote (or the
+ * config.json of a .keras archive, worker/keras/keras_archive.h).
  *
  * Accepted shapes of the text:
  *   Keras 2 / tf.keras  {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}}
  *                       (older files: "config" is the layer list itself); the input shape is
  *                       an InputLayer's batch_input_shape or the first layer's
  *   Keras 3             the same with "module", "registered_name", "build_config",
- *                       "batch_shape" and dtype policies as objects
+ *                       "batch_shape" and dtype policies as objects; and Functional models
+ *                       ("Functional" or "Model": layers with inbound_nodes, one input and one
+ *                       output, a graph in which a layer reads earlier layers' outputs)
  *   TensorFlow.js       {"modelTopology": {"model_config": <one of the above>}, ...} or
  *                       {"modelTopology": <one of the above>}
  *
  * Layers: InputLayer, the classes of the layer table (worker/model/layer.h: each row reads its
- * own config, with worker/keras/keras_layer.h's typed readers) and the Keras preprocessing
- * layers (worker/data/preprocess.h); a final softmax is folded into the cross-entropy (the
- * model's output stays logits, so the loss is computed stably);
+ * own config, with worker/model/kread.h's typed readers; KerasHub's classes with their
+ * registered names) and the Keras preprocessing layers (worker/data/preprocess.h); a final
+ * softmax is folded into the cross-entropy (the model's output stays logits, so the loss is
+ * computed stably);
  * the initializers GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal,
  * LecunUniform, VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones and
  * Constant with their config values (their `seed` is ignored: mwtrain seeds from --seed); the
- * regularizers L2, L1 and L1L2. Anything else (a layer class, an activation, an activity
- * regularizer, a constraint, channels_first, dilation, groups, a dtype other than float32,
- * frozen layers) fails with one message naming the layer, the field and what is supported:
+ * regularizers L2, L1 and L1L2. Dtypes: float32, mixed_bfloat16 and mixed_float16 policies
+ * (an integer InputLayer dtype for token ids). Anything else (a layer class, an activation, an
+ * activity regularizer, a constraint, channels_first, dilation, groups, another dtype, frozen
+ * layers) fails with one message naming the layer, the field and what is supported:
  *
  *   model.json: layer 'conv2d' (Conv2D): data_format "channels_first" is not supported;
  *   supported: "channels_last"
  *
  * Shapes: the model's input must be the data's (in_h, in_w, in_c), given as
- * (None, H, W, C), (None, H, W) when C is 1, or flat (None, H*W*C); its output must be flat
- * with nclasses units. Both are checked here, before any training. */
+ * (None, H, W, C), (None, H, W) when C is 1, a sequence (None, T, C), flat (None, H*W*C), or
+ * token ids (None, T) for an Embedding; its output must be (None, nclasses), or
+ * (None, T, nclasses) with a loss per position. Both are checked here, before any training. */
 #ifndef MW_WORKER_KERAS_H
 #define MW_WORKER_KERAS_H
 

@@ -259,6 +259,7 @@ json_t *mw_keras_metrics_to_json(const mw_loss *ls, int width)
         [MW_METRIC_RMSE] = "root_mean_squared_error",
         [MW_METRIC_AUC] = "auc",
     };
+    _Static_assert(sizeof names / sizeof *names == MW_METRIC_AUC + 1, "a name per metric");
     json_t *list = json_array();
     for (int i = 0; list && i < ml.n; i++) {
         const mw_metric_kind m = ml.kind[i];

@@ -1,45 +1,23 @@
-/* The Keras variables of each layer: ONE table that says, for every layer kind with
- * parameters, which variables Keras gives it, in which order, with which shapes, and where
- * each lives in mwtrain's parameter arena. Every file format that names weights the Keras
- * way reads it: the safetensors export (<layer>/<variable>), and the .weights.h5 inside a
- * .keras archive, where variable i of a layer is the dataset layers/<layer>/vars/<i>
- * (i = the variable's place in Keras' layer.weights). The arena layouts ARE Keras' layouts
- * (Conv2D kernel (KH, KW, Cin, Cout), Dense kernel (in, out), row-major), so a variable is
- * one contiguous run of floats. */
+/* The Keras variables of each Keras layer of a model, from its rows' lists (worker/model/
+ * kvars.h: which variables Keras gives a layer, in which order, with which shapes, and where
+ * each lives in mwtrain's parameter arena) and KerasHub's blocks' parts. Every file format that
+ * names weights the Keras way reads it: the safetensors export (<layer>/<variable>), and the
+ * .weights.h5 inside a .keras archive, where variable i of a layer is the dataset
+ * layers/<layer>/vars/<i> (i = the variable's place in Keras' layer.weights). The arena layouts ARE
+ * Keras' layouts (Conv2D kernel (KH, KW, Cin, Cout), Dense kernel (in, out), row-major), so a
+ * variable is one contiguous run of floats. */
 #ifndef MW_WORKER_KERAS_VARS_H
 #define MW_WORKER_KERAS_VARS_H
 
 #include <stddef.h>
 
 #include "common/status.h"
+#include "worker/model/kvars.h"
 #include "worker/model/model.h"
 
-/* Most variables one Keras layer has (a KerasHub TransformerEncoder's 16). */
-#define MW_KERAS_MAX_VARS 16
-
-/* Longest sublayer path in a layer's .weights.h5 group ("_self_attention_layer/query_dense"). */
-#define MW_KERAS_SUB_MAX 64
-
-typedef struct {
-    const char *name;           /* Keras' variable path in the layer: "kernel", "bias", ..., or a
-                                   sublayer's "query/kernel" (static) */
-    char sub[MW_KERAS_SUB_MAX]; /* the sublayer whose variable it is in .weights.h5
-                                   (layers/<key>/<sub>/vars/<idx>: MultiHeadAttention's
-                                   "query_dense", a TransformerEncoder's
-                                   "_self_attention_layer/query_dense", ...), "" for the layer's
-                                   own (layers/<key>/vars/<idx>) */
-    int idx;                    /* its index in that vars group */
-    const mw_layer *l;          /* the model's layer that holds it (a part, for a KerasHub block) */
-    size_t off;                 /* first float in the parameter arena */
-    size_t count;               /* floats: the product of shape */
-    int rank;
-    long long shape[4];
-    int trainable; /* 1: in model.trainable_variables, so the optimizer has slots for it */
-} mw_keras_var;
-
 /* l's variables in Keras order into v (room for MW_KERAS_MAX_VARS), their number into *nv
- * (0 for a layer without weights). MW_EUNSUPPORTED when l has parameters of a kind the table
- * does not know, MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
+ * (0 for a layer without weights). MW_EUNSUPPORTED when l has parameters its row lists none of,
+ * MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
 mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv);
 
 /* The variables of Keras layer i of m (mw_keras_layer_is_own) in Keras' order: layer i's, or,

@@ -3,8 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/model/activations.h"
+#include "worker/model/diff.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 /* Conv2D, Dense: an activation folded after it is its activation. */
 static int weighted(const mw_layer *l)
@@ -33,10 +36,8 @@ static int count_shown(const mw_model *m)
  * it: right after it, or after the MaxPool that finalize moved before it (pool_before_relu). */
 static const char *act_name(const mw_layer *l)
 {
-    static const char *const names[] = {"sigmoid", "tanh", "gelu",      "gelu_tanh",
-                                        "silu",    "elu",  "leaky_relu"};
     if (l->kind == MW_LAYER_ACT)
-        return names[l->act];
+        return mw_act_kernel_name(l->act);
     return l->kind == MW_LAYER_RELU ? "relu" : l->softmax ? "softmax" : "linear";
 }
 

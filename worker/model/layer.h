@@ -1,15 +1,18 @@
 /* The layer table: what a layer family is to the model, stated once.
  *
  * Each family (worker/model/layers/, one file each) defines one row, an mw_layer_ops, for each
- * mw_layer_kind it implements; layers.c lists the rows, and the model (model.c, diff.c) reaches a
- * layer only through its row: forward and backward through the kernel table, the workspace buffer
- * it keeps between them, whether it keeps 16-bit values exact (so mixed precision rounds only where
- * needed), the kernel entries it needs, how two instances differ, and the Keras classes it reads. A
- * family's file also holds its mw_model_add_* builders (model.h): they check the new layer against
- * its input shape and set its output shape and parameter counts.
+ * mw_layer_kind it implements; layer_list.h lists the kinds and rows once, layer.c makes the
+ * table, and the model's passes (model.c, masks.c, weights.c, diff.c, the Keras files) reach a
+ * layer only through its row: forward and backward through the kernel table, the workspace
+ * buffer it keeps between them, whether it keeps 16-bit values 16-bit (so mixed precision
+ * rounds only where needed), the kernel entries it needs, how two instances differ, how it
+ * treats a padding mask, its initializer when it has several tensors, the Keras classes it
+ * reads and the Keras variables it has. A family's file also holds its builders, declared in
+ * its own header (layers/<family>.h): they check the new layer against its input shape and
+ * set its output shape and parameter counts; a NULL name gets Keras' automatic one.
  *
- * A new layer that reuses existing kernels is its file, its row in layers.c, its kind in
- * model.h and, with weights, its variables in worker/keras/keras_vars.c. */
+ * A new layer that reuses existing kernels is its family's file (its row), its header when
+ * others call its builder, and one line in layer_list.h. */
 #ifndef MW_WORKER_MODEL_LAYER_H
 #define MW_WORKER_MODEL_LAYER_H
 
@@ -17,8 +20,10 @@
 
 #include <jansson.h>
 
+#include "common/rng.h"
 #include "common/status.h"
 #include "kernels/kernels.h"
+#include "worker/model/kvars.h"
 
 /* The model's types (model.h). The table names them only by their tags, so that model.c reaches
  * the layers through it while the layers' files use the model's types: no include circle. */
@@ -28,7 +33,7 @@ struct mw_model_ws;
 struct mw_regularizer;
 
 /* One layer's forward or backward: what the model hands the row. */
-typedef struct {
+typedef struct mw_layer_call {
     const struct mw_model *m;
     const struct mw_layer *l;
     const mw_kernels *kt;
@@ -46,11 +51,32 @@ typedef struct {
     size_t cnt, rows;             /* n * output values per example; n * out_h * out_w */
 } mw_layer_call;
 
-/* The Keras model reader's state for one layer (worker/keras/keras_layer.h). */
+/* How a layer treats a padding mask that reaches it (the plan: masks.h). */
+typedef enum {
+    MW_MASK_REFUSE,      /* it cannot honour one: a mask reaching it is refused (MW_EUNSUPPORTED) */
+    MW_MASK_PASS,        /* it keeps the steps and passes the mask on; with several inputs only when
+                            every input has it (Keras 3.15's Merge.compute_mask: an input without a
+                            mask, such as a PositionEmbedding's output, drops it) */
+    MW_MASK_TAKE,        /* it uses the mask (mw_layer.masked says which inputs carry it) and its
+                            output has none: GlobalAveragePooling1D's masked mean */
+    MW_MASK_DROP,        /* it accepts and ignores the mask, as Keras drops it there (a layer that
+                            does not support masking but computes no step from another) */
+    MW_MASK_MAKE,        /* it makes the mask, in the graph and on its output tensor (Embedding with
+                            mask_zero) */
+    MW_MASK_MAKE_AT_RUN, /* it makes the mask on its output tensor only, never in the graph
+                            (KerasHub's TokenAndPositionEmbedding with mask_zero) */
+    MW_MASK_ATTEND,      /* MultiHeadAttention: masks the padded steps of its query, value and key
+                            (mw_mha.keys_only), passes the query's mask on in the graph and takes the
+                            tensors' masks away at run time */
+} mw_mask_rule;
+
+/* The Keras model reader's state for one layer (worker/model/kread.h). */
 typedef struct mw_kread mw_kread;
 
 /* Keras class names a row reads, at most (the last entry of a full list is NULL). */
 #define MW_LAYER_KERAS_MAX 8
+/* The prefix of a KerasHub class in a row's keras[] (its registered_name in a Keras file). */
+#define MW_LAYER_KERAS_HUB "keras_hub>"
 
 typedef struct {
     /* The Keras class names it reads (NULL-terminated); none for the kinds the model makes
@@ -71,7 +97,7 @@ typedef struct {
     /* 1 when its output (backward 0) or its input's gradient (backward 1) holds 16-bit
      * values whenever its inputs (its output's gradient) do: it selects, copies or zeroes,
      * never computes a new value. NULL: never. */
-    int (*exact)(const struct mw_layer *l, int backward);
+    int (*stays_16bit)(const struct mw_layer *l, int backward);
     int matmul; /* Conv2D, Dense: weights rounded to 16 bits under a mixed policy; an
                    activation folded after it belongs to it (summary, diff) */
     /* 1 when the kernel table t has every entry it calls; MW_EUNSUPPORTED with the reason
@@ -84,65 +110,36 @@ typedef struct {
      * Keras 3 cannot read): its keys added to config, which holds name, trainable and dtype;
      * returns its Keras class. NULL (or returning NULL): this writer cannot. */
     const char *(*to_keras)(const struct mw_model *m, int i, json_t *config);
+    /* How l treats a padding mask that reaches it (masks.h; mw_mask_pass, mw_mask_drop for
+     * the rows whose rule does not depend on the layer). NULL: it refuses one. */
+    mw_mask_rule (*mask)(const struct mw_layer *l);
+    /* Draws l's weights in params from r when they are several tensors, each with its own
+     * fans (weights.h: mw_weights_init_tensor); NULL: the kernel (fan_in, fan_out), the bias
+     * and BatchNormalization's moving statistics, as weights.c does for every other layer. */
+    void (*init)(const struct mw_layer *l, float *params, mw_rng *r);
+    /* Appends l's Keras variables (kvars.h: mw_kvar_add) in the order Keras' build() creates
+     * them, skipping the ones the config turns off. NULL: it has none (a row whose layers have
+     * parameters must list them; the Keras files refuse a layer it does not). */
+    void (*keras_vars)(const struct mw_layer *l, mw_keras_var *v, int *nv);
+    /* The sublayer groups Keras writes in l's group of .weights.h5 (NULL-terminated, with or
+     * without variables: MultiHeadAttention's query_dense, ..., _softmax); NULL: none. */
+    const char *const *(*keras_subs)(const struct mw_layer *l);
 } mw_layer_ops;
 
 /* The row of an mw_layer_kind; NULL for none (MW_LAYER_KINDS). */
 const mw_layer_ops *mw_layer_row(int kind);
 /* The row that reads Keras class cls, NULL when none does. */
 const mw_layer_ops *mw_layer_row_keras(const char *cls);
-/* Every Keras class the rows read, ", "-separated, for messages (static). */
+/* Every row, the readers without a kind of their own too, in layer_list.h's order: row i, NULL
+ * past the last. */
+const mw_layer_ops *mw_layer_row_nth(int i);
+/* The Keras class of a row's keras[] entry: without its MW_LAYER_KERAS_HUB prefix. */
+const char *mw_layer_keras_class(const char *entry);
+/* 1 when the class a row reads as cls is KerasHub's (keras[] has it with MW_LAYER_KERAS_HUB). */
+int mw_layer_keras_hub(const char *cls);
+/* Every Keras class the rows read, and KerasHub's alone, ", "-separated, for messages
+ * (static). */
 const char *mw_layer_keras_list(void);
-
-/* ---- what model.c gives the rows ---- */
-
-/* Append a layer of kind and Keras class cls reading the current output (or the inputs set
- * by mw_model_set_inputs); NULL (mw_err set) on error. An empty name gets Keras' automatic one:
- * auto_base, then auto_base_1, ... counted over the shown layers of the same class. */
-struct mw_layer *mw_layer_push(struct mw_model *m, int kind, const char *name, const char *cls,
-                               const char *auto_base);
-/* The same for a parameter-free layer that keeps its input's shape and runs in place. */
-struct mw_layer *mw_layer_push_same(struct mw_model *m, int kind, const char *name, const char *cls,
-                                    const char *auto_base);
-/* Take back the layer just pushed; returns s. */
-mw_status mw_layer_reject(struct mw_model *m, mw_status s);
-/* Output values per example. */
-size_t mw_layer_out_count(const struct mw_layer *l);
-/* Values per example of tensor t (0: the input, i + 1: layer i's output). */
-size_t mw_model_tensor_count(const struct mw_model *m, int t);
-/* The shape of layer idx's output (-1: the model's input). */
-void mw_model_shape_of(const struct mw_model *m, int idx, int s[3]);
-/* The Keras layer behind output idx, for messages: a folded activation's own layer. */
-const char *mw_model_producer_name(const struct mw_model *m, int idx);
-/* y = 0, and y = x, through the table (device memory on a GPU). */
-void mw_layer_zero(const mw_kernels *kt, const mw_kctx *k, void *p, size_t nbytes);
-void mw_layer_copy(const mw_kernels *kt, const mw_kctx *k, float *y, const float *x, size_t count);
-/* x rounded in place to the 16 bits of mw_policy policy (kernels/cast.h). */
-void mw_layer_round(const mw_kernels *kt, const mw_kctx *k, int policy, float *x, size_t count);
-/* The kernel (bias 0) or bias (bias 1) regularizer of l; NULL: none. */
-const struct mw_regularizer *mw_layer_regularizer(const struct mw_layer *l, int bias);
-/* A row's exact for a layer that selects, copies or zeroes: 16-bit values stay 16-bit both
- * ways. */
-int mw_layer_exact_always(const struct mw_layer *l, int backward);
-/* A layer that computes nothing (Flatten, an identity, Dropout at inference): y = x unless in
- * place; and its backward, dx += dy unless in place. */
-void mw_layer_pass_fwd(const mw_layer_call *c);
-void mw_layer_pass_bwd(const mw_layer_call *c);
-/* The buffer an elementwise backward writes: dx itself in place (dy is dx), else dy (no longer
- * needed: every consumer of the output has run); mw_layer_pass_bwd then adds it into dx. */
-float *mw_layer_bwd_out(const mw_layer_call *c);
-
-/* ---- what the rows' differs use (diff.c) ---- */
-
-/* "<what> <x> in the checkpoint, <y> in --model" into d; returns 1. */
-int mw_diff_text(char *d, size_t n, const char *what, const char *x, const char *y);
-/* k sizes shown as AxBxC; 0 when equal. */
-int mw_diff_dims(char *d, size_t n, const char *what, const int *x, const int *y, int k);
-/* Two reals, with as many digits as tell them apart; 0 when equal. */
-int mw_diff_real(char *d, size_t n, const char *what, double x, double y);
-/* Padding by its effect, px and py the zero rows and columns before the input and the output
- * size (top, left, height, width): shown as same / valid; 0 when equal. */
-int mw_diff_padding(char *d, size_t n, int same_x, int same_y, const int *px, const int *py);
-/* Two flags as true / false; 0 when equal. */
-int mw_diff_flag(char *d, size_t n, const char *what, int x, int y);
+const char *mw_layer_keras_hub_list(void);
 
 #endif

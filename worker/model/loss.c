@@ -41,7 +41,7 @@ static void dense_backward(const mw_kernels *kt, const mw_kctx *k, const mw_loss
 #define DENSE .dense = 1, .forward = dense_forward, .backward = dense_backward
 #define REGRESSION(k) .dkind = (k), .accuracy = MW_METRIC_NONE, DENSE
 
-static const mw_loss_ops rows[MW_LOSS_KINDS] = {
+static const mw_loss_ops rows[] = {
     [MW_LOSS_SPARSE_XENT] = {"SparseCategoricalCrossentropy",
                              "sparse_categorical_crossentropy",
                              NULL,
@@ -82,6 +82,7 @@ static const mw_loss_ops rows[MW_LOSS_KINDS] = {
     [MW_LOSS_HUBER] = {"Huber", "huber_loss", "huber", {"delta"}, REGRESSION(MW_DLOSS_HUBER)},
     [MW_LOSS_LOGCOSH] = {"LogCosh", "log_cosh", "logcosh", {NULL}, REGRESSION(MW_DLOSS_LOGCOSH)},
 };
+_Static_assert(sizeof rows / sizeof *rows == MW_LOSS_KINDS, "a row per mw_loss_kind");
 
 const mw_loss_ops *mw_loss_row(mw_loss_kind kind)
 {
@@ -178,6 +179,7 @@ const char *mw_metric_label(mw_metric_kind m)
 {
     static const char *const l[] = {"Accuracy", "Accuracy", "Accuracy", "Accuracy",
                                     "MAE",      "MSE",      "RMSE",     "AUC"};
+    _Static_assert(sizeof l / sizeof *l == MW_METRIC_AUC + 1, "a label per mw_metric_kind");
     return (unsigned)m < sizeof l / sizeof l[0] ? l[m] : "Accuracy";
 }
 
@@ -185,6 +187,7 @@ const char *mw_metric_key(mw_metric_kind m)
 {
     static const char *const l[] = {"accuracy", "accuracy", "accuracy", "accuracy",
                                     "mae",      "mse",      "rmse",     "auc"};
+    _Static_assert(sizeof l / sizeof *l == MW_METRIC_AUC + 1, "a key per mw_metric_kind");
     return (unsigned)m < sizeof l / sizeof l[0] ? l[m] : "accuracy";
 }
 

@@ -52,7 +52,7 @@ typedef struct {
                                nothing, and the loss is divided by the global batch's others
                                (worker/data/data.h, mw_dataset_mask_batches) */
     int masked;             /* the model's output carries Embedding(mask_zero)'s padding mask
-                               (mw_model_plan_masks): the positions whose input id is 0 count
+                               (mw_masks_plan): the positions whose input id is 0 count
                                for nothing in the loss (as ignore_class) and the metrics
                                (mw_metric_list.masked) */
 } mw_loss;

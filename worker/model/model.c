@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/rng.h"
-#include "worker/data/preprocess.h"
+#include "worker/model/masks.h"
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
 {
@@ -25,7 +25,8 @@ void mw_model_free(mw_model *m)
 {
     free(m->layers);
     free(m->source);
-    mw_preprocess_close(&m->pre);
+    if (m->pre && m->pre_free)
+        m->pre_free(&m->pre);
     free(m->next_in);
     free(m->worder);
     mw_arena_free(&m->params);
@@ -133,13 +134,6 @@ void mw_model_shape_of(const mw_model *m, int idx, int s[3])
     s[0] = p->out_h, s[1] = p->out_w, s[2] = p->out_c;
 }
 
-const char *mw_model_producer_name(const mw_model *m, int idx)
-{
-    while (idx >= 0 && m->layers[idx].folded)
-        idx--;
-    return idx < 0 ? (m->input_name[0] ? m->input_name : "the model input") : m->layers[idx].name;
-}
-
 static mw_layer *last_with_weights(mw_model *m)
 {
     if (m->nlayers == 0 || m->finalized || !m->layers[m->nlayers - 1].w_count) {
@@ -235,6 +229,8 @@ static void plan_in_place(mw_model *m)
 }
 
 static const char *const policy_names[] = {"float32", "mixed_bfloat16", "mixed_float16"};
+_Static_assert(sizeof policy_names / sizeof *policy_names == MW_POLICY_MIXED_FLOAT16 + 1,
+               "a name per mw_policy");
 
 const char *mw_policy_name(mw_policy p)
 {
@@ -334,11 +330,12 @@ static mw_status check_policies(const mw_model *m)
     return MW_OK;
 }
 
-/* Whether layer l keeps 16-bit values exact forward (backward 0) or backward (its row). */
-static int keeps16(const mw_layer *l, int backward)
+/* Whether layer l's output (backward 0) or its input's gradient (backward 1) holds 16-bit
+ * values whenever what it computes them from does (its row's stays_16bit). */
+static int stays_16bit(const mw_layer *l, int backward)
 {
     const mw_layer_ops *r = mw_layer_row(l->kind);
-    return r->exact && r->exact(l, backward);
+    return r->stays_16bit && r->stays_16bit(l, backward);
 }
 
 /* round_out / round_grad of every layer (kernels/cast.h's roundings, only where needed). A
@@ -349,13 +346,13 @@ static void plan_rounding(mw_model *m)
     for (int i = 0; i < m->nlayers; i++) {
         mw_layer *l = &m->layers[i];
         const int half = l->policy != MW_POLICY_FLOAT32;
-        l->round_out = half && !keeps16(l, 0);
-        int exact = i + 1 < m->nlayers && consumers(m, i) == 1;
-        for (int c = i + 1; c < m->nlayers && exact; c++)
+        l->round_out = half && !stays_16bit(l, 0);
+        int grad_16bit = i + 1 < m->nlayers && consumers(m, i) == 1;
+        for (int c = i + 1; c < m->nlayers && grad_16bit; c++)
             for (int j = 0; j < m->layers[c].nin; j++)
                 if (m->layers[c].in[j] == i)
-                    exact = keeps16(&m->layers[c], 1) && m->layers[c].policy == l->policy;
-        l->round_grad = half && !exact;
+                    grad_16bit = stays_16bit(&m->layers[c], 1) && m->layers[c].policy == l->policy;
+        l->round_grad = half && !grad_16bit;
     }
 }
 
@@ -372,7 +369,7 @@ mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
     if (consumers(m, m->nlayers - 1) != 0)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     MW_TRY(check_policies(m));
-    MW_TRY(mw_model_plan_masks(m));
+    MW_TRY(mw_masks_plan(m));
     pool_before_relu(m);
     plan_in_place(m);
     plan_rounding(m);
@@ -406,10 +403,10 @@ mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
             l->b_off = mw_arena_reserve(&m->params, l->b_count);
             m->nparams += l->b_count;
         }
-        if (l->s_count) {
-            l->s_off = mw_arena_reserve(&m->params, l->s_count);
-            m->nparams += l->s_count;
-            m->nstate += l->s_count;
+        if (l->stats_count) {
+            l->stats_off = mw_arena_reserve(&m->params, l->stats_count);
+            m->nparams += l->stats_count;
+            m->nstate += l->stats_count;
         }
     }
     mw_arena_pad_to(&m->params, pad_multiple);
@@ -654,7 +651,7 @@ void mw_layer_pass_fwd(const mw_layer_call *c)
         mw_layer_copy(c->kt, c->k, c->y, c->x, c->cnt);
 }
 
-int mw_layer_exact_always(const mw_layer *l, int backward)
+int mw_layer_stays_16bit_always(const mw_layer *l, int backward)
 {
     (void)l, (void)backward;
     return 1;

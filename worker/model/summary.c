@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "worker/model/model.h"
+#include "worker/model/summary.h"
 
 /* The Keras layer whose output tensor idx is (a folded activation belongs to its layer). */
 static const char *shown_name(const mw_model *m, int idx)
@@ -46,7 +47,7 @@ static size_t summary_graph(const mw_model *m, FILE *f)
                                      shown_name(m, l->in[j]));
         snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
         shape_text(shape, sizeof shape, l);
-        size_t np = l->w_count + l->b_count + l->s_count;
+        size_t np = l->w_count + l->b_count + l->stats_count;
         total += np;
         fprintf(f, "%-48s %-22s %10zu  %s\n", label, shape, np, conn);
     }
@@ -58,7 +59,7 @@ void mw_model_summary(const mw_model *m, FILE *f)
     fprintf(f, "Model: \"%s\"\n", m->name);
     size_t total = 0, state = 0;
     for (int i = 0; i < m->nlayers; i++)
-        state += m->layers[i].s_count;
+        state += m->layers[i].stats_count;
     if (m->graph) {
         fprintf(f, "%-48s %-22s %10s  %s\n", "Layer (type)", "Output Shape", "Param #",
                 "Connected to");
@@ -77,7 +78,7 @@ void mw_model_summary(const mw_model *m, FILE *f)
             char label[160], shape[48];
             snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
             shape_text(shape, sizeof shape, l);
-            size_t np = l->w_count + l->b_count + l->s_count;
+            size_t np = l->w_count + l->b_count + l->stats_count;
             total += np;
             fprintf(f, "%-32s %-22s %10zu\n", label, shape, np);
         }

@@ -1,9 +1,10 @@
 /* The weights' settings: Keras' initializers (mw_model_init_params) and the regularizers'
- * penalty and gradient (mw_model_regularize). See model.h. */
+ * penalty and gradient (mw_model_regularize). See weights.h. */
 #include <math.h>
 #include <string.h>
 
-#include "common/rng.h"
+#include "worker/model/weights.h"
+
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -17,8 +18,8 @@ static float truncated_z(mw_rng *r)
     return z;
 }
 
-static void init_tensor(float *p, size_t count, const mw_init *in, int fan_in, int fan_out,
-                        mw_rng *r)
+void mw_weights_init_tensor(float *p, size_t count, const mw_init *in, int fan_in, int fan_out,
+                            mw_rng *r)
 {
     const mw_init_kind kind = in->kind;
     double limit, stddev, n;
@@ -87,26 +88,6 @@ static void init_tensor(float *p, size_t count, const mw_init *in, int fan_in, i
     }
 }
 
-/* MultiHeadAttention's four kernels and biases, each with the fans Keras computes for its
- * shape: (D, H, k) has fan_in H D and fan_out k D (the leading axes are the receptive
- * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. */
-static void init_mha(float *params, const mw_layer *l, mw_rng *r)
-{
-    const mw_mha *a = &l->mha;
-    size_t w[4], wn[4], b[4], bn[4];
-    mw_mha_parts(l, w, wn, b, bn);
-    const int in[3] = {l->in_c, a->key_c, a->value_c},
-              width[3] = {a->key_dim, a->key_dim, a->value_dim};
-    for (int j = 0; j < 4; j++) {
-        const int fi = j < 3 ? a->heads * in[j] : a->value_dim * a->heads;
-        const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
-        init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
-        if (l->has_bias)
-            init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,
-                        j < 3 ? a->heads : (int)bn[j], j < 3 ? width[j] : (int)bn[j], r);
-    }
-}
-
 void mw_model_init_params(mw_model *m, uint64_t seed)
 {
     memset(m->params.data, 0, m->params.count * sizeof(float));
@@ -114,25 +95,19 @@ void mw_model_init_params(mw_model *m, uint64_t seed)
         mw_layer *l = &m->layers[i];
         mw_rng r;
         mw_rng_seed(&r, seed, 1000 + (uint64_t)i);
-        if (l->kind == MW_LAYER_MHA) {
-            init_mha(m->params.data, l, &r);
-            continue;
-        }
-        if (l->kind == MW_LAYER_EMBED && l->pad[1]) { /* two tables, each its own fans */
-            const size_t tok = (size_t)l->pad[0] * l->out_c;
-            init_tensor(m->params.data + l->w_off, tok, &l->kernel_init, l->pad[0], l->out_c, &r);
-            init_tensor(m->params.data + l->w_off + tok, l->w_count - tok, &l->kernel_init,
-                        l->pad[1], l->out_c, &r);
+        const mw_layer_ops *row = mw_layer_row(l->kind);
+        if (row->init) { /* several tensors, each its own fans */
+            row->init(l, m->params.data, &r);
             continue;
         }
         if (l->w_count)
-            init_tensor(m->params.data + l->w_off, l->w_count, &l->kernel_init, l->fan_in,
-                        l->fan_out, &r);
+            mw_weights_init_tensor(m->params.data + l->w_off, l->w_count, &l->kernel_init,
+                                   l->fan_in, l->fan_out, &r);
         if (l->b_count) /* Keras: a 1-D shape (n) has fan_in = fan_out = n */
-            init_tensor(m->params.data + l->b_off, l->b_count, &l->bias_init, (int)l->b_count,
-                        (int)l->b_count, &r);
-        for (size_t c = 0; c < l->s_count / 2; c++) /* moving mean 0, moving variance 1 */
-            m->params.data[l->s_off + l->s_count / 2 + c] = 1.0f;
+            mw_weights_init_tensor(m->params.data + l->b_off, l->b_count, &l->bias_init,
+                                   (int)l->b_count, (int)l->b_count, &r);
+        for (size_t c = 0; c < l->stats_count / 2; c++) /* moving mean 0, moving variance 1 */
+            m->params.data[l->stats_off + l->stats_count / 2 + c] = 1.0f;
     }
 }
 

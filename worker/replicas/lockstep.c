@@ -1,5 +1,6 @@
 /* Synchronized BatchNormalization's lockstep; see lockstep.h. */
 #include "worker/replicas/lockstep.h"
+#include "worker/model/layers/batchnorm.h"
 
 #include <stdio.h>
 #include <string.h>

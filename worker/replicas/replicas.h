@@ -39,7 +39,9 @@
 #include "common/status.h"
 #include "kernels/kernels.h"
 #include "worker/data/data.h"
+#include "worker/model/layers/batchnorm.h" /* the moving statistics, synchronized BN */
 #include "worker/model/model.h"
+#include "worker/model/weights.h" /* the regularizers' penalty */
 #include "worker/optimizers.h"
 #include "worker/opts.h"
 

@@ -57,25 +57,25 @@ typedef struct {
     mw_kctx k;                            /* stream, cuBLAS, device scratch */
     float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
     double *reg;                          /* device: this step's weight penalty */
-    double *macc;   /* device: the running sums' layout (kernels.h MW_SUM_*; mw_cuda_metrics_add) */
-    mw_model_ws ws; /* device workspace for one micro-batch */
-    void *stage;    /* pinned host: the h_ buffers below */
-    float *h_x[2];  /* the two staging slots (copy marks 0 and 1 after their uploads) */
-    void *h_y[2];   /* targets (mw_dataset_target_nbytes each) */
-    float *h_w[2];  /* sample weights */
+    double *metrics; /* device: the metrics' running sums (kernels.h MW_SUM_*) */
+    mw_model_ws ws;  /* device workspace for one micro-batch */
+    void *stage;     /* pinned host: the h_ buffers below */
+    float *h_x[2];   /* the two staging slots (copy marks 0 and 1 after their uploads) */
+    void *h_y[2];    /* targets (mw_dataset_target_nbytes each) */
+    float *h_w[2];   /* sample weights */
     uint32_t *h_ids[2];
     void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
                    * after the micro-batch that last read them) */
     float *d_x[2];
-    void *d_y[2];           /* read in place by the loss and the metrics */
-    float *d_w[2];          /* sample weights, read in place by the loss */
-    uint32_t *d_ids[2];     /* the examples' ids (dropout), read in place */
-    int slot;               /* the slot of the micro-batch staged last */
-    double *h_reg, *h_macc; /* downloads of reg and macc */
-    unsigned round;         /* micro-batches staged: the slot is round % 2 */
-    int pre_n;              /* examples of the next step's first micro-batch staged (prefetch) */
-    double *dsum, *dtot;    /* synchronized BN, device: this slice's sums, the cluster's */
-    double *h_sum, *h_tot;  /* their pinned host copies (sstage) */
+    void *d_y[2];              /* read in place by the loss and the metrics */
+    float *d_w[2];             /* sample weights, read in place by the loss */
+    uint32_t *d_ids[2];        /* the examples' ids (dropout), read in place */
+    int slot;                  /* the slot of the micro-batch staged last */
+    double *h_reg, *h_metrics; /* downloads of reg and metrics */
+    unsigned round;            /* micro-batches staged: the slot is round % 2 */
+    int pre_n;                 /* examples of the next step's first micro-batch staged (prefetch) */
+    double *dsum, *dtot;       /* synchronized BN, device: this slice's sums, the cluster's */
+    double *h_sum, *h_tot;     /* their pinned host copies (sstage) */
     void *sstage;
 } gpu_dev;
 
@@ -140,7 +140,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
     MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
     MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
-    MW_TRY(mw_cuda_alloc((void **)&g->macc, MW_SUMS * sizeof(double)));
+    MW_TRY(mw_cuda_alloc((void **)&g->metrics, MW_SUMS * sizeof(double)));
     MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
     g->ws.params = g->params;
     const size_t scratch = conv_scratch(m, max_n);
@@ -163,7 +163,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
         g->h_ids[s] = (uint32_t *)(b + o_ids);
     }
     g->h_reg = (double *)b;
-    g->h_macc = (double *)(b + up64(sizeof(double)));
+    g->h_metrics = (double *)(b + up64(sizeof(double)));
     MW_TRY(mw_cuda_alloc(&g->dstage, 2 * slot));
     b = g->dstage;
     for (int s = 0; s < 2; s++, b += slot) {
@@ -308,16 +308,16 @@ static mw_status gpu_connect(mw_replicas *r)
  * compute stream wait for the upload and copy the images into the workspace's input. The
  * caller marks s on the compute stream after the micro-batch's last kernel (done_with).
  * Training: dropout keyed by the examples' global ids. */
-/* The loss sum and the metrics' sums of the n examples in g's workspace into g->macc. */
+/* The loss sum and the metrics' sums of the n examples in g's workspace into g->metrics. */
 static void metrics_add(const mw_model *m, gpu_dev *g, int n)
 {
     const mw_metric_list ml = mw_model_metrics(m);
-    mw_cuda_metrics_add(&g->k, g->macc, g->ws.loss, g->ws.prob, g->ws.y, mw_model_target_bytes(m),
-                        g->ws.act[0], &ml, n, m->nclasses);
+    mw_cuda_metrics_add(&g->k, g->metrics, g->ws.loss, g->ws.prob, g->ws.y,
+                        mw_model_target_bytes(m), g->ws.act[0], &ml, n, m->nclasses);
 }
 
 /* The bytes of the running sums the model's metrics use: what is zeroed and downloaded. */
-static size_t macc_bytes(const mw_model *m)
+static size_t sums_bytes(const mw_model *m)
 {
     const mw_metric_list ml = mw_loss_metrics(&m->loss);
     return (size_t)mw_sums_len(&ml) * sizeof(double);
@@ -453,7 +453,7 @@ static mw_status stage_first(const mw_replicas *r, gpu_dev *g, int pre, const mw
  * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
  * ids equal to positions (evaluation). Training: forward and backward into the devices'
  * gradients, scaled by 1 / gb; otherwise forward only. The loss sum and metrics' sums go
- * into each device's macc (zeroed first) and their download into h_macc is enqueued: read
+ * into each device's metrics (zeroed first) and their download into h_metrics is enqueued: read
  * it after the next wait. */
 static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const uint32_t *base,
                      int training, long gb, uint64_t dseed)
@@ -466,7 +466,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     for (int d = 0; d < r->ngpu; d++) {
         c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0, c[d].rounds = 0;
         mw_slice(total, nrep, r->env.rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
-        MW_TRY(mw_cuda_zero(r->gd[d].macc, macc_bytes(m), &r->gd[d].k));
+        MW_TRY(mw_cuda_zero(r->gd[d].metrics, sums_bytes(m), &r->gd[d].k));
     }
     for (;;) {
         int busy = 0;
@@ -496,7 +496,7 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             break;
     }
     for (int d = 0; d < r->ngpu; d++) /* a failed kernel surfaces at the next wait */
-        MW_TRY(mw_cuda_download(r->gd[d].h_macc, r->gd[d].macc, macc_bytes(m), &r->gd[d].k));
+        MW_TRY(mw_cuda_download(r->gd[d].h_metrics, r->gd[d].metrics, sums_bytes(m), &r->gd[d].k));
     return MW_OK;
 }
 
@@ -559,7 +559,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         gpu_dev *g = &r->gd[d];
         long off;
         mw_slice(gb, nrep, e->rank * rpw + d, &off, &cnt[d]);
-        MW_TRY(mw_cuda_zero(g->macc, macc_bytes(m), &g->k));
+        MW_TRY(mw_cuda_zero(g->metrics, sums_bytes(m), &g->k));
         if (cnt[d] > 0)
             MW_TRY(stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
     }
@@ -581,7 +581,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
             metrics_add(m, g, (int)cnt[d]);
             MW_TRY(done_with(g));
         }
-        MW_TRY(mw_cuda_download(g->h_macc, g->macc, macc_bytes(m), &g->k));
+        MW_TRY(mw_cuda_download(g->h_metrics, g->metrics, sums_bytes(m), &g->k));
     }
     return MW_OK;
 }
@@ -590,9 +590,9 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
  * metrics' sums as they are (the examples are counted on the host). */
 static void take_macc(const mw_replicas *r, double *sums, double div)
 {
-    const int len = (int)(macc_bytes(r->env.model) / sizeof(double));
+    const int len = (int)(sums_bytes(r->env.model) / sizeof(double));
     for (int d = 0; d < r->ngpu; d++) {
-        const double *h = r->gd[d].h_macc;
+        const double *h = r->gd[d].h_metrics;
         sums[MW_SUM_LOSS] += h[MW_SUM_LOSS] / div;
         for (int j = MW_SUM_VALID; j < len; j++)
             sums[j] += h[j];
@@ -756,8 +756,8 @@ static void gpu_close(mw_replicas **rp, int abandoned)
         (void)mw_cuda_sync(&g->k);
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
         mw_model_ws_free(&g->ws);
-        void *dev[] = {g->params, g->grads, g->m1,   g->m2,   g->m3,
-                       g->reg,    g->macc,  g->dsum, g->dtot, g->dstage};
+        void *dev[] = {g->params, g->grads,   g->m1,   g->m2,   g->m3,
+                       g->reg,    g->metrics, g->dsum, g->dtot, g->dstage};
         for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
             mw_cuda_free(dev[i]);
         mw_cuda_host_free(g->stage);

@@ -18,6 +18,7 @@
 
 #include "kernels/kernels.h"
 #include "worker/keras/keras.h"
+#include "worker/model/layers/batchnorm.h"
 #include "worker/model/model.h"
 
 static long read_file(const char *dir, const char *name, void *buf, size_t nbytes)
@@ -59,8 +60,8 @@ static size_t pack(const mw_model *m, float *arena, float *packed, int to_arena)
     size_t off = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
-        const size_t at[3] = {l->w_off, l->b_off, l->s_off},
-                     n[3] = {l->w_count, l->b_count, l->s_count};
+        const size_t at[3] = {l->w_off, l->b_off, l->stats_off},
+                     n[3] = {l->w_count, l->b_count, l->stats_count};
         for (int t = 0; t < 3; t++) {
             if (to_arena)
                 memcpy(arena + at[t], packed + off, n[t] * sizeof(float));

@@ -3,11 +3,14 @@
  * (worker/model/layer.h). */
 #include <stdio.h>
 
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
+#include "worker/model/activations.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
@@ -49,8 +52,7 @@ mw_status mw_model_add_softmax(mw_model *m, const char *name, int folded)
 mw_status mw_model_add_act(mw_model *m, const char *name, mw_activation act, float alpha,
                            int folded)
 {
-    static const char *const names[] = {"linear", "relu", "softmax", "sigmoid",   "tanh",
-                                        "gelu",   "silu", "elu",     "leaky_relu"};
+    const mw_act_info *info = mw_act_info_of(act);
     if (act == MW_ACT_RELU)
         return folded ? mw_model_add_relu(m, NULL, 1) : mw_model_add_activation(m, name, act);
     if (act == MW_ACT_SOFTMAX)
@@ -59,20 +61,11 @@ mw_status mw_model_add_act(mw_model *m, const char *name, mw_activation act, flo
         return folded ? MW_OK : mw_model_add_activation(m, name, act);
     char nm[96] = "";
     if (folded && m->nlayers > 0)
-        snprintf(nm, sizeof nm, "%.80s/%.12s", m->layers[m->nlayers - 1].name, names[act]);
+        snprintf(nm, sizeof nm, "%.80s/%.12s", m->layers[m->nlayers - 1].name, info->name);
     mw_layer *l = mw_layer_push(m, MW_LAYER_ACT, folded ? nm : name, "Activation", "activation");
     if (!l)
         return mw_err_status();
-    static const mw_act_kind kinds[] = {0,
-                                        0,
-                                        0,
-                                        MW_ACTK_SIGMOID,
-                                        MW_ACTK_TANH,
-                                        MW_ACTK_GELU,
-                                        MW_ACTK_SILU,
-                                        MW_ACTK_ELU,
-                                        MW_ACTK_LEAKY_RELU};
-    l->act = kinds[act];
+    l->act = (mw_act_kind)info->kernel;
     l->alpha = alpha;
     l->folded = folded;
     l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
@@ -132,7 +125,7 @@ static mw_status add_relu_layer(mw_kbuilder *B, const mw_klayer *L, const json_t
                                 const char *name)
 {
     static const char *const keys[] = {"max_value", "negative_slope", "threshold"};
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     for (int i = 0; i < 3; i++) {
         const json_t *v = json_object_get(cfg, keys[i]);
         if (!v || json_is_null(v) || (i > 0 && json_is_number(v) && json_number_value(v) == 0.0))
@@ -140,7 +133,7 @@ static mw_status add_relu_layer(mw_kbuilder *B, const mw_klayer *L, const json_t
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "%s: found %s; supported: the plain ReLU (max_value "
                         "null, negative_slope 0, threshold 0)",
-                        keys[i], mw_kdescribe(d, sizeof d, v));
+                        keys[i], mw_kdescribe(d, v));
     }
     mw_status rc = mw_model_add_relu(B->m, name, 0);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
@@ -151,7 +144,7 @@ static mw_status add_activation_layer(mw_kbuilder *B, const mw_klayer *L, const 
 {
     mw_activation act;
     MW_TRY(mw_kget_activation(L, cfg, "activation", is_last, 1, &act));
-    mw_status rc = mw_model_add_act(B->m, name, act, mw_kact_alpha(act), 0);
+    mw_status rc = mw_model_add_act(B->m, name, act, mw_act_info_of(act)->param, 0);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
@@ -159,13 +152,13 @@ static mw_status add_softmax_layer(mw_kbuilder *B, const mw_klayer *L, const jso
                                    const char *name, int is_last)
 {
     const json_t *axis = json_object_get(cfg, "axis");
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     int a = -1;
     if (axis && json_is_array(axis) && json_array_size(axis) == 1)
         axis = json_array_get(axis, 0);
     if (axis && !json_is_null(axis) && (!mw_kas_int(axis, -8, 8, &a) || a != -1))
         return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the class axis)",
-                        mw_kdescribe(d, sizeof d, axis));
+                        mw_kdescribe(d, axis));
     (void)is_last; /* before the end it is computed as a layer */
     mw_status rc = mw_model_add_softmax(B->m, name, 0);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
@@ -188,7 +181,7 @@ static mw_status add_param_act(mw_kbuilder *B, const mw_klayer *L, const json_t 
 }
 
 /* The keys Keras writes for ReLU, Activation, Softmax, LeakyReLU (Keras 2: alpha) and ELU
- * (worker/keras/keras_keys.h). */
+ * (worker/model/keras_keys.h). */
 static const mw_kkey relu_keys[] = {MW_KREAD("max_value"), MW_KREAD("negative_slope"),
                                     MW_KREAD("threshold"), MW_KEND},
                      act_keys[] = {MW_KREAD("activation"), MW_KEND},
@@ -238,8 +231,9 @@ const mw_layer_ops mw_layer_relu = {
     .parse = parse_relu,
     .forward = relu_forward,
     .backward = relu_backward,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .to_keras = to_keras,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_identity = {
@@ -247,8 +241,9 @@ const mw_layer_ops mw_layer_identity = {
     .parse = parse_identity,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .to_keras = to_keras,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_act = {
@@ -257,6 +252,7 @@ const mw_layer_ops mw_layer_act = {
     .forward = act_forward,
     .backward = act_backward,
     .has_kernels = act_kernels,
+    .mask = mw_mask_pass,
 };
 
 /* Made by finalize from a softmax before the last layer (not read from Keras itself). */

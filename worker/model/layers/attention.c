@@ -13,13 +13,20 @@
  * the memory estimate counts) from the forward for the backward, and the backward's gradients of
  * them. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/attention.h"
+
+#include "worker/model/activations.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
-#include "worker/model/layers/transformer.h"
+#include "worker/model/layers/activation.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 void mw_mha_parts(const mw_layer *l, size_t w[4], size_t wn[4], size_t b[4], size_t bn[4])
 {
@@ -151,7 +158,7 @@ static void carve(const mw_layer_call *c, views *V)
         .dv = a->value_dim,
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
         .causal = a->causal,
-        /* every padding mask here is the model input's ids != 0 (mw_model_plan_masks) */
+        /* every padding mask here is the model input's ids != 0 (mw_masks_plan) */
         .qids = (l->masked & 1) && !l->mha.keys_only ? act[0] : NULL,
         .vids = (l->masked & 6) ? act[0] : NULL,
         /* Keras 3.15: its fused attention without dropout, its Softmax(mask) with it */
@@ -229,14 +236,14 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* The call's keyword arguments (inbound_nodes[0].kwargs): use_causal_mask; the masks Keras
  * passes from the inputs (query_mask, value_mask, key_mask: this program knows them from the
- * Embedding, mw_model_plan_masks); training. */
+ * Embedding, mw_masks_plan); training. */
 static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
 {
     *causal = 0;
     const char *key;
     const json_t *v;
     mw_kqbuf q;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     json_object_foreach((json_t *)kw, key, v)
     {
         if (!strcmp(key, "use_causal_mask")) {
@@ -244,7 +251,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
                 return mw_kfail(L, MW_EMODEL,
                                 "inbound_nodes[0].kwargs.use_causal_mask: found %s; expected true "
                                 "or false",
-                                mw_kdescribe(d, sizeof d, v));
+                                mw_kdescribe(d, v));
             *causal = json_is_true(v);
         } else if (!strcmp(key, "query_mask") || !strcmp(key, "value_mask") ||
                    !strcmp(key, "key_mask") || !strcmp(key, "key") || !strcmp(key, "mask")) {
@@ -258,13 +265,13 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int *causal)
                             "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
                             "supported: use_causal_mask, and the padding masks of "
                             "Embedding(mask_zero=True)",
-                            mw_kquote(q, key), mw_kdescribe(d, sizeof d, v));
+                            mw_kquote(q, key), mw_kdescribe(d, v));
         }
     }
     return MW_OK;
 }
 
-/* The keys Keras writes for MultiHeadAttention (worker/keras/keras_keys.h); Keras 3.15 added
+/* The keys Keras writes for MultiHeadAttention (worker/model/keras_keys.h); Keras 3.15 added
  * use_gate and sliding_window. */
 static const mw_kkey keys[] = {
     MW_KREAD("num_heads"),
@@ -285,10 +292,9 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
-    if (strcmp(cls, "MultiHeadAttention") != 0) /* KerasHub's blocks around it */
-        return mw_transformer_parse(R, cls, cfg, name);
+    (void)cls;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (B->m->next_nin < 2)
         return mw_kfail(L, MW_EMODEL,
                         "MultiHeadAttention needs a Functional model's call with a query and a "
@@ -314,7 +320,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (os && !json_is_null(os) && !mw_kas_int(os, 1, MW_KMAX_DIM, &out))
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "output_shape: found %s; supported: null, or one width (n or [n])",
-                        mw_kdescribe(d, sizeof d, json_object_get(cfg, "output_shape")));
+                        mw_kdescribe(d, json_object_get(cfg, "output_shape")));
     /* the attention runs over the steps: axis 1 of (None, T, D) */
     const json_t *ax = json_object_get(cfg, "attention_axes");
     if (ax && json_is_array(ax) && json_array_size(ax) == 1)
@@ -328,7 +334,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                             (long long)json_integer_value(ax));
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "attention_axes: found %s; supported: null or [1] (over the steps)",
-                        mw_kdescribe(d, sizeof d, json_object_get(cfg, "attention_axes")));
+                        mw_kdescribe(d, json_object_get(cfg, "attention_axes")));
     }
     if (json_is_true(json_object_get(cfg, "flash_attention")))
         return mw_kfail(L, MW_EUNSUPPORTED,
@@ -358,11 +364,81 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                                     (float)dropout, causal);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
-    return mw_kapply_weights(B, &w);
+    MW_TRY(mw_kapply_weights(B, &w));
+    return mw_model_add_act(B->m, NULL, w.act, mw_act_info_of(w.act)->param,
+                            1); /* its folded activation */
+}
+
+/* It masks the padded steps it reads. */
+static mw_mask_rule attend_rule(const mw_layer *l)
+{
+    (void)l;
+    return MW_MASK_ATTEND;
+}
+
+/* MultiHeadAttention's four kernels and biases, each with the fans Keras computes for its
+ * shape: (D, H, k) has fan_in H D and fan_out k D (the leading axes are the receptive
+ * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. */
+static void init(const mw_layer *l, float *params, mw_rng *r)
+{
+    const mw_mha *a = &l->mha;
+    size_t w[4], wn[4], b[4], bn[4];
+    mw_mha_parts(l, w, wn, b, bn);
+    const int in[3] = {l->in_c, a->key_c, a->value_c},
+              width[3] = {a->key_dim, a->key_dim, a->value_dim};
+    for (int j = 0; j < 4; j++) {
+        const int fi = j < 3 ? a->heads * in[j] : a->value_dim * a->heads;
+        const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
+        mw_weights_init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
+        if (l->has_bias)
+            mw_weights_init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,
+                                   j < 3 ? a->heads : (int)bn[j], j < 3 ? width[j] : (int)bn[j], r);
+    }
+}
+
+/* Keras 3's MultiHeadAttention tracks them in this order; .weights.h5 lists groups by name, so
+ * only the names matter */
+static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
+                                       "_dropout_layer", "_softmax",  NULL};
+
+/* Four EinsumDense sublayers (mha_subs' first four), each its kernel and bias. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    static const char *const kn[4] = {"query/kernel", "key/kernel", "value/kernel",
+                                      "attention_output/kernel"};
+    static const char *const bname[4] = {"query/bias", "key/bias", "value/bias",
+                                         "attention_output/bias"};
+    const mw_mha *a = &l->mha;
+    const long long in[3] = {l->in_c, a->key_c, a->value_c},
+                    w[3] = {a->key_dim, a->key_dim, a->value_dim};
+    size_t wo[4], wn[4], bo[4], bn[4];
+    mw_mha_parts(l, wo, wn, bo, bn);
+    for (int j = 0; j < 4; j++) {
+        const int first = *nv;
+        if (j < 3)
+            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], a->heads, w[j], 0);
+        else
+            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c,
+                        0);
+        if (l->has_bias && j < 3)
+            mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
+        else if (l->has_bias)
+            mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
+        for (int t = first; t < *nv; t++) {
+            snprintf(v[t].sub, sizeof v[t].sub, "%s", mha_subs[j]);
+            v[t].idx = t - first;
+        }
+    }
+}
+
+static const char *const *keras_subs(const mw_layer *l)
+{
+    (void)l;
+    return mha_subs;
 }
 
 const mw_layer_ops mw_layer_mha = {
-    .keras = {"MultiHeadAttention", "TransformerEncoder", "TransformerDecoder"},
+    .keras = {"MultiHeadAttention"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
@@ -371,4 +447,8 @@ const mw_layer_ops mw_layer_mha = {
     .has_kernels = has_kernels,
     .differs = differs,
     .matmul = 1,
+    .mask = attend_rule,
+    .init = init,
+    .keras_vars = keras_vars,
+    .keras_subs = keras_subs,
 };

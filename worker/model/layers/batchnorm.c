@@ -1,8 +1,11 @@
 /* BatchNormalization, synchronized or not: the layer table's row (worker/model/layer.h), the
  * moving statistics' fold (mw_model_update_stats) and the lockstep steps of a synchronized
  * layer (mw_model_sync_*); model.h says how the statistics travel. */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/batchnorm.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -23,7 +26,7 @@ mw_status mw_model_add_batchnorm(mw_model *m, const char *name, float momentum, 
     l->w_count = scale ? (size_t)l->in_c : 0;
     l->has_bias = center;
     l->b_count = center ? (size_t)l->in_c : 0;
-    l->s_count = 2 * (size_t)l->in_c;
+    l->stats_count = 2 * (size_t)l->in_c;
     l->fan_in = l->fan_out = l->in_c;
     l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
     return MW_OK;
@@ -44,8 +47,8 @@ static void forward(const mw_layer_call *c)
         c->kt->bn_fwd_train(c->k, c->y, st, st + C, st + 2 * C, c->x, gamma_of(l, P), b, c->rows, C,
                             l->epsilon);
     else
-        c->kt->bn_fwd_infer(c->k, c->y, c->x, gamma_of(l, P), b, P + l->s_off, P + l->s_off + C,
-                            c->rows, C, l->epsilon);
+        c->kt->bn_fwd_infer(c->k, c->y, c->x, gamma_of(l, P), b, P + l->stats_off,
+                            P + l->stats_off + C, c->rows, C, l->epsilon);
 }
 
 /* The backward, and the batch statistics into the moving-statistics gradient slots
@@ -58,7 +61,7 @@ static void backward(const mw_layer_call *c)
     float *G = c->G;
     c->kt->bn_bwd(c->k, c->dx, l->w_count ? G + l->w_off : NULL, l->b_count ? G + l->b_off : NULL,
                   c->dy, c->x, st, st + 2 * C, gamma_of(l, c->P), c->rows, C);
-    c->kt->bn_stats_acc(c->k, G + l->s_off, st, 2 * (size_t)C, c->scale * (float)c->n);
+    c->kt->bn_stats_acc(c->k, G + l->stats_off, st, 2 * (size_t)C, c->scale * (float)c->n);
 }
 
 /* Batch mean, variance, 1 / stddev (3 C floats, whatever n). */
@@ -95,7 +98,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
-/* The keys Keras writes for BatchNormalization (worker/keras/keras_keys.h). */
+/* The keys Keras writes for BatchNormalization (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
     MW_KREAD("axis"),
     MW_KREAD("momentum"),
@@ -155,6 +158,21 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return MW_OK;
 }
 
+/* gamma, beta, then the moving statistics: variables of the layer (they go in the files) that
+ * Keras does not train (the optimizer's state in .weights.h5 skips them). */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (l->w_count)
+        mw_kvar_add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
+    if (l->b_count)
+        mw_kvar_add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+    mw_kvar_add(v, nv, "moving_mean", l->stats_off, (size_t)l->out_c, 1, l->out_c, 0, 0, 0)
+        ->trainable = 0;
+    mw_kvar_add(v, nv, "moving_variance", l->stats_off + (size_t)l->out_c, (size_t)l->out_c, 1,
+                l->out_c, 0, 0, 0)
+        ->trainable = 0;
+}
+
 const mw_layer_ops mw_layer_batchnorm = {
     .keras = {"BatchNormalization"},
     .parse = parse,
@@ -163,6 +181,7 @@ const mw_layer_ops mw_layer_batchnorm = {
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,
+    .keras_vars = keras_vars,
 };
 
 int mw_model_has_batchnorm(const mw_model *m)
@@ -179,7 +198,8 @@ void mw_model_update_stats(const mw_model *m, const mw_kernels *kt, const mw_kct
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         if (l->kind == MW_LAYER_BATCHNORM)
-            kt->bn_stats_update(k, params + l->s_off, grads + l->s_off, l->s_count, l->momentum);
+            kt->bn_stats_update(k, params + l->stats_off, grads + l->stats_off, l->stats_count,
+                                l->momentum);
     }
 }
 
@@ -253,5 +273,5 @@ void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kc
     if (t > 0)
         kt->bn_sync_bwd(k, ws->grad[t], dy, x, st, st + 2 * C, gamma_of(l, P), s,
                         (double)total * (double)hw, rows, C);
-    kt->bn_stats_acc(k, grads + l->s_off, st, 2 * (size_t)C, scale * (float)n);
+    kt->bn_stats_acc(k, grads + l->stats_off, st, 2 * (size_t)C, scale * (float)n);
 }

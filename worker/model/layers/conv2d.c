@@ -1,9 +1,14 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
 #include <string.h>
 
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/activations.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/layers/conv2d.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
@@ -70,7 +75,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
-/* The keys Keras writes for Conv2D and Conv1D (worker/keras/keras_keys.h). */
+/* The keys Keras writes for Conv2D and Conv1D (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
     MW_KREAD("filters"), MW_KREAD("kernel_size"), MW_KREAD("strides"),
     MW_KREAD("padding"), MW_KREAD("data_format"), MW_KREAD("dilation_rate"),
@@ -135,7 +140,9 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "its output has %zu values per example; at most %d are "
                         "supported",
                         mw_klast_out(B->m), MW_KMAX_TENSOR);
-    return mw_kapply_weights(B, &w);
+    MW_TRY(mw_kapply_weights(B, &w));
+    return mw_model_add_act(B->m, NULL, w.act, mw_act_info_of(w.act)->param,
+                            1); /* its folded activation */
 }
 
 static const char *to_keras(const mw_model *m, int i, json_t *c)
@@ -153,6 +160,18 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "Conv2D";
 }
 
+/* Keras' kernel (KH, KW, C, O), a Conv1D's (k, C, O), then the bias. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (!strcmp(l->cls, "Conv1D")) /* KH is 1 */
+        mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 3, l->conv.KW, l->conv.C, l->conv.O, 0);
+    else
+        mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, l->conv.C,
+                    l->conv.O);
+    if (l->has_bias)
+        mw_kvar_add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+}
+
 const mw_layer_ops mw_layer_conv2d = {
     .keras = {"Conv2D", "Conv1D"},
     .parse = parse,
@@ -162,4 +181,5 @@ const mw_layer_ops mw_layer_conv2d = {
     .matmul = 1,
     .differs = differs,
     .to_keras = to_keras,
+    .keras_vars = keras_vars,
 };

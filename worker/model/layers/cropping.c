@@ -2,8 +2,9 @@
  * the forward is pad2d_bwd's "add the inner part" into a zeroed output, the backward pads dy
  * with zeros into the layer's buffer (pad2d_fwd) and adds it into dx, so an input read by
  * several layers gets the sum of their gradients. */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 
@@ -31,7 +32,7 @@ static mw_status add(mw_model *m, const char *name, const int c[4])
     return MW_OK;
 }
 
-/* The keys Keras writes for Cropping2D (worker/keras/keras_keys.h). */
+/* The keys Keras writes for Cropping2D (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {MW_KREAD("cropping"), MW_KREAD("data_format"), MW_KEND};
 
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
@@ -86,7 +87,7 @@ const mw_layer_ops mw_layer_crop = {
     .forward = forward,
     .backward = backward,
     .buf_bytes = buf,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .has_kernels = has_kernels,
     .differs = differs,
 };

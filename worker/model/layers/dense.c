@@ -1,7 +1,12 @@
 /* Dense: the layer table's row (worker/model/layer.h). */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/activations.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_bias)
@@ -51,7 +56,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
-/* The keys Keras writes for Dense (worker/keras/keras_keys.h). */
+/* The keys Keras writes for Dense (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
     MW_KREAD("units"),
     MW_KWEIGHT_KEYS,
@@ -76,7 +81,9 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     mw_status rc = mw_model_add_dense(B->m, name, units, w.use_bias);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
-    return mw_kapply_weights(B, &w);
+    MW_TRY(mw_kapply_weights(B, &w));
+    return mw_model_add_act(B->m, NULL, w.act, mw_act_info_of(w.act)->param,
+                            1); /* its folded activation */
 }
 
 static const char *to_keras(const mw_model *m, int i, json_t *c)
@@ -88,6 +95,20 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "Dense";
 }
 
+/* On each position of a sequence it keeps the steps; a flat input has none. */
+static mw_mask_rule mask_rule(const mw_layer *l)
+{
+    return l->flat ? MW_MASK_REFUSE : MW_MASK_PASS;
+}
+
+/* Keras' kernel (in, out) on the last axis, then the bias. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 2, l->in_c, l->out_c, 0, 0);
+    if (l->has_bias)
+        mw_kvar_add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+}
+
 const mw_layer_ops mw_layer_dense = {
     .keras = {"Dense"},
     .parse = parse,
@@ -96,4 +117,6 @@ const mw_layer_ops mw_layer_dense = {
     .matmul = 1,
     .differs = differs,
     .to_keras = to_keras,
+    .mask = mask_rule,
+    .keras_vars = keras_vars,
 };

@@ -1,7 +1,10 @@
 /* Dropout: the layer table's row (worker/model/layer.h). */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/dropout.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate)
@@ -50,7 +53,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
-/* The keys Keras writes for Dropout (worker/keras/keras_keys.h). */
+/* The keys Keras writes for Dropout (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
     MW_KREAD("rate"),
     MW_KREAD("noise_shape"),
@@ -64,7 +67,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     double rate = 0.0;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (!json_object_get(cfg, "rate"))
         return mw_kfail(L, MW_EMODEL, "rate is missing; expected a number from 0 up to 1");
     MW_TRY(mw_kget_num(L, "", cfg, "rate", 0.0, &rate));
@@ -74,7 +77,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const json_t *seed = json_object_get(cfg, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
         return mw_kfail(L, MW_EMODEL, "seed: found %s; expected an integer or null",
-                        mw_kdescribe(d, sizeof d, seed));
+                        mw_kdescribe(d, seed));
     mw_status rc = mw_model_add_dropout(B->m, name, (float)rate);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
@@ -95,4 +98,5 @@ const mw_layer_ops mw_layer_dropout = {
     .buf_bytes = buf,
     .differs = differs,
     .to_keras = to_keras,
+    .mask = mw_mask_pass,
 };

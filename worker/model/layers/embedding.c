@@ -2,17 +2,25 @@
  * token ids, held as floats (exact below 2^24; the session checks every id of the data against
  * input_dim before training), into (None, T, output_dim): (1, T, output_dim) here.
  *
- * KerasHub's TokenAndPositionEmbedding is the same kind with a second table: pad[1] positions
+ * KerasHub's TokenAndPositionEmbedding is the same kind with a second table of positions rows
  * (its sequence_length), the kernel block the token table (V, D) then the position table
  * (L, D), the output token + position row. And KerasHub's PositionEmbedding (MW_LAYER_POSEMB)
  * is the position table alone: its output is the table's first T rows for every example,
  * whatever the input's values (only its shape counts), which a model adds with Add. */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/embedding.h"
+
+#include "worker/model/keras_keys.h"
+#include <stdio.h>
 #include <string.h>
 
+#include "worker/model/kread.h"
+
+#include "worker/model/diff.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
+#include "worker/model/weights.h"
 
 static mw_status add_embed(mw_model *m, const char *name, const char *cls, const char *base,
                            int input_dim, int output_dim)
@@ -30,7 +38,7 @@ static mw_status add_embed(mw_model *m, const char *name, const char *cls, const
                                          "layer '%s' (%s): its input must be the model's "
                                          "input of token ids (None, sequence length)",
                                          l->name, cls));
-    l->pad[0] = input_dim;
+    l->vocab = input_dim;
     l->out_h = 1, l->out_w = l->in_c, l->out_c = output_dim;
     l->flat = 0;
     l->w_count = (size_t)input_dim * output_dim;
@@ -57,7 +65,8 @@ mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, 
                       "layer '%s' (TokenAndPositionEmbedding): sequence_length %d, but the "
                       "input has %d steps; expected at least as many (and at most %d)",
                       l->name, positions, l->out_w, MW_KMAX_POSITIONS));
-    l->pad[1] = positions;
+    l->positions = positions;
+    l->kerashub = 1;
     l->w_count += (size_t)positions * dim;
     return MW_OK;
 }
@@ -80,7 +89,7 @@ mw_status mw_model_add_position_embedding(mw_model *m, const char *name, int pos
                       "steps; expected at least as many (and at most %d)",
                       l->name, positions, l->in_w, MW_KMAX_POSITIONS));
     l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->pad[1] = positions;
+    l->positions = positions;
     l->w_count = (size_t)positions * l->in_c;
     l->fan_in = positions, l->fan_out = l->in_c;
     l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM;
@@ -101,7 +110,7 @@ mw_status mw_model_add_sine_position(mw_model *m, const char *name, float max_wa
                                       "features) and max_wavelength > 0",
                                       l->name, l->in_h, l->in_w, l->in_c, (double)max_wavelength));
     l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->alpha = max_wavelength; /* no table: pad[1] stays 0 */
+    l->alpha = max_wavelength; /* no table: positions stays 0 */
     return MW_OK;
 }
 
@@ -127,24 +136,24 @@ static void positions_bwd(const mw_layer_call *c, float *gpos)
 static void forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    c->kt->embed_fwd(c->k, c->y, c->x, c->P + l->w_off, c->n, l->out_w, l->out_c, l->pad[0]);
-    if (l->pad[1]) /* TokenAndPositionEmbedding: token + position, as KerasHub adds them */
-        positions_fwd(c, c->P + l->w_off + (size_t)l->pad[0] * l->out_c, 1);
+    c->kt->embed_fwd(c->k, c->y, c->x, c->P + l->w_off, c->n, l->out_w, l->out_c, l->vocab);
+    if (l->positions) /* TokenAndPositionEmbedding: token + position, as KerasHub adds them */
+        positions_fwd(c, c->P + l->w_off + (size_t)l->vocab * l->out_c, 1);
 }
 
 /* The ids get no gradient (the model's input): only the table's rows. */
 static void backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    c->kt->embed_bwd(c->k, c->G + l->w_off, c->dy, c->x, c->n, l->out_w, l->out_c, l->pad[0]);
-    if (l->pad[1])
-        positions_bwd(c, c->G + l->w_off + (size_t)l->pad[0] * l->out_c);
+    c->kt->embed_bwd(c->k, c->G + l->w_off, c->dy, c->x, c->n, l->out_w, l->out_c, l->vocab);
+    if (l->positions)
+        positions_bwd(c, c->G + l->w_off + (size_t)l->vocab * l->out_c);
 }
 
 static void pos_forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    if (l->pad[1])
+    if (l->positions)
         positions_fwd(c, c->P + l->w_off, 0);
     else /* SinePositionEncoding */
         c->kt->sine_pos(c->k, c->y, c->n, l->out_w, l->out_c, l->alpha);
@@ -154,7 +163,7 @@ static void pos_forward(const mw_layer_call *c)
  * no weights). */
 static void pos_backward(const mw_layer_call *c)
 {
-    if (c->l->pad[1])
+    if (c->l->positions)
         positions_bwd(c, c->G + c->l->w_off);
 }
 
@@ -166,21 +175,21 @@ static int has_kernels(const mw_layer *l, const mw_kernels *t)
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
-    const int a[2] = {x->pad[0], x->out_c}, b[2] = {y->pad[0], y->out_c};
+    const int a[2] = {x->vocab, x->out_c}, b[2] = {y->vocab, y->out_c};
     return mw_diff_dims(d, n, "input_dim x output_dim", a, b, 2) ||
-           mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1) ||
+           mw_diff_dims(d, n, "sequence_length", &x->positions, &y->positions, 1) ||
            mw_diff_flag(d, n, "mask_zero", x->mask_zero, y->mask_zero);
 }
 
 static int pos_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
-    return mw_diff_dims(d, n, "sequence_length", &x->pad[1], &y->pad[1], 1) ||
+    return mw_diff_dims(d, n, "sequence_length", &x->positions, &y->positions, 1) ||
            mw_diff_real(d, n, "max_wavelength", x->alpha, y->alpha);
 }
 
 static int pos_kernels(const mw_layer *l, const mw_kernels *t)
 {
-    return l->pad[1] ? t->acc != NULL : t->sine_pos != NULL;
+    return l->positions ? t->acc != NULL : t->sine_pos != NULL;
 }
 
 /* ---- Keras ---- */
@@ -216,7 +225,7 @@ static mw_status parse_token_position(mw_kread *R, const json_t *cfg, const char
 }
 
 /* The keys Keras writes for Embedding (Keras 2: input_length) and KerasHub's
- * TokenAndPositionEmbedding (worker/keras/keras_keys.h). */
+ * TokenAndPositionEmbedding (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
     MW_KREAD("input_dim"),
     MW_KREAD("output_dim"),
@@ -275,155 +284,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return MW_OK;
 }
 
-/* 1 when l passes a mask on as Keras 3 does (supports_masking, the steps kept); a merge only
- * when every input has it (Keras 3.15's Merge.compute_mask: an input without a mask, such as
- * a PositionEmbedding's output, drops it). */
-static int passes(const mw_layer *l, int masked)
-{
-    switch (l->kind) {
-    case MW_LAYER_DROPOUT:
-    case MW_LAYER_IDENTITY:
-    case MW_LAYER_RELU:
-    case MW_LAYER_ACT:
-    case MW_LAYER_LAYERNORM:
-        return 1;
-    case MW_LAYER_ADD:
-    case MW_LAYER_MULTIPLY:
-        return masked == (1 << l->nin) - 1;
-    case MW_LAYER_DENSE: /* on each position of a sequence */
-        return !l->flat;
-    default:
-        return 0;
-    }
-}
-
-/* 1 for a layer that uses a padding mask it gets (GlobalAveragePooling1D, MultiHeadAttention)
- * or drops it as Keras does (PositionEmbedding), or passes it on. */
-static int takes_mask(const mw_layer *l, int masked)
-{
-    return passes(l, masked) || l->kind == MW_LAYER_MHA || l->kind == MW_LAYER_POSEMB ||
-           (l->kind == MW_LAYER_AVGPOOL && l->global && l->in_h == 1);
-}
-
-/* Layer i's masks (masked, mha.keys_only), graph[i] and at[i], after its inputs'; at[] of the
- * tensors an attention reads cleared. block_rt: the attribute a KerasHub block's parts see. */
-static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char *graph,
-                            int *block_rt)
-{
-    mw_layer *l = &m->layers[i];
-    const int first = l->nin > 0 ? at[l->in[0]] : 0;
-    int from = -1; /* a masked input's producer */
-    int gbits = 0; /* the inputs with a mask in the graph */
-    for (int j = 0; j < l->nin; j++) {
-        const int in = l->in[j];
-        /* a block's part reads what comes from outside the block at run time */
-        if (l->block && in < l->block - 1 ? at[in] : graph[in])
-            gbits |= 1 << j, from = in;
-    }
-    l->masked = gbits;
-    switch (l->kind) {
-    case MW_LAYER_EMBED:
-        graph[i] = (unsigned char)(l->mask_zero && !l->pad[1]); /* pad[1]: KerasHub's */
-        break;
-    case MW_LAYER_MHA: /* its output: the query's mask */
-        graph[i] = (unsigned char)(gbits & 1);
-        break;
-    case MW_LAYER_AVGPOOL: /* the masked mean consumes it */
-    case MW_LAYER_POSEMB:  /* KerasHub's layer does not support masking: Keras drops it */
-        graph[i] = 0;
-        break;
-    default:
-        graph[i] = (unsigned char)(gbits && passes(l, gbits));
-    }
-    if (l->block) {
-        *block_rt = l->block_first ? first : *block_rt;
-        at[i] = (unsigned char)*block_rt;
-    } else if (l->kind == MW_LAYER_EMBED) {
-        at[i] = (unsigned char)l->mask_zero;
-    } else if (l->kind == MW_LAYER_MHA) {
-        /* value and key: the graph's argument, else the attribute; query: the attribute */
-        for (int j = 1; j < l->nin; j++)
-            if (at[l->in[j]])
-                l->masked |= 1 << j, from = l->in[j];
-        l->mha.keys_only = (gbits & 1) && !first;
-        if (first)
-            l->masked |= 1, from = l->in[0];
-        at[i] = (unsigned char)first;
-        for (int j = 0; j < l->nin; j++)
-            if (l->in[j] >= 0)
-                at[l->in[j]] = 0;
-    } else if (l->kind == MW_LAYER_ADD || l->kind == MW_LAYER_MULTIPLY) {
-        at[i] = 1;
-        for (int j = 0; j < l->nin; j++)
-            at[i] &= at[l->in[j]];
-        if (!passes(l, gbits))
-            l->masked = 0; /* an input without the mask: the merge has none */
-    } else {
-        if (first && !gbits && !passes(l, 0))
-            l->masked = 1, from = l->in[0]; /* the attribute fills a None argument */
-        at[i] = (unsigned char)(passes(l, l->masked) && first);
-    }
-    if (!l->masked || takes_mask(l, l->masked))
-        return MW_OK;
-    l->masked = 0;
-    return mw_err(MW_EUNSUPPORTED,
-                  "layer '%s' (%s) gets the padding mask of %s (through '%s'); supported there "
-                  "yet: GlobalAveragePooling1D, MultiHeadAttention, and the layers that keep the "
-                  "steps (Dense, LayerNormalization, Add, Multiply, Dropout, Activation)",
-                  l->name, l->cls,
-                  m->layers[0].pad[1] ? "TokenAndPositionEmbedding(mask_zero=True)"
-                                      : "Embedding(mask_zero=True)",
-                  mw_model_producer_name(m, from));
-}
-
-/* Keras 3.15 keeps a padding mask in two places, and a layer takes it from either:
- *  - the graph: a mask the model's graph computes (Embedding(mask_zero=True)'s NotEqual) is
- *    recorded as a call argument of the layers after it (GlobalAveragePooling1D's mask,
- *    MultiHeadAttention's value_mask and key_mask): graph[];
- *  - the run time: a mask travels as an attribute of the output tensor, from the first
- *    input's (Layer.__call__'s previous_mask), and a call argument recorded as None is filled
- *    from it when the layer runs. MultiHeadAttention takes its query mask from the attribute
- *    only, then deletes the attribute from its query, value and key tensors
- *    (keras/src/layers/attention/multi_head_attention.py: "the masks are handled at the level
- *    of the layer"). So a residual Add([x, attention(x, x)]) runs on an x without its mask and
- *    keeps none, and nothing after it sees one at run time: not the loss and the metrics
- *    (they take the output's attribute: loss.masked), not a layer whose graph argument is
- *    None. An attention whose query lost the attribute masks only the keys (keys_only). A
- *    KerasHub block reads its input's attribute (merge_padding_and_attention_mask) and keeps
- *    it on its output (its own attention does not delete it); TokenAndPositionEmbedding
- *    (mask_zero=True) sets only the attribute. The attribute: at[].
- * The layers run in the model's order (Keras runs a graph by depth; in a chain with residuals
- * the orders agree). Each consumer takes the graph's mask, else the attribute. Allocates two
- * flags per layer (MW_ENOMEM). */
-mw_status mw_model_plan_masks(mw_model *m)
-{
-    /* per layer (index -1: the model's input): at, the attribute of its output when the
-     * layers after it run; graph, the mask its output has in Keras' graph */
-    unsigned char *buf = calloc(2 * ((size_t)m->nlayers + 1), 1);
-    if (!buf)
-        return mw_err(MW_ENOMEM, "out of memory for the padding mask's plan");
-    unsigned char *at = buf + 1, *graph = buf + m->nlayers + 2;
-    int block_rt = 0; /* a KerasHub block's: its input's attribute, when its first part runs */
-    mw_status st = MW_OK;
-    for (int i = 0; i < m->nlayers && st == MW_OK; i++)
-        st = plan_layer(m, i, at, graph, &block_rt);
-    m->loss.masked = st == MW_OK && m->nlayers > 0 && at[m->nlayers - 1];
-    free(buf);
-    MW_TRY(st);
-    /* the output's position t is the input's (the layers that pass the mask keep the steps):
-     * its input id says whether it counts in the loss and the metrics */
-    const mw_layer *last = m->loss.masked ? &m->layers[m->nlayers - 1] : NULL;
-    const long steps = (long)m->in_h * m->in_w * m->in_c;   /* the input's ids per example */
-    if (last && (last->out_h != 1 || last->out_w != steps)) /* every layer passing it keeps them */
-        return mw_err(MW_EINTERNAL,
-                      "model: the masked output (layer '%s') has %dx%d positions, the input %ld "
-                      "steps",
-                      mw_model_producer_name(m, m->nlayers - 1), last->out_h, last->out_w, steps);
-    return MW_OK;
-}
-
 /* The keys KerasHub writes for PositionEmbedding and SinePositionEncoding
- * (worker/keras/keras_keys.h). */
+ * (worker/model/keras_keys.h). */
 static const mw_kkey pos_keys[] = {MW_KREAD("sequence_length"), MW_KREAD("initializer"), MW_KEND},
                      sine_keys[] = {MW_KREAD("max_wavelength"), MW_KEND};
 
@@ -456,20 +318,78 @@ static mw_status parse_position(mw_kread *R, const char *cls, const json_t *cfg,
     return MW_OK;
 }
 
+/* mask_zero: ids 0 are padding; KerasHub's layer (a position table) sets the mask on its
+ * output only. */
+static mw_mask_rule make_rule(const mw_layer *l)
+{
+    return !l->mask_zero ? MW_MASK_REFUSE : l->kerashub ? MW_MASK_MAKE_AT_RUN : MW_MASK_MAKE;
+}
+
+/* TokenAndPositionEmbedding's two tables, each with its own fans; an Embedding's one. */
+static void init(const mw_layer *l, float *params, mw_rng *r)
+{
+    if (!l->positions) {
+        mw_weights_init_tensor(params + l->w_off, l->w_count, &l->kernel_init, l->fan_in,
+                               l->fan_out, r);
+        return;
+    }
+    const size_t tok = (size_t)l->vocab * l->out_c;
+    mw_weights_init_tensor(params + l->w_off, tok, &l->kernel_init, l->vocab, l->out_c, r);
+    mw_weights_init_tensor(params + l->w_off + tok, l->w_count - tok, &l->kernel_init, l->positions,
+                           l->out_c, r);
+}
+
+/* An Embedding's table; TokenAndPositionEmbedding's two sublayers' tables. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (!l->positions) {
+        mw_kvar_add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->vocab, l->out_c, 0, 0);
+        return;
+    }
+    const size_t tok = (size_t)l->vocab * l->out_c;
+    mw_keras_var *t = mw_kvar_add(v, nv, "token_embedding/embeddings", l->w_off, tok, 2, l->vocab,
+                                  l->out_c, 0, 0);
+    snprintf(t->sub, sizeof t->sub, "token_embedding");
+    mw_keras_var *p = mw_kvar_add(v, nv, "position_embedding/embeddings", l->w_off + tok,
+                                  l->w_count - tok, 2, l->positions, l->out_c, 0, 0);
+    snprintf(p->sub, sizeof p->sub, "position_embedding");
+    p->idx = 0;
+}
+
+/* TokenAndPositionEmbedding's sublayers in .weights.h5. */
+static const char *const *keras_subs(const mw_layer *l)
+{
+    static const char *const tpe[] = {"token_embedding", "position_embedding", NULL};
+    return l->positions ? tpe : NULL;
+}
+
+/* A PositionEmbedding's table; SinePositionEncoding has none. */
+static void pos_keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (l->w_count)
+        mw_kvar_add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->positions, l->out_c, 0, 0);
+}
+
 const mw_layer_ops mw_layer_embed = {
-    .keras = {"Embedding", "TokenAndPositionEmbedding"},
+    .keras = {"Embedding", MW_LAYER_KERAS_HUB "TokenAndPositionEmbedding"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
     .has_kernels = has_kernels,
     .differs = differs,
+    .mask = make_rule,
+    .init = init,
+    .keras_vars = keras_vars,
+    .keras_subs = keras_subs,
 };
 
 const mw_layer_ops mw_layer_posemb = {
-    .keras = {"PositionEmbedding", "SinePositionEncoding"},
+    .keras = {MW_LAYER_KERAS_HUB "PositionEmbedding", MW_LAYER_KERAS_HUB "SinePositionEncoding"},
     .parse = parse_position,
     .forward = pos_forward,
     .backward = pos_backward,
     .has_kernels = pos_kernels,
     .differs = pos_differs,
+    .mask = mw_mask_drop,
+    .keras_vars = pos_keras_vars,
 };

@@ -2,9 +2,13 @@
  * channels) of each position: a flat input (None, D), a sequence (None, T, D) or an image's
  * pixels; gamma (scale) and beta (center) of D values; each example alone, so nothing crosses
  * replicas. */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/layers/layernorm.h"
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
@@ -66,7 +70,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* ---- Keras ---- */
 
-/* The keys Keras writes for LayerNormalization (worker/keras/keras_keys.h). */
+/* The keys Keras writes for LayerNormalization (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
     MW_KREAD("axis"),
     MW_KREAD("epsilon"),
@@ -102,10 +106,10 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (v && json_is_array(v) && json_array_size(v) == 1)
         v = json_array_get(v, 0);
     int a = -1;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (v && !json_is_null(v) && (!mw_kas_int(v, -8, 8, &a) || (a != -1 && a != last)))
         return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the last axis)",
-                        mw_kdescribe(d, sizeof d, v));
+                        mw_kdescribe(d, v));
     MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
     MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
     MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));
@@ -126,6 +130,15 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return MW_OK;
 }
 
+/* gamma (scale), beta (center), as Keras builds them. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (l->w_count)
+        mw_kvar_add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
+    if (l->b_count)
+        mw_kvar_add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+}
+
 const mw_layer_ops mw_layer_layernorm = {
     .keras = {"LayerNormalization"},
     .parse = parse,
@@ -134,4 +147,6 @@ const mw_layer_ops mw_layer_layernorm = {
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,
+    .mask = mw_mask_pass,
+    .keras_vars = keras_vars,
 };

@@ -1,10 +1,12 @@
 /* Add, Multiply and Concatenate: the merges of a Functional graph's tensors. The layer
  * table's rows (worker/model/layer.h). */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
 #include "worker/model/layer.h"
+#include "worker/model/layers/merge.h"
+#include "worker/model/masks.h"
 #include "worker/model/model.h"
 
 /* A merge of l's inputs: every input's shape equal to the first's, or (concat) the same
@@ -141,7 +143,7 @@ static mw_status add_merge(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg
 }
 
 /* The keys Keras writes for Add and Multiply (none of their own) and Concatenate (axis)
- * (worker/keras/keras_keys.h). */
+ * (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {MW_KEND}, concat_keys[] = {MW_KREAD("axis"), MW_KEND};
 
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
@@ -156,6 +158,7 @@ const mw_layer_ops mw_layer_add = {
     .parse = parse,
     .forward = add_forward,
     .backward = add_backward,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_multiply = {
@@ -164,6 +167,7 @@ const mw_layer_ops mw_layer_multiply = {
     .forward = mul_forward,
     .backward = mul_backward,
     .has_kernels = mul_kernels,
+    .mask = mw_mask_pass,
 };
 
 const mw_layer_ops mw_layer_concat = {
@@ -171,6 +175,6 @@ const mw_layer_ops mw_layer_concat = {
     .parse = parse,
     .forward = concat_forward,
     .backward = concat_backward,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .has_kernels = concat_kernels,
 };

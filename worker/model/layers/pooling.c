@@ -1,10 +1,12 @@
 /* MaxPooling2D, AveragePooling2D and their global forms: the layer table's rows
  * (worker/model/layer.h). */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
+#include "worker/model/diff.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/pooling.h"
 #include "worker/model/model.h"
 
 static mw_status pool_layer(mw_model *m, mw_layer *l, int ph, int pw, int sh, int sw, int same)
@@ -76,7 +78,7 @@ static size_t max_buf(const mw_layer *l, size_t n)
 
 /* Max pooling selects; its backward routes each dy to one input, exact unless windows overlap
  * (overlapping ones add). */
-static int max_exact(const mw_layer *l, int backward)
+static int max_stays_16bit(const mw_layer *l, int backward)
 {
     return !backward || (l->pool.SH >= l->pool.PH && l->pool.SW >= l->pool.PW);
 }
@@ -164,7 +166,7 @@ static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
-/* The keys Keras writes for the windowed and the global poolings (worker/keras/keras_keys.h). */
+/* The keys Keras writes for the windowed and the global poolings (worker/model/keras_keys.h). */
 /* MaxPooling2D, AveragePooling2D, their 1-D forms (a 1 x p window over the 1 x T sequence)
  * and their Global forms (cls says which). */
 static const mw_kkey window_keys[] = {MW_KREAD("pool_size"), MW_KREAD("strides"),
@@ -200,6 +202,12 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "MaxPooling2D";
 }
 
+/* GlobalAveragePooling1D takes the mean over the steps that are not padding. */
+static mw_mask_rule avg_mask(const mw_layer *l)
+{
+    return l->global && l->in_h == 1 ? MW_MASK_TAKE : MW_MASK_REFUSE;
+}
+
 const mw_layer_ops mw_layer_maxpool = {
     .keras = {"MaxPooling2D", "MaxPool2D", "GlobalMaxPooling2D", "GlobalMaxPool2D",
               "GlobalMaxPooling1D", "MaxPooling1D"},
@@ -207,7 +215,7 @@ const mw_layer_ops mw_layer_maxpool = {
     .forward = max_forward,
     .backward = max_backward,
     .buf_bytes = max_buf,
-    .exact = max_exact,
+    .stays_16bit = max_stays_16bit,
     .differs = differs,
     .to_keras = to_keras,
 };
@@ -220,4 +228,5 @@ const mw_layer_ops mw_layer_avgpool = {
     .backward = avg_backward,
     .has_kernels = avg_kernels,
     .differs = differs,
+    .mask = avg_mask,
 };

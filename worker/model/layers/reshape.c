@@ -1,11 +1,13 @@
 /* Flatten, Reshape and ZeroPadding2D: the layer table's rows (worker/model/layer.h). Reshape
  * is Flatten's kind with another output shape: the values stay in place (channels_last is
  * row-major), only their shape changes. */
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
 #include <string.h>
 
+#include "worker/model/diff.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_flatten(mw_model *m, const char *name)
@@ -104,24 +106,24 @@ static int pad_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 static mw_status parse_reshape(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
                                const char *name)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     const json_t *t = json_object_get(cfg, "target_shape");
     int dims[3];
     if (!json_is_array(t) || json_array_size(t) < 1 || json_array_size(t) > 3)
         return mw_kfail(L, MW_EMODEL,
                         "target_shape: found %s; expected a list of 1 to 3 sizes (without the "
                         "batch)",
-                        mw_kdescribe(d, sizeof d, t));
+                        mw_kdescribe(d, t));
     for (size_t j = 0; j < json_array_size(t); j++)
         if (!mw_kas_int(json_array_get(t, j), -1, MW_KMAX_TENSOR, &dims[j]) || dims[j] == 0)
             return mw_kfail(L, MW_EMODEL, "target_shape[%zu]: found %s; expected a size > 0 or -1",
-                            j, mw_kdescribe(d, sizeof d, json_array_get(t, j)));
+                            j, mw_kdescribe(d, json_array_get(t, j)));
     mw_status rc = mw_model_add_reshape(B->m, name, dims, (int)json_array_size(t));
     B->no_channels = 0;
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
-/* The keys Keras writes for Flatten, Reshape and ZeroPadding2D (worker/keras/keras_keys.h). */
+/* The keys Keras writes for Flatten, Reshape and ZeroPadding2D (worker/model/keras_keys.h). */
 static const mw_kkey flatten_keys[] = {MW_KREAD("data_format"), MW_KEND},
                      reshape_keys[] = {MW_KREAD("target_shape"), MW_KEND},
                      zeropad_keys[] = {MW_KREAD("padding"), MW_KREAD("data_format"), MW_KEND};
@@ -176,7 +178,7 @@ const mw_layer_ops mw_layer_flatten = {
     .parse = parse_flatten,
     .forward = mw_layer_pass_fwd,
     .backward = mw_layer_pass_bwd,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .to_keras = to_keras,
 };
 
@@ -185,7 +187,7 @@ const mw_layer_ops mw_layer_zeropad = {
     .parse = parse_zeropad,
     .forward = pad_forward,
     .backward = pad_backward,
-    .exact = mw_layer_exact_always,
+    .stays_16bit = mw_layer_stays_16bit_always,
     .has_kernels = pad_kernels,
     .differs = pad_differs,
 };

@@ -16,13 +16,18 @@
  * names (<block>/<sublayer>), and in the order of its weights (part_rank), which Keras takes
  * from its build(): the encoder's attention, SA-LN, FF-LN, FF1, FF2, the decoder's attention,
  * SA-LN, FF1, FF2, FF-LN. A Dropout with rate 0 is Keras' identity and is not built. */
-#include "worker/model/layers/transformer.h"
-
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/keras/keras_keys.h"
-#include "worker/keras/keras_layer.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/layer.h"
+#include "worker/model/layers/activation.h"
+#include "worker/model/layers/attention.h"
+#include "worker/model/layers/dense.h"
+#include "worker/model/layers/dropout.h"
+#include "worker/model/layers/layernorm.h"
+#include "worker/model/layers/merge.h"
 #include "worker/model/model.h"
 
 typedef struct {
@@ -103,7 +108,7 @@ static mw_status dense(builder *b, int in, int units, mw_activation act, const c
     MW_TRY(mw_model_set_inputs(b->m, &in, 1));
     MW_TRY(mw_model_add_dense(b->m, part, units, 1));
     MW_TRY(mw_model_set_init(b->m, &b->c->kinit, &b->c->binit));
-    MW_TRY(mw_model_add_act(b->m, NULL, act, mw_kact_alpha(act), 1));
+    MW_TRY(mw_model_add_act(b->m, NULL, act, mw_act_info_of(act)->param, 1));
     tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
     *out = b->m->nlayers - 1;
     return MW_OK;
@@ -154,7 +159,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
     const char *key;
     const json_t *v;
     mw_kqbuf q;
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     json_object_foreach((json_t *)kw, key, v)
     {
         if (decoder && !strcmp(key, "use_causal_mask")) {
@@ -162,7 +167,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
                 return mw_kfail(L, MW_EMODEL,
                                 "inbound_nodes[0].kwargs.use_causal_mask: found %s; expected "
                                 "true or false",
-                                mw_kdescribe(d, sizeof d, v));
+                                mw_kdescribe(d, v));
             *causal = json_is_true(v);
         } else if (!strcmp(key, "mask") ||
                    (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))) ||
@@ -175,7 +180,7 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
             return mw_kfail(L, MW_EUNSUPPORTED,
                             "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
                             "supported: %sthe padding mask of Embedding(mask_zero=True)",
-                            mw_kquote(q, key), mw_kdescribe(d, sizeof d, v),
+                            mw_kquote(q, key), mw_kdescribe(d, v),
                             decoder ? "use_causal_mask, " : "");
     }
     return MW_OK;
@@ -206,7 +211,7 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
 }
 
 /* The keys KerasHub writes for TransformerEncoder and TransformerDecoder
- * (worker/keras/keras_keys.h). */
+ * (worker/model/keras_keys.h). */
 #define BLOCK_KEYS                                                                                 \
     MW_KREAD("intermediate_dim"), MW_KREAD("num_heads"), MW_KREAD("dropout"),                      \
         MW_KREAD("activation"), MW_KREAD("layer_norm_epsilon"), MW_KREAD("kernel_initializer"),    \
@@ -219,7 +224,7 @@ static const mw_kkey decoder_keys[] = {
     MW_KEND,
 };
 
-mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
@@ -275,3 +280,9 @@ mw_status mw_transformer_parse(mw_kread *R, const char *cls, const json_t *cfg, 
     }
     return MW_OK;
 }
+
+/* A row that reads Keras classes into layers of the other rows' kinds: no kind of its own. */
+const mw_layer_ops mw_layer_transformer = {
+    .keras = {MW_LAYER_KERAS_HUB "TransformerEncoder", MW_LAYER_KERAS_HUB "TransformerDecoder"},
+    .parse = parse,
+};

@@ -1,6 +1,6 @@
 /* The key tables of the Keras readers: every key read, at its default, or refused by name;
  * see keras_keys.h. */
-#include "worker/keras/keras_keys.h"
+#include "worker/model/keras_keys.h"
 
 #include <stdarg.h>
 #include <stdio.h>

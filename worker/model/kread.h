@@ -2,14 +2,15 @@
  * being built, the layer being read (for messages), and the typed readers of config fields,
  * activations, initializers and regularizers, whose messages name the file, the layer, the
  * field and what was expected. worker/keras/keras.c reads the model around the layers. */
-#ifndef MW_WORKER_KERAS_KERAS_LAYER_H
-#define MW_WORKER_KERAS_KERAS_LAYER_H
+#ifndef MW_WORKER_MODEL_KREAD_H
+#define MW_WORKER_MODEL_KREAD_H
 
 #include <stddef.h>
 
 #include <jansson.h>
 
 #include "common/status.h"
+#include "worker/model/activations.h"
 #include "worker/model/model.h"
 
 #define MW_KQUOTE_MAX 48         /* longest piece of user text quoted in a message */
@@ -56,8 +57,11 @@ struct mw_kread {
 /* "s", escaped and shortened. */
 const char *mw_kquote(mw_kqbuf q, const char *s);
 
-/* What a JSON value is, for "found ...". */
-const char *mw_kdescribe(char *buf, size_t n, const json_t *v);
+/* Room for what a JSON value is (mw_kdescribe): a quoted piece of user text and its words. */
+typedef char mw_kdbuf[MW_KQUOTE_MAX * 4 + 64];
+
+/* What a JSON value is, for "found ...", written into buf. */
+const char *mw_kdescribe(mw_kdbuf buf, const json_t *v);
 
 /* "origin: layer ...: message" as the error, with status s. */
 mw_status mw_kfail(const mw_klayer *L, mw_status s, const char *fmt, ...)
@@ -110,10 +114,6 @@ mw_status mw_kcheck_data_format(const mw_klayer *L, const json_t *cfg);
 mw_status mw_kget_activation(const mw_klayer *L, const json_t *cfg, const char *key, int is_last,
                              int required, mw_activation *out);
 
-/* The parameter of an activation named by its string identifier: Keras 3's defaults
- * (elu alpha 1, leaky_relu negative_slope 0.2). */
-float mw_kact_alpha(mw_activation a);
-
 /* cfg[key]: {"class_name": ..., "config": {...}}, a string identifier ("he_normal"), or
  * absent / null for the default. */
 mw_status mw_kget_init(const mw_klayer *L, const json_t *cfg, const char *key, mw_init_kind def,
@@ -134,7 +134,8 @@ mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, m
 mw_status mw_kget_dims(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
                        int hi, int one_d, int out[2]);
 
-/* After the layer itself was added: its initializers, regularizers and folded activation. */
+/* After the layer itself was added: its initializers and regularizers (the layer adds its folded
+ * activation itself, mw_model_add_act). */
 mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w);
 
 /* MW_OK unless the model's input is (None, H, W), not yet flattened, which has no channels

@@ -4,8 +4,8 @@
  * change what is computed (with the reason). mw_kcheck_keys refuses any key the table does not
  * list, so a key a later Keras adds cannot pass unnoticed: the message names the layer, the key
  * and its value. */
-#ifndef MW_WORKER_KERAS_KERAS_KEYS_H
-#define MW_WORKER_KERAS_KERAS_KEYS_H
+#ifndef MW_WORKER_MODEL_KERAS_KEYS_H
+#define MW_WORKER_MODEL_KERAS_KEYS_H
 
 #include <jansson.h>
 
@@ -64,7 +64,7 @@ typedef struct {
  * the first layer's input shape, which the model reader reads), and every MW_KEY_DEFAULT key is
  * absent or at one of its values. Otherwise MW_EUNSUPPORTED "origin: where: ..." naming the
  * key and its value; cls names the class in an unknown key's message. A layer reader passes
- * its mw_klayer's origin and where (worker/keras/keras_layer.h). */
+ * its mw_klayer's origin and where (worker/model/kread.h). */
 mw_status mw_kcheck_keys(const char *origin, const char *where, const char *cls, const json_t *cfg,
                          const mw_kkey *table, int layer);
 

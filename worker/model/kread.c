@@ -1,5 +1,5 @@
-/* The typed readers a layer row's Keras reader uses; see keras_layer.h. */
-#include "worker/keras/keras_layer.h"
+/* The typed readers a layer row's Keras reader uses; see kread.h. */
+#include "worker/model/kread.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -8,16 +8,19 @@
 #include <strings.h>
 
 #include "common/strfmt.h"
-#include "worker/keras/keras_keys.h"
+#include "worker/model/activations.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/layer.h"
+#include "worker/model/model.h"
 
 const char *mw_kquote(mw_kqbuf q, const char *s)
 {
     return mw_str_quote(q, sizeof(mw_kqbuf), s, MW_KQUOTE_MAX);
 }
 
-const char *mw_kdescribe(char *buf, size_t n, const json_t *v)
+const char *mw_kdescribe(mw_kdbuf buf, const json_t *v)
 {
+    const size_t n = sizeof(mw_kdbuf);
     mw_kqbuf q;
     if (!v) {
         snprintf(buf, n, "nothing");
@@ -90,7 +93,7 @@ mw_status mw_kget_int(const mw_klayer *L, const json_t *cfg, const char *key, in
                       int lo, int hi, int *out)
 {
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (!v) {
         if (required)
             return mw_kfail(L, MW_EMODEL, "%s is missing; expected an integer from %d to %d", key,
@@ -100,7 +103,7 @@ mw_status mw_kget_int(const mw_klayer *L, const json_t *cfg, const char *key, in
     }
     if (!mw_kas_int(v, lo, hi, out))
         return mw_kfail(L, MW_EMODEL, "%s: found %s; expected an integer from %d to %d", key,
-                        mw_kdescribe(d, sizeof d, v), lo, hi);
+                        mw_kdescribe(d, v), lo, hi);
     return MW_OK;
 }
 
@@ -110,7 +113,7 @@ mw_status mw_kget_dims(const mw_klayer *L, const json_t *cfg, const char *key, i
     if (!one_d)
         return mw_kget_pair(L, cfg, key, def, lo, hi, out);
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     out[0] = 1; /* the sequence is 1 x T here: the window spans one row */
     if (!v || json_is_null(v)) {
         if (!def)
@@ -125,14 +128,14 @@ mw_status mw_kget_dims(const mw_klayer *L, const json_t *cfg, const char *key, i
         return MW_OK;
     return mw_kfail(L, MW_EMODEL,
                     "%s: found %s; expected an integer (or a list of 1) from %d to %d", key,
-                    mw_kdescribe(d, sizeof d, json_object_get(cfg, key)), lo, hi);
+                    mw_kdescribe(d, json_object_get(cfg, key)), lo, hi);
 }
 
 mw_status mw_kget_pair(const mw_klayer *L, const json_t *cfg, const char *key, int def, int lo,
                        int hi, int out[2])
 {
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (!v || json_is_null(v)) {
         if (!def)
             return mw_kfail(L, MW_EMODEL,
@@ -155,25 +158,25 @@ mw_status mw_kget_pair(const mw_klayer *L, const json_t *cfg, const char *key, i
                                 ? json_array_get(v, 1)
                                 : json_array_get(v, 0);
         return mw_kfail(L, MW_EMODEL, "%s: found %s in the list; expected integers from %d to %d",
-                        key, mw_kdescribe(d, sizeof d, bad), lo, hi);
+                        key, mw_kdescribe(d, bad), lo, hi);
     }
     return mw_kfail(L, MW_EMODEL,
                     "%s: found %s; expected an integer or a list of 2 integers from "
                     "%d to %d",
-                    key, mw_kdescribe(d, sizeof d, v), lo, hi);
+                    key, mw_kdescribe(d, v), lo, hi);
 }
 
 mw_status mw_kget_bool(const mw_klayer *L, const json_t *cfg, const char *key, int def, int *out)
 {
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (!v) {
         *out = def;
         return MW_OK;
     }
     if (!json_is_boolean(v))
         return mw_kfail(L, MW_EMODEL, "%s: found %s; expected true or false", key,
-                        mw_kdescribe(d, sizeof d, v));
+                        mw_kdescribe(d, v));
     *out = json_is_true(v);
     return MW_OK;
 }
@@ -182,14 +185,14 @@ mw_status mw_kget_num(const mw_klayer *L, const char *path, const json_t *obj, c
                       double def, double *out)
 {
     const json_t *v = json_object_get(obj, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (!v) {
         *out = def;
         return MW_OK;
     }
     if (!json_is_number(v) || !isfinite(json_number_value(v)))
         return mw_kfail(L, MW_EMODEL, "%s%s: found %s; expected a number", path, key,
-                        mw_kdescribe(d, sizeof d, v));
+                        mw_kdescribe(d, v));
     *out = json_number_value(v);
     return MW_OK;
 }
@@ -197,10 +200,10 @@ mw_status mw_kget_num(const mw_klayer *L, const char *path, const json_t *obj, c
 mw_status mw_kneed_null(const mw_klayer *L, const json_t *cfg, const char *key, const char *why)
 {
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     if (v && !json_is_null(v))
         return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s; %s are not supported (supported: null)",
-                        key, mw_kdescribe(d, sizeof d, v), why);
+                        key, mw_kdescribe(d, v), why);
     return MW_OK;
 }
 
@@ -208,15 +211,15 @@ mw_status mw_kget_choice(const mw_klayer *L, const json_t *cfg, const char *key,
                          const char *const *names, int n, int def, const char *supported, int *out)
 {
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     mw_kqbuf q;
     if (!v || json_is_null(v)) {
         *out = def;
         return MW_OK;
     }
     if (!json_is_string(v))
-        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected one of %s", key,
-                        mw_kdescribe(d, sizeof d, v), supported);
+        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected one of %s", key, mw_kdescribe(d, v),
+                        supported);
     for (int i = 0; i < n; i++)
         if (strcasecmp(json_string_value(v), names[i]) == 0) {
             *out = i;
@@ -239,46 +242,36 @@ mw_status mw_kcheck_data_format(const mw_klayer *L, const json_t *cfg)
     return mw_kget_choice(L, cfg, "data_format", names, 1, 0, "\"channels_last\"", &dummy);
 }
 
-static const char *const act_list = "\"relu\", \"linear\", \"softmax\", \"sigmoid\", \"tanh\", "
-                                    "\"gelu\", \"silu\", \"swish\", \"elu\", \"leaky_relu\"";
-
 mw_status mw_kget_activation(const mw_klayer *L, const json_t *cfg, const char *key, int is_last,
                              int required, mw_activation *out)
 {
     const json_t *v = json_object_get(cfg, key);
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     mw_kqbuf q;
     *out = MW_ACT_LINEAR;
     if (!v && required)
-        return mw_kfail(L, MW_EMODEL, "%s is missing; expected one of %s", key, act_list);
+        return mw_kfail(L, MW_EMODEL, "%s is missing; expected one of %s", key, mw_act_supported());
     if (!v || json_is_null(v))
         return MW_OK;
     if (!json_is_string(v))
         return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s",
-                        key, mw_kdescribe(d, sizeof d, v), act_list);
-    static const struct {
-        const char *id;
-        mw_activation act;
-    } acts[] = {{"linear", MW_ACT_LINEAR},   {"relu", MW_ACT_RELU},
-                {"softmax", MW_ACT_SOFTMAX}, {"sigmoid", MW_ACT_SIGMOID},
-                {"tanh", MW_ACT_TANH},       {"gelu", MW_ACT_GELU},
-                {"silu", MW_ACT_SILU},       {"swish", MW_ACT_SILU},
-                {"elu", MW_ACT_ELU},         {"leaky_relu", MW_ACT_LEAKY_RELU}};
+                        key, mw_kdescribe(d, v), mw_act_supported());
     (void)is_last; /* a softmax before the end is computed as a layer */
     const char *s = json_string_value(v);
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (!strcmp(s, acts[i].id)) {
-            *out = acts[i].act;
-            return MW_OK;
-        }
+    if (mw_act_find(s, out) == 0)
+        return MW_OK;
     return mw_kfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,
-                    mw_kquote(q, s), act_list);
+                    mw_kquote(q, s), mw_act_supported());
 }
 
-float mw_kact_alpha(mw_activation a)
-{
-    return a == MW_ACT_ELU ? 1.0f : a == MW_ACT_LEAKY_RELU ? 0.2f : 0.0f;
-}
+/* VarianceScaling's mode and distribution by mw_fan_mode and mw_dist; the reader also takes
+ * Keras 2's "normal" (the last name) for truncated_normal. */
+static const char *const fan_modes[] = {"fan_in", "fan_out", "fan_avg"};
+static const char *const dist_names[] = {"truncated_normal", "untruncated_normal", "uniform",
+                                         "normal"};
+_Static_assert(sizeof fan_modes / sizeof *fan_modes == MW_FAN_AVG + 1, "a name per mw_fan_mode");
+_Static_assert(sizeof dist_names / sizeof *dist_names == MW_DIST_UNIFORM + 2,
+               "a name per mw_dist, and Keras 2's alias");
 
 typedef struct {
     const char *cls, *id; /* Keras class name and its string identifier */
@@ -312,7 +305,7 @@ static const char *const init_list =
     "GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
     "VarianceScaling, RandomUniform, RandomNormal, TruncatedNormal, Zeros, Ones, Constant";
 
-/* The keys Keras writes in an initializer's config, by kind (worker/keras/keras_keys.h); Keras
+/* The keys Keras writes in an initializer's config, by kind (worker/model/keras_keys.h); Keras
  * 3.15 added input_axes and output_axes (the fans over other axes). */
 #define AXES_KEYS                                                                                  \
     MW_KREAD("seed"), MW_KDEF("input_axes", "null", "fans over chosen axes"),                      \
@@ -330,7 +323,8 @@ static const mw_kkey fan_keys[] = {AXES_KEYS, MW_KEND},
  * class defaults already in *out. */
 static mw_status get_init_config(const mw_klayer *L, const json_t *c, const char *key, mw_init *out)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64], path[96];
+    mw_kdbuf d;
+    char path[96];
     mw_klayer at = *L;
     snprintf(at.where + strlen(at.where), sizeof at.where - strlen(at.where), ": %s.config", key);
     const mw_init_kind k = out->kind;
@@ -347,21 +341,18 @@ static mw_status get_init_config(const mw_klayer *L, const json_t *c, const char
     const json_t *seed = json_object_get(c, "seed");
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
         return mw_kfail(L, MW_EMODEL, "%sseed: found %s; expected an integer or null", path,
-                        mw_kdescribe(d, sizeof d, seed));
+                        mw_kdescribe(d, seed));
     switch (out->kind) {
     case MW_INIT_VARIANCE_SCALING: {
-        static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
-        static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform",
-                                            "normal"};
         int mode = (int)out->mode, dist = (int)out->dist;
         mw_klayer sub = *L;
         snprintf(sub.where + strlen(sub.where), sizeof sub.where - strlen(sub.where), ": %s", key);
         MW_TRY(mw_kget_num(L, path, c, "scale", out->scale, &out->scale));
         if (!(out->scale > 0.0))
             return mw_kfail(L, MW_EMODEL, "%sscale: %g; expected a number > 0", path, out->scale);
-        MW_TRY(mw_kget_choice(&sub, c, "mode", modes, 3, mode,
+        MW_TRY(mw_kget_choice(&sub, c, "mode", fan_modes, 3, mode,
                               "\"fan_in\", \"fan_out\", \"fan_avg\"", &mode));
-        MW_TRY(mw_kget_choice(&sub, c, "distribution", dists, 4, dist,
+        MW_TRY(mw_kget_choice(&sub, c, "distribution", dist_names, 4, dist,
                               "\"truncated_normal\", \"untruncated_normal\", \"uniform\"", &dist));
         out->mode = (mw_fan_mode)mode;
         out->dist = dist == 3 ? MW_DIST_TRUNCATED_NORMAL : (mw_dist)dist; /* Keras 2: "normal" */
@@ -393,7 +384,7 @@ static mw_status get_init_config(const mw_klayer *L, const json_t *c, const char
 static mw_status class_and_config(const mw_klayer *L, const json_t *v, const char *key,
                                   const char *what, const char **cls, const json_t **c)
 {
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     *cls = NULL, *c = NULL;
     if (!v || json_is_null(v))
         return MW_OK;
@@ -403,15 +394,15 @@ static mw_status class_and_config(const mw_klayer *L, const json_t *v, const cha
     }
     if (!json_is_object(v))
         return mw_kfail(L, MW_EMODEL, "%s: found %s; expected %s object or null", key,
-                        mw_kdescribe(d, sizeof d, v), what);
+                        mw_kdescribe(d, v), what);
     *cls = json_string_value(json_object_get(v, "class_name"));
     *c = json_object_get(v, "config");
     if (!*cls)
         return mw_kfail(L, MW_EMODEL, "%s.class_name: found %s; expected %s class name", key,
-                        mw_kdescribe(d, sizeof d, json_object_get(v, "class_name")), what);
+                        mw_kdescribe(d, json_object_get(v, "class_name")), what);
     if (*c && !json_is_null(*c) && !json_is_object(*c))
         return mw_kfail(L, MW_EMODEL, "%s.config: found %s; expected an object", key,
-                        mw_kdescribe(d, sizeof d, *c));
+                        mw_kdescribe(d, *c));
     return MW_OK;
 }
 
@@ -515,8 +506,7 @@ mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, m
 mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w)
 {
     MW_TRY(mw_model_set_init(B->m, &w->kinit, &w->binit));
-    MW_TRY(mw_model_set_regularizer(B->m, &w->kreg, &w->breg));
-    return mw_model_add_act(B->m, NULL, w->act, mw_kact_alpha(w->act), 1);
+    return mw_model_set_regularizer(B->m, &w->kreg, &w->breg);
 }
 
 mw_status mw_kneed_channels(const mw_kbuilder *B, const mw_klayer *L)
@@ -548,13 +538,13 @@ mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, 
 mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat)
 {
     const json_t *v = json_object_get(cfg, "axis");
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     int a = -1, last = flat ? 1 : 3;
     if (v && json_is_array(v) && json_array_size(v) == 1)
         v = json_array_get(v, 0);
     if (v && !json_is_null(v) && (!mw_kas_int(v, -8, 8, &a) || (a != -1 && a != last)))
         return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the channels)",
-                        mw_kdescribe(d, sizeof d, v));
+                        mw_kdescribe(d, v));
     return MW_OK;
 }
 
@@ -562,7 +552,7 @@ mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, 
 {
     const json_t *v = json_object_get(cfg, key);
     int hw[2];
-    char d[MW_KQUOTE_MAX * 4 + 64];
+    mw_kdbuf d;
     out[0] = out[1] = out[2] = out[3] = def;
     if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0))) {
         /* the first bad entry, by its place and value (not "an array of 2") */
@@ -573,14 +563,14 @@ mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, 
                 return mw_kfail(L, MW_EMODEL,
                                 "%s[%d]: found %s; expected [%s, %s] with integers from 0 to %d "
                                 "(%s is n, [h, w] or [[top, bottom], [left, right]])",
-                                key, i, mw_kdescribe(d, sizeof d, q), side[i][0], side[i][1],
-                                MW_KMAX_WINDOW, key);
+                                key, i, mw_kdescribe(d, q), side[i][0], side[i][1], MW_KMAX_WINDOW,
+                                key);
             for (int j = 0; j < 2; j++)
                 if (!mw_kas_int(json_array_get(q, (size_t)j), 0, MW_KMAX_WINDOW, &out[2 * i + j]))
-                    return mw_kfail(
-                        L, MW_EMODEL, "%s[%d][%d] (%s): found %s; expected an integer from 0 to %d",
-                        key, i, j, side[i][j], mw_kdescribe(d, sizeof d, json_array_get(q, j)),
-                        MW_KMAX_WINDOW);
+                    return mw_kfail(L, MW_EMODEL,
+                                    "%s[%d][%d] (%s): found %s; expected an integer from 0 to %d",
+                                    key, i, j, side[i][j], mw_kdescribe(d, json_array_get(q, j)),
+                                    MW_KMAX_WINDOW);
         }
     } else if (v && !json_is_null(v)) {
         MW_TRY(mw_kget_pair(L, cfg, key, 1, 0, MW_KMAX_WINDOW, hw));
@@ -598,8 +588,6 @@ json_t *mw_kw_pair(int a, int b)
 
 json_t *mw_kw_initializer(const mw_init *in)
 {
-    static const char *const modes[] = {"fan_in", "fan_out", "fan_avg"};
-    static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform"};
     const char *cls = "GlorotUniform";
     json_t *c = json_object();
     switch (in->kind) {
@@ -624,8 +612,8 @@ json_t *mw_kw_initializer(const mw_init *in)
     case MW_INIT_VARIANCE_SCALING:
         cls = "VarianceScaling";
         json_object_set_new(c, "scale", json_real(in->scale));
-        json_object_set_new(c, "mode", json_string(modes[in->mode]));
-        json_object_set_new(c, "distribution", json_string(dists[in->dist]));
+        json_object_set_new(c, "mode", json_string(fan_modes[in->mode]));
+        json_object_set_new(c, "distribution", json_string(dist_names[in->dist]));
         break;
     case MW_INIT_RANDOM_UNIFORM:
         cls = "RandomUniform";

@@ -1,0 +1,185 @@
+/* The model's data: a graph of layers (mw_layer) in topological order (mw_model), and the
+ * types of their settings. model.h says how a model is built, run and trained; this header
+ * is what the passes over a model's layers (the layer table's rows, the padding mask's plan,
+ * the Keras files) read, without model.c's functions. */
+#ifndef MW_WORKER_MODEL_GRAPH_H
+#define MW_WORKER_MODEL_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "kernels/kernels.h"
+#include "worker/model/layer_list.h"
+#include "worker/model/loss.h"
+
+#define MW_LAYER_KIND_(K, row) MW_LAYER_##K,
+#define MW_LAYER_NO_KIND_(row)
+typedef enum {
+    MW_LAYER_LIST(MW_LAYER_KIND_, MW_LAYER_NO_KIND_) /* layer_list.h */
+    MW_LAYER_KINDS /* how many; each has its row in the layer table (layer.h) */
+} mw_layer_kind;
+#undef MW_LAYER_KIND_
+#undef MW_LAYER_NO_KIND_
+
+#define MW_MAX_INPUTS 16 /* inputs of one merge layer */
+
+typedef enum {
+    MW_INIT_ZEROS,
+    MW_INIT_ONES,
+    MW_INIT_GLOROT_UNIFORM,
+    MW_INIT_GLOROT_NORMAL,
+    MW_INIT_HE_UNIFORM,
+    MW_INIT_HE_NORMAL,
+    MW_INIT_VARIANCE_SCALING, /* scale, mode, dist */
+    MW_INIT_RANDOM_UNIFORM,   /* a = minval, b = maxval */
+    MW_INIT_RANDOM_NORMAL,    /* a = mean, b = stddev */
+    MW_INIT_TRUNCATED_NORMAL, /* a = mean, b = stddev, redrawn beyond 2 stddev */
+    MW_INIT_CONSTANT,         /* a = value */
+} mw_init_kind;
+
+typedef enum { MW_FAN_IN, MW_FAN_OUT, MW_FAN_AVG } mw_fan_mode;
+typedef enum { MW_DIST_TRUNCATED_NORMAL, MW_DIST_UNTRUNCATED_NORMAL, MW_DIST_UNIFORM } mw_dist;
+
+/* A Keras initializer with its config values. The named kinds (Glorot, He)
+ * ignore the other fields; {kind} alone is a valid initializer for them. */
+typedef struct {
+    mw_init_kind kind;
+    double scale;     /* VarianceScaling: > 0 */
+    mw_fan_mode mode; /* VarianceScaling */
+    mw_dist dist;     /* VarianceScaling */
+    double a, b;      /* see mw_init_kind */
+} mw_init;
+
+/* Keras L1L2: loss l1 * sum |w| + l2 * sum w^2 (L2 and L1 are the special cases). */
+typedef struct mw_regularizer {
+    double l1, l2;
+} mw_regularizer;
+
+/* A layer's Keras dtype policy: float32, or mixed precision (float32 variables, optimizer
+ * slots and loss; the layer computes in 16 bits). mixed_bfloat16 rounds every value a
+ * bfloat16 tensor of Keras would hold (the layer's input, its matmul weights, its output, and
+ * the gradient of its output) to bfloat16 and computes in float32 on those values; the
+ * weights' gradients stay float32 (kernels/cast.h). mixed_float16 does the same with float16
+ * values, the loss multiplied by loss_scale (below) so that small gradients do not underflow
+ * float16's 2^-24; the training loop unscales and skips steps (worker/train.c). */
+typedef enum { MW_POLICY_FLOAT32, MW_POLICY_MIXED_BFLOAT16, MW_POLICY_MIXED_FLOAT16 } mw_policy;
+
+/* MultiHeadAttention's shape (worker/model/layers/attention.c): the query is the layer's
+ * input (1, T, in_c), the output (1, T, out_c). */
+typedef struct {
+    int heads, key_dim, value_dim;
+    int steps;          /* S: the value's (and key's) steps */
+    int value_c, key_c; /* the value's and the key's features */
+    int causal;         /* use_causal_mask */
+    int keys_only;      /* a padding mask on the query masks only the keys it attends to, the
+                           query's rows stay (KerasHub's TransformerDecoder, whose attention
+                           takes its mask as attention_mask); the output keeps the mask */
+} mw_mha;
+
+typedef struct mw_layer {
+    mw_layer_kind kind;
+    mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
+    const char *cls;      /* Keras class shown by the summary ("Conv2D", "Activation"); static */
+    char name[96];        /* Keras-style: conv2d, conv2d_1, dense, ...; a block's part:
+                             "<block>/<sublayer>" (transformer_encoder/self_attention_layer) */
+    int in_h, in_w, in_c; /* per-example input shape */
+    int out_h, out_w, out_c;
+    mw_conv2d_geom conv;
+    mw_pool_geom pool;
+    int same; /* conv2d, maxpool: padding 'same' (1) or 'valid' (0) */
+    /* parameters (conv2d, dense): offsets into the arenas, counts */
+    size_t w_off, w_count, b_off, b_count;
+    int has_bias;
+    int fan_in, fan_out;
+    mw_init kernel_init, bias_init;
+    mw_regularizer kernel_reg, bias_reg;
+    float rate;   /* dropout */
+    int softmax;  /* identity standing for the final softmax (folded into the loss) */
+    int in_place; /* output aliases input (relu, flatten, dropout, identity) */
+    int folded;   /* a Keras layer's `activation`, shown with that layer */
+    int flat;     /* the output is (batch, units) in Keras terms */
+    int nin;      /* inputs: producer layer indices, -1 for the model's input */
+    int in[MW_MAX_INPUTS];
+    mw_act_kind act; /* MW_LAYER_ACT */
+    float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
+    int global;      /* pooling over the whole image (Global*Pooling2D) */
+    int mask_zero;   /* Embedding, TokenAndPositionEmbedding: ids 0 are padding, a mask its
+                        consumers honour */
+    int masked;      /* the inputs that carry an Embedding's padding mask, bit j for input j
+                        (mw_masks_plan): GlobalAveragePooling1D takes the mean over the
+                        steps that are not padding, MultiHeadAttention masks them, the others
+                        pass the mask on */
+    mw_mha mha;      /* MW_LAYER_MHA */
+    int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
+    int vocab;       /* Embedding: input_dim, the token table's rows */
+    int positions;   /* TokenAndPositionEmbedding, PositionEmbedding: sequence_length, the
+                        position table's rows (0: none, a plain Embedding's or a sine's) */
+    int kerashub;    /* KerasHub's TokenAndPositionEmbedding: its padding mask travels on its
+                        output tensor only, never in the graph (masks.c) */
+    /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
+     * mean and variance at stats_off (stats_count = 2 C, not trainable) */
+    size_t stats_off, stats_count;
+    float momentum, epsilon;
+    int sync; /* synchronized: batch statistics over every replica's slice (see below) */
+    /* mixed_bfloat16 (set by mw_model_finalize): this layer's output, and its output's
+     * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or
+     * max pooling of bfloat16 values, a reshape or a crop) */
+    int round_out, round_grad;
+    /* A part of a KerasHub block that this program builds from its own layers (a
+     * TransformerEncoder: attention, dropouts, adds, LayerNormalizations, Dense layers): the
+     * block is one Keras layer, named block_name, of class block_cls, whose .weights.h5 group
+     * holds each part's under the attribute path part ("_self_attention_layer", ...). block is
+     * the index of the block's first layer + 1 (0: not a part); part_rank the place of the
+     * part's variables in the block's Keras weights (their order differs from the computation's:
+     * a post-norm encoder's last LayerNormalization holds its second variables). */
+    int block, part_rank;
+    int block_first; /* the block's first layer, which stands for it (summary, files) */
+    const char *block_cls, *part; /* static */
+    char block_name[64];
+} mw_layer;
+
+typedef struct mw_model {
+    mw_layer *layers; /* owned */
+    int nlayers, cap;
+    int in_h, in_w, in_c;
+    int flat_input; /* the Keras input is (None, in_c) with in_h = in_w = 1 */
+    char name[64];  /* the Keras model name, "sequential" by default */
+    char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
+    size_t source_nbytes;
+    int nclasses;        /* width of the last layer */
+    int positions;       /* the output's positions per example: 1, or a sequence's T (its
+                            output (None, T, nclasses), a loss and metrics per position) */
+    mw_loss loss;        /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
+                            cross-entropy from logits, accuracy) */
+    int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
+    char input_name[64]; /* the graph's InputLayer, for the summary */
+    int *next_in;        /* mw_model_set_inputs: inputs of the next added layer (owned) */
+    int next_nin;
+    mw_arena params; /* allocated by finalize */
+    size_t nparams;  /* real parameters (without padding), BN moving statistics included */
+    size_t nstate;   /* of which non-trainable (BN moving statistics) */
+    int finalized;
+    float loss_scale; /* mixed_float16: the loss is multiplied by it in the backward (a power
+                         of 2, Keras' dynamic loss scale, set by the loop before each step);
+                         0 (as initialized) or 1: none */
+    /* The leading Keras preprocessing layers, or NULL: the model describes them (the summary,
+     * the checkpoint's comparison), the data side builds and runs them (worker/data/
+     * preprocess.h) and sets pre_free, which mw_model_free calls. A function pointer rather
+     * than the pipeline's own close: the model stays below the data side (it includes nothing
+     * of worker/data/), while every reader of a model still finds its pipeline beside its
+     * layers, built and released with them. */
+    struct mw_preprocess *pre;
+    void (*pre_free)(struct mw_preprocess **pre);
+    int *worder; /* owned, set by finalize: mw_model_weight_order, the packing's order */
+} mw_model;
+
+/* The Keras layer behind output idx, for messages: a folded activation's own layer. */
+static inline const char *mw_model_producer_name(const mw_model *m, int idx)
+{
+    while (idx >= 0 && m->layers[idx].folded)
+        idx--;
+    return idx < 0 ? (m->input_name[0] ? m->input_name : "the model input") : m->layers[idx].name;
+}
+
+#endif
