@@ -34,6 +34,7 @@
 #include "worker/model/layers/pooling.h"
 #include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
+#include "worker/model/model_ws.h"
 #include "worker/model/summary.h"
 #include "worker/model/weights.h"
 

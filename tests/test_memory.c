@@ -12,6 +12,7 @@
 #include "worker/keras/keras.h"
 #include "worker/memory.h"
 #include "worker/model/model.h"
+#include "worker/model/model_ws.h"
 #include "worker/opts.h"
 #include "worker/replicas/replicas.h"
 

@@ -17,6 +17,7 @@
 #include "worker/model/layers/pooling.h"
 #include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
+#include "worker/model/model_ws.h"
 #include "worker/model/weights.h"
 
 typedef struct {

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "worker/model/layers/batchnorm.h"
+#include "worker/model/model_ws.h"
 #include "worker/replicas/replicas.h"
 
 /* Arenas of the parameter count: params, m1, m2, m3; and while a checkpoint is written its

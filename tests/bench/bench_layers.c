@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu.h"
 #include "worker/keras/keras.h"
 #include "worker/model/model.h"
+#include "worker/model/model_ws.h"
 #include "worker/model/weights.h"
 
 static const char *kind_name(mw_layer_kind k)

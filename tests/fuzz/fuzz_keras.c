@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "worker/keras/keras.h"
 #include "worker/model/model.h"
+#include "worker/model/model_ws.h"
 #include "worker/model/summary.h"
 #include "worker/model/weights.h"
 

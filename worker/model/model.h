@@ -106,7 +106,7 @@ static inline float mw_model_loss_scale(const mw_model *m)
  * same global example gets the same mask in any batch position, micro-batch
  * or cluster layout; use one dropout_seed per step on every replica.
  * example_ids NULL numbers the batch 0..n-1. A backward must follow its own
- * forward with the same settings (it uses the saved mask). */
+ * forward with the same settings (it uses the saved mask). Made and freed by model_ws.h. */
 typedef struct mw_model_ws {
     int max_n;
     int training;                /* 1: dropout active */
@@ -133,22 +133,6 @@ typedef struct mw_model_ws {
     size_t nbytes;        /* block's size: mw_model_ws_nbytes (host) or less scratch (device) */
     void (*block_free)(void *); /* how block is released; NULL: the host allocator */
 } mw_model_ws;
-
-void mw_model_ws_init(mw_model_ws *ws);
-mw_status mw_model_ws_alloc(mw_model_ws *ws, const mw_model *m, int max_n);
-/* The same layout in memory from alloc_fn / free_fn (e.g. mw_cuda_alloc and
- * mw_cuda_free: a device workspace, whose act/grad/prob/loss/y/... are
- * device pointers). The kernel scratch is not part of it: ws->scratch is NULL
- * and ws->scratch_count says how many floats to give the kernel context
- * (mw_cuda_ws_reserve). The workspace's pointer tables stay on the host. */
-mw_status mw_model_ws_alloc_with(mw_model_ws *ws, const mw_model *m, int max_n,
-                                 mw_status (*alloc_fn)(void **p, size_t nbytes),
-                                 void (*free_fn)(void *p));
-void mw_model_ws_free(mw_model_ws *ws);
-/* The bytes mw_model_ws_alloc(ws, m, max_n) takes for its block (activations, gradients,
- * argmax and dropout masks, probabilities, losses, targets, kernel scratch), computed from
- * the same plan without allocating: what one workspace costs before it is made. */
-size_t mw_model_ws_nbytes(const mw_model *m, int max_n);
 
 /* Forward for n examples already in ws->act[0] (and targets in ws->y, weights in ws->w):
  * fills logits, prob and per-example losses. Parameters come from ws->params

@@ -41,7 +41,8 @@
 #include "worker/data/data.h"
 #include "worker/model/layers/batchnorm.h" /* the moving statistics, synchronized BN */
 #include "worker/model/model.h"
-#include "worker/model/weights.h" /* the regularizers' penalty */
+#include "worker/model/model_ws.h" /* the workspaces every backend makes */
+#include "worker/model/weights.h"  /* the regularizers' penalty */
 #include "worker/optimizers.h"
 #include "worker/opts.h"
 

@@ -20,6 +20,7 @@
 #include "worker/keras/keras.h"
 #include "worker/model/layers/batchnorm.h"
 #include "worker/model/model.h"
+#include "worker/model/model_ws.h"
 
 static long read_file(const char *dir, const char *name, void *buf, size_t nbytes)
 {

@@ -1,0 +1,386 @@
+/* Keras Functional models: the graph around each layer (inbound_nodes, the mask ops Keras
+ * writes between layers, the model's one input and one output); see keras_graph.h.
+ *
+ * Why a file of its own: the graph reading is the Functional reader's alone; each layer's own
+ * config goes through keras_read.h like a Sequential model's. */
+#include "worker/keras/keras_graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/keras/keras_read.h"
+#include "worker/model/layer.h"
+
+/* ---- Functional graphs -------------------------------------------------------------------- */
+
+/* Keras layer names in list order and the model layer that holds each one's output (its
+ * folded activation when it has one); -1 for the InputLayer. */
+typedef struct {
+    const char **name; /* borrowed from the JSON */
+    int *idx;
+    size_t n;
+} knames;
+
+/* The producer named s for layer i: its model index, or a message naming the problem. */
+static mw_status resolve(const mw_klayer *L, const knames *K, const json_t *layers, size_t i,
+                         const char *s, int *out)
+{
+    mw_kqbuf q;
+    for (size_t j = 0; j < i; j++)
+        if (K->name[j] && !strcmp(K->name[j], s)) {
+            *out = K->idx[j];
+            return MW_OK;
+        }
+    for (size_t j = i; j < json_array_size(layers); j++) {
+        const json_t *c = json_object_get(json_array_get(layers, j), "config");
+        const char *nm = json_string_value(json_object_get(c, "name"));
+        if (nm && !strcmp(nm, s))
+            return mw_kfail(L, MW_EMODEL,
+                            "inbound_nodes: input %s comes at or after this layer (a cycle, or "
+                            "layers out of order); expected the layers in topological order",
+                            mw_kquote(q, s));
+    }
+    return mw_kfail(L, MW_EMODEL,
+                    "inbound_nodes: input %s is not a layer of the model; expected the name of an "
+                    "earlier layer",
+                    mw_kquote(q, s));
+}
+
+/* One input reference: Keras 3's {"class_name": "__keras_tensor__", "config":
+ * {"keras_history": [layer, node, tensor]}} or Keras 2's [layer, node, tensor, kwargs]. */
+static mw_status read_ref(const mw_klayer *L, const json_t *t, const char **name)
+{
+    mw_kdbuf d;
+    const json_t *h = t;
+    int node = 0, idx = 0;
+    if (json_is_object(t))
+        h = json_object_get(json_object_get(t, "config"), "keras_history");
+    if (!json_is_array(h) || json_array_size(h) < 3 || !json_is_string(json_array_get(h, 0)) ||
+        !mw_kas_int(json_array_get(h, 1), 0, 1 << 20, &node) ||
+        !mw_kas_int(json_array_get(h, 2), 0, 1 << 20, &idx))
+        return mw_kfail(L, MW_EMODEL,
+                        "inbound_nodes: found %s as an input; expected a keras tensor with "
+                        "keras_history [layer, node, tensor] (Keras 3) or [layer, node, tensor, "
+                        "{}] (Keras 2)",
+                        mw_kdescribe(d, t));
+    if (node != 0 || idx != 0)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "inbound_nodes: input node %d, tensor %d of a layer (a shared layer or "
+                        "a layer with several outputs); supported: node 0, tensor 0",
+                        node, idx);
+    *name = json_string_value(json_array_get(h, 0));
+    return MW_OK;
+}
+
+/* Keras 3 call arguments besides the inputs: only mask (null, or Keras' own mask tensor: see
+ * mask_op) and training are allowed. */
+static mw_status check_kwargs(const mw_klayer *L, const json_t *kw)
+{
+    const char *key;
+    const json_t *v;
+    mw_kqbuf q;
+    json_object_foreach((json_t *)kw, key, v)
+    {
+        if (!strcmp(key, "mask") ||
+            (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))))
+            continue;
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "inbound_nodes: call argument %s is not supported; supported: the "
+                        "inputs alone",
+                        mw_kquote(q, key));
+    }
+    return MW_OK;
+}
+
+/* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
+ * keyword arguments (NULL: none). A layer of class cls that takes several tensors as its call's
+ * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
+ * keyword arguments itself; the others have only the inputs. */
+static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
+                           const json_t **refs, int *n, const json_t **kwargs)
+{
+    *kwargs = NULL;
+    const int multi = cls && !strcmp(cls, "MultiHeadAttention");
+    /* KerasHub's blocks read their own keyword arguments, and refuse a second sequence */
+    const int block =
+        cls && (!strcmp(cls, "TransformerEncoder") || !strcmp(cls, "TransformerDecoder"));
+    mw_kdbuf d;
+    const json_t *nodes = json_object_get(e, "inbound_nodes"), *list;
+    if (!json_is_array(nodes) || json_array_size(nodes) != 1)
+        return mw_kfail(
+            L, json_is_array(nodes) && json_array_size(nodes) > 1 ? MW_EUNSUPPORTED : MW_EMODEL,
+            "inbound_nodes: found %s; expected one node (a layer called once)",
+            mw_kdescribe(d, nodes));
+    const json_t *node = json_array_get(nodes, 0);
+    if (json_is_object(node)) { /* Keras 3 */
+        const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+        if (multi && json_is_array(args) && json_array_size(args) >= 1 &&
+            json_array_size(args) <= 3) {
+            const json_t *key = json_is_object(kw) ? json_object_get(kw, "key") : NULL;
+            *n = (int)json_array_size(args);
+            for (int j = 0; j < *n; j++)
+                refs[j] = json_array_get(args, (size_t)j);
+            if (key && !json_is_null(key)) {
+                if (*n != 2)
+                    return mw_kfail(L, MW_EMODEL,
+                                    "inbound_nodes[0]: a key in kwargs beside %d arguments; "
+                                    "expected query and value as arguments",
+                                    *n);
+                refs[(*n)++] = key;
+            }
+            *kwargs = json_is_object(kw) ? kw : NULL;
+            return MW_OK;
+        }
+        if (block && json_is_array(args) && json_array_size(args) == 2) {
+            refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
+            return MW_OK; /* the block refuses it, naming what it supports */
+        }
+        if (!json_is_array(args) || json_array_size(args) != 1)
+            return mw_kfail(L, MW_EMODEL, "inbound_nodes[0].args: found %s; expected one argument",
+                            mw_kdescribe(d, args));
+        if (kw && json_is_object(kw) && block)
+            *kwargs = kw;
+        else if (kw && json_is_object(kw))
+            MW_TRY(check_kwargs(L, kw));
+        list = json_array_get(args, 0);
+        if (!json_is_array(list)) {
+            refs[0] = list, *n = 1;
+            return MW_OK;
+        }
+    } else if (json_is_array(node)) { /* Keras 2 */
+        list = node;
+    } else {
+        return mw_kfail(L, MW_EMODEL, "inbound_nodes[0]: found %s; expected a node",
+                        mw_kdescribe(d, node));
+    }
+    if (json_array_size(list) < 1 || json_array_size(list) > MW_MAX_INPUTS)
+        return mw_kfail(L, MW_EUNSUPPORTED, "inbound_nodes: %zu inputs; supported: 1 to %d",
+                        json_array_size(list), MW_MAX_INPUTS);
+    *n = (int)json_array_size(list);
+    for (int j = 0; j < *n; j++)
+        refs[j] = json_array_get(list, (size_t)j);
+    return MW_OK;
+}
+
+/* The graph's only InputLayer is layers[0]; input_layers names it. */
+static mw_status check_graph_input(const char *origin, const json_t *conf, const json_t *layers)
+{
+    const json_t *il = json_object_get(conf, "input_layers");
+    size_t ni = json_is_array(il) && json_is_array(json_array_get(il, 0)) ? json_array_size(il) : 1;
+    if (ni != 1)
+        return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
+                                "input_layers: the model has %zu inputs; supported: one input", ni);
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        const json_t *e = json_array_get(layers, i);
+        const char *cls = json_string_value(json_object_get(e, "class_name"));
+        const char *nm = json_string_value(json_object_get(json_object_get(e, "config"), "name"));
+        mw_kqbuf q;
+        if (cls && !strcmp(cls, "InputLayer") && i > 0)
+            return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
+                                    "layer %s (InputLayer): a second input; supported: one input",
+                                    mw_kquote(q, nm ? nm : "?"));
+        if (i == 0 && (!cls || strcmp(cls, "InputLayer") != 0))
+            return mw_keras_fail_at(origin, MW_EMODEL,
+                                    "layers[0]: a Functional model starts with its InputLayer");
+    }
+    return MW_OK;
+}
+
+/* output_layers names the last layer, the model's only output. */
+static mw_status check_graph_output(const char *origin, const json_t *conf, const char *last)
+{
+    const json_t *ol = json_object_get(conf, "output_layers");
+    mw_kqbuf q, r;
+    if (json_is_array(ol) && json_is_array(json_array_get(ol, 0))) {
+        if (json_array_size(ol) != 1)
+            return mw_keras_fail_at(
+                origin, MW_EUNSUPPORTED,
+                "output_layers: the model has %zu outputs; supported: one output",
+                json_array_size(ol));
+        ol = json_array_get(ol, 0);
+    }
+    const char *nm = json_string_value(json_array_get(ol, 0));
+    if (!nm || !last || strcmp(nm, last) != 0)
+        return mw_keras_fail_at(origin, MW_EMODEL,
+                                "output_layers: names %s; expected the last layer of the list, %s",
+                                mw_kquote(q, nm ? nm : "nothing"), mw_kquote(r, last ? last : "?"));
+    return MW_OK;
+}
+
+/* The model index standing for a mask tensor (see mask_op) in knames. */
+#define MASK_NODE (-2)
+
+/* Keras 3 writes the padding mask's computation into a Functional graph as operation layers
+ * (module keras.src.ops.numpy): NotEqual(ids, 0), which Embedding(mask_zero=True) computes,
+ * and LogicalOr / LogicalAnd of masks, which merges compute; layers get them as call
+ * arguments (mask, query_mask, ...). mwtrain plans the same mask from the Embedding
+ * (mw_masks_plan), so these nodes are checked to be that mask and add no layer. */
+static int is_mask_op(const json_t *e)
+{
+    const char *c = json_string_value(json_object_get(e, "class_name"));
+    const char *mod = json_string_value(json_object_get(e, "module"));
+    return c && mod && !strncmp(mod, "keras.src.ops", 13) &&
+           (!strcmp(c, "NotEqual") || !strcmp(c, "LogicalOr") || !strcmp(c, "LogicalAnd"));
+}
+
+/* A mask op's node: NotEqual of the model's input and 0, or a logical op of two masks. */
+static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *layers, size_t i,
+                         const char *cls)
+{
+    mw_kdbuf d;
+    const json_t *nodes = json_object_get(json_array_get(layers, i), "inbound_nodes");
+    const json_t *node = json_array_get(nodes, 0);
+    const json_t *args = json_object_get(node, "args");
+    if (!json_is_array(nodes) || json_array_size(nodes) != 1 || !json_is_array(args) ||
+        json_array_size(args) != 2)
+        return mw_kfail(L, MW_EMODEL, "inbound_nodes: found %s; expected one node of 2 arguments",
+                        mw_kdescribe(d, nodes));
+    const int ne = !strcmp(cls, "NotEqual");
+    for (size_t j = 0; j < 2; j++) {
+        const json_t *a = json_array_get(args, j);
+        const char *src = NULL;
+        int idx = 0;
+        if (ne && j == 1) {
+            if (!json_is_number(a) || json_number_value(a) != 0)
+                return mw_kfail(L, MW_EUNSUPPORTED,
+                                "inbound_nodes[0].args[1]: found %s; supported: 0 (the padding "
+                                "mask of Embedding(mask_zero=True))",
+                                mw_kdescribe(d, a));
+            continue;
+        }
+        MW_TRY(read_ref(L, a, &src));
+        MW_TRY(resolve(L, K, layers, i, src, &idx));
+        if (ne ? idx != -1 : idx != MASK_NODE)
+            return mw_kfail(L, MW_EUNSUPPORTED, "inbound_nodes[0].args[%zu]: %s; supported: %s", j,
+                            mw_kdescribe(d, a),
+                            ne ? "the model's input (the padding mask of "
+                                 "Embedding(mask_zero=True))"
+                               : "masks (NotEqual, LogicalOr, LogicalAnd)");
+    }
+    return MW_OK;
+}
+
+/* Every call argument of a node that holds a tensor (mask, query_mask, ...) must be a mask
+ * op's (the layers read their masks from the plan, not from the file). */
+static mw_status check_mask_args(const mw_klayer *L, const knames *K, const json_t *layers,
+                                 size_t i, const json_t *kw)
+{
+    const char *key;
+    const json_t *v;
+    mw_kqbuf q;
+    json_object_foreach((json_t *)kw, key, v)
+    {
+        const size_t n = strlen(key);
+        if (!(json_is_object(v) || json_is_array(v)) ||
+            !(!strcmp(key, "mask") || (n > 5 && !strcmp(key + n - 5, "_mask"))))
+            continue; /* not a tensor (use_causal_mask: a flag) */
+        const char *src = NULL;
+        int idx = 0;
+        MW_TRY(read_ref(L, v, &src));
+        MW_TRY(resolve(L, K, layers, i, src, &idx));
+        if (idx != MASK_NODE)
+            return mw_kfail(L, MW_EUNSUPPORTED,
+                            "inbound_nodes[0].kwargs.%s: the output of %s; supported: the "
+                            "padding mask of Embedding(mask_zero=True)",
+                            key, mw_kquote(q, src));
+    }
+    return MW_OK;
+}
+
+static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, int nclasses)
+{
+    const size_t n = json_array_size(layers);
+    for (size_t i = 1; i < n; i++) {
+        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32};
+        const char *cls = NULL, *name = NULL, *src = NULL;
+        const json_t *cfg = NULL, *refs[MW_MAX_INPUTS];
+        int in[MW_MAX_INPUTS], nin = 0;
+        MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
+        if (!name)
+            return mw_kfail(&L, MW_EMODEL, "name is missing; a Functional model names its layers");
+        if (is_mask_op(json_array_get(layers, i)) && i + 1 < n) {
+            MW_TRY(mask_op(&L, K, layers, i, cls));
+            K->name[i] = name;
+            K->idx[i] = MASK_NODE;
+            continue;
+        }
+        const json_t *kwargs = NULL,
+                     *node = json_array_get(
+                         json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
+        MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs));
+        if (json_is_object(node) && json_is_object(json_object_get(node, "kwargs")))
+            MW_TRY(check_mask_args(&L, K, layers, i, json_object_get(node, "kwargs")));
+        for (int j = 0; j < nin; j++) {
+            MW_TRY(read_ref(&L, refs[j], &src));
+            MW_TRY(resolve(&L, K, layers, i, src, &in[j]));
+            if (in[j] == MASK_NODE)
+                return mw_kfail(&L, MW_EUNSUPPORTED,
+                                "inbound_nodes: input %d is a mask (%s); supported: masks as "
+                                "the call's mask arguments",
+                                j, src);
+        }
+        mw_status rc = mw_model_set_inputs(B->m, in, nin);
+        if (rc != MW_OK)
+            return mw_kfrom_model(B->origin, rc);
+        MW_TRY(mw_keras_add_layer(B, &L, cls, cfg, name, i + 1 == n, kwargs));
+        K->name[i] = name;
+        K->idx[i] = B->m->nlayers - 1;
+    }
+    if (n < 2)
+        return mw_keras_fail_at(B->origin, MW_EMODEL, "the model has no layers besides its input");
+    (void)nclasses;
+    const mw_model *m = B->m;
+    for (int i = 0; i + 1 < m->nlayers; i++) { /* every layer leads to the output */
+        int used = 0;
+        for (int j = i + 1; j < m->nlayers && !used; j++)
+            for (int t = 0; t < m->layers[j].nin; t++)
+                used |= m->layers[j].in[t] == i;
+        if (!used)
+            return mw_keras_fail_at(
+                B->origin, MW_EMODEL,
+                "layer '%s' (%s): its output is not used; expected every layer to lead "
+                "to the model's output (the last layer)",
+                m->layers[i].name, m->layers[i].cls);
+    }
+    return MW_OK;
+}
+
+mw_status mw_keras_build_graph(mw_kbuilder *B, const json_t *model, const json_t *conf,
+                               const json_t *layers, const int shape[3], int nclasses)
+{
+    const char *origin = B->origin;
+    const size_t n = json_array_size(layers);
+    if (n > MW_KERAS_MAX_LAYERS)
+        return mw_keras_fail_at(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
+                                MW_KERAS_MAX_LAYERS);
+    if (n == 0) /* K below holds layers[0] */
+        return mw_keras_fail_at(origin, MW_EMODEL,
+                                "layers: an empty list; expected the InputLayer first");
+    MW_TRY(check_graph_input(origin, conf, layers));
+    mw_kshape s;
+    MW_TRY(mw_keras_find_input(origin, model, conf, layers, &s));
+    MW_TRY(mw_keras_start_model(B, &s, shape[0], shape[1], shape[2]));
+    MW_TRY(mw_keras_set_model_name(B, conf));
+    B->m->graph = 1;
+    const char *in_name = json_string_value(
+        json_object_get(json_object_get(json_array_get(layers, 0), "config"), "name"));
+    snprintf(B->m->input_name, sizeof B->m->input_name, "%s", in_name ? in_name : "input_layer");
+    mw_klayer L0 = {origin, "", MW_POLICY_FLOAT32};
+    const char *cls0 = NULL, *name0 = NULL;
+    const json_t *cfg0 = NULL;
+    MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
+    MW_TRY(mw_keras_check_input_layer(&L0, cfg0, 0));
+    knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
+    mw_status rc = K.name && K.idx ? MW_OK : mw_keras_fail_at(origin, MW_ENOMEM, "out of memory");
+    if (rc == MW_OK) {
+        K.name[0] = in_name ? in_name : "", K.idx[0] = -1;
+        rc = graph_layers(B, layers, &K, nclasses);
+    }
+    if (rc == MW_OK)
+        rc = check_graph_output(origin, conf, K.name[n - 1]);
+    free(K.name);
+    free(K.idx);
+    MW_TRY(rc);
+    return mw_keras_check_output(B, nclasses);
+}
