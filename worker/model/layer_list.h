@@ -12,6 +12,7 @@
     X(MAXPOOL, maxpool)     /* MaxPooling2D, GlobalMaxPooling2D, the 1-D ones */                   \
     X(FLATTEN, flatten)     /* Flatten, Reshape */                                                 \
     X(DENSE, dense)         /* Dense */                                                            \
+    X(EINSUM, einsum)       /* EinsumDense of the equations that are a Dense on the last axis */   \
     X(RELU, relu)           /* ReLU, Activation('relu') */                                         \
     X(DROPOUT, dropout)     /* inverted dropout while training, identity otherwise */              \
     X(IDENTITY, identity)   /* Activation('linear'), or the final softmax folded into the loss */  \

@@ -411,7 +411,8 @@ def act():
 
 
 def norms():
-    """GroupNormalization in 4 groups and per channel (groups -1, no beta), and relu6 with
+    """GroupNormalization in 4 groups and per channel (groups -1, no beta), EinsumDense on a
+    sequence and on a flat input, and relu6 with
     inputs past its clamp (a convolution drawn with stddev 1.5 gives pre-activations of a few
     units, so some exceed 6)."""
     inp = keras.Input((28, 28, 1))
@@ -420,7 +421,10 @@ def norms():
     x = layers.GroupNormalization(groups=4)(x)
     x = layers.Conv2D(6, 3, strides=2, use_bias=False)(x)
     x = layers.GroupNormalization(groups=-1, center=False)(x)
-    x = layers.Dense(12, activation="relu6")(layers.Flatten()(x))
+    x = layers.Reshape((36, 6))(x)
+    x = layers.EinsumDense("abc,cd->abd", output_shape=(36, 5), bias_axes="d")(x)
+    x = layers.EinsumDense("...b,bc->...c", output_shape=12, activation="relu6")(
+        layers.Flatten()(x))
     out = layers.Dense(10)(x)
     return keras.Model(inp, out, name="norms")
 

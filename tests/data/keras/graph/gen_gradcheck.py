@@ -3,7 +3,8 @@ venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
-GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions. gradcheck_tokens.json and
+GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
+EinsumDense on a sequence (bias_axes "d") and on a flat input (no bias). gradcheck_tokens.json and
 gradcheck_tokens_pos.json: models of 784 token ids below 20 (the gradient check feeds a
 28 x 28 image's worth of ids): Embedding, Conv1D and the 1-D poolings (averaging before
 the max pooling, so that few pooling choices flip under a parameter's step); KerasHub's
@@ -43,7 +44,11 @@ def norm():
     g = layers.Conv2D(4, 3, name="c2")(g)
     g = layers.GroupNormalization(groups=-1, center=False, name="inorm",
                                   gamma_initializer=initializers.RandomUniform(0.5, 1.5))(g)
-    d = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(g))
+    s = layers.Reshape((36, 4), name="seq")(g)
+    s = layers.EinsumDense("abc,cd->abd", output_shape=(36, 5), bias_axes="d", name="ed1",
+                           bias_initializer=initializers.RandomNormal(stddev=0.1))(s)
+    d = layers.EinsumDense("ab,bc->ac", output_shape=10, activation="softmax", name="out")(
+        layers.Flatten(name="flat")(s))
     return keras.Model(inp, d, name="gradcheck_norm")
 
 
