@@ -13,7 +13,8 @@ header kernels/F.h declares its twins, the functions of kernels/ref/F.c, kernels
 kernels/cuda/F.cu, which implement the one contract F.h states. The one generated exception,
 TWINS below: kernels/twins.h declares the twins of every kernel table entry through the X-macro
 list kernels/kernel_list.h, which this script cannot expand; so for each op of a
-`MW_KERNEL(op, fast, ...)` line there, a function mw_<op>_ref, mw_<op>_cpu (only when fast is
+`MW_KERNEL(op, fast, ...)` line there (or line `M(op)` of a `#define M(op) MW_KERNEL(op,
+fast, ...)` family), a function mw_<op>_ref, mw_<op>_cpu (only when fast is
 CPU) or mw_<op>_cuda defined in a file of kernels/ref, kernels/cpu or kernels/cuda counts as
 declared by kernels/twins.h. ALLOWED lists single functions by name with the reason each
 cannot follow the rule; keep it empty or tiny.
@@ -46,7 +47,12 @@ def twins():
     lines of kernels/kernel_list.h (read from the current directory, sources()' root)."""
     out = {}
     text = open(KERNEL_LIST, encoding="utf-8").read()
-    for op, fast in re.findall(r"^MW_KERNEL\((\w+),\s*(\w+)", text, re.M):
+    entries = re.findall(r"^MW_KERNEL\((\w+),\s*(\w+)", text, re.M)
+    # a family of entries through a one-parameter macro: #define M(op) MW_KERNEL(op, CPU, ...)
+    for macro, param, fast in re.findall(
+            r"^#define (\w+)\((\w+)\)[\s\\]*MW_KERNEL\(\2,\s*(\w+)", text, re.M):
+        entries += [(op, fast) for op in re.findall(rf"^{macro}\((\w+)\)", text, re.M)]
+    for op, fast in entries:
         for backend in ("ref", "cuda") + (("cpu",) if fast == "CPU" else ()):
             out[f"mw_{op}_{backend}"] = backend
     return out
