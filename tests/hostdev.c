@@ -33,6 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cpu/table.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/kernels.h"
 #include "tests/nccl_mock.h"

@@ -18,6 +18,8 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/dropout.h"
 #include "kernels/embed.h"
+#include "kernels/geom.h"
+#include "kernels/ref/table.h"
 #include "kernels/twins.h"
 #include "tests/util.h"
 

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cpu/table.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/kernels.h"
 #include "tests/util.h"

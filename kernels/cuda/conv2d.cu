@@ -20,6 +20,7 @@
 #include <limits.h>
 
 #include "kernels/cuda/dev.cuh"
+#include "kernels/geom.h"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -45,6 +45,7 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/cuda/cuda.h"
+#include "kernels/geom.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 
