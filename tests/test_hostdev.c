@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "kernels/cpu/table.h"
-#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/table.h"
 #include "kernels/kernels.h"
 #include "tests/util.h"
 
