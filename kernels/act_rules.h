@@ -1,4 +1,4 @@
-/* The smooth activations' value and slope (Keras 3.6's keras/src/activations/), written once
+/* The activations' value and slope (Keras 3.15's keras/src/activations/), written once
  * for the reference, the fast CPU and the CUDA twins ({ref,cpu,cuda}/activation.*). Private to
  * kernels/: each includer defines MW_ACT_HD first ("static inline", or
  * "__device__ static inline"). The math library's expf, tanhf and erff differ between the
@@ -35,6 +35,10 @@ MW_ACT_HD float act_value(float v, mw_act_kind kind, float alpha)
         return v > 0.0f ? v : alpha * expm1f(v);
     case MW_ACTK_LEAKY_RELU:
         return v >= 0.0f ? v : alpha * v;
+    case MW_ACTK_RELU6: /* min(max(x, 0), 6); NaN stays NaN */
+        return v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+    case MW_ACTK_COUNT:
+        break;
     }
     return 0.0f;
 }
@@ -62,6 +66,10 @@ MW_ACT_HD float act_slope(float v, float o, mw_act_kind kind, float alpha)
         return v > 0.0f ? 1.0f : alpha * expf(v);
     case MW_ACTK_LEAKY_RELU:
         return v >= 0.0f ? 1.0f : alpha;
+    case MW_ACTK_RELU6: /* jax.nn.relu6's: 0 at both kinks */
+        return v > 0.0f && v < 6.0f ? 1.0f : 0.0f;
+    case MW_ACTK_COUNT:
+        break;
     }
     return 0.0f;
 }

@@ -167,17 +167,15 @@ typedef struct {
 } mw_optim_hyper;
 
 /* Elementwise activations beyond ReLU, as Keras 3 defines them (alpha: elu's alpha,
- * leaky_relu's negative slope). gelu is the exact erf form (Keras' approximate=False),
+ * leaky_relu's negative slope), listed once: X(KIND) makes MW_ACTK_<KIND>, and the fast CPU
+ * twin's per-kind loops and the tests' sweeps come from the list; each kind's value and slope
+ * are its cases in kernels/act_rules.h. gelu is the exact erf form (Keras' approximate=False),
  * gelu_tanh the tanh approximation. */
-typedef enum {
-    MW_ACTK_SIGMOID,
-    MW_ACTK_TANH,
-    MW_ACTK_GELU,
-    MW_ACTK_GELU_TANH,
-    MW_ACTK_SILU,
-    MW_ACTK_ELU,
-    MW_ACTK_LEAKY_RELU,
-} mw_act_kind;
+#define MW_ACT_KINDS(X)                                                                            \
+    X(SIGMOID) X(TANH) X(GELU) X(GELU_TANH) X(SILU) X(ELU) X(LEAKY_RELU) X(RELU6)
+#define MW_ACTK_ENUM_(kind) MW_ACTK_##kind,
+typedef enum { MW_ACT_KINDS(MW_ACTK_ENUM_) MW_ACTK_COUNT } mw_act_kind;
+#undef MW_ACTK_ENUM_
 
 /* The entries' function types, mw_<op>_fn, and the table: one field per entry of
  * kernels/kernel_list.h, where each entry's contract is. A backend's table may leave an entry

@@ -827,12 +827,9 @@ static int set_mul(kargs *a, int i, int phase)
  * zeros of both signs. */
 static int set_act(kargs *a, int i, int phase)
 {
-    static const mw_act_kind kinds[] = {MW_ACTK_SIGMOID,   MW_ACTK_TANH, MW_ACTK_GELU,
-                                        MW_ACTK_GELU_TANH, MW_ACTK_SILU, MW_ACTK_ELU,
-                                        MW_ACTK_LEAKY_RELU};
-    if (i >= 7 * 3)
+    if (i >= MW_ACTK_COUNT * 3)
         return 0;
-    a->kind = kinds[i / 3], a->count = ew_counts[i % 3];
+    a->kind = (mw_act_kind)(i / 3), a->count = ew_counts[i % 3];
     a->alpha = a->kind == MW_ACTK_ELU ? 1.5f : 0.2f;
     snprintf(a->what, sizeof a->what, "kind %d, count %zu", (int)a->kind, a->count);
     if (phase == 1)

@@ -1092,6 +1092,10 @@ static void graph_gradcheck(int fast, const char *rel)
         }
         assert_int_equal(acts, 2); /* both read c1: neither runs in place */
         assert_int_equal(softmax, 1);
+    } else if (strstr(rel, "norm")) {
+        assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
+        assert_int_equal(m.layers[1].groups, 3);
+        assert_int_equal(m.layers[3].groups, 4); /* groups -1: one per channel */
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1218,6 +1222,18 @@ static void test_act_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_act.json");
+}
+
+static void test_norm_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_norm.json");
+}
+
+static void test_norm_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_norm.json");
 }
 
 static void test_tokens_gradcheck_ref(void **state)
@@ -1384,6 +1400,8 @@ int main(void)
         cmocka_unit_test(test_mha_gradcheck_cpu),
         cmocka_unit_test(test_act_gradcheck_ref),
         cmocka_unit_test(test_act_gradcheck_cpu),
+        cmocka_unit_test(test_norm_gradcheck_ref),
+        cmocka_unit_test(test_norm_gradcheck_cpu),
         cmocka_unit_test(test_tokens_gradcheck_ref),
         cmocka_unit_test(test_tokens_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),

@@ -1,16 +1,12 @@
-/* Suite 'unit': every kernel of the reference table (kernels/ref) and the fast CPU table
- * (kernels/cpu).
- *
+/* Suite 'unit': every kernel of the reference table (kernels/ref) and the fast CPU table.
  * - Every backward, in both tables, passes a central-difference check in double precision
- *   against L = sum_i r_i y_i with a fixed random projection r, so the analytic gradient is
- *   bwd(dy = r).
+ *   against L = sum_i r_i y_i with a fixed random projection r (the analytic one: bwd(dy = r)).
  * - Backward accumulates (a second call adds again); ReLU and cross-entropy's work in place.
  * - TF's padding arithmetic for conv and pool geometry; the capped conv scratch.
  * - An empty batch (N = 0, count = 0) leaves every output untouched.
  * - The layer ops of Functional graphs (BatchNormalization, average pooling, zero padding,
- *   Multiply, Concatenate, the activations, a softmax layer): values against formulas and
- *   every backward against central differences; BN's moving-statistics entries bitwise
- *   against their float expressions.
+ *   Multiply, Concatenate, the activations, softmax, the normalizations): values against
+ *   formulas, every backward against central differences; BN's moving statistics bitwise.
  * - The fast CPU table against the reference: one loop over every entry it overrides, with its
  *   cases, shapes and tolerances (tests/kernel_check.c), and that loop's control. */
 #include <math.h>
@@ -1655,14 +1651,37 @@ static void test_graph_ops_grad(void **state)
     }
 }
 
+/* Activation kind k of v in double (elu's alpha 1.5, leaky_relu's slope 0.2). */
+static double act_formula(mw_act_kind k, double v)
+{
+    switch (k) {
+    case MW_ACTK_SIGMOID:
+        return 1.0 / (1.0 + exp(-v));
+    case MW_ACTK_TANH:
+        return tanh(v);
+    case MW_ACTK_GELU:
+        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case MW_ACTK_GELU_TANH:
+        return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    case MW_ACTK_SILU:
+        return v / (1.0 + exp(-v));
+    case MW_ACTK_ELU:
+        return v > 0 ? v : 1.5 * (exp(v) - 1.0);
+    case MW_ACTK_LEAKY_RELU:
+        return v >= 0 ? v : 0.2 * v;
+    case MW_ACTK_RELU6:
+        return v < 0 ? 0 : v > 6 ? 6 : v;
+    default:
+        return NAN;
+    }
+}
+
 /* Every activation kind: values against the formulas (in double), and central differences
- * of the backward, with |x| >= 0.05 so no step crosses elu's or leaky_relu's kink at 0. */
+ * of the backward, with |x| >= 0.05 so no step crosses a kink at 0 (relu6's inputs 2.5 x: past
+ * its clamp at 6, none within 0.1 of it). */
 static void test_act_grad(void **state)
 {
     (void)state;
-    static const mw_act_kind kinds[] = {MW_ACTK_SIGMOID,   MW_ACTK_TANH, MW_ACTK_GELU,
-                                        MW_ACTK_GELU_TANH, MW_ACTK_SILU, MW_ACTK_ELU,
-                                        MW_ACTK_LEAKY_RELU};
     const size_t n = 97;
     for (int cpu = 0; cpu < 2; cpu++) {
         mw_kernels t;
@@ -1673,48 +1692,28 @@ static void test_act_grad(void **state)
         float *x = frand(&P, n, 81, 0.05f, 3.0f), *sign = frand(&P, n, 82, -1.0f, 1.0f);
         for (size_t i = 0; i < n; i++)
             x[i] = sign[i] < 0.0f ? -x[i] : x[i];
-        for (size_t a = 0; a < sizeof kinds / sizeof kinds[0]; a++) {
+        float *x6 = fcopy(&P, x, n);
+        for (size_t i = 0; i < n; i++)
+            x6[i] *= 2.5f;
+        for (int a = 0; a < MW_ACTK_COUNT; a++) {
+            const mw_act_kind kind = (mw_act_kind)a;
+            float *xa = kind == MW_ACTK_RELU6 ? x6 : x;
             gop_env e = {.t = &t,
                          .k = &X.k,
                          .op = OP_ACT,
-                         .x = x,
+                         .x = xa,
                          .ycount = n,
-                         .act = kinds[a],
-                         .alpha = kinds[a] == MW_ACTK_ELU ? 1.5f : 0.2f};
+                         .act = kind,
+                         .alpha = kind == MW_ACTK_ELU ? 1.5f : 0.2f};
             e.y = fzero(&P, n), e.r = frand(&P, n, 83 + a, -1.0f, 1.0f);
             float *dx = fzero(&P, n);
             gop_loss(&e);
-            for (size_t i = 0; i < n; i++) {
-                double v = x[i], want = 0;
-                switch (kinds[a]) {
-                case MW_ACTK_SIGMOID:
-                    want = 1.0 / (1.0 + exp(-v));
-                    break;
-                case MW_ACTK_TANH:
-                    want = tanh(v);
-                    break;
-                case MW_ACTK_GELU:
-                    want = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-                    break;
-                case MW_ACTK_GELU_TANH:
-                    want = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
-                    break;
-                case MW_ACTK_SILU:
-                    want = v / (1.0 + exp(-v));
-                    break;
-                case MW_ACTK_ELU:
-                    want = v > 0 ? v : 1.5 * (exp(v) - 1.0);
-                    break;
-                case MW_ACTK_LEAKY_RELU:
-                    want = v >= 0 ? v : 0.2 * v;
-                    break;
-                }
-                expect_near(e.y[i], want, 1e-6 + 1e-6 * fabs(want));
-            }
-            t.act_bwd(&X.k, dx, e.r, x, e.y, n, kinds[a], e.alpha);
+            for (size_t i = 0; i < n; i++)
+                expect_near(e.y[i], act_formula(kind, xa[i]), 1e-6 * (1 + fabs(e.y[i])));
+            t.act_bwd(&X.k, dx, e.r, xa, e.y, n, kind, e.alpha);
             char what[48];
-            snprintf(what, sizeof what, "act %d dx", (int)kinds[a]);
-            gop_check(&e, x, n, dx, 1e-3f, what);
+            snprintf(what, sizeof what, "act %d dx", (int)kind);
+            gop_check(&e, xa, n, dx, 1e-3f, what);
         }
         ctx_close(&X);
         pool_free(&P);

@@ -56,30 +56,14 @@ void mw_xent_bwd_cpu(const mw_kctx *k, float *dlogits, const float *prob, const 
  * (the reference's expressions; the math library's calls are the same ones). */
 #define ACT_BLOCK 4096
 
-#define ACT_DISPATCH(span, kind, ...)                                                              \
-    switch (kind) {                                                                                \
-    case MW_ACTK_SIGMOID:                                                                          \
-        span(MW_ACTK_SIGMOID, __VA_ARGS__);                                                        \
-        break;                                                                                     \
-    case MW_ACTK_TANH:                                                                             \
-        span(MW_ACTK_TANH, __VA_ARGS__);                                                           \
-        break;                                                                                     \
-    case MW_ACTK_GELU:                                                                             \
-        span(MW_ACTK_GELU, __VA_ARGS__);                                                           \
-        break;                                                                                     \
-    case MW_ACTK_GELU_TANH:                                                                        \
-        span(MW_ACTK_GELU_TANH, __VA_ARGS__);                                                      \
-        break;                                                                                     \
-    case MW_ACTK_SILU:                                                                             \
-        span(MW_ACTK_SILU, __VA_ARGS__);                                                           \
-        break;                                                                                     \
-    case MW_ACTK_ELU:                                                                              \
-        span(MW_ACTK_ELU, __VA_ARGS__);                                                            \
-        break;                                                                                     \
-    case MW_ACTK_LEAKY_RELU:                                                                       \
-        span(MW_ACTK_LEAKY_RELU, __VA_ARGS__);                                                     \
-        break;                                                                                     \
-    }
+#define FWD_CASE_(KIND)                                                                            \
+    case MW_ACTK_##KIND:                                                                           \
+        fwd_span(MW_ACTK_##KIND, y + i, x + i, n, alpha);                                          \
+        break;
+#define BWD_CASE_(KIND)                                                                            \
+    case MW_ACTK_##KIND:                                                                           \
+        bwd_span(MW_ACTK_##KIND, dx + i, dy + i, x + i, y + i, n, alpha);                          \
+        break;
 
 static inline void fwd_span(mw_act_kind kind, float *restrict y, const float *restrict x, size_t n,
                             float alpha)
@@ -102,7 +86,11 @@ void mw_act_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count, mw
 #pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
     for (size_t b = 0; b < nblk; b++) {
         const size_t i = b * ACT_BLOCK, n = count - i < ACT_BLOCK ? count - i : ACT_BLOCK;
-        ACT_DISPATCH(fwd_span, kind, y + i, x + i, n, alpha)
+        switch (kind) {
+            MW_ACT_KINDS(FWD_CASE_)
+        default:
+            break;
+        }
     }
 }
 
@@ -113,6 +101,10 @@ void mw_act_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x
 #pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
     for (size_t b = 0; b < nblk; b++) {
         const size_t i = b * ACT_BLOCK, n = count - i < ACT_BLOCK ? count - i : ACT_BLOCK;
-        ACT_DISPATCH(bwd_span, kind, dx + i, dy + i, x + i, y + i, n, alpha)
+        switch (kind) {
+            MW_ACT_KINDS(BWD_CASE_)
+        default:
+            break;
+        }
     }
 }

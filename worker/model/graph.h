@@ -120,7 +120,8 @@ typedef struct mw_layer {
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at stats_off (stats_count = 2 C, not trainable) */
     size_t stats_off, stats_count;
-    float momentum, epsilon;
+    float momentum, epsilon; /* the normalizations' */
+    int groups;              /* GroupNormalization: channel groups (C / groups channels each) */
     int sync; /* synchronized: batch statistics over every replica's slice (see below) */
     /* mixed_bfloat16 (set by mw_model_finalize): this layer's output, and its output's
      * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or

@@ -548,6 +548,26 @@ mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat)
     return MW_OK;
 }
 
+mw_status mw_kget_last_axis(const mw_klayer *L, const json_t *cfg, const mw_kbuilder *B)
+{
+    const int p = B->m->next_nin > 0 ? B->m->next_in[0] : B->m->nlayers - 1;
+    const mw_layer *in = p >= 0 ? &B->m->layers[p] : NULL;
+    const int last = in                 ? (in->flat                          ? 1
+                                           : in->out_h == 1 && in->out_w > 1 ? 2
+                                                                             : 3)
+                     : B->m->flat_input ? 1
+                                        : 3;
+    const json_t *v = json_object_get(cfg, "axis");
+    if (v && json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    int a = -1;
+    mw_kdbuf d;
+    if (v && !json_is_null(v) && (!mw_kas_int(v, -8, 8, &a) || (a != -1 && a != last)))
+        return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the last axis)",
+                        mw_kdescribe(d, v));
+    return MW_OK;
+}
+
 mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, int def, int out[4])
 {
     const json_t *v = json_object_get(cfg, key);

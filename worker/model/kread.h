@@ -150,6 +150,11 @@ mw_status mw_kneed_init(const mw_klayer *L, const json_t *cfg, const char *key, 
 /* BatchNormalization's axis: -1, or the last axis written out (3 on images, 1 on flat). */
 mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat);
 
+/* cfg["axis"] of a normalization over the last axis (LayerNormalization, GroupNormalization):
+ * absent, null, -1, [-1], or the last axis' index for the next layer's input (1 flat, 2 a
+ * sequence, 3 an image). */
+mw_status mw_kget_last_axis(const mw_klayer *L, const json_t *cfg, const mw_kbuilder *B);
+
 /* ---- writing a layer back to Keras 3 (mw_layer_ops.to_keras) ---- */
 
 /* [a, b] */

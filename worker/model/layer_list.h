@@ -26,6 +26,7 @@
     X(CROP, crop)           /* Cropping2D (pad: the rows and columns cut) */                       \
     X(EMBED, embed)         /* Embedding: token ids (the model's input) -> vectors */              \
     X(LAYERNORM, layernorm) /* LayerNormalization over the last axis (epsilon, gamma, beta) */     \
+    X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */

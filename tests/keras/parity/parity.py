@@ -410,12 +410,27 @@ def act():
     return keras.Model(inp, out, name="act")
 
 
+def norms():
+    """GroupNormalization in 4 groups and per channel (groups -1, no beta), and relu6 with
+    inputs past its clamp (a convolution drawn with stddev 1.5 gives pre-activations of a few
+    units, so some exceed 6)."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(8, 3, strides=2, activation="relu6",
+                      kernel_initializer=keras.initializers.RandomNormal(stddev=1.5))(inp)
+    x = layers.GroupNormalization(groups=4)(x)
+    x = layers.Conv2D(6, 3, strides=2, use_bias=False)(x)
+    x = layers.GroupNormalization(groups=-1, center=False)(x)
+    x = layers.Dense(12, activation="relu6")(layers.Flatten()(x))
+    out = layers.Dense(10)(x)
+    return keras.Model(inp, out, name="norms")
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act):
+    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))

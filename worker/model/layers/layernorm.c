@@ -94,22 +94,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     double eps = 1e-3;
     int center = 1, scale = 1, rms = 0;
     mw_init beta, gamma;
-    const int p = B->m->next_nin > 0 ? B->m->next_in[0] : B->m->nlayers - 1;
-    const mw_layer *in = p >= 0 ? &B->m->layers[p] : NULL;
-    /* the last axis: -1, or its index (1 flat, 2 a sequence, 3 an image) */
-    const int last = in                 ? (in->flat                          ? 1
-                                           : in->out_h == 1 && in->out_w > 1 ? 2
-                                                                             : 3)
-                     : B->m->flat_input ? 1
-                                        : 3;
-    const json_t *v = json_object_get(cfg, "axis");
-    if (v && json_is_array(v) && json_array_size(v) == 1)
-        v = json_array_get(v, 0);
-    int a = -1;
-    mw_kdbuf d;
-    if (v && !json_is_null(v) && (!mw_kas_int(v, -8, 8, &a) || (a != -1 && a != last)))
-        return mw_kfail(L, MW_EUNSUPPORTED, "axis: found %s; supported: -1 (the last axis)",
-                        mw_kdescribe(d, v));
+    MW_TRY(mw_kget_last_axis(L, cfg, B));
     MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
     MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
     MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));

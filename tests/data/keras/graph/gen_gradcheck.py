@@ -1,8 +1,9 @@
-"""Writes three of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes four of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
-GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_tokens.json and
+GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
+GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions. gradcheck_tokens.json and
 gradcheck_tokens_pos.json: models of 784 token ids below 20 (the gradient check feeds a
 28 x 28 image's worth of ids): Embedding, Conv1D and the 1-D poolings (averaging before
 the max pooling, so that few pooling choices flip under a parameter's step); KerasHub's
@@ -32,6 +33,20 @@ def act():
     return keras.Model(inp, out, name="gradcheck_act")
 
 
+def norm():
+    inp = keras.Input((28, 28, 1), name="in")
+    c = layers.Conv2D(6, 5, strides=3, name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
+    g = layers.GroupNormalization(groups=3, name="gn3",
+                                  gamma_initializer=initializers.RandomUniform(0.5, 1.5),
+                                  beta_initializer=initializers.RandomNormal(stddev=0.3))(c)
+    g = layers.Conv2D(4, 3, name="c2")(g)
+    g = layers.GroupNormalization(groups=-1, center=False, name="inorm",
+                                  gamma_initializer=initializers.RandomUniform(0.5, 1.5))(g)
+    d = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(g))
+    return keras.Model(inp, d, name="gradcheck_norm")
+
+
 def tokens():
     return keras.Sequential([
         keras.Input((784,), dtype="int32", name="ids"),
@@ -58,6 +73,6 @@ def tokens_pos():
     return keras.Model(ids, out, name="gradcheck_tokpos")
 
 
-for name, make in (("act", act), ("tokens", tokens), ("tokens_pos", tokens_pos)):
+for name, make in (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos)):
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
         f.write(make().to_json())

@@ -1,0 +1,145 @@
+/* GroupNormalization: the layer table's row (worker/model/layer.h). Over the channels (the last
+ * axis) of an image (None, H, W, C), a sequence (None, T, C) or a flat input (None, C): the C
+ * channels in G groups of C / G, each example's group normalized over its positions and its
+ * channels (kernels/groupnorm_rules.h), then gamma (scale) and beta (center) per channel, as
+ * Keras 3.15 computes it; groups -1 is one group per channel (instance normalization). Each
+ * example alone, so nothing crosses replicas; a padding mask passes, the statistics counting
+ * every step as Keras' do. */
+#include "worker/model/diff.h"
+#include "worker/model/keras_keys.h"
+#include "worker/model/kread.h"
+#include "worker/model/kvars.h"
+#include "worker/model/layer.h"
+#include "worker/model/masks.h"
+#include "worker/model/model.h"
+
+/* GroupNormalization(groups, axis=-1, epsilon, center, scale) on the current input. */
+static mw_status add_groupnorm(mw_model *m, const char *name, int groups, float epsilon, int center,
+                               int scale)
+{
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_GROUPNORM, name, "GroupNormalization", "group_normalization");
+    if (!l)
+        return mw_err_status();
+    if (groups == -1)
+        groups = l->in_c;
+    if (groups < 1 || l->in_c % groups != 0 || !(epsilon > 0.0f))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (GroupNormalization): groups %d, epsilon %g "
+                                         "on %d channels: expected groups dividing the channels "
+                                         "(or -1) and epsilon > 0",
+                                         l->name, groups, (double)epsilon, l->in_c));
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->groups = groups;
+    l->epsilon = epsilon;
+    l->w_count = scale ? (size_t)l->in_c : 0;
+    l->has_bias = center;
+    l->b_count = center ? (size_t)l->in_c : 0;
+    l->fan_in = l->fan_out = l->in_c;
+    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+    return MW_OK;
+}
+
+static void forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->groupnorm_fwd(c->k, c->y, c->buf, c->x, l->w_count ? c->P + l->w_off : NULL,
+                         l->b_count ? c->P + l->b_off : NULL, c->n, l->out_h * l->out_w, l->out_c,
+                         l->groups, l->epsilon);
+}
+
+static void backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->groupnorm_bwd(c->k, c->dx, l->w_count ? c->G + l->w_off : NULL,
+                         l->b_count ? c->G + l->b_off : NULL, c->dy, c->x, c->buf,
+                         l->w_count ? c->P + l->w_off : NULL, c->n, l->out_h * l->out_w, l->out_c,
+                         l->groups);
+}
+
+/* Each example's groups' means and 1 / stddevs. */
+static size_t buf(const mw_layer *l, size_t n)
+{
+    return 2 * n * (size_t)l->groups * sizeof(float);
+}
+
+static int has_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->groupnorm_fwd && t->groupnorm_bwd;
+}
+
+static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_dims(d, n, "groups", &x->groups, &y->groups, 1) ||
+           mw_diff_real(d, n, "epsilon", x->epsilon, y->epsilon) ||
+           mw_diff_flag(d, n, "scale", x->w_count > 0, y->w_count > 0) ||
+           mw_diff_flag(d, n, "center", x->b_count > 0, y->b_count > 0);
+}
+
+/* ---- Keras ---- */
+
+/* The keys Keras 3.15 writes for GroupNormalization. */
+static const mw_kkey keys[] = {
+    MW_KREAD("groups"),
+    MW_KREAD("axis"),
+    MW_KREAD("epsilon"),
+    MW_KREAD("center"),
+    MW_KREAD("scale"),
+    MW_KREAD("beta_initializer"),
+    MW_KREAD("gamma_initializer"),
+    MW_KREAD("beta_regularizer"),
+    MW_KREAD("gamma_regularizer"),
+    MW_KREAD("beta_constraint"),
+    MW_KREAD("gamma_constraint"),
+    MW_KEND,
+};
+
+static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    const mw_klayer *L = R->L;
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
+    double eps = 1e-3;
+    int groups = 32, center = 1, scale = 1;
+    mw_init beta, gamma;
+    MW_TRY(mw_kget_int(L, cfg, "groups", 32, 0, -1, MW_KMAX_DIM, &groups));
+    MW_TRY(mw_kget_last_axis(L, cfg, R->B));
+    MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
+    MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
+    MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));
+    MW_TRY(mw_kget_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &beta));
+    MW_TRY(mw_kget_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &gamma));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                        "gamma_constraint"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        MW_TRY(mw_kneed_null(L, cfg, nulls[i], "GroupNormalization regularizers and constraints"));
+    if (groups == 0)
+        return mw_kfail(L, MW_EMODEL, "groups: found 0; expected a positive integer or -1");
+    mw_status rc = add_groupnorm(R->B->m, name, groups, (float)eps, center, scale);
+    if (rc != MW_OK)
+        return mw_kfrom_model(R->B->origin, rc);
+    mw_layer *l = &R->B->m->layers[R->B->m->nlayers - 1];
+    l->kernel_init = gamma, l->bias_init = beta;
+    return MW_OK;
+}
+
+/* gamma (scale), beta (center), as Keras builds them. */
+static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+{
+    if (l->w_count)
+        mw_kvar_add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
+    if (l->b_count)
+        mw_kvar_add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
+}
+
+const mw_layer_ops mw_layer_groupnorm = {
+    .keras = {"GroupNormalization"},
+    .parse = parse,
+    .forward = forward,
+    .backward = backward,
+    .buf_bytes = buf,
+    .has_kernels = has_kernels,
+    .differs = differs,
+    .mask = mw_mask_pass,
+    .keras_vars = keras_vars,
+};
