@@ -1,4 +1,5 @@
 /* Output-shape arithmetic shared by every backend (TensorFlow's padding rules). */
+#include "kernels/geom.h"
 #include "kernels/kernels.h"
 
 #include <limits.h>

@@ -41,12 +41,6 @@ typedef struct {
     int OH, OW;    /* output */
 } mw_conv2d_geom;
 
-/* Fill g for padding 'valid' (same = 0) or 'same' (same = 1, TF's rule:
- * out = ceil(in / stride), the odd pixel of padding goes after). Returns 0, or
- * -1 when the output would be empty. */
-int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, int KW, int SH,
-                        int SW, int same);
-
 /* MaxPooling2D geometry ('valid' or 'same' padding, padded cells never win). */
 typedef struct {
     int H, W, C;
@@ -55,19 +49,6 @@ typedef struct {
     int PT, PL;
     int OH, OW;
 } mw_pool_geom;
-
-int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW,
-                      int same);
-
-/* Scratch floats the fast conv path wants for N images (the ref needs none);
- * callers give at least mw_conv2d_ws_min and at most this. */
-size_t mw_conv2d_ws_count(const mw_conv2d_geom *g, int N);
-size_t mw_conv2d_ws_min(const mw_conv2d_geom *g);
-/* The scratch the chunking actually uses when given at most cap floats: as many whole images
- * as fit in cap (at least one, at most N, and no more rows than an int holds) times
- * mw_conv2d_ws_min. A device reserves this instead of mw_conv2d_ws_count, which for large
- * images and batches is gigabytes. */
-size_t mw_conv2d_ws_capped(const mw_conv2d_geom *g, int N, size_t cap);
 
 /* The losses of dense float targets y (N, K), Keras 3's formulas (keras/src/losses/losses.py
  * and its backends' nn.py): per example the mean over K of an elementwise loss, or the sum
@@ -221,21 +202,5 @@ typedef struct {
 #include "kernels/kernel_list.h"
 #undef MW_KERNEL
 } mw_kernels;
-
-void mw_kernels_init_ref(mw_kernels *t);
-/* The reference, overridden by the fast CPU path. */
-void mw_kernels_init_cpu(mw_kernels *t);
-
-/* Name of the matrix library behind the fast CPU path ("OpenBLAS", "oneDNN"). */
-const char *mw_kernels_cpu_blas(void);
-/* The instruction set oneDNN's kernels use here ("avx2", "avx512_core_bf16", ...; the CPU's
- * best unless ONEDNN_MAX_CPU_ISA caps it), or "" when oneDNN is not the matrix library.
- * Another ISA means other kernels, which sum in another order. */
-const char *mw_kernels_cpu_isa(void);
-/* 1 when oneDNN is the matrix library and its ISA has bfloat16 instructions (AVX512_BF16 or
- * AMX: avx512_core_bf16, avx512_core_amx), the CPUs where mixed_bfloat16 is offered. */
-int mw_kernels_cpu_has_bf16(void);
-/* Tell the matrix library how many threads it may use. */
-void mw_kernels_cpu_set_threads(int n);
 
 #endif

@@ -1,11 +1,11 @@
-/* A host stand-in for the CUDA backend (kernels/cuda/cuda.h), linked with tests/nccl_mock.c
- * into `mwtrain-hostdev`, a build of mwtrain whose "GPUs" are fake devices in host memory. It
- * lets the GPU backend (worker/replicas/replicas_gpu.c, under worker/train.c's loop) run on a
- * machine without a GPU: device selection, one context per device, state upload and download, the
- * rounds of micro-batches over a rank's devices, the weight penalty, the NCCL all-reduce
- * (cluster/nccl.c against the mock), the device optimizer, checkpoints and evaluation. What it
- * cannot show is that the CUDA kernels themselves are right: those are the `cuda` suite's, on a
- * real device.
+/* A host stand-in for the CUDA backend (kernels/cuda/runtime.h, context.h, table.h, cudnn.h,
+ * metrics.h), linked with tests/nccl_mock.c into `mwtrain-hostdev`, a build of mwtrain whose "GPUs"
+ * are fake devices in host memory. It lets the GPU backend (worker/replicas/replicas_gpu.c, under
+ * worker/train.c's loop) run on a machine without a GPU: device selection, one context per device,
+ * state upload and download, the rounds of micro-batches over a rank's devices, the weight penalty,
+ * the NCCL all-reduce (cluster/nccl.c against the mock), the device optimizer, checkpoints and
+ * evaluation. What it cannot show is that the CUDA kernels themselves are right: those are the
+ * `cuda` suite's, on a real device.
  *
  * The "CUDA kernels" are the CPU table's, wrapped: one wrapper per entry of
  * kernels/kernel_list.h, made from its line. Every call first checks that its context is an
@@ -33,7 +33,12 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/cuda.h"
+#include "kernels/cpu/table.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/metrics.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/table.h"
 #include "kernels/kernels.h"
 #include "tests/nccl_mock.h"
 
@@ -184,7 +189,7 @@ static mw_kctx hd_host(const mw_kctx *k)
 #undef MW_ASSERT
 #undef MW_CHECK_
 
-/* ---- kernels/cuda/cuda.h ------------------------------------------------------------------ */
+/* ---- kernels/cuda/runtime.h, context.h, table.h, cudnn.h, metrics.h ---------------------- */
 
 void mw_kernels_init_cuda(mw_kernels *t)
 {

@@ -31,7 +31,10 @@
 
 #include "common/arena.h"
 #include "common/rng.h"
+#include "kernels/cpu/table.h"
+#include "kernels/geom.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/table.h"
 #include "tests/util.h"
 
 /* ---- an entry's arguments, by the list's parameter names ---- */

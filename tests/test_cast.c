@@ -9,7 +9,7 @@
 
 #include "common/rng.h"
 #include "kernels/cast.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"
 #include "tests/util.h"
 

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "kernels/cuda/dnn_plan.h"
+#include "kernels/geom.h"
 #include "tests/util.h"
 
 /* stderr of fn(arg) as a string (static storage) */

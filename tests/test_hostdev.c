@@ -12,7 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/cuda/cuda.h"
+#include "kernels/cpu/table.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/table.h"
 #include "kernels/kernels.h"
 #include "tests/util.h"
 

@@ -23,7 +23,9 @@
 
 #include "common/arena.h"
 #include "common/rng.h"
+#include "kernels/cpu/table.h"
 #include "kernels/dropout.h"
+#include "kernels/ref/table.h"
 #include "tests/util.h"
 #include "worker/keras/keras.h"
 #include "worker/model/diff.h"

@@ -17,8 +17,10 @@
 #include "common/arena.h"
 #include "common/rng.h"
 #include "kernels/cast.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/table.h"
 #include "kernels/dropout.h"
+#include "kernels/geom.h"
+#include "kernels/ref/table.h"
 #include "kernels/twins.h"
 #include "tests/kernel_check.h"
 #include "tests/util.h"
@@ -89,10 +91,7 @@ static float *fdistinct(pool *P, size_t count, uint64_t seed, float step)
 
 static void table(mw_kernels *t, int cpu)
 {
-    if (cpu)
-        mw_kernels_init_cpu(t);
-    else
-        mw_kernels_init_ref(t);
+    (cpu ? mw_kernels_init_cpu : mw_kernels_init_ref)(t);
 }
 
 /* A kernel context with ws_count floats of 64-byte-aligned scratch, then a

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/table.h"
+#include "kernels/ref/table.h"
 #include "tests/util.h"
 #include "worker/keras/keras.h"
 #include "worker/model/diff.h"

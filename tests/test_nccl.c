@@ -28,7 +28,8 @@
 #include "cluster/ring.h"
 #include "cluster/topology.h"
 #include "common/status.h"
-#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/runtime.h"
 #include "tests/mpi_check.h"
 #include "worker/replicas/device.h"
 

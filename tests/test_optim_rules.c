@@ -7,7 +7,9 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "kernels/cpu/table.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/table.h"
 #include "tests/util.h"
 
 /* Fail unless |got - want| <= tol, printing both. */

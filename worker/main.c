@@ -21,6 +21,7 @@
 #include "common/preempt.h"
 #include "common/status.h"
 #include "common/watchdog.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/kernels.h"
 #include "worker/cli.h"
 #include "worker/data/preprocess.h"

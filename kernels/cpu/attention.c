@@ -8,6 +8,7 @@
  * heads are
  * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
  * them at most); without room for one, the reference runs. */
+#include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"
 
 #include <omp.h>

@@ -7,6 +7,8 @@
  *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
  * A 1x1 stride-1 unpadded conv uses x as col directly. */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/geom.h"
 #include "kernels/twins.h"
 
 #include <string.h>

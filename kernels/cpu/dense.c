@@ -1,5 +1,5 @@
 /* Fast CPU Dense: three sgemm calls (forward, dW, dX) and a bias row sum. */
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"
 
 #include <string.h>

@@ -1,7 +1,7 @@
 /* The one matrix product of the fast CPU path, and its thread setting.
  * Both libraries are linked when oneDNN is present; MW_GEMM=openblas selects
  * OpenBLAS at run time, so benchmarks can compare them in one binary. */
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/kernels.h"
 
 #include <pthread.h>

@@ -1,5 +1,7 @@
 /* The fast CPU path: the reference table with the fast entries overriding (those whose fast
  * field in kernels/kernel_list.h says CPU). */
+#include "kernels/cpu/table.h"
+#include "kernels/ref/table.h"
 #include "kernels/twins.h"
 
 void mw_kernels_init_cpu(mw_kernels *t)

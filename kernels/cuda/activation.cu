@@ -9,7 +9,7 @@
  * so a bad label cannot pass unnoticed (the host validates labels on load). */
 #include <math.h>
 
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -4,7 +4,7 @@
  * atomics. The backward runs dv (reads p), then ds (writes over p), then dq and dk, as four
  * launches on the stream. The geometry goes by value; its mask and id pointers are device memory.
  */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -3,7 +3,7 @@
  * backward adds dy / cells into every cell of each window), the twin gathers instead: one
  * thread per INPUT element adds the outputs whose windows cover it, in the reference's
  * ascending (oh, ow) order, so no atomics are needed and dx is bitwise the reference's. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

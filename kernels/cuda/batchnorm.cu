@@ -13,7 +13,7 @@
  * __fadd_rn, so nvcc's contraction into one fma cannot make them differ from the host. */
 #include <math.h>
 
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/batchnorm.h"

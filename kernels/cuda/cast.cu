@@ -1,6 +1,6 @@
 /* CUDA twins of mixed precision's casts (kernels/cast.h): float32 rounded in place to
  * bfloat16 or float16 values, grid-stride loops. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -19,7 +19,10 @@
  * checked against the reference on a machine without a GPU. */
 #include <limits.h>
 
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/cudnn.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/runtime.cuh"
+#include "kernels/geom.h"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -1,5 +1,5 @@
 /* Conv2D through cuDNN (built when cudnn.h and libcudnn are found: MW_HAVE_CUDNN), tried first by
- * conv2d.cu; the im2col + cuBLAS path stays the fallback. See dev.cuh for the contract.
+ * conv2d.cu; the im2col + cuBLAS path stays the fallback. See cudnn.cuh for the contract.
  *
  * Layouts: x and y are NHWC, which cuDNN takes as is. Our kernel is (KH,KW,C,O) (Keras's
  * HWIO); cuDNN's NHWC filter is (O,KH,KW,C), so the forward and backward-data passes use a
@@ -26,8 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/cudnn.cuh"
+#include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/dnn_plan.h"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 #ifdef MW_HAVE_CUDNN
 #include <cudnn.h>

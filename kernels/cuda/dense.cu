@@ -1,6 +1,7 @@
 /* CUDA Dense: y = x W + b and its gradients, all on cuBLAS (see kernels.h for
  * the contract; x (N,I), W (I,O), row-major like the reference). */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -3,7 +3,7 @@
  * The mask must equal the reference's bit for bit: the device's copy of common/rng.c's
  * mw_rng_hash (dev.cuh), and the threshold from mw_dropout_threshold on the host. ids is a
  * device pointer (or NULL: example n has id n). */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/dropout.h"

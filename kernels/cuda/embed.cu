@@ -2,7 +2,7 @@
  * scatter-add one thread per gradient value with atomicAdd into the table's gradient (rows
  * that repeat in a batch are summed in another order than the reference's: within float32
  * rounding of it, which test_cuda bounds). */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 #define MW_SINE_HD __device__ static inline
 extern "C" {

@@ -4,8 +4,9 @@
  *
  * Row-major (M,N) memory is column-major (N,M), so C = op(A) op(B) in row-major
  * is C^T = op(B)^T op(A)^T in column-major: swap the operands and M/N, keep the
- * transpose flags (mw_cuda_gemm_rm_to_cm in dev.cuh). */
-#include "kernels/cuda/dev.cuh"
+ * transpose flags (mw_cuda_gemm_rm_to_cm in gemm.cuh). */
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, int half, bool ta, bool tb, int M, int N, int K,
                           float alpha, const float *A, int lda, const float *B, int ldb, float beta,

@@ -2,7 +2,7 @@
  * input's gradient, the reference's groups (kernels/groupnorm_rules.h); the parameters'
  * gradients one thread per channel, summing the examples and positions in order (no atomics:
  * the reference's sums). */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -2,7 +2,7 @@
  * per row for the forward and the input's gradient, the reference's rows
  * (kernels/layernorm_rules.h); the parameters' gradients one thread per feature, summing the rows
  * in order (no atomics: the same sums as the reference). */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

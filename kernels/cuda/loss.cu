@@ -2,7 +2,7 @@
  * are kernels/loss_rules.h, shared with the reference). One thread per example: K is a model's
  * output width, and the row's mean (or CCE's softmax) is then the reference's loop in the
  * reference's order. The loss's parameters travel by value. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 #define MW_LOSS_HD __device__ static inline
 extern "C" {

@@ -9,7 +9,7 @@
  *
  * The per-element work lives in __host__ __device__ functions so it can be
  * checked against the reference on a machine without a GPU. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

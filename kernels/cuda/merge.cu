@@ -2,7 +2,7 @@
  * grid-stride loops, one thread per output element. Products that the reference rounds twice
  * (y += a * b) use __fmul_rn / __fadd_rn, so nvcc's contraction into one fma cannot make them
  * differ from the host. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -1,4 +1,4 @@
-/* CUDA training metrics on the device (see cuda.h): the loss sum and the metrics' sums of a
+/* CUDA training metrics on the device (see metrics.h): the loss sum and the metrics' sums of a
  * micro-batch added into device accumulators, so the GPU loop never downloads the n x K
  * probabilities; the host reads the accumulators at progress and epoch boundaries.
  *
@@ -6,7 +6,8 @@
  * the host's), then a shared-memory tree sums the threads' parts in a fixed order: the same
  * inputs give the same sums on every run. An AUC's bucket counts are integers, counted with
  * shared-memory atomics: exact in any order. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/metrics.h"
+#include "kernels/cuda/runtime.cuh"
 
 #define MW_LOSS_HD __device__ static inline
 #include "kernels/loss_rules.h"

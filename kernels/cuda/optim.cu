@@ -1,6 +1,6 @@
 /* CUDA optimizer updates, Keras' formulas (see kernels.h): element-wise
  * grid-stride loops over the flat parameter arena. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -1,6 +1,6 @@
 /* CUDA twins of ZeroPadding2D (the spec is kernels/ref/pad.c): grid-stride loops, one thread
  * per output element. */
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -3,7 +3,7 @@
  * fixed order. */
 #include <math.h>
 
-#include "kernels/cuda/dev.cuh"
+#include "kernels/cuda/runtime.cuh"
 
 extern "C" {
 #include "kernels/twins.h"

@@ -1,4 +1,5 @@
 /* The reference fills every entry of the backend table (kernels/kernel_list.h). */
+#include "kernels/ref/table.h"
 #include "kernels/twins.h"
 
 #include <string.h>

@@ -16,6 +16,10 @@
 
 #include "common/arena.h"
 #include "common/timer.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/table.h"
+#include "kernels/geom.h"
+#include "kernels/ref/table.h"
 #include "kernels/twins.h"
 
 /* Everything an op reads or writes; sized for the largest case. */

@@ -11,7 +11,7 @@
 
 #include "common/arena.h"
 #include "common/timer.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
 #include "tests/util.h"
 
 int main(int argc, char **argv)

@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/table.h"
 #include "worker/keras/keras.h"
 #include "worker/model/model.h"
 #include "worker/model/model_ws.h"

@@ -21,7 +21,9 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "kernels/cpu/table.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/table.h"
 #include "worker/keras/optimizer.h"
 #include "worker/replicas/replicas.h"
 

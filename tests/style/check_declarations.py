@@ -10,8 +10,14 @@ calls because such headers made the include graph look clean).
 - A .c or .cu file declares no function that another file defines.
 main() needs no declaration. The one structural exception, OWNS below: a kernel family's
 header kernels/F.h declares its twins, the functions of kernels/ref/F.c, kernels/cpu/F.c and
-kernels/cuda/F.cu, which implement the one contract F.h states. ALLOWED lists single
-functions by name with the reason each cannot follow the rule; keep it empty or tiny.
+kernels/cuda/F.cu, which implement the one contract F.h states. The one generated exception,
+TWINS below: kernels/twins.h declares the twins of every kernel table entry through the X-macro
+list kernels/kernel_list.h, which this script cannot expand; so for each op of a
+`MW_KERNEL(op, fast, ...)` line there (or line `M(op)` of a `#define M(op) MW_KERNEL(op,
+fast, ...)` family), a function mw_<op>_ref, mw_<op>_cpu (only when fast is
+CPU) or mw_<op>_cuda defined in a file of kernels/ref, kernels/cpu or kernels/cuda counts as
+declared by kernels/twins.h. ALLOWED lists single functions by name with the reason each
+cannot follow the rule; keep it empty or tiny.
 
 Prints each violation as file:line and exits 1; prints a one-line summary and exits 0.
     check_declarations.py SOURCE_ROOT"""
@@ -23,6 +29,8 @@ from verdict import verdict
 
 # (header, defining file) pairs by pattern: the header may declare that file's functions.
 OWNS = [(r"kernels/(\w+)\.h", r"kernels/(?:ref|cpu|cuda)/\1\.(?:c|cu)")]
+# The twins' header and the list it is generated from.
+TWINS, KERNEL_LIST = "kernels/twins.h", "kernels/kernel_list.h"
 # {function: reason}: none today.
 ALLOWED = {}
 
@@ -34,11 +42,28 @@ def owns(header, path):
         re.fullmatch(h, header).group(1)), d), path) for h, d in OWNS)
 
 
+def twins():
+    """{function name: the folder (ref, cpu, cuda) it must be defined in}, from the MW_KERNEL
+    lines of kernels/kernel_list.h (read from the current directory, sources()' root)."""
+    out = {}
+    text = open(KERNEL_LIST, encoding="utf-8").read()
+    entries = re.findall(r"^MW_KERNEL\((\w+),\s*(\w+)", text, re.M)
+    # a family of entries through a one-parameter macro: #define M(op) MW_KERNEL(op, CPU, ...)
+    for macro, param, fast in re.findall(
+            r"^#define (\w+)\((\w+)\)[\s\\]*MW_KERNEL\(\2,\s*(\w+)", text, re.M):
+        entries += [(op, fast) for op in re.findall(rf"^{macro}\((\w+)\)", text, re.M)]
+    for op, fast in entries:
+        for backend in ("ref", "cuda") + (("cpu",) if fast == "CPU" else ()):
+            out[f"mw_{op}_{backend}"] = backend
+    return out
+
+
 def main(root):
     srcs = sources(root)
     if len(srcs) < 20:
         print(f"FAIL: only {len(srcs)} source files under {root}: wrong root?")
         return 1
+    twin = twins()
     defined = {}  # name -> [(file, line)] of its non-static definitions outside headers
     for p, s in srcs.items():
         if p.endswith((".c", ".cu")):
@@ -55,6 +80,8 @@ def main(root):
         if name == "main" or name in ALLOWED:
             continue
         for p, line in defs:
+            if name in twin and re.fullmatch(rf"kernels/{twin[name]}/\w+\.(?:c|cu)", p):
+                continue  # declared by TWINS, generated from KERNEL_LIST
             if not any(owns(h, p) for h, _ in declared.get(name, ())):
                 seen.add(name)
                 elsewhere = ", ".join(f"{h}:{hl}" for h, hl in declared.get(name, ()))

@@ -116,7 +116,7 @@ double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums);
 /* Adds the n examples' metric values (and AUC counts) into acc (MW_SUMS doubles), from host
  * copies of prob (n x positions x width) and the targets (ybytes each); with ml->masked the
  * positions whose input id (ids, n x positions) is 0 do not count. The CPU twin of
- * mw_cuda_metrics_add (kernels/cuda/cuda.h). */
+ * mw_cuda_metrics_add (kernels/cuda/metrics.h). */
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
                          size_t ybytes, const float *ids, int n, int width);
 

@@ -5,6 +5,7 @@
 
 #include "worker/model/weights.h"
 
+#include "kernels/ref/table.h"
 #include "worker/model/layer.h"
 #include "worker/model/model.h"
 

@@ -29,7 +29,9 @@
 #include "cluster/comm.h"
 #include "common/fault.h"
 #include "common/timeline.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/table.h"
+#include "kernels/ref/table.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 

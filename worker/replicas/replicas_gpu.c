@@ -44,7 +44,12 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/timeline.h"
-#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/metrics.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/table.h"
+#include "kernels/geom.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
 

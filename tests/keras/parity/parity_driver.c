@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/table.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/table.h"
 #include "worker/keras/keras.h"
 #include "worker/model/layers/batchnorm.h"
 #include "worker/model/model.h"

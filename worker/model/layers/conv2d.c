@@ -1,6 +1,7 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
 #include <string.h>
 
+#include "kernels/geom.h"
 #include "worker/model/activations.h"
 #include "worker/model/diff.h"
 #include "worker/model/keras_keys.h"

@@ -4,6 +4,7 @@
 #include "worker/model/kread.h"
 #include <string.h>
 
+#include "kernels/geom.h"
 #include "worker/model/diff.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/pooling.h"

@@ -1,5 +1,6 @@
-/* The CUDA backend: device discovery, the CUDA kernel context, device memory
- * helpers and the table init. Plain C with no CUDA types, so the worker and the
+/* The CUDA backend's runtime (runtime.cu): device discovery, the CUDA kernel context's streams,
+ * marks and scratch, device memory and copies. The context is opened and closed by context.h,
+ * the table filled by table.h. Plain C with no CUDA types, so the worker and the
  * tests include it; it is compiled into the CUDA module (worker/replicas/device.h) with
  * the GPU backend, and a CPU run never loads it.
  *
@@ -19,8 +20,8 @@
  * the next synchronizing call. Setting MW_CUDA_SYNC=1 in the environment when
  * the context is opened synchronizes after every kernel, so the message names
  * the op that failed (slow; for debugging). */
-#ifndef MW_KERNELS_CUDA_CUDA_H
-#define MW_KERNELS_CUDA_CUDA_H
+#ifndef MW_KERNELS_CUDA_RUNTIME_H
+#define MW_KERNELS_CUDA_RUNTIME_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -39,24 +40,10 @@ extern "C" {
  * when one image alone needs more): mw_conv2d_ws_capped. */
 #define MW_CUDA_WS_CAP ((size_t)1 << 26)
 
-/* Override the table entries with the CUDA twins, and name it "cuda", when at
- * least one device is usable; otherwise (no driver, no device, or built
- * without CUDA) leave the table unchanged, so it keeps working on the host. */
-void mw_kernels_init_cuda(mw_kernels *t);
-
 /* Number of usable CUDA devices: 0 when built without CUDA or when there is no
  * driver or device. Never aborts and records no error. */
 int mw_cuda_device_count(void);
 
-/* Make k a CUDA context on device (0-based): a non-blocking stream, a cuBLAS
- * handle on it, MW_CUDA_WS_DEFAULT floats of device scratch in k->ws, and
- * k->nthreads = 1. Every field of k is overwritten. MW_EDEVICE with a message
- * naming the cause (built without CUDA, no device, bad index, a failed CUDA
- * call); on failure k is left closed (mw_cuda_ctx_close is still safe). */
-mw_status mw_cuda_ctx_open(mw_kctx *k, int device);
-/* Wait for the stream, release everything and zero k. Safe on a zeroed,
- * half-opened or already closed context. */
-void mw_cuda_ctx_close(mw_kctx *k);
 /* Grow k's device scratch to at least ws_count floats (waits for the stream
  * first). The conv kernels chunk the batch to fit, but need at least
  * mw_conv2d_ws_min floats; mw_conv2d_ws_count is the no-chunking size. */
@@ -100,25 +87,6 @@ const char *mw_cuda_version_string(void);
 /* on: let cuBLAS and cuDNN use TF32 tensor cores (--tf32: faster on Ampere and later, with
  * inputs rounded to 10 mantissa bits); off (a new context's default): plain FP32. */
 mw_status mw_cuda_set_tf32(const mw_kctx *k, int on);
-/* "cuDNN 9.19.0 convolutions" or "im2col convolutions (built without cuDNN)": what conv2d
- * runs on (cuDNN falls back to im2col per call for shapes it cannot take). Static storage. */
-const char *mw_cuda_conv_backend(void);
-/* The convolution plans made on k so far: rounds of cuDNN heuristic queries, one per shape
- * (kernels/cuda/dnn_plan.h); 0 without cuDNN. */
-long mw_cuda_conv_plans(const mw_kctx *k);
-
-/* The running sums (kernels.h' MW_SUM_* layout, MW_SUMS doubles of device memory) of n more
- * examples: acc[MW_SUM_LOSS] += the sum of loss[0..n); for each metric i of ml, its values
- * over the rows of prob (n x ml->positions x K) against the targets (ybytes each: an int32 label or
- * K floats; kernels/loss_rules.h metrics_add_example) into acc[MW_SUM_METRIC(i)], an AUC's outputs
- * counted in its buckets; with ml->masked, only the positions whose input id (ids: n x
- * positions floats) is not 0, counted into acc[MW_SUM_VALID]; acc[MW_SUM_COUNT] is the host's.
- * Every array on k's device; ml is read when the call is made. Enqueued on k's stream: the GPU
- * loop's metrics stay on the device. CPU twin: mw_metrics_add_host (worker/model/loss.h). */
-void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, const float *ids, const mw_metric_list *ml,
-                         int n, int K);
-
 /* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
  * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never
  * blocking in CUDA) with timeout seconds (<= 0: forever): past it MW_ETIMEOUT "collective
