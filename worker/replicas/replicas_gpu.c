@@ -5,28 +5,10 @@
  * A rank drives the devices worker/replicas/device.c gave it (one per rank, or all of its
  * node's), one CUDA context each, and its replicas_per_worker replicas are dealt out
  * in order: device d runs replicas [d rpd, (d+1) rpd), rpd = replicas per device.
- * Every device holds the whole state (parameters, gradients, optimizer slots) in
- * device arrays of the host arenas' layout; the host arenas stay the source for the
- * initial broadcast and for checkpoints (pull downloads from device 0, push uploads to
- * every device). A step runs in rounds: each device in turn gets its next micro-batch
- * staged on the host into one of its two pinned staging slots, uploaded on the context's copy
- * stream into the device slot of the same number, and run forward and backward on the compute
- * stream (all enqueued, so the devices work at the same time, and the host assembles the next
- * micro-batch into the other slot while a device computes). The streams meet at marks, on the
- * device: the compute stream waits for the upload's copy mark, copies the images into the
- * workspace's input and reads the targets and ids in place; the copy stream waits for the
- * compute mark after the micro-batch that last read a device slot before refilling it; the
- * host refills a pinned slot once its last upload is done. The next step's first micro-batch
- * per device is assembled and uploaded while this step's update runs (gpu_prefetch asks,
- * gpu_update stages it before its wait), so a step of one micro-batch per device never waits
- * for its data, and its upload overlaps the update. The loss sum and the metrics' sums are
- * accumulated on the device (mw_cuda_metrics_add) and come back as a few doubles per device and
- * step (3.2 KB with an AUC's buckets), never the n x K probabilities. The weight penalty goes into
- * each device's gradients after the backward passes, scaled by its share of the replicas; the
- * gradient sum over every device of the cluster is NCCL (cluster/nccl.h) on the contexts' streams,
- * and every device's BatchNormalization statistics update (mw_model_update_stats) and optimizer
- * update are enqueued behind it on the same stream. The step's only host wait is the polled one
- * that ends the update (mw_nccl_wait, or the step mark on one GPU), under --collective-timeout.
+ * Every device holds the whole state in device arrays of the host arenas' layout; how a step
+ * runs (the staging slots, the streams' marks, the prefetch, the metrics' sums on the device,
+ * the NCCL all-reduce and the one polled wait) is described in docs/gpus.md, "How a step runs
+ * on the GPUs".
  *
  * Synchronized BatchNormalization (worker/model/model.h) needs one replica per device: the devices
  * run their slices in lockstep, and at each synchronized layer every device's 2 C sums come
