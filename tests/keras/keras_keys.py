@@ -61,6 +61,8 @@ VALUES = {
     "quantization_config": {"mode": "int8"},
     "renorm_clipping": {"rmax": 3.0},
     "input_axes": [0],
+    "equation": "ab,bcd->acd",
+    "bias_axes": "b",
     "output_axes": [1],
 }
 INIT_VALUES = {"mode": "fan_out", "distribution": "uniform"}  # in initializers' configs
@@ -173,6 +175,9 @@ HOSTS = {
         hub.TokenAndPositionEmbedding(10, 6, 8, name="x"), L.GlobalAveragePooling1D(),
         L.Dense(3), shape=(6,), dtype="int32"),
     "LayerNormalization": lambda: image(L.LayerNormalization(name="x")),
+    "GroupNormalization": lambda: image(L.GroupNormalization(groups=1, name="x")),
+    "EinsumDense": lambda: seq(L.EinsumDense("ab,bc->ac", output_shape=3, bias_axes="c",
+                                             name="x"), shape=(4,)),
     "MultiHeadAttention": lambda: functional(
         lambda x: L.MultiHeadAttention(2, 4, name="x")(x, x)),
     "TransformerEncoder": lambda: tokens(hub.TransformerEncoder(16, 2, name="x")),

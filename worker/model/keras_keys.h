@@ -57,6 +57,12 @@ typedef struct {
         MW_KREAD("kernel_constraint"), MW_KREAD("bias_constraint"), MW_KREAD("lora_rank"),         \
         MW_KIGN("lora_alpha", "LoRA's scale, used only with a lora_rank, which must be null")
 
+/* The keys mw_kread_norm reads (LayerNormalization's and GroupNormalization's). */
+#define MW_KNORM_KEYS                                                                              \
+    MW_KREAD("axis"), MW_KREAD("epsilon"), MW_KREAD("center"), MW_KREAD("scale"),                  \
+        MW_KREAD("beta_initializer"), MW_KREAD("gamma_initializer"), MW_KREAD("beta_regularizer"), \
+        MW_KREAD("gamma_regularizer"), MW_KREAD("beta_constraint"), MW_KREAD("gamma_constraint")
+
 /* The marker of an unknown key's message (tests look for it). */
 #define MW_KKEY_UNKNOWN "is not a key mwtrain knows"
 

@@ -568,6 +568,21 @@ mw_status mw_kget_last_axis(const mw_klayer *L, const json_t *cfg, const mw_kbui
     return MW_OK;
 }
 
+mw_status mw_kread_norm(const mw_klayer *L, const json_t *cfg, const mw_kbuilder *B, mw_knorm *out)
+{
+    MW_TRY(mw_kget_last_axis(L, cfg, B));
+    MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &out->epsilon));
+    MW_TRY(mw_kget_bool(L, cfg, "center", 1, &out->center));
+    MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &out->scale));
+    MW_TRY(mw_kget_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &out->beta));
+    MW_TRY(mw_kget_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &out->gamma));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                        "gamma_constraint"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        MW_TRY(mw_kneed_null(L, cfg, nulls[i], "a normalization's regularizers and constraints"));
+    return MW_OK;
+}
+
 mw_status mw_kget_sides(const mw_klayer *L, const json_t *cfg, const char *key, int def, int out[4])
 {
     const json_t *v = json_object_get(cfg, key);

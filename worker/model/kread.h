@@ -155,6 +155,16 @@ mw_status mw_kget_bn_axis(const mw_klayer *L, const json_t *cfg, int flat);
  * sequence, 3 an image). */
 mw_status mw_kget_last_axis(const mw_klayer *L, const json_t *cfg, const mw_kbuilder *B);
 
+/* What LayerNormalization and GroupNormalization share: the last axis (mw_kget_last_axis),
+ * epsilon (default 1e-3), center and scale (true), beta's and gamma's initializers (zeros,
+ * ones); their regularizers and constraints must be null. */
+typedef struct {
+    double epsilon;
+    int center, scale;
+    mw_init beta, gamma;
+} mw_knorm;
+mw_status mw_kread_norm(const mw_klayer *L, const json_t *cfg, const mw_kbuilder *B, mw_knorm *out);
+
 /* ---- writing a layer back to Keras 3 (mw_layer_ops.to_keras) ---- */
 
 /* [a, b] */

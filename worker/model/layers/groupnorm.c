@@ -10,6 +10,7 @@
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/layernorm.h"
 #include "worker/model/masks.h"
 #include "worker/model/model.h"
 
@@ -82,16 +83,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 /* The keys Keras 3.15 writes for GroupNormalization. */
 static const mw_kkey keys[] = {
     MW_KREAD("groups"),
-    MW_KREAD("axis"),
-    MW_KREAD("epsilon"),
-    MW_KREAD("center"),
-    MW_KREAD("scale"),
-    MW_KREAD("beta_initializer"),
-    MW_KREAD("gamma_initializer"),
-    MW_KREAD("beta_regularizer"),
-    MW_KREAD("gamma_regularizer"),
-    MW_KREAD("beta_constraint"),
-    MW_KREAD("gamma_constraint"),
+    MW_KNORM_KEYS,
     MW_KEND,
 };
 
@@ -99,37 +91,18 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     const mw_klayer *L = R->L;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
-    double eps = 1e-3;
-    int groups = 32, center = 1, scale = 1;
-    mw_init beta, gamma;
+    mw_knorm n;
+    int groups = 32;
     MW_TRY(mw_kget_int(L, cfg, "groups", 32, 0, -1, MW_KMAX_DIM, &groups));
-    MW_TRY(mw_kget_last_axis(L, cfg, R->B));
-    MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
-    MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
-    MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));
-    MW_TRY(mw_kget_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &beta));
-    MW_TRY(mw_kget_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &gamma));
-    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
-                                        "gamma_constraint"};
-    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
-        MW_TRY(mw_kneed_null(L, cfg, nulls[i], "GroupNormalization regularizers and constraints"));
+    MW_TRY(mw_kread_norm(L, cfg, R->B, &n));
     if (groups == 0)
         return mw_kfail(L, MW_EMODEL, "groups: found 0; expected a positive integer or -1");
-    mw_status rc = add_groupnorm(R->B->m, name, groups, (float)eps, center, scale);
+    mw_status rc = add_groupnorm(R->B->m, name, groups, (float)n.epsilon, n.center, n.scale);
     if (rc != MW_OK)
         return mw_kfrom_model(R->B->origin, rc);
     mw_layer *l = &R->B->m->layers[R->B->m->nlayers - 1];
-    l->kernel_init = gamma, l->bias_init = beta;
+    l->kernel_init = n.gamma, l->bias_init = n.beta;
     return MW_OK;
-}
-
-/* gamma (scale), beta (center), as Keras builds them. */
-static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
-{
-    if (l->w_count)
-        mw_kvar_add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
-    if (l->b_count)
-        mw_kvar_add(v, nv, "beta", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
 }
 
 const mw_layer_ops mw_layer_groupnorm = {
@@ -141,5 +114,5 @@ const mw_layer_ops mw_layer_groupnorm = {
     .has_kernels = has_kernels,
     .differs = differs,
     .mask = mw_mask_pass,
-    .keras_vars = keras_vars,
+    .keras_vars = mw_layernorm_keras_vars,
 };

@@ -72,17 +72,8 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 
 /* The keys Keras writes for LayerNormalization (worker/model/keras_keys.h). */
 static const mw_kkey keys[] = {
-    MW_KREAD("axis"),
-    MW_KREAD("epsilon"),
-    MW_KREAD("center"),
-    MW_KREAD("scale"),
+    MW_KNORM_KEYS,
     MW_KREAD("rms_scaling"),
-    MW_KREAD("beta_initializer"),
-    MW_KREAD("gamma_initializer"),
-    MW_KREAD("beta_regularizer"),
-    MW_KREAD("gamma_regularizer"),
-    MW_KREAD("beta_constraint"),
-    MW_KREAD("gamma_constraint"),
     MW_KEND,
 };
 
@@ -91,32 +82,21 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
-    double eps = 1e-3;
-    int center = 1, scale = 1, rms = 0;
-    mw_init beta, gamma;
-    MW_TRY(mw_kget_last_axis(L, cfg, B));
-    MW_TRY(mw_kget_num(L, "", cfg, "epsilon", 1e-3, &eps));
-    MW_TRY(mw_kget_bool(L, cfg, "center", 1, &center));
-    MW_TRY(mw_kget_bool(L, cfg, "scale", 1, &scale));
+    mw_knorm n;
+    int rms = 0;
+    MW_TRY(mw_kread_norm(L, cfg, B, &n));
     MW_TRY(mw_kget_bool(L, cfg, "rms_scaling", 0, &rms));
     if (rms)
         return mw_kfail(L, MW_EUNSUPPORTED, "rms_scaling true is not supported; supported: false");
-    MW_TRY(mw_kget_init(L, cfg, "beta_initializer", MW_INIT_ZEROS, &beta));
-    MW_TRY(mw_kget_init(L, cfg, "gamma_initializer", MW_INIT_ONES, &gamma));
-    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
-                                        "gamma_constraint"};
-    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
-        MW_TRY(mw_kneed_null(L, cfg, nulls[i], "LayerNormalization regularizers and constraints"));
-    mw_status rc = mw_model_add_layernorm(B->m, name, (float)eps, center, scale);
+    mw_status rc = mw_model_add_layernorm(B->m, name, (float)n.epsilon, n.center, n.scale);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     mw_layer *l = &B->m->layers[B->m->nlayers - 1];
-    l->kernel_init = gamma, l->bias_init = beta;
+    l->kernel_init = n.gamma, l->bias_init = n.beta;
     return MW_OK;
 }
 
-/* gamma (scale), beta (center), as Keras builds them. */
-static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+void mw_layernorm_keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
     if (l->w_count)
         mw_kvar_add(v, nv, "gamma", l->w_off, l->w_count, 1, l->out_c, 0, 0, 0);
@@ -133,5 +113,5 @@ const mw_layer_ops mw_layer_layernorm = {
     .has_kernels = has_kernels,
     .differs = differs,
     .mask = mw_mask_pass,
-    .keras_vars = keras_vars,
+    .keras_vars = mw_layernorm_keras_vars,
 };
