@@ -691,7 +691,9 @@ const char *mw_kw_folded_activation(const mw_model *m, int i)
         if (mw_layer_row(l->kind)->matmul)
             break;
         if (l->folded)
-            return l->kind == MW_LAYER_RELU ? "relu" : "softmax";
+            return l->kind == MW_LAYER_RELU  ? "relu"
+                   : l->kind == MW_LAYER_ACT ? mw_act_kernel_name((int)l->act)
+                                             : "softmax";
     }
     return "linear";
 }
