@@ -95,14 +95,12 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "Dense";
 }
 
-/* On each position of a sequence it keeps the steps; a flat input has none. */
-static mw_mask_rule mask_rule(const mw_layer *l)
+mw_mask_rule mw_dense_mask_rule(const mw_layer *l)
 {
     return l->flat ? MW_MASK_REFUSE : MW_MASK_PASS;
 }
 
-/* Keras' kernel (in, out) on the last axis, then the bias. */
-static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
+void mw_dense_keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
     mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 2, l->in_c, l->out_c, 0, 0);
     if (l->has_bias)
@@ -117,6 +115,6 @@ const mw_layer_ops mw_layer_dense = {
     .matmul = 1,
     .differs = differs,
     .to_keras = to_keras,
-    .mask = mask_rule,
-    .keras_vars = keras_vars,
+    .mask = mw_dense_mask_rule,
+    .keras_vars = mw_dense_keras_vars,
 };

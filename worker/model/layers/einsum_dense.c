@@ -13,6 +13,7 @@
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
+#include "worker/model/layers/dense.h"
 #include "worker/model/model.h"
 
 static void forward(const mw_layer_call *c)
@@ -122,20 +123,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return mw_model_add_act(B->m, NULL, w.act, mw_act_info_of(w.act)->param, 1);
 }
 
-/* On each position of a sequence it keeps the steps; a flat input has none. */
-static mw_mask_rule mask_rule(const mw_layer *l)
-{
-    return l->flat ? MW_MASK_REFUSE : MW_MASK_PASS;
-}
-
-/* Keras' kernel (x, y), then the bias (y). */
-static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
-{
-    mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 2, l->in_c, l->out_c, 0, 0);
-    if (l->has_bias)
-        mw_kvar_add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);
-}
-
 const mw_layer_ops mw_layer_einsum = {
     .keras = {"EinsumDense"},
     .parse = parse,
@@ -143,6 +130,6 @@ const mw_layer_ops mw_layer_einsum = {
     .backward = backward,
     .matmul = 1,
     .differs = differs,
-    .mask = mask_rule,
-    .keras_vars = keras_vars,
+    .mask = mw_dense_mask_rule,
+    .keras_vars = mw_dense_keras_vars,
 };
