@@ -51,14 +51,17 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 # code) sees mpi.h through worker/opts.h: those targets get its include path, no MPI code.
 MPI_CFLAGS=$(pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile)
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
+# Every target links the whole of common/ (libc only, each file small): a module of common/ that
+# starts using another needs no change here. The Keras model reader is its three files.
+COMMON="$ROOT/common/*.c -pthread"
+KERAS_READER="$ROOT/worker/keras/keras.c $ROOT/worker/keras/keras_read.c $ROOT/worker/keras/keras_graph.c"
 # shellcheck disable=SC2086
 build_target fuzz_tfconfig $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
-    "$ROOT/common/status.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson
+    $COMMON -ljansson
 # shellcheck disable=SC2086
 build_target fuzz_checkpoint $CFLAGS $MPI_CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_checkpoint.c" "$ROOT/worker/checkpoint.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
-    "$ROOT/worker/model/loss.c" \
-    "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" -lz -lm
+    "$ROOT/worker/model/loss.c" $COMMON -lz -lm
 # The Keras model reader: worker/keras/keras.c and the model with its layers, the reference kernels, the embedded
 # built-in model (generated as the build does), common/. Fuzzed for KERAS_SECONDS on its own.
 KERAS_SECONDS=${FUZZ_KERAS_SECONDS:-10}
@@ -66,18 +69,16 @@ mkdir -p "$OUT/corpus-keras"
 python3 "$ROOT/worker/models/embed.py" "$ROOT/worker/models/tutorial_cnn.json" \
     "$OUT/tutorial_cnn_json.c" mw_keras_tutorial_json
 # shellcheck disable=SC2086
-build_target fuzz_keras $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" "$ROOT/worker/keras/keras.c" \
+build_target fuzz_keras $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" $KERAS_READER \
     "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
-    "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" "$ROOT/common/fs.c" -ljansson -lm
+    "$ROOT"/kernels/ref/*.c $COMMON -ljansson -lm
 
 # The data readers: worker/data/data*.c with common/, libzip and zlib.
 mkdir -p "$OUT/corpus-data"
 # shellcheck disable=SC2086
 build_target fuzz_data $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
-    "$ROOT/worker/data/zip_input.c" "$ROOT/common/status.c" "$ROOT/common/log.c" "$ROOT/common/rng.c" \
-    "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" "$ROOT/common/mapguard.c" \
+    "$ROOT/worker/data/zip_input.c" "$ROOT/worker/model/keras_keys.c" $COMMON \
     -ljansson -lzip -lz -lm
 
 # Tokens that reach the validator's branches quickly.
@@ -130,13 +131,11 @@ mkdir -p "$OUT/corpus-keras_archive"
 build_target fuzz_keras_archive $CFLAGS $MPI_CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
-    "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" "$ROOT/worker/keras/keras.c" \
+    "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" $KERAS_READER \
     "$ROOT/worker/keras/keras_loss.c" "$ROOT/worker/keras/kconfig.c" \
-    "$ROOT/worker/data/zip_input.c" "$ROOT/common/fs.c" "$ROOT/common/sysmem.c" \
-    "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
+    "$ROOT/worker/data/zip_input.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
-    "$ROOT"/kernels/ref/*.c "$ROOT/common/status.c" "$ROOT/common/rng.c" "$ROOT/common/log.c" \
-    "$ROOT/common/arena.c" "$ROOT/common/strfmt.c" $(pkg-config --libs hdf5 libzip) -ljansson -lm
+    "$ROOT"/kernels/ref/*.c $COMMON $(pkg-config --libs hdf5 libzip) -ljansson -lm
 cat > "$OUT/keras_archive.dict" <<'DICT'
 "PK\x03\x04"
 "PK\x01\x02"
