@@ -10,7 +10,7 @@
 #     directory holds the `preempted` mark, and the last checkpoint is at that step;
 #   - run.sh again (it always resumes) ends with weights bitwise equal to an uninterrupted
 #     run's.
-# Then: a second SIGTERM to the chief (1.2 s after the first) ends the job at once, unsaved (nothing newer than before
+# Then: a second SIGTERM to the chief (2 s after the first) ends the job at once, unsaved (nothing newer than before
 # the signals, launcher exit neither 0 nor 133); a worker that cannot answer (SIGSTOP) leaves
 # the chief to end at --preemption-grace (3 s here) with exit 131 and no mark; a SIGTERM to
 # mpirun itself ends the job at once (133 only with the chief's mark) and a restart continues
@@ -129,7 +129,7 @@ after_signal() {
         grep -q "SIGTERM received: stopping at the next step boundary" "$d.out" && break
         sleep 0.05
     done
-    sleep 1.2
+    sleep 2 # past the 1 s window, with room for a loaded host's late handling of the first
     kill -TERM "$1"
 }
 stopped_worker twice 1
