@@ -19,9 +19,13 @@ import re
 import subprocess
 import sys
 
-# References to files that live outside the repository.
-OUTSIDE = re.compile(r"\b(?:DESIGN|STYLE)\.md\b|\.\./shared\b")
-# Issue and task numbers: "[2/6]", "issue #29", "issue 14", "#43", "the issue's".
+# References to files that live outside the repository: an upper-case Markdown name (the form
+# of README.md) that no tracked file has, and a relative path whose "../" steps leave the
+# repository from the file that names it.
+MD_NAME = re.compile(r"\b[A-Z][A-Z_]+\.md\b")
+UP_PATH = re.compile(r"(?:\.\./)+[A-Za-z_][\w.-]*")
+# Issue and task numbers: a bracketed "n/m", the word issue with a number, a bare "#nn", the
+# work's own phrase for an issue.
 WORK = re.compile(
     r"\[\d+/\d+\]|\bissues?\s*(?:#\s*)?\d+|(?:^|[\s(])#\d{2,}\b|\bthe issue(?:'s)?\b|"
     r"\bissue\s*\[",
@@ -32,6 +36,17 @@ LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)")
 ANCHOR_TAG = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def outside(root, path, line, md_names):
+    """The references in line (of tracked file path) to files outside the repository."""
+    found = [m.group(0) for m in MD_NAME.finditer(line) if m.group(0) not in md_names]
+    top = os.path.realpath(root)
+    for m in UP_PATH.finditer(line):
+        target = os.path.realpath(os.path.join(top, os.path.dirname(path), m.group(0)))
+        if os.path.commonpath([top, target]) != top:
+            found.append(m.group(0))
+    return found
 
 
 def tracked(root, *patterns):
@@ -136,6 +151,7 @@ def main(root):
             problems.append("%s: not linked from README.md or docs/architecture.md" % page)
 
     me = os.path.relpath(os.path.abspath(__file__), os.path.abspath(root))
+    md_names = {os.path.basename(p) for p in tracked(root, "*.md")}
     for path in tracked(root):
         if path == me:
             continue
@@ -145,9 +161,9 @@ def main(root):
         except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
             continue  # binary fixtures, submodules
         for n, line in enumerate(lines, 1):
-            for m in OUTSIDE.finditer(line):
+            for m in outside(root, path, line, md_names):
                 problems.append("%s:%d: '%s' is outside the repository; name the docs/ page "
-                                "that holds the rule" % (path, n, m.group(0)))
+                                "that holds the rule" % (path, n, m))
             for m in WORK.finditer(line):
                 problems.append("%s:%d: '%s' names the work, not the product"
                                 % (path, n, m.group(0).strip()))
