@@ -429,12 +429,25 @@ def norms():
     return keras.Model(inp, out, name="norms")
 
 
+def norms_seq():
+    """The same layers in a Sequential model: what a layer accepts never depends on the
+    model's kind."""
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(6, 3, strides=2, activation="relu6",
+                      kernel_initializer=keras.initializers.RandomNormal(stddev=1.5)),
+        layers.GroupNormalization(groups=3),
+        layers.Flatten(),
+        layers.EinsumDense("ab,bc->ac", output_shape=10, bias_axes="c"),
+    ], name="norms_seq")
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms):
+    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))
