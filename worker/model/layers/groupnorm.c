@@ -30,14 +30,8 @@ static mw_status add_groupnorm(mw_model *m, const char *name, int groups, float 
                                          "on %d channels: expected groups dividing the channels "
                                          "(or -1) and epsilon > 0",
                                          l->name, groups, (double)epsilon, l->in_c));
-    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
     l->groups = groups;
-    l->epsilon = epsilon;
-    l->w_count = scale ? (size_t)l->in_c : 0;
-    l->has_bias = center;
-    l->b_count = center ? (size_t)l->in_c : 0;
-    l->fan_in = l->fan_out = l->in_c;
-    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+    mw_layernorm_affine(l, epsilon, center, scale);
     return MW_OK;
 }
 

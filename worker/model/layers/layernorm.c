@@ -11,6 +11,17 @@
 #include "worker/model/masks.h"
 #include "worker/model/model.h"
 
+void mw_layernorm_affine(mw_layer *l, float epsilon, int center, int scale)
+{
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->epsilon = epsilon;
+    l->w_count = scale ? (size_t)l->in_c : 0;
+    l->has_bias = center;
+    l->b_count = center ? (size_t)l->in_c : 0;
+    l->fan_in = l->fan_out = l->in_c;
+    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+}
+
 mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, int center,
                                  int scale)
 {
@@ -23,13 +34,7 @@ mw_status mw_model_add_layernorm(mw_model *m, const char *name, float epsilon, i
                                          "layer '%s' (LayerNormalization): epsilon %g: expected "
                                          "> 0",
                                          l->name, (double)epsilon));
-    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->epsilon = epsilon;
-    l->w_count = scale ? (size_t)l->in_c : 0;
-    l->has_bias = center;
-    l->b_count = center ? (size_t)l->in_c : 0;
-    l->fan_in = l->fan_out = l->in_c;
-    l->kernel_init.kind = MW_INIT_ONES, l->bias_init.kind = MW_INIT_ZEROS;
+    mw_layernorm_affine(l, epsilon, center, scale);
     return MW_OK;
 }
 
