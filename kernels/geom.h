@@ -17,6 +17,11 @@ extern "C" { /* kernels/cuda/conv2d.cu sizes its scratch with these */
 int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, int KW, int SH,
                         int SW, int same);
 
+/* Dilate g's kernel by (DH, DW) (mw_conv2d_geom_init sets 1, 1): the output size and padding
+ * recomputed for the dilated extent (K - 1) * D + 1, as TensorFlow and Keras do. Returns 0, or
+ * -1 when a rate is not positive or the output would be empty. */
+int mw_conv2d_geom_dilate(mw_conv2d_geom *g, int DH, int DW, int same);
+
 /* Fill g as mw_conv2d_geom_init does, for a PH x PW pool. */
 int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW,
                       int same);
