@@ -1097,6 +1097,13 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
         assert_int_equal(m.layers[1].groups, 3);
         assert_int_equal(m.layers[3].groups, 4); /* groups -1: one per channel */
+    } else if (strstr(rel, "dwconv")) {
+        assert_int_equal(m.layers[1].kind, MW_LAYER_DWCONV);
+        assert_int_equal(m.layers[1].conv.O, 8);             /* depth_multiplier 2 of 4 channels */
+        assert_int_equal(m.layers[3].kind, MW_LAYER_DWCONV); /* Conv2D(groups = 8) */
+        assert_string_equal(m.layers[3].cls, "Conv2D");
+        assert_int_equal(m.layers[5].kind, MW_LAYER_SEPCONV);
+        assert_int_equal(m.layers[7].conv.DH, 2);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1235,6 +1242,18 @@ static void test_norm_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_norm.json");
+}
+
+static void test_dwconv_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_dwconv.json");
+}
+
+static void test_dwconv_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_dwconv.json");
 }
 
 static void test_tokens_gradcheck_ref(void **state)
@@ -1403,6 +1422,8 @@ int main(void)
         cmocka_unit_test(test_act_gradcheck_cpu),
         cmocka_unit_test(test_norm_gradcheck_ref),
         cmocka_unit_test(test_norm_gradcheck_cpu),
+        cmocka_unit_test(test_dwconv_gradcheck_ref),
+        cmocka_unit_test(test_dwconv_gradcheck_cpu),
         cmocka_unit_test(test_tokens_gradcheck_ref),
         cmocka_unit_test(test_tokens_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),

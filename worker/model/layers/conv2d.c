@@ -1,4 +1,5 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/geom.h"
@@ -30,14 +31,9 @@ mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters
                                          "layer '%s' (Conv2D): filters %d, kernel %dx%d, strides "
                                          "%dx%d: expected positive values",
                                          l->name, filters, kh, kw, sh, sw));
-    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, filters, kh, kw, sh, sw, same) !=
-            0 ||
-        mw_conv2d_geom_dilate(&l->conv, dh, dw, same) != 0)
-        return mw_layer_reject(
-            m, mw_err(MW_EMODEL,
-                      "layer '%s' (Conv2D): a %dx%d kernel (dilation %dx%d) with padding '%s' "
-                      "does not fit its %dx%dx%d input",
-                      l->name, kh, kw, dh, dw, same ? "same" : "valid", l->in_h, l->in_w, l->in_c));
+    const int win[7] = {kh, kw, sh, sw, dh, dw, same};
+    if (mw_conv2d_fit(l, filters, win) != MW_OK)
+        return mw_layer_reject(m, mw_err_status());
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
     l->same = same;
     l->flat = 0;
@@ -47,6 +43,22 @@ mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters
     l->fan_in = kh * kw * l->in_c, l->fan_out = kh * kw * filters;
     l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
     return MW_OK;
+}
+
+mw_status mw_conv2d_fit(mw_layer *l, int O, const int win[7])
+{
+    const int kh = win[0], kw = win[1], dh = win[4], dw = win[5], same = win[6];
+    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, O, kh, kw, win[2], win[3], same) ==
+            0 &&
+        mw_conv2d_geom_dilate(&l->conv, dh, dw, same) == 0)
+        return MW_OK;
+    char dil[48] = "";
+    if (dh != 1 || dw != 1)
+        snprintf(dil, sizeof dil, " dilated by %dx%d", dh, dw);
+    return mw_err(MW_EMODEL,
+                  "layer '%s' (%s): a %dx%d kernel%s with padding '%s' does not fit its %dx%dx%d "
+                  "input",
+                  l->name, l->cls, kh, kw, dil, same ? "same" : "valid", l->in_h, l->in_w, l->in_c);
 }
 
 static void forward(const mw_layer_call *c)

@@ -47,14 +47,10 @@ static mw_layer *push_depthwise(mw_model *m, int kind, const char *name, const c
                                   win->dw));
         return NULL;
     }
-    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, l->in_c * mult, win->kh, win->kw,
-                            win->sh, win->sw, win->same) != 0 ||
-        mw_conv2d_geom_dilate(&l->conv, win->dh, win->dw, win->same) != 0) {
-        mw_layer_reject(m, mw_err(MW_EMODEL,
-                                  "layer '%s' (%s): a %dx%d kernel (dilation %dx%d) with padding "
-                                  "'%s' does not fit its %dx%dx%d input",
-                                  l->name, cls, win->kh, win->kw, win->dh, win->dw,
-                                  win->same ? "same" : "valid", l->in_h, l->in_w, l->in_c));
+    if (mw_conv2d_fit(l, l->in_c * mult,
+                      (const int[7]){win->kh, win->kw, win->sh, win->sw, win->dh, win->dw,
+                                     win->same}) != MW_OK) {
+        mw_layer_reject(m, mw_err_status());
         return NULL;
     }
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = l->conv.O;
