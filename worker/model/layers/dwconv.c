@@ -9,6 +9,7 @@
  * layer's buffer for the backward, then a 1x1 convolution of t (a Dense over every pixel) to
  * its filters with the bias. Its weights are the depthwise kernel, then the pointwise kernel
  * (C*M, filters), then the bias, as Keras orders them. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/geom.h"
@@ -325,10 +326,19 @@ static mw_status sep_parse(mw_kread *R, const char *cls, const json_t *cfg, cons
     MW_TRY(mw_kget_init(L, cfg, "pointwise_initializer", MW_INIT_GLOROT_UNIFORM, &pinit));
     MW_TRY(mw_kget_regularizer(L, cfg, "pointwise_regularizer", &preg));
     MW_TRY(mw_kneed_null(L, cfg, "pointwise_constraint", "weight constraints"));
-    if (!init_equal(&pinit, &w.kinit) || preg.l1 != w.kreg.l1 || preg.l2 != w.kreg.l2)
+    const int init_differs = !init_equal(&pinit, &w.kinit);
+    if (init_differs || preg.l1 != w.kreg.l1 || preg.l2 != w.kreg.l2) {
+        const char *what = init_differs ? "initializer" : "regularizer";
+        char pk[32], dk[32];
+        snprintf(pk, sizeof pk, "pointwise_%s", what);
+        snprintf(dk, sizeof dk, "depthwise_%s", what);
+        mw_kdbuf p, d;
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "a pointwise_initializer or pointwise_regularizer other than the "
-                        "depthwise one is not supported; supported: the same for both kernels");
+                        "%s: found %s, but %s %s: different ones are not supported (supported: "
+                        "the same for both kernels)",
+                        pk, mw_kdescribe(p, json_object_get(cfg, pk)), dk,
+                        mw_kdescribe(d, json_object_get(cfg, dk)));
+    }
     MW_TRY(check_kernel(L, R->B, mult, &win));
     if ((long long)mw_kcur_c(R->B->m) * mult * filters > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
