@@ -101,7 +101,7 @@ typedef struct {
 
 static const config_expect *good_configs(size_t *n)
 {
-    static config_expect c[6];
+    static config_expect c[7];
     static int done = 0;
     if (!done) {
         c[0] =
@@ -159,6 +159,21 @@ static const config_expect *good_configs(size_t *n)
             "flat_input",
             {
                 {"logits", "Dense", "(None, 10)", (size_t)784 * 10}, /* use_bias false */
+            }};
+        c[6] = (config_expect){
+            "depthwise_k3.json",
+            "depthwise",
+            {
+                {"conv2d", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 1, 8)},
+                /* depth_multiplier 2: a 3x3x8x2 kernel, 16 biases */
+                {"depthwise_conv2d", "DepthwiseConv2D", "(None, 13, 13, 16)", 3 * 3 * 8 * 2 + 16},
+                /* groups 16 of one channel each: 3x3x1x16 */
+                {"conv2d_1", "Conv2D", "(None, 13, 13, 16)", conv_p(3, 3, 1, 16)},
+                /* dilation 2 (a 5x5 reach); depthwise 3x3x16x1, pointwise 16x16, bias */
+                {"separable_conv2d", "SeparableConv2D", "(None, 13, 13, 16)", 144 + 256 + 16},
+                {"conv2d_2", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 16, 8)},
+                {"flatten", "Flatten", "(None, 1352)", 0},
+                {"dense", "Dense", "(None, 10)", dense_p(1352, 10)},
             }};
         done = 1;
     }
