@@ -1,5 +1,4 @@
 /* Conv2D: the layer table's row (worker/model/layer.h). */
-#include <stdio.h>
 #include <string.h>
 
 #include "kernels/geom.h"
@@ -32,7 +31,7 @@ mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters
                                          "%dx%d: expected positive values",
                                          l->name, filters, kh, kw, sh, sw));
     const int win[7] = {kh, kw, sh, sw, dh, dw, same};
-    if (mw_conv2d_fit(l, filters, win) != MW_OK)
+    if (mw_dwconv_fit(l, filters, win) != MW_OK)
         return mw_layer_reject(m, mw_err_status());
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
     l->same = same;
@@ -43,22 +42,6 @@ mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters
     l->fan_in = kh * kw * l->in_c, l->fan_out = kh * kw * filters;
     l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
     return MW_OK;
-}
-
-mw_status mw_conv2d_fit(mw_layer *l, int O, const int win[7])
-{
-    const int kh = win[0], kw = win[1], dh = win[4], dw = win[5], same = win[6];
-    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, O, kh, kw, win[2], win[3], same) ==
-            0 &&
-        mw_conv2d_geom_dilate(&l->conv, dh, dw, same) == 0)
-        return MW_OK;
-    char dil[48] = "";
-    if (dh != 1 || dw != 1)
-        snprintf(dil, sizeof dil, " dilated by %dx%d", dh, dw);
-    return mw_err(MW_EMODEL,
-                  "layer '%s' (%s): a %dx%d kernel%s with padding '%s' does not fit its %dx%dx%d "
-                  "input",
-                  l->name, l->cls, kh, kw, dil, same ? "same" : "valid", l->in_h, l->in_w, l->in_c);
 }
 
 static void forward(const mw_layer_call *c)
@@ -88,18 +71,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
     return mw_diff_dims(d, n, "filters", &cx->O, &cy->O, 1) ||
            mw_diff_dims(d, n, "kernel", (const int[]){cx->KH, cx->KW},
                         (const int[]){cy->KH, cy->KW}, 2) ||
-           mw_conv2d_differs(d, n, x, y);
-}
-
-int mw_conv2d_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
-{
-    const mw_conv2d_geom *cx = &x->conv, *cy = &y->conv;
-    return mw_diff_dims(d, n, "strides", (const int[]){cx->SH, cx->SW},
-                        (const int[]){cy->SH, cy->SW}, 2) ||
-           mw_diff_dims(d, n, "dilation_rate", (const int[]){cx->DH, cx->DW},
-                        (const int[]){cy->DH, cy->DW}, 2) ||
-           mw_diff_padding(d, n, x->same, y->same, (const int[]){cx->PT, cx->PL, cx->OH, cx->OW},
-                           (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
+           mw_dwconv_window_differs(d, n, x, y);
 }
 
 /* ---- Keras ---- */

@@ -14,11 +14,5 @@ mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh
 /* The same with the kernel dilated by (dh, dw) (Keras' dilation_rate; 1, 1: none). */
 mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int kh, int kw,
                                       int sh, int sw, int dh, int dw, int same, int use_bias);
-/* l's geometry for O output channels and the window win (kernel kh, kw, strides sh, sw,
- * dilation dh, dw, same): MW_EMODEL naming the layer when it does not fit its input. */
-mw_status mw_conv2d_fit(mw_layer *l, int O, const int win[7]);
-/* The first difference of two convolutions' strides, dilation or padding (layer.h's differs);
- * 0: none. */
-int mw_conv2d_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y);
 
 #endif

@@ -20,7 +20,6 @@
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
-#include "worker/model/layers/conv2d.h"
 #include "worker/model/layers/dwconv.h"
 #include "worker/model/model.h"
 #include "worker/model/weights.h"
@@ -29,6 +28,33 @@
 static int mult_of(const mw_layer *l)
 {
     return l->conv.O / l->conv.C;
+}
+
+mw_status mw_dwconv_fit(mw_layer *l, int O, const int win[7])
+{
+    const int kh = win[0], kw = win[1], dh = win[4], dw = win[5], same = win[6];
+    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, O, kh, kw, win[2], win[3], same) ==
+            0 &&
+        mw_conv2d_geom_dilate(&l->conv, dh, dw, same) == 0)
+        return MW_OK;
+    char dil[48] = "";
+    if (dh != 1 || dw != 1)
+        snprintf(dil, sizeof dil, " dilated by %dx%d", dh, dw);
+    return mw_err(MW_EMODEL,
+                  "layer '%s' (%s): a %dx%d kernel%s with padding '%s' does not fit its %dx%dx%d "
+                  "input",
+                  l->name, l->cls, kh, kw, dil, same ? "same" : "valid", l->in_h, l->in_w, l->in_c);
+}
+
+int mw_dwconv_window_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    const mw_conv2d_geom *cx = &x->conv, *cy = &y->conv;
+    return mw_diff_dims(d, n, "strides", (const int[]){cx->SH, cx->SW},
+                        (const int[]){cy->SH, cy->SW}, 2) ||
+           mw_diff_dims(d, n, "dilation_rate", (const int[]){cx->DH, cx->DW},
+                        (const int[]){cy->DH, cy->DW}, 2) ||
+           mw_diff_padding(d, n, x->same, y->same, (const int[]){cx->PT, cx->PL, cx->OH, cx->OW},
+                           (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
 }
 
 /* Push a layer of kind whose depthwise part has multiplier mult and window win, its geometry
@@ -48,7 +74,7 @@ static mw_layer *push_depthwise(mw_model *m, int kind, const char *name, const c
                                   win->dw));
         return NULL;
     }
-    if (mw_conv2d_fit(l, l->in_c * mult,
+    if (mw_dwconv_fit(l, l->in_c * mult,
                       (const int[7]){win->kh, win->kw, win->sh, win->sw, win->dh, win->dw,
                                      win->same}) != MW_OK) {
         mw_layer_reject(m, mw_err_status());
@@ -120,7 +146,7 @@ static int dw_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
            mw_diff_dims(d, n, "filters", &x->out_c, &y->out_c, 1) ||
            mw_diff_dims(d, n, "kernel", (const int[]){cx->KH, cx->KW},
                         (const int[]){cy->KH, cy->KW}, 2) ||
-           mw_conv2d_differs(d, n, x, y);
+           mw_dwconv_window_differs(d, n, x, y);
 }
 
 /* ---- SeparableConv2D ---- */

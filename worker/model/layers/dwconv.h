@@ -22,6 +22,13 @@ mw_status mw_model_add_dwconv2d(mw_model *m, const char *name, int mult, const m
 mw_status mw_model_add_sepconv2d(mw_model *m, const char *name, int filters, int mult,
                                  const mw_dwconv_win *win, int use_bias);
 
+/* l's geometry for O output channels and the window win (kernel kh, kw, strides sh, sw,
+ * dilation dh, dw, same): MW_EMODEL naming the layer when it does not fit its input. */
+mw_status mw_dwconv_fit(mw_layer *l, int O, const int win[7]);
+/* The first difference of two convolutions' (Conv2D's too) strides, dilation or padding (layer.h's
+ * differs); 0: none. */
+int mw_dwconv_window_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y);
+
 /* Conv2D with groups != 1, the rest of its config read by conv2d.c: groups equal to the input
  * channels is a depthwise convolution (filters / groups per channel); other groups are refused
  * (MW_EUNSUPPORTED naming the layer). */
