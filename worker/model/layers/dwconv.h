@@ -3,7 +3,10 @@
 #ifndef MW_WORKER_MODEL_LAYERS_DWCONV_H
 #define MW_WORKER_MODEL_LAYERS_DWCONV_H
 
+#include <stddef.h>
+
 #include "worker/model/kread.h"
+#include "worker/model/layer.h"
 #include "worker/model/model.h"
 
 /* A depthwise convolution's window: kernel, strides, dilation, padding same (1) or valid (0). */
