@@ -432,18 +432,20 @@ static int set_conv(kargs *a, int i, int phase)
 }
 
 /* Depthwise Conv2D: multipliers 1 to 3, strides, dilations, both paddings, odd channel counts
- * around the fast twin's 16-channel blocks; without bias / dx every other case. */
+ * around the fast twin's 16-channel blocks, kernels larger than a 'same' input (NASNet's 7x7 on
+ * 2x2 maps); without bias / dx every other case. */
 static const int dwconv_shapes[][12] = {
     /* H, W, C, M, KH, KW, SH, SW, same, DH, DW, N */
     {6, 5, 3, 1, 3, 3, 1, 1, 0, 1, 1, 2},  {7, 7, 4, 2, 3, 3, 2, 2, 1, 1, 1, 2},
     {9, 8, 2, 3, 3, 3, 1, 1, 1, 2, 2, 2},  {9, 9, 3, 2, 3, 3, 2, 2, 1, 2, 3, 2},
     {6, 7, 17, 1, 5, 5, 2, 1, 1, 1, 1, 2}, {8, 6, 33, 1, 3, 2, 1, 2, 0, 2, 1, 3},
     {5, 5, 1, 4, 1, 1, 1, 1, 0, 1, 1, 2},  {4, 6, 20, 2, 7, 7, 1, 1, 1, 1, 1, 2},
+    {2, 2, 5, 1, 7, 7, 1, 1, 1, 1, 1, 3},  {1, 1, 3, 2, 5, 5, 1, 1, 1, 1, 1, 2},
 };
 
 static int set_dwconv(kargs *a, int i, int phase)
 {
-    if (i >= 8 * 2)
+    if (i >= 10 * 2)
         return 0;
     const int *s = dwconv_shapes[i / 2];
     mw_conv2d_geom *g = &a->cg;

@@ -472,13 +472,30 @@ def depthwise_seq():
     ], name="depthwise_seq")
 
 
+def separable_cells():
+    """NASNet's shapes: strided separable convolutions down to 2x2 maps, then 7x7 and 5x5 ones
+    wider than those maps ('same': most taps read padding), with BatchNormalization and a
+    residual Add."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(8, 3, strides=2, use_bias=False)(inp)
+    for _ in range(3):
+        x = layers.SeparableConv2D(12, 3, strides=2, padding="same", use_bias=False)(x)
+        x = layers.Activation("relu")(layers.BatchNormalization()(x))
+    a = layers.SeparableConv2D(12, 7, padding="same", use_bias=False)(x)
+    a = layers.Activation("relu")(layers.BatchNormalization()(a))
+    a = layers.SeparableConv2D(12, 5, padding="same", use_bias=False)(a)
+    y = layers.Conv2D(12, 1)(layers.Add()([layers.BatchNormalization()(a), x]))
+    out = layers.Dense(10)(layers.GlobalAveragePooling2D()(y))
+    return keras.Model(inp, out, name="separable_cells")
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
     makers = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, depthwise,
-              depthwise_seq)
+              depthwise_seq, separable_cells)
     only = sys.argv[3:]  # model names: only those (a quicker run while working on one)
     for make in makers:
         if only and make.__name__ not in only:
