@@ -172,7 +172,9 @@ typedef struct {
  * are its cases in kernels/act_rules.h. gelu is the exact erf form (Keras' approximate=False),
  * gelu_tanh the tanh approximation. */
 #define MW_ACT_KINDS(X)                                                                            \
-    X(SIGMOID) X(TANH) X(GELU) X(GELU_TANH) X(SILU) X(ELU) X(LEAKY_RELU) X(RELU6)
+    X(SIGMOID)                                                                                     \
+    X(TANH) X(GELU) X(GELU_TANH) X(SILU) X(ELU) X(LEAKY_RELU) X(RELU6) X(HARD_SIGMOID)             \
+        X(HARD_SILU)
 #define MW_ACTK_ENUM_(kind) MW_ACTK_##kind,
 typedef enum { MW_ACT_KINDS(MW_ACTK_ENUM_) MW_ACTK_COUNT } mw_act_kind;
 #undef MW_ACTK_ENUM_

@@ -138,6 +138,9 @@ typedef struct mw_layer {
     int block_first; /* the block's first layer, which stands for it (summary, files) */
     const char *block_cls, *part; /* static */
     char block_name[64];
+    /* ReLU(max_value, negative_slope, threshold) (MW_LAYER_RELUX; alpha is negative_slope):
+     * max_value INFINITY when none */
+    float relu_max, relu_threshold;
 } mw_layer;
 
 typedef struct mw_model {

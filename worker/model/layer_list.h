@@ -14,6 +14,7 @@
     X(DENSE, dense)         /* Dense */                                                            \
     X(EINSUM, einsum)       /* EinsumDense of the equations that are a Dense on the last axis */   \
     X(RELU, relu)           /* ReLU, Activation('relu') */                                         \
+    X(RELUX, relux)         /* ReLU with max_value, negative_slope or threshold */                 \
     X(DROPOUT, dropout)     /* inverted dropout while training, identity otherwise */              \
     X(IDENTITY, identity)   /* Activation('linear'), or the final softmax folded into the loss */  \
     X(BATCHNORM, batchnorm) /* axis -1: batch statistics while training, the moving ones else */   \

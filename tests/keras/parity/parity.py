@@ -442,12 +442,31 @@ def norms_seq():
     ], name="norms_seq")
 
 
+def misc():
+    """ReLU with max_value, negative_slope and threshold, hard_silu and hard_sigmoid (a
+    convolution drawn with stddev 1.5 gives inputs on every piece), the global poolings with
+    keepdims and a Reshape of their (None, 1, 1, C) to flat."""
+    inp = keras.Input((28, 28, 1))
+    c = layers.Conv2D(8, 3, strides=2,
+                      kernel_initializer=keras.initializers.RandomNormal(stddev=1.5))(inp)
+    a = layers.ReLU(max_value=2.5, negative_slope=0.2, threshold=0.3)(c)
+    b = layers.Activation("hard_silu")(c)
+    h = layers.Activation("hard_sigmoid")(c)
+    x = layers.Conv2D(6, 3, strides=2)(layers.Concatenate()([a, b, h]))
+    x = layers.ReLU(max_value=6.0)(x)
+    g = layers.Add()([layers.GlobalAveragePooling2D(keepdims=True)(x),
+                      layers.GlobalMaxPooling2D(keepdims=True)(x)])
+    out = layers.Dense(10)(layers.Reshape((6,))(g))
+    return keras.Model(inp, out, name="misc")
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq):
+    for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq,
+                 misc):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))
