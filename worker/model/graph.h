@@ -141,6 +141,9 @@ typedef struct mw_layer {
     /* ReLU(max_value, negative_slope, threshold) (MW_LAYER_RELUX; alpha is negative_slope):
      * max_value INFINITY when none */
     float relu_max, relu_threshold;
+    /* Dropout's mask (mw_dropout_noise, layers/dropout.h): one per value, per example or per
+     * (example, channel); noise_rank: the axes of its Keras noise_shape after the batch */
+    int noise, noise_rank;
 } mw_layer;
 
 typedef struct mw_model {
