@@ -33,6 +33,7 @@
 #include "worker/model/layers/batchnorm.h"
 #include "worker/model/layers/conv2d.h"
 #include "worker/model/layers/dense.h"
+#include "worker/model/layers/dropout.h"
 #include "worker/model/layers/pooling.h"
 #include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
@@ -1111,7 +1112,10 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(m.layers[1].kind, MW_LAYER_RELUX);
         assert_int_equal(m.layers[2].act, MW_ACTK_HARD_SILU);
         assert_int_equal(m.layers[3].act, MW_ACTK_HARD_SIGMOID);
-        assert_false(m.layers[5].flat); /* keepdims: (None, 1, 1, 4) */
+        assert_int_equal(m.layers[6].noise, MW_NOISE_CHANNEL); /* SpatialDropout1D */
+        assert_int_equal(m.layers[9].noise, MW_NOISE_EXAMPLE);
+        assert_int_equal(m.layers[11].kind, MW_LAYER_NORMALIZE);
+        assert_false(m.layers[12].flat); /* keepdims: (None, 1, 1, 4) */
     } else if (strstr(rel, "norm")) {
         assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
         assert_int_equal(m.layers[1].groups, 3);

@@ -31,6 +31,8 @@
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
-    X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */
+    X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
+    X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */
 
 #endif

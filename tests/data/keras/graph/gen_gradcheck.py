@@ -12,8 +12,11 @@ the max pooling, so that few pooling choices flip under a parameter's step); Ker
 TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, then a global
 max (a global average would scale each position's gradient by 1/784, below what a central
 difference in float32 resolves). gradcheck_misc.json: ReLU with max_value, negative_slope and
-threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 1 puts inputs on every
-piece), the global poolings with keepdims, a Reshape to flat."""
+threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 0.8 puts inputs on every
+piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask per example
+(noise_shape (None, 1, 1, 1)), Rescaling and an adapted Normalization (its statistics weights:
+mean 0, variance 1 before adapt()) after other layers, the global poolings with keepdims, a
+Reshape to flat."""
 import os
 import sys
 
@@ -85,12 +88,19 @@ def tokens_pos():
 def misc():
     inp = keras.Input((28, 28, 1), name="in")
     c = layers.Conv2D(4, 5, strides=3, name="c1",
-                      kernel_initializer=initializers.RandomNormal(stddev=1.0),
+                      kernel_initializer=initializers.RandomNormal(stddev=0.8),
                       bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
     a = layers.ReLU(max_value=0.8, negative_slope=0.2, threshold=0.1, name="relux")(c)
     b = layers.Activation("hard_silu", name="hsilu")(c)
     h = layers.Activation("hard_sigmoid", name="hsig")(c)
     s = layers.Add(name="add")([a, b, h])
+    s = layers.Reshape((64, 4), name="seq")(s)
+    s = layers.SpatialDropout1D(0.2, name="sdrop1")(s)
+    s = layers.Reshape((8, 8, 4), name="img")(s)
+    s = layers.SpatialDropout2D(0.2, name="sdrop2")(s)
+    s = layers.Dropout(0.2, noise_shape=(None, 1, 1, 1), name="depth_drop")(s)
+    s = layers.Rescaling(0.5, offset=-0.25, name="resc")(s)
+    s = layers.Normalization(name="norm")(s)
     g1 = layers.GlobalAveragePooling2D(keepdims=True, name="gap")(s)
     g2 = layers.GlobalMaxPooling2D(keepdims=True, name="gmp")(s)
     g = layers.Reshape((4,), name="flat")(layers.Add(name="add_pools")([g1, g2]))
