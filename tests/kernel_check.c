@@ -65,6 +65,8 @@ typedef struct {
     int N, I, O, K, n, T, D, V, width, P, H, W, C, S, G, PT, PB, PL, PR, CX, CY, off;
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;
+    float max_value, slope, threshold; /* relux */
+    float offset;                      /* rescale */
     double l1, l2, M;
     uint64_t seed, stream;
     mw_act_kind kind;
