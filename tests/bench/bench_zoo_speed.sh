@@ -39,26 +39,32 @@ for cell in "${cells[@]}"; do
     name=${cell%:*} size=${cell#*:}
     [[ -f $work/d$size.npz ]] || "$tfpy" "$kpeer" data "$work/d$size.npz" --size "$size" \
         --examples $((64 * steps)) 2>/dev/null
-    line=$("$tfpy" "$kpeer" save "$name" "$size" "$work/$cell.keras" 2>/dev/null | tail -n 1)
+    if ! line=$("$tfpy" "$kpeer" save "$name" "$size" "$work/${cell/:/-}.keras" 2>"$work/err"); then
+        tail -n 3 "$work/err" >&2
+        echo "bench_zoo_speed: Keras could not make $name at ${size}x$size ($cell)" >&2
+        exit 1
+    fi
     gflop[$cell]=$(num train_gflop_per_image <<<"$line")
     trainable[$cell]=$(num trainable <<<"$line")
 done
 [[ -n $torchpy ]] || for cell in "${cells[@]}"; do note[$cell/torch]="skipped: no PyTorch"; done
-# run CELL PROG KEY CMD...: the number KEY= (images_per_sec) or mwtrain's epoch 2 Images/s from
-# CMD's output, or the reason there is none, kept in note[] so later rounds skip the pair
+# run CELL PROG KEY CMD...: the number KEY= (images_per_sec) from CMD's output, or for KEY mwB
+# mwtrain's epoch 2 (steps x the global batch B over its Time), or the reason there is none, kept
+# in note[] so later rounds skip the pair
 run() {
     local cell=$1 prog=$2 key=$3 out v rc=0
     shift 3
     [[ -z ${note[$cell/$prog]:-} ]] || return 0
     out=$("$@" 2>"$work/err") || rc=$?
-    if [[ $key == mw ]]; then
-        v=$(sed -n 's/^Epoch 2,.*Images\/s: \([0-9.]*\).*/\1/p' <<<"$out" | tail -n 1)
+    if [[ $key == mw* ]]; then # the epoch's images over its Time (Images/s is rounded)
+        v=$(sed -n 's/^Epoch 2,.*Time: \([0-9.]*\) s.*/\1/p' <<<"$out" | tail -n 1)
+        [[ -z $v ]] || v=$(awk -v t="$v" -v n="$((steps * ${key#mw}))" 'BEGIN {printf "%.2f", n / t}')
     else
         v=$(num "$key" <<<"$out")
     fi
     if ((rc == 0)) && [[ -n $v ]]; then
         vals[$cell/$prog]+=" $v"
-    elif [[ $key == mw ]] && ((rc == 2)); then # the model is refused: mwtrain says why
+    elif [[ $key == mw* ]] && ((rc == 2)); then # the model is refused: mwtrain says why
         v=$(grep -m 1 '^mwtrain: error: ' "$work/err" || true)
         v=${v#mwtrain: error: }
         note[$cell/$prog]="refused: ${v//$work\//}"
@@ -66,8 +72,9 @@ run() {
         v=$(grep -v '^[[:space:]]*$' "$work/err" | tail -n 1 || true)
         note[$cell/$prog]="failed (exit $rc): $v"
     fi
-    if [[ $prog == torch && $rc == 0 && $(num trainable <<<"$out") != "${trainable[$cell]}" ]]; then
-        note[$cell/$prog]="failed: $(num trainable <<<"$out") trainable parameters, Keras ${trainable[$cell]}"
+    v=$(num trainable <<<"$out")
+    if [[ $prog == torch && $rc == 0 && $v != "${trainable[$cell]}" ]]; then
+        note[$cell/$prog]="failed: $v trainable parameters, Keras ${trainable[$cell]}"
     fi
     return 0
 }
@@ -81,26 +88,29 @@ for ((r = 1; r <= rounds; r++)); do
     for cell in "${cells[@]}"; do
         size=${cell#*:}
         # epoch 2 of 2 is steady state (epoch 1 includes the first touch of every buffer)
-        flags=(--model "$work/$cell.keras" --data "$work/d$size.npz" --batch-per-replica 32
+        flags=(--model "$work/${cell/:/-}.keras" --data "$work/d$size.npz" --batch-per-replica 32
             --epochs 2 --steps-per-epoch "$steps" --progress none --quiet
             --checkpoint-every-epochs 0 --summary-dir "" --test-examples 32
             --checkpoint-dir "$work/ck")
-        run "$cell" mw1 mw "$mwtrain" train "${flags[@]}" --threads 2
-        run "$cell" mw2 mw mpirun --oversubscribe -n 2 "$mwtrain" train "${flags[@]}" --threads 1
-        run "$cell" keras images_per_sec "$tfpy" "$kpeer" time "$work/$cell.keras" \
+        run "$cell" mw1 mw32 "$mwtrain" train "${flags[@]}" --threads 2
+        run "$cell" mw2 mw64 mpirun --oversubscribe -n 2 "$mwtrain" train "${flags[@]}" --threads 1
+        run "$cell" keras images_per_sec "$tfpy" "$kpeer" time "$work/${cell/:/-}.keras" \
             "$work/d$size.npz" --batch 32 --steps "$steps" --threads 2
         [[ -z $torchpy ]] || run "$cell" torch images_per_sec "$torchpy" "$tpeer" \
-            "$work/$cell.keras" "$work/d$size.npz" --batch 32 --steps "$steps" --threads 2
+            "$work/${cell/:/-}.keras" "$work/d$size.npz" --batch 32 --steps "$steps" --threads 2
         echo "round $r, $cell: mwtrain 1 x 2 threads $(show mw1), mpirun -n 2 $(show mw2)," \
             "keras-tf $(show keras), pytorch $(show torch) images/s"
     done
     ceil+=("$("$build/tests/bench/bench_gemm" 2 10 | num ceiling_gflops)")
     echo "round $r: sgemm ceiling ${ceil[-1]} GFLOP/s"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+median() {
+    printf '%s\n' "$@" | sort -g |
+        awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
+}
 ceiling=$(median "${ceil[@]}")
-printf '\nkeras.applications training speed, batch 32 per replica, %d steps, median of %d rounds\n' \
-    "$steps" "$rounds"
+printf '\nkeras.applications training speed, batch 32 per replica, %d steps, %s\n' \
+    "$steps" "median of $rounds rounds"
 printf '(images/s after warm-up; GFLOP/s of the matrix work; sgemm ceiling %.1f GFLOP/s)\n' \
     "$ceiling"
 declare -A label=([mw1]="mwtrain, 1 x 2 threads" [mw2]="mwtrain, mpirun -n 2 x 1"
@@ -124,10 +134,9 @@ for cell in "${cells[@]}"; do
                     'BEGIN {printf "  %.2fx %s", a / b, q}')
             fi
         done
+        g=$(awk -v x="$x" -v g="${gflop[$cell]}" 'BEGIN {print x * g}')
         printf '  %-26s %8.1f images/s  %6.1f GFLOP/s %4.0f%% of the ceiling%s\n' "${label[$p]}" \
-            "$x" "$(awk -v x="$x" -v g="${gflop[$cell]}" 'BEGIN {print x * g}')" \
-            "$(awk -v x="$x" -v g="${gflop[$cell]}" -v c="$ceiling" 'BEGIN {print 100 * x * g / c}')" \
-            "$rel"
+            "$x" "$g" "$(awk -v g="$g" -v c="$ceiling" 'BEGIN {print 100 * g / c}')" "$rel"
     done
 done
 echo "(mpirun -n 2 trains a global batch of 64, the others 32; PyTorch runs the archive's own"
