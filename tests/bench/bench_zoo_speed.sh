@@ -58,7 +58,8 @@ run() {
     out=$("$@" 2>"$work/err") || rc=$?
     if [[ $key == mw* ]]; then # the epoch's images over its Time (Images/s is rounded)
         v=$(sed -n 's/^Epoch 2,.*Time: \([0-9.]*\) s.*/\1/p' <<<"$out" | tail -n 1)
-        [[ -z $v ]] || v=$(awk -v t="$v" -v n="$((steps * ${key#mw}))" 'BEGIN {printf "%.2f", n / t}')
+        [[ -z $v ]] ||
+            v=$(awk -v t="$v" -v n="$((steps * ${key#mw}))" 'BEGIN {printf "%.2f", n / t}')
     else
         v=$(num "$key" <<<"$out")
     fi
