@@ -156,3 +156,20 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
         }
     }
 }
+
+/* For Conv2DTranspose (conv2d_tr.c), whose forward is this file's backward on the data and whose
+ * input gradient is its forward. */
+void mw_conv2d_im2col_cpu(float *col, const float *x, const mw_conv2d_geom *g, int n, int nt)
+{
+    im2col(col, x, g, n, nt);
+}
+
+void mw_conv2d_col2im_cpu(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt)
+{
+    col2im(dx, dcol, g, n, nt);
+}
+
+int mw_conv2d_chunk_cpu(const mw_kctx *k, const mw_conv2d_geom *g, int N)
+{
+    return chunk_images(k, g, N);
+}

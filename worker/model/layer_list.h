@@ -30,6 +30,8 @@
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
-    X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */
+    X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(CONV2DT, conv2d_tr)   /* Conv2DTranspose (layers/upsample.c) */                              \
+    X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */
 
 #endif
