@@ -72,13 +72,18 @@ static mw_status check_pixels(mw_fit *f)
     const int H = f->train->targets ? 0 : f->train->label_rows;
     const int W = H > 0 ? f->train->label_width / H : 0;
     const int pixels = !last->flat && last->out_h > 1;
+    char shape[64];
+    if (last->flat)
+        snprintf(shape, sizeof shape, "not an image: (None, %d)", last->out_c);
+    else
+        snprintf(shape, sizeof shape, "%s(None, %d, %d, %d)",
+                 pixels ? "" : "not an image: ", last->out_h, last->out_w, last->out_c);
     if (H > 0 && (!pixels || last->out_h != H || last->out_w != W))
         return mw_err(MW_EDATA,
                       "%s: labels (N, %d, %d), a class per pixel, but the model's output (layer "
-                      "'%s') is %s (None, %d, %d, %d); a model of labels per pixel ends in an "
-                      "image of the labels' size: (None, %d, %d, classes)",
-                      f->o->data_dir, H, W, last_shown(m)->name,
-                      pixels ? "" : "not an image:", last->out_h, last->out_w, last->out_c, H, W);
+                      "'%s') is %s; a model of labels per pixel ends in an image of the labels' "
+                      "size: (None, %d, %d, classes)",
+                      f->o->data_dir, H, W, last_shown(m)->name, shape, H, W);
     if (pixels && H == 0)
         return mw_err(MW_EDATA,
                       "%s: the model's output (layer '%s') is (None, %d, %d, %d), a class per "
