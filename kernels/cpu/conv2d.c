@@ -6,6 +6,7 @@
  *   backward: dw (K, O)       += col^T x dy
  *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
  * A 1x1 stride-1 unpadded conv uses x as col directly. */
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/geom.h"

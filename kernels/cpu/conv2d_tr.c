@@ -4,6 +4,7 @@
  *   forward:  dcol (n P, K) = x (n P, O) w^T, then col2im adds dcol onto y (set to the bias)
  *   backward: col = im2col(dy); dw (K, O) += col^T x; dx (n P, O) += col w
  * in chunks of images whose rows fit the scratch (mw_conv2d_ws_min per image, as Conv2D). */
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"

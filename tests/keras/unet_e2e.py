@@ -43,12 +43,13 @@ The test: 256 training and 64 test images, batches of 32, one epoch (8 steps). A
     UpSampling2D of interpolation "bicubic" (exit 2: Keras has it, mwtrain not).
 
 --bench N EPOCHS: N training images (the test set the first N / 4 of t10k), EPOCHS epochs of
-32, both sides timed; prints each epoch's loss and pixel accuracy (train and test) of each side
-and asserts the last epoch's test pixel accuracy within BENCH_ACC (0.01 absolute) and test loss
-within BENCH_LOSS (5 % relative): after hundreds of steps the two float32 trajectories are no
-longer the same numbers (chaotic growth of the rounding differences above), only the same
-training, and these bounds are what two Keras runs of different batch orders already differ
-by on this task (tests/bench/unet_fashion.sh prints both sides' numbers)."""
+32, the softmax model, both sides timed; prints each epoch's loss and pixel accuracy (train and
+test) of each side. After hundreds of steps the two trajectories are no longer the same numbers
+(the clipped pixels above, and float32 differences that training amplifies), only the same
+training; so the tolerance is measured, not assumed: Keras trains the archive a second time on
+another batch order (shuffle=True, seed 1), and mwtrain's last test pixel accuracy and test loss
+must lie within twice the distance between Keras' two runs (at least BENCH_ACC = 0.005 and
+BENCH_LOSS = 2 % relative) of Keras' own run on mwtrain's batches."""
 import gzip
 import json
 import os
@@ -67,7 +68,7 @@ from oracle import DATA, check, finish, metrics_rows  # noqa: E402
 L = keras.layers
 THRESH, K, S, B = 64, 11, 32, 32
 TOL_W, TOL_LOSS, TOL_ACC, TOL_EXPORT = 1e-4, 1e-4, 1e-4, 1e-5
-BENCH_ACC, BENCH_LOSS = 0.01, 0.05
+BENCH_ACC, BENCH_LOSS = 0.005, 0.02
 
 
 def idx(name):
@@ -263,14 +264,11 @@ def bench(mw, work, n, epochs):
         return
     t_mw = time.time() - t0
     rows = metrics_rows(os.path.join(work, "bench-logs"))
-    k = keras.models.load_model(path)
     t0 = time.time()
-    hist = []
-    for _ in range(epochs):
-        h = k.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0).history
-        ev = k.evaluate(xt, yt, batch_size=B, verbose=0, return_dict=True)
-        hist.append((h["loss"][0], h["accuracy"][0], ev["loss"], ev["accuracy"]))
+    hist = keras_fit(path, x, y, xt, yt, epochs, shuffle=False)
     t_k = time.time() - t0
+    keras.utils.set_random_seed(1)
+    other = keras_fit(path, x, y, xt, yt, epochs, shuffle=True)
     print("U-Net, Fashion-MNIST segmentation (11 classes per pixel): %d training and %d test "
           "images, %d epochs of %d" % (n, n // 4, epochs, B))
     print("epoch  mwtrain: loss   pixel acc  test loss  test acc |  Keras: loss   pixel acc  "
@@ -279,14 +277,27 @@ def bench(mw, work, n, epochs):
         print("%5d  %13.5f %10.5f %10.5f %9.5f | %13.5f %10.5f %10.5f %9.5f" %
               (e + 1, r["train/loss"], r["train/accuracy"], r["test/loss"], r["test/accuracy"],
                *kh))
+    print("Keras on another batch order: test loss %.5f, test pixel accuracy %.5f" % other[-1][2:])
     print("wall time: mwtrain %.1f s, Keras (JAX, CPU) %.1f s" % (t_mw, t_k))
-    last, kl = rows[-1], hist[-1]
-    check(abs(last["test/accuracy"] - kl[3]) <= BENCH_ACC,
-          "last epoch's test pixel accuracy %.5f = Keras' %.5f within %g" %
-          (last["test/accuracy"], kl[3], BENCH_ACC))
-    check(rel(last["test/loss"], kl[2]) <= BENCH_LOSS,
-          "last epoch's test loss %.5f = Keras' %.5f within %g relative" %
-          (last["test/loss"], kl[2], BENCH_LOSS))
+    last, kl, ko = rows[-1], hist[-1], other[-1]
+    tol_acc = max(2 * abs(ko[3] - kl[3]), BENCH_ACC)
+    tol_loss = max(2 * rel(ko[2], kl[2]), BENCH_LOSS)
+    check(abs(last["test/accuracy"] - kl[3]) <= tol_acc,
+          "last epoch's test pixel accuracy %.5f = Keras' %.5f within %.4f (Keras' two runs: "
+          "%.4f apart)" % (last["test/accuracy"], kl[3], tol_acc, abs(ko[3] - kl[3])))
+    check(rel(last["test/loss"], kl[2]) <= tol_loss,
+          "last epoch's test loss %.5f = Keras' %.5f within %.4f relative (Keras' two runs: "
+          "%.4f)" % (last["test/loss"], kl[2], tol_loss, rel(ko[2], kl[2])))
+
+
+def keras_fit(path, x, y, xt, yt, epochs, shuffle):
+    """Keras trains the archive: each epoch's (loss, accuracy, test loss, test accuracy)."""
+    k, hist = keras.models.load_model(path), []
+    for _ in range(epochs):
+        h = k.fit(x, y, batch_size=B, epochs=1, shuffle=shuffle, verbose=0).history
+        ev = k.evaluate(xt, yt, batch_size=B, verbose=0, return_dict=True)
+        hist.append((h["loss"][0], h["accuracy"][0], ev["loss"], ev["accuracy"]))
+    return hist
 
 
 def main():
