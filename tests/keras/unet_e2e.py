@@ -128,7 +128,7 @@ def run(cmd):
 
 def mwtrain(mw, work, tag, model, data, n_test, *args):
     cmd = [mw, "train", "--data", data, "--model", model, "--batch-per-replica", str(B),
-           "--threads", "2", "--no-shuffle", "--test-examples", str(n_test), "--summary-dir",
+           "--threads", "1", "--no-shuffle", "--test-examples", str(n_test), "--summary-dir",
            os.path.join(work, tag + "-logs"), "--checkpoint-dir", os.path.join(work, tag + "-ck"),
            "--progress", "none", *args]
     r = run(cmd)
