@@ -36,7 +36,9 @@ The test: 256 training and 64 test images, batches of 32, one epoch (8 steps). A
   - the control: the same archive with its UpSampling2D "nearest" instead of "bilinear",
     trained by Keras, differs from mwtrain's weights by more than TOL_W;
   - `export --format keras` of the checkpoint: Keras loads the archive, and its evaluate() of
-    the test set equals mwtrain's test loss within 1e-5 (the same weights);
+    the test set equals mwtrain's test loss within 1e-5 (the same weights); the same for a
+    Keras 2 Sequential JSON (UpSampling2D, Conv2DTranspose with output_padding), which the
+    export writes in Keras 3's form from mwtrain's own layers;
   - refused with the exit code and a message naming the shapes: labels (N, 30, 30) beside the
     32 x 32 model (exit 3), labels (N,) beside it (exit 3), labels (N, 32, 32) beside a
     classifier (exit 3), labels (N, 32, 32, 1) (exit 3: the data's shape), and an
@@ -214,6 +216,36 @@ def export(mw, work, r):
           "export: the archive's layers %s" % sorted(classes))
 
 
+def keras2_export(mw, work, r):
+    """A Keras 2 Sequential JSON (batch_input_shape; Keras 3 cannot read it) exports through
+    mwtrain's own Keras 3 config of each layer: Keras loads it and evaluates the test set as
+    mwtrain's last epoch did."""
+    layer = lambda cls, **c: {"class_name": cls, "config": c}  # noqa: E731
+    model = {"class_name": "Sequential", "config": {"name": "seg2", "layers": [
+        layer("InputLayer", batch_input_shape=[None, S, S, 1], name="in"),
+        layer("Conv2D", name="c1", filters=4, kernel_size=[3, 3], padding="same",
+              activation="relu"),
+        layer("MaxPooling2D", name="p1"), layer("MaxPooling2D", name="p2"),
+        layer("UpSampling2D", name="up", size=[2, 2], interpolation="bilinear"),
+        layer("Conv2DTranspose", name="t", filters=K, kernel_size=[3, 3], strides=[2, 2],
+              padding="same", output_padding=[1, 1], use_bias=False)]}}
+    path, out = os.path.join(work, "seg2.json"), os.path.join(work, "seg2.keras")
+    json.dump(model, open(path, "w"))
+    if mwtrain(mw, work, "k2", path, r["data"], 64, "--epochs", "1") is None:
+        return
+    p = run([mw, "export", "--checkpoint-dir", os.path.join(work, "k2-ck"), "--format", "keras",
+             "--output", out])
+    if not check(p.returncode == 0, "Keras 2 source export: exit %d %s" %
+                 (p.returncode, p.stderr[-600:])):
+        return
+    ev = keras.models.load_model(out).evaluate(r["xt"], r["yt"], batch_size=64, verbose=0,
+                                               return_dict=True)
+    want = metrics_rows(os.path.join(work, "k2-logs"))[0]["test/loss"]
+    check(rel(ev["loss"], want) <= TOL_EXPORT,
+          "Keras 2 source export: Keras' evaluate %.9g = mwtrain's test loss %.9g" %
+          (ev["loss"], want))
+
+
 def refused(mw, work, tag, model, data, code, *parts):
     p = run([mw, "train", "--model", model, "--data", data, "--epochs", "1", "--summary-dir", "",
              "--checkpoint-dir", os.path.join(work, tag + "-ck"), "--progress", "none"])
@@ -308,6 +340,7 @@ def main():
     r = train_case(mw, work)
     if r:
         export(mw, work, r)
+        keras2_export(mw, work, r)
         refusals(mw, work, r)
     return finish()
 
