@@ -70,6 +70,42 @@ MW_KERNEL(relu_bwd, CPU,
           (float *dx, const float *dy, const float *y, size_t count),
           (dx, dy, y, count),
           MW_A(dx, count) MW_A(dy, count) MW_A(y, count))
+/* Keras' ReLU layer in full (kernels/act_rules.h relux_value): a = x > threshold ? x : 0,
+ * clipped to max_value (INFINITY: none), y = a - negative_slope * max(threshold - x, 0);
+ * max_value, slope and threshold >= 0. y may equal x. */
+MW_KERNEL(relux_fwd, REF,
+          (float *y, const float *x, size_t count, float max_value, float slope, float threshold),
+          (y, x, count, max_value, slope, threshold),
+          MW_A(y, count) MW_A(x, count))
+/* dx += dy * f'(x), from the forward INPUT x (relux_slope; jax's slopes, 0 at the kinks but
+ * leaky_relu's 1 at 0). */
+MW_KERNEL(relux_bwd, REF,
+          (float *dx, const float *dy, const float *x, size_t count, float max_value, float slope,
+           float threshold),
+          (dx, dy, x, count, max_value, slope, threshold),
+          MW_A(dx, count) MW_A(dy, count) MW_A(x, count))
+/* Keras' Rescaling as a layer: y = x * scale + offset (y may equal x). */
+MW_KERNEL(rescale_fwd, REF,
+          (float *y, const float *x, size_t count, float scale, float offset),
+          (y, x, count, scale, offset),
+          MW_A(y, count) MW_A(x, count))
+/* dx += dy * scale. */
+MW_KERNEL(rescale_bwd, REF,
+          (float *dx, const float *dy, size_t count, float scale),
+          (dx, dy, count, scale),
+          MW_A(dx, count) MW_A(dy, count))
+/* Keras' Normalization over the last axis of (rows, C), its statistics fixed (adapted):
+ * y = (x - mean[c]) / max(sqrt(var[c]), eps) in float, as Keras divides. */
+MW_KERNEL(normalize_fwd, REF,
+          (float *y, const float *x, const float *mean, const float *var, size_t rows, int C,
+           float eps),
+          (y, x, mean, var, rows, C, eps),
+          MW_A(y, rows * C) MW_A(x, rows * C) MW_A(mean, C) MW_A(var, C))
+/* dx += dy / max(sqrt(var[c]), eps) (the statistics are constants). */
+MW_KERNEL(normalize_bwd, REF,
+          (float *dx, const float *dy, const float *var, size_t rows, int C, float eps),
+          (dx, dy, var, rows, C, eps),
+          MW_A(dx, rows * C) MW_A(dy, rows * C) MW_A(var, C))
 /* Sparse softmax cross-entropy from logits (N,K): prob = softmax(logits),
  * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). A label outside [0, K) (an
  * ignore_class label: the data check every other) has loss 0 and no one-hot term; its

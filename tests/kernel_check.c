@@ -66,6 +66,8 @@ typedef struct {
     int SH, SW, bilinear; /* UpSampling2D */
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;
+    float max_value, slope, threshold; /* relux */
+    float offset;                      /* rescale */
     double l1, l2, M;
     uint64_t seed, stream;
     mw_act_kind kind;

@@ -162,6 +162,8 @@ HOSTS = {
     "Dense": lambda: seq(L.Dense(3, name="x"), shape=(4,)),
     "ReLU": lambda: image(L.ReLU(name="x")),
     "Dropout": lambda: image(L.Dropout(0.1, name="x")),
+    "SpatialDropout2D": lambda: image(L.SpatialDropout2D(0.1, name="x")),
+    "SpatialDropout1D": lambda: tokens(L.SpatialDropout1D(0.1, name="x")),
     "Activation": lambda: image(L.Activation("linear", name="x")),
     "Softmax": lambda: seq(L.Dense(3), L.Softmax(name="x"), shape=(4,)),
     "BatchNormalization": lambda: image(L.BatchNormalization(name="x")),

@@ -140,6 +140,13 @@ typedef struct mw_layer {
     int block_first; /* the block's first layer, which stands for it (summary, files) */
     const char *block_cls, *part; /* static */
     char block_name[64];
+    /* ReLU(max_value, negative_slope, threshold) (MW_LAYER_RELUX; alpha is negative_slope):
+     * max_value INFINITY when none */
+    float relu_max, relu_threshold;
+    /* Dropout's mask (mw_dropout_noise, layers/dropout.h): one per value, per example or per
+     * (example, channel); noise_rank: the axes of its Keras noise_shape after the batch */
+    int noise, noise_rank;
+    float rescale[2]; /* Rescaling as a layer: scale, offset */
 } mw_layer;
 
 typedef struct mw_model {

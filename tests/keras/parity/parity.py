@@ -184,6 +184,8 @@ def float64_twin(model):
     for layer in twin.layers:
         if isinstance(layer, layers.Dropout):
             layer.rate = 0.0
+        if isinstance(layer, layers.Normalization):  # its computed statistics from the weights
+            layer.finalize_state()
     return twin
 
 
@@ -480,13 +482,42 @@ def unet():
     return keras.Model(inp, out, name="unet")
 
 
+def misc():
+    """ReLU with max_value, negative_slope and threshold, hard_silu and hard_sigmoid (a
+    convolution drawn with stddev 1.5 gives inputs on every piece), SpatialDropout2D and a
+    Dropout with a mask per example (rate 0 on both sides, as every Dropout here), Rescaling
+    and an adapted Normalization (statistics drawn, count 100) after other layers, the global
+    poolings with keepdims and a Reshape of their (None, 1, 1, C) to flat."""
+    inp = keras.Input((28, 28, 1))
+    c = layers.Conv2D(8, 3, strides=2,
+                      kernel_initializer=keras.initializers.RandomNormal(stddev=1.5))(inp)
+    a = layers.ReLU(max_value=2.5, negative_slope=0.2, threshold=0.3)(c)
+    b = layers.Activation("hard_silu")(c)
+    h = layers.Activation("hard_sigmoid")(c)
+    x = layers.Conv2D(6, 3, strides=2)(layers.Concatenate()([a, b, h]))
+    x = layers.ReLU(max_value=6.0)(x)
+    x = layers.SpatialDropout2D(0.3)(x)
+    x = layers.Dropout(0.3, noise_shape=(None, 1, 1, 1))(x)
+    x = layers.Rescaling(0.5, offset=-0.25)(x)
+    x = layers.Normalization(name="adapted")(x)
+    g = layers.Add()([layers.GlobalAveragePooling2D(keepdims=True)(x),
+                      layers.GlobalMaxPooling2D(keepdims=True)(x)])
+    out = layers.Dense(10)(layers.Reshape((6,))(g))
+    model = keras.Model(inp, out, name="misc")
+    rng = np.random.default_rng(3)  # an adapted Normalization's statistics, not 0 and 1
+    norm = model.get_layer("adapted")
+    norm.set_weights([rng.uniform(-0.5, 0.5, 6), rng.uniform(0.5, 2.0, 6), np.array(100)])
+    norm.finalize_state()
+    return model
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
     for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq,
-                 upsampling, unet):
+                 misc, upsampling, unet):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))
