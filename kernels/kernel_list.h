@@ -358,6 +358,36 @@ MW_KERNEL(pad2d_bwd, CPU,
           (float *dx, const float *dy, int H, int W, int C, int PT, int PB, int PL, int PR, int N),
           (dx, dy, H, W, C, PT, PB, PL, PR, N),
           MW_A(dx, (size_t)N * H *W * C) MW_A(dy, (size_t)N *(PT + H + PB) * (PL + W + PR) * C))
+/* Conv2DTranspose, g as mw_conv2d_tr_geom_init fills it (the Conv2D whose input gradient it
+ * is): y (N,H,W,C) = b (C) + the sum over input pixels and taps of x (N,OH,OW,O) times
+ * w (KH,KW,C,O), Keras' kernel layout (kernel, kernel, filters, input channels). */
+MW_KERNEL(conv2d_tr_fwd, CPU,
+          (float *y, const float *x, const float *w, const float *b, const mw_conv2d_geom *g,
+           int N),
+          (y, x, w, b, g, N),
+          MW_A(y, (size_t)N * g->H * g->W * g->C) MW_A(x, (size_t)N * g->OH * g->OW * g->O)
+          MW_A(w, (size_t)g->KH * g->KW * g->C * g->O) MW_O(b, g->C))
+/* dx += the Conv2D of dy with w (dx NULL: skipped), dw += ..., db += sum dy. */
+MW_KERNEL(conv2d_tr_bwd, CPU,
+          (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+           const mw_conv2d_geom *g, int N),
+          (dx, dw, db, dy, x, w, g, N),
+          MW_O(dx, (size_t)N * g->OH * g->OW * g->O) MW_A(dw, (size_t)g->KH * g->KW * g->C * g->O)
+          MW_O(db, g->C) MW_A(dy, (size_t)N * g->H * g->W * g->C)
+          MW_A(x, (size_t)N * g->OH * g->OW * g->O) MW_A(w, (size_t)g->KH * g->KW * g->C * g->O))
+/* UpSampling2D: y (N, H SH, W SW, C) from x (N,H,W,C); bilinear 0: each pixel repeated
+ * (nearest), 1: jax.image.resize's bilinear (half-pixel centres, source row (o + 0.5) / SH -
+ * 0.5 clamped to [0, H - 1], the two nearest rows weighted linearly; the same on columns).
+ * The CPU table keeps the reference (one pass over the output). */
+MW_KERNEL(upsample_fwd, REF,
+          (float *y, const float *x, int H, int W, int C, int SH, int SW, int bilinear, int N),
+          (y, x, H, W, C, SH, SW, bilinear, N),
+          MW_A(y, (size_t)N * H * SH * W * SW * C) MW_A(x, (size_t)N * H * W * C))
+/* dx += the adjoint: each output pixel's dy spread back with its forward weights. */
+MW_KERNEL(upsample_bwd, REF,
+          (float *dx, const float *dy, int H, int W, int C, int SH, int SW, int bilinear, int N),
+          (dx, dy, H, W, C, SH, SW, bilinear, N),
+          MW_A(dx, (size_t)N * H * W * C) MW_A(dy, (size_t)N * H * SH * W * SW * C))
 /* y += x (Add, and the gradient of a tensor with several consumers). */
 MW_KERNEL(acc, CPU,
           (float *y, const float *x, size_t count),

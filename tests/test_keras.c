@@ -1120,6 +1120,16 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
         assert_int_equal(m.layers[1].groups, 3);
         assert_int_equal(m.layers[3].groups, 4); /* groups -1: one per channel */
+    } else if (strstr(rel, "_up")) {
+        int tr = 0, bilinear = 0, nearest = 0;
+        for (int i = 0; i < m.nlayers; i++) {
+            tr += m.layers[i].kind == MW_LAYER_CONV2DT;
+            bilinear += m.layers[i].kind == MW_LAYER_UPSAMPLE && m.layers[i].bilinear;
+            nearest += m.layers[i].kind == MW_LAYER_UPSAMPLE && !m.layers[i].bilinear;
+        }
+        assert_int_equal(tr, 3);
+        assert_int_equal(bilinear, 1);
+        assert_int_equal(nearest, 1);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1218,6 +1228,20 @@ static void test_crop_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_crop.json");
+}
+
+/* Conv2DTranspose (same with the kernel above the stride, valid with it below, output_padding
+ * on one axis) and UpSampling2D (bilinear, nearest 2 x 3), Concatenated. */
+static void test_up_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_up.json");
+}
+
+static void test_up_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_up.json");
 }
 
 static void test_mha_gradcheck_ref(void **state)
@@ -1434,6 +1458,8 @@ int main(void)
         cmocka_unit_test(test_crop_gradcheck_cpu),
         cmocka_unit_test(test_mha_gradcheck_ref),
         cmocka_unit_test(test_mha_gradcheck_cpu),
+        cmocka_unit_test(test_up_gradcheck_ref),
+        cmocka_unit_test(test_up_gradcheck_cpu),
         cmocka_unit_test(test_act_gradcheck_ref),
         cmocka_unit_test(test_act_gradcheck_cpu),
         cmocka_unit_test(test_misc_gradcheck_ref),

@@ -64,7 +64,10 @@ VALUES = {
     "equation": "ab,bcd->acd",
     "bias_axes": "b",
     "output_axes": [1],
+    "size": [3, 2],
 }
+# The value where VALUES' is the class's own default (UpSampling2D's interpolation "nearest").
+VALUES_ALT = {"interpolation": "bilinear"}
 INIT_VALUES = {"mode": "fan_out", "distribution": "uniform"}  # in initializers' configs
 REGULARIZER = {"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01},
                "registered_name": None}
@@ -74,7 +77,7 @@ INITIALIZER = {"module": "keras.initializers", "class_name": "HeNormal",
 
 def other_value(key, v):
     if key in VALUES:
-        return VALUES[key]
+        return VALUES[key] if VALUES[key] != v else VALUES_ALT.get(key, VALUES[key])
     if key.endswith("_regularizer"):
         return REGULARIZER
     if key.endswith("_constraint"):
@@ -166,6 +169,8 @@ HOSTS = {
     "BatchNormalization": lambda: image(L.BatchNormalization(name="x")),
     "ZeroPadding2D": lambda: image(L.ZeroPadding2D(name="x")),
     "Cropping2D": lambda: image(L.Cropping2D(name="x")),
+    "Conv2DTranspose": lambda: image(L.Conv2DTranspose(2, 3, name="x")),
+    "UpSampling2D": lambda: image(L.UpSampling2D(name="x")),
     "Add": lambda: merge(lambda: L.Add(name="x")),
     "Multiply": lambda: merge(lambda: L.Multiply(name="x")),
     "Concatenate": lambda: merge(lambda: L.Concatenate(name="x")),

@@ -419,11 +419,15 @@ mw_status mw_keras_check_output(const mw_kbuilder *B, int nclasses)
     char want[32] = "classes";
     if (nclasses > 0)
         snprintf(want, sizeof want, "%d", nclasses);
-    if (!last->flat && !(last->out_h == 1 && last->out_w > 1)) /* a sequence's: per position */
+    /* a sequence's output, and an image's beside labels per pixel (nclasses 0), is per position */
+    const int seq = last->out_h == 1 && last->out_w > 1, pixels = last->out_h > 1;
+    if (!last->flat && !seq && !(pixels && nclasses == 0))
         return mw_keras_fail_at(origin, MW_EMODEL,
                                 "the model's output is (None, %d, %d, %d) after layer "
-                                "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",
-                                last->out_h, last->out_w, last->out_c, shown->name, want, want);
+                                "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s) "
+                                "(or give labels (N, %d, %d), a class per pixel)",
+                                last->out_h, last->out_w, last->out_c, shown->name, want, want,
+                                last->out_h, last->out_w);
     if (nclasses > 0 && last->out_c != nclasses)
         return mw_keras_fail_at(origin, MW_EMODEL,
                                 "the model's output has %d units (layer '%s') but the "

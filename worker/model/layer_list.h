@@ -33,6 +33,8 @@
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
-    X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */
+    X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \
+    X(CONV2DT, conv2d_tr)   /* Conv2DTranspose (layers/upsample.c) */                              \
+    X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */
 
 #endif

@@ -365,7 +365,8 @@ def check(model, driver, work, rng):
     flat = np.concatenate([np.asarray(w.value, np.float32).ravel() for w in model.weights])
     flat.tofile(os.path.join(d, "params.f32"))
     x = rng.uniform(0, 1, (N, 28, 28, 1)).astype(np.float32)
-    y = rng.integers(0, 10, N).astype(np.int32)
+    # a class per example, or per pixel for a model whose output is an image (None, H, W, K)
+    y = rng.integers(0, model.output_shape[-1], (N, *model.output_shape[1:-1])).astype(np.int32)
     x.tofile(os.path.join(d, "x.f32"))
     y.tofile(os.path.join(d, "y.i32"))
     twin = float64_twin(model)
@@ -444,6 +445,43 @@ def norms_seq():
     ], name="norms_seq")
 
 
+def upsampling():
+    """The layers that make images larger, in each geometry Keras 3 sizes differently:
+    UpSampling2D nearest (2 x 3) and bilinear (3, jax.image.resize's half-pixel centres);
+    Conv2DTranspose 'valid' with the kernel above the stride, 'same' with the kernel below it
+    (no bias), 'same' with output_padding, 'valid' with an output_padding per axis."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(4, 3, strides=2)(inp)
+    a = layers.UpSampling2D((2, 3))(x)
+    a = layers.Conv2D(4, 3, strides=3, activation="tanh")(a)
+    b = layers.UpSampling2D(3, interpolation="bilinear")(x)
+    b = layers.Conv2D(4, 3, strides=3)(b)
+    c = layers.Conv2DTranspose(3, 3, strides=2, activation="relu")(x)
+    d = layers.Conv2DTranspose(3, 2, strides=3, padding="same", use_bias=False)(x)
+    e = layers.Conv2DTranspose(3, 4, strides=2, padding="same", output_padding=1)(x)
+    f = layers.Conv2DTranspose(3, (3, 2), strides=(2, 3), output_padding=(1, 2))(x)
+    out = layers.Add()([layers.Dense(10)(layers.Flatten()(t)) for t in (a, b, c, d, e, f)])
+    return keras.Model(inp, out, name="upsampling")
+
+
+def unet():
+    """A small U-Net with a class per pixel (labels (N, 28, 28)): two downs (Conv2D,
+    BatchNormalization, MaxPooling2D), a Conv2DTranspose and a bilinear UpSampling2D up,
+    each Concatenated with its skip, logits per pixel."""
+    inp = keras.Input((28, 28, 1))
+    c1 = layers.Conv2D(8, 3, padding="same", use_bias=False)(inp)
+    c1 = layers.Activation("relu")(layers.BatchNormalization()(c1))
+    c2 = layers.Conv2D(12, 3, padding="same", use_bias=False)(layers.MaxPooling2D()(c1))
+    c2 = layers.Activation("relu")(layers.BatchNormalization()(c2))
+    b = layers.Conv2D(16, 3, padding="same", activation="relu")(layers.MaxPooling2D()(c2))
+    u2 = layers.Conv2DTranspose(12, 3, strides=2, padding="same")(b)
+    u2 = layers.Conv2D(12, 3, padding="same", activation="relu")(layers.Concatenate()([u2, c2]))
+    u1 = layers.UpSampling2D(interpolation="bilinear")(u2)
+    u1 = layers.Conv2D(8, 3, padding="same", activation="relu")(layers.Concatenate()([u1, c1]))
+    out = layers.Conv2D(5, 1)(u1)
+    return keras.Model(inp, out, name="unet")
+
+
 def misc():
     """ReLU with max_value, negative_slope and threshold, hard_silu and hard_sigmoid (a
     convolution drawn with stddev 1.5 gives inputs on every piece), SpatialDropout2D and a
@@ -479,7 +517,7 @@ def main():
     rng = np.random.default_rng(7)
     rows, bad = [], 0
     for make in (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq,
-                 misc):
+                 misc, upsampling, unet):
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))
