@@ -28,6 +28,10 @@ beside it; a wrong gradient (a missing term, a wrong epsilon, a transposed kerne
 
 Also checked: Keras reloads the export, and its evaluate() of the test set (the same 32 images)
 equals the test loss mwtrain wrote for that step (metrics.csv, 9 digits) within 1e-5 relative.
+With a softmax output both fold it into the loss as Keras' TensorFlow backend does (its
+softmax hands the loss its logits); Keras on JAX instead clips the probabilities to 1e-7,
+which an untrained ResNet50 in inference mode (logits hundreds apart) reaches: there the
+reloaded model's logits (its last layer's activation set to linear) give the loss.
 Each model prints one line; the worst layers are listed with Keras' float32 figure beside.
 "ci" ends with a control that shows the test can fail: the small ResNet's archive with every
 BatchNormalization epsilon set to Keras' default 1e-3 (the archive says 1.001e-5: the bug of
@@ -243,6 +247,13 @@ def check(mw, work, name, control=False):
 
     back = keras.models.load_model(out, compile=True)
     keras_test_loss = float(back.evaluate(x, y, batch_size=N, verbose=0, return_dict=True)["loss"])
+    last = back.layers[-1]
+    if getattr(getattr(last, "activation", None), "__name__", "") == "softmax":
+        last.activation = keras.activations.linear
+        z = np.asarray(back.predict(x, batch_size=N, verbose=0), np.float64)
+        last.activation = keras.activations.softmax
+        z -= z.max(axis=1, keepdims=True)
+        keras_test_loss = float(np.mean(np.log(np.exp(z).sum(axis=1)) - z[np.arange(N), y]))
     w_mw = [np.asarray(w.value, np.float64) for w in back.weights]
     w0 = [np.asarray(w.value, np.float64) for w in model.weights]
     paths = [w.path for w in model.weights]
