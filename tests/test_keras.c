@@ -1065,7 +1065,8 @@ static void test_graph_configs(void **state)
  * tests/data/keras/graph/gradcheck_tokens.json (Embedding, Conv1D, MaxPooling1D,
  * AveragePooling1D, GlobalMaxPooling1D) and gradcheck_tokens_pos.json (KerasHub's
  * TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, the 1-D
- * average): every row of both tables. */
+ * average) and gradcheck_tokens_fn.json (gradcheck_tokens' layers as a Functional model):
+ * every row of both tables. */
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1085,6 +1086,14 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(blocks, strstr(rel, "transformer") ? 2 : 0);
     } else if (strstr(rel, "tokens")) {
         assert_int_equal(m.layers[0].kind, MW_LAYER_EMBED);
+        if (!strstr(rel, "pos")) /* "Conv1D", in either model kind */
+            assert_string_equal(m.layers[1].cls, "Conv1D");
+    } else if (strstr(rel, "_se")) {
+        int bcast = 0;
+        for (int i = 0; i < m.nlayers; i++)
+            bcast += m.layers[i].bcast;
+        assert_int_equal(bcast, 3);     /* se, shift, gate; not the residual x + y */
+        assert_false(m.layers[1].flat); /* keepdims: (None, 1, 1, 6) */
     } else if (strstr(rel, "act")) {
         int acts = 0, softmax = 0;
         for (int i = 0; i < m.nlayers; i++) {
@@ -1242,6 +1251,7 @@ static void test_tokens_gradcheck_ref(void **state)
     (void)state;
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_pos.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_fn.json");
 }
 
 static void test_tokens_gradcheck_cpu(void **state)
@@ -1249,6 +1259,21 @@ static void test_tokens_gradcheck_cpu(void **state)
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_pos.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_fn.json");
+}
+
+/* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the
+ * broadcast operand is the sum over the axes it is broadcast on. */
+static void test_se_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_se.json");
+}
+
+static void test_se_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_se.json");
 }
 
 static void test_transformer_gradcheck_ref(void **state)
@@ -1405,6 +1430,8 @@ int main(void)
         cmocka_unit_test(test_norm_gradcheck_cpu),
         cmocka_unit_test(test_tokens_gradcheck_ref),
         cmocka_unit_test(test_tokens_gradcheck_cpu),
+        cmocka_unit_test(test_se_gradcheck_ref),
+        cmocka_unit_test(test_se_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),
         cmocka_unit_test(test_transformer_gradcheck_cpu),
         cmocka_unit_test(test_mha_memory),

@@ -155,7 +155,7 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
         return mw_keras_fail_at(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)",
                                 je.line, je.column, t);
     }
-    mw_kbuilder B = {origin, m, 0};
+    mw_kbuilder B = {.origin = origin, .m = m};
     mw_status rc = build(&B, root, in_h, in_w, in_c, nclasses);
     json_decref(root);
     if (rc == MW_OK) {

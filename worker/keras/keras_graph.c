@@ -93,14 +93,26 @@ static mw_status check_kwargs(const mw_klayer *L, const json_t *kw)
     return MW_OK;
 }
 
+/* Keras 3 writes an arithmetic operator between two tensors (x + y, x * y in a model's code,
+ * as ConvNeXt's residual sum) as an operation node of module keras.src.ops.numpy whose two
+ * arguments are the operands; Add and Multiply read them as a merge of the two. */
+static int numpy_op(const json_t *e)
+{
+    const char *c = json_string_value(json_object_get(e, "class_name"));
+    const char *mod = json_string_value(json_object_get(e, "module"));
+    return c && mod && !strcmp(mod, "keras.src.ops.numpy") &&
+           (!strcmp(c, "Add") || !strcmp(c, "Multiply"));
+}
+
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
- * keyword arguments (NULL: none). A layer of class cls that takes several tensors as its call's
+ * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
+ * layer of class cls that takes several tensors as its call's
  * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
  * keyword arguments itself; the others have only the inputs. */
 static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
-                           const json_t **refs, int *n, const json_t **kwargs)
+                           const json_t **refs, int *n, const json_t **kwargs, const json_t **konst)
 {
-    *kwargs = NULL;
+    *kwargs = NULL, *konst = NULL;
     const int multi = cls && !strcmp(cls, "MultiHeadAttention");
     /* KerasHub's blocks read their own keyword arguments, and refuse a second sequence */
     const int block =
@@ -131,6 +143,16 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
             }
             *kwargs = json_is_object(kw) ? kw : NULL;
             return MW_OK;
+        }
+        if (numpy_op(e) && json_is_array(args) && json_array_size(args) == 2) {
+            refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
+            for (int j = 0; j < 2; j++)
+                if (json_is_number(refs[j])) { /* x + 3.0, 3.0 + x: one tensor and a constant */
+                    *konst = refs[j];
+                    refs[0] = refs[1 - j], *n = 1;
+                    break;
+                }
+            return MW_OK; /* x + y, x * y written as operations */
         }
         if (block && json_is_array(args) && json_array_size(args) == 2) {
             refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
@@ -308,7 +330,8 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         const json_t *kwargs = NULL,
                      *node = json_array_get(
                          json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
-        MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs));
+        const json_t *konst = NULL;
+        MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs, &konst));
         if (json_is_object(node) && json_is_object(json_object_get(node, "kwargs")))
             MW_TRY(check_mask_args(&L, K, layers, i, json_object_get(node, "kwargs")));
         for (int j = 0; j < nin; j++) {
@@ -323,7 +346,10 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
-        MW_TRY(mw_keras_add_layer(B, &L, cls, cfg, name, i + 1 == n, kwargs));
+        B->has_konst = konst != NULL, B->konst = konst ? json_number_value(konst) : 0.0;
+        mw_status arc = mw_keras_add_layer(B, &L, cls, cfg, name, i + 1 == n, kwargs);
+        B->has_konst = 0;
+        MW_TRY(arc);
         K->name[i] = name;
         K->idx[i] = B->m->nlayers - 1;
     }

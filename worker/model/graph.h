@@ -104,6 +104,10 @@ typedef struct mw_layer {
     mw_act_kind act; /* MW_LAYER_ACT */
     float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
     int global;      /* pooling over the whole image (Global*Pooling2D) */
+    int bcast;       /* Add, Multiply: an input's shape differs from the output's (broadcast) */
+    float kscale;    /* Add: the factor of every input after the first (1; CustomScaleLayer's
+                        scale: x + r scale); Add, Multiply of one input: the constant operand */
+    int konst;       /* Add, Multiply: one tensor and the constant kscale (x + 3.0, x * (1 / 6)) */
     int mask_zero;   /* Embedding, TokenAndPositionEmbedding: ids 0 are padding, a mask its
                         consumers honour */
     int masked;      /* the inputs that carry an Embedding's padding mask, bit j for input j

@@ -30,6 +30,9 @@
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
-    X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */
+    X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(LAYERSCALE, layerscale) /* keras.applications' LayerScale: x times a per-channel gamma */    \
+    R(stochdepth)             /* keras.applications' StochasticDepth (rate 0: an identity) */      \
+    R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */
 
 #endif

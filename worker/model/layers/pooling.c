@@ -160,10 +160,13 @@ static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_
     int keep = 0;
     MW_TRY(mw_kcheck_data_format(L, cfg));
     MW_TRY(mw_kget_bool(L, cfg, "keepdims", 0, &keep));
-    if (keep)
-        return mw_kfail(L, MW_EUNSUPPORTED, "keepdims true is not supported; supported: false");
+    if (keep && one_d)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "keepdims true is not supported for the 1-D pooling; supported: false");
     MW_TRY(mw_kneed_channels(B, L));
     mw_status rc = mw_model_add_global_pool(B->m, name, max, one_d);
+    if (rc == MW_OK && keep) /* (None, 1, 1, C), as squeeze-and-excitation blocks pool */
+        B->m->layers[B->m->nlayers - 1].flat = 0;
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
@@ -181,8 +184,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                           strncmp(cls, "Global", 6) ? window_keys : global_keys, 1));
     if (!strncmp(cls, "Global", 6))
         return add_global_pool(R->B, R->L, cfg, name, max, one_d);
-    const mw_layer *in = R->B->m->nlayers > 0 ? &R->B->m->layers[R->B->m->nlayers - 1] : NULL;
-    if (one_d && (R->B->m->next_nin > 0 || !in || in->out_h != 1 || in->flat))
+    const mw_layer *in = mw_kprev(R->B->m);
+    if (one_d && (!in || in->out_h != 1 || in->flat))
         return mw_kfail(R->L, MW_EUNSUPPORTED,
                         "needs a sequence (None, steps, channels) from the layer before it");
     mw_status rc =

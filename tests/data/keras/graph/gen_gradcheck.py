@@ -1,4 +1,4 @@
-"""Writes four of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes six of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
@@ -10,7 +10,11 @@ gradcheck_tokens_pos.json: models of 784 token ids below 20 (the gradient check 
 the max pooling, so that few pooling choices flip under a parameter's step); KerasHub's
 TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, then a global
 max (a global average would scale each position's gradient by 1/784, below what a central
-difference in float32 resolves)."""
+difference in float32 resolves). gradcheck_tokens_fn.json: gradcheck_tokens' layers as a
+Functional model (a layer accepts the same input whatever the model's kind).
+gradcheck_se.json: the broadcasting merges: a squeeze-and-excitation block (a (None, 1, 1, C)
+gate times (None, H, W, C)), a flat (None, C) added to and multiplied with (None, H, W, C), and
+a residual sum written as x + y (an operation node of keras.src.ops.numpy)."""
 import os
 
 import keras
@@ -78,6 +82,37 @@ def tokens_pos():
     return keras.Model(ids, out, name="gradcheck_tokpos")
 
 
-for name, make in (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos)):
+def tokens_fn():
+    ids = keras.Input((784,), dtype="int32", name="ids")
+    x = layers.Embedding(20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0),
+                         name="emb")(ids)
+    x = layers.Conv1D(4, 5, strides=4, padding="same", name="conv",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(x)
+    x = layers.AveragePooling1D(4, name="ap")(x)
+    x = layers.MaxPooling1D(7, name="mp")(x)
+    x = layers.GlobalMaxPooling1D(name="gmp")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(x)
+    return keras.Model(ids, out, name="gradcheck_tokens_fn")
+
+
+def se():
+    inp = keras.Input((28, 28, 1), name="in")
+    x = layers.Conv2D(6, 5, strides=3, activation="tanh", name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
+    s = layers.GlobalAveragePooling2D(keepdims=True, name="squeeze")(x)
+    s = layers.Conv2D(6, 1, activation="sigmoid", name="excite",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(s)
+    x = layers.Multiply(name="se")([s, x])
+    f = layers.Dense(6, name="d1", bias_initializer=initializers.RandomNormal(stddev=0.1))(
+        layers.GlobalMaxPooling2D(name="gmp")(x))
+    y = layers.Add(name="shift")([x, f])
+    y = layers.Multiply(name="gate")([y, layers.Activation("sigmoid", name="sig")(f)])
+    y = layers.Conv2D(6, 3, padding="same", name="c2")(y) + y
+    out = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(y))
+    return keras.Model(inp, out, name="gradcheck_se")
+
+
+for name, make in (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
+                   ("tokens_fn", tokens_fn), ("se", se)):
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
         f.write(make().to_json())
