@@ -403,8 +403,10 @@ mw_status mw_keras_add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls
         rc = mw_kfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                       mw_kquote(q, cls), layer_list());
     }
-    for (int j = first; rc == MW_OK && j < B->m->nlayers; j++) /* and its folded activation */
+    for (int j = first; rc == MW_OK && j < B->m->nlayers; j++) { /* and its folded activation */
         B->m->layers[j].policy = L->policy;
+        B->m->layers[j].nest = B->nest;
+    }
     return rc;
 }
 

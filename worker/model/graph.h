@@ -77,6 +77,15 @@ typedef struct {
                            takes its mask as attention_mask); the output keeps the mask */
 } mw_mha;
 
+/* A Keras model used as a layer of another (a Sequential or Functional inside a Functional:
+ * ConvNeXt's stem), whose layers the reader adds in its place (worker/keras/keras_graph.h). Its
+ * layers' weights live in its own group of .weights.h5: layers/<path>/layers/<key>/vars. */
+#define MW_MAX_NESTS 64
+typedef struct {
+    char path[128]; /* its group under layers/: "sequential", "functional/layers/sequential" */
+    char name[64];  /* its Keras name */
+} mw_nest;
+
 typedef struct mw_layer {
     mw_layer_kind kind;
     mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
@@ -140,6 +149,7 @@ typedef struct mw_layer {
      * a post-norm encoder's last LayerNormalization holds its second variables). */
     int block, part_rank;
     int block_first; /* the block's first layer, which stands for it (summary, files) */
+    int nest;        /* the nested model it belongs to: mw_model.nests[nest - 1]; 0: none */
     const char *block_cls, *part; /* static */
     char block_name[64];
 } mw_layer;
@@ -177,6 +187,8 @@ typedef struct mw_model {
     struct mw_preprocess *pre;
     void (*pre_free)(struct mw_preprocess **pre);
     int *worder; /* owned, set by finalize: mw_model_weight_order, the packing's order */
+    mw_nest nests[MW_MAX_NESTS]; /* the nested models, each after the one it is in */
+    int nnests;
 } mw_model;
 
 /* The Keras layer behind output idx, for messages: a folded activation's own layer. */

@@ -32,6 +32,7 @@ typedef struct mw_kbuilder {
     int no_channels; /* (None, H, W) input not yet flattened: no Conv2D / MaxPooling2D */
     int has_konst;   /* the next layer is an operation on one tensor and the constant konst */
     double konst;    /* (x + 3.0, x * (1 / 6): keras.src.ops.numpy's Add, Multiply) */
+    int nest;        /* the nested model being read (mw_layer.nest); 0: the model itself */
 } mw_kbuilder;
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'
