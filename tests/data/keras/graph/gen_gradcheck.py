@@ -1,4 +1,4 @@
-"""Writes six of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes seven of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
@@ -13,13 +13,18 @@ max (a global average would scale each position's gradient by 1/784, below what 
 difference in float32 resolves). gradcheck_tokens_fn.json: gradcheck_tokens' layers as a
 Functional model (a layer accepts the same input whatever the model's kind).
 gradcheck_se.json: the broadcasting merges: a squeeze-and-excitation block (a (None, 1, 1, C)
-gate times (None, H, W, C)), a flat (None, C) added to and multiplied with (None, H, W, C), and
-a residual sum written as x + y (an operation node of keras.src.ops.numpy)."""
+gate times (None, H, W, C)), a flat (None, C) added to and multiplied with (None, H, W, C), a
+residual sum written as x + y (an operation node of keras.src.ops.numpy). gradcheck_apps.json:
+keras.applications' LayerScale in a nested Sequential, StochasticDepth (rate 0) and
+CustomScaleLayer in a nested Functional with a Dense on the image, and the constants of
+y * 0.5 + 1.0 (operation nodes)."""
 import os
 
 import keras
 import keras_hub
 from keras import initializers, layers
+from keras.src.applications.convnext import LayerScale, StochasticDepth
+from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -112,7 +117,25 @@ def se():
     return keras.Model(inp, out, name="gradcheck_se")
 
 
+def apps():
+    inp = keras.Input((28, 28, 1), name="in")
+    stem = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(6, 5, strides=5, activation="tanh", name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1)),
+        LayerScale(0.7, 6, name="ls"),
+    ], name="stem")
+    bi = keras.Input((5, 5, 6), name="block_in")
+    r = layers.Dense(6, name="pw", bias_initializer=initializers.RandomNormal(stddev=0.1))(bi)
+    r = StochasticDepth(0.0, name="drop_path")(r)
+    block = keras.Model(bi, CustomScaleLayer(0.3, name="scaled")([bi, r]), name="block")
+    y = block(stem(inp))
+    y = y * 0.5 + 1.0
+    out = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(y))
+    return keras.Model(inp, out, name="gradcheck_apps")
+
+
 for name, make in (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
-                   ("tokens_fn", tokens_fn), ("se", se)):
+                   ("tokens_fn", tokens_fn), ("se", se), ("apps", apps)):
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
         f.write(make().to_json())
