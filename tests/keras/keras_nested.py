@@ -1,9 +1,9 @@
 """Models used as layers, and keras.applications' own layers, in and out of .keras archives.
 
 One Functional model holds a Sequential used as a layer (ConvNeXt's stem: Conv2D and
-LayerNormalization), a Functional used as a layer (a residual block with a Dense on the image
-and ConvNeXt's LayerScale), a squeeze-and-excitation gate ((None, 1, 1, C) times the image),
-Inception-ResNet's CustomScaleLayer and a second nested Sequential. Keras keeps each nested
+LayerNormalization), a Functional used as a layer (a residual block with a Dense on the image,
+ConvNeXt's LayerScale and StochasticDepth), a squeeze-and-excitation gate ((None, 1, 1, C)
+times the image), Inception-ResNet's CustomScaleLayer and a second nested Sequential. Keras keeps each nested
 model's weights in its own group (layers/sequential/layers/conv2d/vars, layers/functional/...).
   1. `mwtrain summary --model m.keras` counts Keras' parameters;
   2. `train --epochs 0 --dump-weights`: exactly (bitwise) Keras' weights in Keras' order, so
@@ -21,7 +21,7 @@ import warnings
 import keras
 import numpy as np
 from keras import layers
-from keras.src.applications.convnext import LayerScale
+from keras.src.applications.convnext import LayerScale, StochasticDepth
 from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 
 import oracle as o
@@ -38,7 +38,7 @@ def nested():
     bi = keras.Input((7, 7, 8))
     b = layers.Conv2D(8, 3, padding="same", activation="relu")(bi)
     b = layers.Dense(8)(b)
-    b = LayerScale(0.5, 8)(b)
+    b = StochasticDepth(0.0)(LayerScale(0.5, 8)(b))
     x = keras.Model(bi, layers.Add()([bi, b]), name="block")(x)
     s = layers.GlobalAveragePooling2D(keepdims=True)(x)
     s = layers.Conv2D(8, 1, activation="sigmoid")(s)
