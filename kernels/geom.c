@@ -33,6 +33,37 @@ int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, i
     return g->OH > 0 && g->OW > 0 ? 0 : -1;
 }
 
+/* JAX's conv_transpose pads the stride-dilated input with left and right zeros (Keras'
+ * _convert_conv_transpose_padding_args_from_keras_to_jax) and correlates with the flipped kernel,
+ * so output row o sums input row i through tap t where o = i s + t - (k - 1 - left). */
+static int tr_size(int in, int k, int s, int same, int op, int *pad_before)
+{
+    int left, right;
+    if (!same) {
+        left = k - 1;
+        right = k - 1 + (op >= 0 ? op : (k > s ? k : s) - k);
+    } else {
+        const int len = op >= 0 ? k + k % 2 - 2 + op : s + k - 2;
+        left = len / 2 + len % 2 < k - 1 ? len / 2 + len % 2 : k - 1;
+        right = len - left;
+    }
+    *pad_before = k - 1 - left;
+    return (in - 1) * s + left + right - k + 2;
+}
+
+int mw_conv2d_tr_geom_init(mw_conv2d_geom *g, int in_h, int in_w, int in_c, int filters, int KH,
+                           int KW, int SH, int SW, int same, int oph, int opw)
+{
+    g->OH = in_h, g->OW = in_w, g->O = in_c, g->C = filters;
+    g->KH = KH, g->KW = KW, g->SH = SH, g->SW = SW;
+    if (in_h <= 0 || in_w <= 0 || in_c <= 0 || filters <= 0 || KH <= 0 || KW <= 0 || SH <= 0 ||
+        SW <= 0)
+        return -1;
+    g->H = tr_size(in_h, KH, SH, same, oph, &g->PT);
+    g->W = tr_size(in_w, KW, SW, same, opw, &g->PL);
+    return g->H > 0 && g->W > 0 ? 0 : -1;
+}
+
 int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW,
                       int same)
 {

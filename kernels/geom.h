@@ -17,6 +17,15 @@ extern "C" { /* kernels/cuda/conv2d.cu sizes its scratch with these */
 int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, int KW, int SH,
                         int SW, int same);
 
+/* Conv2DTranspose (Keras 3's output sizes and padding, its JAX backend's rule): g is filled as
+ * the Conv2D whose input gradient the transposed convolution is, so the conv kernels' im2col
+ * and col2im serve it: g's input H x W x C is the transposed conv's OUTPUT (C = filters), g's
+ * output OH x OW x O its input (in_h x in_w x in_c), PT / PL the rows and columns that output
+ * starts before the first kernel tap. oph / opw: output_padding, -1 for None (then 'valid'
+ * gives (in - 1) s + max(k, s), 'same' in s). Returns 0, or -1 when a size is not positive. */
+int mw_conv2d_tr_geom_init(mw_conv2d_geom *g, int in_h, int in_w, int in_c, int filters, int KH,
+                           int KW, int SH, int SW, int same, int oph, int opw);
+
 /* Fill g as mw_conv2d_geom_init does, for a PH x PW pool. */
 int mw_pool_geom_init(mw_pool_geom *g, int H, int W, int C, int PH, int PW, int SH, int SW,
                       int same);

@@ -70,6 +70,42 @@ MW_KERNEL(relu_bwd, CPU,
           (float *dx, const float *dy, const float *y, size_t count),
           (dx, dy, y, count),
           MW_A(dx, count) MW_A(dy, count) MW_A(y, count))
+/* Keras' ReLU layer in full (kernels/act_rules.h relux_value): a = x > threshold ? x : 0,
+ * clipped to max_value (INFINITY: none), y = a - negative_slope * max(threshold - x, 0);
+ * max_value, slope and threshold >= 0. y may equal x. */
+MW_KERNEL(relux_fwd, REF,
+          (float *y, const float *x, size_t count, float max_value, float slope, float threshold),
+          (y, x, count, max_value, slope, threshold),
+          MW_A(y, count) MW_A(x, count))
+/* dx += dy * f'(x), from the forward INPUT x (relux_slope; jax's slopes, 0 at the kinks but
+ * leaky_relu's 1 at 0). */
+MW_KERNEL(relux_bwd, REF,
+          (float *dx, const float *dy, const float *x, size_t count, float max_value, float slope,
+           float threshold),
+          (dx, dy, x, count, max_value, slope, threshold),
+          MW_A(dx, count) MW_A(dy, count) MW_A(x, count))
+/* Keras' Rescaling as a layer: y = x * scale + offset (y may equal x). */
+MW_KERNEL(rescale_fwd, REF,
+          (float *y, const float *x, size_t count, float scale, float offset),
+          (y, x, count, scale, offset),
+          MW_A(y, count) MW_A(x, count))
+/* dx += dy * scale. */
+MW_KERNEL(rescale_bwd, REF,
+          (float *dx, const float *dy, size_t count, float scale),
+          (dx, dy, count, scale),
+          MW_A(dx, count) MW_A(dy, count))
+/* Keras' Normalization over the last axis of (rows, C), its statistics fixed (adapted):
+ * y = (x - mean[c]) / max(sqrt(var[c]), eps) in float, as Keras divides. */
+MW_KERNEL(normalize_fwd, REF,
+          (float *y, const float *x, const float *mean, const float *var, size_t rows, int C,
+           float eps),
+          (y, x, mean, var, rows, C, eps),
+          MW_A(y, rows * C) MW_A(x, rows * C) MW_A(mean, C) MW_A(var, C))
+/* dx += dy / max(sqrt(var[c]), eps) (the statistics are constants). */
+MW_KERNEL(normalize_bwd, REF,
+          (float *dx, const float *dy, const float *var, size_t rows, int C, float eps),
+          (dx, dy, var, rows, C, eps),
+          MW_A(dx, rows * C) MW_A(dy, rows * C) MW_A(var, C))
 /* Sparse softmax cross-entropy from logits (N,K): prob = softmax(logits),
  * loss[i] = -log prob[i][label[i]], computed stably (log-sum-exp). A label outside [0, K) (an
  * ignore_class label: the data check every other) has loss 0 and no one-hot term; its
@@ -322,6 +358,36 @@ MW_KERNEL(pad2d_bwd, CPU,
           (float *dx, const float *dy, int H, int W, int C, int PT, int PB, int PL, int PR, int N),
           (dx, dy, H, W, C, PT, PB, PL, PR, N),
           MW_A(dx, (size_t)N * H *W * C) MW_A(dy, (size_t)N *(PT + H + PB) * (PL + W + PR) * C))
+/* Conv2DTranspose, g as mw_conv2d_tr_geom_init fills it (the Conv2D whose input gradient it
+ * is): y (N,H,W,C) = b (C) + the sum over input pixels and taps of x (N,OH,OW,O) times
+ * w (KH,KW,C,O), Keras' kernel layout (kernel, kernel, filters, input channels). */
+MW_KERNEL(conv2d_tr_fwd, CPU,
+          (float *y, const float *x, const float *w, const float *b, const mw_conv2d_geom *g,
+           int N),
+          (y, x, w, b, g, N),
+          MW_A(y, (size_t)N * g->H * g->W * g->C) MW_A(x, (size_t)N * g->OH * g->OW * g->O)
+          MW_A(w, (size_t)g->KH * g->KW * g->C * g->O) MW_O(b, g->C))
+/* dx += the Conv2D of dy with w (dx NULL: skipped), dw += ..., db += sum dy. */
+MW_KERNEL(conv2d_tr_bwd, CPU,
+          (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+           const mw_conv2d_geom *g, int N),
+          (dx, dw, db, dy, x, w, g, N),
+          MW_O(dx, (size_t)N * g->OH * g->OW * g->O) MW_A(dw, (size_t)g->KH * g->KW * g->C * g->O)
+          MW_O(db, g->C) MW_A(dy, (size_t)N * g->H * g->W * g->C)
+          MW_A(x, (size_t)N * g->OH * g->OW * g->O) MW_A(w, (size_t)g->KH * g->KW * g->C * g->O))
+/* UpSampling2D: y (N, H SH, W SW, C) from x (N,H,W,C); bilinear 0: each pixel repeated
+ * (nearest), 1: jax.image.resize's bilinear (half-pixel centres, source row (o + 0.5) / SH -
+ * 0.5 clamped to [0, H - 1], the two nearest rows weighted linearly; the same on columns).
+ * The CPU table keeps the reference (one pass over the output). */
+MW_KERNEL(upsample_fwd, REF,
+          (float *y, const float *x, int H, int W, int C, int SH, int SW, int bilinear, int N),
+          (y, x, H, W, C, SH, SW, bilinear, N),
+          MW_A(y, (size_t)N * H * SH * W * SW * C) MW_A(x, (size_t)N * H * W * C))
+/* dx += the adjoint: each output pixel's dy spread back with its forward weights. */
+MW_KERNEL(upsample_bwd, REF,
+          (float *dx, const float *dy, int H, int W, int C, int SH, int SW, int bilinear, int N),
+          (dx, dy, H, W, C, SH, SW, bilinear, N),
+          MW_A(dx, (size_t)N * H * W * C) MW_A(dy, (size_t)N * H * SH * W * SW * C))
 /* y += x (Add, and the gradient of a tensor with several consumers). */
 MW_KERNEL(acc, CPU,
           (float *y, const float *x, size_t count),

@@ -189,8 +189,11 @@ typedef struct {
  * twin's per-kind loops and the tests' sweeps come from the list; each kind's value and slope
  * are its cases in kernels/act_rules.h. gelu is the exact erf form (Keras' approximate=False),
  * gelu_tanh the tanh approximation. */
+/* clang-format off */
 #define MW_ACT_KINDS(X)                                                                            \
-    X(SIGMOID) X(TANH) X(GELU) X(GELU_TANH) X(SILU) X(ELU) X(LEAKY_RELU) X(RELU6)
+    X(SIGMOID) X(TANH) X(GELU) X(GELU_TANH) X(SILU) X(ELU) X(LEAKY_RELU) X(RELU6)                  \
+    X(HARD_SIGMOID) X(HARD_SILU)
+/* clang-format on */
 #define MW_ACTK_ENUM_(kind) MW_ACTK_##kind,
 typedef enum { MW_ACT_KINDS(MW_ACTK_ENUM_) MW_ACTK_COUNT } mw_act_kind;
 #undef MW_ACTK_ENUM_

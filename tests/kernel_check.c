@@ -63,8 +63,11 @@ typedef struct {
         void *ptr[NPTR];
     };
     int N, I, O, K, n, T, D, V, width, P, H, W, C, S, G, PT, PB, PL, PR, CX, CY, off, mul;
+    int SH, SW, bilinear; /* UpSampling2D */
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;
+    float max_value, slope, threshold; /* relux */
+    float offset;                      /* rescale */
     double l1, l2, M;
     uint64_t seed, stream;
     mw_act_kind kind;
@@ -428,6 +431,40 @@ static int set_conv(kargs *a, int i, int phase)
     kscale(a->b, (size_t)g->O, 0.5f, 0.0f);
     kscale(a->dy, (size_t)a->N * g->OH * g->OW * g->O,
            fminf(1.0f, 8.0f / sqrtf((float)a->N * g->OH * g->OW)), 0.0f);
+    return 1;
+}
+
+/* Conv2DTranspose: the transposed geometry (kernel below, equal to and above the stride, both
+ * paddings, output_padding) with scratch for one image, two and a bit, and all. */
+static const int conv_tr_shapes[][12] = {
+    /* in_h, in_w, in_c, filters, KH, KW, SH, SW, same, oph, opw, N */
+    {4, 3, 2, 3, 3, 3, 2, 2, 1, -1, -1, 2}, {3, 4, 3, 2, 2, 2, 2, 2, 0, -1, -1, 2},
+    {5, 4, 2, 3, 3, 3, 1, 1, 1, -1, -1, 2}, {3, 3, 2, 2, 1, 2, 3, 2, 0, -1, -1, 2},
+    {4, 5, 3, 4, 4, 3, 2, 3, 1, -1, -1, 3}, {3, 4, 2, 3, 3, 3, 2, 2, 0, 1, 0, 2},
+    {4, 3, 2, 2, 3, 2, 3, 2, 1, 2, 1, 2},
+};
+
+static int set_conv_tr(kargs *a, int i, int phase)
+{
+    if (i >= 7 * 8)
+        return 0;
+    const int *s = conv_tr_shapes[i / 8], v = i % 8 / 2;
+    mw_conv2d_geom *g = &a->cg;
+    if (phase == 0) {
+        assert_int_equal(mw_conv2d_tr_geom_init(g, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+                                                s[8], s[9], s[10]),
+                         0);
+        a->g = g, a->N = v == 0 ? s[11] : 5;
+        const size_t min = mw_conv2d_ws_min(g);
+        a->ws = v == 1 ? min : v == 2 ? 2 * min + 1 : mw_conv2d_ws_count(g, a->N);
+        a->nulls = i % 2 ? "b dx" : "";
+        snprintf(a->what, sizeof a->what,
+                 "%dx%dx%d k%dx%d/%d,%d same %d op %d,%d -> %dx%dx%d, N %d", s[0], s[1], s[2], s[4],
+                 s[5], s[6], s[7], s[8], s[9], s[10], g->H, g->W, s[3], a->N);
+        return 1;
+    }
+    kscale(a->w, (size_t)g->KH * g->KW * g->C * g->O, 0.5f, 0.0f);
+    kscale(a->b, (size_t)g->C, 0.5f, 0.0f);
     return 1;
 }
 
@@ -874,6 +911,8 @@ static int set_round(kargs *a, int i, int phase)
 static const kcase cases[] = {
     {"conv2d_fwd", set_conv, 1e-5f, 1e-4f, 0},
     {"conv2d_bwd", set_conv, 1e-5f, 1e-4f, 0},
+    {"conv2d_tr_fwd", set_conv_tr, 1e-5f, 1e-4f, 0},
+    {"conv2d_tr_bwd", set_conv_tr, 1e-5f, 1e-4f, 0},
     {"maxpool_fwd", set_maxpool, 0.0f, 0.0f, 1},
     {"maxpool_bwd", set_maxpool, 1e-5f, 1e-4f, 0},
     {"dense_fwd", set_dense, 1e-5f, 1e-4f, 0},

@@ -368,6 +368,52 @@ static void test_npy_position_labels(void **state)
     mw_dataset_free(&te);
 }
 
+/* Labels per pixel (N, H, W): H x W per example, label_rows H; the test set's H must be the
+ * training set's even where H x W agree. */
+static void test_npy_pixel_labels(void **state)
+{
+    const char *dir = *state;
+    const uint8_t x[12] = {0};
+    const int32_t y[12] = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
+    size_t n;
+    uint8_t *b = npy_make(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2, 3)}", x,
+                          sizeof x, &n);
+    free(mw_test_write_file(dir, "x_train.npy", b, n));
+    free(mw_test_write_file(dir, "x_test.npy", b, n));
+    free(b);
+    b = npy_make(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2, 3)}", y, sizeof y,
+                 &n);
+    free(mw_test_write_file(dir, "y_train.npy", b, n));
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+    mw_dataset tr, te;
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_OK, "");
+    assert_int_equal(tr.label_width, 6);
+    assert_int_equal(tr.label_rows, 2);
+    assert_int_equal(tr.num_classes, 6);
+    float xb[12];
+    int32_t yb[12];
+    const uint32_t ids[2] = {1, 0};
+    mw_dataset_batch(&tr, xb, yb, ids, 2);
+    assert_memory_equal(yb, y + 6, 6 * sizeof *yb);
+    assert_memory_equal(yb + 6, y, 6 * sizeof *yb);
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+    b = npy_make(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3, 2)}", y, sizeof y,
+                 &n);
+    free(mw_test_write_file(dir, "y_test.npy", b, n));
+    free(b);
+    mw_dataset_init(&tr);
+    mw_dataset_init(&te);
+    mw_err_clear();
+    expect_err(mw_dataset_open(&tr, &te, dir, &no_opts), MW_EDATA,
+               "the training labels have 2 rows per example, the test labels 3");
+    mw_dataset_free(&tr);
+    mw_dataset_free(&te);
+}
+
 /* A text corpus (--sequence-length 4): 42 bytes make 10 windows of 4 + 1, the last one (a
  * tenth, rounded up) to validate; each window's ids its bytes, its labels the next bytes; 256
  * classes. Too short a text, and a byte at or above --classes, are errors naming the file. */
@@ -1087,17 +1133,18 @@ static const npy_case npy_cases[] = {
      0,
      MW_EDATA,
      {"x_train.npy", "1..4096 channels"}},
-    /* (N, T) labels per position are read (test_npy_position_labels); 3-D labels are not */
-    {"labels_2d",
+    /* (N, T) labels per position and (N, H, W) per pixel are read (test_npy_position_labels,
+     * test_npy_pixel_labels); 4-D labels are not */
+    {"labels_4d",
      1,
      0,
-     "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1, 2)}",
+     "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1, 2, 1)}",
      D_GOOD,
      NULL,
      0,
      0,
      MW_EDATA,
-     {"y_train.npy", "labels of shape (2, 1, 2)", "expected (N,) or (N, 1)"}},
+     {"y_train.npy", "labels of shape (2, 1, 2, 1)", "(N, H, W) per pixel"}},
     {"labels_float",
      1,
      0,
@@ -1609,6 +1656,7 @@ int main(void)
         mw_test_in_tmpdir(test_npy_tokens),
         mw_test_in_tmpdir(test_text_corpus),
         mw_test_in_tmpdir(test_npy_position_labels),
+        mw_test_in_tmpdir(test_npy_pixel_labels),
         cmocka_unit_test(test_mask_weights),
         mw_test_in_tmpdir(test_cifar10_good),
         mw_test_in_tmpdir(test_cifar100_labels),

@@ -33,6 +33,7 @@
 #include "worker/model/layers/batchnorm.h"
 #include "worker/model/layers/conv2d.h"
 #include "worker/model/layers/dense.h"
+#include "worker/model/layers/dropout.h"
 #include "worker/model/layers/pooling.h"
 #include "worker/model/layers/reshape.h"
 #include "worker/model/model.h"
@@ -813,6 +814,15 @@ typedef struct {
     uint64_t choices; /* hash of every maxpool argmax and ReLU sign of the last forward */
 } fwd_env;
 
+/* The piece of a piecewise activation that input v falls on: ReLU's with max_value,
+ * negative_slope or threshold, hard_sigmoid's and hard_silu's (kinks at -3 and 3). */
+static uint64_t piece(const mw_layer *l, float v)
+{
+    if (l->kind == MW_LAYER_RELUX)
+        return (uint64_t)(v > l->relu_threshold) + 2u * (v < l->relu_max) + 4u * (v < 0.0f);
+    return (uint64_t)(v > -3.0f) + 2u * (v < 3.0f);
+}
+
 /* Forward from the saved input (in-place layers may overwrite act[0]); sum of losses. */
 static double model_loss(fwd_env *e)
 {
@@ -828,6 +838,11 @@ static double model_loss(fwd_env *e)
         if (l->kind == MW_LAYER_RELU) /* a step across ReLU's kink */
             for (size_t j = 0; j < cnt; j++)
                 e->choices = mw_rng_hash(e->choices, (uint64_t)i, e->ws->act[i + 1][j] > 0.0f);
+        if (l->kind == MW_LAYER_RELUX ||
+            (l->kind == MW_LAYER_ACT && l->act >= MW_ACTK_HARD_SIGMOID))
+            for (size_t j = 0; j < cnt; j++) /* or across a piecewise one's */
+                e->choices =
+                    mw_rng_hash(e->choices, (uint64_t)i, piece(l, e->ws->act[l->in[0] + 1][j]));
         if (l->kind != MW_LAYER_MAXPOOL)
             continue;
         for (size_t j = 0; j < cnt; j++)
@@ -1109,10 +1124,28 @@ static void graph_gradcheck(int fast, const char *rel)
         }
         assert_int_equal(acts, 2); /* both read c1: neither runs in place */
         assert_int_equal(softmax, 1);
+    } else if (strstr(rel, "misc")) {
+        assert_int_equal(m.layers[1].kind, MW_LAYER_RELUX);
+        assert_int_equal(m.layers[2].act, MW_ACTK_HARD_SILU);
+        assert_int_equal(m.layers[3].act, MW_ACTK_HARD_SIGMOID);
+        assert_int_equal(m.layers[6].noise, MW_NOISE_CHANNEL); /* SpatialDropout1D */
+        assert_int_equal(m.layers[9].noise, MW_NOISE_EXAMPLE);
+        assert_int_equal(m.layers[11].kind, MW_LAYER_NORMALIZE);
+        assert_false(m.layers[12].flat); /* keepdims: (None, 1, 1, 4) */
     } else if (strstr(rel, "norm")) {
         assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
         assert_int_equal(m.layers[1].groups, 3);
         assert_int_equal(m.layers[3].groups, 4); /* groups -1: one per channel */
+    } else if (strstr(rel, "_up")) {
+        int tr = 0, bilinear = 0, nearest = 0;
+        for (int i = 0; i < m.nlayers; i++) {
+            tr += m.layers[i].kind == MW_LAYER_CONV2DT;
+            bilinear += m.layers[i].kind == MW_LAYER_UPSAMPLE && m.layers[i].bilinear;
+            nearest += m.layers[i].kind == MW_LAYER_UPSAMPLE && !m.layers[i].bilinear;
+        }
+        assert_int_equal(tr, 3);
+        assert_int_equal(bilinear, 1);
+        assert_int_equal(nearest, 1);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1217,6 +1250,20 @@ static void test_crop_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_crop.json");
 }
 
+/* Conv2DTranspose (same with the kernel above the stride, valid with it below, output_padding
+ * on one axis) and UpSampling2D (bilinear, nearest 2 x 3), Concatenated. */
+static void test_up_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_up.json");
+}
+
+static void test_up_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_up.json");
+}
+
 static void test_mha_gradcheck_ref(void **state)
 {
     (void)state;
@@ -1243,6 +1290,18 @@ static void test_act_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_act.json");
+}
+
+static void test_misc_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_misc.json");
+}
+
+static void test_misc_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_misc.json");
 }
 
 static void test_norm_gradcheck_ref(void **state)
@@ -1439,8 +1498,12 @@ int main(void)
         cmocka_unit_test(test_crop_gradcheck_cpu),
         cmocka_unit_test(test_mha_gradcheck_ref),
         cmocka_unit_test(test_mha_gradcheck_cpu),
+        cmocka_unit_test(test_up_gradcheck_ref),
+        cmocka_unit_test(test_up_gradcheck_cpu),
         cmocka_unit_test(test_act_gradcheck_ref),
         cmocka_unit_test(test_act_gradcheck_cpu),
+        cmocka_unit_test(test_misc_gradcheck_ref),
+        cmocka_unit_test(test_misc_gradcheck_cpu),
         cmocka_unit_test(test_norm_gradcheck_ref),
         cmocka_unit_test(test_norm_gradcheck_cpu),
         cmocka_unit_test(test_tokens_gradcheck_ref),

@@ -1668,14 +1668,18 @@ static double act_formula(mw_act_kind k, double v)
         return v >= 0 ? v : 0.2 * v;
     case MW_ACTK_RELU6:
         return v < 0 ? 0 : v > 6 ? 6 : v;
+    case MW_ACTK_HARD_SIGMOID: /* relu6(x + 3) / 6 */
+        return fmin(fmax(v + 3, 0), 6) / 6;
+    case MW_ACTK_HARD_SILU:
+        return v * fmin(fmax(v + 3, 0), 6) / 6;
     default:
         return NAN;
     }
 }
 
 /* Every activation kind: values against the formulas (in double), and central differences
- * of the backward, with |x| >= 0.05 so no step crosses a kink at 0 (relu6's inputs 2.5 x: past
- * its clamp at 6, none within 0.1 of it). */
+ * of the backward, with |x| >= 0.05 so no step crosses a kink at 0 (relu6's and the hard ones'
+ * inputs 2.5 x: past their clamps at 6 and +-3, none within 0.1 of them). */
 static void test_act_grad(void **state)
 {
     (void)state;
@@ -1687,14 +1691,12 @@ static void test_act_grad(void **state)
         ctx X;
         ctx_open(&X, 0, 1);
         float *x = frand(&P, n, 81, 0.05f, 3.0f), *sign = frand(&P, n, 82, -1.0f, 1.0f);
+        float *x6 = fzero(&P, n);
         for (size_t i = 0; i < n; i++)
-            x[i] = sign[i] < 0.0f ? -x[i] : x[i];
-        float *x6 = fcopy(&P, x, n);
-        for (size_t i = 0; i < n; i++)
-            x6[i] *= 2.5f;
+            x[i] = sign[i] < 0.0f ? -x[i] : x[i], x6[i] = 2.5f * x[i];
         for (int a = 0; a < MW_ACTK_COUNT; a++) {
             const mw_act_kind kind = (mw_act_kind)a;
-            float *xa = kind == MW_ACTK_RELU6 ? x6 : x;
+            float *xa = kind == MW_ACTK_RELU6 || kind >= MW_ACTK_HARD_SIGMOID ? x6 : x;
             gop_env e = {.t = &t,
                          .k = &X.k,
                          .op = OP_ACT,

@@ -342,8 +342,16 @@ static void build_errors(void **state)
 
     mw_err_clear();
     mw_model_init(&m, 4, 4, 1);
+    assert_int_equal(mw_model_add_conv2d(&m, NULL, 2, 4, 4, 1, 1, 0, 1), MW_OK);
+    expect_err(mw_model_finalize(&m, 1), MW_EMODEL, "model output is 1x1x2 after layer 'conv2d'");
+    mw_model_free(&m);
+    /* an image output is a class per pixel: 16 positions of 2 classes */
+    mw_err_clear();
+    mw_model_init(&m, 4, 4, 1);
     assert_int_equal(mw_model_add_conv2d(&m, NULL, 2, 3, 3, 1, 1, 1, 1), MW_OK);
-    expect_err(mw_model_finalize(&m, 1), MW_EMODEL, "model output is 4x4x2 after layer 'conv2d'");
+    assert_int_equal(mw_model_finalize(&m, 1), MW_OK);
+    assert_int_equal(m.positions, 16);
+    assert_int_equal(m.nclasses, 2);
     mw_model_free(&m);
     mw_err_clear();
     mw_model_init(&m, 4, 4, 1);

@@ -63,13 +63,47 @@ static mw_status check_activation(const mw_fit *f)
     return MW_OK;
 }
 
-/* A model whose output is a sequence (None, T, C) has a loss per position: the data's labels
- * (N, T), the sparse loss; and labels per position need such a model. */
+/* A model whose output is an image (None, H, W, C) has a loss per pixel: the data's labels
+ * (N, H, W), and such labels need such a model (of that height and width). */
+static mw_status check_pixels(mw_fit *f)
+{
+    const mw_model *m = f->model;
+    const mw_layer *last = &m->layers[m->nlayers - 1];
+    const int H = f->train->targets ? 0 : f->train->label_rows;
+    const int W = H > 0 ? f->train->label_width / H : 0;
+    const int pixels = !last->flat && last->out_h > 1;
+    char shape[64];
+    if (last->flat)
+        snprintf(shape, sizeof shape, "not an image: (None, %d)", last->out_c);
+    else
+        snprintf(shape, sizeof shape, "%s(None, %d, %d, %d)",
+                 pixels ? "" : "not an image: ", last->out_h, last->out_w, last->out_c);
+    if (H > 0 && (!pixels || last->out_h != H || last->out_w != W))
+        return mw_err(MW_EDATA,
+                      "%s: labels (N, %d, %d), a class per pixel, but the model's output (layer "
+                      "'%s') is %s; a model of labels per pixel ends in an image of the labels' "
+                      "size: (None, %d, %d, classes)",
+                      f->o->data_dir, H, W, last_shown(m)->name, shape, H, W);
+    if (pixels && H == 0)
+        return mw_err(MW_EDATA,
+                      "%s: the model's output (layer '%s') is (None, %d, %d, %d), a class per "
+                      "pixel; expected labels (N, %d, %d), but the data have %d per example",
+                      f->o->data_dir, last_shown(m)->name, last->out_h, last->out_w, last->out_c,
+                      last->out_h, last->out_w,
+                      f->train->targets ? f->train->target_width : f->train->label_width);
+    return MW_OK;
+}
+
+/* A model whose output is a sequence (None, T, C), or an image (None, H, W, C), has a loss per
+ * position: the data's labels (N, T) (or (N, H, W): check_pixels), the sparse loss; and labels
+ * per position need such a model. */
 static mw_status check_positions(mw_fit *f, const char *from)
 {
     const mw_model *m = f->model;
     const mw_layer *last = &m->layers[m->nlayers - 1];
-    const int T = last->out_h == 1 && last->out_w > 1 && !last->flat ? last->out_w : 1;
+    MW_TRY(check_pixels(f));
+    const int T =
+        !last->flat && (last->out_h > 1 || last->out_w > 1) ? last->out_h * last->out_w : 1;
     const int W = f->train->targets ? 1 : f->train->label_width > 1 ? f->train->label_width : 1;
     if (T != W && T == 1)
         return mw_err(MW_EDATA,
@@ -85,8 +119,8 @@ static mw_status check_positions(mw_fit *f, const char *from)
     if (T > 1 && m->loss.kind != MW_LOSS_SPARSE_XENT)
         return mw_err(MW_EUNSUPPORTED,
                       "%s: a loss per position is SparseCategoricalCrossentropy, for now; the "
-                      "model's output is a sequence (layer '%s')",
-                      from, last_shown(m)->name);
+                      "model's output is a %s (layer '%s')",
+                      from, last->out_h > 1 ? "class per pixel" : "sequence", last_shown(m)->name);
     if (T > 1 && (last->out_c < f->train->num_classes ||
                   (f->o->classes > 0 && last->out_c != f->train->num_classes)))
         return mw_err(MW_EMODEL,

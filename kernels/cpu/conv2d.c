@@ -6,6 +6,7 @@
  *   backward: dw (K, O)       += col^T x dy
  *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
  * A 1x1 stride-1 unpadded conv uses x as col directly. */
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/geom.h"
@@ -155,4 +156,21 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
             col2im(dx + n0 * in_img, k->ws, g, n, MW_NT(k));
         }
     }
+}
+
+/* For Conv2DTranspose (conv2d_tr.c), whose forward is this file's backward on the data and whose
+ * input gradient is its forward. */
+void mw_conv2d_im2col_cpu(float *col, const float *x, const mw_conv2d_geom *g, int n, int nt)
+{
+    im2col(col, x, g, n, nt);
+}
+
+void mw_conv2d_col2im_cpu(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt)
+{
+    col2im(dx, dcol, g, n, nt);
+}
+
+int mw_conv2d_chunk_cpu(const mw_kctx *k, const mw_conv2d_geom *g, int N)
+{
+    return chunk_images(k, g, N);
 }

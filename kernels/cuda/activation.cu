@@ -158,3 +158,35 @@ extern "C" void mw_act_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, co
 {
     MW_EW_LAUNCH("mw_act_bwd_cuda", act_bwd_kernel, count, dx, dy, x, y, count, kind, alpha);
 }
+
+static __global__ void relux_fwd_kernel(float *y, const float *x, size_t count, float max_value,
+                                        float slope, float threshold)
+{
+    MW_GRID_STRIDE(i, count)
+    {
+        y[i] = relux_value(x[i], max_value, slope, threshold);
+    }
+}
+
+static __global__ void relux_bwd_kernel(float *dx, const float *dy, const float *x, size_t count,
+                                        float max_value, float slope, float threshold)
+{
+    MW_GRID_STRIDE(i, count)
+    {
+        dx[i] += dy[i] * relux_slope(x[i], max_value, slope, threshold);
+    }
+}
+
+extern "C" void mw_relux_fwd_cuda(const mw_kctx *k, float *y, const float *x, size_t count,
+                                  float max_value, float slope, float threshold)
+{
+    MW_EW_LAUNCH("mw_relux_fwd_cuda", relux_fwd_kernel, count, y, x, count, max_value, slope,
+                 threshold);
+}
+
+extern "C" void mw_relux_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, const float *x,
+                                  size_t count, float max_value, float slope, float threshold)
+{
+    MW_EW_LAUNCH("mw_relux_bwd_cuda", relux_bwd_kernel, count, dx, dy, x, count, max_value, slope,
+                 threshold);
+}

@@ -234,3 +234,67 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
     }
     mw_cuda_end(d, op);
 }
+
+/* Conv2DTranspose (the spec is kernels/ref/upsample.c): this file's im2col path run backwards,
+ * g being the Conv2D whose input gradient it is (kernels/geom.h). Per chunk of images:
+ *   forward:  dcol (M, Kc) = x (M, O) w^T, gathered onto y (the bias, or zeros) by col2im
+ *   backward: col = im2col(dy); dw (Kc, O) += col^T x; dx (M, O) += col w
+ * with M = cnt OH OW the chunk's input pixels; no cuDNN. */
+extern "C" void mw_conv2d_tr_fwd_cuda(const mw_kctx *k, float *y, const float *x, const float *w,
+                                      const float *b, const mw_conv2d_geom *g, int N)
+{
+    const char *op = "mw_conv2d_tr_fwd_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || N <= 0)
+        return;
+    const size_t out_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
+    if (b)
+        MW_TRY_K(d, mw_cuda_bias_fill(d, y, b, (size_t)N * g->H * g->W, g->C));
+    else
+        MW_CUDA_K(d, cudaMemsetAsync(y, 0, (size_t)N * out_img * sizeof *y, d->stream));
+    const int nb = chunk_images(d, k, g, N, op);
+    if (nb == 0)
+        return;
+    const int kc = g->KH * g->KW * g->C;
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        const int cnt = N - n0 < nb ? N - n0 : nb, M = (int)(rows * cnt);
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f,
+                                    x + (size_t)n0 * rows * g->O, g->O, w, g->O, 0.0f, k->ws, kc));
+        const size_t count = (size_t)cnt * out_img;
+        col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
+            y + (size_t)n0 * out_img, k->ws, *g, count);
+        MW_LAUNCHED_K(d, "col2im_kernel");
+    }
+    mw_cuda_end(d, op);
+}
+
+extern "C" void mw_conv2d_tr_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float *db,
+                                      const float *dy, const float *x, const float *w,
+                                      const mw_conv2d_geom *g, int N)
+{
+    const char *op = "mw_conv2d_tr_bwd_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || N <= 0)
+        return;
+    const size_t out_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
+    if (db)
+        MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, (size_t)N * g->H * g->W, g->C));
+    const int nb = chunk_images(d, k, g, N, op);
+    if (nb == 0)
+        return;
+    const int kc = g->KH * g->KW * g->C;
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        const int cnt = N - n0 < nb ? N - n0 : nb, M = (int)(rows * cnt);
+        const float *xc = x + (size_t)n0 * rows * g->O;
+        const size_t count = (size_t)M * kc;
+        im2col_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
+            k->ws, dy + (size_t)n0 * out_img, *g, count);
+        MW_LAUNCHED_K(d, "im2col_kernel");
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, kc, g->O, M, 1.0f, k->ws, kc,
+                                    xc, g->O, 1.0f, dw, g->O));
+        if (dx)
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, false, M, g->O, kc, 1.0f, k->ws,
+                                        kc, w, g->O, 1.0f, dx + (size_t)n0 * rows * g->O, g->O));
+    }
+    mw_cuda_end(d, op);
+}

@@ -72,3 +72,19 @@ void mw_act_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *x
     for (size_t i = 0; i < count; i++)
         dx[i] += dy[i] * act_slope(x[i], y[i], kind, alpha);
 }
+
+void mw_relux_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count, float max_value,
+                      float slope, float threshold)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        y[i] = relux_value(x[i], max_value, slope, threshold);
+}
+
+void mw_relux_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *x, size_t count,
+                      float max_value, float slope, float threshold)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        dx[i] += dy[i] * relux_slope(x[i], max_value, slope, threshold);
+}

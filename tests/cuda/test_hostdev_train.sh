@@ -10,6 +10,7 @@
 #     device): the same epoch losses and weights within 1e-4 relative;
 #   - mixed_float16 on the fake GPUs: one step as the reference backend's within 1e-4, and a
 #     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same;
+#   - a segmentation model (labels per pixel, Conv2DTranspose, UpSampling2D) as the CPU trains it;
 #   - Functional models on the GPU path (BatchNormalization, Add, pooling, padding, Multiply,
 #     Concatenate, activation and softmax layers), one rank x 2 GPUs and 2 ranks x 1 GPU,
 #     the moving statistics folded in on the devices: the same, against the CPU; a BN
@@ -206,8 +207,35 @@ json.dump({"class_name": "Functional", "config": {"name": "tokblk", "layers": [
      "config": {"name": "out", "units": 3}}],
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/tokblk.json", "w"))
+img = r.integers(0, 256, size=(448, 8, 8)).astype(np.uint8)  # a class per pixel: 3 levels
+seg = ((img > 100).astype(np.int32) + (img > 200)).astype(np.uint8)
+np.savez(sys.argv[1] + "/seg.npz", x_train=img[:384], y_train=seg[:384], x_test=img[384:],
+         y_test=seg[384:])
+conv = lambda n, f, k, inb, **kw: {"class_name": "Conv2D", "name": n, "inbound_nodes": inb,
+                                   "config": dict(name=n, filters=f, kernel_size=k,
+                                                  padding="same", **kw)}
+json.dump({"class_name": "Functional", "config": {"name": "seg", "layers": [
+    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
+     "config": {"batch_shape": [None, 8, 8, 1], "name": "in"}},
+    conv("c1", 4, 3, node(ref("in")), activation="relu"),
+    {"class_name": "MaxPooling2D", "name": "p1", "inbound_nodes": node(ref("c1")),
+     "config": {"name": "p1"}},
+    conv("c2", 4, 3, node(ref("p1")), activation="relu"),
+    {"class_name": "UpSampling2D", "name": "up", "inbound_nodes": node(ref("c2")),
+     "config": {"name": "up", "interpolation": "bilinear"}},
+    {"class_name": "Concatenate", "name": "skip", "inbound_nodes": node([ref("up"), ref("c1")]),
+     "config": {"name": "skip"}},
+    {"class_name": "Conv2DTranspose", "name": "t", "inbound_nodes": node(ref("skip")),
+     "config": {"name": "t", "filters": 4, "kernel_size": 3, "padding": "same"}},
+    {"class_name": "Conv2DTranspose", "name": "t2", "inbound_nodes": node(ref("p1")),
+     "config": {"name": "t2", "filters": 4, "kernel_size": 2, "strides": 2}},
+    {"class_name": "Add", "name": "sum", "inbound_nodes": node([ref("t"), ref("t2")]),
+     "config": {"name": "sum"}},
+    conv("out", 3, 1, node(ref("sum")))],
+    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
+    open(sys.argv[1] + "/seg.json", "w"))
 PY
-for loss in mse focal ign tok tokm tokt tokp tokmha tokblk; do
+for loss in mse focal ign tok tokm tokt tokp tokmha tokblk seg; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
@@ -224,6 +252,10 @@ for loss in mse focal ign tok tokm tokt tokp tokmha tokblk; do
     # tokp: padded, the mask reaching the loss per position with ignore_class 1 (the weights
     # of the positions that count, the valid count of the global batch, the masked accuracy)
     [[ $loss == tokp ]] && data=$tmp/tagp.npz lossf=$tmp/tokp-loss.json
+    # seg: a class per pixel, labels (N, 8, 8), of a small U-Net (UpSampling2D bilinear,
+    # Concatenate, Conv2DTranspose stride 1 and 2: their kernels and the scratch they share
+    # with Conv2D)
+    [[ $loss == seg ]] && data=$tmp/seg.npz model=$tmp/seg.json lossf=$tmp/tok-loss.json
     tab=(--data "$data" --model "$model" --loss-config "$lossf" "${sgd[@]}" "${metrics[@]}")
     run gpu-1x2-$loss 1 2 "$hd" --device gpu "${tab[@]}"
     run cpu-1x2-$loss 1 0 "$mw" --device cpu --replicas-per-worker 2 --threads 1 "${tab[@]}"

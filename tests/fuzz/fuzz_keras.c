@@ -41,6 +41,8 @@ static void cost(const mw_model *m, double *flops, double *acts)
         *acts += out;
         if (l->kind == MW_LAYER_CONV2D)
             *flops += out * l->conv.KH * l->conv.KW * l->conv.C;
+        else if (l->kind == MW_LAYER_CONV2DT) /* each input pixel times the whole kernel */
+            *flops += (double)l->conv.OH * l->conv.OW * (double)l->w_count;
         else if (l->kind == MW_LAYER_DENSE)
             *flops += out * l->in_c;
         else

@@ -67,7 +67,10 @@ VALUES = {
     "bias_axes": "b",
     "output_axes": [1],
     "drop_path_rate": 0.1,
+    "size": [3, 2],
 }
+# The value where VALUES' is the class's own default (UpSampling2D's interpolation "nearest").
+VALUES_ALT = {"interpolation": "bilinear"}
 INIT_VALUES = {"mode": "fan_out", "distribution": "uniform"}  # in initializers' configs
 REGULARIZER = {"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01},
                "registered_name": None}
@@ -77,7 +80,7 @@ INITIALIZER = {"module": "keras.initializers", "class_name": "HeNormal",
 
 def other_value(key, v):
     if key in VALUES:
-        return VALUES[key]
+        return VALUES[key] if VALUES[key] != v else VALUES_ALT.get(key, VALUES[key])
     if key.endswith("_regularizer"):
         return REGULARIZER
     if key.endswith("_constraint"):
@@ -170,11 +173,15 @@ HOSTS = {
     "Dense": lambda: seq(L.Dense(3, name="x"), shape=(4,)),
     "ReLU": lambda: image(L.ReLU(name="x")),
     "Dropout": lambda: image(L.Dropout(0.1, name="x")),
+    "SpatialDropout2D": lambda: image(L.SpatialDropout2D(0.1, name="x")),
+    "SpatialDropout1D": lambda: tokens(L.SpatialDropout1D(0.1, name="x")),
     "Activation": lambda: image(L.Activation("linear", name="x")),
     "Softmax": lambda: seq(L.Dense(3), L.Softmax(name="x"), shape=(4,)),
     "BatchNormalization": lambda: image(L.BatchNormalization(name="x")),
     "ZeroPadding2D": lambda: image(L.ZeroPadding2D(name="x")),
     "Cropping2D": lambda: image(L.Cropping2D(name="x")),
+    "Conv2DTranspose": lambda: image(L.Conv2DTranspose(2, 3, name="x")),
+    "UpSampling2D": lambda: image(L.UpSampling2D(name="x")),
     "Add": lambda: merge(lambda: L.Add(name="x")),
     "Multiply": lambda: merge(lambda: L.Multiply(name="x")),
     "Concatenate": lambda: merge(lambda: L.Concatenate(name="x")),

@@ -45,7 +45,9 @@ typedef struct {
                          values, one-hot or multi-hot classes; worker/model/loss.h) */
     int target_width; /* 0: the labels are the targets */
     int label_width;  /* labels per example: 1, or a sequence's T ((N, T) labels: one per
-                         position, for a model whose output is (None, T, classes)) */
+                         position, for a model whose output is (None, T, classes)), or an
+                         image's H x W ((N, H, W) labels: one per pixel) */
+    int label_rows;   /* (N, H, W) labels: H (label_width / H columns); 0 otherwise */
     float *weights;   /* owned, or NULL: each example's sample weight (>= 0; Keras'
                          fit(sample_weight=...)): its loss is multiplied by it */
     float *mask_w;    /* owned, or NULL: a masked loss (mw_dataset_set_mask): each example's

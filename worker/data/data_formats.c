@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,13 +194,17 @@ static mw_status check_labels(const mw_npy_array *y, const mw_npy_array *x)
     const mw_npy_header *h = &y->h;
     char sh[160];
     const int floats = h->kind == 'f' && h->itemsize == 4; /* targets (N,) or (N, K) */
-    /* integer (N, T): a label per position of a sequence */
-    if (!(h->ndim == 1 || (h->ndim == 2 && h->shape[1] >= 1 &&
-                           h->shape[1] <= (floats ? MW_DATA_MAX_TARGETS : MW_DATA_MAX_DIM))))
+    /* integer (N, T): a label per position of a sequence; (N, H, W): one per pixel */
+    const int pixels = h->ndim == 3 && !floats && h->shape[1] >= 1 &&
+                       h->shape[1] <= MW_DATA_MAX_DIM && h->shape[2] >= 1 &&
+                       h->shape[2] <= MW_DATA_MAX_DIM;
+    if (!(h->ndim == 1 || pixels ||
+          (h->ndim == 2 && h->shape[1] >= 1 &&
+           h->shape[1] <= (floats ? MW_DATA_MAX_TARGETS : MW_DATA_MAX_DIM))))
         return mw_err(MW_EDATA,
                       "%s: npy header field 'shape': labels of shape %s; expected (N,) or (N, 1) "
-                      "class labels, (N, T) labels per position (T up to %u), or float32 "
-                      "targets (N,) or (N, K)",
+                      "class labels, (N, T) labels per position or (N, H, W) per pixel (T, H "
+                      "and W up to %u), or float32 targets (N,) or (N, K)",
                       y->name, shape_str(h, sh, sizeof sh), MW_DATA_MAX_DIM);
     if (!((h->kind == 'u' && h->itemsize == 1) || floats ||
           (h->kind == 'i' && (h->itemsize == 4 || h->itemsize == 8))))
@@ -235,14 +240,19 @@ static mw_status take_targets(mw_dataset *d, const mw_npy_array *y, uint32_t n)
 static mw_status take_labels(mw_dataset *d, const mw_npy_array *y, uint32_t n, int classes,
                              int *max_label)
 {
-    const uint32_t T = y->h.ndim == 2 ? (uint32_t)y->h.shape[1] : 1; /* per position: (N, T) */
-    if ((uint64_t)n * T >= UINT32_MAX)
-        return mw_err(MW_EDATA, "%s: %u x %u labels; expected fewer than 2^32", y->name, n, T);
+    /* per position: (N, T), or per pixel: (N, H, W) */
+    const uint64_t T = y->h.ndim == 3   ? y->h.shape[1] * y->h.shape[2]
+                       : y->h.ndim == 2 ? y->h.shape[1]
+                                        : 1;
+    if ((uint64_t)n * T >= UINT32_MAX || T > INT32_MAX)
+        return mw_err(MW_EDATA, "%s: %u x %llu labels; expected fewer than 2^32", y->name, n,
+                      (unsigned long long)T);
     d->labels = malloc((size_t)n * T * sizeof *d->labels);
     if (!d->labels)
         return mw_err(MW_ENOMEM, "%s: cannot allocate %llu labels", y->name,
                       (unsigned long long)n * T);
     d->label_width = (int)T;
+    d->label_rows = y->h.ndim == 3 ? (int)y->h.shape[1] : 0;
     char why[32];
     snprintf(why, sizeof why, "--classes %d", classes);
     return mw_data_take_labels(d->labels, y->data, (size_t)y->h.itemsize, y->h.kind, y->h.itemsize,

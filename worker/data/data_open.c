@@ -91,6 +91,13 @@ mw_status mw_dataset_open(mw_dataset *train, mw_dataset *test, const char *path,
                     path, tr.label_width, te.label_width);
         goto fail;
     }
+    if (!tr.targets && te.count && tr.label_rows != te.label_rows) {
+        rc = mw_err(MW_EDATA,
+                    "data %s: the training labels have %d rows per example, the test labels %d "
+                    "(0: not (N, H, W)); expected the same",
+                    path, tr.label_rows, te.label_rows);
+        goto fail;
+    }
     if (!tr.targets != !te.targets) {
         rc = mw_err(MW_EDATA,
                     "data %s: the training set has %s but the test set has %s; expected the "

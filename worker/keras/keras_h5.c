@@ -277,13 +277,14 @@ static mw_status read_var(hid_t vars, const access_lists *acc, int i, const mw_k
         rc = mw_err(MW_EDATA, "%s: %s cannot be opened (corrupt file?)", origin, where);
         goto done;
     }
-    if (H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 4) {
+    if (v->integer ? H5Tget_class(t) != H5T_INTEGER
+                   : H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 4) {
         const H5T_class_t c = H5Tget_class(t);
-        rc = mw_err(MW_EDATA, "%s: %s is %s%zu, expected float32", origin, where,
+        rc = mw_err(MW_EDATA, "%s: %s is %s%zu, expected %s", origin, where,
                     c == H5T_FLOAT     ? "float"
                     : c == H5T_INTEGER ? "int"
                                        : "a non-numeric type of size ",
-                    8 * H5Tget_size(t));
+                    8 * H5Tget_size(t), v->integer ? "an integer" : "float32");
         goto done;
     }
     hsize_t dims[H5S_MAX_RANK];
@@ -646,8 +647,8 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
             char path[400];
             snprintf(path, sizeof path, "%s%s%s/vars", key, v[j].sub[0] ? "/" : "", v[j].sub);
             hid_t g = H5Gopen2(layers, path, H5P_DEFAULT);
-            if (g < 0 || !put(g, v[j].idx, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
-                              params + v[j].off))
+            if (g < 0 || !put(g, v[j].idx, v[j].integer ? H5T_STD_I32LE : H5T_IEEE_F32LE,
+                              H5T_NATIVE_FLOAT, v[j].rank, v[j].shape, params + v[j].off))
                 rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot write layers/%s/%d", origin, path,
                             v[j].idx);
             close_id(g, H5Gclose);

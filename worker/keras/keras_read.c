@@ -377,6 +377,16 @@ mw_status mw_keras_check_input_layer(const mw_klayer *L, const json_t *cfg, size
     return MW_OK;
 }
 
+/* Rescaling and Normalization before any model layer are the input pipeline's, except a
+ * Normalization whose statistics are weights (adapted: no mean in its config); after a layer,
+ * or adapted, they are layers (worker/model/layers/rescale.c). */
+static int leading_preprocess(const mw_model *m, const char *cls, const json_t *cfg)
+{
+    const json_t *mean = json_object_get(cfg, "mean");
+    return m->nlayers == 0 && mw_preprocess_is_layer(cls) &&
+           (strcmp(cls, "Normalization") != 0 || (mean && !json_is_null(mean)));
+}
+
 /* Add a layer of Keras class cls (not InputLayer) to the model, once its name is known to be
  * unique. */
 mw_status mw_keras_add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls, const json_t *cfg,
@@ -392,6 +402,8 @@ mw_status mw_keras_add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls
     mw_status rc;
     const int first = B->m->nlayers;
     const mw_layer_ops *row = mw_layer_row_keras(cls);
+    if (row && leading_preprocess(B->m, cls, cfg))
+        row = NULL;
     if (row) { /* the layer table (worker/model/layer.h) */
         mw_kread R = {.B = B, .L = L, .is_last = is_last, .kwargs = kwargs};
         rc = row->parse(&R, cls, cfg, name);
@@ -425,11 +437,15 @@ mw_status mw_keras_check_output(const mw_kbuilder *B, int nclasses)
     char want[32] = "classes";
     if (nclasses > 0)
         snprintf(want, sizeof want, "%d", nclasses);
-    if (!last->flat && !(last->out_h == 1 && last->out_w > 1)) /* a sequence's: per position */
+    /* a sequence's output, and an image's beside labels per pixel (nclasses 0), is per position */
+    const int seq = last->out_h == 1 && last->out_w > 1, pixels = last->out_h > 1;
+    if (!last->flat && !seq && !(pixels && nclasses == 0))
         return mw_keras_fail_at(origin, MW_EMODEL,
                                 "the model's output is (None, %d, %d, %d) after layer "
-                                "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s)",
-                                last->out_h, last->out_w, last->out_c, shown->name, want, want);
+                                "'%s'; expected (None, %s) logits: end with Flatten and Dense(%s) "
+                                "(or give labels (N, %d, %d), a class per pixel)",
+                                last->out_h, last->out_w, last->out_c, shown->name, want, want,
+                                last->out_h, last->out_w);
     if (nclasses > 0 && last->out_c != nclasses)
         return mw_keras_fail_at(origin, MW_EMODEL,
                                 "the model's output has %d units (layer '%s') but the "

@@ -25,7 +25,10 @@
     X(SWISH, "swish", MW_ACTK_SILU, 0.0f, "silu")                                                  \
     X(ELU, "elu", MW_ACTK_ELU, 1.0f, "elu")                                                        \
     X(LEAKY_RELU, "leaky_relu", MW_ACTK_LEAKY_RELU, 0.2f, "leaky_relu")                            \
-    X(RELU6, "relu6", MW_ACTK_RELU6, 0.0f, "relu6")
+    X(RELU6, "relu6", MW_ACTK_RELU6, 0.0f, "relu6")                                                \
+    X(HARD_SIGMOID, "hard_sigmoid", MW_ACTK_HARD_SIGMOID, 0.0f, "hard_sigmoid")                    \
+    X(HARD_SILU, "hard_silu", MW_ACTK_HARD_SILU, 0.0f, "hard_silu")                                \
+    X(HARD_SWISH, "hard_swish", MW_ACTK_HARD_SILU, 0.0f, "hard_silu")
 
 #define MW_ACT_ENUM_(ID, keras, kernel, param, name) MW_ACT_##ID,
 typedef enum { MW_ACTIVATION_LIST(MW_ACT_ENUM_) MW_ACT_COUNT } mw_activation;

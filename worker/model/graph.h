@@ -125,6 +125,8 @@ typedef struct mw_layer {
                         pass the mask on */
     mw_mha mha;      /* MW_LAYER_MHA */
     int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
+    int out_pad[2];  /* Conv2DTranspose: output_padding (rows, columns), -1 for None */
+    int bilinear;    /* UpSampling2D: interpolation "bilinear" (0: "nearest"); factors in pool */
     int vocab;       /* Embedding: input_dim, the token table's rows */
     int positions;   /* TokenAndPositionEmbedding, PositionEmbedding: sequence_length, the
                         position table's rows (0: none, a plain Embedding's or a sine's) */
@@ -152,6 +154,13 @@ typedef struct mw_layer {
     int nest;        /* the nested model it belongs to: mw_model.nests[nest - 1]; 0: none */
     const char *block_cls, *part; /* static */
     char block_name[64];
+    /* ReLU(max_value, negative_slope, threshold) (MW_LAYER_RELUX; alpha is negative_slope):
+     * max_value INFINITY when none */
+    float relu_max, relu_threshold;
+    /* Dropout's mask (mw_dropout_noise, layers/dropout.h): one per value, per example or per
+     * (example, channel); noise_rank: the axes of its Keras noise_shape after the batch */
+    int noise, noise_rank;
+    float rescale[2]; /* Rescaling as a layer: scale, offset */
 } mw_layer;
 
 typedef struct mw_model {
@@ -163,8 +172,9 @@ typedef struct mw_model {
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
     int nclasses;        /* width of the last layer */
-    int positions;       /* the output's positions per example: 1, or a sequence's T (its
-                            output (None, T, nclasses), a loss and metrics per position) */
+    int positions;       /* the output's positions per example: 1, a sequence's T (its
+                            output (None, T, nclasses), a loss and metrics per position), or
+                            an image's H x W (None, H, W, nclasses): one per pixel */
     mw_loss loss;        /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
                             cross-entropy from logits, accuracy) */
     int graph;           /* built as a Functional graph: the summary shows each layer's inputs */

@@ -14,5 +14,6 @@ mw_keras_var *mw_kvar_add(mw_keras_var *v, int *nv, const char *name, size_t off
     x->rank = rank;
     x->shape[0] = d0, x->shape[1] = d1, x->shape[2] = d2, x->shape[3] = d3;
     x->trainable = 1;
+    x->integer = 0;
     return x;
 }

@@ -32,6 +32,8 @@ typedef struct {
     int rank;
     long long shape[4];
     int trainable; /* 1: in model.trainable_variables, so the optimizer has slots for it */
+    int integer;   /* an integer Keras keeps (Normalization's count, int32 under JAX): one float
+                      in the arena, read from any integer type, written as int32 */
 } mw_keras_var;
 
 /* Appends variable name (the layer's own: sub "", idx its place, trainable) at arena offset off,

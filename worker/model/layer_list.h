@@ -14,6 +14,7 @@
     X(DENSE, dense)         /* Dense */                                                            \
     X(EINSUM, einsum)       /* EinsumDense of the equations that are a Dense on the last axis */   \
     X(RELU, relu)           /* ReLU, Activation('relu') */                                         \
+    X(RELUX, relux)         /* ReLU with max_value, negative_slope or threshold */                 \
     X(DROPOUT, dropout)     /* inverted dropout while training, identity otherwise */              \
     X(IDENTITY, identity)   /* Activation('linear'), or the final softmax folded into the loss */  \
     X(BATCHNORM, batchnorm) /* axis -1: batch statistics while training, the moving ones else */   \
@@ -31,6 +32,10 @@
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
+    X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \
+    X(CONV2DT, conv2d_tr)   /* Conv2DTranspose (layers/upsample.c) */                              \
+    X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */                                \
     X(LAYERSCALE, layerscale) /* keras.applications' LayerScale: x times a per-channel gamma */    \
     R(stochdepth)             /* keras.applications' StochasticDepth (rate 0: an identity) */      \
     R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */

@@ -374,14 +374,16 @@ mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
     plan_in_place(m);
     plan_rounding(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
-    const int seq = last->out_h == 1 && last->out_w > 1 && !last->flat; /* (None, T, C) */
-    if ((last->out_h != 1 || last->out_w != 1) && !seq)
+    /* an output per position: a sequence's (None, T, C), held 1 x T x C, or an image's (None,
+     * H, W, C), a segmentation model's per-pixel classes */
+    const int per_pos = !last->flat && (last->out_h > 1 || last->out_w > 1);
+    if (!last->flat && !per_pos)
         return mw_err(MW_EMODEL,
                       "model output is %dx%dx%d after layer '%s'; the classifier needs a flat "
                       "output (end with Flatten and Dense)",
                       last->out_h, last->out_w, last->out_c, last->name);
     m->nclasses = last->out_c;
-    m->positions = seq ? last->out_w : 1;
+    m->positions = per_pos ? last->out_h * last->out_w : 1;
     /* a final softmax folded into a categorical loss: in Keras' terms its output is
      * probabilities (from_logits=False); the loss computes the same from the logits */
     if (last->softmax && (m->loss.kind == MW_LOSS_SPARSE_XENT || m->loss.kind == MW_LOSS_CCE))

@@ -104,7 +104,7 @@ static size_t conv_scratch(const mw_model *m, int max_n)
 {
     size_t want = 0;
     for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].kind == MW_LAYER_CONV2D) {
+        if (m->layers[i].kind == MW_LAYER_CONV2D || m->layers[i].kind == MW_LAYER_CONV2DT) {
             size_t s = mw_conv2d_ws_capped(&m->layers[i].conv, max_n, MW_CUDA_WS_CAP);
             want = s > want ? s : want;
         }

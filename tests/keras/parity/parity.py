@@ -186,6 +186,8 @@ def float64_twin(model):
     for layer in twin.layers:
         if isinstance(layer, layers.Dropout):
             layer.rate = 0.0
+        if isinstance(layer, layers.Normalization):  # its computed statistics from the weights
+            layer.finalize_state()
     return twin
 
 
@@ -365,7 +367,8 @@ def check(model, driver, work, rng):
     flat = np.concatenate([np.asarray(w.value, np.float32).ravel() for w in model.weights])
     flat.tofile(os.path.join(d, "params.f32"))
     x = rng.uniform(0, 1, (N, 28, 28, 1)).astype(np.float32)
-    y = rng.integers(0, 10, N).astype(np.int32)
+    # a class per example, or per pixel for a model whose output is an image (None, H, W, K)
+    y = rng.integers(0, model.output_shape[-1], (N, *model.output_shape[1:-1])).astype(np.int32)
     x.tofile(os.path.join(d, "x.f32"))
     y.tofile(os.path.join(d, "y.i32"))
     twin = float64_twin(model)
@@ -483,6 +486,70 @@ def nested():
                           layers.Conv2D(12, 2, strides=2)], name="down")(x)
     out = layers.Dense(10)(layers.GlobalAveragePooling2D()(x))
     return keras.Model(inp, out, name="nested")
+def upsampling():
+    """The layers that make images larger, in each geometry Keras 3 sizes differently:
+    UpSampling2D nearest (2 x 3) and bilinear (3, jax.image.resize's half-pixel centres);
+    Conv2DTranspose 'valid' with the kernel above the stride, 'same' with the kernel below it
+    (no bias), 'same' with output_padding, 'valid' with an output_padding per axis."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(4, 3, strides=2)(inp)
+    a = layers.UpSampling2D((2, 3))(x)
+    a = layers.Conv2D(4, 3, strides=3, activation="tanh")(a)
+    b = layers.UpSampling2D(3, interpolation="bilinear")(x)
+    b = layers.Conv2D(4, 3, strides=3)(b)
+    c = layers.Conv2DTranspose(3, 3, strides=2, activation="relu")(x)
+    d = layers.Conv2DTranspose(3, 2, strides=3, padding="same", use_bias=False)(x)
+    e = layers.Conv2DTranspose(3, 4, strides=2, padding="same", output_padding=1)(x)
+    f = layers.Conv2DTranspose(3, (3, 2), strides=(2, 3), output_padding=(1, 2))(x)
+    out = layers.Add()([layers.Dense(10)(layers.Flatten()(t)) for t in (a, b, c, d, e, f)])
+    return keras.Model(inp, out, name="upsampling")
+
+
+def unet():
+    """A small U-Net with a class per pixel (labels (N, 28, 28)): two downs (Conv2D,
+    BatchNormalization, MaxPooling2D), a Conv2DTranspose and a bilinear UpSampling2D up,
+    each Concatenated with its skip, logits per pixel."""
+    inp = keras.Input((28, 28, 1))
+    c1 = layers.Conv2D(8, 3, padding="same", use_bias=False)(inp)
+    c1 = layers.Activation("relu")(layers.BatchNormalization()(c1))
+    c2 = layers.Conv2D(12, 3, padding="same", use_bias=False)(layers.MaxPooling2D()(c1))
+    c2 = layers.Activation("relu")(layers.BatchNormalization()(c2))
+    b = layers.Conv2D(16, 3, padding="same", activation="relu")(layers.MaxPooling2D()(c2))
+    u2 = layers.Conv2DTranspose(12, 3, strides=2, padding="same")(b)
+    u2 = layers.Conv2D(12, 3, padding="same", activation="relu")(layers.Concatenate()([u2, c2]))
+    u1 = layers.UpSampling2D(interpolation="bilinear")(u2)
+    u1 = layers.Conv2D(8, 3, padding="same", activation="relu")(layers.Concatenate()([u1, c1]))
+    out = layers.Conv2D(5, 1)(u1)
+    return keras.Model(inp, out, name="unet")
+
+
+def misc():
+    """ReLU with max_value, negative_slope and threshold, hard_silu and hard_sigmoid (a
+    convolution drawn with stddev 1.5 gives inputs on every piece), SpatialDropout2D and a
+    Dropout with a mask per example (rate 0 on both sides, as every Dropout here), Rescaling
+    and an adapted Normalization (statistics drawn, count 100) after other layers, the global
+    poolings with keepdims and a Reshape of their (None, 1, 1, C) to flat."""
+    inp = keras.Input((28, 28, 1))
+    c = layers.Conv2D(8, 3, strides=2,
+                      kernel_initializer=keras.initializers.RandomNormal(stddev=1.5))(inp)
+    a = layers.ReLU(max_value=2.5, negative_slope=0.2, threshold=0.3)(c)
+    b = layers.Activation("hard_silu")(c)
+    h = layers.Activation("hard_sigmoid")(c)
+    x = layers.Conv2D(6, 3, strides=2)(layers.Concatenate()([a, b, h]))
+    x = layers.ReLU(max_value=6.0)(x)
+    x = layers.SpatialDropout2D(0.3)(x)
+    x = layers.Dropout(0.3, noise_shape=(None, 1, 1, 1))(x)
+    x = layers.Rescaling(0.5, offset=-0.25)(x)
+    x = layers.Normalization(name="adapted")(x)
+    g = layers.Add()([layers.GlobalAveragePooling2D(keepdims=True)(x),
+                      layers.GlobalMaxPooling2D(keepdims=True)(x)])
+    out = layers.Dense(10)(layers.Reshape((6,))(g))
+    model = keras.Model(inp, out, name="misc")
+    rng = np.random.default_rng(3)  # an adapted Normalization's statistics, not 0 and 1
+    norm = model.get_layer("adapted")
+    norm.set_weights([rng.uniform(-0.5, 0.5, 6), rng.uniform(0.5, 2.0, 6), np.array(100)])
+    norm.finalize_state()
+    return model
 
 
 def main():
@@ -490,8 +557,8 @@ def main():
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    models = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, se_block,
-              nested)
+    models = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, misc,
+              upsampling, unet, se_block, nested)
     if len(sys.argv) > 3:  # parity.py DRIVER WORKDIR MODEL...: only these
         models = [m for m in models if m.__name__ in sys.argv[3:]]
     for make in models:

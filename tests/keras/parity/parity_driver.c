@@ -5,10 +5,11 @@
  * DIR holds what parity.py wrote with Keras: model.json (model.to_json()), params.f32 (the
  * model's weights in model.weights order, float32, packed: the arena's tensor order, see
  * worker/model/model.h, without the arena's alignment gaps),
- * x.f32 (N examples) and y.i32 (N labels). The driver loads the model through the Keras
+ * x.f32 (N examples) and y.i32 (N labels, or N x H x W for a model whose output is an image:
+ * a class per pixel, the loss their mean). The driver loads the model through the Keras
  * reader, runs one training-mode forward and backward over the N examples (loss scaled by
  * 1/N: the mean, as Keras), folds the batch statistics into BatchNormalization's moving
- * ones, and writes DIR/out_logits.f32 (N x classes), out_loss.f64 (the mean loss),
+ * ones, and writes DIR/out_logits.f32 (N x positions x classes), out_loss.f64 (the mean loss),
  * out_grads.f32 (the gradient arena) and out_params.f32 (the parameters after the
  * moving-statistics update; the optimizer is not run). Dropout's rate is set to 0 on both
  * sides: its masks come from different generators (mwtrain keys them by example id). */
@@ -103,12 +104,13 @@ static int run(const char *dir, const char *backend, mw_model *m, mw_model_ws *w
         return 1;
     }
     const size_t per = (size_t)m->in_h * m->in_w * m->in_c;
+    const long P = m->positions > 1 ? m->positions : 1; /* labels per example */
     long yn = read_file(dir, "y.i32", NULL, 0);
-    const int n = (int)(yn / 4);
-    if (yn <= 0 || mw_model_ws_alloc(ws, m, n) != MW_OK ||
+    const int n = (int)(yn / 4 / P);
+    if (yn <= 0 || yn % (4 * P) || mw_model_ws_alloc(ws, m, n) != MW_OK ||
         read_file(dir, "x.f32", ws->act[0], (size_t)n * per * 4) != (long)((size_t)n * per * 4) ||
-        read_file(dir, "y.i32", ws->y, (size_t)n * 4) != (long)n * 4) {
-        fprintf(stderr, "parity_driver: bad batch files in %s\n", dir);
+        read_file(dir, "y.i32", ws->y, (size_t)yn) != yn) {
+        fprintf(stderr, "parity_driver: bad batch files in %s (%s)\n", dir, mw_err_msg());
         return 1;
     }
     for (int i = 0; i < m->nlayers; i++)
@@ -131,7 +133,7 @@ static int run(const char *dir, const char *backend, mw_model *m, mw_model_ws *w
         loss += ws->loss[i];
     loss /= n;
     int rc = write_file(dir, "out_logits.f32", ws->act[m->nlayers],
-                        (size_t)n * m->nclasses * sizeof(float)) ||
+                        (size_t)n * P * m->nclasses * sizeof(float)) ||
              write_file(dir, "out_loss.f64", &loss, sizeof loss) ||
              write_packed(dir, "out_grads.f32", m, *grads);
     mw_model_update_stats(m, &kt, &k, m->params.data, *grads);

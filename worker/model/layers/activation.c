@@ -1,8 +1,10 @@
 /* The activations: ReLU, the identity (linear, and the final softmax folded into the loss),
  * the other activation functions, and a softmax computed as a layer. The layer table's rows
  * (worker/model/layer.h). */
+#include <math.h>
 #include <stdio.h>
 
+#include "worker/model/diff.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include <string.h>
@@ -22,6 +24,22 @@ mw_status mw_model_add_relu(mw_model *m, const char *name, int folded)
     if (!l)
         return mw_err_status();
     l->folded = folded;
+    return MW_OK;
+}
+
+mw_status mw_model_add_relux(mw_model *m, const char *name, float max_value, float slope,
+                             float threshold)
+{
+    if (!(max_value >= 0.0f && slope >= 0.0f && threshold >= 0.0f))
+        return mw_err(MW_EMODEL,
+                      "ReLU '%s': max_value %g, negative_slope %g, threshold %g: expected "
+                      "max_value >= 0 (or none), negative_slope >= 0 and threshold >= 0",
+                      name ? name : "re_lu", (double)max_value, (double)slope, (double)threshold);
+    mw_layer *l = mw_layer_push(m, MW_LAYER_RELUX, name, "ReLU", "re_lu");
+    if (!l)
+        return mw_err_status();
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
+    l->relu_max = max_value, l->alpha = slope, l->relu_threshold = threshold;
     return MW_OK;
 }
 
@@ -85,6 +103,33 @@ static void relu_backward(const mw_layer_call *c)
     mw_layer_pass_bwd(c);
 }
 
+static void relux_forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    c->kt->relux_fwd(c->k, c->y, c->x, c->cnt, l->relu_max, l->alpha, l->relu_threshold);
+}
+
+static void relux_backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    if (c->dx)
+        c->kt->relux_bwd(c->k, c->dx, c->dy, c->x, c->cnt, l->relu_max, l->alpha,
+                         l->relu_threshold);
+}
+
+static int relux_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->relux_fwd && t->relux_bwd;
+}
+
+static int relux_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_real(d, n, "max_value", x->relu_max, y->relu_max) ||
+           mw_diff_real(d, n, "negative_slope", x->alpha, y->alpha) ||
+           mw_diff_real(d, n, "threshold", x->relu_threshold, y->relu_threshold);
+}
+
 static void act_forward(const mw_layer_call *c)
 {
     c->kt->act_fwd(c->k, c->y, c->x, c->cnt, c->l->act, c->l->alpha);
@@ -121,21 +166,26 @@ static int softmax_kernels(const mw_layer *l, const mw_kernels *t)
 
 /* ---- Keras ---- */
 
+/* ReLU(max_value, negative_slope, threshold): the plain one when all three are the defaults
+ * (null, 0, 0), else MW_LAYER_RELUX; Keras' constructor refuses a negative one. */
 static mw_status add_relu_layer(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg,
                                 const char *name)
 {
     static const char *const keys[] = {"max_value", "negative_slope", "threshold"};
+    double v[3] = {INFINITY, 0.0, 0.0};
     mw_kdbuf d;
     for (int i = 0; i < 3; i++) {
-        const json_t *v = json_object_get(cfg, keys[i]);
-        if (!v || json_is_null(v) || (i > 0 && json_is_number(v) && json_number_value(v) == 0.0))
+        const json_t *j = json_object_get(cfg, keys[i]);
+        if (i == 0 && (!j || json_is_null(j)))
             continue;
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "%s: found %s; supported: the plain ReLU (max_value "
-                        "null, negative_slope 0, threshold 0)",
-                        keys[i], mw_kdescribe(d, v));
+        MW_TRY(mw_kget_num(L, "", cfg, keys[i], v[i], &v[i]));
+        if (!(v[i] >= 0.0))
+            return mw_kfail(L, MW_EMODEL, "%s: found %s; expected a number >= 0%s", keys[i],
+                            mw_kdescribe(d, j), i == 0 ? " or null" : "");
     }
-    mw_status rc = mw_model_add_relu(B->m, name, 0);
+    mw_status rc = v[0] == INFINITY && v[1] == 0.0 && v[2] == 0.0
+                       ? mw_model_add_relu(B->m, name, 0)
+                       : mw_model_add_relux(B->m, name, (float)v[0], (float)v[1], (float)v[2]);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
 
@@ -223,6 +273,12 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
         json_object_set_new(c, "axis", json_integer(-1));
     else if (strcmp(l->cls, "ReLU") != 0)
         return NULL;
+    else if (l->kind == MW_LAYER_RELUX) {
+        json_object_set_new(c, "max_value",
+                            l->relu_max == INFINITY ? json_null() : json_real(l->relu_max));
+        json_object_set_new(c, "negative_slope", json_real(l->alpha));
+        json_object_set_new(c, "threshold", json_real(l->relu_threshold));
+    }
     return l->cls;
 }
 
@@ -232,6 +288,16 @@ const mw_layer_ops mw_layer_relu = {
     .forward = relu_forward,
     .backward = relu_backward,
     .stays_16bit = mw_layer_stays_16bit_always,
+    .to_keras = to_keras,
+    .mask = mw_mask_pass,
+};
+
+/* Read by the ReLU row's parse (not a class of its own): it computes from its input. */
+const mw_layer_ops mw_layer_relux = {
+    .forward = relux_forward,
+    .backward = relux_backward,
+    .has_kernels = relux_kernels,
+    .differs = relux_differs,
     .to_keras = to_keras,
     .mask = mw_mask_pass,
 };

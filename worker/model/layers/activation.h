@@ -11,6 +11,10 @@
 
 /* folded = 1: the activation of the previous layer (Conv2D(..., activation='relu')). */
 mw_status mw_model_add_relu(mw_model *m, const char *name, int folded);
+/* Keras' ReLU(max_value, negative_slope, threshold) beyond the plain one: max_value >= 0
+ * (INFINITY: none), negative_slope >= 0, threshold >= 0 (kernels: relux_fwd). */
+mw_status mw_model_add_relux(mw_model *m, const char *name, float max_value, float slope,
+                             float threshold);
 /* A Keras Activation layer: relu, linear (the identity) or softmax. */
 mw_status mw_model_add_activation(mw_model *m, const char *name, mw_activation act);
 /* The final softmax: folded = 1 for the previous layer's activation='softmax'

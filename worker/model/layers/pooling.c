@@ -160,14 +160,13 @@ static mw_status add_global_pool(mw_kbuilder *B, const mw_klayer *L, const json_
     int keep = 0;
     MW_TRY(mw_kcheck_data_format(L, cfg));
     MW_TRY(mw_kget_bool(L, cfg, "keepdims", 0, &keep));
-    if (keep && one_d)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "keepdims true is not supported for the 1-D pooling; supported: false");
     MW_TRY(mw_kneed_channels(B, L));
     mw_status rc = mw_model_add_global_pool(B->m, name, max, one_d);
-    if (rc == MW_OK && keep) /* (None, 1, 1, C), as squeeze-and-excitation blocks pool */
-        B->m->layers[B->m->nlayers - 1].flat = 0;
-    return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    /* keepdims: (None, 1, 1, C) (1-D: (None, 1, C)), the same values unflattened */
+    B->m->layers[B->m->nlayers - 1].flat = !keep;
+    return MW_OK;
 }
 
 /* The keys Keras writes for the windowed and the global poolings (worker/model/keras_keys.h). */

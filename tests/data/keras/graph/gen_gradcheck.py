@@ -1,6 +1,7 @@
-"""Writes seven of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes eight of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
-    KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py
+    KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
+(NAME: act, norm, tokens, tokens_pos, misc; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -17,8 +18,14 @@ gate times (None, H, W, C)), a flat (None, C) added to and multiplied with (None
 residual sum written as x + y (an operation node of keras.src.ops.numpy). gradcheck_apps.json:
 keras.applications' LayerScale in a nested Sequential, StochasticDepth (rate 0) and
 CustomScaleLayer in a nested Functional with a Dense on the image, and the constants of
-y * 0.5 + 1.0 (operation nodes)."""
+y * 0.5 + 1.0 (operation nodes). gradcheck_misc.json: ReLU with max_value, negative_slope and
+threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 0.8 puts inputs on every
+piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask per example
+(noise_shape (None, 1, 1, 1)), Rescaling and an adapted Normalization (its statistics weights:
+mean 0, variance 1 before adapt()) after other layers, the global poolings with keepdims, a
+Reshape to flat."""
 import os
+import sys
 
 import keras
 import keras_hub
@@ -135,7 +142,33 @@ def apps():
     return keras.Model(inp, out, name="gradcheck_apps")
 
 
-for name, make in (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
-                   ("tokens_fn", tokens_fn), ("se", se), ("apps", apps)):
+def misc():
+    inp = keras.Input((28, 28, 1), name="in")
+    c = layers.Conv2D(4, 5, strides=3, name="c1",
+                      kernel_initializer=initializers.RandomNormal(stddev=0.8),
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
+    a = layers.ReLU(max_value=0.8, negative_slope=0.2, threshold=0.1, name="relux")(c)
+    b = layers.Activation("hard_silu", name="hsilu")(c)
+    h = layers.Activation("hard_sigmoid", name="hsig")(c)
+    s = layers.Add(name="add")([a, b, h])
+    s = layers.Reshape((64, 4), name="seq")(s)
+    s = layers.SpatialDropout1D(0.2, name="sdrop1")(s)
+    s = layers.Reshape((8, 8, 4), name="img")(s)
+    s = layers.SpatialDropout2D(0.2, name="sdrop2")(s)
+    s = layers.Dropout(0.2, noise_shape=(None, 1, 1, 1), name="depth_drop")(s)
+    s = layers.Rescaling(0.5, offset=-0.25, name="resc")(s)
+    s = layers.Normalization(name="norm")(s)
+    g1 = layers.GlobalAveragePooling2D(keepdims=True, name="gap")(s)
+    g2 = layers.GlobalMaxPooling2D(keepdims=True, name="gmp")(s)
+    g = layers.Reshape((4,), name="flat")(layers.Add(name="add_pools")([g1, g2]))
+    out = layers.Dense(10, activation="softmax", name="out")(g)
+    return keras.Model(inp, out, name="gradcheck_misc")
+
+
+MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
+          ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps))
+for name, make in MODELS:
+    if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
+        continue
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
         f.write(make().to_json())

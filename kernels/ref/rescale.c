@@ -1,0 +1,42 @@
+/* Reference Rescaling and adapted Normalization as layers (kernels/kernel_list.h): Keras 3's
+ * float expressions, x * scale + offset and (x - mean) / max(sqrt(variance), epsilon). */
+#include "kernels/twins.h"
+
+#include <math.h>
+
+void mw_rescale_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count, float scale,
+                        float offset)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        y[i] = x[i] * scale + offset;
+}
+
+void mw_rescale_bwd_ref(const mw_kctx *k, float *dx, const float *dy, size_t count, float scale)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++)
+        dx[i] += dy[i] * scale;
+}
+
+void mw_normalize_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *mean,
+                          const float *var, size_t rows, int C, float eps)
+{
+    (void)k;
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            const size_t i = r * (size_t)C + (size_t)c;
+            y[i] = (x[i] - mean[c]) / fmaxf(sqrtf(var[c]), eps);
+        }
+}
+
+void mw_normalize_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *var,
+                          size_t rows, int C, float eps)
+{
+    (void)k;
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            const size_t i = r * (size_t)C + (size_t)c;
+            dx[i] += dy[i] / fmaxf(sqrtf(var[c]), eps);
+        }
+}
