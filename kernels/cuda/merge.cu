@@ -145,8 +145,8 @@ extern "C" void mw_bcast_fwd_cuda(const mw_kctx *k, float *y, const float *a, co
 }
 
 extern "C" void mw_bcast_bwd_cuda(const mw_kctx *k, float *da, float *db, const float *dy,
-                                  const float *a, const float *b, const mw_bcast_geom *bg,
-                                  int mul, float scale)
+                                  const float *a, const float *b, const mw_bcast_geom *bg, int mul,
+                                  float scale)
 {
     if (da) {
         const size_t count = mw_bcast_count(bg, 1);
