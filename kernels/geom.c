@@ -26,10 +26,21 @@ int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, i
                         int SW, int same)
 {
     g->H = H, g->W = W, g->C = C, g->O = O, g->KH = KH, g->KW = KW, g->SH = SH, g->SW = SW;
+    g->DH = 1, g->DW = 1;
     if (H <= 0 || W <= 0 || C <= 0 || O <= 0 || KH <= 0 || KW <= 0 || SH <= 0 || SW <= 0)
         return -1;
     g->OH = out_size(H, KH, SH, same, &g->PT);
     g->OW = out_size(W, KW, SW, same, &g->PL);
+    return g->OH > 0 && g->OW > 0 ? 0 : -1;
+}
+
+int mw_conv2d_geom_dilate(mw_conv2d_geom *g, int DH, int DW, int same)
+{
+    if (DH <= 0 || DW <= 0)
+        return -1;
+    g->DH = DH, g->DW = DW;
+    g->OH = out_size(g->H, (g->KH - 1) * DH + 1, g->SH, same, &g->PT);
+    g->OW = out_size(g->W, (g->KW - 1) * DW + 1, g->SW, same, &g->PL);
     return g->OH > 0 && g->OW > 0 ? 0 : -1;
 }
 
@@ -56,6 +67,7 @@ int mw_conv2d_tr_geom_init(mw_conv2d_geom *g, int in_h, int in_w, int in_c, int 
 {
     g->OH = in_h, g->OW = in_w, g->O = in_c, g->C = filters;
     g->KH = KH, g->KW = KW, g->SH = SH, g->SW = SW;
+    g->DH = 1, g->DW = 1;
     if (in_h <= 0 || in_w <= 0 || in_c <= 0 || filters <= 0 || KH <= 0 || KW <= 0 || SH <= 0 ||
         SW <= 0)
         return -1;

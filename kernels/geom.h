@@ -17,6 +17,10 @@ extern "C" { /* kernels/cuda/conv2d.cu sizes its scratch with these */
 int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, int KW, int SH,
                         int SW, int same);
 
+/* Dilate g's kernel by (DH, DW) (mw_conv2d_geom_init sets 1, 1): the output size and padding
+ * recomputed for the dilated extent (K - 1) * D + 1, as TensorFlow and Keras do. Returns 0, or
+ * -1 when a rate is not positive or the output would be empty. */
+int mw_conv2d_geom_dilate(mw_conv2d_geom *g, int DH, int DW, int same);
 /* Conv2DTranspose (Keras 3's output sizes and padding, its JAX backend's rule): g is filled as
  * the Conv2D whose input gradient the transposed convolution is, so the conv kernels' im2col
  * and col2im serve it: g's input H x W x C is the transposed conv's OUTPUT (C = filters), g's

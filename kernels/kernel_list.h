@@ -48,6 +48,25 @@ MW_KERNEL(maxpool_bwd, CPU,
           (dx, dy, argmax, g, N),
           MW_A(dx, (size_t)N * g->H * g->W * g->C) MW_A(dy, (size_t)N * g->OH * g->OW * g->C)
           MW_A(argmax, (size_t)N * g->OH * g->OW * g->C))
+/* Depthwise y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C,M)) + b (O), O = C*M: output channel
+ * c*M + m is input channel c alone under its own KH x KW filter w[., ., c, m] (dilated by g->DH,
+ * g->DW); w is (KH,KW,O) flat. Keras' DepthwiseConv2D, and Conv2D(groups = C). */
+MW_KERNEL(dwconv2d_fwd, CPU,
+          (float *y, const float *x, const float *w, const float *b, const mw_conv2d_geom *g,
+           int N),
+          (y, x, w, b, g, N),
+          MW_A(y, (size_t)N * g->OH * g->OW * g->O) MW_A(x, (size_t)N * g->H * g->W * g->C)
+          MW_A(w, (size_t)g->KH * g->KW * g->O) MW_O(b, g->O)
+          MW_ASSERT(g->O % g->C == 0, "O a multiple of C"))
+/* dx += d/dx, dw += d/dw, db += sum dy of dwconv2d_fwd. dx and db may be NULL. */
+MW_KERNEL(dwconv2d_bwd, CPU,
+          (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+           const mw_conv2d_geom *g, int N),
+          (dx, dw, db, dy, x, w, g, N),
+          MW_O(dx, (size_t)N * g->H * g->W * g->C) MW_A(dw, (size_t)g->KH * g->KW * g->O)
+          MW_O(db, g->O) MW_A(dy, (size_t)N * g->OH * g->OW * g->O)
+          MW_A(x, (size_t)N * g->H * g->W * g->C) MW_A(w, (size_t)g->KH * g->KW * g->O)
+          MW_ASSERT(g->O % g->C == 0, "O a multiple of C"))
 /* y (N,O) = x (N,I) * w (I,O) + b (O). */
 MW_KERNEL(dense_fwd, CPU,
           (float *y, const float *x, const float *w, const float *b, int N, int I, int O),

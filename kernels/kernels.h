@@ -39,6 +39,7 @@ typedef struct {
     int SH, SW;    /* strides */
     int PT, PL;    /* zero padding before the first row / column */
     int OH, OW;    /* output */
+    int DH, DW;    /* dilation: kernel tap (kh, kw) reads input row oh*SH + kh*DH - PT (1: none) */
 } mw_conv2d_geom;
 
 /* MaxPooling2D geometry ('valid' or 'same' padding, padded cells never win). */

@@ -434,6 +434,42 @@ static int set_conv(kargs *a, int i, int phase)
     return 1;
 }
 
+/* Depthwise Conv2D: multipliers 1 to 3, strides, dilations, both paddings, odd channel counts
+ * around the fast twin's 16-channel blocks, kernels larger than a 'same' input (NASNet's 7x7 on
+ * 2x2 maps); without bias / dx every other case. */
+static const int dwconv_shapes[][12] = {
+    /* H, W, C, M, KH, KW, SH, SW, same, DH, DW, N */
+    {6, 5, 3, 1, 3, 3, 1, 1, 0, 1, 1, 2},  {7, 7, 4, 2, 3, 3, 2, 2, 1, 1, 1, 2},
+    {9, 8, 2, 3, 3, 3, 1, 1, 1, 2, 2, 2},  {9, 9, 3, 2, 3, 3, 2, 2, 1, 2, 3, 2},
+    {6, 7, 17, 1, 5, 5, 2, 1, 1, 1, 1, 2}, {8, 6, 33, 1, 3, 2, 1, 2, 0, 2, 1, 3},
+    {5, 5, 1, 4, 1, 1, 1, 1, 0, 1, 1, 2},  {4, 6, 20, 2, 7, 7, 1, 1, 1, 1, 1, 2},
+    {2, 2, 5, 1, 7, 7, 1, 1, 1, 1, 1, 3},  {1, 1, 3, 2, 5, 5, 1, 1, 1, 1, 1, 2},
+};
+
+static int set_dwconv(kargs *a, int i, int phase)
+{
+    if (i >= 10 * 2)
+        return 0;
+    const int *s = dwconv_shapes[i / 2];
+    mw_conv2d_geom *g = &a->cg;
+    if (phase == 0) {
+        assert_int_equal(
+            mw_conv2d_geom_init(g, s[0], s[1], s[2], s[2] * s[3], s[4], s[5], s[6], s[7], s[8]), 0);
+        assert_int_equal(mw_conv2d_geom_dilate(g, s[9], s[10], s[8]), 0);
+        a->g = g, a->N = s[11];
+        a->nulls = i % 2 ? "b dx db" : "";
+        snprintf(a->what, sizeof a->what, "%dx%dx%d x%d k%dx%d/%d,%d d%d,%d same %d, N %d%s", s[0],
+                 s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[9], s[10], s[8], a->N,
+                 i % 2 ? ", no b / dx / db" : "");
+        return 1;
+    }
+    kscale(a->w, (size_t)g->KH * g->KW * g->O, 0.5f, 0.0f);
+    kscale(a->b, (size_t)g->O, 0.5f, 0.0f);
+    kscale(a->dy, (size_t)a->N * g->OH * g->OW * g->O,
+           fminf(1.0f, 8.0f / sqrtf((float)a->N * g->OH * g->OW)), 0.0f);
+    return 1;
+}
+
 /* Conv2DTranspose: the transposed geometry (kernel below, equal to and above the stride, both
  * paddings, output_padding) with scratch for one image, two and a bit, and all. */
 static const int conv_tr_shapes[][12] = {
@@ -911,6 +947,8 @@ static int set_round(kargs *a, int i, int phase)
 static const kcase cases[] = {
     {"conv2d_fwd", set_conv, 1e-5f, 1e-4f, 0},
     {"conv2d_bwd", set_conv, 1e-5f, 1e-4f, 0},
+    {"dwconv2d_fwd", set_dwconv, 0.0f, 0.0f, 1},
+    {"dwconv2d_bwd", set_dwconv, 1e-5f, 1e-4f, 1},
     {"conv2d_tr_fwd", set_conv_tr, 1e-5f, 1e-4f, 0},
     {"conv2d_tr_bwd", set_conv_tr, 1e-5f, 1e-4f, 0},
     {"maxpool_fwd", set_maxpool, 0.0f, 0.0f, 1},

@@ -102,7 +102,7 @@ typedef struct {
 
 static const config_expect *good_configs(size_t *n)
 {
-    static config_expect c[6];
+    static config_expect c[7];
     static int done = 0;
     if (!done) {
         c[0] =
@@ -160,6 +160,21 @@ static const config_expect *good_configs(size_t *n)
             "flat_input",
             {
                 {"logits", "Dense", "(None, 10)", (size_t)784 * 10}, /* use_bias false */
+            }};
+        c[6] = (config_expect){
+            "depthwise_k3.json",
+            "depthwise",
+            {
+                {"conv2d", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 1, 8)},
+                /* depth_multiplier 2: a 3x3x8x2 kernel, 16 biases */
+                {"depthwise_conv2d", "DepthwiseConv2D", "(None, 13, 13, 16)", 3 * 3 * 8 * 2 + 16},
+                /* groups 16 of one channel each: 3x3x1x16 */
+                {"conv2d_1", "Conv2D", "(None, 13, 13, 16)", conv_p(3, 3, 1, 16)},
+                /* dilation 2 (a 5x5 reach); depthwise 3x3x16x1, pointwise 16x16, bias */
+                {"separable_conv2d", "SeparableConv2D", "(None, 13, 13, 16)", 144 + 256 + 16},
+                {"conv2d_2", "Conv2D", "(None, 13, 13, 8)", conv_p(3, 3, 16, 8)},
+                {"flatten", "Flatten", "(None, 1352)", 0},
+                {"dense", "Dense", "(None, 10)", dense_p(1352, 10)},
             }};
         done = 1;
     }
@@ -1136,6 +1151,13 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
         assert_int_equal(m.layers[1].groups, 3);
         assert_int_equal(m.layers[3].groups, 4); /* groups -1: one per channel */
+    } else if (strstr(rel, "dwconv")) {
+        assert_int_equal(m.layers[1].kind, MW_LAYER_DWCONV);
+        assert_int_equal(m.layers[1].conv.O, 8);             /* depth_multiplier 2 of 4 channels */
+        assert_int_equal(m.layers[3].kind, MW_LAYER_DWCONV); /* Conv2D(groups = 8) */
+        assert_string_equal(m.layers[3].cls, "Conv2D");
+        assert_int_equal(m.layers[5].kind, MW_LAYER_SEPCONV);
+        assert_int_equal(m.layers[7].conv.DH, 2);
     } else if (strstr(rel, "_up")) {
         int tr = 0, bilinear = 0, nearest = 0;
         for (int i = 0; i < m.nlayers; i++) {
@@ -1314,6 +1336,18 @@ static void test_norm_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_norm.json");
+}
+
+static void test_dwconv_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_dwconv.json");
+}
+
+static void test_dwconv_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_dwconv.json");
 }
 
 static void test_tokens_gradcheck_ref(void **state)
@@ -1506,6 +1540,8 @@ int main(void)
         cmocka_unit_test(test_misc_gradcheck_cpu),
         cmocka_unit_test(test_norm_gradcheck_ref),
         cmocka_unit_test(test_norm_gradcheck_cpu),
+        cmocka_unit_test(test_dwconv_gradcheck_ref),
+        cmocka_unit_test(test_dwconv_gradcheck_cpu),
         cmocka_unit_test(test_tokens_gradcheck_ref),
         cmocka_unit_test(test_tokens_gradcheck_cpu),
         cmocka_unit_test(test_se_gradcheck_ref),

@@ -5,7 +5,8 @@
  *   forward:  y (n*OH*OW, O)   = col (n*OH*OW, K) x w (K, O) + b
  *   backward: dw (K, O)       += col^T x dy
  *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
- * A 1x1 stride-1 unpadded conv uses x as col directly. */
+ * A 1x1 stride-1 unpadded conv uses x as col directly. Dilation (DH, DW) only moves
+ * where a tap reads. */
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
@@ -42,19 +43,19 @@ static void im2col(float *col, const float *x, const mw_conv2d_geom *g, int n, i
         for (int ow = 0; ow < g->OW; ow++) {
             float *row = col + ((size_t)i * g->OW + ow) * K;
             for (int kh = 0; kh < g->KH; kh++) {
-                int ih = oh * g->SH + kh - g->PT;
+                int ih = oh * g->SH + kh * g->DH - g->PT;
                 float *dst = row + (size_t)kh * g->KW * g->C;
                 if (ih < 0 || ih >= g->H) {
                     memset(dst, 0, sizeof(float) * g->KW * g->C);
                     continue;
                 }
                 int iw0 = ow * g->SW - g->PL;
-                if (iw0 >= 0 && iw0 + g->KW <= g->W) { /* whole window row inside */
+                if (g->DW == 1 && iw0 >= 0 && iw0 + g->KW <= g->W) { /* whole row inside */
                     copy_run(dst, xb + ((size_t)ih * g->W + iw0) * g->C, g->KW * g->C);
                     continue;
                 }
                 for (int kw = 0; kw < g->KW; kw++) {
-                    int iw = iw0 + kw;
+                    int iw = iw0 + kw * g->DW;
                     if (iw < 0 || iw >= g->W)
                         memset(dst + kw * g->C, 0, sizeof(float) * g->C);
                     else
@@ -78,11 +79,11 @@ static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n,
             for (int ow = 0; ow < g->OW; ow++) {
                 const float *row = dcol + (((size_t)b * g->OH + oh) * g->OW + ow) * K;
                 for (int kh = 0; kh < g->KH; kh++) {
-                    int ih = oh * g->SH + kh - g->PT;
+                    int ih = oh * g->SH + kh * g->DH - g->PT;
                     if (ih < 0 || ih >= g->H)
                         continue;
                     for (int kw = 0; kw < g->KW; kw++) {
-                        int iw = ow * g->SW + kw - g->PL;
+                        int iw = ow * g->SW + kw * g->DW - g->PL;
                         if (iw < 0 || iw >= g->W)
                             continue;
                         float *d = dxb + ((size_t)ih * g->W + iw) * g->C;

@@ -42,7 +42,7 @@ __host__ __device__ static inline void im2col_one(float *col, const float *x, mw
     r /= g.OW;
     int oh = (int)(r % g.OH);
     size_t n = r / g.OH;
-    int ih = oh * g.SH + kh - g.PT, iw = ow * g.SW + kw - g.PL;
+    int ih = oh * g.SH + kh * g.DH - g.PT, iw = ow * g.SW + kw * g.DW - g.PL;
     float v = 0.0f;
     if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
         v = x[((n * g.H + ih) * g.W + iw) * g.C + c];
@@ -63,14 +63,14 @@ __host__ __device__ static inline void col2im_one(float *dx, const float *dcol, 
     size_t n = r / g.H;
     float acc = 0.0f;
     for (int kh = 0; kh < g.KH; kh++) {
-        int t = ih + g.PT - kh; /* = oh * SH */
+        int t = ih + g.PT - kh * g.DH; /* = oh * SH */
         if (t < 0 || t % g.SH)
             continue;
         int oh = t / g.SH;
         if (oh >= g.OH)
             continue;
         for (int kw = 0; kw < g.KW; kw++) {
-            int u = iw + g.PL - kw; /* = ow * SW */
+            int u = iw + g.PL - kw * g.DW; /* = ow * SW */
             if (u < 0 || u % g.SW)
                 continue;
             int ow = u / g.SW;

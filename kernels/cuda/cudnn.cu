@@ -55,7 +55,7 @@ struct descs {
                                        g->OW) ||
             cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g->O, g->C, g->KH,
                                        g->KW) ||
-            cudnnSetConvolution2dDescriptor(c, g->PT, g->PL, g->SH, g->SW, 1, 1,
+            cudnnSetConvolution2dDescriptor(c, g->PT, g->PL, g->SH, g->SW, g->DH, g->DW,
                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ||
             cudnnSetConvolutionMathType(c, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH))
             return;

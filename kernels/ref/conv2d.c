@@ -1,5 +1,6 @@
 /* Reference Conv2D: direct loops in the order of the definition. The spec the
- * fast paths are tested against; clarity over speed. */
+ * fast paths are tested against; clarity over speed. Tap (kh, kw) reads input row
+ * oh*SH + kh*DH - PT (dilation DH, DW; 1 without). */
 #include "kernels/twins.h"
 
 void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
@@ -13,11 +14,11 @@ void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *
                 for (int o = 0; o < g->O; o++)
                     yp[o] = b ? b[o] : 0.0f;
                 for (int kh = 0; kh < g->KH; kh++) {
-                    int ih = oh * g->SH + kh - g->PT;
+                    int ih = oh * g->SH + kh * g->DH - g->PT;
                     if (ih < 0 || ih >= g->H)
                         continue;
                     for (int kw = 0; kw < g->KW; kw++) {
-                        int iw = ow * g->SW + kw - g->PL;
+                        int iw = ow * g->SW + kw * g->DW - g->PL;
                         if (iw < 0 || iw >= g->W)
                             continue;
                         const float *xp = x + (((size_t)n * g->H + ih) * g->W + iw) * g->C;
@@ -42,11 +43,11 @@ void mw_conv2d_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const 
                     for (int o = 0; o < g->O; o++)
                         db[o] += dyp[o];
                 for (int kh = 0; kh < g->KH; kh++) {
-                    int ih = oh * g->SH + kh - g->PT;
+                    int ih = oh * g->SH + kh * g->DH - g->PT;
                     if (ih < 0 || ih >= g->H)
                         continue;
                     for (int kw = 0; kw < g->KW; kw++) {
-                        int iw = ow * g->SW + kw - g->PL;
+                        int iw = ow * g->SW + kw * g->DW - g->PL;
                         if (iw < 0 || iw >= g->W)
                             continue;
                         size_t xo = (((size_t)n * g->H + ih) * g->W + iw) * g->C;

@@ -494,19 +494,34 @@ int mw_kcur_c(const mw_model *m)
     return p >= 0 ? m->layers[p].out_c : m->in_c;
 }
 
-mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, mw_kweights *w)
+mw_status mw_kget_regularizer(const mw_klayer *L, const json_t *cfg, const char *key,
+                              mw_regularizer *out)
 {
+    return get_reg(L, cfg, key, out);
+}
+
+mw_status mw_kread_weights_as(const mw_klayer *L, const json_t *cfg, int is_last,
+                              const char *kernel, mw_kweights *w)
+{
+    char key[64];
     MW_TRY(mw_kget_activation(L, cfg, "activation", is_last, 0, &w->act));
     MW_TRY(mw_kget_bool(L, cfg, "use_bias", 1, &w->use_bias));
-    MW_TRY(mw_kget_init(L, cfg, "kernel_initializer", MW_INIT_GLOROT_UNIFORM, &w->kinit));
+    snprintf(key, sizeof key, "%s_initializer", kernel);
+    MW_TRY(mw_kget_init(L, cfg, key, MW_INIT_GLOROT_UNIFORM, &w->kinit));
     MW_TRY(mw_kget_init(L, cfg, "bias_initializer", MW_INIT_ZEROS, &w->binit));
-    MW_TRY(get_reg(L, cfg, "kernel_regularizer", &w->kreg));
+    snprintf(key, sizeof key, "%s_regularizer", kernel);
+    MW_TRY(get_reg(L, cfg, key, &w->kreg));
     MW_TRY(get_reg(L, cfg, "bias_regularizer", &w->breg));
     MW_TRY(mw_kneed_null(L, cfg, "activity_regularizer", "activity regularizers"));
-    MW_TRY(mw_kneed_null(L, cfg, "kernel_constraint", "weight constraints"));
-    MW_TRY(mw_kneed_null(L, cfg, "bias_constraint", "weight constraints"));
-    MW_TRY(mw_kneed_null(L, cfg, "lora_rank", "LoRA adapters"));
-    return MW_OK;
+    snprintf(key, sizeof key, "%s_constraint", kernel);
+    MW_TRY(mw_kneed_null(L, cfg, key, "weight constraints"));
+    return mw_kneed_null(L, cfg, "bias_constraint", "weight constraints");
+}
+
+mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, mw_kweights *w)
+{
+    MW_TRY(mw_kread_weights_as(L, cfg, is_last, "kernel", w));
+    return mw_kneed_null(L, cfg, "lora_rank", "LoRA adapters");
 }
 
 mw_status mw_kapply_weights(mw_kbuilder *B, const mw_kweights *w)

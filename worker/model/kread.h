@@ -135,6 +135,13 @@ const mw_layer *mw_kprev(const mw_model *m);
 /* The weights' settings of Conv2D and Dense in cfg: activation, use_bias, initializers,
  * regularizers (constraints, activity regularizers and LoRA refused). */
 mw_status mw_kread_weights(const mw_klayer *L, const json_t *cfg, int is_last, mw_kweights *w);
+/* The same with the kernel's keys named <kernel>_initializer, _regularizer and _constraint
+ * ("depthwise": DepthwiseConv2D's), and no lora_rank (the layers without LoRA). */
+mw_status mw_kread_weights_as(const mw_klayer *L, const json_t *cfg, int is_last,
+                              const char *kernel, mw_kweights *w);
+/* A regularizer key's value (null: none), as mw_kread_weights reads the kernel's. */
+mw_status mw_kget_regularizer(const mw_klayer *L, const json_t *cfg, const char *key,
+                              mw_regularizer *out);
 
 /* A window's sizes: a 2-D layer's pair (mw_kget_pair), or a 1-D layer's one integer (or a list
  * of 1) as {1, k}, its sequence being 1 x T here. */

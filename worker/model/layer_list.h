@@ -9,6 +9,8 @@
 
 #define MW_LAYER_LIST(X, R)                                                                        \
     X(CONV2D, conv2d)       /* Conv2D, Conv1D */                                                   \
+    X(DWCONV, dwconv)       /* DepthwiseConv2D, and Conv2D with groups = its input channels */     \
+    X(SEPCONV, sepconv)     /* SeparableConv2D: depthwise, then a 1x1 convolution */               \
     X(MAXPOOL, maxpool)     /* MaxPooling2D, GlobalMaxPooling2D, the 1-D ones */                   \
     X(FLATTEN, flatten)     /* Flatten, Reshape */                                                 \
     X(DENSE, dense)         /* Dense */                                                            \

@@ -1,7 +1,7 @@
 """Parity with real Keras 3: logits, loss, every gradient and BatchNormalization's updated
 moving statistics of one training step, mwtrain (parity_driver) against Keras (JAX).
 
-    parity.py DRIVER WORKDIR [MODEL...]   (MODEL: a builder's name below, to run only those)
+    parity.py DRIVER WORKDIR [MODEL...]
 
 For each model Keras builds it (its own initial weights; BN's gamma, beta and moving
 statistics are then randomized so they are not the trivial 1/0/0/1), writes model.to_json(),
@@ -486,6 +486,53 @@ def nested():
                           layers.Conv2D(12, 2, strides=2)], name="down")(x)
     out = layers.Dense(10)(layers.GlobalAveragePooling2D()(x))
     return keras.Model(inp, out, name="nested")
+def depthwise():
+    """DepthwiseConv2D with multiplier 2, stride 2 and dilation 2 together, Conv2D with groups
+    equal to its channels (multiplier 1 and 2), SeparableConv2D (multiplier 2, and strided
+    without bias), and a dilated Conv2D."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(6, 3, strides=2, activation="relu")(inp)
+    x = layers.DepthwiseConv2D(3, strides=2, depth_multiplier=2, dilation_rate=2, padding="same",
+                               activation="tanh")(x)
+    x = layers.Conv2D(12, 3, padding="same", groups=12, activation="sigmoid")(x)
+    x = layers.Conv2D(24, 3, groups=12)(x)
+    x = layers.SeparableConv2D(16, 3, depth_multiplier=2, padding="same", activation="tanh")(x)
+    x = layers.SeparableConv2D(8, 2, strides=2, use_bias=False)(x)
+    x = layers.Conv2D(8, 2, dilation_rate=2, padding="same", activation="tanh")(x)
+    out = layers.Dense(10)(layers.Flatten()(x))
+    return keras.Model(inp, out, name="depthwise")
+
+
+def depthwise_seq():
+    """The depthwise family in a Sequential model, dilated DepthwiseConv2D with valid padding."""
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(4, 3, strides=2),
+        layers.DepthwiseConv2D((3, 2), dilation_rate=(2, 3), depth_multiplier=3,
+                               activation="tanh"),
+        layers.SeparableConv2D(6, 3, strides=2, padding="same"),
+        layers.Flatten(),
+        layers.Dense(10),
+    ], name="depthwise_seq")
+
+
+def separable_cells():
+    """NASNet's shapes: strided separable convolutions down to 2x2 maps, then 7x7 and 5x5 ones
+    wider than those maps ('same': most taps read padding), with BatchNormalization and a
+    residual Add."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(8, 3, strides=2, use_bias=False)(inp)
+    for _ in range(3):
+        x = layers.SeparableConv2D(12, 3, strides=2, padding="same", use_bias=False)(x)
+        x = layers.Activation("relu")(layers.BatchNormalization()(x))
+    a = layers.SeparableConv2D(12, 7, padding="same", use_bias=False)(x)
+    a = layers.Activation("relu")(layers.BatchNormalization()(a))
+    a = layers.SeparableConv2D(12, 5, padding="same", use_bias=False)(a)
+    y = layers.Conv2D(12, 1)(layers.Add()([layers.BatchNormalization()(a), x]))
+    out = layers.Dense(10)(layers.GlobalAveragePooling2D()(y))
+    return keras.Model(inp, out, name="separable_cells")
+
+
 def upsampling():
     """The layers that make images larger, in each geometry Keras 3 sizes differently:
     UpSampling2D nearest (2 x 3) and bilinear (3, jax.image.resize's half-pixel centres);
@@ -557,11 +604,12 @@ def main():
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
-    models = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, misc,
-              upsampling, unet, se_block, nested)
-    if len(sys.argv) > 3:  # parity.py DRIVER WORKDIR MODEL...: only these
-        models = [m for m in models if m.__name__ in sys.argv[3:]]
-    for make in models:
+    makers = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, misc,
+              upsampling, unet, depthwise, depthwise_seq, separable_cells, se_block, nested)
+    only = sys.argv[3:]  # model names: only those (a quicker run while working on one)
+    for make in makers:
+        if only and make.__name__ not in only:
+            continue
         model = make()
         nparams, worst = check(model, driver, work, rng)
         rows.append((model.name, nparams, worst))

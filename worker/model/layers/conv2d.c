@@ -10,10 +10,17 @@
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
 #include "worker/model/layers/conv2d.h"
+#include "worker/model/layers/dwconv.h"
 #include "worker/model/model.h"
 
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
                               int sw, int same, int use_bias)
+{
+    return mw_model_add_conv2d_dilated(m, name, filters, kh, kw, sh, sw, 1, 1, same, use_bias);
+}
+
+mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int kh, int kw,
+                                      int sh, int sw, int dh, int dw, int same, int use_bias)
 {
     mw_layer *l = mw_layer_push(m, MW_LAYER_CONV2D, name, "Conv2D", "conv2d");
     if (!l)
@@ -23,13 +30,9 @@ mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh
                                          "layer '%s' (Conv2D): filters %d, kernel %dx%d, strides "
                                          "%dx%d: expected positive values",
                                          l->name, filters, kh, kw, sh, sw));
-    if (mw_conv2d_geom_init(&l->conv, l->in_h, l->in_w, l->in_c, filters, kh, kw, sh, sw, same) !=
-        0)
-        return mw_layer_reject(
-            m, mw_err(MW_EMODEL,
-                      "layer '%s' (Conv2D): a %dx%d kernel with padding '%s' does not fit its "
-                      "%dx%dx%d input",
-                      l->name, kh, kw, same ? "same" : "valid", l->in_h, l->in_w, l->in_c));
+    const int win[7] = {kh, kw, sh, sw, dh, dw, same};
+    if (mw_dwconv_fit(l, filters, win) != MW_OK)
+        return mw_layer_reject(m, mw_err_status());
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
     l->same = same;
     l->flat = 0;
@@ -68,10 +71,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
     return mw_diff_dims(d, n, "filters", &cx->O, &cy->O, 1) ||
            mw_diff_dims(d, n, "kernel", (const int[]){cx->KH, cx->KW},
                         (const int[]){cy->KH, cy->KW}, 2) ||
-           mw_diff_dims(d, n, "strides", (const int[]){cx->SH, cx->SW},
-                        (const int[]){cy->SH, cy->SW}, 2) ||
-           mw_diff_padding(d, n, x->same, y->same, (const int[]){cx->PT, cx->PL, cx->OH, cx->OW},
-                           (const int[]){cy->PT, cy->PL, cy->OH, cy->OW});
+           mw_dwconv_window_differs(d, n, x, y);
 }
 
 /* ---- Keras ---- */
@@ -108,16 +108,11 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     same = same != 0;
     MW_TRY(mw_kcheck_data_format(L, cfg));
     MW_TRY(mw_kget_dims(L, cfg, "dilation_rate", 1, 1, MW_KMAX_WINDOW, one_d, dil));
-    if (dil[0] != 1 || dil[1] != 1)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "dilation_rate [%d, %d] is not supported; supported: "
-                        "1 (no dilation)",
-                        dil[0], dil[1]);
     MW_TRY(mw_kget_int(L, cfg, "groups", 1, 0, 1, MW_KMAX_DIM, &groups));
-    if (groups != 1)
-        return mw_kfail(L, MW_EUNSUPPORTED, "groups %d is not supported; supported: 1", groups);
     MW_TRY(mw_kread_weights(L, cfg, R->is_last, &w));
     MW_TRY(mw_kneed_channels(B, L));
+    if (groups != 1) /* one group per input channel: a depthwise convolution (layers/dwconv.c) */
+        return mw_dwconv_parse_grouped(R, name, filters, groups, ks, st, dil, same, &w);
     if ((long long)ks[0] * ks[1] * mw_kcur_c(B->m) * filters > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "a %dx%dx%dx%d kernel is larger than the %d values "
@@ -128,14 +123,14 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "needs a sequence (None, steps, channels) from the layer before it "
                         "(an Embedding, Conv1D or the like)");
-    mw_status rc =
-        mw_model_add_conv2d(B->m, name, filters, ks[0], ks[1], st[0], st[1], same, w.use_bias);
+    mw_status rc = mw_model_add_conv2d_dilated(B->m, name, filters, ks[0], ks[1], st[0], st[1],
+                                               dil[0], dil[1], same, w.use_bias);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     if (one_d)
         B->m->layers[B->m->nlayers - 1].cls = "Conv1D";
     if (causal) /* 'same''s output length (stride 1), every zero before */
-        B->m->layers[B->m->nlayers - 1].conv.PL = ks[1] - 1;
+        B->m->layers[B->m->nlayers - 1].conv.PL = (ks[1] - 1) * dil[1];
     if (mw_klast_out(B->m) > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "its output has %zu values per example; at most %d are "
@@ -154,7 +149,7 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     json_object_set_new(c, "strides", mw_kw_pair(l->conv.SH, l->conv.SW));
     json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
     json_object_set_new(c, "data_format", json_string("channels_last"));
-    json_object_set_new(c, "dilation_rate", mw_kw_pair(1, 1));
+    json_object_set_new(c, "dilation_rate", mw_kw_pair(l->conv.DH, l->conv.DW));
     json_object_set_new(c, "groups", json_integer(1));
     json_object_set_new(c, "activation", json_string(mw_kw_folded_activation(m, i)));
     mw_kw_weights(c, l);

@@ -11,5 +11,8 @@
  * automatic name (conv2d, conv2d_1, ...). */
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
                               int sw, int same, int use_bias);
+/* The same with the kernel dilated by (dh, dw) (Keras' dilation_rate; 1, 1: none). */
+mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int kh, int kw,
+                                      int sh, int sw, int dh, int dw, int same, int use_bias);
 
 #endif
