@@ -422,6 +422,25 @@ MW_KERNEL(mul_bwd, CPU,
           (float *da, float *db, const float *dy, const float *a, const float *b, size_t count),
           (da, db, dy, a, b, count),
           MW_O(da, count) MW_O(db, count) MW_A(dy, count) MW_A(a, count) MW_A(b, count))
+/* Broadcasting merge (kernels.h: mw_bcast_geom): y = a + b scale (mul 0) or a b scale (mul 1),
+ * each operand read at its strides, b NULL standing for ones (a constant operand: x + scale,
+ * x scale); y may be a itself when a has y's shape (an Add of several). */
+MW_KERNEL(bcast_fwd, REF,
+          (float *y, const float *a, const float *b, const mw_bcast_geom *bg, int mul,
+           float scale),
+          (y, a, b, bg, mul, scale),
+          MW_A(y, mw_bcast_count(bg, 0)) MW_A(a, mw_bcast_count(bg, 1))
+          MW_O(b, mw_bcast_count(bg, 2)))
+/* The gradients of bcast_fwd: da += dy (mul 0) or dy b scale, db += dy scale or dy a scale,
+ * each summed over the axes it is broadcast on; da, db NULL: skipped; a is read only when mul
+ * and db is wanted, b (NULL: ones) only when mul. */
+MW_KERNEL(bcast_bwd, REF,
+          (float *da, float *db, const float *dy, const float *a, const float *b,
+           const mw_bcast_geom *bg, int mul, float scale),
+          (da, db, dy, a, b, bg, mul, scale),
+          MW_O(da, mw_bcast_count(bg, 1)) MW_O(db, mw_bcast_count(bg, 2))
+          MW_A(dy, mw_bcast_count(bg, 0)) MW_O(a, mw_bcast_count(bg, 1))
+          MW_O(b, mw_bcast_count(bg, 2)))
 /* Concatenate on the channel axis: y (rows, CY)[:, off:off+CX] = x (rows, CX). */
 MW_KERNEL(concat_fwd, CPU,
           (float *y, const float *x, size_t rows, int CX, int CY, int off),

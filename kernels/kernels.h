@@ -51,6 +51,24 @@ typedef struct {
     int OH, OW;
 } mw_pool_geom;
 
+/* A broadcasting merge (Add, Multiply of unequal shapes): y's shape d (N, H, W, C) and each
+ * operand's strides in elements along those axes, 0 along an axis it is broadcast on (its
+ * size 1 there), so that a[n, h, w, c] is a[n sa[0] + h sa[1] + w sa[2] + c sa[3]]. */
+typedef struct {
+    int d[4];
+    size_t sa[4], sb[4];
+} mw_bcast_geom;
+
+/* The elements operand k of g spans: y's (k 0), a's (1) or b's (2). */
+static inline size_t mw_bcast_count(const mw_bcast_geom *g, int k)
+{
+    const size_t *s = k == 1 ? g->sa : g->sb;
+    size_t n = 1;
+    for (int i = 0; i < 4; i++)
+        n *= k == 0 || s[i] ? (size_t)g->d[i] : 1;
+    return n;
+}
+
 /* The losses of dense float targets y (N, K), Keras 3's formulas (keras/src/losses/losses.py
  * and its backends' nn.py): per example the mean over K of an elementwise loss, or the sum
  * over K (CCE). The formulas are kernels/loss_rules.h. */

@@ -45,7 +45,7 @@
     X(y) X(x) X(w) X(b) X(g) X(dx) X(dw) X(db) X(dy) X(argmax) X(loss) X(prob) X(logits)           \
     X(labels) X(dlogits) X(p) X(out) X(dout) X(a) X(ids) X(table) X(gtable) X(in) X(stat)          \
     X(gamma) X(beta) X(dgamma) X(dbeta) X(o) X(q) X(kk) X(v) X(dq) X(dk) X(dv) X(mask) X(acc)      \
-    X(mean) X(var) X(invstd) X(st) X(s) X(da) X(s1) X(s2) X(s3) X(h)
+    X(mean) X(var) X(invstd) X(st) X(s) X(da) X(s1) X(s2) X(s3) X(h) X(bg)
 /* clang-format on */
 #define KP_FIELD(n) void *n;
 #define KP_ENUM(n) KP_##n,
@@ -62,7 +62,7 @@ typedef struct {
         };
         void *ptr[NPTR];
     };
-    int N, I, O, K, n, T, D, V, width, P, H, W, C, S, G, PT, PB, PL, PR, CX, CY, off;
+    int N, I, O, K, n, T, D, V, width, P, H, W, C, S, G, PT, PB, PL, PR, CX, CY, off, mul;
     int SH, SW, bilinear; /* UpSampling2D */
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;

@@ -329,9 +329,10 @@ static void build_errors(void **state)
                "layer 'conv2d' (Conv2D): a 5x5 kernel with padding "
                "'valid' does not fit its 4x4x1 input");
     mw_err_clear();
-    expect_err(mw_model_add_dense(&m, NULL, 3, 1), MW_EMODEL,
-               "needs a flat input (add a Flatten layer");
-    mw_err_clear();
+    /* Dense on an image: each pixel, as Keras' Dense on the last axis */
+    assert_int_equal(mw_model_add_dense(&m, NULL, 3, 1), MW_OK);
+    assert_int_equal(m.layers[0].out_h * m.layers[0].out_w * m.layers[0].out_c, 4 * 4 * 3);
+    assert_false(m.layers[0].flat);
     assert_int_equal(mw_model_add_flatten(&m, NULL), MW_OK);
     expect_err(mw_model_add_dense(&m, "head", 0, 1), MW_EMODEL,
                "layer 'head' (Dense): units 0: expected > 0");

@@ -77,3 +77,85 @@ extern "C" void mw_concat_bwd_cuda(const mw_kctx *k, float *dx, const float *dy,
     const size_t count = CX > 0 ? rows * (size_t)CX : 0;
     MW_EW_LAUNCH("mw_concat_bwd_cuda", concat_bwd_kernel, count, dx, dy, count, CX, CY, off);
 }
+
+/* The broadcasting merges: one thread per element of y forward; backward one thread per
+ * element of an operand's gradient, each operand in its own launch. */
+static __device__ size_t bcast_index(const mw_bcast_geom g, size_t i, const size_t *s)
+{
+    size_t r = 0;
+    for (int ax = 3; ax >= 0; ax--) {
+        r += (i % (size_t)g.d[ax]) * s[ax];
+        i /= (size_t)g.d[ax];
+    }
+    return r;
+}
+
+static __global__ void bcast_fwd_kernel(float *y, const float *a, const float *b,
+                                        const mw_bcast_geom g, int mul, float scale, size_t count)
+{
+    MW_GRID_STRIDE(i, count)
+    {
+        const float u = a[bcast_index(g, i, g.sa)], v = b ? b[bcast_index(g, i, g.sb)] : 1.0f;
+        y[i] = mul ? __fmul_rn(__fmul_rn(u, v), scale) : __fadd_rn(u, __fmul_rn(v, scale));
+    }
+}
+
+/* d (operand mine's gradient) += the sum over the elements of y that read its element j: its
+ * own coordinates fixed, every coordinate of the axes it is broadcast on, in y's order; the
+ * factor is the other operand o (a's for b, b's for a; NULL: ones) when mul. */
+static __global__ void bcast_bwd_kernel(float *d, const float *dy, const float *o,
+                                        const mw_bcast_geom g, int mine, int mul, float scale,
+                                        size_t count)
+{
+    MW_GRID_STRIDE(j, count)
+    {
+        const size_t *s = mine == 1 ? g.sa : g.sb, *so = mine == 1 ? g.sb : g.sa;
+        int lo[4], hi[4];
+        size_t r = j;
+        for (int ax = 3; ax >= 0; ax--) {
+            const int e = s[ax] ? g.d[ax] : 1;
+            lo[ax] = s[ax] ? (int)(r % (size_t)e) : 0;
+            hi[ax] = s[ax] ? lo[ax] + 1 : g.d[ax];
+            r /= (size_t)e;
+        }
+        float acc = d[j];
+        for (int n = lo[0]; n < hi[0]; n++)
+            for (int h = lo[1]; h < hi[1]; h++)
+                for (int w = lo[2]; w < hi[2]; w++)
+                    for (int c = lo[3]; c < hi[3]; c++) {
+                        const size_t i = (((size_t)n * g.d[1] + h) * g.d[2] + w) * g.d[3] + c;
+                        const float f =
+                            mul && o ? o[n * so[0] + h * so[1] + w * so[2] + c * so[3]] : 1.0f;
+                        float v = dy[i];
+                        if (mul)
+                            v = __fmul_rn(__fmul_rn(v, f), scale);
+                        else if (mine == 2)
+                            v = __fmul_rn(v, scale);
+                        acc = __fadd_rn(acc, v);
+                    }
+        d[j] = acc;
+    }
+}
+
+extern "C" void mw_bcast_fwd_cuda(const mw_kctx *k, float *y, const float *a, const float *b,
+                                  const mw_bcast_geom *bg, int mul, float scale)
+{
+    const size_t count = mw_bcast_count(bg, 0);
+    MW_EW_LAUNCH("mw_bcast_fwd_cuda", bcast_fwd_kernel, count, y, a, b, *bg, mul, scale, count);
+}
+
+extern "C" void mw_bcast_bwd_cuda(const mw_kctx *k, float *da, float *db, const float *dy,
+                                  const float *a, const float *b, const mw_bcast_geom *bg, int mul,
+                                  float scale)
+{
+    if (da) {
+        const size_t count = mw_bcast_count(bg, 1);
+        MW_EW_LAUNCH("mw_bcast_bwd_cuda", bcast_bwd_kernel, count, da, dy, b, *bg, 1, mul, scale,
+                     count);
+    }
+    if (db) {
+        const size_t count = mw_bcast_count(bg, 2);
+        MW_EW_LAUNCH("mw_bcast_bwd_cuda", bcast_bwd_kernel, count, db, dy, a, *bg, 2, mul, scale,
+                     count);
+    }
+}

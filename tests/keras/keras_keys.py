@@ -26,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from oracle import MWTRAIN, check, finish, keras
 import keras_hub
+from keras.src.applications.convnext import LayerScale, StochasticDepth
+from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 
 L = keras.layers
 UNKNOWN = "is not a key mwtrain knows"
@@ -64,6 +66,7 @@ VALUES = {
     "equation": "ab,bcd->acd",
     "bias_axes": "b",
     "output_axes": [1],
+    "drop_path_rate": 0.1,
     "size": [3, 2],
 }
 # The value where VALUES' is the class's own default (UpSampling2D's interpolation "nearest").
@@ -142,6 +145,12 @@ def merge(cls):
     return keras.Model(inp, L.Dense(3)(cls()([L.Dense(3)(inp), L.Dense(3)(inp)])))
 
 
+def scaled_sum():
+    inp = keras.Input((8, 8, 1))
+    x = CustomScaleLayer(0.17, name="x")([L.Conv2D(2, 1)(inp), L.Conv2D(2, 1)(inp)])
+    return keras.Model(inp, L.Dense(3)(L.Flatten()(x)))
+
+
 hub = keras_hub.layers
 # class -> (the model around it, the layer's name in it)
 HOSTS = {
@@ -153,12 +162,14 @@ HOSTS = {
     "AveragePooling2D": lambda: image(L.AveragePooling2D(2, name="x")),
     "MaxPooling1D": lambda: tokens(L.MaxPooling1D(name="x")),
     "AveragePooling1D": lambda: tokens(L.AveragePooling1D(2, name="x")),
-    "GlobalMaxPooling2D": lambda: seq(L.GlobalMaxPooling2D(name="x"), L.Dense(3)),
-    "GlobalAveragePooling2D": lambda: seq(L.GlobalAveragePooling2D(name="x"), L.Dense(3)),
+    # Flatten: keepdims=True gives (None, 1, 1, C)
+    "GlobalMaxPooling2D": lambda: seq(L.GlobalMaxPooling2D(name="x"), L.Flatten(), L.Dense(3)),
+    "GlobalAveragePooling2D": lambda: seq(L.GlobalAveragePooling2D(name="x"), L.Flatten(),
+                                          L.Dense(3)),
     "GlobalMaxPooling1D": lambda: seq(L.Embedding(10, 8), L.GlobalMaxPooling1D(name="x"),
-                                      L.Dense(3), shape=(6,), dtype="int32"),
+                                      L.Flatten(), L.Dense(3), shape=(6,), dtype="int32"),
     "GlobalAveragePooling1D": lambda: seq(L.Embedding(10, 8), L.GlobalAveragePooling1D(name="x"),
-                                          L.Dense(3), shape=(6,), dtype="int32"),
+                                          L.Flatten(), L.Dense(3), shape=(6,), dtype="int32"),
     "Flatten": lambda: seq(L.Flatten(name="x"), L.Dense(3)),
     "Reshape": lambda: seq(L.Reshape((4, 1), name="x"), L.Flatten(), L.Dense(3), shape=(4,)),
     "Dense": lambda: seq(L.Dense(3, name="x"), shape=(4,)),
@@ -195,6 +206,10 @@ HOSTS = {
         lambda x: L.Add()([x, hub.PositionEmbedding(6, name="x")(x)])),
     "SinePositionEncoding": lambda: functional(
         lambda x: L.Add()([x, hub.SinePositionEncoding(name="x")(x)])),
+    # keras.applications' own layers
+    "LayerScale": lambda: image(LayerScale(0.5, 1, name="x")),
+    "StochasticDepth": lambda: image(StochasticDepth(0.0, name="x")),
+    "CustomScaleLayer": lambda: scaled_sum(),
     "InputLayer": lambda: image(L.Activation("relu")),
     # the input pipeline (worker/data/preprocess.c)
     "Rescaling": lambda: image(L.Rescaling(1 / 255, name="x")),

@@ -121,7 +121,13 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
             MW_TRY(mw_keras_check_input_layer(&L, cfg, i));
             continue;
         }
-        MW_TRY(mw_keras_add_layer(B, &L, cls, cfg, name, i + 1 == n, NULL));
+        if (mw_keras_is_nested(cls)) { /* a model used as a layer: its layers in its place */
+            int out = 0;
+            MW_TRY(mw_keras_add_nested(B, &L, cls, cfg, name, B->m->nlayers - 1, i + 1 == n, layers,
+                                       i, &out));
+        } else {
+            MW_TRY(mw_keras_add_layer(B, &L, cls, cfg, name, i + 1 == n, NULL));
+        }
         nreal++;
     }
     if (nreal == 0)
@@ -155,7 +161,7 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
         return mw_keras_fail_at(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)",
                                 je.line, je.column, t);
     }
-    mw_kbuilder B = {origin, m, 0};
+    mw_kbuilder B = {.origin = origin, .m = m};
     mw_status rc = build(&B, root, in_h, in_w, in_c, nclasses);
     json_decref(root);
     if (rc == MW_OK) {

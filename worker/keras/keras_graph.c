@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "worker/keras/keras_read.h"
+#include "worker/keras/keras_vars.h"
+#include "worker/model/keras_keys.h"
 #include "worker/model/layer.h"
 
 /* ---- Functional graphs -------------------------------------------------------------------- */
@@ -93,14 +95,26 @@ static mw_status check_kwargs(const mw_klayer *L, const json_t *kw)
     return MW_OK;
 }
 
+/* Keras 3 writes an arithmetic operator between two tensors (x + y, x * y in a model's code,
+ * as ConvNeXt's residual sum) as an operation node of module keras.src.ops.numpy whose two
+ * arguments are the operands; Add and Multiply read them as a merge of the two. */
+static int numpy_op(const json_t *e)
+{
+    const char *c = json_string_value(json_object_get(e, "class_name"));
+    const char *mod = json_string_value(json_object_get(e, "module"));
+    return c && mod && !strcmp(mod, "keras.src.ops.numpy") &&
+           (!strcmp(c, "Add") || !strcmp(c, "Multiply"));
+}
+
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
- * keyword arguments (NULL: none). A layer of class cls that takes several tensors as its call's
+ * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
+ * layer of class cls that takes several tensors as its call's
  * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
  * keyword arguments itself; the others have only the inputs. */
 static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
-                           const json_t **refs, int *n, const json_t **kwargs)
+                           const json_t **refs, int *n, const json_t **kwargs, const json_t **konst)
 {
-    *kwargs = NULL;
+    *kwargs = NULL, *konst = NULL;
     const int multi = cls && !strcmp(cls, "MultiHeadAttention");
     /* KerasHub's blocks read their own keyword arguments, and refuse a second sequence */
     const int block =
@@ -131,6 +145,16 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
             }
             *kwargs = json_is_object(kw) ? kw : NULL;
             return MW_OK;
+        }
+        if (numpy_op(e) && json_is_array(args) && json_array_size(args) == 2) {
+            refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
+            for (int j = 0; j < 2; j++)
+                if (json_is_number(refs[j])) { /* x + 3.0, 3.0 + x: one tensor and a constant */
+                    *konst = refs[j];
+                    refs[0] = refs[1 - j], *n = 1;
+                    break;
+                }
+            return MW_OK; /* x + y, x * y written as operations */
         }
         if (block && json_is_array(args) && json_array_size(args) == 2) {
             refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
@@ -288,7 +312,12 @@ static mw_status check_mask_args(const mw_klayer *L, const knames *K, const json
     return MW_OK;
 }
 
-static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, int nclasses)
+static mw_status check_used(const mw_kbuilder *B);
+
+/* The layers after the InputLayer of a Functional model's list: the model's own (top), whose
+ * every layer must lead to its output, or a nested one's (last: the nested model is its
+ * model's last layer). */
+static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, int last, int top)
 {
     const size_t n = json_array_size(layers);
     for (size_t i = 1; i < n; i++) {
@@ -308,7 +337,8 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         const json_t *kwargs = NULL,
                      *node = json_array_get(
                          json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
-        MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs));
+        const json_t *konst = NULL;
+        MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs, &konst));
         if (json_is_object(node) && json_is_object(json_object_get(node, "kwargs")))
             MW_TRY(check_mask_args(&L, K, layers, i, json_object_get(node, "kwargs")));
         for (int j = 0; j < nin; j++) {
@@ -320,16 +350,32 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
                                 "the call's mask arguments",
                                 j, src);
         }
+        K->name[i] = name;
+        if (mw_keras_is_nested(cls)) { /* a model used as a layer: its layers in its place */
+            if (nin != 1)
+                return mw_kfail(&L, MW_EUNSUPPORTED,
+                                "%d inputs of a nested model; supported: one input", nin);
+            MW_TRY(mw_keras_add_nested(B, &L, cls, cfg, name, in[0], last && i + 1 == n, layers, i,
+                                       &K->idx[i]));
+            continue;
+        }
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
-        MW_TRY(mw_keras_add_layer(B, &L, cls, cfg, name, i + 1 == n, kwargs));
-        K->name[i] = name;
+        B->has_konst = konst != NULL, B->konst = konst ? json_number_value(konst) : 0.0;
+        rc = mw_keras_add_layer(B, &L, cls, cfg, name, last && i + 1 == n, kwargs);
+        B->has_konst = 0;
+        MW_TRY(rc);
         K->idx[i] = B->m->nlayers - 1;
     }
     if (n < 2)
         return mw_keras_fail_at(B->origin, MW_EMODEL, "the model has no layers besides its input");
-    (void)nclasses;
+    return top ? check_used(B) : MW_OK;
+}
+
+/* Every layer of the model leads to its output (the last layer). */
+static mw_status check_used(const mw_kbuilder *B)
+{
     const mw_model *m = B->m;
     for (int i = 0; i + 1 < m->nlayers; i++) { /* every layer leads to the output */
         int used = 0;
@@ -344,6 +390,144 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
                 m->layers[i].name, m->layers[i].cls);
     }
     return MW_OK;
+}
+
+/* ---- nested models ------------------------------------------------------------------------ */
+
+int mw_keras_is_nested(const char *cls)
+{
+    return !strcmp(cls, "Sequential") || !strcmp(cls, "Functional");
+}
+
+/* The keys of a nested model's config besides the layers' own (worker/model/keras_keys.h). */
+static const mw_kkey seq_keys[] = {
+    MW_KREAD("layers"),
+    MW_KIGN("build_input_shape", "the input's shape, which the layer before it gives"),
+    MW_KEND,
+};
+static const mw_kkey fn_keys[] = {MW_KREAD("layers"), MW_KREAD("input_layers"),
+                                  MW_KREAD("output_layers"), MW_KEND};
+
+/* Records nested model cls named name, entry at of its model's layer list siblings: its group
+ * in .weights.h5 is its model's own, then the snake-case class numbered among the siblings
+ * before it (Keras' _save_container_state), as a layer's key is. */
+static mw_status add_nest(mw_kbuilder *B, const mw_klayer *L, const char *cls, const char *name,
+                          const json_t *siblings, size_t at)
+{
+    mw_model *m = B->m;
+    char mine[64], other[64], key[96];
+    if (m->nnests >= MW_MAX_NESTS)
+        return mw_kfail(L, MW_EUNSUPPORTED, "more than %d nested models", MW_MAX_NESTS);
+    mw_keras_snake_case(cls, mine, sizeof mine);
+    int before = 0;
+    for (size_t j = 0; j < at; j++) {
+        const char *c =
+            json_string_value(json_object_get(json_array_get(siblings, j), "class_name"));
+        mw_keras_snake_case(c ? c : "", other, sizeof other);
+        before += !strcmp(mine, other);
+    }
+    snprintf(key, sizeof key, before ? "%s_%d" : "%s", mine, before);
+    mw_nest *nt = &m->nests[m->nnests];
+    char up[sizeof nt->path];
+    snprintf(up, sizeof up, "%s", B->nest ? m->nests[B->nest - 1].path : "");
+    const int len = up[0] ? snprintf(nt->path, sizeof nt->path, "%s/layers/%s", up, key)
+                          : snprintf(nt->path, sizeof nt->path, "%s", key);
+    if (len >= (int)sizeof nt->path)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "nested models %d deep; the path of its weights is "
+                        "longer than %zu bytes",
+                        B->nest + 1, sizeof nt->path - 1);
+    snprintf(nt->name, sizeof nt->name, "%s", name);
+    B->nest = ++m->nnests;
+    return MW_OK;
+}
+
+/* A nested Sequential's layers, in a chain from input in; *out the last one. */
+static mw_status nested_sequential(mw_kbuilder *B, const json_t *layers, int in, int last, int *out)
+{
+    const size_t n = json_array_size(layers);
+    int prev = in, added = 0;
+    for (size_t j = 0; j < n; j++) {
+        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32};
+        const char *cls = NULL, *name = NULL;
+        const json_t *cfg = NULL;
+        MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, j), j, &cls, &cfg, &name));
+        if (!strcmp(cls, "InputLayer")) {
+            MW_TRY(mw_keras_check_input_layer(&L, cfg, j));
+            continue;
+        }
+        if (mw_keras_is_nested(cls)) {
+            MW_TRY(mw_keras_add_nested(B, &L, cls, cfg, name, prev, last && j + 1 == n, layers, j,
+                                       &prev));
+        } else {
+            mw_status rc = mw_model_set_inputs(B->m, &prev, 1);
+            if (rc != MW_OK)
+                return mw_kfrom_model(B->origin, rc);
+            MW_TRY(mw_keras_add_layer(B, &L, cls, cfg, name, last && j + 1 == n, NULL));
+            prev = B->m->nlayers - 1;
+        }
+        added++;
+    }
+    if (!added)
+        return mw_keras_fail_at(B->origin, MW_EMODEL, "the model has no layers besides its input");
+    *out = prev;
+    return MW_OK;
+}
+
+/* A nested Functional's layers, its InputLayer standing for input in; *out its output. */
+static mw_status nested_functional(mw_kbuilder *B, const json_t *conf, const json_t *layers, int in,
+                                   int last, int *out)
+{
+    const size_t n = json_array_size(layers);
+    if (n == 0 || n > MW_KERAS_MAX_LAYERS)
+        return mw_keras_fail_at(B->origin, n ? MW_EUNSUPPORTED : MW_EMODEL,
+                                "layers: %zu layers; expected the InputLayer first and at most %d",
+                                n, MW_KERAS_MAX_LAYERS);
+    MW_TRY(check_graph_input(B->origin, conf, layers));
+    mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32};
+    const char *cls0 = NULL, *name0 = NULL;
+    const json_t *cfg0 = NULL;
+    MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
+    MW_TRY(mw_keras_check_input_layer(&L0, cfg0, 0));
+    knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
+    mw_status rc =
+        K.name && K.idx ? MW_OK : mw_keras_fail_at(B->origin, MW_ENOMEM, "out of memory");
+    if (rc == MW_OK) {
+        K.name[0] = name0 ? name0 : "", K.idx[0] = in;
+        rc = graph_layers(B, layers, &K, last, 0);
+    }
+    if (rc == MW_OK)
+        rc = check_graph_output(B->origin, conf, K.name[n - 1]);
+    if (rc == MW_OK)
+        *out = K.idx[n - 1];
+    free(K.name);
+    free(K.idx);
+    return rc;
+}
+
+mw_status mw_keras_add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cls,
+                              const json_t *cfg, const char *name, int in, int last,
+                              const json_t *siblings, size_t at, int *out)
+{
+    const int seq = !strcmp(cls, "Sequential");
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, seq ? seq_keys : fn_keys, 1));
+    const json_t *layers = json_object_get(cfg, "layers");
+    mw_kdbuf d;
+    if (!json_is_array(layers))
+        return mw_kfail(L, MW_EMODEL, "config.layers: found %s; expected the list of layers",
+                        mw_kdescribe(d, layers));
+    if (!name)
+        return mw_kfail(L, MW_EMODEL, "name is missing; a nested model is named");
+    const int up = B->nest;
+    const char *origin = B->origin;
+    char where[sizeof L->where + 512]; /* its layers' messages name it: "<origin>: <it>" */
+    snprintf(where, sizeof where, "%s: %s", origin, L->where);
+    MW_TRY(add_nest(B, L, cls, name, siblings, at));
+    B->origin = where;
+    mw_status rc = seq ? nested_sequential(B, layers, in, last, out)
+                       : nested_functional(B, cfg, layers, in, last, out);
+    B->origin = origin, B->nest = up;
+    return rc;
 }
 
 mw_status mw_keras_build_graph(mw_kbuilder *B, const json_t *model, const json_t *conf,
@@ -375,7 +559,7 @@ mw_status mw_keras_build_graph(mw_kbuilder *B, const json_t *model, const json_t
     mw_status rc = K.name && K.idx ? MW_OK : mw_keras_fail_at(origin, MW_ENOMEM, "out of memory");
     if (rc == MW_OK) {
         K.name[0] = in_name ? in_name : "", K.idx[0] = -1;
-        rc = graph_layers(B, layers, &K, nclasses);
+        rc = graph_layers(B, layers, &K, 1, 1);
     }
     if (rc == MW_OK)
         rc = check_graph_output(origin, conf, K.name[n - 1]);

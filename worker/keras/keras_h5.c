@@ -256,7 +256,7 @@ static mw_status read_var(hid_t vars, const access_lists *acc, int i, const mw_k
                           const mw_layer *l, const char *key, float *params, const char *origin,
                           const char *top)
 {
-    char ds[16], want[96], got[96], where[400];
+    char ds[16], want[96], got[96], where[640];
     snprintf(ds, sizeof ds, "%d", i);
     shape_str(want, sizeof want, v->shape, v->rank);
     snprintf(where, sizeof where, "layer '%s': %s/%s/vars/%d (%s)", l->name, top, key, i, v->name);
@@ -328,7 +328,7 @@ static mw_status read_group(hid_t top, const char *top_name, const access_lists 
                             const char *key, const mw_keras_var *v, int nv, float *params,
                             const char *origin)
 {
-    char path[240], pname[512], comp[240];
+    char path[400], pname[512], comp[400];
     snprintf(path, sizeof path, "%s%s%s", key, v[0].sub[0] ? "/" : "", v[0].sub);
     snprintf(comp, sizeof comp, "%s", path);
     snprintf(pname, sizeof pname, "%s", top_name);
@@ -379,7 +379,7 @@ static mw_status read_layer(hid_t top, const char *top_name, const access_lists 
     if (!mw_keras_layer_is_own(&m->layers[li]))
         return MW_OK;
     MW_TRY(mw_keras_vars(m, li, v, &nv));
-    char key[160];
+    char key[256];
     mw_keras_layer_key(m, li, key, sizeof key);
     for (int i = 0, j; i < nv; i = j) { /* each run of variables of one group */
         for (j = i + 1; j < nv && !strcmp(v[j].sub, v[i].sub); j++)
@@ -402,7 +402,7 @@ static mw_status check_extra(hid_t top, const char *top_name, const access_lists
                           top_name);
         int found = 0;
         for (int j = 0; j < m->nlayers && !found; j++) {
-            char key[160];
+            char key[256];
             mw_keras_layer_key(m, j, key, sizeof key);
             found = mw_keras_layer_is_own(&m->layers[j]) && !strcmp(key, name);
         }
@@ -591,13 +591,32 @@ static int write_optimizer(hid_t f, const mw_model *m, const mw_keras_optimizer 
     return ok;
 }
 
+/* Each nested model's groups, as Keras writes a container's: layers/<path>/vars (no variables,
+ * named by the model) and layers/<path>/layers, which holds its layers' groups. */
+static mw_status write_nests(hid_t layers, const mw_model *m, const char *origin)
+{
+    for (int k = 0; k < m->nnests; k++) { /* each after the model it is in */
+        const mw_nest *nt = &m->nests[k];
+        char sub[sizeof nt->path + 8];
+        snprintf(sub, sizeof sub, "%s/layers", nt->path);
+        hid_t v = make_vars(layers, nt->path, nt->name), g = -1;
+        const int ok =
+            v >= 0 && (g = H5Gcreate2(layers, sub, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0;
+        close_id(v, H5Gclose);
+        close_id(g, H5Gclose);
+        if (!ok)
+            return mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s", origin, sub);
+    }
+    return MW_OK;
+}
+
 static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
                             const mw_keras_optimizer *o, const char *origin)
 {
     hid_t layers = H5Gcreate2(f, "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (layers < 0)
         return mw_err(MW_EINTERNAL, "%s: HDF5 cannot create /layers", origin);
-    mw_status rc = MW_OK;
+    mw_status rc = write_nests(layers, m, origin);
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++) {
         const mw_layer *l = &m->layers[i];
         if (!mw_keras_layer_is_own(l))
@@ -606,7 +625,7 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
         int nv = 0;
         if ((rc = mw_keras_vars(m, i, v, &nv)) != MW_OK)
             break;
-        char key[160];
+        char key[256];
         mw_keras_layer_key(m, i, key, sizeof key);
         const char *kname = l->block ? l->block_name : l->name;
         hid_t vars = make_vars(layers, key, kname);

@@ -22,7 +22,7 @@
 /* "InputLayer, " and the classes of the layer table, for messages. */
 static const char *layer_list(void)
 {
-    static char list[1200];
+    static char list[2200];
     if (!list[0])
         snprintf(list, sizeof list, "InputLayer, %s", mw_layer_keras_list());
     return list;
@@ -265,6 +265,21 @@ mw_status mw_keras_set_model_name(mw_kbuilder *B, const json_t *conf)
     return MW_OK;
 }
 
+/* A class of keras.applications' own (the layer table's row names its module) is read from
+ * that module alone: another class of the same name is someone's custom layer. */
+static mw_status check_module(const mw_klayer *L, const json_t *e, const char *cls)
+{
+    const mw_layer_ops *row = mw_layer_row_keras(cls);
+    const char *mod = json_string_value(json_object_get(e, "module"));
+    mw_kqbuf q, r;
+    if (!row || !row->module || (mod && !strcmp(mod, row->module)))
+        return MW_OK;
+    return mw_kfail(L, MW_EUNSUPPORTED,
+                    "module %s: a custom layer of that name; supported: %s from %s "
+                    "(keras.applications' own)",
+                    mw_kquote(q, mod ? mod : "(none)"), cls, mw_kquote(r, row->module));
+}
+
 /* What every layers[i] entry needs whatever its class: an object with a built-in class_name,
  * a config object, an optional valid name, trainable, float32. Sets L->where to name the
  * layer and returns its class, config and name (NULL when it has none), all borrowed. */
@@ -315,6 +330,7 @@ mw_status mw_keras_read_layer(mw_klayer *L, const json_t *e, size_t i, const cha
                         "registered_name %s names a custom layer; "
                         "supported: the built-in layers %s",
                         mw_kquote(q, json_string_value(reg)), layer_list());
+    MW_TRY(check_module(L, e, cls));
     int trainable = 1;
     MW_TRY(mw_kget_bool(L, cfg, "trainable", 1, &trainable));
     if (!trainable)
@@ -399,8 +415,10 @@ mw_status mw_keras_add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls
         rc = mw_kfail(L, MW_EUNSUPPORTED, "layer class %s is not supported; supported: %s",
                       mw_kquote(q, cls), layer_list());
     }
-    for (int j = first; rc == MW_OK && j < B->m->nlayers; j++) /* and its folded activation */
+    for (int j = first; rc == MW_OK && j < B->m->nlayers; j++) { /* and its folded activation */
         B->m->layers[j].policy = L->policy;
+        B->m->layers[j].nest = B->nest;
+    }
     return rc;
 }
 

@@ -150,16 +150,20 @@ void mw_keras_snake_case(const char *cls, char *out, size_t len)
 void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len)
 {
     char mine[128], other[128];
+    const int nest = m->layers[i].nest;
     mw_keras_snake_case(mw_keras_class(&m->layers[i]), mine, sizeof mine);
     int before = 0;
-    for (int j = 0; j < i; j++) {
-        if (!mw_keras_layer_is_own(&m->layers[j]))
+    for (int j = 0; j < i; j++) { /* numbered within its own model */
+        if (!mw_keras_layer_is_own(&m->layers[j]) || m->layers[j].nest != nest)
             continue;
         mw_keras_snake_case(mw_keras_class(&m->layers[j]), other, sizeof other);
         before += !strcmp(mine, other);
     }
+    char scope[sizeof m->nests[0].path + 8] = "";
+    if (nest > 0)
+        snprintf(scope, sizeof scope, "%s/layers/", m->nests[nest - 1].path);
     if (before)
-        snprintf(out, len, "%s_%d", mine, before);
+        snprintf(out, len, "%s%s_%d", scope, mine, before);
     else
-        snprintf(out, len, "%s", mine);
+        snprintf(out, len, "%s%s", scope, mine);
 }

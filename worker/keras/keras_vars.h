@@ -41,7 +41,8 @@ void mw_keras_snake_case(const char *cls, char *out, size_t len);
 /* The key of own layer i of m in .weights.h5 (layers/<key>/vars): NOT the layer's name but,
  * as keras/src/saving/saving_lib.py's _save_container_state makes it, the snake-case class
  * name numbered by how many own layers of the same class come before it in model order
- * (dense, dense_1, dense_2, ... whatever the layers are called). */
+ * (dense, dense_1, dense_2, ... whatever the layers are called); a nested model's layer's
+ * within that model, under its path (sequential/layers/conv2d: mw_nest). */
 void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len);
 
 /* 1 when layer l is a layer of its own in Keras' model (not an activation folded into the

@@ -77,6 +77,15 @@ typedef struct {
                            takes its mask as attention_mask); the output keeps the mask */
 } mw_mha;
 
+/* A Keras model used as a layer of another (a Sequential or Functional inside a Functional:
+ * ConvNeXt's stem), whose layers the reader adds in its place (worker/keras/keras_graph.h). Its
+ * layers' weights live in its own group of .weights.h5: layers/<path>/layers/<key>/vars. */
+#define MW_MAX_NESTS 64
+typedef struct {
+    char path[128]; /* its group under layers/: "sequential", "functional/layers/sequential" */
+    char name[64];  /* its Keras name */
+} mw_nest;
+
 typedef struct mw_layer {
     mw_layer_kind kind;
     mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
@@ -104,6 +113,10 @@ typedef struct mw_layer {
     mw_act_kind act; /* MW_LAYER_ACT */
     float alpha;     /* MW_LAYER_ACT: elu alpha, leaky_relu negative slope */
     int global;      /* pooling over the whole image (Global*Pooling2D) */
+    int bcast;       /* Add, Multiply: an input's shape differs from the output's (broadcast) */
+    float kscale;    /* Add: the factor of every input after the first (1; CustomScaleLayer's
+                        scale: x + r scale); Add, Multiply of one input: the constant operand */
+    int konst;       /* Add, Multiply: one tensor and the constant kscale (x + 3.0, x * (1 / 6)) */
     int mask_zero;   /* Embedding, TokenAndPositionEmbedding: ids 0 are padding, a mask its
                         consumers honour */
     int masked;      /* the inputs that carry an Embedding's padding mask, bit j for input j
@@ -138,6 +151,7 @@ typedef struct mw_layer {
      * a post-norm encoder's last LayerNormalization holds its second variables). */
     int block, part_rank;
     int block_first; /* the block's first layer, which stands for it (summary, files) */
+    int nest;        /* the nested model it belongs to: mw_model.nests[nest - 1]; 0: none */
     const char *block_cls, *part; /* static */
     char block_name[64];
     /* ReLU(max_value, negative_slope, threshold) (MW_LAYER_RELUX; alpha is negative_slope):
@@ -183,6 +197,8 @@ typedef struct mw_model {
     struct mw_preprocess *pre;
     void (*pre_free)(struct mw_preprocess **pre);
     int *worder; /* owned, set by finalize: mw_model_weight_order, the packing's order */
+    mw_nest nests[MW_MAX_NESTS]; /* the nested models, each after the one it is in */
+    int nnests;
 } mw_model;
 
 /* The Keras layer behind output idx, for messages: a folded activation's own layer. */

@@ -482,6 +482,12 @@ size_t mw_klast_out(const mw_model *m)
     return (size_t)l->out_h * l->out_w * l->out_c;
 }
 
+const mw_layer *mw_kprev(const mw_model *m)
+{
+    const int p = m->next_nin > 0 ? m->next_in[0] : m->nlayers - 1;
+    return p >= 0 ? &m->layers[p] : NULL;
+}
+
 int mw_kcur_c(const mw_model *m)
 {
     int p = m->next_nin > 0 ? m->next_in[0] : m->nlayers - 1;

@@ -30,6 +30,9 @@ typedef struct mw_kbuilder {
     const char *origin;
     mw_model *m;
     int no_channels; /* (None, H, W) input not yet flattened: no Conv2D / MaxPooling2D */
+    int has_konst;   /* the next layer is an operation on one tensor and the constant konst */
+    double konst;    /* (x + 3.0, x * (1 / 6): keras.src.ops.numpy's Add, Multiply) */
+    int nest;        /* the nested model being read (mw_layer.nest); 0: the model itself */
 } mw_kbuilder;
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'
@@ -124,6 +127,10 @@ size_t mw_klast_out(const mw_model *m);
 
 /* Channels of the next layer's input: its first graph input, else the last layer. */
 int mw_kcur_c(const mw_model *m);
+/* The layer whose output is the next layer's (first) input: its first graph input in a
+ * Functional model, the last layer in a Sequential one; NULL for the model's input. A layer's
+ * acceptance reads its input through this, never through the layer before it in the list. */
+const mw_layer *mw_kprev(const mw_model *m);
 
 /* The weights' settings of Conv2D and Dense in cfg: activation, use_bias, initializers,
  * regularizers (constraints, activity regularizers and LoRA refused). */

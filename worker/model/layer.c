@@ -78,7 +78,7 @@ static void list_classes(char *list, size_t len, int hub)
 
 const char *mw_layer_keras_list(void)
 {
-    static char list[1024];
+    static char list[2048];
     if (!list[0])
         list_classes(list, sizeof list, 0);
     return list;

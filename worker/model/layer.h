@@ -82,6 +82,10 @@ typedef struct {
     /* The Keras class names it reads (NULL-terminated); none for the kinds the model makes
      * itself (a computed softmax). */
     const char *keras[MW_LAYER_KERAS_MAX];
+    /* The module a .keras config names for its classes when they are keras.applications' own
+     * (ConvNeXt's LayerScale: "keras.src.applications.convnext"); the reader accepts them from
+     * it alone. NULL: Keras' built-in layers (and KerasHub's, by registered_name). */
+    const char *module;
     /* Keras config -> mw_model_add_*: R names the layer for messages and holds the model. */
     mw_status (*parse)(mw_kread *R, const char *cls, const json_t *cfg, const char *name);
     void (*forward)(const mw_layer_call *c);

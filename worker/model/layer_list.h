@@ -37,6 +37,9 @@
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
     X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \
     X(CONV2DT, conv2d_tr)   /* Conv2DTranspose (layers/upsample.c) */                              \
-    X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */
+    X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */                                \
+    X(LAYERSCALE, layerscale) /* keras.applications' LayerScale: x times a per-channel gamma */    \
+    R(stochdepth)             /* keras.applications' StochasticDepth (rate 0: an identity) */      \
+    R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */
 
 #endif

@@ -39,6 +39,8 @@ import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import layers  # noqa: E402
+from keras.src.applications.convnext import LayerScale  # noqa: E402
+from keras.src.applications.inception_resnet_v2 import CustomScaleLayer  # noqa: E402
 
 TOL = 1e-4
 N = 16
@@ -445,6 +447,45 @@ def norms_seq():
     ], name="norms_seq")
 
 
+def se_block():
+    """Keras' broadcasting merges as squeeze-and-excitation (EfficientNet, MobileNetV3) uses
+    them: a (None, 1, 1, C) gate from GlobalAveragePooling2D(keepdims=True) times the image,
+    in both orders; a flat (None, C) added to the image; the hard sigmoid written as
+    operations on constants, relu6(x + 3.0) * (1 / 6)."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(8, 3, strides=2, activation="swish")(inp)
+    s = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    s = layers.Conv2D(4, 1, activation="relu")(s)
+    s = layers.Conv2D(8, 1)(s)
+    s = layers.Activation("relu6")(s + 3.0) * (1.0 / 6.0)
+    x = layers.Multiply()([x, s])
+    f = layers.Dense(8)(layers.GlobalMaxPooling2D()(x))
+    x = layers.Add()([f, x])
+    g = layers.Conv2D(8, 1, activation="sigmoid")(layers.GlobalAveragePooling2D(keepdims=True)(x))
+    x = layers.Multiply()([g, layers.Conv2D(8, 3, strides=2, use_bias=False)(x)])
+    out = layers.Dense(10)(layers.Flatten()(x))
+    return keras.Model(inp, out, name="se_block")
+
+
+def nested():
+    """ConvNeXt's and Inception-ResNet's structure: a Sequential used as a layer (the stem:
+    Conv2D, LayerNormalization), a Functional used as a layer (a block of a Dense on the image,
+    LayerScale and CustomScaleLayer; its residual sum x + y an operation node) and a second
+    Sequential (downsampling), each with its own weights."""
+    inp = keras.Input((28, 28, 1))
+    x = keras.Sequential([keras.Input((28, 28, 1)), layers.Conv2D(8, 4, strides=4),
+                          layers.LayerNormalization(epsilon=1e-6)], name="stem")(inp)
+    bi = keras.Input((7, 7, 8))
+    b = layers.Conv2D(8, 3, padding="same")(bi)
+    b = layers.Dense(16, activation="gelu")(b)
+    b = layers.Dense(8)(b)
+    b = LayerScale(0.5, 8)(b)
+    b = CustomScaleLayer(0.3)([bi, b]) + bi
+    x = keras.Model(bi, b, name="block")(x)
+    x = keras.Sequential([layers.LayerNormalization(epsilon=1e-6),
+                          layers.Conv2D(12, 2, strides=2)], name="down")(x)
+    out = layers.Dense(10)(layers.GlobalAveragePooling2D()(x))
+    return keras.Model(inp, out, name="nested")
 def depthwise():
     """DepthwiseConv2D with multiplier 2, stride 2 and dilation 2 together, Conv2D with groups
     equal to its channels (multiplier 1 and 2), SeparableConv2D (multiplier 2, and strided
@@ -564,7 +605,7 @@ def main():
     rng = np.random.default_rng(7)
     rows, bad = [], 0
     makers = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, misc,
-              upsampling, unet, depthwise, depthwise_seq, separable_cells)
+              upsampling, unet, depthwise, depthwise_seq, separable_cells, se_block, nested)
     only = sys.argv[3:]  # model names: only those (a quicker run while working on one)
     for make in makers:
         if only and make.__name__ not in only:

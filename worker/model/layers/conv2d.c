@@ -118,8 +118,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "a %dx%dx%dx%d kernel is larger than the %d values "
                         "supported per tensor",
                         ks[0], ks[1], mw_kcur_c(B->m), filters, MW_KMAX_TENSOR);
-    const mw_layer *in = B->m->nlayers > 0 ? &B->m->layers[B->m->nlayers - 1] : NULL;
-    if (one_d && (B->m->next_nin > 0 || !in || in->out_h != 1 || in->flat))
+    const mw_layer *in = mw_kprev(B->m);
+    if (one_d && (!in || in->out_h != 1 || in->flat))
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "needs a sequence (None, steps, channels) from the layer before it "
                         "(an Embedding, Conv1D or the like)");

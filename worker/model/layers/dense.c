@@ -17,16 +17,9 @@ mw_status mw_model_add_dense(mw_model *m, const char *name, int units, int use_b
     if (units <= 0)
         return mw_layer_reject(
             m, mw_err(MW_EMODEL, "layer '%s' (Dense): units %d: expected > 0", l->name, units));
-    /* a flat input, or a sequence (None, T, C) (here 1 x T x C): the same kernel on each of
-     * the T positions, as Keras' Dense on the last axis */
-    const int seq = l->in_h == 1 && l->in_w > 1 && !l->flat;
-    if ((l->in_h != 1 || l->in_w != 1) && !seq)
-        return mw_layer_reject(m, mw_err(MW_EMODEL,
-                                         "layer '%s' (Dense): input is %dx%dx%d; Dense needs a "
-                                         "flat input (add a Flatten layer before it)",
-                                         l->name, l->in_h, l->in_w, l->in_c));
-    l->out_h = 1, l->out_w = l->in_w, l->out_c = units;
-    l->flat = !seq;
+    /* a flat input, or a sequence (None, T, C) (here 1 x T x C) or an image (None, H, W, C):
+     * the same kernel on each of the positions, as Keras' Dense on the last axis */
+    l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = units;
     l->w_count = (size_t)l->in_c * units;
     l->has_bias = use_bias;
     l->b_count = use_bias ? (size_t)units : 0;
@@ -39,14 +32,14 @@ static void forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->dense_fwd(c->k, c->y, c->x, c->P + l->w_off, l->has_bias ? c->P + l->b_off : NULL,
-                     c->n * l->in_w, l->in_c, l->out_c); /* a sequence: n x T rows */
+                     c->n * l->in_h * l->in_w, l->in_c, l->out_c); /* n x H x W rows */
 }
 
 static void backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->dense_bwd(c->k, c->dx, c->G + l->w_off, l->has_bias ? c->G + l->b_off : NULL, c->dy,
-                     c->x, c->P + l->w_off, c->n * l->in_w, l->in_c, l->out_c);
+                     c->x, c->P + l->w_off, c->n * l->in_h * l->in_w, l->in_c, l->out_c);
 }
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)

@@ -183,8 +183,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                           strncmp(cls, "Global", 6) ? window_keys : global_keys, 1));
     if (!strncmp(cls, "Global", 6))
         return add_global_pool(R->B, R->L, cfg, name, max, one_d);
-    const mw_layer *in = R->B->m->nlayers > 0 ? &R->B->m->layers[R->B->m->nlayers - 1] : NULL;
-    if (one_d && (R->B->m->next_nin > 0 || !in || in->out_h != 1 || in->flat))
+    const mw_layer *in = mw_kprev(R->B->m);
+    if (one_d && (!in || in->out_h != 1 || in->flat))
         return mw_kfail(R->L, MW_EUNSUPPORTED,
                         "needs a sequence (None, steps, channels) from the layer before it");
     mw_status rc =

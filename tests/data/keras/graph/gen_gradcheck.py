@@ -1,4 +1,4 @@
-"""Writes four of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes eight of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
 (NAME: act, norm, tokens, tokens_pos, misc; none: all)
@@ -11,7 +11,14 @@ gradcheck_tokens_pos.json: models of 784 token ids below 20 (the gradient check 
 the max pooling, so that few pooling choices flip under a parameter's step); KerasHub's
 TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, then a global
 max (a global average would scale each position's gradient by 1/784, below what a central
-difference in float32 resolves). gradcheck_misc.json: ReLU with max_value, negative_slope and
+difference in float32 resolves). gradcheck_tokens_fn.json: gradcheck_tokens' layers as a
+Functional model (a layer accepts the same input whatever the model's kind).
+gradcheck_se.json: the broadcasting merges: a squeeze-and-excitation block (a (None, 1, 1, C)
+gate times (None, H, W, C)), a flat (None, C) added to and multiplied with (None, H, W, C), a
+residual sum written as x + y (an operation node of keras.src.ops.numpy). gradcheck_apps.json:
+keras.applications' LayerScale in a nested Sequential, StochasticDepth (rate 0) and
+CustomScaleLayer in a nested Functional with a Dense on the image, and the constants of
+y * 0.5 + 1.0 (operation nodes). gradcheck_misc.json: ReLU with max_value, negative_slope and
 threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 0.8 puts inputs on every
 piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask per example
 (noise_shape (None, 1, 1, 1)), Rescaling and an adapted Normalization (its statistics weights:
@@ -23,6 +30,8 @@ import sys
 import keras
 import keras_hub
 from keras import initializers, layers
+from keras.src.applications.convnext import LayerScale, StochasticDepth
+from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -85,6 +94,54 @@ def tokens_pos():
     return keras.Model(ids, out, name="gradcheck_tokpos")
 
 
+def tokens_fn():
+    ids = keras.Input((784,), dtype="int32", name="ids")
+    x = layers.Embedding(20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0),
+                         name="emb")(ids)
+    x = layers.Conv1D(4, 5, strides=4, padding="same", name="conv",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(x)
+    x = layers.AveragePooling1D(4, name="ap")(x)
+    x = layers.MaxPooling1D(7, name="mp")(x)
+    x = layers.GlobalMaxPooling1D(name="gmp")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(x)
+    return keras.Model(ids, out, name="gradcheck_tokens_fn")
+
+
+def se():
+    inp = keras.Input((28, 28, 1), name="in")
+    x = layers.Conv2D(6, 5, strides=3, activation="tanh", name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
+    s = layers.GlobalAveragePooling2D(keepdims=True, name="squeeze")(x)
+    s = layers.Conv2D(6, 1, activation="sigmoid", name="excite",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(s)
+    x = layers.Multiply(name="se")([s, x])
+    f = layers.Dense(6, name="d1", bias_initializer=initializers.RandomNormal(stddev=0.1))(
+        layers.GlobalMaxPooling2D(name="gmp")(x))
+    y = layers.Add(name="shift")([x, f])
+    y = layers.Multiply(name="gate")([y, layers.Activation("sigmoid", name="sig")(f)])
+    y = layers.Conv2D(6, 3, padding="same", name="c2")(y) + y
+    out = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(y))
+    return keras.Model(inp, out, name="gradcheck_se")
+
+
+def apps():
+    inp = keras.Input((28, 28, 1), name="in")
+    stem = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(6, 5, strides=5, activation="tanh", name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1)),
+        LayerScale(0.7, 6, name="ls"),
+    ], name="stem")
+    bi = keras.Input((5, 5, 6), name="block_in")
+    r = layers.Dense(6, name="pw", bias_initializer=initializers.RandomNormal(stddev=0.1))(bi)
+    r = StochasticDepth(0.0, name="drop_path")(r)
+    block = keras.Model(bi, CustomScaleLayer(0.3, name="scaled")([bi, r]), name="block")
+    y = block(stem(inp))
+    y = y * 0.5 + 1.0
+    out = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(y))
+    return keras.Model(inp, out, name="gradcheck_apps")
+
+
 def misc():
     inp = keras.Input((28, 28, 1), name="in")
     c = layers.Conv2D(4, 5, strides=3, name="c1",
@@ -109,7 +166,7 @@ def misc():
 
 
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
-          ("misc", misc))
+          ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue

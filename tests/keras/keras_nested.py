@@ -1,0 +1,104 @@
+"""Models used as layers, and keras.applications' own layers, in and out of .keras archives.
+
+One Functional model holds a Sequential used as a layer (ConvNeXt's stem: Conv2D and
+LayerNormalization), a Functional used as a layer (a residual block with a Dense on the image,
+ConvNeXt's LayerScale and StochasticDepth), a squeeze-and-excitation gate ((None, 1, 1, C)
+times the image), Inception-ResNet's CustomScaleLayer and a second nested Sequential. Keras keeps each nested
+model's weights in its own group (layers/sequential/layers/conv2d/vars, layers/functional/...).
+  1. `mwtrain summary --model m.keras` counts Keras' parameters;
+  2. `train --epochs 0 --dump-weights`: exactly (bitwise) Keras' weights in Keras' order, so
+     every nested variable was found where Keras put it;
+  3. a short training run, then `export --format keras`: keras.models.load_model() opens it
+     without skipping a variable, its weights are bitwise the trained ones, the nested models
+     are Keras models again (not flattened), and Keras' test loss equals mwtrain's within 1e-4
+     relative;
+  4. `export --format weights-h5` loads with model.load_weights into Keras' own build of the
+     architecture and predicts as the loaded .keras.
+"""
+import os
+import warnings
+
+import keras
+import numpy as np
+from keras import layers
+from keras.src.applications.convnext import LayerScale, StochasticDepth
+from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+
+import oracle as o
+
+
+def nested():
+    inp = keras.Input((28, 28, 1))
+    stem = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(8, 4, strides=4),
+        layers.LayerNormalization(epsilon=1e-6),
+    ], name="stem")
+    x = stem(inp)
+    bi = keras.Input((7, 7, 8))
+    b = layers.Conv2D(8, 3, padding="same", activation="relu")(bi)
+    b = layers.Dense(8)(b)
+    b = StochasticDepth(0.0)(LayerScale(0.5, 8)(b))
+    x = keras.Model(bi, layers.Add()([bi, b]), name="block")(x)
+    s = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    s = layers.Conv2D(8, 1, activation="sigmoid")(s)
+    x = layers.Multiply()([x, s])
+    x = CustomScaleLayer(0.17)([x, layers.Conv2D(8, 3, padding="same")(x)])
+    x = keras.Sequential([layers.LayerNormalization(), layers.Conv2D(12, 2, strides=2)],
+                         name="down")(x)
+    out = layers.Dense(10)(layers.Flatten()(x))
+    return keras.Model(inp, out, name="nested")
+
+
+x, y = o.test_set()
+keras.utils.set_random_seed(5)
+model = o.compile_like_mwtrain(nested())
+d = o.workdir()
+src = os.path.join(d, "src.keras")
+model.save(src)
+
+out = o.mwtrain("summary", "--model", src)
+total = next(int(line.split()[-1].replace(",", "")) for line in out.splitlines()
+             if line.startswith("Total params"))
+o.check(total == model.count_params(),
+        f"summary counts {total} parameters, Keras {model.count_params()}")
+
+w0 = os.path.join(d, "w0.bin")
+o.mwtrain("train", "--model", src, "--epochs", "0", "--dump-weights", w0, "--progress", "none",
+          cwd=d)
+got, ref = np.fromfile(w0, "<f4"), o.flat_weights(model)
+o.check(got.size == ref.size and np.array_equal(got, ref),
+        f"--model reads every nested variable bitwise ({ref.size} values)")
+
+ck, logs, dump = (os.path.join(d, n) for n in ("ck", "logs", "w.bin"))
+o.mwtrain("train", "--model", src, "--epochs", "1", "--steps-per-epoch", "40",
+          "--checkpoint-dir", ck, "--summary-dir", logs, "--dump-weights", dump,
+          "--progress", "none", cwd=d)
+head, rows = o.read_csv(os.path.join(logs, "metrics.csv"))
+mw_loss = rows[-1][head.index("test/loss")]
+kpath, hpath = os.path.join(d, "out.keras"), os.path.join(d, "out.weights.h5")
+o.mwtrain("export", "--checkpoint-dir", ck, "--format", "keras", "--output", kpath, cwd=d)
+o.mwtrain("export", "--checkpoint-dir", ck, "--format", "weights-h5", "--output", hpath, cwd=d)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    k = keras.models.load_model(kpath)
+skipped = [str(w.message) for w in caught if "Skipping" in str(w.message)]
+o.check(not skipped, f"load_model loads every variable, the optimizer's too {skipped[:1]}")
+got, ref = o.flat_weights(k), np.fromfile(dump, "<f4")
+o.check(got.size == ref.size and np.array_equal(got, ref),
+        f"the .keras holds the trained weights bitwise ({got.size} values)")
+o.check(not np.array_equal(ref, o.flat_weights(model)), "training moved the weights")
+kinds = [type(k.get_layer(n)).__name__ for n in ("stem", "block", "down")]
+o.check(kinds == ["Sequential", "Functional", "Sequential"],
+        f"the nested models come back as Keras models: {kinds}")
+k_loss = k.evaluate(x, y, batch_size=500, verbose=0)[0]
+rel = abs(mw_loss - k_loss) / abs(k_loss)
+o.check(rel <= 1e-4, f"test loss Keras {k_loss:.9g}, mwtrain {mw_loss:.9g} (relative {rel:.2e})")
+
+same = keras.models.model_from_json(model.to_json())
+same.load_weights(hpath)
+p_h5, p_keras = same.predict(x[:512], verbose=0), k.predict(x[:512], verbose=0)
+o.check(np.array_equal(p_h5, p_keras),
+        f"load_weights(.weights.h5) predicts as the .keras "
+        f"(max difference {np.abs(p_h5 - p_keras).max():.3g})")
+o.finish()
