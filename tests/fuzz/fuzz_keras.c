@@ -103,10 +103,13 @@ static void one(const char *text, size_t size, int h, int w, int c, int nclasses
         check(m.nlayers > 0 && m.layers, "layers");
         check(h == 0 || (m.in_h * m.in_w * m.in_c == h * w * c), "input matches the data");
         const mw_layer *last = &m.layers[m.nlayers - 1];
-        /* (None, classes) logits, or a sequence's (None, T, classes): a loss per position */
+        /* (None, classes) logits, a sequence's (None, T, classes) or an image's (None, H, W,
+         * classes): a loss per example, per position or per pixel (the labels' shape is
+         * checked against it when the data is known) */
         check((last->flat && last->out_h == 1 && last->out_w == 1) ||
-                  (!last->flat && last->out_h == 1 && last->out_w > 1),
-              "flat or per-position output");
+                  (!last->flat && last->out_h >= 1 && last->out_w >= 1 &&
+                   last->out_h * last->out_w > 1),
+              "flat, per-position or per-pixel output");
         check(nclasses == 0 || last->out_c == nclasses, "output width");
         for (int i = 0; i < m.nlayers; i++) {
             const mw_layer *l = &m.layers[i];

@@ -52,9 +52,10 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 MPI_CFLAGS=$(pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile)
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 # Every target links the whole of common/ (libc only, each file small): a module of common/ that
-# starts using another needs no change here. The Keras model reader is its three files.
+# starts using another needs no change here. The Keras model reader is its four files.
 COMMON="$ROOT/common/*.c -pthread"
-KERAS_READER="$ROOT/worker/keras/keras.c $ROOT/worker/keras/keras_read.c $ROOT/worker/keras/keras_graph.c"
+KERAS_READER="$ROOT/worker/keras/keras.c $ROOT/worker/keras/keras_read.c
+    $ROOT/worker/keras/keras_graph.c $ROOT/worker/keras/keras_vars.c"
 # shellcheck disable=SC2086
 build_target fuzz_tfconfig $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
     $COMMON -ljansson
@@ -131,7 +132,7 @@ mkdir -p "$OUT/corpus-keras_archive"
 build_target fuzz_keras_archive $CFLAGS $MPI_CFLAGS -I"$ROOT" $(pkg-config --cflags hdf5 libzip) \
     "$ROOT/tests/fuzz/fuzz_keras_archive.c" "$ROOT/worker/keras/keras_archive.c" \
     "$ROOT/worker/optimizers.c" "$ROOT/worker/opts.c" "$ROOT/worker/schedule.c" \
-    "$ROOT/worker/keras/keras_h5.c" "$ROOT/worker/keras/keras_vars.c" $KERAS_READER \
+    "$ROOT/worker/keras/keras_h5.c" $KERAS_READER \
     "$ROOT/worker/keras/keras_loss.c" "$ROOT/worker/keras/kconfig.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT"/worker/model/*.c "$ROOT"/worker/model/layers/*.c \
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
