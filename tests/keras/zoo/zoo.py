@@ -173,15 +173,27 @@ def keras_step(model, x, y):
     """Keras' SGD step (no momentum) of the mean loss over the batch, jitted as fit() runs it;
     every variable after it, in model.weights order (BatchNormalization's moving statistics
     updated by the same forward pass), in the model's own precision: a float32 variable keeps
-    w - lr g rounded to float32, as Keras' optimizer assigns it (and mwtrain's export holds)."""
+    w - lr g rounded to float32, as Keras' optimizer assigns it (and mwtrain's export holds).
+    A softmax output's loss is computed from its logits, as Keras' TensorFlow backend does (its
+    softmax hands the loss the logits) and mwtrain does: Keras on JAX clips the probabilities
+    at 1e-7 instead, which EfficientNetB0's first step reaches (a training loss of 6.124
+    clipped, 6.355 from the logits on both TensorFlow and mwtrain), and an example past the
+    clip then has no gradient on JAX."""
     tv = [v.value for v in model.trainable_variables]
     ntv = [v.value for v in model.non_trainable_variables]
+    last = model.layers[-1]
+    logits = getattr(getattr(last, "activation", None), "__name__", "") == "softmax"
+    if logits:  # the loss from the logits, as Keras on TensorFlow and mwtrain compute it
+        last.activation = keras.activations.linear
 
     def f(tv, ntv):
         out, ntv2 = model.stateless_call(tv, ntv, x, training=True)
-        return jnp.mean(keras.losses.sparse_categorical_crossentropy(y, out)), ntv2
+        return jnp.mean(keras.losses.sparse_categorical_crossentropy(y, out, from_logits=logits)), \
+            ntv2
 
     (_, ntv2), g = jax.jit(jax.value_and_grad(f, has_aux=True))(tv, ntv)
+    if logits:
+        last.activation = keras.activations.softmax
     new = {id(v): np.asarray(np.asarray(a) - np.asarray(LR, np.asarray(a).dtype) * np.asarray(b),
                              np.float64)
            for v, a, b in zip(model.trainable_variables, tv, g)}
