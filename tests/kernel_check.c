@@ -580,6 +580,23 @@ static int set_relu(kargs *a, int i, int phase)
     return 1;
 }
 
+/* Keras' ReLU in full: ReLU6, leaky (the slope-only path), all three at once, a threshold
+ * alone; the specials put inputs on 0, 1 and 6 (the kinks) and on both sides of them. */
+static int set_relux(kargs *a, int i, int phase)
+{
+    static const float c[][3] = {
+        {6.0f, 0.0f, 0.0f}, {INFINITY, 0.2f, 0.0f}, {6.0f, 0.1f, 1.0f}, {INFINITY, 0.0f, 0.5f}};
+    if (i >= 4 * 3)
+        return 0;
+    a->count = ew_counts[i % 3];
+    a->max_value = c[i / 3][0], a->slope = c[i / 3][1], a->threshold = c[i / 3][2];
+    snprintf(a->what, sizeof a->what, "max_value %g, slope %g, threshold %g, count %zu",
+             (double)a->max_value, (double)a->slope, (double)a->threshold, a->count);
+    if (phase == 1)
+        specials(a->x, a->count);
+    return 1;
+}
+
 /* Cross-entropy: the fast path's row chunks (37 rows), ignored labels (K), one class. */
 static int set_xent(kargs *a, int i, int phase)
 {
@@ -959,6 +976,8 @@ static const kcase cases[] = {
     {"dense_bwd", set_dense, 1e-5f, 1e-4f, 0},
     {"relu_fwd", set_relu, 0.0f, 0.0f, 1},
     {"relu_bwd", set_relu, 0.0f, 0.0f, 1},
+    {"relux_fwd", set_relux, 0.0f, 0.0f, 1},
+    {"relux_bwd", set_relux, 0.0f, 0.0f, 1},
     {"xent_fwd", set_xent, 0.0f, 0.0f, 1},
     {"xent_bwd", set_xent, 0.0f, 0.0f, 1},
     {"layernorm_fwd", set_layernorm, 0.0f, 0.0f, 1},
