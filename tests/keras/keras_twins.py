@@ -5,13 +5,14 @@ the preprocessing layers', KerasHub's, keras.applications' own), the same chain 
 written by Keras twice: as the keras.Sequential keras_keys.py builds, and as a Functional model
 (keras.Model) of the same layers rebuilt from their configs, so every layer keeps its name and
 config. `mwtrain summary --model FILE` reads both forms of
-  - the default model, as a .keras archive (its weights too), and
+  - the default model, as a .keras archive: its summary, and its weights as `mwtrain train
+    --epochs 0 --dump-weights` reads them (each form's Keras weights, bitwise), and
   - each key of the layer's config at a value other than its default (keras_keys.py's values),
     as model JSON, the key changed the same way in both forms (Keras writes both forms itself
     where it can build the value: a Functional graph holds more, mask_zero's mask ops), and
     the layer's dtype policy at mixed_float16;
-both must be read to the same layers (the summary's table: names, output shapes, parameters),
-or both refused with the same exit status and the same message (the file's name aside). Which
+both must be read to the same layers (the summary's table: names, output shapes, parameters)
+and weights, or both refused with the same exit status and the same message (the file's name aside). Which
 one it is, keras-keys checks; this test checks that the model's kind plays no part in it.
 
 Exempt, with the reason (they cannot be a Sequential model's layer): EXEMPT below.
@@ -27,10 +28,13 @@ import copy
 import json
 import os
 import re
+import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from oracle import check, finish, keras
+import numpy as np
+
+from oracle import MWTRAIN, check, finish, flat_weights, keras
 import keras_keys as kk
 
 hub = kk.hub
@@ -85,15 +89,57 @@ def table(out):
     return rows
 
 
+def summary(path, _data):
+    """mwtrain summary of path: (exit status, last line, the table)."""
+    rc, msg = kk.summary(path)
+    lines = msg.strip().splitlines()
+    return rc, (lines[-1] if lines else "").replace(path, "FILE"), table(msg)
+
+
+def weights(path, data):
+    """mwtrain train --epochs 0 of the archive path on data: (exit status, last line, what it
+    read: Keras' weights (path.ref) bitwise, or None)."""
+    run = path + ".run"
+    os.makedirs(run)
+    p = subprocess.run([MWTRAIN, "train", "--model", path, "--data", data, "--epochs", "0",
+                        "--dump-weights", "w.bin", "--progress", "none"], cwd=run,
+                       capture_output=True, text=True)
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    last = (lines[-1] if lines else "").replace(path, "FILE")
+    if p.returncode:
+        return p.returncode, last, None
+    got, ref = np.fromfile(os.path.join(run, "w.bin"), "<f4"), np.fromfile(path + ".ref", "<f4")
+    same = got.size == ref.size and np.array_equal(got, ref)
+    return 0, last, f"Keras' {ref.size} weights, bitwise" if same else None
+
+
+def data_file(tmp, model, made={}):
+    """A Keras-style .npz for model's input and classes (one per kind of input)."""
+    shape, dtype = tuple(model.inputs[0].shape[1:]), str(model.inputs[0].dtype)
+    key = (shape, dtype, model.output_shape[-1])
+    if key not in made:
+        r = np.random.default_rng(0)
+
+        def x(n):
+            if "int" in dtype:  # token ids below every vocabulary here (10)
+                return r.integers(0, 10, (n, *shape)).astype(np.int32)
+            return r.uniform(0, 1, (n, *shape)).astype(np.float32)
+        made[key] = os.path.join(tmp, f"data{len(made)}.npz")
+        np.savez(made[key], x_train=x(32), y_train=r.integers(0, key[2], 32), x_test=x(8),
+                 y_test=r.integers(0, key[2], 8))
+    return made[key]
+
+
 def agree(seq, fn):
-    """Both forms' (exit status, last line, table) say the same: both read the same layers (the
-    summary's table), or both are refused with the same message."""
+    """Both forms' (exit status, last line, what was read) say the same: both read the same
+    layers (the summary's table) or weights, or both are refused with the same message."""
     return seq[0] == fn[0] and (seq[1] == fn[1] if seq[0] else bool(seq[2]) and seq[2] == fn[2])
 
 
 class Pairs:
     """Sequential/Functional twins written to files as they are added; run() reads them all
-    (several mwtrain processes at once), then compares each pair."""
+    (several mwtrain processes at once: summary, or weights for an archive's), then compares
+    each pair."""
 
     def __init__(self, tmp):
         self.tmp, self.pairs = tmp, []
@@ -105,27 +151,27 @@ class Pairs:
         paths = (self.path("seq", "json"), self.path("fn", "json"))
         for p, m in zip(paths, (seq, fn)):
             json.dump(m, open(p, "w"))
-        self.pairs.append((label, paths, want_agree))
+        self.pairs.append((label, paths, want_agree, summary, None))
 
     def add_archives(self, label, seq, fn):
         paths = (self.path("seq", "keras"), self.path("fn", "keras"))
-        seq.save(paths[0])
-        fn.save(paths[1])
-        self.pairs.append((label, paths, True))
+        for p, m in zip(paths, (seq, fn)):
+            m.save(p)
+            (flat_weights(m) if m.weights else np.zeros(0, np.float32)).tofile(p + ".ref")
+        self.pairs.append((label, paths, True, summary, None))
+        self.pairs.append((f"{label} weights (train --epochs 0)", paths, True, weights,
+                           data_file(self.tmp, seq)))
 
     def run(self):
-        def read(path):
-            rc, msg = kk.summary(path)
-            lines = msg.strip().splitlines()
-            return rc, (lines[-1] if lines else "").replace(path, "FILE"), table(msg)
-        files = [p for _, paths, _ in self.pairs for p in paths]
+        jobs = [(p, read, data) for _, paths, _, read, data in self.pairs for p in paths]
         with ThreadPoolExecutor(8) as pool:
-            got = dict(zip(files, pool.map(read, files)))
-        for label, (ps, pf), want in self.pairs:
-            seq, fn = got[ps], got[pf]
+            got = list(pool.map(lambda j: j[1](j[0], j[2]), jobs))
+        for i, (label, _, want, _, _) in enumerate(self.pairs):
+            seq, fn = got[2 * i], got[2 * i + 1]
             ok = agree(seq, fn) == want
             if want and ok:
-                check(True, f"{label}: both " + ("read" if seq[0] == 0 else
+                read = f"read{': ' + seq[2] if isinstance(seq[2], str) else ''}"
+                check(True, f"{label}: both " + (read if seq[0] == 0 else
                                                  f"refused (exit {seq[0]}): {seq[1]}"))
             elif want:
                 check(False, f"{label}: Sequential exit {seq[0]}, Functional exit {fn[0]}\n"
