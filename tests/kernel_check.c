@@ -786,11 +786,12 @@ static int set_bn_sync(kargs *a, int i, int phase)
     return 1;
 }
 
-/* The update rules: five hyperparameter sets (momentum, Nesterov, weight decay, AMSGrad,
- * clipping, centered, clipnorm's scale), slots a rule leaves unused NULL; 1031 elements, none. */
+/* The update rules: six hyperparameter sets (momentum, Nesterov, weight decay, AMSGrad,
+ * clipping, centered, clipnorm's scale; the fast paths' plain ones: 0, 3 and 5), slots a rule
+ * leaves unused NULL; 1031 elements, none. */
 static int set_optim(kargs *a, int i, int phase)
 {
-    if (i >= 5 * 2)
+    if (i >= 6 * 2)
         return 0;
     const int hi = i / 2;
     a->oh = (mw_optim_hyper){.lr = 0.01f,
@@ -810,6 +811,8 @@ static int set_optim(kargs *a, int i, int phase)
         h->momentum = 0.5f, h->centered = 1, h->gscale = 0.5f;
     else if (hi == 4)
         h->weight_decay = 0.004f, h->decay_lr = 0.01f, h->epsilon = 0.1f;
+    else if (hi == 5)
+        h->momentum = 0.9f, h->nesterov = 1;
     a->h = h, a->count = i % 2 ? 0 : 1031;
     if (phase == 0) {
         const char *op = a->op;
