@@ -44,8 +44,7 @@ static mw_status ex_err(const mw_example *e, const char *fmt, ...)
     return rc;
 }
 
-mw_status mw_example_parse(mw_example **out, const uint8_t *bytes, size_t nbytes,
-                           const char *where)
+mw_status mw_example_parse(mw_example **out, const uint8_t *bytes, size_t nbytes, const char *where)
 {
     *out = NULL;
     mw_example *e = calloc(1, sizeof *e);
@@ -153,8 +152,9 @@ static mw_status find(const mw_example *e, const char *key, mw_example_kind want
             continue;
         mw_example_kind got = kind_of(feature(e, k), &count);
         if (got != want)
-            return ex_err(e, "feature '%s' is a %s; expected a %s", key,
-                          mw_example_kind_name(got), mw_example_kind_name(want));
+            return ex_err(e, "feature '%s' is %s %s; expected a %s", key,
+                          got == MW_EXAMPLE_INT64 ? "an" : "a", mw_example_kind_name(got),
+                          mw_example_kind_name(want));
         if (count == 0)
             return ex_err(e, "feature '%s' is an empty %s; expected at least one value", key,
                           mw_example_kind_name(want));

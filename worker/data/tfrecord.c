@@ -21,9 +21,9 @@
 #include "common/crc32c.h"
 #include "common/fs.h"
 
-#define HEADER 12u        /* length and its CRC */
-#define IN_CHUNK 65536u   /* compressed bytes read at a time */
-#define GROW_STEP 65536u  /* a compressed shard's record buffer grows from this */
+#define HEADER 12u       /* length and its CRC */
+#define IN_CHUNK 65536u  /* compressed bytes read at a time */
+#define GROW_STEP 65536u /* a compressed shard's record buffer grows from this */
 
 struct mw_tfrecord {
     char *name;

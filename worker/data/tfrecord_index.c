@@ -207,8 +207,7 @@ mw_status mw_tfrecord_index_open(mw_tfrecord_index *ix, const char *path, const 
             rc = mw_err(MW_ENOMEM, "%s: out of memory for its index", path);
         char idir[4096];
         const char *slash = strrchr(ipath, '/');
-        snprintf(idir, sizeof idir, "%.*s", slash ? (int)(slash - ipath) : 1,
-                 slash ? ipath : ".");
+        snprintf(idir, sizeof idir, "%.*s", slash ? (int)(slash - ipath) : 1, slash ? ipath : ".");
         if (rc == MW_OK)
             rc = mw_fs_write_atomic(idir, slash ? slash + 1 : ipath, b, n,
                                     "TFRecord index directory");

@@ -53,12 +53,14 @@ int mw_tfrecord_shard_name(const char *name, unsigned *index, unsigned *total, s
         *total > MAX_SHARDS)
         return 0;
     *plen = (size_t)(dash - 1 - name);
-    if (*plen < sizeof ext || memcmp(name + *plen - (sizeof ext - 1), ext, sizeof ext - 1) != 0)
+    if (*plen == 0)
         return 0;
-    const char *split_end = name + *plen - (sizeof ext - 1), *s = split_end;
-    while (s > name && s[-1] != '-')
+    const char *split_end = name + *plen, *s;
+    if (*plen >= sizeof ext && memcmp(split_end - (sizeof ext - 1), ext, sizeof ext - 1) == 0)
+        split_end -= sizeof ext - 1; /* TFDS: NAME-SPLIT.tfrecord */
+    for (s = split_end; s > name && s[-1] != '-';)
         s--;
-    if (s == name || s == split_end || s - 1 == name)
+    if (s == split_end)
         return 0;
     *split_at = (size_t)(s - name);
     *split_len = (size_t)(split_end - s);
@@ -140,7 +142,8 @@ static mw_status tfds_set(mw_tfrecord_shards *s, const char *dir, char **names, 
                 return mw_err(MW_ENOMEM, "%s: out of memory for %u shard names", dir, tot);
             s->count = tot;
         } else if (plen != flen || memcmp(names[i], first, plen) != 0) {
-            return mw_err(MW_EDATA, "%s: shards of two data sets for split %s: %.*s and %.*s; "
+            return mw_err(MW_EDATA,
+                          "%s: shards of two data sets for split %s: %.*s and %.*s; "
                           "expected one (name the shards' prefix instead)",
                           dir, split, (int)flen, first, (int)plen, names[i]);
         } else if (tot != total) {
@@ -190,7 +193,7 @@ static int plain_shard_name(const char *name)
     if (n > 6 && strcmp(name + n - 6, MW_TFRECORD_INDEX_SUFFIX) == 0)
         return 0;
     return (n >= 9 && strcmp(name + n - 9, ".tfrecord") == 0) ||
-           (n >= 10 && strcmp(name + n - 10, ".tfrecords") == 0) || strstr(name, ".tfrecord-");
+           (n >= 10 && strcmp(name + n - 10, ".tfrecords") == 0);
 }
 
 /* A directory's shards (TFDS-named of split, else every *.tfrecord file). */
@@ -238,8 +241,8 @@ static mw_status from_prefix(mw_tfrecord_shards *s, const char *path)
     free_names(names, count);
     if (rc == MW_OK && found == 0)
         rc = mw_err(MW_EIO,
-                    "%s: no such file, directory or TFDS shard prefix (no %s-00000-of-NNNNN)",
-                    path, slash ? slash + 1 : path);
+                    "%s: no such file, directory or TFDS shard prefix (no %s-00000-of-NNNNN)", path,
+                    slash ? slash + 1 : path);
     return rc;
 }
 

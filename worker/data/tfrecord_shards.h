@@ -2,8 +2,9 @@
  * them:
  *   - a shard file: that file alone;
  *   - a directory: its shards of the split asked for, named as TensorFlow Datasets names them
- *     (NAME-SPLIT.tfrecord-IIIII-of-NNNNN); when it holds no TFDS-named shard at all, every
- *     file whose name ends in .tfrecord or .tfrecords (or holds ".tfrecord-"), sorted by name;
+ *     (NAME-SPLIT.tfrecord-IIIII-of-NNNNN) or as the TF models garden does
+ *     (SPLIT-IIIII-of-NNNNN, e.g. train-00000-of-01024); when it holds no shard named so at
+ *     all, every file whose name ends in .tfrecord or .tfrecords, sorted by name;
  *   - a TFDS prefix that is no file itself, "DIR/NAME-SPLIT.tfrecord": its shards
  *     DIR/NAME-SPLIT.tfrecord-IIIII-of-NNNNN.
  * A TFDS set must be whole: every index 0..N-1 present once, all with the same N; the first
@@ -28,9 +29,10 @@ typedef struct {
 mw_status mw_tfrecord_shards_find(mw_tfrecord_shards *s, const char *path, const char *split);
 void mw_tfrecord_shards_free(mw_tfrecord_shards *s);
 
-/* 1 when name (no directory) is a TFDS shard name, PREFIX-IIIII-of-NNNNN with PREFIX ending
- * in "-SPLIT.tfrecord": then *index, *total (index < total), the prefix's length *plen, and
- * the split (not NUL-terminated) at name + *split_at, *split_len bytes. */
+/* 1 when name (no directory) is a sharded name, PREFIX-IIIII-of-NNNNN (1 to 6 digits each)
+ * with PREFIX "NAME-SPLIT.tfrecord" (TFDS), "NAME-SPLIT" or "SPLIT" (models garden): then
+ * *index, *total (index < total), the prefix's length *plen, and the split (not
+ * NUL-terminated) at name + *split_at, *split_len bytes. */
 int mw_tfrecord_shard_name(const char *name, unsigned *index, unsigned *total, size_t *plen,
                            size_t *split_at, size_t *split_len);
 
