@@ -232,12 +232,13 @@ static mw_status from_prefix(mw_tfrecord_shards *s, const char *path)
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     if (slash == path)
         snprintf(dir, sizeof dir, "/");
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return mw_err(MW_EIO, "%s: no such file, directory or TFDS shard prefix", path);
     char **names;
     size_t count, found = 0;
-    mw_status rc = list_dir(dir, &names, &count);
-    if (rc != MW_OK)
-        return mw_err(MW_EIO, "%s: no such file, directory or TFDS shard prefix", path);
-    rc = tfds_set(s, dir, names, count, slash ? slash + 1 : path, "", &found);
+    MW_TRY(list_dir(dir, &names, &count));
+    mw_status rc = tfds_set(s, dir, names, count, slash ? slash + 1 : path, "", &found);
     free_names(names, count);
     if (rc == MW_OK && found == 0)
         rc = mw_err(MW_EIO,
