@@ -56,7 +56,7 @@ int mw_tfrecord_shard_name(const char *name, unsigned *index, unsigned *total, s
     if (*plen == 0)
         return 0;
     const char *split_end = name + *plen, *s;
-    if (*plen >= sizeof ext && memcmp(split_end - (sizeof ext - 1), ext, sizeof ext - 1) == 0)
+    if (*plen >= sizeof ext - 1 && memcmp(split_end - (sizeof ext - 1), ext, sizeof ext - 1) == 0)
         split_end -= sizeof ext - 1; /* TFDS: NAME-SPLIT.tfrecord */
     for (s = split_end; s > name && s[-1] != '-';)
         s--;
