@@ -8,6 +8,8 @@
  *                                          first by offset; a compressed shard in order
  *   tfrecord_dump get PATH SPLIT KEY KIND  feature KEY of every record as KIND (bytes, int64,
  *                                          float) through the by-key API
+ *   tfrecord_dump count PATH SPLIT         every record read and parsed, nothing printed but
+ *                                          "shard NAME records N bytes B" (to time the reader)
  *
  * Output lines: "shard NAME KIND", "index rebuilt|loaded N", "record I OFFSET", then one line
  * per feature "feature KEY KIND COUNT VALUES..." (bytes in hex, floats as their 32 bits in
@@ -106,6 +108,26 @@ static mw_status dump_random(mw_tfrecord *t, const char *dir)
     return rc;
 }
 
+static mw_status count_records(mw_tfrecord *t)
+{
+    uint64_t bytes = 0;
+    for (;;) {
+        const uint8_t *d;
+        size_t n;
+        uint64_t off;
+        MW_TRY(mw_tfrecord_next(t, &d, &n, &off));
+        if (!d)
+            break;
+        mw_example *e;
+        MW_TRY(mw_example_parse(&e, d, n, mw_tfrecord_name(t)));
+        mw_example_free(e);
+        bytes += n;
+    }
+    printf("shard %s records %" PRIu64 " bytes %" PRIu64 "\n", mw_tfrecord_name(t),
+           mw_tfrecord_position(t), bytes);
+    return MW_OK;
+}
+
 /* Feature key of every record of t as kind. */
 static mw_status get(mw_tfrecord *t, const char *key, const char *kind)
 {
@@ -141,7 +163,7 @@ static mw_status get(mw_tfrecord *t, const char *key, const char *kind)
 static mw_status run(int argc, char **argv)
 {
     if (argc < 4)
-        return mw_err(MW_EINVAL, "usage: tfrecord_dump dump|random|get PATH SPLIT [...]");
+        return mw_err(MW_EINVAL, "usage: tfrecord_dump dump|random|get|count PATH SPLIT [...]");
     const char *cmd = argv[1];
     if (strcmp(cmd, "get") == 0 && argc != 6)
         return mw_err(MW_EINVAL, "usage: tfrecord_dump get PATH SPLIT KEY bytes|int64|float");
@@ -157,6 +179,8 @@ static mw_status run(int argc, char **argv)
                mw_tfrecord_compression_name(mw_tfrecord_kind(t)));
         if (strcmp(cmd, "get") == 0)
             rc = get(t, argv[4], argv[5]);
+        else if (strcmp(cmd, "count") == 0)
+            rc = count_records(t);
         else if (strcmp(cmd, "random") == 0 && mw_tfrecord_kind(t) == MW_TFRECORD_PLAIN)
             rc = dump_random(t, argc > 4 ? argv[4] : NULL);
         else
