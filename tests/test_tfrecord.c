@@ -103,6 +103,40 @@ static void test_buffers(void **state)
     mw_tfrecord_close(t);
 }
 
+/* A bad data CRC is skipped (the framing holds); a bad length CRC ends the shard. */
+static void test_after_errors(void **state)
+{
+    (void)state;
+    uint8_t shard[64];
+    size_t a = frame(shard, "abc", 3), b = frame(shard + a, "hello", 5);
+    shard[a - 1] ^= 1; /* record 0's data CRC */
+    mw_tfrecord *t;
+    const uint8_t *d;
+    size_t n;
+    uint64_t off;
+    expect_err(mw_tfrecord_open_buffer(&t, "mem", shard, a + b, MW_TFRECORD_PLAIN), MW_OK, "");
+    expect_err(mw_tfrecord_next(t, &d, &n, &off), MW_EDATA,
+               "mem: record 0 at byte offset 0: data CRC");
+    mw_err_clear();
+    expect_err(mw_tfrecord_next(t, &d, &n, &off), MW_OK, "");
+    assert_int_equal(n, 5);
+    assert_int_equal(off, a);
+    assert_int_equal(mw_tfrecord_position(t), 2);
+    mw_tfrecord_close(t);
+
+    shard[a - 1] ^= 1;
+    shard[9] ^= 1; /* record 0's length CRC */
+    expect_err(mw_tfrecord_open_buffer(&t, "mem", shard, a + b, MW_TFRECORD_PLAIN), MW_OK, "");
+    expect_err(mw_tfrecord_next(t, &d, &n, &off), MW_EDATA,
+               "mem: record 0 at byte offset 0: length CRC");
+    mw_err_clear();
+    expect_err(mw_tfrecord_next(t, &d, &n, &off), MW_EDATA,
+               "mem: cannot read past the error at record 0");
+    mw_err_clear();
+    assert_null(d);
+    mw_tfrecord_close(t);
+}
+
 /* shard[0..n) as one gzip stream (gzip: 1) or zlib stream into out; returns its size. */
 static size_t compress_as(uint8_t *out, size_t cap, const uint8_t *shard, size_t n, int gzip)
 {
@@ -206,7 +240,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shard_names), cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_compressed),  cmocka_unit_test(test_index_path),
-        cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_examples),    cmocka_unit_test(test_after_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

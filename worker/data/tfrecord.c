@@ -34,6 +34,7 @@ struct mw_tfrecord {
     uint64_t raw_pos; /* next raw byte the sequential reader takes */
     uint64_t pos;     /* next byte of the (uncompressed) stream */
     uint64_t index;   /* records read in order */
+    int broken;       /* a sequential read failed where the next record cannot be found */
     z_stream z;
     int z_live, z_end;
     uint8_t *in; /* IN_CHUNK compressed bytes */
@@ -229,13 +230,15 @@ static mw_status take_body(mw_tfrecord *t, int seq, uint64_t *off, size_t need, 
 }
 
 /* The record whose header starts at *off (seq: the sequential cursor). At a clean end *data
- * is NULL. */
+ * is NULL. *framed: 1 once the record's framing was whole (its data CRC alone may fail), so
+ * *off is where the next record starts. */
 static mw_status read_record(mw_tfrecord *t, int seq, uint64_t *off, uint64_t index,
-                             const uint8_t **data, size_t *nbytes)
+                             const uint8_t **data, size_t *nbytes, int *framed)
 {
     const uint64_t at = *off;
     *data = NULL;
     *nbytes = 0;
+    *framed = 0;
     uint8_t h[HEADER];
     size_t got;
     MW_TRY(take(t, seq, off, h, HEADER, &got));
@@ -262,6 +265,7 @@ static mw_status read_record(mw_tfrecord *t, int seq, uint64_t *off, uint64_t in
     MW_TRY(take_body(t, seq, off, need, &got));
     if (got < need)
         return rec_err(t, index, at, "truncated record: %zu of %zu data and CRC bytes", got, need);
+    *framed = 1;
     const uint32_t dstored = le32(t->buf + len), dwant = mw_crc32c_mask(mw_crc32c(0, t->buf, len));
     if (dstored != dwant)
         return rec_err(t, index, at,
@@ -277,14 +281,24 @@ mw_status mw_tfrecord_next(mw_tfrecord *t, const uint8_t **data, size_t *nbytes,
     const int plain = t->kind == MW_TFRECORD_PLAIN;
     uint64_t off = plain ? t->raw_pos : t->pos;
     *offset = off;
-    MW_TRY(read_record(t, 1, &off, t->index, data, nbytes));
+    *data = NULL;
+    *nbytes = 0;
+    if (t->broken)
+        return mw_err(MW_EDATA, "%s: cannot read past the error at record %llu", t->name,
+                      (unsigned long long)t->index);
+    int framed;
+    mw_status rc = read_record(t, 1, &off, t->index, data, nbytes, &framed);
+    if (rc != MW_OK && !framed) {
+        t->broken = 1;
+        return rc;
+    }
     if (plain)
         t->raw_pos = off;
     else
         t->pos = off;
-    if (*data)
+    if (*data || rc != MW_OK)
         t->index++;
-    return MW_OK;
+    return rc;
 }
 
 uint64_t mw_tfrecord_position(const mw_tfrecord *t)
@@ -301,7 +315,8 @@ mw_status mw_tfrecord_read_at(mw_tfrecord *t, uint64_t offset, uint64_t index, c
                       "(gzip -d, or tf.data without compression) for random access",
                       t->name, mw_tfrecord_compression_name(t->kind));
     uint64_t off = offset;
-    MW_TRY(read_record(t, 0, &off, index, data, nbytes));
+    int framed;
+    MW_TRY(read_record(t, 0, &off, index, data, nbytes, &framed));
     if (!*data)
         return rec_err(t, index, offset, "no record there: the shard is %llu bytes long",
                        (unsigned long long)t->size);

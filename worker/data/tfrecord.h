@@ -69,7 +69,11 @@ uint64_t mw_tfrecord_size(const mw_tfrecord *t);
  *   "length N runs past the end of the shard (R bytes left after the header)"
  *   "truncated record: N of M data and CRC bytes"
  *   "data CRC mismatch (stored 0x..., computed 0x...)"
- *   "GZIP stream truncated after N uncompressed bytes" / "... corrupt: REASON" */
+ *   "GZIP stream truncated after N uncompressed bytes" / "... corrupt: REASON"
+ * After a data CRC mismatch the record's framing was whole: the cursor has moved past it, so
+ * a caller that skips bad records (as tf.data's ignore_errors) may call again. After any
+ * other error the next record cannot be found: every later call fails, "PATH: cannot read
+ * past the error at record I". */
 mw_status mw_tfrecord_next(mw_tfrecord *t, const uint8_t **data, size_t *nbytes, uint64_t *offset);
 /* The index of the record mw_tfrecord_next returns next (the count read so far). */
 uint64_t mw_tfrecord_position(const mw_tfrecord *t);
