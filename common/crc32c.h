@@ -1,6 +1,7 @@
 /* CRC-32C (Castagnoli; reflected polynomial 0x82F63B78), the checksum of
- * TFRecord framing, which TensorBoard event files use. It is not zlib's
- * CRC-32: checkpoints use that one, summaries need this one. */
+ * TFRecord framing, which TensorBoard event files and TFRecord data shards use.
+ * It is not zlib's CRC-32: checkpoints use that one, summaries and shards need
+ * this one. */
 #ifndef MW_COMMON_CRC32C_H
 #define MW_COMMON_CRC32C_H
 

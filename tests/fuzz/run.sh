@@ -1,6 +1,7 @@
 #!/bin/sh
 # Build the fuzz targets with clang and run a short, bounded libFuzzer session on each: the
-# data readers (.npy, .npz, CIFAR) for a quarter of the time, the TF_CONFIG parser, then the
+# data readers (.npy, .npz, CIFAR) and the TFRecord reader (framing, GZIP/ZLIB, the record
+# index, tf.train.Example) for an eighth of the time each, the TF_CONFIG parser, then the
 # checkpoint reader, each for half of the rest, then the Keras model reader and the .keras
 # archive reader for FUZZ_KERAS_SECONDS (default 10) between them.
 #
@@ -33,6 +34,9 @@ STAGE=${FUZZ_STAGE:-all}
 case $STAGE in build | run | all) ;; *) echo "run.sh: FUZZ_STAGE '$STAGE': expected build, run or all" >&2; exit 2 ;; esac
 DATA_SECONDS=$(( SECONDS_MAX > 3 ? SECONDS_MAX / 4 : 1 ))
 HALF=$(( SECONDS_MAX - DATA_SECONDS > 1 ? (SECONDS_MAX - DATA_SECONDS) / 2 : 1 ))
+# The quarter is shared by the data readers and the TFRecord reader.
+TFRECORD_SECONDS=$(( DATA_SECONDS > 1 ? DATA_SECONDS / 2 : 1 ))
+DATA_SECONDS=$(( DATA_SECONDS > TFRECORD_SECONDS ? DATA_SECONDS - TFRECORD_SECONDS : 1 ))
 
 # The targets compile concurrently (each clang command in the background; all are waited for
 # before the first run): one after the other they took a minute of CI.
@@ -81,6 +85,32 @@ mkdir -p "$OUT/corpus-data"
 build_target fuzz_data $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
     "$ROOT/worker/data/zip_input.c" "$ROOT/worker/model/keras_keys.c" $COMMON \
     -ljansson -lzip -lz -lm
+
+# The TFRecord reader: worker/data/tfrecord*.c and example.c with the parser protoc-c
+# generates from worker/data/example.proto (as the build does), common/, zlib, libprotobuf-c.
+mkdir -p "$OUT/corpus-tfrecord"
+protoc-c --proto_path="$ROOT/worker/data" --c_out="$OUT" "$ROOT/worker/data/example.proto"
+# shellcheck disable=SC2086
+build_target fuzz_tfrecord $CFLAGS -I"$ROOT" -I"$OUT" "$ROOT/tests/fuzz/fuzz_tfrecord.c" \
+    "$ROOT"/worker/data/tfrecord*.c "$ROOT/worker/data/example.c" "$OUT/example.pb-c.c" \
+    $COMMON -lprotobuf-c -lz
+# Gzip and zlib headers, the protobuf tags of an Example's nesting, the features' names.
+cat > "$OUT/tfrecord.dict" <<'DICT'
+"\x1f\x8b\x08\x00"
+"\x78\x9c"
+"\x78\x01"
+"\x0a"
+"\x12"
+"\x1a"
+"image"
+"label"
+"image/encoded"
+"image/class/label"
+"-train.tfrecord-"
+"-of-"
+"00016"
+"\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+DICT
 
 # Tokens that reach the validator's branches quickly.
 cat > "$OUT/tfconfig.dict" <<'DICT'
@@ -240,6 +270,9 @@ run() {
 }
 # An archive may only allocate what its members can inflate to (about 1032:1).
 run data 8192 256 "$DATA_SECONDS"
+# A record may be up to MW_TFRECORD_MAX_RECORD (256 MiB) once it is there; a fuzz input is far
+# smaller, so 256 MiB is a limit no valid input reaches.
+run tfrecord 65536 256 "$TFRECORD_SECONDS"
 run tfconfig 4096 2048
 # A checkpoint may only allocate what its bytes can inflate to (1032:1): 64 MiB is plenty here.
 run checkpoint 8192 64
