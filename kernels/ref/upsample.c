@@ -1,69 +1,60 @@
 /* Reference loops of Conv2DTranspose and UpSampling2D, the layers that make images larger (a
  * segmentation model's decoder): the spec the fast twins and the tests trust. */
+#include "kernels/ref/conv2d.h"
 #include "kernels/twins.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Conv2DTranspose: each input pixel (oh, ow) of g's output side adds x times the kernel's tap
- * (kh, kw) into the output pixel it reaches (the Conv2D backward's dx loop). */
+/* Conv2DTranspose: each input pixel p (g's output side) adds x times the kernel's tap t into the
+ * output pixel px it reaches (the Conv2D backward's dx loop, over mw_conv2d_tap_input's window). */
 void mw_conv2d_tr_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w,
                           const float *b, const mw_conv2d_geom *g, int N)
 {
     (void)k;
-    const size_t pix = (size_t)N * g->H * g->W;
+    const size_t pix = (size_t)N * g->H * g->W, P = (size_t)N * g->OH * g->OW;
     for (size_t p = 0; p < pix; p++)
         for (int c = 0; c < g->C; c++)
             y[p * g->C + c] = b ? b[c] : 0.0f;
-    for (int n = 0; n < N; n++)
-        for (int oh = 0; oh < g->OH; oh++)
-            for (int ow = 0; ow < g->OW; ow++) {
-                const float *xp = x + (((size_t)n * g->OH + oh) * g->OW + ow) * g->O;
-                for (int kh = 0; kh < g->KH; kh++) {
-                    const int ih = oh * g->SH + kh - g->PT;
-                    for (int kw = 0; kw < g->KW && ih >= 0 && ih < g->H; kw++) {
-                        const int iw = ow * g->SW + kw - g->PL;
-                        if (iw < 0 || iw >= g->W)
-                            continue;
-                        float *yp = y + (((size_t)n * g->H + ih) * g->W + iw) * g->C;
-                        const float *wp = w + ((size_t)kh * g->KW + kw) * g->C * g->O;
-                        for (int c = 0; c < g->C; c++)
-                            for (int o = 0; o < g->O; o++)
-                                yp[c] += wp[(size_t)c * g->O + o] * xp[o];
-                    }
-                }
-            }
+    for (size_t p = 0; p < P; p++) {
+        const float *xp = x + p * g->O;
+        for (int t = 0; t < g->KH * g->KW; t++) {
+            size_t px;
+            if (!mw_conv2d_tap_input(g, p, t, &px))
+                continue;
+            float *yp = y + px * g->C;
+            const float *wp = w + (size_t)t * g->C * g->O;
+            for (int c = 0; c < g->C; c++)
+                for (int o = 0; o < g->O; o++)
+                    yp[c] += wp[(size_t)c * g->O + o] * xp[o];
+        }
+    }
 }
 
 void mw_conv2d_tr_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
                           const float *x, const float *w, const mw_conv2d_geom *g, int N)
 {
     (void)k;
-    const size_t pix = (size_t)N * g->H * g->W;
+    const size_t pix = (size_t)N * g->H * g->W, P = (size_t)N * g->OH * g->OW;
     for (size_t p = 0; db && p < pix; p++)
         for (int c = 0; c < g->C; c++)
             db[c] += dy[p * g->C + c];
-    for (int n = 0; n < N; n++)
-        for (int oh = 0; oh < g->OH; oh++)
-            for (int ow = 0; ow < g->OW; ow++) {
-                const size_t xo = (((size_t)n * g->OH + oh) * g->OW + ow) * g->O;
-                for (int kh = 0; kh < g->KH; kh++) {
-                    const int ih = oh * g->SH + kh - g->PT;
-                    for (int kw = 0; kw < g->KW && ih >= 0 && ih < g->H; kw++) {
-                        const int iw = ow * g->SW + kw - g->PL;
-                        if (iw < 0 || iw >= g->W)
-                            continue;
-                        const float *dyp = dy + (((size_t)n * g->H + ih) * g->W + iw) * g->C;
-                        const size_t wo = ((size_t)kh * g->KW + kw) * g->C * g->O;
-                        for (int c = 0; c < g->C; c++)
-                            for (int o = 0; o < g->O; o++) {
-                                dw[wo + (size_t)c * g->O + o] += dyp[c] * x[xo + o];
-                                if (dx)
-                                    dx[xo + o] += dyp[c] * w[wo + (size_t)c * g->O + o];
-                            }
-                    }
+    for (size_t p = 0; p < P; p++) {
+        const size_t xo = p * g->O;
+        for (int t = 0; t < g->KH * g->KW; t++) {
+            size_t px;
+            if (!mw_conv2d_tap_input(g, p, t, &px))
+                continue;
+            const float *dyp = dy + px * g->C;
+            const size_t wo = (size_t)t * g->C * g->O;
+            for (int c = 0; c < g->C; c++)
+                for (int o = 0; o < g->O; o++) {
+                    dw[wo + (size_t)c * g->O + o] += dyp[c] * x[xo + o];
+                    if (dx)
+                        dx[xo + o] += dyp[c] * w[wo + (size_t)c * g->O + o];
                 }
-            }
+        }
+    }
 }
 
 /* Output row o of an in -> in * s upsampling: its two source rows and the second's weight. */
