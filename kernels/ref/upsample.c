@@ -73,16 +73,20 @@ static void src_rows(int o, int in, int s, int bilinear, int *i0, int *i1, float
     *f = (float)(src - lo);
 }
 
-/* The four source pixels of output pixel (oh, ow) and their weights, in (row, column) order. */
-static void taps(int oh, int ow, int H, int W, int SH, int SW, int bilinear, size_t off[4],
-                 float wt[4])
+/* The four source pixels of output pixel p = (n*OH + oh)*OW + ow, as pixels (n*H + h)*W + w of
+ * the input, and their weights, in (row, column) order (nearest: all four the first, whose weight
+ * is then 1). */
+static void taps(size_t p, int H, int W, int SH, int SW, int bilinear, size_t off[4], float wt[4])
 {
+    const int OH = H * SH, OW = W * SW;
+    const int ow = (int)(p % (size_t)OW), oh = (int)(p / (size_t)OW % (size_t)OH);
+    const size_t img = p / ((size_t)OH * OW) * H * W; /* image n's first pixel */
     int h0, h1, w0, w1;
     float fh, fw;
     src_rows(oh, H, SH, bilinear, &h0, &h1, &fh);
     src_rows(ow, W, SW, bilinear, &w0, &w1, &fw);
-    off[0] = (size_t)h0 * W + w0, off[1] = (size_t)h0 * W + w1;
-    off[2] = (size_t)h1 * W + w0, off[3] = (size_t)h1 * W + w1;
+    off[0] = img + (size_t)h0 * W + w0, off[1] = img + (size_t)h0 * W + w1;
+    off[2] = img + (size_t)h1 * W + w0, off[3] = img + (size_t)h1 * W + w1;
     wt[0] = (1.0f - fh) * (1.0f - fw), wt[1] = (1.0f - fh) * fw;
     wt[2] = fh * (1.0f - fw), wt[3] = fh * fw;
 }
@@ -91,40 +95,34 @@ void mw_upsample_fwd_ref(const mw_kctx *k, float *y, const float *x, int H, int 
                          int SW, int bilinear, int N)
 {
     (void)k;
-    const int OH = H * SH, OW = W * SW;
-    for (int n = 0; n < N; n++)
-        for (int oh = 0; oh < OH; oh++)
-            for (int ow = 0; ow < OW; ow++) {
-                size_t off[4];
-                float wt[4];
-                taps(oh, ow, H, W, SH, SW, bilinear, off, wt);
-                const float *xb = x + (size_t)n * H * W * C;
-                float *yp = y + (((size_t)n * OH + oh) * OW + ow) * C;
-                if (!bilinear) {
-                    memcpy(yp, xb + off[0] * C, (size_t)C * sizeof *yp);
-                    continue;
-                }
-                for (int c = 0; c < C; c++)
-                    yp[c] = wt[0] * xb[off[0] * C + c] + wt[1] * xb[off[1] * C + c] +
-                            wt[2] * xb[off[2] * C + c] + wt[3] * xb[off[3] * C + c];
-            }
+    const size_t P = (size_t)N * H * SH * W * SW;
+    for (size_t p = 0; p < P; p++) {
+        size_t off[4];
+        float wt[4];
+        taps(p, H, W, SH, SW, bilinear, off, wt);
+        float *yp = y + p * C;
+        if (!bilinear) {
+            memcpy(yp, x + off[0] * C, (size_t)C * sizeof *yp);
+            continue;
+        }
+        for (int c = 0; c < C; c++)
+            yp[c] = wt[0] * x[off[0] * C + c] + wt[1] * x[off[1] * C + c] +
+                    wt[2] * x[off[2] * C + c] + wt[3] * x[off[3] * C + c];
+    }
 }
 
 void mw_upsample_bwd_ref(const mw_kctx *k, float *dx, const float *dy, int H, int W, int C, int SH,
                          int SW, int bilinear, int N)
 {
     (void)k;
-    const int OH = H * SH, OW = W * SW;
-    for (int n = 0; n < N; n++)
-        for (int oh = 0; oh < OH; oh++)
-            for (int ow = 0; ow < OW; ow++) {
-                size_t off[4];
-                float wt[4];
-                taps(oh, ow, H, W, SH, SW, bilinear, off, wt);
-                float *db = dx + (size_t)n * H * W * C;
-                const float *dyp = dy + (((size_t)n * OH + oh) * OW + ow) * C;
-                for (int t = 0; t < (bilinear ? 4 : 1); t++)
-                    for (int c = 0; c < C; c++)
-                        db[off[t] * C + c] += (bilinear ? wt[t] : 1.0f) * dyp[c];
-            }
+    const size_t P = (size_t)N * H * SH * W * SW;
+    for (size_t p = 0; p < P; p++) {
+        size_t off[4];
+        float wt[4];
+        taps(p, H, W, SH, SW, bilinear, off, wt);
+        const float *dyp = dy + p * C;
+        for (int t = 0; t < (bilinear ? 4 : 1); t++)
+            for (int c = 0; c < C; c++)
+                dx[off[t] * C + c] += wt[t] * dyp[c];
+    }
 }
