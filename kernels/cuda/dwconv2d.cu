@@ -113,11 +113,8 @@ extern "C" void mw_dwconv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, flo
     if (!d || N <= 0)
         return;
     const size_t nw = (size_t)g->KH * g->KW * g->O, nx = (size_t)N * g->H * g->W * g->C;
-    dw_dw_kernel<<<mw_cuda_grid(nw), MW_CUDA_BLOCK, 0, d->stream>>>(dw, db, dy, x, *g, N, nw);
-    MW_LAUNCHED_K(d, "dw_dw_kernel");
-    if (dx) {
-        dw_dx_kernel<<<mw_cuda_grid(nx), MW_CUDA_BLOCK, 0, d->stream>>>(dx, dy, w, *g, nx);
-        MW_LAUNCHED_K(d, "dw_dx_kernel");
-    }
+    MW_LAUNCH_K(d, dw_dw_kernel, nw, dw, db, dy, x, *g, N, nw);
+    if (dx)
+        MW_LAUNCH_K(d, dw_dx_kernel, nx, dx, dy, w, *g, nx);
     mw_cuda_end(d, op);
 }
