@@ -55,12 +55,9 @@ __host__ __device__ static inline void col2im_one(float *dx, const float *dcol, 
                                                   size_t i)
 {
     size_t kc = (size_t)g.KH * g.KW * g.C;
-    int c = (int)(i % g.C);
-    size_t r = i / g.C;
-    int iw = (int)(r % g.W);
-    r /= g.W;
-    int ih = (int)(r % g.H);
-    size_t n = r / g.H;
+    const mw_nhwc at = mw_cuda_nhwc(i, g.H, g.W, g.C);
+    size_t n = at.n;
+    int ih = at.h, iw = at.w, c = at.c;
     float acc = 0.0f;
     for (int kh = 0; kh < g.KH; kh++) {
         int t = ih + g.PT - kh * g.DH; /* = oh * SH */

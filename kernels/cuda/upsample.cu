@@ -44,12 +44,9 @@ static __global__ void upsample_fwd_kernel(float *y, const float *x, up_geom p, 
     const int OH = p.H * p.SH, OW = p.W * p.SW;
     MW_GRID_STRIDE(e, count)
     {
-        const int c = (int)(e % p.C);
-        size_t r = e / p.C;
-        const int ow = (int)(r % OW);
-        r /= OW;
-        const int oh = (int)(r % OH);
-        const size_t n = r / OH;
+        const mw_nhwc at = mw_cuda_nhwc(e, OH, OW, p.C);
+        const size_t n = at.n;
+        const int oh = at.h, ow = at.w, c = at.c;
         int h0, h1, w0, w1;
         float fh, fw;
         src_of(oh, p.H, p.SH, p.bilinear, &h0, &h1, &fh);
@@ -69,12 +66,9 @@ static __global__ void upsample_bwd_kernel(float *dx, const float *dy, up_geom p
     const int OH = p.H * p.SH, OW = p.W * p.SW;
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % p.C);
-        size_t r = i / p.C;
-        const int w = (int)(r % p.W);
-        r /= p.W;
-        const int h = (int)(r % p.H);
-        const size_t n = r / p.H;
+        const mw_nhwc at = mw_cuda_nhwc(i, p.H, p.W, p.C);
+        const size_t n = at.n;
+        const int h = at.h, w = at.w, c = at.c;
         /* the output rows and columns that can read (h, w): within s + 1 of its centre */
         const int oh0 = (h - 1) * p.SH > 0 ? (h - 1) * p.SH : 0;
         const int oh1 = (h + 2) * p.SH < OH ? (h + 2) * p.SH : OH;
