@@ -2,8 +2,8 @@
  * segmentation model's decoder): the spec the fast twins and the tests trust. */
 #include "kernels/ref/conv2d.h"
 #include "kernels/twins.h"
+#include "kernels/upsample_rules.h"
 
-#include <math.h>
 #include <string.h>
 
 /* Conv2DTranspose: each input pixel p (g's output side) adds x times the kernel's tap t into the
@@ -57,22 +57,6 @@ void mw_conv2d_tr_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, con
     }
 }
 
-/* Output row o of an in -> in * s upsampling: its two source rows and the second's weight. */
-static void src_rows(int o, int in, int s, int bilinear, int *i0, int *i1, float *f)
-{
-    if (!bilinear) {
-        *i0 = *i1 = o / s, *f = 0.0f;
-        return;
-    }
-    double src = (o + 0.5) / s - 0.5;
-    if (src < 0.0)
-        src = 0.0;
-    const int lo = (int)floor(src);
-    *i0 = lo < in - 1 ? lo : in - 1;
-    *i1 = lo + 1 < in - 1 ? lo + 1 : in - 1;
-    *f = (float)(src - lo);
-}
-
 /* The four source pixels of output pixel p = (n*OH + oh)*OW + ow, as pixels (n*H + h)*W + w of
  * the input, and their weights, in (row, column) order (nearest: all four the first, whose weight
  * is then 1). */
@@ -83,8 +67,8 @@ static void taps(size_t p, int H, int W, int SH, int SW, int bilinear, size_t of
     const size_t img = p / ((size_t)OH * OW) * H * W; /* image n's first pixel */
     int h0, h1, w0, w1;
     float fh, fw;
-    src_rows(oh, H, SH, bilinear, &h0, &h1, &fh);
-    src_rows(ow, W, SW, bilinear, &w0, &w1, &fw);
+    mw_upsample_src(oh, H, SH, bilinear, &h0, &h1, &fh);
+    mw_upsample_src(ow, W, SW, bilinear, &w0, &w1, &fw);
     off[0] = img + (size_t)h0 * W + w0, off[1] = img + (size_t)h0 * W + w1;
     off[2] = img + (size_t)h1 * W + w0, off[3] = img + (size_t)h1 * W + w1;
     wt[0] = (1.0f - fh) * (1.0f - fw), wt[1] = (1.0f - fh) * fw;
