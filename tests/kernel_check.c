@@ -714,11 +714,13 @@ static int set_dropout(kargs *a, int i, int phase)
 }
 
 /* BatchNormalization: channel blocks with leftovers, with and without gamma / beta. */
-static const int bn_shapes[][2] = {{37, 19}, {101, 67}, {5, 3}};
+static const int bn_shapes[][2] = {{37, 19}, {101, 67}, {5, 3}, {9, 2051}};
+
+#define BN_SHAPES ((int)(sizeof bn_shapes / sizeof bn_shapes[0]))
 
 static int set_bn(kargs *a, int i, int phase)
 {
-    if (i >= 3 * 2)
+    if (i >= BN_SHAPES * 2)
         return 0;
     a->rows = (size_t)bn_shapes[i / 2][0], a->C = bn_shapes[i / 2][1], a->eps = 1e-3f;
     if (phase == 0) {
@@ -739,7 +741,7 @@ static int set_bn(kargs *a, int i, int phase)
  * of x. */
 static int set_bn_sync(kargs *a, int i, int phase)
 {
-    if (i >= 3 * 3)
+    if (i >= BN_SHAPES * 3)
         return 0;
     a->rows = (size_t)bn_shapes[i / 3][0], a->C = bn_shapes[i / 3][1], a->eps = 1e-3f;
     a->M = 3.0 * (double)a->rows;

@@ -99,6 +99,10 @@ for target in launcher chief worker; do
     echo "signal to the $target: gone after median $(median "${times[@]}") s, worst $(worst "${times[@]}") s ($trials trials)"
 done
 
+# checkpoints DIR: how many whole checkpoints DIR holds (ckpt-N; not an atomic write's
+# ckpt-N.tmp-PID, which a job ended at once may leave and a restore ignores)
+checkpoints() { ls "$1" | grep -cE '^ckpt-[0-9]+$'; }
+
 # stopped_worker NAME WAIT [flags]: a run whose worker is stopped (SIGSTOP) while the chief gets
 # SIGTERM, so that the chief cannot finish the vote; then (after_signal, if defined) more, the
 # worker continued after WAIT s; sets d, rc, took and before (the checkpoints before)
@@ -108,10 +112,13 @@ stopped_worker() {
     shift 2
     start "$d" "$@"
     sleep 0.5
-    before=$(ls "$d" | grep -c ckpt-)
     local w c
     w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
     kill -STOP "$w"
+    # the chief may be writing an epoch's checkpoint, which needs no worker: let it land, so
+    # that "before" is what was saved before the signals
+    sleep 0.3
+    before=$(checkpoints "$d")
     t0=$(now)
     kill -TERM "$c"
     if declare -F after_signal >/dev/null; then after_signal "$c"; fi
@@ -135,8 +142,8 @@ after_signal() {
 stopped_worker twice 1
 unset -f after_signal
 check '[[ $rc -ne 0 && $rc -ne 133 && ! -f $d/preempted ]] && grep -q "SIGTERM received again: ending at once, without saving" "$d.out" &&
-       [[ $(ls "$d" | grep -c ckpt-) -eq $before ]] && awk -v t="$took" "BEGIN { exit !(t <= 10) }"' \
-    "two SIGTERMs: at once and unsaved (exit $rc, $took s): $(grep -vE '^$|^-' "$d.out" | tail -n 3)"
+       [[ $(checkpoints "$d") -eq $before ]] && awk -v t="$took" "BEGIN { exit !(t <= 10) }"' \
+    "two SIGTERMs: at once and unsaved (exit $rc, $took s, checkpoints $before before, now: $(ls "$d" | tr '\n' ' '), mark: $(cat "$d/preempted" 2>/dev/null)): $(grep -vE '^$|^-' "$d.out" | tail -n 6)"
 
 # a worker that cannot answer: the chief ends at its grace (3 s), unsaved, and so does the job
 stopped_worker stopped 5 --preemption-grace 3
