@@ -25,12 +25,9 @@ static __global__ void avgpool_fwd_kernel(float *y, const float *x, mw_pool_geom
 {
     MW_GRID_STRIDE(o, count)
     {
-        const int c = (int)(o % g.C);
-        size_t r = o / g.C;
-        const int ow = (int)(r % g.OW);
-        r /= g.OW;
-        const int oh = (int)(r % g.OH);
-        const size_t n = r / g.OH;
+        const mw_nhwc at = mw_cuda_nhwc(o, g.OH, g.OW, g.C);
+        const size_t n = at.n;
+        const int oh = at.h, ow = at.w, c = at.c;
         const float *xi = x + n * ((size_t)g.H * g.W * g.C);
         int h0, h1, w0, w1, cells = pool_window(g, oh, ow, &h0, &h1, &w0, &w1);
         double s = 0.0;
@@ -47,12 +44,9 @@ static __global__ void avgpool_bwd_kernel(float *dx, const float *dy, mw_pool_ge
 {
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % g.C);
-        size_t r = i / g.C;
-        const int iw = (int)(r % g.W);
-        r /= g.W;
-        const int ih = (int)(r % g.H);
-        const size_t n = r / g.H;
+        const mw_nhwc at = mw_cuda_nhwc(i, g.H, g.W, g.C);
+        const size_t n = at.n;
+        const int ih = at.h, iw = at.w, c = at.c;
         /* oh covers ih when oh*SH - PT <= ih <= oh*SH - PT + PH - 1 */
         int lo = ih + g.PT - g.PH + 1, hi = ih + g.PT;
         const int oh0 = lo <= 0 ? 0 : (lo + g.SH - 1) / g.SH;

@@ -55,12 +55,9 @@ __host__ __device__ static inline void col2im_one(float *dx, const float *dcol, 
                                                   size_t i)
 {
     size_t kc = (size_t)g.KH * g.KW * g.C;
-    int c = (int)(i % g.C);
-    size_t r = i / g.C;
-    int iw = (int)(r % g.W);
-    r /= g.W;
-    int ih = (int)(r % g.H);
-    size_t n = r / g.H;
+    const mw_nhwc at = mw_cuda_nhwc(i, g.H, g.W, g.C);
+    size_t n = at.n;
+    int ih = at.h, iw = at.w, c = at.c;
     float acc = 0.0f;
     for (int kh = 0; kh < g.KH; kh++) {
         int t = ih + g.PT - kh * g.DH; /* = oh * SH */
@@ -85,16 +82,18 @@ __host__ __device__ static inline void col2im_one(float *dx, const float *dcol, 
 
 static __global__ void im2col_kernel(float *col, const float *x, mw_conv2d_geom g, size_t count)
 {
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count;
-         e += (size_t)gridDim.x * blockDim.x)
+    MW_GRID_STRIDE(e, count)
+    {
         im2col_one(col, x, g, e);
+    }
 }
 
 static __global__ void col2im_kernel(float *dx, const float *dcol, mw_conv2d_geom g, size_t count)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-         i += (size_t)gridDim.x * blockDim.x)
+    MW_GRID_STRIDE(i, count)
+    {
         col2im_one(dx, dcol, g, i);
+    }
 }
 
 /* 1x1, stride 1, no padding: the image rows are already the col rows. */
@@ -158,9 +157,7 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
         const float *col = xc;
         if (!pw) {
             size_t count = (size_t)M * kc;
-            im2col_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(k->ws, xc, *g,
-                                                                                count);
-            MW_LAUNCHED_K(d, "im2col_kernel");
+            MW_LAUNCH_K(d, im2col_kernel, count, k->ws, xc, *g, count);
             col = k->ws;
         }
         float beta = 0.0f;
@@ -208,9 +205,7 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
         const float *col = xc;
         if (!pw) {
             size_t count = (size_t)M * kc;
-            im2col_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(k->ws, xc, *g,
-                                                                                count);
-            MW_LAUNCHED_K(d, "im2col_kernel");
+            MW_LAUNCH_K(d, im2col_kernel, count, k->ws, xc, *g, count);
             col = k->ws;
         }
         /* dw (Kc,O) += col^T (Kc,M) dy (M,O) */
@@ -229,8 +224,7 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
         MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f, dyc, g->O,
                                     w, g->O, 0.0f, k->ws, kc));
         size_t count = (size_t)cnt * in_img;
-        col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(dxc, k->ws, *g, count);
-        MW_LAUNCHED_K(d, "col2im_kernel");
+        MW_LAUNCH_K(d, col2im_kernel, count, dxc, k->ws, *g, count);
     }
     mw_cuda_end(d, op);
 }
@@ -261,9 +255,7 @@ extern "C" void mw_conv2d_tr_fwd_cuda(const mw_kctx *k, float *y, const float *x
         MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f,
                                     x + (size_t)n0 * rows * g->O, g->O, w, g->O, 0.0f, k->ws, kc));
         const size_t count = (size_t)cnt * out_img;
-        col2im_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
-            y + (size_t)n0 * out_img, k->ws, *g, count);
-        MW_LAUNCHED_K(d, "col2im_kernel");
+        MW_LAUNCH_K(d, col2im_kernel, count, y + (size_t)n0 * out_img, k->ws, *g, count);
     }
     mw_cuda_end(d, op);
 }
@@ -287,9 +279,7 @@ extern "C" void mw_conv2d_tr_bwd_cuda(const mw_kctx *k, float *dx, float *dw, fl
         const int cnt = N - n0 < nb ? N - n0 : nb, M = (int)(rows * cnt);
         const float *xc = x + (size_t)n0 * rows * g->O;
         const size_t count = (size_t)M * kc;
-        im2col_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
-            k->ws, dy + (size_t)n0 * out_img, *g, count);
-        MW_LAUNCHED_K(d, "im2col_kernel");
+        MW_LAUNCH_K(d, im2col_kernel, count, k->ws, dy + (size_t)n0 * out_img, *g, count);
         MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, kc, g->O, M, 1.0f, k->ws, kc,
                                     xc, g->O, 1.0f, dw, g->O));
         if (dx)

@@ -1,8 +1,9 @@
 /* Internal to kernels/cuda: the inline helpers the kernels share (launch grid, operand
- * precision, the device's counter hash). Included only by the .cu files (CUDA types are fine
- * here, never in the plain C headers such as runtime.h). The functions are declared by their
- * files' own .cuh: runtime.cuh (the state behind mw_kctx.dev, checks, begin/end of a kernel),
- * gemm.cuh (row-major GEMM, column sums, bias), cudnn.cuh (the cuDNN convolutions). */
+ * precision, the device's counter hash, an NHWC element's coordinates). Included only by the
+ * .cu files (CUDA types are fine here, never in the plain C headers such as runtime.h). The
+ * functions are declared by their files' own .cuh: runtime.cuh (the state behind mw_kctx.dev,
+ * checks, begin/end of a kernel), gemm.cuh (row-major GEMM, column sums, bias), cudnn.cuh (the
+ * cuDNN convolutions). */
 #ifndef MW_KERNELS_CUDA_DEV_CUH
 #define MW_KERNELS_CUDA_DEV_CUH
 
@@ -44,6 +45,24 @@ __device__ static inline uint64_t mw_cuda_splitmix64(uint64_t x)
 __device__ static inline uint64_t mw_cuda_rng_hash(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     return mw_cuda_splitmix64(mw_cuda_splitmix64(mw_cuda_splitmix64(seed) ^ stream) ^ counter);
+}
+
+/* Element e of an NHWC array of H x W x C images: its image n, row h, column w and channel c
+ * (e = ((n*H + h)*W + w)*C + c), the coordinates a one-thread-per-element kernel works from. */
+struct mw_nhwc {
+    size_t n;
+    int h, w, c;
+};
+__host__ __device__ static inline mw_nhwc mw_cuda_nhwc(size_t e, int H, int W, int C)
+{
+    mw_nhwc at;
+    at.c = (int)(e % (size_t)C);
+    e /= (size_t)C;
+    at.w = (int)(e % (size_t)W);
+    e /= (size_t)W;
+    at.h = (int)(e % (size_t)H);
+    at.n = e / (size_t)H;
+    return at;
 }
 
 /* A grid-stride loop over [0, count): one thread per element. */

@@ -17,12 +17,9 @@ static __global__ void dw_fwd_kernel(float *y, const float *x, const float *w, c
     const int M = g.O / g.C;
     MW_GRID_STRIDE(e, count)
     {
-        const int o = (int)(e % g.O);
-        size_t r = e / g.O;
-        const int ow = (int)(r % g.OW);
-        r /= g.OW;
-        const int oh = (int)(r % g.OH);
-        const size_t n = r / g.OH;
+        const mw_nhwc at = mw_cuda_nhwc(e, g.OH, g.OW, g.O);
+        const size_t n = at.n;
+        const int oh = at.h, ow = at.w, o = at.c;
         float acc = b ? b[o] : 0.0f;
         for (int kh = 0; kh < g.KH; kh++) {
             const int ih = oh * g.SH + kh * g.DH - g.PT;
@@ -45,12 +42,9 @@ static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, 
     const int M = g.O / g.C;
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % g.C);
-        size_t r = i / g.C;
-        const int iw = (int)(r % g.W);
-        r /= g.W;
-        const int ih = (int)(r % g.H);
-        const size_t n = r / g.H;
+        const mw_nhwc at = mw_cuda_nhwc(i, g.H, g.W, g.C);
+        const size_t n = at.n;
+        const int ih = at.h, iw = at.w, c = at.c;
         float acc = 0.0f;
         for (int kh = 0; kh < g.KH; kh++) {
             const int t = ih + g.PT - kh * g.DH; /* = oh * SH */
@@ -113,11 +107,8 @@ extern "C" void mw_dwconv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, flo
     if (!d || N <= 0)
         return;
     const size_t nw = (size_t)g->KH * g->KW * g->O, nx = (size_t)N * g->H * g->W * g->C;
-    dw_dw_kernel<<<mw_cuda_grid(nw), MW_CUDA_BLOCK, 0, d->stream>>>(dw, db, dy, x, *g, N, nw);
-    MW_LAUNCHED_K(d, "dw_dw_kernel");
-    if (dx) {
-        dw_dx_kernel<<<mw_cuda_grid(nx), MW_CUDA_BLOCK, 0, d->stream>>>(dx, dy, w, *g, nx);
-        MW_LAUNCHED_K(d, "dw_dx_kernel");
-    }
+    MW_LAUNCH_K(d, dw_dw_kernel, nw, dw, db, dy, x, *g, N, nw);
+    if (dx)
+        MW_LAUNCH_K(d, dw_dx_kernel, nx, dx, dy, w, *g, nx);
     mw_cuda_end(d, op);
 }

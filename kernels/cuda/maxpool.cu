@@ -19,12 +19,9 @@ extern "C" {
 __host__ __device__ static inline void pool_fwd_one(float *y, int32_t *argmax, const float *x,
                                                     mw_pool_geom g, size_t o)
 {
-    int c = (int)(o % g.C);
-    size_t r = o / g.C;
-    int ow = (int)(r % g.OW);
-    r /= g.OW;
-    int oh = (int)(r % g.OH);
-    size_t n = r / g.OH;
+    const mw_nhwc at = mw_cuda_nhwc(o, g.OH, g.OW, g.C);
+    size_t n = at.n;
+    int oh = at.h, ow = at.w, c = at.c;
     const float *xi = x + n * ((size_t)g.H * g.W * g.C);
     float best = -3.402823466e+38f; /* -FLT_MAX */
     int32_t arg = -1;
@@ -52,12 +49,9 @@ __host__ __device__ static inline void pool_fwd_one(float *y, int32_t *argmax, c
 __host__ __device__ static inline void pool_bwd_one(float *dx, const float *dy,
                                                     const int32_t *argmax, mw_pool_geom g, size_t i)
 {
-    int c = (int)(i % g.C);
-    size_t r = i / g.C;
-    int iw = (int)(r % g.W);
-    r /= g.W;
-    int ih = (int)(r % g.H);
-    size_t n = r / g.H;
+    const mw_nhwc at = mw_cuda_nhwc(i, g.H, g.W, g.C);
+    size_t n = at.n;
+    int ih = at.h, iw = at.w, c = at.c;
     int32_t off = (int32_t)(((size_t)ih * g.W + iw) * g.C + c);
     /* oh covers ih when oh*SH - PT <= ih <= oh*SH - PT + PH - 1. */
     int lo = ih + g.PT - g.PH + 1, hi = ih + g.PT;

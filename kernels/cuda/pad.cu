@@ -14,12 +14,9 @@ static __global__ void pad2d_fwd_kernel(float *y, const float *x, pad_geom p, si
 {
     MW_GRID_STRIDE(o, count)
     {
-        const int c = (int)(o % p.C);
-        size_t r = o / p.C;
-        const int w = (int)(r % p.OW) - p.PL;
-        r /= p.OW;
-        const int h = (int)(r % p.OH) - p.PT;
-        const size_t n = r / p.OH;
+        const mw_nhwc at = mw_cuda_nhwc(o, p.OH, p.OW, p.C);
+        const size_t n = at.n;
+        const int h = at.h - p.PT, w = at.w - p.PL, c = at.c;
         const bool in = h >= 0 && h < p.H && w >= 0 && w < p.W;
         y[o] = in ? x[((n * p.H + h) * p.W + w) * p.C + c] : 0.0f;
     }
@@ -29,12 +26,9 @@ static __global__ void pad2d_bwd_kernel(float *dx, const float *dy, pad_geom p, 
 {
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % p.C);
-        size_t r = i / p.C;
-        const int w = (int)(r % p.W);
-        r /= p.W;
-        const int h = (int)(r % p.H);
-        const size_t n = r / p.H;
+        const mw_nhwc at = mw_cuda_nhwc(i, p.H, p.W, p.C);
+        const size_t n = at.n;
+        const int h = at.h, w = at.w, c = at.c;
         dx[i] += dy[((n * p.OH + h + p.PT) * p.OW + w + p.PL) * p.C + c];
     }
 }

@@ -88,14 +88,23 @@ void mw_cuda_end(mw_cuda_dev *d, const char *op);
             return;                                                                                \
     } while (0)
 
+/* Inside a void wrapper holding d: enqueue a grid-stride kernel over count items on d's stream
+ * (nothing when count is 0), a failed launch recorded on d and the wrapper returning. */
+#define MW_LAUNCH_K(d, kernel, count, ...)                                                         \
+    do {                                                                                           \
+        if ((count) > 0) {                                                                         \
+            kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, (d)->stream>>>(__VA_ARGS__);           \
+            MW_LAUNCHED_K(d, #kernel);                                                             \
+        }                                                                                          \
+    } while (0)
+
 /* Inside a void wrapper with k in scope: enqueue an element-wise kernel over count items. */
 #define MW_EW_LAUNCH(op, kernel, count, ...)                                                       \
     do {                                                                                           \
         mw_cuda_dev *d = mw_cuda_begin(k, op);                                                     \
         if (!d || (count) == 0)                                                                    \
             return;                                                                                \
-        kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(__VA_ARGS__);                 \
-        MW_LAUNCHED_K(d, #kernel);                                                                 \
+        MW_LAUNCH_K(d, kernel, count, __VA_ARGS__);                                                \
         mw_cuda_end(d, op);                                                                        \
     } while (0)
 

@@ -6,34 +6,18 @@
 extern "C" {
 #include "kernels/twins.h"
 }
+#include "kernels/upsample_rules.h"
 
 struct up_geom {
     int H, W, C, SH, SW, bilinear;
 };
-
-/* Output index o of an in -> in s axis: its two source indices and the second's weight, as the
- * reference's src_rows. */
-__device__ static void src_of(int o, int in, int s, int bilinear, int *i0, int *i1, float *f)
-{
-    if (!bilinear) {
-        *i0 = *i1 = o / s, *f = 0.0f;
-        return;
-    }
-    double src = (o + 0.5) / s - 0.5;
-    if (src < 0.0)
-        src = 0.0;
-    const int lo = (int)floor(src);
-    *i0 = lo < in - 1 ? lo : in - 1;
-    *i1 = lo + 1 < in - 1 ? lo + 1 : in - 1;
-    *f = (float)(src - lo);
-}
 
 /* The weight with which output index o reads input index i along one axis (0: none). */
 __device__ static float weight_of(int o, int i, int in, int s, int bilinear)
 {
     int i0, i1;
     float f;
-    src_of(o, in, s, bilinear, &i0, &i1, &f);
+    mw_upsample_src(o, in, s, bilinear, &i0, &i1, &f);
     if (!bilinear)
         return i0 == i ? 1.0f : 0.0f;
     return (i0 == i ? 1.0f - f : 0.0f) + (i1 == i ? f : 0.0f);
@@ -44,16 +28,13 @@ static __global__ void upsample_fwd_kernel(float *y, const float *x, up_geom p, 
     const int OH = p.H * p.SH, OW = p.W * p.SW;
     MW_GRID_STRIDE(e, count)
     {
-        const int c = (int)(e % p.C);
-        size_t r = e / p.C;
-        const int ow = (int)(r % OW);
-        r /= OW;
-        const int oh = (int)(r % OH);
-        const size_t n = r / OH;
+        const mw_nhwc at = mw_cuda_nhwc(e, OH, OW, p.C);
+        const size_t n = at.n;
+        const int oh = at.h, ow = at.w, c = at.c;
         int h0, h1, w0, w1;
         float fh, fw;
-        src_of(oh, p.H, p.SH, p.bilinear, &h0, &h1, &fh);
-        src_of(ow, p.W, p.SW, p.bilinear, &w0, &w1, &fw);
+        mw_upsample_src(oh, p.H, p.SH, p.bilinear, &h0, &h1, &fh);
+        mw_upsample_src(ow, p.W, p.SW, p.bilinear, &w0, &w1, &fw);
         const float *xb = x + n * p.H * p.W * p.C + c;
         const float v00 = xb[((size_t)h0 * p.W + w0) * p.C];
         y[e] = !p.bilinear ? v00
@@ -69,12 +50,9 @@ static __global__ void upsample_bwd_kernel(float *dx, const float *dy, up_geom p
     const int OH = p.H * p.SH, OW = p.W * p.SW;
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % p.C);
-        size_t r = i / p.C;
-        const int w = (int)(r % p.W);
-        r /= p.W;
-        const int h = (int)(r % p.H);
-        const size_t n = r / p.H;
+        const mw_nhwc at = mw_cuda_nhwc(i, p.H, p.W, p.C);
+        const size_t n = at.n;
+        const int h = at.h, w = at.w, c = at.c;
         /* the output rows and columns that can read (h, w): within s + 1 of its centre */
         const int oh0 = (h - 1) * p.SH > 0 ? (h - 1) * p.SH : 0;
         const int oh1 = (h + 2) * p.SH < OH ? (h + 2) * p.SH : OH;
