@@ -95,7 +95,7 @@ static mw_status refuse_channels(mw_image_format f, int channels, const char *al
 {
     return mw_err(MW_EDATA,
                   "%s: a %s image cannot be decoded to %d channel%s (color_mode %s): expected %s "
-                  "for %s, as tf.io.decode_image",
+                  "for %s, as tf.io.decode_image requires",
                   name, mw_image_format_name(f), channels, channels == 1 ? "" : "s",
                   channels == 1   ? "grayscale"
                   : channels == 3 ? "rgb"
@@ -160,7 +160,7 @@ static mw_status jpeg_setup(j_decompress_ptr ci, int channels, int *cmyk, const 
     if (*cmyk && channels == 1)
         return mw_err(MW_EDATA,
                       "%s: a CMYK JPEG image cannot be decoded to 1 channel (color_mode "
-                      "grayscale): expected rgb, as tf.io.decode_image",
+                      "grayscale): expected rgb, as tf.io.decode_image requires",
                       name);
     ci->out_color_space = channels == 1 ? JCS_GRAYSCALE : *cmyk ? JCS_CMYK : JCS_RGB;
     ci->dct_method = JDCT_IFAST; /* tf.io.decode_image's */
