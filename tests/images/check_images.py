@@ -5,7 +5,8 @@ nearest, half-pixel centers, no antialiasing) or Keras' smart_resize (crop_to_as
 
 A folder of JPEG, PNG, GIF and BMP files of mixed sizes and modes is written first: JPEG and
 most PNG files by TensorFlow's own encoders, palette, low-bit-depth and tRNS PNG files, GIF and
-BMP files by the small writers below (TensorFlow has no encoder for them). Then, for each color
+BMP files by the small writers below, CMYK and YCCK JPEG files (with and without Adobe's
+marker) by tests/images/cmyk_jpeg (TensorFlow has no encoder for any of them). Then, for each color
 mode (grayscale, rgb, rgba):
   - decoded at their own size, every file's pixels equal TensorFlow's exactly (PNG must; JPEG,
     GIF and BMP are held to it too, the largest difference is printed per format);
@@ -19,7 +20,7 @@ batches are compared the same way, so the decode_image + resize calls above are 
 makes. The control: mwtrain's nearest-neighbour pixels against TensorFlow's bilinear ones must
 differ by more than the tolerance, or the comparison could not fail.
 
-    check_images.py IMAGE_LOAD WORK_DIR
+    check_images.py IMAGE_LOAD CMYK_JPEG WORK_DIR
 """
 import os
 import struct
@@ -134,9 +135,13 @@ def bmp(img, top_down=False):
     return b"BM" + struct.pack("<IHHI", 54 + len(data), 0, 0, 54) + hdr + data
 
 
-def make_folder(root):
+def make_folder(root, cmyk_jpeg):
     """The files, in two class folders (a/, b/) so image_dataset_from_directory reads them."""
     files = {}
+    os.makedirs(os.path.join(root, "a"), exist_ok=True)
+    for kind, h, w in (("adobe", 21, 34), ("plain", 16, 16), ("ycck", 40, 27)):
+        rel = f"a/j_cmyk_{kind}.jpg"
+        subprocess.run([cmyk_jpeg, kind, str(h), str(w), os.path.join(root, rel)], check=True)
     enc = lambda a, **k: tf.io.encode_jpeg(a, **k).numpy()  # noqa: E731
     files["a/j_rgb.jpg"] = enc(photo(37, 53, 3), quality=90)
     files["a/j_gray.jpg"] = enc(photo(64, 48, 1), quality=75)
@@ -174,7 +179,8 @@ def make_folder(root):
         os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
         with open(os.path.join(root, rel), "wb") as f:
             f.write(data)
-    return sorted(files)
+    return sorted([os.path.join(d, f) for d in ("a", "b") for f in os.listdir(
+        os.path.join(root, d))])
 
 
 def fmt(name):
@@ -254,13 +260,15 @@ def keras_folder(image_load, root, out):
             root, image_size=SIZE, batch_size=64, shuffle=False, crop_to_aspect_ratio=crop,
             verbose=False)
         x = np.concatenate([b[0].numpy() for b in ds])
+        worst = 0.0
         for i, path in enumerate(ds.file_paths):
             got = mw_pixels(image_load, out, path, 3, "crop" if crop else "bilinear")
             d = float(np.max(np.abs(got - x[i])))
+            worst = max(worst, d)
             if d > TOL:
                 fails.append(f"image_dataset_from_directory crop={crop} {path}: {d:g} > {TOL:g}")
         print(f"images: image_dataset_from_directory (rgb, crop={crop}): {len(ds.file_paths)} "
-              f"files within {TOL:g}")
+              f"files, max |mwtrain - Keras| = {worst:g}")
     return fails
 
 
@@ -276,10 +284,10 @@ def control(image_load, root, out, names):
 
 
 def main():
-    image_load, work = sys.argv[1], sys.argv[2]
+    image_load, cmyk_jpeg, work = sys.argv[1], sys.argv[2], sys.argv[3]
     root, out = os.path.join(work, "folder"), os.path.join(work, "out")
     os.makedirs(out, exist_ok=True)
-    names = make_folder(root)
+    names = make_folder(root, cmyk_jpeg)
     jpeg_png = [n for n in names if fmt(n) in ("JPEG", "PNG")]
     fails = compare(image_load, root, out, names)
     fails += keras_folder(image_load, root, out)
