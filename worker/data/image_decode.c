@@ -228,15 +228,26 @@ static mw_status decode_jpeg(mw_image *out, const uint8_t *b, size_t n, int chan
 
 /* ---- PNG ---- */
 
+/* The bytes libpng and giflib read through their callbacks; msg: libpng's error. */
 typedef struct {
     const uint8_t *p;
     size_t left;
     char msg[160];
-} png_src;
+} mem_src;
+
+/* Up to n bytes from s into dst; returns how many there were. */
+static size_t mem_take(mem_src *s, uint8_t *dst, size_t n)
+{
+    size_t k = n < s->left ? n : s->left;
+    memcpy(dst, s->p, k);
+    s->p += k;
+    s->left -= k;
+    return k;
+}
 
 static void png_fail(png_structp png, png_const_charp msg)
 {
-    png_src *s = png_get_error_ptr(png);
+    mem_src *s = png_get_error_ptr(png);
     snprintf(s->msg, sizeof s->msg, "%s", msg);
     png_longjmp(png, 1);
 }
@@ -249,12 +260,10 @@ static void png_warn(png_structp png, png_const_charp msg)
 
 static void png_read_mem(png_structp png, png_bytep dst, size_t n)
 {
-    png_src *s = png_get_io_ptr(png);
+    mem_src *s = png_get_io_ptr(png);
     if (n > s->left)
         png_error(png, "the data end before the image does (a truncated file)");
-    memcpy(dst, s->p, n);
-    s->p += n;
-    s->left -= n;
+    mem_take(s, dst, n);
 }
 
 /* TensorFlow's transformations for channels (after png_read_info); returns the passes. */
@@ -314,7 +323,7 @@ static mw_status png_body(png_structp png, png_infop info, mw_image *out, int ch
 static mw_status decode_png(mw_image *out, const uint8_t *b, size_t n, int channels,
                             const char *name)
 {
-    png_src src = {.p = b, .left = n};
+    mem_src src = {.p = b, .left = n};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_warn);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
@@ -339,19 +348,9 @@ static mw_status decode_png(mw_image *out, const uint8_t *b, size_t n, int chann
 
 /* ---- GIF ---- */
 
-typedef struct {
-    const uint8_t *p;
-    size_t left;
-} gif_src;
-
 static int gif_read_mem(GifFileType *g, GifByteType *dst, int n)
 {
-    gif_src *s = g->UserData;
-    size_t k = (size_t)n < s->left ? (size_t)n : s->left;
-    memcpy(dst, s->p, k);
-    s->p += k;
-    s->left -= k;
-    return (int)k;
+    return n > 0 ? (int)mem_take(g->UserData, dst, (size_t)n) : 0;
 }
 
 static mw_status gif_error(const GifFileType *g, int code, const char *name)
@@ -500,7 +499,7 @@ static mw_status decode_gif(mw_image *out, const uint8_t *b, size_t n, int chann
 {
     if (channels != 3)
         return refuse_channels(MW_IMAGE_GIF, channels, "3", name);
-    gif_src src = {.p = b, .left = n};
+    mem_src src = {.p = b, .left = n};
     int code = 0;
     GifFileType *g = DGifOpen(&src, gif_read_mem, &code);
     if (!g)
