@@ -92,13 +92,13 @@ MW_KERNEL(relu_bwd, CPU,
 /* Keras' ReLU layer in full (kernels/act_rules.h relux_value): a = x > threshold ? x : 0,
  * clipped to max_value (INFINITY: none), y = a - negative_slope * max(threshold - x, 0);
  * max_value, slope and threshold >= 0. y may equal x. */
-MW_KERNEL(relux_fwd, REF,
+MW_KERNEL(relux_fwd, CPU,
           (float *y, const float *x, size_t count, float max_value, float slope, float threshold),
           (y, x, count, max_value, slope, threshold),
           MW_A(y, count) MW_A(x, count))
 /* dx += dy * f'(x), from the forward INPUT x (relux_slope; jax's slopes, 0 at the kinks but
  * leaky_relu's 1 at 0). */
-MW_KERNEL(relux_bwd, REF,
+MW_KERNEL(relux_bwd, CPU,
           (float *dx, const float *dy, const float *x, size_t count, float max_value, float slope,
            float threshold),
           (dx, dy, x, count, max_value, slope, threshold),

@@ -580,6 +580,23 @@ static int set_relu(kargs *a, int i, int phase)
     return 1;
 }
 
+/* Keras' ReLU in full: ReLU6, leaky (the slope-only path), all three at once, a threshold
+ * alone; the specials put inputs on 0, 1 and 6 (the kinks) and on both sides of them. */
+static int set_relux(kargs *a, int i, int phase)
+{
+    static const float c[][3] = {
+        {6.0f, 0.0f, 0.0f}, {INFINITY, 0.2f, 0.0f}, {6.0f, 0.1f, 1.0f}, {INFINITY, 0.0f, 0.5f}};
+    if (i >= 4 * 3)
+        return 0;
+    a->count = ew_counts[i % 3];
+    a->max_value = c[i / 3][0], a->slope = c[i / 3][1], a->threshold = c[i / 3][2];
+    snprintf(a->what, sizeof a->what, "max_value %g, slope %g, threshold %g, count %zu",
+             (double)a->max_value, (double)a->slope, (double)a->threshold, a->count);
+    if (phase == 1)
+        specials(a->x, a->count);
+    return 1;
+}
+
 /* Cross-entropy: the fast path's row chunks (37 rows), ignored labels (K), one class. */
 static int set_xent(kargs *a, int i, int phase)
 {
@@ -714,11 +731,13 @@ static int set_dropout(kargs *a, int i, int phase)
 }
 
 /* BatchNormalization: channel blocks with leftovers, with and without gamma / beta. */
-static const int bn_shapes[][2] = {{37, 19}, {101, 67}, {5, 3}};
+static const int bn_shapes[][2] = {{37, 19}, {101, 67}, {5, 3}, {9, 2051}};
+
+#define BN_SHAPES ((int)(sizeof bn_shapes / sizeof bn_shapes[0]))
 
 static int set_bn(kargs *a, int i, int phase)
 {
-    if (i >= 3 * 2)
+    if (i >= BN_SHAPES * 2)
         return 0;
     a->rows = (size_t)bn_shapes[i / 2][0], a->C = bn_shapes[i / 2][1], a->eps = 1e-3f;
     if (phase == 0) {
@@ -739,7 +758,7 @@ static int set_bn(kargs *a, int i, int phase)
  * of x. */
 static int set_bn_sync(kargs *a, int i, int phase)
 {
-    if (i >= 3 * 3)
+    if (i >= BN_SHAPES * 3)
         return 0;
     a->rows = (size_t)bn_shapes[i / 3][0], a->C = bn_shapes[i / 3][1], a->eps = 1e-3f;
     a->M = 3.0 * (double)a->rows;
@@ -957,6 +976,8 @@ static const kcase cases[] = {
     {"dense_bwd", set_dense, 1e-5f, 1e-4f, 0},
     {"relu_fwd", set_relu, 0.0f, 0.0f, 1},
     {"relu_bwd", set_relu, 0.0f, 0.0f, 1},
+    {"relux_fwd", set_relux, 0.0f, 0.0f, 1},
+    {"relux_bwd", set_relux, 0.0f, 0.0f, 1},
     {"xent_fwd", set_xent, 0.0f, 0.0f, 1},
     {"xent_bwd", set_xent, 0.0f, 0.0f, 1},
     {"layernorm_fwd", set_layernorm, 0.0f, 0.0f, 1},

@@ -113,8 +113,8 @@ def keras_fit(py, backend, archive, data, seed, epochs, batch):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def mwtrain_fit(mw, work, archive, data, epochs, ranks):
-    ck, logs = os.path.join(work, "mw-ck"), os.path.join(work, "mw-logs")
+def mwtrain_fit(mw, work, tag, archive, data, epochs, ranks):
+    ck, logs = os.path.join(work, tag + "-ck"), os.path.join(work, tag + "-logs")
     subprocess.run(["rm", "-rf", ck, logs])
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", str(ranks), "-x",
            "OMP_WAIT_POLICY", mw, "train", "--data", data, "--model", archive,
@@ -167,7 +167,7 @@ def main():
     mw = None
     if not a.skip_mwtrain:
         mw = cached(os.path.join(a.work, tag + "-mwtrain-n%d.json" % a.ranks),
-                    lambda: mwtrain_fit(a.mwtrain, a.work, archive, data, a.epochs, a.ranks))
+                    lambda: mwtrain_fit(a.mwtrain, a.work, tag, archive, data, a.epochs, a.ranks))
         print("\n".join(mw["epochs"]))
         print("mwtrain (mpirun -n %d): test accuracy %.4f, median epoch %.0f s" %
               (a.ranks, mw["test_accuracy"], statistics.median(mw["epoch_s"])), flush=True)
