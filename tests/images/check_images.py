@@ -53,16 +53,28 @@ def png_chunk(kind, data):
         ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def png_raw(w, h, bit_depth, color_type, rows, plte=None, trns=None):
-    """A PNG of already-packed rows (filter 0)."""
+def png_raw(w, h, bit_depth, color_type, rows, plte=None, trns=None, interlace=0, extra=b""):
+    """A PNG of already-packed rows (filter 0; for an interlaced one, the passes' rows one
+    after the other); extra: chunks before PLTE."""
     out = b"\x89PNG\r\n\x1a\n" + png_chunk(
-        b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color_type, 0, 0, 0))
+        b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color_type, 0, 0, interlace)) + extra
     if plte is not None:
         out += png_chunk(b"PLTE", bytes(plte))
     if trns is not None:
         out += png_chunk(b"tRNS", bytes(trns))
     out += png_chunk(b"IDAT", zlib.compress(b"".join(b"\0" + r for r in rows)))
     return out + png_chunk(b"IEND", b"")
+
+
+def adam7_rows(img):
+    """The rows of an 8-bit image's seven Adam7 passes, in order (empty passes have none)."""
+    rows = []
+    for xs, ys, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4),
+                           (1, 0, 2, 2), (0, 1, 1, 2)):
+        sub = img[ys::dy, xs::dx]
+        if sub.shape[0] and sub.shape[1]:
+            rows += [r.tobytes() for r in sub]
+    return rows
 
 
 def pack_bits(idx, bits):
@@ -164,6 +176,10 @@ def make_folder(root, cmyk_jpeg):
     files["b/p_pal4_trns.png"] = png_raw(17, 22, 4, 3, pack_bits(idx4, 4), pal[:48],
                                          trns=[0, 128, 255, 7])
     files["b/p_pal4.png"] = png_raw(17, 22, 4, 3, pack_bits(idx4, 4), pal[:48])
+    inter = photo(13, 11, 3)
+    files["b/p_adam7.png"] = png_raw(11, 13, 8, 2, adam7_rows(inter), interlace=1)
+    files["b/p_gamma.png"] = png_raw(9, 6, 8, 2, [r.tobytes() for r in photo(6, 9, 3)],
+                                     extra=png_chunk(b"gAMA", struct.pack(">I", 45455)))
     files["b/p_gray1.png"] = png_raw(29, 13, 1, 0, pack_bits(RNG.integers(0, 2, (13, 29)), 1))
     files["b/p_gray2_trns.png"] = png_raw(15, 9, 2, 0, pack_bits(RNG.integers(0, 4, (9, 15)), 2),
                                           trns=[0, 2])
