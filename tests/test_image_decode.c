@@ -4,8 +4,9 @@
  * libjpeg warning), truncated PNG and a bad CRC, 60000 x 60000 pixels declared in a file of
  * under 1 KiB (JPEG, PNG, GIF, BMP), non-image bytes, an empty file, the BMP variants not read,
  * the channel counts TensorFlow refuses, CMYK JPEG; each checks the status, its exit code (3)
- * and the message (the name, what was found, what was expected). Decoding from four threads
- * at once gives the same pixels and each thread its own error message. The pixels against
+ * and the message (the name, what was found, what was expected). Each hostile file is a seed
+ * that test_seeds decodes, changed in one place: the change is what is refused. Decoding from four
+ * threads at once gives the same pixels and each thread its own error message. The pixels against
  * TensorFlow's are tests/images/check_images.py's (suite keras). */
 #include <pthread.h>
 #include <setjmp.h>
@@ -138,15 +139,22 @@ static size_t jpeg_marker(const uint8_t *b, size_t n, uint8_t m)
     return 0;
 }
 
-static void test_jpeg_hostile(void **state)
+static void test_jpeg_truncated(void **state)
 {
     (void)state;
     size_t n;
     uint8_t *b = seed("rgb.jpg", &n);
     expect_refused(b, n / 2, 3, "cut.jpg", "JPEG", "Premature end of JPEG file",
                    "expected complete");
-    /* two stray bytes before the DQT marker: libjpeg's "Corrupt JPEG data" warning */
-    uint8_t *c = malloc(n + 2);
+    free(b);
+}
+
+/* Two stray bytes before the DQT marker: libjpeg's "Corrupt JPEG data" warning, an error. */
+static void test_jpeg_corrupt(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = seed("rgb.jpg", &n), *c = malloc(n + 2);
     assert_non_null(c);
     size_t dqt = jpeg_marker(b, n, 0xDB);
     memcpy(c, b, dqt);
@@ -154,17 +162,32 @@ static void test_jpeg_hostile(void **state)
     c[dqt + 1] = 0x34;
     memcpy(c + dqt + 2, b + dqt, n - dqt);
     expect_refused(c, n + 2, 3, "corrupt.jpg", "Corrupt JPEG data", "extraneous bytes");
+    free(c);
+    free(b);
+}
+
+/* 60000 x 60000 in the frame header of a file of under 1 KiB. */
+static void test_jpeg_bomb(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = seed("rgb.jpg", &n);
     size_t sof = jpeg_marker(b, n, 0xC0);
-    uint8_t *bomb = c;
-    memcpy(bomb, b, n);
-    bomb[sof + 5] = bomb[sof + 7] = 60000 >> 8;
-    bomb[sof + 6] = bomb[sof + 8] = 60000 & 255;
+    b[sof + 5] = b[sof + 7] = 60000 >> 8;
+    b[sof + 6] = b[sof + 8] = 60000 & 255;
     assert_true(n < 1024);
-    expect_refused(bomb, n, 3, "bomb.jpg", "JPEG", "60000 x 60000", "MW_IMAGE_MAX_PIXELS",
+    expect_refused(b, n, 3, "bomb.jpg", "JPEG", "60000 x 60000", "MW_IMAGE_MAX_PIXELS",
                    "refused before decoding");
+    free(b);
+}
+
+static void test_jpeg_rgba(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = seed("rgb.jpg", &n);
     expect_refused(b, n, 4, "rgb.jpg", "4 channels (color_mode rgba)", "expected 1 or 3",
                    "tf.io.decode_image");
-    free(c);
     free(b);
 }
 
@@ -176,32 +199,45 @@ static void put_be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-static void test_png_hostile(void **state)
+static void test_png_truncated(void **state)
 {
     (void)state;
     size_t n;
     uint8_t *b = seed("rgb.png", &n);
     expect_refused(b, n / 2, 3, "cut.png", "PNG", "truncated", "expected complete PNG");
     expect_refused(b, n - 12, 3, "no-iend.png", "PNG", "truncated");
-    uint8_t *c = malloc(n);
-    assert_non_null(c);
-    memcpy(c, b, n);
-    c[29] ^= 0x40; /* IHDR's CRC */
-    expect_refused(c, n, 3, "crc.png", "PNG", "CRC error", "CRCs hold");
-    memcpy(c, b, n);
-    put_be32(c + 16, 60000);
-    put_be32(c + 20, 60000);
-    put_be32(c + 29, (uint32_t)crc32(0, c + 12, 17)); /* a valid IHDR: only the size is hostile */
-    expect_refused(c, n, 3, "bomb.png", "PNG", "60000 x 60000", "MW_IMAGE_MAX_PIXELS");
-    free(c);
     free(b);
 }
 
-static void test_gif_bmp_hostile(void **state)
+static void test_png_crc(void **state)
 {
     (void)state;
-    size_t n, m;
-    uint8_t *g = seed("anim.gif", &n), *b = seed("rgb.bmp", &m);
+    size_t n;
+    uint8_t *b = seed("rgb.png", &n);
+    b[29] ^= 0x40; /* IHDR's CRC */
+    expect_refused(b, n, 3, "crc.png", "PNG", "CRC error", "CRCs hold");
+    free(b);
+}
+
+/* 60000 x 60000 in a valid IHDR (its CRC recomputed): only the size is hostile. */
+static void test_png_bomb(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = seed("rgb.png", &n);
+    put_be32(b + 16, 60000);
+    put_be32(b + 20, 60000);
+    put_be32(b + 29, (uint32_t)crc32(0, b + 12, 17));
+    assert_true(n < 1024);
+    expect_refused(b, n, 3, "bomb.png", "PNG", "60000 x 60000", "MW_IMAGE_MAX_PIXELS");
+    free(b);
+}
+
+static void test_gif_hostile(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *g = seed("anim.gif", &n);
     expect_refused(g, n - 30, 3, "cut.gif", "GIF", "giflib", "Failed to read", "expected complete");
     expect_refused(g, n, 1, "anim.gif", "1 channel (color_mode grayscale)", "expected 3");
     expect_refused(g, n, 4, "anim.gif", "4 channels (color_mode rgba)", "expected 3");
@@ -210,6 +246,14 @@ static void test_gif_bmp_hostile(void **state)
     g[desc + 5] = g[desc + 7] = 60000 & 255;
     g[desc + 6] = g[desc + 8] = 60000 >> 8;
     expect_refused(g, n, 3, "bomb.gif", "GIF", "60000 x 60000", "MW_IMAGE_MAX_PIXELS");
+    free(g);
+}
+
+static void test_bmp_hostile(void **state)
+{
+    (void)state;
+    size_t m;
+    uint8_t *b = seed("rgb.bmp", &m);
     expect_refused(b, m - 2, 3, "cut.bmp", "BMP", "truncated");
     expect_refused(b, 40, 3, "short.bmp", "BMP", "54 bytes");
     expect_refused(b, m, 1, "rgb.bmp", "1 channel", "expected 3 or 4");
@@ -222,22 +266,26 @@ static void test_gif_bmp_hostile(void **state)
     b[18] = b[22] = 60000 & 255;
     b[19] = b[23] = 60000 >> 8;
     expect_refused(b, m, 3, "bomb.bmp", "BMP", "60000 x 60000", "MW_IMAGE_MAX_PIXELS");
-    free(g);
     free(b);
 }
 
-static void test_not_images(void **state)
+static void test_not_image(void **state)
 {
     (void)state;
     expect_refused((const uint8_t *)"hello, world", 12, 3, "notes.txt", "not an image",
                    "68 65 6c 6c 6f 2c 20 77", "expected the signature of a JPEG");
-    expect_refused((const uint8_t *)"", 0, 3, "empty.png", "an empty file", "expected a JPEG");
     expect_refused((const uint8_t *)"\xff\xd8\xff", 3, 3, "stub.jpg", "JPEG");
     expect_refused((const uint8_t *)"\x89PNG\r\n\x1a\n", 8, 3, "stub.png", "PNG", "truncated");
     mw_image img;
     expect_err(mw_image_decode(&img, (const uint8_t *)"BM", 2, 2, "x.bmp"), MW_EINVAL, "x.bmp",
                "2 channels", "expected 1, 3 or 4");
     mw_err_clear();
+}
+
+static void test_empty_file(void **state)
+{
+    (void)state;
+    expect_refused((const uint8_t *)"", 0, 3, "empty.png", "an empty file", "expected a JPEG");
 }
 
 /* An 8 x 8 CMYK JPEG of one color, written by libjpeg (with its Adobe marker, so the decoder
@@ -344,11 +392,14 @@ static void test_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seeds),       cmocka_unit_test(test_sniff),
-        cmocka_unit_test(test_resize),      cmocka_unit_test(test_jpeg_hostile),
-        cmocka_unit_test(test_png_hostile), cmocka_unit_test(test_gif_bmp_hostile),
-        cmocka_unit_test(test_not_images),  cmocka_unit_test(test_cmyk),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_seeds),        cmocka_unit_test(test_sniff),
+        cmocka_unit_test(test_resize),       cmocka_unit_test(test_jpeg_truncated),
+        cmocka_unit_test(test_jpeg_corrupt), cmocka_unit_test(test_jpeg_bomb),
+        cmocka_unit_test(test_jpeg_rgba),    cmocka_unit_test(test_png_truncated),
+        cmocka_unit_test(test_png_crc),      cmocka_unit_test(test_png_bomb),
+        cmocka_unit_test(test_gif_hostile),  cmocka_unit_test(test_bmp_hostile),
+        cmocka_unit_test(test_not_image),    cmocka_unit_test(test_empty_file),
+        cmocka_unit_test(test_cmyk),         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
