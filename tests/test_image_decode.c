@@ -121,6 +121,17 @@ static void test_resize(void **state)
     for (size_t y = 0; y < H; y++)
         for (size_t x = 0; x < H; x++)
             assert_true(out[y * H + x] == img.pixels[y * W + 80 + x]);
+    /* wider than the weights' chunk (1024 columns): 2 x 2500 RGB as it is */
+    mw_image wide = {.height = 2, .width = 2500, .channels = 3, .pixels = malloc(2 * 2500 * 3)};
+    float *wout = malloc(sizeof(float) * 2 * 2500 * 3);
+    assert_true(wide.pixels && wout);
+    for (size_t i = 0; i < 2 * 2500 * 3; i++)
+        wide.pixels[i] = (uint8_t)(i * 13 + i / 7);
+    mw_image_resize(wout, &wide, 2, 2500, MW_IMAGE_BILINEAR, 0);
+    for (size_t i = 0; i < 2 * 2500 * 3; i++)
+        assert_true(wout[i] == wide.pixels[i]);
+    free(wout);
+    free(wide.pixels);
     /* 2 x 1 to 4 x 1 bilinear: half-pixel centers give 0.25 and 0.75 of the way */
     mw_image two = {.height = 2, .width = 1, .channels = 1, .pixels = (uint8_t[]){0, 100}};
     mw_image_resize(out, &two, 4, 1, MW_IMAGE_BILINEAR, 0);

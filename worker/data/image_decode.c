@@ -30,6 +30,7 @@
 #include <png.h>
 
 #define MAX_JPEG_SCANS 500 /* libjpeg-turbo's own fuzzers stop there */
+#define RESIZE_CHUNK 1024  /* output columns whose weights are computed at once */
 
 mw_image_format mw_image_sniff(const uint8_t *b, size_t n)
 {
@@ -679,6 +680,21 @@ static float lerp(float a, float b, float t)
     return a + (b - a) * t;
 }
 
+/* One output row's columns [0, n) (weights xs) from input rows top and bottom; c constant
+ * where it is called, so each channel count gets its own unrolled loop. */
+static inline void resize_row(float *dst, const uint8_t *top, const uint8_t *bot,
+                              const axis_weight *xs, uint32_t n, size_t c, float ylerp)
+{
+    for (uint32_t x = 0; x < n; x++) {
+        size_t l = xs[x].lo * c, r = xs[x].hi * c;
+        for (size_t k = 0; k < c; k++) {
+            float t = lerp(top[l + k], top[r + k], xs[x].lerp);
+            float b = lerp(bot[l + k], bot[r + k], xs[x].lerp);
+            *dst++ = lerp(t, b, ylerp);
+        }
+    }
+}
+
 void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t width,
                      mw_image_interp interp, int crop)
 {
@@ -688,17 +704,21 @@ void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t 
     float sy = (float)box[2] / (float)height, sx = (float)box[3] / (float)width;
     size_t c = (size_t)src->channels, stride = (size_t)src->width * c;
     const uint8_t *base = src->pixels + box[0] * stride + box[1] * c;
-    for (uint32_t y = 0; y < height; y++) {
-        axis_weight ay = axis_at(y, sy, box[2], interp);
-        const uint8_t *top = base + ay.lo * stride, *bot = base + ay.hi * stride;
-        for (uint32_t x = 0; x < width; x++) {
-            axis_weight ax = axis_at(x, sx, box[3], interp);
-            size_t l = ax.lo * c, r = ax.hi * c;
-            for (size_t k = 0; k < c; k++) {
-                float t = lerp(top[l + k], top[r + k], ax.lerp);
-                float b = lerp(bot[l + k], bot[r + k], ax.lerp);
-                *dst++ = lerp(t, b, ay.lerp);
-            }
+    axis_weight xs[RESIZE_CHUNK]; /* the columns' weights, a chunk of them at a time */
+    for (uint32_t x0 = 0; x0 < width; x0 += RESIZE_CHUNK) {
+        uint32_t n = width - x0 < RESIZE_CHUNK ? width - x0 : RESIZE_CHUNK;
+        for (uint32_t x = 0; x < n; x++)
+            xs[x] = axis_at(x0 + x, sx, box[3], interp);
+        for (uint32_t y = 0; y < height; y++) {
+            axis_weight ay = axis_at(y, sy, box[2], interp);
+            const uint8_t *top = base + ay.lo * stride, *bot = base + ay.hi * stride;
+            float *out = dst + ((size_t)y * width + x0) * c;
+            if (c == 3)
+                resize_row(out, top, bot, xs, n, 3, ay.lerp);
+            else if (c == 1)
+                resize_row(out, top, bot, xs, n, 1, ay.lerp);
+            else
+                resize_row(out, top, bot, xs, n, c, ay.lerp);
         }
     }
 }
