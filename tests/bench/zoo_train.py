@@ -62,10 +62,14 @@ def make_data(path, n):
              y_test=idx("t10k-labels-idx1-ubyte.gz").astype(np.int32))
 
 
-def make_archive(path, name):
+def make_archive(path, name, bn_momentum=None):
     import keras
     keras.utils.set_random_seed(0)
     model = getattr(keras.applications, name)(weights=None, classes=10, input_shape=(32, 32, 3))
+    if bn_momentum is not None:  # the same weights, the moving statistics' momentum changed
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.BatchNormalization):
+                layer.momentum = bn_momentum
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     model.save(path)
@@ -150,18 +154,22 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--keras-python", default=sys.executable)
     ap.add_argument("--keras-backend", default="jax", help="jax (this venv) or tensorflow")
+    ap.add_argument("--bn-momentum", type=float,
+                    help="every BatchNormalization's momentum set to this in the archive")
     ap.add_argument("--skip-keras", action="store_true", help="mwtrain's side only")
     ap.add_argument("--skip-mwtrain", action="store_true", help="Keras' side only")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     data = os.path.join(a.work, "data-%d.npz" % a.images)
-    archive = os.path.join(a.work, a.name + ".keras")
+    model = a.name + ("" if a.bn_momentum is None else "-bn%g" % a.bn_momentum)
+    archive = os.path.join(a.work, model + ".keras")
     if not os.path.exists(data):
         make_data(data, a.images)
     if not os.path.exists(archive):
-        print("%s: %d parameters" % (a.name, make_archive(archive, a.name)), flush=True)
+        print("%s: %d parameters" % (model, make_archive(archive, a.name, a.bn_momentum)),
+              flush=True)
     batch = B * a.ranks
-    tag = "%s-%dimg-%dep-b%d" % (a.name, a.images, a.epochs, batch)
+    tag = "%s-%dimg-%dep-b%d" % (model, a.images, a.epochs, batch)
     print("%s on %d padded Fashion-MNIST images, %d epochs, global batch %d" %
           (a.name, a.images, a.epochs, batch), flush=True)
     mw = None

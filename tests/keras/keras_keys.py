@@ -370,16 +370,21 @@ def compile_cases(cases, tmp):
         f"compile_config: the control, a made-up key, is refused as unknown (exit {rc}): {last}"))
 
 
-with tempfile.TemporaryDirectory() as tmp:
-    listed = mwtrain_classes(tmp)
-    check(len(listed) > 20, f"mwtrain lists the classes it reads: {listed}")
-    for c in listed:
-        check(c in HOSTS or c in ALIASES, f"{c}: this test builds a model around it")
-    cases = Cases(tmp)
-    for c, make in HOSTS.items():
-        layer_cases(cases, c, json.loads(make().to_json()))
-    initializer_cases(cases)
-    compile_cases(cases, tmp)
-    print(f"{len(cases.cases)} models", flush=True)
-    cases.run()
-finish()
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        listed = mwtrain_classes(tmp)
+        check(len(listed) > 20, f"mwtrain lists the classes it reads: {listed}")
+        for c in listed:
+            check(c in HOSTS or c in ALIASES, f"{c}: this test builds a model around it")
+        cases = Cases(tmp)
+        for c, make in HOSTS.items():
+            layer_cases(cases, c, json.loads(make().to_json()))
+        initializer_cases(cases)
+        compile_cases(cases, tmp)
+        print(f"{len(cases.cases)} models", flush=True)
+        cases.run()
+    finish()
+
+
+if __name__ == "__main__":  # keras_twins.py imports the builders
+    main()

@@ -372,15 +372,14 @@ static mw_status read_group(hid_t top, const char *top_name, const access_lists 
 }
 
 static mw_status read_layer(hid_t top, const char *top_name, const access_lists *acc,
-                            const mw_model *m, int li, float *params, const char *origin)
+                            const mw_model *m, int li, const char *key, float *params,
+                            const char *origin)
 {
     mw_keras_var v[MW_KERAS_MAX_VARS];
     int nv = 0;
     if (!mw_keras_layer_is_own(&m->layers[li]))
         return MW_OK;
     MW_TRY(mw_keras_vars(m, li, v, &nv));
-    char key[256];
-    mw_keras_layer_key(m, li, key, sizeof key);
     for (int i = 0, j; i < nv; i = j) { /* each run of variables of one group */
         for (j = i + 1; j < nv && !strcmp(v[j].sub, v[i].sub); j++)
             ;
@@ -391,7 +390,7 @@ static mw_status read_layer(hid_t top, const char *top_name, const access_lists 
 
 /* Every layer group of the file with variables must be a layer of m that has them. */
 static mw_status check_extra(hid_t top, const char *top_name, const access_lists *acc,
-                             const mw_model *m, const char *origin)
+                             const mw_model *m, const char *keys, const char *origin)
 {
     const long long n = nlinks(top);
     for (long long i = 0; i < n; i++) {
@@ -401,11 +400,9 @@ static mw_status check_extra(hid_t top, const char *top_name, const access_lists
             return mw_err(MW_EDATA, "%s: the group %s cannot be listed (corrupt file?)", origin,
                           top_name);
         int found = 0;
-        for (int j = 0; j < m->nlayers && !found; j++) {
-            char key[256];
-            mw_keras_layer_key(m, j, key, sizeof key);
-            found = mw_keras_layer_is_own(&m->layers[j]) && !strcmp(key, name);
-        }
+        for (int j = 0; j < m->nlayers && !found; j++)
+            found = mw_keras_layer_is_own(&m->layers[j]) &&
+                    !strcmp(keys + (size_t)j * MW_KERAS_KEY_MAX, name);
         if (found)
             continue;
         hid_t vars;
@@ -484,6 +481,7 @@ mw_status mw_keras_h5_read(const mw_model *m, float *params, const void *image, 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1, top = -1;
     access_lists acc;
     mw_status rc = MW_OK;
+    char *keys = NULL;
     if (access_make(&acc) < 0 || fapl < 0 || H5Pset_fapl_core(fapl, 1 << 16, 0) < 0 ||
         H5Pset_file_image_callbacks(fapl, &cb) < 0 ||
         H5Pset_file_image(fapl, (void *)image, nbytes) < 0) {
@@ -502,11 +500,14 @@ mw_status mw_keras_h5_read(const mw_model *m, float *params, const void *image, 
                     rc, done);
     const char *top_name = keras2 ? "_layer_checkpoint_dependencies" : "layers";
     top = keras3 || keras2 ? H5Gopen2(f, top_name, acc.gapl) : -1;
+    MW_TRY_GOTO(mw_keras_layer_keys(m, &keys), rc, done);
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++)
-        rc = read_layer(top, top_name, &acc, m, i, params, origin);
+        rc = read_layer(top, top_name, &acc, m, i, keys + (size_t)i * MW_KERAS_KEY_MAX, params,
+                        origin);
     if (rc == MW_OK && top >= 0)
-        rc = check_extra(top, top_name, &acc, m, origin);
+        rc = check_extra(top, top_name, &acc, m, keys, origin);
 done:
+    free(keys);
     close_id(top, H5Gclose);
     close_id(f, H5Fclose);
     access_free(&acc);
@@ -616,7 +617,10 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
     hid_t layers = H5Gcreate2(f, "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (layers < 0)
         return mw_err(MW_EINTERNAL, "%s: HDF5 cannot create /layers", origin);
+    char *keys = NULL;
     mw_status rc = write_nests(layers, m, origin);
+    if (rc == MW_OK)
+        rc = mw_keras_layer_keys(m, &keys);
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++) {
         const mw_layer *l = &m->layers[i];
         if (!mw_keras_layer_is_own(l))
@@ -625,8 +629,7 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
         int nv = 0;
         if ((rc = mw_keras_vars(m, i, v, &nv)) != MW_OK)
             break;
-        char key[256];
-        mw_keras_layer_key(m, i, key, sizeof key);
+        const char *key = keys + (size_t)i * MW_KERAS_KEY_MAX;
         const char *kname = l->block ? l->block_name : l->name;
         hid_t vars = make_vars(layers, key, kname);
         if (vars < 0)
@@ -655,6 +658,7 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
         }
         close_id(kg, H5Gclose);
     }
+    free(keys);
     H5Gclose(layers);
     if (rc != MW_OK)
         return rc;

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "worker/model/layer.h"
@@ -147,6 +148,21 @@ void mw_keras_snake_case(const char *cls, char *out, size_t len)
         out[k < len ? k : len - 1] = '\0';
 }
 
+/* Layer i's key from its snake-case class and the count of own layers of its model with the
+ * same one before it. */
+static void format_key(const mw_model *m, int i, const char *snake, int before, char *out,
+                       size_t len)
+{
+    const int nest = m->layers[i].nest;
+    char scope[sizeof m->nests[0].path + 8] = "";
+    if (nest > 0)
+        snprintf(scope, sizeof scope, "%s/layers/", m->nests[nest - 1].path);
+    if (before)
+        snprintf(out, len, "%s%s_%d", scope, snake, before);
+    else
+        snprintf(out, len, "%s%s", scope, snake);
+}
+
 void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len)
 {
     char mine[128], other[128];
@@ -159,11 +175,29 @@ void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len)
         mw_keras_snake_case(mw_keras_class(&m->layers[j]), other, sizeof other);
         before += !strcmp(mine, other);
     }
-    char scope[sizeof m->nests[0].path + 8] = "";
-    if (nest > 0)
-        snprintf(scope, sizeof scope, "%s/layers/", m->nests[nest - 1].path);
-    if (before)
-        snprintf(out, len, "%s%s_%d", scope, mine, before);
-    else
-        snprintf(out, len, "%s%s", scope, mine);
+    format_key(m, i, mine, before, out, len);
+}
+
+mw_status mw_keras_layer_keys(const mw_model *m, char **keys)
+{
+    const size_t n = m->nlayers > 0 ? (size_t)m->nlayers : 1;
+    char(*snake)[128] = malloc(n * sizeof *snake);
+    char *out = malloc(n * MW_KERAS_KEY_MAX);
+    if (!snake || !out) {
+        free(snake), free(out);
+        return mw_err(MW_ENOMEM, "the .weights.h5 keys of %d layers (%zu bytes)", m->nlayers,
+                      n * (MW_KERAS_KEY_MAX + sizeof *snake));
+    }
+    for (int i = 0; i < m->nlayers; i++)
+        mw_keras_snake_case(mw_keras_class(&m->layers[i]), snake[i], sizeof snake[i]);
+    for (int i = 0; i < m->nlayers; i++) {
+        int before = 0;
+        for (int j = 0; j < i; j++)
+            before += mw_keras_layer_is_own(&m->layers[j]) &&
+                      m->layers[j].nest == m->layers[i].nest && !strcmp(snake[i], snake[j]);
+        format_key(m, i, snake[i], before, out + (size_t)i * MW_KERAS_KEY_MAX, MW_KERAS_KEY_MAX);
+    }
+    free(snake);
+    *keys = out;
+    return MW_OK;
 }

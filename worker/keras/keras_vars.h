@@ -44,6 +44,12 @@ void mw_keras_snake_case(const char *cls, char *out, size_t len);
  * (dense, dense_1, dense_2, ... whatever the layers are called); a nested model's layer's
  * within that model, under its path (sequential/layers/conv2d: mw_nest). */
 void mw_keras_layer_key(const mw_model *m, int i, char *out, size_t len);
+/* Bytes of each key mw_keras_layer_keys makes. */
+#define MW_KERAS_KEY_MAX 256
+/* Every layer's key at once, layer i's at *keys + i * MW_KERAS_KEY_MAX (an allocation the
+ * caller frees; MW_ENOMEM): each class is made snake-case once, where a key at a time costs
+ * a pass over the layers before it (a file of a thousand layers read in seconds, not ms). */
+mw_status mw_keras_layer_keys(const mw_model *m, char **keys);
 
 /* 1 when layer l is a layer of its own in Keras' model (not an activation folded into the
  * Conv2D or Dense before it, which Keras keeps inside that layer, nor a part of a KerasHub

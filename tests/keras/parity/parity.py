@@ -552,6 +552,27 @@ def upsampling():
     return keras.Model(inp, out, name="upsampling")
 
 
+def upsampling_seq():
+    """upsampling()'s layers in a Sequential model: UpSampling2D nearest (2 x 3) and bilinear,
+    Conv2DTranspose 'valid' with an output_padding per axis (the kernel above the stride on one
+    axis, below it on the other) and 'same' with output_padding, no bias; strided convolutions
+    between keep the maps small."""
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(4, 3, strides=3),
+        layers.UpSampling2D((2, 3)),
+        layers.Conv2D(4, 3, strides=3, activation="tanh"),
+        layers.UpSampling2D(2, interpolation="bilinear"),
+        layers.Conv2DTranspose(3, (3, 2), strides=(2, 3), output_padding=(1, 2),
+                               activation="relu"),
+        layers.Conv2D(4, 3, strides=4),
+        layers.Conv2DTranspose(3, 4, strides=2, padding="same", output_padding=1,
+                               use_bias=False),
+        layers.Flatten(),
+        layers.Dense(10),
+    ], name="upsampling_seq")
+
+
 def unet():
     """A small U-Net with a class per pixel (labels (N, 28, 28)): two downs (Conv2D,
     BatchNormalization, MaxPooling2D), a Conv2DTranspose and a bilinear UpSampling2D up,
@@ -591,12 +612,45 @@ def misc():
     g = layers.Add()([layers.GlobalAveragePooling2D(keepdims=True)(x),
                       layers.GlobalMaxPooling2D(keepdims=True)(x)])
     out = layers.Dense(10)(layers.Reshape((6,))(g))
-    model = keras.Model(inp, out, name="misc")
-    rng = np.random.default_rng(3)  # an adapted Normalization's statistics, not 0 and 1
+    return adapted(keras.Model(inp, out, name="misc"))
+
+
+def adapted(model):
+    """model with its Normalization "adapted" given drawn statistics, not 0 and 1 (count 100)."""
+    rng = np.random.default_rng(3)
     norm = model.get_layer("adapted")
-    norm.set_weights([rng.uniform(-0.5, 0.5, 6), rng.uniform(0.5, 2.0, 6), np.array(100)])
+    c = norm.input.shape[-1]
+    norm.set_weights([rng.uniform(-0.5, 0.5, c), rng.uniform(0.5, 2.0, c), np.array(100)])
     norm.finalize_state()
     return model
+
+
+def misc_seq():
+    """misc()'s layers in a Sequential model (what a layer accepts never depends on the model's
+    kind), and SpatialDropout1D on a Reshape of the image to a sequence: the ReLU's three
+    options, hard_silu then hard_sigmoid each after a convolution drawn with stddev 1.5 (inputs
+    on every piece), the dropouts at rate 0, Rescaling and an adapted Normalization after other
+    layers, a keepdims pooling reshaped to flat."""
+    wide = keras.initializers.RandomNormal(stddev=1.5)
+    return adapted(keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(6, 3, strides=2, kernel_initializer=wide),
+        layers.ReLU(max_value=2.5, negative_slope=0.2, threshold=0.3),
+        layers.Conv2D(6, 3, strides=2, kernel_initializer=wide),
+        layers.Activation("hard_silu"),
+        layers.Conv2D(6, 1, kernel_initializer=wide),
+        layers.Activation("hard_sigmoid"),
+        layers.SpatialDropout2D(0.3),
+        layers.Dropout(0.3, noise_shape=(None, 1, 1, 1)),
+        layers.Rescaling(0.5, offset=-0.25),
+        layers.Normalization(name="adapted"),
+        layers.Reshape((36, 6)),
+        layers.SpatialDropout1D(0.3),
+        layers.Reshape((6, 6, 6)),
+        layers.GlobalAveragePooling2D(keepdims=True),
+        layers.Reshape((6,)),
+        layers.Dense(10),
+    ], name="misc_seq"))
 
 
 def main():
@@ -604,8 +658,11 @@ def main():
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(7)
     rows, bad = [], 0
+    # the later cases last: each case draws its weights and batch from the streams the ones
+    # before it left, so appending keeps every earlier case's numbers
     makers = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, misc,
-              upsampling, unet, depthwise, depthwise_seq, separable_cells, se_block, nested)
+              upsampling, unet, depthwise, depthwise_seq, separable_cells, se_block, nested,
+              misc_seq, upsampling_seq)
     only = sys.argv[3:]  # model names: only those (a quicker run while working on one)
     for make in makers:
         if only and make.__name__ not in only:
