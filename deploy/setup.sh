@@ -16,6 +16,7 @@ pkgs=(
     python3-venv                                   # tests/keras/venv.sh: the Keras/TensorBoard oracle
     libhdf5-dev libzip-dev                         # .keras archives: model.weights.h5 in a zip
     protobuf-c-compiler libprotobuf-c-dev          # TFRecord shards: the tf.train.Example parser
+    libjpeg62-turbo-dev libpng-dev libgif-dev      # image folders: JPEG, PNG, GIF (worker/data/image_decode.c)
     clang libclang-rt-14-dev                       # libFuzzer targets (fuzzer runtime)
     clang-format                                   # tests/style: the .clang-format check
     valgrind                                       # memory checks in tests

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build the fuzz targets with clang and run a short, bounded libFuzzer session on each: the
-# data readers (.npy, .npz, CIFAR) and the TFRecord reader (framing, GZIP/ZLIB, the record
-# index, tf.train.Example) for an eighth of the time each, the TF_CONFIG parser, then the
+# data readers (.npy, .npz, CIFAR), the TFRecord reader (framing, GZIP/ZLIB, the record
+# index, tf.train.Example) and the image decoder (JPEG, PNG, GIF, BMP) for a twelfth of the
+# time each, the TF_CONFIG parser, then the
 # checkpoint reader, each for half of the rest, then the Keras model reader and the .keras
 # archive reader for FUZZ_KERAS_SECONDS (default 10) between them.
 #
@@ -34,9 +35,11 @@ STAGE=${FUZZ_STAGE:-all}
 case $STAGE in build | run | all) ;; *) echo "run.sh: FUZZ_STAGE '$STAGE': expected build, run or all" >&2; exit 2 ;; esac
 DATA_SECONDS=$(( SECONDS_MAX > 3 ? SECONDS_MAX / 4 : 1 ))
 HALF=$(( SECONDS_MAX - DATA_SECONDS > 1 ? (SECONDS_MAX - DATA_SECONDS) / 2 : 1 ))
-# The quarter is shared by the data readers and the TFRecord reader.
-TFRECORD_SECONDS=$(( DATA_SECONDS > 1 ? DATA_SECONDS / 2 : 1 ))
-DATA_SECONDS=$(( DATA_SECONDS > TFRECORD_SECONDS ? DATA_SECONDS - TFRECORD_SECONDS : 1 ))
+# The quarter is shared by the data readers, the TFRecord reader and the image decoder.
+TFRECORD_SECONDS=$(( DATA_SECONDS > 2 ? DATA_SECONDS / 3 : 1 ))
+IMAGE_SECONDS=$(( DATA_SECONDS > 2 ? DATA_SECONDS / 3 : 1 ))
+OTHERS=$(( TFRECORD_SECONDS + IMAGE_SECONDS ))
+DATA_SECONDS=$(( DATA_SECONDS > OTHERS ? DATA_SECONDS - OTHERS : 1 ))
 
 # The targets compile concurrently (each clang command in the background; all are waited for
 # before the first run): one after the other they took a minute of CI.
@@ -110,6 +113,35 @@ cat > "$OUT/tfrecord.dict" <<'DICT'
 "-of-"
 "00016"
 "\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+DICT
+
+# The image decoder (worker/data/image_decode.c) over the installed libjpeg-turbo, libpng and
+# giflib, which are not instrumented.
+mkdir -p "$OUT/corpus-image"
+# shellcheck disable=SC2086,SC2046
+build_target fuzz_image $CFLAGS -I"$ROOT" $(pkg-config --cflags libjpeg libpng libgif) \
+    "$ROOT/tests/fuzz/fuzz_image.c" "$ROOT/worker/data/image_decode.c" $COMMON \
+    $(pkg-config --libs libjpeg libpng libgif) -lm
+# Signatures and chunk, marker and block names of the four formats.
+cat > "$OUT/image.dict" <<'DICT'
+"\xff\xd8\xff"
+"\xff\xc0"
+"\xff\xc2"
+"\xff\xc4"
+"\xff\xda"
+"\xff\xd9"
+"Adobe"
+"\x89PNG\x0d\x0a\x1a\x0a"
+"IHDR"
+"PLTE"
+"tRNS"
+"IDAT"
+"IEND"
+"GIF89a"
+"GIF87a"
+"\x21\xf9\x04"
+"BM"
+"\x28\x00\x00\x00"
 DICT
 
 # Tokens that reach the validator's branches quickly.
@@ -273,6 +305,8 @@ run data 8192 256 "$DATA_SECONDS"
 # A record may be up to MW_TFRECORD_MAX_RECORD (256 MiB) once it is there; a fuzz input is far
 # smaller, so 256 MiB is a limit no valid input reaches.
 run tfrecord 65536 256 "$TFRECORD_SECONDS"
+# An image may allocate its pixels up to MW_IMAGE_MAX_PIXELS x 4 channels (512 MiB).
+run image 8192 640 "$IMAGE_SECONDS"
 run tfconfig 4096 2048
 # A checkpoint may only allocate what its bytes can inflate to (1032:1): 64 MiB is plenty here.
 run checkpoint 8192 64
