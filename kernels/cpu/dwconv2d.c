@@ -11,7 +11,8 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/twins.h"
 
-/* Input channels per dw / db block: 16 floats, one cache line of x per pixel when M is 1. */
+/* dw / db blocks are whole multiples of 16 input channels: a cache line of x per pixel when M
+ * is 1. */
 #define DW_BLOCK 16
 
 /* The output columns [*lo, *hi) whose tap at column offset off (kw*DW - PL) lands inside the
@@ -139,11 +140,17 @@ static void dw_block(float *dw, float *db, const float *dy, const float *x, cons
 void mw_dwconv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
                          const float *x, const float *w, const mw_conv2d_geom *g, int N)
 {
-    const int nb = (g->C + DW_BLOCK - 1) / DW_BLOCK;
-#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    /* One block of whole cache lines of channels per thread: each block streams all of x and
+     * dy once, so blocks of one line each read them C / 16 times (MobileNetV2 at 96x96 spent
+     * a tenth of its step there). A value's sum runs over the pixels in the same order
+     * whatever the blocks, so the results are the same bits for any split. */
+    const int lines = (g->C + DW_BLOCK - 1) / DW_BLOCK, nt = MW_NT(k);
+    const int nb = lines < nt ? lines : nt, per = (lines + nb - 1) / nb * DW_BLOCK;
+#pragma omp parallel for num_threads(nb) schedule(static)
     for (int i = 0; i < nb; i++) {
-        const int c0 = i * DW_BLOCK, c1 = c0 + DW_BLOCK < g->C ? c0 + DW_BLOCK : g->C;
-        dw_block(dw, db, dy, x, g, N, c0, c1);
+        const int c0 = i * per, c1 = c0 + per < g->C ? c0 + per : g->C;
+        if (c0 < c1)
+            dw_block(dw, db, dy, x, g, N, c0, c1);
     }
     if (!dx)
         return;
