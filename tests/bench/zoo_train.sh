@@ -29,7 +29,13 @@ else
 fi
 rc=0
 for m in "${models[@]}"; do
+    # keras.applications' MobileNetV2 keeps its moving statistics with momentum 0.999: after
+    # these 1,560 steps a fifth of each is still its initial value, and inference collapses to
+    # one class in Keras and in mwtrain alike (both 10.00 %); 0.99 makes the test accuracy mean
+    # something (training itself is the same bits)
+    extra=()
+    [[ $m == MobileNetV2 ]] && extra=(--bn-momentum 0.99)
     "$py" "$src/tests/bench/zoo_train.py" "$mwtrain" "$work" "$m" --keras-python "$tfpy" \
-        --keras-backend tensorflow || rc=1
+        --keras-backend tensorflow "${extra[@]}" || rc=1
 done
 exit $rc
