@@ -30,7 +30,7 @@ fi
 rc=0
 for m in "${models[@]}"; do
     # keras.applications' MobileNetV2 keeps its moving statistics with momentum 0.999: after
-    # these 1,560 steps a fifth of each is still its initial value, and inference collapses to
+    # these 1,570 steps a fifth of each is still its initial value, and inference collapses to
     # one class in Keras and in mwtrain alike (both 10.00 %); 0.99 makes the test accuracy mean
     # something (training itself is the same bits)
     extra=()
