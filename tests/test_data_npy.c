@@ -180,7 +180,7 @@ static char *write_npz(const char *dir, const char *name, const npy_case *c, uns
     return path;
 }
 
-static const mw_data_opts no_opts = {0, 1, 0};
+static const mw_data_opts no_opts = {.cifar_fine = 1};
 
 /* ---- good files ---- */
 
@@ -215,7 +215,7 @@ static void test_npy_dir_good(void **state)
     check_good_set(&tr, &te);
     assert_non_null(tr.map); /* mapped, not copied */
     assert_non_null(te.map);
-    mw_data_opts five = {5, 1, 0};
+    mw_data_opts five = {.classes = 5, .cifar_fine = 1};
     expect_err(mw_dataset_open(&tr, &te, dir, &five), MW_OK, "");
     assert_int_equal(tr.num_classes, 5);
     mw_dataset_free(&tr);
@@ -425,7 +425,7 @@ static void test_text_corpus(void **state)
         text[i] = (char)('a' + i % 26);
     text[42] = 0;
     char *path = mw_test_write_file(dir, "corpus.txt", text, 42);
-    mw_data_opts o = {0, 1, 4};
+    mw_data_opts o = {.cifar_fine = 1, .sequence_length = 4};
     mw_dataset tr, te;
     mw_dataset_init(&tr);
     mw_dataset_init(&te);
@@ -876,7 +876,7 @@ static void test_cifar100_labels(void **state)
     assert_int_equal(tr.num_classes, 100);
     assert_int_equal(tr.labels[0], 97);
     assert_int_equal(tr.labels[3], 0);
-    mw_data_opts coarse = {0, 0, 0};
+    mw_data_opts coarse = {.cifar_fine = 0};
     expect_err(mw_dataset_open(&tr, &te, dir, &coarse), MW_OK, "");
     assert_int_equal(tr.num_classes, 20);
     assert_int_equal(tr.labels[0], 19);
@@ -1236,7 +1236,7 @@ static void test_bad_npy(void **state)
             mw_dataset tr, te;
             mw_dataset_init(&tr);
             mw_dataset_init(&te);
-            mw_data_opts o = {c->classes, 1, 0};
+            mw_data_opts o = {.classes = c->classes, .cifar_fine = 1};
             mw_err_clear();
             mw_status rc = mw_dataset_open(&tr, &te, npz ? path : sub, &o);
             char who[256];
@@ -1426,7 +1426,8 @@ static void test_bad_cifar(void **state)
         char sub[4096], p[4200];
         snprintf(sub, sizeof sub, "%s/%s", dir, c->name);
         assert_int_equal(mkdir(sub, 0755), 0);
-        mw_data_opts o = {c->fault == C_CLASSES ? 1 : 0, c->fault != C_COARSE20, 0};
+        mw_data_opts o = {.classes = c->fault == C_CLASSES ? 1 : 0,
+                          .cifar_fine = c->fault != C_COARSE20};
         if (c->fault == C_FINE100 || c->fault == C_COARSE20 || c->fault == C_100_SIZE) {
             write_cifar(sub, "train.bin", 3, 1, 0, c->fault == C_FINE100 ? 100 : 0);
             write_cifar(sub, "test.bin", 2, 1, 0, 0);

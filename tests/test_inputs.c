@@ -56,7 +56,7 @@ static mw_status read_data(const char *arg)
     mw_dataset tr, te;
     mw_dataset_init(&tr);
     mw_dataset_init(&te);
-    const mw_data_opts o = {0, 1, 0};
+    const mw_data_opts o = {.cifar_fine = 1};
     mw_status rc = mw_dataset_open(&tr, &te, arg, &o);
     mw_dataset_free(&tr);
     mw_dataset_free(&te);

@@ -69,6 +69,8 @@ static const char *const backends[] = {"cpu", "ref", NULL};
 static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; /* mw_progress */
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
+static const char *const color_modes[] = {"rgb", "grayscale", "rgba", NULL}; /* .color_mode */
+static const char *const interpolations[] = {"bilinear", "nearest", NULL};   /* mw_image_interp */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
 _Static_assert(sizeof progresses / sizeof *progresses == MW_PROGRESS_NONE + 2,
@@ -134,8 +136,9 @@ static const flag flags[] = {
     {"data", "PATH", C_TRAIN | C_EVAL, K_PATH, TR(data_dir, const char *),
      .help = "the data, recognised by content: a Keras-style .npz (x_train, y_train, x_test, "
              "y_test), or a directory of those four .npy files (memory-mapped), of CIFAR-10 or "
-             "CIFAR-100 binary batches, of train.csv and test.csv (label, features), or of IDX "
-             "files (same as --data-dir; "
+             "CIFAR-100 binary batches, of train.csv and test.csv (label, features), an image "
+             "folder (train/ and test/ of class folders), TFRecord shards of tf.train.Example, "
+             "or of IDX files (same as --data-dir; "
              "default " MW_DATA_DEFAULT_DIR ")"},
     {"classes", "N", C_TRAIN | C_EVAL, K_INT, TR(classes, int), .lo = 1, .hi = 65536,
      .help = "number of classes; every label must be below it (default: the largest label + "
@@ -148,6 +151,28 @@ static const flag flags[] = {
      .choices = cifar_labels,
      .help = "CIFAR-100's labels: 100 fine or 20 coarse classes "
              "(default fine)"},
+    {"image-size", "HxW", C_TRAIN | C_EVAL, K_STRING, TR(image_size, const char *),
+     .help = "encoded images (an image folder, TFRecord shards) are resized to H x W pixels, "
+             "as image_dataset_from_directory's image_size (default: the first training "
+             "image's size)"},
+    {"color-mode", "rgb|grayscale|rgba", C_TRAIN | C_EVAL, K_CHOICE, TR(color_mode, int),
+     .choices = color_modes,
+     .help = "encoded images are decoded to 3, 1 or 4 channels, as Keras' color_mode "
+             "(default rgb)"},
+    {"interpolation", "bilinear|nearest", C_TRAIN | C_EVAL, K_CHOICE, TR(interpolation, int),
+     .choices = interpolations,
+     .help = "how encoded images are resized (default bilinear, as Keras)"},
+    {"crop-to-aspect-ratio", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(crop_to_aspect, int), .on = 1,
+     .help = "resize encoded images without distortion: first the largest centered crop of "
+             "--image-size's aspect ratio (Keras' crop_to_aspect_ratio=True)"},
+    {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
+     .expect = "the name of a bytes feature of the Examples",
+     .help = "TFRecord shards: the Example feature holding the encoded image (default "
+             "image/encoded, else image)"},
+    {"label-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(label_key, const char *),
+     .expect = "the name of an int64 feature of the Examples",
+     .help = "TFRecord shards: the Example feature holding the class label (default "
+             "image/class/label, else label)"},
     {"threads", "N", C_TRAIN | C_EVAL, K_INT, TR(threads, int), .lo = 1, .hi = 1024,
      .help = "compute threads per rank (default: cores / ranks on the node)"},
     {"backend", "cpu|ref", C_TRAIN | C_EVAL, K_NAME, TR(backend, const char *), .choices = backends,

@@ -71,6 +71,13 @@ typedef struct {
     int classes;               /* --classes: 0 = the largest label + 1 */
     int sequence_length;       /* --sequence-length: --data is a text corpus (0: not) */
     int cifar_label;           /* --label: 0 fine, 1 coarse (CIFAR-100) */
+    const char *image_size;    /* --image-size HxW or H,W: encoded images' decoded size (NULL:
+                                  the first training image's) */
+    int color_mode;            /* --color-mode: 0 rgb, 1 grayscale, 2 rgba */
+    int interpolation;         /* --interpolation: mw_image_interp (0 bilinear, 1 nearest) */
+    int crop_to_aspect;        /* --crop-to-aspect-ratio */
+    const char *image_key;     /* --image-key: TFRecord feature of the image (NULL: default) */
+    const char *label_key;     /* --label-key: TFRecord feature of the label (NULL: default) */
 
     /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */
     const char *evaluator_device;

@@ -269,6 +269,36 @@ static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem,
     return MW_OK;
 }
 
+/* --image-size: "HxW" or "H,W", each 1..MW_DATA_MAX_DIM. */
+static mw_status parse_image_size(const char *v, uint32_t *h, uint32_t *w)
+{
+    unsigned long a = 0, b = 0;
+    char sep = 0, extra = 0;
+    if (sscanf(v, "%lu%c%lu%c", &a, &sep, &b, &extra) != 3 || (sep != 'x' && sep != ',') || a < 1 ||
+        b < 1 || a > MW_DATA_MAX_DIM || b > MW_DATA_MAX_DIM || v[0] == '-')
+        return mw_err(MW_EINVAL,
+                      "--image-size '%s': expected HEIGHTxWIDTH or HEIGHT,WIDTH, each 1..%u "
+                      "(e.g. 224x224)",
+                      v, MW_DATA_MAX_DIM);
+    *h = (uint32_t)a, *w = (uint32_t)b;
+    return MW_OK;
+}
+
+/* What --data reads besides the path. */
+static mw_status data_opts(const mw_train_opts *o, mw_data_opts *d)
+{
+    static const int channels[] = {3, 1, 4}; /* --color-mode rgb, grayscale, rgba */
+    *d = (mw_data_opts){.classes = o->classes,
+                        .cifar_fine = o->cifar_label == 0,
+                        .sequence_length = o->sequence_length,
+                        .color_channels = channels[o->color_mode],
+                        .interp = o->interpolation,
+                        .crop = o->crop_to_aspect,
+                        .image_key = o->image_key,
+                        .label_key = o->label_key};
+    return o->image_size ? parse_image_size(o->image_size, &d->image_h, &d->image_w) : MW_OK;
+}
+
 mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
                           mw_session_use use)
 {
@@ -285,9 +315,8 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     const int with_data = use != MW_USE_EXPORT;
     mw_sysmem mem; /* read before the data and the model are in memory */
     const int check = mw_memory_check_enabled() && mw_sysmem_query(&mem);
-    const mw_data_opts dopts = {.classes = o->classes,
-                                .cifar_fine = o->cifar_label == 0,
-                                .sequence_length = o->sequence_length};
+    mw_data_opts dopts;
+    MW_TRY(data_opts(o, &dopts));
     /* the node's ranks load the same files at once: each reader checks its share */
     mw_sysmem_set_share(topo->local_size > 0 ? topo->local_size : 1);
     MW_TRY(settle_loss(s));
@@ -510,6 +539,7 @@ mw_status mw_session_evaluate(mw_session *s, double *loss, double *metric)
     double sums[MW_SUMS] = {0};                            /* kernels.h' MW_SUM_* */
     mw_dataset_mask_batches(&s->test, NULL, ntest, ntest); /* a masked loss: one batch */
     MW_TRY(s->ops->evaluate(s->rep, &s->test, ntest, sums));
+    MW_TRY(mw_dataset_status(&s->test)); /* an image that did not decode */
     const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
     mw_wait_ctx w = {"evaluation metrics all-reduce", -1, s->o->collective_timeout};
     MPI_Request req;

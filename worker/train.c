@@ -194,6 +194,7 @@ static mw_status step(trainer *t, long start, long gb, long next_gb, double *sec
     if (s->loss_scale > 0)
         s->model.loss_scale = (float)s->loss_scale;
     MW_TRY(s->ops->grads(s->rep, &s->train, t->order + start, gb, dseed, s->global_step));
+    MW_TRY(mw_dataset_status(&s->train)); /* an image that did not decode ends the job */
     *secs = mw_now() - t0;
     MW_TL_END("forward/backward", "compute");
     MW_TL_BEGIN("all-reduce", "allreduce");

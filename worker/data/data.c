@@ -13,6 +13,11 @@
 #include "common/mapguard.h"
 #include "common/rng.h"
 #include "worker/data/preprocess.h"
+#include "worker/data/stream.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 void mw_dataset_init(mw_dataset *d)
 {
@@ -34,6 +39,7 @@ void mw_dataset_free(mw_dataset *d)
     free(d->weights);
     free(d->mask_w);
     free(d->valid);
+    mw_stream_free(d->stream);
     mw_dataset_init(d);
 }
 
@@ -108,7 +114,7 @@ int mw_dataset_unseen_classes(const mw_dataset *train, const mw_dataset *test, c
 
 size_t mw_dataset_image_nbytes(const mw_dataset *d)
 {
-    const size_t item = d->type == MW_IMAGES_F32      ? 4u
+    const size_t item = d->type == MW_IMAGES_F32 || d->type == MW_IMAGES_ENCODED ? 4u
                         : d->type == MW_IMAGES_TOKENS ? (size_t)d->tok_size
                                                       : 1u;
     return (size_t)d->rows * d->cols * d->channels * item;
@@ -142,6 +148,10 @@ static void assemble(const mw_dataset *d, float *dst, uint32_t id, size_t nbytes
 {
     const size_t hw = (size_t)d->rows * d->cols, C = d->channels, count = hw * C;
     assert(id < d->count);
+    if (d->type == MW_IMAGES_ENCODED) { /* a failure is kept for mw_dataset_status */
+        (void)mw_stream_decode(d->stream, dst, id, raw);
+        return;
+    }
     const uint8_t *src = d->images + (size_t)id * nbytes;
     if (d->type == MW_IMAGES_F32) /* little-endian like the host (data.h); maybe unaligned */
         memcpy(dst, src, count * sizeof *dst);
@@ -157,27 +167,56 @@ static void assemble(const mw_dataset *d, float *dst, uint32_t id, size_t nbytes
                 dst[j * C + c] = raw ? (float)src[c * hw + j] : (float)src[c * hw + j] / 255.0f;
 }
 
+/* 1 when the caller is one thread and encoded images are to be decoded: then every thread of
+ * the rank decodes (a whole slice); inside a parallel region each thread decodes its own
+ * micro-batch. */
+static int decode_in_parallel(const mw_dataset *d, int n)
+{
+    int nested = 0;
+#ifdef _OPENMP
+    nested = omp_in_parallel();
+#endif
+    return d->type == MW_IMAGES_ENCODED && !nested && n > 1;
+}
+
 /* Through the input pipeline: each example assembled into scratch, then transformed into x. */
 static void batch_pipeline(const mw_dataset *d, float *x, const uint32_t *ids, int n, size_t nbytes)
 {
     const mw_preprocess *p = d->pre;
     const size_t in = mw_preprocess_in_count(p), out = mw_preprocess_out_count(p);
     const int L = mw_preprocess_nlayers(p);
-    float *a = malloc(2 * in * sizeof *a);
-    mw_pre_draw *draws = malloc((size_t)L * sizeof *draws);
-    if (!a || !draws) { /* a few KiB: no way to go on, and no status to return */
-        mw_log_error("out of memory assembling a batch (%zu bytes)", 2 * in * sizeof *a);
-        abort();
-    }
     const int raw = mw_preprocess_takes_raw(p);
-    for (int i = 0; i < n; i++) {
-        assemble(d, a, ids[i], nbytes, raw);
-        if (d->augment)
-            mw_preprocess_draw(p, d->aug_seed, d->epoch, ids[i], draws);
-        mw_preprocess_apply(p, x + (size_t)i * out, a, a + in, d->augment, draws);
+#pragma omp parallel if (decode_in_parallel(d, n))
+    {
+        float *a = malloc(2 * in * sizeof *a);
+        mw_pre_draw *draws = malloc((size_t)L * sizeof *draws);
+        if (!a || !draws) { /* a few KiB: no way to go on, and no status to return */
+            mw_log_error("out of memory assembling a batch (%zu bytes)", 2 * in * sizeof *a);
+            abort();
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int i = 0; i < n; i++) {
+            assemble(d, a, ids[i], nbytes, raw);
+            if (d->augment)
+                mw_preprocess_draw(p, d->aug_seed, d->epoch, ids[i], draws);
+            mw_preprocess_apply(p, x + (size_t)i * out, a, a + in, d->augment, draws);
+        }
+        free(draws);
+        free(a);
     }
-    free(draws);
-    free(a);
+}
+
+mw_status mw_dataset_status(const mw_dataset *d)
+{
+    return d->stream ? mw_stream_status(d->stream) : MW_OK;
+}
+
+/* Encoded images without a pipeline (decode_in_parallel says by which threads). */
+static void batch_encoded(const mw_dataset *d, float *x, const uint32_t *ids, int n, size_t count)
+{
+#pragma omp parallel for schedule(dynamic, 1) if (decode_in_parallel(d, n))
+    for (int i = 0; i < n; i++)
+        assemble(d, x + (size_t)i * count, ids[i], 0, 0);
 }
 
 void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *ids, int n)
@@ -186,6 +225,8 @@ void mw_dataset_batch(const mw_dataset *d, float *x, void *y, const uint32_t *id
     const size_t nbytes = mw_dataset_image_nbytes(d);
     if (d->pre)
         batch_pipeline(d, x, ids, n, nbytes);
+    else if (d->type == MW_IMAGES_ENCODED)
+        batch_encoded(d, x, ids, n, count);
     else
         for (int i = 0; i < n; i++)
             assemble(d, x + (size_t)i * count, ids[i], nbytes, 0);

@@ -27,11 +27,16 @@
 
 /* How one image is stored. */
 typedef enum {
-    MW_IMAGES_U8,     /* uint8, scaled to [0, 1] (pixel / 255) when a batch is assembled */
-    MW_IMAGES_F32,    /* float32 (little-endian), used as stored */
-    MW_IMAGES_TOKENS, /* integer token ids (N, T) (little-endian, tok_size bytes, tok_signed),
-                         as floats (exact: every id is checked to lie in [0, 2^24)) */
+    MW_IMAGES_U8,      /* uint8, scaled to [0, 1] (pixel / 255) when a batch is assembled */
+    MW_IMAGES_F32,     /* float32 (little-endian), used as stored */
+    MW_IMAGES_TOKENS,  /* integer token ids (N, T) (little-endian, tok_size bytes, tok_signed),
+                          as floats (exact: every id is checked to lie in [0, 2^24)) */
+    MW_IMAGES_ENCODED, /* encoded image files (JPEG, PNG, GIF, BMP) on disk, decoded and resized
+                          when a batch is assembled (worker/data/stream.h; images is NULL);
+                          0..255 then scaled as uint8 */
 } mw_image_type;
+
+struct mw_stream;
 
 /* A set of images of any (H, W, C) with int32 labels. images points at example 0's first
  * byte; example i starts at images + i * image nbytes (mw_dataset_image_nbytes). The bytes
@@ -62,6 +67,8 @@ typedef struct {
     int tok_size, tok_signed; /* MW_IMAGES_TOKENS: bytes per id (1, 2, 4, 8), signed */
     int64_t tok_max;          /* MW_IMAGES_TOKENS: the largest id, found when the set is read */
     int channel_major;        /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
+    struct mw_stream *stream; /* owned, MW_IMAGES_ENCODED: where each example's encoded image
+                                 lies and how it is decoded */
     int num_classes;
     void *map; /* the mapping holding images, or NULL (owned) */
     size_t map_nbytes;
@@ -90,11 +97,23 @@ typedef struct {
     int classes;         /* --classes: 0 = largest label (train and test) + 1 */
     int cifar_fine;      /* CIFAR-100: 1 = the fine (100) labels, 0 = the coarse (20) */
     int sequence_length; /* --sequence-length T: --data is a text corpus (data_text.c) */
+    /* Encoded images (an image folder, TFRecord shards; docs/images.md): */
+    uint32_t image_h, image_w; /* --image-size: the decoded size (0: the first image's) */
+    int color_channels;        /* --color-mode: 1 grayscale, 3 rgb (0: 3), 4 rgba */
+    int interp;                /* --interpolation: mw_image_interp */
+    int crop;                  /* --crop-to-aspect-ratio */
+    const char *image_key;     /* --image-key: the Example feature of the encoded image (NULL:
+                                  "image/encoded", else "image") */
+    const char *label_key;     /* --label-key (NULL: "image/class/label", else "label") */
 } mw_data_opts;
 
 void mw_dataset_init(mw_dataset *d);
 /* Release the arrays and reset to the init state; safe on a half-built or freed set. */
 void mw_dataset_free(mw_dataset *d);
+
+/* The first error met decoding an encoded image while assembling batches (MW_OK: none):
+ * mw_dataset_batch cannot return one, so the caller asks after each step. */
+mw_status mw_dataset_status(const mw_dataset *d);
 
 /* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
  * float32 as stored, channel-major records transposed), y = the targets (n labels, or n x

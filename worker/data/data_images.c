@@ -1,0 +1,272 @@
+/* An image folder as --data (see data_images.h): the class folders and files listed as Keras'
+ * image_dataset_from_directory lists them (keras/src/utils/dataset_utils.py, index_directory),
+ * each file one example of a MW_IMAGES_ENCODED set (worker/data/stream.h). */
+#include "worker/data/data_images.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "worker/data/data_formats.h"
+#include "worker/data/image_decode.h"
+#include "worker/data/stream.h"
+
+/* A list of malloc'ed strings. */
+typedef struct {
+    char **v;
+    size_t n, cap;
+} strlist;
+
+static void strlist_free(strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static mw_status strlist_add(strlist *l, const char *dir, const char *name)
+{
+    if (l->n == l->cap) {
+        const size_t c = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, c * sizeof *v);
+        if (!v)
+            return mw_err(MW_ENOMEM, "%s: out of memory listing the folder", dir);
+        l->v = v, l->cap = c;
+    }
+    char *s = name ? malloc(strlen(dir) + strlen(name) + 2) : strdup(dir);
+    if (!s)
+        return mw_err(MW_ENOMEM, "%s: out of memory listing the folder", dir);
+    if (name)
+        sprintf(s, "%s/%s", dir, name);
+    l->v[l->n++] = s;
+    return MW_OK;
+}
+
+static int by_name(const void *a, const void *b) /* Python's sorted() on str: code points */
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Keras' ALLOWLIST_FORMATS, compared lower-cased. */
+static int image_name(const char *name)
+{
+    static const char *const ext[] = {".bmp", ".gif", ".jpeg", ".jpg", ".png"};
+    const size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+        const size_t e = strlen(ext[i]);
+        if (n >= e && strcasecmp(name + n - e, ext[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The entries of dir: its subfolders into dirs (real ones only with real_only, as os.walk
+ * without followlinks descends; any that stat calls a folder otherwise, as os.path.isdir), the
+ * rest into files (a broken link too: its open names it). */
+static mw_status list_dir(const char *dir, strlist *dirs, strlist *files, int real_only)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return mw_err(MW_EIO, "%s: cannot list the folder: %s", dir, strerror(errno));
+    mw_status rc = MW_OK;
+    struct dirent *e;
+    while (rc == MW_OK && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+            rc = mw_err(MW_EDATA, "%s/%s: path too long", dir, e->d_name);
+            break;
+        }
+        struct stat st, lst;
+        const int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        const int real = lstat(path, &lst) == 0 && S_ISDIR(lst.st_mode);
+        if (is_dir && (real || !real_only))
+            rc = dirs ? strlist_add(dirs, path, NULL) : MW_OK;
+        else if (!is_dir && files)
+            rc = strlist_add(files, path, NULL);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Every folder under top (top included), not through links, sorted by path as Keras'
+ * sorted(os.walk(top)) takes them. */
+static mw_status walk(const char *top, strlist *out)
+{
+    MW_TRY(strlist_add(out, top, NULL));
+    for (size_t i = 0; i < out->n; i++) { /* breadth-first; the order is the sort's */
+        if (out->n > (size_t)1 << 24)
+            return mw_err(MW_EDATA, "%s: more than 2^24 folders", top);
+        MW_TRY(list_dir(out->v[i], out, NULL, 1));
+    }
+    qsort(out->v, out->n, sizeof *out->v, by_name);
+    return MW_OK;
+}
+
+/* The image files of one class folder, in Keras' order, appended to files; *skipped: files
+ * that are not images by name. */
+static mw_status class_files(const char *cls, strlist *files, size_t *skipped)
+{
+    strlist dirs = {0};
+    mw_status rc = walk(cls, &dirs);
+    for (size_t i = 0; rc == MW_OK && i < dirs.n; i++) {
+        strlist here = {0};
+        rc = list_dir(dirs.v[i], NULL, &here, 1);
+        if (rc == MW_OK)
+            qsort(here.v, here.n, sizeof *here.v, by_name);
+        for (size_t j = 0; rc == MW_OK && j < here.n; j++) {
+            const char *base = strrchr(here.v[j], '/') + 1;
+            if (image_name(base))
+                rc = strlist_add(files, here.v[j], NULL);
+            else
+                ++*skipped;
+        }
+        strlist_free(&here);
+    }
+    strlist_free(&dirs);
+    return rc;
+}
+
+/* The class of folder name among classes (sorted), or -1. */
+static int class_of(const strlist *classes, const char *name)
+{
+    for (size_t i = 0; i < classes->n; i++)
+        if (strcmp(strrchr(classes->v[i], '/') + 1, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* One split's folder (dir) into d: its class folders sorted, each one's image files as
+ * examples labelled by the class's place among classes (the training split's, which it sets
+ * when train). */
+static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, int train,
+                            const mw_stream_shape *shape, const char *what)
+{
+    strlist names = {0}, files = {0};
+    mw_status rc = list_dir(dir, &names, NULL, 0);
+    qsort(names.v, names.n, sizeof *names.v, by_name);
+    if (rc == MW_OK && names.n == 0)
+        rc = mw_err(MW_EDATA,
+                    "%s: no class folders; expected one folder of images per class (as "
+                    "keras.utils.image_dataset_from_directory reads)",
+                    dir);
+    if (rc == MW_OK)
+        rc = mw_stream_new(&d->stream, shape, what);
+    d->type = MW_IMAGES_ENCODED;
+    size_t skipped = 0, cap = 0;
+    for (size_t c = 0; rc == MW_OK && c < names.n; c++) {
+        const char *base = strrchr(names.v[c], '/') + 1;
+        const int label = train ? (int)c : class_of(classes, base);
+        if (label < 0) {
+            rc = mw_err(MW_EDATA, "%s: class folder '%s' is not a class of the training set", dir,
+                        base);
+            break;
+        }
+        const size_t first = files.n;
+        rc = class_files(names.v[c], &files, &skipped);
+        if (rc == MW_OK && train && files.n == first)
+            rc = mw_err(MW_EDATA,
+                        "%s: class folder holds no image file (.bmp, .gif, .jpeg, .jpg, .png); "
+                        "expected at least one (the model cannot learn a class without examples)",
+                        names.v[c]);
+        if (rc == MW_OK && files.n > cap) {
+            cap = files.n * 2;
+            int32_t *l = realloc(d->labels, cap * sizeof *l);
+            if (!l)
+                rc = mw_err(MW_ENOMEM, "%s: out of memory for %zu labels", dir, cap);
+            else
+                d->labels = l;
+        }
+        for (size_t i = first; rc == MW_OK && i < files.n; i++)
+            d->labels[i] = label;
+    }
+    if (rc == MW_OK && files.n >= UINT32_MAX)
+        rc = mw_err(MW_EDATA, "%s: %zu images; at most 2^32 - 2", dir, files.n);
+    for (size_t i = 0; rc == MW_OK && i < files.n; i++) {
+        uint32_t src;
+        rc = mw_stream_add_source(d->stream, files.v[i], &src);
+        if (rc == MW_OK)
+            rc = mw_stream_add_example(d->stream, src, MW_STREAM_WHOLE_FILE);
+    }
+    d->count = (uint32_t)files.n;
+    if (rc == MW_OK && skipped)
+        mw_log_debug("%s: %zu files skipped (not .bmp, .gif, .jpeg, .jpg or .png)", dir, skipped);
+    if (rc == MW_OK && train)
+        *classes = names, names = (strlist){0};
+    strlist_free(&names);
+    strlist_free(&files);
+    return rc;
+}
+
+static int is_folder(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* DIR/train, and the held-out split's folder: DIR/test, else DIR/validation. */
+static int split_dirs(const char *path, char *train, char *test, size_t cap)
+{
+    if (mw_data_join(train, cap, path, "train") != MW_OK || !is_folder(train))
+        return 0;
+    if (mw_data_join(test, cap, path, "test") == MW_OK && is_folder(test))
+        return 1;
+    return mw_data_join(test, cap, path, "validation") == MW_OK && is_folder(test);
+}
+
+static int images_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+{
+    (void)head, (void)got;
+    char train[4096];
+    return is_dir && mw_data_join(train, sizeof train, path, "train") == MW_OK && is_folder(train);
+}
+
+/* The decoded shape: --color-mode's channels, --image-size or the first training image's. */
+static mw_status settle_shape(mw_dataset *tr, mw_dataset *te, const mw_data_opts *o,
+                              mw_stream_shape *shape)
+{
+    uint32_t h = o->image_h, w = o->image_w;
+    if (!h || !w)
+        MW_TRY(mw_stream_probe(tr->stream, 0, &h, &w));
+    mw_stream_set_size(tr->stream, h, w);
+    if (te->stream)
+        mw_stream_set_size(te->stream, h, w);
+    shape->height = h, shape->width = w;
+    for (mw_dataset *d = tr; d; d = d == tr ? te : NULL)
+        d->rows = h, d->cols = w, d->channels = (uint32_t)shape->channels;
+    return MW_OK;
+}
+
+static mw_status images_read(mw_dataset *train, mw_dataset *test, const char *path,
+                             const mw_data_opts *o, int *top, int *own)
+{
+    char tr[4096], te[4096];
+    if (!split_dirs(path, tr, te, sizeof tr))
+        return mw_err(MW_EDATA,
+                      "%s: an image folder needs train/ and test/ (or validation/) folders, "
+                      "each with one folder of images per class; found train/ only",
+                      path);
+    mw_stream_shape shape = {.channels = o->color_channels ? o->color_channels : 3,
+                             .interp = o->interp,
+                             .crop = o->crop};
+    strlist classes = {0};
+    mw_status rc = read_split(train, tr, &classes, 1, &shape, "training set");
+    if (rc == MW_OK)
+        rc = read_split(test, te, &classes, 0, &shape, "test set");
+    if (rc == MW_OK && o->classes > 0 && (size_t)o->classes < classes.n)
+        rc = mw_err(MW_EDATA, "%s: %zu class folders, but --classes %d", tr, classes.n, o->classes);
+    if (rc == MW_OK)
+        rc = settle_shape(train, test, o, &shape);
+    *top = (int)classes.n - 1, *own = (int)classes.n;
+    strlist_free(&classes);
+    return rc;
+}
+
+const mw_data_reader mw_reader_images = {"image folder", images_claims, images_read};

@@ -1,0 +1,177 @@
+/* TFRecord shards of tf.train.Example as --data (see data_tfrecord.h): the shards of each split
+ * read once in order for the record offsets and the labels, the images left in the shards and
+ * decoded as batches need them (worker/data/stream.h). */
+#include "worker/data/data_tfrecord.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "worker/data/example.h"
+#include "worker/data/stream.h"
+#include "worker/data/tfrecord.h"
+#include "worker/data/tfrecord_shards.h"
+
+/* The feature of the first example that key names: key itself when given, else the first of
+ * the two conventional names the example has (the models garden's, then TFDS's). */
+static const char *pick_key(const mw_example *e, const char *key, const char *garden,
+                            const char *tfds)
+{
+    if (key)
+        return key;
+    for (size_t i = 0; i < mw_example_count(e); i++) {
+        mw_example_kind k;
+        size_t n;
+        if (strcmp(mw_example_key(e, i, &k, &n), garden) == 0)
+            return garden;
+    }
+    return tfds;
+}
+
+typedef struct {
+    const mw_data_opts *o;
+    const char *image_key, *label_key; /* settled by the first record */
+    int top;
+    size_t cap;
+} split_ctx;
+
+/* One record (its data at offset of shard src, record rec) into d: its label, checked, and its
+ * image feature's presence. */
+static mw_status take_record(mw_dataset *d, split_ctx *c, uint32_t src, const char *shard,
+                             uint64_t rec, uint64_t offset, const uint8_t *data, size_t nbytes)
+{
+    char where[4200];
+    snprintf(where, sizeof where, "%s: record %llu", shard, (unsigned long long)rec);
+    mw_example *e;
+    MW_TRY(mw_example_parse(&e, data, nbytes, where));
+    if (!c->image_key) {
+        c->image_key = pick_key(e, c->o->image_key, "image/encoded", "image");
+        c->label_key = pick_key(e, c->o->label_key, "image/class/label", "label");
+    }
+    const uint8_t *img;
+    size_t n, nl;
+    const int64_t *label;
+    mw_status rc = mw_example_bytes(e, c->image_key, &img, &n);
+    if (rc == MW_OK)
+        rc = mw_example_int64s(e, c->label_key, &label, &nl);
+    const int64_t limit = c->o->classes > 0 ? c->o->classes : MW_DATA_MAX_CLASSES;
+    if (rc == MW_OK && (label[0] < 0 || label[0] >= limit))
+        rc = mw_err(MW_EDATA, "%s: label '%s' is %lld; expected 0..%lld%s", where, c->label_key,
+                    (long long)label[0], (long long)limit - 1,
+                    c->o->classes > 0 ? " (--classes)" : "");
+    if (rc == MW_OK && d->count == UINT32_MAX - 1)
+        rc = mw_err(MW_EDATA, "%s: more than 2^32 - 2 examples", where);
+    if (rc == MW_OK && d->count == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 1024;
+        int32_t *l = realloc(d->labels, c->cap * sizeof *l);
+        rc = l ? MW_OK : mw_err(MW_ENOMEM, "%s: out of memory for %zu labels", where, c->cap);
+        if (l)
+            d->labels = l;
+    }
+    if (rc == MW_OK)
+        rc = mw_stream_add_example(d->stream, src, offset);
+    if (rc == MW_OK) {
+        d->labels[d->count++] = (int32_t)label[0];
+        c->top = label[0] > c->top ? (int)label[0] : c->top;
+    }
+    mw_example_free(e);
+    return rc;
+}
+
+/* Every record of one shard. */
+static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
+{
+    uint32_t src;
+    MW_TRY(mw_stream_add_source(d->stream, path, &src));
+    mw_tfrecord *t;
+    MW_TRY(mw_tfrecord_open(&t, path, MW_TFRECORD_AUTO));
+    mw_status rc = MW_OK;
+    if (mw_tfrecord_kind(t) != MW_TFRECORD_PLAIN)
+        rc = mw_err(MW_EUNSUPPORTED,
+                    "%s: %s-compressed shard: training reads records in any order, which a "
+                    "compressed stream cannot give; decompress the shards (gzip -d, or "
+                    "tf.data with compression_type=None) and point --data at those",
+                    path, mw_tfrecord_compression_name(mw_tfrecord_kind(t)));
+    for (;;) {
+        const uint8_t *data;
+        size_t nbytes;
+        uint64_t off;
+        const uint64_t rec = mw_tfrecord_position(t);
+        if (rc == MW_OK)
+            rc = mw_tfrecord_next(t, &data, &nbytes, &off);
+        if (rc != MW_OK || !data)
+            break;
+        rc = take_record(d, c, src, path, rec, off, data, nbytes);
+    }
+    mw_tfrecord_close(t);
+    return rc;
+}
+
+/* The shards of split into d. */
+static mw_status read_split(mw_dataset *d, const char *path, const char *split,
+                            const mw_data_opts *o, int *top, const char *what)
+{
+    mw_tfrecord_shards s;
+    mw_status rc = mw_tfrecord_shards_find(&s, path, split);
+    const mw_stream_shape shape = {.channels = o->color_channels ? o->color_channels : 3,
+                                   .interp = o->interp,
+                                   .crop = o->crop};
+    if (rc == MW_OK)
+        rc = mw_stream_new(&d->stream, &shape, what);
+    d->type = MW_IMAGES_ENCODED;
+    split_ctx c = {.o = o, .top = -1};
+    for (size_t i = 0; rc == MW_OK && i < s.count; i++)
+        rc = read_shard(d, &c, s.paths[i]);
+    if (rc == MW_OK && d->count == 0)
+        rc = mw_err(MW_EDATA, "%s: the %s shards hold no record", path, split);
+    if (rc == MW_OK)
+        rc = mw_stream_set_key(d->stream, c.image_key);
+    if (rc == MW_OK)
+        mw_log_debug("%s: %u %s examples in %zu shards, image '%s', label '%s'", path, d->count,
+                     split, s.count, c.image_key, c.label_key);
+    *top = c.top > *top ? c.top : *top;
+    mw_tfrecord_shards_free(&s);
+    return rc;
+}
+
+static int tfrecord_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+{
+    (void)head, (void)got;
+    if (!is_dir)
+        return 0;
+    mw_tfrecord_shards s;
+    const int ok = mw_tfrecord_shards_find(&s, path, "train") == MW_OK && s.count > 0;
+    mw_tfrecord_shards_free(&s);
+    mw_err_clear();
+    return ok;
+}
+
+/* The held-out split: "test", else "validation" when the test shards are missing. */
+static const char *held_out(const char *path)
+{
+    mw_tfrecord_shards s;
+    const int ok = mw_tfrecord_shards_find(&s, path, "test") == MW_OK && s.count > 0;
+    mw_tfrecord_shards_free(&s);
+    mw_err_clear();
+    return ok ? "test" : "validation";
+}
+
+static mw_status tfrecord_read(mw_dataset *train, mw_dataset *test, const char *path,
+                               const mw_data_opts *o, int *top, int *own)
+{
+    *own = 0;
+    MW_TRY(read_split(train, path, "train", o, top, "training set"));
+    MW_TRY(read_split(test, path, held_out(path), o, top, "test set"));
+    uint32_t h = o->image_h, w = o->image_w;
+    if (!h || !w)
+        MW_TRY(mw_stream_probe(train->stream, 0, &h, &w));
+    for (mw_dataset *d = train; d; d = d == train ? test : NULL) {
+        mw_stream_set_size(d->stream, h, w);
+        d->rows = h, d->cols = w,
+        d->channels = (uint32_t)(o->color_channels ? o->color_channels : 3);
+    }
+    return MW_OK;
+}
+
+const mw_data_reader mw_reader_tfrecord = {"TFRecord shards", tfrecord_claims, tfrecord_read};
