@@ -30,7 +30,7 @@
 #include <png.h>
 
 #define MAX_JPEG_SCANS 500 /* libjpeg-turbo's own fuzzers stop there */
-#define RESIZE_CHUNK 1024  /* output columns whose weights are computed at once */
+#define RESIZE_CHUNK 512   /* output columns whose weights are computed at once */
 
 mw_image_format mw_image_sniff(const uint8_t *b, size_t n)
 {
@@ -680,21 +680,65 @@ static float lerp(float a, float b, float t)
     return a + (b - a) * t;
 }
 
-/* One output row's columns [0, n) (weights xs) from input rows top and bottom; c constant
- * where it is called, so each channel count gets its own unrolled loop. */
-static inline void resize_row(float *dst, const uint8_t *top, const uint8_t *bot,
-                              const axis_weight *xs, uint32_t n, size_t c, float ylerp)
+/* The x-interpolated input rows an output row reads (its top and bottom), each computed once
+ * and kept while the next output rows read it again (shrinking by less than 2 or enlarging,
+ * an input row serves two or more output rows). lo, hi, t: for each value of a chunk's output
+ * row (column x channel), the offsets of its two input values in a row and the upper one's
+ * weight, so that one flat loop interpolates a row whatever the channel count. */
+typedef struct {
+    float buf[2][RESIZE_CHUNK * 4];
+    long row[2]; /* the input row each buf holds, -1: none */
+    uint32_t lo[RESIZE_CHUNK * 4], hi[RESIZE_CHUNK * 4];
+    float t[RESIZE_CHUNK * 4];
+    size_t m; /* values of the chunk's output row */
+    const uint8_t *base;
+    size_t stride;
+} row_cache;
+
+/* Input row want x-interpolated, computed into the buffer not holding row keep if not held. */
+static const float *cached_row(row_cache *rc, long want, long keep)
 {
-    for (uint32_t x = 0; x < n; x++) {
-        size_t l = xs[x].lo * c, r = xs[x].hi * c;
-        for (size_t k = 0; k < c; k++) {
-            float t = lerp(top[l + k], top[r + k], xs[x].lerp);
-            float b = lerp(bot[l + k], bot[r + k], xs[x].lerp);
-            *dst++ = lerp(t, b, ylerp);
-        }
-    }
+    for (int b = 0; b < 2; b++)
+        if (rc->row[b] == want)
+            return rc->buf[b];
+    const int b = rc->row[0] == keep ? 1 : 0;
+    const uint8_t *src = rc->base + (size_t)want * rc->stride;
+    float *h = rc->buf[b];
+#pragma omp simd
+    for (size_t j = 0; j < rc->m; j++)
+        h[j] = lerp(src[rc->lo[j]], src[rc->hi[j]], rc->t[j]);
+    rc->row[b] = want;
+    return h;
 }
 
+/* Chunk [x0, x0 + n)'s column tables (c channels). */
+static void chunk_columns(row_cache *rc, uint32_t x0, uint32_t n, size_t c, float sx, uint32_t in_w,
+                          mw_image_interp interp)
+{
+    for (uint32_t x = 0; x < n; x++) {
+        const axis_weight a = axis_at(x0 + x, sx, in_w, interp);
+        for (size_t k = 0; k < c; k++) {
+            rc->lo[x * c + k] = a.lo * (uint32_t)c + (uint32_t)k;
+            rc->hi[x * c + k] = a.hi * (uint32_t)c + (uint32_t)k;
+            rc->t[x * c + k] = a.lerp;
+        }
+    }
+    rc->m = (size_t)n * c;
+    rc->row[0] = rc->row[1] = -1;
+}
+
+/* The second lerp, between the x-interpolated rows: contiguous, so it vectorizes (the same
+ * IEEE operations per element as one at a time, so the same bits). */
+static void resize_rows(float *dst, const float *top, const float *bot, size_t n, float ylerp)
+{
+#pragma omp simd
+    for (size_t j = 0; j < n; j++)
+        dst[j] = lerp(top[j], bot[j], ylerp);
+}
+
+/* Each output value is lerp(lerp(tl, tr, xl), lerp(bl, br, xl), yl) as tf.image.resize
+ * computes it; the inner lerps of an input row are shared by every output row that reads it.
+ * The row cache (about 40 KB) is on the stack: this never allocates, so it cannot fail. */
 void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t width,
                      mw_image_interp interp, int crop)
 {
@@ -703,22 +747,16 @@ void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t 
         crop_box(src->height, src->width, height, width, box);
     float sy = (float)box[2] / (float)height, sx = (float)box[3] / (float)width;
     size_t c = (size_t)src->channels, stride = (size_t)src->width * c;
-    const uint8_t *base = src->pixels + box[0] * stride + box[1] * c;
-    axis_weight xs[RESIZE_CHUNK]; /* the columns' weights, a chunk of them at a time */
+    row_cache rc;
+    rc.base = src->pixels + box[0] * stride + box[1] * c;
+    rc.stride = stride;
     for (uint32_t x0 = 0; x0 < width; x0 += RESIZE_CHUNK) {
         uint32_t n = width - x0 < RESIZE_CHUNK ? width - x0 : RESIZE_CHUNK;
-        for (uint32_t x = 0; x < n; x++)
-            xs[x] = axis_at(x0 + x, sx, box[3], interp);
+        chunk_columns(&rc, x0, n, c, sx, box[3], interp);
         for (uint32_t y = 0; y < height; y++) {
             axis_weight ay = axis_at(y, sy, box[2], interp);
-            const uint8_t *top = base + ay.lo * stride, *bot = base + ay.hi * stride;
-            float *out = dst + ((size_t)y * width + x0) * c;
-            if (c == 3)
-                resize_row(out, top, bot, xs, n, 3, ay.lerp);
-            else if (c == 1)
-                resize_row(out, top, bot, xs, n, 1, ay.lerp);
-            else
-                resize_row(out, top, bot, xs, n, c, ay.lerp);
+            const float *top = cached_row(&rc, ay.lo, ay.hi), *bot = cached_row(&rc, ay.hi, ay.lo);
+            resize_rows(dst + ((size_t)y * width + x0) * c, top, bot, rc.m, ay.lerp);
         }
     }
 }
