@@ -4,7 +4,8 @@
  * libjpeg warning), truncated PNG and a bad CRC, 60000 x 60000 pixels declared in a file of
  * under 1 KiB (JPEG, PNG, GIF, BMP), non-image bytes, an empty file, the BMP variants not read,
  * the channel counts TensorFlow refuses, CMYK JPEG; each checks the status, its exit code (3)
- * and the message (the name, what was found, what was expected). Each hostile file is a seed
+ * and the message (the name, what was found, what was expected). RGB and RGBA resize as their
+ * channels one by one, the scaled resize as the resize / 255. Each hostile file is a seed
  * that test_seeds decodes, changed in one place: the change is what is refused. Decoding from four
  * threads at once gives the same pixels and each thread its own error message. The pixels against
  * TensorFlow's are tests/images/check_images.py's (suite keras). */
@@ -138,6 +139,62 @@ static void test_resize(void **state)
     assert_true(out[0] == 0.0f && out[1] == 25.0f && out[2] == 75.0f && out[3] == 100.0f);
     free(out);
     free(img.pixels);
+}
+
+/* An interleaved image's resize, channel by channel: c planes resized as 1-channel images. */
+static void resize_planes(float *out, const mw_image *img, uint32_t h, uint32_t w,
+                          mw_image_interp interp, int crop)
+{
+    const size_t n = (size_t)img->height * img->width, m = (size_t)h * w;
+    mw_image plane = {
+        .height = img->height, .width = img->width, .channels = 1, .pixels = malloc(n)};
+    float *po = malloc(m * sizeof *po);
+    assert_true(plane.pixels && po);
+    for (int k = 0; k < img->channels; k++) {
+        for (size_t i = 0; i < n; i++)
+            plane.pixels[i] = img->pixels[i * (size_t)img->channels + (size_t)k];
+        mw_image_resize(po, &plane, h, w, interp, crop);
+        for (size_t i = 0; i < m; i++)
+            out[i * (size_t)img->channels + (size_t)k] = po[i];
+    }
+    free(po);
+    free(plane.pixels);
+}
+
+/* RGB and RGBA pixels are interpolated 4 values at a time, gray ones one at a time: an RGB or
+ * RGBA resize (shrinking, enlarging, odd widths whose last columns read the row's last pixel,
+ * crop) equals its channels resized one by one, bit for bit; the scaled resize equals the
+ * resize's values / 255 bit for bit, and differs from them * (1 / 255) (the control: a
+ * product rounds apart, so the comparison can tell). */
+static void test_resize_channels(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[][4] = {
+        {250, 277, 224, 224}, {7, 5, 19, 23}, {301, 3, 4, 1}, {1, 2, 1, 3}, {64, 64, 224, 224}};
+    int product_differs = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (int c = 3; c <= 4; c++)
+            for (int mode = 0; mode < 3; mode++) {
+                mw_image img = {.height = sizes[s][0], .width = sizes[s][1], .channels = c};
+                const uint32_t h = sizes[s][2], w = sizes[s][3];
+                const size_t n = (size_t)img.height * img.width * c, m = (size_t)h * w * c;
+                img.pixels = malloc(n); /* exact: a read past the last pixel is ASan's to see */
+                float *a = malloc(m * 4), *b = malloc(m * 4), *q = malloc(m * 4);
+                assert_true(img.pixels && a && b && q);
+                for (size_t i = 0; i < n; i++)
+                    img.pixels[i] = (uint8_t)(i * 2654435761u >> 13);
+                const mw_image_interp interp = mode == 1 ? MW_IMAGE_NEAREST : MW_IMAGE_BILINEAR;
+                mw_image_resize(a, &img, h, w, interp, mode == 2);
+                resize_planes(b, &img, h, w, interp, mode == 2);
+                assert_memory_equal(a, b, m * 4);
+                mw_image_resize_scaled(q, &img, h, w, interp, mode == 2, 255.0f);
+                for (size_t i = 0; i < m; i++) {
+                    assert_true(q[i] == a[i] / 255.0f);
+                    product_differs |= q[i] != a[i] * (1.0f / 255.0f);
+                }
+                free(a), free(b), free(q), free(img.pixels);
+            }
+    assert_true(product_differs);
 }
 
 /* The offset of the first marker m (0xff m) after the SOI in a JPEG. */
@@ -403,14 +460,15 @@ static void test_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seeds),        cmocka_unit_test(test_sniff),
-        cmocka_unit_test(test_resize),       cmocka_unit_test(test_jpeg_truncated),
-        cmocka_unit_test(test_jpeg_corrupt), cmocka_unit_test(test_jpeg_bomb),
-        cmocka_unit_test(test_jpeg_rgba),    cmocka_unit_test(test_png_truncated),
-        cmocka_unit_test(test_png_crc),      cmocka_unit_test(test_png_bomb),
-        cmocka_unit_test(test_gif_hostile),  cmocka_unit_test(test_bmp_hostile),
-        cmocka_unit_test(test_not_image),    cmocka_unit_test(test_empty_file),
-        cmocka_unit_test(test_cmyk),         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_seeds),          cmocka_unit_test(test_sniff),
+        cmocka_unit_test(test_resize),         cmocka_unit_test(test_resize_channels),
+        cmocka_unit_test(test_jpeg_truncated), cmocka_unit_test(test_jpeg_corrupt),
+        cmocka_unit_test(test_jpeg_bomb),      cmocka_unit_test(test_jpeg_rgba),
+        cmocka_unit_test(test_png_truncated),  cmocka_unit_test(test_png_crc),
+        cmocka_unit_test(test_png_bomb),       cmocka_unit_test(test_gif_hostile),
+        cmocka_unit_test(test_bmp_hostile),    cmocka_unit_test(test_not_image),
+        cmocka_unit_test(test_empty_file),     cmocka_unit_test(test_cmyk),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

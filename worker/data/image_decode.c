@@ -25,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <gif_lib.h>
 #include <jpeglib.h>
 #include <png.h>
@@ -691,9 +694,44 @@ typedef struct {
     uint32_t lo[RESIZE_CHUNK * 4], hi[RESIZE_CHUNK * 4];
     float t[RESIZE_CHUNK * 4];
     size_t m; /* values of the chunk's output row */
+    size_t c;
+    uint32_t n4; /* the leading columns interpolated 4 values at a time (below) */
     const uint8_t *base;
     size_t stride;
 } row_cache;
+
+#ifdef __SSE2__
+/* 4 values at once (SSE2, every x86-64): an RGB or RGBA pixel's lerp on 4 lanes, each the same
+ * IEEE operations as one value alone. Elsewhere n4 stays 0 and the scalar loop does all. */
+#define RESIZE_VEC4 1
+
+static inline __m128 load4(const uint8_t *p)
+{
+    int32_t w;
+    memcpy(&w, p, sizeof w);
+    const __m128i z = _mm_setzero_si128();
+    return _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(w), z), z));
+}
+
+/* The chunk's first n4 columns of 3 or 4 channels: one pixel a step, loading 4 bytes (for RGB
+ * the next pixel's first one too, which n4 keeps inside the row) and storing 4 floats (for
+ * RGB the 4th is the next column's first value, written over by it: the buffers have room). */
+static void row_lerp4(float *h, const uint8_t *src, const row_cache *rc)
+{
+    const size_t c = rc->c;
+    for (uint32_t x = 0; x < rc->n4; x++) {
+        const __m128 a = load4(src + rc->lo[x * c]), b = load4(src + rc->hi[x * c]);
+        _mm_storeu_ps(h + x * c,
+                      _mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), _mm_set1_ps(rc->t[x * c]))));
+    }
+}
+#else
+#define RESIZE_VEC4 0
+static void row_lerp4(float *h, const uint8_t *src, const row_cache *rc)
+{
+    (void)h, (void)src, (void)rc;
+}
+#endif
 
 /* Input row want x-interpolated, computed into the buffer not holding row keep if not held. */
 static const float *cached_row(row_cache *rc, long want, long keep)
@@ -704,8 +742,8 @@ static const float *cached_row(row_cache *rc, long want, long keep)
     const int b = rc->row[0] == keep ? 1 : 0;
     const uint8_t *src = rc->base + (size_t)want * rc->stride;
     float *h = rc->buf[b];
-#pragma omp simd
-    for (size_t j = 0; j < rc->m; j++)
+    row_lerp4(h, src, rc);
+    for (size_t j = rc->n4 * rc->c; j < rc->m; j++)
         h[j] = lerp(src[rc->lo[j]], src[rc->hi[j]], rc->t[j]);
     rc->row[b] = want;
     return h;
@@ -724,23 +762,36 @@ static void chunk_columns(row_cache *rc, uint32_t x0, uint32_t n, size_t c, floa
         }
     }
     rc->m = (size_t)n * c;
+    rc->c = c;
+    rc->n4 = 0; /* RGB: while the right neighbor is not the row's last pixel (4 bytes there) */
+    while (RESIZE_VEC4 && c >= 3 && c <= 4 && rc->n4 < n &&
+           (c == 4 || rc->hi[rc->n4 * c] / c + 1 < in_w))
+        rc->n4++;
     rc->row[0] = rc->row[1] = -1;
 }
 
-/* The second lerp, between the x-interpolated rows: contiguous, so it vectorizes (the same
- * IEEE operations per element as one at a time, so the same bits). */
-static void resize_rows(float *dst, const float *top, const float *bot, size_t n, float ylerp)
+/* The second lerp, between the x-interpolated rows, each value then divided by div:
+ * contiguous, so it vectorizes (the same IEEE operations per element as one at a time, so the
+ * same bits; x / 1 is x). */
+static void resize_rows(float *dst, const float *top, const float *bot, size_t n, float ylerp,
+                        float div)
 {
+    if (div == 1.0f) {
 #pragma omp simd
-    for (size_t j = 0; j < n; j++)
-        dst[j] = lerp(top[j], bot[j], ylerp);
+        for (size_t j = 0; j < n; j++)
+            dst[j] = lerp(top[j], bot[j], ylerp);
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            dst[j] = lerp(top[j], bot[j], ylerp) / div;
+    }
 }
 
 /* Each output value is lerp(lerp(tl, tr, xl), lerp(bl, br, xl), yl) as tf.image.resize
  * computes it; the inner lerps of an input row are shared by every output row that reads it.
  * The row cache (about 40 KB) is on the stack: this never allocates, so it cannot fail. */
-void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t width,
-                     mw_image_interp interp, int crop)
+void mw_image_resize_scaled(float *dst, const mw_image *src, uint32_t height, uint32_t width,
+                            mw_image_interp interp, int crop, float divisor)
 {
     uint32_t box[4] = {0, 0, src->height, src->width};
     if (crop)
@@ -756,7 +807,13 @@ void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t 
         for (uint32_t y = 0; y < height; y++) {
             axis_weight ay = axis_at(y, sy, box[2], interp);
             const float *top = cached_row(&rc, ay.lo, ay.hi), *bot = cached_row(&rc, ay.hi, ay.lo);
-            resize_rows(dst + ((size_t)y * width + x0) * c, top, bot, rc.m, ay.lerp);
+            resize_rows(dst + ((size_t)y * width + x0) * c, top, bot, rc.m, ay.lerp, divisor);
         }
     }
+}
+
+void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t width,
+                     mw_image_interp interp, int crop)
+{
+    mw_image_resize_scaled(dst, src, height, width, interp, crop, 1.0f);
 }

@@ -220,16 +220,14 @@ mw_status mw_stream_decode(mw_stream *s, float *dst, uint32_t id, int raw)
         keep(s, rc);
         return rc;
     }
+    const float div = raw ? 1.0f : 255.0f;   /* a division: x * (1 / 255) rounds apart */
     if (img.height == H && img.width == W) { /* what the resize gives, without the arithmetic */
 #pragma omp simd
         for (size_t j = 0; j < count; j++)
-            dst[j] = (float)img.pixels[j];
+            dst[j] = (float)img.pixels[j] / div;
     } else
-        mw_image_resize(dst, &img, H, W, (mw_image_interp)s->shape.interp, s->shape.crop);
-    if (!raw) /* / 255 as every uint8 input is scaled (a division: x * (1 / 255) rounds apart) */
-#pragma omp simd
-        for (size_t j = 0; j < count; j++)
-            dst[j] /= 255.0f;
+        mw_image_resize_scaled(dst, &img, H, W, (mw_image_interp)s->shape.interp, s->shape.crop,
+                               div);
     mw_image_free(&img);
     return MW_OK;
 }
