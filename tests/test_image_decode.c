@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "tests/util.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/image_resize.h"
 
 /* A seed image's bytes (malloc'ed). */
 static uint8_t *seed(const char *name, size_t *n)

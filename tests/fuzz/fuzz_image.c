@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/image_resize.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/image_resize.h"
 
 typedef struct {
     int channels, native, crop;

@@ -1,6 +1,6 @@
 /* Decoding one encoded image held in memory (JPEG, PNG, GIF's first frame, BMP) into uint8
- * pixels, and resizing them to the model's input as Keras' image_dataset_from_directory does
- * on TensorFlow (image_decode.c; docs/images.md).
+ * pixels, as Keras' image_dataset_from_directory does on TensorFlow (image_decode.c;
+ * docs/images.md); image_resize.h resizes them to the model's input.
  *
  * The format is sniffed from the first bytes, never from the file name. The channel count is
  * what Keras' color_mode asks of tf.io.decode_image(channels=N, expand_animations=False):
@@ -55,17 +55,5 @@ const char *mw_image_format_name(mw_image_format f);
 mw_status mw_image_decode(mw_image *out, const uint8_t *bytes, size_t n, int channels,
                           const char *name);
 void mw_image_free(mw_image *img);
-
-/* Resize src to height x width into dst (height * width * src->channels float32 values, 0..255
- * unscaled, HWC) as tf.image.resize does (half-pixel centers, no antialiasing); crop: first take
- * the centered crop of the target's aspect ratio, as Keras' crop_to_aspect_ratio=True does.
- * height, width > 0. */
-void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t width,
-                     mw_image_interp interp, int crop);
-/* The same with every value divided by divisor as it is stored (255: the [0, 1] inputs
- * mwtrain trains on, bit for bit what dividing mw_image_resize's output gives, without a
- * second pass over the batch's memory). src->channels 1 to 4, as mw_image_decode gives. */
-void mw_image_resize_scaled(float *dst, const mw_image *src, uint32_t height, uint32_t width,
-                            mw_image_interp interp, int crop, float divisor);
 
 #endif

@@ -11,6 +11,7 @@
 #include "common/fs.h"
 #include "worker/data/example.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/image_resize.h"
 #include "worker/data/tfrecord.h"
 
 struct mw_stream {
