@@ -241,3 +241,21 @@ mw_status mw_stream_status(const mw_stream *s)
     pthread_mutex_unlock(&m->lock);
     return out;
 }
+
+void mw_stream_clear(mw_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->err = MW_OK;
+    free(s->err_msg);
+    s->err_msg = NULL;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void mw_stream_drop(mw_stream *s, const uint8_t *drop)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->count; i++)
+        if (!drop[i])
+            s->src[n] = s->src[i], s->off[n++] = s->off[i];
+    s->count = n;
+}

@@ -63,5 +63,9 @@ void mw_stream_shape_of(const mw_stream *s, mw_stream_shape *shape);
 mw_status mw_stream_decode(mw_stream *s, float *dst, uint32_t id, int raw);
 /* The first failure kept (MW_OK: none), its message set again for this thread. */
 mw_status mw_stream_status(const mw_stream *s);
+/* Forget the failure kept (after a scan that counted it). */
+void mw_stream_clear(mw_stream *s);
+/* Drop the examples whose drop[id] is not 0 (the sources stay); the rest keep their order. */
+void mw_stream_drop(mw_stream *s, const uint8_t *drop);
 
 #endif
