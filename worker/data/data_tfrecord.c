@@ -71,6 +71,8 @@ static mw_status take_record(mw_dataset *d, split_ctx *c, uint32_t src, const ch
     }
     if (rc == MW_OK)
         rc = mw_stream_add_example(d->stream, src, offset);
+    if (rc == MW_OK)
+        mw_stream_note_size(d->stream, nbytes);
     if (rc == MW_OK) {
         d->labels[d->count++] = (int32_t)label[0];
         c->top = label[0] > c->top ? (int)label[0] : c->top;

@@ -22,6 +22,7 @@ struct mw_stream {
     uint32_t *src; /* per example */
     uint64_t *off; /* per example */
     uint32_t count, cap;
+    uint64_t path_bytes, largest;
     pthread_mutex_t lock; /* the kept failure */
     mw_status err;
     char *err_msg;
@@ -84,6 +85,7 @@ mw_status mw_stream_add_source(mw_stream *s, const char *path, uint32_t *index)
                       s->nsources);
     }
     s->sources[s->nsources] = copy;
+    s->path_bytes += strlen(copy) + 1 + sizeof(char *);
     *index = s->nsources++;
     return MW_OK;
 }
@@ -103,6 +105,17 @@ mw_status mw_stream_add_example(mw_stream *s, uint32_t src, uint64_t offset)
 uint32_t mw_stream_count(const mw_stream *s)
 {
     return s->count;
+}
+
+void mw_stream_note_size(mw_stream *s, uint64_t nbytes)
+{
+    s->largest = nbytes > s->largest ? nbytes : s->largest;
+}
+
+uint64_t mw_stream_nbytes(const mw_stream *s, uint64_t *largest)
+{
+    *largest = s->largest;
+    return s->path_bytes + (uint64_t)s->cap * (sizeof *s->src + sizeof *s->off);
 }
 
 const char *mw_stream_source(const mw_stream *s, uint32_t src)

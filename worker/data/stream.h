@@ -44,6 +44,11 @@ mw_status mw_stream_add_source(mw_stream *s, const char *path, uint32_t *index);
 /* An example: source src from byte offset (a record's header), or MW_STREAM_WHOLE_FILE. */
 mw_status mw_stream_add_example(mw_stream *s, uint32_t src, uint64_t offset);
 uint32_t mw_stream_count(const mw_stream *s);
+/* A source or record of nbytes encoded bytes was added: the largest is kept for the memory
+ * estimate. */
+void mw_stream_note_size(mw_stream *s, uint64_t nbytes);
+/* The bytes the tables take (paths included), and *largest: the largest encoded image noted. */
+uint64_t mw_stream_nbytes(const mw_stream *s, uint64_t *largest);
 /* The path of source src, and the source of example id. */
 const char *mw_stream_source(const mw_stream *s, uint32_t src);
 uint32_t mw_stream_source_of(const mw_stream *s, uint32_t id);
