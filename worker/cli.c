@@ -174,6 +174,13 @@ static const flag flags[] = {
      .help = "image folders and TFRecord shards: drop the examples whose image does not decode "
              "or whose record is damaged (found before training; each rank scans a share), "
              "reporting how many, instead of failing on the first (tf.data's ignore_errors)"},
+    {"validation-split", "F", C_TRAIN | C_EVAL, K_DOUBLE, TR(validation_split, double), .lo = 0,
+     .hi = 1, .open = OPEN_LO | OPEN_HI,
+     .help = "an image folder of class folders without train/ and test/: hold out the fraction "
+             "F for testing, the files Keras' image_dataset_from_directory(validation_split=F, "
+             "seed=N) holds out (needs --validation-seed)"},
+    {"validation-seed", "N", C_TRAIN | C_EVAL, K_U64, TR(validation_seed, uint64_t),
+     .help = "the seed of --validation-split's shuffle, Keras' seed (0..4294967295)"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

@@ -297,7 +297,18 @@ static mw_status data_opts(const mw_train_opts *o, mw_data_opts *d)
                         .crop = o->crop_to_aspect,
                         .image_key = o->image_key,
                         .label_key = o->label_key,
-                        .skip_bad = o->skip_bad};
+                        .skip_bad = o->skip_bad,
+                        .validation_split = o->validation_split,
+                        .validation_seed =
+                            o->validation_seed == UINT64_MAX ? -1 : (int64_t)o->validation_seed};
+    if (o->validation_seed != UINT64_MAX && o->validation_seed > UINT32_MAX)
+        return mw_err(MW_EINVAL, "--validation-seed %llu: expected 0..4294967295 (NumPy's seeds)",
+                      (unsigned long long)o->validation_seed);
+    if (o->validation_split > 0 && o->validation_seed == UINT64_MAX)
+        return mw_err(MW_EINVAL,
+                      "--validation-split %g needs --validation-seed N: the held-out files are "
+                      "chosen by a seeded shuffle (as Keras requires a seed)",
+                      o->validation_split);
     return o->image_size ? parse_image_size(o->image_size, &d->image_h, &d->image_w) : MW_OK;
 }
 

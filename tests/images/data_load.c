@@ -2,13 +2,15 @@
  * example of one split in order with mw_dataset_batch in batches of 64, and write what the
  * model would see: OUT.f32 (count x H x W x C float32: uint8 and encoded images / 255) and
  * OUT.labels (count int32), then print "count H W C classes seconds images_per_second".
+ * --list prints each example's file and label instead ("PATH LABEL", encoded images only).
  * --repeat R assembles the split R times (throughput; written once). --decode-threads N: a
  * decoding pool of N threads (worker/data/prefetch.h) decodes each batch while the one before
  * is assembled, as training hints the next step. Options as mwtrain's:
  *
  *   data_load [--color-mode rgb|grayscale|rgba] [--image-size HxW] [--nearest] [--crop]
  *             [--image-key K] [--label-key K] [--split train|test] [--threads N]
- *             [--decode-threads N] [--repeat R] [--out OUT] PATH
+ *             [--decode-threads N] [--validation-split F --validation-seed N] [--list]
+ *             [--repeat R] [--out OUT] PATH
  *
  * A failure prints mwtrain's message on stderr and exits with its status's exit code. */
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include "common/timer.h"
 #include "worker/data/data_open.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/stream.h"
 
 #define BATCH 64
 
@@ -72,9 +75,9 @@ static mw_status assemble(mw_dataset *d, int repeat, FILE *fx, FILE *fy, double 
 
 int main(int argc, char **argv)
 {
-    mw_data_opts o = {.cifar_fine = 1, .color_channels = 3};
+    mw_data_opts o = {.cifar_fine = 1, .color_channels = 3, .validation_seed = -1};
     const char *split = "train", *out = NULL;
-    int repeat = 1, i = 1, pool = 0;
+    int repeat = 1, i = 1, pool = 0, list = 0;
     for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--color-mode") == 0) {
@@ -95,6 +98,12 @@ int main(int argc, char **argv)
             split = argv[++i];
         else if (strcmp(a, "--repeat") == 0)
             repeat = atoi(argv[++i]);
+        else if (strcmp(a, "--list") == 0)
+            list = 1;
+        else if (strcmp(a, "--validation-split") == 0)
+            o.validation_split = atof(argv[++i]);
+        else if (strcmp(a, "--validation-seed") == 0)
+            o.validation_seed = atoll(argv[++i]);
         else if (strcmp(a, "--decode-threads") == 0)
             pool = atoi(argv[++i]);
         else if (strcmp(a, "--out") == 0)
@@ -119,6 +128,14 @@ int main(int argc, char **argv)
     mw_dataset *d = strcmp(split, "test") == 0 ? &te : &tr;
     if (pool > 0 && (rc = mw_dataset_prefetch_start(d, pool, 2 * BATCH, 60)) != MW_OK)
         return fail(rc);
+    if (list && d->stream) {
+        for (uint32_t k = 0; k < d->count; k++)
+            printf("%s %d\n", mw_stream_source(d->stream, mw_stream_source_of(d->stream, k)),
+                   d->labels[k]);
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+        return 0;
+    }
     FILE *fx = NULL, *fy = NULL;
     char path[4096];
     if (out) {

@@ -5,10 +5,12 @@
 # on 1 rank and under mpirun -n 2 (the examples are decoded where each rank's replicas need
 # them, the order is the same global permutation), also with a decoding pool decoding each next
 # step ahead (--decode-threads 2). The control: a run with another seed differs.
-#   test_folder_train.sh MWTRAIN BUILD_DIR
+# Also --validation-split against Keras' (check_split.py) and its errors.
+#   test_folder_train.sh MWTRAIN BUILD_DIR DATA_LOAD
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-mw=${1:?usage: test_folder_train.sh MWTRAIN BUILD_DIR}
+mw=${1:?usage: test_folder_train.sh MWTRAIN BUILD_DIR DATA_LOAD}
+dl=${3:?usage: test_folder_train.sh MWTRAIN BUILD_DIR DATA_LOAD}
 src=${MW_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 if [[ ! -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
     echo "SKIP: no Fashion-MNIST in /usr/share/datasets/fashion-mnist (deploy/setup.sh)"
@@ -85,6 +87,25 @@ rc=0
     --checkpoint-dir "$work/ck-fail" >"$work/fail.log" 2>&1 || rc=$?
 check "((rc == 3))" "a record with a bad CRC: exit $rc, expected 3"
 check "grep -q 'fmnist-train.tfrecord-00003-of-00008: record 1 at byte offset [0-9]*: data CRC mismatch' $work/fail.log" "message: $(grep -m1 error: "$work/fail.log")"
+# --validation-split F --validation-seed N on one tree of class folders: the files Keras'
+# image_dataset_from_directory(validation_split=F, subset="both", seed=N) puts on each side
+check_cmd "$py" "$src/tests/images/check_split.py" "$dl" "$work/folder/train"
+train split 2 "$work/folder/train" --validation-split 0.25 --validation-seed 1337
+check "grep -q '^Epoch 2,' $work/split.log" "training on a split tree: $(tail -n 1 "$work/split.log")"
+expect() { # CODE PATTERN ARG...: mwtrain train exits CODE with PATTERN in its message
+    local code=$1 pat=$2 rc=0
+    shift 2
+    "$mw" train --epochs 1 --progress none --checkpoint-dir "$work/ck-x" "$@" >"$work/x.log" 2>&1 ||
+        rc=$?
+    check "((rc == code)) && grep -q -- \"$pat\" $work/x.log" \
+        "$* -> exit $rc, expected $code and '$pat': $(grep -m1 error: "$work/x.log")"
+}
+expect 2 "needs --validation-seed N" --data "$work/folder/train" --validation-split 0.2
+expect 3 "give --validation-split F and --validation-seed N" --data "$work/folder/train"
+expect 3 "has train/ and test already" --data "$work/folder" --validation-split 0.2 \
+    --validation-seed 1
+expect 3 "holds out 0; expected at least one" --data "$work/folder/train" \
+    --validation-split 0.001 --validation-seed 1
 train control 1 "$work/folder" --seed 7
 check "! cmp -s $work/w-npz1.bin $work/w-control.bin" "control: another seed gives the same weights"
 finish folder-train

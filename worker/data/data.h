@@ -109,6 +109,8 @@ typedef struct {
                                   "image/encoded", else "image") */
     const char *label_key;     /* --label-key (NULL: "image/class/label", else "label") */
     int skip_bad;              /* --skip-bad-examples: drop a bad record instead of failing */
+    double validation_split;   /* --validation-split: an image folder's held-out fraction */
+    int64_t validation_seed;   /* --validation-seed (Keras' seed; -1: not given) */
 } mw_data_opts;
 
 void mw_dataset_init(mw_dataset *d);
