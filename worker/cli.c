@@ -70,6 +70,7 @@ static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; 
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
 static const char *const color_modes[] = {"rgb", "grayscale", "rgba", NULL}; /* .color_mode */
+static const char *const shard_policies[] = {"data", "file", NULL};          /* .shard_policy */
 static const char *const interpolations[] = {"bilinear", "nearest", NULL};   /* mw_image_interp */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
@@ -181,6 +182,12 @@ static const flag flags[] = {
              "seed=N) holds out (needs --validation-seed)"},
     {"validation-seed", "N", C_TRAIN | C_EVAL, K_U64, TR(validation_seed, uint64_t),
      .help = "the seed of --validation-split's shuffle, Keras' seed (0..4294967295)"},
+    {"shard-policy", "data|file", C_TRAIN, K_CHOICE, TR(shard_policy, int),
+     .choices = shard_policies,
+     .help = "TFRecord shards: data (default) shuffles all examples and each rank decodes its "
+             "replicas' slices, the same batches for any layout; file gives rank r the shards "
+             "r, r + ranks, ... whole (tf.data's AutoShardPolicy.FILE): a rank reads only its "
+             "files, and the batches depend on the layout"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

@@ -14,6 +14,7 @@
 #include "worker/data/data_open.h"
 #include "worker/data/preprocess.h"
 #include "worker/data/skip.h"
+#include "worker/data/stream.h"
 #include "worker/keras/compile.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
@@ -351,6 +352,19 @@ static mw_status drop_bad(mw_session *s, mw_dataset *d, const char *what)
     return rc;
 }
 
+/* --shard-policy file: every rank the same plan of whole shards per rank (shard_plan.h). */
+static mw_status plan_shards(mw_session *s)
+{
+    mw_shard_plan *p = &s->plan;
+    MW_TRY(mw_shard_plan_make(p, &s->train, s->world, s->o->replicas_per_worker,
+                              mw_session_global_batch(s), s->o->data_dir));
+    if (s->rank == 0)
+        mw_log_info("--shard-policy file: %u shards over %d rank(s), %ld of %u examples an "
+                    "epoch (the rank with the fewest sets the epoch's length)",
+                    mw_stream_source_count(s->train.stream), s->world, p->examples, s->train.count);
+    return MW_OK;
+}
+
 /* Encoded training images: the decoding pool (--decode-threads; auto: 2 per GPU replica of the
  * rank, none on the CPU), caching two steps' shares of the rank. */
 static mw_status start_decoding(mw_session *s)
@@ -412,6 +426,8 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     s->train.aug_seed = s->seed;
     if (use == MW_USE_TRAIN)
         MW_TRY(start_decoding(s));
+    if (use == MW_USE_TRAIN && o->shard_policy == 1)
+        MW_TRY(plan_shards(s));
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
         .o = s->o,
@@ -464,6 +480,11 @@ void mw_session_metric_text(const mw_session *s, char *out, size_t cap, const ch
 long mw_session_global_batch(const mw_session *s)
 {
     return (long)s->o->batch_per_replica * s->o->replicas_per_worker * s->world;
+}
+
+long mw_session_epoch_examples(const mw_session *s)
+{
+    return s->plan.ids ? s->plan.examples : (long)s->train.count;
 }
 
 /* What restores with --model: the prefix of its messages and the way out of a mismatch. */
@@ -632,6 +653,7 @@ void mw_session_close(mw_session *s, int abandoned)
         s->ops->close(&s->rep, abandoned);
     mw_dataset_free(&s->train);
     mw_dataset_free(&s->test);
+    mw_shard_plan_free(&s->plan);
     mw_arena_free(&s->m1);
     mw_arena_free(&s->m2);
     mw_arena_free(&s->m3);

@@ -62,7 +62,7 @@ enum { STOP_SIGNAL = 1, STOP_NONFINITE = 2 };
 static long steps_per_epoch(const mw_session *s)
 {
     const long gb = mw_session_global_batch(s);
-    long steps = ((long)s->train.count + gb - 1) / gb;
+    long steps = (mw_session_epoch_examples(s) + gb - 1) / gb;
     if (s->o->steps_per_epoch > 0 && s->o->steps_per_epoch < steps)
         steps = s->o->steps_per_epoch;
     return steps;
@@ -384,21 +384,31 @@ static void note_input_wait(mw_session *s, int epoch, double secs)
                     epoch + 1, w, 100 * w / secs);
 }
 
-static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
+/* The epoch's order of its N examples (global batches of GB), and what is keyed by it. */
+static void epoch_order(trainer *t, int epoch, long N, long GB)
 {
     mw_session *s = &t->s;
-    const mw_train_opts *o = s->o;
-    const int rpw = o->replicas_per_worker, nrep = s->world * rpw;
-    const long GB = mw_session_global_batch(s), N = s->train.count, steps = steps_per_epoch(s);
-    const long first = epoch == s->start_epoch ? s->start_step : 0;
-    mw_progress_state prog;
-    if (o->no_shuffle)
+    if (s->plan.ids) /* --shard-policy file: each rank's slices from its own shards */
+        mw_shard_plan_order(&s->plan, t->order, !s->o->no_shuffle, s->seed, epoch);
+    else if (s->o->no_shuffle)
         mw_dataset_file_order(t->order, (uint32_t)N);
     else
         mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
     s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data/data.h) */
     mw_dataset_mask_batches(&s->train, t->order, N, GB); /* a masked loss: per global batch */
-    double sums[MW_SUMS] = {0};                          /* kernels.h' MW_SUM_* (local, then all) */
+}
+
+static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
+{
+    mw_session *s = &t->s;
+    const mw_train_opts *o = s->o;
+    const int rpw = o->replicas_per_worker, nrep = s->world * rpw;
+    const long GB = mw_session_global_batch(s), N = mw_session_epoch_examples(s);
+    const long steps = steps_per_epoch(s);
+    const long first = epoch == s->start_epoch ? s->start_step : 0;
+    mw_progress_state prog;
+    epoch_order(t, epoch, N, GB);
+    double sums[MW_SUMS] = {0}; /* kernels.h' MW_SUM_* (local, then all) */
     double t0 = mw_now(), seen_local = 0;
     if (s->rank == 0)
         mw_progress_begin(&prog, stderr, (int)o->progress, o->progress_interval, epoch + 1,

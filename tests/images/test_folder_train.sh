@@ -28,7 +28,7 @@ train() { # NAME RANKS DATA [ARG...]
     local name=$1 n=$2 data=$3
     shift 3
     mpirun -n "$n" "$mw" train --data "$data" --color-mode grayscale --epochs 2 \
-        --batch-per-replica $((32 / n)) --progress none --checkpoint-dir "$work/ck-$name" \
+        --batch-per-replica "${bpr:-$((32 / n))}" --progress none --checkpoint-dir "$work/ck-$name" \
         --dump-weights "$work/w-$name.bin" "$@" >"$work/$name.log" 2>&1 ||
         { echo "FAIL: $name: exit $?"; tail -5 "$work/$name.log"; }
 }
@@ -106,6 +106,42 @@ expect 3 "has train/ and test already" --data "$work/folder" --validation-split 
     --validation-seed 1
 expect 3 "holds out 0; expected at least one" --data "$work/folder/train" \
     --validation-split 0.001 --validation-seed 1
+# --shard-policy file (AutoShardPolicy.FILE): rank r of 3 takes shards r, r + 3, ... whole
+# (240, 240 and 160 examples); with --no-shuffle each step's global batch is 16 examples of each
+# rank's shards in shard order, for 10 steps (the rank with 160 sets the epoch: 480 examples).
+# The .npz holding exactly that sequence, trained with the default policy and --no-shuffle,
+# must give the same bits: then each rank trained on its own shards only.
+"$py" - "$work" <<'PY' >"$work/plan.log" 2>&1 || { cat "$work/plan.log"; exit 1; }
+import sys
+import numpy as np
+work = sys.argv[1]
+d = dict(np.load(work + "/data.npz"))
+per_shard = 80  # folder_data.py: 640 training images in 8 shards, in the .npz's order
+lists = [[i for s in range(8) if s % 3 == q for i in range(s * per_shard, (s + 1) * per_shard)]
+         for q in range(3)]
+order = [i for k in range(10) for q in range(3) for i in lists[q][16 * k:16 * (k + 1)]]
+np.savez(work + "/planned.npz", x_train=d["x_train"][order], y_train=d["y_train"][order],
+         x_test=d["x_test"], y_test=d["y_test"])
+PY
+bpr=16 train planned 3 "$work/planned.npz" --no-shuffle
+bpr=16 train filepol 3 "$work/shards" --no-shuffle --shard-policy file
+check "cmp -s $work/w-planned.bin $work/w-filepol.bin" "--shard-policy file != the planned .npz (3 ranks)"
+check "grep -q '8 shards over 3 rank(s), 480 of 640 examples an epoch' $work/filepol.log" \
+    "plan line: $(grep -m1 shard-policy "$work/filepol.log")"
+train filepol1 1 "$work/shards" --shard-policy file # one rank: every shard, shuffled
+check "grep -q '^Epoch 2,' $work/filepol1.log" "--shard-policy file on 1 rank trains"
+mkdir "$work/two"
+for i in 0 1; do
+    cp "$work/shards/fmnist-train.tfrecord-0000$i-of-00008" \
+        "$work/two/fmnist-train.tfrecord-0000$i-of-00002"
+done
+cp "$work/shards"/fmnist-test.* "$work/two/"
+rc=0
+mpirun -n 3 "$mw" train --data "$work/two" --color-mode grayscale --shard-policy file \
+    --progress none --checkpoint-dir "$work/ck-two" >"$work/two.log" 2>&1 || rc=$?
+check "((rc == 3)) && grep -q 'needs a shard for every worker: 2 training shards for 3 ranks' $work/two.log" \
+    "2 shards for 3 ranks: exit $rc, $(grep -m1 error: "$work/two.log")"
+expect 3 "this data is not read from shards" --data "$work/folder" --shard-policy file
 train control 1 "$work/folder" --seed 7
 check "! cmp -s $work/w-npz1.bin $work/w-control.bin" "control: another seed gives the same weights"
 finish folder-train

@@ -107,6 +107,16 @@ uint32_t mw_stream_count(const mw_stream *s)
     return s->count;
 }
 
+uint32_t mw_stream_source_count(const mw_stream *s)
+{
+    return s->nsources;
+}
+
+int mw_stream_is_records(const mw_stream *s)
+{
+    return s->count > 0 && s->off[0] != MW_STREAM_WHOLE_FILE;
+}
+
 void mw_stream_note_size(mw_stream *s, uint64_t nbytes)
 {
     s->largest = nbytes > s->largest ? nbytes : s->largest;

@@ -44,6 +44,9 @@ mw_status mw_stream_add_source(mw_stream *s, const char *path, uint32_t *index);
 /* An example: source src from byte offset (a record's header), or MW_STREAM_WHOLE_FILE. */
 mw_status mw_stream_add_example(mw_stream *s, uint32_t src, uint64_t offset);
 uint32_t mw_stream_count(const mw_stream *s);
+/* The sources added, and 1 when the examples are records of shards (not whole files). */
+uint32_t mw_stream_source_count(const mw_stream *s);
+int mw_stream_is_records(const mw_stream *s);
 /* A source or record of nbytes encoded bytes was added: the largest is kept for the memory
  * estimate. */
 void mw_stream_note_size(mw_stream *s, uint64_t nbytes);
