@@ -2,7 +2,8 @@
  * DIR/test/ (or DIR/validation/), each with one folder per class, read as Keras'
  * keras.utils.image_dataset_from_directory reads a folder with shuffle=False:
  *   - the classes are the training split's subfolders sorted by name (code points, as
- *     Python's sorted()), labels 0, 1, ... in that order; the test split's folders must be
+ *     Python's sorted()), labels 0, 1, ... in that order; a folder whose name starts with '.'
+ *     is no class (skipped, as Keras skips it); the test split's folders must be
  *     classes of the training split (labelled as there);
  *   - a class's examples are its image files (names ending in .bmp, .gif, .jpeg, .jpg, .png,
  *     any case) in it and its subfolders, folders sorted by path and files by name within
