@@ -165,6 +165,11 @@ static const flag flags[] = {
     {"crop-to-aspect-ratio", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(crop_to_aspect, int), .on = 1,
      .help = "resize encoded images without distortion: first the largest centered crop of "
              "--image-size's aspect ratio (Keras' crop_to_aspect_ratio=True)"},
+    {"decode-threads", "N", C_TRAIN, K_INT, TR(decode_threads, int), .lo = 0, .hi = 256,
+     .help = "image folders and TFRecord shards: threads per rank decoding the next step's "
+             "images while this one computes (0: decode in the compute threads as batches are "
+             "assembled; default 0 on the CPU, where decoding would take cores from compute, "
+             "and 2 per GPU rank)"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

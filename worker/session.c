@@ -299,6 +299,21 @@ static mw_status data_opts(const mw_train_opts *o, mw_data_opts *d)
     return o->image_size ? parse_image_size(o->image_size, &d->image_h, &d->image_w) : MW_OK;
 }
 
+/* Encoded training images: the decoding pool (--decode-threads; auto: 2 per GPU replica of the
+ * rank, none on the CPU), caching two steps' shares of the rank. */
+static mw_status start_decoding(mw_session *s)
+{
+    const mw_train_opts *o = s->o;
+    const int rpw = o->replicas_per_worker;
+    const int threads = o->decode_threads >= 0 ? o->decode_threads : s->dev.use_gpu ? 2 * rpw : 0;
+    const uint64_t cap = 2 * (uint64_t)o->batch_per_replica * (uint64_t)rpw;
+    if (threads == 0 || s->train.type != MW_IMAGES_ENCODED)
+        return MW_OK;
+    mw_log_debug("decoding pool: %d threads, %llu examples cached", threads,
+                 (unsigned long long)cap);
+    return mw_dataset_prefetch_start(&s->train, threads, (uint32_t)cap, o->collective_timeout);
+}
+
 mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
                           mw_session_use use)
 {
@@ -339,6 +354,8 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     s->train.pre = s->test.pre = s->model.pre;
     s->train.augment = use == MW_USE_TRAIN;
     s->train.aug_seed = s->seed;
+    if (use == MW_USE_TRAIN)
+        MW_TRY(start_decoding(s));
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
         .o = s->o,

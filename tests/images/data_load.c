@@ -2,11 +2,13 @@
  * example of one split in order with mw_dataset_batch in batches of 64, and write what the
  * model would see: OUT.f32 (count x H x W x C float32: uint8 and encoded images / 255) and
  * OUT.labels (count int32), then print "count H W C classes seconds images_per_second".
- * --repeat R assembles the split R times (throughput; written once). Options as mwtrain's:
+ * --repeat R assembles the split R times (throughput; written once). --decode-threads N: a
+ * decoding pool of N threads (worker/data/prefetch.h) decodes each batch while the one before
+ * is assembled, as training hints the next step. Options as mwtrain's:
  *
  *   data_load [--color-mode rgb|grayscale|rgba] [--image-size HxW] [--nearest] [--crop]
  *             [--image-key K] [--label-key K] [--split train|test] [--threads N]
- *             [--repeat R] [--out OUT] PATH
+ *             [--decode-threads N] [--repeat R] [--out OUT] PATH
  *
  * A failure prints mwtrain's message on stderr and exits with its status's exit code. */
 #include <stdio.h>
@@ -34,12 +36,12 @@ static int usage(void)
 {
     fprintf(stderr, "usage: data_load [--color-mode rgb|grayscale|rgba] [--image-size HxW] "
                     "[--nearest] [--crop] [--image-key K] [--label-key K] [--split train|test] "
-                    "[--threads N] [--repeat R] [--out OUT] PATH\n");
+                    "[--threads N] [--decode-threads N] [--repeat R] [--out OUT] PATH\n");
     return 2;
 }
 
 /* Every example of d in order, R times; the first pass written to f (may be NULL). */
-static mw_status assemble(const mw_dataset *d, int repeat, FILE *fx, FILE *fy, double *secs)
+static mw_status assemble(mw_dataset *d, int repeat, FILE *fx, FILE *fy, double *secs)
 {
     const size_t per = (size_t)d->rows * d->cols * d->channels;
     float *x = malloc(BATCH * per * sizeof *x);
@@ -53,6 +55,12 @@ static mw_status assemble(const mw_dataset *d, int repeat, FILE *fx, FILE *fy, d
             const int n = d->count - i < BATCH ? (int)(d->count - i) : BATCH;
             for (int j = 0; j < n; j++)
                 ids[j] = i + (uint32_t)j;
+            uint32_t next[BATCH], m = 0; /* the next batch, for the pool */
+            for (uint32_t j = i + BATCH; j < d->count && m < BATCH; j++)
+                next[m++] = j;
+            if (i == 0)
+                mw_dataset_prefetch_hint(d, ids, (uint32_t)n);
+            mw_dataset_prefetch_hint(d, next, m);
             mw_dataset_batch(d, x, y, ids, n);
             if (r == 0 && fx)
                 fwrite(x, sizeof *x, (size_t)n * per, fx), fwrite(y, sizeof *y, (size_t)n, fy);
@@ -66,7 +74,7 @@ int main(int argc, char **argv)
 {
     mw_data_opts o = {.cifar_fine = 1, .color_channels = 3};
     const char *split = "train", *out = NULL;
-    int repeat = 1, i = 1;
+    int repeat = 1, i = 1, pool = 0;
     for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--color-mode") == 0) {
@@ -87,6 +95,8 @@ int main(int argc, char **argv)
             split = argv[++i];
         else if (strcmp(a, "--repeat") == 0)
             repeat = atoi(argv[++i]);
+        else if (strcmp(a, "--decode-threads") == 0)
+            pool = atoi(argv[++i]);
         else if (strcmp(a, "--out") == 0)
             out = argv[++i];
         else if (strcmp(a, "--threads") == 0) {
@@ -106,7 +116,9 @@ int main(int argc, char **argv)
     mw_status rc = mw_dataset_open(&tr, &te, argv[i], &o);
     if (rc != MW_OK)
         return fail(rc);
-    const mw_dataset *d = strcmp(split, "test") == 0 ? &te : &tr;
+    mw_dataset *d = strcmp(split, "test") == 0 ? &te : &tr;
+    if (pool > 0 && (rc = mw_dataset_prefetch_start(d, pool, 2 * BATCH, 60)) != MW_OK)
+        return fail(rc);
     FILE *fx = NULL, *fy = NULL;
     char path[4096];
     if (out) {

@@ -3,7 +3,8 @@
 # shards of tf.train.Example (tests/images/folder_data.py, TensorFlow's encoder and writer)
 # against the same images as a .npz in the folder's order: the same final weights, bit for bit,
 # on 1 rank and under mpirun -n 2 (the examples are decoded where each rank's replicas need
-# them, the order is the same global permutation). The control: a run with another seed differs.
+# them, the order is the same global permutation), also with a decoding pool decoding each next
+# step ahead (--decode-threads 2). The control: a run with another seed differs.
 #   test_folder_train.sh MWTRAIN BUILD_DIR
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -35,6 +36,8 @@ for n in 1 2; do
     train "shards$n" $n "$work/shards"
     check "cmp -s $work/w-npz$n.bin $work/w-folder$n.bin" "PNG folder != .npz on $n rank(s)"
     check "cmp -s $work/w-npz$n.bin $work/w-shards$n.bin" "TFRecord shards != .npz on $n rank(s)"
+    train "pool$n" $n "$work/shards" --decode-threads 2 # the decoding pool: the same bits
+    check "cmp -s $work/w-npz$n.bin $work/w-pool$n.bin" "shards with --decode-threads 2 != .npz on $n rank(s)"
 done
 train control 1 "$work/folder" --seed 7
 check "! cmp -s $work/w-npz1.bin $work/w-control.bin" "control: another seed gives the same weights"
