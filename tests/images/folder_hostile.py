@@ -4,9 +4,10 @@ tests/images/data_load, which opens --data as mwtrain does): each case must end 
 code of its status (common/status.h: MW_EDATA 3, MW_EUNSUPPORTED 2) and a message that names
 the file (the folder, the shard and record) and says what was expected, quickly, never hanging.
 A broken image that the opening does not read (any but the first training image) is met while
-batches are assembled: the run must end with exit 3 on 1 rank and under `mpirun -n 2` (a
-failure on one rank ends the whole job). Standard library only: PNG files by zlib and struct,
-shards by tests/tfrecord/tfrecord_io.py, the one real JPEG from tests/fuzz/corpus/image/.
+batches are assembled: the run must end with exit 3 on 1 rank (with and without a decoding
+pool) and under `mpirun -n 2` (a failure on one rank ends the whole job). Standard library
+only: PNG files by zlib and struct, shards by tests/tfrecord/tfrecord_io.py, the one real
+JPEG from tests/fuzz/corpus/image/.
 
     folder_hostile.py CASE MWTRAIN DATA_LOAD     (CASES below)
 """
@@ -120,11 +121,12 @@ def expect(r, code, parts, what):
 
 
 def in_training(mw, data, code, parts):
-    """A failure met while batches are assembled: 1 rank and mpirun -n 2."""
+    """A failure met while batches are assembled: 1 rank (the compute threads decoding, then a
+    decoding pool of 2 threads), and mpirun -n 2."""
     fails = []
-    for ranks in (1, 2):
-        r = train(mw, data, ranks)
-        fails += expect(r, code, parts, f"mwtrain train, {ranks} rank(s)")
+    for ranks, extra in ((1, ()), (1, ("--decode-threads", "2")), (2, ())):
+        r = train(mw, data, ranks, extra)
+        fails += expect(r, code, parts, " ".join(["mwtrain train", *extra, f"({ranks} rank(s))"]))
     return fails
 
 

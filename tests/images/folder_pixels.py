@@ -9,8 +9,9 @@ files of mixed sizes (17x23, 64x48, 100x100, 31x200, ... and some already of the
 that sort by code point (upper case first, an upper-case .PNG), a link to a file (read), a
 link to a folder and a link to the class folder's parent, a loop (neither followed, as
 os.walk does not), files that are not images by name (notes.txt, README, a LICENSE.txt
-beside the class folders) and a hidden folder train/.cache/ (not a class: Keras skips class
-folders whose name starts with '.'). Three folders are made of it: every format (rgb), no
+beside the class folders), an image beside the class folders (no class's), a hidden folder
+train/.cache/ (not a class: Keras skips class folders whose name starts with '.') and, inside
+a class, a hidden subfolder and a hidden file (read: only class folders are skipped so). Three folders are made of it: every format (rgb), no
 GIF and no BMP (TensorFlow refuses both as grayscale) and PNG and BMP only (rgba: TensorFlow
 refuses JPEG and GIF as rgba).
 
@@ -31,7 +32,8 @@ Keras is given that size), both splits:
     format is printed (measured: 0 everywhere on the machine this was written on).
 Then the same files' bytes as TFRecord shards of tf.train.Example (image/encoded,
 image/class/label; 3 training shards, 2 test shards, written by tf.io.TFRecordWriter in
-Keras' order): data_load on the shards gives the folder's output bit for bit, in every case.
+Keras' order): data_load on the shards gives the folder's output bit for bit, in every case,
+and so does data_load on the folder with a decoding pool (--decode-threads 2).
 
 Controls, each of which must be reported as a difference: Keras' arrays shifted by one
 example (a wrong order), one value of an exact-size PNG off by one level, and shards with two
@@ -64,6 +66,9 @@ def files():
         **k)
     return {
         "train/LICENSE.txt": b"not a class\n",
+        "train/stray.png": png(ci.photo(32, 40, 3)),
+        "train/a/.thumbs/p_hidden_sub.png": png(ci.photo(23, 17, 3)),
+        "train/c/.p_hidden_file.png": png(ci.photo(40, 32, 3)),
         "train/.cache/p_hidden.png": png(ci.photo(32, 40, 3)),
         "train/a/j_rgb.jpg": enc(ci.photo(17, 23, 3), quality=90),
         "train/a/J_gray.jpg": enc(ci.photo(64, 48, 1), quality=75),
@@ -142,9 +147,9 @@ def keras_split(root, split, mode, size, nearest, crop):
     return x / np.float32(255), y, list(ds.file_paths)
 
 
-def data_load(tool, path, out, split, mode, size, nearest, crop):
+def data_load(tool, path, out, split, mode, size, nearest, crop, extra=()):
     """data_load's (x, labels, (H, W, C)); raises with its stderr when it fails."""
-    args = [tool, "--color-mode", mode, "--split", split, "--out", out]
+    args = [tool, "--color-mode", mode, "--split", split, "--out", out, *extra]
     args += ["--image-size", "%dx%d" % size] if size else []
     args += ["--nearest"] if nearest else []
     args += ["--crop"] if crop else []
@@ -233,10 +238,13 @@ def run_case(tool, roots, shards, work, case, worst, keep_for_controls):
         csize = size or shape[:2]
         kx, ky, paths = keras_split(roots[variant], split, mode, csize, nearest, crop)
         fails += compare(tag, (gx, gy), (kx, ky), paths, csize, worst.setdefault(tag, {}))
-        sx, sy, _ = data_load(tool, shards[variant], out + "s", split, mode, size, nearest, crop)
-        if not (np.array_equal(gx.view(np.uint32), sx.view(np.uint32)) and
-                np.array_equal(gy, sy)):
-            fails.append(f"{tag}: TFRecord shards differ from the folder")
+        for what, path, extra in (("TFRecord shards", shards[variant], ()),
+                                  ("a decoding pool of 2 threads", roots[variant],
+                                   ("--decode-threads", "2"))):
+            sx, sy, _ = data_load(tool, path, out + "s", split, mode, size, nearest, crop, extra)
+            if not (np.array_equal(gx.view(np.uint32), sx.view(np.uint32)) and
+                    np.array_equal(gy, sy)):
+                fails.append(f"{tag}: {what} differ(s) from the folder read without a pool")
         if split == "train":
             keep_for_controls.setdefault(case, (gx, gy, kx, ky, paths, csize))
     return fails
@@ -296,7 +304,7 @@ def main():
     fails += controls(tool, roots, work, kept)
     for f in fails:
         print("FAIL", f)
-    print(f"folder-pixels: {len(CASES) * 2} comparisons with Keras and with the shards, "
+    print(f"folder-pixels: {len(CASES) * 2} comparisons with Keras, the shards and the pool, "
           f"{len(fails)} failures")
     return 1 if fails else 0
 
