@@ -30,6 +30,9 @@ Keras is given that size), both splits:
     one level in its output, and the float32 lerps (values below 256, a few operations) add
     rounding of order 256 * 2^-24, far below that. The largest difference per case and
     format is printed (measured: 0 everywhere on the machine this was written on).
+A sweep adds 24 noise images of random sizes (1 to 399 a side) in class folders named
+"Zebra", "a b" and "éclair", resized to 4 random sizes (1 to 259), bilinear and nearest, crop
+off and on, held to the same rules.
 Then the same files' bytes as TFRecord shards of tf.train.Example (image/encoded,
 image/class/label; 3 training shards, 2 test shards, written by tf.io.TFRecordWriter in
 Keras' order): data_load on the shards gives the folder's output bit for bit, in every case,
@@ -250,6 +253,39 @@ def run_case(tool, roots, shards, work, case, worst, keep_for_controls):
     return fails
 
 
+def sweep(tool, work):
+    """Random sizes (1..399 a side, noise: JPEG's worst case) to random targets (1..259),
+    bilinear and nearest, crop off and on: the resize's index and weight arithmetic at many
+    scales, against Keras; the classes' names (upper case, a space, UTF-8) sort by code
+    point."""
+    rng = np.random.default_rng(11)
+    root = os.path.join(work, "sweep")
+    for split, n in (("train", 8), ("test", 1)):
+        for c in ("éclair", "a b", "Zebra"):  # code points: Zebra, a b, éclair
+            os.makedirs(os.path.join(root, split, c))
+            for i in range(n):
+                h, w = (int(v) for v in rng.integers(1, 400, 2))
+                img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+                data = (tf.io.encode_png(img) if i % 2 else tf.io.encode_jpeg(img)).numpy()
+                with open(os.path.join(root, split, c, "%02d.%s" % (i, "png" if i % 2 else
+                                                                     "jpg")), "wb") as f:
+                    f.write(data)
+    fails, worst = [], {}
+    for _ in range(4):
+        size = tuple(int(v) for v in rng.integers(1, 260, 2))
+        for nearest in (False, True):
+            for crop in (False, True):
+                tag = (f"sweep {'%dx%d' % size} {'nearest' if nearest else 'bilinear'}"
+                       f"{' crop' if crop else ''}")
+                got = data_load(tool, root, os.path.join(work, "out"), "train", "rgb", size,
+                                nearest, crop)
+                kx, ky, paths = keras_split(root, "train", "rgb", size, nearest, crop)
+                fails += compare(tag, got[:2], (kx, ky), paths, size, worst)
+    print("folder-pixels: sweep of 24 random sizes to 4 random sizes: " + ", ".join(
+        f"{f} {k} {d * 255:g}" for (f, k), d in sorted(worst.items())))
+    return fails
+
+
 def controls(tool, roots, work, kept):
     """Each must be reported as a difference, or the comparison could not fail."""
     fails = []
@@ -301,6 +337,7 @@ def main():
         print(f"folder-pixels: {tag}: " + ", ".join(
             f"{f} {k} {d * 255:g}" for (f, k), d in sorted(per.items())) + "  (max |data_load -"
             " Keras| in levels of 255)")
+    fails += sweep(tool, work)
     fails += controls(tool, roots, work, kept)
     for f in fails:
         print("FAIL", f)
