@@ -204,6 +204,17 @@ def case_empty_class(mw, dl, work):
                                              "expected at least one"], "mwtrain train")
 
 
+def case_empty_test(mw, dl, work):
+    """Class folders in test/ but no image in any: the test set would be empty (Keras refuses
+    such a folder: 'No images found in directory')."""
+    folder(work)
+    for c in "ab":
+        shutil.rmtree(os.path.join(work, "test", c))
+        os.makedirs(os.path.join(work, "test", c))
+    return expect(train(mw, work), 3, [os.path.join(work, "test"), "no image file",
+                                       "the test set would be empty"], "mwtrain train")
+
+
 def case_unknown_test_class(mw, dl, work):
     folder(work)
     write(os.path.join(work, "test", "zebra", "000.png"), png())

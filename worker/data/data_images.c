@@ -202,6 +202,11 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
         for (size_t i = first; rc == MW_OK && i < files.n; i++)
             d->labels[i] = label;
     }
+    if (rc == MW_OK && files.n == 0) /* train: each class has one; Keras refuses it too */
+        rc = mw_err(MW_EDATA,
+                    "%s: no image file (.bmp, .gif, .jpeg, .jpg, .png) in its class folders; "
+                    "expected at least one (the test set would be empty)",
+                    dir);
     if (rc == MW_OK && files.n >= UINT32_MAX)
         rc = mw_err(MW_EDATA, "%s: %zu images; at most 2^32 - 2", dir, files.n);
     for (size_t i = 0; rc == MW_OK && i < files.n; i++) {

@@ -10,7 +10,8 @@
  *     each; other files are skipped; links to folders are not followed (no loop can form);
  *   - every image is decoded as --color-mode says (default rgb, 3 channels) and resized to
  *     --image-size (default: the first training image's size) when a batch needs it.
- * An empty class folder in the training split is an error (MW_EDATA naming it). */
+ * An empty class folder in the training split is an error (MW_EDATA naming it), and so is a
+ * test split without any image (as the TFRecord reader refuses test shards without a record). */
 #ifndef MW_WORKER_DATA_DATA_IMAGES_H
 #define MW_WORKER_DATA_DATA_IMAGES_H
 
