@@ -35,8 +35,10 @@ A sweep adds 24 noise images of random sizes (1 to 399 a side) in class folders 
 off and on, held to the same rules.
 Then the same files' bytes as TFRecord shards of tf.train.Example (image/encoded,
 image/class/label; 3 training shards, 2 test shards, written by tf.io.TFRecordWriter in
-Keras' order): data_load on the shards gives the folder's output bit for bit, in every case,
-and so does data_load on the folder with a decoding pool (--decode-threads 2).
+Keras' order; a decoy image/format feature beside them): data_load on the shards gives the
+folder's output bit for bit, in every case, and so do data_load on the folder with a decoding
+pool (--decode-threads 2) and, for every format, shards whose features have other names
+(jpeg_bytes, class_id) given by --image-key and --label-key.
 
 Controls, each of which must be reported as a difference: Keras' arrays shifted by one
 example (a wrong order), one value of an exact-size PNG off by one level, and shards with two
@@ -195,9 +197,10 @@ def compare(tag, got, want, paths, size, worst):
     return fails
 
 
-def write_shards(folder_root, shard_dir, paths_by_split, swap=False):
-    """The files of each split as shards (image/encoded, image/class/label) in Keras' order;
-    swap: the first two training records exchanged (the control)."""
+def write_shards(folder_root, shard_dir, paths_by_split, swap=False,
+                 keys=("image/encoded", "image/class/label")):
+    """The files of each split as shards (features keys: image, label) in Keras' order; swap:
+    the first two training records exchanged (the control)."""
     os.makedirs(shard_dir, exist_ok=True)
     for split, (paths, labels) in paths_by_split.items():
         recs = list(zip(paths, labels))
@@ -212,10 +215,11 @@ def write_shards(folder_root, shard_dir, paths_by_split, swap=False):
                     with open(path, "rb") as f:
                         data = f.read()
                     w.write(tf.train.Example(features=tf.train.Features(feature={
-                        "image/encoded": tf.train.Feature(
-                            bytes_list=tf.train.BytesList(value=[data])),
-                        "image/class/label": tf.train.Feature(
+                        keys[0]: tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                        keys[1]: tf.train.Feature(
                             int64_list=tf.train.Int64List(value=[int(label)])),
+                        "image/format": tf.train.Feature(
+                            bytes_list=tf.train.BytesList(value=[b"decoy"])),
                     })).SerializeToString())
 
 
@@ -225,7 +229,7 @@ CASES = [(variant, mode, size, nearest, crop)
 CASES.append(("full", "rgb", None, False, False))  # the first training image's size
 
 
-def run_case(tool, roots, shards, work, case, worst, keep_for_controls):
+def run_case(tool, roots, alts, work, case, worst, keep_for_controls):
     variant, mode, size, nearest, crop = case
     fails = []
     for split in ("train", "test"):
@@ -241,9 +245,7 @@ def run_case(tool, roots, shards, work, case, worst, keep_for_controls):
         csize = size or shape[:2]
         kx, ky, paths = keras_split(roots[variant], split, mode, csize, nearest, crop)
         fails += compare(tag, (gx, gy), (kx, ky), paths, csize, worst.setdefault(tag, {}))
-        for what, path, extra in (("TFRecord shards", shards[variant], ()),
-                                  ("a decoding pool of 2 threads", roots[variant],
-                                   ("--decode-threads", "2"))):
+        for what, path, extra in alts[variant]:
             sx, sy, _ = data_load(tool, path, out + "s", split, mode, size, nearest, crop, extra)
             if not (np.array_equal(gx.view(np.uint32), sx.view(np.uint32)) and
                     np.array_equal(gy, sy)):
@@ -318,19 +320,25 @@ def controls(tool, roots, work, kept):
 def main():
     tool, work = sys.argv[1], sys.argv[2]
     roots = make_folders(work)
-    shards = {}
+    alts = {}
     for variant, root in roots.items():
         by_split = {}
         for split in ("train", "test"):
             _, y, paths = keras_split(root, split, "rgb" if variant != "pngbmp" else "rgba",
                                       SIZE, False, False)
             by_split[split] = (paths, y)
-        shards[variant] = os.path.join(work, "shards-" + variant)
-        write_shards(root, shards[variant], by_split)
+        write_shards(root, os.path.join(work, "shards-" + variant), by_split)
+        alts[variant] = [("TFRecord shards", os.path.join(work, "shards-" + variant), ()),
+                         ("a decoding pool of 2 threads", root, ("--decode-threads", "2"))]
+        if variant == "full":  # features of other names, given by --image-key, --label-key
+            write_shards(root, os.path.join(work, "shards-keys"), by_split,
+                         keys=("jpeg_bytes", "class_id"))
+            alts[variant].append(("shards of other keys", os.path.join(work, "shards-keys"),
+                                  ("--image-key", "jpeg_bytes", "--label-key", "class_id")))
     fails, worst, kept = [], {}, {}
     for case in CASES:
         try:
-            fails += run_case(tool, roots, shards, work, case, worst, kept)
+            fails += run_case(tool, roots, alts, work, case, worst, kept)
         except RuntimeError as e:
             fails.append(str(e))
     for tag, per in worst.items():
