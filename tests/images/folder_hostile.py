@@ -169,6 +169,24 @@ def case_text_jpg(mw, dl, work):
                                            "expected the signature"])
 
 
+def case_fifo(mw, dl, work):
+    """A FIFO named like an image: refused (exit 4, I/O), never opened to block on."""
+    folder(work)
+    bad = os.path.join(work, "train", "b", "002.png")
+    os.unlink(bad)
+    os.mkfifo(bad)
+    return in_training(mw, work, 4, [bad, "is a FIFO, not a regular file"])
+
+
+def case_broken_link(mw, dl, work):
+    """A link named like an image whose target is gone: a file to os.walk, read, refused."""
+    folder(work)
+    bad = os.path.join(work, "train", "a", "003.png")
+    os.unlink(bad)
+    os.symlink("gone.png", bad)
+    return in_training(mw, work, 4, [bad, "cannot open: No such file or directory"])
+
+
 def case_bomb(mw, dl, work):
     """60000 x 60000 declared in a file of a few hundred bytes: refused before any pixel buffer
     (3.6e9 pixels, 10.8 GB as RGB) exists; the runs' peak memory stays far below it."""
