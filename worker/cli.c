@@ -170,6 +170,10 @@ static const flag flags[] = {
              "images while this one computes (0: decode in the compute threads as batches are "
              "assembled; default 0 on the CPU, where decoding would take cores from compute, "
              "and 2 per GPU rank)"},
+    {"skip-bad-examples", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(skip_bad, int), .on = 1,
+     .help = "image folders and TFRecord shards: drop the examples whose image does not decode "
+             "or whose record is damaged (found before training; each rank scans a share), "
+             "reporting how many, instead of failing on the first (tf.data's ignore_errors)"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

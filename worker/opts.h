@@ -79,6 +79,7 @@ typedef struct {
     const char *image_key;     /* --image-key: TFRecord feature of the image (NULL: default) */
     const char *label_key;     /* --label-key: TFRecord feature of the label (NULL: default) */
     int decode_threads;        /* --decode-threads: encoded images' decoding pool (-1: auto) */
+    int skip_bad;              /* --skip-bad-examples: drop images and records that fail */
 
     /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */
     const char *evaluator_device;

@@ -13,6 +13,7 @@
 #include "common/sysmem.h"
 #include "worker/data/data_open.h"
 #include "worker/data/preprocess.h"
+#include "worker/data/skip.h"
 #include "worker/keras/compile.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
@@ -295,8 +296,48 @@ static mw_status data_opts(const mw_train_opts *o, mw_data_opts *d)
                         .interp = o->interpolation,
                         .crop = o->crop_to_aspect,
                         .image_key = o->image_key,
-                        .label_key = o->label_key};
+                        .label_key = o->label_key,
+                        .skip_bad = o->skip_bad};
     return o->image_size ? parse_image_size(o->image_size, &d->image_h, &d->image_w) : MW_OK;
+}
+
+/* --skip-bad-examples on one encoded set: each rank decodes a stride of it, the marks of every
+ * rank are combined (a max all-reduce under the collective timeout), every rank drops the same
+ * examples; rank 0 reports them with the records the reader skipped. */
+static mw_status drop_bad(mw_session *s, mw_dataset *d, const char *what)
+{
+    if (d->type != MW_IMAGES_ENCODED || d->count == 0)
+        return MW_OK;
+    uint8_t *bad = calloc(d->count, 1);
+    if (!bad)
+        return mw_err(MW_ENOMEM, "%s set: out of memory for %u marks", what, d->count);
+    uint32_t nbad = 0, dropped = 0;
+    char first[512];
+    mw_status rc =
+        mw_dataset_scan(d, bad, (uint32_t)s->rank, (uint32_t)s->world, &nbad, first, sizeof first);
+    const mw_wait_ctx w = {"sharing the bad examples found", -1, s->o->collective_timeout};
+    for (uint64_t at = 0; rc == MW_OK && at < d->count; at += 1u << 30) /* int counts */
+        rc = mw_comm_allreduce(&w, bad + at,
+                               (int)(d->count - at < (1u << 30) ? d->count - at : 1u << 30),
+                               MPI_UNSIGNED_CHAR, MPI_MAX, s->comm);
+    if (rc == MW_OK)
+        mw_dataset_drop(d, bad, &dropped);
+    free(bad);
+    if (rc == MW_OK) { /* every rank learns the lowest rank's first bad example */
+        const mw_status mine = nbad ? mw_err(MW_EDATA, "%s", first) : MW_OK;
+        if (mw_agree(s->comm, mine, NULL) == MW_EDATA && d->skipped == 0)
+            snprintf(d->skip_first, sizeof d->skip_first, "%s", mw_err_msg());
+        mw_err_clear();
+    }
+    d->skipped += dropped;
+    if (rc == MW_OK && d->count == 0)
+        rc = mw_err(MW_EDATA, "%s: every example of the %s set is bad (the first: %s)",
+                    s->o->data_dir, what, d->skip_first);
+    if (rc == MW_OK && d->skipped && s->rank == 0)
+        mw_log_warn("%s set: %u bad example(s) skipped (--skip-bad-examples), %u left; the "
+                    "first: %s",
+                    what, d->skipped, d->count, d->skip_first);
+    return rc;
 }
 
 /* Encoded training images: the decoding pool (--decode-threads; auto: 2 per GPU replica of the
@@ -340,6 +381,10 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         MW_TRY(check_model_early(s, check ? &mem : NULL, nthreads));
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
+    if (with_data && o->skip_bad) {
+        MW_TRY(drop_bad(s, &s->train, "training"));
+        MW_TRY(drop_bad(s, &s->test, "test"));
+    }
     if (with_data && s->opts.loss.has_ignore && o->classes <= 0) /* 255 beside 0..9: no class */
         mw_dataset_classes_without(&s->train, &s->test, s->opts.loss.ignore_class);
     char note[1024];

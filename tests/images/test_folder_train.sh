@@ -39,6 +39,52 @@ for n in 1 2; do
     train "pool$n" $n "$work/shards" --decode-threads 2 # the decoding pool: the same bits
     check "cmp -s $work/w-npz$n.bin $work/w-pool$n.bin" "shards with --decode-threads 2 != .npz on $n rank(s)"
 done
+# --skip-bad-examples: a truncated PNG (the 21st image of class 3), a text file named .jpg and
+# a record whose data CRC fails (the 2nd of shard 3; each shard holds 80 records) are dropped
+# before training, so the model is the .npz's without those examples, bit for bit; without the
+# switch the job ends with exit 3 naming the file (2 ranks: the whole job)
+cp -r "$work/folder" "$work/badf"
+cp -r "$work/shards" "$work/bads"
+bad=$(ls "$work/badf/train/c3" | sed -n 21p)
+head -c 100 "$work/folder/train/c3/$bad" >"$work/badf/train/c3/$bad"
+echo "not an image" >"$work/badf/train/c5/zz.jpg"
+shard=$(ls "$work/bads"/fmnist-train.tfrecord-00003-of-00008)
+"$py" - "$work" "$shard" <<'PY' >"$work/drop.log" 2>&1 || { cat "$work/drop.log"; exit 1; }
+import struct, sys
+import numpy as np
+work, shard = sys.argv[1:3]
+d = dict(np.load(work + "/data.npz"))
+raw = bytearray(open(shard, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+second = 12 + n + 4  # the second record's header
+raw[second + 12 + 5] ^= 0xFF  # a byte of its data: the data CRC fails, the framing holds
+open(shard, "wb").write(raw)
+c3 = np.flatnonzero(d["y_train"] == 3)[20]
+for name, drop in (("npzf", [c3]), ("npzs", [3 * 80 + 1])):
+    keep = np.setdiff1d(np.arange(len(d["y_train"])), drop)
+    np.savez(work + "/" + name + ".npz", x_train=d["x_train"][keep], y_train=d["y_train"][keep],
+             x_test=d["x_test"], y_test=d["y_test"])
+PY
+for n in 1 2; do
+    train "npzf$n" $n "$work/npzf.npz"
+    train "npzs$n" $n "$work/npzs.npz"
+    train "skipf$n" $n "$work/badf" --skip-bad-examples
+    train "skips$n" $n "$work/bads" --skip-bad-examples
+    check "cmp -s $work/w-npzf$n.bin $work/w-skipf$n.bin" "folder with 2 bad files skipped != .npz without them ($n rank(s))"
+    check "cmp -s $work/w-npzs$n.bin $work/w-skips$n.bin" "shards with a bad record skipped != .npz without it ($n rank(s))"
+done
+check "grep -q '2 bad example(s) skipped.*c3/$bad' $work/skipf2.log" "skip report (folder): $(grep -m1 skipped "$work/skipf2.log")"
+check "grep -q '1 bad example(s) skipped.*record 1.*data CRC mismatch' $work/skips1.log" "skip report (shards): $(grep -m1 skipped "$work/skips1.log")"
+rc=0
+timeout 120 mpirun -n 2 "$mw" train --data "$work/badf" --color-mode grayscale --epochs 2 \
+    --progress none --checkpoint-dir "$work/ck-fail" >"$work/fail.log" 2>&1 || rc=$?
+check "((rc == 3))" "a truncated PNG under mpirun -n 2: exit $rc, expected 3"
+check "grep -q 'error: .*badf/train/c3/$bad: a PNG image libpng cannot decode' $work/fail.log" "message: $(grep -m1 error: "$work/fail.log")"
+rc=0
+"$mw" train --data "$work/bads" --color-mode grayscale --epochs 1 --progress none \
+    --checkpoint-dir "$work/ck-fail" >"$work/fail.log" 2>&1 || rc=$?
+check "((rc == 3))" "a record with a bad CRC: exit $rc, expected 3"
+check "grep -q 'fmnist-train.tfrecord-00003-of-00008: record 1 at byte offset [0-9]*: data CRC mismatch' $work/fail.log" "message: $(grep -m1 error: "$work/fail.log")"
 train control 1 "$work/folder" --seed 7
 check "! cmp -s $work/w-npz1.bin $work/w-control.bin" "control: another seed gives the same weights"
 finish folder-train

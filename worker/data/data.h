@@ -70,6 +70,8 @@ typedef struct {
     struct mw_stream *stream; /* owned, MW_IMAGES_ENCODED: where each example's encoded image
                                  lies and how it is decoded */
     struct mw_prefetch *prefetch; /* owned, or NULL: the pool decoding ahead (prefetch.h) */
+    uint32_t skipped;             /* --skip-bad-examples: the bad examples dropped */
+    char skip_first[512];         /* ... the first one's message ("" when none) */
     int num_classes;
     void *map; /* the mapping holding images, or NULL (owned) */
     size_t map_nbytes;
@@ -106,6 +108,7 @@ typedef struct {
     const char *image_key;     /* --image-key: the Example feature of the encoded image (NULL:
                                   "image/encoded", else "image") */
     const char *label_key;     /* --label-key (NULL: "image/class/label", else "label") */
+    int skip_bad;              /* --skip-bad-examples: drop a bad record instead of failing */
 } mw_data_opts;
 
 void mw_dataset_init(mw_dataset *d);

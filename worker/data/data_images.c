@@ -211,6 +211,9 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
         rc = mw_err(MW_EDATA, "%s: %zu images; at most 2^32 - 2", dir, files.n);
     for (size_t i = 0; rc == MW_OK && i < files.n; i++) {
         uint32_t src;
+        struct stat st;
+        if (stat(files.v[i], &st) == 0) /* a file that cannot be read is named when it is */
+            mw_stream_note_size(d->stream, (uint64_t)st.st_size);
         rc = mw_stream_add_source(d->stream, files.v[i], &src);
         if (rc == MW_OK)
             rc = mw_stream_add_example(d->stream, src, MW_STREAM_WHOLE_FILE);

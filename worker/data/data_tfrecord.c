@@ -99,12 +99,26 @@ static mw_status take_record(mw_dataset *d, split_ctx *c, uint32_t src, const ch
     }
     if (rc == MW_OK)
         rc = mw_stream_add_example(d->stream, src, offset);
+    if (rc == MW_OK)
+        mw_stream_note_size(d->stream, nbytes);
     if (rc == MW_OK) {
         d->labels[d->count++] = (int32_t)label[0];
         c->top = label[0] > c->top ? (int)label[0] : c->top;
     }
     mw_example_free(e);
     return rc;
+}
+
+/* --skip-bad-examples: count a bad record (its message the first time) and go on, when the
+ * shard can be read past it (*past: the record's framing was whole). */
+static mw_status skip_or_fail(mw_dataset *d, const split_ctx *c, mw_status rc, int past)
+{
+    if (rc == MW_OK || !c->o->skip_bad || !past || rc == MW_ENOMEM)
+        return rc;
+    if (d->skipped++ == 0)
+        snprintf(d->skip_first, sizeof d->skip_first, "%s", mw_err_msg());
+    mw_err_clear();
+    return MW_OK;
 }
 
 /* Every record of one shard. */
@@ -126,11 +140,15 @@ static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
         size_t nbytes;
         uint64_t off;
         const uint64_t rec = mw_tfrecord_position(t);
-        if (rc == MW_OK)
+        if (rc == MW_OK) { /* a data CRC mismatch alone moves past the record */
             rc = mw_tfrecord_next(t, &data, &nbytes, &off);
+            rc = skip_or_fail(d, c, rc, mw_tfrecord_position(t) > rec);
+            if (rc == MW_OK && !data && mw_tfrecord_position(t) > rec)
+                continue;
+        }
         if (rc != MW_OK || !data)
             break;
-        rc = take_record(d, c, src, path, rec, off, data, nbytes);
+        rc = skip_or_fail(d, c, take_record(d, c, src, path, rec, off, data, nbytes), 1);
     }
     mw_tfrecord_close(t);
     return rc;
