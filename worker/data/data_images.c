@@ -144,6 +144,20 @@ static int class_of(const strlist *classes, const char *name)
     return -1;
 }
 
+/* Drop the folders whose name starts with '.' (.git, .ipynb_checkpoints): Keras'
+ * index_directory takes no such folder as a class. */
+static void drop_hidden(strlist *names)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < names->n; i++) {
+        if (strrchr(names->v[i], '/')[1] == '.')
+            free(names->v[i]);
+        else
+            names->v[k++] = names->v[i];
+    }
+    names->n = k;
+}
+
 /* One split's folder (dir) into d: its class folders sorted, each one's image files as
  * examples labelled by the class's place among classes (the training split's, which it sets
  * when train). */
@@ -152,6 +166,7 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
 {
     strlist names = {0}, files = {0};
     mw_status rc = list_dir(dir, &names, NULL, 0);
+    drop_hidden(&names);
     qsort(names.v, names.n, sizeof *names.v, by_name);
     if (rc == MW_OK && names.n == 0)
         rc = mw_err(MW_EDATA,
@@ -188,6 +203,11 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
         for (size_t i = first; rc == MW_OK && i < files.n; i++)
             d->labels[i] = label;
     }
+    if (rc == MW_OK && files.n == 0) /* train: each class has one; Keras refuses it too */
+        rc = mw_err(MW_EDATA,
+                    "%s: no image file (.bmp, .gif, .jpeg, .jpg, .png) in its class folders; "
+                    "expected at least one (the test set would be empty)",
+                    dir);
     if (rc == MW_OK && files.n >= UINT32_MAX)
         rc = mw_err(MW_EDATA, "%s: %zu images; at most 2^32 - 2", dir, files.n);
     for (size_t i = 0; rc == MW_OK && i < files.n; i++) {

@@ -170,7 +170,7 @@ static mw_status read_record(const mw_stream *s, uint32_t id, uint8_t **buf, siz
     char where[1100];
     snprintf(where, sizeof where, "%s: the record at byte offset %llu", path,
              (unsigned long long)s->off[id]);
-    mw_status rc = mw_tfrecord_read_at(t, s->off[id], id, &data, &nbytes);
+    mw_status rc = mw_tfrecord_read_at(t, s->off[id], MW_TFRECORD_NO_INDEX, &data, &nbytes);
     if (rc == MW_OK)
         rc = mw_example_parse(&e, data, nbytes, where);
     if (rc == MW_OK)
