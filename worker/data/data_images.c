@@ -107,7 +107,8 @@ static mw_status walk(const char *top, strlist *out)
             return mw_err(MW_EDATA, "%s: more than 2^24 folders", top);
         MW_TRY(list_dir(out->v[i], out, NULL, 1));
     }
-    qsort(out->v, out->n, sizeof *out->v, by_name);
+    if (out->n > 1) /* qsort of NULL is undefined even for 0 elements */
+        qsort(out->v, out->n, sizeof *out->v, by_name);
     return MW_OK;
 }
 
@@ -121,7 +122,8 @@ static mw_status class_files(const char *cls, strlist *files, size_t *skipped)
         strlist here = {0};
         rc = list_dir(dirs.v[i], NULL, &here, 1);
         if (rc == MW_OK)
-            qsort(here.v, here.n, sizeof *here.v, by_name);
+            if (here.n > 1)
+                qsort(here.v, here.n, sizeof *here.v, by_name);
         for (size_t j = 0; rc == MW_OK && j < here.n; j++) {
             const char *base = strrchr(here.v[j], '/') + 1;
             if (image_name(base))
@@ -167,7 +169,8 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
     strlist names = {0}, files = {0};
     mw_status rc = list_dir(dir, &names, NULL, 0);
     drop_hidden(&names);
-    qsort(names.v, names.n, sizeof *names.v, by_name);
+    if (names.n > 1)
+        qsort(names.v, names.n, sizeof *names.v, by_name);
     if (rc == MW_OK && names.n == 0)
         rc = mw_err(MW_EDATA,
                     "%s: no class folders; expected one folder of images per class (as "
