@@ -163,7 +163,27 @@ static void find_mount(hierarchy *h, const char *proc_root, const char *cgroup_r
              h->version == MW_SYSMEM_CGROUP_V1 ? "/memory" : "");
 }
 
-/* The limit and usage at one cgroup directory; 0 when it has no limit or no readable one. */
+/* The inactive file cache of a cgroup (memory.stat's inactive_file in v2, total_inactive_file
+ * in v1: pages of files read once, which the kernel reclaims before it would kill anything),
+ * 0 when unknown. A process that has just loaded its libraries (oneDNN, OpenBLAS: 80 MB) or
+ * read its data in a small cgroup has its usage filled with such pages. */
+static uint64_t reclaimable(const hierarchy *h, const char *dir)
+{
+    char fn[PATH_CAP], line[256];
+    const char *key = h->version == MW_SYSMEM_CGROUP_V2 ? "inactive_file " : "total_inactive_file ";
+    int n = snprintf(fn, sizeof fn, "%s/memory.stat", dir);
+    FILE *f = n < 0 || (size_t)n >= sizeof fn ? NULL : fopen(fn, "r");
+    unsigned long long v = 0;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strncmp(line, key, strlen(key)) == 0 && sscanf(line + strlen(key), "%llu", &v) == 1;
+    if (f)
+        fclose(f);
+    return found ? (uint64_t)v : 0;
+}
+
+/* The limit and usage at one cgroup directory; 0 when it has no limit or no readable one. The
+ * usage leaves out the inactive file cache (reclaimable). */
 static int level_bound(const hierarchy *h, const char *dir, uint64_t *limit, uint64_t *usage)
 {
     char fn[PATH_CAP];
@@ -174,6 +194,8 @@ static int level_bound(const hierarchy *h, const char *dir, uint64_t *limit, uin
     n = snprintf(fn, sizeof fn, "%s/%s", dir, h->usage_file);
     if (n < 0 || (size_t)n >= sizeof fn || !read_u64(fn, usage, &is_max) || is_max)
         *usage = 0; /* a limit without a readable usage still bounds */
+    const uint64_t cache = reclaimable(h, dir);
+    *usage = *usage > cache ? *usage - cache : 0;
     return 1;
 }
 

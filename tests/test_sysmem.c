@@ -63,6 +63,45 @@ static void v2_limit(void **state)
                         "cgroup v2 memory.max of /mwtrain-test-1: limit 1.0 GiB, 100.0 MiB in use");
 }
 
+/* The inactive file cache in memory.stat is reclaimable: not counted as in use (v2's
+ * inactive_file; v1's hierarchical total_inactive_file, not its own-level inactive_file). */
+static void reclaimable_cache(void **state)
+{
+    const char *root = *state;
+    meminfo(root);
+    put(root, "proc/self/cgroup", "0::/small\n");
+    put(root, "cg/small/memory.max", "134217728\n");
+    put(root, "cg/small/memory.current", "125829120\n");
+    put(root, "cg/small/memory.stat",
+        "anon 20971520\nfile 104857600\nactive_file 10485760\n"
+        "inactive_file 94371840\n");
+    mw_sysmem m;
+    assert_int_equal(query(root, &m), MW_SYSMEM_CGROUP_V2);
+    assert_int_equal(m.usage, 30 * MIB); /* 120 MiB - 90 MiB */
+    assert_int_equal(m.available, 98 * MIB);
+    put(root, "cg/small/memory.stat", "inactive_file 209715200\n"); /* above the usage */
+    assert_int_equal(query(root, &m), MW_SYSMEM_CGROUP_V2);
+    assert_int_equal(m.usage, 0);
+}
+
+/* The same in v1: the hierarchical total_inactive_file counts, not the level's own line. */
+static void reclaimable_cache_v1(void **state)
+{
+    const char *root = *state;
+    meminfo(root);
+    put(root, "proc/self/cgroup", "4:memory:/small\n");
+    put(root, "cg/memory/small/memory.limit_in_bytes", "134217728\n");
+    put(root, "cg/memory/small/memory.usage_in_bytes", "125829120\n");
+    put(root, "cg/memory/small/memory.stat",
+        "cache 104857600\ninactive_file 1048576\n"
+        "total_inactive_file 94371840\n");
+    put(root, "cg/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    mw_sysmem m;
+    assert_int_equal(query(root, &m), MW_SYSMEM_CGROUP_V1);
+    assert_int_equal(m.usage, 30 * MIB);
+    assert_int_equal(m.available, 98 * MIB);
+}
+
 /* "max" at the process's own cgroup: the parent's limit bounds it; all "max": meminfo. */
 static void v2_max(void **state)
 {
@@ -345,6 +384,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         mw_test_in_tmpdir(v2_limit),
         mw_test_in_tmpdir(v2_max),
+        mw_test_in_tmpdir(reclaimable_cache),
+        mw_test_in_tmpdir(reclaimable_cache_v1),
         mw_test_in_tmpdir(v2_nested),
         mw_test_in_tmpdir(v1),
         mw_test_in_tmpdir(mountinfo_root),

@@ -70,6 +70,7 @@ static const char *const progresses[] = {"auto", "bar", "lines", "none", NULL}; 
 static const char *const devices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const cifar_labels[] = {"fine", "coarse", NULL}; /* mw_train_opts.cifar_label */
 static const char *const color_modes[] = {"rgb", "grayscale", "rgba", NULL}; /* .color_mode */
+static const char *const shard_policies[] = {"data", "file", NULL};          /* .shard_policy */
 static const char *const interpolations[] = {"bilinear", "nearest", NULL};   /* mw_image_interp */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
@@ -165,6 +166,28 @@ static const flag flags[] = {
     {"crop-to-aspect-ratio", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(crop_to_aspect, int), .on = 1,
      .help = "resize encoded images without distortion: first the largest centered crop of "
              "--image-size's aspect ratio (Keras' crop_to_aspect_ratio=True)"},
+    {"decode-threads", "N", C_TRAIN, K_INT, TR(decode_threads, int), .lo = 0, .hi = 256,
+     .help = "image folders and TFRecord shards: threads per rank decoding the next step's "
+             "images while this one computes (0: decode in the compute threads as batches are "
+             "assembled; default 0 on the CPU, where decoding would take cores from compute, "
+             "and 2 per GPU rank)"},
+    {"skip-bad-examples", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(skip_bad, int), .on = 1,
+     .help = "image folders and TFRecord shards: drop the examples whose image does not decode "
+             "or whose record is damaged (found before training; each rank scans a share), "
+             "reporting how many, instead of failing on the first (tf.data's ignore_errors)"},
+    {"validation-split", "F", C_TRAIN | C_EVAL, K_DOUBLE, TR(validation_split, double), .lo = 0,
+     .hi = 1, .open = OPEN_LO | OPEN_HI,
+     .help = "an image folder of class folders without train/ and test/: hold out the fraction "
+             "F for testing, the files Keras' image_dataset_from_directory(validation_split=F, "
+             "seed=N) holds out (needs --validation-seed)"},
+    {"validation-seed", "N", C_TRAIN | C_EVAL, K_U64, TR(validation_seed, uint64_t),
+     .help = "the seed of --validation-split's shuffle, Keras' seed (0..4294967295)"},
+    {"shard-policy", "data|file", C_TRAIN, K_CHOICE, TR(shard_policy, int),
+     .choices = shard_policies,
+     .help = "TFRecord shards: data (default) shuffles all examples and each rank decodes its "
+             "replicas' slices, the same batches for any layout; file gives rank r the shards "
+             "r, r + ranks, ... whole (tf.data's AutoShardPolicy.FILE): a rank reads only its "
+             "files, and the batches depend on the layout"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

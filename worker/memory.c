@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "worker/data/stream.h"
 #include "worker/model/layers/batchnorm.h"
 #include "worker/model/model_ws.h"
 #include "worker/replicas/replicas.h"
@@ -15,6 +16,21 @@
 #define MODEL_ARENAS 4
 #define CHECKPOINT_COPIES 8
 
+/* Encoded images (MW_IMAGES_ENCODED): the tables, and for each thread that decodes (the
+ * compute threads and the pool) the largest encoded file read and its resized image; with a
+ * pool, its cache of two steps' shares. The pixels of the image being decoded are not counted:
+ * they are not known before its header is read (at most the pixel limit, image_decode.h). */
+static uint64_t encoded_nbytes(const mw_dataset *d, const mw_train_opts *o, int threads, int on_gpu)
+{
+    uint64_t largest;
+    const uint64_t tables = mw_stream_nbytes(d->stream, &largest);
+    const uint64_t image = (uint64_t)d->rows * d->cols * d->channels * sizeof(float);
+    const int rpw = o->replicas_per_worker > 0 ? o->replicas_per_worker : 1;
+    const int pool = o->decode_threads >= 0 ? o->decode_threads : on_gpu ? 2 * rpw : 0;
+    const uint64_t cache = pool ? 2 * (uint64_t)o->batch_per_replica * rpw * image : 0;
+    return tables + (uint64_t)(threads + pool) * (largest + image) + cache;
+}
+
 /* d as loaded; masked: the model's loss ignores a class or masks padding, so the set gets
  * a factor and a count of valid positions per example (8 bytes) once the model is built. */
 static uint64_t dataset_nbytes(const mw_dataset *d, int masked)
@@ -22,7 +38,8 @@ static uint64_t dataset_nbytes(const mw_dataset *d, int masked)
     if (!d)
         return 0;
     /* memory-mapped images are page cache, shared by the node's ranks and reclaimable */
-    const uint64_t images = d->map ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
+    const uint64_t images =
+        d->map || d->stream ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
     return images + (uint64_t)d->count * (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0) +
                                           (d->mask_w || masked ? 8 : 0));
 }
@@ -50,6 +67,9 @@ void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_d
     const int masked = m->loss.has_ignore || m->loss.masked;
     e->data = dataset_nbytes(train, masked) + dataset_nbytes(test, masked) +
               (train ? ((uint64_t)train->count + 1) * sizeof(uint32_t) : 0);
+    for (const mw_dataset *d = train; d; d = d == train ? test : NULL)
+        if (d->stream)
+            e->data += encoded_nbytes(d, o, e->threads, on_gpu);
     e->margin = MW_MEMORY_MARGIN;
     e->total = e->activations + e->gradients + e->model + e->data + e->margin;
 }

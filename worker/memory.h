@@ -19,7 +19,9 @@
  *   model        parameters and optimizer slots m1, m2 (three arenas), plus the three
  *                copies and the serialized buffer a checkpoint takes while it is written
  *   data         train and test images (uint8) and targets (int32 labels or float32
- *                values) as loaded, and the epoch order (train count + 1 ids)
+ *                values) as loaded, and the epoch order (train count + 1 ids); encoded
+ *                images (image folders, TFRecord shards) instead: their tables, each
+ *                decoding thread's largest file and resized image, the decoding pool's cache
  *   margin       MW_MEMORY_MARGIN for what the libraries take (MPI, OpenMP, BLAS, libc)
  * The ranks of a node share its memory (and its cgroup): each gets available / ranks.
  * MW_MEMORY_CHECK=off in the environment skips the check (unusual systems). */

@@ -78,6 +78,11 @@ typedef struct {
     int crop_to_aspect;        /* --crop-to-aspect-ratio */
     const char *image_key;     /* --image-key: TFRecord feature of the image (NULL: default) */
     const char *label_key;     /* --label-key: TFRecord feature of the label (NULL: default) */
+    int decode_threads;        /* --decode-threads: encoded images' decoding pool (-1: auto) */
+    int skip_bad;              /* --skip-bad-examples: drop images and records that fail */
+    int shard_policy;          /* --shard-policy: 0 data (examples), 1 file (whole shards) */
+    double validation_split;   /* --validation-split: an image folder's held-out fraction (0) */
+    uint64_t validation_seed;  /* --validation-seed (UINT64_MAX: not given) */
 
     /* an evaluator task's --device (cpu): on a GPU it would share a trainer's */
     const char *evaluator_device;

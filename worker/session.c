@@ -13,6 +13,8 @@
 #include "common/sysmem.h"
 #include "worker/data/data_open.h"
 #include "worker/data/preprocess.h"
+#include "worker/data/skip.h"
+#include "worker/data/stream.h"
 #include "worker/keras/compile.h"
 #include "worker/keras/keras.h"
 #include "worker/keras/keras_archive.h"
@@ -295,8 +297,87 @@ static mw_status data_opts(const mw_train_opts *o, mw_data_opts *d)
                         .interp = o->interpolation,
                         .crop = o->crop_to_aspect,
                         .image_key = o->image_key,
-                        .label_key = o->label_key};
+                        .label_key = o->label_key,
+                        .skip_bad = o->skip_bad,
+                        .validation_split = o->validation_split,
+                        .validation_seed =
+                            o->validation_seed == UINT64_MAX ? -1 : (int64_t)o->validation_seed};
+    if (o->validation_seed != UINT64_MAX && o->validation_seed > UINT32_MAX)
+        return mw_err(MW_EINVAL, "--validation-seed %llu: expected 0..4294967295 (NumPy's seeds)",
+                      (unsigned long long)o->validation_seed);
+    if (o->validation_split > 0 && o->validation_seed == UINT64_MAX)
+        return mw_err(MW_EINVAL,
+                      "--validation-split %g needs --validation-seed N: the held-out files are "
+                      "chosen by a seeded shuffle (as Keras requires a seed)",
+                      o->validation_split);
     return o->image_size ? parse_image_size(o->image_size, &d->image_h, &d->image_w) : MW_OK;
+}
+
+/* --skip-bad-examples on one encoded set: each rank decodes a stride of it, the marks of every
+ * rank are combined (a max all-reduce under the collective timeout), every rank drops the same
+ * examples; rank 0 reports them with the records the reader skipped. */
+static mw_status drop_bad(mw_session *s, mw_dataset *d, const char *what)
+{
+    if (d->type != MW_IMAGES_ENCODED || d->count == 0)
+        return MW_OK;
+    uint8_t *bad = calloc(d->count, 1);
+    if (!bad)
+        return mw_err(MW_ENOMEM, "%s set: out of memory for %u marks", what, d->count);
+    uint32_t nbad = 0, dropped = 0;
+    char first[512];
+    mw_status rc =
+        mw_dataset_scan(d, bad, (uint32_t)s->rank, (uint32_t)s->world, &nbad, first, sizeof first);
+    const mw_wait_ctx w = {"sharing the bad examples found", -1, s->o->collective_timeout};
+    for (uint64_t at = 0; rc == MW_OK && at < d->count; at += 1u << 30) /* int counts */
+        rc = mw_comm_allreduce(&w, bad + at,
+                               (int)(d->count - at < (1u << 30) ? d->count - at : 1u << 30),
+                               MPI_UNSIGNED_CHAR, MPI_MAX, s->comm);
+    if (rc == MW_OK)
+        mw_dataset_drop(d, bad, &dropped);
+    free(bad);
+    if (rc == MW_OK) { /* every rank learns the lowest rank's first bad example */
+        const mw_status mine = nbad ? mw_err(MW_EDATA, "%s", first) : MW_OK;
+        if (mw_agree(s->comm, mine, NULL) == MW_EDATA && d->skipped == 0)
+            snprintf(d->skip_first, sizeof d->skip_first, "%s", mw_err_msg());
+        mw_err_clear();
+    }
+    d->skipped += dropped;
+    if (rc == MW_OK && d->count == 0)
+        rc = mw_err(MW_EDATA, "%s: every example of the %s set is bad (the first: %s)",
+                    s->o->data_dir, what, d->skip_first);
+    if (rc == MW_OK && d->skipped && s->rank == 0)
+        mw_log_warn("%s set: %u bad example(s) skipped (--skip-bad-examples), %u left; the "
+                    "first: %s",
+                    what, d->skipped, d->count, d->skip_first);
+    return rc;
+}
+
+/* --shard-policy file: every rank the same plan of whole shards per rank (shard_plan.h). */
+static mw_status plan_shards(mw_session *s)
+{
+    mw_shard_plan *p = &s->plan;
+    MW_TRY(mw_shard_plan_make(p, &s->train, s->world, s->o->replicas_per_worker,
+                              mw_session_global_batch(s), s->o->data_dir));
+    if (s->rank == 0)
+        mw_log_info("--shard-policy file: %u shards over %d rank(s), %ld of %u examples an "
+                    "epoch (the rank with the fewest sets the epoch's length)",
+                    mw_stream_source_count(s->train.stream), s->world, p->examples, s->train.count);
+    return MW_OK;
+}
+
+/* Encoded training images: the decoding pool (--decode-threads; auto: 2 per GPU replica of the
+ * rank, none on the CPU), caching two steps' shares of the rank. */
+static mw_status start_decoding(mw_session *s)
+{
+    const mw_train_opts *o = s->o;
+    const int rpw = o->replicas_per_worker;
+    const int threads = o->decode_threads >= 0 ? o->decode_threads : s->dev.use_gpu ? 2 * rpw : 0;
+    const uint64_t cap = 2 * (uint64_t)o->batch_per_replica * (uint64_t)rpw;
+    if (threads == 0 || s->train.type != MW_IMAGES_ENCODED)
+        return MW_OK;
+    mw_log_debug("decoding pool: %d threads, %llu examples cached", threads,
+                 (unsigned long long)cap);
+    return mw_dataset_prefetch_start(&s->train, threads, (uint32_t)cap, o->collective_timeout);
 }
 
 mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topology *topo,
@@ -325,6 +406,10 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
         MW_TRY(check_model_early(s, check ? &mem : NULL, nthreads));
     if (with_data)
         MW_TRY(mw_dataset_open(&s->train, &s->test, o->data_dir, &dopts));
+    if (with_data && o->skip_bad) {
+        MW_TRY(drop_bad(s, &s->train, "training"));
+        MW_TRY(drop_bad(s, &s->test, "test"));
+    }
     if (with_data && s->opts.loss.has_ignore && o->classes <= 0) /* 255 beside 0..9: no class */
         mw_dataset_classes_without(&s->train, &s->test, s->opts.loss.ignore_class);
     char note[1024];
@@ -339,6 +424,10 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
     s->train.pre = s->test.pre = s->model.pre;
     s->train.augment = use == MW_USE_TRAIN;
     s->train.aug_seed = s->seed;
+    if (use == MW_USE_TRAIN)
+        MW_TRY(start_decoding(s));
+    if (use == MW_USE_TRAIN && o->shard_policy == 1)
+        MW_TRY(plan_shards(s));
     s->ops = s->dev.use_gpu ? s->dev.module->replicas : &mw_replicas_cpu;
     const mw_replicas_env env = {
         .o = s->o,
@@ -391,6 +480,11 @@ void mw_session_metric_text(const mw_session *s, char *out, size_t cap, const ch
 long mw_session_global_batch(const mw_session *s)
 {
     return (long)s->o->batch_per_replica * s->o->replicas_per_worker * s->world;
+}
+
+long mw_session_epoch_examples(const mw_session *s)
+{
+    return s->plan.ids ? s->plan.examples : (long)s->train.count;
 }
 
 /* What restores with --model: the prefix of its messages and the way out of a mismatch. */
@@ -559,6 +653,7 @@ void mw_session_close(mw_session *s, int abandoned)
         s->ops->close(&s->rep, abandoned);
     mw_dataset_free(&s->train);
     mw_dataset_free(&s->test);
+    mw_shard_plan_free(&s->plan);
     mw_arena_free(&s->m1);
     mw_arena_free(&s->m2);
     mw_arena_free(&s->m3);

@@ -26,6 +26,7 @@
 #include "worker/opts.h"
 #include "worker/replicas/device.h"
 #include "worker/replicas/replicas.h"
+#include "worker/shard_plan.h"
 
 /* One epoch's results, as the chief prints and records them. */
 typedef struct {
@@ -50,6 +51,7 @@ typedef struct {
     mw_model model;
     mw_arena m1, m2, m3; /* optimizer slots s1..s3 (kernels/optim.h) */
     mw_dataset train, test;
+    mw_shard_plan plan; /* --shard-policy file: the epoch order's plan (plan.ids NULL: none) */
     mw_device_choice dev;
     mw_session_use use;
     int shape[4]; /* the data's h, w, c and classes the model was built for (0: the file's) */
@@ -87,6 +89,9 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
                           mw_session_use use);
 /* The global batch: batch per replica x replicas per worker x ranks. */
 long mw_session_global_batch(const mw_session *s);
+/* The examples an epoch trains on: the training set's, or fewer under --shard-policy file
+ * (shard_plan.h). */
+long mw_session_epoch_examples(const mw_session *s);
 /* Take over a checkpoint's state (every rank runs this on the same bytes): the parameters
  * and counters; without weights_only the optimizer state too, refused when the optimizer
  * differs or a mid-epoch checkpoint had another global batch. Pushes it to the backend.

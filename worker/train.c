@@ -62,7 +62,7 @@ enum { STOP_SIGNAL = 1, STOP_NONFINITE = 2 };
 static long steps_per_epoch(const mw_session *s)
 {
     const long gb = mw_session_global_batch(s);
-    long steps = ((long)s->train.count + gb - 1) / gb;
+    long steps = (mw_session_epoch_examples(s) + gb - 1) / gb;
     if (s->o->steps_per_epoch > 0 && s->o->steps_per_epoch < steps)
         steps = s->o->steps_per_epoch;
     return steps;
@@ -360,21 +360,55 @@ static void train_results(const mw_session *s, const double *sums, long nsteps, 
         secs > 0 ? sums[MW_SUM_COUNT] * (double)mw_session_positions(s) / secs : 0;
 }
 
-static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
+/* Queue this rank's share of the gb examples at order + start for the decoding pool (encoded
+ * images with --decode-threads; nothing otherwise): its replicas' slices are contiguous. */
+static void hint_share(trainer *t, long start, long gb)
 {
     mw_session *s = &t->s;
-    const mw_train_opts *o = s->o;
-    const int rpw = o->replicas_per_worker, nrep = s->world * rpw;
-    const long GB = mw_session_global_batch(s), N = s->train.count, steps = steps_per_epoch(s);
-    const long first = epoch == s->start_epoch ? s->start_step : 0;
-    mw_progress_state prog;
-    if (o->no_shuffle)
+    if (!s->train.prefetch || gb <= 0)
+        return;
+    const int rpw = s->o->replicas_per_worker, nrep = s->world * rpw;
+    long off0, c0, off1, c1;
+    mw_slice(gb, nrep, s->rank * rpw, &off0, &c0);
+    mw_slice(gb, nrep, s->rank * rpw + rpw - 1, &off1, &c1);
+    mw_dataset_prefetch_hint(&s->train, t->order + start + off0, (uint32_t)(off1 + c1 - off0));
+}
+
+/* The epoch's wait for the decoding pool on this rank, when it is more than 5 % of the epoch. */
+static void note_input_wait(mw_session *s, int epoch, double secs)
+{
+    const double w = mw_dataset_input_wait(&s->train);
+    if (secs > 0 && w > 0.05 * secs)
+        mw_log_info("epoch %d: %.2f s (%.0f %%) waiting for decoded images: more --decode-threads, "
+                    "or faster storage",
+                    epoch + 1, w, 100 * w / secs);
+}
+
+/* The epoch's order of its N examples (global batches of GB), and what is keyed by it. */
+static void epoch_order(trainer *t, int epoch, long N, long GB)
+{
+    mw_session *s = &t->s;
+    if (s->plan.ids) /* --shard-policy file: each rank's slices from its own shards */
+        mw_shard_plan_order(&s->plan, t->order, !s->o->no_shuffle, s->seed, epoch);
+    else if (s->o->no_shuffle)
         mw_dataset_file_order(t->order, (uint32_t)N);
     else
         mw_dataset_epoch_order(t->order, (uint32_t)N, s->seed, epoch);
     s->train.epoch = epoch, s->train.aug_seed = s->seed; /* augmentation key (worker/data/data.h) */
     mw_dataset_mask_batches(&s->train, t->order, N, GB); /* a masked loss: per global batch */
-    double sums[MW_SUMS] = {0};                          /* kernels.h' MW_SUM_* (local, then all) */
+}
+
+static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
+{
+    mw_session *s = &t->s;
+    const mw_train_opts *o = s->o;
+    const int rpw = o->replicas_per_worker, nrep = s->world * rpw;
+    const long GB = mw_session_global_batch(s), N = mw_session_epoch_examples(s);
+    const long steps = steps_per_epoch(s);
+    const long first = epoch == s->start_epoch ? s->start_step : 0;
+    mw_progress_state prog;
+    epoch_order(t, epoch, N, GB);
+    double sums[MW_SUMS] = {0}; /* kernels.h' MW_SUM_* (local, then all) */
     double t0 = mw_now(), seen_local = 0;
     if (s->rank == 0)
         mw_progress_begin(&prog, stderr, (int)o->progress, o->progress_interval, epoch + 1,
@@ -382,6 +416,9 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     for (long k = first; k < steps; k++) {
         const long start = k * GB, gb = N - start < GB ? N - start : GB;
         const long next = start + gb, next_gb = k + 1 < steps ? (N - next < GB ? N - next : GB) : 0;
+        if (k == first)
+            hint_share(t, start, gb);
+        hint_share(t, next, next_gb); /* decoded while this step computes */
         MW_TRY(step(t, start, gb, next_gb, &t->secs[k - first]));
         seen_local += (double)gb;
         int stop;
@@ -415,6 +452,7 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
     const double train_time = mw_now() - t0;
     if (s->rank == 0)
         mw_progress_end(&prog);
+    note_input_wait(s, epoch, train_time);
     s->ops->metrics(s->rep, sums, 1);
     if (s->loss_scale > 0 && s->rank == 0)
         mw_log_info("epoch %d: loss scale %.17g after %ld step(s) skipped for non-finite gradients "

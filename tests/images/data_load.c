@@ -2,10 +2,14 @@
  * example of one split in order with mw_dataset_batch in batches of 64, and write what the
  * model would see: OUT.f32 (count x H x W x C float32: uint8 and encoded images / 255) and
  * OUT.labels (count int32), then print "count H W C classes seconds images_per_second".
- * --repeat R assembles the split R times (throughput; written once). Options as mwtrain's:
+ * --list prints each example's file and label instead ("PATH LABEL", encoded images only).
+ * --repeat R assembles the split R times (throughput; written once). --decode-threads N: a
+ * decoding pool of N threads (worker/data/prefetch.h) decodes each batch while the one before
+ * is assembled, as training hints the next step. Options as mwtrain's:
  *
  *   data_load [--color-mode rgb|grayscale|rgba] [--image-size HxW] [--nearest] [--crop]
  *             [--image-key K] [--label-key K] [--split train|test] [--threads N]
+ *             [--decode-threads N] [--validation-split F --validation-seed N] [--list]
  *             [--repeat R] [--out OUT] PATH
  *
  * A failure prints mwtrain's message on stderr and exits with its status's exit code. */
@@ -21,6 +25,7 @@
 #include "common/timer.h"
 #include "worker/data/data_open.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/stream.h"
 
 #define BATCH 64
 
@@ -34,12 +39,12 @@ static int usage(void)
 {
     fprintf(stderr, "usage: data_load [--color-mode rgb|grayscale|rgba] [--image-size HxW] "
                     "[--nearest] [--crop] [--image-key K] [--label-key K] [--split train|test] "
-                    "[--threads N] [--repeat R] [--out OUT] PATH\n");
+                    "[--threads N] [--decode-threads N] [--repeat R] [--out OUT] PATH\n");
     return 2;
 }
 
 /* Every example of d in order, R times; the first pass written to f (may be NULL). */
-static mw_status assemble(const mw_dataset *d, int repeat, FILE *fx, FILE *fy, double *secs)
+static mw_status assemble(mw_dataset *d, int repeat, FILE *fx, FILE *fy, double *secs)
 {
     const size_t per = (size_t)d->rows * d->cols * d->channels;
     float *x = malloc(BATCH * per * sizeof *x);
@@ -53,6 +58,12 @@ static mw_status assemble(const mw_dataset *d, int repeat, FILE *fx, FILE *fy, d
             const int n = d->count - i < BATCH ? (int)(d->count - i) : BATCH;
             for (int j = 0; j < n; j++)
                 ids[j] = i + (uint32_t)j;
+            uint32_t next[BATCH], m = 0; /* the next batch, for the pool */
+            for (uint32_t j = i + BATCH; j < d->count && m < BATCH; j++)
+                next[m++] = j;
+            if (i == 0)
+                mw_dataset_prefetch_hint(d, ids, (uint32_t)n);
+            mw_dataset_prefetch_hint(d, next, m);
             mw_dataset_batch(d, x, y, ids, n);
             if (r == 0 && fx)
                 fwrite(x, sizeof *x, (size_t)n * per, fx), fwrite(y, sizeof *y, (size_t)n, fy);
@@ -64,9 +75,9 @@ static mw_status assemble(const mw_dataset *d, int repeat, FILE *fx, FILE *fy, d
 
 int main(int argc, char **argv)
 {
-    mw_data_opts o = {.cifar_fine = 1, .color_channels = 3};
+    mw_data_opts o = {.cifar_fine = 1, .color_channels = 3, .validation_seed = -1};
     const char *split = "train", *out = NULL;
-    int repeat = 1, i = 1;
+    int repeat = 1, i = 1, pool = 0, list = 0;
     for (; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--color-mode") == 0) {
@@ -87,6 +98,14 @@ int main(int argc, char **argv)
             split = argv[++i];
         else if (strcmp(a, "--repeat") == 0)
             repeat = atoi(argv[++i]);
+        else if (strcmp(a, "--list") == 0)
+            list = 1;
+        else if (strcmp(a, "--validation-split") == 0)
+            o.validation_split = atof(argv[++i]);
+        else if (strcmp(a, "--validation-seed") == 0)
+            o.validation_seed = atoll(argv[++i]);
+        else if (strcmp(a, "--decode-threads") == 0)
+            pool = atoi(argv[++i]);
         else if (strcmp(a, "--out") == 0)
             out = argv[++i];
         else if (strcmp(a, "--threads") == 0) {
@@ -106,7 +125,17 @@ int main(int argc, char **argv)
     mw_status rc = mw_dataset_open(&tr, &te, argv[i], &o);
     if (rc != MW_OK)
         return fail(rc);
-    const mw_dataset *d = strcmp(split, "test") == 0 ? &te : &tr;
+    mw_dataset *d = strcmp(split, "test") == 0 ? &te : &tr;
+    if (pool > 0 && (rc = mw_dataset_prefetch_start(d, pool, 2 * BATCH, 60)) != MW_OK)
+        return fail(rc);
+    if (list && d->stream) {
+        for (uint32_t k = 0; k < d->count; k++)
+            printf("%s %d\n", mw_stream_source(d->stream, mw_stream_source_of(d->stream, k)),
+                   d->labels[k]);
+        mw_dataset_free(&tr);
+        mw_dataset_free(&te);
+        return 0;
+    }
     FILE *fx = NULL, *fy = NULL;
     char path[4096];
     if (out) {

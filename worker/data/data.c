@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/mapguard.h"
 #include "common/rng.h"
+#include "worker/data/prefetch.h"
 #include "worker/data/preprocess.h"
 #include "worker/data/stream.h"
 
@@ -39,6 +40,7 @@ void mw_dataset_free(mw_dataset *d)
     free(d->weights);
     free(d->mask_w);
     free(d->valid);
+    mw_prefetch_free(d->prefetch); /* before the stream it decodes */
     mw_stream_free(d->stream);
     mw_dataset_init(d);
 }
@@ -149,7 +151,8 @@ static void assemble(const mw_dataset *d, float *dst, uint32_t id, size_t nbytes
     const size_t hw = (size_t)d->rows * d->cols, C = d->channels, count = hw * C;
     assert(id < d->count);
     if (d->type == MW_IMAGES_ENCODED) { /* a failure is kept for mw_dataset_status */
-        (void)mw_stream_decode(d->stream, dst, id, raw);
+        (void)(d->prefetch ? mw_prefetch_take(d->prefetch, dst, id, raw)
+                           : mw_stream_decode(d->stream, dst, id, raw));
         return;
     }
     const uint8_t *src = d->images + (size_t)id * nbytes;
@@ -204,6 +207,24 @@ static void batch_pipeline(const mw_dataset *d, float *x, const uint32_t *ids, i
         free(draws);
         free(a);
     }
+}
+
+mw_status mw_dataset_prefetch_start(mw_dataset *d, int threads, uint32_t capacity, double timeout)
+{
+    if (d->type != MW_IMAGES_ENCODED || threads < 1 || d->prefetch)
+        return MW_OK;
+    return mw_prefetch_new(&d->prefetch, d->stream, threads, capacity, timeout);
+}
+
+void mw_dataset_prefetch_hint(const mw_dataset *d, const uint32_t *ids, uint32_t n)
+{
+    if (d->prefetch)
+        mw_prefetch_hint(d->prefetch, ids, n);
+}
+
+double mw_dataset_input_wait(const mw_dataset *d)
+{
+    return d->prefetch ? mw_prefetch_waited(d->prefetch) : 0.0;
 }
 
 mw_status mw_dataset_status(const mw_dataset *d)

@@ -69,6 +69,9 @@ typedef struct {
     int channel_major;        /* 1: each image is stored (C, H, W) (CIFAR); batches are (H, W, C) */
     struct mw_stream *stream; /* owned, MW_IMAGES_ENCODED: where each example's encoded image
                                  lies and how it is decoded */
+    struct mw_prefetch *prefetch; /* owned, or NULL: the pool decoding ahead (prefetch.h) */
+    uint32_t skipped;             /* --skip-bad-examples: the bad examples dropped */
+    char skip_first[512];         /* ... the first one's message ("" when none) */
     int num_classes;
     void *map; /* the mapping holding images, or NULL (owned) */
     size_t map_nbytes;
@@ -105,6 +108,9 @@ typedef struct {
     const char *image_key;     /* --image-key: the Example feature of the encoded image (NULL:
                                   "image/encoded", else "image") */
     const char *label_key;     /* --label-key (NULL: "image/class/label", else "label") */
+    int skip_bad;              /* --skip-bad-examples: drop a bad record instead of failing */
+    double validation_split;   /* --validation-split: an image folder's held-out fraction */
+    int64_t validation_seed;   /* --validation-seed (Keras' seed; -1: not given) */
 } mw_data_opts;
 
 void mw_dataset_init(mw_dataset *d);
@@ -114,6 +120,15 @@ void mw_dataset_free(mw_dataset *d);
 /* The first error met decoding an encoded image while assembling batches (MW_OK: none):
  * mw_dataset_batch cannot return one, so the caller asks after each step. */
 mw_status mw_dataset_status(const mw_dataset *d);
+
+/* Encoded images: start a pool of threads (>= 1) that decodes the examples hinted ahead into a
+ * cache of capacity examples (worker/data/prefetch.h); timeout: the longest a batch waits for
+ * one being decoded. Nothing for other sets. */
+mw_status mw_dataset_prefetch_start(mw_dataset *d, int threads, uint32_t capacity, double timeout);
+/* Queue the n examples ids for the pool (no-op without one). */
+void mw_dataset_prefetch_hint(const mw_dataset *d, const uint32_t *ids, uint32_t n);
+/* Seconds batches waited for the pool since the last call (0 without one). */
+double mw_dataset_input_wait(const mw_dataset *d);
 
 /* Assemble a batch of n examples: x (n, rows, cols, channels) as floats (uint8 pixels / 255,
  * float32 as stored, channel-major records transposed), y = the targets (n labels, or n x

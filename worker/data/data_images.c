@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "worker/data/data_formats.h"
 #include "worker/data/image_decode.h"
+#include "worker/data/np_shuffle.h"
 #include "worker/data/stream.h"
 
 /* A list of malloc'ed strings. */
@@ -106,7 +107,8 @@ static mw_status walk(const char *top, strlist *out)
             return mw_err(MW_EDATA, "%s: more than 2^24 folders", top);
         MW_TRY(list_dir(out->v[i], out, NULL, 1));
     }
-    qsort(out->v, out->n, sizeof *out->v, by_name);
+    if (out->n > 1) /* qsort of NULL is undefined even for 0 elements */
+        qsort(out->v, out->n, sizeof *out->v, by_name);
     return MW_OK;
 }
 
@@ -120,7 +122,8 @@ static mw_status class_files(const char *cls, strlist *files, size_t *skipped)
         strlist here = {0};
         rc = list_dir(dirs.v[i], NULL, &here, 1);
         if (rc == MW_OK)
-            qsort(here.v, here.n, sizeof *here.v, by_name);
+            if (here.n > 1)
+                qsort(here.v, here.n, sizeof *here.v, by_name);
         for (size_t j = 0; rc == MW_OK && j < here.n; j++) {
             const char *base = strrchr(here.v[j], '/') + 1;
             if (image_name(base))
@@ -143,6 +146,20 @@ static int class_of(const strlist *classes, const char *name)
     return -1;
 }
 
+/* Drop the folders whose name starts with '.' (.git, .ipynb_checkpoints): Keras'
+ * index_directory takes no such folder as a class. */
+static void drop_hidden(strlist *names)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < names->n; i++) {
+        if (strrchr(names->v[i], '/')[1] == '.')
+            free(names->v[i]);
+        else
+            names->v[k++] = names->v[i];
+    }
+    names->n = k;
+}
+
 /* One split's folder (dir) into d: its class folders sorted, each one's image files as
  * examples labelled by the class's place among classes (the training split's, which it sets
  * when train). */
@@ -151,7 +168,9 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
 {
     strlist names = {0}, files = {0};
     mw_status rc = list_dir(dir, &names, NULL, 0);
-    qsort(names.v, names.n, sizeof *names.v, by_name);
+    drop_hidden(&names);
+    if (names.n > 1)
+        qsort(names.v, names.n, sizeof *names.v, by_name);
     if (rc == MW_OK && names.n == 0)
         rc = mw_err(MW_EDATA,
                     "%s: no class folders; expected one folder of images per class (as "
@@ -187,10 +206,18 @@ static mw_status read_split(mw_dataset *d, const char *dir, strlist *classes, in
         for (size_t i = first; rc == MW_OK && i < files.n; i++)
             d->labels[i] = label;
     }
+    if (rc == MW_OK && files.n == 0) /* train: each class has one; Keras refuses it too */
+        rc = mw_err(MW_EDATA,
+                    "%s: no image file (.bmp, .gif, .jpeg, .jpg, .png) in its class folders; "
+                    "expected at least one (the test set would be empty)",
+                    dir);
     if (rc == MW_OK && files.n >= UINT32_MAX)
         rc = mw_err(MW_EDATA, "%s: %zu images; at most 2^32 - 2", dir, files.n);
     for (size_t i = 0; rc == MW_OK && i < files.n; i++) {
         uint32_t src;
+        struct stat st;
+        if (stat(files.v[i], &st) == 0) /* a file that cannot be read is named when it is */
+            mw_stream_note_size(d->stream, (uint64_t)st.st_size);
         rc = mw_stream_add_source(d->stream, files.v[i], &src);
         if (rc == MW_OK)
             rc = mw_stream_add_example(d->stream, src, MW_STREAM_WHOLE_FILE);
@@ -221,11 +248,95 @@ static int split_dirs(const char *path, char *train, char *test, size_t cap)
     return mw_data_join(test, cap, path, "validation") == MW_OK && is_folder(test);
 }
 
+/* 1 when folder cls holds an image file (by name) directly. */
+static int holds_image(const char *cls)
+{
+    strlist files = {0};
+    int found = 0;
+    if (list_dir(cls, NULL, &files, 1) == MW_OK)
+        for (size_t i = 0; i < files.n && !found; i++)
+            found = image_name(strrchr(files.v[i], '/') + 1);
+    strlist_free(&files);
+    mw_err_clear();
+    return found;
+}
+
+/* DIR/train/, or DIR's own class folders: a subfolder holding an image file. */
 static int images_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
 {
     (void)head, (void)got;
     char train[4096];
-    return is_dir && mw_data_join(train, sizeof train, path, "train") == MW_OK && is_folder(train);
+    if (!is_dir)
+        return 0;
+    if (mw_data_join(train, sizeof train, path, "train") == MW_OK && is_folder(train))
+        return 1;
+    strlist dirs = {0};
+    int found = 0;
+    if (list_dir(path, &dirs, NULL, 0) == MW_OK)
+        for (size_t i = 0; i < dirs.n && !found; i++)
+            found = holds_image(dirs.v[i]);
+    strlist_free(&dirs);
+    mw_err_clear();
+    return found;
+}
+
+/* Examples ids[0..n) of all into d (its stream new, shaped as all's). */
+static mw_status take_examples(mw_dataset *d, const mw_dataset *all, const uint32_t *ids,
+                               uint32_t n, const char *what)
+{
+    mw_stream_shape sh;
+    mw_stream_shape_of(all->stream, &sh);
+    MW_TRY(mw_stream_new(&d->stream, &sh, what));
+    d->type = MW_IMAGES_ENCODED;
+    if (!(d->labels = malloc((n ? n : 1) * sizeof *d->labels)))
+        return mw_err(MW_ENOMEM, "%s: out of memory for %u labels", what, n);
+    uint64_t largest;
+    mw_stream_nbytes(all->stream, &largest);
+    mw_stream_note_size(d->stream, largest);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t src;
+        const char *path = mw_stream_source(all->stream, mw_stream_source_of(all->stream, ids[k]));
+        MW_TRY(mw_stream_add_source(d->stream, path, &src));
+        MW_TRY(mw_stream_add_example(d->stream, src, MW_STREAM_WHOLE_FILE));
+        d->labels[k] = all->labels[ids[k]];
+        d->count = k + 1;
+    }
+    return MW_OK;
+}
+
+/* One tree of class folders cut as Keras' validation_split with a seed cuts it: the files in
+ * Keras' order shuffled by NumPy's RandomState(seed), the last int(split x n) held out. */
+static mw_status read_split_tree(mw_dataset *train, mw_dataset *test, const char *path,
+                                 const mw_data_opts *o, strlist *classes,
+                                 const mw_stream_shape *shape)
+{
+    if (o->validation_split <= 0 || o->validation_seed < 0)
+        return mw_err(MW_EDATA,
+                      "%s: class folders without train/ and test/ folders; give "
+                      "--validation-split F and --validation-seed N to hold out a fraction F "
+                      "for testing (Keras' validation_split and seed), or make train/ and test/",
+                      path);
+    mw_dataset all;
+    mw_dataset_init(&all);
+    mw_status rc = read_split(&all, path, classes, 1, shape, "image folder");
+    const uint32_t n = all.count, nval = (uint32_t)(o->validation_split * (double)n);
+    if (rc == MW_OK && (nval == 0 || nval == n))
+        rc = mw_err(MW_EDATA,
+                    "%s: --validation-split %g of %u images holds out %u; expected at least one "
+                    "image on each side",
+                    path, o->validation_split, n, nval);
+    uint32_t *perm = rc == MW_OK ? malloc((size_t)n * sizeof *perm) : NULL;
+    if (rc == MW_OK && !perm)
+        rc = mw_err(MW_ENOMEM, "%s: out of memory for %u ids", path, n);
+    if (rc == MW_OK)
+        mw_np_shuffle(perm, n, (uint32_t)o->validation_seed);
+    if (rc == MW_OK)
+        rc = take_examples(train, &all, perm, n - nval, "training set");
+    if (rc == MW_OK)
+        rc = take_examples(test, &all, perm + (n - nval), nval, "validation set");
+    free(perm);
+    mw_dataset_free(&all);
+    return rc;
 }
 
 /* The decoded shape: --color-mode's channels, --image-size or the first training image's. */
@@ -248,20 +359,31 @@ static mw_status images_read(mw_dataset *train, mw_dataset *test, const char *pa
                              const mw_data_opts *o, int *top, int *own)
 {
     char tr[4096], te[4096];
-    if (!split_dirs(path, tr, te, sizeof tr))
+    const int has_train = mw_data_join(tr, sizeof tr, path, "train") == MW_OK && is_folder(tr);
+    if (has_train && !split_dirs(path, tr, te, sizeof tr))
         return mw_err(MW_EDATA,
                       "%s: an image folder needs train/ and test/ (or validation/) folders, "
                       "each with one folder of images per class; found train/ only",
                       path);
+    if (has_train && o->validation_split > 0)
+        return mw_err(MW_EDATA,
+                      "%s: --validation-split cuts one tree of class folders, but this folder "
+                      "has train/ and %s already",
+                      path, strrchr(te, '/') + 1);
     mw_stream_shape shape = {.channels = o->color_channels ? o->color_channels : 3,
                              .interp = o->interp,
                              .crop = o->crop};
     strlist classes = {0};
-    mw_status rc = read_split(train, tr, &classes, 1, &shape, "training set");
-    if (rc == MW_OK)
+    mw_status rc = MW_OK;
+    if (!has_train)
+        rc = read_split_tree(train, test, path, o, &classes, &shape);
+    else
+        rc = read_split(train, tr, &classes, 1, &shape, "training set");
+    if (rc == MW_OK && has_train)
         rc = read_split(test, te, &classes, 0, &shape, "test set");
     if (rc == MW_OK && o->classes > 0 && (size_t)o->classes < classes.n)
-        rc = mw_err(MW_EDATA, "%s: %zu class folders, but --classes %d", tr, classes.n, o->classes);
+        rc = mw_err(MW_EDATA, "%s: %zu class folders, but --classes %d", has_train ? tr : path,
+                    classes.n, o->classes);
     if (rc == MW_OK)
         rc = settle_shape(train, test, o, &shape);
     *top = (int)classes.n - 1, *own = (int)classes.n;

@@ -22,9 +22,9 @@
 /* The reader table's rows, asked in order: the first that claims a path reads it (IDX, which
  * takes any directory, last). */
 static const mw_data_reader *const readers[] = {
-    &mw_reader_npz,      &mw_reader_npy_file, &mw_reader_npy_dir, &mw_reader_cifar10,
-    &mw_reader_cifar100, &mw_reader_csv,      &mw_reader_images,  &mw_reader_tfrecord,
-    &mw_reader_idx,
+    &mw_reader_npz,     &mw_reader_npy_file, &mw_reader_npy_dir,
+    &mw_reader_cifar10, &mw_reader_cifar100, &mw_reader_csv,
+    &mw_reader_images,  &mw_reader_tfrecord, &mw_reader_idx,
 };
 
 /* The reader path needs: a file by its first bytes, a directory by the files it holds. */

@@ -29,6 +29,30 @@ static const char *pick_key(const mw_example *e, const char *key, const char *ga
     return tfds;
 }
 
+/* The number of values of the last feature named key (the one that counts), 0 when none. */
+static size_t values_of(const mw_example *e, const char *key)
+{
+    for (size_t i = mw_example_count(e); i-- > 0;) {
+        mw_example_kind k;
+        size_t n;
+        if (strcmp(mw_example_key(e, i, &k, &n), key) == 0)
+            return n;
+    }
+    return 0;
+}
+
+/* One image and one label a record, as tf.io.parse_single_example with FixedLenFeature([])
+ * requires of them: a list of more is refused, not read as its first value. */
+static mw_status one_value(const mw_example *e, const char *key, const char *what,
+                           const char *where)
+{
+    const size_t n = values_of(e, key);
+    if (n != 1)
+        return mw_err(MW_EDATA, "%s: feature '%s' holds %zu values; expected one (%s)", where, key,
+                      n, what);
+    return MW_OK;
+}
+
 typedef struct {
     const mw_data_opts *o;
     const char *image_key, *label_key; /* settled by the first record */
@@ -55,6 +79,10 @@ static mw_status take_record(mw_dataset *d, split_ctx *c, uint32_t src, const ch
     mw_status rc = mw_example_bytes(e, c->image_key, &img, &n);
     if (rc == MW_OK)
         rc = mw_example_int64s(e, c->label_key, &label, &nl);
+    if (rc == MW_OK)
+        rc = one_value(e, c->image_key, "an encoded image", where);
+    if (rc == MW_OK)
+        rc = one_value(e, c->label_key, "a class index", where);
     const int64_t limit = c->o->classes > 0 ? c->o->classes : MW_DATA_MAX_CLASSES;
     if (rc == MW_OK && (label[0] < 0 || label[0] >= limit))
         rc = mw_err(MW_EDATA, "%s: label '%s' is %lld; expected 0..%lld%s", where, c->label_key,
@@ -71,12 +99,26 @@ static mw_status take_record(mw_dataset *d, split_ctx *c, uint32_t src, const ch
     }
     if (rc == MW_OK)
         rc = mw_stream_add_example(d->stream, src, offset);
+    if (rc == MW_OK)
+        mw_stream_note_size(d->stream, nbytes);
     if (rc == MW_OK) {
         d->labels[d->count++] = (int32_t)label[0];
         c->top = label[0] > c->top ? (int)label[0] : c->top;
     }
     mw_example_free(e);
     return rc;
+}
+
+/* --skip-bad-examples: count a bad record (its message the first time) and go on, when the
+ * shard can be read past it (*past: the record's framing was whole). */
+static mw_status skip_or_fail(mw_dataset *d, const split_ctx *c, mw_status rc, int past)
+{
+    if (rc == MW_OK || !c->o->skip_bad || !past || rc == MW_ENOMEM)
+        return rc;
+    if (d->skipped++ == 0)
+        snprintf(d->skip_first, sizeof d->skip_first, "%s", mw_err_msg());
+    mw_err_clear();
+    return MW_OK;
 }
 
 /* Every record of one shard. */
@@ -98,11 +140,15 @@ static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
         size_t nbytes;
         uint64_t off;
         const uint64_t rec = mw_tfrecord_position(t);
-        if (rc == MW_OK)
+        if (rc == MW_OK) { /* a data CRC mismatch alone moves past the record */
             rc = mw_tfrecord_next(t, &data, &nbytes, &off);
+            rc = skip_or_fail(d, c, rc, mw_tfrecord_position(t) > rec);
+            if (rc == MW_OK && !data && mw_tfrecord_position(t) > rec)
+                continue;
+        }
         if (rc != MW_OK || !data)
             break;
-        rc = take_record(d, c, src, path, rec, off, data, nbytes);
+        rc = skip_or_fail(d, c, take_record(d, c, src, path, rec, off, data, nbytes), 1);
     }
     mw_tfrecord_close(t);
     return rc;
@@ -135,34 +181,63 @@ static mw_status read_split(mw_dataset *d, const char *path, const char *split,
     return rc;
 }
 
-static int tfrecord_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+static int has_split(const char *path, const char *split)
 {
-    (void)head, (void)got;
-    if (!is_dir)
-        return 0;
     mw_tfrecord_shards s;
-    const int ok = mw_tfrecord_shards_find(&s, path, "train") == MW_OK && s.count > 0;
+    const int ok = mw_tfrecord_shards_find(&s, path, split) == MW_OK && s.count > 0;
     mw_tfrecord_shards_free(&s);
     mw_err_clear();
     return ok;
 }
 
-/* The held-out split: "test", else "validation" when the test shards are missing. */
+static int tfrecord_claims(const char *path, int is_dir, const uint8_t *head, size_t got)
+{
+    (void)head, (void)got;
+    return is_dir && has_split(path, "train");
+}
+
+/* The held-out split: "test", else "validation"; NULL when neither has shards. */
 static const char *held_out(const char *path)
 {
-    mw_tfrecord_shards s;
-    const int ok = mw_tfrecord_shards_find(&s, path, "test") == MW_OK && s.count > 0;
-    mw_tfrecord_shards_free(&s);
+    return has_split(path, "test") ? "test" : has_split(path, "validation") ? "validation" : NULL;
+}
+
+/* Whether splits a and b are the same files: a directory of plain *.tfrecord names gives its
+ * files for any split. */
+static int same_shards(const char *path, const char *a, const char *b)
+{
+    mw_tfrecord_shards sa, sb;
+    const mw_status ra = mw_tfrecord_shards_find(&sa, path, a);
+    const mw_status rb = mw_tfrecord_shards_find(&sb, path, b); /* both set, freed below */
+    int same = ra == MW_OK && rb == MW_OK && sa.count == sb.count;
+    for (size_t i = 0; same && i < sa.count; i++)
+        same = strcmp(sa.paths[i], sb.paths[i]) == 0;
+    mw_tfrecord_shards_free(&sa);
+    mw_tfrecord_shards_free(&sb);
     mw_err_clear();
-    return ok ? "test" : "validation";
+    return same;
 }
 
 static mw_status tfrecord_read(mw_dataset *train, mw_dataset *test, const char *path,
                                const mw_data_opts *o, int *top, int *own)
 {
     *own = 0;
+    const char *held = held_out(path);
+    if (!held)
+        return mw_err(MW_EDATA,
+                      "%s: training shards but no test or validation shards beside them; "
+                      "expected the held-out split's shards too (NAME-test.tfrecord-00000-of-"
+                      "0000N, test-00000-of-0000N)",
+                      path);
+    if (same_shards(path, "train", held))
+        return mw_err(MW_EDATA,
+                      "%s: shards not named by split (*.tfrecord), which would make the test "
+                      "set the training set; expected NAME-train.tfrecord-IIIII-of-NNNNN and "
+                      "NAME-test.tfrecord-IIIII-of-NNNNN (TFDS) or train-IIIII-of-NNNNN and "
+                      "test-IIIII-of-NNNNN names",
+                      path);
     MW_TRY(read_split(train, path, "train", o, top, "training set"));
-    MW_TRY(read_split(test, path, held_out(path), o, top, "test set"));
+    MW_TRY(read_split(test, path, held, o, top, "test set"));
     uint32_t h = o->image_h, w = o->image_w;
     if (!h || !w)
         MW_TRY(mw_stream_probe(train->stream, 0, &h, &w));

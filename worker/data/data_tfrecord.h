@@ -9,9 +9,13 @@
  *
  * Features: the image is a bytes feature, --image-key, else "image/encoded" when the first
  * record has it (models garden), else "image" (TFDS); the label an int64 feature, --label-key,
- * else "image/class/label", else "label". Each label must lie in [0, --classes) (without
- * --classes, below 65536; the classes are then the largest label + 1). A compressed (GZIP or
- * ZLIB) shard is refused with how to decompress it: records are read in any order. */
+ * else "image/class/label", else "label". A record holds one image and one label (a list of
+ * more is refused, as tf.io.parse_single_example with FixedLenFeature([]) refuses it). Each
+ * label must lie in [0, --classes) (without --classes, below 65536; the classes are then the
+ * largest label + 1). A compressed (GZIP or ZLIB) shard is refused with how to decompress it:
+ * records are read in any order. The held-out split must exist and be other files than the
+ * training split's: plain *.tfrecord names (no split in them) are refused, since every split
+ * would be all of them. */
 #ifndef MW_WORKER_DATA_DATA_TFRECORD_H
 #define MW_WORKER_DATA_DATA_TFRECORD_H
 

@@ -152,9 +152,9 @@ static mw_status find(const mw_example *e, const char *key, mw_example_kind want
             continue;
         mw_example_kind got = kind_of(feature(e, k), &count);
         if (got != want)
-            return ex_err(e, "feature '%s' is %s %s; expected a %s", key,
+            return ex_err(e, "feature '%s' is %s %s; expected %s %s", key,
                           got == MW_EXAMPLE_INT64 ? "an" : "a", mw_example_kind_name(got),
-                          mw_example_kind_name(want));
+                          want == MW_EXAMPLE_INT64 ? "an" : "a", mw_example_kind_name(want));
         if (count == 0)
             return ex_err(e, "feature '%s' is an empty %s; expected at least one value", key,
                           mw_example_kind_name(want));
@@ -163,8 +163,9 @@ static mw_status find(const mw_example *e, const char *key, mw_example_kind want
     }
     char keys[256];
     list_keys(e, keys, sizeof keys);
-    return ex_err(e, "no feature '%s' (features: %s); expected a %s named so", key,
-                  n ? keys : "none", mw_example_kind_name(want));
+    return ex_err(e, "no feature '%s' (features: %s); expected %s %s named so", key,
+                  n ? keys : "none", want == MW_EXAMPLE_INT64 ? "an" : "a",
+                  mw_example_kind_name(want));
 }
 
 mw_status mw_example_bytes(const mw_example *e, const char *key, const uint8_t **data,

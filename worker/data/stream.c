@@ -23,6 +23,7 @@ struct mw_stream {
     uint32_t *src; /* per example */
     uint64_t *off; /* per example */
     uint32_t count, cap;
+    uint64_t path_bytes, largest;
     pthread_mutex_t lock; /* the kept failure */
     mw_status err;
     char *err_msg;
@@ -85,6 +86,7 @@ mw_status mw_stream_add_source(mw_stream *s, const char *path, uint32_t *index)
                       s->nsources);
     }
     s->sources[s->nsources] = copy;
+    s->path_bytes += strlen(copy) + 1 + sizeof(char *);
     *index = s->nsources++;
     return MW_OK;
 }
@@ -104,6 +106,27 @@ mw_status mw_stream_add_example(mw_stream *s, uint32_t src, uint64_t offset)
 uint32_t mw_stream_count(const mw_stream *s)
 {
     return s->count;
+}
+
+uint32_t mw_stream_source_count(const mw_stream *s)
+{
+    return s->nsources;
+}
+
+int mw_stream_is_records(const mw_stream *s)
+{
+    return s->count > 0 && s->off[0] != MW_STREAM_WHOLE_FILE;
+}
+
+void mw_stream_note_size(mw_stream *s, uint64_t nbytes)
+{
+    s->largest = nbytes > s->largest ? nbytes : s->largest;
+}
+
+uint64_t mw_stream_nbytes(const mw_stream *s, uint64_t *largest)
+{
+    *largest = s->largest;
+    return s->path_bytes + (uint64_t)s->cap * (sizeof *s->src + sizeof *s->off);
 }
 
 const char *mw_stream_source(const mw_stream *s, uint32_t src)
@@ -148,7 +171,7 @@ static mw_status read_record(const mw_stream *s, uint32_t id, uint8_t **buf, siz
     char where[1100];
     snprintf(where, sizeof where, "%s: the record at byte offset %llu", path,
              (unsigned long long)s->off[id]);
-    mw_status rc = mw_tfrecord_read_at(t, s->off[id], id, &data, &nbytes);
+    mw_status rc = mw_tfrecord_read_at(t, s->off[id], MW_TFRECORD_NO_INDEX, &data, &nbytes);
     if (rc == MW_OK)
         rc = mw_example_parse(&e, data, nbytes, where);
     if (rc == MW_OK)
@@ -241,4 +264,22 @@ mw_status mw_stream_status(const mw_stream *s)
     mw_status out = rc == MW_OK ? MW_OK : mw_err(rc, "%s", s->err_msg ? s->err_msg : "");
     pthread_mutex_unlock(&m->lock);
     return out;
+}
+
+void mw_stream_clear(mw_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->err = MW_OK;
+    free(s->err_msg);
+    s->err_msg = NULL;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void mw_stream_drop(mw_stream *s, const uint8_t *drop)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->count; i++)
+        if (!drop[i])
+            s->src[n] = s->src[i], s->off[n++] = s->off[i];
+    s->count = n;
 }

@@ -44,6 +44,14 @@ mw_status mw_stream_add_source(mw_stream *s, const char *path, uint32_t *index);
 /* An example: source src from byte offset (a record's header), or MW_STREAM_WHOLE_FILE. */
 mw_status mw_stream_add_example(mw_stream *s, uint32_t src, uint64_t offset);
 uint32_t mw_stream_count(const mw_stream *s);
+/* The sources added, and 1 when the examples are records of shards (not whole files). */
+uint32_t mw_stream_source_count(const mw_stream *s);
+int mw_stream_is_records(const mw_stream *s);
+/* A source or record of nbytes encoded bytes was added: the largest is kept for the memory
+ * estimate. */
+void mw_stream_note_size(mw_stream *s, uint64_t nbytes);
+/* The bytes the tables take (paths included), and *largest: the largest encoded image noted. */
+uint64_t mw_stream_nbytes(const mw_stream *s, uint64_t *largest);
 /* The path of source src, and the source of example id. */
 const char *mw_stream_source(const mw_stream *s, uint32_t src);
 uint32_t mw_stream_source_of(const mw_stream *s, uint32_t id);
@@ -63,5 +71,9 @@ void mw_stream_shape_of(const mw_stream *s, mw_stream_shape *shape);
 mw_status mw_stream_decode(mw_stream *s, float *dst, uint32_t id, int raw);
 /* The first failure kept (MW_OK: none), its message set again for this thread. */
 mw_status mw_stream_status(const mw_stream *s);
+/* Forget the failure kept (after a scan that counted it). */
+void mw_stream_clear(mw_stream *s);
+/* Drop the examples whose drop[id] is not 0 (the sources stay); the rest keep their order. */
+void mw_stream_drop(mw_stream *s, const uint8_t *drop);
 
 #endif

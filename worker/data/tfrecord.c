@@ -60,10 +60,11 @@ static mw_status rec_err(const mw_tfrecord *t, uint64_t index, uint64_t off, con
     __attribute__((format(printf, 4, 5)));
 static mw_status rec_err(const mw_tfrecord *t, uint64_t index, uint64_t off, const char *fmt, ...)
 {
-    char where[1200];
-    snprintf(where, sizeof where, "%s: record %llu at %sbyte offset %llu", t->name,
-             (unsigned long long)index, t->kind == MW_TFRECORD_PLAIN ? "" : "uncompressed ",
-             (unsigned long long)off);
+    char where[1200], rec[32] = "the record";
+    if (index != MW_TFRECORD_NO_INDEX)
+        snprintf(rec, sizeof rec, "record %llu", (unsigned long long)index);
+    snprintf(where, sizeof where, "%s: %s at %sbyte offset %llu", t->name, rec,
+             t->kind == MW_TFRECORD_PLAIN ? "" : "uncompressed ", (unsigned long long)off);
     va_list ap;
     va_start(ap, fmt);
     mw_status rc = mw_verr_at(MW_EDATA, where, fmt, ap);

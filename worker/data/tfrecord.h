@@ -78,10 +78,14 @@ mw_status mw_tfrecord_next(mw_tfrecord *t, const uint8_t **data, size_t *nbytes,
 /* The index of the record mw_tfrecord_next returns next (the count read so far). */
 uint64_t mw_tfrecord_position(const mw_tfrecord *t);
 
+/* An index for mw_tfrecord_read_at meaning "not known": messages name the byte offset only. */
+#define MW_TFRECORD_NO_INDEX UINT64_MAX
+
 /* Record `index` whose header starts at byte offset of a plain shard (tfrecord_index.h), read
  * and checked as mw_tfrecord_next does, without moving the sequential position. index is for
- * messages only. A compressed shard: MW_EUNSUPPORTED "PATH: GZIP-compressed shard: records
- * are read in order only; decompress it (gzip -d) for random access". */
+ * messages only (MW_TFRECORD_NO_INDEX: not known). A compressed shard: MW_EUNSUPPORTED "PATH:
+ * GZIP-compressed shard: records are read in order only; decompress it (gzip -d) for random
+ * access". */
 mw_status mw_tfrecord_read_at(mw_tfrecord *t, uint64_t offset, uint64_t index, const uint8_t **data,
                               size_t *nbytes);
 

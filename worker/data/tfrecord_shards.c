@@ -258,7 +258,8 @@ mw_status mw_tfrecord_shards_find(mw_tfrecord_shards *s, const char *path, const
         char **names;
         size_t count;
         MW_TRY(list_dir(path, &names, &count));
-        qsort(names, count, sizeof *names, by_name);
+        if (count > 1) /* qsort of NULL is undefined even for 0 elements */
+            qsort(names, count, sizeof *names, by_name);
         mw_status rc = from_dir(s, path, names, count, split);
         free_names(names, count);
         return rc;

@@ -182,8 +182,10 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     mw_model_ws *ws = &r->ws[0];
     const int n = (int)cnt;
     double ls = 0;
+    MW_TL_BEGIN("data", "data"); /* with encoded images: decoding, or waiting for the pool */
     mw_dataset_batch(data, ws->act[0], ws->y, ids, n);
     ws->w = mw_dataset_batch_weights(data, ws->w_buf, ids, n);
+    MW_TL_END("data", "data");
     ws->training = 1;
     ws->dropout_seed = dseed;
     ws->example_ids = ids;
