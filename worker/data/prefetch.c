@@ -205,8 +205,12 @@ mw_status mw_prefetch_take(mw_prefetch *p, float *dst, uint32_t id, int raw)
     }
     if (state != READY)
         return mw_stream_decode(p->s, dst, id, raw);
-    for (size_t j = 0; j < p->count; j++)
-        dst[j] = raw ? t->px[j] : t->px[j] / 255.0f;
+    if (raw)
+        memcpy(dst, t->px, p->count * sizeof *dst);
+    else /* one flat loop, so it vectorizes: the same division per value */
+#pragma omp simd
+        for (size_t j = 0; j < p->count; j++)
+            dst[j] = t->px[j] / 255.0f;
     return MW_OK;
 }
 
