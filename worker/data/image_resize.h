@@ -11,12 +11,12 @@
 /* Resize src to height x width into dst (height * width * src->channels float32 values, 0..255
  * unscaled, HWC) as tf.image.resize does (half-pixel centers, no antialiasing); crop: first take
  * the centered crop of the target's aspect ratio, as Keras' crop_to_aspect_ratio=True does.
- * height, width > 0. */
+ * height, width > 0; src->channels 1 to 4, as mw_image_decode gives. */
 void mw_image_resize(float *dst, const mw_image *src, uint32_t height, uint32_t width,
                      mw_image_interp interp, int crop);
 /* The same with every value divided by divisor as it is stored (255: the [0, 1] inputs
  * mwtrain trains on, bit for bit what dividing mw_image_resize's output gives, without a
- * second pass over the batch's memory). src->channels 1 to 4, as mw_image_decode gives. */
+ * second pass over the batch's memory). */
 void mw_image_resize_scaled(float *dst, const mw_image *src, uint32_t height, uint32_t width,
                             mw_image_interp interp, int crop, float divisor);
 
