@@ -36,6 +36,6 @@ for m in "${models[@]}"; do
     extra=()
     [[ $m == MobileNetV2 ]] && extra=(--bn-momentum 0.99)
     "$py" "$src/tests/bench/zoo_train.py" "$mwtrain" "$work" "$m" --keras-python "$tfpy" \
-        --keras-backend tensorflow "${extra[@]}" || rc=1
+        --keras-backend tensorflow --mw-seeds 3 "${extra[@]}" || rc=1
 done
 exit $rc

@@ -24,6 +24,16 @@ quick=(--steps-per-epoch 3 --test-examples 64 --threads 1 --progress none
 "${vg[@]}" "$mw" train --epochs 2 --resume "${quick[@]}"
 "${vg[@]}" "$mw" eval --checkpoint-dir "$tmp/ck" --test-examples 64 --threads 1
 "${vg[@]}" "$mw" export --checkpoint-dir "$tmp/ck" --output "$tmp/m.safetensors"
+# an image folder of JPEG files (tests/images/make_jpegs, beside mwtrain in the build), decoded
+# as batches are assembled, by the decoding pool, and scanned by --skip-bad-examples (one bad)
+mj=$(dirname "$(readlink -f "$mw")")/../tests/images/make_jpegs
+if [[ -x $mj ]]; then
+    "$mj" "$tmp/jpegs" 2 12 40 48 90 1 >/dev/null
+    echo "not an image" >"$tmp/jpegs/train/c1/zz.jpg"
+    "${vg[@]}" "$mw" train --epochs 1 --data "$tmp/jpegs" --image-size 24x20 --threads 1 \
+        --batch-per-replica 8 --decode-threads 2 --skip-bad-examples --progress none \
+        --checkpoint-dir "$tmp/jk" --summary-dir ""
+fi
 if [[ -n $hdmod ]]; then
     export MW_CUDA_MODULE=$hdmod
     hd=$mw
