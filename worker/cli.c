@@ -188,6 +188,10 @@ static const flag flags[] = {
              "replicas' slices, the same batches for any layout; file gives rank r the shards "
              "r, r + ranks, ... whole (tf.data's AutoShardPolicy.FILE): a rank reads only its "
              "files, and the batches depend on the layout"},
+    {"shard-cache", "DIR", C_TRAIN | C_EVAL, K_PATH, TR(shard_cache, const char *),
+     .help = "GZIP- or ZLIB-compressed TFRecord shards are decompressed once into plain copies "
+             "here (DIR/.mwtrain-plain/, kept for later runs; default: beside the shards), "
+             "which training reads at random"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

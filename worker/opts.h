@@ -81,6 +81,7 @@ typedef struct {
     int decode_threads;        /* --decode-threads: encoded images' decoding pool (-1: auto) */
     int skip_bad;              /* --skip-bad-examples: drop images and records that fail */
     int shard_policy;          /* --shard-policy: 0 data (examples), 1 file (whole shards) */
+    const char *shard_cache;   /* --shard-cache: compressed shards' plain copies (NULL: beside) */
     double validation_split;   /* --validation-split: an image folder's held-out fraction (0) */
     uint64_t validation_seed;  /* --validation-seed (UINT64_MAX: not given) */
 

@@ -299,6 +299,7 @@ static mw_status data_opts(const mw_train_opts *o, mw_data_opts *d)
                         .image_key = o->image_key,
                         .label_key = o->label_key,
                         .skip_bad = o->skip_bad,
+                        .shard_cache = o->shard_cache,
                         .validation_split = o->validation_split,
                         .validation_seed =
                             o->validation_seed == UINT64_MAX ? -1 : (int64_t)o->validation_seed};

@@ -359,11 +359,39 @@ def case_hidden_folder(mw, dl, work):
 
 
 def case_shard_gzip(mw, dl, work):
-    shards(work, {"train": good_records(6), "test": good_records(2)}, compress=True)
-    shard = os.path.join(work, "hostile-train.tfrecord-00000-of-00002")
-    r = train(mw, work)
-    return expect(r, 2, [shard, "GZIP-compressed shard", "decompress the shards", "gzip -d"],
-                  "mwtrain train")
+    """GZIP shards (as tf.data writes them with compression_type="GZIP") train through their
+    plain copies, written once beside them (.mwtrain-plain/) and reused: data_load gives the
+    plain shards' batches bit for bit, the first time and the second; a --shard-cache that
+    cannot be made is one error naming it (exit 4); a truncated GZIP shard names the shard."""
+    recs = {"train": good_records(6), "test": good_records(2)}
+    plain, gz = os.path.join(work, "plain"), os.path.join(work, "gz")
+    shards(plain, recs)
+    shards(gz, recs, compress=True)
+    fails = []
+    ref = run([dl, "--image-size", "8x8", "--out", os.path.join(work, "ref"), plain])
+    for attempt in ("writes the copies", "reuses them"):
+        r = run([dl, "--image-size", "8x8", "--out", os.path.join(work, "got"), gz])
+        same = ref.rc == 0 and r.rc == 0 and all(
+            open(os.path.join(work, "ref" + ext), "rb").read() ==
+            open(os.path.join(work, "got" + ext), "rb").read() for ext in (".f32", ".labels"))
+        copies = sorted(os.listdir(os.path.join(gz, ".mwtrain-plain")))
+        ok = same and len(copies) == 4 and all(c.endswith(".tfrecord") for c in copies)
+        print(f"{'OK' if ok else 'FAIL'} GZIP shards ({attempt}): {len(copies)} plain copies, "
+              f"batches {'equal to' if same else 'NOT equal to'} the plain shards'")
+        if not ok:
+            fails.append(f"GZIP shards ({attempt}): {r} / {ref}")
+    r = train(mw, gz)
+    fails += [] if r.rc == 0 else [f"training on GZIP shards: {r}"]
+    blocker = os.path.join(work, "a-file")
+    write(blocker, b"x")
+    r = train(mw, gz, extra=("--shard-cache", os.path.join(blocker, "cache")))
+    fails += expect(r, 4, [blocker, "--shard-cache"], "mwtrain train, an impossible --shard-cache")
+    shard = os.path.join(gz, "hostile-train.tfrecord-00001-of-00002")
+    with open(shard, "rb") as f:
+        data = f.read()
+    write(shard, data[:len(data) // 2])
+    r = train(mw, gz, extra=("--shard-cache", os.path.join(work, "fresh")))
+    return fails + expect(r, 3, [shard, "GZIP stream truncated"], "mwtrain train, truncated GZIP")
 
 
 def case_shard_corrupt_image(mw, dl, work):

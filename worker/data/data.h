@@ -109,6 +109,8 @@ typedef struct {
                                   "image/encoded", else "image") */
     const char *label_key;     /* --label-key (NULL: "image/class/label", else "label") */
     int skip_bad;              /* --skip-bad-examples: drop a bad record instead of failing */
+    const char *shard_cache;   /* --shard-cache: where compressed shards' plain copies go (NULL:
+                                  beside the shards) */
     double validation_split;   /* --validation-split: an image folder's held-out fraction */
     int64_t validation_seed;   /* --validation-seed (Keras' seed; -1: not given) */
 } mw_data_opts;

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "worker/data/example.h"
+#include "worker/data/shard_copy.h"
 #include "worker/data/stream.h"
 #include "worker/data/tfrecord.h"
 #include "worker/data/tfrecord_shards.h"
@@ -121,25 +122,43 @@ static mw_status skip_or_fail(mw_dataset *d, const split_ctx *c, mw_status rc, i
     return MW_OK;
 }
 
+/* A compressed shard: its plain copy (shard_copy.h) opened instead when it exists, else begun in
+ * *w (*copying) to be written as the shard is read; *src_path: the file examples point into. */
+static mw_status plain_copy(mw_tfrecord **t, const split_ctx *c, const char *path, char *plain,
+                            size_t cap, mw_shard_copy *w, int *copying)
+{
+    int exists;
+    MW_TRY(mw_shard_copy_path(path, c->o->shard_cache, plain, cap, &exists));
+    if (!exists) {
+        MW_TRY(mw_shard_copy_begin(w, plain));
+        *copying = 1;
+        return MW_OK;
+    }
+    mw_tfrecord_close(*t);
+    *t = NULL;
+    return mw_tfrecord_open(t, plain, MW_TFRECORD_PLAIN);
+}
+
 /* Every record of one shard. */
 static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
 {
-    uint32_t src;
-    MW_TRY(mw_stream_add_source(d->stream, path, &src));
     mw_tfrecord *t;
     MW_TRY(mw_tfrecord_open(&t, path, MW_TFRECORD_AUTO));
+    char plain[4200];
+    mw_shard_copy w = {0};
+    int copying = 0;
     mw_status rc = MW_OK;
-    if (mw_tfrecord_kind(t) != MW_TFRECORD_PLAIN)
-        rc = mw_err(MW_EUNSUPPORTED,
-                    "%s: %s-compressed shard: training reads records in any order, which a "
-                    "compressed stream cannot give; decompress the shards (gzip -d, or "
-                    "tf.data with compression_type=None) and point --data at those",
-                    path, mw_tfrecord_compression_name(mw_tfrecord_kind(t)));
+    const int compressed = mw_tfrecord_kind(t) != MW_TFRECORD_PLAIN;
+    if (compressed)
+        rc = plain_copy(&t, c, path, plain, sizeof plain, &w, &copying);
+    uint32_t src = 0;
+    if (rc == MW_OK)
+        rc = mw_stream_add_source(d->stream, compressed ? plain : path, &src);
     for (;;) {
         const uint8_t *data;
         size_t nbytes;
         uint64_t off;
-        const uint64_t rec = mw_tfrecord_position(t);
+        const uint64_t rec = t ? mw_tfrecord_position(t) : 0;
         if (rc == MW_OK) { /* a data CRC mismatch alone moves past the record */
             rc = mw_tfrecord_next(t, &data, &nbytes, &off);
             rc = skip_or_fail(d, c, rc, mw_tfrecord_position(t) > rec);
@@ -148,10 +167,14 @@ static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
         }
         if (rc != MW_OK || !data)
             break;
-        rc = skip_or_fail(d, c, take_record(d, c, src, path, rec, off, data, nbytes), 1);
+        if (copying) /* the record's offset in the plain copy */
+            rc = mw_shard_copy_add(&w, data, nbytes, &off);
+        if (rc == MW_OK)
+            rc = skip_or_fail(d, c, take_record(d, c, src, path, rec, off, data, nbytes), 1);
     }
+    const mw_status end = mw_shard_copy_end(&w, rc == MW_OK);
     mw_tfrecord_close(t);
-    return rc;
+    return rc != MW_OK ? rc : end;
 }
 
 /* The shards of split into d. */
