@@ -82,17 +82,26 @@ build_target fuzz_keras $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_keras.c" $KERAS
     "$ROOT/worker/data/preprocess.c" "$OUT/tutorial_cnn_json.c" "$ROOT/kernels/geom.c" \
     "$ROOT"/kernels/ref/*.c $COMMON -ljansson -lm
 
-# The data readers: worker/data/data*.c with common/, libzip and zlib.
+# The Example parser protoc-c generates from worker/data/example.proto (as the build does), for
+# the data readers (TFRecord shards are one) and the TFRecord reader.
+protoc-c --proto_path="$ROOT/worker/data" --c_out="$OUT" "$ROOT/worker/data/example.proto"
+# The data readers: worker/data/data*.c with what the image-folder and shard readers stand on
+# (the stream of encoded examples, the image decoder, the TFRecord reader), common/, libzip,
+# zlib, the image libraries and libprotobuf-c.
 mkdir -p "$OUT/corpus-data"
-# shellcheck disable=SC2086
-build_target fuzz_data $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
-    "$ROOT/worker/data/zip_input.c" "$ROOT/worker/model/keras_keys.c" $COMMON \
-    -ljansson -lzip -lz -lm
+DATA_DEPS="$ROOT/worker/data/stream.c $ROOT/worker/data/prefetch.c $ROOT/worker/data/skip.c
+    $ROOT/worker/data/np_shuffle.c $ROOT/worker/data/shard_copy.c $ROOT/worker/data/image_decode.c
+    $ROOT/worker/data/image_resize.c $ROOT/worker/data/example.c $OUT/example.pb-c.c"
+# shellcheck disable=SC2086,SC2046
+build_target fuzz_data $CFLAGS -I"$ROOT" -I"$OUT" $(pkg-config --cflags libjpeg libpng libgif) \
+    "$ROOT/tests/fuzz/fuzz_data.c" "$ROOT"/worker/data/data*.c "$ROOT/worker/data/preprocess.c" \
+    "$ROOT/worker/data/zip_input.c" "$ROOT/worker/model/keras_keys.c" \
+    "$ROOT"/worker/data/tfrecord*.c $DATA_DEPS $COMMON -ljansson -lzip -lz -lm \
+    $(pkg-config --libs libjpeg libpng libgif) -lprotobuf-c
 
 # The TFRecord reader: worker/data/tfrecord*.c and example.c with the parser protoc-c
 # generates from worker/data/example.proto (as the build does), common/, zlib, libprotobuf-c.
 mkdir -p "$OUT/corpus-tfrecord"
-protoc-c --proto_path="$ROOT/worker/data" --c_out="$OUT" "$ROOT/worker/data/example.proto"
 # shellcheck disable=SC2086
 build_target fuzz_tfrecord $CFLAGS -I"$ROOT" -I"$OUT" "$ROOT/tests/fuzz/fuzz_tfrecord.c" \
     "$ROOT"/worker/data/tfrecord*.c "$ROOT/worker/data/example.c" "$OUT/example.pb-c.c" \
@@ -120,7 +129,8 @@ DICT
 mkdir -p "$OUT/corpus-image"
 # shellcheck disable=SC2086,SC2046
 build_target fuzz_image $CFLAGS -I"$ROOT" $(pkg-config --cflags libjpeg libpng libgif) \
-    "$ROOT/tests/fuzz/fuzz_image.c" "$ROOT/worker/data/image_decode.c" $COMMON \
+    "$ROOT/tests/fuzz/fuzz_image.c" "$ROOT/worker/data/image_decode.c" \
+    "$ROOT/worker/data/image_resize.c" $COMMON \
     $(pkg-config --libs libjpeg libpng libgif) -lm
 # Signatures and chunk, marker and block names of the four formats.
 cat > "$OUT/image.dict" <<'DICT'
