@@ -189,9 +189,9 @@ static const flag flags[] = {
              "r, r + ranks, ... whole (tf.data's AutoShardPolicy.FILE): a rank reads only its "
              "files, and the batches depend on the layout"},
     {"shard-cache", "DIR", C_TRAIN | C_EVAL, K_PATH, TR(shard_cache, const char *),
-     .help = "GZIP- or ZLIB-compressed TFRecord shards are decompressed once into plain copies "
-             "here (DIR/.mwtrain-plain/, kept for later runs; default: beside the shards), "
-             "which training reads at random"},
+     .help = "TFRecord shards: their kept files go to DIR/.mwtrain-cache/ (default: beside the "
+             "shards): each shard's index of offsets and labels, read by later starts instead of "
+             "the shard, and the plain copies compressed shards are decompressed into once"},
     {"image-key", "KEY", C_TRAIN | C_EVAL, K_PATH, TR(image_key, const char *),
      .expect = "the name of a bytes feature of the Examples",
      .help = "TFRecord shards: the Example feature holding the encoded image (default "

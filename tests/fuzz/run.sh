@@ -90,7 +90,8 @@ protoc-c --proto_path="$ROOT/worker/data" --c_out="$OUT" "$ROOT/worker/data/exam
 # zlib, the image libraries and libprotobuf-c.
 mkdir -p "$OUT/corpus-data"
 DATA_DEPS="$ROOT/worker/data/stream.c $ROOT/worker/data/prefetch.c $ROOT/worker/data/skip.c
-    $ROOT/worker/data/np_shuffle.c $ROOT/worker/data/shard_copy.c $ROOT/worker/data/image_decode.c
+    $ROOT/worker/data/np_shuffle.c $ROOT/worker/data/shard_copy.c $ROOT/worker/data/shard_index.c
+    $ROOT/worker/data/image_decode.c
     $ROOT/worker/data/image_resize.c $ROOT/worker/data/example.c $OUT/example.pb-c.c"
 # shellcheck disable=SC2086,SC2046
 build_target fuzz_data $CFLAGS -I"$ROOT" -I"$OUT" $(pkg-config --cflags libjpeg libpng libgif) \

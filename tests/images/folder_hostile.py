@@ -360,7 +360,7 @@ def case_hidden_folder(mw, dl, work):
 
 def case_shard_gzip(mw, dl, work):
     """GZIP shards (as tf.data writes them with compression_type="GZIP") train through their
-    plain copies, written once beside them (.mwtrain-plain/) and reused: data_load gives the
+    plain copies, written once beside them (.mwtrain-cache/) and reused: data_load gives the
     plain shards' batches bit for bit, the first time and the second; a --shard-cache that
     cannot be made is one error naming it (exit 4); a truncated GZIP shard names the shard."""
     recs = {"train": good_records(6), "test": good_records(2)}
@@ -374,8 +374,9 @@ def case_shard_gzip(mw, dl, work):
         same = ref.rc == 0 and r.rc == 0 and all(
             open(os.path.join(work, "ref" + ext), "rb").read() ==
             open(os.path.join(work, "got" + ext), "rb").read() for ext in (".f32", ".labels"))
-        copies = sorted(os.listdir(os.path.join(gz, ".mwtrain-plain")))
-        ok = same and len(copies) == 4 and all(c.endswith(".tfrecord") for c in copies)
+        copies = [c for c in os.listdir(os.path.join(gz, ".mwtrain-cache"))
+                  if c.endswith(".tfrecord")]
+        ok = same and len(copies) == 4
         print(f"{'OK' if ok else 'FAIL'} GZIP shards ({attempt}): {len(copies)} plain copies, "
               f"batches {'equal to' if same else 'NOT equal to'} the plain shards'")
         if not ok:
@@ -392,6 +393,54 @@ def case_shard_gzip(mw, dl, work):
     write(shard, data[:len(data) // 2])
     r = train(mw, gz, extra=("--shard-cache", os.path.join(work, "fresh")))
     return fails + expect(r, 3, [shard, "GZIP stream truncated"], "mwtrain train, truncated GZIP")
+
+
+def case_shard_index(mw, dl, work):
+    """A shard's record offsets and labels are kept (.mwtrain-cache/*.mwex) and the next start
+    reads them instead of the shard: a shard whose record data is then damaged in place (size
+    and mtime restored) opens fine and fails only when a batch reads that record; a shard that
+    changes size is read again; a damaged index is read around. Every run gives the batches of
+    the first."""
+    shards(work, {"train": good_records(6), "test": good_records(2)})
+    cache = os.path.join(work, ".mwtrain-cache")
+    fails = []
+    out = lambda tag: [dl, "--image-size", "8x8", "--out", os.path.join(work, tag), work]
+    same = lambda tag: all(open(os.path.join(work, "ref" + e), "rb").read() ==
+                           open(os.path.join(work, tag + e), "rb").read()
+                           for e in (".f32", ".labels"))
+    ref = run(out("ref"))
+    idx = sorted(f for f in os.listdir(cache) if f.endswith(".mwex")) if ref.rc == 0 else []
+    if ref.rc != 0 or len(idx) != 4:
+        return [f"first read: {ref}; {len(idx)} indexes kept, expected 4"]
+    print(f"OK the first read keeps {len(idx)} indexes")
+    r = run(out("again"))
+    fails += [] if r.rc == 0 and same("again") else [f"the read from the indexes: {r}"]
+    ix = os.path.join(cache, idx[0])
+    with open(ix, "r+b") as f:  # damaged: ignored, the shard read, the index written again
+        f.seek(30)
+        b = f.read(1)
+        f.seek(30)
+        f.write(bytes([b[0] ^ 0x40]))
+    r = run(out("damaged"))
+    fails += [] if r.rc == 0 and same("damaged") else [f"a damaged index: {r}"]
+    shard = os.path.join(work, "hostile-test.tfrecord-00000-of-00002")
+    st = os.stat(shard)
+    with open(shard, "r+b") as f:  # the first record's data, same size, mtime put back
+        f.seek(20)
+        b = f.read(1)
+        f.seek(20)
+        f.write(bytes([b[0] ^ 0xFF]))
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = run([dl, "--image-size", "8x8", "--split", "test", work])
+    fails += expect(r, 3, [shard, "the record at byte offset 0", "data CRC mismatch"],
+                    "data_load after damage the index cannot see (met when the batch reads it)")
+    with open(shard, "ab") as f:  # grown: its index no longer names it, the shard is read
+        f.write(b"\0")
+    r = run([dl, "--image-size", "8x8", "--split", "test", work])
+    fails += expect(r, 3, [shard, "record 0", "data CRC mismatch"],
+                    "data_load after the shard changed size (read again at the start)")
+    print("OK the indexes were read, a damaged one read around")
+    return fails
 
 
 def case_shard_corrupt_image(mw, dl, work):

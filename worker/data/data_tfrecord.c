@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "worker/data/example.h"
 #include "worker/data/shard_copy.h"
+#include "worker/data/shard_index.h"
 #include "worker/data/stream.h"
 #include "worker/data/tfrecord.h"
 #include "worker/data/tfrecord_shards.h"
@@ -59,7 +60,35 @@ typedef struct {
     const char *image_key, *label_key; /* settled by the first record */
     int top;
     size_t cap;
+    mw_shard_index *x; /* the shard's index being built */
+    int clean;         /* every record of the shard so far was good */
 } split_ctx;
+
+/* One good record's example (at offset of source src) with its label, checked against the
+ * classes, into d; where names the record. */
+static mw_status add_example(mw_dataset *d, split_ctx *c, uint32_t src, uint64_t offset,
+                             int64_t label, uint64_t nbytes, const char *where)
+{
+    const int64_t limit = c->o->classes > 0 ? c->o->classes : MW_DATA_MAX_CLASSES;
+    if (label < 0 || label >= limit)
+        return mw_err(MW_EDATA, "%s: label '%s' is %lld; expected 0..%lld%s", where, c->label_key,
+                      (long long)label, (long long)limit - 1,
+                      c->o->classes > 0 ? " (--classes)" : "");
+    if (d->count == UINT32_MAX - 1)
+        return mw_err(MW_EDATA, "%s: more than 2^32 - 2 examples", where);
+    if (d->count == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 1024;
+        int32_t *l = realloc(d->labels, c->cap * sizeof *l);
+        if (!l)
+            return mw_err(MW_ENOMEM, "%s: out of memory for %zu labels", where, c->cap);
+        d->labels = l;
+    }
+    MW_TRY(mw_stream_add_example(d->stream, src, offset));
+    mw_stream_note_size(d->stream, nbytes);
+    d->labels[d->count++] = (int32_t)label;
+    c->top = label > c->top ? (int)label : c->top;
+    return MW_OK;
+}
 
 /* One record (its data at offset of shard src, record rec) into d: its label, checked, and its
  * image feature's presence. */
@@ -84,40 +113,23 @@ static mw_status take_record(mw_dataset *d, split_ctx *c, uint32_t src, const ch
         rc = one_value(e, c->image_key, "an encoded image", where);
     if (rc == MW_OK)
         rc = one_value(e, c->label_key, "a class index", where);
-    const int64_t limit = c->o->classes > 0 ? c->o->classes : MW_DATA_MAX_CLASSES;
-    if (rc == MW_OK && (label[0] < 0 || label[0] >= limit))
-        rc = mw_err(MW_EDATA, "%s: label '%s' is %lld; expected 0..%lld%s", where, c->label_key,
-                    (long long)label[0], (long long)limit - 1,
-                    c->o->classes > 0 ? " (--classes)" : "");
-    if (rc == MW_OK && d->count == UINT32_MAX - 1)
-        rc = mw_err(MW_EDATA, "%s: more than 2^32 - 2 examples", where);
-    if (rc == MW_OK && d->count == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 1024;
-        int32_t *l = realloc(d->labels, c->cap * sizeof *l);
-        rc = l ? MW_OK : mw_err(MW_ENOMEM, "%s: out of memory for %zu labels", where, c->cap);
-        if (l)
-            d->labels = l;
-    }
     if (rc == MW_OK)
-        rc = mw_stream_add_example(d->stream, src, offset);
-    if (rc == MW_OK)
-        mw_stream_note_size(d->stream, nbytes);
-    if (rc == MW_OK) {
-        d->labels[d->count++] = (int32_t)label[0];
-        c->top = label[0] > c->top ? (int)label[0] : c->top;
-    }
+        rc = add_example(d, c, src, offset, label[0], nbytes, where);
+    if (rc == MW_OK && c->x)
+        rc = mw_shard_index_add(c->x, offset, label[0], nbytes, shard);
     mw_example_free(e);
     return rc;
 }
 
 /* --skip-bad-examples: count a bad record (its message the first time) and go on, when the
  * shard can be read past it (*past: the record's framing was whole). */
-static mw_status skip_or_fail(mw_dataset *d, const split_ctx *c, mw_status rc, int past)
+static mw_status skip_or_fail(mw_dataset *d, split_ctx *c, mw_status rc, int past)
 {
     if (rc == MW_OK || !c->o->skip_bad || !past || rc == MW_ENOMEM)
         return rc;
     if (d->skipped++ == 0)
         snprintf(d->skip_first, sizeof d->skip_first, "%s", mw_err_msg());
+    c->clean = 0; /* no index is kept for a shard with a bad record */
     mw_err_clear();
     return MW_OK;
 }
@@ -139,22 +151,56 @@ static mw_status plain_copy(mw_tfrecord **t, const split_ctx *c, const char *pat
     return mw_tfrecord_open(t, plain, MW_TFRECORD_PLAIN);
 }
 
-/* Every record of one shard. */
+/* The shard's examples from its kept index (shard_index.h) into d, when there is one for the
+ * keys asked for: its labels checked as read ones are. *used: 1 when it was. */
+static mw_status from_index(mw_dataset *d, split_ctx *c, uint32_t src, const char *path,
+                            const char *ixpath, int *used)
+{
+    mw_shard_index x;
+    mw_shard_index_init(&x);
+    *used = mw_shard_index_load(&x, ixpath, c->image_key ? c->image_key : c->o->image_key,
+                                c->label_key ? c->label_key : c->o->label_key);
+    if (*used && !c->image_key) { /* the keys it was read with: the flags', or a default */
+        c->image_key = c->o->image_key                     ? c->o->image_key
+                       : strcmp(x.image_key, "image") == 0 ? "image"
+                                                           : "image/encoded";
+        c->label_key = c->o->label_key                     ? c->o->label_key
+                       : strcmp(x.label_key, "label") == 0 ? "label"
+                                                           : "image/class/label";
+    }
+    mw_status rc = MW_OK;
+    for (uint64_t i = 0; *used && rc == MW_OK && i < x.n; i++) {
+        char where[4200];
+        snprintf(where, sizeof where, "%s: record %llu", path, (unsigned long long)i);
+        rc = skip_or_fail(d, c, add_example(d, c, src, x.off[i], x.label[i], x.largest, where), 1);
+    }
+    mw_shard_index_free(&x);
+    return rc;
+}
+
+/* Every record of one shard: from its kept index, or read in order (a compressed one into its
+ * plain copy as it goes) and its index kept when every record was good. */
 static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
 {
     mw_tfrecord *t;
     MW_TRY(mw_tfrecord_open(&t, path, MW_TFRECORD_AUTO));
-    char plain[4200];
+    char plain[4200], ixpath[4200];
     mw_shard_copy w = {0};
-    int copying = 0;
-    mw_status rc = MW_OK;
+    int copying = 0, exists, used = 0;
+    mw_status rc =
+        mw_shard_cache_path(path, c->o->shard_cache, "mwex", ixpath, sizeof ixpath, &exists);
     const int compressed = mw_tfrecord_kind(t) != MW_TFRECORD_PLAIN;
-    if (compressed)
+    if (rc == MW_OK && compressed)
         rc = plain_copy(&t, c, path, plain, sizeof plain, &w, &copying);
     uint32_t src = 0;
     if (rc == MW_OK)
         rc = mw_stream_add_source(d->stream, compressed ? plain : path, &src);
-    for (;;) {
+    if (rc == MW_OK && exists && !copying) /* a compressed shard's index needs its copy */
+        rc = from_index(d, c, src, path, ixpath, &used);
+    mw_shard_index x;
+    mw_shard_index_init(&x);
+    c->x = &x, c->clean = 1;
+    for (; !used;) {
         const uint8_t *data;
         size_t nbytes;
         uint64_t off;
@@ -173,6 +219,13 @@ static mw_status read_shard(mw_dataset *d, split_ctx *c, const char *path)
             rc = skip_or_fail(d, c, take_record(d, c, src, path, rec, off, data, nbytes), 1);
     }
     const mw_status end = mw_shard_copy_end(&w, rc == MW_OK);
+    if (rc == MW_OK && end == MW_OK && !used && c->clean && c->image_key) {
+        snprintf(x.image_key, sizeof x.image_key, "%s", c->image_key);
+        snprintf(x.label_key, sizeof x.label_key, "%s", c->label_key);
+        mw_shard_index_save(&x, ixpath);
+    }
+    c->x = NULL;
+    mw_shard_index_free(&x);
     mw_tfrecord_close(t);
     return rc != MW_OK ? rc : end;
 }

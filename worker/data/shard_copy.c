@@ -9,26 +9,29 @@
 #include "common/crc32c.h"
 #include "common/fs.h"
 
-#define COPY_DIR ".mwtrain-plain"
+#define CACHE_DIR ".mwtrain-cache"
 
 mw_status mw_shard_copy_path(const char *shard, const char *cache, char *out, size_t cap,
                              int *exists)
+{
+    return mw_shard_cache_path(shard, cache, "tfrecord", out, cap, exists);
+}
+
+mw_status mw_shard_cache_path(const char *shard, const char *cache, const char *ext, char *out,
+                              size_t cap, int *exists)
 {
     struct stat st;
     *exists = 0;
     if (stat(shard, &st) != 0)
         return mw_err(MW_EIO, "%s: %s", shard, strerror(errno));
     const char *slash = strrchr(shard, '/'), *base = slash ? slash + 1 : shard;
-    const int dirlen = slash ? (int)(slash - shard) : 1;
-    const char *dir = slash ? shard : ".";
+    const int dirlen = cache ? (int)strlen(cache) : slash ? (int)(slash - shard) : 1;
+    const char *dir = cache ? cache : slash ? shard : ".";
     const int n =
-        cache
-            ? snprintf(out, cap, "%s/%s/%s.%lld-%lld.%09ld.tfrecord", cache, COPY_DIR, base,
-                       (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec)
-            : snprintf(out, cap, "%.*s/%s/%s.%lld-%lld.%09ld.tfrecord", dirlen, dir, COPY_DIR, base,
-                       (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+        snprintf(out, cap, "%.*s/%s/%s.%lld-%lld.%09ld.%s", dirlen, dir, CACHE_DIR, base,
+                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, ext);
     if (n < 0 || (size_t)n >= cap)
-        return mw_err(MW_EIO, "%s: the path of its plain copy is too long", shard);
+        return mw_err(MW_EIO, "%s: the path of its kept %s file is too long", shard, ext);
     *exists = stat(out, &st) == 0 && S_ISREG(st.st_mode);
     return MW_OK;
 }

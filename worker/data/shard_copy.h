@@ -3,7 +3,7 @@
  * order at the start (for the labels) its records are written into a plain shard, its copy,
  * which training then reads at random. The copy is kept for later runs:
  *
- *   DIR/.mwtrain-plain/BASENAME.SIZE-MTIMESEC.MTIMENSEC.tfrecord
+ *   DIR/.mwtrain-cache/BASENAME.SIZE-MTIMESEC.MTIMENSEC.tfrecord
  *
  * DIR being --shard-cache or the shard's own directory; the name carries the compressed shard's
  * size and modification time, so a changed shard gets a new copy, and a copy is written to a
@@ -25,6 +25,11 @@ typedef struct {
     uint64_t at; /* bytes written */
 } mw_shard_copy;
 
+/* The path of a file kept for shard in the cache folder: DIR/.mwtrain-cache/BASENAME.SIZE-
+ * MTIMESEC.MTIMENSEC.EXT (DIR: cache, or the shard's directory when NULL); *exists: 1 when it
+ * is a regular file already. MW_EIO when the shard cannot be stat'ed or the path does not fit. */
+mw_status mw_shard_cache_path(const char *shard, const char *cache, const char *ext, char *out,
+                              size_t cap, int *exists);
 /* The copy's path for shard (cache: --shard-cache, or NULL for the shard's directory) into out
  * (cap bytes); *exists: 1 when it is already there. MW_EIO when the shard cannot be stat'ed or
  * the path does not fit. */
