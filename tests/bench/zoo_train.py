@@ -26,7 +26,8 @@ passes within TOL_POINTS = 1.5 points. With --mw-seeds S mwtrain trains S times 
 .. S, the batch order, as Keras' seeds set it) and the means are compared: one mwtrain run
 against a mean carries all of one training's spread. One difference is structural and stated: BatchNormalization
 in mwtrain's replicas normalizes each replica's 32 examples (MirroredStrategy's default, not
-SyncBatchNormalization), Keras' fit the global batch of 32 R."""
+SyncBatchNormalization), Keras' fit the global batch of 32 R; --sync-bn removes that difference
+(synchronized=True in mwtrain's archive: its replicas normalize the global batch)."""
 import argparse
 import gzip
 import json
@@ -64,14 +65,15 @@ def make_data(path, n):
              y_test=idx("t10k-labels-idx1-ubyte.gz").astype(np.int32))
 
 
-def make_archive(path, name, bn_momentum=None):
+def make_archive(path, name, bn_momentum=None, sync_bn=False):
     import keras
     keras.utils.set_random_seed(0)
     model = getattr(keras.applications, name)(weights=None, classes=10, input_shape=(32, 32, 3))
-    if bn_momentum is not None:  # the same weights, the moving statistics' momentum changed
-        for layer in model.layers:
-            if isinstance(layer, keras.layers.BatchNormalization):
-                layer.momentum = bn_momentum
+    for layer in model.layers:  # the same weights either way
+        if isinstance(layer, keras.layers.BatchNormalization) and bn_momentum is not None:
+            layer.momentum = bn_momentum  # the moving statistics' momentum
+        if isinstance(layer, keras.layers.BatchNormalization) and sync_bn:
+            layer.synchronized = True  # mwtrain: statistics over the global batch
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     model.save(path)
@@ -163,18 +165,25 @@ def main():
     ap.add_argument("--mw-seeds", type=int, default=0,
                     help="mwtrain too over seeds 1 .. S (--seed: the batch order), compared "
                          "mean to mean; 0: one run with mwtrain's default seed")
+    ap.add_argument("--sync-bn", action="store_true",
+                    help="every BatchNormalization synchronized=True in mwtrain's archive: its "
+                         "replicas normalize the global batch, as Keras' fit on one device does "
+                         "(Keras ignores the flag there, so its results are the archive's "
+                         "without it and are shared)")
     ap.add_argument("--skip-keras", action="store_true", help="mwtrain's side only")
     ap.add_argument("--skip-mwtrain", action="store_true", help="Keras' side only")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     data = os.path.join(a.work, "data-%d.npz" % a.images)
     model = a.name + ("" if a.bn_momentum is None else "-bn%g" % a.bn_momentum)
+    keras_tag = "%s-%dimg-%dep-b%d" % (model, a.images, a.epochs, B * a.ranks)
+    model += "-syncbn" if a.sync_bn else ""
     archive = os.path.join(a.work, model + ".keras")
     if not os.path.exists(data):
         make_data(data, a.images)
     if not os.path.exists(archive):
-        print("%s: %d parameters" % (model, make_archive(archive, a.name, a.bn_momentum)),
-              flush=True)
+        print("%s: %d parameters" % (model, make_archive(archive, a.name, a.bn_momentum,
+                                                         a.sync_bn)), flush=True)
     batch = B * a.ranks
     tag = "%s-%dimg-%dep-b%d" % (model, a.images, a.epochs, batch)
     print("%s on %d padded Fashion-MNIST images, %d epochs, global batch %d" %
@@ -202,7 +211,7 @@ def main():
     accs = []
     if not a.skip_keras:
         for seed in range(1, a.seeds + 1):
-            k = cached(os.path.join(a.work, tag + "-keras-seed%d.json" % seed),
+            k = cached(os.path.join(a.work, keras_tag + "-keras-seed%d.json" % seed),
                        lambda: keras_fit(a.keras_python, a.keras_backend, archive, data, seed,
                                          a.epochs, batch))
             accs.append(k["test_accuracy"])
