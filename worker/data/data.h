@@ -1,11 +1,12 @@
 /* The data set: images of any shape and their labels from IDX (Fashion-MNIST by default),
- * NumPy .npy/.npz or CIFAR binary files, and the epoch order.
+ * NumPy .npy/.npz, CIFAR binary files, CSV, a text corpus, or encoded images left on disk (an
+ * image folder, TFRecord shards: worker/data/stream.h), and the epoch order.
  *
  * Images stay in their stored type (uint8 or float32; 47 MB for Fashion-MNIST's train set
- * instead of 188 MB of floats) and are converted only when a batch is assembled. Every rank loads
- * the whole set and derives the same example order from the shared seed, so the global batch of
- * step k holds the same example ids whatever the cluster layout (docs/design.md, "The global
- * batch is the unit").
+ * instead of 188 MB of floats; encoded images stay encoded) and are converted only when a batch
+ * is assembled. Every rank holds the whole set's table and derives the same example order from
+ * the shared seed, so the global batch of step k holds the same example ids whatever the cluster
+ * layout (docs/design.md, "The global batch is the unit").
  *
  * IDX format (big-endian): a 4-byte magic 0x0000TTNN (TT = 0x08 for unsigned bytes, NN =
  * number of dimensions), NN 4-byte dimension sizes, then the data, row-major. Images are
