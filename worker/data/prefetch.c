@@ -27,6 +27,8 @@ struct mw_prefetch {
     size_t count; /* floats per example */
     slot *slots;
     uint32_t cap;
+    uint32_t *table, mask; /* id -> slot index + 1 (0: empty), open addressing, rebuilt by
+                              each hint: a lookup is O(1), not a scan of the cache */
     uint64_t gen;
     double timeout, waited;
     int nthreads, stop;
@@ -35,12 +37,25 @@ struct mw_prefetch {
     pthread_cond_t work, done;
 };
 
+static uint32_t hash_of(uint32_t id)
+{
+    return id * 2654435761u;
+}
+
 static slot *find(mw_prefetch *p, uint32_t id)
 {
-    for (uint32_t i = 0; i < p->cap; i++)
-        if (p->slots[i].state != FREE && p->slots[i].id == id)
-            return &p->slots[i];
+    for (uint32_t h = hash_of(id) & p->mask; p->table[h]; h = (h + 1) & p->mask)
+        if (p->slots[p->table[h] - 1].id == id)
+            return &p->slots[p->table[h] - 1];
     return NULL;
+}
+
+static void enter(mw_prefetch *p, uint32_t i)
+{
+    uint32_t h = hash_of(p->slots[i].id) & p->mask;
+    while (p->table[h])
+        h = (h + 1) & p->mask;
+    p->table[h] = i + 1;
 }
 
 /* Decode slot t (BUSY, claimed by this thread) with the lock released, then publish it. */
@@ -97,7 +112,11 @@ mw_status mw_prefetch_new(mw_prefetch **out, mw_stream *s, int threads, uint32_t
     pthread_cond_init(&p->done, NULL);
     const size_t count = (size_t)sh.height * sh.width * (size_t)sh.channels;
     p->s = s, p->count = count, p->cap = capacity, p->timeout = timeout;
-    if (!(p->slots = calloc(capacity, sizeof *p->slots)) ||
+    for (p->mask = 1; p->mask < 2 * (uint64_t)capacity; p->mask *= 2)
+        ;
+    p->table = calloc(p->mask, sizeof *p->table);
+    p->mask -= 1;
+    if (!p->table || !(p->slots = calloc(capacity, sizeof *p->slots)) ||
         !(p->threads = calloc((size_t)threads, sizeof *p->threads))) {
         mw_prefetch_free(p);
         return mw_err(MW_ENOMEM, "out of memory for the decoding cache (%u examples)", capacity);
@@ -136,6 +155,7 @@ void mw_prefetch_free(mw_prefetch *p)
     pthread_cond_destroy(&p->done);
     for (uint32_t i = 0; p->slots && i < p->cap; i++)
         free(p->slots[i].px);
+    free(p->table);
     free(p->slots);
     free(p->threads);
     free(p);
@@ -150,6 +170,10 @@ void mw_prefetch_hint(mw_prefetch *p, const uint32_t *ids, uint32_t n)
         if (t->state != FREE && t->state != BUSY && t->gen + 1 < g)
             t->state = FREE;
     }
+    memset(p->table, 0, ((size_t)p->mask + 1) * sizeof *p->table);
+    for (uint32_t i = 0; i < p->cap; i++)
+        if (p->slots[i].state != FREE)
+            enter(p, i);
     uint32_t free_at = 0;
     for (uint32_t k = 0; k < n; k++) {
         slot *t = find(p, ids[k]);
@@ -163,6 +187,7 @@ void mw_prefetch_hint(mw_prefetch *p, const uint32_t *ids, uint32_t n)
             break; /* full: the rest are decoded when taken */
         t = &p->slots[free_at];
         t->id = ids[k], t->gen = g, t->state = QUEUED;
+        enter(p, free_at);
     }
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->lock);
