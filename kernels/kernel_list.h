@@ -214,6 +214,24 @@ MW_KERNEL(layernorm_bwd, CPU,
           (dx, dgamma, dbeta, dy, x, stat, gamma, rows, D),
           MW_O(dx, (size_t)rows * D) MW_O(dgamma, D) MW_O(dbeta, D) MW_A(dy, (size_t)rows * D)
           MW_A(x, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_O(gamma, D))
+/* RMS normalization over the last axis (kernels/rmsnorm_rules.h): for each of rows rows of D
+ * values, y = (x * r) * (gamma + offset), r = 1 / sqrt(v + eps), v the mean of the squares, or
+ * (centered) the biased variance (Keras' LayerNormalization(rms_scaling=True)); offset 1 is
+ * Gemma's (1 + scale). stat (2 x rows) gets each row's mean (0 uncentered) and r. */
+MW_KERNEL(rmsnorm_fwd, CPU,
+          (float *y, float *stat, const float *x, const float *gamma, int rows, int D, float eps,
+           int centered, float offset),
+          (y, stat, x, gamma, rows, D, eps, centered, offset),
+          MW_A(y, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_A(x, (size_t)rows * D)
+          MW_A(gamma, D))
+/* dx += the input's gradient (dx NULL: none); dgamma += gamma's (NULL: none), from x, stat and
+ * dy. */
+MW_KERNEL(rmsnorm_bwd, CPU,
+          (float *dx, float *dgamma, const float *dy, const float *x, const float *stat,
+           const float *gamma, int rows, int D, float offset),
+          (dx, dgamma, dy, x, stat, gamma, rows, D, offset),
+          MW_O(dx, (size_t)rows * D) MW_O(dgamma, D) MW_A(dy, (size_t)rows * D)
+          MW_A(x, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_A(gamma, D))
 /* Keras' GroupNormalization (kernels/groupnorm_rules.h): n examples of S positions of C
  * channels, G groups of C / G channels; each example's group normalized over its S C / G
  * values, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c] (gamma, beta NULL: 1, 0);

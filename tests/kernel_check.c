@@ -67,7 +67,8 @@ typedef struct {
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;
     float max_value, slope, threshold; /* relux */
-    float offset;                      /* rescale */
+    float offset;                      /* rescale; rmsnorm: gamma's (Gemma's 1) */
+    int centered;                      /* rmsnorm: the variance, not the mean of squares */
     double l1, l2, M;
     uint64_t seed, stream;
     mw_act_kind kind;
@@ -641,6 +642,34 @@ static int set_layernorm(kargs *a, int i, int phase)
     return 1;
 }
 
+/* RMS normalization: rows of D, the mean of squares and the variance, gamma's offset 0 and 1;
+ * the backward with its forward's statistics, with and without dgamma. */
+static int set_rmsnorm(kargs *a, int i, int phase)
+{
+    static const int s[][2] = {{300, 100}, {1, 1}, {7, 33}};
+    if (i >= 3 * 4)
+        return 0;
+    a->rows = (size_t)s[i / 4][0], a->D = s[i / 4][1], a->eps = 1e-6f;
+    a->centered = i % 2, a->offset = (float)(i / 2 % 2);
+    if (phase == 0) {
+        a->nulls = i % 4 == 3 ? "dgamma" : "";
+        snprintf(a->what, sizeof a->what, "rows %zu, D %d, centered %d, offset %g", a->rows, a->D,
+                 a->centered, (double)a->offset);
+        return 1;
+    }
+    const size_t nx = a->rows * a->D;
+    kscale(a->x, nx, 2.5f, 0.5f);
+    kscale(a->gamma, (size_t)a->D, 0.5f, 1.0f);
+    if (a->stat && a->dy) {
+        float *y = scratch(nx);
+        const mw_kernels t = ref_table();
+        t.rmsnorm_fwd(&(mw_kctx){.nthreads = 1}, y, a->stat, a->x, a->gamma, (int)a->rows, a->D,
+                      a->eps, a->centered, a->offset);
+        free(y);
+    }
+    return 1;
+}
+
 /* Attention: self and cross, causal, padding masks (a query row masked everywhere, both of
  * Keras' answers for it), dropout with example ids, and 70 causal steps (the fast twin's row
  * blocks, a partial one last); the backward with its forward's probabilities. */
@@ -985,6 +1014,8 @@ static const kcase cases[] = {
     {"xent_bwd", set_xent, 0.0f, 0.0f, 1},
     {"layernorm_fwd", set_layernorm, 0.0f, 0.0f, 1},
     {"layernorm_bwd", set_layernorm, 0.0f, 0.0f, 1},
+    {"rmsnorm_fwd", set_rmsnorm, 0.0f, 0.0f, 1},
+    {"rmsnorm_bwd", set_rmsnorm, 0.0f, 0.0f, 1},
     {"attn_fwd", set_attn, 2e-6f, 2e-6f, 0},
     {"attn_bwd", set_attn, 2e-6f, 2e-6f, 0},
     {"dropout_fwd", set_dropout, 0.0f, 0.0f, 1},

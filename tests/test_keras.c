@@ -1147,6 +1147,19 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(m.layers[9].noise, MW_NOISE_EXAMPLE);
         assert_int_equal(m.layers[11].kind, MW_LAYER_NORMALIZE);
         assert_false(m.layers[12].flat); /* keepdims: (None, 1, 1, 4) */
+    } else if (strstr(rel, "rms")) {
+        /* the four classes, each scale drawn away from its initializer (ones; Gemma's zeros),
+         * so that gamma + offset is checked, not only its start */
+        static const int at[] = {1, 2, 4, 5, 7};
+        static const char *const cls[] = {"RMSNormalization", "LayerNormalization",
+                                          "LlamaLayerNorm", "RMSNormalization", "RMSNormalization"};
+        for (int j = 0; j < 5; j++) {
+            mw_layer *l = &m.layers[at[j]];
+            assert_int_equal(l->kind, MW_LAYER_RMSNORM);
+            assert_string_equal(l->cls, cls[j]);
+            mw_test_fill_uniform(m.params.data + l->w_off, l->w_count, 40 + (uint64_t)j,
+                                 j == 3 ? -0.5f : 0.5f, j == 3 ? 0.5f : 1.5f);
+        }
     } else if (strstr(rel, "norm")) {
         assert_int_equal(m.layers[1].kind, MW_LAYER_GROUPNORM);
         assert_int_equal(m.layers[1].groups, 3);
@@ -1336,6 +1349,18 @@ static void test_norm_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_norm.json");
+}
+
+static void test_rms_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_rms.json");
+}
+
+static void test_rms_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_rms.json");
 }
 
 static void test_dwconv_gradcheck_ref(void **state)
@@ -1540,6 +1565,8 @@ int main(void)
         cmocka_unit_test(test_misc_gradcheck_cpu),
         cmocka_unit_test(test_norm_gradcheck_ref),
         cmocka_unit_test(test_norm_gradcheck_cpu),
+        cmocka_unit_test(test_rms_gradcheck_ref),
+        cmocka_unit_test(test_rms_gradcheck_cpu),
         cmocka_unit_test(test_dwconv_gradcheck_ref),
         cmocka_unit_test(test_dwconv_gradcheck_cpu),
         cmocka_unit_test(test_tokens_gradcheck_ref),

@@ -89,6 +89,10 @@ static const struct {
      "test_transformer_gradcheck_ref",
      "tests/data/keras/graph/gradcheck_transformer.json",
      {NULL}},
+    {"tests/test_keras.c",
+     "test_rms_gradcheck_ref",
+     "tests/data/keras/graph/gradcheck_rms.json",
+     {NULL}},
 };
 
 /* Keras' aliases: {alias, the class Keras saves it as}. */

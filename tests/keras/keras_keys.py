@@ -28,6 +28,8 @@ from oracle import MWTRAIN, check, finish, keras
 import keras_hub
 from keras.src.applications.convnext import LayerScale, StochasticDepth
 from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS
+from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
 
 L = keras.layers
 UNKNOWN = "is not a key mwtrain knows"
@@ -196,6 +198,8 @@ HOSTS = {
         L.Dense(3), shape=(6,), dtype="int32"),
     "LayerNormalization": lambda: image(L.LayerNormalization(name="x")),
     "GroupNormalization": lambda: image(L.GroupNormalization(groups=1, name="x")),
+    "RMSNormalization": lambda: tokens(L.RMSNormalization(name="x")),
+    "LlamaLayerNorm": lambda: tokens(LlamaLayerNorm(name="x")),
     "EinsumDense": lambda: seq(L.EinsumDense("ab,bc->ac", output_shape=3, bias_axes="c",
                                              name="x"), shape=(4,)),
     "MultiHeadAttention": lambda: functional(
@@ -218,6 +222,8 @@ HOSTS = {
     "RandomCrop": lambda: image(L.RandomCrop(4, 4, name="x")),
     "RandomTranslation": lambda: image(L.RandomTranslation(0.1, 0.1, name="x")),
 }
+# Classes that share a name with one of HOSTS' (read by their module): (class, its model).
+SAME_NAME = [("RMSNormalization", lambda: tokens(GemmaRMS(name="x")))]  # Gemma's, KerasHub's
 ALIASES = {"MaxPool2D": "MaxPooling2D", "AvgPool2D": "AveragePooling2D",
            "GlobalMaxPool2D": "GlobalMaxPooling2D", "GlobalAvgPool2D": "GlobalAveragePooling2D"}
 
@@ -378,6 +384,8 @@ def main():
             check(c in HOSTS or c in ALIASES, f"{c}: this test builds a model around it")
         cases = Cases(tmp)
         for c, make in HOSTS.items():
+            layer_cases(cases, c, json.loads(make().to_json()))
+        for c, make in SAME_NAME:
             layer_cases(cases, c, json.loads(make().to_json()))
         initializer_cases(cases)
         compile_cases(cases, tmp)

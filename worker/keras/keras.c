@@ -113,7 +113,7 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
 
     size_t nreal = 0;
     for (size_t i = 0; i < n; i++) {
-        mw_klayer L = {origin, "", MW_POLICY_FLOAT32};
+        mw_klayer L = {origin, "", MW_POLICY_FLOAT32, NULL};
         const char *cls = NULL, *name = NULL;
         const json_t *cfg = NULL;
         MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));

@@ -321,7 +321,7 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
 {
     const size_t n = json_array_size(layers);
     for (size_t i = 1; i < n; i++) {
-        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32};
+        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32, NULL};
         const char *cls = NULL, *name = NULL, *src = NULL;
         const json_t *cfg = NULL, *refs[MW_MAX_INPUTS];
         int in[MW_MAX_INPUTS], nin = 0;
@@ -448,7 +448,7 @@ static mw_status nested_sequential(mw_kbuilder *B, const json_t *layers, int in,
     const size_t n = json_array_size(layers);
     int prev = in, added = 0;
     for (size_t j = 0; j < n; j++) {
-        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32};
+        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32, NULL};
         const char *cls = NULL, *name = NULL;
         const json_t *cfg = NULL;
         MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, j), j, &cls, &cfg, &name));
@@ -484,7 +484,7 @@ static mw_status nested_functional(mw_kbuilder *B, const json_t *conf, const jso
                                 "layers: %zu layers; expected the InputLayer first and at most %d",
                                 n, MW_KERAS_MAX_LAYERS);
     MW_TRY(check_graph_input(B->origin, conf, layers));
-    mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32};
+    mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32, NULL};
     const char *cls0 = NULL, *name0 = NULL;
     const json_t *cfg0 = NULL;
     MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
@@ -550,7 +550,7 @@ mw_status mw_keras_build_graph(mw_kbuilder *B, const json_t *model, const json_t
     const char *in_name = json_string_value(
         json_object_get(json_object_get(json_array_get(layers, 0), "config"), "name"));
     snprintf(B->m->input_name, sizeof B->m->input_name, "%s", in_name ? in_name : "input_layer");
-    mw_klayer L0 = {origin, "", MW_POLICY_FLOAT32};
+    mw_klayer L0 = {origin, "", MW_POLICY_FLOAT32, NULL};
     const char *cls0 = NULL, *name0 = NULL;
     const json_t *cfg0 = NULL;
     MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));

@@ -161,7 +161,7 @@ static mw_status parse_shape(const mw_klayer *L, const json_t *v, const char *ke
 mw_status mw_keras_find_input(const char *origin, const json_t *model, const json_t *conf,
                               const json_t *layers, mw_kshape *s)
 {
-    mw_klayer L = {origin, "", MW_POLICY_FLOAT32};
+    mw_klayer L = {origin, "", MW_POLICY_FLOAT32, NULL};
     memset(s, 0, sizeof *s);
     const json_t *first = json_array_get(layers, 0);
     const json_t *fcfg = json_object_get(first, "config");
@@ -265,19 +265,23 @@ mw_status mw_keras_set_model_name(mw_kbuilder *B, const json_t *conf)
     return MW_OK;
 }
 
-/* A class of keras.applications' own (the layer table's row names its module) is read from
- * that module alone: another class of the same name is someone's custom layer. */
+/* A class of keras.applications' or KerasHub's own (the layer table's row names its module) is
+ * read from that module alone, and a class name such a row shares with Keras' built-in layers
+ * (RMSNormalization) from that module or Keras' ("keras." ...): another class of the same name
+ * is someone's custom layer. */
 static mw_status check_module(const mw_klayer *L, const json_t *e, const char *cls)
 {
-    const mw_layer_ops *row = mw_layer_row_keras(cls);
     const char *mod = json_string_value(json_object_get(e, "module"));
-    mw_kqbuf q, r;
-    if (!row || !row->module || (mod && !strcmp(mod, row->module)))
+    const mw_layer_ops *row = mw_layer_row_keras_in(cls, mod);
+    char mods[512];
+    mw_kqbuf q;
+    if (!row || !mw_layer_keras_modules(cls, mods, sizeof mods))
+        return MW_OK;
+    if (row->module ? mod && !strcmp(mod, row->module) : !mod || !strncmp(mod, "keras.", 6))
         return MW_OK;
     return mw_kfail(L, MW_EUNSUPPORTED,
-                    "module %s: a custom layer of that name; supported: %s from %s "
-                    "(keras.applications' own)",
-                    mw_kquote(q, mod ? mod : "(none)"), cls, mw_kquote(r, row->module));
+                    "module %s: a custom layer of that name; supported: %s from %s",
+                    mw_kquote(q, mod ? mod : "(none)"), cls, mods);
 }
 
 /* What every layers[i] entry needs whatever its class: an object with a built-in class_name,
@@ -331,6 +335,7 @@ mw_status mw_keras_read_layer(mw_klayer *L, const json_t *e, size_t i, const cha
                         "supported: the built-in layers %s",
                         mw_kquote(q, json_string_value(reg)), layer_list());
     MW_TRY(check_module(L, e, cls));
+    L->module = json_string_value(json_object_get(e, "module"));
     int trainable = 1;
     MW_TRY(mw_kget_bool(L, cfg, "trainable", 1, &trainable));
     if (!trainable)
@@ -401,7 +406,7 @@ mw_status mw_keras_add_layer(mw_kbuilder *B, const mw_klayer *L, const char *cls
                                 "expected unique layer names");
     mw_status rc;
     const int first = B->m->nlayers;
-    const mw_layer_ops *row = mw_layer_row_keras(cls);
+    const mw_layer_ops *row = mw_layer_row_keras_in(cls, L->module);
     if (row && leading_preprocess(B->m, cls, cfg))
         row = NULL;
     if (row) { /* the layer table (worker/model/layer.h) */

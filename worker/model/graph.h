@@ -137,7 +137,8 @@ typedef struct mw_layer {
     size_t stats_off, stats_count;
     float momentum, epsilon; /* the normalizations' */
     int groups;              /* GroupNormalization: channel groups (C / groups channels each) */
-    int sync; /* synchronized: batch statistics over every replica's slice (see below) */
+    int rms_class; /* MW_LAYER_RMSNORM: the Keras class it computes as (layers/rmsnorm.h) */
+    int sync;      /* synchronized: batch statistics over every replica's slice (see below) */
     /* mixed_bfloat16 (set by mw_model_finalize): this layer's output, and its output's
      * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or
      * max pooling of bfloat16 values, a reshape or a crop) */

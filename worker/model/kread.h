@@ -23,6 +23,7 @@ typedef struct mw_klayer {
     const char *origin;
     char where[MW_KQUOTE_MAX * 8 + 96]; /* holds an escaped name and class */
     mw_policy policy;                   /* the layer's dtype policy (read_layer) */
+    const char *module;                 /* its entry's "module" (read_layer; borrowed), or NULL */
 } mw_klayer;
 
 /* The model being built. */

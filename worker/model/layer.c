@@ -56,11 +56,41 @@ const mw_layer_ops *mw_layer_row_keras(const char *cls)
     return entry_of(cls, &row) ? row : NULL;
 }
 
+const mw_layer_ops *mw_layer_row_keras_in(const char *cls, const char *module)
+{
+    const mw_layer_ops *first = mw_layer_row_keras(cls), *builtin = NULL;
+    for (int k = 0; first && k < NALL; k++)
+        for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j]; j++) {
+            if (strcmp(mw_layer_keras_class(all[k]->keras[j]), cls) != 0)
+                continue;
+            if (module && all[k]->module && !strcmp(all[k]->module, module))
+                return all[k];
+            if (!all[k]->module && !builtin)
+                builtin = all[k];
+        }
+    return builtin ? builtin : first;
+}
+
 int mw_layer_keras_hub(const char *cls)
 {
     const mw_layer_ops *row = NULL;
     const char *e = entry_of(cls, &row);
     return e && e != mw_layer_keras_class(e);
+}
+
+int mw_layer_keras_modules(const char *cls, char *buf, size_t len)
+{
+    size_t used = 0;
+    int own = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < NALL; k++)
+        for (int j = 0; j < MW_LAYER_KERAS_MAX && all[k]->keras[j] && used < len; j++)
+            if (!strcmp(mw_layer_keras_class(all[k]->keras[j]), cls)) {
+                const char *m = all[k]->module ? all[k]->module : "keras.layers";
+                used += (size_t)snprintf(buf + used, len - used, "%s\"%s\"", used ? ", " : "", m);
+                own += all[k]->module != NULL;
+            }
+    return own;
 }
 
 /* The classes the rows read, ", "-separated, into list (hub: KerasHub's only). */

@@ -134,6 +134,15 @@ typedef struct {
 const mw_layer_ops *mw_layer_row(int kind);
 /* The row that reads Keras class cls, NULL when none does. */
 const mw_layer_ops *mw_layer_row_keras(const char *cls);
+/* The same for cls from module (a .keras entry's "module", NULL when it has none), where rows
+ * share a class name (Keras' RMSNormalization, Gemma's): the row of that module, else the one of
+ * Keras' built-in layers (module NULL), else the first row reading cls (whose module the reader
+ * then refuses). */
+const mw_layer_ops *mw_layer_row_keras_in(const char *cls, const char *module);
+/* The modules the rows read cls from, quoted and ", "-separated into buf ("keras.layers" for
+ * Keras' built-in one); returns how many rows read it from a module of their own (0: cls is
+ * only Keras' built-in class, or no row's). */
+int mw_layer_keras_modules(const char *cls, char *buf, size_t len);
 /* Every row, the readers without a kind of their own too, in layer_list.h's order: row i, NULL
  * past the last. */
 const mw_layer_ops *mw_layer_row_nth(int i);

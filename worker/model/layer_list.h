@@ -38,6 +38,9 @@
     X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \
     X(CONV2DT, conv2d_tr)   /* Conv2DTranspose (layers/upsample.c) */                              \
     X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */                                \
+    X(RMSNORM, rmsnorm)     /* RMSNormalization, LayerNormalization(rms_scaling=True) */           \
+    R(rmsnorm_llama)        /* KerasHub's LlamaLayerNorm (layers/rmsnorm.c) */                     \
+    R(rmsnorm_gemma)        /* KerasHub's Gemma RMSNormalization (layers/rmsnorm.c) */             \
     X(LAYERSCALE, layerscale) /* keras.applications' LayerScale: x times a per-channel gamma */    \
     R(stochdepth)             /* keras.applications' StochasticDepth (rate 0: an identity) */      \
     R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */

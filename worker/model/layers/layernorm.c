@@ -1,13 +1,14 @@
 /* LayerNormalization: the layer table's row (worker/model/layer.h). Over the last axis (the
  * channels) of each position: a flat input (None, D), a sequence (None, T, D) or an image's
  * pixels; gamma (scale) and beta (center) of D values; each example alone, so nothing crosses
- * replicas. */
+ * replicas. With rms_scaling it is an RMS normalization's (layers/rmsnorm.c). */
 #include "worker/model/layers/layernorm.h"
 #include "worker/model/diff.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/rmsnorm.h"
 #include "worker/model/masks.h"
 #include "worker/model/model.h"
 
@@ -92,8 +93,11 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kread_norm(L, cfg, B, &n));
     MW_TRY(mw_kget_bool(L, cfg, "rms_scaling", 0, &rms));
     if (rms)
-        return mw_kfail(L, MW_EUNSUPPORTED, "rms_scaling true is not supported; supported: false");
-    mw_status rc = mw_model_add_layernorm(B->m, name, (float)n.epsilon, n.center, n.scale);
+        MW_TRY(mw_kneed_channels(B, L)); /* a (None, H, W) input's last axis is not C */
+    /* rms_scaling: x / sqrt(var + epsilon) * gamma, with gamma whatever scale says and no beta
+     * whatever center says, as Keras 3.15 builds it (layers/rmsnorm.c) */
+    mw_status rc = rms ? mw_model_add_rmsnorm(B->m, name, MW_RMS_LN, (float)n.epsilon)
+                       : mw_model_add_layernorm(B->m, name, (float)n.epsilon, n.center, n.scale);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     mw_layer *l = &B->m->layers[B->m->nlayers - 1];

@@ -1,7 +1,7 @@
-"""Writes eight of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes nine of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc; none: all)
+(NAME: act, norm, tokens, tokens_pos, misc, rms; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -23,7 +23,9 @@ threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 0.8 puts 
 piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask per example
 (noise_shape (None, 1, 1, 1)), Rescaling and an adapted Normalization (its statistics weights:
 mean 0, variance 1 before adapt()) after other layers, the global poolings with keepdims, a
-Reshape to flat."""
+Reshape to flat. gradcheck_rms.json: the RMS normalizations: Keras' RMSNormalization and
+LayerNormalization(rms_scaling=True) on an image's pixels, KerasHub's LlamaLayerNorm and Gemma's
+RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input."""
 import os
 import sys
 
@@ -165,8 +167,25 @@ def misc():
     return keras.Model(inp, out, name="gradcheck_misc")
 
 
+def rms():
+    from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS
+    from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
+    inp = keras.Input((28, 28, 1), name="in")
+    c = layers.Conv2D(6, 5, strides=3, name="c1",
+                      bias_initializer=initializers.RandomNormal(stddev=0.1))(inp)
+    c = layers.RMSNormalization(name="rms_img")(c)
+    c = layers.LayerNormalization(rms_scaling=True, name="ln_rms",
+                                  gamma_initializer=initializers.RandomUniform(0.5, 1.5))(c)
+    s = layers.Reshape((64, 6), name="seq")(c)
+    s = LlamaLayerNorm(name="llama")(s)
+    s = GemmaRMS(name="gemma")(s)
+    f = layers.RMSNormalization(epsilon=1e-3, name="rms_flat")(layers.Flatten(name="flat")(s))
+    out = layers.Dense(10, activation="softmax", name="out")(f)
+    return keras.Model(inp, out, name="gradcheck_rms")
+
+
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
-          ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps))
+          ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue

@@ -1,0 +1,44 @@
+/* RMS normalization's per-row arithmetic, written once for the reference (kernels/ref/
+ * rmsnorm.c), the fast CPU twin (kernels/cpu/rmsnorm.c) and the CUDA twin (kernels/cuda/
+ * rmsnorm.cu). A row's statistic v is the mean of the squares (Keras' RMSNormalization,
+ * KerasHub's LlamaLayerNorm and Gemma's RMSNormalization), or, centered, the biased variance
+ * around the mean m (Keras' LayerNormalization(rms_scaling=True), which still multiplies x, not
+ * x - m), summed in double; then, in float32 and in Keras' order, y = (x * r) * (gamma + offset),
+ * r = 1 / sqrt(v + eps) (offset 1: Gemma's (1 + scale)). The input's gradient: with
+ * g = dy (gamma + offset) and c = x - m (m = 0 uncentered), dx = r (g - c r^2 mean(g x)); the
+ * centered m's own term vanishes, as the deviations sum to 0. Private to kernels/: each
+ * includer defines MW_RMS_HD (static inline, or __device__ static inline). */
+#ifndef MW_KERNELS_RMSNORM_RULES_H
+#define MW_KERNELS_RMSNORM_RULES_H
+
+#include <math.h>
+
+/* One row of D values: y, and its mean (0 uncentered) and r into *mean, *r. */
+MW_RMS_HD void rms_row_fwd(float *y, float *mean, float *r, const float *x, const float *gamma,
+                           int D, float eps, int centered, float offset)
+{
+    double s = 0, v = 0;
+    for (int j = 0; centered && j < D; j++)
+        s += x[j];
+    const float m = centered ? (float)(s / D) : 0.0f;
+    for (int j = 0; j < D; j++)
+        v += ((double)x[j] - m) * ((double)x[j] - m);
+    const float rr = 1.0f / sqrtf((float)(v / D) + eps);
+    *mean = m, *r = rr;
+    for (int j = 0; j < D; j++)
+        y[j] = (x[j] * rr) * (gamma[j] + offset);
+}
+
+/* One row's input gradient added into dx. */
+MW_RMS_HD void rms_row_dx(float *dx, const float *dy, const float *x, const float *gamma,
+                          float mean, float r, int D, float offset)
+{
+    double sgx = 0;
+    for (int j = 0; j < D; j++)
+        sgx += (double)(dy[j] * (gamma[j] + offset)) * x[j];
+    const float k = r * r * (float)(sgx / D);
+    for (int j = 0; j < D; j++)
+        dx[j] += r * (dy[j] * (gamma[j] + offset) - (x[j] - mean) * k);
+}
+
+#endif
