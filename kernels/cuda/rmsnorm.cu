@@ -10,9 +10,8 @@ extern "C" {
 #define MW_RMS_HD __device__ static inline
 #include "kernels/rmsnorm_rules.h"
 
-static __global__ void rmsnorm_fwd_kernel(float *y, float *stat, const float *x,
-                                          const float *gamma, int rows, int D, float eps,
-                                          int centered, float offset)
+static __global__ void rmsnorm_fwd_kernel(float *y, float *stat, const float *x, const float *gamma,
+                                          int rows, int D, float eps, int centered, float offset)
 {
     for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
         rms_row_fwd(y + (size_t)r * D, stat + r, stat + rows + r, x + (size_t)r * D, gamma, D, eps,
@@ -53,8 +52,8 @@ extern "C" void mw_rmsnorm_fwd_cuda(const mw_kctx *k, float *y, float *stat, con
 }
 
 extern "C" void mw_rmsnorm_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, const float *dy,
-                                    const float *x, const float *stat, const float *gamma,
-                                    int rows, int D, float offset)
+                                    const float *x, const float *stat, const float *gamma, int rows,
+                                    int D, float offset)
 {
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_rmsnorm_bwd_cuda");
     if (!d || rows <= 0)
