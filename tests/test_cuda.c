@@ -577,6 +577,45 @@ static void test_layernorm(void **state)
     check_sync();
 }
 
+/* The RMS normalizations' twins against the reference (rmsnorm_fwd, rmsnorm_bwd), as
+ * test_layernorm's: the same rows in the same order (forward and dx within 1e-6), gamma's
+ * gradient summed over the rows in order (1e-5); the mean of squares and the variance, gamma's
+ * offset 0 and Gemma's 1, dx NULL too. */
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int shapes[][2] = {{1, 1}, {7, 5}, {2048, 96}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int v = 0; v < 4; v++) {
+            pool P = {0};
+            const int rows = shapes[s][0], D = shapes[s][1], centered = v % 2;
+            const float off = (float)(v / 2);
+            const size_t nx = (size_t)rows * D;
+            float *x = h_rand(&P, nx, 920 + s, -3, 5), *y = h_rand(&P, nx, 930 + s, 0, 1);
+            float *st = h_rand(&P, 2 * (size_t)rows, 940 + s, 0, 1);
+            float *g = h_rand(&P, D, 950 + s, 0.5f, 1.5f);
+            float *dy = h_rand(&P, nx, 970 + s, -1, 1), *dx = h_rand(&P, nx, 980 + s, -1, 1);
+            float *dg = h_rand(&P, D, 990 + s, -1, 1);
+            float *dX = d_put(&P, x, nx * 4), *dY = d_put(&P, y, nx * 4);
+            float *dSt = d_put(&P, st, 2 * (size_t)rows * 4), *dG = d_put(&P, g, D * 4);
+            float *dDy = d_put(&P, dy, nx * 4), *dDx = d_put(&P, dx, nx * 4);
+            float *dDg = d_put(&P, dg, D * 4);
+            mw_rmsnorm_fwd_ref(NULL, y, st, x, g, rows, D, 1e-6f, centered, off);
+            cuda.rmsnorm_fwd(&ctx, dY, dSt, dX, dG, rows, D, 1e-6f, centered, off);
+            expect_close((float *)d_get(&P, dY, nx * 4), y, nx, 1e-6f, 1e-6f);
+            expect_close((float *)d_get(&P, dSt, 2 * (size_t)rows * 4), st, 2 * (size_t)rows, 1e-6f,
+                         1e-6f);
+            mw_rmsnorm_bwd_ref(NULL, dx, dg, dy, x, st, g, rows, D, off);
+            cuda.rmsnorm_bwd(&ctx, dDx, dDg, dDy, dX, dSt, dG, rows, D, off);
+            expect_close((float *)d_get(&P, dDx, nx * 4), dx, nx, 1e-6f, 1e-5f);
+            expect_close((float *)d_get(&P, dDg, D * 4), dg, D, 1e-5f, 1e-5f);
+            cuda.rmsnorm_bwd(&ctx, NULL, dDg, dDy, dX, dSt, dG, rows, D, off); /* no dx */
+            pool_free(&P);
+        }
+    check_sync();
+}
+
 /* MultiHeadAttention's core (attn_fwd, attn_bwd) against the reference, which applies the
  * same row rules in the same order: the probabilities, the output and the three gradients
  * within float32 rounding (the device may fuse a multiply and an add: 1e-6 of the scale). Four
@@ -1680,6 +1719,7 @@ int main(void)
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_sine_pos),
         cmocka_unit_test(test_metrics),
