@@ -653,6 +653,22 @@ def misc_seq():
     ], name="misc_seq"))
 
 
+def rms_norms():
+    """The RMS normalizations on an image's pixels: Keras' RMSNormalization and
+    LayerNormalization(rms_scaling=True) (the variance, x itself scaled, gamma drawn away from
+    ones), and RMSNormalization on a flat input; KerasHub's two compute in float32 whatever the
+    policy, so a float64 step is no oracle for them (tests/keras/rms_e2e.py holds them)."""
+    inp = keras.Input((28, 28, 1))
+    x = layers.Conv2D(8, 3, strides=2)(inp)
+    x = layers.RMSNormalization()(x)
+    x = layers.Conv2D(6, 3, strides=2)(x)
+    x = layers.LayerNormalization(
+        rms_scaling=True, gamma_initializer=keras.initializers.RandomUniform(0.5, 1.5))(x)
+    x = layers.RMSNormalization(epsilon=1e-3)(layers.Flatten()(x))
+    out = layers.Dense(10)(x)
+    return keras.Model(inp, out, name="rms_norms")
+
+
 def main():
     driver, work = sys.argv[1], sys.argv[2]
     keras.utils.set_random_seed(1)
@@ -662,7 +678,7 @@ def main():
     # before it left, so appending keeps every earlier case's numbers
     makers = (tutorial_cnn, resnet20, vgg_bn, mlp, zoo, crop, act, norms, norms_seq, misc,
               upsampling, unet, depthwise, depthwise_seq, separable_cells, se_block, nested,
-              misc_seq, upsampling_seq)
+              misc_seq, upsampling_seq, rms_norms)
     only = sys.argv[3:]  # model names: only those (a quicker run while working on one)
     for make in makers:
         if only and make.__name__ not in only:
