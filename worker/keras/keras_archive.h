@@ -56,6 +56,9 @@ mw_status mw_keras_source_set_policy(mw_model *m);
 /* --model: a .keras archive (w gets its weights) or Keras JSON (w stays empty). */
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w);
+/* The same for data of several named inputs (keras.h: mw_keras_load_parts). */
+mw_status mw_keras_model_load_parts(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                    int nclasses, mw_keras_weights *w, const mw_input_parts *parts);
 /* Copy w's weights into params (m finalized, params in its arena layout); nothing when w
  * holds none. */
 mw_status mw_keras_weights_apply(const mw_keras_weights *w, const mw_model *m, float *params);

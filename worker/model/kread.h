@@ -33,6 +33,9 @@ typedef struct mw_kbuilder {
     int has_konst;   /* the next layer is an operation on one tensor and the constant konst */
     double konst;    /* (x + 3.0, x * (1 / 6): keras.src.ops.numpy's Add, Multiply) */
     int nest;        /* the nested model being read (mw_layer.nest); 0: the model itself */
+    const mw_input_parts *parts; /* the data's named inputs (NULL, or n 0: one input) */
+    int kmask; /* the layer being read gets a padding mask as a tensor argument: 1 + the
+                  producer (a named input's InputLayer); 0: none */
 } mw_kbuilder;
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'
