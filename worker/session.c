@@ -261,6 +261,8 @@ static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem,
         rc = mw_keras_source_set_policy(&s->model);
     if (rc == MW_OK) /* the loss travels in every checkpoint with the model */
         rc = mw_keras_source_set_loss(&s->model);
+    if (rc == MW_OK && with_data) /* and the named inputs' lengths, for an export */
+        rc = mw_keras_source_set_lengths(&s->model);
     if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
         mw_model_init_params(&s->model, s->o->seed);
     if (rc == MW_OK)

@@ -13,8 +13,10 @@ whose Keras evaluate equals mwtrain's test loss within 1e-5.
     control: the same without the mask;
   - the same decoders with sample weights per position (N, T), the padding mask: a causal
     LM's loss as KerasHub's preprocessor masks it; control: no mask, no weights;
-  - token_ids + segment_ids + padding_mask (BERT's inputs) -> token and segment Embeddings
-    added -> TransformerEncoder(padding_mask=) -> pooling -> Dense;
+  - token_ids + segment_ids + padding_mask (BERT's inputs), each Input((None,)) as KerasHub's
+    are (the data give the length; the export, from the checkpoint alone, takes the length the
+    run recorded) -> token and segment Embeddings added -> TransformerEncoder(padding_mask=) ->
+    pooling -> Dense;
   - a_seg + ids: Embedding(mask_zero=True) on the second part of the row (the mask's ids are
     not at the row's start), a TransformerEncoder taking that mask, pooled over the steps that
     are not padding, added to the other input's pooled embedding; control: without mask_zero.
@@ -25,8 +27,10 @@ differs from the InputLayer's, sample weights of another shape than the labels' 
 negative one at a position, and a padding mask given twice (mask_zero and a tensor).
 
 usage: named_inputs.py MWTRAIN WORKDIR"""
+import json
 import os
 import sys
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
@@ -82,7 +86,8 @@ def build(case, seed, with_mask=True):
     """with_mask False: the control, the same weights without the padding mask."""
     L, H = keras.layers, keras_hub.layers
     keras.utils.set_random_seed(seed)
-    ids = keras.Input((T,), dtype="int32", name="ids" if case == "mask-zero" else "token_ids")
+    steps = None if case == "bert" else T  # (None, None): the data give the length
+    ids = keras.Input((steps,), dtype="int32", name="ids" if case == "mask-zero" else "token_ids")
     if case == "mask-zero":
         seg = keras.Input((T,), dtype="int32", name="a_seg")
         x = L.Embedding(V, D, mask_zero=with_mask, name="embed")(ids)
@@ -90,7 +95,7 @@ def build(case, seed, with_mask=True):
         s = L.GlobalAveragePooling1D(name="seg_pool")(L.Embedding(2, D, name="seg_embed")(seg))
         out = L.Dense(K, name="head")(L.Add(name="both")([x, s]))
         return compiled({"ids": ids, "a_seg": seg}, out)
-    pm = keras.Input((T,), dtype="bool", name="padding_mask")
+    pm = keras.Input((steps,), dtype="bool", name="padding_mask")
     inputs = {"token_ids": ids, "padding_mask": pm}
     mask = pm if with_mask else None
     if case.startswith("decoder"):
@@ -101,7 +106,7 @@ def build(case, seed, with_mask=True):
         return compiled(inputs, L.Dense(K, name="head")(x))
     x = L.Embedding(V, D, name="embed")(ids)
     if case == "bert":
-        seg = keras.Input((T,), dtype="int32", name="segment_ids")
+        seg = keras.Input((steps,), dtype="int32", name="segment_ids")
         inputs["segment_ids"] = seg
         x = L.Add(name="with_seg")([x, L.Embedding(2, D, name="seg_embed")(seg)])
     x = H.TransformerEncoder(16, 2, name="enc")(x, padding_mask=mask)
@@ -149,6 +154,17 @@ def one_case(mw, work, name, case, seed, table):
           (name, row["train/loss"], row["test/loss"], h["loss"][0], ev["loss"]))
     table.append("%-44s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
+
+
+def kept_lengths(path, name):
+    """The export keeps the InputLayers' (None, None) and leaves out the lengths mwtrain
+    recorded for itself."""
+    cfg = json.loads(zipfile.ZipFile(path).read("config.json"))
+    shapes = [lay["config"]["batch_shape"] for lay in cfg["config"]["layers"]
+              if lay["class_name"] == "InputLayer"]
+    check(shapes == [[None, None]] * 3 and "mwtrain_input_lengths" not in cfg,
+          "export %s: the InputLayers' shapes %s as written, no mwtrain key (%s)"
+          % (name, shapes, sorted(cfg)))
 
 
 def last_line(p):
@@ -254,7 +270,8 @@ def main():
         if case == "encoder":
             enc = r
         if case in ("encoder", "bert") and "ONEDNN_MAX_CPU_ISA" not in os.environ:
-            E.export(mw, work, name, r, prefix=case + "-ex")
+            if E.export(mw, work, name, r, prefix=case + "-ex") and case == "bert":
+                kept_lengths(os.path.join(work, case + "-ex.keras"), name)
     if enc:
         refusals(mw, work, enc)
     print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras + KerasHub)", "weights", "loss",

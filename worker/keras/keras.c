@@ -100,6 +100,7 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
     int functional = 0;
     MW_TRY(find_model(origin, root, &model, &functional));
     MW_TRY(find_layers(origin, model, &conf, &layers));
+    B->lengths = json_object_get(model, MW_KERAS_LENGTHS_KEY);
     if (functional)
         return mw_keras_build_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
     if (B->parts)

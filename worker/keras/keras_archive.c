@@ -418,10 +418,29 @@ mw_status mw_keras_source_set_policy(mw_model *m)
     return mw_keras_source_replace(m, root);
 }
 
+mw_status mw_keras_source_set_lengths(mw_model *m)
+{
+    if (!m->source || !m->parts.n)
+        return MW_OK;
+    json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
+    json_t *model = source_model(root), *lengths = json_object();
+    if (!json_is_object(model) || !lengths) { /* it was read as a model: never */
+        json_decref(lengths);
+        json_decref(root);
+        return lengths ? MW_OK : mw_err(MW_ENOMEM, "out of memory");
+    }
+    for (int k = 0; k < m->parts.n; k++)
+        json_object_set_new(lengths, m->parts.name[k], json_integer(m->parts.width[k]));
+    json_object_set_new(model, MW_KERAS_LENGTHS_KEY, lengths);
+    return mw_keras_source_replace(m, root);
+}
+
 mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out)
 {
     *out = NULL;
     json_t *model = keras3_source(m);
+    if (model) /* the lengths a run recorded are mwtrain's, not Keras' */
+        json_object_del(model, MW_KERAS_LENGTHS_KEY);
     if (model)
         apply_policies(model, m);
     else

@@ -53,6 +53,10 @@ mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **
  * (--dtype-policy over the file's), so that the description a checkpoint keeps resumes in the
  * same policy. MW_ENOMEM. */
 mw_status mw_keras_source_set_policy(mw_model *m);
+/* m->source with the lengths of m's named inputs (m->parts, the data's) recorded under
+ * MW_KERAS_LENGTHS_KEY (worker/model/kread.h), so that a checkpoint's model builds without the
+ * data (an export) when its InputLayers say (None, None). Nothing for one input; MW_ENOMEM. */
+mw_status mw_keras_source_set_lengths(mw_model *m);
 /* --model: a .keras archive (w gets its weights) or Keras JSON (w stays empty). */
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w);

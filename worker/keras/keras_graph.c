@@ -402,9 +402,10 @@ static mw_status add_input(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg
     return MW_OK;
 }
 
-/* Without data (a summary, an export): the named inputs from the InputLayers' own lengths, in
- * the order of their names as the data would hold them. */
-static mw_status file_parts(const char *origin, const json_t *layers, mw_input_parts *p)
+/* Without data (a summary, an export): the named inputs from the InputLayers' own lengths (or
+ * those a training run recorded, lengths), in the order of their names as the data hold them. */
+static mw_status file_parts(const char *origin, const json_t *layers, const json_t *lengths,
+                            mw_input_parts *p)
 {
     p->n = 0;
     for (size_t i = 0; i < json_array_size(layers); i++) {
@@ -416,6 +417,10 @@ static mw_status file_parts(const char *origin, const json_t *layers, mw_input_p
             continue;
         int t = 0;
         MW_TRY(input_length(&L, cfg, &t));
+        const json_t *rec = name ? json_object_get(lengths, name) : NULL;
+        if (!t && rec && !mw_kas_int(rec, 1, MW_KMAX_DIM, &t))
+            return mw_kfail(&L, MW_EMODEL, "%s.%s: expected a length from 1 to %d",
+                            MW_KERAS_LENGTHS_KEY, name, MW_KMAX_DIM);
         if (!t)
             return mw_kfail(&L, MW_EUNSUPPORTED,
                             "batch_shape (None, None): the length of a named input comes from "
@@ -458,7 +463,7 @@ static mw_status start_named(mw_kbuilder *B, const json_t *conf, const json_t *l
     mw_input_parts own;
     const mw_input_parts *p = B->parts;
     if (!p)
-        MW_TRY(file_parts(B->origin, layers, &own));
+        MW_TRY(file_parts(B->origin, layers, B->lengths, &own));
     p = p ? p : &own;
     int total = 0;
     for (int k = 0; k < p->n; k++)
