@@ -43,6 +43,7 @@
     R(rmsnorm_gemma)        /* KerasHub's Gemma RMSNormalization (layers/rmsnorm.c) */             \
     X(LAYERSCALE, layerscale) /* keras.applications' LayerScale: x times a per-channel gamma */    \
     R(stochdepth)             /* keras.applications' StochasticDepth (rate 0: an identity) */      \
-    R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */
+    R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */          \
+    X(INPUT, input)           /* a named input's InputLayer: its part of the input's row */
 
 #endif
