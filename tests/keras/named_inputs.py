@@ -51,10 +51,7 @@ def make_data(path, seed, names, per_position, weighted=False):
     masked)."""
     rng = np.random.default_rng(seed)
     n = N + NT
-    y = rng.integers(0, K, n)
-    ids = rng.integers(1, V, (n, T))
-    lo = 1 + y * ((V - 1) // K)
-    ids[:, :4] = lo[:, None] + rng.integers(0, (V - 1) // K, (n, 4))
+    y, ids = E.signal_tokens(rng, n)
     lengths = rng.integers(2, T + 1, n)
     mask = np.arange(T)[None, :] < lengths[:, None]
     ids[~mask] = 0
