@@ -58,6 +58,14 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
                                 "model from model.to_json())",
                                 mw_kdescribe(d, cls));
     const char *c = json_string_value(cls);
+    const char *reg = json_string_value(json_object_get(cfg, "registered_name"));
+    if (reg && !strncmp(reg, "keras_hub>", 10))
+        return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
+                                "class_name %s: KerasHub's task models and backbones (built by "
+                                "their Python code from their arguments) are not read yet; "
+                                "supported: Functional models of KerasHub's layers and blocks "
+                                "(docs/keras.md)",
+                                mw_kquote(q, c));
     *functional = !strcmp(c, "Functional") || !strcmp(c, "Model");
     if (strcmp(c, "Sequential") != 0 && !*functional)
         return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
