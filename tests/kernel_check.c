@@ -959,8 +959,8 @@ static int set_rope(kargs *a, int i, int phase)
     a->n = s[i][0], a->T = s[i][1], a->D = s[i][2], a->width = s[i][3];
     a->start = s[i][4], a->denom = s[i][5];
     a->max_wavelength = i == 2 ? 500.0f : 10000.0f, a->scale = i == 2 ? 2.5f : 1.0f;
-    snprintf(a->what, sizeof a->what, "n %d, T %d, D %d, width %d, start %d, denom %d", a->n,
-             a->T, a->D, a->width, a->start, a->denom);
+    snprintf(a->what, sizeof a->what, "n %d, T %d, D %d, width %d, start %d, denom %d", a->n, a->T,
+             a->D, a->width, a->start, a->denom);
     if (phase == 1)
         kscale(a->x ? a->x : a->dy, (size_t)a->n * a->T * a->D, 4.0f, 0.0f);
     return 1;

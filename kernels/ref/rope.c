@@ -14,8 +14,8 @@ void mw_rope_fwd_ref(const mw_kctx *k, float *y, const float *x, int n, int T, i
     for (size_t r = 0; r < (size_t)n * T; r++)
         for (int g = 0; g < D; g += width)
             for (int j = 0; j < h; j++) {
-                const float a = rope_angle((int)(r % (size_t)T), j, start, denom, max_wavelength,
-                                           scale);
+                const float a =
+                    rope_angle((int)(r % (size_t)T), j, start, denom, max_wavelength, scale);
                 const size_t i = r * (size_t)D + (size_t)g + (size_t)j;
                 rope_pair_fwd(&y[i], &y[i + h], x[i], x[i + h], cosf(a), sinf(a));
             }
@@ -29,8 +29,8 @@ void mw_rope_bwd_ref(const mw_kctx *k, float *dx, const float *dy, int n, int T,
     for (size_t r = 0; r < (size_t)n * T; r++)
         for (int g = 0; g < D; g += width)
             for (int j = 0; j < h; j++) {
-                const float a = rope_angle((int)(r % (size_t)T), j, start, denom, max_wavelength,
-                                           scale);
+                const float a =
+                    rope_angle((int)(r % (size_t)T), j, start, denom, max_wavelength, scale);
                 const size_t i = r * (size_t)D + (size_t)g + (size_t)j;
                 rope_pair_bwd(&dx[i], &dx[i + h], dy[i], dy[i + h], cosf(a), sinf(a));
             }

@@ -28,12 +28,16 @@ mw_status mw_model_add_rope(mw_model *m, const char *name, float max_wavelength,
                                          "expected a sequence (None, steps, features) with an "
                                          "even number of features (its halves are paired)",
                                          l->name, l->in_h, l->in_w, l->in_c));
-    if (!(max_wavelength > 0.0f) || !(scale > 0.0f) || denom < 0)
+    if (!(max_wavelength > 0.0f) || !(scale > 0.0f))
         return mw_layer_reject(m, mw_err(MW_EMODEL,
                                          "layer '%s' (RotaryEmbedding): max_wavelength %g, "
-                                         "scaling_factor %g, denominator_dim %d: expected "
-                                         "each > 0",
-                                         l->name, (double)max_wavelength, (double)scale, denom));
+                                         "scaling_factor %g: expected both > 0",
+                                         l->name, (double)max_wavelength, (double)scale));
+    if (denom < 0)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (RotaryEmbedding): denominator_dim %d: "
+                                         "expected > 0, or 0 for the input's features",
+                                         l->name, denom));
     l->out_h = 1, l->out_w = l->in_w, l->out_c = l->in_c;
     l->rope.max_wavelength = max_wavelength, l->rope.scale = scale;
     l->rope.width = l->in_c;
@@ -114,9 +118,8 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     json_object_set_new(c, "rope_type", json_string("linear"));
     json_object_set_new(c, "sequence_axis", json_integer(1));
     json_object_set_new(c, "feature_axis", json_integer(-1));
-    json_object_set_new(c, "denominator_dim", l->rope.denom == l->rope.width
-                                                  ? json_null()
-                                                  : json_integer(l->rope.denom));
+    json_object_set_new(c, "denominator_dim",
+                        l->rope.denom == l->rope.width ? json_null() : json_integer(l->rope.denom));
     return l->cls;
 }
 
