@@ -1096,9 +1096,9 @@ static void test_graph_configs(void **state)
  * AveragePooling1D, GlobalMaxPooling1D) and gradcheck_tokens_pos.json (KerasHub's
  * TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, the 1-D
  * average) and gradcheck_tokens_fn.json (gradcheck_tokens' layers as a Functional model):
- * every row of both tables; gradcheck_rope.json (KerasHub's RotaryEmbedding twice, the default
- * and another max_wavelength, scaling_factor and denominator_dim, before a Dense on each
- * position): the table's gradient through both rotations. */
+ * every row of both tables; gradcheck_tokens_rope.json (KerasHub's RotaryEmbedding twice, the
+ * default and another max_wavelength, scaling_factor and denominator_dim, before a Dense on
+ * each position): the table's gradient through both rotations. */
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1364,7 +1364,7 @@ static void test_tokens_gradcheck_ref(void **state)
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_pos.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_fn.json");
-    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_rope.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_rope.json");
 }
 
 static void test_tokens_gradcheck_cpu(void **state)
@@ -1373,7 +1373,7 @@ static void test_tokens_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_pos.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_fn.json");
-    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_rope.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_rope.json");
 }
 
 /* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the

@@ -71,7 +71,7 @@ static const struct {
      {NULL}},
     {"tests/test_keras.c",
      "test_tokens_gradcheck_ref",
-     "tests/data/keras/graph/gradcheck_rope.json",
+     "tests/data/keras/graph/gradcheck_tokens_rope.json",
      {NULL}},
     {"tests/test_keras.c",
      "test_se_gradcheck_ref",

@@ -47,13 +47,12 @@ extern "C" void mw_rope_fwd_cuda(const mw_kctx *k, float *y, const float *x, int
                                  int width, int start, int denom, float max_wavelength, float scale)
 {
     const size_t pairs = (size_t)(n > 0 ? n : 0) * T * (D / 2);
-    MW_EW_LAUNCH("mw_rope_fwd_cuda", rope_fwd_kernel, pairs, y, x, pairs, T, D, width, start,
-                 denom, max_wavelength, scale);
+    MW_EW_LAUNCH("mw_rope_fwd_cuda", rope_fwd_kernel, pairs, y, x, pairs, T, D, width, start, denom,
+                 max_wavelength, scale);
 }
 
-extern "C" void mw_rope_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, int n, int T,
-                                 int D, int width, int start, int denom, float max_wavelength,
-                                 float scale)
+extern "C" void mw_rope_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, int n, int T, int D,
+                                 int width, int start, int denom, float max_wavelength, float scale)
 {
     const size_t pairs = (size_t)(n > 0 ? n : 0) * T * (D / 2);
     MW_EW_LAUNCH("mw_rope_bwd_cuda", rope_bwd_kernel, pairs, dx, dy, pairs, T, D, width, start,

@@ -1,7 +1,7 @@
 """Writes nine of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rope; none: all)
+(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, tokens_rope; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -23,9 +23,10 @@ threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 0.8 puts 
 piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask per example
 (noise_shape (None, 1, 1, 1)), Rescaling and an adapted Normalization (its statistics weights:
 mean 0, variance 1 before adapt()) after other layers, the global poolings with keepdims, a
-Reshape to flat. gradcheck_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of token
-embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim 6,
-then a Dense on each position (its gradient reaches the table only through both rotations)."""
+Reshape to flat. gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of
+token embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim
+6, then a Dense on each position (its gradient reaches the table only through both
+rotations)."""
 import os
 import sys
 
@@ -185,7 +186,7 @@ def rope():
 
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps))
-MODELS += (("rope", rope),)
+MODELS += (("tokens_rope", rope),)
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
