@@ -34,4 +34,14 @@ MW_ROPE_HD void rope_pair_bwd(float *dx0, float *dx1, float d0, float d1, float 
     *dx1 += d1 * c - d0 * s;
 }
 
+/* The pair at e and e + h of out from in's: rope_pair_fwd (bwd 0) or rope_pair_bwd (bwd 1). */
+MW_ROPE_HD void rope_pair(float *out, const float *in, size_t e, size_t h, float c, float s,
+                          int bwd)
+{
+    if (bwd)
+        rope_pair_bwd(&out[e], &out[e + h], in[e], in[e + h], c, s);
+    else
+        rope_pair_fwd(&out[e], &out[e + h], in[e], in[e + h], c, s);
+}
+
 #endif
