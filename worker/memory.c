@@ -40,8 +40,11 @@ static uint64_t dataset_nbytes(const mw_dataset *d, int masked)
     /* memory-mapped images are page cache, shared by the node's ranks and reclaimable */
     const uint64_t images =
         d->map || d->stream ? 0 : (uint64_t)d->count * mw_dataset_image_nbytes(d);
-    return images + (uint64_t)d->count * (mw_dataset_target_nbytes(d) + (d->weights ? 4 : 0) +
-                                          (d->mask_w || masked ? 8 : 0));
+    return images +
+           (uint64_t)d->count *
+               (mw_dataset_target_nbytes(d) +
+                (d->weights ? 4 * (uint64_t)(d->weight_width > 1 ? d->weight_width : 1) : 0) +
+                (d->mask_w || masked ? 8 : 0));
 }
 
 void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_dataset *train,

@@ -135,11 +135,18 @@ static mw_status load_model(mw_session *s, int with_data, mw_keras_weights *kw)
     mw_status rc;
     /* a dense loss's width, and one beside ignore_class, is checked with the loss (check_loss) */
     const int nc = dense || o->loss.has_ignore || (with_data && s->train.label_width > 1) ? 0 : n;
+    /* several named inputs: each InputLayer takes the data's part of its name */
+    const mw_input_parts *parts = with_data ? &s->train.parts : NULL;
     if (o->model_path) {
-        rc = mw_keras_model_load(&s->model, o->model_path, h, w, c, nc, kw);
+        rc = mw_keras_model_load_parts(&s->model, o->model_path, h, w, c, nc, kw, parts);
     } else if (s->latest.model) {
-        rc = mw_keras_load(&s->model, s->latest.model, strlen(s->latest.model),
-                           "the model saved in the checkpoint", h, w, c, nc);
+        rc = mw_keras_load_parts(&s->model, s->latest.model, strlen(s->latest.model),
+                                 "the model saved in the checkpoint", h, w, c, nc, parts);
+    } else if (parts && parts->n) {
+        rc = mw_err(MW_EDATA,
+                    "%s: the data hold named inputs (x_train.%s, ...); expected --model, a "
+                    "Functional model whose InputLayers are named after them",
+                    o->data_dir, parts->name[0]);
     } else if (!with_data || (h == 28 && w == 28 && c == 1 && n == 10)) {
         rc = mw_keras_build_tutorial(&s->model, 28, 28, 1, 10);
     } else {
@@ -242,6 +249,8 @@ static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem,
         rc = check_limits(s);
     if (rc == MW_OK)
         rc = mw_model_alloc_params(&s->model);
+    if (rc == MW_OK && with_data && s->model.mask_t) /* the ids of the mask: a named input's */
+        s->train.mask_off = s->test.mask_off = s->model.layers[s->model.mask_t - 1].part_off;
     if (rc == MW_OK && with_data) /* the examples or positions the loss ignores */
         rc = mw_dataset_set_mask(&s->train, s->model.loss.has_ignore, s->model.loss.ignore_class,
                                  s->model.loss.masked, "the training set");
@@ -252,6 +261,8 @@ static mw_status build_model(mw_session *s, int with_data, const mw_sysmem *mem,
         rc = mw_keras_source_set_policy(&s->model);
     if (rc == MW_OK) /* the loss travels in every checkpoint with the model */
         rc = mw_keras_source_set_loss(&s->model);
+    if (rc == MW_OK && with_data) /* and the named inputs' lengths, for an export */
+        rc = mw_keras_source_set_lengths(&s->model);
     if (rc == MW_OK) /* Keras' initializers, then an archive's weights over them */
         mw_model_init_params(&s->model, s->o->seed);
     if (rc == MW_OK)
@@ -450,7 +461,10 @@ mw_status mw_session_open(mw_session *s, const mw_train_opts *o, const mw_topolo
 long mw_session_positions(const mw_session *s)
 {
     const mw_model *m = &s->model;
-    return m->nlayers > 0 && m->layers[0].kind == MW_LAYER_EMBED ? m->layers[0].out_w : 1;
+    int i = 0; /* the first layer, after the named inputs' InputLayers */
+    while (i < m->nlayers && m->layers[i].kind == MW_LAYER_INPUT)
+        i++;
+    return i < m->nlayers && m->layers[i].kind == MW_LAYER_EMBED ? m->layers[i].out_w : 1;
 }
 
 const char *mw_session_throughput(const mw_session *s, int key)
@@ -545,8 +559,8 @@ static mw_status check_saved_model(mw_session *s, const mw_ckpt *c, long number)
     mw_model saved;
     const int *sh = s->shape;
     int differ = 1;
-    mw_status rc = mw_keras_load(&saved, c->model_json, strlen(c->model_json), origin, sh[0], sh[1],
-                                 sh[2], sh[3]);
+    mw_status rc = mw_keras_load_parts(&saved, c->model_json, strlen(c->model_json), origin, sh[0],
+                                       sh[1], sh[2], sh[3], &s->model.parts);
     if (rc == MW_ENOMEM)
         return rc;
     if (rc != MW_OK) {

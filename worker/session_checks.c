@@ -202,30 +202,48 @@ mw_status mw_fit_check_loss(mw_fit *f)
 /* A model that starts with an Embedding reads token ids: the data must hold integer ids
  * (N, T), each below its input_dim (the first one that is not names the example and the
  * position). */
-mw_status mw_fit_check_tokens(mw_fit *f)
+/* Embedding e reads ids below its input_dim: in the model's input, or in the named input
+ * (an InputLayer) it reads. */
+static mw_status check_embedding(mw_fit *f, const mw_layer *e)
 {
     const mw_model *m = f->model;
-    const mw_layer *e = &m->layers[0];
-    if (m->nlayers == 0 || e->kind != MW_LAYER_EMBED)
-        return MW_OK;
+    const mw_layer *part = e->in[0] >= 0 ? &m->layers[e->in[0]] : NULL;
     const mw_dataset *sets[2] = {f->train, f->test};
     const char *names[2] = {"training", "test"};
+    char where[sizeof part->name + 32] = "";
+    if (part)
+        snprintf(where, sizeof where, " of input '%s'", part->name);
     for (int i = 0; i < 2; i++) {
         uint32_t ex = 0, pos = 0;
         int64_t v = 0;
         if (sets[i]->count && sets[i]->type != MW_IMAGES_TOKENS)
             return mw_err(MW_EDATA,
-                          "%s: the %s set holds %s, but the model's first layer '%s' "
+                          "%s: the %s set holds %s, but the model's layer '%s' "
                           "(Embedding) reads integer token ids (N, T)",
                           f->o->data_dir, names[i],
                           sets[i]->type == MW_IMAGES_F32 ? "float32 values" : "uint8 images",
                           e->name);
-        if (mw_dataset_find_token(sets[i], e->vocab, &ex, &pos, &v))
+        const size_t off = part ? (size_t)part->part_off : 0;
+        const size_t per =
+            part ? (size_t)part->out_c : (size_t)sets[i]->rows * sets[i]->cols * sets[i]->channels;
+        if (mw_dataset_find_token_in(sets[i], off, per, e->vocab, &ex, &pos, &v))
             return mw_err(MW_EDATA,
-                          "%s: %s example %u has token id %lld at position %u; the model's "
+                          "%s: %s example %u has token id %lld at position %u%s; the model's "
                           "Embedding '%s' has input_dim %d (ids 0..%d)",
-                          f->o->data_dir, names[i], ex, (long long)v, pos, e->name, e->vocab,
+                          f->o->data_dir, names[i], ex, (long long)v, pos, where, e->name, e->vocab,
                           e->vocab - 1);
+    }
+    return MW_OK;
+}
+
+mw_status mw_fit_check_tokens(mw_fit *f)
+{
+    const mw_model *m = f->model;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *e = &m->layers[i];
+        if (e->kind == MW_LAYER_EMBED &&
+            (e->in[0] < 0 || m->layers[e->in[0]].kind == MW_LAYER_INPUT))
+            MW_TRY(check_embedding(f, e));
     }
     return MW_OK;
 }

@@ -167,6 +167,10 @@ def data_seeds():
                                                  else npy((0,), "<i4"))
                                                 for k in ("x_train", "y_train", "x_test",
                                                           "y_test")]),
+            "npz_named_inputs": b"\x02" + npz(
+                [(k, npy((2, 3), "<i4") if k[0] == "x" else npy((2,), "<i4"))
+                 for k in ("x_train.ids.npy", "x_train.mask.npy", "y_train.npy",
+                           "x_test.ids.npy", "x_test.mask.npy", "y_test.npy")]),
             "cifar_no_record": b"\x04", "cifar_one_record": b"\x04" + bytes(3073)}
 
 

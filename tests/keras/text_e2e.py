@@ -140,16 +140,23 @@ def build_transformer(seed, mask_zero, causal, per_position=None, ignore=None):
     return m
 
 
+def signal_tokens(rng, n):
+    """n labels and (n, T) token ids whose first 4 come from the label's third of the
+    vocabulary, the rest uniform over 1..V-1."""
+    y = rng.integers(0, K, n)
+    x = rng.integers(1, V, (n, T))
+    lo = 1 + y * ((V - 1) // K)
+    x[:, :4] = lo[:, None] + rng.integers(0, (V - 1) // K, (n, 4))
+    return y, x
+
+
 def make_data(path, seed, dtype, padded=False, tags=False):
     """Token ids with a signal: the label is which third of the vocabulary the first tokens
     come from most (learnable by a bag of embeddings), the rest uniform (ids 1..V-1); padded:
     each sequence 1..T long, the rest id 0."""
     rng = np.random.default_rng(seed)
     n = N_TRAIN + N_TEST
-    y = rng.integers(0, K, n)
-    x = rng.integers(1, V, (n, T))
-    lo = 1 + y * ((V - 1) // K)
-    x[:, :4] = lo[:, None] + rng.integers(0, (V - 1) // K, (n, 4))
+    y, x = signal_tokens(rng, n)
     if padded:
         for i, length in enumerate(rng.integers(1, T + 1, n)):
             x[i, length:] = 0

@@ -275,7 +275,8 @@ static int position_counts(const mw_dataset *d, uint32_t id, int t)
     if (!d->mask_pad || d->type != MW_IMAGES_TOKENS)
         return 1;
     const uint8_t *x = d->images + (size_t)id * mw_dataset_image_nbytes(d);
-    return mw_token_at(x + (size_t)t * (size_t)d->tok_size, d->tok_size, d->tok_signed) != 0;
+    return mw_token_at(x + (size_t)(d->mask_off + t) * (size_t)d->tok_size, d->tok_size,
+                       d->tok_signed) != 0;
 }
 
 float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *ids, int n)
@@ -284,11 +285,13 @@ float *mw_dataset_batch_weights(const mw_dataset *d, float *w, const uint32_t *i
         return NULL;
     const int P = positions_of(d);
     for (int i = 0; i < n; i++) { /* Keras: sample_weight * mask */
-        const float sw = d->weights ? d->weights[ids[i]] : 1.0f;
-        for (int t = 0; t < P; t++)
+        const int ww = d->weight_width > 1 ? d->weight_width : 1;
+        for (int t = 0; t < P; t++) {
+            const float sw = d->weights ? d->weights[(size_t)ids[i] * ww + (ww > 1 ? t : 0)] : 1.0f;
             w[(size_t)i * P + t] = !d->mask_w                      ? sw
                                    : position_counts(d, ids[i], t) ? sw * d->mask_w[ids[i]]
                                                                    : 0.0f;
+        }
     }
     return w;
 }
@@ -344,11 +347,18 @@ void mw_dataset_mask_batches(mw_dataset *d, const uint32_t *ids, long n, long gb
 int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example, uint32_t *pos,
                           int64_t *value)
 {
+    return mw_dataset_find_token_in(d, 0, (size_t)d->rows * d->cols * d->channels, limit, example,
+                                    pos, value);
+}
+
+int mw_dataset_find_token_in(const mw_dataset *d, size_t off, size_t per, int64_t limit,
+                             uint32_t *example, uint32_t *pos, int64_t *value)
+{
     if (d->type != MW_IMAGES_TOKENS || d->tok_max < limit) /* the usual case: no scan */
         return 0;
-    const size_t per = (size_t)d->rows * d->cols * d->channels, nb = mw_dataset_image_nbytes(d);
+    const size_t nb = mw_dataset_image_nbytes(d);
     for (uint32_t i = 0; i < d->count; i++) {
-        const uint8_t *src = d->images + (size_t)i * nb;
+        const uint8_t *src = d->images + (size_t)i * nb + off * (size_t)d->tok_size;
         for (size_t t = 0; t < per; t++) {
             const int64_t v =
                 mw_token_at(src + t * (size_t)d->tok_size, d->tok_size, d->tok_signed);

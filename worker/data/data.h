@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "worker/model/inputs.h"
 
 #define MW_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -55,14 +56,20 @@ typedef struct {
                          image's H x W ((N, H, W) labels: one per pixel) */
     int label_rows;   /* (N, H, W) labels: H (label_width / H columns); 0 otherwise */
     float *weights;   /* owned, or NULL: each example's sample weight (>= 0; Keras'
-                         fit(sample_weight=...)): its loss is multiplied by it */
-    float *mask_w;    /* owned, or NULL: a masked loss (mw_dataset_set_mask): each example's
-                         factor in its batch (mw_dataset_mask_batches) */
-    uint32_t *valid;  /* owned with mask_w: each example's positions that count (1 or 0
-                         for an example without positions) */
-    int mask_ignore;  /* with mask_w: the labels ignore_label count for nothing */
+                         fit(sample_weight=...)): its loss is multiplied by it; weight_width
+                         per example (1, or one per label position) */
+    int weight_width;
+    float *mask_w;   /* owned, or NULL: a masked loss (mw_dataset_set_mask): each example's
+                        factor in its batch (mw_dataset_mask_batches) */
+    uint32_t *valid; /* owned with mask_w: each example's positions that count (1 or 0
+                        for an example without positions) */
+    int mask_ignore; /* with mask_w: the labels ignore_label count for nothing */
     int32_t ignore_label;
-    int mask_pad; /* with mask_w: the positions whose input id is 0 count for nothing */
+    int mask_pad;         /* with mask_w: the positions whose input id is 0 count for nothing */
+    int mask_off;         /* with mask_pad: where in an example's row the ids of the mask begin (a
+                             named input's part; 0 for one input) */
+    mw_input_parts parts; /* several named inputs (x_train.<name>): each example's row holds
+                             them side by side (worker/model/inputs.h); n 0 for one input */
     uint32_t count, rows, cols, channels;
     mw_image_type type;
     int tok_size, tok_signed; /* MW_IMAGES_TOKENS: bytes per id (1, 2, 4, 8), signed */
@@ -178,6 +185,10 @@ mw_status mw_dataset_labels_as_targets(mw_dataset *d, const char *what);
  * position, value); 0 when none is, known from tok_max without a scan. */
 int mw_dataset_find_token(const mw_dataset *d, int64_t limit, uint32_t *example, uint32_t *pos,
                           int64_t *value);
+/* The same over the per values of each example from off on (a named input's part); *pos
+ * counts from off. */
+int mw_dataset_find_token_in(const mw_dataset *d, size_t off, size_t per, int64_t limit,
+                             uint32_t *example, uint32_t *pos, int64_t *value);
 
 /* Bytes of one stored image. */
 size_t mw_dataset_image_nbytes(const mw_dataset *d);

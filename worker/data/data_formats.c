@@ -259,24 +259,46 @@ static mw_status take_labels(mw_dataset *d, const mw_npy_array *y, uint32_t n, i
                                n * T, classes, why, y->name, max_label);
 }
 
+/* Sample weights one per example ((N,), (N, 1)), or one per position of labels per position
+ * ((N, T) beside (N, T) labels, (N, H, W) beside (N, H, W)): the weights per example, 0 when
+ * the shape is neither. */
+static int weights_width(const mw_dataset *d, const mw_npy_header *h)
+{
+    if (h->ndim < 1 || h->shape[0] != d->count)
+        return 0;
+    if (h->ndim == 1 || (h->ndim == 2 && h->shape[1] == 1))
+        return 1;
+    const int P = d->label_width;
+    if (P > 1 && h->ndim == 2 && !d->label_rows && h->shape[1] == (uint64_t)P)
+        return P;
+    if (P > 1 && h->ndim == 3 && d->label_rows && h->shape[1] == (uint64_t)d->label_rows &&
+        h->shape[1] * h->shape[2] == (uint64_t)P)
+        return P;
+    return 0;
+}
+
 mw_status mw_data_take_weights(mw_dataset *d, const mw_npy_array *w)
 {
     const mw_npy_header *h = &w->h;
     char sh[160];
-    if (!(h->ndim == 1 || (h->ndim == 2 && h->shape[1] == 1)) || h->shape[0] != d->count)
+    const int ww = weights_width(d, h);
+    if (!ww)
         return mw_err(MW_EDATA,
                       "%s: npy header field 'shape': sample weights of shape %s; expected (%u,) "
-                      "or (%u, 1), one per example",
-                      w->name, shape_str(h, sh, sizeof sh), d->count, d->count);
+                      "or (%u, 1), one per example%s",
+                      w->name, shape_str(h, sh, sizeof sh), d->count, d->count,
+                      d->label_width > 1 ? ", or one per label position, the labels' shape" : "");
     if (h->kind != 'f' || (h->itemsize != 4 && h->itemsize != 8))
         return mw_err(MW_EDATA,
                       "%s: npy header field 'descr': sample weights of '%s'; expected float32 "
                       "('<f4') or float64 ('<f8')",
                       w->name, h->descr);
-    d->weights = malloc((size_t)d->count * sizeof *d->weights + 1);
+    const size_t count = (size_t)d->count * (size_t)ww;
+    d->weights = malloc(count * sizeof *d->weights + 1);
     if (!d->weights)
-        return mw_err(MW_ENOMEM, "%s: cannot allocate %u weights", w->name, d->count);
-    for (uint32_t i = 0; i < d->count; i++) {
+        return mw_err(MW_ENOMEM, "%s: cannot allocate %zu weights", w->name, count);
+    d->weight_width = ww;
+    for (size_t i = 0; i < count; i++) {
         double v;
         if (h->itemsize == 8) {
             memcpy(&v, w->data + (size_t)i * 8, 8);
@@ -285,10 +307,13 @@ mw_status mw_data_take_weights(mw_dataset *d, const mw_npy_array *w)
             memcpy(&f, w->data + (size_t)i * 4, 4);
             v = f;
         }
+        char at[48] = "";
+        if (ww > 1)
+            snprintf(at, sizeof at, " at position %zu", i % (size_t)ww);
         if (!isfinite(v) || v < 0 || v > FLT_MAX)
             return mw_err(MW_EDATA,
-                          "%s: example %u has sample weight %g; expected a finite weight >= 0",
-                          w->name, i, v);
+                          "%s: example %zu has sample weight %g%s; expected a finite weight >= 0",
+                          w->name, i / (size_t)ww, v, at);
         d->weights[i] = (float)v;
     }
     return MW_OK;

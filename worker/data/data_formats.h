@@ -48,7 +48,7 @@ int mw_data_has(const char *dir, const char *name);
 
 /* A parsed .npy header. */
 typedef struct {
-    char kind;      /* 'u', 'i' or 'f' (NumPy's type character) */
+    char kind;      /* 'u', 'i', 'f' or 'b' (NumPy's type character; 'b': bool) */
     int itemsize;   /* bytes per element: 1, 2, 4 or 8 */
     char descr[16]; /* as written, for messages ('<f4') */
     int ndim;       /* 0..MW_NPY_MAX_DIMS */
@@ -79,8 +79,9 @@ void mw_npy_array_free(mw_npy_array *a);
 mw_status mw_data_from_arrays(mw_dataset *d, mw_npy_array *x, const mw_npy_array *y, int classes,
                               int *max_label);
 
-/* d's sample weights from w ((N,) or (N, 1), float32 or float64, N = d->count; each finite and
- * >= 0): d->weights. MW_EDATA naming the array, the example and the value. */
+/* d's sample weights from w ((N,) or (N, 1), or one per label position: the shape of d's (N, T)
+ * or (N, H, W) labels; float32 or float64, N = d->count; each finite and >= 0): d->weights,
+ * d->weight_width. MW_EDATA naming the array, the example (and position) and the value. */
 mw_status mw_data_take_weights(mw_dataset *d, const mw_npy_array *w);
 
 /* Convert count raw labels (kind 'u'/'i', itemsize 1, 4 or 8, little-endian; src may be

@@ -97,8 +97,8 @@ static mw_status parse_descr(mw_npy_header *h, lexer *L)
                      rest(L, why, sizeof why));
     snprintf(s, sizeof s, "'%s'", h->descr);
     const char *d = h->descr;
-    if (strlen(d) != 3 || !strchr("<>|=", d[0]) || !strchr("uif", d[1]) || !strchr("1248", d[2]) ||
-        (d[1] == 'f' && d[2] != '4' && d[2] != '8'))
+    if (strlen(d) != 3 || !strchr("<>|=", d[0]) || !strchr("uifb", d[1]) || !strchr("1248", d[2]) ||
+        (d[1] == 'f' && d[2] != '4' && d[2] != '8') || (d[1] == 'b' && d[2] != '1'))
         return hfail(L->name, "descr",
                      "expected an integer or float type such as '|u1', '<i4', "
                      "'<i8' or '<f4'",

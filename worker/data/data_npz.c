@@ -1,7 +1,9 @@
 /* The .npz reader (worker/data/data_npz.h): a zip archive (np.savez: stored members;
  * np.savez_compressed: deflated) holding exactly x_train.npy, y_train.npy, x_test.npy and
  * y_test.npy, as Keras's mnist.npz does, and optionally sample_weight_train.npy and
- * sample_weight_test.npy (Keras' fit(sample_weight=...), evaluate(sample_weight=...)). libzip reads
+ * sample_weight_test.npy (Keras' fit(sample_weight=...), evaluate(sample_weight=...)); a model
+ * of several named inputs takes x_train.<name>.npy and x_test.<name>.npy instead of x_train and
+ * x_test (worker/data/data_parts.h packs them). libzip reads
  * the archive structure and inflates; it checks each member's CRC when the member has been read to
  * its end.
  *
@@ -29,6 +31,7 @@
 #include "common/sysmem.h"
 #include "worker/data/data_formats.h"
 #include "worker/data/data_npy.h"
+#include "worker/data/data_parts.h"
 #include "worker/data/data_zip.h"
 #include "worker/data/zip_input.h"
 
@@ -171,34 +174,85 @@ done:
     return rc;
 }
 
-/* The archive's members by name: the four, each once, and the optional weights (idx -1 when
- * absent). */
-static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[NMEMBERS])
+/* The named inputs of each split (x_train.<name>.npy, x_test.<name>.npy): their members. */
+typedef struct {
+    zip_int64_t idx[MW_MAX_MODEL_INPUTS];
+    mw_input_parts p;
+} split_parts;
+
+/* Member nm as a named input of one of the two splits: 1 when it is one (recorded in sp), 0
+ * when it is not, or an error. */
+static int take_part(const char *arch, const char *nm, zip_int64_t i, split_parts sp[2],
+                     mw_status *rc)
+{
+    static const char *const splits[2] = {"x_train", "x_test"};
+    for (int s = 0; s < 2; s++) {
+        char name[MW_INPUT_NAME_MAX];
+        const int r = mw_data_part_name(nm, splits[s], name, sizeof name);
+        if (r == 0)
+            continue;
+        mw_input_parts *p = &sp[s].p;
+        int dup = 0;
+        for (int k = 0; k < p->n && r > 0; k++)
+            dup |= !strcmp(p->name[k], name);
+        if (dup)
+            *rc = mw_err(MW_EDATA, "%s: member '%s' appears twice", arch, nm);
+        else if (r < 0)
+            *rc = mw_err(MW_EDATA,
+                         "%s: member '%s': a named input's name has letters, digits and '_' "
+                         "only, at most %d of them",
+                         arch, nm, MW_INPUT_NAME_MAX - 1);
+        else if (p->n == MW_MAX_MODEL_INPUTS)
+            *rc = mw_err(MW_EUNSUPPORTED, "%s: more than %d named inputs %s.<name>", arch,
+                         MW_MAX_MODEL_INPUTS, splits[s]);
+        else
+            snprintf(p->name[p->n], MW_INPUT_NAME_MAX, "%s", name), sp[s].idx[p->n++] = i;
+        return 1;
+    }
+    return 0;
+}
+
+/* The archive's members by name: the four, each once (or, for x_train and x_test, named
+ * inputs x_train.<name> and x_test.<name>), and the optional weights (idx -1 when absent). */
+static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[NMEMBERS],
+                              split_parts sp[2])
 {
     zip_int64_t n = zip_get_num_entries(za, 0);
     for (int k = 0; k < NMEMBERS; k++)
         idx[k] = -1;
+    sp[0].p.n = sp[1].p.n = 0;
     for (zip_int64_t i = 0; i < n; i++) {
         const char *nm = zip_get_name(za, (zip_uint64_t)i, 0);
         int k = 0;
         while (k < NMEMBERS && (!nm || strcmp(nm, members[k]) != 0))
             k++;
-        if (k == NMEMBERS)
+        mw_status rc = MW_OK;
+        if (k == NMEMBERS && nm && take_part(arch, nm, i, sp, &rc))
+            MW_TRY(rc);
+        else if (k == NMEMBERS)
             return mw_err(MW_EDATA,
                           "%s: unexpected member '%s'; a Keras-style .npz holds exactly "
                           "x_train, y_train, x_test and y_test (and optionally "
-                          "sample_weight_train, sample_weight_test)",
+                          "sample_weight_train, sample_weight_test; a model of several inputs "
+                          "takes x_train.<input name> and x_test.<input name>)",
                           arch, nm ? nm : "?");
-        if (idx[k] >= 0)
+        else if (idx[k] >= 0)
             return mw_err(MW_EDATA, "%s: member '%s' appears twice", arch, nm);
-        idx[k] = i;
+        else
+            idx[k] = i;
     }
-    for (int k = 0; k < NREQUIRED; k++)
-        if (idx[k] < 0)
+    for (int k = 0; k < NREQUIRED; k++) {
+        const int named = k % 2 == 0 ? sp[k / 2].p.n : 0;
+        if (named && idx[k] >= 0)
+            return mw_err(MW_EDATA,
+                          "%s: both '%s' and named inputs %s.<name>; expected one or the other",
+                          arch, members[k], k ? "x_test" : "x_train");
+        if (idx[k] < 0 && !named)
             return mw_err(MW_EDATA,
                           "%s: member '%s' is missing; a Keras-style .npz holds x_train, "
                           "y_train, x_test and y_test (np.savez(path, x_train=..., ...))",
                           arch, members[k]);
+    }
     return MW_OK;
 }
 
@@ -206,35 +260,59 @@ static mw_status find_members(zip_t *za, const char *arch, zip_int64_t idx[NMEMB
  * every member but the stored images of an archive on disk, which are mapped. Checked against
  * the memory this process may use (common/sysmem.h). */
 static mw_status check_heap(zip_t *za, const char *arch, const file_ref *fr,
-                            const zip_int64_t idx[NMEMBERS])
+                            const zip_int64_t idx[NMEMBERS], const split_parts sp[2])
 {
     uint64_t total = 0;
     int deflated = 0, n = 0;
     char names[192] = "";
-    for (int k = 0; k < NMEMBERS; k++) {
+    for (int k = 0; k < NMEMBERS + 2 * MW_MAX_MODEL_INPUTS; k++) {
         zip_stat_t st;
-        if (idx[k] < 0 || zip_stat_index(za, (zip_uint64_t)idx[k], 0, &st) != 0 ||
+        const int part = k >= NMEMBERS, s = part ? (k - NMEMBERS) / MW_MAX_MODEL_INPUTS : 0;
+        const int j = part ? (k - NMEMBERS) % MW_MAX_MODEL_INPUTS : 0;
+        const zip_int64_t at = !part ? idx[k] : j < sp[s].p.n ? sp[s].idx[j] : -1;
+        if (at < 0 || zip_stat_index(za, (zip_uint64_t)at, 0, &st) != 0 ||
             !(st.valid & ZIP_STAT_SIZE))
             continue; /* load_member reports it */
         const int stored = (st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method == ZIP_CM_STORE;
-        if (fr->fd >= 0 && k % 2 == 0 && stored)
+        if (fr->fd >= 0 && !part && k % 2 == 0 && stored)
             continue;
         total += st.size;
         deflated += !stored;
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? " + " : "",
-                 members[k]);
+        if (!part || j == 0)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? " + " : "",
+                     part ? (s ? "x_test.*" : "x_train.*") : members[k]);
     }
     return mw_sysmem_check_load(total, "%s: %s %s to", arch, names,
                                 deflated ? (n > 1 ? "inflate" : "inflates")
                                          : (n > 1 ? "take" : "takes"));
 }
 
+/* Split s's named inputs loaded and packed into x (worker/data/data_parts.h). */
+static mw_status load_parts(zip_t *za, const char *arch, const file_ref *fr, split_parts *sp, int s,
+                            mw_npy_array *x)
+{
+    mw_npy_array a[MW_MAX_MODEL_INPUTS];
+    for (int k = 0; k < sp->p.n; k++)
+        mw_npy_array_init(&a[k]);
+    mw_status rc = MW_OK;
+    for (int k = 0; k < sp->p.n && rc == MW_OK; k++)
+        rc = load_member(za, sp->idx[k], arch, &a[k], fr, 0);
+    char what[600];
+    snprintf(what, sizeof what, "%s: x_%s.*", arch, s ? "test" : "train");
+    if (rc == MW_OK)
+        rc = mw_data_pack_parts(a, &sp->p, what, x);
+    for (int k = 0; k < sp->p.n; k++)
+        mw_npy_array_free(&a[k]);
+    return rc;
+}
+
 static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, const char *arch,
                               const file_ref *fr, int classes, int *max_label)
 {
     zip_int64_t idx[NMEMBERS];
-    MW_TRY(find_members(za, arch, idx));
-    MW_TRY(check_heap(za, arch, fr, idx));
+    split_parts sp[2];
+    MW_TRY(find_members(za, arch, idx, sp));
+    MW_TRY(check_heap(za, arch, fr, idx, sp));
     mw_npy_array a[NMEMBERS];
     for (int k = 0; k < NMEMBERS; k++)
         mw_npy_array_init(&a[k]);
@@ -244,8 +322,14 @@ static mw_status read_archive(zip_t *za, mw_dataset *train, mw_dataset *test, co
         if (idx[k] >= 0)
             MW_TRY_GOTO(load_member(za, idx[k], arch, &a[k], fr, k < NREQUIRED && k % 2 == 0), rc,
                         done);
+    for (int s = 0; s < 2; s++)
+        if (sp[s].p.n)
+            MW_TRY_GOTO(load_parts(za, arch, fr, &sp[s], s, &a[2 * s]), rc, done);
+    if (sp[0].p.n || sp[1].p.n)
+        MW_TRY_GOTO(mw_data_same_parts(&sp[0].p, &sp[1].p, arch), rc, done);
     MW_TRY_GOTO(mw_data_from_arrays(train, &a[0], &a[1], classes, &m1), rc, done);
     MW_TRY_GOTO(mw_data_from_arrays(test, &a[2], &a[3], classes, &m2), rc, done);
+    train->parts = sp[0].p, test->parts = sp[1].p;
     if (idx[4] >= 0)
         MW_TRY_GOTO(mw_data_take_weights(train, &a[4]), rc, done);
     if (idx[5] >= 0)

@@ -58,6 +58,14 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
                                 "model from model.to_json())",
                                 mw_kdescribe(d, cls));
     const char *c = json_string_value(cls);
+    const char *reg = json_string_value(json_object_get(cfg, "registered_name"));
+    if (reg && !strncmp(reg, "keras_hub>", 10))
+        return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
+                                "class_name %s: KerasHub's task models and backbones (built by "
+                                "their Python code from their arguments) are not read yet; "
+                                "supported: Functional models of KerasHub's layers and blocks "
+                                "(docs/keras.md)",
+                                mw_kquote(q, c));
     *functional = !strcmp(c, "Functional") || !strcmp(c, "Model");
     if (strcmp(c, "Sequential") != 0 && !*functional)
         return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
@@ -100,8 +108,15 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
     int functional = 0;
     MW_TRY(find_model(origin, root, &model, &functional));
     MW_TRY(find_layers(origin, model, &conf, &layers));
+    B->lengths = json_object_get(model, MW_KERAS_LENGTHS_KEY);
     if (functional)
         return mw_keras_build_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
+    if (B->parts)
+        return mw_keras_fail_at(origin, MW_EDATA,
+                                "the data hold %d named inputs (x_train.%s, ...), but a Sequential "
+                                "model takes one input (x_train); expected a Functional model "
+                                "whose InputLayers are named after them",
+                                B->parts->n, B->parts->name[0]);
     size_t n = json_array_size(layers);
     if (n > MW_KERAS_MAX_LAYERS)
         return mw_keras_fail_at(origin, MW_EUNSUPPORTED, "%zu layers; at most %d are supported", n,
@@ -138,6 +153,13 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
 mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const char *origin,
                         int in_h, int in_w, int in_c, int nclasses)
 {
+    return mw_keras_load_parts(m, json_text, nbytes, origin, in_h, in_w, in_c, nclasses, NULL);
+}
+
+mw_status mw_keras_load_parts(mw_model *m, const char *json_text, size_t nbytes, const char *origin,
+                              int in_h, int in_w, int in_c, int nclasses,
+                              const mw_input_parts *parts)
+{
     mw_model_init(m, 0, 0, 0);
     if (!origin || !*origin)
         origin = "model";
@@ -161,7 +183,7 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
         return mw_keras_fail_at(origin, MW_EMODEL, "line %d, column %d: %s (not valid JSON)",
                                 je.line, je.column, t);
     }
-    mw_kbuilder B = {.origin = origin, .m = m};
+    mw_kbuilder B = {.origin = origin, .m = m, .parts = parts && parts->n ? parts : NULL};
     mw_status rc = build(&B, root, in_h, in_w, in_c, nclasses);
     json_decref(root);
     if (rc == MW_OK) {
@@ -184,13 +206,19 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
 mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                              int nclasses)
 {
+    return mw_keras_load_file_parts(m, path, in_h, in_w, in_c, nclasses, NULL);
+}
+
+mw_status mw_keras_load_file_parts(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                   int nclasses, const mw_input_parts *parts)
+{
     mw_model_init(m, 0, 0, 0);
     char *buf = NULL;
     size_t n = 0;
     /* a regular file, never blocking, its size checked before it is read (common/fs.h) */
     MW_TRY(mw_fs_read_input(path, "a Keras model: JSON or a .keras archive", MW_KERAS_MAX_BYTES,
                             MW_EMODEL, &buf, &n));
-    mw_status rc = mw_keras_load(m, buf, n, path, in_h, in_w, in_c, nclasses);
+    mw_status rc = mw_keras_load_parts(m, buf, n, path, in_h, in_w, in_c, nclasses, parts);
     free(buf);
     return rc;
 }

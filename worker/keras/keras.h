@@ -55,6 +55,14 @@ mw_status mw_keras_load(mw_model *m, const char *json_text, size_t nbytes, const
 /* The same from a file (MW_EIO when it cannot be read); messages name the path. */
 mw_status mw_keras_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                              int nclasses);
+/* mw_keras_load and mw_keras_load_file for data of several named inputs (parts, with
+ * in_h = in_w = 1 and in_c their total width; NULL or n 0: one input): each InputLayer of a
+ * Functional model takes the part of its name (worker/model/inputs.h). */
+mw_status mw_keras_load_parts(mw_model *m, const char *json_text, size_t nbytes, const char *origin,
+                              int in_h, int in_w, int in_c, int nclasses,
+                              const mw_input_parts *parts);
+mw_status mw_keras_load_file_parts(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                   int nclasses, const mw_input_parts *parts);
 
 /* The built-in tutorial CNN, worker/models/tutorial_cnn.json, embedded at build time
  * (NUL-terminated; nbytes without the terminator). */

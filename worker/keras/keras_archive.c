@@ -137,7 +137,7 @@ static mw_status check_metadata(const char *text, size_t n, const char *origin)
 }
 
 static mw_status load_zip(zip_t *z, mw_model *m, const char *origin, int in_h, int in_w, int in_c,
-                          int nclasses, mw_keras_weights *w)
+                          int nclasses, mw_keras_weights *w, const mw_input_parts *parts)
 {
     char *cfg = NULL, *meta = NULL, *h5 = NULL;
     size_t ncfg = 0, nmeta = 0, nh5 = 0;
@@ -161,7 +161,7 @@ static mw_status load_zip(zip_t *z, mw_model *m, const char *origin, int in_h, i
                     origin);
     if (rc == MW_OK) {
         snprintf(where, sizeof where, "%s: config.json", origin);
-        rc = mw_keras_load(m, cfg, ncfg, where, in_h, in_w, in_c, nclasses);
+        rc = mw_keras_load_parts(m, cfg, ncfg, where, in_h, in_w, in_c, nclasses, parts);
     }
     if (rc == MW_OK && w) {
         w->h5 = h5, w->h5_nbytes = nh5;
@@ -182,7 +182,7 @@ mw_status mw_keras_archive_load(mw_model *m, const void *bytes, size_t nbytes, c
     mw_model_init(m, 0, 0, 0);
     zip_t *z;
     MW_TRY(mw_zip_input_open_buffer(bytes, nbytes, origin, BAD_ZIP, &z));
-    mw_status rc = load_zip(z, m, origin, in_h, in_w, in_c, nclasses, w);
+    mw_status rc = load_zip(z, m, origin, in_h, in_w, in_c, nclasses, w, NULL);
     zip_discard(z);
     return rc;
 }
@@ -194,15 +194,21 @@ static mw_status open_zip(const char *path, zip_t **z)
     return mw_zip_input_open_file(path, "a .keras archive (or Keras JSON)", BAD_ZIP, z, NULL, NULL);
 }
 
-mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
-                                     int nclasses, mw_keras_weights *w)
+static mw_status archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                   int nclasses, mw_keras_weights *w, const mw_input_parts *parts)
 {
     mw_model_init(m, 0, 0, 0);
     zip_t *z;
     MW_TRY(open_zip(path, &z));
-    mw_status rc = load_zip(z, m, path, in_h, in_w, in_c, nclasses, w);
+    mw_status rc = load_zip(z, m, path, in_h, in_w, in_c, nclasses, w, parts);
     zip_discard(z);
     return rc;
+}
+
+mw_status mw_keras_archive_load_file(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                     int nclasses, mw_keras_weights *w)
+{
+    return archive_load_file(m, path, in_h, in_w, in_c, nclasses, w, NULL);
 }
 
 mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **out)
@@ -237,9 +243,15 @@ mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w)
 {
+    return mw_keras_model_load_parts(m, path, in_h, in_w, in_c, nclasses, w, NULL);
+}
+
+mw_status mw_keras_model_load_parts(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                    int nclasses, mw_keras_weights *w, const mw_input_parts *parts)
+{
     if (mw_keras_archive_is(path))
-        return mw_keras_archive_load_file(m, path, in_h, in_w, in_c, nclasses, w);
-    return mw_keras_load_file(m, path, in_h, in_w, in_c, nclasses);
+        return archive_load_file(m, path, in_h, in_w, in_c, nclasses, w, parts);
+    return mw_keras_load_file_parts(m, path, in_h, in_w, in_c, nclasses, parts);
 }
 
 mw_status mw_keras_weights_apply(const mw_keras_weights *w, const mw_model *m, float *params)
@@ -406,10 +418,29 @@ mw_status mw_keras_source_set_policy(mw_model *m)
     return mw_keras_source_replace(m, root);
 }
 
+mw_status mw_keras_source_set_lengths(mw_model *m)
+{
+    if (!m->source || !m->parts.n)
+        return MW_OK;
+    json_t *root = json_loadb(m->source, m->source_nbytes, 0, NULL);
+    json_t *model = source_model(root), *lengths = json_object();
+    if (!json_is_object(model) || !lengths) { /* it was read as a model: never */
+        json_decref(lengths);
+        json_decref(root);
+        return lengths ? MW_OK : mw_err(MW_ENOMEM, "out of memory");
+    }
+    for (int k = 0; k < m->parts.n; k++)
+        json_object_set_new(lengths, m->parts.name[k], json_integer(m->parts.width[k]));
+    json_object_set_new(model, MW_KERAS_LENGTHS_KEY, lengths);
+    return mw_keras_source_replace(m, root);
+}
+
 mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt, char **out)
 {
     *out = NULL;
     json_t *model = keras3_source(m);
+    if (model) /* the lengths a run recorded are mwtrain's, not Keras' */
+        json_object_del(model, MW_KERAS_LENGTHS_KEY);
     if (model)
         apply_policies(model, m);
     else

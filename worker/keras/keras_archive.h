@@ -53,9 +53,16 @@ mw_status mw_keras_archive_compiled(const char *path, const char *key, json_t **
  * (--dtype-policy over the file's), so that the description a checkpoint keeps resumes in the
  * same policy. MW_ENOMEM. */
 mw_status mw_keras_source_set_policy(mw_model *m);
+/* m->source with the lengths of m's named inputs (m->parts, the data's) recorded under
+ * MW_KERAS_LENGTHS_KEY (worker/model/kread.h), so that a checkpoint's model builds without the
+ * data (an export) when its InputLayers say (None, None). Nothing for one input; MW_ENOMEM. */
+mw_status mw_keras_source_set_lengths(mw_model *m);
 /* --model: a .keras archive (w gets its weights) or Keras JSON (w stays empty). */
 mw_status mw_keras_model_load(mw_model *m, const char *path, int in_h, int in_w, int in_c,
                               int nclasses, mw_keras_weights *w);
+/* The same for data of several named inputs (keras.h: mw_keras_load_parts). */
+mw_status mw_keras_model_load_parts(mw_model *m, const char *path, int in_h, int in_w, int in_c,
+                                    int nclasses, mw_keras_weights *w, const mw_input_parts *parts);
 /* Copy w's weights into params (m finalized, params in its arena layout); nothing when w
  * holds none. */
 mw_status mw_keras_weights_apply(const mw_keras_weights *w, const mw_model *m, float *params);

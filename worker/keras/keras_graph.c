@@ -13,6 +13,7 @@
 #include "worker/keras/keras_vars.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/input.h"
 
 /* ---- Functional graphs -------------------------------------------------------------------- */
 
@@ -187,20 +188,36 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
     return MW_OK;
 }
 
-/* The graph's only InputLayer is layers[0]; input_layers names it. */
-static mw_status check_graph_input(const char *origin, const json_t *conf, const json_t *layers)
+/* The InputLayers of a Functional model's layer list. */
+static int count_inputs(const json_t *layers)
+{
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        const char *cls =
+            json_string_value(json_object_get(json_array_get(layers, i), "class_name"));
+        n += cls && !strcmp(cls, "InputLayer");
+    }
+    return n;
+}
+
+/* The graph's InputLayer is layers[0], the only one unless the model takes several named
+ * inputs (multi); input_layers names them. */
+static mw_status check_graph_input(const char *origin, const json_t *conf, const json_t *layers,
+                                   int multi)
 {
     const json_t *il = json_object_get(conf, "input_layers");
     size_t ni = json_is_array(il) && json_is_array(json_array_get(il, 0)) ? json_array_size(il) : 1;
-    if (ni != 1)
+    if (ni != 1 && !multi)
         return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
-                                "input_layers: the model has %zu inputs; supported: one input", ni);
+                                "input_layers: the model has %zu inputs; supported: one input, "
+                                "or several named inputs at the top of a Functional model",
+                                ni);
     for (size_t i = 0; i < json_array_size(layers); i++) {
         const json_t *e = json_array_get(layers, i);
         const char *cls = json_string_value(json_object_get(e, "class_name"));
         const char *nm = json_string_value(json_object_get(json_object_get(e, "config"), "name"));
         mw_kqbuf q;
-        if (cls && !strcmp(cls, "InputLayer") && i > 0)
+        if (cls && !strcmp(cls, "InputLayer") && i > 0 && !multi)
             return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
                                     "layer %s (InputLayer): a second input; supported: one input",
                                     mw_kquote(q, nm ? nm : "?"));
@@ -248,9 +265,10 @@ static int is_mask_op(const json_t *e)
            (!strcmp(c, "NotEqual") || !strcmp(c, "LogicalOr") || !strcmp(c, "LogicalAnd"));
 }
 
-/* A mask op's node: NotEqual of the model's input and 0, or a logical op of two masks. */
-static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *layers, size_t i,
-                         const char *cls)
+/* A mask op's node: NotEqual of the model's input (or a named input) and 0, or a logical op of
+ * two masks. */
+static mw_status mask_op(const mw_model *m, const mw_klayer *L, const knames *K,
+                         const json_t *layers, size_t i, const char *cls)
 {
     mw_kdbuf d;
     const json_t *nodes = json_object_get(json_array_get(layers, i), "inbound_nodes");
@@ -275,7 +293,8 @@ static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *laye
         }
         MW_TRY(read_ref(L, a, &src));
         MW_TRY(resolve(L, K, layers, i, src, &idx));
-        if (ne ? idx != -1 : idx != MASK_NODE)
+        const int ids = idx == -1 || (idx >= 0 && m->layers[idx].kind == MW_LAYER_INPUT);
+        if (ne ? !ids : idx != MASK_NODE)
             return mw_kfail(L, MW_EUNSUPPORTED, "inbound_nodes[0].args[%zu]: %s; supported: %s", j,
                             mw_kdescribe(d, a),
                             ne ? "the model's input (the padding mask of "
@@ -285,10 +304,19 @@ static mw_status mask_op(const mw_klayer *L, const knames *K, const json_t *laye
     return MW_OK;
 }
 
+/* KerasHub's blocks take a padding mask as a tensor argument (padding_mask,
+ * decoder_padding_mask): a named input of the model may be one. */
+static int block_mask_arg(const char *cls, const char *key)
+{
+    return cls && ((!strcmp(cls, "TransformerEncoder") && !strcmp(key, "padding_mask")) ||
+                   (!strcmp(cls, "TransformerDecoder") && !strcmp(key, "decoder_padding_mask")));
+}
+
 /* Every call argument of a node that holds a tensor (mask, query_mask, ...) must be a mask
- * op's (the layers read their masks from the plan, not from the file). */
-static mw_status check_mask_args(const mw_klayer *L, const knames *K, const json_t *layers,
-                                 size_t i, const json_t *kw)
+ * op's (the layers read their masks from the plan, not from the file), or a named input given
+ * to a KerasHub block as its padding mask (B->kmask). */
+static mw_status check_mask_args(mw_kbuilder *B, const mw_klayer *L, const knames *K,
+                                 const json_t *layers, size_t i, const json_t *kw, const char *cls)
 {
     const char *key;
     const json_t *v;
@@ -303,16 +331,163 @@ static mw_status check_mask_args(const mw_klayer *L, const knames *K, const json
         int idx = 0;
         MW_TRY(read_ref(L, v, &src));
         MW_TRY(resolve(L, K, layers, i, src, &idx));
+        if (idx >= 0 && B->m->layers[idx].kind == MW_LAYER_INPUT && block_mask_arg(cls, key)) {
+            B->kmask = idx + 1;
+            continue;
+        }
         if (idx != MASK_NODE)
             return mw_kfail(L, MW_EUNSUPPORTED,
                             "inbound_nodes[0].kwargs.%s: the output of %s; supported: the "
-                            "padding mask of Embedding(mask_zero=True)",
+                            "padding mask of Embedding(mask_zero=True), and a named input as "
+                            "the padding_mask of KerasHub's TransformerEncoder "
+                            "(decoder_padding_mask of TransformerDecoder)",
                             key, mw_kquote(q, src));
     }
     return MW_OK;
 }
 
 static mw_status check_used(const mw_kbuilder *B);
+
+/* ---- named inputs ------------------------------------------------------------------------- */
+
+/* InputLayer name's (None, T) length: *t, or 0 when it is null (the data give it). */
+static mw_status input_length(const mw_klayer *L, const json_t *cfg, int *t)
+{
+    mw_kdbuf d;
+    const json_t *s = json_object_get(cfg, "batch_shape");
+    if (!s)
+        s = json_object_get(cfg, "batch_input_shape");
+    *t = 0;
+    if (!json_is_array(s) || json_array_size(s) != 2 ||
+        !(json_is_null(json_array_get(s, 1)) ||
+          mw_kas_int(json_array_get(s, 1), 1, MW_KMAX_DIM, t)))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "batch_shape: found %s; supported for one of several named inputs: "
+                        "[null, steps] or [null, null] (a sequence of integers per example)",
+                        mw_kdescribe(d, s));
+    return MW_OK;
+}
+
+/* InputLayer name of a model of several named inputs: the layer taking its part of the input
+ * row (layers/input.h); *idx its index. */
+static mw_status add_input(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg, const char *name,
+                           int *idx)
+{
+    mw_model *m = B->m;
+    const mw_input_parts *p = &m->parts;
+    MW_TRY(mw_keras_check_input_layer(L, cfg, 0));
+    int t = 0, k = 0, off = 0;
+    MW_TRY(input_length(L, cfg, &t));
+    while (k < p->n && strcmp(p->name[k], name) != 0)
+        off += p->width[k++];
+    if (k == p->n) {
+        char have[MW_MAX_MODEL_INPUTS * (MW_INPUT_NAME_MAX + 2)] = "";
+        for (int j = 0; j < p->n; j++)
+            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", j ? ", " : "",
+                     p->name[j]);
+        return mw_kfail(L, MW_EDATA,
+                        "the data have no input named like it (x_train.%s in a .npz); they "
+                        "hold: %s",
+                        name, have);
+    }
+    if (t && t != p->width[k])
+        return mw_kfail(L, MW_EDATA,
+                        "batch_shape (None, %d), but the data's x_train.%s has %d values per "
+                        "example; expected the same length",
+                        t, name, p->width[k]);
+    mw_status rc = mw_model_add_input_part(m, name, off, p->width[k]);
+    if (rc != MW_OK)
+        return mw_kfrom_model(B->origin, rc);
+    *idx = m->nlayers - 1;
+    return MW_OK;
+}
+
+/* Without data (a summary, an export): the named inputs from the InputLayers' own lengths (or
+ * those a training run recorded, lengths), in the order of their names as the data hold them. */
+static mw_status file_parts(const char *origin, const json_t *layers, const json_t *lengths,
+                            mw_input_parts *p)
+{
+    p->n = 0;
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        mw_klayer L = {origin, "", MW_POLICY_FLOAT32};
+        const char *cls = NULL, *name = NULL;
+        const json_t *cfg = NULL;
+        MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
+        if (strcmp(cls, "InputLayer") != 0)
+            continue;
+        int t = 0;
+        MW_TRY(input_length(&L, cfg, &t));
+        const json_t *rec = name ? json_object_get(lengths, name) : NULL;
+        if (!t && rec && !mw_kas_int(rec, 1, MW_KMAX_DIM, &t))
+            return mw_kfail(&L, MW_EMODEL, "%s.%s: expected a length from 1 to %d",
+                            MW_KERAS_LENGTHS_KEY, name, MW_KMAX_DIM);
+        if (!t)
+            return mw_kfail(&L, MW_EUNSUPPORTED,
+                            "batch_shape (None, None): the length of a named input comes from "
+                            "the data; give --data, or a length in the model");
+        if (p->n == MW_MAX_MODEL_INPUTS || !name || strlen(name) >= MW_INPUT_NAME_MAX)
+            return mw_kfail(&L, MW_EUNSUPPORTED,
+                            "supported: up to %d named inputs, names of "
+                            "up to %d bytes",
+                            MW_MAX_MODEL_INPUTS, MW_INPUT_NAME_MAX - 1);
+        snprintf(p->name[p->n], MW_INPUT_NAME_MAX, "%s", name);
+        p->width[p->n++] = t;
+    }
+    mw_input_parts_sort(p);
+    return MW_OK;
+}
+
+/* Every part of the data is an input of the model. */
+static mw_status check_parts_used(const mw_kbuilder *B)
+{
+    const mw_model *m = B->m;
+    for (int k = 0; k < m->parts.n; k++) {
+        int found = 0;
+        for (int i = 0; i < m->nlayers && !found; i++)
+            found =
+                m->layers[i].kind == MW_LAYER_INPUT && !strcmp(m->layers[i].name, m->parts.name[k]);
+        if (!found)
+            return mw_keras_fail_at(B->origin, MW_EDATA,
+                                    "the data's x_train.%s is not an input of the model; expected "
+                                    "one array per InputLayer, named after it",
+                                    m->parts.name[k]);
+    }
+    return MW_OK;
+}
+
+/* A model of several named inputs: the model's input is their row, each InputLayer (the
+ * first, layers[0], here; the others as graph_layers meets them) takes its part. */
+static mw_status start_named(mw_kbuilder *B, const json_t *conf, const json_t *layers,
+                             const int shape[3], knames *K)
+{
+    mw_input_parts own;
+    const mw_input_parts *p = B->parts;
+    if (!p)
+        MW_TRY(file_parts(B->origin, layers, B->lengths, &own));
+    p = p ? p : &own;
+    int total = 0;
+    for (int k = 0; k < p->n; k++)
+        total += p->width[k];
+    if (shape[0] && (shape[0] != 1 || shape[1] != 1 || shape[2] != total))
+        return mw_keras_fail_at(B->origin, MW_EDATA,
+                                "the model takes %d named inputs, but the data are %dx%dx%d "
+                                "values per example; expected arrays x_train.<input name> in a "
+                                ".npz",
+                                count_inputs(layers), shape[0], shape[1], shape[2]);
+    mw_model_init(B->m, 1, 1, total);
+    B->m->flat_input = 1;
+    B->m->parts = *p;
+    MW_TRY(mw_keras_set_model_name(B, conf));
+    B->m->graph = 1;
+    mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32};
+    const char *cls0 = NULL, *name0 = NULL;
+    const json_t *cfg0 = NULL;
+    MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
+    if (!name0)
+        return mw_kfail(&L0, MW_EMODEL, "name is missing; a Functional model names its layers");
+    K->name[0] = name0;
+    return add_input(B, &L0, cfg0, name0, &K->idx[0]);
+}
 
 /* The layers after the InputLayer of a Functional model's list: the model's own (top), whose
  * every layer must lead to its output, or a nested one's (last: the nested model is its
@@ -328,8 +503,13 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
         if (!name)
             return mw_kfail(&L, MW_EMODEL, "name is missing; a Functional model names its layers");
+        if (top && B->m->parts.n && !strcmp(cls, "InputLayer")) { /* a named input */
+            K->name[i] = name;
+            MW_TRY(add_input(B, &L, cfg, name, &K->idx[i]));
+            continue;
+        }
         if (is_mask_op(json_array_get(layers, i)) && i + 1 < n) {
-            MW_TRY(mask_op(&L, K, layers, i, cls));
+            MW_TRY(mask_op(B->m, &L, K, layers, i, cls));
             K->name[i] = name;
             K->idx[i] = MASK_NODE;
             continue;
@@ -339,8 +519,9 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
                          json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
         const json_t *konst = NULL;
         MW_TRY(read_node(&L, cls, json_array_get(layers, i), refs, &nin, &kwargs, &konst));
+        B->kmask = 0;
         if (json_is_object(node) && json_is_object(json_object_get(node, "kwargs")))
-            MW_TRY(check_mask_args(&L, K, layers, i, json_object_get(node, "kwargs")));
+            MW_TRY(check_mask_args(B, &L, K, layers, i, json_object_get(node, "kwargs"), cls));
         for (int j = 0; j < nin; j++) {
             MW_TRY(read_ref(&L, refs[j], &src));
             MW_TRY(resolve(&L, K, layers, i, src, &in[j]));
@@ -364,7 +545,7 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
             return mw_kfrom_model(B->origin, rc);
         B->has_konst = konst != NULL, B->konst = konst ? json_number_value(konst) : 0.0;
         rc = mw_keras_add_layer(B, &L, cls, cfg, name, last && i + 1 == n, kwargs);
-        B->has_konst = 0;
+        B->has_konst = 0, B->kmask = 0;
         MW_TRY(rc);
         K->idx[i] = B->m->nlayers - 1;
     }
@@ -379,9 +560,11 @@ static mw_status check_used(const mw_kbuilder *B)
     const mw_model *m = B->m;
     for (int i = 0; i + 1 < m->nlayers; i++) { /* every layer leads to the output */
         int used = 0;
-        for (int j = i + 1; j < m->nlayers && !used; j++)
+        for (int j = i + 1; j < m->nlayers && !used; j++) {
             for (int t = 0; t < m->layers[j].nin; t++)
                 used |= m->layers[j].in[t] == i;
+            used |= m->layers[j].kind == MW_LAYER_MHA && m->layers[j].mha.kmask == i + 1;
+        }
         if (!used)
             return mw_keras_fail_at(
                 B->origin, MW_EMODEL,
@@ -483,7 +666,7 @@ static mw_status nested_functional(mw_kbuilder *B, const json_t *conf, const jso
         return mw_keras_fail_at(B->origin, n ? MW_EUNSUPPORTED : MW_EMODEL,
                                 "layers: %zu layers; expected the InputLayer first and at most %d",
                                 n, MW_KERAS_MAX_LAYERS);
-    MW_TRY(check_graph_input(B->origin, conf, layers));
+    MW_TRY(check_graph_input(B->origin, conf, layers, 0));
     mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32};
     const char *cls0 = NULL, *name0 = NULL;
     const json_t *cfg0 = NULL;
@@ -530,6 +713,29 @@ mw_status mw_keras_add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cl
     return rc;
 }
 
+/* mw_keras_build_graph for a model of several named inputs (or data of named inputs). */
+static mw_status build_named(mw_kbuilder *B, const json_t *conf, const json_t *layers,
+                             const int shape[3], int nclasses)
+{
+    const size_t n = json_array_size(layers);
+    MW_TRY(check_graph_input(B->origin, conf, layers, 1));
+    knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
+    mw_status rc =
+        K.name && K.idx ? MW_OK : mw_keras_fail_at(B->origin, MW_ENOMEM, "out of memory");
+    if (rc == MW_OK)
+        rc = start_named(B, conf, layers, shape, &K);
+    if (rc == MW_OK)
+        rc = graph_layers(B, layers, &K, 1, 1);
+    if (rc == MW_OK)
+        rc = check_graph_output(B->origin, conf, K.name[n - 1]);
+    if (rc == MW_OK)
+        rc = check_parts_used(B);
+    free(K.name);
+    free(K.idx);
+    MW_TRY(rc);
+    return mw_keras_check_output(B, nclasses);
+}
+
 mw_status mw_keras_build_graph(mw_kbuilder *B, const json_t *model, const json_t *conf,
                                const json_t *layers, const int shape[3], int nclasses)
 {
@@ -541,7 +747,9 @@ mw_status mw_keras_build_graph(mw_kbuilder *B, const json_t *model, const json_t
     if (n == 0) /* K below holds layers[0] */
         return mw_keras_fail_at(origin, MW_EMODEL,
                                 "layers: an empty list; expected the InputLayer first");
-    MW_TRY(check_graph_input(origin, conf, layers));
+    if (count_inputs(layers) > 1 || B->parts)
+        return build_named(B, conf, layers, shape, nclasses);
+    MW_TRY(check_graph_input(origin, conf, layers, 0));
     mw_kshape s;
     MW_TRY(mw_keras_find_input(origin, model, conf, layers, &s));
     MW_TRY(mw_keras_start_model(B, &s, shape[0], shape[1], shape[2]));

@@ -79,11 +79,11 @@ static mw_status check_dtype(const mw_klayer *L, const json_t *cfg, mw_policy *p
 }
 
 /* An integer dtype ("int32", "int64", "uint8", ...): an InputLayer of token ids, which travel
- * as floats (worker/model/layers/embedding.c). */
+ * as floats (worker/model/layers/embedding.c); "bool": a padding mask (KerasHub's), 0 and 1. */
 static int int_dtype(const json_t *v)
 {
-    static const char *const ints[] = {"int8",  "int16",  "int32",  "int64",
-                                       "uint8", "uint16", "uint32", "uint64"};
+    static const char *const ints[] = {"int8",   "int16",  "int32",  "int64", "uint8",
+                                       "uint16", "uint32", "uint64", "bool"};
     const char *name = json_string_value(v);
     for (size_t i = 0; name && i < sizeof ints / sizeof *ints; i++)
         if (!strcmp(name, ints[i]))

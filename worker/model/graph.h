@@ -10,6 +10,7 @@
 
 #include "common/arena.h"
 #include "kernels/kernels.h"
+#include "worker/model/inputs.h"
 #include "worker/model/layer_list.h"
 #include "worker/model/loss.h"
 
@@ -75,6 +76,9 @@ typedef struct {
     int keys_only;      /* a padding mask on the query masks only the keys it attends to, the
                            query's rows stay (KerasHub's TransformerDecoder, whose attention
                            takes its mask as attention_mask); the output keeps the mask */
+    int kmask;          /* 1 + the producer of a padding mask given as a tensor (a KerasHub
+                           block's padding_mask argument: a named input, nonzero where a key
+                           counts), which masks the keys only; 0: none */
 } mw_mha;
 
 /* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated
@@ -139,6 +143,7 @@ typedef struct mw_layer {
     int vocab;       /* Embedding: input_dim, the token table's rows */
     int positions;   /* TokenAndPositionEmbedding, PositionEmbedding: sequence_length, the
                         position table's rows (0: none, a plain Embedding's or a sine's) */
+    int part_off;    /* MW_LAYER_INPUT: where its part begins in the model input's row */
     int kerashub;    /* KerasHub's TokenAndPositionEmbedding: its padding mask travels on its
                         output tensor only, never in the graph (masks.c) */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
@@ -180,15 +185,21 @@ typedef struct mw_model {
     char name[64];  /* the Keras model name, "sequential" by default */
     char *source;   /* owned copy of the Keras JSON the model was built from, or NULL */
     size_t source_nbytes;
-    int nclasses;        /* width of the last layer */
-    int positions;       /* the output's positions per example: 1, a sequence's T (its
-                            output (None, T, nclasses), a loss and metrics per position), or
-                            an image's H x W (None, H, W, nclasses): one per pixel */
-    mw_loss loss;        /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
-                            cross-entropy from logits, accuracy) */
-    int graph;           /* built as a Functional graph: the summary shows each layer's inputs */
-    char input_name[64]; /* the graph's InputLayer, for the summary */
-    int *next_in;        /* mw_model_set_inputs: inputs of the next added layer (owned) */
+    int nclasses;         /* width of the last layer */
+    int positions;        /* the output's positions per example: 1, a sequence's T (its
+                             output (None, T, nclasses), a loss and metrics per position), or
+                             an image's H x W (None, H, W, nclasses): one per pixel */
+    mw_loss loss;         /* its loss (worker/model/loss.h; mw_model_init: sparse softmax
+                             cross-entropy from logits, accuracy) */
+    int graph;            /* built as a Functional graph: the summary shows each layer's inputs */
+    char input_name[64];  /* the graph's InputLayer, for the summary */
+    mw_input_parts parts; /* several named inputs: what each example's input row holds (the
+                             data's), each taken out by an InputLayer (MW_LAYER_INPUT); n 0 for
+                             one input */
+    int mask_t;           /* the tensor whose nonzero values mark the steps an Embedding's
+                             padding mask keeps (its ids): 0, the model's input, or a named
+                             input's InputLayer output (its layer index + 1) */
+    int *next_in;         /* mw_model_set_inputs: inputs of the next added layer (owned) */
     int next_nin;
     mw_arena params; /* allocated by finalize */
     size_t nparams;  /* real parameters (without padding), BN moving statistics included */

@@ -17,6 +17,10 @@
 #define MW_KMAX_DIM 65536        /* an input dimension, filters, units */
 #define MW_KMAX_WINDOW 1024      /* kernel, pool and stride sizes */
 #define MW_KMAX_TENSOR (1 << 28) /* floats in one weight tensor or one example's activation */
+/* The key of a model's config (beside compile_config) under which a training run keeps the
+ * lengths of named inputs of length None, learnt from the data, in the model it checkpoints:
+ * {"token_ids": 128, ...}. An export reads them and leaves the key out of the archive. */
+#define MW_KERAS_LENGTHS_KEY "mwtrain_input_lengths"
 
 /* The layer being read, for messages: "layer 'conv2d' (Conv2D)" or "layers[3] (Conv2D)". */
 typedef struct mw_klayer {
@@ -33,6 +37,11 @@ typedef struct mw_kbuilder {
     int has_konst;   /* the next layer is an operation on one tensor and the constant konst */
     double konst;    /* (x + 3.0, x * (1 / 6): keras.src.ops.numpy's Add, Multiply) */
     int nest;        /* the nested model being read (mw_layer.nest); 0: the model itself */
+    const mw_input_parts *parts; /* the data's named inputs (NULL, or n 0: one input) */
+    const json_t *lengths;       /* without data: the named inputs' lengths a training run recorded
+                                    in the model it checkpointed (MW_KERAS_LENGTHS_KEY), or NULL */
+    int kmask; /* the layer being read gets a padding mask as a tensor argument: 1 + the
+                  producer (a named input's InputLayer); 0: none */
 } mw_kbuilder;
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'

@@ -41,6 +41,7 @@
     X(UPSAMPLE, upsample)   /* UpSampling2D, nearest or bilinear */                                \
     X(LAYERSCALE, layerscale) /* keras.applications' LayerScale: x times a per-channel gamma */    \
     R(stochdepth)             /* keras.applications' StochasticDepth (rate 0: an identity) */      \
-    R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */
+    R(customscale)            /* keras.applications' CustomScaleLayer (an Add, scaled) */          \
+    X(INPUT, input)           /* a named input's InputLayer: its part of the input's row */
 
 #endif

@@ -115,6 +115,11 @@ static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char
             l->masked = 1, from = l->in[0]; /* the attribute fills a None argument */
         at[i] = 0;
     }
+    if (rule == MW_MASK_ATTEND && l->mha.kmask && l->masked)
+        return mw_err(MW_EUNSUPPORTED,
+                      "layer '%s' (%s): a padding mask given as a tensor ('%s') and the padding "
+                      "mask of %s(mask_zero=True) on its input; supported: one of them",
+                      l->name, l->cls, mw_model_producer_name(m, l->mha.kmask - 1), mask_maker(m));
     if (!l->masked || rule != MW_MASK_REFUSE)
         return MW_OK;
     l->masked = 0;
@@ -126,9 +131,32 @@ static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char
                   l->name, l->cls, mask_maker(m), mw_model_producer_name(m, from));
 }
 
+/* m->mask_t: the tensor every mask-making layer reads its ids from (the model's input, or one
+ * named input); two such tensors are refused. */
+static mw_status plan_source(mw_model *m)
+{
+    int src = -1, maker = -1;
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_mask_rule r = rule_of(&m->layers[i]);
+        if (r != MW_MASK_MAKE && r != MW_MASK_MAKE_AT_RUN)
+            continue;
+        const int t = m->layers[i].in[0] + 1;
+        if (src >= 0 && t != src)
+            return mw_err(MW_EUNSUPPORTED,
+                          "layers '%s' and '%s' (mask_zero=True) make padding masks from two "
+                          "inputs ('%s', '%s'); supported: one input's",
+                          m->layers[maker].name, m->layers[i].name,
+                          mw_model_producer_name(m, src - 1), mw_model_producer_name(m, t - 1));
+        src = t, maker = i;
+    }
+    m->mask_t = src > 0 ? src : 0;
+    return MW_OK;
+}
+
 /* Allocates two flags per layer (MW_ENOMEM). */
 mw_status mw_masks_plan(mw_model *m)
 {
+    MW_TRY(plan_source(m));
     /* per layer (index -1: the model's input): at, the attribute of its output when the
      * layers after it run; graph, the mask its output has in Keras' graph */
     unsigned char *buf = calloc(2 * ((size_t)m->nlayers + 1), 1);
@@ -145,7 +173,8 @@ mw_status mw_masks_plan(mw_model *m)
     /* the output's position t is the input's (the layers that pass the mask keep the steps):
      * its input id says whether it counts in the loss and the metrics */
     const mw_layer *last = m->loss.masked ? &m->layers[m->nlayers - 1] : NULL;
-    const long steps = (long)m->in_h * m->in_w * m->in_c;   /* the input's ids per example */
+    const long steps = m->mask_t ? (long)m->layers[m->mask_t - 1].out_c /* a named input's */
+                                 : (long)m->in_h * m->in_w * m->in_c;   /* the input's ids */
     if (last && (last->out_h != 1 || last->out_w != steps)) /* every layer passing it keeps them */
         return mw_err(MW_EINTERNAL,
                       "model: the masked output (layer '%s') has %dx%d positions, the input %ld "

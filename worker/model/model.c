@@ -176,9 +176,12 @@ mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
 static int consumers(const mw_model *m, int idx)
 {
     int n = 0;
-    for (int i = 0; i < m->nlayers; i++)
+    for (int i = 0; i < m->nlayers; i++) {
         for (int j = 0; j < m->layers[i].nin; j++)
             n += m->layers[i].in[j] == idx;
+        /* an attention reading a padding mask given as a tensor (a named input) */
+        n += m->layers[i].kind == MW_LAYER_MHA && m->layers[i].mha.kmask == idx + 1;
+    }
     return n;
 }
 
@@ -679,6 +682,6 @@ mw_metric_list mw_model_metrics(const mw_model *m)
 void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc)
 {
     const mw_metric_list ml = mw_model_metrics(m);
-    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), ws->act[0], n,
+    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), ws->act[m->mask_t], n,
                         m->nclasses);
 }

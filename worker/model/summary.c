@@ -34,7 +34,8 @@ static size_t summary_graph(const mw_model *m, FILE *f)
         snprintf(shape, sizeof shape, "(None, %d, %d, %d)", m->in_h, m->in_w, m->in_c);
     char label[160];
     snprintf(label, sizeof label, "%s (InputLayer)", shown_name(m, -1));
-    fprintf(f, "%-48s %-22s %10d  %s\n", label, shape, 0, "-");
+    if (!m->parts.n) /* several named inputs: their own InputLayers stand for the row */
+        fprintf(f, "%-48s %-22s %10d  %s\n", label, shape, 0, "-");
     size_t total = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
@@ -42,9 +43,14 @@ static size_t summary_graph(const mw_model *m, FILE *f)
             continue;
         char conn[512] = "";
         size_t used = 0;
-        for (int j = 0; j < l->nin && used < sizeof conn; j++)
+        for (int j = 0; j < l->nin && used < sizeof conn && l->kind != MW_LAYER_INPUT; j++)
             used += (size_t)snprintf(conn + used, sizeof conn - used, "%s%s[0][0]", j ? ", " : "",
                                      shown_name(m, l->in[j]));
+        if (l->kind == MW_LAYER_INPUT)
+            snprintf(conn, sizeof conn, "-");
+        else if (l->kind == MW_LAYER_MHA && l->mha.kmask && used < sizeof conn)
+            snprintf(conn + used, sizeof conn - used, ", %s[0][0] (padding mask)",
+                     shown_name(m, l->mha.kmask - 1));
         snprintf(label, sizeof label, "%s (%s)", l->name, l->cls);
         shape_text(shape, sizeof shape, l);
         size_t np = l->w_count + l->b_count + l->stats_count;

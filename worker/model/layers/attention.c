@@ -158,9 +158,12 @@ static void carve(const mw_layer_call *c, views *V)
         .dv = a->value_dim,
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
         .causal = a->causal,
-        /* every padding mask here is the model input's ids != 0 (mw_masks_plan) */
-        .qids = (l->masked & 1) && !l->mha.keys_only ? act[0] : NULL,
-        .vids = (l->masked & 6) ? act[0] : NULL,
+        /* an Embedding's padding mask is its ids != 0 (mw_masks_plan: tensor mask_t); a mask
+         * given as a tensor (a named input) masks the keys where it is 0 */
+        .qids = (l->masked & 1) && !l->mha.keys_only ? act[c->m->mask_t] : NULL,
+        .vids = a->kmask          ? act[a->kmask]
+                : (l->masked & 6) ? act[c->m->mask_t]
+                                  : NULL,
         /* Keras 3.15: its fused attention without dropout, its Softmax(mask) with it */
         .empty_uniform = !(l->rate > 0.0f),
         .rate = c->ws->training ? l->rate : 0.0f,

@@ -33,10 +33,12 @@ static mw_status add_embed(mw_model *m, const char *name, const char *cls, const
                                          "layer '%s' (%s): input_dim %d, output_dim %d: "
                                          "expected 1..%d and > 0",
                                          l->name, cls, input_dim, output_dim, MW_EMBED_MAX_VOCAB));
-    if (l->nin != 1 || l->in[0] != -1 || !l->flat)
+    const int named = l->nin == 1 && l->in[0] >= 0 && m->layers[l->in[0]].kind == MW_LAYER_INPUT;
+    if (l->nin != 1 || (l->in[0] != -1 && !named) || !l->flat)
         return mw_layer_reject(m, mw_err(MW_EMODEL,
                                          "layer '%s' (%s): its input must be the model's "
-                                         "input of token ids (None, sequence length)",
+                                         "input of token ids (None, sequence length), or one of "
+                                         "its named inputs",
                                          l->name, cls));
     l->vocab = input_dim;
     l->out_h = 1, l->out_w = l->in_c, l->out_c = output_dim;

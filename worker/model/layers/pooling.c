@@ -85,12 +85,12 @@ static int max_stays_16bit(const mw_layer *l, int backward)
 }
 
 /* Masked (GlobalAveragePooling1D after Embedding(mask_zero=True)): the mean over the steps
- * whose id, in the model's input, is not 0. */
+ * whose id, in the model's input (or the named input the Embedding reads), is not 0. */
 static void avg_forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     if (l->masked)
-        c->kt->masked_mean_fwd(c->k, c->y, c->x, c->ws->act[0], c->n, l->in_w, l->in_c);
+        c->kt->masked_mean_fwd(c->k, c->y, c->x, c->ws->act[c->m->mask_t], c->n, l->in_w, l->in_c);
     else
         c->kt->avgpool_fwd(c->k, c->y, c->x, &l->pool, c->n);
 }
@@ -99,7 +99,8 @@ static void avg_backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     if (c->dx && l->masked)
-        c->kt->masked_mean_bwd(c->k, c->dx, c->dy, c->ws->act[0], c->n, l->in_w, l->in_c);
+        c->kt->masked_mean_bwd(c->k, c->dx, c->dy, c->ws->act[c->m->mask_t], c->n, l->in_w,
+                               l->in_c);
     else if (c->dx)
         c->kt->avgpool_bwd(c->k, c->dx, c->dy, &l->pool, c->n);
 }

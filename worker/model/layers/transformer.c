@@ -32,6 +32,7 @@
 
 typedef struct {
     int decoder, heads, ff, first_norm, causal;
+    int kmask; /* 1 + the named input given as its padding mask (mw_mha.kmask); 0: none */
     double dropout, epsilon;
     mw_activation act;
     mw_init kinit, binit;
@@ -121,7 +122,9 @@ static mw_status attention(builder *b, int in, int width, int *out)
     MW_TRY(mw_model_add_mha(b->m, "_self_attention_layer", b->c->heads, kd, kd, 0, 1,
                             (float)b->c->dropout, b->c->causal));
     MW_TRY(mw_model_set_init(b->m, &b->c->kinit, &b->c->binit));
-    b->m->layers[first].mha.keys_only = b->c->decoder;
+    /* KerasHub merges a padding mask into attention_mask (batch, 1, S): keys only */
+    b->m->layers[first].mha.keys_only = b->c->decoder || b->c->kmask;
+    b->m->layers[first].mha.kmask = b->c->kmask;
     tag(b->m, first, b->block, b->cls, b->head, "_self_attention_layer",
         b->c->decoder ? "self_attention" : "self_attention_layer", R_MHA);
     *out = b->m->nlayers - 1;
@@ -152,10 +155,13 @@ static mw_status build(builder *b, int x, int width)
     return MW_OK;
 }
 
-/* The call's keyword arguments: the padding mask (planned), training, the decoder's
- * use_causal_mask; the other masks, caches and an encoder sequence only as null. */
-static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, int *causal)
+/* The call's keyword arguments: the padding mask (planned, or a named input: kmask, which the
+ * graph reader checked), training, the decoder's use_causal_mask; the other masks, caches and
+ * an encoder sequence only as null. */
+static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, int kmask,
+                           int *causal)
 {
+    const char *mask_key = decoder ? "decoder_padding_mask" : "padding_mask";
     const char *key;
     const json_t *v;
     mw_kqbuf q;
@@ -173,15 +179,17 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
                    (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))) ||
                    (!strcmp(key, "return_attention_scores") && json_is_false(v)) ||
                    (strstr(key, "_mask") && json_is_null(v)) ||
+                   (kmask && !strcmp(key, mask_key) && json_is_object(v)) ||
                    (strstr(key, "_cache") && json_is_null(v)) ||
                    (decoder && !strcmp(key, "encoder_sequence") && json_is_null(v)))
             continue;
         else
             return mw_kfail(L, MW_EUNSUPPORTED,
                             "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
-                            "supported: %sthe padding mask of Embedding(mask_zero=True)",
+                            "supported: %sthe padding mask of Embedding(mask_zero=True), and a "
+                            "named input of the model as %s",
                             mw_kquote(q, key), mw_kdescribe(d, v),
-                            decoder ? "use_causal_mask, " : "");
+                            decoder ? "use_causal_mask, " : "", mask_key);
     }
     return MW_OK;
 }
@@ -242,7 +250,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                           strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
-        MW_TRY(read_call(L, R->kwargs, c.decoder, &c.causal));
+        MW_TRY(read_call(L, R->kwargs, c.decoder, B->kmask, &c.causal));
+    c.kmask = B->kmask;
     const int x = m->next_nin ? m->next_in[0] : m->nlayers - 1;
     m->next_nin = 0;
     int s[3];
