@@ -196,6 +196,24 @@ MW_KERNEL(sine_pos, REF,
           (float *y, int n, int T, int D, float max_wavelength),
           (y, n, T, D, max_wavelength),
           MW_A(y, (size_t)n * T *D))
+/* KerasHub's RotaryEmbedding (kernels/rope_rules.h): x (n, T, D), each row's D features in
+ * D / width groups of width (a head's features; the whole D for the layer alone), each group's
+ * halves rotated: feature j < width / 2 and j + width / 2 by the angle a = (t + start) w_j,
+ * w_j = max_wavelength ^ -(2 j / denom) / scale, as y_j = x_j cos a - x_(j+h) sin a,
+ * y_(j+h) = x_(j+h) cos a + x_j sin a, in float32 as KerasHub computes it; y may equal x. */
+MW_KERNEL(rope_fwd, CPU,
+          (float *y, const float *x, int n, int T, int D, int width, int start, int denom,
+           float max_wavelength, float scale),
+          (y, x, n, T, D, width, start, denom, max_wavelength, scale),
+          MW_A(y, (size_t)n * T * D) MW_A(x, (size_t)n * T * D)
+          MW_ASSERT(width > 0 && width % 2 == 0 && D % width == 0, "width even, dividing D"))
+/* dx += the transposed rotation of dy (rope_fwd's angles). */
+MW_KERNEL(rope_bwd, CPU,
+          (float *dx, const float *dy, int n, int T, int D, int width, int start, int denom,
+           float max_wavelength, float scale),
+          (dx, dy, n, T, D, width, start, denom, max_wavelength, scale),
+          MW_A(dx, (size_t)n * T * D) MW_A(dy, (size_t)n * T * D)
+          MW_ASSERT(width > 0 && width % 2 == 0 && D % width == 0, "width even, dividing D"))
 /* Keras' LayerNormalization over the last axis (kernels/layernorm_rules.h): for each of rows rows
  * of D values, y = (x - mean) / sqrt(var + eps) * gamma + beta (var the biased variance;
  * gamma, beta NULL: 1, 0); stat (2 x rows) gets each row's mean and 1 / sqrt(var + eps) for

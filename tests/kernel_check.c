@@ -69,6 +69,7 @@ typedef struct {
     float max_value, slope, threshold; /* relux */
     float offset;                      /* rescale; rmsnorm: gamma's (Gemma's 1) */
     int centered;                      /* rmsnorm: the variance, not the mean of squares */
+    int start, denom;                  /* rope */
     double l1, l2, M;
     uint64_t seed, stream;
     mw_act_kind kind;
@@ -976,6 +977,24 @@ static int set_softmax(kargs *a, int i, int phase)
     return 1;
 }
 
+/* RotaryEmbedding: the layer alone (width D), heads (width 4 of 12), a start past 0 with
+ * another denominator and scale, one step of one pair; x in [-4, 4]. */
+static int set_rope(kargs *a, int i, int phase)
+{
+    static const int s[][6] = {
+        {5, 37, 16, 16, 0, 16}, {3, 9, 12, 4, 0, 4}, {2, 13, 8, 8, 7, 6}, {1, 1, 2, 2, 0, 2}};
+    if (i >= 4)
+        return 0;
+    a->n = s[i][0], a->T = s[i][1], a->D = s[i][2], a->width = s[i][3];
+    a->start = s[i][4], a->denom = s[i][5];
+    a->max_wavelength = i == 2 ? 500.0f : 10000.0f, a->scale = i == 2 ? 2.5f : 1.0f;
+    snprintf(a->what, sizeof a->what, "n %d, T %d, D %d, width %d, start %d, denom %d", a->n, a->T,
+             a->D, a->width, a->start, a->denom);
+    if (phase == 1)
+        kscale(a->x ? a->x : a->dy, (size_t)a->n * a->T * a->D, 4.0f, 0.0f);
+    return 1;
+}
+
 /* The 16-bit roundings: random bit patterns (NaNs, infinities, subnormals among them). */
 static int set_round(kargs *a, int i, int phase)
 {
@@ -1039,6 +1058,8 @@ static const kcase cases[] = {
     {"act_bwd", set_act, 0.0f, 0.0f, 1},
     {"softmax_fwd", set_softmax, 0.0f, 0.0f, 1},
     {"softmax_bwd", set_softmax, 0.0f, 0.0f, 1},
+    {"rope_fwd", set_rope, 0.0f, 0.0f, 1},
+    {"rope_bwd", set_rope, 0.0f, 0.0f, 1},
     {"sgd_step", set_optim, 0.0f, 0.0f, 1},
     {"adam_step", set_optim, 0.0f, 0.0f, 1},
     {"rmsprop_step", set_optim, 0.0f, 0.0f, 1},

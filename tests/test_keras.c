@@ -1096,7 +1096,9 @@ static void test_graph_configs(void **state)
  * AveragePooling1D, GlobalMaxPooling1D) and gradcheck_tokens_pos.json (KerasHub's
  * TokenAndPositionEmbedding, PositionEmbedding and SinePositionEncoding added, the 1-D
  * average) and gradcheck_tokens_fn.json (gradcheck_tokens' layers as a Functional model):
- * every row of both tables. */
+ * every row of both tables; gradcheck_tokens_rope.json (KerasHub's RotaryEmbedding twice, the
+ * default and another max_wavelength, scaling_factor and denominator_dim, before a Dense on
+ * each position): the table's gradient through both rotations. */
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1114,6 +1116,12 @@ static void graph_gradcheck(int fast, const char *rel)
         }
         assert_int_equal(mha, 2);
         assert_int_equal(blocks, strstr(rel, "transformer") ? 2 : 0);
+    } else if (strstr(rel, "rope")) {
+        assert_int_equal(m.layers[2].kind, MW_LAYER_ROPE);
+        assert_int_equal(m.layers[2].rope.denom, 8); /* the features: no denominator_dim */
+        assert_int_equal(m.layers[3].kind, MW_LAYER_ROPE);
+        assert_int_equal(m.layers[3].rope.denom, 6);
+        assert_true(m.layers[3].rope.scale == 2.0f && m.layers[3].rope.max_wavelength == 100.0f);
     } else if (strstr(rel, "tokens")) {
         assert_int_equal(m.layers[0].kind, MW_LAYER_EMBED);
         if (!strstr(rel, "pos")) /* "Conv1D", in either model kind */
@@ -1381,6 +1389,7 @@ static void test_tokens_gradcheck_ref(void **state)
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_pos.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_fn.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_rope.json");
 }
 
 static void test_tokens_gradcheck_cpu(void **state)
@@ -1389,6 +1398,7 @@ static void test_tokens_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_pos.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_fn.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_rope.json");
 }
 
 /* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the

@@ -69,6 +69,7 @@ VALUES = {
     "bias_axes": "b",
     "output_axes": [1],
     "drop_path_rate": 0.1,
+    "rope_type": "yarn",
     "size": [3, 2],
 }
 # The value where VALUES' is the class's own default (UpSampling2D's interpolation "nearest").
@@ -210,6 +211,7 @@ HOSTS = {
         lambda x: L.Add()([x, hub.PositionEmbedding(6, name="x")(x)])),
     "SinePositionEncoding": lambda: functional(
         lambda x: L.Add()([x, hub.SinePositionEncoding(name="x")(x)])),
+    "RotaryEmbedding": lambda: tokens(hub.RotaryEmbedding(name="x")),
     # keras.applications' own layers
     "LayerScale": lambda: image(LayerScale(0.5, 1, name="x")),
     "StochasticDepth": lambda: image(StochasticDepth(0.0, name="x")),

@@ -81,6 +81,14 @@ typedef struct {
                            counts), which masks the keys only; 0: none */
 } mw_mha;
 
+/* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated
+ * in groups of width (the layer alone: all of them) by angles of the position. */
+typedef struct {
+    float max_wavelength, scale; /* the frequencies' base; scaling_factor */
+    int width;                   /* the features each rotation takes (its halves paired) */
+    int denom;                   /* the exponents' denominator: denominator_dim, else width */
+} mw_rope;
+
 /* A Keras model used as a layer of another (a Sequential or Functional inside a Functional:
  * ConvNeXt's stem), whose layers the reader adds in its place (worker/keras/keras_graph.h). Its
  * layers' weights live in its own group of .weights.h5: layers/<path>/layers/<key>/vars. */
@@ -128,6 +136,7 @@ typedef struct mw_layer {
                         steps that are not padding, MultiHeadAttention masks them, the others
                         pass the mask on */
     mw_mha mha;      /* MW_LAYER_MHA */
+    mw_rope rope;    /* MW_LAYER_ROPE */
     int pad[4];      /* ZeroPadding2D, Cropping2D: top, bottom, left, right */
     int out_pad[2];  /* Conv2DTranspose: output_padding (rows, columns), -1 for None */
     int bilinear;    /* UpSampling2D: interpolation "bilinear" (0: "nearest"); factors in pool */

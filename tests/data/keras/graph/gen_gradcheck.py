@@ -1,7 +1,8 @@
-"""Writes nine of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes ten of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc, rms; none: all)
+(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope; none:
+all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -25,7 +26,10 @@ piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask p
 mean 0, variance 1 before adapt()) after other layers, the global poolings with keepdims, a
 Reshape to flat. gradcheck_rms.json: the RMS normalizations: Keras' RMSNormalization and
 LayerNormalization(rms_scaling=True) on an image's pixels, KerasHub's LlamaLayerNorm and Gemma's
-RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input."""
+RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input.
+gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of token embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim
+6, then a Dense on each position (its gradient reaches the table only through both
+rotations)."""
 import os
 import sys
 
@@ -167,6 +171,22 @@ def misc():
     return keras.Model(inp, out, name="gradcheck_misc")
 
 
+def rope():
+    return keras.Sequential([
+        keras.Input((784,), dtype="int32", name="ids"),
+        layers.Embedding(20, 8, embeddings_initializer=initializers.RandomNormal(stddev=1.0),
+                         name="emb"),
+        layers.AveragePooling1D(16, name="ap"),
+        keras_hub.layers.RotaryEmbedding(name="rope"),
+        keras_hub.layers.RotaryEmbedding(max_wavelength=100, scaling_factor=2.0,
+                                         denominator_dim=6, name="rope2"),
+        layers.Dense(6, activation="tanh", name="pos_ff",
+                     bias_initializer=initializers.RandomNormal(stddev=0.1)),
+        layers.GlobalMaxPooling1D(name="gmp"),
+        layers.Dense(10, activation="softmax", name="out"),
+    ], name="gradcheck_rope")
+
+
 def rms():
     from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS
     from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
@@ -186,6 +206,7 @@ def rms():
 
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
+MODELS += (("tokens_rope", rope),)
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
