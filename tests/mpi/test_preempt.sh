@@ -113,7 +113,11 @@ stopped_worker() {
     start "$d" "$@"
     sleep 0.5
     local w c
-    w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
+    for _ in $(seq 1 300); do # a loaded host may start the ranks late: both, within 30 s
+        w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
+        [[ -n $w && -n $c ]] && break
+        sleep 0.1
+    done
     kill -STOP "$w"
     # the chief may be writing an epoch's checkpoint, which needs no worker: let it land, so
     # that "before" is what was saved before the signals
