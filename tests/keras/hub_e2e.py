@@ -35,7 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
-from oracle import check, finish  # noqa: E402
+from oracle import check  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
@@ -43,12 +43,7 @@ import numpy as np  # noqa: E402
 core_build = E.build
 
 
-def compiled(inp, out):
-    m = keras.Model(inp, out)
-    m.compile(optimizer=keras.optimizers.SGD(E.LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              metrics=["accuracy"])
-    return m
+compiled = E.compiled
 
 
 def build_blocks(ln, mask_zero, inp):
@@ -202,10 +197,7 @@ def main():
             data = data or r["data"]
     if data:
         refusals(mw, work, data)
-    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras + KerasHub)", "weights", "loss",
-                                  "test loss"))
-    print("\n".join(table))
-    finish()
+    E.print_table(table, "Keras + KerasHub")
     return 0
 
 

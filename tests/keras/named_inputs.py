@@ -35,7 +35,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
-from oracle import check, finish, metrics_rows  # noqa: E402
+from oracle import check, metrics_rows  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
@@ -72,12 +72,7 @@ def make_data(path, seed, names, per_position, weighted=False):
             sw[:N], sw[N:])
 
 
-def compiled(inputs, out):
-    m = keras.Model(inputs, out)
-    m.compile(optimizer=keras.optimizers.SGD(E.LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              metrics=["accuracy"])
-    return m
+compiled = E.compiled
 
 
 def build(case, seed, with_mask=True):
@@ -281,10 +276,7 @@ def main():
                 kept_lengths(os.path.join(work, case + "-ex.keras"), name)
     if enc:
         refusals(mw, work, enc)
-    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras + KerasHub)", "weights", "loss",
-                                  "test loss"))
-    print("\n".join(table))
-    finish()
+    E.print_table(table, "Keras + KerasHub")
     return 0
 
 

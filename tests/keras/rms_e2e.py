@@ -33,7 +33,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
-from oracle import check, finish  # noqa: E402
+from oracle import check  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS  # noqa
@@ -68,11 +68,7 @@ def build(pool, seed, mask_zero=False, ln=None):
         x = L.Dense(16, activation="relu", name="ff")(norm_layer(kind)(x))
         if not ln.startswith("rms-tag-"):
             x = L.GlobalAveragePooling1D(name="pool")(x)
-    m = keras.Model(inp, L.Dense(E.K, name="head")(x))
-    m.compile(optimizer=keras.optimizers.SGD(E.LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              metrics=["accuracy"])
-    return m
+    return E.compiled(inp, L.Dense(E.K, name="head")(x))
 
 
 E.build = build
@@ -169,9 +165,7 @@ def main():
         data = data or r["data"]
     if data:
         refusals(mw, work, data)
-    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss", "test loss"))
-    print("\n".join(table))
-    finish()
+    E.print_table(table)
     return 0
 
 

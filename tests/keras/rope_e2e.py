@@ -34,7 +34,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
-from oracle import check, finish  # noqa: E402
+from oracle import check  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
@@ -72,11 +72,7 @@ def build(pool, seed, mask_zero=False, ln=None, rope=None):
         x = L.Dense(16, activation="relu", name="ff")(x)
     if ln != "rope-gpt":
         x = L.GlobalAveragePooling1D(name="pool")(x)
-    m = keras.Model(inp, L.Dense(E.K, name="head")(x))
-    m.compile(optimizer=keras.optimizers.SGD(E.LR),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              metrics=["accuracy"])
-    return m
+    return E.compiled(inp, L.Dense(E.K, name="head")(x))
 
 
 E.build = build
@@ -180,10 +176,7 @@ def main():
         if not mask:
             exported(mw, work, name, ln, r)
     refusals(mw, work)
-    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras + KerasHub)", "weights", "loss",
-                                  "test loss"))
-    print("\n".join(table))
-    finish()
+    E.print_table(table, "Keras + KerasHub")
     return 0
 
 

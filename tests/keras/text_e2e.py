@@ -168,6 +168,25 @@ def make_data(path, seed, dtype, padded=False, tags=False):
     return x[:N_TRAIN], y[:N_TRAIN], x[N_TRAIN:], y[N_TRAIN:]
 
 
+def compiled(inputs, out):
+    """keras.Model(inputs, out) compiled as every case of these tests is: SGD(LR), the sparse
+    cross-entropy from logits, accuracy."""
+    m = keras.Model(inputs, out)
+    m.compile(optimizer=keras.optimizers.SGD(LR),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+    return m
+
+
+def print_table(table, oracle="Keras"):
+    """The cases' errors (weights, loss, test loss), one row each, then the checks' verdict
+    (oracle.finish: exits 1 after failures)."""
+    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs %s)" % oracle, "weights", "loss",
+                                  "test loss"))
+    print("\n".join(table))
+    finish()
+
+
 def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
@@ -531,10 +550,7 @@ def main():
             export(mw, work, *first)
             refusals(mw, work, first[1], tagger)
     corpus_lm(mw, work, table)
-    print("%-44s %-9s %-9s %s" % ("case (2 SGD steps vs Keras)", "weights", "loss",
-                                  "test loss"))
-    print("\n".join(table))
-    finish()  # exits 1 after failures
+    print_table(table)
     return 0
 
 
