@@ -40,9 +40,11 @@ static mw_status check_part(const mw_npy_array *a, uint64_t n)
     const mw_npy_header *h = &a->h;
     if (h->ndim != 2 || h->shape[1] == 0 || h->shape[1] > (1u << 20))
         return mw_err(MW_EDATA,
-                      "%s: npy header field 'shape': %d dimensions; expected a named input of "
-                      "(N, T): a sequence per example (token ids, a padding mask, segment ids)",
-                      a->name, h->ndim);
+                      "%s: npy header field 'shape': %d dimensions (%llu values per example); "
+                      "expected a named input of (N, T), T from 1 to %u: a sequence per example "
+                      "(token ids, a padding mask, segment ids)",
+                      a->name, h->ndim, (unsigned long long)(h->ndim == 2 ? h->shape[1] : 0),
+                      1u << 20);
     if (h->kind != 'i' && h->kind != 'u' && h->kind != 'b')
         return mw_err(MW_EDATA,
                       "%s: npy header field 'descr': '%s'; expected integers or booleans "
