@@ -79,6 +79,12 @@ typedef struct {
     int kmask;          /* 1 + the producer of a padding mask given as a tensor (a KerasHub
                            block's padding_mask argument: a named input, nonzero where a key
                            counts), which masks the keys only; 0: none */
+    int kv_heads;       /* key and value heads (grouped-query attention), dividing heads: the
+                           key and value projections have kv_heads heads, query head h reads
+                           head h / (heads / kv_heads); heads for MultiHeadAttention */
+    int rope;           /* the projected query and key rotated per head (mw_layer.rope, width
+                           key_dim) before they attend: KerasHub's LlamaAttention */
+    int llama;          /* KerasHub's LlamaAttention: its sublayers' names in .weights.h5 */
 } mw_mha;
 
 /* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated

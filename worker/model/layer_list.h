@@ -33,6 +33,7 @@
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
+    R(llama)                /* KerasHub's LlamaTransformerDecoder (layers/llama.c) */              \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
     X(ROPE, rope)           /* KerasHub's RotaryEmbedding: features rotated by the position */     \
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \

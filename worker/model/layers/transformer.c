@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/model/layers/transformer.h"
+
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/layer.h"
@@ -41,9 +43,8 @@ typedef struct {
 /* Ranks of the weights' parts: attention, SA-LN, FF-LN, FF1, FF2 (the encoder's order). */
 enum { R_MHA, R_SALN, R_FFLN, R_FF1, R_FF2 };
 
-/* The layers added since first become parts of the block: tagged, and named <block>/<sub>. */
-static void tag(mw_model *m, int first, const char *block, const char *cls, int head,
-                const char *part, const char *sub, int rank)
+void mw_block_tag(mw_model *m, int first, const char *block, const char *cls, int head,
+                  const char *part, const char *sub, int rank)
 {
     for (int j = first; j < m->nlayers; j++) {
         mw_layer *l = &m->layers[j];
@@ -77,7 +78,7 @@ static mw_status dropout(builder *b, int in, const char *part, int *out)
     const int first = b->m->nlayers;
     MW_TRY(mw_model_set_inputs(b->m, &in, 1));
     MW_TRY(mw_model_add_dropout(b->m, part, (float)b->c->dropout));
-    tag(b->m, first, b->block, b->cls, b->head, part, part + 1, 0);
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, part + 1, 0);
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -87,7 +88,7 @@ static mw_status norm(builder *b, int in, const char *part, int rank, int *out)
     const int first = b->m->nlayers;
     MW_TRY(mw_model_set_inputs(b->m, &in, 1));
     MW_TRY(mw_model_add_layernorm(b->m, part, (float)b->c->epsilon, 1, 1));
-    tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -97,7 +98,7 @@ static mw_status residual(builder *b, int x, int y, const char *sub, int *out)
     const int first = b->m->nlayers, in[2] = {y, x};
     MW_TRY(mw_model_set_inputs(b->m, in, 2));
     MW_TRY(mw_model_add_add(b->m, sub));
-    tag(b->m, first, b->block, b->cls, b->head, "", sub, 0);
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, "", sub, 0);
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -110,7 +111,7 @@ static mw_status dense(builder *b, int in, int units, mw_activation act, const c
     MW_TRY(mw_model_add_dense(b->m, part, units, 1));
     MW_TRY(mw_model_set_init(b->m, &b->c->kinit, &b->c->binit));
     MW_TRY(mw_model_add_act(b->m, NULL, act, mw_act_info_of(act)->param, 1));
-    tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -125,8 +126,8 @@ static mw_status attention(builder *b, int in, int width, int *out)
     /* KerasHub merges a padding mask into attention_mask (batch, 1, S): keys only */
     b->m->layers[first].mha.keys_only = b->c->decoder || b->c->kmask;
     b->m->layers[first].mha.kmask = b->c->kmask;
-    tag(b->m, first, b->block, b->cls, b->head, "_self_attention_layer",
-        b->c->decoder ? "self_attention" : "self_attention_layer", R_MHA);
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, "_self_attention_layer",
+                 b->c->decoder ? "self_attention" : "self_attention_layer", R_MHA);
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -252,33 +253,16 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     if (R->kwargs)
         MW_TRY(read_call(L, R->kwargs, c.decoder, B->kmask, &c.causal));
     c.kmask = B->kmask;
-    const int x = m->next_nin ? m->next_in[0] : m->nlayers - 1;
-    m->next_nin = 0;
-    int s[3];
-    mw_model_shape_of(m, x, s);
-    const int flat = x < 0 ? m->flat_input : m->layers[x].flat;
-    if (s[0] != 1 || flat)
-        return mw_kfail(L, MW_EMODEL,
-                        "its input ('%s') is %s%dx%dx%d; expected a sequence (None, steps, "
-                        "features)",
-                        mw_model_producer_name(m, x), flat ? "flat " : "", s[0], s[1], s[2]);
+    int x, s[3];
+    MW_TRY(mw_block_input(L, m, &x, s));
     if (s[2] < c.heads)
         return mw_kfail(L, MW_EMODEL,
                         "num_heads %d is more than the input's %d features: each head's "
                         "key_dim (features / num_heads) would be 0",
                         c.heads, s[2]);
     char auto_name[64];
-    if (!name) { /* Keras' automatic name: transformer_encoder, transformer_encoder_1, ... */
-        int same = 0;
-        for (int j = 0; j < m->nlayers; j++)
-            same += m->layers[j].block_first && !strcmp(m->layers[j].block_cls, cls);
-        const char *base = c.decoder ? "transformer_decoder" : "transformer_encoder";
-        if (same)
-            snprintf(auto_name, sizeof auto_name, "%s_%d", base, same);
-        else
-            snprintf(auto_name, sizeof auto_name, "%s", base);
-        name = auto_name;
-    }
+    name = mw_block_name(m, cls, c.decoder ? "transformer_decoder" : "transformer_encoder", name,
+                         auto_name);
     builder b = {m, &c, name, c.decoder ? "TransformerDecoder" : "TransformerEncoder", m->nlayers};
     const int first = m->nlayers;
     mw_status rc = build(&b, x, s[2]);
@@ -287,6 +271,35 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
         m->next_nin = 0;
         return mw_kfrom_model(B->origin, rc);
     }
+    return MW_OK;
+}
+
+const char *mw_block_name(const mw_model *m, const char *cls, const char *base, const char *name,
+                          char buf[64])
+{
+    if (name)
+        return name;
+    int same = 0;
+    for (int j = 0; j < m->nlayers; j++)
+        same += m->layers[j].block_first && !strcmp(m->layers[j].block_cls, cls);
+    if (same)
+        snprintf(buf, 64, "%s_%d", base, same);
+    else
+        snprintf(buf, 64, "%s", base);
+    return buf;
+}
+
+mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3])
+{
+    *x = m->next_nin ? m->next_in[0] : m->nlayers - 1;
+    m->next_nin = 0;
+    mw_model_shape_of(m, *x, s);
+    const int flat = *x < 0 ? m->flat_input : m->layers[*x].flat;
+    if (s[0] != 1 || flat)
+        return mw_kfail(L, MW_EMODEL,
+                        "its input ('%s') is %s%dx%dx%d; expected a sequence (None, steps, "
+                        "features)",
+                        mw_model_producer_name(m, *x), flat ? "flat " : "", s[0], s[1], s[2]);
     return MW_OK;
 }
 
