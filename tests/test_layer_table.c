@@ -97,6 +97,10 @@ static const struct {
      "test_rms_gradcheck_ref",
      "tests/data/keras/graph/gradcheck_rms.json",
      {NULL}},
+    {"tests/test_keras.c",
+     "test_llama_gradcheck_ref",
+     "tests/data/keras/graph/gradcheck_llama.json",
+     {NULL}},
 };
 
 /* Keras' aliases: {alias, the class Keras saves it as}. */

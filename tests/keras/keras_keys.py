@@ -30,6 +30,7 @@ from keras.src.applications.convnext import LayerScale, StochasticDepth
 from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS
 from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
+from hub_llama import patch as llama_savable
 
 L = keras.layers
 UNKNOWN = "is not a key mwtrain knows"
@@ -212,6 +213,8 @@ HOSTS = {
     "SinePositionEncoding": lambda: functional(
         lambda x: L.Add()([x, hub.SinePositionEncoding(name="x")(x)])),
     "RotaryEmbedding": lambda: tokens(hub.RotaryEmbedding(name="x")),
+    "LlamaTransformerDecoder": lambda: tokens(llama_savable()(16, 4, num_key_value_heads=2,
+                                                             name="x")),
     # keras.applications' own layers
     "LayerScale": lambda: image(LayerScale(0.5, 1, name="x")),
     "StochasticDepth": lambda: image(StochasticDepth(0.0, name="x")),

@@ -1,8 +1,8 @@
-"""Writes ten of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes eleven of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope; none:
-all)
+(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, llama;
+none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -29,7 +29,9 @@ LayerNormalization(rms_scaling=True) on an image's pixels, KerasHub's LlamaLayer
 RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input.
 gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of token embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim
 6, then a Dense on each position (its gradient reaches the table only through both
-rotations)."""
+rotations). gradcheck_llama.json: a Dense on each of 28 steps, then KerasHub's
+LlamaTransformerDecoder twice: 4 query heads on 2 key heads (rope_max_wavelength 100, silu) and 2
+on 1 (gelu), made savable by tests/keras/hub_llama.py; the pooling, a Dense."""
 import os
 import sys
 
@@ -206,7 +208,21 @@ def rms():
 
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
-MODELS += (("tokens_rope", rope),)
+def llama():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "keras"))
+    from hub_llama import patch
+    Llama = patch()
+    inp = keras.Input((784,), name="in")
+    s = layers.Reshape((28, 28), name="seq")(inp)
+    s = layers.Dense(8, name="proj", bias_initializer=initializers.RandomNormal(stddev=0.1))(s)
+    s = Llama(12, 4, num_key_value_heads=2, rope_max_wavelength=100, name="gqa")(s)
+    s = Llama(12, 2, num_key_value_heads=1, activation="gelu", name="mqa")(s)
+    g = layers.GlobalAveragePooling1D(name="pool")(s)
+    return keras.Model(inp, layers.Dense(10, activation="softmax", name="out")(g),
+                       name="gradcheck_llama")
+
+
+MODELS += (("tokens_rope", rope), ("llama", llama))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
