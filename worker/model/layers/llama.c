@@ -124,31 +124,6 @@ static mw_status build(const llama_cfg *c, int x, int width)
     return merge(c, d, s, 0, "feedforward_residual", &y);
 }
 
-/* The call's keyword arguments: decoder_padding_mask (a named input: kmask, which the graph
- * reader checked; or planned from an Embedding(mask_zero=True)), training; the attention mask
- * and the caches only as null. */
-static mw_status read_call(const mw_klayer *L, const json_t *kw, int kmask)
-{
-    const char *key;
-    const json_t *v;
-    mw_kqbuf q;
-    mw_kdbuf d;
-    json_object_foreach((json_t *)kw, key, v)
-    {
-        if (!strcmp(key, "mask") ||
-            (!strcmp(key, "training") && (json_is_boolean(v) || json_is_null(v))) ||
-            ((strstr(key, "_mask") || strstr(key, "_cache")) && json_is_null(v)) ||
-            (kmask && !strcmp(key, "decoder_padding_mask") && json_is_object(v)))
-            continue;
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "inbound_nodes[0].kwargs: call argument %s (%s) is not supported; "
-                        "supported: the padding mask of Embedding(mask_zero=True), and a named "
-                        "input of the model as decoder_padding_mask",
-                        mw_kquote(q, key), mw_kdescribe(d, v));
-    }
-    return MW_OK;
-}
-
 #define LLAMA31 "Llama 3.1's frequency-dependent RoPE scaling"
 
 /* The keys KerasHub 0.32 writes for LlamaTransformerDecoder (worker/model/keras_keys.h). */
@@ -185,18 +160,7 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, llama_cfg *c)
         return mw_kfail(L, MW_EMODEL,
                         "rope_max_wavelength %g, rope_scaling_factor %g: expected both > 0",
                         c->wavelength, scale);
-    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-5, &c->epsilon));
-    if (!(c->epsilon > 0.0 && c->epsilon < 1.0))
-        return mw_kfail(L, MW_EMODEL, "layer_norm_epsilon %g: expected 0 < epsilon < 1",
-                        c->epsilon);
-    c->act = MW_ACT_SILU; /* KerasHub's default */
-    const json_t *act = json_object_get(cfg, "activation");
-    if (act && !json_is_null(act))
-        MW_TRY(mw_kget_activation(L, cfg, "activation", 0, 1, &c->act));
-    if (c->act == MW_ACT_SOFTMAX)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "activation \"softmax\" of the feed-forward gate is not supported; "
-                        "supported: the element-wise activations");
+    MW_TRY(mw_block_read_ff(L, cfg, MW_ACT_SILU, &c->epsilon, &c->act)); /* KerasHub's silu */
     return mw_kget_init(L, cfg, "kernel_initializer", MW_INIT_GLOROT_UNIFORM, &c->kinit);
 }
 
@@ -215,7 +179,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
-        MW_TRY(read_call(L, R->kwargs, B->kmask));
+        MW_TRY(mw_block_read_call(L, R->kwargs, "decoder_padding_mask", B->kmask, NULL));
     int x, s[3];
     MW_TRY(mw_block_input(L, m, &x, s));
     if (s[2] < c.heads || (s[2] / c.heads) % 2)

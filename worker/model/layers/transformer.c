@@ -156,13 +156,10 @@ static mw_status build(builder *b, int x, int width)
     return MW_OK;
 }
 
-/* The call's keyword arguments: the padding mask (planned, or a named input: kmask, which the
- * graph reader checked), training, the decoder's use_causal_mask; the other masks, caches and
- * an encoder sequence only as null. */
-static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, int kmask,
-                           int *causal)
+mw_status mw_block_read_call(const mw_klayer *L, const json_t *kw, const char *mask_key, int kmask,
+                             int *causal)
 {
-    const char *mask_key = decoder ? "decoder_padding_mask" : "padding_mask";
+    const int decoder = causal != NULL;
     const char *key;
     const json_t *v;
     mw_kqbuf q;
@@ -195,6 +192,23 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
     return MW_OK;
 }
 
+mw_status mw_block_read_ff(const mw_klayer *L, const json_t *cfg, mw_activation def,
+                           double *epsilon, mw_activation *act)
+{
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-5, epsilon));
+    if (!(*epsilon > 0.0 && *epsilon < 1.0))
+        return mw_kfail(L, MW_EMODEL, "layer_norm_epsilon %g: expected 0 < epsilon < 1", *epsilon);
+    *act = def;
+    const json_t *a = json_object_get(cfg, "activation");
+    if (a && !json_is_null(a))
+        MW_TRY(mw_kget_activation(L, cfg, "activation", 0, 1, act));
+    if (*act == MW_ACT_SOFTMAX)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "activation \"softmax\" inside the feed-forward network is not "
+                        "supported; supported: the element-wise activations");
+    return MW_OK;
+}
+
 static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
 {
     MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &c->ff));
@@ -202,18 +216,7 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
     MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.0, &c->dropout));
     if (!(c->dropout >= 0.0 && c->dropout < 1.0))
         return mw_kfail(L, MW_EMODEL, "dropout %g: expected 0 <= dropout < 1", c->dropout);
-    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-5, &c->epsilon));
-    if (!(c->epsilon > 0.0 && c->epsilon < 1.0))
-        return mw_kfail(L, MW_EMODEL, "layer_norm_epsilon %g: expected 0 < epsilon < 1",
-                        c->epsilon);
-    c->act = MW_ACT_RELU; /* KerasHub's default */
-    const json_t *act = json_object_get(cfg, "activation");
-    if (act && !json_is_null(act))
-        MW_TRY(mw_kget_activation(L, cfg, "activation", 0, 1, &c->act));
-    if (c->act == MW_ACT_SOFTMAX)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "activation \"softmax\" inside the feed-forward network is not "
-                        "supported; supported: the element-wise activations");
+    MW_TRY(mw_block_read_ff(L, cfg, MW_ACT_RELU, &c->epsilon, &c->act)); /* KerasHub's relu */
     MW_TRY(mw_kget_init(L, cfg, "kernel_initializer", MW_INIT_GLOROT_UNIFORM, &c->kinit));
     MW_TRY(mw_kget_init(L, cfg, "bias_initializer", MW_INIT_ZEROS, &c->binit));
     return mw_kget_bool(L, cfg, "normalize_first", 0, &c->first_norm);
@@ -251,7 +254,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                           strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
-        MW_TRY(read_call(L, R->kwargs, c.decoder, B->kmask, &c.causal));
+        MW_TRY(mw_block_read_call(L, R->kwargs, c.decoder ? "decoder_padding_mask" : "padding_mask",
+                                  B->kmask, c.decoder ? &c.causal : NULL));
     c.kmask = B->kmask;
     int x, s[3];
     MW_TRY(mw_block_input(L, m, &x, s));

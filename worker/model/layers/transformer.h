@@ -16,6 +16,18 @@ void mw_block_tag(mw_model *m, int first, const char *block, const char *cls, in
 const char *mw_block_name(const mw_model *m, const char *cls, const char *base, const char *name,
                           char buf[64]);
 
+/* The call's keyword arguments (inbound_nodes[0].kwargs): the padding mask (planned, or a named
+ * input as mask_key: kmask, which the graph reader checked), training; with causal (a decoder),
+ * use_causal_mask into *causal and encoder_sequence only as null; the other masks and the
+ * caches only as null. */
+mw_status mw_block_read_call(const mw_klayer *L, const json_t *kw, const char *mask_key, int kmask,
+                             int *causal);
+
+/* layer_norm_epsilon (0 < epsilon < 1; 1e-5 when absent) and the feed-forward activation (def
+ * when absent or null; an element-wise one). */
+mw_status mw_block_read_ff(const mw_klayer *L, const json_t *cfg, mw_activation def,
+                           double *epsilon, mw_activation *act);
+
 /* The block's input: the layer the call names (the last one when none; -1 the model's input)
  * into x, its shape into s; it must be a sequence (None, steps, features). */
 mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3]);
