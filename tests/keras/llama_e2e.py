@@ -12,13 +12,18 @@ per position: a causal LM's shape), with
     mask bool;
   - num_key_value_heads 4 (one each), rope_max_wavelength 500, layer_norm_epsilon 1e-3,
     activation "gelu", and rope_scaling_factor 4: KerasHub 0.32's LlamaRotaryEmbedding does not
-    apply it (mwtrain neither), so Keras and mwtrain still agree.
+    apply it (mwtrain neither), so Keras and mwtrain still agree;
+  - one input of token ids (1..12 real steps, and padding inside: holes()) ->
+    Embedding(mask_zero=True) -> the blocks (4 on 2)
+    without decoder_padding_mask: KerasHub merges the input's mask into the attention's (keys)
+    and keeps it on the block's output, so the loss counts the real positions only (the
+    blocks' LlamaLayerNorm pass it on inside the block, though alone they drop it).
 Asserted: the weights after 2 steps within 1e-4 of each variable's largest value, the losses
 within 1e-4 (text_e2e.py's argument: sums of at most 32 x 12 float32 products in other orders;
 the rotation's angles come from two pow implementations, 1 / 10000^e in KerasHub's Llama and
 10000^-e here, within an ulp or two, which moves a rotated value by ~1e-7 of its size; the
 attention's softmax and silu's exp add an ulp each). Controls, each farther than the
-tolerance, so the comparison can fail: Keras without the padding mask, and with another
+tolerance, so the comparison can fail: Keras without the padding mask (without mask_zero), and with another
 rope_max_wavelength (100 for the default 10000; 10000 for 500), trained from the same weights.
 The first case across the layouts (`mpirun -n 2`, 2 replicas in one process, 1 rank x 4
 replicas, 2 nodes x 2 ranks) within 1e-5; its
@@ -48,7 +53,8 @@ NAMES = ["token_ids", "padding_mask"]
 ARGS = {"gqa": dict(num_key_value_heads=2),
         "mqa": dict(num_key_value_heads=1),
         "mha": dict(num_key_value_heads=4, rope_max_wavelength=500, layer_norm_epsilon=1e-3,
-                    activation="gelu", rope_scaling_factor=4.0)}
+                    activation="gelu", rope_scaling_factor=4.0),
+        "masked": dict(num_key_value_heads=2)}
 
 
 def build(case, seed, with_mask=True, **override):
@@ -56,6 +62,11 @@ def build(case, seed, with_mask=True, **override):
     keras.utils.set_random_seed(seed)
     steps = None if case == "gqa" else E.T  # LlamaBackbone's (None, None): the data's length
     ids = keras.Input((steps,), dtype="int32", name="token_ids")
+    if case == "masked":  # the padding mask of Embedding(mask_zero=True), on one input
+        x = L.Embedding(E.V, D, mask_zero=with_mask, name="embed")(ids)
+        for j in range(2):
+            x = Llama(FF, HEADS, name="llama%d" % j, **dict(ARGS[case], **override))(x)
+        return E.compiled(ids, L.Dense(E.K, name="head")(x))
     pm = keras.Input((steps,), dtype="int32" if case == "gqa" else "bool", name="padding_mask")
     args = dict(ARGS[case], **override)
     x = L.Embedding(E.V, D, name="embed")(ids)
@@ -65,9 +76,27 @@ def build(case, seed, with_mask=True, **override):
     return E.compiled({"token_ids": ids, "padding_mask": pm}, L.Dense(E.K, name="head")(x))
 
 
+def holes(path, seed):
+    """text_e2e's padded tagging data (1..12 real steps, then id 0), with id 0 also at 15 % of
+    the steps after the first (padding inside a sequence): the keys a causal attention sees
+    before a real step are then masked too, so the mask matters to the real steps' outputs."""
+    E.make_data(path, seed, np.int32, padded=True, tags=True)
+    d = dict(np.load(path))
+    rng = np.random.default_rng(seed + 1)
+    for k in ("x_train", "x_test"):
+        hole = rng.random(d[k].shape) < 0.15
+        hole[:, 0] = False
+        d[k] = np.where(hole, 0, d[k]).astype(np.int32)
+    np.savez(path, **d)
+    return d["x_train"], d["y_train"], d["x_test"], d["y_test"]
+
+
 def one_case(mw, work, name, case, seed, table):
     data = os.path.join(work, case + ".npz")
-    x, y, xt, yt, _, _ = NI.make_data(data, seed, NAMES, True)
+    if case == "masked":
+        x, y, xt, yt = holes(data, seed)
+    else:
+        x, y, xt, yt, _, _ = NI.make_data(data, seed, NAMES, True)
     model = build(case, seed)
     path = os.path.join(work, case + ".keras")
     model.save(path)
@@ -143,7 +172,8 @@ def main():
     for name, case, seed in [
             ("2 Llama blocks, 4 query heads on 2 key heads", "gqa", 51),
             ("2 Llama blocks, 4 query heads on 1 key head", "mqa", 52),
-            ("2 Llama blocks, 4 on 4, other settings", "mha", 53)]:
+            ("2 Llama blocks, 4 on 4, other settings", "mha", 53),
+            ("Embedding(mask_zero) -> 2 Llama blocks", "masked", 54)]:
         r = one_case(mw, work, name, case, seed, table)
         if r is None or case != "gqa":
             continue
