@@ -34,6 +34,7 @@
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(REVEMB, revemb)       /* ReversibleEmbedding's reverse call: logits from a tied table */     \
     X(ROPE, rope)           /* KerasHub's RotaryEmbedding: features rotated by the position */     \
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
     X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \

@@ -30,6 +30,7 @@ RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input.
 gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of token embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim
 6, then a Dense on each position (its gradient reaches the table only through both
 rotations)."""
+import json
 import os
 import sys
 
@@ -204,11 +205,41 @@ def rms():
     return keras.Model(inp, out, name="gradcheck_rms")
 
 
+def tokens_tied():
+    """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
+    Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
+    the table gets both calls' gradients. Keras writes the second call as a second inbound
+    node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
+    an entry of its own with the kwargs reverse, the form this file is turned into."""
+    ids = keras.Input((784,), dtype="int32", name="ids")
+    tok = keras_hub.layers.ReversibleEmbedding(
+        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok")
+    x = layers.AveragePooling1D(4, name="ap")(tok(ids))
+    x = layers.MaxPooling1D(7, name="mp")(x)
+    x = layers.GlobalMaxPooling1D(name="gmp")(x)
+    x = layers.Dense(4, activation="tanh", name="h")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
+    model = keras.Model(ids, out, name="gradcheck_tokens_tied")
+    cfg = json.loads(model.to_json())
+    ls = cfg["config"]["layers"]
+    e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
+    rev = json.loads(json.dumps(ls[e]))
+    ls[e]["inbound_nodes"] = ls[e]["inbound_nodes"][:1]
+    rev["inbound_nodes"] = rev["inbound_nodes"][1:]
+    for n in rev["inbound_nodes"]:  # the reverse call reads h's output
+        n["args"][0]["config"]["keras_history"][1] = 0
+    ls.insert(next(i for i, l in enumerate(ls) if l["name"] == "out"), rev)
+    for n in ls[-1]["inbound_nodes"]:
+        n["args"][0]["config"]["keras_history"][1] = 0
+    return cfg
+
+
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
-MODELS += (("tokens_rope", rope),)
+MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
-        f.write(make().to_json())
+        m = make()
+        f.write(json.dumps(m) if isinstance(m, dict) else m.to_json())
