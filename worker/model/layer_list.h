@@ -35,6 +35,7 @@
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     R(llama)                /* KerasHub's LlamaTransformerDecoder (layers/llama.c) */              \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(REVEMB, revemb)       /* ReversibleEmbedding's reverse call: logits from a tied table */     \
     X(ROPE, rope)           /* KerasHub's RotaryEmbedding: features rotated by the position */     \
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
     X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \

@@ -1,8 +1,8 @@
-"""Writes eleven of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes twelve of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, llama;
-none: all)
+(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, tokens_tied,
+llama; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -32,6 +32,7 @@ gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of t
 rotations). gradcheck_llama.json: a Dense on each of 28 steps, then KerasHub's
 LlamaTransformerDecoder twice: 4 query heads on 2 key heads (rope_max_wavelength 100, silu) and 2
 on 1 (gelu), made savable by tests/keras/hub_llama.py; the pooling, a Dense."""
+import json
 import os
 import sys
 
@@ -206,8 +207,35 @@ def rms():
     return keras.Model(inp, out, name="gradcheck_rms")
 
 
-MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
-          ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
+def tokens_tied():
+    """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
+    Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
+    the table gets both calls' gradients. Keras writes the second call as a second inbound
+    node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
+    an entry of its own with the kwargs reverse, the form this file is turned into."""
+    ids = keras.Input((784,), dtype="int32", name="ids")
+    tok = keras_hub.layers.ReversibleEmbedding(
+        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok")
+    x = layers.AveragePooling1D(4, name="ap")(tok(ids))
+    x = layers.MaxPooling1D(7, name="mp")(x)
+    x = layers.GlobalMaxPooling1D(name="gmp")(x)
+    x = layers.Dense(4, activation="tanh", name="h")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
+    model = keras.Model(ids, out, name="gradcheck_tokens_tied")
+    cfg = json.loads(model.to_json())
+    ls = cfg["config"]["layers"]
+    e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
+    rev = json.loads(json.dumps(ls[e]))
+    ls[e]["inbound_nodes"] = ls[e]["inbound_nodes"][:1]
+    rev["inbound_nodes"] = rev["inbound_nodes"][1:]
+    for n in rev["inbound_nodes"]:  # the reverse call reads h's output
+        n["args"][0]["config"]["keras_history"][1] = 0
+    ls.insert(next(i for i, l in enumerate(ls) if l["name"] == "out"), rev)
+    for n in ls[-1]["inbound_nodes"]:
+        n["args"][0]["config"]["keras_history"][1] = 0
+    return cfg
+
+
 def llama():
     sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "keras"))
     from hub_llama import patch
@@ -222,9 +250,12 @@ def llama():
                        name="gradcheck_llama")
 
 
-MODELS += (("tokens_rope", rope), ("llama", llama))
+MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
+          ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
+MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied), ("llama", llama))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
-        f.write(make().to_json())
+        m = make()
+        f.write(json.dumps(m) if isinstance(m, dict) else m.to_json())
