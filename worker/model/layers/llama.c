@@ -190,14 +190,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     char auto_name[64];
     c.block = mw_block_name(m, CLS, "llama_transformer_decoder", name, auto_name);
     c.head = m->nlayers;
-    const int first = m->nlayers;
-    mw_status rc = build(&c, x, s[2]);
-    if (rc != MW_OK) {
-        m->nlayers = first; /* nothing of the block stays */
-        m->next_nin = 0;
-        return mw_kfrom_model(B->origin, rc);
-    }
-    return MW_OK;
+    return mw_block_end(m, c.head, B->origin, build(&c, x, s[2]));
 }
 
 /* A row that reads a Keras class into layers of the other rows' kinds: no kind of its own. */

@@ -269,13 +269,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                          auto_name);
     builder b = {m, &c, name, c.decoder ? "TransformerDecoder" : "TransformerEncoder", m->nlayers};
     const int first = m->nlayers;
-    mw_status rc = build(&b, x, s[2]);
-    if (rc != MW_OK) {
-        m->nlayers = first; /* nothing of the block stays */
-        m->next_nin = 0;
-        return mw_kfrom_model(B->origin, rc);
-    }
-    return MW_OK;
+    return mw_block_end(m, first, B->origin, build(&b, x, s[2]));
 }
 
 const char *mw_block_name(const mw_model *m, const char *cls, const char *base, const char *name,
@@ -291,6 +285,15 @@ const char *mw_block_name(const mw_model *m, const char *cls, const char *base, 
     else
         snprintf(buf, 64, "%s", base);
     return buf;
+}
+
+mw_status mw_block_end(mw_model *m, int first, const char *origin, mw_status rc)
+{
+    if (rc == MW_OK)
+        return MW_OK;
+    m->nlayers = first; /* nothing of the block stays */
+    m->next_nin = 0;
+    return mw_kfrom_model(origin, rc);
 }
 
 mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3])

@@ -28,6 +28,10 @@ mw_status mw_block_read_call(const mw_klayer *L, const json_t *kw, const char *m
 mw_status mw_block_read_ff(const mw_klayer *L, const json_t *cfg, mw_activation def,
                            double *epsilon, mw_activation *act);
 
+/* rc of building the block whose first layer is first: on a failure none of its layers stays,
+ * and the model's message gets origin's prefix. */
+mw_status mw_block_end(mw_model *m, int first, const char *origin, mw_status rc);
+
 /* The block's input: the layer the call names (the last one when none; -1 the model's input)
  * into x, its shape into s; it must be a sequence (None, steps, features). */
 mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3]);
