@@ -16,9 +16,10 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
   - `mwtrain export --format keras` of the checkpoint: KerasHub loads it back as a GPT2CausalLM
     holding mwtrain's weights bit for bit, and its logits on the test split equal those of the
     model Keras trained itself within 1e-5 of the largest.
+  - KerasHub's default compile (weighted_metrics: a SparseCategoricalAccuracy weighted by the
+    sample weights): the epoch's accuracy and loss against KerasHub's over the same 2 steps.
 Refused with one message: a task model this reader does not build (BertTextClassifier),
-a backbone alone, an argument it does not know, and KerasHub's default compile (its weighted
-SparseCategoricalAccuracy: metrics weighted by sample weights are not computed yet).
+a backbone alone, an argument it does not know, metrics and weighted_metrics both given.
 
 Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
 trains with its default Adam); the oracle compiles the loaded model with the archive's own
@@ -117,7 +118,49 @@ def causal_lm(mw, work):
     check(c > 10 * E.TOL_W, "control: KerasHub without the sample weights differs by %.2e > %g"
           % (c, 10 * E.TOL_W))
     return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k, "xt": xt,
-            "err": e, "control": c}
+            "err": e, "control": c, "x": x, "y": y, "sw": sw}
+
+
+def weighted_metrics(mw, work, r, x, y, sw):
+    """KerasHub's default compile: a SparseCategoricalAccuracy weighted by the sample weights
+    (the padding mask): mwtrain's epoch accuracy (its metrics.csv) against Keras' over the same
+    2 steps (its state kept across them, as fit's epoch is), and the epoch's loss (the mean of
+    the steps' losses, each sum(w l) / (B T) as Keras' sum_over_batch_size). The accuracy
+    is a ratio of weight sums of 0/1 values (exact but for the argmaxes, which agree when the
+    logits do within 1e-6); the loss within text_e2e's 1e-4. Control: the unweighted accuracy
+    (the mean over every position, padding included) differs. Keras' epoch value is its
+    batches' weighted accuracies combined by their weight sums, what fit's running metric
+    holds."""
+    path = os.path.join(work, "gpt2-default.keras")
+    gpt2(3, compile_default=True).save(path)
+    logs = os.path.join(work, "gpt2-default-logs")
+    if E.mwtrain(mw, work, "gpt2-default", path, r["data"], "--epochs", "1",
+                 "--steps-per-epoch", "2") is None:
+        return None
+    rows = E.metrics_rows(logs)
+    k = keras.saving.load_model(path)
+    k.compile(optimizer=keras.optimizers.SGD(E.LR))  # KerasHub's defaults but the optimizer
+    losses, plain, hits = [], [], 0.0
+    for step in range(2):  # Keras 3's train_on_batch reports each batch's own metric
+        b = slice(step * B, (step + 1) * B)
+        xb = {n: v[b] for n, v in x.items()}
+        plain.append(np.mean(np.argmax(keras.ops.convert_to_numpy(k(xb)), -1) == y[b]))
+        out = k.train_on_batch(xb, y[b], sample_weight=sw[b], return_dict=True)
+        losses.append(out["loss"])
+        hits += out["sparse_categorical_accuracy"] * float(np.sum(sw[b]))
+    acc, loss = 100 * hits / float(np.sum(sw[:2 * B])), float(np.mean(losses))
+    have = rows[-1] if rows else {}
+    mine = 100 * have["train/accuracy"] if "train/accuracy" in have else None
+    ok = check(mine is not None and abs(mine - acc) <= 1e-4,
+               "weighted_metrics: the epoch's weighted accuracy %s%% against KerasHub's %.4f%%"
+               % (mine, acc))
+    check(ok and abs(100 * np.mean(plain) - acc) > 1e-3,
+          "control: the unweighted accuracy %.4f%% differs from the weighted one"
+          % (100 * np.mean(plain)))
+    check("train/loss" in have and E.rel(have["train/loss"], loss) <= E.TOL_LOSS,
+          "weighted_metrics: the epoch's loss %s against KerasHub's %.6f"
+          % (have.get("train/loss"), loss))
+    return acc
 
 
 def export(mw, work, r):
@@ -180,10 +223,10 @@ def refusals(mw, work, r):
                  lambda c: c["config"]["backbone"]["config"].update(rotary=True))
     refuse(mw, work, "an argument it does not know", odd, r["data"],
            ["GPT2CausalLM: backbone (GPT2Backbone)", "rotary", "is not a key mwtrain knows"])
-    dflt = os.path.join(work, "gpt2-default.keras")
-    gpt2(3, compile_default=True).save(dflt)
-    refuse(mw, work, "KerasHub's default compile", dflt, r["data"],
-           ["weighted_metrics", "metrics weighted by sample weights is not supported"])
+    both = edited(work, r["path"], "both-metrics", lambda c: c["compile_config"].update(
+        metrics=["accuracy"], weighted_metrics=["accuracy"]))
+    refuse(mw, work, "metrics and weighted_metrics both", both, r["data"],
+           ["compile_config.weighted_metrics", "metrics and weighted_metrics both given"])
 
 
 def main():
@@ -192,6 +235,7 @@ def main():
     if r:
         E.layouts(mw, work, "GPT2CausalLM", r, prefix="gpt2", more=True)
         ex = export(mw, work, r)
+        weighted_metrics(mw, work, r, r["x"], r["y"], r["sw"])
         refusals(mw, work, r)
         print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
                                       "export logits"))
