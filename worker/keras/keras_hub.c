@@ -66,6 +66,13 @@ static int add(json_t *layers, const char *cls, int hub, const char *name, json_
     return json_array_append_new(layers, e) == 0;
 }
 
+/* The last entry's "module" (the rows that read a class from one module alone). */
+static int in_module(json_t *layers, const char *module)
+{
+    json_t *e = json_array_get(layers, json_array_size(layers) - 1);
+    return e && json_object_set_new(e, "module", json_string(module)) == 0;
+}
+
 /* An InputLayer of token ids (None, None). */
 static int input(json_t *layers, const char *name)
 {
@@ -107,6 +114,8 @@ static json_t *gelu_approximate(void)
 /* A backbone's arguments, read from its config against its table. */
 typedef struct {
     int vocab, layers, heads, hidden, ff, max_len, segments;
+    int kv_heads, tie;                      /* Llama: num_key_value_heads, tie_word_embeddings */
+    double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
     double dropout;
     const json_t *dtype;
     int classes;              /* a classifier task's num_classes */
@@ -269,6 +278,83 @@ static json_t *bert_layers(const hub_args *a)
     return ls;
 }
 
+static const mw_kkey llama_keys[] = {
+    MW_KREAD("vocabulary_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_query_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("num_key_value_heads"),
+    MW_KREAD("rope_max_wavelength"),
+    MW_KREAD("rope_position_scaling_factor"),
+    MW_KDEF("rope_frequency_adjustment_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_low_freq_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_high_freq_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_pretraining_sequence_length", "null", "Llama 3.1's RoPE scaling"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KREAD("dropout"),
+    MW_KREAD("tie_word_embeddings"),
+    MW_KEND,
+};
+
+static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(mw_kget_num(L, "", cfg, "rope_max_wavelength", 10000.0, &a->wavelength));
+    MW_TRY(mw_kget_num(L, "", cfg, "rope_position_scaling_factor", 1.0, &a->rope_scale));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.0, &a->dropout));
+    MW_TRY(mw_kget_bool(L, cfg, "tie_word_embeddings", 0, &a->tie));
+    return MW_OK;
+}
+
+/* LlamaBackbone: the token embedding (tied or not), num_layers LlamaTransformerDecoders given
+ * the padding mask, a final LlamaLayerNorm; initializers RandomNormal(0.01) and (0.02). */
+static json_t *llama_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    int ok = ls && input(ls, "token_ids") &&
+             add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                 json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                           a->hidden, "embeddings_initializer", normal(0.01), "mask_zero", 0,
+                           "tie_weights", a->tie),
+                 dt, on("token_ids")) &&
+             input(ls, "padding_mask");
+    char prev[64] = "token_embedding", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "transformer_layer_%d", i);
+        ok = add(ls, "LlamaTransformerDecoder", 1, name,
+                 json_pack("{s:i, s:i, s:i, s:f, s:f, s:n, s:n, s:n, s:s, s:f, s:o, s:f}",
+                           "intermediate_dim", a->ff, "num_query_heads", a->heads,
+                           "num_key_value_heads", a->kv_heads, "rope_max_wavelength", a->wavelength,
+                           "rope_scaling_factor", a->rope_scale, "rope_low_freq_factor",
+                           "rope_high_freq_factor", "rope_pretraining_sequence_length",
+                           "activation", "silu", "layer_norm_epsilon", a->epsilon,
+                           "kernel_initializer", normal(0.02), "dropout", a->dropout),
+                 dt,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", "decoder_padding_mask", tensor("padding_mask")))) &&
+             in_module(ls, "keras_hub.src.models.llama.llama_decoder");
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok &&
+         add(ls, "LlamaLayerNorm", 1, "sequence_output_layernorm",
+             json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
+         in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
 /* ---- the task models ---------------------------------------------------------------------- */
 
 /* A causal LM's head: the reverse call of the backbone's token embedding (the tied output
@@ -347,6 +433,8 @@ static const hub_model models[] = {
      "layer_norm", lm_keys, NULL, lm_head},
     {"BertTextClassifier", "BertBackbone", "bert_backbone", bert_args, bert_layers, bert_inputs,
      "pooled_dense", classifier_keys, classifier_args, classifier_head},
+    {"LlamaCausalLM", "LlamaBackbone", "llama_backbone", llama_args, llama_layers, token_inputs,
+     "sequence_output_layernorm", lm_keys, NULL, lm_head},
 };
 #define NMODELS (sizeof models / sizeof *models)
 
