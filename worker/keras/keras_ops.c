@@ -63,19 +63,20 @@ static int whole_slice(const json_t *s)
            json_is_null(json_object_get(c, "stop")) && json_is_null(json_object_get(c, "step"));
 }
 
-/* Keras' GetItem (x[...] in a model's code): x[:, k, :] of a sequence, one step
+/* Keras' GetItem (x[...] in a model's code): x[:, k, :] (or x[:, k]) of a sequence, one step
  * (layers/cropping.h); any other index is refused. */
 static mw_status get_item(mw_kbuilder *B, const mw_klayer *L, const json_t *e, const char *name)
 {
     mw_kdbuf d;
     const json_t *args = json_object_get(node0(e), "args"), *idx = json_array_get(args, 1);
     int k = 0;
-    if (json_array_size(args) != 2 || json_array_size(idx) != 3 ||
-        !whole_slice(json_array_get(idx, 0)) || !whole_slice(json_array_get(idx, 2)) ||
+    const size_t n = json_array_size(idx);
+    if (json_array_size(args) != 2 || (n != 2 && n != 3) || !whole_slice(json_array_get(idx, 0)) ||
+        (n == 3 && !whole_slice(json_array_get(idx, 2))) ||
         !mw_kas_int(json_array_get(idx, 1), -MW_KMAX_DIM, MW_KMAX_DIM, &k))
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "inbound_nodes[0].args: found %s; supported: x[:, k, :], one step of a "
-                        "sequence",
+                        "inbound_nodes[0].args: found %s; supported: x[:, k, :] or x[:, k], one "
+                        "step of a sequence",
                         mw_kdescribe(d, args));
     mw_status rc = mw_model_add_take_step(B->m, name, k);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
