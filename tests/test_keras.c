@@ -1143,6 +1143,7 @@ static void graph_gradcheck(int fast, const char *rel)
             tied += m.layers[i].kind == MW_LAYER_REVEMB && m.layers[i].tied == 1 &&
                     !m.layers[i].w_count;
         assert_int_equal(tied, strstr(rel, "tied") ? 1 : 0);
+        assert_int_equal(m.layers[0].untied, strstr(rel, "untied") ? 1 : 0);
         if (!strstr(rel, "pos") && !strstr(rel, "tied")) /* "Conv1D", in either model kind */
             assert_string_equal(m.layers[1].cls, "Conv1D");
     } else if (strstr(rel, "_se")) {
@@ -1410,6 +1411,7 @@ static void test_tokens_gradcheck_ref(void **state)
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_fn.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_rope.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_tied.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_untied.json");
 }
 
 static void test_tokens_gradcheck_cpu(void **state)
@@ -1420,6 +1422,7 @@ static void test_tokens_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_fn.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_rope.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_tied.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_untied.json");
 }
 
 /* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the

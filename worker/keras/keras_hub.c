@@ -66,6 +66,13 @@ static int add(json_t *layers, const char *cls, int hub, const char *name, json_
     return json_array_append_new(layers, e) == 0;
 }
 
+/* The last entry's "module" (the rows that read a class from one module alone). */
+static int in_module(json_t *layers, const char *module)
+{
+    json_t *e = json_array_get(layers, json_array_size(layers) - 1);
+    return e && json_object_set_new(e, "module", json_string(module)) == 0;
+}
+
 /* An InputLayer of token ids (None, None). */
 static int input(json_t *layers, const char *name)
 {
@@ -79,6 +86,13 @@ static int input(json_t *layers, const char *name)
 static json_t *normal(double stddev)
 {
     return json_pack("{s:s, s:{s:f, s:f, s:n}}", "class_name", "RandomNormal", "config", "mean",
+                     0.0, "stddev", stddev, "seed");
+}
+
+/* keras.initializers.TruncatedNormal(0, stddev). */
+static json_t *truncated(double stddev)
+{
+    return json_pack("{s:s, s:{s:f, s:f, s:n}}", "class_name", "TruncatedNormal", "config", "mean",
                      0.0, "stddev", stddev, "seed");
 }
 
@@ -99,9 +113,18 @@ static json_t *gelu_approximate(void)
 
 /* A backbone's arguments, read from its config against its table. */
 typedef struct {
-    int vocab, layers, heads, hidden, ff, max_len;
+    int vocab, layers, heads, hidden, ff, max_len, segments;
+    int kv_heads, tie;                      /* Llama: num_key_value_heads, tie_word_embeddings */
+    int image[3], patch[2], mlp;            /* ViT: image_shape, patch_size, mlp_dim */
+    int mha_bias, mlp_bias, class_token;    /* ViT: use_mha_bias, use_mlp_bias, use_class_token */
+    double att_dropout;                     /* ViT: attention_dropout */
+    int pre_logits;                         /* ViTImageClassifier: intermediate_dim (0: none) */
+    double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
     double dropout;
     const json_t *dtype;
+    int classes;              /* a classifier task's num_classes */
+    double head_dropout;      /* its dropout */
+    const json_t *activation; /* its output's activation (borrowed from its config) */
 } hub_args;
 
 static const mw_kkey gpt2_keys[] = {
@@ -171,19 +194,396 @@ static json_t *gpt2_layers(const hub_args *a)
     return ls;
 }
 
+static const mw_kkey bert_keys[] = {
+    MW_KREAD("vocabulary_size"),     MW_KREAD("num_layers"),       MW_KREAD("num_heads"),
+    MW_KREAD("hidden_dim"),          MW_KREAD("intermediate_dim"), MW_KREAD("dropout"),
+    MW_KREAD("max_sequence_length"), MW_KREAD("num_segments"),     MW_KEND,
+};
+
+static mw_status bert_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "BertBackbone", cfg, bert_keys, 1));
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(mw_kget_int(L, cfg, "max_sequence_length", 512, 0, 1, MW_KMAX_POSITIONS, &a->max_len));
+    MW_TRY(mw_kget_int(L, cfg, "num_segments", 2, 0, 1, 1 << 16, &a->segments));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.1, &a->dropout));
+    if (a->hidden % a->heads)
+        return mw_kfail(L, MW_EMODEL, "hidden_dim %d is not a multiple of num_heads %d", a->hidden,
+                        a->heads);
+    return MW_OK;
+}
+
+/* x[:, 0, :]: a sequence's first position (Keras' GetItem operation). */
+static json_t *first_step(const char *layer)
+{
+    json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
+                            "start", "stop", "step");
+    return call(json_pack("[o, [O, i, o]]", tensor(layer), all, 0, all), NULL);
+}
+
+/* BertBackbone: token (ReversibleEmbedding), position and segment embeddings added,
+ * LayerNormalization (epsilon 1e-12), dropout, num_layers post-norm TransformerEncoders
+ * given the padding mask, then the pooler: the first position's features, Dense(tanh). All
+ * initializers TruncatedNormal(0.02). */
+static json_t *bert_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    int ok =
+        ls && input(ls, "token_ids") &&
+        add(ls, "ReversibleEmbedding", 1, "token_embedding",
+            json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim", a->hidden,
+                      "embeddings_initializer", truncated(0.02), "mask_zero", 0, "tie_weights", 1),
+            dt, on("token_ids")) &&
+        input(ls, "segment_ids") &&
+        add(ls, "PositionEmbedding", 1, "position_embedding",
+            json_pack("{s:i, s:o}", "sequence_length", a->max_len, "initializer", truncated(0.02)),
+            dt, on("token_embedding")) &&
+        add(ls, "Embedding", 0, "segment_embedding",
+            json_pack("{s:i, s:i, s:o, s:b}", "input_dim", a->segments, "output_dim", a->hidden,
+                      "embeddings_initializer", truncated(0.02), "mask_zero", 0),
+            dt, on("segment_ids")) &&
+        add(ls, "Add", 0, "embeddings_add", json_object(), dt,
+            call(json_pack("[[o, o, o]]", tensor("token_embedding"), tensor("position_embedding"),
+                           tensor("segment_embedding")),
+                 NULL)) &&
+        add(ls, "LayerNormalization", 0, "embeddings_layer_norm", layer_norm(1e-12), dt,
+            on("embeddings_add")) &&
+        add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout), dt,
+            on("embeddings_layer_norm")) &&
+        input(ls, "padding_mask");
+    char prev[64] = "embeddings_dropout", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "transformer_layer_%d", i);
+        ok = add(ls, "TransformerEncoder", 1, name,
+                 json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
+                           a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
+                           gelu_approximate(), "layer_norm_epsilon", 1e-12, "kernel_initializer",
+                           truncated(0.02), "bias_initializer", "class_name", "Zeros", "config",
+                           "normalize_first", 0),
+                 dt,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", "padding_mask", tensor("padding_mask"))));
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok && add(ls, "GetItem", 0, "get_item", json_object(), dt, first_step(prev)) &&
+         add(ls, "Dense", 0, "pooled_dense",
+             json_pack("{s:i, s:s, s:b, s:o}", "units", a->hidden, "activation", "tanh", "use_bias",
+                       1, "kernel_initializer", truncated(0.02)),
+             dt, on("get_item"));
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
+static const mw_kkey llama_keys[] = {
+    MW_KREAD("vocabulary_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_query_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("num_key_value_heads"),
+    MW_KREAD("rope_max_wavelength"),
+    MW_KREAD("rope_position_scaling_factor"),
+    MW_KDEF("rope_frequency_adjustment_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_low_freq_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_high_freq_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_pretraining_sequence_length", "null", "Llama 3.1's RoPE scaling"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KREAD("dropout"),
+    MW_KREAD("tie_word_embeddings"),
+    MW_KEND,
+};
+
+static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(mw_kget_num(L, "", cfg, "rope_max_wavelength", 10000.0, &a->wavelength));
+    MW_TRY(mw_kget_num(L, "", cfg, "rope_position_scaling_factor", 1.0, &a->rope_scale));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.0, &a->dropout));
+    MW_TRY(mw_kget_bool(L, cfg, "tie_word_embeddings", 0, &a->tie));
+    return MW_OK;
+}
+
+/* LlamaBackbone: the token embedding (tied or not), num_layers LlamaTransformerDecoders given
+ * the padding mask, a final LlamaLayerNorm; initializers RandomNormal(0.01) and (0.02). */
+static json_t *llama_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    int ok = ls && input(ls, "token_ids") &&
+             add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                 json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                           a->hidden, "embeddings_initializer", normal(0.01), "mask_zero", 0,
+                           "tie_weights", a->tie),
+                 dt, on("token_ids")) &&
+             input(ls, "padding_mask");
+    char prev[64] = "token_embedding", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "transformer_layer_%d", i);
+        ok = add(ls, "LlamaTransformerDecoder", 1, name,
+                 json_pack("{s:i, s:i, s:i, s:f, s:f, s:n, s:n, s:n, s:s, s:f, s:o, s:f}",
+                           "intermediate_dim", a->ff, "num_query_heads", a->heads,
+                           "num_key_value_heads", a->kv_heads, "rope_max_wavelength", a->wavelength,
+                           "rope_scaling_factor", a->rope_scale, "rope_low_freq_factor",
+                           "rope_high_freq_factor", "rope_pretraining_sequence_length",
+                           "activation", "silu", "layer_norm_epsilon", a->epsilon,
+                           "kernel_initializer", normal(0.02), "dropout", a->dropout),
+                 dt,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", "decoder_padding_mask", tensor("padding_mask")))) &&
+             in_module(ls, "keras_hub.src.models.llama.llama_decoder");
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok &&
+         add(ls, "LlamaLayerNorm", 1, "sequence_output_layernorm",
+             json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
+         in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
+static const mw_kkey vit_keys[] = {
+    MW_KREAD("image_shape"),
+    MW_KREAD("patch_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("mlp_dim"),
+    MW_KREAD("dropout_rate"),
+    MW_KREAD("attention_dropout"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KREAD("use_mha_bias"),
+    MW_KREAD("use_mlp_bias"),
+    MW_KREAD("use_class_token"),
+    MW_KDEF("use_patch_bias", "true", "a patching convolution without bias"),
+    MW_KDEF("data_format", "null|\"channels_last\"", "channels-first images"),
+    MW_KEND,
+};
+
+/* patch_size: n, or [h, w]. */
+static mw_status vit_patch(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    const json_t *p = json_object_get(cfg, "patch_size");
+    if (json_is_array(p) && json_array_size(p) == 2 &&
+        mw_kas_int(json_array_get(p, 0), 1, MW_KMAX_DIM, &a->patch[0]) &&
+        mw_kas_int(json_array_get(p, 1), 1, MW_KMAX_DIM, &a->patch[1]))
+        return MW_OK;
+    MW_TRY(mw_kget_int(L, cfg, "patch_size", 0, 1, 1, MW_KMAX_DIM, &a->patch[0]));
+    a->patch[1] = a->patch[0];
+    return MW_OK;
+}
+
+static mw_status vit_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "ViTBackbone", cfg, vit_keys, 1));
+    const json_t *im = json_object_get(cfg, "image_shape");
+    mw_kdbuf d;
+    for (int k = 0; k < 3; k++)
+        if (json_array_size(im) != 3 ||
+            !mw_kas_int(json_array_get(im, (size_t)k), 1, MW_KMAX_DIM, &a->image[k]))
+            return mw_kfail(L, MW_EMODEL,
+                            "image_shape: found %s; expected [height, width, channels]",
+                            mw_kdescribe(d, im));
+    MW_TRY(vit_patch(L, cfg, a));
+    if (a->image[0] % a->patch[0] || a->image[1] % a->patch[1])
+        return mw_kfail(L, MW_EMODEL, "image_shape %dx%d is not a multiple of patch_size %dx%d",
+                        a->image[0], a->image[1], a->patch[0], a->patch[1]);
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "mlp_dim", 0, 1, 1, MW_KMAX_DIM, &a->mlp));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout_rate", 0.0, &a->dropout));
+    MW_TRY(mw_kget_num(L, "", cfg, "attention_dropout", 0.0, &a->att_dropout));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_bool(L, cfg, "use_mha_bias", 1, &a->mha_bias));
+    MW_TRY(mw_kget_bool(L, cfg, "use_mlp_bias", 1, &a->mlp_bias));
+    return mw_kget_bool(L, cfg, "use_class_token", 1, &a->class_token);
+}
+
+/* ViTBackbone: the images, ViTPatchingAndEmbedding, ViTEncoder (their configs as their
+ * get_config writes them). */
+static json_t *vit_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const int patches = (a->image[0] / a->patch[0]) * (a->image[1] / a->patch[1]);
+    json_t *img =
+        json_pack("{s:s, s:s, s:{s:s, s:[n, i, i, i], s:s}, s:[]}", "class_name", "InputLayer",
+                  "name", "images", "config", "name", "images", "batch_shape", a->image[0],
+                  a->image[1], a->image[2], "dtype", "float32", "inbound_nodes");
+    int ok =
+        ls && img && json_array_append_new(ls, img) == 0 &&
+        add(ls, "ViTPatchingAndEmbedding", 1, "vit_patching_and_embedding",
+            json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b}", "image_size", a->image[0],
+                      a->image[1], "patch_size", a->patch[0], a->patch[1], "hidden_dim", a->hidden,
+                      "num_channels", a->image[2], "num_patches", patches, "num_positions",
+                      patches + (a->class_token ? 1 : 0), "use_class_token", a->class_token),
+            a->dtype, on("images")) &&
+        in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
+        add(ls, "ViTEncoder", 1, "vit_encoder",
+            json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers", a->layers,
+                      "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim", a->mlp,
+                      "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias, "dropout_rate",
+                      a->dropout, "attention_dropout", a->att_dropout, "layer_norm_epsilon",
+                      a->epsilon),
+            a->dtype, on("vit_patching_and_embedding")) &&
+        in_module(ls, "keras_hub.src.models.vit.vit_layers");
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
 /* ---- the task models ---------------------------------------------------------------------- */
+
+/* A causal LM's head: the reverse call of the backbone's token embedding (the tied output
+ * projection) on its output. */
+static int lm_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    (void)a;
+    json_t *rev = json_pack("{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding",
+                            "registered_name", "keras_hub>ReversibleEmbedding", "name",
+                            "token_embedding", "config", "name", "token_embedding", "inbound_nodes",
+                            call(json_pack("[o]", tensor(bb)), json_pack("{s:b}", "reverse", 1)));
+    *out = "token_embedding";
+    return rev && json_array_append_new(ls, rev) == 0;
+}
+
+/* A text classifier's head: Dropout and Dense(num_classes, activation) on the pooled output. */
+static int classifier_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    *out = "logits";
+    json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_string("linear");
+    return add(ls, "Dropout", 0, "classifier_dropout", json_pack("{s:f}", "rate", a->head_dropout),
+               a->dtype, on(bb)) &&
+           add(ls, "Dense", 0, "logits",
+               json_pack("{s:i, s:o, s:b, s:o}", "units", a->classes, "activation", act, "use_bias",
+                         1, "kernel_initializer", truncated(0.02)),
+               a->dtype, on("classifier_dropout"));
+}
+
+/* ViTImageClassifier's head: the class token's features (pooling "token": x[:, 0]), the
+ * optional Dense(intermediate_dim, tanh) pre_logits, Dropout, Dense(num_classes). */
+static int vit_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
+                            "start", "stop", "step");
+    json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_null();
+    *out = "predictions";
+    int ok = add(ls, "GetItem", 0, "get_item", json_object(), a->dtype,
+                 call(json_pack("[o, [o, i]]", tensor(bb), all, 0), NULL));
+    const char *prev = "get_item";
+    if (ok && a->pre_logits) {
+        ok = add(ls, "Dense", 0, "pre_logits",
+                 json_pack("{s:i, s:s, s:b}", "units", a->pre_logits, "activation", "tanh",
+                           "use_bias", 1),
+                 a->dtype, on(prev));
+        prev = "pre_logits";
+    }
+    ok = ok &&
+         add(ls, "Dropout", 0, "output_dropout", json_pack("{s:f}", "rate", a->head_dropout),
+             a->dtype, on(prev)) &&
+         add(ls, "Dense", 0, "predictions",
+             json_pack("{s:i, s:o, s:b}", "units", a->classes, "activation", act, "use_bias", 1),
+             a->dtype, on("output_dropout"));
+    if (!ok)
+        json_decref(act);
+    return ok;
+}
+
+static const mw_kkey vit_task_keys[] = {
+    MW_KREAD("backbone"),
+    MW_KIGN("preprocessor", "the image converter runs in Python: the data are its output"),
+    MW_KREAD("num_classes"),
+    MW_KDEF("pooling", "\"token\"", "pooling over every position (\"gap\")"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("activation"),
+    MW_KREAD("dropout"),
+    MW_KDEF("head_dtype", "null", "a head of another dtype policy"),
+    MW_KEND,
+};
+
+/* The keys of a task model's config: its backbone, its preprocessor (Python: mwtrain trains on
+ * the token ids it produced), its name; a classifier's head. */
+static const mw_kkey lm_keys[] = {
+    MW_KREAD("backbone"),
+    MW_KIGN("preprocessor", "the tokenizer runs in Python: the data are the ids it produced"),
+    MW_KEND,
+};
+static const mw_kkey classifier_keys[] = {
+    MW_KREAD("backbone"),
+    MW_KIGN("preprocessor", "the tokenizer runs in Python: the data are the ids it produced"),
+    MW_KREAD("num_classes"),
+    MW_KREAD("activation"),
+    MW_KREAD("dropout"),
+    MW_KEND,
+};
+
+static mw_status classifier_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kget_int(L, cfg, "num_classes", 0, 1, 1, 1 << 24, &a->classes));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.1, &a->head_dropout));
+    a->activation = json_object_get(cfg, "activation");
+    if (a->activation && !json_is_string(a->activation) && !json_is_null(a->activation)) {
+        mw_kdbuf d;
+        return mw_kfail(L, MW_EUNSUPPORTED, "activation: found %s; expected a Keras name",
+                        mw_kdescribe(d, a->activation));
+    }
+    if (json_is_null(a->activation))
+        a->activation = NULL;
+    return MW_OK;
+}
+
+static mw_status vit_task_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(classifier_args(L, cfg, a));
+    const json_t *im = json_object_get(cfg, "intermediate_dim");
+    if (im && !json_is_null(im))
+        MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->pre_logits));
+    return MW_OK;
+}
 
 typedef struct {
     const char *task, *backbone, *snake; /* classes; the backbone's group in .weights.h5 */
-    mw_status (*args)(const mw_klayer *L, const json_t *cfg, hub_args *a);
+    mw_status (*args)(const mw_klayer *L, const json_t *cfg, hub_args *a); /* the backbone's */
     json_t *(*layers)(const hub_args *a);
     const char *const *inputs; /* the backbone's, in its input_layers' order */
+    const char *output;        /* the backbone's output the task reads: its last layer's */
+    const mw_kkey *task_keys;
+    mw_status (*task_args)(const mw_klayer *L, const json_t *cfg, hub_args *a); /* or NULL */
+    int (*head)(json_t *ls, const char *bb, const hub_args *a, const char **out);
 } hub_model;
 
 static const char *const token_inputs[] = {"token_ids", "padding_mask", NULL};
+static const char *const bert_inputs[] = {"token_ids", "segment_ids", "padding_mask", NULL};
+static const char *const image_inputs[] = {"images", NULL};
 
 static const hub_model models[] = {
-    {"GPT2CausalLM", "GPT2Backbone", "gpt2_backbone", gpt2_args, gpt2_layers, token_inputs},
+    {"GPT2CausalLM", "GPT2Backbone", "gpt2_backbone", gpt2_args, gpt2_layers, token_inputs,
+     "layer_norm", lm_keys, NULL, lm_head},
+    {"BertTextClassifier", "BertBackbone", "bert_backbone", bert_args, bert_layers, bert_inputs,
+     "pooled_dense", classifier_keys, classifier_args, classifier_head},
+    {"LlamaCausalLM", "LlamaBackbone", "llama_backbone", llama_args, llama_layers, token_inputs,
+     "sequence_output_layernorm", lm_keys, NULL, lm_head},
+    {"ViTImageClassifier", "ViTBackbone", "vi_t_backbone", vit_args, vit_layers, image_inputs,
+     "vit_encoder", vit_task_keys, vit_task_args, vit_head},
 };
 #define NMODELS (sizeof models / sizeof *models)
 
@@ -197,47 +597,35 @@ const char *mw_keras_hub_tasks(void)
     return list;
 }
 
-/* The keys of a task model's config: its backbone, its preprocessor (Python: mwtrain trains on
- * the token ids it produced), its name. */
-static const mw_kkey task_keys[] = {
-    MW_KREAD("backbone"),
-    MW_KIGN("preprocessor", "the tokenizer runs in Python: the data are the ids it produced"),
-    MW_KEND,
-};
-
-/* A causal LM: the backbone on its inputs, then the reverse call of its token embedding (the
- * tied output projection) on the backbone's output. */
-static json_t *causal_lm(const hub_model *hm, const char *task_name, const char *bb_name,
-                         json_t *bb_layers)
+/* The task: its inputs, the backbone (a nested Functional) on them, its head on the backbone's
+ * output. */
+static json_t *task_model(const hub_model *hm, const hub_args *a, const char *task_name,
+                          const char *bb_name, json_t *bb_layers)
 {
-    char last[64]; /* the backbone's output: its last layer's */
-    const json_t *e = json_array_get(bb_layers, json_array_size(bb_layers) - 1);
-    snprintf(last, sizeof last, "%s", e ? json_string_value(json_object_get(e, "name")) : "");
     json_t *ins = json_array(), *refs = json_array(), *ls = json_array();
     for (int k = 0; hm->inputs[k] && ls && ins && refs; k++) {
         json_array_append_new(ins, json_pack("[s, i, i]", hm->inputs[k], 0, 0));
         json_array_append_new(refs, tensor(hm->inputs[k]));
-        if (!input(ls, hm->inputs[k]))
+        json_t *own = NULL; /* the task's InputLayer: the backbone's own, copied */
+        for (size_t j = 0; j < json_array_size(bb_layers) && !own; j++) {
+            const json_t *e = json_array_get(bb_layers, j);
+            const char *n = json_string_value(json_object_get(e, "name"));
+            if (n && !strcmp(n, hm->inputs[k]))
+                own = json_deep_copy(e);
+        }
+        if (!own || json_array_append_new(ls, own) != 0)
             json_decref(ls), ls = NULL;
     }
     json_t *bb = json_pack("{s:s, s:s, s:{s:s, s:o, s:O, s:[[s, i, i]]}, s:o}", "class_name",
                            "Functional", "name", bb_name, "config", "name", bb_name, "layers",
-                           bb_layers, "input_layers", ins, "output_layers", last, 0, 0,
+                           bb_layers, "input_layers", ins, "output_layers", hm->output, 0, 0,
                            "inbound_nodes", call(json_pack("[O]", refs), NULL));
-    json_t *rev =
-        json_pack("{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding",
-                  "registered_name", "keras_hub>ReversibleEmbedding", "name", "token_embedding",
-                  "config", "name", "token_embedding", "inbound_nodes",
-                  call(json_pack("[o]", tensor(bb_name)), json_pack("{s:b}", "reverse", 1)));
     json_t *out = NULL;
-    if (ls && bb && rev) {
-        json_array_append_new(ls, bb), json_array_append_new(ls, rev);
+    const char *last = NULL;
+    if (ls && bb && json_array_append_new(ls, bb) == 0 && hm->head(ls, bb_name, a, &last))
         out = json_pack("{s:s, s:{s:s, s:O, s:O, s:[[s, i, i]]}}", "class_name", "Functional",
                         "config", "name", task_name, "layers", ls, "input_layers", ins,
-                        "output_layers", "token_embedding", 0, 0);
-    } else {
-        json_decref(bb), json_decref(rev);
-    }
+                        "output_layers", last, 0, 0);
     json_decref(ls), json_decref(ins), json_decref(refs);
     return out;
 }
@@ -265,7 +653,10 @@ mw_status mw_keras_hub_expand(const char *origin, const json_t *model, json_t **
     MW_TRY(find_task(origin, cls ? cls : "", &hm));
     mw_klayer L = {origin, "", MW_POLICY_FLOAT32, NULL};
     snprintf(L.where, sizeof L.where, "%s", hm->task);
-    MW_TRY(mw_kcheck_keys(origin, L.where, hm->task, cfg, task_keys, 1));
+    MW_TRY(mw_kcheck_keys(origin, L.where, hm->task, cfg, hm->task_keys, 1));
+    hub_args a = {0};
+    if (hm->task_args)
+        MW_TRY(hm->task_args(&L, cfg, &a));
     const json_t *bb = json_object_get(cfg, "backbone");
     const char *bcls = json_string_value(json_object_get(bb, "class_name"));
     const json_t *bcfg = json_object_get(bb, "config");
@@ -274,14 +665,13 @@ mw_status mw_keras_hub_expand(const char *origin, const json_t *model, json_t **
         return mw_kfail(&L, MW_EMODEL, "config.backbone: class_name %s; expected %s with a config",
                         mw_kquote(q, bcls ? bcls : "(none)"), hm->backbone);
     snprintf(L.where, sizeof L.where, "%s: backbone (%s)", hm->task, hm->backbone);
-    hub_args a = {0};
     MW_TRY(hm->args(&L, bcfg, &a));
     a.dtype = json_object_get(bcfg, "dtype");
     const char *tname = json_string_value(json_object_get(cfg, "name"));
     const char *bname = json_string_value(json_object_get(bcfg, "name"));
     json_t *layers = hm->layers(&a);
-    *out =
-        layers ? causal_lm(hm, tname ? tname : hm->snake, bname ? bname : hm->snake, layers) : NULL;
+    *out = layers ? task_model(hm, &a, tname ? tname : hm->snake, bname ? bname : hm->snake, layers)
+                  : NULL;
     if (!*out)
         return mw_keras_fail_at(origin, MW_ENOMEM, "%s: out of memory", hm->task);
     *backbone = hm->snake;

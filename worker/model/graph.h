@@ -154,6 +154,8 @@ typedef struct mw_layer {
                         output tensor only, never in the graph (masks.c) */
     int tied;        /* MW_LAYER_REVEMB: 1 + the Embedding layer whose table it uses (its
                         kernel, transposed: no weights of its own, its gradient added there) */
+    int untied;      /* a ReversibleEmbedding(tie_weights=False): its reverse call's own kernel
+                        (D, V) after the (V, D) table in its weights */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at stats_off (stats_count = 2 C, not trainable) */
     size_t stats_off, stats_count;

@@ -1,7 +1,10 @@
-/* Cropping2D: the layer table's row (worker/model/layer.h). It reuses ZeroPadding2D's kernels:
- * the forward is pad2d_bwd's "add the inner part" into a zeroed output, the backward pads dy
- * with zeros into the layer's buffer (pad2d_fwd) and adds it into dx, so an input read by
- * several layers gets the sum of their gradients. */
+/* Cropping2D: the layer table's row (worker/model/layer.h); and a sequence's one step as Keras'
+ * GetItem takes it (x[:, k, :]: BERT's pooler), a crop to that step made flat. It reuses
+ * ZeroPadding2D's kernels: the forward is pad2d_bwd's "add the inner part" into a zeroed output,
+ * the backward pads dy with zeros into the layer's buffer (pad2d_fwd) and adds it into dx, so an
+ * input read by several layers gets the sum of their gradients. */
+#include "worker/model/layers/cropping.h"
+
 #include "worker/model/diff.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
@@ -29,6 +32,24 @@ static mw_status add(mw_model *m, const char *name, const int c[4])
     for (int s = 0; s < 4; s++)
         l->pad[s] = c[s];
     l->out_h = l->in_h - c[0] - c[1], l->out_w = l->in_w - c[2] - c[3], l->out_c = l->in_c;
+    return MW_OK;
+}
+
+mw_status mw_model_add_take_step(mw_model *m, const char *name, int k)
+{
+    mw_layer *l = mw_layer_push(m, MW_LAYER_CROP, name, "GetItem", "get_item");
+    if (!l)
+        return mw_err_status();
+    const int t = k < 0 ? l->in_w + k : k;
+    if (l->flat || l->in_h != 1 || t < 0 || t >= l->in_w)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (GetItem): [:, %d, :] of a %dx%dx%d input; "
+                                         "expected a sequence (None, steps, features) with step "
+                                         "%d among its %d",
+                                         l->name, k, l->in_h, l->in_w, l->in_c, k, l->in_w));
+    l->pad[2] = t, l->pad[3] = l->in_w - 1 - t;
+    l->out_h = 1, l->out_w = 1, l->out_c = l->in_c;
+    l->flat = 1;
     return MW_OK;
 }
 

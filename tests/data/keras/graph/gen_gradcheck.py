@@ -1,8 +1,8 @@
-"""Writes twelve of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes thirteen of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
 (NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, tokens_tied,
-llama; none: all)
+tokens_untied, llama; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -207,21 +207,23 @@ def rms():
     return keras.Model(inp, out, name="gradcheck_rms")
 
 
-def tokens_tied():
+def tokens_tied(tie=True):
     """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
     Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
-    the table gets both calls' gradients. Keras writes the second call as a second inbound
+    the table gets both calls' gradients (tokens_untied: tie_weights=False, the reverse call's
+    own kernel after the table). Keras writes the second call as a second inbound
     node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
     an entry of its own with the kwargs reverse, the form this file is turned into."""
     ids = keras.Input((784,), dtype="int32", name="ids")
     tok = keras_hub.layers.ReversibleEmbedding(
-        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok")
+        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok",
+        tie_weights=tie)
     x = layers.AveragePooling1D(4, name="ap")(tok(ids))
     x = layers.MaxPooling1D(7, name="mp")(x)
     x = layers.GlobalMaxPooling1D(name="gmp")(x)
     x = layers.Dense(4, activation="tanh", name="h")(x)
     out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
-    model = keras.Model(ids, out, name="gradcheck_tokens_tied")
+    model = keras.Model(ids, out, name="gradcheck_tokens_tied" if tie else "gradcheck_untied")
     cfg = json.loads(model.to_json())
     ls = cfg["config"]["layers"]
     e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
@@ -252,7 +254,8 @@ def llama():
 
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
-MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied), ("llama", llama))
+MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied),
+           ("tokens_untied", lambda: tokens_tied(False)), ("llama", llama))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
