@@ -29,6 +29,10 @@ The first case across the layouts (`mpirun -n 2`, 2 replicas in one process, 1 r
 replicas, 2 nodes x 2 ranks) within 1e-5; its
 export after 2 epochs reloads in Keras (the two blocks, their settings), its evaluate() equal
 to mwtrain's test loss within 1e-5 relative.
+KerasHub's LlamaCausalLM (LlamaBackbone of 2 blocks, 4 query heads on 2, untied embeddings)
+from its archive, 2 SGD steps of 32 against KerasHub's train_on_batch (hub_models.py's data:
+the next tokens as labels, the padding mask as per-position sample weights) within 1e-4;
+control: KerasHub without the sample weights.
 Refused, exit 2 and one message naming the layer, the key and the value: dropout 0.1,
 rope_low_freq_factor (Llama 3.1's scaling), num_key_value_heads 3 of 4 query heads, an odd
 head_dim, a mixed_bfloat16 policy.
@@ -39,6 +43,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
+import hub_models as HM  # noqa: E402
 import named_inputs as NI  # noqa: E402
 from hub_llama import patch  # noqa: E402
 from oracle import check  # noqa: E402
@@ -126,6 +131,33 @@ def one_case(mw, work, name, case, seed, table):
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
 
 
+def causal_lm(mw, work, table):
+    """KerasHub's LlamaCausalLM from its archive (the backbone's arguments; mwtrain builds its
+    graph, worker/keras/keras_hub.c), 2 SGD steps against KerasHub's train_on_batch as
+    hub_models.py holds GPT2CausalLM; control: KerasHub without the sample weights."""
+    name = "LlamaCausalLM, 2 blocks, 4 on 2 key heads"
+    data, path = os.path.join(work, "lm.npz"), os.path.join(work, "lm.keras")
+    x, y, sw, _ = HM.make_data(data, 3)
+    keras.utils.set_random_seed(3)
+    bb = keras_hub.models.LlamaBackbone(vocabulary_size=E.V, num_layers=2, num_query_heads=HEADS,
+                                        num_key_value_heads=2, hidden_dim=D, intermediate_dim=FF)
+    lm = keras_hub.models.LlamaCausalLM(backbone=bb, preprocessor=None)
+    HM.compile_sgd(lm)
+    lm.save(path)
+    shapes = [tuple(w.shape) for w in keras.saving.load_model(path).weights]
+    out = os.path.join(work, "lm-w.bin")
+    if E.mwtrain(mw, work, "lm", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return
+    got = E.split(np.fromfile(out, "<f4"), shapes)
+    e = E.rel_err(got, HM.keras_steps(path, x, y, sw).weights)
+    check(e <= E.TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, e, E.TOL_W))
+    c = E.rel_err(got, HM.keras_steps(path, x, y, None).weights)
+    check(c > E.TOL_W, "control: %s against KerasHub without the sample weights differs, %.2e > "
+          "%g" % (name, c, E.TOL_W))
+    table.append("%-44s %.2e" % (name, e))
+
+
 def exported(mw, work, name, r):
     """The export reloads in Keras: both blocks, their settings as written."""
     classes = E.export(mw, work, name, r, "ex-gqa")
@@ -180,6 +212,7 @@ def main():
         E.layouts(mw, work, name, r, case + "-", more="ONEDNN_MAX_CPU_ISA" not in os.environ)
         if "ONEDNN_MAX_CPU_ISA" not in os.environ:
             exported(mw, work, name, r)
+    causal_lm(mw, work, table)
     refusals(mw, work)
     E.print_table(table, "Keras + KerasHub")
     return 0

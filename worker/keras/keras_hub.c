@@ -319,7 +319,9 @@ static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 }
 
 /* LlamaBackbone: the token embedding (tied or not), num_layers LlamaTransformerDecoders given
- * the padding mask, a final LlamaLayerNorm; initializers RandomNormal(0.01) and (0.02). */
+ * the padding mask, a final LlamaLayerNorm; initializers RandomNormal(0.01) and (0.02). The two
+ * Llama classes are not registered under keras_hub> (Keras writes their bare class name as
+ * registered_name): each entry names its module, which the rows read them from alone. */
 static json_t *llama_layers(const hub_args *a)
 {
     json_t *ls = json_array();
@@ -334,7 +336,7 @@ static json_t *llama_layers(const hub_args *a)
     char prev[64] = "token_embedding", name[64];
     for (int i = 0; ok && i < a->layers; i++) {
         snprintf(name, sizeof name, "transformer_layer_%d", i);
-        ok = add(ls, "LlamaTransformerDecoder", 1, name,
+        ok = add(ls, "LlamaTransformerDecoder", 0, name,
                  json_pack("{s:i, s:i, s:i, s:f, s:f, s:n, s:n, s:n, s:s, s:f, s:o, s:f}",
                            "intermediate_dim", a->ff, "num_query_heads", a->heads,
                            "num_key_value_heads", a->kv_heads, "rope_max_wavelength", a->wavelength,
@@ -349,7 +351,7 @@ static json_t *llama_layers(const hub_args *a)
         snprintf(prev, sizeof prev, "%s", name);
     }
     ok = ok &&
-         add(ls, "LlamaLayerNorm", 1, "sequence_output_layernorm",
+         add(ls, "LlamaLayerNorm", 0, "sequence_output_layernorm",
              json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
          in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
     if (!ok) {
