@@ -1153,10 +1153,13 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(bcast, 3);     /* se, shift, gate; not the residual x + y */
         assert_false(m.layers[1].flat); /* keepdims: (None, 1, 1, 6) */
     } else if (strstr(rel, "apps")) {
-        int konst = 0;
-        for (int i = 0; i < m.nlayers; i++)
+        int konst = 0, root2 = 0;
+        for (int i = 0; i < m.nlayers; i++) {
             konst += m.layers[i].konst;
-        assert_int_equal(konst, 2); /* y * 0.5 + 1.0 */
+            root2 += m.layers[i].konst && m.layers[i].kscale == 1.4142135f; /* the tensor's */
+        }
+        assert_int_equal(root2, 1);
+        assert_int_equal(konst, 3); /* y * 0.5 + 1.0, then times a scalar tensor */
         assert_int_equal(m.nnests, 2);
         assert_int_equal(m.layers[2].kind, MW_LAYER_LAYERSCALE);
     } else if (strstr(rel, "act")) {
@@ -1428,7 +1431,8 @@ static void test_tokens_gradcheck_cpu(void **state)
 /* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the
  * broadcast operand is the sum over the axes it is broadcast on. Then gradcheck_apps.json:
  * keras.applications' LayerScale (its gamma's gradient summed over the pixels),
- * StochasticDepth and CustomScaleLayer in nested models, and operations' constant operands. */
+ * StochasticDepth and CustomScaleLayer in nested models, and operations' constant operands (a
+ * number, and a scalar tensor written as __tensor__). */
 static void test_se_gradcheck_ref(void **state)
 {
     (void)state;

@@ -115,6 +115,22 @@ static int decoder_block(const char *cls)
     return !strcmp(cls, "TransformerDecoder") || !strcmp(cls, "LlamaTransformerDecoder");
 }
 
+/* An operation's constant operand: a number (x * 0.5), or a scalar float32 tensor Keras writes
+ * as {"class_name": "__tensor__", "config": {"value": v, "dtype": "float32"}} (KerasHub's
+ * GemmaBackbone: x * ops.cast(ops.sqrt(hidden_dim), x.dtype)); its number, else NULL. */
+static const json_t *scalar(const json_t *a)
+{
+    if (json_is_number(a))
+        return a;
+    const char *cls = json_string_value(json_object_get(a, "class_name"));
+    const json_t *cfg = json_object_get(a, "config");
+    const char *dt = json_string_value(json_object_get(cfg, "dtype"));
+    const json_t *v = json_object_get(cfg, "value");
+    return cls && !strcmp(cls, "__tensor__") && (!dt || !strcmp(dt, "float32")) && json_is_number(v)
+               ? v
+               : NULL;
+}
+
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
  * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
  * layer of class cls that takes several tensors as its call's
@@ -157,8 +173,8 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
         if (numpy_op(e) && json_is_array(args) && json_array_size(args) == 2) {
             refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
             for (int j = 0; j < 2; j++)
-                if (json_is_number(refs[j])) { /* x + 3.0, 3.0 + x: one tensor and a constant */
-                    *konst = refs[j];
+                if (scalar(refs[j])) { /* x + 3.0, 3.0 + x: one tensor and a constant */
+                    *konst = scalar(refs[j]);
                     refs[0] = refs[1 - j], *n = 1;
                     break;
                 }

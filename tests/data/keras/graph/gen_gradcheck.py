@@ -19,7 +19,8 @@ gate times (None, H, W, C)), a flat (None, C) added to and multiplied with (None
 residual sum written as x + y (an operation node of keras.src.ops.numpy). gradcheck_apps.json:
 keras.applications' LayerScale in a nested Sequential, StochasticDepth (rate 0) and
 CustomScaleLayer in a nested Functional with a Dense on the image, and the constants of
-y * 0.5 + 1.0 (operation nodes). gradcheck_misc.json: ReLU with max_value, negative_slope and
+y * 0.5 + 1.0 (operation nodes) and of a product by a scalar tensor (KerasHub's GemmaBackbone
+scales its embeddings so: Keras writes the operand as a __tensor__). gradcheck_misc.json: ReLU with max_value, negative_slope and
 threshold, hard_silu and hard_sigmoid (a convolution drawn with stddev 0.8 puts inputs on every
 piece), a sequence's SpatialDropout1D, SpatialDropout2D, a Dropout with a mask per example
 (noise_shape (None, 1, 1, 1)), Rescaling and an adapted Normalization (its statistics weights:
@@ -147,6 +148,7 @@ def apps():
     block = keras.Model(bi, CustomScaleLayer(0.3, name="scaled")([bi, r]), name="block")
     y = block(stem(inp))
     y = y * 0.5 + 1.0
+    y = y * keras.ops.cast(keras.ops.sqrt(2.0), "float32")  # written as a __tensor__
     out = layers.Dense(10, activation="softmax", name="out")(layers.Flatten(name="flat")(y))
     return keras.Model(inp, out, name="gradcheck_apps")
 
