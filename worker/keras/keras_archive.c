@@ -380,6 +380,24 @@ static void apply_policies(json_t *model, const mw_model *m)
     }
 }
 
+/* KerasHub 0.32's ViTPatchingAndEmbedding writes num_patches and num_positions in its config,
+ * which its constructor refuses ("Unrecognized keyword arguments"), so Keras cannot load a
+ * Functional model holding it; both follow from image_size and patch_size (the reader checks
+ * them), and the archive written leaves them out, so that keras.models.load_model reads it. */
+static void drop_unloadable_keys(json_t *model)
+{
+    json_t *conf = json_object_get(model, "config");
+    json_t *layers = json_is_array(conf) ? conf : json_object_get(conf, "layers");
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *e = json_array_get(layers, i), *cfg = json_object_get(e, "config");
+        const char *cls = json_string_value(json_object_get(e, "class_name"));
+        if (!cls || strcmp(cls, "ViTPatchingAndEmbedding") != 0 || !json_is_object(cfg))
+            continue;
+        json_object_del(cfg, "num_patches");
+        json_object_del(cfg, "num_positions");
+    }
+}
+
 /* A model description's model object: itself, or a TensorFlow.js wrapper's modelTopology (its
  * model_config member, or modelTopology itself); borrowed from root. */
 static json_t *source_model(json_t *root)
@@ -441,9 +459,10 @@ mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt,
     json_t *model = keras3_source(m);
     if (model) /* the lengths a run recorded are mwtrain's, not Keras' */
         json_object_del(model, MW_KERAS_LENGTHS_KEY);
-    if (model)
+    if (model) {
         apply_policies(model, m);
-    else
+        drop_unloadable_keys(model);
+    } else
         MW_TRY(sequential_config(m, &model));
     if (!json_object_get(model, "build_config"))
         json_object_set_new(model, "build_config",

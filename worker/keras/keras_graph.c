@@ -107,8 +107,17 @@ static int numpy_op(const json_t *e)
            (!strcmp(c, "Add") || !strcmp(c, "Multiply"));
 }
 
+/* x[key] in a model's code: an operation node GetItem whose arguments are x and the key. */
+static int getitem(const json_t *e)
+{
+    const char *c = json_string_value(json_object_get(e, "class_name"));
+    const char *mod = json_string_value(json_object_get(e, "module"));
+    return c && mod && !strcmp(mod, "keras.src.ops.numpy") && !strcmp(c, "GetItem");
+}
+
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
- * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
+ * keyword arguments (NULL: none), *konst an operation's constant operand or GetItem's key
+ * (NULL: none). A
  * layer of class cls that takes several tensors as its call's
  * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
  * keyword arguments itself; the others have only the inputs. */
@@ -156,6 +165,11 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
                     break;
                 }
             return MW_OK; /* x + y, x * y written as operations */
+        }
+        if (getitem(e) && json_is_array(args) && json_array_size(args) == 2) {
+            refs[0] = json_array_get(args, 0), *n = 1;
+            *konst = json_array_get(args, 1); /* x[key]: the key, which the row reads */
+            return MW_OK;
         }
         if (block && json_is_array(args) && json_array_size(args) == 2) {
             refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
@@ -543,9 +557,10 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
-        B->has_konst = konst != NULL, B->konst = konst ? json_number_value(konst) : 0.0;
+        B->has_konst = json_is_number(konst), B->konst = konst ? json_number_value(konst) : 0.0;
+        B->key = konst;
         rc = mw_keras_add_layer(B, &L, cls, cfg, name, last && i + 1 == n, kwargs);
-        B->has_konst = 0, B->kmask = 0;
+        B->has_konst = 0, B->kmask = 0, B->key = NULL;
         MW_TRY(rc);
         K->idx[i] = B->m->nlayers - 1;
     }

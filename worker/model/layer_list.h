@@ -28,11 +28,14 @@
     X(ACT, act)             /* the activation functions of activations.h (act, alpha) */           \
     X(SOFTMAX, softmax)     /* a softmax computed as a layer (not the last one) */                 \
     X(CROP, crop)           /* Cropping2D (pad: the rows and columns cut) */                       \
+    R(getitem)              /* x[:, k] (GetItem) of a sequence: one step cropped (cropping.c) */   \
     X(EMBED, embed)         /* Embedding: token ids (the model's input) -> vectors */              \
     X(LAYERNORM, layernorm) /* LayerNormalization over the last axis (epsilon, gamma, beta) */     \
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
+    X(CLSTOKEN, clstoken)   /* a learned row before a sequence's steps (ViT's class token) */      \
+    R(vit)                  /* KerasHub's ViTPatchingAndEmbedding, ViTEncoder (layers/vit.c) */    \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
     X(ROPE, rope)           /* KerasHub's RotaryEmbedding: features rotated by the position */     \
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
