@@ -5,7 +5,8 @@ classes): Input -> ViTPatchingAndEmbedding(patch 4, hidden 16) -> ViTEncoder(2 l
 heads, mlp_dim 32) -> x[:, 0] (the class token's features: a GetItem operation node, as
 ViTImageClassifier takes them) -> Dropout(0) "output_dropout" -> Dense(10) "predictions", and
 a second one without the class token (use_class_token=False), without the attention's and the
-MLP's biases, layer_norm_epsilon 1e-3, reading the last patch (x[:, -1]). Asserted as
+MLP's biases, layer_norm_epsilon 1e-3, reading the last patch (x[:, -1]), and a third with a
+ViTEncoderBlock on its own in place of the ViTEncoder. Asserted as
 text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against fit(shuffle=False)):
   - mwtrain's initial weights (--epochs 0 --dump-weights) are the archive's, bit for bit;
   - the weights after 2 steps within 1e-4 of each variable's largest value (a gradient entry is
@@ -17,8 +18,9 @@ text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against fit(
     order of the float32 sums changes); the control, a global batch of 64, differs by more;
   - the 2 steps' checkpoint exported (--format keras): keras.models.load_model reads it (KerasHub
     cannot load its own save of these layers: ViTPatchingAndEmbedding's config holds
-    num_patches and num_positions, which its constructor refuses; the export leaves them
-    out), and its logits equal those of the model Keras trained within 1e-5 of the largest;
+    num_patches and num_positions, ViTEncoderBlock's key_dim, which their constructors refuse;
+    the export leaves them out), and its logits equal those of the model Keras trained within
+    1e-5 of the largest;
   - the safetensors export names the variables by Keras' paths, in model.weights order.
 Refused, each one message naming the layer and the key: num_patches that image_size and
 patch_size do not give, a key mwtrain does not know, a slice x[:, 1:3] as GetItem's key, and a
@@ -36,7 +38,8 @@ from oracle import check, metrics_rows  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402,F401  (KerasHub's version in the header)
 import numpy as np  # noqa: E402
-from keras_hub.src.models.vit.vit_layers import ViTEncoder, ViTPatchingAndEmbedding  # noqa: E402
+from keras_hub.src.models.vit.vit_layers import (  # noqa: E402
+    ViTEncoder, ViTEncoderBlock, ViTPatchingAndEmbedding)
 
 H, C, K = 16, 3, 10
 TOL_W, TOL_LOSS, TOL_LAYOUT, TOL_EXPORT = E.TOL_W, E.TOL_LOSS, E.TOL_LAYOUT, E.TOL_EXPORT
@@ -46,15 +49,18 @@ def build(seed, variant, token=None, hidden=16):
     """The ViT classifier (module docstring); token: the step the head reads (default: the
     variant's)."""
     keras.utils.set_random_seed(seed)
-    plain = variant == "plain"
+    plain = variant != "bare"
     inp = keras.Input((H, H, C), name="images")
     x = ViTPatchingAndEmbedding(image_size=(H, H), patch_size=(4, 4), hidden_dim=16,
                                 num_channels=C, use_class_token=plain,
                                 name="vit_patching_and_embedding")(inp)
-    x = ViTEncoder(num_layers=2, num_heads=2, hidden_dim=hidden, mlp_dim=32,
-                   use_mha_bias=plain, use_mlp_bias=plain,
-                   layer_norm_epsilon=1e-6 if plain else 1e-3, name="vit_encoder")(x)
-    x = x[:, (0 if plain else -1) if token is None else token]
+    if variant == "block":  # a ViTEncoderBlock on its own, a Keras layer of its own
+        x = ViTEncoderBlock(num_heads=2, hidden_dim=16, mlp_dim=32, name="block")(x)
+    else:
+        x = ViTEncoder(num_layers=2, num_heads=2, hidden_dim=hidden, mlp_dim=32,
+                       use_mha_bias=plain, use_mlp_bias=plain,
+                       layer_norm_epsilon=1e-6 if plain else 1e-3, name="vit_encoder")(x)
+    x = x[:, (-1 if variant == "bare" else 0) if token is None else token]
     x = keras.layers.Dropout(0.0, name="output_dropout")(x)
     return E.compiled(inp, keras.layers.Dense(K, name="predictions")(x))
 
@@ -104,6 +110,9 @@ def one_case(mw, work, name, seed, variant, table):
     path = os.path.join(work, tag + ".keras")
     k.save(path)
     shapes = [tuple(w.shape) for w in k.weights]
+    with zipfile.ZipFile(path) as z:  # Keras writes x[:, k] as a GetItem operation node
+        classes = [e["class_name"] for e in json.loads(z.read("config.json"))["config"]["layers"]]
+    check("GetItem" in classes, "%s: the archive's layers %s" % (name, classes))
     init = os.path.join(work, tag + "-init.bin")
     if E.mwtrain(mw, work, tag + "-init", path, data, "--epochs", "0", "--dump-weights",
                  init) is None:
@@ -200,6 +209,7 @@ def main():
         E.layouts(mw, work, "ViT", r, "vit-")
         refusals(mw, work, r)
     one_case(mw, work, "ViT, no class token nor biases, x[:, -1]", 52, "bare", table)
+    one_case(mw, work, "ViTPatchingAndEmbedding -> ViTEncoderBlock", 53, "block", table)
     E.print_table(table, "Keras + KerasHub")
     return 0
 

@@ -380,21 +380,26 @@ static void apply_policies(json_t *model, const mw_model *m)
     }
 }
 
-/* KerasHub 0.32's ViTPatchingAndEmbedding writes num_patches and num_positions in its config,
- * which its constructor refuses ("Unrecognized keyword arguments"), so Keras cannot load a
- * Functional model holding it; both follow from image_size and patch_size (the reader checks
- * them), and the archive written leaves them out, so that keras.models.load_model reads it. */
+/* Keys KerasHub 0.32 writes in a layer's config that its constructor refuses ("Unrecognized
+ * keyword arguments"), so that Keras cannot load a Functional model holding the layer:
+ * ViTPatchingAndEmbedding's num_patches and num_positions, ViTEncoderBlock's key_dim. Each
+ * follows from the others (the reader checks it), and the archive written leaves them out, so
+ * that keras.models.load_model reads it. */
 static void drop_unloadable_keys(json_t *model)
 {
+    static const char *const drop[][2] = {
+        {"ViTPatchingAndEmbedding", "num_patches"},
+        {"ViTPatchingAndEmbedding", "num_positions"},
+        {"ViTEncoderBlock", "key_dim"},
+    };
     json_t *conf = json_object_get(model, "config");
     json_t *layers = json_is_array(conf) ? conf : json_object_get(conf, "layers");
     for (size_t i = 0; i < json_array_size(layers); i++) {
         json_t *e = json_array_get(layers, i), *cfg = json_object_get(e, "config");
         const char *cls = json_string_value(json_object_get(e, "class_name"));
-        if (!cls || strcmp(cls, "ViTPatchingAndEmbedding") != 0 || !json_is_object(cfg))
-            continue;
-        json_object_del(cfg, "num_patches");
-        json_object_del(cfg, "num_positions");
+        for (size_t k = 0; cls && k < sizeof drop / sizeof drop[0]; k++)
+            if (!strcmp(cls, drop[k][0]))
+                json_object_del(cfg, drop[k][1]);
     }
 }
 

@@ -1,7 +1,7 @@
-"""Writes ten of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes eleven of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope; none:
+(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, vit; none:
 all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
@@ -29,7 +29,10 @@ LayerNormalization(rms_scaling=True) on an image's pixels, KerasHub's LlamaLayer
 RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input.
 gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of token embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim
 6, then a Dense on each position (its gradient reaches the table only through both
-rotations)."""
+rotations). gradcheck_vit.json: KerasHub's ViTPatchingAndEmbedding (7x7 patches of the 28x28
+image, a class token), a ViTEncoderBlock without biases, a ViTEncoder of one block with dropout
+(0.1 of the attention's probabilities, of the input and of both branches), the class token's
+features by x[:, 0] (a GetItem operation node) and a Dense."""
 import os
 import sys
 
@@ -204,9 +207,23 @@ def rms():
     return keras.Model(inp, out, name="gradcheck_rms")
 
 
+def vit():
+    from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
+                                                     ViTPatchingAndEmbedding)
+    inp = keras.Input((28, 28, 1), name="in")
+    x = ViTPatchingAndEmbedding(image_size=(28, 28), patch_size=(7, 7), hidden_dim=8,
+                                num_channels=1, name="patches")(inp)
+    x = ViTEncoderBlock(num_heads=2, hidden_dim=8, mlp_dim=12, use_mha_bias=False,
+                        use_mlp_bias=False, name="block")(x)
+    x = ViTEncoder(num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, dropout_rate=0.1,
+                   attention_dropout=0.1, name="encoder")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(x[:, 0])
+    return keras.Model(inp, out, name="gradcheck_vit")
+
+
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
-MODELS += (("tokens_rope", rope),)
+MODELS += (("tokens_rope", rope), ("vit", vit))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
