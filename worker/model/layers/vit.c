@@ -188,13 +188,17 @@ static const mw_kkey embed_keys[] = {
 };
 
 /* A derived key, when present, must be what the others give. */
-static mw_status derived(const mw_klayer *L, const json_t *cfg, const char *key, int want)
+static mw_status derived(const mw_klayer *L, const json_t *cfg, const char *key, int want,
+                         const embed_cfg *c)
 {
     int got = want;
     MW_TRY(mw_kget_int(L, cfg, key, want, 0, 1, MW_KMAX_TENSOR, &got));
     if (got != want)
-        return mw_kfail(L, MW_EMODEL, "%s %d: expected %d (from image_size and patch_size)", key,
-                        got, want);
+        return mw_kfail(L, MW_EMODEL,
+                        "%s %d: expected %d from image_size [%d, %d], patch_size [%d, %d] and "
+                        "use_class_token %s",
+                        key, got, want, c->image[0], c->image[1], c->patch[0], c->patch[1],
+                        c->cls_token ? "true" : "false");
     return MW_OK;
 }
 
@@ -209,16 +213,16 @@ static mw_status embed_read(const mw_klayer *L, const json_t *cfg, const int s[3
     MW_TRY(mw_kget_bool(L, cfg, "use_patch_bias", 1, &c->bias));
     if (c->image[0] != s[0] || c->image[1] != s[1] || c->channels != s[2])
         return mw_kfail(L, MW_EMODEL,
-                        "image_size (%d, %d) and num_channels %d, but its input is %dx%dx%d; "
+                        "image_size [%d, %d] and num_channels %d, but its input is %dx%dx%d; "
                         "expected the input's",
                         c->image[0], c->image[1], c->channels, s[0], s[1], s[2]);
     if (c->patch[0] > s[0] || c->patch[1] > s[1])
-        return mw_kfail(L, MW_EMODEL, "patch_size (%d, %d) is larger than the %dx%d image",
+        return mw_kfail(L, MW_EMODEL, "patch_size [%d, %d] is larger than the %dx%d image",
                         c->patch[0], c->patch[1], s[0], s[1]);
     c->patches = (s[0] / c->patch[0]) * (s[1] / c->patch[1]);
     c->positions = c->patches + c->cls_token;
-    MW_TRY(derived(L, cfg, "num_patches", c->patches));
-    return derived(L, cfg, "num_positions", c->positions);
+    MW_TRY(derived(L, cfg, "num_patches", c->patches, c));
+    return derived(L, cfg, "num_positions", c->positions, c);
 }
 
 /* Keras' weight order: class_token, patch_embedding's, position_embedding's. */
@@ -303,8 +307,8 @@ static mw_status encoder_read(const mw_klayer *L, const char *cls, const json_t 
     if (block)
         MW_TRY(mw_kget_int(L, cfg, "key_dim", kd, 0, 1, MW_KMAX_DIM, &kd));
     if (kd != c->hidden / c->heads)
-        return mw_kfail(L, MW_EMODEL, "key_dim %d: expected hidden_dim / num_heads, %d", kd,
-                        c->hidden / c->heads);
+        return mw_kfail(L, MW_EMODEL, "key_dim %d: expected hidden_dim %d / num_heads %d, %d", kd,
+                        c->hidden, c->heads, c->hidden / c->heads);
     return MW_OK;
 }
 
