@@ -84,6 +84,14 @@ static void token_backward(const mw_layer_call *c)
         c->kt->acc(c->k, c->G + l->w_off, c->dy + i * per, row);
 }
 
+/* Under a 16-bit policy the token is a float32 weight, so the output needs rounding; the input's
+ * gradient is a part of the output's, 16-bit when that is. */
+static int token_16bit(const mw_layer *l, int backward)
+{
+    (void)l;
+    return backward;
+}
+
 static int token_kernels(const mw_layer *l, const mw_kernels *t)
 {
     (void)l;
@@ -99,7 +107,7 @@ static void token_keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 const mw_layer_ops mw_layer_clstoken = {
     .forward = token_forward,
     .backward = token_backward,
-    .stays_16bit = mw_layer_stays_16bit_always,
+    .stays_16bit = token_16bit,
     .has_kernels = token_kernels,
     .keras_vars = token_keras_vars,
 };
