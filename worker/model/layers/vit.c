@@ -29,6 +29,7 @@
 
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
+#include "worker/model/kvars.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/activation.h"
 #include "worker/model/layers/attention.h"
@@ -290,8 +291,9 @@ static mw_status encoder_read(const mw_klayer *L, const char *cls, const json_t 
 {
     const int block = !strcmp(cls, "ViTEncoderBlock");
     c->layers = 1;
-    if (!block)
-        MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 4096, &c->layers));
+    if (!block) /* a block's 16 Keras variables at most, the final LayerNormalization's 2 */
+        MW_TRY(
+            mw_kget_int(L, cfg, "num_layers", 0, 1, 1, (MW_KERAS_MAX_VARS - 2) / 16, &c->layers));
     MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &c->heads));
     MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &c->hidden));
     MW_TRY(mw_kget_int(L, cfg, "mlp_dim", 0, 1, 1, MW_KMAX_DIM, &c->mlp));
