@@ -1199,10 +1199,13 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(token, 1);
         assert_int_equal(blocks, 3); /* the patching, the block, the encoder */
         assert_int_equal(mha, 2);
-        const mw_layer *get = &m.layers[m.nlayers - 3]; /* x[:, 0]: the crop of step 0, flat */
+        const mw_layer *get = &m.layers[m.nlayers - 5]; /* x[:, 0]: the crop of step 0, flat */
         assert_string_equal(get->cls, "GetItem");
         assert_int_equal(get->kind, MW_LAYER_CROP);
         assert_true(get->flat && get->pad[2] == 0 && get->pad[3] == 16);
+        const mw_layer *mean = get + 1; /* ops.mean(x, axis=[1]): the steps' global average */
+        assert_string_equal(mean->cls, "Mean");
+        assert_true(mean->kind == MW_LAYER_AVGPOOL && mean->global && mean->flat);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);

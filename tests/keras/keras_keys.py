@@ -32,7 +32,7 @@ from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as Gem
 from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
 from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
                                                  ViTPatchingAndEmbedding)
-from keras.src.ops.numpy import GetItem
+from keras.src.ops.numpy import GetItem, Mean
 
 L = keras.layers
 UNKNOWN = "is not a key mwtrain knows"
@@ -224,6 +224,8 @@ HOSTS = {
     "RotaryEmbedding": lambda: tokens(hub.RotaryEmbedding(name="x")),
     "GetItem": lambda: (lambda inp: keras.Model(inp, L.Dense(3)(step(L.Embedding(10, 8)(inp)))))(
         keras.Input((6,), dtype="int32")),
+    "Mean": lambda: (lambda inp: keras.Model(inp, L.Dense(3)(L.Flatten()(
+        Mean(axis=[1], name="x")(L.Embedding(10, 8)(inp))))))(keras.Input((6,), dtype="int32")),
     "ViTPatchingAndEmbedding": lambda: seq(
         ViTPatchingAndEmbedding((8, 8), (4, 4), 8, num_channels=1, name="x"),
         L.GlobalAveragePooling1D(), L.Dense(3)),

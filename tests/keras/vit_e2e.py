@@ -6,14 +6,16 @@ heads, mlp_dim 32) -> x[:, 0] (the class token's features: a GetItem operation n
 ViTImageClassifier takes them) -> Dropout(0) "output_dropout" -> Dense(10) "predictions", and
 a second one without the class token (use_class_token=False), without the attention's and the
 MLP's biases, layer_norm_epsilon 1e-3, reading the last patch (x[:, -1]), and a third with a
-ViTEncoderBlock on its own in place of the ViTEncoder. Asserted as
+ViTEncoderBlock on its own in place of the ViTEncoder, and a fourth pooled by ops.mean(x,
+axis=[1]) (a Mean operation node, ViTImageClassifier's pooling "gap"). Asserted as
 text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against fit(shuffle=False)):
   - mwtrain's initial weights (--epochs 0 --dump-weights) are the archive's, bit for bit;
   - the weights after 2 steps within 1e-4 of each variable's largest value (a gradient entry is
     a sum of at most 32 x 17 products, each with a few float32 roundings, summed in other
     orders; 1e-4 leaves room for the softmax's, the attention's and gelu's exp and erf), the
     train and test losses within 1e-4, the accuracies within 1e-6;
-  - control: Keras' model reading x[:, 1] (another token) from the same weights differs by more;
+  - control: Keras' model reading x[:, 1] (another token; for the mean, that token alone) from the
+    same weights differs by more;
   - layouts: `mpirun -n 2` and 2 replicas in one process within 1e-5 of one process (only the
     order of the float32 sums changes); the control, a global batch of 64, differs by more;
   - the 2 steps' checkpoint exported (--format keras): keras.models.load_model reads it (KerasHub
@@ -60,7 +62,10 @@ def build(seed, variant, token=None, hidden=16):
         x = ViTEncoder(num_layers=2, num_heads=2, hidden_dim=hidden, mlp_dim=32,
                        use_mha_bias=plain, use_mlp_bias=plain,
                        layer_norm_epsilon=1e-6 if plain else 1e-3, name="vit_encoder")(x)
-    x = x[:, (-1 if variant == "bare" else 0) if token is None else token]
+    if variant == "gap" and token is None:  # ViTImageClassifier(pooling="gap")
+        x = keras.ops.mean(x, axis=[1])
+    else:
+        x = x[:, (-1 if variant == "bare" else 0) if token is None else token]
     x = keras.layers.Dropout(0.0, name="output_dropout")(x)
     return E.compiled(inp, keras.layers.Dense(K, name="predictions")(x))
 
@@ -112,7 +117,8 @@ def one_case(mw, work, name, seed, variant, table):
     shapes = [tuple(w.shape) for w in k.weights]
     with zipfile.ZipFile(path) as z:  # Keras writes x[:, k] as a GetItem operation node
         classes = [e["class_name"] for e in json.loads(z.read("config.json"))["config"]["layers"]]
-    check("GetItem" in classes, "%s: the archive's layers %s" % (name, classes))
+    check(("Mean" if variant == "gap" else "GetItem") in classes,
+          "%s: the archive's layers %s" % (name, classes))
     init = os.path.join(work, tag + "-init.bin")
     if E.mwtrain(mw, work, tag + "-init", path, data, "--epochs", "0", "--dump-weights",
                  init) is None:
@@ -210,6 +216,7 @@ def main():
         refusals(mw, work, r)
     one_case(mw, work, "ViT, no class token nor biases, x[:, -1]", 52, "bare", table)
     one_case(mw, work, "ViTPatchingAndEmbedding -> ViTEncoderBlock", 53, "block", table)
+    one_case(mw, work, "ViT, ops.mean over the steps -> Dense", 54, "gap", table)
     E.print_table(table, "Keras + KerasHub")
     return 0
 

@@ -21,6 +21,7 @@
     X(IDENTITY, identity)   /* Activation('linear'), or the final softmax folded into the loss */  \
     X(BATCHNORM, batchnorm) /* axis -1: batch statistics while training, the moving ones else */   \
     X(AVGPOOL, avgpool)     /* AveragePooling2D, and GlobalAveragePooling2D (flat output) */       \
+    R(mean)                 /* ops.mean over the positions (Mean) (pooling.c) */                   \
     X(ZEROPAD, zeropad)     /* ZeroPadding2D */                                                    \
     X(ADD, add)             /* Add: the sum of its inputs (equal shapes) */                        \
     X(MULTIPLY, multiply)   /* Multiply: the product of its two inputs */                          \

@@ -32,7 +32,8 @@ gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of t
 rotations). gradcheck_vit.json: KerasHub's ViTPatchingAndEmbedding (7x7 patches of the 28x28
 image, a class token), a ViTEncoderBlock without biases, a ViTEncoder of one block with dropout
 (0.1 of the attention's probabilities, of the input and of both branches), the class token's
-features by x[:, 0] (a GetItem operation node) and a Dense."""
+features by x[:, 0] (a GetItem operation node) added to the mean over the steps (ops.mean, a
+Mean operation node) and a Dense."""
 import os
 import sys
 
@@ -217,7 +218,8 @@ def vit():
                         use_mlp_bias=False, name="block")(x)
     x = ViTEncoder(num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, dropout_rate=0.1,
                    attention_dropout=0.1, name="encoder")(x)
-    out = layers.Dense(10, activation="softmax", name="out")(x[:, 0])
+    pooled = layers.Add(name="token_and_mean")([x[:, 0], keras.ops.mean(x, axis=[1])])
+    out = layers.Dense(10, activation="softmax", name="out")(pooled)
     return keras.Model(inp, out, name="gradcheck_vit")
 
 
