@@ -79,6 +79,19 @@ MW_KERNEL(dense_bwd, CPU,
           (dx, dw, db, dy, x, w, N, I, O),
           MW_O(dx, (size_t)N * I) MW_A(dw, (size_t)I * O) MW_O(db, O) MW_A(dy, (size_t)N * O)
           MW_A(x, (size_t)N * I) MW_A(w, (size_t)I * O))
+/* y (N,O) = x (N,I) w^T, w (O,I): a Dense whose kernel is another layer's (O,I) table used
+ * transposed (a tied embedding's reverse call: logits from the token table). */
+MW_KERNEL(dense_t_fwd, CPU,
+          (float *y, const float *x, const float *w, int N, int I, int O),
+          (y, x, w, N, I, O),
+          MW_A(y, (size_t)N * O) MW_A(x, (size_t)N * I) MW_A(w, (size_t)O * I))
+/* dx += dy w (dx may be NULL), dw += dy^T x. */
+MW_KERNEL(dense_t_bwd, CPU,
+          (float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int I,
+           int O),
+          (dx, dw, dy, x, w, N, I, O),
+          MW_O(dx, (size_t)N * I) MW_A(dw, (size_t)O * I) MW_A(dy, (size_t)N * O)
+          MW_A(x, (size_t)N * I) MW_A(w, (size_t)O * I))
 /* y = max(x, 0); y may equal x. */
 MW_KERNEL(relu_fwd, CPU,
           (float *y, const float *x, size_t count),

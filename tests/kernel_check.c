@@ -559,6 +559,23 @@ static int set_dense(kargs *a, int i, int phase)
     return 1;
 }
 
+/* The tied (transposed) Dense: the same shapes, with and without dx. */
+static int set_dense_t(kargs *a, int i, int phase)
+{
+    static const int s[][3] = {{3, 7, 5}, {1, 1, 1}, {13, 37, 11}, {32, 200, 10}, {5, 3, 64}};
+    if (i >= 5 * 2)
+        return 0;
+    a->N = s[i / 2][0], a->I = s[i / 2][1], a->O = s[i / 2][2];
+    if (phase == 0) {
+        a->nulls = i % 2 ? "dx" : "";
+        snprintf(a->what, sizeof a->what, "N %d, I %d, O %d%s", a->N, a->I, a->O,
+                 i % 2 ? ", no dx" : "");
+        return 1;
+    }
+    kscale(a->w, (size_t)a->I * a->O, 0.5f, 0.0f);
+    return 1;
+}
+
 /* Elementwise counts: vector tails (odd, over two blocks of 4096), one element, none. */
 static const size_t ew_counts[] = {2 * 4096 + 1037, 1, 0};
 
@@ -1025,6 +1042,8 @@ static const kcase cases[] = {
     {"maxpool_bwd", set_maxpool, 1e-5f, 1e-4f, 0},
     {"dense_fwd", set_dense, 1e-5f, 1e-4f, 0},
     {"dense_bwd", set_dense, 1e-5f, 1e-4f, 0},
+    {"dense_t_fwd", set_dense_t, 1e-5f, 1e-4f, 0},
+    {"dense_t_bwd", set_dense_t, 1e-5f, 1e-4f, 0},
     {"relu_fwd", set_relu, 0.0f, 0.0f, 1},
     {"relu_bwd", set_relu, 0.0f, 0.0f, 1},
     {"relux_fwd", set_relux, 0.0f, 0.0f, 1},

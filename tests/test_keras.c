@@ -1124,7 +1124,12 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_true(m.layers[3].rope.scale == 2.0f && m.layers[3].rope.max_wavelength == 100.0f);
     } else if (strstr(rel, "tokens")) {
         assert_int_equal(m.layers[0].kind, MW_LAYER_EMBED);
-        if (!strstr(rel, "pos")) /* "Conv1D", in either model kind */
+        int tied = 0;
+        for (int i = 0; i < m.nlayers; i++) /* the reverse call: the table of layer 0, no own */
+            tied += m.layers[i].kind == MW_LAYER_REVEMB && m.layers[i].tied == 1 &&
+                    !m.layers[i].w_count;
+        assert_int_equal(tied, strstr(rel, "tied") ? 1 : 0);
+        if (!strstr(rel, "pos") && !strstr(rel, "tied")) /* "Conv1D", in either model kind */
             assert_string_equal(m.layers[1].cls, "Conv1D");
     } else if (strstr(rel, "_se")) {
         int bcast = 0;
@@ -1407,6 +1412,7 @@ static void test_tokens_gradcheck_ref(void **state)
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_pos.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_fn.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_rope.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_tied.json");
 }
 
 static void test_tokens_gradcheck_cpu(void **state)
@@ -1416,6 +1422,7 @@ static void test_tokens_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_pos.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_fn.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_rope.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_tied.json");
 }
 
 /* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the

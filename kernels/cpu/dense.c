@@ -1,4 +1,5 @@
-/* Fast CPU Dense: three sgemm calls (forward, dW, dX) and a bias row sum. */
+/* Fast CPU Dense: three sgemm calls (forward, dW, dX) and a bias row sum; the tied (transposed)
+ * Dense is the same sgemm calls with the other transposes. */
 #include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"
 
@@ -26,4 +27,18 @@ void mw_dense_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const f
     mw_gemm_cpu(k, 'T', 'N', I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O);
     if (dx)
         mw_gemm_cpu(k, 'N', 'T', N, I, O, 1.0f, dy, O, w, O, 1.0f, dx, I);
+}
+
+void mw_dense_t_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, int N, int I,
+                        int O)
+{
+    mw_gemm_cpu(k, 'N', 'T', N, O, I, 1.0f, x, I, w, I, 0.0f, y, O);
+}
+
+void mw_dense_t_bwd_cpu(const mw_kctx *k, float *dx, float *dw, const float *dy, const float *x,
+                        const float *w, int N, int I, int O)
+{
+    mw_gemm_cpu(k, 'T', 'N', O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I);
+    if (dx)
+        mw_gemm_cpu(k, 'N', 'N', N, I, O, 1.0f, dy, O, w, I, 1.0f, dx, I);
 }

@@ -48,3 +48,35 @@ extern "C" void mw_dense_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float 
     }
     mw_cuda_end(d, "mw_dense_bwd_cuda");
 }
+
+extern "C" void mw_dense_t_fwd_cuda(const mw_kctx *k, float *y, const float *x, const float *w,
+                                    int N, int I, int O)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_dense_t_fwd_cuda");
+    if (!d || N <= 0 || O <= 0)
+        return;
+    if (I > 0) {
+        /* y (N,O) = x (N,I) w^T (I,O), w (O,I) */
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, N, O, I, 1.0f, x, I, w, I,
+                                    0.0f, y, O));
+    } else {
+        MW_CUDA_K(d, cudaMemsetAsync(y, 0, (size_t)N * O * sizeof(float), d->stream));
+    }
+    mw_cuda_end(d, "mw_dense_t_fwd_cuda");
+}
+
+extern "C" void mw_dense_t_bwd_cuda(const mw_kctx *k, float *dx, float *dw, const float *dy,
+                                    const float *x, const float *w, int N, int I, int O)
+{
+    mw_cuda_dev *d = mw_cuda_begin(k, "mw_dense_t_bwd_cuda");
+    if (!d || N <= 0 || O <= 0 || I <= 0)
+        return;
+    /* dw (O,I) += dy^T (O,N) x (N,I) */
+    MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f,
+                                dw, I));
+    /* dx (N,I) += dy (N,O) w (O,I) */
+    if (dx)
+        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, false, N, I, O, 1.0f, dy, O, w, I,
+                                    1.0f, dx, I));
+    mw_cuda_end(d, "mw_dense_t_bwd_cuda");
+}

@@ -1,4 +1,4 @@
-/* Reference Dense: y = x W + b with plain loops. */
+/* Reference Dense: y = x W + b, and y = x W^T of a tied (O,I) table, with plain loops. */
 #include "kernels/twins.h"
 
 void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
@@ -31,6 +31,37 @@ void mw_dense_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const f
             }
             if (dx)
                 dx[(size_t)n * I + i] += s;
+        }
+    }
+}
+
+void mw_dense_t_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, int N, int I,
+                        int O)
+{
+    (void)k;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            float s = 0.0f;
+            for (int i = 0; i < I; i++)
+                s += x[(size_t)n * I + i] * w[(size_t)o * I + i];
+            y[(size_t)n * O + o] = s;
+        }
+}
+
+void mw_dense_t_bwd_ref(const mw_kctx *k, float *dx, float *dw, const float *dy, const float *x,
+                        const float *w, int N, int I, int O)
+{
+    (void)k;
+    for (int n = 0; n < N; n++) {
+        const float *dyn = dy + (size_t)n * O, *xn = x + (size_t)n * I;
+        for (int o = 0; o < O; o++)
+            for (int i = 0; i < I; i++)
+                dw[(size_t)o * I + i] += dyn[o] * xn[i];
+        for (int i = 0; dx && i < I; i++) {
+            float s = 0.0f;
+            for (int o = 0; o < O; o++)
+                s += dyn[o] * w[(size_t)o * I + i];
+            dx[(size_t)n * I + i] += s;
         }
     }
 }

@@ -24,7 +24,8 @@ exported, Keras' logits of it equal to those of its own training within 1e-5.
     Embedding(mask_zero)'s, the pooling would average the steps that are not padding: the
     weights were then 1.43 from Keras'); -> the two TransformerDecoder -> Dense on each
     position: the blocks read it and keep it to the loss (control: the same).
-Refused, each one message: a KerasHub layer not read yet (ReversibleEmbedding), a
+Refused, each one message: a ReversibleEmbedding called twice as Keras writes it (a second
+inbound node: its reverse call; KerasHub's task models: tests/keras/hub_models.py), a
 TransformerDecoder with cross-attention, and a sequence longer than
 TokenAndPositionEmbedding's sequence_length.
 
@@ -97,14 +98,15 @@ E.build = build
 def refusals(mw, work, data):
     keras.utils.set_random_seed(3)
     inp = keras.Input((E.T,), dtype="int32")
-    x = keras_hub.layers.ReversibleEmbedding(E.V, E.D, name="rev")(inp)
-    m = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
+    rev = keras_hub.layers.ReversibleEmbedding(E.V, E.D, name="rev")
+    x = keras.layers.Dense(E.D)(keras.layers.GlobalAveragePooling1D()(rev(inp)))
+    m = keras.Model(inp, keras.layers.Dense(E.K)(rev(x, reverse=True)))
     enc = keras.layers.Embedding(E.V, E.D)(inp)
     x = keras_hub.layers.TransformerDecoder(16, 2, name="xdec")(enc, enc)
     cross = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
     for i, (what, model, subs) in enumerate([
-            ("a KerasHub layer not read yet", m,
-             ["layer 'rev' (ReversibleEmbedding)", "not supported yet"]),
+            ("a layer called twice (Keras' second inbound node)", m,
+             ["layer 'rev' (ReversibleEmbedding)", "expected one node (a layer called once)"]),
             ("a TransformerDecoder with cross-attention", cross,
              ["layer 'xdec' (TransformerDecoder)", "called on 2 tensors",
               "decoder-only use"]),

@@ -24,8 +24,8 @@ Refused, each one message naming what is wrong: an input without its array, an a
 its input, a test split without an input the training split has, a float array as a named
 input, data of named inputs for a Sequential model and without --model, a length that
 differs from the InputLayer's, sample weights of another shape than the labels' and a
-negative one at a position, a padding mask given twice (mask_zero and a tensor), and a
-KerasHub task model (GPT2CausalLM: its backbone is built by Python code from its arguments).
+negative one at a position, and a padding mask given twice (mask_zero and a tensor).
+(KerasHub's task models, built from their archives' arguments: tests/keras/hub_models.py.)
 
 usage: named_inputs.py MWTRAIN WORKDIR"""
 import json
@@ -231,15 +231,6 @@ def refusals(mw, work, r):
     refuse(mw, work, "a negative weight at a position", r["path"],
            bad_npz(work, "sw-neg", **arrays, sample_weight_train=neg),
            ["sample_weight_train.npy: example 2 has sample weight -1 at position 5"])
-    bb = keras_hub.models.GPT2Backbone(vocabulary_size=V, num_layers=1, num_heads=2, hidden_dim=D,
-                                       intermediate_dim=16, max_sequence_length=T)
-    lm_path = os.path.join(work, "gpt2.keras")
-    lm = keras_hub.models.GPT2CausalLM(backbone=bb, preprocessor=None)
-    lm.compile(optimizer=keras.optimizers.SGD(E.LR), weighted_metrics=[],
-               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    lm.save(lm_path)
-    refuse(mw, work, "a KerasHub task model", lm_path, good,
-           ["class_name \"GPT2CausalLM\"", "task models and backbones", "not read yet"])
     keras.utils.set_random_seed(5)
     ids, pm = keras.Input((T,), dtype="int32", name="token_ids"), keras.Input((T,), name="padding_mask", dtype="int32")
     x = keras.layers.Embedding(V, D, mask_zero=True, name="embed")(ids)

@@ -19,6 +19,7 @@
 #include "common/fs.h"
 #include "common/strfmt.h"
 #include "worker/keras/keras_graph.h"
+#include "worker/keras/keras_hub.h"
 #include "worker/keras/keras_read.h"
 #include "worker/model/kread.h"
 
@@ -58,21 +59,15 @@ static mw_status find_model(const char *origin, const json_t *root, const json_t
                                 "model from model.to_json())",
                                 mw_kdescribe(d, cls));
     const char *c = json_string_value(cls);
-    const char *reg = json_string_value(json_object_get(cfg, "registered_name"));
-    if (reg && !strncmp(reg, "keras_hub>", 10))
-        return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
-                                "class_name %s: KerasHub's task models and backbones (built by "
-                                "their Python code from their arguments) are not read yet; "
-                                "supported: Functional models of KerasHub's layers and blocks "
-                                "(docs/keras.md)",
-                                mw_kquote(q, c));
-    *functional = !strcmp(c, "Functional") || !strcmp(c, "Model");
+    *out = cfg;
+    *functional = mw_keras_hub_is(cfg) || !strcmp(c, "Functional") || !strcmp(c, "Model");
+    if (mw_keras_hub_is(cfg))
+        return MW_OK; /* one of KerasHub's models: built from its arguments (keras_hub.h) */
     if (strcmp(c, "Sequential") != 0 && !*functional)
         return mw_keras_fail_at(origin, MW_EUNSUPPORTED,
                                 "class_name %s is not supported; supported: \"Sequential\", "
                                 "\"Functional\" (subclassed models are not)",
                                 mw_kquote(q, c));
-    *out = cfg;
     return MW_OK;
 }
 
@@ -107,8 +102,17 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
     const json_t *model = NULL, *conf = NULL, *layers = NULL;
     int functional = 0;
     MW_TRY(find_model(origin, root, &model, &functional));
-    MW_TRY(find_layers(origin, model, &conf, &layers));
     B->lengths = json_object_get(model, MW_KERAS_LENGTHS_KEY);
+    if (mw_keras_hub_is(model)) { /* the graph its Python code builds */
+        json_t *hub = NULL;
+        MW_TRY(mw_keras_hub_expand(origin, model, &hub, &B->backbone));
+        mw_status rc = find_layers(origin, hub, &conf, &layers);
+        if (rc == MW_OK)
+            rc = mw_keras_build_graph(B, hub, conf, layers, (const int[]){h, w, c}, nclasses);
+        json_decref(hub);
+        return rc;
+    }
+    MW_TRY(find_layers(origin, model, &conf, &layers));
     if (functional)
         return mw_keras_build_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
     if (B->parts)

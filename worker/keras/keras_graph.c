@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/keras/keras_inputs.h"
 #include "worker/keras/keras_read.h"
 #include "worker/keras/keras_vars.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/embedding.h"
 #include "worker/model/layers/input.h"
 
 /* ---- Functional graphs -------------------------------------------------------------------- */
@@ -30,7 +32,7 @@ static mw_status resolve(const mw_klayer *L, const knames *K, const json_t *laye
                          const char *s, int *out)
 {
     mw_kqbuf q;
-    for (size_t j = 0; j < i; j++)
+    for (size_t j = i; j-- > 0;) /* the latest: a tied layer's reverse call is its own entry */
         if (K->name[j] && !strcmp(K->name[j], s)) {
             *out = K->idx[j];
             return MW_OK;
@@ -117,10 +119,9 @@ static int getitem(const json_t *e)
 
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
  * keyword arguments (NULL: none), *konst an operation's constant operand or GetItem's key
- * (NULL: none). A
- * layer of class cls that takes several tensors as its call's
- * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
- * keyword arguments itself; the others have only the inputs. */
+ * (NULL: none). A layer of class cls that takes several tensors as its call's arguments
+ * (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its keyword
+ * arguments itself; the others have only the inputs. */
 static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
                            const json_t **refs, int *n, const json_t **kwargs, const json_t **konst)
 {
@@ -362,145 +363,50 @@ static mw_status check_mask_args(mw_kbuilder *B, const mw_klayer *L, const kname
 
 static mw_status check_used(const mw_kbuilder *B);
 
-/* ---- named inputs ------------------------------------------------------------------------- */
+static mw_status add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cls, const json_t *cfg,
+                            const char *name, const int *in, int nin, int last,
+                            const json_t *siblings, size_t at, int *out);
 
-/* InputLayer name's (None, T) length: *t, or 0 when it is null (the data give it). */
-static mw_status input_length(const mw_klayer *L, const json_t *cfg, int *t)
+/* ---- tied layers -------------------------------------------------------------------------- */
+
+/* A ReversibleEmbedding's node called with reverse=True: logits from the table. */
+static int reverse_node(const char *cls, const json_t *e)
+{
+    const json_t *node = json_array_get(json_object_get(e, "inbound_nodes"), 0);
+    return !strcmp(cls, "ReversibleEmbedding") && json_is_object(node) &&
+           json_is_true(json_object_get(json_object_get(node, "kwargs"), "reverse"));
+}
+
+/* That call: the layer of the same name's table, already built by its forward call, used
+ * transposed on the one input (layers/embedding.h mw_model_add_reverse_embedding). */
+static mw_status reverse_call(mw_kbuilder *B, const mw_klayer *L, knames *K, const json_t *layers,
+                              size_t i, const char *name)
 {
     mw_kdbuf d;
-    const json_t *s = json_object_get(cfg, "batch_shape");
-    if (!s)
-        s = json_object_get(cfg, "batch_input_shape");
-    *t = 0;
-    if (!json_is_array(s) || json_array_size(s) != 2 ||
-        !(json_is_null(json_array_get(s, 1)) ||
-          mw_kas_int(json_array_get(s, 1), 1, MW_KMAX_DIM, t)))
+    const json_t *node =
+        json_array_get(json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
+    const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+    if (json_object_size(kw) != 1 || !json_is_array(args) || json_array_size(args) != 1)
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "batch_shape: found %s; supported for one of several named inputs: "
-                        "[null, steps] or [null, null] (a sequence of integers per example)",
-                        mw_kdescribe(d, s));
-    return MW_OK;
-}
-
-/* InputLayer name of a model of several named inputs: the layer taking its part of the input
- * row (layers/input.h); *idx its index. */
-static mw_status add_input(mw_kbuilder *B, const mw_klayer *L, const json_t *cfg, const char *name,
-                           int *idx)
-{
-    mw_model *m = B->m;
-    const mw_input_parts *p = &m->parts;
-    MW_TRY(mw_keras_check_input_layer(L, cfg, 0));
-    int t = 0, k = 0, off = 0;
-    MW_TRY(input_length(L, cfg, &t));
-    while (k < p->n && strcmp(p->name[k], name) != 0)
-        off += p->width[k++];
-    if (k == p->n) {
-        char have[MW_MAX_MODEL_INPUTS * (MW_INPUT_NAME_MAX + 2)] = "";
-        for (int j = 0; j < p->n; j++)
-            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", j ? ", " : "",
-                     p->name[j]);
-        return mw_kfail(L, MW_EDATA,
-                        "the data have no input named like it (x_train.%s in a .npz); they "
-                        "hold: %s",
-                        name, have);
-    }
-    if (t && t != p->width[k])
-        return mw_kfail(L, MW_EDATA,
-                        "batch_shape (None, %d), but the data's x_train.%s has %d values per "
-                        "example; expected the same length",
-                        t, name, p->width[k]);
-    mw_status rc = mw_model_add_input_part(m, name, off, p->width[k]);
+                        "inbound_nodes[0]: found %s; supported for the reverse call: one "
+                        "tensor and the call argument reverse alone",
+                        mw_kdescribe(d, node));
+    const char *src = NULL;
+    int in = 0, table = -1;
+    MW_TRY(read_ref(L, json_array_get(args, 0), &src));
+    MW_TRY(resolve(L, K, layers, i, src, &in));
+    for (int j = 0; j < B->m->nlayers; j++)
+        if (B->m->layers[j].kind == MW_LAYER_EMBED && !strcmp(B->m->layers[j].name, name))
+            table = j;
+    mw_status rc = mw_model_set_inputs(B->m, &in, 1);
+    if (rc == MW_OK)
+        rc = mw_model_add_reverse_embedding(B->m, name, table);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
-    *idx = m->nlayers - 1;
+    K->name[i] = name;
+    K->idx[i] = B->m->nlayers - 1;
+    B->m->layers[K->idx[i]].nest = B->nest;
     return MW_OK;
-}
-
-/* Without data (a summary, an export): the named inputs from the InputLayers' own lengths (or
- * those a training run recorded, lengths), in the order of their names as the data hold them. */
-static mw_status file_parts(const char *origin, const json_t *layers, const json_t *lengths,
-                            mw_input_parts *p)
-{
-    p->n = 0;
-    for (size_t i = 0; i < json_array_size(layers); i++) {
-        mw_klayer L = {origin, "", MW_POLICY_FLOAT32, NULL};
-        const char *cls = NULL, *name = NULL;
-        const json_t *cfg = NULL;
-        MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
-        if (strcmp(cls, "InputLayer") != 0)
-            continue;
-        int t = 0;
-        MW_TRY(input_length(&L, cfg, &t));
-        const json_t *rec = name ? json_object_get(lengths, name) : NULL;
-        if (!t && rec && !mw_kas_int(rec, 1, MW_KMAX_DIM, &t))
-            return mw_kfail(&L, MW_EMODEL, "%s.%s: expected a length from 1 to %d",
-                            MW_KERAS_LENGTHS_KEY, name, MW_KMAX_DIM);
-        if (!t)
-            return mw_kfail(&L, MW_EUNSUPPORTED,
-                            "batch_shape (None, None): the length of a named input comes from "
-                            "the data; give --data, or a length in the model");
-        if (p->n == MW_MAX_MODEL_INPUTS || !name || strlen(name) >= MW_INPUT_NAME_MAX)
-            return mw_kfail(&L, MW_EUNSUPPORTED,
-                            "supported: up to %d named inputs, names of "
-                            "up to %d bytes",
-                            MW_MAX_MODEL_INPUTS, MW_INPUT_NAME_MAX - 1);
-        snprintf(p->name[p->n], MW_INPUT_NAME_MAX, "%s", name);
-        p->width[p->n++] = t;
-    }
-    mw_input_parts_sort(p);
-    return MW_OK;
-}
-
-/* Every part of the data is an input of the model. */
-static mw_status check_parts_used(const mw_kbuilder *B)
-{
-    const mw_model *m = B->m;
-    for (int k = 0; k < m->parts.n; k++) {
-        int found = 0;
-        for (int i = 0; i < m->nlayers && !found; i++)
-            found =
-                m->layers[i].kind == MW_LAYER_INPUT && !strcmp(m->layers[i].name, m->parts.name[k]);
-        if (!found)
-            return mw_keras_fail_at(B->origin, MW_EDATA,
-                                    "the data's x_train.%s is not an input of the model; expected "
-                                    "one array per InputLayer, named after it",
-                                    m->parts.name[k]);
-    }
-    return MW_OK;
-}
-
-/* A model of several named inputs: the model's input is their row, each InputLayer (the
- * first, layers[0], here; the others as graph_layers meets them) takes its part. */
-static mw_status start_named(mw_kbuilder *B, const json_t *conf, const json_t *layers,
-                             const int shape[3], knames *K)
-{
-    mw_input_parts own;
-    const mw_input_parts *p = B->parts;
-    if (!p)
-        MW_TRY(file_parts(B->origin, layers, B->lengths, &own));
-    p = p ? p : &own;
-    int total = 0;
-    for (int k = 0; k < p->n; k++)
-        total += p->width[k];
-    if (shape[0] && (shape[0] != 1 || shape[1] != 1 || shape[2] != total))
-        return mw_keras_fail_at(B->origin, MW_EDATA,
-                                "the model takes %d named inputs, but the data are %dx%dx%d "
-                                "values per example; expected arrays x_train.<input name> in a "
-                                ".npz",
-                                count_inputs(layers), shape[0], shape[1], shape[2]);
-    mw_model_init(B->m, 1, 1, total);
-    B->m->flat_input = 1;
-    B->m->parts = *p;
-    MW_TRY(mw_keras_set_model_name(B, conf));
-    B->m->graph = 1;
-    mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32, NULL};
-    const char *cls0 = NULL, *name0 = NULL;
-    const json_t *cfg0 = NULL;
-    MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
-    if (!name0)
-        return mw_kfail(&L0, MW_EMODEL, "name is missing; a Functional model names its layers");
-    K->name[0] = name0;
-    return add_input(B, &L0, cfg0, name0, &K->idx[0]);
 }
 
 /* The layers after the InputLayer of a Functional model's list: the model's own (top), whose
@@ -519,13 +425,19 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
             return mw_kfail(&L, MW_EMODEL, "name is missing; a Functional model names its layers");
         if (top && B->m->parts.n && !strcmp(cls, "InputLayer")) { /* a named input */
             K->name[i] = name;
-            MW_TRY(add_input(B, &L, cfg, name, &K->idx[i]));
+            MW_TRY(mw_keras_add_input(B, &L, cfg, name, &K->idx[i]));
             continue;
         }
+        if (!top && K->name[i]) /* a nested model's InputLayer, bound to its call's input */
+            continue;
         if (is_mask_op(json_array_get(layers, i)) && i + 1 < n) {
             MW_TRY(mask_op(B->m, &L, K, layers, i, cls));
             K->name[i] = name;
             K->idx[i] = MASK_NODE;
+            continue;
+        }
+        if (reverse_node(cls, json_array_get(layers, i))) {
+            MW_TRY(reverse_call(B, &L, K, layers, i, name));
             continue;
         }
         const json_t *kwargs = NULL,
@@ -547,11 +459,8 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         }
         K->name[i] = name;
         if (mw_keras_is_nested(cls)) { /* a model used as a layer: its layers in its place */
-            if (nin != 1)
-                return mw_kfail(&L, MW_EUNSUPPORTED,
-                                "%d inputs of a nested model; supported: one input", nin);
-            MW_TRY(mw_keras_add_nested(B, &L, cls, cfg, name, in[0], last && i + 1 == n, layers, i,
-                                       &K->idx[i]));
+            MW_TRY(add_nested(B, &L, cls, cfg, name, in, nin, last && i + 1 == n, layers, i,
+                              &K->idx[i]));
             continue;
         }
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
@@ -625,6 +534,8 @@ static mw_status add_nest(mw_kbuilder *B, const mw_klayer *L, const char *cls, c
         before += !strcmp(mine, other);
     }
     snprintf(key, sizeof key, before ? "%s_%d" : "%s", mine, before);
+    if (B->backbone && !B->nest) /* KerasHub's backbone, a Functional of its own class */
+        snprintf(key, sizeof key, "%s", B->backbone);
     mw_nest *nt = &m->nests[m->nnests];
     char up[sizeof nt->path];
     snprintf(up, sizeof up, "%s", B->nest ? m->nests[B->nest - 1].path : "");
@@ -672,28 +583,80 @@ static mw_status nested_sequential(mw_kbuilder *B, const json_t *layers, int in,
     return MW_OK;
 }
 
-/* A nested Functional's layers, its InputLayer standing for input in; *out its output. */
-static mw_status nested_functional(mw_kbuilder *B, const json_t *conf, const json_t *layers, int in,
-                                   int last, int *out)
+/* The place of InputLayer name among a Functional config's input_layers ([[name, 0, 0], ...]
+ * or {key: [name, 0, 0], ...}); -1 when it is not there. */
+static int input_place(const json_t *conf, const char *name)
+{
+#define SAME_NAME(j) (name && json_string_value(j) && !strcmp(json_string_value(j), name))
+    const json_t *il = json_object_get(conf, "input_layers"), *v;
+    const char *key;
+    int k = 0;
+    if (json_is_array(il) && !json_is_array(json_array_get(il, 0)))
+        return SAME_NAME(json_array_get(il, 0)) ? 0 : -1;
+    if (json_is_array(il)) {
+        for (size_t j = 0; j < json_array_size(il); j++)
+            if (SAME_NAME(json_array_get(json_array_get(il, j), 0)))
+                return (int)j;
+        return -1;
+    }
+    json_object_foreach((json_t *)il, key, v)
+    {
+        if (SAME_NAME(json_array_get(v, 0)))
+            return k;
+        k++;
+    }
+    return -1;
+#undef SAME_NAME
+}
+
+/* Each InputLayer of a nested Functional's list stands for the input of its call at its place
+ * in input_layers (in[0..nin)). */
+static mw_status bind_inputs(mw_kbuilder *B, const json_t *conf, const json_t *layers, knames *K,
+                             const int *in, int nin)
+{
+    int bound = 0;
+    for (size_t i = 0; i < K->n; i++) {
+        mw_klayer L = {B->origin, "", MW_POLICY_FLOAT32, NULL};
+        const char *cls = NULL, *name = NULL;
+        const json_t *cfg = NULL;
+        MW_TRY(mw_keras_read_layer(&L, json_array_get(layers, i), i, &cls, &cfg, &name));
+        if (strcmp(cls, "InputLayer") != 0)
+            continue;
+        MW_TRY(mw_keras_check_input_layer(&L, cfg, 0));
+        const int k = input_place(conf, name);
+        if (k < 0 || k >= nin)
+            return mw_kfail(&L, MW_EMODEL,
+                            "an InputLayer that is not among input_layers (the model's %d "
+                            "inputs); expected each InputLayer named there",
+                            nin);
+        K->name[i] = name ? name : "", K->idx[i] = in[k], bound++;
+    }
+    if (bound != nin)
+        return mw_keras_fail_at(B->origin, MW_EMODEL,
+                                "called with %d inputs, but the model has %d InputLayers; "
+                                "expected one tensor per input",
+                                nin, bound);
+    return MW_OK;
+}
+
+/* A nested Functional's layers, its InputLayers standing for inputs in[0..nin); *out its
+ * output. */
+static mw_status nested_functional(mw_kbuilder *B, const json_t *conf, const json_t *layers,
+                                   const int *in, int nin, int last, int *out)
 {
     const size_t n = json_array_size(layers);
     if (n == 0 || n > MW_KERAS_MAX_LAYERS)
         return mw_keras_fail_at(B->origin, n ? MW_EUNSUPPORTED : MW_EMODEL,
                                 "layers: %zu layers; expected the InputLayer first and at most %d",
                                 n, MW_KERAS_MAX_LAYERS);
-    MW_TRY(check_graph_input(B->origin, conf, layers, 0));
-    mw_klayer L0 = {B->origin, "", MW_POLICY_FLOAT32, NULL};
-    const char *cls0 = NULL, *name0 = NULL;
-    const json_t *cfg0 = NULL;
-    MW_TRY(mw_keras_read_layer(&L0, json_array_get(layers, 0), 0, &cls0, &cfg0, &name0));
-    MW_TRY(mw_keras_check_input_layer(&L0, cfg0, 0));
+    MW_TRY(check_graph_input(B->origin, conf, layers, nin > 1));
     knames K = {calloc(n, sizeof(char *)), calloc(n, sizeof(int)), n};
     mw_status rc =
         K.name && K.idx ? MW_OK : mw_keras_fail_at(B->origin, MW_ENOMEM, "out of memory");
-    if (rc == MW_OK) {
-        K.name[0] = name0 ? name0 : "", K.idx[0] = in;
+    if (rc == MW_OK)
+        rc = bind_inputs(B, conf, layers, &K, in, nin);
+    if (rc == MW_OK)
         rc = graph_layers(B, layers, &K, last, 0);
-    }
     if (rc == MW_OK)
         rc = check_graph_output(B->origin, conf, K.name[n - 1]);
     if (rc == MW_OK)
@@ -703,11 +666,13 @@ static mw_status nested_functional(mw_kbuilder *B, const json_t *conf, const jso
     return rc;
 }
 
-mw_status mw_keras_add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cls,
-                              const json_t *cfg, const char *name, int in, int last,
-                              const json_t *siblings, size_t at, int *out)
+static mw_status add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cls, const json_t *cfg,
+                            const char *name, const int *in, int nin, int last,
+                            const json_t *siblings, size_t at, int *out)
 {
     const int seq = !strcmp(cls, "Sequential");
+    if (nin != 1 && seq)
+        return mw_kfail(L, MW_EUNSUPPORTED, "%d inputs of a nested Sequential; expected one", nin);
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, seq ? seq_keys : fn_keys, 1));
     const json_t *layers = json_object_get(cfg, "layers");
     mw_kdbuf d;
@@ -722,10 +687,17 @@ mw_status mw_keras_add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cl
     snprintf(where, sizeof where, "%s: %s", origin, L->where);
     MW_TRY(add_nest(B, L, cls, name, siblings, at));
     B->origin = where;
-    mw_status rc = seq ? nested_sequential(B, layers, in, last, out)
-                       : nested_functional(B, cfg, layers, in, last, out);
+    mw_status rc = seq ? nested_sequential(B, layers, in[0], last, out)
+                       : nested_functional(B, cfg, layers, in, nin, last, out);
     B->origin = origin, B->nest = up;
     return rc;
+}
+
+mw_status mw_keras_add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cls,
+                              const json_t *cfg, const char *name, int in, int last,
+                              const json_t *siblings, size_t at, int *out)
+{
+    return add_nested(B, L, cls, cfg, name, &in, 1, last, siblings, at, out);
 }
 
 /* mw_keras_build_graph for a model of several named inputs (or data of named inputs). */
@@ -738,13 +710,14 @@ static mw_status build_named(mw_kbuilder *B, const json_t *conf, const json_t *l
     mw_status rc =
         K.name && K.idx ? MW_OK : mw_keras_fail_at(B->origin, MW_ENOMEM, "out of memory");
     if (rc == MW_OK)
-        rc = start_named(B, conf, layers, shape, &K);
+        rc = mw_keras_start_named(B, conf, layers, shape, count_inputs(layers), &K.name[0],
+                                  &K.idx[0]);
     if (rc == MW_OK)
         rc = graph_layers(B, layers, &K, 1, 1);
     if (rc == MW_OK)
         rc = check_graph_output(B->origin, conf, K.name[n - 1]);
     if (rc == MW_OK)
-        rc = check_parts_used(B);
+        rc = mw_keras_check_parts_used(B);
     free(K.name);
     free(K.idx);
     MW_TRY(rc);

@@ -110,7 +110,7 @@ const char *mw_keras_class(const mw_layer *l)
 
 int mw_keras_layer_is_own(const mw_layer *l)
 {
-    return !l->folded && (!l->block || l->block_first);
+    return !l->folded && !l->tied && (!l->block || l->block_first);
 }
 
 /* The three re.sub steps of to_snake_case, in order, on ASCII. */

@@ -53,7 +53,8 @@ mw_status mw_keras_layer_keys(const mw_model *m, char **keys);
 
 /* 1 when layer l is a layer of its own in Keras' model (not an activation folded into the
  * Conv2D or Dense before it, which Keras keeps inside that layer, nor a part of a KerasHub
- * block other than its first layer, which stands for the block). */
+ * block other than its first layer, which stands for the block, nor a tied layer's second
+ * call: a ReversibleEmbedding's reverse). */
 int mw_keras_layer_is_own(const mw_layer *l);
 
 #endif

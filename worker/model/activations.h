@@ -28,7 +28,8 @@
     X(RELU6, "relu6", MW_ACTK_RELU6, 0.0f, "relu6")                                                \
     X(HARD_SIGMOID, "hard_sigmoid", MW_ACTK_HARD_SIGMOID, 0.0f, "hard_sigmoid")                    \
     X(HARD_SILU, "hard_silu", MW_ACTK_HARD_SILU, 0.0f, "hard_silu")                                \
-    X(HARD_SWISH, "hard_swish", MW_ACTK_HARD_SILU, 0.0f, "hard_silu")
+    X(HARD_SWISH, "hard_swish", MW_ACTK_HARD_SILU, 0.0f, "hard_silu")                              \
+    X(GELU_APPROXIMATE, "gelu_approximate", MW_ACTK_GELU_TANH, 0.0f, "gelu_approximate")
 
 #define MW_ACT_ENUM_(ID, keras, kernel, param, name) MW_ACT_##ID,
 typedef enum { MW_ACTIVATION_LIST(MW_ACT_ENUM_) MW_ACT_COUNT } mw_activation;

@@ -146,6 +146,8 @@ typedef struct mw_layer {
     int part_off;    /* MW_LAYER_INPUT: where its part begins in the model input's row */
     int kerashub;    /* KerasHub's TokenAndPositionEmbedding: its padding mask travels on its
                         output tensor only, never in the graph (masks.c) */
+    int tied;        /* MW_LAYER_REVEMB: 1 + the Embedding layer whose table it uses (its
+                        kernel, transposed: no weights of its own, its gradient added there) */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at stats_off (stats_count = 2 C, not trainable) */
     size_t stats_off, stats_count;

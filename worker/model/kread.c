@@ -253,11 +253,25 @@ mw_status mw_kget_activation(const mw_klayer *L, const json_t *cfg, const char *
         return mw_kfail(L, MW_EMODEL, "%s is missing; expected one of %s", key, mw_act_supported());
     if (!v || json_is_null(v))
         return MW_OK;
-    if (!json_is_string(v))
+    const char *s = json_string_value(v);
+    /* a function serialized as an object: KerasHub's gelu_approximate, {"class_name":
+     * "function", "config": "keras_hub>gelu_approximate"} (or the name in registered_name) */
+    const char *fn = json_string_value(json_object_get(v, "config"));
+    const char *reg = json_string_value(json_object_get(v, "registered_name"));
+    if (json_is_object(v) && json_is_string(json_object_get(v, "class_name")) &&
+        !strcmp(json_string_value(json_object_get(v, "class_name")), "function") && fn) {
+        s = !strncmp(fn, "keras_hub>", 10) ? fn + 10 : fn;
+        if (strcmp(s, "gelu_approximate") != 0 ||
+            (reg && strcmp(reg, "keras_hub>gelu_approximate") != 0))
+            return mw_kfail(L, MW_EUNSUPPORTED,
+                            "%s: the function %s; supported as a function: KerasHub's "
+                            "gelu_approximate, and by name: %s",
+                            key, mw_kquote(q, fn), mw_act_supported());
+    }
+    if (!s)
         return mw_kfail(L, MW_EUNSUPPORTED, "%s: found %s (a custom activation?); supported: %s",
                         key, mw_kdescribe(d, v), mw_act_supported());
     (void)is_last; /* a softmax before the end is computed as a layer */
-    const char *s = json_string_value(v);
     if (mw_act_find(s, out) == 0)
         return MW_OK;
     return mw_kfail(L, MW_EUNSUPPORTED, "%s %s is not supported; supported: %s", key,

@@ -41,9 +41,11 @@ typedef struct mw_kbuilder {
     const mw_input_parts *parts; /* the data's named inputs (NULL, or n 0: one input) */
     const json_t *lengths;       /* without data: the named inputs' lengths a training run recorded
                                     in the model it checkpointed (MW_KERAS_LENGTHS_KEY), or NULL */
-    int kmask;         /* the layer being read gets a padding mask as a tensor argument: 1 + the
-                          producer (a named input's InputLayer); 0: none */
-    const json_t *key; /* a GetItem operation's key (inbound_nodes[0].args[1]); else NULL */
+    int kmask;            /* the layer being read gets a padding mask as a tensor argument: 1 + the
+                             producer (a named input's InputLayer); 0: none */
+    const char *backbone; /* a KerasHub task model (worker/keras/keras_hub.h): the group in
+                             .weights.h5 of its backbone, the model's nested Functional; NULL */
+    const json_t *key;    /* a GetItem operation's key (inbound_nodes[0].args[1]); else NULL */
 } mw_kbuilder;
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'

@@ -38,6 +38,7 @@
     X(CLSTOKEN, clstoken)   /* a learned row before a sequence's steps (ViT's class token) */      \
     R(vit)                  /* KerasHub's ViTPatchingAndEmbedding, ViTEncoder (layers/vit.c) */    \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
+    X(REVEMB, revemb)       /* ReversibleEmbedding's reverse call: logits from a tied table */     \
     X(ROPE, rope)           /* KerasHub's RotaryEmbedding: features rotated by the position */     \
     X(RESCALE, rescale)     /* Rescaling as a layer: x * scale + offset */                         \
     X(NORMALIZE, normalize) /* Normalization with its statistics in its weights (adapted) */       \

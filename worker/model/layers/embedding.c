@@ -55,6 +55,37 @@ mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, i
     return add_embed(m, name, "Embedding", "embedding", input_dim, output_dim);
 }
 
+mw_status mw_model_add_reversible_embedding(mw_model *m, const char *name, int input_dim,
+                                            int output_dim)
+{
+    return add_embed(m, name, "ReversibleEmbedding", "reversible_embedding", input_dim, output_dim);
+}
+
+mw_status mw_model_add_reverse_embedding(mw_model *m, const char *name, int table)
+{
+    mw_layer *l =
+        mw_layer_push(m, MW_LAYER_REVEMB, name, "ReversibleEmbedding", "reversible_embedding");
+    if (!l)
+        return mw_err_status();
+    const mw_layer *t = table >= 0 && table < m->nlayers - 1 ? &m->layers[table] : NULL;
+    if (!t || t->kind != MW_LAYER_EMBED || t->positions || strcmp(t->cls, "ReversibleEmbedding"))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (ReversibleEmbedding): its reverse call "
+                                         "needs the same layer's forward call (its token "
+                                         "table) before it",
+                                         l->name));
+    if (l->nin != 1 || l->in_h != 1 || l->in_c != t->out_c)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (ReversibleEmbedding): the reverse call's "
+                                         "input is %dx%dx%d; expected (None, steps, %d) or "
+                                         "(None, %d): the table's output_dim features",
+                                         l->name, l->in_h, l->in_w, l->in_c, t->out_c, t->out_c));
+    l->tied = table + 1;
+    l->vocab = t->vocab;
+    l->out_h = 1, l->out_w = l->in_w, l->out_c = t->vocab;
+    return MW_OK;
+}
+
 mw_status mw_model_add_token_position(mw_model *m, const char *name, int vocab, int positions,
                                       int dim)
 {
@@ -169,6 +200,34 @@ static void pos_backward(const mw_layer_call *c)
         positions_bwd(c, c->G + c->l->w_off);
 }
 
+/* The reverse call: logits (rows, V) = x (rows, D) E^T of the tied table E (V, D); its
+ * gradient goes to the table's slot, where the forward call's adds too. */
+static void rev_forward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const size_t e = c->m->layers[l->tied - 1].w_off;
+    c->kt->dense_t_fwd(c->k, c->y, c->x, c->P + e, (int)c->rows, l->in_c, l->out_c);
+}
+
+static void rev_backward(const mw_layer_call *c)
+{
+    const mw_layer *l = c->l;
+    const size_t e = c->m->layers[l->tied - 1].w_off;
+    c->kt->dense_t_bwd(c->k, c->dx, c->G + e, c->dy, c->x, c->P + e, (int)c->rows, l->in_c,
+                       l->out_c);
+}
+
+static int rev_kernels(const mw_layer *l, const mw_kernels *t)
+{
+    (void)l;
+    return t->dense_t_fwd && t->dense_t_bwd;
+}
+
+static int rev_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
+{
+    return mw_diff_dims(d, n, "the tied table's layer", &x->tied, &y->tied, 1);
+}
+
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
 {
     (void)l;
@@ -252,12 +311,33 @@ static const mw_kkey token_keys[] = {
     MW_KEND,
 };
 
+/* KerasHub's ReversibleEmbedding: Embedding's keys, and how its reverse call (logits from the
+ * table, a model's output projection) computes. */
+static const mw_kkey rev_keys[] = {
+    MW_KREAD("input_dim"),
+    MW_KREAD("output_dim"),
+    MW_KREAD("mask_zero"),
+    MW_KREAD("embeddings_initializer"),
+    MW_KREAD("embeddings_regularizer"),
+    MW_KREAD("activity_regularizer"),
+    MW_KREAD("embeddings_constraint"),
+    MW_KDEF("quantization_config", "null", "quantized weights"),
+    MW_KDEF("tie_weights", "true", "a reverse projection of its own (untied weights)"),
+    MW_KDEF("reverse_dtype", "null", "the reverse call in another dtype"),
+    MW_KDEF("logit_soft_cap", "null", "the reverse call's logits soft-capped (tanh)"),
+    MW_KEND,
+};
+
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     mw_kbuilder *B = R->B;
     const mw_klayer *L = R->L;
+    const int rev = !strcmp(cls, "ReversibleEmbedding");
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
-                          strcmp(cls, "TokenAndPositionEmbedding") ? keys : token_keys, 1));
+                          rev                                        ? rev_keys
+                          : strcmp(cls, "TokenAndPositionEmbedding") ? keys
+                                                                     : token_keys,
+                          1));
     if (!strcmp(cls, "TokenAndPositionEmbedding"))
         return parse_token_position(R, cfg, name);
     int vocab = 0, dim = 0, mask = 0;
@@ -268,7 +348,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kneed_null(L, cfg, "embeddings_regularizer", "a penalty on the embeddings"));
     MW_TRY(mw_kneed_null(L, cfg, "activity_regularizer", "a penalty on the output"));
     MW_TRY(mw_kneed_null(L, cfg, "embeddings_constraint", "a constraint on the embeddings"));
-    MW_TRY(mw_kneed_null(L, cfg, "lora_rank", "LoRA"));
+    if (!rev)
+        MW_TRY(mw_kneed_null(L, cfg, "lora_rank", "LoRA"));
     MW_TRY(mw_kget_init(L, cfg, "embeddings_initializer", MW_INIT_RANDOM_UNIFORM, &init));
     const json_t *given = json_object_get(cfg, "embeddings_initializer");
     if (!given || json_is_null(given)) /* Keras' default, "uniform" */
@@ -278,7 +359,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "a %dx%d embedding table is larger than the %d values supported per "
                         "tensor",
                         vocab, dim, MW_KMAX_TENSOR);
-    mw_status rc = mw_model_add_embedding(B->m, name, vocab, dim);
+    mw_status rc = rev ? mw_model_add_reversible_embedding(B->m, name, vocab, dim)
+                       : mw_model_add_embedding(B->m, name, vocab, dim);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     B->m->layers[B->m->nlayers - 1].kernel_init = init;
@@ -373,7 +455,8 @@ static void pos_keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 }
 
 const mw_layer_ops mw_layer_embed = {
-    .keras = {"Embedding", MW_LAYER_KERAS_HUB "TokenAndPositionEmbedding"},
+    .keras = {"Embedding", MW_LAYER_KERAS_HUB "TokenAndPositionEmbedding",
+              MW_LAYER_KERAS_HUB "ReversibleEmbedding"},
     .parse = parse,
     .forward = forward,
     .backward = backward,
@@ -394,4 +477,14 @@ const mw_layer_ops mw_layer_posemb = {
     .differs = pos_differs,
     .mask = mw_mask_drop,
     .keras_vars = pos_keras_vars,
+};
+
+/* No Keras class of its own: the reader makes it from a ReversibleEmbedding's reverse call
+ * (worker/keras/keras_graph.c), and its table's variables are the forward call's layer's. */
+const mw_layer_ops mw_layer_revemb = {
+    .forward = rev_forward,
+    .backward = rev_backward,
+    .has_kernels = rev_kernels,
+    .differs = rev_differs,
+    .mask = mw_mask_drop,
 };

@@ -14,6 +14,13 @@
  * output_dim), RandomUniform(-0.05, 0.05) unless the config says otherwise. The first layer
  * only: it reads the model's input. */
 mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim);
+/* KerasHub's ReversibleEmbedding: an Embedding whose table a later reverse call (below) also
+ * uses. */
+mw_status mw_model_add_reversible_embedding(mw_model *m, const char *name, int input_dim,
+                                            int output_dim);
+/* Its reverse call (MW_LAYER_REVEMB) on the current input (None, T, D) or (None, D): logits
+ * (None, T, V) = x E^T of layer table's (V, D) table, its weights tied to that layer's. */
+mw_status mw_model_add_reverse_embedding(mw_model *m, const char *name, int table);
 /* Positions a position table may hold (KerasHub's sequence_length). */
 #define MW_KMAX_POSITIONS (1 << 20)
 /* KerasHub's TokenAndPositionEmbedding(vocabulary_size, sequence_length, embedding_dim): an

@@ -1,8 +1,8 @@
-"""Writes eleven of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes twelve of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
-(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, vit; none:
-all)
+(NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, tokens_tied,
+vit; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -34,6 +34,7 @@ image, a class token), a ViTEncoderBlock without biases, a ViTEncoder of one blo
 (0.1 of the attention's probabilities, of the input and of both branches), the class token's
 features by x[:, 0] (a GetItem operation node) added to the mean over the steps (ops.mean, a
 Mean operation node) and a Dense."""
+import json
 import os
 import sys
 
@@ -223,11 +224,41 @@ def vit():
     return keras.Model(inp, out, name="gradcheck_vit")
 
 
+def tokens_tied():
+    """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
+    Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
+    the table gets both calls' gradients. Keras writes the second call as a second inbound
+    node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
+    an entry of its own with the kwargs reverse, the form this file is turned into."""
+    ids = keras.Input((784,), dtype="int32", name="ids")
+    tok = keras_hub.layers.ReversibleEmbedding(
+        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok")
+    x = layers.AveragePooling1D(4, name="ap")(tok(ids))
+    x = layers.MaxPooling1D(7, name="mp")(x)
+    x = layers.GlobalMaxPooling1D(name="gmp")(x)
+    x = layers.Dense(4, activation="tanh", name="h")(x)
+    out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
+    model = keras.Model(ids, out, name="gradcheck_tokens_tied")
+    cfg = json.loads(model.to_json())
+    ls = cfg["config"]["layers"]
+    e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
+    rev = json.loads(json.dumps(ls[e]))
+    ls[e]["inbound_nodes"] = ls[e]["inbound_nodes"][:1]
+    rev["inbound_nodes"] = rev["inbound_nodes"][1:]
+    for n in rev["inbound_nodes"]:  # the reverse call reads h's output
+        n["args"][0]["config"]["keras_history"][1] = 0
+    ls.insert(next(i for i, l in enumerate(ls) if l["name"] == "out"), rev)
+    for n in ls[-1]["inbound_nodes"]:
+        n["args"][0]["config"]["keras_history"][1] = 0
+    return cfg
+
+
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
-MODELS += (("tokens_rope", rope), ("vit", vit))
+MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied), ("vit", vit))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
     with open(os.path.join(HERE, f"gradcheck_{name}.json"), "w") as f:
-        f.write(make().to_json())
+        m = make()
+        f.write(json.dumps(m) if isinstance(m, dict) else m.to_json())

@@ -1,0 +1,204 @@
+"""KerasHub's task models against KerasHub 0.32 on Keras 3.15 (suite 'keras', the KerasHub venv:
+tests/keras/hub_models.sh). A task model's archive holds its backbone's arguments, not a layer
+graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras/keras_hub.c).
+
+  - GPT2CausalLM (GPT2Backbone of 2 pre-norm TransformerDecoders, width D, 2 heads, the tied
+    ReversibleEmbedding as its output projection), saved untrained by KerasHub, trained on
+    padded token ids (x_train.token_ids, x_train.padding_mask), the next tokens as labels and
+    the padding mask shifted as the per-position sample weights (what KerasHub's
+    preprocessor makes): mwtrain's initial weights are the archive's bit for bit, and after 2
+    SGD steps of 32 (--no-shuffle; Keras: fittrain_on_batch(x={...}, y, sample_weight=...) on the same
+    batches)
+    every variable within 1e-4 of its largest value (text_e2e's tolerance and its rel_err:
+    the attention's key bias holds rounding noise on both sides); control: Keras without the
+    sample weights, which moves the weights by more than that.
+  - The layouts (2 ranks, 2 replicas, 1 x 4 replicas, 2 nodes x 2) equal 1 process within 1e-5.
+  - `mwtrain export --format keras` of the checkpoint: KerasHub loads it back as a GPT2CausalLM
+    holding mwtrain's weights bit for bit, and its logits on the test split equal those of the
+    model Keras trained itself within 1e-5 of the largest.
+Refused with one message: a task model this reader does not build (BertTextClassifier),
+a backbone alone, an argument it does not know, and KerasHub's default compile (its weighted
+SparseCategoricalAccuracy: metrics weighted by sample weights are not computed yet).
+
+Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
+trains with its default Adam); the oracle compiles the loaded model with the archive's own
+SGD(0.1) and loss, which is what the archive says and what mwtrain reads.
+
+usage: hub_models.py MWTRAIN WORKDIR"""
+import json
+import os
+import sys
+import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
+from oracle import check, finish  # noqa: E402
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+
+T, V, D, B = E.T, E.V, E.D, E.B
+N, NT = E.N_TRAIN, E.N_TEST
+
+
+def make_data(path, seed):
+    """Padded token ids (each sequence 3..T+1 long, then 0), the inputs its first T, the
+    labels its last T (the next token), the sample weights the padding mask of the labels."""
+    rng = np.random.default_rng(seed)
+    n = N + NT
+    ids = rng.integers(1, V, (n, T + 1)).astype(np.int32)
+    ids[:, 1::2] = (ids[:, 0::2][:, :ids[:, 1::2].shape[1]] * 7 + 3) % (V - 1) + 1  # learnable
+    mask = np.arange(T + 1)[None, :] < rng.integers(3, T + 2, n)[:, None]
+    ids[~mask] = 0
+    x = {"token_ids": ids[:, :T], "padding_mask": mask[:, :T]}
+    y, sw = ids[:, 1:], mask[:, 1:].astype(np.float32)
+    arrays = {"y_train": y[:N], "y_test": y[N:], "sample_weight_train": sw[:N]}
+    for k, v in x.items():
+        arrays["x_train." + k], arrays["x_test." + k] = v[:N], v[N:]
+    np.savez(path, **arrays)
+    return ({k: v[:N] for k, v in x.items()}, y[:N], sw[:N], {k: v[N:] for k, v in x.items()})
+
+
+def gpt2(seed, compile_default=False):
+    keras.utils.set_random_seed(seed)
+    bb = keras_hub.models.GPT2Backbone(vocabulary_size=V, num_layers=2, num_heads=2,
+                                       hidden_dim=D, intermediate_dim=2 * D,
+                                       max_sequence_length=T + 2, dropout=0.0)
+    lm = keras_hub.models.GPT2CausalLM(backbone=bb, preprocessor=None)
+    if compile_default:
+        lm.compile(optimizer=keras.optimizers.SGD(E.LR))
+    else:
+        compile_sgd(lm)
+    return lm
+
+
+def compile_sgd(lm):
+    lm.compile(optimizer=keras.optimizers.SGD(E.LR),
+               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+               weighted_metrics=[])
+
+
+def keras_steps(path, x, y, sw):
+    """2 steps of B in order (train_on_batch: KerasHub's fit wants TensorFlow for its
+    dataset; the same steps)."""
+    k = keras.saving.load_model(path)
+    compile_sgd(k)  # see the note above: the archive's compile, which KerasHub does not restore
+    for s in range(2):
+        b = slice(s * B, (s + 1) * B)
+        k.train_on_batch({n: v[b] for n, v in x.items()}, y[b],
+                         sample_weight=None if sw is None else sw[b])
+    return k
+
+
+def causal_lm(mw, work):
+    data, path = os.path.join(work, "gpt2.npz"), os.path.join(work, "gpt2.keras")
+    x, y, sw, xt = make_data(data, 3)
+    gpt2(3).save(path)
+    shapes = [tuple(w.shape) for w in keras.saving.load_model(path).weights]
+    init = os.path.join(work, "gpt2-init.bin")
+    if E.mwtrain(mw, work, "gpt2-init", path, data, "--epochs", "0", "--dump-weights",
+                 init) is None:
+        return None
+    k0 = keras.saving.load_model(path)
+    check(all(np.array_equal(a, np.asarray(w)) for a, w in
+              zip(E.split(np.fromfile(init, "<f4"), shapes), k0.weights)),
+          "GPT2CausalLM: mwtrain's initial weights are the archive's, bit for bit (%d "
+          "variables, the tied token table once)" % len(shapes))
+    out = os.path.join(work, "gpt2-w.bin")
+    if E.mwtrain(mw, work, "gpt2", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return None
+    got = E.split(np.fromfile(out, "<f4"), shapes)
+    k = keras_steps(path, x, y, sw)
+    e = E.rel_err(got, k.weights)
+    check(e <= E.TOL_W, "GPT2CausalLM, 2 SGD steps: weights against KerasHub's, relative %.2e "
+          "<= %g" % (e, E.TOL_W))
+    c = E.rel_err(got, keras_steps(path, x, y, None).weights)
+    check(c > 10 * E.TOL_W, "control: KerasHub without the sample weights differs by %.2e > %g"
+          % (c, 10 * E.TOL_W))
+    return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k, "xt": xt,
+            "err": e, "control": c}
+
+
+def export(mw, work, r):
+    ex = os.path.join(work, "gpt2-export.keras")
+    p = E.run([mw, "export", "--checkpoint-dir", os.path.join(work, "gpt2-ck"), "--format",
+               "keras", "--output", ex])
+    if not check(p.returncode == 0, "export: exit %d %s" % (p.returncode, p.stderr[-400:])):
+        return None
+    back = keras.saving.load_model(ex)
+    check(type(back).__name__ == "GPT2CausalLM" and
+          all(np.array_equal(a, np.asarray(w)) for a, w in zip(r["weights"], back.weights)),
+          "export: KerasHub loads a %s holding mwtrain's weights bit for bit"
+          % type(back).__name__)
+    # the models called on the arrays (KerasHub's predict wants grain or TensorFlow)
+    want = keras.ops.convert_to_numpy(r["keras"](r["xt"]))
+    have = keras.ops.convert_to_numpy(back(r["xt"]))
+    e = float(np.max(np.abs(have - want)) / np.max(np.abs(want)))
+    check(e <= E.TOL_EXPORT, "export: its logits against the model KerasHub trained, relative "
+          "%.2e <= %g" % (e, E.TOL_EXPORT))
+    return e
+
+
+def edited(work, src, tag, edit):
+    """A copy of archive src whose config.json edit(cfg) changed."""
+    out = os.path.join(work, tag + ".keras")
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(out, "w") as zo:
+        for item in zi.infolist():
+            data = zi.read(item.filename)
+            if item.filename == "config.json":
+                cfg = json.loads(data)
+                edit(cfg)
+                data = json.dumps(cfg).encode()
+            zo.writestr(item, data)
+    return out
+
+
+def refuse(mw, work, what, model, data, subs):
+    p = E.run([mw, "train", "--model", model, "--data", data, "--epochs", "1", "--summary-dir",
+               "", "--checkpoint-dir", os.path.join(work, "bad-ck")])
+    last = (p.stderr.strip().splitlines() or [""])[-1]
+    check(p.returncode != 0 and all(s in last for s in subs),
+          "refused, %s (exit %d): %s" % (what, p.returncode, last))
+
+
+def refusals(mw, work, r):
+    keras.utils.set_random_seed(1)
+    bert = keras_hub.models.BertBackbone(vocabulary_size=V, num_layers=1, num_heads=2,
+                                         hidden_dim=D, intermediate_dim=2 * D,
+                                         max_sequence_length=T)
+    clf = keras_hub.models.BertTextClassifier(backbone=bert, num_classes=3, preprocessor=None)
+    p = os.path.join(work, "bert.keras")
+    clf.save(p)
+    refuse(mw, work, "a task model not built", p, r["data"],
+           ["class_name \"BertTextClassifier\"", "supported: the task models GPT2CausalLM"])
+    bb = os.path.join(work, "gpt2-backbone.keras")
+    keras.saving.load_model(r["path"]).backbone.save(bb)
+    refuse(mw, work, "a backbone alone", bb, r["data"],
+           ["class_name \"GPT2Backbone\"", "a backbone alone has no output layer"])
+    odd = edited(work, r["path"], "odd-arg",
+                 lambda c: c["config"]["backbone"]["config"].update(rotary=True))
+    refuse(mw, work, "an argument it does not know", odd, r["data"],
+           ["GPT2CausalLM: backbone (GPT2Backbone)", "rotary", "is not a key mwtrain knows"])
+    dflt = os.path.join(work, "gpt2-default.keras")
+    gpt2(3, compile_default=True).save(dflt)
+    refuse(mw, work, "KerasHub's default compile", dflt, r["data"],
+           ["weighted_metrics", "metrics weighted by sample weights is not supported"])
+
+
+def main():
+    mw, work = sys.argv[1], sys.argv[2]
+    r = causal_lm(mw, work)
+    if r:
+        E.layouts(mw, work, "GPT2CausalLM", r, prefix="gpt2", more=True)
+        ex = export(mw, work, r)
+        refusals(mw, work, r)
+        print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
+                                      "export logits"))
+        print("%-40s %.2e  %.2e  %s" % ("GPT2CausalLM (tied, padded, weighted)", r["err"],
+                                        r["control"], "%.2e" % ex if ex is not None else "-"))
+    finish()
+
+
+if __name__ == "__main__":
+    main()
