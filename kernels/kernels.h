@@ -118,6 +118,9 @@ typedef struct {
                       weigh by it): output position p of an example counts only where its input
                       id at p is not 0; each metric's slot sums its counted positions' values
                       and MW_SUM_VALID counts them (mw_metrics_value: the mean over them) */
+    int weighted;  /* 1: Keras' weighted_metrics: each position's value times its sample weight
+                      (the batch's, when it has some), MW_SUM_VALID the weights' sum, the value
+                      the weighted mean (with a mask too: times 0 where it is padding) */
 } mw_metric_list;
 
 /* Keras' AUC thresholds (num_thresholds): an output q falls in bucket

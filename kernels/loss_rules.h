@@ -187,46 +187,49 @@ MW_LOSS_HD int metric_auc_bucket(float q)
     return b < 0 ? 0 : b;
 }
 
-/* 1 when output position p of an example counts: no mask, or its input id there (ids: the
- * example's, as floats) is not 0. */
-MW_LOSS_HD int metric_counts(const mw_metric_list *ml, const float *ids, int p)
+/* How much output position p of an example counts: 0 where a mask says padding (ids: the
+ * example's input ids, as floats: 0 there), times its sample weight for weighted metrics (w:
+ * the example's weights, one per position, NULL: 1); else 1. */
+MW_LOSS_HD double metric_counts(const mw_metric_list *ml, const float *ids, const float *w, int p)
 {
-    return !ml->masked || !ids || ids[p] != 0.0f;
+    const double c = !ml->masked || !ids || ids[p] != 0.0f;
+    return ml->weighted && w ? c * w[p] : c;
 }
 
 /* One example's value of a metric (not AUC): the mean over its positions (ml->positions rows
- * of K outputs, each against its target: an int32 label, or K floats); with a mask the sum
- * over the positions that count (metric_counts). */
+ * of K outputs, each against its target: an int32 label, or K floats); with a mask or weights
+ * the sum over the positions of each value times how much it counts (metric_counts). */
 MW_LOSS_HD double metric_example(const mw_metric_list *ml, mw_metric_kind kind, const float *q,
-                                 const void *target, int K, const float *ids)
+                                 const void *target, int K, const float *ids, const float *w)
 {
     const int P = ml->positions > 1 ? ml->positions : 1;
     const size_t tb = kind == MW_METRIC_SPARSE_ACC ? sizeof(int32_t) : (size_t)K * sizeof(float);
     double v = 0.0;
     for (int p = 0; p < P; p++)
-        if (metric_counts(ml, ids, p))
-            v += metric_value(kind, q + (size_t)p * K, (const uint8_t *)target + p * tb, K);
-    return P > 1 && !ml->masked ? v / P : v;
+        v += metric_counts(ml, ids, w, p) *
+             metric_value(kind, q + (size_t)p * K, (const uint8_t *)target + p * tb, K);
+    return P > 1 && !ml->masked && !ml->weighted ? v / P : v;
 }
 
 /* One example's contributions to the running sums (kernels.h' MW_SUM_*): each listed metric's
- * value into its slot, with a mask the positions that count into MW_SUM_VALID; an AUC's
- * outputs (K per position that counts) counted in their buckets, positive where the target
- * is not 0 (Keras casts it to bool). ids: the example's input ids (a mask's), or NULL. */
+ * value into its slot, with a mask or weights how much its positions count into MW_SUM_VALID;
+ * an AUC's outputs (K per position that counts; never weighted) counted in their buckets,
+ * positive where the target is not 0 (Keras casts it to bool). ids: the example's input ids
+ * (a mask's), or NULL; w: its sample weights (one per position), or NULL. */
 MW_LOSS_HD void metrics_add_example(const mw_metric_list *ml, double *acc, const float *q,
-                                    const void *target, int K, const float *ids)
+                                    const void *target, int K, const float *ids, const float *w)
 {
     const int P = ml->positions > 1 ? ml->positions : 1;
-    for (int p = 0; ml->masked && p < P; p++)
-        acc[MW_SUM_VALID] += metric_counts(ml, ids, p);
+    for (int p = 0; (ml->masked || ml->weighted) && p < P; p++)
+        acc[MW_SUM_VALID] += metric_counts(ml, ids, w, p);
     for (int m = 0; m < ml->n; m++) {
         if (ml->kind[m] != MW_METRIC_AUC) {
-            acc[MW_SUM_METRIC(m)] += metric_example(ml, ml->kind[m], q, target, K, ids);
+            acc[MW_SUM_METRIC(m)] += metric_example(ml, ml->kind[m], q, target, K, ids, w);
             continue;
         }
         const float *y = (const float *)target;
         for (int j = 0; j < P * K; j++)
-            if (metric_counts(ml, ids, j / K))
+            if (metric_counts(ml, ids, NULL, j / K) != 0.0)
                 acc[(y[j] != 0.0f ? MW_SUM_AUC_POS : MW_SUM_AUC_NEG) + metric_auc_bucket(q[j])] +=
                     1.0;
     }

@@ -324,8 +324,8 @@ mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const ch
 }
 
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, const float *ids, const mw_metric_list *ml,
-                         int n, int K)
+                         const void *y, size_t ybytes, const float *ids, const float *w,
+                         const mw_metric_list *ml, int n, int K)
 {
     hd_ctx *c = hd_of(k, __func__);
     hd_check(c, __func__, "acc", acc, MW_SUMS * sizeof(double), 0);
@@ -337,10 +337,13 @@ void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const
     hd_check(c, __func__, "y", y, (size_t)n * ybytes, 0);
     if (ml->masked)
         hd_check(c, __func__, "ids", ids, (size_t)n * P * sizeof(float), 0);
+    if (ml->weighted && w)
+        hd_check(c, __func__, "w", w, (size_t)n * P * sizeof(float), 0);
     double ls = 0;
     for (int i = 0; i < n; i++) {
         metrics_add_example(ml, acc, prob + (size_t)i * per, (const char *)y + (size_t)i * ybytes,
-                            K, ml->masked ? ids + (size_t)i * P : NULL);
+                            K, ml->masked ? ids + (size_t)i * P : NULL,
+                            ml->weighted && w ? w + (size_t)i * P : NULL);
         ls += loss[i];
     }
     acc[MW_SUM_LOSS] += ls;

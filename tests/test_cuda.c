@@ -813,19 +813,21 @@ static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
         for (size_t i = 0; i < nk; i++)
             prob[i] /= 4;
     const float *ids = ml->masked ? h_grid(&P, (size_t)N * T, s + 4, 2) : NULL;
+    const float *w = ml->weighted ? h_grid(&P, (size_t)N * T, s + 5, 4) : NULL; /* 0 .. 0.75 */
     double start[MW_SUMS], want[MW_SUMS];
     for (int j = 0; j < MW_SUMS; j++) /* what the accumulators hold before */
         start[j] = j == MW_SUM_LOSS ? 0.25 : j == MW_SUM_COUNT ? -1 : (double)(j % 5);
     memcpy(want, start, sizeof want);
     for (int i = 0; i < N; i++) {
         metrics_add_example(ml, want, prob + (size_t)i * T * K, (const char *)y + i * ybytes, K,
-                            ids ? ids + (size_t)i * T : NULL);
+                            ids ? ids + (size_t)i * T : NULL, w ? w + (size_t)i * T : NULL);
         want[MW_SUM_LOSS] += loss[i];
     }
     double *dAcc = d_put(&P, start, sizeof start);
     mw_cuda_metrics_add(&ctx, dAcc, d_put(&P, loss, N * sizeof(float)),
                         d_put(&P, prob, nk * sizeof(float)), d_put(&P, y, N * ybytes), ybytes,
-                        ids ? d_put(&P, ids, (size_t)N * T * sizeof(float)) : NULL, ml, N, K);
+                        ids ? d_put(&P, ids, (size_t)N * T * sizeof(float)) : NULL,
+                        w ? d_put(&P, w, (size_t)N * T * sizeof(float)) : NULL, ml, N, K);
     check_rc(mw_cuda_mark(&ctx, 0), "mw_cuda_mark");
     check_rc(mw_cuda_wait_mark(&ctx, 0, 30, "test"), "mw_cuda_wait_mark");
     const double *got = d_get(&P, dAcc, sizeof start);
@@ -856,19 +858,21 @@ static void test_metrics(void **state)
     NEED_DEVICE();
     static const int ns[] = {1, 7, 255, 256, 257, 1024}, ks[] = {1, 10, 3, 10, 37, 10};
     static const mw_metric_list lists[] = {
-        {1, {MW_METRIC_SPARSE_ACC}, 1, 0},
-        {1, {MW_METRIC_CAT_ACC}, 1, 0},
-        {1, {MW_METRIC_BIN_ACC}, 1, 0},
-        {1, {MW_METRIC_MAE}, 1, 0},
-        {1, {MW_METRIC_MSE}, 1, 0},
-        {1, {MW_METRIC_RMSE}, 1, 0},
-        {1, {MW_METRIC_AUC}, 1, 0},
-        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}, 1, 0},
-        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}, 1, 0},
-        {1, {MW_METRIC_SPARSE_ACC}, 5, 0}, /* per position: the token accuracy */
-        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3, 0},
-        {1, {MW_METRIC_SPARSE_ACC}, 5, 1}, /* the padding positions not counted */
-        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3, 1},
+        {1, {MW_METRIC_SPARSE_ACC}, 1, 0, 0},
+        {1, {MW_METRIC_CAT_ACC}, 1, 0, 0},
+        {1, {MW_METRIC_BIN_ACC}, 1, 0, 0},
+        {1, {MW_METRIC_MAE}, 1, 0, 0},
+        {1, {MW_METRIC_MSE}, 1, 0, 0},
+        {1, {MW_METRIC_RMSE}, 1, 0, 0},
+        {1, {MW_METRIC_AUC}, 1, 0, 0},
+        {4, {MW_METRIC_BIN_ACC, MW_METRIC_AUC, MW_METRIC_MAE, MW_METRIC_RMSE}, 1, 0, 0},
+        {3, {MW_METRIC_CAT_ACC, MW_METRIC_MSE, MW_METRIC_MAE}, 1, 0, 0},
+        {1, {MW_METRIC_SPARSE_ACC}, 5, 0, 0}, /* per position: the token accuracy */
+        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3, 0, 0},
+        {1, {MW_METRIC_SPARSE_ACC}, 5, 1, 0}, /* the padding positions not counted */
+        {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 3, 1, 0},
+        {1, {MW_METRIC_SPARSE_ACC}, 5, 0, 1}, /* weighted_metrics: each position's weight */
+        {2, {MW_METRIC_CAT_ACC, MW_METRIC_MAE}, 3, 1, 1}, /* weights and a mask */
     };
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
         for (size_t m = 0; m < sizeof lists / sizeof *lists; m++)
@@ -876,7 +880,7 @@ static void test_metrics(void **state)
     pool P = {0};
     double start[MW_SUMS] = {0.25, 3};
     double *dAcc = d_put(&P, start, sizeof start);
-    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, NULL, &lists[0], 0, 10);
+    mw_cuda_metrics_add(&ctx, dAcc, NULL, NULL, NULL, 4, NULL, NULL, &lists[0], 0, 10);
     assert_memory_equal(d_get(&P, dAcc, sizeof start), start, sizeof start); /* n = 0 */
     pool_free(&P);
     check_rc(mw_cuda_wait_mark(&ctx, MW_CUDA_MARKS - 1, 30, "test"), "a mark never recorded");

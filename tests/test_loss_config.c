@@ -209,7 +209,7 @@ static void test_metric_list(void **state)
     assert_string_equal(text, "[\"mse\",\"accuracy\",\"auc\",\"root_mean_squared_error\"]");
     free(text);
     json_decref(out);
-    const mw_metric_list two = {2, {MW_METRIC_MAE, MW_METRIC_RMSE}, 1, 0};
+    const mw_metric_list two = {2, {MW_METRIC_MAE, MW_METRIC_RMSE}, 1, 0, 0};
     assert_int_equal(mw_sums_len(&two), MW_SUM_METRIC(2)); /* no AUC: no buckets */
     const struct {
         const char *text, *sub1, *sub2;
@@ -247,7 +247,7 @@ static void test_metric_list(void **state)
 static void test_auc_value(void **state)
 {
     (void)state;
-    const mw_metric_list ml = {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 1, 0};
+    const mw_metric_list ml = {2, {MW_METRIC_BIN_ACC, MW_METRIC_AUC}, 1, 0, 0};
     const struct {
         float q[4], y[4];
         double want;
@@ -262,7 +262,7 @@ static void test_auc_value(void **state)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double acc[MW_SUMS] = {0};
-        mw_metrics_add_host(&ml, acc, cases[c].q, cases[c].y, sizeof(float), NULL, 4, 1);
+        mw_metrics_add_host(&ml, acc, cases[c].q, cases[c].y, sizeof(float), NULL, NULL, 4, 1);
         acc[MW_SUM_COUNT] = 4;
         double pos = 0, neg = 0;
         for (int j = 0; j < MW_AUC_THRESHOLDS; j++)
@@ -337,7 +337,7 @@ static void test_source(void **state)
     m.nclasses = 1;
     assert_int_equal(parse(&m.loss, "{\"class_name\": \"Huber\", \"config\": {\"delta\": 2}}", "x"),
                      MW_OK);
-    m.loss.metrics = (mw_metric_list){1, {MW_METRIC_RMSE}, 1, 0};
+    m.loss.metrics = (mw_metric_list){1, {MW_METRIC_RMSE}, 1, 0, 0};
     assert_int_equal(mw_keras_source_set_loss(&m), MW_OK);
     mw_loss got;
     mw_loss_default(&got);

@@ -443,9 +443,9 @@ static void ws_alloc_with(void **state)
     assert_memory_equal(a.prob, b.prob, (size_t)N * m.nclasses * sizeof(float));
     assert_memory_equal(ga, gb, count * sizeof(float));
     double acc_a[MW_SUMS] = {0}, acc_b[MW_SUMS] = {0};
-    const mw_metric_list sparse = {1, {MW_METRIC_SPARSE_ACC}, 1, 0};
+    const mw_metric_list sparse = {1, {MW_METRIC_SPARSE_ACC}, 1, 0, 0};
     mw_model_metrics_add(&m, &a, N, acc_a);
-    mw_metrics_add_host(&sparse, acc_b, b.prob, b.y, sizeof(int32_t), NULL, N, m.nclasses);
+    mw_metrics_add_host(&sparse, acc_b, b.prob, b.y, sizeof(int32_t), NULL, NULL, N, m.nclasses);
     assert_true(acc_a[MW_SUM_METRIC(0)] == acc_b[MW_SUM_METRIC(0)]);
     /* a table without the zero entry still zeroes (memset) */
     kt.zero = NULL;

@@ -18,7 +18,7 @@
  * (n x positions), else NULL */
 static __global__ void metrics_add_kernel(double *acc, const float *loss, const float *prob,
                                           const uint8_t *y, size_t ybytes, const float *ids,
-                                          mw_metric_list ml, int n, int K)
+                                          const float *w, mw_metric_list ml, int n, int K)
 {
     /* the loss, the positions counted, each metric */
     __shared__ double s_sum[2 + MW_METRICS_MAX][METRICS_BLOCK];
@@ -36,15 +36,16 @@ static __global__ void metrics_add_kernel(double *acc, const float *loss, const 
         const float *q = prob + (size_t)i * PK;
         const uint8_t *yi = y + (size_t)i * ybytes;
         const float *xi = ids ? ids + (size_t)i * P : NULL;
+        const float *wi = w ? w + (size_t)i * P : NULL;
         part[0] += loss[i];
-        for (int p = 0; ml.masked && p < P; p++)
-            part[1] += metric_counts(&ml, xi, p);
+        for (int p = 0; (ml.masked || ml.weighted) && p < P; p++)
+            part[1] += metric_counts(&ml, xi, wi, p);
         for (int m = 0; m < ml.n; m++)
             if (ml.kind[m] != MW_METRIC_AUC)
-                part[2 + m] += metric_example(&ml, ml.kind[m], q, yi, K, xi);
+                part[2 + m] += metric_example(&ml, ml.kind[m], q, yi, K, xi, wi);
         for (int j = 0; auc && j < PK; j++) {
             const int neg = ((const float *)yi)[j] == 0.0f;
-            if (metric_counts(&ml, xi, j / K))
+            if (metric_counts(&ml, xi, NULL, j / K) != 0.0)
                 atomicAdd(&s_auc[neg * MW_AUC_THRESHOLDS + metric_auc_bucket(q[j])], 1u);
         }
     }
@@ -69,14 +70,16 @@ static __global__ void metrics_add_kernel(double *acc, const float *loss, const 
 
 extern "C" void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss,
                                     const float *prob, const void *y, size_t ybytes,
-                                    const float *ids, const mw_metric_list *ml, int n, int K)
+                                    const float *ids, const float *w, const mw_metric_list *ml,
+                                    int n, int K)
 {
     const char *op = "mw_cuda_metrics_add";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || n <= 0)
         return;
-    metrics_add_kernel<<<1, METRICS_BLOCK, 0, d->stream>>>(
-        acc, loss, prob, (const uint8_t *)y, ybytes, ml->masked ? ids : NULL, *ml, n, K);
+    metrics_add_kernel<<<1, METRICS_BLOCK, 0, d->stream>>>(acc, loss, prob, (const uint8_t *)y,
+                                                           ybytes, ml->masked ? ids : NULL,
+                                                           ml->weighted ? w : NULL, *ml, n, K);
     MW_LAUNCHED_K(d, "metrics_add_kernel");
     mw_cuda_end(d, op);
 }

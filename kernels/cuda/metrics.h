@@ -15,12 +15,14 @@ extern "C" {
  * over the rows of prob (n x ml->positions x K) against the targets (ybytes each: an int32 label or
  * K floats; kernels/loss_rules.h metrics_add_example) into acc[MW_SUM_METRIC(i)], an AUC's outputs
  * counted in its buckets; with ml->masked, only the positions whose input id (ids: n x
- * positions floats) is not 0, counted into acc[MW_SUM_VALID]; acc[MW_SUM_COUNT] is the host's.
- * Every array on k's device; ml is read when the call is made. Enqueued on k's stream: the GPU
- * loop's metrics stay on the device. CPU twin: mw_metrics_add_host (worker/model/loss.h). */
+ * positions floats) is not 0, counted into acc[MW_SUM_VALID]; with ml->weighted each position's
+ * value times its sample weight (w: n x positions floats, NULL: 1), the weights summed into
+ * acc[MW_SUM_VALID]; acc[MW_SUM_COUNT] is the host's. Every array on k's device; ml is read when
+ * the call is made. Enqueued on k's stream: the GPU loop's metrics stay on the device. CPU twin:
+ * mw_metrics_add_host (worker/model/loss.h). */
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
-                         const void *y, size_t ybytes, const float *ids, const mw_metric_list *ml,
-                         int n, int K);
+                         const void *y, size_t ybytes, const float *ids, const float *w,
+                         const mw_metric_list *ml, int n, int K);
 
 #ifdef __cplusplus
 }

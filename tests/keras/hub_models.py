@@ -16,9 +16,13 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
   - `mwtrain export --format keras` of the checkpoint: KerasHub loads it back as a GPT2CausalLM
     holding mwtrain's weights bit for bit, and its logits on the test split equal those of the
     model Keras trained itself within 1e-5 of the largest.
-Refused with one message: a task model this reader does not build (BertTextClassifier),
-a backbone alone, an argument it does not know, and KerasHub's default compile (its weighted
-SparseCategoricalAccuracy: metrics weighted by sample weights are not computed yet).
+  - KerasHub's default compile (weighted_metrics: a SparseCategoricalAccuracy weighted by the
+    sample weights): the epoch's accuracy and loss against KerasHub's over the same 2 steps.
+  - BertTextClassifier (3 inputs: token_ids, segment_ids, padding_mask; the pooler reads the
+    first position, Keras' GetItem), dropout 0: the same 2 steps, layouts and export; control:
+    KerasHub with no position masked.
+Refused with one message: a task model this reader does not build (LlamaCausalLM),
+a backbone alone, an argument it does not know, metrics and weighted_metrics both given.
 
 Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
 trains with its default Adam); the oracle compiles the loaded model with the archive's own
@@ -117,17 +121,111 @@ def causal_lm(mw, work):
     check(c > 10 * E.TOL_W, "control: KerasHub without the sample weights differs by %.2e > %g"
           % (c, 10 * E.TOL_W))
     return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k, "xt": xt,
-            "err": e, "control": c}
+            "err": e, "control": c, "x": x, "y": y, "sw": sw, "tag": "gpt2",
+            "cls": "GPT2CausalLM"}
+
+
+def weighted_metrics(mw, work, r, x, y, sw):
+    """KerasHub's default compile: a SparseCategoricalAccuracy weighted by the sample weights
+    (the padding mask): mwtrain's epoch accuracy (its metrics.csv) against Keras' over the same
+    2 steps (its state kept across them, as fit's epoch is), and the epoch's loss (the mean of
+    the steps' losses, each sum(w l) / (B T) as Keras' sum_over_batch_size). The accuracy
+    is a ratio of weight sums of 0/1 values (exact but for the argmaxes, which agree when the
+    logits do within 1e-6); the loss within text_e2e's 1e-4. Control: the unweighted accuracy
+    (the mean over every position, padding included) differs. Keras' epoch value is its
+    batches' weighted accuracies combined by their weight sums, what fit's running metric
+    holds."""
+    path = os.path.join(work, "gpt2-default.keras")
+    gpt2(3, compile_default=True).save(path)
+    logs = os.path.join(work, "gpt2-default-logs")
+    if E.mwtrain(mw, work, "gpt2-default", path, r["data"], "--epochs", "1",
+                 "--steps-per-epoch", "2") is None:
+        return None
+    rows = E.metrics_rows(logs)
+    k = keras.saving.load_model(path)
+    k.compile(optimizer=keras.optimizers.SGD(E.LR))  # KerasHub's defaults but the optimizer
+    losses, plain, hits = [], [], 0.0
+    for step in range(2):  # Keras 3's train_on_batch reports each batch's own metric
+        b = slice(step * B, (step + 1) * B)
+        xb = {n: v[b] for n, v in x.items()}
+        plain.append(np.mean(np.argmax(keras.ops.convert_to_numpy(k(xb)), -1) == y[b]))
+        out = k.train_on_batch(xb, y[b], sample_weight=sw[b], return_dict=True)
+        losses.append(out["loss"])
+        hits += out["sparse_categorical_accuracy"] * float(np.sum(sw[b]))
+    acc, loss = 100 * hits / float(np.sum(sw[:2 * B])), float(np.mean(losses))
+    have = rows[-1] if rows else {}
+    mine = 100 * have["train/accuracy"] if "train/accuracy" in have else None
+    ok = check(mine is not None and abs(mine - acc) <= 1e-4,
+               "weighted_metrics: the epoch's weighted accuracy %s%% against KerasHub's %.4f%%"
+               % (mine, acc))
+    check(ok and abs(100 * np.mean(plain) - acc) > 1e-3,
+          "control: the unweighted accuracy %.4f%% differs from the weighted one"
+          % (100 * np.mean(plain)))
+    check("train/loss" in have and E.rel(have["train/loss"], loss) <= E.TOL_LOSS,
+          "weighted_metrics: the epoch's loss %s against KerasHub's %.6f"
+          % (have.get("train/loss"), loss))
+    return acc
+
+
+def bert_data(path, seed):
+    """BERT's three inputs, padded (3..T long), segment ids 0 then 1 from a random cut, the
+    label from the first token (a signal the model can learn)."""
+    rng = np.random.default_rng(seed)
+    n = N + NT
+    ids = rng.integers(1, V, (n, T)).astype(np.int32)
+    mask = np.arange(T)[None, :] < rng.integers(3, T + 1, n)[:, None]
+    ids[~mask] = 0
+    seg = (np.arange(T)[None, :] >= rng.integers(1, T, n)[:, None]).astype(np.int32)
+    y = (ids[:, 0] % 3).astype(np.int32)
+    x = {"token_ids": ids, "segment_ids": seg, "padding_mask": mask}
+    arrays = {"y_train": y[:N], "y_test": y[N:]}
+    for k, v in x.items():
+        arrays["x_train." + k], arrays["x_test." + k] = v[:N], v[N:]
+    np.savez(path, **arrays)
+    return {k: v[:N] for k, v in x.items()}, y[:N], {k: v[N:] for k, v in x.items()}
+
+
+def bert(mw, work):
+    """BertTextClassifier (BertBackbone of 2 post-norm TransformerEncoders given the padding
+    mask, segment embeddings, the tanh pooler on the first position; Dropout and Dense logits),
+    dropout 0 so that both sides train the same function: 2 SGD steps as GPT2CausalLM's;
+    control: KerasHub with the padding mask all ones (the padded keys attended)."""
+    data, path = os.path.join(work, "bert.npz"), os.path.join(work, "bert.keras")
+    x, y, xt = bert_data(data, 5)
+    keras.utils.set_random_seed(5)
+    bb = keras_hub.models.BertBackbone(vocabulary_size=V, num_layers=2, num_heads=2,
+                                       hidden_dim=D, intermediate_dim=2 * D,
+                                       max_sequence_length=T, dropout=0.0)
+    clf = keras_hub.models.BertTextClassifier(backbone=bb, num_classes=3, preprocessor=None,
+                                              dropout=0.0)
+    compile_sgd(clf)
+    clf.save(path)
+    shapes = [tuple(w.shape) for w in clf.weights]
+    out = os.path.join(work, "bert-w.bin")
+    if E.mwtrain(mw, work, "bert", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return None
+    got = E.split(np.fromfile(out, "<f4"), shapes)
+    k = keras_steps(path, x, y, None)
+    e = E.rel_err(got, k.weights)
+    check(e <= E.TOL_W, "BertTextClassifier, 2 SGD steps: weights against KerasHub's, relative "
+          "%.2e <= %g" % (e, E.TOL_W))
+    c = E.rel_err(got, keras_steps(path, dict(x, padding_mask=np.ones_like(x["padding_mask"])),
+                                   y, None).weights)
+    check(c > E.TOL_W, "control: KerasHub with no padding masked differs by %.2e > %g (what the "
+          "check catches)" % (c, E.TOL_W))
+    return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k, "xt": xt,
+            "err": e, "control": c, "tag": "bert", "cls": "BertTextClassifier"}
 
 
 def export(mw, work, r):
-    ex = os.path.join(work, "gpt2-export.keras")
-    p = E.run([mw, "export", "--checkpoint-dir", os.path.join(work, "gpt2-ck"), "--format",
-               "keras", "--output", ex])
+    ex = os.path.join(work, r["tag"] + "-export.keras")
+    p = E.run([mw, "export", "--checkpoint-dir", os.path.join(work, r["tag"] + "-ck"),
+               "--format", "keras", "--output", ex])
     if not check(p.returncode == 0, "export: exit %d %s" % (p.returncode, p.stderr[-400:])):
         return None
     back = keras.saving.load_model(ex)
-    check(type(back).__name__ == "GPT2CausalLM" and
+    check(type(back).__name__ == r["cls"] and
           all(np.array_equal(a, np.asarray(w)) for a, w in zip(r["weights"], back.weights)),
           "export: KerasHub loads a %s holding mwtrain's weights bit for bit"
           % type(back).__name__)
@@ -164,14 +262,13 @@ def refuse(mw, work, what, model, data, subs):
 
 def refusals(mw, work, r):
     keras.utils.set_random_seed(1)
-    bert = keras_hub.models.BertBackbone(vocabulary_size=V, num_layers=1, num_heads=2,
-                                         hidden_dim=D, intermediate_dim=2 * D,
-                                         max_sequence_length=T)
-    clf = keras_hub.models.BertTextClassifier(backbone=bert, num_classes=3, preprocessor=None)
-    p = os.path.join(work, "bert.keras")
-    clf.save(p)
+    bb = keras_hub.models.LlamaBackbone(vocabulary_size=V, num_layers=1, num_query_heads=2,
+                                        num_key_value_heads=1, hidden_dim=D,
+                                        intermediate_dim=2 * D)
+    p = os.path.join(work, "llama.keras")
+    keras_hub.models.LlamaCausalLM(backbone=bb, preprocessor=None).save(p)
     refuse(mw, work, "a task model not built", p, r["data"],
-           ["class_name \"BertTextClassifier\"", "supported: the task models GPT2CausalLM"])
+           ["class_name \"LlamaCausalLM\"", "supported: the task models GPT2CausalLM"])
     bb = os.path.join(work, "gpt2-backbone.keras")
     keras.saving.load_model(r["path"]).backbone.save(bb)
     refuse(mw, work, "a backbone alone", bb, r["data"],
@@ -180,23 +277,32 @@ def refusals(mw, work, r):
                  lambda c: c["config"]["backbone"]["config"].update(rotary=True))
     refuse(mw, work, "an argument it does not know", odd, r["data"],
            ["GPT2CausalLM: backbone (GPT2Backbone)", "rotary", "is not a key mwtrain knows"])
-    dflt = os.path.join(work, "gpt2-default.keras")
-    gpt2(3, compile_default=True).save(dflt)
-    refuse(mw, work, "KerasHub's default compile", dflt, r["data"],
-           ["weighted_metrics", "metrics weighted by sample weights is not supported"])
+    both = edited(work, r["path"], "both-metrics", lambda c: c["compile_config"].update(
+        metrics=["accuracy"], weighted_metrics=["accuracy"]))
+    refuse(mw, work, "metrics and weighted_metrics both", both, r["data"],
+           ["compile_config.weighted_metrics", "metrics and weighted_metrics both given"])
 
 
 def main():
     mw, work = sys.argv[1], sys.argv[2]
+    rows = []
     r = causal_lm(mw, work)
     if r:
         E.layouts(mw, work, "GPT2CausalLM", r, prefix="gpt2", more=True)
-        ex = export(mw, work, r)
+        r["export"] = export(mw, work, r)
+        weighted_metrics(mw, work, r, r["x"], r["y"], r["sw"])
         refusals(mw, work, r)
-        print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
-                                      "export logits"))
-        print("%-40s %.2e  %.2e  %s" % ("GPT2CausalLM (tied, padded, weighted)", r["err"],
-                                        r["control"], "%.2e" % ex if ex is not None else "-"))
+        rows.append(("GPT2CausalLM (tied, padded, weighted)", r))
+    b = bert(mw, work)
+    if b:
+        E.layouts(mw, work, "BertTextClassifier", b, prefix="bert")
+        b["export"] = export(mw, work, b)
+        rows.append(("BertTextClassifier (3 inputs, padded)", b))
+    print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
+                                  "export logits"))
+    for name, c in rows:
+        print("%-40s %.2e  %.2e  %s" % (name, c["err"], c["control"], "%.2e" % c["export"]
+                                        if c["export"] is not None else "-"))
     finish()
 
 

@@ -32,7 +32,7 @@ from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as Gem
 from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
 from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
                                                  ViTPatchingAndEmbedding)
-from keras.src.ops.numpy import GetItem, Mean
+from keras.src.ops.numpy import Mean
 
 L = keras.layers
 UNKNOWN = "is not a key mwtrain knows"
@@ -148,11 +148,6 @@ def functional(make):
     return keras.Model(inp, L.Dense(3)(L.GlobalAveragePooling1D()(x)))
 
 
-def step(x):
-    """x[:, 0] of a sequence, a GetItem operation named x."""
-    return GetItem(name="x")(x, (slice(None), 0))
-
-
 def merge(cls):
     inp = keras.Input((4,))
     return keras.Model(inp, L.Dense(3)(cls()([L.Dense(3)(inp), L.Dense(3)(inp)])))
@@ -222,8 +217,6 @@ HOSTS = {
     "SinePositionEncoding": lambda: functional(
         lambda x: L.Add()([x, hub.SinePositionEncoding(name="x")(x)])),
     "RotaryEmbedding": lambda: tokens(hub.RotaryEmbedding(name="x")),
-    "GetItem": lambda: (lambda inp: keras.Model(inp, L.Dense(3)(step(L.Embedding(10, 8)(inp)))))(
-        keras.Input((6,), dtype="int32")),
     "Mean": lambda: (lambda inp: keras.Model(inp, L.Dense(3)(L.Flatten()(
         Mean(axis=[1], name="x")(L.Embedding(10, 8)(inp))))))(keras.Input((6,), dtype="int32")),
     "ViTPatchingAndEmbedding": lambda: seq(

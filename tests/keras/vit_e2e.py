@@ -193,7 +193,7 @@ def refusals(mw, work, r):
               ["layer 'vit_encoder' (ViTEncoder)", "hidden_dim 32, but its input has 16 "
                "features"]),
              ("a slice as GetItem's key", None,
-              ["(GetItem)", "the key", "supported: x[:, k], one step of a sequence"])]
+              ["(GetItem)", "supported: x[:, k, :] or x[:, k], one step of a sequence"])]
     for i, (what, edit, subs) in enumerate(cases):
         path = sliced_path
         if edit is not None:

@@ -30,14 +30,14 @@ static mw_status loss_file(mw_train_opts *o)
 }
 
 /* The keys Keras writes in compile_config (worker/model/keras_keys.h): the optimizer
- * (worker/keras/optimizer.c), the loss and the metrics are read; one output's loss weight must be
- * 1 and weighted metrics absent (mwtrain reads no sample weights). */
+ * (worker/keras/optimizer.c), the loss and the metrics (or the weighted metrics) are read; one
+ * output's loss weight must be 1. */
 static const mw_kkey compile_keys[] = {
     MW_KREAD("optimizer"),
     MW_KREAD("loss"),
     MW_KREAD("metrics"),
     MW_KDEF("loss_weights", "null|1|[1]", "a weighted loss"),
-    MW_KDEF("weighted_metrics", "null|[]", "metrics weighted by sample weights"),
+    MW_KREAD("weighted_metrics"),
     MW_KIGN("run_eagerly", "eager or graph execution computes the same"),
     MW_KIGN("steps_per_execution", "steps per call to the backend, the same steps"),
     MW_KIGN("jit_compile", "XLA compilation computes the same"),
@@ -58,7 +58,7 @@ static mw_status check_compile(const mw_train_opts *o)
     return rc;
 }
 
-/* A .keras archive's compile_config: its loss, then its metrics. */
+/* A .keras archive's compile_config: its loss, then its metrics (or weighted metrics). */
 static mw_status archive_loss(mw_train_opts *o)
 {
     json_t *j = NULL, *m = NULL;
@@ -75,6 +75,14 @@ static mw_status archive_loss(mw_train_opts *o)
     snprintf(where, sizeof where, "%s: config.json: compile_config.metrics", o->model_path);
     if (rc == MW_OK && m)
         rc = mw_keras_metrics_from_json(&o->loss, m, where);
+    json_decref(m);
+    m = NULL;
+    if (rc == MW_OK)
+        rc = mw_keras_archive_compiled(o->model_path, "weighted_metrics", &m);
+    snprintf(where, sizeof where, "%s: config.json: compile_config.weighted_metrics",
+             o->model_path);
+    if (rc == MW_OK && m)
+        rc = mw_keras_weighted_metrics_from_json(&o->loss, m, where);
     json_decref(m);
     return rc;
 }

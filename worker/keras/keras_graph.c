@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "worker/keras/keras_inputs.h"
+#include "worker/keras/keras_ops.h"
 #include "worker/keras/keras_read.h"
 #include "worker/keras/keras_vars.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/layer.h"
-#include "worker/model/layers/embedding.h"
 #include "worker/model/layers/input.h"
 
 /* ---- Functional graphs -------------------------------------------------------------------- */
@@ -109,19 +109,11 @@ static int numpy_op(const json_t *e)
            (!strcmp(c, "Add") || !strcmp(c, "Multiply"));
 }
 
-/* x[key] in a model's code: an operation node GetItem whose arguments are x and the key. */
-static int getitem(const json_t *e)
-{
-    const char *c = json_string_value(json_object_get(e, "class_name"));
-    const char *mod = json_string_value(json_object_get(e, "module"));
-    return c && mod && !strcmp(mod, "keras.src.ops.numpy") && !strcmp(c, "GetItem");
-}
-
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
- * keyword arguments (NULL: none), *konst an operation's constant operand or GetItem's key
- * (NULL: none). A layer of class cls that takes several tensors as its call's arguments
- * (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its keyword
- * arguments itself; the others have only the inputs. */
+ * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
+ * layer of class cls that takes several tensors as its call's
+ * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
+ * keyword arguments itself; the others have only the inputs. */
 static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
                            const json_t **refs, int *n, const json_t **kwargs, const json_t **konst)
 {
@@ -166,11 +158,6 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
                     break;
                 }
             return MW_OK; /* x + y, x * y written as operations */
-        }
-        if (getitem(e) && json_is_array(args) && json_array_size(args) == 2) {
-            refs[0] = json_array_get(args, 0), *n = 1;
-            *konst = json_array_get(args, 1); /* x[key]: the key, which the row reads */
-            return MW_OK;
         }
         if (block && json_is_array(args) && json_array_size(args) == 2) {
             refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
@@ -367,48 +354,6 @@ static mw_status add_nested(mw_kbuilder *B, const mw_klayer *L, const char *cls,
                             const char *name, const int *in, int nin, int last,
                             const json_t *siblings, size_t at, int *out);
 
-/* ---- tied layers -------------------------------------------------------------------------- */
-
-/* A ReversibleEmbedding's node called with reverse=True: logits from the table. */
-static int reverse_node(const char *cls, const json_t *e)
-{
-    const json_t *node = json_array_get(json_object_get(e, "inbound_nodes"), 0);
-    return !strcmp(cls, "ReversibleEmbedding") && json_is_object(node) &&
-           json_is_true(json_object_get(json_object_get(node, "kwargs"), "reverse"));
-}
-
-/* That call: the layer of the same name's table, already built by its forward call, used
- * transposed on the one input (layers/embedding.h mw_model_add_reverse_embedding). */
-static mw_status reverse_call(mw_kbuilder *B, const mw_klayer *L, knames *K, const json_t *layers,
-                              size_t i, const char *name)
-{
-    mw_kdbuf d;
-    const json_t *node =
-        json_array_get(json_object_get(json_array_get(layers, i), "inbound_nodes"), 0);
-    const json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
-    if (json_object_size(kw) != 1 || !json_is_array(args) || json_array_size(args) != 1)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "inbound_nodes[0]: found %s; supported for the reverse call: one "
-                        "tensor and the call argument reverse alone",
-                        mw_kdescribe(d, node));
-    const char *src = NULL;
-    int in = 0, table = -1;
-    MW_TRY(read_ref(L, json_array_get(args, 0), &src));
-    MW_TRY(resolve(L, K, layers, i, src, &in));
-    for (int j = 0; j < B->m->nlayers; j++)
-        if (B->m->layers[j].kind == MW_LAYER_EMBED && !strcmp(B->m->layers[j].name, name))
-            table = j;
-    mw_status rc = mw_model_set_inputs(B->m, &in, 1);
-    if (rc == MW_OK)
-        rc = mw_model_add_reverse_embedding(B->m, name, table);
-    if (rc != MW_OK)
-        return mw_kfrom_model(B->origin, rc);
-    K->name[i] = name;
-    K->idx[i] = B->m->nlayers - 1;
-    B->m->layers[K->idx[i]].nest = B->nest;
-    return MW_OK;
-}
-
 /* The layers after the InputLayer of a Functional model's list: the model's own (top), whose
  * every layer must lead to its output, or a nested one's (last: the nested model is its
  * model's last layer). */
@@ -436,8 +381,12 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
             K->idx[i] = MASK_NODE;
             continue;
         }
-        if (reverse_node(cls, json_array_get(layers, i))) {
-            MW_TRY(reverse_call(B, &L, K, layers, i, name));
+        if (mw_keras_op_is(cls, json_array_get(layers, i))) { /* keras_ops.h */
+            int in0 = 0;
+            MW_TRY(read_ref(&L, mw_keras_op_input(json_array_get(layers, i)), &src));
+            MW_TRY(resolve(&L, K, layers, i, src, &in0));
+            MW_TRY(mw_keras_op_add(B, &L, cls, json_array_get(layers, i), in0, name));
+            K->name[i] = name, K->idx[i] = B->m->nlayers - 1;
             continue;
         }
         const json_t *kwargs = NULL,
@@ -466,10 +415,9 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
-        B->has_konst = json_is_number(konst), B->konst = konst ? json_number_value(konst) : 0.0;
-        B->key = konst;
+        B->has_konst = konst != NULL, B->konst = konst ? json_number_value(konst) : 0.0;
         rc = mw_keras_add_layer(B, &L, cls, cfg, name, last && i + 1 == n, kwargs);
-        B->has_konst = 0, B->kmask = 0, B->key = NULL;
+        B->has_konst = 0, B->kmask = 0;
         MW_TRY(rc);
         K->idx[i] = B->m->nlayers - 1;
     }

@@ -82,6 +82,13 @@ static json_t *normal(double stddev)
                      0.0, "stddev", stddev, "seed");
 }
 
+/* keras.initializers.TruncatedNormal(0, stddev). */
+static json_t *truncated(double stddev)
+{
+    return json_pack("{s:s, s:{s:f, s:f, s:n}}", "class_name", "TruncatedNormal", "config", "mean",
+                     0.0, "stddev", stddev, "seed");
+}
+
 static json_t *layer_norm(double epsilon)
 {
     return json_pack("{s:[i], s:f, s:b, s:b, s:b}", "axis", -1, "epsilon", epsilon, "center", 1,
@@ -99,9 +106,12 @@ static json_t *gelu_approximate(void)
 
 /* A backbone's arguments, read from its config against its table. */
 typedef struct {
-    int vocab, layers, heads, hidden, ff, max_len;
+    int vocab, layers, heads, hidden, ff, max_len, segments;
     double dropout;
     const json_t *dtype;
+    int classes;              /* a classifier task's num_classes */
+    double head_dropout;      /* its dropout */
+    const json_t *activation; /* its output's activation (borrowed from its config) */
 } hub_args;
 
 static const mw_kkey gpt2_keys[] = {
@@ -171,19 +181,172 @@ static json_t *gpt2_layers(const hub_args *a)
     return ls;
 }
 
+static const mw_kkey bert_keys[] = {
+    MW_KREAD("vocabulary_size"),     MW_KREAD("num_layers"),       MW_KREAD("num_heads"),
+    MW_KREAD("hidden_dim"),          MW_KREAD("intermediate_dim"), MW_KREAD("dropout"),
+    MW_KREAD("max_sequence_length"), MW_KREAD("num_segments"),     MW_KEND,
+};
+
+static mw_status bert_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "BertBackbone", cfg, bert_keys, 1));
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(mw_kget_int(L, cfg, "max_sequence_length", 512, 0, 1, MW_KMAX_POSITIONS, &a->max_len));
+    MW_TRY(mw_kget_int(L, cfg, "num_segments", 2, 0, 1, 1 << 16, &a->segments));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.1, &a->dropout));
+    if (a->hidden % a->heads)
+        return mw_kfail(L, MW_EMODEL, "hidden_dim %d is not a multiple of num_heads %d", a->hidden,
+                        a->heads);
+    return MW_OK;
+}
+
+/* x[:, 0, :]: a sequence's first position (Keras' GetItem operation). */
+static json_t *first_step(const char *layer)
+{
+    json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
+                            "start", "stop", "step");
+    return call(json_pack("[o, [O, i, o]]", tensor(layer), all, 0, all), NULL);
+}
+
+/* BertBackbone: token (ReversibleEmbedding), position and segment embeddings added,
+ * LayerNormalization (epsilon 1e-12), dropout, num_layers post-norm TransformerEncoders
+ * given the padding mask, then the pooler: the first position's features, Dense(tanh). All
+ * initializers TruncatedNormal(0.02). */
+static json_t *bert_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    int ok =
+        ls && input(ls, "token_ids") &&
+        add(ls, "ReversibleEmbedding", 1, "token_embedding",
+            json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim", a->hidden,
+                      "embeddings_initializer", truncated(0.02), "mask_zero", 0, "tie_weights", 1),
+            dt, on("token_ids")) &&
+        input(ls, "segment_ids") &&
+        add(ls, "PositionEmbedding", 1, "position_embedding",
+            json_pack("{s:i, s:o}", "sequence_length", a->max_len, "initializer", truncated(0.02)),
+            dt, on("token_embedding")) &&
+        add(ls, "Embedding", 0, "segment_embedding",
+            json_pack("{s:i, s:i, s:o, s:b}", "input_dim", a->segments, "output_dim", a->hidden,
+                      "embeddings_initializer", truncated(0.02), "mask_zero", 0),
+            dt, on("segment_ids")) &&
+        add(ls, "Add", 0, "embeddings_add", json_object(), dt,
+            call(json_pack("[[o, o, o]]", tensor("token_embedding"), tensor("position_embedding"),
+                           tensor("segment_embedding")),
+                 NULL)) &&
+        add(ls, "LayerNormalization", 0, "embeddings_layer_norm", layer_norm(1e-12), dt,
+            on("embeddings_add")) &&
+        add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout), dt,
+            on("embeddings_layer_norm")) &&
+        input(ls, "padding_mask");
+    char prev[64] = "embeddings_dropout", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "transformer_layer_%d", i);
+        ok = add(ls, "TransformerEncoder", 1, name,
+                 json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
+                           a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
+                           gelu_approximate(), "layer_norm_epsilon", 1e-12, "kernel_initializer",
+                           truncated(0.02), "bias_initializer", "class_name", "Zeros", "config",
+                           "normalize_first", 0),
+                 dt,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", "padding_mask", tensor("padding_mask"))));
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok && add(ls, "GetItem", 0, "get_item", json_object(), dt, first_step(prev)) &&
+         add(ls, "Dense", 0, "pooled_dense",
+             json_pack("{s:i, s:s, s:b, s:o}", "units", a->hidden, "activation", "tanh", "use_bias",
+                       1, "kernel_initializer", truncated(0.02)),
+             dt, on("get_item"));
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
 /* ---- the task models ---------------------------------------------------------------------- */
+
+/* A causal LM's head: the reverse call of the backbone's token embedding (the tied output
+ * projection) on its output. */
+static int lm_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    (void)a;
+    json_t *rev = json_pack("{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding",
+                            "registered_name", "keras_hub>ReversibleEmbedding", "name",
+                            "token_embedding", "config", "name", "token_embedding", "inbound_nodes",
+                            call(json_pack("[o]", tensor(bb)), json_pack("{s:b}", "reverse", 1)));
+    *out = "token_embedding";
+    return rev && json_array_append_new(ls, rev) == 0;
+}
+
+/* A text classifier's head: Dropout and Dense(num_classes, activation) on the pooled output. */
+static int classifier_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    *out = "logits";
+    json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_string("linear");
+    return add(ls, "Dropout", 0, "classifier_dropout", json_pack("{s:f}", "rate", a->head_dropout),
+               a->dtype, on(bb)) &&
+           add(ls, "Dense", 0, "logits",
+               json_pack("{s:i, s:o, s:b, s:o}", "units", a->classes, "activation", act, "use_bias",
+                         1, "kernel_initializer", truncated(0.02)),
+               a->dtype, on("classifier_dropout"));
+}
+
+/* The keys of a task model's config: its backbone, its preprocessor (Python: mwtrain trains on
+ * the token ids it produced), its name; a classifier's head. */
+static const mw_kkey lm_keys[] = {
+    MW_KREAD("backbone"),
+    MW_KIGN("preprocessor", "the tokenizer runs in Python: the data are the ids it produced"),
+    MW_KEND,
+};
+static const mw_kkey classifier_keys[] = {
+    MW_KREAD("backbone"),
+    MW_KIGN("preprocessor", "the tokenizer runs in Python: the data are the ids it produced"),
+    MW_KREAD("num_classes"),
+    MW_KREAD("activation"),
+    MW_KREAD("dropout"),
+    MW_KEND,
+};
+
+static mw_status classifier_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kget_int(L, cfg, "num_classes", 0, 1, 1, 1 << 24, &a->classes));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.1, &a->head_dropout));
+    a->activation = json_object_get(cfg, "activation");
+    if (a->activation && !json_is_string(a->activation) && !json_is_null(a->activation)) {
+        mw_kdbuf d;
+        return mw_kfail(L, MW_EUNSUPPORTED, "activation: found %s; expected a Keras name",
+                        mw_kdescribe(d, a->activation));
+    }
+    if (json_is_null(a->activation))
+        a->activation = NULL;
+    return MW_OK;
+}
 
 typedef struct {
     const char *task, *backbone, *snake; /* classes; the backbone's group in .weights.h5 */
-    mw_status (*args)(const mw_klayer *L, const json_t *cfg, hub_args *a);
+    mw_status (*args)(const mw_klayer *L, const json_t *cfg, hub_args *a); /* the backbone's */
     json_t *(*layers)(const hub_args *a);
     const char *const *inputs; /* the backbone's, in its input_layers' order */
+    const char *output;        /* the backbone's output the task reads: its last layer's */
+    const mw_kkey *task_keys;
+    mw_status (*task_args)(const mw_klayer *L, const json_t *cfg, hub_args *a); /* or NULL */
+    int (*head)(json_t *ls, const char *bb, const hub_args *a, const char **out);
 } hub_model;
 
 static const char *const token_inputs[] = {"token_ids", "padding_mask", NULL};
+static const char *const bert_inputs[] = {"token_ids", "segment_ids", "padding_mask", NULL};
 
 static const hub_model models[] = {
-    {"GPT2CausalLM", "GPT2Backbone", "gpt2_backbone", gpt2_args, gpt2_layers, token_inputs},
+    {"GPT2CausalLM", "GPT2Backbone", "gpt2_backbone", gpt2_args, gpt2_layers, token_inputs,
+     "layer_norm", lm_keys, NULL, lm_head},
+    {"BertTextClassifier", "BertBackbone", "bert_backbone", bert_args, bert_layers, bert_inputs,
+     "pooled_dense", classifier_keys, classifier_args, classifier_head},
 };
 #define NMODELS (sizeof models / sizeof *models)
 
@@ -197,22 +360,11 @@ const char *mw_keras_hub_tasks(void)
     return list;
 }
 
-/* The keys of a task model's config: its backbone, its preprocessor (Python: mwtrain trains on
- * the token ids it produced), its name. */
-static const mw_kkey task_keys[] = {
-    MW_KREAD("backbone"),
-    MW_KIGN("preprocessor", "the tokenizer runs in Python: the data are the ids it produced"),
-    MW_KEND,
-};
-
-/* A causal LM: the backbone on its inputs, then the reverse call of its token embedding (the
- * tied output projection) on the backbone's output. */
-static json_t *causal_lm(const hub_model *hm, const char *task_name, const char *bb_name,
-                         json_t *bb_layers)
+/* The task: its inputs, the backbone (a nested Functional) on them, its head on the backbone's
+ * output. */
+static json_t *task_model(const hub_model *hm, const hub_args *a, const char *task_name,
+                          const char *bb_name, json_t *bb_layers)
 {
-    char last[64]; /* the backbone's output: its last layer's */
-    const json_t *e = json_array_get(bb_layers, json_array_size(bb_layers) - 1);
-    snprintf(last, sizeof last, "%s", e ? json_string_value(json_object_get(e, "name")) : "");
     json_t *ins = json_array(), *refs = json_array(), *ls = json_array();
     for (int k = 0; hm->inputs[k] && ls && ins && refs; k++) {
         json_array_append_new(ins, json_pack("[s, i, i]", hm->inputs[k], 0, 0));
@@ -222,22 +374,14 @@ static json_t *causal_lm(const hub_model *hm, const char *task_name, const char 
     }
     json_t *bb = json_pack("{s:s, s:s, s:{s:s, s:o, s:O, s:[[s, i, i]]}, s:o}", "class_name",
                            "Functional", "name", bb_name, "config", "name", bb_name, "layers",
-                           bb_layers, "input_layers", ins, "output_layers", last, 0, 0,
+                           bb_layers, "input_layers", ins, "output_layers", hm->output, 0, 0,
                            "inbound_nodes", call(json_pack("[O]", refs), NULL));
-    json_t *rev =
-        json_pack("{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding",
-                  "registered_name", "keras_hub>ReversibleEmbedding", "name", "token_embedding",
-                  "config", "name", "token_embedding", "inbound_nodes",
-                  call(json_pack("[o]", tensor(bb_name)), json_pack("{s:b}", "reverse", 1)));
     json_t *out = NULL;
-    if (ls && bb && rev) {
-        json_array_append_new(ls, bb), json_array_append_new(ls, rev);
+    const char *last = NULL;
+    if (ls && bb && json_array_append_new(ls, bb) == 0 && hm->head(ls, bb_name, a, &last))
         out = json_pack("{s:s, s:{s:s, s:O, s:O, s:[[s, i, i]]}}", "class_name", "Functional",
                         "config", "name", task_name, "layers", ls, "input_layers", ins,
-                        "output_layers", "token_embedding", 0, 0);
-    } else {
-        json_decref(bb), json_decref(rev);
-    }
+                        "output_layers", last, 0, 0);
     json_decref(ls), json_decref(ins), json_decref(refs);
     return out;
 }
@@ -265,7 +409,10 @@ mw_status mw_keras_hub_expand(const char *origin, const json_t *model, json_t **
     MW_TRY(find_task(origin, cls ? cls : "", &hm));
     mw_klayer L = {origin, "", MW_POLICY_FLOAT32, NULL};
     snprintf(L.where, sizeof L.where, "%s", hm->task);
-    MW_TRY(mw_kcheck_keys(origin, L.where, hm->task, cfg, task_keys, 1));
+    MW_TRY(mw_kcheck_keys(origin, L.where, hm->task, cfg, hm->task_keys, 1));
+    hub_args a = {0};
+    if (hm->task_args)
+        MW_TRY(hm->task_args(&L, cfg, &a));
     const json_t *bb = json_object_get(cfg, "backbone");
     const char *bcls = json_string_value(json_object_get(bb, "class_name"));
     const json_t *bcfg = json_object_get(bb, "config");
@@ -274,14 +421,13 @@ mw_status mw_keras_hub_expand(const char *origin, const json_t *model, json_t **
         return mw_kfail(&L, MW_EMODEL, "config.backbone: class_name %s; expected %s with a config",
                         mw_kquote(q, bcls ? bcls : "(none)"), hm->backbone);
     snprintf(L.where, sizeof L.where, "%s: backbone (%s)", hm->task, hm->backbone);
-    hub_args a = {0};
     MW_TRY(hm->args(&L, bcfg, &a));
     a.dtype = json_object_get(bcfg, "dtype");
     const char *tname = json_string_value(json_object_get(cfg, "name"));
     const char *bname = json_string_value(json_object_get(bcfg, "name"));
     json_t *layers = hm->layers(&a);
-    *out =
-        layers ? causal_lm(hm, tname ? tname : hm->snake, bname ? bname : hm->snake, layers) : NULL;
+    *out = layers ? task_model(hm, &a, tname ? tname : hm->snake, bname ? bname : hm->snake, layers)
+                  : NULL;
     if (!*out)
         return mw_keras_fail_at(origin, MW_ENOMEM, "%s: out of memory", hm->task);
     *backbone = hm->snake;

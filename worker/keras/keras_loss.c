@@ -185,7 +185,7 @@ mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const c
     if (json_array_size(metrics) > MW_METRICS_MAX)
         return mw_kc_bad(&l, NULL, "%zu metrics; mwtrain reports at most %d",
                          json_array_size(metrics), MW_METRICS_MAX);
-    mw_metric_list ml = {0, {MW_METRIC_NONE}, 1, 0};
+    mw_metric_list ml = {0, {MW_METRIC_NONE}, 1, 0, 0};
     unsigned by_shape = 0;
     for (size_t i = 0; i < json_array_size(metrics); i++) {
         mw_kc_loc e;
@@ -206,6 +206,28 @@ mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const c
     }
     if (ml.n > 0)
         ls->metrics = ml, ls->by_shape = by_shape;
+    return MW_OK;
+}
+
+mw_status mw_keras_weighted_metrics_from_json(mw_loss *ls, const json_t *wm, const char *where)
+{
+    if (!wm || json_is_null(wm) || (json_is_array(wm) && !json_array_size(wm)))
+        return MW_OK;
+    if (ls->metrics.n > 0)
+        return mw_err(MW_EUNSUPPORTED,
+                      "%s: metrics and weighted_metrics both given; mwtrain reports one list "
+                      "of metrics: compile with one of them",
+                      where);
+    mw_loss t = *ls;
+    MW_TRY(mw_keras_metrics_from_json(&t, wm, where));
+    for (int i = 0; i < t.metrics.n; i++)
+        if (t.metrics.kind[i] == MW_METRIC_AUC)
+            return mw_err(MW_EUNSUPPORTED,
+                          "%s: AUC weighted by sample weights is not supported; supported: "
+                          "the accuracies, MAE, MSE and RMSE",
+                          where);
+    *ls = t;
+    ls->weighted_metrics = 1;
     return MW_OK;
 }
 
@@ -286,7 +308,10 @@ mw_status mw_keras_source_set_loss(mw_model *m)
         json_object_set_new(root, "compile_config", cc);
     }
     json_object_set_new(cc, "loss", mw_keras_loss_to_json(&m->loss));
-    json_object_set_new(cc, "metrics", mw_keras_metrics_to_json(&m->loss, m->nclasses));
+    json_t *list = mw_keras_metrics_to_json(&m->loss, m->nclasses);
+    json_object_set_new(cc, m->loss.weighted_metrics ? "weighted_metrics" : "metrics", list);
+    if (m->loss.weighted_metrics)
+        json_object_set_new(cc, "metrics", json_null());
     return mw_keras_source_replace(m, root);
 }
 
@@ -318,6 +343,11 @@ mw_status mw_keras_source_loss(const char *text, mw_loss *ls, const char *where,
         snprintf(w, sizeof w, "%s: compile_config.metrics", where);
         if (rc == MW_OK)
             rc = mw_keras_metrics_from_json(&t, json_object_get(cc, "metrics"), w);
+        snprintf(w, sizeof w, "%s: compile_config.weighted_metrics", where);
+        t.weighted_metrics = 0;
+        if (rc == MW_OK)
+            rc =
+                mw_keras_weighted_metrics_from_json(&t, json_object_get(cc, "weighted_metrics"), w);
         if (rc == MW_OK)
             *ls = t, *found = 1;
     }

@@ -27,6 +27,9 @@ mw_status mw_keras_loss_from_json(mw_loss *ls, const json_t *j, const char *wher
  * regression), an AUC configured otherwise than Keras' default, or a metric listed twice is an
  * error naming its entry. */
 mw_status mw_keras_metrics_from_json(mw_loss *ls, const json_t *metrics, const char *where);
+/* compile_config's weighted_metrics (null or [] : none): the same list, weighted by the sample
+ * weights (mw_loss.weighted_metrics); refused beside a list of metrics, and for AUC. */
+mw_status mw_keras_weighted_metrics_from_json(mw_loss *ls, const json_t *wm, const char *where);
 /* Keras 3's serialized form of ls (a new reference; NULL when out of memory). */
 json_t *mw_keras_loss_to_json(const mw_loss *ls);
 /* ["<metric>", ...], Keras' names of ls's metrics beside an output of width units

@@ -45,7 +45,6 @@ typedef struct mw_kbuilder {
                              producer (a named input's InputLayer); 0: none */
     const char *backbone; /* a KerasHub task model (worker/keras/keras_hub.h): the group in
                              .weights.h5 of its backbone, the model's nested Functional; NULL */
-    const json_t *key;    /* a GetItem operation's key (inbound_nodes[0].args[1]); else NULL */
 } mw_kbuilder;
 
 /* Regularizers and constraints common to Conv2D and Dense; adds the layer's weights'

@@ -29,7 +29,6 @@
     X(ACT, act)             /* the activation functions of activations.h (act, alpha) */           \
     X(SOFTMAX, softmax)     /* a softmax computed as a layer (not the last one) */                 \
     X(CROP, crop)           /* Cropping2D (pad: the rows and columns cut) */                       \
-    R(getitem)              /* x[:, k] (GetItem) of a sequence: one step cropped (cropping.c) */   \
     X(EMBED, embed)         /* Embedding: token ids (the model's input) -> vectors */              \
     X(LAYERNORM, layernorm) /* LayerNormalization over the last axis (epsilon, gamma, beta) */     \
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \

@@ -134,9 +134,10 @@ mw_metric_list mw_loss_metrics(const mw_loss *ls)
     mw_metric_list d = ls->metrics;
     if (d.n <= 0) { /* the loss's default: a classifier's own accuracy, a regression's MAE */
         const mw_metric_kind acc = mw_loss_row(ls->kind)->accuracy;
-        d = (mw_metric_list){1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}, 1, 0};
+        d = (mw_metric_list){1, {acc != MW_METRIC_NONE ? acc : MW_METRIC_MAE}, 1, 0, 0};
     }
     d.masked = ls->masked;
+    d.weighted = ls->weighted_metrics;
     return d;
 }
 
@@ -229,18 +230,19 @@ double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums)
         return 0;
     if (ml->kind[i] == MW_METRIC_AUC)
         return auc_value(sums);
-    const double count = sums[ml->masked ? MW_SUM_VALID : MW_SUM_COUNT];
+    const double count = sums[ml->masked || ml->weighted ? MW_SUM_VALID : MW_SUM_COUNT];
     const double sum = sums[MW_SUM_METRIC(i)];
     const double mean = count > 0 ? sum / count : 0;
     return ml->kind[i] == MW_METRIC_RMSE ? sqrt(mean) : mean;
 }
 
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
-                         size_t ybytes, const float *ids, int n, int width)
+                         size_t ybytes, const float *ids, const float *w, int n, int width)
 {
     const size_t P = (size_t)(ml->positions > 1 ? ml->positions : 1), per = P * width;
     for (int i = 0; i < n; i++)
         metrics_add_example(ml, acc, prob + (size_t)i * per,
                             (const uint8_t *)y + (size_t)i * ybytes, width,
-                            ml->masked && ids ? ids + (size_t)i * P : NULL);
+                            ml->masked && ids ? ids + (size_t)i * P : NULL,
+                            ml->weighted && w ? w + (size_t)i * P : NULL);
 }

@@ -51,6 +51,8 @@ typedef struct {
     int32_t ignore_class;   /* the examples (or positions) of that label (>= 0) count for
                                nothing, and the loss is divided by the global batch's others
                                (worker/data/data.h, mw_dataset_mask_batches) */
+    int weighted_metrics;   /* the metrics are compile_config's weighted_metrics: weighted by the
+                               sample weights (mw_metric_list.weighted) */
     int masked;             /* the model's output carries Embedding(mask_zero)'s padding mask
                                (mw_masks_plan): the positions whose input id is 0 count
                                for nothing in the loss (as ignore_class) and the metrics
@@ -115,9 +117,10 @@ int mw_sums_len(const mw_metric_list *ml);
 double mw_metrics_value(const mw_metric_list *ml, int i, const double *sums);
 /* Adds the n examples' metric values (and AUC counts) into acc (MW_SUMS doubles), from host
  * copies of prob (n x positions x width) and the targets (ybytes each); with ml->masked the
- * positions whose input id (ids, n x positions) is 0 do not count. The CPU twin of
+ * positions whose input id (ids, n x positions) is 0 do not count; with ml->weighted each
+ * position's value counts its sample weight (w, n x positions; NULL: 1). The CPU twin of
  * mw_cuda_metrics_add (kernels/cuda/metrics.h). */
 void mw_metrics_add_host(const mw_metric_list *ml, double *acc, const float *prob, const void *y,
-                         size_t ybytes, const float *ids, int n, int width);
+                         size_t ybytes, const float *ids, const float *w, int n, int width);
 
 #endif

@@ -682,6 +682,6 @@ mw_metric_list mw_model_metrics(const mw_model *m)
 void mw_model_metrics_add(const mw_model *m, const mw_model_ws *ws, int n, double *acc)
 {
     const mw_metric_list ml = mw_model_metrics(m);
-    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), ws->act[m->mask_t], n,
-                        m->nclasses);
+    mw_metrics_add_host(&ml, acc, ws->prob, ws->y, mw_model_target_bytes(m), ws->act[m->mask_t],
+                        ws->w, n, m->nclasses);
 }

@@ -300,7 +300,8 @@ static void metrics_add(const mw_model *m, gpu_dev *g, int n)
 {
     const mw_metric_list ml = mw_model_metrics(m);
     mw_cuda_metrics_add(&g->k, g->metrics, g->ws.loss, g->ws.prob, g->ws.y,
-                        mw_model_target_bytes(m), g->ws.act[m->mask_t], &ml, n, m->nclasses);
+                        mw_model_target_bytes(m), g->ws.act[m->mask_t], g->ws.w, &ml, n,
+                        m->nclasses);
 }
 
 /* The bytes of the running sums the model's metrics use: what is zeroed and downloaded. */
