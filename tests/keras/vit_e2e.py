@@ -1,14 +1,17 @@
 """KerasHub's Vision Transformer layers against KerasHub 0.32 on Keras 3.15 (suite 'keras', the
 oracle's venv: tests/keras/vit_e2e.sh), the way tests/keras/hub_e2e.py holds KerasHub's text
 layers to it. A Functional model on random 16x16x3 images (64 to train, 32 to test, 10
-classes): Input -> ViTPatchingAndEmbedding(patch 4, hidden 16) -> ViTEncoder(2 layers, 2
-heads, mlp_dim 32) -> x[:, 0] (the class token's features: a GetItem operation node, as
-ViTImageClassifier takes them) -> Dropout(0) "output_dropout" -> Dense(10) "predictions", and
-a second one without the class token (use_class_token=False), without the attention's and the
+classes): Input -> ViTPatchingAndEmbedding(patch 4, hidden 16) -> ViTEncoder(2 layers, 2 heads,
+mlp_dim 32) -> x[:, 0] (the class token's features: a GetItem operation node, as
+ViTImageClassifier takes them) -> Dropout(0) "output_dropout" -> Dense(10) "predictions", and a
+second one without the class token (use_class_token=False), without the attention's and the
 MLP's biases, layer_norm_epsilon 1e-3, reading the last patch (x[:, -1]), and a third with a
 ViTEncoderBlock on its own in place of the ViTEncoder, and a fourth pooled by ops.mean(x,
-axis=[1]) (a Mean operation node, ViTImageClassifier's pooling "gap"). Asserted as
-text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against fit(shuffle=False)):
+axis=[1]) (a Mean operation node, ViTImageClassifier's pooling "gap"), and a fifth whose
+patching and encoder are a Functional model of their own called in the classifier's (as
+ViTImageClassifier calls its ViTBackbone; its weights one level down in .weights.h5). Asserted
+as text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against
+fit(shuffle=False)):
   - mwtrain's initial weights (--epochs 0 --dump-weights) are the archive's, bit for bit;
   - the weights after 2 steps within 1e-4 of each variable's largest value (a gradient entry is
     a sum of at most 32 x 17 products, each with a few float32 roundings, summed in other
@@ -62,6 +65,10 @@ def build(seed, variant, token=None, hidden=16):
         x = ViTEncoder(num_layers=2, num_heads=2, hidden_dim=hidden, mlp_dim=32,
                        use_mha_bias=plain, use_mlp_bias=plain,
                        layer_norm_epsilon=1e-6 if plain else 1e-3, name="vit_encoder")(x)
+    if variant == "nested":  # the backbone a Functional model of its own, as ViTBackbone is
+        backbone = keras.Model(inp, x, name="vit_backbone")
+        inp = keras.Input((H, H, C), name="images")
+        x = backbone(inp)
     if variant == "gap" and token is None:  # ViTImageClassifier(pooling="gap")
         x = keras.ops.mean(x, axis=[1])
     else:
@@ -217,6 +224,7 @@ def main():
     one_case(mw, work, "ViT, no class token nor biases, x[:, -1]", 52, "bare", table)
     one_case(mw, work, "ViTPatchingAndEmbedding -> ViTEncoderBlock", 53, "block", table)
     one_case(mw, work, "ViT, ops.mean over the steps -> Dense", 54, "gap", table)
+    one_case(mw, work, "ViT backbone as a nested Functional", 55, "nested", table)
     E.print_table(table, "Keras + KerasHub")
     return 0
 

@@ -383,8 +383,8 @@ static void apply_policies(json_t *model, const mw_model *m)
 /* Keys KerasHub 0.32 writes in a layer's config that its constructor refuses ("Unrecognized
  * keyword arguments"), so that Keras cannot load a Functional model holding the layer:
  * ViTPatchingAndEmbedding's num_patches and num_positions, ViTEncoderBlock's key_dim. Each
- * follows from the others (the reader checks it), and the archive written leaves them out, so
- * that keras.models.load_model reads it. */
+ * follows from the others (the reader checks it), and the archive written leaves them out (in
+ * nested models' layers too), so that keras.models.load_model reads it. */
 static void drop_unloadable_keys(json_t *model)
 {
     static const char *const drop[][2] = {
@@ -397,6 +397,8 @@ static void drop_unloadable_keys(json_t *model)
     for (size_t i = 0; i < json_array_size(layers); i++) {
         json_t *e = json_array_get(layers, i), *cfg = json_object_get(e, "config");
         const char *cls = json_string_value(json_object_get(e, "class_name"));
+        if (json_is_array(json_object_get(cfg, "layers"))) /* a nested model: its layers too */
+            drop_unloadable_keys(e);
         for (size_t k = 0; cls && k < sizeof drop / sizeof drop[0]; k++)
             if (!strcmp(cls, drop[k][0]))
                 json_object_del(cfg, drop[k][1]);
