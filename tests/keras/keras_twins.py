@@ -45,6 +45,7 @@ EXEMPT = {
     "Concatenate": "a merge of several inputs",
     "CustomScaleLayer": "a merge of a list of two inputs",
     "MultiHeadAttention": "query and value are two call arguments",
+    "Mean": "an operation (ops.mean), not a layer: a Sequential model holds layers only",
 }
 # Single-input classes keras_keys.py builds as a Functional model (added to their input there):
 # a Sequential chain of them here.
