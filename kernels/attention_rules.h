@@ -3,7 +3,9 @@
  * softmax: one row (example i, head h, query position t) or one column (key position u) at a
  * time, every sum in order. The backward: dv first (from p), then each row's scores' gradient
  * ds = p (dp - sum p dp), dp = dout . v times the dropout multiplier, written over p, then
- * dq = scale ds kk and dk = ds (q scale). Private to kernels/: each includer defines MW_ATT_HD
+ * dq = scale ds kk and dk = ds (q scale). Grouped-query attention (kv_heads < H): query head h
+ * reads key and value head h / (H / kv_heads), whose gradients (a column's) sum over its group's
+ * heads, then over t. Private to kernels/: each includer defines MW_ATT_HD
  * (static inline, or __device__ static inline) and MW_ATT_HASH (mw_rng_hash, or its device
  * copy). */
 #ifndef MW_KERNELS_ATTENTION_RULES_H
@@ -17,7 +19,18 @@
  * float32). */
 #define MW_ATT_MASKED (-1e9f)
 
-/* Row (i, h, t) of p (n, H, T, S); q's, kk's, v's and o's rows of (i, position, h). */
+/* The key and value heads (mw_attn_kvh), and the query heads of each (its group). */
+MW_ATT_HD int att_kvh(const mw_attn_geom *g)
+{
+    return g->kv_heads > 0 ? g->kv_heads : g->H;
+}
+MW_ATT_HD int att_group(const mw_attn_geom *g)
+{
+    return g->H / att_kvh(g);
+}
+
+/* Row (i, h, t) of p (n, H, T, S); q's and o's rows of (i, position, query head h); kk's and
+ * v's of (i, position, key head j). */
 MW_ATT_HD size_t att_prow(const mw_attn_geom *g, int i, int h, int t)
 {
     return (((size_t)i * g->H + h) * g->T + t) * g->S;
@@ -26,9 +39,14 @@ MW_ATT_HD size_t att_qrow(const mw_attn_geom *g, int i, int h, int t, int w)
 {
     return (((size_t)i * g->T + t) * g->H + h) * w;
 }
-MW_ATT_HD size_t att_krow(const mw_attn_geom *g, int i, int h, int u, int w)
+MW_ATT_HD size_t att_krow(const mw_attn_geom *g, int i, int j, int u, int w)
 {
-    return (((size_t)i * g->S + u) * g->H + h) * w;
+    return (((size_t)i * g->S + u) * att_kvh(g) + j) * w;
+}
+/* The row of kk or v that query head h reads at key position u. */
+MW_ATT_HD size_t att_hrow(const mw_attn_geom *g, int i, int h, int u, int w)
+{
+    return att_krow(g, i, h / att_group(g), u, w);
 }
 
 /* 1 when (t, u) of example i is masked. */
@@ -96,7 +114,7 @@ MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, 
     float *pr = p + att_prow(g, i, h, t);
     int any = 0;
     for (int u = 0; u < g->S; u++) {
-        const float *kr = kk + att_krow(g, i, h, u, g->dk);
+        const float *kr = kk + att_hrow(g, i, h, u, g->dk);
         float s = 0.0f;
         for (int d = 0; d < g->dk; d++)
             s += (qr[d] * g->scale) * kr[d];
@@ -113,21 +131,24 @@ MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, 
     for (int d = 0; d < g->dv; d++) {
         float a = 0.0f;
         for (int u = 0; u < g->S; u++)
-            a += pr[u] * att_drop(g, i, h, t, u) * v[att_krow(g, i, h, u, g->dv) + d];
+            a += pr[u] * att_drop(g, i, h, t, u) * v[att_hrow(g, i, h, u, g->dv) + d];
         orow[d] = a;
     }
 }
 
-/* dv's row (i, u, h) += sum over t of p[t, u] drop dout[t]. */
+/* dv's row (i, u, j) += sum over the query heads h of key head j's group and over t of
+ * p[h, t, u] drop dout[t, h] (one query head per group: the sum over t alone). */
 MW_ATT_HD void att_col_dv(float *dv, const float *p, const float *dout, const mw_attn_geom *g,
-                          int i, int h, int u)
+                          int i, int j, int u)
 {
-    float *r = dv + att_krow(g, i, h, u, g->dv);
+    float *r = dv + att_krow(g, i, j, u, g->dv);
+    const int h0 = j * att_group(g), h1 = h0 + att_group(g);
     for (int d = 0; d < g->dv; d++) {
         float a = 0.0f;
-        for (int t = 0; t < g->T; t++)
-            a += p[att_prow(g, i, h, t) + u] * att_drop(g, i, h, t, u) *
-                 dout[att_qrow(g, i, h, t, g->dv) + d];
+        for (int h = h0; h < h1; h++)
+            for (int t = 0; t < g->T; t++)
+                a += p[att_prow(g, i, h, t) + u] * att_drop(g, i, h, t, u) *
+                     dout[att_qrow(g, i, h, t, g->dv) + d];
         r[d] += a;
     }
 }
@@ -136,7 +157,7 @@ MW_ATT_HD void att_col_dv(float *dv, const float *p, const float *dout, const mw
 MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g, int i, int h,
                        int t, int u)
 {
-    const float *dr = dout + att_qrow(g, i, h, t, g->dv), *vr = v + att_krow(g, i, h, u, g->dv);
+    const float *dr = dout + att_qrow(g, i, h, t, g->dv), *vr = v + att_hrow(g, i, h, u, g->dv);
     float a = 0.0f;
     for (int d = 0; d < g->dv; d++)
         a += dr[d] * vr[d];
@@ -170,20 +191,23 @@ MW_ATT_HD void att_row_dq(float *dq, const float *ds, const float *kk, const mw_
     for (int d = 0; d < g->dk; d++) {
         float a = 0.0f;
         for (int u = 0; u < g->S; u++)
-            a += sr[u] * kk[att_krow(g, i, h, u, g->dk) + d];
+            a += sr[u] * kk[att_hrow(g, i, h, u, g->dk) + d];
         r[d] += a * g->scale;
     }
 }
 
-/* dk's row (i, u, h) += sum over t of ds[t, u] (q[t] scale). */
+/* dk's row (i, u, j) += sum over the query heads h of key head j's group and over t of
+ * ds[h, t, u] (q[t, h] scale). */
 MW_ATT_HD void att_col_dk(float *dk, const float *ds, const float *q, const mw_attn_geom *g, int i,
-                          int h, int u)
+                          int j, int u)
 {
-    float *r = dk + att_krow(g, i, h, u, g->dk);
+    float *r = dk + att_krow(g, i, j, u, g->dk);
+    const int h0 = j * att_group(g), h1 = h0 + att_group(g);
     for (int d = 0; d < g->dk; d++) {
         float a = 0.0f;
-        for (int t = 0; t < g->T; t++)
-            a += ds[att_prow(g, i, h, t) + u] * (q[att_qrow(g, i, h, t, g->dk) + d] * g->scale);
+        for (int h = h0; h < h1; h++)
+            for (int t = 0; t < g->T; t++)
+                a += ds[att_prow(g, i, h, t) + u] * (q[att_qrow(g, i, h, t, g->dk) + d] * g->scale);
         r[d] += a;
     }
 }

@@ -281,7 +281,8 @@ MW_KERNEL(groupnorm_bwd, REF,
           MW_O(dx, (size_t)n * S * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, (size_t)n * S * C)
           MW_A(x, (size_t)n * S * C) MW_A(stat, 2 * (size_t)n * G) MW_O(gamma, C))
 /* MultiHeadAttention's core between its projections (mw_attn_geom): p (n, H, T, S) gets the
- * probabilities (kept for the backward), o (n, T, H, dv) the output. The reference and the
+ * probabilities (kept for the backward), o (n, T, H, dv) the output; kk and v have kv_heads
+ * heads (grouped-query attention: each read by H / kv_heads query heads). The reference and the
  * CUDA twin compute each row by kernels/attention_rules.h; the fast CPU twin multiplies each
  * example's and head's matrices with sgemm (other sums' order: within float32 rounding of the
  * reference). */
@@ -290,21 +291,26 @@ MW_KERNEL(attn_fwd, CPU,
            const mw_attn_geom *g, int n),
           (o, p, q, kk, v, g, n),
           MW_A(o, (size_t)n * g->T * g->H * g->dv) MW_A(p, (size_t)n * g->T * g->H * g->S)
-          MW_A(q, (size_t)n * g->T * g->H * g->dk) MW_A(kk, (size_t)n * g->S * g->H * g->dk)
-          MW_A(v, (size_t)n * g->S * g->H * g->dv) MW_O(g->qids, (size_t)n * g->T)
-          MW_O(g->vids, (size_t)n * g->S) MW_OIF(g->rate > 0.0f, g->ids, n))
+          MW_A(q, (size_t)n * g->T * g->H * g->dk)
+          MW_A(kk, (size_t)n * g->S * mw_attn_kvh(g) * g->dk)
+          MW_A(v, (size_t)n * g->S * mw_attn_kvh(g) * g->dv) MW_O(g->qids, (size_t)n * g->T)
+          MW_O(g->vids, (size_t)n * g->S) MW_OIF(g->rate > 0.0f, g->ids, n)
+          MW_ASSERT(g->H % mw_attn_kvh(g) == 0, "kv_heads dividing H"))
 /* dq, dk, dv += the gradients (same layouts as q, kk, v) from dout (n, T, H, dv) and the
- * forward's p, which it overwrites (the scores' gradient takes its place). */
+ * forward's p, which it overwrites (the scores' gradient takes its place); a key or value
+ * head's gradient is the sum over the query heads of its group. */
 MW_KERNEL(attn_bwd, CPU,
           (float *dq, float *dk, float *dv, float *p, const float *dout, const float *q,
            const float *kk, const float *v, const mw_attn_geom *g, int n),
           (dq, dk, dv, p, dout, q, kk, v, g, n),
-          MW_A(dq, (size_t)n * g->T * g->H * g->dk) MW_A(dk, (size_t)n * g->S * g->H * g->dk)
-          MW_A(dv, (size_t)n * g->S * g->H * g->dv) MW_A(p, (size_t)n * g->T * g->H * g->S)
+          MW_A(dq, (size_t)n * g->T * g->H * g->dk)
+          MW_A(dk, (size_t)n * g->S * mw_attn_kvh(g) * g->dk)
+          MW_A(dv, (size_t)n * g->S * mw_attn_kvh(g) * g->dv) MW_A(p, (size_t)n * g->T * g->H * g->S)
           MW_A(dout, (size_t)n * g->T * g->H * g->dv) MW_A(q, (size_t)n * g->T * g->H * g->dk)
-          MW_A(kk, (size_t)n * g->S * g->H * g->dk) MW_A(v, (size_t)n * g->S * g->H * g->dv)
+          MW_A(kk, (size_t)n * g->S * mw_attn_kvh(g) * g->dk)
+          MW_A(v, (size_t)n * g->S * mw_attn_kvh(g) * g->dv)
           MW_O(g->qids, (size_t)n * g->T) MW_O(g->vids, (size_t)n * g->S)
-          MW_OIF(g->rate > 0.0f, g->ids, n))
+          MW_OIF(g->rate > 0.0f, g->ids, n) MW_ASSERT(g->H % mw_attn_kvh(g) == 0, "kv_heads dividing H"))
 /* Inverted dropout while training, x and y (N, D): element e of example n is kept when
  * mw_rng_hash(seed, stream, ids[n] * D + e) >> 40 (24 uniform bits) is at least
  * ceil(rate * 2^24), so a mask depends on the example's global id and never on its batch

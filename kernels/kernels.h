@@ -149,6 +149,9 @@ typedef struct {
  * reaches no score. */
 typedef struct {
     int T, S, H, dk, dv; /* query and key positions, heads, key and value widths */
+    int kv_heads;        /* key and value heads (grouped-query attention), dividing H: query
+                            head h reads key and value head h / (H / kv_heads); kk and v are
+                            (n, S, kv_heads, dk or dv); 0: H (one each) */
     float scale;         /* multiplies q: Keras' 1 / sqrt(key_dim) in float32 */
     int causal;          /* use_causal_mask: (t, u) masked where u > t */
     const float *qids;   /* a query padding mask: (t, u) masked where qids[i, t] == 0 (token ids
@@ -163,6 +166,12 @@ typedef struct {
     uint64_t seed, stream;
     const uint32_t *ids;
 } mw_attn_geom;
+
+/* The key and value heads of g (kv_heads, or H when 0). */
+static inline int mw_attn_kvh(const mw_attn_geom *g)
+{
+    return g->kv_heads > 0 ? g->kv_heads : g->H;
+}
 
 /* Floats of k's scratch the fast CPU attention uses (one T x S matrix per thread, for up to
  * this many threads); the others use none. */

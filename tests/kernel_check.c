@@ -690,7 +690,8 @@ static int set_rmsnorm(kargs *a, int i, int phase)
 
 /* Attention: self and cross, causal, padding masks (a query row masked everywhere, both of
  * Keras' answers for it), dropout with example ids, and 70 causal steps (the fast twin's row
- * blocks, a partial one last); the backward with its forward's probabilities. */
+ * blocks, a partial one last); grouped-query attention (4 query heads on 2 or 1 key heads, 2 on
+ * 1 with dropout); the backward with its forward's probabilities. */
 static const float att_qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0}; /* example 1: 2 padding */
 static const float att_vid[2 * 6] = {2, 7, 1, 8, 2, 8, 1, 0, 3, 3, 0, 4};
 static const uint32_t att_eids[2] = {7, 9};
@@ -703,10 +704,14 @@ int mw_test_attn_geom(int i, mw_attn_geom *g)
     static const struct {
         int T, S, causal, qmask, vmask;
         float rate;
-        int uniform;
-    } s[] = {{5, 5, 0, 0, 0, 0.0f, 0}, {5, 5, 1, 0, 0, 0.0f, 0}, {5, 5, 1, 1, 1, 0.0f, 0},
-             {4, 6, 0, 0, 1, 0.0f, 0}, {5, 5, 1, 0, 0, 0.3f, 0}, {70, 70, 1, 1, 1, 0.0f, 0},
-             {5, 5, 1, 1, 1, 0.0f, 1}, {5, 5, 0, 1, 0, 0.0f, 1}, {70, 70, 1, 1, 1, 0.0f, 1}};
+        int uniform, H, kvh;
+    } s[] = {{5, 5, 0, 0, 0, 0.0f, 0, 2, 0},   {5, 5, 1, 0, 0, 0.0f, 0, 2, 0},
+             {5, 5, 1, 1, 1, 0.0f, 0, 2, 0},   {4, 6, 0, 0, 1, 0.0f, 0, 2, 0},
+             {5, 5, 1, 0, 0, 0.3f, 0, 2, 0},   {70, 70, 1, 1, 1, 0.0f, 0, 2, 0},
+             {5, 5, 1, 1, 1, 0.0f, 1, 2, 0},   {5, 5, 0, 1, 0, 0.0f, 1, 2, 0},
+             {70, 70, 1, 1, 1, 0.0f, 1, 2, 0}, {5, 5, 1, 0, 1, 0.0f, 1, 4, 2},
+             {4, 6, 0, 0, 1, 0.0f, 0, 4, 1},   {70, 70, 1, 1, 1, 0.0f, 1, 4, 2},
+             {5, 5, 1, 1, 1, 0.3f, 0, 2, 1}};
     if (i >= (int)(sizeof s / sizeof *s))
         return 0;
     for (int j = 0; j < 2 * 70; j++)
@@ -714,7 +719,8 @@ int mw_test_attn_geom(int i, mw_attn_geom *g)
     const int T = s[i].T, S = s[i].S;
     *g = (mw_attn_geom){.T = T,
                         .S = S,
-                        .H = 2,
+                        .H = s[i].H,
+                        .kv_heads = s[i].kvh,
                         .dk = 3,
                         .dv = 2,
                         .scale = (float)(1.0 / sqrt(3.0)),
@@ -738,14 +744,16 @@ static int set_attn(kargs *a, int i, int phase)
         return 0;
     const int T = a->ag.T, S = a->ag.S;
     a->g = &a->ag, a->n = 2, a->ws = (size_t)MW_ATTN_WS_SLOTS * T * S;
-    snprintf(a->what, sizeof a->what, "T %d, S %d, causal %d, masks %d %d, rate %g, uniform %d", T,
-             S, a->ag.causal, a->ag.qids != NULL, a->ag.vids != NULL, (double)a->ag.rate,
-             a->ag.empty_uniform);
+    snprintf(a->what, sizeof a->what,
+             "T %d, S %d, causal %d, masks %d %d, rate %g, uniform %d, heads %d/%d", T, S,
+             a->ag.causal, a->ag.qids != NULL, a->ag.vids != NULL, (double)a->ag.rate,
+             a->ag.empty_uniform, a->ag.H, mw_attn_kvh(&a->ag));
     if (phase == 1) {
-        const size_t nq = (size_t)a->n * T * 2 * 3, nk = (size_t)a->n * S * 2 * 3;
+        const size_t nq = (size_t)a->n * T * a->ag.H * 3,
+                     nk = (size_t)a->n * S * mw_attn_kvh(&a->ag) * 3;
         kscale(a->q, nq, 1.5f, 0.0f), kscale(a->kk, nk, 1.5f, 0.0f);
         if (a->dq) {
-            float *o = scratch((size_t)a->n * T * 2 * 2);
+            float *o = scratch((size_t)a->n * T * a->ag.H * 2);
             const mw_kernels t = ref_table();
             t.attn_fwd(&(mw_kctx){.nthreads = 1}, o, a->p, a->q, a->kk, a->v, &a->ag, a->n);
             free(o);

@@ -618,10 +618,11 @@ static void test_rmsnorm(void **state)
 
 /* MultiHeadAttention's core (attn_fwd, attn_bwd) against the reference, which applies the
  * same row rules in the same order: the probabilities, the output and the three gradients
- * within float32 rounding (the device may fuse a multiply and an add: 1e-6 of the scale). Four
+ * within float32 rounding (the device may fuse a multiply and an add: 1e-6 of the scale). The
  * geometries: 1 x 1; causal with padding masks (padded query rows masked everywhere); cross
  * attention of 7 queries on 11 values with a value mask; 64 causal steps, 4 heads of 16, with
- * dropout of the probabilities keyed by example ids (the multipliers the host's). */
+ * dropout of the probabilities keyed by example ids (the multipliers the host's); grouped-query
+ * attention, 4 query heads on 2 key heads (causal, masked) and on 1 (64 steps, dropout). */
 static void test_attention(void **state)
 {
     (void)state;
@@ -629,18 +630,17 @@ static void test_attention(void **state)
     static const struct { /* uniform: example 1's padded query rows are 1 / S (no dropout) */
         int n, T, S, H, dk, dv, causal, masks;
         float rate;
-        int uniform;
-    } shapes[] = {{1, 1, 1, 1, 1, 1, 0, 0, 0.0f, 0},
-                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f, 0},
-                  {2, 7, 11, 2, 4, 3, 0, 1, 0.0f, 0},
-                  {3, 64, 64, 4, 16, 16, 1, 0, 0.2f, 0},
-                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f, 1}};
+        int uniform, kvh;
+    } shapes[] = {{1, 1, 1, 1, 1, 1, 0, 0, 0.0f, 0, 1},    {2, 5, 5, 2, 3, 2, 1, 1, 0.0f, 0, 2},
+                  {2, 7, 11, 2, 4, 3, 0, 1, 0.0f, 0, 2},   {3, 64, 64, 4, 16, 16, 1, 0, 0.2f, 0, 4},
+                  {2, 5, 5, 2, 3, 2, 1, 1, 0.0f, 1, 2},    {2, 5, 5, 4, 4, 4, 1, 1, 0.0f, 1, 2},
+                  {3, 64, 64, 4, 16, 16, 1, 0, 0.2f, 0, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         pool P = {0};
         const int n = shapes[s].n, T = shapes[s].T, S = shapes[s].S, H = shapes[s].H;
-        const int dk = shapes[s].dk, dv = shapes[s].dv;
-        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * H * dk,
-                     nv = (size_t)n * S * H * dv, no = (size_t)n * T * H * dv,
+        const int dk = shapes[s].dk, dv = shapes[s].dv, KH = shapes[s].kvh;
+        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
+                     nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
                      np = (size_t)n * H * T * S;
         float *qi = h_rand(&P, (size_t)n * T, 1010 + s, 0, 1),
               *vi = h_rand(&P, (size_t)n * S, 1020 + s, 0, 1);
@@ -663,6 +663,7 @@ static void test_attention(void **state)
         mw_attn_geom g = {.T = T,
                           .S = S,
                           .H = H,
+                          .kv_heads = KH,
                           .dk = dk,
                           .dv = dv,
                           .scale = (float)(1.0 / sqrt((double)dk)),

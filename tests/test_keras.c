@@ -1108,7 +1108,21 @@ static void graph_gradcheck(int fast, const char *rel)
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
-    if (strstr(rel, "mha") || strstr(rel, "transformer")) {
+    if (strstr(rel, "llama")) { /* two blocks, each one attention: 4 on 2 key heads, 2 on 1 */
+        int at = 0, blocks = 0;
+        static const int kv[2][2] = {{4, 2}, {2, 1}};
+        for (int i = 0; i < m.nlayers; i++) {
+            const mw_layer *l = &m.layers[i];
+            blocks += l->block_first && !strcmp(l->block_cls, "LlamaTransformerDecoder");
+            if (l->kind != MW_LAYER_MHA)
+                continue;
+            assert_true(at < 2 && l->mha.rope && !l->has_bias && l->mha.causal);
+            assert_int_equal(l->mha.heads, kv[at][0]);
+            assert_int_equal(l->mha.kv_heads, kv[at++][1]);
+        }
+        assert_int_equal(at, 2);
+        assert_int_equal(blocks, 2);
+    } else if (strstr(rel, "mha") || strstr(rel, "transformer")) {
         int mha = 0, blocks = 0;
         for (int i = 0; i < m.nlayers; i++) {
             mha += m.layers[i].kind == MW_LAYER_MHA;
@@ -1129,6 +1143,7 @@ static void graph_gradcheck(int fast, const char *rel)
             tied += m.layers[i].kind == MW_LAYER_REVEMB && m.layers[i].tied == 1 &&
                     !m.layers[i].w_count;
         assert_int_equal(tied, strstr(rel, "tied") ? 1 : 0);
+        assert_int_equal(m.layers[0].untied, strstr(rel, "untied") ? 1 : 0);
         if (!strstr(rel, "pos") && !strstr(rel, "tied")) /* "Conv1D", in either model kind */
             assert_string_equal(m.layers[1].cls, "Conv1D");
     } else if (strstr(rel, "_se")) {
@@ -1413,6 +1428,7 @@ static void test_tokens_gradcheck_ref(void **state)
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_fn.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_rope.json");
     graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_tied.json");
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_tokens_untied.json");
 }
 
 static void test_tokens_gradcheck_cpu(void **state)
@@ -1423,6 +1439,7 @@ static void test_tokens_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_fn.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_rope.json");
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_tied.json");
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_tokens_untied.json");
 }
 
 /* The broadcasting merges (tests/data/keras/graph/gradcheck_se.json): the gradient of the
@@ -1468,6 +1485,22 @@ static void test_transformer_gradcheck_cpu(void **state)
 {
     (void)state;
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_transformer.json");
+}
+
+/* KerasHub's LlamaTransformerDecoder as this program builds it (tests/data/keras/graph/
+ * gradcheck_llama.json): two blocks, 4 query heads on 2 key heads and 2 on 1 (grouped-query
+ * attention, the rotation of the query and key, the gated feed-forward network): every
+ * parameter of every part, both kernel tables. */
+static void test_llama_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_llama.json");
+}
+
+static void test_llama_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_llama.json");
 }
 
 /* The memory estimate counts what a MultiHeadAttention keeps for its backward: per example
@@ -1626,6 +1659,8 @@ int main(void)
         cmocka_unit_test(test_vit_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),
         cmocka_unit_test(test_transformer_gradcheck_cpu),
+        cmocka_unit_test(test_llama_gradcheck_ref),
+        cmocka_unit_test(test_llama_gradcheck_cpu),
         cmocka_unit_test(test_mha_memory),
         cmocka_unit_test(test_gradcheck_cpu),
         cmocka_unit_test(test_training),

@@ -885,8 +885,8 @@ static void test_sine_pos(void **state)
 
 /* ---- MultiHeadAttention's core ---- */
 
-/* The attention core (kernels.h: mw_attn_geom) on n = 2 examples, H = 2 heads, dk = 3, dv = 2,
- * in five geometries: self-attention of 5 steps unmasked; causal; causal with padding masks
+/* The attention core (kernels.h: mw_attn_geom), n = 2, dk = 3, dv = 2, H = 2 (grouped-query: 4
+ * or 2 on fewer key heads), kernel_check.c's geometries: self-attention; causal; with padding masks
  * (example 1's steps 3 and 4 are padding, so its query rows 3 and 4 are masked everywhere);
  * cross-attention of 4 queries on 6 values with a value mask; 70 causal steps with padding
  * (the fast CPU twin's row blocks, a partial one last); and dropout of the
@@ -929,12 +929,12 @@ static float attn_drop_spec(const mw_attn_geom *g, int i, int h, int t, int u)
 static void test_attention(void **state)
 {
     (void)state;
-    const int n = 2, H = 2, dk = 3, dv = 2;
+    const int n = 2, dk = 3, dv = 2;
     mw_attn_geom g;
     for (size_t ci = 0; mw_test_attn_geom((int)ci, &g); ci++) { /* kernel_check.c's cases */
-        const int T = g.T, S = g.S;
-        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * H * dk,
-                     nv = (size_t)n * S * H * dv, no = (size_t)n * T * H * dv,
+        const int T = g.T, S = g.S, H = g.H, KH = mw_attn_kvh(&g);
+        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
+                     nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
                      np = (size_t)n * H * T * S;
         for (int cpu = 0; cpu < 2; cpu++) {
             mw_kernels t;
@@ -978,7 +978,7 @@ static void test_attention(void **state)
                             double want = 0;
                             for (int u = 0; u < S; u++)
                                 want += (double)pr[u] * attn_drop_spec(&g, i, h, tt, u) *
-                                        v[(((size_t)i * S + u) * H + h) * dv + d];
+                                        v[(((size_t)i * S + u) * KH + h / (H / KH)) * dv + d];
                             expect_near(o[(((size_t)i * T + tt) * H + h) * dv + d], want, 2e-6);
                         }
                     }

@@ -94,6 +94,10 @@ static const struct {
      "tests/data/keras/graph/gradcheck_tokens_tied.json",
      {NULL}},
     {"tests/test_keras.c",
+     "test_tokens_gradcheck_ref",
+     "tests/data/keras/graph/gradcheck_tokens_untied.json",
+     {NULL}},
+    {"tests/test_keras.c",
      "test_transformer_gradcheck_ref",
      "tests/data/keras/graph/gradcheck_transformer.json",
      {NULL}},
@@ -104,6 +108,10 @@ static const struct {
     {"tests/test_keras.c",
      "test_rms_gradcheck_ref",
      "tests/data/keras/graph/gradcheck_rms.json",
+     {NULL}},
+    {"tests/test_keras.c",
+     "test_llama_gradcheck_ref",
+     "tests/data/keras/graph/gradcheck_llama.json",
      {NULL}},
 };
 

@@ -7,7 +7,9 @@
  * that multiply only the keys they can see (half the products of a full T x S). Examples x
  * heads are
  * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
- * them at most); without room for one, the reference runs. */
+ * them at most); without room for one, the reference runs. The backward spreads examples x key
+ * heads: a grouped-query key head's dk and dv sum its query heads' terms, one head after
+ * another. */
 #include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"
 
@@ -143,7 +145,7 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
         mw_attn_fwd_ref(k, o, p, q, kk, v, g, n);
         return;
     }
-    const int T = g->T, S = g->S, H = g->H, dk = g->dk, dv = g->dv;
+    const int T = g->T, S = g->S, H = g->H, dk = g->dk, dv = g->dv, KH = att_kvh(g);
     const int blk = g->causal ? ATT_BLOCK : T;
     const long pairs = (long)n * H;
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -156,7 +158,7 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
             float *Pb = P + (size_t)t0 * S;
             /* scores of the visible keys; softmax_row masks the columns past them */
             mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
-                         kk + att_krow(g, i, h, 0, dk), H * dk, 0.0f, Pb, S);
+                         kk + att_hrow(g, i, h, 0, dk), KH * dk, 0.0f, Pb, S);
             int empty = 0;
             for (int t = t0; t < t1; t++)
                 empty |= softmax_row(P + (size_t)t * S, g, i, t);
@@ -164,9 +166,51 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
             const float *W = Pb;
             if (g->rate > 0.0f)
                 dropped(w, P, g, i, h, t0, t1, cv), W = w + (size_t)t0 * S;
-            mw_sgemm_cpu('N', 'N', m, dv, cv, 1.0f, W, S, v + att_krow(g, i, h, 0, dv), H * dv,
+            mw_sgemm_cpu('N', 'N', m, dv, cv, 1.0f, W, S, v + att_hrow(g, i, h, 0, dv), KH * dv,
                          0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
         }
+    }
+}
+
+/* Head (i, h)'s backward on thread scratch w: its rows of dq, and its terms of its key head's
+ * dk and dv (added after the group's earlier heads'). */
+static void bwd_head(float *w, float *dq, float *dk, float *dv, float *p, const float *dout,
+                     const float *q, const float *kk, const float *v, const mw_attn_geom *g, int i,
+                     int h)
+{
+    const int T = g->T, S = g->S, H = g->H, dK = g->dk, dV = g->dv, KH = att_kvh(g);
+    const int blk = g->causal ? ATT_BLOCK : T;
+    float *P = p + att_prow(g, i, h, 0);
+    const float *V = v + att_hrow(g, i, h, 0, dV);
+    for (int t0 = 0; t0 < T; t0 += blk) {
+        const int t1 = t0 + blk < T ? t0 + blk : T, m = t1 - t0;
+        const int c = block_empty(g, i, t0, t1) ? S : cols_of(g, t1);
+        float *Pb = P + (size_t)t0 * S, *wb = w + (size_t)t0 * S;
+        const float *dO = dout + att_qrow(g, i, h, t0, dV);
+        const float *W = Pb;
+        if (g->rate > 0.0f)
+            dropped(w, P, g, i, h, t0, t1, c), W = wb;
+        /* dV[0, c) += (P drop)^T dO; then w = dP = (dO V^T) drop */
+        mw_sgemm_cpu('T', 'N', c, dV, m, 1.0f, W, S, dO, H * dV, 1.0f,
+                     dv + att_hrow(g, i, h, 0, dV), KH * dV);
+        mw_sgemm_cpu('N', 'T', m, c, dV, 1.0f, dO, H * dV, V, KH * dV, 0.0f, wb, S);
+        for (int t = t0; t < t1; t++) { /* p is 0 past c: so is ds */
+            float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
+            if (att_row_empty(g, i, t)) { /* no score moves it */
+                memset(pr, 0, (size_t)S * sizeof *pr);
+                continue;
+            }
+            for (int u = 0; u < c; u++) {
+                wr[u] *= att_drop(g, i, h, t, u);
+                sum += pr[u] * wr[u];
+            }
+            for (int u = 0; u < c; u++)
+                pr[u] = pr[u] * (wr[u] - sum);
+        }
+        mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_hrow(g, i, h, 0, dK), KH * dK,
+                     1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
+        mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK), H * dK,
+                     1.0f, dk + att_hrow(g, i, h, 0, dK), KH * dK);
     }
 }
 
@@ -178,44 +222,14 @@ void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
         mw_attn_bwd_ref(k, dq, dk, dv, p, dout, q, kk, v, g, n);
         return;
     }
-    const int T = g->T, S = g->S, H = g->H, dK = g->dk, dV = g->dv;
-    const int blk = g->causal ? ATT_BLOCK : T;
-    const long pairs = (long)n * H;
+    /* a key head's dk and dv sum over its group: one thread takes the group's heads in turn */
+    const int KH = att_kvh(g), grp = att_group(g);
+    const long pairs = (long)n * KH;
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (long ih = 0; ih < pairs; ih++) {
-        const int i = (int)(ih / H), h = (int)(ih % H);
-        float *w = k->ws + (size_t)omp_get_thread_num() * T * S;
-        float *P = p + att_prow(g, i, h, 0);
-        const float *V = v + att_krow(g, i, h, 0, dV);
-        for (int t0 = 0; t0 < T; t0 += blk) {
-            const int t1 = t0 + blk < T ? t0 + blk : T, m = t1 - t0;
-            const int c = block_empty(g, i, t0, t1) ? S : cols_of(g, t1);
-            float *Pb = P + (size_t)t0 * S, *wb = w + (size_t)t0 * S;
-            const float *dO = dout + att_qrow(g, i, h, t0, dV);
-            const float *W = Pb;
-            if (g->rate > 0.0f)
-                dropped(w, P, g, i, h, t0, t1, c), W = wb;
-            /* dV[0, c) += (P drop)^T dO; then w = dP = (dO V^T) drop */
-            mw_sgemm_cpu('T', 'N', c, dV, m, 1.0f, W, S, dO, H * dV, 1.0f,
-                         dv + att_krow(g, i, h, 0, dV), H * dV);
-            mw_sgemm_cpu('N', 'T', m, c, dV, 1.0f, dO, H * dV, V, H * dV, 0.0f, wb, S);
-            for (int t = t0; t < t1; t++) { /* p is 0 past c: so is ds */
-                float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
-                if (att_row_empty(g, i, t)) { /* no score moves it */
-                    memset(pr, 0, (size_t)S * sizeof *pr);
-                    continue;
-                }
-                for (int u = 0; u < c; u++) {
-                    wr[u] *= att_drop(g, i, h, t, u);
-                    sum += pr[u] * wr[u];
-                }
-                for (int u = 0; u < c; u++)
-                    pr[u] = pr[u] * (wr[u] - sum);
-            }
-            mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_krow(g, i, h, 0, dK), H * dK,
-                         1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
-            mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK), H * dK,
-                         1.0f, dk + att_krow(g, i, h, 0, dK), H * dK);
-        }
+    for (long ij = 0; ij < pairs; ij++) {
+        float *w = k->ws + (size_t)omp_get_thread_num() * g->T * g->S;
+        const int i = (int)(ij / KH), j = (int)(ij % KH);
+        for (int h = j * grp; h < (j + 1) * grp; h++)
+            bwd_head(w, dq, dk, dv, p, dout, q, kk, v, g, i, h);
     }
 }

@@ -1,5 +1,6 @@
 /* MultiHeadAttention's core, the CUDA twin (kernels/kernel_list.h: attn_fwd, attn_bwd): one thread
- * per row (example, head, query position) or per column (key position), each by the reference's
+ * per row (example, head, query position) or per column (example, key head, key position: a
+ * grouped-query key head's sums over its group), each by the reference's
  * rules (kernels/attention_rules.h), so every sum is the reference's, in its order, with no
  * atomics. The backward runs dv (reads p), then ds (writes over p), then dq and dk, as four
  * launches on the stream. The geometry goes by value; its mask and id pointers are device memory.
@@ -13,9 +14,10 @@ extern "C" {
 #define MW_ATT_HASH mw_cuda_rng_hash
 #include "kernels/attention_rules.h"
 
-/* row r of n H T (or n H S): its example, head and position */
-#define MW_ATT_SPLIT(r, P)                                                                         \
-    const int pos = (int)((r) % (P)), h = (int)((r) / (P) % g.H), i = (int)((r) / (P) / g.H)
+/* row r of n H T (or n kv_heads S: HS att_kvh(&g)): its example, head and position */
+#define MW_ATT_SPLIT_HS(r, P, HS)                                                                  \
+    const int pos = (int)((r) % (P)), h = (int)((r) / (P) % (HS)), i = (int)((r) / (P) / (HS))
+#define MW_ATT_SPLIT(r, P) MW_ATT_SPLIT_HS(r, P, g.H)
 
 static __global__ void attn_fwd_kernel(float *o, float *p, const float *q, const float *kk,
                                        const float *v, mw_attn_geom g, size_t rows)
@@ -32,7 +34,7 @@ static __global__ void attn_dv_kernel(float *dv, const float *p, const float *do
 {
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < cols;
          r += (size_t)gridDim.x * blockDim.x) {
-        MW_ATT_SPLIT(r, g.S);
+        MW_ATT_SPLIT_HS(r, g.S, att_kvh(&g));
         att_col_dv(dv, p, dout, &g, i, h, pos);
     }
 }
@@ -62,7 +64,7 @@ static __global__ void attn_dk_kernel(float *dk, const float *ds, const float *q
 {
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < cols;
          r += (size_t)gridDim.x * blockDim.x) {
-        MW_ATT_SPLIT(r, g.S);
+        MW_ATT_SPLIT_HS(r, g.S, att_kvh(&g));
         att_col_dk(dk, ds, q, &g, i, h, pos);
     }
 }
@@ -86,7 +88,7 @@ extern "C" void mw_attn_bwd_cuda(const mw_kctx *k, float *dq, float *dk, float *
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_attn_bwd_cuda");
     if (!d || n <= 0)
         return;
-    const size_t rows = (size_t)n * g->H * g->T, cols = (size_t)n * g->H * g->S;
+    const size_t rows = (size_t)n * g->H * g->T, cols = (size_t)n * mw_attn_kvh(g) * g->S;
     attn_dv_kernel<<<mw_cuda_grid(cols), MW_CUDA_BLOCK, 0, d->stream>>>(dv, p, dout, *g, cols);
     MW_LAUNCHED_K(d, "attn_dv_kernel");
     attn_ds_kernel<<<mw_cuda_grid(rows), MW_CUDA_BLOCK, 0, d->stream>>>(p, dout, v, *g, rows);

@@ -11,6 +11,8 @@
 #   - mixed_float16 on the fake GPUs: one step as the reference backend's within 1e-4, and a
 #     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same;
 #   - a segmentation model (labels per pixel, Conv2DTranspose, UpSampling2D) as the CPU trains it;
+#   - token models through KerasHub's blocks (TransformerEncoder and TransformerDecoder, and
+#     LlamaTransformerDecoder's grouped-query attention) as the CPU trains them;
 #   - Functional models on the GPU path (BatchNormalization, Add, pooling, padding, Multiply,
 #     Concatenate, activation and softmax layers, KerasHub's ViT layers), one rank x 2 GPUs and
 #     2 ranks x 1 GPU,
@@ -208,6 +210,22 @@ json.dump({"class_name": "Functional", "config": {"name": "tokblk", "layers": [
      "config": {"name": "out", "units": 3}}],
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/tokblk.json", "w"))
+json.dump({"class_name": "Functional", "config": {"name": "tokllama", "layers": [
+    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
+     "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
+    {"class_name": "Embedding", "name": "emb", "inbound_nodes": node(ref("in")),
+     "config": {"name": "emb", "input_dim": 50, "output_dim": 8, "mask_zero": True}}] + [
+    {"class_name": "LlamaTransformerDecoder", "name": n, "registered_name":
+     "LlamaTransformerDecoder", "module": "keras_hub.src.models.llama.llama_decoder",
+     "inbound_nodes": node(ref(prev)), "config": {"name": n, "intermediate_dim": 16,
+     "num_query_heads": 4, "num_key_value_heads": kv}}
+    for n, prev, kv in (("llama0", "emb", 2), ("llama1", "llama0", 1))] + [
+    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("llama1")),
+     "config": {"name": "gap"}},
+    {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
+     "config": {"name": "out", "units": 3}}],
+    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
+    open(sys.argv[1] + "/tokllama.json", "w"))
 img = r.integers(0, 256, size=(448, 8, 8)).astype(np.uint8)  # a class per pixel: 3 levels
 seg = ((img > 100).astype(np.int32) + (img > 200)).astype(np.uint8)
 np.savez(sys.argv[1] + "/seg.npz", x_train=img[:384], y_train=seg[:384], x_test=img[384:],
@@ -236,7 +254,7 @@ json.dump({"class_name": "Functional", "config": {"name": "seg", "layers": [
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/seg.json", "w"))
 PY
-for loss in mse focal ign tok tokm tokt tokp tokmha tokblk seg; do
+for loss in mse focal ign tok tokm tokt tokp tokmha tokblk tokllama seg; do
     data=$tmp/reg.npz metrics=() model=$tmp/tab.json lossf=$tmp/$loss.json
     [[ $loss == focal ]] && data=$tmp/hot.npz metrics=(--metrics binary_accuracy,auc,mse)
     [[ $loss == ign ]] && data=$tmp/ign.npz
@@ -248,7 +266,9 @@ for loss in mse focal ign tok tokm tokt tokp tokmha tokblk seg; do
     # tokmha: a MultiHeadAttention (causal and padding masks, dropout of the probabilities:
     # the same multipliers on the devices as on the CPU) in a Functional graph, and KerasHub's
     # SinePositionEncoding (its kernel) added after it; tokblk: KerasHub's TransformerEncoder
-    # and TransformerDecoder with dropout (the encoder's padding mask, the decoder's on its keys)
+    # and TransformerDecoder with dropout (the encoder's padding mask, the decoder's on its keys);
+    # tokllama: KerasHub's LlamaTransformerDecoder, 4 query heads on 2 key heads then on 1
+    # (grouped-query attention, the rotation of the query and key, the gated feed-forward)
     [[ $loss == tokt ]] && data=$tmp/tags.npz
     # tokp: padded, the mask reaching the loss per position with ignore_class 1 (the weights
     # of the positions that count, the valid count of the global batch, the masked accuracy)

@@ -21,7 +21,7 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
   - BertTextClassifier (3 inputs: token_ids, segment_ids, padding_mask; the pooler reads the
     first position, Keras' GetItem), dropout 0: the same 2 steps, layouts and export; control:
     KerasHub with no position masked.
-Refused with one message: a task model this reader does not build (LlamaCausalLM),
+Refused with one message: a task model this reader does not build (GemmaCausalLM),
 a backbone alone, an argument it does not know, metrics and weighted_metrics both given.
 
 Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
@@ -262,13 +262,13 @@ def refuse(mw, work, what, model, data, subs):
 
 def refusals(mw, work, r):
     keras.utils.set_random_seed(1)
-    bb = keras_hub.models.LlamaBackbone(vocabulary_size=V, num_layers=1, num_query_heads=2,
+    bb = keras_hub.models.GemmaBackbone(vocabulary_size=V, num_layers=1, num_query_heads=2,
                                         num_key_value_heads=1, hidden_dim=D,
-                                        intermediate_dim=2 * D)
-    p = os.path.join(work, "llama.keras")
-    keras_hub.models.LlamaCausalLM(backbone=bb, preprocessor=None).save(p)
+                                        intermediate_dim=2 * D, head_dim=D // 2)
+    p = os.path.join(work, "gemma.keras")
+    keras_hub.models.GemmaCausalLM(backbone=bb, preprocessor=None).save(p)
     refuse(mw, work, "a task model not built", p, r["data"],
-           ["class_name \"LlamaCausalLM\"", "supported: the task models GPT2CausalLM"])
+           ["class_name \"GemmaCausalLM\"", "supported: the task models GPT2CausalLM"])
     bb = os.path.join(work, "gpt2-backbone.keras")
     keras.saving.load_model(r["path"]).backbone.save(bb)
     refuse(mw, work, "a backbone alone", bb, r["data"],

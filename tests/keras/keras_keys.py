@@ -33,6 +33,7 @@ from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
 from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
                                                  ViTPatchingAndEmbedding)
 from keras.src.ops.numpy import Mean
+from hub_llama import patch as llama_savable
 
 L = keras.layers
 UNKNOWN = "is not a key mwtrain knows"
@@ -224,6 +225,8 @@ HOSTS = {
         L.GlobalAveragePooling1D(), L.Dense(3)),
     "ViTEncoder": lambda: tokens(ViTEncoder(1, 2, 8, 16, name="x")),
     "ViTEncoderBlock": lambda: tokens(ViTEncoderBlock(2, 8, 16, name="x")),
+    "LlamaTransformerDecoder": lambda: tokens(llama_savable()(16, 4, num_key_value_heads=2,
+                                                             name="x")),
     # keras.applications' own layers
     "LayerScale": lambda: image(LayerScale(0.5, 1, name="x")),
     "StochasticDepth": lambda: image(StochasticDepth(0.0, name="x")),

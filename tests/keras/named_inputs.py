@@ -35,7 +35,7 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
-from oracle import check, metrics_rows  # noqa: E402
+from oracle import check  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
@@ -140,12 +140,7 @@ def one_case(mw, work, name, case, seed, table):
     e = E.rel_err(got, u.get_weights())
     check(e > E.TOL_W, "control: %s against Keras without the mask differs, %.2e > %g"
           % (name, e, E.TOL_W))
-    row = metrics_rows(os.path.join(work, case + "-logs"))[0]
-    lerr, terr = E.rel(row["train/loss"], h["loss"][0]), E.rel(row["test/loss"], ev["loss"])
-    check(lerr <= E.TOL_LOSS and terr <= E.TOL_LOSS,
-          "%s: train loss %.9g, test loss %.9g = Keras' %.9g, %.9g" %
-          (name, row["train/loss"], row["test/loss"], h["loss"][0], ev["loss"]))
-    table.append("%-44s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
+    E.losses(work, case, name, h, ev, werr, table)
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
 
 

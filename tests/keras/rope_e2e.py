@@ -27,10 +27,8 @@ a call with start_index, a mixed_bfloat16 policy,
 an odd feature count.
 
 usage: rope_e2e.py MWTRAIN WORKDIR"""
-import json
 import os
 import sys
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import text_e2e as E  # noqa: E402  (imports oracle: Keras, and its checks)
@@ -117,14 +115,7 @@ def summary_refusal(mw, work, i, what, model, subs, patch=None):
     path = os.path.join(work, "bad-rope-%d.keras" % i)
     model.save(path)
     if patch:
-        with zipfile.ZipFile(path) as z:
-            items = {n: z.read(n) for n in z.namelist()}
-        cfg = json.loads(items["config.json"])
-        next(e for e in cfg["config"]["layers"] if e["name"] == "rope")["config"].update(patch)
-        items["config.json"] = json.dumps(cfg).encode()
-        with zipfile.ZipFile(path, "w") as z:
-            for n, b in items.items():
-                z.writestr(n, b)
+        E.patch_layer(path, "rope", patch)
     p = E.run([mw, "summary", "--model", path])
     last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]
     check(p.returncode == 2 and all(s in last for s in subs),

@@ -235,6 +235,30 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
+def losses(work, tag, name, h, ev, werr, table):
+    """mwtrain's first epoch (metrics of run tag) against Keras' fit() history h and evaluate()
+    ev: the train and test losses within TOL_LOSS; the case's row of the table."""
+    row = metrics_rows(os.path.join(work, tag + "-logs"))[0]
+    lerr, terr = rel(row["train/loss"], h["loss"][0]), rel(row["test/loss"], ev["loss"])
+    check(lerr <= TOL_LOSS and terr <= TOL_LOSS,
+          "%s: train loss %.9g, test loss %.9g = Keras' %.9g, %.9g" %
+          (name, row["train/loss"], row["test/loss"], h["loss"][0], ev["loss"]))
+    table.append("%-44s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
+
+
+def patch_layer(path, layer, keys):
+    """The archive at path with keys set in the config of its layer named layer (a setting
+    Keras cannot build, written as Keras would)."""
+    with zipfile.ZipFile(path) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    cfg = json.loads(items["config.json"])
+    next(e for e in cfg["config"]["layers"] if e["name"] == layer)["config"].update(keys)
+    items["config.json"] = json.dumps(cfg).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for n, b in items.items():
+            z.writestr(n, b)
+
+
 def one_case(mw, work, name, pool, dtype, seed, table, mask=False, ln=False, control=True):
     tag = "%s-%s%s%s" % (pool, np.dtype(dtype).name, "-mask" if mask else "", "-" + ln if ln else "")
     data = os.path.join(work, tag + ".npz")

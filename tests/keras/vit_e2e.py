@@ -9,8 +9,10 @@ MLP's biases, layer_norm_epsilon 1e-3, reading the last patch (x[:, -1]), and a 
 ViTEncoderBlock on its own in place of the ViTEncoder, and a fourth pooled by ops.mean(x,
 axis=[1]) (a Mean operation node, ViTImageClassifier's pooling "gap"), and a fifth whose
 patching and encoder are a Functional model of their own called in the classifier's (as
-ViTImageClassifier calls its ViTBackbone; its weights one level down in .weights.h5). Asserted
-as text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against
+ViTImageClassifier calls its ViTBackbone; its weights one level down in .weights.h5), and
+KerasHub's ViTImageClassifier(ViTBackbone) itself, saved as the task model (its graph built by
+mwtrain from its arguments; Keras trains that graph, the task's fit() wanting a data pipeline).
+Asserted as text_e2e.py argues its tolerances (2 SGD steps of 32, --no-shuffle, against
 fit(shuffle=False)):
   - mwtrain's initial weights (--epochs 0 --dump-weights) are the archive's, bit for bit;
   - the weights after 2 steps within 1e-4 of each variable's largest value (a gradient entry is
@@ -54,6 +56,14 @@ def build(seed, variant, token=None, hidden=16):
     """The ViT classifier (module docstring); token: the step the head reads (default: the
     variant's)."""
     keras.utils.set_random_seed(seed)
+    if variant == "task":  # KerasHub's own task model, its graph built from its arguments
+        backbone = keras_hub.models.ViTBackbone(image_shape=(H, H, C), patch_size=4, num_layers=2,
+                                                num_heads=2, hidden_dim=16, mlp_dim=32)
+        task = keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=K)
+        task.compile(optimizer=keras.optimizers.SGD(E.LR),
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                     metrics=["accuracy"])
+        return task
     plain = variant != "bare"
     inp = keras.Input((H, H, C), name="images")
     x = ViTPatchingAndEmbedding(image_size=(H, H), patch_size=(4, 4), hidden_dim=16,
@@ -97,7 +107,9 @@ def exported(mw, work, name, tag, k, xt):
                  (name, p.returncode, p.stderr[-300:] if p.returncode else "")):
         return
     want = np.asarray(k.predict(xt, batch_size=E.N_TEST, verbose=0))
-    mine = np.asarray(keras.models.load_model(ex).predict(xt, batch_size=E.N_TEST, verbose=0))
+    loaded = keras.models.load_model(ex)  # a task model predicts through its graph (no pipeline)
+    mine = np.asarray(keras.Model(loaded.input, loaded.output).predict(xt, batch_size=E.N_TEST,
+                                                                       verbose=0))
     e = float(np.max(np.abs(mine - want)) / np.max(np.abs(want)))
     check(e <= TOL_EXPORT, "%s: keras.models.load_model reads the export; its logits %s = Keras' "
           "own, relative %.2e <= %g" % (name, mine.shape, e, TOL_EXPORT))
@@ -123,9 +135,13 @@ def one_case(mw, work, name, seed, variant, table):
     k.save(path)
     shapes = [tuple(w.shape) for w in k.weights]
     with zipfile.ZipFile(path) as z:  # Keras writes x[:, k] as a GetItem operation node
-        classes = [e["class_name"] for e in json.loads(z.read("config.json"))["config"]["layers"]]
-    check(("Mean" if variant == "gap" else "GetItem") in classes,
+        cfg = json.loads(z.read("config.json"))
+    classes = [cfg["class_name"]] if variant == "task" else \
+        [e["class_name"] for e in cfg["config"]["layers"]]
+    check({"gap": "Mean", "task": "ViTImageClassifier"}.get(variant, "GetItem") in classes,
           "%s: the archive's layers %s" % (name, classes))
+    # a task model's fit() wants a data pipeline (grain or TensorFlow): its graph trains
+    fit = E.compiled(k.input, k.output) if variant == "task" else k
     init = os.path.join(work, tag + "-init.bin")
     if E.mwtrain(mw, work, tag + "-init", path, data, "--epochs", "0", "--dump-weights",
                  init) is None:
@@ -139,11 +155,11 @@ def one_case(mw, work, name, seed, variant, table):
         return None
     got = E.split(np.fromfile(out, "<f4"), shapes)
     # KerasHub cannot load this archive (see the docstring): Keras trains the model it saved
-    h = k.fit(x, y, batch_size=E.B, epochs=1, shuffle=False, verbose=0).history
-    ev = k.evaluate(xt, yt, batch_size=E.N_TEST, verbose=0, return_dict=True)
+    h = fit.fit(x, y, batch_size=E.B, epochs=1, shuffle=False, verbose=0).history
+    ev = fit.evaluate(xt, yt, batch_size=E.N_TEST, verbose=0, return_dict=True)
     werr = E.rel_err(got, k.get_weights())
     check(werr <= TOL_W, "%s: weights after 2 steps, relative %.2e <= %g" % (name, werr, TOL_W))
-    u = build(seed, variant, token=1)
+    u = build(seed, "plain" if variant == "task" else variant, token=1)
     u.set_weights(init_w)
     u.fit(x, y, batch_size=E.B, epochs=1, shuffle=False, verbose=0)
     e = E.rel_err(got, u.get_weights())
@@ -158,7 +174,7 @@ def one_case(mw, work, name, seed, variant, table):
           abs(row["test/accuracy"] - ev["accuracy"]) <= 1e-6,
           "%s: accuracy %.6g, test %.6g = Keras' %.6g, %.6g" %
           (name, row["train/accuracy"], row["test/accuracy"], h["accuracy"][0], ev["accuracy"]))
-    exported(mw, work, name, tag, k, xt)
+    exported(mw, work, name, tag, fit, xt)
     table.append("%-44s %.2e  %.2e  %.2e" % (name, werr, lerr, terr))
     return dict(path=path, data=data, weights=got, shapes=shapes, xt=xt, yt=yt)
 
@@ -225,6 +241,7 @@ def main():
     one_case(mw, work, "ViTPatchingAndEmbedding -> ViTEncoderBlock", 53, "block", table)
     one_case(mw, work, "ViT, ops.mean over the steps -> Dense", 54, "gap", table)
     one_case(mw, work, "ViT backbone as a nested Functional", 55, "nested", table)
+    one_case(mw, work, "ViTImageClassifier(ViTBackbone) archive", 56, "task", table)
     E.print_table(table, "Keras + KerasHub")
     return 0
 

@@ -109,6 +109,12 @@ static int numpy_op(const json_t *e)
            (!strcmp(c, "Add") || !strcmp(c, "Multiply"));
 }
 
+/* KerasHub's decoder blocks, which take decoder_padding_mask. */
+static int decoder_block(const char *cls)
+{
+    return !strcmp(cls, "TransformerDecoder") || !strcmp(cls, "LlamaTransformerDecoder");
+}
+
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
  * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
  * layer of class cls that takes several tensors as its call's
@@ -120,8 +126,7 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
     *kwargs = NULL, *konst = NULL;
     const int multi = cls && !strcmp(cls, "MultiHeadAttention");
     /* KerasHub's blocks read their own keyword arguments, and refuse a second sequence */
-    const int block =
-        cls && (!strcmp(cls, "TransformerEncoder") || !strcmp(cls, "TransformerDecoder"));
+    const int block = cls && (!strcmp(cls, "TransformerEncoder") || decoder_block(cls));
     mw_kdbuf d;
     const json_t *nodes = json_object_get(e, "inbound_nodes"), *list;
     if (!json_is_array(nodes) || json_array_size(nodes) != 1)
@@ -311,7 +316,7 @@ static mw_status mask_op(const mw_model *m, const mw_klayer *L, const knames *K,
 static int block_mask_arg(const char *cls, const char *key)
 {
     return cls && ((!strcmp(cls, "TransformerEncoder") && !strcmp(key, "padding_mask")) ||
-                   (!strcmp(cls, "TransformerDecoder") && !strcmp(key, "decoder_padding_mask")));
+                   (decoder_block(cls) && !strcmp(key, "decoder_padding_mask")));
 }
 
 /* Every call argument of a node that holds a tensor (mask, query_mask, ...) must be a mask
@@ -342,7 +347,8 @@ static mw_status check_mask_args(mw_kbuilder *B, const mw_klayer *L, const kname
                             "inbound_nodes[0].kwargs.%s: the output of %s; supported: the "
                             "padding mask of Embedding(mask_zero=True), and a named input as "
                             "the padding_mask of KerasHub's TransformerEncoder "
-                            "(decoder_padding_mask of TransformerDecoder)",
+                            "(decoder_padding_mask of TransformerDecoder and "
+                            "LlamaTransformerDecoder)",
                             key, mw_kquote(q, src));
     }
     return MW_OK;

@@ -66,6 +66,13 @@ static int add(json_t *layers, const char *cls, int hub, const char *name, json_
     return json_array_append_new(layers, e) == 0;
 }
 
+/* The last entry's "module" (the rows that read a class from one module alone). */
+static int in_module(json_t *layers, const char *module)
+{
+    json_t *e = json_array_get(layers, json_array_size(layers) - 1);
+    return e && json_object_set_new(e, "module", json_string(module)) == 0;
+}
+
 /* An InputLayer of token ids (None, None). */
 static int input(json_t *layers, const char *name)
 {
@@ -107,6 +114,12 @@ static json_t *gelu_approximate(void)
 /* A backbone's arguments, read from its config against its table. */
 typedef struct {
     int vocab, layers, heads, hidden, ff, max_len, segments;
+    int kv_heads, tie;                      /* Llama: num_key_value_heads, tie_word_embeddings */
+    int image[3], patch[2], mlp;            /* ViT: image_shape, patch_size, mlp_dim */
+    int mha_bias, mlp_bias, class_token;    /* ViT: use_mha_bias, use_mlp_bias, use_class_token */
+    double att_dropout;                     /* ViT: attention_dropout */
+    int pre_logits;                         /* ViTImageClassifier: intermediate_dim (0: none) */
+    double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
     double dropout;
     const json_t *dtype;
     int classes;              /* a classifier task's num_classes */
@@ -269,6 +282,178 @@ static json_t *bert_layers(const hub_args *a)
     return ls;
 }
 
+static const mw_kkey llama_keys[] = {
+    MW_KREAD("vocabulary_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_query_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("num_key_value_heads"),
+    MW_KREAD("rope_max_wavelength"),
+    MW_KREAD("rope_position_scaling_factor"),
+    MW_KDEF("rope_frequency_adjustment_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_low_freq_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_high_freq_factor", "null", "Llama 3.1's RoPE scaling"),
+    MW_KDEF("rope_pretraining_sequence_length", "null", "Llama 3.1's RoPE scaling"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KREAD("dropout"),
+    MW_KREAD("tie_word_embeddings"),
+    MW_KEND,
+};
+
+static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(mw_kget_num(L, "", cfg, "rope_max_wavelength", 10000.0, &a->wavelength));
+    MW_TRY(mw_kget_num(L, "", cfg, "rope_position_scaling_factor", 1.0, &a->rope_scale));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.0, &a->dropout));
+    MW_TRY(mw_kget_bool(L, cfg, "tie_word_embeddings", 0, &a->tie));
+    return MW_OK;
+}
+
+/* LlamaBackbone: the token embedding (tied or not), num_layers LlamaTransformerDecoders given
+ * the padding mask, a final LlamaLayerNorm; initializers RandomNormal(0.01) and (0.02). The two
+ * Llama classes are not registered under keras_hub> (Keras writes their bare class name as
+ * registered_name): each entry names its module, which the rows read them from alone. */
+static json_t *llama_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    int ok = ls && input(ls, "token_ids") &&
+             add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                 json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                           a->hidden, "embeddings_initializer", normal(0.01), "mask_zero", 0,
+                           "tie_weights", a->tie),
+                 dt, on("token_ids")) &&
+             input(ls, "padding_mask");
+    char prev[64] = "token_embedding", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "transformer_layer_%d", i);
+        ok = add(ls, "LlamaTransformerDecoder", 0, name,
+                 json_pack("{s:i, s:i, s:i, s:f, s:f, s:n, s:n, s:n, s:s, s:f, s:o, s:f}",
+                           "intermediate_dim", a->ff, "num_query_heads", a->heads,
+                           "num_key_value_heads", a->kv_heads, "rope_max_wavelength", a->wavelength,
+                           "rope_scaling_factor", a->rope_scale, "rope_low_freq_factor",
+                           "rope_high_freq_factor", "rope_pretraining_sequence_length",
+                           "activation", "silu", "layer_norm_epsilon", a->epsilon,
+                           "kernel_initializer", normal(0.02), "dropout", a->dropout),
+                 dt,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", "decoder_padding_mask", tensor("padding_mask")))) &&
+             in_module(ls, "keras_hub.src.models.llama.llama_decoder");
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok &&
+         add(ls, "LlamaLayerNorm", 0, "sequence_output_layernorm",
+             json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
+         in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
+static const mw_kkey vit_keys[] = {
+    MW_KREAD("image_shape"),
+    MW_KREAD("patch_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("mlp_dim"),
+    MW_KREAD("dropout_rate"),
+    MW_KREAD("attention_dropout"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KREAD("use_mha_bias"),
+    MW_KREAD("use_mlp_bias"),
+    MW_KREAD("use_class_token"),
+    MW_KDEF("use_patch_bias", "true", "a patching convolution without bias"),
+    MW_KDEF("data_format", "null|\"channels_last\"", "channels-first images"),
+    MW_KEND,
+};
+
+/* patch_size: n, or [h, w]. */
+static mw_status vit_patch(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    const json_t *p = json_object_get(cfg, "patch_size");
+    if (json_is_array(p) && json_array_size(p) == 2 &&
+        mw_kas_int(json_array_get(p, 0), 1, MW_KMAX_DIM, &a->patch[0]) &&
+        mw_kas_int(json_array_get(p, 1), 1, MW_KMAX_DIM, &a->patch[1]))
+        return MW_OK;
+    MW_TRY(mw_kget_int(L, cfg, "patch_size", 0, 1, 1, MW_KMAX_DIM, &a->patch[0]));
+    a->patch[1] = a->patch[0];
+    return MW_OK;
+}
+
+static mw_status vit_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "ViTBackbone", cfg, vit_keys, 1));
+    const json_t *im = json_object_get(cfg, "image_shape");
+    mw_kdbuf d;
+    for (int k = 0; k < 3; k++)
+        if (json_array_size(im) != 3 ||
+            !mw_kas_int(json_array_get(im, (size_t)k), 1, MW_KMAX_DIM, &a->image[k]))
+            return mw_kfail(L, MW_EMODEL,
+                            "image_shape: found %s; expected [height, width, channels]",
+                            mw_kdescribe(d, im));
+    MW_TRY(vit_patch(L, cfg, a));
+    if (a->image[0] % a->patch[0] || a->image[1] % a->patch[1])
+        return mw_kfail(L, MW_EMODEL, "image_shape %dx%d is not a multiple of patch_size %dx%d",
+                        a->image[0], a->image[1], a->patch[0], a->patch[1]);
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "mlp_dim", 0, 1, 1, MW_KMAX_DIM, &a->mlp));
+    MW_TRY(mw_kget_num(L, "", cfg, "dropout_rate", 0.0, &a->dropout));
+    MW_TRY(mw_kget_num(L, "", cfg, "attention_dropout", 0.0, &a->att_dropout));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_bool(L, cfg, "use_mha_bias", 1, &a->mha_bias));
+    MW_TRY(mw_kget_bool(L, cfg, "use_mlp_bias", 1, &a->mlp_bias));
+    return mw_kget_bool(L, cfg, "use_class_token", 1, &a->class_token);
+}
+
+/* ViTBackbone: the images, ViTPatchingAndEmbedding, ViTEncoder (their configs as their
+ * get_config writes them; not registered with Keras: no keras_hub> registered_name, their
+ * module names them, as Keras writes them). */
+static json_t *vit_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const int patches = (a->image[0] / a->patch[0]) * (a->image[1] / a->patch[1]);
+    json_t *img =
+        json_pack("{s:s, s:s, s:{s:s, s:[n, i, i, i], s:s}, s:[]}", "class_name", "InputLayer",
+                  "name", "images", "config", "name", "images", "batch_shape", a->image[0],
+                  a->image[1], a->image[2], "dtype", "float32", "inbound_nodes");
+    int ok =
+        ls && img && json_array_append_new(ls, img) == 0 &&
+        add(ls, "ViTPatchingAndEmbedding", 0, "vit_patching_and_embedding",
+            json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b}", "image_size", a->image[0],
+                      a->image[1], "patch_size", a->patch[0], a->patch[1], "hidden_dim", a->hidden,
+                      "num_channels", a->image[2], "num_patches", patches, "num_positions",
+                      patches + (a->class_token ? 1 : 0), "use_class_token", a->class_token),
+            a->dtype, on("images")) &&
+        in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
+        add(ls, "ViTEncoder", 0, "vit_encoder",
+            json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers", a->layers,
+                      "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim", a->mlp,
+                      "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias, "dropout_rate",
+                      a->dropout, "attention_dropout", a->att_dropout, "layer_norm_epsilon",
+                      a->epsilon),
+            a->dtype, on("vit_patching_and_embedding")) &&
+        in_module(ls, "keras_hub.src.models.vit.vit_layers");
+    if (!ok) {
+        json_decref(ls);
+        return NULL;
+    }
+    return ls;
+}
+
 /* ---- the task models ---------------------------------------------------------------------- */
 
 /* A causal LM's head: the reverse call of the backbone's token embedding (the tied output
@@ -296,6 +481,47 @@ static int classifier_head(json_t *ls, const char *bb, const hub_args *a, const 
                          1, "kernel_initializer", truncated(0.02)),
                a->dtype, on("classifier_dropout"));
 }
+
+/* ViTImageClassifier's head: the class token's features (pooling "token": x[:, 0]), the
+ * optional Dense(intermediate_dim, tanh) pre_logits, Dropout, Dense(num_classes). */
+static int vit_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
+                            "start", "stop", "step");
+    json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_null();
+    *out = "predictions";
+    int ok = add(ls, "GetItem", 0, "get_item", json_object(), a->dtype,
+                 call(json_pack("[o, [o, i]]", tensor(bb), all, 0), NULL));
+    const char *prev = "get_item";
+    if (ok && a->pre_logits) {
+        ok = add(ls, "Dense", 0, "pre_logits",
+                 json_pack("{s:i, s:s, s:b}", "units", a->pre_logits, "activation", "tanh",
+                           "use_bias", 1),
+                 a->dtype, on(prev));
+        prev = "pre_logits";
+    }
+    ok = ok &&
+         add(ls, "Dropout", 0, "output_dropout", json_pack("{s:f}", "rate", a->head_dropout),
+             a->dtype, on(prev)) &&
+         add(ls, "Dense", 0, "predictions",
+             json_pack("{s:i, s:o, s:b}", "units", a->classes, "activation", act, "use_bias", 1),
+             a->dtype, on("output_dropout"));
+    if (!ok)
+        json_decref(act);
+    return ok;
+}
+
+static const mw_kkey vit_task_keys[] = {
+    MW_KREAD("backbone"),
+    MW_KIGN("preprocessor", "the image converter runs in Python: the data are its output"),
+    MW_KREAD("num_classes"),
+    MW_KDEF("pooling", "\"token\"", "pooling over every position (\"gap\")"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("activation"),
+    MW_KREAD("dropout"),
+    MW_KDEF("head_dtype", "null", "a head of another dtype policy"),
+    MW_KEND,
+};
 
 /* The keys of a task model's config: its backbone, its preprocessor (Python: mwtrain trains on
  * the token ids it produced), its name; a classifier's head. */
@@ -328,6 +554,15 @@ static mw_status classifier_args(const mw_klayer *L, const json_t *cfg, hub_args
     return MW_OK;
 }
 
+static mw_status vit_task_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(classifier_args(L, cfg, a));
+    const json_t *im = json_object_get(cfg, "intermediate_dim");
+    if (im && !json_is_null(im))
+        MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->pre_logits));
+    return MW_OK;
+}
+
 typedef struct {
     const char *task, *backbone, *snake; /* classes; the backbone's group in .weights.h5 */
     mw_status (*args)(const mw_klayer *L, const json_t *cfg, hub_args *a); /* the backbone's */
@@ -341,12 +576,17 @@ typedef struct {
 
 static const char *const token_inputs[] = {"token_ids", "padding_mask", NULL};
 static const char *const bert_inputs[] = {"token_ids", "segment_ids", "padding_mask", NULL};
+static const char *const image_inputs[] = {"images", NULL};
 
 static const hub_model models[] = {
     {"GPT2CausalLM", "GPT2Backbone", "gpt2_backbone", gpt2_args, gpt2_layers, token_inputs,
      "layer_norm", lm_keys, NULL, lm_head},
     {"BertTextClassifier", "BertBackbone", "bert_backbone", bert_args, bert_layers, bert_inputs,
      "pooled_dense", classifier_keys, classifier_args, classifier_head},
+    {"LlamaCausalLM", "LlamaBackbone", "llama_backbone", llama_args, llama_layers, token_inputs,
+     "sequence_output_layernorm", lm_keys, NULL, lm_head},
+    {"ViTImageClassifier", "ViTBackbone", "vi_t_backbone", vit_args, vit_layers, image_inputs,
+     "vit_encoder", vit_task_keys, vit_task_args, vit_head},
 };
 #define NMODELS (sizeof models / sizeof *models)
 
@@ -369,7 +609,14 @@ static json_t *task_model(const hub_model *hm, const hub_args *a, const char *ta
     for (int k = 0; hm->inputs[k] && ls && ins && refs; k++) {
         json_array_append_new(ins, json_pack("[s, i, i]", hm->inputs[k], 0, 0));
         json_array_append_new(refs, tensor(hm->inputs[k]));
-        if (!input(ls, hm->inputs[k]))
+        json_t *own = NULL; /* the task's InputLayer: the backbone's own, copied */
+        for (size_t j = 0; j < json_array_size(bb_layers) && !own; j++) {
+            const json_t *e = json_array_get(bb_layers, j);
+            const char *n = json_string_value(json_object_get(e, "name"));
+            if (n && !strcmp(n, hm->inputs[k]))
+                own = json_deep_copy(e);
+        }
+        if (!own || json_array_append_new(ls, own) != 0)
             json_decref(ls), ls = NULL;
     }
     json_t *bb = json_pack("{s:s, s:s, s:{s:s, s:o, s:O, s:[[s, i, i]]}, s:o}", "class_name",

@@ -63,17 +63,16 @@ static int whole_slice(const json_t *s)
            json_is_null(json_object_get(c, "stop")) && json_is_null(json_object_get(c, "step"));
 }
 
-/* Keras' GetItem (x[...] in a model's code): x[:, k, :] or x[:, k] of a sequence, one step
- * (layers/cropping.h; ViTImageClassifier takes its class token by x[:, 0]); any other index is
- * refused. */
+/* Keras' GetItem (x[...] in a model's code): x[:, k, :] (or x[:, k]) of a sequence, one step
+ * (layers/cropping.h); any other index is refused. */
 static mw_status get_item(mw_kbuilder *B, const mw_klayer *L, const json_t *e, const char *name)
 {
     mw_kdbuf d;
     const json_t *args = json_object_get(node0(e), "args"), *idx = json_array_get(args, 1);
     int k = 0;
-    const size_t ni = json_array_size(idx);
-    if (json_array_size(args) != 2 || ni < 2 || ni > 3 || !whole_slice(json_array_get(idx, 0)) ||
-        (ni == 3 && !whole_slice(json_array_get(idx, 2))) ||
+    const size_t n = json_array_size(idx);
+    if (json_array_size(args) != 2 || (n != 2 && n != 3) || !whole_slice(json_array_get(idx, 0)) ||
+        (n == 3 && !whole_slice(json_array_get(idx, 2))) ||
         !mw_kas_int(json_array_get(idx, 1), -MW_KMAX_DIM, MW_KMAX_DIM, &k))
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "inbound_nodes[0].args: found %s; supported: x[:, k, :] or x[:, k], one "

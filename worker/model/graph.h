@@ -79,6 +79,12 @@ typedef struct {
     int kmask;          /* 1 + the producer of a padding mask given as a tensor (a KerasHub
                            block's padding_mask argument: a named input, nonzero where a key
                            counts), which masks the keys only; 0: none */
+    int kv_heads;       /* key and value heads (grouped-query attention), dividing heads: the
+                           key and value projections have kv_heads heads, query head h reads
+                           head h / (heads / kv_heads); heads for MultiHeadAttention */
+    int rope;           /* the projected query and key rotated per head (mw_layer.rope, width
+                           key_dim) before they attend: KerasHub's LlamaAttention */
+    int llama;          /* KerasHub's LlamaAttention: its sublayers' names in .weights.h5 */
 } mw_mha;
 
 /* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated
@@ -148,6 +154,8 @@ typedef struct mw_layer {
                         output tensor only, never in the graph (masks.c) */
     int tied;        /* MW_LAYER_REVEMB: 1 + the Embedding layer whose table it uses (its
                         kernel, transposed: no weights of its own, its gradient added there) */
+    int untied;      /* a ReversibleEmbedding(tie_weights=False): its reverse call's own kernel
+                        (D, V) after the (V, D) table in its weights */
     /* BatchNormalization: gamma (w, when scale), beta (b, when center), then the moving
      * mean and variance at stats_off (stats_count = 2 C, not trainable) */
     size_t stats_off, stats_count;

@@ -34,6 +34,7 @@
     X(GROUPNORM, groupnorm) /* GroupNormalization over groups of the channels */                   \
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
+    R(llama)                /* KerasHub's LlamaTransformerDecoder (layers/llama.c) */              \
     X(CLSTOKEN, clstoken)   /* a learned row before a sequence's steps (ViT's class token) */      \
     R(vit)                  /* KerasHub's ViTPatchingAndEmbedding, ViTEncoder (layers/vit.c) */    \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \

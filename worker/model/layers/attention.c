@@ -32,9 +32,10 @@ void mw_mha_parts(const mw_layer *l, size_t w[4], size_t wn[4], size_t b[4], siz
 {
     const mw_mha *a = &l->mha;
     const size_t hk = (size_t)a->heads * a->key_dim, hv = (size_t)a->heads * a->value_dim;
-    wn[0] = (size_t)l->in_c * hk, wn[1] = (size_t)a->key_c * hk, wn[2] = (size_t)a->value_c * hv;
+    const size_t gk = (size_t)a->kv_heads * a->key_dim, gv = (size_t)a->kv_heads * a->value_dim;
+    wn[0] = (size_t)l->in_c * hk, wn[1] = (size_t)a->key_c * gk, wn[2] = (size_t)a->value_c * gv;
     wn[3] = hv * l->out_c;
-    bn[0] = hk, bn[1] = hk, bn[2] = hv, bn[3] = (size_t)l->out_c;
+    bn[0] = hk, bn[1] = gk, bn[2] = gv, bn[3] = (size_t)l->out_c;
     if (!l->has_bias)
         bn[0] = bn[1] = bn[2] = bn[3] = 0;
     for (int j = 0; j < 4; j++) {
@@ -87,7 +88,8 @@ mw_status mw_model_add_mha(mw_model *m, const char *name, int heads, int key_dim
                       "expected the same",
                       l->name, s[2][1], s[1][1]));
     mw_mha *a = &l->mha;
-    a->heads = heads, a->key_dim = key_dim, a->value_dim = value_dim, a->causal = causal;
+    a->heads = a->kv_heads = heads, a->key_dim = key_dim, a->value_dim = value_dim;
+    a->causal = causal;
     a->steps = s[1][1], a->value_c = s[1][2], a->key_c = s[l->nin == 3 ? 2 : 1][2];
     l->rate = dropout;
     l->out_h = 1, l->out_w = l->in_w, l->out_c = out_dim ? out_dim : l->in_c;
@@ -100,23 +102,49 @@ mw_status mw_model_add_mha(mw_model *m, const char *name, int heads, int key_dim
     return MW_OK;
 }
 
+mw_status mw_model_add_llama_attention(mw_model *m, const char *name, int heads, int kv_heads,
+                                       int head_dim, float max_wavelength)
+{
+    const int first = m->nlayers;
+    MW_TRY(mw_model_add_mha(m, name, heads, head_dim, head_dim, 0, 0, 0.0f, 1));
+    mw_layer *l = &m->layers[first];
+    if (kv_heads < 1 || heads % kv_heads || head_dim % 2 || !(max_wavelength > 0.0f))
+        return mw_layer_reject(
+            m, mw_err(MW_EMODEL,
+                      "layer '%s' (LlamaAttention): num_query_heads %d, num_key_value_heads %d, "
+                      "head_dim %d, rope_max_wavelength %g: expected key heads dividing the "
+                      "query heads, an even head_dim (its halves are rotated) and a wavelength "
+                      "> 0",
+                      l->name, heads, kv_heads, head_dim, (double)max_wavelength));
+    l->cls = "LlamaAttention";
+    l->mha.kv_heads = kv_heads, l->mha.rope = 1, l->mha.llama = 1;
+    l->rope.max_wavelength = max_wavelength, l->rope.scale = 1.0f;
+    l->rope.width = l->rope.denom = head_dim;
+    size_t w[4], wn[4], b[4], bn[4];
+    mw_mha_parts(l, w, wn, b, bn);
+    l->w_count = b[3] + bn[3];
+    return MW_OK;
+}
+
 /* Floats of each part of the buffer for n examples, in order: the projected query, key and
- * value, the heads' outputs, the probabilities, then the gradients of the first four. */
-static void parts(const mw_layer *l, size_t n, size_t c[5])
+ * value, the heads' outputs, the probabilities, then the gradients of the first four; with the
+ * rotation, the gradient of the unrotated query or key (c[5]). */
+static void parts(const mw_layer *l, size_t n, size_t c[6])
 {
     const mw_mha *a = &l->mha;
     c[0] = n * l->in_w * a->heads * a->key_dim;
-    c[1] = n * a->steps * a->heads * a->key_dim;
-    c[2] = n * a->steps * a->heads * a->value_dim;
+    c[1] = n * a->steps * a->kv_heads * a->key_dim;
+    c[2] = n * a->steps * a->kv_heads * a->value_dim;
     c[3] = n * l->in_w * a->heads * a->value_dim;
     c[4] = n * a->heads * l->in_w * a->steps;
+    c[5] = a->rope ? (c[0] > c[1] ? c[0] : c[1]) : 0;
 }
 
 static size_t buf(const mw_layer *l, size_t n)
 {
-    size_t c[5];
+    size_t c[6];
     parts(l, n, c);
-    return (2 * (c[0] + c[1] + c[2] + c[3]) + c[4]) * sizeof(float);
+    return (2 * (c[0] + c[1] + c[2] + c[3]) + c[4] + c[5]) * sizeof(float);
 }
 
 static size_t scratch(const mw_layer *l, size_t n)
@@ -126,7 +154,7 @@ static size_t scratch(const mw_layer *l, size_t n)
 }
 
 typedef struct {
-    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout;
+    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout, *dr;
     const float *xq, *xk, *xv;
     mw_attn_geom g;
 } views;
@@ -134,7 +162,7 @@ typedef struct {
 static void carve(const mw_layer_call *c, views *V)
 {
     const mw_layer *l = c->l;
-    size_t s[5];
+    size_t s[6];
     parts(l, (size_t)c->n, s);
     float *f = c->buf;
     V->q = f, f += s[0];
@@ -145,7 +173,8 @@ static void carve(const mw_layer_call *c, views *V)
     V->dq = f, f += s[0];
     V->dk = f, f += s[1];
     V->dv = f, f += s[2];
-    V->dout = f;
+    V->dout = f, f += s[3];
+    V->dr = f;
     float *const *act = c->ws->act;
     V->xq = act[l->in[0] + 1], V->xv = act[l->in[1] + 1];
     V->xk = l->nin == 3 ? act[l->in[2] + 1] : V->xv;
@@ -154,6 +183,7 @@ static void carve(const mw_layer_call *c, views *V)
         .T = l->in_w,
         .S = a->steps,
         .H = a->heads,
+        .kv_heads = a->kv_heads,
         .dk = a->key_dim,
         .dv = a->value_dim,
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
@@ -184,11 +214,34 @@ static void forward(const mw_layer_call *c)
     mw_mha_parts(l, w, wn, b, bn);
     const float *W = c->P + l->w_off, *B = l->has_bias ? W : NULL;
     const int T = l->in_w, S = a->steps, hk = a->heads * a->key_dim, hv = a->heads * a->value_dim;
+    const int gk = a->kv_heads * a->key_dim, gv = a->kv_heads * a->value_dim;
     c->kt->dense_fwd(c->k, V.q, V.xq, W + w[0], B ? B + b[0] : NULL, c->n * T, l->in_c, hk);
-    c->kt->dense_fwd(c->k, V.k, V.xk, W + w[1], B ? B + b[1] : NULL, c->n * S, a->key_c, hk);
-    c->kt->dense_fwd(c->k, V.v, V.xv, W + w[2], B ? B + b[2] : NULL, c->n * S, a->value_c, hv);
+    c->kt->dense_fwd(c->k, V.k, V.xk, W + w[1], B ? B + b[1] : NULL, c->n * S, a->key_c, gk);
+    c->kt->dense_fwd(c->k, V.v, V.xv, W + w[2], B ? B + b[2] : NULL, c->n * S, a->value_c, gv);
+    if (a->rope) { /* each head's features rotated by the position, in place */
+        const mw_rope *r = &l->rope;
+        c->kt->rope_fwd(c->k, V.q, V.q, c->n, T, hk, r->width, 0, r->denom, r->max_wavelength,
+                        r->scale);
+        c->kt->rope_fwd(c->k, V.k, V.k, c->n, S, gk, r->width, 0, r->denom, r->max_wavelength,
+                        r->scale);
+    }
     c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
     c->kt->dense_fwd(c->k, c->y, V.o, W + w[3], B ? B + b[3] : NULL, c->n * T, hv, l->out_c);
+}
+
+/* The gradient of the projection before its rotation (n, steps, D): d itself without one,
+ * else the transposed rotation of d in the buffer's last part. */
+static const float *unrotate(const mw_layer_call *c, const views *V, const float *d, int steps,
+                             int D, size_t count)
+{
+    const mw_layer *l = c->l;
+    if (!l->mha.rope)
+        return d;
+    const mw_rope *r = &l->rope;
+    mw_layer_zero(c->kt, c->k, V->dr, count * sizeof(float));
+    c->kt->rope_bwd(c->k, V->dr, d, c->n, steps, D, r->width, 0, r->denom, r->max_wavelength,
+                    r->scale);
+    return V->dr;
 }
 
 static void backward(const mw_layer_call *c)
@@ -197,36 +250,41 @@ static void backward(const mw_layer_call *c)
     const mw_mha *a = &l->mha;
     views V;
     carve(c, &V);
-    size_t w[4], wn[4], b[4], bn[4], s[5];
+    size_t w[4], wn[4], b[4], bn[4], s[6];
     mw_mha_parts(l, w, wn, b, bn);
     parts(l, (size_t)c->n, s);
     const float *W = c->P + l->w_off;
     float *GW = c->G + l->w_off, *GB = l->has_bias ? GW : NULL;
     const int T = l->in_w, S = a->steps, hk = a->heads * a->key_dim, hv = a->heads * a->value_dim;
+    const int gk = a->kv_heads * a->key_dim, gv = a->kv_heads * a->value_dim;
     mw_layer_zero(c->kt, c->k, V.dq, (s[0] + s[1] + s[2] + s[3]) * sizeof(float));
     c->kt->dense_bwd(c->k, V.dout, GW + w[3], GB ? GB + b[3] : NULL, c->dy, V.o, W + w[3], c->n * T,
                      hv, l->out_c);
     c->kt->attn_bwd(c->k, V.dq, V.dk, V.dv, V.p, V.dout, V.q, V.k, V.v, &V.g, c->n);
     float *const *grad = c->ws->grad;
     const int iq = l->in[0], iv = l->in[1], ik = l->nin == 3 ? l->in[2] : iv;
-    c->kt->dense_bwd(c->k, iq >= 0 ? grad[iq + 1] : NULL, GW + w[0], GB ? GB + b[0] : NULL, V.dq,
-                     V.xq, W + w[0], c->n * T, l->in_c, hk);
-    c->kt->dense_bwd(c->k, ik >= 0 ? grad[ik + 1] : NULL, GW + w[1], GB ? GB + b[1] : NULL, V.dk,
-                     V.xk, W + w[1], c->n * S, a->key_c, hk);
+    c->kt->dense_bwd(c->k, iq >= 0 ? grad[iq + 1] : NULL, GW + w[0], GB ? GB + b[0] : NULL,
+                     unrotate(c, &V, V.dq, T, hk, s[0]), V.xq, W + w[0], c->n * T, l->in_c, hk);
+    c->kt->dense_bwd(c->k, ik >= 0 ? grad[ik + 1] : NULL, GW + w[1], GB ? GB + b[1] : NULL,
+                     unrotate(c, &V, V.dk, S, gk, s[1]), V.xk, W + w[1], c->n * S, a->key_c, gk);
     c->kt->dense_bwd(c->k, iv >= 0 ? grad[iv + 1] : NULL, GW + w[2], GB ? GB + b[2] : NULL, V.dv,
-                     V.xv, W + w[2], c->n * S, a->value_c, hv);
+                     V.xv, W + w[2], c->n * S, a->value_c, gv);
 }
 
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
 {
-    (void)l;
-    return t->attn_fwd && t->attn_bwd && t->dense_fwd && t->dense_bwd;
+    return t->attn_fwd && t->attn_bwd && t->dense_fwd && t->dense_bwd &&
+           (!l->mha.rope || (t->rope_fwd && t->rope_bwd));
 }
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
     const mw_mha *a = &x->mha, *b = &y->mha;
     return mw_diff_dims(d, n, "num_heads", &a->heads, &b->heads, 1) ||
+           mw_diff_dims(d, n, "num_key_value_heads", &a->kv_heads, &b->kv_heads, 1) ||
+           mw_diff_flag(d, n, "rotary embedding", a->rope, b->rope) ||
+           mw_diff_real(d, n, "rope_max_wavelength", x->rope.max_wavelength,
+                        y->rope.max_wavelength) ||
            mw_diff_dims(d, n, "key_dim", &a->key_dim, &b->key_dim, 1) ||
            mw_diff_dims(d, n, "value_dim", &a->value_dim, &b->value_dim, 1) ||
            mw_diff_dims(d, n, "output width", &x->out_c, &y->out_c, 1) ||
@@ -390,12 +448,13 @@ static void init(const mw_layer *l, float *params, mw_rng *r)
     const int in[3] = {l->in_c, a->key_c, a->value_c},
               width[3] = {a->key_dim, a->key_dim, a->value_dim};
     for (int j = 0; j < 4; j++) {
-        const int fi = j < 3 ? a->heads * in[j] : a->value_dim * a->heads;
+        const int h = j == 0 || j == 3 ? a->heads : a->kv_heads;
+        const int fi = j < 3 ? h * in[j] : a->value_dim * a->heads;
         const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
         mw_weights_init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
         if (l->has_bias)
             mw_weights_init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,
-                                   j < 3 ? a->heads : (int)bn[j], j < 3 ? width[j] : (int)bn[j], r);
+                                   j < 3 ? h : (int)bn[j], j < 3 ? width[j] : (int)bn[j], r);
     }
 }
 
@@ -403,6 +462,10 @@ static void init(const mw_layer *l, float *params, mw_rng *r)
  * only the names matter */
 static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_dense", "output_dense",
                                        "_dropout_layer", "_softmax",  NULL};
+/* KerasHub's LlamaAttention: its attributes' names, its rotation without variables */
+static const char *const llama_subs[] = {"_query_dense",           "_key_dense", "_value_dense",
+                                         "_output_dense",          "_softmax",   "_dropout_layer",
+                                         "rotary_embedding_layer", NULL};
 
 /* Four EinsumDense sublayers (mha_subs' first four), each its kernel and bias. */
 static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
@@ -413,22 +476,24 @@ static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
                                          "attention_output/bias"};
     const mw_mha *a = &l->mha;
     const long long in[3] = {l->in_c, a->key_c, a->value_c},
-                    w[3] = {a->key_dim, a->key_dim, a->value_dim};
+                    w[3] = {a->key_dim, a->key_dim, a->value_dim},
+                    h[3] = {a->heads, a->kv_heads, a->kv_heads};
+    const char *const *subs = a->llama ? llama_subs : mha_subs;
     size_t wo[4], wn[4], bo[4], bn[4];
     mw_mha_parts(l, wo, wn, bo, bn);
     for (int j = 0; j < 4; j++) {
         const int first = *nv;
         if (j < 3)
-            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], a->heads, w[j], 0);
+            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], h[j], w[j], 0);
         else
             mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c,
                         0);
         if (l->has_bias && j < 3)
-            mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, a->heads, w[j], 0, 0);
+            mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 2, h[j], w[j], 0, 0);
         else if (l->has_bias)
             mw_kvar_add(v, nv, bname[j], l->w_off + bo[j], bn[j], 1, l->out_c, 0, 0, 0);
         for (int t = first; t < *nv; t++) {
-            snprintf(v[t].sub, sizeof v[t].sub, "%s", mha_subs[j]);
+            snprintf(v[t].sub, sizeof v[t].sub, "%s", subs[j]);
             v[t].idx = t - first;
         }
     }
@@ -436,8 +501,7 @@ static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 
 static const char *const *keras_subs(const mw_layer *l)
 {
-    (void)l;
-    return mha_subs;
+    return l->mha.llama ? llama_subs : mha_subs;
 }
 
 const mw_layer_ops mw_layer_mha = {

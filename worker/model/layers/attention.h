@@ -12,6 +12,13 @@
  * value, and a key), with use_causal_mask causal. */
 mw_status mw_model_add_mha(mw_model *m, const char *name, int heads, int key_dim, int value_dim,
                            int out_dim, int use_bias, float dropout, int causal);
+/* KerasHub's LlamaAttention on the one input set (its query, key and value): heads query heads
+ * on kv_heads key and value heads (grouped-query attention) of head_dim features, projected
+ * without biases, the query and key rotated per head (RotaryEmbedding's rule with
+ * max_wavelength, its scaling 1: KerasHub 0.32's LlamaRotaryEmbedding applies none), causal,
+ * 1 / sqrt(head_dim), and the heads projected back to the input's width. */
+mw_status mw_model_add_llama_attention(mw_model *m, const char *name, int heads, int kv_heads,
+                                       int head_dim, float max_wavelength);
 /* Where the query, key, value and output kernels (w, wn floats) and biases (b, bn; 0 floats
  * without use_bias) of a MultiHeadAttention lie in its kernel block (offsets from w_off), in
  * Keras' order: kernel, bias, kernel, bias, ... */

@@ -56,9 +56,15 @@ mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, i
 }
 
 mw_status mw_model_add_reversible_embedding(mw_model *m, const char *name, int input_dim,
-                                            int output_dim)
+                                            int output_dim, int tie)
 {
-    return add_embed(m, name, "ReversibleEmbedding", "reversible_embedding", input_dim, output_dim);
+    MW_TRY(
+        add_embed(m, name, "ReversibleEmbedding", "reversible_embedding", input_dim, output_dim));
+    mw_layer *l = &m->layers[m->nlayers - 1];
+    l->untied = !tie;
+    if (!tie)
+        l->w_count *= 2; /* the reverse call's (D, V) kernel after the table */
+    return MW_OK;
 }
 
 mw_status mw_model_add_reverse_embedding(mw_model *m, const char *name, int table)
@@ -204,23 +210,32 @@ static void pos_backward(const mw_layer_call *c)
  * gradient goes to the table's slot, where the forward call's adds too. */
 static void rev_forward(const mw_layer_call *c)
 {
-    const mw_layer *l = c->l;
-    const size_t e = c->m->layers[l->tied - 1].w_off;
-    c->kt->dense_t_fwd(c->k, c->y, c->x, c->P + e, (int)c->rows, l->in_c, l->out_c);
+    const mw_layer *l = c->l, *t = &c->m->layers[l->tied - 1];
+    if (t->untied) { /* its own (D, V) kernel after the table: a Dense without bias */
+        const float *w = c->P + t->w_off + t->w_count / 2;
+        c->kt->dense_fwd(c->k, c->y, c->x, w, NULL, (int)c->rows, l->in_c, l->out_c);
+        return;
+    }
+    c->kt->dense_t_fwd(c->k, c->y, c->x, c->P + t->w_off, (int)c->rows, l->in_c, l->out_c);
 }
 
 static void rev_backward(const mw_layer_call *c)
 {
-    const mw_layer *l = c->l;
-    const size_t e = c->m->layers[l->tied - 1].w_off;
-    c->kt->dense_t_bwd(c->k, c->dx, c->G + e, c->dy, c->x, c->P + e, (int)c->rows, l->in_c,
-                       l->out_c);
+    const mw_layer *l = c->l, *t = &c->m->layers[l->tied - 1];
+    if (t->untied) {
+        const size_t w = t->w_off + t->w_count / 2;
+        c->kt->dense_bwd(c->k, c->dx, c->G + w, NULL, c->dy, c->x, c->P + w, (int)c->rows, l->in_c,
+                         l->out_c);
+        return;
+    }
+    c->kt->dense_t_bwd(c->k, c->dx, c->G + t->w_off, c->dy, c->x, c->P + t->w_off, (int)c->rows,
+                       l->in_c, l->out_c);
 }
 
 static int rev_kernels(const mw_layer *l, const mw_kernels *t)
 {
     (void)l;
-    return t->dense_t_fwd && t->dense_t_bwd;
+    return t->dense_t_fwd && t->dense_t_bwd && t->dense_fwd && t->dense_bwd;
 }
 
 static int rev_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
@@ -238,6 +253,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
     const int a[2] = {x->vocab, x->out_c}, b[2] = {y->vocab, y->out_c};
     return mw_diff_dims(d, n, "input_dim x output_dim", a, b, 2) ||
+           mw_diff_flag(d, n, "tie_weights", !x->untied, !y->untied) ||
            mw_diff_dims(d, n, "sequence_length", &x->positions, &y->positions, 1) ||
            mw_diff_flag(d, n, "mask_zero", x->mask_zero, y->mask_zero);
 }
@@ -322,7 +338,7 @@ static const mw_kkey rev_keys[] = {
     MW_KREAD("activity_regularizer"),
     MW_KREAD("embeddings_constraint"),
     MW_KDEF("quantization_config", "null", "quantized weights"),
-    MW_KDEF("tie_weights", "true", "a reverse projection of its own (untied weights)"),
+    MW_KREAD("tie_weights"),
     MW_KDEF("reverse_dtype", "null", "the reverse call in another dtype"),
     MW_KDEF("logit_soft_cap", "null", "the reverse call's logits soft-capped (tanh)"),
     MW_KEND,
@@ -359,7 +375,10 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                         "a %dx%d embedding table is larger than the %d values supported per "
                         "tensor",
                         vocab, dim, MW_KMAX_TENSOR);
-    mw_status rc = rev ? mw_model_add_reversible_embedding(B->m, name, vocab, dim)
+    int tie = 1;
+    if (rev)
+        MW_TRY(mw_kget_bool(L, cfg, "tie_weights", 1, &tie));
+    mw_status rc = rev ? mw_model_add_reversible_embedding(B->m, name, vocab, dim, tie)
                        : mw_model_add_embedding(B->m, name, vocab, dim);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
@@ -412,6 +431,13 @@ static mw_mask_rule make_rule(const mw_layer *l)
 /* TokenAndPositionEmbedding's two tables, each with its own fans; an Embedding's one. */
 static void init(const mw_layer *l, float *params, mw_rng *r)
 {
+    if (l->untied) { /* the table, then the reverse kernel (D, V), each with its own fans */
+        const size_t tok = l->w_count / 2;
+        mw_weights_init_tensor(params + l->w_off, tok, &l->kernel_init, l->vocab, l->out_c, r);
+        mw_weights_init_tensor(params + l->w_off + tok, tok, &l->kernel_init, l->out_c, l->vocab,
+                               r);
+        return;
+    }
     if (!l->positions) {
         mw_weights_init_tensor(params + l->w_off, l->w_count, &l->kernel_init, l->fan_in,
                                l->fan_out, r);
@@ -427,7 +453,11 @@ static void init(const mw_layer *l, float *params, mw_rng *r)
 static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
     if (!l->positions) {
-        mw_kvar_add(v, nv, "embeddings", l->w_off, l->w_count, 2, l->vocab, l->out_c, 0, 0);
+        const size_t tok = (size_t)l->vocab * l->out_c;
+        mw_kvar_add(v, nv, "embeddings", l->w_off, tok, 2, l->vocab, l->out_c, 0, 0);
+        if (l->untied) /* Keras' build() adds it after the table */
+            mw_kvar_add(v, nv, "reverse_embeddings", l->w_off + tok, tok, 2, l->out_c, l->vocab, 0,
+                        0);
         return;
     }
     const size_t tok = (size_t)l->vocab * l->out_c;

@@ -15,9 +15,10 @@
  * only: it reads the model's input. */
 mw_status mw_model_add_embedding(mw_model *m, const char *name, int input_dim, int output_dim);
 /* KerasHub's ReversibleEmbedding: an Embedding whose table a later reverse call (below) also
- * uses. */
+ * uses (tie 1), or whose weights hold the reverse call's own (D, V) kernel after the table
+ * (tie 0: tie_weights=False). */
 mw_status mw_model_add_reversible_embedding(mw_model *m, const char *name, int input_dim,
-                                            int output_dim);
+                                            int output_dim, int tie);
 /* Its reverse call (MW_LAYER_REVEMB) on the current input (None, T, D) or (None, D): logits
  * (None, T, V) = x E^T of layer table's (V, D) table, its weights tied to that layer's. */
 mw_status mw_model_add_reverse_embedding(mw_model *m, const char *name, int table);

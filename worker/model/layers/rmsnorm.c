@@ -86,10 +86,13 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 }
 
 /* LayerNormalization passes a padding mask on (supports_masking); Keras 3.15's
- * RMSNormalization and KerasHub's two do not support masking, so Keras drops it there. */
+ * RMSNormalization and KerasHub's two do not support masking, so Keras drops it there. A part
+ * of a KerasHub block (LlamaTransformerDecoder's LlamaLayerNorm) runs inside the block's call,
+ * which merges its input's mask into its attention's and keeps it on its output: there the
+ * mask goes through. */
 static mw_mask_rule mask(const mw_layer *l)
 {
-    return l->rms_class == MW_RMS_LN ? MW_MASK_PASS : MW_MASK_DROP;
+    return l->rms_class == MW_RMS_LN || l->block ? MW_MASK_PASS : MW_MASK_DROP;
 }
 
 static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)

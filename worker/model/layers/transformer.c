@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/model/layers/transformer.h"
+
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/layer.h"
@@ -41,9 +43,8 @@ typedef struct {
 /* Ranks of the weights' parts: attention, SA-LN, FF-LN, FF1, FF2 (the encoder's order). */
 enum { R_MHA, R_SALN, R_FFLN, R_FF1, R_FF2 };
 
-/* The layers added since first become parts of the block: tagged, and named <block>/<sub>. */
-static void tag(mw_model *m, int first, const char *block, const char *cls, int head,
-                const char *part, const char *sub, int rank)
+void mw_block_tag(mw_model *m, int first, const char *block, const char *cls, int head,
+                  const char *part, const char *sub, int rank)
 {
     for (int j = first; j < m->nlayers; j++) {
         mw_layer *l = &m->layers[j];
@@ -78,7 +79,7 @@ static mw_status dropout(builder *b, int in, const char *part, int *out)
     const int first = b->m->nlayers;
     MW_TRY(mw_model_set_inputs(b->m, &in, 1));
     MW_TRY(mw_model_add_dropout(b->m, part, (float)b->c->dropout));
-    tag(b->m, first, b->block, b->cls, b->head, part, part + 1, 0);
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, part + 1, 0);
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -88,7 +89,7 @@ static mw_status norm(builder *b, int in, const char *part, int rank, int *out)
     const int first = b->m->nlayers;
     MW_TRY(mw_model_set_inputs(b->m, &in, 1));
     MW_TRY(mw_model_add_layernorm(b->m, part, (float)b->c->epsilon, 1, 1));
-    tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -98,7 +99,7 @@ static mw_status residual(builder *b, int x, int y, const char *sub, int *out)
     const int first = b->m->nlayers, in[2] = {y, x};
     MW_TRY(mw_model_set_inputs(b->m, in, 2));
     MW_TRY(mw_model_add_add(b->m, sub));
-    tag(b->m, first, b->block, b->cls, b->head, "", sub, 0);
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, "", sub, 0);
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -111,7 +112,7 @@ static mw_status dense(builder *b, int in, int units, mw_activation act, const c
     MW_TRY(mw_model_add_dense(b->m, part, units, 1));
     MW_TRY(mw_model_set_init(b->m, &b->c->kinit, &b->c->binit));
     MW_TRY(mw_model_add_act(b->m, NULL, act, mw_act_info_of(act)->param, 1));
-    tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, part + 1, rank_of(b->c, rank));
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -126,8 +127,8 @@ static mw_status attention(builder *b, int in, int width, int *out)
     /* KerasHub merges a padding mask into attention_mask (batch, 1, S): keys only */
     b->m->layers[first].mha.keys_only = b->c->decoder || b->c->kmask;
     b->m->layers[first].mha.kmask = b->c->kmask;
-    tag(b->m, first, b->block, b->cls, b->head, "_self_attention_layer",
-        b->c->decoder ? "self_attention" : "self_attention_layer", R_MHA);
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, "_self_attention_layer",
+                 b->c->decoder ? "self_attention" : "self_attention_layer", R_MHA);
     *out = b->m->nlayers - 1;
     return MW_OK;
 }
@@ -156,13 +157,10 @@ static mw_status build(builder *b, int x, int width)
     return MW_OK;
 }
 
-/* The call's keyword arguments: the padding mask (planned, or a named input: kmask, which the
- * graph reader checked), training, the decoder's use_causal_mask; the other masks, caches and
- * an encoder sequence only as null. */
-static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, int kmask,
-                           int *causal)
+mw_status mw_block_read_call(const mw_klayer *L, const json_t *kw, const char *mask_key, int kmask,
+                             int *causal)
 {
-    const char *mask_key = decoder ? "decoder_padding_mask" : "padding_mask";
+    const int decoder = causal != NULL;
     const char *key;
     const json_t *v;
     mw_kqbuf q;
@@ -195,6 +193,23 @@ static mw_status read_call(const mw_klayer *L, const json_t *kw, int decoder, in
     return MW_OK;
 }
 
+mw_status mw_block_read_ff(const mw_klayer *L, const json_t *cfg, mw_activation def,
+                           double *epsilon, mw_activation *act)
+{
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-5, epsilon));
+    if (!(*epsilon > 0.0 && *epsilon < 1.0))
+        return mw_kfail(L, MW_EMODEL, "layer_norm_epsilon %g: expected 0 < epsilon < 1", *epsilon);
+    *act = def;
+    const json_t *a = json_object_get(cfg, "activation");
+    if (a && !json_is_null(a))
+        MW_TRY(mw_kget_activation(L, cfg, "activation", 0, 1, act));
+    if (*act == MW_ACT_SOFTMAX)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "activation \"softmax\" inside the feed-forward network is not "
+                        "supported; supported: the element-wise activations");
+    return MW_OK;
+}
+
 static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
 {
     MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &c->ff));
@@ -202,18 +217,7 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, block_cfg *c)
     MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.0, &c->dropout));
     if (!(c->dropout >= 0.0 && c->dropout < 1.0))
         return mw_kfail(L, MW_EMODEL, "dropout %g: expected 0 <= dropout < 1", c->dropout);
-    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-5, &c->epsilon));
-    if (!(c->epsilon > 0.0 && c->epsilon < 1.0))
-        return mw_kfail(L, MW_EMODEL, "layer_norm_epsilon %g: expected 0 < epsilon < 1",
-                        c->epsilon);
-    c->act = MW_ACT_RELU; /* KerasHub's default */
-    const json_t *act = json_object_get(cfg, "activation");
-    if (act && !json_is_null(act))
-        MW_TRY(mw_kget_activation(L, cfg, "activation", 0, 1, &c->act));
-    if (c->act == MW_ACT_SOFTMAX)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "activation \"softmax\" inside the feed-forward network is not "
-                        "supported; supported: the element-wise activations");
+    MW_TRY(mw_block_read_ff(L, cfg, MW_ACT_RELU, &c->epsilon, &c->act)); /* KerasHub's relu */
     MW_TRY(mw_kget_init(L, cfg, "kernel_initializer", MW_INIT_GLOROT_UNIFORM, &c->kinit));
     MW_TRY(mw_kget_init(L, cfg, "bias_initializer", MW_INIT_ZEROS, &c->binit));
     return mw_kget_bool(L, cfg, "normalize_first", 0, &c->first_norm);
@@ -251,43 +255,59 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
                           strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
-        MW_TRY(read_call(L, R->kwargs, c.decoder, B->kmask, &c.causal));
+        MW_TRY(mw_block_read_call(L, R->kwargs, c.decoder ? "decoder_padding_mask" : "padding_mask",
+                                  B->kmask, c.decoder ? &c.causal : NULL));
     c.kmask = B->kmask;
-    const int x = m->next_nin ? m->next_in[0] : m->nlayers - 1;
-    m->next_nin = 0;
-    int s[3];
-    mw_model_shape_of(m, x, s);
-    const int flat = x < 0 ? m->flat_input : m->layers[x].flat;
-    if (s[0] != 1 || flat)
-        return mw_kfail(L, MW_EMODEL,
-                        "its input ('%s') is %s%dx%dx%d; expected a sequence (None, steps, "
-                        "features)",
-                        mw_model_producer_name(m, x), flat ? "flat " : "", s[0], s[1], s[2]);
+    int x, s[3];
+    MW_TRY(mw_block_input(L, m, &x, s));
     if (s[2] < c.heads)
         return mw_kfail(L, MW_EMODEL,
                         "num_heads %d is more than the input's %d features: each head's "
                         "key_dim (features / num_heads) would be 0",
                         c.heads, s[2]);
     char auto_name[64];
-    if (!name) { /* Keras' automatic name: transformer_encoder, transformer_encoder_1, ... */
-        int same = 0;
-        for (int j = 0; j < m->nlayers; j++)
-            same += m->layers[j].block_first && !strcmp(m->layers[j].block_cls, cls);
-        const char *base = c.decoder ? "transformer_decoder" : "transformer_encoder";
-        if (same)
-            snprintf(auto_name, sizeof auto_name, "%s_%d", base, same);
-        else
-            snprintf(auto_name, sizeof auto_name, "%s", base);
-        name = auto_name;
-    }
+    name = mw_block_name(m, cls, c.decoder ? "transformer_decoder" : "transformer_encoder", name,
+                         auto_name);
     builder b = {m, &c, name, c.decoder ? "TransformerDecoder" : "TransformerEncoder", m->nlayers};
     const int first = m->nlayers;
-    mw_status rc = build(&b, x, s[2]);
-    if (rc != MW_OK) {
-        m->nlayers = first; /* nothing of the block stays */
-        m->next_nin = 0;
-        return mw_kfrom_model(B->origin, rc);
-    }
+    return mw_block_end(m, first, B->origin, build(&b, x, s[2]));
+}
+
+const char *mw_block_name(const mw_model *m, const char *cls, const char *base, const char *name,
+                          char buf[64])
+{
+    if (name)
+        return name;
+    int same = 0;
+    for (int j = 0; j < m->nlayers; j++)
+        same += m->layers[j].block_first && !strcmp(m->layers[j].block_cls, cls);
+    if (same)
+        snprintf(buf, 64, "%s_%d", base, same);
+    else
+        snprintf(buf, 64, "%s", base);
+    return buf;
+}
+
+mw_status mw_block_end(mw_model *m, int first, const char *origin, mw_status rc)
+{
+    if (rc == MW_OK)
+        return MW_OK;
+    m->nlayers = first; /* nothing of the block stays */
+    m->next_nin = 0;
+    return mw_kfrom_model(origin, rc);
+}
+
+mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3])
+{
+    *x = m->next_nin ? m->next_in[0] : m->nlayers - 1;
+    m->next_nin = 0;
+    mw_model_shape_of(m, *x, s);
+    const int flat = *x < 0 ? m->flat_input : m->layers[*x].flat;
+    if (s[0] != 1 || flat)
+        return mw_kfail(L, MW_EMODEL,
+                        "its input ('%s') is %s%dx%dx%d; expected a sequence (None, steps, "
+                        "features)",
+                        mw_model_producer_name(m, *x), flat ? "flat " : "", s[0], s[1], s[2]);
     return MW_OK;
 }
 

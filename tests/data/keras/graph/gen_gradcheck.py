@@ -1,8 +1,8 @@
-"""Writes twelve of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes fourteen of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
 (NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, tokens_tied,
-vit; none: all)
+tokens_untied, llama, vit; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -29,7 +29,10 @@ LayerNormalization(rms_scaling=True) on an image's pixels, KerasHub's LlamaLayer
 RMSNormalization on a sequence, RMSNormalization(epsilon=1e-3) on a flat input.
 gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of token embeddings, at its defaults and at max_wavelength 100, scaling_factor 2, denominator_dim
 6, then a Dense on each position (its gradient reaches the table only through both
-rotations). gradcheck_vit.json: KerasHub's ViTPatchingAndEmbedding (7x7 patches of the 28x28
+rotations). gradcheck_llama.json: a Dense on each of 28 steps, then KerasHub's
+LlamaTransformerDecoder twice: 4 query heads on 2 key heads (rope_max_wavelength 100, silu) and 2
+on 1 (gelu), made savable by tests/keras/hub_llama.py; the pooling, a Dense.
+gradcheck_vit.json: KerasHub's ViTPatchingAndEmbedding (7x7 patches of the 28x28
 image, a class token), a ViTEncoderBlock without biases, a ViTEncoder of one block with dropout
 (0.1 of the attention's probabilities, of the input and of both branches), the class token's
 features by x[:, 0] (a GetItem operation node) added to the mean over the steps (ops.mean, a
@@ -224,21 +227,23 @@ def vit():
     return keras.Model(inp, out, name="gradcheck_vit")
 
 
-def tokens_tied():
+def tokens_tied(tie=True):
     """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
     Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
-    the table gets both calls' gradients. Keras writes the second call as a second inbound
+    the table gets both calls' gradients (tokens_untied: tie_weights=False, the reverse call's
+    own kernel after the table). Keras writes the second call as a second inbound
     node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
     an entry of its own with the kwargs reverse, the form this file is turned into."""
     ids = keras.Input((784,), dtype="int32", name="ids")
     tok = keras_hub.layers.ReversibleEmbedding(
-        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok")
+        20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok",
+        tie_weights=tie)
     x = layers.AveragePooling1D(4, name="ap")(tok(ids))
     x = layers.MaxPooling1D(7, name="mp")(x)
     x = layers.GlobalMaxPooling1D(name="gmp")(x)
     x = layers.Dense(4, activation="tanh", name="h")(x)
     out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
-    model = keras.Model(ids, out, name="gradcheck_tokens_tied")
+    model = keras.Model(ids, out, name="gradcheck_tokens_tied" if tie else "gradcheck_untied")
     cfg = json.loads(model.to_json())
     ls = cfg["config"]["layers"]
     e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
@@ -253,9 +258,24 @@ def tokens_tied():
     return cfg
 
 
+def llama():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "keras"))
+    from hub_llama import patch
+    Llama = patch()
+    inp = keras.Input((784,), name="in")
+    s = layers.Reshape((28, 28), name="seq")(inp)
+    s = layers.Dense(8, name="proj", bias_initializer=initializers.RandomNormal(stddev=0.1))(s)
+    s = Llama(12, 4, num_key_value_heads=2, rope_max_wavelength=100, name="gqa")(s)
+    s = Llama(12, 2, num_key_value_heads=1, activation="gelu", name="mqa")(s)
+    g = layers.GlobalAveragePooling1D(name="pool")(s)
+    return keras.Model(inp, layers.Dense(10, activation="softmax", name="out")(g),
+                       name="gradcheck_llama")
+
+
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
-MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied), ("vit", vit))
+MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied),
+           ("tokens_untied", lambda: tokens_tied(False)), ("llama", llama), ("vit", vit))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
