@@ -18,6 +18,9 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     model Keras trained itself within 1e-5 of the largest.
   - KerasHub's default compile (weighted_metrics: a SparseCategoricalAccuracy weighted by the
     sample weights): the epoch's accuracy and loss against KerasHub's over the same 2 steps.
+  - LlamaCausalLM (2 LlamaTransformerDecoders, 4 query and 2 key-value heads: grouped-query
+    attention, RoPE, SwiGLU, RMS norms; the token embedding untied, Llama's default): the same
+    steps, data and control as GPT2CausalLM's, layouts (2 ranks, 2 replicas) and export.
   - BertTextClassifier (3 inputs: token_ids, segment_ids, padding_mask; the pooler reads the
     first position, Keras' GetItem), dropout 0: the same 2 steps, layouts and export; control:
     KerasHub with no position masked.
@@ -94,35 +97,47 @@ def keras_steps(path, x, y, sw):
     return k
 
 
-def causal_lm(mw, work):
-    data, path = os.path.join(work, "gpt2.npz"), os.path.join(work, "gpt2.keras")
+def llama(seed):
+    """LlamaCausalLM: 2 LlamaTransformerDecoders of 4 query heads and 2 key-value heads
+    (grouped-query attention), RoPE, SwiGLU, RMS norms; the token embedding untied (Llama's
+    default: the output projection a kernel of its own)."""
+    keras.utils.set_random_seed(seed)
+    bb = keras_hub.models.LlamaBackbone(vocabulary_size=V, num_layers=2, num_query_heads=4,
+                                        num_key_value_heads=2, hidden_dim=D,
+                                        intermediate_dim=2 * D)
+    lm = keras_hub.models.LlamaCausalLM(backbone=bb, preprocessor=None)
+    compile_sgd(lm)
+    return lm
+
+
+def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2):
+    data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
     x, y, sw, xt = make_data(data, 3)
-    gpt2(3).save(path)
+    make(3).save(path)
     shapes = [tuple(w.shape) for w in keras.saving.load_model(path).weights]
-    init = os.path.join(work, "gpt2-init.bin")
-    if E.mwtrain(mw, work, "gpt2-init", path, data, "--epochs", "0", "--dump-weights",
+    init = os.path.join(work, tag + "-init.bin")
+    if E.mwtrain(mw, work, tag + "-init", path, data, "--epochs", "0", "--dump-weights",
                  init) is None:
         return None
     k0 = keras.saving.load_model(path)
     check(all(np.array_equal(a, np.asarray(w)) for a, w in
               zip(E.split(np.fromfile(init, "<f4"), shapes), k0.weights)),
-          "GPT2CausalLM: mwtrain's initial weights are the archive's, bit for bit (%d "
-          "variables, the tied token table once)" % len(shapes))
-    out = os.path.join(work, "gpt2-w.bin")
-    if E.mwtrain(mw, work, "gpt2", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+          "%s: mwtrain's initial weights are the archive's, bit for bit (%d variables)"
+          % (cls, len(shapes)))
+    out = os.path.join(work, tag + "-w.bin")
+    if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
                  "--dump-weights", out) is None:
         return None
     got = E.split(np.fromfile(out, "<f4"), shapes)
     k = keras_steps(path, x, y, sw)
     e = E.rel_err(got, k.weights)
-    check(e <= E.TOL_W, "GPT2CausalLM, 2 SGD steps: weights against KerasHub's, relative %.2e "
-          "<= %g" % (e, E.TOL_W))
+    check(e <= E.TOL_W, "%s, 2 SGD steps: weights against KerasHub's, relative %.2e <= %g"
+          % (cls, e, E.TOL_W))
     c = E.rel_err(got, keras_steps(path, x, y, None).weights)
     check(c > 10 * E.TOL_W, "control: KerasHub without the sample weights differs by %.2e > %g"
           % (c, 10 * E.TOL_W))
     return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k, "xt": xt,
-            "err": e, "control": c, "x": x, "y": y, "sw": sw, "tag": "gpt2",
-            "cls": "GPT2CausalLM"}
+            "err": e, "control": c, "x": x, "y": y, "sw": sw, "tag": tag, "cls": cls}
 
 
 def weighted_metrics(mw, work, r, x, y, sw):
@@ -293,6 +308,11 @@ def main():
         weighted_metrics(mw, work, r, r["x"], r["y"], r["sw"])
         refusals(mw, work, r)
         rows.append(("GPT2CausalLM (tied, padded, weighted)", r))
+    lm = causal_lm(mw, work, "llama", "LlamaCausalLM", llama)
+    if lm:
+        E.layouts(mw, work, "LlamaCausalLM", lm, prefix="llama")
+        lm["export"] = export(mw, work, lm)
+        rows.append(("LlamaCausalLM (GQA 4/2, untied, padded)", lm))
     b = bert(mw, work)
     if b:
         E.layouts(mw, work, "BertTextClassifier", b, prefix="bert")

@@ -203,6 +203,10 @@ HOSTS = {
     "TokenAndPositionEmbedding": lambda: seq(
         hub.TokenAndPositionEmbedding(10, 6, 8, name="x"), L.GlobalAveragePooling1D(),
         L.Dense(3), shape=(6,), dtype="int32"),
+    # its forward call (the reverse call is no config of its own: tests/keras/hub_models.py)
+    "ReversibleEmbedding": lambda: seq(
+        hub.ReversibleEmbedding(10, 8, name="x"), L.GlobalAveragePooling1D(), L.Dense(3),
+        shape=(6,), dtype="int32"),
     "LayerNormalization": lambda: image(L.LayerNormalization(name="x")),
     "GroupNormalization": lambda: image(L.GroupNormalization(groups=1, name="x")),
     "RMSNormalization": lambda: tokens(L.RMSNormalization(name="x")),

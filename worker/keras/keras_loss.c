@@ -213,11 +213,16 @@ mw_status mw_keras_weighted_metrics_from_json(mw_loss *ls, const json_t *wm, con
 {
     if (!wm || json_is_null(wm) || (json_is_array(wm) && !json_array_size(wm)))
         return MW_OK;
-    if (ls->metrics.n > 0)
-        return mw_err(MW_EUNSUPPORTED,
-                      "%s: metrics and weighted_metrics both given; mwtrain reports one list "
-                      "of metrics: compile with one of them",
-                      where);
+    if (ls->metrics.n > 0) {
+        char *text = json_dumps(wm, JSON_COMPACT | JSON_ENCODE_ANY);
+        mw_status rc = mw_err(MW_EUNSUPPORTED,
+                              "%s: %.200s beside metrics: metrics and weighted_metrics both "
+                              "given; mwtrain reports one list of metrics: compile with one of "
+                              "them",
+                              where, text ? text : "a list");
+        free(text);
+        return rc;
+    }
     mw_loss t = *ls;
     MW_TRY(mw_keras_metrics_from_json(&t, wm, where));
     for (int i = 0; i < t.metrics.n; i++)
