@@ -5,7 +5,7 @@
 
 #include "common/strfmt.h"
 
-static _Thread_local char err_msg[1024];
+static _Thread_local char err_msg[2048]; /* the unknown-class message lists every class read */
 static _Thread_local mw_status err_status = MW_OK;
 
 static const struct {

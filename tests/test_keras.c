@@ -1212,6 +1212,23 @@ static void graph_gradcheck(int fast, const char *rel)
         assert_int_equal(tr, 3);
         assert_int_equal(bilinear, 1);
         assert_int_equal(nearest, 1);
+    } else if (strstr(rel, "_vit")) {
+        int token = 0, blocks = 0, mha = 0;
+        for (int i = 0; i < m.nlayers; i++) {
+            token += m.layers[i].kind == MW_LAYER_CLSTOKEN;
+            blocks += m.layers[i].block_first;
+            mha += m.layers[i].kind == MW_LAYER_MHA;
+        }
+        assert_int_equal(token, 1);
+        assert_int_equal(blocks, 3); /* the patching, the block, the encoder */
+        assert_int_equal(mha, 2);
+        const mw_layer *get = &m.layers[m.nlayers - 5]; /* x[:, 0]: the crop of step 0, flat */
+        assert_string_equal(get->cls, "GetItem");
+        assert_int_equal(get->kind, MW_LAYER_CROP);
+        assert_true(get->flat && get->pad[2] == 0 && get->pad[3] == 16);
+        const mw_layer *mean = get + 1; /* ops.mean(x, axis=[1]): the steps' global average */
+        assert_string_equal(mean->cls, "Mean");
+        assert_true(mean->kind == MW_LAYER_AVGPOOL && mean->global && mean->flat);
     } else if (strstr(rel, "k2")) {
         assert_false(m.layers[2].in_place); /* r1 reads c1, which bn reads too */
         assert_int_equal(m.layers[2].kind, MW_LAYER_RELU);
@@ -1447,6 +1464,21 @@ static void test_se_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_apps.json");
 }
 
+/* KerasHub's ViT layers as this program builds them (tests/data/keras/graph/gradcheck_vit.json):
+ * the patches' convolution, the class token and the position table, a ViTEncoderBlock without
+ * biases, a ViTEncoder with dropout, x[:, 0] and a Dense: every parameter, both tables. */
+static void test_vit_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_vit.json");
+}
+
+static void test_vit_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_vit.json");
+}
+
 static void test_transformer_gradcheck_ref(void **state)
 {
     (void)state;
@@ -1627,6 +1659,8 @@ int main(void)
         cmocka_unit_test(test_tokens_gradcheck_cpu),
         cmocka_unit_test(test_se_gradcheck_ref),
         cmocka_unit_test(test_se_gradcheck_cpu),
+        cmocka_unit_test(test_vit_gradcheck_ref),
+        cmocka_unit_test(test_vit_gradcheck_cpu),
         cmocka_unit_test(test_transformer_gradcheck_ref),
         cmocka_unit_test(test_transformer_gradcheck_cpu),
         cmocka_unit_test(test_llama_gradcheck_ref),

@@ -14,7 +14,8 @@
 #   - token models through KerasHub's blocks (TransformerEncoder and TransformerDecoder, and
 #     LlamaTransformerDecoder's grouped-query attention) as the CPU trains them;
 #   - Functional models on the GPU path (BatchNormalization, Add, pooling, padding, Multiply,
-#     Concatenate, activation and softmax layers), one rank x 2 GPUs and 2 ranks x 1 GPU,
+#     Concatenate, activation and softmax layers, KerasHub's ViT layers), one rank x 2 GPUs and
+#     2 ranks x 1 GPU,
 #     the moving statistics folded in on the devices: the same, against the CPU; a BN
 #     model's replica slice larger than a device micro-batch still runs in one pass;
 #   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts,
@@ -369,8 +370,9 @@ same gpu-keras cpu-keras
 # gelu, elu and softmax layers. The weights hold the moving mean and variance, and the epoch
 # line's test loss is the inference forward with them. SGD: the sums' order differs (above).
 # syncbn_k3: three synchronized BN layers (statistics over the global batch: the devices in
-# lockstep, their sums through the host and MPI).
-for g in resblock_k3 gradcheck_k2 syncbn_k3; do
+# lockstep, their sums through the host and MPI). gradcheck_vit: KerasHub's ViT layers (the
+# class token's copies and sums, the attention, x[:, 0]'s crop) with dropout.
+for g in resblock_k3 gradcheck_k2 syncbn_k3 gradcheck_vit; do
     gm=$src/tests/data/keras/graph/$g.json
     run gpu-1x2-$g 1 2 "$hd" --device gpu --model "$gm" "${sgd[@]}"
     run cpu-1x2-$g 1 0 "$mw" --device cpu --model "$gm" --replicas-per-worker 2 --threads 1 \

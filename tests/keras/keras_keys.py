@@ -30,6 +30,9 @@ from keras.src.applications.convnext import LayerScale, StochasticDepth
 from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS
 from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
+from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
+                                                 ViTPatchingAndEmbedding)
+from keras.src.ops.numpy import Mean
 from hub_llama import patch as llama_savable
 
 L = keras.layers
@@ -72,6 +75,8 @@ VALUES = {
     "drop_path_rate": 0.1,
     "rope_type": "yarn",
     "size": [3, 2],
+    "image_size": [4, 4],
+    "patch_size": [2, 2],
 }
 # The value where VALUES' is the class's own default (UpSampling2D's interpolation "nearest").
 VALUES_ALT = {"interpolation": "bilinear"}
@@ -217,6 +222,13 @@ HOSTS = {
     "SinePositionEncoding": lambda: functional(
         lambda x: L.Add()([x, hub.SinePositionEncoding(name="x")(x)])),
     "RotaryEmbedding": lambda: tokens(hub.RotaryEmbedding(name="x")),
+    "Mean": lambda: (lambda inp: keras.Model(inp, L.Dense(3)(L.Flatten()(
+        Mean(axis=[1], name="x")(L.Embedding(10, 8)(inp))))))(keras.Input((6,), dtype="int32")),
+    "ViTPatchingAndEmbedding": lambda: seq(
+        ViTPatchingAndEmbedding((8, 8), (4, 4), 8, num_channels=1, name="x"),
+        L.GlobalAveragePooling1D(), L.Dense(3)),
+    "ViTEncoder": lambda: tokens(ViTEncoder(1, 2, 8, 16, name="x")),
+    "ViTEncoderBlock": lambda: tokens(ViTEncoderBlock(2, 8, 16, name="x")),
     "LlamaTransformerDecoder": lambda: tokens(llama_savable()(16, 4, num_key_value_heads=2,
                                                              name="x")),
     # keras.applications' own layers

@@ -45,6 +45,7 @@ EXEMPT = {
     "Concatenate": "a merge of several inputs",
     "CustomScaleLayer": "a merge of a list of two inputs",
     "MultiHeadAttention": "query and value are two call arguments",
+    "Mean": "an operation (ops.mean), not a layer: a Sequential model holds layers only",
 }
 # Single-input classes keras_keys.py builds as a Functional model (added to their input there):
 # a Sequential chain of them here.
@@ -58,6 +59,12 @@ MIXED = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "mix
          "registered_name": None}
 
 
+# Keys KerasHub 0.32 writes in these classes' configs that their own constructors refuse (so
+# from_config fails; mwtrain's export leaves them out too): a twin is rebuilt without them.
+UNLOADABLE = {"ViTPatchingAndEmbedding": ("num_patches", "num_positions"),
+              "ViTEncoderBlock": ("key_dim",)}
+
+
 def functional_twin(model):
     """The Sequential model's layers, rebuilt from their configs, as a Functional model of the
     same name and input."""
@@ -65,7 +72,10 @@ def functional_twin(model):
     inp = keras.layers.InputLayer.from_config(first).output  # sparse, optional... kept
     x = inp
     for layer in model.layers:
-        x = type(layer).from_config(layer.get_config())(x)
+        cfg = layer.get_config()
+        for key in UNLOADABLE.get(type(layer).__name__, ()):
+            cfg.pop(key)
+        x = type(layer).from_config(cfg)(x)
     return keras.Model(inp, x, name=model.name)
 
 

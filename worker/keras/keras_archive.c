@@ -380,6 +380,31 @@ static void apply_policies(json_t *model, const mw_model *m)
     }
 }
 
+/* Keys KerasHub 0.32 writes in a layer's config that its constructor refuses ("Unrecognized
+ * keyword arguments"), so that Keras cannot load a Functional model holding the layer:
+ * ViTPatchingAndEmbedding's num_patches and num_positions, ViTEncoderBlock's key_dim. Each
+ * follows from the others (the reader checks it), and the archive written leaves them out (in
+ * nested models' layers too), so that keras.models.load_model reads it. */
+static void drop_unloadable_keys(json_t *model)
+{
+    static const char *const drop[][2] = {
+        {"ViTPatchingAndEmbedding", "num_patches"},
+        {"ViTPatchingAndEmbedding", "num_positions"},
+        {"ViTEncoderBlock", "key_dim"},
+    };
+    json_t *conf = json_object_get(model, "config");
+    json_t *layers = json_is_array(conf) ? conf : json_object_get(conf, "layers");
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *e = json_array_get(layers, i), *cfg = json_object_get(e, "config");
+        const char *cls = json_string_value(json_object_get(e, "class_name"));
+        if (json_is_array(json_object_get(cfg, "layers"))) /* a nested model: its layers too */
+            drop_unloadable_keys(e);
+        for (size_t k = 0; cls && k < sizeof drop / sizeof drop[0]; k++)
+            if (!strcmp(cls, drop[k][0]))
+                json_object_del(cfg, drop[k][1]);
+    }
+}
+
 /* A model description's model object: itself, or a TensorFlow.js wrapper's modelTopology (its
  * model_config member, or modelTopology itself); borrowed from root. */
 static json_t *source_model(json_t *root)
@@ -441,9 +466,10 @@ mw_status mw_keras_config_json(const mw_model *m, const mw_keras_optimizer *opt,
     json_t *model = keras3_source(m);
     if (model) /* the lengths a run recorded are mwtrain's, not Keras' */
         json_object_del(model, MW_KERAS_LENGTHS_KEY);
-    if (model)
+    if (model) {
         apply_policies(model, m);
-    else
+        drop_unloadable_keys(model);
+    } else
         MW_TRY(sequential_config(m, &model));
     if (!json_object_get(model, "build_config"))
         json_object_set_new(model, "build_config",

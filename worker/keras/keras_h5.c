@@ -521,7 +521,13 @@ done:
  * string, as Keras writes it); its id, or -1. */
 static hid_t make_vars(hid_t parent, const char *name, const char *label)
 {
-    hid_t g = name ? H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    /* a nested sublayer's path (a ViTEncoder's encoder_layers/vi_t_encoder_block/mha): the
+     * groups above it are made too */
+    hid_t lcpl = name ? H5Pcreate(H5P_LINK_CREATE) : -1;
+    hid_t g = lcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0
+                  ? H5Gcreate2(parent, name, lcpl, H5P_DEFAULT, H5P_DEFAULT)
+                  : -1;
+    close_id(lcpl, H5Pclose);
     hid_t where = name ? g : parent;
     if (name && g < 0)
         return -1;
@@ -618,7 +624,9 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
     if (layers < 0)
         return mw_err(MW_EINTERNAL, "%s: HDF5 cannot create /layers", origin);
     char *keys = NULL;
-    mw_status rc = write_nests(layers, m, origin);
+    char(*subs)[MW_KERAS_SUB_MAX] = malloc(MW_KERAS_MAX_VARS * sizeof *subs);
+    mw_status rc = subs ? write_nests(layers, m, origin)
+                        : mw_err(MW_ENOMEM, "%s: out of memory for the sublayers' names", origin);
     if (rc == MW_OK)
         rc = mw_keras_layer_keys(m, &keys);
     for (int i = 0; i < m->nlayers && rc == MW_OK; i++) {
@@ -636,8 +644,7 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
             rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot create layers/%s/vars", origin, key);
         close_id(vars, H5Gclose);
         /* its sublayers' groups (with or without variables), then each variable in its own */
-        char subs[24][MW_KERAS_SUB_MAX];
-        const int ns = mw_keras_layer_subs(m, i, subs, 24);
+        const int ns = mw_keras_layer_subs(m, i, subs, MW_KERAS_MAX_VARS);
         hid_t kg = ns && rc == MW_OK ? H5Gopen2(layers, key, H5P_DEFAULT) : -1;
         for (int s = 0; s < ns && rc == MW_OK; s++) {
             hid_t sv = kg >= 0 ? make_vars(kg, subs[s], kname) : -1;
@@ -659,6 +666,7 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
         close_id(kg, H5Gclose);
     }
     free(keys);
+    free(subs);
     H5Gclose(layers);
     if (rc != MW_OK)
         return rc;

@@ -420,7 +420,8 @@ static mw_status vit_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 }
 
 /* ViTBackbone: the images, ViTPatchingAndEmbedding, ViTEncoder (their configs as their
- * get_config writes them). */
+ * get_config writes them; not registered with Keras: no keras_hub> registered_name, their
+ * module names them, as Keras writes them). */
 static json_t *vit_layers(const hub_args *a)
 {
     json_t *ls = json_array();
@@ -431,14 +432,14 @@ static json_t *vit_layers(const hub_args *a)
                   a->image[1], a->image[2], "dtype", "float32", "inbound_nodes");
     int ok =
         ls && img && json_array_append_new(ls, img) == 0 &&
-        add(ls, "ViTPatchingAndEmbedding", 1, "vit_patching_and_embedding",
+        add(ls, "ViTPatchingAndEmbedding", 0, "vit_patching_and_embedding",
             json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b}", "image_size", a->image[0],
                       a->image[1], "patch_size", a->patch[0], a->patch[1], "hidden_dim", a->hidden,
                       "num_channels", a->image[2], "num_patches", patches, "num_positions",
                       patches + (a->class_token ? 1 : 0), "use_class_token", a->class_token),
             a->dtype, on("images")) &&
         in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
-        add(ls, "ViTEncoder", 1, "vit_encoder",
+        add(ls, "ViTEncoder", 0, "vit_encoder",
             json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers", a->layers,
                       "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim", a->mlp,
                       "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias, "dropout_rate",

@@ -45,8 +45,8 @@ static void prefix_part(const mw_layer *l, mw_keras_var *v, int nv)
     for (int i = 0; i < nv; i++) {
         char sub[MW_KERAS_SUB_MAX];
         snprintf(sub, sizeof sub, "%s", v[i].sub);
-        if (sub[0]) /* the longest: "_self_attention_layer/query_dense" */
-            snprintf(v[i].sub, sizeof v[i].sub, "%.31s/%.24s", l->part, sub);
+        if (sub[0]) /* "encoder_layers/vi_t_encoder_block_11/mha/query_dense" */
+            snprintf(v[i].sub, sizeof v[i].sub, "%.63s/%.31s", l->part, sub);
         else
             snprintf(v[i].sub, sizeof v[i].sub, "%s", l->part);
     }
@@ -62,7 +62,7 @@ mw_status mw_keras_vars(const mw_model *m, int i, mw_keras_var *v, int *nv)
         const mw_layer *p = &m->layers[m->worder[k]];
         if (p->block != l->block)
             continue;
-        mw_keras_var pv[MW_KERAS_MAX_VARS];
+        mw_keras_var pv[MW_KERAS_LAYER_VARS];
         int np = 0;
         MW_TRY(mw_keras_layer_vars(p, pv, &np));
         if (*nv + np > MW_KERAS_MAX_VARS)
@@ -95,7 +95,7 @@ int mw_keras_layer_subs(const mw_model *m, int i, char (*out)[MW_KERAS_SUB_MAX],
     }
     for (int k = i; k < m->nlayers && m->layers[k].block == l->block; k++) {
         const mw_layer *p = &m->layers[k];
-        if (!p->part || !*p->part || p->folded || n >= max)
+        if (!*p->part || p->folded || n >= max)
             continue; /* an Add (the block's own arithmetic), or a Dense's activation */
         snprintf(out[n++], MW_KERAS_SUB_MAX, "%s", p->part);
         add_subs(p, p->part, out, &n, max);

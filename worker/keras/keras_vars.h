@@ -15,7 +15,7 @@
 #include "worker/model/kvars.h"
 #include "worker/model/model.h"
 
-/* l's variables in Keras order into v (room for MW_KERAS_MAX_VARS), their number into *nv
+/* l's variables in Keras order into v (room for MW_KERAS_LAYER_VARS), their number into *nv
  * (0 for a layer without weights). MW_EUNSUPPORTED when l has parameters its row lists none of,
  * MW_EINTERNAL when the model's counts disagree with the shapes (a bug). */
 mw_status mw_keras_layer_vars(const mw_layer *l, mw_keras_var *v, int *nv);

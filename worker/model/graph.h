@@ -170,14 +170,16 @@ typedef struct mw_layer {
     /* A part of a KerasHub block that this program builds from its own layers (a
      * TransformerEncoder: attention, dropouts, adds, LayerNormalizations, Dense layers): the
      * block is one Keras layer, named block_name, of class block_cls, whose .weights.h5 group
-     * holds each part's under the attribute path part ("_self_attention_layer", ...). block is
+     * holds each part's under the attribute path part ("_self_attention_layer", a ViTEncoder's
+     * "encoder_layers/vi_t_encoder_block_1/mha", ...). block is
      * the index of the block's first layer + 1 (0: not a part); part_rank the place of the
      * part's variables in the block's Keras weights (their order differs from the computation's:
      * a post-norm encoder's last LayerNormalization holds its second variables). */
     int block, part_rank;
-    int block_first; /* the block's first layer, which stands for it (summary, files) */
-    int nest;        /* the nested model it belongs to: mw_model.nests[nest - 1]; 0: none */
-    const char *block_cls, *part; /* static */
+    int block_first;       /* the block's first layer, which stands for it (summary, files) */
+    int nest;              /* the nested model it belongs to: mw_model.nests[nest - 1]; 0: none */
+    const char *block_cls; /* static */
+    char part[64];         /* "" for the block's own variables and its arithmetic */
     char block_name[64];
     /* ReLU(max_value, negative_slope, threshold) (MW_LAYER_RELUX; alpha is negative_slope):
      * max_value INFINITY when none */

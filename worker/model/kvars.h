@@ -11,11 +11,15 @@
 
 struct mw_layer;
 
-/* Most variables one Keras layer has (a KerasHub TransformerEncoder's 16). */
-#define MW_KERAS_MAX_VARS 16
+/* Most variables one layer of this program lists (a MultiHeadAttention's 8, a BatchNormalization's
+ * 4), and one Keras layer has: a KerasHub block is several of this program's layers, and a
+ * ViTEncoder of 32 blocks has 16 per block and its LayerNormalization's 2. */
+#define MW_KERAS_LAYER_VARS 16
+#define MW_KERAS_MAX_VARS 640
 
-/* Longest sublayer path in a layer's .weights.h5 group ("_self_attention_layer/query_dense"). */
-#define MW_KERAS_SUB_MAX 64
+/* Longest sublayer path in a layer's .weights.h5 group ("_self_attention_layer/query_dense",
+ * "encoder_layers/vi_t_encoder_block_11/mha/query_dense"). */
+#define MW_KERAS_SUB_MAX 96
 
 typedef struct {
     const char *name;           /* Keras' variable path in the layer: "kernel", "bias", ..., or a

@@ -21,6 +21,7 @@
     X(IDENTITY, identity)   /* Activation('linear'), or the final softmax folded into the loss */  \
     X(BATCHNORM, batchnorm) /* axis -1: batch statistics while training, the moving ones else */   \
     X(AVGPOOL, avgpool)     /* AveragePooling2D, and GlobalAveragePooling2D (flat output) */       \
+    R(mean)                 /* ops.mean over the positions (Mean) (pooling.c) */                   \
     X(ZEROPAD, zeropad)     /* ZeroPadding2D */                                                    \
     X(ADD, add)             /* Add: the sum of its inputs (equal shapes) */                        \
     X(MULTIPLY, multiply)   /* Multiply: the product of its two inputs */                          \
@@ -34,6 +35,8 @@
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     R(llama)                /* KerasHub's LlamaTransformerDecoder (layers/llama.c) */              \
+    X(CLSTOKEN, clstoken)   /* a learned row before a sequence's steps (ViT's class token) */      \
+    R(vit)                  /* KerasHub's ViTPatchingAndEmbedding, ViTEncoder (layers/vit.c) */    \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \
     X(REVEMB, revemb)       /* ReversibleEmbedding's reverse call: logits from a tied table */     \
     X(ROPE, rope)           /* KerasHub's RotaryEmbedding: features rotated by the position */     \

@@ -1,5 +1,7 @@
 /* MaxPooling2D, AveragePooling2D and their global forms: the layer table's rows
- * (worker/model/layer.h). */
+ * (worker/model/layer.h). Keras' ops.mean over a sequence's steps (axis 1) or an image's pixels
+ * (axes 1 and 2), a Mean operation node (module keras.src.ops.numpy) in a Functional graph
+ * (KerasHub's ViTImageClassifier with pooling "gap"), is the global average pooling. */
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include <string.h>
@@ -195,6 +197,49 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     return rc;
 }
 
+/* ops.mean's axis: 1 (or [1]) on a sequence, [1, 2] on an image: the positions. */
+static mw_status mean_axis(const mw_klayer *L, const json_t *cfg, const mw_layer *in, int *one_d)
+{
+    const json_t *a = json_object_get(cfg, "axis");
+    const size_t n = json_is_array(a) ? json_array_size(a) : 1;
+    const json_t *a0 = json_is_array(a) ? json_array_get(a, 0) : a;
+    int x0 = 0, x1 = 0;
+    mw_kdbuf d;
+    *one_d = in && in->out_h == 1 && !in->flat;
+    const int ok = mw_kas_int(a0, 1, 1, &x0) &&
+                   (*one_d ? n == 1 : n == 2 && mw_kas_int(json_array_get(a, 1), 2, 2, &x1));
+    if (ok && !(in && in->flat))
+        return MW_OK;
+    return mw_kfail(L, MW_EUNSUPPORTED,
+                    "axis: found %s on a %s input; supported: the mean over a sequence's steps "
+                    "(axis 1) or an image's pixels (axis [1, 2])",
+                    mw_kdescribe(d, a),
+                    in && in->flat ? "flat"
+                    : *one_d       ? "sequence"
+                                   : "image");
+}
+
+static const mw_kkey mean_keys[] = {MW_KREAD("axis"), MW_KREAD("keepdims"), MW_KEND};
+
+static mw_status parse_mean(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
+{
+    int one_d = 0, keep = 0;
+    MW_TRY(mw_kcheck_keys(R->L->origin, R->L->where, cls, cfg, mean_keys, 1));
+    MW_TRY(mw_kget_bool(R->L, cfg, "keepdims", 0, &keep));
+    const mw_model *m = R->B->m;
+    MW_TRY(mean_axis(R->L, cfg,
+                     m->next_nin ? (m->next_in[0] < 0 ? NULL : &m->layers[m->next_in[0]])
+                                 : mw_kprev(m),
+                     &one_d));
+    mw_status rc = mw_model_add_global_pool(R->B->m, name, 0, one_d);
+    if (rc != MW_OK)
+        return mw_kfrom_model(R->B->origin, rc);
+    mw_layer *l = &R->B->m->layers[R->B->m->nlayers - 1];
+    l->cls = "Mean";
+    l->flat = !keep; /* keepdims: (None, 1, C) or (None, 1, 1, C) */
+    return MW_OK;
+}
+
 /* Max pooling, as MaxPooling2D (a global one too: the same pooling over the whole image). */
 static const char *to_keras(const mw_model *m, int i, json_t *c)
 {
@@ -206,10 +251,11 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     return "MaxPooling2D";
 }
 
-/* GlobalAveragePooling1D takes the mean over the steps that are not padding. */
+/* GlobalAveragePooling1D takes the mean over the steps that are not padding (ops.mean, an
+ * operation, knows no mask: refused). */
 static mw_mask_rule avg_mask(const mw_layer *l)
 {
-    return l->global && l->in_h == 1 ? MW_MASK_TAKE : MW_MASK_REFUSE;
+    return l->global && l->in_h == 1 && strcmp(l->cls, "Mean") != 0 ? MW_MASK_TAKE : MW_MASK_REFUSE;
 }
 
 const mw_layer_ops mw_layer_maxpool = {
@@ -233,4 +279,11 @@ const mw_layer_ops mw_layer_avgpool = {
     .has_kernels = avg_kernels,
     .differs = differs,
     .mask = avg_mask,
+};
+
+/* Keras' Mean operation (ops.mean over the positions): layers of the average pooling's kind. */
+const mw_layer_ops mw_layer_mean = {
+    .keras = {"Mean"},
+    .module = "keras.src.ops.numpy",
+    .parse = parse_mean,
 };

@@ -49,7 +49,8 @@ void mw_block_tag(mw_model *m, int first, const char *block, const char *cls, in
     for (int j = first; j < m->nlayers; j++) {
         mw_layer *l = &m->layers[j];
         l->block = head + 1, l->block_first = j == head, l->block_cls = cls;
-        l->part = part, l->part_rank = rank;
+        snprintf(l->part, sizeof l->part, "%s", part);
+        l->part_rank = rank;
         snprintf(l->block_name, sizeof l->block_name, "%s", block);
         if (!l->folded)
             snprintf(l->name, sizeof l->name, "%s/%s", block, sub);

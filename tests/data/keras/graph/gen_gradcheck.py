@@ -1,8 +1,8 @@
-"""Writes thirteen of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes fourteen of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
 (NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, tokens_tied,
-tokens_untied, llama; none: all)
+tokens_untied, llama, vit; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -32,7 +32,12 @@ gradcheck_tokens_rope.json: KerasHub's RotaryEmbedding on 49 averaged steps of t
 6, then a Dense on each position (its gradient reaches the table only through both
 rotations). gradcheck_llama.json: a Dense on each of 28 steps, then KerasHub's
 LlamaTransformerDecoder twice: 4 query heads on 2 key heads (rope_max_wavelength 100, silu) and 2
-on 1 (gelu), made savable by tests/keras/hub_llama.py; the pooling, a Dense."""
+on 1 (gelu), made savable by tests/keras/hub_llama.py; the pooling, a Dense.
+gradcheck_vit.json: KerasHub's ViTPatchingAndEmbedding (7x7 patches of the 28x28
+image, a class token), a ViTEncoderBlock without biases, a ViTEncoder of one block with dropout
+(0.1 of the attention's probabilities, of the input and of both branches), the class token's
+features by x[:, 0] (a GetItem operation node) added to the mean over the steps (ops.mean, a
+Mean operation node) and a Dense."""
 import json
 import os
 import sys
@@ -209,6 +214,21 @@ def rms():
     return keras.Model(inp, out, name="gradcheck_rms")
 
 
+def vit():
+    from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
+                                                     ViTPatchingAndEmbedding)
+    inp = keras.Input((28, 28, 1), name="in")
+    x = ViTPatchingAndEmbedding(image_size=(28, 28), patch_size=(7, 7), hidden_dim=8,
+                                num_channels=1, name="patches")(inp)
+    x = ViTEncoderBlock(num_heads=2, hidden_dim=8, mlp_dim=12, use_mha_bias=False,
+                        use_mlp_bias=False, name="block")(x)
+    x = ViTEncoder(num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, dropout_rate=0.1,
+                   attention_dropout=0.1, name="encoder")(x)
+    pooled = layers.Add(name="token_and_mean")([x[:, 0], keras.ops.mean(x, axis=[1])])
+    out = layers.Dense(10, activation="softmax", name="out")(pooled)
+    return keras.Model(inp, out, name="gradcheck_vit")
+
+
 def tokens_tied(tie=True):
     """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
     Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
@@ -257,7 +277,7 @@ def llama():
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
 MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied),
-           ("tokens_untied", lambda: tokens_tied(False)), ("llama", llama))
+           ("tokens_untied", lambda: tokens_tied(False)), ("llama", llama), ("vit", vit))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
