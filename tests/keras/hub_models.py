@@ -24,6 +24,8 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
   - BertTextClassifier (3 inputs: token_ids, segment_ids, padding_mask; the pooler reads the
     first position, Keras' GetItem), dropout 0: the same 2 steps, layouts and export; control:
     KerasHub with no position masked.
+  - ViTImageClassifier (16x16x3 images, patches of 4, the class token's features), dropout 0:
+    the same steps, layouts and export; control: KerasHub on the images mirrored.
 Refused with one message: a task model this reader does not build (GemmaCausalLM),
 a backbone alone, an argument it does not know, metrics and weighted_metrics both given.
 
@@ -233,6 +235,47 @@ def bert(mw, work):
             "err": e, "control": c, "tag": "bert", "cls": "BertTextClassifier"}
 
 
+def vit(mw, work):
+    """ViTImageClassifier (ViTBackbone: 16x16x3 images, patches of 4, 2 blocks of width D, 2
+    heads, mlp 2D; the class token's features -> Dense), dropout 0, on random images whose label
+    is the brightest quadrant's channel: 2 SGD steps as the others; control: KerasHub on the
+    images mirrored left-right (the patches move, the class token's attention does not)."""
+    rng = np.random.default_rng(7)
+    n = N + NT
+    img = rng.random((n, 16, 16, 3), np.float32)
+    y = np.argmax(img[:, :8, :8, :].mean((1, 2)), -1).astype(np.int32)
+    data, path = os.path.join(work, "vit.npz"), os.path.join(work, "vit.keras")
+    np.savez(data, x_train=img[:N], y_train=y[:N], x_test=img[N:], y_test=y[N:])
+    keras.utils.set_random_seed(7)
+    bb = keras_hub.models.ViTBackbone(image_shape=(16, 16, 3), patch_size=4, num_layers=2,
+                                      num_heads=2, hidden_dim=D, mlp_dim=2 * D)
+    clf = keras_hub.models.ViTImageClassifier(backbone=bb, num_classes=3, preprocessor=None)
+    compile_sgd(clf)
+    clf.save(path)
+    shapes = [tuple(w.shape) for w in clf.weights]
+    out = os.path.join(work, "vit-w.bin")
+    if E.mwtrain(mw, work, "vit", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return None
+    got = E.split(np.fromfile(out, "<f4"), shapes)
+
+    def steps(x):
+        k = keras.saving.load_model(path)
+        compile_sgd(k)
+        for s in range(2):
+            k.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
+        return k
+    k = steps(img[:N])
+    e = E.rel_err(got, k.weights)
+    check(e <= E.TOL_W, "ViTImageClassifier, 2 SGD steps: weights against KerasHub's, relative "
+          "%.2e <= %g" % (e, E.TOL_W))
+    c = E.rel_err(got, steps(img[:N, :, ::-1]).weights)
+    check(c > E.TOL_W, "control: KerasHub on the mirrored images differs by %.2e > %g"
+          % (c, E.TOL_W))
+    return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k,
+            "xt": img[N:], "err": e, "control": c, "tag": "vit", "cls": "ViTImageClassifier"}
+
+
 def export(mw, work, r):
     ex = os.path.join(work, r["tag"] + "-export.keras")
     p = E.run([mw, "export", "--checkpoint-dir", os.path.join(work, r["tag"] + "-ck"),
@@ -318,6 +361,11 @@ def main():
         E.layouts(mw, work, "BertTextClassifier", b, prefix="bert")
         b["export"] = export(mw, work, b)
         rows.append(("BertTextClassifier (3 inputs, padded)", b))
+    v = vit(mw, work)
+    if v:
+        E.layouts(mw, work, "ViTImageClassifier", v, prefix="vit")
+        v["export"] = export(mw, work, v)
+        rows.append(("ViTImageClassifier (class token)", v))
     print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
                                   "export logits"))
     for name, c in rows:
