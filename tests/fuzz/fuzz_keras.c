@@ -127,7 +127,9 @@ static void one(const char *text, size_t size, int h, int w, int c, int nclasses
         if (devnull)
             mw_model_summary(&m, devnull);
     } else {
-        check(rc == MW_EMODEL || rc == MW_EUNSUPPORTED || rc == MW_ENOMEM, "status");
+        check(rc == MW_EMODEL || rc == MW_EUNSUPPORTED || rc == MW_ENOMEM ||
+                  rc == MW_EDATA, /* the data's shape against a model of named inputs */
+              "status");
         check(strncmp(mw_err_msg(), "fuzz.json: ", 11) == 0, "message names its origin");
         check(m.nlayers == 0 && m.layers == NULL && m.source == NULL, "failure leaves it empty");
     }

@@ -134,20 +134,52 @@ static const mw_kkey gpt2_keys[] = {
     MW_KREAD("max_sequence_length"), MW_KEND,
 };
 
-static mw_status gpt2_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+/* The arguments GPT-2's and BERT's backbones share (max_sequence_length's default: max_len). */
+static mw_status text_args(const mw_klayer *L, const json_t *cfg, hub_args *a, int max_len)
 {
-    MW_TRY(mw_kcheck_keys(L->origin, L->where, "GPT2Backbone", cfg, gpt2_keys, 1));
     MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
     MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
     MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &a->heads));
     MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
     MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
-    MW_TRY(mw_kget_int(L, cfg, "max_sequence_length", 1024, 0, 1, MW_KMAX_POSITIONS, &a->max_len));
+    MW_TRY(
+        mw_kget_int(L, cfg, "max_sequence_length", max_len, 0, 1, MW_KMAX_POSITIONS, &a->max_len));
     MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.1, &a->dropout));
     if (a->hidden % a->heads)
         return mw_kfail(L, MW_EMODEL, "hidden_dim %d is not a multiple of num_heads %d", a->hidden,
                         a->heads);
     return MW_OK;
+}
+
+static mw_status gpt2_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "GPT2Backbone", cfg, gpt2_keys, 1));
+    return text_args(L, cfg, a, 1024);
+}
+
+/* num_layers KerasHub blocks of class cls (TransformerDecoder, TransformerEncoder) named
+ * transformer_layer_<i> after layer prev (updated to the last), given the padding mask as
+ * their call argument mask_arg; gelu_approximate, epsilon eps, kernels drawn by init. 0 when
+ * out of memory. */
+static int blocks(json_t *ls, const hub_args *a, const char *cls, double eps,
+                  json_t *(*init)(double), int pre_norm, const char *mask_arg, char prev[64])
+{
+    char name[64];
+    int ok = 1;
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "transformer_layer_%d", i);
+        ok = add(ls, cls, 1, name,
+                 json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
+                           a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
+                           gelu_approximate(), "layer_norm_epsilon", eps, "kernel_initializer",
+                           init(0.02), "bias_initializer", "class_name", "Zeros", "config",
+                           "normalize_first", pre_norm),
+                 a->dtype,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", mask_arg, tensor("padding_mask"))));
+        snprintf(prev, 64, "%s", name);
+    }
+    return ok;
 }
 
 /* GPT2Backbone: token and position embeddings, added, dropout, num_layers pre-norm
@@ -172,20 +204,8 @@ static json_t *gpt2_layers(const hub_args *a)
         add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout), dt,
             on("embeddings_add")) &&
         input(ls, "padding_mask");
-    char prev[64] = "embeddings_dropout", name[64];
-    for (int i = 0; ok && i < a->layers; i++) {
-        snprintf(name, sizeof name, "transformer_layer_%d", i);
-        ok = add(ls, "TransformerDecoder", 1, name,
-                 json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
-                           a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
-                           gelu_approximate(), "layer_norm_epsilon", 1e-5, "kernel_initializer",
-                           normal(0.02), "bias_initializer", "class_name", "Zeros", "config",
-                           "normalize_first", 1),
-                 dt,
-                 call(json_pack("[o]", tensor(prev)),
-                      json_pack("{s:o}", "decoder_padding_mask", tensor("padding_mask"))));
-        snprintf(prev, sizeof prev, "%s", name);
-    }
+    char prev[64] = "embeddings_dropout";
+    ok = ok && blocks(ls, a, "TransformerDecoder", 1e-5, normal, 1, "decoder_padding_mask", prev);
     ok = ok && add(ls, "LayerNormalization", 0, "layer_norm", layer_norm(1e-5), dt, on(prev));
     if (!ok) {
         json_decref(ls);
@@ -203,18 +223,8 @@ static const mw_kkey bert_keys[] = {
 static mw_status bert_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 {
     MW_TRY(mw_kcheck_keys(L->origin, L->where, "BertBackbone", cfg, bert_keys, 1));
-    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
-    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
-    MW_TRY(mw_kget_int(L, cfg, "num_heads", 0, 1, 1, 1024, &a->heads));
-    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
-    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
-    MW_TRY(mw_kget_int(L, cfg, "max_sequence_length", 512, 0, 1, MW_KMAX_POSITIONS, &a->max_len));
-    MW_TRY(mw_kget_int(L, cfg, "num_segments", 2, 0, 1, 1 << 16, &a->segments));
-    MW_TRY(mw_kget_num(L, "", cfg, "dropout", 0.1, &a->dropout));
-    if (a->hidden % a->heads)
-        return mw_kfail(L, MW_EMODEL, "hidden_dim %d is not a multiple of num_heads %d", a->hidden,
-                        a->heads);
-    return MW_OK;
+    MW_TRY(text_args(L, cfg, a, 512));
+    return mw_kget_int(L, cfg, "num_segments", 2, 0, 1, 1 << 16, &a->segments);
 }
 
 /* x[:, 0, :]: a sequence's first position (Keras' GetItem operation). */
@@ -256,20 +266,8 @@ static json_t *bert_layers(const hub_args *a)
         add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout), dt,
             on("embeddings_layer_norm")) &&
         input(ls, "padding_mask");
-    char prev[64] = "embeddings_dropout", name[64];
-    for (int i = 0; ok && i < a->layers; i++) {
-        snprintf(name, sizeof name, "transformer_layer_%d", i);
-        ok = add(ls, "TransformerEncoder", 1, name,
-                 json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
-                           a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
-                           gelu_approximate(), "layer_norm_epsilon", 1e-12, "kernel_initializer",
-                           truncated(0.02), "bias_initializer", "class_name", "Zeros", "config",
-                           "normalize_first", 0),
-                 dt,
-                 call(json_pack("[o]", tensor(prev)),
-                      json_pack("{s:o}", "padding_mask", tensor("padding_mask"))));
-        snprintf(prev, sizeof prev, "%s", name);
-    }
+    char prev[64] = "embeddings_dropout";
+    ok = ok && blocks(ls, a, "TransformerEncoder", 1e-12, truncated, 0, "padding_mask", prev);
     ok = ok && add(ls, "GetItem", 0, "get_item", json_object(), dt, first_step(prev)) &&
          add(ls, "Dense", 0, "pooled_dense",
              json_pack("{s:i, s:s, s:b, s:o}", "units", a->hidden, "activation", "tanh", "use_bias",
