@@ -82,6 +82,15 @@ static int input(json_t *layers, const char *name)
     return e && json_array_append_new(layers, e) == 0;
 }
 
+/* A backbone's layer list ls when every entry was made (ok), else NULL (ls released). */
+static json_t *built(json_t *ls, int ok)
+{
+    if (ok)
+        return ls;
+    json_decref(ls);
+    return NULL;
+}
+
 /* keras.initializers.RandomNormal(0, stddev), as Keras writes it. */
 static json_t *normal(double stddev)
 {
@@ -207,11 +216,7 @@ static json_t *gpt2_layers(const hub_args *a)
     char prev[64] = "embeddings_dropout";
     ok = ok && blocks(ls, a, "TransformerDecoder", 1e-5, normal, 1, "decoder_padding_mask", prev);
     ok = ok && add(ls, "LayerNormalization", 0, "layer_norm", layer_norm(1e-5), dt, on(prev));
-    if (!ok) {
-        json_decref(ls);
-        return NULL;
-    }
-    return ls;
+    return built(ls, ok);
 }
 
 static const mw_kkey bert_keys[] = {
@@ -273,11 +278,7 @@ static json_t *bert_layers(const hub_args *a)
              json_pack("{s:i, s:s, s:b, s:o}", "units", a->hidden, "activation", "tanh", "use_bias",
                        1, "kernel_initializer", truncated(0.02)),
              dt, on("get_item"));
-    if (!ok) {
-        json_decref(ls);
-        return NULL;
-    }
-    return ls;
+    return built(ls, ok);
 }
 
 static const mw_kkey llama_keys[] = {
@@ -352,11 +353,7 @@ static json_t *llama_layers(const hub_args *a)
          add(ls, "LlamaLayerNorm", 0, "sequence_output_layernorm",
              json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
          in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
-    if (!ok) {
-        json_decref(ls);
-        return NULL;
-    }
-    return ls;
+    return built(ls, ok);
 }
 
 static const mw_kkey vit_keys[] = {
@@ -445,11 +442,7 @@ static json_t *vit_layers(const hub_args *a)
                       a->epsilon),
             a->dtype, on("vit_patching_and_embedding")) &&
         in_module(ls, "keras_hub.src.models.vit.vit_layers");
-    if (!ok) {
-        json_decref(ls);
-        return NULL;
-    }
-    return ls;
+    return built(ls, ok);
 }
 
 /* ---- the task models ---------------------------------------------------------------------- */
