@@ -58,7 +58,7 @@ kflags=("$work/llama.keras" "$work/d.npz" --batch $batch --steps "$steps")
 tflags=("$work/d.npz" --threads 2 --batch $batch --steps "$steps" --blocks $L --width $D
         --heads $H --kv-heads $KV --ff $F --vocab $V)
 echo "bench_llama: $(uptime)"
-one=() two=() tf=() jx=() pt=() hf=() ceil=()
+one=() two=() tf=() jx=() pt=() hf=() ceil=() shaped=()
 for ((r = 1; r <= rounds; r++)); do
     # epoch 2 of 2 is steady state (epoch 1 includes the first touch of every buffer)
     one+=("$("$mwtrain" train "${flags[@]}" --batch-per-replica $batch --threads 2 | tps)")
@@ -73,6 +73,9 @@ for ((r = 1; r <= rounds; r++)); do
     [[ -n $torchpy ]] && hf+=("$("$torchpy" "$src/tests/bench/peer_torch_lm.py" "${tflags[@]}" \
         --model llama-hf 2>/dev/null | num tokens_per_sec)")
     ceil+=("$("$build/tests/bench/bench_gemm" 2 10 | num ceiling_gflops)")
+    [[ -n $torchpy ]] && shaped+=("$("$torchpy" "$src/tests/bench/peer_torch_lm.py" gemm \
+        --threads 2 --steps 10 --width $D --ff $F --kv-width $((KV * D / H)) --vocab $V \
+        --rows $((batch * T)) | num gemm_gflops)")
     echo "round $r: mwtrain 1 x 2 threads ${one[-1]}, mpirun -n 2 ${two[-1]}," \
         "keras-hub-tf $(last "${tf[@]}"), keras-hub-jax $(last "${jx[@]}")," \
         "pytorch $(last "${pt[@]}"), transformers $(last "${hf[@]}") tokens/s;" \
@@ -84,18 +87,14 @@ ceiling=$(median "${ceil[@]}")
 m1=$(median "${one[@]}") m2=$(median "${two[@]}")
 names=("KerasHub, TensorFlow" "KerasHub, JAX" "PyTorch (by hand)" "transformers Llama")
 meds=("$(median "${tf[@]}")" "$(median "${jx[@]}")" "$(median "${pt[@]}")" "$(median "${hf[@]}")")
-best=0 bestname=none
-for i in "${!names[@]}"; do
-    if awk -v a="${meds[i]}" -v b="$best" 'BEGIN {exit !(a > b)}'; then
-        best=${meds[i]} bestname=${names[i]}
-    fi
-done
 printf 'Llama (width %d, %d layers, %d query / %d key-value heads, SwiGLU %d, context %d, vocabulary %d), batch %d, median of %d rounds:\n' \
     $D $L $H $KV $F $T $V $batch "$rounds"
 printf '  %-34s %7s  %s\n' "program" "tokens/s" "matrix work        mwtrain 1x2 / it, mpirun -n 2 / it"
 printf '  %-34s %7.0f  %s\n' "mwtrain, 1 rank x 2 threads" "$m1" "$(gf "$m1")"
 printf '  %-34s %7.0f  %s\n' "mwtrain, mpirun -n 2 x 1 thread" "$m2" "$(gf "$m2")"
+pairs=()
 for i in "${!names[@]}"; do
+    pairs+=("${meds[i]} ${names[i]}")
     if [[ ${meds[i]} == 0 ]]; then
         printf '  %-34s skipped\n' "${names[i]}"
         continue
@@ -103,13 +102,12 @@ for i in "${!names[@]}"; do
     printf '  %-34s %7.0f  %s  %s, %s\n' "${names[i]}" "${meds[i]}" "$(gf "${meds[i]}")" \
         "$(ratio "$m1" "${meds[i]}")" "$(ratio "$m2" "${meds[i]}")"
 done
-printf '  fastest peer: %s, %.0f tokens/s; mwtrain / it: %s (1 x 2 threads), %s (mpirun -n 2)\n' \
-    "$bestname" "$best" "$(ratio "$m1" "$best")" "$(ratio "$m2" "$best")"
+fastest "$m1" "$m2" "${pairs[@]}"
 printf '  sgemm ceiling (bench_gemm, 2 threads, median of the rounds) %.1f GFLOP/s; matrix work %.2f MFLOP per token\n' \
     "$ceiling" "$(awk -v f="$flop" 'BEGIN {print f / 1e6}')"
 if [[ -n $torchpy ]]; then
-    g=$("$torchpy" "$src/tests/bench/peer_torch_lm.py" gemm --threads 2 --steps 10 --width $D \
-        --ff $F --kv-width $((KV * D / H)) --vocab $V --rows $((batch * T)) | num gemm_gflops)
-    printf "  at this model's products (4,096 rows; forward, input and weight gradients) PyTorch's torch.mm reaches %.1f GFLOP/s\n" "$g"
+    g=$(median "${shaped[@]}")
+    printf "  at this model's products (4,096 rows; forward, input and weight gradients) PyTorch's torch.mm reaches %.1f GFLOP/s (median of the rounds): mwtrain %.0f%% of it\n" \
+        "$g" "$(awk -v x="$m1" -v f="$flop" -v g="$g" 'BEGIN {print 100 * x * f / 1e9 / g}')"
 fi
 echo "bench_llama: $(uptime)"

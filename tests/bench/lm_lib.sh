@@ -6,6 +6,8 @@
 #   last X...      the last of the numbers, "skipped" for none
 #   ratio A B      A / B as "1.23x", "-" when B is 0 (a skipped peer)
 #   gf X           X tokens/s as GFLOP/s and the share of $ceiling, at $flop FLOP per token
+#   fastest M1 M2 "X NAME"...   the line naming the fastest peer (X tokens/s, 0: skipped) and
+#                  mwtrain's ratios to it, M1 as 1 rank x 2 threads and M2 under mpirun -n 2
 tps() { sed -n 's/^Epoch 2,.*Tokens\/s: \([0-9.]*\).*/\1/p' | tail -n 1; }
 num() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" | tail -n 1; }
 median() {
@@ -17,4 +19,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf (b > 0 ? "%.2fx" : "-"), a / b}
 gf() {
     awk -v x="$1" -v f="$flop" -v c="$ceiling" \
         'BEGIN {printf "%5.1f GFLOP/s, %3.0f%% of the ceiling", x * f / 1e9, 100 * x * f / 1e9 / c}'
+}
+fastest() {
+    local m1=$1 m2=$2 best
+    shift 2
+    best=$(printf '%s\n' "$@" | sort -g | tail -n 1)
+    printf '  fastest peer: %s, %.0f tokens/s; mwtrain / it: %s (1 rank x 2 threads), %s (mpirun -n 2)\n' \
+        "${best#* }" "${best%% *}" "$(ratio "$m1" "${best%% *}")" "$(ratio "$m2" "${best%% *}")"
 }

@@ -136,7 +136,8 @@ class HF(nn.Module):
             cfg = tr.GPT2Config(vocab_size=a.vocab, n_positions=context, n_embd=a.width,
                                 n_layer=a.blocks, n_head=a.heads, n_inner=a.ff,
                                 activation_function="relu", resid_pdrop=0.0, embd_pdrop=0.0,
-                                attn_pdrop=0.0, layer_norm_epsilon=1e-5)
+                                attn_pdrop=0.0, layer_norm_epsilon=1e-5, bos_token_id=None,
+                                eos_token_id=None)
         else:
             cfg = tr.LlamaConfig(vocab_size=a.vocab, hidden_size=a.width,
                                  intermediate_size=a.ff, num_hidden_layers=a.blocks,
