@@ -26,7 +26,13 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     KerasHub with no position masked.
   - ViTImageClassifier (16x16x3 images, patches of 4, the class token's features), dropout 0:
     the same steps, layouts and export; control: KerasHub on the images mirrored.
-Refused with one message: a task model this reader does not build (GemmaCausalLM),
+  - GemmaCausalLM (2 GemmaDecoderBlocks, 4 query heads of head_dim 6 on 2 key-value heads,
+    GeGLU, (1 + scale) RMS norms, the tied embedding scaled by sqrt(D)): the same steps, data and
+    control, layouts (2 ranks, 2 replicas) and export; read and written back after a step of
+    gradient 0, bit for bit (Keras' heads-first query, key and value kernels reordered both
+    ways); again with Gemma 2's post-attention and post-ffw norms. Gemma 2's soft caps, its
+    sliding window and dropout are refused, each by its argument's name.
+Refused with one message: a task model this reader does not build (MistralCausalLM),
 a backbone alone, an argument it does not know, metrics and weighted_metrics both given.
 
 Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
@@ -112,7 +118,100 @@ def llama(seed):
     return lm
 
 
-def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2):
+def gemma(seed, **gemma2):
+    """GemmaCausalLM: 2 GemmaDecoderBlocks of 4 query heads of head_dim 6 (24 features between
+    the projections, D outside) on 2 key-value heads (grouped-query attention), RoPE, GeGLU,
+    RMS norms of (1 + scale), the token embedding tied and scaled by sqrt(D); gemma2: Gemma 2's
+    arguments (use_post_attention_norm, use_post_ffw_norm)."""
+    keras.utils.set_random_seed(seed)
+    bb = keras_hub.models.GemmaBackbone(vocabulary_size=V, num_layers=2, num_query_heads=4,
+                                        num_key_value_heads=2, hidden_dim=D,
+                                        intermediate_dim=2 * D, head_dim=6, **gemma2)
+    lm = keras_hub.models.GemmaCausalLM(backbone=bb, preprocessor=None)
+    compile_sgd(lm)
+    return lm
+
+
+HEADS_FIRST = ("attention/query/kernel", "attention/key/kernel", "attention/value/kernel")
+
+
+def gemma_layout(path, to_keras):
+    """Gemma's query, key and value kernels are heads-first in Keras, (H, D, head_dim); mwtrain
+    holds them (D, H, head_dim) as every attention's, and --dump-weights writes its own layout
+    (docs/formats.md). to_keras: the dump's variables (split by Keras' shapes) in Keras'
+    layouts; else Keras' variables in mwtrain's."""
+    swap = [w.path.endswith(HEADS_FIRST) for w in keras.saving.load_model(path).weights]
+
+    def one(w, s):
+        w = np.asarray(w)
+        if s and to_keras:
+            return np.transpose(w.reshape(w.shape[1], w.shape[0], w.shape[2]), (1, 0, 2))
+        return np.transpose(w, (1, 0, 2)) if s else w
+    return lambda ws: [one(w, s) for w, s in zip(ws, swap)]
+
+
+def round_trip(mw, work, r):
+    """r's archive read and written back: one step whose sample weights are all 0 (a gradient
+    of exactly 0, so SGD keeps every weight), exported: KerasHub loads the archive's weights
+    bit for bit."""
+    a = dict(np.load(r["data"]))
+    a["sample_weight_train"] = np.zeros_like(a["sample_weight_train"])
+    data = os.path.join(work, r["tag"] + "-w0.npz")
+    np.savez(data, **a)
+    ex = os.path.join(work, r["tag"] + "-roundtrip.keras")
+    if E.mwtrain(mw, work, r["tag"] + "-w0", r["path"], data, "--epochs", "1",
+                 "--steps-per-epoch", "1") is None:
+        return
+    p = E.run([mw, "export", "--checkpoint-dir", os.path.join(work, r["tag"] + "-w0-ck"),
+               "--format", "keras", "--output", ex])
+    back = keras.saving.load_model(ex) if p.returncode == 0 else None
+    want = keras.saving.load_model(r["path"]).weights
+    check(back is not None and all(np.array_equal(np.asarray(a), np.asarray(w))
+                                   for a, w in zip(want, back.weights)),
+          "%s read and written back (a step of gradient 0): the archive's weights bit for bit "
+          "(export exit %d %s)" % (r["cls"], p.returncode, p.stderr[-300:]))
+
+
+def gemma_refusals(mw, work, g):
+    """Gemma 2's arguments mwtrain does not implement, and dropout, each set in the archive
+    of g: one message naming the argument."""
+    for key, value in [("final_logit_soft_cap", 30.0), ("attention_logit_soft_cap", 50.0),
+                       ("use_sliding_window_attention", True), ("dropout", 0.1)]:
+        bad = edited(work, g["path"], "gemma-" + key,
+                     lambda c: c["config"]["backbone"]["config"].update({key: value}))
+        refuse(mw, work, "GemmaCausalLM's " + key, bad, g["data"],
+               ["GemmaCausalLM: backbone (GemmaBackbone)", key, "not supported"])
+
+
+def gemma_cases(mw, work):
+    """GemmaCausalLM as GPT2CausalLM (the same data, steps and control), its layouts on
+    mwtrain's own layout of the dump, its export; then Gemma 2's post norms (both) the same
+    way. A round trip first: trained 0 steps and exported, the archive's weights come back bit
+    for bit (the heads-first kernels reordered on the way in and back on the way out)."""
+    rows = []
+    for tag, name, kw in [("gemma", "GemmaCausalLM (GQA 4/2, head_dim 6, tied)", {}),
+                          ("gemma-post", "GemmaCausalLM (post-attention/ffw norms)",
+                           {"use_post_attention_norm": True, "use_post_ffw_norm": True})]:
+        path = os.path.join(work, tag + ".keras")
+        gemma(3, **kw).save(path)
+        g = causal_lm(mw, work, tag, "GemmaCausalLM", lambda seed: gemma(seed, **kw),
+                      gemma_layout(path, True))
+        if not g:
+            continue
+        if not kw:
+            round_trip(mw, work, g)
+            gemma_refusals(mw, work, g)
+            mine = dict(g, shapes=[tuple(w.shape) for w in gemma_layout(path, False)(
+                [np.zeros(s, np.float32) for s in g["shapes"]])],
+                weights=gemma_layout(path, False)(g["weights"]))
+            E.layouts(mw, work, "GemmaCausalLM", mine, prefix="gemma")
+        g["export"] = export(mw, work, g)
+        rows.append((name, g))
+    return rows
+
+
+def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2, fix=lambda ws: ws):
+    """fix: the variables of --dump-weights (split by Keras' shapes) in Keras' layouts."""
     data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
     x, y, sw, xt = make_data(data, 3)
     make(3).save(path)
@@ -123,14 +222,14 @@ def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2):
         return None
     k0 = keras.saving.load_model(path)
     check(all(np.array_equal(a, np.asarray(w)) for a, w in
-              zip(E.split(np.fromfile(init, "<f4"), shapes), k0.weights)),
+              zip(fix(E.split(np.fromfile(init, "<f4"), shapes)), k0.weights)),
           "%s: mwtrain's initial weights are the archive's, bit for bit (%d variables)"
           % (cls, len(shapes)))
     out = os.path.join(work, tag + "-w.bin")
     if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
                  "--dump-weights", out) is None:
         return None
-    got = E.split(np.fromfile(out, "<f4"), shapes)
+    got = fix(E.split(np.fromfile(out, "<f4"), shapes))
     k = keras_steps(path, x, y, sw)
     e = E.rel_err(got, k.weights)
     check(e <= E.TOL_W, "%s, 2 SGD steps: weights against KerasHub's, relative %.2e <= %g"
@@ -320,13 +419,13 @@ def refuse(mw, work, what, model, data, subs):
 
 def refusals(mw, work, r):
     keras.utils.set_random_seed(1)
-    bb = keras_hub.models.GemmaBackbone(vocabulary_size=V, num_layers=1, num_query_heads=2,
-                                        num_key_value_heads=1, hidden_dim=D,
-                                        intermediate_dim=2 * D, head_dim=D // 2)
-    p = os.path.join(work, "gemma.keras")
-    keras_hub.models.GemmaCausalLM(backbone=bb, preprocessor=None).save(p)
+    bb = keras_hub.models.MistralBackbone(vocabulary_size=V, num_layers=1, num_query_heads=2,
+                                          num_key_value_heads=1, hidden_dim=D,
+                                          intermediate_dim=2 * D)
+    p = os.path.join(work, "mistral.keras")
+    keras_hub.models.MistralCausalLM(backbone=bb, preprocessor=None).save(p)
     refuse(mw, work, "a task model not built", p, r["data"],
-           ["class_name \"GemmaCausalLM\"", "supported: the task models GPT2CausalLM"])
+           ["class_name \"MistralCausalLM\"", "supported: the task models GPT2CausalLM"])
     bb = os.path.join(work, "gpt2-backbone.keras")
     keras.saving.load_model(r["path"]).backbone.save(bb)
     refuse(mw, work, "a backbone alone", bb, r["data"],
@@ -356,6 +455,7 @@ def main():
         E.layouts(mw, work, "LlamaCausalLM", lm, prefix="llama")
         lm["export"] = export(mw, work, lm)
         rows.append(("LlamaCausalLM (GQA 4/2, untied, padded)", lm))
+    rows += gemma_cases(mw, work)
     b = bert(mw, work)
     if b:
         E.layouts(mw, work, "BertTextClassifier", b, prefix="bert")

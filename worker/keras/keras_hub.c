@@ -8,6 +8,7 @@
  * there as in any model; here only the model's own arguments are, each against its table. */
 #include "worker/keras/keras_hub.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,6 +130,7 @@ typedef struct {
     double att_dropout;                     /* ViT: attention_dropout */
     int pre_logits;                         /* ViTImageClassifier: intermediate_dim (0: none) */
     double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
+    int head_dim, post_att, post_ffw;       /* Gemma: its use_post_attention_norm, _ffw_norm */
     double dropout;
     const json_t *dtype;
     int classes;              /* a classifier task's num_classes */
@@ -356,6 +358,97 @@ static json_t *llama_layers(const hub_args *a)
     return built(ls, ok);
 }
 
+static const mw_kkey gemma_keys[] = {
+    MW_KREAD("vocabulary_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_query_heads"),
+    MW_KREAD("num_key_value_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("head_dim"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KDEF("dropout", "0|0.0", "dropout in the decoder blocks"),
+    MW_KIGN("query_head_dim_normalize",
+            "GemmaDecoderBlock passes True to its attention whatever it holds (KerasHub 0.32)"),
+    MW_KREAD("use_post_ffw_norm"),
+    MW_KREAD("use_post_attention_norm"),
+    MW_KDEF("final_logit_soft_cap", "null", "Gemma 2's soft-capped logits (tanh)"),
+    MW_KDEF("attention_logit_soft_cap", "null", "Gemma 2's soft-capped attention scores (tanh)"),
+    MW_KDEF("use_sliding_window_attention", "false", "Gemma 2's sliding-window attention"),
+    MW_KIGN("sliding_window_size", "read by the sliding-window attention alone"),
+    MW_KEND,
+};
+
+static mw_status gemma_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "GemmaBackbone", cfg, gemma_keys, 1));
+    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
+    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
+    MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
+    MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
+    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
+    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(mw_kget_int(L, cfg, "head_dim", 0, 1, 1, MW_KMAX_DIM, &a->head_dim));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_bool(L, cfg, "use_post_ffw_norm", 0, &a->post_ffw));
+    return mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &a->post_att);
+}
+
+/* x * ops.cast(ops.sqrt(hidden_dim), x.dtype): a Multiply operation on layer's output and the
+ * float32 scalar Keras writes as __tensor__. */
+static int times_sqrt(json_t *ls, const char *layer, int hidden)
+{
+    const double v = (double)sqrtf((float)hidden);
+    json_t *e = json_pack("{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy",
+                          "class_name", "Multiply", "config", "name", "multiply", "registered_name",
+                          "Multiply", "name", "multiply", "inbound_nodes",
+                          call(json_pack("[o, {s:s, s:{s:f, s:s}}]", tensor(layer), "class_name",
+                                         "__tensor__", "config", "value", v, "dtype", "float32"),
+                               NULL));
+    return e && json_array_append_new(ls, e) == 0;
+}
+
+/* GemmaBackbone: the tied token embedding times sqrt(hidden_dim), num_layers GemmaDecoderBlocks
+ * given the padding mask, a final RMSNormalization (Gemma's: (1 + scale)). The two Gemma
+ * classes are not registered under keras_hub>: each entry names its module. */
+static json_t *gemma_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    json_t *init =
+        json_pack("{s:s, s:{s:f, s:s, s:s, s:n}}", "class_name", "VarianceScaling", "config",
+                  "scale", 1.0, "mode", "fan_in", "distribution", "untruncated_normal", "seed");
+    int ok =
+        ls && input(ls, "token_ids") &&
+        add(ls, "ReversibleEmbedding", 1, "token_embedding",
+            json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim", a->hidden,
+                      "embeddings_initializer", init, "mask_zero", 0, "tie_weights", 1),
+            dt, on("token_ids")) &&
+        input(ls, "padding_mask") && times_sqrt(ls, "token_embedding", a->hidden);
+    char prev[64] = "multiply", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "decoder_block_%d", i);
+        ok = add(ls, "GemmaDecoderBlock", 0, name,
+                 json_pack("{s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:b, s:n, s:b, s:i, s:b}",
+                           "hidden_dim", a->hidden, "intermediate_dim", a->ff, "head_dim",
+                           a->head_dim, "num_query_heads", a->heads, "num_key_value_heads",
+                           a->kv_heads, "layer_norm_epsilon", a->epsilon, "dropout", 0,
+                           "use_post_ffw_norm", a->post_ffw, "use_post_attention_norm", a->post_att,
+                           "logit_soft_cap", "use_sliding_window_attention", 0,
+                           "sliding_window_size", 4096, "query_head_dim_normalize", 1),
+                 dt,
+                 call(json_pack("[o]", tensor(prev)),
+                      json_pack("{s:o}", "padding_mask", tensor("padding_mask")))) &&
+             in_module(ls, "keras_hub.src.models.gemma.gemma_decoder_block");
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok &&
+         add(ls, "RMSNormalization", 0, "final_normalization",
+             json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
+         in_module(ls, "keras_hub.src.models.gemma.rms_normalization");
+    return built(ls, ok);
+}
+
 static const mw_kkey vit_keys[] = {
     MW_KREAD("image_shape"),
     MW_KREAD("patch_size"),
@@ -576,6 +669,8 @@ static const hub_model models[] = {
      "pooled_dense", classifier_keys, classifier_args, classifier_head},
     {"LlamaCausalLM", "LlamaBackbone", "llama_backbone", llama_args, llama_layers, token_inputs,
      "sequence_output_layernorm", lm_keys, NULL, lm_head},
+    {"GemmaCausalLM", "GemmaBackbone", "gemma_backbone", gemma_args, gemma_layers, token_inputs,
+     "final_normalization", lm_keys, NULL, lm_head},
     {"ViTImageClassifier", "ViTBackbone", "vi_t_backbone", vit_args, vit_layers, image_inputs,
      "vit_encoder", vit_task_keys, vit_task_args, vit_head},
 };
