@@ -172,6 +172,46 @@ def round_trip(mw, work, r):
           "(export exit %d %s)" % (r["cls"], p.returncode, p.stderr[-300:]))
 
 
+def gemma_slots(mw, work, g):
+    """The optimizer's slots go out in Keras' layouts too: g's archive with SGD(momentum=0.9),
+    2 steps by mwtrain and by KerasHub, the export's /optimizer/vars (after iterations and the
+    learning rate, one momentum per variable) against Keras' momentums, shapes equal and values
+    within 1e-4 of each one's largest; control: the heads-first kernels' momentums read in
+    mwtrain's own order (the transpose skipped) differ."""
+    import h5py
+    mom = edited(work, g["path"], "gemma-momentum", lambda c: c["compile_config"][
+        "optimizer"]["config"].update(momentum=0.9))
+    if E.mwtrain(mw, work, "gemma-momentum", mom, g["data"], "--epochs", "1",
+                 "--steps-per-epoch", "2") is None:
+        return
+    ex = os.path.join(work, "gemma-momentum-export.keras")
+    p = E.run([mw, "export", "--checkpoint-dir", os.path.join(work, "gemma-momentum-ck"),
+               "--format", "keras", "--output", ex])
+    if not check(p.returncode == 0, "export with momentum: exit %d %s" % (p.returncode,
+                                                                          p.stderr[-300:])):
+        return
+    with zipfile.ZipFile(ex) as z, z.open("model.weights.h5") as f, h5py.File(f) as h:
+        got = [h["optimizer/vars/%d" % i][()] for i in range(2, len(h["optimizer/vars"]))]
+    k = keras.saving.load_model(g["path"])
+    k.compile(optimizer=keras.optimizers.SGD(E.LR, momentum=0.9),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              weighted_metrics=[])
+    for s in range(2):
+        b = slice(s * B, (s + 1) * B)
+        k.train_on_batch({n: v[b] for n, v in g["x"].items()}, g["y"][b],
+                         sample_weight=g["sw"][b])
+    want = [np.asarray(v) for v in k.optimizer.variables if "momentum" in v.path]
+    same = len(got) == len(want) and all(a.shape == w.shape for a, w in zip(got, want))
+    e = E.rel_err(got, want) if same else float("inf")
+    check(e <= E.TOL_W, "GemmaCausalLM with momentum: the export's %d momentums (Keras' shapes: "
+          "%s) against KerasHub's, relative %.2e <= %g" % (len(got), same, e, E.TOL_W))
+    own = [np.transpose(a, (1, 0, 2)).reshape(a.shape) if a.ndim == 3 and a.shape[1] == D
+           else a for a in got]  # (H, D, head_dim): the query's, the key's, the value's
+    c = E.rel_err(own, want) if same else 0.0
+    check(c > 10 * E.TOL_W, "control: the query, key and value momentums in mwtrain's order "
+          "differ by %.2e > %g" % (c, 10 * E.TOL_W))
+
+
 def gemma_refusals(mw, work, g):
     """Gemma 2's arguments mwtrain does not implement, and dropout, each set in the archive
     of g: one message naming the argument."""
@@ -201,6 +241,7 @@ def gemma_cases(mw, work):
         if not kw:
             round_trip(mw, work, g)
             gemma_refusals(mw, work, g)
+            gemma_slots(mw, work, g)
             mine = dict(g, shapes=[tuple(w.shape) for w in gemma_layout(path, False)(
                 [np.zeros(s, np.float32) for s in g["shapes"]])],
                 weights=gemma_layout(path, False)(g["weights"]))
