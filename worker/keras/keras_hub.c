@@ -302,15 +302,21 @@ static const mw_kkey llama_keys[] = {
     MW_KEND,
 };
 
-static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+/* The arguments Llama's and Gemma's backbones share. */
+static mw_status gqa_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 {
-    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
     MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
     MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
     MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
     MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
     MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
-    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    return mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff);
+}
+
+static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
+    MW_TRY(gqa_args(L, cfg, a));
     MW_TRY(mw_kget_num(L, "", cfg, "rope_max_wavelength", 10000.0, &a->wavelength));
     MW_TRY(mw_kget_num(L, "", cfg, "rope_position_scaling_factor", 1.0, &a->rope_scale));
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
@@ -382,12 +388,7 @@ static const mw_kkey gemma_keys[] = {
 static mw_status gemma_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 {
     MW_TRY(mw_kcheck_keys(L->origin, L->where, "GemmaBackbone", cfg, gemma_keys, 1));
-    MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
-    MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
-    MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
-    MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
-    MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
-    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    MW_TRY(gqa_args(L, cfg, a));
     MW_TRY(mw_kget_int(L, cfg, "head_dim", 0, 1, 1, MW_KMAX_DIM, &a->head_dim));
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
     MW_TRY(mw_kget_bool(L, cfg, "use_post_ffw_norm", 0, &a->post_ffw));

@@ -55,45 +55,18 @@ typedef struct {
  * attention and the gates). */
 enum { R_PRE_ATT, R_POST_ATT, R_ATT, R_PRE_FFW, R_POST_FFW, R_GATE, R_GATE2, R_LINEAR };
 
-/* The layers added since first as part (sub in the summary's names). */
-static void tag(const gemma_cfg *c, int first, const char *part, int rank, int *out)
-{
-    mw_block_tag(c->m, first, c->block, CLS, c->head, part, part, rank);
-    *out = c->m->nlayers - 1;
-}
-
 static mw_status norm(const gemma_cfg *c, int in, const char *part, int rank, int *out)
 {
-    const int first = c->m->nlayers;
-    MW_TRY(mw_model_set_inputs(c->m, &in, 1));
-    MW_TRY(mw_model_add_rmsnorm(c->m, part, MW_RMS_GEMMA, (float)c->epsilon));
-    tag(c, first, part, rank, out);
-    return MW_OK;
+    return mw_block_rmsnorm(MW_BLOCK_AT(c, CLS), in, MW_RMS_GEMMA, (float)c->epsilon, part, part,
+                            rank, out);
 }
 
 /* EinsumDense without bias (Keras' glorot_uniform kernel), then act. */
 static mw_status dense(const gemma_cfg *c, int in, int units, mw_activation act, const char *part,
                        int rank, int *out)
 {
-    const int first = c->m->nlayers;
-    static const mw_init glorot = {.kind = MW_INIT_GLOROT_UNIFORM}, zeros = {.kind = MW_INIT_ZEROS};
-    MW_TRY(mw_model_set_inputs(c->m, &in, 1));
-    MW_TRY(mw_model_add_dense(c->m, part, units, 0));
-    MW_TRY(mw_model_set_init(c->m, &glorot, &zeros));
-    MW_TRY(mw_model_add_act(c->m, NULL, act, mw_act_info_of(act)->param, 1));
-    tag(c, first, part, rank, out);
-    return MW_OK;
-}
-
-/* Add (merge 0) or Multiply (1) of a and b, a part without weights of its own. */
-static mw_status merge(const gemma_cfg *c, int a, int b, int mul, const char *sub, int *out)
-{
-    const int first = c->m->nlayers, in[2] = {a, b};
-    MW_TRY(mw_model_set_inputs(c->m, in, 2));
-    MW_TRY(mul ? mw_model_add_multiply(c->m, sub) : mw_model_add_add(c->m, sub));
-    mw_block_tag(c->m, first, c->block, CLS, c->head, "", sub, 0);
-    *out = c->m->nlayers - 1;
-    return MW_OK;
+    static const mw_init glorot = {.kind = MW_INIT_GLOROT_UNIFORM};
+    return mw_block_dense(MW_BLOCK_AT(c, CLS), in, units, act, &glorot, part, part, rank, out);
 }
 
 static mw_status attention(const gemma_cfg *c, int in, int *out)
@@ -123,15 +96,15 @@ static mw_status build(const gemma_cfg *c, int x)
     MW_TRY(attention(c, n, &a));
     if (c->post_att)
         MW_TRY(norm(c, a, "post_attention_norm", R_POST_ATT, &a));
-    MW_TRY(merge(c, x, a, 0, "attention_residual", &s));
+    MW_TRY(mw_block_merge(MW_BLOCK_AT(c, CLS), x, a, 0, "attention_residual", &s));
     MW_TRY(norm(c, s, "pre_ffw_norm", R_PRE_FFW, &f));
     MW_TRY(dense(c, f, c->ff / 2, MW_ACT_GELU_APPROXIMATE, "gating_ffw", R_GATE, &g));
     MW_TRY(dense(c, f, c->ff / 2, MW_ACT_LINEAR, "gating_ffw_2", R_GATE2, &u));
-    MW_TRY(merge(c, g, u, 1, "feedforward_gate", &p));
+    MW_TRY(mw_block_merge(MW_BLOCK_AT(c, CLS), g, u, 1, "feedforward_gate", &p));
     MW_TRY(dense(c, p, c->hidden, MW_ACT_LINEAR, "ffw_linear", R_LINEAR, &d));
     if (c->post_ffw)
         MW_TRY(norm(c, d, "post_ffw_norm", R_POST_FFW, &d));
-    return merge(c, d, s, 0, "feedforward_residual", &y);
+    return mw_block_merge(MW_BLOCK_AT(c, CLS), d, s, 0, "feedforward_residual", &y);
 }
 
 /* The keys KerasHub 0.32 writes for GemmaDecoderBlock (worker/model/keras_keys.h). */
@@ -184,13 +157,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     mw_model *m = B->m;
     gemma_cfg c = {.m = m, .kmask = B->kmask};
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
-                        mw_policy_name(L->policy), cls);
-    if (m->next_nin > 1)
-        return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence",
-                        m->next_nin);
-    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
+    MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
         MW_TRY(mw_block_read_call(L, R->kwargs, "padding_mask", B->kmask, NULL));
