@@ -235,45 +235,117 @@ def bert(mw, work):
             "err": e, "control": c, "tag": "bert", "cls": "BertTextClassifier"}
 
 
-def vit(mw, work):
+def vit(mw, work, tag="vit", pooling="token", patch_bias=True):
     """ViTImageClassifier (ViTBackbone: 16x16x3 images, patches of 4, 2 blocks of width D, 2
     heads, mlp 2D; the class token's features -> Dense), dropout 0, on random images whose label
     is the brightest quadrant's channel: 2 SGD steps as the others; control: KerasHub on the
-    images mirrored left-right (the patches move, the class token's attention does not)."""
+    images mirrored left-right (the patches move, the class token's attention does not).
+    pooling "gap" (the mean over every position, the class token's too, KerasHub's ops.mean)
+    with use_patch_bias False: control: KerasHub's pooling "token" on the same weights."""
     rng = np.random.default_rng(7)
     n = N + NT
     img = rng.random((n, 16, 16, 3), np.float32)
     y = np.argmax(img[:, :8, :8, :].mean((1, 2)), -1).astype(np.int32)
-    data, path = os.path.join(work, "vit.npz"), os.path.join(work, "vit.keras")
+    data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
     np.savez(data, x_train=img[:N], y_train=y[:N], x_test=img[N:], y_test=y[N:])
     keras.utils.set_random_seed(7)
     bb = keras_hub.models.ViTBackbone(image_shape=(16, 16, 3), patch_size=4, num_layers=2,
-                                      num_heads=2, hidden_dim=D, mlp_dim=2 * D)
-    clf = keras_hub.models.ViTImageClassifier(backbone=bb, num_classes=3, preprocessor=None)
+                                      num_heads=2, hidden_dim=D, mlp_dim=2 * D,
+                                      use_patch_bias=patch_bias)
+    clf = keras_hub.models.ViTImageClassifier(backbone=bb, num_classes=3, preprocessor=None,
+                                              pooling=pooling)
     compile_sgd(clf)
     clf.save(path)
     shapes = [tuple(w.shape) for w in clf.weights]
-    out = os.path.join(work, "vit-w.bin")
-    if E.mwtrain(mw, work, "vit", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+    out = os.path.join(work, tag + "-w.bin")
+    if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
                  "--dump-weights", out) is None:
         return None
     got = E.split(np.fromfile(out, "<f4"), shapes)
 
-    def steps(x):
+    def steps(x, pool=None):
         k = keras.saving.load_model(path)
+        if pool:  # the same weights under another pooling
+            k2 = keras_hub.models.ViTImageClassifier(backbone=k.backbone, num_classes=3,
+                                                     preprocessor=None, pooling=pool)
+            k2.set_weights(k.get_weights())
+            k = k2
         compile_sgd(k)
         for s in range(2):
             k.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
         return k
+    name = "ViTImageClassifier" + ("" if pooling == "token" else " (pooling %s)" % pooling)
     k = steps(img[:N])
     e = E.rel_err(got, k.weights)
-    check(e <= E.TOL_W, "ViTImageClassifier, 2 SGD steps: weights against KerasHub's, relative "
-          "%.2e <= %g" % (e, E.TOL_W))
-    c = E.rel_err(got, steps(img[:N, :, ::-1]).weights)
-    check(c > E.TOL_W, "control: KerasHub on the mirrored images differs by %.2e > %g"
-          % (c, E.TOL_W))
+    check(e <= E.TOL_W, "%s, 2 SGD steps: weights against KerasHub's, relative %.2e <= %g"
+          % (name, e, E.TOL_W))
+    if pooling == "token":
+        c = E.rel_err(got, steps(img[:N, :, ::-1]).weights)
+        check(c > E.TOL_W, "control: KerasHub on the mirrored images differs by %.2e > %g"
+              % (c, E.TOL_W))
+    else:
+        c = E.rel_err(got, steps(img[:N], "token").weights)
+        check(c > E.TOL_W, "control: KerasHub's pooling \"token\" on the same weights differs "
+              "by %.2e > %g" % (c, E.TOL_W))
     return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k,
-            "xt": img[N:], "err": e, "control": c, "tag": "vit", "cls": "ViTImageClassifier"}
+            "xt": img[N:], "err": e, "control": c, "tag": tag, "cls": "ViTImageClassifier"}
+
+
+def shared_emb(tie, seed, weights=None):
+    """A user's Functional model calling one ReversibleEmbedding twice: the table on the token
+    ids, Dense(D, tanh), then the reverse call on its output as the logits (Keras writes one
+    entry of two inbound nodes). weights: [table, Dense kernel, Dense bias] to start from (the
+    reverse kernel, when untied, the table's transpose)."""
+    keras.utils.set_random_seed(seed)
+    ids = keras.Input((T,), dtype="int32", name="token_ids")
+    emb = keras_hub.layers.ReversibleEmbedding(V, D, tie_weights=tie, name="emb")
+    h = keras.layers.Dense(D, activation="tanh", name="h")(emb(ids))
+    m = keras.Model(ids, emb(h, reverse=True))
+    if weights is not None:
+        m.set_weights(weights[:1] + ([] if tie else [weights[0].T]) + weights[1:])
+    compile_sgd(m)
+    return m
+
+
+def shared_reverse(mw, work, tie):
+    """The shared-layer form of ReversibleEmbedding (tied, and tie_weights=False: the reverse
+    call's own kernel) against Keras: 2 SGD steps from the same archive, every variable within
+    1e-4 of its largest value; control: Keras with the other tie_weights from the same table and
+    Dense (the untied reverse kernel the table's transpose), on those three variables."""
+    tag = "shared-" + ("tied" if tie else "untied")
+    rng = np.random.default_rng(11)
+    ids = rng.integers(1, V, (N + NT, T + 1)).astype(np.int32)
+    ids[:, 1::2] = (ids[:, 0::2][:, :ids[:, 1::2].shape[1]] * 7 + 3) % (V - 1) + 1
+    x, y = ids[:, :T], ids[:, 1:]
+    data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
+    np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
+    shared_emb(tie, 11).save(path)
+    cfg = json.loads(zipfile.ZipFile(path).read("config.json"))["config"]
+    check([len(e["inbound_nodes"]) for e in cfg["layers"] if e["name"] == "emb"] == [2],
+          "%s: Keras writes the ReversibleEmbedding as one entry of two nodes" % tag)
+    shapes = [tuple(w.shape) for w in keras.saving.load_model(path).weights]
+    out = os.path.join(work, tag + "-w.bin")
+    if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return None
+    got = E.split(np.fromfile(out, "<f4"), shapes)
+
+    def steps(k):
+        for s in range(2):
+            k.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
+        return k
+    k = keras.saving.load_model(path)
+    compile_sgd(k)
+    e = E.rel_err(got, steps(k).weights)
+    check(e <= E.TOL_W, "%s ReversibleEmbedding called twice, 2 SGD steps: weights against "
+          "Keras', relative %.2e <= %g" % (tag, e, E.TOL_W))
+    init = [np.asarray(w) for w in keras.saving.load_model(path).weights]
+    other = steps(shared_emb(not tie, 11, [init[0]] + init[-2:])).weights
+    c = E.rel_err([got[0]] + got[-2:], [other[0]] + other[-2:])
+    check(c > E.TOL_W, "control: Keras with tie_weights=%s from the same weights differs by "
+          "%.2e > %g" % (not tie, c, E.TOL_W))
+    return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k,
+            "xt": x[N:], "err": e, "control": c, "tag": tag, "cls": "Functional"}
 
 
 def export(mw, work, r):
@@ -341,6 +413,23 @@ def refusals(mw, work, r):
            ["compile_config.weighted_metrics", "metrics and weighted_metrics both given"])
 
 
+def vit_refusals(mw, work, v):
+    """ViT's arguments mwtrain does not build, each one message naming the key."""
+    for what, edit, subs in (
+            ("pooling neither token nor gap",
+             lambda c: c["config"].update(pooling="max"),
+             ["ViTImageClassifier", "pooling: found a string (\"max\")", "supported: \"token\"",
+              "\"gap\""]),
+            ("a head of another dtype policy",
+             lambda c: c["config"].update(head_dtype="bfloat16"),
+             ["ViTImageClassifier", "head_dtype", "a head of another dtype policy"]),
+            ("channels-first images",
+             lambda c: c["config"]["backbone"]["config"].update(data_format="channels_first"),
+             ["ViTImageClassifier: backbone (ViTBackbone)", "data_format",
+              "channels-first images"])):
+        refuse(mw, work, what, edited(work, v["path"], "vit-bad", edit), v["data"], subs)
+
+
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     rows = []
@@ -366,6 +455,11 @@ def main():
         E.layouts(mw, work, "ViTImageClassifier", v, prefix="vit")
         v["export"] = export(mw, work, v)
         rows.append(("ViTImageClassifier (class token)", v))
+        vit_refusals(mw, work, v)
+    g = vit(mw, work, "vitgap", "gap", patch_bias=False)
+    if g:
+        g["export"] = export(mw, work, g)
+        rows.append(("ViTImageClassifier (gap, no patch bias)", g))
     print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
                                   "export logits"))
     for name, c in rows:
