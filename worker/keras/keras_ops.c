@@ -64,11 +64,43 @@ static int whole_slice(const json_t *s)
            json_is_null(json_object_get(c, "stop")) && json_is_null(json_object_get(c, "step"));
 }
 
+/* Index idx as Python writes it ("[:, 1:3]"), into buf (n bytes); "?" for a part that is
+ * neither an integer, None nor a slice of them. */
+static const char *show_index(const json_t *idx, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (size_t i = 0; i < json_array_size(idx) && len < n; i++) {
+        const json_t *v = json_array_get(idx, i), *c = json_object_get(v, "config");
+        const char *cls = json_string_value(json_object_get(v, "class_name"));
+        char part[3][24] = {"", "", ""};
+        const char *keys[] = {"start", "stop", "step"};
+        for (int k = 0; k < 3; k++) {
+            const json_t *x = cls ? json_object_get(c, keys[k]) : v;
+            if (json_is_integer(x))
+                snprintf(part[k], sizeof part[k], "%lld", (long long)json_integer_value(x));
+            else if (!json_is_null(x))
+                snprintf(part[k], sizeof part[k], "?");
+        }
+        const char *sep = i ? ", " : "";
+        if (cls && !strcmp(cls, "__slice__"))
+            len += (size_t)snprintf(buf + len, n - len, "%s%s:%s%s%s", sep, part[0], part[1],
+                                    part[2][0] ? ":" : "", part[2]);
+        else
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", sep,
+                                    json_is_null(v) ? "None"
+                                    : cls           ? "?"
+                                                    : part[0]);
+    }
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+    return buf;
+}
+
 /* Keras' GetItem (x[...] in a model's code): x[:, k, :] (or x[:, k]) of a sequence, one step
  * (layers/cropping.h); any other index is refused. */
 static mw_status get_item(mw_kbuilder *B, const mw_klayer *L, const json_t *e, const char *name)
 {
-    mw_kdbuf d;
+    char shown[160];
     const json_t *args = json_object_get(node0(e), "args"), *idx = json_array_get(args, 1);
     int k = 0;
     const size_t n = json_array_size(idx);
@@ -76,9 +108,9 @@ static mw_status get_item(mw_kbuilder *B, const mw_klayer *L, const json_t *e, c
         (n == 3 && !whole_slice(json_array_get(idx, 2))) ||
         !mw_kas_int(json_array_get(idx, 1), -MW_KMAX_DIM, MW_KMAX_DIM, &k))
         return mw_kfail(L, MW_EUNSUPPORTED,
-                        "inbound_nodes[0].args: found %s; supported: x[:, k, :] or x[:, k], one "
-                        "step of a sequence",
-                        mw_kdescribe(d, args));
+                        "inbound_nodes[0].args: the index x%s; supported: x[:, k, :] or x[:, k], "
+                        "one step of a sequence",
+                        json_is_array(idx) ? show_index(idx, shown, sizeof shown) : "(not a list)");
     mw_status rc = mw_model_add_take_step(B->m, name, k);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(B->origin, rc);
 }
