@@ -31,6 +31,8 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
   - A user's Functional model calling one ReversibleEmbedding twice (Keras writes one entry of
     two inbound nodes, the second reverse=True), tied and tie_weights=False: the same steps
     against Keras and export; control: Keras with the other tie_weights from the same table.
+  - A nested Functional of two inputs called on two tensors (Keras writes the call's mask as
+    [null, null]): the same steps against Keras; control: its inputs swapped.
   - docs/keras.md's block that writes a preprocessor's output under mwtrain's names, run with
     a local tokenizer, and mwtrain training on what it wrote.
 Refused with one message: a task model this reader does not build (GemmaCausalLM),
@@ -500,21 +502,58 @@ def graph_refusals(mw, work):
                                                          Flatten()(emb_seq[:, idx])),
                        ["(GetItem): inbound_nodes[0].args: the index x%s;" % what[1:],
                         "supported: x[:, k, :] or x[:, k], one step of a sequence"])
-    a, b = keras.Input((D,), name="a"), keras.Input((D,), name="b")
-    inner = keras.Model([a, b], keras.layers.Add()([a, b]), name="inner")
-    g = keras.Input((D,), name="g")
+    path = nested_two(mw, work)
 
     def three(c):  # the nested model called with 3 tensors
         node = [e for e in c["config"]["layers"] if e["name"] == "inner"][0]["inbound_nodes"][0]
         node["args"][0].append(node["args"][0][0])
-    path = save_fn(work, "nested-2", g, keras.layers.Dense(3)(inner([g, g])))
-    p = E.run([mw, "summary", "--model", path])
-    check(p.returncode == 0, "a nested Functional of 2 inputs called on 2 tensors is read (exit %d "
-          "%s)" % (p.returncode, p.stderr[-300:]))
     summary_refuse(mw, "a nested Functional called with more inputs than it has",
                    edited(work, path, "nested-3", three),
                    ["layer 'inner' (Functional)", "called with 3 inputs, but the model has 2 "
                     "InputLayers; expected one tensor per input"])
+
+
+def nested_two(mw, work):
+    """A nested Functional of two inputs called on two tensors (Keras writes the call's mask
+    as [null, null]): 2 SGD steps against Keras, every variable within 1e-4 of its largest
+    value; control: Keras with the nested model's inputs swapped. Returns the archive."""
+    keras.utils.set_random_seed(12)
+    a, b = keras.Input((D,), name="a"), keras.Input((D,), name="b")
+    inner = keras.Model([a, b], keras.layers.Add()([keras.layers.Dense(D, name="da")(a), b]),
+                        name="inner")
+    g = keras.Input((D,), name="g")
+    h = keras.layers.Dense(D, activation="tanh", name="pre")(g)
+    path = os.path.join(work, "nested-2.keras")
+    m = keras.Model(g, keras.layers.Dense(3, name="out")(inner([h, g])))
+    compile_sgd(m)
+    m.save(path)
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(N + NT, D)).astype(np.float32)
+    y = ((x[:, 0] > 0).astype(np.int32) + (x[:, 1] > 0)).astype(np.int32)
+    data = os.path.join(work, "nested-2.npz")
+    np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
+    out = os.path.join(work, "nested-2-w.bin")
+    if E.mwtrain(mw, work, "nested-2", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return path
+    got = E.split(np.fromfile(out, "<f4"), [tuple(w.shape) for w in m.weights])
+
+    def steps(model):  # its weights in m's order (by their paths)
+        compile_sgd(model)
+        for s in range(2):
+            model.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
+        ws = {w.path: w for w in model.weights}
+        return [ws[w.path] for w in m.weights]
+    e = E.rel_err(got, steps(keras.saving.load_model(path)))
+    check(e <= E.TOL_W, "a nested Functional of 2 inputs, 2 SGD steps: weights against Keras', "
+          "relative %.2e <= %g" % (e, E.TOL_W))
+    k = keras.saving.load_model(path)
+    swapped = keras.Model(k.input, k.get_layer("out")(k.get_layer("inner")(
+        [k.input, k.get_layer("pre")(k.input)])))
+    c = E.rel_err(got, steps(swapped))
+    check(c > E.TOL_W, "control: Keras with its inputs swapped differs by %.2e > %g"
+          % (c, E.TOL_W))
+    return path
 
 
 def backbone_refusals(mw, work, cases):
