@@ -144,12 +144,12 @@ static int shared_reverse(const json_t *e)
 }
 
 /* The rewrite of one shared entry named name: the list's index of the latest producer its
- * reverse call reads (at), the first later entry that reads its forward output (late). */
+ * reverse call reads (at), and how many reads of its forward output come after it (late). */
 typedef struct {
     const char *name;
     const json_t *layers;
     size_t at;
-    int late; /* forward outputs read after the reverse call's input */
+    int late;
 } unshare;
 
 /* Keras tensor t's keras_history ([layer, node, tensor]), or NULL when t is not one. */
