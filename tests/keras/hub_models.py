@@ -39,8 +39,9 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     GeGLU, (1 + scale) RMS norms, the tied embedding scaled by sqrt(D)): the same steps, data and
     control, layouts (2 ranks, 2 replicas) and export; read and written back after a step of
     gradient 0, bit for bit (Keras' heads-first query, key and value kernels reordered both
-    ways); again with Gemma 2's post-attention and post-ffw norms. Gemma 2's soft caps, its
-    sliding window and dropout are refused, each by its argument's name.
+    ways); again with Gemma 2's post-attention and post-ffw norms, and with its
+    final_logit_soft_cap 1 (control: KerasHub without the cap). Gemma 2's attention soft cap,
+    its sliding window and dropout are refused, each by its argument's name.
 Refused with one message: a task model this reader does not build (MistralCausalLM),
 a backbone alone, an argument it does not know (of each task and each backbone), metrics and
 weighted_metrics both given; ViT's other pooling, head_dtype and channels-first images; a
@@ -228,24 +229,32 @@ def gemma_slots(mw, work, g):
 
 def gemma_refusals(mw, work, g):
     """Gemma 2's arguments mwtrain does not implement, and dropout, each set in the archive
-    of g: one message naming the argument."""
-    for key, value in [("final_logit_soft_cap", 30.0), ("attention_logit_soft_cap", 50.0),
+    of g: one message naming the argument; and a final_logit_soft_cap not above 0."""
+    for key, value in [("attention_logit_soft_cap", 50.0),
                        ("use_sliding_window_attention", True), ("dropout", 0.1)]:
         bad = edited(work, g["path"], "gemma-" + key,
                      lambda c: c["config"]["backbone"]["config"].update({key: value}))
         refuse(mw, work, "GemmaCausalLM's " + key, bad, g["data"],
                ["GemmaCausalLM: backbone (GemmaBackbone)", key, "not supported"])
+    bad = edited(work, g["path"], "gemma-cap0",
+                 lambda c: c["config"]["backbone"]["config"].update(final_logit_soft_cap=0))
+    refuse(mw, work, "GemmaCausalLM's final_logit_soft_cap 0", bad, g["data"],
+           ["GemmaCausalLM: backbone (GemmaBackbone)", "final_logit_soft_cap 0",
+            "expected null or a number > 0"])
 
 
 def gemma_cases(mw, work):
     """GemmaCausalLM as GPT2CausalLM (the same data, steps and control), its layouts on
-    mwtrain's own layout of the dump, its export; then Gemma 2's post norms (both) the same
-    way. A round trip first: trained 0 steps and exported, the archive's weights come back bit
-    for bit (the heads-first kernels reordered on the way in and back on the way out)."""
+    mwtrain's own layout of the dump, its export, its refusals and its optimizer slots; then
+    Gemma 2's post norms (both) and its final_logit_soft_cap the same way. A round trip too:
+    a step of gradient 0 exported gives the archive's weights back bit for bit (the
+    heads-first kernels reordered on the way in and back on the way out)."""
     rows = []
     for tag, name, kw in [("gemma", "GemmaCausalLM (GQA 4/2, head_dim 6, tied)", {}),
                           ("gemma-post", "GemmaCausalLM (post-attention/ffw norms)",
-                           {"use_post_attention_norm": True, "use_post_ffw_norm": True})]:
+                           {"use_post_attention_norm": True, "use_post_ffw_norm": True}),
+                          ("gemma-cap", "GemmaCausalLM (final_logit_soft_cap 1)",
+                           {"final_logit_soft_cap": 1.0})]:
         path = os.path.join(work, tag + ".keras")
         gemma(3, **kw).save(path)
         g = causal_lm(mw, work, tag, "GemmaCausalLM", lambda seed: gemma(seed, **kw),
@@ -261,6 +270,12 @@ def gemma_cases(mw, work):
                 weights=gemma_layout(path, False)(g["weights"]))
             E.layouts(mw, work, "GemmaCausalLM", mine, prefix="gemma")
         g["export"] = export(mw, work, g)
+        if "final_logit_soft_cap" in kw:  # the cap counts: KerasHub without it differs
+            plain = edited(work, path, tag + "-plain", lambda c: c["config"]["backbone"][
+                "config"].update(final_logit_soft_cap=None))
+            c = E.rel_err(g["weights"], keras_steps(plain, g["x"], g["y"], g["sw"]).weights)
+            check(c > 10 * E.TOL_W, "control: KerasHub without final_logit_soft_cap differs by "
+                  "%.2e > %g" % (c, 10 * E.TOL_W))
         rows.append((name, g))
     return rows
 

@@ -133,6 +133,7 @@ typedef struct {
     int gap;                                /* its pooling: "gap" (1) or "token" (0) */
     double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
     int head_dim, post_att, post_ffw;       /* Gemma: its use_post_attention_norm, _ffw_norm */
+    double soft_cap;                        /* Gemma: final_logit_soft_cap (0: none) */
     double dropout;
     const json_t *dtype;
     int classes;              /* a classifier task's num_classes */
@@ -380,7 +381,7 @@ static const mw_kkey gemma_keys[] = {
             "GemmaDecoderBlock passes True to its attention whatever it holds (KerasHub 0.32)"),
     MW_KREAD("use_post_ffw_norm"),
     MW_KREAD("use_post_attention_norm"),
-    MW_KDEF("final_logit_soft_cap", "null", "Gemma 2's soft-capped logits (tanh)"),
+    MW_KREAD("final_logit_soft_cap"),
     MW_KDEF("attention_logit_soft_cap", "null", "Gemma 2's soft-capped attention scores (tanh)"),
     MW_KDEF("use_sliding_window_attention", "false", "Gemma 2's sliding-window attention"),
     MW_KIGN("sliding_window_size", "read by the sliding-window attention alone"),
@@ -394,20 +395,28 @@ static mw_status gemma_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
     MW_TRY(mw_kget_int(L, cfg, "head_dim", 0, 1, 1, MW_KMAX_DIM, &a->head_dim));
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
     MW_TRY(mw_kget_bool(L, cfg, "use_post_ffw_norm", 0, &a->post_ffw));
-    return mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &a->post_att);
+    MW_TRY(mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &a->post_att));
+    const json_t *cap = json_object_get(cfg, "final_logit_soft_cap");
+    if (!cap || json_is_null(cap))
+        return MW_OK;
+    MW_TRY(mw_kget_num(L, "", cfg, "final_logit_soft_cap", 0.0, &a->soft_cap));
+    if (!(a->soft_cap > 0.0 && a->soft_cap < 1e30))
+        return mw_kfail(L, MW_EMODEL, "final_logit_soft_cap %g: expected null or a number > 0",
+                        a->soft_cap);
+    return MW_OK;
 }
 
-/* x * ops.cast(ops.sqrt(hidden_dim), x.dtype): a Multiply operation on layer's output and the
- * float32 scalar Keras writes as __tensor__. */
-static int times_sqrt(json_t *ls, const char *layer, int hidden)
+/* layer's output times the float32 scalar v (Keras writes it as __tensor__): a Multiply
+ * operation named name (GemmaBackbone's x * ops.cast(ops.sqrt(hidden_dim), x.dtype)). */
+static int times(json_t *ls, const char *name, const char *layer, float v)
 {
-    const double v = (double)sqrtf((float)hidden);
-    json_t *e = json_pack("{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy",
-                          "class_name", "Multiply", "config", "name", "multiply", "registered_name",
-                          "Multiply", "name", "multiply", "inbound_nodes",
-                          call(json_pack("[o, {s:s, s:{s:f, s:s}}]", tensor(layer), "class_name",
-                                         "__tensor__", "config", "value", v, "dtype", "float32"),
-                               NULL));
+    json_t *e =
+        json_pack("{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy",
+                  "class_name", "Multiply", "config", "name", name, "registered_name", "Multiply",
+                  "name", name, "inbound_nodes",
+                  call(json_pack("[o, {s:s, s:{s:f, s:s}}]", tensor(layer), "class_name",
+                                 "__tensor__", "config", "value", (double)v, "dtype", "float32"),
+                       NULL));
     return e && json_array_append_new(ls, e) == 0;
 }
 
@@ -427,7 +436,8 @@ static json_t *gemma_layers(const hub_args *a)
             json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim", a->hidden,
                       "embeddings_initializer", init, "mask_zero", 0, "tie_weights", 1),
             dt, on("token_ids")) &&
-        input(ls, "padding_mask") && times_sqrt(ls, "token_embedding", a->hidden);
+        input(ls, "padding_mask") &&
+        times(ls, "multiply", "token_embedding", sqrtf((float)a->hidden));
     char prev[64] = "multiply", name[64];
     for (int i = 0; ok && i < a->layers; i++) {
         snprintf(name, sizeof name, "decoder_block_%d", i);
@@ -555,6 +565,22 @@ static int lm_head(json_t *ls, const char *bb, const hub_args *a, const char **o
                             call(json_pack("[o]", tensor(bb)), json_pack("{s:b}", "reverse", 1)));
     *out = "token_embedding";
     return rev && json_array_append_new(ls, rev) == 0;
+}
+
+/* GemmaCausalLM's head: the reverse call, then with final_logit_soft_cap c the logits
+ * tanh(x / c) * c (ReversibleEmbedding's logit_soft_cap) as x times 1 / c (float32: within an
+ * ulp of Keras' division), an Activation(tanh) and a product by c. */
+static int gemma_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    if (!lm_head(ls, bb, a, out))
+        return 0;
+    if (!(a->soft_cap > 0.0))
+        return 1;
+    *out = "soft_cap";
+    return times(ls, "soft_cap_scaled", "token_embedding", (float)(1.0 / a->soft_cap)) &&
+           add(ls, "Activation", 0, "soft_cap_tanh", json_pack("{s:s}", "activation", "tanh"),
+               a->dtype, on("soft_cap_scaled")) &&
+           times(ls, "soft_cap", "soft_cap_tanh", (float)a->soft_cap);
 }
 
 /* A text classifier's head: Dropout and Dense(num_classes, activation) on the pooled output. */
@@ -698,7 +724,7 @@ static const hub_model models[] = {
     {"LlamaCausalLM", "LlamaBackbone", "llama_backbone", llama_args, llama_layers, token_inputs,
      "sequence_output_layernorm", lm_keys, NULL, lm_head},
     {"GemmaCausalLM", "GemmaBackbone", "gemma_backbone", gemma_args, gemma_layers, token_inputs,
-     "final_normalization", lm_keys, NULL, lm_head},
+     "final_normalization", lm_keys, NULL, gemma_head},
     {"ViTImageClassifier", "ViTBackbone", "vi_t_backbone", vit_args, vit_layers, image_inputs,
      "vit_encoder", vit_task_keys, vit_task_args, vit_head},
 };
