@@ -25,7 +25,8 @@
  *
  * The parts keep the block one Keras layer (layers/transformer.h), its weights in Keras' order
  * (part_rank). Refused: dropout, logit_soft_cap (Gemma 2's capped attention
- * scores), use_sliding_window_attention, a policy other than float32. */
+ * scores), use_sliding_window_attention, a policy other than float32, the padding mask of
+ * Embedding(mask_zero=True) reaching it (worker/model/masks.c: Keras' block drops it). */
 #include <string.h>
 
 #include "worker/model/keras_keys.h"
