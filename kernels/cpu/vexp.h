@@ -35,4 +35,13 @@ static inline float mw_exp_neg(float x)
     return p * s.f * keep;
 }
 
+/* 1 / (1 + exp(-x)) from exp(-|x|) <= 1 (no overflow): within a few ulp of the reference's
+ * 1 / (1 + expf(-x)); 0 where x < -87 (the reference's is below 2e-38 there); NaN for NaN. */
+static inline float mw_sigmoid_v(float x)
+{
+    const float e = mw_exp_neg(x < 0.0f ? x : -x);
+    const float r = 1.0f / (1.0f + e);
+    return x >= 0.0f ? r : e * r;
+}
+
 #endif
