@@ -1,7 +1,8 @@
 /* Fast CPU ReLU and smooth activations (parallel, vectorizable; the smooth ones bitwise the
  * reference's, for any thread count: the reference's expressions, the kind hoisted out of the
  * loops), except SiLU (Llama's gate: a tenth of its training step in expf calls), whose sigmoid
- * is kernels/cpu/vexp.h's vectorized one, within a few ulp of the reference's. Cross-entropy is
+ * is kernels/cpu/vexp.h's vectorized one, within a few ulp of the reference's (its loops compiled
+ * for the machine's widest vectors, MW_WIDE_CLONES). Cross-entropy is
  * tiny (N x classes) and uses the reference. */
 #include "kernels/cpu/cpu.h"
 #include "kernels/twins.h"
@@ -102,15 +103,15 @@ void mw_xent_bwd_cpu(const mw_kctx *k, float *dlogits, const float *prob, const 
 #include "kernels/cpu/vexp.h" /* inside: its functions inline only into code of its options */
 
 /* SiLU's value and slope (act_rules.h's formulas) on the vectorized sigmoid. */
-static void silu_fwd(float *restrict y, const float *restrict x, size_t n)
+MW_WIDE_CLONES static void silu_fwd(float *restrict y, const float *restrict x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++)
         y[i] = x[i] * mw_sigmoid_v(x[i]);
 }
 
-static void silu_bwd(float *restrict dx, const float *restrict dy, const float *restrict x,
-                     size_t n)
+MW_WIDE_CLONES static void silu_bwd(float *restrict dx, const float *restrict dy,
+                                    const float *restrict x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {

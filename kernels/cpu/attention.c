@@ -3,7 +3,8 @@
  * sgemm calls on strided views of the projections (a head's rows are H dk apart), the masked
  * softmax and the scores' gradient the reference's rules (kernels/attention_rules.h), both
  * vectorized loops (kernels/cpu/vexp.h: an exp within 2 ulp of expf's, a product by the sum's
- * reciprocal; the gradient's row sum in lanes: within float32 rounding of the reference's row).
+ * reciprocal; the gradient's row sum in lanes: within float32 rounding of the reference's row;
+ * compiled for the machine's widest vectors, MW_WIDE_CLONES).
  * Under the causal mask a head's rows go in blocks that multiply only the keys they can see
  * (half the products of a full T x S), and a row's softmax runs over its visible keys only (the
  * others are written 0). Examples x heads are spread over k's threads, each taking the next
@@ -36,7 +37,7 @@
  * softmax over the keys the row can see ([0, t] under the causal mask); the keys past them are
  * masked, their exp 0 beside any open score, so they are written 0 without their exp (the sum
  * gains only zeros). 1 when the row is masked everywhere (att_empty_p). */
-static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
+MW_WIDE_CLONES static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
 {
     const int S = g->S;
     const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
@@ -78,7 +79,7 @@ static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
 
 /* Row t of a head's backward without dropout: pr (the probabilities, 0 past c) becomes the
  * scores' gradient pr (dp - sum pr dp), dp = wr. */
-static void ds_row(float *restrict pr, const float *restrict wr, int c)
+MW_WIDE_CLONES static void ds_row(float *restrict pr, const float *restrict wr, int c)
 {
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

@@ -2,11 +2,12 @@
  * reference's rows (kernels/layernorm_rules.h) spread over k's threads. The forward's mean and
  * variance are sums in double as the reference's, but in LANES partial sums (feature j into
  * lane j % LANES, the lanes added in order last) so that they vectorize (the reference's
- * sequential double sums were half of the row's time): the two sums differ by a few 2^-53 of
- * the sum, so y, the mean and rstd are within a float32 rounding of the reference's. The
- * backward is the reference's rows, and gamma's and beta's gradients go 32 features at a time,
- * each summing the rows in order (a row's 32 in one pass, so memory is read along rows): the
- * same sums as the reference, bitwise. */
+ * sequential double sums were half of the row's time; MW_WIDE_CLONES, the same sums on every
+ * vector width): the two sums differ by a few 2^-53 of the sum, so y, the mean and rstd are
+ * within a float32 rounding of the reference's. The backward is the reference's rows, and
+ * gamma's and beta's gradients go 32 features at a time, each summing the rows in order (a
+ * row's 32 in one pass, so memory is read along rows): the same sums as the reference,
+ * bitwise. */
 #include "kernels/twins.h"
 
 #include <math.h>
@@ -39,8 +40,8 @@ static double lane_sum(const float *x, int D, float m, int sq)
 }
 
 /* layernorm_rules.h's ln_row_fwd with the lane sums. */
-static void row_fwd(float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                    const float *beta, int D, float eps)
+MW_WIDE_CLONES static void row_fwd(float *y, float *mean, float *rstd, const float *x,
+                                   const float *gamma, const float *beta, int D, float eps)
 {
     const float m = (float)(lane_sum(x, D, 0.0f, 0) / D);
     const float r = 1.0f / sqrtf((float)(lane_sum(x, D, m, 1) / D) + eps);
