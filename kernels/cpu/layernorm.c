@@ -20,7 +20,7 @@
 enum { LANES = 8 };
 
 /* sum x[j] (sq 0) or sum (x[j] - m)^2 (sq 1), in double, in LANES partial sums. */
-static double lane_sum(const float *x, int D, float m, int sq)
+static inline __attribute__((always_inline)) double lane_sum(const float *x, int D, float m, int sq)
 {
     double a[LANES] = {0};
     int j = 0;
