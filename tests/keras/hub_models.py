@@ -25,9 +25,22 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     first position, Keras' GetItem), dropout 0: the same 2 steps, layouts and export; control:
     KerasHub with no position masked.
   - ViTImageClassifier (16x16x3 images, patches of 4, the class token's features), dropout 0:
-    the same steps, layouts and export; control: KerasHub on the images mirrored.
+    the same steps, layouts and export; control: KerasHub on the images mirrored. Pooling "gap"
+    (the mean over every position, a Mean op) without patch bias: the same steps and export;
+    control: KerasHub's pooling "token" from the same weights.
+  - A user's Functional model calling one ReversibleEmbedding twice (Keras writes one entry of
+    two inbound nodes, the second reverse=True), tied and tie_weights=False: the same steps
+    against Keras and export; control: Keras with the other tie_weights from the same table.
+  - A nested Functional of two inputs called on two tensors (Keras writes the call's mask as
+    [null, null]): the same steps against Keras; control: its inputs swapped.
+  - docs/keras.md's block that writes a preprocessor's output under mwtrain's names, run with
+    a local tokenizer, and mwtrain training on what it wrote.
 Refused with one message: a task model this reader does not build (GemmaCausalLM),
-a backbone alone, an argument it does not know, metrics and weighted_metrics both given.
+a backbone alone, an argument it does not know (of each task and each backbone), metrics and
+weighted_metrics both given; ViT's other pooling, head_dtype and channels-first images; a
+layer called twice other than forward then reverse, the first call's output read after the
+reverse call, a reverse call with no forward call, GetItem x[:, 1:3] and x[:, ::2], a nested
+Functional called with more tensors than its inputs (`mwtrain summary`).
 
 Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
 trains with its default Adam); the oracle compiles the loaded model with the archive's own
@@ -37,6 +50,7 @@ usage: hub_models.py MWTRAIN WORKDIR"""
 import json
 import os
 import sys
+import textwrap
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -235,45 +249,117 @@ def bert(mw, work):
             "err": e, "control": c, "tag": "bert", "cls": "BertTextClassifier"}
 
 
-def vit(mw, work):
+def vit(mw, work, tag="vit", pooling="token", patch_bias=True):
     """ViTImageClassifier (ViTBackbone: 16x16x3 images, patches of 4, 2 blocks of width D, 2
     heads, mlp 2D; the class token's features -> Dense), dropout 0, on random images whose label
     is the brightest quadrant's channel: 2 SGD steps as the others; control: KerasHub on the
-    images mirrored left-right (the patches move, the class token's attention does not)."""
+    images mirrored left-right (the patches move, the class token's attention does not).
+    pooling "gap" (the mean over every position, the class token's too, KerasHub's ops.mean)
+    with use_patch_bias False: control: KerasHub's pooling "token" on the same weights."""
     rng = np.random.default_rng(7)
     n = N + NT
     img = rng.random((n, 16, 16, 3), np.float32)
     y = np.argmax(img[:, :8, :8, :].mean((1, 2)), -1).astype(np.int32)
-    data, path = os.path.join(work, "vit.npz"), os.path.join(work, "vit.keras")
+    data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
     np.savez(data, x_train=img[:N], y_train=y[:N], x_test=img[N:], y_test=y[N:])
     keras.utils.set_random_seed(7)
     bb = keras_hub.models.ViTBackbone(image_shape=(16, 16, 3), patch_size=4, num_layers=2,
-                                      num_heads=2, hidden_dim=D, mlp_dim=2 * D)
-    clf = keras_hub.models.ViTImageClassifier(backbone=bb, num_classes=3, preprocessor=None)
+                                      num_heads=2, hidden_dim=D, mlp_dim=2 * D,
+                                      use_patch_bias=patch_bias)
+    clf = keras_hub.models.ViTImageClassifier(backbone=bb, num_classes=3, preprocessor=None,
+                                              pooling=pooling)
     compile_sgd(clf)
     clf.save(path)
     shapes = [tuple(w.shape) for w in clf.weights]
-    out = os.path.join(work, "vit-w.bin")
-    if E.mwtrain(mw, work, "vit", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+    out = os.path.join(work, tag + "-w.bin")
+    if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
                  "--dump-weights", out) is None:
         return None
     got = E.split(np.fromfile(out, "<f4"), shapes)
 
-    def steps(x):
+    def steps(x, pool=None):
         k = keras.saving.load_model(path)
+        if pool:  # the same weights under another pooling
+            k2 = keras_hub.models.ViTImageClassifier(backbone=k.backbone, num_classes=3,
+                                                     preprocessor=None, pooling=pool)
+            k2.set_weights(k.get_weights())
+            k = k2
         compile_sgd(k)
         for s in range(2):
             k.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
         return k
+    name = "ViTImageClassifier" + ("" if pooling == "token" else " (pooling %s)" % pooling)
     k = steps(img[:N])
     e = E.rel_err(got, k.weights)
-    check(e <= E.TOL_W, "ViTImageClassifier, 2 SGD steps: weights against KerasHub's, relative "
-          "%.2e <= %g" % (e, E.TOL_W))
-    c = E.rel_err(got, steps(img[:N, :, ::-1]).weights)
-    check(c > E.TOL_W, "control: KerasHub on the mirrored images differs by %.2e > %g"
-          % (c, E.TOL_W))
+    check(e <= E.TOL_W, "%s, 2 SGD steps: weights against KerasHub's, relative %.2e <= %g"
+          % (name, e, E.TOL_W))
+    if pooling == "token":
+        c = E.rel_err(got, steps(img[:N, :, ::-1]).weights)
+        check(c > E.TOL_W, "control: KerasHub on the mirrored images differs by %.2e > %g"
+              % (c, E.TOL_W))
+    else:
+        c = E.rel_err(got, steps(img[:N], "token").weights)
+        check(c > E.TOL_W, "control: KerasHub's pooling \"token\" on the same weights differs "
+              "by %.2e > %g" % (c, E.TOL_W))
     return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k,
-            "xt": img[N:], "err": e, "control": c, "tag": "vit", "cls": "ViTImageClassifier"}
+            "xt": img[N:], "err": e, "control": c, "tag": tag, "cls": "ViTImageClassifier"}
+
+
+def shared_emb(tie, seed, weights=None):
+    """A user's Functional model calling one ReversibleEmbedding twice: the table on the token
+    ids, Dense(D, tanh), then the reverse call on its output as the logits (Keras writes one
+    entry of two inbound nodes). weights: [table, Dense kernel, Dense bias] to start from (the
+    reverse kernel, when untied, the table's transpose)."""
+    keras.utils.set_random_seed(seed)
+    ids = keras.Input((T,), dtype="int32", name="token_ids")
+    emb = keras_hub.layers.ReversibleEmbedding(V, D, tie_weights=tie, name="emb")
+    h = keras.layers.Dense(D, activation="tanh", name="h")(emb(ids))
+    m = keras.Model(ids, emb(h, reverse=True))
+    if weights is not None:
+        m.set_weights(weights[:1] + ([] if tie else [weights[0].T]) + weights[1:])
+    compile_sgd(m)
+    return m
+
+
+def shared_reverse(mw, work, tie):
+    """The shared-layer form of ReversibleEmbedding (tied, and tie_weights=False: the reverse
+    call's own kernel) against Keras: 2 SGD steps from the same archive, every variable within
+    1e-4 of its largest value; control: Keras with the other tie_weights from the same table and
+    Dense (the untied reverse kernel the table's transpose), on those three variables."""
+    tag = "shared-" + ("tied" if tie else "untied")
+    rng = np.random.default_rng(11)
+    ids = rng.integers(1, V, (N + NT, T + 1)).astype(np.int32)
+    ids[:, 1::2] = (ids[:, 0::2][:, :ids[:, 1::2].shape[1]] * 7 + 3) % (V - 1) + 1
+    x, y = ids[:, :T], ids[:, 1:]
+    data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
+    np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
+    shared_emb(tie, 11).save(path)
+    cfg = json.loads(zipfile.ZipFile(path).read("config.json"))["config"]
+    check([len(e["inbound_nodes"]) for e in cfg["layers"] if e["name"] == "emb"] == [2],
+          "%s: Keras writes the ReversibleEmbedding as one entry of two nodes" % tag)
+    shapes = [tuple(w.shape) for w in keras.saving.load_model(path).weights]
+    out = os.path.join(work, tag + "-w.bin")
+    if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return None
+    got = E.split(np.fromfile(out, "<f4"), shapes)
+
+    def steps(k):
+        for s in range(2):
+            k.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
+        return k
+    k = keras.saving.load_model(path)
+    compile_sgd(k)
+    e = E.rel_err(got, steps(k).weights)
+    check(e <= E.TOL_W, "%s ReversibleEmbedding called twice, 2 SGD steps: weights against "
+          "Keras', relative %.2e <= %g" % (tag, e, E.TOL_W))
+    init = [np.asarray(w) for w in keras.saving.load_model(path).weights]
+    other = steps(shared_emb(not tie, 11, [init[0]] + init[-2:])).weights
+    c = E.rel_err([got[0]] + got[-2:], [other[0]] + other[-2:])
+    check(c > E.TOL_W, "control: Keras with tie_weights=%s from the same weights differs by "
+          "%.2e > %g" % (not tie, c, E.TOL_W))
+    return {"path": path, "data": data, "shapes": shapes, "weights": got, "keras": k,
+            "xt": x[N:], "err": e, "control": c, "tag": tag, "cls": "Functional"}
 
 
 def export(mw, work, r):
@@ -341,6 +427,193 @@ def refusals(mw, work, r):
            ["compile_config.weighted_metrics", "metrics and weighted_metrics both given"])
 
 
+def vit_refusals(mw, work, v):
+    """ViT's arguments mwtrain does not build, each one message naming the key."""
+    for what, edit, subs in (
+            ("pooling neither token nor gap",
+             lambda c: c["config"].update(pooling="max"),
+             ["ViTImageClassifier", "pooling: found a string (\"max\")", "supported: \"token\"",
+              "\"gap\""]),
+            ("a head of another dtype policy",
+             lambda c: c["config"].update(head_dtype="bfloat16"),
+             ["ViTImageClassifier", "head_dtype", "a head of another dtype policy"]),
+            ("channels-first images",
+             lambda c: c["config"]["backbone"]["config"].update(data_format="channels_first"),
+             ["ViTImageClassifier: backbone (ViTBackbone)", "data_format",
+              "channels-first images"])):
+        refuse(mw, work, what, edited(work, v["path"], "vit-bad", edit), v["data"], subs)
+
+
+def summary_refuse(mw, what, model, subs):
+    """mwtrain summary of model fails with exit code 2 and one message holding subs."""
+    p = E.run([mw, "summary", "--model", model])
+    last = (p.stderr.strip().splitlines() or [""])[-1]
+    check(p.returncode == 2 and all(x in last for x in subs),
+          "refused, %s (exit %d): %s" % (what, p.returncode, last))
+
+
+def save_fn(work, tag, inputs, outputs, edit=None):
+    """A Functional model saved as tag.keras (its config.json edited by edit, when given)."""
+    path = os.path.join(work, tag + ".keras")
+    keras.Model(inputs, outputs).save(path)
+    return edited(work, path, tag + "-edited", edit) if edit else path
+
+
+def graph_refusals(mw, work):
+    """The Functional graphs around these layers mwtrain does not read, each one message naming
+    the layer and what it reads instead."""
+    ids = keras.Input((T,), dtype="int32", name="token_ids")
+    emb = keras_hub.layers.ReversibleEmbedding(V, D, name="emb")
+    x = emb(ids)
+    late = keras.layers.Add(name="late")([emb(keras.layers.Dense(D, name="h")(x), reverse=True),
+                                          keras.layers.Dense(V, name="z")(x)])
+    summary_refuse(mw, "the first call's output read after the reverse call",
+                   save_fn(work, "rev-late", ids, late),
+                   ["layer \"emb\" (ReversibleEmbedding), called twice", "layer \"z\" reads its "
+                    "first call's output after its reverse call's input"])
+    emb2 = keras_hub.layers.ReversibleEmbedding(V, D, name="emb2")
+    summary_refuse(mw, "a ReversibleEmbedding called twice forward",
+                   save_fn(work, "emb-twice", ids, keras.layers.Add()([emb2(ids), emb2(ids)])),
+                   ["layer 'emb2' (ReversibleEmbedding): inbound_nodes: found an array of 2; "
+                    "expected one node (a layer called once)"])
+    f = keras.Input((D,), name="f")
+    dense = keras.layers.Dense(D, name="shared")
+    summary_refuse(mw, "a Dense called twice", save_fn(work, "dense-twice", f, dense(dense(f))),
+                   ["layer 'shared' (Dense): inbound_nodes: found an array of 2; expected one "
+                    "node (a layer called once)"])
+
+    def orphan(c):  # the reverse call alone: the entry of the Dense "out" made one
+        e = c["config"]["layers"][-1]
+        e.update(class_name="ReversibleEmbedding", registered_name="keras_hub>ReversibleEmbedding",
+                 module="keras_hub.src.layers.modeling.reversible_embedding",
+                 config={"name": "out"})
+        e["inbound_nodes"][0]["kwargs"] = {"reverse": True}
+    f3 = keras.Input((T, D), name="f")
+    summary_refuse(mw, "a reverse call whose forward call is not seen",
+                   save_fn(work, "rev-orphan", f3, keras.layers.Dense(
+                       V, name="out")(keras.layers.Dense(D, name="h")(f3)), orphan),
+                   ["layer 'out' (ReversibleEmbedding): its reverse call needs the same layer's "
+                    "forward call (its token table) before it"])
+    seq = keras.Input((T, D), name="seq")
+    emb_seq = keras.layers.Dense(D, name="d")(seq)
+    for what, idx, tag in (("x[:, 1:3]", slice(1, 3), "slice"), ("x[:, ::2]", slice(None, None, 2),
+                                                                 "step")):
+        summary_refuse(mw, "GetItem %s" % what, save_fn(work, "getitem-" + tag, seq, keras.layers.
+                                                         Flatten()(emb_seq[:, idx])),
+                       ["(GetItem): inbound_nodes[0].args: the index x%s;" % what[1:],
+                        "supported: x[:, k, :] or x[:, k], one step of a sequence"])
+    path = nested_two(mw, work)
+
+    def three(c):  # the nested model called with 3 tensors
+        node = [e for e in c["config"]["layers"] if e["name"] == "inner"][0]["inbound_nodes"][0]
+        node["args"][0].append(node["args"][0][0])
+    summary_refuse(mw, "a nested Functional called with more inputs than it has",
+                   edited(work, path, "nested-3", three),
+                   ["layer 'inner' (Functional)", "called with 3 inputs, but the model has 2 "
+                    "InputLayers; expected one tensor per input"])
+
+
+def nested_two(mw, work):
+    """A nested Functional of two inputs called on two tensors (Keras writes the call's mask
+    as [null, null]): 2 SGD steps against Keras, every variable within 1e-4 of its largest
+    value; control: Keras with the nested model's inputs swapped. Returns the archive."""
+    keras.utils.set_random_seed(12)
+    a, b = keras.Input((D,), name="a"), keras.Input((D,), name="b")
+    inner = keras.Model([a, b], keras.layers.Add()([keras.layers.Dense(D, name="da")(a), b]),
+                        name="inner")
+    g = keras.Input((D,), name="g")
+    h = keras.layers.Dense(D, activation="tanh", name="pre")(g)
+    path = os.path.join(work, "nested-2.keras")
+    m = keras.Model(g, keras.layers.Dense(3, name="out")(inner([h, g])))
+    compile_sgd(m)
+    m.save(path)
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(N + NT, D)).astype(np.float32)
+    y = ((x[:, 0] > 0).astype(np.int32) + (x[:, 1] > 0)).astype(np.int32)
+    data = os.path.join(work, "nested-2.npz")
+    np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
+    out = os.path.join(work, "nested-2-w.bin")
+    if E.mwtrain(mw, work, "nested-2", path, data, "--epochs", "1", "--steps-per-epoch", "2",
+                 "--dump-weights", out) is None:
+        return path
+    got = E.split(np.fromfile(out, "<f4"), [tuple(w.shape) for w in m.weights])
+
+    def steps(model):  # its weights in m's order (by their paths)
+        compile_sgd(model)
+        for s in range(2):
+            model.train_on_batch(x[s * B:(s + 1) * B], y[s * B:(s + 1) * B])
+        ws = {w.path: w for w in model.weights}
+        return [ws[w.path] for w in m.weights]
+    e = E.rel_err(got, steps(keras.saving.load_model(path)))
+    check(e <= E.TOL_W, "a nested Functional of 2 inputs, 2 SGD steps: weights against Keras', "
+          "relative %.2e <= %g" % (e, E.TOL_W))
+    k = keras.saving.load_model(path)
+    swapped = keras.Model(k.input, k.get_layer("out")(k.get_layer("inner")(
+        [k.input, k.get_layer("pre")(k.input)])))
+    c = E.rel_err(got, steps(swapped))
+    check(c > E.TOL_W, "control: Keras with its inputs swapped differs by %.2e > %g"
+          % (c, E.TOL_W))
+    return path
+
+
+def backbone_refusals(mw, work, cases):
+    """An argument each backbone does not know, and one of a task, refused by name."""
+    for r in cases:
+        if not r:
+            continue
+        odd = edited(work, r["path"], "odd-" + r["tag"],
+                     lambda c: c["config"]["backbone"]["config"].update(odd_arg=1))
+        bb = json.loads(zipfile.ZipFile(r["path"]).read("config.json"))["config"]["backbone"]
+        refuse(mw, work, "%s: an argument its backbone does not know" % r["cls"], odd, r["data"],
+               ["%s: backbone (%s)" % (r["cls"], bb["class_name"]), "odd_arg",
+                "is not a key mwtrain knows"])
+        odd = edited(work, r["path"], "odd-task-" + r["tag"],
+                     lambda c: c["config"].update(odd_arg=1))
+        refuse(mw, work, "%s: an argument it does not know" % r["cls"], odd, r["data"],
+               ["%s: " % r["cls"], "odd_arg", "is not a key mwtrain knows"])
+
+
+def doc_snippet(mw, work):
+    """docs/keras.md's block that writes a preprocessor's output for mwtrain, run as it stands
+    with a local GPT-2 tokenizer in place of the preset (no network): the arrays it writes under
+    their names, then mwtrain trains a GPT2CausalLM of that vocabulary on them."""
+    doc = open(os.path.join(os.environ["MW_SRCDIR"], "docs", "keras.md")).read()
+    blocks = [b.split("```")[0] for b in doc.split("```python")[1:]]
+    block = [b for b in blocks if "GPT2CausalLMPreprocessor.from_preset" in b]
+    if not check(len(block) == 1, "docs/keras.md holds the preprocessor's block"):
+        return
+    vocab = {"<|endoftext|>": 0, "a": 1, "b": 2, "\u0120a": 3, "\u0120b": 4, "ab": 5,
+             "\u0120ab": 6}
+    tok = keras_hub.models.GPT2Tokenizer(vocabulary=vocab, merges=["a b", "\u0120a b"])
+    local = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer=tok, sequence_length=T)
+    cls = keras_hub.models.GPT2CausalLMPreprocessor
+    preset, cls.from_preset = cls.from_preset, lambda *a, **k: local
+    rng = np.random.default_rng(4)
+    texts = [" ".join(rng.choice(["a", "b", "ab"], rng.integers(1, T // 2))) for _ in range(N + NT)]
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        exec(textwrap.dedent(block[0]), {"train_texts": texts[:N], "test_texts": texts[N:]})
+    finally:
+        os.chdir(cwd)
+        cls.from_preset = preset
+    d = np.load(os.path.join(work, "lm.npz"))
+    want = {"x_train.token_ids": (N, T), "x_train.padding_mask": (N, T), "y_train": (N, T),
+            "sample_weight_train": (N, T), "x_test.token_ids": (NT, T),
+            "x_test.padding_mask": (NT, T), "y_test": (NT, T), "sample_weight_test": (NT, T)}
+    check({k: d[k].shape for k in d.files} == want and d["y_train"].max() > 0,
+          "docs' block: lm.npz holds %s" % sorted(d.files))
+    keras.utils.set_random_seed(4)
+    bb = keras_hub.models.GPT2Backbone(vocabulary_size=len(vocab), num_layers=1, num_heads=2,
+                                       hidden_dim=D, intermediate_dim=2 * D,
+                                       max_sequence_length=T)
+    lm = keras_hub.models.GPT2CausalLM(backbone=bb, preprocessor=None)
+    compile_sgd(lm)
+    path = os.path.join(work, "doc-lm.keras")
+    lm.save(path)
+    E.mwtrain(mw, work, "doc-lm", path, os.path.join(work, "lm.npz"), "--epochs", "1")
+
+
 def main():
     mw, work = sys.argv[1], sys.argv[2]
     rows = []
@@ -366,6 +639,20 @@ def main():
         E.layouts(mw, work, "ViTImageClassifier", v, prefix="vit")
         v["export"] = export(mw, work, v)
         rows.append(("ViTImageClassifier (class token)", v))
+        vit_refusals(mw, work, v)
+    g = vit(mw, work, "vitgap", "gap", patch_bias=False)
+    if g:
+        g["export"] = export(mw, work, g)
+        rows.append(("ViTImageClassifier (gap, no patch bias)", g))
+    backbone_refusals(mw, work, [r, lm, b, v])
+    for tie in (True, False):
+        sh = shared_reverse(mw, work, tie)
+        if sh:
+            sh["export"] = export(mw, work, sh)
+            rows.append(("ReversibleEmbedding called twice (%s)" % ("tied" if tie else "untied"),
+                         sh))
+    graph_refusals(mw, work)
+    doc_snippet(mw, work)
     print("%-40s %-9s %-9s %s" % ("case (2 SGD steps vs KerasHub)", "weights", "control",
                                   "export logits"))
     for name, c in rows:

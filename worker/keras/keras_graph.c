@@ -335,6 +335,16 @@ static int block_mask_arg(const char *cls, const char *key)
                    (decoder_block(cls) && !strcmp(key, "decoder_padding_mask")));
 }
 
+/* 1 when v is a list of nulls: no mask for any input (Keras' mask of a call on several
+ * tensors, as a nested model's). */
+static int no_masks(const json_t *v)
+{
+    size_t i;
+    const json_t *x;
+    json_array_foreach(v, i, x) if (!json_is_null(x)) return 0;
+    return json_is_array(v);
+}
+
 /* Every call argument of a node that holds a tensor (mask, query_mask, ...) must be a mask
  * op's (the layers read their masks from the plan, not from the file), or a named input given
  * to a KerasHub block as its padding mask (B->kmask). */
@@ -348,7 +358,7 @@ static mw_status check_mask_args(mw_kbuilder *B, const mw_klayer *L, const kname
     {
         const size_t n = strlen(key);
         if (!(json_is_object(v) || json_is_array(v)) ||
-            !(!strcmp(key, "mask") || (n > 5 && !strcmp(key + n - 5, "_mask"))))
+            !(!strcmp(key, "mask") || (n > 5 && !strcmp(key + n - 5, "_mask"))) || no_masks(v))
             continue; /* not a tensor (use_causal_mask: a flag) */
         const char *src = NULL;
         int idx = 0;

@@ -126,8 +126,10 @@ typedef struct {
     int kv_heads, tie;                      /* Llama: num_key_value_heads, tie_word_embeddings */
     int image[3], patch[2], mlp;            /* ViT: image_shape, patch_size, mlp_dim */
     int mha_bias, mlp_bias, class_token;    /* ViT: use_mha_bias, use_mlp_bias, use_class_token */
+    int patch_bias;                         /* ViT: use_patch_bias */
     double att_dropout;                     /* ViT: attention_dropout */
     int pre_logits;                         /* ViTImageClassifier: intermediate_dim (0: none) */
+    int gap;                                /* its pooling: "gap" (1) or "token" (0) */
     double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
     double dropout;
     const json_t *dtype;
@@ -369,7 +371,7 @@ static const mw_kkey vit_keys[] = {
     MW_KREAD("use_mha_bias"),
     MW_KREAD("use_mlp_bias"),
     MW_KREAD("use_class_token"),
-    MW_KDEF("use_patch_bias", "true", "a patching convolution without bias"),
+    MW_KREAD("use_patch_bias"),
     MW_KDEF("data_format", "null|\"channels_last\"", "channels-first images"),
     MW_KEND,
 };
@@ -411,6 +413,7 @@ static mw_status vit_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
     MW_TRY(mw_kget_bool(L, cfg, "use_mha_bias", 1, &a->mha_bias));
     MW_TRY(mw_kget_bool(L, cfg, "use_mlp_bias", 1, &a->mlp_bias));
+    MW_TRY(mw_kget_bool(L, cfg, "use_patch_bias", 1, &a->patch_bias));
     return mw_kget_bool(L, cfg, "use_class_token", 1, &a->class_token);
 }
 
@@ -425,23 +428,23 @@ static json_t *vit_layers(const hub_args *a)
         json_pack("{s:s, s:s, s:{s:s, s:[n, i, i, i], s:s}, s:[]}", "class_name", "InputLayer",
                   "name", "images", "config", "name", "images", "batch_shape", a->image[0],
                   a->image[1], a->image[2], "dtype", "float32", "inbound_nodes");
-    int ok =
-        ls && img && json_array_append_new(ls, img) == 0 &&
-        add(ls, "ViTPatchingAndEmbedding", 0, "vit_patching_and_embedding",
-            json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b}", "image_size", a->image[0],
-                      a->image[1], "patch_size", a->patch[0], a->patch[1], "hidden_dim", a->hidden,
-                      "num_channels", a->image[2], "num_patches", patches, "num_positions",
-                      patches + (a->class_token ? 1 : 0), "use_class_token", a->class_token),
-            a->dtype, on("images")) &&
-        in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
-        add(ls, "ViTEncoder", 0, "vit_encoder",
-            json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers", a->layers,
-                      "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim", a->mlp,
-                      "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias, "dropout_rate",
-                      a->dropout, "attention_dropout", a->att_dropout, "layer_norm_epsilon",
-                      a->epsilon),
-            a->dtype, on("vit_patching_and_embedding")) &&
-        in_module(ls, "keras_hub.src.models.vit.vit_layers");
+    int ok = ls && img && json_array_append_new(ls, img) == 0 &&
+             add(ls, "ViTPatchingAndEmbedding", 0, "vit_patching_and_embedding",
+                 json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b, s:b}", "image_size",
+                           a->image[0], a->image[1], "patch_size", a->patch[0], a->patch[1],
+                           "hidden_dim", a->hidden, "num_channels", a->image[2], "num_patches",
+                           patches, "num_positions", patches + (a->class_token ? 1 : 0),
+                           "use_class_token", a->class_token, "use_patch_bias", a->patch_bias),
+                 a->dtype, on("images")) &&
+             in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
+             add(ls, "ViTEncoder", 0, "vit_encoder",
+                 json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers", a->layers,
+                           "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim", a->mlp,
+                           "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias, "dropout_rate",
+                           a->dropout, "attention_dropout", a->att_dropout, "layer_norm_epsilon",
+                           a->epsilon),
+                 a->dtype, on("vit_patching_and_embedding")) &&
+             in_module(ls, "keras_hub.src.models.vit.vit_layers");
     return built(ls, ok);
 }
 
@@ -473,17 +476,32 @@ static int classifier_head(json_t *ls, const char *bb, const hub_args *a, const 
                a->dtype, on("classifier_dropout"));
 }
 
-/* ViTImageClassifier's head: the class token's features (pooling "token": x[:, 0]), the
- * optional Dense(intermediate_dim, tanh) pre_logits, Dropout, Dense(num_classes). */
-static int vit_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+/* ViT's pooling: the class token's features (pooling "token": x[:, 0], Keras' GetItem) or
+ * the mean over every position, the class token's too ("gap": ops.mean(x, axis=[1]), Keras'
+ * Mean operation, which writes no dtype). */
+static int vit_pool(json_t *ls, const char *bb, const hub_args *a, const char **prev)
 {
+    if (a->gap) {
+        *prev = "mean";
+        return add(ls, "Mean", 0, "mean", json_pack("{s:[i], s:b}", "axis", 1, "keepdims", 0), NULL,
+                   on(bb)) &&
+               in_module(ls, "keras.src.ops.numpy");
+    }
     json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
                             "start", "stop", "step");
+    *prev = "get_item";
+    return add(ls, "GetItem", 0, "get_item", json_object(), a->dtype,
+               call(json_pack("[o, [o, i]]", tensor(bb), all, 0), NULL));
+}
+
+/* ViTImageClassifier's head: the pooled features, the optional Dense(intermediate_dim, tanh)
+ * pre_logits, Dropout, Dense(num_classes). */
+static int vit_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
     json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_null();
     *out = "predictions";
-    int ok = add(ls, "GetItem", 0, "get_item", json_object(), a->dtype,
-                 call(json_pack("[o, [o, i]]", tensor(bb), all, 0), NULL));
-    const char *prev = "get_item";
+    const char *prev = NULL;
+    int ok = vit_pool(ls, bb, a, &prev);
     if (ok && a->pre_logits) {
         ok = add(ls, "Dense", 0, "pre_logits",
                  json_pack("{s:i, s:s, s:b}", "units", a->pre_logits, "activation", "tanh",
@@ -506,7 +524,7 @@ static const mw_kkey vit_task_keys[] = {
     MW_KREAD("backbone"),
     MW_KIGN("preprocessor", "the image converter runs in Python: the data are its output"),
     MW_KREAD("num_classes"),
-    MW_KDEF("pooling", "\"token\"", "pooling over every position (\"gap\")"),
+    MW_KREAD("pooling"),
     MW_KREAD("intermediate_dim"),
     MW_KREAD("activation"),
     MW_KREAD("dropout"),
@@ -548,6 +566,15 @@ static mw_status classifier_args(const mw_klayer *L, const json_t *cfg, hub_args
 static mw_status vit_task_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 {
     MW_TRY(classifier_args(L, cfg, a));
+    const json_t *pool = json_object_get(cfg, "pooling");
+    const char *p = json_string_value(pool);
+    mw_kdbuf d;
+    if (pool && !(p && (!strcmp(p, "token") || !strcmp(p, "gap"))))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "pooling: found %s; supported: \"token\" (the class token's features) "
+                        "or \"gap\" (the mean over every position)",
+                        mw_kdescribe(d, pool));
+    a->gap = p && !strcmp(p, "gap");
     const json_t *im = json_object_get(cfg, "intermediate_dim");
     if (im && !json_is_null(im))
         MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->pre_logits));

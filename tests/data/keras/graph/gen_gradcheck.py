@@ -233,9 +233,8 @@ def tokens_tied(tie=True):
     """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
     Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
     the table gets both calls' gradients (tokens_untied: tie_weights=False, the reverse call's
-    own kernel after the table). Keras writes the second call as a second inbound
-    node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
-    an entry of its own with the kwargs reverse, the form this file is turned into."""
+    own kernel after the table). Keras writes the second call as a second inbound node of the
+    same entry, read by the layers after it as ["tok", 1, 0]: the file is Keras' own."""
     ids = keras.Input((784,), dtype="int32", name="ids")
     tok = keras_hub.layers.ReversibleEmbedding(
         20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok",
@@ -245,19 +244,7 @@ def tokens_tied(tie=True):
     x = layers.GlobalMaxPooling1D(name="gmp")(x)
     x = layers.Dense(4, activation="tanh", name="h")(x)
     out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
-    model = keras.Model(ids, out, name="gradcheck_tokens_tied" if tie else "gradcheck_untied")
-    cfg = json.loads(model.to_json())
-    ls = cfg["config"]["layers"]
-    e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
-    rev = json.loads(json.dumps(ls[e]))
-    ls[e]["inbound_nodes"] = ls[e]["inbound_nodes"][:1]
-    rev["inbound_nodes"] = rev["inbound_nodes"][1:]
-    for n in rev["inbound_nodes"]:  # the reverse call reads h's output
-        n["args"][0]["config"]["keras_history"][1] = 0
-    ls.insert(next(i for i, l in enumerate(ls) if l["name"] == "out"), rev)
-    for n in ls[-1]["inbound_nodes"]:
-        n["args"][0]["config"]["keras_history"][1] = 0
-    return cfg
+    return keras.Model(ids, out, name="gradcheck_tokens_tied" if tie else "gradcheck_untied")
 
 
 def llama():
