@@ -1108,20 +1108,28 @@ static void graph_gradcheck(int fast, const char *rel)
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
-    if (strstr(rel, "llama")) { /* two blocks, each one attention: 4 on 2 key heads, 2 on 1 */
-        int at = 0, blocks = 0;
-        static const int kv[2][2] = {{4, 2}, {2, 1}};
+    const int gemma = strstr(rel, "gemma") != NULL;
+    if (strstr(rel, "llama") || gemma) { /* two blocks, each one attention: 4 on 2, 2 on 1 */
+        int at = 0, blocks = 0, norms = 0;
+        static const int kv[2][3] = {{4, 2, 6}, {2, 1, 4}}; /* Gemma's head_dim 6 and 4 */
         for (int i = 0; i < m.nlayers; i++) {
             const mw_layer *l = &m.layers[i];
-            blocks += l->block_first && !strcmp(l->block_cls, "LlamaTransformerDecoder");
+            blocks += l->block_first && !strcmp(l->block_cls, gemma ? "GemmaDecoderBlock"
+                                                                    : "LlamaTransformerDecoder");
+            if (l->kind == MW_LAYER_RMSNORM && gemma) /* (1 + scale): scales away from 0 */
+                mw_test_fill_uniform(m.params.data + l->w_off, l->w_count, 60 + (uint64_t)norms++,
+                                     -0.5f, 0.5f);
             if (l->kind != MW_LAYER_MHA)
                 continue;
             assert_true(at < 2 && l->mha.rope && !l->has_bias && l->mha.causal);
+            assert_int_equal(l->mha.gemma, gemma);
+            assert_true(!gemma || l->mha.key_dim == kv[at][2]);
             assert_int_equal(l->mha.heads, kv[at][0]);
             assert_int_equal(l->mha.kv_heads, kv[at++][1]);
         }
         assert_int_equal(at, 2);
         assert_int_equal(blocks, 2);
+        assert_int_equal(norms, gemma ? 6 : 0); /* Gemma 2's post norms in the first block */
     } else if (strstr(rel, "mha") || strstr(rel, "transformer")) {
         int mha = 0, blocks = 0;
         for (int i = 0; i < m.nlayers; i++) {
@@ -1507,6 +1515,22 @@ static void test_llama_gradcheck_cpu(void **state)
     graph_gradcheck(1, "tests/data/keras/graph/gradcheck_llama.json");
 }
 
+/* KerasHub's GemmaDecoderBlock as this program builds it (tests/data/keras/graph/
+ * gradcheck_gemma.json): two blocks, 4 query heads of head_dim 6 on 2 key heads with Gemma 2's
+ * post norms, and 2 on 1 (the (1 + scale) norms, the rotation, the gated GELU feed-forward):
+ * every parameter of every part, both kernel tables. */
+static void test_gemma_gradcheck_ref(void **state)
+{
+    (void)state;
+    graph_gradcheck(0, "tests/data/keras/graph/gradcheck_gemma.json");
+}
+
+static void test_gemma_gradcheck_cpu(void **state)
+{
+    (void)state;
+    graph_gradcheck(1, "tests/data/keras/graph/gradcheck_gemma.json");
+}
+
 /* The memory estimate counts what a MultiHeadAttention keeps for its backward: per example
  * its projections, the heads' outputs, their gradients, and the probabilities (heads x T x S
  * floats, the term that grows with the square of the context): 32 more examples cost at
@@ -1665,6 +1689,8 @@ int main(void)
         cmocka_unit_test(test_transformer_gradcheck_cpu),
         cmocka_unit_test(test_llama_gradcheck_ref),
         cmocka_unit_test(test_llama_gradcheck_cpu),
+        cmocka_unit_test(test_gemma_gradcheck_ref),
+        cmocka_unit_test(test_gemma_gradcheck_cpu),
         cmocka_unit_test(test_mha_memory),
         cmocka_unit_test(test_gradcheck_cpu),
         cmocka_unit_test(test_training),

@@ -113,6 +113,10 @@ static const struct {
      "test_llama_gradcheck_ref",
      "tests/data/keras/graph/gradcheck_llama.json",
      {NULL}},
+    {"tests/test_keras.c",
+     "test_gemma_gradcheck_ref",
+     "tests/data/keras/graph/gradcheck_gemma.json",
+     {NULL}},
 };
 
 /* Keras' aliases: {alias, the class Keras saves it as}. */

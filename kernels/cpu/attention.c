@@ -1,15 +1,18 @@
 /* MultiHeadAttention's core, the fast CPU twin (kernels/kernel_list.h: attn_fwd, attn_bwd): for
  * each example and head, the scores Q K^T, the products P V and the backward's four products are
  * sgemm calls on strided views of the projections (a head's rows are H dk apart), the masked
- * softmax and the scores' gradient the reference's rules (kernels/attention_rules.h), the softmax a
- * vectorized loop (an exp within 2 ulp of expf's, a product by the sum's reciprocal: within
- * float32 rounding of the reference's row). Under the causal mask a head's rows go in blocks
- * that multiply only the keys they can see (half the products of a full T x S). Examples x
- * heads are
- * spread over k's threads, each with one T x S matrix of k's scratch (MW_ATTN_WS_SLOTS of
- * them at most); without room for one, the reference runs. The backward spreads examples x key
- * heads: a grouped-query key head's dk and dv sum its query heads' terms, one head after
- * another. */
+ * softmax and the scores' gradient the reference's rules (kernels/attention_rules.h), both
+ * vectorized loops (kernels/cpu/vexp.h: an exp within 2 ulp of expf's, a product by the sum's
+ * reciprocal; the gradient's row sum in lanes: within float32 rounding of the reference's row;
+ * compiled for the machine's widest vectors, MW_WIDE_CLONES).
+ * Under the causal mask a head's rows go in blocks that multiply only the keys they can see
+ * (half the products of a full T x S), and a row's softmax runs over its visible keys only (the
+ * others are written 0). Examples x heads are spread over k's threads, each taking the next
+ * head when done (a head's results do not depend on the thread: a core shared with other work
+ * leaves no thread idle at the end), each with one T x S matrix of k's scratch
+ * (MW_ATTN_WS_SLOTS of them at most); without room for one, the reference runs. The backward
+ * spreads examples x key heads: a grouped-query key head's dk and dv sum its query heads' terms,
+ * one head after another. */
 #include "kernels/cpu/gemm.h"
 #include "kernels/twins.h"
 
@@ -28,36 +31,13 @@
  * regard to floating-point traps (nothing here enables them). */
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
-
-/* exp(x) for a softmax's exponents (x <= 0, the row's maximum subtracted): 2^n p(r),
- * n = round(x log2 e), r = x - n ln 2 in two parts, p Cephes' degree-7 polynomial of expf
- * (relative error below 2 ulp); below -87, where the result would be subnormal, 0 (at most
- * 1e-38 against the row's 1). Selects, no branches, so the loops around it vectorize. */
-static inline float exp_neg(float x)
-{
-    const float keep = x < -87.0f ? 0.0f : 1.0f;
-    x = x < -87.0f ? -87.0f : x;
-    const float big = 12582912.0f; /* 1.5 x 2^23: adding it rounds to an integer */
-    const float n = (x * 1.44269504088896341f + big) - big;
-    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } s;
-    s.i = ((int32_t)n + 127) * (1 << 23); /* 2^n: n >= -126 here */
-    return p * s.f * keep;
-}
+#include "kernels/cpu/vexp.h" /* inside: its functions inline only into code of its options */
 
 /* Row (i, t) of a head's scores: the masks added as the reference adds them, then the
- * softmax; 1 when the row is masked everywhere (att_empty_p). */
-static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
+ * softmax over the keys the row can see ([0, t] under the causal mask); the keys past them are
+ * masked, their exp 0 beside any open score, so they are written 0 without their exp (the sum
+ * gains only zeros). 1 when the row is masked everywhere (att_empty_p). */
+MW_WIDE_CLONES static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
 {
     const int S = g->S;
     const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
@@ -67,34 +47,47 @@ static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
     if (vids) {
         open = 0;
 #pragma omp simd reduction(+ : open)
-        for (int u = 0; u < S; u++) {
-            const int m = (u > lim) | (vids[u] == 0.0f);
+        for (int u = 0; u <= lim; u++) {
+            const int m = vids[u] == 0.0f;
             pr[u] = m ? MW_ATT_MASKED : pr[u];
             open += !m;
         }
-    } else {
-        for (int u = lim + 1; u < S; u++)
-            pr[u] = MW_ATT_MASKED;
     }
     if (open == 0) { /* masked everywhere: as the reference */
         for (int u = 0; u < S; u++)
             pr[u] = att_empty_p(g);
         return 1;
     }
+    const int c = lim + 1;
     float mx = pr[0], sum = 0.0f;
 #pragma omp simd reduction(max : mx)
-    for (int u = 1; u < S; u++)
+    for (int u = 1; u < c; u++)
         mx = pr[u] > mx ? pr[u] : mx;
 #pragma omp simd reduction(+ : sum)
-    for (int u = 0; u < S; u++) {
-        pr[u] = exp_neg(pr[u] - mx);
+    for (int u = 0; u < c; u++) {
+        pr[u] = mw_exp_neg(pr[u] - mx);
         sum += pr[u];
     }
     const float inv = 1.0f / sum;
 #pragma omp simd
-    for (int u = 0; u < S; u++)
+    for (int u = 0; u < c; u++)
         pr[u] *= inv;
+    if (c < S)
+        memset(pr + c, 0, (size_t)(S - c) * sizeof *pr);
     return 0;
+}
+
+/* Row t of a head's backward without dropout: pr (the probabilities, 0 past c) becomes the
+ * scores' gradient pr (dp - sum pr dp), dp = wr. */
+MW_WIDE_CLONES static void ds_row(float *restrict pr, const float *restrict wr, int c)
+{
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int u = 0; u < c; u++)
+        sum += pr[u] * wr[u];
+#pragma omp simd
+    for (int u = 0; u < c; u++)
+        pr[u] = pr[u] * (wr[u] - sum);
 }
 
 #pragma GCC pop_options
@@ -148,7 +141,7 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
     const int T = g->T, S = g->S, H = g->H, dk = g->dk, dv = g->dv, KH = att_kvh(g);
     const int blk = g->causal ? ATT_BLOCK : T;
     const long pairs = (long)n * H;
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
     for (long ih = 0; ih < pairs; ih++) {
         const int i = (int)(ih / H), h = (int)(ih % H);
         float *w = k->ws + (size_t)omp_get_thread_num() * T * S;
@@ -200,6 +193,10 @@ static void bwd_head(float *w, float *dq, float *dk, float *dv, float *p, const 
                 memset(pr, 0, (size_t)S * sizeof *pr);
                 continue;
             }
+            if (!(g->rate > 0.0f)) {
+                ds_row(pr, wr, c);
+                continue;
+            }
             for (int u = 0; u < c; u++) {
                 wr[u] *= att_drop(g, i, h, t, u);
                 sum += pr[u] * wr[u];
@@ -225,7 +222,7 @@ void mw_attn_bwd_cpu(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
     /* a key head's dk and dv sum over its group: one thread takes the group's heads in turn */
     const int KH = att_kvh(g), grp = att_group(g);
     const long pairs = (long)n * KH;
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
     for (long ij = 0; ij < pairs; ij++) {
         float *w = k->ws + (size_t)omp_get_thread_num() * g->T * g->S;
         const int i = (int)(ij / KH), j = (int)(ij % KH);

@@ -24,8 +24,8 @@ exported, Keras' logits of it equal to those of its own training within 1e-5.
     Embedding(mask_zero)'s, the pooling would average the steps that are not padding: the
     weights were then 1.43 from Keras'); -> the two TransformerDecoder -> Dense on each
     position: the blocks read it and keep it to the loss (control: the same).
-Refused, each one message: a ReversibleEmbedding called twice as Keras writes it (a second
-inbound node: its reverse call; KerasHub's task models: tests/keras/hub_models.py), a
+Refused, each one message: a ReversibleEmbedding called twice forward (a second inbound node
+that is not its reverse call, which tests/keras/hub_models.py trains), a
 TransformerDecoder with cross-attention, and a sequence longer than
 TokenAndPositionEmbedding's sequence_length.
 
@@ -99,13 +99,13 @@ def refusals(mw, work, data):
     keras.utils.set_random_seed(3)
     inp = keras.Input((E.T,), dtype="int32")
     rev = keras_hub.layers.ReversibleEmbedding(E.V, E.D, name="rev")
-    x = keras.layers.Dense(E.D)(keras.layers.GlobalAveragePooling1D()(rev(inp)))
-    m = keras.Model(inp, keras.layers.Dense(E.K)(rev(x, reverse=True)))
+    x = keras.layers.Add()([rev(inp), rev(inp)])
+    m = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
     enc = keras.layers.Embedding(E.V, E.D)(inp)
     x = keras_hub.layers.TransformerDecoder(16, 2, name="xdec")(enc, enc)
     cross = keras.Model(inp, keras.layers.Dense(E.K)(keras.layers.GlobalAveragePooling1D()(x)))
     for i, (what, model, subs) in enumerate([
-            ("a layer called twice (Keras' second inbound node)", m,
+            ("a layer called twice forward (Keras' second inbound node)", m,
              ["layer 'rev' (ReversibleEmbedding)", "expected one node (a layer called once)"]),
             ("a TransformerDecoder with cross-attention", cross,
              ["layer 'xdec' (TransformerDecoder)", "called on 2 tensors",

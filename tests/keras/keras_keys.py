@@ -29,6 +29,7 @@ import keras_hub
 from keras.src.applications.convnext import LayerScale, StochasticDepth
 from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 from keras_hub.src.models.gemma.rms_normalization import RMSNormalization as GemmaRMS
+from keras_hub.src.models.gemma.gemma_decoder_block import GemmaDecoderBlock
 from keras_hub.src.models.llama.llama_layernorm import LlamaLayerNorm
 from keras_hub.src.models.vit.vit_layers import (ViTEncoder, ViTEncoderBlock,
                                                  ViTPatchingAndEmbedding)
@@ -231,6 +232,7 @@ HOSTS = {
     "ViTEncoderBlock": lambda: tokens(ViTEncoderBlock(2, 8, 16, name="x")),
     "LlamaTransformerDecoder": lambda: tokens(llama_savable()(16, 4, num_key_value_heads=2,
                                                              name="x")),
+    "GemmaDecoderBlock": lambda: tokens(GemmaDecoderBlock(8, 16, 4, 2, 1, name="x")),
     # keras.applications' own layers
     "LayerScale": lambda: image(LayerScale(0.5, 1, name="x")),
     "StochasticDepth": lambda: image(StochasticDepth(0.0, name="x")),

@@ -30,6 +30,7 @@ typedef struct {
     char name[MW_KERAS_SUB_MAX + 160];
     const float *data;
     size_t count;
+    int swap01; /* data in the arena's order: see mw_keras_var.swap01 */
     int rank;
     json_int_t shape[4];
 } tensor;
@@ -55,6 +56,7 @@ static mw_status layer_tensors(const mw_model *m, int i, const float *params, te
         snprintf(t[j].name, sizeof t[j].name, "%s/%s", v[j].l->name, v[j].name);
         t[j].data = params + v[j].off;
         t[j].count = v[j].count;
+        t[j].swap01 = v[j].swap01;
         t[j].rank = v[j].rank;
         for (int d = 0; d < v[j].rank; d++)
             t[j].shape[d] = (json_int_t)v[j].shape[d];
@@ -142,6 +144,22 @@ static int write_floats(FILE *f, const float *x, size_t count)
     return 0;
 }
 
+/* t's floats in Keras' layout (a swap01 tensor reordered through a copy). */
+static mw_status write_tensor(FILE *f, const tensor *t, const char *path)
+{
+    float *tmp = t->swap01 ? malloc(t->count * sizeof *tmp) : NULL;
+    if (t->swap01 && !tmp)
+        return mw_err(MW_ENOMEM, "export %s: out of memory to reorder %s", path, t->name);
+    if (tmp)
+        mw_kvar_swap01(t->data, tmp, (long long)t->shape[1], (long long)t->shape[0], t->count);
+    const int rc = write_floats(f, tmp ? tmp : t->data, t->count);
+    free(tmp);
+    if (rc != 0)
+        return mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
+                      strerror(errno));
+    return MW_OK;
+}
+
 static mw_status write_body(FILE *f, const mw_model *m, const float *params, const char *hdr,
                             size_t hdr_nbytes, const char *path)
 {
@@ -155,9 +173,7 @@ static mw_status write_body(FILE *f, const mw_model *m, const float *params, con
         int nt;
         MW_TRY(layer_tensors(m, i, params, t, &nt, path));
         for (int j = 0; j < nt; j++)
-            if (write_floats(f, t[j].data, t[j].count) != 0)
-                return mw_err(MW_EIO, "export %s: cannot write it: %s (nothing was replaced)", path,
-                              strerror(errno));
+            MW_TRY(write_tensor(f, &t[j], path));
     }
     return MW_OK;
 }

@@ -20,6 +20,7 @@
 #include "common/strfmt.h"
 #include "worker/keras/keras_graph.h"
 #include "worker/keras/keras_hub.h"
+#include "worker/keras/keras_ops.h"
 #include "worker/keras/keras_read.h"
 #include "worker/model/kread.h"
 
@@ -96,6 +97,21 @@ static mw_status find_layers(const char *origin, const json_t *model, const json
     return MW_OK;
 }
 
+/* A Functional model's graph, its shared ReversibleEmbeddings split first (keras_ops.h). */
+static mw_status functional_graph(mw_kbuilder *B, const json_t *model, const json_t *conf,
+                                  const json_t *layers, const int shape[3], int nclasses)
+{
+    json_t *own = NULL;
+    MW_TRY(mw_keras_ops_unshare(B->origin, model, &own));
+    if (!own)
+        return mw_keras_build_graph(B, model, conf, layers, shape, nclasses);
+    mw_status rc = find_layers(B->origin, own, &conf, &layers);
+    if (rc == MW_OK)
+        rc = mw_keras_build_graph(B, own, conf, layers, shape, nclasses);
+    json_decref(own);
+    return rc;
+}
+
 static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, int nclasses)
 {
     const char *origin = B->origin;
@@ -114,7 +130,7 @@ static mw_status build(mw_kbuilder *B, const json_t *root, int h, int w, int c, 
     }
     MW_TRY(find_layers(origin, model, &conf, &layers));
     if (functional)
-        return mw_keras_build_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
+        return functional_graph(B, model, conf, layers, (const int[]){h, w, c}, nclasses);
     if (B->parts)
         return mw_keras_fail_at(origin, MW_EDATA,
                                 "the data hold %d named inputs (x_train.%s, ...), but a Sequential "

@@ -109,10 +109,11 @@ static int numpy_op(const json_t *e)
            (!strcmp(c, "Add") || !strcmp(c, "Multiply"));
 }
 
-/* KerasHub's decoder blocks, which take decoder_padding_mask. */
+/* KerasHub's decoder blocks, which take decoder_padding_mask (Gemma's: padding_mask). */
 static int decoder_block(const char *cls)
 {
-    return !strcmp(cls, "TransformerDecoder") || !strcmp(cls, "LlamaTransformerDecoder");
+    return !strcmp(cls, "TransformerDecoder") || !strcmp(cls, "LlamaTransformerDecoder") ||
+           !strcmp(cls, "GemmaDecoderBlock");
 }
 
 /* An operation's constant operand: a number (x * 0.5), or a scalar float32 tensor Keras writes
@@ -331,8 +332,20 @@ static mw_status mask_op(const mw_model *m, const mw_klayer *L, const knames *K,
  * decoder_padding_mask): a named input of the model may be one. */
 static int block_mask_arg(const char *cls, const char *key)
 {
+    const int gemma = cls && !strcmp(cls, "GemmaDecoderBlock");
     return cls && ((!strcmp(cls, "TransformerEncoder") && !strcmp(key, "padding_mask")) ||
-                   (decoder_block(cls) && !strcmp(key, "decoder_padding_mask")));
+                   (gemma && !strcmp(key, "padding_mask")) ||
+                   (decoder_block(cls) && !gemma && !strcmp(key, "decoder_padding_mask")));
+}
+
+/* 1 when v is a list of nulls: no mask for any input (Keras' mask of a call on several
+ * tensors, as a nested model's). */
+static int no_masks(const json_t *v)
+{
+    size_t i;
+    const json_t *x;
+    json_array_foreach(v, i, x) if (!json_is_null(x)) return 0;
+    return json_is_array(v);
 }
 
 /* Every call argument of a node that holds a tensor (mask, query_mask, ...) must be a mask
@@ -348,7 +361,7 @@ static mw_status check_mask_args(mw_kbuilder *B, const mw_klayer *L, const kname
     {
         const size_t n = strlen(key);
         if (!(json_is_object(v) || json_is_array(v)) ||
-            !(!strcmp(key, "mask") || (n > 5 && !strcmp(key + n - 5, "_mask"))))
+            !(!strcmp(key, "mask") || (n > 5 && !strcmp(key + n - 5, "_mask"))) || no_masks(v))
             continue; /* not a tensor (use_causal_mask: a flag) */
         const char *src = NULL;
         int idx = 0;
@@ -364,7 +377,7 @@ static mw_status check_mask_args(mw_kbuilder *B, const mw_klayer *L, const kname
                             "padding mask of Embedding(mask_zero=True), and a named input as "
                             "the padding_mask of KerasHub's TransformerEncoder "
                             "(decoder_padding_mask of TransformerDecoder and "
-                            "LlamaTransformerDecoder)",
+                            "LlamaTransformerDecoder, padding_mask of GemmaDecoderBlock)",
                             key, mw_kquote(q, src));
     }
     return MW_OK;

@@ -308,8 +308,15 @@ static mw_status read_var(hid_t vars, const access_lists *acc, int i, const mw_k
         goto done;
     }
     MW_TRY_GOTO(check_chunks(d, dims, rank, sizeof(float), where, origin), rc, done);
-    if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, params + v->off) < 0)
+    float *tmp = v->swap01 ? malloc(v->count * sizeof *tmp) : NULL; /* Keras' layout */
+    if (v->swap01 && !tmp)
+        rc = mw_err(MW_ENOMEM, "%s: %s: out of memory to reorder it", origin, where);
+    else if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                     tmp ? tmp : params + v->off) < 0)
         rc = mw_err(MW_EDATA, "%s: %s cannot be read (truncated or corrupt file)", origin, where);
+    else if (tmp)
+        mw_kvar_swap01(tmp, params + v->off, v->shape[0], v->shape[1], v->count);
+    free(tmp);
     for (size_t k = 0; rc == MW_OK && k < v->count; k++) /* no weight Keras saves is NaN */
         if (!isfinite(params[v->off + k]))
             rc = mw_err(MW_EDATA, "%s: %s: value %zu of %zu is %g (expected finite weights)",
@@ -568,6 +575,21 @@ static int put(hid_t vars, int i, hid_t file_type, hid_t mem_type, int rank, con
     return ok;
 }
 
+/* Variable v of the arena arena into dataset i of vars in Keras' layout (reordered through a
+ * copy for swap01); 1 when written. */
+static int put_var(hid_t vars, int i, hid_t file_type, const mw_keras_var *v, const float *arena)
+{
+    float *tmp = v->swap01 ? malloc(v->count * sizeof *tmp) : NULL;
+    if (v->swap01 && !tmp)
+        return 0;
+    if (tmp)
+        mw_kvar_swap01(arena + v->off, tmp, v->shape[1], v->shape[0], v->count);
+    const int ok =
+        put(vars, i, file_type, H5T_NATIVE_FLOAT, v->rank, v->shape, tmp ? tmp : arena + v->off);
+    free(tmp);
+    return ok;
+}
+
 /* /optimizer/vars: see mw_keras_optimizer. 1 when written. */
 static int write_optimizer(hid_t f, const mw_model *m, const mw_keras_optimizer *o)
 {
@@ -586,11 +608,9 @@ static int write_optimizer(hid_t f, const mw_model *m, const mw_keras_optimizer 
         for (int j = 0; j < nv && ok; j++) {
             if (!v[j].trainable)
                 continue;
-            ok = put(ov, next++, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
-                     o->slot1 + v[j].off);
+            ok = put_var(ov, next++, H5T_IEEE_F32LE, &v[j], o->slot1);
             if (ok && o->slot2)
-                ok = put(ov, next++, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, v[j].rank, v[j].shape,
-                         o->slot2 + v[j].off);
+                ok = put_var(ov, next++, H5T_IEEE_F32LE, &v[j], o->slot2);
         }
     }
     close_id(ov, H5Gclose);
@@ -657,8 +677,8 @@ static mw_status write_tree(hid_t f, const mw_model *m, const float *params,
             char path[400];
             snprintf(path, sizeof path, "%s%s%s/vars", key, v[j].sub[0] ? "/" : "", v[j].sub);
             hid_t g = H5Gopen2(layers, path, H5P_DEFAULT);
-            if (g < 0 || !put(g, v[j].idx, v[j].integer ? H5T_STD_I32LE : H5T_IEEE_F32LE,
-                              H5T_NATIVE_FLOAT, v[j].rank, v[j].shape, params + v[j].off))
+            if (g < 0 ||
+                !put_var(g, v[j].idx, v[j].integer ? H5T_STD_I32LE : H5T_IEEE_F32LE, &v[j], params))
                 rc = mw_err(MW_EINTERNAL, "%s: HDF5 cannot write layers/%s/%d", origin, path,
                             v[j].idx);
             close_id(g, H5Gclose);

@@ -5,12 +5,15 @@
  * classes with the same configs, called on the same tensors, in the same order. Keras numbers
  * the groups of .weights.h5 by class in that order, so the order is part of the format. The
  * graph goes through the Functional reader (keras_graph.c), so every layer's config is checked
- * there as in any model; here only the model's own arguments are, each against its table. */
+ * there as in any model; here only the model's own arguments are, each against its table.
+ * The entries are made of keras_hub_parts.h's pieces. */
 #include "worker/keras/keras_hub.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "worker/keras/keras_hub_parts.h"
 #include "worker/keras/keras_read.h"
 #include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
@@ -22,102 +25,6 @@ int mw_keras_hub_is(const json_t *model)
     return reg && !strncmp(reg, "keras_hub>", 10);
 }
 
-/* ---- pieces of a Functional config -------------------------------------------------------- */
-
-/* A reference to layer's output (its first node's first tensor). */
-static json_t *tensor(const char *layer)
-{
-    return json_pack("{s:s, s:{s:[s, i, i]}}", "class_name", "__keras_tensor__", "config",
-                     "keras_history", layer, 0, 0);
-}
-
-/* inbound_nodes of one call: args (stolen), kwargs (stolen; NULL: none). */
-static json_t *call(json_t *args, json_t *kwargs)
-{
-    return json_pack("[{s:o, s:o}]", "args", args, "kwargs", kwargs ? kwargs : json_object());
-}
-
-/* The call on one tensor, the output of layer. */
-static json_t *on(const char *layer)
-{
-    return call(json_pack("[o]", tensor(layer)), NULL);
-}
-
-/* A layer entry: Keras class cls (KerasHub's when hub), config (stolen) to which its name and
- * the model's dtype policy are added, and its nodes (stolen). 0 when out of memory. */
-static int add(json_t *layers, const char *cls, int hub, const char *name, json_t *config,
-               const json_t *dtype, json_t *nodes)
-{
-    char reg[96];
-    snprintf(reg, sizeof reg, "keras_hub>%s", cls);
-    json_t *e = config && nodes ? json_pack("{s:s, s:s, s:o, s:o}", "class_name", cls, "name", name,
-                                            "config", config, "inbound_nodes", nodes)
-                                : NULL;
-    if (!e) {
-        if (!config || !nodes) /* json_pack steals both, also when it fails */
-            json_decref(config), json_decref(nodes);
-        return 0;
-    }
-    if (hub)
-        json_object_set_new(e, "registered_name", json_string(reg));
-    json_object_set_new(config, "name", json_string(name));
-    if (dtype)
-        json_object_set(config, "dtype", (json_t *)dtype);
-    return json_array_append_new(layers, e) == 0;
-}
-
-/* The last entry's "module" (the rows that read a class from one module alone). */
-static int in_module(json_t *layers, const char *module)
-{
-    json_t *e = json_array_get(layers, json_array_size(layers) - 1);
-    return e && json_object_set_new(e, "module", json_string(module)) == 0;
-}
-
-/* An InputLayer of token ids (None, None). */
-static int input(json_t *layers, const char *name)
-{
-    json_t *e =
-        json_pack("{s:s, s:s, s:{s:s, s:[n, n], s:s}, s:[]}", "class_name", "InputLayer", "name",
-                  name, "config", "name", name, "batch_shape", "dtype", "int32", "inbound_nodes");
-    return e && json_array_append_new(layers, e) == 0;
-}
-
-/* A backbone's layer list ls when every entry was made (ok), else NULL (ls released). */
-static json_t *built(json_t *ls, int ok)
-{
-    if (ok)
-        return ls;
-    json_decref(ls);
-    return NULL;
-}
-
-/* keras.initializers.RandomNormal(0, stddev), as Keras writes it. */
-static json_t *normal(double stddev)
-{
-    return json_pack("{s:s, s:{s:f, s:f, s:n}}", "class_name", "RandomNormal", "config", "mean",
-                     0.0, "stddev", stddev, "seed");
-}
-
-/* keras.initializers.TruncatedNormal(0, stddev). */
-static json_t *truncated(double stddev)
-{
-    return json_pack("{s:s, s:{s:f, s:f, s:n}}", "class_name", "TruncatedNormal", "config", "mean",
-                     0.0, "stddev", stddev, "seed");
-}
-
-static json_t *layer_norm(double epsilon)
-{
-    return json_pack("{s:[i], s:f, s:b, s:b, s:b}", "axis", -1, "epsilon", epsilon, "center", 1,
-                     "scale", 1, "rms_scaling", 0);
-}
-
-/* KerasHub's gelu_approximate, as a .keras config names the function. */
-static json_t *gelu_approximate(void)
-{
-    return json_pack("{s:s, s:s}", "class_name", "function", "config",
-                     "keras_hub>gelu_approximate");
-}
-
 /* ---- the backbones ------------------------------------------------------------------------ */
 
 /* A backbone's arguments, read from its config against its table. */
@@ -126,9 +33,13 @@ typedef struct {
     int kv_heads, tie;                      /* Llama: num_key_value_heads, tie_word_embeddings */
     int image[3], patch[2], mlp;            /* ViT: image_shape, patch_size, mlp_dim */
     int mha_bias, mlp_bias, class_token;    /* ViT: use_mha_bias, use_mlp_bias, use_class_token */
+    int patch_bias;                         /* ViT: use_patch_bias */
     double att_dropout;                     /* ViT: attention_dropout */
     int pre_logits;                         /* ViTImageClassifier: intermediate_dim (0: none) */
+    int gap;                                /* its pooling: "gap" (1) or "token" (0) */
     double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
+    int head_dim, post_att, post_ffw;       /* Gemma: its use_post_attention_norm, _ffw_norm */
+    double soft_cap;                        /* Gemma: final_logit_soft_cap (0: none) */
     double dropout;
     const json_t *dtype;
     int classes;              /* a classifier task's num_classes */
@@ -177,15 +88,16 @@ static int blocks(json_t *ls, const hub_args *a, const char *cls, double eps,
     int ok = 1;
     for (int i = 0; ok && i < a->layers; i++) {
         snprintf(name, sizeof name, "transformer_layer_%d", i);
-        ok = add(ls, cls, 1, name,
-                 json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
-                           a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
-                           gelu_approximate(), "layer_norm_epsilon", eps, "kernel_initializer",
-                           init(0.02), "bias_initializer", "class_name", "Zeros", "config",
-                           "normalize_first", pre_norm),
-                 a->dtype,
-                 call(json_pack("[o]", tensor(prev)),
-                      json_pack("{s:o}", mask_arg, tensor("padding_mask"))));
+        ok = mw_khub_add(
+            ls, cls, 1, name,
+            json_pack("{s:i, s:i, s:f, s:o, s:f, s:o, s:{s:s, s:{}}, s:b}", "intermediate_dim",
+                      a->ff, "num_heads", a->heads, "dropout", a->dropout, "activation",
+                      mw_khub_gelu_approximate(), "layer_norm_epsilon", eps, "kernel_initializer",
+                      init(0.02), "bias_initializer", "class_name", "Zeros", "config",
+                      "normalize_first", pre_norm),
+            a->dtype,
+            mw_khub_call(json_pack("[o]", mw_khub_tensor(prev)),
+                         json_pack("{s:o}", mask_arg, mw_khub_tensor("padding_mask"))));
         snprintf(prev, 64, "%s", name);
     }
     return ok;
@@ -199,24 +111,29 @@ static json_t *gpt2_layers(const hub_args *a)
     json_t *ls = json_array();
     const json_t *dt = a->dtype;
     int ok =
-        ls && input(ls, "token_ids") &&
-        add(ls, "ReversibleEmbedding", 1, "token_embedding",
-            json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim", a->hidden,
-                      "embeddings_initializer", normal(0.01), "mask_zero", 0, "tie_weights", 1),
-            dt, on("token_ids")) &&
-        add(ls, "PositionEmbedding", 1, "position_embedding",
-            json_pack("{s:i, s:o}", "sequence_length", a->max_len, "initializer", normal(0.02)), dt,
-            on("token_embedding")) &&
-        add(ls, "Add", 0, "embeddings_add", json_object(), dt,
-            call(json_pack("[[o, o]]", tensor("token_embedding"), tensor("position_embedding")),
-                 NULL)) &&
-        add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout), dt,
-            on("embeddings_add")) &&
-        input(ls, "padding_mask");
+        ls && mw_khub_input(ls, "token_ids") &&
+        mw_khub_add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                    json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                              a->hidden, "embeddings_initializer", mw_khub_normal(0.01),
+                              "mask_zero", 0, "tie_weights", 1),
+                    dt, mw_khub_on("token_ids")) &&
+        mw_khub_add(ls, "PositionEmbedding", 1, "position_embedding",
+                    json_pack("{s:i, s:o}", "sequence_length", a->max_len, "initializer",
+                              mw_khub_normal(0.02)),
+                    dt, mw_khub_on("token_embedding")) &&
+        mw_khub_add(ls, "Add", 0, "embeddings_add", json_object(), dt,
+                    mw_khub_call(json_pack("[[o, o]]", mw_khub_tensor("token_embedding"),
+                                           mw_khub_tensor("position_embedding")),
+                                 NULL)) &&
+        mw_khub_add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout),
+                    dt, mw_khub_on("embeddings_add")) &&
+        mw_khub_input(ls, "padding_mask");
     char prev[64] = "embeddings_dropout";
-    ok = ok && blocks(ls, a, "TransformerDecoder", 1e-5, normal, 1, "decoder_padding_mask", prev);
-    ok = ok && add(ls, "LayerNormalization", 0, "layer_norm", layer_norm(1e-5), dt, on(prev));
-    return built(ls, ok);
+    ok = ok &&
+         blocks(ls, a, "TransformerDecoder", 1e-5, mw_khub_normal, 1, "decoder_padding_mask", prev);
+    ok = ok && mw_khub_add(ls, "LayerNormalization", 0, "layer_norm", mw_khub_layer_norm(1e-5), dt,
+                           mw_khub_on(prev));
+    return mw_khub_built(ls, ok);
 }
 
 static const mw_kkey bert_keys[] = {
@@ -237,7 +154,7 @@ static json_t *first_step(const char *layer)
 {
     json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
                             "start", "stop", "step");
-    return call(json_pack("[o, [O, i, o]]", tensor(layer), all, 0, all), NULL);
+    return mw_khub_call(json_pack("[o, [O, i, o]]", mw_khub_tensor(layer), all, 0, all), NULL);
 }
 
 /* BertBackbone: token (ReversibleEmbedding), position and segment embeddings added,
@@ -249,36 +166,41 @@ static json_t *bert_layers(const hub_args *a)
     json_t *ls = json_array();
     const json_t *dt = a->dtype;
     int ok =
-        ls && input(ls, "token_ids") &&
-        add(ls, "ReversibleEmbedding", 1, "token_embedding",
-            json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim", a->hidden,
-                      "embeddings_initializer", truncated(0.02), "mask_zero", 0, "tie_weights", 1),
-            dt, on("token_ids")) &&
-        input(ls, "segment_ids") &&
-        add(ls, "PositionEmbedding", 1, "position_embedding",
-            json_pack("{s:i, s:o}", "sequence_length", a->max_len, "initializer", truncated(0.02)),
-            dt, on("token_embedding")) &&
-        add(ls, "Embedding", 0, "segment_embedding",
-            json_pack("{s:i, s:i, s:o, s:b}", "input_dim", a->segments, "output_dim", a->hidden,
-                      "embeddings_initializer", truncated(0.02), "mask_zero", 0),
-            dt, on("segment_ids")) &&
-        add(ls, "Add", 0, "embeddings_add", json_object(), dt,
-            call(json_pack("[[o, o, o]]", tensor("token_embedding"), tensor("position_embedding"),
-                           tensor("segment_embedding")),
-                 NULL)) &&
-        add(ls, "LayerNormalization", 0, "embeddings_layer_norm", layer_norm(1e-12), dt,
-            on("embeddings_add")) &&
-        add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout), dt,
-            on("embeddings_layer_norm")) &&
-        input(ls, "padding_mask");
+        ls && mw_khub_input(ls, "token_ids") &&
+        mw_khub_add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                    json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                              a->hidden, "embeddings_initializer", mw_khub_truncated(0.02),
+                              "mask_zero", 0, "tie_weights", 1),
+                    dt, mw_khub_on("token_ids")) &&
+        mw_khub_input(ls, "segment_ids") &&
+        mw_khub_add(ls, "PositionEmbedding", 1, "position_embedding",
+                    json_pack("{s:i, s:o}", "sequence_length", a->max_len, "initializer",
+                              mw_khub_truncated(0.02)),
+                    dt, mw_khub_on("token_embedding")) &&
+        mw_khub_add(ls, "Embedding", 0, "segment_embedding",
+                    json_pack("{s:i, s:i, s:o, s:b}", "input_dim", a->segments, "output_dim",
+                              a->hidden, "embeddings_initializer", mw_khub_truncated(0.02),
+                              "mask_zero", 0),
+                    dt, mw_khub_on("segment_ids")) &&
+        mw_khub_add(ls, "Add", 0, "embeddings_add", json_object(), dt,
+                    mw_khub_call(json_pack("[[o, o, o]]", mw_khub_tensor("token_embedding"),
+                                           mw_khub_tensor("position_embedding"),
+                                           mw_khub_tensor("segment_embedding")),
+                                 NULL)) &&
+        mw_khub_add(ls, "LayerNormalization", 0, "embeddings_layer_norm", mw_khub_layer_norm(1e-12),
+                    dt, mw_khub_on("embeddings_add")) &&
+        mw_khub_add(ls, "Dropout", 0, "embeddings_dropout", json_pack("{s:f}", "rate", a->dropout),
+                    dt, mw_khub_on("embeddings_layer_norm")) &&
+        mw_khub_input(ls, "padding_mask");
     char prev[64] = "embeddings_dropout";
-    ok = ok && blocks(ls, a, "TransformerEncoder", 1e-12, truncated, 0, "padding_mask", prev);
-    ok = ok && add(ls, "GetItem", 0, "get_item", json_object(), dt, first_step(prev)) &&
-         add(ls, "Dense", 0, "pooled_dense",
-             json_pack("{s:i, s:s, s:b, s:o}", "units", a->hidden, "activation", "tanh", "use_bias",
-                       1, "kernel_initializer", truncated(0.02)),
-             dt, on("get_item"));
-    return built(ls, ok);
+    ok = ok &&
+         blocks(ls, a, "TransformerEncoder", 1e-12, mw_khub_truncated, 0, "padding_mask", prev);
+    ok = ok && mw_khub_add(ls, "GetItem", 0, "get_item", json_object(), dt, first_step(prev)) &&
+         mw_khub_add(ls, "Dense", 0, "pooled_dense",
+                     json_pack("{s:i, s:s, s:b, s:o}", "units", a->hidden, "activation", "tanh",
+                               "use_bias", 1, "kernel_initializer", mw_khub_truncated(0.02)),
+                     dt, mw_khub_on("get_item"));
+    return mw_khub_built(ls, ok);
 }
 
 static const mw_kkey llama_keys[] = {
@@ -300,15 +222,21 @@ static const mw_kkey llama_keys[] = {
     MW_KEND,
 };
 
-static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+/* The arguments Llama's and Gemma's backbones share. */
+static mw_status gqa_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 {
-    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
     MW_TRY(mw_kget_int(L, cfg, "vocabulary_size", 0, 1, 1, 1 << 24, &a->vocab));
     MW_TRY(mw_kget_int(L, cfg, "num_layers", 0, 1, 1, 256, &a->layers));
     MW_TRY(mw_kget_int(L, cfg, "num_query_heads", 0, 1, 1, 1024, &a->heads));
     MW_TRY(mw_kget_int(L, cfg, "num_key_value_heads", 0, 1, 1, 1024, &a->kv_heads));
     MW_TRY(mw_kget_int(L, cfg, "hidden_dim", 0, 1, 1, MW_KMAX_DIM, &a->hidden));
-    MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff));
+    return mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->ff);
+}
+
+static mw_status llama_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "LlamaBackbone", cfg, llama_keys, 1));
+    MW_TRY(gqa_args(L, cfg, a));
     MW_TRY(mw_kget_num(L, "", cfg, "rope_max_wavelength", 10000.0, &a->wavelength));
     MW_TRY(mw_kget_num(L, "", cfg, "rope_position_scaling_factor", 1.0, &a->rope_scale));
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
@@ -325,35 +253,134 @@ static json_t *llama_layers(const hub_args *a)
 {
     json_t *ls = json_array();
     const json_t *dt = a->dtype;
-    int ok = ls && input(ls, "token_ids") &&
-             add(ls, "ReversibleEmbedding", 1, "token_embedding",
-                 json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
-                           a->hidden, "embeddings_initializer", normal(0.01), "mask_zero", 0,
-                           "tie_weights", a->tie),
-                 dt, on("token_ids")) &&
-             input(ls, "padding_mask");
+    int ok = ls && mw_khub_input(ls, "token_ids") &&
+             mw_khub_add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                         json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                                   a->hidden, "embeddings_initializer", mw_khub_normal(0.01),
+                                   "mask_zero", 0, "tie_weights", a->tie),
+                         dt, mw_khub_on("token_ids")) &&
+             mw_khub_input(ls, "padding_mask");
     char prev[64] = "token_embedding", name[64];
     for (int i = 0; ok && i < a->layers; i++) {
         snprintf(name, sizeof name, "transformer_layer_%d", i);
-        ok = add(ls, "LlamaTransformerDecoder", 0, name,
-                 json_pack("{s:i, s:i, s:i, s:f, s:f, s:n, s:n, s:n, s:s, s:f, s:o, s:f}",
-                           "intermediate_dim", a->ff, "num_query_heads", a->heads,
-                           "num_key_value_heads", a->kv_heads, "rope_max_wavelength", a->wavelength,
-                           "rope_scaling_factor", a->rope_scale, "rope_low_freq_factor",
-                           "rope_high_freq_factor", "rope_pretraining_sequence_length",
-                           "activation", "silu", "layer_norm_epsilon", a->epsilon,
-                           "kernel_initializer", normal(0.02), "dropout", a->dropout),
-                 dt,
-                 call(json_pack("[o]", tensor(prev)),
-                      json_pack("{s:o}", "decoder_padding_mask", tensor("padding_mask")))) &&
-             in_module(ls, "keras_hub.src.models.llama.llama_decoder");
+        ok = mw_khub_add(ls, "LlamaTransformerDecoder", 0, name,
+                         json_pack("{s:i, s:i, s:i, s:f, s:f, s:n, s:n, s:n, s:s, s:f, s:o, s:f}",
+                                   "intermediate_dim", a->ff, "num_query_heads", a->heads,
+                                   "num_key_value_heads", a->kv_heads, "rope_max_wavelength",
+                                   a->wavelength, "rope_scaling_factor", a->rope_scale,
+                                   "rope_low_freq_factor", "rope_high_freq_factor",
+                                   "rope_pretraining_sequence_length", "activation", "silu",
+                                   "layer_norm_epsilon", a->epsilon, "kernel_initializer",
+                                   mw_khub_normal(0.02), "dropout", a->dropout),
+                         dt,
+                         mw_khub_call(json_pack("[o]", mw_khub_tensor(prev)),
+                                      json_pack("{s:o}", "decoder_padding_mask",
+                                                mw_khub_tensor("padding_mask")))) &&
+             mw_khub_in_module(ls, "keras_hub.src.models.llama.llama_decoder");
         snprintf(prev, sizeof prev, "%s", name);
     }
     ok = ok &&
-         add(ls, "LlamaLayerNorm", 0, "sequence_output_layernorm",
-             json_pack("{s:f}", "epsilon", a->epsilon), dt, on(prev)) &&
-         in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
-    return built(ls, ok);
+         mw_khub_add(ls, "LlamaLayerNorm", 0, "sequence_output_layernorm",
+                     json_pack("{s:f}", "epsilon", a->epsilon), dt, mw_khub_on(prev)) &&
+         mw_khub_in_module(ls, "keras_hub.src.models.llama.llama_layernorm");
+    return mw_khub_built(ls, ok);
+}
+
+static const mw_kkey gemma_keys[] = {
+    MW_KREAD("vocabulary_size"),
+    MW_KREAD("num_layers"),
+    MW_KREAD("num_query_heads"),
+    MW_KREAD("num_key_value_heads"),
+    MW_KREAD("hidden_dim"),
+    MW_KREAD("intermediate_dim"),
+    MW_KREAD("head_dim"),
+    MW_KREAD("layer_norm_epsilon"),
+    MW_KDEF("dropout", "0|0.0", "dropout in the decoder blocks"),
+    MW_KIGN("query_head_dim_normalize",
+            "GemmaDecoderBlock passes True to its attention whatever it holds (KerasHub 0.32)"),
+    MW_KREAD("use_post_ffw_norm"),
+    MW_KREAD("use_post_attention_norm"),
+    MW_KREAD("final_logit_soft_cap"),
+    MW_KDEF("attention_logit_soft_cap", "null", "Gemma 2's soft-capped attention scores (tanh)"),
+    MW_KDEF("use_sliding_window_attention", "false", "Gemma 2's sliding-window attention"),
+    MW_KIGN("sliding_window_size", "read by the sliding-window attention alone"),
+    MW_KEND,
+};
+
+static mw_status gemma_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
+{
+    MW_TRY(mw_kcheck_keys(L->origin, L->where, "GemmaBackbone", cfg, gemma_keys, 1));
+    MW_TRY(gqa_args(L, cfg, a));
+    MW_TRY(mw_kget_int(L, cfg, "head_dim", 0, 1, 1, MW_KMAX_DIM, &a->head_dim));
+    MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
+    MW_TRY(mw_kget_bool(L, cfg, "use_post_ffw_norm", 0, &a->post_ffw));
+    MW_TRY(mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &a->post_att));
+    const json_t *cap = json_object_get(cfg, "final_logit_soft_cap");
+    if (!cap || json_is_null(cap))
+        return MW_OK;
+    MW_TRY(mw_kget_num(L, "", cfg, "final_logit_soft_cap", 0.0, &a->soft_cap));
+    if (!(a->soft_cap > 0.0 && a->soft_cap < 1e30))
+        return mw_kfail(L, MW_EMODEL, "final_logit_soft_cap %g: expected null or a number > 0",
+                        a->soft_cap);
+    return MW_OK;
+}
+
+/* layer's output times the float32 scalar v (Keras writes it as __tensor__): a Multiply
+ * operation named name (GemmaBackbone's x * ops.cast(ops.sqrt(hidden_dim), x.dtype)). */
+static int times(json_t *ls, const char *name, const char *layer, float v)
+{
+    json_t *e = json_pack(
+        "{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy", "class_name",
+        "Multiply", "config", "name", name, "registered_name", "Multiply", "name", name,
+        "inbound_nodes",
+        mw_khub_call(json_pack("[o, {s:s, s:{s:f, s:s}}]", mw_khub_tensor(layer), "class_name",
+                               "__tensor__", "config", "value", (double)v, "dtype", "float32"),
+                     NULL));
+    return e && json_array_append_new(ls, e) == 0;
+}
+
+/* GemmaBackbone: the tied token embedding times sqrt(hidden_dim), num_layers GemmaDecoderBlocks
+ * given the padding mask, a final RMSNormalization (Gemma's: (1 + scale)). The two Gemma
+ * classes are not registered under keras_hub>: each entry names its module. */
+static json_t *gemma_layers(const hub_args *a)
+{
+    json_t *ls = json_array();
+    const json_t *dt = a->dtype;
+    json_t *init =
+        json_pack("{s:s, s:{s:f, s:s, s:s, s:n}}", "class_name", "VarianceScaling", "config",
+                  "scale", 1.0, "mode", "fan_in", "distribution", "untruncated_normal", "seed");
+    int ok = ls && mw_khub_input(ls, "token_ids") &&
+             mw_khub_add(ls, "ReversibleEmbedding", 1, "token_embedding",
+                         json_pack("{s:i, s:i, s:o, s:b, s:b}", "input_dim", a->vocab, "output_dim",
+                                   a->hidden, "embeddings_initializer", init, "mask_zero", 0,
+                                   "tie_weights", 1),
+                         dt, mw_khub_on("token_ids")) &&
+             mw_khub_input(ls, "padding_mask") &&
+             times(ls, "multiply", "token_embedding", sqrtf((float)a->hidden));
+    char prev[64] = "multiply", name[64];
+    for (int i = 0; ok && i < a->layers; i++) {
+        snprintf(name, sizeof name, "decoder_block_%d", i);
+        ok =
+            mw_khub_add(
+                ls, "GemmaDecoderBlock", 0, name,
+                json_pack("{s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:b, s:n, s:b, s:i, s:b}",
+                          "hidden_dim", a->hidden, "intermediate_dim", a->ff, "head_dim",
+                          a->head_dim, "num_query_heads", a->heads, "num_key_value_heads",
+                          a->kv_heads, "layer_norm_epsilon", a->epsilon, "dropout", 0,
+                          "use_post_ffw_norm", a->post_ffw, "use_post_attention_norm", a->post_att,
+                          "logit_soft_cap", "use_sliding_window_attention", 0,
+                          "sliding_window_size", 4096, "query_head_dim_normalize", 1),
+                dt,
+                mw_khub_call(json_pack("[o]", mw_khub_tensor(prev)),
+                             json_pack("{s:o}", "padding_mask", mw_khub_tensor("padding_mask")))) &&
+            mw_khub_in_module(ls, "keras_hub.src.models.gemma.gemma_decoder_block");
+        snprintf(prev, sizeof prev, "%s", name);
+    }
+    ok = ok &&
+         mw_khub_add(ls, "RMSNormalization", 0, "final_normalization",
+                     json_pack("{s:f}", "epsilon", a->epsilon), dt, mw_khub_on(prev)) &&
+         mw_khub_in_module(ls, "keras_hub.src.models.gemma.rms_normalization");
+    return mw_khub_built(ls, ok);
 }
 
 static const mw_kkey vit_keys[] = {
@@ -369,7 +396,7 @@ static const mw_kkey vit_keys[] = {
     MW_KREAD("use_mha_bias"),
     MW_KREAD("use_mlp_bias"),
     MW_KREAD("use_class_token"),
-    MW_KDEF("use_patch_bias", "true", "a patching convolution without bias"),
+    MW_KREAD("use_patch_bias"),
     MW_KDEF("data_format", "null|\"channels_last\"", "channels-first images"),
     MW_KEND,
 };
@@ -411,6 +438,7 @@ static mw_status vit_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
     MW_TRY(mw_kget_bool(L, cfg, "use_mha_bias", 1, &a->mha_bias));
     MW_TRY(mw_kget_bool(L, cfg, "use_mlp_bias", 1, &a->mlp_bias));
+    MW_TRY(mw_kget_bool(L, cfg, "use_patch_bias", 1, &a->patch_bias));
     return mw_kget_bool(L, cfg, "use_class_token", 1, &a->class_token);
 }
 
@@ -427,22 +455,23 @@ static json_t *vit_layers(const hub_args *a)
                   a->image[1], a->image[2], "dtype", "float32", "inbound_nodes");
     int ok =
         ls && img && json_array_append_new(ls, img) == 0 &&
-        add(ls, "ViTPatchingAndEmbedding", 0, "vit_patching_and_embedding",
-            json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b}", "image_size", a->image[0],
-                      a->image[1], "patch_size", a->patch[0], a->patch[1], "hidden_dim", a->hidden,
-                      "num_channels", a->image[2], "num_patches", patches, "num_positions",
-                      patches + (a->class_token ? 1 : 0), "use_class_token", a->class_token),
-            a->dtype, on("images")) &&
-        in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
-        add(ls, "ViTEncoder", 0, "vit_encoder",
-            json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers", a->layers,
-                      "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim", a->mlp,
-                      "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias, "dropout_rate",
-                      a->dropout, "attention_dropout", a->att_dropout, "layer_norm_epsilon",
-                      a->epsilon),
-            a->dtype, on("vit_patching_and_embedding")) &&
-        in_module(ls, "keras_hub.src.models.vit.vit_layers");
-    return built(ls, ok);
+        mw_khub_add(ls, "ViTPatchingAndEmbedding", 0, "vit_patching_and_embedding",
+                    json_pack("{s:[i, i], s:[i, i], s:i, s:i, s:i, s:i, s:b, s:b}", "image_size",
+                              a->image[0], a->image[1], "patch_size", a->patch[0], a->patch[1],
+                              "hidden_dim", a->hidden, "num_channels", a->image[2], "num_patches",
+                              patches, "num_positions", patches + (a->class_token ? 1 : 0),
+                              "use_class_token", a->class_token, "use_patch_bias", a->patch_bias),
+                    a->dtype, mw_khub_on("images")) &&
+        mw_khub_in_module(ls, "keras_hub.src.models.vit.vit_layers") &&
+        mw_khub_add(ls, "ViTEncoder", 0, "vit_encoder",
+                    json_pack("{s:i, s:i, s:i, s:i, s:b, s:b, s:f, s:f, s:f}", "num_layers",
+                              a->layers, "num_heads", a->heads, "hidden_dim", a->hidden, "mlp_dim",
+                              a->mlp, "use_mha_bias", a->mha_bias, "use_mlp_bias", a->mlp_bias,
+                              "dropout_rate", a->dropout, "attention_dropout", a->att_dropout,
+                              "layer_norm_epsilon", a->epsilon),
+                    a->dtype, mw_khub_on("vit_patching_and_embedding")) &&
+        mw_khub_in_module(ls, "keras_hub.src.models.vit.vit_layers");
+    return mw_khub_built(ls, ok);
 }
 
 /* ---- the task models ---------------------------------------------------------------------- */
@@ -452,12 +481,30 @@ static json_t *vit_layers(const hub_args *a)
 static int lm_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
 {
     (void)a;
-    json_t *rev = json_pack("{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding",
-                            "registered_name", "keras_hub>ReversibleEmbedding", "name",
-                            "token_embedding", "config", "name", "token_embedding", "inbound_nodes",
-                            call(json_pack("[o]", tensor(bb)), json_pack("{s:b}", "reverse", 1)));
+    json_t *rev = json_pack(
+        "{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding", "registered_name",
+        "keras_hub>ReversibleEmbedding", "name", "token_embedding", "config", "name",
+        "token_embedding", "inbound_nodes",
+        mw_khub_call(json_pack("[o]", mw_khub_tensor(bb)), json_pack("{s:b}", "reverse", 1)));
     *out = "token_embedding";
     return rev && json_array_append_new(ls, rev) == 0;
+}
+
+/* GemmaCausalLM's head: the reverse call, then with final_logit_soft_cap c the logits
+ * tanh(x / c) * c (ReversibleEmbedding's logit_soft_cap) as x times 1 / c (float32: within an
+ * ulp of Keras' division), an Activation(tanh) and a product by c. */
+static int gemma_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
+    if (!lm_head(ls, bb, a, out))
+        return 0;
+    if (!(a->soft_cap > 0.0))
+        return 1;
+    *out = "soft_cap";
+    return times(ls, "soft_cap_scaled", "token_embedding", (float)(1.0 / a->soft_cap)) &&
+           mw_khub_add(ls, "Activation", 0, "soft_cap_tanh",
+                       json_pack("{s:s}", "activation", "tanh"), a->dtype,
+                       mw_khub_on("soft_cap_scaled")) &&
+           times(ls, "soft_cap", "soft_cap_tanh", (float)a->soft_cap);
 }
 
 /* A text classifier's head: Dropout and Dense(num_classes, activation) on the pooled output. */
@@ -465,38 +512,55 @@ static int classifier_head(json_t *ls, const char *bb, const hub_args *a, const 
 {
     *out = "logits";
     json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_string("linear");
-    return add(ls, "Dropout", 0, "classifier_dropout", json_pack("{s:f}", "rate", a->head_dropout),
-               a->dtype, on(bb)) &&
-           add(ls, "Dense", 0, "logits",
-               json_pack("{s:i, s:o, s:b, s:o}", "units", a->classes, "activation", act, "use_bias",
-                         1, "kernel_initializer", truncated(0.02)),
-               a->dtype, on("classifier_dropout"));
+    return mw_khub_add(ls, "Dropout", 0, "classifier_dropout",
+                       json_pack("{s:f}", "rate", a->head_dropout), a->dtype, mw_khub_on(bb)) &&
+           mw_khub_add(ls, "Dense", 0, "logits",
+                       json_pack("{s:i, s:o, s:b, s:o}", "units", a->classes, "activation", act,
+                                 "use_bias", 1, "kernel_initializer", mw_khub_truncated(0.02)),
+                       a->dtype, mw_khub_on("classifier_dropout"));
 }
 
-/* ViTImageClassifier's head: the class token's features (pooling "token": x[:, 0]), the
- * optional Dense(intermediate_dim, tanh) pre_logits, Dropout, Dense(num_classes). */
-static int vit_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+/* ViT's pooling: the class token's features (pooling "token": x[:, 0], Keras' GetItem) or
+ * the mean over every position, the class token's too ("gap": ops.mean(x, axis=[1]), Keras'
+ * Mean operation, which writes no dtype). */
+static int vit_pool(json_t *ls, const char *bb, const hub_args *a, const char **prev)
 {
+    if (a->gap) {
+        *prev = "mean";
+        return mw_khub_add(ls, "Mean", 0, "mean",
+                           json_pack("{s:[i], s:b}", "axis", 1, "keepdims", 0), NULL,
+                           mw_khub_on(bb)) &&
+               mw_khub_in_module(ls, "keras.src.ops.numpy");
+    }
     json_t *all = json_pack("{s:s, s:{s:n, s:n, s:n}}", "class_name", "__slice__", "config",
                             "start", "stop", "step");
+    *prev = "get_item";
+    return mw_khub_add(ls, "GetItem", 0, "get_item", json_object(), a->dtype,
+                       mw_khub_call(json_pack("[o, [o, i]]", mw_khub_tensor(bb), all, 0), NULL));
+}
+
+/* ViTImageClassifier's head: the pooled features, the optional Dense(intermediate_dim, tanh)
+ * pre_logits, Dropout, Dense(num_classes). */
+static int vit_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
+{
     json_t *act = a->activation ? json_incref((json_t *)a->activation) : json_null();
     *out = "predictions";
-    int ok = add(ls, "GetItem", 0, "get_item", json_object(), a->dtype,
-                 call(json_pack("[o, [o, i]]", tensor(bb), all, 0), NULL));
-    const char *prev = "get_item";
+    const char *prev = NULL;
+    int ok = vit_pool(ls, bb, a, &prev);
     if (ok && a->pre_logits) {
-        ok = add(ls, "Dense", 0, "pre_logits",
-                 json_pack("{s:i, s:s, s:b}", "units", a->pre_logits, "activation", "tanh",
-                           "use_bias", 1),
-                 a->dtype, on(prev));
+        ok = mw_khub_add(ls, "Dense", 0, "pre_logits",
+                         json_pack("{s:i, s:s, s:b}", "units", a->pre_logits, "activation", "tanh",
+                                   "use_bias", 1),
+                         a->dtype, mw_khub_on(prev));
         prev = "pre_logits";
     }
     ok = ok &&
-         add(ls, "Dropout", 0, "output_dropout", json_pack("{s:f}", "rate", a->head_dropout),
-             a->dtype, on(prev)) &&
-         add(ls, "Dense", 0, "predictions",
+         mw_khub_add(ls, "Dropout", 0, "output_dropout",
+                     json_pack("{s:f}", "rate", a->head_dropout), a->dtype, mw_khub_on(prev)) &&
+         mw_khub_add(
+             ls, "Dense", 0, "predictions",
              json_pack("{s:i, s:o, s:b}", "units", a->classes, "activation", act, "use_bias", 1),
-             a->dtype, on("output_dropout"));
+             a->dtype, mw_khub_on("output_dropout"));
     if (!ok)
         json_decref(act);
     return ok;
@@ -506,7 +570,7 @@ static const mw_kkey vit_task_keys[] = {
     MW_KREAD("backbone"),
     MW_KIGN("preprocessor", "the image converter runs in Python: the data are its output"),
     MW_KREAD("num_classes"),
-    MW_KDEF("pooling", "\"token\"", "pooling over every position (\"gap\")"),
+    MW_KREAD("pooling"),
     MW_KREAD("intermediate_dim"),
     MW_KREAD("activation"),
     MW_KREAD("dropout"),
@@ -548,6 +612,15 @@ static mw_status classifier_args(const mw_klayer *L, const json_t *cfg, hub_args
 static mw_status vit_task_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
 {
     MW_TRY(classifier_args(L, cfg, a));
+    const json_t *pool = json_object_get(cfg, "pooling");
+    const char *p = json_string_value(pool);
+    mw_kdbuf d;
+    if (pool && !(p && (!strcmp(p, "token") || !strcmp(p, "gap"))))
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "pooling: found %s; supported: \"token\" (the class token's features) "
+                        "or \"gap\" (the mean over every position)",
+                        mw_kdescribe(d, pool));
+    a->gap = p && !strcmp(p, "gap");
     const json_t *im = json_object_get(cfg, "intermediate_dim");
     if (im && !json_is_null(im))
         MW_TRY(mw_kget_int(L, cfg, "intermediate_dim", 0, 1, 1, MW_KMAX_DIM, &a->pre_logits));
@@ -576,6 +649,8 @@ static const hub_model models[] = {
      "pooled_dense", classifier_keys, classifier_args, classifier_head},
     {"LlamaCausalLM", "LlamaBackbone", "llama_backbone", llama_args, llama_layers, token_inputs,
      "sequence_output_layernorm", lm_keys, NULL, lm_head},
+    {"GemmaCausalLM", "GemmaBackbone", "gemma_backbone", gemma_args, gemma_layers, token_inputs,
+     "final_normalization", lm_keys, NULL, gemma_head},
     {"ViTImageClassifier", "ViTBackbone", "vi_t_backbone", vit_args, vit_layers, image_inputs,
      "vit_encoder", vit_task_keys, vit_task_args, vit_head},
 };
@@ -599,7 +674,7 @@ static json_t *task_model(const hub_model *hm, const hub_args *a, const char *ta
     json_t *ins = json_array(), *refs = json_array(), *ls = json_array();
     for (int k = 0; hm->inputs[k] && ls && ins && refs; k++) {
         json_array_append_new(ins, json_pack("[s, i, i]", hm->inputs[k], 0, 0));
-        json_array_append_new(refs, tensor(hm->inputs[k]));
+        json_array_append_new(refs, mw_khub_tensor(hm->inputs[k]));
         json_t *own = NULL; /* the task's InputLayer: the backbone's own, copied */
         for (size_t j = 0; j < json_array_size(bb_layers) && !own; j++) {
             const json_t *e = json_array_get(bb_layers, j);
@@ -613,7 +688,7 @@ static json_t *task_model(const hub_model *hm, const hub_args *a, const char *ta
     json_t *bb = json_pack("{s:s, s:s, s:{s:s, s:o, s:O, s:[[s, i, i]]}, s:o}", "class_name",
                            "Functional", "name", bb_name, "config", "name", bb_name, "layers",
                            bb_layers, "input_layers", ins, "output_layers", hm->output, 0, 0,
-                           "inbound_nodes", call(json_pack("[O]", refs), NULL));
+                           "inbound_nodes", mw_khub_call(json_pack("[O]", refs), NULL));
     json_t *out = NULL;
     const char *last = NULL;
     if (ls && bb && json_array_append_new(ls, bb) == 0 && hm->head(ls, bb_name, a, &last))

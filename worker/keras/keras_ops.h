@@ -19,5 +19,12 @@ const json_t *mw_keras_op_input(const json_t *e);
  * naming the entry for a call or an index this program does not compute. */
 mw_status mw_keras_op_add(mw_kbuilder *B, const mw_klayer *L, const char *cls, const json_t *e,
                           int in, const char *name);
+/* A ReversibleEmbedding called twice (emb(ids), then emb(h, reverse=True)), which Keras
+ * writes as one entry of two inbound nodes, in the form the reader takes: the second call an
+ * entry of its own of the same name after the layer it reads, read as node 0 by the layers
+ * and outputs after it (in nested Functionals too). *out: the rewritten copy of model, or
+ * NULL when it holds none; one message when a layer after the reverse call reads the first
+ * call's output. */
+mw_status mw_keras_ops_unshare(const char *origin, const json_t *model, json_t **out);
 
 #endif

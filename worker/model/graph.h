@@ -85,6 +85,9 @@ typedef struct {
     int rope;           /* the projected query and key rotated per head (mw_layer.rope, width
                            key_dim) before they attend: KerasHub's LlamaAttention */
     int llama;          /* KerasHub's LlamaAttention: its sublayers' names in .weights.h5 */
+    int gemma;          /* KerasHub's CachedGemmaAttention (with llama): its sublayers' names,
+                           its query, key and value kernels heads-first in Keras ((H, D, dk):
+                           mw_keras_var.swap01), a query step with every key masked 0 */
 } mw_mha;
 
 /* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated

@@ -38,6 +38,10 @@ typedef struct {
     int trainable; /* 1: in model.trainable_variables, so the optimizer has slots for it */
     int integer;   /* an integer Keras keeps (Normalization's count, int32 under JAX): one float
                       in the arena, read from any integer type, written as int32 */
+    int swap01;    /* 1: the arena holds it with its first two axes swapped, (shape[1], shape[0],
+                      shape[2..]), where Keras has shape (Gemma's query kernel (H, D, head_dim),
+                      kept (D, H, head_dim) as every attention's): every file's reader and
+                      writer reorders with mw_kvar_swap01 */
 } mw_keras_var;
 
 /* Appends variable name (the layer's own: sub "", idx its place, trainable) at arena offset off,
@@ -46,5 +50,10 @@ typedef struct {
  * Raise MW_KERAS_MAX_VARS if a row needs more. */
 mw_keras_var *mw_kvar_add(mw_keras_var *v, int *nv, const char *name, size_t off, size_t count,
                           int rank, long long d0, long long d1, long long d2, long long d3);
+
+/* count floats of src, laid out (d0, d1, rest), into dst laid out (d1, d0, rest) (dst is not
+ * src): a variable of swap01 from the arena to Keras' layout is (shape[1], shape[0]), back
+ * (shape[0], shape[1]). */
+void mw_kvar_swap01(const float *src, float *dst, long long d0, long long d1, size_t count);
 
 #endif

@@ -35,6 +35,7 @@
     X(MHA, mha)             /* MultiHeadAttention (mha; inputs query, value and maybe key) */      \
     R(transformer)          /* KerasHub's TransformerEncoder, TransformerDecoder */                \
     R(llama)                /* KerasHub's LlamaTransformerDecoder (layers/llama.c) */              \
+    R(gemma)                /* KerasHub's GemmaDecoderBlock (layers/gemma.c) */                    \
     X(CLSTOKEN, clstoken)   /* a learned row before a sequence's steps (ViT's class token) */      \
     R(vit)                  /* KerasHub's ViTPatchingAndEmbedding, ViTEncoder (layers/vit.c) */    \
     X(POSEMB, posemb)       /* KerasHub's PositionEmbedding: a table's first T rows */             \

@@ -120,6 +120,12 @@ static mw_status plan_layer(mw_model *m, int i, unsigned char *at, unsigned char
                       "layer '%s' (%s): a padding mask given as a tensor ('%s') and the padding "
                       "mask of %s(mask_zero=True) on its input; supported: one of them",
                       l->name, l->cls, mw_model_producer_name(m, l->mha.kmask - 1), mask_maker(m));
+    if (rule == MW_MASK_ATTEND && l->mha.gemma && l->masked) /* Keras' call has no mask */
+        return mw_err(MW_EUNSUPPORTED,
+                      "layer '%s' (%s) gets the padding mask of %s(mask_zero=True), which "
+                      "KerasHub's GemmaDecoderBlock drops; supported: its padding_mask argument "
+                      "(a named input)",
+                      l->name, l->cls, mask_maker(m));
     if (!l->masked || rule != MW_MASK_REFUSE)
         return MW_OK;
     l->masked = 0;

@@ -195,7 +195,7 @@ static void carve(const mw_layer_call *c, views *V)
                 : (l->masked & 6) ? act[c->m->mask_t]
                                   : NULL,
         /* Keras 3.15: its fused attention without dropout, its Softmax(mask) with it */
-        .empty_uniform = !(l->rate > 0.0f),
+        .empty_uniform = !(l->rate > 0.0f) && !l->mha.gemma, /* Gemma wipes such a step */
         .rate = c->ws->training ? l->rate : 0.0f,
         .seed = c->ws->dropout_seed,
         .stream = (uint64_t)c->i,
@@ -283,6 +283,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
     return mw_diff_dims(d, n, "num_heads", &a->heads, &b->heads, 1) ||
            mw_diff_dims(d, n, "num_key_value_heads", &a->kv_heads, &b->kv_heads, 1) ||
            mw_diff_flag(d, n, "rotary embedding", a->rope, b->rope) ||
+           mw_diff_flag(d, n, "Gemma's attention", a->gemma, b->gemma) ||
            mw_diff_real(d, n, "rope_max_wavelength", x->rope.max_wavelength,
                         y->rope.max_wavelength) ||
            mw_diff_dims(d, n, "key_dim", &a->key_dim, &b->key_dim, 1) ||
@@ -466,6 +467,15 @@ static const char *const mha_subs[] = {"query_dense",    "key_dense", "value_den
 static const char *const llama_subs[] = {"_query_dense",           "_key_dense", "_value_dense",
                                          "_output_dense",          "_softmax",   "_dropout_layer",
                                          "rotary_embedding_layer", NULL};
+/* KerasHub's CachedGemmaAttention's */
+static const char *const gemma_subs[] = {"query_dense",   "key_dense", "value_dense",
+                                         "output_dense",  "softmax",   "rope_layer",
+                                         "dropout_layer", NULL};
+
+static const char *const *keras_subs(const mw_layer *l)
+{
+    return l->mha.gemma ? gemma_subs : l->mha.llama ? llama_subs : mha_subs;
+}
 
 /* Four EinsumDense sublayers (mha_subs' first four), each its kernel and bias. */
 static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
@@ -478,12 +488,14 @@ static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
     const long long in[3] = {l->in_c, a->key_c, a->value_c},
                     w[3] = {a->key_dim, a->key_dim, a->value_dim},
                     h[3] = {a->heads, a->kv_heads, a->kv_heads};
-    const char *const *subs = a->llama ? llama_subs : mha_subs;
+    const char *const *subs = keras_subs(l);
     size_t wo[4], wn[4], bo[4], bn[4];
     mw_mha_parts(l, wo, wn, bo, bn);
     for (int j = 0; j < 4; j++) {
         const int first = *nv;
-        if (j < 3)
+        if (j < 3 && a->gemma) /* heads first: "btd,ndh->btnh" */
+            mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, h[j], in[j], w[j], 0)->swap01 = 1;
+        else if (j < 3)
             mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, in[j], h[j], w[j], 0);
         else
             mw_kvar_add(v, nv, kn[j], l->w_off + wo[j], wn[j], 3, a->heads, a->value_dim, l->out_c,
@@ -497,11 +509,6 @@ static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
             v[t].idx = t - first;
         }
     }
-}
-
-static const char *const *keras_subs(const mw_layer *l)
-{
-    return l->mha.llama ? llama_subs : mha_subs;
 }
 
 const mw_layer_ops mw_layer_mha = {

@@ -52,44 +52,17 @@ typedef struct {
 /* The ranks of the parts' weights (Keras' order, from its build()). */
 enum { R_ATT, R_SALN, R_UP, R_GATE, R_DOWN, R_FFLN };
 
-/* The layers added since first as part (sub in the summary's names). */
-static void tag(const llama_cfg *c, int first, const char *part, int rank, int *out)
-{
-    mw_block_tag(c->m, first, c->block, CLS, c->head, part, *part ? part + 1 : part, rank);
-    *out = c->m->nlayers - 1;
-}
-
 static mw_status norm(const llama_cfg *c, int in, const char *part, int rank, int *out)
 {
-    const int first = c->m->nlayers;
-    MW_TRY(mw_model_set_inputs(c->m, &in, 1));
-    MW_TRY(mw_model_add_rmsnorm(c->m, part, MW_RMS_LLAMA, (float)c->epsilon));
-    tag(c, first, part, rank, out);
-    return MW_OK;
+    return mw_block_rmsnorm(MW_BLOCK_AT(c, CLS), in, MW_RMS_LLAMA, (float)c->epsilon, part,
+                            part + 1, rank, out);
 }
 
 static mw_status dense(const llama_cfg *c, int in, int units, mw_activation act, const char *part,
                        int rank, int *out)
 {
-    const int first = c->m->nlayers;
-    static const mw_init zeros = {MW_INIT_ZEROS};
-    MW_TRY(mw_model_set_inputs(c->m, &in, 1));
-    MW_TRY(mw_model_add_dense(c->m, part, units, 0));
-    MW_TRY(mw_model_set_init(c->m, &c->kinit, &zeros));
-    MW_TRY(mw_model_add_act(c->m, NULL, act, mw_act_info_of(act)->param, 1));
-    tag(c, first, part, rank, out);
-    return MW_OK;
-}
-
-/* Add (merge 0) or Multiply (1) of a and b, a part without weights of its own. */
-static mw_status merge(const llama_cfg *c, int a, int b, int mul, const char *sub, int *out)
-{
-    const int first = c->m->nlayers, in[2] = {a, b};
-    MW_TRY(mw_model_set_inputs(c->m, in, 2));
-    MW_TRY(mul ? mw_model_add_multiply(c->m, sub) : mw_model_add_add(c->m, sub));
-    mw_block_tag(c->m, first, c->block, CLS, c->head, "", sub, 0);
-    *out = c->m->nlayers - 1;
-    return MW_OK;
+    return mw_block_dense(MW_BLOCK_AT(c, CLS), in, units, act, &c->kinit, part, part + 1, rank,
+                          out);
 }
 
 static mw_status attention(const llama_cfg *c, int in, int width, int *out)
@@ -115,13 +88,13 @@ static mw_status build(const llama_cfg *c, int x, int width)
     int n, a, s, f, g, u, p, d, y;
     MW_TRY(norm(c, x, "_self_attention_layernorm", R_SALN, &n));
     MW_TRY(attention(c, n, width, &a));
-    MW_TRY(merge(c, a, x, 0, "attention_residual", &s));
+    MW_TRY(mw_block_merge(MW_BLOCK_AT(c, CLS), a, x, 0, "attention_residual", &s));
     MW_TRY(norm(c, s, "_feedforward_layernorm", R_FFLN, &f));
     MW_TRY(dense(c, f, c->ff, c->act, "_feedforward_gate_dense", R_GATE, &g));
     MW_TRY(dense(c, f, c->ff, MW_ACT_LINEAR, "_feedforward_intermediate_dense", R_UP, &u));
-    MW_TRY(merge(c, u, g, 1, "feedforward_gate", &p));
+    MW_TRY(mw_block_merge(MW_BLOCK_AT(c, CLS), u, g, 1, "feedforward_gate", &p));
     MW_TRY(dense(c, p, width, MW_ACT_LINEAR, "_feedforward_output_dense", R_DOWN, &d));
-    return merge(c, d, s, 0, "feedforward_residual", &y);
+    return mw_block_merge(MW_BLOCK_AT(c, CLS), d, s, 0, "feedforward_residual", &y);
 }
 
 #define LLAMA31 "Llama 3.1's frequency-dependent RoPE scaling"
@@ -170,13 +143,7 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     mw_model *m = B->m;
     llama_cfg c = {.m = m, .kmask = B->kmask};
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
-                        mw_policy_name(L->policy), cls);
-    if (m->next_nin > 1)
-        return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence",
-                        m->next_nin);
-    MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
+    MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
     if (R->kwargs)
         MW_TRY(mw_block_read_call(L, R->kwargs, "decoder_padding_mask", B->kmask, NULL));

@@ -30,6 +30,7 @@
 #include "worker/model/layers/dropout.h"
 #include "worker/model/layers/layernorm.h"
 #include "worker/model/layers/merge.h"
+#include "worker/model/layers/rmsnorm.h"
 #include "worker/model/model.h"
 
 typedef struct {
@@ -286,6 +287,54 @@ const char *mw_block_name(const mw_model *m, const char *cls, const char *base, 
     else
         snprintf(buf, 64, "%s", base);
     return buf;
+}
+
+mw_status mw_block_rmsnorm(const mw_block_at *b, int in, int rms, float epsilon, const char *part,
+                           const char *sub, int rank, int *out)
+{
+    const int first = b->m->nlayers;
+    MW_TRY(mw_model_set_inputs(b->m, &in, 1));
+    MW_TRY(mw_model_add_rmsnorm(b->m, part, (mw_rms_class)rms, epsilon));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, sub, rank);
+    *out = b->m->nlayers - 1;
+    return MW_OK;
+}
+
+mw_status mw_block_dense(const mw_block_at *b, int in, int units, mw_activation act,
+                         const mw_init *kinit, const char *part, const char *sub, int rank,
+                         int *out)
+{
+    const int first = b->m->nlayers;
+    static const mw_init zeros = {.kind = MW_INIT_ZEROS};
+    MW_TRY(mw_model_set_inputs(b->m, &in, 1));
+    MW_TRY(mw_model_add_dense(b->m, part, units, 0));
+    MW_TRY(mw_model_set_init(b->m, kinit, &zeros));
+    MW_TRY(mw_model_add_act(b->m, NULL, act, mw_act_info_of(act)->param, 1));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, part, sub, rank);
+    *out = b->m->nlayers - 1;
+    return MW_OK;
+}
+
+mw_status mw_block_merge(const mw_block_at *b, int x, int y, int mul, const char *sub, int *out)
+{
+    const int first = b->m->nlayers, in[2] = {x, y};
+    MW_TRY(mw_model_set_inputs(b->m, in, 2));
+    MW_TRY(mul ? mw_model_add_multiply(b->m, sub) : mw_model_add_add(b->m, sub));
+    mw_block_tag(b->m, first, b->block, b->cls, b->head, "", sub, 0);
+    *out = b->m->nlayers - 1;
+    return MW_OK;
+}
+
+mw_status mw_block_begin(const mw_klayer *L, const mw_model *m, const char *cls, const json_t *cfg,
+                         const mw_kkey *table)
+{
+    if (L->policy != MW_POLICY_FLOAT32)
+        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
+                        mw_policy_name(L->policy), cls);
+    if (m->next_nin > 1)
+        return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence",
+                        m->next_nin);
+    return mw_kcheck_keys(L->origin, L->where, cls, cfg, table, 1);
 }
 
 mw_status mw_block_end(mw_model *m, int first, const char *origin, mw_status rc)

@@ -3,6 +3,7 @@
 #ifndef MW_WORKER_MODEL_LAYERS_TRANSFORMER_H
 #define MW_WORKER_MODEL_LAYERS_TRANSFORMER_H
 
+#include "worker/model/keras_keys.h"
 #include "worker/model/kread.h"
 #include "worker/model/model.h"
 
@@ -28,6 +29,28 @@ mw_status mw_block_read_call(const mw_klayer *L, const json_t *kw, const char *m
 mw_status mw_block_read_ff(const mw_klayer *L, const json_t *cfg, mw_activation def,
                            double *epsilon, mw_activation *act);
 
+/* Where a KerasHub block's parts go: the model, the block's name and class, its first layer. */
+typedef struct {
+    mw_model *m;
+    const char *block, *cls;
+    int head;
+} mw_block_at;
+/* The mw_block_at of a block's configuration c (its fields m, block and head), class cls. */
+#define MW_BLOCK_AT(c, cls) (&(const mw_block_at){(c)->m, (c)->block, (cls), (c)->head})
+/* On layer in, a part of b whose weights have rank rank, named <block>/<sub> (part: its path in
+ * .weights.h5), its last layer into *out: an RMS normalization of class rms (mw_rms_class)... */
+mw_status mw_block_rmsnorm(const mw_block_at *b, int in, int rms, float epsilon, const char *part,
+                           const char *sub, int rank, int *out);
+/* ... a Dense(units) without bias, its kernel drawn by kinit, then act. */
+mw_status mw_block_dense(const mw_block_at *b, int in, int units, mw_activation act,
+                         const mw_init *kinit, const char *part, const char *sub, int rank,
+                         int *out);
+/* Add (mul 0) or Multiply (1) of x and y, a part without weights named <block>/<sub>. */
+mw_status mw_block_merge(const mw_block_at *b, int x, int y, int mul, const char *sub, int *out);
+/* What a KerasHub block of class cls checks first: a float32 policy, one sequence as its
+ * input, its config's keys against table (worker/model/keras_keys.h). */
+mw_status mw_block_begin(const mw_klayer *L, const mw_model *m, const char *cls, const json_t *cfg,
+                         const mw_kkey *table);
 /* rc of building the block whose first layer is first: on a failure none of its layers stays,
  * and the model's message gets origin's prefix. */
 mw_status mw_block_end(mw_model *m, int first, const char *origin, mw_status rc);

@@ -1,8 +1,8 @@
-"""Writes fourteen of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
+"""Writes fifteen of the gradient-check models beside it with Keras 3 and KerasHub (the oracle
 venv of tests/keras/venv.sh; run from the repository root):
     KERAS_BACKEND=jax python tests/data/keras/graph/gen_gradcheck.py [NAME...]
 (NAME: act, norm, tokens, tokens_pos, misc, tokens_fn, se, apps, rms, tokens_rope, tokens_tied,
-tokens_untied, llama, vit; none: all)
+tokens_untied, llama, vit, gemma; none: all)
 gradcheck_act.json: the activation classes (LeakyReLU, ELU) reading one convolution, added,
 GlobalAveragePooling2D and a Softmax layer between two Dense. gradcheck_norm.json:
 GroupNormalization in 3 groups and per channel (groups -1, no beta) after convolutions, then
@@ -37,7 +37,9 @@ gradcheck_vit.json: KerasHub's ViTPatchingAndEmbedding (7x7 patches of the 28x28
 image, a class token), a ViTEncoderBlock without biases, a ViTEncoder of one block with dropout
 (0.1 of the attention's probabilities, of the input and of both branches), the class token's
 features by x[:, 0] (a GetItem operation node) added to the mean over the steps (ops.mean, a
-Mean operation node) and a Dense."""
+Mean operation node) and a Dense. gradcheck_gemma.json: a Dense on each of 28 steps, then
+KerasHub's GemmaDecoderBlock twice: 4 query heads of head_dim 6 on 2 key heads with Gemma 2's
+post norms, and 2 of head_dim 4 on 1 (epsilon 1e-5); the pooling, a Dense."""
 import json
 import os
 import sys
@@ -233,9 +235,8 @@ def tokens_tied(tie=True):
     """KerasHub's ReversibleEmbedding called forward on the ids and, after the pooling and a
     Dense, in reverse (its table's transpose: logits over the 20 ids) before the output Dense:
     the table gets both calls' gradients (tokens_untied: tie_weights=False, the reverse call's
-    own kernel after the table). Keras writes the second call as a second inbound
-    node of the same entry; mwtrain's KerasHub reader (worker/keras/keras_hub.c) writes it as
-    an entry of its own with the kwargs reverse, the form this file is turned into."""
+    own kernel after the table). Keras writes the second call as a second inbound node of the
+    same entry, read by the layers after it as ["tok", 1, 0]: the file is Keras' own."""
     ids = keras.Input((784,), dtype="int32", name="ids")
     tok = keras_hub.layers.ReversibleEmbedding(
         20, 4, embeddings_initializer=initializers.RandomNormal(stddev=1.0), name="tok",
@@ -245,19 +246,7 @@ def tokens_tied(tie=True):
     x = layers.GlobalMaxPooling1D(name="gmp")(x)
     x = layers.Dense(4, activation="tanh", name="h")(x)
     out = layers.Dense(10, activation="softmax", name="out")(tok(x, reverse=True))
-    model = keras.Model(ids, out, name="gradcheck_tokens_tied" if tie else "gradcheck_untied")
-    cfg = json.loads(model.to_json())
-    ls = cfg["config"]["layers"]
-    e = next(i for i, l in enumerate(ls) if l["name"] == "tok")
-    rev = json.loads(json.dumps(ls[e]))
-    ls[e]["inbound_nodes"] = ls[e]["inbound_nodes"][:1]
-    rev["inbound_nodes"] = rev["inbound_nodes"][1:]
-    for n in rev["inbound_nodes"]:  # the reverse call reads h's output
-        n["args"][0]["config"]["keras_history"][1] = 0
-    ls.insert(next(i for i, l in enumerate(ls) if l["name"] == "out"), rev)
-    for n in ls[-1]["inbound_nodes"]:
-        n["args"][0]["config"]["keras_history"][1] = 0
-    return cfg
+    return keras.Model(ids, out, name="gradcheck_tokens_tied" if tie else "gradcheck_untied")
 
 
 def llama():
@@ -274,10 +263,24 @@ def llama():
                        name="gradcheck_llama")
 
 
+def gemma():
+    from keras_hub.src.models.gemma.gemma_decoder_block import GemmaDecoderBlock
+    inp = keras.Input((784,), name="in")
+    s = layers.Reshape((28, 28), name="seq")(inp)
+    s = layers.Dense(8, name="proj", bias_initializer=initializers.RandomNormal(stddev=0.1))(s)
+    s = GemmaDecoderBlock(8, 12, 6, 4, 2, use_post_attention_norm=True, use_post_ffw_norm=True,
+                          name="gqa")(s)
+    s = GemmaDecoderBlock(8, 8, 4, 2, 1, layer_norm_epsilon=1e-5, name="mqa")(s)
+    g = layers.GlobalAveragePooling1D(name="pool")(s)
+    return keras.Model(inp, layers.Dense(10, activation="softmax", name="out")(g),
+                       name="gradcheck_gemma")
+
+
 MODELS = (("act", act), ("norm", norm), ("tokens", tokens), ("tokens_pos", tokens_pos),
           ("misc", misc), ("tokens_fn", tokens_fn), ("se", se), ("apps", apps), ("rms", rms))
 MODELS += (("tokens_rope", rope), ("tokens_tied", tokens_tied),
-           ("tokens_untied", lambda: tokens_tied(False)), ("llama", llama), ("vit", vit))
+           ("tokens_untied", lambda: tokens_tied(False)), ("llama", llama), ("vit", vit),
+           ("gemma", gemma))
 for name, make in MODELS:
     if len(sys.argv) > 1 and name not in sys.argv[1:]:  # only the models named
         continue
