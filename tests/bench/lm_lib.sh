@@ -24,6 +24,10 @@ fastest() {
     local m1=$1 m2=$2 best
     shift 2
     best=$(printf '%s\n' "$@" | sort -g | tail -n 1)
+    if [[ ${best%% *} == 0 ]]; then
+        echo "  fastest peer: none (every peer skipped)"
+        return
+    fi
     printf '  fastest peer: %s, %.0f tokens/s; mwtrain / it: %s (1 rank x 2 threads), %s (mpirun -n 2)\n' \
         "${best#* }" "${best%% *}" "$(ratio "$m1" "${best%% *}")" "$(ratio "$m2" "${best%% *}")"
 }
