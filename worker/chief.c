@@ -18,6 +18,7 @@
 #include "common/timer.h"
 #include "worker/checkpoint_dir.h"
 #include "worker/checkpoint_pack.h"
+#include "worker/keras/keras_vars.h"
 
 int mw_chief_checkpointing(const mw_train_opts *o)
 {
@@ -413,6 +414,35 @@ mw_status mw_chief_summaries(const mw_session *s, mw_summary *sum, int epoch,
     return mw_summary_flush(sum);
 }
 
+/* Layer l's weights (its w_count floats at w_off) to f in Keras' layout: a variable the arena
+ * holds with its first two axes swapped (mw_keras_var.swap01: Gemma's query, key and value
+ * kernels) goes out reordered through a copy, so the dump is Keras' model.weights for every
+ * layer. The floats written, or (size_t)-1 when the copy cannot be had. */
+static size_t dump_kernels(FILE *f, const mw_layer *l, const float *params)
+{
+    mw_keras_var v[MW_KERAS_LAYER_VARS];
+    int nv = 0, swapped = 0;
+    if (mw_keras_layer_vars(l, v, &nv) != MW_OK) { /* a layer no Keras file names: as held */
+        mw_err_clear();
+        nv = 0;
+    }
+    for (int j = 0; j < nv; j++)
+        swapped |= v[j].swap01;
+    if (!swapped)
+        return fwrite(params + l->w_off, sizeof(float), l->w_count, f);
+    float *w = malloc(l->w_count * sizeof *w);
+    if (!w)
+        return (size_t)-1;
+    memcpy(w, params + l->w_off, l->w_count * sizeof *w);
+    for (int j = 0; j < nv; j++)
+        if (v[j].swap01 && v[j].off >= l->w_off && v[j].off + v[j].count <= l->w_off + l->w_count)
+            mw_kvar_swap01(params + v[j].off, w + (v[j].off - l->w_off), v[j].shape[1],
+                           v[j].shape[0], v[j].count);
+    const size_t n = fwrite(w, sizeof(float), l->w_count, f);
+    free(w);
+    return n;
+}
+
 /* The path was checked when the flags were read (cli.c: a regular file, or a new name in a
  * writable directory); it is opened without blocking and written only when it is still a
  * regular file, not truncated before that is known. Every failure says why. */
@@ -437,7 +467,13 @@ mw_status mw_chief_dump_weights(mw_session *s, const char *path)
     int e = 0;
     for (int i = 0; i < s->model.nlayers; i++) {
         const mw_layer *l = &s->model.layers[s->model.worder[i]]; /* Keras' order */
-        n += fwrite(s->model.params.data + l->w_off, sizeof(float), l->w_count, f);
+        const size_t w = dump_kernels(f, l, s->model.params.data);
+        if (w == (size_t)-1) {
+            fclose(f);
+            return mw_err(MW_ENOMEM, "--dump-weights %s: out of memory reordering layer '%s'", path,
+                          l->name);
+        }
+        n += w;
         n += fwrite(s->model.params.data + l->b_off, sizeof(float), l->b_count, f);
         n += fwrite(s->model.params.data + l->stats_off, sizeof(float), l->stats_count, f); /* BN */
         want += l->w_count + l->b_count + l->stats_count;

@@ -59,13 +59,13 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 MPI_CFLAGS=$(pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile)
 mkdir -p "$OUT/corpus-tfconfig" "$OUT/corpus-checkpoint"
 # Every target links the whole of common/ (libc only, each file small): a module of common/ that
-# starts using another needs no change here. The Keras model reader is its seven files (the
+# starts using another needs no change here. The Keras model reader is its eight files (the
 # graph, its named inputs and operations, KerasHub's task models built from their arguments).
 COMMON="$ROOT/common/*.c -pthread"
 KERAS_READER="$ROOT/worker/keras/keras.c $ROOT/worker/keras/keras_read.c
     $ROOT/worker/keras/keras_graph.c $ROOT/worker/keras/keras_vars.c
-    $ROOT/worker/keras/keras_hub.c $ROOT/worker/keras/keras_inputs.c
-    $ROOT/worker/keras/keras_ops.c"
+    $ROOT/worker/keras/keras_hub.c $ROOT/worker/keras/keras_hub_parts.c
+    $ROOT/worker/keras/keras_inputs.c $ROOT/worker/keras/keras_ops.c"
 # shellcheck disable=SC2086
 build_target fuzz_tfconfig $CFLAGS -I"$ROOT" "$ROOT/tests/fuzz/fuzz_tfconfig.c" "$ROOT/cluster/tfconfig.c" \
     $COMMON -ljansson

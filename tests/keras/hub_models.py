@@ -147,24 +147,6 @@ def gemma(seed, **gemma2):
     return lm
 
 
-HEADS_FIRST = ("attention/query/kernel", "attention/key/kernel", "attention/value/kernel")
-
-
-def gemma_layout(path, to_keras):
-    """Gemma's query, key and value kernels are heads-first in Keras, (H, D, head_dim); mwtrain
-    holds them (D, H, head_dim) as every attention's, and --dump-weights writes its own layout
-    (docs/formats.md). to_keras: the dump's variables (split by Keras' shapes) in Keras'
-    layouts; else Keras' variables in mwtrain's."""
-    swap = [w.path.endswith(HEADS_FIRST) for w in keras.saving.load_model(path).weights]
-
-    def one(w, s):
-        w = np.asarray(w)
-        if s and to_keras:
-            return np.transpose(w.reshape(w.shape[1], w.shape[0], w.shape[2]), (1, 0, 2))
-        return np.transpose(w, (1, 0, 2)) if s else w
-    return lambda ws: [one(w, s) for w, s in zip(ws, swap)]
-
-
 def round_trip(mw, work, r):
     """r's archive read and written back: one step whose sample weights are all 0 (a gradient
     of exactly 0, so SGD keeps every weight), exported: KerasHub loads the archive's weights
@@ -244,8 +226,8 @@ def gemma_refusals(mw, work, g):
 
 
 def gemma_cases(mw, work):
-    """GemmaCausalLM as GPT2CausalLM (the same data, steps and control), its layouts on
-    mwtrain's own layout of the dump, its export, its refusals and its optimizer slots; then
+    """GemmaCausalLM as GPT2CausalLM (the same data, steps and control), its layouts, its
+    export, its refusals and its optimizer slots; then
     Gemma 2's post norms (both) and its final_logit_soft_cap the same way. A round trip too:
     a step of gradient 0 exported gives the archive's weights back bit for bit (the
     heads-first kernels reordered on the way in and back on the way out)."""
@@ -257,18 +239,14 @@ def gemma_cases(mw, work):
                            {"final_logit_soft_cap": 1.0})]:
         path = os.path.join(work, tag + ".keras")
         gemma(3, **kw).save(path)
-        g = causal_lm(mw, work, tag, "GemmaCausalLM", lambda seed: gemma(seed, **kw),
-                      gemma_layout(path, True))
+        g = causal_lm(mw, work, tag, "GemmaCausalLM", lambda seed: gemma(seed, **kw))
         if not g:
             continue
         if not kw:
             round_trip(mw, work, g)
             gemma_refusals(mw, work, g)
             gemma_slots(mw, work, g)
-            mine = dict(g, shapes=[tuple(w.shape) for w in gemma_layout(path, False)(
-                [np.zeros(s, np.float32) for s in g["shapes"]])],
-                weights=gemma_layout(path, False)(g["weights"]))
-            E.layouts(mw, work, "GemmaCausalLM", mine, prefix="gemma")
+            E.layouts(mw, work, "GemmaCausalLM", g, prefix="gemma")
         g["export"] = export(mw, work, g)
         if "final_logit_soft_cap" in kw:  # the cap counts: KerasHub without it differs
             plain = edited(work, path, tag + "-plain", lambda c: c["config"]["backbone"][
@@ -280,8 +258,7 @@ def gemma_cases(mw, work):
     return rows
 
 
-def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2, fix=lambda ws: ws):
-    """fix: the variables of --dump-weights (split by Keras' shapes) in Keras' layouts."""
+def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2):
     data, path = os.path.join(work, tag + ".npz"), os.path.join(work, tag + ".keras")
     x, y, sw, xt = make_data(data, 3)
     make(3).save(path)
@@ -292,14 +269,14 @@ def causal_lm(mw, work, tag="gpt2", cls="GPT2CausalLM", make=gpt2, fix=lambda ws
         return None
     k0 = keras.saving.load_model(path)
     check(all(np.array_equal(a, np.asarray(w)) for a, w in
-              zip(fix(E.split(np.fromfile(init, "<f4"), shapes)), k0.weights)),
+              zip(E.split(np.fromfile(init, "<f4"), shapes), k0.weights)),
           "%s: mwtrain's initial weights are the archive's, bit for bit (%d variables)"
           % (cls, len(shapes)))
     out = os.path.join(work, tag + "-w.bin")
     if E.mwtrain(mw, work, tag, path, data, "--epochs", "1", "--steps-per-epoch", "2",
                  "--dump-weights", out) is None:
         return None
-    got = fix(E.split(np.fromfile(out, "<f4"), shapes))
+    got = E.split(np.fromfile(out, "<f4"), shapes)
     k = keras_steps(path, x, y, sw)
     e = E.rel_err(got, k.weights)
     check(e <= E.TOL_W, "%s, 2 SGD steps: weights against KerasHub's, relative %.2e <= %g"
