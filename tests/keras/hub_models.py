@@ -20,7 +20,7 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     sample weights): the epoch's accuracy and loss against KerasHub's over the same 2 steps.
   - LlamaCausalLM (2 LlamaTransformerDecoders, 4 query and 2 key-value heads: grouped-query
     attention, RoPE, SwiGLU, RMS norms; the token embedding untied, Llama's default): the same
-    steps, data and control as GPT2CausalLM's, layouts (2 ranks, 2 replicas) and export.
+    steps, data and control as GPT2CausalLM's, the same four layouts and export.
   - BertTextClassifier (3 inputs: token_ids, segment_ids, padding_mask; the pooler reads the
     first position, Keras' GetItem), dropout 0: the same 2 steps, layouts and export; control:
     KerasHub with no position masked.
@@ -37,7 +37,7 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     a local tokenizer, and mwtrain training on what it wrote.
   - GemmaCausalLM (2 GemmaDecoderBlocks, 4 query heads of head_dim 6 on 2 key-value heads,
     GeGLU, (1 + scale) RMS norms, the tied embedding scaled by sqrt(D)): the same steps, data and
-    control, layouts (2 ranks, 2 replicas) and export; read and written back after a step of
+    control, the four layouts and export; read and written back after a step of
     gradient 0, bit for bit (Keras' heads-first query, key and value kernels reordered both
     ways); again with Gemma 2's post-attention and post-ffw norms, and with its
     final_logit_soft_cap 1 (control: KerasHub without the cap). Gemma 2's attention soft cap,
@@ -246,7 +246,7 @@ def gemma_cases(mw, work):
             round_trip(mw, work, g)
             gemma_refusals(mw, work, g)
             gemma_slots(mw, work, g)
-            E.layouts(mw, work, "GemmaCausalLM", g, prefix="gemma")
+            E.layouts(mw, work, "GemmaCausalLM", g, prefix="gemma", more=True)
         g["export"] = export(mw, work, g)
         if "final_logit_soft_cap" in kw:  # the cap counts: KerasHub without it differs
             plain = edited(work, path, tag + "-plain", lambda c: c["config"]["backbone"][
@@ -758,19 +758,19 @@ def main():
         rows.append(("GPT2CausalLM (tied, padded, weighted)", r))
     lm = causal_lm(mw, work, "llama", "LlamaCausalLM", llama)
     if lm:
-        E.layouts(mw, work, "LlamaCausalLM", lm, prefix="llama")
+        E.layouts(mw, work, "LlamaCausalLM", lm, prefix="llama", more=True)
         lm["export"] = export(mw, work, lm)
         rows.append(("LlamaCausalLM (GQA 4/2, untied, padded)", lm))
     gm = gemma_cases(mw, work)
     rows += gm
     b = bert(mw, work)
     if b:
-        E.layouts(mw, work, "BertTextClassifier", b, prefix="bert")
+        E.layouts(mw, work, "BertTextClassifier", b, prefix="bert", more=True)
         b["export"] = export(mw, work, b)
         rows.append(("BertTextClassifier (3 inputs, padded)", b))
     v = vit(mw, work)
     if v:
-        E.layouts(mw, work, "ViTImageClassifier", v, prefix="vit")
+        E.layouts(mw, work, "ViTImageClassifier", v, prefix="vit", more=True)
         v["export"] = export(mw, work, v)
         rows.append(("ViTImageClassifier (class token)", v))
         vit_refusals(mw, work, v)
