@@ -187,7 +187,9 @@ static void carve(const mw_layer_call *c, views *V)
         .dk = a->key_dim,
         .dv = a->value_dim,
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
+        .soft_cap = a->soft_cap,
         .causal = a->causal,
+        .window = a->window,
         /* an Embedding's padding mask is its ids != 0 (mw_masks_plan: tensor mask_t); a mask
          * given as a tensor (a named input) masks the keys where it is 0 */
         .qids = (l->masked & 1) && !l->mha.keys_only ? act[c->m->mask_t] : NULL,
@@ -284,6 +286,8 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
            mw_diff_dims(d, n, "num_key_value_heads", &a->kv_heads, &b->kv_heads, 1) ||
            mw_diff_flag(d, n, "rotary embedding", a->rope, b->rope) ||
            mw_diff_flag(d, n, "Gemma's attention", a->gemma, b->gemma) ||
+           mw_diff_real(d, n, "logit_soft_cap", a->soft_cap, b->soft_cap) ||
+           mw_diff_dims(d, n, "sliding window", &a->window, &b->window, 1) ||
            mw_diff_real(d, n, "rope_max_wavelength", x->rope.max_wavelength,
                         y->rope.max_wavelength) ||
            mw_diff_dims(d, n, "key_dim", &a->key_dim, &b->key_dim, 1) ||
