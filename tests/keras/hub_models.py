@@ -43,7 +43,9 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     final_logit_soft_cap 1 (control: KerasHub without the cap), and with its attention's
     logit soft cap 1 (the scores reach 3.7: tanh bends) and sliding window of 3 steps (of 12,
     on the even blocks), controls: KerasHub without each. Dropout is refused by its name, a
-    soft cap of 0 and a window of 0 with the expected values.
+    soft cap of 0 and a window of 0 with the expected values. Its config alone (no weights):
+    the fresh query, key and value kernels take Keras' glorot limits of their heads-first
+    shapes (control: the limits of mwtrain's own order are below 0.9 of them).
 Refused with one message: a task model this reader does not build (MistralCausalLM),
 a backbone alone, an argument it does not know (of each task and each backbone), metrics and
 weighted_metrics both given; ViT's other pooling, head_dtype and channels-first images; a
@@ -211,6 +213,38 @@ def gemma_slots(mw, work, g):
           "differ by %.2e > %g" % (c, 10 * E.TOL_W))
 
 
+def gemma_fresh_init(mw, work, g):
+    """g's model from its config.json alone (no weights): mwtrain's fresh query, key and value
+    kernels are glorot_uniform with the fans Keras computes for its heads-first shape
+    (H, D, head_dim): fan_in D H, fan_out head_dim H; each one's largest |w| lies within
+    (0.9, 1] of Keras' limit sqrt(6 / (fan_in + fan_out)) (at least 96 uniform draws: below 0.9
+    with probability 0.9^96 = 4e-5). Control: the fans of mwtrain's own order (D, H,
+    head_dim), fan_out head_dim D, give a limit below 0.9 of Keras'."""
+    from keras.src.initializers.random_initializers import compute_fans
+    cfg = os.path.join(work, "gemma-fresh.json")
+    with zipfile.ZipFile(g["path"]) as z, open(cfg, "wb") as f:
+        f.write(z.read("config.json"))
+    dump = os.path.join(work, "gemma-fresh.bin")
+    if E.mwtrain(mw, work, "gemma-fresh", cfg, g["data"], "--epochs", "0", "--dump-weights",
+                 dump) is None:
+        return
+    k = keras.saving.load_model(g["path"])
+    got = E.split(np.fromfile(dump, "<f4"), [tuple(w.shape) for w in k.weights])
+    for w, a in zip(k.weights, got):
+        if not w.path.endswith(("query/kernel", "key/kernel", "value/kernel")):
+            continue
+        fi, fo = compute_fans(tuple(w.shape))
+        limit = np.sqrt(6.0 / (fi + fo))
+        top = float(np.abs(a).max())
+        check(0.9 * limit < top <= limit * (1 + 1e-6),
+              "GemmaCausalLM fresh %s %s: largest |w| %.4f within (0.9, 1] of Keras' glorot "
+              "limit %.4f (fans %d, %d)" % (w.path, tuple(w.shape), top, limit, fi, fo))
+        H, D, hd = w.shape
+        own = np.sqrt(6.0 / (D * H + hd * D))
+        check(own < 0.9 * limit, "control: mwtrain's own order's fans give %.4f < 0.9 x %.4f"
+              % (own, limit))
+
+
 def gemma_refusals(mw, work, g):
     """Dropout set in the archive of g: one message naming it; soft caps not above 0 and a
     sliding window of 0 steps: one message each with the value and what was expected."""
@@ -251,6 +285,7 @@ def gemma_cases(mw, work):
             continue
         if not kw:
             round_trip(mw, work, g)
+            gemma_fresh_init(mw, work, g)
             gemma_refusals(mw, work, g)
             gemma_slots(mw, work, g)
             E.layouts(mw, work, "GemmaCausalLM", g, prefix="gemma", more=True)

@@ -444,7 +444,8 @@ static mw_mask_rule attend_rule(const mw_layer *l)
 
 /* MultiHeadAttention's four kernels and biases, each with the fans Keras computes for its
  * shape: (D, H, k) has fan_in H D and fan_out k D (the leading axes are the receptive
- * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. */
+ * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. Gemma's
+ * query, key and value kernels are (H, D, k) in Keras: fan_out k H. */
 static void init(const mw_layer *l, float *params, mw_rng *r)
 {
     const mw_mha *a = &l->mha;
@@ -455,7 +456,7 @@ static void init(const mw_layer *l, float *params, mw_rng *r)
     for (int j = 0; j < 4; j++) {
         const int h = j == 0 || j == 3 ? a->heads : a->kv_heads;
         const int fi = j < 3 ? h * in[j] : a->value_dim * a->heads;
-        const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
+        const int fo = j < 3 ? width[j] * (a->gemma ? h : in[j]) : l->out_c * a->heads;
         mw_weights_init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
         if (l->has_bias)
             mw_weights_init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,
