@@ -172,10 +172,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     gemma_cfg c = {.m = m, .kmask = B->kmask};
     MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
-    if (R->kwargs)
-        MW_TRY(mw_block_read_call(L, R->kwargs, "padding_mask", B->kmask, NULL));
     int x, s[3];
-    MW_TRY(mw_block_input(L, m, &x, s));
+    MW_TRY(mw_block_call(R, "padding_mask", NULL, &x, s));
     if (s[2] != c.hidden)
         return mw_kfail(L, MW_EMODEL, "hidden_dim %d: its input has %d features; expected the same",
                         c.hidden, s[2]);
