@@ -125,11 +125,12 @@ static mw_status shm_barrier(mw_allreduce *ar, const char *op)
     return MW_OK;
 }
 
-static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
+/* buf: the off-th float of the buffer; the slots are read at the same offset. */
+static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t off, size_t count)
 {
     static const char op[] = "hierarchical all-reduce";
     const int L = ar->local_size, l = ar->local_rank;
-    float *mine = ar->slot;
+    float *mine = ar->slot + off;
     MW_TL_BEGIN("all-reduce (intra-node reduce-scatter)", "allreduce");
     if (buf != mine)
         memcpy(mine, buf, count * sizeof(float));
@@ -143,11 +144,11 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
     for (size_t b = 0; b < sl; b += B) {
         size_t n = sl - b < B ? sl - b : B;
         float acc[B];
-        const float *s0 = ar->slots[0] + so + b;
+        const float *s0 = ar->slots[0] + off + so + b;
         for (size_t i = 0; i < n; i++)
             acc[i] = s0[i];
         for (int j = 1; j < L; j++) {
-            const float *sj = ar->slots[j] + so + b;
+            const float *sj = ar->slots[j] + off + so + b;
             for (size_t i = 0; i < n; i++)
                 acc[i] += sj[i];
         }
@@ -168,7 +169,7 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
         size_t o, n;
         chunk(count, L, j, &o, &n);
         if (j != l)
-            memcpy(buf + o, ar->slots[j] + o, n * sizeof(float));
+            memcpy(buf + o, ar->slots[j] + off + o, n * sizeof(float));
         else if (buf != mine)
             memcpy(buf + o, dst, n * sizeof(float));
     }
@@ -177,48 +178,64 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t count)
     return rc;
 }
 
-static mw_status run_ring(mw_allreduce *ar, float *buf, size_t count)
+static mw_status run_ring(mw_allreduce *ar, float *buf, size_t off, size_t count)
 {
+    (void)off;
     MW_TL_BEGIN("all-reduce (ring)", "allreduce");
     mw_status rc = mw_ring_sum(&ar->ring, buf, count, ar->step);
     MW_TL_END("all-reduce (ring)", "allreduce");
     return rc;
 }
 
-static mw_status run_halving(mw_allreduce *ar, float *buf, size_t count)
+static mw_status run_halving(mw_allreduce *ar, float *buf, size_t off, size_t count)
 {
+    (void)off;
     MW_TL_BEGIN("all-reduce (halving-doubling)", "allreduce");
     mw_status rc = mw_halving_sum(&ar->halving, ar->comm, buf, count, ar->step, ar->timeout);
     MW_TL_END("all-reduce (halving-doubling)", "allreduce");
     return rc;
 }
 
-static mw_status run_mpi(mw_allreduce *ar, float *buf, size_t count)
+static mw_status run_mpi(mw_allreduce *ar, float *buf, size_t off, size_t count)
 {
+    (void)off;
     mw_wait_ctx w = {"MPI_Allreduce", ar->step, ar->timeout};
     MPI_Request req;
     MW_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, ar->comm, &req), w.op);
     return mw_comm_wait(&w, &req, 1, NULL);
 }
 
-mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count)
+/* The algorithm that runs for count floats (auto resolved). */
+static mw_ar_algo resolve(const mw_allreduce *ar, mw_ar_algo algo, size_t count)
 {
-    if (count > ar->max_count)
-        return mw_err(MW_EINTERNAL, "all-reduce of %zu floats: opened for at most %zu", count,
-                      ar->max_count);
-    if (algo == MW_AR_AUTO) {
-        if (ar->hier_ok && ar->local_size > 1)
-            algo = MW_AR_HIER;
-        else
-            algo = count * sizeof(float) >= SMALL_NBYTES ? MW_AR_RING : MW_AR_MPI;
-    }
+    if (algo != MW_AR_AUTO)
+        return algo;
+    if (ar->hier_ok && ar->local_size > 1)
+        return MW_AR_HIER;
+    return count * sizeof(float) >= SMALL_NBYTES ? MW_AR_RING : MW_AR_MPI;
+}
+
+int mw_allreduce_cut_exact(const mw_allreduce *ar, size_t count)
+{
+    if (ar->size <= 2)
+        return 1;
+    /* the node's sum is slot 0 + slot 1 + ... wherever the shards fall; then two nodes */
+    return resolve(ar, ar->requested, count) == MW_AR_HIER && ar->hier_ok && ar->nnodes <= 2;
+}
+
+static mw_status sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t off, size_t count)
+{
+    if (off + count > ar->max_count)
+        return mw_err(MW_EINTERNAL, "all-reduce of %zu floats at %zu: opened for at most %zu",
+                      count, off, ar->max_count);
+    algo = resolve(ar, algo, count);
     ar->algo = algo;
     if (algo == MW_AR_HIER && !ar->hier_ok)
         return mw_err(MW_ECONFIG, "--allreduce hierarchical needs the same number of ranks on "
                                   "every node, sharing memory within a node; use ring or auto");
     if (ar->size <= 1 || count == 0)
         return MW_OK;
-    static mw_status (*const run[MW_AR_COUNT])(mw_allreduce *, float *, size_t) = {
+    static mw_status (*const run[MW_AR_COUNT])(mw_allreduce *, float *, size_t, size_t) = {
         [MW_AR_RING] = run_ring,
         [MW_AR_HIER] = hierarchical,
         [MW_AR_MPI] = run_mpi,
@@ -226,12 +243,23 @@ mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, s
     };
     if ((unsigned)algo >= MW_AR_COUNT || !run[algo])
         return mw_err(MW_EINTERNAL, "all-reduce: unknown algorithm %d", (int)algo);
-    return run[algo](ar, buf, count);
+    return run[algo](ar, buf, off, count);
+}
+
+mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count)
+{
+    return sum_at(ar, algo, buf, 0, count);
 }
 
 mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count)
 {
-    return mw_allreduce_sum_with(ar, ar->requested, buf, count);
+    return sum_at(ar, ar->requested, buf, 0, count);
+}
+
+mw_status mw_allreduce_sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t off,
+                              size_t count)
+{
+    return sum_at(ar, algo, buf, off, count);
 }
 
 /* The ranks of comm that share this machine's memory, under the watchdog (the call cannot be

@@ -24,7 +24,8 @@
  * read), temp (a temporary file just created by mw_preempt_temp_create: a checkpoint's or an
  * export's), init (before MPI_Init), setup (before the set-up agreement), restore (before the
  * --resume read and broadcast), bn-sync (before a synchronized BatchNormalization's all-reduce
- * inside a training step), finish (before the shut-down agreement). RANK is the MPI world
+ * inside a training step), bucket (the overlapped all-reduce's thread, before each bucket:
+ * worker/replicas/overlap.c), finish (before the shut-down agreement). RANK is the MPI world
  * rank (before MPI_Init it is read from the launcher's environment). Unset: nothing happens.
  * libc only. */
 #ifndef MW_COMMON_FAULT_H

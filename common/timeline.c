@@ -19,7 +19,7 @@ typedef struct {
     char name[MW_TIMELINE_NAME];
 } event;
 
-int mw_timeline_on;
+_Thread_local int mw_timeline_on;
 
 static struct {
     FILE *f;

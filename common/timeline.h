@@ -24,8 +24,9 @@
 #define MW_TIMELINE_EVENTS 8192 /* buffered events between writes */
 #define MW_TIMELINE_NAME 80     /* an event's name, truncated to this less one */
 
-/* Non-zero while a timeline is open; read by the macros below. */
-extern int mw_timeline_on;
+/* Non-zero while a timeline is open, in the thread that opened it only (thread-local: a
+ * helper thread, such as the overlapped all-reduce's, records nothing); read by the macros. */
+extern _Thread_local int mw_timeline_on;
 
 /* This rank's file for --timeline pattern: "%r" in pattern becomes the rank; without it, a run
  * of several ranks (world > 1) puts ".rank<N>" before the extension of the file name

@@ -74,6 +74,7 @@ static const char *const shard_policies[] = {"data", "file", NULL};          /* 
 static const char *const interpolations[] = {"bilinear", "nearest", NULL};   /* mw_image_interp */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
+static const char *const on_off[] = {"off", "on", NULL}; /* 0 off, 1 on */
 _Static_assert(sizeof progresses / sizeof *progresses == MW_PROGRESS_NONE + 2,
                "a name per mw_progress, and the NULL");
 
@@ -219,6 +220,13 @@ static const flag flags[] = {
      .choices = mw_ar_algo_names,
      .help = "gradient all-reduce algorithm (default auto: hierarchical when a node has "
              "several ranks, else ring, MPI below 64 KiB)"},
+    {"overlap-allreduce", "on|off", C_TRAIN, K_CHOICE, TR(overlap_allreduce, int),
+     .choices = on_off,
+     .help = "CPU: all-reduce the gradients in buckets, each as soon as the backward has "
+             "finished its layers, while the earlier layers' backward runs (default off)"},
+    {"bucket-mb", "MIB", C_TRAIN, K_DOUBLE, TR(bucket_mb, double), .lo = 0, .hi = 1e6,
+     .help = "--overlap-allreduce on: the gradient bucket size in MiB, consecutive layers in "
+             "reverse order (0: a bucket per layer; default 4)"},
     {"collective-timeout", "SECONDS", C_TRAIN | C_EVAL, K_DOUBLE, TR(collective_timeout, double),
      .lo = 0.1, .hi = 1e7,
      .help = "abort the job (exit 131) when a collective waits longer (default 300)"},

@@ -240,7 +240,9 @@ int main(int argc, char **argv)
     mw_fault_point("init", -1);
     mw_watchdog_arm("MPI_Init", timeout);
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    /* serialized: the overlapped all-reduce's thread calls MPI while the training thread
+     * does not (worker/replicas/overlap.h) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     mw_watchdog_disarm();
     /* Errors from MPI calls come back as codes we translate, never a silent abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -28,6 +28,7 @@ void mw_train_opts_default(mw_train_opts *o)
     o->summary_dir = "./logs";
     o->device = "auto";
     o->collective_timeout = MW_DEFAULT_TIMEOUT;
+    o->bucket_mb = 4.0;
     o->validation_seed = UINT64_MAX;
     o->decode_threads = -1; /* auto: a pool beside a GPU, none on the CPU */
     o->preemption_grace = 20;

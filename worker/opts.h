@@ -67,6 +67,8 @@ typedef struct {
     const char *device;          /* --device auto|cpu|gpu (auto) */
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
+    int overlap_allreduce;     /* --overlap-allreduce: 1 on, 0 off (off) */
+    double bucket_mb;          /* --bucket-mb: overlap's bucket size in MiB (4) */
     double preemption_grace;   /* seconds from a SIGTERM to the end, saved or not (20) */
     int classes;               /* --classes: 0 = the largest label + 1 */
     int sequence_length;       /* --sequence-length: --data is a text corpus (0: not) */

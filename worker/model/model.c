@@ -600,6 +600,16 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     mw_layer_row(l->kind)->backward(&c);
 }
 
+/* Layer i's backward, then the workspace's hook, when it has one. */
+static void bwd_layer_done(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                           const mw_model_ws *ws, const float *P, float *G, int i, int n,
+                           float scale)
+{
+    bwd_layer(m, kt, k, ws, P, G, i, n, scale);
+    if (ws->layer_done)
+        ws->layer_done(ws->layer_done_ctx, i);
+}
+
 void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                             mw_model_ws *ws, float *grads, int n, float scale, int from, int to)
 {
@@ -608,7 +618,7 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     if (n <= 0)
         return;
     for (int i = to - 1; i >= from && to < L; i--)
-        bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+        bwd_layer_done(m, kt, k, ws, P, grads, i, n, scale);
     if (to < L)
         return;
     /* Zero the input gradients that layer backward functions accumulate into: every input
@@ -629,7 +639,7 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     if (ws->w) /* a weight per example or per position (mw_dataset_batch_weights) */
         kt->scale_rows(k, ws->grad[L], ws->w, n * T, m->nclasses);
     for (int i = L - 1; i >= from; i--)
-        bwd_layer(m, kt, k, ws, P, grads, i, n, scale);
+        bwd_layer_done(m, kt, k, ws, P, grads, i, n, scale);
 }
 
 void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,

@@ -132,6 +132,10 @@ typedef struct mw_model_ws {
     void *block;          /* the single owned allocation behind act/grad/... */
     size_t nbytes;        /* block's size: mw_model_ws_nbytes (host) or less scratch (device) */
     void (*block_free)(void *); /* how block is released; NULL: the host allocator */
+    /* NULL, or called by the backward after each layer's, with its index (descending): the
+     * layer's parameter gradients are complete for this backward (worker/replicas/overlap.h) */
+    void (*layer_done)(void *ctx, int layer);
+    void *layer_done_ctx;
 } mw_model_ws;
 
 /* Forward for n examples already in ws->act[0] (and targets in ws->y, weights in ws->w):

@@ -130,8 +130,15 @@ int mw_model_has_regularizers(const mw_model *m)
 int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
                         const float *params, float *grads, double *acc, float scale)
 {
+    return mw_model_regularize_part(m, t, k, params, grads, acc, scale, 0, m->nlayers);
+}
+
+int mw_model_regularize_part(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
+                             const float *params, float *grads, double *acc, float scale, int from,
+                             int to)
+{
     int any = 0;
-    for (int i = 0; i < m->nlayers; i++) {
+    for (int i = from; i < to; i++) {
         const mw_layer *l = &m->layers[i];
         for (int b = 0; b < 2; b++) {
             const mw_regularizer *rg = mw_layer_regularizer(l, b);

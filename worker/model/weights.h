@@ -36,6 +36,10 @@ double mw_model_regularization(const mw_model *m, float *grads, float scale);
  * 0 when not (nothing touched). */
 int mw_model_regularize(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
                         const float *params, float *grads, double *acc, float scale);
+/* The same for layers [from, to) only (the overlapped all-reduce's buckets). */
+int mw_model_regularize_part(const mw_model *m, const mw_kernels *t, const mw_kctx *k,
+                             const float *params, float *grads, double *acc, float scale, int from,
+                             int to);
 /* 1 when some layer has a kernel or bias regularizer. */
 int mw_model_has_regularizers(const mw_model *m);
 /* The kernel (bias 0) or bias (bias 1) regularizer of l; NULL: none. */

@@ -28,11 +28,13 @@
 #include "cluster/allreduce.h"
 #include "cluster/comm.h"
 #include "common/fault.h"
+#include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/table.h"
 #include "kernels/ref/table.h"
 #include "worker/replicas/lockstep.h"
+#include "worker/replicas/overlap.h"
 #include "worker/replicas/replicas.h"
 
 #define EVAL_IDS 1024 /* ids built per evaluation micro-batch */
@@ -55,6 +57,8 @@ struct mw_replicas {
     double *ssum;     /* sync: the lockstep's host sums (lockstep.h) */
     long gb;          /* sync: this step's global batch, for the lockstep's slices */
     long step;        /* this step, for messages */
+    mw_overlap *ov;   /* --overlap-allreduce on, where it runs: the bucketed all-reduce */
+    int last_slice;   /* the slice being trained is the step's last on this rank */
 };
 
 /* Local replica lr's workspace in lockstep. */
@@ -159,6 +163,41 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
     return mw_model_has_sync(env->model) ? open_lockstep(r) : MW_OK;
 }
 
+/* --overlap-allreduce on: the bucketed all-reduce, or the reason it cannot give the serial
+ * path's bits here (then the gradients are all-reduced after the backward, as with off). */
+static mw_status open_overlap(mw_replicas *r)
+{
+    const mw_replicas_env *e = &r->env;
+    const size_t count = e->model->params.count;
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    const char *why = NULL;
+    if (r->sync)
+        why = "synchronized BatchNormalization all-reduces inside the backward";
+    else if (r->ar.size > 1 && level < MPI_THREAD_SERIALIZED)
+        why = "this MPI does not provide MPI_THREAD_SERIALIZED";
+    else if (!mw_allreduce_cut_exact(&r->ar, count))
+        why = "a ring of 3 or more ranks would add some gradients in another order when cut "
+              "into buckets (exact: 2 ranks, or hierarchical over at most 2 nodes)";
+    if (why) {
+        if (e->rank == 0)
+            mw_log_warn("--overlap-allreduce on: not used here (%s); the gradients are "
+                        "all-reduced after the backward",
+                        why);
+        return MW_OK;
+    }
+    const mw_overlap_env oe = {.model = e->model,
+                               .ar = &r->ar,
+                               .grads = r->tgrads,
+                               .nthreads = e->nthreads,
+                               .bucket_bytes = e->o->bucket_mb * 1048576.0};
+    MW_TRY(mw_overlap_open(&r->ov, &oe));
+    if (e->rank == 0)
+        mw_log_info("overlapped all-reduce: %d bucket(s) (--bucket-mb %g)",
+                    mw_overlap_buckets(r->ov), e->o->bucket_mb);
+    return MW_OK;
+}
+
 static mw_status cpu_connect(mw_replicas *r)
 {
     const mw_replicas_env *e = &r->env;
@@ -171,7 +210,7 @@ static mw_status cpu_connect(mw_replicas *r)
             return mw_err(MW_ENOMEM, "cannot allocate the gradients");
         r->tgrads[0] = r->own_grads;
     }
-    return MW_OK;
+    return e->o->overlap_allreduce ? open_overlap(r) : MW_OK;
 }
 
 /* A BN model's training slice: one forward and backward over all cnt examples. */
@@ -190,7 +229,11 @@ static void run_whole_slice(mw_replicas *r, const mw_dataset *data, const uint32
     ws->dropout_seed = dseed;
     ws->example_ids = ids;
     mw_model_forward(m, &r->kt, &r->bk, ws, n);
+    if (r->ov && r->last_slice)
+        mw_overlap_last(r->ov, 0, ws);
     mw_model_backward(m, &r->kt, &r->bk, ws, r->tgrads[0], n, 1.0f / (float)gb);
+    if (r->ov && r->last_slice)
+        mw_overlap_finish(r->ov, 0, ws);
     for (int j = 0; j < n; j++)
         ls += ws->loss[j];
     sums[MW_SUM_LOSS] += ls / (double)gb;
@@ -314,6 +357,8 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
             ws->dropout_seed = training ? dseed : 0;
             ws->example_ids = training ? mb : NULL;
             mw_model_forward(m, &r->kt, &r->tk[th], ws, n);
+            if (training && r->ov && r->last_slice && i + n == tcnt)
+                mw_overlap_last(r->ov, th, ws); /* the thread's last backward of the step */
             if (training)
                 mw_model_backward(m, &r->kt, &r->tk[th], ws, r->tgrads[th], n, 1.0f / (float)gb);
             for (int j = 0; j < n; j++)
@@ -322,6 +367,8 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
             i += n;
         }
         ts[MW_SUM_LOSS] = ls, ts[MW_SUM_COUNT] = (double)tcnt;
+        if (training && r->ov && r->last_slice) /* also a thread with no examples */
+            mw_overlap_finish(r->ov, th, ws);
     }
     const mw_metric_list ml = mw_loss_metrics(&m->loss);
     const int len = mw_sums_len(&ml);
@@ -357,24 +404,33 @@ static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     for (int th = 0; th < e->nthreads; th++)
         memset(r->tgrads[th], 0, e->model->params.count * sizeof(float));
+    /* regularization scaled by 1/replicas per replica (this rank's share), as
+     * tf.nn.scale_regularization_loss: the SUM holds it once */
+    const float ls = mw_model_loss_scale(e->model); /* the gradients', not the loss's */
+    const float reg = (float)rpw / (float)nrep * ls;
+    if (r->ov) { /* the buckets sum the threads and add the regularizers' gradients */
+        mw_overlap_begin(r->ov, step, reg);
+        for (int th = 1; th < e->nthreads && r->whole_slice; th++)
+            mw_overlap_last(r->ov, th, NULL); /* a BN model's backward is thread 0's */
+    }
     if (r->sync)
         MW_TRY(run_lockstep(r, d, ids, gb, dseed));
     for (int lr = 0; lr < rpw && !r->sync; lr++) {
         long off, cnt;
         mw_slice(gb, nrep, e->rank * rpw + lr, &off, &cnt);
+        r->last_slice = lr == rpw - 1;
         run_slice(r, d, ids + off, 0, cnt, 1, gb, dseed, (double)gb, r->acc);
     }
-    reduce_threads(r);
-    /* regularization scaled by 1/replicas per replica (this rank's share), as
-     * tf.nn.scale_regularization_loss: the SUM holds it once */
-    const float ls = mw_model_loss_scale(e->model); /* the gradients', not the loss's */
-    r->acc[MW_SUM_LOSS] +=
-        mw_model_regularization(e->model, r->tgrads[0], (float)rpw / (float)nrep * ls) / ls;
+    if (!r->ov)
+        reduce_threads(r);
+    r->acc[MW_SUM_LOSS] += mw_model_regularization(e->model, r->ov ? NULL : r->tgrads[0], reg) / ls;
     return MW_OK;
 }
 
 static mw_status cpu_allreduce(mw_replicas *r, long step)
 {
+    if (r->ov)
+        return mw_overlap_wait(r->ov);
     r->ar.step = step;
     return mw_allreduce_sum(&r->ar, r->tgrads[0], r->env.model->params.count);
 }
@@ -445,9 +501,13 @@ static void cpu_close(mw_replicas **rp, int abandoned)
         if (i > 0)
             free(r->tgrads[i]);
     }
-    /* Freeing the shared window is collective: with a peer gone it would block. */
-    if (!abandoned)
+    /* Freeing the shared window is collective: with a peer gone it would block. The
+     * overlap's thread may still wait in the all-reduce with a peer gone (at most the
+     * collective timeout): abandoned, it is left to the process's end. */
+    if (!abandoned) {
+        mw_overlap_close(&r->ov);
         mw_allreduce_close(&r->ar);
+    }
     free(r->own_grads);
     for (int lr = 1; r->rws && lr < r->env.o->replicas_per_worker; lr++)
         mw_model_ws_free(&r->rws[lr - 1]);

@@ -1,0 +1,249 @@
+/* The overlapped gradient all-reduce: the buckets, the communication thread and the compute
+ * threads' per-layer progress (see overlap.h for why the sums are the serial path's bits).
+ *
+ * One mutex and one condition variable carry everything: each compute thread's lowest layer
+ * whose last backward is done (signalled only at a bucket's first layer), the step's
+ * generation, the buckets done and the step's first error. */
+#include "worker/replicas/overlap.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fault.h"
+#include "kernels/ref/table.h"
+#include "worker/model/weights.h"
+#include "worker/replicas/replicas.h"
+
+typedef struct {
+    size_t off, end; /* floats [off, end) of the arena */
+    int first, last; /* its layers, first <= last */
+} bucket;
+
+typedef struct {
+    mw_overlap *o;
+    int th;
+} hook_ctx;
+
+struct mw_overlap {
+    mw_overlap_env env;
+    bucket *b;
+    int nb;
+    char *opens; /* per layer: 1 when it is some bucket's first layer */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done[MW_CPU_MAX_THREADS]; /* per thread: its lowest layer done (nlayers: none) */
+    hook_ctx hc[MW_CPU_MAX_THREADS];
+    long gen;  /* steps begun */
+    int ndone; /* buckets of this step finished (nb: all, or stopped by an error) */
+    int quit;
+    float reg_scale;
+    mw_status st;
+    char msg[2048];
+};
+
+/* Where layer l's parameters begin, or (size_t)-1 when it has none. */
+static size_t layer_off(const mw_layer *l)
+{
+    if (l->w_count)
+        return l->w_off;
+    if (l->b_count)
+        return l->b_off;
+    return l->stats_count ? l->stats_off : (size_t)-1;
+}
+
+/* Buckets in backward order: from the arena's end down, each closed at the first layer that
+ * brings it to bucket_bytes; the last reaches float 0 and layer 0. */
+static mw_status plan(mw_overlap *o)
+{
+    const mw_model *m = o->env.model;
+    o->b = calloc((size_t)m->nlayers + 1, sizeof *o->b);
+    o->opens = calloc((size_t)m->nlayers + 1, 1);
+    if (!o->b || !o->opens)
+        return mw_err(MW_ENOMEM, "overlapped all-reduce: out of memory");
+    size_t end = m->params.count;
+    int last = m->nlayers - 1;
+    for (int i = m->nlayers - 1; i > 0; i--) {
+        size_t off = layer_off(&m->layers[i]);
+        if (off == (size_t)-1 || (double)(end - off) * sizeof(float) < o->env.bucket_bytes)
+            continue;
+        o->b[o->nb++] = (bucket){.off = off, .end = end, .first = i, .last = last};
+        o->opens[i] = 1;
+        end = off, last = i - 1;
+    }
+    o->b[o->nb++] = (bucket){.off = 0, .end = end, .first = 0, .last = last};
+    o->opens[0] = 1;
+    return MW_OK;
+}
+
+/* The serial path's work on one bucket: threads summed in order, regularizers, all-reduce. */
+static mw_status run_bucket(mw_overlap *o, const bucket *bk)
+{
+    const mw_overlap_env *e = &o->env;
+    float *g = e->grads[0];
+    mw_fault_point("bucket", -1); /* MW_FAULT=stop:bucket:RANK: a rank gone mid-step */
+    for (size_t i = bk->off; i < bk->end && e->nthreads > 1; i++) {
+        float s = g[i];
+        for (int th = 1; th < e->nthreads; th++)
+            s += e->grads[th][i];
+        g[i] = s;
+    }
+    mw_kernels ref;
+    mw_kernels_init_ref(&ref);
+    const mw_kctx k = {.nthreads = 1};
+    double unused = 0; /* the penalty: the training thread adds it up in layer order */
+    mw_model_regularize_part(e->model, &ref, &k, e->model->params.data, g, &unused, o->reg_scale,
+                             bk->first, bk->last + 1);
+    return mw_allreduce_sum_at(e->ar, e->ar->requested, g + bk->off, bk->off, bk->end - bk->off);
+}
+
+/* The slowest thread's lowest layer done: every thread is past the layers from it up. */
+static int slowest_done(const mw_overlap *o)
+{
+    int high = o->done[0];
+    for (int th = 1; th < o->env.nthreads; th++)
+        high = o->done[th] > high ? o->done[th] : high;
+    return high;
+}
+
+/* One step's buckets, in order, each once every thread is past its first layer. Called and
+ * returns with mu held; 0 when asked to quit. */
+static int run_step(mw_overlap *o)
+{
+    for (int i = 0; i < o->nb; i++) {
+        while (!o->quit && slowest_done(o) > o->b[i].first)
+            pthread_cond_wait(&o->cv, &o->mu);
+        if (o->quit)
+            return 0;
+        pthread_mutex_unlock(&o->mu);
+        mw_status st = run_bucket(o, &o->b[i]);
+        pthread_mutex_lock(&o->mu);
+        o->ndone = i + 1;
+        if (st != MW_OK) {
+            o->st = st;
+            snprintf(o->msg, sizeof o->msg, "%s", mw_err_msg());
+            o->ndone = o->nb;
+        }
+        pthread_cond_broadcast(&o->cv);
+        if (st != MW_OK)
+            break;
+    }
+    return 1;
+}
+
+static void *comm_main(void *arg)
+{
+    mw_overlap *o = arg;
+    long seen = 0;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (!o->quit && o->gen == seen)
+            pthread_cond_wait(&o->cv, &o->mu);
+        seen = o->gen;
+        if (o->quit || !run_step(o))
+            break;
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+mw_status mw_overlap_open(mw_overlap **out, const mw_overlap_env *env)
+{
+    mw_overlap *o = *out = calloc(1, sizeof *o);
+    if (!o)
+        return mw_err(MW_ENOMEM, "overlapped all-reduce: out of memory");
+    o->env = *env;
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    MW_TRY(plan(o));
+    for (int th = 0; th < env->nthreads; th++)
+        o->hc[th] = (hook_ctx){o, th};
+    if (pthread_create(&o->thread, NULL, comm_main, o) != 0)
+        return mw_err(MW_ENOMEM, "overlapped all-reduce: cannot start its thread");
+    o->started = 1;
+    return MW_OK;
+}
+
+int mw_overlap_buckets(const mw_overlap *o)
+{
+    return o->nb;
+}
+
+void mw_overlap_begin(mw_overlap *o, long step, float reg_scale)
+{
+    pthread_mutex_lock(&o->mu);
+    for (int th = 0; th < o->env.nthreads; th++)
+        o->done[th] = o->env.model->nlayers;
+    o->ndone = 0;
+    o->st = MW_OK;
+    o->reg_scale = reg_scale;
+    o->env.ar->step = step;
+    o->gen++;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void mark(mw_overlap *o, int th, int layer)
+{
+    pthread_mutex_lock(&o->mu);
+    o->done[th] = layer;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void layer_done(void *ctx, int layer)
+{
+    hook_ctx *h = ctx;
+    if (h->o->opens[layer])
+        mark(h->o, h->th, layer);
+}
+
+void mw_overlap_last(mw_overlap *o, int th, mw_model_ws *ws)
+{
+    if (!ws) {
+        mark(o, th, 0);
+        return;
+    }
+    ws->layer_done = layer_done;
+    ws->layer_done_ctx = &o->hc[th];
+}
+
+void mw_overlap_finish(mw_overlap *o, int th, mw_model_ws *ws)
+{
+    if (ws)
+        ws->layer_done = NULL, ws->layer_done_ctx = NULL;
+    mark(o, th, 0);
+}
+
+mw_status mw_overlap_wait(mw_overlap *o)
+{
+    pthread_mutex_lock(&o->mu);
+    while (o->ndone < o->nb)
+        pthread_cond_wait(&o->cv, &o->mu);
+    mw_status st = o->st;
+    pthread_mutex_unlock(&o->mu);
+    return st == MW_OK ? MW_OK : mw_err(st, "%s", o->msg);
+}
+
+void mw_overlap_close(mw_overlap **op)
+{
+    mw_overlap *o = *op;
+    if (!o)
+        return;
+    *op = NULL;
+    if (o->started) {
+        pthread_mutex_lock(&o->mu);
+        o->quit = 1;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+        pthread_join(o->thread, NULL);
+    }
+    pthread_mutex_destroy(&o->mu);
+    pthread_cond_destroy(&o->cv);
+    free(o->b);
+    free(o->opens);
+    free(o);
+}
