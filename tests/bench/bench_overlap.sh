@@ -6,6 +6,7 @@
 # time / STEPS; the medians per setting are printed with their ratio. Not in CI (root,
 # minutes); run by hand when the machine is quiet:
 #   tests/bench/bench_overlap.sh MWTRAIN [rounds=5] [steps=40] [model: the tutorial CNN]
+# (BENCH_FLAGS: more flags for every run, such as --bucket-mb 0.1)
 set -uo pipefail
 mw=$(realpath "$1") rounds=${2:-5} steps=${3:-40} model=${4:-}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -13,6 +14,8 @@ source "$here/../nodes/lib.sh"
 flags=(train --epochs 1 --steps-per-epoch "$steps" --progress none --quiet
        --checkpoint-every-epochs 0 --summary-dir "" --test-examples 32 --batch-per-replica 32)
 [[ -n $model ]] && flags+=(--model "$(realpath "$model")")
+read -ra extra <<<"${BENCH_FLAGS:-}"
+flags+=("${extra[@]}")
 # secs LOG: the epoch's seconds per step, in ms
 secs() { sed -n 's/^Epoch 1,.*Time: \([0-9.]*\) s.*/\1/p' "$1" | awk -v n="$steps" '{ printf "%.2f", 1000 * $1 / n }'; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
