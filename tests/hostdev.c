@@ -287,6 +287,14 @@ mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
     return k->ws ? MW_OK : mw_err(MW_EDEVICE, "fake device %d: out of memory", c->device);
 }
 
+/* The device's layout without the sort's own room: keys and values, twice, in 64-float strides
+ * (the stand-in's embed_bwd is the CPU one and uses none of it). */
+size_t mw_cuda_embed_ws(size_t positions, int V)
+{
+    (void)V;
+    return positions == 0 ? 0 : 4 * ((positions + 63) / 64 * 64);
+}
+
 mw_status mw_cuda_sync(const mw_kctx *k)
 {
     hd_stats.syncs++;
