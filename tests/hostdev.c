@@ -39,6 +39,7 @@
 #include "kernels/cuda/metrics.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
+#include "kernels/embed.h"
 #include "kernels/kernels.h"
 #include "tests/nccl_mock.h"
 

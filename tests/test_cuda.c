@@ -25,49 +25,35 @@
 #include "kernels/geom.h"
 #include "kernels/ref/table.h"
 #include "kernels/twins.h"
+#include "tests/test_cuda.h"
 #include "tests/util.h"
 
 #define MW_LOSS_HD static inline
 #include "kernels/loss_rules.h" /* metrics_add_example: the host's sums of the device metrics */
 
-static mw_kctx ctx;     /* the suite's CUDA context; ctx.dev == NULL without a device */
-static mw_kernels cuda; /* the table after mw_kernels_init_cuda */
+mw_kctx ctx;     /* the suite's CUDA context; ctx.dev == NULL without a device */
+mw_kernels cuda; /* the table after mw_kernels_init_cuda */
 
-#define NEED_DEVICE()                                                                              \
-    do {                                                                                           \
-        if (!ctx.dev) {                                                                            \
-            print_message("skipped: no CUDA device (%s)\n", mw_cuda_version_string());             \
-            skip();                                                                                \
-        }                                                                                          \
-        mw_err_clear();                                                                            \
-    } while (0)
-
-static void check_rc(mw_status rc, const char *what)
+void check_rc(mw_status rc, const char *what)
 {
     if (rc != MW_OK)
         fail_msg("%s: %s: %s", what, mw_status_str(rc), mw_err_msg());
 }
 
 /* Wait for the stream and fail on any recorded error. */
-static void check_sync(void)
+void check_sync(void)
 {
     check_rc(mw_cuda_sync(&ctx), "mw_cuda_sync");
 }
 
-/* Host and device buffers of one test, freed together. */
-typedef struct {
-    void *host[64], *dev[64];
-    int nh, nd;
-} pool;
-
-static void *h_keep(pool *P, void *p)
+void *h_keep(pool *P, void *p)
 {
     assert_non_null(p);
     assert_true(P->nh < 64);
     return P->host[P->nh++] = p;
 }
 
-static float *h_rand(pool *P, size_t count, uint64_t seed, float lo, float hi)
+float *h_rand(pool *P, size_t count, uint64_t seed, float lo, float hi)
 {
     float *p = h_keep(P, malloc((count ? count : 1) * sizeof(float)));
     mw_test_fill_uniform(p, count, seed, lo, hi);
@@ -75,7 +61,7 @@ static float *h_rand(pool *P, size_t count, uint64_t seed, float lo, float hi)
 }
 
 /* Values on a coarse grid (ties for maxpool). */
-static float *h_grid(pool *P, size_t count, uint64_t seed, int levels)
+float *h_grid(pool *P, size_t count, uint64_t seed, int levels)
 {
     float *p = h_rand(P, count, seed, 0.0f, (float)levels);
     for (size_t i = 0; i < count; i++)
@@ -101,7 +87,7 @@ static int32_t *h_labels(pool *P, int N, int K, uint64_t seed)
 }
 
 /* A device copy of nbytes of host memory (src NULL: uninitialized). */
-static void *d_put(pool *P, const void *src, size_t nbytes)
+void *d_put(pool *P, const void *src, size_t nbytes)
 {
     void *p = NULL;
     check_rc(mw_cuda_alloc(&p, nbytes ? nbytes : 4), "mw_cuda_alloc");
@@ -113,7 +99,7 @@ static void *d_put(pool *P, const void *src, size_t nbytes)
 }
 
 /* Download into a new host buffer, after waiting for every kernel before it. */
-static void *d_get(pool *P, const void *dev, size_t nbytes)
+void *d_get(pool *P, const void *dev, size_t nbytes)
 {
     void *p = h_keep(P, malloc(nbytes ? nbytes : 1));
     check_rc(mw_cuda_download(p, dev, nbytes, &ctx), "mw_cuda_download");
@@ -121,7 +107,7 @@ static void *d_get(pool *P, const void *dev, size_t nbytes)
     return p;
 }
 
-static void pool_free(pool *P)
+void pool_free(pool *P)
 {
     for (int i = 0; i < P->nd; i++)
         mw_cuda_free(P->dev[i]);
@@ -792,7 +778,7 @@ static void test_scale_rows(void **state)
  * Argmax accuracy counts of one position (or of a mask's counted positions), the positions
  * counted and AUC bucket counts are integers, exact in double in any order; the other sums
  * (n values below 4, in the device's tree order) are within n 2^-53 of the sum: 1e-12. */
-static void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
+void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s)
 {
     pool P = {0};
     const int T = ml->positions > 1 ? ml->positions : 1; /* outputs per example: T x K */
@@ -1745,13 +1731,16 @@ int main(void)
         cmocka_unit_test(test_dloss),
         cmocka_unit_test(test_scale_rows),
         cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_embed_det),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_norm_params_det),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_sine_pos),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_metrics_rows),
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_dense),
@@ -1762,6 +1751,7 @@ int main(void)
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_bn),
         cmocka_unit_test(test_bn_workspace),
+        cmocka_unit_test(test_det_workspace),
         cmocka_unit_test(test_bn_sync),
         cmocka_unit_test(test_avgpool_pad),
         cmocka_unit_test(test_merge),

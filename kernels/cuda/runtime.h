@@ -48,11 +48,6 @@ int mw_cuda_device_count(void);
  * first). The conv kernels chunk the batch to fit, but need at least
  * mw_conv2d_ws_min floats; mw_conv2d_ws_count is the no-chunking size. */
 mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count);
-/* Floats of device scratch embed_bwd needs for `positions` token ids (n T) of a table of V
- * rows: the sorted (row, position) pairs and the sort's room (CUB's size query on the current
- * device; 0 for no positions, more than INT_MAX, or a failed query). The GPU backend reserves
- * the most any Embedding layer needs; the kernel checks it and fails naming the workspace. */
-size_t mw_cuda_embed_ws(size_t positions, int V);
 /* Wait for everything enqueued on k's streams (polled, under mw_cuda_set_timeout's limit).
  * Returns the context's first failure: one recorded by a kernel, a copy, or this wait. */
 mw_status mw_cuda_sync(const mw_kctx *k);

@@ -31,6 +31,7 @@
 #include "kernels/cuda/metrics.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
+#include "kernels/embed.h"
 #include "kernels/geom.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
