@@ -31,13 +31,6 @@ static void embed_bwd_reversed(float *g, const float *dy, const float *ids, size
     }
 }
 
-static float *h_dup(pool *P, const float *src, size_t count)
-{
-    float *p = h_keep(P, malloc(count * sizeof(float)));
-    memcpy(p, src, count * sizeof(float));
-    return p;
-}
-
 /* One shape of embed_bwd: the device's gradient equals the reference's bit for bit, twice. */
 static void embed_case(int n, int T, int D, int V, uint64_t s)
 {
@@ -48,7 +41,7 @@ static void embed_case(int n, int T, int D, int V, uint64_t s)
         ids[i] = (float)(int)(ids[i] * V);
     ids[1] = (float)V, ids[5] = -1.0f, ids[9] = 0.5f; /* no row */
     float *dy = h_rand(&P, ny, s + 1, -1, 1), *g0 = h_rand(&P, nt, s + 2, -1, 1);
-    float *want = h_dup(&P, g0, nt), *rev = h_dup(&P, g0, nt);
+    float *want = h_copy(&P, g0, nt * sizeof(float)), *rev = h_copy(&P, g0, nt * sizeof(float));
     mw_embed_bwd_ref(NULL, want, dy, ids, n, T, D, V);
     embed_bwd_reversed(rev, dy, ids, np, D, V);
     assert_true(memcmp(rev, want, nt * sizeof(float)) != 0); /* the control */
@@ -129,6 +122,21 @@ static void norm_exact(double *out, const float *g0, const float *b0, const floa
         }
 }
 
+void expect_norm_params(const float *got_g, const float *got_b, const float *want_g,
+                        const float *want_b, const float *g0, const float *b0, const float *dy,
+                        const float *x, const float *st, int rows, int D, int rms)
+{
+    double *ex = malloc(4 * (size_t)D * sizeof(double));
+    assert_non_null(ex);
+    norm_exact(ex, g0, b0, dy, x, st, rows, D, rms);
+    const double depth = colsum_depth(rows);
+    const int miss =
+        colsum_misses(got_g, want_g, ex, ex + 2 * D, D, depth, "dgamma") +
+        (got_b ? colsum_misses(got_b, want_b, ex + D, ex + 3 * D, D, depth, "dbeta") : 0);
+    free(ex);
+    assert_int_equal(miss, 0);
+}
+
 /* The reference's forward and backward of LayerNormalization (rms 0) or RMSNormalization
  * (rms 1) on the host: y, st, then dx, dg, db (dg, db, dx holding their starts). */
 static void norm_ref(float *y, float *st, float *dx, float *dg, float *db, const float *x,
@@ -156,7 +164,8 @@ static void norm_case(int rows, int D, int rms, uint64_t s)
     float *y = h_rand(&P, nx, s + 4, 0, 1), *st = h_rand(&P, ns, s + 5, 0, 1);
     float *dx0 = h_rand(&P, nx, s + 6, -1, 1), *g0 = h_rand(&P, D, s + 7, -1, 1);
     float *b0 = h_rand(&P, D, s + 8, -1, 1);
-    float *dx = h_dup(&P, dx0, nx), *dg = h_dup(&P, g0, D), *db = h_dup(&P, b0, D);
+    float *dx = h_copy(&P, dx0, nx * sizeof(float)), *dg = h_copy(&P, g0, D * sizeof(float)),
+          *db = h_copy(&P, b0, D * sizeof(float));
     norm_ref(y, st, dx, dg, db, x, dy, g, b, rows, D, rms);
     double *ex = h_keep(&P, malloc(4 * (size_t)D * sizeof(double)));
     norm_exact(ex, g0, b0, dy, x, st, rows, D, rms);
@@ -181,12 +190,10 @@ static void norm_case(int rows, int D, int rms, uint64_t s)
     }
     expect_close(got[0][0], dx, nx, 1e-6f, 1e-5f);
     const double depth = colsum_depth(rows);
-    assert_int_equal(colsum_misses(got[0][1], dg, ex, ex + 2 * D, D, depth, "dgamma"), 0);
-    if (!rms)
-        assert_int_equal(colsum_misses(got[0][2], db, ex + D, ex + 3 * D, D, depth, "dbeta"), 0);
+    expect_norm_params(got[0][1], rms ? NULL : got[0][2], dg, db, g0, b0, dy, x, st, rows, D, rms);
     for (int q = 0; q < 3; q++)
         assert_memory_equal(got[1][q], got[0][q], (q ? (size_t)D : nx) * sizeof(float));
-    float *lack = h_dup(&P, dg, D); /* the control */
+    float *lack = h_copy(&P, dg, D * sizeof(float)); /* the control */
     for (int j = 0; j < D; j++) {
         const size_t i = nx - D + j;
         lack[j] -= dy[i] * (rms ? x[i] * st[ns - 1] : (x[i] - st[rows - 1]) * st[ns - 1]);

@@ -39,6 +39,8 @@ void *h_keep(pool *P, void *p);
 float *h_rand(pool *P, size_t count, uint64_t seed, float lo, float hi);
 /* Values on a coarse grid: integers in [0, levels) (ties). */
 float *h_grid(pool *P, size_t count, uint64_t seed, int levels);
+/* A host copy of nbytes of src. */
+float *h_copy(pool *P, const void *src, size_t nbytes);
 /* A device copy of nbytes of host memory (src NULL: uninitialized). */
 void *d_put(pool *P, const void *src, size_t nbytes);
 /* Download into a new host buffer, after waiting for every kernel before it. */
@@ -52,5 +54,12 @@ void test_embed_det(void **state);
 void test_norm_params_det(void **state);
 void test_metrics_rows(void **state);
 void test_det_workspace(void **state);
+/* The normalizations' parameter gradients from the device (got_g; got_b, NULL: none) against
+ * the reference's (want_g, want_b), both from the starts g0, b0 over rows x D terms of dy, x and
+ * the reference's statistics st (rms: RMSNormalization's gamma term, no beta): within the
+ * float32 bound of a sum in the device's order (cuda_det.c: colsum_misses). */
+void expect_norm_params(const float *got_g, const float *got_b, const float *want_g,
+                        const float *want_b, const float *g0, const float *b0, const float *dy,
+                        const float *x, const float *st, int rows, int D, int rms);
 
 #endif
