@@ -62,6 +62,8 @@ static __global__ void embed_keys_kernel(unsigned *key, unsigned *val, const flo
     }
 }
 
+#define EMBED_BATCH 16 /* a run's positions loaded at once */
+
 /* Step 3: thread (s, j) of the sorted slots: where slot s starts the run of row r < V,
  * gtable[r, j] += the run's dy[., j] one after another (ascending positions: the reference's
  * order). */
@@ -74,8 +76,20 @@ static __global__ void embed_sum_kernel(float *gtable, const float *dy, const un
         const unsigned r = key[s];
         if (r >= V || (s > 0 && key[s - 1] == r))
             continue;
-        float g = gtable[(size_t)r * D + j];
-        for (size_t u = s; u < np && key[u] == r; u++)
+        float g = gtable[(size_t)r * D + j], t[EMBED_BATCH];
+        size_t u = s;
+        /* EMBED_BATCH loads in flight at once, then their adds in order: a long run (a padding
+         * id) waits for memory once per batch, not once per position. The keys are sorted, so
+         * key[u + B - 1] == r says the whole batch is row r's. */
+        for (; u + EMBED_BATCH <= np && key[u + EMBED_BATCH - 1] == r; u += EMBED_BATCH) {
+#pragma unroll
+            for (int q = 0; q < EMBED_BATCH; q++)
+                t[q] = dy[(size_t)val[u + q] * D + j];
+#pragma unroll
+            for (int q = 0; q < EMBED_BATCH; q++)
+                g += t[q];
+        }
+        for (; u < np && key[u] == r; u++)
             g += dy[(size_t)val[u] * D + j];
         gtable[(size_t)r * D + j] = g;
     }
