@@ -40,6 +40,7 @@ struct mw_overlap {
     long gen;  /* steps begun */
     int ndone; /* buckets of this step finished (nb: all, or stopped by an error) */
     int quit;
+    int busy; /* the thread is inside a bucket (reading and writing the gradients) */
     float reg_scale;
     mw_status st;
     char msg[2048];
@@ -118,9 +119,11 @@ static int run_step(mw_overlap *o)
             pthread_cond_wait(&o->cv, &o->mu);
         if (o->quit)
             return 0;
+        o->busy = 1;
         pthread_mutex_unlock(&o->mu);
         mw_status st = run_bucket(o, &o->b[i]);
         pthread_mutex_lock(&o->mu);
+        o->busy = 0;
         o->ndone = i + 1;
         if (st != MW_OK) {
             o->st = st;
@@ -228,22 +231,26 @@ mw_status mw_overlap_wait(mw_overlap *o)
     return st == MW_OK ? MW_OK : mw_err(st, "%s", o->msg);
 }
 
-void mw_overlap_close(mw_overlap **op)
+int mw_overlap_close(mw_overlap **op, int abandoned)
 {
     mw_overlap *o = *op;
     if (!o)
-        return;
-    *op = NULL;
+        return 1;
     if (o->started) {
         pthread_mutex_lock(&o->mu);
-        o->quit = 1;
+        const int busy = o->busy;
+        o->quit = !(abandoned && busy);
         pthread_cond_broadcast(&o->cv);
         pthread_mutex_unlock(&o->mu);
+        if (!o->quit)
+            return 0;
         pthread_join(o->thread, NULL);
     }
+    *op = NULL;
     pthread_mutex_destroy(&o->mu);
     pthread_cond_destroy(&o->cv);
     free(o->b);
     free(o->opens);
     free(o);
+    return 1;
 }

@@ -50,7 +50,10 @@ void mw_overlap_last(mw_overlap *o, int th, mw_model_ws *ws);
 void mw_overlap_finish(mw_overlap *o, int th, mw_model_ws *ws);
 /* Waits until every bucket is summed over the ranks; the first error of the step. */
 mw_status mw_overlap_wait(mw_overlap *o);
-/* Stops the thread (waiting out a bucket in flight, bounded by the collective timeout). */
-void mw_overlap_close(mw_overlap **o);
+/* Stops the thread and frees *o: 1. Abandoned (a peer is gone) while the thread is inside a
+ * bucket, whose all-reduce may wait out the collective timeout: 0, nothing stopped or freed,
+ * and the caller must keep the gradients it reads (left to the process's end). Otherwise a
+ * bucket in flight is waited out. */
+int mw_overlap_close(mw_overlap **o, int abandoned);
 
 #endif

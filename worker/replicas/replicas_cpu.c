@@ -496,18 +496,18 @@ static void cpu_close(mw_replicas **rp, int abandoned)
     mw_replicas *r = *rp;
     if (!r)
         return;
+    if (!mw_overlap_close(&r->ov, abandoned)) { /* its thread still reads the gradients */
+        *rp = NULL;                             /* all left to the process's end */
+        return;
+    }
     for (int i = 0; i < MW_CPU_MAX_THREADS; i++) {
         mw_model_ws_free(&r->ws[i]);
         if (i > 0)
             free(r->tgrads[i]);
     }
-    /* Freeing the shared window is collective: with a peer gone it would block. The
-     * overlap's thread may still wait in the all-reduce with a peer gone (at most the
-     * collective timeout): abandoned, it is left to the process's end. */
-    if (!abandoned) {
-        mw_overlap_close(&r->ov);
+    /* Freeing the shared window is collective: with a peer gone it would block. */
+    if (!abandoned)
         mw_allreduce_close(&r->ar);
-    }
     free(r->own_grads);
     for (int lr = 1; r->rws && lr < r->env.o->replicas_per_worker; lr++)
         mw_model_ws_free(&r->rws[lr - 1]);
