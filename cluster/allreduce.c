@@ -80,14 +80,6 @@ float *mw_allreduce_buffer(const mw_allreduce *ar)
     return ar->hier_ok ? ar->slot : NULL;
 }
 
-/* Chunk c of P over count: as even as possible, the first count % P one longer. */
-static void chunk(size_t count, int P, int c, size_t *off, size_t *len)
-{
-    size_t base = count / P, rem = count % P;
-    *off = c * base + ((size_t)c < rem ? (size_t)c : rem);
-    *len = base + ((size_t)c < rem ? 1 : 0);
-}
-
 /* Node barrier on shared counters: lets the waiting rank name the late one. */
 static mw_status shm_barrier(mw_allreduce *ar, const char *op)
 {
@@ -137,8 +129,8 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t off, size_t c
     MW_TRY(shm_barrier(ar, op)); /* every slot holds its rank's gradients */
 
     /* reduce-scatter: shard l = slot 0 + slot 1 + ... in local-rank order */
-    size_t so, sl;
-    chunk(count, L, l, &so, &sl);
+    size_t so, sl; /* the whole buffer's shard l, cut to the range */
+    mw_ring_piece(off, count, ar->total, L, l, &so, &sl);
     float *dst = mine + so;
     enum { B = 512 };
     for (size_t b = 0; b < sl; b += B) {
@@ -158,7 +150,9 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t off, size_t c
     /* across nodes: ring among the ranks holding the same shard */
     if (ar->nnodes > 1) {
         MW_TL_BEGIN("all-reduce (inter-node ring)", "allreduce");
-        MW_TRY(mw_ring_sum(&ar->cross_ring, dst, sl, ar->step));
+        size_t fo, fl; /* the whole shard: the ring across nodes cuts by its chunks */
+        mw_ring_piece(0, ar->total, ar->total, L, l, &fo, &fl);
+        MW_TRY(mw_ring_sum_part(&ar->cross_ring, dst, off + so - fo, sl, fl, ar->step));
         MW_TL_END("all-reduce (inter-node ring)", "allreduce");
     }
     MW_TL_BEGIN("all-reduce (intra-node all-gather)", "allreduce");
@@ -167,7 +161,7 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t off, size_t c
     /* all-gather: copy the other ranks' shards */
     for (int j = 0; j < L; j++) {
         size_t o, n;
-        chunk(count, L, j, &o, &n);
+        mw_ring_piece(off, count, ar->total, L, j, &o, &n);
         if (j != l)
             memcpy(buf + o, ar->slots[j] + off + o, n * sizeof(float));
         else if (buf != mine)
@@ -180,9 +174,8 @@ static mw_status hierarchical(mw_allreduce *ar, float *buf, size_t off, size_t c
 
 static mw_status run_ring(mw_allreduce *ar, float *buf, size_t off, size_t count)
 {
-    (void)off;
     MW_TL_BEGIN("all-reduce (ring)", "allreduce");
-    mw_status rc = mw_ring_sum(&ar->ring, buf, count, ar->step);
+    mw_status rc = mw_ring_sum_part(&ar->ring, buf, off, count, ar->total, ar->step);
     MW_TL_END("all-reduce (ring)", "allreduce");
     return rc;
 }
@@ -215,21 +208,27 @@ static mw_ar_algo resolve(const mw_allreduce *ar, mw_ar_algo algo, size_t count)
     return count * sizeof(float) >= SMALL_NBYTES ? MW_AR_RING : MW_AR_MPI;
 }
 
-int mw_allreduce_cut_exact(const mw_allreduce *ar, size_t count)
+int mw_allreduce_cut_exact(const mw_allreduce *ar, size_t total)
 {
     if (ar->size <= 2)
         return 1;
-    /* the node's sum is slot 0 + slot 1 + ... wherever the shards fall; then two nodes */
-    return resolve(ar, ar->requested, count) == MW_AR_HIER && ar->hier_ok && ar->nnodes <= 2;
+    const mw_ar_algo a = resolve(ar, ar->requested, total);
+    /* the rings (over the ranks, or across nodes on a shard) cut each range by the whole
+     * buffer's chunks (mw_ring_sum_part); a node adds its slots in local-rank order */
+    return a == MW_AR_RING || (a == MW_AR_HIER && ar->hier_ok);
 }
 
-static mw_status sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t off, size_t count)
+/* Floats [off, off + count) of a buffer of total floats, with algo resolved for total. */
+static mw_status sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t off, size_t count,
+                        size_t total)
 {
-    if (off + count > ar->max_count)
-        return mw_err(MW_EINTERNAL, "all-reduce of %zu floats at %zu: opened for at most %zu",
-                      count, off, ar->max_count);
-    algo = resolve(ar, algo, count);
+    if (off + count > total || total > ar->max_count)
+        return mw_err(MW_EINTERNAL,
+                      "all-reduce of %zu floats at %zu of %zu: opened for at most %zu", count, off,
+                      total, ar->max_count);
+    algo = resolve(ar, algo, total);
     ar->algo = algo;
+    ar->total = total;
     if (algo == MW_AR_HIER && !ar->hier_ok)
         return mw_err(MW_ECONFIG, "--allreduce hierarchical needs the same number of ranks on "
                                   "every node, sharing memory within a node; use ring or auto");
@@ -248,18 +247,17 @@ static mw_status sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t of
 
 mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count)
 {
-    return sum_at(ar, algo, buf, 0, count);
+    return sum_at(ar, algo, buf, 0, count, count);
 }
 
 mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count)
 {
-    return sum_at(ar, ar->requested, buf, 0, count);
+    return sum_at(ar, ar->requested, buf, 0, count, count);
 }
 
-mw_status mw_allreduce_sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t off,
-                              size_t count)
+mw_status mw_allreduce_sum_at(mw_allreduce *ar, float *buf, size_t off, size_t count, size_t total)
 {
-    return sum_at(ar, algo, buf, off, count);
+    return sum_at(ar, ar->requested, buf, off, count, total);
 }
 
 /* The ranks of comm that share this machine's memory, under the watchdog (the call cannot be

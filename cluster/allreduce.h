@@ -67,6 +67,7 @@ typedef struct {
     int *node_peer; /* train rank of each local rank, for messages (owned) */
     double timeout;
     long step;                 /* for timeout messages; set by the caller */
+    size_t total;              /* the current call's whole buffer (mw_allreduce_sum_at) */
     mw_halving halving;        /* over comm: the halving-doubling algorithm */
     unsigned long yield_after; /* spins before sched_yield in waits */
 } mw_allreduce;
@@ -80,16 +81,17 @@ mw_status mw_allreduce_open(mw_allreduce *ar, MPI_Comm train, MPI_Comm node, MPI
 float *mw_allreduce_buffer(const mw_allreduce *ar);
 /* buf = sum over ranks of buf, in place; count <= max_count. Collective. */
 mw_status mw_allreduce_sum(mw_allreduce *ar, float *buf, size_t count);
-/* Floats [off, off + count) of a buffer of the layout the shared slot has, buf pointing at
- * float off (the slot's own when the caller keeps its gradients there), with algo (auto:
- * resolved for count). Collective: every rank the same ranges in the same order. */
-mw_status mw_allreduce_sum_at(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t off,
-                              size_t count);
-/* 1 when every float's sum is the same bits however the buffer of count floats is cut into
- * ranges (each range all-reduced on its own): each step that adds over ranks adds at most 2
- * (a + b == b + a), or the node's shards in local-rank order whatever the cut. A ring of 3
- * or more ranks starts each chunk's sum at another rank, so a cut moves some floats' order. */
-int mw_allreduce_cut_exact(const mw_allreduce *ar, size_t count);
+/* Floats [off, off + count) of a buffer of total floats (<= max_count) in the layout of the
+ * shared slot, buf pointing at float off (the slot's own when the caller keeps its gradients
+ * there), with the requested algorithm resolved for total, as mw_allreduce_sum(total) would
+ * run. Collective: every rank the same ranges in the same order. */
+mw_status mw_allreduce_sum_at(mw_allreduce *ar, float *buf, size_t off, size_t count, size_t total);
+/* 1 when every float's sum has the same bits however a buffer of total floats is cut into
+ * ranges, each all-reduced on its own with mw_allreduce_sum_at: the ring and hierarchical
+ * (their rings cut each range by the whole buffer's chunks and shards; a node adds its ranks'
+ * slots in local-rank order), any algorithm on 2 ranks (a + b == b + a). Not MPI's own or
+ * halving-doubling on 3 or more ranks: their order follows the range's own halves. */
+int mw_allreduce_cut_exact(const mw_allreduce *ar, size_t total);
 /* Run a specific algorithm (benchmarks and tests). */
 mw_status mw_allreduce_sum_with(mw_allreduce *ar, mw_ar_algo algo, float *buf, size_t count);
 void mw_allreduce_close(mw_allreduce *ar);

@@ -138,7 +138,17 @@ static mw_status ring_step(mw_ring *r, long step, const float *sbuf, size_t slen
     return MW_OK;
 }
 
-mw_status mw_ring_sum(mw_ring *r, float *buf, size_t count, long step)
+void mw_ring_piece(size_t off, size_t count, size_t total, int P, int c, size_t *o, size_t *len)
+{
+    size_t co, cl;
+    chunk(total, P, c, &co, &cl);
+    size_t lo = co > off ? co : off, hi = min_size(co + cl, off + count);
+    *o = lo < hi ? lo - off : 0;
+    *len = lo < hi ? hi - lo : 0;
+}
+
+mw_status mw_ring_sum_part(mw_ring *r, float *buf, size_t off, size_t count, size_t total,
+                           long step)
 {
     const int P = r->size, me = r->rank;
     if (P <= 1 || count == 0)
@@ -147,16 +157,21 @@ mw_status mw_ring_sum(mw_ring *r, float *buf, size_t count, long step)
      * after P - 1 steps this rank holds the full sum of chunk (me + 1) % P. */
     for (int s = 0; s < P - 1; s++) {
         size_t so, sl, ro, rl;
-        chunk(count, P, (me - s + P) % P, &so, &sl);
-        chunk(count, P, (me - s - 1 + P) % P, &ro, &rl);
+        mw_ring_piece(off, count, total, P, (me - s + P) % P, &so, &sl);
+        mw_ring_piece(off, count, total, P, (me - s - 1 + P) % P, &ro, &rl);
         MW_TRY(ring_step(r, step, buf + so, sl, buf + ro, rl, 1));
     }
     /* All-gather: pass the finished chunks on around the ring. */
     for (int s = 0; s < P - 1; s++) {
         size_t so, sl, ro, rl;
-        chunk(count, P, (me + 1 - s + P) % P, &so, &sl);
-        chunk(count, P, (me - s + P) % P, &ro, &rl);
+        mw_ring_piece(off, count, total, P, (me + 1 - s + P) % P, &so, &sl);
+        mw_ring_piece(off, count, total, P, (me - s + P) % P, &ro, &rl);
         MW_TRY(ring_step(r, step, buf + so, sl, buf + ro, rl, 0));
     }
     return MW_OK;
+}
+
+mw_status mw_ring_sum(mw_ring *r, float *buf, size_t count, long step)
+{
+    return mw_ring_sum_part(r, buf, 0, count, count, step);
 }

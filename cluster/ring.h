@@ -51,6 +51,15 @@ mw_status mw_ring_open_as(mw_ring *r, MPI_Comm comm, const char *op, const int *
 /* buf[0..count) = the sum over the ring's ranks of their buf, in place. Collective: every rank
  * passes the same count. step (>= 0) is named in a timeout message; -1 when not in a step. */
 mw_status mw_ring_sum(mw_ring *r, float *buf, size_t count, long step);
+/* The same for floats [off, off + count) of a buffer of total floats, buf pointing at float
+ * off: the chunks are the whole buffer's, cut to the range, so each float is added in the
+ * order mw_ring_sum gives it in the whole buffer (a chunk's sum starts at its own rank), bit
+ * for bit, however the buffer is cut into ranges. */
+mw_status mw_ring_sum_part(mw_ring *r, float *buf, size_t off, size_t count, size_t total,
+                           long step);
+/* Chunk c of P (as even as possible, the first total % P one longer) of a buffer of total
+ * floats, cut to floats [off, off + count): *o counted from off, *len 0 where they do not meet. */
+void mw_ring_piece(size_t off, size_t count, size_t total, int P, int c, size_t *o, size_t *len);
 /* Frees the scratch; safe on an initialized or half-opened ring. Leaves r initialized. */
 void mw_ring_close(mw_ring *r);
 

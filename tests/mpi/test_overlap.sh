@@ -8,9 +8,11 @@
 # bias regularizer, whose gradients the buckets add), 4 Adam steps with --micro-batch 4 (several
 # micro-batches per thread), --dump-weights compared with cmp against off for bucket sizes 0 (a
 # bucket per layer), 0.02 MiB and the default.
-# Fallback: 4 ranks with --allreduce ring (a ring of 4 starts each chunk's sum at another rank,
-# so buckets would move some sums' order) warns and trains as off. Control: that ring run
-# differs bitwise from the hierarchical one, so the comparison sees a changed summation order.
+# The ring of 4 ranks (--allreduce ring): each chunk's sum starts at its own rank, so a bucket
+# is cut by the whole buffer's chunks, and trains as off too; so does hierarchical over 3
+# nodes x 2 (its ring across nodes cuts by the whole shard's chunks). Fallback: MPI's own all-reduce on
+# 4 ranks warns and trains as off. Control: the ring's weights differ bitwise from the
+# hierarchical all-reduce's, so the comparison sees a changed summation order.
 # Fault: rank 1 stopped at its first bucket (MW_FAULT=stop:bucket:1) ends the job with exit 131
 # within the collective timeout plus a little, the message naming rank 1.
 #   test_overlap.sh MWTRAIN
@@ -32,6 +34,7 @@ common=(train --epochs 1 --steps-per-epoch 4 --progress none --collective-timeou
 sed 's/"synchronized": true/"synchronized": false/' "$src/tests/data/keras/graph/syncbn_k3.json" \
     >"$tmp/bn.json"
 fake2x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223"]},"task":{"type":"worker","index":0}}'
+fake3x2='{"cluster":{"worker":["node-a:2222","node-a:2223","node-b:2222","node-b:2223","node-c:2222","node-c:2223"]},"task":{"type":"worker","index":0}}'
 
 # run NAME RANKS RPW [ENV...] -- FLAGS...: global batch 32; exit 0 and a dump, or a failure
 run() {
@@ -53,6 +56,7 @@ same() {
 }
 
 models=(cnn bn lm)
+lm=(--model "$src/tests/data/keras/graph/overlap_lm.json" --data "$corpus" --sequence-length 32)
 declare -A mflags=([cnn]="" [bn]="--model $tmp/bn.json"
                    [lm]="--model $src/tests/data/keras/graph/overlap_lm.json --data $corpus --sequence-length 32")
 layouts=(1x1 2x1 1x2rep 4x1 2nodes-x2)
@@ -79,12 +83,34 @@ done
 # a bucket per layer is several buckets: the CNN's 4 layers with weights
 check 'grep -q "overlapped all-reduce: 4 bucket(s)" "$tmp/cnn-2x1-on0.out"' "cnn: 4 buckets"
 
-# fallback: a ring of 4 ranks runs the serial path, with a warning; the control
+# the ring of 4 ranks: each bucket cut by the whole buffer's chunks (mw_ring_sum_part), a
+# bucket per layer and a bucket that straddles the chunk boundaries of the 4 ranks
 run ring-off 4 1 -- --allreduce ring --overlap-allreduce off
-run ring-on 4 1 -- --allreduce ring --overlap-allreduce on --bucket-mb 0
-same ring-off ring-on
-check 'grep -q "warn.*--overlap-allreduce on: not used here (a ring of 3 or more ranks" \
-       "$tmp/ring-on.out"' "ring of 4: the warning: $(grep -i overlap "$tmp/ring-on.out")"
+for b in 0 0.02; do
+    run "ring-on$b" 4 1 -- --allreduce ring --overlap-allreduce on --bucket-mb "$b"
+    same ring-off "ring-on$b"
+done
+check 'grep -q "overlapped all-reduce: 4 bucket(s)" "$tmp/ring-on0.out"' "ring of 4: overlapped"
+run lm-ring-off 4 1 -- "${lm[@]}" --allreduce ring --overlap-allreduce off
+run lm-ring-on 4 1 -- "${lm[@]}" --allreduce ring --overlap-allreduce on --bucket-mb 0
+same lm-ring-off lm-ring-on
+# hierarchical over 3 nodes x 2 (a fake TF_CONFIG): buckets cut by the node shards, the ring
+# across the 3 nodes by the whole shard's chunks
+run h3-off 6 1 TF_CONFIG="$fake3x2" -- --allreduce hierarchical --overlap-allreduce off
+for b in 0 0.02; do
+    run "h3-on$b" 6 1 TF_CONFIG="$fake3x2" -- --allreduce hierarchical --overlap-allreduce on \
+        --bucket-mb "$b"
+    same h3-off "h3-on$b"
+done
+check 'grep -q "overlapped all-reduce: 4 bucket(s)" "$tmp/h3-on0.out"' "3 nodes x 2: overlapped"
+# fallback: MPI's own all-reduce on 4 ranks cuts each range its own way: a warning and the
+# serial path
+run mpi-off 4 1 -- --allreduce mpi --overlap-allreduce off
+run mpi-on 4 1 -- --allreduce mpi --overlap-allreduce on --bucket-mb 0
+same mpi-off mpi-on
+check 'grep -q "warning: --overlap-allreduce on: not used here (this all-reduce on 3 or more" \
+       "$tmp/mpi-on.out"' "mpi on 4 ranks: the warning: $(grep -i overlap "$tmp/mpi-on.out")"
+# control: the ring's and the hierarchical all-reduce's orders give other bits
 check '! cmp -s "$tmp/ring-off.bin" "$tmp/cnn-4x1-off.bin"' \
     "control: the ring's and the hierarchical all-reduce's weights differ bitwise"
 

@@ -98,7 +98,8 @@ static mw_status run_bucket(mw_overlap *o, const bucket *bk)
     double unused = 0; /* the penalty: the training thread adds it up in layer order */
     mw_model_regularize_part(e->model, &ref, &k, e->model->params.data, g, &unused, o->reg_scale,
                              bk->first, bk->last + 1);
-    return mw_allreduce_sum_at(e->ar, e->ar->requested, g + bk->off, bk->off, bk->end - bk->off);
+    return mw_allreduce_sum_at(e->ar, g + bk->off, bk->off, bk->end - bk->off,
+                               e->model->params.count);
 }
 
 /* The slowest thread's lowest layer done: every thread is past the layers from it up. */

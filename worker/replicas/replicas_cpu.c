@@ -177,8 +177,8 @@ static mw_status open_overlap(mw_replicas *r)
     else if (r->ar.size > 1 && level < MPI_THREAD_SERIALIZED)
         why = "this MPI does not provide MPI_THREAD_SERIALIZED";
     else if (!mw_allreduce_cut_exact(&r->ar, count))
-        why = "a ring of 3 or more ranks would add some gradients in another order when cut "
-              "into buckets (exact: 2 ranks, or hierarchical over at most 2 nodes)";
+        why = "this all-reduce on 3 or more ranks would add some gradients in another order "
+              "when cut into buckets (exact: ring, hierarchical, any on 2 ranks)";
     if (why) {
         if (e->rank == 0)
             mw_log_warn("--overlap-allreduce on: not used here (%s); the gradients are "
