@@ -620,11 +620,11 @@ static void test_rmsnorm(void **state)
 /* MultiHeadAttention's core (attn_fwd, attn_bwd) on geometry g (host masks and ids) of n
  * examples against the reference. The twin sums its products in cuBLAS' order, the reference
  * in its own: a float32 dot of K terms differs by a few ulps (6e-8) times sqrt(K) of the terms'
- * magnitudes; here K is dk <= 16 (|scores| <= 9), a row's <= 70 keys (|p v| summed <= 1) or a key
- * head's <= 4 x 64 query rows (the gradients, which add onto starting values in [-1, 1]):
- * 1e-5 of the value or 1e-5 absolute for the probabilities and outputs, 3e-5 absolute for the
- * gradients (16 x 6e-8 x a few units, with room). */
-static void attn_case(const mw_attn_geom *g, int n, uint64_t s)
+ * magnitudes; here K is dk <= 16 (|scores| <= 9), a row's <= 200 keys (|p v| summed <= 1) or a
+ * key head's <= 2 x 200 query rows (the gradients, which add onto starting values in [-1, 1]):
+ * 1e-5 of the value or 1e-5 absolute for the probabilities and outputs (sqrt 200 x 6e-8 x a
+ * few), 3e-5 absolute for the gradients (sqrt 400 x 6e-8 x a few units, with room). */
+static void attn_case(const mw_attn_geom *g, int n, uint64_t s, int control)
 {
     pool P = {0};
     const int T = g->T, S = g->S, H = g->H, KH = mw_attn_kvh(g), dk = g->dk, dv = g->dv;
@@ -644,8 +644,15 @@ static void attn_case(const mw_attn_geom *g, int n, uint64_t s)
     gd.qids = g->qids ? d_put(&P, g->qids, (size_t)n * T * 4) : NULL;
     gd.vids = g->vids ? d_put(&P, g->vids, (size_t)n * S * 4) : NULL;
     gd.ids = g->ids ? d_put(&P, g->ids, (size_t)n * sizeof *g->ids) : NULL;
+    gd.causal ^= control; /* the control: the device's causal mask flipped is caught */
     mw_attn_fwd_ref(NULL, o, p, q, k, v, g, n);
     cuda.attn_fwd(&ctx, dO, dPr, dQ, dK, dV, &gd, n);
+    if (control) {
+        assert_false(mw_test_close_(d_get(&P, dPr, np * 4), p, np, 1e-5f, 1e-5f, "control",
+                                    __FILE__, __LINE__));
+        pool_free(&P);
+        return;
+    }
     expect_close((float *)d_get(&P, dO, no * 4), o, no, 1e-5f, 1e-5f);
     expect_close((float *)d_get(&P, dPr, np * 4), p, np, 1e-5f, 1e-5f);
     mw_attn_bwd_ref(NULL, dq, dk_, dv_, p, dout, q, k, v, g, n);
@@ -663,14 +670,17 @@ static void attn_case(const mw_attn_geom *g, int n, uint64_t s)
  * everywhere); cross attention of 7 queries on 11 values with a value mask; 64 causal steps,
  * 4 heads of 16, with dropout keyed by example ids (the multipliers the host's);
  * grouped-query attention, 4 query heads on 2 key heads (causal, masked) and on 1 (64 steps,
- * dropout); 200 causal steps (two row blocks) on 2 key heads. */
+ * dropout); 200 causal steps (four row blocks) on 2 key heads. The control: geometry 1 with
+ * the device's causal mask off. */
 static void test_attention(void **state)
 {
     (void)state;
     NEED_DEVICE();
     mw_attn_geom g;
     for (int ci = 0; mw_test_attn_geom(ci, &g); ci++)
-        attn_case(&g, 2, 100 + (uint64_t)ci);
+        attn_case(&g, 2, 100 + (uint64_t)ci, 0);
+    mw_test_attn_geom(1, &g); /* causal, 5 x 5 */
+    attn_case(&g, 2, 101, 1);
     static const struct { /* uniform: example 1's padded query rows are 1 / S (no dropout) */
         int n, T, S, H, dk, dv, causal, masks;
         float rate;
@@ -705,7 +715,7 @@ static void test_attention(void **state)
                            .seed = 77,
                            .stream = 4,
                            .ids = shapes[s].rate > 0 ? ids : NULL};
-        attn_case(&g, n, s);
+        attn_case(&g, n, s, 0);
         pool_free(&P);
     }
     check_sync();

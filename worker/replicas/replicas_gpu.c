@@ -99,9 +99,9 @@ static size_t up64(size_t nbytes)
 
 /* The device scratch to reserve: what the conv kernels' chunking uses for max_n images when
  * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer), and
- * MW_ATTN_WS_SLOTS of an attention layer's T x S matrices (the CUDA twin's chunks of examples,
- * one matrix each). The model's scratch_count is the un-chunked size, which for large images
- * asks for gigabytes. */
+ * MW_ATTN_WS_SLOTS (or max_n) of an attention layer's T x S matrices (the CUDA twin's chunks of
+ * examples, one matrix each). The model's scratch_count is the un-chunked size, which for large
+ * images asks for gigabytes. */
 static size_t dev_scratch(const mw_model *m, int max_n)
 {
     size_t want = 0;
@@ -110,8 +110,9 @@ static size_t dev_scratch(const mw_model *m, int max_n)
         size_t s = 0;
         if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_CONV2DT)
             s = mw_conv2d_ws_capped(&l->conv, max_n, MW_CUDA_WS_CAP);
-        else if (l->kind == MW_LAYER_MHA)
-            s = (size_t)MW_ATTN_WS_SLOTS * l->in_w * l->mha.steps;
+        else if (l->kind == MW_LAYER_MHA) /* a chunk holds max_n examples at most */
+            s = (size_t)(max_n < MW_ATTN_WS_SLOTS ? max_n : MW_ATTN_WS_SLOTS) * l->in_w *
+                l->mha.steps;
         want = s > want ? s : want;
     }
     return want;
