@@ -1,48 +1,82 @@
-/* LayerNormalization's CUDA twins (kernels/kernel_list.h: layernorm_fwd, layernorm_bwd): one thread
- * per row for the forward and the input's gradient, the reference's rows
- * (kernels/layernorm_rules.h); the parameters' gradients one thread per feature, summing the rows
- * in order (no atomics: the same sums as the reference). */
-#include "kernels/cuda/runtime.cuh"
+/* LayerNormalization's CUDA twins (kernels/kernel_list.h: layernorm_fwd, layernorm_bwd). The
+ * forward and the input's gradient one warp per row: the reference's arithmetic
+ * (kernels/layernorm_rules.h) with each row's double sums split over the 32 lanes and joined by
+ * an xor butterfly (the same bits in every lane and on every run; against the reference's
+ * sequential double sums they differ by far below float32's rounding, so the float32 mean and
+ * statistics match it but for a rare last bit). The parameters' gradients as deterministic
+ * two-stage column sums over row chunks (colsum.cuh). */
+#include "kernels/cuda/colsum.cuh"
 
 extern "C" {
 #include "kernels/twins.h"
 }
-#define MW_LN_HD __device__ static inline
-#include "kernels/layernorm_rules.h"
+
+/* Lane `lane` of a warp's share of one row: ln_row_fwd's sums, in D / 32 strided parts. */
+__device__ static void ln_warp_fwd(float *y, float *mean, float *rstd, const float *x,
+                                   const float *gamma, const float *beta, int D, float eps,
+                                   int lane)
+{
+    double s = 0, v = 0;
+    for (int j = lane; j < D; j += 32)
+        s += x[j];
+    const float m = (float)(mw_warp_sum(s) / D);
+    for (int j = lane; j < D; j += 32)
+        v += ((double)x[j] - m) * ((double)x[j] - m);
+    const float r = 1.0f / sqrtf((float)(mw_warp_sum(v) / D) + eps);
+    if (lane == 0)
+        *mean = m, *rstd = r;
+    for (int j = lane; j < D; j += 32) {
+        const float inv = gamma ? r * gamma[j] : r;
+        y[j] = x[j] * inv + ((beta ? beta[j] : 0.0f) - m * inv);
+    }
+}
+
+/* The same for ln_row_dx. */
+__device__ static void ln_warp_dx(float *dx, const float *dy, const float *x, const float *gamma,
+                                  float mean, float rstd, int D, int lane)
+{
+    double sg = 0, sgx = 0;
+    for (int j = lane; j < D; j += 32) {
+        const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
+        sg += g, sgx += (double)g * xh;
+    }
+    const float mg = (float)(mw_warp_sum(sg) / D), mgx = (float)(mw_warp_sum(sgx) / D);
+    for (int j = lane; j < D; j += 32) {
+        const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
+        dx[j] += rstd * (g - mg - xh * mgx);
+    }
+}
 
 static __global__ void layernorm_fwd_kernel(float *y, float *stat, const float *x,
                                             const float *gamma, const float *beta, int rows, int D,
                                             float eps)
 {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
-        ln_row_fwd(y + (size_t)r * D, stat + r, stat + rows + r, x + (size_t)r * D, gamma, beta, D,
-                   eps);
+    const int lane = threadIdx.x % 32, warps = gridDim.x * CS_ROW_WARPS;
+    for (int r = blockIdx.x * CS_ROW_WARPS + threadIdx.x / 32; r < rows; r += warps)
+        ln_warp_fwd(y + (size_t)r * D, stat + r, stat + rows + r, x + (size_t)r * D, gamma, beta, D,
+                    eps, lane);
 }
 
 static __global__ void layernorm_dx_kernel(float *dx, const float *dy, const float *x,
                                            const float *stat, const float *gamma, int rows, int D)
 {
-    for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
-        ln_row_dx(dx + (size_t)r * D, dy + (size_t)r * D, x + (size_t)r * D, gamma, stat[r],
-                  stat[rows + r], D);
+    const int lane = threadIdx.x % 32, warps = gridDim.x * CS_ROW_WARPS;
+    for (int r = blockIdx.x * CS_ROW_WARPS + threadIdx.x / 32; r < rows; r += warps)
+        ln_warp_dx(dx + (size_t)r * D, dy + (size_t)r * D, x + (size_t)r * D, gamma, stat[r],
+                   stat[rows + r], D, lane);
 }
 
-static __global__ void layernorm_params_kernel(float *dgamma, float *dbeta, const float *dy,
-                                               const float *x, const float *stat, int rows, int D)
-{
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < D; j += gridDim.x * blockDim.x) {
-        float gg = dgamma ? dgamma[j] : 0.0f, gb = dbeta ? dbeta[j] : 0.0f;
-        for (int r = 0; r < rows; r++) {
-            const float d = dy[(size_t)r * D + j];
-            gg += d * ((x[(size_t)r * D + j] - stat[r]) * stat[rows + r]);
-            gb += d;
-        }
-        if (dgamma)
-            dgamma[j] = gg;
-        if (dbeta)
-            dbeta[j] = gb;
+/* gamma's term dy xhat and beta's dy, as the reference's column loop. */
+struct ln_terms {
+    const float *dy, *x, *stat;
+    int rows, D;
+    __device__ void operator()(int r, int c, float &a, float &b) const
+    {
+        const float d = dy[(size_t)r * D + c];
+        a += d * ((x[(size_t)r * D + c] - stat[r]) * stat[rows + r]);
+        b += d;
     }
-}
+};
 
 extern "C" void mw_layernorm_fwd_cuda(const mw_kctx *k, float *y, float *stat, const float *x,
                                       const float *gamma, const float *beta, int rows, int D,
@@ -51,7 +85,7 @@ extern "C" void mw_layernorm_fwd_cuda(const mw_kctx *k, float *y, float *stat, c
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_layernorm_fwd_cuda");
     if (!d || rows <= 0)
         return;
-    layernorm_fwd_kernel<<<mw_cuda_grid((size_t)rows), MW_CUDA_BLOCK, 0, d->stream>>>(
+    layernorm_fwd_kernel<<<cs_row_grid(rows), 32 * CS_ROW_WARPS, 0, d->stream>>>(
         y, stat, x, gamma, beta, rows, D, eps);
     MW_LAUNCHED_K(d, "layernorm_fwd_kernel");
     mw_cuda_end(d, "mw_layernorm_fwd_cuda");
@@ -61,18 +95,17 @@ extern "C" void mw_layernorm_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma
                                       const float *dy, const float *x, const float *stat,
                                       const float *gamma, int rows, int D)
 {
-    mw_cuda_dev *d = mw_cuda_begin(k, "mw_layernorm_bwd_cuda");
-    if (!d || rows <= 0)
+    const char *op = "mw_layernorm_bwd_cuda";
+    mw_cuda_dev *d = mw_cuda_begin(k, op);
+    if (!d || rows <= 0 || D <= 0)
         return;
-    if (dgamma || dbeta) {
-        layernorm_params_kernel<<<mw_cuda_grid((size_t)D), MW_CUDA_BLOCK, 0, d->stream>>>(
-            dgamma, dbeta, dy, x, stat, rows, D);
-        MW_LAUNCHED_K(d, "layernorm_params_kernel");
-    }
+    const ln_terms f = {dy, x, stat, rows, D};
+    if ((dgamma || dbeta) && !cs_sums<2>(d, k, op, f, rows, D, dgamma, dbeta))
+        return;
     if (dx) {
-        layernorm_dx_kernel<<<mw_cuda_grid((size_t)rows), MW_CUDA_BLOCK, 0, d->stream>>>(
-            dx, dy, x, stat, gamma, rows, D);
+        layernorm_dx_kernel<<<cs_row_grid(rows), 32 * CS_ROW_WARPS, 0, d->stream>>>(dx, dy, x, stat,
+                                                                                    gamma, rows, D);
         MW_LAUNCHED_K(d, "layernorm_dx_kernel");
     }
-    mw_cuda_end(d, "mw_layernorm_bwd_cuda");
+    mw_cuda_end(d, op);
 }
