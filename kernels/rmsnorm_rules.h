@@ -41,4 +41,23 @@ MW_RMS_HD void rms_row_dx(float *dx, const float *dy, const float *x, const floa
         dx[j] += r * (dy[j] * (gamma[j] + offset) - (x[j] - mean) * k);
 }
 
+/* The same, fused with the residual Add before the norm: t = ds + the row's input gradient
+ * (the expression rms_row_dx adds, so the same bits) added into da and db (NULL: none). */
+MW_RMS_HD void rms_row_dx_add(float *da, float *db, const float *ds, const float *dy,
+                              const float *x, const float *gamma, float mean, float r, int D,
+                              float offset)
+{
+    double sgx = 0;
+    for (int j = 0; j < D; j++)
+        sgx += (double)(dy[j] * (gamma[j] + offset)) * x[j];
+    const float k = r * r * (float)(sgx / D);
+    for (int j = 0; j < D; j++) {
+        const float t = ds[j] + r * (dy[j] * (gamma[j] + offset) - (x[j] - mean) * k);
+        if (da)
+            da[j] += t;
+        if (db)
+            db[j] += t;
+    }
+}
+
 #endif

@@ -7,7 +7,10 @@
  * within a float32 rounding of the reference's. The backward is the reference's rows, and
  * gamma's and beta's gradients go 32 features at a time, each summing the rows in order (a
  * row's 32 in one pass, so memory is read along rows): the same sums as the reference,
- * bitwise. */
+ * bitwise. The residual Add fused with the norm (add_layernorm_*, add_rmsnorm_*) sums each row
+ * into s and normalizes it while it is in cache, and adds each row's input gradient, with the
+ * sum's other gradient, into both Add inputs' gradients in the pass that computes it: the same
+ * rows as the unfused twins, so the same bits. */
 #include "kernels/twins.h"
 
 #include <math.h>
@@ -16,6 +19,8 @@
 
 #define MW_LN_HD static inline
 #include "kernels/layernorm_rules.h"
+#define MW_RMS_HD static inline
+#include "kernels/rmsnorm_rules.h"
 
 enum { LANES = 8 };
 
@@ -93,5 +98,55 @@ void mw_layernorm_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbe
         for (int r = 0; r < rows; r++)
             ln_row_dx(dx + (size_t)r * D, dy + (size_t)r * D, x + (size_t)r * D, gamma, stat[r],
                       stat[rows + r], D);
+    }
+}
+
+void mw_add_layernorm_fwd_cpu(const mw_kctx *k, float *s, float *y, float *stat, const float *a,
+                              const float *b, const float *gamma, const float *beta, int rows,
+                              int D, float eps)
+{
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * D;
+        ln_row_sum(s + o, a + o, b + o, D);
+        row_fwd(y + o, stat + r, stat + rows + r, s + o, gamma, beta, D, eps);
+    }
+}
+
+void mw_add_layernorm_bwd_cpu(const mw_kctx *k, float *da, float *db, float *dgamma, float *dbeta,
+                              const float *ds, const float *dy, const float *s, const float *stat,
+                              const float *gamma, int rows, int D)
+{
+    mw_layernorm_bwd_cpu(k, NULL, dgamma, dbeta, dy, s, stat, gamma, rows, D);
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * D;
+        ln_row_dx_add(da ? da + o : NULL, db ? db + o : NULL, ds + o, dy + o, s + o, gamma, stat[r],
+                      stat[rows + r], D);
+    }
+}
+
+void mw_add_rmsnorm_fwd_cpu(const mw_kctx *k, float *s, float *y, float *stat, const float *a,
+                            const float *b, const float *gamma, int rows, int D, float eps,
+                            int centered, float offset)
+{
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * D;
+        ln_row_sum(s + o, a + o, b + o, D);
+        rms_row_fwd(y + o, stat + r, stat + rows + r, s + o, gamma, D, eps, centered, offset);
+    }
+}
+
+void mw_add_rmsnorm_bwd_cpu(const mw_kctx *k, float *da, float *db, float *dgamma, const float *ds,
+                            const float *dy, const float *s, const float *stat, const float *gamma,
+                            int rows, int D, float offset)
+{
+    mw_rmsnorm_bwd_cpu(k, NULL, dgamma, dy, s, stat, gamma, rows, D, offset);
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * D;
+        rms_row_dx_add(da ? da + o : NULL, db ? db + o : NULL, ds + o, dy + o, s + o, gamma,
+                       stat[r], stat[rows + r], D, offset);
     }
 }
