@@ -2,7 +2,8 @@
  * (kernels/ref/attention.c), its CUDA twin (kernels/cuda/attention.cu) and the fast CPU twin's
  * softmax: one row (example i, head h, query position t) or one column (key position u) at a
  * time, every sum in order. The backward: dv first (from p), then each row's scores' gradient
- * ds = p (dp - sum p dp), dp = dout . v times the dropout multiplier, written over p, then
+ * ds = p (dp - sum p dp), dp = dout . v times the dropout multiplier, written over p (with a
+ * soft cap c, times 1 - tanh(s / c)^2, s recomputed as the forward's), then
  * dq = scale ds kk and dk = ds (q scale). Grouped-query attention (kv_heads < H): query head h
  * reads key and value head h / (H / kv_heads), whose gradients (a column's) sum over its group's
  * heads, then over t. Private to kernels/: each includer defines MW_ATT_HD
@@ -52,8 +53,36 @@ MW_ATT_HD size_t att_hrow(const mw_attn_geom *g, int i, int h, int u, int w)
 /* 1 when (t, u) of example i is masked. */
 MW_ATT_HD int att_masked(const mw_attn_geom *g, int i, int t, int u)
 {
-    return (g->causal && u > t) || (g->qids && g->qids[(size_t)i * g->T + t] == 0.0f) ||
+    return (g->causal && u > t) || (g->window > 0 && (t - u >= g->window || u - t >= g->window)) ||
+           (g->qids && g->qids[(size_t)i * g->T + t] == 0.0f) ||
            (g->vids && g->vids[(size_t)i * g->S + u] == 0.0f);
+}
+
+/* tanh(s / c) of a raw score s under the soft cap c (Keras divides, then tanh). */
+MW_ATT_HD float att_cap_tanh(const mw_attn_geom *g, float s)
+{
+    return tanhf(s / g->soft_cap);
+}
+
+/* The score of row (i, h, t) at key u: (q scale) . kk, then c tanh(s / c) under a soft cap. */
+MW_ATT_HD float att_score(const float *q, const float *kk, const mw_attn_geom *g, int i, int h,
+                          int t, int u)
+{
+    const float *qr = q + att_qrow(g, i, h, t, g->dk), *kr = kk + att_hrow(g, i, h, u, g->dk);
+    float s = 0.0f;
+    for (int d = 0; d < g->dk; d++)
+        s += (qr[d] * g->scale) * kr[d];
+    return g->soft_cap > 0.0f ? att_cap_tanh(g, s) * g->soft_cap : s;
+}
+
+/* The derivative of the capped score by the raw one, 1 - tanh(s / c)^2, from the capped score
+ * sc = c tanh(s / c); 1 without a cap. */
+MW_ATT_HD float att_cap_grad(const mw_attn_geom *g, float sc)
+{
+    if (!(g->soft_cap > 0.0f))
+        return 1.0f;
+    const float y = sc / g->soft_cap;
+    return 1.0f - y * y;
 }
 
 /* The dropout multiplier of p[i, h, t, u]: 1 without dropout. */
@@ -110,16 +139,11 @@ MW_ATT_HD float att_empty_p(const mw_attn_geom *g)
 MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, const float *v,
                            const mw_attn_geom *g, int i, int h, int t)
 {
-    const float *qr = q + att_qrow(g, i, h, t, g->dk);
     float *pr = p + att_prow(g, i, h, t);
     int any = 0;
     for (int u = 0; u < g->S; u++) {
-        const float *kr = kk + att_hrow(g, i, h, u, g->dk);
-        float s = 0.0f;
-        for (int d = 0; d < g->dk; d++)
-            s += (qr[d] * g->scale) * kr[d];
         const int m = att_masked(g, i, t, u);
-        pr[u] = m ? MW_ATT_MASKED : s;
+        pr[u] = m ? MW_ATT_MASKED : att_score(q, kk, g, i, h, t, u);
         any |= !m;
     }
     if (any)
@@ -164,10 +188,11 @@ MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g,
     return a * att_drop(g, i, h, t, u);
 }
 
-/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp); 0 for a row masked
- * everywhere (its probabilities do not depend on the scores). */
-MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_attn_geom *g, int i,
-                          int h, int t)
+/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp), under a soft cap times
+ * att_cap_grad of the recomputed score (0 where p is); 0 for a row masked everywhere
+ * (its probabilities do not depend on the scores). */
+MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *q, const float *kk,
+                          const float *v, const mw_attn_geom *g, int i, int h, int t)
 {
     float *pr = p + att_prow(g, i, h, t);
     if (att_row_empty(g, i, t)) {
@@ -180,6 +205,9 @@ MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *v, const mw_
         sum += pr[u] * att_dp(dout, v, g, i, h, t, u);
     for (int u = 0; u < g->S; u++)
         pr[u] = pr[u] * (att_dp(dout, v, g, i, h, t, u) - sum);
+    if (g->soft_cap > 0.0f)
+        for (int u = 0; u < g->S; u++)
+            pr[u] *= att_cap_grad(g, att_score(q, kk, g, i, h, t, u));
 }
 
 /* dq's row (i, t, h) += scale sum over u of ds[t, u] kk[u]. */

@@ -140,7 +140,8 @@ typedef struct {
 
 /* Keras' MultiHeadAttention between its projections (attn_fwd, attn_bwd), per example i and
  * head h: q (n, T, H, dk), kk (n, S, H, dk), v (n, S, H, dv), the layout of Keras' projected
- * tensors. Scores s[t, u] = (q[t] * scale) . kk[u]; where (t, u) is masked, -1e9 instead, and
+ * tensors. Scores s[t, u] = (q[t] * scale) . kk[u] (soft-capped when soft_cap > 0); where
+ * (t, u) is masked, -1e9 instead, and
  * p = softmax over u with the masked probabilities 0; o[t] = sum over u of p[t, u] drop[t, u]
  * v[u]. A row masked everywhere (a padded query step's) is what Keras 3.15 computes there,
  * which depends on the layer's dropout: with none, its dot_product_attention's softmax over
@@ -153,7 +154,11 @@ typedef struct {
                             head h reads key and value head h / (H / kv_heads); kk and v are
                             (n, S, kv_heads, dk or dv); 0: H (one each) */
     float scale;         /* multiplies q: Keras' 1 / sqrt(key_dim) in float32 */
+    float soft_cap;      /* > 0: each score s becomes soft_cap tanh(s / soft_cap) before the
+                            masks (Gemma 2's logit_soft_cap: s / c, tanh, times c); 0: none */
     int causal;          /* use_causal_mask: (t, u) masked where u > t */
+    int window;          /* > 0: (t, u) masked where |t - u| >= window as well (Gemma 2's
+                            sliding window); 0: none */
     const float *qids;   /* a query padding mask: (t, u) masked where qids[i, t] == 0 (token ids
                             (n, T) as floats, the model's input); NULL: none */
     const float *vids;   /* the same for the values: masked where vids[i, u] == 0 */

@@ -83,7 +83,7 @@ typedef struct {
     mw_pool_geom pg;
     mw_attn_geom ag;
     mw_optim_hyper oh;
-    char what[96];
+    char what[128];
 } kargs;
 
 /* f(x) for each argument, comma-separated (up to 14). */
@@ -742,7 +742,9 @@ static int set_add_rmsnorm(kargs *a, int i, int phase)
 /* Attention: self and cross, causal, padding masks (a query row masked everywhere, both of
  * Keras' answers for it), dropout with example ids, and 70 causal steps (the fast twin's row
  * blocks, a partial one last); grouped-query attention (4 query heads on 2 or 1 key heads, 2 on
- * 1 with dropout); the backward with its forward's probabilities. */
+ * 1 with dropout); soft-capped scores (cap 1.5: |s| reaches 3.9, where tanh bends) and sliding
+ * windows (2 without the causal mask: a row whose window sees only padded keys; 20 with it
+ * over 70 steps), alone and together; the backward with its forward's probabilities. */
 static const float att_qid[2 * 5] = {3, 1, 4, 1, 5, 9, 2, 6, 0, 0}; /* example 1: 2 padding */
 static const float att_vid[2 * 6] = {2, 7, 1, 8, 2, 8, 1, 0, 3, 3, 0, 4};
 static const uint32_t att_eids[2] = {7, 9};
@@ -756,13 +758,17 @@ int mw_test_attn_geom(int i, mw_attn_geom *g)
         int T, S, causal, qmask, vmask;
         float rate;
         int uniform, H, kvh;
-    } s[] = {{5, 5, 0, 0, 0, 0.0f, 0, 2, 0},   {5, 5, 1, 0, 0, 0.0f, 0, 2, 0},
-             {5, 5, 1, 1, 1, 0.0f, 0, 2, 0},   {4, 6, 0, 0, 1, 0.0f, 0, 2, 0},
-             {5, 5, 1, 0, 0, 0.3f, 0, 2, 0},   {70, 70, 1, 1, 1, 0.0f, 0, 2, 0},
-             {5, 5, 1, 1, 1, 0.0f, 1, 2, 0},   {5, 5, 0, 1, 0, 0.0f, 1, 2, 0},
-             {70, 70, 1, 1, 1, 0.0f, 1, 2, 0}, {5, 5, 1, 0, 1, 0.0f, 1, 4, 2},
-             {4, 6, 0, 0, 1, 0.0f, 0, 4, 1},   {70, 70, 1, 1, 1, 0.0f, 1, 4, 2},
-             {5, 5, 1, 1, 1, 0.3f, 0, 2, 1}};
+        float cap;
+        int win;
+    } s[] = {{5, 5, 0, 0, 0, 0.0f, 0, 2, 0, 0.0f, 0},    {5, 5, 1, 0, 0, 0.0f, 0, 2, 0, 0.0f, 0},
+             {5, 5, 1, 1, 1, 0.0f, 0, 2, 0, 0.0f, 0},    {4, 6, 0, 0, 1, 0.0f, 0, 2, 0, 0.0f, 0},
+             {5, 5, 1, 0, 0, 0.3f, 0, 2, 0, 0.0f, 0},    {70, 70, 1, 1, 1, 0.0f, 0, 2, 0, 0.0f, 0},
+             {5, 5, 1, 1, 1, 0.0f, 1, 2, 0, 0.0f, 0},    {5, 5, 0, 1, 0, 0.0f, 1, 2, 0, 0.0f, 0},
+             {70, 70, 1, 1, 1, 0.0f, 1, 2, 0, 0.0f, 0},  {5, 5, 1, 0, 1, 0.0f, 1, 4, 2, 0.0f, 0},
+             {4, 6, 0, 0, 1, 0.0f, 0, 4, 1, 0.0f, 0},    {70, 70, 1, 1, 1, 0.0f, 1, 4, 2, 0.0f, 0},
+             {5, 5, 1, 1, 1, 0.3f, 0, 2, 1, 0.0f, 0},    {5, 5, 1, 1, 1, 0.0f, 0, 2, 0, 1.5f, 0},
+             {5, 5, 0, 0, 1, 0.0f, 0, 2, 0, 0.0f, 2},    {70, 70, 1, 1, 1, 0.0f, 0, 4, 2, 0.0f, 20},
+             {70, 70, 1, 1, 1, 0.0f, 0, 4, 2, 1.5f, 20}, {4, 6, 0, 0, 1, 0.3f, 0, 2, 0, 1.5f, 3}};
     if (i >= (int)(sizeof s / sizeof *s))
         return 0;
     for (int j = 0; j < 2 * 70; j++)
@@ -775,7 +781,9 @@ int mw_test_attn_geom(int i, mw_attn_geom *g)
                         .dk = 3,
                         .dv = 2,
                         .scale = (float)(1.0 / sqrt(3.0)),
+                        .soft_cap = s[i].cap,
                         .causal = s[i].causal,
+                        .window = s[i].win,
                         .qids = s[i].qmask ? (T == 70 ? att_q70 : att_qid) : NULL,
                         .vids = s[i].vmask ? (S == 70  ? att_q70
                                               : S == 5 ? att_qid
@@ -796,9 +804,11 @@ static int set_attn(kargs *a, int i, int phase)
     const int T = a->ag.T, S = a->ag.S;
     a->g = &a->ag, a->n = 2, a->ws = (size_t)MW_ATTN_WS_SLOTS * T * S;
     snprintf(a->what, sizeof a->what,
-             "T %d, S %d, causal %d, masks %d %d, rate %g, uniform %d, heads %d/%d", T, S,
-             a->ag.causal, a->ag.qids != NULL, a->ag.vids != NULL, (double)a->ag.rate,
-             a->ag.empty_uniform, a->ag.H, mw_attn_kvh(&a->ag));
+             "T %d, S %d, causal %d, masks %d %d, rate %g, uniform %d, heads %d/%d, cap %g, "
+             "window %d",
+             T, S, a->ag.causal, a->ag.qids != NULL, a->ag.vids != NULL, (double)a->ag.rate,
+             a->ag.empty_uniform, a->ag.H, mw_attn_kvh(&a->ag), (double)a->ag.soft_cap,
+             a->ag.window);
     if (phase == 1) {
         const size_t nq = (size_t)a->n * T * a->ag.H * 3,
                      nk = (size_t)a->n * S * mw_attn_kvh(&a->ag) * 3;

@@ -885,19 +885,13 @@ static void test_sine_pos(void **state)
 
 /* ---- MultiHeadAttention's core ---- */
 
-/* The attention core (kernels.h: mw_attn_geom), n = 2, dk = 3, dv = 2, H = 2 (grouped-query: 4
- * or 2 on fewer key heads), kernel_check.c's geometries: self-attention; causal; with padding masks
- * (example 1's steps 3 and 4 are padding, so its query rows 3 and 4 are masked everywhere);
- * cross-attention of 4 queries on 6 values with a value mask; 70 causal steps with padding
- * (the fast CPU twin's row blocks, a partial one last); and dropout of the
- * probabilities (rate 0.3, example ids 7 and 9). Asserted, for the reference and the fast CPU
- * twin: each probability row sums to 1; a masked entry of a row with an unmasked one is 0
- * exactly (exp of -1e9); a row masked everywhere is 0 (Keras 3.15's Softmax(mask)), so a
- * padded query step's output is 0 and its gradient too (central differences agree: its
- * scores are replaced, not used); o equals the contract's sum over u of p drop
- * v with the multipliers recomputed here from mw_rng_hash as kernels.h states them; every
- * gradient (q, k, v) by central differences of sum(r * o); and the CPU twin against the
- * reference within float32 rounding of sums of S products (2e-6 of the output's scale). */
+/* The attention core (kernels.h: mw_attn_geom), n = 2, dk = 3, dv = 2, on kernel_check.c's
+ * geometries (masks, causal, cross, 70 steps, grouped-query, dropout, soft cap, windows).
+ * Asserted, for the reference and the fast CPU twin: each probability row sums to 1; a masked
+ * entry of a row with an unmasked one is 0 exactly (exp of -1e9); a row masked everywhere is
+ * Keras' (empty_uniform); o equals the contract's sum over u of p drop v, the multipliers
+ * recomputed from mw_rng_hash as kernels.h states them; every gradient (q, k, v) by central
+ * differences of sum(r * o) (a padded query step's too: its scores are replaced, not used). */
 typedef struct {
     const mw_kernels *t;
     const mw_kctx *k;
@@ -924,6 +918,13 @@ static float attn_drop_spec(const mw_attn_geom *g, int i, int h, int t, int u)
     return (uint32_t)(mw_rng_hash(g->seed, g->stream, c) >> 40) >= mw_dropout_threshold(g->rate)
                ? 1.0f / (1.0f - g->rate)
                : 0.0f;
+}
+
+/* 1 when (t, u) of example i is masked, as kernels.h states it. */
+static int attn_masked_spec(const mw_attn_geom *g, int i, int t, int u)
+{
+    return (g->causal && u > t) || (g->window > 0 && abs(t - u) >= g->window) ||
+           (g->qids && g->qids[i * g->T + t] == 0) || (g->vids && g->vids[i * g->S + u] == 0);
 }
 
 static void test_attention(void **state)
@@ -958,14 +959,11 @@ static void test_attention(void **state)
                         int any = 0;
                         for (int u = 0; u < S; u++) {
                             sum += pr[u];
-                            any |= !((g.causal && u > tt) || (g.qids && g.qids[i * T + tt] == 0) ||
-                                     (g.vids && g.vids[i * S + u] == 0));
+                            any |= !attn_masked_spec(&g, i, tt, u);
                         }
                         expect_near(sum, any || g.empty_uniform ? 1.0 : 0.0, 1e-6);
                         for (int u = 0; u < S; u++) {
-                            const int masked = (g.causal && u > tt) ||
-                                               (g.qids && g.qids[i * T + tt] == 0) ||
-                                               (g.vids && g.vids[i * S + u] == 0);
+                            const int masked = attn_masked_spec(&g, i, tt, u);
                             if (masked && any && pr[u] != 0.0f)
                                 fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g, masked", t.name, ci, i,
                                          h, tt, u, (double)pr[u]);

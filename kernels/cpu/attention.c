@@ -34,20 +34,26 @@
 #include "kernels/cpu/vexp.h" /* inside: its functions inline only into code of its options */
 
 /* Row (i, t) of a head's scores: the masks added as the reference adds them, then the
- * softmax over the keys the row can see ([0, t] under the causal mask); the keys past them are
- * masked, their exp 0 beside any open score, so they are written 0 without their exp (the sum
- * gains only zeros). 1 when the row is masked everywhere (att_empty_p). */
+ * softmax over the keys the row can see ([0, t] under the causal mask, within the window); the
+ * keys outside them are masked, their exp 0 beside any open score, so they are written 0
+ * without their exp (the sum gains only zeros). 1 when the row is masked everywhere
+ * (att_empty_p). */
 MW_WIDE_CLONES static int softmax_row(float *pr, const mw_attn_geom *g, int i, int t)
 {
-    const int S = g->S;
+    const int S = g->S, W = g->window;
     const int qm = g->qids && g->qids[(size_t)i * g->T + t] == 0.0f;
     const float *vids = g->vids ? g->vids + (size_t)i * S : NULL;
-    const int lim = qm ? -1 : g->causal ? t : S - 1; /* the last step no rule but vids masks */
-    int open = lim + 1;                              /* the unmasked scores */
+    int lim = qm ? -1 : g->causal ? t : S - 1; /* the last step no rule but vids masks */
+    int lo = 0;                                /* the first */
+    if (W > 0) {
+        lo = t - W + 1 > 0 ? t - W + 1 : 0;
+        lim = lim < t + W - 1 ? lim : t + W - 1;
+    }
+    int open = lim >= lo ? lim - lo + 1 : 0; /* the unmasked scores */
     if (vids) {
         open = 0;
 #pragma omp simd reduction(+ : open)
-        for (int u = 0; u <= lim; u++) {
+        for (int u = lo; u <= lim; u++) {
             const int m = vids[u] == 0.0f;
             pr[u] = m ? MW_ATT_MASKED : pr[u];
             open += !m;
@@ -59,19 +65,21 @@ MW_WIDE_CLONES static int softmax_row(float *pr, const mw_attn_geom *g, int i, i
         return 1;
     }
     const int c = lim + 1;
-    float mx = pr[0], sum = 0.0f;
+    float mx = pr[lo], sum = 0.0f;
 #pragma omp simd reduction(max : mx)
-    for (int u = 1; u < c; u++)
+    for (int u = lo + 1; u < c; u++)
         mx = pr[u] > mx ? pr[u] : mx;
 #pragma omp simd reduction(+ : sum)
-    for (int u = 0; u < c; u++) {
+    for (int u = lo; u < c; u++) {
         pr[u] = mw_exp_neg(pr[u] - mx);
         sum += pr[u];
     }
     const float inv = 1.0f / sum;
 #pragma omp simd
-    for (int u = 0; u < c; u++)
+    for (int u = lo; u < c; u++)
         pr[u] *= inv;
+    if (lo > 0)
+        memset(pr, 0, (size_t)lo * sizeof *pr);
     if (c < S)
         memset(pr + c, 0, (size_t)(S - c) * sizeof *pr);
     return 0;
@@ -91,6 +99,17 @@ MW_WIDE_CLONES static void ds_row(float *restrict pr, const float *restrict wr, 
 }
 
 #pragma GCC pop_options
+
+/* Under a soft cap c, rows [0, m) of the scores (columns [0, cols), rows S apart) become
+ * c tanh(s / c) (att_cap_tanh: the reference's expression). */
+static void cap_rows(float *s, int m, int cols, const mw_attn_geom *g)
+{
+    for (int t = 0; t < m; t++)
+        for (int u = 0; u < cols; u++) {
+            float *x = s + (size_t)t * g->S + u;
+            *x = att_cap_tanh(g, *x) * g->soft_cap;
+        }
+}
 
 /* Threads with a T x S matrix each. */
 static int slots(const mw_kctx *k, const mw_attn_geom *g)
@@ -152,6 +171,8 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
             /* scores of the visible keys; softmax_row masks the columns past them */
             mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
                          kk + att_hrow(g, i, h, 0, dk), KH * dk, 0.0f, Pb, S);
+            if (g->soft_cap > 0.0f)
+                cap_rows(Pb, m, c, g);
             int empty = 0;
             for (int t = t0; t < t1; t++)
                 empty |= softmax_row(P + (size_t)t * S, g, i, t);
@@ -163,6 +184,21 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
                          0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
         }
     }
+}
+
+/* Under a soft cap, rows [t0, t0 + m) of head (i, h)'s scores' gradient ds (columns [0, c))
+ * times the cap's derivative (att_cap_grad), the capped scores recomputed into w as the forward
+ * computed them. */
+static void cap_grad(float *w, float *ds, int m, int c, const float *q, const float *kk,
+                     const mw_attn_geom *g, int i, int h, int t0)
+{
+    const int S = g->S, H = g->H, dk = g->dk, KH = att_kvh(g);
+    mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
+                 kk + att_hrow(g, i, h, 0, dk), KH * dk, 0.0f, w, S);
+    cap_rows(w, m, c, g);
+    for (int t = 0; t < m; t++)
+        for (int u = 0; u < c; u++)
+            ds[(size_t)t * S + u] *= att_cap_grad(g, w[(size_t)t * S + u]);
 }
 
 /* Head (i, h)'s backward on thread scratch w: its rows of dq, and its terms of its key head's
@@ -204,6 +240,8 @@ static void bwd_head(float *w, float *dq, float *dk, float *dv, float *p, const 
             for (int u = 0; u < c; u++)
                 pr[u] = pr[u] * (wr[u] - sum);
         }
+        if (g->soft_cap > 0.0f)
+            cap_grad(wb, Pb, m, c, q, kk, g, i, h, t0);
         mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_hrow(g, i, h, 0, dK), KH * dK,
                      1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
         mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK), H * dK,

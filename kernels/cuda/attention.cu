@@ -39,13 +39,13 @@ static __global__ void attn_dv_kernel(float *dv, const float *p, const float *do
     }
 }
 
-static __global__ void attn_ds_kernel(float *p, const float *dout, const float *v, mw_attn_geom g,
-                                      size_t rows)
+static __global__ void attn_ds_kernel(float *p, const float *dout, const float *q, const float *kk,
+                                      const float *v, mw_attn_geom g, size_t rows)
 {
     for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < rows;
          r += (size_t)gridDim.x * blockDim.x) {
         MW_ATT_SPLIT(r, g.T);
-        att_row_ds(p, dout, v, &g, i, h, pos);
+        att_row_ds(p, dout, q, kk, v, &g, i, h, pos);
     }
 }
 
@@ -91,7 +91,8 @@ extern "C" void mw_attn_bwd_cuda(const mw_kctx *k, float *dq, float *dk, float *
     const size_t rows = (size_t)n * g->H * g->T, cols = (size_t)n * mw_attn_kvh(g) * g->S;
     attn_dv_kernel<<<mw_cuda_grid(cols), MW_CUDA_BLOCK, 0, d->stream>>>(dv, p, dout, *g, cols);
     MW_LAUNCHED_K(d, "attn_dv_kernel");
-    attn_ds_kernel<<<mw_cuda_grid(rows), MW_CUDA_BLOCK, 0, d->stream>>>(p, dout, v, *g, rows);
+    attn_ds_kernel<<<mw_cuda_grid(rows), MW_CUDA_BLOCK, 0, d->stream>>>(p, dout, q, kk, v, *g,
+                                                                        rows);
     MW_LAUNCHED_K(d, "attn_ds_kernel");
     attn_dq_kernel<<<mw_cuda_grid(rows), MW_CUDA_BLOCK, 0, d->stream>>>(dq, p, kk, *g, rows);
     MW_LAUNCHED_K(d, "attn_dq_kernel");

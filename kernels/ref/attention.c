@@ -30,7 +30,7 @@ void mw_attn_bwd_ref(const mw_kctx *k, float *dq, float *dk, float *dv, float *p
                 att_col_dv(dv, p, dout, g, i, j, u);
         for (int h = 0; h < g->H; h++) {
             for (int t = 0; t < g->T; t++)
-                att_row_ds(p, dout, v, g, i, h, t);
+                att_row_ds(p, dout, q, kk, v, g, i, h, t);
             for (int t = 0; t < g->T; t++)
                 att_row_dq(dq, p, kk, g, i, h, t);
         }

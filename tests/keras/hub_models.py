@@ -39,9 +39,13 @@ graph; mwtrain builds the graph KerasHub's Python builds from them (worker/keras
     GeGLU, (1 + scale) RMS norms, the tied embedding scaled by sqrt(D)): the same steps, data and
     control, the four layouts and export; read and written back after a step of
     gradient 0, bit for bit (Keras' heads-first query, key and value kernels reordered both
-    ways); again with Gemma 2's post-attention and post-ffw norms, and with its
-    final_logit_soft_cap 1 (control: KerasHub without the cap). Gemma 2's attention soft cap,
-    its sliding window and dropout are refused, each by its argument's name.
+    ways); again with Gemma 2's post-attention and post-ffw norms, with its
+    final_logit_soft_cap 1 (control: KerasHub without the cap), and with its attention's
+    logit soft cap 1 (the scores reach 3.7: tanh bends) and sliding window of 3 steps (of 12,
+    on the even blocks), controls: KerasHub without each. Dropout is refused by its name, a
+    soft cap of 0 and a window of 0 with the expected values. Its config alone (no weights):
+    the fresh query, key and value kernels take Keras' glorot limits of their heads-first
+    shapes (control: the limits of mwtrain's own order are below 0.9 of them).
 Refused with one message: a task model this reader does not build (MistralCausalLM),
 a backbone alone, an argument it does not know (of each task and each backbone), metrics and
 weighted_metrics both given; ViT's other pooling, head_dtype and channels-first images; a
@@ -209,20 +213,54 @@ def gemma_slots(mw, work, g):
           "differ by %.2e > %g" % (c, 10 * E.TOL_W))
 
 
+def gemma_fresh_init(mw, work, g):
+    """g's model from its config.json alone (no weights): mwtrain's fresh query, key and value
+    kernels are glorot_uniform with the fans Keras computes for its heads-first shape
+    (H, D, head_dim): fan_in D H, fan_out head_dim H; each one's largest |w| lies within
+    (0.9, 1] of Keras' limit sqrt(6 / (fan_in + fan_out)) (at least 96 uniform draws: below 0.9
+    with probability 0.9^96 = 4e-5). Control: the fans of mwtrain's own order (D, H,
+    head_dim), fan_out head_dim D, give a limit below 0.9 of Keras'."""
+    from keras.src.initializers.random_initializers import compute_fans
+    cfg = os.path.join(work, "gemma-fresh.json")
+    with zipfile.ZipFile(g["path"]) as z, open(cfg, "wb") as f:
+        f.write(z.read("config.json"))
+    dump = os.path.join(work, "gemma-fresh.bin")
+    if E.mwtrain(mw, work, "gemma-fresh", cfg, g["data"], "--epochs", "0", "--dump-weights",
+                 dump) is None:
+        return
+    k = keras.saving.load_model(g["path"])
+    got = E.split(np.fromfile(dump, "<f4"), [tuple(w.shape) for w in k.weights])
+    for w, a in zip(k.weights, got):
+        if not w.path.endswith(("query/kernel", "key/kernel", "value/kernel")):
+            continue
+        fi, fo = compute_fans(tuple(w.shape))
+        limit = np.sqrt(6.0 / (fi + fo))
+        top = float(np.abs(a).max())
+        check(0.9 * limit < top <= limit * (1 + 1e-6),
+              "GemmaCausalLM fresh %s %s: largest |w| %.4f within (0.9, 1] of Keras' glorot "
+              "limit %.4f (fans %d, %d)" % (w.path, tuple(w.shape), top, limit, fi, fo))
+        H, D, hd = w.shape
+        own = np.sqrt(6.0 / (D * H + hd * D))
+        check(own < 0.9 * limit, "control: mwtrain's own order's fans give %.4f < 0.9 x %.4f"
+              % (own, limit))
+
+
 def gemma_refusals(mw, work, g):
-    """Gemma 2's arguments mwtrain does not implement, and dropout, each set in the archive
-    of g: one message naming the argument; and a final_logit_soft_cap not above 0."""
-    for key, value in [("attention_logit_soft_cap", 50.0),
-                       ("use_sliding_window_attention", True), ("dropout", 0.1)]:
-        bad = edited(work, g["path"], "gemma-" + key,
-                     lambda c: c["config"]["backbone"]["config"].update({key: value}))
-        refuse(mw, work, "GemmaCausalLM's " + key, bad, g["data"],
-               ["GemmaCausalLM: backbone (GemmaBackbone)", key, "not supported"])
-    bad = edited(work, g["path"], "gemma-cap0",
-                 lambda c: c["config"]["backbone"]["config"].update(final_logit_soft_cap=0))
-    refuse(mw, work, "GemmaCausalLM's final_logit_soft_cap 0", bad, g["data"],
-           ["GemmaCausalLM: backbone (GemmaBackbone)", "final_logit_soft_cap 0",
-            "expected null or a number > 0"])
+    """Dropout set in the archive of g: one message naming it; soft caps not above 0 and a
+    sliding window of 0 steps: one message each with the value and what was expected."""
+    bad = edited(work, g["path"], "gemma-dropout",
+                 lambda c: c["config"]["backbone"]["config"].update(dropout=0.1))
+    refuse(mw, work, "GemmaCausalLM's dropout", bad, g["data"],
+           ["GemmaCausalLM: backbone (GemmaBackbone)", "dropout", "not supported"])
+    for key, value, want in [
+            ("final_logit_soft_cap", 0, "expected null or a number > 0"),
+            ("attention_logit_soft_cap", -1, "expected null or a number > 0"),
+            ("sliding_window_size", 0, "expected an integer from 1 to")]:
+        bad = edited(work, g["path"], "gemma-bad-" + key,
+                     lambda c: c["config"]["backbone"]["config"].update(
+                         {key: value, "use_sliding_window_attention": True}))
+        refuse(mw, work, "GemmaCausalLM's %s %s" % (key, value), bad, g["data"],
+               ["GemmaCausalLM: backbone (GemmaBackbone)", "%s: found %s" % (key, value), want])
 
 
 def gemma_cases(mw, work):
@@ -236,7 +274,10 @@ def gemma_cases(mw, work):
                           ("gemma-post", "GemmaCausalLM (post-attention/ffw norms)",
                            {"use_post_attention_norm": True, "use_post_ffw_norm": True}),
                           ("gemma-cap", "GemmaCausalLM (final_logit_soft_cap 1)",
-                           {"final_logit_soft_cap": 1.0})]:
+                           {"final_logit_soft_cap": 1.0}),
+                          ("gemma-att", "GemmaCausalLM (attention soft cap 1, window 3)",
+                           {"attention_logit_soft_cap": 1.0,
+                            "use_sliding_window_attention": True, "sliding_window_size": 3})]:
         path = os.path.join(work, tag + ".keras")
         gemma(3, **kw).save(path)
         g = causal_lm(mw, work, tag, "GemmaCausalLM", lambda seed: gemma(seed, **kw))
@@ -244,16 +285,20 @@ def gemma_cases(mw, work):
             continue
         if not kw:
             round_trip(mw, work, g)
+            gemma_fresh_init(mw, work, g)
             gemma_refusals(mw, work, g)
             gemma_slots(mw, work, g)
             E.layouts(mw, work, "GemmaCausalLM", g, prefix="gemma", more=True)
         g["export"] = export(mw, work, g)
-        if "final_logit_soft_cap" in kw:  # the cap counts: KerasHub without it differs
-            plain = edited(work, path, tag + "-plain", lambda c: c["config"]["backbone"][
-                "config"].update(final_logit_soft_cap=None))
+        for key in ["final_logit_soft_cap", "attention_logit_soft_cap",
+                    "use_sliding_window_attention"]:  # each counts: KerasHub without it differs
+            if key not in kw:
+                continue
+            plain = edited(work, path, tag + "-no-" + key, lambda c: c["config"]["backbone"][
+                "config"].update({key: False if key.startswith("use") else None}))
             c = E.rel_err(g["weights"], keras_steps(plain, g["x"], g["y"], g["sw"]).weights)
-            check(c > 10 * E.TOL_W, "control: KerasHub without final_logit_soft_cap differs by "
-                  "%.2e > %g" % (c, 10 * E.TOL_W))
+            check(c > 10 * E.TOL_W, "control: KerasHub without %s differs by %.2e > %g"
+                  % (key, c, 10 * E.TOL_W))
         rows.append((name, g))
     return rows
 

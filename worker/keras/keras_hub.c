@@ -9,6 +9,7 @@
  * The entries are made of keras_hub_parts.h's pieces. */
 #include "worker/keras/keras_hub.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,8 @@ typedef struct {
     double wavelength, rope_scale, epsilon; /* Llama: RoPE's, its norms' */
     int head_dim, post_att, post_ffw;       /* Gemma: its use_post_attention_norm, _ffw_norm */
     double soft_cap;                        /* Gemma: final_logit_soft_cap (0: none) */
+    double att_cap;                         /* Gemma: attention_logit_soft_cap (0: none) */
+    int sliding, window; /* Gemma: use_sliding_window_attention, sliding_window_size */
     double dropout;
     const json_t *dtype;
     int classes;              /* a classifier task's num_classes */
@@ -301,9 +304,9 @@ static const mw_kkey gemma_keys[] = {
     MW_KREAD("use_post_ffw_norm"),
     MW_KREAD("use_post_attention_norm"),
     MW_KREAD("final_logit_soft_cap"),
-    MW_KDEF("attention_logit_soft_cap", "null", "Gemma 2's soft-capped attention scores (tanh)"),
-    MW_KDEF("use_sliding_window_attention", "false", "Gemma 2's sliding-window attention"),
-    MW_KIGN("sliding_window_size", "read by the sliding-window attention alone"),
+    MW_KREAD("attention_logit_soft_cap"),
+    MW_KREAD("use_sliding_window_attention"),
+    MW_KREAD("sliding_window_size"),
     MW_KEND,
 };
 
@@ -315,14 +318,10 @@ static mw_status gemma_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
     MW_TRY(mw_kget_num(L, "", cfg, "layer_norm_epsilon", 1e-6, &a->epsilon));
     MW_TRY(mw_kget_bool(L, cfg, "use_post_ffw_norm", 0, &a->post_ffw));
     MW_TRY(mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &a->post_att));
-    const json_t *cap = json_object_get(cfg, "final_logit_soft_cap");
-    if (!cap || json_is_null(cap))
-        return MW_OK;
-    MW_TRY(mw_kget_num(L, "", cfg, "final_logit_soft_cap", 0.0, &a->soft_cap));
-    if (!(a->soft_cap > 0.0 && a->soft_cap < 1e30))
-        return mw_kfail(L, MW_EMODEL, "final_logit_soft_cap %g: expected null or a number > 0",
-                        a->soft_cap);
-    return MW_OK;
+    MW_TRY(mw_kget_cap(L, cfg, "final_logit_soft_cap", &a->soft_cap));
+    MW_TRY(mw_kget_cap(L, cfg, "attention_logit_soft_cap", &a->att_cap));
+    MW_TRY(mw_kget_bool(L, cfg, "use_sliding_window_attention", 0, &a->sliding));
+    return mw_kget_int(L, cfg, "sliding_window_size", 4096, 0, 1, INT_MAX, &a->window);
 }
 
 /* layer's output times the float32 scalar v (Keras writes it as __tensor__): a Multiply
@@ -337,6 +336,19 @@ static int times(json_t *ls, const char *name, const char *layer, float v)
                                "__tensor__", "config", "value", (double)v, "dtype", "float32"),
                      NULL));
     return e && json_array_append_new(ls, e) == 0;
+}
+
+/* Decoder block i's config: the backbone's arguments, the attention's soft cap (null: none),
+ * the sliding window on the even blocks alone (GemmaBackbone's i % 2 == 0). */
+static json_t *gemma_block(const hub_args *a, int i)
+{
+    return json_pack(
+        "{s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:b, s:o, s:b, s:i, s:b}", "hidden_dim",
+        a->hidden, "intermediate_dim", a->ff, "head_dim", a->head_dim, "num_query_heads", a->heads,
+        "num_key_value_heads", a->kv_heads, "layer_norm_epsilon", a->epsilon, "dropout", 0,
+        "use_post_ffw_norm", a->post_ffw, "use_post_attention_norm", a->post_att, "logit_soft_cap",
+        a->att_cap > 0.0 ? json_real(a->att_cap) : json_null(), "use_sliding_window_attention",
+        a->sliding && i % 2 == 0, "sliding_window_size", a->window, "query_head_dim_normalize", 1);
 }
 
 /* GemmaBackbone: the tied token embedding times sqrt(hidden_dim), num_layers GemmaDecoderBlocks
@@ -360,20 +372,11 @@ static json_t *gemma_layers(const hub_args *a)
     char prev[64] = "multiply", name[64];
     for (int i = 0; ok && i < a->layers; i++) {
         snprintf(name, sizeof name, "decoder_block_%d", i);
-        ok =
-            mw_khub_add(
-                ls, "GemmaDecoderBlock", 0, name,
-                json_pack("{s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:b, s:n, s:b, s:i, s:b}",
-                          "hidden_dim", a->hidden, "intermediate_dim", a->ff, "head_dim",
-                          a->head_dim, "num_query_heads", a->heads, "num_key_value_heads",
-                          a->kv_heads, "layer_norm_epsilon", a->epsilon, "dropout", 0,
-                          "use_post_ffw_norm", a->post_ffw, "use_post_attention_norm", a->post_att,
-                          "logit_soft_cap", "use_sliding_window_attention", 0,
-                          "sliding_window_size", 4096, "query_head_dim_normalize", 1),
-                dt,
-                mw_khub_call(json_pack("[o]", mw_khub_tensor(prev)),
+        ok = mw_khub_add(ls, "GemmaDecoderBlock", 0, name, gemma_block(a, i), dt,
+                         mw_khub_call(
+                             json_pack("[o]", mw_khub_tensor(prev)),
                              json_pack("{s:o}", "padding_mask", mw_khub_tensor("padding_mask")))) &&
-            mw_khub_in_module(ls, "keras_hub.src.models.gemma.gemma_decoder_block");
+             mw_khub_in_module(ls, "keras_hub.src.models.gemma.gemma_decoder_block");
         snprintf(prev, sizeof prev, "%s", name);
     }
     ok = ok &&

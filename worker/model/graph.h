@@ -88,6 +88,8 @@ typedef struct {
     int gemma;          /* KerasHub's CachedGemmaAttention (with llama): its sublayers' names,
                            its query, key and value kernels heads-first in Keras ((H, D, dk):
                            mw_keras_var.swap01), a query step with every key masked 0 */
+    float soft_cap;     /* its logit_soft_cap (mw_attn_geom.soft_cap); 0: none */
+    int window;         /* its sliding window (mw_attn_geom.window); 0: none */
 } mw_mha;
 
 /* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated

@@ -197,6 +197,20 @@ mw_status mw_kget_num(const mw_klayer *L, const char *path, const json_t *obj, c
     return MW_OK;
 }
 
+mw_status mw_kget_cap(const mw_klayer *L, const json_t *cfg, const char *key, double *out)
+{
+    const json_t *v = json_object_get(cfg, key);
+    mw_kdbuf d;
+    *out = 0.0;
+    if (!v || json_is_null(v))
+        return MW_OK;
+    if (!json_is_number(v) || !(json_number_value(v) > 0.0 && json_number_value(v) < 1e30))
+        return mw_kfail(L, MW_EMODEL, "%s: found %s; expected null or a number > 0", key,
+                        mw_kdescribe(d, v));
+    *out = json_number_value(v);
+    return MW_OK;
+}
+
 mw_status mw_kneed_null(const mw_klayer *L, const json_t *cfg, const char *key, const char *why)
 {
     const json_t *v = json_object_get(cfg, key);

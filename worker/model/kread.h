@@ -104,6 +104,9 @@ mw_status mw_kget_bool(const mw_klayer *L, const json_t *cfg, const char *key, i
 mw_status mw_kget_num(const mw_klayer *L, const char *path, const json_t *obj, const char *key,
                       double def, double *out);
 
+/* cfg[key]: a soft cap, null (or absent: 0, none) or a number > 0 (below 1e30). */
+mw_status mw_kget_cap(const mw_klayer *L, const json_t *cfg, const char *key, double *out);
+
 /* cfg[key] absent or null: the fields this program does not implement. */
 mw_status mw_kneed_null(const mw_klayer *L, const json_t *cfg, const char *key, const char *why);
 

@@ -187,7 +187,9 @@ static void carve(const mw_layer_call *c, views *V)
         .dk = a->key_dim,
         .dv = a->value_dim,
         .scale = (float)(1.0 / sqrt((double)a->key_dim)),
+        .soft_cap = a->soft_cap,
         .causal = a->causal,
+        .window = a->window,
         /* an Embedding's padding mask is its ids != 0 (mw_masks_plan: tensor mask_t); a mask
          * given as a tensor (a named input) masks the keys where it is 0 */
         .qids = (l->masked & 1) && !l->mha.keys_only ? act[c->m->mask_t] : NULL,
@@ -284,6 +286,8 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
            mw_diff_dims(d, n, "num_key_value_heads", &a->kv_heads, &b->kv_heads, 1) ||
            mw_diff_flag(d, n, "rotary embedding", a->rope, b->rope) ||
            mw_diff_flag(d, n, "Gemma's attention", a->gemma, b->gemma) ||
+           mw_diff_real(d, n, "logit_soft_cap", a->soft_cap, b->soft_cap) ||
+           mw_diff_dims(d, n, "sliding window", &a->window, &b->window, 1) ||
            mw_diff_real(d, n, "rope_max_wavelength", x->rope.max_wavelength,
                         y->rope.max_wavelength) ||
            mw_diff_dims(d, n, "key_dim", &a->key_dim, &b->key_dim, 1) ||
@@ -440,7 +444,8 @@ static mw_mask_rule attend_rule(const mw_layer *l)
 
 /* MultiHeadAttention's four kernels and biases, each with the fans Keras computes for its
  * shape: (D, H, k) has fan_in H D and fan_out k D (the leading axes are the receptive
- * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. */
+ * field), (H, v, D) fan_in v H and fan_out D H; a bias (H, k) fan_in H and fan_out k. Gemma's
+ * query, key and value kernels are (H, D, k) in Keras: fan_out k H. */
 static void init(const mw_layer *l, float *params, mw_rng *r)
 {
     const mw_mha *a = &l->mha;
@@ -451,7 +456,7 @@ static void init(const mw_layer *l, float *params, mw_rng *r)
     for (int j = 0; j < 4; j++) {
         const int h = j == 0 || j == 3 ? a->heads : a->kv_heads;
         const int fi = j < 3 ? h * in[j] : a->value_dim * a->heads;
-        const int fo = j < 3 ? width[j] * in[j] : l->out_c * a->heads;
+        const int fo = j < 3 ? width[j] * (a->gemma ? h : in[j]) : l->out_c * a->heads;
         mw_weights_init_tensor(params + l->w_off + w[j], wn[j], &l->kernel_init, fi, fo, r);
         if (l->has_bias)
             mw_weights_init_tensor(params + l->w_off + b[j], bn[j], &l->bias_init,

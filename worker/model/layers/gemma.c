@@ -24,9 +24,11 @@
  *     y = s + d
  *
  * The parts keep the block one Keras layer (layers/transformer.h), its weights in Keras' order
- * (part_rank). Refused: dropout, logit_soft_cap (Gemma 2's capped attention
- * scores), use_sliding_window_attention, a policy other than float32, the padding mask of
+ * (part_rank). Gemma 2's logit_soft_cap caps the attention's scores (c tanh(s / c)) and its
+ * use_sliding_window_attention masks the keys sliding_window_size or more steps away
+ * (mw_attn_geom). Refused: dropout, a policy other than float32, the padding mask of
  * Embedding(mask_zero=True) reaching it (worker/model/masks.c: Keras' block drops it). */
+#include <limits.h>
 #include <string.h>
 
 #include "worker/model/keras_keys.h"
@@ -47,6 +49,8 @@ typedef struct {
     int post_att, post_ffw; /* use_post_attention_norm, use_post_ffw_norm */
     int kmask;              /* 1 + the named input given as padding_mask (mw_mha.kmask); 0: none */
     double epsilon;
+    double soft_cap; /* logit_soft_cap; 0: none */
+    int window;      /* sliding_window_size with use_sliding_window_attention; 0: none */
     mw_model *m;
     const char *block;
     int head; /* the block's first layer */
@@ -84,6 +88,8 @@ static mw_status attention(const gemma_cfg *c, int in, int *out)
     /* KerasHub merges the padding mask into the causal one (batch, T, T): keys only */
     l->mha.keys_only = 1;
     l->mha.kmask = c->kmask;
+    l->mha.soft_cap = (float)c->soft_cap;
+    l->mha.window = c->window;
     mw_block_tag(c->m, first, c->block, CLS, c->head, "attention", "attention", R_ATT);
     *out = c->m->nlayers - 1;
     return MW_OK;
@@ -119,9 +125,9 @@ static const mw_kkey keys[] = {
     MW_KDEF("dropout", "0|0.0", "dropout of the attention's probabilities and output"),
     MW_KREAD("use_post_ffw_norm"),
     MW_KREAD("use_post_attention_norm"),
-    MW_KDEF("logit_soft_cap", "null", "Gemma 2's soft-capped attention scores (tanh)"),
-    MW_KDEF("use_sliding_window_attention", "false", "Gemma 2's sliding-window attention"),
-    MW_KIGN("sliding_window_size", "read by the sliding-window attention alone"),
+    MW_KREAD("logit_soft_cap"),
+    MW_KREAD("use_sliding_window_attention"),
+    MW_KREAD("sliding_window_size"),
     MW_KIGN("query_head_dim_normalize",
             "the block passes True to its attention whatever it holds (KerasHub 0.32)"),
     MW_KEND,
@@ -149,7 +155,13 @@ static mw_status read_cfg(const mw_klayer *L, const json_t *cfg, gemma_cfg *c)
         return mw_kfail(L, MW_EMODEL, "layer_norm_epsilon %g: expected 0 < epsilon < 1",
                         c->epsilon);
     MW_TRY(mw_kget_bool(L, cfg, "use_post_ffw_norm", 0, &c->post_ffw));
-    return mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &c->post_att);
+    MW_TRY(mw_kget_bool(L, cfg, "use_post_attention_norm", 0, &c->post_att));
+    MW_TRY(mw_kget_cap(L, cfg, "logit_soft_cap", &c->soft_cap));
+    int sliding = 0;
+    MW_TRY(mw_kget_bool(L, cfg, "use_sliding_window_attention", 0, &sliding));
+    if (sliding)
+        MW_TRY(mw_kget_int(L, cfg, "sliding_window_size", 4096, 0, 1, INT_MAX, &c->window));
+    return MW_OK;
 }
 
 static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
@@ -160,10 +172,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     gemma_cfg c = {.m = m, .kmask = B->kmask};
     MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
-    if (R->kwargs)
-        MW_TRY(mw_block_read_call(L, R->kwargs, "padding_mask", B->kmask, NULL));
     int x, s[3];
-    MW_TRY(mw_block_input(L, m, &x, s));
+    MW_TRY(mw_block_call(R, "padding_mask", NULL, &x, s));
     if (s[2] != c.hidden)
         return mw_kfail(L, MW_EMODEL, "hidden_dim %d: its input has %d features; expected the same",
                         c.hidden, s[2]);

@@ -145,10 +145,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     llama_cfg c = {.m = m, .kmask = B->kmask};
     MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
-    if (R->kwargs)
-        MW_TRY(mw_block_read_call(L, R->kwargs, "decoder_padding_mask", B->kmask, NULL));
     int x, s[3];
-    MW_TRY(mw_block_input(L, m, &x, s));
+    MW_TRY(mw_block_call(R, "decoder_padding_mask", NULL, &x, s));
     if (s[2] < c.heads || (s[2] / c.heads) % 2)
         return mw_kfail(L, MW_EMODEL,
                         "its input's %d features over num_query_heads %d give a head_dim of %d; "

@@ -255,12 +255,10 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
                           strcmp(cls, "TransformerDecoder") ? keys : decoder_keys, 1));
     MW_TRY(read_cfg(L, cfg, &c));
-    if (R->kwargs)
-        MW_TRY(mw_block_read_call(L, R->kwargs, c.decoder ? "decoder_padding_mask" : "padding_mask",
-                                  B->kmask, c.decoder ? &c.causal : NULL));
     c.kmask = B->kmask;
     int x, s[3];
-    MW_TRY(mw_block_input(L, m, &x, s));
+    MW_TRY(mw_block_call(R, c.decoder ? "decoder_padding_mask" : "padding_mask",
+                         c.decoder ? &c.causal : NULL, &x, s));
     if (s[2] < c.heads)
         return mw_kfail(L, MW_EMODEL,
                         "num_heads %d is more than the input's %d features: each head's "
@@ -358,6 +356,14 @@ mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3])
                         "features)",
                         mw_model_producer_name(m, *x), flat ? "flat " : "", s[0], s[1], s[2]);
     return MW_OK;
+}
+
+mw_status mw_block_call(const struct mw_kread *R, const char *mask_key, int *causal, int *x,
+                        int s[3])
+{
+    if (R->kwargs)
+        MW_TRY(mw_block_read_call(R->L, R->kwargs, mask_key, R->B->kmask, causal));
+    return mw_block_input(R->L, R->B->m, x, s);
 }
 
 /* A row that reads Keras classes into layers of the other rows' kinds: no kind of its own. */

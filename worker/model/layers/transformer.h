@@ -58,5 +58,9 @@ mw_status mw_block_end(mw_model *m, int first, const char *origin, mw_status rc)
 /* The block's input: the layer the call names (the last one when none; -1 the model's input)
  * into x, its shape into s; it must be a sequence (None, steps, features). */
 mw_status mw_block_input(const mw_klayer *L, mw_model *m, int *x, int s[3]);
+/* The block's call in R: its keyword arguments when it has some (mw_block_read_call, the mask
+ * as mask_key), then its input (mw_block_input). */
+mw_status mw_block_call(const struct mw_kread *R, const char *mask_key, int *causal, int *x,
+                        int s[3]);
 
 #endif
