@@ -27,16 +27,25 @@ MW_LN_HD void ln_row_fwd(float *y, float *mean, float *rstd, const float *x, con
     }
 }
 
-/* One row's input gradient added into dx. */
-MW_LN_HD void ln_row_dx(float *dx, const float *dy, const float *x, const float *gamma, float mean,
-                        float rstd, int D)
+/* A row's mean(g) and mean(g xhat) of its input gradient, into mg[0], mg[1]. */
+MW_LN_HD void ln_row_means(float mg[2], const float *dy, const float *x, const float *gamma,
+                           float mean, float rstd, int D)
 {
     double sg = 0, sgx = 0;
     for (int j = 0; j < D; j++) {
         const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
         sg += g, sgx += (double)g * xh;
     }
-    const float mg = (float)(sg / D), mgx = (float)(sgx / D);
+    mg[0] = (float)(sg / D), mg[1] = (float)(sgx / D);
+}
+
+/* One row's input gradient added into dx. */
+MW_LN_HD void ln_row_dx(float *dx, const float *dy, const float *x, const float *gamma, float mean,
+                        float rstd, int D)
+{
+    float m2[2];
+    ln_row_means(m2, dy, x, gamma, mean, rstd, D);
+    const float mg = m2[0], mgx = m2[1];
     for (int j = 0; j < D; j++) {
         const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
         dx[j] += rstd * (g - mg - xh * mgx);
@@ -48,12 +57,9 @@ MW_LN_HD void ln_row_dx(float *dx, const float *dy, const float *x, const float 
 MW_LN_HD void ln_row_dx_add(float *da, float *db, const float *ds, const float *dy, const float *x,
                             const float *gamma, float mean, float rstd, int D)
 {
-    double sg = 0, sgx = 0;
-    for (int j = 0; j < D; j++) {
-        const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
-        sg += g, sgx += (double)g * xh;
-    }
-    const float mg = (float)(sg / D), mgx = (float)(sgx / D);
+    float m2[2];
+    ln_row_means(m2, dy, x, gamma, mean, rstd, D);
+    const float mg = m2[0], mgx = m2[1];
     for (int j = 0; j < D; j++) {
         const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
         const float t = ds[j] + rstd * (g - mg - xh * mgx);

@@ -29,14 +29,21 @@ MW_RMS_HD void rms_row_fwd(float *y, float *mean, float *r, const float *x, cons
         y[j] = (x[j] * rr) * (gamma[j] + offset);
 }
 
-/* One row's input gradient added into dx. */
-MW_RMS_HD void rms_row_dx(float *dx, const float *dy, const float *x, const float *gamma,
-                          float mean, float r, int D, float offset)
+/* A row's r^2 mean(g x), g = dy (gamma + offset): the input gradient's second term's factor. */
+MW_RMS_HD float rms_row_k(const float *dy, const float *x, const float *gamma, float r, int D,
+                          float offset)
 {
     double sgx = 0;
     for (int j = 0; j < D; j++)
         sgx += (double)(dy[j] * (gamma[j] + offset)) * x[j];
-    const float k = r * r * (float)(sgx / D);
+    return r * r * (float)(sgx / D);
+}
+
+/* One row's input gradient added into dx. */
+MW_RMS_HD void rms_row_dx(float *dx, const float *dy, const float *x, const float *gamma,
+                          float mean, float r, int D, float offset)
+{
+    const float k = rms_row_k(dy, x, gamma, r, D, offset);
     for (int j = 0; j < D; j++)
         dx[j] += r * (dy[j] * (gamma[j] + offset) - (x[j] - mean) * k);
 }
@@ -47,10 +54,7 @@ MW_RMS_HD void rms_row_dx_add(float *da, float *db, const float *ds, const float
                               const float *x, const float *gamma, float mean, float r, int D,
                               float offset)
 {
-    double sgx = 0;
-    for (int j = 0; j < D; j++)
-        sgx += (double)(dy[j] * (gamma[j] + offset)) * x[j];
-    const float k = r * r * (float)(sgx / D);
+    const float k = rms_row_k(dy, x, gamma, r, D, offset);
     for (int j = 0; j < D; j++) {
         const float t = ds[j] + r * (dy[j] * (gamma[j] + offset) - (x[j] - mean) * k);
         if (da)

@@ -23,18 +23,11 @@ import sys
 
 import numpy as np
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracle import check, finish  # noqa: E402  (imports Keras)
 import keras  # noqa: E402
 
 T, C, K, N = 6, 16, 3, 64  # 16 test examples, 3 steps of 16 (train)
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
 def dense(x, name):
@@ -113,10 +106,7 @@ def main():
         other, _ = train(mw, work, tag + "-control", path, data, threads, False, lr="0.02")
         check(other is not None and other != plain,
               "%s: control, learning rate 0.02 unfused: the weights differ" % name)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 main()
