@@ -25,4 +25,11 @@ static inline long mw_embed_row(float id, int V)
     return id >= 0.0f && id < (float)V && id == (float)(long)id ? (long)id : -1;
 }
 
+/* Floats of device scratch the CUDA twin of embed_bwd (kernels/cuda/embed.cu) needs for
+ * `positions` token ids (n T) of a table of V rows: its sorted (row, position) pairs and the
+ * sort's own room (CUB's size query on the current device). 0 for no positions, more than
+ * INT_MAX, or a failed query. The GPU backend reserves the most any Embedding needs; the kernel
+ * checks it and fails naming the workspace. */
+size_t mw_cuda_embed_ws(size_t positions, int V);
+
 #endif

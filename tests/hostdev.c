@@ -39,6 +39,7 @@
 #include "kernels/cuda/metrics.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
+#include "kernels/embed.h"
 #include "kernels/kernels.h"
 #include "tests/nccl_mock.h"
 
@@ -285,6 +286,14 @@ mw_status mw_cuda_ws_reserve(mw_kctx *k, size_t ws_count)
     k->ws = mock_dev_alloc(c->device, ws_count * sizeof(float));
     k->ws_count = k->ws ? ws_count : 0;
     return k->ws ? MW_OK : mw_err(MW_EDEVICE, "fake device %d: out of memory", c->device);
+}
+
+/* The device's layout without the sort's own room: keys and values, twice, in 64-float strides
+ * (the stand-in's embed_bwd is the CPU one and uses none of it). */
+size_t mw_cuda_embed_ws(size_t positions, int V)
+{
+    (void)V;
+    return positions == 0 ? 0 : 4 * ((positions + 63) / 64 * 64);
 }
 
 mw_status mw_cuda_sync(const mw_kctx *k)

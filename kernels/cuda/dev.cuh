@@ -25,6 +25,15 @@ static inline unsigned mw_cuda_grid(size_t count)
     return (unsigned)(g < 65536 ? g : 65536);
 }
 
+/* A warp's sum of v, the same bits in every lane and on every run (an xor butterfly: each pair
+ * of lanes adds the same two operands). All 32 lanes must call it. */
+__device__ static inline double mw_warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 /* What a layer's matrix operands hold (mw_cuda_half of its context): float32, or bfloat16 or
  * float16 values (mixed precision, kernels/cast.h). */
 enum { MW_HALF_NONE = 0, MW_HALF_BF16 = 1, MW_HALF_F16 = 2 };

@@ -19,10 +19,18 @@ extern "C" {
  * value times its sample weight (w: n x positions floats, NULL: 1), the weights summed into
  * acc[MW_SUM_VALID]; acc[MW_SUM_COUNT] is the host's. Every array on k's device; ml is read when
  * the call is made. Enqueued on k's stream: the GPU loop's metrics stay on the device. CPU twin:
- * mw_metrics_add_host (worker/model/loss.h). */
+ * mw_metrics_add_host (worker/model/loss.h). Each example's values pass through k's scratch:
+ * mw_cuda_metrics_ws(n, ml->n) floats, checked (a smaller workspace fails naming it). */
 void mw_cuda_metrics_add(const mw_kctx *k, double *acc, const float *loss, const float *prob,
                          const void *y, size_t ybytes, const float *ids, const float *w,
                          const mw_metric_list *ml, int n, int K);
+
+/* Floats of device scratch mw_cuda_metrics_add needs for n examples of nmetrics metrics: one
+ * double per example for its counted positions and one per metric. */
+static inline size_t mw_cuda_metrics_ws(int n, int nmetrics)
+{
+    return n > 0 ? (size_t)n * (size_t)(1 + nmetrics) * (sizeof(double) / sizeof(float)) : 0;
+}
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,13 @@ model's weights in its own group (layers/sequential/layers/conv2d/vars, layers/f
      are Keras models again (not flattened), and Keras' test loss equals mwtrain's within 1e-4
      relative;
   4. `export --format weights-h5` loads with model.load_weights into Keras' own build of the
-     architecture and predicts as the loaded .keras.
+     architecture and predicts as the loaded .keras;
+  5. StochasticDepth(0.3) (ConvNeXt's drop_path_rate above 0): Keras keeps each example's
+     branch with probability 0.7, divided by 0.7, as Dropout(0.3, noise_shape=(None, 1, 1, 1))
+     does; mwtrain's 8 steps with it equal its 8 steps with that Dropout bitwise (the same
+     per-example draws), and differ from plain Dropout(0.3) (a draw per value: the control) and
+     from StochasticDepth(0); its export loads in Keras, whose test loss (no dropping outside
+     training) equals mwtrain's within 1e-4 relative.
 """
 import os
 import warnings
@@ -27,7 +33,8 @@ from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
 import oracle as o
 
 
-def nested():
+def nested(drop=None):
+    """drop: the block's branch after LayerScale (default StochasticDepth(0.0))."""
     inp = keras.Input((28, 28, 1))
     stem = keras.Sequential([
         keras.Input((28, 28, 1)),
@@ -38,7 +45,7 @@ def nested():
     bi = keras.Input((7, 7, 8))
     b = layers.Conv2D(8, 3, padding="same", activation="relu")(bi)
     b = layers.Dense(8)(b)
-    b = StochasticDepth(0.0)(LayerScale(0.5, 8)(b))
+    b = (drop or StochasticDepth(0.0))(LayerScale(0.5, 8)(b))
     x = keras.Model(bi, layers.Add()([bi, b]), name="block")(x)
     s = layers.GlobalAveragePooling2D(keepdims=True)(x)
     s = layers.Conv2D(8, 1, activation="sigmoid")(s)
@@ -101,4 +108,36 @@ p_h5, p_keras = same.predict(x[:512], verbose=0), k.predict(x[:512], verbose=0)
 o.check(np.array_equal(p_h5, p_keras),
         f"load_weights(.weights.h5) predicts as the .keras "
         f"(max difference {np.abs(p_h5 - p_keras).max():.3g})")
+
+
+def trained(tag, drop):
+    """nested(drop) from the same initial weights as model, 8 steps: the weights, test loss."""
+    m = o.compile_like_mwtrain(nested(drop))
+    m.set_weights(model.get_weights())
+    path = os.path.join(d, tag + ".keras")
+    m.save(path)
+    w, ck, lg = (os.path.join(d, tag + n) for n in ("-w.bin", "-ck", "-logs"))
+    o.mwtrain("train", "--model", path, "--epochs", "1", "--steps-per-epoch", "8", "--seed", "3",
+              "--checkpoint-dir", ck, "--summary-dir", lg, "--dump-weights", w,
+              "--progress", "none", cwd=d)
+    head, rows = o.read_csv(os.path.join(lg, "metrics.csv"))
+    return np.fromfile(w, "<f4"), rows[-1][head.index("test/loss")], ck
+
+
+sd, sd_loss, sd_ck = trained("sd", StochasticDepth(0.3))
+twin, _, _ = trained("sd-twin", layers.Dropout(0.3, noise_shape=(None, 1, 1, 1)))
+o.check(np.array_equal(sd, twin), "StochasticDepth(0.3) trains as Dropout(0.3, noise_shape="
+        "(None, 1, 1, 1)) bitwise")
+for tag, drop in [("sd-plain", layers.Dropout(0.3)), ("sd-zero", StochasticDepth(0.0))]:
+    other, _, _ = trained(tag, drop)
+    o.check(not np.array_equal(sd, other), f"control: {tag} trains otherwise "
+            f"(max difference {np.abs(sd - other).max():.3g})")
+sd_out = os.path.join(d, "sd-out.keras")
+o.mwtrain("export", "--checkpoint-dir", sd_ck, "--format", "keras", "--output", sd_out, cwd=d)
+k_sd = keras.models.load_model(sd_out)
+k_loss = k_sd.evaluate(x, y, batch_size=500, verbose=0)[0]
+rel = abs(sd_loss - k_loss) / abs(k_loss)
+o.check(np.array_equal(o.flat_weights(k_sd), sd) and rel <= 1e-4,
+        f"StochasticDepth(0.3)'s export: Keras' test loss {k_loss:.9g}, mwtrain's {sd_loss:.9g} "
+        f"(relative {rel:.2e})")
 o.finish()

@@ -31,6 +31,7 @@
 #include "kernels/cuda/metrics.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
+#include "kernels/embed.h"
 #include "kernels/geom.h"
 #include "worker/replicas/lockstep.h"
 #include "worker/replicas/replicas.h"
@@ -98,16 +99,22 @@ static size_t up64(size_t nbytes)
 }
 
 /* The device scratch to reserve: what the conv kernels' chunking uses for max_n images when
- * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer). The model's
- * scratch_count is the un-chunked size, which for large images asks for gigabytes. */
-static size_t conv_scratch(const mw_model *m, int max_n)
+ * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer), and what
+ * an Embedding's deterministic backward sorts for max_n sequences (mw_cuda_embed_ws) and the
+ * device metrics' per-example values (mw_cuda_metrics_ws). The
+ * model's scratch_count is the un-chunked size, which for large images asks for gigabytes. */
+static size_t dev_scratch(const mw_model *m, int max_n)
 {
-    size_t want = 0;
-    for (int i = 0; i < m->nlayers; i++)
-        if (m->layers[i].kind == MW_LAYER_CONV2D || m->layers[i].kind == MW_LAYER_CONV2DT) {
-            size_t s = mw_conv2d_ws_capped(&m->layers[i].conv, max_n, MW_CUDA_WS_CAP);
-            want = s > want ? s : want;
-        }
+    size_t want = mw_cuda_metrics_ws(max_n, MW_METRICS_MAX);
+    for (int i = 0; i < m->nlayers; i++) {
+        const mw_layer *l = &m->layers[i];
+        size_t s = 0;
+        if (l->kind == MW_LAYER_CONV2D || l->kind == MW_LAYER_CONV2DT)
+            s = mw_conv2d_ws_capped(&l->conv, max_n, MW_CUDA_WS_CAP);
+        else if (l->kind == MW_LAYER_EMBED && !l->tied)
+            s = mw_cuda_embed_ws((size_t)max_n * l->out_w, l->vocab);
+        want = s > want ? s : want;
+    }
     return want;
 }
 
@@ -130,7 +137,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     MW_TRY(mw_cuda_alloc((void **)&g->metrics, MW_SUMS * sizeof(double)));
     MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
     g->ws.params = g->params;
-    const size_t scratch = conv_scratch(m, max_n);
+    const size_t scratch = dev_scratch(m, max_n);
     if (scratch > g->k.ws_count)
         MW_TRY(mw_cuda_ws_reserve(&g->k, scratch));
     const size_t n = (size_t)g->ws.max_n;

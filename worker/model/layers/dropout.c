@@ -32,9 +32,13 @@ mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate)
 mw_status mw_model_add_dropout_noise(mw_model *m, const char *name, float rate,
                                      mw_dropout_noise noise, int rank, const char *cls)
 {
-    static const char *const base[] = {"dropout", "spatial_dropout1d", "spatial_dropout2d"};
-    const int k = !cls || !strcmp(cls, "Dropout") ? 0 : !strcmp(cls, "SpatialDropout1D") ? 1 : 2;
-    static const char *const cl[] = {"Dropout", "SpatialDropout1D", "SpatialDropout2D"};
+    static const char *const cl[] = {"Dropout", "SpatialDropout1D", "SpatialDropout2D",
+                                     "StochasticDepth"};
+    static const char *const base[] = {"dropout", "spatial_dropout1d", "spatial_dropout2d",
+                                       "stochastic_depth"};
+    int k = 0;
+    for (int j = 1; cls && j < 4; j++)
+        k = strcmp(cls, cl[j]) ? k : j;
     MW_TRY(add(m, name, rate, cl[k], base[k]));
     mw_layer *l = &m->layers[m->nlayers - 1];
     l->noise = (int)noise, l->noise_rank = rank;
@@ -221,6 +225,8 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 static const char *to_keras(const mw_model *m, int i, json_t *c)
 {
     const mw_layer *l = &m->layers[i];
+    if (!strcmp(l->cls, "StochasticDepth")) /* keras.applications': not keras.layers */
+        return NULL;
     json_object_set_new(c, "rate", json_real(l->rate));
     json_object_set_new(c, "seed", json_null());
     if (strcmp(l->cls, "Dropout") != 0) {

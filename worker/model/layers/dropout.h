@@ -15,9 +15,9 @@ mw_status mw_model_add_dropout(mw_model *m, const char *name, float rate);
  * (example, channel) one (noise_shape (None, 1, 1, C): SpatialDropout2D, SpatialDropout1D). */
 typedef enum { MW_NOISE_VALUE, MW_NOISE_EXAMPLE, MW_NOISE_CHANNEL } mw_dropout_noise;
 
-/* Dropout(rate, noise_shape) of class cls ("Dropout", "SpatialDropout2D", ...; NULL:
- * "Dropout"), the mask shared as noise says; rank: the noise_shape's axes after the batch
- * (for the export). */
+/* Dropout(rate, noise_shape) of class cls ("Dropout", "SpatialDropout1D", "SpatialDropout2D",
+ * "StochasticDepth"; NULL: "Dropout"), the mask shared as noise says; rank: the noise_shape's axes
+ * after the batch (for the export). */
 mw_status mw_model_add_dropout_noise(mw_model *m, const char *name, float rate,
                                      mw_dropout_noise noise, int rank, const char *cls);
 

@@ -1,6 +1,8 @@
 /* keras.applications' own layers (not in keras.layers, so a .keras file names them by module):
  * ConvNeXt's LayerScale (x times a trainable per-channel gamma) and StochasticDepth (at
- * drop_path_rate 0, the applications' default, the identity), Inception-ResNet's
+ * drop_path_rate 0, the applications' default, the identity; above 0 while training each
+ * example's branch kept with probability 1 - rate and then divided by it, else 0: Dropout
+ * whose mask is one draw per example, layers/dropout.c), Inception-ResNet's
  * CustomScaleLayer (inputs[0] + inputs[1] * scale, an Add of a scaled second input:
  * layers/merge.c). The layer table's rows (worker/model/layer.h). */
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "worker/model/kread.h"
 #include "worker/model/kvars.h"
 #include "worker/model/layer.h"
+#include "worker/model/layers/dropout.h"
 #include "worker/model/layers/merge.h"
 #include "worker/model/layers/scale.h"
 #include "worker/model/masks.h"
@@ -97,11 +100,13 @@ static mw_status parse_depth(mw_kread *R, const char *cls, const json_t *cfg, co
     double rate = 0.0;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, depth_keys, 1));
     MW_TRY(mw_kget_num(L, "", cfg, "drop_path_rate", 0.0, &rate));
-    if (rate != 0.0)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "drop_path_rate %g (dropping residual branches while training) is not "
-                        "supported; supported: 0 (the identity, keras.applications' default)",
-                        rate);
+    if (!(rate >= 0.0 && rate < 1.0))
+        return mw_kfail(L, MW_EMODEL, "drop_path_rate %g: expected 0 <= drop_path_rate < 1", rate);
+    if (rate > 0.0) {
+        mw_status rc = mw_model_add_dropout_noise(R->B->m, name, (float)rate, MW_NOISE_EXAMPLE, 3,
+                                                  "StochasticDepth");
+        return rc == MW_OK ? MW_OK : mw_kfrom_model(R->B->origin, rc);
+    }
     mw_layer *l =
         mw_layer_push_same(R->B->m, MW_LAYER_IDENTITY, name, "StochasticDepth", "stochastic_depth");
     return l ? MW_OK : mw_kfrom_model(R->B->origin, mw_err_status());
