@@ -316,10 +316,10 @@ MW_KERNEL(groupnorm_bwd, REF,
           MW_A(x, (size_t)n * S * C) MW_A(stat, 2 * (size_t)n * G) MW_O(gamma, C))
 /* MultiHeadAttention's core between its projections (mw_attn_geom): p (n, H, T, S) gets the
  * probabilities (kept for the backward), o (n, T, H, dv) the output; kk and v have kv_heads
- * heads (grouped-query attention: each read by H / kv_heads query heads). The reference and the
- * CUDA twin compute each row by kernels/attention_rules.h; the fast CPU twin multiplies each
- * example's and head's matrices with sgemm (other sums' order: within float32 rounding of the
- * reference). */
+ * heads (grouped-query attention: each read by H / kv_heads query heads). The reference computes
+ * each row by kernels/attention_rules.h; the fast CPU twin multiplies each example's and head's
+ * matrices with sgemm, the CUDA twin each head's over a chunk of examples with cuBLAS'
+ * strided-batched GEMMs (other sums' order: within float32 rounding of the reference). */
 MW_KERNEL(attn_fwd, CPU,
           (float *o, float *p, const float *q, const float *kk, const float *v,
            const mw_attn_geom *g, int n),

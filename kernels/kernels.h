@@ -179,7 +179,8 @@ static inline int mw_attn_kvh(const mw_attn_geom *g)
 }
 
 /* Floats of k's scratch the fast CPU attention uses (one T x S matrix per thread, for up to
- * this many threads); the others use none. */
+ * this many threads), and the CUDA twin (one per example of a chunk: the GPU replicas reserve
+ * this many); the reference uses none. */
 #define MW_ATTN_WS_SLOTS 16
 
 /* One optimizer step's scalars, for the update rules of kernels/kernel_list.h (Keras 3's

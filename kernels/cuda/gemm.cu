@@ -30,6 +30,24 @@ mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, int half, bool ta, bool tb, int M, int
                                  g.ldb, &beta, g.c, g.ldc));
 }
 
+mw_status mw_cuda_gemm_rm_batched(mw_cuda_dev *d, bool ta, bool tb, int M, int N, int K,
+                                  float alpha, const float *A, int lda, long long sa,
+                                  const float *B, int ldb, long long sb, float beta, float *C,
+                                  int ldc, long long sc, int count)
+{
+    if (M <= 0 || N <= 0 || count <= 0)
+        return MW_OK;
+    if (K <= 0) /* C = beta C: as mw_cuda_gemm_rm */
+        return beta == 1.0f ? MW_OK
+                            : mw_err(MW_EINTERNAL, "mw_cuda_gemm_rm_batched: K = 0 with beta %g",
+                                     (double)beta);
+    mw_cuda_gemm_cm g = mw_cuda_gemm_rm_to_cm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    /* the operands swap (C^T = op(B)^T op(A)^T): so do their strides */
+    return MW_CUBLAS(cublasSgemmStridedBatched(d->blas, g.opa, g.opb, g.m, g.n, g.k, &alpha, g.a,
+                                               g.lda, sb, g.b, g.ldb, sa, &beta, g.c, g.ldc, sc,
+                                               count));
+}
+
 mw_status mw_cuda_colsum_add(mw_cuda_dev *d, float *sum, const float *X, size_t M, int O)
 {
     const float one = 1.0f;

@@ -21,6 +21,14 @@ mw_status mw_cuda_gemm_rm(mw_cuda_dev *d, int half, bool ta, bool tb, int M, int
                           float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                           float *C, int ldc);
 
+/* count row-major float32 GEMMs at once (cublasSgemmStridedBatched: float32, or TF32 tensor
+ * cores under --tf32, the handle's math mode): product b is mw_cuda_gemm_rm's with A + b sa,
+ * B + b sb and C + b sc (strides in floats); the products' C must not overlap. */
+mw_status mw_cuda_gemm_rm_batched(mw_cuda_dev *d, bool ta, bool tb, int M, int N, int K,
+                                  float alpha, const float *A, int lda, long long sa,
+                                  const float *B, int ldb, long long sb, float beta, float *C,
+                                  int ldc, long long sc, int count);
+
 /* The column-major cuBLAS call that mw_cuda_gemm_rm makes (pure arithmetic,
  * split out so it can be checked on the host): C^T = op(B)^T op(A)^T. */
 struct mw_cuda_gemm_cm {

@@ -99,10 +99,12 @@ static size_t up64(size_t nbytes)
 }
 
 /* The device scratch to reserve: what the conv kernels' chunking uses for max_n images when
- * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer), and what
- * an Embedding's deterministic backward sorts for max_n sequences (mw_cuda_embed_ws) and the
- * device metrics' per-example values (mw_cuda_metrics_ws). The
- * model's scratch_count is the un-chunked size, which for large images asks for gigabytes. */
+ * capped at MW_CUDA_WS_CAP floats (never less than one image of the largest layer), what
+ * an Embedding's deterministic backward sorts for max_n sequences (mw_cuda_embed_ws), the
+ * device metrics' per-example values (mw_cuda_metrics_ws), and MW_ATTN_WS_SLOTS (or max_n) of
+ * an attention layer's T x S matrices (the CUDA twin's chunks of examples, one matrix each).
+ * The model's scratch_count is the un-chunked size, which for large images asks for
+ * gigabytes. */
 static size_t dev_scratch(const mw_model *m, int max_n)
 {
     size_t want = mw_cuda_metrics_ws(max_n, MW_METRICS_MAX);
@@ -113,6 +115,9 @@ static size_t dev_scratch(const mw_model *m, int max_n)
             s = mw_conv2d_ws_capped(&l->conv, max_n, MW_CUDA_WS_CAP);
         else if (l->kind == MW_LAYER_EMBED && !l->tied)
             s = mw_cuda_embed_ws((size_t)max_n * l->out_w, l->vocab);
+        else if (l->kind == MW_LAYER_MHA) /* a chunk holds max_n examples at most */
+            s = (size_t)(max_n < MW_ATTN_WS_SLOTS ? max_n : MW_ATTN_WS_SLOTS) * l->in_w *
+                l->mha.steps;
         want = s > want ? s : want;
     }
     return want;
