@@ -263,6 +263,40 @@ MW_KERNEL(rmsnorm_bwd, CPU,
           (dx, dgamma, dy, x, stat, gamma, rows, D, offset),
           MW_O(dx, (size_t)rows * D) MW_O(dgamma, D) MW_A(dy, (size_t)rows * D)
           MW_A(x, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_A(gamma, D))
+/* A residual Add of two equal tensors fused with the normalization of its sum (the model's
+ * execution, worker/model/fuse.c): s = a + b, summed as Add sums (0 + a, then + b), and y the
+ * layernorm_fwd of s, in one pass over each row: the same bits as acc, acc, layernorm_fwd. */
+MW_KERNEL(add_layernorm_fwd, CPU,
+          (float *s, float *y, float *stat, const float *a, const float *b, const float *gamma,
+           const float *beta, int rows, int D, float eps),
+          (s, y, stat, a, b, gamma, beta, rows, D, eps),
+          MW_A(s, (size_t)rows * D) MW_A(y, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows)
+          MW_A(a, (size_t)rows * D) MW_A(b, (size_t)rows * D) MW_O(gamma, D) MW_O(beta, D))
+/* Its backward: with t = ds + the norm's input gradient (ds, the sum's gradient from its other
+ * consumers), da += t and db += t (either NULL: none; da == db allowed), in one pass over each
+ * row; dgamma, dbeta as layernorm_bwd's. The same bits as layernorm_bwd into ds, then acc, acc. */
+MW_KERNEL(add_layernorm_bwd, CPU,
+          (float *da, float *db, float *dgamma, float *dbeta, const float *ds, const float *dy,
+           const float *s, const float *stat, const float *gamma, int rows, int D),
+          (da, db, dgamma, dbeta, ds, dy, s, stat, gamma, rows, D),
+          MW_O(da, (size_t)rows * D) MW_O(db, (size_t)rows * D) MW_O(dgamma, D) MW_O(dbeta, D)
+          MW_A(ds, (size_t)rows * D) MW_A(dy, (size_t)rows * D) MW_A(s, (size_t)rows * D)
+          MW_A(stat, 2 * (size_t)rows) MW_O(gamma, D))
+/* The same fusion for rmsnorm_fwd: s = a + b, y its RMS normalization. */
+MW_KERNEL(add_rmsnorm_fwd, CPU,
+          (float *s, float *y, float *stat, const float *a, const float *b, const float *gamma,
+           int rows, int D, float eps, int centered, float offset),
+          (s, y, stat, a, b, gamma, rows, D, eps, centered, offset),
+          MW_A(s, (size_t)rows * D) MW_A(y, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows)
+          MW_A(a, (size_t)rows * D) MW_A(b, (size_t)rows * D) MW_A(gamma, D))
+/* And for rmsnorm_bwd: t = ds + the input gradient, da += t, db += t; dgamma as rmsnorm_bwd's. */
+MW_KERNEL(add_rmsnorm_bwd, CPU,
+          (float *da, float *db, float *dgamma, const float *ds, const float *dy, const float *s,
+           const float *stat, const float *gamma, int rows, int D, float offset),
+          (da, db, dgamma, ds, dy, s, stat, gamma, rows, D, offset),
+          MW_O(da, (size_t)rows * D) MW_O(db, (size_t)rows * D) MW_O(dgamma, D)
+          MW_A(ds, (size_t)rows * D) MW_A(dy, (size_t)rows * D) MW_A(s, (size_t)rows * D)
+          MW_A(stat, 2 * (size_t)rows) MW_A(gamma, D))
 /* Keras' GroupNormalization (kernels/groupnorm_rules.h): n examples of S positions of C
  * channels, G groups of C / G channels; each example's group normalized over its S C / G
  * values, y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c] (gamma, beta NULL: 1, 0);

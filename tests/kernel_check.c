@@ -45,7 +45,7 @@
     X(y) X(x) X(w) X(b) X(g) X(dx) X(dw) X(db) X(dy) X(argmax) X(loss) X(prob) X(logits)           \
     X(labels) X(dlogits) X(p) X(out) X(dout) X(a) X(ids) X(table) X(gtable) X(in) X(stat)          \
     X(gamma) X(beta) X(dgamma) X(dbeta) X(o) X(q) X(kk) X(v) X(dq) X(dk) X(dv) X(mask) X(acc)      \
-    X(mean) X(var) X(invstd) X(st) X(s) X(da) X(s1) X(s2) X(s3) X(h) X(bg)
+    X(mean) X(var) X(invstd) X(st) X(s) X(da) X(s1) X(s2) X(s3) X(h) X(bg) X(ds)
 /* clang-format on */
 #define KP_FIELD(n) void *n;
 #define KP_ENUM(n) KP_##n,
@@ -692,6 +692,53 @@ static int set_rmsnorm(kargs *a, int i, int phase)
     return 1;
 }
 
+/* The residual Add fused with either norm (rms 0: LayerNormalization): the norms' shapes, each
+ * with both Add inputs' gradients, one of them NULL (the model's input), and both the same buffer
+ * (Add(x, x)); the backward with the forward's statistics of s. */
+static int set_add_norm(kargs *a, int i, int phase, int rms)
+{
+    static const int s[][2] = {{300, 100}, {1, 1}, {7, 33}};
+    static const char *const nulls[] = {"", "da", "db gamma beta dgamma dbeta", ""};
+    if (i >= 3 * 4)
+        return 0;
+    a->rows = (size_t)s[i / 4][0], a->D = s[i / 4][1], a->eps = 1e-5f;
+    a->centered = i % 2, a->offset = (float)(i / 2 % 2);
+    if (phase == 0) {
+        a->nulls = rms && i % 4 == 2 ? "db dgamma" : nulls[i % 4];
+        a->alias = i % 4 == 3 ? "db=da" : "";
+        snprintf(a->what, sizeof a->what, "rows %zu, D %d, case %d", a->rows, a->D, i % 4);
+        return 1;
+    }
+    const size_t nx = a->rows * a->D;
+    kscale(a->a, nx, 2.5f, 0.5f);
+    kscale(a->b, nx, 1.5f, -0.25f);
+    kscale(a->s, nx, 2.5f, 0.5f);
+    kscale(a->gamma, (size_t)a->D, 0.5f, 1.0f);
+    kscale(a->beta, (size_t)a->D, 0.5f, 0.0f);
+    if (a->stat && a->dy) {
+        float *y = scratch(nx);
+        const mw_kernels t = ref_table();
+        const mw_kctx k1 = {.nthreads = 1};
+        if (rms)
+            t.rmsnorm_fwd(&k1, y, a->stat, a->s, a->gamma, (int)a->rows, a->D, a->eps, a->centered,
+                          a->offset);
+        else
+            t.layernorm_fwd(&k1, y, a->stat, a->s, a->gamma, NULL, (int)a->rows, a->D, a->eps);
+        free(y);
+    }
+    return 1;
+}
+
+static int set_add_layernorm(kargs *a, int i, int phase)
+{
+    return set_add_norm(a, i, phase, 0);
+}
+
+static int set_add_rmsnorm(kargs *a, int i, int phase)
+{
+    return set_add_norm(a, i, phase, 1);
+}
+
 /* Attention: self and cross, causal, padding masks (a query row masked everywhere, both of
  * Keras' answers for it), dropout with example ids, and 70 causal steps (the fast twin's row
  * blocks, a partial one last); grouped-query attention (4 query heads on 2 or 1 key heads, 2 on
@@ -1081,8 +1128,15 @@ static const kcase cases[] = {
        within a few ulp of its |y| <= 10 */
     {"layernorm_fwd", set_layernorm, 2e-6f, 1e-6f, 1},
     {"layernorm_bwd", set_layernorm, 0.0f, 0.0f, 1},
-    {"rmsnorm_fwd", set_rmsnorm, 0.0f, 0.0f, 1},
-    {"rmsnorm_bwd", set_rmsnorm, 0.0f, 0.0f, 1},
+    /* the statistic's and mean(g x)'s double sums in lanes: each a float rounding from the
+       reference's at most (r, k), so y and dx within a few ulp of their |y|, |dx| <= 10 */
+    {"rmsnorm_fwd", set_rmsnorm, 2e-6f, 1e-6f, 1},
+    {"rmsnorm_bwd", set_rmsnorm, 2e-6f, 1e-6f, 1},
+    /* the fused rows: the unfused twins' arithmetic, so the same tolerances */
+    {"add_layernorm_fwd", set_add_layernorm, 2e-6f, 1e-6f, 1},
+    {"add_layernorm_bwd", set_add_layernorm, 0.0f, 0.0f, 1},
+    {"add_rmsnorm_fwd", set_add_rmsnorm, 2e-6f, 1e-6f, 1},
+    {"add_rmsnorm_bwd", set_add_rmsnorm, 2e-6f, 1e-6f, 1},
     {"attn_fwd", set_attn, 2e-6f, 2e-6f, 0},
     {"attn_bwd", set_attn, 2e-6f, 2e-6f, 0},
     {"dropout_fwd", set_dropout, 0.0f, 0.0f, 1},

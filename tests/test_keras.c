@@ -1099,6 +1099,24 @@ static void test_graph_configs(void **state)
  * every row of both tables; gradcheck_tokens_rope.json (KerasHub's RotaryEmbedding twice, the
  * default and another max_wavelength, scaling_factor and denominator_dim, before a Dense on
  * each position): the table's gradient through both rotations. */
+/* The residual Adds that run fused with their sums' normalization (worker/model/model.c:
+ * plan_fusion), counted, so that the finite differences check the fused backward on both tables:
+ * the pre-norm and post-norm blocks of gradcheck_transformer, Llama's and Gemma's (RMS), ViT's
+ * and gradcheck_mha's; no other model has one. */
+static void check_fused(const mw_model *m, const char *rel)
+{
+    static const struct {
+        const char *model;
+        int pairs;
+    } want[] = {{"llama", 3}, {"gemma", 3}, {"transformer", 3}, {"vit", 4}, {"mha", 1}};
+    int fused = 0, expect = 0;
+    for (int i = 0; i < m->nlayers; i++)
+        fused += m->layers[i].fuse_norm;
+    for (size_t j = 0; j < sizeof want / sizeof *want; j++)
+        expect = strstr(rel, want[j].model) ? want[j].pairs : expect;
+    assert_int_equal(fused, expect);
+}
+
 static void graph_gradcheck(int fast, const char *rel)
 {
     mw_model m;
@@ -1108,6 +1126,7 @@ static void graph_gradcheck(int fast, const char *rel)
     free(path);
     check_rc(mw_model_finalize(&m, 1), "finalize");
     mw_model_init_params(&m, 13);
+    check_fused(&m, rel);
     const int gemma = strstr(rel, "gemma") != NULL;
     if (strstr(rel, "llama") || gemma) { /* two blocks, each one attention: 4 on 2, 2 on 1 */
         int at = 0, blocks = 0, norms = 0;

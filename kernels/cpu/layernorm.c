@@ -7,7 +7,10 @@
  * within a float32 rounding of the reference's. The backward is the reference's rows, and
  * gamma's and beta's gradients go 32 features at a time, each summing the rows in order (a
  * row's 32 in one pass, so memory is read along rows): the same sums as the reference,
- * bitwise. */
+ * bitwise. The residual Add fused with the norm (add_layernorm_*; add_rmsnorm_* in rmsnorm.c) sums
+ * each row into s and normalizes it while it is in cache, and adds each row's input gradient, with
+ * the sum's other gradient, into both Add inputs' gradients in the pass that computes it: the same
+ * rows as the unfused twins, so the same bits. */
 #include "kernels/twins.h"
 
 #include <math.h>
@@ -17,34 +20,12 @@
 #define MW_LN_HD static inline
 #include "kernels/layernorm_rules.h"
 
-enum { LANES = 8 };
-
-/* sum x[j] (sq 0) or sum (x[j] - m)^2 (sq 1), in double, in LANES partial sums. */
-static inline __attribute__((always_inline)) double lane_sum(const float *x, int D, float m, int sq)
-{
-    double a[LANES] = {0};
-    int j = 0;
-    for (; j + LANES <= D; j += LANES)
-        for (int q = 0; q < LANES; q++) {
-            const double d = (double)x[j + q] - (sq ? m : 0.0f);
-            a[q] += sq ? d * d : d;
-        }
-    for (; j < D; j++) {
-        const double d = (double)x[j] - (sq ? m : 0.0f);
-        a[j % LANES] += sq ? d * d : d;
-    }
-    double s = 0;
-    for (int q = 0; q < LANES; q++)
-        s += a[q];
-    return s;
-}
-
 /* layernorm_rules.h's ln_row_fwd with the lane sums. */
 MW_WIDE_CLONES static void row_fwd(float *y, float *mean, float *rstd, const float *x,
                                    const float *gamma, const float *beta, int D, float eps)
 {
-    const float m = (float)(lane_sum(x, D, 0.0f, 0) / D);
-    const float r = 1.0f / sqrtf((float)(lane_sum(x, D, m, 1) / D) + eps);
+    const float m = (float)(mw_lane_sum(x, D, 0.0f, 0) / D);
+    const float r = 1.0f / sqrtf((float)(mw_lane_sum(x, D, m, 1) / D) + eps);
     *mean = m, *rstd = r;
     for (int j = 0; j < D; j++) {
         const float inv = gamma ? r * gamma[j] : r;
@@ -92,6 +73,31 @@ void mw_layernorm_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbe
 #pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
         for (int r = 0; r < rows; r++)
             ln_row_dx(dx + (size_t)r * D, dy + (size_t)r * D, x + (size_t)r * D, gamma, stat[r],
+                      stat[rows + r], D);
+    }
+}
+
+void mw_add_layernorm_fwd_cpu(const mw_kctx *k, float *s, float *y, float *stat, const float *a,
+                              const float *b, const float *gamma, const float *beta, int rows,
+                              int D, float eps)
+{
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * D;
+        ln_row_sum(s + o, a + o, b + o, D);
+        row_fwd(y + o, stat + r, stat + rows + r, s + o, gamma, beta, D, eps);
+    }
+}
+
+void mw_add_layernorm_bwd_cpu(const mw_kctx *k, float *da, float *db, float *dgamma, float *dbeta,
+                              const float *ds, const float *dy, const float *s, const float *stat,
+                              const float *gamma, int rows, int D)
+{
+    mw_layernorm_bwd_cpu(k, NULL, dgamma, dbeta, dy, s, stat, gamma, rows, D);
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const size_t o = (size_t)r * D;
+        ln_row_dx_add(da ? da + o : NULL, db ? db + o : NULL, ds + o, dy + o, s + o, gamma, stat[r],
                       stat[rows + r], D);
     }
 }

@@ -172,6 +172,8 @@ typedef struct mw_layer {
      * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or
      * max pooling of bfloat16 values, a reshape or a crop) */
     int round_out, round_grad;
+    int fuse_norm; /* a residual Add whose sum layer i + 1 normalizes: the two run as one call
+                      of the norm row's add_forward / add_backward (model.c: plan_fusion) */
     /* A part of a KerasHub block that this program builds from its own layers (a
      * TransformerEncoder: attention, dropouts, adds, LayerNormalizations, Dense layers): the
      * block is one Keras layer, named block_name, of class block_cls, whose .weights.h5 group

@@ -92,6 +92,14 @@ typedef struct {
     /* Accumulates into dx (every input's gradient) and the weights' gradients in G; a layer in
      * place (l->in_place) overwrites dy, which is dx. */
     void (*backward)(const mw_layer_call *c);
+    /* A normalization fused with the residual Add before it (the model's plan_fusion, an
+     * execution detail): add_forward writes the sum a + b into c->x, as Add would, and the
+     * norm's output, in one pass over each row; add_backward adds ds + the norm's input gradient
+     * (c->dx holds ds, the sum's gradient from its other consumers) into da and db (NULL: the
+     * model's input), and the parameters' gradients as backward does. The same bits as Add's
+     * forward then the norm's, and the norm's backward then Add's. NULL: it does not fuse. */
+    void (*add_forward)(const mw_layer_call *c, const float *a, const float *b);
+    void (*add_backward)(const mw_layer_call *c, float *da, float *db);
     /* Bytes of its workspace buffer for n examples (argmax, dropout mask, batch statistics);
      * NULL: none. */
     size_t (*buf_bytes)(const struct mw_layer *l, size_t n);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/rng.h"
 #include "worker/model/masks.h"
 
@@ -231,6 +232,27 @@ static void plan_in_place(mw_model *m)
     }
 }
 
+/* A residual Add (two equal-shaped inputs, no factor) whose sum the next layer normalizes with
+ * a row that fuses (layer.h: add_forward) runs as one call with it: one pass over each row
+ * instead of three (Add's zero and two sums, then the norm's read), and in the backward one pass
+ * that adds the norm's input gradient into both Add inputs' gradients. Its other consumers (the
+ * next residual Add of a pre-norm block) read the sum as before. Only in float32 (no rounding
+ * between the two); MW_FUSE=0 in the environment turns it off (same results, bitwise). */
+static void plan_fusion(mw_model *m)
+{
+    const char *env = getenv("MW_FUSE");
+    const int off = env && !strcmp(env, "0");
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *a = &m->layers[i], *n = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
+        a->fuse_norm = !off && n && a->kind == MW_LAYER_ADD && a->nin == 2 && !a->bcast &&
+                       !a->konst && a->kscale == 1.0f && a->policy == MW_POLICY_FLOAT32 &&
+                       n->policy == MW_POLICY_FLOAT32 && mw_layer_row(n->kind)->add_forward &&
+                       n->nin == 1 && n->in[0] == i && !n->in_place;
+        if (a->fuse_norm)
+            mw_log_debug("layer '%s' (Add) runs fused with '%s' (%s)", a->name, n->name, n->cls);
+    }
+}
+
 static const char *const policy_names[] = {"float32", "mixed_bfloat16", "mixed_float16"};
 _Static_assert(sizeof policy_names / sizeof *policy_names == MW_POLICY_MIXED_FLOAT16 + 1,
                "a name per mw_policy");
@@ -376,6 +398,7 @@ mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
     pool_before_relu(m);
     plan_in_place(m);
     plan_rounding(m);
+    plan_fusion(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
     /* an output per position: a sequence's (None, T, C), held 1 x T x C, or an image's (None,
      * H, W, C), a segmentation model's per-pixel classes */
@@ -561,6 +584,12 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
     for (int i = from; i < to; i++) {
         const mw_layer *l = &m->layers[i];
         mw_kctx kb = *k;
+        if (l->fuse_norm && i + 1 < to) { /* the Add's sum and its norm (plan_fusion) */
+            mw_layer_call c = call_of(m, kt, &kb, ws, P, i + 1, n);
+            mw_layer_row(c.l->kind)->add_forward(&c, ws->act[l->in[0] + 1], ws->act[l->in[1] + 1]);
+            i++;
+            continue;
+        }
         mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
         mw_layer_row(l->kind)->forward(&c);
         if (l->round_out) /* the layer's output is a 16-bit tensor */
@@ -600,14 +629,28 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     mw_layer_row(l->kind)->backward(&c);
 }
 
-/* Layer i's backward, then the workspace's hook, when it has one. */
-static void bwd_layer_done(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                           const mw_model_ws *ws, const float *P, float *G, int i, int n,
-                           float scale)
+/* Layer i's backward, and 1 when it was a norm fused with the Add i - 1 (plan_fusion), whose
+ * backward it did too (the Add at from or later: in this part); then the workspace's hook for
+ * each layer done, when it has one. */
+static int bwd_step(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                    const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale,
+                    int from)
 {
-    bwd_layer(m, kt, k, ws, P, G, i, n, scale);
-    if (ws->layer_done)
-        ws->layer_done(ws->layer_done_ctx, i);
+    const mw_layer *a = i > from ? &m->layers[i - 1] : NULL;
+    const int fused = a && a->fuse_norm;
+    if (!fused) {
+        bwd_layer(m, kt, k, ws, P, G, i, n, scale);
+    } else {
+        mw_kctx kb = *k;
+        mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
+        c.G = G, c.scale = scale;
+        const int ta = a->in[0] + 1, tb = a->in[1] + 1;
+        mw_layer_row(c.l->kind)->add_backward(&c, ta ? ws->grad[ta] : NULL,
+                                              tb ? ws->grad[tb] : NULL);
+    }
+    for (int j = i; ws->layer_done && j >= i - fused; j--)
+        ws->layer_done(ws->layer_done_ctx, j);
+    return fused;
 }
 
 void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
@@ -618,7 +661,7 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     if (n <= 0)
         return;
     for (int i = to - 1; i >= from && to < L; i--)
-        bwd_layer_done(m, kt, k, ws, P, grads, i, n, scale);
+        i -= bwd_step(m, kt, k, ws, P, grads, i, n, scale, from);
     if (to < L)
         return;
     /* Zero the input gradients that layer backward functions accumulate into: every input
@@ -639,7 +682,7 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
     if (ws->w) /* a weight per example or per position (mw_dataset_batch_weights) */
         kt->scale_rows(k, ws->grad[L], ws->w, n * T, m->nclasses);
     for (int i = L - 1; i >= from; i--)
-        bwd_layer_done(m, kt, k, ws, P, grads, i, n, scale);
+        i -= bwd_step(m, kt, k, ws, P, grads, i, n, scale, from);
 }
 
 void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,

@@ -55,6 +55,23 @@ static void backward(const mw_layer_call *c)
                          l->w_count ? c->P + l->w_off : NULL, (int)c->rows, l->out_c);
 }
 
+/* Fused with the residual Add before it (layer.h: add_forward). */
+static void add_forward(const mw_layer_call *c, const float *a, const float *b)
+{
+    const mw_layer *l = c->l;
+    const float *P = c->P;
+    c->kt->add_layernorm_fwd(c->k, c->x, c->y, c->buf, a, b, l->w_count ? P + l->w_off : NULL,
+                             l->b_count ? P + l->b_off : NULL, (int)c->rows, l->out_c, l->epsilon);
+}
+
+static void add_backward(const mw_layer_call *c, float *da, float *db)
+{
+    const mw_layer *l = c->l;
+    c->kt->add_layernorm_bwd(c->k, da, db, l->w_count ? c->G + l->w_off : NULL,
+                             l->b_count ? c->G + l->b_off : NULL, c->dx, c->dy, c->x, c->buf,
+                             l->w_count ? c->P + l->w_off : NULL, (int)c->rows, l->out_c);
+}
+
 /* Each position's mean and 1 / stddev. */
 static size_t buf(const mw_layer *l, size_t n)
 {
@@ -118,6 +135,8 @@ const mw_layer_ops mw_layer_layernorm = {
     .parse = parse,
     .forward = forward,
     .backward = backward,
+    .add_forward = add_forward,
+    .add_backward = add_backward,
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,

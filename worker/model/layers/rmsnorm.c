@@ -64,6 +64,22 @@ static void backward(const mw_layer_call *c)
                        (int)c->rows, l->out_c, classes[l->rms_class].offset);
 }
 
+/* Fused with the residual Add before it (layer.h: add_forward). */
+static void add_forward(const mw_layer_call *c, const float *a, const float *b)
+{
+    const mw_layer *l = c->l;
+    c->kt->add_rmsnorm_fwd(c->k, c->x, c->y, c->buf, a, b, c->P + l->w_off, (int)c->rows, l->out_c,
+                           l->epsilon, classes[l->rms_class].centered,
+                           classes[l->rms_class].offset);
+}
+
+static void add_backward(const mw_layer_call *c, float *da, float *db)
+{
+    const mw_layer *l = c->l;
+    c->kt->add_rmsnorm_bwd(c->k, da, db, c->G + l->w_off, c->dx, c->dy, c->x, c->buf,
+                           c->P + l->w_off, (int)c->rows, l->out_c, classes[l->rms_class].offset);
+}
+
 /* Each position's mean (0 but for rms_scaling) and 1 / sqrt(v + epsilon). */
 static size_t buf(const mw_layer *l, size_t n)
 {
@@ -145,6 +161,8 @@ const mw_layer_ops mw_layer_rmsnorm = {
     .parse = parse_keras,
     .forward = forward,
     .backward = backward,
+    .add_forward = add_forward,
+    .add_backward = add_backward,
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,

@@ -1,0 +1,112 @@
+"""The residual Add fused with the normalization of its sum (worker/model/model.c: plan_fusion,
+an execution detail) trains to the same bits as the unfused layers (suite 'keras', the oracle's
+venv: tests/keras/fused_norm.sh). Keras 3.15 only builds the archives; the oracle here is
+mwtrain itself with MW_FUSE=0, which runs Add, then the norm, then in the backward the norm's
+input gradient into the sum's and Add's into both inputs. The fused kernels compute the same
+rows in the same order (kernels/layernorm_rules.h, rmsnorm_rules.h), so the weights after 3
+Adam steps must be equal bitwise, not within a tolerance. Models (Functional, token ids of 6
+steps -> Embedding(20, 16) -> x, labels per step):
+  - post-norm (BERT's): x -> Dense -> Add(x, .) -> LayerNormalization -> Dense -> Add ->
+    LayerNormalization(center=False, scale=False): one without gamma and beta;
+  - pre-norm (GPT-2's, Llama's): the sum feeds the next block's norm AND the next residual Add:
+    x -> Dense -> h; LayerNormalization(h) -> Dense -> Add(h, .) -> RMSNormalization -> Dense ->
+    Add -> LayerNormalization(rms_scaling=True), with 1 thread and with 2;
+  - Add(h, h) -> LayerNormalization: both Add inputs' gradients in one buffer.
+Each run with --verbose names the fused pairs: the count per model is asserted (and none with
+MW_FUSE=0), so the comparison is not of two unfused runs. Control: the unfused run with another
+learning rate differs (the comparison can fail).
+
+usage: fused_norm.py MWTRAIN WORKDIR"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracle import check, finish  # noqa: E402  (imports Keras)
+import keras  # noqa: E402
+
+T, C, K, N = 6, 16, 3, 64  # 16 test examples, 3 steps of 16 (train)
+
+
+def dense(x, name):
+    return keras.layers.Dense(C, activation="tanh", name=name)(x)
+
+
+def embedded():
+    ids = keras.Input((T,), dtype="int32")
+    return ids, keras.layers.Embedding(20, C, name="emb")(ids)
+
+
+def post_norm():
+    ids, x = embedded()
+    a = keras.layers.LayerNormalization(name="ln1")(keras.layers.Add()([x, dense(x, "d1")]))
+    b = keras.layers.Add()([a, dense(a, "d2")])
+    b = keras.layers.LayerNormalization(center=False, scale=False, name="ln2")(b)
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(b)), 2
+
+
+def pre_norm():
+    ids, x = embedded()
+    h = dense(x, "d0")
+    a = keras.layers.Add()([h, dense(keras.layers.LayerNormalization(name="ln0")(h), "d1")])
+    b = keras.layers.Add()([a, dense(keras.layers.RMSNormalization(name="rms")(a), "d2")])
+    out = keras.layers.LayerNormalization(rms_scaling=True, name="lnr")(b)
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(out)), 2
+
+
+def self_add():
+    ids, x = embedded()
+    h = dense(x, "d0")
+    a = keras.layers.LayerNormalization(name="ln")(keras.layers.Add()([h, h]))
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(a)), 1
+
+
+def train(mw, work, tag, model, data, threads, fuse, lr="0.01"):
+    """mwtrain's weights after 3 Adam steps (bytes), and the fused pairs it named."""
+    out = os.path.join(work, tag + ".bin")
+    env = dict(os.environ, MW_FUSE="1" if fuse else "0")
+    r = subprocess.run([mw, "train", "--model", model, "--data", data, "--epochs", "1",
+                        "--batch-per-replica", "16", "--threads", str(threads), "--no-shuffle",
+                        "--optimizer", "adam", "--learning-rate", lr, "--test-examples", "16",
+                        "--summary-dir", "", "--checkpoint-every-epochs", "0", "--progress",
+                        "none", "--checkpoint-dir", os.path.join(work, tag + "-ck"),
+                        "--dump-weights", out, "--verbose"], capture_output=True, text=True,
+                       env=env)
+    if not check(r.returncode == 0, "%s: exit %d%s" % (tag, r.returncode, "\n" +
+                                                        r.stderr[-600:] if r.returncode else "")):
+        return None, 0
+    with open(out, "rb") as f:  # the model is planned more than once: its distinct lines
+        return f.read(), len({s for s in r.stderr.splitlines() if "runs fused with" in s})
+
+
+def main():
+    mw, work = sys.argv[1], sys.argv[2]
+    rng = np.random.default_rng(7)
+    data = os.path.join(work, "d.npz")
+    x = rng.integers(0, 20, size=(N, T)).astype(np.int32)
+    y = rng.integers(0, K, size=(N, T)).astype(np.int32)
+    np.savez(data, x_train=x[16:], y_train=y[16:], x_test=x[:16], y_test=y[:16])
+    for name, make, threads in [("post-norm", post_norm, 1), ("pre-norm", pre_norm, 1),
+                                ("pre-norm", pre_norm, 2), ("Add(h, h)", self_add, 1)]:
+        keras.utils.set_random_seed(3)
+        model, pairs = make()
+        path = os.path.join(work, name.replace(" ", "") + ".keras")
+        model.save(path)
+        tag = "%s-%d" % (name.replace(" ", ""), threads)
+        fused, nf = train(mw, work, tag + "-fused", path, data, threads, True)
+        plain, np_ = train(mw, work, tag + "-plain", path, data, threads, False)
+        if fused is None or plain is None:
+            continue
+        check(nf == pairs and np_ == 0, "%s, %d thread(s): %d pairs fused (expected %d), %d "
+              "with MW_FUSE=0" % (name, threads, nf, pairs, np_))
+        check(fused == plain, "%s, %d thread(s): fused and unfused weights equal bitwise "
+              "(%d bytes)" % (name, threads, len(plain)))
+        other, _ = train(mw, work, tag + "-control", path, data, threads, False, lr="0.02")
+        check(other is not None and other != plain,
+              "%s: control, learning rate 0.02 unfused: the weights differ" % name)
+    finish()
+
+
+main()
