@@ -34,6 +34,23 @@ __device__ static inline double mw_warp_sum(double v)
     return v;
 }
 
+/* A normalization row's input gradient v at feature j: added into dx, or (dx NULL: the norm
+ * fused with the residual Add of its input) added to the sum's other gradient ds[j] and that
+ * into each Add input's gradient (da, db; NULL: the model's input). */
+__device__ static inline void mw_norm_dx(float *dx, const float *ds, float *da, float *db, int j,
+                                         float v)
+{
+    if (dx) {
+        dx[j] += v;
+        return;
+    }
+    const float t = ds[j] + v;
+    if (da)
+        da[j] += t;
+    if (db)
+        db[j] += t;
+}
+
 /* What a layer's matrix operands hold (mw_cuda_half of its context): float32, or bfloat16 or
  * float16 values (mixed precision, kernels/cast.h). */
 enum { MW_HALF_NONE = 0, MW_HALF_BF16 = 1, MW_HALF_F16 = 2 };

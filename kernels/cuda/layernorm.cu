@@ -48,15 +48,7 @@ __device__ static void ln_warp_dx(float *dx, float *da, float *db, const float *
     for (int j = lane; j < D; j += 32) {
         const float xh = (x[j] - mean) * rstd, g = gamma ? dy[j] * gamma[j] : dy[j];
         const float v = rstd * (g - mg - xh * mgx);
-        if (dx) {
-            dx[j] += v;
-            continue;
-        }
-        const float t = ds[j] + v;
-        if (da)
-            da[j] += t;
-        if (db)
-            db[j] += t;
+        mw_norm_dx(dx, ds, da, db, j, v);
     }
 }
 

@@ -42,15 +42,7 @@ __device__ static void rms_warp_dx(float *dx, float *da, float *db, const float 
     const float k = r * r * (float)(mw_warp_sum(sgx) / D);
     for (int j = lane; j < D; j += 32) {
         const float v = r * (dy[j] * (gamma[j] + offset) - (x[j] - mean) * k);
-        if (dx) {
-            dx[j] += v;
-            continue;
-        }
-        const float t = ds[j] + v;
-        if (da)
-            da[j] += t;
-        if (db)
-            db[j] += t;
+        mw_norm_dx(dx, ds, da, db, j, v);
     }
 }
 
