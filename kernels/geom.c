@@ -26,7 +26,7 @@ int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, i
                         int SW, int same)
 {
     g->H = H, g->W = W, g->C = C, g->O = O, g->KH = KH, g->KW = KW, g->SH = SH, g->SW = SW;
-    g->DH = 1, g->DW = 1;
+    g->DH = 1, g->DW = 1, g->G = 1;
     if (H <= 0 || W <= 0 || C <= 0 || O <= 0 || KH <= 0 || KW <= 0 || SH <= 0 || SW <= 0)
         return -1;
     g->OH = out_size(H, KH, SH, same, &g->PT);
@@ -62,12 +62,20 @@ static int tr_size(int in, int k, int s, int same, int op, int *pad_before)
     return (in - 1) * s + left + right - k + 2;
 }
 
+int mw_conv2d_geom_group(mw_conv2d_geom *g, int G)
+{
+    if (G < 1 || g->C % G || g->O % G)
+        return -1;
+    g->G = G;
+    return 0;
+}
+
 int mw_conv2d_tr_geom_init(mw_conv2d_geom *g, int in_h, int in_w, int in_c, int filters, int KH,
                            int KW, int SH, int SW, int same, int oph, int opw)
 {
     g->OH = in_h, g->OW = in_w, g->O = in_c, g->C = filters;
     g->KH = KH, g->KW = KW, g->SH = SH, g->SW = SW;
-    g->DH = 1, g->DW = 1;
+    g->DH = 1, g->DW = 1, g->G = 1;
     if (in_h <= 0 || in_w <= 0 || in_c <= 0 || filters <= 0 || KH <= 0 || KW <= 0 || SH <= 0 ||
         SW <= 0)
         return -1;

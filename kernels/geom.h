@@ -21,6 +21,8 @@ int mw_conv2d_geom_init(mw_conv2d_geom *g, int H, int W, int C, int O, int KH, i
  * recomputed for the dilated extent (K - 1) * D + 1, as TensorFlow and Keras do. Returns 0, or
  * -1 when a rate is not positive or the output would be empty. */
 int mw_conv2d_geom_dilate(mw_conv2d_geom *g, int DH, int DW, int same);
+/* Split g into G groups (mw_conv2d_geom_init sets 1): -1 unless G divides both C and O. */
+int mw_conv2d_geom_group(mw_conv2d_geom *g, int G);
 /* Conv2DTranspose (Keras 3's output sizes and padding, its JAX backend's rule): g is filled as
  * the Conv2D whose input gradient the transposed convolution is, so the conv kernels' im2col
  * and col2im serve it: g's input H x W x C is the transposed conv's OUTPUT (C = filters), g's

@@ -20,21 +20,25 @@
  * conventions: layouts, accumulation). The order is mw_kernels' field order. */
 
 /* clang-format off */
-/* y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C,O)) + b (O). */
+/* y (N,OH,OW,O) = conv(x (N,H,W,C), w (KH,KW,C/G,O)) + b (O), in g->G groups. */
 MW_KERNEL(conv2d_fwd, CPU,
           (float *y, const float *x, const float *w, const float *b, const mw_conv2d_geom *g,
            int N),
           (y, x, w, b, g, N),
           MW_A(y, (size_t)N * g->OH * g->OW * g->O) MW_A(x, (size_t)N * g->H * g->W * g->C)
-          MW_A(w, (size_t)g->KH * g->KW * g->C * g->O) MW_O(b, g->O))
+          MW_A(w, mw_conv2d_w_count(g)) MW_O(b, g->O)
+          MW_ASSERT(g->G >= 1 && g->C % g->G == 0 && g->O % g->G == 0,
+                    "groups G dividing the channels C and the filters O"))
 /* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). */
 MW_KERNEL(conv2d_bwd, CPU,
           (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
            const mw_conv2d_geom *g, int N),
           (dx, dw, db, dy, x, w, g, N),
-          MW_O(dx, (size_t)N * g->H * g->W * g->C) MW_A(dw, (size_t)g->KH * g->KW * g->C * g->O)
+          MW_O(dx, (size_t)N * g->H * g->W * g->C) MW_A(dw, mw_conv2d_w_count(g))
           MW_O(db, g->O) MW_A(dy, (size_t)N * g->OH * g->OW * g->O)
-          MW_A(x, (size_t)N * g->H * g->W * g->C) MW_A(w, (size_t)g->KH * g->KW * g->C * g->O))
+          MW_A(x, (size_t)N * g->H * g->W * g->C) MW_A(w, mw_conv2d_w_count(g))
+          MW_ASSERT(g->G >= 1 && g->C % g->G == 0 && g->O % g->G == 0,
+                    "groups G dividing the channels C and the filters O"))
 /* y (N,OH,OW,C) = max over each window; argmax (N,OH,OW,C) keeps the winning input offset
  * within one image (h*W + w)*C + c, for backward. */
 MW_KERNEL(maxpool_fwd, CPU,

@@ -40,7 +40,16 @@ typedef struct {
     int PT, PL;    /* zero padding before the first row / column */
     int OH, OW;    /* output */
     int DH, DW;    /* dilation: kernel tap (kh, kw) reads input row oh*SH + kh*DH - PT (1: none) */
+    int G;         /* groups (Keras' Conv2D groups; 1: none): filters [i O/G, (i+1) O/G) read
+                      input channels [i C/G, (i+1) C/G) only, through kernel w (KH, KW, C/G, O)
+                      (mw_conv2d_geom_group) */
 } mw_conv2d_geom;
+
+/* The kernel's values: KH * KW * (C / G) * O. */
+static inline size_t mw_conv2d_w_count(const mw_conv2d_geom *g)
+{
+    return (size_t)g->KH * g->KW * (g->C / g->G) * g->O;
+}
 
 /* MaxPooling2D geometry ('valid' or 'same' padding, padded cells never win). */
 typedef struct {

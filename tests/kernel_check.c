@@ -400,26 +400,30 @@ static mw_kernels ref_table(void)
     return t;
 }
 
-/* Conv2D: odd shapes, padding and strides; batches of 5 with scratch for one image, two and a
- * bit, the cap's two, and all; without bias / dx. */
-static const int conv_shapes[][10] = {
-    /* H, W, C, O, KH, KW, SH, SW, same, N */
-    {6, 5, 1, 4, 3, 3, 1, 1, 0, 2}, {5, 6, 3, 4, 3, 3, 1, 1, 0, 2},
-    {5, 4, 2, 3, 3, 3, 1, 1, 1, 2}, {9, 7, 2, 3, 5, 5, 2, 2, 1, 3},
-    {8, 6, 2, 3, 3, 3, 2, 2, 1, 2}, {5, 6, 2, 2, 4, 4, 1, 1, 1, 2},
-    {7, 6, 2, 3, 2, 3, 2, 1, 0, 2}, {4, 5, 3, 4, 1, 1, 1, 1, 0, 3},
-    {5, 5, 3, 2, 1, 1, 2, 2, 0, 2}, {12, 10, 4, 6, 5, 5, 1, 1, 1, 2},
+/* Conv2D: odd shapes, padding and strides, groups; batches of 5 with scratch for one image,
+ * two and a bit, the cap's two, and all; without bias / dx. */
+static const int conv_shapes[][11] = {
+    /* H, W, C, O, KH, KW, SH, SW, same, N, groups (0: 1) */
+    {6, 5, 1, 4, 3, 3, 1, 1, 0, 2},       {5, 6, 3, 4, 3, 3, 1, 1, 0, 2},
+    {5, 4, 2, 3, 3, 3, 1, 1, 1, 2},       {9, 7, 2, 3, 5, 5, 2, 2, 1, 3},
+    {8, 6, 2, 3, 3, 3, 2, 2, 1, 2},       {5, 6, 2, 2, 4, 4, 1, 1, 1, 2},
+    {7, 6, 2, 3, 2, 3, 2, 1, 0, 2},       {4, 5, 3, 4, 1, 1, 1, 1, 0, 3},
+    {5, 5, 3, 2, 1, 1, 2, 2, 0, 2},       {12, 10, 4, 6, 5, 5, 1, 1, 1, 2},
+    {9, 7, 4, 6, 3, 3, 2, 2, 1, 3, 2},    {6, 6, 6, 3, 3, 2, 1, 1, 0, 2, 3},
+    {5, 4, 8, 4, 1, 1, 1, 1, 0, 3, 4},    {7, 7, 6, 6, 1, 1, 2, 2, 1, 2, 2},
+    {10, 9, 32, 32, 3, 3, 1, 1, 1, 2, 8},
 };
 
 static int set_conv(kargs *a, int i, int phase)
 {
-    if (i >= 10 * 10)
+    if (i >= (int)(sizeof conv_shapes / sizeof conv_shapes[0]) * 10)
         return 0;
     const int *s = conv_shapes[i / 10], v = i % 10 / 2;
     mw_conv2d_geom *g = &a->cg;
     if (phase == 0) {
         assert_int_equal(
             mw_conv2d_geom_init(g, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8]), 0);
+        assert_int_equal(mw_conv2d_geom_group(g, s[10] ? s[10] : 1), 0);
         a->g = g, a->N = v == 0 ? s[9] : 5;
         const size_t min = mw_conv2d_ws_min(g);
         a->ws = v == 1   ? min
@@ -427,12 +431,12 @@ static int set_conv(kargs *a, int i, int phase)
                 : v == 4 ? mw_conv2d_ws_capped(g, 5, 2 * min + min / 2)
                          : mw_conv2d_ws_count(g, a->N);
         a->nulls = i % 2 ? "b dx" : "";
-        snprintf(a->what, sizeof a->what, "%dx%dx%d k%dx%d/%d,%d same %d -> %d, N %d, ws %zu%s",
-                 s[0], s[1], s[2], s[4], s[5], s[6], s[7], s[8], s[3], a->N, a->ws,
-                 i % 2 ? ", no b / dx" : "");
+        snprintf(a->what, sizeof a->what,
+                 "%dx%dx%d k%dx%d/%d,%d same %d -> %d, groups %d, N %d, ws %zu%s", s[0], s[1], s[2],
+                 s[4], s[5], s[6], s[7], s[8], s[3], g->G, a->N, a->ws, i % 2 ? ", no b / dx" : "");
         return 1;
     }
-    kscale(a->w, (size_t)g->KH * g->KW * g->C * g->O, 0.5f, 0.0f);
+    kscale(a->w, mw_conv2d_w_count(g), 0.5f, 0.0f);
     kscale(a->b, (size_t)g->O, 0.5f, 0.0f);
     kscale(a->dy, (size_t)a->N * g->OH * g->OW * g->O,
            fminf(1.0f, 8.0f / sqrtf((float)a->N * g->OH * g->OW)), 0.0f);

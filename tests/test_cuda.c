@@ -1058,17 +1058,20 @@ static void test_dense(void **state)
 
 typedef struct {
     int H, W, C, O, KH, KW, SH, SW, same, N;
+    int G; /* groups */
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {28, 28, 1, 32, 3, 3, 1, 1, 0, 3}, /* the tutorial CNN's layers */
-    {13, 13, 32, 64, 3, 3, 1, 1, 0, 2},
-    {7, 5, 3, 5, 3, 2, 2, 1, 1, 3}, /* odd sizes, 'same', strides */
-    {9, 8, 4, 6, 5, 5, 3, 2, 1, 2}, /* mostly padding */
-    {6, 7, 5, 3, 1, 1, 1, 1, 0, 2}, /* pointwise: no im2col */
-    {6, 7, 5, 3, 1, 1, 2, 2, 1, 2}, /* 1x1 strided: im2col */
-    {1, 1, 3, 2, 1, 1, 1, 1, 1, 1},
-    {4, 4, 2, 3, 4, 4, 1, 1, 0, 5}, /* kernel covers the image */
+    {28, 28, 1, 32, 3, 3, 1, 1, 0, 3, 1}, /* the tutorial CNN's layers */
+    {13, 13, 32, 64, 3, 3, 1, 1, 0, 2, 1},
+    {7, 5, 3, 5, 3, 2, 2, 1, 1, 3, 1}, /* odd sizes, 'same', strides */
+    {9, 8, 4, 6, 5, 5, 3, 2, 1, 2, 1}, /* mostly padding */
+    {6, 7, 5, 3, 1, 1, 1, 1, 0, 2, 1}, /* pointwise: no im2col */
+    {6, 7, 5, 3, 1, 1, 2, 2, 1, 2, 1}, /* 1x1 strided: im2col */
+    {1, 1, 3, 2, 1, 1, 1, 1, 1, 1, 1},
+    {4, 4, 2, 3, 4, 4, 1, 1, 0, 5, 1},  /* kernel covers the image */
+    {9, 8, 6, 4, 3, 3, 2, 1, 1, 3, 2},  /* grouped: im2col only, per-group GEMMs */
+    {6, 7, 8, 12, 1, 1, 1, 1, 0, 2, 4}, /* grouped pointwise */
 };
 
 /* chunk: 0 = the context's full scratch; else scratch for about that many
@@ -1088,10 +1091,11 @@ static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
     assert_int_equal(mw_conv2d_geom_init(&g, cc->H, cc->W, cc->C, cc->O, cc->KH, cc->KW, cc->SH,
                                          cc->SW, cc->same),
                      0);
+    assert_int_equal(mw_conv2d_geom_group(&g, cc->G), 0);
     int N = cc->N;
-    size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+    size_t nx = (size_t)N * g.H * g.W * g.C, nw = mw_conv2d_w_count(&g);
     size_t ny = (size_t)N * g.OH * g.OW * g.O;
-    size_t kc = (size_t)g.KH * g.KW * g.C;
+    size_t kc = (size_t)g.KH * g.KW * g.C / g.G;
     mw_kctx k = ctx;
     if (chunk > 0)
         k.ws_count = (size_t)(chunk * (double)mw_conv2d_ws_min(&g));
@@ -1131,9 +1135,9 @@ static void test_conv2d(void **state)
     NEED_DEVICE();
     for (size_t c = 0; c < sizeof conv_cases / sizeof *conv_cases; c++) {
         const conv_case *cc = &conv_cases[c];
-        print_message("conv2d %dx%dx%d -> %d, kernel %dx%d, stride %dx%d, %s, N=%d\n", cc->H, cc->W,
-                      cc->C, cc->O, cc->KH, cc->KW, cc->SH, cc->SW, cc->same ? "same" : "valid",
-                      cc->N);
+        print_message("conv2d %dx%dx%d -> %d, kernel %dx%d, stride %dx%d, %s, N=%d, groups %d\n",
+                      cc->H, cc->W, cc->C, cc->O, cc->KH, cc->KW, cc->SH, cc->SW,
+                      cc->same ? "same" : "valid", cc->N, cc->G);
         run_conv(cc, 0, 0, 200 + 20 * c);
         run_conv(cc, 1, 0, 201 + 20 * c);   /* no bias, no dx, no db */
         run_conv(cc, 0, 1.0, 202 + 20 * c); /* one image per chunk */

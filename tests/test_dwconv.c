@@ -1,5 +1,5 @@
-/* The depthwise convolution and Conv2D's dilation, checked against definitions they do not
- * share code with:
+/* The depthwise convolution, Conv2D's groups and its dilation, checked against definitions they
+ * do not share code with:
  *   - the dilated geometry: output sizes and padding as TensorFlow and Keras compute them
  *     for the dilated extent (K - 1) * D + 1;
  *   - the reference depthwise twin against the reference Conv2D with the equivalent dense
@@ -7,6 +7,10 @@
  *     convolution), dilated by spreading the taps D apart with zeros between. The zero products
  *     add +-0 and the non-zero ones come in the same order, so forward and backward agree
  *     bitwise; a control with one weight moved to a wrong channel shows the comparison fails;
+ *   - Conv2D in G groups, the reference and the fast twin, against the reference Conv2D on the
+ *     dense kernel that is zero outside the groups' blocks (input channel c feeds filter o only
+ *     when c / (C/G) == o / (O/G)): the reference bitwise (the same non-zero products in the same
+ *     order), the fast twin within the bound below; a weight moved to another group is seen;
  *   - the reference Conv2D with a dilation against the same Conv2D undilated on the spread
  *     kernel (bitwise), and the fast Conv2D (im2col + sgemm) against the reference on dilated
  *     shapes: sgemm sums K = 9 C <= 36 products of size <= 0.5 in another order, within
@@ -156,6 +160,91 @@ static void test_depthwise_is_block_diagonal_conv(void **state)
     assert_false(dw_vs_dense(1, 1));
 }
 
+/* A grouped Conv2D case: H, W, C, O, KH, KW, SH, SW, same, G. */
+static const int group_cases[][10] = {
+    {9, 7, 4, 6, 3, 3, 2, 2, 1, 2},
+    {6, 7, 6, 3, 3, 2, 1, 2, 0, 3},
+    {5, 4, 8, 4, 1, 1, 1, 1, 0, 4},
+    {7, 6, 12, 8, 3, 3, 1, 1, 1, 4},
+};
+
+/* Case s grouped (ref and fast) against the dense reference; wrong: one weight of the dense
+ * kernel moved to the next group's input channels. 1 when the references agree bitwise (the
+ * fast twin is held to 1e-5 + 1e-4 |ref| either way). */
+static int grouped_vs_dense(int s, int wrong)
+{
+    const int *c = group_cases[s], N = 2;
+    mw_conv2d_geom g, d;
+    assert_int_equal(mw_conv2d_geom_init(&g, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]),
+                     0);
+    d = g;
+    assert_int_equal(mw_conv2d_geom_group(&g, c[9]), 0);
+    const int T = g.KH * g.KW, Cg = g.C / g.G, Og = g.O / g.G;
+    mw_rng r;
+    mw_rng_seed(&r, 13, (uint64_t)s);
+    const size_t nx = (size_t)N * g.H * g.W * g.C, ny = (size_t)N * g.OH * g.OW * g.O;
+    const size_t nw = mw_conv2d_w_count(&g), ne = mw_conv2d_w_count(&d);
+    float *x = random_floats(nx, &r, 1), *w = random_floats(nw, &r, 0.5f);
+    float *b = random_floats(g.O, &r, 0.5f), *dy = random_floats(ny, &r, 1);
+    float *e = random_floats(ne, &r, 0), *de = random_floats(ne, &r, 0);
+    for (int t = 0; t < T; t++)
+        for (int ch = 0; ch < g.C; ch++)
+            for (int o = ch / Cg * Og; o < (ch / Cg + 1) * Og; o++)
+                e[((size_t)t * g.C + ch) * g.O + o] = w[((size_t)t * Cg + ch % Cg) * g.O + o];
+    if (wrong) /* filter 0's first tap moved from channel 0 to channel Cg (group 1's) */
+        e[(size_t)Cg * g.O] = e[0], e[0] = 0.0f;
+    float *y[3], *dx[3], *dw[3], *db[3];
+    for (int i = 0; i < 3; i++)
+        y[i] = random_floats(ny, &r, 0), dx[i] = random_floats(nx, &r, 0),
+        dw[i] = random_floats(nw, &r, 0), db[i] = random_floats(g.O, &r, 0);
+    mw_kernels ref, cpu;
+    mw_kernels_init_ref(&ref), mw_kernels_init_cpu(&cpu);
+    const size_t ws_n = mw_conv2d_ws_count(&g, N);
+    float *ws = mw_alloc_aligned(ws_n * sizeof(float));
+    const mw_kctx k = {.nthreads = 2, .ws = ws, .ws_count = ws_n};
+    ref.conv2d_fwd(&k, y[0], x, w, b, &g, N);
+    ref.conv2d_fwd(&k, y[1], x, e, b, &d, N);
+    cpu.conv2d_fwd(&k, y[2], x, w, b, &g, N);
+    ref.conv2d_bwd(&k, dx[0], dw[0], db[0], dy, x, w, &g, N);
+    ref.conv2d_bwd(&k, dx[1], de, db[1], dy, x, e, &d, N);
+    cpu.conv2d_bwd(&k, dx[2], dw[2], db[2], dy, x, w, &g, N);
+    for (int t = 0; t < T; t++) /* the dense kernel's gradient read back at the groups' taps */
+        for (int j = 0; j < Cg; j++)
+            for (int o = 0; o < g.O; o++)
+                dw[1][((size_t)t * Cg + j) * g.O + o] =
+                    de[((size_t)t * g.C + o / Og * Cg + j) * g.O + o];
+    expect_close(y[2], y[0], ny, 1e-5f, 1e-4f);
+    expect_close(dx[2], dx[0], nx, 1e-5f, 1e-4f);
+    expect_close(dw[2], dw[0], nw, 1e-5f, 1e-4f);
+    expect_close(db[2], db[0], g.O, 1e-5f, 1e-4f);
+    const int same =
+        !memcmp(y[0], y[1], ny * sizeof(float)) && !memcmp(dx[0], dx[1], nx * sizeof(float)) &&
+        !memcmp(dw[0], dw[1], nw * sizeof(float)) && !memcmp(db[0], db[1], g.O * sizeof(float));
+    free(x), free(w), free(b), free(dy), free(e), free(de), free(ws);
+    for (int i = 0; i < 3; i++)
+        free(y[i]), free(dx[i]), free(dw[i]), free(db[i]);
+    return same;
+}
+
+static void test_grouped_is_block_diagonal_conv(void **state)
+{
+    (void)state;
+    mw_conv2d_geom g; /* groups: 1 from init, else a count dividing both C and O */
+    assert_int_equal(mw_conv2d_geom_init(&g, 9, 7, 4, 6, 5, 5, 2, 2, 1), 0);
+    assert_true(g.G == 1 && mw_conv2d_w_count(&g) == (size_t)5 * 5 * 4 * 6);
+    assert_int_equal(mw_conv2d_geom_group(&g, 3), -1); /* not a divisor of C = 4 */
+    assert_int_equal(mw_conv2d_geom_group(&g, 4), -1); /* nor of O = 6 */
+    assert_int_equal(mw_conv2d_geom_group(&g, 0), -1);
+    assert_int_equal(mw_conv2d_geom_group(&g, 2), 0);
+    /* the kernel's values shrink by G, the scratch does not (a col row holds every group) */
+    assert_true(mw_conv2d_w_count(&g) == (size_t)5 * 5 * 2 * 6 &&
+                mw_conv2d_ws_min(&g) == (size_t)5 * 4 * 5 * 5 * 4);
+    for (int s = 0; s < (int)(sizeof group_cases / sizeof *group_cases); s++)
+        if (!grouped_vs_dense(s, 0))
+            fail_msg("grouped case %d differs from its dense convolution", s);
+    assert_false(grouped_vs_dense(0, 1)); /* the control */
+}
+
 /* A dilated Conv2D case: H, W, C, O, KH, KW, same, DH, DW (stride 1, as Keras requires). */
 static const int dil_cases[][9] = {
     {9, 8, 3, 4, 3, 3, 0, 2, 2},
@@ -222,6 +311,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dilated_geometry),
         cmocka_unit_test(test_depthwise_is_block_diagonal_conv),
+        cmocka_unit_test(test_grouped_is_block_diagonal_conv),
         cmocka_unit_test(test_dilated_conv2d),
     };
     return cmocka_run_group_tests_name("dwconv", tests, NULL, NULL);

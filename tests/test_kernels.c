@@ -1,9 +1,8 @@
 /* Suite 'unit': every kernel of the reference table (kernels/ref) and the fast CPU table.
  * - Every backward, in both tables, passes a central-difference check in double precision
  *   against L = sum_i r_i y_i with a fixed random projection r (the analytic one: bwd(dy = r)).
- * - Backward accumulates (a second call adds again); ReLU and cross-entropy's work in place.
- * - TF's padding arithmetic for conv and pool geometry; the capped conv scratch.
- * - An empty batch (N = 0, count = 0) leaves every output untouched.
+ * - Backward accumulates (a second call adds again); ReLU and cross-entropy's work in place;
+ *   TF's conv/pool padding; the capped conv scratch; N = 0 touches nothing; Conv2D's groups.
  * - The layer ops of Functional graphs (BatchNormalization, average pooling, zero padding,
  *   Multiply, Concatenate, the activations, softmax, the normalizations): values against
  *   formulas, every backward against central differences; BN's moving statistics bitwise.
@@ -319,20 +318,22 @@ static void test_pool_geom(void **state)
 
 typedef struct {
     const char *name;
-    int H, W, C, O, KH, KW, SH, SW, same, N;
+    int H, W, C, O, KH, KW, SH, SW, same, N, G; /* G: groups */
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {"valid 3x3/1 C=1", 6, 5, 1, 4, 3, 3, 1, 1, 0, 2},
-    {"valid 3x3/1 C=3", 5, 6, 3, 4, 3, 3, 1, 1, 0, 2},
-    {"same 3x3/1", 5, 4, 2, 3, 3, 3, 1, 1, 1, 2},
-    {"same 5x5/2 on 9x7", 9, 7, 2, 3, 5, 5, 2, 2, 1, 3},
-    {"same 3x3/2 on 8x6", 8, 6, 2, 3, 3, 3, 2, 2, 1, 2},
-    {"same 4x4/1 (pad 1 before, 2 after)", 5, 6, 2, 2, 4, 4, 1, 1, 1, 2},
-    {"valid 2x3/(2,1)", 7, 6, 2, 3, 2, 3, 2, 1, 0, 2},
-    {"pointwise 1x1", 4, 5, 3, 4, 1, 1, 1, 1, 0, 3},
-    {"1x1/2 (strided, im2col)", 5, 5, 3, 2, 1, 1, 2, 2, 0, 2},
-    {"same 5x5/1 C=4 (long rows)", 12, 10, 4, 6, 5, 5, 1, 1, 1, 2},
+    {"valid 3x3/1 C=1", 6, 5, 1, 4, 3, 3, 1, 1, 0, 2, 1},
+    {"valid 3x3/1 C=3", 5, 6, 3, 4, 3, 3, 1, 1, 0, 2, 1},
+    {"same 3x3/1", 5, 4, 2, 3, 3, 3, 1, 1, 1, 2, 1},
+    {"same 5x5/2 on 9x7", 9, 7, 2, 3, 5, 5, 2, 2, 1, 3, 1},
+    {"same 3x3/2 on 8x6", 8, 6, 2, 3, 3, 3, 2, 2, 1, 2, 1},
+    {"same 4x4/1 (pad 1 before, 2 after)", 5, 6, 2, 2, 4, 4, 1, 1, 1, 2, 1},
+    {"valid 2x3/(2,1)", 7, 6, 2, 3, 2, 3, 2, 1, 0, 2, 1},
+    {"pointwise 1x1", 4, 5, 3, 4, 1, 1, 1, 1, 0, 3, 1},
+    {"1x1/2 (strided, im2col)", 5, 5, 3, 2, 1, 1, 2, 2, 0, 2, 1},
+    {"same 5x5/1 C=4 (long rows)", 12, 10, 4, 6, 5, 5, 1, 1, 1, 2, 1},
+    {"same 3x3/2, 2 groups", 9, 7, 4, 6, 3, 3, 2, 2, 1, 2, 2},
+    {"pointwise, 4 groups", 4, 5, 8, 4, 1, 1, 1, 1, 0, 3, 4},
 };
 #define N_CONV (sizeof conv_cases / sizeof conv_cases[0])
 
@@ -340,6 +341,7 @@ static void conv_geom(mw_conv2d_geom *g, const conv_case *c)
 {
     assert_int_equal(
         mw_conv2d_geom_init(g, c->H, c->W, c->C, c->O, c->KH, c->KW, c->SH, c->SW, c->same), 0);
+    assert_int_equal(mw_conv2d_geom_group(g, c->G), 0);
 }
 
 typedef struct {
@@ -368,7 +370,7 @@ static void conv_grad(int cpu)
         mw_conv2d_geom g;
         conv_geom(&g, c);
         const int N = c->N;
-        size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+        size_t nx = (size_t)N * g.H * g.W * g.C, nw = mw_conv2d_w_count(&g);
         size_t ny = (size_t)N * g.OH * g.OW * g.O;
         pool P = {0};
         float *x = frand(&P, nx, 100 + ci, -1.0f, 1.0f);
@@ -423,7 +425,7 @@ static void test_conv_accumulate(void **state)
             mw_conv2d_geom g;
             conv_geom(&g, c);
             const int N = 3;
-            size_t nx = (size_t)N * g.H * g.W * g.C, nw = (size_t)g.KH * g.KW * g.C * g.O;
+            size_t nx = (size_t)N * g.H * g.W * g.C, nw = mw_conv2d_w_count(&g);
             size_t ny = (size_t)N * g.OH * g.OW * g.O;
             pool P = {0};
             float *x = frand(&P, nx, 10 + ci, -1.0f, 1.0f);

@@ -6,7 +6,14 @@
  *   backward: dw (K, O)       += col^T x dy
  *             dcol (n*OH*OW, K) = dy x w^T, then col2im adds dcol into dx.
  * A 1x1 stride-1 unpadded conv uses x as col directly. Dilation (DH, DW) only moves
- * where a tap reads. */
+ * where a tap reads.
+ *
+ * With G groups a col row holds the groups one after another, each KG = KH*KW*C/G values
+ * (tap, then the group's channels), so group i's patch is the row's columns [i KG, (i+1) KG)
+ * and its products are the ones above on those columns (leading dimension K), on the filters
+ * [i O/G, (i+1) O/G) (leading dimension O) and on w's rows for those filters, w being
+ * (KG, O). A pointwise conv's col is still x: group i's columns are its channels. With G = 1
+ * every line below is the ungrouped product. */
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm.h"
@@ -34,7 +41,7 @@ static inline void copy_run(float *restrict dst, const float *restrict src, int 
 /* col rows for images [0, n) of x; rows are output pixels, zero where padded. */
 static void im2col(float *col, const float *x, const mw_conv2d_geom *g, int n, int nt)
 {
-    const int K = g->KH * g->KW * g->C;
+    const int G = g->G, Cg = g->C / G, K = g->KH * g->KW * g->C, KG = K / G;
     const size_t img = (size_t)g->H * g->W * g->C;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int i = 0; i < n * g->OH; i++) {
@@ -44,22 +51,27 @@ static void im2col(float *col, const float *x, const mw_conv2d_geom *g, int n, i
             float *row = col + ((size_t)i * g->OW + ow) * K;
             for (int kh = 0; kh < g->KH; kh++) {
                 int ih = oh * g->SH + kh * g->DH - g->PT;
-                float *dst = row + (size_t)kh * g->KW * g->C;
+                float *dst = row + (size_t)kh * g->KW * Cg;
                 if (ih < 0 || ih >= g->H) {
-                    memset(dst, 0, sizeof(float) * g->KW * g->C);
+                    for (int gi = 0; gi < G; gi++)
+                        memset(dst + (size_t)gi * KG, 0, sizeof(float) * g->KW * Cg);
                     continue;
                 }
                 int iw0 = ow * g->SW - g->PL;
-                if (g->DW == 1 && iw0 >= 0 && iw0 + g->KW <= g->W) { /* whole row inside */
+                if (G == 1 && g->DW == 1 && iw0 >= 0 && iw0 + g->KW <= g->W) { /* row inside */
                     copy_run(dst, xb + ((size_t)ih * g->W + iw0) * g->C, g->KW * g->C);
                     continue;
                 }
                 for (int kw = 0; kw < g->KW; kw++) {
                     int iw = iw0 + kw * g->DW;
-                    if (iw < 0 || iw >= g->W)
-                        memset(dst + kw * g->C, 0, sizeof(float) * g->C);
-                    else
-                        copy_run(dst + kw * g->C, xb + ((size_t)ih * g->W + iw) * g->C, g->C);
+                    const float *src = xb + ((size_t)ih * g->W + iw) * g->C;
+                    for (int gi = 0; gi < G; gi++) {
+                        float *d = dst + (size_t)gi * KG + (size_t)kw * Cg;
+                        if (iw < 0 || iw >= g->W)
+                            memset(d, 0, sizeof(float) * Cg);
+                        else
+                            copy_run(d, src + (size_t)gi * Cg, Cg);
+                    }
                 }
             }
         }
@@ -70,7 +82,7 @@ static void im2col(float *col, const float *x, const mw_conv2d_geom *g, int n, i
  * overlap, different images never do. */
 static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt)
 {
-    const int K = g->KH * g->KW * g->C;
+    const int G = g->G, Cg = g->C / G, K = g->KH * g->KW * g->C, KG = K / G;
     const size_t img = (size_t)g->H * g->W * g->C;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int b = 0; b < n; b++) {
@@ -87,9 +99,10 @@ static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n,
                         if (iw < 0 || iw >= g->W)
                             continue;
                         float *d = dxb + ((size_t)ih * g->W + iw) * g->C;
-                        const float *s = row + ((size_t)kh * g->KW + kw) * g->C;
-                        for (int c = 0; c < g->C; c++)
-                            d[c] += s[c];
+                        const float *s = row + ((size_t)kh * g->KW + kw) * Cg;
+                        for (int gi = 0; gi < G; gi++, d += Cg, s += KG)
+                            for (int c = 0; c < Cg; c++)
+                                d[c] += s[c];
                     }
                 }
             }
@@ -108,7 +121,7 @@ static int chunk_images(const mw_kctx *k, const mw_conv2d_geom *g, int N)
 void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
                        const mw_conv2d_geom *g, int N)
 {
-    const int K = g->KH * g->KW * g->C, P = g->OH * g->OW;
+    const int K = g->KH * g->KW * g->C, P = g->OH * g->OW, G = g->G, KG = K / G, OG = g->O / G;
     const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;
     int step = is_pointwise(g) ? N : chunk_images(k, g, N);
     for (int n0 = 0; n0 < N; n0 += step) {
@@ -125,14 +138,16 @@ void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *
                 memcpy(yc + r * g->O, b, sizeof(float) * g->O);
             beta = 1.0f;
         }
-        mw_gemm_cpu(k, 'N', 'N', n * P, g->O, K, 1.0f, col, K, w, g->O, beta, yc, g->O);
+        for (int gi = 0; gi < G; gi++)
+            mw_gemm_cpu(k, 'N', 'N', n * P, OG, KG, 1.0f, col + gi * KG, K, w + gi * OG, g->O, beta,
+                        yc + gi * OG, g->O);
     }
 }
 
 void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
                        const float *x, const float *w, const mw_conv2d_geom *g, int N)
 {
-    const int K = g->KH * g->KW * g->C, P = g->OH * g->OW;
+    const int K = g->KH * g->KW * g->C, P = g->OH * g->OW, G = g->G, KG = K / G, OG = g->O / G;
     const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;
     if (db) {
         const size_t rows = (size_t)N * P;
@@ -141,9 +156,13 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
                 db[o] += dy[r * g->O + o];
     }
     if (is_pointwise(g)) {
-        mw_gemm_cpu(k, 'T', 'N', K, g->O, N * P, 1.0f, x, K, dy, g->O, 1.0f, dw, g->O);
-        if (dx)
-            mw_gemm_cpu(k, 'N', 'T', N * P, K, g->O, 1.0f, dy, g->O, w, g->O, 1.0f, dx, K);
+        for (int gi = 0; gi < G; gi++) {
+            mw_gemm_cpu(k, 'T', 'N', KG, OG, N * P, 1.0f, x + gi * KG, K, dy + gi * OG, g->O, 1.0f,
+                        dw + gi * OG, g->O);
+            if (dx)
+                mw_gemm_cpu(k, 'N', 'T', N * P, KG, OG, 1.0f, dy + gi * OG, g->O, w + gi * OG, g->O,
+                            1.0f, dx + gi * KG, K);
+        }
         return;
     }
     int step = chunk_images(k, g, N);
@@ -151,9 +170,13 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
         int n = N - n0 < step ? N - n0 : step;
         const float *dyc = dy + n0 * out_img;
         im2col(k->ws, x + n0 * in_img, g, n, MW_NT(k));
-        mw_gemm_cpu(k, 'T', 'N', K, g->O, n * P, 1.0f, k->ws, K, dyc, g->O, 1.0f, dw, g->O);
+        for (int gi = 0; gi < G; gi++)
+            mw_gemm_cpu(k, 'T', 'N', KG, OG, n * P, 1.0f, k->ws + gi * KG, K, dyc + gi * OG, g->O,
+                        1.0f, dw + gi * OG, g->O);
         if (dx) {
-            mw_gemm_cpu(k, 'N', 'T', n * P, K, g->O, 1.0f, dyc, g->O, w, g->O, 0.0f, k->ws, K);
+            for (int gi = 0; gi < G; gi++)
+                mw_gemm_cpu(k, 'N', 'T', n * P, KG, OG, 1.0f, dyc + gi * OG, g->O, w + gi * OG,
+                            g->O, 0.0f, k->ws + gi * KG, K);
             col2im(dx + n0 * in_img, k->ws, g, n, MW_NT(k));
         }
     }

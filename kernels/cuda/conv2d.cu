@@ -7,7 +7,10 @@
  *   dw:      dw (Kc, O) += col^T dy (M, O)
  *   dx:      dcol (M, Kc) = dy w^T, then col2im adds dcol back onto dx
  *   db:      db (O)     += column sums of dy (all N images at once)
- * All row-major like the reference; mw_cuda_gemm_rm maps them onto cuBLAS.
+ * All row-major like the reference; mw_cuda_gemm_rm maps them onto cuBLAS. With G groups
+ * (cuDNN declines them) each product runs once per group on its KG = Kc/G columns of col (a
+ * row holds the groups' patches one after another), its O/G filters and their rows of w
+ * (KG, O), with the leading dimensions of the whole matrices; G = 1 is the product above.
  *
  * col lives in k->ws (device), so the batch is cut into chunks of as many
  * images as fit; at least mw_conv2d_ws_min floats are needed. A 1x1 kernel
@@ -28,15 +31,20 @@ extern "C" {
 #include "kernels/twins.h"
 }
 
-/* col[e], e = r*Kc + j, r = (n*OH + oh)*OW + ow, j = (kh*KW + kw)*C + c; x
- * points at the chunk's first image. */
+/* col[e], e = r*Kc + j, r = (n*OH + oh)*OW + ow, j = gi*KG + (kh*KW + kw)*Cg + c for group gi
+ * (KG = KH*KW*Cg, Cg = C/G: the groups' patches one after another; with G = 1, j = (kh*KW +
+ * kw)*C + c); x points at the chunk's first image. */
 __host__ __device__ static inline void im2col_one(float *col, const float *x, mw_conv2d_geom g,
                                                   size_t e)
 {
     size_t kc = (size_t)g.KH * g.KW * g.C;
+    const int cg = g.C / g.G;
+    const size_t kg = kc / g.G;
     size_t r = e / kc, j = e % kc;
-    int c = (int)(j % g.C);
-    j /= g.C;
+    const int gi = (int)(j / kg);
+    j %= kg;
+    int c = gi * cg + (int)(j % cg);
+    j /= cg;
     int kw = (int)(j % g.KW), kh = (int)(j / g.KW);
     int ow = (int)(r % g.OW);
     r /= g.OW;
@@ -55,9 +63,12 @@ __host__ __device__ static inline void col2im_one(float *dx, const float *dcol, 
                                                   size_t i)
 {
     size_t kc = (size_t)g.KH * g.KW * g.C;
+    const int cg = g.C / g.G;
     const mw_nhwc at = mw_cuda_nhwc(i, g.H, g.W, g.C);
     size_t n = at.n;
-    int ih = at.h, iw = at.w, c = at.c;
+    int ih = at.h, iw = at.w;
+    /* channel c of group c / Cg: column (c / Cg) KG + tap Cg + c % Cg */
+    const size_t base = (size_t)(at.c / cg) * (kc / g.G) + (size_t)(at.c % cg);
     float acc = 0.0f;
     for (int kh = 0; kh < g.KH; kh++) {
         int t = ih + g.PT - kh * g.DH; /* = oh * SH */
@@ -74,7 +85,7 @@ __host__ __device__ static inline void col2im_one(float *dx, const float *dcol, 
             if (ow >= g.OW)
                 continue;
             size_t row = (n * g.OH + oh) * g.OW + ow;
-            acc += dcol[row * kc + ((size_t)kh * g.KW + kw) * g.C + c];
+            acc += dcol[row * kc + base + ((size_t)kh * g.KW + kw) * cg];
         }
     }
     dx[i] += acc;
@@ -146,7 +157,7 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
     int nb = chunk_images(d, k, g, N, op);
     if (nb == 0)
         return;
-    int kc = g->KH * g->KW * g->C;
+    int kc = g->KH * g->KW * g->C, kg = kc / g->G, og = g->O / g->G;
     size_t in_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
     bool pw = is_pointwise(g);
     for (int n0 = 0; n0 < N; n0 += nb) {
@@ -165,8 +176,10 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
             MW_TRY_K(d, mw_cuda_bias_fill(d, yc, b, (size_t)M, g->O));
             beta = 1.0f;
         }
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, false, M, g->O, kc, 1.0f, col, kc, w,
-                                    g->O, beta, yc, g->O));
+        for (int gi = 0; gi < g->G; gi++)
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, false, M, og, kg, 1.0f,
+                                        col + gi * kg, kc, w + gi * og, g->O, beta, yc + gi * og,
+                                        g->O));
     }
     mw_cuda_end(d, op);
 }
@@ -195,7 +208,7 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
     int nb = chunk_images(d, k, g, N, op);
     if (nb == 0)
         return;
-    int kc = g->KH * g->KW * g->C;
+    int kc = g->KH * g->KW * g->C, kg = kc / g->G, og = g->O / g->G;
     bool pw = is_pointwise(g);
     for (int n0 = 0; n0 < N; n0 += nb) {
         int cnt = N - n0 < nb ? N - n0 : nb;
@@ -208,21 +221,27 @@ extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float
             MW_LAUNCH_K(d, im2col_kernel, count, k->ws, xc, *g, count);
             col = k->ws;
         }
-        /* dw (Kc,O) += col^T (Kc,M) dy (M,O) */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, kc, g->O, M, 1.0f, col, kc,
-                                    dyc, g->O, 1.0f, dw, g->O));
+        /* dw (Kc,O) += col^T (Kc,M) dy (M,O), per group */
+        for (int gi = 0; gi < g->G; gi++)
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), true, false, kg, og, M, 1.0f,
+                                        col + gi * kg, kc, dyc + gi * og, g->O, 1.0f, dw + gi * og,
+                                        g->O));
         if (!dx)
             continue;
         float *dxc = dx + (size_t)n0 * in_img;
-        if (pw) { /* dx (M,C) += dy (M,O) w^T (O,C) */
-            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f, dyc,
-                                        g->O, w, g->O, 1.0f, dxc, kc));
+        if (pw) { /* dx (M,C) += dy (M,O) w^T (O,C), per group */
+            for (int gi = 0; gi < g->G; gi++)
+                MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kg, og, 1.0f,
+                                            dyc + gi * og, g->O, w + gi * og, g->O, 1.0f,
+                                            dxc + gi * kg, kc));
             continue;
         }
-        /* dcol (M,Kc) = dy (M,O) w^T (O,Kc), over col (stream order keeps the
-         * dw GEMM's reads ahead of these writes), then gathered onto dx. */
-        MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kc, g->O, 1.0f, dyc, g->O,
-                                    w, g->O, 0.0f, k->ws, kc));
+        /* dcol (M,Kc) = dy (M,O) w^T (O,Kc) per group, over col (stream order keeps the
+         * dw GEMMs' reads ahead of these writes), then gathered onto dx. */
+        for (int gi = 0; gi < g->G; gi++)
+            MW_TRY_K(d, mw_cuda_gemm_rm(d, mw_cuda_half(k), false, true, M, kg, og, 1.0f,
+                                        dyc + gi * og, g->O, w + gi * og, g->O, 0.0f,
+                                        k->ws + gi * kg, kc));
         size_t count = (size_t)cnt * in_img;
         MW_LAUNCH_K(d, col2im_kernel, count, dxc, k->ws, *g, count);
     }

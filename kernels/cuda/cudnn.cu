@@ -243,7 +243,7 @@ static size_t up16(size_t floats)
 static mw_dnn_plan *plan_for(mw_cuda_dev *d, const mw_kctx *k, const mw_conv2d_geom *g, int N,
                              size_t wt)
 {
-    if (!d->dnn || k->ws_count < 2 * wt)
+    if (!d->dnn || k->ws_count < 2 * wt || g->G != 1) /* grouped: the im2col path */
         return nullptr;
     return plan_of(d, g, N, (k->ws_count - 2 * wt) * sizeof(float), d->tf32 || k->bf16 || k->f16);
 }

@@ -58,12 +58,12 @@ void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *
                        const mw_conv2d_geom *g, int N)
 {
     (void)k;
-    mw_conv2d_grouped_fwd_ref(y, x, w, b, g, N, 1);
+    mw_conv2d_grouped_fwd_ref(y, x, w, b, g, N, g->G);
 }
 
 void mw_conv2d_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
                        const float *x, const float *w, const mw_conv2d_geom *g, int N)
 {
     (void)k;
-    mw_conv2d_grouped_bwd_ref(dx, dw, db, dy, x, w, g, N, 1);
+    mw_conv2d_grouped_bwd_ref(dx, dw, db, dy, x, w, g, N, g->G);
 }

@@ -16,11 +16,12 @@
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
                               int sw, int same, int use_bias)
 {
-    return mw_model_add_conv2d_dilated(m, name, filters, kh, kw, sh, sw, 1, 1, same, use_bias);
+    return mw_model_add_conv2d_dilated(m, name, filters, 1, kh, kw, sh, sw, 1, 1, same, use_bias);
 }
 
-mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int kh, int kw,
-                                      int sh, int sw, int dh, int dw, int same, int use_bias)
+mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int groups,
+                                      int kh, int kw, int sh, int sw, int dh, int dw, int same,
+                                      int use_bias)
 {
     mw_layer *l = mw_layer_push(m, MW_LAYER_CONV2D, name, "Conv2D", "conv2d");
     if (!l)
@@ -33,13 +34,20 @@ mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters
     const int win[7] = {kh, kw, sh, sw, dh, dw, same};
     if (mw_dwconv_fit(l, filters, win) != MW_OK)
         return mw_layer_reject(m, mw_err_status());
+    if (mw_conv2d_geom_group(&l->conv, groups) != 0)
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (Conv2D): groups %d with %d input channels "
+                                         "and %d filters: expected a positive number of groups "
+                                         "that divides both",
+                                         l->name, groups, l->in_c, filters));
     l->out_h = l->conv.OH, l->out_w = l->conv.OW, l->out_c = filters;
     l->same = same;
     l->flat = 0;
-    l->w_count = (size_t)kh * kw * l->in_c * filters;
+    l->w_count = mw_conv2d_w_count(&l->conv);
     l->has_bias = use_bias;
     l->b_count = use_bias ? (size_t)filters : 0;
-    l->fan_in = kh * kw * l->in_c, l->fan_out = kh * kw * filters;
+    /* Keras' fans of the (kh, kw, channels / groups, filters) kernel */
+    l->fan_in = kh * kw * (l->in_c / groups), l->fan_out = kh * kw * filters;
     l->kernel_init.kind = MW_INIT_GLOROT_UNIFORM, l->bias_init.kind = MW_INIT_ZEROS;
     return MW_OK;
 }
@@ -69,6 +77,7 @@ static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
     const mw_conv2d_geom *cx = &x->conv, *cy = &y->conv;
     return mw_diff_dims(d, n, "filters", &cx->O, &cy->O, 1) ||
+           mw_diff_dims(d, n, "groups", &cx->G, &cy->G, 1) ||
            mw_diff_dims(d, n, "kernel", (const int[]){cx->KH, cx->KW},
                         (const int[]){cy->KH, cy->KW}, 2) ||
            mw_dwconv_window_differs(d, n, x, y);
@@ -111,20 +120,26 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     MW_TRY(mw_kget_int(L, cfg, "groups", 1, 0, 1, MW_KMAX_DIM, &groups));
     MW_TRY(mw_kread_weights(L, cfg, R->is_last, &w));
     MW_TRY(mw_kneed_channels(B, L));
-    if (groups != 1) /* one group per input channel: a depthwise convolution (layers/dwconv.c) */
-        return mw_dwconv_parse_grouped(R, name, filters, groups, ks, st, dil, same, &w);
-    if ((long long)ks[0] * ks[1] * mw_kcur_c(B->m) * filters > MW_KMAX_TENSOR)
+    const int in_c = mw_kcur_c(B->m);
+    if (groups != 1 && groups == in_c && filters % in_c == 0) /* one group per input channel: */
+        return mw_dwconv_parse_grouped(R, name, filters, groups, ks, st, dil, same, &w); /* dw */
+    if (in_c % groups || filters % groups)
+        return mw_kfail(L, MW_EMODEL,
+                        "groups %d with %d input channels and %d filters: expected groups that "
+                        "divide both the input channels and the filters (as Keras requires)",
+                        groups, in_c, filters);
+    if ((long long)ks[0] * ks[1] * (in_c / groups) * filters > MW_KMAX_TENSOR)
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "a %dx%dx%dx%d kernel is larger than the %d values "
                         "supported per tensor",
-                        ks[0], ks[1], mw_kcur_c(B->m), filters, MW_KMAX_TENSOR);
+                        ks[0], ks[1], in_c / groups, filters, MW_KMAX_TENSOR);
     const mw_layer *in = mw_kprev(B->m);
     if (one_d && (!in || in->out_h != 1 || in->flat))
         return mw_kfail(L, MW_EUNSUPPORTED,
                         "needs a sequence (None, steps, channels) from the layer before it "
                         "(an Embedding, Conv1D or the like)");
-    mw_status rc = mw_model_add_conv2d_dilated(B->m, name, filters, ks[0], ks[1], st[0], st[1],
-                                               dil[0], dil[1], same, w.use_bias);
+    mw_status rc = mw_model_add_conv2d_dilated(B->m, name, filters, groups, ks[0], ks[1], st[0],
+                                               st[1], dil[0], dil[1], same, w.use_bias);
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     if (one_d)
@@ -150,19 +165,20 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
     json_object_set_new(c, "padding", json_string(l->same ? "same" : "valid"));
     json_object_set_new(c, "data_format", json_string("channels_last"));
     json_object_set_new(c, "dilation_rate", mw_kw_pair(l->conv.DH, l->conv.DW));
-    json_object_set_new(c, "groups", json_integer(1));
+    json_object_set_new(c, "groups", json_integer(l->conv.G));
     json_object_set_new(c, "activation", json_string(mw_kw_folded_activation(m, i)));
     mw_kw_weights(c, l);
     return "Conv2D";
 }
 
-/* Keras' kernel (KH, KW, C, O), a Conv1D's (k, C, O), then the bias. */
+/* Keras' kernel (KH, KW, C / groups, O), a Conv1D's (k, C / groups, O), then the bias. */
 static void keras_vars(const mw_layer *l, mw_keras_var *v, int *nv)
 {
+    const int cg = l->conv.C / l->conv.G;
     if (!strcmp(l->cls, "Conv1D")) /* KH is 1 */
-        mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 3, l->conv.KW, l->conv.C, l->conv.O, 0);
+        mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 3, l->conv.KW, cg, l->conv.O, 0);
     else
-        mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, l->conv.C,
+        mw_kvar_add(v, nv, "kernel", l->w_off, l->w_count, 4, l->conv.KH, l->conv.KW, cg,
                     l->conv.O);
     if (l->has_bias)
         mw_kvar_add(v, nv, "bias", l->b_off, l->b_count, 1, l->out_c, 0, 0, 0);

@@ -11,8 +11,11 @@
  * automatic name (conv2d, conv2d_1, ...). */
 mw_status mw_model_add_conv2d(mw_model *m, const char *name, int filters, int kh, int kw, int sh,
                               int sw, int same, int use_bias);
-/* The same with the kernel dilated by (dh, dw) (Keras' dilation_rate; 1, 1: none). */
-mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int kh, int kw,
-                                      int sh, int sw, int dh, int dw, int same, int use_bias);
+/* The same with the kernel dilated by (dh, dw) (Keras' dilation_rate; 1, 1: none), in groups
+ * (Keras' groups; 1: none): the filters' i-th 1/groups sees only the input channels' i-th
+ * 1/groups, through a kernel (kh, kw, channels / groups, filters); groups must divide both. */
+mw_status mw_model_add_conv2d_dilated(mw_model *m, const char *name, int filters, int groups,
+                                      int kh, int kw, int sh, int sw, int dh, int dw, int same,
+                                      int use_bias);
 
 #endif

@@ -313,13 +313,7 @@ mw_status mw_dwconv_parse_grouped(mw_kread *R, const char *name, int filters, in
                                   const mw_kweights *w)
 {
     const mw_klayer *L = R->L;
-    const int c = mw_kcur_c(R->B->m);
-    if (groups != c || filters % c)
-        return mw_kfail(L, MW_EUNSUPPORTED,
-                        "groups %d with %d input channels and %d filters is not supported; "
-                        "supported: 1, or groups equal to the input channels with filters a "
-                        "multiple of them (a depthwise convolution)",
-                        groups, c, filters);
+    const int c = groups; /* the input channels (layers/conv2d.c sends only these here) */
     const mw_dwconv_win win = {ks[0], ks[1], st[0], st[1], dil[0], dil[1], same};
     MW_TRY(check_kernel(L, R->B, filters / c, &win));
     mw_status rc = mw_model_add_dwconv2d(R->B->m, name, filters / c, &win, w->use_bias);

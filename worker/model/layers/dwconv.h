@@ -32,9 +32,9 @@ mw_status mw_dwconv_fit(mw_layer *l, int O, const int win[7]);
  * differs); 0: none. */
 int mw_dwconv_window_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y);
 
-/* Conv2D with groups != 1, the rest of its config read by conv2d.c: groups equal to the input
- * channels is a depthwise convolution (filters / groups per channel); other groups are refused
- * (MW_EUNSUPPORTED naming the layer). */
+/* Conv2D with groups equal to its input channels (> 1) and filters a multiple of them, the rest
+ * of its config read by conv2d.c: a depthwise convolution, filters / groups per channel (other
+ * groups are conv2d.c's own grouped convolution). */
 mw_status mw_dwconv_parse_grouped(mw_kread *R, const char *name, int filters, int groups,
                                   const int ks[2], const int st[2], const int dil[2], int same,
                                   const mw_kweights *w);
