@@ -120,16 +120,21 @@ MW_KERNEL(relux_bwd, CPU,
            float threshold),
           (dx, dy, x, count, max_value, slope, threshold),
           MW_A(dx, count) MW_A(dy, count) MW_A(x, count))
-/* Keras' Rescaling as a layer: y = x * scale + offset (y may equal x). */
+/* Keras' Rescaling as a layer: y = x * r->scale[c] + r->offset[c], c = i % r->C (y may equal x;
+ * r on the host). */
 MW_KERNEL(rescale_fwd, REF,
-          (float *y, const float *x, size_t count, float scale, float offset),
-          (y, x, count, scale, offset),
-          MW_A(y, count) MW_A(x, count))
-/* dx += dy * scale. */
+          (float *y, const float *x, size_t count, const mw_rescale *r),
+          (y, x, count, r),
+          MW_A(y, count) MW_A(x, count)
+          MW_ASSERT(r->C >= 1 && r->C <= MW_RESCALE_MAX_C && count % (size_t)r->C == 0,
+                    "1 to MW_RESCALE_MAX_C channels dividing count"))
+/* dx += dy * r->scale[c]. */
 MW_KERNEL(rescale_bwd, REF,
-          (float *dx, const float *dy, size_t count, float scale),
-          (dx, dy, count, scale),
-          MW_A(dx, count) MW_A(dy, count))
+          (float *dx, const float *dy, size_t count, const mw_rescale *r),
+          (dx, dy, count, r),
+          MW_A(dx, count) MW_A(dy, count)
+          MW_ASSERT(r->C >= 1 && r->C <= MW_RESCALE_MAX_C && count % (size_t)r->C == 0,
+                    "1 to MW_RESCALE_MAX_C channels dividing count"))
 /* Keras' Normalization over the last axis of (rows, C), its statistics fixed (adapted):
  * y = (x - mean[c]) / max(sqrt(var[c]), eps) in float, as Keras divides. */
 MW_KERNEL(normalize_fwd, REF,

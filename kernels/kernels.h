@@ -68,6 +68,15 @@ typedef struct {
     size_t sa[4], sb[4];
 } mw_bcast_geom;
 
+/* Keras' Rescaling as a layer: y = x * scale[c] + offset[c] for channel c = i % C of element i
+ * (C = 1: one scale and one offset for every value; Keras broadcasts a list on the last axis).
+ * Passed by value to the device: a per-channel map holds at most MW_RESCALE_MAX_C channels. */
+#define MW_RESCALE_MAX_C 8
+typedef struct {
+    int C;
+    float scale[MW_RESCALE_MAX_C], offset[MW_RESCALE_MAX_C];
+} mw_rescale;
+
 /* The elements operand k of g spans: y's (k 0), a's (1) or b's (2). */
 static inline size_t mw_bcast_count(const mw_bcast_geom *g, int k)
 {

@@ -67,7 +67,8 @@ typedef struct {
     size_t rows, count, nbytes;
     float scale, eps, rate, momentum, alpha, max_wavelength, weight;
     float max_value, slope, threshold; /* relux */
-    float offset;                      /* rescale; rmsnorm: gamma's (Gemma's 1) */
+    float offset;                      /* rmsnorm: gamma's (Gemma's 1) */
+    const mw_rescale *r;               /* rescale (REF: not compared) */
     int centered;                      /* rmsnorm: the variance, not the mean of squares */
     int start, denom;                  /* rope */
     double l1, l2, M;

@@ -4,20 +4,20 @@
 
 #include "kernels/cuda/runtime.cuh"
 
-static __global__ void rescale_fwd_kernel(float *y, const float *x, size_t count, float scale,
-                                          float offset)
+static __global__ void rescale_fwd_kernel(float *y, const float *x, size_t count, mw_rescale r)
 {
     MW_GRID_STRIDE(i, count)
     {
-        y[i] = x[i] * scale + offset;
+        const int c = (int)(i % (size_t)r.C);
+        y[i] = x[i] * r.scale[c] + r.offset[c];
     }
 }
 
-static __global__ void rescale_bwd_kernel(float *dx, const float *dy, size_t count, float scale)
+static __global__ void rescale_bwd_kernel(float *dx, const float *dy, size_t count, mw_rescale r)
 {
     MW_GRID_STRIDE(i, count)
     {
-        dx[i] += dy[i] * scale;
+        dx[i] += dy[i] * r.scale[i % (size_t)r.C];
     }
 }
 
@@ -41,15 +41,15 @@ static __global__ void normalize_bwd_kernel(float *dx, const float *dy, const fl
 }
 
 extern "C" void mw_rescale_fwd_cuda(const mw_kctx *k, float *y, const float *x, size_t count,
-                                    float scale, float offset)
+                                    const mw_rescale *r)
 {
-    MW_EW_LAUNCH("mw_rescale_fwd_cuda", rescale_fwd_kernel, count, y, x, count, scale, offset);
+    MW_EW_LAUNCH("mw_rescale_fwd_cuda", rescale_fwd_kernel, count, y, x, count, *r);
 }
 
 extern "C" void mw_rescale_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, size_t count,
-                                    float scale)
+                                    const mw_rescale *r)
 {
-    MW_EW_LAUNCH("mw_rescale_bwd_cuda", rescale_bwd_kernel, count, dx, dy, count, scale);
+    MW_EW_LAUNCH("mw_rescale_bwd_cuda", rescale_bwd_kernel, count, dx, dy, count, *r);
 }
 
 extern "C" void mw_normalize_fwd_cuda(const mw_kctx *k, float *y, const float *x, const float *mean,

@@ -1,22 +1,26 @@
 /* Reference Rescaling and adapted Normalization as layers (kernels/kernel_list.h): Keras 3's
- * float expressions, x * scale + offset and (x - mean) / max(sqrt(variance), epsilon). */
+ * float expressions, x * scale + offset (per channel or one pair) and
+ * (x - mean) / max(sqrt(variance), epsilon). */
 #include "kernels/twins.h"
 
 #include <math.h>
 
-void mw_rescale_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count, float scale,
-                        float offset)
+void mw_rescale_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count,
+                        const mw_rescale *r)
 {
     (void)k;
-    for (size_t i = 0; i < count; i++)
-        y[i] = x[i] * scale + offset;
+    for (size_t i = 0; i < count; i++) {
+        const int c = (int)(i % (size_t)r->C);
+        y[i] = x[i] * r->scale[c] + r->offset[c];
+    }
 }
 
-void mw_rescale_bwd_ref(const mw_kctx *k, float *dx, const float *dy, size_t count, float scale)
+void mw_rescale_bwd_ref(const mw_kctx *k, float *dx, const float *dy, size_t count,
+                        const mw_rescale *r)
 {
     (void)k;
     for (size_t i = 0; i < count; i++)
-        dx[i] += dy[i] * scale;
+        dx[i] += dy[i] * r->scale[i % (size_t)r->C];
 }
 
 void mw_normalize_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *mean,

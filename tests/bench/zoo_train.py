@@ -170,6 +170,11 @@ def main():
                          "replicas normalize the global batch, as Keras' fit on one device does "
                          "(Keras ignores the flag there, so its results are the archive's "
                          "without it and are shared)")
+    ap.add_argument("--keras-recorded", default="",
+                    help="SEED=ACCURACY,...: Keras seeds already trained in an earlier sitting "
+                         "whose results were not kept in WORKDIR (each Keras-TF seed of "
+                         "ResNet50V2 is 80 minutes on 2 cores): taken into the mean as given "
+                         "and printed as recorded; the other seeds of 1 .. S are trained")
     ap.add_argument("--skip-keras", action="store_true", help="mwtrain's side only")
     ap.add_argument("--skip-mwtrain", action="store_true", help="Keras' side only")
     a = ap.parse_args()
@@ -209,8 +214,15 @@ def main():
         print("mwtrain (mpirun -n %d): test accuracy %.4f, median epoch %.0f s" %
               (a.ranks, mw["test_accuracy"], statistics.median(mw["epoch_s"])), flush=True)
     accs = []
+    recorded = {int(k): float(v) for k, v in
+                (item.split("=") for item in a.keras_recorded.split(",") if item)}
     if not a.skip_keras:
         for seed in range(1, a.seeds + 1):
+            if seed in recorded:
+                accs.append(recorded[seed])
+                print("keras (%s) seed %d: test accuracy %.4f (recorded in an earlier sitting, "
+                      "--keras-recorded)" % (a.keras_backend, seed, recorded[seed]), flush=True)
+                continue
             k = cached(os.path.join(a.work, keras_tag + "-keras-seed%d.json" % seed),
                        lambda: keras_fit(a.keras_python, a.keras_backend, archive, data, seed,
                                          a.epochs, batch))

@@ -25,11 +25,11 @@ _Static_assert(sizeof fills / sizeof *fills == FILL_NEAREST + 1, "a name per fil
 typedef struct {
     kind kind;
     char name[64];
-    int h, w, c;         /* input */
-    int oh, ow;          /* output (channels unchanged) */
-    float scale, offset; /* Rescaling */
-    float *mean, *denom; /* Normalization: c values each (owned) */
-    int invert;          /* Normalization */
+    int h, w, c;           /* input */
+    int oh, ow;            /* output (channels unchanged) */
+    float *scale, *offset; /* Rescaling: c values each, the same or per channel (owned) */
+    float *mean, *denom;   /* Normalization: c values each (owned) */
+    int invert;            /* Normalization */
     int horizontal, vertical;
     int box_y, box_x;          /* RandomCrop: Keras's fixed window */
     double hlo, hhi, wlo, whi; /* RandomTranslation factor ranges */
@@ -198,10 +198,43 @@ done:
     return rc;
 }
 
+/* Rescaling's scale and offset: each a number, or a list of 1 or c (one per channel, possibly
+ * nested as a (1, 1, 1, c) array), as Keras broadcasts them on the last axis. */
+static mw_status parse_rescaling(const ctx *X, layer *l)
+{
+    static const char *const keys[] = {"scale", "offset"};
+    double *v = malloc((size_t)l->c * sizeof *v);
+    l->scale = malloc((size_t)l->c * sizeof *l->scale);
+    l->offset = malloc((size_t)l->c * sizeof *l->offset);
+    if (!v || !l->scale || !l->offset) {
+        free(v);
+        return mw_err(MW_ENOMEM, "out of memory");
+    }
+    mw_status rc = MW_OK;
+    for (int k = 0; k < 2 && rc == MW_OK; k++) {
+        float *out = k ? l->offset : l->scale;
+        const json_t *j = json_object_get(X->cfg, keys[k]);
+        if (!j || json_is_null(j)) { /* Keras' defaults: scale has none, offset 0 */
+            if (!k) {
+                rc = FAIL(X, MW_EMODEL, "'scale' is missing; expected a number or a list");
+                break;
+            }
+            for (int i = 0; i < l->c; i++)
+                out[i] = 0.0f;
+            continue;
+        }
+        rc = get_stats(X, keys[k], l->c, v);
+        for (int i = 0; rc == MW_OK && i < l->c; i++)
+            out[i] = (float)v[i];
+    }
+    free(v);
+    return rc;
+}
+
 static mw_status parse_translation(const ctx *X, layer *l)
 {
     const char *fm, *interp;
-    double fv;
+    double fv = 0.0;
     MW_TRY(get_factor(X, "height_factor", &l->hlo, &l->hhi));
     MW_TRY(get_factor(X, "width_factor", &l->wlo, &l->whi));
     MW_TRY(get_string(X, "fill_mode", "reflect", &fm));
@@ -255,17 +288,13 @@ static const mw_kkey keys[][8] = {
 
 static mw_status parse_layer(const ctx *X, layer *l)
 {
-    double a, b;
     const char *mode;
     char where[160];
     snprintf(where, sizeof where, "layer '%s' (%s)", X->name, X->cls);
     MW_TRY(mw_kcheck_keys(X->origin, where, X->cls, X->cfg, keys[l->kind], 1));
     switch (l->kind) {
     case RESCALING:
-        MW_TRY(get_number(X, "scale", 1.0, &a));
-        MW_TRY(get_number(X, "offset", 0.0, &b));
-        l->scale = (float)a, l->offset = (float)b;
-        return MW_OK;
+        return parse_rescaling(X, l);
     case NORMALIZATION:
         return parse_normalization(X, l);
     case FLIP:
@@ -328,7 +357,7 @@ mw_status mw_preprocess_add(mw_preprocess **pp, int *h, int *w, int *c, int nlay
     l->h = l->oh = *h, l->w = l->ow = *w, l->c = *c;
     mw_status rc = parse_layer(&X, l);
     if (rc != MW_OK) {
-        free(l->mean), free(l->denom);
+        free(l->mean), free(l->denom), free(l->scale), free(l->offset);
         return rc;
     }
     p->n++;
@@ -343,7 +372,7 @@ void mw_preprocess_close(mw_preprocess **pp)
     if (!p)
         return;
     for (int i = 0; i < p->n; i++)
-        free(p->l[i].mean), free(p->l[i].denom);
+        free(p->l[i].mean), free(p->l[i].denom), free(p->l[i].scale), free(p->l[i].offset);
     free(p);
     *pp = NULL;
 }
@@ -472,7 +501,7 @@ static void apply_layer(const layer *l, float *out, const float *in, int trainin
     switch (l->kind) {
     case RESCALING:
         for (size_t i = 0; i < count; i++)
-            out[i] = in[i] * l->scale + l->offset;
+            out[i] = in[i] * l->scale[i % (size_t)C] + l->offset[i % (size_t)C];
         return;
     case NORMALIZATION:
         for (size_t i = 0; i < count; i++) {
@@ -522,7 +551,11 @@ static void describe(const layer *l, char *buf, size_t len)
 {
     switch (l->kind) {
     case RESCALING:
-        snprintf(buf, len, "Rescaling(scale %g, offset %g)", l->scale, l->offset);
+        snprintf(buf, len, "Rescaling(scale %g, offset %g%s)", l->scale[0], l->offset[0],
+                 l->c > 1 && (memcmp(l->scale, l->scale + 1, (size_t)(l->c - 1) * sizeof(float)) ||
+                              memcmp(l->offset, l->offset + 1, (size_t)(l->c - 1) * sizeof(float)))
+                     ? ", ... per channel"
+                     : "");
         return;
     case NORMALIZATION:
         snprintf(buf, len, "Normalization(mean[0] %g, ...%s)", l->mean[0],
@@ -545,14 +578,17 @@ static void describe(const layer *l, char *buf, size_t len)
 static int same_layer(const layer *a, const layer *b)
 {
     if (a->kind != b->kind || a->h != b->h || a->w != b->w || a->c != b->c || a->oh != b->oh ||
-        a->ow != b->ow || a->scale != b->scale || a->offset != b->offset ||
-        a->invert != b->invert || a->horizontal != b->horizontal || a->vertical != b->vertical ||
-        a->hlo != b->hlo || a->hhi != b->hhi || a->wlo != b->wlo || a->whi != b->whi ||
-        a->fill != b->fill || a->fill_value != b->fill_value || a->nearest != b->nearest)
+        a->ow != b->ow || a->invert != b->invert || a->horizontal != b->horizontal ||
+        a->vertical != b->vertical || a->hlo != b->hlo || a->hhi != b->hhi || a->wlo != b->wlo ||
+        a->whi != b->whi || a->fill != b->fill || a->fill_value != b->fill_value ||
+        a->nearest != b->nearest)
         return 0;
     if (a->kind == NORMALIZATION)
         return !memcmp(a->mean, b->mean, (size_t)a->c * sizeof *a->mean) &&
                !memcmp(a->denom, b->denom, (size_t)a->c * sizeof *a->denom);
+    if (a->kind == RESCALING)
+        return !memcmp(a->scale, b->scale, (size_t)a->c * sizeof *a->scale) &&
+               !memcmp(a->offset, b->offset, (size_t)a->c * sizeof *a->offset);
     return 1;
 }
 

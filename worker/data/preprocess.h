@@ -5,7 +5,7 @@
  * RandomCrop and RandomTranslation are accepted as a leading run of the model's layers (right
  * after its input; any other layer before them is an error). What they compute, as Keras 3.6
  * does, per example of shape (H, W, C):
- *   Rescaling(scale, offset)        x * scale + offset
+ *   Rescaling(scale, offset)        x * scale + offset, each one number or one per channel
  *   Normalization(mean, variance)   (x - mean) / max(sqrt(variance), 1e-7), per channel (axis
  *                                   -1) or one value; invert: mean + x * max(sqrt(var), 1e-7)
  *   RandomFlip(mode)                training: with probability 1/2 the image is mirrored

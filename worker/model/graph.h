@@ -194,7 +194,7 @@ typedef struct mw_layer {
     /* Dropout's mask (mw_dropout_noise, layers/dropout.h): one per value, per example or per
      * (example, channel); noise_rank: the axes of its Keras noise_shape after the batch */
     int noise, noise_rank;
-    float rescale[2]; /* Rescaling as a layer: scale, offset */
+    mw_rescale rescale; /* Rescaling as a layer: scale and offset, one pair or per channel */
 } mw_layer;
 
 typedef struct mw_model {

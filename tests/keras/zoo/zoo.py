@@ -141,6 +141,21 @@ def grouped_resnext():
     return keras.Model(inp, layers.Dense(10, activation="softmax")(x), name="grouped_resnext")
 
 
+def rescaled_convnet():
+    """Rescaling with a scale and an offset per channel, as EfficientNet's ImageNet build divides
+    by each channel's deviation: leading (mwtrain's input pipeline), after a convolution of 3
+    channels, and after one of 8 with a single offset (a layer each)."""
+    inp = keras.Input((32, 32, 3))
+    x = layers.Rescaling([2.0, 1.0, 0.5], offset=[-1.0, 0.0, 0.25])(inp)
+    x = layers.Conv2D(3, 3, padding="same")(x)
+    x = layers.Rescaling([1 / 0.229 ** 0.5, 1 / 0.224 ** 0.5, 1 / 0.225 ** 0.5])(x)
+    x = layers.Conv2D(8, 3, strides=2)(x)
+    x = layers.Activation("relu")(layers.BatchNormalization()(x))
+    x = layers.Rescaling([0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25], offset=0.1)(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inp, layers.Dense(10, activation="softmax")(x), name="rescaled_convnet")
+
+
 def app(ctor, size=32):
     def make():
         return getattr(keras.applications, ctor)(weights=None, classes=10,
@@ -160,8 +175,8 @@ APPS = {
     "Xception": app("Xception", 71),
 }
 MODELS = {"small_resnet": small_resnet, "bottleneck_resnet": bottleneck_resnet,
-          "grouped_resnext": grouped_resnext, **APPS}
-CI = ["small_resnet", "bottleneck_resnet", "grouped_resnext"]
+          "grouped_resnext": grouped_resnext, "rescaled_convnet": rescaled_convnet, **APPS}
+CI = ["small_resnet", "bottleneck_resnet", "grouped_resnext", "rescaled_convnet"]
 
 
 def load_fmnist(n, size):

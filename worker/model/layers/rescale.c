@@ -21,13 +21,18 @@
 /* keras.backend.epsilon(), Normalization's floor on the standard deviation */
 #define MW_KERAS_EPSILON 1e-7f
 
-mw_status mw_model_add_rescale(mw_model *m, const char *name, float scale, float offset)
+mw_status mw_model_add_rescale(mw_model *m, const char *name, const mw_rescale *r)
 {
     mw_layer *l = mw_layer_push(m, MW_LAYER_RESCALE, name, "Rescaling", "rescaling");
     if (!l)
         return mw_err_status();
+    if (r->C != 1 && (r->C != l->in_c || r->C > MW_RESCALE_MAX_C))
+        return mw_layer_reject(m, mw_err(MW_EMODEL,
+                                         "layer '%s' (Rescaling): %d scales for %d channels: "
+                                         "expected 1, or one per channel (at most %d)",
+                                         l->name, r->C, l->in_c, MW_RESCALE_MAX_C));
     l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
-    l->rescale[0] = scale, l->rescale[1] = offset;
+    l->rescale = *r;
     return MW_OK;
 }
 
@@ -43,13 +48,13 @@ mw_status mw_model_add_normalize(mw_model *m, const char *name)
 
 static void rescale_forward(const mw_layer_call *c)
 {
-    c->kt->rescale_fwd(c->k, c->y, c->x, c->cnt, c->l->rescale[0], c->l->rescale[1]);
+    c->kt->rescale_fwd(c->k, c->y, c->x, c->cnt, &c->l->rescale);
 }
 
 static void rescale_backward(const mw_layer_call *c)
 {
     if (c->dx)
-        c->kt->rescale_bwd(c->k, c->dx, c->dy, c->cnt, c->l->rescale[0]);
+        c->kt->rescale_bwd(c->k, c->dx, c->dy, c->cnt, &c->l->rescale);
 }
 
 static int rescale_kernels(const mw_layer *l, const mw_kernels *t)
@@ -60,8 +65,14 @@ static int rescale_kernels(const mw_layer *l, const mw_kernels *t)
 
 static int rescale_differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
 {
-    return mw_diff_real(d, n, "scale", x->rescale[0], y->rescale[0]) ||
-           mw_diff_real(d, n, "offset", x->rescale[1], y->rescale[1]);
+    const mw_rescale *a = &x->rescale, *b = &y->rescale;
+    if (mw_diff_dims(d, n, "channels of scale", &a->C, &b->C, 1))
+        return 1;
+    for (int c = 0; c < a->C; c++)
+        if (mw_diff_real(d, n, "scale", a->scale[c], b->scale[c]) ||
+            mw_diff_real(d, n, "offset", a->offset[c], b->offset[c]))
+            return 1;
+    return 0;
 }
 
 static void normalize_forward(const mw_layer_call *c)
@@ -111,23 +122,51 @@ static const mw_kkey rescale_keys[] = {MW_KREAD("scale"), MW_KREAD("offset"), MW
                      normalize_keys[] = {MW_KREAD("axis"), MW_KREAD("invert"), MW_KREAD("mean"),
                                          MW_KREAD("variance"), MW_KEND};
 
+/* Rescaling's scale or offset: a number, or a list of 1 or C numbers (Keras broadcasts it on
+ * the channels) into out[0 .. n), *n 1 or C. */
+static mw_status rescale_values(const mw_klayer *L, const json_t *cfg, const char *key, double dflt,
+                                int C, float *out, int *n)
+{
+    const json_t *j = json_object_get(cfg, key);
+    mw_kdbuf d;
+    if (!j || json_is_number(j)) {
+        double v = dflt;
+        MW_TRY(mw_kget_num(L, "", cfg, key, dflt, &v));
+        out[0] = (float)v, *n = 1;
+        return MW_OK;
+    }
+    const size_t len = json_array_size(j);
+    if (!json_is_array(j) || (len != 1 && len != (size_t)C) || len > MW_RESCALE_MAX_C)
+        return mw_kfail(L, MW_EUNSUPPORTED,
+                        "%s: found %s; supported: a number, or a list of 1 or %d numbers (one "
+                        "per channel of its input; per-channel values for at most %d channels)",
+                        key, mw_kdescribe(d, j), C, MW_RESCALE_MAX_C);
+    for (size_t i = 0; i < len; i++) {
+        const json_t *e = json_array_get(j, i);
+        if (!json_is_number(e) || !isfinite(json_number_value(e)))
+            return mw_kfail(L, MW_EMODEL, "%s[%zu]: found %s; expected a finite number", key, i,
+                            mw_kdescribe(d, e));
+        out[i] = (float)json_number_value(e);
+    }
+    *n = (int)len;
+    return MW_OK;
+}
+
 static mw_status parse_rescale(mw_kread *R, const char *cls, const json_t *cfg, const char *name)
 {
     const mw_klayer *L = R->L;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, rescale_keys, 1));
-    double v[2] = {1.0, 0.0};
-    static const char *const keys[] = {"scale", "offset"};
-    mw_kdbuf d;
-    for (int i = 0; i < 2; i++) {
-        const json_t *j = json_object_get(cfg, keys[i]);
-        if (j && !json_is_number(j))
-            return mw_kfail(L, MW_EUNSUPPORTED,
-                            "%s: found %s; supported: a number (the same for "
-                            "every channel)",
-                            keys[i], mw_kdescribe(d, j));
-        MW_TRY(mw_kget_num(L, "", cfg, keys[i], v[i], &v[i]));
+    const int C = mw_kcur_c(R->B->m);
+    mw_rescale r = {.C = 1};
+    int ns = 0, no = 0;
+    MW_TRY(rescale_values(L, cfg, "scale", 1.0, C, r.scale, &ns));
+    MW_TRY(rescale_values(L, cfg, "offset", 0.0, C, r.offset, &no));
+    r.C = ns > no ? ns : no; /* a single value of the other broadcast to every channel */
+    for (int c = r.C - 1; c >= 0; c--) {
+        r.scale[c] = r.scale[ns == 1 ? 0 : c];
+        r.offset[c] = r.offset[no == 1 ? 0 : c];
     }
-    mw_status rc = mw_model_add_rescale(R->B->m, name, (float)v[0], (float)v[1]);
+    mw_status rc = mw_model_add_rescale(R->B->m, name, &r);
     return rc == MW_OK ? MW_OK : mw_kfrom_model(R->B->origin, rc);
 }
 
@@ -156,8 +195,15 @@ static const char *to_keras(const mw_model *m, int i, json_t *c)
 {
     const mw_layer *l = &m->layers[i];
     if (l->kind == MW_LAYER_RESCALE) {
-        json_object_set_new(c, "scale", json_real(l->rescale[0]));
-        json_object_set_new(c, "offset", json_real(l->rescale[1]));
+        const mw_rescale *r = &l->rescale;
+        json_t *scale = r->C == 1 ? json_real(r->scale[0]) : json_array();
+        json_t *offset = r->C == 1 ? json_real(r->offset[0]) : json_array();
+        for (int k = 0; r->C > 1 && k < r->C; k++) {
+            json_array_append_new(scale, json_real(r->scale[k]));
+            json_array_append_new(offset, json_real(r->offset[k]));
+        }
+        json_object_set_new(c, "scale", scale);
+        json_object_set_new(c, "offset", offset);
     } else {
         json_object_set_new(c, "axis", json_pack("[i]", -1));
         json_object_set_new(c, "invert", json_false());
