@@ -14,7 +14,10 @@
  * -ffp-contract (C11 mode: off) no clone fuses a multiply-add, so an element-wise loop's results
  * are the baseline's, bitwise; an omp simd reduction's partial sums follow the vector width:
  * within float32 rounding of the baseline's, and the same on every run of one machine. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+/* Not under ThreadSanitizer: the loader calls a clone's resolver before TSan's runtime is up,
+ * and the resolver's instrumentation crashes the program before main (even `--help`). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) &&       \
+    !defined(__SANITIZE_THREAD__)
 #define MW_WIDE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MW_WIDE_CLONES
