@@ -49,6 +49,9 @@ void pool_free(pool *P);
 /* One mw_cuda_metrics_add call against the host's sequential sums (test_cuda.c). */
 void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s);
 
+/* tests/cuda_ew.c */
+void test_rescale(void **state);
+
 /* tests/cuda_det.c */
 void test_embed_det(void **state);
 void test_norm_params_det(void **state);
