@@ -19,7 +19,8 @@ model's weights in its own group (layers/sequential/layers/conv2d/vars, layers/f
      does; mwtrain's 8 steps with it equal its 8 steps with that Dropout bitwise (the same
      per-example draws), and differ from plain Dropout(0.3) (a draw per value: the control) and
      from StochasticDepth(0); its export loads in Keras, whose test loss (no dropping outside
-     training) equals mwtrain's within 1e-4 relative.
+     training) equals mwtrain's within 1e-4 relative. The same bitwise equality (and its
+     control) holds in a plain Sequential model, the other form the reader takes it in.
 """
 import os
 import warnings
@@ -132,6 +133,30 @@ for tag, drop in [("sd-plain", layers.Dropout(0.3)), ("sd-zero", StochasticDepth
     other, _, _ = trained(tag, drop)
     o.check(not np.array_equal(sd, other), f"control: {tag} trains otherwise "
             f"(max difference {np.abs(sd - other).max():.3g})")
+
+
+def sequential_trained(tag, drop):
+    """A Sequential model with drop after its convolution (no nesting), 8 steps: the weights."""
+    keras.utils.set_random_seed(6)
+    m = o.compile_like_mwtrain(keras.Sequential([
+        keras.Input((28, 28, 1)), layers.Conv2D(8, 4, strides=4, activation="relu"), drop,
+        layers.Flatten(), layers.Dense(10)], name="seq_" + tag.replace("-", "_")))
+    path, w = os.path.join(d, tag + ".keras"), os.path.join(d, tag + "-w.bin")
+    m.save(path)
+    o.mwtrain("train", "--model", path, "--epochs", "1", "--steps-per-epoch", "8", "--seed", "3",
+              "--dump-weights", w, "--summary-dir", "", "--checkpoint-dir",
+              os.path.join(d, tag + "-ck"), "--progress", "none", cwd=d)
+    return np.fromfile(w, "<f4")
+
+
+# the same layer read from a Sequential model (a layer's acceptance never depends on the form)
+seq = sequential_trained("seq-sd", StochasticDepth(0.3))
+o.check(np.array_equal(seq, sequential_trained("seq-twin", layers.Dropout(
+    0.3, noise_shape=(None, 1, 1, 1)))), "in a Sequential model StochasticDepth(0.3) trains as "
+    "Dropout(0.3, noise_shape=(None, 1, 1, 1)) bitwise")
+other = sequential_trained("seq-plain", layers.Dropout(0.3))
+o.check(not np.array_equal(seq, other), "control: the Sequential model with Dropout(0.3) trains "
+        f"otherwise (max difference {np.abs(seq - other).max():.3g})")
 sd_out = os.path.join(d, "sd-out.keras")
 o.mwtrain("export", "--checkpoint-dir", sd_ck, "--format", "keras", "--output", sd_out, cwd=d)
 k_sd = keras.models.load_model(sd_out)
