@@ -214,13 +214,9 @@ static mw_status parse_rescaling(const ctx *X, layer *l)
     for (int k = 0; k < 2 && rc == MW_OK; k++) {
         float *out = k ? l->offset : l->scale;
         const json_t *j = json_object_get(X->cfg, keys[k]);
-        if (!j || json_is_null(j)) { /* Keras' defaults: scale has none, offset 0 */
-            if (!k) {
-                rc = FAIL(X, MW_EMODEL, "'scale' is missing; expected a number or a list");
-                break;
-            }
+        if (!j || json_is_null(j)) { /* absent: 1 and 0, as the layer form reads them */
             for (int i = 0; i < l->c; i++)
-                out[i] = 0.0f;
+                out[i] = k ? 0.0f : 1.0f;
             continue;
         }
         rc = get_stats(X, keys[k], l->c, v);
