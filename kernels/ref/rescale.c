@@ -9,18 +9,20 @@ void mw_rescale_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count
                         const mw_rescale *r)
 {
     (void)k;
-    for (size_t i = 0; i < count; i++) {
-        const int c = (int)(i % (size_t)r->C);
-        y[i] = x[i] * r->scale[c] + r->offset[c];
-    }
+    const size_t C = (size_t)r->C;
+    for (size_t i = 0; i < count; i += C) /* count is a multiple of C */
+        for (size_t c = 0; c < C; c++)
+            y[i + c] = x[i + c] * r->scale[c] + r->offset[c];
 }
 
 void mw_rescale_bwd_ref(const mw_kctx *k, float *dx, const float *dy, size_t count,
                         const mw_rescale *r)
 {
     (void)k;
-    for (size_t i = 0; i < count; i++)
-        dx[i] += dy[i] * r->scale[i % (size_t)r->C];
+    const size_t C = (size_t)r->C;
+    for (size_t i = 0; i < count; i += C)
+        for (size_t c = 0; c < C; c++)
+            dx[i + c] += dy[i + c] * r->scale[c];
 }
 
 void mw_normalize_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *mean,

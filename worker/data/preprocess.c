@@ -496,8 +496,9 @@ static void apply_layer(const layer *l, float *out, const float *in, int trainin
     const size_t count = (size_t)H * W * C;
     switch (l->kind) {
     case RESCALING:
-        for (size_t i = 0; i < count; i++)
-            out[i] = in[i] * l->scale[i % (size_t)C] + l->offset[i % (size_t)C];
+        for (size_t i = 0; i < count; i += (size_t)C) /* a pixel's C channels */
+            for (int c = 0; c < C; c++)
+                out[i + c] = in[i + c] * l->scale[c] + l->offset[c];
         return;
     case NORMALIZATION:
         for (size_t i = 0; i < count; i++) {

@@ -156,6 +156,21 @@ def rescaled_convnet():
     return keras.Model(inp, layers.Dense(10, activation="softmax")(x), name="rescaled_convnet")
 
 
+def grouped_sequential():
+    """The same two layers read from a Sequential model: a per-channel Rescaling leading and
+    after a grouped convolution of 8 channels, a Conv2D in 4 groups."""
+    return keras.Sequential([
+        keras.Input((32, 32, 3)),
+        layers.Rescaling([2.0, 1.0, 0.5], offset=[-1.0, 0.0, 0.25]),
+        layers.Conv2D(8, 3, strides=2, activation="relu"),
+        layers.Conv2D(8, 3, padding="same", groups=4),
+        layers.Rescaling([0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]),
+        layers.Conv2D(12, 3, strides=2, groups=2, activation="relu"),
+        layers.GlobalAveragePooling2D(),
+        layers.Dense(10, activation="softmax"),
+    ], name="grouped_sequential")
+
+
 def app(ctor, size=32):
     def make():
         return getattr(keras.applications, ctor)(weights=None, classes=10,
@@ -175,8 +190,10 @@ APPS = {
     "Xception": app("Xception", 71),
 }
 MODELS = {"small_resnet": small_resnet, "bottleneck_resnet": bottleneck_resnet,
-          "grouped_resnext": grouped_resnext, "rescaled_convnet": rescaled_convnet, **APPS}
-CI = ["small_resnet", "bottleneck_resnet", "grouped_resnext", "rescaled_convnet"]
+          "grouped_resnext": grouped_resnext, "rescaled_convnet": rescaled_convnet,
+          "grouped_sequential": grouped_sequential, **APPS}
+CI = ["small_resnet", "bottleneck_resnet", "grouped_resnext", "rescaled_convnet",
+      "grouped_sequential"]
 
 
 def load_fmnist(n, size):
