@@ -114,11 +114,11 @@ MW_KERNEL(relux_fwd, CPU,
           (y, x, count, max_value, slope, threshold),
           MW_A(y, count) MW_A(x, count))
 /* dx += dy * f'(x), from the forward INPUT x (relux_slope; jax's slopes, 0 at the kinks but
- * leaky_relu's 1 at 0). */
+ * leaky_relu's 1 at 0); set_dx 1: dx = dy * f'(x), dx's old values not read. */
 MW_KERNEL(relux_bwd, CPU,
           (float *dx, const float *dy, const float *x, size_t count, float max_value, float slope,
-           float threshold),
-          (dx, dy, x, count, max_value, slope, threshold),
+           float threshold, int set_dx),
+          (dx, dy, x, count, max_value, slope, threshold, set_dx),
           MW_A(dx, count) MW_A(dy, count) MW_A(x, count))
 /* Keras' Rescaling as a layer: y = x * r->scale[c] + r->offset[c], c = i % r->C (y may equal x;
  * r on the host). */
@@ -404,11 +404,12 @@ MW_KERNEL(bn_fwd_infer, CPU,
           MW_A(y, rows * C) MW_A(x, rows * C) MW_O(gamma, C) MW_O(beta, C) MW_A(mean, C)
           MW_A(var, C))
 /* Backward of the training forward: dx += ..., dgamma += sum dy xhat, dbeta += sum dy
- * (dgamma / dbeta NULL: skipped; gamma NULL: 1). */
+ * (dgamma / dbeta NULL: skipped; gamma NULL: 1); set_dx 1: dx = ..., its old values not read. */
 MW_KERNEL(bn_bwd, CPU,
           (float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-           const float *mean, const float *invstd, const float *gamma, size_t rows, int C),
-          (dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C),
+           const float *mean, const float *invstd, const float *gamma, size_t rows, int C,
+           int set_dx),
+          (dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C, set_dx),
           MW_O(dx, rows * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, rows * C) MW_A(x, rows * C)
           MW_A(mean, C) MW_A(invstd, C) MW_O(gamma, C))
 /* The moving statistics (worker/model/model.h), in the backend's memory, count elements:

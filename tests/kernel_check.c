@@ -70,6 +70,7 @@ typedef struct {
     float offset;                      /* rmsnorm: gamma's (Gemma's 1) */
     const mw_rescale *r;               /* rescale (REF: not compared) */
     int centered;                      /* rmsnorm: the variance, not the mean of squares */
+    int set_dx;                        /* relux_bwd, bn_bwd: dx written, not added into */
     int start, denom;                  /* rope */
     double l1, l2, M;
     uint64_t seed, stream;
@@ -608,17 +609,20 @@ static int set_relu(kargs *a, int i, int phase)
 }
 
 /* Keras' ReLU in full: ReLU6, leaky (the slope-only path), all three at once, a threshold
- * alone; the specials put inputs on 0, 1 and 6 (the kinks) and on both sides of them. */
+ * alone; the specials put inputs on 0, 1 and 6 (the kinks) and on both sides of them. The
+ * backward both adds into dx and writes it (set_dx: over dx's random start, on both twins). */
 static int set_relux(kargs *a, int i, int phase)
 {
     static const float c[][3] = {
         {6.0f, 0.0f, 0.0f}, {INFINITY, 0.2f, 0.0f}, {6.0f, 0.1f, 1.0f}, {INFINITY, 0.0f, 0.5f}};
-    if (i >= 4 * 3)
+    if (i >= 4 * 3 * (strcmp(a->op, "relux_bwd") ? 1 : 2))
         return 0;
+    a->set_dx = i >= 4 * 3, i %= 4 * 3;
     a->count = ew_counts[i % 3];
     a->max_value = c[i / 3][0], a->slope = c[i / 3][1], a->threshold = c[i / 3][2];
-    snprintf(a->what, sizeof a->what, "max_value %g, slope %g, threshold %g, count %zu",
-             (double)a->max_value, (double)a->slope, (double)a->threshold, a->count);
+    snprintf(a->what, sizeof a->what, "max_value %g, slope %g, threshold %g, count %zu%s",
+             (double)a->max_value, (double)a->slope, (double)a->threshold, a->count,
+             a->set_dx ? ", set_dx" : "");
     if (phase == 1)
         specials(a->x, a->count);
     return 1;
@@ -856,15 +860,17 @@ static const int bn_shapes[][2] = {{37, 19}, {101, 67}, {5, 3}, {9, 2051}};
 
 #define BN_SHAPES ((int)(sizeof bn_shapes / sizeof bn_shapes[0]))
 
+/* The shapes with and without gamma and beta; the backward also writing dx (set_dx). */
 static int set_bn(kargs *a, int i, int phase)
 {
-    if (i >= BN_SHAPES * 2)
+    if (i >= BN_SHAPES * 2 * (strcmp(a->op, "bn_bwd") ? 1 : 2))
         return 0;
+    a->set_dx = i >= BN_SHAPES * 2, i %= BN_SHAPES * 2;
     a->rows = (size_t)bn_shapes[i / 2][0], a->C = bn_shapes[i / 2][1], a->eps = 1e-3f;
     if (phase == 0) {
         a->nulls = i % 2 ? "gamma beta dgamma dbeta" : "";
-        snprintf(a->what, sizeof a->what, "rows %zu, C %d%s", a->rows, a->C,
-                 i % 2 ? ", no gamma / beta" : "");
+        snprintf(a->what, sizeof a->what, "rows %zu, C %d%s%s", a->rows, a->C,
+                 i % 2 ? ", no gamma / beta" : "", a->set_dx ? ", set_dx" : "");
         return 1;
     }
     kscale(a->x, a->rows * a->C, 2.5f, 0.5f);

@@ -1351,19 +1351,20 @@ static void test_bn(void **state)
         cuda.bn_fwd_infer(&ctx, dYI, dX, dG, dB, dSTr, dSTr + C, rows, C, 1e-3f);
         expect_close((float *)d_get(&P, dYI, n * 4), yi, n, 1e-5f, 1e-5f);
 
-        mw_bn_bwd_ref(NULL, dx, dg, db, dy, x, st, st + 2 * C, g, rows, C);
-        cuda.bn_bwd(&ctx, dDX, dDG, dDB, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        mw_bn_bwd_ref(NULL, dx, dg, db, dy, x, st, st + 2 * C, g, rows, C, 0);
+        cuda.bn_bwd(&ctx, dDX, dDG, dDB, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C, 0);
         expect_close((float *)d_get(&P, dDX, n * 4), dx, n, 1e-5f, 1e-4f);
         expect_close((float *)d_get(&P, dDG, C * 4), dg, C, 1e-5f, 1e-4f);
         expect_close((float *)d_get(&P, dDB, C * 4), db, C, 1e-5f, 1e-4f);
-        mw_bn_bwd_ref(NULL, dx, NULL, NULL, dy, x, st, st + 2 * C, g, rows, C); /* dx only */
-        cuda.bn_bwd(&ctx, dDX, NULL, NULL, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        /* dx only, written (set_dx): the sums above are gone from both */
+        mw_bn_bwd_ref(NULL, dx, NULL, NULL, dy, x, st, st + 2 * C, g, rows, C, 1);
+        cuda.bn_bwd(&ctx, dDX, NULL, NULL, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C, 1);
         expect_close((float *)d_get(&P, dDX, n * 4), dx, n, 2e-5f, 1e-4f);
         /* dgamma and dbeta from zero, twice: the same bits */
         float *zero = h_keep(&P, calloc(2 * (size_t)C + 1, sizeof(float)));
         float *dZ1 = d_put(&P, zero, 2 * C * 4), *dZ2 = d_put(&P, zero, 2 * C * 4);
-        cuda.bn_bwd(&ctx, NULL, dZ1, dZ1 + C, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
-        cuda.bn_bwd(&ctx, NULL, dZ2, dZ2 + C, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C);
+        cuda.bn_bwd(&ctx, NULL, dZ1, dZ1 + C, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C, 0);
+        cuda.bn_bwd(&ctx, NULL, dZ2, dZ2 + C, dDY, dX, dSTr, dSTr + 2 * C, dG, rows, C, 0);
         assert_memory_equal(d_get(&P, dZ1, 2 * C * 4), d_get(&P, dZ2, 2 * C * 4), 2 * C * 4);
 
         /* the moving statistics (the reference's batch statistics on both sides): g += w st

@@ -32,30 +32,63 @@ void mw_relu_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *
  * threads (bitwise the reference: the same float operations on each element). MobileNetV2's
  * ReLU6 inputs sit on both sides of 0 and 6 at random, so the reference's scalar branches
  * mispredicted through a fifth of its training step. */
-void mw_relux_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count, float max_value,
-                      float slope, float threshold)
+MW_WIDE_CLONES static void relux_fwd_span(float *y, const float *x, size_t i0, size_t i1,
+                                          float max_value, float slope, float threshold)
 {
-#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = i0; i < i1; i++)
         y[i] = relux_value(x[i], max_value, slope, threshold);
 }
 
-void mw_relux_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x, size_t count,
-                      float max_value, float slope, float threshold)
+void mw_relux_fwd_cpu(const mw_kctx *k, float *y, const float *x, size_t count, float max_value,
+                      float slope, float threshold)
+{
+    const int nt = MW_NT(k);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; t++)
+        relux_fwd_span(y, x, MW_SPAN_LO(count, t, nt), MW_SPAN_LO(count, t + 1, nt), max_value,
+                       slope, threshold);
+}
+
+/* dy f'(x) for i in [i0, i1), added into dx (ADD 1) or written (0): a constant in each clone's
+ * inlined copy, so neither loop tests it. */
+static inline __attribute__((always_inline)) void
+relux_bwd_loop(float *dx, const float *dy, const float *x, size_t i0, size_t i1, float max_value,
+               float slope, float threshold, int add)
 {
     if (slope != 0.0f && threshold == 0.0f && max_value == INFINITY) { /* leaky_relu's slope */
-#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
-        for (size_t i = 0; i < count; i++)
-            dx[i] += dy[i] * (x[i] >= 0.0f ? 1.0f : slope);
+        for (size_t i = i0; i < i1; i++) {
+            const float d = dy[i] * (x[i] >= 0.0f ? 1.0f : slope);
+            dx[i] = add ? dx[i] + d : d;
+        }
         return;
     }
-#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = i0; i < i1; i++) {
         const float v = x[i];
         const float in = (float)((v > threshold) & (v < max_value)); /* no && : no branch */
         const float below = v < threshold ? slope : 0.0f;
-        dx[i] += dy[i] * (in + below);
+        const float d = dy[i] * (in + below);
+        dx[i] = add ? dx[i] + d : d;
     }
+}
+
+MW_WIDE_CLONES static void relux_bwd_span(float *dx, const float *dy, const float *x, size_t i0,
+                                          size_t i1, float max_value, float slope, float threshold,
+                                          int set_dx)
+{
+    if (set_dx)
+        relux_bwd_loop(dx, dy, x, i0, i1, max_value, slope, threshold, 0);
+    else
+        relux_bwd_loop(dx, dy, x, i0, i1, max_value, slope, threshold, 1);
+}
+
+void mw_relux_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const float *x, size_t count,
+                      float max_value, float slope, float threshold, int set_dx)
+{
+    const int nt = MW_NT(k);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; t++)
+        relux_bwd_span(dx, dy, x, MW_SPAN_LO(count, t, nt), MW_SPAN_LO(count, t + 1, nt), max_value,
+                       slope, threshold, set_dx);
 }
 
 /* The backward's rows are independent: the reference on chunks of rows, one per thread, computes

@@ -47,8 +47,8 @@ static size_t tile_rows(int c0, int c1)
 }
 
 /* s[c] = the sum of x[r][c] over all rows, for c in [c0, c1). */
-static void col_sums(double *restrict s, const float *restrict x, size_t rows, int C, int c0,
-                     int c1)
+MW_WIDE_CLONES static void col_sums(double *restrict s, const float *restrict x, size_t rows, int C,
+                                    int c0, int c1)
 {
     const size_t R = tile_rows(c0, c1);
     for (int c = c0; c < c1; c++)
@@ -73,8 +73,8 @@ static void col_sums(double *restrict s, const float *restrict x, size_t rows, i
 }
 
 /* q[c] = the sum of (x[r][c] - s[c] / rows)^2 over all rows, for c in [c0, c1). */
-static void col_sqdev(double *restrict q, const double *restrict s, const float *restrict x,
-                      size_t rows, int C, int c0, int c1)
+MW_WIDE_CLONES static void col_sqdev(double *restrict q, const double *restrict s,
+                                     const float *restrict x, size_t rows, int C, int c0, int c1)
 {
     const size_t R = tile_rows(c0, c1);
     double mu[MAXC];
@@ -106,17 +106,26 @@ static void col_sqdev(double *restrict q, const double *restrict s, const float 
     }
 }
 
-/* y[r][c] = (x[r][c] - mu[c]) * a[c] + b[c], rows spread over the threads. */
-static void affine_rows(const mw_kctx *k, float *y, const float *x, const float *mu, const float *a,
-                        const float *b, size_t rows, int C)
+/* y[r][c] = (x[r][c] - mu[c]) * a[c] + b[c] for rows [r0, r1). */
+MW_WIDE_CLONES static void affine_span(float *y, const float *x, const float *mu, const float *a,
+                                       const float *b, size_t r0, size_t r1, int C)
 {
-#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
-    for (size_t r = 0; r < rows; r++) {
+    for (size_t r = r0; r < r1; r++) {
         float *restrict yr = y + r * C;
         const float *restrict xr = x + r * C;
         for (int c = 0; c < C; c++)
             yr[c] = (xr[c] - mu[c]) * a[c] + b[c];
     }
+}
+
+/* affine_span over all rows, an equal span of rows per thread. */
+static void affine_rows(const mw_kctx *k, float *y, const float *x, const float *mu, const float *a,
+                        const float *b, size_t rows, int C)
+{
+    const int nt = MW_NT(k);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; t++)
+        affine_span(y, x, mu, a, b, MW_SPAN_LO(rows, t, nt), MW_SPAN_LO(rows, t + 1, nt), C);
 }
 
 void mw_bn_fwd_train_cpu(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
@@ -165,9 +174,10 @@ void mw_bn_fwd_infer_cpu(const mw_kctx *k, float *y, const float *x, const float
 
 /* sdy[c] = sum dy, sdyx[c] = sum dy xhat (xhat in float) over all rows, c in [c0, c1); tiled
  * as col_sums. */
-static void bn_grad_sums(double *restrict sdy, double *restrict sdyx, const float *restrict dy,
-                         const float *restrict x, const float *restrict mean,
-                         const float *restrict invstd, size_t rows, int C, int c0, int c1)
+MW_WIDE_CLONES static void bn_grad_sums(double *restrict sdy, double *restrict sdyx,
+                                        const float *restrict dy, const float *restrict x,
+                                        const float *restrict mean, const float *restrict invstd,
+                                        size_t rows, int C, int c0, int c1)
 {
     const size_t R = tile_rows(c0, c1);
     for (int c = c0; c < c1; c++)
@@ -202,25 +212,43 @@ static void bn_grad_sums(double *restrict sdy, double *restrict sdyx, const floa
     }
 }
 
-/* dx[r][c] += f[c] (dy[r][c] - u[c] - xhat v[c]), rows spread over the threads. */
+/* dx[r][c] += f[c] (dy[r][c] - u[c] - xhat v[c]) for rows [r0, r1), or = when set_dx. */
+MW_WIDE_CLONES static void dx_span(float *restrict dx, const float *restrict dy,
+                                   const float *restrict x, const float *restrict mean,
+                                   const float *restrict invstd, const float *restrict f,
+                                   const float *restrict u, const float *restrict v, size_t r0,
+                                   size_t r1, int C, int set_dx)
+{
+    for (size_t r = r0; r < r1; r++) {
+        float *restrict o = dx + r * C;
+        const float *restrict dr = dy + r * C, *restrict xr = x + r * C;
+        if (set_dx)
+            for (int c = 0; c < C; c++)
+                o[c] = f[c] * (dr[c] - u[c] - (xr[c] - mean[c]) * invstd[c] * v[c]);
+        else
+            for (int c = 0; c < C; c++)
+                o[c] += f[c] * (dr[c] - u[c] - (xr[c] - mean[c]) * invstd[c] * v[c]);
+    }
+}
+
+/* dx_span over all rows, an equal span of rows per thread. */
 static void dx_rows(const mw_kctx *k, float *dx, const float *dy, const float *x, const float *mean,
                     const float *invstd, const float *f, const float *u, const float *v,
-                    size_t rows, int C)
+                    size_t rows, int C, int set_dx)
 {
-#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
-    for (size_t r = 0; r < rows; r++)
-        for (int c = 0; c < C; c++) {
-            float xh = (x[r * C + c] - mean[c]) * invstd[c];
-            dx[r * C + c] += f[c] * (dy[r * C + c] - u[c] - xh * v[c]);
-        }
+    const int nt = MW_NT(k);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; t++)
+        dx_span(dx, dy, x, mean, invstd, f, u, v, MW_SPAN_LO(rows, t, nt),
+                MW_SPAN_LO(rows, t + 1, nt), C, set_dx);
 }
 
 void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
                    const float *x, const float *mean, const float *invstd, const float *gamma,
-                   size_t rows, int C)
+                   size_t rows, int C, int set_dx)
 {
     if (C > MAXC) {
-        mw_bn_bwd_ref(k, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C);
+        mw_bn_bwd_ref(k, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C, set_dx);
         return;
     }
     double sdy[MAXC], sdyx[MAXC];
@@ -243,14 +271,14 @@ void mw_bn_bwd_cpu(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
         v[c] = (float)(sdyx[c] / M);
     }
     if (dx)
-        dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C);
+        dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C, set_dx);
 }
 
 /* Synchronized BatchNormalization: the same channel blocks and tiles as above. */
 
 /* s[c] = sum x, q[c] = sum x^2 over all rows, c in [c0, c1); tiled as col_sums. */
-static void col_moments(double *restrict s, double *restrict q, const float *restrict x,
-                        size_t rows, int C, int c0, int c1)
+MW_WIDE_CLONES static void col_moments(double *restrict s, double *restrict q,
+                                       const float *restrict x, size_t rows, int C, int c0, int c1)
 {
     const size_t R = tile_rows(c0, c1);
     for (int c = c0; c < c1; c++)
@@ -331,5 +359,5 @@ void mw_bn_sync_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, const floa
         u[c] = (float)(s[c] / M);
         v[c] = (float)(s[C + c] / M);
     }
-    dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C);
+    dx_rows(k, dx, dy, x, mean, invstd, f, u, v, rows, C, 0);
 }

@@ -23,6 +23,10 @@
 #define MW_WIDE_CLONES
 #endif
 
+/* The first of n items in span t of nt equal spans (span t is [LO(n, t, nt), LO(n, t + 1, nt))):
+ * the static schedule of a loop whose body is a MW_WIDE_CLONES function over a span. */
+#define MW_SPAN_LO(n, t, nt) ((size_t)(n) * (size_t)(t) / (size_t)(nt))
+
 /* The row sums of the normalizations' fast twins: in double as the reference's, but in MW_LANES
  * partial sums (feature j into lane j % MW_LANES, the lanes added in order last), so that they
  * vectorize (a sequential double sum waits on each add: it was most of a row's time). The sum

@@ -52,42 +52,47 @@ static inline void tap_dx(float *restrict dx, const float *restrict dy, const fl
             dx[c] += w[c * M + m] * dy[c * M + m];
 }
 
-void mw_dwconv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
-                         const mw_conv2d_geom *g, int N)
+/* Output row r (example r / OH, row r % OH). */
+MW_WIDE_CLONES static void fwd_row(float *y, const float *x, const float *w, const float *b,
+                                   const mw_conv2d_geom *g, long r)
 {
     const int M = g->O / g->C, O = g->O;
-    const long rows = (long)N * g->OH;
-#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
-    for (long r = 0; r < rows; r++) {
-        const int n = (int)(r / g->OH), oh = (int)(r % g->OH);
-        float *yr = y + (size_t)r * g->OW * O;
-        for (int ow = 0; ow < g->OW; ow++) {
-            if (b)
-                memcpy(yr + (size_t)ow * O, b, sizeof(float) * O);
-            else
-                memset(yr + (size_t)ow * O, 0, sizeof(float) * O);
-        }
-        for (int kh = 0; kh < g->KH; kh++) {
-            const int ih = oh * g->SH + kh * g->DH - g->PT;
-            if (ih < 0 || ih >= g->H)
-                continue;
-            const float *xr = x + ((size_t)n * g->H + ih) * g->W * g->C;
-            for (int kw = 0; kw < g->KW; kw++) {
-                const int off = kw * g->DW - g->PL;
-                const float *wp = w + ((size_t)kh * g->KW + kw) * O;
-                int lo, hi;
-                tap_range(g->OW, g->SW, off, g->W, &lo, &hi);
-                for (int ow = lo; ow < hi; ow++)
-                    tap_fwd(yr + (size_t)ow * O, xr + (size_t)(ow * g->SW + off) * g->C, wp, g->C,
-                            M);
-            }
+    const int n = (int)(r / g->OH), oh = (int)(r % g->OH);
+    float *yr = y + (size_t)r * g->OW * O;
+    for (int ow = 0; ow < g->OW; ow++) {
+        if (b)
+            memcpy(yr + (size_t)ow * O, b, sizeof(float) * O);
+        else
+            memset(yr + (size_t)ow * O, 0, sizeof(float) * O);
+    }
+    for (int kh = 0; kh < g->KH; kh++) {
+        const int ih = oh * g->SH + kh * g->DH - g->PT;
+        if (ih < 0 || ih >= g->H)
+            continue;
+        const float *xr = x + ((size_t)n * g->H + ih) * g->W * g->C;
+        for (int kw = 0; kw < g->KW; kw++) {
+            const int off = kw * g->DW - g->PL;
+            const float *wp = w + ((size_t)kh * g->KW + kw) * O;
+            int lo, hi;
+            tap_range(g->OW, g->SW, off, g->W, &lo, &hi);
+            for (int ow = lo; ow < hi; ow++)
+                tap_fwd(yr + (size_t)ow * O, xr + (size_t)(ow * g->SW + off) * g->C, wp, g->C, M);
         }
     }
 }
 
+void mw_dwconv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
+                         const mw_conv2d_geom *g, int N)
+{
+    const long rows = (long)N * g->OH;
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (long r = 0; r < rows; r++)
+        fwd_row(y, x, w, b, g, r);
+}
+
 /* dx of one input row (n, ih): every output row oh and tap kh that reads it. */
-static void dx_row(float *dxr, const float *dy, const float *w, const mw_conv2d_geom *g, int n,
-                   int ih)
+MW_WIDE_CLONES static void dx_row(float *dxr, const float *dy, const float *w,
+                                  const mw_conv2d_geom *g, int n, int ih)
 {
     const int M = g->O / g->C, O = g->O;
     for (int kh = 0; kh < g->KH; kh++) {
@@ -108,8 +113,8 @@ static void dx_row(float *dxr, const float *dy, const float *w, const mw_conv2d_
 
 /* dw and db of input channels [c0, c1) (outputs [c0*M, c1*M)), summed over every pixel in
  * the reference's order (n, oh, ow). */
-static void dw_block(float *dw, float *db, const float *dy, const float *x, const mw_conv2d_geom *g,
-                     int N, int c0, int c1)
+MW_WIDE_CLONES static void dw_block(float *dw, float *db, const float *dy, const float *x,
+                                    const mw_conv2d_geom *g, int N, int c0, int c1)
 {
     const int M = g->O / g->C, O = g->O, o0 = c0 * M, no = (c1 - c0) * M;
     for (int n = 0; n < N; n++)

@@ -169,11 +169,12 @@ static __global__ void relux_fwd_kernel(float *y, const float *x, size_t count, 
 }
 
 static __global__ void relux_bwd_kernel(float *dx, const float *dy, const float *x, size_t count,
-                                        float max_value, float slope, float threshold)
+                                        float max_value, float slope, float threshold, int set_dx)
 {
     MW_GRID_STRIDE(i, count)
     {
-        dx[i] += dy[i] * relux_slope(x[i], max_value, slope, threshold);
+        const float d = dy[i] * relux_slope(x[i], max_value, slope, threshold);
+        dx[i] = set_dx ? d : dx[i] + d;
     }
 }
 
@@ -185,8 +186,9 @@ extern "C" void mw_relux_fwd_cuda(const mw_kctx *k, float *y, const float *x, si
 }
 
 extern "C" void mw_relux_bwd_cuda(const mw_kctx *k, float *dx, const float *dy, const float *x,
-                                  size_t count, float max_value, float slope, float threshold)
+                                  size_t count, float max_value, float slope, float threshold,
+                                  int set_dx)
 {
     MW_EW_LAUNCH("mw_relux_bwd_cuda", relux_bwd_kernel, count, dx, dy, x, count, max_value, slope,
-                 threshold);
+                 threshold, set_dx);
 }

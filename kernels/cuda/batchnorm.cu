@@ -182,14 +182,15 @@ static __global__ void bn_fwd_infer_kernel(float *y, const float *x, const float
 static __global__ void bn_sync_bwd_kernel(float *dx, const float *dy, const float *x,
                                           const float *mean, const float *invstd,
                                           const float *gamma, const double *s, double M,
-                                          size_t count, int C)
+                                          size_t count, int C, int set_dx)
 {
     MW_GRID_STRIDE(i, count)
     {
         const int c = (int)(i % (size_t)C);
         const double f = (gamma ? gamma[c] : 1.0) * invstd[c] / M;
         const double xh = ((double)x[i] - mean[c]) * invstd[c];
-        dx[i] += (float)(f * (M * dy[i] - s[c] - xh * s[C + c]));
+        const float d = (float)(f * (M * dy[i] - s[c] - xh * s[C + c]));
+        dx[i] = set_dx ? d : dx[i] + d;
     }
 }
 
@@ -280,7 +281,8 @@ extern "C" void mw_bn_fwd_infer_cuda(const mw_kctx *k, float *y, const float *x,
 
 extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
                                const float *dy, const float *x, const float *mean,
-                               const float *invstd, const float *gamma, size_t rows, int C)
+                               const float *invstd, const float *gamma, size_t rows, int C,
+                               int set_dx)
 {
     const char *op = "mw_bn_bwd_cuda";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
@@ -297,7 +299,7 @@ extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float
     const size_t count = dx ? rows * (size_t)C : 0;
     if (count)
         bn_sync_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
-            dx, dy, x, mean, invstd, gamma, tot, (double)rows, count, C);
+            dx, dy, x, mean, invstd, gamma, tot, (double)rows, count, C, set_dx);
     MW_LAUNCHED_K(d, "bn_sync_bwd_kernel");
     mw_cuda_end(d, op);
 }
@@ -362,7 +364,7 @@ extern "C" void mw_bn_sync_bwd_cuda(const mw_kctx *k, float *dx, const float *dy
 {
     const size_t count = dx && M > 0 ? rows * (size_t)(C > 0 ? C : 0) : 0;
     MW_EW_LAUNCH("mw_bn_sync_bwd_cuda", bn_sync_bwd_kernel, count, dx, dy, x, mean, invstd, gamma,
-                 s, M, count, C);
+                 s, M, count, C, 0);
 }
 
 /* The moving statistics (worker/model/model.h): the reference's float expressions, rounded as the

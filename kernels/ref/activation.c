@@ -82,9 +82,11 @@ void mw_relux_fwd_ref(const mw_kctx *k, float *y, const float *x, size_t count, 
 }
 
 void mw_relux_bwd_ref(const mw_kctx *k, float *dx, const float *dy, const float *x, size_t count,
-                      float max_value, float slope, float threshold)
+                      float max_value, float slope, float threshold, int set_dx)
 {
     (void)k;
-    for (size_t i = 0; i < count; i++)
-        dx[i] += dy[i] * relux_slope(x[i], max_value, slope, threshold);
+    for (size_t i = 0; i < count; i++) {
+        const float d = dy[i] * relux_slope(x[i], max_value, slope, threshold);
+        dx[i] = set_dx ? d : dx[i] + d;
+    }
 }

@@ -47,7 +47,7 @@ void mw_bn_fwd_infer_ref(const mw_kctx *k, float *y, const float *x, const float
 /* dx = gamma invstd / M (M dy - sum dy - xhat sum dy xhat), xhat = (x - mean) invstd. */
 void mw_bn_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
                    const float *x, const float *mean, const float *invstd, const float *gamma,
-                   size_t rows, int C)
+                   size_t rows, int C, int set_dx)
 {
     (void)k;
     for (int c = 0; c < C; c++) {
@@ -67,7 +67,8 @@ void mw_bn_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
         double f = g * invstd[c] / M;
         for (size_t r = 0; r < rows; r++) {
             double xh = ((double)x[r * C + c] - mean[c]) * invstd[c];
-            dx[r * C + c] += (float)(f * (M * dy[r * C + c] - sdy - xh * sdyx));
+            const float d = (float)(f * (M * dy[r * C + c] - sdy - xh * sdyx));
+            dx[r * C + c] = set_dx ? d : dx[r * C + c] + d;
         }
     }
 }

@@ -49,7 +49,7 @@ static void bn_infer(const mw_kernels *t, const mw_kctx *k, bufs *b)
 static void bn_bwd(const mw_kernels *t, const mw_kctx *k, bufs *b)
 {
     t->bn_bwd(k, b->dx, b->dgamma, b->dbeta, b->dy, b->x, b->x2, b->x2 + b->C, b->gamma, b->rows,
-              b->C);
+              b->C, 0);
 }
 
 static void avg_fwd(const mw_kernels *t, const mw_kctx *k, bufs *b)

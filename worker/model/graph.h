@@ -174,6 +174,10 @@ typedef struct mw_layer {
     int round_out, round_grad;
     int fuse_norm; /* a residual Add whose sum layer i + 1 normalizes: the two run as one call
                       of the norm row's add_forward / add_backward (model.c: plan_fusion) */
+    /* Bit j: this layer's backward is the first (the consumer of highest index) to add into
+     * the gradient of its input j, so it zeroes that gradient just before (model.c:
+     * plan_grad_zero); not an in-place layer's input, whose gradient is its own output's. */
+    unsigned zero_in;
     /* A part of a KerasHub block that this program builds from its own layers (a
      * TransformerEncoder: attention, dropouts, adds, LayerNormalizations, Dense layers): the
      * block is one Keras layer, named block_name, of class block_cls, whose .weights.h5 group

@@ -47,6 +47,9 @@ typedef struct mw_layer_call {
     int i, n;                     /* the layer's index, the examples */
     float *x, *y;                 /* its first input and its output */
     float *dx, *dy;               /* their gradients; dx NULL when the input is the model's */
+    int dx_set;                   /* backward: dx holds stale values, to be written, not added
+                                     into (only for a row with sets_dx; the model's
+                                     plan_grad_zero) */
     void *buf;                    /* its workspace buffer (buf_bytes), else NULL */
     size_t cnt, rows;             /* n * output values per example; n * out_h * out_w */
 } mw_layer_call;
@@ -90,8 +93,13 @@ typedef struct {
     mw_status (*parse)(mw_kread *R, const char *cls, const json_t *cfg, const char *name);
     void (*forward)(const mw_layer_call *c);
     /* Accumulates into dx (every input's gradient) and the weights' gradients in G; a layer in
-     * place (l->in_place) overwrites dy, which is dx. */
+     * place (l->in_place) overwrites dy, which is dx. With c->dx_set (a row with sets_dx) it
+     * writes every value of dx instead. */
     void (*backward)(const mw_layer_call *c);
+    /* 1: backward honours c->dx_set, so the model does not zero the gradient of the input
+     * whose first adder it is (one input) but has it written: one pass over that tensor fewer
+     * (a tenth of MobileNetV2's step was zeroing). */
+    int sets_dx;
     /* A normalization fused with the residual Add before it (the model's plan_fusion, an
      * execution detail): add_forward writes the sum a + b into c->x, as Add would, and the
      * norm's output, in one pass over each row; add_backward adds ds + the norm's input gradient

@@ -253,6 +253,29 @@ static void plan_fusion(mw_model *m)
     }
 }
 
+/* Each input gradient is zeroed just before the backward that adds into it first (the
+ * tensor's consumer of highest index), not all of them before the step's backward: a buffer
+ * zeroed while the layers above it run was evicted from the caches by the time its layer added
+ * into it (a tenth of MobileNetV2's step); zeroed just before, it is still there. Each tensor is
+ * zeroed once (a layer reading it twice, Add(x, x), has one bit). */
+static void plan_grad_zero(mw_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        mw_layer *l = &m->layers[i];
+        l->zero_in = 0;
+        for (int j = 0; j < l->nin && !l->in_place; j++) {
+            int t = l->in[j], later = 0;
+            for (int q = 0; q < j; q++)
+                later |= l->in[q] == t;
+            for (int c = i + 1; c < m->nlayers && !later; c++)
+                for (int q = 0; q < m->layers[c].nin; q++)
+                    later |= m->layers[c].in[q] == t;
+            if (t >= 0 && !later)
+                l->zero_in |= 1u << j;
+        }
+    }
+}
+
 static const char *const policy_names[] = {"float32", "mixed_bfloat16", "mixed_float16"};
 _Static_assert(sizeof policy_names / sizeof *policy_names == MW_POLICY_MIXED_FLOAT16 + 1,
                "a name per mw_policy");
@@ -399,6 +422,7 @@ mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
     plan_in_place(m);
     plan_rounding(m);
     plan_fusion(m);
+    plan_grad_zero(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
     /* an output per position: a sequence's (None, T, C), held 1 x T x C, or an image's (None,
      * H, W, C), a segmentation model's per-pixel classes */
@@ -615,6 +639,23 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     mw_model_forward_part(m, kt, k, ws, n, 0, m->nlayers);
 }
 
+/* Zero the gradients of layer i's inputs whose bit is set in mask. */
+static void zero_masked(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                        const mw_model_ws *ws, int i, int n, unsigned mask)
+{
+    const mw_layer *l = &m->layers[i];
+    for (int j = 0; j < l->nin; j++)
+        if (mask >> j & 1u)
+            mw_layer_zero(kt, k, ws->grad[l->in[j] + 1],
+                          (size_t)n * mw_model_tensor_count(m, l->in[j] + 1) * sizeof(float));
+}
+
+void mw_model_zero_inputs(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                          const mw_model_ws *ws, int i, int n)
+{
+    zero_masked(m, kt, k, ws, i, n, m->layers[i].zero_in);
+}
+
 /* A 16-bit layer's output gradient is a 16-bit tensor (the complete sum of its consumers'
  * contributions, every one of which has run), rounded before the layer's backward reads it. */
 static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
@@ -624,6 +665,9 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     mw_kctx kb = *k;
     mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
     c.G = G, c.scale = scale;
+    /* a row that writes its one input's gradient has it written instead of zeroed first */
+    c.dx_set = mw_layer_row(l->kind)->sets_dx && l->nin == 1 && (l->zero_in & 1u) && c.dx;
+    zero_masked(m, kt, k, ws, i, n, l->zero_in & ~(unsigned)c.dx_set);
     if (l->round_grad)
         mw_layer_round(kt, k, l->policy, c.dy, c.cnt);
     mw_layer_row(l->kind)->backward(&c);
@@ -641,6 +685,8 @@ static int bwd_step(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     if (!fused) {
         bwd_layer(m, kt, k, ws, P, G, i, n, scale);
     } else {
+        mw_model_zero_inputs(m, kt, k, ws, i, n);
+        mw_model_zero_inputs(m, kt, k, ws, i - 1, n);
         mw_kctx kb = *k;
         mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
         c.G = G, c.scale = scale;
@@ -664,15 +710,6 @@ void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kc
         i -= bwd_step(m, kt, k, ws, P, grads, i, n, scale, from);
     if (to < L)
         return;
-    /* Zero the input gradients that layer backward functions accumulate into: every input
-     * of a layer that is not in place (in place, dx is dy's own buffer). */
-    for (int i = 0; i < L; i++) {
-        const mw_layer *l = &m->layers[i];
-        for (int j = 0; j < l->nin && !l->in_place; j++)
-            if (l->in[j] >= 0)
-                mw_layer_zero(kt, k, ws->grad[l->in[j] + 1],
-                              (size_t)n * mw_model_tensor_count(m, l->in[j] + 1) * sizeof(float));
-    }
     /* mixed_float16's loss scale multiplies the loss, so every gradient, but not the moving
      * statistics' slots that `scale` also weighs (a power of 2: the product is exact) */
     const int T = m->positions > 1 ? m->positions : 1; /* a sequence: each position 1 / T */

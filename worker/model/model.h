@@ -149,12 +149,17 @@ void mw_model_forward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
 void mw_model_backward(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                        float *grads, int n, float scale);
 /* Layers [from, to) of the forward (to == nlayers: the loss too), and of the backward in
- * reverse (to == nlayers: first the loss's gradient, zeroing the accumulated input
- * gradients); the whole passes are from = 0, to = nlayers. */
+ * reverse (to == nlayers: first the loss's gradient); the whole passes are from = 0, to =
+ * nlayers. Each layer's backward adds into its inputs' gradients, each of which is zeroed
+ * just before the first backward that adds into it (mw_model_zero_inputs). */
 void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                            mw_model_ws *ws, int n, int from, int to);
 void mw_model_backward_part(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                             mw_model_ws *ws, float *grads, int n, float scale, int from, int to);
+/* Zero the gradients of layer i's inputs (n examples) whose first adder in the backward it
+ * is; a backward run outside mw_model_backward_part (mw_model_sync_backward) does it first. */
+void mw_model_zero_inputs(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
+                          const mw_model_ws *ws, int i, int n);
 
 /* Bytes of one example's targets: the loss's (mw_loss_target_bytes) per position. */
 size_t mw_model_target_bytes(const mw_model *m);

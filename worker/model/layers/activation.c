@@ -113,8 +113,8 @@ static void relux_backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     if (c->dx)
-        c->kt->relux_bwd(c->k, c->dx, c->dy, c->x, c->cnt, l->relu_max, l->alpha,
-                         l->relu_threshold);
+        c->kt->relux_bwd(c->k, c->dx, c->dy, c->x, c->cnt, l->relu_max, l->alpha, l->relu_threshold,
+                         c->dx_set);
 }
 
 static int relux_kernels(const mw_layer *l, const mw_kernels *t)
@@ -296,6 +296,7 @@ const mw_layer_ops mw_layer_relu = {
 const mw_layer_ops mw_layer_relux = {
     .forward = relux_forward,
     .backward = relux_backward,
+    .sets_dx = 1,
     .has_kernels = relux_kernels,
     .differs = relux_differs,
     .to_keras = to_keras,

@@ -60,7 +60,7 @@ static void backward(const mw_layer_call *c)
     const float *st = c->buf;
     float *G = c->G;
     c->kt->bn_bwd(c->k, c->dx, l->w_count ? G + l->w_off : NULL, l->b_count ? G + l->b_off : NULL,
-                  c->dy, c->x, st, st + 2 * C, gamma_of(l, c->P), c->rows, C);
+                  c->dy, c->x, st, st + 2 * C, gamma_of(l, c->P), c->rows, C, c->dx_set);
     c->kt->bn_stats_acc(c->k, G + l->stats_off, st, 2 * (size_t)C, c->scale * (float)c->n);
 }
 
@@ -178,6 +178,7 @@ const mw_layer_ops mw_layer_batchnorm = {
     .parse = parse,
     .forward = forward,
     .backward = backward,
+    .sets_dx = 1,
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,
@@ -270,6 +271,7 @@ void mw_model_sync_backward(const mw_model *m, const mw_kernels *kt, const mw_kc
     const size_t hw = (size_t)l->out_h * l->out_w, rows = (size_t)n * hw;
     if (n <= 0)
         return;
+    mw_model_zero_inputs(m, kt, k, ws, i, n);
     if (t > 0)
         kt->bn_sync_bwd(k, ws->grad[t], dy, x, st, st + 2 * C, gamma_of(l, P), s,
                         (double)total * (double)hw, rows, C);
