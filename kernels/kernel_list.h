@@ -29,11 +29,12 @@ MW_KERNEL(conv2d_fwd, CPU,
           MW_A(w, mw_conv2d_w_count(g)) MW_O(b, g->O)
           MW_ASSERT(g->G >= 1 && g->C % g->G == 0 && g->O % g->G == 0,
                     "groups G dividing the channels C and the filters O"))
-/* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). */
+/* dx += dconv/dx, dw += ..., db += sum dy. dx may be NULL (first layer). set_dx 1: dx =
+ * dconv/dx, its old values not read. */
 MW_KERNEL(conv2d_bwd, CPU,
           (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-           const mw_conv2d_geom *g, int N),
-          (dx, dw, db, dy, x, w, g, N),
+           const mw_conv2d_geom *g, int N, int set_dx),
+          (dx, dw, db, dy, x, w, g, N, set_dx),
           MW_O(dx, (size_t)N * g->H * g->W * g->C) MW_A(dw, mw_conv2d_w_count(g))
           MW_O(db, g->O) MW_A(dy, (size_t)N * g->OH * g->OW * g->O)
           MW_A(x, (size_t)N * g->H * g->W * g->C) MW_A(w, mw_conv2d_w_count(g))
@@ -62,11 +63,12 @@ MW_KERNEL(dwconv2d_fwd, CPU,
           MW_A(y, (size_t)N * g->OH * g->OW * g->O) MW_A(x, (size_t)N * g->H * g->W * g->C)
           MW_A(w, (size_t)g->KH * g->KW * g->O) MW_O(b, g->O)
           MW_ASSERT(g->O % g->C == 0, "O a multiple of C"))
-/* dx += d/dx, dw += d/dw, db += sum dy of dwconv2d_fwd. dx and db may be NULL. */
+/* dx += d/dx, dw += d/dw, db += sum dy of dwconv2d_fwd. dx and db may be NULL. set_dx 1:
+ * dx = d/dx, its old values not read. */
 MW_KERNEL(dwconv2d_bwd, CPU,
           (float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-           const mw_conv2d_geom *g, int N),
-          (dx, dw, db, dy, x, w, g, N),
+           const mw_conv2d_geom *g, int N, int set_dx),
+          (dx, dw, db, dy, x, w, g, N, set_dx),
           MW_O(dx, (size_t)N * g->H * g->W * g->C) MW_A(dw, (size_t)g->KH * g->KW * g->O)
           MW_O(db, g->O) MW_A(dy, (size_t)N * g->OH * g->OW * g->O)
           MW_A(x, (size_t)N * g->H * g->W * g->C) MW_A(w, (size_t)g->KH * g->KW * g->O)

@@ -433,9 +433,12 @@ static int set_conv(kargs *a, int i, int phase)
                 : v == 4 ? mw_conv2d_ws_capped(g, 5, 2 * min + min / 2)
                          : mw_conv2d_ws_count(g, a->N);
         a->nulls = i % 2 ? "b dx" : "";
+        /* the backward writes dx (not adds) with the least scratch (chunks) and with all */
+        a->set_dx = i % 10 == 2 || i % 10 == 6;
         snprintf(a->what, sizeof a->what,
-                 "%dx%dx%d k%dx%d/%d,%d same %d -> %d, groups %d, N %d, ws %zu%s", s[0], s[1], s[2],
-                 s[4], s[5], s[6], s[7], s[8], s[3], g->G, a->N, a->ws, i % 2 ? ", no b / dx" : "");
+                 "%dx%dx%d k%dx%d/%d,%d same %d -> %d, groups %d, N %d, ws %zu%s%s", s[0], s[1],
+                 s[2], s[4], s[5], s[6], s[7], s[8], s[3], g->G, a->N, a->ws,
+                 i % 2 ? ", no b / dx" : "", a->set_dx ? ", set_dx" : "");
         return 1;
     }
     kscale(a->w, mw_conv2d_w_count(g), 0.5f, 0.0f);
@@ -459,8 +462,10 @@ static const int dwconv_shapes[][12] = {
 
 static int set_dwconv(kargs *a, int i, int phase)
 {
-    if (i >= 10 * 2)
+    if (i >= 10 * (strcmp(a->op, "dwconv2d_bwd") ? 2 : 3))
         return 0;
+    a->set_dx = i >= 10 * 2; /* the backward then writes dx, each shape once more */
+    i = a->set_dx ? 2 * (i - 10 * 2) : i;
     const int *s = dwconv_shapes[i / 2];
     mw_conv2d_geom *g = &a->cg;
     if (phase == 0) {
@@ -469,9 +474,9 @@ static int set_dwconv(kargs *a, int i, int phase)
         assert_int_equal(mw_conv2d_geom_dilate(g, s[9], s[10], s[8]), 0);
         a->g = g, a->N = s[11];
         a->nulls = i % 2 ? "b dx db" : "";
-        snprintf(a->what, sizeof a->what, "%dx%dx%d x%d k%dx%d/%d,%d d%d,%d same %d, N %d%s", s[0],
-                 s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[9], s[10], s[8], a->N,
-                 i % 2 ? ", no b / dx / db" : "");
+        snprintf(a->what, sizeof a->what, "%dx%dx%d x%d k%dx%d/%d,%d d%d,%d same %d, N %d%s%s",
+                 s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[9], s[10], s[8], a->N,
+                 i % 2 ? ", no b / dx / db" : "", a->set_dx ? ", set_dx" : "");
         return 1;
     }
     kscale(a->w, (size_t)g->KH * g->KW * g->O, 0.5f, 0.0f);

@@ -1120,8 +1120,8 @@ static void run_conv(const conv_case *cc, int variant, double chunk, uint64_t s)
     cuda.conv2d_fwd(&k, dY, dX, dW, dB, &g, N);
     expect_close((float *)d_get(&P, dY, ny * 4), y, ny, tol(kc), 1e-5f);
 
-    mw_conv2d_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, &g, N);
-    cuda.conv2d_bwd(&k, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, &g, N);
+    mw_conv2d_bwd_ref(NULL, variant ? NULL : dx, dw, variant ? NULL : db, dy, x, w, &g, N, 0);
+    cuda.conv2d_bwd(&k, variant ? NULL : dDX, dDW, variant ? NULL : dDB, dDY, dX, dW, &g, N, 0);
     size_t rows = (size_t)N * g.OH * g.OW;
     expect_close((float *)d_get(&P, dDX, nx * 4), dx, nx, tol((size_t)g.KH * g.KW * g.O), 1e-5f);
     expect_close((float *)d_get(&P, dDW, nw * 4), dw, nw, tol(rows), 1e-5f);
@@ -1146,7 +1146,7 @@ static void test_conv2d(void **state)
     mw_conv2d_geom g;
     assert_int_equal(mw_conv2d_geom_init(&g, 5, 5, 2, 3, 3, 3, 1, 1, 0), 0);
     cuda.conv2d_fwd(&ctx, NULL, NULL, NULL, NULL, &g, 0);
-    cuda.conv2d_bwd(&ctx, NULL, NULL, NULL, NULL, NULL, NULL, &g, 0);
+    cuda.conv2d_bwd(&ctx, NULL, NULL, NULL, NULL, NULL, NULL, &g, 0, 0);
     check_sync();
 }
 
@@ -1174,7 +1174,7 @@ static void test_conv2d_reproducible(void **state)
         check_rc(mw_cuda_zero(dDX, nx * 4, &ctx), "zero");
         check_rc(mw_cuda_zero(dDW, nw * 4, &ctx), "zero");
         check_rc(mw_cuda_zero(dDB, g.O * 4, &ctx), "zero");
-        cuda.conv2d_bwd(&ctx, dDX, dDW, dDB, dDY, dX, dW, &g, N);
+        cuda.conv2d_bwd(&ctx, dDX, dDW, dDB, dDY, dX, dW, &g, N, 0);
         out[r][0] = d_get(&P, dDX, nx * 4);
         out[r][1] = d_get(&P, dDW, nw * 4);
         out[r][2] = d_get(&P, dDB, g.O * 4);
@@ -1215,7 +1215,7 @@ static void test_conv2d_plans(void **state)
                 check_rc(mw_cuda_zero(dW, nw * 4, &k), "zero");
                 check_rc(mw_cuda_zero(dB, g.O * 4, &k), "zero");
                 cuda.conv2d_fwd(&k, dY, dX, dW, dB, &g, N);
-                cuda.conv2d_bwd(&k, dX, dW, dB, dY, dX, dW, &g, N);
+                cuda.conv2d_bwd(&k, dX, dW, dB, dY, dX, dW, &g, N, 0);
                 check_rc(mw_cuda_sync(&k), "conv2d");
                 pool_free(&P);
             }

@@ -132,8 +132,8 @@ static int dw_vs_dense(int s, int wrong)
     const mw_kctx k = {.nthreads = 1};
     ref.dwconv2d_fwd(&k, y[0], x, w, b, &g, N);
     ref.conv2d_fwd(&k, y[1], x, e, b, &d, N);
-    ref.dwconv2d_bwd(&k, dx[0], dw[0], db[0], dy, x, w, &g, N);
-    ref.conv2d_bwd(&k, dx[1], de, db[1], dy, x, e, &d, N);
+    ref.dwconv2d_bwd(&k, dx[0], dw[0], db[0], dy, x, w, &g, N, 0);
+    ref.conv2d_bwd(&k, dx[1], de, db[1], dy, x, e, &d, N, 0);
     /* the dense kernel's gradient read back at the depthwise taps */
     const int M = g.O / g.C;
     for (int kh = 0; kh < g.KH; kh++)
@@ -205,9 +205,9 @@ static int grouped_vs_dense(int s, int wrong)
     ref.conv2d_fwd(&k, y[0], x, w, b, &g, N);
     ref.conv2d_fwd(&k, y[1], x, e, b, &d, N);
     cpu.conv2d_fwd(&k, y[2], x, w, b, &g, N);
-    ref.conv2d_bwd(&k, dx[0], dw[0], db[0], dy, x, w, &g, N);
-    ref.conv2d_bwd(&k, dx[1], de, db[1], dy, x, e, &d, N);
-    cpu.conv2d_bwd(&k, dx[2], dw[2], db[2], dy, x, w, &g, N);
+    ref.conv2d_bwd(&k, dx[0], dw[0], db[0], dy, x, w, &g, N, 0);
+    ref.conv2d_bwd(&k, dx[1], de, db[1], dy, x, e, &d, N, 0);
+    cpu.conv2d_bwd(&k, dx[2], dw[2], db[2], dy, x, w, &g, N, 0);
     for (int t = 0; t < T; t++) /* the dense kernel's gradient read back at the groups' taps */
         for (int j = 0; j < Cg; j++)
             for (int o = 0; o < g.O; o++)
@@ -286,9 +286,9 @@ static void test_dilated_conv2d(void **state)
         ref.conv2d_fwd(&k, y[0], x, w, NULL, &g, N);
         ref.conv2d_fwd(&k, y[1], x, e, NULL, &d, N);
         cpu.conv2d_fwd(&k, y[2], x, w, NULL, &g, N);
-        ref.conv2d_bwd(&k, dx[0], dw[0], NULL, dy, x, w, &g, N);
-        ref.conv2d_bwd(&k, dx[1], dw[1], NULL, dy, x, e, &d, N);
-        cpu.conv2d_bwd(&k, dx[2], dw[2], NULL, dy, x, w, &g, N);
+        ref.conv2d_bwd(&k, dx[0], dw[0], NULL, dy, x, w, &g, N, 0);
+        ref.conv2d_bwd(&k, dx[1], dw[1], NULL, dy, x, e, &d, N, 0);
+        cpu.conv2d_bwd(&k, dx[2], dw[2], NULL, dy, x, w, &g, N, 0);
         assert_memory_equal(y[0], y[1], ny * sizeof(float));
         assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
         for (int kh = 0; kh < g.KH; kh++)

@@ -381,7 +381,7 @@ static void conv_grad(int cpu)
         float *db = fzero(&P, g.O), *dw2 = fzero(&P, nw), *db2 = fzero(&P, g.O);
         ctx C;
         ctx_open(&C, mw_conv2d_ws_count(&g, N), 1 + (int)(ci % 2));
-        t.conv2d_bwd(&C.k, dx, dw, db, r, x, w, &g, N);
+        t.conv2d_bwd(&C.k, dx, dw, db, r, x, w, &g, N, 0);
         conv_env e = {&t, &C.k, &g, N, y, x, w, b, r, ny};
         char what[160];
         snprintf(what, sizeof what, "%s conv %s dx", t.name, c->name);
@@ -391,7 +391,7 @@ static void conv_grad(int cpu)
         snprintf(what, sizeof what, "%s conv %s db", t.name, c->name);
         grad_check(conv_loss, &e, b, g.O, db, 1e-2f, 3, what);
         /* dx = NULL (first layer): the same dw and db. */
-        t.conv2d_bwd(&C.k, NULL, dw2, db2, r, x, w, &g, N);
+        t.conv2d_bwd(&C.k, NULL, dw2, db2, r, x, w, &g, N, 0);
         expect_close(dw2, dw, nw, 1e-5f, 1e-4f);
         expect_close(db2, db, g.O, 1e-5f, 1e-4f);
         ctx_check(&C, what);
@@ -438,9 +438,9 @@ static void test_conv_accumulate(void **state)
             float *ex = fcopy(&P, dx, nx), *ew = fcopy(&P, dw, nw), *eb = fcopy(&P, db, g.O);
             ctx C;
             ctx_open(&C, mw_conv2d_ws_min(&g), 2);
-            t.conv2d_bwd(&C.k, dx1, dw1, db1, dy, x, w, &g, N);
-            t.conv2d_bwd(&C.k, dx, dw, db, dy, x, w, &g, N);
-            t.conv2d_bwd(&C.k, dx, dw, db, dy, x, w, &g, N);
+            t.conv2d_bwd(&C.k, dx1, dw1, db1, dy, x, w, &g, N, 0);
+            t.conv2d_bwd(&C.k, dx, dw, db, dy, x, w, &g, N, 0);
+            t.conv2d_bwd(&C.k, dx, dw, db, dy, x, w, &g, N, 0);
             for (size_t i = 0; i < nx; i++)
                 ex[i] += 2.0f * dx1[i];
             for (size_t i = 0; i < nw; i++)
@@ -1287,8 +1287,8 @@ static void test_empty_batch(void **state)
             fill_const(C.k.ws, C.k.ws_count, SENTINEL);
             RESET();
             t.conv2d_fwd(&C.k, out, in, in, in, &g, 0);
-            t.conv2d_bwd(&C.k, out, out2, out3, in, in, in, &g, 0);
-            t.conv2d_bwd(&C.k, NULL, out2, out3, in, in, in, &g, 0);
+            t.conv2d_bwd(&C.k, out, out2, out3, in, in, in, &g, 0, 0);
+            t.conv2d_bwd(&C.k, NULL, out2, out3, in, in, in, &g, 0, 0);
             UNTOUCHED(conv_cases[ci].name);
             for (size_t i = 0; i < C.k.ws_count; i++)
                 if (C.k.ws[i] != SENTINEL)

@@ -145,7 +145,7 @@ void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *
 }
 
 void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                       const float *x, const float *w, const mw_conv2d_geom *g, int N)
+                       const float *x, const float *w, const mw_conv2d_geom *g, int N, int set_dx)
 {
     const int K = g->KH * g->KW * g->C, P = g->OH * g->OW, G = g->G, KG = K / G, OG = g->O / G;
     const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;
@@ -159,9 +159,9 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
         for (int gi = 0; gi < G; gi++) {
             mw_gemm_cpu(k, 'T', 'N', KG, OG, N * P, 1.0f, x + gi * KG, K, dy + gi * OG, g->O, 1.0f,
                         dw + gi * OG, g->O);
-            if (dx)
+            if (dx) /* set_dx: beta 0 writes dx (sgemm reads no C then) */
                 mw_gemm_cpu(k, 'N', 'T', N * P, KG, OG, 1.0f, dy + gi * OG, g->O, w + gi * OG, g->O,
-                            1.0f, dx + gi * KG, K);
+                            set_dx ? 0.0f : 1.0f, dx + gi * KG, K);
         }
         return;
     }
@@ -169,6 +169,8 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
     for (int n0 = 0; n0 < N; n0 += step) {
         int n = N - n0 < step ? N - n0 : step;
         const float *dyc = dy + n0 * out_img;
+        if (dx && set_dx) /* col2im adds: this chunk's images zeroed while cached */
+            memset(dx + n0 * in_img, 0, n * in_img * sizeof *dx);
         im2col(k->ws, x + n0 * in_img, g, n, MW_NT(k));
         for (int gi = 0; gi < G; gi++)
             mw_gemm_cpu(k, 'T', 'N', KG, OG, n * P, 1.0f, k->ws + gi * KG, K, dyc + gi * OG, g->O,

@@ -90,11 +90,14 @@ void mw_dwconv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float
         fwd_row(y, x, w, b, g, r);
 }
 
-/* dx of one input row (n, ih): every output row oh and tap kh that reads it. */
+/* dx of one input row (n, ih): every output row oh and tap kh that reads it, added into dxr,
+ * or into zeros (set_dx: the row is zeroed here, where it stays cached for the adds). */
 MW_WIDE_CLONES static void dx_row(float *dxr, const float *dy, const float *w,
-                                  const mw_conv2d_geom *g, int n, int ih)
+                                  const mw_conv2d_geom *g, int n, int ih, int set_dx)
 {
     const int M = g->O / g->C, O = g->O;
+    if (set_dx)
+        memset(dxr, 0, sizeof(float) * g->W * g->C);
     for (int kh = 0; kh < g->KH; kh++) {
         const int t = ih + g->PT - kh * g->DH; /* = oh * SH */
         if (t < 0 || t % g->SH || t / g->SH >= g->OH)
@@ -143,7 +146,8 @@ MW_WIDE_CLONES static void dw_block(float *dw, float *db, const float *dy, const
 }
 
 void mw_dwconv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                         const float *x, const float *w, const mw_conv2d_geom *g, int N)
+                         const float *x, const float *w, const mw_conv2d_geom *g, int N,
+                         int set_dx)
 {
     /* One block of whole cache lines of channels per thread: each block streams all of x and
      * dy once, so blocks of one line each read them C / 16 times (MobileNetV2 at 96x96 spent
@@ -162,5 +166,5 @@ void mw_dwconv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, cons
     const long rows = (long)N * g->H;
 #pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
     for (long r = 0; r < rows; r++)
-        dx_row(dx + (size_t)r * g->W * g->C, dy, w, g, (int)(r / g->H), (int)(r % g->H));
+        dx_row(dx + (size_t)r * g->W * g->C, dy, w, g, (int)(r / g->H), (int)(r % g->H), set_dx);
 }

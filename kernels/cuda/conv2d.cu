@@ -186,13 +186,15 @@ extern "C" void mw_conv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x, c
 
 extern "C" void mw_conv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float *db,
                                    const float *dy, const float *x, const float *w,
-                                   const mw_conv2d_geom *g, int N)
+                                   const mw_conv2d_geom *g, int N, int set_dx)
 {
     const char *op = "mw_conv2d_bwd_cuda";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || N <= 0)
         return;
     size_t in_img = (size_t)g->H * g->W * g->C, rows = (size_t)g->OH * g->OW;
+    if (dx && set_dx) /* every path below adds into dx */
+        MW_CUDA_K(d, cudaMemsetAsync(dx, 0, (size_t)N * in_img * sizeof *dx, d->stream));
     if (db)
         MW_TRY_K(d, mw_cuda_colsum_add(d, db, dy, rows * N, g->O));
     switch (mw_cudnn_conv_bwd(d, k, dx, dw, dy, x, w, g, N)) {

@@ -37,7 +37,7 @@ static __global__ void dw_fwd_kernel(float *y, const float *x, const float *w, c
 }
 
 static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, mw_conv2d_geom g,
-                                    size_t count)
+                                    size_t count, int set_dx)
 {
     const int M = g.O / g.C;
     MW_GRID_STRIDE(i, count)
@@ -60,7 +60,7 @@ static __global__ void dw_dx_kernel(float *dx, const float *dy, const float *w, 
                     acc += wp[m] * dyp[m];
             }
         }
-        dx[i] += acc;
+        dx[i] = set_dx ? acc : dx[i] + acc;
     }
 }
 
@@ -100,7 +100,7 @@ extern "C" void mw_dwconv2d_fwd_cuda(const mw_kctx *k, float *y, const float *x,
 
 extern "C" void mw_dwconv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, float *db,
                                      const float *dy, const float *x, const float *w,
-                                     const mw_conv2d_geom *g, int N)
+                                     const mw_conv2d_geom *g, int N, int set_dx)
 {
     const char *op = "mw_dwconv2d_bwd_cuda";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
@@ -109,6 +109,6 @@ extern "C" void mw_dwconv2d_bwd_cuda(const mw_kctx *k, float *dx, float *dw, flo
     const size_t nw = (size_t)g->KH * g->KW * g->O, nx = (size_t)N * g->H * g->W * g->C;
     MW_LAUNCH_K(d, dw_dw_kernel, nw, dw, db, dy, x, *g, N, nw);
     if (dx)
-        MW_LAUNCH_K(d, dw_dx_kernel, nx, dx, dy, w, *g, nx);
+        MW_LAUNCH_K(d, dw_dx_kernel, nx, dx, dy, w, *g, nx, set_dx);
     mw_cuda_end(d, op);
 }

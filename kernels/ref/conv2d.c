@@ -6,6 +6,8 @@
 #include "kernels/ref/conv2d.h"
 #include "kernels/twins.h"
 
+#include <string.h>
+
 void mw_conv2d_grouped_fwd_ref(float *y, const float *x, const float *w, const float *b,
                                const mw_conv2d_geom *g, int N, int G)
 {
@@ -62,8 +64,10 @@ void mw_conv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *
 }
 
 void mw_conv2d_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                       const float *x, const float *w, const mw_conv2d_geom *g, int N)
+                       const float *x, const float *w, const mw_conv2d_geom *g, int N, int set_dx)
 {
     (void)k;
+    if (dx && set_dx)
+        memset(dx, 0, (size_t)N * g->H * g->W * g->C * sizeof *dx);
     mw_conv2d_grouped_bwd_ref(dx, dw, db, dy, x, w, g, N, g->G);
 }

@@ -71,8 +71,8 @@ static int run_case(int N, int H, int C, int S, int reps, int threads)
     const mw_kctx k1 = {.nthreads = 1}, kn = {.nthreads = threads};
     ref.dwconv2d_fwd(&k1, y[0], x, w, b, &g, N);
     cpu.dwconv2d_fwd(&kn, y[1], x, w, b, &g, N);
-    ref.dwconv2d_bwd(&k1, dx[0], dw[0], db[0], dy, x, w, &g, N);
-    cpu.dwconv2d_bwd(&kn, dx[1], dw[1], db[1], dy, x, w, &g, N);
+    ref.dwconv2d_bwd(&k1, dx[0], dw[0], db[0], dy, x, w, &g, N, 0);
+    cpu.dwconv2d_bwd(&kn, dx[1], dw[1], db[1], dy, x, w, &g, N, 0);
     const int bad = memcmp(y[0], y[1], ny * sizeof(float)) != 0 || worst(dx[1], dx[0], nx) > 1 ||
                     worst(dw[1], dw[0], nw) > 1 || worst(db[1], db[0], C) > 1;
     if (bad) {
@@ -86,9 +86,9 @@ static int run_case(int N, int H, int C, int S, int reps, int threads)
         double t1 = mw_now();
         cpu.dwconv2d_fwd(&kn, y[1], x, w, b, &g, N);
         double t2 = mw_now();
-        ref.dwconv2d_bwd(&k1, dx[0], dw[0], db[0], dy, x, w, &g, N);
+        ref.dwconv2d_bwd(&k1, dx[0], dw[0], db[0], dy, x, w, &g, N, 0);
         double t3 = mw_now();
-        cpu.dwconv2d_bwd(&kn, dx[1], dw[1], db[1], dy, x, w, &g, N);
+        cpu.dwconv2d_bwd(&kn, dx[1], dw[1], db[1], dy, x, w, &g, N, 0);
         double t4 = mw_now();
         t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = t3 - t2, t[3][r] = t4 - t3;
     }

@@ -43,7 +43,7 @@ static void run_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
             kt->conv2d_fwd(k, ws->act[i + 1], ws->act[i], P + l->w_off, P + l->b_off, &l->conv, n);
         else
             kt->conv2d_bwd(k, dx, grads + l->w_off, grads + l->b_off, ws->grad[i + 1], ws->act[i],
-                           P + l->w_off, &l->conv, n);
+                           P + l->w_off, &l->conv, n, 0);
         break;
     case MW_LAYER_MAXPOOL:
         if (!dir)

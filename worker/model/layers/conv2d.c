@@ -63,7 +63,7 @@ static void backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->conv2d_bwd(c->k, c->dx, c->G + l->w_off, l->has_bias ? c->G + l->b_off : NULL, c->dy,
-                      c->x, c->P + l->w_off, &l->conv, c->n);
+                      c->x, c->P + l->w_off, &l->conv, c->n, c->dx_set);
 }
 
 static size_t scratch(const mw_layer *l, size_t n)
@@ -189,6 +189,7 @@ const mw_layer_ops mw_layer_conv2d = {
     .parse = parse,
     .forward = forward,
     .backward = backward,
+    .sets_dx = 1,
     .scratch = scratch,
     .matmul = 1,
     .differs = differs,

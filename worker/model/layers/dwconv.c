@@ -134,7 +134,7 @@ static void dw_backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->dwconv2d_bwd(c->k, c->dx, c->G + l->w_off, l->has_bias ? c->G + l->b_off : NULL, c->dy,
-                        c->x, c->P + l->w_off, &l->conv, c->n);
+                        c->x, c->P + l->w_off, &l->conv, c->n, c->dx_set);
 }
 
 /* Multiplier (filters for a grouped Conv2D), kernel, strides, dilation and padding. */
@@ -191,7 +191,7 @@ static void sep_backward(const mw_layer_call *c)
     if (l->policy != MW_POLICY_FLOAT32)
         mw_layer_round(c->kt, c->k, l->policy, dt, nt);
     c->kt->dwconv2d_bwd(c->k, c->dx, c->G + l->w_off, NULL, dt, c->x, c->P + l->w_off, &l->conv,
-                        c->n);
+                        c->n, c->dx_set);
 }
 
 /* The depthwise kernel with the fans of (KH, KW, C, M), the pointwise one with those of
@@ -451,6 +451,7 @@ const mw_layer_ops mw_layer_dwconv = {
     .parse = dw_parse,
     .forward = dw_forward,
     .backward = dw_backward,
+    .sets_dx = 1,
     .matmul = 1,
     .differs = dw_differs,
     .to_keras = dw_to_keras,
@@ -462,6 +463,7 @@ const mw_layer_ops mw_layer_sepconv = {
     .parse = sep_parse,
     .forward = sep_forward,
     .backward = sep_backward,
+    .sets_dx = 1,
     .buf_bytes = sep_buf_bytes,
     .matmul = 1,
     .differs = dw_differs,
