@@ -15,7 +15,10 @@
  *     kernel (bitwise), and the fast Conv2D (im2col + sgemm) against the reference on dilated
  *     shapes: sgemm sums K = 9 C <= 36 products of size <= 0.5 in another order, within
  *     1e-5 + 1e-4 |ref| (the bound tests/kernel_check.c argues).
+ *   - set_dx: a backward that writes dx over NaNs equals the one that adds into zeros, on the
+ *     reference and the fast twin, on the 1x1, im2col and depthwise paths.
  * The fast depthwise twin against the reference is tests/kernel_check.c's (cases dwconv2d_*). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,6 +309,50 @@ static void test_dilated_conv2d(void **state)
     }
 }
 
+/* One backward of table t with dx written over NaNs (set_dx 1) against the same added into
+ * zeros: equal (x + 0 = x; == takes -0 for +0), so no old value of dx was read. */
+static void written_dx_matches(const mw_kernels *t, const mw_conv2d_geom *g, int N, int depthwise,
+                               size_t ws_n)
+{
+    mw_rng r;
+    mw_rng_seed(&r, 21, (uint64_t)N);
+    const size_t nx = (size_t)N * g->H * g->W * g->C, ny = (size_t)N * g->OH * g->OW * g->O;
+    const size_t nw = depthwise ? (size_t)g->KH * g->KW * g->O : mw_conv2d_w_count(g);
+    float *x = random_floats(nx, &r, 1), *w = random_floats(nw, &r, 0.5f);
+    float *dy = random_floats(ny, &r, 1), *dw = random_floats(nw, &r, 0);
+    float *add = random_floats(nx, &r, 0), *set = random_floats(nx, &r, 0);
+    float *ws = mw_alloc_aligned((ws_n ? ws_n : 1) * sizeof(float));
+    const mw_kctx k = {.nthreads = 2, .ws = ws, .ws_count = ws_n};
+    for (size_t i = 0; i < nx; i++)
+        set[i] = NAN;
+    for (int mode = 0; mode < 2; mode++)
+        (depthwise ? t->dwconv2d_bwd : t->conv2d_bwd)(&k, mode ? set : add, dw, NULL, dy, x, w, g,
+                                                      N, mode);
+    size_t bad = 0;
+    for (size_t i = 0; i < nx; i++)
+        bad += !(set[i] == add[i]);
+    assert_int_equal(bad, 0);
+    free(x), free(w), free(dy), free(dw), free(add), free(set), free(ws);
+}
+
+/* set_dx on every path of both twins: the 1x1 convolution (sgemm with beta 0), the im2col one
+ * in chunks of one image (each chunk zeroed before col2im adds), the depthwise rows. */
+static void test_written_input_gradient(void **state)
+{
+    (void)state;
+    mw_kernels tabs[2];
+    mw_kernels_init_ref(&tabs[0]), mw_kernels_init_cpu(&tabs[1]);
+    mw_conv2d_geom pw, im, dw;
+    assert_int_equal(mw_conv2d_geom_init(&pw, 5, 4, 6, 7, 1, 1, 1, 1, 0), 0);
+    assert_int_equal(mw_conv2d_geom_init(&im, 6, 5, 3, 4, 3, 3, 1, 1, 1), 0);
+    assert_int_equal(mw_conv2d_geom_init(&dw, 7, 6, 5, 10, 3, 3, 2, 2, 1), 0);
+    for (int t = 0; t < 2; t++) {
+        written_dx_matches(&tabs[t], &pw, 3, 0, mw_conv2d_ws_count(&pw, 3));
+        written_dx_matches(&tabs[t], &im, 3, 0, mw_conv2d_ws_min(&im));
+        written_dx_matches(&tabs[t], &dw, 3, 1, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_depthwise_is_block_diagonal_conv),
         cmocka_unit_test(test_grouped_is_block_diagonal_conv),
         cmocka_unit_test(test_dilated_conv2d),
+        cmocka_unit_test(test_written_input_gradient),
     };
     return cmocka_run_group_tests_name("dwconv", tests, NULL, NULL);
 }

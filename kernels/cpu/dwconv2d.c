@@ -24,6 +24,13 @@ static void tap_range(int OW, int S, int off, int W, int *lo, int *hi)
     *hi = h < OW ? h : OW;
 }
 
+/* The input row (example n) that the taps kh of output row oh read; NULL: it is padding. */
+static inline const float *tap_row(const float *x, const mw_conv2d_geom *g, int n, int oh, int kh)
+{
+    const int ih = oh * g->SH + kh * g->DH - g->PT;
+    return ih < 0 || ih >= g->H ? NULL : x + ((size_t)n * g->H + ih) * g->W * g->C;
+}
+
 /* y[c*M + m] += x[c] * w[c*M + m] for one pixel's C input channels. */
 static inline void tap_fwd(float *restrict y, const float *restrict x, const float *restrict w,
                            int C, int M)
@@ -66,10 +73,9 @@ MW_WIDE_CLONES static void fwd_row(float *y, const float *x, const float *w, con
             memset(yr + (size_t)ow * O, 0, sizeof(float) * O);
     }
     for (int kh = 0; kh < g->KH; kh++) {
-        const int ih = oh * g->SH + kh * g->DH - g->PT;
-        if (ih < 0 || ih >= g->H)
+        const float *xr = tap_row(x, g, n, oh, kh);
+        if (!xr)
             continue;
-        const float *xr = x + ((size_t)n * g->H + ih) * g->W * g->C;
         for (int kw = 0; kw < g->KW; kw++) {
             const int off = kw * g->DW - g->PL;
             const float *wp = w + ((size_t)kh * g->KW + kw) * O;
@@ -128,10 +134,9 @@ MW_WIDE_CLONES static void dw_block(float *dw, float *db, const float *dy, const
                     for (int o = o0; o < o0 + no; o++)
                         db[o] += dyr[(size_t)ow * O + o];
             for (int kh = 0; kh < g->KH; kh++) {
-                const int ih = oh * g->SH + kh * g->DH - g->PT;
-                if (ih < 0 || ih >= g->H)
+                const float *xr = tap_row(x, g, n, oh, kh);
+                if (!xr)
                     continue;
-                const float *xr = x + ((size_t)n * g->H + ih) * g->W * g->C;
                 for (int kw = 0; kw < g->KW; kw++) {
                     const int off = kw * g->DW - g->PL;
                     float *dwp = dw + ((size_t)kh * g->KW + kw) * O + o0;
@@ -146,8 +151,7 @@ MW_WIDE_CLONES static void dw_block(float *dw, float *db, const float *dy, const
 }
 
 void mw_dwconv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                         const float *x, const float *w, const mw_conv2d_geom *g, int N,
-                         int set_dx)
+                         const float *x, const float *w, const mw_conv2d_geom *g, int N, int set_dx)
 {
     /* One block of whole cache lines of channels per thread: each block streams all of x and
      * dy once, so blocks of one line each read them C / 16 times (MobileNetV2 at 96x96 spent

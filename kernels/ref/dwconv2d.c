@@ -15,8 +15,7 @@ void mw_dwconv2d_fwd_ref(const mw_kctx *k, float *y, const float *x, const float
 }
 
 void mw_dwconv2d_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
-                         const float *x, const float *w, const mw_conv2d_geom *g, int N,
-                         int set_dx)
+                         const float *x, const float *w, const mw_conv2d_geom *g, int N, int set_dx)
 {
     (void)k;
     if (dx && set_dx)
