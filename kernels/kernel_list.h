@@ -116,7 +116,9 @@ MW_KERNEL(relux_fwd, CPU,
           (y, x, count, max_value, slope, threshold),
           MW_A(y, count) MW_A(x, count))
 /* dx += dy * f'(x), from the forward INPUT x (relux_slope; jax's slopes, 0 at the kinks but
- * leaky_relu's 1 at 0); set_dx 1: dx = dy * f'(x), dx's old values not read. */
+ * leaky_relu's 1 at 0); set_dx 1: dx = dy * f'(x), dx's old values not read. With set_dx, dx may
+ * equal dy (the ReLU in place: slope and threshold 0, x then its output, whose mask is the
+ * input's). */
 MW_KERNEL(relux_bwd, CPU,
           (float *dx, const float *dy, const float *x, size_t count, float max_value, float slope,
            float threshold, int set_dx),
@@ -275,7 +277,7 @@ MW_KERNEL(rmsnorm_bwd, CPU,
           MW_O(dx, (size_t)rows * D) MW_O(dgamma, D) MW_A(dy, (size_t)rows * D)
           MW_A(x, (size_t)rows * D) MW_A(stat, 2 * (size_t)rows) MW_A(gamma, D))
 /* A residual Add of two equal tensors fused with the normalization of its sum (the model's
- * execution, worker/model/fuse.c): s = a + b, summed as Add sums (0 + a, then + b), and y the
+ * execution, worker/model/plan.c: plan_fusion): s = a + b, summed as Add sums (0 + a, then + b), and y the
  * layernorm_fwd of s, in one pass over each row: the same bits as acc, acc, layernorm_fwd. */
 MW_KERNEL(add_layernorm_fwd, CPU,
           (float *s, float *y, float *stat, const float *a, const float *b, const float *gamma,
@@ -414,6 +416,27 @@ MW_KERNEL(bn_bwd, CPU,
           (dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C, set_dx),
           MW_O(dx, rows * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, rows * C) MW_A(x, rows * C)
           MW_A(mean, C) MW_A(invstd, C) MW_O(gamma, C))
+/* BatchNormalization fused with the ReLU that reads its output alone (the model's execution,
+ * worker/model/plan.c: plan_fusion), max_value M (INFINITY: none): bn_fwd_train, then
+ * y = min(max(v, 0), M) over its output v in place, in one pass (relux_fwd with slope and
+ * threshold 0). v = (x - mean) * invstd * gamma + beta, each operation rounded to float in that
+ * order, which bn_fwd_train's twins all compute. */
+MW_KERNEL(bn_relu_fwd_train, CPU,
+          (float *y, float *mean, float *var, float *invstd, const float *x, const float *gamma,
+           const float *beta, size_t rows, int C, float eps, float max_value),
+          (y, mean, var, invstd, x, gamma, beta, rows, C, eps, max_value),
+          MW_A(y, rows * C) MW_A(mean, C) MW_A(var, C) MW_A(invstd, C) MW_A(x, rows * C)
+          MW_O(gamma, C) MW_O(beta, C))
+/* Its backward: bn_bwd of g = (0 < v < M ? dy : 0), with v recomputed from x, mean, invstd, gamma
+ * and beta exactly as the forward formed it (so the ReLU's mask needs neither v nor y read);
+ * dy is the ReLU's output gradient and is not written. */
+MW_KERNEL(bn_relu_bwd, CPU,
+          (float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+           const float *mean, const float *invstd, const float *gamma, const float *beta,
+           size_t rows, int C, float max_value, int set_dx),
+          (dx, dgamma, dbeta, dy, x, mean, invstd, gamma, beta, rows, C, max_value, set_dx),
+          MW_O(dx, rows * C) MW_O(dgamma, C) MW_O(dbeta, C) MW_A(dy, rows * C) MW_A(x, rows * C)
+          MW_A(mean, C) MW_A(invstd, C) MW_O(gamma, C) MW_O(beta, C))
 /* The moving statistics (worker/model/model.h), in the backend's memory, count elements:
  * bn_stats_acc adds a replica's batch statistics into their gradient slots, g[i] += weight * st[i];
  * bn_stats_update folds the all-reduced sums in, p[i] = p[i] * momentum + g[i] * (1 - momentum),

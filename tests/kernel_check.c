@@ -867,17 +867,24 @@ static const int bn_shapes[][2] = {{37, 19}, {101, 67}, {5, 3}, {9, 2051}, {50, 
 
 #define BN_SHAPES ((int)(sizeof bn_shapes / sizeof bn_shapes[0]))
 
-/* The shapes with and without gamma and beta; the backward also writing dx (set_dx). */
+/* The shapes with and without gamma and beta; the backwards also writing dx (set_dx). Fused
+ * with a ReLU (bn_relu_*): max_value 1 (inside the forward's range of v, and the backward's) on
+ * even shapes, none on odd ones; the twins form v alike, so their masks agree bitwise. */
 static int set_bn(kargs *a, int i, int phase)
 {
-    if (i >= BN_SHAPES * 2 * (strcmp(a->op, "bn_bwd") ? 1 : 2))
+    const int bwd = !strcmp(a->op, "bn_bwd") || !strcmp(a->op, "bn_relu_bwd");
+    if (i >= BN_SHAPES * 2 * (bwd ? 2 : 1))
         return 0;
     a->set_dx = i >= BN_SHAPES * 2, i %= BN_SHAPES * 2;
     a->rows = (size_t)bn_shapes[i / 2][0], a->C = bn_shapes[i / 2][1], a->eps = 1e-3f;
+    a->max_value = (i / 2) % 2 ? INFINITY : 1.0f;
     if (phase == 0) {
         a->nulls = i % 2 ? "gamma beta dgamma dbeta" : "";
-        snprintf(a->what, sizeof a->what, "rows %zu, C %d%s%s", a->rows, a->C,
-                 i % 2 ? ", no gamma / beta" : "", a->set_dx ? ", set_dx" : "");
+        snprintf(a->what, sizeof a->what, "rows %zu, C %d%s%s%s", a->rows, a->C,
+                 i % 2 ? ", no gamma / beta" : "", a->set_dx ? ", set_dx" : "",
+                 strncmp(a->op, "bn_relu", 7) ? ""
+                 : (i / 2) % 2                ? ", ReLU"
+                                              : ", ReLU max 1");
         return 1;
     }
     if (i / 2 == BN_SHAPES - 1)
@@ -1162,9 +1169,11 @@ static const kcase cases[] = {
     {"attn_bwd", set_attn, 2e-6f, 2e-6f, 0},
     {"dropout_fwd", set_dropout, 0.0f, 0.0f, 1},
     {"dropout_bwd", set_dropout, 0.0f, 0.0f, 1},
-    {"bn_fwd_train", set_bn, 1e-5f, 1e-5f, 1},
-    {"bn_fwd_infer", set_bn, 1e-5f, 1e-5f, 1},
+    {"bn_fwd_train", set_bn, 0.0f, 0.0f, 1},
+    {"bn_fwd_infer", set_bn, 0.0f, 0.0f, 1},
     {"bn_bwd", set_bn, 1e-5f, 1e-4f, 1},
+    {"bn_relu_fwd_train", set_bn, 0.0f, 0.0f, 1},
+    {"bn_relu_bwd", set_bn, 1e-5f, 1e-4f, 1},
     {"bn_sums", set_bn_sync, 2e-5f, 1e-5f, 1},
     {"bn_sync_fwd", set_bn_sync, 1e-5f, 1e-5f, 1},
     {"bn_sync_bwd", set_bn_sync, 1e-5f, 1e-4f, 1},

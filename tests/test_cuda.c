@@ -1767,6 +1767,7 @@ int main(void)
         cmocka_unit_test(test_embed_det),
         cmocka_unit_test(test_masked_mean),
         cmocka_unit_test(test_rescale),
+        cmocka_unit_test(test_bn_relu),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_norm_params_det),

@@ -51,6 +51,7 @@ void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s);
 
 /* tests/cuda_ew.c */
 void test_rescale(void **state);
+void test_bn_relu(void **state);
 
 /* tests/cuda_det.c */
 void test_embed_det(void **state);

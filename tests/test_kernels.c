@@ -2,7 +2,8 @@
  * - Every backward, in both tables, passes a central-difference check in double precision
  *   against L = sum_i r_i y_i with a fixed random projection r (the analytic one: bwd(dy = r)).
  * - Backward accumulates (a second call adds again); ReLU and cross-entropy's work in place;
- *   TF's conv/pool padding; the capped conv scratch; N = 0 touches nothing; Conv2D's groups.
+ *   the capped conv scratch; N = 0 touches nothing; Conv2D's groups (TF's conv/pool padding:
+ *   tests/test_geom.c).
  * - The layer ops of Functional graphs (BatchNormalization, average pooling, zero padding,
  *   Multiply, Concatenate, the activations, softmax, the normalizations): values against
  *   formulas, every backward against central differences; BN's moving statistics bitwise.
@@ -201,117 +202,6 @@ static void grad_check(loss_fn f, void *env, float *v, size_t count, const float
         fail_msg("%s: %zu of %zu gradients off; first at [%zu]: numeric %.9g, analytic %.9g; "
                  "max |err| %.3g",
                  what, bad, m, first, first_num, (double)ana[first], maxerr);
-}
-
-/* ---- geometry ---- */
-
-typedef struct {
-    int in, k, s, same;
-    int out, pad; /* out 0: the init must fail */
-} dim_case;
-
-/* TF: same -> out = ceil(in/s), total = max((out-1)s + k - in, 0), before = total/2;
- * valid -> out = floor((in-k)/s) + 1, empty when k > in. Worked by hand. */
-static const dim_case dim_cases[] = {
-    {6, 3, 1, 0, 4, 0}, {5, 3, 1, 0, 3, 0}, {9, 5, 2, 0, 3, 0}, {7, 5, 2, 0, 2, 0},
-    {7, 2, 2, 0, 3, 0}, {8, 3, 3, 0, 2, 0}, {6, 2, 2, 0, 3, 0}, {5, 2, 2, 0, 2, 0},
-    {3, 3, 1, 0, 1, 0}, {2, 3, 1, 0, 0, 0}, {1, 5, 2, 0, 0, 0}, {4, 1, 3, 0, 2, 0},
-    {9, 5, 2, 1, 5, 2}, {7, 5, 2, 1, 4, 2}, {5, 3, 1, 1, 5, 1}, {8, 3, 2, 1, 4, 0},
-    {6, 4, 1, 1, 6, 1}, {7, 3, 2, 1, 4, 1}, {5, 2, 2, 1, 3, 0}, {12, 1, 5, 1, 3, 0},
-    {7, 1, 3, 1, 3, 0}, {2, 5, 1, 1, 2, 2}, {1, 3, 2, 1, 1, 1}, {28, 5, 1, 1, 28, 2},
-};
-
-static void test_conv_geom(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < sizeof dim_cases / sizeof dim_cases[0]; i++) {
-        const dim_case *d = &dim_cases[i];
-        mw_conv2d_geom g;
-        /* The case on H with W fixed (10, k 1, s 1), then on W with H fixed. */
-        int rc = mw_conv2d_geom_init(&g, d->in, 10, 3, 4, d->k, 1, d->s, 1, d->same);
-        if (!d->out) {
-            assert_int_equal(rc, -1);
-        } else {
-            assert_int_equal(rc, 0);
-            assert_int_equal(g.OH, d->out);
-            assert_int_equal(g.PT, d->pad);
-            assert_int_equal(g.OW, 10);
-            assert_int_equal(g.PL, 0);
-            assert_int_equal(g.C, 3);
-            assert_int_equal(g.O, 4);
-        }
-        rc = mw_conv2d_geom_init(&g, 10, d->in, 2, 5, 1, d->k, 1, d->s, d->same);
-        if (!d->out) {
-            assert_int_equal(rc, -1);
-        } else {
-            assert_int_equal(rc, 0);
-            assert_int_equal(g.OW, d->out);
-            assert_int_equal(g.PL, d->pad);
-            assert_int_equal(g.OH, 10);
-            assert_int_equal(g.PT, 0);
-        }
-    }
-    /* Both dimensions at once (the 'same' 5x5/2 on 9x7 used below). */
-    mw_conv2d_geom g;
-    assert_int_equal(mw_conv2d_geom_init(&g, 9, 7, 2, 3, 5, 5, 2, 2, 1), 0);
-    assert_int_equal(g.OH, 5);
-    assert_int_equal(g.OW, 4);
-    assert_int_equal(g.PT, 2);
-    assert_int_equal(g.PL, 2);
-    assert_int_equal(mw_conv2d_geom_init(&g, 7, 6, 2, 3, 2, 3, 2, 1, 0), 0);
-    assert_int_equal(g.OH, 3);
-    assert_int_equal(g.OW, 4);
-    /* A kernel larger than a 'valid' input, and non-positive sizes. */
-    assert_int_equal(mw_conv2d_geom_init(&g, 2, 7, 1, 1, 3, 3, 1, 1, 0), -1);
-    assert_int_equal(mw_conv2d_geom_init(&g, 7, 2, 1, 1, 3, 3, 1, 1, 0), -1);
-    assert_int_equal(mw_conv2d_geom_init(&g, 0, 7, 1, 1, 3, 3, 1, 1, 1), -1);
-    assert_int_equal(mw_conv2d_geom_init(&g, 7, 7, 0, 1, 3, 3, 1, 1, 1), -1);
-    assert_int_equal(mw_conv2d_geom_init(&g, 7, 7, 1, 0, 3, 3, 1, 1, 1), -1);
-    assert_int_equal(mw_conv2d_geom_init(&g, 7, 7, 1, 1, 3, 3, 0, 1, 1), -1);
-    /* Scratch sizes: one image's im2col matrix, times N. */
-    assert_int_equal(mw_conv2d_geom_init(&g, 9, 7, 2, 3, 5, 5, 2, 2, 1), 0);
-    assert_int_equal(mw_conv2d_ws_min(&g), (size_t)5 * 4 * 5 * 5 * 2);
-    assert_int_equal(mw_conv2d_ws_count(&g, 3), (size_t)3 * 5 * 4 * 5 * 5 * 2);
-}
-
-static void test_pool_geom(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < sizeof dim_cases / sizeof dim_cases[0]; i++) {
-        const dim_case *d = &dim_cases[i];
-        mw_pool_geom g;
-        int rc = mw_pool_geom_init(&g, d->in, 6, 2, d->k, 2, d->s, 2, d->same);
-        if (!d->out) {
-            assert_int_equal(rc, -1);
-        } else {
-            assert_int_equal(rc, 0);
-            assert_int_equal(g.OH, d->out);
-            assert_int_equal(g.PT, d->pad);
-            assert_int_equal(g.OW, 3);
-            assert_int_equal(g.PL, 0);
-        }
-        rc = mw_pool_geom_init(&g, 6, d->in, 2, 2, d->k, 2, d->s, d->same);
-        if (!d->out) {
-            assert_int_equal(rc, -1);
-        } else {
-            assert_int_equal(rc, 0);
-            assert_int_equal(g.OW, d->out);
-            assert_int_equal(g.PL, d->pad);
-            assert_int_equal(g.OH, 3);
-            assert_int_equal(g.PT, 0);
-        }
-    }
-    mw_pool_geom g;
-    assert_int_equal(mw_pool_geom_init(&g, 28, 28, 32, 2, 2, 2, 2, 0), 0); /* MNIST-sized */
-    assert_int_equal(g.OH, 14);
-    assert_int_equal(g.OW, 14);
-    assert_int_equal(mw_pool_geom_init(&g, 7, 5, 2, 3, 3, 2, 2, 1), 0);
-    assert_int_equal(g.OH, 4);
-    assert_int_equal(g.OW, 3);
-    assert_int_equal(g.PT, 1);
-    assert_int_equal(g.PL, 1);
-    assert_int_equal(mw_pool_geom_init(&g, 1, 5, 2, 2, 2, 2, 2, 0), -1);
-    assert_int_equal(mw_pool_geom_init(&g, 5, 5, 2, 0, 2, 2, 2, 0), -1);
 }
 
 /* ---- conv2d ---- */
@@ -1409,7 +1299,7 @@ typedef struct {
     mw_pool_geom pg;
     int H, W, pad[4], N;
     mw_act_kind act;
-    float alpha;
+    float alpha; /* act's; OP_BN: > 0, the max_value of a ReLU fused after it (bn_relu_*) */
 } gop_env;
 
 static double gop_loss(void *env)
@@ -1418,8 +1308,12 @@ static double gop_loss(void *env)
     const mw_kernels *t = e->t;
     switch (e->op) {
     case OP_BN:
-        t->bn_fwd_train(e->k, e->y, e->st, e->st + e->C, e->st + 2 * e->C, e->x, e->g, e->b,
-                        e->rows, e->C, 1e-3f);
+        if (e->alpha > 0.0f)
+            t->bn_relu_fwd_train(e->k, e->y, e->st, e->st + e->C, e->st + 2 * e->C, e->x, e->g,
+                                 e->b, e->rows, e->C, 1e-3f, e->alpha);
+        else
+            t->bn_fwd_train(e->k, e->y, e->st, e->st + e->C, e->st + 2 * e->C, e->x, e->g, e->b,
+                            e->rows, e->C, 1e-3f);
         break;
     case OP_AVGPOOL:
         t->avgpool_fwd(e->k, e->y, e->x, &e->pg, e->N);
@@ -1452,19 +1346,33 @@ static void gop_check(gop_env *e, float *v, size_t n, const float *ana, float h,
     grad_check(gop_loss, e, v, n, ana, h, 17, buf);
 }
 
+/* e's backward (bn_bwd, or bn_relu_bwd with e->alpha > 0) into dx, dg, db. */
+static void bn_grad(const gop_env *e, float *dx, float *dg, float *db, int set_dx)
+{
+    if (e->alpha > 0.0f)
+        e->t->bn_relu_bwd(e->k, dx, dg, db, e->r, e->x, e->st, e->st + 2 * e->C, e->g, e->b,
+                          e->rows, e->C, e->alpha, set_dx);
+    else
+        e->t->bn_bwd(e->k, dx, dg, db, e->r, e->x, e->st, e->st + 2 * e->C, e->g, e->rows, e->C,
+                     set_dx);
+}
+
 /* BatchNormalization (training) backward: dx, dgamma, dbeta against central differences,
- * with and without gamma / beta; a second backward adds onto the first (accumulates). */
+ * with and without gamma / beta; a second backward adds onto the first (accumulates). Fused
+ * with a ReLU of max_value 1 (bn_relu_*), the same: no v of these inputs lies within 1e-2 of
+ * a kink (0 or 1), where a step of h = 1e-3 could cross it. */
 static void test_bn_grad(void **state)
 {
     (void)state;
     const size_t rows = 10;
     const int C = 3;
-    for (int cpu = 0; cpu < 2; cpu++) {
+    for (int v = 0; v < 4; v++) {
+        const int cpu = v & 1;
         mw_kernels t;
         table(&t, cpu);
         pool P = {0};
         const size_t n = rows * C;
-        gop_env e = {.t = &t, .op = OP_BN, .rows = rows, .C = C, .ycount = n};
+        gop_env e = {.t = &t, .op = OP_BN, .rows = rows, .C = C, .ycount = n, .alpha = v / 2};
         e.y = fzero(&P, n), e.x = frand(&P, n, 61, -1.0f, 2.0f);
         e.g = frand(&P, C, 62, 0.5f, 1.5f), e.b = frand(&P, C, 63, -0.5f, 0.5f);
         e.st = fzero(&P, 3 * C), e.r = frand(&P, n, 64, -1.0f, 1.0f);
@@ -1473,7 +1381,15 @@ static void test_bn_grad(void **state)
         e.k = &X.k;
         float *dx = fzero(&P, n), *dg = fzero(&P, C), *db = fzero(&P, C);
         gop_loss(&e);
-        t.bn_bwd(&X.k, dx, dg, db, e.r, e.x, e.st, e.st + 2 * C, e.g, rows, C, 0);
+        float *yi = fzero(&P, n); /* v: inference with the batch's own statistics */
+        t.bn_fwd_infer(&X.k, yi, e.x, e.g, e.b, e.st, e.st + C, rows, C, 1e-3f);
+        int below = 0, above = 0;                          /* the ReLU both zeroes and clips */
+        for (size_t i = 0; i < n && e.alpha > 0.0f; i++) { /* away from the kinks 0 and 1 */
+            assert_true(fabsf(yi[i]) > 1e-2f && fabsf(yi[i] - 1.0f) > 1e-2f);
+            below += yi[i]<0.0f, above += yi[i]> 1.0f;
+        }
+        assert_true(e.alpha == 0.0f || (below > 0 && above > 0));
+        bn_grad(&e, dx, dg, db, 0);
         gop_check(&e, e.x, n, dx, 1e-3f, "bn dx");
         gop_check(&e, e.g, C, dg, 1e-3f, "bn dgamma");
         gop_check(&e, e.b, C, db, 1e-3f, "bn dbeta");
@@ -1490,17 +1406,17 @@ static void test_bn_grad(void **state)
         }
         /* inference with the batch's own statistics is the training forward */
         gop_loss(&e);
-        float *yi = fzero(&P, n);
-        t.bn_fwd_infer(&X.k, yi, e.x, e.g, e.b, e.st, e.st + C, rows, C, 1e-3f);
+        if (e.alpha > 0.0f)
+            t.relux_fwd(&X.k, yi, yi, n, e.alpha, 0.0f, 0.0f);
         expect_close(yi, e.y, n, 1e-5f, 1e-4f);
         float *dx2 = fcopy(&P, dx, n);
-        t.bn_bwd(&X.k, dx2, NULL, NULL, e.r, e.x, e.st, e.st + 2 * C, e.g, rows, C, 0);
+        bn_grad(&e, dx2, NULL, NULL, 0);
         for (size_t i = 0; i < n; i++)
             expect_near(dx2[i], 2.0 * dx[i], 1e-6);
         e.g = NULL, e.b = NULL, gop_loss(&e); /* center and scale off */
         for (size_t i = 0; i < n; i++) /* set_dx: dx written, its old (NaN) values never read */
             dx[i] = NAN;
-        t.bn_bwd(&X.k, dx, NULL, NULL, e.r, e.x, e.st, e.st + 2 * C, NULL, rows, C, 1);
+        bn_grad(&e, dx, NULL, NULL, 1);
         gop_check(&e, e.x, n, dx, 1e-3f, "bn dx (no gamma, beta; written)");
         ctx_close(&X);
         pool_free(&P);
@@ -1766,8 +1682,6 @@ static void test_bn_stats(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv_geom),
-        cmocka_unit_test(test_pool_geom),
         cmocka_unit_test(test_conv_grad_ref),
         cmocka_unit_test(test_conv_grad_cpu),
         cmocka_unit_test(test_conv_accumulate),

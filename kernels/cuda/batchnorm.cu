@@ -51,11 +51,37 @@ struct bn_src {
     const double *mu;                    /* BN_DEV2 only */
     size_t rows, chunk_rows;
     int C, chunks;
+    /* BN_DY_DYXH with a ReLU fused after the forward (relu): dy masked by 0 < v < M, v the
+     * forward's output from gamma and beta (NULL: 1, 0) */
+    const float *gamma, *beta;
+    float M;
+    int relu;
 };
 
+/* The forward's output before any clip, (x - mean) invstd gamma + beta rounded as the reference
+ * rounds it (bn_out): no fma. */
+__device__ static inline float bn_out(float x, const float *mean, const float *invstd,
+                                      const float *gamma, const float *beta, size_t c)
+{
+    const float g = gamma ? gamma[c] : 1.0f, b = beta ? beta[c] : 0.0f;
+    return __fadd_rn(__fmul_rn(__fmul_rn(x - mean[c], invstd[c]), g), b);
+}
+
+/* The gradient the backward reads at element i of channel c: dy, or with a ReLU fused after
+ * the forward, dy where 0 < v < M, else 0 (the reference's bn_dy). */
+__device__ static inline float bn_dy(const float *dy, const float *x, const float *mean,
+                                     const float *invstd, const float *gamma, const float *beta,
+                                     float M, int relu, size_t i, size_t c)
+{
+    if (!relu)
+        return dy[i];
+    const float v = bn_out(x[i], mean, invstd, gamma, beta, c);
+    return v > 0.0f && v < M ? dy[i] : 0.0f;
+}
+
 template <int T>
-__device__ static inline void bn_add(double &a, double &b, const bn_src &s, size_t i, double m,
-                                     double inv)
+__device__ static inline void bn_add(double &a, double &b, const bn_src &s, size_t i, size_t c,
+                                     double m, double inv)
 {
     if (T == BN_X) {
         a += s.x[i];
@@ -67,7 +93,8 @@ __device__ static inline void bn_add(double &a, double &b, const bn_src &s, size
         a += v, b += v * v;
     } else {
         const double xh = ((double)s.x[i] - m) * inv;
-        a += s.dy[i], b += s.dy[i] * xh;
+        const float d = bn_dy(s.dy, s.x, s.mean, s.invstd, s.gamma, s.beta, s.M, s.relu, i, c);
+        a += d, b += d * xh;
     }
 }
 
@@ -85,7 +112,7 @@ template <int T> static __global__ void bn_part_kernel(double *part, const bn_sr
         const size_t r0 = blockIdx.y * s.chunk_rows, end = r0 + s.chunk_rows;
         const size_t r1 = end < s.rows ? end : s.rows;
         for (size_t r = r0 + ty; r < r1; r += BN_TY)
-            bn_add<T>(a, b, s, r * s.C + c, m, inv);
+            bn_add<T>(a, b, s, r * s.C + c, c, m, inv);
     }
     sh[0][ty][tx] = a, sh[1][ty][tx] = b;
     __syncthreads();
@@ -151,16 +178,21 @@ static __global__ void bn_tot_kernel(double *tot, float *dgamma, float *dbeta, c
     }
 }
 
-/* y = (x - mean) invstd gamma + beta, one thread per element (the training forward's output). */
+/* y = (x - mean) invstd gamma + beta, one thread per element (the training forward's output);
+ * with a ReLU fused after it (relu), min(max(y, 0), M). */
 static __global__ void bn_norm_kernel(float *y, const float *x, const float *gamma,
                                       const float *beta, const float *mean, const float *invstd,
-                                      size_t count, int C)
+                                      size_t count, int C, int relu, float M)
 {
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % (size_t)C);
-        const float g = gamma ? gamma[c] : 1.0f, b = beta ? beta[c] : 0.0f;
-        y[i] = (x[i] - mean[c]) * invstd[c] * g + b;
+        const size_t c = i % (size_t)C;
+        float v = bn_out(x[i], mean, invstd, gamma, beta, c);
+        if (relu) {
+            v = v > 0.0f ? v : 0.0f;
+            v = v < M ? v : M;
+        }
+        y[i] = v;
     }
 }
 
@@ -178,18 +210,21 @@ static __global__ void bn_fwd_infer_kernel(float *y, const float *x, const float
 }
 
 /* dx += gamma invstd / M (M dy - s[c] - xhat s[C + c]), xhat = (x - mean) invstd, one thread per
- * element: the backward's (s = its own sums, M = rows) and the synchronized backward's. */
+ * element: the backward's (s = its own sums, M = rows) and the synchronized backward's; dy masked
+ * by a ReLU of max_value R fused after the forward when relu (beta: the forward's). */
 static __global__ void bn_sync_bwd_kernel(float *dx, const float *dy, const float *x,
                                           const float *mean, const float *invstd,
                                           const float *gamma, const double *s, double M,
-                                          size_t count, int C, int set_dx)
+                                          size_t count, int C, int set_dx, const float *beta,
+                                          float R, int relu)
 {
     MW_GRID_STRIDE(i, count)
     {
-        const int c = (int)(i % (size_t)C);
+        const size_t c = i % (size_t)C;
         const double f = (gamma ? gamma[c] : 1.0) * invstd[c] / M;
         const double xh = ((double)x[i] - mean[c]) * invstd[c];
-        const float d = (float)(f * (M * dy[i] - s[c] - xh * s[C + c]));
+        const float g = bn_dy(dy, x, mean, invstd, gamma, beta, R, relu, i, c);
+        const float d = (float)(f * (M * g - s[c] - xh * s[C + c]));
         dx[i] = set_dx ? d : dx[i] + d;
     }
 }
@@ -240,11 +275,11 @@ template <int T> static bool bn_part(mw_cuda_dev *d, double *part, const bn_src 
     return mw_cuda_note(d, mw_cuda_launched_("bn_part_kernel", __FILE__, __LINE__));
 }
 
-extern "C" void mw_bn_fwd_train_cuda(const mw_kctx *k, float *y, float *mean, float *var,
-                                     float *invstd, const float *x, const float *gamma,
-                                     const float *beta, size_t rows, int C, float eps)
+/* The training forward, with a ReLU of max_value M fused after it when relu. */
+static void fwd_train(const mw_kctx *k, const char *op, float *y, float *mean, float *var,
+                      float *invstd, const float *x, const float *gamma, const float *beta,
+                      size_t rows, int C, float eps, int relu, float M)
 {
-    const char *op = "mw_bn_fwd_train_cuda";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || C <= 0)
         return;
@@ -265,9 +300,26 @@ extern "C" void mw_bn_fwd_train_cuda(const mw_kctx *k, float *y, float *mean, fl
     const size_t count = rows * (size_t)C;
     if (count)
         bn_norm_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
-            y, x, gamma, beta, mean, invstd, count, C);
+            y, x, gamma, beta, mean, invstd, count, C, relu, M);
     MW_LAUNCHED_K(d, "bn_norm_kernel");
     mw_cuda_end(d, op);
+}
+
+extern "C" void mw_bn_fwd_train_cuda(const mw_kctx *k, float *y, float *mean, float *var,
+                                     float *invstd, const float *x, const float *gamma,
+                                     const float *beta, size_t rows, int C, float eps)
+{
+    fwd_train(k, "mw_bn_fwd_train_cuda", y, mean, var, invstd, x, gamma, beta, rows, C, eps, 0,
+              0.0f);
+}
+
+extern "C" void mw_bn_relu_fwd_train_cuda(const mw_kctx *k, float *y, float *mean, float *var,
+                                          float *invstd, const float *x, const float *gamma,
+                                          const float *beta, size_t rows, int C, float eps,
+                                          float max_value)
+{
+    fwd_train(k, "mw_bn_relu_fwd_train_cuda", y, mean, var, invstd, x, gamma, beta, rows, C, eps, 1,
+              max_value);
 }
 
 extern "C" void mw_bn_fwd_infer_cuda(const mw_kctx *k, float *y, const float *x, const float *gamma,
@@ -279,16 +331,16 @@ extern "C" void mw_bn_fwd_infer_cuda(const mw_kctx *k, float *y, const float *x,
                  count, C, eps);
 }
 
-extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
-                               const float *dy, const float *x, const float *mean,
-                               const float *invstd, const float *gamma, size_t rows, int C,
-                               int set_dx)
+/* The backward, with dy masked by a ReLU of max_value M fused after the forward when relu. */
+static void bwd(const mw_kctx *k, const char *op, float *dx, float *dgamma, float *dbeta,
+                const float *dy, const float *x, const float *mean, const float *invstd,
+                const float *gamma, const float *beta, size_t rows, int C, int set_dx, int relu,
+                float M)
 {
-    const char *op = "mw_bn_bwd_cuda";
     mw_cuda_dev *d = mw_cuda_begin(k, op);
     if (!d || C <= 0)
         return;
-    bn_src s = {x, dy, mean, invstd, NULL, 0, 0, 0, 0};
+    bn_src s = {x, dy, mean, invstd, NULL, 0, 0, 0, 0, gamma, beta, M, relu};
     double *part = bn_setup(d, k, op, &s, rows, C);
     if (!part || !bn_part<BN_DY_DYXH>(d, part, s))
         return;
@@ -299,9 +351,27 @@ extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float
     const size_t count = dx ? rows * (size_t)C : 0;
     if (count)
         bn_sync_bwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
-            dx, dy, x, mean, invstd, gamma, tot, (double)rows, count, C, set_dx);
+            dx, dy, x, mean, invstd, gamma, tot, (double)rows, count, C, set_dx, beta, M, relu);
     MW_LAUNCHED_K(d, "bn_sync_bwd_kernel");
     mw_cuda_end(d, op);
+}
+
+extern "C" void mw_bn_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
+                               const float *dy, const float *x, const float *mean,
+                               const float *invstd, const float *gamma, size_t rows, int C,
+                               int set_dx)
+{
+    bwd(k, "mw_bn_bwd_cuda", dx, dgamma, dbeta, dy, x, mean, invstd, gamma, NULL, rows, C, set_dx,
+        0, 0.0f);
+}
+
+extern "C" void mw_bn_relu_bwd_cuda(const mw_kctx *k, float *dx, float *dgamma, float *dbeta,
+                                    const float *dy, const float *x, const float *mean,
+                                    const float *invstd, const float *gamma, const float *beta,
+                                    size_t rows, int C, float max_value, int set_dx)
+{
+    bwd(k, "mw_bn_relu_bwd_cuda", dx, dgamma, dbeta, dy, x, mean, invstd, gamma, beta, rows, C,
+        set_dx, 1, max_value);
 }
 
 /* Synchronized BatchNormalization (kernels.h): a slice's sums in the two stages above (the
@@ -364,7 +434,7 @@ extern "C" void mw_bn_sync_bwd_cuda(const mw_kctx *k, float *dx, const float *dy
 {
     const size_t count = dx && M > 0 ? rows * (size_t)(C > 0 ? C : 0) : 0;
     MW_EW_LAUNCH("mw_bn_sync_bwd_cuda", bn_sync_bwd_kernel, count, dx, dy, x, mean, invstd, gamma,
-                 s, M, count, C, 0);
+                 s, M, count, C, 0, (const float *)NULL, 0.0f, 0);
 }
 
 /* The moving statistics (worker/model/model.h): the reference's float expressions, rounded as the

@@ -6,6 +6,18 @@
 #include <math.h>
 #include <string.h>
 
+#define MW_ACT_HD static inline
+#include "kernels/act_rules.h"
+
+/* The forward's output before any clip: (x - mean) * invstd * gamma + beta, each operation
+ * rounded to float in that order (bn_fwd_train's y; bn_relu_bwd's mask recomputes it). */
+static float bn_out(const float *x, const float *mean, const float *invstd, const float *gamma,
+                    const float *beta, size_t r, int C, int c)
+{
+    float g = gamma ? gamma[c] : 1.0f, b = beta ? beta[c] : 0.0f;
+    return (x[r * C + c] - mean[c]) * invstd[c] * g + b;
+}
+
 void mw_bn_fwd_train_ref(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
                          const float *x, const float *gamma, const float *beta, size_t rows, int C,
                          float eps)
@@ -25,10 +37,17 @@ void mw_bn_fwd_train_ref(const mw_kctx *k, float *y, float *mean, float *var, fl
         invstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
     }
     for (size_t r = 0; r < rows; r++)
-        for (int c = 0; c < C; c++) {
-            float g = gamma ? gamma[c] : 1.0f, b = beta ? beta[c] : 0.0f;
-            y[r * C + c] = (x[r * C + c] - mean[c]) * invstd[c] * g + b;
-        }
+        for (int c = 0; c < C; c++)
+            y[r * C + c] = bn_out(x, mean, invstd, gamma, beta, r, C, c);
+}
+
+void mw_bn_relu_fwd_train_ref(const mw_kctx *k, float *y, float *mean, float *var, float *invstd,
+                              const float *x, const float *gamma, const float *beta, size_t rows,
+                              int C, float eps, float max_value)
+{
+    mw_bn_fwd_train_ref(k, y, mean, var, invstd, x, gamma, beta, rows, C, eps);
+    for (size_t i = 0; i < rows * (size_t)C; i++)
+        y[i] = relux_value(y[i], max_value, 0.0f, 0.0f);
 }
 
 void mw_bn_fwd_infer_ref(const mw_kctx *k, float *y, const float *x, const float *gamma,
@@ -44,18 +63,36 @@ void mw_bn_fwd_infer_ref(const mw_kctx *k, float *y, const float *x, const float
         }
 }
 
-/* dx = gamma invstd / M (M dy - sum dy - xhat sum dy xhat), xhat = (x - mean) invstd. */
-void mw_bn_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
-                   const float *x, const float *mean, const float *invstd, const float *gamma,
-                   size_t rows, int C, int set_dx)
+/* The gradient the normalization's backward reads: dy, or with a ReLU of max_value M fused after
+ * it (relu set), dy where 0 < v < M for the forward's v, else 0 (bn_relu_bwd). */
+typedef struct {
+    int relu;
+    const float *beta;
+    float max_value;
+} bn_relu_mask;
+
+static float bn_dy(const float *dy, const float *x, const float *mean, const float *invstd,
+                   const float *gamma, const bn_relu_mask *m, size_t r, int C, int c)
 {
-    (void)k;
+    if (!m->relu)
+        return dy[r * C + c];
+    const float v = bn_out(x, mean, invstd, gamma, m->beta, r, C, c);
+    return v > 0.0f && v < m->max_value ? dy[r * C + c] : 0.0f;
+}
+
+/* dx = gamma invstd / M (M dy - sum dy - xhat sum dy xhat), xhat = (x - mean) invstd, with dy
+ * masked by m. */
+static void bn_bwd(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                   const float *mean, const float *invstd, const float *gamma, size_t rows, int C,
+                   int set_dx, const bn_relu_mask *m)
+{
     for (int c = 0; c < C; c++) {
         double sdy = 0.0, sdyx = 0.0;
         for (size_t r = 0; r < rows; r++) {
             double xh = ((double)x[r * C + c] - mean[c]) * invstd[c];
-            sdy += dy[r * C + c];
-            sdyx += dy[r * C + c] * xh;
+            const float d = bn_dy(dy, x, mean, invstd, gamma, m, r, C, c);
+            sdy += d;
+            sdyx += d * xh;
         }
         if (dgamma)
             dgamma[c] += (float)sdyx;
@@ -67,10 +104,29 @@ void mw_bn_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, con
         double f = g * invstd[c] / M;
         for (size_t r = 0; r < rows; r++) {
             double xh = ((double)x[r * C + c] - mean[c]) * invstd[c];
-            const float d = (float)(f * (M * dy[r * C + c] - sdy - xh * sdyx));
+            const float dv = bn_dy(dy, x, mean, invstd, gamma, m, r, C, c);
+            const float d = (float)(f * (M * dv - sdy - xh * sdyx));
             dx[r * C + c] = set_dx ? d : dx[r * C + c] + d;
         }
     }
+}
+
+void mw_bn_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
+                   const float *x, const float *mean, const float *invstd, const float *gamma,
+                   size_t rows, int C, int set_dx)
+{
+    (void)k;
+    const bn_relu_mask none = {0, NULL, 0.0f};
+    bn_bwd(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C, set_dx, &none);
+}
+
+void mw_bn_relu_bwd_ref(const mw_kctx *k, float *dx, float *dgamma, float *dbeta, const float *dy,
+                        const float *x, const float *mean, const float *invstd, const float *gamma,
+                        const float *beta, size_t rows, int C, float max_value, int set_dx)
+{
+    (void)k;
+    const bn_relu_mask relu = {1, beta, max_value};
+    bn_bwd(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, C, set_dx, &relu);
 }
 
 void mw_bn_stats_acc_ref(const mw_kctx *k, float *g, const float *st, size_t count, float w)
