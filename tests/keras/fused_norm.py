@@ -1,17 +1,26 @@
-"""The residual Add fused with the normalization of its sum (worker/model/model.c: plan_fusion,
-an execution detail) trains to the same bits as the unfused layers (suite 'keras', the oracle's
-venv: tests/keras/fused_norm.sh). Keras 3.15 only builds the archives; the oracle here is
-mwtrain itself with MW_FUSE=0, which runs Add, then the norm, then in the backward the norm's
-input gradient into the sum's and Add's into both inputs. The fused kernels compute the same
-rows in the same order (kernels/layernorm_rules.h, rmsnorm_rules.h), so the weights after 3
-Adam steps must be equal bitwise, not within a tolerance. Models (Functional, token ids of 6
-steps -> Embedding(20, 16) -> x, labels per step):
+"""The residual Add fused with the normalization of its sum, and BatchNormalization fused with
+the ReLU after it (worker/model/plan.c: plan_fusion, an execution detail), train to the same
+bits as the unfused layers (suite 'keras', the oracle's venv: tests/keras/fused_norm.sh). Keras
+3.15 only builds the archives; the oracle here is mwtrain itself with MW_FUSE=0, which runs Add,
+then the norm, then in the backward the norm's input gradient into the sum's and Add's into both
+inputs (the normalization, then the ReLU in place; the ReLU's backward, then the
+normalization's). The fused kernels compute the same rows in the same order
+(kernels/layernorm_rules.h, rmsnorm_rules.h; bn_relu_* of kernels/kernel_list.h), so the weights
+after 3 Adam steps must be equal bitwise, not within a tolerance. Models (Functional, token ids
+of 6 steps -> Embedding(20, 16) -> x, labels per step):
   - post-norm (BERT's): x -> Dense -> Add(x, .) -> LayerNormalization -> Dense -> Add ->
     LayerNormalization(center=False, scale=False): one without gamma and beta;
   - pre-norm (GPT-2's, Llama's): the sum feeds the next block's norm AND the next residual Add:
     x -> Dense -> h; LayerNormalization(h) -> Dense -> Add(h, .) -> RMSNormalization -> Dense ->
     Add -> LayerNormalization(rms_scaling=True), with 1 thread and with 2;
-  - Add(h, h) -> LayerNormalization: both Add inputs' gradients in one buffer.
+  - Add(h, h) -> LayerNormalization: both Add inputs' gradients in one buffer;
+and on 8x8x3 images, a class each:
+  - MobileNetV2's: Conv2D -> BatchNormalization -> ReLU(6) -> DepthwiseConv2D ->
+    BatchNormalization -> ReLU(6) -> Conv2D -> BatchNormalization (no ReLU) -> Add with the first
+    ReLU's output, with 1 thread and with 2;
+  - ResNet's: Conv2D -> BatchNormalization -> Activation("relu") -> Conv2D ->
+    BatchNormalization(center=False, scale=False) -> ReLU(); and a BatchNormalization read by a
+    ReLU and by an Add, which stays unfused (its output is not the ReLU's alone).
 Each run with --verbose names the fused pairs: the count per model is asserted (and none with
 MW_FUSE=0), so the comparison is not of two unfused runs. Control: the unfused run with another
 learning rate differs (the comparison can fail).
@@ -63,6 +72,30 @@ def self_add():
     return keras.Model(ids, keras.layers.Dense(K, name="head")(a)), 1
 
 
+def mobilenet():
+    img = keras.Input((8, 8, 3))
+    a = keras.layers.Conv2D(8, 3, padding="same", use_bias=False, name="c0")(img)
+    a = keras.layers.ReLU(6.0, name="r0")(keras.layers.BatchNormalization(name="bn0")(a))
+    b = keras.layers.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw")(a)
+    b = keras.layers.ReLU(6.0, name="r1")(keras.layers.BatchNormalization(name="bn1")(b))
+    b = keras.layers.BatchNormalization(name="bn2")(keras.layers.Conv2D(8, 1, name="pw")(b))
+    out = keras.layers.GlobalAveragePooling2D()(keras.layers.Add()([a, b]))
+    return keras.Model(img, keras.layers.Dense(K, name="head")(out)), 2
+
+
+def resnet():
+    img = keras.Input((8, 8, 3))
+    a = keras.layers.BatchNormalization(name="bn0")(keras.layers.Conv2D(8, 3, name="c0")(img))
+    a = keras.layers.Activation("relu", name="r0")(a)
+    b = keras.layers.Conv2D(8, 3, padding="same", name="c1")(a)
+    b = keras.layers.BatchNormalization(center=False, scale=False, name="bn1")(b)
+    b = keras.layers.ReLU(name="r1")(b)
+    c = keras.layers.BatchNormalization(name="bn2")(keras.layers.Conv2D(8, 1, name="c2")(b))
+    c = keras.layers.Add()([keras.layers.ReLU(name="r2")(c), c])
+    out = keras.layers.GlobalAveragePooling2D()(c)
+    return keras.Model(img, keras.layers.Dense(K, name="head")(out)), 2
+
+
 def train(mw, work, tag, model, data, threads, fuse, lr="0.01"):
     """mwtrain's weights after 3 Adam steps (bytes), and the fused pairs it named."""
     out = os.path.join(work, tag + ".bin")
@@ -88,22 +121,29 @@ def main():
     x = rng.integers(0, 20, size=(N, T)).astype(np.int32)
     y = rng.integers(0, K, size=(N, T)).astype(np.int32)
     np.savez(data, x_train=x[16:], y_train=y[16:], x_test=x[:16], y_test=y[:16])
+    images = os.path.join(work, "i.npz")
+    xi = rng.uniform(0.0, 1.0, size=(N, 8, 8, 3)).astype(np.float32)
+    yi = rng.integers(0, K, size=N).astype(np.int32)
+    np.savez(images, x_train=xi[16:], y_train=yi[16:], x_test=xi[:16], y_test=yi[:16])
     for name, make, threads in [("post-norm", post_norm, 1), ("pre-norm", pre_norm, 1),
-                                ("pre-norm", pre_norm, 2), ("Add(h, h)", self_add, 1)]:
+                                ("pre-norm", pre_norm, 2), ("Add(h, h)", self_add, 1),
+                                ("BN+ReLU6", mobilenet, 1), ("BN+ReLU6", mobilenet, 2),
+                                ("BN+ReLU", resnet, 1)]:
         keras.utils.set_random_seed(3)
         model, pairs = make()
         path = os.path.join(work, name.replace(" ", "") + ".keras")
         model.save(path)
         tag = "%s-%d" % (name.replace(" ", ""), threads)
-        fused, nf = train(mw, work, tag + "-fused", path, data, threads, True)
-        plain, np_ = train(mw, work, tag + "-plain", path, data, threads, False)
+        d = images if make in (mobilenet, resnet) else data
+        fused, nf = train(mw, work, tag + "-fused", path, d, threads, True)
+        plain, np_ = train(mw, work, tag + "-plain", path, d, threads, False)
         if fused is None or plain is None:
             continue
         check(nf == pairs and np_ == 0, "%s, %d thread(s): %d pairs fused (expected %d), %d "
               "with MW_FUSE=0" % (name, threads, nf, pairs, np_))
         check(fused == plain, "%s, %d thread(s): fused and unfused weights equal bitwise "
               "(%d bytes)" % (name, threads, len(plain)))
-        other, _ = train(mw, work, tag + "-control", path, data, threads, False, lr="0.02")
+        other, _ = train(mw, work, tag + "-control", path, d, threads, False, lr="0.02")
         check(other is not None and other != plain,
               "%s: control, learning rate 0.02 unfused: the weights differ" % name)
     finish()

@@ -172,8 +172,12 @@ typedef struct mw_layer {
      * gradient, need rounding; not where they are bfloat16 values by construction (ReLU or
      * max pooling of bfloat16 values, a reshape or a crop) */
     int round_out, round_grad;
-    int fuse_norm; /* a residual Add whose sum layer i + 1 normalizes: the two run as one call
-                      of the norm row's add_forward / add_backward (model.c: plan_fusion) */
+    int fuse_norm;       /* a residual Add whose sum layer i + 1 normalizes: the two run as one call
+                            of the norm row's add_forward / add_backward (plan.c: plan_fusion) */
+    int fuse_relu;       /* a normalization whose output layer i + 1, a ReLU in place, clips to
+                            [0, fuse_relu_max]: the two run as one call of this row's relu_forward
+                            / relu_backward (plan.c: plan_fusion) */
+    float fuse_relu_max; /* that ReLU's max_value (INFINITY: none) */
     /* Bit j: this layer's backward is the first (the consumer of highest index) to add into
      * the gradient of its input j, so it zeroes that gradient just before (model.c:
      * plan_grad_zero); not an in-place layer's input, whose gradient is its own output's. */

@@ -108,6 +108,14 @@ typedef struct {
      * forward then the norm's, and the norm's backward then Add's. NULL: it does not fuse. */
     void (*add_forward)(const mw_layer_call *c, const float *a, const float *b);
     void (*add_backward)(const mw_layer_call *c, float *da, float *db);
+    /* A normalization fused with the ReLU after it (plan_fusion; the ReLU in place over its
+     * output, max_value M, slope and threshold 0): relu_forward writes the clipped output and
+     * returns 1, or returns 0 when it cannot (not training, a table without the kernel) and the
+     * two layers run on their own; relu_backward is backward with c->dy masked by the ReLU's
+     * slope (c->dy: the ReLU's output gradient, which the in-place ReLU shares). The same results
+     * as the two layers. NULL: it does not fuse. */
+    int (*relu_forward)(const mw_layer_call *c, float M);
+    void (*relu_backward)(const mw_layer_call *c, float M);
     /* Bytes of its workspace buffer for n examples (argmax, dropout mask, batch statistics);
      * NULL: none. */
     size_t (*buf_bytes)(const struct mw_layer *l, size_t n);

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/rng.h"
 #include "worker/model/masks.h"
+#include "worker/model/plan.h"
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c)
 {
@@ -169,113 +170,6 @@ mw_status mw_model_set_regularizer(mw_model *m, const mw_regularizer *kernel,
     return MW_OK;
 }
 
-/* ReLU then MaxPool equals MaxPool then ReLU (ReLU is monotonic, so it
- * commutes with max), and the gradients agree too: where a window's max is
- * <= 0 both give 0, elsewhere both route dy to the same first maximum. After
- * the pool the ReLU touches a quarter of the values, forward and backward. */
-/* How many layers read the output of layer idx (-1: the model input). */
-static int consumers(const mw_model *m, int idx)
-{
-    int n = 0;
-    for (int i = 0; i < m->nlayers; i++) {
-        for (int j = 0; j < m->layers[i].nin; j++)
-            n += m->layers[i].in[j] == idx;
-        /* an attention reading a padding mask given as a tensor (a named input) */
-        n += m->layers[i].kind == MW_LAYER_MHA && m->layers[i].mha.kmask == idx + 1;
-    }
-    return n;
-}
-
-static void pool_before_relu(mw_model *m)
-{
-    for (int i = 0; i + 1 < m->nlayers; i++) {
-        mw_layer *r = &m->layers[i], *p = &m->layers[i + 1];
-        if (r->kind != MW_LAYER_RELU || !r->folded || p->kind != MW_LAYER_MAXPOOL ||
-            p->in[0] != i || consumers(m, i) != 1)
-            continue;
-        mw_layer relu = *r, pool = *p;
-        pool.in_h = relu.in_h, pool.in_w = relu.in_w, pool.in_c = relu.in_c;
-        pool.in[0] = relu.in[0];
-        relu.in[0] = i;
-        relu.in_h = relu.out_h = pool.out_h;
-        relu.in_w = relu.out_w = pool.out_w;
-        relu.in_c = relu.out_c = pool.out_c;
-        relu.flat = pool.flat;
-        *r = pool, *p = relu;
-        i++;
-    }
-}
-
-/* Layers that change their input in place (ReLU, Dropout) may do so only when no other
- * layer reads it, and not over the output of a layer whose backward needs it (ACT,
- * SOFTMAX: found through the aliases). Flatten and identities alias only a sole consumer's
- * input. A softmax before the end becomes a computed layer. */
-static void plan_in_place(mw_model *m)
-{
-    for (int i = 0; i < m->nlayers; i++) {
-        mw_layer *l = &m->layers[i];
-        if (l->softmax && i + 1 < m->nlayers)
-            l->kind = MW_LAYER_SOFTMAX, l->in_place = 0;
-        if (!l->in_place)
-            continue;
-        if (consumers(m, l->in[0]) != 1) {
-            l->in_place = 0;
-            continue;
-        }
-        if (l->kind != MW_LAYER_RELU && l->kind != MW_LAYER_DROPOUT)
-            continue;
-        int p = l->in[0];
-        while (p >= 0 && m->layers[p].in_place)
-            p = m->layers[p].in[0];
-        if (p >= 0 && (m->layers[p].kind == MW_LAYER_ACT || m->layers[p].kind == MW_LAYER_SOFTMAX))
-            l->in_place = 0;
-    }
-}
-
-/* A residual Add (two equal-shaped inputs, no factor) whose sum the next layer normalizes with
- * a row that fuses (layer.h: add_forward) runs as one call with it: one pass over each row
- * instead of three (Add's zero and two sums, then the norm's read), and in the backward one pass
- * that adds the norm's input gradient into both Add inputs' gradients. Its other consumers (the
- * next residual Add of a pre-norm block) read the sum as before. Only in float32 (no rounding
- * between the two); MW_FUSE=0 in the environment turns it off (same results, bitwise). */
-static void plan_fusion(mw_model *m)
-{
-    const char *env = getenv("MW_FUSE");
-    const int off = env && !strcmp(env, "0");
-    for (int i = 0; i < m->nlayers; i++) {
-        mw_layer *a = &m->layers[i], *n = i + 1 < m->nlayers ? &m->layers[i + 1] : NULL;
-        a->fuse_norm = !off && n && a->kind == MW_LAYER_ADD && a->nin == 2 && !a->bcast &&
-                       !a->konst && a->kscale == 1.0f && a->policy == MW_POLICY_FLOAT32 &&
-                       n->policy == MW_POLICY_FLOAT32 && mw_layer_row(n->kind)->add_forward &&
-                       n->nin == 1 && n->in[0] == i && !n->in_place;
-        if (a->fuse_norm)
-            mw_log_debug("layer '%s' (Add) runs fused with '%s' (%s)", a->name, n->name, n->cls);
-    }
-}
-
-/* Each input gradient is zeroed just before the backward that adds into it first (the
- * tensor's consumer of highest index), not all of them before the step's backward: a buffer
- * zeroed while the layers above it run was evicted from the caches by the time its layer added
- * into it (a tenth of MobileNetV2's step); zeroed just before, it is still there. Each tensor is
- * zeroed once (a layer reading it twice, Add(x, x), has one bit). */
-static void plan_grad_zero(mw_model *m)
-{
-    for (int i = 0; i < m->nlayers; i++) {
-        mw_layer *l = &m->layers[i];
-        l->zero_in = 0;
-        for (int j = 0; j < l->nin && !l->in_place; j++) {
-            int t = l->in[j], later = 0;
-            for (int q = 0; q < j; q++)
-                later |= l->in[q] == t;
-            for (int c = i + 1; c < m->nlayers && !later; c++)
-                for (int q = 0; q < m->layers[c].nin; q++)
-                    later |= m->layers[c].in[q] == t;
-            if (t >= 0 && !later)
-                l->zero_in |= 1u << j;
-        }
-    }
-}
-
 static const char *const policy_names[] = {"float32", "mixed_bfloat16", "mixed_float16"};
 _Static_assert(sizeof policy_names / sizeof *policy_names == MW_POLICY_MIXED_FLOAT16 + 1,
                "a name per mw_policy");
@@ -378,51 +272,21 @@ static mw_status check_policies(const mw_model *m)
     return MW_OK;
 }
 
-/* Whether layer l's output (backward 0) or its input's gradient (backward 1) holds 16-bit
- * values whenever what it computes them from does (its row's stays_16bit). */
-static int stays_16bit(const mw_layer *l, int backward)
-{
-    const mw_layer_ops *r = mw_layer_row(l->kind);
-    return r->stays_16bit && r->stays_16bit(l, backward);
-}
-
-/* round_out / round_grad of every layer (kernels/cast.h's roundings, only where needed). A
- * tensor's gradient is exact when every consumer's backward is exact, from a 16-bit dy,
- * and there is one (several add up); the last layer's comes from the loss. */
-static void plan_rounding(mw_model *m)
-{
-    for (int i = 0; i < m->nlayers; i++) {
-        mw_layer *l = &m->layers[i];
-        const int half = l->policy != MW_POLICY_FLOAT32;
-        l->round_out = half && !stays_16bit(l, 0);
-        int grad_16bit = i + 1 < m->nlayers && consumers(m, i) == 1;
-        for (int c = i + 1; c < m->nlayers && grad_16bit; c++)
-            for (int j = 0; j < m->layers[c].nin; j++)
-                if (m->layers[c].in[j] == i)
-                    grad_16bit = stays_16bit(&m->layers[c], 1) && m->layers[c].policy == l->policy;
-        l->round_grad = half && !grad_16bit;
-    }
-}
-
 mw_status mw_model_plan(mw_model *m, size_t pad_multiple)
 {
     if (m->nlayers == 0)
         return mw_err(MW_EMODEL, "model has no layers");
     for (int i = 0; i + 1 < m->nlayers; i++)
-        if (consumers(m, i) == 0)
+        if (mw_model_consumers(m, i) == 0)
             return mw_err(MW_EMODEL,
                           "layer '%s': its output is not used; expected every layer to lead to "
                           "the model's output (the last layer)",
                           m->layers[i].name);
-    if (consumers(m, m->nlayers - 1) != 0)
+    if (mw_model_consumers(m, m->nlayers - 1) != 0)
         return mw_err(MW_EINTERNAL, "model: the last layer feeds another layer");
     MW_TRY(check_policies(m));
     MW_TRY(mw_masks_plan(m));
-    pool_before_relu(m);
-    plan_in_place(m);
-    plan_rounding(m);
-    plan_fusion(m);
-    plan_grad_zero(m);
+    mw_model_plan_exec(m);
     const mw_layer *last = &m->layers[m->nlayers - 1];
     /* an output per position: a sequence's (None, T, C), held 1 x T x C, or an image's (None,
      * H, W, C), a segmentation model's per-pixel classes */
@@ -615,6 +479,11 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
             continue;
         }
         mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
+        if (l->fuse_relu && i + 1 < to && /* the norm and its ReLU (plan_fusion) */
+            mw_layer_row(l->kind)->relu_forward(&c, l->fuse_relu_max)) {
+            i++;
+            continue;
+        }
         mw_layer_row(l->kind)->forward(&c);
         if (l->round_out) /* the layer's output is a 16-bit tensor */
             mw_layer_round(kt, k, l->policy, c.y, c.cnt);
@@ -657,9 +526,11 @@ void mw_model_zero_inputs(const mw_model *m, const mw_kernels *kt, const mw_kctx
 }
 
 /* A 16-bit layer's output gradient is a 16-bit tensor (the complete sum of its consumers'
- * contributions, every one of which has run), rounded before the layer's backward reads it. */
+ * contributions, every one of which has run), rounded before the layer's backward reads it.
+ * relu: the norm's backward fused with its ReLU's (plan_fusion). */
 static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
-                      const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale)
+                      const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale,
+                      int relu)
 {
     const mw_layer *l = &m->layers[i];
     mw_kctx kb = *k;
@@ -670,20 +541,27 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     zero_masked(m, kt, k, ws, i, n, l->zero_in & ~(unsigned)c.dx_set);
     if (l->round_grad)
         mw_layer_round(kt, k, l->policy, c.dy, c.cnt);
-    mw_layer_row(l->kind)->backward(&c);
+    if (relu)
+        mw_layer_row(l->kind)->relu_backward(&c, l->fuse_relu_max);
+    else
+        mw_layer_row(l->kind)->backward(&c);
 }
 
-/* Layer i's backward, and 1 when it was a norm fused with the Add i - 1 (plan_fusion), whose
- * backward it did too (the Add at from or later: in this part); then the workspace's hook for
+/* Layer i's backward, and 1 when it did layer i - 1's too (plan_fusion; i - 1 at from or later:
+ * in this part): i a norm fused with the Add i - 1, or i the ReLU fused with the norm i - 1
+ * (whose training forward was fused: the table has its kernels); then the workspace's hook for
  * each layer done, when it has one. */
 static int bwd_step(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
                     const mw_model_ws *ws, const float *P, float *G, int i, int n, float scale,
                     int from)
 {
     const mw_layer *a = i > from ? &m->layers[i - 1] : NULL;
-    const int fused = a && a->fuse_norm;
-    if (!fused) {
-        bwd_layer(m, kt, k, ws, P, G, i, n, scale);
+    const int relu = a && a->fuse_relu && kt->bn_relu_fwd_train && kt->bn_relu_bwd;
+    const int fused = (a && a->fuse_norm) || relu;
+    if (relu) {
+        bwd_layer(m, kt, k, ws, P, G, i - 1, n, scale, 1);
+    } else if (!fused) {
+        bwd_layer(m, kt, k, ws, P, G, i, n, scale, 0);
     } else {
         mw_model_zero_inputs(m, kt, k, ws, i, n);
         mw_model_zero_inputs(m, kt, k, ws, i - 1, n);

@@ -40,6 +40,10 @@ mw_status mw_model_add_relux(mw_model *m, const char *name, float max_value, flo
         return mw_err_status();
     l->out_h = l->in_h, l->out_w = l->in_w, l->out_c = l->in_c;
     l->relu_max = max_value, l->alpha = slope, l->relu_threshold = threshold;
+    /* Without a slope or threshold its output y is 0 < y < max_value exactly where its input is
+     * (y = x there, 0 or max_value elsewhere), so the backward's mask reads the same from y, and
+     * it may write y over x (the model's plan_in_place decides). */
+    l->in_place = slope == 0.0f && threshold == 0.0f;
     return MW_OK;
 }
 
@@ -112,9 +116,9 @@ static void relux_forward(const mw_layer_call *c)
 static void relux_backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
-    if (c->dx)
+    if (c->dx) /* in place: dx is dy, written over */
         c->kt->relux_bwd(c->k, c->dx, c->dy, c->x, c->cnt, l->relu_max, l->alpha, l->relu_threshold,
-                         c->dx_set);
+                         c->dx_set || l->in_place);
 }
 
 static int relux_kernels(const mw_layer *l, const mw_kernels *t)

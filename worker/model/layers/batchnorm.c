@@ -64,6 +64,32 @@ static void backward(const mw_layer_call *c)
     c->kt->bn_stats_acc(c->k, G + l->stats_off, st, 2 * (size_t)C, c->scale * (float)c->n);
 }
 
+/* Fused with the ReLU after it (layer.h: relu_forward): the training forward only. */
+static int relu_forward(const mw_layer_call *c, float M)
+{
+    const mw_layer *l = c->l;
+    if (!c->ws->training || !c->kt->bn_relu_fwd_train || !c->kt->bn_relu_bwd)
+        return 0;
+    const int C = l->out_c;
+    float *st = c->buf;
+    c->kt->bn_relu_fwd_train(c->k, c->y, st, st + C, st + 2 * C, c->x, gamma_of(l, c->P),
+                             l->b_count ? c->P + l->b_off : NULL, c->rows, C, l->epsilon, M);
+    return 1;
+}
+
+static void relu_backward(const mw_layer_call *c, float M)
+{
+    const mw_layer *l = c->l;
+    const int C = l->out_c;
+    const float *st = c->buf;
+    float *G = c->G;
+    c->kt->bn_relu_bwd(c->k, c->dx, l->w_count ? G + l->w_off : NULL,
+                       l->b_count ? G + l->b_off : NULL, c->dy, c->x, st, st + 2 * C,
+                       gamma_of(l, c->P), l->b_count ? c->P + l->b_off : NULL, c->rows, C, M,
+                       c->dx_set);
+    c->kt->bn_stats_acc(c->k, G + l->stats_off, st, 2 * (size_t)C, c->scale * (float)c->n);
+}
+
 /* Batch mean, variance, 1 / stddev (3 C floats, whatever n). */
 static size_t buf(const mw_layer *l, size_t n)
 {
@@ -179,6 +205,8 @@ const mw_layer_ops mw_layer_batchnorm = {
     .forward = forward,
     .backward = backward,
     .sets_dx = 1,
+    .relu_forward = relu_forward,
+    .relu_backward = relu_backward,
     .buf_bytes = buf,
     .has_kernels = has_kernels,
     .differs = differs,
