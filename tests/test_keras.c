@@ -1099,7 +1099,7 @@ static void test_graph_configs(void **state)
  * every row of both tables; gradcheck_tokens_rope.json (KerasHub's RotaryEmbedding twice, the
  * default and another max_wavelength, scaling_factor and denominator_dim, before a Dense on
  * each position): the table's gradient through both rotations. */
-/* The residual Adds that run fused with their sums' normalization (worker/model/model.c:
+/* The residual Adds that run fused with their sums' normalization (worker/model/plan.c:
  * plan_fusion), counted, so that the finite differences check the fused backward on both tables:
  * the pre-norm and post-norm blocks of gradcheck_transformer, Llama's and Gemma's (RMS), ViT's
  * and gradcheck_mha's; no other model has one. */
