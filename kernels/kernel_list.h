@@ -536,6 +536,12 @@ MW_KERNEL(acc, CPU,
           (float *y, const float *x, size_t count),
           (y, x, count),
           MW_A(y, count) MW_A(x, count))
+/* y = (0 + a) + b, or y = 0 + a with b NULL, in one pass: the bits of zeroing y then acc(y, a)
+ * and acc(y, b) (Add's sum of two inputs; a copy; an Add's gradient written into an input's). */
+MW_KERNEL(add2, CPU,
+          (float *y, const float *a, const float *b, size_t count),
+          (y, a, b, count),
+          MW_A(y, count) MW_A(a, count) MW_O(b, count))
 /* Multiply: y = a * b. */
 MW_KERNEL(mul_fwd, CPU,
           (float *y, const float *a, const float *b, size_t count),

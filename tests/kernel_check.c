@@ -1042,6 +1042,24 @@ static int set_acc(kargs *a, int i, int phase)
     return 1;
 }
 
+/* add2: the sum and the copy (b NULL), over the specials (signed zeros among them), and in place
+ * (y is a). */
+static int set_add2(kargs *a, int i, int phase)
+{
+    if (i >= 3 * 3)
+        return 0;
+    a->count = ew_counts[i % 3];
+    a->nulls = i / 3 == 1 ? "b" : "";
+    a->alias = i / 3 == 2 ? "y=a" : "";
+    snprintf(a->what, sizeof a->what, "count %zu%s", a->count,
+             i / 3 == 1   ? ", copy"
+             : i / 3 == 2 ? ", y = a"
+                          : "");
+    if (phase == 1)
+        specials(a->a, a->count), specials(a->b, a->count);
+    return 1;
+}
+
 /* Multiply: both gradients, each alone, and x * x (one buffer for both inputs and both
  * gradients). */
 static int set_mul(kargs *a, int i, int phase)
@@ -1182,6 +1200,7 @@ static const kcase cases[] = {
     {"pad2d_fwd", set_pad, 0.0f, 0.0f, 1},
     {"pad2d_bwd", set_pad, 0.0f, 0.0f, 1},
     {"acc", set_acc, 0.0f, 0.0f, 1},
+    {"add2", set_add2, 0.0f, 0.0f, 1},
     {"mul_fwd", set_mul, 0.0f, 0.0f, 1},
     {"mul_bwd", set_mul, 0.0f, 0.0f, 1},
     {"concat_fwd", set_concat, 0.0f, 0.0f, 1},

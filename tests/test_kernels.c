@@ -1635,6 +1635,34 @@ static void test_act_grad(void **state)
     }
 }
 
+/* add2 is its contract's zero, acc, acc (and zero, acc with b NULL), bitwise, on both tables:
+ * signed zeros (0 + -0 is +0) and a sum that rounds. */
+static void test_add2(void **state)
+{
+    (void)state;
+    const size_t n = 1003;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        mw_kernels t;
+        table(&t, cpu);
+        pool P = {0};
+        ctx X;
+        ctx_open(&X, 0, 2);
+        float *a = frand(&P, n, 75, -1.0f, 1.0f), *b = frand(&P, n, 76, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i += 7)
+            a[i] = i % 2 ? -0.0f : 0.0f, b[i] = i % 3 ? -0.0f : 1e-9f;
+        for (int copy = 0; copy < 2; copy++) {
+            float *y = frand(&P, n, 77, -1.0f, 1.0f), *want = fzero(&P, n);
+            t.acc(&X.k, want, a, n);
+            if (!copy)
+                t.acc(&X.k, want, b, n);
+            t.add2(&X.k, y, a, copy ? NULL : b, n);
+            assert_memory_equal(y, want, n * sizeof *y);
+        }
+        ctx_close(&X);
+        pool_free(&P);
+    }
+}
+
 /* BatchNormalization's moving statistics (bn_stats_acc, bn_stats_update), both tables: the
  * float expressions of the contract, bitwise (the CPU's training results and checkpoints must
  * not change with them), next to the formula in double; acc adds onto what g holds, update
@@ -1707,6 +1735,7 @@ int main(void)
         cmocka_unit_test(test_graph_ops_grad),
         cmocka_unit_test(test_act_grad),
         cmocka_unit_test(test_bn_stats),
+        cmocka_unit_test(test_add2),
         cmocka_unit_test(mw_test_kernels_fast_vs_ref),
         cmocka_unit_test(mw_test_kernels_fast_vs_ref_control),
     };

@@ -34,6 +34,19 @@ void mw_acc_cpu(const mw_kctx *k, float *y, const float *x, size_t count)
         y[i] += x[i];
 }
 
+void mw_add2_cpu(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
+{
+    if (b) {
+#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
+        for (size_t i = 0; i < count; i++)
+            y[i] = (0.0f + a[i]) + b[i];
+    } else {
+#pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
+        for (size_t i = 0; i < count; i++)
+            y[i] = 0.0f + a[i];
+    }
+}
+
 void mw_mul_fwd_cpu(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
 {
 #pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)

@@ -14,6 +14,15 @@ static __global__ void acc_kernel(float *y, const float *x, size_t count)
     y[i] += x[i];
 }
 
+static __global__ void add2_kernel(float *y, const float *a, const float *b, size_t count)
+{
+    MW_GRID_STRIDE(i, count)
+    {
+        const float s = __fadd_rn(0.0f, a[i]);
+        y[i] = b ? __fadd_rn(s, b[i]) : s;
+    }
+}
+
 static __global__ void mul_fwd_kernel(float *y, const float *a, const float *b, size_t count)
 {
     MW_GRID_STRIDE(i, count)
@@ -50,6 +59,12 @@ static __global__ void concat_bwd_kernel(float *dx, const float *dy, size_t coun
 extern "C" void mw_acc_cuda(const mw_kctx *k, float *y, const float *x, size_t count)
 {
     MW_EW_LAUNCH("mw_acc_cuda", acc_kernel, count, y, x, count);
+}
+
+extern "C" void mw_add2_cuda(const mw_kctx *k, float *y, const float *a, const float *b,
+                             size_t count)
+{
+    MW_EW_LAUNCH("mw_add2_cuda", add2_kernel, count, y, a, b, count);
 }
 
 extern "C" void mw_mul_fwd_cuda(const mw_kctx *k, float *y, const float *a, const float *b,

@@ -11,6 +11,16 @@ void mw_acc_ref(const mw_kctx *k, float *y, const float *x, size_t count)
         y[i] += x[i];
 }
 
+void mw_add2_ref(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
+{
+    (void)k;
+    for (size_t i = 0; i < count; i++) {
+        float s = 0.0f;
+        s += a[i];
+        y[i] = b ? s + b[i] : s;
+    }
+}
+
 void mw_mul_fwd_ref(const mw_kctx *k, float *y, const float *a, const float *b, size_t count)
 {
     (void)k;
