@@ -47,9 +47,9 @@ typedef struct mw_layer_call {
     int i, n;                     /* the layer's index, the examples */
     float *x, *y;                 /* its first input and its output */
     float *dx, *dy;               /* their gradients; dx NULL when the input is the model's */
-    int dx_set;                   /* backward: dx holds stale values, to be written, not added
-                                     into (only for a row with sets_dx; the model's
-                                     plan_grad_zero) */
+    unsigned dx_set;              /* backward: bit j, input j's gradient holds stale values, to
+                                     be written, not added into (only for a row with sets_dx;
+                                     the model's plan_grad_zero); bit 0 is dx's */
     void *buf;                    /* its workspace buffer (buf_bytes), else NULL */
     size_t cnt, rows;             /* n * output values per example; n * out_h * out_w */
 } mw_layer_call;
@@ -98,7 +98,8 @@ typedef struct {
     void (*backward)(const mw_layer_call *c);
     /* 1: backward honours c->dx_set, so the model does not zero the gradient of the input
      * whose first adder it is (one input) but has it written: one pass over that tensor fewer
-     * (a tenth of MobileNetV2's step was zeroing). */
+     * (a tenth of MobileNetV2's step was zeroing); 2: the same for each of its inputs, bit j
+     * of c->dx_set for input j (Add). */
     int sets_dx;
     /* A normalization fused with the residual Add before it (the model's plan_fusion, an
      * execution detail): add_forward writes the sum a + b into c->x, as Add would, and the

@@ -369,6 +369,10 @@ void mw_layer_zero(const mw_kernels *kt, const mw_kctx *k, void *p, size_t nbyte
 
 void mw_layer_copy(const mw_kernels *kt, const mw_kctx *k, float *y, const float *x, size_t count)
 {
+    if (kt->add2) { /* 0 + x in one pass: the bits of the two below */
+        kt->add2(k, y, x, NULL, count);
+        return;
+    }
     mw_layer_zero(kt, k, y, count * sizeof *y);
     kt->acc(k, y, x, count);
 }
@@ -536,9 +540,11 @@ static void bwd_layer(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     mw_kctx kb = *k;
     mw_layer_call c = call_of(m, kt, &kb, ws, P, i, n);
     c.G = G, c.scale = scale;
-    /* a row that writes its one input's gradient has it written instead of zeroed first */
-    c.dx_set = mw_layer_row(l->kind)->sets_dx && l->nin == 1 && (l->zero_in & 1u) && c.dx;
-    zero_masked(m, kt, k, ws, i, n, l->zero_in & ~(unsigned)c.dx_set);
+    /* a row that writes its one input's gradient (sets_dx 1), or any of its inputs' (2), has
+     * them written instead of zeroed first */
+    const int sets = mw_layer_row(l->kind)->sets_dx;
+    c.dx_set = sets == 2 ? l->zero_in : sets && l->nin == 1 && (l->zero_in & 1u) && c.dx ? 1u : 0u;
+    zero_masked(m, kt, k, ws, i, n, l->zero_in & ~c.dx_set);
     if (l->round_grad)
         mw_layer_round(kt, k, l->policy, c.dy, c.cnt);
     if (relu)

@@ -161,8 +161,14 @@ static void add_forward(const mw_layer_call *c)
         c->kt->bcast_fwd(c->k, c->y, c->x, NULL, &g, 0, l->kscale);
         return;
     }
-    mw_layer_zero(c->kt, c->k, c->y, c->cnt * sizeof *c->y);
-    for (int j = 0; j < l->nin; j++) {
+    int j = 0;
+    if (plain(l) && l->nin >= 2) { /* (0 + x_0) + x_1 in one pass, as the loop below sums */
+        c->kt->add2(c->k, c->y, c->ws->act[l->in[0] + 1], c->ws->act[l->in[1] + 1], c->cnt);
+        j = 2;
+    } else {
+        mw_layer_zero(c->kt, c->k, c->y, c->cnt * sizeof *c->y);
+    }
+    for (; j < l->nin; j++) {
         const int t = l->in[j] + 1;
         if (plain(l)) {
             c->kt->acc(c->k, c->y, c->ws->act[t], c->cnt);
@@ -173,6 +179,8 @@ static void add_forward(const mw_layer_call *c)
     }
 }
 
+/* Each input's gradient plus dy; where c->dx_set has its bit (the first to add into it), dy
+ * written: 0 + dy in one pass, the bits of zeroing then adding. */
 static void add_backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
@@ -180,7 +188,13 @@ static void add_backward(const mw_layer_call *c)
         const int t = l->in[j] + 1;
         if (t == 0)
             continue;
-        if (plain(l)) {
+        const int set = c->dx_set >> j & 1u;
+        if (set && !plain(l)) /* the broadcast's backward adds: zeroed first */
+            mw_layer_zero(c->kt, c->k, c->ws->grad[t],
+                          mw_model_tensor_count(c->m, t) * (size_t)c->n * sizeof(float));
+        if (plain(l) && set) {
+            c->kt->add2(c->k, c->ws->grad[t], c->dy, NULL, c->cnt);
+        } else if (plain(l)) {
             c->kt->acc(c->k, c->ws->grad[t], c->dy, c->cnt);
         } else {
             const mw_bcast_geom g = bcast_geom(c, SELF(c), t);
@@ -192,7 +206,7 @@ static void add_backward(const mw_layer_call *c)
 
 static int add_kernels(const mw_layer *l, const mw_kernels *t)
 {
-    return plain(l) || (t->bcast_fwd && t->bcast_bwd);
+    return plain(l) ? t->add2 != NULL : t->bcast_fwd && t->bcast_bwd;
 }
 
 static void mul_forward(const mw_layer_call *c)
@@ -304,6 +318,7 @@ const mw_layer_ops mw_layer_add = {
     .parse = parse,
     .forward = add_forward,
     .backward = add_backward,
+    .sets_dx = 2,
     .has_kernels = add_kernels,
     .differs = differs,
     .mask = mw_mask_pass,
