@@ -189,18 +189,20 @@ static void add_backward(const mw_layer_call *c)
         if (t == 0)
             continue;
         const int set = c->dx_set >> j & 1u;
-        if (set && !plain(l)) /* the broadcast's backward adds: zeroed first */
-            mw_layer_zero(c->kt, c->k, c->ws->grad[t],
-                          mw_model_tensor_count(c->m, t) * (size_t)c->n * sizeof(float));
         if (plain(l) && set) {
             c->kt->add2(c->k, c->ws->grad[t], c->dy, NULL, c->cnt);
-        } else if (plain(l)) {
-            c->kt->acc(c->k, c->ws->grad[t], c->dy, c->cnt);
-        } else {
-            const mw_bcast_geom g = bcast_geom(c, SELF(c), t);
-            const float s = j && !l->konst ? l->kscale : 1.0f;
-            c->kt->bcast_bwd(c->k, NULL, c->ws->grad[t], c->dy, NULL, NULL, &g, 0, s);
+            continue;
         }
+        if (plain(l)) {
+            c->kt->acc(c->k, c->ws->grad[t], c->dy, c->cnt);
+            continue;
+        }
+        if (set) /* the broadcast's backward adds: zeroed first */
+            mw_layer_zero(c->kt, c->k, c->ws->grad[t],
+                          mw_model_tensor_count(c->m, t) * (size_t)c->n * sizeof(float));
+        const mw_bcast_geom g = bcast_geom(c, SELF(c), t);
+        const float s = j && !l->konst ? l->kscale : 1.0f;
+        c->kt->bcast_bwd(c->k, NULL, c->ws->grad[t], c->dy, NULL, NULL, &g, 0, s);
     }
 }
 
