@@ -8,7 +8,8 @@
 # suite under ASan + UBSan, and the build without CUDA.
 # Extra arguments go to `meson test` (e.g. --suite unit); with them there is no
 # AVX2 pass.
-# Ends with one line: "tests: N passed, N failed, N skipped".
+# Ends with each failed test's name and the end of its output (tests/failures.py), then one
+# line: "tests: N passed, N failed, N skipped".
 set -euo pipefail
 MW_BUILD=${MW_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build-test}
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -37,7 +38,15 @@ chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0)
 ) >"$MW_BUILD/prebuild-output.txt" 2>&1 &
 prebuild=$!
 
+# meson runs every test in the build directory, so a test that trains with checkpoints and no
+# --checkpoint-dir of its own would use ./training_checkpoints there, and take its lock: two such
+# tests at once, and one fails by chance. A file in its place makes any such test fail every time,
+# with mwtrain's message.
+rm -rf "$MW_BUILD/training_checkpoints" "$MW_BUILD/meson-logs/testlog-avx2.json"
+echo "not a directory: tests give mwtrain their own --checkpoint-dir" >"$MW_BUILD/training_checkpoints"
+
 set +e
+failed_checks=""
 meson test -C "$MW_BUILD" --print-errorlogs --num-processes 2 "$@" 2>&1 | tee "$MW_BUILD/test-output.txt"
 meson_rc=${PIPESTATUS[0]}
 count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$MW_BUILD/test-output.txt" | tail -n 1; }
@@ -72,19 +81,22 @@ if FUZZ_OUT="$MW_BUILD-fuzz" FUZZ_STAGE=run bash "$MW_ROOT/tests/fuzz/run.sh" \
     "${MW_FUZZ_SECONDS:-20}"; then
     ok=$((ok + 1))
 else
-    fail=$((fail + 1))
+    fail=$((fail + 1)) failed_checks+="${failed_checks:+, }fuzz"
 fi
 echo "sanitizers: the unit suite under ASan + UBSan"
 if bash "$MW_ROOT/tests/sanitize/unit_asan.sh" "$MW_BUILD-asan"; then
     ok=$((ok + 1))
 else
-    fail=$((fail + 1))
+    fail=$((fail + 1)) failed_checks+="${failed_checks:+, }ASan unit suite"
 fi
 echo "no-CUDA build: -Dcuda=disabled compiles and falls back"
 if bash "$MW_ROOT/tests/cuda/test_nocuda_build.sh" "$MW_BUILD-nocuda"; then
     ok=$((ok + 1))
 else
-    fail=$((fail + 1))
+    fail=$((fail + 1)) failed_checks+="${failed_checks:+, }no-CUDA build"
 fi
-echo "tests: $ok passed, $fail failed, $skip skipped"
+# last, where the end of the output shows it: which tests failed, and the end of what each printed
+python3 "$MW_ROOT/tests/failures.py" "$MW_BUILD/meson-logs/testlog.json" \
+    "$MW_BUILD/meson-logs/testlog-avx2.json"
+echo "tests: $ok passed, $fail failed${failed_checks:+ ($failed_checks)}, $skip skipped"
 ((fail == 0))

@@ -283,7 +283,8 @@ fi
 # also be at least 2e-3 from the CPU's float32 one (it did round).
 bf=(--model "$src/tests/bench/smooth_cnn.json" --optimizer sgd --momentum 0 --learning-rate 1)
 bf16_cpu=("${cpu[@]}")
-if ! "$mw" train --epochs 0 --dtype-policy mixed_bfloat16 --device cpu >/dev/null 2>&1; then
+if ! "$mw" train --epochs 0 --dtype-policy mixed_bfloat16 --device cpu --checkpoint-every-epochs 0 \
+    --summary-dir "" >/dev/null 2>&1; then
     bf16_cpu+=(--backend ref)
 fi
 train bf16-w0 1 1 --device cpu "${bf[@]}" --epochs 0
