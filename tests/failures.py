@@ -12,9 +12,14 @@ TAIL = 30  # lines of a failed test's output: its own message is at the end
 
 
 def failed(path):
+    rows = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+            for line in f:
+                try:  # a run cut short may leave its last line half written
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
     except FileNotFoundError:
         return []
     return [r for r in rows if r.get("result") not in ("OK", "SKIP", "EXPECTEDFAIL")]
