@@ -115,6 +115,18 @@ static void estimate_parts(void **state)
     assert_int_equal(e.activations, 0);
     assert_int_equal(e.data, 60000 * (784 + 4) + 60001 * 4);
     mw_model_free(&m);
+    /* a BatchNormalization model trains each slice in one backward, into one gradient arena */
+    load_model(&m, "tests/data/keras/graph/resblock_k3.json");
+    assert_true(mw_model_has_batchnorm(&m));
+    const uint64_t bn_grad = (uint64_t)m.params.count * sizeof(float);
+    o.batch_per_replica = 64, o.micro_batch = 64;
+    for (int threads = 1; threads <= 4; threads++) {
+        mw_memory_estimate_run(&e, &m, &train, NULL, &o, threads, 0);
+        assert_int_equal(e.threads, threads);
+        assert_int_equal(mw_cpu_grad_arenas(&m, threads), 1);
+        assert_int_equal(e.gradients, bn_grad);
+    }
+    mw_model_free(&m);
 }
 
 static mw_sysmem cgroup_mem(uint64_t limit, uint64_t usage)

@@ -65,7 +65,7 @@ void mw_memory_estimate_run(mw_memory_estimate *e, const mw_model *m, const mw_d
     if (!on_gpu && mw_model_has_sync(m) && o->replicas_per_worker > 1)
         e->activations +=
             (uint64_t)(o->replicas_per_worker - 1) * mw_model_ws_nbytes(m, o->batch_per_replica);
-    e->gradients = (uint64_t)e->threads * grad_nbytes;
+    e->gradients = (uint64_t)mw_cpu_grad_arenas(m, e->threads) * grad_nbytes;
     e->model = (MODEL_ARENAS + CHECKPOINT_COPIES) * grad_nbytes;
     const int masked = m->loss.has_ignore || m->loss.masked;
     e->data = dataset_nbytes(train, masked) + dataset_nbytes(test, masked) +

@@ -15,7 +15,8 @@
  *   activations  threads x mw_model_ws_nbytes(model, per_thread): every thread's
  *                workspace, per_thread = mw_cpu_examples_per_thread (0 on a GPU: device
  *                memory, which the GPU backend's allocations check themselves)
- *   gradients    one gradient buffer of the padded parameter count per thread
+ *   gradients    one gradient buffer of the padded parameter count per thread, one in all
+ *                for a BatchNormalization model (mw_cpu_grad_arenas)
  *   model        parameters and optimizer slots m1, m2 (three arenas), plus the three
  *                copies and the serialized buffer a checkpoint takes while it is written
  *   data         train and test images (uint8) and targets (int32 labels or float32

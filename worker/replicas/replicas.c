@@ -24,6 +24,11 @@ int mw_cpu_examples_per_thread(const mw_train_opts *o, int threads)
     return per_thread > o->micro_batch ? o->micro_batch : per_thread;
 }
 
+int mw_cpu_grad_arenas(const mw_model *m, int threads)
+{
+    return mw_model_has_batchnorm(m) ? 1 : threads;
+}
+
 long mw_rank_examples(long total, int world, int rpw, int rank)
 {
     long sum = 0, off, cnt;

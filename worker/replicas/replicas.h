@@ -116,6 +116,10 @@ extern const mw_replicas_ops mw_replicas_cpu;
 #define MW_CPU_MAX_THREADS 256
 int mw_cpu_threads(int nthreads);
 int mw_cpu_examples_per_thread(const mw_train_opts *o, int threads);
+/* The gradient arenas the CPU backend trains into: one per thread, each thread's backward of its
+ * share of the slice, summed after; one for a BatchNormalization model, whose slice is one
+ * backward over the whole slice on all threads together (batch statistics), into thread 0's. */
+int mw_cpu_grad_arenas(const mw_model *m, int threads);
 
 /* Replica i's slice of total examples over nrep replicas (see above). */
 void mw_slice(long total, int nrep, int i, long *off, long *cnt);

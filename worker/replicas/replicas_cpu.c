@@ -46,6 +46,7 @@ struct mw_replicas {
     mw_kctx tk[MW_CPU_MAX_THREADS];     /* per-thread contexts */
     mw_kctx bk;                         /* BN models: a whole slice on ws[0], all threads */
     int whole_slice;                    /* the model has BN: train a slice in one pass */
+    int arenas;                         /* tgrads written: nthreads, or 1 with whole_slice */
     mw_model_ws ws[MW_CPU_MAX_THREADS]; /* per-thread activations */
     float *tgrads[MW_CPU_MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
     double tsum[MW_CPU_MAX_THREADS][MW_SUMS]; /* per-thread running sums (kernels.h) */
@@ -146,6 +147,7 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
     const size_t count = env->model->params.count;
     const int per_thread = mw_cpu_examples_per_thread(o, T);
     r->whole_slice = mw_model_has_batchnorm(env->model);
+    r->arenas = mw_cpu_grad_arenas(env->model, T);
     for (int i = 0; i < T; i++) {
         int max_n = i == 0 && r->whole_slice && o->batch_per_replica > per_thread
                         ? o->batch_per_replica
@@ -154,7 +156,7 @@ static mw_status cpu_open(mw_replicas **out, const mw_replicas_env *env)
         r->tk[i].nthreads = 1;
         r->tk[i].ws = r->ws[i].scratch;
         r->tk[i].ws_count = r->ws[i].scratch_count;
-        if (i > 0 && !(r->tgrads[i] = mw_alloc_aligned(count * sizeof(float))))
+        if (i > 0 && i < r->arenas && !(r->tgrads[i] = mw_alloc_aligned(count * sizeof(float))))
             return mw_err(MW_ENOMEM, "cannot allocate per-thread gradients");
     }
     r->bk.nthreads = T;
@@ -189,7 +191,7 @@ static mw_status open_overlap(mw_replicas *r)
     const mw_overlap_env oe = {.model = e->model,
                                .ar = &r->ar,
                                .grads = r->tgrads,
-                               .nthreads = e->nthreads,
+                               .nthreads = r->arenas, /* a BN model: thread 0's backward */
                                .bucket_bytes = e->o->bucket_mb * 1048576.0};
     MW_TRY(mw_overlap_open(&r->ov, &oe));
     if (e->rank == 0)
@@ -382,7 +384,7 @@ static void run_slice(mw_replicas *r, const mw_dataset *data, const uint32_t *id
 /* tgrads[0] = the sum of the per-thread gradients, in thread order. */
 static void reduce_threads(mw_replicas *r)
 {
-    const int T = r->env.nthreads;
+    const int T = r->arenas;
     const size_t count = r->env.model->params.count;
     if (T == 1)
         return;
@@ -396,22 +398,34 @@ static void reduce_threads(mw_replicas *r)
     }
 }
 
+/* Every gradient arena zeroed, on all threads (ResNet50's are 94 MB each). */
+static void zero_arenas(mw_replicas *r)
+{
+    const size_t count = r->env.model->params.count, chunk = 1 << 16;
+    const long chunks = (long)((count + chunk - 1) / chunk);
+    for (int th = 0; th < r->arenas; th++) {
+        float *g = r->tgrads[th];
+#pragma omp parallel for num_threads(r->env.nthreads) schedule(static)
+        for (long c = 0; c < chunks; c++) {
+            const size_t off = (size_t)c * chunk;
+            memset(g + off, 0, (count - off < chunk ? count - off : chunk) * sizeof(float));
+        }
+    }
+}
+
 static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
                            uint64_t dseed, long step)
 {
     r->step = step;
     const mw_replicas_env *e = &r->env;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
-    for (int th = 0; th < e->nthreads; th++)
-        memset(r->tgrads[th], 0, e->model->params.count * sizeof(float));
+    zero_arenas(r);
     /* regularization scaled by 1/replicas per replica (this rank's share), as
      * tf.nn.scale_regularization_loss: the SUM holds it once */
     const float ls = mw_model_loss_scale(e->model); /* the gradients', not the loss's */
     const float reg = (float)rpw / (float)nrep * ls;
     if (r->ov) { /* the buckets sum the threads and add the regularizers' gradients */
         mw_overlap_begin(r->ov, step, reg);
-        for (int th = 1; th < e->nthreads && r->whole_slice; th++)
-            mw_overlap_last(r->ov, th, NULL); /* a BN model's backward is thread 0's */
     }
     if (r->sync)
         MW_TRY(run_lockstep(r, d, ids, gb, dseed));
