@@ -78,15 +78,17 @@ static void im2col(float *col, const float *x, const mw_conv2d_geom *g, int n, i
     }
 }
 
-/* dx[images 0..n) += col2im(dcol). Parallel over images: windows of one image
- * overlap, different images never do. */
-static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt)
+/* dx[images 0..n) += col2im(dcol), or = when zero (each image zeroed just before, while
+ * cached). Parallel over images: windows of one image overlap, different images never do. */
+static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt, int zero)
 {
     const int G = g->G, Cg = g->C / G, K = g->KH * g->KW * g->C, KG = K / G;
     const size_t img = (size_t)g->H * g->W * g->C;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int b = 0; b < n; b++) {
         float *dxb = dx + (size_t)b * img;
+        if (zero)
+            memset(dxb, 0, img * sizeof *dxb);
         for (int oh = 0; oh < g->OH; oh++)
             for (int ow = 0; ow < g->OW; ow++) {
                 const float *row = dcol + (((size_t)b * g->OH + oh) * g->OW + ow) * K;
@@ -106,6 +108,22 @@ static void col2im(float *dx, const float *dcol, const mw_conv2d_geom *g, int n,
                     }
                 }
             }
+    }
+}
+
+/* db[o] += the sum of dy[r][o] over rows r, each channel summed in row order by one thread
+ * (blocks of channels, as many as threads but at least 16 channels each): the same sums for
+ * any thread count. */
+static void bias_grad(const mw_kctx *k, float *db, const float *dy, size_t rows, int O)
+{
+    int nb = O / 16 < MW_NT(k) ? O / 16 : MW_NT(k);
+    nb = nb < 1 ? 1 : nb;
+#pragma omp parallel for num_threads(nb) schedule(static)
+    for (int bl = 0; bl < nb; bl++) {
+        const int o0 = (int)((long)O * bl / nb), o1 = (int)((long)O * (bl + 1) / nb);
+        for (size_t r = 0; r < rows; r++)
+            for (int o = o0; o < o1; o++)
+                db[o] += dy[r * O + o];
     }
 }
 
@@ -134,7 +152,9 @@ void mw_conv2d_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *
         float *yc = y + n0 * out_img;
         float beta = 0.0f;
         if (b) {
-            for (size_t r = 0; r < (size_t)n * P; r++)
+            const long rows = (long)n * P;
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+            for (long r = 0; r < rows; r++)
                 memcpy(yc + r * g->O, b, sizeof(float) * g->O);
             beta = 1.0f;
         }
@@ -149,12 +169,8 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
 {
     const int K = g->KH * g->KW * g->C, P = g->OH * g->OW, G = g->G, KG = K / G, OG = g->O / G;
     const size_t in_img = (size_t)g->H * g->W * g->C, out_img = (size_t)P * g->O;
-    if (db) {
-        const size_t rows = (size_t)N * P;
-        for (size_t r = 0; r < rows; r++)
-            for (int o = 0; o < g->O; o++)
-                db[o] += dy[r * g->O + o];
-    }
+    if (db)
+        bias_grad(k, db, dy, (size_t)N * P, g->O);
     if (is_pointwise(g)) {
         for (int gi = 0; gi < G; gi++) {
             mw_gemm_cpu(k, 'T', 'N', KG, OG, N * P, 1.0f, x + gi * KG, K, dy + gi * OG, g->O, 1.0f,
@@ -169,8 +185,6 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
     for (int n0 = 0; n0 < N; n0 += step) {
         int n = N - n0 < step ? N - n0 : step;
         const float *dyc = dy + n0 * out_img;
-        if (dx && set_dx) /* col2im adds: this chunk's images zeroed while cached */
-            memset(dx + n0 * in_img, 0, n * in_img * sizeof *dx);
         im2col(k->ws, x + n0 * in_img, g, n, MW_NT(k));
         for (int gi = 0; gi < G; gi++)
             mw_gemm_cpu(k, 'T', 'N', KG, OG, n * P, 1.0f, k->ws + gi * KG, K, dyc + gi * OG, g->O,
@@ -179,7 +193,7 @@ void mw_conv2d_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const 
             for (int gi = 0; gi < G; gi++)
                 mw_gemm_cpu(k, 'N', 'T', n * P, KG, OG, 1.0f, dyc + gi * OG, g->O, w + gi * OG,
                             g->O, 0.0f, k->ws + gi * KG, K);
-            col2im(dx + n0 * in_img, k->ws, g, n, MW_NT(k));
+            col2im(dx + n0 * in_img, k->ws, g, n, MW_NT(k), set_dx);
         }
     }
 }
@@ -193,7 +207,7 @@ void mw_conv2d_im2col_cpu(float *col, const float *x, const mw_conv2d_geom *g, i
 
 void mw_conv2d_col2im_cpu(float *dx, const float *dcol, const mw_conv2d_geom *g, int n, int nt)
 {
-    col2im(dx, dcol, g, n, nt);
+    col2im(dx, dcol, g, n, nt, 0);
 }
 
 int mw_conv2d_chunk_cpu(const mw_kctx *k, const mw_conv2d_geom *g, int N)
