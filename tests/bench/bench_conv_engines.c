@@ -130,18 +130,20 @@ static dnnl_memory_t dn_mem(dnnl_engine_t eng, const_dnnl_primitive_desc_t pd, d
     return m;
 }
 
-static void dn_conv_init(dn_conv *c, dnnl_engine_t eng, const mw_conv2d_geom *g, int N,
-                         int blocked)
+static void dn_conv_init(dn_conv *c, dnnl_engine_t eng, const mw_conv2d_geom *g, int N, int blocked)
 {
     const dnnl_dims_t sd = {N, g->C, g->H, g->W}, wd = {g->O, g->C, g->KH, g->KW}, bd = {g->O},
                       dd = {N, g->O, g->OH, g->OW}, st = {g->SH, g->SW}, pl = {g->PT, g->PL},
                       pr = {(g->OH - 1) * g->SH + g->KH - g->H - g->PT,
                             (g->OW - 1) * g->SW + g->KW - g->W - g->PL};
     dnnl_memory_desc_t s, w, b, d;
-    DN(dnnl_memory_desc_init_by_tag(&s, 4, sd, dnnl_f32, blocked ? dnnl_format_tag_any : dnnl_nhwc));
-    DN(dnnl_memory_desc_init_by_tag(&w, 4, wd, dnnl_f32, blocked ? dnnl_format_tag_any : dnnl_hwio));
+    DN(dnnl_memory_desc_init_by_tag(&s, 4, sd, dnnl_f32,
+                                    blocked ? dnnl_format_tag_any : dnnl_nhwc));
+    DN(dnnl_memory_desc_init_by_tag(&w, 4, wd, dnnl_f32,
+                                    blocked ? dnnl_format_tag_any : dnnl_hwio));
     DN(dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x));
-    DN(dnnl_memory_desc_init_by_tag(&d, 4, dd, dnnl_f32, blocked ? dnnl_format_tag_any : dnnl_nhwc));
+    DN(dnnl_memory_desc_init_by_tag(&d, 4, dd, dnnl_f32,
+                                    blocked ? dnnl_format_tag_any : dnnl_nhwc));
     dnnl_convolution_desc_t fd, bdd, bwd;
     DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &s,
                                           &w, &b, &d, st, pl, pr));
@@ -173,7 +175,8 @@ static void dn_conv_free(dn_conv *c)
 {
     dnnl_primitive_destroy(c->fwd), dnnl_primitive_destroy(c->bwd_d);
     dnnl_primitive_destroy(c->bwd_w);
-    dnnl_memory_t *m[] = {&c->src, &c->wei, &c->bia, &c->dst, &c->dsrc, &c->ddst, &c->dwei, &c->dbia};
+    dnnl_memory_t *m[] = {&c->src,  &c->wei,  &c->bia,  &c->dst,
+                          &c->dsrc, &c->ddst, &c->dwei, &c->dbia};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         dnnl_memory_destroy(*m[i]);
 }
@@ -186,9 +189,8 @@ static void dn_conv_run(dn_conv *c, dnnl_stream_t str, int first)
                            {DNNL_ARG_DST, c->dst}};
     DN(dnnl_primitive_execute(c->fwd, str, 4, f));
     if (!first) {
-        dnnl_exec_arg_t d[] = {{DNNL_ARG_DIFF_DST, c->ddst},
-                               {DNNL_ARG_WEIGHTS, c->wei},
-                               {DNNL_ARG_DIFF_SRC, c->dsrc}};
+        dnnl_exec_arg_t d[] = {
+            {DNNL_ARG_DIFF_DST, c->ddst}, {DNNL_ARG_WEIGHTS, c->wei}, {DNNL_ARG_DIFF_SRC, c->dsrc}};
         DN(dnnl_primitive_execute(c->bwd_d, str, 3, d));
     }
     dnnl_exec_arg_t w[] = {{DNNL_ARG_SRC, c->src},

@@ -143,3 +143,20 @@ done
 echo "(mpirun -n 2 trains a global batch of 64, the others 32; PyTorch runs the archive's own"
 echo " graph: Keras' ResNet v1 with the stride on the 1x1 and biased convolutions, not"
 echo " torchvision's v1.5)"
+# The ceiling the convolutions set: bench_conv_engines (where oneDNN 2 built it) times ResNet50's
+# convolutions alone on one thread, a rank's share of mpirun -n 2; a step that were nothing else
+# would run 2 x 32 images in that time
+conv=$build/tests/bench/bench_conv_engines
+for cell in "${cells[@]}"; do
+    [[ ${cell%:*} == ResNet50 && -x $conv ]] || continue
+    line=$("$conv" "${cell#*:}" 3 32 | tail -n 1)
+    mw=$(num mwtrain_ms <<<"$line") best=$(num best_ms <<<"$line")
+    k=$(median ${vals[$cell/keras]:-0})
+    awk -v c="$cell" -v mw="$mw" -v b="$best" -v k="$k" 'BEGIN {
+        printf "%s, its convolutions alone on one thread per rank (bench_conv_engines): mwtrain'"'"'s\n", c
+        printf "  kernels %.0f ms per 32 images, oneDNN'"'"'s fastest per layer %.0f ms; a step of nothing else:\n", mw, b
+        printf "  mpirun -n 2 at most %.1f images/s on these kernels, %.1f on oneDNN'"'"'s", 64000 / mw, 64000 / b
+        if (k > 0) printf " (%.2fx / %.2fx Keras-TF)", 64000 / mw / k, 64000 / b / k
+        printf "\n"
+    }'
+done
