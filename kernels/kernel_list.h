@@ -373,9 +373,10 @@ MW_KERNEL(dropout_bwd, CPU,
           (float *dx, const float *dy, const float *mask, size_t count),
           (dx, dy, mask, count),
           MW_A(dx, count) MW_A(dy, count) MW_A(mask, count))
-/* p[0..nbytes) = 0 in the backend's memory (host: memset; CUDA: enqueued on k's stream). The
- * model zeroes the gradient buffers it accumulates into with it. */
-MW_KERNEL(zero, REF,
+/* p[0..nbytes) = 0 in the backend's memory (host: memset, on k's threads in the fast CPU path;
+ * CUDA: enqueued on k's stream). The model zeroes the gradient buffers it accumulates into with
+ * it, and the CPU backend its gradient arenas (ResNet50's: 94 MB). */
+MW_KERNEL(zero, CPU,
           (void *p, size_t nbytes),
           (p, nbytes),
           MW_BYTES(p, nbytes))

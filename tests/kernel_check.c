@@ -1042,6 +1042,19 @@ static int set_acc(kargs *a, int i, int phase)
     return 1;
 }
 
+/* zero: no byte, one, a part of a block, and blocks over threads with a ragged last one (the
+ * fast twin splits at 256 KB); the array starts random, so a byte left is seen. */
+static int set_zero(kargs *a, int i, int phase)
+{
+    static const size_t sizes[] = {0, 1, 4099, 3 * ((size_t)1 << 18) + 13};
+    if (i >= (int)(sizeof sizes / sizeof *sizes))
+        return 0;
+    (void)phase;
+    a->nbytes = sizes[i];
+    snprintf(a->what, sizeof a->what, "%zu bytes", a->nbytes);
+    return 1;
+}
+
 /* add2: the sum and the copy (b NULL), over the specials (signed zeros among them), and in place
  * (y is a). */
 static int set_add2(kargs *a, int i, int phase)
@@ -1201,6 +1214,7 @@ static const kcase cases[] = {
     {"pad2d_bwd", set_pad, 0.0f, 0.0f, 1},
     {"acc", set_acc, 0.0f, 0.0f, 1},
     {"add2", set_add2, 0.0f, 0.0f, 1},
+    {"zero", set_zero, 0.0f, 0.0f, 1},
     {"mul_fwd", set_mul, 0.0f, 0.0f, 1},
     {"mul_bwd", set_mul, 0.0f, 0.0f, 1},
     {"concat_fwd", set_concat, 0.0f, 0.0f, 1},

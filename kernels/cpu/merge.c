@@ -27,6 +27,18 @@ void mw_concat_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, size_t rows
     }
 }
 
+/* memset in blocks of 256 KB, the blocks split over k's threads. */
+void mw_zero_cpu(const mw_kctx *k, void *p, size_t nbytes)
+{
+    const size_t block = (size_t)1 << 18;
+    const long blocks = (long)((nbytes + block - 1) / block);
+#pragma omp parallel for num_threads(MW_NT(k)) schedule(static)
+    for (long i = 0; i < blocks; i++) {
+        const size_t off = (size_t)i * block;
+        memset((char *)p + off, 0, nbytes - off < block ? nbytes - off : block);
+    }
+}
+
 void mw_acc_cpu(const mw_kctx *k, float *y, const float *x, size_t count)
 {
 #pragma omp parallel for simd num_threads(MW_NT(k)) schedule(static)
