@@ -230,7 +230,8 @@ static int check(const mw_kernels *cpu, const mw_kctx *k, dn_conv *c, dnnl_strea
     float *x = handle(c->src), *w = handle(c->wei), *b = handle(c->bia), *dy = handle(c->ddst);
     float *xs = filled(nx, 1), *ws = filled(nw, 2), *bs = filled(g->O, 3), *dys = filled(ny, 4);
     memcpy(x, xs, nx * 4), memcpy(w, ws, nw * 4), memcpy(b, bs, g->O * 4), memcpy(dy, dys, ny * 4);
-    float *y = filled(ny, 5), *dx = filled(nx, 6), *dw = calloc(nw, 4), *db = calloc(g->O, 4);
+    float *y = filled(ny, 5), *dx = filled(nx, 6), *dw = filled(nw, 7), *db = filled(g->O, 8);
+    memset(dw, 0, nw * sizeof *dw), memset(db, 0, g->O * sizeof *db); /* oneDNN's are written */
     cpu->conv2d_fwd(k, y, xs, ws, bs, g, N);
     cpu->conv2d_bwd(k, s->first ? NULL : dx, dw, db, dys, xs, ws, g, N, 1);
     dn_conv_run(c, str, s->first);
