@@ -29,11 +29,17 @@ flags=(--model "$data/keras/mlp_k3.json" --epochs 3 --steps-per-epoch 1000 --bat
 pids=()
 trap 'mw_end_runs "$tmp" "${pids[@]}"' EXIT
 now() { date +%s.%N; }
-# rank_pid DIR R: the pid of rank R of the run writing checkpoints to DIR
+# rank_pid DIR R: the pid of rank R of the run writing checkpoints to DIR, waiting for it (at
+# most 30 s): rank 0 may print its start-up line before a loaded host has started rank 1, and a
+# signal to no pid would leave the run to finish (empty when there is none)
 rank_pid() {
     local p
-    for p in $(pgrep -f -- "--checkpoint-dir $1( |$)"); do
-        tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$p"
+    for _ in $(seq 1 300); do
+        for p in $(pgrep -f -- "--checkpoint-dir $1( |$)"); do
+            tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+                echo "$p" && return 0
+        done
+        sleep 0.1
     done
 }
 # gone DIR T0: wait (at most 60 s) until no process of DIR's run is left; prints the seconds
@@ -77,6 +83,7 @@ for target in launcher chief worker; do
         chief) victim=$(rank_pid "$d" 0) ;;
         worker) victim=$(rank_pid "$d" 1) ;;
         esac
+        check '[[ -n $victim ]]' "$target $i: its process found within 30 s"
         t0=$(now)
         kill -TERM "$victim"
         wait "$job"
@@ -113,11 +120,7 @@ stopped_worker() {
     start "$d" "$@"
     sleep 0.5
     local w c
-    for _ in $(seq 1 300); do # a loaded host may start the ranks late: both, within 30 s
-        w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
-        [[ -n $w && -n $c ]] && break
-        sleep 0.1
-    done
+    w=$(rank_pid "$d" 1) c=$(rank_pid "$d" 0)
     kill -STOP "$w"
     # the chief may be writing an epoch's checkpoint, which needs no worker: let it land, so
     # that "before" is what was saved before the signals

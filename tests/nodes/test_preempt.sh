@@ -28,10 +28,16 @@ launch() { # NAME [flags]: run.sh in the launcher, checkpoints on the chief's di
         bash "$here/../../deploy/mpirun/run.sh" "$MWN_ROOT/hosts" "${flags[@]}" "$@"
 }
 now() { date +%s.%N; }
-rank_pid() { # NODE RANK
+# rank_pid NODE RANK: the pid, waiting for it (at most 30 s: rank 0 may print its start-up line
+# before a loaded host has started the others); empty when there is none
+rank_pid() {
     local p
-    for p in $(node_pids "$1"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$p"
+    for _ in $(seq 1 300); do
+        for p in $(node_pids "$1"); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+                echo "$p" && return 0
+        done
+        sleep 0.1
     done
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -57,6 +63,7 @@ for target in launcher chief worker; do
         chief) victim=$(rank_pid 1 0) ;;
         worker) victim=$(rank_pid 2 3) ;;
         esac
+        check '[[ -n $victim ]]' "$target $i: its process found within 30 s"
         t0=$(now)
         kill -TERM $victim
         wait "$job"
