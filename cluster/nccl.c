@@ -489,13 +489,13 @@ fail:
 typedef enum { ENQ_ALLREDUCE, ENQ_SCATTER, ENQ_GATHER } enq_kind;
 
 /* Enqueue one collective step on every device of this process in one NCCL group, then wait
- * until NCCL has put it on the streams (not until it has run):
- *   ENQ_ALLREDUCE  ncclAllReduce of count floats, in place.
+ * until NCCL has put it on the streams (not until it has run); bufs[d] + off each:
+ *   ENQ_ALLREDUCE  ncclAllReduce of count floats from off, in place.
  *   ENQ_SCATTER    ncclReduceScatter in place (GPU g keeps shard g, `shard` floats at
  *                  g x shard) and ncclReduce of the `tail` floats after G x shard to GPU 0.
  *   ENQ_GATHER     the inverse: ncclAllGather in place and ncclBroadcast of the tail. */
 static mw_status enqueue(mw_nccl *n, const char *op, long step, enq_kind kind, float **bufs,
-                         size_t count, size_t shard, size_t tail)
+                         size_t off, size_t count, size_t shard, size_t tail)
 {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess)
@@ -511,7 +511,7 @@ static mw_status enqueue(mw_nccl *n, const char *op, long step, enq_kind kind, f
             call = "cudaSetDevice";
             break;
         }
-        float *b = bufs[d];
+        float *b = bufs[d] + off;
         size_t g = (size_t)n->local_rank * (size_t)n->ndev + (size_t)d;
         ncclComm_t c = n->comms[d];
         cudaStream_t s = n->cur[d];
@@ -581,7 +581,11 @@ static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size
     return MW_OK;
 }
 
-mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+static const char bucket_op[] = "NCCL all-reduce (a bucket)";
+
+/* The checks before an all-reduce of floats up to end (bucket: one of an overlapped step's),
+ * and the streams it runs on. */
+static mw_status begin(mw_nccl *n, size_t end, void **streams, long step, int bucket)
 {
     char at[48];
     if (!n)
@@ -591,23 +595,46 @@ mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void *
                       "NCCL all-reduce%s: the NCCL communicator was aborted after "
                       "an earlier failure",
                       at_step(at, sizeof at, step));
-    if (n->pending)
+    if (n->pending && !(bucket && n->pending == bucket_op))
         return mw_err(MW_EINTERNAL, "NCCL all-reduce%s: the previous one was not waited for",
                       at_step(at, sizeof at, step));
-    if (count == 0)
-        return MW_OK;
-    if (count > n->max_count)
+    if (bucket && n->nnodes > 1)
+        return mw_err(MW_EINTERNAL, "NCCL all-reduce%s: buckets on %d nodes (one node only)",
+                      at_step(at, sizeof at, step), n->nnodes);
+    if (end > n->max_count)
         return mw_err(MW_EINTERNAL,
-                      "NCCL all-reduce%s: %zu floats, more than the %zu the communicator "
+                      "NCCL all-reduce%s: %s%zu floats, more than the %zu the communicator "
                       "was opened for",
-                      at_step(at, sizeof at, step), count, n->max_count);
+                      at_step(at, sizeof at, step), bucket ? "a bucket ending at " : "", end,
+                      n->max_count);
     for (int d = 0; d < n->ndev; d++)
         n->cur[d] = streams ? (cudaStream_t)streams[d] : n->own[d];
+    return MW_OK;
+}
+
+mw_status mw_nccl_allreduce_bucket(mw_nccl *n, float **bufs, size_t off, size_t count,
+                                   void **streams, long step)
+{
+    MW_TRY(begin(n, off + count, streams, step, 1));
+    if (count == 0)
+        return MW_OK;
+    MW_TL_BEGIN("all-reduce (NCCL bucket)", "allreduce");
+    MW_TRY(enqueue(n, bucket_op, step, ENQ_ALLREDUCE, bufs, off, count, 0, 0));
+    MW_TL_END("all-reduce (NCCL bucket)", "allreduce");
+    n->pending = bucket_op, n->pending_step = step;
+    return MW_OK;
+}
+
+mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
+{
+    MW_TRY(begin(n, count, streams, step, 0));
+    if (count == 0)
+        return MW_OK;
 
     if (n->nnodes == 1) {
         static const char op[] = "NCCL all-reduce";
         MW_TL_BEGIN("all-reduce (NCCL)", "allreduce");
-        MW_TRY(enqueue(n, op, step, ENQ_ALLREDUCE, bufs, count, 0, 0));
+        MW_TRY(enqueue(n, op, step, ENQ_ALLREDUCE, bufs, 0, count, 0, 0));
         MW_TL_END("all-reduce (NCCL)", "allreduce");
         n->pending = op, n->pending_step = step;
         return MW_OK;
@@ -621,7 +648,7 @@ mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void *
     MW_TL_BEGIN("all-reduce (NCCL intra-node reduce-scatter)", "allreduce");
     if (n->G > 1)
         MW_TRY(enqueue(n, "NCCL all-reduce (reduce-scatter inside the node)", step, ENQ_SCATTER,
-                       bufs, count, shard, tail));
+                       bufs, 0, count, shard, tail));
     if (staged > n->host_count)
         return mw_err(MW_EINTERNAL, "NCCL all-reduce: %zu floats to stage, %zu allocated", staged,
                       n->host_count);
@@ -646,7 +673,7 @@ mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void *
                      tail, 0));
     static const char gather[] = "NCCL all-reduce (all-gather inside the node)";
     if (n->G > 1)
-        MW_TRY(enqueue(n, gather, step, ENQ_GATHER, bufs, count, shard, tail));
+        MW_TRY(enqueue(n, gather, step, ENQ_GATHER, bufs, 0, count, shard, tail));
     MW_TL_END("all-reduce (NCCL intra-node all-gather)", "allreduce");
     n->pending = gather, n->pending_step = step;
     return MW_OK;

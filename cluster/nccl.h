@@ -70,6 +70,15 @@ mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void *
                                   long step);
 mw_status mw_nccl_wait(mw_nccl *n);
 
+/* One bucket of an overlapped all-reduce, on one node only (mw_nccl_nodes 1; MW_EINTERNAL
+ * otherwise): ncclAllReduce of floats [off, off + count) of each bufs[d] in place, enqueued on
+ * streams (as _start's) behind what they hold; returns once NCCL has put it there. A step's
+ * buckets are enqueued one after another, in the same order on every rank, with no wait
+ * between them; one mw_nccl_wait then waits for all (the streams idle). No _start may be
+ * pending. */
+mw_status mw_nccl_allreduce_bucket(mw_nccl *n, float **bufs, size_t off, size_t count,
+                                   void **streams, long step);
+
 /* Finalize and destroy the communicator (ncclCommFinalize polled under the timeout, then
  * ncclCommDestroy), or ncclCommAbort after a failure; free everything; *n = NULL. Safe on
  * NULL. */

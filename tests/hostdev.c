@@ -16,7 +16,11 @@
  * device side the same way. Work runs at once: streams are always idle. The copy stream's
  * ordering is checked all the same: a kernel or copy on the compute stream that touches memory
  * an upload on the copy stream wrote, before a copy mark after that upload was made a wait of
- * the compute stream (mw_cuda_copy_mark, mw_cuda_compute_after), aborts naming both.
+ * the compute stream (mw_cuda_copy_mark, mw_cuda_compute_after), aborts naming both. So is
+ * the reduce stream's (the overlapped all-reduce's buckets): a collective posted on it over
+ * memory a compute kernel used since the context's last mw_cuda_reduce_after_compute, or a
+ * compute kernel that uses memory a collective on it writes before mw_cuda_compute_after_reduce,
+ * aborts naming the memory (the mock reports each collective: mock_on_post).
  *
  * Environment:
  *   MW_HOSTDEV_GPUS=N       fake devices per process (default 0: no device)
@@ -57,14 +61,53 @@ typedef struct {
     int slot; /* -1: no copy mark recorded since */
 } hd_pending;
 
+/* Ranges of fake device memory, a growing list. */
+typedef struct {
+    const char **p;
+    size_t *nbytes;
+    int n, cap;
+} hd_ranges;
+
 typedef struct {
     int magic;
     int device;
     cudaStream_t stream; /* the mock's, for NCCL calls on "the context's stream" */
+    cudaStream_t reduce; /* mw_cuda_reduce_stream */
     mw_status status;
     hd_pending pending[HD_PENDING];
     int npending;
+    hd_ranges used;    /* what compute kernels used since the last mw_cuda_reduce_after_compute
+                          or mw_cuda_sync */
+    hd_ranges written; /* what collectives on the reduce stream write, until
+                          mw_cuda_compute_after_reduce */
 } hd_ctx;
+
+#define HD_MAX_CTX 64
+static hd_ctx *hd_ctxs[HD_MAX_CTX]; /* the open contexts, for mock_on_post */
+
+static void hd_add(hd_ranges *r, const void *p, size_t nbytes)
+{
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 64;
+        r->p = realloc(r->p, (size_t)r->cap * sizeof *r->p);
+        r->nbytes = realloc(r->nbytes, (size_t)r->cap * sizeof *r->nbytes);
+        if (!r->p || !r->nbytes) {
+            fprintf(stderr, "hostdev: out of memory\n");
+            abort();
+        }
+    }
+    r->p[r->n] = p, r->nbytes[r->n++] = nbytes;
+}
+
+/* The first range of r that [p, p + nbytes) overlaps, or -1. */
+static int hd_overlap(const hd_ranges *r, const void *p, size_t nbytes)
+{
+    const char *q = p;
+    for (int i = 0; i < r->n; i++)
+        if (q < r->p[i] + r->nbytes[i] && r->p[i] < q + nbytes)
+            return i;
+    return -1;
+}
 
 static int hd_ndev = -1;
 static mw_kernels hd_cpu; /* the kernels behind the wrappers */
@@ -82,6 +125,34 @@ static void hd_at_exit(void)
         fprintf(stderr, "hostdev: %d misuse(s) of the CUDA/NCCL stand-in (see above)\n",
                 mock_violations());
         _exit(99);
+    }
+}
+
+static void hd_misuse(const char *op, const char *what) __attribute__((noreturn));
+
+/* A collective posted: on a context's reduce stream, it may read and write nothing a compute
+ * kernel used since the last mw_cuda_reduce_after_compute, and what it writes is off limits to
+ * the compute stream until mw_cuda_compute_after_reduce. */
+static void hd_on_post(void *stream, const void *send, size_t send_bytes, const void *recv,
+                       size_t recv_bytes)
+{
+    for (int i = 0; i < HD_MAX_CTX; i++) {
+        hd_ctx *c = hd_ctxs[i];
+        if (!c || (void *)c->reduce != stream)
+            continue;
+        const void *p[2] = {send, recv};
+        const size_t nb[2] = {send_bytes, recv_bytes};
+        for (int j = 0; j < 2; j++)
+            if (nb[j] && hd_overlap(&c->used, p[j], nb[j]) >= 0) {
+                char what[256];
+                snprintf(what, sizeof what,
+                         "the collective's %s (%zu bytes at %p) was used by a compute kernel "
+                         "after the last mw_cuda_reduce_after_compute of CUDA device %d",
+                         j ? "output" : "input", nb[j], p[j], c->device);
+                hd_misuse("a collective on the reduce stream", what);
+            }
+        hd_add(&c->written, recv, recv_bytes);
+        return;
     }
 }
 
@@ -107,10 +178,10 @@ static void hd_init(void)
         }
     }
     mw_kernels_init_cpu(&hd_cpu);
+    mock_on_post = hd_on_post;
     atexit(hd_at_exit);
 }
 
-static void hd_misuse(const char *op, const char *what) __attribute__((noreturn));
 static void hd_misuse(const char *op, const char *what)
 {
     fprintf(stderr, "hostdev: misuse in %s: %s\n", op, what);
@@ -129,7 +200,7 @@ static hd_ctx *hd_of(const mw_kctx *k, const char *op)
 }
 
 /* Abort unless [p, p + nbytes) is device memory of c's device (NULL allowed when optional). */
-static void hd_check(const hd_ctx *c, const char *op, const char *arg, const void *p, size_t nbytes,
+static void hd_check(hd_ctx *c, const char *op, const char *arg, const void *p, size_t nbytes,
                      int optional)
 {
     if (optional && !p)
@@ -140,6 +211,16 @@ static void hd_check(const hd_ctx *c, const char *op, const char *arg, const voi
                  nbytes, p, c->device);
         hd_misuse(op, what);
     }
+    if (nbytes && hd_overlap(&c->written, p, nbytes) >= 0) {
+        char what[256];
+        snprintf(what, sizeof what,
+                 "%s (%zu bytes at %p) overlaps an all-reduce on the reduce stream that the "
+                 "compute stream has not waited for (mw_cuda_compute_after_reduce not called)",
+                 arg, nbytes, p);
+        hd_misuse(op, what);
+    }
+    if (nbytes)
+        hd_add(&c->used, p, nbytes);
     const char *q = p;
     for (int i = 0; i < c->npending; i++) {
         const hd_pending *u = &c->pending[i];
@@ -231,10 +312,18 @@ mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     c->magic = HD_MAGIC;
     c->device = device;
     cudaSetDevice(device);
-    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess) {
+    if (cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&c->reduce, cudaStreamNonBlocking) != cudaSuccess) {
+        if (c->stream)
+            cudaStreamDestroy(c->stream);
         free(c);
         return mw_err(MW_EDEVICE, "cudaStreamCreateWithFlags failed");
     }
+    for (int i = 0; i < HD_MAX_CTX; i++)
+        if (!hd_ctxs[i]) {
+            hd_ctxs[i] = c;
+            break;
+        }
     k->dev = c;
     k->nthreads = 1;
     k->ws = mock_dev_alloc(device, MW_CUDA_WS_DEFAULT / 16 * sizeof(float));
@@ -256,6 +345,14 @@ void mw_cuda_ctx_close(mw_kctx *k)
         mock_dev_free(k->ws);
         if (c->stream)
             cudaStreamDestroy(c->stream);
+        if (c->reduce)
+            cudaStreamDestroy(c->reduce);
+        for (int i = 0; i < HD_MAX_CTX; i++)
+            if (hd_ctxs[i] == c)
+                hd_ctxs[i] = NULL;
+        hd_ranges *rs[2] = {&c->used, &c->written};
+        for (int i = 0; i < 2; i++)
+            free(rs[i]->p), free(rs[i]->nbytes);
         c->magic = 0;
         free(c);
     }
@@ -299,7 +396,9 @@ size_t mw_cuda_embed_ws(size_t positions, int V)
 mw_status mw_cuda_sync(const mw_kctx *k)
 {
     hd_stats.syncs++;
-    return hd_status(k, "mw_cuda_sync");
+    MW_TRY(hd_status(k, "mw_cuda_sync"));
+    ((hd_ctx *)k->dev)->used.n = 0; /* every stream is idle */
+    return MW_OK;
 }
 
 mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
@@ -459,6 +558,28 @@ mw_status mw_cuda_compute_after(const mw_kctx *k, int slot)
         if (c->pending[i].slot != slot)
             c->pending[kept++] = c->pending[i];
     c->npending = kept;
+    return MW_OK;
+}
+
+void *mw_cuda_reduce_stream(const mw_kctx *k)
+{
+    if (!k || !k->dev || ((hd_ctx *)k->dev)->magic != HD_MAGIC)
+        return NULL;
+    return ((hd_ctx *)k->dev)->reduce;
+}
+
+/* From here the compute kernels' memory is tracked, for collectives on the reduce stream. */
+mw_status mw_cuda_reduce_after_compute(const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_reduce_after_compute"));
+    ((hd_ctx *)k->dev)->used.n = 0;
+    return MW_OK;
+}
+
+mw_status mw_cuda_compute_after_reduce(const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_compute_after_reduce"));
+    ((hd_ctx *)k->dev)->written.n = 0;
     return MW_OK;
 }
 

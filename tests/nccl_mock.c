@@ -501,6 +501,9 @@ static void run_ready(int c)
     }
 }
 
+void (*mock_on_post)(void *stream, const void *send, size_t send_bytes, const void *recv,
+                     size_t recv_bytes);
+
 static ncclResult_t post(op_kind kind, const void *send, void *recv, size_t count, int root,
                          ncclComm_t comm, cudaStream_t stream)
 {
@@ -532,6 +535,8 @@ static ncclResult_t post(op_kind kind, const void *send, void *recv, size_t coun
         violation("reduce-scatter on rank %d neither in place nor out of place", comm->rank);
     if (comm->nops == MAX_OPS)
         return ncclInternalError;
+    if (mock_on_post)
+        mock_on_post(stream, send, sn * sizeof(float), recv, rn * sizeof(float));
     comm->ops[comm->nops++] = (op){kind, send, recv, count, root, stream};
     comm->polls = 1; /* enqueueing in the background for a moment */
     if (M.group_depth == 0)

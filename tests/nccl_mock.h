@@ -36,6 +36,11 @@ int mock_inside(const void *p, size_t nbytes, int dev);
 /* The device cudaSetDevice last made current (0 at the start). */
 int mock_current_device(void);
 
+/* Called, when set, as each collective is posted: its stream and the memory it reads (send)
+ * and writes (recv). tests/hostdev.c checks the order of its contexts' reduce streams with it. */
+extern void (*mock_on_post)(void *stream, const void *send, size_t send_bytes, const void *recv,
+                            size_t recv_bytes);
+
 /* Counters since mock_reset. */
 int mock_aborts(void);        /* ncclCommAbort calls */
 int mock_destroys(void);      /* ncclCommDestroy calls */

@@ -4,7 +4,10 @@
  * misuse aborts naming the kernel and the argument, each checked in a child process (exit by
  * SIGABRT and the message on its stderr): a host array, a device array one element short, an
  * optional array checked when given, a condition of the arguments (Concatenate's channels),
- * and the last update rule of the list (adamax_step). */
+ * and the last update rule of the list (adamax_step). The reduce stream's order (the
+ * overlapped all-reduce's buckets): a collective over memory a kernel used after the last
+ * mw_cuda_reduce_after_compute, and a kernel on memory a collective writes before
+ * mw_cuda_compute_after_reduce, abort; in order, neither does. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
 #include "kernels/kernels.h"
+#include "tests/nccl_mock.h"
 #include "tests/util.h"
 
 /* Device memory of n floats, filled with 0.25 i - 1. */
@@ -88,6 +92,58 @@ static void adamax_host_g(const mw_kernels *t, const mw_kctx *k)
     t->adamax_step(k, dev_floats(6), dev_floats(6), dev_floats(6), NULL, host_x, 6, &h);
 }
 
+/* A collective on k's reduce stream over n floats at p, as the mock reports one. */
+static void post_reduce(const mw_kctx *k, float *p, size_t n)
+{
+    mock_on_post(mw_cuda_reduce_stream(k), p, n * sizeof *p, p, n * sizeof *p);
+}
+
+static float *reduced; /* 18 floats the collectives below sum */
+
+/* The bucket's last kernel is after the reduce stream's wait: the collective reads it early. */
+static void reduce_before_mark(const mw_kernels *t, const mw_kctx *k)
+{
+    assert_int_equal(mw_cuda_reduce_after_compute(k), MW_OK);
+    t->dense_fwd(k, reduced, dev_floats(6 * 4), dev_floats(4 * 3), NULL, 6, 4, 3);
+    post_reduce(k, reduced, 18);
+}
+
+/* The update reads the sums without the compute stream's wait for the reduce stream. */
+static void update_before_wait(const mw_kernels *t, const mw_kctx *k)
+{
+    assert_int_equal(mw_cuda_reduce_after_compute(k), MW_OK);
+    post_reduce(k, reduced, 18);
+    const mw_optim_hyper h = {.lr = 0.5f, .gscale = 1.0f};
+    t->sgd_step(k, dev_floats(18), NULL, NULL, NULL, reduced, 18, &h);
+}
+
+static void test_hostdev_reduce_order(void **state)
+{
+    (void)state;
+    mw_kernels t;
+    mw_kernels_init_cpu(&t);
+    mw_kernels_init_cuda(&t);
+    mw_kctx k;
+    assert_int_equal(mw_cuda_ctx_open(&k, 0), MW_OK);
+    assert_non_null(mw_cuda_reduce_stream(&k));
+    assert_ptr_not_equal(mw_cuda_reduce_stream(&k), mw_cuda_stream(&k));
+    reduced = dev_floats(18);
+    /* in order: the kernel, the wait, the collective, the wait back, the update */
+    t.dense_fwd(&k, reduced, dev_floats(6 * 4), dev_floats(4 * 3), NULL, 6, 4, 3);
+    assert_int_equal(mw_cuda_reduce_after_compute(&k), MW_OK);
+    post_reduce(&k, reduced, 18);
+    t.dense_fwd(&k, dev_floats(18), dev_floats(6 * 4), dev_floats(4 * 3), NULL, 6, 4, 3);
+    assert_int_equal(mw_cuda_compute_after_reduce(&k), MW_OK);
+    const mw_optim_hyper h = {.lr = 0.5f, .gscale = 1.0f};
+    t.sgd_step(&k, dev_floats(18), NULL, NULL, NULL, reduced, 18, &h);
+    expect_abort(reduce_before_mark, &t, &k,
+                 "misuse in a collective on the reduce stream: the collective's input (72 bytes "
+                 "at ");
+    expect_abort(update_before_wait, &t, &k, "misuse in hd_sgd_step: g (72 bytes at ");
+    expect_abort(update_before_wait, &t, &k, "mw_cuda_compute_after_reduce not called");
+    mw_cuda_ctx_close(&k);
+}
+
 static void test_hostdev_table(void **state)
 {
     (void)state;
@@ -125,6 +181,7 @@ int main(void)
     setenv("MW_HOSTDEV_GPUS", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostdev_table),
+        cmocka_unit_test(test_hostdev_reduce_order),
     };
     return cmocka_run_group_tests_name("hostdev", tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
  * on one node (ncclAllReduce, 1 and 3 fake GPUs in one process) and across two fake nodes
  * (reduce-scatter, host ring, all-gather; 1, 2 and 3 fake GPUs per rank; counts 0, 1, fewer
  * than the GPUs, 7, a prime, 1M and the largest tail; the callers' streams and the object's
- * own), with every device access inside the right fake device's memory; the set-up checks
+ * own), with every device access inside the right fake device's memory; the overlapped
+ * all-reduce's buckets (three ranges enqueued back to back, one wait) give the same sums on one
+ * node and are refused across nodes and behind a pending all-reduce; the set-up checks
  * (bad or repeated devices, two ranks on one GPU, unequal ranks of a node, unequal nodes) give
  * one message on every rank; and an asynchronous NCCL error, a stuck collective and a stuck
  * set-up end in MW_EDEVICE / MW_ETIMEOUT with the operation, step and device named, every
@@ -63,36 +65,82 @@ static void gpus_close(gpus *g)
     }
 }
 
+/* Fill count floats of each GPU's buffer (this rank's first GPU is number q0 of the cluster),
+ * with a guard after them. */
+#define GUARD 12345.0f
+static void fill(gpus *g, size_t count, int q0)
+{
+    for (int d = 0; d < g->ndev; d++) {
+        for (size_t i = 0; i < count; i++)
+            g->buf[d][i] = mpi_check_value(q0 + d, i);
+        g->buf[d][count] = GUARD; /* the element after count must stay untouched */
+    }
+}
+
+/* 1 when every buffer holds the sequential sum over the nq GPUs of the cluster and the guard. */
+static int summed(const gpus *g, size_t count, int nq, const char *layout)
+{
+    for (int d = 0; d < g->ndev; d++)
+        for (size_t i = 0; i <= count; i++) {
+            float s = 0;
+            for (int q = 0; q < nq && i < count; q++)
+                s += mpi_check_value(q, i);
+            if (g->buf[d][i] != (i < count ? s : GUARD)) {
+                fprintf(stderr, "rank %d: %s count %zu: device %d element %zu wrong\n", rank,
+                        layout, count, d, i);
+                return 0;
+            }
+        }
+    return 1;
+}
+
 /* Fill, all-reduce, compare with the sequential sum over the nq GPUs of the cluster. */
 static void sum_case(mw_nccl *n, gpus *g, size_t count, int own_streams, int q0, int nq,
                      const char *layout)
 {
-    for (int d = 0; d < g->ndev; d++)
-        for (size_t i = 0; i < count; i++)
-            g->buf[d][i] = mpi_check_value(q0 + d, i);
-    float guard = 12345.0f; /* the element after count must stay untouched */
-    for (int d = 0; d < g->ndev; d++)
-        g->buf[d][count] = guard;
+    fill(g, count, q0);
     mw_err_clear();
     mw_status st = mw_nccl_allreduce(n, g->buf, count, own_streams ? NULL : g->streams, 7);
-    int ok = st == MW_OK && mock_pending_error() == 0, bad_d = -1;
-    size_t bad_i = 0;
-    for (int d = 0; d < g->ndev && ok; d++) {
-        for (size_t i = 0; i < count && ok; i++) {
-            float s = 0;
-            for (int q = 0; q < nq; q++)
-                s += mpi_check_value(q, i);
-            if (g->buf[d][i] != s)
-                ok = 0, bad_d = d, bad_i = i;
-        }
-        if (ok && g->buf[d][count] != guard)
-            ok = 0, bad_d = d, bad_i = count;
-    }
-    if (bad_d >= 0)
-        fprintf(stderr, "rank %d: %s count %zu: device %d element %zu wrong\n", rank, layout, count,
-                bad_d, bad_i);
+    const int ok = st == MW_OK && mock_pending_error() == 0 && summed(g, count, nq, layout);
     mpi_check(ok, "%s: count %zu (%s streams): %s %s", layout, count,
               own_streams ? "its own" : "the callers'", mw_status_str(st), mw_err_msg());
+}
+
+/* The overlapped all-reduce's buckets (one node): three ranges from the end down, enqueued with
+ * no wait between them, then one wait: the sequential sums, as one all-reduce gives. A bucket
+ * while a whole all-reduce is pending is refused; on several nodes every bucket is, before
+ * anything is enqueued. */
+static void buckets(mw_nccl *n, gpus *g, int q0, int nq, const char *layout)
+{
+    const size_t count = 1048579, cut[4] = {0, 5, 700001, count};
+    fill(g, count, q0);
+    mw_err_clear();
+    const int before = mock_collectives();
+    mw_status st = MW_OK;
+    for (int b = 2; b >= 0 && st == MW_OK; b--)
+        st = mw_nccl_allreduce_bucket(n, g->buf, cut[b], cut[b + 1] - cut[b], g->streams, 9);
+    if (mw_nccl_nodes(n) > 1) {
+        mpi_check(st == MW_EINTERNAL &&
+                      strstr(mw_err_msg(), "buckets on 2 nodes (one node only)") &&
+                      mock_collectives() == before,
+                  "%s: a bucket across nodes: %s %s", layout, mw_status_str(st), mw_err_msg());
+        mw_err_clear();
+        return;
+    }
+    if (st == MW_OK)
+        st = mw_nccl_wait(n);
+    mpi_check(st == MW_OK && mock_collectives() == before + 3 && summed(g, count, nq, layout),
+              "%s: 3 buckets: %s %s", layout, mw_status_str(st), mw_err_msg());
+    mw_err_clear();
+    st = mw_nccl_allreduce_start(n, g->buf, 8, g->streams, 10);
+    mw_status st2 = mw_nccl_allreduce_bucket(n, g->buf, 0, 8, g->streams, 10);
+    mpi_check(st == MW_OK && st2 == MW_EINTERNAL &&
+                  strstr(mw_err_msg(), "the previous one was not waited for"),
+              "%s: a bucket behind a pending all-reduce: %s, %s %s", layout, mw_status_str(st),
+              mw_status_str(st2), mw_err_msg());
+    mw_err_clear();
+    mpi_check(mw_nccl_wait(n) == MW_OK, "%s: the pending all-reduce's wait: %s", layout,
+              mw_err_msg());
 }
 
 static void sums(mw_nccl *n, gpus *g, int q0, int nq, const char *layout)
@@ -184,6 +232,7 @@ static void layout_sums(const mw_topology *t, int ndev, const char *name)
                   "%s: open allocated pinned memory %d time(s), want %d", layout, at_open, want);
         over(n, &g, layout);
         sums(n, &g, t->rank * ndev, t->ntrain * ndev, layout);
+        buckets(n, &g, t->rank * ndev, t->ntrain * ndev, layout);
         mpi_check(mock_host_allocs() == at_open && mock_host_frees() == 0,
                   "%s: the all-reduces allocated pinned memory %d and freed it %d time(s)", layout,
                   mock_host_allocs() - at_open, mock_host_frees());

@@ -222,8 +222,9 @@ static const flag flags[] = {
              "several ranks, else ring, MPI below 64 KiB)"},
     {"overlap-allreduce", "on|off", C_TRAIN, K_CHOICE, TR(overlap_allreduce, int),
      .choices = on_off,
-     .help = "CPU: all-reduce the gradients in buckets, each as soon as the backward has "
-             "finished its layers, while the earlier layers' backward runs (default off)"},
+     .help = "all-reduce the gradients in buckets, each as soon as the backward has finished "
+             "its layers, while the earlier layers' backward runs (CPU, and the GPUs of one "
+             "node; default off)"},
     {"bucket-mb", "MIB", C_TRAIN, K_DOUBLE, TR(bucket_mb, double), .lo = 0, .hi = 1e6,
      .help = "--overlap-allreduce on: the gradient bucket size in MiB, consecutive layers in "
              "reverse order (0: a bucket per layer; default 4)"},

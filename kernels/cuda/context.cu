@@ -29,7 +29,8 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             /* a device that does not finish in time is left as it is: freeing memory it may
              * still use would block, and the process is about to end the job anyway */
             if ((d->stream && mw_cuda_wait_idle_(d, d->stream, "closing the context") != MW_OK) ||
-                (d->copy && mw_cuda_wait_idle_(d, d->copy, "closing the context") != MW_OK)) {
+                (d->copy && mw_cuda_wait_idle_(d, d->copy, "closing the context") != MW_OK) ||
+                (d->reduce && mw_cuda_wait_idle_(d, d->reduce, "closing the context") != MW_OK)) {
                 free(d);
                 memset(k, 0, sizeof *k);
                 return;
@@ -45,8 +46,12 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             for (int i = 0; i < MW_CUDA_COPY_MARKS; i++)
                 if (d->copy_marks[i])
                     MW_CUDA(cudaEventDestroy(d->copy_marks[i]));
-            if (d->idle)
-                MW_CUDA(cudaEventDestroy(d->idle));
+            cudaEvent_t evs[] = {d->idle, d->to_reduce, d->to_compute};
+            for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
+                if (evs[i])
+                    MW_CUDA(cudaEventDestroy(evs[i]));
+            if (d->reduce)
+                MW_CUDA(cudaStreamDestroy(d->reduce));
             if (d->copy)
                 MW_CUDA(cudaStreamDestroy(d->copy));
             if (d->stream)
@@ -87,6 +92,7 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     MW_TRY_GOTO(MW_CUDA(cudaSetDevice(device)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaStreamCreateWithFlags(&d->reduce, cudaStreamNonBlocking)), rc, fail);
     MW_TRY_GOTO(MW_CUBLAS(cublasCreate(&d->blas)), rc, fail);
     MW_TRY_GOTO(MW_CUBLAS(cublasSetStream(d->blas, d->stream)), rc, fail);
     /* Plain FP32 (no TF32 tensor cores): results stay within float rounding
@@ -105,6 +111,9 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
         MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->copy_marks[i], cudaEventDisableTiming)),
                     rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->idle, cudaEventDisableTiming)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->to_reduce, cudaEventDisableTiming)), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->to_compute, cudaEventDisableTiming)), rc,
+                fail);
     MW_TRY_GOTO(mw_cudnn_open(d), rc, fail);
     k->ws_count = MW_CUDA_WS_DEFAULT;
     MW_TRY_GOTO(MW_CUDA(cudaStreamSynchronize(d->stream)), rc, fail); /* no timeout set yet */

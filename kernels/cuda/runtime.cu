@@ -122,6 +122,13 @@ extern "C" void *mw_cuda_stream(const mw_kctx *k)
     return (void *)((const mw_cuda_dev *)k->dev)->stream;
 }
 
+extern "C" void *mw_cuda_reduce_stream(const mw_kctx *k)
+{
+    if (!k || !k->dev)
+        return NULL;
+    return (void *)((const mw_cuda_dev *)k->dev)->reduce;
+}
+
 /* The state behind k for a helper that returns a status. */
 static mw_status ctx_of(const mw_kctx *k, const char *what, mw_cuda_dev **out)
 {
@@ -170,6 +177,7 @@ extern "C" mw_status mw_cuda_sync(const mw_kctx *k)
     /* Wait even after a failure, so no work is left in flight. */
     if (cudaSetDevice(d->device) == cudaSuccess) {
         mw_cuda_wait_idle_(d, d->copy, "a device synchronization");
+        mw_cuda_wait_idle_(d, d->reduce, "a device synchronization");
         mw_cuda_wait_idle_(d, d->stream, "a device synchronization");
     }
     return d->status;
@@ -286,6 +294,24 @@ extern "C" mw_status mw_cuda_compute_after(const mw_kctx *k, int slot)
     MW_TRY(copy_slot(k, "mw_cuda_compute_after", slot, MW_CUDA_COPY_MARKS, &d));
     if (d->copy_marked[slot])
         mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->stream, d->copy_marks[slot], 0)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_reduce_after_compute(const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_reduce_after_compute", &d));
+    if (mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->to_reduce, d->stream))))
+        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->reduce, d->to_reduce, 0)));
+    return d->status;
+}
+
+extern "C" mw_status mw_cuda_compute_after_reduce(const mw_kctx *k)
+{
+    mw_cuda_dev *d = NULL;
+    MW_TRY(ctx_of(k, "mw_cuda_compute_after_reduce", &d));
+    if (mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->to_compute, d->reduce))))
+        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->stream, d->to_compute, 0)));
     return d->status;
 }
 

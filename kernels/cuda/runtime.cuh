@@ -33,10 +33,13 @@ struct mw_cuda_dev {
     cudaStream_t copy;                /* the copy stream (mw_cuda_upload_copy) */
     cudaEvent_t copy_marks[MW_CUDA_COPY_MARKS]; /* mw_cuda_copy_mark */
     int copy_marked[MW_CUDA_COPY_MARKS];
-    cudaEvent_t idle; /* recorded by mw_cuda_wait_idle_ behind a stream's work */
-    double timeout;   /* seconds a host wait may take (mw_cuda_set_timeout; 0: forever) */
-    void *dnn_cache;  /* cudnn.cu's choices per convolution shape (NULL: none yet) */
-    mw_status status; /* first failure on this context */
+    cudaStream_t reduce;    /* the all-reduce stream (mw_cuda_reduce_stream) */
+    cudaEvent_t to_reduce;  /* recorded on stream, waited for by reduce */
+    cudaEvent_t to_compute; /* recorded on reduce, waited for by stream */
+    cudaEvent_t idle;       /* recorded by mw_cuda_wait_idle_ behind a stream's work */
+    double timeout;         /* seconds a host wait may take (mw_cuda_set_timeout; 0: forever) */
+    void *dnn_cache;        /* cudnn.cu's choices per convolution shape (NULL: none yet) */
+    mw_status status;       /* first failure on this context */
 };
 
 /* Wait on the host until stream s of d has done all it was given: an event behind its work,

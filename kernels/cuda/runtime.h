@@ -112,6 +112,19 @@ mw_status mw_cuda_copy_mark(const mw_kctx *k, int slot);
 mw_status mw_cuda_compute_after(const mw_kctx *k, int slot);
 mw_status mw_cuda_copy_after(const mw_kctx *k, int slot);
 mw_status mw_cuda_wait_copy_mark(const mw_kctx *k, int slot, double timeout, const char *what);
+/* The reduce stream: a third stream per context, for the gradient all-reduce's buckets (the
+ * GPU backend's --overlap-allreduce), so they run beside the backward still on the compute
+ * stream. No host wait between the two:
+ *   mw_cuda_reduce_stream         the stream as a cudaStream_t behind void * (NCCL's), NULL
+ *                                 when k is not an open CUDA context; borrowed;
+ *   mw_cuda_reduce_after_compute  the reduce stream waits for what the compute stream has so
+ *                                 far (a bucket's last backward kernel);
+ *   mw_cuda_compute_after_reduce  the compute stream waits for what the reduce stream has so
+ *                                 far (the update after the last bucket).
+ * mw_cuda_sync waits for it too. */
+void *mw_cuda_reduce_stream(const mw_kctx *k);
+mw_status mw_cuda_reduce_after_compute(const mw_kctx *k);
+mw_status mw_cuda_compute_after_reduce(const mw_kctx *k);
 /* Enqueue dst_dev[0..nbytes) = src_dev[0..nbytes) on k's compute stream (one device). */
 mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nbytes, const mw_kctx *k);
 

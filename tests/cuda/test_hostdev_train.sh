@@ -404,6 +404,47 @@ check 'diff -q "$tmp/gpu-bn-slice.epoch" "$tmp/cpu-bn-slice.epoch" >/dev/null &&
     "a BN replica slice of 1100 examples in one device pass: $("$cmp" "$tmp/cpu-bn-slice.bin" \
         "$tmp/gpu-bn-slice.bin" 1e-6)"
 
+# --overlap-allreduce on (worker/replicas/overlap_gpu.h): each bucket of consecutive layers
+# all-reduced on the devices' reduce streams once every GPU of the rank has enqueued their last
+# backward (the stand-in aborts a collective over memory the compute stream has not released,
+# and a kernel on memory a collective writes before the compute stream waits for it): the serial
+# path's weights and epoch line bit for bit, with a bucket per layer (--bucket-mb 0), on one rank
+# x 2 GPUs, 2 ranks x 1 GPU, 2 replicas per GPU (the buckets in the last micro-batch only), the
+# Keras CNN with Dropout and L2 (the regularizers' gradients added per bucket), BatchNormalization
+# (its moving statistics in the arena) and KerasHub's Transformer blocks; the default 4 MiB is
+# one bucket here. Two fake nodes and synchronized BN fall back, saying why.
+# ovl NAME RANKS GPUS FLAGS...: NAME's run (done above with FLAGS) again with the overlap
+ovl() {
+    local name=$1 n=$2 gpus=$3
+    shift 3
+    run "$name-ov" "$n" "$gpus" "$hd" --device gpu "$@" --overlap-allreduce on
+    local nb
+    nb=$(sed -n 's/.*info: overlapped all-reduce: \([0-9]*\) bucket(s) .* on a reduce stream per GPU$/\1/p' \
+        "$tmp/$name-ov.out")
+    check "[[ -n '$nb' ]] && { [[ '$*' != *'--bucket-mb 0'* ]] || (( ${nb:-0} >= 3 )); }" \
+        "$name-ov: buckets on the reduce streams ($nb): $(grep -i 'overlap' "$tmp/$name-ov.out")"
+    check "cmp -s '$tmp/$name.bin' '$tmp/$name-ov.bin' && diff -q '$tmp/$name.epoch' \
+        '$tmp/$name-ov.epoch' >/dev/null" \
+        "$name-ov: not the serial path's bits: $("$cmp" "$tmp/$name.bin" "$tmp/$name-ov.bin" 0)"
+}
+ovl gpu-1x2 1 2 "${sgd[@]}" --bucket-mb 0
+ovl gpu-2x1-sgd 2 2 "${sgd[@]}" --bucket-mb 0
+ovl gpu-1x2-rep4 1 2 "${sgd8[@]}" --replicas-per-worker 4 --bucket-mb 0
+ovl gpu-keras 1 2 --model "$cnn" --batch-per-replica 16 --bucket-mb 0
+ovl gpu-keras 1 2 --model "$cnn" --batch-per-replica 16
+ovl gpu-2x1-resblock_k3 2 2 --model "$src/tests/data/keras/graph/resblock_k3.json" "${sgd[@]}" \
+    --bucket-mb 0
+ovl gpu-1x2-tokblk 1 2 --data "$tmp/tok.npz" --model "$tmp/tokblk.json" \
+    --loss-config "$tmp/tok-loss.json" "${sgd[@]}" --bucket-mb 0
+TFC=$two_nodes run gpu-2nodes-ov 2 2 "$hd" --device gpu --batch-per-replica 8 --overlap-allreduce on
+check 'grep -qF "warning: --overlap-allreduce on: not used here (across nodes the sums go through the host ring after the backward)" "$tmp/gpu-2nodes-ov.out" && cmp -s "$tmp/gpu-2nodes-x2.bin" "$tmp/gpu-2nodes-ov.bin"' \
+    "two fake nodes: the overlap not used, and why: $(grep -i overlap "$tmp/gpu-2nodes-ov.out")"
+run gpu-1x2-syncbn-ov 1 2 "$hd" --device gpu --model "$src/tests/data/keras/graph/syncbn_k3.json" \
+    "${sgd[@]}" --overlap-allreduce on
+check 'grep -qF "not used here (synchronized BatchNormalization steps the devices in lockstep)" \
+    "$tmp/gpu-1x2-syncbn-ov.out" && cmp -s "$tmp/gpu-1x2-syncbn_k3.bin" "$tmp/gpu-1x2-syncbn-ov.bin"' \
+    "synchronized BN: the overlap not used, and why: $(grep -i overlap "$tmp/gpu-1x2-syncbn-ov.out")"
+
 # the step's shape on the devices (MW_HOSTDEV_STATS): 6 more steps of one rank x 2 fake GPUs
 # x 2 replicas each (2 micro-batches per GPU and step) add, per step, no blocking sync, one
 # 24-byte metrics download per GPU (loss, count slot, accuracy; never the n x K probabilities) and one polled staging-slot

@@ -17,18 +17,13 @@
 #include "worker/replicas/replicas.h"
 
 typedef struct {
-    size_t off, end; /* floats [off, end) of the arena */
-    int first, last; /* its layers, first <= last */
-} bucket;
-
-typedef struct {
     mw_overlap *o;
     int th;
 } hook_ctx;
 
 struct mw_overlap {
     mw_overlap_env env;
-    bucket *b;
+    mw_bucket *b;
     int nb;
     char *opens; /* per layer: 1 when it is some bucket's first layer */
     pthread_t thread;
@@ -46,42 +41,8 @@ struct mw_overlap {
     char msg[2048];
 };
 
-/* Where layer l's parameters begin, or (size_t)-1 when it has none. */
-static size_t layer_off(const mw_layer *l)
-{
-    if (l->w_count)
-        return l->w_off;
-    if (l->b_count)
-        return l->b_off;
-    return l->stats_count ? l->stats_off : (size_t)-1;
-}
-
-/* Buckets in backward order: from the arena's end down, each closed at the first layer that
- * brings it to bucket_bytes; the last reaches float 0 and layer 0. */
-static mw_status plan(mw_overlap *o)
-{
-    const mw_model *m = o->env.model;
-    o->b = calloc((size_t)m->nlayers + 1, sizeof *o->b);
-    o->opens = calloc((size_t)m->nlayers + 1, 1);
-    if (!o->b || !o->opens)
-        return mw_err(MW_ENOMEM, "overlapped all-reduce: out of memory");
-    size_t end = m->params.count;
-    int last = m->nlayers - 1;
-    for (int i = m->nlayers - 1; i > 0; i--) {
-        size_t off = layer_off(&m->layers[i]);
-        if (off == (size_t)-1 || (double)(end - off) * sizeof(float) < o->env.bucket_bytes)
-            continue;
-        o->b[o->nb++] = (bucket){.off = off, .end = end, .first = i, .last = last};
-        o->opens[i] = 1;
-        end = off, last = i - 1;
-    }
-    o->b[o->nb++] = (bucket){.off = 0, .end = end, .first = 0, .last = last};
-    o->opens[0] = 1;
-    return MW_OK;
-}
-
 /* The serial path's work on one bucket: threads summed in order, regularizers, all-reduce. */
-static mw_status run_bucket(mw_overlap *o, const bucket *bk)
+static mw_status run_bucket(mw_overlap *o, const mw_bucket *bk)
 {
     const mw_overlap_env *e = &o->env;
     float *g = e->grads[0];
@@ -162,7 +123,7 @@ mw_status mw_overlap_open(mw_overlap **out, const mw_overlap_env *env)
     o->env = *env;
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->cv, NULL);
-    MW_TRY(plan(o));
+    MW_TRY(mw_buckets_plan(env->model, env->bucket_bytes, &o->b, &o->nb, &o->opens));
     for (int th = 0; th < env->nthreads; th++)
         o->hc[th] = (hook_ctx){o, th};
     if (pthread_create(&o->thread, NULL, comm_main, o) != 0)

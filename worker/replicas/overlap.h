@@ -25,6 +25,7 @@
 #include "cluster/allreduce.h"
 #include "common/status.h"
 #include "worker/model/model.h"
+#include "worker/replicas/buckets.h"
 
 typedef struct mw_overlap mw_overlap;
 

@@ -33,65 +33,9 @@
 #include "kernels/cuda/table.h"
 #include "kernels/embed.h"
 #include "kernels/geom.h"
+#include "worker/replicas/gpu_backend.h"
+#include "worker/replicas/gpu_stage.h"
 #include "worker/replicas/lockstep.h"
-#include "worker/replicas/replicas.h"
-
-#define MAX_GPUS 16
-#define GPU_MAX_BATCH 1024 /* examples per device micro-batch, at most */
-
-/* One device this rank drives. */
-typedef struct {
-    int ordinal;                          /* CUDA device number */
-    mw_kctx k;                            /* stream, cuBLAS, device scratch */
-    float *params, *grads, *m1, *m2, *m3; /* device arrays, the host arenas' layout */
-    double *reg;                          /* device: this step's weight penalty */
-    double *metrics; /* device: the metrics' running sums (kernels.h MW_SUM_*) */
-    mw_model_ws ws;  /* device workspace for one micro-batch */
-    void *stage;     /* pinned host: the h_ buffers below */
-    float *h_x[2];   /* the two staging slots (copy marks 0 and 1 after their uploads) */
-    void *h_y[2];    /* targets (mw_dataset_target_nbytes each) */
-    float *h_w[2];   /* sample weights */
-    uint32_t *h_ids[2];
-    void *dstage; /* device: the d_ slots below, the pinned slots' layout (compute marks 0, 1
-                   * after the micro-batch that last read them) */
-    float *d_x[2];
-    void *d_y[2];              /* read in place by the loss and the metrics */
-    float *d_w[2];             /* sample weights, read in place by the loss */
-    uint32_t *d_ids[2];        /* the examples' ids (dropout), read in place */
-    int slot;                  /* the slot of the micro-batch staged last */
-    double *h_reg, *h_metrics; /* downloads of reg and metrics */
-    unsigned round;            /* micro-batches staged: the slot is round % 2 */
-    int pre_n;                 /* examples of the next step's first micro-batch staged (prefetch) */
-    double *dsum, *dtot;       /* synchronized BN, device: this slice's sums, the cluster's */
-    double *h_sum, *h_tot;     /* their pinned host copies (sstage) */
-    void *sstage;
-} gpu_dev;
-
-#define STEP_MARK 2 /* the mark after a step's update (one GPU, no NCCL) */
-
-struct mw_replicas {
-    mw_replicas_env env;
-    mw_kernels kt;
-    int ngpu;
-    gpu_dev *gd;         /* ngpu devices (owned) */
-    mw_nccl *nccl;       /* gradient all-reduce over every device of the cluster */
-    double acc[MW_SUMS]; /* running sums (replicas.h) */
-    int reg_pending;     /* the penalty downloads of this step land at the update's wait */
-    float reg_ls;        /* the loss scale the penalty's gradient was made with (its loss: / it) */
-    int summed;          /* gpu_finite waited for this step's sums */
-    long gb;             /* this step's global batch: the metrics' divisor */
-    long step;           /* this step, for messages */
-    int sync_c;          /* synchronized BN: the most channels of such a layer (0: none) */
-    double *stot;        /* synchronized BN: the lockstep's host sums (lockstep.h) */
-    long scnt[MAX_GPUS]; /* synchronized BN: this step's examples on each device */
-    struct {             /* the next step's batch (gpu_prefetch), staged by gpu_update */
-        const mw_dataset *d;
-        const uint32_t *ids;
-        long gb;
-        uint64_t dseed;
-        int state; /* 0 none, 1 asked for, 2 staged */
-    } next;
-};
 
 static size_t up64(size_t nbytes)
 {
@@ -138,7 +82,7 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     for (int i = 0; i < 5; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
     MW_TRY(mw_cuda_zero(g->grads, count * sizeof(float), &g->k));
-    MW_TRY(mw_cuda_alloc((void **)&g->reg, sizeof(double)));
+    MW_TRY(mw_cuda_alloc((void **)&g->reg, 2 * sizeof(double)));
     MW_TRY(mw_cuda_alloc((void **)&g->metrics, MW_SUMS * sizeof(double)));
     MW_TRY(mw_model_ws_alloc_with(&g->ws, m, max_n, mw_cuda_alloc, mw_cuda_free));
     g->ws.params = g->params;
@@ -263,6 +207,48 @@ static mw_status gpu_pull(mw_replicas *r)
     return mw_cuda_sync(&g->k);
 }
 
+/* --overlap-allreduce on: the buckets on the reduce streams (overlap_gpu.h) where they can
+ * run, else one line saying why the gradients are all-reduced after the backward. */
+static mw_status open_overlap(mw_replicas *r)
+{
+    const mw_replicas_env *e = &r->env;
+    const char *why = NULL;
+    if (!r->nccl)
+        why = "one GPU in all: there is nothing to all-reduce";
+    else if (mw_nccl_nodes(r->nccl) > 1)
+        why = "across nodes the sums go through the host ring after the backward";
+    else if (r->sync_c > 0)
+        why = "synchronized BatchNormalization steps the devices in lockstep";
+    if (why) {
+        if (e->rank == 0)
+            mw_log_warn("--overlap-allreduce on: not used here (%s); the gradients are "
+                        "all-reduced after the backward",
+                        why);
+        return MW_OK;
+    }
+    mw_kctx *k[MAX_GPUS];
+    float *params[MAX_GPUS], *grads[MAX_GPUS];
+    double *scratch[MAX_GPUS];
+    for (int d = 0; d < r->ngpu; d++)
+        k[d] = &r->gd[d].k, params[d] = r->gd[d].params, grads[d] = r->gd[d].grads,
+        scratch[d] = r->gd[d].reg + 1;
+    const mw_gpu_overlap_env oe = {.model = e->model,
+                                   .kt = &r->kt,
+                                   .nccl = r->nccl,
+                                   .ndev = r->ngpu,
+                                   .k = k,
+                                   .params = params,
+                                   .grads = grads,
+                                   .scratch = scratch,
+                                   .bucket_bytes = e->o->bucket_mb * 1048576.0};
+    MW_TRY(mw_gpu_overlap_open(&r->ov, &oe));
+    if (e->rank == 0)
+        mw_log_info("overlapped all-reduce: %d bucket(s) (--bucket-mb %g) on a reduce stream "
+                    "per GPU",
+                    mw_gpu_overlap_buckets(r->ov), e->o->bucket_mb);
+    return MW_OK;
+}
+
 static mw_status gpu_connect(mw_replicas *r)
 {
     const mw_replicas_env *e = &r->env;
@@ -274,6 +260,8 @@ static mw_status gpu_connect(mw_replicas *r)
         MW_TRY(mw_nccl_open(&r->nccl, e->topo->node_comm, e->topo->cross, r->ngpu, ordinals,
                             e->model->params.count, e->o->collective_timeout));
     }
+    if (e->o->overlap_allreduce)
+        MW_TRY(open_overlap(r));
     if (e->rank == 0) {
         const mw_policy p = mw_model_policy(e->model);
         const char *f32 = e->o->tf32 ? "float32 layers TF32, --tf32" : "float32 layers FP32";
@@ -300,13 +288,6 @@ static mw_status gpu_connect(mw_replicas *r)
     return MW_OK;
 }
 
-/* Stage n examples of d on the host (ids, or first, first+1, ... when ids is NULL) into g's
- * next staging slot s, once that slot's last upload is done (a polled wait, passed at once
- * unless the device is two micro-batches behind); enqueue their upload on the copy stream into
- * device slot s, behind the compute mark after the last micro-batch that read it; make the
- * compute stream wait for the upload and copy the images into the workspace's input. The
- * caller marks s on the compute stream after the micro-batch's last kernel (done_with).
- * Training: dropout keyed by the examples' global ids. */
 /* The loss sum and the metrics' sums of the n examples in g's workspace into g->metrics. */
 static void metrics_add(const mw_model *m, gpu_dev *g, int n)
 {
@@ -323,47 +304,6 @@ static size_t sums_bytes(const mw_model *m)
     return (size_t)mw_sums_len(&ml) * sizeof(double);
 }
 
-static mw_status stage(const mw_replicas *r, gpu_dev *g, const mw_dataset *d, const uint32_t *ids,
-                       uint32_t first, int n, int training, uint64_t dseed)
-{
-    mw_model_ws *ws = &g->ws;
-    const mw_model *m = r->env.model;
-    const size_t in = (size_t)n * m->in_h * m->in_w * m->in_c;
-    const size_t P = m->positions > 1 ? (size_t)m->positions : 1; /* loss weights per example */
-    const int s = g->slot = (int)(g->round++ % 2);
-    MW_TRY(mw_cuda_wait_copy_mark(&g->k, s, r->env.o->collective_timeout, "GPU staging"));
-    MW_TL_BEGIN("data", "data");
-    for (int j = 0; j < n; j++)
-        g->h_ids[s][j] = ids ? ids[j] : first + (uint32_t)j;
-    mw_dataset_batch(d, g->h_x[s], g->h_y[s], g->h_ids[s], n);
-    MW_TL_END("data", "data");
-    MW_TRY(mw_cuda_copy_after(&g->k, s));
-    MW_TRY(mw_cuda_upload_copy(g->d_x[s], g->h_x[s], in * sizeof(float), &g->k));
-    MW_TRY(
-        mw_cuda_upload_copy(g->d_y[s], g->h_y[s], (size_t)n * mw_dataset_target_nbytes(d), &g->k));
-    const int weighted = mw_dataset_batch_weights(d, g->h_w[s], g->h_ids[s], n) != NULL;
-    if (weighted)
-        MW_TRY(mw_cuda_upload_copy(g->d_w[s], g->h_w[s], (size_t)n * P * sizeof(float), &g->k));
-    if (training)
-        MW_TRY(mw_cuda_upload_copy(g->d_ids[s], g->h_ids[s], (size_t)n * sizeof(uint32_t), &g->k));
-    MW_TRY(mw_cuda_copy_mark(&g->k, s));
-    MW_TRY(mw_cuda_compute_after(&g->k, s));
-    /* the input is copied (layers may alias it); targets and ids are read where they landed */
-    MW_TRY(mw_cuda_copy(ws->act[0], g->d_x[s], in * sizeof(float), &g->k));
-    ws->y = g->d_y[s];
-    ws->w = weighted ? g->d_w[s] : NULL;
-    ws->training = training;
-    ws->dropout_seed = training ? dseed : 0;
-    ws->example_ids = training ? g->d_ids[s] : NULL;
-    return MW_OK;
-}
-
-/* After the last kernel of g's micro-batch staged last: its device slot may be refilled. */
-static mw_status done_with(gpu_dev *g)
-{
-    return mw_cuda_mark(&g->k, g->slot);
-}
-
 /* Where a device is in its replicas' slices during run. */
 typedef struct {
     int lr, end;   /* current local replica, one past its last */
@@ -371,6 +311,7 @@ typedef struct {
     long i;        /* examples of it done */
     int n;         /* examples in flight this round */
     int rounds;    /* micro-batches so far */
+    long left;     /* examples of all its replicas' slices not run yet */
 } cursor;
 
 /* Move q to the next replica slice with examples left; 0 when the device is done. */
@@ -385,70 +326,6 @@ static int next_slice(const mw_replicas *r, cursor *q, long total)
     return q->lr < q->end;
 }
 
-/* Device d's first micro-batch of a step of total examples, as run's cursor finds it: the start
- * of the first of its replicas' slices that has examples, at most a workspace's worth; *n = 0
- * when the device has none. */
-static void first_batch(const mw_replicas *r, int d, long total, long *off, int *n)
-{
-    const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
-    const int rpd = rpw / r->ngpu, max_n = r->gd[d].ws.max_n;
-    *n = 0;
-    for (int lr = d * rpd; lr < (d + 1) * rpd; lr++) {
-        long cnt;
-        mw_slice(total, nrep, r->env.rank * rpw + lr, off, &cnt);
-        if (cnt > 0) {
-            *n = cnt < max_n ? (int)cnt : max_n;
-            return;
-        }
-    }
-}
-
-/* Whether the staged next batch is the training batch (d, ids, gb, dseed); either way the
- * request is used up (ids NULL: not a training batch). */
-static int take_next(mw_replicas *r, const mw_dataset *d, const uint32_t *ids, long gb,
-                     uint64_t dseed)
-{
-    const int hit = r->next.state == 2 && ids && r->next.d == d && r->next.ids == ids &&
-                    r->next.gb == gb && r->next.dseed == dseed;
-    r->next.state = 0;
-    return hit;
-}
-
-/* The asked-for next batch (gpu_prefetch): each device's first micro-batch staged, its upload
- * enqueued behind this step's update. */
-static mw_status stage_next(mw_replicas *r)
-{
-    if (r->next.state != 1)
-        return MW_OK;
-    r->next.state = 0; /* unless it is all staged */
-    for (int d = 0; d < r->ngpu; d++) {
-        gpu_dev *g = &r->gd[d];
-        long off;
-        first_batch(r, d, r->next.gb, &off, &g->pre_n);
-        if (g->pre_n > 0)
-            MW_TRY(stage(r, g, r->next.d, r->next.ids + off, (uint32_t)off, g->pre_n, 1,
-                         r->next.dseed));
-    }
-    r->next.state = 2;
-    return MW_OK;
-}
-
-/* A device's first micro-batch of n examples: already staged (pre: the prefetched batch), or
- * staged now. */
-static mw_status stage_first(const mw_replicas *r, gpu_dev *g, int pre, const mw_dataset *data,
-                             const uint32_t *ids, uint32_t first, int n, int training,
-                             uint64_t dseed)
-{
-    if (!pre || g->pre_n == 0)
-        return stage(r, g, data, ids, first, n, training, dseed);
-    if (g->pre_n != n)
-        return mw_err(MW_EINTERNAL,
-                      "CUDA device %d: %d examples were prefetched, the step "
-                      "begins with %d",
-                      g->ordinal, g->pre_n, n);
-    return MW_OK;
-}
-
 /* This rank's replicas' slices of total examples on the devices, in rounds of one
  * micro-batch per device, all enqueued. base: the example ids the slices index, or NULL for
  * ids equal to positions (evaluation). Training: forward and backward into the devices'
@@ -461,12 +338,20 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
     const int rpw = r->env.o->replicas_per_worker, nrep = r->env.world * rpw;
     const int rpd = rpw / r->ngpu;
     const mw_model *m = r->env.model;
-    const int pre = take_next(r, data, training ? base : NULL, total, dseed);
+    const int pre = mw_gpu_take_next(r, data, training ? base : NULL, total, dseed);
     cursor c[MAX_GPUS];
+    mw_gpu_overlap *ov = training ? r->ov : NULL; /* its hook on each last backward */
     for (int d = 0; d < r->ngpu; d++) {
-        c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0, c[d].rounds = 0;
+        c[d].lr = d * rpd, c[d].end = (d + 1) * rpd, c[d].i = 0, c[d].rounds = 0, c[d].left = 0;
+        for (int lr = c[d].lr; lr < c[d].end; lr++) {
+            long off, cnt;
+            mw_slice(total, nrep, r->env.rank * rpw + lr, &off, &cnt);
+            c[d].left += cnt;
+        }
         mw_slice(total, nrep, r->env.rank * rpw + c[d].lr, &c[d].off, &c[d].cnt);
         MW_TRY(mw_cuda_zero(r->gd[d].metrics, sums_bytes(m), &r->gd[d].k));
+        if (ov && c[d].left == 0)
+            mw_gpu_overlap_last(ov, d, NULL);
     }
     for (;;) {
         int busy = 0;
@@ -480,14 +365,19 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             const uint32_t *ids = base ? base + q->off + q->i : NULL;
             const uint32_t first = (uint32_t)(q->off + q->i);
             if (q->rounds++ == 0)
-                MW_TRY(stage_first(r, g, pre, data, ids, first, n, training, dseed));
+                MW_TRY(mw_gpu_stage_first(r, g, pre, data, ids, first, n, training, dseed));
             else
-                MW_TRY(stage(r, g, data, ids, first, n, training, dseed));
+                MW_TRY(mw_gpu_stage(r, g, data, ids, first, n, training, dseed));
             mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
+            const int last = ov && (q->left -= n) == 0;
+            if (last)
+                mw_gpu_overlap_last(ov, d, &g->ws);
             if (training)
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
+            if (last)
+                mw_gpu_overlap_finish(ov, d, &g->ws);
             metrics_add(m, g, n);
-            MW_TRY(done_with(g));
+            MW_TRY(mw_gpu_done_with(g));
             q->n = n;
             q->i += n;
             busy = 1;
@@ -553,7 +443,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
     const mw_replicas_env *e = &r->env;
     const mw_model *m = e->model;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
-    const int pre = take_next(r, data, ids, gb, dseed);
+    const int pre = mw_gpu_take_next(r, data, ids, gb, dseed);
     long *cnt = r->scnt;
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
@@ -561,7 +451,8 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         mw_slice(gb, nrep, e->rank * rpw + d, &off, &cnt[d]);
         MW_TRY(mw_cuda_zero(g->metrics, sums_bytes(m), &g->k));
         if (cnt[d] > 0)
-            MW_TRY(stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1, dseed));
+            MW_TRY(mw_gpu_stage_first(r, g, pre, data, ids + off, (uint32_t)off, (int)cnt[d], 1,
+                                      dseed));
     }
     const mw_lockstep lock = {.model = m,
                               .kt = &r->kt,
@@ -579,7 +470,7 @@ static mw_status run_sync(mw_replicas *r, const mw_dataset *data, const uint32_t
         gpu_dev *g = &r->gd[d];
         if (cnt[d] > 0) {
             metrics_add(m, g, (int)cnt[d]);
-            MW_TRY(done_with(g));
+            MW_TRY(mw_gpu_done_with(g));
         }
         MW_TRY(mw_cuda_download(g->h_metrics, g->metrics, sums_bytes(m), &g->k));
     }
@@ -608,21 +499,24 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
     const size_t count = e->model->params.count;
     for (int dv = 0; dv < r->ngpu; dv++)
         MW_TRY(mw_cuda_zero(r->gd[dv].grads, count * sizeof(float), &r->gd[dv].k));
+    /* the penalty scaled by the device's share of the replicas (its replicas / all
+     * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
+    r->reg_ls = mw_model_loss_scale(e->model); /* scales the gradients; the loss is unscaled */
+    const float share = (float)(rpw / r->ngpu) / (float)nrep * r->reg_ls;
+    if (r->ov) /* the buckets add the regularizers' gradients; the penalty is summed below */
+        mw_gpu_overlap_begin(r->ov, step, share);
     if (r->sync_c > 0)
         MW_TRY(run_sync(r, d, ids, gb, dseed));
     else
         MW_TRY(run(r, d, gb, ids, 1, gb, dseed));
     r->gb = gb; /* the loss and metric sum are read after the update's wait */
     r->acc[MW_SUM_COUNT] += (double)mw_rank_examples(gb, e->world, rpw, e->rank);
-    /* the penalty scaled by the device's share of the replicas (its replicas / all
-     * replicas), as tf.nn.scale_regularization_loss: the sum holds it once */
-    r->reg_ls = mw_model_loss_scale(e->model); /* scales the gradients; the loss is unscaled */
-    const float share = (float)(rpw / r->ngpu) / (float)nrep * r->reg_ls;
     r->reg_pending = mw_model_has_regularizers(e->model);
     for (int dv = 0; dv < r->ngpu && r->reg_pending; dv++) {
         gpu_dev *g = &r->gd[dv];
         MW_TRY(mw_cuda_zero(g->reg, sizeof(double), &g->k));
-        mw_model_regularize(e->model, &r->kt, &g->k, g->params, g->grads, g->reg, share);
+        mw_model_regularize(e->model, &r->kt, &g->k, g->params, r->ov ? NULL : g->grads, g->reg,
+                            share);
         MW_TRY(mw_cuda_download(g->h_reg, g->reg, sizeof(double), &g->k));
     }
     return MW_OK;
@@ -633,6 +527,8 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
 static mw_status gpu_allreduce(mw_replicas *r, long step)
 {
     r->step = step;
+    if (r->ov) /* the buckets were enqueued during the backward */
+        return mw_gpu_overlap_end(r->ov);
     if (!r->nccl)
         return MW_OK;
     float *bufs[MAX_GPUS];
@@ -698,11 +594,11 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
             mw_optimizer_apply(e->o, &r->kt, &g->k, e->model, g->params, slots, g->grads,
                                e->model->params.count, h);
     }
-    MW_TRY(stage_next(r)); /* the host assembles the next batch while the devices update */
+    MW_TRY(mw_gpu_stage_next(r)); /* the host assembles the next batch while the devices update */
     MW_TL_BEGIN("wait: the all-reduce and the update", "wait");
     if (r->nccl && !clip && !summed)
         MW_TRY(mw_nccl_wait(r->nccl));
-    else
+    if (r->ov || !r->nccl || clip || summed) /* overlapped: the sums' wait is not the update's */
         MW_TRY(wait_devices(r, "the GPU step"));
     MW_TL_END("wait: the all-reduce and the update", "wait");
     for (int d = 0; d < r->ngpu; d++)
@@ -748,6 +644,7 @@ static void gpu_close(mw_replicas **rp, int abandoned)
      * communicator could block. The job is about to be aborted; leave it all. */
     if (abandoned)
         return;
+    mw_gpu_overlap_close(&r->ov);
     mw_nccl_close(&r->nccl);
     for (int d = 0; d < r->ngpu; d++) {
         gpu_dev *g = &r->gd[d];
