@@ -20,12 +20,18 @@
 #include <nccl.h>
 
 #include "cluster/comm.h"
+#include "cluster/nccl_checks.h"
 #include "cluster/ring.h"
 #include "cluster/topology.h"
 #include "common/timeline.h"
 #include "common/timer.h"
 
-#define PCI_LEN 32 /* "0000:3b:00.0" and room to spare */
+#define PCI_LEN MW_NCCL_PCI_LEN
+/* Across nodes the shards go through the host in pieces of at least PIECE_MIN floats (1 MiB),
+ * at most MAX_PIECES of them: the ring sums a piece while the later ones are still being copied
+ * down, and a piece's sums go back up while the ring sums the next. */
+#define PIECE_MIN ((size_t)1 << 18)
+#define MAX_PIECES 16
 
 struct mw_nccl {
     int ndev;                   /* GPUs this process drives */
@@ -37,6 +43,8 @@ struct mw_nccl {
     ncclComm_t *comms;          /* one per device; NULL once aborted or destroyed */
     cudaStream_t *own;          /* the object's streams, one per device */
     cudaStream_t *cur;          /* the streams of the call in progress */
+    cudaEvent_t *ev;     /* several nodes: MAX_PIECES per device, piece p's copy down on device d at
+                            d x MAX_PIECES + p */
     float *host;         /* pinned staging for my shards (+ the tail on local rank 0), allocated
                             at open for max_count: never inside an all-reduce */
     size_t host_count;   /* its floats */
@@ -127,9 +135,9 @@ static void timeline_wait(const char *op, double since)
 }
 
 /* Wait until every communicator has finished its background work (state no longer
- * ncclInProgress) and, with streams, every stream of the call is idle. Polls with the timeout;
- * any error or the timeout aborts the communicators. */
-static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
+ * ncclInProgress) and, with streams, every stream of the call is idle (piece < 0) or has passed
+ * piece's event. Polls with the timeout; any error or the timeout aborts the communicators. */
+static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams, int piece)
 {
     const struct timespec nap = {0, 20000}; /* 20 us between polls once the first spins fail */
     double t0 = mw_now();
@@ -150,7 +158,8 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
             if (!streams)
                 continue;
             MW_TRY(set_device(n, op, step, d));
-            cudaError_t e = cudaStreamQuery(n->cur[d]);
+            cudaError_t e = piece < 0 ? cudaStreamQuery(n->cur[d])
+                                      : cudaEventQuery(n->ev[d * MAX_PIECES + piece]);
             if (e == cudaErrorNotReady) {
                 /* not an error, but do not leave it behind for a later cudaGetLastError */
                 if (cudaPeekAtLastError() == cudaErrorNotReady)
@@ -159,7 +168,8 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams)
                 continue;
             }
             if (e != cudaSuccess)
-                return cuda_fail(n, op, step, d, "cudaStreamQuery", e);
+                return cuda_fail(n, op, step, d, piece < 0 ? "cudaStreamQuery" : "cudaEventQuery",
+                                 e);
         }
         if (busy < 0) {
             if (spin > 0 && mw_timeline_on)
@@ -243,81 +253,6 @@ static mw_status check_local(mw_nccl *n, int ndev, const int *devices, char *pci
     return MW_OK;
 }
 
-/* The node's checks, the same outcome on every rank of the node: every rank drives the same
- * number of GPUs, and no GPU (by PCI bus id: CUDA_VISIBLE_DEVICES may renumber them per rank)
- * is driven twice. Collective over node. */
-static mw_status check_node(mw_nccl *n, MPI_Comm node, int ndev, const char *pci)
-{
-    const int L = n->local_size;
-    int *nd = calloc((size_t)L, sizeof *nd);
-    if (!nd)
-        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
-    mw_status rc = MW_OK;
-    int mpi = MPI_Allgather(&ndev, 1, MPI_INT, nd, 1, MPI_INT, node);
-    if (mpi != MPI_SUCCESS) {
-        free(nd);
-        return mw_mpi_err(mpi, "NCCL set-up: MPI_Allgather");
-    }
-    for (int i = 1; i < L && rc == MW_OK; i++)
-        if (nd[i] != nd[0])
-            rc = mw_err(MW_EDEVICE,
-                        "NCCL set-up: local rank %d drives %d GPU%s but local rank "
-                        "0 drives %d; every rank of a node must drive the same number",
-                        i, nd[i], nd[i] == 1 ? "" : "s", nd[0]);
-    free(nd);
-    if (rc != MW_OK || L == 1)
-        return rc;
-
-    size_t per = (size_t)ndev * PCI_LEN;
-    char *all = calloc((size_t)L, per);
-    if (!all)
-        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
-    mpi = MPI_Allgather(pci, (int)per, MPI_CHAR, all, (int)per, MPI_CHAR, node);
-    if (mpi != MPI_SUCCESS) {
-        free(all);
-        return mw_mpi_err(mpi, "NCCL set-up: MPI_Allgather");
-    }
-    size_t total = (size_t)L * (size_t)ndev;
-    for (size_t i = 0; i < total && rc == MW_OK; i++)
-        for (size_t j = i + 1; j < total && rc == MW_OK; j++) {
-            const char *a = all + i * PCI_LEN, *b = all + j * PCI_LEN;
-            if (*a && strcmp(a, b) == 0)
-                rc = mw_err(MW_EDEVICE,
-                            "NCCL set-up: local ranks %d and %d both drive the GPU "
-                            "at PCI %s; NCCL needs every GPU of a node driven by one rank only: "
-                            "start at most as many ranks per node as it has GPUs, or use "
-                            "--device cpu",
-                            (int)(i / (size_t)ndev), (int)(j / (size_t)ndev), a);
-        }
-    free(all);
-    return rc;
-}
-
-/* Every node the same number of ranks and GPUs per rank (so the shards of the cross-node rings
- * line up), and no node failed its own checks. Collective over cross: every node's local rank
- * 0 is in the same cross communicator, so with the node agreement that follows every rank of
- * every node learns the outcome. */
-static mw_status check_cross(mw_nccl *n, MPI_Comm cross, mw_status mine)
-{
-    if (cross == MPI_COMM_NULL || n->nnodes <= 1)
-        return mine;
-    int v[5] = {n->local_size, -n->local_size, n->ndev, -n->ndev, -(mine != MW_OK)}, m[5];
-    int mpi = MPI_Allreduce(v, m, 5, MPI_INT, MPI_MIN, cross);
-    if (mine != MW_OK)
-        return mine;
-    if (mpi != MPI_SUCCESS)
-        return mw_mpi_err(mpi, "NCCL set-up: MPI_Allreduce");
-    if (m[4])
-        return mw_err(MW_EDEVICE, "NCCL set-up failed on another node (see its message)");
-    if (m[0] != -m[1] || m[2] != -m[3])
-        return mw_err(MW_EDEVICE,
-                      "NCCL set-up: the nodes differ: %d to %d ranks per node, %d to "
-                      "%d GPUs per rank; the hierarchical all-reduce needs the same on every "
-                      "node",
-                      m[0], -m[1], m[2], -m[3]);
-    return MW_OK;
-}
-
 /* Local rank 0 creates the NCCL id; everyone on the node receives it (or local rank 0's
  * failure) with the timeout. */
 static mw_status share_id(mw_nccl *n, MPI_Comm node, ncclUniqueId *id)
@@ -390,7 +325,7 @@ static mw_status init_comms(mw_nccl *n, ncclUniqueId id)
         return nccl_fail(n, op, -1, bad_d,
                          grouped ? "ncclCommInitRankConfig (grouped)" : "ncclCommInitRankConfig",
                          bad);
-    return wait_idle(n, op, -1, 0);
+    return wait_idle(n, op, -1, 0, -1);
 }
 
 /* The pinned staging buffer for all-reduces of up to max_count floats (portable: any of our
@@ -419,8 +354,34 @@ static mw_status alloc_host(mw_nccl *n)
     return MW_OK;
 }
 
+/* Several nodes: the pieces' events, MAX_PIECES per device. */
+static mw_status alloc_events(mw_nccl *n)
+{
+    if (n->nnodes <= 1)
+        return MW_OK;
+    if (!(n->ev = calloc((size_t)n->ndev * MAX_PIECES, sizeof *n->ev)))
+        return mw_err(MW_ENOMEM, "NCCL set-up: out of memory");
+    for (int d = 0; d < n->ndev; d++) {
+        MW_TRY(set_device(n, "NCCL set-up", -1, d));
+        for (int p = 0; p < MAX_PIECES; p++) {
+            cudaError_t e =
+                cudaEventCreateWithFlags(&n->ev[d * MAX_PIECES + p], cudaEventDisableTiming);
+            if (e != cudaSuccess)
+                return cuda_fail(n, "NCCL set-up", -1, d, "cudaEventCreateWithFlags", e);
+        }
+    }
+    return MW_OK;
+}
+
 mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
                        const int *devices, size_t max_count, double timeout)
+{
+    return mw_nccl_open_flat(out, node, cross, MPI_COMM_NULL, ndev_local, devices, max_count,
+                             timeout);
+}
+
+mw_status mw_nccl_open_flat(mw_nccl **out, MPI_Comm node, MPI_Comm cross, MPI_Comm all,
+                            int ndev_local, const int *devices, size_t max_count, double timeout)
 {
     *out = NULL;
     mw_nccl *n = calloc(1, sizeof *n);
@@ -448,15 +409,20 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
     if (node != MPI_COMM_NULL)
         rc = mw_agree(node, rc, NULL);
     if (rc == MW_OK && node != MPI_COMM_NULL)
-        rc = check_node(n, node, ndev_local, pci);
+        rc = mw_nccl_check_node(node, n->local_size, ndev_local, pci);
     n->G = n->local_size * (n->ndev > 0 ? n->ndev : 1);
-    rc = check_cross(n, cross, rc);
+    rc = mw_nccl_check_cross(cross, n->nnodes, n->local_size, n->ndev, rc);
     if (node != MPI_COMM_NULL)
         rc = mw_agree(node, rc, NULL);
     if (rc != MW_OK)
         goto fail;
 
-    /* 2. The NCCL id from local rank 0, our streams, then the communicator. */
+    /* One communicator over the cluster: its ranks are all's, as if one node. */
+    if (all != MPI_COMM_NULL && n->nnodes > 1) {
+        MW_TRY_GOTO(comm_place(all, &n->local_rank, &n->local_size), rc, fail);
+        n->nnodes = 1, n->G = n->local_size * n->ndev, node = all;
+    }
+    /* 2. The NCCL id from local rank 0 (of all, when flat), our streams, then the communicator. */
     ncclUniqueId id;
     MW_TRY_GOTO(share_id(n, node, &id), rc, fail);
     for (int d = 0; d < n->ndev; d++) {
@@ -469,6 +435,7 @@ mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_lo
     }
     MW_TRY_GOTO(init_comms(n, id), rc, fail);
     MW_TRY_GOTO(alloc_host(n), rc, fail);
+    MW_TRY_GOTO(alloc_events(n), rc, fail);
 
     /* 3. The cross-node ring, when there are other nodes. */
     if (n->nnodes > 1)
@@ -547,38 +514,47 @@ static mw_status enqueue(mw_nccl *n, const char *op, long step, enq_kind kind, f
         return nccl_fail(n, op, step, bad_d, call, bad);
     if (!nccl_ok(r))
         return nccl_fail(n, op, step, 0, "ncclGroupEnd", r);
-    return wait_idle(n, op, step, 0);
+    return wait_idle(n, op, step, 0, -1);
 }
 
-/* Enqueue the copies between my shards (shard g = local rank x ndev + d of device d's buffer)
- * and the host staging buffer (at d x shard), plus the tail on local rank 0's first device:
- * down to the host (to_host) or back up. */
+/* Enqueue the copies between floats [a, b) of the host staging buffer and my shards (shard
+ * g = local rank x ndev + d of device d's buffer, at d x shard in the host buffer), plus the
+ * tail on local rank 0's first device (after the shards): down to the host (to_host) or back
+ * up; then, going down, mark piece p on every stream. */
 static mw_status stage(mw_nccl *n, const char *op, long step, float **bufs, size_t shard,
-                       size_t tail, int to_host)
+                       size_t tail, size_t a, size_t b, int to_host, int p)
 {
-    const size_t main_count = (size_t)n->G * shard;
-    for (int d = 0; d < n->ndev; d++) {
-        MW_TRY(set_device(n, op, step, d));
-        size_t g = (size_t)n->local_rank * (size_t)n->ndev + (size_t)d;
-        float *dev = bufs[d] + g * shard, *host = n->host + (size_t)d * shard;
-        size_t len = shard;
-        cudaError_t e = cudaSuccess;
-        if (len)
-            e = to_host ? cudaMemcpyAsync(host, dev, len * sizeof(float), cudaMemcpyDeviceToHost,
-                                          n->cur[d])
-                        : cudaMemcpyAsync(dev, host, len * sizeof(float), cudaMemcpyHostToDevice,
-                                          n->cur[d]);
-        if (e == cudaSuccess && tail && n->local_rank == 0 && d == 0) {
-            float *tdev = bufs[0] + main_count, *thost = n->host + (size_t)n->ndev * shard;
-            e = to_host ? cudaMemcpyAsync(thost, tdev, tail * sizeof(float), cudaMemcpyDeviceToHost,
-                                          n->cur[0])
-                        : cudaMemcpyAsync(tdev, thost, tail * sizeof(float), cudaMemcpyHostToDevice,
-                                          n->cur[0]);
-        }
+    const size_t main_count = (size_t)n->G * shard, nd = (size_t)n->ndev;
+    for (int d = 0; d <= n->ndev; d++) {
+        const int dv = d < n->ndev ? d : 0; /* d == ndev: the tail, on device 0 */
+        const size_t h0 = (size_t)d * shard, h1 = d < n->ndev ? h0 + shard : nd * shard + tail;
+        const size_t lo = a > h0 ? a : h0, hi = b < h1 ? b : h1;
+        if ((d == n->ndev && (n->local_rank != 0 || !tail)) || lo >= hi)
+            continue;
+        MW_TRY(set_device(n, op, step, dv));
+        const size_t g = (size_t)n->local_rank * nd + (size_t)d;
+        float *dev = (d < n->ndev ? bufs[d] + g * shard : bufs[0] + main_count) + (lo - h0);
+        float *host = n->host + lo;
+        const size_t nb = (hi - lo) * sizeof(float);
+        cudaError_t e = to_host
+                            ? cudaMemcpyAsync(host, dev, nb, cudaMemcpyDeviceToHost, n->cur[dv])
+                            : cudaMemcpyAsync(dev, host, nb, cudaMemcpyHostToDevice, n->cur[dv]);
         if (e != cudaSuccess)
-            return cuda_fail(n, op, step, d, "cudaMemcpyAsync", e);
+            return cuda_fail(n, op, step, dv, "cudaMemcpyAsync", e);
+    }
+    for (int d = 0; d < n->ndev && to_host; d++) {
+        MW_TRY(set_device(n, op, step, d));
+        cudaError_t e = cudaEventRecord(n->ev[d * MAX_PIECES + p], n->cur[d]);
+        if (e != cudaSuccess)
+            return cuda_fail(n, op, step, d, "cudaEventRecord", e);
     }
     return MW_OK;
+}
+
+/* Piece p's end of K pieces of staged floats (p = K: staged). */
+static size_t piece_end(size_t staged, int K, int p)
+{
+    return staged / (size_t)K * (size_t)p + staged % (size_t)K * (size_t)p / (size_t)K;
 }
 
 static const char bucket_op[] = "NCCL all-reduce (a bucket)";
@@ -652,25 +628,33 @@ mw_status mw_nccl_allreduce_start(mw_nccl *n, float **bufs, size_t count, void *
     if (staged > n->host_count)
         return mw_err(MW_EINTERNAL, "NCCL all-reduce: %zu floats to stage, %zu allocated", staged,
                       n->host_count);
-    if (staged > 0) {
-        static const char down[] = "NCCL all-reduce (copy of the shards to the host)";
-        MW_TRY(stage(n, down, step, bufs, shard, tail, 1));
-        MW_TRY(wait_idle(n, down, step, 1));
-    }
+    /* down in pieces, each marked; then per piece: its wait, its ring, its copy back up */
+    int K = staged ? (int)((staged + PIECE_MIN - 1) / PIECE_MIN) : 0;
+    K = K > MAX_PIECES ? MAX_PIECES : K;
+    static const char down[] = "NCCL all-reduce (copy of the shards to the host)";
+    for (int p = 0; p < K; p++)
+        MW_TRY(stage(n, down, step, bufs, shard, tail, piece_end(staged, K, p),
+                     piece_end(staged, K, p + 1), 1, p));
     MW_TL_END("all-reduce (NCCL intra-node reduce-scatter)", "allreduce");
     /* Every rank runs its ring, even with nothing staged: the ring returns at once then, on
-     * every rank of it alike (same local rank, so same length). */
+     * every rank of it alike (same local rank, so same length and pieces). Each piece's sums
+     * are the whole buffer's, bit for bit (mw_ring_sum_part). */
     MW_TL_BEGIN("all-reduce (inter-node ring)", "allreduce");
-    mw_status rc = mw_ring_sum(&n->ring, n->host, staged, step);
+    mw_status rc = K ? MW_OK : mw_ring_sum(&n->ring, n->host, 0, step);
+    for (int p = 0; p < K && rc == MW_OK; p++) {
+        const size_t a = piece_end(staged, K, p), b = piece_end(staged, K, p + 1);
+        MW_TRY(wait_idle(n, down, step, 1, p));
+        rc = mw_ring_sum_part(&n->ring, n->host + a, a, b - a, staged, step);
+        if (rc == MW_OK)
+            MW_TRY(stage(n, "NCCL all-reduce (copy of the sums to the devices)", step, bufs, shard,
+                         tail, a, b, 0, p));
+    }
     MW_TL_END("all-reduce (inter-node ring)", "allreduce");
     if (rc != MW_OK) {
         abort_all(n); /* the peers' NCCL work will not be matched any more */
         return rc;
     }
     MW_TL_BEGIN("all-reduce (NCCL intra-node all-gather)", "allreduce");
-    if (staged > 0)
-        MW_TRY(stage(n, "NCCL all-reduce (copy of the sums to the devices)", step, bufs, shard,
-                     tail, 0));
     static const char gather[] = "NCCL all-reduce (all-gather inside the node)";
     if (n->G > 1)
         MW_TRY(enqueue(n, gather, step, ENQ_GATHER, bufs, 0, count, shard, tail));
@@ -688,7 +672,7 @@ mw_status mw_nccl_wait(mw_nccl *n)
     if (n->failed)
         return mw_err(MW_EDEVICE, "%s: the NCCL communicator was aborted after an earlier failure",
                       op);
-    return wait_idle(n, op, n->pending_step, 1);
+    return wait_idle(n, op, n->pending_step, 1, -1);
 }
 
 mw_status mw_nccl_allreduce(mw_nccl *n, float **bufs, size_t count, void **streams, long step)
@@ -713,7 +697,7 @@ void mw_nccl_close(mw_nccl **pn)
         if (!nccl_ok(r))
             nccl_fail(n, op, -1, d, "ncclCommFinalize", r);
     }
-    if (n->comms && !n->failed && wait_idle(n, op, -1, 0) == MW_OK) {
+    if (n->comms && !n->failed && wait_idle(n, op, -1, 0, -1) == MW_OK) {
         for (int d = 0; d < n->ndev; d++) {
             ncclResult_t r = ncclCommDestroy(n->comms[d]);
             n->comms[d] = NULL;
@@ -724,9 +708,15 @@ void mw_nccl_close(mw_nccl **pn)
     }
     abort_all(n); /* whatever is left after a failure */
     for (int d = 0; n->own && d < n->ndev; d++) {
+        cudaError_t e = cudaSetDevice(n->devices[d]);
+        for (int p = 0; n->ev && p < MAX_PIECES && e == cudaSuccess; p++)
+            if (n->ev[d * MAX_PIECES + p])
+                e = cudaEventDestroy(n->ev[d * MAX_PIECES + p]);
+        if (e != cudaSuccess)
+            mw_err(MW_EDEVICE, "%s on CUDA device %d: cudaEventDestroy: %s", op, n->devices[d],
+                   cudaGetErrorString(e));
         if (!n->own[d])
             continue;
-        cudaError_t e = cudaSetDevice(n->devices[d]);
         if (e == cudaSuccess)
             e = cudaStreamDestroy(n->own[d]);
         if (e != cudaSuccess)
@@ -743,6 +733,7 @@ void mw_nccl_close(mw_nccl **pn)
     free(n->cfg);
     free(n->comms);
     free(n->own);
+    free(n->ev);
     free(n->cur);
     free(n);
 }

@@ -49,6 +49,15 @@ typedef struct mw_nccl mw_nccl;
  * MW_EDEVICE (or MW_ETIMEOUT) with one message; *out is NULL then. */
 mw_status mw_nccl_open(mw_nccl **out, MPI_Comm node, MPI_Comm cross, int ndev_local,
                        const int *devices, size_t max_count, double timeout);
+/* mw_nccl_open, and then, with several nodes, ONE NCCL communicator over every GPU of the
+ * cluster instead of a node's (all: the training ranks' communicator; its ranks numbered rank
+ * in all x ndev_local + d): every all-reduce is an ncclAllReduce, with NCCL's own transport
+ * between nodes (InfiniBand or RoCE with GPUDirect where the fabric has them, else its
+ * sockets), no host staging, and buckets allowed (mw_nccl_nodes is then 1). The checks are
+ * mw_nccl_open's, over node and cross; the NCCL id comes from rank 0 of all. With one node it
+ * is mw_nccl_open. */
+mw_status mw_nccl_open_flat(mw_nccl **out, MPI_Comm node, MPI_Comm cross, MPI_Comm all,
+                            int ndev_local, const int *devices, size_t max_count, double timeout);
 
 /* bufs[d] (device memory on devices[d], count floats) = the sum over every GPU of the cluster
  * of its bufs[d], in place. Collective: every process calls it with the same count, at most
@@ -84,7 +93,8 @@ mw_status mw_nccl_allreduce_bucket(mw_nccl *n, float **bufs, size_t off, size_t 
  * NULL. */
 void mw_nccl_close(mw_nccl **n);
 
-/* GPUs per node (NCCL ranks of the node's communicator) and nodes of the ring. */
+/* GPUs per node (NCCL ranks of the node's communicator) and nodes of the ring; after
+ * mw_nccl_open_flat across nodes, every GPU of the cluster and 1. */
 int mw_nccl_node_gpus(const mw_nccl *n);
 int mw_nccl_nodes(const mw_nccl *n);
 

@@ -23,9 +23,27 @@
 #define MAX_COMMS 64
 #define MAX_OPS 4096
 
+/* A device-to-host copy not done yet: the source as it was when the copy was enqueued (the
+ * device's work before it on the stream is done here), written to dst when the copy completes;
+ * until then dst holds NaNs, so a host that reads it too early sums garbage. */
+typedef struct {
+    void *dst, *data;
+    size_t nbytes;
+    long seq;
+} pend_copy;
+
 struct CUstream_st {
     int dev;
     int busy; /* polls left before the stream reads idle */
+    pend_copy *pend;
+    int npend, cap;
+    long seq; /* copies enqueued so far */
+};
+
+struct CUevent_st {
+    cudaStream_t s; /* NULL: never recorded */
+    long seq;       /* the copies before it */
+    int polls;      /* queries left before it reads passed */
 };
 
 typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_REDUCE, OP_BROADCAST } op_kind;
@@ -259,9 +277,61 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
     return cudaSuccess;
 }
 
+/* The stream's device-to-host copies enqueued before copy number seq are done. */
+static void complete(cudaStream_t s, long seq)
+{
+    int kept = 0;
+    for (int i = 0; i < s->npend; i++) {
+        pend_copy *c = &s->pend[i];
+        if (c->seq < seq) {
+            memcpy(c->dst, c->data, c->nbytes);
+            free(c->data);
+        } else
+            s->pend[kept++] = *c;
+    }
+    s->npend = kept;
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    for (int i = 0; i < s->npend; i++) /* dropped: their host memory may be gone already */
+        free(s->pend[i].data);
+    free(s->pend);
     free(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    return *e ? cudaSuccess : (M.last = cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    free(e);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    if (s->dev != M.cur)
+        violation("cudaEventRecord on a device %d stream with device %d current", s->dev, M.cur);
+    e->s = s, e->seq = s->seq, e->polls = POLLS;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    if (!e->s)
+        return cudaSuccess;
+    if (M.hang || e->polls > 0) {
+        if (e->polls > 0)
+            e->polls--;
+        return M.last = cudaErrorNotReady;
+    }
+    complete(e->s, e->seq);
     return cudaSuccess;
 }
 
@@ -274,6 +344,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
             s->busy--;
         return M.last = cudaErrorNotReady; /* left behind, as some runtimes do */
     }
+    complete(s, s->seq);
     return cudaSuccess;
 }
 
@@ -320,7 +391,22 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t nbytes, enum cuda
                           "(state not polled to ncclSuccess): the copy could run first",
                           s->dev);
         }
-    memmove(dst, src, nbytes);
+    if (to_host) { /* done later: at a query that finds the stream or an event after it idle */
+        if (s->npend == s->cap) {
+            s->cap = s->cap ? 2 * s->cap : 16;
+            if (!(s->pend = realloc(s->pend, (size_t)s->cap * sizeof *s->pend)))
+                return M.last = cudaErrorMemoryAllocation;
+        }
+        void *data = malloc(nbytes ? nbytes : 1);
+        if (!data)
+            return M.last = cudaErrorMemoryAllocation;
+        memcpy(data, src, nbytes);
+        memset(dst, 0xff, nbytes); /* NaNs */
+        s->pend[s->npend++] = (pend_copy){dst, data, nbytes, s->seq++};
+    } else {
+        complete(s, s->seq); /* in stream order: the device-to-host copies before it first */
+        memmove(dst, src, nbytes);
+    }
     s->busy = POLLS;
     if (M.fault == MOCK_COPY_HANG && ++M.copies >= M.fault_at)
         M.hang = 1;
@@ -537,6 +623,7 @@ static ncclResult_t post(op_kind kind, const void *send, void *recv, size_t coun
         return ncclInternalError;
     if (mock_on_post)
         mock_on_post(stream, send, sn * sizeof(float), recv, rn * sizeof(float));
+    complete(stream, stream->seq);
     comm->ops[comm->nops++] = (op){kind, send, recv, count, root, stream};
     comm->polls = 1; /* enqueueing in the background for a moment */
     if (M.group_depth == 0)

@@ -8,7 +8,10 @@
  * Fake devices are numbered 0..ndev-1 with PCI bus ids "0000:<d>:00.0"; "device memory" is host
  * memory registered per device (mock_dev_alloc). All NCCL ranks of a communicator must live in
  * this process (one process per node in the tests); a collective runs when every rank has
- * posted it, on host memory, summing in rank order. */
+ * posted it, on host memory, summing in rank order. Copies to the device are done when
+ * enqueued; a copy to the host lands only once a query finds its stream, or an event recorded
+ * after it, passed (the host buffer holds NaNs until then), so a host that reads a staged
+ * buffer before waiting for it sums garbage. */
 #ifndef MW_TESTS_NCCL_MOCK_H
 #define MW_TESTS_NCCL_MOCK_H
 

@@ -7,7 +7,10 @@
  * on one node (ncclAllReduce, 1 and 3 fake GPUs in one process) and across two fake nodes
  * (reduce-scatter, host ring, all-gather; 1, 2 and 3 fake GPUs per rank; counts 0, 1, fewer
  * than the GPUs, 7, a prime, 1M and the largest tail; the callers' streams and the object's
- * own), with every device access inside the right fake device's memory; the overlapped
+ * own; across nodes the shards staged through the host in pieces, each summed only after its
+ * copy down has landed, which the mock enforces: NaNs until then), with every device access
+ * inside the right fake device's memory; one communicator over both fake nodes
+ * (mw_nccl_open_flat: one ncclAllReduce, no staging) gives the same sums; the overlapped
  * all-reduce's buckets (three ranges enqueued back to back, one wait) give the same sums on one
  * node and are refused across nodes and behind a pending all-reduce; the set-up checks
  * (bad or repeated devices, two ranks on one GPU, unequal ranks of a node, unequal nodes) give
@@ -212,7 +215,8 @@ static void alone(int ndev)
 
 /* The ranks of a topology, ndev fake GPUs each (disjoint on a node): one node is
  * ncclAllReduce across processes, several nodes the hierarchical path. */
-static void layout_sums(const mw_topology *t, int ndev, const char *name)
+/* all: MPI_COMM_NULL, or one NCCL communicator over every GPU (mw_nccl_open_flat). */
+static void layout_sums(const mw_topology *t, int ndev, const char *name, MPI_Comm all)
 {
     mock_reset(FAKE_DEVICES);
     gpus g;
@@ -221,13 +225,16 @@ static void layout_sums(const mw_topology *t, int ndev, const char *name)
     char layout[96];
     snprintf(layout, sizeof layout, "%s, %d x %d GPU(s) per node", name, t->local_size, ndev);
     mw_err_clear();
-    mw_status st = mw_nccl_open(&n, t->node_comm, t->cross, ndev, g.devs, MAX_COUNT, 30);
-    if (mpi_check(st == MW_OK && n && mw_nccl_node_gpus(n) == t->local_size * ndev &&
-                      mw_nccl_nodes(n) == t->nnodes,
+    mw_status st = mw_nccl_open_flat(&n, t->node_comm, t->cross, all, ndev, g.devs, MAX_COUNT, 30);
+    const int flat = all != MPI_COMM_NULL;
+    if (mpi_check(st == MW_OK && n &&
+                      mw_nccl_node_gpus(n) == (flat ? t->ntrain : t->local_size) * ndev &&
+                      mw_nccl_nodes(n) == (flat ? 1 : t->nnodes),
                   "%s: open: %s", layout, mw_err_msg())) {
-        /* The pinned staging is allocated by the open (several nodes only), once, and no
-         * all-reduce allocates or frees pinned memory: both calls synchronize the device. */
-        const int want = t->nnodes > 1, at_open = mock_host_allocs();
+        /* The pinned staging is allocated by the open (several nodes, hierarchical only),
+         * once, and no all-reduce allocates or frees pinned memory: both calls synchronize
+         * the device. */
+        const int want = t->nnodes > 1 && !flat, at_open = mock_host_allocs();
         mpi_check(at_open == want && mock_host_frees() == 0,
                   "%s: open allocated pinned memory %d time(s), want %d", layout, at_open, want);
         over(n, &g, layout);
@@ -339,7 +346,7 @@ int main(int argc, char **argv)
     if (world > 1 &&
         mpi_check(mw_topology_resolve(&t, NULL) == MW_OK, "topology: %s", mw_err_msg())) {
         for (int ndev = 1; ndev * t.local_size <= FAKE_DEVICES && ndev <= 2; ndev++)
-            layout_sums(&t, ndev, "one node");
+            layout_sums(&t, ndev, "one node", MPI_COMM_NULL);
         int zero = 0, mine[2] = {2 * rank, 2 * rank + 1};
         refused(t.node_comm, t.cross, 1, &zero, "one node, every rank on GPU 0",
                 "NCCL set-up: local ranks 0 and 1 both drive the GPU at PCI 0000:01:00.0");
@@ -356,7 +363,10 @@ int main(int argc, char **argv)
     if (two && mpi_check(mw_topology_resolve(&t, two) == MW_OK, "two fake nodes: topology: %s",
                          mw_err_msg())) {
         for (int ndev = 1; ndev <= 3 && ndev * t.local_size <= FAKE_DEVICES; ndev++)
-            layout_sums(&t, ndev, "two fake nodes");
+            layout_sums(&t, ndev, "two fake nodes", MPI_COMM_NULL);
+        /* one NCCL communicator over both nodes: ncclAllReduce, buckets allowed */
+        for (int ndev = 1; ndev <= 2; ndev++)
+            layout_sums(&t, ndev, "two fake nodes, one communicator", MPI_COMM_WORLD);
         int nd = rank < world / 2 ? 1 : 2, devs[2] = {t.local_rank * nd, t.local_rank * nd + 1};
         refused(t.node_comm, t.cross, nd, devs, "two fake nodes, unequal GPUs",
                 "NCCL set-up: the nodes differ");

@@ -74,7 +74,8 @@ static const char *const shard_policies[] = {"data", "file", NULL};          /* 
 static const char *const interpolations[] = {"bilinear", "nearest", NULL};   /* mw_image_interp */
 static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float16", NULL};
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
-static const char *const on_off[] = {"off", "on", NULL}; /* 0 off, 1 on */
+static const char *const on_off[] = {"off", "on", NULL};             /* 0 off, 1 on */
+static const char *const gpu_ars[] = {"hierarchical", "nccl", NULL}; /* opts.h gpu_allreduce */
 _Static_assert(sizeof progresses / sizeof *progresses == MW_PROGRESS_NONE + 2,
                "a name per mw_progress, and the NULL");
 
@@ -228,6 +229,12 @@ static const flag flags[] = {
     {"bucket-mb", "MIB", C_TRAIN, K_DOUBLE, TR(bucket_mb, double), .lo = 0, .hi = 1e6,
      .help = "--overlap-allreduce on: the gradient bucket size in MiB, consecutive layers in "
              "reverse order (0: a bucket per layer; default 4)"},
+    {"gpu-allreduce", "hierarchical|nccl", C_TRAIN, K_CHOICE, TR(gpu_allreduce, int),
+     .choices = gpu_ars,
+     .help = "GPUs on several nodes: hierarchical (default: NCCL inside each node, the MPI "
+             "ring between nodes through host memory, for any network MPI reaches) or nccl "
+             "(one NCCL communicator over every GPU: NCCL's own transport, the choice for "
+             "InfiniBand or RoCE)"},
     {"collective-timeout", "SECONDS", C_TRAIN | C_EVAL, K_DOUBLE, TR(collective_timeout, double),
      .lo = 0.1, .hi = 1e7,
      .help = "abort the job (exit 131) when a collective waits longer (default 300)"},
@@ -304,7 +311,6 @@ static const flag flags[] = {
     {"help", NULL, C_ALL, K_SWITCH, AT(help, int), .on = 1, .help = "show this help"},
 };
 enum { NFLAGS = sizeof flags / sizeof *flags };
-_Static_assert(NFLAGS <= 64, "parse_flags keeps the flags seen in a uint64_t");
 
 static const struct {
     const char *name;
@@ -653,12 +659,12 @@ static mw_status unknown_flag(const char *tok, size_t len, unsigned mask, const 
  * value as written. */
 /* --optimizer-config FILE or the shorthand flags, never both; which were given is recorded
  * for mw_optimizer_resolve (worker/keras/optimizer.h), which reads the files after parsing. */
-static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
+static mw_status optimizer_flags(mw_train_opts *o, const unsigned char *seen)
 {
     static const char *const shorthands[] = {"optimizer", "learning-rate", "momentum"};
     for (int j = 0; j < NFLAGS; j++)
         for (size_t k = 0; k < 3; k++)
-            if ((seen >> j & 1) && !strcmp(flags[j].name, shorthands[k])) {
+            if (seen[j] && !strcmp(flags[j].name, shorthands[k])) {
                 if (o->optimizer_config)
                     return mw_err(MW_EINVAL,
                                   "--%s and --optimizer-config %s: give the optimizer one way "
@@ -673,7 +679,7 @@ static mw_status optimizer_flags(mw_train_opts *o, uint64_t seen)
 static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
 {
     const char *cmd = argv[0];
-    uint64_t seen = 0;
+    unsigned char seen[NFLAGS] = {0}; /* per flag: given */
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *tok = argv[i];
@@ -706,7 +712,7 @@ static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
                               g->name, f->name, f->metavar);
         }
         MW_TRY(set_flag(c, f, v));
-        seen |= (uint64_t)1 << (f - flags);
+        seen[f - flags] = 1;
     }
     if (i < argc && !strcmp(argv[i], "--"))
         i++;
@@ -714,7 +720,7 @@ static mw_status parse_flags(mw_cli *c, unsigned mask, int argc, char **argv)
         return mw_err(MW_EINVAL, "unexpected argument '%s' (see `mwtrain %s --help`)", argv[i],
                       cmd);
     for (int j = 0; !c->help && j < NFLAGS; j++)
-        if ((flags[j].required & mask) && !(seen >> j & 1))
+        if ((flags[j].required & mask) && !seen[j])
             return mw_err(MW_EINVAL, "%s needs --%s %s (see `mwtrain %s --help`)", cmd,
                           flags[j].name, flags[j].metavar, cmd);
     return c->help ? MW_OK : optimizer_flags(&c->train, seen);

@@ -69,6 +69,7 @@ typedef struct {
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
     int overlap_allreduce;     /* --overlap-allreduce: 1 on, 0 off (off) */
     double bucket_mb;          /* --bucket-mb: overlap's bucket size in MiB (4) */
+    int gpu_allreduce;         /* --gpu-allreduce: 0 hierarchical, 1 nccl (one communicator) */
     double preemption_grace;   /* seconds from a SIGTERM to the end, saved or not (20) */
     int classes;               /* --classes: 0 = the largest label + 1 */
     int sequence_length;       /* --sequence-length: --data is a text corpus (0: not) */

@@ -18,6 +18,11 @@
 #     2 ranks x 1 GPU,
 #     the moving statistics folded in on the devices: the same, against the CPU; a BN
 #     model's replica slice larger than a device micro-batch still runs in one pass;
+#   - --overlap-allreduce on: the buckets on the reduce streams give the serial path's bits (one
+#     rank x 2 GPUs, 2 x 1, 2 replicas per GPU, L2, BN, KerasHub blocks, a bucket per layer);
+#     across hierarchical nodes and with synchronized BN a warning says why it is not used;
+#   - --gpu-allreduce nccl: one communicator over 2 fake nodes x 2 GPUs trains like the CPU, and
+#     overlaps its buckets bit for bit;
 #   - --timeline on the GPU path (two fake nodes): every step has the NCCL all-reduce's parts,
 #     and the next step's batch is assembled and uploaded while the update runs (prefetch);
 #   - the asynchronous step (MW_HOSTDEV_STATS): per step no blocking sync, 32 bytes of metrics
@@ -437,8 +442,17 @@ ovl gpu-2x1-resblock_k3 2 2 --model "$src/tests/data/keras/graph/resblock_k3.jso
 ovl gpu-1x2-tokblk 1 2 --data "$tmp/tok.npz" --model "$tmp/tokblk.json" \
     --loss-config "$tmp/tok-loss.json" "${sgd[@]}" --bucket-mb 0
 TFC=$two_nodes run gpu-2nodes-ov 2 2 "$hd" --device gpu --batch-per-replica 8 --overlap-allreduce on
-check 'grep -qF "warning: --overlap-allreduce on: not used here (across nodes the sums go through the host ring after the backward)" "$tmp/gpu-2nodes-ov.out" && cmp -s "$tmp/gpu-2nodes-x2.bin" "$tmp/gpu-2nodes-ov.bin"' \
+check 'grep -qF "warning: --overlap-allreduce on: not used here (across nodes the sums go through the host ring after the backward; --gpu-allreduce nccl overlaps them)" "$tmp/gpu-2nodes-ov.out" && cmp -s "$tmp/gpu-2nodes-x2.bin" "$tmp/gpu-2nodes-ov.bin"' \
     "two fake nodes: the overlap not used, and why: $(grep -i overlap "$tmp/gpu-2nodes-ov.out")"
+# --gpu-allreduce nccl: one NCCL communicator over both fake nodes' GPUs (no host ring) trains
+# like the CPU's 4 replicas (the sums in another order: within 1e-4), says so, and with it the
+# buckets overlap across nodes too, bit for bit
+TFC=$two_nodes run gpu-2nodes-flat 2 2 "$hd" --device gpu --batch-per-replica 8 --gpu-allreduce nccl
+check 'grep -qF "info: gradients across nodes: one NCCL communicator over every GPU (--gpu-allreduce nccl)" \
+    "$tmp/gpu-2nodes-flat.out" && grep -qF "gradients across nodes: NCCL inside each node, the MPI ring between nodes through host memory (--gpu-allreduce hierarchical)" "$tmp/gpu-2nodes-x2.out"' \
+    "the start-up line names the cross-node all-reduce: $(grep -h "across nodes" "$tmp"/gpu-2nodes-*.out)"
+same gpu-2nodes-flat cpu-1x4
+TFC=$two_nodes ovl gpu-2nodes-flat 2 2 --batch-per-replica 8 --gpu-allreduce nccl --bucket-mb 0
 run gpu-1x2-syncbn-ov 1 2 "$hd" --device gpu --model "$src/tests/data/keras/graph/syncbn_k3.json" \
     "${sgd[@]}" --overlap-allreduce on
 check 'grep -qF "not used here (synchronized BatchNormalization steps the devices in lockstep)" \

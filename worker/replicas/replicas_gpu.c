@@ -216,7 +216,8 @@ static mw_status open_overlap(mw_replicas *r)
     if (!r->nccl)
         why = "one GPU in all: there is nothing to all-reduce";
     else if (mw_nccl_nodes(r->nccl) > 1)
-        why = "across nodes the sums go through the host ring after the backward";
+        why = "across nodes the sums go through the host ring after the backward; "
+              "--gpu-allreduce nccl overlaps them";
     else if (r->sync_c > 0)
         why = "synchronized BatchNormalization steps the devices in lockstep";
     if (why) {
@@ -257,9 +258,16 @@ static mw_status gpu_connect(mw_replicas *r)
         int ordinals[MAX_GPUS];
         for (int d = 0; d < r->ngpu; d++)
             ordinals[d] = r->gd[d].ordinal;
-        MW_TRY(mw_nccl_open(&r->nccl, e->topo->node_comm, e->topo->cross, r->ngpu, ordinals,
-                            e->model->params.count, e->o->collective_timeout));
+        MW_TRY(mw_nccl_open_flat(&r->nccl, e->topo->node_comm, e->topo->cross,
+                                 e->o->gpu_allreduce ? e->comm : MPI_COMM_NULL, r->ngpu, ordinals,
+                                 e->model->params.count, e->o->collective_timeout));
     }
+    if (e->rank == 0 && r->nccl && e->topo->nnodes > 1)
+        mw_log_info("gradients across nodes: %s",
+                    e->o->gpu_allreduce ? "one NCCL communicator over every GPU "
+                                          "(--gpu-allreduce nccl)"
+                                        : "NCCL inside each node, the MPI ring between nodes "
+                                          "through host memory (--gpu-allreduce hierarchical)");
     if (e->o->overlap_allreduce)
         MW_TRY(open_overlap(r));
     if (e->rank == 0) {
