@@ -6,7 +6,8 @@
 #   2. GPU against CPU with the same replicas: SGD weights after a short epoch within a
 #      tolerance measured on the spot (10 x --backend ref against --backend cpu, and the weights
 #      must move 100 x more than it), one rank with a replica per GPU, two replicas per GPU, and
-#      with two GPUs or more mpirun -n 2 (a GPU per rank); then the tutorial's Adam epoch, whose
+#      with two GPUs or more mpirun -n 2 (a GPU per rank) and the same with --overlap-allreduce
+#      on (bitwise the serial path's weights); then the tutorial's Adam epoch, whose
 #      test accuracy on the GPU must be within 2 points of the CPU's; mixed_bfloat16's and
 #      mixed_float16's updates against the CPU's;
 #   3. throughput (images/s, the median of the rounds' second epochs) of the tutorial CNN at
@@ -254,8 +255,20 @@ if ((ngpu >= 2)); then
     CUDA_VISIBLE_DEVICES=$two train gpu-2x1 2 "$sgd_steps" --device gpu "${sgd[@]}"
     train cpu-2x1 2 "$sgd_steps" "${sgd[@]}" "${cpu[@]}"
     agree gpu-2x1 cpu-2x1 "SGD, mpirun -n 2 on 2 GPUs vs CPU"
+    # --overlap-allreduce on: each layer's bucket all-reduced on the reduce stream beside the
+    # backward; on 2 GPUs each float's sum is one addition, so the serial path's bits
+    CUDA_VISIBLE_DEVICES=$two train gpu-2x1-ov 2 "$sgd_steps" --device gpu "${sgd[@]}" \
+        --overlap-allreduce on --bucket-mb 0
+    if grep -q "overlapped all-reduce: .* on a reduce stream per GPU" "$out/gpu-2x1-ov.out" &&
+        cmp -s "$out/gpu-2x1.bin" "$out/gpu-2x1-ov.bin"; then
+        line PASS "--overlap-allreduce on, mpirun -n 2 on 2 GPUs" "the serial path's weights, bitwise"
+    else
+        line FAIL "--overlap-allreduce on, mpirun -n 2 on 2 GPUs" \
+            "weights rel diff $(rel gpu-2x1 gpu-2x1-ov) (want bitwise); $(tail -n 1 "$out/gpu-2x1-ov.out")"
+    fi
 else
     line SKIP "mpirun -n 2 on 2 GPUs" "one GPU"
+    line SKIP "--overlap-allreduce on, mpirun -n 2 on 2 GPUs" "one GPU"
 fi
 # The tutorial's Adam on the GPU learns as on the CPU: test accuracy after the epoch within 2
 # points (rounding moves Adam's weights by percents, its accuracy by tenths of a point).
