@@ -49,9 +49,10 @@ typedef struct {
         int mine, all, pending;
         long step; /* the global step the pending vote was cast after */
     } vote;
-    int agreed;     /* the run ended by an agreed outcome (preempted, diverged): not mid-run */
-    long skipped;   /* mixed_float16: steps skipped for non-finite gradients this epoch */
-    int stop_after; /* a preemption agreed at an epoch's last step: stop after its end */
+    int agreed;   /* the run ended by an agreed outcome (preempted, diverged): not mid-run */
+    long skipped; /* mixed_float16: steps skipped for non-finite gradients this epoch */
+    double skipped_examples; /* their global batches' examples (for the epoch's examples/s) */
+    int stop_after;          /* a preemption agreed at an epoch's last step: stop after its end */
 } trainer;
 
 /* What a rank votes for after a step (bits of an MPI_BOR all-reduce). */
@@ -214,6 +215,7 @@ static mw_status step(trainer *t, long start, long gb, long next_gb, double *sec
     if (finite && scaling) /* unscaled: exact, the scale is a power of 2 */
         h.gscale = (float)(1.0 / s->loss_scale);
     MW_TRY(s->ops->update(s->rep, finite ? &h : NULL));
+    t->skipped_examples += finite ? 0.0 : (double)gb;
     if (mw_timeline_on) {
         mw_timeline_end("update", "update");
         mw_timeline_end("step", "step");
@@ -346,18 +348,22 @@ static mw_status epoch_sums(trainer *t, double *sums, long nsteps)
     return MW_OK;
 }
 
-/* The epoch's training results from the running sums over every rank of nsteps steps. */
-static void train_results(const mw_session *s, const double *sums, long nsteps, double secs,
-                          mw_epoch_metrics *em)
+/* The epoch's training results from the running sums over every rank of nsteps steps, of
+ * which skipped were skipped (mixed_float16: their loss and metrics are not in the sums, their
+ * extra examples count toward the throughput only): an epoch whose every step was skipped has
+ * no loss (NaN, as its metrics). */
+static void train_results(const mw_session *s, const double *sums, long nsteps, long skipped,
+                          double extra, double secs, mw_epoch_metrics *em)
 {
     const mw_metric_list ml = mw_loss_metrics(&s->model.loss);
-    em->train_loss = nsteps > 0 ? sums[MW_SUM_LOSS] / (double)nsteps : 0;
+    const long taken = nsteps - skipped;
+    em->train_loss = taken > 0 ? sums[MW_SUM_LOSS] / (double)taken : nsteps > 0 ? NAN : 0;
     for (int i = 0; i < MW_METRICS_MAX; i++)
         em->train_metric[i] = mw_metrics_value(&ml, i, sums);
     em->seconds = secs;
     /* examples, or tokens (examples x positions) for a sequence model */
     em->examples_per_sec =
-        secs > 0 ? sums[MW_SUM_COUNT] * (double)mw_session_positions(s) / secs : 0;
+        secs > 0 ? (sums[MW_SUM_COUNT] + extra) * (double)mw_session_positions(s) / secs : 0;
 }
 
 /* Queue this rank's share of the gb examples at order + start for the decoding pool (encoded
@@ -441,7 +447,8 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         double el = mw_now() - t0;
         s->ops->metrics(s->rep, sums, 0);
         /* the local replicas' share, scaled to an estimate of the global step loss */
-        double est = sums[MW_SUM_LOSS] * nrep / rpw / (double)(k + 1 - first);
+        const long taken = k + 1 - first - t->skipped; /* a skipped step's loss is not in */
+        double est = taken > 0 ? sums[MW_SUM_LOSS] * nrep / rpw / (double)taken : 0;
         mw_progress_update(&prog, (int)(k + 1), est, el > 0 ? seen_local / el : 0);
         if (o->checkpoint_every_steps > 0 && k + 1 < steps &&
             s->global_step % o->checkpoint_every_steps == 0) {
@@ -458,14 +465,17 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         mw_log_info("epoch %d: loss scale %.17g after %ld step(s) skipped for non-finite gradients "
                     "(mixed_float16)",
                     epoch + 1, s->loss_scale, t->skipped);
-    t->skipped = 0;
+    const long skipped = t->skipped;
+    const double extra = t->skipped_examples;
+    t->skipped = 0, t->skipped_examples = 0;
     MW_TRY(epoch_sums(t, sums, steps - first));
-    train_results(s, sums, steps - first, train_time, em);
+    train_results(s, sums, steps - first, skipped, extra, train_time, em);
     MW_TL_BEGIN("evaluate", "evaluate");
     MW_TRY(mw_session_evaluate(s, &em->test_loss, em->test_metric));
     MW_TL_END("evaluate", "evaluate");
     /* every rank holds the same all-reduced sums: the same decision everywhere */
-    if (!isfinite(em->train_loss) || !isfinite(em->test_loss)) {
+    /* (an epoch of skipped steps only has no training loss: the loss scale judges those) */
+    if ((!isfinite(em->train_loss) && skipped < steps - first) || !isfinite(em->test_loss)) {
         char what[96];
         snprintf(what, sizeof what, "the %s loss of epoch %d (step %ld)",
                  isfinite(em->train_loss) ? "test" : "training", epoch + 1, s->global_step);

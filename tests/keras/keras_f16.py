@@ -40,6 +40,10 @@ Also: --resume continues the loss scale (the checkpoint's lscale section): STEPS
 --resume to STEPS, ends with the same weights, bitwise, as the run straight through, and the
 scales go on from the checkpoint's; without that state the scale would restart at 2^40 and
 skip again. And the exported .keras keeps the policy (Keras reads mixed_float16 on every layer).
+
+Last, an overflow in the FORWARD (part 4 below): Keras' loss is not finite there and its
+LossScaleOptimizer skips the step; mwtrain skips it too instead of ending the run as diverged,
+and the step after it is bitwise the one a run without the overflowing batch takes.
 """
 import filecmp
 import json
@@ -263,4 +267,100 @@ if "ref mixed_float16" in results:
               "--output", out, cwd=run)
     got = sorted({l.dtype_policy.name for l in keras.saving.load_model(out).layers})
     o.check(got == ["mixed_float16"], f"export --format keras: Keras reads the policies {got}")
+
+# 4. A float16 overflow in the FORWARD is a skipped step, as Keras' LossScaleOptimizer makes it
+#    (the loss and so every gradient are not finite), not a diverged run. Two batches in file
+#    order (--no-shuffle): A, the 64 images, and B, the same images at a quarter of their
+#    brightness. The CNN's biases start at 0 and ReLU and max pooling are positively
+#    homogeneous, so B's logits are about A's / 4: with the last Dense kernel made positive (no
+#    partial sum exceeds the logit: the hidden units are ReLU outputs) and scaled so that Keras'
+#    own mixed_float16 logits on A reach 1.2 times float16's largest value (the kernel's own
+#    values stay below it), A's overflow and B's (about 0.3 of it) do not. Keras says so (its loss on A is not finite, on B finite),
+#    and its LossScaleOptimizer (Adam inside, initial_scale 1) skips A and halves the scale.
+#    mwtrain (the reference backend) must then: exit 0, leave the weights after step 1 bitwise
+#    the initial ones with the scale Keras has (0.5), log the skipped step, and end step 2 with
+#    the weights of a run that takes B alone from scale 0.5: the skipped step advanced nothing,
+#    Adam's iteration count included; its epoch loss is B's alone (that run's), finite.
+xa = np.round(xb[..., 0] * 255).astype(np.uint8)
+xb4 = xa // 4
+d4 = o.workdir()
+data_ab, data_b = os.path.join(d4, "ab"), os.path.join(d4, "b")
+# the test set dim too: a test loss that is not finite still ends the run (nothing scales it)
+o.write_idx_dir(data_ab, np.concatenate([xa, xb4]), np.concatenate([yb, yb]), xb4[:16], yb[:16])
+o.write_idx_dir(data_b, xb4, yb, xb4[:16], yb[:16])
+last = model.layers[-1]
+k_last = np.abs(np.asarray(last.kernel.value))  # positive: the products only grow, as the sums
+last.kernel.assign(k_last)
+xa_in, xb_in = xa[..., None] / 255.0, xb4[..., None] / 255.0
+logit_a = float(np.abs(np.asarray(model(xa_in.astype("float32"))).astype(np.float64)).max())
+c = 1.2 * 65504.0 / logit_a  # the kernel itself stays a float16 value (checked below)
+last.kernel.assign(k_last * c)
+big = os.path.join(d4, "big.keras")
+model.save(big)
+w_big = o.flat_weights(model)
+tv_big = [v.value for v in model.trainable_variables]
+
+
+def keras_loss_on(tv_, x):
+    pred, _ = model.stateless_call(tv_, ntv, x.astype("float32"), training=False)
+    return keras.losses.sparse_categorical_crossentropy(yb, pred.astype("float32"),
+                                                        from_logits=True).mean()
+
+
+la, lb = float(keras_loss_on(tv_big, xa_in)), float(keras_loss_on(tv_big, xb_in))
+o.check(not np.isfinite(la) and np.isfinite(lb) and c * k_last.max() < 65504,
+        f"Keras mixed_float16 with the last kernel x {c:.3g} (largest {c * k_last.max():.0f}): "
+        f"loss on A {la} (overflow), on B {lb}")
+lso4 = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-3), initial_scale=1.0,
+                                           dynamic_growth_steps=1000)
+lso4.build(model.trainable_variables)
+g_a = jax.grad(lambda t: keras_loss_on(t, xa_in))(tv_big)  # Keras' own: not finite
+v4 = [v.value for v in lso4.variables]
+tv_a, v4 = lso4.stateless_apply(v4, g_a, tv_big)
+i4 = next(i for i, v in enumerate(lso4.variables) if v.path.endswith("dynamic_scale"))
+k_scale = float(v4[i4])
+o.check(all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(tv_a, tv_big)) and
+        k_scale == 0.5, f"Keras' LossScaleOptimizer skips A (weights unchanged) and halves the "
+        f"scale: {k_scale}")
+
+
+def lso_json_at(scale):
+    f = os.path.join(d4, f"lso-{scale}.json")
+    with open(f, "w") as fh:
+        json.dump(keras.optimizers.serialize(keras.optimizers.LossScaleOptimizer(
+            keras.optimizers.Adam(1e-3), initial_scale=scale, dynamic_growth_steps=1000)), fh)
+    return f
+
+
+def run4(data_dir, scale, tag):
+    run = o.workdir()
+    args = [o.MWTRAIN, "train", "--model", big, "--data-dir", data_dir, "--epochs", "1",
+            "--batch-per-replica", "64", "--no-shuffle", "--optimizer-config", lso_json_at(scale),
+            "--dump-weights", os.path.join(run, "w.bin"), "--summary-dir", "",
+            "--checkpoint-every-steps", "1", "--checkpoint-every-epochs", "1",
+            "--keep-checkpoints", "0", "--checkpoint-dir", os.path.join(run, "ck"),
+            "--progress", "none", "--threads", "1", "--backend", "ref"]
+    p = subprocess.run(args, cwd=run, capture_output=True, text=True)
+    o.check(p.returncode == 0, f"{tag}: exit {p.returncode} (0: a skipped step, not diverged): "
+            f"{p.stderr[-500:]}")
+    loss = re.findall(r"^Epoch 1, Loss: (\S+),", p.stdout + p.stderr, re.M)
+    return run, p, float(loss[0]) if loss else None
+
+
+run_ab, p_ab, loss_ab = run4(data_ab, 1.0, "A then B")
+run_b, p_b, loss_b = run4(data_b, 0.5, "B alone from scale 0.5")
+if p_ab.returncode == 0 and p_b.returncode == 0:
+    w1, s1 = read_ckpt(os.path.join(run_ab, "ck", "ckpt-1"))
+    o.check(np.array_equal(w1, w_big.astype(np.float64)) and s1 == k_scale,
+            f"step 1 (A, overflowing in the forward): weights unchanged, loss scale {s1} == "
+            f"Keras' {k_scale}")
+    o.check("after 1 step(s) skipped for non-finite gradients" in p_ab.stderr,
+            "the log counts the skipped step")
+    wab = np.fromfile(os.path.join(run_ab, "w.bin"), np.uint8)
+    wb_ = np.fromfile(os.path.join(run_b, "w.bin"), np.uint8)
+    moved = read_ckpt(os.path.join(run_ab, "ck", "ckpt-2"))[0]
+    o.check(np.array_equal(wab, wb_) and not np.array_equal(moved, w1),
+            "step 2 (B) ends with the weights of B alone from scale 0.5, bitwise (and moved them)")
+    o.check(loss_ab is not None and np.isfinite(loss_ab) and loss_ab == loss_b,
+            f"the epoch loss is B's alone: {loss_ab} == {loss_b}")
 o.finish()

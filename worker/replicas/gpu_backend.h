@@ -49,19 +49,20 @@ struct mw_replicas {
     mw_replicas_env env;
     mw_kernels kt;
     int ngpu;
-    gpu_dev *gd;         /* ngpu devices (owned) */
-    mw_nccl *nccl;       /* gradient all-reduce over every device of the cluster */
-    mw_gpu_overlap *ov;  /* --overlap-allreduce on, where it runs (open_overlap) */
-    double acc[MW_SUMS]; /* running sums (replicas.h) */
-    int reg_pending;     /* the penalty downloads of this step land at the update's wait */
-    float reg_ls;        /* the loss scale the penalty's gradient was made with (its loss: / it) */
-    int summed;          /* gpu_finite waited for this step's sums */
-    long gb;             /* this step's global batch: the metrics' divisor */
-    long step;           /* this step, for messages */
-    int sync_c;          /* synchronized BN: the most channels of such a layer (0: none) */
-    double *stot;        /* synchronized BN: the lockstep's host sums (lockstep.h) */
-    long scnt[MAX_GPUS]; /* synchronized BN: this step's examples on each device */
-    struct {             /* the next step's batch (gpu_prefetch), staged by gpu_update */
+    gpu_dev *gd;          /* ngpu devices (owned) */
+    mw_nccl *nccl;        /* gradient all-reduce over every device of the cluster */
+    mw_gpu_overlap *ov;   /* --overlap-allreduce on, where it runs (open_overlap) */
+    double acc[MW_SUMS];  /* running sums (replicas.h) */
+    double acc0[MW_SUMS]; /* acc before this step: a skipped step's sums are dropped */
+    int reg_pending;      /* the penalty downloads of this step land at the update's wait */
+    float reg_ls;         /* the loss scale the penalty's gradient was made with (its loss: / it) */
+    int summed;           /* gpu_finite waited for this step's sums */
+    long gb;              /* this step's global batch: the metrics' divisor */
+    long step;            /* this step, for messages */
+    int sync_c;           /* synchronized BN: the most channels of such a layer (0: none) */
+    double *stot;         /* synchronized BN: the lockstep's host sums (lockstep.h) */
+    long scnt[MAX_GPUS];  /* synchronized BN: this step's examples on each device */
+    struct {              /* the next step's batch (gpu_prefetch), staged by gpu_update */
         const mw_dataset *d;
         const uint32_t *ids;
         long gb;

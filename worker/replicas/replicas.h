@@ -92,7 +92,9 @@ typedef struct {
     void (*metrics)(mw_replicas *r, double sums[MW_SUMS], int reset);
     /* The optimizer update with this step's scalars (mw_optimizer_hyper), on every copy; h
      * NULL: a skipped step (non-finite gradients under loss scaling), which only folds the
-     * batch statistics into BatchNormalization's moving ones, as Keras' skipped step does. */
+     * batch statistics into BatchNormalization's moving ones, as Keras' skipped step does, and
+     * drops the step's loss and metrics from the running sums (its loss may be non-finite:
+     * a float16 overflow in the forward). */
     mw_status (*update)(mw_replicas *r, const mw_optim_hyper *h);
     /* Forward over this rank's replica slices of the first n examples of d (ids equal
      * positions); adds the loss sum, the examples and the metrics' sums into sums (MW_SUM_*). */

@@ -51,6 +51,7 @@ struct mw_replicas {
     float *tgrads[MW_CPU_MAX_THREADS];  /* per-thread gradients (thread 0: the all-reduce's) */
     double tsum[MW_CPU_MAX_THREADS][MW_SUMS]; /* per-thread running sums (kernels.h) */
     double acc[MW_SUMS];                      /* running sums (replicas.h) */
+    double acc0[MW_SUMS]; /* acc before this step: a skipped step's sums are dropped */
     mw_allreduce ar;
     float *own_grads; /* thread 0's gradients when the all-reduce has no slot (owned) */
     int sync;         /* synchronized BN: the local replicas train in lockstep */
@@ -402,6 +403,7 @@ static mw_status cpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
                            uint64_t dseed, long step)
 {
     r->step = step;
+    memcpy(r->acc0, r->acc, sizeof r->acc);
     const mw_replicas_env *e = &r->env;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     for (int th = 0; th < r->arenas; th++) /* on all threads: ResNet50's are 94 MB */
@@ -450,8 +452,10 @@ static mw_status cpu_update(mw_replicas *r, const mw_optim_hyper *h)
 {
     const mw_replicas_env *e = &r->env;
     mw_model_update_stats(e->model, &r->kt, &r->k, e->model->params.data, r->tgrads[0]);
-    if (!h)
+    if (!h) { /* skipped: neither its update nor its loss and metrics count */
+        memcpy(r->acc, r->acc0, sizeof r->acc);
         return MW_OK;
+    }
     float *const slots[3] = {e->m1->data, e->m2->data, e->m3->data};
     mw_optimizer_apply(e->o, &r->kt, &r->k, e->model, e->model->params.data, slots, r->tgrads[0],
                        e->model->params.count, h);

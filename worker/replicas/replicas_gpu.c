@@ -502,6 +502,7 @@ static mw_status gpu_grads(mw_replicas *r, const mw_dataset *d, const uint32_t *
                            uint64_t dseed, long step)
 {
     r->step = step;
+    memcpy(r->acc0, r->acc, sizeof r->acc);
     const mw_replicas_env *e = &r->env;
     const int rpw = e->o->replicas_per_worker, nrep = e->world * rpw;
     const size_t count = e->model->params.count;
@@ -611,6 +612,11 @@ static mw_status gpu_update(mw_replicas *r, const mw_optim_hyper *h)
     MW_TL_END("wait: the all-reduce and the update", "wait");
     for (int d = 0; d < r->ngpu; d++)
         MW_TRY(mw_cuda_last_status(&r->gd[d].k));
+    if (!h) { /* skipped: neither its update nor its loss and metrics count */
+        memcpy(r->acc, r->acc0, sizeof r->acc);
+        r->reg_pending = 0;
+        return MW_OK;
+    }
     take_macc(r, r->acc, (double)r->gb);
     for (int d = 0; d < r->ngpu && r->reg_pending; d++)
         r->acc[MW_SUM_LOSS] += *r->gd[d].h_reg / r->reg_ls;
