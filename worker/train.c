@@ -348,6 +348,21 @@ static mw_status epoch_sums(trainer *t, double *sums, long nsteps)
     return MW_OK;
 }
 
+/* mixed_float16, at an epoch's end: the log line of the loss scale and the steps skipped; returns
+ * them (and their examples in *examples) and starts the next epoch's count. */
+static long take_skipped(trainer *t, int epoch, double *examples)
+{
+    const mw_session *s = &t->s;
+    if (s->loss_scale > 0 && s->rank == 0)
+        mw_log_info("epoch %d: loss scale %.17g after %ld step(s) skipped for non-finite gradients "
+                    "(mixed_float16)",
+                    epoch + 1, s->loss_scale, t->skipped);
+    const long skipped = t->skipped;
+    *examples = t->skipped_examples;
+    t->skipped = 0, t->skipped_examples = 0;
+    return skipped;
+}
+
 /* The epoch's training results from the running sums over every rank of nsteps steps, of
  * which skipped were skipped (mixed_float16: their loss and metrics are not in the sums, their
  * extra examples count toward the throughput only): an epoch whose every step was skipped has
@@ -461,20 +476,15 @@ static mw_status run_epoch(trainer *t, int epoch, mw_epoch_metrics *em)
         mw_progress_end(&prog);
     note_input_wait(s, epoch, train_time);
     s->ops->metrics(s->rep, sums, 1);
-    if (s->loss_scale > 0 && s->rank == 0)
-        mw_log_info("epoch %d: loss scale %.17g after %ld step(s) skipped for non-finite gradients "
-                    "(mixed_float16)",
-                    epoch + 1, s->loss_scale, t->skipped);
-    const long skipped = t->skipped;
-    const double extra = t->skipped_examples;
-    t->skipped = 0, t->skipped_examples = 0;
+    double extra;
+    const long skipped = take_skipped(t, epoch, &extra);
     MW_TRY(epoch_sums(t, sums, steps - first));
     train_results(s, sums, steps - first, skipped, extra, train_time, em);
     MW_TL_BEGIN("evaluate", "evaluate");
     MW_TRY(mw_session_evaluate(s, &em->test_loss, em->test_metric));
     MW_TL_END("evaluate", "evaluate");
-    /* every rank holds the same all-reduced sums: the same decision everywhere */
-    /* (an epoch of skipped steps only has no training loss: the loss scale judges those) */
+    /* every rank holds the same all-reduced sums: the same decision everywhere (an epoch of
+     * skipped steps only has no training loss: the loss scale judges those) */
     if ((!isfinite(em->train_loss) && skipped < steps - first) || !isfinite(em->test_loss)) {
         char what[96];
         snprintf(what, sizeof what, "the %s loss of epoch %d (step %ld)",

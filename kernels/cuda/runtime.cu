@@ -297,22 +297,28 @@ extern "C" mw_status mw_cuda_compute_after(const mw_kctx *k, int slot)
     return d->status;
 }
 
-extern "C" mw_status mw_cuda_reduce_after_compute(const mw_kctx *k)
+/* Stream `to` of k's context waits, on the device, for what stream `from` has so far (through
+ * the event the member ev names). */
+static mw_status stream_after(const mw_kctx *k, const char *what, cudaEvent_t mw_cuda_dev::*ev,
+                              cudaStream_t mw_cuda_dev::*from, cudaStream_t mw_cuda_dev::*to)
 {
     mw_cuda_dev *d = NULL;
-    MW_TRY(ctx_of(k, "mw_cuda_reduce_after_compute", &d));
-    if (mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->to_reduce, d->stream))))
-        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->reduce, d->to_reduce, 0)));
+    MW_TRY(ctx_of(k, what, &d));
+    if (mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->*ev, d->*from))))
+        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->*to, d->*ev, 0)));
     return d->status;
+}
+
+extern "C" mw_status mw_cuda_reduce_after_compute(const mw_kctx *k)
+{
+    return stream_after(k, "mw_cuda_reduce_after_compute", &mw_cuda_dev::to_reduce,
+                        &mw_cuda_dev::stream, &mw_cuda_dev::reduce);
 }
 
 extern "C" mw_status mw_cuda_compute_after_reduce(const mw_kctx *k)
 {
-    mw_cuda_dev *d = NULL;
-    MW_TRY(ctx_of(k, "mw_cuda_compute_after_reduce", &d));
-    if (mw_cuda_note(d, MW_CUDA(cudaEventRecord(d->to_compute, d->reduce))))
-        mw_cuda_note(d, MW_CUDA(cudaStreamWaitEvent(d->stream, d->to_compute, 0)));
-    return d->status;
+    return stream_after(k, "mw_cuda_compute_after_reduce", &mw_cuda_dev::to_compute,
+                        &mw_cuda_dev::reduce, &mw_cuda_dev::stream);
 }
 
 extern "C" mw_status mw_cuda_copy_after(const mw_kctx *k, int slot)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/fault.h"
+#include "common/log.h"
 #include "kernels/ref/table.h"
 #include "worker/model/weights.h"
 #include "worker/replicas/replicas.h"
@@ -113,6 +114,14 @@ static void *comm_main(void *arg)
     }
     pthread_mutex_unlock(&o->mu);
     return NULL;
+}
+
+void mw_overlap_not_used(int rank, const char *why)
+{
+    if (rank == 0)
+        mw_log_warn("--overlap-allreduce on: not used here (%s); the gradients are all-reduced "
+                    "after the backward",
+                    why);
 }
 
 mw_status mw_overlap_open(mw_overlap **out, const mw_overlap_env *env)

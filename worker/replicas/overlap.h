@@ -37,6 +37,9 @@ typedef struct {
     double bucket_bytes; /* a bucket closes once it holds this many bytes (0: every layer) */
 } mw_overlap_env;
 
+/* The warning (from rank 0) that --overlap-allreduce on is not used here, and why; the CPU's
+ * and the GPU backend's. */
+void mw_overlap_not_used(int rank, const char *why);
 /* Plans the buckets and starts the thread. */
 mw_status mw_overlap_open(mw_overlap **out, const mw_overlap_env *env);
 /* The number of buckets planned. */

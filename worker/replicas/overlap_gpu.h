@@ -1,7 +1,7 @@
 /* The GPU backend's overlapped gradient all-reduce (--overlap-allreduce on, the GPUs of one
  * node), built into the CUDA module with worker/replicas/replicas_gpu.c.
  *
- * The gradient arena is cut into the CPU's buckets (overlap.h's mw_buckets_plan: consecutive
+ * The gradient arena is cut into the CPU's buckets (buckets.h' mw_buckets_plan: consecutive
  * layers in reverse order, about --bucket-mb each). While the host enqueues a device's last
  * backward of the step, the model's per-layer hook tells it when a bucket's layers are done:
  * it enqueues the bucket's regularizer gradients on the compute stream, then makes the

@@ -183,10 +183,7 @@ static mw_status open_overlap(mw_replicas *r)
         why = "this all-reduce on 3 or more ranks would add some gradients in another order "
               "when cut into buckets (exact: ring, hierarchical, any on 2 ranks)";
     if (why) {
-        if (e->rank == 0)
-            mw_log_warn("--overlap-allreduce on: not used here (%s); the gradients are "
-                        "all-reduced after the backward",
-                        why);
+        mw_overlap_not_used(e->rank, why);
         return MW_OK;
     }
     const mw_overlap_env oe = {.model = e->model,

@@ -36,6 +36,7 @@
 #include "worker/replicas/gpu_backend.h"
 #include "worker/replicas/gpu_stage.h"
 #include "worker/replicas/lockstep.h"
+#include "worker/replicas/overlap.h"
 
 static size_t up64(size_t nbytes)
 {
@@ -221,10 +222,7 @@ static mw_status open_overlap(mw_replicas *r)
     else if (r->sync_c > 0)
         why = "synchronized BatchNormalization steps the devices in lockstep";
     if (why) {
-        if (e->rank == 0)
-            mw_log_warn("--overlap-allreduce on: not used here (%s); the gradients are "
-                        "all-reduced after the backward",
-                        why);
+        mw_overlap_not_used(e->rank, why);
         return MW_OK;
     }
     mw_kctx *k[MAX_GPUS];
