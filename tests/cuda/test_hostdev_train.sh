@@ -121,6 +121,16 @@ lab = np.argmax(x @ w, 1).astype(np.int32)
 lab[::4] = 255
 np.savez(sys.argv[1] + "/ign.npz", x_train=x[:384], y_train=lab[:384], x_test=x[384:],
          y_test=lab[384:])
+# 33 examples: with 2 GPUs of 16, a step's second GPU gets none (the overlap's buckets below)
+cls = np.argmax(x @ w, 1).astype(np.int32)
+np.savez(sys.argv[1] + "/odd.npz", x_train=x[:33], y_train=cls[:33], x_test=x[384:392],
+         y_test=cls[384:392])
+json.dump({"class_name": "Sequential", "config": {"name": "odd", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_shape": [None, 6], "name": "in"}},
+    {"class_name": "Dense", "config": {"name": "h", "units": 8, "activation": "relu",
+     "kernel_regularizer": {"class_name": "L2", "config": {"l2": 0.01}}}},
+    {"class_name": "Dense", "config": {"name": "out", "units": 3}}]}},
+    open(sys.argv[1] + "/odd.json", "w"))
 dense = lambda n, u: {"class_name": "Dense", "config": {"name": n, "units": u}}
 json.dump({"class_name": "Sequential", "config": {"name": "tab", "layers": [
     {"class_name": "InputLayer", "config": {"batch_shape": [None, 6], "name": "in"}},
@@ -426,7 +436,7 @@ ovl() {
     local nb
     nb=$(sed -n 's/.*info: overlapped all-reduce: \([0-9]*\) bucket(s) .* on a reduce stream per GPU$/\1/p' \
         "$tmp/$name-ov.out")
-    check "[[ -n '$nb' ]] && { [[ '$*' != *'--bucket-mb 0'* ]] || (( ${nb:-0} >= 3 )); }" \
+    check "[[ -n '$nb' ]] && { [[ '$*' != *'--bucket-mb 0'* ]] || (( ${nb:-0} >= 2 )); }" \
         "$name-ov: buckets on the reduce streams ($nb): $(grep -i 'overlap' "$tmp/$name-ov.out")"
     check "cmp -s '$tmp/$name.bin' '$tmp/$name-ov.bin' && diff -q '$tmp/$name.epoch' \
         '$tmp/$name-ov.epoch' >/dev/null" \
@@ -441,6 +451,11 @@ ovl gpu-2x1-resblock_k3 2 2 --model "$src/tests/data/keras/graph/resblock_k3.jso
     --bucket-mb 0
 ovl gpu-1x2-tokblk 1 2 --data "$tmp/tok.npz" --model "$tmp/tokblk.json" \
     --loss-config "$tmp/tok-loss.json" "${sgd[@]}" --bucket-mb 0
+# 33 examples in steps of 32: the second step's one example leaves GPU 1 without a backward
+# (its buckets, with its L2 gradients, are complete at once)
+odd=(--data "$tmp/odd.npz" --model "$tmp/odd.json" --epochs 2 --test-examples 8 "${sgd[@]}")
+run gpu-1x2-odd 1 2 "$hd" --device gpu "${odd[@]}"
+ovl gpu-1x2-odd 1 2 "${odd[@]}" --bucket-mb 0
 TFC=$two_nodes run gpu-2nodes-ov 2 2 "$hd" --device gpu --batch-per-replica 8 --overlap-allreduce on
 check 'grep -qF "warning: --overlap-allreduce on: not used here (across nodes the sums go through the host ring after the backward; --gpu-allreduce nccl overlaps them)" "$tmp/gpu-2nodes-ov.out" && cmp -s "$tmp/gpu-2nodes-x2.bin" "$tmp/gpu-2nodes-ov.bin"' \
     "two fake nodes: the overlap not used, and why: $(grep -i overlap "$tmp/gpu-2nodes-ov.out")"
