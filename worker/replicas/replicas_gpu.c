@@ -375,7 +375,8 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
             else
                 MW_TRY(mw_gpu_stage(r, g, data, ids, first, n, training, dseed));
             mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
-            const int last = ov && (q->left -= n) == 0;
+            q->left -= n;
+            const int last = ov && q->left == 0;
             if (last)
                 mw_gpu_overlap_last(ov, d, &g->ws);
             if (training)
