@@ -708,19 +708,15 @@ void mw_nccl_close(mw_nccl **pn)
     }
     abort_all(n); /* whatever is left after a failure */
     for (int d = 0; n->own && d < n->ndev; d++) {
+        const char *call = "cudaSetDevice";
         cudaError_t e = cudaSetDevice(n->devices[d]);
         for (int p = 0; n->ev && p < MAX_PIECES && e == cudaSuccess; p++)
             if (n->ev[d * MAX_PIECES + p])
-                e = cudaEventDestroy(n->ev[d * MAX_PIECES + p]);
+                call = "cudaEventDestroy", e = cudaEventDestroy(n->ev[d * MAX_PIECES + p]);
+        if (e == cudaSuccess && n->own[d])
+            call = "cudaStreamDestroy", e = cudaStreamDestroy(n->own[d]);
         if (e != cudaSuccess)
-            mw_err(MW_EDEVICE, "%s on CUDA device %d: cudaEventDestroy: %s", op, n->devices[d],
-                   cudaGetErrorString(e));
-        if (!n->own[d])
-            continue;
-        if (e == cudaSuccess)
-            e = cudaStreamDestroy(n->own[d]);
-        if (e != cudaSuccess)
-            mw_err(MW_EDEVICE, "%s on CUDA device %d: cudaStreamDestroy: %s", op, n->devices[d],
+            mw_err(MW_EDEVICE, "%s on CUDA device %d: %s: %s", op, n->devices[d], call,
                    cudaGetErrorString(e));
     }
     if (n->host) {
