@@ -352,6 +352,16 @@ check '[[ -n "$(scale_of gpu-1x2-lso)" && "$(scale_of gpu-1x2-lso)" == "$(scale_
        ! [[ "$(scale_of gpu-1x2-lso)" =~ \ 0$ ]]' \
     "the loss scale and the skipped steps: fake GPUs '$(scale_of gpu-1x2-lso)', ref '$(scale_of ref-1x2-lso)'"
 
+# MultiHeadAttention under mixed_bfloat16 on the fake GPUs (its projections, heads' outputs and
+# their gradients rounded by the CUDA table's rounding kernel): one step as the reference
+# backend's, within 1e-4 (tokmha: causal and padding masks, dropout of the probabilities)
+b16=(--dtype-policy mixed_bfloat16 --steps-per-epoch 1 --data "$tmp/tok.npz" --model
+     "$tmp/tokmha.json" --loss-config "$tmp/tok-loss.json")
+run gpu-1x2-mha16 1 2 "$hd" --device gpu "${sgd[@]}" "${b16[@]}"
+run ref-1x2-mha16 1 0 "$mw" --device cpu --backend ref --replicas-per-worker 2 --threads 1 \
+    "${sgd[@]}" "${b16[@]}"
+same gpu-1x2-mha16 ref-1x2-mha16
+
 run gpu-2x1-sgd 2 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.out"' \
     "two ranks on one node: one fake GPU each"

@@ -238,11 +238,6 @@ static mw_status check_policies(const mw_model *m)
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         const int half = l->policy != MW_POLICY_FLOAT32;
-        if (half && l->kind == MW_LAYER_MHA)
-            return mw_err(MW_EUNSUPPORTED,
-                          "layer '%s' (MultiHeadAttention, dtype %s): mixed precision is not "
-                          "supported for it yet; expected float32",
-                          l->name, mw_policy_name(l->policy));
         for (int j = 0; j < l->nin; j++) {
             const int t = l->in[j];
             if (t < 0 && in16 >= 0 && in16 != half)

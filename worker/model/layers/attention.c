@@ -227,7 +227,15 @@ static void forward(const mw_layer_call *c)
         c->kt->rope_fwd(c->k, V.k, V.k, c->n, S, gk, r->width, 0, r->denom, r->max_wavelength,
                         r->scale);
     }
+    const int half = l->policy != MW_POLICY_FLOAT32;
+    size_t s[6];
+    parts(l, (size_t)c->n, s);
+    float *const qkv[3] = {V.q, V.k, V.v};
+    for (int j = 0; j < 3 && half; j++) /* Keras' projections: 16-bit tensors (rotated so) */
+        mw_layer_round(c->kt, c->k, l->policy, qkv[j], s[j]);
     c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
+    if (half) /* the heads' outputs: a 16-bit tensor (the product's output dtype) */
+        mw_layer_round(c->kt, c->k, l->policy, V.o, s[3]);
     c->kt->dense_fwd(c->k, c->y, V.o, W + w[3], B ? B + b[3] : NULL, c->n * T, hv, l->out_c);
 }
 
@@ -243,6 +251,8 @@ static const float *unrotate(const mw_layer_call *c, const views *V, const float
     mw_layer_zero(c->kt, c->k, V->dr, count * sizeof(float));
     c->kt->rope_bwd(c->k, V->dr, d, c->n, steps, D, r->width, 0, r->denom, r->max_wavelength,
                     r->scale);
+    if (l->policy != MW_POLICY_FLOAT32) /* the gradient of a 16-bit projection */
+        mw_layer_round(c->kt, c->k, l->policy, V->dr, count);
     return V->dr;
 }
 
@@ -262,7 +272,13 @@ static void backward(const mw_layer_call *c)
     mw_layer_zero(c->kt, c->k, V.dq, (s[0] + s[1] + s[2] + s[3]) * sizeof(float));
     c->kt->dense_bwd(c->k, V.dout, GW + w[3], GB ? GB + b[3] : NULL, c->dy, V.o, W + w[3], c->n * T,
                      hv, l->out_c);
+    const int half = l->policy != MW_POLICY_FLOAT32;
+    if (half) /* each 16-bit tensor's gradient is one (mixed-precision.md: the attention) */
+        mw_layer_round(c->kt, c->k, l->policy, V.dout, s[3]);
     c->kt->attn_bwd(c->k, V.dq, V.dk, V.dv, V.p, V.dout, V.q, V.k, V.v, &V.g, c->n);
+    float *const dqkv[3] = {V.dq, V.dk, V.dv};
+    for (int j = 0; j < 3 && half; j++)
+        mw_layer_round(c->kt, c->k, l->policy, dqkv[j], s[j]);
     float *const *grad = c->ws->grad;
     const int iq = l->in[0], iv = l->in[1], ik = l->nin == 3 ? l->in[2] : iv;
     c->kt->dense_bwd(c->k, iq >= 0 ? grad[iq + 1] : NULL, GW + w[0], GB ? GB + b[0] : NULL,
@@ -365,9 +381,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
         return mw_kfail(L, MW_EMODEL,
                         "MultiHeadAttention needs a Functional model's call with a query and a "
                         "value (inbound_nodes)");
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for MultiHeadAttention: float32",
-                        mw_policy_name(L->policy));
     int heads = 0, key_dim = 0, value_dim = 0, out = 0, causal = 0;
     double dropout = 0.0;
     mw_kweights w;

@@ -1,0 +1,178 @@
+"""MultiHeadAttention under mixed_bfloat16 and mixed_float16, against Keras in float64.
+
+A Transformer block of core layers (Embedding -> MultiHeadAttention(2 heads, key_dim 4) ->
+Add -> LayerNormalization -> Dense(16, gelu) -> Dense -> Add -> LayerNormalization -> Dense on
+each position; causal, and not causal) is built by Keras under each mixed policy and saved;
+mwtrain reads the policy of every layer from the archive. One batch of 32 token sequences (12
+steps), one SGD step with a large learning rate LR: mwtrain's gradient is (w0 - w1) / LR. The
+rate keeps the float32 cancellation out of it: w1 is about w0 - LR g, rounded to 2^-24 of
+itself; with a rate of 1 the query and key kernels, whose gradients are 1e-6 of their weights,
+came out 7 % off (a float32 run measured it). LR is 2^19 under mixed_bfloat16 (that error
+under 1e-7) and 2^6 under mixed_float16, whose evaluation after the step overflows float16
+from 2^11 on (a non-finite test loss ends the run); there the query and key kernels carry up
+to 1e-3 of cancellation, as much as float16's rounding, so theirs are the loosest checks.
+
+The yardstick is Keras in float64 on the same weights and batch (G64). Distances are relative
+L2 norms, D(G) = |G - G64| / |G64|, per variable and over all of them:
+  - Keras' own mixed gradient, D_keras: what its 16-bit tensors cost (its fused attention path,
+    ops.dot_product_attention, which Keras 3.15 takes without dropout);
+  - mwtrain's mixed gradient, D_mw (the ref backend; the cpu backend too where it runs
+    mixed_bfloat16). Both round float32 values to the same format at nearly the same points
+    (mwtrain: the layers' inputs, outputs and output gradients, the projections, the heads'
+    outputs and their gradients; Keras also rounds the probabilities before P V and their
+    gradient, each projection before its bias, and the weights' gradients), each rounding an
+    error of at most u / 2 relative (u = 2^-8 for bfloat16, 2^-11 for float16), so the two
+    distances are of one size: for every kernel, embedding table and norm, and over all of
+    them, D_keras / 4 <= D_mw <= 4 D_keras (a factor of 4 for where a sum of a few dozen such
+    errors lands; measured 0.75-1.35 per variable). A biased layer's bias gradient is a
+    reduction over the batch and steps, which XLA's CPU backend sums in 16 bits (Keras 3-5x
+    further from float64 there than on the kernels): mwtrain's, summed in float32, is held to at
+    most 4 D_keras. The key bias is left out: its gradient is zero in exact arithmetic (the
+    softmax does not see it), so both sides hold rounding noise;
+  - the control: mwtrain in float32 (--dtype-policy float32) from the same archive is under
+    D_keras / 20, so the yardstick resolves the rounding.
+What this holds is the accuracy, not each rounding point: with the attention's own roundings
+(projections, heads' outputs, their gradients) taken out, the distances moved by under 1.5x
+(measured), the roundings of the layers' inputs, outputs and output gradients dominating.
+mixed_float16: mwtrain scales the loss by 2^15 (its first loss scale); Keras' gradient is taken
+of the loss times the largest power of 2 that leaves its largest weight gradient under 2^12
+(Keras' float16 weight gradients overflow past 65504), then divided by it.
+
+usage: mha_mixed.py  (MW_BUILDDIR names the build)"""
+import os
+import subprocess
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import oracle as o  # noqa: E402
+
+N, T, V, D, K = 32, 12, 50, 8, 3
+LR = {"mixed_bfloat16": 2.0 ** 19, "mixed_float16": 2.0 ** 6}
+FACTOR, CONTROL = 4.0, 20.0
+
+
+def build(policy, causal):
+    keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(7)
+    L = keras.layers
+    inp = keras.Input((T,), dtype="int32", name="ids")
+    x = L.Embedding(V, D, name="embed")(inp)
+    a = L.MultiHeadAttention(2, 4, name="att")(x, x, use_causal_mask=causal)
+    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
+    f = L.Dense(D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
+    x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
+    m = keras.Model(inp, L.Dense(K, name="head")(x))
+    m.compile(optimizer=keras.optimizers.SGD(1.0),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    keras.config.set_dtype_policy("float32")
+    return m
+
+
+def gradient(model, xb, yb, out_dtype, scale):
+    tv = [v.value for v in model.trainable_variables]
+    ntv = [v.value for v in model.non_trainable_variables]
+
+    def loss(t):
+        pred, _ = model.stateless_call(t, ntv, xb, training=True)
+        ce = keras.losses.sparse_categorical_crossentropy(yb, pred.astype(out_dtype),
+                                                          from_logits=True)
+        return ce.mean() * scale
+    return [np.asarray(g, np.float64) / scale for g in jax.grad(loss)(tv)]
+
+
+def rel_l2(gs, ref):
+    num = sum(((g - r) ** 2).sum() for g, r in zip(gs, ref))
+    return float(np.sqrt(num / sum((r ** 2).sum() for r in ref)))
+
+
+def mw_gradient(work, path, data, w0, shapes, lr, *extra):
+    dump = os.path.join(work, "w1.bin")
+    p = subprocess.run([o.MWTRAIN, "train", "--model", path, "--data", data, "--epochs", "1",
+                        "--batch-per-replica", str(N), "--no-shuffle", "--optimizer", "sgd",
+                        "--momentum", "0", "--learning-rate", str(lr), "--test-examples", "8",
+                        "--dump-weights", dump, "--summary-dir", "", "--checkpoint-every-epochs",
+                        "0", "--progress", "none", "--threads", "1", *extra],
+                       cwd=work, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "no message"
+    w1 = np.fromfile(dump, "<f4").astype(np.float64)
+    g = (w0 - w1[-w0.size:]) / lr
+    cuts = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+    return [a.reshape(s) for a, s in zip(np.split(g, cuts), shapes)], ""
+
+
+def bf16_cpu():
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    return ("avx512_bf16" in flags or "amx_bf16" in flags) and \
+        "ONEDNN_MAX_CPU_ISA" not in os.environ
+
+
+def main():
+    work = o.workdir()
+    rng = np.random.default_rng(5)
+    x = rng.integers(1, V, (N + 8, T)).astype(np.int32)
+    y = (x % K + (rng.random((N + 8, T)) < 0.2)).astype(np.int32) % K
+    data = os.path.join(work, "tokens.npz")
+    np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
+    xb, yb = x[:N], y[:N]
+    print(f"{'case':34s} {'D (rel. L2 to float64)':>22s}  D / D_keras")
+    for causal in (True, False):
+        for policy in ("mixed_bfloat16", "mixed_float16"):
+            case = f"{policy}, {'causal' if causal else 'not causal'}"
+            m = build(policy, causal)
+            o.check(all(l.dtype_policy.name == policy for l in m.layers[1:]),
+                    f"{case}: Keras built every layer with {policy}")
+            path = os.path.join(work, f"{policy}-{causal}.keras")
+            m.save(path)
+            m64 = build("float64", causal)
+            for v64, v in zip(m64.weights, m.weights):
+                v64.assign(np.asarray(v.value, np.float64))
+            g64 = gradient(m64, xb, yb, "float64", 1.0)
+            # Keras' float16 weight gradients overflow past 65504: its loss scale leaves the
+            # largest of them at 2^12 at most
+            big = max(float(np.abs(g).max()) for g in g64)
+            scale = 1.0 if policy == "mixed_bfloat16" else 2.0 ** np.floor(np.log2(4096 / big))
+            gk = gradient(m, xb, yb, "float32", scale)
+            names = [v.path for v in m.trainable_variables]
+            shapes = [tuple(v.shape) for v in m.trainable_variables]
+            w0 = np.concatenate([np.asarray(v.value, np.float64).ravel()
+                                 for v in m.trainable_variables])
+            dk = rel_l2(gk, g64)
+            print(f"  {case + ': Keras':32s} {dk:22.3e}  1")
+            runs = [("ref", ["--backend", "ref"]), ("f32 control", ["--dtype-policy", "float32"])]
+            if policy == "mixed_bfloat16" and bf16_cpu():
+                runs.insert(1, ("cpu", []))
+            for tag, extra in runs:
+                gm, err = mw_gradient(work, path, data, w0, shapes, LR[policy], *extra)
+                if not o.check(gm is not None, f"{case}: mwtrain {tag} trains: {err}"):
+                    continue
+                dm = rel_l2(gm, g64)
+                print(f"  {case + ': mwtrain ' + tag:32s} {dm:22.3e}  {dm / dk:.3g}")
+                if tag == "f32 control":
+                    o.check(dm * CONTROL <= dk, f"{case}: control: mwtrain float32 {dm:.2e} "
+                            f"<= D_keras / {CONTROL:g} ({dk / CONTROL:.2e})")
+                    continue
+                mats = [i for i, n in enumerate(names) if not n.endswith("/bias")]
+                dmm, dkm = (rel_l2([g[i] for i in mats], [g64[i] for i in mats]) for g in (gm, gk))
+                o.check(dkm / FACTOR <= dmm <= FACTOR * dkm,
+                        f"{case}: mwtrain {tag}, the kernels, embeddings and norms: {dmm:.2e} "
+                        f"within {FACTOR:g}x of Keras' own {dkm:.2e}")
+                for name, a, b, r in zip(names, gm, gk, g64):
+                    da, db = rel_l2([a], [r]), rel_l2([b], [r])
+                    if name.endswith("key/bias"):
+                        continue
+                    if name.endswith("/bias"):
+                        o.check(da <= FACTOR * db + 1e-6, f"{case}: mwtrain {tag}, {name}: "
+                                f"{da:.2e} <= {FACTOR:g} x Keras' {db:.2e} + 1e-6")
+                    else:
+                        o.check(db / FACTOR <= da <= FACTOR * db, f"{case}: mwtrain {tag}, "
+                                f"{name}: {da:.2e} within {FACTOR:g}x of Keras' {db:.2e}")
+    o.finish()
+
+
+main()
