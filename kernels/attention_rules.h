@@ -6,9 +6,11 @@
  * soft cap c, times 1 - tanh(s / c)^2, s recomputed as the forward's), then
  * dq = scale ds kk and dk = ds (q scale). Grouped-query attention (kv_heads < H): query head h
  * reads key and value head h / (H / kv_heads), whose gradients (a column's) sum over its group's
- * heads, then over t. Private to kernels/: each includer defines MW_ATT_HD
- * (static inline, or __device__ static inline) and MW_ATT_HASH (mw_rng_hash, or its device
- * copy). */
+ * heads, then over t. Under a mixed policy (half) the probabilities are rounded where they
+ * multiply v or dout, and dp before its dropout multiplier. Private to kernels/: each includer
+ * defines MW_ATT_HD (static inline, or __device__ static inline), MW_ATT_HASH (mw_rng_hash, or
+ * its device copy) and MW_ATT_ROUND16(half, x) (kernels/cast.h's rounding of x to bfloat16,
+ * half 1, or float16, half 2, or its device copy). */
 #ifndef MW_KERNELS_ATTENTION_RULES_H
 #define MW_KERNELS_ATTENTION_RULES_H
 
@@ -98,6 +100,19 @@ MW_ATT_HD float att_drop(const mw_attn_geom *g, int i, int h, int t, int u)
     return x >= thr ? 1.0f / (1.0f - g->rate) : 0.0f;
 }
 
+/* x as the 16-bit tensor holds it under a mixed policy (g->half), else x. */
+MW_ATT_HD float att_p16(const mw_attn_geom *g, float x)
+{
+    return g->half ? MW_ATT_ROUND16(g->half, x) : x;
+}
+
+/* 1 when the probabilities that multiply v are p itself (no dropout, no 16-bit rounding); 0
+ * when the twins form them in scratch. */
+MW_ATT_HD int att_p_as_is(const mw_attn_geom *g)
+{
+    return !(g->rate > 0.0f) && !g->half;
+}
+
 /* Below this, expf is 0 in float32 (its smallest subnormal is e^-103.28): a masked score
  * (-1e9 beside an unmasked one) takes the shortcut, not expf's slow underflow path. */
 #define MW_ATT_EXP_ZERO (-110.0f)
@@ -155,7 +170,7 @@ MW_ATT_HD void att_row_fwd(float *o, float *p, const float *q, const float *kk, 
     for (int d = 0; d < g->dv; d++) {
         float a = 0.0f;
         for (int u = 0; u < g->S; u++)
-            a += pr[u] * att_drop(g, i, h, t, u) * v[att_hrow(g, i, h, u, g->dv) + d];
+            a += att_p16(g, pr[u]) * att_drop(g, i, h, t, u) * v[att_hrow(g, i, h, u, g->dv) + d];
         orow[d] = a;
     }
 }
@@ -171,13 +186,14 @@ MW_ATT_HD void att_col_dv(float *dv, const float *p, const float *dout, const mw
         float a = 0.0f;
         for (int h = h0; h < h1; h++)
             for (int t = 0; t < g->T; t++)
-                a += p[att_prow(g, i, h, t) + u] * att_drop(g, i, h, t, u) *
+                a += att_p16(g, p[att_prow(g, i, h, t) + u]) * att_drop(g, i, h, t, u) *
                      dout[att_qrow(g, i, h, t, g->dv) + d];
         r[d] += a;
     }
 }
 
-/* dp[u] of row (i, h, t): dout . v[u], times the dropout multiplier. */
+/* dp[u] of row (i, h, t): dout . v[u] (a 16-bit tensor's gradient under a mixed policy),
+ * times the dropout multiplier. */
 MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g, int i, int h,
                        int t, int u)
 {
@@ -185,7 +201,7 @@ MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g,
     float a = 0.0f;
     for (int d = 0; d < g->dv; d++)
         a += dr[d] * vr[d];
-    return a * att_drop(g, i, h, t, u);
+    return att_p16(g, a) * att_drop(g, i, h, t, u);
 }
 
 /* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp), under a soft cap times

@@ -188,6 +188,12 @@ typedef struct {
     float rate;
     uint64_t seed, stream;
     const uint32_t *ids;
+    /* A mixed policy's 16-bit probabilities, as Keras' fused attention holds them: 1 bfloat16,
+     * 2 float16 (kernels/cast.h's roundings), 0 none. The probabilities are rounded where they
+     * multiply v (the forward's o, the backward's dv), and dp = dout . v is rounded before its
+     * dropout multiplier; p stays float32 for the softmax's backward, as JAX's float32 softmax
+     * keeps its own output. */
+    int half;
 } mw_attn_geom;
 
 /* The key and value heads of g (kv_heads, or H when 0). */

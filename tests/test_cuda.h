@@ -53,6 +53,9 @@ void metrics_case(const mw_metric_list *ml, int N, int K, uint64_t s);
 void test_rescale(void **state);
 void test_bn_relu(void **state);
 
+/* tests/cuda_attn.c */
+void test_attention(void **state);
+
 /* tests/cuda_det.c */
 void test_embed_det(void **state);
 void test_norm_params_det(void **state);

@@ -21,10 +21,12 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "kernels/cast.h"
 #include "kernels/cpu/cpu.h"
 
 #define MW_ATT_HD static inline
 #define MW_ATT_HASH mw_rng_hash
+#define MW_ATT_ROUND16(half, x) ((half) == 1 ? mw_bf16_round(x) : mw_f16_round(x))
 #include "kernels/attention_rules.h"
 
 /* The softmax's loops vectorize only where GCC may evaluate a comparison's select without
@@ -140,13 +142,14 @@ static int block_empty(const mw_attn_geom *g, int i, int t0, int t1)
     return 0;
 }
 
-/* w = p times the dropout multipliers on rows [t0, t1), columns [0, c), for head (i, h). */
+/* w = p (16-bit under a mixed policy) times the dropout multipliers on rows [t0, t1), columns
+ * [0, c), for head (i, h): the probabilities that multiply v. */
 static void dropped(float *w, const float *p, const mw_attn_geom *g, int i, int h, int t0, int t1,
                     int c)
 {
     for (int t = t0; t < t1; t++)
         for (int u = 0; u < c; u++)
-            w[(size_t)t * g->S + u] = p[(size_t)t * g->S + u] * att_drop(g, i, h, t, u);
+            w[(size_t)t * g->S + u] = att_p16(g, p[(size_t)t * g->S + u]) * att_drop(g, i, h, t, u);
 }
 
 void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const float *kk,
@@ -178,7 +181,7 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
                 empty |= softmax_row(P + (size_t)t * S, g, i, t);
             const int cv = empty && g->empty_uniform ? S : c; /* a uniform row reads every key */
             const float *W = Pb;
-            if (g->rate > 0.0f)
+            if (!att_p_as_is(g))
                 dropped(w, P, g, i, h, t0, t1, cv), W = w + (size_t)t0 * S;
             mw_sgemm_cpu('N', 'N', m, dv, cv, 1.0f, W, S, v + att_hrow(g, i, h, 0, dv), KH * dv,
                          0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
@@ -217,12 +220,15 @@ static void bwd_head(float *w, float *dq, float *dk, float *dv, float *p, const 
         float *Pb = P + (size_t)t0 * S, *wb = w + (size_t)t0 * S;
         const float *dO = dout + att_qrow(g, i, h, t0, dV);
         const float *W = Pb;
-        if (g->rate > 0.0f)
+        if (!att_p_as_is(g))
             dropped(w, P, g, i, h, t0, t1, c), W = wb;
         /* dV[0, c) += (P drop)^T dO; then w = dP = (dO V^T) drop */
         mw_sgemm_cpu('T', 'N', c, dV, m, 1.0f, W, S, dO, H * dV, 1.0f,
                      dv + att_hrow(g, i, h, 0, dV), KH * dV);
         mw_sgemm_cpu('N', 'T', m, c, dV, 1.0f, dO, H * dV, V, KH * dV, 0.0f, wb, S);
+        for (int t = 0; t < m && g->half; t++) /* a 16-bit tensor's gradient */
+            for (int u = 0; u < c; u++)
+                wb[(size_t)t * S + u] = att_p16(g, wb[(size_t)t * S + u]);
         for (int t = t0; t < t1; t++) { /* p is 0 past c: so is ds */
             float *pr = P + (size_t)t * S, *wr = w + (size_t)t * S, sum = 0.0f;
             if (att_row_empty(g, i, t)) { /* no score moves it */

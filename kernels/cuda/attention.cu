@@ -15,6 +15,7 @@
  * reads key head h / (H / kv_heads); heads run in order, each adding its terms to its key head's dk
  * and dv (beta 1): the same sums in the same order on every run, no atomics. The geometry goes by
  * value; its masks and ids are device memory. */
+#include "kernels/cuda/cast.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/runtime.cuh"
 
@@ -23,9 +24,17 @@ extern "C" {
 }
 #define MW_ATT_HD __device__ static inline
 #define MW_ATT_HASH mw_cuda_rng_hash
+#define MW_ATT_ROUND16(half, x) ((half) == 1 ? mw_cuda_bf16_round(x) : mw_cuda_f16_round(x))
 #include "kernels/attention_rules.h"
 
 #define ATT_FULL 0xffffffffu
+
+/* attention_rules.h's att_p_as_is on the host (its functions are device code here): the
+ * probabilities that multiply v are p itself, no dropout and no 16-bit rounding. */
+static int p_as_is(const mw_attn_geom *g)
+{
+    return !(g->rate > 0.0f) && !g->half;
+}
 
 /* Under the causal mask a head's rows go in blocks (block [t0, t1) reads keys [0, t1) only) of
  * a multiple of ATT_BLOCK rows, about ATT_BLOCKS of them: the GEMMs then compute
@@ -84,8 +93,9 @@ __device__ static float warp_sum(float x)
 
 /* Row r's scores (from the GEMM, columns [lo, hi]) become its probabilities: soft-capped,
  * masked (att_masked: -1e9), softmax as att_softmax (exp(z) 0 below MW_ATT_EXP_ZERO), 0 outside
- * [lo, hi]; a row masked everywhere att_empty_p. w (not NULL): the probabilities times the
- * dropout multipliers (att_drop, computed where p is not 0). */
+ * [lo, hi]; a row masked everywhere att_empty_p. w (not NULL): the probabilities that multiply
+ * v, 16-bit under a mixed policy (att_p16), times the dropout multipliers (att_drop, computed
+ * where p is not 0). */
 static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, int h, int i0,
                                       size_t rows)
 {
@@ -120,12 +130,12 @@ static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, int h,
             const float x = !any ? att_empty_p(&g) : u >= R.lo && u <= R.hi ? R.pr[u] / sum : 0.0f;
             R.pr[u] = x;
             if (R.wr)
-                R.wr[u] = x != 0.0f ? x * att_drop(&g, R.i, h, R.t, u) : 0.0f;
+                R.wr[u] = x != 0.0f ? att_p16(&g, x) * att_drop(&g, R.i, h, R.t, u) : 0.0f;
         }
     }
 }
 
-/* The backward's dropped probabilities: w = p att_drop over whole rows. */
+/* The backward's probabilities that multiply dO: w = att_p16(p) att_drop over whole rows. */
 static __global__ void dropped_kernel(float *w, const float *p, mw_attn_geom g, int h, int i0,
                                       size_t rows)
 {
@@ -134,14 +144,14 @@ static __global__ void dropped_kernel(float *w, const float *p, mw_attn_geom g, 
         const att_row R = row_of(g, (float *)p, w, h, i0, r);
         for (int u = lane; u < g.S; u += 32) {
             const float x = R.pr[u];
-            R.wr[u] = x != 0.0f ? x * att_drop(&g, R.i, h, R.t, u) : 0.0f;
+            R.wr[u] = x != 0.0f ? att_p16(&g, x) * att_drop(&g, R.i, h, R.t, u) : 0.0f;
         }
     }
 }
 
-/* Row r of p becomes the scores' gradient p (dp - sum p dp), dp = w (dO V^T) times the dropout
- * multiplier (written back to w); outside [lo, hi] p is 0 and stays so. A row masked everywhere
- * becomes 0 (as att_row_ds). */
+/* Row r of p becomes the scores' gradient p (dp - sum p dp), dp = w (dO V^T, 16-bit under a
+ * mixed policy) times the dropout multiplier (written back to w); outside [lo, hi] p is 0 and stays
+ * so. A row masked everywhere becomes 0 (as att_row_ds). */
 static __global__ void ds_kernel(float *p, float *w, mw_attn_geom g, int h, int i0, size_t rows)
 {
     ATT_ROWS(r, rows)
@@ -152,7 +162,7 @@ static __global__ void ds_kernel(float *p, float *w, mw_attn_geom g, int h, int 
         ATT_VISIBLE(u, R)
         {
             open |= !att_masked(&g, R.i, R.t, u);
-            const float dp = R.wr[u] * att_drop(&g, R.i, h, R.t, u);
+            const float dp = att_p16(&g, R.wr[u]) * att_drop(&g, R.i, h, R.t, u);
             R.wr[u] = dp;
             sum += R.pr[u] * dp;
         }
@@ -242,7 +252,7 @@ static mw_status fwd_span(mw_cuda_dev *d, float *ws, float *o, float *p, const f
 {
     const int T = g->T, S = g->S;
     const size_t rows = (size_t)a->nb * T;
-    float *P = p + a->p, *w = g->rate > 0.0f ? ws : NULL;
+    float *P = p + a->p, *w = p_as_is(g) ? NULL : ws;
     MW_TRY(scores(d, P, a->sp, q, kk, g, a));
     ATT_LAUNCH(softmax_kernel, rows, p, w, *g, a->h, a->i0);
     const float *W = w ? w : P;
@@ -279,7 +289,7 @@ extern "C" void mw_attn_fwd_cuda(const mw_kctx *k, float *o, float *p, const flo
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_attn_fwd_cuda");
     if (!d || n <= 0 || g->T <= 0 || g->S <= 0)
         return;
-    const int nb = chunk_of(k, g, n, g->rate > 0.0f);
+    const int nb = chunk_of(k, g, n, !p_as_is(g));
     if (nb < 1) {
         mw_cuda_note(d, no_room(k, g, "mw_attn_fwd_cuda"));
         return;
@@ -300,10 +310,11 @@ static mw_status bwd_span(mw_cuda_dev *d, float *ws, float *dq, float *dk, float
     const int T = g->T, S = g->S;
     const size_t rows = (size_t)a->nb * T;
     float *P = p + a->p;
-    if (g->rate > 0.0f)
+    const int own = !p_as_is(g); /* the probabilities that multiply dO, in ws */
+    if (own)
         ATT_LAUNCH(dropped_kernel, rows, ws, p, *g, a->h, a->i0);
-    const float *W = g->rate > 0.0f ? ws : P;
-    const long long sW = g->rate > 0.0f ? a->sw : a->sp;
+    const float *W = own ? ws : P;
+    const long long sW = own ? a->sw : a->sp;
     for (int t0 = 0; t0 < T; t0 += a->blk) { /* a block's dP overwrites only its rows of w */
         const int t1 = t0 + a->blk < T ? t0 + a->blk : T, m = t1 - t0, c = cols_of(g, a, t1);
         const float *dO = dout + a->o + (size_t)t0 * a->lo;

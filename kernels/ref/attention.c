@@ -4,9 +4,11 @@
 #include "kernels/twins.h"
 
 #include "common/rng.h"
+#include "kernels/cast.h"
 
 #define MW_ATT_HD static inline
 #define MW_ATT_HASH mw_rng_hash
+#define MW_ATT_ROUND16(half, x) ((half) == 1 ? mw_bf16_round(x) : mw_f16_round(x))
 #include "kernels/attention_rules.h"
 
 void mw_attn_fwd_ref(const mw_kctx *k, float *o, float *p, const float *q, const float *kk,

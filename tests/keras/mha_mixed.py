@@ -18,13 +18,13 @@ L2 norms, D(G) = |G - G64| / |G64|, per variable and over all of them:
     ops.dot_product_attention, which Keras 3.15 takes without dropout);
   - mwtrain's mixed gradient, D_mw (the ref backend; the cpu backend too where it runs
     mixed_bfloat16). Both round float32 values to the same format at nearly the same points
-    (mwtrain: the layers' inputs, outputs and output gradients, the projections, the heads'
-    outputs and their gradients; Keras also rounds the probabilities before P V and their
-    gradient, each projection before its bias, and the weights' gradients), each rounding an
+    (both: the layers' inputs, outputs and output gradients, the projections, the probabilities
+    where they multiply V, the heads' outputs, and the gradients of each; Keras also rounds
+    each projection before its bias and the weights' gradients), each rounding an
     error of at most u / 2 relative (u = 2^-8 for bfloat16, 2^-11 for float16), so the two
     distances are of one size: for every kernel, embedding table and norm, and over all of
     them, D_keras / 4 <= D_mw <= 4 D_keras (a factor of 4 for where a sum of a few dozen such
-    errors lands; measured 0.75-1.35 per variable). A biased layer's bias gradient is a
+    errors lands; measured 0.67-1.36 per variable). A biased layer's bias gradient is a
     reduction over the batch and steps, which XLA's CPU backend sums in 16 bits (Keras 3-5x
     further from float64 there than on the kernels): mwtrain's, summed in float32, is held to at
     most 4 D_keras. The key bias is left out: its gradient is zero in exact arithmetic (the
@@ -33,7 +33,9 @@ L2 norms, D(G) = |G - G64| / |G64|, per variable and over all of them:
     D_keras / 20, so the yardstick resolves the rounding.
 What this holds is the accuracy, not each rounding point: with the attention's own roundings
 (projections, heads' outputs, their gradients) taken out, the distances moved by under 1.5x
-(measured), the roundings of the layers' inputs, outputs and output gradients dominating.
+(measured), the roundings of the layers' inputs, outputs and output gradients dominating. The
+rounding points are test_kernels' (test_attention_half: the probabilities' and dp's) and this
+layer's code.
 mixed_float16: mwtrain scales the loss by 2^15 (its first loss scale); Keras' gradient is taken
 of the loss times the largest power of 2 that leaves its largest weight gradient under 2^12
 (Keras' float16 weight gradients overflow past 65504), then divided by it.

@@ -202,6 +202,10 @@ static void carve(const mw_layer_call *c, views *V)
         .seed = c->ws->dropout_seed,
         .stream = (uint64_t)c->i,
         .ids = c->ws->example_ids,
+        /* the probabilities in 16 bits where Keras' fused attention holds them */
+        .half = l->policy == MW_POLICY_MIXED_BFLOAT16  ? 1
+                : l->policy == MW_POLICY_MIXED_FLOAT16 ? 2
+                                                       : 0,
     };
     V->g = g;
 }

@@ -1,0 +1,254 @@
+/* Suite 'unit' (and 'isa'): MultiHeadAttention's core (kernels/kernel_list.h: attn_fwd,
+ * attn_bwd), the reference and the fast CPU twin, on kernel_check.c's geometries: the contract
+ * of the probabilities and outputs, every gradient by central differences, and under a mixed
+ * policy (mw_attn_geom.half) the 16-bit probabilities and dp against their contract. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rng.h"
+#include "kernels/cast.h"
+#include "kernels/dropout.h"
+#include "kernels/twins.h"
+#include "tests/kernel_check.h"
+#include "tests/kernel_test.h"
+
+/* The attention core (kernels.h: mw_attn_geom), n = 2, dk = 3, dv = 2, on kernel_check.c's
+ * geometries (masks, causal, cross, 70 steps, grouped-query, dropout, soft cap, windows).
+ * Asserted, for the reference and the fast CPU twin: each probability row sums to 1; a masked
+ * entry of a row with an unmasked one is 0 exactly (exp of -1e9); a row masked everywhere is
+ * Keras' (empty_uniform); o equals the contract's sum over u of p drop v, the multipliers
+ * recomputed from mw_rng_hash as kernels.h states them; every gradient (q, k, v) by central
+ * differences of sum(r * o) (a padded query step's too: its scores are replaced, not used). */
+typedef struct {
+    const mw_kernels *t;
+    const mw_kctx *k;
+    float *o, *p;
+    const float *q, *kk, *v, *r;
+    const mw_attn_geom *g;
+    int n;
+} attn_env;
+
+static double attn_loss(void *env)
+{
+    attn_env *e = env;
+    e->t->attn_fwd(e->k, e->o, e->p, e->q, e->kk, e->v, e->g, e->n);
+    return dot_r(e->r, e->o, (size_t)e->n * e->g->T * e->g->H * e->g->dv);
+}
+
+/* The dropout multiplier of p[i, h, t, u] as kernels.h states it. */
+static float attn_drop_spec(const mw_attn_geom *g, int i, int h, int t, int u)
+{
+    if (!(g->rate > 0.0f))
+        return 1.0f;
+    const uint64_t id = g->ids ? g->ids[i] : (uint32_t)i;
+    const uint64_t c = id * ((uint64_t)g->H * g->T * g->S) + ((uint64_t)h * g->T + t) * g->S + u;
+    return (uint32_t)(mw_rng_hash(g->seed, g->stream, c) >> 40) >= mw_dropout_threshold(g->rate)
+               ? 1.0f / (1.0f - g->rate)
+               : 0.0f;
+}
+
+/* 1 when (t, u) of example i is masked, as kernels.h states it. */
+static int attn_masked_spec(const mw_attn_geom *g, int i, int t, int u)
+{
+    return (g->causal && u > t) || (g->window > 0 && abs(t - u) >= g->window) ||
+           (g->qids && g->qids[i * g->T + t] == 0) || (g->vids && g->vids[i * g->S + u] == 0);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    const int n = 2, dk = 3, dv = 2;
+    mw_attn_geom g;
+    for (size_t ci = 0; mw_test_attn_geom((int)ci, &g); ci++) { /* kernel_check.c's cases */
+        const int T = g.T, S = g.S, H = g.H, KH = mw_attn_kvh(&g);
+        const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
+                     nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
+                     np = (size_t)n * H * T * S;
+        for (int cpu = 0; cpu < 2; cpu++) {
+            mw_kernels t;
+            table(&t, cpu);
+            pool P = {0};
+            ctx C;
+            ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
+            float *q = frand(&P, nq, 201 + ci, -1.5f, 1.5f),
+                  *kk = frand(&P, nk, 211 + ci, -1.5f, 1.5f);
+            float *v = frand(&P, nv, 221 + ci, -1.0f, 1.0f),
+                  *r = frand(&P, no, 231 + ci, -1.0f, 1.0f);
+            float *o = fzero(&P, no), *p = fzero(&P, np);
+            t.attn_fwd(&C.k, o, p, q, kk, v, &g, n);
+            ctx_check(&C, "attn_fwd");
+            char what[96];
+            for (int i = 0; i < n; i++)
+                for (int h = 0; h < H; h++)
+                    for (int tt = 0; tt < T; tt++) {
+                        const float *pr = p + (((size_t)i * H + h) * T + tt) * S;
+                        double sum = 0;
+                        int any = 0;
+                        for (int u = 0; u < S; u++) {
+                            sum += pr[u];
+                            any |= !attn_masked_spec(&g, i, tt, u);
+                        }
+                        expect_near(sum, any || g.empty_uniform ? 1.0 : 0.0, 1e-6);
+                        for (int u = 0; u < S; u++) {
+                            const int masked = attn_masked_spec(&g, i, tt, u);
+                            if (masked && any && pr[u] != 0.0f)
+                                fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g, masked", t.name, ci, i,
+                                         h, tt, u, (double)pr[u]);
+                            if (!any && pr[u] != (g.empty_uniform ? 1.0f / (float)S : 0.0f))
+                                fail_msg("%s case %zu: p[%d,%d,%d,%d] = %g in a row masked "
+                                         "everywhere (uniform %d)",
+                                         t.name, ci, i, h, tt, u, (double)pr[u], g.empty_uniform);
+                        }
+                        for (int d = 0; d < dv; d++) { /* o by the contract */
+                            double want = 0;
+                            for (int u = 0; u < S; u++)
+                                want += (double)pr[u] * attn_drop_spec(&g, i, h, tt, u) *
+                                        v[(((size_t)i * S + u) * KH + h / (H / KH)) * dv + d];
+                            expect_near(o[(((size_t)i * T + tt) * H + h) * dv + d], want, 2e-6);
+                        }
+                    }
+            float *dq = fzero(&P, nq), *dkk = fzero(&P, nk), *dvv = fzero(&P, nv);
+            t.attn_bwd(&C.k, dq, dkk, dvv, p, r, q, kk, v, &g, n);
+            ctx_check(&C, "attn_bwd");
+            attn_env e = {&t, &C.k, fzero(&P, no), fzero(&P, np), q, kk, v, r, &g, n};
+            snprintf(what, sizeof what, "%s attention dq (case %zu)", t.name, ci);
+            grad_check(attn_loss, &e, q, nq, dq, 1e-2f, 241, what);
+            snprintf(what, sizeof what, "%s attention dk (case %zu)", t.name, ci);
+            grad_check(attn_loss, &e, kk, nk, dkk, 1e-2f, 242, what);
+            snprintf(what, sizeof what, "%s attention dv (case %zu)", t.name, ci);
+            grad_check(attn_loss, &e, v, nv, dvv, 1e-2f, 243, what);
+            ctx_close(&C);
+            pool_free(&P);
+        }
+    }
+}
+
+/* The attention core under a mixed policy (mw_attn_geom.half: bfloat16 1, float16 2) on three
+ * of kernel_check.c's geometries (causal with both padding masks; 70 steps of grouped-query
+ * heads, rows masked everywhere; dropout with grouped-query heads), for the reference and the
+ * fast CPU twin, each against the contract computed from its own probabilities p (float32, the
+ * softmax's output, as JAX keeps it):
+ *   o = sum over u of r16(p) drop v, and dv = sum over t of r16(p) drop dout, within 2e-6 (the
+ *   same rounded values, summed in double here): exact in what is rounded;
+ *   control: o differs from the float32 contract (p unrounded) by more than 1e-5 somewhere;
+ *   dq and dk from ds = p (dp - sum p dp), dp = r16(dout . v) drop: dp's rounding depends on
+ *   the order of its float32 sum (an element within float32 rounding of a 16-bit boundary
+ *   rounds either way, one step of r16, u |dp|), so each element is held to 2e-6 plus what
+ *   one such step in every dp of its sum could move it: scale sum over u of
+ *   |kk| p (u |dp| + sum p u |dp|). */
+static double r16_of(int half, double x)
+{
+    return half == 1 ? mw_bf16_round((float)x) : mw_f16_round((float)x);
+}
+
+static void attn_half_check(const mw_kernels *t, const mw_attn_geom *g, int ci)
+{
+    const int n = 2, dk = 3, dv = 2, T = g->T, S = g->S, H = g->H, KH = mw_attn_kvh(g);
+    const int grp = H / KH;
+    const double u16 = g->half == 1 ? 0x1p-8 : 0x1p-11;
+    const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
+                 nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
+                 np = (size_t)n * H * T * S;
+    pool P = {0};
+    ctx C;
+    ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
+    float *q = frand(&P, nq, 301 + ci, -1.5f, 1.5f), *kk = frand(&P, nk, 311 + ci, -1.5f, 1.5f);
+    float *v = frand(&P, nv, 321 + ci, -1.0f, 1.0f), *r = frand(&P, no, 331 + ci, -1.0f, 1.0f);
+    float *o = fzero(&P, no), *p = fzero(&P, np), *p0 = fzero(&P, np);
+    float *dq = fzero(&P, nq), *dkk = fzero(&P, nk), *dvv = fzero(&P, nv);
+    t->attn_fwd(&C.k, o, p, q, kk, v, g, n);
+    memcpy(p0, p, np * sizeof *p);
+    t->attn_bwd(&C.k, dq, dkk, dvv, p, r, q, kk, v, g, n);
+    ctx_check(&C, "attn half");
+#define PI(i, h, tt, u) ((((size_t)(i)*H + (h)) * T + (tt)) * S + (u))
+#define QI(i, tt, h, d, w) ((((size_t)(i)*T + (tt)) * H + (h)) * (w) + (d))
+#define KI(i, u, j, d, w) ((((size_t)(i)*S + (u)) * KH + (j)) * (w) + (d))
+    double control = 0;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++)
+            for (int tt = 0; tt < T; tt++) {
+                for (int d = 0; d < dv; d++) {
+                    double want = 0, plain = 0;
+                    for (int u = 0; u < S; u++) {
+                        const double pv =
+                            attn_drop_spec(g, i, h, tt, u) * v[KI(i, u, h / grp, d, dv)];
+                        want += r16_of(g->half, p0[PI(i, h, tt, u)]) * pv;
+                        plain += p0[PI(i, h, tt, u)] * pv;
+                    }
+                    expect_near(o[QI(i, tt, h, d, dv)], want, 2e-6);
+                    control = fmax(control, fabs(o[QI(i, tt, h, d, dv)] - plain));
+                }
+                /* ds's spec and its bound, then dq's row */
+                double ds[70], bnd[70], sum = 0, sb = 0;
+                int open = 0;
+                for (int u = 0; u < S; u++)
+                    open |= !attn_masked_spec(g, i, tt, u);
+                for (int u = 0; u < S; u++) {
+                    double a = 0;
+                    for (int d = 0; d < dv; d++)
+                        a += (double)r[QI(i, tt, h, d, dv)] * v[KI(i, u, h / grp, d, dv)];
+                    ds[u] = r16_of(g->half, a) * attn_drop_spec(g, i, h, tt, u);
+                    sum += p0[PI(i, h, tt, u)] * ds[u];
+                    sb += p0[PI(i, h, tt, u)] * u16 * fabs(ds[u]);
+                }
+                for (int u = 0; u < S; u++) {
+                    const double pu = p0[PI(i, h, tt, u)];
+                    bnd[u] = open ? pu * (u16 * fabs(ds[u]) + sb) : 0;
+                    ds[u] = open ? pu * (ds[u] - sum) : 0;
+                }
+                for (int d = 0; d < dk; d++) {
+                    double want = 0, tol = 2e-6;
+                    for (int u = 0; u < S; u++) {
+                        const double kv = kk[KI(i, u, h / grp, d, dk)] * (double)g->scale;
+                        want += ds[u] * kv, tol += bnd[u] * fabs(kv);
+                    }
+                    expect_near(dq[QI(i, tt, h, d, dk)], want, tol);
+                }
+            }
+    if (control <= 1e-5)
+        fail_msg("%s half %d case %d: o is the float32 contract's within %g: p not rounded",
+                 t->name, g->half, ci, control);
+    for (int i = 0; i < n; i++) /* dv, a key head's column over its group's rows */
+        for (int j = 0; j < KH; j++)
+            for (int u = 0; u < S; u++)
+                for (int d = 0; d < dv; d++) {
+                    double want = 0;
+                    for (int h = j * grp; h < (j + 1) * grp; h++)
+                        for (int tt = 0; tt < T; tt++)
+                            want += r16_of(g->half, p0[PI(i, h, tt, u)]) *
+                                    attn_drop_spec(g, i, h, tt, u) * r[QI(i, tt, h, d, dv)];
+                    expect_near(dvv[KI(i, u, j, d, dv)], want, 2e-6);
+                }
+#undef PI
+#undef QI
+#undef KI
+    ctx_close(&C);
+    pool_free(&P);
+}
+
+static void test_attention_half(void **state)
+{
+    (void)state;
+    static const int cases[] = {2, 11, 12}; /* kernel_check.c's: masks; 70 steps, GQA; dropout */
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int half = 1; half <= 2; half++)
+            for (int cpu = 0; cpu < 2; cpu++) {
+                mw_attn_geom g;
+                assert_true(mw_test_attn_geom(cases[c], &g));
+                g.half = half;
+                mw_kernels t;
+                table(&t, cpu);
+                attn_half_check(&t, &g, cases[c]);
+            }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_half),
+    };
+    return cmocka_run_group_tests_name("attention", tests, NULL, NULL);
+}
