@@ -3,7 +3,11 @@
 A Transformer block of core layers (Embedding -> MultiHeadAttention(2 heads, key_dim 4) ->
 Add -> LayerNormalization -> Dense(16, gelu) -> Dense -> Add -> LayerNormalization -> Dense on
 each position; causal, and not causal) is built by Keras under each mixed policy and saved;
-mwtrain reads the policy of every layer from the archive. One batch of 32 token sequences (12
+mwtrain reads the policy of every layer from the archive. So are KerasHub's blocks (Embedding ->
+TransformerDecoder(16, 2) -> TransformerDecoder(16, 2, gelu, normalize_first) -> Dense on each
+position), which mwtrain builds from the same layers, under mixed_bfloat16: under
+mixed_float16 their evaluation after the step below overflows float16 (a non-finite test loss
+ends the run) at any rate that resolves the query and key kernels' gradients. One batch of 32 token sequences (12
 steps), one SGD step with a large learning rate LR: mwtrain's gradient is (w0 - w1) / LR. The
 rate keeps the float32 cancellation out of it: w1 is about w0 - LR g, rounded to 2^-24 of
 itself; with a rate of 1 the query and key kernels, whose gradients are 1e-6 of their weights,
@@ -48,6 +52,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 import keras  # noqa: E402
+import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
 import oracle as o  # noqa: E402
@@ -57,16 +62,21 @@ LR = {"mixed_bfloat16": 2.0 ** 19, "mixed_float16": 2.0 ** 6}
 FACTOR, CONTROL = 4.0, 20.0
 
 
-def build(policy, causal):
+def build(policy, kind):
     keras.config.set_dtype_policy(policy)
     keras.utils.set_random_seed(7)
     L = keras.layers
     inp = keras.Input((T,), dtype="int32", name="ids")
     x = L.Embedding(V, D, name="embed")(inp)
-    a = L.MultiHeadAttention(2, 4, name="att")(x, x, use_causal_mask=causal)
-    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
-    f = L.Dense(D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
-    x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
+    if kind == "KerasHub decoders":
+        x = keras_hub.layers.TransformerDecoder(16, 2, name="dec1")(x)
+        x = keras_hub.layers.TransformerDecoder(16, 2, activation="gelu", normalize_first=True,
+                                                name="dec2")(x)
+    else:
+        a = L.MultiHeadAttention(2, 4, name="att")(x, x, use_causal_mask=kind == "causal")
+        x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
+        f = L.Dense(D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
+        x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
     m = keras.Model(inp, L.Dense(K, name="head")(x))
     m.compile(optimizer=keras.optimizers.SGD(1.0),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -123,15 +133,15 @@ def main():
     np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
     xb, yb = x[:N], y[:N]
     print(f"{'case':34s} {'D (rel. L2 to float64)':>22s}  D / D_keras")
-    for causal in (True, False):
-        for policy in ("mixed_bfloat16", "mixed_float16"):
-            case = f"{policy}, {'causal' if causal else 'not causal'}"
-            m = build(policy, causal)
+    for kind in ("causal", "not causal", "KerasHub decoders"):
+        for policy in ("mixed_bfloat16", "mixed_float16")[:1 if kind.startswith("KerasHub") else 2]:
+            case = f"{policy}, {kind}"
+            m = build(policy, kind)
             o.check(all(l.dtype_policy.name == policy for l in m.layers[1:]),
                     f"{case}: Keras built every layer with {policy}")
-            path = os.path.join(work, f"{policy}-{causal}.keras")
+            path = os.path.join(work, f"{policy}-{kind.replace(' ', '_')}.keras")
             m.save(path)
-            m64 = build("float64", causal)
+            m64 = build("float64", kind)
             for v64, v in zip(m64.weights, m.weights):
                 v64.assign(np.asarray(v.value, np.float64))
             g64 = gradient(m64, xb, yb, "float64", 1.0)

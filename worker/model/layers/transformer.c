@@ -245,9 +245,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     mw_model *m = B->m;
     block_cfg c = {.decoder = !strcmp(cls, "TransformerDecoder")};
     c.causal = c.decoder; /* use_causal_mask defaults to true */
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
-                        mw_policy_name(L->policy), cls);
     if (m->next_nin > 1)
         return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence (%s)",
                         m->next_nin,
