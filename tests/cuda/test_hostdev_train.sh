@@ -9,7 +9,9 @@
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
 #     device): the same epoch losses and weights within 1e-4 relative;
 #   - mixed_float16 on the fake GPUs: one step as the reference backend's within 1e-4, and a
-#     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same;
+#     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same; a token model
+#     with MultiHeadAttention, and one of KerasHub's blocks, under mixed_bfloat16: one step as
+#     the reference backend's within 1e-4;
 #   - a segmentation model (labels per pixel, Conv2DTranspose, UpSampling2D) as the CPU trains it;
 #   - token models through KerasHub's blocks (TransformerEncoder and TransformerDecoder, and
 #     LlamaTransformerDecoder's grouped-query attention) as the CPU trains them;
@@ -352,15 +354,18 @@ check '[[ -n "$(scale_of gpu-1x2-lso)" && "$(scale_of gpu-1x2-lso)" == "$(scale_
        ! [[ "$(scale_of gpu-1x2-lso)" =~ \ 0$ ]]' \
     "the loss scale and the skipped steps: fake GPUs '$(scale_of gpu-1x2-lso)', ref '$(scale_of ref-1x2-lso)'"
 
-# MultiHeadAttention under mixed_bfloat16 on the fake GPUs (its projections, heads' outputs and
-# their gradients rounded by the CUDA table's rounding kernel): one step as the reference
-# backend's, within 1e-4 (tokmha: causal and padding masks, dropout of the probabilities)
-b16=(--dtype-policy mixed_bfloat16 --steps-per-epoch 1 --data "$tmp/tok.npz" --model
-     "$tmp/tokmha.json" --loss-config "$tmp/tok-loss.json")
-run gpu-1x2-mha16 1 2 "$hd" --device gpu "${sgd[@]}" "${b16[@]}"
-run ref-1x2-mha16 1 0 "$mw" --device cpu --backend ref --replicas-per-worker 2 --threads 1 \
-    "${sgd[@]}" "${b16[@]}"
-same gpu-1x2-mha16 ref-1x2-mha16
+# MultiHeadAttention under mixed_bfloat16 on the fake GPUs (its projections, probabilities,
+# heads' outputs and their gradients rounded: the CUDA table's rounding kernel, the attention's
+# own): one step as the reference backend's, within 1e-4 (tokmha: causal and padding masks,
+# dropout of the probabilities; tokblk: KerasHub's TransformerEncoder and TransformerDecoder)
+for blk in tokmha tokblk; do
+    b16=(--dtype-policy mixed_bfloat16 --steps-per-epoch 1 --data "$tmp/tok.npz" --model
+         "$tmp/$blk.json" --loss-config "$tmp/tok-loss.json")
+    run gpu-1x2-$blk-16 1 2 "$hd" --device gpu "${sgd[@]}" "${b16[@]}"
+    run ref-1x2-$blk-16 1 0 "$mw" --device cpu --backend ref --replicas-per-worker 2 --threads 1 \
+        "${sgd[@]}" "${b16[@]}"
+    same gpu-1x2-$blk-16 ref-1x2-$blk-16
+done
 
 run gpu-2x1-sgd 2 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.out"' \
