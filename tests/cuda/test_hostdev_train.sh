@@ -10,8 +10,8 @@
 #     device): the same epoch losses and weights within 1e-4 relative;
 #   - mixed_float16 on the fake GPUs: one step as the reference backend's within 1e-4, and a
 #     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same; a token model
-#     with MultiHeadAttention, and one of KerasHub's blocks, under mixed_bfloat16: one step as
-#     the reference backend's within 1e-4;
+#     with MultiHeadAttention, and ones of KerasHub's blocks (Llama's too), under
+#     mixed_bfloat16: one step as the reference backend's within 1e-4;
 #   - a segmentation model (labels per pixel, Conv2DTranspose, UpSampling2D) as the CPU trains it;
 #   - token models through KerasHub's blocks (TransformerEncoder and TransformerDecoder, and
 #     LlamaTransformerDecoder's grouped-query attention) as the CPU trains them;
@@ -357,8 +357,9 @@ check '[[ -n "$(scale_of gpu-1x2-lso)" && "$(scale_of gpu-1x2-lso)" == "$(scale_
 # MultiHeadAttention under mixed_bfloat16 on the fake GPUs (its projections, probabilities,
 # heads' outputs and their gradients rounded: the CUDA table's rounding kernel, the attention's
 # own): one step as the reference backend's, within 1e-4 (tokmha: causal and padding masks,
-# dropout of the probabilities; tokblk: KerasHub's TransformerEncoder and TransformerDecoder)
-for blk in tokmha tokblk; do
+# dropout of the probabilities; tokblk: KerasHub's TransformerEncoder and TransformerDecoder;
+# tokllama: LlamaTransformerDecoder, the rotation and grouped-query heads)
+for blk in tokmha tokblk tokllama; do
     b16=(--dtype-policy mixed_bfloat16 --steps-per-epoch 1 --data "$tmp/tok.npz" --model
          "$tmp/$blk.json" --loss-config "$tmp/tok-loss.json")
     run gpu-1x2-$blk-16 1 2 "$hd" --device gpu "${sgd[@]}" "${b16[@]}"
