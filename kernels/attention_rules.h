@@ -106,13 +106,6 @@ MW_ATT_HD float att_p16(const mw_attn_geom *g, float x)
     return g->half ? MW_ATT_ROUND16(g->half, x) : x;
 }
 
-/* 1 when the probabilities that multiply v are p itself (no dropout, no 16-bit rounding); 0
- * when the twins form them in scratch. */
-MW_ATT_HD int att_p_as_is(const mw_attn_geom *g)
-{
-    return !(g->rate > 0.0f) && !g->half;
-}
-
 /* Below this, expf is 0 in float32 (its smallest subnormal is e^-103.28): a masked score
  * (-1e9 beside an unmasked one) takes the shortcut, not expf's slow underflow path. */
 #define MW_ATT_EXP_ZERO (-110.0f)

@@ -202,6 +202,13 @@ static inline int mw_attn_kvh(const mw_attn_geom *g)
     return g->kv_heads > 0 ? g->kv_heads : g->H;
 }
 
+/* 1 when the probabilities that multiply v are p itself (no dropout, no 16-bit rounding); 0
+ * when the twins form them in scratch first. */
+static inline int mw_attn_p_as_is(const mw_attn_geom *g)
+{
+    return !(g->rate > 0.0f) && !g->half;
+}
+
 /* Floats of k's scratch the fast CPU attention uses (one T x S matrix per thread, for up to
  * this many threads), and the CUDA twin (one per example of a chunk: the GPU replicas reserve
  * this many); the reference uses none. */

@@ -181,7 +181,7 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
                 empty |= softmax_row(P + (size_t)t * S, g, i, t);
             const int cv = empty && g->empty_uniform ? S : c; /* a uniform row reads every key */
             const float *W = Pb;
-            if (!att_p_as_is(g))
+            if (!mw_attn_p_as_is(g))
                 dropped(w, P, g, i, h, t0, t1, cv), W = w + (size_t)t0 * S;
             mw_sgemm_cpu('N', 'N', m, dv, cv, 1.0f, W, S, v + att_hrow(g, i, h, 0, dv), KH * dv,
                          0.0f, o + att_qrow(g, i, h, t0, dv), H * dv);
@@ -220,7 +220,7 @@ static void bwd_head(float *w, float *dq, float *dk, float *dv, float *p, const 
         float *Pb = P + (size_t)t0 * S, *wb = w + (size_t)t0 * S;
         const float *dO = dout + att_qrow(g, i, h, t0, dV);
         const float *W = Pb;
-        if (!att_p_as_is(g))
+        if (!mw_attn_p_as_is(g))
             dropped(w, P, g, i, h, t0, t1, c), W = wb;
         /* dV[0, c) += (P drop)^T dO; then w = dP = (dO V^T) drop */
         mw_sgemm_cpu('T', 'N', c, dV, m, 1.0f, W, S, dO, H * dV, 1.0f,

@@ -29,13 +29,6 @@ extern "C" {
 
 #define ATT_FULL 0xffffffffu
 
-/* attention_rules.h's att_p_as_is on the host (its functions are device code here): the
- * probabilities that multiply v are p itself, no dropout and no 16-bit rounding. */
-static int p_as_is(const mw_attn_geom *g)
-{
-    return !(g->rate > 0.0f) && !g->half;
-}
-
 /* Under the causal mask a head's rows go in blocks (block [t0, t1) reads keys [0, t1) only) of
  * a multiple of ATT_BLOCK rows, about ATT_BLOCKS of them: the GEMMs then compute
  * (ATT_BLOCKS + 1) / (2 ATT_BLOCKS) of the full products, in few calls. */
@@ -252,7 +245,7 @@ static mw_status fwd_span(mw_cuda_dev *d, float *ws, float *o, float *p, const f
 {
     const int T = g->T, S = g->S;
     const size_t rows = (size_t)a->nb * T;
-    float *P = p + a->p, *w = p_as_is(g) ? NULL : ws;
+    float *P = p + a->p, *w = mw_attn_p_as_is(g) ? NULL : ws;
     MW_TRY(scores(d, P, a->sp, q, kk, g, a));
     ATT_LAUNCH(softmax_kernel, rows, p, w, *g, a->h, a->i0);
     const float *W = w ? w : P;
@@ -289,7 +282,7 @@ extern "C" void mw_attn_fwd_cuda(const mw_kctx *k, float *o, float *p, const flo
     mw_cuda_dev *d = mw_cuda_begin(k, "mw_attn_fwd_cuda");
     if (!d || n <= 0 || g->T <= 0 || g->S <= 0)
         return;
-    const int nb = chunk_of(k, g, n, !p_as_is(g));
+    const int nb = chunk_of(k, g, n, !mw_attn_p_as_is(g));
     if (nb < 1) {
         mw_cuda_note(d, no_room(k, g, "mw_attn_fwd_cuda"));
         return;
@@ -310,7 +303,7 @@ static mw_status bwd_span(mw_cuda_dev *d, float *ws, float *dq, float *dk, float
     const int T = g->T, S = g->S;
     const size_t rows = (size_t)a->nb * T;
     float *P = p + a->p;
-    const int own = !p_as_is(g); /* the probabilities that multiply dO, in ws */
+    const int own = !mw_attn_p_as_is(g); /* the probabilities that multiply dO, in ws */
     if (own)
         ATT_LAUNCH(dropped_kernel, rows, ws, p, *g, a->h, a->i0);
     const float *W = own ? ws : P;

@@ -170,6 +170,11 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     mw_model *m = B->m;
     gemma_cfg c = {.m = m, .kmask = B->kmask};
+    /* KerasHub computes Gemma's attention by its einsum path on a CPU (16-bit scores, a 16-bit
+     * softmax), by the fused one on a GPU: no one set of rounding points to follow */
+    if (L->policy != MW_POLICY_FLOAT32)
+        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
+                        mw_policy_name(L->policy), cls);
     MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
     int x, s[3];

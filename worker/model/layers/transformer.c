@@ -323,9 +323,6 @@ mw_status mw_block_merge(const mw_block_at *b, int x, int y, int mul, const char
 mw_status mw_block_begin(const mw_klayer *L, const mw_model *m, const char *cls, const json_t *cfg,
                          const mw_kkey *table)
 {
-    if (L->policy != MW_POLICY_FLOAT32 && strcmp(cls, "LlamaTransformerDecoder") != 0)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
-                        mw_policy_name(L->policy), cls);
     if (m->next_nin > 1)
         return mw_kfail(L, MW_EUNSUPPORTED, "called on %d tensors; supported: one sequence",
                         m->next_nin);

@@ -47,8 +47,8 @@ mw_status mw_block_dense(const mw_block_at *b, int in, int units, mw_activation 
                          int *out);
 /* Add (mul 0) or Multiply (1) of x and y, a part without weights named <block>/<sub>. */
 mw_status mw_block_merge(const mw_block_at *b, int x, int y, int mul, const char *sub, int *out);
-/* What a KerasHub block of class cls checks first: a float32 policy, one sequence as its
- * input, its config's keys against table (worker/model/keras_keys.h). */
+/* What a KerasHub block of class cls checks first: one sequence as its input, its config's
+ * keys against table (worker/model/keras_keys.h). */
 mw_status mw_block_begin(const mw_klayer *L, const mw_model *m, const char *cls, const json_t *cfg,
                          const mw_kkey *table);
 /* rc of building the block whose first layer is first: on a failure none of its layers stays,
