@@ -53,6 +53,8 @@ struct mw_nccl {
     long pending_step;
     mw_ring ring; /* over cross, when nnodes > 1 */
     double timeout;
+    long (*progress)(void *ctx); /* mw_nccl_set_progress (NULL: none) */
+    void *progress_ctx;
     int failed; /* aborted: every later call fails */
 };
 
@@ -134,13 +136,27 @@ static void timeline_wait(const char *op, double since)
     mw_timeline_span(name, "wait", since);
 }
 
+static long progress_now(const mw_nccl *n)
+{
+    return n->progress ? n->progress(n->progress_ctx) : 0;
+}
+
+void mw_nccl_set_progress(mw_nccl *n, long (*progress)(void *ctx), void *ctx)
+{
+    if (n)
+        n->progress = progress, n->progress_ctx = ctx;
+}
+
 /* Wait until every communicator has finished its background work (state no longer
  * ncclInProgress) and, with streams, every stream of the call is idle (piece < 0) or has passed
- * piece's event. Polls with the timeout; any error or the timeout aborts the communicators. */
+ * piece's event. Polls with the timeout, counted from the devices' last progress; any error or
+ * the timeout aborts the communicators. */
 static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams, int piece)
 {
     const struct timespec nap = {0, 20000}; /* 20 us between polls once the first spins fail */
-    double t0 = mw_now();
+    const double t0 = mw_now();
+    mw_stall st;
+    mw_stall_start(&st, progress_now(n));
     const double tl0 = mw_timeline_on ? mw_timeline_now() : 0;
     for (unsigned long spin = 0;; spin++) {
         int busy = -1;
@@ -178,14 +194,16 @@ static mw_status wait_idle(mw_nccl *n, const char *op, long step, int streams, i
         }
         if (spin % 64 != 63)
             continue;
-        double now = mw_now();
-        if (n->timeout > 0 && now - t0 > n->timeout) {
+        const double idle = mw_stall_idle(&st, progress_now(n));
+        if (n->timeout > 0 && idle > n->timeout) {
             char at[48];
             mw_err(MW_ETIMEOUT,
-                   "collective timeout: %s%s waited %.0f s for CUDA device %d "
-                   "(--collective-timeout %.0f); a GPU of this node or a rank of its NCCL "
-                   "communicator is stopped, dead or unreachable; the communicator was aborted",
-                   op, at_step(at, sizeof at, step), now - t0, n->devices[busy], n->timeout);
+                   "collective timeout: %s%s waited %.0f s for CUDA device %d, %.0f s since this "
+                   "process's GPUs last finished a kernel (--collective-timeout %.0f); a GPU of "
+                   "this node or a rank of its NCCL communicator is stopped, dead or unreachable; "
+                   "the communicator was aborted",
+                   op, at_step(at, sizeof at, step), mw_now() - t0, n->devices[busy], idle,
+                   n->timeout);
             abort_all(n);
             return MW_ETIMEOUT;
         }

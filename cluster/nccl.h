@@ -88,6 +88,14 @@ mw_status mw_nccl_wait(mw_nccl *n);
 mw_status mw_nccl_allreduce_bucket(mw_nccl *n, float **bufs, size_t off, size_t count,
                                    void **streams, long step);
 
+/* How this process's waits on the communicator's streams tell a device that is still working
+ * from one that is stuck: progress(ctx) returns a count that grows while its GPUs work (the sum
+ * of mw_cuda_progress over its compute contexts). The waits' --collective-timeout then counts
+ * from the count's last move, so it starts when this process's own compute before the
+ * collective is done (a long backward is not a stuck peer). Without one (the default) it counts
+ * from the wait's start. */
+void mw_nccl_set_progress(mw_nccl *n, long (*progress)(void *ctx), void *ctx);
+
 /* Finalize and destroy the communicator (ncclCommFinalize polled under the timeout, then
  * ncclCommDestroy), or ncclCommAbort after a failure; free everything; *n = NULL. Safe on
  * NULL. */

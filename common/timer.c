@@ -25,3 +25,19 @@ double mw_median(double *v, int n)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+void mw_stall_start(mw_stall *s, long progress)
+{
+    s->since = mw_now();
+    s->seen = progress;
+}
+
+double mw_stall_idle(mw_stall *s, long progress)
+{
+    const double now = mw_now();
+    if (progress != s->seen) {
+        s->seen = progress;
+        s->since = now;
+    }
+    return now - s->since;
+}

@@ -26,6 +26,10 @@
  *   MW_HOSTDEV_GPUS=N       fake devices per process (default 0: no device)
  *   MW_HOSTDEV_FAULT=K:AT   inject a mock fault from NCCL collective AT on: K is async (an
  *                           asynchronous NCCL error) or hang (the streams never go idle)
+ *   MW_HOSTDEV_SLOW=S       slow devices: each NCCL collective completes S seconds after it
+ *                           runs, the devices' progress (mw_cuda_progress) moving meanwhile,
+ *                           as when a long backward runs before it (tests/nccl_mock.h's
+ *                           mock_slow)
  *   MW_HOSTDEV_STATS=1      at exit, print what the loop asked of the "devices" on stderr:
  *                           "hostdev stats: S syncs, W mark waits, D downloads of B bytes"
  *                           (host waits and device-to-host traffic, to show the step's shape)
@@ -176,6 +180,16 @@ static void hd_init(void)
             fprintf(stderr, "hostdev: MW_HOSTDEV_FAULT=%s: expected async:N or hang:N\n", f);
             exit(2);
         }
+    }
+    const char *slow = getenv("MW_HOSTDEV_SLOW");
+    if (slow && *slow) {
+        char *end = NULL;
+        const double sec = strtod(slow, &end);
+        if (end == slow || *end || !(sec >= 0 && sec < 3600)) {
+            fprintf(stderr, "hostdev: MW_HOSTDEV_SLOW=%s: expected seconds (0 to 3600)\n", slow);
+            exit(2);
+        }
+        mock_slow(sec);
     }
     mw_kernels_init_cpu(&hd_cpu);
     mock_on_post = hd_on_post;
@@ -609,6 +623,13 @@ mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nbytes, const 
     if (nbytes)
         memmove(dst_dev, src_dev, nbytes);
     return MW_OK;
+}
+
+/* The devices' progress: the mock's (moving only while MW_HOSTDEV_SLOW's devices are busy). */
+long mw_cuda_progress(const mw_kctx *k)
+{
+    (void)hd_of(k, "mw_cuda_progress");
+    return mock_progress();
 }
 
 mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds)

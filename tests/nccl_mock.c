@@ -18,6 +18,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "common/timer.h"
+
 #define POLLS 3 /* polls a fresh operation stays in progress */
 #define MAX_ALLOCS 256
 #define MAX_COMMS 64
@@ -89,6 +91,7 @@ static struct {
     mock_fault fault;
     int fault_at;
     int hang;
+    double slow, busy_until; /* mock_slow; every stream busy until then (mw_now) */
     alloc allocs[MAX_ALLOCS];
     int nallocs;
     clique cliques[MAX_COMMS];
@@ -124,6 +127,23 @@ void mock_inject(mock_fault fault, int at)
 {
     M.fault = fault;
     M.fault_at = at;
+}
+
+void mock_slow(double seconds)
+{
+    M.slow = seconds > 0 ? seconds : 0;
+}
+
+long mock_progress(void)
+{
+    const double now = mw_now();
+    return (long)(1000.0 * (now < M.busy_until ? now : M.busy_until));
+}
+
+/* Inside a slow device's busy window (mock_slow). */
+static int slow_busy(void)
+{
+    return M.slow > 0 && mw_now() < M.busy_until;
 }
 
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -326,7 +346,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 {
     if (!e->s)
         return cudaSuccess;
-    if (M.hang || e->polls > 0) {
+    if (M.hang || e->polls > 0 || slow_busy()) {
         if (e->polls > 0)
             e->polls--;
         return M.last = cudaErrorNotReady;
@@ -339,7 +359,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 {
     if (s->dev != M.cur)
         violation("cudaStreamQuery of a device %d stream with device %d current", s->dev, M.cur);
-    if (M.hang || s->busy > 0) {
+    if (M.hang || s->busy > 0 || slow_busy()) {
         if (s->busy > 0)
             s->busy--;
         return M.last = cudaErrorNotReady; /* left behind, as some runtimes do */
@@ -579,6 +599,8 @@ static void run_ready(int c)
         free(part);
         q->executed++;
         M.collectives++;
+        if (M.slow > 0)
+            M.busy_until = mw_now() + M.slow;
         if (M.fault == MOCK_ASYNC_ERROR && M.collectives == M.fault_at)
             for (int r = 0; r < L; r++)
                 q->local[r]->async = ncclRemoteError;

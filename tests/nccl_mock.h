@@ -29,6 +29,12 @@ typedef enum {
  * allocations and communicators freed. */
 void mock_reset(int ndev);
 void mock_inject(mock_fault fault, int at);
+/* Slow devices: each collective completes `seconds` after it runs (every stream and event of
+ * the process reads busy until then), the progress count (mock_progress) moving meanwhile, as
+ * when a long backward pass runs before the collective on its stream. 0 (the default): off. */
+void mock_slow(double seconds);
+/* A count that moves while slow devices are busy (mock_slow) and stands still otherwise. */
+long mock_progress(void);
 /* Fake device memory of nbytes on device dev (host memory, zero-filled); NULL on bad input. */
 void *mock_dev_alloc(int dev, size_t nbytes);
 void mock_dev_free(void *p);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/arena.h"
@@ -231,14 +232,43 @@ static void median_counts(void **state)
     assert_true(mw_median(NULL, 0) == 0.0);
 }
 
+static void nap_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) { /* the rest, after a signal */
+    }
+}
+
+/* mw_stall: the idle time grows while the count stands still, restarts when it moves (to any
+ * other value), and is measured from the start when it never moves. */
+static void stall_clock(void **state)
+{
+    (void)state;
+    mw_stall st;
+    mw_stall_start(&st, 5);
+    nap_ms(300);
+    const double still = mw_stall_idle(&st, 5);
+    assert_true(still >= 0.299 && still < 30.0);
+    assert_true(mw_stall_idle(&st, 6) < 0.2); /* moved: the clock restarts */
+    nap_ms(50);
+    assert_true(mw_stall_idle(&st, 6) >= 0.049); /* and runs again while it stands still */
+    assert_true(mw_stall_idle(&st, 3) < 0.2);    /* any change is progress (a sum of counts) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(status_table),           cmocka_unit_test(first_error_wins),
-        cmocka_unit_test(rng_deterministic),      cmocka_unit_test(rng_ranges),
-        cmocka_unit_test(shuffle_is_permutation), cmocka_unit_test(arena_layout),
-        cmocka_unit_test(str_quote_escape),       cmocka_unit_test(median_counts),
-        cmocka_unit_test(err_controls_escaped),   cmocka_unit_test(temp_registry),
+        cmocka_unit_test(status_table),
+        cmocka_unit_test(first_error_wins),
+        cmocka_unit_test(rng_deterministic),
+        cmocka_unit_test(rng_ranges),
+        cmocka_unit_test(shuffle_is_permutation),
+        cmocka_unit_test(arena_layout),
+        cmocka_unit_test(str_quote_escape),
+        cmocka_unit_test(median_counts),
+        cmocka_unit_test(stall_clock),
+        cmocka_unit_test(err_controls_escaped),
+        cmocka_unit_test(temp_registry),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

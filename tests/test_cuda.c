@@ -14,6 +14,7 @@
 
 #include "common/rng.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "kernels/cast.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cudnn.h"
@@ -285,6 +286,45 @@ static void test_sticky_error(void **state)
     mw_cuda_ctx_close(&other);
     assert_null(k.dev);
     mw_err_clear();
+}
+
+/* The progress count: every MW_CUDA_PROGRESS_EVERY-th kernel wrapper records a mark that the
+ * count passes once the stream does; and a host wait's deadline counts from the count's last
+ * move, so a stream kept busy past the timeout by a run of kernels (about 1 s of them, timed
+ * first, against 0.25 s) is waited for, not reported stuck. */
+static void test_progress(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    mw_kctx k;
+    check_rc(mw_cuda_ctx_open(&k, 0), "mw_cuda_ctx_open");
+    const size_t n = (size_t)1 << 28; /* 1 GiB: about half a millisecond a pass */
+    float *x = NULL;
+    check_rc(mw_cuda_alloc((void **)&x, n * sizeof(float)), "alloc");
+    check_rc(mw_cuda_zero(x, n * sizeof(float), &k), "zero");
+    const long p0 = mw_cuda_progress(&k);
+    for (int i = 0; i < 4 * MW_CUDA_PROGRESS_EVERY; i++)
+        cuda.relu_fwd(&k, x, x, n);
+    check_rc(mw_cuda_sync(&k), "sync");
+    const long p1 = mw_cuda_progress(&k);
+    print_message("progress: %ld -> %ld after %d kernels\n", p0, p1, 4 * MW_CUDA_PROGRESS_EVERY);
+    assert_true(p1 == p0 + 4); /* marks at 4 of the 64 calls, never more than 4 in flight */
+    double t0 = mw_now();
+    for (int i = 0; i < 8; i++)
+        cuda.relu_fwd(&k, x, x, n);
+    check_rc(mw_cuda_sync(&k), "sync");
+    const double each = (mw_now() - t0) / 8;
+    int runs = (int)(1.0 / each) + 1; /* below the launch queue's depth, so the host waits */
+    runs = runs > 900 ? 900 : runs;
+    check_rc(mw_cuda_set_timeout(&k, 0.25), "mw_cuda_set_timeout");
+    t0 = mw_now();
+    for (int i = 0; i < runs; i++)
+        cuda.relu_fwd(&k, x, x, n);
+    check_rc(mw_cuda_sync(&k), "a wait longer than the timeout on a device that keeps working");
+    print_message("%d kernels of %.2f ms: waited %.2f s under a 0.25 s deadline\n", runs,
+                  1e3 * each, mw_now() - t0);
+    mw_cuda_free(x);
+    mw_cuda_ctx_close(&k);
 }
 
 /* --- element-wise ops ---------------------------------------------------- */
@@ -1654,6 +1694,7 @@ int main(void)
         cmocka_unit_test(test_no_device_fallback),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_sticky_error),
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_relu),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_xent),

@@ -30,6 +30,7 @@
 #include "cluster/nccl.h"
 #include "cluster/topology.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "tests/mpi_check.h"
 #include "tests/nccl_mock.h"
 
@@ -252,9 +253,21 @@ static void layout_sums(const mw_topology *t, int ndev, const char *name, MPI_Co
     gpus_close(&g);
 }
 
-/* A fault injected at the same collective on every rank: one message, all aborted. */
+/* The progress count of devices that keep finishing work until moving_until (mw_now), then
+ * stop: a slow backward before a collective that never completes. */
+static double moving_until;
+static long moving_progress(void *ctx)
+{
+    (void)ctx;
+    const double now = mw_now();
+    return (long)(1000.0 * (now < moving_until ? now : moving_until));
+}
+
+/* A fault injected at the same collective on every rank: one message, all aborted. moving > 0:
+ * the devices make progress for that many seconds after the all-reduce starts (the timeout, 1 s,
+ * counts from then on, so the wait lasts at least moving + 1 s). */
 static void fault(const mw_topology *t, mock_fault kind, int at, int ndev, const char *layout,
-                  mw_status want, const char *want_msg)
+                  mw_status want, const char *want_msg, double moving)
 {
     mock_reset(FAKE_DEVICES);
     mock_inject(kind, at);
@@ -282,10 +295,16 @@ static void fault(const mw_topology *t, mock_fault kind, int at, int ndev, const
         for (size_t i = 0; i < 1000; i++)
             g.buf[d][i] = 1;
     mw_err_clear();
+    if (moving > 0)
+        mw_nccl_set_progress(n, moving_progress, NULL);
+    const double t0 = mw_now();
+    moving_until = t0 + moving;
     st = mw_nccl_allreduce(n, g.buf, 1000, g.streams, 7);
+    const double took = mw_now() - t0;
     int ok = st == want && strstr(mw_err_msg(), want_msg) && mock_aborts() == ndev &&
-             mock_live_comms() == 0;
-    mpi_check(ok, "%s: %s %s (%d aborted)", layout, mw_status_str(st), mw_err_msg(), mock_aborts());
+             mock_live_comms() == 0 && took >= moving;
+    mpi_check(ok, "%s: %s %s (%d aborted, after %.2f s)", layout, mw_status_str(st), mw_err_msg(),
+              mock_aborts(), took);
     if (rank == 0)
         printf("%s: %s\n", layout, mw_err_msg());
     mw_err_clear();
@@ -328,13 +347,20 @@ int main(int argc, char **argv)
     alone(1);
     alone(3);
     fault(NULL, MOCK_HANG, 1, 2, "alone, stuck all-reduce", MW_ETIMEOUT,
-          "collective timeout: NCCL all-reduce at step 7 waited 1 s for CUDA device 0 "
-          "(--collective-timeout 1)");
+          "collective timeout: NCCL all-reduce at step 7 waited 1 s for CUDA device 0, 1 s since "
+          "this process's GPUs last finished a kernel (--collective-timeout 1)",
+          0);
+    /* the devices busy for 2 s before the stuck collective: the 1 s deadline counts from then */
+    fault(NULL, MOCK_HANG, 1, 2, "alone, stuck all-reduce after a slow backward", MW_ETIMEOUT,
+          "collective timeout: NCCL all-reduce at step 7 waited 3 s for CUDA device 0, 1 s since "
+          "this process's GPUs last finished a kernel (--collective-timeout 1)",
+          2.0);
     fault(NULL, MOCK_ASYNC_ERROR, 1, 2, "alone, asynchronous error", MW_EDEVICE,
           "NCCL all-reduce at step 7 on CUDA device 0: NCCL reported an asynchronous error: "
-          "remote process exited or there was a network error (mock: injected remote error)");
+          "remote process exited or there was a network error (mock: injected remote error)",
+          0);
     fault(NULL, MOCK_INIT_HANG, 0, 2, "alone, stuck set-up", MW_ETIMEOUT,
-          "collective timeout: NCCL set-up (communicator) waited 1 s for CUDA device 0");
+          "collective timeout: NCCL set-up (communicator) waited 1 s for CUDA device 0", 0);
     int bad[2] = {9, 1}, twice[2] = {1, 1};
     refused(MPI_COMM_NULL, MPI_COMM_NULL, 1, bad, "alone, no such device",
             "NCCL set-up, local rank 0: CUDA device 9 does not exist (8 devices: 0..7)");
@@ -376,11 +402,11 @@ int main(int argc, char **argv)
                     rank ? "does not exist" : "NCCL set-up failed on another node");
         }
         fault(&t, MOCK_ASYNC_ERROR, 1, 3, "two fake nodes, asynchronous error", MW_EDEVICE,
-              "NCCL all-reduce (reduce-scatter inside the node) at step 7 on CUDA device ");
+              "NCCL all-reduce (reduce-scatter inside the node) at step 7 on CUDA device ", 0);
         fault(&t, MOCK_HANG, 2, 2, "two fake nodes, stuck all-gather", MW_ETIMEOUT,
-              "collective timeout: NCCL all-reduce (all-gather inside the node) at step 7");
+              "collective timeout: NCCL all-reduce (all-gather inside the node) at step 7", 0);
         fault(&t, MOCK_COPY_HANG, 1, 1, "two fake nodes, stuck copy", MW_ETIMEOUT,
-              "collective timeout: NCCL all-reduce (copy of the shards to the host) at step 7");
+              "collective timeout: NCCL all-reduce (copy of the shards to the host) at step 7", 0);
         mw_topology_free(&t);
     }
     if (two) {

@@ -237,7 +237,8 @@ static const flag flags[] = {
              "InfiniBand or RoCE)"},
     {"collective-timeout", "SECONDS", C_TRAIN | C_EVAL, K_DOUBLE, TR(collective_timeout, double),
      .lo = 0.1, .hi = 1e7,
-     .help = "abort the job (exit 131) when a collective waits longer (default 300)"},
+     .help = "abort the job (exit 131) when a collective waits longer (default 300); on a GPU, "
+             "counted from the device's last finished kernel"},
     {"preemption-grace", "SECONDS", C_TRAIN, K_DOUBLE, TR(preemption_grace, double), .lo = 1,
      .hi = 86400,
      .help = "after SIGTERM, SIGINT or SIGUSR1 the ranks stop at the next step, the chief "

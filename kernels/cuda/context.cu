@@ -46,6 +46,9 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             for (int i = 0; i < MW_CUDA_COPY_MARKS; i++)
                 if (d->copy_marks[i])
                     MW_CUDA(cudaEventDestroy(d->copy_marks[i]));
+            for (int i = 0; i < MW_CUDA_PROGRESS; i++)
+                if (d->progress[i])
+                    MW_CUDA(cudaEventDestroy(d->progress[i]));
             cudaEvent_t evs[] = {d->idle, d->to_reduce, d->to_compute};
             for (size_t i = 0; i < sizeof evs / sizeof *evs; i++)
                 if (evs[i])
@@ -110,6 +113,9 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     for (int i = 0; i < MW_CUDA_COPY_MARKS; i++)
         MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->copy_marks[i], cudaEventDisableTiming)),
                     rc, fail);
+    for (int i = 0; i < MW_CUDA_PROGRESS; i++)
+        MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->progress[i], cudaEventDisableTiming)), rc,
+                    fail);
     MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->idle, cudaEventDisableTiming)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->to_reduce, cudaEventDisableTiming)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->to_compute, cudaEventDisableTiming)), rc,

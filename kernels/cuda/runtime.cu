@@ -80,8 +80,39 @@ mw_cuda_dev *mw_cuda_begin(const mw_kctx *k, const char *op)
     return d;
 }
 
+long mw_cuda_progress_(mw_cuda_dev *d)
+{
+    while (d->prog_done < d->prog_issued) {
+        cudaError_t q = cudaEventQuery(d->progress[d->prog_done % MW_CUDA_PROGRESS]);
+        if (q != cudaSuccess) {
+            /* not passed yet (an error is the waits' own query's to report); a not-ready code
+             * is not left behind for a later launch check */
+            if (q == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady)
+                (void)cudaGetLastError();
+            break;
+        }
+        d->prog_done++;
+    }
+    return d->prog_done;
+}
+
+/* A progress mark behind what d's stream has so far, in the ring's next slot once the mark
+ * there before has passed (with every slot in flight the oldest one shows progress anyway). */
+static void progress_mark(mw_cuda_dev *d)
+{
+    if (d->prog_issued - mw_cuda_progress_(d) >= MW_CUDA_PROGRESS)
+        return;
+    if (mw_cuda_note(
+            d, MW_CUDA(cudaEventRecord(d->progress[d->prog_issued % MW_CUDA_PROGRESS], d->stream))))
+        d->prog_issued++;
+}
+
 void mw_cuda_end(mw_cuda_dev *d, const char *op)
 {
+    if (d->status != MW_OK)
+        return;
+    if (++d->prog_calls % MW_CUDA_PROGRESS_EVERY == 0)
+        progress_mark(d);
     if (!d->sync_each || d->status != MW_OK)
         return;
     cudaError_t e = cudaStreamSynchronize(d->stream);
@@ -186,7 +217,9 @@ extern "C" mw_status mw_cuda_sync(const mw_kctx *k)
 mw_status mw_cuda_wait_event_(mw_cuda_dev *d, cudaEvent_t e, double timeout, const char *what)
 {
     const struct timespec nap = {0, 20000};
-    double t0 = mw_now();
+    const double t0 = mw_now();
+    mw_stall st;
+    mw_stall_start(&st, mw_cuda_progress_(d));
     for (unsigned long spin = 0;; spin++) {
         cudaError_t q = cudaEventQuery(e);
         if (q == cudaSuccess)
@@ -195,12 +228,12 @@ mw_status mw_cuda_wait_event_(mw_cuda_dev *d, cudaEvent_t e, double timeout, con
             return MW_CUDA(q);
         if (spin % 64 != 63)
             continue;
-        double now = mw_now();
-        if (timeout > 0 && now - t0 > timeout)
+        const double idle = mw_stall_idle(&st, mw_cuda_progress_(d));
+        if (timeout > 0 && idle > timeout)
             return mw_err(MW_ETIMEOUT,
-                          "collective timeout: %s waited %.0f s for CUDA device %d "
-                          "(--collective-timeout %.0f)",
-                          what, now - t0, d->device, timeout);
+                          "collective timeout: %s waited %.0f s for CUDA device %d, %.0f s since "
+                          "it last finished a kernel (--collective-timeout %.0f)",
+                          what, mw_now() - t0, d->device, idle, timeout);
         if (spin > 4096)
             nanosleep(&nap, NULL);
     }
@@ -221,6 +254,16 @@ extern "C" mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds)
     MW_TRY(ctx_of(k, "mw_cuda_set_timeout", &d));
     d->timeout = seconds > 0 ? seconds : 0;
     return MW_OK;
+}
+
+extern "C" long mw_cuda_progress(const mw_kctx *k)
+{
+    if (!k || !k->dev)
+        return 0;
+    mw_cuda_dev *d = (mw_cuda_dev *)k->dev;
+    if (d->status != MW_OK || cudaSetDevice(d->device) != cudaSuccess)
+        return d->prog_done;
+    return mw_cuda_progress_(d);
 }
 
 extern "C" mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)

@@ -38,17 +38,23 @@ struct mw_cuda_dev {
     cudaEvent_t to_compute; /* recorded on reduce, waited for by stream */
     cudaEvent_t idle;       /* recorded by mw_cuda_wait_idle_ behind a stream's work */
     double timeout;         /* seconds a host wait may take (mw_cuda_set_timeout; 0: forever) */
-    void *dnn_cache;        /* cudnn.cu's choices per convolution shape (NULL: none yet) */
-    mw_status status;       /* first failure on this context */
+    cudaEvent_t progress[MW_CUDA_PROGRESS]; /* ring of progress marks on stream */
+    long prog_issued, prog_done;            /* recorded, and seen passed (mw_cuda_progress_) */
+    unsigned long prog_calls;               /* mw_cuda_end calls, for MW_CUDA_PROGRESS_EVERY */
+    void *dnn_cache;  /* cudnn.cu's choices per convolution shape (NULL: none yet) */
+    mw_status status; /* first failure on this context */
 };
 
 /* Wait on the host until stream s of d has done all it was given: an event behind its work,
- * polled (never blocking in CUDA) under d->timeout. Past it MW_ETIMEOUT "collective timeout:
- * <what> waited S s for CUDA device D (--collective-timeout T)", recorded on d: a device that
- * hangs ends the job instead of the host thread. */
+ * polled (never blocking in CUDA) under d->timeout, counted from d's last progress. Past it
+ * MW_ETIMEOUT "collective timeout: <what> waited S s for CUDA device D, I s since it last
+ * finished a kernel (--collective-timeout T)", recorded on d: a device that hangs ends the job
+ * instead of the host thread. */
 mw_status mw_cuda_wait_idle_(mw_cuda_dev *d, cudaStream_t s, const char *what);
 /* The polled wait for event e itself (recorded on one of d's streams). */
 mw_status mw_cuda_wait_event_(mw_cuda_dev *d, cudaEvent_t e, double timeout, const char *what);
+/* mw_cuda_progress on d: the progress marks of d's compute stream seen passed (queried now). */
+long mw_cuda_progress_(mw_cuda_dev *d);
 
 /* Translate a code into mw_err(MW_EDEVICE, "file:line: cudaXxx: reason");
  * return MW_OK or MW_EDEVICE. */
@@ -66,7 +72,8 @@ mw_status mw_cuda_launched_(const char *name, const char *file, int line);
 mw_cuda_dev *mw_cuda_begin(const mw_kctx *k, const char *op);
 /* Record rc as the context's failure if it is the first; return rc == MW_OK. */
 bool mw_cuda_note(mw_cuda_dev *d, mw_status rc);
-/* End of a kernel wrapper: with MW_CUDA_SYNC=1, wait and name op on failure. */
+/* End of a kernel wrapper: every MW_CUDA_PROGRESS_EVERY-th call a progress mark behind the
+ * kernel (runtime.h's mw_cuda_progress); with MW_CUDA_SYNC=1, wait and name op on failure. */
 void mw_cuda_end(mw_cuda_dev *d, const char *op);
 
 /* Inside a void kernel wrapper: record a failure on the context and return. */

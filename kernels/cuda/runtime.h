@@ -89,9 +89,10 @@ const char *mw_cuda_version_string(void);
 mw_status mw_cuda_set_tf32(const mw_kctx *k, int on);
 /* Marks on k's stream (CUDA events), MW_CUDA_MARKS of them: mw_cuda_mark records slot now in
  * stream order; mw_cuda_wait_mark waits until the stream has passed it, polling (never
- * blocking in CUDA) with timeout seconds (<= 0: forever): past it MW_ETIMEOUT "collective
- * timeout: <what> waited S s for CUDA device D (--collective-timeout T)". A slot never marked
- * is passed. */
+ * blocking in CUDA) with timeout seconds (<= 0: forever) counted from the device's last
+ * progress (mw_cuda_progress): past it MW_ETIMEOUT "collective timeout: <what> waited S s for
+ * CUDA device D, I s since it last finished a kernel (--collective-timeout T)". A slot never
+ * marked is passed. */
 #define MW_CUDA_MARKS 3
 mw_status mw_cuda_mark(const mw_kctx *k, int slot);
 mw_status mw_cuda_wait_mark(const mw_kctx *k, int slot, double timeout, const char *what);
@@ -128,11 +129,24 @@ mw_status mw_cuda_compute_after_reduce(const mw_kctx *k);
 /* Enqueue dst_dev[0..nbytes) = src_dev[0..nbytes) on k's compute stream (one device). */
 mw_status mw_cuda_copy(void *dst_dev, const void *src_dev, size_t nbytes, const mw_kctx *k);
 
-/* The longest any host wait inside the backend may take (mw_cuda_sync, growing the scratch,
- * reading a gradient norm back), in seconds, 0 (a new context's default) for no limit: the
- * GPU backend passes --collective-timeout, so a hung device ends the job with MW_ETIMEOUT
- * instead of blocking its rank. */
+/* The longest any host wait inside the backend may go on with the device making no progress
+ * (mw_cuda_sync, growing the scratch, reading a gradient norm back), in seconds, 0 (a new
+ * context's default) for no limit: the GPU backend passes --collective-timeout, so a hung device
+ * ends the job with MW_ETIMEOUT instead of blocking its rank, and a long step that keeps
+ * finishing kernels does not. */
 mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds);
+
+/* How far k's compute stream has got: the number of its progress marks passed so far. Every
+ * MW_CUDA_PROGRESS_EVERY-th kernel wrapper records one behind its kernel (at most
+ * MW_CUDA_PROGRESS in flight), so the count grows while the device works through what it was
+ * given and stands still when it is stopped, or idle, or blocked in a collective that waits for
+ * a peer. Every host wait of the backend measures its deadline from the count's last move
+ * (common/timer.h's mw_stall), not from its own start: the host enqueues a whole step before it
+ * waits, and the deadline is the collective's, not the step's. Non-decreasing; a context that
+ * failed keeps its last count; 0 when k is not an open CUDA context. */
+#define MW_CUDA_PROGRESS 8
+#define MW_CUDA_PROGRESS_EVERY 16
+long mw_cuda_progress(const mw_kctx *k);
 
 /* k's stream as a cudaStream_t behind void * (for NCCL calls on the same stream), or NULL
  * when k is not an open CUDA context. Borrowed. */

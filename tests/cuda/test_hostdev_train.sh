@@ -36,7 +36,9 @@
 #   - synchronized BatchNormalization on the devices (lockstep, sums through the host) trains
 #     like the CPU, 1 rank x 2 GPUs and 2 ranks x 1 GPU; 2 replicas on one GPU are refused;
 #   - failures end the job: an asynchronous NCCL error (exit 7) and a stuck stream past
-#     --collective-timeout (exit 131) stop every rank with one message naming the step;
+#     --collective-timeout (exit 131) stop every rank with one message naming the step; the
+#     deadline counts from the devices' last progress: collectives behind a backward longer
+#     than it train (MW_HOSTDEV_SLOW), a stuck one after such a step still ends the job;
 #   - `mwtrain cluster` shows each rank's device(s) (table and JSON), and --device gpu without
 #     a device is one error; test_device_fallback.sh skips (77) where rank 0 has a device;
 #   - bad layouts are one message: ranks with different replica counts (exit 2), GPU and CPU
@@ -55,7 +57,7 @@ trap 'rm -rf "$tmp"' EXIT
 hd=$tmp/mwtrain-hostdev
 printf '#!/bin/sh\nMW_CUDA_MODULE=%q exec %q "$@"\n' "$module" "$mw" >"$hd"
 chmod +x "$hd"
-unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT
+unset TF_CONFIG MW_HOSTDEV_GPUS MW_HOSTDEV_FAULT MW_HOSTDEV_SLOW
 quick=(--epochs 1 --steps-per-epoch 12 --test-examples 400 --progress none --summary-dir ""
        --checkpoint-every-epochs 0 --collective-timeout 60)
 two_nodes='{"cluster":{"worker":["node-a:2222","node-b:2222"]},"task":{"type":"worker","index":0}}'
@@ -645,6 +647,29 @@ fault async async:5 7 \
     "error: NCCL all-reduce at step 4 on CUDA device .: NCCL reported an asynchronous error"
 fault hang hang:5 131 "error: collective timeout: NCCL all-reduce at step 4 waited 3 s" \
     --collective-timeout 3
+
+# A step longer than --collective-timeout is not a stuck one: with each collective 3 s behind
+# devices that keep finishing work (MW_HOSTDEV_SLOW: a long backward before it), a deadline of 2 s
+# counts from their last progress, so the run trains (serial and overlapped all-reduce) ...
+for ov in off on; do
+    timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_SLOW=3 "$hd" train "${quick[@]}" \
+        --device gpu --steps-per-epoch 2 --collective-timeout 2 --overlap-allreduce "$ov" \
+        >"$tmp/slow-$ov.out" 2>&1
+    rc=$?
+    check '[[ $rc -eq 0 ]] && grep -q "^Epoch 1, " "$tmp/slow-$ov.out"' \
+        "slow devices, --overlap-allreduce $ov: exit $rc: $(grep -m 2 error "$tmp/slow-$ov.out")"
+done
+# ... and a collective that never completes after such a step still ends the job, 2 s after
+# the devices' last progress (3 s after it started)
+t0=$SECONDS
+timeout 120 mpiexec -n 2 -x MW_HOSTDEV_GPUS=2 -x MW_HOSTDEV_SLOW=3 -x MW_HOSTDEV_FAULT=hang:2 \
+    "$hd" train "${quick[@]}" --device gpu --collective-timeout 2 >"$tmp/slowhang.out" 2>&1
+rc=$? took=$((SECONDS - t0))
+msg="error: collective timeout: NCCL all-reduce at step 1 waited 5 s for CUDA device ., 2 s since \
+this process's GPUs last finished a kernel (--collective-timeout 2)"
+check '[[ $rc -eq 131 && $took -ge 5 && $took -lt 60 ]] && grep -q "$msg" "$tmp/slowhang.out" &&
+       ! grep -q "^Epoch" "$tmp/slowhang.out"' \
+    "slow devices, then a stuck collective: exit $rc after $took s: $(grep -m 1 error "$tmp/slowhang.out")"
 
 # synchronized BatchNormalization on GPUs runs one replica per GPU: two on one GPU is refused
 # before training, with one message saying what to do

@@ -248,6 +248,17 @@ static mw_status open_overlap(mw_replicas *r)
     return MW_OK;
 }
 
+/* How far this rank's GPUs have got (mw_nccl_set_progress): the sum of their compute streams'
+ * progress marks passed. */
+static long gpu_progress(void *ctx)
+{
+    const mw_replicas *r = ctx;
+    long sum = 0;
+    for (int d = 0; d < r->ngpu; d++)
+        sum += mw_cuda_progress(&r->gd[d].k);
+    return sum;
+}
+
 static mw_status gpu_connect(mw_replicas *r)
 {
     const mw_replicas_env *e = &r->env;
@@ -259,6 +270,8 @@ static mw_status gpu_connect(mw_replicas *r)
         MW_TRY(mw_nccl_open_flat(&r->nccl, e->topo->node_comm, e->topo->cross,
                                  e->o->gpu_allreduce ? e->comm : MPI_COMM_NULL, r->ngpu, ordinals,
                                  e->model->params.count, e->o->collective_timeout));
+        /* the deadline of its waits counts from this rank's GPUs' last finished kernel */
+        mw_nccl_set_progress(r->nccl, gpu_progress, r);
     }
     if (e->rank == 0 && r->nccl && e->topo->nnodes > 1)
         mw_log_info("gradients across nodes: %s",
