@@ -369,6 +369,14 @@ for blk in tokmha tokblk tokllama; do
         "${sgd[@]}" "${b16[@]}"
     same gpu-1x2-$blk-16 ref-1x2-$blk-16
 done
+# KerasHub's ViT layers under mixed_bfloat16 likewise (the class token rounded where it joins
+# the 16-bit patches; x[:, 0] in its input's dtype)
+vb16=(--dtype-policy mixed_bfloat16 --steps-per-epoch 1
+      --model "$src/tests/data/keras/graph/gradcheck_vit.json")
+run gpu-1x2-vit-16 1 2 "$hd" --device gpu "${sgd[@]}" "${vb16[@]}"
+run ref-1x2-vit-16 1 0 "$mw" --device cpu --backend ref --replicas-per-worker 2 --threads 1 \
+    "${sgd[@]}" "${vb16[@]}"
+same gpu-1x2-vit-16 ref-1x2-vit-16
 
 run gpu-2x1-sgd 2 2 "$hd" --device gpu "${sgd[@]}"
 check 'grep -qF "info: training on CUDA device 0 $stand_in" "$tmp/gpu-2x1-sgd.out"' \

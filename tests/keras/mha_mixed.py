@@ -8,8 +8,12 @@ TransformerDecoder(16, 2) -> TransformerDecoder(16, 2, gelu, normalize_first) ->
 position; Embedding(50, 8) -> 2 LlamaTransformerDecoder(16, 4 query heads on 2 key heads) ->
 Dense on each position), which mwtrain builds from the same layers, under mixed_bfloat16: under
 mixed_float16 their evaluation after the step below overflows float16 (a non-finite test loss
-ends the run) at any rate that resolves the query and key kernels' gradients. One batch of 32 token sequences (12
-steps), one SGD step with a large learning rate LR: mwtrain's gradient is (w0 - w1) / LR. The
+ends the run) at any rate that resolves the query and key kernels' gradients. And KerasHub's
+ViTImageClassifier (ViTBackbone: 8x8x3 images, patches of 4, 2 blocks of width 8, 2 heads, mlp
+16; the class token's features, x[:, 0], to the head) on 32 random images labelled by their
+brightest quadrant's channel, under both policies (LR 2^3 under mixed_float16: 2^6 overflows
+its evaluation). One batch of 32 token sequences (12
+steps) or images, one SGD step with a large learning rate LR: mwtrain's gradient is (w0 - w1) / LR. The
 rate keeps the float32 cancellation out of it: w1 is about w0 - LR g, rounded to 2^-24 of
 itself; with a rate of 1 the query and key kernels, whose gradients are 1e-6 of their weights,
 came out 7 % off (a float32 run measured it). LR is 2^19 under mixed_bfloat16 (that error
@@ -61,8 +65,8 @@ from hub_llama import patch  # noqa: E402
 
 Llama = patch()
 
-N, T, V, D, K = 32, 12, 50, 8, 3
-LR = {"mixed_bfloat16": 2.0 ** 19, "mixed_float16": 2.0 ** 6}
+N, T, V, D, K, IMG = 32, 12, 50, 8, 3, 8
+LR = {"mixed_bfloat16": 2.0 ** 19, "mixed_float16": 2.0 ** 6, "ViT mixed_float16": 2.0 ** 3}
 FACTOR, CONTROL = 4.0, 20.0
 
 
@@ -70,6 +74,14 @@ def build(policy, kind):
     keras.config.set_dtype_policy(policy)
     keras.utils.set_random_seed(7)
     L = keras.layers
+    if kind == "KerasHub ViT":
+        bb = keras_hub.models.ViTBackbone(image_shape=(IMG, IMG, 3), patch_size=4, num_layers=2,
+                                          num_heads=2, hidden_dim=D, mlp_dim=2 * D)
+        m = keras_hub.models.ViTImageClassifier(backbone=bb, num_classes=K, preprocessor=None)
+        m.compile(optimizer=keras.optimizers.SGD(1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        keras.config.set_dtype_policy("float32")
+        return m
     inp = keras.Input((T,), dtype="int32", name="ids")
     x = L.Embedding(V, D, name="embed")(inp)
     if kind == "KerasHub Llama decoders":
@@ -136,12 +148,19 @@ def main():
     rng = np.random.default_rng(5)
     x = rng.integers(1, V, (N + 8, T)).astype(np.int32)
     y = (x % K + (rng.random((N + 8, T)) < 0.2)).astype(np.int32) % K
-    data = os.path.join(work, "tokens.npz")
-    np.savez(data, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
-    xb, yb = x[:N], y[:N]
+    tokens = os.path.join(work, "tokens.npz")
+    np.savez(tokens, x_train=x[:N], y_train=y[:N], x_test=x[N:], y_test=y[N:])
+    # ViT: random images labelled by the brightest quadrant's channel
+    img = rng.random((N + 8, IMG, IMG, 3)).astype(np.float32)
+    lab = np.argmax(img[:, :IMG // 2, :IMG // 2, :].mean((1, 2)), -1).astype(np.int32)
+    images = os.path.join(work, "images.npz")
+    np.savez(images, x_train=img[:N], y_train=lab[:N], x_test=img[N:], y_test=lab[N:])
     print(f"{'case':34s} {'D (rel. L2 to float64)':>22s}  D / D_keras")
-    for kind in ("causal", "not causal", "KerasHub decoders", "KerasHub Llama decoders"):
-        for policy in ("mixed_bfloat16", "mixed_float16")[:1 if kind.startswith("KerasHub") else 2]:
+    for kind in ("causal", "not causal", "KerasHub decoders", "KerasHub Llama decoders",
+                 "KerasHub ViT"):
+        data, xb, yb = (images, img[:N], lab[:N]) if kind == "KerasHub ViT" else \
+            (tokens, x[:N], y[:N])
+        for policy in ("mixed_bfloat16", "mixed_float16")[:1 if "decoders" in kind else 2]:
             case = f"{policy}, {kind}"
             m = build(policy, kind)
             o.check(all(l.dtype_policy.name == policy for l in m.layers[1:]),
@@ -167,7 +186,8 @@ def main():
             if policy == "mixed_bfloat16" and bf16_cpu():
                 runs.insert(1, ("cpu", []))
             for tag, extra in runs:
-                gm, err = mw_gradient(work, path, data, w0, shapes, LR[policy], *extra)
+                lr = LR.get(f"ViT {policy}" if "ViT" in kind else policy, LR[policy])
+                gm, err = mw_gradient(work, path, data, w0, shapes, lr, *extra)
                 if not o.check(gm is not None, f"{case}: mwtrain {tag} trains: {err}"):
                     continue
                 dm = rel_l2(gm, g64)

@@ -124,7 +124,14 @@ mw_status mw_keras_op_add(mw_kbuilder *B, const mw_klayer *L, const char *cls, c
     if (rc != MW_OK)
         return mw_kfrom_model(B->origin, rc);
     MW_TRY(reverse_node(cls, e) ? reverse_call(B, L, e, name) : get_item(B, L, e, name));
-    B->m->layers[B->m->nlayers - 1].nest = B->nest;
+    mw_layer *l = &B->m->layers[B->m->nlayers - 1];
+    l->nest = B->nest;
+    /* The reverse call computes under its layer's dtype policy; GetItem, an operation with no
+     * policy of its own (Keras writes none), in its input's dtype, as Keras' x[:, k] of a
+     * bfloat16 tensor is bfloat16. */
+    l->policy = reverse_node(cls, e) ? L->policy
+                : in >= 0            ? B->m->layers[in].policy
+                                     : MW_POLICY_FLOAT32;
     return MW_OK;
 }
 

@@ -415,9 +415,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     mw_model *m = R->B->m;
     const int embed = !strcmp(cls, "ViTPatchingAndEmbedding");
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
-                        mw_policy_name(L->policy), cls);
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg,
                           embed                             ? embed_keys
                           : !strcmp(cls, "ViTEncoderBlock") ? block_keys
