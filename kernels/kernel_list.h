@@ -226,18 +226,21 @@ MW_KERNEL(sine_pos, REF,
  * D / width groups of width (a head's features; the whole D for the layer alone), each group's
  * halves rotated: feature j < width / 2 and j + width / 2 by the angle a = (t + start) w_j,
  * w_j = max_wavelength ^ -(2 j / denom) / scale, as y_j = x_j cos a - x_(j+h) sin a,
- * y_(j+h) = x_(j+h) cos a + x_j sin a, in float32 as KerasHub computes it; y may equal x. */
+ * y_(j+h) = x_(j+h) cos a + x_j sin a, in float32 as KerasHub computes it, or (half 1: bfloat16,
+ * 2: float16) with its 16-bit roundings (the cosine and sine, each product and the sum); y may
+ * equal x. */
 MW_KERNEL(rope_fwd, CPU,
           (float *y, const float *x, int n, int T, int D, int width, int start, int denom,
-           float max_wavelength, float scale),
-          (y, x, n, T, D, width, start, denom, max_wavelength, scale),
+           float max_wavelength, float scale, int half),
+          (y, x, n, T, D, width, start, denom, max_wavelength, scale, half),
           MW_A(y, (size_t)n * T * D) MW_A(x, (size_t)n * T * D)
           MW_ASSERT(width > 0 && width % 2 == 0 && D % width == 0, "width even, dividing D"))
-/* dx += the transposed rotation of dy (rope_fwd's angles). */
+/* dx += the transposed rotation of dy (rope_fwd's angles; under half, its 16-bit steps'
+ * gradient). */
 MW_KERNEL(rope_bwd, CPU,
           (float *dx, const float *dy, int n, int T, int D, int width, int start, int denom,
-           float max_wavelength, float scale),
-          (dx, dy, n, T, D, width, start, denom, max_wavelength, scale),
+           float max_wavelength, float scale, int half),
+          (dx, dy, n, T, D, width, start, denom, max_wavelength, scale, half),
           MW_A(dx, (size_t)n * T * D) MW_A(dy, (size_t)n * T * D)
           MW_ASSERT(width > 0 && width % 2 == 0 && D % width == 0, "width even, dividing D"))
 /* Keras' LayerNormalization over the last axis (kernels/layernorm_rules.h): for each of rows rows

@@ -31,6 +31,7 @@
 
 #include "common/arena.h"
 #include "common/rng.h"
+#include "kernels/cast.h"
 #include "kernels/cpu/table.h"
 #include "kernels/geom.h"
 #include "kernels/kernels.h"
@@ -71,7 +72,7 @@ typedef struct {
     const mw_rescale *r;               /* rescale (REF: not compared) */
     int centered;                      /* rmsnorm: the variance, not the mean of squares */
     int set_dx;                        /* relux_bwd, bn_bwd: dx written, not added into */
-    int start, denom;                  /* rope */
+    int start, denom, half;            /* rope */
     double l1, l2, M;
     uint64_t seed, stream;
     mw_act_kind kind;
@@ -1126,20 +1127,28 @@ static int set_softmax(kargs *a, int i, int phase)
 }
 
 /* RotaryEmbedding: the layer alone (width D), heads (width 4 of 12), a start past 0 with
- * another denominator and scale, one step of one pair; x in [-4, 4]. */
+ * another denominator and scale, one step of one pair; x in [-4, 4]; the first and the third
+ * again in 16 bits (half 1: bfloat16, 2: float16, the input rounded to it). */
 static int set_rope(kargs *a, int i, int phase)
 {
-    static const int s[][6] = {
-        {5, 37, 16, 16, 0, 16}, {3, 9, 12, 4, 0, 4}, {2, 13, 8, 8, 7, 6}, {1, 1, 2, 2, 0, 2}};
-    if (i >= 4)
+    static const int s[][7] = {{5, 37, 16, 16, 0, 16, 0}, {3, 9, 12, 4, 0, 4, 0},
+                               {2, 13, 8, 8, 7, 6, 0},    {1, 1, 2, 2, 0, 2, 0},
+                               {5, 37, 16, 16, 0, 16, 1}, {2, 13, 8, 8, 7, 6, 2}};
+    if (i >= 6)
         return 0;
     a->n = s[i][0], a->T = s[i][1], a->D = s[i][2], a->width = s[i][3];
-    a->start = s[i][4], a->denom = s[i][5];
-    a->max_wavelength = i == 2 ? 500.0f : 10000.0f, a->scale = i == 2 ? 2.5f : 1.0f;
-    snprintf(a->what, sizeof a->what, "n %d, T %d, D %d, width %d, start %d, denom %d", a->n, a->T,
-             a->D, a->width, a->start, a->denom);
-    if (phase == 1)
-        kscale(a->x ? a->x : a->dy, (size_t)a->n * a->T * a->D, 4.0f, 0.0f);
+    a->start = s[i][4], a->denom = s[i][5], a->half = s[i][6];
+    a->max_wavelength = i == 2 || i == 5 ? 500.0f : 10000.0f;
+    a->scale = i == 2 || i == 5 ? 2.5f : 1.0f;
+    snprintf(a->what, sizeof a->what, "n %d, T %d, D %d, width %d, start %d, denom %d, half %d",
+             a->n, a->T, a->D, a->width, a->start, a->denom, a->half);
+    if (phase == 1) {
+        float *x = a->x ? a->x : a->dy;
+        const size_t cnt = (size_t)a->n * a->T * a->D;
+        kscale(x, cnt, 4.0f, 0.0f);
+        for (size_t e = 0; e < cnt && a->half; e++)
+            x[e] = a->half == 1 ? mw_bf16_round(x[e]) : mw_f16_round(x[e]);
+    }
     return 1;
 }
 

@@ -1,7 +1,8 @@
 /* Suite 'unit' (and 'isa'): MultiHeadAttention's core (kernels/kernel_list.h: attn_fwd,
  * attn_bwd), the reference and the fast CPU twin, on kernel_check.c's geometries: the contract
  * of the probabilities and outputs, every gradient by central differences, and under a mixed
- * policy (mw_attn_geom.half) the 16-bit probabilities and dp against their contract. */
+ * policy (mw_attn_geom.half) the 16-bit probabilities and dp against their contract; and the
+ * rotation of the query and key (rope_fwd, rope_bwd) in 16 bits against its contract. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,11 +245,70 @@ static void test_attention_half(void **state)
             }
 }
 
+static float r16(int half, float x)
+{
+    return half == 1 ? mw_bf16_round(x) : mw_f16_round(x);
+}
+
+/* The rotation under a mixed policy (rope_fwd, rope_bwd with half 1 and 2; heads of width 8 in
+ * 16 features, from step 3, max_wavelength 500, scale 2.5), the reference and the fast CPU twin,
+ * against kernels/kernel_list.h's contract written out here, bit for bit: the cosine and sine of
+ * the float32 angle rounded, each product rounded, their sum rounded (KerasHub's steps, which
+ * tests/keras/rope_e2e.py holds equal to KerasHub's layer); the gradient's products and sums
+ * likewise, added into dx. Control: the float32 rotation rounded once differs somewhere. */
+static void test_rope_half(void **state)
+{
+    (void)state;
+    const int n = 2, T = 9, D = 16, W = 8, h = W / 2, start = 3;
+    const size_t cnt = (size_t)n * T * D;
+    for (int half = 1; half <= 2; half++)
+        for (int cpu = 0; cpu < 2; cpu++) {
+            mw_kernels t;
+            table(&t, cpu);
+            pool P = {0};
+            ctx C;
+            ctx_open(&C, 0, 2);
+            float *x = frand(&P, cnt, 301 + half, -3.0f, 3.0f), *d = frand(&P, cnt, 311, -2, 2);
+            for (size_t e = 0; e < cnt; e++)
+                x[e] = r16(half, x[e]), d[e] = r16(half, d[e]);
+            float *y = fzero(&P, cnt), *dx = frand(&P, cnt, 321, -1, 1);
+            float *dx0 = fcopy(&P, dx, cnt);
+            t.rope_fwd(&C.k, y, x, n, T, D, W, start, W, 500.0f, 2.5f, half);
+            t.rope_bwd(&C.k, dx, d, n, T, D, W, start, W, 500.0f, 2.5f, half);
+            int once_differs = 0;
+            for (size_t r = 0; r < (size_t)n * T; r++)
+                for (int g = 0; g < D; g += W)
+                    for (int j = 0; j < h; j++) {
+                        const float inv = powf(500.0f, -((float)(2 * j) / (float)W)) / 2.5f;
+                        const float a = ((float)(r % (size_t)T) + (float)start) * inv;
+                        const float c = r16(half, cosf(a)), s = r16(half, sinf(a));
+                        const size_t e0 = r * D + (size_t)g + (size_t)j, e1 = e0 + (size_t)h;
+                        const float x0 = x[e0], x1 = x[e1], d0 = d[e0], d1 = d[e1];
+                        const float y0 = r16(half, r16(half, x0 * c) + r16(half, -x1 * s));
+                        const float y1 = r16(half, r16(half, x1 * c) + r16(half, x0 * s));
+                        const float g0 = r16(half, r16(half, d0 * c) + r16(half, d1 * s));
+                        const float g1 = r16(half, r16(half, d1 * c) - r16(half, d0 * s));
+                        if (y[e0] != y0 || y[e1] != y1 || dx[e0] != dx0[e0] + g0 ||
+                            dx[e1] != dx0[e1] + g1)
+                            fail_msg("%s half %d: pair %zu of row %zu: y (%g, %g), want (%g, %g); "
+                                     "dx added (%g, %g), want (%g, %g)",
+                                     t.name, half, (size_t)j, r, (double)y[e0], (double)y[e1],
+                                     (double)y0, (double)y1, (double)(dx[e0] - dx0[e0]),
+                                     (double)(dx[e1] - dx0[e1]), (double)g0, (double)g1);
+                        once_differs |= r16(half, x0 * cosf(a) + -x1 * sinf(a)) != y0;
+                    }
+            assert_true(once_differs);
+            ctx_close(&C);
+            pool_free(&P);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_half),
+        cmocka_unit_test(test_rope_half),
     };
     return cmocka_run_group_tests_name("attention", tests, NULL, NULL);
 }

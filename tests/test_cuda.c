@@ -664,24 +664,33 @@ static void test_sine_pos(void **state)
 
 /* RotaryEmbedding's CUDA twins against the reference, heads of width 8 from step 5: the device
  * powf within 2 ulp moves an angle below 41 rad by up to 41 x 2.4e-7 = 1e-5, so a rotated pair
- * of values in [-1, 1] by up to 2e-5 (3e-5 allowed); the backward accumulates onto dx. */
+ * of values in [-1, 1] by up to 2e-5 (3e-5 allowed); the backward accumulates onto dx. In 16
+ * bits (half 1, 2; x rounded to the format) that 1e-5 can move a rounded cosine or sine, a
+ * product or the sum across a rounding boundary: each such flip is one unit in the last place
+ * of a value under 2 (2^-7 for bfloat16, 2^-10 for float16), and a value takes at most the
+ * sum's and its two products' (3 of them allowed). */
 static void test_rope(void **state)
 {
     (void)state;
     NEED_DEVICE();
-    pool P = {0};
     const int n = 3, T = 37, D = 24, W = 8, start = 5, denom = 8;
     const size_t cnt = (size_t)n * T * D;
-    float *x = h_rand(&P, cnt, 1301, -1, 1), *y = h_rand(&P, cnt, 1302, 0, 1);
-    float *dx = h_rand(&P, cnt, 1303, -1, 1), *dX = d_put(&P, dx, cnt * 4);
-    float *dXin = d_put(&P, x, cnt * 4), *dY = d_put(&P, y, cnt * 4);
-    mw_rope_fwd_ref(NULL, y, x, n, T, D, W, start, denom, 500.0f, 2.5f);
-    cuda.rope_fwd(&ctx, dY, dXin, n, T, D, W, start, denom, 500.0f, 2.5f);
-    expect_close((float *)d_get(&P, dY, cnt * 4), y, cnt, 3e-5f, 0.0f);
-    mw_rope_bwd_ref(NULL, dx, x, n, T, D, W, start, denom, 500.0f, 2.5f); /* x as dy */
-    cuda.rope_bwd(&ctx, dX, dXin, n, T, D, W, start, denom, 500.0f, 2.5f);
-    expect_close((float *)d_get(&P, dX, cnt * 4), dx, cnt, 3e-5f, 0.0f);
-    pool_free(&P);
+    for (int half = 0; half <= 2; half++) {
+        pool P = {0};
+        float *x = h_rand(&P, cnt, 1301, -1, 1), *y = h_rand(&P, cnt, 1302, 0, 1);
+        for (size_t e = 0; e < cnt && half; e++)
+            x[e] = half == 1 ? mw_bf16_round(x[e]) : mw_f16_round(x[e]);
+        float *dx = h_rand(&P, cnt, 1303, -1, 1), *dX = d_put(&P, dx, cnt * 4);
+        float *dXin = d_put(&P, x, cnt * 4), *dY = d_put(&P, y, cnt * 4);
+        const float tol = half == 0 ? 3e-5f : half == 1 ? 3.0f / 128 : 3.0f / 1024;
+        mw_rope_fwd_ref(NULL, y, x, n, T, D, W, start, denom, 500.0f, 2.5f, half);
+        cuda.rope_fwd(&ctx, dY, dXin, n, T, D, W, start, denom, 500.0f, 2.5f, half);
+        expect_close((float *)d_get(&P, dY, cnt * 4), y, cnt, tol, 0.0f);
+        mw_rope_bwd_ref(NULL, dx, x, n, T, D, W, start, denom, 500.0f, 2.5f, half); /* x as dy */
+        cuda.rope_bwd(&ctx, dX, dXin, n, T, D, W, start, denom, 500.0f, 2.5f, half);
+        expect_close((float *)d_get(&P, dX, cnt * 4), dx, cnt, tol, 0.0f);
+        pool_free(&P);
+    }
     check_sync();
 }
 

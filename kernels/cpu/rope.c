@@ -7,14 +7,17 @@
 
 #include "kernels/cpu/cpu.h"
 
+#include "kernels/cast.h"
+
 #define MW_ROPE_HD static inline
+#define MW_ROPE_ROUND16(half, x) ((half) == 1 ? mw_bf16_round(x) : mw_f16_round(x))
 #include "kernels/rope_rules.h"
 
 /* out from in: the rotation (bwd 0) or its transpose added (bwd 1). A step's pairs go CS at a
  * time: their cosines and sines into a table, then every example's and group's row of the step
  * along its features (contiguous: the compiler vectorizes the pairs). */
 static void rope(const mw_kctx *k, float *out, const float *in, int n, int T, int D, int width,
-                 int start, int denom, float max_wavelength, float scale, int bwd)
+                 int start, int denom, float max_wavelength, float scale, int bwd, int half)
 {
     enum { CS = 64 };
     const int h = width / 2;
@@ -31,19 +34,19 @@ static void rope(const mw_kctx *k, float *out, const float *in, int n, int T, in
                 for (int g = 0; g < D; g += width) {
                     const size_t e = ((size_t)i * T + (size_t)t) * D + (size_t)g + (size_t)j0;
                     for (int j = 0; j < w; j++)
-                        rope_pair(out, in, e + (size_t)j, (size_t)h, c[j], sn[j], bwd);
+                        rope_pair(out, in, e + (size_t)j, (size_t)h, c[j], sn[j], bwd, half);
                 }
         }
 }
 
 void mw_rope_fwd_cpu(const mw_kctx *k, float *y, const float *x, int n, int T, int D, int width,
-                     int start, int denom, float max_wavelength, float scale)
+                     int start, int denom, float max_wavelength, float scale, int half)
 {
-    rope(k, y, x, n, T, D, width, start, denom, max_wavelength, scale, 0);
+    rope(k, y, x, n, T, D, width, start, denom, max_wavelength, scale, 0, half);
 }
 
 void mw_rope_bwd_cpu(const mw_kctx *k, float *dx, const float *dy, int n, int T, int D, int width,
-                     int start, int denom, float max_wavelength, float scale)
+                     int start, int denom, float max_wavelength, float scale, int half)
 {
-    rope(k, dx, dy, n, T, D, width, start, denom, max_wavelength, scale, 1);
+    rope(k, dx, dy, n, T, D, width, start, denom, max_wavelength, scale, 1, half);
 }

@@ -2,7 +2,8 @@
 
 A Transformer block of core layers (Embedding -> MultiHeadAttention(2 heads, key_dim 4) ->
 Add -> LayerNormalization -> Dense(16, gelu) -> Dense -> Add -> LayerNormalization -> Dense on
-each position; causal, and not causal) is built by Keras under each mixed policy and saved;
+each position; causal, and not causal; causal after KerasHub's RotaryEmbedding, which rotates
+in 16 bits) is built by Keras under each mixed policy and saved;
 mwtrain reads the policy of every layer from the archive. So are KerasHub's blocks (Embedding ->
 TransformerDecoder(16, 2) -> TransformerDecoder(16, 2, gelu, normalize_first) -> Dense on each
 position; Embedding(50, 8) -> 2 LlamaTransformerDecoder(16, 4 query heads on 2 key heads) ->
@@ -33,7 +34,7 @@ L2 norms, D(G) = |G - G64| / |G64|, per variable and over all of them:
     error of at most u / 2 relative (u = 2^-8 for bfloat16, 2^-11 for float16), so the two
     distances are of one size: for every kernel, embedding table and norm, and over all of
     them, D_keras / 4 <= D_mw <= 4 D_keras (a factor of 4 for where a sum of a few dozen such
-    errors lands; measured 0.51-1.36 per variable). A biased layer's bias gradient is a
+    errors lands; measured 0.58-1.71 per variable). A biased layer's bias gradient is a
     reduction over the batch and steps, which XLA's CPU backend sums in 16 bits (Keras 3-5x
     further from float64 there than on the kernels): mwtrain's, summed in float32, is held to at
     most 4 D_keras. The key bias is left out: its gradient is zero in exact arithmetic (the
@@ -92,7 +93,9 @@ def build(policy, kind):
         x = keras_hub.layers.TransformerDecoder(16, 2, activation="gelu", normalize_first=True,
                                                 name="dec2")(x)
     else:
-        a = L.MultiHeadAttention(2, 4, name="att")(x, x, use_causal_mask=kind == "causal")
+        if kind == "KerasHub RotaryEmbedding":  # then the causal block
+            x = keras_hub.layers.RotaryEmbedding(name="rope")(x)
+        a = L.MultiHeadAttention(2, 4, name="att")(x, x, use_causal_mask=kind != "not causal")
         x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([x, a]))
         f = L.Dense(D, name="ff2")(L.Dense(16, activation="gelu", name="ff1")(x))
         x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, f]))
@@ -156,8 +159,8 @@ def main():
     images = os.path.join(work, "images.npz")
     np.savez(images, x_train=img[:N], y_train=lab[:N], x_test=img[N:], y_test=lab[N:])
     print(f"{'case':34s} {'D (rel. L2 to float64)':>22s}  D / D_keras")
-    for kind in ("causal", "not causal", "KerasHub decoders", "KerasHub Llama decoders",
-                 "KerasHub ViT"):
+    for kind in ("causal", "not causal", "KerasHub RotaryEmbedding", "KerasHub decoders",
+                 "KerasHub Llama decoders", "KerasHub ViT"):
         data, xb, yb = (images, img[:N], lab[:N]) if kind == "KerasHub ViT" else \
             (tokens, x[:N], y[:N])
         for policy in ("mixed_bfloat16", "mixed_float16")[:1 if "decoders" in kind else 2]:

@@ -21,10 +21,16 @@ can fail: Keras' model without the RotaryEmbedding, and (for the non-default one
 default max_wavelength and scaling_factor, trained from the same weights, are each farther
 than the tolerance. The export after 2 epochs reloads in Keras (RotaryEmbedding with its
 settings), its evaluate() equal to mwtrain's test loss within 1e-5 relative.
+Under a mixed policy (bfloat16, float16) KerasHub rotates in 16 bits; the contract the kernels
+keep (kernels/rope_rules.h: the cosine and sine rounded, each product, their sum; the gradient's
+products and sums likewise), written here in NumPy, equals KerasHub's layer bit for bit, output
+and input gradient (JAX's: jitted for bfloat16; for float16 op by op, as jitted XLA's CPU
+backend fuses the first product into the sum unrounded, so some values differ, printed), on 3
+rows of 16 steps x 8 features; the control: the rotation in float32 rounded once differs (the
+unit test `attention` holds the kernels to the same contract).
 Refused, exit 2 and one message naming the layer, the key and the value: rope_type "yarn" and
 "dynamic", sequence_axis 2, feature_axis 0 (written into the archive: Keras cannot build it),
-a call with start_index, a mixed_bfloat16 policy,
-an odd feature count.
+a call with start_index, an odd feature count.
 
 usage: rope_e2e.py MWTRAIN WORKDIR"""
 import os
@@ -145,10 +151,54 @@ def refusals(mw, work):
             ("feature_axis 0", seq({}), [who, "feature_axis", "found 0"],
              {"feature_axis": 0}),
             ("start_index", started, [who, "start_index", "not supported"]),
-            ("mixed_bfloat16", seq({}, dtype="mixed_bfloat16"),
-             [who, "dtype mixed_bfloat16", "float32"]),
             ("odd features", seq({}, d=7), [who, "1x12x7", "even number of features"])]):
         summary_refusal(mw, work, i, what, model, subs, *patch)
+
+
+def contract16():
+    """KerasHub's RotaryEmbedding under mixed_bfloat16 and mixed_float16 against the kernels'
+    16-bit contract (kernels/rope_rules.h) in NumPy: output and input gradient, bit for bit."""
+    import jax
+    import jax.numpy as jnp
+    rng = np.random.default_rng(3)
+    n, t, d = 3, 16, 8
+    x32 = rng.standard_normal((n, t, d)).astype(np.float32)
+    w32 = rng.standard_normal((n, t, d)).astype(np.float32)
+    inv = (10000.0 ** -(np.arange(0, d, 2, dtype=np.float32) / np.float32(d))).astype(np.float32)
+    ang = (np.arange(t, dtype=np.float32)[:, None] * inv[None, :]).astype(np.float32)
+    for policy, dt in (("mixed_bfloat16", jnp.bfloat16), ("mixed_float16", jnp.float16)):
+        def r16(a):
+            return np.asarray(jnp.asarray(np.asarray(a, np.float32), dt).astype(jnp.float32))
+        layer = keras_hub.layers.RotaryEmbedding(dtype=policy)
+        x, w = jnp.asarray(x32, dt), jnp.asarray(w32, dt)
+
+        def grad(a):
+            return jax.grad(lambda b: (layer(b) * w).astype(jnp.float32).sum())(a)
+        # float16 is compared with the layer run op by op: jitted, XLA's CPU backend fuses the
+        # first product into the sum unrounded (an excess precision of its own, printed below;
+        # measured: x0 c + round(-x1 s), rounded once), which bfloat16 does not get
+        jit = dt == jnp.bfloat16
+        y = np.asarray((jax.jit(layer) if jit else layer)(x).astype(jnp.float32))
+        g = np.asarray((jax.jit(grad) if jit else grad)(x).astype(jnp.float32))
+        xs, ws = r16(x32), r16(w32)
+        c, s = r16(np.cos(ang)), r16(np.sin(ang))
+        x0, x1, d0, d1 = xs[..., :d // 2], xs[..., d // 2:], ws[..., :d // 2], ws[..., d // 2:]
+        want = np.concatenate([r16(r16(x0 * c) + r16(-x1 * s)), r16(r16(x1 * c) + r16(x0 * s))], -1)
+        dwant = np.concatenate([r16(r16(d0 * c) + r16(d1 * s)), r16(r16(d1 * c) - r16(d0 * s))],
+                               -1)
+        once = r16(np.concatenate([x0 * np.cos(ang) - x1 * np.sin(ang),
+                                   x1 * np.cos(ang) + x0 * np.sin(ang)], -1))
+        check(np.array_equal(y, want), "%s: KerasHub's rotation is the 16-bit contract, bit for "
+              "bit (%d of %d differ)" % (policy, int((y != want).sum()), y.size))
+        check(np.array_equal(g, dwant), "%s: its input gradient too (%d differ)"
+              % (policy, int((g != dwant).sum())))
+        check(not np.array_equal(y, once), "%s: control: the float32 rotation rounded once "
+              "differs (%d values)" % (policy, int((y != once).sum())))
+        if not jit:
+            yj = np.asarray(jax.jit(layer)(x).astype(jnp.float32))
+            print("note: %s jitted on the CPU: %d of %d values differ from the contract, by "
+                  "at most %.3g" % (policy, int((yj != want).sum()), yj.size,
+                                    float(np.max(np.abs(yj - want)))))
 
 
 def main():
@@ -167,6 +217,7 @@ def main():
         if not mask:
             exported(mw, work, name, ln, r)
     refusals(mw, work)
+    contract16()
     E.print_table(table, "Keras + KerasHub")
     return 0
 

@@ -179,6 +179,11 @@ const char *mw_policy_name(mw_policy p)
     return (unsigned)p < 3 ? policy_names[p] : "?";
 }
 
+int mw_policy_half(mw_policy p)
+{
+    return p == MW_POLICY_MIXED_BFLOAT16 ? 1 : p == MW_POLICY_MIXED_FLOAT16 ? 2 : 0;
+}
+
 int mw_policy_parse(const char *name, mw_policy *p)
 {
     for (int i = 0; i < 3; i++)

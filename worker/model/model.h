@@ -52,6 +52,9 @@ struct mw_layer_call; /* layer.h */
 const char *mw_policy_name(mw_policy p);
 /* 0 and *p for one of those names, -1 for anything else. */
 int mw_policy_parse(const char *name, mw_policy *p);
+/* The kernels' 16-bit format of p: 0 float32, 1 bfloat16, 2 float16 (mw_attn_geom.half, the
+ * rope kernels' half). */
+int mw_policy_half(mw_policy p);
 
 void mw_model_init(mw_model *m, int in_h, int in_w, int in_c);
 void mw_model_free(mw_model *m);

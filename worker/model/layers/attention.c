@@ -203,9 +203,7 @@ static void carve(const mw_layer_call *c, views *V)
         .stream = (uint64_t)c->i,
         .ids = c->ws->example_ids,
         /* the probabilities in 16 bits where Keras' fused attention holds them */
-        .half = l->policy == MW_POLICY_MIXED_BFLOAT16  ? 1
-                : l->policy == MW_POLICY_MIXED_FLOAT16 ? 2
-                                                       : 0,
+        .half = mw_policy_half(l->policy),
     };
     V->g = g;
 }
@@ -224,19 +222,20 @@ static void forward(const mw_layer_call *c)
     c->kt->dense_fwd(c->k, V.q, V.xq, W + w[0], B ? B + b[0] : NULL, c->n * T, l->in_c, hk);
     c->kt->dense_fwd(c->k, V.k, V.xk, W + w[1], B ? B + b[1] : NULL, c->n * S, a->key_c, gk);
     c->kt->dense_fwd(c->k, V.v, V.xv, W + w[2], B ? B + b[2] : NULL, c->n * S, a->value_c, gv);
-    if (a->rope) { /* each head's features rotated by the position, in place */
-        const mw_rope *r = &l->rope;
-        c->kt->rope_fwd(c->k, V.q, V.q, c->n, T, hk, r->width, 0, r->denom, r->max_wavelength,
-                        r->scale);
-        c->kt->rope_fwd(c->k, V.k, V.k, c->n, S, gk, r->width, 0, r->denom, r->max_wavelength,
-                        r->scale);
-    }
     const int half = l->policy != MW_POLICY_FLOAT32;
     size_t s[6];
     parts(l, (size_t)c->n, s);
     float *const qkv[3] = {V.q, V.k, V.v};
-    for (int j = 0; j < 3 && half; j++) /* Keras' projections: 16-bit tensors (rotated so) */
+    for (int j = 0; j < 3 && half; j++) /* Keras' projections: 16-bit tensors */
         mw_layer_round(c->kt, c->k, l->policy, qkv[j], s[j]);
+    if (a->rope) { /* each head's features rotated by the position, in place (in 16 bits so) */
+        const mw_rope *r = &l->rope;
+        const int h16 = mw_policy_half(l->policy);
+        c->kt->rope_fwd(c->k, V.q, V.q, c->n, T, hk, r->width, 0, r->denom, r->max_wavelength,
+                        r->scale, h16);
+        c->kt->rope_fwd(c->k, V.k, V.k, c->n, S, gk, r->width, 0, r->denom, r->max_wavelength,
+                        r->scale, h16);
+    }
     c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
     if (half) /* the heads' outputs: a 16-bit tensor (the product's output dtype) */
         mw_layer_round(c->kt, c->k, l->policy, V.o, s[3]);
@@ -253,10 +252,9 @@ static const float *unrotate(const mw_layer_call *c, const views *V, const float
         return d;
     const mw_rope *r = &l->rope;
     mw_layer_zero(c->kt, c->k, V->dr, count * sizeof(float));
+    /* under a 16-bit policy the rotation's gradient is one of 16-bit values (0 + a rounded sum) */
     c->kt->rope_bwd(c->k, V->dr, d, c->n, steps, D, r->width, 0, r->denom, r->max_wavelength,
-                    r->scale);
-    if (l->policy != MW_POLICY_FLOAT32) /* the gradient of a 16-bit projection */
-        mw_layer_round(c->kt, c->k, l->policy, V->dr, count);
+                    r->scale, mw_policy_half(l->policy));
     return V->dr;
 }
 

@@ -23,7 +23,7 @@
  * divides by it): rope_scaling_factor changes nothing there, nor here. Refused: dropout (KerasHub
  * drops the attention's output, not its probabilities), Llama 3.1's frequency-dependent RoPE
  * scaling (rope_low_freq_factor, ...). Under a mixed policy each part computes as its own layer
- * does (docs/mixed-precision.md), the rotation in float32 on the 16-bit projections. */
+ * does (docs/mixed-precision.md), the rotation in 16-bit steps as KerasHub's. */
 #include <string.h>
 
 #include "worker/model/keras_keys.h"

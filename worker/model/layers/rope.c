@@ -1,8 +1,9 @@
 /* KerasHub's RotaryEmbedding: the layer table's row (worker/model/layer.h). A fixed rotation
  * of each position's features, as KerasHub 0.32 computes it (kernels/rope_rules.h): the
  * features' two halves paired (rotate_half), pair j of step t turned by the angle
- * t * max_wavelength ^ -(2j / D) / scaling_factor, its cosine and sine in float32. No
- * weights; the gradient is the transposed rotation. The kernels take any group width (a
+ * t * max_wavelength ^ -(2j / D) / scaling_factor, its cosine and sine in float32 (under a
+ * mixed policy rounded, and the rotation in 16-bit steps, as KerasHub's). No weights; the
+ * gradient is the transposed rotation. The kernels take any group width (a
  * head's features, for an attention's query and key); the layer alone rotates its whole
  * feature axis, rope_type "linear", start_index 0 (a call with start_index or positions is
  * refused by the graph reader, as any call argument other than the inputs). KerasHub's layer
@@ -49,7 +50,7 @@ static void forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     c->kt->rope_fwd(c->k, c->y, c->x, c->n, l->out_w, l->out_c, l->rope.width, 0, l->rope.denom,
-                    l->rope.max_wavelength, l->rope.scale);
+                    l->rope.max_wavelength, l->rope.scale, mw_policy_half(l->policy));
 }
 
 static void backward(const mw_layer_call *c)
@@ -57,7 +58,8 @@ static void backward(const mw_layer_call *c)
     const mw_layer *l = c->l;
     if (c->dx)
         c->kt->rope_bwd(c->k, c->dx, c->dy, c->n, l->out_w, l->out_c, l->rope.width, 0,
-                        l->rope.denom, l->rope.max_wavelength, l->rope.scale);
+                        l->rope.denom, l->rope.max_wavelength, l->rope.scale,
+                        mw_policy_half(l->policy));
 }
 
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
@@ -96,9 +98,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
 {
     const mw_klayer *L = R->L;
     MW_TRY(mw_kcheck_keys(L->origin, L->where, cls, cfg, keys, 1));
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for RotaryEmbedding: float32",
-                        mw_policy_name(L->policy));
     double wl = 10000.0, scale = 1.0;
     int denom = 0;
     MW_TRY(mw_kget_num(L, "", cfg, "max_wavelength", 10000.0, &wl));
