@@ -143,9 +143,9 @@ mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds);
  * a peer. Every host wait of the backend measures its deadline from the count's last move
  * (common/timer.h's mw_stall), not from its own start: the host enqueues a whole step before it
  * waits, and the deadline is the collective's, not the step's. Non-decreasing; a context that
- * failed keeps its last count; 0 when k is not an open CUDA context. */
-/* 64 x 16 = 1024 kernels in flight marked, about as many launches as CUDA queues before the
- * host blocks: no long unmarked stretch at the end of a step the host ran ahead of */
+ * failed keeps its last count; 0 when k is not an open CUDA context. 64 x 16 = 1024 kernels
+ * in flight marked, about as many launches as CUDA queues before the host blocks: no long
+ * unmarked stretch at the end of a step the host ran ahead of. */
 #define MW_CUDA_PROGRESS 64
 #define MW_CUDA_PROGRESS_EVERY 16
 long mw_cuda_progress(const mw_kctx *k);

@@ -62,6 +62,14 @@ static void backward(const mw_layer_call *c)
                         mw_policy_half(l->policy));
 }
 
+/* Under a 16-bit policy the kernels round their own results (the output, and the input's
+ * gradient: 0 plus a rounded sum for its one consumer), so the plan adds no rounding pass. */
+static int stays_16bit(const mw_layer *l, int backward)
+{
+    (void)backward;
+    return l->policy != MW_POLICY_FLOAT32;
+}
+
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
 {
     (void)l;
@@ -127,6 +135,7 @@ const mw_layer_ops mw_layer_rope = {
     .parse = parse,
     .forward = forward,
     .backward = backward,
+    .stays_16bit = stays_16bit,
     .has_kernels = has_kernels,
     .differs = differs,
     .to_keras = to_keras,
