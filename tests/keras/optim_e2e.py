@@ -45,6 +45,9 @@ import sys
 os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import numpy_draws  # noqa: E402
+
+numpy_draws.install()  # initial weights drawn by numpy (numpy_draws.py)
 
 O = keras.optimizers
 S = keras.optimizers.schedules

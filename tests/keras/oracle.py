@@ -16,6 +16,10 @@ warnings.filterwarnings("ignore")
 
 import numpy as np  # noqa: E402
 import keras  # noqa: E402
+import numpy_draws  # noqa: E402
+
+# initial weights drawn by numpy, not one XLA compile per weight shape (numpy_draws.py)
+numpy_draws.install()
 
 
 def fix_keras_mask_ids():

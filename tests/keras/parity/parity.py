@@ -42,6 +42,11 @@ from keras import layers  # noqa: E402
 from keras.src.applications.convnext import LayerScale  # noqa: E402
 from keras.src.applications.inception_resnet_v2 import CustomScaleLayer  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy_draws  # noqa: E402
+
+numpy_draws.install()  # initial weights drawn by numpy (tests/keras/numpy_draws.py)
+
 TOL = 1e-4
 N = 16
 # A ReLU input within KINK_TAU of 0, relative to that ReLU's largest input, may be decided the

@@ -67,6 +67,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import layers  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy_draws  # noqa: E402
+
+numpy_draws.install()  # initial weights drawn by numpy (tests/keras/numpy_draws.py)
+
 N = 32
 PERMS = 8
 LR = 0.01
