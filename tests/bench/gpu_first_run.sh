@@ -217,7 +217,9 @@ sgd_steps=${sgd_opt:-$( ((quick)) && echo 20 || echo 50)}
 sgd=("${smooth[@]}" --optimizer sgd --learning-rate 0.01)
 tol=1e-5
 cpu=(--device cpu "${cpu_extra[@]}")
-train cal-ref 1 "$sgd_steps" --device cpu --backend ref "${sgd[@]}" &
+# (the reference backend's runs are compared by their weights: 100 test examples, where its
+# evaluation of 2000 took most of its time)
+train cal-ref 1 "$sgd_steps" --device cpu --backend ref "${sgd[@]}" --test-examples 100 &
 ref_pid=$!
 train cal-cpu 1 "$sgd_steps" --device cpu "${sgd[@]}"
 train cal-move 1 1 --device cpu "${sgd[@]}"
@@ -329,7 +331,8 @@ agree16 mixed_bfloat16 bf16 "mixed_bfloat16, 1 SGD step, GPU vs CPU (${bf16_cpu[
 # 4.2e-6, the fake GPUs 1.3e-5, and float16 moving the update 2.5e-4 to 4.8e-4 from float32, so
 # the GPU's update must be within 1e-4 of the reference's and at least 2e-4 from float32's.
 train f16-gpu 1 1 --device gpu "${bf[@]}" --dtype-policy mixed_float16
-train f16-cpu 1 1 "${bf[@]}" "${cpu[@]}" --backend ref --replicas-per-worker "$ngpu" --dtype-policy mixed_float16
+train f16-cpu 1 1 "${bf[@]}" "${cpu[@]}" --backend ref --test-examples 100 \
+    --replicas-per-worker "$ngpu" --dtype-policy mixed_float16
 agree16 mixed_float16 f16 "mixed_float16, 1 SGD step, GPU vs CPU (--backend ref)" 1e-4 2e-4
 
 # 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
