@@ -85,6 +85,6 @@ def uninstall():
 def install():
     """Once per process: keras.random's normal, uniform and truncated_normal outside a trace
     draw with numpy (the module's docstring)."""
-    for name in ("normal", "uniform", "truncated_normal"):
+    for name in _NUMPY:
         if not getattr(getattr(jax_random, name), "numpy_draws", False):
             setattr(jax_random, name, _numpy_or_jax(name))
