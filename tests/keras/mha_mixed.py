@@ -46,6 +46,8 @@ What this holds is the accuracy, not each rounding point: with the attention's o
 (measured), the roundings of the layers' inputs, outputs and output gradients dominating. The
 rounding points are test_kernels' (test_attention_half: the probabilities' and dp's) and this
 layer's code.
+Token ids past what the 16-bit format holds (ids_case): an Embedding under a mixed policy reads
+them as they are, as Keras' int32 input (mwtrain rounded the model's input, ids too, to 16 bits).
 mixed_float16: mwtrain scales the loss by 2^15 (its first loss scale); Keras' gradient is taken
 of the loss times the largest power of 2 that leaves its largest weight gradient under 2^12
 (Keras' float16 weight gradients overflow past 65504), then divided by it.
@@ -59,6 +61,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
+import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 
 import oracle as o  # noqa: E402
@@ -67,6 +70,7 @@ from hub_llama import patch  # noqa: E402
 Llama = patch()
 
 N, T, V, D, K, IMG = 32, 12, 50, 8, 3, 8
+VB = 3000  # ids_case's vocabulary
 LR = {"mixed_bfloat16": 2.0 ** 19, "mixed_float16": 2.0 ** 6, "ViT mixed_float16": 2.0 ** 3}
 FACTOR, CONTROL = 4.0, 20.0
 
@@ -88,6 +92,7 @@ def build(policy, kind):
     if kind == "KerasHub Llama decoders":
         for j in range(2):
             x = Llama(16, 4, num_key_value_heads=2, name=f"llama{j}")(x)
+
     elif kind == "KerasHub decoders":
         x = keras_hub.layers.TransformerDecoder(16, 2, name="dec1")(x)
         x = keras_hub.layers.TransformerDecoder(16, 2, activation="gelu", normalize_first=True,
@@ -144,6 +149,42 @@ def bf16_cpu():
         flags = f.read()
     return ("avx512_bf16" in flags or "amx_bf16" in flags) and \
         "ONEDNN_MAX_CPU_ISA" not in os.environ
+
+
+def ids_case(work, policy, rng):
+    """An Embedding of VB rows under a mixed policy reads token ids past what the 16-bit
+    format holds (bfloat16 holds the integers to 256, float16 to 2048) as they are: the rows its
+    gradient reaches are the ids' own, in Keras and in mwtrain (the reference backend, one SGD
+    step of rate 1; control: the ids rounded to the format name other rows)."""
+    keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(3)
+    inp = keras.Input((4,), dtype="int32", name="ids")
+    x = keras.layers.Embedding(VB, D, name="embed")(inp)
+    m = keras.Model(inp, keras.layers.Dense(K, name="head")(x))
+    m.compile(optimizer=keras.optimizers.SGD(1.0),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    keras.config.set_dtype_policy("float32")
+    ids = (2 * rng.integers(1025, VB // 2, (N + 8, 4)) + 1).astype(np.int32)  # odd, past 2048
+    y = (ids % K).astype(np.int32)
+    data, path = (os.path.join(work, f"ids-{policy}.{e}") for e in ("npz", "keras"))
+    np.savez(data, x_train=ids[:N], y_train=y[:N], x_test=ids[N:], y_test=y[N:])
+    m.save(path)
+    tv = m.trainable_variables
+    w0 = np.concatenate([np.asarray(v.value, np.float64).ravel() for v in tv])
+    gk = gradient(m, ids[:N], y[:N], "float32", 1.0)
+    gm, err = mw_gradient(work, path, data, w0, [tuple(v.shape) for v in tv], 1.0,
+                          "--backend", "ref", "--dtype-policy", policy)
+    if not o.check(gm is not None, f"{policy}, ids past 2048: mwtrain trains: {err}"):
+        return
+    want = sorted(set(ids[:N].ravel().tolist()))
+    rows = [sorted(np.nonzero(np.abs(g[0]).sum(1))[0].tolist()) for g in (gk, gm)]
+    r16 = ml_dtypes.bfloat16 if policy == "mixed_bfloat16" else np.float16
+    rounded = sorted(set(ids[:N].astype(np.float32).astype(r16).astype(np.float32).astype(int)
+                         .ravel().tolist()))
+    o.check(rows[0] == want and rows[1] == want and rounded != want,
+            f"{policy}, ids past 2048: the embedding rows the gradient reaches are the ids' "
+            f"{len(want)} rows (Keras {rows[0] == want}, mwtrain {rows[1] == want}); control: "
+            f"the ids rounded to {policy[6:]} name others ({rounded != want})")
 
 
 def main():
@@ -214,6 +255,8 @@ def main():
                     else:
                         o.check(db / FACTOR <= da <= FACTOR * db, f"{case}: mwtrain {tag}, "
                                 f"{name}: {da:.2e} within {FACTOR:g}x of Keras' {db:.2e}")
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        ids_case(work, policy, rng)
     o.finish()
 
 

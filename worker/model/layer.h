@@ -129,6 +129,8 @@ typedef struct {
     int (*stays_16bit)(const struct mw_layer *l, int backward);
     int matmul; /* Conv2D, Dense: weights rounded to 16 bits under a mixed policy; an
                    activation folded after it belongs to it (summary, diff) */
+    int ids;    /* Embedding: its input is token ids (integers, as Keras' int32 tensor): never
+                   rounded to 16 bits, and read whatever the policy of the layer that makes it */
     /* 1 when the kernel table t has every entry it calls; MW_EUNSUPPORTED with the reason
      * (other than "not implemented") as -1. NULL: it needs none beyond acc and zero. */
     int (*has_kernels)(const struct mw_layer *l, const mw_kernels *t);

@@ -236,14 +236,15 @@ mw_policy mw_model_policy(const mw_model *m)
  * read 16-bit tensors: the output of a 16-bit layer, or the model's input when every layer
  * that reads it is 16-bit (it is rounded once per step). Keras casts a float32 tensor at each
  * 16-bit consumer instead; the one layout that needs it, a float32 layer between 16-bit ones,
- * is refused here with the way out. */
+ * is refused here with the way out. A layer that reads token ids (mw_layer_ops.ids) reads
+ * them as they are: integers, which 16 bits would round (bfloat16 holds those to 256). */
 static mw_status check_policies(const mw_model *m)
 {
     int in16 = -1; /* the input's consumers: -1 none yet, 0 float32, 1 16-bit */
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
         const int half = l->policy != MW_POLICY_FLOAT32;
-        for (int j = 0; j < l->nin; j++) {
+        for (int j = 0; j < l->nin && !mw_layer_row(l->kind)->ids; j++) {
             const int t = l->in[j];
             if (t < 0 && in16 >= 0 && in16 != half)
                 return mw_err(MW_EUNSUPPORTED,
@@ -415,8 +416,8 @@ static const float *layer_params(const mw_layer *l, const mw_model_ws *ws, const
 }
 
 /* A mixed policy, before a forward from layer 0: the model's input rounded when its
- * consumers compute in 16 bits (mw_model_finalize refused a mix), and the matmul layers'
- * weights rounded into ws->params16. */
+ * consumers compute in 16 bits (mw_model_finalize refused a mix; token ids never), and the
+ * matmul layers' weights rounded into ws->params16. */
 static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                       const float *P, int n)
 {
@@ -425,7 +426,7 @@ static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
     int input16 = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const mw_layer *l = &m->layers[i];
-        for (int j = 0; j < l->nin; j++)
+        for (int j = 0; j < l->nin && !mw_layer_row(l->kind)->ids; j++)
             input16 |= l->in[j] < 0 && l->policy != MW_POLICY_FLOAT32;
         if (l->policy == MW_POLICY_FLOAT32 || !mw_layer_row(l->kind)->matmul)
             continue;

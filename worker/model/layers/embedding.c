@@ -491,6 +491,7 @@ const mw_layer_ops mw_layer_embed = {
     .forward = forward,
     .backward = backward,
     .has_kernels = has_kernels,
+    .ids = 1,
     .differs = differs,
     .mask = make_rule,
     .init = init,
