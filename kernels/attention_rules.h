@@ -7,7 +7,9 @@
  * dq = scale ds kk and dk = ds (q scale). Grouped-query attention (kv_heads < H): query head h
  * reads key and value head h / (H / kv_heads), whose gradients (a column's) sum over its group's
  * heads, then over t. Under a mixed policy (half) the probabilities are rounded where they
- * multiply v or dout, and dp before its dropout multiplier. Private to kernels/: each includer
+ * multiply v or dout, and dp before its dropout multiplier; with half_scores the scores and the
+ * soft cap's steps too (att_score_fin), and the scores' gradient (att_ds_raw). Private to
+ * kernels/: each includer
  * defines MW_ATT_HD (static inline, or __device__ static inline), MW_ATT_HASH (mw_rng_hash, or
  * its device copy) and MW_ATT_ROUND16(half, x) (kernels/cast.h's rounding of x to bfloat16,
  * half 1, or float16, half 2, or its device copy). */
@@ -66,15 +68,42 @@ MW_ATT_HD float att_cap_tanh(const mw_attn_geom *g, float s)
     return tanhf(s / g->soft_cap);
 }
 
-/* The score of row (i, h, t) at key u: (q scale) . kk, then c tanh(s / c) under a soft cap. */
-MW_ATT_HD float att_score(const float *q, const float *kk, const mw_attn_geom *g, int i, int h,
-                          int t, int u)
+/* x as the 16-bit tensor holds it under a mixed policy (g->half), else x. */
+MW_ATT_HD float att_p16(const mw_attn_geom *g, float x)
+{
+    return g->half ? MW_ATT_ROUND16(g->half, x) : x;
+}
+
+/* The score the softmax reads, from the raw product s = (q scale) . kk: s itself, or
+ * c tanh(s / c) under a soft cap; with half_scores each step rounded to 16 bits (s, s / c16,
+ * its tanh, the product by c16; c16 the cap rounded), as KerasHub's einsum attention. */
+MW_ATT_HD float att_score_fin(const mw_attn_geom *g, float s)
+{
+    if (!g->half_scores)
+        return g->soft_cap > 0.0f ? att_cap_tanh(g, s) * g->soft_cap : s;
+    s = att_p16(g, s);
+    if (!(g->soft_cap > 0.0f))
+        return s;
+    const float c = att_p16(g, g->soft_cap);
+    return att_p16(g, att_p16(g, tanhf(att_p16(g, s / c))) * c);
+}
+
+/* The raw score of row (i, h, t) at key u: (q scale) . kk, summed in order. */
+MW_ATT_HD float att_raw(const float *q, const float *kk, const mw_attn_geom *g, int i, int h, int t,
+                        int u)
 {
     const float *qr = q + att_qrow(g, i, h, t, g->dk), *kr = kk + att_hrow(g, i, h, u, g->dk);
     float s = 0.0f;
     for (int d = 0; d < g->dk; d++)
         s += (qr[d] * g->scale) * kr[d];
-    return g->soft_cap > 0.0f ? att_cap_tanh(g, s) * g->soft_cap : s;
+    return s;
+}
+
+/* The score of row (i, h, t) at key u (att_score_fin of the raw one). */
+MW_ATT_HD float att_score(const float *q, const float *kk, const mw_attn_geom *g, int i, int h,
+                          int t, int u)
+{
+    return att_score_fin(g, att_raw(q, kk, g, i, h, t, u));
 }
 
 /* The derivative of the capped score by the raw one, 1 - tanh(s / c)^2, from the capped score
@@ -85,6 +114,25 @@ MW_ATT_HD float att_cap_grad(const mw_attn_geom *g, float sc)
         return 1.0f;
     const float y = sc / g->soft_cap;
     return 1.0f - y * y;
+}
+
+/* The gradient by the raw score s of a score whose gradient is ds (the softmax's backward):
+ * ds itself, or ds att_cap_grad(c tanh(s / c)) under a soft cap; with half_scores ds rounded to
+ * 16 bits (the float32 softmax's input was a 16-bit tensor), then under a soft cap the
+ * transposes of JAX's gradients of the forward's steps, each product and sum rounded: by
+ * the product b c16, gb = ds c16; by tanh's b = tanh(a), (g + g b)(1 - b) transposed:
+ * w = gb (1 - b), then w + w b; by the division a = s / c16, that over c16. */
+MW_ATT_HD float att_ds_raw(const mw_attn_geom *g, float ds, float s)
+{
+    if (!g->half_scores)
+        return g->soft_cap > 0.0f ? ds * att_cap_grad(g, att_cap_tanh(g, s) * g->soft_cap) : ds;
+    ds = att_p16(g, ds);
+    if (!(g->soft_cap > 0.0f))
+        return ds;
+    const float c = att_p16(g, g->soft_cap);
+    const float b = att_p16(g, tanhf(att_p16(g, att_p16(g, s) / c)));
+    const float w = att_p16(g, att_p16(g, ds * c) * att_p16(g, 1.0f - b));
+    return att_p16(g, att_p16(g, w + att_p16(g, w * b)) / c);
 }
 
 /* The dropout multiplier of p[i, h, t, u]: 1 without dropout. */
@@ -98,12 +146,6 @@ MW_ATT_HD float att_drop(const mw_attn_geom *g, int i, int h, int t, int u)
         (uint32_t)(MW_ATT_HASH(g->seed, g->stream, id * ((uint64_t)g->H * g->T * g->S) + e) >> 40);
     const uint32_t thr = (uint32_t)ceil((double)g->rate * 16777216.0); /* mw_dropout_threshold */
     return x >= thr ? 1.0f / (1.0f - g->rate) : 0.0f;
-}
-
-/* x as the 16-bit tensor holds it under a mixed policy (g->half), else x. */
-MW_ATT_HD float att_p16(const mw_attn_geom *g, float x)
-{
-    return g->half ? MW_ATT_ROUND16(g->half, x) : x;
 }
 
 /* Below this, expf is 0 in float32 (its smallest subnormal is e^-103.28): a masked score
@@ -197,8 +239,9 @@ MW_ATT_HD float att_dp(const float *dout, const float *v, const mw_attn_geom *g,
     return att_p16(g, a) * att_drop(g, i, h, t, u);
 }
 
-/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp), under a soft cap times
- * att_cap_grad of the recomputed score (0 where p is); 0 for a row masked everywhere
+/* Row (i, h, t) of p becomes the scores' gradient p (dp - sum p dp), then the raw scores'
+ * (att_ds_raw: under a soft cap of the recomputed score; 0 where p is); 0 for a row masked
+ * everywhere
  * (its probabilities do not depend on the scores). */
 MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *q, const float *kk,
                           const float *v, const mw_attn_geom *g, int i, int h, int t)
@@ -216,7 +259,10 @@ MW_ATT_HD void att_row_ds(float *p, const float *dout, const float *q, const flo
         pr[u] = pr[u] * (att_dp(dout, v, g, i, h, t, u) - sum);
     if (g->soft_cap > 0.0f)
         for (int u = 0; u < g->S; u++)
-            pr[u] *= att_cap_grad(g, att_score(q, kk, g, i, h, t, u));
+            pr[u] = att_ds_raw(g, pr[u], att_raw(q, kk, g, i, h, t, u));
+    else if (g->half_scores)
+        for (int u = 0; u < g->S; u++)
+            pr[u] = att_ds_raw(g, pr[u], 0.0f);
 }
 
 /* dq's row (i, t, h) += scale sum over u of ds[t, u] kk[u]. */

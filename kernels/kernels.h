@@ -194,6 +194,12 @@ typedef struct {
      * dropout multiplier; p stays float32 for the softmax's backward, as JAX's float32 softmax
      * keeps its own output. */
     int half;
+    /* With half: the scores a 16-bit tensor too, as KerasHub's einsum attention holds them
+     * (Gemma's on a CPU): each score rounded after its sum (the caller passes the query scaled
+     * and rounded, and scale 1); under a soft cap c, each of s / c, its tanh and the product by
+     * c rounded (c itself rounded first); in the backward the scores' gradient rounded, then the
+     * cap's gradients op by op as JAX takes them (att_ds_raw). 0: the scores stay float32. */
+    int half_scores;
 } mw_attn_geom;
 
 /* The key and value heads of g (kv_heads, or H when 0). */

@@ -1,7 +1,8 @@
 /* Suite 'unit' (and 'isa'): MultiHeadAttention's core (kernels/kernel_list.h: attn_fwd,
  * attn_bwd), the reference and the fast CPU twin, on kernel_check.c's geometries: the contract
  * of the probabilities and outputs, every gradient by central differences, and under a mixed
- * policy (mw_attn_geom.half) the 16-bit probabilities and dp against their contract; and the
+ * policy (mw_attn_geom.half) the 16-bit probabilities and dp against their contract, and with
+ * 16-bit scores (half_scores) every score and scores' gradient; and the
  * rotation of the query and key (rope_fwd, rope_bwd) in 16 bits against its contract. */
 #include <math.h>
 #include <stdio.h>
@@ -229,6 +230,172 @@ static void attn_half_check(const mw_kernels *t, const mw_attn_geom *g, int ci)
     pool_free(&P);
 }
 
+static float r16(int half, float x)
+{
+    return half == 1 ? mw_bf16_round(x) : mw_f16_round(x);
+}
+
+/* The attention core with 16-bit scores (mw_attn_geom.half_scores: KerasHub's einsum attention
+ * under a mixed policy, scale 1 as the Gemma layer passes it) on four of kernel_check.c's
+ * geometries (both padding masks; the soft cap 1.5; 70 steps of grouped-query heads under the
+ * cap and a window; dropout under the cap and a window), bfloat16 and float16, the reference
+ * and the fast CPU twin. q, kk, v and dout are multiples of 1/64 in [-1.5, 1.5] (16-bit values
+ * of 7 significant bits, whose products' sums of 3 and 2 terms, multiples of 2^-12 under 8, are
+ * exact in float32 in any order and mostly not 16-bit values), so the scores and dp have one
+ * right value each. Against kernels.h's contract written out here:
+ *   p is the softmax of the masked 16-bit scores (each raw score rounded; under the cap c,
+ *   s / c16, its tanh and the product by c16 each rounded), within 2e-6 (summed in double here);
+ *   control: p differs from the softmax of the float32 scores by more than 1e-5 somewhere;
+ *   o = sum over u of r16(p) drop v within 2e-6;
+ *   after the backward, p holds the raw scores' gradient: each element is the cap's rounded
+ *   gradients (transposed as JAX takes them) of r16(ds), ds = p (dp - sum p dp) with
+ *   dp = r16(dout . v) drop, bit for bit, for one of the two 16-bit values a float32 ds can round
+ *   to (ds is float32 arithmetic, within 1e-5 relative of the double one here: r16 is monotone,
+ *   so r16 of anything in [ds (1 - 1e-5), ds (1 + 1e-5)] is one of the two ends' roundings);
+ *   control: somewhere that differs from the float32 gradient (ds unrounded) by more than a
+ *   quarter of the format's u (2^-8, 2^-11) relative, 2000 times float32's rounding;
+ *   dq = sum over u of that gradient times kk, within 2e-6. */
+static float cap16(int half, float c, float s) /* the forward's score from the raw one */
+{
+    s = r16(half, s);
+    if (!(c > 0.0f))
+        return s;
+    const float c16 = r16(half, c);
+    return r16(half, r16(half, tanhf(r16(half, s / c16))) * c16);
+}
+
+static float cap16_grad(int half, float c, float d, float s) /* d: ds rounded; s: raw */
+{
+    if (!(c > 0.0f))
+        return d;
+    const float c16 = r16(half, c), b = r16(half, tanhf(r16(half, r16(half, s) / c16)));
+    const float w = r16(half, r16(half, d * c16) * r16(half, 1.0f - b));
+    return r16(half, r16(half, w + r16(half, w * b)) / c16);
+}
+
+static void attn_scores16_check(const mw_kernels *t, mw_attn_geom *g, int ci)
+{
+    const int n = 2, dk = 3, dv = 2, T = g->T, S = g->S, H = g->H, KH = mw_attn_kvh(g);
+    const int grp = H / KH, h16 = g->half;
+    const float c = g->soft_cap;
+    const double u16 = h16 == 1 ? 0x1p-8 : 0x1p-11;
+    g->scale = 1.0f, g->half_scores = 1;
+    const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
+                 nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
+                 np = (size_t)n * H * T * S;
+    pool P = {0};
+    ctx C;
+    ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
+    float *q = frand(&P, nq, 401 + ci, -1.5f, 1.5f), *kk = frand(&P, nk, 411 + ci, -1.5f, 1.5f);
+    float *v = frand(&P, nv, 421 + ci, -1.5f, 1.5f), *r = frand(&P, no, 431 + ci, -1.5f, 1.5f);
+    float *const all[4] = {q, kk, v, r};
+    const size_t cnt[4] = {nq, nk, nv, no};
+    for (int a = 0; a < 4; a++)
+        for (size_t e = 0; e < cnt[a]; e++)
+            all[a][e] = roundf(all[a][e] * 64.0f) / 64.0f;
+    float *o = fzero(&P, no), *p = fzero(&P, np), *p0 = fzero(&P, np);
+    float *dq = fzero(&P, nq), *dkk = fzero(&P, nk), *dvv = fzero(&P, nv);
+    t->attn_fwd(&C.k, o, p, q, kk, v, g, n);
+    memcpy(p0, p, np * sizeof *p);
+    t->attn_bwd(&C.k, dq, dkk, dvv, p, r, q, kk, v, g, n);
+    ctx_check(&C, "attn scores16");
+#define PI(i, h, tt, u) ((((size_t)(i)*H + (h)) * T + (tt)) * S + (u))
+#define QI(i, tt, h, d, w) ((((size_t)(i)*T + (tt)) * H + (h)) * (w) + (d))
+#define KI(i, u, j, d, w) ((((size_t)(i)*S + (u)) * KH + (j)) * (w) + (d))
+    double control_p = 0;
+    int control_ds = 0;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++)
+            for (int tt = 0; tt < T; tt++) {
+                double raw[70], s16[70], m16 = -INFINITY, m32 = -INFINITY, z16 = 0, z32 = 0;
+                int open = 0;
+                for (int u = 0; u < S; u++) {
+                    double a = 0;
+                    for (int d = 0; d < dk; d++)
+                        a += (double)q[QI(i, tt, h, d, dk)] * kk[KI(i, u, h / grp, d, dk)];
+                    raw[u] = a;
+                    s16[u] = cap16(h16, c, (float)a);
+                    const double f = c > 0.0f ? c * tanh(a / c) : a;
+                    if (!attn_masked_spec(g, i, tt, u))
+                        open = 1, m16 = fmax(m16, s16[u]), m32 = fmax(m32, f);
+                }
+                for (int u = 0; u < S && open; u++)
+                    if (!attn_masked_spec(g, i, tt, u)) {
+                        const double f = c > 0.0f ? c * tanh(raw[u] / c) : raw[u];
+                        z16 += exp(s16[u] - m16), z32 += exp(f - m32);
+                    }
+                for (int u = 0; u < S && open; u++) { /* p by the contract */
+                    const int m = attn_masked_spec(g, i, tt, u);
+                    const double f = c > 0.0f ? c * tanh(raw[u] / c) : raw[u];
+                    const double want = m ? 0.0 : exp(s16[u] - m16) / z16;
+                    expect_near(p0[PI(i, h, tt, u)], want, 2e-6);
+                    if (!m)
+                        control_p = fmax(control_p, fabs(want - exp(f - m32) / z32));
+                }
+                for (int d = 0; d < dv; d++) { /* o */
+                    double want = 0;
+                    for (int u = 0; u < S; u++)
+                        want += r16(h16, p0[PI(i, h, tt, u)]) * attn_drop_spec(g, i, h, tt, u) *
+                                v[KI(i, u, h / grp, d, dv)];
+                    expect_near(o[QI(i, tt, h, d, dv)], want, 2e-6);
+                }
+                /* the raw scores' gradient, element by element */
+                double dp[70], sum = 0;
+                for (int u = 0; u < S; u++) {
+                    double a = 0;
+                    for (int d = 0; d < dv; d++)
+                        a += (double)r[QI(i, tt, h, d, dv)] * v[KI(i, u, h / grp, d, dv)];
+                    dp[u] = r16(h16, (float)a) * attn_drop_spec(g, i, h, tt, u);
+                    sum += p0[PI(i, h, tt, u)] * dp[u];
+                }
+                for (int u = 0; u < S; u++) {
+                    const double ds = open ? p0[PI(i, h, tt, u)] * (dp[u] - sum) : 0.0;
+                    const float got = p[PI(i, h, tt, u)], s = (float)raw[u];
+                    const float lo = cap16_grad(h16, c, r16(h16, (float)(ds * (1 - 1e-5))), s);
+                    const float hi = cap16_grad(h16, c, r16(h16, (float)(ds * (1 + 1e-5))), s);
+                    if (got != lo && got != hi)
+                        fail_msg("%s half %d case %d: the scores' gradient [%d,%d,%d,%d] = %.9g; "
+                                 "want %.9g or %.9g (ds %.9g)",
+                                 t->name, h16, ci, i, h, tt, u, (double)got, (double)lo, (double)hi,
+                                 ds);
+                    const double f32 = c > 0.0f ? ds * (1 - pow(tanh(raw[u] / c), 2)) : ds;
+                    control_ds |= fabs(got - f32) > u16 / 4 * fabs(f32);
+                }
+                for (int d = 0; d < dk; d++) { /* dq from the kernel's own gradient */
+                    double want = 0;
+                    for (int u = 0; u < S; u++)
+                        want += (double)p[PI(i, h, tt, u)] * kk[KI(i, u, h / grp, d, dk)];
+                    expect_near(dq[QI(i, tt, h, d, dk)], want, 2e-6);
+                }
+            }
+    if (control_p <= 1e-5 || !control_ds)
+        fail_msg("%s half %d case %d: the float32 scores' p within %g of the 16-bit ones', or "
+                 "their gradient the float32 one's everywhere (%d): the scores not rounded",
+                 t->name, h16, ci, control_p, !control_ds);
+#undef PI
+#undef QI
+#undef KI
+    ctx_close(&C);
+    pool_free(&P);
+}
+
+static void test_attention_scores16(void **state)
+{
+    (void)state;
+    static const int cases[] = {2, 13, 16, 17}; /* masks; cap; 70 steps, GQA, cap, window;
+                                                   dropout, cap, window */
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int half = 1; half <= 2; half++)
+            for (int cpu = 0; cpu < 2; cpu++) {
+                mw_attn_geom g;
+                assert_true(mw_test_attn_geom(cases[k], &g));
+                g.half = half;
+                mw_kernels t;
+                table(&t, cpu);
+                attn_scores16_check(&t, &g, cases[k]);
+            }
+}
+
 static void test_attention_half(void **state)
 {
     (void)state;
@@ -243,11 +410,6 @@ static void test_attention_half(void **state)
                 table(&t, cpu);
                 attn_half_check(&t, &g, cases[c]);
             }
-}
-
-static float r16(int half, float x)
-{
-    return half == 1 ? mw_bf16_round(x) : mw_f16_round(x);
 }
 
 /* The rotation under a mixed policy (rope_fwd, rope_bwd with half 1 and 2; heads of width 8 in
@@ -308,6 +470,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_half),
+        cmocka_unit_test(test_attention_scores16),
         cmocka_unit_test(test_rope_half),
     };
     return cmocka_run_group_tests_name("attention", tests, NULL, NULL);

@@ -102,15 +102,21 @@ MW_WIDE_CLONES static void ds_row(float *restrict pr, const float *restrict wr, 
 
 #pragma GCC pop_options
 
-/* Under a soft cap c, rows [0, m) of the scores (columns [0, cols), rows S apart) become
- * c tanh(s / c) (att_cap_tanh: the reference's expression). */
-static void cap_rows(float *s, int m, int cols, const mw_attn_geom *g)
+/* Rows [0, m) of the raw scores (columns [0, cols), rows S apart) become those the softmax
+ * reads (att_score_fin: the reference's expression, under a soft cap or half_scores). */
+static void fin_rows(float *s, int m, int cols, const mw_attn_geom *g)
 {
     for (int t = 0; t < m; t++)
         for (int u = 0; u < cols; u++) {
             float *x = s + (size_t)t * g->S + u;
-            *x = att_cap_tanh(g, *x) * g->soft_cap;
+            *x = att_score_fin(g, *x);
         }
+}
+
+/* 1 when the raw scores need att_score_fin (a soft cap, or 16-bit scores). */
+static int fin_needed(const mw_attn_geom *g)
+{
+    return g->soft_cap > 0.0f || g->half_scores;
 }
 
 /* Threads with a T x S matrix each. */
@@ -174,8 +180,8 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
             /* scores of the visible keys; softmax_row masks the columns past them */
             mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
                          kk + att_hrow(g, i, h, 0, dk), KH * dk, 0.0f, Pb, S);
-            if (g->soft_cap > 0.0f)
-                cap_rows(Pb, m, c, g);
+            if (fin_needed(g))
+                fin_rows(Pb, m, c, g);
             int empty = 0;
             for (int t = t0; t < t1; t++)
                 empty |= softmax_row(P + (size_t)t * S, g, i, t);
@@ -189,19 +195,21 @@ void mw_attn_fwd_cpu(const mw_kctx *k, float *o, float *p, const float *q, const
     }
 }
 
-/* Under a soft cap, rows [t0, t0 + m) of head (i, h)'s scores' gradient ds (columns [0, c))
- * times the cap's derivative (att_cap_grad), the capped scores recomputed into w as the forward
+/* Rows [t0, t0 + m) of head (i, h)'s scores' gradient ds (columns [0, c)) become the raw
+ * scores' (att_ds_raw); under a soft cap the raw scores recomputed into w as the forward
  * computed them. */
-static void cap_grad(float *w, float *ds, int m, int c, const float *q, const float *kk,
-                     const mw_attn_geom *g, int i, int h, int t0)
+static void ds_raw(float *w, float *ds, int m, int c, const float *q, const float *kk,
+                   const mw_attn_geom *g, int i, int h, int t0)
 {
-    const int S = g->S, H = g->H, dk = g->dk, KH = att_kvh(g);
-    mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
-                 kk + att_hrow(g, i, h, 0, dk), KH * dk, 0.0f, w, S);
-    cap_rows(w, m, c, g);
+    const int S = g->S, H = g->H, dk = g->dk, KH = att_kvh(g), cap = g->soft_cap > 0.0f;
+    if (cap)
+        mw_sgemm_cpu('N', 'T', m, c, dk, g->scale, q + att_qrow(g, i, h, t0, dk), H * dk,
+                     kk + att_hrow(g, i, h, 0, dk), KH * dk, 0.0f, w, S);
     for (int t = 0; t < m; t++)
-        for (int u = 0; u < c; u++)
-            ds[(size_t)t * S + u] *= att_cap_grad(g, w[(size_t)t * S + u]);
+        for (int u = 0; u < c; u++) {
+            float *x = ds + (size_t)t * S + u;
+            *x = att_ds_raw(g, *x, cap ? w[(size_t)t * S + u] : 0.0f);
+        }
 }
 
 /* Head (i, h)'s backward on thread scratch w: its rows of dq, and its terms of its key head's
@@ -246,8 +254,8 @@ static void bwd_head(float *w, float *dq, float *dk, float *dv, float *p, const 
             for (int u = 0; u < c; u++)
                 pr[u] = pr[u] * (wr[u] - sum);
         }
-        if (g->soft_cap > 0.0f)
-            cap_grad(wb, Pb, m, c, q, kk, g, i, h, t0);
+        if (fin_needed(g))
+            ds_raw(wb, Pb, m, c, q, kk, g, i, h, t0);
         mw_sgemm_cpu('N', 'N', m, dK, c, g->scale, Pb, S, kk + att_hrow(g, i, h, 0, dK), KH * dK,
                      1.0f, dq + att_qrow(g, i, h, t0, dK), H * dK);
         mw_sgemm_cpu('T', 'N', c, dK, m, g->scale, Pb, S, q + att_qrow(g, i, h, t0, dK), H * dK,

@@ -84,11 +84,11 @@ __device__ static float warp_sum(float x)
 /* The keys u of [lo, hi] this lane visits. */
 #define ATT_VISIBLE(u, R) for (int u = (R).lo + lane; u <= (R).hi; u += 32)
 
-/* Row r's scores (from the GEMM, columns [lo, hi]) become its probabilities: soft-capped,
- * masked (att_masked: -1e9), softmax as att_softmax (exp(z) 0 below MW_ATT_EXP_ZERO), 0 outside
- * [lo, hi]; a row masked everywhere att_empty_p. w (not NULL): the probabilities that multiply
- * v, 16-bit under a mixed policy (att_p16), times the dropout multipliers (att_drop, computed
- * where p is not 0). */
+/* Row r's scores (from the GEMM, columns [lo, hi]) become its probabilities: soft-capped and
+ * in 16 bits with half_scores (att_score_fin), masked (att_masked: -1e9), softmax as att_softmax
+ * (exp(z) 0 below MW_ATT_EXP_ZERO), 0 outside [lo, hi]; a row masked everywhere att_empty_p. w (not
+ * NULL): the probabilities that multiply v, 16-bit under a mixed policy (att_p16), times the
+ * dropout multipliers (att_drop, computed where p is not 0). */
 static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, int h, int i0,
                                       size_t rows)
 {
@@ -100,9 +100,7 @@ static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, int h,
         ATT_VISIBLE(u, R)
         {
             const int m = att_masked(&g, R.i, R.t, u);
-            float s = R.pr[u];
-            if (g.soft_cap > 0.0f)
-                s = att_cap_tanh(&g, s) * g.soft_cap;
+            const float s = att_score_fin(&g, R.pr[u]);
             R.pr[u] = m ? MW_ATT_MASKED : s;
             mx = m ? mx : fmaxf(mx, s);
             open |= !m;
@@ -172,17 +170,17 @@ static __global__ void ds_kernel(float *p, float *w, mw_attn_geom g, int h, int 
     }
 }
 
-/* Under a soft cap: row r of the scores' gradient times att_cap_grad of the capped score, the
- * raw scores recomputed in w. */
-static __global__ void cap_kernel(float *p, const float *w, mw_attn_geom g, int h, int i0,
-                                  size_t rows)
+/* Row r of the scores' gradient becomes the raw scores' (att_ds_raw), under a soft cap from the
+ * raw scores recomputed in w (NULL: none). */
+static __global__ void ds_raw_kernel(float *p, const float *w, mw_attn_geom g, int h, int i0,
+                                     size_t rows)
 {
     ATT_ROWS(r, rows)
     {
         const att_row R = row_of(g, p, (float *)w, h, i0, r);
         ATT_VISIBLE(u, R)
         {
-            R.pr[u] *= att_cap_grad(&g, att_cap_tanh(&g, R.wr[u]) * g.soft_cap);
+            R.pr[u] = att_ds_raw(&g, R.pr[u], R.wr ? R.wr[u] : 0.0f);
         }
     }
 }
@@ -320,7 +318,9 @@ static mw_status bwd_span(mw_cuda_dev *d, float *ws, float *dq, float *dk, float
     ATT_LAUNCH(ds_kernel, rows, p, ws, *g, a->h, a->i0);
     if (g->soft_cap > 0.0f) {
         MW_TRY(scores(d, ws, a->sw, q, kk, g, a));
-        ATT_LAUNCH(cap_kernel, rows, p, ws, *g, a->h, a->i0);
+        ATT_LAUNCH(ds_raw_kernel, rows, p, ws, *g, a->h, a->i0);
+    } else if (g->half_scores) {
+        ATT_LAUNCH(ds_raw_kernel, rows, p, (const float *)NULL, *g, a->h, a->i0);
     }
     for (int t0 = 0; t0 < T; t0 += a->blk) {
         const int t1 = t0 + a->blk < T ? t0 + a->blk : T, m = t1 - t0, c = cols_of(g, a, t1);
