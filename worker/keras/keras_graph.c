@@ -116,20 +116,48 @@ static int decoder_block(const char *cls)
            !strcmp(cls, "GemmaDecoderBlock");
 }
 
-/* An operation's constant operand: a number (x * 0.5), or a scalar float32 tensor Keras writes
- * as {"class_name": "__tensor__", "config": {"value": v, "dtype": "float32"}} (KerasHub's
- * GemmaBackbone: x * ops.cast(ops.sqrt(hidden_dim), x.dtype)); its number, else NULL. */
-static const json_t *scalar(const json_t *a)
+/* An operation's constant operand: a number (x * 0.5), or a scalar tensor Keras writes as
+ * {"class_name": "__tensor__", "config": {"value": v, "dtype": "float32"}} (KerasHub's
+ * GemmaBackbone: x * ops.cast(ops.sqrt(hidden_dim), x.dtype), "bfloat16" or "float16" under a
+ * mixed policy); its number, else NULL. *dt: its dtype as a policy's compute dtype, -1 for a
+ * number (JAX's weak type: it takes the tensor's). */
+static const json_t *scalar_dt(const json_t *a, int *dt)
 {
+    *dt = -1;
     if (json_is_number(a))
         return a;
     const char *cls = json_string_value(json_object_get(a, "class_name"));
     const json_t *cfg = json_object_get(a, "config");
-    const char *dt = json_string_value(json_object_get(cfg, "dtype"));
+    const char *d = json_string_value(json_object_get(cfg, "dtype"));
     const json_t *v = json_object_get(cfg, "value");
-    return cls && !strcmp(cls, "__tensor__") && (!dt || !strcmp(dt, "float32")) && json_is_number(v)
-               ? v
-               : NULL;
+    static const char *const names[] = {"float32", "bfloat16", "float16"};
+    for (int j = 0; j < 3 && cls && !strcmp(cls, "__tensor__") && json_is_number(v); j++)
+        if (!strcmp(d ? d : "float32", names[j])) {
+            *dt = j == 0   ? MW_POLICY_FLOAT32
+                  : j == 1 ? MW_POLICY_MIXED_BFLOAT16
+                           : MW_POLICY_MIXED_FLOAT16;
+            return v;
+        }
+    return NULL;
+}
+
+static const json_t *scalar(const json_t *a)
+{
+    int dt;
+    return scalar_dt(a, &dt);
+}
+
+/* The policy of an operation's layers (Keras writes none for x + y, x * c): its inputs' when
+ * they share one and a constant's dtype (kdt, -1 a number) is theirs, as JAX computes a
+ * bfloat16 tensor times a Python number or a bfloat16 scalar in bfloat16; float32 else (JAX
+ * promotes bfloat16 and float32, or bfloat16 and float16, to float32). */
+static mw_policy op_policy(const mw_model *m, const int *in, int nin, int kdt)
+{
+    mw_policy p = nin > 0 && in[0] >= 0 ? m->layers[in[0]].policy : MW_POLICY_FLOAT32;
+    for (int j = 1; j < nin; j++)
+        if ((in[j] >= 0 ? m->layers[in[j]].policy : MW_POLICY_FLOAT32) != p)
+            return MW_POLICY_FLOAT32;
+    return kdt < 0 || kdt == (int)p ? p : MW_POLICY_FLOAT32;
 }
 
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
@@ -450,10 +478,18 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         mw_status rc = mw_model_set_inputs(B->m, in, nin);
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
-        B->has_konst = konst != NULL, B->konst = konst ? json_number_value(konst) : 0.0;
+        int kdt = -1;
+        if (konst)
+            scalar_dt(konst, &kdt);
+        const int op = numpy_op(json_array_get(layers, i)), first = B->m->nlayers;
+        const mw_policy opp = op ? op_policy(B->m, in, nin, kdt) : L.policy;
+        B->has_konst = konst != NULL;
+        B->konst = konst ? json_number_value(konst) : 0.0; /* rounded at use (merge.c) */
         rc = mw_keras_add_layer(B, &L, cls, cfg, name, last && i + 1 == n, kwargs);
         B->has_konst = 0, B->kmask = 0;
         MW_TRY(rc);
+        for (int j = first; op && j < B->m->nlayers; j++)
+            B->m->layers[j].policy = opp;
         K->idx[i] = B->m->nlayers - 1;
     }
     if (n < 2)

@@ -324,17 +324,30 @@ static mw_status gemma_args(const mw_klayer *L, const json_t *cfg, hub_args *a)
     return mw_kget_int(L, cfg, "sliding_window_size", 4096, 0, 1, INT_MAX, &a->window);
 }
 
-/* layer's output times the float32 scalar v (Keras writes it as __tensor__): a Multiply
- * operation named name (GemmaBackbone's x * ops.cast(ops.sqrt(hidden_dim), x.dtype)). */
-static int times(json_t *ls, const char *name, const char *layer, float v)
+/* The compute dtype of a backbone's policy (its dtype: a name, or a policy object), as Keras
+ * names a tensor's. */
+static const char *compute_dtype(const json_t *dt)
 {
-    json_t *e = json_pack(
-        "{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy", "class_name",
-        "Multiply", "config", "name", name, "registered_name", "Multiply", "name", name,
-        "inbound_nodes",
-        mw_khub_call(json_pack("[o, {s:s, s:{s:f, s:s}}]", mw_khub_tensor(layer), "class_name",
-                               "__tensor__", "config", "value", (double)v, "dtype", "float32"),
-                     NULL));
+    const char *n = json_is_string(dt)
+                        ? json_string_value(dt)
+                        : json_string_value(json_object_get(json_object_get(dt, "config"), "name"));
+    return n && !strcmp(n, "mixed_bfloat16")  ? "bfloat16"
+           : n && !strcmp(n, "mixed_float16") ? "float16"
+                                              : "float32";
+}
+
+/* layer's output times the scalar v in the backbone's compute dtype (Keras writes it as
+ * __tensor__): a Multiply operation named name (GemmaBackbone's
+ * x * ops.cast(ops.sqrt(hidden_dim), x.dtype); the reader rounds v to a 16-bit dtype). */
+static int times(json_t *ls, const hub_args *a, const char *name, const char *layer, float v)
+{
+    json_t *e = json_pack("{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy",
+                          "class_name", "Multiply", "config", "name", name, "registered_name",
+                          "Multiply", "name", name, "inbound_nodes",
+                          mw_khub_call(json_pack("[o, {s:s, s:{s:f, s:s}}]", mw_khub_tensor(layer),
+                                                 "class_name", "__tensor__", "config", "value",
+                                                 (double)v, "dtype", compute_dtype(a->dtype)),
+                                       NULL));
     return e && json_array_append_new(ls, e) == 0;
 }
 
@@ -368,7 +381,7 @@ static json_t *gemma_layers(const hub_args *a)
                                    "tie_weights", 1),
                          dt, mw_khub_on("token_ids")) &&
              mw_khub_input(ls, "padding_mask") &&
-             times(ls, "multiply", "token_embedding", sqrtf((float)a->hidden));
+             times(ls, a, "multiply", "token_embedding", sqrtf((float)a->hidden));
     char prev[64] = "multiply", name[64];
     for (int i = 0; ok && i < a->layers; i++) {
         snprintf(name, sizeof name, "decoder_block_%d", i);
@@ -503,11 +516,11 @@ static int gemma_head(json_t *ls, const char *bb, const hub_args *a, const char 
     if (!(a->soft_cap > 0.0))
         return 1;
     *out = "soft_cap";
-    return times(ls, "soft_cap_scaled", "token_embedding", (float)(1.0 / a->soft_cap)) &&
+    return times(ls, a, "soft_cap_scaled", "token_embedding", (float)(1.0 / a->soft_cap)) &&
            mw_khub_add(ls, "Activation", 0, "soft_cap_tanh",
                        json_pack("{s:s}", "activation", "tanh"), a->dtype,
                        mw_khub_on("soft_cap_scaled")) &&
-           times(ls, "soft_cap", "soft_cap_tanh", (float)a->soft_cap);
+           times(ls, a, "soft_cap", "soft_cap_tanh", (float)a->soft_cap);
 }
 
 /* A text classifier's head: Dropout and Dense(num_classes, activation) on the pooled output. */

@@ -6,6 +6,7 @@
 #include "worker/model/kread.h"
 #include <string.h>
 
+#include "kernels/cast.h"
 #include "worker/model/layer.h"
 #include "worker/model/layers/merge.h"
 #include "worker/model/masks.h"
@@ -153,12 +154,24 @@ static int plain(const mw_layer *l)
     return !l->bcast && !l->konst && l->kscale == 1.0f;
 }
 
+/* The factor of a product, or the constant of x + c, x * c as the layer computes with it:
+ * under a mixed policy the constant rounded to the 16-bit dtype (JAX casts a Python number, or
+ * a scalar of the tensor's dtype, to it: the reader gives a float32 scalar's product float32). */
+static float scale_of(const mw_layer *l)
+{
+    if (!l->konst)
+        return l->kscale;
+    return l->policy == MW_POLICY_MIXED_BFLOAT16  ? mw_bf16_round(l->kscale)
+           : l->policy == MW_POLICY_MIXED_FLOAT16 ? mw_f16_round(l->kscale)
+                                                  : l->kscale;
+}
+
 static void add_forward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
     if (l->konst) { /* x + c */
         const mw_bcast_geom g = bcast_geom(c, SELF(c), l->in[0] + 1);
-        c->kt->bcast_fwd(c->k, c->y, c->x, NULL, &g, 0, l->kscale);
+        c->kt->bcast_fwd(c->k, c->y, c->x, NULL, &g, 0, scale_of(l));
         return;
     }
     int j = 0;
@@ -219,7 +232,7 @@ static void mul_forward(const mw_layer_call *c)
         c->kt->mul_fwd(c->k, c->y, c->x, c->ws->act[u], c->cnt);
     } else {
         const mw_bcast_geom g = bcast_geom(c, l->in[0] + 1, l->konst ? SELF(c) : u);
-        c->kt->bcast_fwd(c->k, c->y, c->x, l->konst ? NULL : c->ws->act[u], &g, 1, l->kscale);
+        c->kt->bcast_fwd(c->k, c->y, c->x, l->konst ? NULL : c->ws->act[u], &g, 1, scale_of(l));
     }
 }
 
@@ -233,7 +246,7 @@ static void mul_backward(const mw_layer_call *c)
     } else {
         const mw_bcast_geom g = bcast_geom(c, l->in[0] + 1, l->konst ? SELF(c) : u);
         c->kt->bcast_bwd(c->k, c->dx, du, c->dy, c->x, l->konst ? NULL : c->ws->act[u], &g, 1,
-                         l->kscale);
+                         scale_of(l));
     }
 }
 
