@@ -13,7 +13,7 @@
 #     device): the same epoch losses and weights within 1e-4 relative;
 #   - mixed_float16 on the fake GPUs: one step as the reference backend's within 1e-4, and a
 #     LossScaleOptimizer's loss scale and skipped steps over 12 steps the same; a token model
-#     with MultiHeadAttention, and ones of KerasHub's blocks (Llama's too), under
+#     with MultiHeadAttention, and ones of KerasHub's blocks (Llama's and Gemma's too), under
 #     mixed_bfloat16: one step as the reference backend's within 1e-4;
 #   - a segmentation model (labels per pixel, Conv2DTranspose, UpSampling2D) as the CPU trains it;
 #   - token models through KerasHub's blocks (TransformerEncoder and TransformerDecoder, and
@@ -201,6 +201,29 @@ json.dump({"class_name": "Functional", "config": {"name": "tokllama", "layers": 
      "config": {"name": "out", "units": 3}}],
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/tokllama.json", "w"))
+gemma = lambda n, prev, **kw: {
+    "class_name": "GemmaDecoderBlock", "registered_name": "GemmaDecoderBlock", "name": n,
+    "module": "keras_hub.src.models.gemma.gemma_decoder_block", "inbound_nodes": node(ref(prev)),
+    "config": dict(dict(name=n, hidden_dim=8, intermediate_dim=16, head_dim=6,
+                        num_query_heads=4, num_key_value_heads=2, layer_norm_epsilon=1e-6,
+                        dropout=0, use_post_ffw_norm=False, use_post_attention_norm=False,
+                        logit_soft_cap=None, use_sliding_window_attention=False,
+                        sliding_window_size=4096, query_head_dim_normalize=True), **kw)}
+json.dump({"class_name": "Functional", "config": {"name": "tokgemma", "layers": [
+    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
+     "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
+    {"class_name": "Embedding", "name": "emb", "inbound_nodes": node(ref("in")),
+     "config": {"name": "emb", "input_dim": 50, "output_dim": 8}},
+    gemma("gem0", "emb"),
+    gemma("gem1", "gem0", **{"use_post_ffw_norm": True, "use_post_attention_norm": True,
+                             "logit_soft_cap": 1.0, "use_sliding_window_attention": True,
+                             "sliding_window_size": 3}),
+    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("gem1")),
+     "config": {"name": "gap"}},
+    {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
+     "config": {"name": "out", "units": 3}}],
+    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
+    open(sys.argv[1] + "/tokgemma.json", "w"))
 img = r.integers(0, 256, size=(448, 8, 8)).astype(np.uint8)  # a class per pixel: 3 levels
 seg = ((img > 100).astype(np.int32) + (img > 200)).astype(np.uint8)
 np.savez(sys.argv[1] + "/seg.npz", x_train=img[:384], y_train=seg[:384], x_test=img[384:],
@@ -318,8 +341,10 @@ check '[[ -n "$(scale_of gpu-1x2-lso)" && "$(scale_of gpu-1x2-lso)" == "$(scale_
 # heads' outputs and their gradients rounded: the CUDA table's rounding kernel, the attention's
 # own): one step as the reference backend's, within 1e-4 (tokmha: causal and padding masks,
 # dropout of the probabilities; tokblk: KerasHub's TransformerEncoder and TransformerDecoder;
-# tokllama: LlamaTransformerDecoder, the rotation and grouped-query heads)
-for blk in tokmha tokblk tokllama; do
+# tokllama: LlamaTransformerDecoder, the rotation and grouped-query heads; tokgemma: two
+# GemmaDecoderBlocks, the second with Gemma 2's soft cap and window: the 16-bit scores and their
+# gradient, the rounded query scale)
+for blk in tokmha tokblk tokllama tokgemma; do
     b16=(--dtype-policy mixed_bfloat16 --steps-per-epoch 1 --data "$tmp/tok.npz" --model
          "$tmp/$blk.json" --loss-config "$tmp/tok-loss.json")
     run gpu-1x2-$blk-16 1 2 "$hd" --device gpu "${sgd[@]}" "${b16[@]}"

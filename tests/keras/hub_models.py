@@ -51,8 +51,7 @@ a backbone alone, an argument it does not know (of each task and each backbone),
 weighted_metrics both given; ViT's other pooling, head_dtype and channels-first images; a
 layer called twice other than forward then reverse, the first call's output read after the
 reverse call, a reverse call with no forward call, GetItem x[:, 1:3] and x[:, ::2], a nested
-Functional called with more tensors than its inputs, a GemmaDecoderBlock under mixed_bfloat16
-(`mwtrain summary`).
+Functional called with more tensors than its inputs (`mwtrain summary`).
 
 Note: KerasHub 0.32 does not restore a task model's compile() from its archive (it warns and
 trains with its default Adam); the oracle compiles the loaded model with the archive's own
@@ -71,7 +70,6 @@ from oracle import check, finish  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
-from keras_hub.src.models.gemma.gemma_decoder_block import GemmaDecoderBlock  # noqa: E402
 
 T, V, D, B = E.T, E.V, E.D, E.B
 N, NT = E.N_TRAIN, E.N_TEST
@@ -655,12 +653,6 @@ def graph_refusals(mw, work):
                    save_fn(work, "emb-twice", ids, keras.layers.Add()([emb2(ids), emb2(ids)])),
                    ["layer 'emb2' (ReversibleEmbedding): inbound_nodes: found an array of 2; "
                     "expected one node (a layer called once)"])
-    gem = GemmaDecoderBlock(8, 16, 4, 2, 1, name="gem", dtype="mixed_bfloat16")
-    x = gem(keras.layers.Embedding(V, 8, name="e8", dtype="mixed_bfloat16")(ids))
-    summary_refuse(mw, "a GemmaDecoderBlock under mixed_bfloat16",
-                   save_fn(work, "gemma16", ids, keras.layers.Dense(3, name="g3")(x)),
-                   ["layer 'gem' (GemmaDecoderBlock): dtype mixed_bfloat16: supported for "
-                    "GemmaDecoderBlock: float32"])
     f = keras.Input((D,), name="f")
     dense = keras.layers.Dense(D, name="shared")
     summary_refuse(mw, "a Dense called twice", save_fn(work, "dense-twice", f, dense(dense(f))),

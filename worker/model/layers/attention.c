@@ -18,6 +18,7 @@
 
 #include "worker/model/layers/attention.h"
 
+#include "kernels/cast.h"
 #include "worker/model/activations.h"
 #include "worker/model/diff.h"
 #include "worker/model/keras_keys.h"
@@ -205,7 +206,28 @@ static void carve(const mw_layer_call *c, views *V)
         /* the probabilities in 16 bits where Keras' fused attention holds them */
         .half = mw_policy_half(l->policy),
     };
+    if (l->mha.gemma && g.half) { /* KerasHub's einsum attention: the scores 16-bit too */
+        g.half_scores = 1;
+        g.scale = 1.0f; /* q scaled by qscale() before */
+    }
     V->g = g;
+}
+
+/* Gemma's query scale under a mixed policy: 1 / sqrt(head_dim) in the compute dtype (KerasHub's
+ * q *= ops.cast(query_normalization, q.dtype)), as the float32 value rounded. */
+static float qscale(const mw_layer *l)
+{
+    const float s = (float)(1.0 / sqrt((double)l->mha.key_dim));
+    return mw_policy_half(l->policy) == 2 ? mw_f16_round(s) : mw_bf16_round(s);
+}
+
+/* x (count floats) times Gemma's query scale, rounded to the compute dtype: the scaled query
+ * of the forward, and the query's gradient from the scaled one's (the product's transpose). */
+static void times_qscale(const mw_layer_call *c, float *x, size_t count)
+{
+    const mw_rescale r = {.C = 1, .scale = {qscale(c->l)}};
+    c->kt->rescale_fwd(c->k, x, x, count, &r);
+    mw_layer_round(c->kt, c->k, c->l->policy, x, count);
 }
 
 static void forward(const mw_layer_call *c)
@@ -236,6 +258,8 @@ static void forward(const mw_layer_call *c)
         c->kt->rope_fwd(c->k, V.k, V.k, c->n, S, gk, r->width, 0, r->denom, r->max_wavelength,
                         r->scale, h16);
     }
+    if (V.g.half_scores)
+        times_qscale(c, V.q, s[0]);
     c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
     if (half) /* the heads' outputs: a 16-bit tensor (the product's output dtype) */
         mw_layer_round(c->kt, c->k, l->policy, V.o, s[3]);
@@ -281,6 +305,8 @@ static void backward(const mw_layer_call *c)
     float *const dqkv[3] = {V.dq, V.dk, V.dv};
     for (int j = 0; j < 3 && half; j++)
         mw_layer_round(c->kt, c->k, l->policy, dqkv[j], s[j]);
+    if (V.g.half_scores)
+        times_qscale(c, V.dq, s[0]);
     float *const *grad = c->ws->grad;
     const int iq = l->in[0], iv = l->in[1], ik = l->nin == 3 ? l->in[2] : iv;
     c->kt->dense_bwd(c->k, iq >= 0 ? grad[iq + 1] : NULL, GW + w[0], GB ? GB + b[0] : NULL,
@@ -294,7 +320,7 @@ static void backward(const mw_layer_call *c)
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
 {
     return t->attn_fwd && t->attn_bwd && t->dense_fwd && t->dense_bwd &&
-           (!l->mha.rope || (t->rope_fwd && t->rope_bwd));
+           (!l->mha.rope || (t->rope_fwd && t->rope_bwd)) && (!l->mha.gemma || t->rescale_fwd);
 }
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)

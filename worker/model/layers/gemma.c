@@ -26,8 +26,11 @@
  * The parts keep the block one Keras layer (layers/transformer.h), its weights in Keras' order
  * (part_rank). Gemma 2's logit_soft_cap caps the attention's scores (c tanh(s / c)) and its
  * use_sliding_window_attention masks the keys sliding_window_size or more steps away
- * (mw_attn_geom). Refused: dropout, a policy other than float32, the padding mask of
- * Embedding(mask_zero=True) reaching it (worker/model/masks.c: Keras' block drops it). */
+ * (mw_attn_geom). Under a mixed policy the attention computes as KerasHub's einsum path does
+ * (its path on a CPU, and on a GPU under a soft cap): the scaled query, the scores and the
+ * cap's steps 16-bit tensors (mw_attn_geom.half_scores), on every device. Refused: dropout, the
+ * padding mask of Embedding(mask_zero=True) reaching it (worker/model/masks.c: Keras' block
+ * drops it). */
 #include <limits.h>
 #include <string.h>
 
@@ -170,11 +173,6 @@ static mw_status parse(mw_kread *R, const char *cls, const json_t *cfg, const ch
     const mw_klayer *L = R->L;
     mw_model *m = B->m;
     gemma_cfg c = {.m = m, .kmask = B->kmask};
-    /* KerasHub computes Gemma's attention by its einsum path on a CPU (16-bit scores, a 16-bit
-     * softmax), by the fused one on a GPU: no one set of rounding points to follow */
-    if (L->policy != MW_POLICY_FLOAT32)
-        return mw_kfail(L, MW_EUNSUPPORTED, "dtype %s: supported for %s: float32",
-                        mw_policy_name(L->policy), cls);
     MW_TRY(mw_block_begin(L, m, cls, cfg, keys));
     MW_TRY(read_cfg(L, cfg, &c));
     int x, s[3];
