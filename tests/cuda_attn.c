@@ -1,6 +1,6 @@
 /* The `cuda` suite's attention cases (run by tests/test_cuda.c's main; they skip, the reason
  * printed, without a device): MultiHeadAttention's core, the CUDA twin against the reference,
- * in float32 and under each mixed policy's 16-bit probabilities. */
+ * in float32 and under each mixed policy's 16-bit probabilities, and 16-bit scores. */
 #include <math.h>
 
 #include "kernels/cuda/runtime.h"
@@ -19,11 +19,19 @@
  * mixed policy (g->half) the probabilities and dp are rounded to 16 bits from values that
  * differ by those ulps, so an element within them of a 16-bit boundary rounds the other way:
  * one step u of one term (|p v|, |p dout|, |p dp| <= 1 here), u = 2^-8 or 2^-11 more absolute
- * for the outputs and the gradients (p itself is float32: unchanged). */
+ * for the outputs and the gradients (p itself is float32: unchanged). With 16-bit scores
+ * (g->half_scores, scale 1 as the Gemma layer passes it) q, kk, v and dout are multiples of
+ * 1/64 (their dot products exact in any order: the scores and dp rounded from the same values on
+ * both sides); the scores' gradient is rounded from float32 values (one step of |ds| <= 1 each
+ * way), and under a soft cap a device tanhf an ulp from the host's can round the other way
+ * (one step of c16 = 1.5 in a score, moving p by 1.5 u relative): 4 u absolute in all. */
 static void attn_case(const mw_attn_geom *g, int n, uint64_t s, int control)
 {
     pool P = {0};
-    const float a16 = g->half == 1 ? 0x1p-8f : g->half == 2 ? 0x1p-11f : 0.0f;
+    const float a16 = (g->half == 1   ? 0x1p-8f
+                       : g->half == 2 ? 0x1p-11f
+                                      : 0.0f) *
+                      (g->half_scores ? 4.0f : 1.0f);
     const int T = g->T, S = g->S, H = g->H, KH = mw_attn_kvh(g), dk = g->dk, dv = g->dv;
     const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
                  nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
@@ -33,6 +41,11 @@ static void attn_case(const mw_attn_geom *g, int n, uint64_t s, int control)
     float *o = h_rand(&P, no, 1070 + s, 0, 1), *p = h_rand(&P, np, 1080 + s, 0, 1);
     float *dq = h_rand(&P, nq, 1090 + s, -1, 1), *dk_ = h_rand(&P, nk, 1100 + s, -1, 1);
     float *dv_ = h_rand(&P, nv, 1110 + s, -1, 1);
+    float *const exact[4] = {q, k, v, dout};
+    const size_t counts[4] = {nq, nk, nv, no};
+    for (int a = 0; a < 4 && g->half_scores; a++)
+        for (size_t e = 0; e < counts[a]; e++)
+            exact[a][e] = roundf(exact[a][e] * 64.0f) / 64.0f;
     float *dQ = d_put(&P, q, nq * 4), *dK = d_put(&P, k, nk * 4), *dV = d_put(&P, v, nv * 4);
     float *dO = d_put(&P, o, no * 4), *dPr = d_put(&P, p, np * 4), *dDout = d_put(&P, dout, no * 4);
     float *dDq = d_put(&P, dq, nq * 4), *dDk = d_put(&P, dk_, nk * 4),
@@ -69,7 +82,9 @@ static void attn_case(const mw_attn_geom *g, int n, uint64_t s, int control)
  * grouped-query attention, 4 query heads on 2 key heads (causal, masked) and on 1 (64 steps,
  * dropout); 200 causal steps (four row blocks) on 2 key heads. Under each mixed policy
  * (bfloat16, float16): kernel_check.c's geometries 2 (padding masks), 11 (70 steps, grouped
- * query heads) and 12 (dropout). The control: geometry 1 with the device's causal mask off. */
+ * query heads) and 12 (dropout); with 16-bit scores (Gemma's), 2, 13 (soft cap), 16 (70 steps,
+ * grouped query heads, soft cap, window) and 17 (dropout, soft cap, window). The control:
+ * geometry 1 with the device's causal mask off. */
 void test_attention(void **state)
 {
     (void)state;
@@ -83,6 +98,13 @@ void test_attention(void **state)
             assert_true(mw_test_attn_geom(halves[c], &g));
             g.half = half;
             attn_case(&g, 2, 300 + (uint64_t)(10 * half + halves[c]), 0);
+        }
+    static const int scores16[] = {2, 13, 16, 17};
+    for (int half = 1; half <= 2; half++)
+        for (size_t c = 0; c < sizeof scores16 / sizeof *scores16; c++) {
+            assert_true(mw_test_attn_geom(scores16[c], &g));
+            g.half = half, g.half_scores = 1, g.scale = 1.0f;
+            attn_case(&g, 2, 500 + (uint64_t)(10 * half + scores16[c]), 0);
         }
     mw_test_attn_geom(1, &g); /* causal, 5 x 5 */
     attn_case(&g, 2, 101, 1);
