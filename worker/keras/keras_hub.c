@@ -338,7 +338,7 @@ static const char *compute_dtype(const json_t *dt)
 
 /* layer's output times the scalar v in the backbone's compute dtype (Keras writes it as
  * __tensor__): a Multiply operation named name (GemmaBackbone's
- * x * ops.cast(ops.sqrt(hidden_dim), x.dtype); the reader rounds v to a 16-bit dtype). */
+ * x * ops.cast(ops.sqrt(hidden_dim), x.dtype); a 16-bit Multiply rounds v at use). */
 static int times(json_t *ls, const hub_args *a, const char *name, const char *layer, float v)
 {
     json_t *e = json_pack("{s:s, s:s, s:{s:s}, s:s, s:s, s:o}", "module", "keras.src.ops.numpy",
@@ -496,12 +496,15 @@ static json_t *vit_layers(const hub_args *a)
  * projection) on its output. */
 static int lm_head(json_t *ls, const char *bb, const hub_args *a, const char **out)
 {
-    (void)a;
     json_t *rev = json_pack(
         "{s:s, s:s, s:s, s:{s:s}, s:o}", "class_name", "ReversibleEmbedding", "registered_name",
         "keras_hub>ReversibleEmbedding", "name", "token_embedding", "config", "name",
         "token_embedding", "inbound_nodes",
         mw_khub_call(json_pack("[o]", mw_khub_tensor(bb)), json_pack("{s:b}", "reverse", 1)));
+    /* the backbone's token_embedding: its policy (reverse_dtype null: the logits in the
+     * compute dtype, 16 bits under a mixed policy) */
+    if (rev && a->dtype)
+        json_object_set(json_object_get(rev, "config"), "dtype", (json_t *)a->dtype);
     *out = "token_embedding";
     return rev && json_array_append_new(ls, rev) == 0;
 }

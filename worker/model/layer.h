@@ -131,6 +131,9 @@ typedef struct {
                    activation folded after it belongs to it (summary, diff) */
     int ids;    /* Embedding: its input is token ids (integers, as Keras' int32 tensor): never
                    rounded to 16 bits, and read whatever the policy of the layer that makes it */
+    int tied16; /* ReversibleEmbedding's reverse call: the weights it reads, its forward call's
+                   layer's (tied - 1), rounded to 16 bits under its mixed policy, as Keras
+                   casts the variables at use */
     /* 1 when the kernel table t has every entry it calls; MW_EUNSUPPORTED with the reason
      * (other than "not implemented") as -1. NULL: it needs none beyond acc and zero. */
     int (*has_kernels)(const struct mw_layer *l, const mw_kernels *t);

@@ -406,18 +406,20 @@ void mw_layer_round(const mw_kernels *kt, const mw_kctx *k, int policy, float *x
     (policy == MW_POLICY_MIXED_FLOAT16 ? kt->round_f16 : kt->round_bf16)(k, x, count);
 }
 
-/* The parameters layer l computes with: its matmul weights rounded to 16 bits under a mixed
- * policy (Keras casts the float32 variable to the compute dtype at use), P else. */
+/* The parameters layer l computes with: its matmul weights (a reverse call's tied ones)
+ * rounded to 16 bits under a mixed policy (Keras casts the float32 variable to the compute dtype
+ * at use), P else. */
 static const float *layer_params(const mw_layer *l, const mw_model_ws *ws, const float *P)
 {
-    return mw_layer_row(l->kind)->matmul && l->policy != MW_POLICY_FLOAT32 && ws->params16
+    const mw_layer_ops *row = mw_layer_row(l->kind);
+    return (row->matmul || row->tied16) && l->policy != MW_POLICY_FLOAT32 && ws->params16
                ? ws->params16
                : P;
 }
 
 /* A mixed policy, before a forward from layer 0: the model's input rounded when its
  * consumers compute in 16 bits (mw_model_finalize refused a mix; token ids never), and the
- * matmul layers' weights rounded into ws->params16. */
+ * matmul layers' weights (and the tables the reverse calls read) rounded into ws->params16. */
 static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k, mw_model_ws *ws,
                       const float *P, int n)
 {
@@ -428,6 +430,11 @@ static void fwd_casts(const mw_model *m, const mw_kernels *kt, const mw_kctx *k,
         const mw_layer *l = &m->layers[i];
         for (int j = 0; j < l->nin && !mw_layer_row(l->kind)->ids; j++)
             input16 |= l->in[j] < 0 && l->policy != MW_POLICY_FLOAT32;
+        if (l->policy != MW_POLICY_FLOAT32 && mw_layer_row(l->kind)->tied16) {
+            const mw_layer *t = &m->layers[l->tied - 1];
+            mw_layer_copy(kt, k, ws->params16 + t->w_off, P + t->w_off, t->w_count);
+            mw_layer_round(kt, k, l->policy, ws->params16 + t->w_off, t->w_count);
+        }
         if (l->policy == MW_POLICY_FLOAT32 || !mw_layer_row(l->kind)->matmul)
             continue;
         mw_layer_copy(kt, k, ws->params16 + l->w_off, P + l->w_off, l->w_count);

@@ -513,6 +513,7 @@ const mw_layer_ops mw_layer_posemb = {
 /* No Keras class of its own: the reader makes it from a ReversibleEmbedding's reverse call
  * (worker/keras/keras_graph.c), and its table's variables are the forward call's layer's. */
 const mw_layer_ops mw_layer_revemb = {
+    .tied16 = 1,
     .forward = rev_forward,
     .backward = rev_backward,
     .has_kernels = rev_kernels,
