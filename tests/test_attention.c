@@ -145,28 +145,53 @@ static double r16_of(int half, double x)
     return half == 1 ? mw_bf16_round((float)x) : mw_f16_round((float)x);
 }
 
-static void attn_half_check(const mw_kernels *t, const mw_attn_geom *g, int ci)
+/* The tensors of one run of the core on g (n = 2, dk = 3, dv = 2): q and kk drawn in
+ * [-1.5, 1.5], v and the output's gradient r in [-vr, vr] (seeds from seed), each a multiple of
+ * 1/64 when exact; o and p from the forward, p0 a copy of p, then the backward's dq, dk, dv (p
+ * then holding the raw scores' gradient). */
+typedef struct {
+    float *q, *kk, *v, *r, *o, *p, *p0, *dq, *dkk, *dvv;
+} attn_run;
+
+static attn_run attn_run_on(const mw_kernels *t, ctx *C, pool *P, const mw_attn_geom *g,
+                            uint64_t seed, float vr, int exact, const char *what)
+{
+    const int n = 2, T = g->T, S = g->S, H = g->H, KH = mw_attn_kvh(g);
+    const size_t nq = (size_t)n * T * H * 3, nk = (size_t)n * S * KH * 3,
+                 nv = (size_t)n * S * KH * 2, no = (size_t)n * T * H * 2,
+                 np = (size_t)n * H * T * S;
+    attn_run a;
+    a.q = frand(P, nq, seed, -1.5f, 1.5f), a.kk = frand(P, nk, seed + 10, -1.5f, 1.5f);
+    a.v = frand(P, nv, seed + 20, -vr, vr), a.r = frand(P, no, seed + 30, -vr, vr);
+    float *const all[4] = {a.q, a.kk, a.v, a.r};
+    const size_t cnt[4] = {nq, nk, nv, no};
+    for (int j = 0; j < 4 && exact; j++)
+        for (size_t e = 0; e < cnt[j]; e++)
+            all[j][e] = roundf(all[j][e] * 64.0f) / 64.0f;
+    a.o = fzero(P, no), a.p = fzero(P, np), a.p0 = fzero(P, np);
+    a.dq = fzero(P, nq), a.dkk = fzero(P, nk), a.dvv = fzero(P, nv);
+    t->attn_fwd(&C->k, a.o, a.p, a.q, a.kk, a.v, g, n);
+    memcpy(a.p0, a.p, np * sizeof *a.p);
+    t->attn_bwd(&C->k, a.dq, a.dkk, a.dvv, a.p, a.r, a.q, a.kk, a.v, g, n);
+    ctx_check(C, what);
+    return a;
+}
+
+/* Element (i, h, t, u) of p; (i, t, h, d) of q and o (rows of width w); (i, u, j, d) of kk, v. */
+#define PI(i, h, tt, u) ((((size_t)(i)*H + (h)) * T + (tt)) * S + (u))
+#define QI(i, tt, h, d, w) ((((size_t)(i)*T + (tt)) * H + (h)) * (w) + (d))
+#define KI(i, u, j, d, w) ((((size_t)(i)*S + (u)) * KH + (j)) * (w) + (d))
+
+static void attn_half_check(const mw_kernels *t, mw_attn_geom *g, int ci)
 {
     const int n = 2, dk = 3, dv = 2, T = g->T, S = g->S, H = g->H, KH = mw_attn_kvh(g);
     const int grp = H / KH;
     const double u16 = g->half == 1 ? 0x1p-8 : 0x1p-11;
-    const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
-                 nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
-                 np = (size_t)n * H * T * S;
     pool P = {0};
     ctx C;
     ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
-    float *q = frand(&P, nq, 301 + ci, -1.5f, 1.5f), *kk = frand(&P, nk, 311 + ci, -1.5f, 1.5f);
-    float *v = frand(&P, nv, 321 + ci, -1.0f, 1.0f), *r = frand(&P, no, 331 + ci, -1.0f, 1.0f);
-    float *o = fzero(&P, no), *p = fzero(&P, np), *p0 = fzero(&P, np);
-    float *dq = fzero(&P, nq), *dkk = fzero(&P, nk), *dvv = fzero(&P, nv);
-    t->attn_fwd(&C.k, o, p, q, kk, v, g, n);
-    memcpy(p0, p, np * sizeof *p);
-    t->attn_bwd(&C.k, dq, dkk, dvv, p, r, q, kk, v, g, n);
-    ctx_check(&C, "attn half");
-#define PI(i, h, tt, u) ((((size_t)(i)*H + (h)) * T + (tt)) * S + (u))
-#define QI(i, tt, h, d, w) ((((size_t)(i)*T + (tt)) * H + (h)) * (w) + (d))
-#define KI(i, u, j, d, w) ((((size_t)(i)*S + (u)) * KH + (j)) * (w) + (d))
+    const attn_run R = attn_run_on(t, &C, &P, g, 301 + (uint64_t)ci, 1.0f, 0, "attn half");
+    const float *kk = R.kk, *v = R.v, *r = R.r, *o = R.o, *p0 = R.p0, *dq = R.dq, *dvv = R.dvv;
     double control = 0;
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++)
@@ -223,9 +248,6 @@ static void attn_half_check(const mw_kernels *t, const mw_attn_geom *g, int ci)
                                     attn_drop_spec(g, i, h, tt, u) * r[QI(i, tt, h, d, dv)];
                     expect_near(dvv[KI(i, u, j, d, dv)], want, 2e-6);
                 }
-#undef PI
-#undef QI
-#undef KI
     ctx_close(&C);
     pool_free(&P);
 }
@@ -280,28 +302,12 @@ static void attn_scores16_check(const mw_kernels *t, mw_attn_geom *g, int ci)
     const float c = g->soft_cap;
     const double u16 = h16 == 1 ? 0x1p-8 : 0x1p-11;
     g->scale = 1.0f, g->half_scores = 1;
-    const size_t nq = (size_t)n * T * H * dk, nk = (size_t)n * S * KH * dk,
-                 nv = (size_t)n * S * KH * dv, no = (size_t)n * T * H * dv,
-                 np = (size_t)n * H * T * S;
     pool P = {0};
     ctx C;
     ctx_open(&C, (size_t)MW_ATTN_WS_SLOTS * T * S, 2);
-    float *q = frand(&P, nq, 401 + ci, -1.5f, 1.5f), *kk = frand(&P, nk, 411 + ci, -1.5f, 1.5f);
-    float *v = frand(&P, nv, 421 + ci, -1.5f, 1.5f), *r = frand(&P, no, 431 + ci, -1.5f, 1.5f);
-    float *const all[4] = {q, kk, v, r};
-    const size_t cnt[4] = {nq, nk, nv, no};
-    for (int a = 0; a < 4; a++)
-        for (size_t e = 0; e < cnt[a]; e++)
-            all[a][e] = roundf(all[a][e] * 64.0f) / 64.0f;
-    float *o = fzero(&P, no), *p = fzero(&P, np), *p0 = fzero(&P, np);
-    float *dq = fzero(&P, nq), *dkk = fzero(&P, nk), *dvv = fzero(&P, nv);
-    t->attn_fwd(&C.k, o, p, q, kk, v, g, n);
-    memcpy(p0, p, np * sizeof *p);
-    t->attn_bwd(&C.k, dq, dkk, dvv, p, r, q, kk, v, g, n);
-    ctx_check(&C, "attn scores16");
-#define PI(i, h, tt, u) ((((size_t)(i)*H + (h)) * T + (tt)) * S + (u))
-#define QI(i, tt, h, d, w) ((((size_t)(i)*T + (tt)) * H + (h)) * (w) + (d))
-#define KI(i, u, j, d, w) ((((size_t)(i)*S + (u)) * KH + (j)) * (w) + (d))
+    const attn_run R = attn_run_on(t, &C, &P, g, 401 + (uint64_t)ci, 1.5f, 1, "attn scores16");
+    const float *q = R.q, *kk = R.kk, *v = R.v, *r = R.r, *o = R.o, *p = R.p, *p0 = R.p0,
+                *dq = R.dq;
     double control_p = 0;
     int control_ds = 0;
     for (int i = 0; i < n; i++)
@@ -372,35 +378,20 @@ static void attn_scores16_check(const mw_kernels *t, mw_attn_geom *g, int ci)
         fail_msg("%s half %d case %d: the float32 scores' p within %g of the 16-bit ones', or "
                  "their gradient the float32 one's everywhere (%d): the scores not rounded",
                  t->name, h16, ci, control_p, !control_ds);
-#undef PI
-#undef QI
-#undef KI
     ctx_close(&C);
     pool_free(&P);
 }
 
-static void test_attention_scores16(void **state)
-{
-    (void)state;
-    static const int cases[] = {2, 13, 16, 17}; /* masks; cap; 70 steps, GQA, cap, window;
-                                                   dropout, cap, window */
-    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
-        for (int half = 1; half <= 2; half++)
-            for (int cpu = 0; cpu < 2; cpu++) {
-                mw_attn_geom g;
-                assert_true(mw_test_attn_geom(cases[k], &g));
-                g.half = half;
-                mw_kernels t;
-                table(&t, cpu);
-                attn_scores16_check(&t, &g, cases[k]);
-            }
-}
+#undef PI
+#undef QI
+#undef KI
 
-static void test_attention_half(void **state)
+/* check on kernel_check.c's geometries cases[0..nc), under each 16-bit format, for the
+ * reference and the fast CPU twin. */
+static void each_half(const int *cases, size_t nc,
+                      void (*check)(const mw_kernels *, mw_attn_geom *, int))
 {
-    (void)state;
-    static const int cases[] = {2, 11, 12}; /* kernel_check.c's: masks; 70 steps, GQA; dropout */
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (size_t c = 0; c < nc; c++)
         for (int half = 1; half <= 2; half++)
             for (int cpu = 0; cpu < 2; cpu++) {
                 mw_attn_geom g;
@@ -408,8 +399,23 @@ static void test_attention_half(void **state)
                 g.half = half;
                 mw_kernels t;
                 table(&t, cpu);
-                attn_half_check(&t, &g, cases[c]);
+                check(&t, &g, cases[c]);
             }
+}
+
+static void test_attention_scores16(void **state)
+{
+    (void)state;
+    static const int cases[] = {2, 13, 16, 17}; /* masks; cap; 70 steps, GQA, cap, window;
+                                                   dropout, cap, window */
+    each_half(cases, sizeof cases / sizeof *cases, attn_scores16_check);
+}
+
+static void test_attention_half(void **state)
+{
+    (void)state;
+    static const int cases[] = {2, 11, 12}; /* kernel_check.c's: masks; 70 steps, GQA; dropout */
+    each_half(cases, sizeof cases / sizeof *cases, attn_half_check);
 }
 
 /* The rotation under a mixed policy (rope_fwd, rope_bwd with half 1 and 2; heads of width 8 in
