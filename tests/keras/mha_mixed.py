@@ -22,6 +22,12 @@ dtype, the reverse call's 16-bit logits); and a LlamaCausalLM and a GPT2CausalLM
 (2 blocks of width 8: Llama's 4 query heads on 2 key heads, GPT2's 2 heads and its position
 embedding) under mixed_bfloat16 (both passed under mixed_float16 too, at LR 2^6: 0.97x and
 0.13x of Keras' distance over all variables, Keras' 16-bit bias sums dominating GPT2's).
+And a user's Functional that calls one ReversibleEmbedding forward, then in reverse for the
+logits (tied), around a TransformerDecoder(16, 2), under mixed_bfloat16 (under mixed_float16 it
+passed too: 0.25x). Its reverse call computed in float32 (the reader's split of the shared
+entry lost the layer's dtype): the last LayerNormalization's beta gradient was then 2.5e-4
+from float64 against Keras' 5.2e-3, outside 4x, Keras' error the rounded table's, coherent
+over the positions.
 Gemma's attention computes by KerasHub's einsum path
 (its path on a CPU): the scaled query, the scores and the cap's steps are 16-bit tensors too
 (mw_attn_geom.half_scores); with those roundings left out (the fused path's points) mwtrain's
@@ -120,6 +126,14 @@ def build(policy, kind):
         return m
     inp = keras.Input((T,), dtype="int32", name="ids")
     x = L.Embedding(V, D, name="embed")(inp)
+    if kind == "KerasHub tied ReversibleEmbedding":  # one layer called forward, then reverse
+        tied = keras_hub.layers.ReversibleEmbedding(V, D, name="tied")
+        x = keras_hub.layers.TransformerDecoder(16, 2, name="dec1")(tied(inp))
+        m = keras.Model(inp, tied(x, reverse=True))
+        m.compile(optimizer=keras.optimizers.SGD(1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        keras.config.set_dtype_policy("float32")
+        return m
     if kind == "KerasHub Llama decoders":
         for j in range(2):
             x = Llama(16, 4, num_key_value_heads=2, name=f"llama{j}")(x)
@@ -243,15 +257,16 @@ def main():
     print(f"{'case':34s} {'D (rel. L2 to float64)':>22s}  D / D_keras")
     for kind in ("causal", "not causal", "KerasHub RotaryEmbedding", "KerasHub decoders",
                  "KerasHub Llama decoders", "KerasHub Gemma decoders", "KerasHub GemmaCausalLM",
-                 "KerasHub LlamaCausalLM", "KerasHub GPT2CausalLM", "KerasHub ViT"):
+                 "KerasHub LlamaCausalLM", "KerasHub GPT2CausalLM",
+                 "KerasHub tied ReversibleEmbedding", "KerasHub ViT"):
         data, xb, yb = (images, img[:N], lab[:N]) if kind == "KerasHub ViT" else \
             (named, {"token_ids": x[:N], "padding_mask": ones[:N]}, y[:N]) if "CausalLM" in kind \
             else (tokens, x[:N], y[:N])
         # under mixed_float16 the other decoders' evaluation overflows (see above); the
-        # Llama and GPT2 task models run one policy (CI's time: their reverse call and named
-        # inputs are the GemmaCausalLM's, which runs both)
-        one = ("decoders" in kind and "Gemma" not in kind) or kind.endswith(("LlamaCausalLM",
-                                                                            "GPT2CausalLM"))
+        # Llama and GPT2 task models and the tied layer run one policy (CI's time: their
+        # reverse call and named inputs are the GemmaCausalLM's, which runs both)
+        one = ("decoders" in kind and "Gemma" not in kind) or kind.endswith(
+            ("LlamaCausalLM", "GPT2CausalLM", "ReversibleEmbedding"))
         for policy in ("mixed_bfloat16", "mixed_float16")[:1 if one else 2]:
             case = f"{policy}, {kind}"
             m = build(policy, kind)

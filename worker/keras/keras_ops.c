@@ -248,6 +248,10 @@ static mw_status split_shared(const char *origin, json_t *conf, size_t i, const 
     for (int k = 0; own && k < 2; k++)
         if (json_object_get(e, keep[k]))
             json_object_set(own, keep[k], json_object_get(e, keep[k]));
+    /* the layer's dtype policy: the reverse call computes under it, as the forward call does */
+    const json_t *dtype = json_object_get(json_object_get(e, "config"), "dtype");
+    if (own && dtype)
+        json_object_set(json_object_get(own, "config"), "dtype", (json_t *)dtype);
     if (!own || json_array_insert_new(layers, u.at + 1, own) != 0 ||
         json_array_remove(nodes, 1) != 0)
         return mw_keras_fail_at(origin, MW_ENOMEM, "out of memory");
