@@ -90,6 +90,41 @@ PY
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "layer .dropout. (dtype mixed_bfloat16) reads the output of layer .dense. (dtype float32)" "$tmp/mix.out"' \
     "a float32 layer between mixed_bfloat16 ones: exit $rc: $(tail -n 1 "$tmp/mix.out")"
+# an operation (Keras writes no dtype for x * c) computes in its inputs' dtype, as JAX does: a
+# bfloat16 tensor times a float32 scalar tensor is float32, so the mixed_bfloat16 Dense after
+# it is refused, naming both; times a bfloat16 scalar it stays bfloat16 and is read
+python3 - "$tmp" <<'PY'
+import json, sys
+pol = lambda: {"module": "keras", "class_name": "DTypePolicy",
+               "config": {"name": "mixed_bfloat16"}, "registered_name": None}
+kt = lambda l, shape, dt: {"class_name": "__keras_tensor__",
+                           "config": {"shape": shape, "dtype": dt, "keras_history": [l, 0, 0]}}
+node = lambda *args: [{"args": list(args), "kwargs": {}}]
+for cdt in ("float32", "bfloat16"):
+    json.dump({"class_name": "Functional", "config": {"name": "op", "layers": [
+        {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
+         "config": {"batch_shape": [None, 28, 28, 1], "dtype": "float32", "name": "in"}},
+        {"class_name": "Flatten", "name": "f", "config": {"name": "f", "dtype": pol()},
+         "inbound_nodes": node(kt("in", [None, 28, 28, 1], "float32"))},
+        {"class_name": "Dense", "name": "d1", "config": {"name": "d1", "units": 8, "dtype": pol()},
+         "inbound_nodes": node(kt("f", [None, 784], "bfloat16"))},
+        {"module": "keras.src.ops.numpy", "class_name": "Multiply", "name": "times",
+         "config": {"name": "times"}, "inbound_nodes": node(
+             kt("d1", [None, 8], "bfloat16"),
+             {"class_name": "__tensor__", "config": {"value": 2.5, "dtype": cdt}})},
+        {"class_name": "Dense", "name": "d2", "config": {"name": "d2", "units": 10, "dtype": pol()},
+         "inbound_nodes": node(kt("times", [None, 8], cdt))}],
+        "input_layers": [["in", 0, 0]], "output_layers": [["d2", 0, 0]]}},
+        open(f"{sys.argv[1]}/op-{cdt}.json", "w"))
+PY
+"$mw" summary --model "$tmp/op-float32.json" >"$tmp/op32.out" 2>&1
+rc=$?
+check '[[ $rc -eq 2 ]] && grep -q "layer .d2. (dtype mixed_bfloat16) reads the output of layer .times. (dtype float32)" "$tmp/op32.out"' \
+    "a bfloat16 tensor times a float32 scalar before a mixed_bfloat16 layer: exit $rc: $(tail -n 1 "$tmp/op32.out")"
+"$mw" summary --model "$tmp/op-bfloat16.json" >"$tmp/op16.out" 2>&1
+rc=$?
+check '[[ $rc -eq 0 ]] && grep -q "^Trainable params: 6370" "$tmp/op16.out"' \
+    "a bfloat16 tensor times a bfloat16 scalar stays bfloat16: exit $rc: $(tail -n 1 "$tmp/op16.out")"
 timeout 60 "$mw" train "${quick[@]}" --dtype-policy mixed_float16 >"$tmp/f16.out" 2>&1
 rc=$?
 check '[[ $rc -eq 2 ]] && grep -q "mixed_float16 is not offered on the CPU" "$tmp/f16.out" && ! grep -q "^Epoch" "$tmp/f16.out"' \

@@ -141,12 +141,6 @@ static const json_t *scalar_dt(const json_t *a, int *dt)
     return NULL;
 }
 
-static const json_t *scalar(const json_t *a)
-{
-    int dt;
-    return scalar_dt(a, &dt);
-}
-
 /* The policy of an operation's layers (Keras writes none for x + y, x * c): its inputs' when
  * they share one and a constant's dtype (kdt, -1 a number) is theirs, as JAX computes a
  * bfloat16 tensor times a Python number or a bfloat16 scalar in bfloat16; float32 else (JAX
@@ -161,7 +155,8 @@ static mw_policy op_policy(const mw_model *m, const int *in, int nin, int kdt)
 }
 
 /* The input references of layers[i]'s only node: refs[0..*n), borrowed; *kwargs its Keras 3
- * keyword arguments (NULL: none), *konst an operation's constant operand (NULL: none). A
+ * keyword arguments (NULL: none), *konst an operation's constant operand as written (a number
+ * or a __tensor__: scalar_dt; NULL: none). A
  * layer of class cls that takes several tensors as its call's
  * arguments (MultiHeadAttention: query, value, and a key, also as kwargs "key") reads its
  * keyword arguments itself; the others have only the inputs. */
@@ -201,9 +196,10 @@ static mw_status read_node(const mw_klayer *L, const char *cls, const json_t *e,
         }
         if (numpy_op(e) && json_is_array(args) && json_array_size(args) == 2) {
             refs[0] = json_array_get(args, 0), refs[1] = json_array_get(args, 1), *n = 2;
+            int dt;
             for (int j = 0; j < 2; j++)
-                if (scalar(refs[j])) { /* x + 3.0, 3.0 + x: one tensor and a constant */
-                    *konst = scalar(refs[j]);
+                if (scalar_dt(refs[j], &dt)) { /* x + 3.0, 3.0 + x: one tensor and a constant */
+                    *konst = refs[j];
                     refs[0] = refs[1 - j], *n = 1;
                     break;
                 }
@@ -479,12 +475,11 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         if (rc != MW_OK)
             return mw_kfrom_model(B->origin, rc);
         int kdt = -1;
-        if (konst)
-            scalar_dt(konst, &kdt);
+        const json_t *kv = konst ? scalar_dt(konst, &kdt) : NULL;
         const int op = numpy_op(json_array_get(layers, i)), first = B->m->nlayers;
         const mw_policy opp = op ? op_policy(B->m, in, nin, kdt) : L.policy;
-        B->has_konst = konst != NULL;
-        B->konst = konst ? json_number_value(konst) : 0.0; /* rounded at use (merge.c) */
+        B->has_konst = kv != NULL;
+        B->konst = kv ? json_number_value(kv) : 0.0; /* rounded at use (merge.c) */
         rc = mw_keras_add_layer(B, &L, cls, cfg, name, last && i + 1 == n, kwargs);
         B->has_konst = 0, B->kmask = 0;
         MW_TRY(rc);

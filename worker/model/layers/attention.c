@@ -320,7 +320,8 @@ static void backward(const mw_layer_call *c)
 static int has_kernels(const mw_layer *l, const mw_kernels *t)
 {
     return t->attn_fwd && t->attn_bwd && t->dense_fwd && t->dense_bwd &&
-           (!l->mha.rope || (t->rope_fwd && t->rope_bwd)) && (!l->mha.gemma || t->rescale_fwd);
+           (!l->mha.rope || (t->rope_fwd && t->rope_bwd)) &&
+           (!(l->mha.gemma && l->policy != MW_POLICY_FLOAT32) || t->rescale_fwd);
 }
 
 static int differs(char *d, size_t n, const mw_layer *x, const mw_layer *y)
