@@ -21,6 +21,7 @@ pkgs=(
     clang-format                                   # tests/style: the .clang-format check
     valgrind                                       # memory checks in tests
     time                                           # GNU time: peak memory in tests/mpi
+    strace                                         # tests/mpi/test_singleton.sh: what MPI_Init opens
     yamllint                                       # deploy/ manifests (tests/deploy)
     wamerican wngerman wfrench wspanish            # word lists: the language-ID data set (tests/bench/langid.py)
 )
