@@ -92,7 +92,8 @@ check '[[ $rc -eq 2 ]] && grep -q "layer .dropout. (dtype mixed_bfloat16) reads 
     "a float32 layer between mixed_bfloat16 ones: exit $rc: $(tail -n 1 "$tmp/mix.out")"
 # an operation (Keras writes no dtype for x * c) computes in its inputs' dtype, as JAX does: a
 # bfloat16 tensor times a float32 scalar tensor is float32, so the mixed_bfloat16 Dense after
-# it is refused, naming both; times a bfloat16 scalar it stays bfloat16 and is read
+# it is refused, naming both and saying why (an operation has no policy to give it); times a
+# bfloat16 scalar it stays bfloat16 and is read
 python3 - "$tmp" <<'PY'
 import json, sys
 pol = lambda: {"module": "keras", "class_name": "DTypePolicy",
@@ -119,7 +120,7 @@ for cdt in ("float32", "bfloat16"):
 PY
 "$mw" summary --model "$tmp/op-float32.json" >"$tmp/op32.out" 2>&1
 rc=$?
-check '[[ $rc -eq 2 ]] && grep -q "layer .d2. (dtype mixed_bfloat16) reads the output of layer .times. (dtype float32)" "$tmp/op32.out"' \
+check '[[ $rc -eq 2 ]] && grep -q "layer .d2. (dtype mixed_bfloat16) reads the output of the operation .times., which computes in float32: an operation takes its inputs. dtype, float32 when any of them is (a float32 constant, or a float32 layer.s output), as JAX promotes; give .times. only bfloat16 inputs" "$tmp/op32.out"' \
     "a bfloat16 tensor times a float32 scalar before a mixed_bfloat16 layer: exit $rc: $(tail -n 1 "$tmp/op32.out")"
 "$mw" summary --model "$tmp/op-bfloat16.json" >"$tmp/op16.out" 2>&1
 rc=$?

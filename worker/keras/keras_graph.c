@@ -484,7 +484,7 @@ static mw_status graph_layers(mw_kbuilder *B, const json_t *layers, knames *K, i
         B->has_konst = 0, B->kmask = 0;
         MW_TRY(rc);
         for (int j = first; op && j < B->m->nlayers; j++)
-            B->m->layers[j].policy = opp;
+            B->m->layers[j].policy = opp, B->m->layers[j].op = 1;
         K->idx[i] = B->m->nlayers - 1;
     }
     if (n < 2)

@@ -112,6 +112,7 @@ typedef struct {
 typedef struct mw_layer {
     mw_layer_kind kind;
     mw_policy policy;     /* float32 unless the Keras config or --dtype-policy says otherwise */
+    int op;               /* a Keras operation (x * c, x + y): its policy is its inputs' */
     const char *cls;      /* Keras class shown by the summary ("Conv2D", "Activation"); static */
     char name[96];        /* Keras-style: conv2d, conv2d_1, dense, ...; a block's part:
                              "<block>/<sublayer>" (transformer_encoder/self_attention_layer) */

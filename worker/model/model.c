@@ -259,6 +259,16 @@ static mw_status check_policies(const mw_model *m)
                  * before the slash */
                 const char *pn = m->layers[t].name;
                 const int pl = (int)strcspn(pn, "/");
+                if (m->layers[t].op) /* no policy of its own to give it */
+                    return mw_err(MW_EUNSUPPORTED,
+                                  "layer '%s' (dtype %s) reads the output of the operation "
+                                  "'%.*s', which computes in %s: an operation takes its "
+                                  "inputs' dtype, float32 when any of them is (a float32 "
+                                  "constant, or a float32 layer's output), as JAX promotes; "
+                                  "give '%.*s' only %s inputs",
+                                  l->name, mw_policy_name(l->policy), pl, pn,
+                                  mw_policy_name(m->layers[t].policy), pl, pn,
+                                  l->policy == MW_POLICY_MIXED_FLOAT16 ? "float16" : "bfloat16");
                 return mw_err(MW_EUNSUPPORTED,
                               "layer '%s' (dtype %s) reads the output of layer '%.*s' (dtype "
                               "%s); a 16-bit layer must read a layer of its own policy (or "
