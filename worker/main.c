@@ -215,17 +215,18 @@ static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, 
 }
 
 /* A process no launcher started (no mpirun, srun or hydra rank in its environment) is an MPI
- * singleton: one rank alone, which mwtrain never grows (no spawn, no connect). Open MPI would
- * still start a helper daemon for it and open every messaging layer, one of which (PSM2's)
- * times the CPUs for 0.1 s each: 0.33 s of every `mwtrain summary` on 2 cores, against
- * 0.03 s with the daemon and that layer left out. Whatever the user set is kept. */
+ * singleton: one rank alone, with no peer to reach over a network. Open MPI would still open
+ * every messaging layer, one of which (PSM2's) times each CPU for 0.1 s as it loads: 0.35 s
+ * of every `mwtrain version` on 2 cores, 0.22 s with ob1 (shared memory and TCP) alone. What
+ * the user set is kept. Not Open MPI's isolated singleton (no helper daemon, 0.03 s): its
+ * session directory is the same for every such process, and one that ends removes it under
+ * another that starts (MPI_Init failed in 5 of 200 runs 8 at a time; test_singleton.sh). */
 static void singleton_env(void)
 {
     const char *launched[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
     for (size_t i = 0; i < sizeof launched / sizeof *launched; i++)
         if (getenv(launched[i]))
             return;
-    setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     setenv("OMPI_MCA_pml", "ob1", 0);
 }
 

@@ -40,7 +40,8 @@ Also: --resume continues the loss scale (the checkpoint's lscale section, its gr
 included): HALF epochs, then --resume to STEPS, ends with the same weights, bitwise, as the run
 straight through, and the scales go on from the checkpoint's; HALF falls after 2 of the 3
 finite steps that double the scale, so a count lost at the restart delays that doubling, and
-without the scale itself it would restart at 2^28 and skip again. And the exported .keras keeps the policy (Keras reads mixed_float16 on every layer).
+without the scale itself it would restart at 2^28 and skip again. And the exported .keras
+keeps the policy (Keras reads mixed_float16 on every layer).
 
 Last, an overflow in the FORWARD (part 4 below): Keras' loss is not finite there and its
 LossScaleOptimizer skips the step; mwtrain skips it too instead of ending the run as diverged,

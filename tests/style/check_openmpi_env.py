@@ -20,6 +20,8 @@ THE_PLACE = "tests/openmpi.env"
 ELSEWHERE = {
     # writes the env.sh of a self-contained bundle for a host without this repository's tests
     "tests/bench/gpu_bundle.sh": "the bundle's own env.sh",
+    # tests what mwtrain does with and without OMPI_MCA_pml
+    "tests/mpi/test_singleton.sh": "the variable under test",
 }
 
 
