@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,10 +65,64 @@ static double since(const struct timespec *t)
     return (double)(now.tv_sec - t->tv_sec) + 1e-9 * (double)(now.tv_nsec - t->tv_nsec);
 }
 
-/* Remove every registered temporary file, saying so, and end the process with code. */
+static char temp_dir[PATH_MAX];
+static atomic_int temp_dir_set;
+
+/* Remove the entry name of the directory parent (a descriptor) with everything under it,
+ * depth levels at most, by system calls only: unlinkat first (a file), else it is a directory
+ * whose entries go the same way, read with getdents64 (readdir may allocate). Removing entries
+ * while reading can hide others, so a directory is read again while a pass removes any.
+ * Returns 0 once the entry is gone. */
+static int remove_tree_at(int parent, const char *name, int depth)
+{
+    if (unlinkat(parent, name, 0) == 0)
+        return 0;
+    if (depth <= 0)
+        return -1;
+    const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    for (int removed = fd >= 0; removed;) {
+        char buf[2048];
+        long n;
+        removed = 0;
+        lseek(fd, 0, SEEK_SET);
+        while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+            for (long off = 0; off < n;) {
+                /* struct linux_dirent64: d_ino, d_off, d_reclen, d_type, d_name */
+                unsigned short reclen;
+                memcpy(&reclen, buf + off + 16, sizeof reclen);
+                const char *entry = buf + off + 19;
+                off += reclen;
+                if (strcmp(entry, ".") != 0 && strcmp(entry, "..") != 0 &&
+                    remove_tree_at(fd, entry, depth - 1) == 0)
+                    removed = 1;
+            }
+    }
+    if (fd >= 0)
+        close(fd);
+    return unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+void mw_preempt_dir_register(const char *path)
+{
+    const size_t n = strlen(path);
+    if (n >= PATH_MAX || atomic_load(&temp_dir_set))
+        return;
+    memcpy(temp_dir, path, n + 1);
+    atomic_store(&temp_dir_set, 1);
+}
+
+void mw_preempt_dir_remove(void)
+{
+    if (atomic_exchange(&temp_dir_set, 0))
+        remove_tree_at(AT_FDCWD, temp_dir, 8);
+}
+
+/* Remove every registered temporary file, saying so, and the process's own directory, and end
+ * the process with code. */
 static void end_process(int code)
 {
     atomic_store(&ending, 1);
+    mw_preempt_dir_remove();
     for (int i = 0; i < TEMPS; i++) {
         if (atomic_load(&temps[i].state) != 2 || unlink(temps[i].path) != 0)
             continue;

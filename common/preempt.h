@@ -61,4 +61,10 @@ void mw_preempt_quiet(void);
 int mw_preempt_temp_create(const char *path, int flags, mode_t mode);
 void mw_preempt_temp_done(const char *path);
 
+/* A directory the process made for itself (one; path copied, shorter than PATH_MAX): removed
+ * with everything in it, at most 8 levels deep, when a signal ends the process, or by
+ * mw_preempt_dir_remove (idempotent; also safe in a signal handler: system calls only). */
+void mw_preempt_dir_register(const char *path);
+void mw_preempt_dir_remove(void);
+
 #endif

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/preempt.h"
+
 #define EXIT_TIMEOUT 131 /* MW_ETIMEOUT's exit code (common/status.h) */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,6 +49,7 @@ static void *watch(void *arg)
                                   what_buf, limit, exit_code);
         if (n > 0)
             (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        mw_preempt_dir_remove(); /* a singleton's own directory (system calls only) */
         _exit(exit_code);
     }
     return NULL;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -220,6 +221,54 @@ static void temp_registry(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The process's own directory: removed with everything under it (300 files, more than one
+ * read of the directory's entries, and 8 levels of directories), a symbolic link removed as a
+ * link (its target kept); a second removal is nothing; 9 levels deep the last one stays (and
+ * so every directory above it). */
+static void own_dir_removed(void **state)
+{
+    (void)state;
+    char top[] = "/tmp/mw_own_XXXXXX", keep[] = "/tmp/mw_keep_XXXXXX", p[512];
+    assert_non_null(mkdtemp(top));
+    assert_non_null(mkdtemp(keep));
+    for (int i = 0; i < 300; i++) {
+        snprintf(p, sizeof p, "%s/a_fairly_long_file_name_%03d", top, i);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    snprintf(p, sizeof p, "%s/link", top);
+    assert_int_equal(symlink(keep, p), 0);
+    snprintf(p, sizeof p, "%s", top);
+    for (int d = 1; d < 8; d++) { /* top is level 1: 7 more */
+        strcat(p, "/d");
+        assert_int_equal(mkdir(p, 0700), 0);
+    }
+    strcat(p, "/f");
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    mw_preempt_dir_register(top);
+    mw_preempt_dir_remove();
+    struct stat st;
+    assert_int_equal(stat(top, &st), -1);
+    assert_int_equal(stat(keep, &st), 0);
+    mw_preempt_dir_remove(); /* nothing registered */
+
+    assert_non_null(mkdtemp(strcpy(top, "/tmp/mw_own_XXXXXX")));
+    snprintf(p, sizeof p, "%s", top);
+    for (int d = 1; d < 9; d++) {
+        strcat(p, "/d");
+        assert_int_equal(mkdir(p, 0700), 0);
+    }
+    mw_preempt_dir_register(top);
+    mw_preempt_dir_remove();
+    assert_int_equal(stat(p, &st), 0); /* level 9: past the 8 levels removed */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", top, keep);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* mw_median: odd and even counts (unsorted input, sorted on return), one value, none. */
 static void median_counts(void **state)
 {
@@ -269,6 +318,7 @@ int main(void)
         cmocka_unit_test(stall_clock),
         cmocka_unit_test(err_controls_escaped),
         cmocka_unit_test(temp_registry),
+        cmocka_unit_test(own_dir_removed),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

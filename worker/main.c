@@ -130,6 +130,7 @@ static void end_job(mw_status rc, int already_printed)
     mw_watchdog_arm_exit("MPI_Abort", ABORT_GRACE, mw_status_exit_code(rc));
     if (rank > 0)
         usleep(500 * 1000);
+    mw_preempt_dir_remove(); /* a singleton's own directory: MPI_Abort may not return */
     MPI_Abort(MPI_COMM_WORLD, mw_status_exit_code(rc));
     _exit(mw_status_exit_code(rc)); /* MPI_Abort returned: the job must end all the same */
 }
@@ -215,12 +216,15 @@ static mw_status run_on_cluster(const mw_cli *cli, mw_topology *topo, int rank, 
 }
 
 /* A process no launcher started (no mpirun, srun or hydra rank in its environment) is an MPI
- * singleton: one rank alone, with no peer to reach over a network. Open MPI would still open
- * every messaging layer, one of which (PSM2's) times each CPU for 0.1 s as it loads: 0.35 s
- * of every `mwtrain version` on 2 cores, 0.22 s with ob1 (shared memory and TCP) alone. What
- * the user set is kept. Not Open MPI's isolated singleton (no helper daemon, 0.03 s): its
- * session directory is the same for every such process, and one that ends removes it under
- * another that starts (MPI_Init failed in 5 of 200 runs 8 at a time; test_singleton.sh). */
+ * singleton: one rank alone, which mwtrain never grows (no spawn, no connect). Open MPI would
+ * start a helper daemon for it and open every messaging layer, one of which (PSM2's) times
+ * each CPU for 0.1 s as it loads: 0.35 s of every `mwtrain version` on 2 cores. With ob1 alone
+ * (shared memory and TCP) it is 0.22 s, and as Open MPI's isolated singleton (no daemon) 0.03
+ * s. An isolated singleton's names are the same in every such process (job 1 of family 0), so
+ * each gets a directory of its own for its session files and shared-memory segments, removed
+ * at its exit: without it, one that ends removes the shared session directory under another
+ * that starts (MPI_Init failed in 5 of 200 runs 8 at a time; test_singleton.sh). What the
+ * user set is kept: their own isolated singleton, or any of these places. */
 static void singleton_env(void)
 {
     const char *launched[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
@@ -228,6 +232,20 @@ static void singleton_env(void)
         if (getenv(launched[i]))
             return;
     setenv("OMPI_MCA_pml", "ob1", 0);
+    if (getenv("OMPI_MCA_ess_singleton_isolated") || getenv("OMPI_MCA_orte_tmpdir_base") ||
+        getenv("OMPI_MCA_btl_vader_backing_directory"))
+        return;
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    int n = snprintf(dir, sizeof dir, "%s/mwtrain-mpi-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof dir || !mkdtemp(dir))
+        return; /* no directory: the daemon's names, unique per process */
+    /* removed at exit, when a signal ends the process, or after MPI_Finalize */
+    mw_preempt_dir_register(dir);
+    atexit(mw_preempt_dir_remove);
+    setenv("OMPI_MCA_orte_tmpdir_base", dir, 1);
+    setenv("OMPI_MCA_btl_vader_backing_directory", dir, 1);
+    setenv("OMPI_MCA_ess_singleton_isolated", "1", 1);
 }
 
 int main(int argc, char **argv)
@@ -304,5 +322,6 @@ int main(int argc, char **argv)
     mw_topology_free(&topo);
     MPI_Finalize();
     mw_watchdog_disarm();
+    mw_preempt_dir_remove();
     return mw_status_exit_code(all);
 }
