@@ -76,7 +76,7 @@ check '[[ $rc -eq 0 && $(pmls bare) == *mca_pml_cm.so* ]]' \
     "mpirun -n 2 without it: nothing set for the ranks: exit $rc, pml components opened: $(pmls bare)"
 
 # singletons starting and ending side by side
-seq 200 | xargs -P 8 -I{} sh -c '"$1" version >/dev/null 2>"$2/many.{}.err" || echo "$2/many.{}.err"' \
+seq 200 | xargs -P 8 -I{} sh -c '"$1" --help >/dev/null 2>"$2/many.{}.err" || echo "$2/many.{}.err"' \
     _ "$mw" "$tmp" >"$tmp/many.failed"
 check '[[ ! -s $tmp/many.failed && -z $(left) ]]' "200 singletons, 8 at a time: \
 $(wc -l <"$tmp/many.failed") failed to start: $(head -n 1 "$tmp/many.failed" |
