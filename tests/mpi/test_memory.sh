@@ -31,6 +31,8 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$tmp" || exit 1
+# the OOM killer's SIGKILL leaves a singleton's own directory (docs/commands.md): in here
+export TMPDIR=$tmp
 
 quick=(--epochs 1 --steps-per-epoch 1 --progress none --summary-dir '' --checkpoint-every-epochs 0)
 now() { date +%s.%N; }
