@@ -85,6 +85,19 @@ MW_KERNEL(dense_bwd, CPU,
           (dx, dw, db, dy, x, w, N, I, O),
           MW_O(dx, (size_t)N * I) MW_A(dw, (size_t)I * O) MW_O(db, O) MW_A(dy, (size_t)N * O)
           MW_A(x, (size_t)N * I) MW_A(w, (size_t)I * O))
+/* A Dense and the activation that reads its output, in one call (worker/model/plan.c's
+ * plan_fusion): z (N,O) = x (N,I) w (I,O) + b (O) as dense_fwd, then y = f(z): act_fwd's f
+ * (kind, alpha), or with kind MW_ACTK_RELU relux_fwd's ReLU clipped at alpha (INFINITY: none;
+ * slope and threshold 0). The values of dense_fwd then that activation's kernel, in both
+ * outputs. y may equal z (the ReLU in place: z's values are then not kept). */
+MW_KERNEL(dense_act_fwd, CPU,
+          (float *y, float *z, const float *x, const float *w, const float *b, int N, int I,
+           int O, mw_act_kind kind, float alpha),
+          (y, z, x, w, b, N, I, O, kind, alpha),
+          MW_A(y, (size_t)N * O) MW_A(z, (size_t)N * O) MW_A(x, (size_t)N * I)
+          MW_A(w, (size_t)I * O) MW_O(b, O)
+          MW_ASSERT((int)kind >= 0 && (int)kind <= (int)MW_ACTK_RELU,
+                    "kind an activation (mw_act_kind) or MW_ACTK_RELU"))
 /* y (N,O) = x (N,I) w^T, w (O,I): a Dense whose kernel is another layer's (O,I) table used
  * transposed (a tied embedding's reverse call: logits from the token table). */
 MW_KERNEL(dense_t_fwd, CPU,

@@ -253,6 +253,8 @@ typedef struct {
 #define MW_ACTK_ENUM_(kind) MW_ACTK_##kind,
 typedef enum { MW_ACT_KINDS(MW_ACTK_ENUM_) MW_ACTK_COUNT } mw_act_kind;
 #undef MW_ACTK_ENUM_
+/* dense_act_fwd's kind for a ReLU (relux_fwd's, clipped at its alpha), past act_fwd's kinds. */
+#define MW_ACTK_RELU MW_ACTK_COUNT
 
 /* The entries' function types, mw_<op>_fn, and the table: one field per entry of
  * kernels/kernel_list.h, where each entry's contract is. A backend's table may leave an entry

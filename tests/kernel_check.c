@@ -46,7 +46,7 @@
     X(y) X(x) X(w) X(b) X(g) X(dx) X(dw) X(db) X(dy) X(argmax) X(loss) X(prob) X(logits)           \
     X(labels) X(dlogits) X(p) X(out) X(dout) X(a) X(ids) X(table) X(gtable) X(in) X(stat)          \
     X(gamma) X(beta) X(dgamma) X(dbeta) X(o) X(q) X(kk) X(v) X(dq) X(dk) X(dv) X(mask) X(acc)      \
-    X(mean) X(var) X(invstd) X(st) X(s) X(da) X(s1) X(s2) X(s3) X(h) X(bg) X(ds)
+    X(mean) X(var) X(invstd) X(st) X(s) X(da) X(s1) X(s2) X(s3) X(h) X(bg) X(ds) X(z)
 /* clang-format on */
 #define KP_FIELD(n) void *n;
 #define KP_ENUM(n) KP_##n,
@@ -567,6 +567,32 @@ static int set_dense(kargs *a, int i, int phase)
                  i % 3 == 1   ? ", no bias"
                  : i % 3 == 2 ? ", no dx"
                               : "");
+        return 1;
+    }
+    kscale(a->w, (size_t)a->I * a->O, 0.5f, 0.0f);
+    kscale(a->b, (size_t)a->O, 0.5f, 0.0f);
+    return 1;
+}
+
+/* Dense with its activation: every kind, and the ReLU unclipped in place, clipped at 6 in place
+ * and unclipped into its own array, over the Dense shapes; without bias every other case. z
+ * moves by dense_fwd's sgemm rounding (1e-5 + 1e-4 |z|) and y by that times f's slope, at most
+ * 1.5 (elu's alpha): held to twice dense_fwd's tolerance. */
+static int set_dense_act(kargs *a, int i, int phase)
+{
+    static const int s[][3] = {{3, 7, 5}, {1, 1, 1}, {13, 37, 11}, {32, 200, 10}, {5, 3, 64}};
+    const int relu = i - MW_ACTK_COUNT; /* >= 0: the ReLU's three cases */
+    if (relu >= 3)
+        return 0;
+    a->N = s[i % 5][0], a->I = s[i % 5][1], a->O = s[i % 5][2];
+    a->kind = relu >= 0 ? MW_ACTK_RELU : (mw_act_kind)i;
+    a->alpha = relu == 1 ? 6.0f : relu >= 0 ? INFINITY : a->kind == MW_ACTK_ELU ? 1.5f : 0.2f;
+    if (phase == 0) {
+        a->nulls = i % 2 ? "b" : "";
+        a->alias = relu == 0 || relu == 1 ? "y=z" : "";
+        snprintf(a->what, sizeof a->what, "N %d, I %d, O %d, kind %d, alpha %g%s%s", a->N, a->I,
+                 a->O, (int)a->kind, (double)a->alpha, i % 2 ? ", no bias" : "",
+                 relu == 0 || relu == 1 ? ", in place" : "");
         return 1;
     }
     kscale(a->w, (size_t)a->I * a->O, 0.5f, 0.0f);
@@ -1182,6 +1208,7 @@ static const kcase cases[] = {
     {"maxpool_bwd", set_maxpool, 1e-5f, 1e-4f, 0},
     {"dense_fwd", set_dense, 1e-5f, 1e-4f, 0},
     {"dense_bwd", set_dense, 1e-5f, 1e-4f, 0},
+    {"dense_act_fwd", set_dense_act, 2e-5f, 2e-4f, 0},
     {"dense_t_fwd", set_dense_t, 1e-5f, 1e-4f, 0},
     {"dense_t_bwd", set_dense_t, 1e-5f, 1e-4f, 0},
     {"relu_fwd", set_relu, 0.0f, 0.0f, 1},

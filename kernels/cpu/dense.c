@@ -17,6 +17,17 @@ void mw_dense_fwd_cpu(const mw_kctx *k, float *y, const float *x, const float *w
     mw_gemm_cpu(k, 'N', 'N', N, O, I, 1.0f, x, I, w, O, beta, y, O);
 }
 
+/* The two fast twins one after the other: the unfused layers' values, bit for bit. */
+void mw_dense_act_fwd_cpu(const mw_kctx *k, float *y, float *z, const float *x, const float *w,
+                          const float *b, int N, int I, int O, mw_act_kind kind, float alpha)
+{
+    mw_dense_fwd_cpu(k, z, x, w, b, N, I, O);
+    if (kind == MW_ACTK_RELU)
+        mw_relux_fwd_cpu(k, y, z, (size_t)N * O, alpha, 0.0f, 0.0f);
+    else
+        mw_act_fwd_cpu(k, y, z, (size_t)N * O, kind, alpha);
+}
+
 void mw_dense_bwd_cpu(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,
                       const float *x, const float *w, int N, int I, int O)
 {

@@ -31,12 +31,16 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             if ((d->stream && mw_cuda_wait_idle_(d, d->stream, "closing the context") != MW_OK) ||
                 (d->copy && mw_cuda_wait_idle_(d, d->copy, "closing the context") != MW_OK) ||
                 (d->reduce && mw_cuda_wait_idle_(d, d->reduce, "closing the context") != MW_OK)) {
+                free(d->lt_cache); /* host memory only */
                 free(d);
                 memset(k, 0, sizeof *k);
                 return;
             }
             if (d->blas)
                 MW_CUBLAS(cublasDestroy(d->blas));
+            if (d->lt)
+                MW_CUBLAS(cublasLtDestroy(d->lt));
+            free(d->lt_cache);
             mw_cudnn_close(d);
             MW_CUDA(cudaFree(d->ones));
             MW_CUDA(cudaFree(k->ws));
@@ -101,6 +105,7 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     /* Plain FP32 (no TF32 tensor cores): results stay within float rounding
      * of the reference, and cuBLAS stays bitwise reproducible run to run. */
     MW_TRY_GOTO(MW_CUBLAS(cublasSetMathMode(d->blas, CUBLAS_DEFAULT_MATH)), rc, fail);
+    MW_TRY_GOTO(MW_CUBLAS(cublasLtCreate(&d->lt)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&d->ones, MW_CUDA_ONES_COUNT * sizeof(float))), rc,
                 fail);
     fill_kernel<<<mw_cuda_grid(MW_CUDA_ONES_COUNT), MW_CUDA_BLOCK, 0, d->stream>>>(

@@ -2,6 +2,7 @@
 #ifndef MW_KERNELS_CUDA_GEMM_CUH
 #define MW_KERNELS_CUDA_GEMM_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -54,6 +55,16 @@ static inline mw_cuda_gemm_cm mw_cuda_gemm_rm_to_cm(bool ta, bool tb, int M, int
     g.c = C, g.ldc = ldc;
     return g;
 }
+
+/* Row-major D (N,O) = epilogue(x (N,I) w (I,O), b (O)) in one cuBLASLt call on d's stream:
+ * epi CUBLASLT_EPILOGUE_BIAS (+ b), RELU_BIAS (max(x w + b, 0)), GELU_AUX_BIAS (gelu's tanh
+ * form, x w + b kept in aux, (N,O) with O a multiple of 8), and the same without BIAS when b is
+ * NULL; float32 sums (TF32 under --tf32), no workspace. *done false and MW_OK where cuBLASLt
+ * offers no algorithm for it (the shape, the pointers' alignment): the caller computes it
+ * unfused, and d->lt_unfused counts it. MW_EDEVICE on a failure. */
+mw_status mw_cuda_gemm_lt(mw_cuda_dev *d, cublasLtEpilogue_t epi, float *D, float *aux,
+                          const float *x, const float *w, const float *b, int N, int I, int O,
+                          bool *done);
 
 /* sum[o] += sum over rows r < M of X[r*O + o] (X row-major (M,O)), with cuBLAS
  * gemv against the ones vector in fixed chunks: reproducible, no atomics. */

@@ -266,6 +266,11 @@ extern "C" long mw_cuda_progress(const mw_kctx *k)
     return mw_cuda_progress_(d);
 }
 
+extern "C" long mw_cuda_lt_unfused(const mw_kctx *k)
+{
+    return k && k->dev ? ((const mw_cuda_dev *)k->dev)->lt_unfused : 0;
+}
+
 extern "C" mw_status mw_cuda_set_tf32(const mw_kctx *k, int on)
 {
     mw_cuda_dev *d = NULL;

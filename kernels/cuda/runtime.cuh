@@ -4,6 +4,7 @@
 #ifndef MW_KERNELS_CUDA_RUNTIME_CUH
 #define MW_KERNELS_CUDA_RUNTIME_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -41,8 +42,11 @@ struct mw_cuda_dev {
     cudaEvent_t progress[MW_CUDA_PROGRESS]; /* ring of progress marks on stream */
     long prog_issued, prog_done;            /* recorded, and seen passed (mw_cuda_progress_) */
     unsigned long prog_calls;               /* mw_cuda_end calls, for MW_CUDA_PROGRESS_EVERY */
-    void *dnn_cache;  /* cudnn.cu's choices per convolution shape (NULL: none yet) */
-    mw_status status; /* first failure on this context */
+    void *dnn_cache;     /* cudnn.cu's choices per convolution shape (NULL: none yet) */
+    cublasLtHandle_t lt; /* cuBLASLt, for the GEMMs with an epilogue (gemm.cu: mw_cuda_gemm_lt) */
+    void *lt_cache;      /* gemm.cu's cuBLASLt choices per shape (NULL: none yet) */
+    long lt_unfused;     /* epilogue GEMMs cuBLASLt offered no algorithm for, run unfused */
+    mw_status status;    /* first failure on this context */
 };
 
 /* Wait on the host until stream s of d has done all it was given: an event behind its work,

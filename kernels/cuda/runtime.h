@@ -150,6 +150,11 @@ mw_status mw_cuda_set_timeout(const mw_kctx *k, double seconds);
 #define MW_CUDA_PROGRESS_EVERY 16
 long mw_cuda_progress(const mw_kctx *k);
 
+/* How many Dense + activation calls (dense_act_fwd) on k ran unfused because cuBLASLt offered no
+ * algorithm for their shape or alignment (kernels/cuda/gemm.cuh: mw_cuda_gemm_lt); 0 when k is
+ * not an open CUDA context. test_cuda holds it at 0 where the fused path must be taken. */
+long mw_cuda_lt_unfused(const mw_kctx *k);
+
 /* k's stream as a cudaStream_t behind void * (for NCCL calls on the same stream), or NULL
  * when k is not an open CUDA context. Borrowed. */
 void *mw_cuda_stream(const mw_kctx *k);

@@ -1,4 +1,5 @@
-/* Reference Dense: y = x W + b, and y = x W^T of a tied (O,I) table, with plain loops. */
+/* Reference Dense: y = x W + b, and y = x W^T of a tied (O,I) table, with plain loops; Dense
+ * with its activation, the two kernels one after the other. */
 #include "kernels/twins.h"
 
 void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w, const float *b,
@@ -12,6 +13,16 @@ void mw_dense_fwd_ref(const mw_kctx *k, float *y, const float *x, const float *w
                 s += x[(size_t)n * I + i] * w[(size_t)i * O + o];
             y[(size_t)n * O + o] = s;
         }
+}
+
+void mw_dense_act_fwd_ref(const mw_kctx *k, float *y, float *z, const float *x, const float *w,
+                          const float *b, int N, int I, int O, mw_act_kind kind, float alpha)
+{
+    mw_dense_fwd_ref(k, z, x, w, b, N, I, O);
+    if (kind == MW_ACTK_RELU)
+        mw_relux_fwd_ref(k, y, z, (size_t)N * O, alpha, 0.0f, 0.0f);
+    else
+        mw_act_fwd_ref(k, y, z, (size_t)N * O, kind, alpha);
 }
 
 void mw_dense_bwd_ref(const mw_kctx *k, float *dx, float *dw, float *db, const float *dy,

@@ -1,12 +1,13 @@
-"""The residual Add fused with the normalization of its sum, and BatchNormalization fused with
-the ReLU after it (worker/model/plan.c: plan_fusion, an execution detail), train to the same
-bits as the unfused layers (suite 'keras', the oracle's venv: tests/keras/fused_norm.sh). Keras
+"""The residual Add fused with the normalization of its sum, BatchNormalization fused with the
+ReLU after it, and Dense fused with the activation that reads its output (worker/model/plan.c:
+plan_fusion, an execution detail), train to the same bits as the unfused layers (suite 'keras', the oracle's venv: tests/keras/fused_norm.sh). Keras
 3.15 only builds the archives; the oracle here is mwtrain itself with MW_FUSE=0, which runs Add,
 then the norm, then in the backward the norm's input gradient into the sum's and Add's into both
 inputs (the normalization, then the ReLU in place; the ReLU's backward, then the
-normalization's). The fused kernels compute the same rows in the same order
-(kernels/layernorm_rules.h, rmsnorm_rules.h; bn_relu_* of kernels/kernel_list.h), so the weights
-after 3 Adam steps must be equal bitwise, not within a tolerance. Models (Functional, token ids
+normalization's; Dense, then its activation). The fused kernels compute the same rows in the
+same order (kernels/layernorm_rules.h, rmsnorm_rules.h; bn_relu_* of kernels/kernel_list.h;
+dense_act_fwd, on the CPU the two layers' kernels in turn), so the weights after 3 Adam steps
+must be equal bitwise, not within a tolerance. Every Dense(tanh) below is a fused pair too. Models (Functional, token ids
 of 6 steps -> Embedding(20, 16) -> x, labels per step):
   - post-norm (BERT's): x -> Dense -> Add(x, .) -> LayerNormalization -> Dense -> Add ->
     LayerNormalization(center=False, scale=False): one without gamma and beta;
@@ -14,6 +15,9 @@ of 6 steps -> Embedding(20, 16) -> x, labels per step):
     x -> Dense -> h; LayerNormalization(h) -> Dense -> Add(h, .) -> RMSNormalization -> Dense ->
     Add -> LayerNormalization(rms_scaling=True), with 1 thread and with 2;
   - Add(h, h) -> LayerNormalization: both Add inputs' gradients in one buffer;
+  - Dense's activations: Dense(relu) (the ReLU in place), Dense -> ReLU(6), Dense -> z and
+    Activation("gelu") -> Add(gelu(z), z) (z kept: the Add reads it too), Dense -> LeakyReLU,
+    and Dense -> ReLU(threshold=0.05), which stays unfused (relux_fwd's threshold);
 and on 8x8x3 images, a class each:
   - MobileNetV2's: Conv2D -> BatchNormalization -> ReLU(6) -> DepthwiseConv2D ->
     BatchNormalization -> ReLU(6) -> Conv2D -> BatchNormalization (no ReLU) -> Add with the first
@@ -53,7 +57,7 @@ def post_norm():
     a = keras.layers.LayerNormalization(name="ln1")(keras.layers.Add()([x, dense(x, "d1")]))
     b = keras.layers.Add()([a, dense(a, "d2")])
     b = keras.layers.LayerNormalization(center=False, scale=False, name="ln2")(b)
-    return keras.Model(ids, keras.layers.Dense(K, name="head")(b)), 2
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(b)), 4
 
 
 def pre_norm():
@@ -62,14 +66,25 @@ def pre_norm():
     a = keras.layers.Add()([h, dense(keras.layers.LayerNormalization(name="ln0")(h), "d1")])
     b = keras.layers.Add()([a, dense(keras.layers.RMSNormalization(name="rms")(a), "d2")])
     out = keras.layers.LayerNormalization(rms_scaling=True, name="lnr")(b)
-    return keras.Model(ids, keras.layers.Dense(K, name="head")(out)), 2
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(out)), 5
 
 
 def self_add():
     ids, x = embedded()
     h = dense(x, "d0")
     a = keras.layers.LayerNormalization(name="ln")(keras.layers.Add()([h, h]))
-    return keras.Model(ids, keras.layers.Dense(K, name="head")(a)), 1
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(a)), 2
+
+
+def dense_acts():
+    ids, x = embedded()
+    a = keras.layers.Dense(C, activation="relu", name="dr")(x)
+    b = keras.layers.ReLU(6.0, name="r6")(keras.layers.Dense(C, name="d6")(a))
+    z = keras.layers.Dense(C, name="dz")(b)
+    c = keras.layers.Add()([keras.layers.Activation("gelu", name="g")(z), z])
+    d = keras.layers.LeakyReLU(0.1, name="lk")(keras.layers.Dense(C, name="dl")(c))
+    e = keras.layers.ReLU(threshold=0.05, name="rt")(keras.layers.Dense(C, name="dt")(d))
+    return keras.Model(ids, keras.layers.Dense(K, name="head")(e)), 4
 
 
 def mobilenet():
@@ -127,6 +142,7 @@ def main():
     np.savez(images, x_train=xi[16:], y_train=yi[16:], x_test=xi[:16], y_test=yi[:16])
     for name, make, threads in [("post-norm", post_norm, 1), ("pre-norm", pre_norm, 1),
                                 ("pre-norm", pre_norm, 2), ("Add(h, h)", self_add, 1),
+                                ("Dense+act", dense_acts, 1), ("Dense+act", dense_acts, 2),
                                 ("BN+ReLU6", mobilenet, 1), ("BN+ReLU6", mobilenet, 2),
                                 ("BN+ReLU", resnet, 1)]:
         keras.utils.set_random_seed(3)

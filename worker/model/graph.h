@@ -179,6 +179,12 @@ typedef struct mw_layer {
                             [0, fuse_relu_max]: the two run as one call of this row's relu_forward
                             / relu_backward (plan.c: plan_fusion) */
     float fuse_relu_max; /* that ReLU's max_value (INFINITY: none) */
+    /* A Dense whose output layer i + 1, an activation (ReLU without slope or threshold, or
+     * Activation's functions), reads: the two run as one call of this row's act_forward, which
+     * writes both layers' outputs (plan.c: plan_fusion); the backward is the two layers'. */
+    int fuse_act;
+    mw_act_kind fuse_act_kind; /* that activation: act_fwd's kind, or MW_ACTK_RELU */
+    float fuse_act_alpha;      /* its alpha, or the ReLU's max_value (INFINITY: none) */
     /* Bit j: this layer's backward is the first (the consumer of highest index) to add into
      * the gradient of its input j, so it zeroes that gradient just before (model.c:
      * plan_grad_zero); not an in-place layer's input, whose gradient is its own output's. */

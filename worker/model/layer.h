@@ -117,6 +117,12 @@ typedef struct {
      * as the two layers. NULL: it does not fuse. */
     int (*relu_forward)(const mw_layer_call *c, float M);
     void (*relu_backward)(const mw_layer_call *c, float M);
+    /* A layer fused with the activation that reads its output (plan_fusion; forward only):
+     * act_forward writes this layer's output c->y and the activation's, y (y == c->y: a ReLU in
+     * place), the same values as the two layers' forwards, and returns 1; or returns 0 when the
+     * table has no kernel for it (the two layers then run on their own). NULL: it does not
+     * fuse. */
+    int (*act_forward)(const mw_layer_call *c, float *y, mw_act_kind kind, float alpha);
     /* Bytes of its workspace buffer for n examples (argmax, dropout mask, batch statistics);
      * NULL: none. */
     size_t (*buf_bytes)(const struct mw_layer *l, size_t n);

@@ -506,6 +506,12 @@ void mw_model_forward_part(const mw_model *m, const mw_kernels *kt, const mw_kct
             i++;
             continue;
         }
+        if (l->fuse_act && i + 1 < to && /* the Dense and its activation (plan_fusion) */
+            mw_layer_row(l->kind)->act_forward(&c, ws->act[i + 2], l->fuse_act_kind,
+                                               l->fuse_act_alpha)) {
+            i++;
+            continue;
+        }
         mw_layer_row(l->kind)->forward(&c);
         if (l->round_out) /* the layer's output is a 16-bit tensor */
             mw_layer_round(kt, k, l->policy, c.y, c.cnt);

@@ -79,6 +79,20 @@ static int relu_only(const mw_layer *l)
            (l->kind == MW_LAYER_RELUX && l->alpha == 0.0f && l->relu_threshold == 0.0f);
 }
 
+/* The activation layer l computes as dense_act_fwd's kind and alpha: a ReLU without slope or
+ * threshold (clipped at its max_value) or Activation's functions; 0 for any other layer. */
+static int fusable_act(const mw_layer *l, mw_act_kind *kind, float *alpha)
+{
+    if (relu_only(l)) {
+        *kind = MW_ACTK_RELU, *alpha = l->kind == MW_LAYER_RELUX ? l->relu_max : INFINITY;
+        return 1;
+    }
+    if (l->kind != MW_LAYER_ACT)
+        return 0;
+    *kind = l->act, *alpha = l->alpha;
+    return 1;
+}
+
 /* A residual Add (two equal-shaped inputs, no factor) whose sum the next layer normalizes with
  * a row that fuses (layer.h: add_forward) runs as one call with it: one pass over each row
  * instead of three (Add's zero and two sums, then the norm's read), and in the backward one pass
@@ -87,8 +101,11 @@ static int relu_only(const mw_layer *l)
  * output a ReLU (relu_only) alone reads, in place, runs as one call with it (layer.h:
  * relu_forward): the clip inside the normalization's pass, and in the backward the ReLU's mask
  * recomputed from the normalization's input, so neither the ReLU's pass nor a read of its output
- * (a tenth of MobileNetV2's step). Only in float32 (no rounding between the two); MW_FUSE=0 in
- * the environment turns both off (same results, bitwise). */
+ * (a tenth of MobileNetV2's step). And a Dense with the activation that reads its output
+ * (fusable_act) runs as one call (layer.h: act_forward) that writes both outputs, the bias and
+ * the activation in the GEMM's epilogue on the GPU; the backward is the two layers'. Only in
+ * float32 (no rounding between the two); MW_FUSE=0 in the environment turns all three off (the
+ * same results, bitwise, on the CPU: its fused kernels are the unfused ones in turn). */
 static void plan_fusion(mw_model *m)
 {
     const char *env = getenv("MW_FUSE");
@@ -108,6 +125,13 @@ static void plan_fusion(mw_model *m)
         a->fuse_relu_max = n && n->kind == MW_LAYER_RELUX ? n->relu_max : INFINITY;
         if (a->fuse_relu)
             mw_log_debug("layer '%s' (%s) runs fused with '%s' (ReLU)", a->name, a->cls, n->name);
+        a->fuse_act = !off && n && mw_layer_row(a->kind)->act_forward && !a->round_out &&
+                      !n->round_out && a->policy == MW_POLICY_FLOAT32 &&
+                      n->policy == MW_POLICY_FLOAT32 && n->nin == 1 && n->in[0] == i &&
+                      fusable_act(n, &a->fuse_act_kind, &a->fuse_act_alpha);
+        if (a->fuse_act)
+            mw_log_debug("layer '%s' (%s) runs fused with '%s' (%s)", a->name, a->cls, n->name,
+                         n->cls);
     }
 }
 

@@ -35,6 +35,18 @@ static void forward(const mw_layer_call *c)
                      c->n * l->in_h * l->in_w, l->in_c, l->out_c); /* n x H x W rows */
 }
 
+/* Fused with its activation (layer.h: act_forward): dense_act_fwd, the bias and the activation
+ * in the GEMM's epilogue on the GPU. */
+static int act_forward(const mw_layer_call *c, float *y, mw_act_kind kind, float alpha)
+{
+    const mw_layer *l = c->l;
+    if (!c->kt->dense_act_fwd)
+        return 0;
+    c->kt->dense_act_fwd(c->k, y, c->y, c->x, c->P + l->w_off, l->has_bias ? c->P + l->b_off : NULL,
+                         c->n * l->in_h * l->in_w, l->in_c, l->out_c, kind, alpha);
+    return 1;
+}
+
 static void backward(const mw_layer_call *c)
 {
     const mw_layer *l = c->l;
@@ -105,6 +117,7 @@ const mw_layer_ops mw_layer_dense = {
     .parse = parse,
     .forward = forward,
     .backward = backward,
+    .act_forward = act_forward,
     .matmul = 1,
     .differs = differs,
     .to_keras = to_keras,
