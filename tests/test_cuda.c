@@ -999,6 +999,61 @@ static void test_dense(void **state)
     check_sync();
 }
 
+/* Dense with its activation (cuBLASLt's epilogues: the bias, the ReLU in place, the tanh GELU
+ * with z as its auxiliary output; the bias epilogue then the activation's kernel for the rest),
+ * every kind and the ReLU's three uses, with and without bias, against the reference's two
+ * kernels. z is held as dense_fwd's is (tol(I)); y = f(z) moves by that times f's slope (at most
+ * 1.5, elu's alpha), and by the device's expf / tanhf against the host's (test_act_softmax's
+ * 1e-6 + 1e-5 |y|). Where O is a multiple of 8 and every pointer 256-byte aligned (d_put's
+ * cudaMalloc), cuBLASLt must take every epilogue case: mw_cuda_lt_unfused stays 0 there. */
+static void test_dense_act(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const int cs[][3] = {{64, 96, 128}, {17, 33, 10}, {1, 1, 8}, {32, 256, 1024}};
+    const int cases = MW_ACTK_COUNT + 3; /* + the ReLU: in place, clipped at 6 in place, apart */
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+        for (int a = 0; a < cases; a++)
+            for (int variant = 0; variant < 2; variant++) { /* 1: no bias */
+                pool P = {0};
+                const int N = cs[c][0], I = cs[c][1], O = cs[c][2], relu = a - MW_ACTK_COUNT;
+                const mw_act_kind kind = relu >= 0 ? MW_ACTK_RELU : (mw_act_kind)a;
+                const float alpha = relu == 1             ? 6.0f
+                                    : relu >= 0           ? INFINITY
+                                    : kind == MW_ACTK_ELU ? 1.5f
+                                                          : 0.2f;
+                const int in_place = relu == 0 || relu == 1;
+                const size_t nx = (size_t)N * I, nw = (size_t)I * O, ny = (size_t)N * O;
+                const uint64_t s = 2100 + 100 * c + 2 * (uint64_t)a + (uint64_t)variant;
+                float *x = h_rand(&P, nx, s, -1, 1), *w = h_rand(&P, nw, s + 1, -1, 1);
+                float *b = variant ? NULL : h_rand(&P, O, s + 2, -1, 1);
+                float *y = h_rand(&P, ny, s + 3, -1, 1), *z = h_rand(&P, ny, s + 4, -1, 1);
+                for (size_t i = 0; i < nw; i++) /* z of size about 1, whatever I */
+                    w[i] /= sqrtf((float)I);
+                float *dX = d_put(&P, x, nx * 4), *dW = d_put(&P, w, nw * 4);
+                float *dB = b ? d_put(&P, b, O * 4) : NULL, *dZ = d_put(&P, z, ny * 4);
+                float *dY = in_place ? dZ : d_put(&P, y, ny * 4);
+                const long unfused = mw_cuda_lt_unfused(&ctx);
+                mw_dense_act_fwd_ref(NULL, in_place ? z : y, z, x, w, b, N, I, O, kind, alpha);
+                cuda.dense_act_fwd(&ctx, dY, dZ, dX, dW, dB, N, I, O, kind, alpha);
+                const float tz = tol(I);
+                if (!in_place)
+                    expect_close((float *)d_get(&P, dZ, ny * 4), z, ny, tz, 1e-5f);
+                expect_close((float *)d_get(&P, dY, ny * 4), in_place ? z : y, ny,
+                             1.5f * tz + 1e-6f, 2e-5f);
+                /* the epilogue cases: the ReLU in place unclipped, the tanh GELU apart (O a
+                 * multiple of 8), and the bias of every other */
+                const int epilogue = relu == 0 || (kind == MW_ACTK_GELU_TANH && O % 8 == 0) || b;
+                if (epilogue && mw_cuda_lt_unfused(&ctx) != unfused)
+                    fail_msg("dense_act_fwd N %d I %d O %d kind %d%s: cuBLASLt offered no "
+                             "algorithm (the unfused kernels ran)",
+                             N, I, O, (int)kind, b ? "" : ", no bias");
+                pool_free(&P);
+            }
+    cuda.dense_act_fwd(&ctx, NULL, NULL, NULL, NULL, NULL, 0, 5, 3, MW_ACTK_TANH, 0.0f);
+    check_sync();
+}
+
 /* --- conv2d -------------------------------------------------------------- */
 
 typedef struct {
@@ -1725,6 +1780,7 @@ int main(void)
         cmocka_unit_test(test_optim_rules),
         cmocka_unit_test(test_regularize),
         cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_dense_act),
         cmocka_unit_test(test_conv2d),
         cmocka_unit_test(test_conv2d_reproducible),
         cmocka_unit_test(test_conv2d_plans),
