@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+extern "C" {
+#include "common/log.h"
+}
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/runtime.cuh"
 
@@ -111,6 +114,24 @@ static bool lt_declined(cublasStatus_t s)
     return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE;
 }
 
+static const char *lt_epilogue_name(int epi)
+{
+    switch (epi) {
+    case CUBLASLT_EPILOGUE_BIAS:
+        return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU:
+        return "RELU";
+    case CUBLASLT_EPILOGUE_RELU_BIAS:
+        return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+        return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+        return "GELU_AUX_BIAS";
+    default:
+        return "another";
+    }
+}
+
 static lt_choice *lt_find(mw_cuda_dev *d, const lt_choice *key, bool *fresh)
 {
     lt_cache *c = (lt_cache *)d->lt_cache;
@@ -158,6 +179,11 @@ static mw_status lt_choose(mw_cuda_dev *d, lt_choice *e, cublasLtMatmulDesc_t op
     e->usable = s == CUBLAS_STATUS_SUCCESS && found > 0 && r.state == CUBLAS_STATUS_SUCCESS;
     if (e->usable)
         e->algo = r.algo;
+    else if (s == CUBLAS_STATUS_SUCCESS || lt_declined(s)) /* said once per shape and context */
+        mw_log_info("CUDA device %d: cuBLASLt has no algorithm for Dense %d -> %d on %d rows with "
+                    "epilogue %s (operands %d-byte aligned): the bias and the activation run "
+                    "unfused",
+                    d->device, e->k, e->m, e->n, lt_epilogue_name(e->epi), e->align);
     /* not a refusal: a failure (allocation, a bad handle) */
     return lt_declined(s) ? MW_OK
                           : mw_cublas_check_(s, "cuBLASLt's heuristic query", __FILE__, __LINE__);
