@@ -16,7 +16,9 @@ brightest quadrant's channel, under both policies (LR 2^3 under mixed_float16: 2
 its evaluation). And KerasHub's Gemma, under both policies (LR 2^3 under mixed_float16, as
 ViT): Embedding(50, 8) -> GemmaDecoderBlock(16, head_dim 6, 4 query heads on 2 key heads) ->
 GemmaDecoderBlock with Gemma 2's post norms, attention soft cap 1.0 and sliding window of 3 ->
-Dense on each position; and a GemmaCausalLM (GemmaBackbone of 2 blocks of that size: the
+Dense on each position; the same two blocks in a Sequential model (without the window), under
+mixed_bfloat16 (the Sequential reader's path to the blocks' policies); and a GemmaCausalLM
+(GemmaBackbone of 2 blocks of that size: the
 named token_ids and padding_mask inputs, the tied embedding times sqrt(8) cast to the compute
 dtype, the reverse call's 16-bit logits); and a LlamaCausalLM and a GPT2CausalLM of that size
 (2 blocks of width 8: Llama's 4 query heads on 2 key heads, GPT2's 2 heads and its position
@@ -73,8 +75,9 @@ mixed_float16: mwtrain scales the loss by 2^15 (its first loss scale); Keras' gr
 of the loss times the largest power of 2 that leaves its largest weight gradient under 2^12
 (Keras' float16 weight gradients overflow past 65504), then divided by it.
 
-usage: mha_mixed.py [all]  (MW_BUILDDIR names the build; CI's table leaves out the Gemma
-decoders and ViT under mixed_float16, whose parts run in other cases: `all` runs them too)"""
+usage: mha_mixed.py [all] [--only TEXT]  (MW_BUILDDIR names the build; CI's table leaves out the
+Gemma decoders and ViT under mixed_float16, whose parts run in other cases: `all` runs them too;
+--only: the cases whose name holds TEXT, for a developer's quick run)"""
 import os
 import sys
 import subprocess
@@ -139,6 +142,17 @@ def build(policy, kind):
     if kind == "KerasHub Llama decoders":
         for j in range(2):
             x = Llama(16, 4, num_key_value_heads=2, name=f"llama{j}")(x)
+    elif kind == "KerasHub Gemma decoders, Sequential":
+        m = keras.Sequential([keras.Input((T,), dtype="int32"), L.Embedding(V, D, name="embed"),
+                              GemmaDecoderBlock(D, 16, 6, 4, 2, name="gem0"),
+                              GemmaDecoderBlock(D, 16, 6, 4, 2, use_post_ffw_norm=True,
+                                                use_post_attention_norm=True, logit_soft_cap=1.0,
+                                                name="gem1"),
+                              L.Dense(K, name="head")])
+        m.compile(optimizer=keras.optimizers.SGD(1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        keras.config.set_dtype_policy("float32")
+        return m
     elif kind == "KerasHub Gemma decoders":
         x = GemmaDecoderBlock(D, 16, 6, 4, 2, name="gem0")(x)
         x = GemmaDecoderBlock(D, 16, 6, 4, 2, use_post_ffw_norm=True, use_post_attention_norm=True,
@@ -238,7 +252,8 @@ def ids_case(work, policy, rng):
             f"the ids rounded to {policy[6:]} name others ({rounded != want})")
 
 
-FULL = sys.argv[1:] == ["all"]
+FULL = "all" in sys.argv[1:]
+ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[:-1] else ""
 
 
 def main():
@@ -261,9 +276,12 @@ def main():
     np.savez(images, x_train=img[:N], y_train=lab[:N], x_test=img[N:], y_test=lab[N:])
     print(f"{'case':34s} {'D (rel. L2 to float64)':>22s}  D / D_keras")
     for kind in ("causal", "not causal", "KerasHub RotaryEmbedding", "KerasHub decoders",
-                 "KerasHub Llama decoders", "KerasHub Gemma decoders", "KerasHub GemmaCausalLM",
+                 "KerasHub Llama decoders", "KerasHub Gemma decoders",
+                 "KerasHub Gemma decoders, Sequential", "KerasHub GemmaCausalLM",
                  "KerasHub LlamaCausalLM", "KerasHub GPT2CausalLM",
                  "KerasHub tied ReversibleEmbedding", "KerasHub ViT"):
+        if ONLY not in kind:
+            continue
         data, xb, yb = (images, img[:N], lab[:N]) if kind == "KerasHub ViT" else \
             (named, {"token_ids": x[:N], "padding_mask": ones[:N]}, y[:N]) if "CausalLM" in kind \
             else (tokens, x[:N], y[:N])
@@ -278,7 +296,8 @@ def main():
         # (its patches' convolution and class token are its mixed_bfloat16 case's; float16's
         # roundings, the other cases'); `mha_mixed.py all` runs them (measured 0.71x and
         # 0.96x of D_keras)
-        one = one or (not FULL and kind in ("KerasHub Gemma decoders", "KerasHub ViT"))
+        one = one or (not FULL and kind in ("KerasHub Gemma decoders", "KerasHub ViT")) or \
+            kind.endswith("Sequential")
         for policy in ("mixed_bfloat16", "mixed_float16")[:1 if one else 2]:
             case = f"{policy}, {kind}"
             m = build(policy, kind)
