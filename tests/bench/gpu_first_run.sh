@@ -9,12 +9,15 @@
 #      with two GPUs or more mpirun -n 2 (a GPU per rank) and the same with --overlap-allreduce
 #      on (bitwise the serial path's weights); then the tutorial's Adam epoch, whose
 #      test accuracy on the GPU must be within 2 points of the CPU's; mixed_bfloat16's and
-#      mixed_float16's updates against the CPU's;
+#      mixed_float16's updates against the CPU's; a token GPT's SGD weights against the CPU's,
+#      and two GPU runs of it with dropout and Adam bitwise equal (one and two replicas per GPU);
 #   3. throughput (images/s, the median of the rounds' second epochs) of the tutorial CNN at
 #      64 and 1024 examples per replica, FP32, --tf32, mixed_bfloat16 and mixed_float16
 #      (PyTorch: autocast to bfloat16; to float16 with a GradScaler), and PyTorch on the same GPU
 #      (tests/bench/peer_torch.py --device cuda), rounds alternating the two, both pinned to
-#      one GPU;
+#      one GPU; then a GPT of width 768, 12 blocks, context 1024, batch 8 (tokens/s and peak GPU
+#      memory, float32 and mixed_bfloat16) against PyTorch's (tests/bench/peer_torch_lm.py
+#      --device cuda: scaled_dot_product_attention, autocast bfloat16);
 #   4. test_cuda under compute-sanitizer memcheck and racecheck, judged on their summaries.
 # Each check is one line of OUTDIR/report.md (PASS, FAIL or SKIP with its numbers); each run's
 # output is kept beside it. Exit 0 when nothing failed, 1 when something did, 77 (SKIP) when
@@ -335,6 +338,53 @@ train f16-cpu 1 1 "${bf[@]}" "${cpu[@]}" --backend ref --test-examples 100 \
     --replicas-per-worker "$ngpu" --dtype-policy mixed_float16
 agree16 mixed_float16 f16 "mixed_float16, 1 SGD step, GPU vs CPU (--backend ref)" 1e-4 2e-4
 
+# The token models: a GPT of KerasHub's TransformerDecoder blocks (tests/bench/gpt_data.py:
+# Embedding, causal attention, LayerNormalization, the GELU FFN, the loss on every position;
+# 2 blocks of width 64, context 32), whose functions have no kinks: its SGD weights after the
+# same steps are held to the CNN's tolerance, calibrated the same way on the spot (here: --backend
+# ref against cpu 2.9e-7 after 50 steps, the weights moving 0.73). Then the bitwise twin: two
+# GPU runs with dropout 0.1 and Adam, on one replica per GPU and on two, must give the same
+# bits (deterministic kernels: Embedding's sorted scatter, attention's fixed GEMM order, the
+# norms' fixed chunks; dropout's mask a hash of the step and position).
+gptd=$out/gpt
+if python3 "$src/tests/bench/gpt_data.py" "$gptd" >"$out/gpt-data.out" 2>&1 &&
+    python3 "$src/tests/bench/gpt_data.py" "$gptd/drop" --dropout 0.1 >>"$out/gpt-data.out" 2>&1; then
+    tok=(--model "$gptd/gpt.json" --data "$gptd/tokens" --batch-per-replica 16 --test-examples 64)
+    tsgd=("${tok[@]}" --optimizer sgd --learning-rate 0.1)
+    train tok-ref 1 "$sgd_steps" --device cpu --backend ref "${tsgd[@]}" &
+    ref_pid=$!
+    train tok-cal 1 "$sgd_steps" --device cpu "${tsgd[@]}"
+    train tok-move 1 1 --device cpu "${tsgd[@]}"
+    wait "$ref_pid"
+    d_ref=$(rel tok-cal tok-ref) move=$(rel tok-cal tok-move)
+    if [[ -n $d_ref && -n $move ]] && le "$d_ref" "$tol" && le "$(awk -v t="$tol" 'BEGIN { print 1000 * t }')" "$move"; then
+        line PASS "SGD tolerance $tol (token GPT, $sgd_steps steps)" \
+            "--backend ref vs cpu $d_ref; the weights move $move (1 step vs $sgd_steps)"
+    else
+        line FAIL "SGD tolerance $tol (token GPT, $sgd_steps steps)" \
+            "--backend ref vs cpu ${d_ref:-none}, must be <= $tol; the weights move ${move:-?}, must be >= 1000 x $tol; $(tail -n 1 "$out/tok-ref.out")"
+    fi
+    train tok-gpu 1 "$sgd_steps" --device gpu "${tsgd[@]}"
+    train tok-cpu 1 "$sgd_steps" "${tsgd[@]}" "${cpu[@]}" --replicas-per-worker "$ngpu"
+    agree tok-gpu tok-cpu "SGD, token GPT, 1 rank on $ngpu GPU(s) vs CPU, $ngpu replica(s)"
+    tadam=(--model "$gptd/drop/gpt.json" --data "$gptd/drop/tokens" --batch-per-replica 16
+        --test-examples 64 --optimizer adam --learning-rate 0.001 --device gpu)
+    for per in 1 2; do
+        train "twin$per-a" 1 "$sgd_steps" "${tadam[@]}" --replicas-per-worker $((per * ngpu))
+        train "twin$per-b" 1 "$sgd_steps" "${tadam[@]}" --replicas-per-worker $((per * ngpu))
+        what="bitwise twin: token GPT, dropout 0.1, Adam, $per replica(s) per GPU, two GPU runs"
+        if [[ ! -s $out/twin$per-a.bin || ! -s $out/twin$per-b.bin ]]; then
+            line FAIL "$what" "no weights: $(tail -n 1 "$out/twin$per-a.out"); $(tail -n 1 "$out/twin$per-b.out")"
+        elif cmp -s "$out/twin$per-a.bin" "$out/twin$per-b.bin"; then
+            line PASS "$what" "the same bits; Loss $(field "twin$per-a" Loss)"
+        else
+            line FAIL "$what" "weights rel diff $(rel "twin$per-a" "twin$per-b") (want bitwise)"
+        fi
+    done
+else
+    line FAIL "token models" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
+fi
+
 # 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
 if ((!throughput)); then
     line SKIP throughput "--no-throughput"
@@ -403,6 +453,82 @@ for b in 64 1024; do
         line PASS "throughput, batch $b per replica$label" "$detail"
     done
 done
+
+# The GPT table: width 768, 12 blocks of 12 heads, ff 3072 (ReLU, as
+# tests/bench/peer_torch_lm.py's gpt), context 1024, a byte vocabulary, batch 8 on one GPU, Adam;
+# float32 and mixed_bfloat16 (PyTorch: autocast bfloat16), tokens/s of the second epoch (PyTorch:
+# the median of its windows) and each program's peak GPU memory as nvidia-smi sees it (sampled
+# every 200 ms, less the GPU's use before it started). The goals: at least PyTorch eager's
+# tokens/s, and a peak within 1.2x of its. --quick: 2 blocks of width 64, context 32.
+read -r gb gw gh gf gt <<<"12 768 12 3072 1024"
+((quick)) && read -r gb gw gh gf gt <<<"2 64 4 128 32"
+gpt_shape=(--blocks "$gb" --width "$gw" --heads "$gh" --ff "$gf" --vocab 256)
+gper=${tp_steps:-$( ((quick)) && echo 10 || echo 20)}
+((gper > 20)) && gper=20
+gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$one" 2>/dev/null | head -n 1; }
+# sampled FILE CMD...: CMD's exit status; FILE: the GPU's used MiB every 200 ms while it ran
+sampled() {
+    local f=$1 sp="" rc
+    shift
+    : >"$f"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$one" -lms 200 >"$f" 2>/dev/null &
+        sp=$!
+    fi
+    "$@"
+    rc=$?
+    [[ -z $sp ]] || { kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null; }
+    return $rc
+}
+peak() { # peak FILE BASE: the largest sample less BASE, empty without samples
+    [[ -s $1 && -n $2 ]] && sort -g "$1" | tail -n 1 | awk -v b="$2" '{ print $1 - b }'
+}
+if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --context "$gt" --activation relu \
+    --examples $((8 * (gper + 1))) >>"$out/gpt-data.out" 2>&1; then
+    for mode in fp32 bf16; do
+        mwf=() ptf=() label=", float32"
+        [[ $mode == bf16 ]] && mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16"
+        mws=() pts=() mmem=() pmem=()
+        for ((r = 1; r <= rounds; r++)); do
+            base=$(gpu_used)
+            CUDA_VISIBLE_DEVICES=$one sampled "$out/gpt-$mode-$r.mem" timeout 600 "$mw" train --device gpu \
+                --model "$gptd/big/gpt.json" --data "$gptd/big/tokens" --epochs 2 --steps-per-epoch "$gper" \
+                --batch-per-replica 8 --optimizer adam --learning-rate 0.001 --test-examples 8 "${mwf[@]}" \
+                --progress none --summary-dir "" --checkpoint-every-epochs 0 >"$out/gpt-$mode-$r.out" 2>&1
+            mws+=("$(sed -n 's/^Epoch 2,.*Tokens\/s: \([0-9.]*\).*/\1/p' "$out/gpt-$mode-$r.out")")
+            mmem+=("$(peak "$out/gpt-$mode-$r.mem" "$base")")
+            if ((peer_ok)); then
+                base=$(gpu_used)
+                CUDA_VISIBLE_DEVICES=$one sampled "$out/torch-gpt-$mode-$r.mem" timeout 600 python3 \
+                    "$src/tests/bench/peer_torch_lm.py" "$gptd/big/tokens" --model gpt --device cuda "${ptf[@]}" \
+                    --batch 8 --steps $((gper < 10 ? 10 : gper)) --warmup 3 "${gpt_shape[@]}" \
+                    >"$out/torch-gpt-$mode-$r.out" 2>&1
+                pts+=("$(sed -n 's/.*tokens_per_sec=\([0-9.]*\).*/\1/p' "$out/torch-gpt-$mode-$r.out")")
+                pmem+=("$(peak "$out/torch-gpt-$mode-$r.mem" "$base")")
+            fi
+        done
+        what="GPT of $gb blocks of width $gw, context $gt, batch 8$label"
+        if ! all_set "${mws[@]}"; then
+            line FAIL "$what" "no epoch 2 line: $(tail -n 1 "$out/gpt-$mode-1.out")"
+            continue
+        fi
+        m=$(median "${mws[@]}") detail="mwtrain $m tokens/s (rounds: ${mws[*]})"
+        all_set "${mmem[@]}" && mm=$(median "${mmem[@]}") && detail+=", peak $mm MiB"
+        if ((peer_ok)) && all_set "${pts[@]}"; then
+            p=$(median "${pts[@]}")
+            detail+="; PyTorch $p (rounds: ${pts[*]}); ratio $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')x (goal >= 1)"
+            if all_set "${pmem[@]}" && all_set "${mmem[@]}"; then
+                pm=$(median "${pmem[@]}")
+                detail+="; PyTorch peak $pm MiB, mwtrain's $(awk -v a="$mm" -v b="$pm" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')x (goal <= 1.2)"
+            fi
+        elif ((peer_ok)); then
+            detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-gpt-$mode-$rounds.out")"
+        fi
+        line PASS "$what" "$detail"
+    done
+else
+    line FAIL "GPT throughput" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
+fi
 sanitizers
 echo "report: $report"
 exit "$failed"

@@ -1,7 +1,8 @@
 """The benchmark causal language models written the way a PyTorch user would, trained on the
 CPU with --threads threads: Adam(1e-3, eps 1e-7 as Keras'), nn.CrossEntropyLoss over every
 position, float32, eager mode, the same random byte windows as mwtrain's (the .npz of
-tests/bench/peer_keras_lm.py data; its x_train or its named x_train.token_ids). --model picks:
+tests/bench/peer_keras_lm.py data; its x_train or its named x_train.token_ids; or a folder of
+x_train.npy and y_train.npy, tests/bench/gpt_data.py's). --model picks:
 
   gpt        tests/bench/peer_keras_lm.py's GPT by hand: nn.Embedding, post-norm blocks of [q, k,
              v and output nn.Linear, F.scaled_dot_product_attention(is_causal=True), residual,
@@ -22,14 +23,18 @@ tests/bench/peer_keras_lm.py data; its x_train or its named x_train.token_ids). 
 
   python peer_torch_lm.py DATA [--model gpt] [--threads 2] [--batch 32] [--steps 40]
          [--warmup 5] [--blocks 4] [--width 128] [--heads 4] [--kv-heads 4] [--ff 512]
-         [--vocab 256]
+         [--vocab 256] [--device cpu|cuda] [--bf16]
   python peer_torch_lm.py gemm --width 256 --ff 768 --kv-width 64 --vocab 256 --rows 4096
 
 A timed step: the batch's slice, forward, loss, backward, Adam step. The result, printed last:
-`peer_torch_lm tokens_per_sec=<median over windows of 5 steps> torch=<version>`. `gemm` prints
+`peer_torch_lm tokens_per_sec=<median over windows of 5 steps> torch=<version>`; with --device
+cuda (tests/bench/gpu_first_run.sh) the model, the data and the step on the GPU, the clock read
+after torch.cuda.synchronize(), and max_mem_mib= the step's peak of torch.cuda.max_memory_allocated;
+--bf16: the forward and the loss under torch.autocast(bfloat16), as Keras' mixed_bfloat16. `gemm` prints
 torch.mm's GFLOP/s (PyTorch's BLAS, --threads threads) at a Llama's training products and,
 last, `peer_torch_lm gemm_gflops=<their work-weighted mean>`."""
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -181,6 +186,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("data")
     p.add_argument("--model", choices=("gpt", "gpt2-hf", "llama", "llama-hf"), default="gpt")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true")
     for k, v in [("threads", 2), ("batch", 32), ("steps", 40), ("warmup", 5), ("blocks", 4),
                  ("width", 128), ("heads", 4), ("kv-heads", 4), ("ff", 512), ("vocab", 256),
                  ("rows", 4096), ("kv-width", 64)]:
@@ -190,8 +197,9 @@ def main():
     torch.manual_seed(1)
     if a.data == "gemm":
         return gemm(a)
-    d = np.load(a.data)
-    x = torch.from_numpy(d["x_train" if "x_train" in d.files else "x_train.token_ids"]
+    d = np.load(a.data) if not os.path.isdir(a.data) else {  # or a folder of .npy files
+        k: np.load(os.path.join(a.data, k + ".npy")) for k in ("x_train", "y_train")}
+    x = torch.from_numpy(d["x_train" if "x_train" in d else "x_train.token_ids"]
                          .astype(np.int64))
     y = torch.from_numpy(d["y_train"].astype(np.int64))
     impl = "hand-written, attention sdpa"
@@ -202,6 +210,9 @@ def main():
     else:
         m = HF(a.model, a, x.shape[1])
         impl = m.impl
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    m, x, y = m.to(dev), x.to(dev), y.to(dev)
     opt = torch.optim.Adam(m.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     t = []
@@ -209,17 +220,23 @@ def main():
         i = (s * a.batch) % (len(x) - a.batch + 1)
         xb, yb = x[i:i + a.batch], y[i:i + a.batch]
         opt.zero_grad(set_to_none=True)
-        out = m(xb)
-        loss = loss_fn(out.reshape(-1, out.shape[-1]), yb.reshape(-1))
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.bf16):
+            out = m(xb)
+            loss = loss_fn(out.reshape(-1, out.shape[-1]).float(), yb.reshape(-1))
         loss.backward()
         opt.step()
         if s >= a.warmup - 1:
+            if cuda:
+                torch.cuda.synchronize()
             t.append(time.perf_counter())
     per = [(t[i + 5] - t[i]) / 5 for i in range(0, len(t) - 5, 5)]
     tokens = a.batch * x.shape[1]
+    mem = " max_mem_mib=%.0f" % (torch.cuda.max_memory_allocated() / 2 ** 20) if cuda else ""
     print("peer_torch_lm tokens_per_sec=%.0f torch=%s model=%s (%s) threads=%d batch=%d steps=%d "
-          "params=%d" % (tokens / statistics.median(per), torch.__version__, a.model, impl,
-                         a.threads, a.batch, a.steps, sum(q.numel() for q in m.parameters())))
+          "params=%d device=%s%s%s" % (tokens / statistics.median(per), torch.__version__,
+                                       a.model, impl, a.threads, a.batch, a.steps,
+                                       sum(q.numel() for q in m.parameters()), a.device,
+                                       " bf16" if a.bf16 else "", mem))
     return 0
 
 

@@ -7,13 +7,16 @@
 #     needs; 1 step per throughput epoch): exit 0; the SGD tolerance is measured (ref vs cpu)
 #     and can fail;
 #     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
+#     the token GPT's tolerance is measured, its agreement PASSes, its two bitwise twins (one
+#     and two replicas per GPU) PASS, and the GPT table's two lines (float32, mixed_bfloat16)
+#     PASS with a tokens/s figure;
 #     mixed_bfloat16's and mixed_float16's updates on the GPU agree with the CPU's and not with
 #     float32's; eight throughput lines (64 and 1024 per replica; FP32, --tf32, mixed_bfloat16
 #     and mixed_float16) PASS with an
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL (the
-#     16-bit ones too), exit 1;
+#     token GPT's and the 16-bit ones too), exit 1;
 #   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
 #   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
 #     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
@@ -35,8 +38,15 @@ cat "$tmp/ok.out"
 check '[[ $rc -eq 0 ]]' "2 fake GPUs: exit $rc"
 check 'grep -qE "^\| SGD tolerance 1e-5 \(smooth CNN, 5 steps\) \| PASS \| --backend ref vs cpu [0-9.e-]+; the weights move [0-9.e-]+ \(1 step vs 5\)" "$r"' \
     "the tolerance is measured, with power: $(grep "SGD tolerance" "$r")"
-check '[[ $(grep -cE "^\| SGD, .* \| PASS \| weights rel diff [0-9.e-]+ <= [0-9.e-]+; Loss gpu [0-9.]+ cpu [0-9.]+" "$r") -eq 3 ]]' \
-    "three GPU-vs-CPU agreements pass: $(grep "SGD" "$r")"
+check '[[ $(grep -cE "^\| SGD, .* \| PASS \| weights rel diff [0-9.e-]+ <= [0-9.e-]+; Loss gpu [0-9.]+ cpu [0-9.]+" "$r") -eq 4 ]]' \
+    "four GPU-vs-CPU agreements pass: $(grep "SGD" "$r")"
+check 'grep -qE "^\| SGD tolerance 1e-5 \(token GPT, 5 steps\) \| PASS \| --backend ref vs cpu [0-9.e-]+; the weights move [0-9.e-]+ \(1 step vs 5\)" "$r" &&
+       grep -qF "| SGD, token GPT, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r"' \
+    "the token GPT: its tolerance measured, its agreement: $(grep "token GPT" "$r")"
+check '[[ $(grep -cE "^\| bitwise twin: token GPT, dropout 0.1, Adam, [12] replica\(s\) per GPU, two GPU runs \| PASS \| the same bits; Loss [0-9.]+" "$r") -eq 2 ]]' \
+    "the bitwise twins: $(grep "twin" "$r")"
+check '[[ $(grep -cE "^\| GPT of 2 blocks of width 64, context 32, batch 8, (float32|mixed_bfloat16) \| PASS \| mwtrain [0-9.]+ tokens/s" "$r") -eq 2 ]]' \
+    "the GPT table's two lines (the fake GPUs: no memory figure): $(grep "GPT of" "$r")"
 check 'grep -qF "| SGD, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r" &&
        grep -qF "| SGD, 1 rank x 2 replicas per GPU vs CPU, 4 replicas | PASS |" "$r" &&
        grep -qF "| SGD, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$r"' "the layouts: $(grep "SGD, " "$r")"
@@ -56,7 +66,7 @@ check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
 MW_HOSTDEV_GPUS=2 MW_FIRST_RUN_CPU_FLAGS="--learning-rate 0.011" \
     bash "$script" "$build" "$tmp/neg" --quick --no-throughput --sgd-steps=2 >"$tmp/neg.out" 2>&1
 rc=$?
-check '[[ $rc -eq 1 && $(grep -c "^| SGD, .* | FAIL | weights rel diff" "$tmp/neg/report.md") -eq 3 ]]' \
+check '[[ $rc -eq 1 && $(grep -c "^| SGD, .* | FAIL | weights rel diff" "$tmp/neg/report.md") -eq 4 ]]' \
     "negative control: exit $rc, $(grep "SGD, " "$tmp/neg/report.md")"
 check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU .* \| FAIL \| update rel diff" "$tmp/neg/report.md"' \
     "negative control, mixed_bfloat16: $(grep mixed_bfloat16 "$tmp/neg/report.md")"
