@@ -4,7 +4,7 @@
 # plugins, help files, mpirun, orted) and every other library the bundle carries are hidden (bind
 # mounts of /dev/null and an empty directory); there, asserted:
 #   - without the bundle's env.sh, mwtrain cannot start (so the hiding is real);
-#   - with it, gpu_first_run.sh on fake GPUs (the hostdev module) passes its three GPU-vs-CPU
+#   - with it, gpu_first_run.sh on fake GPUs (the hostdev module) passes its four GPU-vs-CPU
 #     agreements, mpirun -n 2 included, and mwtrain finds libmpi in the bundle;
 #   - one rank (a singleton, which forks orted) starts with orted hidden as well;
 #   - env.sh states the bundle's glibc floor and refuses an older glibc with one message, and
@@ -65,8 +65,9 @@ unshare -m bash "$tmp/hidden.sh" "$tmp/b" bash -c '. "$1/env.sh" && ldd "$1/work
 rc=$?
 cat "$tmp/run.out"
 check '[[ $rc -eq 0 ]] && grep -q "libmpi.so.40 => $tmp/b/lib/libmpi.so.40" "$tmp/run.out" &&
-       [[ $(grep -c "^| SGD, .* | PASS |" "$tmp/fr/report.md") -eq 3 ]] &&
-       grep -qF "| SGD, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$tmp/fr/report.md"' \
+       [[ $(grep -c "^| SGD, .* | PASS |" "$tmp/fr/report.md") -eq 4 ]] &&
+       grep -qF "| SGD, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$tmp/fr/report.md" &&
+       grep -qF "| SGD, token GPT, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$tmp/fr/report.md"' \
     "the first run from the bundle (exit $rc): $(tail -n 3 "$tmp/run.out")"
 # a 1-rank command with orted hidden too (a singleton forks orted: OPAL_BINDIR, the bundle's)
 out=$(unshare -m bash "$tmp/hidden.sh" "$tmp/b" bash -c '. "$1/env.sh" && "$1/worker/mwtrain" cluster' \
