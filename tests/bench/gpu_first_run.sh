@@ -25,7 +25,7 @@
 # /dev/nvidia0) and mwtrain would not use it, exit 1 with mwtrain's reason.
 #
 #   gpu_first_run.sh BUILDDIR [OUTDIR] [--quick] [--no-throughput] [--rounds=N] [--tp-steps=N]
-#                    [--sgd-steps=N]
+#                    [--sgd-steps=N] [--budget=S]
 #
 # BUILDDIR: a build with CUDA (worker/mwtrain, worker/mwtrain-cuda.so, tests/cuda/test_cuda,
 # tests/mpi/cmp_weights), or a bundle of one (tests/bench/gpu_bundle.sh). OUTDIR defaults to
@@ -34,20 +34,24 @@
 # --rounds=N: N throughput rounds (default 3); --tp-steps=N: at most N steps per epoch in a
 # throughput run (default 300, --quick 10; the dry run takes 1: its numbers mean nothing);
 # --sgd-steps=N: the SGD agreements' steps (default 50, --quick 20; the dry run's negative
-# control takes 2, enough to disagree).
+# control takes 2, enough to disagree); --budget=S: once S seconds have passed since the start
+# (default 480, so that a 10-minute command limit leaves the report written; 0: none), each
+# throughput line and compute-sanitizer not yet begun is a SKIP line saying so. The GPT table
+# runs before the CNN's: its numbers are the ones the GPU work is judged by.
 # Data: Fashion-MNIST at its Debian path, else the bundle's 30000 examples of it, else a
 # random set of its shape written with numpy (then the report says the agreement checks little).
 # Environment: MW_FIRST_RUN_CPU_FLAGS, extra flags for the CPU side of the comparisons (the dry
 # run's negative control uses it to make them disagree).
 set -uo pipefail
 build=${1:?usage: gpu_first_run.sh BUILDDIR [OUTDIR] [--quick]}
-out=gpu-first-run quick=0 throughput=1 rounds="" tp_steps="" sgd_opt=""
+out=gpu-first-run quick=0 throughput=1 rounds="" tp_steps="" sgd_opt="" budget=480
 for a in "${@:2}"; do
     case $a in
     --quick) quick=1 ;;
     --no-throughput) throughput=0 ;;
     --rounds=*) rounds=${a#--rounds=} ;;
     --tp-steps=*) tp_steps=${a#--tp-steps=} ;;
+    --budget=*) budget=${a#--budget=} ;;
     --sgd-steps=*) sgd_opt=${a#--sgd-steps=} ;;
     *) out=$a ;;
     esac
@@ -158,6 +162,7 @@ fi
 # 4. compute-sanitizer memcheck and racecheck on test_cuda.
 sanitizers() {
     ((quick)) && { line SKIP compute-sanitizer "--quick"; return; }
+    spent compute-sanitizer && return
     local cs tool rc summary res
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     if [[ -z $cs ]]; then
@@ -200,6 +205,12 @@ rel() {
 # field NAME FIELD: the number after "FIELD: " in NAME's epoch line
 field() { sed -n "s/^Epoch 1,\\(.*,\\)\\? $2: \\([0-9.]*\\),.*/\\2/p" "$out/$1.out" | head -n 1; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+# spent WHAT: past the time budget (--budget, seconds since the script started), WHAT is a SKIP
+# line saying so and this returns 0: the later checks give way to the earlier ones
+spent() {
+    ((budget > 0 && SECONDS >= budget)) || return 1
+    line SKIP "$1" "the time budget was spent (--budget=$budget: ${SECONDS} s so far)"
+}
 
 # The weights after SGD steps of a CNN with the tutorial's shape and smooth functions
 # (tests/bench/smooth_cnn.json: tanh and average pooling where the tutorial has ReLU and max
@@ -408,52 +419,6 @@ all_set() { # all_set VALUE...: at least one value, none empty
     for v; do [[ -n $v ]] || return 1; done
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-for b in 64 1024; do
-    for mode in fp32 tf32 bf16 f16; do
-        case $mode in # mwtrain's flags, PyTorch's, the report's words, the start-up line's
-        fp32) mwf=() ptf=() label="" says="" ;;
-        tf32) mwf=(--tf32) ptf=(--tf32) label=", --tf32" says="TF32 tensor-core math (--tf32)" ;;
-        bf16) mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16 (PyTorch: autocast bfloat16)"
-            says="mixed_bfloat16 (" ;;
-        f16) mwf=(--dtype-policy mixed_float16) ptf=(--f16) label=", mixed_float16 (PyTorch: autocast float16, GradScaler)"
-            says="mixed_float16 (" ;;
-        esac
-        per=$((60000 / b)) mws=() pts=() name="b$b-$mode"
-        cap=${tp_steps:-$( ((quick)) && echo 10 || echo 300)}
-        ((per > cap)) && per=$cap
-        for ((r = 1; r <= rounds; r++)); do
-            CUDA_VISIBLE_DEVICES=$one timeout 600 "$mw" train --device gpu --epochs 2 --steps-per-epoch "$per" --batch-per-replica "$b" \
-                "${mwf[@]}" --progress none --summary-dir "" --checkpoint-every-epochs 0 "${data[@]}" \
-                --test-examples 1000 \
-                >"$out/tp-$name-$r.out" 2>&1
-            mws+=("$(sed -n 's/^Epoch 2,.*Images\/s: \([0-9.]*\).*/\1/p' "$out/tp-$name-$r.out")")
-            if ((peer_ok)); then
-                CUDA_VISIBLE_DEVICES=$one timeout 600 python3 "$src/tests/bench/peer_torch.py" --device cuda --batch "$b" "${ptf[@]}" \
-                    ${data_dir:+--data-dir "$data_dir"} \
-                    --steps "$per" >"$out/torch-$name-$r.out" 2>&1
-                pts+=("$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' "$out/torch-$name-$r.out")")
-            fi
-        done
-        if ! all_set "${mws[@]}"; then
-            line FAIL "throughput, batch $b$label" \
-                "no epoch 2 line: $(tail -n 1 "$out/tp-$name-1.out")"
-            continue
-        fi
-        m=$(median "${mws[@]}") detail="mwtrain $m images/s (rounds: ${mws[*]})"
-        if [[ -n $says ]] && ! grep -qF "$says" "$out/tp-$name-1.out"; then
-            line FAIL "throughput, batch $b$label" "the start-up line does not say '$says'"
-            continue
-        fi
-        if ((peer_ok)) && all_set "${pts[@]}"; then
-            p=$(median "${pts[@]}")
-            detail+="; PyTorch $p (rounds: ${pts[*]}); ratio $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')x"
-        elif ((peer_ok)); then # say why there is no ratio rather than leave it out
-            detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-$name-$rounds.out")"
-        fi
-        line PASS "throughput, batch $b per replica$label" "$detail"
-    done
-done
-
 # The GPT table: width 768, 12 blocks of 12 heads, ff 3072 (ReLU, as
 # tests/bench/peer_torch_lm.py's gpt), context 1024, a byte vocabulary, batch 8 on one GPU, Adam;
 # float32 and mixed_bfloat16 (PyTorch: autocast bfloat16), tokens/s of the second epoch (PyTorch:
@@ -488,6 +453,7 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --contex
     for mode in fp32 bf16; do
         mwf=() ptf=() label=", float32"
         [[ $mode == bf16 ]] && mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16"
+        spent "GPT of $gb blocks of width $gw, context $gt, batch 8$label" && continue
         mws=() pts=() mmem=() pmem=()
         for ((r = 1; r <= rounds; r++)); do
             base=$(gpu_used)
@@ -529,6 +495,53 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --contex
 else
     line FAIL "GPT throughput" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
 fi
+
+for b in 64 1024; do
+    for mode in fp32 tf32 bf16 f16; do
+        case $mode in # mwtrain's flags, PyTorch's, the report's words, the start-up line's
+        fp32) mwf=() ptf=() label="" says="" ;;
+        tf32) mwf=(--tf32) ptf=(--tf32) label=", --tf32" says="TF32 tensor-core math (--tf32)" ;;
+        bf16) mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16 (PyTorch: autocast bfloat16)"
+            says="mixed_bfloat16 (" ;;
+        f16) mwf=(--dtype-policy mixed_float16) ptf=(--f16) label=", mixed_float16 (PyTorch: autocast float16, GradScaler)"
+            says="mixed_float16 (" ;;
+        esac
+        spent "throughput, batch $b per replica$label" && continue
+        per=$((60000 / b)) mws=() pts=() name="b$b-$mode"
+        cap=${tp_steps:-$( ((quick)) && echo 10 || echo 300)}
+        ((per > cap)) && per=$cap
+        for ((r = 1; r <= rounds; r++)); do
+            CUDA_VISIBLE_DEVICES=$one timeout 600 "$mw" train --device gpu --epochs 2 --steps-per-epoch "$per" --batch-per-replica "$b" \
+                "${mwf[@]}" --progress none --summary-dir "" --checkpoint-every-epochs 0 "${data[@]}" \
+                --test-examples 1000 \
+                >"$out/tp-$name-$r.out" 2>&1
+            mws+=("$(sed -n 's/^Epoch 2,.*Images\/s: \([0-9.]*\).*/\1/p' "$out/tp-$name-$r.out")")
+            if ((peer_ok)); then
+                CUDA_VISIBLE_DEVICES=$one timeout 600 python3 "$src/tests/bench/peer_torch.py" --device cuda --batch "$b" "${ptf[@]}" \
+                    ${data_dir:+--data-dir "$data_dir"} \
+                    --steps "$per" >"$out/torch-$name-$r.out" 2>&1
+                pts+=("$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' "$out/torch-$name-$r.out")")
+            fi
+        done
+        if ! all_set "${mws[@]}"; then
+            line FAIL "throughput, batch $b$label" \
+                "no epoch 2 line: $(tail -n 1 "$out/tp-$name-1.out")"
+            continue
+        fi
+        m=$(median "${mws[@]}") detail="mwtrain $m images/s (rounds: ${mws[*]})"
+        if [[ -n $says ]] && ! grep -qF "$says" "$out/tp-$name-1.out"; then
+            line FAIL "throughput, batch $b$label" "the start-up line does not say '$says'"
+            continue
+        fi
+        if ((peer_ok)) && all_set "${pts[@]}"; then
+            p=$(median "${pts[@]}")
+            detail+="; PyTorch $p (rounds: ${pts[*]}); ratio $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')x"
+        elif ((peer_ok)); then # say why there is no ratio rather than leave it out
+            detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-$name-$rounds.out")"
+        fi
+        line PASS "throughput, batch $b per replica$label" "$detail"
+    done
+done
 sanitizers
 echo "report: $report"
 exit "$failed"

@@ -16,7 +16,8 @@
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL (the
-#     token GPT's and the 16-bit ones too), exit 1;
+#     token GPT's and the 16-bit ones too), exit 1; run with --budget=1, its 10 throughput lines
+#     (8 CNN, 2 GPT) are SKIP lines saying the time budget was spent;
 #   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
 #   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
 #     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
@@ -64,7 +65,7 @@ check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
     "what needs a real GPU is SKIP: $(grep SKIP "$r")"
 
 MW_HOSTDEV_GPUS=2 MW_FIRST_RUN_CPU_FLAGS="--learning-rate 0.011" \
-    bash "$script" "$build" "$tmp/neg" --quick --no-throughput --sgd-steps=2 >"$tmp/neg.out" 2>&1
+    bash "$script" "$build" "$tmp/neg" --quick --budget=1 --sgd-steps=2 >"$tmp/neg.out" 2>&1
 rc=$?
 check '[[ $rc -eq 1 && $(grep -c "^| SGD, .* | FAIL | weights rel diff" "$tmp/neg/report.md") -eq 4 ]]' \
     "negative control: exit $rc, $(grep "SGD, " "$tmp/neg/report.md")"
@@ -72,6 +73,9 @@ check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU .* \| FAIL \| update
     "negative control, mixed_bfloat16: $(grep mixed_bfloat16 "$tmp/neg/report.md")"
 check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU .* \| FAIL \| update rel diff" "$tmp/neg/report.md"' \
     "negative control, mixed_float16: $(grep mixed_float16 "$tmp/neg/report.md")"
+check '[[ $(grep -cE "^\| (throughput, batch (64|1024) per replica.*|GPT of .*) \| SKIP \| the time budget was spent \(--budget=1: [0-9]+ s so far\)" "$tmp/neg/report.md") -eq 10 ]] &&
+       ! grep -qE "^\| (throughput|GPT of).* \| PASS" "$tmp/neg/report.md"' \
+    "--budget=1: the 8 CNN and 2 GPT throughput lines are SKIP, past the budget: $(grep -c "time budget" "$tmp/neg/report.md") lines"
 
 MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
 rc=$?
