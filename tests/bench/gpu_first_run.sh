@@ -424,7 +424,9 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
 # float32 and mixed_bfloat16 (PyTorch: autocast bfloat16), tokens/s of the second epoch (PyTorch:
 # the median of its windows) and each program's peak GPU memory as nvidia-smi sees it (sampled
 # every 200 ms, less the GPU's use before it started). The goals: at least PyTorch eager's
-# tokens/s, and a peak within 1.2x of its. --quick: 2 blocks of width 64, context 32.
+# tokens/s, and a peak within 1.2x of its. --quick: 2 blocks of width 64, context 32. Then each
+# mode's step profile (its phases from the first round's timeline, tests/bench/trace_phases.py)
+# and, where Nsight Systems is installed, 5 float32 steps under nsys (the kernels' table).
 read -r gb gw gh gf gt <<<"12 768 12 3072 1024"
 ((quick)) && read -r gb gw gh gf gt <<<"2 64 4 128 32"
 gpt_shape=(--blocks "$gb" --width "$gw" --heads "$gh" --ff "$gf" --vocab 256)
@@ -460,7 +462,8 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --contex
             CUDA_VISIBLE_DEVICES=$one sampled "$out/gpt-$mode-$r.mem" timeout 600 "$mw" train --device gpu \
                 --model "$gptd/big/gpt.json" --data "$gptd/big/tokens" --epochs 2 --steps-per-epoch "$gper" \
                 --batch-per-replica 8 --optimizer adam --learning-rate 0.001 --test-examples 8 "${mwf[@]}" \
-                --progress none --summary-dir "" --checkpoint-every-epochs 0 >"$out/gpt-$mode-$r.out" 2>&1
+                --progress none --summary-dir "" --checkpoint-every-epochs 0 \
+                --timeline "$out/gpt-$mode-$r.trace.json" >"$out/gpt-$mode-$r.out" 2>&1
             mws+=("$(sed -n 's/^Epoch 2,.*Tokens\/s: \([0-9.]*\).*/\1/p' "$out/gpt-$mode-$r.out")")
             mmem+=("$(peak "$out/gpt-$mode-$r.mem" "$base")")
             if ((peer_ok)); then
@@ -491,7 +494,27 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --contex
             detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-gpt-$mode-$rounds.out")"
         fi
         line PASS "$what" "$detail"
+        # the step's profile: its phases in the first round's second epoch (the timeline)
+        if prof=$(python3 "$src/tests/bench/trace_phases.py" "$out/gpt-$mode-1.trace.json" "$gper" 2>&1); then
+            line PASS "GPT step profile$label" "$prof (gpt-$mode-1.trace.json: Perfetto opens it)"
+        else
+            line FAIL "GPT step profile$label" "$(tail -n 1 <<<"$prof")"
+        fi
     done
+    # where the float32 step's GPU time goes, kernel by kernel, where Nsight Systems is here
+    nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
+    if ((quick)) || [[ -z $nsys ]]; then
+        line SKIP "GPT kernels (nsys)" "$( ((quick)) && echo "--quick" || echo "nsys is not on the PATH nor in /usr/local/cuda/bin")"
+    elif ! spent "GPT kernels (nsys)"; then
+        CUDA_VISIBLE_DEVICES=$one timeout 300 "$nsys" profile --stats=true --force-overwrite=true \
+            -o "$out/gpt-nsys" "$mw" train --device gpu --model "$gptd/big/gpt.json" \
+            --data "$gptd/big/tokens" --epochs 1 --steps-per-epoch 5 --batch-per-replica 8 \
+            --optimizer adam --learning-rate 0.001 --test-examples 8 --progress none --summary-dir "" \
+            --checkpoint-every-epochs 0 >"$out/gpt-nsys.txt" 2>&1
+        rc=$?
+        line "$( ((rc == 0)) && echo PASS || echo FAIL)" "GPT kernels (nsys)" \
+            "exit $rc; 5 float32 steps; the kernels' table in gpt-nsys.txt, the report gpt-nsys.nsys-rep"
+    fi
 else
     line FAIL "GPT throughput" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
 fi

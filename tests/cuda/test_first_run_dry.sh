@@ -9,7 +9,7 @@
 #     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
 #     the token GPT's tolerance is measured, its agreement PASSes, its two bitwise twins (one
 #     and two replicas per GPU) PASS, and the GPT table's two lines (float32, mixed_bfloat16)
-#     PASS with a tokens/s figure;
+#     PASS with a tokens/s figure, each with its step profile from the timeline;
 #     mixed_bfloat16's and mixed_float16's updates on the GPU agree with the CPU's and not with
 #     float32's; eight throughput lines (64 and 1024 per replica; FP32, --tf32, mixed_bfloat16
 #     and mixed_float16) PASS with an
@@ -48,6 +48,9 @@ check '[[ $(grep -cE "^\| bitwise twin: token GPT, dropout 0.1, Adam, [12] repli
     "the bitwise twins: $(grep "twin" "$r")"
 check '[[ $(grep -cE "^\| GPT of 2 blocks of width 64, context 32, batch 8, (float32|mixed_bfloat16) \| PASS \| mwtrain [0-9.]+ tokens/s" "$r") -eq 2 ]]' \
     "the GPT table's two lines (the fake GPUs: no memory figure): $(grep "GPT of" "$r")"
+check '[[ $(grep -cE "^\| GPT step profile, (float32|mixed_bfloat16) \| PASS \| step [0-9.]+ ms: forward/backward [0-9.]+, data [0-9.]+, all-reduce [0-9.]+, update [0-9.]+ \(median of 1 steps from step 1\)" "$r") -eq 2 ]] &&
+       grep -qF "| GPT kernels (nsys) | SKIP | --quick |" "$r"' \
+    "the GPT step profiles from the timeline, nsys skipped: $(grep -E "GPT step|nsys" "$r")"
 check 'grep -qF "| SGD, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r" &&
        grep -qF "| SGD, 1 rank x 2 replicas per GPU vs CPU, 4 replicas | PASS |" "$r" &&
        grep -qF "| SGD, mpirun -n 2 on 2 GPUs vs CPU | PASS |" "$r"' "the layouts: $(grep "SGD, " "$r")"
