@@ -76,6 +76,7 @@ static const char *const policies[] = {"float32", "mixed_bfloat16", "mixed_float
 static const char *const export_formats[] = {"safetensors", "keras", "weights-h5", NULL};
 static const char *const on_off[] = {"off", "on", NULL};             /* 0 off, 1 on */
 static const char *const gpu_ars[] = {"hierarchical", "nccl", NULL}; /* opts.h gpu_allreduce */
+static const char *const attn_mems[] = {"store", "recompute", NULL}; /* opts.h attn_recompute */
 _Static_assert(sizeof progresses / sizeof *progresses == MW_PROGRESS_NONE + 2,
                "a name per mw_progress, and the NULL");
 
@@ -226,6 +227,12 @@ static const flag flags[] = {
      .help = "all-reduce the gradients in buckets, each as soon as the backward has finished "
              "its layers, while the earlier layers' backward runs (CPU, and the GPUs of one "
              "node; default off)"},
+    {"attention-memory", "store|recompute", C_TRAIN, K_CHOICE, TR(attn_recompute, int),
+     .choices = attn_mems,
+     .help = "attention's probabilities (examples x heads x query x key steps per layer): "
+             "store them from the forward for the backward (default), or recompute them in "
+             "the backward one example at a time (the same values; memory for one example's, "
+             "for a second pass of the attention's forward)"},
     {"bucket-mb", "MIB", C_TRAIN, K_DOUBLE, TR(bucket_mb, double), .lo = 0, .hi = 1e6,
      .help = "--overlap-allreduce on: the gradient bucket size in MiB, consecutive layers in "
              "reverse order (0: a bucket per layer; default 4)"},

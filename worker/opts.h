@@ -68,6 +68,7 @@ typedef struct {
     mw_ar_algo allreduce;
     double collective_timeout; /* seconds (MW_DEFAULT_TIMEOUT) */
     int overlap_allreduce;     /* --overlap-allreduce: 1 on, 0 off (off) */
+    int attn_recompute;        /* --attention-memory: 1 recompute, 0 store (store) */
     double bucket_mb;          /* --bucket-mb: overlap's bucket size in MiB (4) */
     int gpu_allreduce;         /* --gpu-allreduce: 0 hierarchical, 1 nccl (one communicator) */
     double preemption_grace;   /* seconds from a SIGTERM to the end, saved or not (20) */

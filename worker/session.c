@@ -165,7 +165,10 @@ static mw_status load_model(mw_session *s, int with_data, mw_keras_weights *kw)
         rc = mw_fit_check_tokens(&fit);
     mw_policy policy;
     if (rc == MW_OK && o->dtype_policy && mw_policy_parse(o->dtype_policy, &policy) == 0)
-        mw_model_set_policy(&s->model, policy); /* over the model's own */
+        mw_model_set_policy(&s->model, policy);               /* over the model's own */
+    for (int i = 0; rc == MW_OK && i < s->model.nlayers; i++) /* before any buffer is sized */
+        if (s->model.layers[i].kind == MW_LAYER_MHA)
+            s->model.layers[i].mha.recompute = o->attn_recompute;
     return rc;
 }
 

@@ -424,7 +424,9 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
 # float32 and mixed_bfloat16 (PyTorch: autocast bfloat16), tokens/s of the second epoch (PyTorch:
 # the median of its windows) and each program's peak GPU memory as nvidia-smi sees it (sampled
 # every 200 ms, less the GPU's use before it started). The goals: at least PyTorch eager's
-# tokens/s, and a peak within 1.2x of its. --quick: 2 blocks of width 64, context 32. Then each
+# tokens/s, and a peak within 1.2x of its; then float32 with --attention-memory recompute (the
+# probabilities recomputed in the backward, not stored), against PyTorch's float32 numbers.
+# --quick: 2 blocks of width 64, context 32. Then each
 # mode's step profile (its phases from the first round's timeline, tests/bench/trace_phases.py)
 # and, where Nsight Systems is installed, 5 float32 steps under nsys (the kernels' table).
 read -r gb gw gh gf gt <<<"12 768 12 3072 1024"
@@ -452,9 +454,13 @@ peak() { # peak FILE BASE: the largest sample less BASE, empty without samples
 }
 if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --context "$gt" --activation relu \
     --examples $((8 * (gper + 1))) >>"$out/gpt-data.out" 2>&1; then
-    for mode in fp32 bf16; do
-        mwf=() ptf=() label=", float32"
+    torch_fp32=() # PyTorch's float32 numbers, for the recompute line: tokens/s, peak MiB
+    for mode in fp32 bf16 rc; do
+        mwf=() ptf=() label=", float32" peer=$peer_ok
         [[ $mode == bf16 ]] && mwf=(--dtype-policy mixed_bfloat16) ptf=(--bf16) label=", mixed_bfloat16"
+        # the probabilities recomputed in the backward: the memory goal's other side
+        [[ $mode == rc ]] && mwf=(--attention-memory recompute) peer=0 \
+            label=", float32, --attention-memory recompute"
         spent "GPT of $gb blocks of width $gw, context $gt, batch 8$label" && continue
         mws=() pts=() mmem=() pmem=()
         for ((r = 1; r <= rounds; r++)); do
@@ -466,7 +472,7 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --contex
                 --timeline "$out/gpt-$mode-$r.trace.json" >"$out/gpt-$mode-$r.out" 2>&1
             mws+=("$(sed -n 's/^Epoch 2,.*Tokens\/s: \([0-9.]*\).*/\1/p' "$out/gpt-$mode-$r.out")")
             mmem+=("$(peak "$out/gpt-$mode-$r.mem" "$base")")
-            if ((peer_ok)); then
+            if ((peer)); then
                 base=$(gpu_used)
                 CUDA_VISIBLE_DEVICES=$one sampled "$out/torch-gpt-$mode-$r.mem" timeout 600 python3 \
                     "$src/tests/bench/peer_torch_lm.py" "$gptd/big/tokens" --model gpt --device cuda "${ptf[@]}" \
@@ -482,15 +488,21 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd/big" "${gpt_shape[@]}" --contex
             continue
         fi
         m=$(median "${mws[@]}") detail="mwtrain $m tokens/s (rounds: ${mws[*]})"
+        mm="" pm=""
         all_set "${mmem[@]}" && mm=$(median "${mmem[@]}") && detail+=", peak $mm MiB"
-        if ((peer_ok)) && all_set "${pts[@]}"; then
+        if [[ $mode == rc && ${#torch_fp32[@]} -eq 2 ]]; then # against PyTorch's float32 run
+            detail+="; PyTorch float32 ${torch_fp32[0]}: ratio $(awk -v a="$m" -v b="${torch_fp32[0]}" 'BEGIN { printf "%.2f", a / b }')x"
+            [[ -n $mm && -n ${torch_fp32[1]} ]] &&
+                detail+="; its peak ${torch_fp32[1]} MiB, mwtrain's $(awk -v a="$mm" -v b="${torch_fp32[1]}" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')x (goal <= 1.2)"
+        elif ((peer)) && all_set "${pts[@]}"; then
             p=$(median "${pts[@]}")
             detail+="; PyTorch $p (rounds: ${pts[*]}); ratio $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.2f", a / b }')x (goal >= 1)"
             if all_set "${pmem[@]}" && all_set "${mmem[@]}"; then
                 pm=$(median "${pmem[@]}")
                 detail+="; PyTorch peak $pm MiB, mwtrain's $(awk -v a="$mm" -v b="$pm" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')x (goal <= 1.2)"
             fi
-        elif ((peer_ok)); then
+            [[ $mode == fp32 ]] && torch_fp32=("$p" "${pm:-}")
+        elif ((peer)); then
             detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-gpt-$mode-$rounds.out")"
         fi
         line PASS "$what" "$detail"

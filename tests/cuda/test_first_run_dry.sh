@@ -8,16 +8,17 @@
 #     and can fail;
 #     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
 #     the token GPT's tolerance is measured, its agreement PASSes, its two bitwise twins (one
-#     and two replicas per GPU) PASS, and the GPT table's two lines (float32, mixed_bfloat16)
-#     PASS with a tokens/s figure, each with its step profile from the timeline;
+#     and two replicas per GPU) PASS, and the GPT table's three lines (float32, mixed_bfloat16,
+#     float32 with --attention-memory recompute) PASS with a tokens/s figure, each with its step
+#     profile from the timeline;
 #     mixed_bfloat16's and mixed_float16's updates on the GPU agree with the CPU's and not with
 #     float32's; eight throughput lines (64 and 1024 per replica; FP32, --tf32, mixed_bfloat16
 #     and mixed_float16) PASS with an
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL (the
-#     token GPT's and the 16-bit ones too), exit 1; run with --budget=1, its 10 throughput lines
-#     (8 CNN, 2 GPT) are SKIP lines saying the time budget was spent;
+#     token GPT's and the 16-bit ones too), exit 1; run with --budget=1, its 11 throughput lines
+#     (8 CNN, 3 GPT) are SKIP lines saying the time budget was spent;
 #   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
 #   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
 #     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
@@ -46,9 +47,9 @@ check 'grep -qE "^\| SGD tolerance 1e-5 \(token GPT, 5 steps\) \| PASS \| --back
     "the token GPT: its tolerance measured, its agreement: $(grep "token GPT" "$r")"
 check '[[ $(grep -cE "^\| bitwise twin: token GPT, dropout 0.1, Adam, [12] replica\(s\) per GPU, two GPU runs \| PASS \| the same bits; Loss [0-9.]+" "$r") -eq 2 ]]' \
     "the bitwise twins: $(grep "twin" "$r")"
-check '[[ $(grep -cE "^\| GPT of 2 blocks of width 64, context 32, batch 8, (float32|mixed_bfloat16) \| PASS \| mwtrain [0-9.]+ tokens/s" "$r") -eq 2 ]]' \
-    "the GPT table's two lines (the fake GPUs: no memory figure): $(grep "GPT of" "$r")"
-check '[[ $(grep -cE "^\| GPT step profile, (float32|mixed_bfloat16) \| PASS \| step [0-9.]+ ms: forward/backward [0-9.]+, data [0-9.]+, all-reduce [0-9.]+, update [0-9.]+ \(median of 1 steps from step 1\)" "$r") -eq 2 ]] &&
+check '[[ $(grep -cE "^\| GPT of 2 blocks of width 64, context 32, batch 8, (float32|mixed_bfloat16|float32, --attention-memory recompute) \| PASS \| mwtrain [0-9.]+ tokens/s" "$r") -eq 3 ]]' \
+    "the GPT table's three lines (the fake GPUs: no memory figure): $(grep "GPT of" "$r")"
+check '[[ $(grep -cE "^\| GPT step profile, (float32|mixed_bfloat16|float32, --attention-memory recompute) \| PASS \| step [0-9.]+ ms: forward/backward [0-9.]+, data [0-9.]+, all-reduce [0-9.]+, update [0-9.]+ \(median of 1 steps from step 1\)" "$r") -eq 3 ]] &&
        grep -qF "| GPT kernels (nsys) | SKIP | --quick |" "$r"' \
     "the GPT step profiles from the timeline, nsys skipped: $(grep -E "GPT step|nsys" "$r")"
 check 'grep -qF "| SGD, 1 rank on 2 GPU(s) vs CPU, 2 replica(s) | PASS |" "$r" &&
@@ -76,9 +77,9 @@ check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU .* \| FAIL \| update
     "negative control, mixed_bfloat16: $(grep mixed_bfloat16 "$tmp/neg/report.md")"
 check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU .* \| FAIL \| update rel diff" "$tmp/neg/report.md"' \
     "negative control, mixed_float16: $(grep mixed_float16 "$tmp/neg/report.md")"
-check '[[ $(grep -cE "^\| (throughput, batch (64|1024) per replica.*|GPT of .*) \| SKIP \| the time budget was spent \(--budget=1: [0-9]+ s so far\)" "$tmp/neg/report.md") -eq 10 ]] &&
+check '[[ $(grep -cE "^\| (throughput, batch (64|1024) per replica.*|GPT of .*) \| SKIP \| the time budget was spent \(--budget=1: [0-9]+ s so far\)" "$tmp/neg/report.md") -eq 11 ]] &&
        ! grep -qE "^\| (throughput|GPT of).* \| PASS" "$tmp/neg/report.md"' \
-    "--budget=1: the 8 CNN and 2 GPT throughput lines are SKIP, past the budget: $(grep -c "time budget" "$tmp/neg/report.md") lines"
+    "--budget=1: the 8 CNN and 3 GPT throughput lines are SKIP, past the budget: $(grep -c "time budget" "$tmp/neg/report.md") lines"
 
 MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
 rc=$?

@@ -90,6 +90,9 @@ typedef struct {
                            mw_keras_var.swap01), a query step with every key masked 0 */
     float soft_cap;     /* its logit_soft_cap (mw_attn_geom.soft_cap); 0: none */
     int window;         /* its sliding window (mw_attn_geom.window); 0: none */
+    int recompute;      /* --attention-memory recompute: the probabilities are not kept from the
+                           forward; the backward recomputes each example's (an execution detail:
+                           the same values) */
 } mw_mha;
 
 /* KerasHub's RotaryEmbedding (worker/model/layers/rope.c): each position's features rotated

@@ -11,7 +11,8 @@
  * is empty, and weight regularizers, which would need the two apart, are refused. The buffer keeps
  * the projections, the heads' outputs and the probabilities (n H T S floats: the attention matrices
  * the memory estimate counts) from the forward for the backward, and the backward's gradients of
- * them. */
+ * them; with --attention-memory recompute it keeps one example's probabilities, and the backward
+ * runs the attention's forward again for each example before its backward. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,24 +129,27 @@ mw_status mw_model_add_llama_attention(mw_model *m, const char *name, int heads,
 }
 
 /* Floats of each part of the buffer for n examples, in order: the projected query, key and
- * value, the heads' outputs, the probabilities, then the gradients of the first four; with the
- * rotation, the gradient of the unrotated query or key (c[5]). */
-static void parts(const mw_layer *l, size_t n, size_t c[6])
+ * value, the heads' outputs, the probabilities (one example's with recompute), then the
+ * gradients of the first four; with the rotation, the gradient of the unrotated query or key
+ * (c[5]); with recompute, one example's heads' outputs, which the backward's second forward
+ * writes (c[6]). */
+static void parts(const mw_layer *l, size_t n, size_t c[7])
 {
     const mw_mha *a = &l->mha;
     c[0] = n * l->in_w * a->heads * a->key_dim;
     c[1] = n * a->steps * a->kv_heads * a->key_dim;
     c[2] = n * a->steps * a->kv_heads * a->value_dim;
     c[3] = n * l->in_w * a->heads * a->value_dim;
-    c[4] = n * a->heads * l->in_w * a->steps;
+    c[4] = (a->recompute ? 1 : n) * a->heads * l->in_w * a->steps;
     c[5] = a->rope ? (c[0] > c[1] ? c[0] : c[1]) : 0;
+    c[6] = a->recompute ? (size_t)l->in_w * a->heads * a->value_dim : 0;
 }
 
 static size_t buf(const mw_layer *l, size_t n)
 {
-    size_t c[6];
+    size_t c[7];
     parts(l, n, c);
-    return (2 * (c[0] + c[1] + c[2] + c[3]) + c[4] + c[5]) * sizeof(float);
+    return (2 * (c[0] + c[1] + c[2] + c[3]) + c[4] + c[5] + c[6]) * sizeof(float);
 }
 
 static size_t scratch(const mw_layer *l, size_t n)
@@ -155,7 +159,7 @@ static size_t scratch(const mw_layer *l, size_t n)
 }
 
 typedef struct {
-    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout, *dr;
+    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout, *dr, *o1;
     const float *xq, *xk, *xv;
     mw_attn_geom g;
 } views;
@@ -163,7 +167,7 @@ typedef struct {
 static void carve(const mw_layer_call *c, views *V)
 {
     const mw_layer *l = c->l;
-    size_t s[6];
+    size_t s[7];
     parts(l, (size_t)c->n, s);
     float *f = c->buf;
     V->q = f, f += s[0];
@@ -175,7 +179,8 @@ static void carve(const mw_layer_call *c, views *V)
     V->dk = f, f += s[1];
     V->dv = f, f += s[2];
     V->dout = f, f += s[3];
-    V->dr = f;
+    V->dr = f, f += s[5];
+    V->o1 = f;
     float *const *act = c->ws->act;
     V->xq = act[l->in[0] + 1], V->xv = act[l->in[1] + 1];
     V->xk = l->nin == 3 ? act[l->in[2] + 1] : V->xv;
@@ -213,6 +218,30 @@ static void carve(const mw_layer_call *c, views *V)
     V->g = g;
 }
 
+/* attn_fwd, and with bwd then attn_bwd, one example at a time (--attention-memory recompute):
+ * example e's q, k, v, o (or V->o1: the backward's second forward keeps the forward's heads'
+ * outputs) and gradients, its masks' rows and its id, and one example's probabilities in V->p.
+ * The same values as the whole batch's calls: each example's rows are computed alone. */
+static void attn_each(const mw_layer_call *c, const views *V, int bwd)
+{
+    const mw_attn_geom *g = &V->g;
+    const size_t kvh = (size_t)mw_attn_kvh(g), T = (size_t)g->T, S = (size_t)g->S, H = (size_t)g->H,
+                 dk = (size_t)g->dk, dv = (size_t)g->dv;
+    for (size_t e = 0; e < (size_t)c->n; e++) {
+        mw_attn_geom ge = *g;
+        ge.qids = g->qids ? g->qids + e * T : NULL;
+        ge.vids = g->vids ? g->vids + e * S : NULL;
+        ge.ids = g->ids ? g->ids + e : NULL;
+        const float *q = V->q + e * T * H * dk, *k = V->k + e * S * kvh * dk,
+                    *v = V->v + e * S * kvh * dv;
+        c->kt->attn_fwd(c->k, bwd ? V->o1 : V->o + e * T * H * dv, V->p, q, k, v, &ge, 1);
+        if (bwd)
+            c->kt->attn_bwd(c->k, V->dq + e * T * H * dk, V->dk + e * S * kvh * dk,
+                            V->dv + e * S * kvh * dv, V->p, V->dout + e * T * H * dv, q, k, v, &ge,
+                            1);
+    }
+}
+
 /* Gemma's query scale under a mixed policy: 1 / sqrt(head_dim) in the compute dtype (KerasHub's
  * q *= ops.cast(query_normalization, q.dtype)), as the float32 value rounded. */
 static float qscale(const mw_layer *l)
@@ -245,7 +274,7 @@ static void forward(const mw_layer_call *c)
     c->kt->dense_fwd(c->k, V.k, V.xk, W + w[1], B ? B + b[1] : NULL, c->n * S, a->key_c, gk);
     c->kt->dense_fwd(c->k, V.v, V.xv, W + w[2], B ? B + b[2] : NULL, c->n * S, a->value_c, gv);
     const int half = l->policy != MW_POLICY_FLOAT32;
-    size_t s[6];
+    size_t s[7];
     parts(l, (size_t)c->n, s);
     float *const qkv[3] = {V.q, V.k, V.v};
     for (int j = 0; j < 3 && half; j++) /* Keras' projections: 16-bit tensors */
@@ -260,7 +289,10 @@ static void forward(const mw_layer_call *c)
     }
     if (V.g.half_scores)
         times_qscale(c, V.q, s[0]);
-    c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
+    if (a->recompute)
+        attn_each(c, &V, 0);
+    else
+        c->kt->attn_fwd(c->k, V.o, V.p, V.q, V.k, V.v, &V.g, c->n);
     if (half) /* the heads' outputs: a 16-bit tensor (the product's output dtype) */
         mw_layer_round(c->kt, c->k, l->policy, V.o, s[3]);
     c->kt->dense_fwd(c->k, c->y, V.o, W + w[3], B ? B + b[3] : NULL, c->n * T, hv, l->out_c);
@@ -288,7 +320,7 @@ static void backward(const mw_layer_call *c)
     const mw_mha *a = &l->mha;
     views V;
     carve(c, &V);
-    size_t w[4], wn[4], b[4], bn[4], s[6];
+    size_t w[4], wn[4], b[4], bn[4], s[7];
     mw_mha_parts(l, w, wn, b, bn);
     parts(l, (size_t)c->n, s);
     const float *W = c->P + l->w_off;
@@ -301,7 +333,10 @@ static void backward(const mw_layer_call *c)
     const int half = l->policy != MW_POLICY_FLOAT32;
     if (half) /* each 16-bit tensor's gradient is one (mixed-precision.md: the attention) */
         mw_layer_round(c->kt, c->k, l->policy, V.dout, s[3]);
-    c->kt->attn_bwd(c->k, V.dq, V.dk, V.dv, V.p, V.dout, V.q, V.k, V.v, &V.g, c->n);
+    if (a->recompute)
+        attn_each(c, &V, 1);
+    else
+        c->kt->attn_bwd(c->k, V.dq, V.dk, V.dv, V.p, V.dout, V.q, V.k, V.v, &V.g, c->n);
     float *const dqkv[3] = {V.dq, V.dk, V.dv};
     for (int j = 0; j < 3 && half; j++)
         mw_layer_round(c->kt, c->k, l->policy, dqkv[j], s[j]);
