@@ -231,21 +231,29 @@ sgd_steps=${sgd_opt:-$( ((quick)) && echo 20 || echo 50)}
 sgd=("${smooth[@]}" --optimizer sgd --learning-rate 0.01)
 tol=1e-5
 cpu=(--device cpu "${cpu_extra[@]}")
+# calibrate NAME WHAT FLAGS...: the tolerance checked on the spot for a model: NAME-ref
+# (--backend ref) within it of NAME-cal (the CPU) after the SGD steps, and the weights moving
+# 1000 times it (NAME-move: one step)
+calibrate() {
+    local name=$1 what=$2 pid d m
+    shift 2
+    train "$name-ref" 1 "$sgd_steps" --device cpu --backend ref "$@" &
+    pid=$!
+    train "$name-cal" 1 "$sgd_steps" --device cpu "$@"
+    train "$name-move" 1 1 --device cpu "$@"
+    wait "$pid"
+    d=$(rel "$name-cal" "$name-ref") m=$(rel "$name-cal" "$name-move")
+    if [[ -n $d && -n $m ]] && le "$d" "$tol" && le "$(awk -v t="$tol" 'BEGIN { print 1000 * t }')" "$m"; then
+        line PASS "SGD tolerance $tol ($what, $sgd_steps steps)" \
+            "--backend ref vs cpu $d; the weights move $m (1 step vs $sgd_steps)"
+    else
+        line FAIL "SGD tolerance $tol ($what, $sgd_steps steps)" \
+            "--backend ref vs cpu ${d:-none}, must be <= $tol; the weights move ${m:-?}, must be >= 1000 x $tol; $(tail -n 1 "$out/$name-ref.out")"
+    fi
+}
 # (the reference backend's runs are compared by their weights: 100 test examples, where its
 # evaluation of 2000 took most of its time)
-train cal-ref 1 "$sgd_steps" --device cpu --backend ref "${sgd[@]}" --test-examples 100 &
-ref_pid=$!
-train cal-cpu 1 "$sgd_steps" --device cpu "${sgd[@]}"
-train cal-move 1 1 --device cpu "${sgd[@]}"
-wait "$ref_pid"
-d_ref=$(rel cal-cpu cal-ref) move=$(rel cal-cpu cal-move)
-if [[ -n $d_ref && -n $move ]] && le "$d_ref" "$tol" && le "$(awk -v t="$tol" 'BEGIN { print 1000 * t }')" "$move"; then
-    line PASS "SGD tolerance $tol (smooth CNN, $sgd_steps steps)" \
-        "--backend ref vs cpu $d_ref; the weights move $move (1 step vs $sgd_steps)"
-else
-    line FAIL "SGD tolerance $tol (smooth CNN, $sgd_steps steps)" \
-        "--backend ref vs cpu ${d_ref:-none}, must be <= $tol; the weights move ${move:-?}, must be >= 1000 x $tol; $(tail -n 1 "$out/cal-ref.out")"
-fi
+calibrate cal "smooth CNN" "${sgd[@]}" --test-examples 100
 # agree GPU-NAME CPU-NAME WHAT: the weights within the tolerance
 agree() {
     local d
@@ -362,19 +370,7 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd" >"$out/gpt-data.out" 2>&1 &&
     python3 "$src/tests/bench/gpt_data.py" "$gptd/drop" --dropout 0.1 >>"$out/gpt-data.out" 2>&1; then
     tok=(--model "$gptd/gpt.json" --data "$gptd/tokens" --batch-per-replica 16 --test-examples 64)
     tsgd=("${tok[@]}" --optimizer sgd --learning-rate 0.1)
-    train tok-ref 1 "$sgd_steps" --device cpu --backend ref "${tsgd[@]}" &
-    ref_pid=$!
-    train tok-cal 1 "$sgd_steps" --device cpu "${tsgd[@]}"
-    train tok-move 1 1 --device cpu "${tsgd[@]}"
-    wait "$ref_pid"
-    d_ref=$(rel tok-cal tok-ref) move=$(rel tok-cal tok-move)
-    if [[ -n $d_ref && -n $move ]] && le "$d_ref" "$tol" && le "$(awk -v t="$tol" 'BEGIN { print 1000 * t }')" "$move"; then
-        line PASS "SGD tolerance $tol (token GPT, $sgd_steps steps)" \
-            "--backend ref vs cpu $d_ref; the weights move $move (1 step vs $sgd_steps)"
-    else
-        line FAIL "SGD tolerance $tol (token GPT, $sgd_steps steps)" \
-            "--backend ref vs cpu ${d_ref:-none}, must be <= $tol; the weights move ${move:-?}, must be >= 1000 x $tol; $(tail -n 1 "$out/tok-ref.out")"
-    fi
+    calibrate tok "token GPT" "${tsgd[@]}"
     train tok-gpu 1 "$sgd_steps" --device gpu "${tsgd[@]}"
     train tok-cpu 1 "$sgd_steps" "${tsgd[@]}" "${cpu[@]}" --replicas-per-worker "$ngpu"
     agree tok-gpu tok-cpu "SGD, token GPT, 1 rank on $ngpu GPU(s) vs CPU, $ngpu replica(s)"
