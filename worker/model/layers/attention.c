@@ -221,7 +221,9 @@ static void carve(const mw_layer_call *c, views *V)
 /* attn_fwd, and with bwd then attn_bwd, one example at a time (--attention-memory recompute):
  * example e's q, k, v, o (or V->o1: the backward's second forward keeps the forward's heads'
  * outputs) and gradients, its masks' rows and its id, and one example's probabilities in V->p.
- * The same values as the whole batch's calls: each example's rows are computed alone. */
+ * The same values as the whole batch's calls: each example's rows are computed alone. Dropout
+ * (rate > 0) runs only in training, where the replicas always pass the examples' ids, so example
+ * e's id is ids[e] here as in the whole batch's call (ids NULL would make every example id 0). */
 static void attn_each(const mw_layer_call *c, const views *V, int bwd)
 {
     const mw_attn_geom *g = &V->g;
