@@ -1675,12 +1675,11 @@ static int group_teardown(void **state)
 
 /* --- mixed_bfloat16 and mixed_float16 ------------------------------------- */
 
-/* The rounding twin bit for bit (specials and random bit patterns), and the conv and dense
- * twins with k.bf16 or k.f16 (TF32 tensor cores in cuDNN, cuBLAS'
- * CUBLAS_COMPUTE_32F_FAST_16BF or _16F) on 16-bit-valued operands: exact products, so within
- * the float32 tolerance of the reference's sums, as the FP32 twins. A tensor core that
- * rounded the products or summed in 16 bits would miss it by far (bfloat16's step is 2^-8
- * relative, float16's 2^-11). half: 1 bfloat16, 2 float16. */
+/* The rounding twin bit for bit (specials and random bit patterns), and the conv and dense twins
+ * with k.bf16 or k.f16 (TF32 tensor cores in cuDNN, cuBLAS' CUBLAS_COMPUTE_32F_FAST_16BF or _16F)
+ * on 16-bit-valued operands: exact products, so within the float32 tolerance of the reference's
+ * sums, as the FP32 twins. A tensor core that rounded the products or summed in 16 bits would
+ * miss it by far (bfloat16's step is 2^-8 relative, float16's 2^-11). half: 1 bf16, 2 f16. */
 static void check_half(int half)
 {
     NEED_DEVICE();
@@ -1773,6 +1772,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_norm_params_det),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_graphs),
         cmocka_unit_test(test_sine_pos),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_metrics),

@@ -56,6 +56,9 @@ void test_bn_relu(void **state);
 /* tests/cuda_attn.c */
 void test_attention(void **state);
 
+/* tests/cuda_graph.c */
+void test_graphs(void **state);
+
 /* tests/cuda_det.c */
 void test_embed_det(void **state);
 void test_norm_params_det(void **state);

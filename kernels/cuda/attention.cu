@@ -29,6 +29,14 @@ extern "C" {
 
 #define ATT_FULL 0xffffffffu
 
+/* A row kernel's first step: the step's dropout seed from the context's device word where the
+ * wrapper was given it (runtime.cuh: mw_cuda_seed_at), so a CUDA graph draws each step's masks. */
+#define ATT_SEED(g, seed_at)                                                                       \
+    do {                                                                                           \
+        if (seed_at)                                                                               \
+            (g).seed = *(seed_at);                                                                 \
+    } while (0)
+
 /* Under the causal mask a head's rows go in blocks (block [t0, t1) reads keys [0, t1) only) of
  * a multiple of ATT_BLOCK rows, about ATT_BLOCKS of them: the GEMMs then compute
  * (ATT_BLOCKS + 1) / (2 ATT_BLOCKS) of the full products, in few calls. */
@@ -89,9 +97,10 @@ __device__ static float warp_sum(float x)
  * (exp(z) 0 below MW_ATT_EXP_ZERO), 0 outside [lo, hi]; a row masked everywhere att_empty_p. w (not
  * NULL): the probabilities that multiply v, 16-bit under a mixed policy (att_p16), times the
  * dropout multipliers (att_drop, computed where p is not 0). */
-static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, int h, int i0,
-                                      size_t rows)
+static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, const uint64_t *seed_at,
+                                      int h, int i0, size_t rows)
 {
+    ATT_SEED(g, seed_at);
     ATT_ROWS(r, rows)
     {
         const att_row R = row_of(g, p, w, h, i0, r);
@@ -127,9 +136,10 @@ static __global__ void softmax_kernel(float *p, float *w, mw_attn_geom g, int h,
 }
 
 /* The backward's probabilities that multiply dO: w = att_p16(p) att_drop over whole rows. */
-static __global__ void dropped_kernel(float *w, const float *p, mw_attn_geom g, int h, int i0,
-                                      size_t rows)
+static __global__ void dropped_kernel(float *w, const float *p, mw_attn_geom g,
+                                      const uint64_t *seed_at, int h, int i0, size_t rows)
 {
+    ATT_SEED(g, seed_at);
     ATT_ROWS(r, rows)
     {
         const att_row R = row_of(g, (float *)p, w, h, i0, r);
@@ -143,8 +153,10 @@ static __global__ void dropped_kernel(float *w, const float *p, mw_attn_geom g, 
 /* Row r of p becomes the scores' gradient p (dp - sum p dp), dp = w (dO V^T, 16-bit under a
  * mixed policy) times the dropout multiplier (written back to w); outside [lo, hi] p is 0 and stays
  * so. A row masked everywhere becomes 0 (as att_row_ds). */
-static __global__ void ds_kernel(float *p, float *w, mw_attn_geom g, int h, int i0, size_t rows)
+static __global__ void ds_kernel(float *p, float *w, mw_attn_geom g, const uint64_t *seed_at, int h,
+                                 int i0, size_t rows)
 {
+    ATT_SEED(g, seed_at);
     ATT_ROWS(r, rows)
     {
         const att_row R = row_of(g, p, w, h, i0, r);
@@ -172,9 +184,10 @@ static __global__ void ds_kernel(float *p, float *w, mw_attn_geom g, int h, int 
 
 /* Row r of the scores' gradient becomes the raw scores' (att_ds_raw), under a soft cap from the
  * raw scores recomputed in w (NULL: none). */
-static __global__ void ds_raw_kernel(float *p, const float *w, mw_attn_geom g, int h, int i0,
-                                     size_t rows)
+static __global__ void ds_raw_kernel(float *p, const float *w, mw_attn_geom g,
+                                     const uint64_t *seed_at, int h, int i0, size_t rows)
 {
+    ATT_SEED(g, seed_at);
     ATT_ROWS(r, rows)
     {
         const att_row R = row_of(g, p, (float *)w, h, i0, r);
@@ -245,7 +258,7 @@ static mw_status fwd_span(mw_cuda_dev *d, float *ws, float *o, float *p, const f
     const size_t rows = (size_t)a->nb * T;
     float *P = p + a->p, *w = mw_attn_p_as_is(g) ? NULL : ws;
     MW_TRY(scores(d, P, a->sp, q, kk, g, a));
-    ATT_LAUNCH(softmax_kernel, rows, p, w, *g, a->h, a->i0);
+    ATT_LAUNCH(softmax_kernel, rows, p, w, *g, mw_cuda_seed_at(d, g->seed), a->h, a->i0);
     const float *W = w ? w : P;
     const long long sW = w ? a->sw : a->sp;
     for (int t0 = 0; t0 < T; t0 += a->blk) {
@@ -303,7 +316,7 @@ static mw_status bwd_span(mw_cuda_dev *d, float *ws, float *dq, float *dk, float
     float *P = p + a->p;
     const int own = !mw_attn_p_as_is(g); /* the probabilities that multiply dO, in ws */
     if (own)
-        ATT_LAUNCH(dropped_kernel, rows, ws, p, *g, a->h, a->i0);
+        ATT_LAUNCH(dropped_kernel, rows, ws, p, *g, mw_cuda_seed_at(d, g->seed), a->h, a->i0);
     const float *W = own ? ws : P;
     const long long sW = own ? a->sw : a->sp;
     for (int t0 = 0; t0 < T; t0 += a->blk) { /* a block's dP overwrites only its rows of w */
@@ -315,12 +328,13 @@ static mw_status bwd_span(mw_cuda_dev *d, float *ws, float *dq, float *dk, float
                                        v + a->v, a->lv, a->sv, 0.0f, ws + (size_t)t0 * S, S, a->sw,
                                        a->nb));
     }
-    ATT_LAUNCH(ds_kernel, rows, p, ws, *g, a->h, a->i0);
+    ATT_LAUNCH(ds_kernel, rows, p, ws, *g, mw_cuda_seed_at(d, g->seed), a->h, a->i0);
     if (g->soft_cap > 0.0f) {
         MW_TRY(scores(d, ws, a->sw, q, kk, g, a));
-        ATT_LAUNCH(ds_raw_kernel, rows, p, ws, *g, a->h, a->i0);
+        ATT_LAUNCH(ds_raw_kernel, rows, p, ws, *g, mw_cuda_seed_at(d, g->seed), a->h, a->i0);
     } else if (g->half_scores) {
-        ATT_LAUNCH(ds_raw_kernel, rows, p, (const float *)NULL, *g, a->h, a->i0);
+        ATT_LAUNCH(ds_raw_kernel, rows, p, (const float *)NULL, *g, mw_cuda_seed_at(d, g->seed),
+                   a->h, a->i0);
     }
     for (int t0 = 0; t0 < T; t0 += a->blk) {
         const int t1 = t0 + a->blk < T ? t0 + a->blk : T, m = t1 - t0, c = cols_of(g, a, t1);

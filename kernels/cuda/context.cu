@@ -43,6 +43,8 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             free(d->lt_cache);
             mw_cudnn_close(d);
             MW_CUDA(cudaFree(d->ones));
+            MW_CUDA(cudaFree(d->seed_dev));
+            MW_CUDA(cudaFree(d->blas_ws));
             MW_CUDA(cudaFree(k->ws));
             for (int i = 0; i < MW_CUDA_MARKS; i++)
                 if (d->marks[i])
@@ -105,6 +107,10 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
     /* Plain FP32 (no TF32 tensor cores): results stay within float rounding
      * of the reference, and cuBLAS stays bitwise reproducible run to run. */
     MW_TRY_GOTO(MW_CUBLAS(cublasSetMathMode(d->blas, CUBLAS_DEFAULT_MATH)), rc, fail);
+    /* cuBLAS' workspace is ours, set once (after cublasSetStream, which resets it): cuBLAS then
+     * never allocates one in a step, which a captured graph (--cuda-graphs) could not hold */
+    MW_TRY_GOTO(MW_CUDA(cudaMalloc(&d->blas_ws, MW_CUDA_BLAS_WS)), rc, fail);
+    MW_TRY_GOTO(MW_CUBLAS(cublasSetWorkspace(d->blas, d->blas_ws, MW_CUDA_BLAS_WS)), rc, fail);
     MW_TRY_GOTO(MW_CUBLAS(cublasLtCreate(&d->lt)), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&d->ones, MW_CUDA_ONES_COUNT * sizeof(float))), rc,
                 fail);
@@ -112,6 +118,7 @@ extern "C" mw_status mw_cuda_ctx_open(mw_kctx *k, int device)
         d->ones, MW_CUDA_ONES_COUNT, 1.0f);
     MW_TRY_GOTO(mw_cuda_launched_("fill_kernel", __FILE__, __LINE__), rc, fail);
     MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&k->ws, MW_CUDA_WS_DEFAULT * sizeof(float))), rc, fail);
+    MW_TRY_GOTO(MW_CUDA(cudaMalloc((void **)&d->seed_dev, sizeof *d->seed_dev)), rc, fail);
     for (int i = 0; i < MW_CUDA_MARKS; i++)
         MW_TRY_GOTO(MW_CUDA(cudaEventCreateWithFlags(&d->marks[i], cudaEventDisableTiming)), rc,
                     fail);

@@ -2,7 +2,8 @@
  *
  * The mask must equal the reference's bit for bit: the device's copy of common/rng.c's
  * mw_rng_hash (dev.cuh), and the threshold from mw_dropout_threshold on the host. ids is a
- * device pointer (or NULL: example n has id n). */
+ * device pointer (or NULL: example n has id n). The step's seed is read from the context's device
+ * word (runtime.cuh: mw_cuda_seed_at), so a CUDA graph of the forward draws each step's masks. */
 #include "kernels/cuda/runtime.cuh"
 
 extern "C" {
@@ -11,9 +12,12 @@ extern "C" {
 }
 
 static __global__ void dropout_fwd_kernel(float *y, float *mask, const float *x,
-                                          const uint32_t *ids, uint64_t seed, uint64_t stream,
-                                          uint32_t thr, float keep, size_t D, size_t count)
+                                          const uint32_t *ids, uint64_t seed,
+                                          const uint64_t *seed_at, uint64_t stream, uint32_t thr,
+                                          float keep, size_t D, size_t count)
 {
+    if (seed_at) /* the step's seed, as it is when a captured graph runs */
+        seed = *seed_at;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / D, e = i % D;
@@ -44,7 +48,7 @@ extern "C" void mw_dropout_fwd_cuda(const mw_kctx *k, float *y, float *mask, con
     uint32_t thr = mw_dropout_threshold(rate);
     float keep = 1.0f / (1.0f - rate);
     dropout_fwd_kernel<<<mw_cuda_grid(count), MW_CUDA_BLOCK, 0, d->stream>>>(
-        y, mask, x, ids, seed, stream, thr, keep, D, count);
+        y, mask, x, ids, seed, mw_cuda_seed_at(d, seed), stream, thr, keep, D, count);
     MW_LAUNCHED_K(d, "dropout_fwd_kernel");
     mw_cuda_end(d, "mw_dropout_fwd_cuda");
 }

@@ -98,7 +98,7 @@ long mw_cuda_progress_(mw_cuda_dev *d)
 
 /* A progress mark behind what d's stream has so far, in the ring's next slot once the mark
  * there before has passed (with every slot in flight the oldest one shows progress anyway). */
-static void progress_mark(mw_cuda_dev *d)
+void mw_cuda_progress_mark_(mw_cuda_dev *d)
 {
     if (d->prog_issued - mw_cuda_progress_(d) >= MW_CUDA_PROGRESS)
         return;
@@ -111,8 +111,8 @@ void mw_cuda_end(mw_cuda_dev *d, const char *op)
 {
     if (d->status != MW_OK)
         return;
-    if (++d->prog_calls % MW_CUDA_PROGRESS_EVERY == 0)
-        progress_mark(d);
+    if (!d->capturing && ++d->prog_calls % MW_CUDA_PROGRESS_EVERY == 0)
+        mw_cuda_progress_mark_(d);
     if (!d->sync_each || d->status != MW_OK)
         return;
     cudaError_t e = cudaStreamSynchronize(d->stream);

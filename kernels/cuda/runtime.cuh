@@ -19,12 +19,16 @@ extern "C" {
 /* Length of the all-ones vector column sums use (rows are summed in chunks of
  * this many, always in the same order, so the result is reproducible). */
 #define MW_CUDA_ONES_COUNT (1 << 16)
+/* Bytes of cuBLAS' workspace (context.cu sets it): what NVIDIA advises for Hopper, more than
+ * earlier GPUs use. */
+#define MW_CUDA_BLAS_WS ((size_t)32 << 20)
 
 /* What k->dev points at. */
 struct mw_cuda_dev {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;              /* bound to stream */
+    void *blas_ws;                    /* its workspace, MW_CUDA_BLAS_WS bytes */
     float *ones;                      /* MW_CUDA_ONES_COUNT ones, device */
     int sync_each;                    /* MW_CUDA_SYNC=1: wait after every kernel */
     void *dnn;                        /* cudnnHandle_t on stream (NULL: no cuDNN) */
@@ -46,8 +50,21 @@ struct mw_cuda_dev {
     cublasLtHandle_t lt; /* cuBLASLt, for the GEMMs with an epilogue (gemm.cu: mw_cuda_gemm_lt) */
     void *lt_cache;      /* gemm.cu's cuBLASLt choices per shape (NULL: none yet) */
     long lt_unfused;     /* epilogue GEMMs cuBLASLt offered no algorithm for, run unfused */
+    uint64_t *seed_dev;  /* the step's dropout seed on the device (graph.cu: mw_cuda_step_seed) */
+    uint64_t seed_host;  /* the value last written there */
+    bool seed_set;       /* seed_dev holds seed_host (in stream order) */
+    bool capturing;      /* between mw_cuda_capture_begin and _end: nothing enqueued runs */
+    bool msg_before;     /* an error message was recorded before the capture began */
     mw_status status;    /* first failure on this context */
 };
+
+/* Where a dropout or attention kernel reads its seed: d's device word when the wrapper was given
+ * the step's seed (mw_cuda_step_seed), so a CUDA graph replayed in a later step draws that step's
+ * masks; NULL (the seed passed by value) for any other seed. */
+static inline const uint64_t *mw_cuda_seed_at(const mw_cuda_dev *d, uint64_t seed)
+{
+    return d->seed_set && seed == d->seed_host ? d->seed_dev : NULL;
+}
 
 /* Wait on the host until stream s of d has done all it was given: an event behind its work,
  * polled (never blocking in CUDA) under d->timeout, counted from d's last progress. Past it
@@ -77,8 +94,11 @@ mw_cuda_dev *mw_cuda_begin(const mw_kctx *k, const char *op);
 /* Record rc as the context's failure if it is the first; return rc == MW_OK. */
 bool mw_cuda_note(mw_cuda_dev *d, mw_status rc);
 /* End of a kernel wrapper: every MW_CUDA_PROGRESS_EVERY-th call a progress mark behind the
- * kernel (runtime.h's mw_cuda_progress); with MW_CUDA_SYNC=1, wait and name op on failure. */
+ * kernel (runtime.h's mw_cuda_progress; none while capturing: a graph's launch records one);
+ * with MW_CUDA_SYNC=1, wait and name op on failure. */
 void mw_cuda_end(mw_cuda_dev *d, const char *op);
+/* A progress mark behind what d's compute stream has so far. */
+void mw_cuda_progress_mark_(mw_cuda_dev *d);
 
 /* Inside a void kernel wrapper: record a failure on the context and return. */
 #define MW_CUDA_K(d, call)                                                                         \
