@@ -1,11 +1,11 @@
-/* A host stand-in for the CUDA backend (kernels/cuda/runtime.h, context.h, table.h, cudnn.h,
- * metrics.h), linked with tests/nccl_mock.c into `mwtrain-hostdev`, a build of mwtrain whose "GPUs"
- * are fake devices in host memory. It lets the GPU backend (worker/replicas/replicas_gpu.c, under
- * worker/train.c's loop) run on a machine without a GPU: device selection, one context per device,
- * state upload and download, the rounds of micro-batches over a rank's devices, the weight penalty,
- * the NCCL all-reduce (cluster/nccl.c against the mock), the device optimizer, checkpoints and
- * evaluation. What it cannot show is that the CUDA kernels themselves are right: those are the
- * `cuda` suite's, on a real device.
+/* A host stand-in for the CUDA backend (kernels/cuda/runtime.h, graph.h, context.h, table.h,
+ * cudnn.h, metrics.h), linked with tests/nccl_mock.c into `mwtrain-hostdev`, a build of mwtrain
+ * whose "GPUs" are fake devices in host memory. It lets the GPU backend
+ * (worker/replicas/replicas_gpu.c, under worker/train.c's loop) run on a machine without a GPU:
+ * device selection, one context per device, state upload and download, the rounds of micro-batches
+ * over a rank's devices, the weight penalty, the NCCL all-reduce (cluster/nccl.c against the mock),
+ * the device optimizer, checkpoints and evaluation. What it cannot show is that the CUDA kernels
+ * themselves are right: those are the `cuda` suite's, on a real device.
  *
  * The "CUDA kernels" are the CPU table's, wrapped: one wrapper per entry of
  * kernels/kernel_list.h, made from its line. Every call first checks that its context is an
@@ -33,7 +33,22 @@
  *   MW_HOSTDEV_STATS=1      at exit, print what the loop asked of the "devices" on stderr:
  *                           "hostdev stats: S syncs, W mark waits, D downloads of B bytes"
  *                           (host waits and device-to-host traffic, to show the step's shape)
+ *   MW_HOSTDEV_GRAPH=frozen CUDA graphs' replays use every argument as captured, the step's
+ *                           seed too (the negative control: what kernels taking the seed by
+ *                           value would do); =fail: every capture fails at its end, as when a
+ *                           call cannot be captured (the fallback's test)
+ *
+ * CUDA graphs (kernels/cuda/graph.h) are recorded and replayed: between mw_cuda_capture_begin
+ * and _end a wrapper runs nothing; it keeps its arguments, as a CUDA launch keeps its parameters,
+ * the structures its pointers give (geometries, the attention's) copied then, and
+ * mw_cuda_graph_launch runs the calls in order with those arguments. The step's seed is the one
+ * argument read at the replay: a 64-bit argument (or an attention geometry's seed) equal to the
+ * seed of the last mw_cuda_step_seed before the capture is replaced by the one the device holds
+ * at the replay, as the CUDA wrappers read it from the device word. Anything else the host calls
+ * on a capturing context (a copy, a wait, a mark) aborts: on a GPU it would be captured or
+ * refused, not run when called.
  * At exit, misuses found by the mock (tests/nccl_mock.h) make the process exit with 99. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +59,7 @@
 #include "kernels/cpu/table.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/graph.h"
 #include "kernels/cuda/metrics.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
@@ -80,11 +96,34 @@ typedef struct {
     mw_status status;
     hd_pending pending[HD_PENDING];
     int npending;
-    hd_ranges used;    /* what compute kernels used since the last mw_cuda_reduce_after_compute
-                          or mw_cuda_sync */
-    hd_ranges written; /* what collectives on the reduce stream write, until
-                          mw_cuda_compute_after_reduce */
+    hd_ranges used;       /* what compute kernels used since the last mw_cuda_reduce_after_compute
+                             or mw_cuda_sync */
+    hd_ranges written;    /* what collectives on the reduce stream write, until
+                             mw_cuda_compute_after_reduce */
+    struct hd_graph *rec; /* the graph being recorded (mw_cuda_capture_begin), or NULL */
+    uint64_t seed_word;   /* the device's step seed (mw_cuda_step_seed) */
+    int seed_set;
+    uint64_t replay_seed; /* during a replay: the seed word as it was at the capture */
+    int replay_seed_set;
+    mw_attn_geom geom; /* during a replay: an attention geometry with the seed read now */
 } hd_ctx;
+
+/* A recorded call: the wrapper's replay with a copy of its arguments. */
+typedef struct {
+    void (*replay)(const mw_kctx *k, const void *args);
+    void *args;
+} hd_call;
+
+/* A recorded graph (the stand-in's cudaGraphExec_t). */
+typedef struct hd_graph {
+    const mw_kctx *k; /* the context it was captured on */
+    hd_call *calls;
+    int n, cap;
+    void **kept; /* the copies its arguments point at */
+    int nkept, capkept;
+    uint64_t seed; /* the seed word at the capture */
+    int seed_set;
+} hd_graph;
 
 #define HD_MAX_CTX 64
 static hd_ctx *hd_ctxs[HD_MAX_CTX]; /* the open contexts, for mock_on_post */
@@ -269,13 +308,134 @@ static mw_kctx hd_host(const mw_kctx *k)
 #define MW_ASSERT(cond, what)                                                                      \
     if (!(cond))                                                                                   \
         hd_misuse(op, what);
+/* HD_EACH(m, sep, a, b, ...): m(a) sep() m(b) ..., for the 14 parameters a kernel has at most. */
+#define HD_N(...) HD_N_(__VA_ARGS__, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define HD_N_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, n, ...) n
+#define HD_CAT(a, b) HD_CAT_(a, b)
+#define HD_CAT_(a, b) a##b
+#define HD_EACH(m, sep, ...) HD_CAT(HD_E, HD_N(__VA_ARGS__))(m, sep, __VA_ARGS__)
+#define HD_E1(m, s, a) m(a)
+#define HD_E2(m, s, a, ...) m(a) s() HD_E1(m, s, __VA_ARGS__)
+#define HD_E3(m, s, a, ...) m(a) s() HD_E2(m, s, __VA_ARGS__)
+#define HD_E4(m, s, a, ...) m(a) s() HD_E3(m, s, __VA_ARGS__)
+#define HD_E5(m, s, a, ...) m(a) s() HD_E4(m, s, __VA_ARGS__)
+#define HD_E6(m, s, a, ...) m(a) s() HD_E5(m, s, __VA_ARGS__)
+#define HD_E7(m, s, a, ...) m(a) s() HD_E6(m, s, __VA_ARGS__)
+#define HD_E8(m, s, a, ...) m(a) s() HD_E7(m, s, __VA_ARGS__)
+#define HD_E9(m, s, a, ...) m(a) s() HD_E8(m, s, __VA_ARGS__)
+#define HD_E10(m, s, a, ...) m(a) s() HD_E9(m, s, __VA_ARGS__)
+#define HD_E11(m, s, a, ...) m(a) s() HD_E10(m, s, __VA_ARGS__)
+#define HD_E12(m, s, a, ...) m(a) s() HD_E11(m, s, __VA_ARGS__)
+#define HD_E13(m, s, a, ...) m(a) s() HD_E12(m, s, __VA_ARGS__)
+#define HD_E14(m, s, a, ...) m(a) s() HD_E13(m, s, __VA_ARGS__)
+#define HD_COMMA() ,
+#define HD_NOSEP()
+#define HD_FIELD(p) p;
+
+/* A copy of nbytes at p that lives as long as the graph being recorded. */
+static const void *hd_keep(hd_ctx *c, const void *p, size_t nbytes)
+{
+    hd_graph *g = c->rec;
+    if (!p)
+        return NULL;
+    if (g->nkept == g->capkept) {
+        g->capkept = g->capkept ? 2 * g->capkept : 64;
+        g->kept = realloc(g->kept, (size_t)g->capkept * sizeof *g->kept);
+    }
+    void *q = malloc(nbytes);
+    if (!g->kept || !q) {
+        fprintf(stderr, "hostdev: out of memory\n");
+        abort();
+    }
+    memcpy(q, p, nbytes);
+    return g->kept[g->nkept++] = q;
+}
+
+/* A call recorded into c's graph: replay with a copy of args. */
+static void hd_record(hd_ctx *c, void (*replay)(const mw_kctx *, const void *), const void *args,
+                      size_t nbytes)
+{
+    hd_graph *g = c->rec;
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 256;
+        g->calls = realloc(g->calls, (size_t)g->cap * sizeof *g->calls);
+        if (!g->calls) {
+            fprintf(stderr, "hostdev: out of memory\n");
+            abort();
+        }
+    }
+    g->calls[g->n++] = (hd_call){replay, (void *)hd_keep(c, args, nbytes)};
+}
+
+static int hd_graph_mode(const char *want)
+{
+    const char *m = getenv("MW_HOSTDEV_GRAPH");
+    return m && strcmp(m, want) == 0;
+}
+
+/* At a replay: a recorded 64-bit argument, or the seed read now where it was the step's seed. */
+static uint64_t hd_seed_now(hd_ctx *c, uint64_t v)
+{
+    if (c->replay_seed_set && v == c->replay_seed && !hd_graph_mode("frozen"))
+        return c->seed_word;
+    return v;
+}
+
+static const mw_attn_geom *hd_geom_now(hd_ctx *c, const mw_attn_geom *g)
+{
+    c->geom = *g;
+    c->geom.seed = hd_seed_now(c, g->seed);
+    return &c->geom;
+}
+
+/* At a capture: an argument as a launch keeps it, a structure its pointer gives copied. */
+#define HD_KEEP_(T, x) (const T *)hd_keep(hd_c, (const void *)(uintptr_t)(x), sizeof(T))
+#define HD_CAP(x)                                                                                  \
+    _Generic((x),                                                                                  \
+        const mw_attn_geom *: HD_KEEP_(mw_attn_geom, x),                                           \
+        const mw_bcast_geom *: HD_KEEP_(mw_bcast_geom, x),                                         \
+        const mw_conv2d_geom *: HD_KEEP_(mw_conv2d_geom, x),                                       \
+        const mw_dloss *: HD_KEEP_(mw_dloss, x),                                                   \
+        const mw_pool_geom *: HD_KEEP_(mw_pool_geom, x),                                           \
+        const mw_rescale *: HD_KEEP_(mw_rescale, x),                                               \
+        const mw_optim_hyper *: HD_KEEP_(mw_optim_hyper, x),                                       \
+        default: (x))
+/* At a replay: a kept argument, the step's seed read now. */
+#define HD_REP(x)                                                                                  \
+    _Generic((x),                                                                                  \
+        uint64_t: hd_seed_now(hd_c, (uint64_t)(uintptr_t)(x)),                                     \
+        const mw_attn_geom *: hd_geom_now(hd_c, (const mw_attn_geom *)(uintptr_t)(x)),             \
+        default: (x))
+#define HD_REP_ARG(a) HD_REP(hd_a->a)
+
+/* Per entry: its run (the arrays checked, the CPU kernel on the host context), its recorded
+ * arguments' structure and replay, and the table's wrapper, which records while capturing. */
 #define MW_KERNEL(op_, fast, params, args, arrays)                                                 \
-    static void hd_##op_(const mw_kctx *k, MW_UNPAREN params)                                      \
+    static void hd_run_##op_(const mw_kctx *k, MW_UNPAREN params)                                  \
     {                                                                                              \
         const char *op = "hd_" #op_;                                                               \
         hd_ctx *c = hd_of(k, op);                                                                  \
         arrays mw_kctx hd_k = hd_host(k);                                                          \
         hd_cpu.op_(&hd_k, MW_UNPAREN args);                                                        \
+    }                                                                                              \
+    typedef struct {                                                                               \
+        HD_EACH(HD_FIELD, HD_NOSEP, MW_UNPAREN params)                                             \
+    } hd_args_##op_;                                                                               \
+    static void hd_replay_##op_(const mw_kctx *k, const void *rec)                                 \
+    {                                                                                              \
+        const hd_args_##op_ *hd_a = rec;                                                           \
+        hd_ctx *hd_c = k->dev;                                                                     \
+        hd_run_##op_(k, HD_EACH(HD_REP_ARG, HD_COMMA, MW_UNPAREN args));                           \
+    }                                                                                              \
+    static void hd_##op_(const mw_kctx *k, MW_UNPAREN params)                                      \
+    {                                                                                              \
+        hd_ctx *hd_c = hd_of(k, "hd_" #op_);                                                       \
+        if (!hd_c->rec) {                                                                          \
+            hd_run_##op_(k, MW_UNPAREN args);                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        const hd_args_##op_ hd_a = {HD_EACH(HD_CAP, HD_COMMA, MW_UNPAREN args)};                   \
+        hd_record(hd_c, hd_replay_##op_, &hd_a, sizeof hd_a);                                      \
     }
 #include "kernels/kernel_list.h"
 #undef MW_KERNEL
@@ -377,6 +537,9 @@ static mw_status hd_status(const mw_kctx *k, const char *op)
 {
     if (!k || !k->dev || ((hd_ctx *)k->dev)->magic != HD_MAGIC)
         return mw_err(MW_EDEVICE, "%s: not a CUDA context (open it with mw_cuda_ctx_open)", op);
+    if (((hd_ctx *)k->dev)->rec)
+        hd_misuse(op, "called on a context that is capturing a CUDA graph (on a GPU it would be "
+                      "captured or refused, not run now)");
     return ((hd_ctx *)k->dev)->status;
 }
 
@@ -667,4 +830,74 @@ void *mw_cuda_stream(const mw_kctx *k)
     if (!k || !k->dev || ((hd_ctx *)k->dev)->magic != HD_MAGIC)
         return NULL;
     return ((hd_ctx *)k->dev)->stream;
+}
+
+/* ---- CUDA graphs: recorded calls, replayed ------------------------------------------------ */
+
+mw_status mw_cuda_step_seed(const mw_kctx *k, uint64_t seed)
+{
+    MW_TRY(hd_status(k, "mw_cuda_step_seed"));
+    hd_ctx *c = k->dev;
+    c->seed_word = seed;
+    c->seed_set = 1;
+    return MW_OK;
+}
+
+mw_status mw_cuda_capture_begin(const mw_kctx *k)
+{
+    MW_TRY(hd_status(k, "mw_cuda_capture_begin"));
+    hd_ctx *c = k->dev;
+    c->rec = calloc(1, sizeof *c->rec);
+    if (!c->rec)
+        return mw_err(MW_ENOMEM, "hostdev: out of memory");
+    c->rec->k = k;
+    c->rec->seed = c->seed_word;
+    c->rec->seed_set = c->seed_set;
+    return MW_OK;
+}
+
+void mw_cuda_graph_free(void *exec)
+{
+    hd_graph *g = exec;
+    if (!g)
+        return;
+    for (int i = 0; i < g->nkept; i++)
+        free(g->kept[i]);
+    free(g->kept);
+    free(g->calls);
+    free(g);
+}
+
+mw_status mw_cuda_capture_end(const mw_kctx *k, void **exec, char *why, size_t why_len)
+{
+    hd_ctx *c = hd_of(k, "mw_cuda_capture_end");
+    *exec = NULL;
+    if (why_len)
+        why[0] = '\0';
+    if (!c->rec)
+        hd_misuse("mw_cuda_capture_end", "no capture was begun");
+    hd_graph *g = c->rec;
+    c->rec = NULL;
+    if (hd_graph_mode("fail")) {
+        snprintf(why, why_len, "the host stand-in refused it (MW_HOSTDEV_GRAPH=fail)");
+        mw_cuda_graph_free(g);
+        return MW_EDEVICE;
+    }
+    *exec = g;
+    return MW_OK;
+}
+
+mw_status mw_cuda_graph_launch(const mw_kctx *k, void *exec)
+{
+    MW_TRY(hd_status(k, "mw_cuda_graph_launch"));
+    hd_ctx *c = k->dev;
+    const hd_graph *g = exec;
+    if (!g || g->k != k)
+        hd_misuse("mw_cuda_graph_launch", "a graph launched on a context it was not captured on");
+    c->replay_seed = g->seed;
+    c->replay_seed_set = g->seed_set;
+    for (int i = 0; i < g->n; i++)
+        g->calls[i].replay(k, g->calls[i].args);
+    c->replay_seed_set = 0;
+    return MW_OK;
 }

@@ -304,6 +304,9 @@ static const flag flags[] = {
     {"tf32", NULL, C_TRAIN | C_EVAL, K_SWITCH, TR(tf32, int), .on = 1,
      .help = "on GPUs, TF32 tensor-core math in cuBLAS and cuDNN (faster from Ampere on, "
              "inputs rounded to 10 mantissa bits); default plain FP32"},
+    {"cuda-graphs", "on|off", C_TRAIN | C_EVAL, K_CHOICE, TR(cuda_graphs, int), .choices = on_off,
+     .help = "on GPUs, each micro-batch shape's forward and backward captured once as a CUDA "
+             "graph and replayed, one launch instead of one per kernel (default off)"},
     {"dtype-policy", "float32|mixed_bfloat16|mixed_float16", C_TRAIN | C_EVAL | C_EXPORT, K_NAME,
      TR(dtype_policy, const char *), .choices = policies,
      .help = "Keras' dtype policy for every layer, over the model's own: mixed_bfloat16 "

@@ -93,6 +93,7 @@ typedef struct {
     const char *evaluator_device;
     const char *timeline; /* --timeline FILE: each training rank's Chrome trace (NULL: none) */
     int tf32;             /* --tf32: TF32 tensor-core math on GPUs (cuBLAS, cuDNN) */
+    int cuda_graphs;      /* --cuda-graphs: 1 on, 0 off (off): worker/replicas/gpu_graphs.h */
     /* --dtype-policy: Keras' policy for every layer (NULL: each layer's own, float32 when
      * the model says nothing) */
     const char *dtype_policy;

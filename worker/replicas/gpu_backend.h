@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "worker/data/data.h"
 #include "worker/model/model.h"
+#include "worker/replicas/gpu_graphs.h"
 #include "worker/replicas/overlap_gpu.h"
 #include "worker/replicas/replicas.h"
 
@@ -41,6 +42,7 @@ typedef struct {
     double *dsum, *dtot;       /* synchronized BN, device: this slice's sums, the cluster's */
     double *h_sum, *h_tot;     /* their pinned host copies (sstage) */
     void *sstage;
+    mw_graph_cache graphs; /* --cuda-graphs on: the micro-batch shapes captured (gpu_graphs.h) */
 } gpu_dev;
 
 #define STEP_MARK 2 /* the mark after a step's update (one GPU, no NCCL) */

@@ -28,6 +28,7 @@
 #include "common/timeline.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/graph.h"
 #include "kernels/cuda/metrics.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/table.h"
@@ -79,6 +80,8 @@ static mw_status dev_open(mw_replicas *r, gpu_dev *g, int ordinal, int max_n)
     MW_TRY(mw_cuda_set_timeout(&g->k, r->env.o->collective_timeout));
     if (r->env.o->tf32)
         MW_TRY(mw_cuda_set_tf32(&g->k, 1));
+    g->graphs.on = r->env.o->cuda_graphs;
+    g->graphs.device = ordinal;
     float **arr[5] = {&g->params, &g->grads, &g->m1, &g->m2, &g->m3};
     for (int i = 0; i < 5; i++)
         MW_TRY(mw_cuda_alloc((void **)arr[i], count * sizeof(float)));
@@ -281,6 +284,9 @@ static mw_status gpu_connect(mw_replicas *r)
                                           "through host memory (--gpu-allreduce hierarchical)");
     if (e->o->overlap_allreduce)
         MW_TRY(open_overlap(r));
+    if (e->rank == 0 && e->o->cuda_graphs)
+        mw_log_info("CUDA graphs on: a micro-batch shape's forward and backward are captured at "
+                    "its second micro-batch and replayed from then on (--cuda-graphs on)");
     if (e->rank == 0) {
         const mw_policy p = mw_model_policy(e->model);
         const char *f32 = e->o->tf32 ? "float32 layers TF32, --tf32" : "float32 layers FP32";
@@ -321,6 +327,54 @@ static size_t sums_bytes(const mw_model *m)
 {
     const mw_metric_list ml = mw_loss_metrics(&m->loss);
     return (size_t)mw_sums_len(&ml) * sizeof(double);
+}
+
+/* A micro-batch's launches on one device, as run hands them to mw_graph_run. */
+typedef struct {
+    const mw_model *m;
+    const mw_kernels *kt;
+    gpu_dev *g;
+    int n, backward;
+    float scale; /* the backward's 1 / global batch */
+} step_body;
+
+static void forward_backward(void *arg)
+{
+    const step_body *b = arg;
+    mw_model_forward(b->m, b->kt, &b->g->k, &b->g->ws, b->n);
+    if (b->backward)
+        mw_model_backward(b->m, b->kt, &b->g->k, &b->g->ws, b->g->grads, b->n, b->scale);
+}
+
+/* What a micro-batch's launches depend on besides device memory's contents: the graph cache's key
+ * (gpu_graphs.h). The staging slot fixes where its inputs, targets, weights and ids lie; the
+ * scratch's address and size change when it grows. */
+typedef struct {
+    int backward, slot, n, training, weighted;
+    float scale, loss_scale;
+    const void *scratch;
+    size_t scratch_count;
+} graph_key;
+
+/* The micro-batch staged on g (n examples) through mw_graph_run: its forward, and its backward
+ * unless backward is 0. The step's dropout seed goes to the device first, where the captured
+ * kernels read it. */
+static mw_status launch(mw_replicas *r, gpu_dev *g, int n, int backward, float scale)
+{
+    const mw_model *m = r->env.model;
+    step_body b = {.m = m, .kt = &r->kt, .g = g, .n = n, .backward = backward, .scale = scale};
+    if (!g->graphs.on) {
+        forward_backward(&b);
+        return MW_OK;
+    }
+    if (g->ws.training)
+        MW_TRY(mw_cuda_step_seed(&g->k, g->ws.dropout_seed));
+    graph_key key;
+    memset(&key, 0, sizeof key); /* the padding too: the key is compared as bytes */
+    key.backward = backward, key.slot = g->slot, key.n = n, key.training = g->ws.training;
+    key.weighted = g->ws.w != NULL, key.scale = scale, key.loss_scale = mw_model_loss_scale(m);
+    key.scratch = g->k.ws, key.scratch_count = g->k.ws_count;
+    return mw_graph_run(&g->graphs, &g->k, &key, sizeof key, forward_backward, &b);
 }
 
 /* Where a device is in its replicas' slices during run. */
@@ -387,15 +441,16 @@ static mw_status run(mw_replicas *r, const mw_dataset *data, long total, const u
                 MW_TRY(mw_gpu_stage_first(r, g, pre, data, ids, first, n, training, dseed));
             else
                 MW_TRY(mw_gpu_stage(r, g, data, ids, first, n, training, dseed));
-            mw_model_forward(m, &r->kt, &g->k, &g->ws, n);
             q->left -= n;
+            /* the overlap's last backward posts its buckets' all-reduces as it goes: not
+             * captured, only its forward */
             const int last = ov && q->left == 0;
-            if (last)
+            MW_TRY(launch(r, g, n, training && !last, 1.0f / (float)gb));
+            if (last) {
                 mw_gpu_overlap_last(ov, d, &g->ws);
-            if (training)
                 mw_model_backward(m, &r->kt, &g->k, &g->ws, g->grads, n, 1.0f / (float)gb);
-            if (last)
                 mw_gpu_overlap_finish(ov, d, &g->ws);
+            }
             metrics_add(m, g, n);
             MW_TRY(mw_gpu_done_with(g));
             q->n = n;
@@ -678,6 +733,12 @@ static void gpu_close(mw_replicas **rp, int abandoned)
             continue;
         (void)mw_cuda_sync(&g->k);
         (void)mw_cuda_activate(&g->k); /* free on the device that allocated */
+        if (r->env.o->cuda_graphs)
+            mw_log_info("CUDA device %d: %ld micro-batches replayed from %ld CUDA graphs, %ld "
+                        "launched kernel by kernel%s",
+                        g->ordinal, g->graphs.launches, g->graphs.captures, g->graphs.eager,
+                        g->graphs.on ? "" : " (graphs turned off)");
+        mw_graph_cache_clear(&g->graphs);
         mw_model_ws_free(&g->ws);
         void *dev[] = {g->params, g->grads,   g->m1,   g->m2,   g->m3,
                        g->reg,    g->metrics, g->dsum, g->dtot, g->dstage};
