@@ -10,10 +10,12 @@
 #      on (bitwise the serial path's weights); then the tutorial's Adam epoch, whose
 #      test accuracy on the GPU must be within 2 points of the CPU's; mixed_bfloat16's and
 #      mixed_float16's updates against the CPU's; a token GPT's SGD weights against the CPU's,
-#      and two GPU runs of it with dropout and Adam bitwise equal (one and two replicas per GPU);
+#      and two GPU runs of it with dropout and Adam bitwise equal (one and two replicas per GPU),
+#      and equal to a third with --cuda-graphs on, which must have replayed graphs;
 #   3. throughput (images/s, the median of the rounds' second epochs) of the tutorial CNN at
 #      64 and 1024 examples per replica, FP32, --tf32, mixed_bfloat16 and mixed_float16
-#      (PyTorch: autocast to bfloat16; to float16 with a GradScaler), and PyTorch on the same GPU
+#      (PyTorch: autocast to bfloat16; to float16 with a GradScaler), at 64 also FP32 with
+#      --cuda-graphs on (its ratio to FP32 without), and PyTorch on the same GPU
 #      (tests/bench/peer_torch.py --device cuda), rounds alternating the two, both pinned to
 #      one GPU; then a GPT of width 768, 12 blocks, context 1024, batch 8 (tokens/s and peak GPU
 #      memory, float32 and mixed_bfloat16) against PyTorch's (tests/bench/peer_torch_lm.py
@@ -387,6 +389,22 @@ if python3 "$src/tests/bench/gpt_data.py" "$gptd" >"$out/gpt-data.out" 2>&1 &&
         else
             line FAIL "$what" "weights rel diff $(rel "twin$per-a" "twin$per-b") (want bitwise)"
         fi
+        # the same run from CUDA graphs: the captured kernels read each step's dropout seed
+        # from the device, so the bits are the kernels' one by one
+        train "twin$per-g" 1 "$sgd_steps" "${tadam[@]}" --replicas-per-worker $((per * ngpu)) \
+            --cuda-graphs on
+        what="CUDA graphs: token GPT, dropout 0.1, Adam, $per replica(s) per GPU, on vs off"
+        replays=$(sed -n 's/.*: \([0-9]*\) micro-batches replayed from \([0-9]*\) CUDA graphs.*/\1 micro-batches from \2 graphs/p' \
+            "$out/twin$per-g.out" | head -n 1)
+        if [[ ! -s $out/twin$per-g.bin ]]; then
+            line FAIL "$what" "no weights: $(tail -n 1 "$out/twin$per-g.out")"
+        elif ! cmp -s "$out/twin$per-a.bin" "$out/twin$per-g.bin"; then
+            line FAIL "$what" "weights rel diff $(rel "twin$per-a" "twin$per-g") (want bitwise)"
+        elif [[ -z $replays || $replays == "0 "* ]] || grep -qF "CUDA graphs off (" "$out/twin$per-g.out"; then
+            line FAIL "$what" "the same bits, but no graph replayed: $(grep -F "CUDA graphs off (" "$out/twin$per-g.out" | head -n 1)${replays:+ ($replays)}"
+        else
+            line PASS "$what" "the same bits; device 0 replayed $replays"
+        fi
     done
 else
     line FAIL "token models" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
@@ -528,7 +546,9 @@ else
 fi
 
 for b in 64 1024; do
-    for mode in fp32 tf32 bf16 f16; do
+    modes=(fp32 tf32 bf16 f16)
+    ((b == 64)) && modes+=(cg) # CUDA graphs where the kernels are small and many
+    for mode in "${modes[@]}"; do
         case $mode in # mwtrain's flags, PyTorch's, the report's words, the start-up line's
         fp32) mwf=() ptf=() label="" says="" ;;
         tf32) mwf=(--tf32) ptf=(--tf32) label=", --tf32" says="TF32 tensor-core math (--tf32)" ;;
@@ -536,6 +556,7 @@ for b in 64 1024; do
             says="mixed_bfloat16 (" ;;
         f16) mwf=(--dtype-policy mixed_float16) ptf=(--f16) label=", mixed_float16 (PyTorch: autocast float16, GradScaler)"
             says="mixed_float16 (" ;;
+        cg) mwf=(--cuda-graphs on) ptf=() label=", --cuda-graphs on" says="CUDA graphs on: " ;;
         esac
         spent "throughput, batch $b per replica$label" && continue
         per=$((60000 / b)) mws=() pts=() name="b$b-$mode"
@@ -570,6 +591,9 @@ for b in 64 1024; do
         elif ((peer_ok)); then # say why there is no ratio rather than leave it out
             detail+="; PyTorch gave no number in a round (rounds: ${pts[*]}): $(tail -n 1 "$out/torch-$name-$rounds.out")"
         fi
+        [[ $mode == fp32 ]] && fp32_m=$m
+        [[ $mode == cg && -n ${fp32_m:-} ]] &&
+            detail+="; against float32 without graphs $(awk -v a="$m" -v b="$fp32_m" 'BEGIN { printf "%.2f", a / b }')x"
         line PASS "throughput, batch $b per replica$label" "$detail"
     done
 done

@@ -8,17 +8,18 @@
 #     and can fail;
 #     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
 #     the token GPT's tolerance is measured, its agreement PASSes, its two bitwise twins (one
-#     and two replicas per GPU) PASS, and the GPT table's three lines (float32, mixed_bfloat16,
+#     and two replicas per GPU) PASS and so do its two runs with --cuda-graphs on (the same
+#     bits, graphs replayed), and the GPT table's three lines (float32, mixed_bfloat16,
 #     float32 with --attention-memory recompute) PASS with a tokens/s figure, each with its step
 #     profile from the timeline;
 #     mixed_bfloat16's and mixed_float16's updates on the GPU agree with the CPU's and not with
-#     float32's; eight throughput lines (64 and 1024 per replica; FP32, --tf32, mixed_bfloat16
-#     and mixed_float16) PASS with an
+#     float32's; nine throughput lines (64 and 1024 per replica; FP32, --tf32, mixed_bfloat16
+#     and mixed_float16; at 64, --cuda-graphs on with its ratio to FP32) PASS with an
 #     images/s figure; the steps that need a real GPU (meson's cuda suite, compute-sanitizer,
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL (the
-#     token GPT's and the 16-bit ones too), exit 1; run with --budget=1, its 11 throughput lines
-#     (8 CNN, 3 GPT) are SKIP lines saying the time budget was spent;
+#     token GPT's and the 16-bit ones too), exit 1; run with --budget=1, its 12 throughput lines
+#     (9 CNN, 3 GPT) are SKIP lines saying the time budget was spent;
 #   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
 #   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
 #     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
@@ -47,6 +48,8 @@ check 'grep -qE "^\| SGD tolerance 1e-5 \(token GPT, 5 steps\) \| PASS \| --back
     "the token GPT: its tolerance measured, its agreement: $(grep "token GPT" "$r")"
 check '[[ $(grep -cE "^\| bitwise twin: token GPT, dropout 0.1, Adam, [12] replica\(s\) per GPU, two GPU runs \| PASS \| the same bits; Loss [0-9.]+" "$r") -eq 2 ]]' \
     "the bitwise twins: $(grep "twin" "$r")"
+check '[[ $(grep -cE "^\| CUDA graphs: token GPT, dropout 0.1, Adam, [12] replica\(s\) per GPU, on vs off \| PASS \| the same bits; device 0 replayed [1-9][0-9]* micro-batches from [1-9][0-9]* graphs" "$r") -eq 2 ]]' \
+    "the GPT from CUDA graphs: $(grep "CUDA graphs" "$r")"
 check '[[ $(grep -cE "^\| GPT of 2 blocks of width 64, context 32, batch 8, (float32|mixed_bfloat16|float32, --attention-memory recompute) \| PASS \| mwtrain [0-9.]+ tokens/s" "$r") -eq 3 ]]' \
     "the GPT table's three lines (the fake GPUs: no memory figure): $(grep "GPT of" "$r")"
 check '[[ $(grep -cE "^\| GPT step profile, (float32|mixed_bfloat16|float32, --attention-memory recompute) \| PASS \| step [0-9.]+ ms: forward/backward [0-9.]+, data [0-9.]+, all-reduce [0-9.]+, update [0-9.]+ \(median of 1 steps from step 1\)" "$r") -eq 3 ]] &&
@@ -61,8 +64,9 @@ check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU \(--device cpu( --ba
     "mixed_bfloat16 on the GPU: $(grep mixed_bfloat16 "$r" | head -n 1)"
 check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU \(--backend ref\) \| PASS \| update rel diff [0-9.e-]+ <= 1e-4; from the CPU.s float32 update [0-9.e-]+ >= 2e-4" "$r"' \
     "mixed_float16 on the GPU: $(grep mixed_float16 "$r" | head -n 1)"
-check '[[ $(grep -cE "^\| throughput, batch (64|1024) per replica(, --tf32|, mixed_bfloat16 \(PyTorch: autocast bfloat16\)|, mixed_float16 \(PyTorch: autocast float16, GradScaler\))? \| PASS \| mwtrain [0-9.]+ images/s" "$r") -eq 8 ]]' \
-    "eight throughput lines: $(grep throughput "$r")"
+check '[[ $(grep -cE "^\| throughput, batch (64|1024) per replica(, --tf32|, mixed_bfloat16 \(PyTorch: autocast bfloat16\)|, mixed_float16 \(PyTorch: autocast float16, GradScaler\))? \| PASS \| mwtrain [0-9.]+ images/s" "$r") -eq 8 ]] &&
+       grep -qE "^\| throughput, batch 64 per replica, --cuda-graphs on \| PASS \| mwtrain [0-9.]+ images/s .*; against float32 without graphs [0-9.]+x" "$r"' \
+    "nine throughput lines: $(grep throughput "$r")"
 check 'grep -qF "| meson test --suite cuda | SKIP | --quick |" "$r" &&
        grep -qF "| compute-sanitizer | SKIP | --quick |" "$r" &&
        grep -qE "^\| PyTorch on the GPU \| SKIP \| python3 has no CUDA-enabled torch \|" "$r"' \
@@ -77,9 +81,9 @@ check 'grep -qE "^\| mixed_bfloat16, 1 SGD step, GPU vs CPU .* \| FAIL \| update
     "negative control, mixed_bfloat16: $(grep mixed_bfloat16 "$tmp/neg/report.md")"
 check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU .* \| FAIL \| update rel diff" "$tmp/neg/report.md"' \
     "negative control, mixed_float16: $(grep mixed_float16 "$tmp/neg/report.md")"
-check '[[ $(grep -cE "^\| (throughput, batch (64|1024) per replica.*|GPT of .*) \| SKIP \| the time budget was spent \(--budget=1: [0-9]+ s so far\)" "$tmp/neg/report.md") -eq 11 ]] &&
+check '[[ $(grep -cE "^\| (throughput, batch (64|1024) per replica.*|GPT of .*) \| SKIP \| the time budget was spent \(--budget=1: [0-9]+ s so far\)" "$tmp/neg/report.md") -eq 12 ]] &&
        ! grep -qE "^\| (throughput|GPT of).* \| PASS" "$tmp/neg/report.md"' \
-    "--budget=1: the 8 CNN and 3 GPT throughput lines are SKIP, past the budget: $(grep -c "time budget" "$tmp/neg/report.md") lines"
+    "--budget=1: the 9 CNN and 3 GPT throughput lines are SKIP, past the budget: $(grep -c "time budget" "$tmp/neg/report.md") lines"
 
 MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
 rc=$?
