@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cudnn.cuh"
+#include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/runtime.cuh"
 
 extern "C" {
@@ -31,7 +32,7 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
             if ((d->stream && mw_cuda_wait_idle_(d, d->stream, "closing the context") != MW_OK) ||
                 (d->copy && mw_cuda_wait_idle_(d, d->copy, "closing the context") != MW_OK) ||
                 (d->reduce && mw_cuda_wait_idle_(d, d->reduce, "closing the context") != MW_OK)) {
-                free(d->lt_cache); /* host memory only */
+                mw_cuda_lt_close(d); /* host memory only */
                 free(d);
                 memset(k, 0, sizeof *k);
                 return;
@@ -40,7 +41,7 @@ extern "C" void mw_cuda_ctx_close(mw_kctx *k)
                 MW_CUBLAS(cublasDestroy(d->blas));
             if (d->lt)
                 MW_CUBLAS(cublasLtDestroy(d->lt));
-            free(d->lt_cache);
+            mw_cuda_lt_close(d);
             mw_cudnn_close(d);
             MW_CUDA(cudaFree(d->ones));
             MW_CUDA(cudaFree(d->seed_dev));

@@ -87,11 +87,15 @@ mw_status mw_cuda_bias_fill(mw_cuda_dev *d, float *Y, const float *b, size_t M, 
 
 /* One shape's choice, kept per context: the heuristic takes tens of microseconds, and a step
  * asks for the same few shapes every time. The key holds the operands' common alignment, which
- * the heuristic reads from the pointers (cublasLt.h), and the math (TF32 or not). */
+ * the heuristic reads from the pointers (cublasLt.h), and the math (TF32 or not). Its
+ * descriptors are kept too (host objects: a call then sets only the bias and auxiliary
+ * pointers), released when the entry is replaced or the context closes. */
 typedef struct {
     int m, n, k, epi, align, tf32;
     int usable; /* 0: cuBLASLt offered no algorithm; the caller runs the unfused kernels */
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulDesc_t op; /* NULL until made */
+    cublasLtMatrixLayout_t la, lb, lc;
 } lt_choice;
 
 #define LT_CHOICES 64
@@ -132,6 +136,28 @@ static const char *lt_epilogue_name(int epi)
     }
 }
 
+static void lt_release(lt_choice *e)
+{
+    if (e->lc)
+        cublasLtMatrixLayoutDestroy(e->lc);
+    if (e->lb)
+        cublasLtMatrixLayoutDestroy(e->lb);
+    if (e->la)
+        cublasLtMatrixLayoutDestroy(e->la);
+    if (e->op)
+        cublasLtMatmulDescDestroy(e->op);
+    e->op = NULL, e->la = e->lb = e->lc = NULL;
+}
+
+void mw_cuda_lt_close(mw_cuda_dev *d)
+{
+    lt_cache *c = (lt_cache *)d->lt_cache;
+    for (int i = 0; c && i < c->count; i++)
+        lt_release(&c->c[i]);
+    free(c);
+    d->lt_cache = NULL;
+}
+
 static lt_choice *lt_find(mw_cuda_dev *d, const lt_choice *key, bool *fresh)
 {
     lt_cache *c = (lt_cache *)d->lt_cache;
@@ -147,6 +173,7 @@ static lt_choice *lt_find(mw_cuda_dev *d, const lt_choice *key, bool *fresh)
         }
     }
     int i = c->count < LT_CHOICES ? c->count++ : c->next++ % LT_CHOICES;
+    lt_release(&c->c[i]);
     c->c[i] = *key;
     *fresh = true;
     return &c->c[i];
@@ -200,57 +227,57 @@ mw_status mw_cuda_gemm_lt(mw_cuda_dev *d, cublasLtEpilogue_t epi, float *D, floa
      * column-major (O,I) and x (N,I) is (I,N); the bias runs along D^T's rows, as cuBLASLt's. */
     const uintptr_t bits =
         (uintptr_t)D | (uintptr_t)aux | (uintptr_t)x | (uintptr_t)w | (uintptr_t)b;
-    const lt_choice key = {O, N, I, (int)epi, (int)lt_align(bits), d->tf32, 0, {}};
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    const lt_choice key = {O,    N,    I,    (int)epi, (int)lt_align(bits), d->tf32, 0, {},
+                           NULL, NULL, NULL, NULL};
     const char *call = "cuBLASLt's descriptors";
-    cublasStatus_t s = cublasLtMatmulDescCreate(
-        &op, d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-    if (s == CUBLAS_STATUS_SUCCESS && b)
-        s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
-    if (s == CUBLAS_STATUS_SUCCESS && aux) {
-        const int64_t ld = O;
-        s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                           sizeof aux);
+    bool fresh = false;
+    lt_choice *e = lt_find(d, &key, &fresh);
+    if (!e)
+        return mw_err(MW_ENOMEM, "cuBLASLt choices: out of host memory");
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (!e->op) { /* a new shape: its descriptors, kept with its choice */
+        s = cublasLtMatmulDescCreate(
+            &e->op, d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+            s = cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                               sizeof epi);
+        if (s == CUBLAS_STATUS_SUCCESS && aux) {
+            const int64_t ld = O;
+            s = cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                                sizeof ld);
+        }
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&e->la, CUDA_R_32F, O, I, O);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&e->lb, CUDA_R_32F, I, N, I);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&e->lc, CUDA_R_32F, O, N, O);
+        if (s != CUBLAS_STATUS_SUCCESS) { /* asked again next time */
+            lt_release(e);
+            e->m = -1;
+        }
     }
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, O, I, O);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, I, N, I);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, O, N, O);
+    /* the call's own pointers (the alignment they share is the key's) */
+    if (s == CUBLAS_STATUS_SUCCESS && b)
+        s = cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+    if (s == CUBLAS_STATUS_SUCCESS && aux)
+        s = cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                           sizeof aux);
     mw_status rc = MW_OK;
     if (s == CUBLAS_STATUS_SUCCESS) {
-        bool fresh = false;
-        lt_choice *e = lt_find(d, &key, &fresh);
-        if (!e)
-            rc = mw_err(MW_ENOMEM, "cuBLASLt choices: out of host memory");
-        else if (fresh)
-            rc = lt_choose(d, e, op, la, lb, lc);
+        if (fresh)
+            rc = lt_choose(d, e, e->op, e->la, e->lb, e->lc);
         if (rc == MW_OK && e->usable) {
             const float one = 1.0f, zero = 0.0f;
             call = "cublasLtMatmul";
-            s = cublasLtMatmul(d->lt, op, &one, w, la, x, lb, &zero, D, lc, D, lc, &e->algo, NULL,
-                               0, d->stream);
+            s = cublasLtMatmul(d->lt, e->op, &one, w, e->la, x, e->lb, &zero, D, e->lc, D, e->lc,
+                               &e->algo, NULL, 0, d->stream);
             if (s == CUBLAS_STATUS_SUCCESS)
                 *done = true;
             else if (lt_declined(s))
                 e->usable = 0;
         }
     }
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
     if (rc == MW_OK && !lt_declined(s))
         rc = mw_cublas_check_(s, call, __FILE__, __LINE__);
     if (rc == MW_OK && !*done)

@@ -66,6 +66,9 @@ mw_status mw_cuda_gemm_lt(mw_cuda_dev *d, cublasLtEpilogue_t epi, float *D, floa
                           const float *x, const float *w, const float *b, int N, int I, int O,
                           bool *done);
 
+/* Release d's cuBLASLt choices and their descriptors (host objects; the context's close). */
+void mw_cuda_lt_close(mw_cuda_dev *d);
+
 /* sum[o] += sum over rows r < M of X[r*O + o] (X row-major (M,O)), with cuBLAS
  * gemv against the ones vector in fixed chunks: reproducible, no atomics. */
 mw_status mw_cuda_colsum_add(mw_cuda_dev *d, float *sum, const float *X, size_t M, int O);
