@@ -24,13 +24,15 @@ def layer(cls, name, registered=None, **config):
 
 
 def save_npy(path, rows):
-    """rows (a list of equal-length lists of ints) as a 2-D little-endian int32 .npy."""
-    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d, %d), }" % (len(rows),
-                                                                               len(rows[0]))
+    """rows (a list of equal-length lists of ints, or of ints) as a 2-D (1-D) little-endian
+    int32 .npy."""
+    flat = not isinstance(rows[0], list)
+    shape = "(%d,)" % len(rows) if flat else "(%d, %d)" % (len(rows), len(rows[0]))
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': %s, }" % shape
     header += " " * (63 - (10 + len(header)) % 64) + "\n"  # the data 64-byte aligned
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        for r in rows:
+        for r in [rows] if flat else rows:
             f.write(struct.pack("<%di" % len(r), *r))
 
 
@@ -42,6 +44,7 @@ def main():
         p.add_argument("--" + k, type=int, default=v)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--activation", default="gelu")
+    p.add_argument("--classes", type=int, default=0)
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     glorot = {"module": "keras.initializers", "class_name": "GlorotUniform",
@@ -77,6 +80,12 @@ def main():
     for part, rows in (("test", seq[:64]), ("train", seq[64:])):
         save_npy(os.path.join(d, "x_%s.npy" % part), [r[:-1] for r in rows])
         save_npy(os.path.join(d, "y_%s.npy" % part), [r[1:] for r in rows])
+    if a.classes > 0:
+        d = os.path.join(a.out, "ids")
+        os.makedirs(d, exist_ok=True)
+        for part, rows in (("test", seq[:64]), ("train", seq[64:])):
+            save_npy(os.path.join(d, "x_%s.npy" % part), [r[:-1] for r in rows])
+            save_npy(os.path.join(d, "y_%s.npy" % part), [r[0] % a.classes for r in rows])
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@
 #      (tests/bench/peer_torch.py --device cuda), rounds alternating the two, both pinned to
 #      one GPU; then a GPT of width 768, 12 blocks, context 1024, batch 8 (tokens/s and peak GPU
 #      memory, float32 and mixed_bfloat16) against PyTorch's (tests/bench/peer_torch_lm.py
-#      --device cuda: scaled_dot_product_attention, autocast bfloat16);
+#      --device cuda: scaled_dot_product_attention, autocast bfloat16); between the two
+#      tables (with --no-throughput, before the sanitizers), every layer family twice: two GPU
+#      runs of each Keras gradient-check model bitwise equal;
 #   4. test_cuda under compute-sanitizer memcheck and racecheck, judged on their summaries.
 # Each check is one line of OUTDIR/report.md (PASS, FAIL or SKIP with its numbers); each run's
 # output is kept beside it. Exit 0 when nothing failed, 1 when something did, 77 (SKIP) when
@@ -38,7 +40,8 @@
 # --sgd-steps=N: the SGD agreements' steps (default 50, --quick 20; the dry run's negative
 # control takes 2, enough to disagree); --budget=S: once S seconds have passed since the start
 # (default 480, so that a 10-minute command limit leaves the report written; 0: none), each
-# throughput line and compute-sanitizer not yet begun is a SKIP line saying so. The GPT table
+# throughput line, the layer families' twins and compute-sanitizer not yet begun is a SKIP line
+# saying so. The GPT table
 # runs before the CNN's: its numbers are the ones the GPU work is judged by.
 # Data: Fashion-MNIST at its Debian path, else the bundle's 30000 examples of it, else a
 # random set of its shape written with numpy (then the report says the agreement checks little).
@@ -410,9 +413,63 @@ else
     line FAIL "token models" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
 fi
 
+# Every layer family twice: the models of the Keras gradient checks (tests/data/keras/graph/)
+# and the tutorial CNN with Dropout (its MaxPooling2D), which together hold every layer mwtrain
+# reads, trained twice on the GPU with Adam (their Dropout, SpatialDropout and attention dropout
+# drawing masks), must give the same bits: the determinism of every CUDA kernel a model reaches,
+# not only the GPT's. The token classifiers read token ids (tests/bench/gpt_data.py --classes:
+# 784 ids below 20, a label each). --quick: four of them (the dry run on fake devices checks the
+# lines, not the kernels).
+# Run after the GPT table (before the CNN's, which an earlier run measured), or with
+# --no-throughput before the sanitizers; past the time budget, one SKIP line.
+# the layers of a Keras JSON model, nested models' too, but InputLayer, comma-separated
+layer_kinds='import json, sys
+def kinds(c):
+    out = set()
+    for l in c.get("layers", []):
+        out.add(l["class_name"])
+        out |= kinds(l.get("config", {}))
+    return out
+print(", ".join(sorted(kinds(json.load(open(sys.argv[1]))["config"]) - {"InputLayer"})))'
+family_twins() {
+    spent "bitwise twins of every layer family" && return
+    local families path f json fam kinds what
+    families=(cnn_dropout_k2 graph/gradcheck_k2 graph/gradcheck_misc graph/gradcheck_act
+        graph/gradcheck_norm graph/gradcheck_rms graph/gradcheck_se graph/gradcheck_up
+        graph/gradcheck_dwconv graph/gradcheck_crop graph/gradcheck_apps graph/gradcheck_vit
+        graph/gradcheck_llama graph/gradcheck_gemma graph/gradcheck_mha graph/gradcheck_transformer
+        graph/syncbn_k3 graph/gradcheck_tokens graph/gradcheck_tokens_pos graph/gradcheck_tokens_rope
+        graph/gradcheck_tokens_tied graph/gradcheck_tokens_untied)
+    ((quick)) && families=(graph/gradcheck_k2 graph/gradcheck_vit graph/gradcheck_llama
+        graph/gradcheck_tokens_rope)
+    if python3 "$src/tests/bench/gpt_data.py" "$out/ids" --context 784 --vocab 20 --examples 128 \
+        --classes 10 >>"$out/gpt-data.out" 2>&1; then
+        for path in "${families[@]}"; do
+            f=${path#graph/} json=$src/tests/data/keras/$path.json
+            fam=(--model "$json" --batch-per-replica 8 --test-examples 64 --optimizer adam
+                --learning-rate 0.001 --device gpu)
+            [[ $f == gradcheck_tokens* ]] && fam+=(--data "$out/ids/ids")
+            train "fam-$f-a" 1 3 "${fam[@]}"
+            train "fam-$f-b" 1 3 "${fam[@]}"
+            kinds=$(python3 -c "$layer_kinds" "$json" 2>/dev/null)
+            what="bitwise twin: $f ($kinds), Adam, two GPU runs"
+            if [[ ! -s $out/fam-$f-a.bin || ! -s $out/fam-$f-b.bin ]]; then
+                line FAIL "$what" "no weights: $(tail -n 1 "$out/fam-$f-a.out"); $(tail -n 1 "$out/fam-$f-b.out")"
+            elif cmp -s "$out/fam-$f-a.bin" "$out/fam-$f-b.bin"; then
+                line PASS "$what" "the same bits; Loss $(field "fam-$f-a" Loss)"
+            else
+                line FAIL "$what" "weights rel diff $(rel "fam-$f-a" "fam-$f-b") (want bitwise)"
+            fi
+        done
+    else
+        line FAIL "layer families" "tests/bench/gpt_data.py --classes: $(tail -n 1 "$out/gpt-data.out")"
+    fi
+}
+
 # 3. Throughput, mwtrain and PyTorch alternating, the median of the rounds.
 if ((!throughput)); then
     line SKIP throughput "--no-throughput"
+    family_twins
     sanitizers
     echo "report: $report"
     exit "$failed"
@@ -545,6 +602,7 @@ else
     line FAIL "GPT throughput" "tests/bench/gpt_data.py: $(tail -n 1 "$out/gpt-data.out")"
 fi
 
+family_twins
 for b in 64 1024; do
     modes=(fp32 tf32 bf16 f16)
     ((b == 64)) && modes+=(cg) # CUDA graphs where the kernels are small and many

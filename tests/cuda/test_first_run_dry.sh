@@ -9,7 +9,8 @@
 #     the three GPU-vs-CPU weight agreements and the Adam accuracy check PASS with their numbers;
 #     the token GPT's tolerance is measured, its agreement PASSes, its two bitwise twins (one
 #     and two replicas per GPU) PASS and so do its two runs with --cuda-graphs on (the same
-#     bits, graphs replayed), and the GPT table's three lines (float32, mixed_bfloat16,
+#     bits, graphs replayed), four Keras gradient-check models (--quick's share of every layer
+#     family) PASS their bitwise twins, and the GPT table's three lines (float32, mixed_bfloat16,
 #     float32 with --attention-memory recompute) PASS with a tokens/s figure, each with its step
 #     profile from the timeline;
 #     mixed_bfloat16's and mixed_float16's updates on the GPU agree with the CPU's and not with
@@ -19,7 +20,8 @@
 #     PyTorch on CUDA) are SKIP lines with the reason, never PASS;
 #   - a negative control (the CPU side at another learning rate): the agreements FAIL (the
 #     token GPT's and the 16-bit ones too), exit 1; run with --budget=1, its 12 throughput lines
-#     (9 CNN, 3 GPT) are SKIP lines saying the time budget was spent;
+#     (9 CNN, 3 GPT) and the layer families' twins are SKIP lines saying the time budget was
+#     spent;
 #   - no device: exit 77 and one SKIP line naming what rank 0 would train on and why;
 #   - a device that mwtrain cannot use while the host shows one (a fake /dev/nvidia0 is not
 #     available here; a fake nvidia-smi on the PATH listing a GPU): exit 1, FAIL with the reason;
@@ -50,6 +52,9 @@ check '[[ $(grep -cE "^\| bitwise twin: token GPT, dropout 0.1, Adam, [12] repli
     "the bitwise twins: $(grep "twin" "$r")"
 check '[[ $(grep -cE "^\| CUDA graphs: token GPT, dropout 0.1, Adam, [12] replica\(s\) per GPU, on vs off \| PASS \| the same bits; device 0 replayed [1-9][0-9]* micro-batches from [1-9][0-9]* graphs" "$r") -eq 2 ]]' \
     "the GPT from CUDA graphs: $(grep "CUDA graphs" "$r")"
+check '[[ $(grep -cE "^\| bitwise twin: (gradcheck_k2|gradcheck_vit|gradcheck_llama|gradcheck_tokens_rope) \([A-Za-z0-9, ]+\), Adam, two GPU runs \| PASS \| the same bits; Loss [0-9.]+" "$r") -eq 4 ]] &&
+       grep -qE "^\| bitwise twin: gradcheck_k2 \(.*BatchNormalization.*Dropout.*\)" "$r"' \
+    "the layer families twice (--quick: four models), their layers named: $(grep "gradcheck" "$r")"
 check '[[ $(grep -cE "^\| GPT of 2 blocks of width 64, context 32, batch 8, (float32|mixed_bfloat16|float32, --attention-memory recompute) \| PASS \| mwtrain [0-9.]+ tokens/s" "$r") -eq 3 ]]' \
     "the GPT table's three lines (the fake GPUs: no memory figure): $(grep "GPT of" "$r")"
 check '[[ $(grep -cE "^\| GPT step profile, (float32|mixed_bfloat16|float32, --attention-memory recompute) \| PASS \| step [0-9.]+ ms: forward/backward [0-9.]+, data [0-9.]+, all-reduce [0-9.]+, update [0-9.]+ \(median of 1 steps from step 1\)" "$r") -eq 3 ]] &&
@@ -84,6 +89,9 @@ check 'grep -qE "^\| mixed_float16, 1 SGD step, GPU vs CPU .* \| FAIL \| update 
 check '[[ $(grep -cE "^\| (throughput, batch (64|1024) per replica.*|GPT of .*) \| SKIP \| the time budget was spent \(--budget=1: [0-9]+ s so far\)" "$tmp/neg/report.md") -eq 12 ]] &&
        ! grep -qE "^\| (throughput|GPT of).* \| PASS" "$tmp/neg/report.md"' \
     "--budget=1: the 9 CNN and 3 GPT throughput lines are SKIP, past the budget: $(grep -c "time budget" "$tmp/neg/report.md") lines"
+check 'grep -qE "^\| bitwise twins of every layer family \| SKIP \| the time budget was spent" "$tmp/neg/report.md" &&
+       ! grep -qF "| bitwise twin: gradcheck" "$tmp/neg/report.md"' \
+    "--budget=1: the layer families' twins are one SKIP line: $(grep "layer famil" "$tmp/neg/report.md")"
 
 MW_HOSTDEV_GPUS=0 bash "$script" "$build" "$tmp/none" --quick >"$tmp/none.out" 2>&1
 rc=$?
