@@ -20,8 +20,10 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/hostdev_common.sh"
 
-/usr/bin/python3 - "$tmp" <<'PY'
+/usr/bin/python3 - "$tmp" "$src/tests/cuda" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[2])
+import token_models
 import numpy as np
 r = np.random.default_rng(11)
 tok = r.integers(0, 50, size=(370, 12)).astype(np.uint16)
@@ -30,25 +32,7 @@ for i, n in enumerate(r.integers(4, 13, size=370)):
 y = (tok[:, 0] % 3).astype(np.int32)
 np.savez(sys.argv[1] + "/tok.npz", x_train=tok[:330], y_train=y[:330], x_test=tok[330:],
          y_test=y[330:])
-ref = lambda n: {"class_name": "__keras_tensor__", "config": {"keras_history": [n, 0, 0]}}
-node = lambda *a, **kw: [{"args": list(a), "kwargs": kw}]
-hub = lambda cls, name, inb, **cfg: {"class_name": cls, "name": name, "registered_name":
-    "keras_hub>" + cls, "inbound_nodes": inb, "config": dict(name=name, **cfg)}
-json.dump({"class_name": "Functional", "config": {"name": "blocks", "layers": [
-    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
-     "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
-    {"class_name": "Embedding", "name": "emb", "inbound_nodes": node(ref("in")),
-     "config": {"name": "emb", "input_dim": 50, "output_dim": 8, "mask_zero": True}},
-    hub("TransformerEncoder", "enc", node(ref("emb")), intermediate_dim=16, num_heads=2,
-        dropout=0.3),
-    hub("TransformerDecoder", "dec", node(ref("enc")), intermediate_dim=16, num_heads=2,
-        dropout=0.3, activation="gelu", normalize_first=True),
-    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("dec")),
-     "config": {"name": "gap"}},
-    {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
-     "config": {"name": "out", "units": 3}}],
-    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
-    open(sys.argv[1] + "/blocks.json", "w"))
+json.dump(token_models.blocks("blocks", 0.3), open(sys.argv[1] + "/blocks.json", "w"))
 json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True}},
           open(sys.argv[1] + "/loss.json", "w"))
 PY

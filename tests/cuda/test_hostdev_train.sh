@@ -66,8 +66,10 @@ same gpu-1x2 cpu-1x2
 # buckets), the sparse loss with ignore_class 255 on a quarter of the labels (its factors
 # in the uploaded weights, the kernels' zero loss for the label), and a token model, each like
 # the CPU with the same replicas
-/usr/bin/python3 - "$tmp" <<'PY'
+/usr/bin/python3 - "$tmp" "$src/tests/cuda" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[2])
+import token_models
 import numpy as np
 r = np.random.default_rng(7)
 x = r.normal(size=(448, 6)).astype(np.float32)
@@ -168,23 +170,7 @@ json.dump({"class_name": "Functional", "config": {"name": "tokmha", "layers": [
      "config": {"name": "out", "units": 3}}],
     "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
     open(sys.argv[1] + "/tokmha.json", "w"))
-hub = lambda cls, name, inb, **cfg: {"class_name": cls, "name": name, "registered_name":
-    "keras_hub>" + cls, "inbound_nodes": inb, "config": dict(name=name, **cfg)}
-json.dump({"class_name": "Functional", "config": {"name": "tokblk", "layers": [
-    {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
-     "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
-    {"class_name": "Embedding", "name": "emb", "inbound_nodes": node(ref("in")),
-     "config": {"name": "emb", "input_dim": 50, "output_dim": 8, "mask_zero": True}},
-    hub("TransformerEncoder", "enc", node(ref("emb")), intermediate_dim=16, num_heads=2,
-        dropout=0.2),
-    hub("TransformerDecoder", "dec", node(ref("enc")), intermediate_dim=16, num_heads=2,
-        dropout=0.2, activation="gelu", normalize_first=True),
-    {"class_name": "GlobalAveragePooling1D", "name": "gap", "inbound_nodes": node(ref("dec")),
-     "config": {"name": "gap"}},
-    {"class_name": "Dense", "name": "out", "inbound_nodes": node(ref("gap")),
-     "config": {"name": "out", "units": 3}}],
-    "input_layers": [["in", 0, 0]], "output_layers": [["out", 0, 0]]}},
-    open(sys.argv[1] + "/tokblk.json", "w"))
+json.dump(token_models.blocks("tokblk", 0.2), open(sys.argv[1] + "/tokblk.json", "w"))
 json.dump({"class_name": "Functional", "config": {"name": "tokllama", "layers": [
     {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
      "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
