@@ -1665,7 +1665,8 @@ static void test_training(void **state)
     free(labels);
 }
 
-int main(void)
+/* test_keras [K/N]: every test, or shard K of N (tests/util.h: mw_test_run_shard) */
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_configs),
@@ -1714,5 +1715,5 @@ int main(void)
         cmocka_unit_test(test_gradcheck_cpu),
         cmocka_unit_test(test_training),
     };
-    return cmocka_run_group_tests_name("keras", tests, NULL, NULL);
+    return mw_test_run_shard("keras", tests, sizeof tests / sizeof *tests, argc, argv);
 }

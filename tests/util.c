@@ -353,3 +353,31 @@ unsigned mw_test_watch_events(int fd)
     close(fd);
     return seen;
 }
+
+int mw_test_run_shard(const char *name, const struct CMUnitTest *tests, size_t count, int argc,
+                      char **argv)
+{
+    unsigned k = 1, n = 1;
+    char end = 0;
+    if (argc > 1 && (sscanf(argv[1], "%u/%u%c", &k, &n, &end) != 2 || k < 1 || k > n)) {
+        fprintf(stderr, "%s: '%s': expected a shard K/N with 1 <= K <= N\n", argv[0], argv[1]);
+        return 2;
+    }
+    struct CMUnitTest *part = malloc((count ? count : 1) * sizeof *part);
+    if (!part) {
+        fprintf(stderr, "%s: out of memory\n", argv[0]);
+        return 2;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < count; i++)
+        if (i % n == k - 1)
+            part[m++] = tests[i];
+    char group[128];
+    if (n > 1)
+        snprintf(group, sizeof group, "%s %u/%u", name, k, n);
+    else
+        snprintf(group, sizeof group, "%s", name);
+    const int rc = _cmocka_run_group_tests(group, part, m, NULL, NULL);
+    free(part);
+    return rc;
+}

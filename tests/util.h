@@ -89,4 +89,10 @@ char *mw_test_srcpath(const char *rel);
 int mw_test_watch(const char *path);
 unsigned mw_test_watch_events(int fd);
 
+/* Run group name's count tests, or one shard of them: with "K/N" as argv[1] (1 <= K <= N), the
+ * tests whose index is K - 1 modulo N, so that meson can run a long group as N tests side by
+ * side. cmocka's exit status; 2 and a message for a malformed shard. */
+int mw_test_run_shard(const char *name, const struct CMUnitTest *tests, size_t count, int argc,
+                      char **argv);
+
 #endif

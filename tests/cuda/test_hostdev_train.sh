@@ -4,9 +4,9 @@
 # backend with its CUDA calls answered by fake devices in host memory (tests/hostdev.c: the CPU
 # kernels behind wrappers that abort on any pointer outside the context's device memory) and
 # NCCL by the mock (tests/nccl_mock.c). This test holds the numbers of each GPU layout to the
-# CPU's (in the suite 'isa': the CPU kernels behind the fake devices are oneDNN's, so the AVX2
-# pass runs it again); test_hostdev_jobs.sh has the jobs around training (checkpoints, eval,
-# the evaluator, failures, `cluster`, refused layouts). Asserted:
+# CPU's (both sides run oneDNN's kernels under the host's one ISA, so it is not in the suite
+# 'isa': tests/cuda/meson.build says why); test_hostdev_jobs.sh has the jobs around training
+# (checkpoints, eval, the evaluator, failures, `cluster`, refused layouts). Asserted:
 #   - each GPU layout trains like the CPU with the same replicas: one rank x 2 GPUs, 2 ranks x
 #     1 GPU on one node, 2 fake nodes x 2 GPUs (NCCL reduce-scatter, host ring, all-gather),
 #     2 replicas per GPU, SGD, and the Dropout + L2 Keras CNN (the weight penalty on the
