@@ -111,6 +111,8 @@ static void help_and_version(void **state)
     assert_int_equal(parse(&c, "eval --checkpoint-dir d --test-examples 5"), MW_OK);
     assert_true(c.cmd == MW_CMD_EVAL && c.train.test_examples == 5);
     assert_string_equal(c.train.checkpoint_dir, "d");
+    assert_int_equal(parse(&c, "eval --checkpoint-dir d --cuda-graphs on"), MW_OK);
+    assert_true(c.cmd == MW_CMD_EVAL && c.train.cuda_graphs == 1);
     assert_int_equal(parse(&c, "export --checkpoint-dir d --output m.safetensors"), MW_OK);
     assert_string_equal(c.train.export_path, "m.safetensors");
     assert_int_equal(parse(&c, "tf-config --hostfile h --task worker:1 --port 3000"), MW_OK);
@@ -214,6 +216,7 @@ static const struct {
     {"train --allreduce tree", "--allreduce 'tree': expected one of auto, ring, hierarchical"},
     {"train --collective-timeout 0", "--collective-timeout 0: expected a value in [0.1"},
     {"train --overlap-allreduce yes", "--overlap-allreduce 'yes': expected one of off, on"},
+    {"train --cuda-graphs yes", "--cuda-graphs 'yes': expected one of off, on"},
     {"train --gpu-allreduce ring", "--gpu-allreduce 'ring': expected one of hierarchical, nccl"},
     {"train --bucket-mb -1", "--bucket-mb -1: expected a value in [0"},
     {"train --micro-batch 0", "--micro-batch 0: expected a value from 1 to 65536"},

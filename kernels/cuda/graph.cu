@@ -30,6 +30,8 @@ extern "C" mw_status mw_cuda_step_seed(const mw_kctx *k, uint64_t seed)
     if (d->capturing)
         return mw_err(MW_EINTERNAL, "mw_cuda_step_seed inside a capture: a graph would keep the "
                                     "seed of the step it was captured in");
+    if (d->seed_set && d->seed_host == seed) /* the word holds it already, in stream order */
+        return MW_OK;
     /* by value: the launch copies it, the host keeps nothing alive */
     seed_kernel<<<1, 1, 0, d->stream>>>(d->seed_dev, seed);
     if (!mw_cuda_note(d, mw_cuda_launched_("seed_kernel", __FILE__, __LINE__)))

@@ -145,8 +145,7 @@ json.dump({"class_name": "Sequential", "config": {"name": "tokp", "layers": [
     dense("out", 3)]}}, open(sys.argv[1] + "/tokp.json", "w"))
 json.dump({"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True,
            "ignore_class": 1}}, open(sys.argv[1] + "/tokp-loss.json", "w"))
-ref = lambda n: {"class_name": "__keras_tensor__", "config": {"keras_history": [n, 0, 0]}}
-node = lambda *a, **kw: [{"args": list(a), "kwargs": kw}]
+ref, node = token_models.ref, token_models.node
 json.dump({"class_name": "Functional", "config": {"name": "tokmha", "layers": [
     {"class_name": "InputLayer", "name": "in", "inbound_nodes": [],
      "config": {"batch_shape": [None, 12], "dtype": "int32", "name": "in"}},
