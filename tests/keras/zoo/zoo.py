@@ -234,6 +234,9 @@ def twin64(model):
     return twin
 
 
+_STEPS = {}  # id(model) -> (model, its jitted step); the model kept so that its id stays its own
+
+
 def keras_step(model, x, y):
     """Keras' SGD step (no momentum) of the mean loss over the batch, jitted as fit() runs it;
     every variable after it, in model.weights order (BatchNormalization's moving statistics
@@ -251,12 +254,17 @@ def keras_step(model, x, y):
     if logits:  # the loss from the logits, as Keras on TensorFlow and mwtrain compute it
         last.activation = keras.activations.linear
 
-    def f(tv, ntv):
+    def f(tv, ntv, x, y):
         out, ntv2 = model.stateless_call(tv, ntv, x, training=True)
         return jnp.mean(keras.losses.sparse_categorical_crossentropy(y, out, from_logits=logits)), \
             ntv2
 
-    (_, ntv2), g = jax.jit(jax.value_and_grad(f, has_aux=True))(tv, ntv)
+    # one compiled step per model: the batch is an argument, not a constant of the function, so
+    # the permuted draws of the floor reuse the first one's executable (XLA compiles a
+    # ResNet's step in 1-2 s; ten of them per model were most of this test's time)
+    if id(model) not in _STEPS:
+        _STEPS[id(model)] = (model, jax.jit(jax.value_and_grad(f, has_aux=True)))
+    (_, ntv2), g = _STEPS[id(model)][1](tv, ntv, x, y)
     if logits:
         last.activation = keras.activations.softmax
     new = {id(v): np.asarray(np.asarray(a) - np.asarray(LR, np.asarray(a).dtype) * np.asarray(b),
