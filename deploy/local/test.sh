@@ -16,18 +16,24 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 bash "$MW_ROOT/deploy/setup.sh"
 [[ -f $MW_BUILD/build.ninja ]] || meson setup "$MW_BUILD" "$MW_ROOT" -Dwerror=true \
     -Dbuildtype=debugoptimized
+idle=(nice -n 19)
+chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0)
 # the Keras oracle's venv (tests/keras/venv.sh: pip, mostly waiting on the network and the disk)
 # is made while the build compiles; the suite 'keras' waits on its lock, and says why it skips
-# when it could not be made
-bash "$MW_ROOT/tests/keras/venv.sh" "$MW_BUILD" >"$MW_BUILD/venv-output.txt" 2>&1 &
+# when it could not be made. Then, for the whole run (no meson arguments), the TensorFlow venv
+# of the image and TFRecord tests (tests/bench/tf_venv.sh), on the CPU the build and the suites
+# leave idle: made by the first test that needed it, it held that test's slot for about a
+# minute late in the run.
+(
+    bash "$MW_ROOT/tests/keras/venv.sh" "$MW_BUILD"
+    if (($# == 0)); then "${idle[@]}" bash "$MW_ROOT/tests/bench/tf_venv.sh" "$MW_BUILD"; fi
+) >"$MW_BUILD/venv-output.txt" 2>&1 &
 mw_build -Dwerror=true -Dbuildtype=debugoptimized
 # The checks after the suites build their own binaries (the fuzz targets, the unit suite under
 # ASan + UBSan, the build without CUDA): those compile meanwhile under SCHED_IDLE (nice 19
-# where chrt cannot set it), on the CPU the suites leave idle (their deadline and signal tests
-# mostly wait), and the runs below find them made (a build that failed here fails again there,
-# with its message).
-idle=(nice -n 19)
-chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0)
+# where chrt cannot set it, as `idle` above), on the CPU the suites leave idle (their deadline
+# and signal tests mostly wait), and the runs below find them made (a build that failed here
+# fails again there, with its message).
 (
     "${idle[@]}" env FUZZ_OUT="$MW_BUILD-fuzz" FUZZ_STAGE=build bash "$MW_ROOT/tests/fuzz/run.sh" ||
         true
