@@ -234,12 +234,12 @@ def twin64(model):
     return twin
 
 
-_STEPS = {}  # id(model) -> (model, its jitted step); the model kept so that its id stays its own
-
-
-def keras_step(model, x, y):
-    """Keras' SGD step (no momentum) of the mean loss over the batch, jitted as fit() runs it;
-    every variable after it, in model.weights order (BatchNormalization's moving statistics
+def keras_stepper(model):
+    """Keras' SGD step (no momentum) of the mean loss over a batch, jitted as fit() runs it, as
+    a function of the batch (x, y): one executable for every batch of the model (the permuted
+    draws of the floor; XLA compiles a ResNet's step in 1-2 s, and with the batch a constant
+    of the step ten compiles per model were most of this test's time). It returns every
+    variable after the step, in model.weights order (BatchNormalization's moving statistics
     updated by the same forward pass), in the model's own precision: a float32 variable keeps
     w - lr g rounded to float32, as Keras' optimizer assigns it (and mwtrain's export holds).
     A softmax output's loss is computed from its logits, as Keras' TensorFlow backend does (its
@@ -251,28 +251,27 @@ def keras_step(model, x, y):
     ntv = [v.value for v in model.non_trainable_variables]
     last = model.layers[-1]
     logits = getattr(getattr(last, "activation", None), "__name__", "") == "softmax"
-    if logits:  # the loss from the logits, as Keras on TensorFlow and mwtrain compute it
-        last.activation = keras.activations.linear
 
     def f(tv, ntv, x, y):
         out, ntv2 = model.stateless_call(tv, ntv, x, training=True)
         return jnp.mean(keras.losses.sparse_categorical_crossentropy(y, out, from_logits=logits)), \
             ntv2
 
-    # one compiled step per model: the batch is an argument, not a constant of the function, so
-    # the permuted draws of the floor reuse the first one's executable (XLA compiles a
-    # ResNet's step in 1-2 s; ten of them per model were most of this test's time)
-    if id(model) not in _STEPS:
-        _STEPS[id(model)] = (model, jax.jit(jax.value_and_grad(f, has_aux=True)))
-    (_, ntv2), g = _STEPS[id(model)][1](tv, ntv, x, y)
-    if logits:
-        last.activation = keras.activations.softmax
-    new = {id(v): np.asarray(np.asarray(a) - np.asarray(LR, np.asarray(a).dtype) * np.asarray(b),
-                             np.float64)
-           for v, a, b in zip(model.trainable_variables, tv, g)}
-    new.update({id(v): np.asarray(a, np.float64)
-                for v, a in zip(model.non_trainable_variables, ntv2)})
-    return [new[id(v)] for v in model.weights]
+    grad = jax.jit(jax.value_and_grad(f, has_aux=True))
+
+    def step(x, y):
+        if logits:  # the loss from the logits (traced on the first call)
+            last.activation = keras.activations.linear
+        (_, ntv2), g = grad(tv, ntv, x, y)
+        if logits:
+            last.activation = keras.activations.softmax
+        new = {id(v): np.asarray(np.asarray(a) - np.asarray(LR, np.asarray(a).dtype) *
+                                 np.asarray(b), np.float64)
+               for v, a, b in zip(model.trainable_variables, tv, g)}
+        new.update({id(v): np.asarray(a, np.float64)
+                    for v, a in zip(model.non_trainable_variables, ntv2)})
+        return [new[id(v)] for v in model.weights]
+    return step
 
 
 def distances(paths, w, w64, w0):
@@ -359,15 +358,15 @@ def check(mw, work, name, control=False):
     w_mw = [np.asarray(w.value, np.float64) for w in back.weights]
     w0 = [np.asarray(w.value, np.float64) for w in model.weights]
     paths = [w.path for w in model.weights]
-    w64 = keras_step(twin64(model), x.astype(np.float64), y)
+    w64 = keras_stepper(twin64(model))(x.astype(np.float64), y)
     e_mw = distances(paths, w_mw, w64, w0)
-    e_k = distances(paths, keras_step(model, x, y), w64, w0)
+    step = keras_stepper(model)
+    e_k = distances(paths, step(x, y), w64, w0)
     e_kp = [0.0] * len(paths)  # the largest of the permuted draws, per variable
     for p in range(PERMS):
         perm = np.random.default_rng(p).permutation(N)
-        e = distances(paths, keras_step(model, x[perm], y[perm]), w64, w0)
+        e = distances(paths, step(x[perm], y[perm]), w64, w0)
         e_kp = [max(a, b) for a, b in zip(e_kp, e)]
-    _STEPS.clear()  # the models and executables of this check (the whole zoo: ResNet50's too)
     draws = [max(e_k), max(e_kp)]
     if os.environ.get("ZOO_TF_PYTHON"):
         tf_out = os.path.join(d, "tf_step.npz")
